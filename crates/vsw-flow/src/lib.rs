@@ -1,0 +1,18 @@
+//! Flow rules: what to match, what to do, how users write them, how packets find them.
+//!
+//! Pure code: no I/O, no threads. Times are plain numbers of milliseconds that the
+//! caller supplies, so aging and idle times are tested with an injected clock.
+
+pub mod action;
+pub mod classifier;
+pub mod mac_table;
+pub mod matching;
+pub mod rule;
+pub mod syntax;
+
+pub use action::Action;
+pub use classifier::Classifier;
+pub use mac_table::MacTable;
+pub use matching::Match;
+pub use rule::{FlowSpec, Rule, RuleStats};
+pub use syntax::{parse_flow, parse_match, FlowSyntaxError, PortResolver};

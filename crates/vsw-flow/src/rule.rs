@@ -1,0 +1,75 @@
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::action::Action;
+use crate::matching::Match;
+
+/// OpenFlow's default priority, used when a flow names none.
+pub const DEFAULT_PRIORITY: u16 = 32768;
+
+/// A rule as a user writes it: priority, match, actions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    pub priority: u16,
+    pub matcher: Match,
+    pub actions: Vec<Action>,
+}
+
+/// Counters of one installed rule. The datapath adds to them once per batch.
+#[derive(Debug, Default)]
+pub struct RuleStats {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    /// Caller's clock, milliseconds; 0 = never hit.
+    last_hit_ms: AtomicU64,
+}
+
+impl RuleStats {
+    pub fn add(&self, packets: u64, bytes: u64, now_ms: u64) {
+        self.packets.fetch_add(packets, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.last_hit_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    pub fn packets(&self) -> u64 {
+        self.packets.load(Ordering::Relaxed)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn last_hit_ms(&self) -> Option<u64> {
+        match self.last_hit_ms.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+}
+
+/// An installed rule: its spec, when it was installed and its counters.
+#[derive(Debug)]
+pub struct Rule {
+    pub spec: FlowSpec,
+    pub installed_ms: u64,
+    pub stats: RuleStats,
+}
+
+impl Rule {
+    pub fn new(spec: FlowSpec, now_ms: u64) -> Rule {
+        Rule {
+            spec,
+            installed_ms: now_ms,
+            stats: RuleStats::default(),
+        }
+    }
+
+    /// Seconds since the rule last matched a packet, or since it was installed.
+    pub fn idle_age_s(&self, now_ms: u64) -> u64 {
+        let since = self.stats.last_hit_ms().unwrap_or(self.installed_ms);
+        now_ms.saturating_sub(since) / 1000
+    }
+
+    pub fn duration_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.installed_ms)
+    }
+}

@@ -1,0 +1,14 @@
+//! Packet formats: what vsw reads from and writes into frames.
+//!
+//! Pure code: no I/O, no threads, no `unsafe`. Every reader takes a byte slice and
+//! never looks past its end, so a truncated or garbage frame cannot crash the switch.
+
+pub mod ethernet;
+pub mod key;
+pub mod mac;
+pub mod vnet;
+
+pub use ethernet::{EtherType, VlanTag};
+pub use key::{extract, FlowKey, Malformed};
+pub use mac::MacAddr;
+pub use vnet::VnetHdr;
