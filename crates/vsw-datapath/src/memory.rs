@@ -1,0 +1,129 @@
+//! An in-memory port: frames go in and come out through channels. It lets the datapath
+//! be tested without devices or privileges.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
+use std::time::Duration;
+
+use vsw_packet::ethernet::copy_frame;
+
+use crate::port::{
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxQueue, BATCH_SIZE,
+};
+
+/// The far end of an in-memory port: what a test uses to send into the switch and to
+/// see what the switch sent out.
+pub struct MemoryPeer {
+    to_switch: Sender<Vec<u8>>,
+    from_switch: Receiver<Vec<u8>>,
+}
+
+impl MemoryPeer {
+    pub fn send(&self, frame: &[u8]) {
+        // The switch side only goes away when the port is removed; then frames are lost,
+        // as on a cable that was pulled.
+        let _ = self.to_switch.send(frame.to_vec());
+    }
+
+    /// The next frame the switch sent out of this port, waiting at most `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Vec<u8>> {
+        match self.from_switch.recv_timeout(timeout) {
+            Ok(f) => Some(f),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    pub fn try_recv(&self) -> Option<Vec<u8>> {
+        self.from_switch.try_recv().ok()
+    }
+}
+
+struct MemoryRx {
+    incoming: Receiver<Vec<u8>>,
+    held: Vec<Vec<u8>>,
+}
+
+impl RxQueue for MemoryRx {
+    fn recv<'a>(&'a mut self, batch: &mut RxBatch<'a>) -> RxDrops {
+        self.held.clear();
+        while self.held.len() < BATCH_SIZE {
+            match self.incoming.try_recv() {
+                Ok(f) => self.held.push(f),
+                Err(_) => break,
+            }
+        }
+        for f in &self.held {
+            batch.push(RxPacket {
+                data: f,
+                meta: PacketMeta::default(),
+            });
+        }
+        RxDrops::default()
+    }
+
+    fn release(&mut self) {
+        self.held.clear();
+    }
+}
+
+struct MemoryTx {
+    outgoing: SyncSender<Vec<u8>>,
+    staged: Vec<Vec<u8>>,
+    max_frame: usize,
+}
+
+impl TxQueue for MemoryTx {
+    fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
+        if self.staged.len() >= BATCH_SIZE {
+            return Err(StageError::QueueFull);
+        }
+        let mut buf = vec![0u8; data.len() + 4];
+        let n = copy_frame(&mut buf, data, meta.vlan).ok_or(StageError::TooBig)?;
+        if n > self.max_frame {
+            return Err(StageError::TooBig);
+        }
+        buf.truncate(n);
+        self.staged.push(buf);
+        Ok(())
+    }
+
+    fn pending(&self) -> usize {
+        self.staged.len()
+    }
+
+    fn flush(&mut self) -> usize {
+        let mut refused = 0;
+        for f in self.staged.drain(..) {
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+                self.outgoing.try_send(f)
+            {
+                refused += 1;
+            }
+        }
+        refused
+    }
+}
+
+/// Creates an in-memory port whose peer holds up to `capacity` frames the switch sent
+/// (more are refused, as a full device queue would).
+pub fn memory_port(capacity: usize) -> (PortQueues, MemoryPeer) {
+    let (to_switch, incoming) = mpsc::channel();
+    let (outgoing, from_switch) = mpsc::sync_channel(capacity);
+    let queues = PortQueues {
+        rx: Box::new(MemoryRx {
+            incoming,
+            held: Vec::with_capacity(BATCH_SIZE),
+        }),
+        tx: Box::new(MemoryTx {
+            outgoing,
+            staged: Vec::with_capacity(BATCH_SIZE),
+            max_frame: 65535,
+        }),
+    };
+    (
+        queues,
+        MemoryPeer {
+            to_switch,
+            from_switch,
+        },
+    )
+}

@@ -1,0 +1,76 @@
+//! What the datapath needs from a device: receive queues that lend a batch of packets
+//! and transmit queues that copy packets into their staging area and send in batches.
+
+use arrayvec::ArrayVec;
+use vsw_packet::{VlanTag, VnetHdr};
+
+/// The most packets a PMD takes from one receive queue at a time.
+pub const BATCH_SIZE: usize = 32;
+
+/// What a device knows about a frame besides its bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// Checksum/segmentation offload state (virtio-net header).
+    pub vnet: VnetHdr,
+    /// A VLAN tag the device took out of the frame on receive.
+    pub vlan: Option<VlanTag>,
+}
+
+/// A received packet, borrowed from the device (a ring slot, a guest buffer) until the
+/// queue is released.
+#[derive(Debug)]
+pub struct RxPacket<'a> {
+    pub data: &'a [u8],
+    pub meta: PacketMeta,
+}
+
+pub type RxBatch<'a> = ArrayVec<RxPacket<'a>, BATCH_SIZE>;
+
+/// Frames the device received but could not hand over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxDrops {
+    /// Longer than the receive buffer; cut short by the device.
+    pub truncated: u32,
+}
+
+pub trait RxQueue: Send {
+    /// Fills `batch` (up to [`BATCH_SIZE`]) with packets borrowed from the device.
+    /// They stay valid until [`RxQueue::release`].
+    fn recv<'a>(&'a mut self, batch: &mut RxBatch<'a>) -> RxDrops;
+
+    /// Gives the packets of the last `recv` back to the device.
+    fn release(&mut self);
+
+    /// Frames the kernel dropped because the queue was full, since the last call.
+    /// Called about once a second, not per batch.
+    fn take_overrun_drops(&mut self) -> u64 {
+        0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StageError {
+    #[error("transmit queue full")]
+    QueueFull,
+    #[error("frame larger than the transmit buffer")]
+    TooBig,
+}
+
+pub trait TxQueue: Send {
+    /// Copies a packet into the device's transmit staging; it leaves with the next
+    /// [`TxQueue::flush`]. This copy is the one copy a packet pays.
+    fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError>;
+
+    /// Packets staged and not yet sent.
+    fn pending(&self) -> usize;
+
+    /// Sends everything staged with one kick. Returns how many packets the device
+    /// refused (counted as transmit errors).
+    fn flush(&mut self) -> usize;
+}
+
+/// The queues of one port, handed to the PMD that polls it.
+pub struct PortQueues {
+    pub rx: Box<dyn RxQueue>,
+    pub tx: Box<dyn TxQueue>,
+}
