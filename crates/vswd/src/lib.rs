@@ -1,1 +1,9 @@
+//! The vsw daemon's parts: the control protocol (shared with `vswctl`), the persisted
+//! configuration, the switch that applies commands to the datapath, and the control
+//! server.
 
+pub mod options;
+pub mod protocol;
+pub mod server;
+pub mod state;
+pub mod switch;

@@ -1,0 +1,209 @@
+//! recvmmsg/sendmmsg: one system call per batch each way, frames copied through
+//! per-port buffers. The baseline the rings are measured against.
+
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use vsw_datapath::{
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxQueue, BATCH_SIZE,
+};
+use vsw_packet::ethernet::copy_frame;
+use vsw_packet::vnet::VNET_HDR_LEN;
+use vsw_packet::{VlanTag, VnetHdr};
+
+use super::{attach, transient, MAX_FRAME};
+use crate::NetdevError;
+
+const BUF_LEN: usize = VNET_HDR_LEN + MAX_FRAME;
+/// Room for one PACKET_AUXDATA control message.
+const CTRL_LEN: usize = 64;
+
+pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues, NetdevError> {
+    attach(&fd, ifname, ifindex)?;
+    let fd = Arc::new(fd);
+    let bufs = || {
+        (0..BATCH_SIZE)
+            .map(|_| vec![0u8; BUF_LEN].into_boxed_slice())
+            .collect::<Vec<_>>()
+    };
+    Ok(PortQueues {
+        rx: Box::new(MmsgRx {
+            fd: fd.clone(),
+            bufs: bufs(),
+            ctrl: vec![[0u64; CTRL_LEN / 8]; BATCH_SIZE],
+        }),
+        tx: Box::new(MmsgTx {
+            fd,
+            bufs: bufs(),
+            lens: [0; BATCH_SIZE],
+            staged: 0,
+        }),
+    })
+}
+
+struct MmsgRx {
+    fd: Arc<OwnedFd>,
+    bufs: Vec<Box<[u8]>>,
+    /// Control buffers, u64 for cmsghdr alignment.
+    ctrl: Vec<[u64; CTRL_LEN / 8]>,
+}
+
+/// The VLAN tag the kernel reported in a message's PACKET_AUXDATA, if any.
+fn auxdata_vlan(msg: &libc::msghdr) -> Option<VlanTag> {
+    // SAFETY: `msg` was filled by recvmmsg with msg_control pointing at a live control
+    // buffer and msg_controllen saying how much of it the kernel wrote; the CMSG_*
+    // macros stay inside that length.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET
+                && (*c).cmsg_type == libc::PACKET_AUXDATA
+                && (*c).cmsg_len as usize
+                    >= libc::CMSG_LEN(size_of::<libc::tpacket_auxdata>() as u32) as usize
+            {
+                let aux =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
+                if aux.tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
+                    let tpid = if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                        aux.tp_vlan_tpid
+                    } else {
+                        vsw_packet::EtherType::VLAN
+                    };
+                    return Some(VlanTag {
+                        tpid,
+                        tci: aux.tp_vlan_tci,
+                    });
+                }
+                return None;
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+        None
+    }
+}
+
+impl RxQueue for MmsgRx {
+    fn recv<'a>(&'a mut self, batch: &mut RxBatch<'a>) -> RxDrops {
+        let want = BATCH_SIZE - batch.len();
+        // SAFETY: iovec and mmsghdr are plain old data; zero is a valid value.
+        let mut iov: [libc::iovec; BATCH_SIZE] = unsafe { zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; BATCH_SIZE] = unsafe { zeroed() };
+        for i in 0..want {
+            iov[i].iov_base = self.bufs[i].as_mut_ptr().cast();
+            iov[i].iov_len = BUF_LEN;
+            msgs[i].msg_hdr.msg_iov = &mut iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_control = self.ctrl[i].as_mut_ptr().cast();
+            msgs[i].msg_hdr.msg_controllen = CTRL_LEN;
+        }
+        // SAFETY: each message points at a buffer of the length given, all owned by
+        // `self` and alive for the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                want as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        let mut drops = RxDrops::default();
+        if n <= 0 {
+            return drops;
+        }
+        for (msg, buf) in msgs.iter().zip(self.bufs.iter()).take(n as usize) {
+            let len = msg.msg_len as usize;
+            if msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len < VNET_HDR_LEN || len > BUF_LEN {
+                drops.truncated += 1;
+                continue;
+            }
+            batch.push(RxPacket {
+                data: &buf[VNET_HDR_LEN..len],
+                meta: PacketMeta {
+                    vnet: VnetHdr::read(buf).unwrap_or_default(),
+                    vlan: auxdata_vlan(&msg.msg_hdr),
+                },
+            });
+        }
+        drops
+    }
+
+    fn release(&mut self) {}
+
+    fn take_overrun_drops(&mut self) -> u64 {
+        crate::sys::packet_statistics(&self.fd)
+            .map(|(_, d)| d)
+            .unwrap_or(0)
+    }
+}
+
+struct MmsgTx {
+    fd: Arc<OwnedFd>,
+    bufs: Vec<Box<[u8]>>,
+    lens: [usize; BATCH_SIZE],
+    staged: usize,
+}
+
+impl TxQueue for MmsgTx {
+    fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
+        if self.staged == BATCH_SIZE {
+            return Err(StageError::QueueFull);
+        }
+        let buf = &mut self.bufs[self.staged];
+        let (hdr, frame) = buf.split_at_mut(VNET_HDR_LEN);
+        let vnet = if meta.vlan.is_some() {
+            meta.vnet.shifted(4)
+        } else {
+            meta.vnet
+        };
+        vnet.write(hdr.try_into().expect("split at header length"));
+        let len = copy_frame(frame, data, meta.vlan).ok_or(StageError::TooBig)?;
+        self.lens[self.staged] = VNET_HDR_LEN + len;
+        self.staged += 1;
+        Ok(())
+    }
+
+    fn pending(&self) -> usize {
+        self.staged
+    }
+
+    fn flush(&mut self) -> usize {
+        let n = std::mem::take(&mut self.staged);
+        let mut sent = 0;
+        let mut tries = 0;
+        while sent < n && tries < 4 {
+            tries += 1;
+            // SAFETY: as in recv: plain old data, zero is valid.
+            let mut iov: [libc::iovec; BATCH_SIZE] = unsafe { zeroed() };
+            // SAFETY: as above.
+            let mut msgs: [libc::mmsghdr; BATCH_SIZE] = unsafe { zeroed() };
+            for i in sent..n {
+                iov[i].iov_base = self.bufs[i].as_mut_ptr().cast();
+                iov[i].iov_len = self.lens[i];
+                msgs[i].msg_hdr.msg_iov = &mut iov[i];
+                msgs[i].msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: messages sent..n point at staged buffers owned by `self`.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    msgs[sent..].as_mut_ptr(),
+                    (n - sent) as u32,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                sent += r as usize;
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            if !transient(&e) {
+                tracing::debug!(error = %e, "sendmmsg failed");
+                break;
+            }
+        }
+        n - sent
+    }
+}

@@ -1,0 +1,127 @@
+//! AF_PACKET ports: a Linux interface (a veth end, a physical NIC) as a vsw port.
+//!
+//! Two ways to move frames, chosen per port with `afpacket-mode`:
+//! - `ring` (default): mmap rings. The PMD reads a TPACKET_V2 receive ring by its
+//!   per-frame status words, so receiving costs no system call; transmit frames are
+//!   written into a TPACKET_V2 TX ring and sent with one `sendto` kick per batch.
+//! - `mmsg`: `recvmmsg`/`sendmmsg`, one system call per batch each way. The baseline.
+//!
+//! Both carry the virtio-net header (PACKET_VNET_HDR): Linux veths hand over TCP
+//! super-frames with partial checksums, and the header lets them leave as they came.
+//! Both bypass the qdisc, ignore the switch's own transmissions, and hold the interface
+//! in promiscuous mode through a socket membership the kernel drops when the socket
+//! closes, so the interface is restored however the switch exits.
+
+mod mmsg;
+mod ring;
+
+use std::fmt;
+use std::os::fd::OwnedFd;
+use std::str::FromStr;
+
+use vsw_datapath::PortQueues;
+
+use crate::sys;
+use crate::NetdevError;
+
+/// The largest frame an AF_PACKET port takes: a 64 KiB TCP super-frame with its
+/// Ethernet header and one VLAN tag.
+pub const MAX_FRAME: usize = 65535 + 14 + 4;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AfPacketMode {
+    #[default]
+    Ring,
+    Mmsg,
+}
+
+impl fmt::Display for AfPacketMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AfPacketMode::Ring => "ring",
+            AfPacketMode::Mmsg => "mmsg",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("afpacket-mode must be 'ring' or 'mmsg', not '{0}'")]
+pub struct BadMode(pub String);
+
+impl FromStr for AfPacketMode {
+    type Err = BadMode;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ring" => Ok(AfPacketMode::Ring),
+            "mmsg" => Ok(AfPacketMode::Mmsg),
+            other => Err(BadMode(other.to_string())),
+        }
+    }
+}
+
+fn syscall<'a>(
+    op: &'static str,
+    ifname: &'a str,
+) -> impl FnOnce(std::io::Error) -> NetdevError + 'a {
+    move |source| NetdevError::Syscall {
+        op,
+        ifname: ifname.to_string(),
+        source,
+    }
+}
+
+fn set_flag(
+    fd: &OwnedFd,
+    opt: libc::c_int,
+    name: &'static str,
+    ifname: &str,
+) -> Result<(), NetdevError> {
+    sys::set_packet_opt(fd, opt, &1 as &libc::c_int).map_err(syscall(name, ifname))
+}
+
+/// Opens interface `ifname` as a port.
+pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError> {
+    if !crate::interface::valid_name(ifname) {
+        return Err(NetdevError::BadInterfaceName(ifname.to_string()));
+    }
+    let ifindex =
+        sys::if_index(ifname).ok_or_else(|| NetdevError::NoSuchInterface(ifname.to_string()))?;
+    let fd = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
+    // The header option, like the ring version, must be set before any ring exists.
+    set_flag(&fd, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
+    set_flag(
+        &fd,
+        libc::PACKET_QDISC_BYPASS,
+        "PACKET_QDISC_BYPASS",
+        ifname,
+    )?;
+    set_flag(
+        &fd,
+        libc::PACKET_IGNORE_OUTGOING,
+        "PACKET_IGNORE_OUTGOING",
+        ifname,
+    )?;
+    let queues = match mode {
+        AfPacketMode::Ring => ring::open(fd, ifname, ifindex)?,
+        AfPacketMode::Mmsg => {
+            set_flag(&fd, libc::PACKET_AUXDATA, "PACKET_AUXDATA", ifname)?;
+            mmsg::open(fd, ifname, ifindex)?
+        }
+    };
+    tracing::debug!(ifname, ifindex, %mode, "afpacket port open");
+    Ok(queues)
+}
+
+/// Binds the socket and takes the interface promiscuous; the last step of opening.
+fn attach(fd: &OwnedFd, ifname: &str, ifindex: u32) -> Result<(), NetdevError> {
+    sys::bind_to_interface(fd, ifindex).map_err(syscall("bind", ifname))?;
+    sys::add_promiscuous_membership(fd, ifindex).map_err(syscall("PACKET_ADD_MEMBERSHIP", ifname))
+}
+
+/// Whether an error from a send is the device being busy for a moment.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)
+    )
+}

@@ -1,0 +1,19 @@
+//! Facts about Linux network interfaces.
+
+use crate::sys;
+
+/// The kernel's index of interface `name`, or `None` when it does not exist.
+pub fn index(name: &str) -> Option<u32> {
+    sys::if_index(name)
+}
+
+/// Interface names are 1 to 15 bytes with no '/', whitespace or NUL (IFNAMSIZ).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == 0 || b.is_ascii_whitespace() || b == b':')
+}

@@ -1,0 +1,178 @@
+//! Thin safe wrappers over the system calls AF_PACKET ports use.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+
+pub const TPACKET_V2: libc::c_int = 1;
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A non-blocking AF_PACKET raw socket that receives nothing until it is bound.
+pub fn packet_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain system call; protocol 0 keeps the socket silent until bind().
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt(SOL_PACKET, opt)` with a plain-old-data value.
+pub fn set_packet_opt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` points to a live T of the size passed; the kernel only reads it.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            opt,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Frames the kernel counted since the last call (`PACKET_STATISTICS` resets on read):
+/// (received, dropped).
+pub fn packet_statistics(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    let mut st = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `st` and `len` are live and sized for the kernel to write into.
+    check(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((u64::from(st.tp_packets), u64::from(st.tp_drops)))
+}
+
+/// Binds the socket to one interface, for every protocol.
+pub fn bind_to_interface(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: `sll` is a live sockaddr_ll and its size is passed.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Puts the interface in promiscuous mode for as long as the socket is open: the
+/// kernel drops the membership, and restores the interface, when the socket closes.
+pub fn add_promiscuous_membership(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+    let mreq = libc::packet_mreq {
+        mr_ifindex: ifindex as i32,
+        mr_type: libc::PACKET_MR_PROMISC as u16,
+        mr_alen: 0,
+        mr_address: [0; 8],
+    };
+    set_packet_opt(fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+}
+
+/// Asks the kernel to send the frames marked in the TX ring; never blocks.
+pub fn kick_tx(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: a zero-length send with no buffer: the kernel reads the TX ring instead.
+    let ret = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The index of the interface named `name`, if there is one.
+pub fn if_index(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (idx != 0).then_some(idx)
+}
+
+/// A shared memory mapping of a socket's rings, unmapped on drop.
+pub struct RingMap {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory shared with the kernel; which thread touches it
+// is decided by the ring protocol (frame status words), not by thread identity.
+unsafe impl Send for RingMap {}
+// SAFETY: as above; concurrent access goes through atomic status words.
+unsafe impl Sync for RingMap {}
+
+impl RingMap {
+    pub fn map(fd: &OwnedFd, len: usize) -> io::Result<RingMap> {
+        // SAFETY: maps `len` bytes of the socket's rings; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(RingMap { base, len })
+    }
+
+    /// Pointer to byte `offset` of the mapping; the caller keeps `offset < len`.
+    pub fn at(&self, offset: usize) -> *mut u8 {
+        assert!(
+            offset < self.len,
+            "offset {offset} outside ring of {}",
+            self.len
+        );
+        // SAFETY: offset is inside the mapping (checked above).
+        unsafe { self.base.as_ptr().add(offset) }
+    }
+}
+
+impl Drop for RingMap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what map() mapped; nothing borrows it any more
+        // (borrows of frames end before the owning queue can be dropped).
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}

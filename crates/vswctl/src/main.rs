@@ -1,0 +1,165 @@
+//! vswctl: talks to vswd over its control socket.
+
+mod render;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand, ValueEnum};
+use vswd::protocol::{Reply, Request, DEFAULT_SOCKET};
+
+#[derive(Parser)]
+#[command(version, about = "Control the vsw userspace switch")]
+struct Cli {
+    /// vswd's control socket.
+    #[arg(long, global = true, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Output for people (text) or scripts (json).
+    #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Options, PMD and ports.
+    Show,
+    /// Set switch-wide options, e.g. pmd-cpu-mask=0x2.
+    Set {
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        options: Vec<String>,
+    },
+    /// Attach a Linux interface as a port.
+    AddPort {
+        name: String,
+        #[arg(value_name = "KEY=VALUE")]
+        options: Vec<String>,
+    },
+    /// Remove a port (the interface is left as it was before).
+    DelPort { name: String },
+    /// Change a port's options, e.g. afpacket-mode=mmsg.
+    SetPort {
+        name: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        options: Vec<String>,
+    },
+    /// Add a flow, e.g. "priority=100,in_port=1,udp,tp_dst=53,actions=drop".
+    AddFlow { flow: String },
+    /// Add the flows in FILE (one per line, '#' comments; '-' reads standard input).
+    AddFlows { file: PathBuf },
+    /// Delete flows matching MATCH (all flows without one).
+    DelFlows {
+        /// Only the flow with exactly this match and priority.
+        #[arg(long)]
+        strict: bool,
+        #[arg(value_name = "MATCH")]
+        matching: Option<String>,
+    },
+    /// Flows with their counters.
+    DumpFlows,
+    /// Port counters.
+    DumpPorts,
+    /// PMD thread statistics.
+    PmdStatsShow,
+    /// Reset PMD statistics.
+    PmdStatsClear,
+}
+
+fn read_flows(file: &PathBuf) -> anyhow::Result<Vec<String>> {
+    let mut text = String::new();
+    if file.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading flows from standard input")?;
+    } else {
+        text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    }
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect())
+}
+
+fn call(socket: &PathBuf, req: &Request) -> anyhow::Result<serde_json::Value> {
+    let mut stream = UnixStream::connect(socket)
+        .with_context(|| format!("cannot connect to {} (is vswd running?)", socket.display()))?;
+    let mut line = serde_json::to_string(req)?;
+    line.push('\n');
+    stream.write_all(line.as_bytes())?;
+    let mut reply = String::new();
+    BufReader::new(stream)
+        .read_line(&mut reply)
+        .context("reading vswd's reply")?;
+    if reply.is_empty() {
+        bail!("vswd closed the connection without a reply");
+    }
+    let reply: Reply = serde_json::from_str(&reply).context("vswd's reply is not valid")?;
+    if !reply.ok {
+        bail!("{}", reply.error.unwrap_or_else(|| "unknown error".into()));
+    }
+    Ok(reply.result)
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("vswctl: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let req = match &cli.command {
+        Command::Show => Request::Show,
+        Command::Set { options } => Request::Set {
+            options: options.clone(),
+        },
+        Command::AddPort { name, options } => Request::AddPort {
+            name: name.clone(),
+            options: options.clone(),
+        },
+        Command::DelPort { name } => Request::DelPort { name: name.clone() },
+        Command::SetPort { name, options } => Request::SetPort {
+            name: name.clone(),
+            options: options.clone(),
+        },
+        Command::AddFlow { flow } => Request::AddFlow { flow: flow.clone() },
+        Command::AddFlows { file } => Request::AddFlows {
+            flows: read_flows(file)?,
+        },
+        Command::DelFlows { strict, matching } => Request::DelFlows {
+            matching: matching.clone(),
+            strict: *strict,
+        },
+        Command::DumpFlows => Request::DumpFlows,
+        Command::DumpPorts => Request::DumpPorts,
+        Command::PmdStatsShow => Request::PmdStatsShow,
+        Command::PmdStatsClear => Request::PmdStatsClear,
+    };
+    let result = call(&cli.socket, &req)?;
+    if cli.format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        return Ok(());
+    }
+    let text = match req {
+        Request::Show => render::show(serde_json::from_value(result)?),
+        Request::DumpFlows => render::flows(&serde_json::from_value::<Vec<_>>(result)?),
+        Request::DumpPorts => render::ports(&serde_json::from_value::<Vec<_>>(result)?),
+        Request::PmdStatsShow => render::pmd_stats(&serde_json::from_value::<Vec<_>>(result)?),
+        _ => String::new(),
+    };
+    print!("{text}");
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! Text output, laid out as Open vSwitch's tools print the same things.
+
+use std::fmt::Write;
+
+use vswd::protocol::{FlowInfo, PmdStats, PortInfo, ShowInfo};
+
+pub fn show(s: ShowInfo) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "vswd (socket {}, state {})", s.socket, s.state_file);
+    match s.pmd_core {
+        Some(c) => {
+            let _ = writeln!(o, "  pmd: core {c}");
+        }
+        None => {
+            let _ = writeln!(o, "  pmd: not pinned");
+        }
+    }
+    for (k, v) in &s.options {
+        let _ = writeln!(o, "  {k}={v}");
+    }
+    let _ = writeln!(o, "  flows: {}", s.flows);
+    for p in &s.ports {
+        let opts: Vec<String> = p.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            o,
+            "  port {}: {} ({}) {}",
+            p.no,
+            p.name,
+            p.status,
+            opts.join(" ")
+        );
+    }
+    o
+}
+
+pub fn flows(flows: &[FlowInfo]) -> String {
+    let mut o = String::new();
+    for f in flows {
+        let m = if f.matching.is_empty() {
+            String::new()
+        } else {
+            format!(",{}", f.matching)
+        };
+        let _ = writeln!(
+            o,
+            " duration={:.3}s, table=0, n_packets={}, n_bytes={}, idle_age={}, priority={}{} actions={}",
+            f.duration_ms as f64 / 1000.0,
+            f.n_packets,
+            f.n_bytes,
+            f.idle_age_s,
+            f.priority,
+            m,
+            f.actions
+        );
+    }
+    o
+}
+
+pub fn ports(ports: &[PortInfo]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "ports: {}", ports.len());
+    for p in ports {
+        let s = &p.stats;
+        let _ = writeln!(o, "  port {:>2}: {} ({})", p.no, p.name, p.status);
+        let _ = writeln!(
+            o,
+            "           rx pkts={}, bytes={}, drop={} (malformed={}, truncated={}, overrun={})",
+            s.rx_packets, s.rx_bytes, s.rx_dropped, s.rx_malformed, s.rx_truncated, s.rx_overrun
+        );
+        let _ = writeln!(
+            o,
+            "           tx pkts={}, bytes={}, drop={} (queue_full={}, too_big={}, errors={}), batches={}",
+            s.tx_packets, s.tx_bytes, s.tx_dropped, s.tx_queue_full, s.tx_too_big, s.tx_errors, s.tx_batches
+        );
+    }
+    o
+}
+
+pub fn pmd_stats(pmds: &[PmdStats]) -> String {
+    let mut o = String::new();
+    for p in pmds {
+        let core = p
+            .core
+            .map_or_else(|| "unpinned".to_string(), |c| c.to_string());
+        let total = (p.busy_cycles + p.idle_cycles).max(1) as f64;
+        let pct = |c: u64| 100.0 * c as f64 / total;
+        let _ = writeln!(o, "pmd thread core_id {core}:");
+        let _ = writeln!(o, "  packets received: {}", p.packets);
+        let _ = writeln!(o, "  rule hits: {}", p.rule_hits);
+        let _ = writeln!(o, "  table misses (normal): {}", p.rule_misses);
+        let _ = writeln!(o, "  iterations: {}", p.iterations);
+        let _ = writeln!(
+            o,
+            "  idle cycles: {} ({:.2}%)",
+            p.idle_cycles,
+            pct(p.idle_cycles)
+        );
+        let _ = writeln!(
+            o,
+            "  processing cycles: {} ({:.2}%)",
+            p.busy_cycles,
+            pct(p.busy_cycles)
+        );
+        match p.avg_cycles_per_packet {
+            Some(c) => {
+                let ns = c * 1e9 / p.cycles_per_second.max(1) as f64;
+                let _ = writeln!(o, "  avg processing cycles per packet: {c:.2} ({ns:.1} ns)");
+            }
+            None => {
+                let _ = writeln!(o, "  avg processing cycles per packet: -");
+            }
+        }
+    }
+    o
+}

@@ -1,0 +1,115 @@
+//! The control protocol: one JSON request per line on the unix socket, one JSON reply.
+
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_SOCKET: &str = "/run/vsw/vswd.sock";
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/vsw/vswd.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    Show,
+    /// Switch-wide options, `KEY=VALUE` each.
+    Set {
+        options: Vec<String>,
+    },
+    AddPort {
+        name: String,
+        options: Vec<String>,
+    },
+    DelPort {
+        name: String,
+    },
+    SetPort {
+        name: String,
+        options: Vec<String>,
+    },
+    AddFlow {
+        flow: String,
+    },
+    /// All or nothing: one bad line and none is added.
+    AddFlows {
+        flows: Vec<String>,
+    },
+    DelFlows {
+        matching: Option<String>,
+        strict: bool,
+    },
+    DumpFlows,
+    DumpPorts,
+    PmdStatsShow,
+    PmdStatsClear,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub result: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortInfo {
+    pub no: u32,
+    pub name: String,
+    /// "up", or "down: why".
+    pub status: String,
+    pub options: Vec<(String, String)>,
+    pub stats: PortCounters,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_dropped: u64,
+    pub rx_malformed: u64,
+    pub rx_truncated: u64,
+    pub rx_overrun: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_dropped: u64,
+    pub tx_batches: u64,
+    pub tx_queue_full: u64,
+    pub tx_too_big: u64,
+    pub tx_errors: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShowInfo {
+    pub options: Vec<(String, String)>,
+    pub pmd_core: Option<usize>,
+    pub socket: String,
+    pub state_file: String,
+    pub ports: Vec<PortInfo>,
+    pub flows: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowInfo {
+    /// Canonical text, as `add-flow` takes it.
+    pub flow: String,
+    pub priority: u16,
+    /// The match alone (without priority).
+    pub matching: String,
+    pub actions: String,
+    pub n_packets: u64,
+    pub n_bytes: u64,
+    pub duration_ms: u64,
+    pub idle_age_s: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PmdStats {
+    pub core: Option<usize>,
+    pub packets: u64,
+    pub rule_hits: u64,
+    pub rule_misses: u64,
+    pub busy_cycles: u64,
+    pub idle_cycles: u64,
+    pub iterations: u64,
+    pub cycles_per_second: u64,
+    pub avg_cycles_per_packet: Option<f64>,
+}

@@ -1,0 +1,479 @@
+//! The switch as the control plane sees it: ports by name, options, flows. Applies
+//! commands to the datapath, validating each completely before changing anything, and
+//! persists the result.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use vsw_datapath::{Datapath, DatapathError, PortHandle, PortStats};
+use vsw_flow::syntax::{format_actions, format_flow, format_match};
+use vsw_flow::{parse_flow, parse_match, Classifier, FlowSyntaxError};
+use vsw_netdev::{afpacket, interface, NetdevError};
+
+use crate::options::{self, OptionError, Options, PortOptions, SwitchOptions, MAX_PORT_NO};
+use crate::protocol::{FlowInfo, PmdStats, PortCounters, PortInfo, Request, ShowInfo};
+use crate::state::{SavedPort, SavedState, StateError, STATE_VERSION};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    #[error(transparent)]
+    Option(#[from] OptionError),
+    #[error("bad flow: {0}")]
+    Flow(#[from] FlowSyntaxError),
+    #[error("bad flow on line {line}: {error}")]
+    FlowLine { line: usize, error: FlowSyntaxError },
+    #[error("no port named '{0}'")]
+    NoSuchPort(String),
+    #[error("port '{0}' already exists")]
+    PortExists(String),
+    #[error("port number {0} is taken by '{1}'")]
+    PortNumberTaken(u32, String),
+    #[error("all port numbers are in use")]
+    NoFreePortNumber,
+    #[error(
+        "ofport_request is fixed when a port is added; del-port and add-port it again to renumber"
+    )]
+    Renumber,
+    #[error(transparent)]
+    Netdev(#[from] NetdevError),
+    #[error(transparent)]
+    Datapath(#[from] DatapathError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("state file {path}: {why}")]
+    BadState { path: PathBuf, why: String },
+}
+
+enum Link {
+    Up { ifindex: u32 },
+    Down { why: String },
+}
+
+struct Port {
+    name: String,
+    options: Options,
+    parsed: PortOptions,
+    stats: Arc<PortStats>,
+    link: Link,
+}
+
+pub struct Switch {
+    dp: Datapath,
+    options: Options,
+    ports: BTreeMap<u32, Port>,
+    state_file: PathBuf,
+    socket: String,
+}
+
+fn now_ms() -> u64 {
+    vsw_datapath::clock::now_ms()
+}
+
+impl Switch {
+    /// Starts the datapath and restores the saved configuration. A state file that
+    /// cannot be read or makes no sense is an error: nothing starts and the file is
+    /// left as it is.
+    pub fn start(state_file: &Path, socket: &str) -> Result<Switch, SwitchError> {
+        let saved = SavedState::load(state_file)?.unwrap_or(SavedState {
+            version: STATE_VERSION,
+            ..SavedState::default()
+        });
+        let bad = |why: String| SwitchError::BadState {
+            path: state_file.to_path_buf(),
+            why,
+        };
+        let sw_opts =
+            SwitchOptions::from_options(&saved.options).map_err(|e| bad(e.to_string()))?;
+        let mut ports = BTreeMap::new();
+        for p in &saved.ports {
+            let parsed = PortOptions::from_options(&p.options)
+                .map_err(|e| bad(format!("port {}: {e}", p.name)))?;
+            if p.no == 0 || p.no > MAX_PORT_NO || ports.contains_key(&p.no) {
+                return Err(bad(format!(
+                    "port {} has a bad or duplicate number {}",
+                    p.name, p.no
+                )));
+            }
+            ports.insert(
+                p.no,
+                Port {
+                    name: p.name.clone(),
+                    options: p.options.clone(),
+                    parsed,
+                    stats: Arc::new(PortStats::default()),
+                    link: Link::Down {
+                        why: "not attached yet".into(),
+                    },
+                },
+            );
+        }
+        let numbers = |name: &str| ports.iter().find(|(_, p)| p.name == name).map(|(n, _)| *n);
+        let mut classifier = Classifier::new();
+        for (i, text) in saved.flows.iter().enumerate() {
+            let spec =
+                parse_flow(text, &numbers).map_err(|e| bad(format!("flow {}: {e}", i + 1)))?;
+            classifier.insert(spec, now_ms());
+        }
+        let mut dp = Datapath::start(sw_opts.pmd_core)?;
+        dp.set_classifier(classifier)?;
+        let mut sw = Switch {
+            dp,
+            options: saved.options,
+            ports,
+            state_file: state_file.to_path_buf(),
+            socket: socket.to_string(),
+        };
+        let nos: Vec<u32> = sw.ports.keys().copied().collect();
+        for no in nos {
+            sw.try_attach(no);
+        }
+        Ok(sw)
+    }
+
+    fn save(&self) -> Result<(), SwitchError> {
+        let state = SavedState {
+            version: STATE_VERSION,
+            options: self.options.clone(),
+            ports: self
+                .ports
+                .iter()
+                .map(|(no, p)| SavedPort {
+                    name: p.name.clone(),
+                    no: *no,
+                    options: p.options.clone(),
+                })
+                .collect(),
+            flows: self
+                .dp
+                .classifier()
+                .rules()
+                .iter()
+                .map(|r| format_flow(&r.spec))
+                .collect(),
+        };
+        state.save(&self.state_file)?;
+        Ok(())
+    }
+
+    fn port_no(&self, name: &str) -> Option<u32> {
+        self.ports
+            .iter()
+            .find(|(_, p)| p.name == name)
+            .map(|(n, _)| *n)
+    }
+
+    /// Opens port `no`'s interface and hands it to the datapath; on failure the port
+    /// stays down with the reason.
+    fn try_attach(&mut self, no: u32) {
+        let Some(port) = self.ports.get_mut(&no) else {
+            return;
+        };
+        let Some(ifindex) = interface::index(&port.name) else {
+            port.link = Link::Down {
+                why: "interface does not exist".into(),
+            };
+            return;
+        };
+        let result = afpacket::open(&port.name, port.parsed.mode)
+            .map_err(SwitchError::from)
+            .and_then(|q| {
+                self.dp
+                    .add_port(PortHandle::new(no, &port.name, q, port.stats.clone()))
+                    .map_err(SwitchError::from)
+            });
+        match result {
+            Ok(()) => {
+                tracing::info!(port = %port.name, no, ifindex, mode = %port.parsed.mode, "port attached");
+                port.link = Link::Up { ifindex };
+            }
+            Err(e) => {
+                tracing::warn!(port = %port.name, error = %e, "cannot attach port");
+                port.link = Link::Down { why: e.to_string() };
+            }
+        }
+    }
+
+    fn detach(&mut self, no: u32, why: &str) {
+        if let Some(port) = self.ports.get_mut(&no) {
+            if let Link::Up { .. } = port.link {
+                if let Err(e) = self.dp.remove_port(no) {
+                    tracing::error!(port = %port.name, error = %e, "cannot detach port");
+                }
+            }
+            port.link = Link::Down {
+                why: why.to_string(),
+            };
+        }
+    }
+
+    /// Notices interfaces that went away or came back. Called periodically.
+    pub fn check_links(&mut self) {
+        let nos: Vec<u32> = self.ports.keys().copied().collect();
+        for no in nos {
+            let (name, up) = match &self.ports[&no] {
+                Port {
+                    name,
+                    link: Link::Up { ifindex },
+                    ..
+                } => (name.clone(), Some(*ifindex)),
+                Port { name, .. } => (name.clone(), None),
+            };
+            let now = interface::index(&name);
+            match (up, now) {
+                (Some(a), Some(b)) if a == b => {}
+                (Some(_), _) => {
+                    tracing::warn!(port = %name, "interface disappeared; port down until it is back");
+                    self.detach(no, "interface disappeared");
+                    if now.is_some() {
+                        self.try_attach(no);
+                    }
+                }
+                (None, Some(_)) => self.try_attach(no),
+                (None, None) => {}
+            }
+        }
+    }
+
+    /// Detaches every port (closing sockets, unmapping rings, ending promiscuous mode).
+    pub fn shutdown(&mut self) {
+        let nos: Vec<u32> = self.ports.keys().copied().collect();
+        for no in nos {
+            self.detach(no, "vswd stopped");
+        }
+    }
+
+    pub fn handle(&mut self, req: Request) -> Result<Value, SwitchError> {
+        match req {
+            Request::Show => Ok(json!(self.show())),
+            Request::Set { options } => self.set(&options),
+            Request::AddPort { name, options } => self.add_port(&name, &options),
+            Request::DelPort { name } => self.del_port(&name),
+            Request::SetPort { name, options } => self.set_port(&name, &options),
+            Request::AddFlow { flow } => self.add_flows(&[flow]),
+            Request::AddFlows { flows } => self.add_flows(&flows),
+            Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),
+            Request::DumpFlows => Ok(json!(self.dump_flows())),
+            Request::DumpPorts => Ok(json!(self.port_infos())),
+            Request::PmdStatsShow => Ok(json!(vec![self.pmd_stats()])),
+            Request::PmdStatsClear => {
+                self.dp.clear_pmd_stats();
+                Ok(Value::Null)
+            }
+        }
+    }
+
+    fn set(&mut self, words: &[String]) -> Result<Value, SwitchError> {
+        let mut merged = self.options.clone();
+        merged.extend(options::parse_pairs(words)?);
+        let parsed = SwitchOptions::from_options(&merged)?;
+        if parsed.pmd_core != self.dp.pmd_core() {
+            self.dp.set_pmd_core(parsed.pmd_core)?;
+        }
+        self.options = merged;
+        self.save()?;
+        Ok(Value::Null)
+    }
+
+    fn add_port(&mut self, name: &str, words: &[String]) -> Result<Value, SwitchError> {
+        if self.port_no(name).is_some() {
+            return Err(SwitchError::PortExists(name.to_string()));
+        }
+        if !interface::valid_name(name) {
+            return Err(NetdevError::BadInterfaceName(name.to_string()).into());
+        }
+        let opts = options::parse_pairs(words)?;
+        let parsed = PortOptions::from_options(&opts)?;
+        let no = match parsed.ofport_request {
+            Some(n) => {
+                if let Some(p) = self.ports.get(&n) {
+                    return Err(SwitchError::PortNumberTaken(n, p.name.clone()));
+                }
+                n
+            }
+            None => (1..=MAX_PORT_NO)
+                .find(|n| !self.ports.contains_key(n))
+                .ok_or(SwitchError::NoFreePortNumber)?,
+        };
+        let ifindex =
+            interface::index(name).ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?;
+        let queues = afpacket::open(name, parsed.mode)?;
+        let stats = Arc::new(PortStats::default());
+        self.dp
+            .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
+        tracing::info!(port = name, no, mode = %parsed.mode, "port added");
+        self.ports.insert(
+            no,
+            Port {
+                name: name.to_string(),
+                options: opts,
+                parsed,
+                stats,
+                link: Link::Up { ifindex },
+            },
+        );
+        self.save()?;
+        Ok(json!({ "no": no }))
+    }
+
+    fn del_port(&mut self, name: &str) -> Result<Value, SwitchError> {
+        let no = self
+            .port_no(name)
+            .ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?;
+        self.detach(no, "deleted");
+        self.ports.remove(&no);
+        tracing::info!(port = name, no, "port deleted");
+        self.save()?;
+        Ok(Value::Null)
+    }
+
+    fn set_port(&mut self, name: &str, words: &[String]) -> Result<Value, SwitchError> {
+        let no = self
+            .port_no(name)
+            .ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?;
+        let port = &self.ports[&no];
+        let mut merged = port.options.clone();
+        merged.extend(options::parse_pairs(words)?);
+        let parsed = PortOptions::from_options(&merged)?;
+        if parsed.ofport_request.is_some_and(|n| n != no) {
+            return Err(SwitchError::Renumber);
+        }
+        let reopen = parsed.mode != port.parsed.mode && matches!(port.link, Link::Up { .. });
+        // The new device is opened before the old one is let go, so a failure changes nothing.
+        let queues = if reopen {
+            Some(afpacket::open(name, parsed.mode)?)
+        } else {
+            None
+        };
+        if let Some(queues) = queues {
+            self.dp.remove_port(no)?;
+            let stats = self.ports[&no].stats.clone();
+            self.dp.add_port(PortHandle::new(no, name, queues, stats))?;
+        }
+        let port = self.ports.get_mut(&no).expect("checked above");
+        port.options = merged;
+        port.parsed = parsed;
+        self.save()?;
+        Ok(Value::Null)
+    }
+
+    fn add_flows(&mut self, texts: &[String]) -> Result<Value, SwitchError> {
+        let names = |n: &str| self.port_no(n);
+        let mut specs = Vec::with_capacity(texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            let spec = parse_flow(t, &names).map_err(|error| {
+                if texts.len() == 1 {
+                    SwitchError::Flow(error)
+                } else {
+                    SwitchError::FlowLine { line: i + 1, error }
+                }
+            })?;
+            specs.push(spec);
+        }
+        let mut classifier = (*self.dp.classifier()).clone();
+        let now = now_ms();
+        for spec in specs {
+            classifier.insert(spec, now);
+        }
+        self.dp.set_classifier(classifier)?;
+        self.save()?;
+        Ok(json!({ "added": texts.len() }))
+    }
+
+    fn del_flows(&mut self, matching: Option<&str>, strict: bool) -> Result<Value, SwitchError> {
+        let (priority, m) = match matching {
+            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
+            None => (None, vsw_flow::Match::any()),
+        };
+        let mut classifier = (*self.dp.classifier()).clone();
+        let removed = classifier.remove(&m, priority, strict);
+        self.dp.set_classifier(classifier)?;
+        self.save()?;
+        Ok(json!({ "removed": removed }))
+    }
+
+    fn dump_flows(&self) -> Vec<FlowInfo> {
+        let now = now_ms();
+        self.dp
+            .classifier()
+            .rules()
+            .iter()
+            .map(|r| FlowInfo {
+                flow: format_flow(&r.spec),
+                priority: r.spec.priority,
+                matching: format_match(&r.spec.matcher),
+                actions: format_actions(&r.spec.actions),
+                n_packets: r.stats.packets(),
+                n_bytes: r.stats.bytes(),
+                duration_ms: r.duration_ms(now),
+                idle_age_s: r.idle_age_s(now),
+            })
+            .collect()
+    }
+
+    fn port_infos(&self) -> Vec<PortInfo> {
+        self.ports
+            .iter()
+            .map(|(no, p)| {
+                let s = p.stats.view();
+                PortInfo {
+                    no: *no,
+                    name: p.name.clone(),
+                    status: match &p.link {
+                        Link::Up { .. } => "up".into(),
+                        Link::Down { why } => format!("down: {why}"),
+                    },
+                    options: {
+                        let mut o: Vec<(String, String)> = p.options.clone().into_iter().collect();
+                        if !p.options.contains_key("afpacket-mode") {
+                            o.push(("afpacket-mode".into(), p.parsed.mode.to_string()));
+                        }
+                        o
+                    },
+                    stats: PortCounters {
+                        rx_packets: s.rx_packets,
+                        rx_bytes: s.rx_bytes,
+                        rx_dropped: s.rx_dropped(),
+                        rx_malformed: s.rx_malformed,
+                        rx_truncated: s.rx_truncated,
+                        rx_overrun: s.rx_overrun,
+                        tx_packets: s.tx_packets,
+                        tx_bytes: s.tx_bytes,
+                        tx_dropped: s.tx_dropped(),
+                        tx_batches: s.tx_batches,
+                        tx_queue_full: s.tx_queue_full,
+                        tx_too_big: s.tx_too_big,
+                        tx_errors: s.tx_errors,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    fn show(&self) -> ShowInfo {
+        ShowInfo {
+            options: self.options.clone().into_iter().collect(),
+            pmd_core: self.dp.pmd_core(),
+            socket: self.socket.clone(),
+            state_file: self.state_file.display().to_string(),
+            ports: self.port_infos(),
+            flows: self.dp.classifier().len(),
+        }
+    }
+
+    fn pmd_stats(&self) -> PmdStats {
+        let s = self.dp.pmd_stats();
+        PmdStats {
+            core: s.core,
+            packets: s.packets,
+            rule_hits: s.rule_hits,
+            rule_misses: s.rule_misses,
+            busy_cycles: s.busy_cycles,
+            idle_cycles: s.idle_cycles,
+            iterations: s.iterations,
+            cycles_per_second: s.cycles_per_second,
+            avg_cycles_per_packet: s.avg_cycles_per_packet(),
+        }
+    }
+}
