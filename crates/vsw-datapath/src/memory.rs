@@ -1,7 +1,7 @@
 //! An in-memory port: frames go in and come out through channels. It lets the datapath
 //! be tested without devices or privileges.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
 use std::time::Duration;
 
 use vsw_packet::ethernet::copy_frame;
@@ -26,10 +26,7 @@ impl MemoryPeer {
 
     /// The next frame the switch sent out of this port, waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Vec<u8>> {
-        match self.from_switch.recv_timeout(timeout) {
-            Ok(f) => Some(f),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.from_switch.recv_timeout(timeout).ok()
     }
 
     pub fn try_recv(&self) -> Option<Vec<u8>> {

@@ -1,1 +1,316 @@
+//! Test harness for end-to-end tests: network namespaces wired to vsw by veths, a
+//! vswd started for the test, vswctl calls. Everything a test creates is removed when
+//! its guards drop, also when the test fails.
+//!
+//! The tests need root. They run one at a time (a shared lock): each vswd busy-polls a
+//! core, and two at once would measure each other.
 
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use vswd::protocol::{FlowInfo, PortInfo, ShowInfo};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+static NEXT_ID: AtomicU32 = AtomicU32::new(0);
+
+/// Takes the lock that keeps end-to-end tests from running at the same time, after
+/// checking for root.
+pub fn serial() -> MutexGuard<'static, ()> {
+    let euid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    assert_eq!(
+        euid, 0,
+        "end-to-end tests need root (network namespaces, AF_PACKET)"
+    );
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A short name unique to this process and call, usable in interface names (<= 15 bytes).
+pub fn unique(prefix: &str) -> String {
+    let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{}{n}", std::process::id() % 100_000)
+}
+
+/// Runs a command and returns its output; panics with the command line if it cannot start.
+pub fn run(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd} {args:?}: {e}"))
+}
+
+/// Runs a command that must succeed.
+pub fn must(cmd: &str, args: &[&str]) -> String {
+    let out = run(cmd, args);
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `cond` every 20 ms until it holds; panics with `what` after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A host: a network namespace with `eth0` (address 198.18.0.N/24), wired by a veth
+/// whose other end, `port`, stays in the root namespace for vsw to attach.
+pub struct Host {
+    pub ns: String,
+    /// Fixed, so that a host that is unplugged and plugged again keeps it, as a VM does.
+    pub mac: String,
+    pub port: String,
+    pub addr: String,
+}
+
+impl Host {
+    pub fn new(index: u8) -> Host {
+        let ns = unique("vt");
+        let port = format!("{ns}p");
+        let addr = format!("198.18.0.{index}");
+        let mac = format!("02:00:c6:12:00:{index:02x}");
+        let host = Host {
+            ns,
+            mac,
+            port,
+            addr,
+        };
+        must("ip", &["netns", "add", &host.ns]);
+        host.plug();
+        host
+    }
+
+    /// Creates the veth pair (again, after `unplug`).
+    pub fn plug(&self) {
+        must(
+            "ip",
+            &[
+                "link", "add", &self.port, "type", "veth", "peer", "name", "eth0", "address",
+                &self.mac, "netns", &self.ns,
+            ],
+        );
+        must("ip", &["link", "set", &self.port, "up"]);
+        self.exec_ok(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/24", self.addr),
+            "dev",
+            "eth0",
+        ]);
+        self.exec_ok(&["ip", "link", "set", "eth0", "up"]);
+        self.exec_ok(&["ip", "link", "set", "lo", "up"]);
+    }
+
+    /// Deletes the veth pair, as when a VM or container goes away.
+    pub fn unplug(&self) {
+        must("ip", &["link", "del", &self.port]);
+    }
+
+    pub fn exec(&self, args: &[&str]) -> Output {
+        let mut full = vec!["netns", "exec", &self.ns];
+        full.extend_from_slice(args);
+        run("ip", &full)
+    }
+
+    pub fn exec_ok(&self, args: &[&str]) -> String {
+        let mut full = vec!["netns", "exec", &self.ns];
+        full.extend_from_slice(args);
+        must("ip", &full)
+    }
+
+    /// Pings `to` `count` times; true when every reply came back.
+    pub fn ping(&self, to: &Host, count: u32) -> bool {
+        self.exec(&[
+            "ping",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.1",
+            "-W",
+            "1",
+            "-q",
+            &to.addr,
+        ])
+        .status
+        .success()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.ns]);
+        let _ = run("ip", &["link", "del", &self.port]);
+    }
+}
+
+fn binary(name: &str) -> PathBuf {
+    // Test executables live in target/<profile>/deps; the binaries one level up.
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} not built (run the tests with cargo test --workspace)",
+        path.display()
+    );
+    path
+}
+
+/// A vswd started for one test, with its own socket and state file; stopped (SIGTERM,
+/// by PID) when dropped.
+pub struct Vswd {
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    child: Option<Child>,
+}
+
+impl Vswd {
+    pub fn start() -> Vswd {
+        let dir = std::env::temp_dir().join(unique("vsw-e2e-"));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut d = Vswd {
+            socket: dir.join("vswd.sock"),
+            state: dir.join("state.json"),
+            dir,
+            child: None,
+        };
+        d.restart();
+        d
+    }
+
+    /// Starts vswd on this test's state file; panics unless it comes up.
+    pub fn restart(&mut self) {
+        self.stop();
+        let log = std::fs::File::create(self.dir.join("vswd.log")).expect("log file");
+        let child = Command::new(binary("vswd"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-file")
+            .arg(&self.state)
+            .arg("--log")
+            .arg("debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start vswd");
+        self.child = Some(child);
+        let socket = self.socket.clone();
+        let child = self.child.as_mut().expect("just set");
+        wait_until(
+            "vswd to answer on its socket",
+            Duration::from_secs(10),
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("vswd exited at start with {status}");
+                }
+                std::os::unix::net::UnixStream::connect(&socket).is_ok()
+            },
+        );
+    }
+
+    /// Stops vswd with SIGTERM and waits for it; returns whether it exited cleanly.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let pid = child.id().to_string();
+        let _ = run("kill", &["-TERM", &pid]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("vswd.log")).unwrap_or_default()
+    }
+
+    /// Runs vswctl against this daemon.
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        let mut full = vec!["--socket".to_string(), self.socket.display().to_string()];
+        full.extend(args.iter().map(|s| s.to_string()));
+        Command::new(binary("vswctl"))
+            .args(&full)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run vswctl")
+    }
+
+    /// Runs vswctl and requires success; returns standard output.
+    pub fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "vswctl {args:?} failed: {}\n--- vswd log ---\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, cmd: &str) -> T {
+        let text = self.ctl_ok(&["--format", "json", cmd]);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("vswctl {cmd} gave bad JSON ({e}): {text}"))
+    }
+
+    pub fn show(&self) -> ShowInfo {
+        self.json("show")
+    }
+
+    pub fn ports(&self) -> Vec<PortInfo> {
+        self.json("dump-ports")
+    }
+
+    pub fn port(&self, name: &str) -> PortInfo {
+        self.ports()
+            .into_iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no port {name}"))
+    }
+
+    pub fn flows(&self) -> Vec<FlowInfo> {
+        self.json("dump-flows")
+    }
+}
+
+impl Drop for Vswd {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -169,7 +169,7 @@ impl RxQueue for RingRx {
                     std::slice::from_raw_parts(base.add(mac), snap),
                 )
             };
-            let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| VlanTag {
+            let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(VlanTag {
                 tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
                     h.tp_vlan_tpid
                 } else {

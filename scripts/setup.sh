@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what vsw needs to build, run its demo and pass its tests on Debian 12 (as root).
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+
+need_apt=()
+for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:python3 cc:gcc \
+            trafgen:netsniff-ng tcpdump:tcpdump; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# cargo: the machine's rustup toolchain if there is one, else Debian's.
+if ! command -v cargo >/dev/null 2>&1; then
+  for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+    [ -x "$d/cargo" ] && export PATH="$d:$PATH"
+  done
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: installing cargo from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends cargo rustc >/dev/null
+fi
+if ! cargo clippy --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+  rustup component add clippy rustfmt >/dev/null 2>&1 || true
+fi
