@@ -115,7 +115,9 @@ impl RxQueue for MmsgRx {
         }
         for (msg, buf) in msgs.iter().zip(self.bufs.iter()).take(n as usize) {
             let len = msg.msg_len as usize;
-            if msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || !(VNET_HDR_LEN..=BUF_LEN).contains(&len) {
+            if msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0
+                || !(VNET_HDR_LEN..=BUF_LEN).contains(&len)
+            {
                 drops.truncated += 1;
                 continue;
             }
