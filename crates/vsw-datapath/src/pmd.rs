@@ -52,7 +52,9 @@ impl LocalTx {
     }
 
     fn send(&mut self) {
-        if self.queue.pending() == 0 {
+        // Some packets leave at once (a device may send large frames by themselves),
+        // so what was staged, not what is pending, says whether there is work.
+        if self.staged_packets == 0 && self.queue.pending() == 0 {
             return;
         }
         let failed = self.queue.flush() as u64;

@@ -22,3 +22,9 @@ pub enum NetdevError {
         source: io::Error,
     },
 }
+
+/// Keeps the calling thread, and the threads it starts from now on, off every CPU but
+/// `cpus` (the daemon's own threads stay off the PMD's core).
+pub fn restrict_current_thread(cpus: &[usize]) -> Result<(), std::io::Error> {
+    sys::set_thread_cpus(cpus)
+}

@@ -66,12 +66,17 @@ pub fn packet_statistics(fd: &OwnedFd) -> io::Result<(u64, u64)> {
     Ok((u64::from(st.tp_packets), u64::from(st.tp_drops)))
 }
 
-/// Binds the socket to one interface, for every protocol.
-pub fn bind_to_interface(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+/// Binds the socket to one interface: receiving every protocol (`receive`), or
+/// nothing (a socket that only sends).
+pub fn bind_to_interface(fd: &OwnedFd, ifindex: u32, receive: bool) -> io::Result<()> {
     // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_protocol = if receive {
+        (libc::ETH_P_ALL as u16).to_be()
+    } else {
+        0
+    };
     sll.sll_ifindex = ifindex as i32;
     // SAFETY: `sll` is a live sockaddr_ll and its size is passed.
     check(unsafe {
@@ -175,4 +180,85 @@ impl Drop for RingMap {
             libc::munmap(self.base.as_ptr().cast(), self.len);
         }
     }
+}
+
+/// Sets the socket's receive and send buffer sizes, beyond the system maximum when
+/// the process may (root): a burst the PMD has not read yet waits there.
+pub fn set_socket_buffers(fd: &OwnedFd, rcv: usize, snd: usize) -> io::Result<()> {
+    for (force, plain, size) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcv),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, snd),
+    ] {
+        let v = size as libc::c_int;
+        let set = |opt| {
+            // SAFETY: `v` is a live c_int and its size is passed; the kernel only reads it.
+            check(unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&v as *const libc::c_int).cast(),
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            })
+        };
+        if set(force).is_err() {
+            set(plain)?;
+        }
+    }
+    Ok(())
+}
+
+/// Receives one queued frame into `buf` without blocking. `Ok(None)` when none is
+/// queued; the length is the frame's full length (larger than `buf` if it was cut).
+pub fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is live and writable for its whole length for the call.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::WouldBlock {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(Some(n as usize))
+}
+
+/// Sends one frame without blocking.
+pub fn send_frame(fd: &OwnedFd, buf: &[u8]) -> io::Result<()> {
+    // SAFETY: `buf` is live and readable for its whole length for the call.
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Restricts the calling thread (and threads it starts later) to `cpus`.
+pub fn set_thread_cpus(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c < libc::CPU_SETSIZE as usize {
+            // SAFETY: `c` is below CPU_SETSIZE, inside the set.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+    }
+    // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 is this thread.
+    check(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }).map(|_| ())
 }

@@ -27,6 +27,21 @@ struct Args {
     log: String,
 }
 
+/// The daemon's own threads (this one and those it starts later) stay off the PMD's
+/// core, so that a control command never preempts packet processing.
+fn keep_off_pmd_core(pmd: Option<usize>) {
+    let others: Vec<usize> = vswd::options::allowed_cpus()
+        .into_iter()
+        .filter(|c| Some(*c) != pmd)
+        .collect();
+    if others.is_empty() {
+        return;
+    }
+    if let Err(e) = vsw_netdev::restrict_current_thread(&others) {
+        tracing::warn!(error = %e, "cannot keep the daemon's threads off the PMD core");
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -44,6 +59,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     let switch = Switch::start(&args.state_file, &args.socket.display().to_string())?;
+    keep_off_pmd_core(switch.pmd_core());
     let listener = vswd::server::bind(&args.socket)
         .with_context(|| format!("cannot listen on {}", args.socket.display()))?;
     let switch = Arc::new(Mutex::new(switch));

@@ -132,6 +132,10 @@ impl Switch {
         Ok(sw)
     }
 
+    pub fn pmd_core(&self) -> Option<usize> {
+        self.dp.pmd_core()
+    }
+
     fn save(&self) -> Result<(), SwitchError> {
         let state = SavedState {
             version: STATE_VERSION,

@@ -12,14 +12,19 @@ use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::{VlanTag, VnetHdr};
 
-use super::{attach, transient, MAX_FRAME};
+use super::{attach, syscall, transient, MAX_FRAME};
 use crate::NetdevError;
 
 const BUF_LEN: usize = VNET_HDR_LEN + MAX_FRAME;
 /// Room for one PACKET_AUXDATA control message.
 const CTRL_LEN: usize = 64;
 
+/// Socket buffers: a burst the PMD has not read yet waits in the receive buffer.
+const SOCKET_BUFFER: usize = 64 << 20;
+
 pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues, NetdevError> {
+    crate::sys::set_socket_buffers(&fd, SOCKET_BUFFER, SOCKET_BUFFER)
+        .map_err(syscall("SO_RCVBUF/SO_SNDBUF", ifname))?;
     attach(&fd, ifname, ifindex)?;
     let fd = Arc::new(fd);
     let bufs = || {

@@ -114,7 +114,7 @@ pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError>
 
 /// Binds the socket and takes the interface promiscuous; the last step of opening.
 fn attach(fd: &OwnedFd, ifname: &str, ifindex: u32) -> Result<(), NetdevError> {
-    sys::bind_to_interface(fd, ifindex).map_err(syscall("bind", ifname))?;
+    sys::bind_to_interface(fd, ifindex, true).map_err(syscall("bind", ifname))?;
     sys::add_promiscuous_membership(fd, ifindex).map_err(syscall("PACKET_ADD_MEMBERSHIP", ifname))
 }
 

@@ -5,6 +5,14 @@
 //! waits up to that long; V2 hands over each frame as soon as the kernel has written
 //! it, which a busy-polling PMD sees within one iteration. docs/BENCHMARKS.md has the
 //! measurements behind the choice.
+//!
+//! Ring frames are 2 KiB: many of them fit in little memory, so the ring rides out a
+//! PMD that is briefly off its core. A TSO super-frame (up to 64 KiB) does not fit a
+//! frame: on receive the kernel also queues it whole on the socket
+//! (`PACKET_COPY_THRESH`, the ring slot says `TP_STATUS_COPY`) and the PMD reads it
+//! from there; on transmit it is sent with its own `send` after the ring is kicked,
+//! so order is kept. That send goes through a second, ring-less socket: on a socket
+//! with a TX ring, the kernel ignores a send's buffer and only kicks the ring.
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,21 +29,23 @@ use super::{attach, set_flag, syscall, transient, MAX_FRAME};
 use crate::sys::{self, RingMap, TPACKET_V2};
 use crate::NetdevError;
 
-/// Where received data starts in a V2 frame with the virtio-net header: the kernel
-/// puts the frame at TPACKET_ALIGN(52 + 14) + 10 - 14 = 76.
-const RX_DATA_OFFSET: usize = 76;
 /// Where a V2 TX frame's payload (here: virtio-net header, then frame) starts:
 /// TPACKET2_HDRLEN - sizeof(sockaddr_ll) = 32.
 const TX_DATA_OFFSET: usize = 32;
 
-/// Frames must hold a whole super-frame, or the kernel truncates it.
-const FRAME_SIZE: usize = (RX_DATA_OFFSET + MAX_FRAME + 15) & !15;
-/// One MiB blocks: the kernel allocates blocks as power-of-two page runs, so a
-/// block of exactly one frame would waste almost half of it.
-const BLOCK_SIZE: usize = 1 << 20;
+/// A received frame starts at byte 76 of its slot (TPACKET_ALIGN(52 + 14) + 10 - 14,
+/// with the virtio-net header before it), so a 2 KiB slot holds any 1500-byte-MTU
+/// frame with room to spare.
+const FRAME_SIZE: usize = 2048;
+/// Blocks are allocated by the kernel as runs of pages; 128 KiB keeps each
+/// allocation small enough to succeed on a fragmented host.
+const BLOCK_SIZE: usize = 128 << 10;
 const FRAMES_PER_BLOCK: usize = BLOCK_SIZE / FRAME_SIZE;
-const RX_BLOCKS: usize = 32;
-const TX_BLOCKS: usize = 16;
+/// 4096 receive frames: 40 ms of 64-byte packets at 100 kpps.
+const RX_BLOCKS: usize = 64;
+const TX_BLOCKS: usize = 32;
+/// Socket buffer for super-frames waiting to be read, and for those sent directly.
+const SOCKET_BUFFER: usize = 8 << 20;
 
 #[derive(Clone, Copy)]
 struct Geometry {
@@ -97,6 +107,9 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
         .map_err(syscall("PACKET_VERSION", ifname))?;
     // A frame the kernel cannot send is marked and skipped instead of stopping the ring.
     set_flag(&fd, libc::PACKET_LOSS, "PACKET_LOSS", ifname)?;
+    set_flag(&fd, libc::PACKET_COPY_THRESH, "PACKET_COPY_THRESH", ifname)?;
+    sys::set_socket_buffers(&fd, SOCKET_BUFFER, SOCKET_BUFFER)
+        .map_err(syscall("SO_RCVBUF/SO_SNDBUF", ifname))?;
     let rx = Geometry {
         start: 0,
         blocks: RX_BLOCKS,
@@ -111,13 +124,26 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
         .map_err(syscall("PACKET_TX_RING", ifname))?;
     let map = RingMap::map(&fd, rx.bytes() + tx.bytes()).map_err(syscall("mmap", ifname))?;
     attach(&fd, ifname, ifindex)?;
+    let direct = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
+    set_flag(&direct, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
+    set_flag(
+        &direct,
+        libc::PACKET_QDISC_BYPASS,
+        "PACKET_QDISC_BYPASS",
+        ifname,
+    )?;
+    sys::set_socket_buffers(&direct, SOCKET_BUFFER, SOCKET_BUFFER)
+        .map_err(syscall("SO_SNDBUF", ifname))?;
+    sys::bind_to_interface(&direct, ifindex, false).map_err(syscall("bind", ifname))?;
     let sock = Arc::new(RingSocket { map, fd });
+    let big = || vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice();
     Ok(PortQueues {
         rx: Box::new(RingRx {
             sock: sock.clone(),
             geo: rx,
             head: 0,
             taken: 0,
+            copies: (0..BATCH_SIZE).map(|_| big()).collect(),
         }),
         tx: Box::new(RingTx {
             sock,
@@ -125,6 +151,8 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             head: 0,
             pending: 0,
             rejected: 0,
+            direct,
+            scratch: big(),
         }),
     })
 }
@@ -136,6 +164,8 @@ struct RingRx {
     head: usize,
     /// Frames from `head` on that the last `recv` took.
     taken: usize,
+    /// Buffers for super-frames read from the socket queue, one per batch slot.
+    copies: Vec<Box<[u8]>>,
 }
 
 impl RxQueue for RingRx {
@@ -145,6 +175,7 @@ impl RxQueue for RingRx {
         }
         let mut drops = RxDrops::default();
         let frames = self.geo.frames();
+        let mut copies = self.copies.iter_mut();
         while batch.len() < BATCH_SIZE && self.taken < frames {
             let offset = self.geo.frame_offset((self.head + self.taken) % frames);
             let status = self.sock.status(offset).load(Ordering::Acquire);
@@ -153,7 +184,37 @@ impl RxQueue for RingRx {
             }
             self.taken += 1;
             let h = self.sock.header(offset);
+            let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(VlanTag {
+                tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    h.tp_vlan_tpid
+                } else {
+                    vsw_packet::EtherType::VLAN
+                },
+                tci: h.tp_vlan_tci,
+            });
             let (mac, snap) = (usize::from(h.tp_mac), h.tp_snaplen as usize);
+            if status & libc::TP_STATUS_COPY != 0 {
+                // The whole frame waits on the socket queue, in ring order.
+                let Some(buf) = copies.next() else {
+                    // No buffer left in this batch: leave the slot for the next one.
+                    self.taken -= 1;
+                    break;
+                };
+                match sys::recv_frame(&self.sock.fd, buf) {
+                    Ok(Some(n)) if (VNET_HDR_LEN..=buf.len()).contains(&n) => {
+                        let (hdr, data) = buf.split_at(VNET_HDR_LEN);
+                        batch.push(RxPacket {
+                            data: &data[..n - VNET_HDR_LEN],
+                            meta: PacketMeta {
+                                vnet: VnetHdr::read(hdr).unwrap_or_default(),
+                                vlan,
+                            },
+                        });
+                    }
+                    _ => drops.truncated += 1,
+                }
+                continue;
+            }
             if snap < h.tp_len as usize || mac < VNET_HDR_LEN || mac + snap > FRAME_SIZE {
                 drops.truncated += 1;
                 continue;
@@ -169,14 +230,6 @@ impl RxQueue for RingRx {
                     std::slice::from_raw_parts(base.add(mac), snap),
                 )
             };
-            let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(VlanTag {
-                tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                    h.tp_vlan_tpid
-                } else {
-                    vsw_packet::EtherType::VLAN
-                },
-                tci: h.tp_vlan_tci,
-            });
             batch.push(RxPacket {
                 data,
                 meta: PacketMeta {
@@ -214,16 +267,74 @@ struct RingTx {
     head: usize,
     /// Frames filled since the last kick.
     pending: usize,
-    /// Frames the kernel marked as malformed since the last flush.
+    /// Frames the kernel refused (malformed) or super-frames it would not take,
+    /// since the last flush.
     rejected: usize,
+    /// A ring-less socket on the same interface for frames too large for a slot.
+    direct: OwnedFd,
+    /// Where a super-frame is assembled for its own send.
+    scratch: Box<[u8]>,
+}
+
+impl RingTx {
+    /// Sends a frame too large for a ring slot by itself, after what the ring holds.
+    fn send_direct(
+        &mut self,
+        data: &[u8],
+        meta: &PacketMeta,
+        vnet: VnetHdr,
+    ) -> Result<(), StageError> {
+        self.rejected += self.kick();
+        let (hdr, frame) = self.scratch.split_at_mut(VNET_HDR_LEN);
+        vnet.write(hdr.try_into().expect("split at header length"));
+        let len = copy_frame(frame, data, meta.vlan).ok_or(StageError::TooBig)?;
+        match sys::send_frame(&self.direct, &self.scratch[..VNET_HDR_LEN + len]) {
+            Ok(()) => Ok(()),
+            Err(e) if transient(&e) => Err(StageError::QueueFull),
+            Err(e) => {
+                tracing::debug!(error = %e, "sending a super-frame failed");
+                self.rejected += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// Tells the kernel to send the marked frames; returns how many it refused.
+    fn kick(&mut self) -> usize {
+        if self.pending == 0 {
+            return 0;
+        }
+        self.pending = 0;
+        let mut refused = 0;
+        // The kernel stops at the first frame the device refuses; the frames after it
+        // are still marked and go with a retried kick.
+        for _ in 0..4 {
+            match sys::kick_tx(&self.sock.fd) {
+                Ok(()) => return refused,
+                Err(e) if transient(&e) => refused += 1,
+                Err(e) => {
+                    tracing::debug!(error = %e, "TX ring kick failed");
+                    return refused + 1;
+                }
+            }
+        }
+        refused
+    }
 }
 
 impl TxQueue for RingTx {
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
-        let room = FRAME_SIZE - TX_DATA_OFFSET - VNET_HDR_LEN;
         let tag_len = if meta.vlan.is_some() { 4 } else { 0 };
-        if data.len() + tag_len > room {
+        if data.len() + tag_len > MAX_FRAME {
             return Err(StageError::TooBig);
+        }
+        let vnet = if tag_len > 0 {
+            meta.vnet.shifted(4)
+        } else {
+            meta.vnet
+        };
+        if data.len() + tag_len > FRAME_SIZE - TX_DATA_OFFSET - VNET_HDR_LEN {
+            return self.send_direct(data, meta, vnet);
         }
         let offset = self.geo.frame_offset(self.head);
         let status = self.sock.status(offset);
@@ -241,11 +352,6 @@ impl TxQueue for RingTx {
             )
         };
         let (vnet_out, frame_out) = out.split_at_mut(VNET_HDR_LEN);
-        let vnet = if tag_len > 0 {
-            meta.vnet.shifted(4)
-        } else {
-            meta.vnet
-        };
         vnet.write(vnet_out.try_into().expect("split at header length"));
         let len = copy_frame(frame_out, data, meta.vlan).ok_or(StageError::TooBig)?;
         // SAFETY: tp_len is the u32 at byte 4 of the frame's header, which this side owns.
@@ -266,23 +372,7 @@ impl TxQueue for RingTx {
     }
 
     fn flush(&mut self) -> usize {
-        if self.pending == 0 {
-            return 0;
-        }
-        self.pending = 0;
-        let mut refused = std::mem::take(&mut self.rejected);
-        // The kernel stops at the first frame the device refuses; the frames after it
-        // are still marked and go with a retried kick.
-        for _ in 0..4 {
-            match sys::kick_tx(&self.sock.fd) {
-                Ok(()) => return refused,
-                Err(e) if transient(&e) => refused += 1,
-                Err(e) => {
-                    tracing::debug!(error = %e, "TX ring kick failed");
-                    return refused + 1;
-                }
-            }
-        }
-        refused
+        let refused = self.kick();
+        refused + std::mem::take(&mut self.rejected)
     }
 }
