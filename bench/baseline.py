@@ -138,10 +138,13 @@ def iperf(seconds):
 
 
 def trial(rate_pps, seconds, cfg):
-    count = int(rate_pps * seconds)
+    """Offers `rate_pps` (None: as fast as trafgen can) for about `seconds`.
+    Returns (sent, received, loss, offered pps)."""
+    count = int((rate_pps or 1_000_000) * seconds)
+    rate = ["-b", f"{int(rate_pps)}pps"] if rate_pps else []
     tx0, rx0 = counter(GEN_NS, "eth0", "tx_packets"), counter(RCV_NS, "eth0", "rx_packets")
     t0 = time.monotonic()
-    in_ns(GEN_NS, "taskset", "-c", "0", "trafgen", "-o", "eth0", "-i", cfg, "-P", "1", "-b", f"{int(rate_pps)}pps",
+    in_ns(GEN_NS, "taskset", "-c", "0", "trafgen", "-o", "eth0", "-i", cfg, "-P", "1", *rate,
           "-n", str(count), "--no-sock-mem", "--notouch-irq", "--no-cpu-stats", timeout=seconds * 4 + 30)
     elapsed = time.monotonic() - t0
     # Frames still queued in the switch count once they land: wait until the
@@ -158,7 +161,13 @@ def trial(rate_pps, seconds, cfg):
     return tx, rx, loss, tx / elapsed
 
 
-def throughput(seconds, cfg, lo=50_000, hi=1_200_000, steps=8):
+def saturation(seconds, cfg):
+    """trafgen at full speed: what the switch delivers when offered more than it takes."""
+    tx, rx, loss, offered = trial(None, seconds, cfg)
+    return {"offered_pps": offered, "delivered_pps": offered * (1 - loss), "loss": loss}
+
+
+def throughput(seconds, cfg, lo=50_000, hi=1_200_000, steps=7):
     """RFC 2544-style binary search for the highest offered rate with loss <= tolerance."""
     best = None
     for _ in range(steps):
@@ -214,18 +223,24 @@ def main():
                 print(f"  iperf3 {gbps:.2f} Gbit/s", flush=True)
                 tput = throughput(args.trial_seconds, cfg.name)
                 print(f"  64-byte no-loss rate: {tput}", flush=True)
-                results[name] = {"rtt_ms": rtt, "iperf_gbps": gbps, "throughput": tput, "pmd": sw.stats()}
+                sat = saturation(args.trial_seconds, cfg.name)
+                print(f"  64-byte at full generator speed: {sat}", flush=True)
+                results[name] = {"rtt_ms": rtt, "iperf_gbps": gbps, "throughput": tput, "saturation": sat,
+                                 "pmd": sw.stats()}
             finally:
                 sw.stop()
     finally:
         teardown()
         os.unlink(cfg.name)
-    print("\n| switch | 64 B no-loss rate (Mpps) | iperf3 TCP (Gbit/s) | ping RTT min/avg/max (ms) |")
-    print("|---|---|---|---|")
+    print("\n| switch | 64 B no-loss rate (Mpps) | 64 B full speed: offered -> delivered (Mpps, loss) "
+          "| iperf3 TCP (Gbit/s) | ping RTT min/avg/max (ms) |")
+    print("|---|---|---|---|---|")
     for name, r in results.items():
         t = r["throughput"]
         rate = "-" if t is None else f"{t['offered_pps'] / 1e6:.3f}" + (" (generator-limited)" if t["generator_limited"] else "")
-        print(f"| {name} | {rate} | {r['iperf_gbps']:.2f} | {'/'.join(f'{x:.3f}' for x in r['rtt_ms'])} |")
+        sat = r["saturation"]
+        full = f"{sat['offered_pps'] / 1e6:.3f} -> {sat['delivered_pps'] / 1e6:.3f} ({sat['loss'] * 100:.2f} %)"
+        print(f"| {name} | {rate} | {full} | {r['iperf_gbps']:.2f} | {'/'.join(f'{x:.3f}' for x in r['rtt_ms'])} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

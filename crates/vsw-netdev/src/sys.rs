@@ -232,17 +232,24 @@ pub fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     Ok(Some(n as usize))
 }
 
-/// Sends one frame without blocking.
-pub fn send_frame(fd: &OwnedFd, buf: &[u8]) -> io::Result<()> {
-    // SAFETY: `buf` is live and readable for its whole length for the call.
-    let n = unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            buf.as_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
-        )
-    };
+/// Sends one frame, given as two parts (header and data), without blocking.
+pub fn send_frame(fd: &OwnedFd, head: &[u8], data: &[u8]) -> io::Result<()> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: head.as_ptr() as *mut libc::c_void,
+            iov_len: head.len(),
+        },
+        libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        },
+    ];
+    // SAFETY: msghdr is plain old data; zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len();
+    // SAFETY: both parts are live and readable for the call; the kernel only reads them.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }

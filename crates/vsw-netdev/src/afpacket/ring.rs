@@ -137,6 +137,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
     sys::bind_to_interface(&direct, ifindex, false).map_err(syscall("bind", ifname))?;
     let sock = Arc::new(RingSocket { map, fd });
     let big = || vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice();
+    let scratch = vec![0u8; MAX_FRAME].into_boxed_slice();
     Ok(PortQueues {
         rx: Box::new(RingRx {
             sock: sock.clone(),
@@ -152,7 +153,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             pending: 0,
             rejected: 0,
             direct,
-            scratch: big(),
+            scratch,
         }),
     })
 }
@@ -285,10 +286,18 @@ impl RingTx {
         vnet: VnetHdr,
     ) -> Result<(), StageError> {
         self.rejected += self.kick();
-        let (hdr, frame) = self.scratch.split_at_mut(VNET_HDR_LEN);
-        vnet.write(hdr.try_into().expect("split at header length"));
-        let len = copy_frame(frame, data, meta.vlan).ok_or(StageError::TooBig)?;
-        match sys::send_frame(&self.direct, &self.scratch[..VNET_HDR_LEN + len]) {
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        vnet.write(&mut hdr);
+        // Only a frame whose VLAN tag must be put back is assembled in the scratch buffer;
+        // any other goes straight from where it was received.
+        let frame = match meta.vlan {
+            None => data,
+            Some(_) => {
+                let len = copy_frame(&mut self.scratch, data, meta.vlan).ok_or(StageError::TooBig)?;
+                &self.scratch[..len]
+            }
+        };
+        match sys::send_frame(&self.direct, &hdr, frame) {
             Ok(()) => Ok(()),
             Err(e) if transient(&e) => Err(StageError::QueueFull),
             Err(e) => {
