@@ -293,7 +293,8 @@ impl RingTx {
         let frame = match meta.vlan {
             None => data,
             Some(_) => {
-                let len = copy_frame(&mut self.scratch, data, meta.vlan).ok_or(StageError::TooBig)?;
+                let len =
+                    copy_frame(&mut self.scratch, data, meta.vlan).ok_or(StageError::TooBig)?;
                 &self.scratch[..len]
             }
         };
@@ -361,8 +362,16 @@ impl TxQueue for RingTx {
             )
         };
         let (vnet_out, frame_out) = out.split_at_mut(VNET_HDR_LEN);
-        vnet.write(vnet_out.try_into().expect("split at header length"));
         let len = copy_frame(frame_out, data, meta.vlan).ok_or(StageError::TooBig)?;
+        let mut vnet = vnet;
+        if !vnet.is_gso() {
+            // hdr_len tells the kernel how much to copy into the socket buffer's own
+            // memory; the rest it would leave in the ring page, which a veth must then
+            // copy into a freshly allocated page for every packet. Copying a whole
+            // small frame is far cheaper.
+            vnet.hdr_len = len as u16;
+        }
+        vnet.write(vnet_out.try_into().expect("split at header length"));
         // SAFETY: tp_len is the u32 at byte 4 of the frame's header, which this side owns.
         unsafe {
             std::ptr::write_unaligned(
