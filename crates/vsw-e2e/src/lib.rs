@@ -135,6 +135,15 @@ impl Host {
         must("ip", &full)
     }
 
+    /// Sends `count` copies of a raw Ethernet frame (hex) out of `eth0`.
+    pub fn send_raw(&self, frame_hex: &str, count: u32) {
+        let script = format!(
+            "import socket\ns = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\ns.bind(('eth0', 0))\n\
+             f = bytes.fromhex('{frame_hex}')\nfor i in range({count}): s.send(f)\n"
+        );
+        self.exec_ok(&["python3", "-c", &script]);
+    }
+
     /// Pings `to` `count` times; true when every reply came back.
     pub fn ping(&self, to: &Host, count: u32) -> bool {
         self.exec(&[

@@ -175,3 +175,38 @@ fn del_port_under_traffic() {
     d.ctl_ok(&["add-port", &b.port]);
     assert!(a.ping(&b, 2));
 }
+
+/// The switch never receives its own transmissions back (PACKET_IGNORE_OUTGOING): what
+/// it sends out of a port does not come in again on that port.
+#[test]
+fn own_transmissions_are_not_received_again() {
+    let _g = serial();
+    let (d, a, b) = two_hosts("ring");
+    d.ctl_ok(&[
+        "add-flow",
+        &format!("in_port={},actions=output:{}", a.port, b.port),
+    ]);
+    // UDP to a MAC address nobody owns: b's stack drops it and answers nothing.
+    let frame = [
+        "0200c6120063",
+        "0200c6120001",
+        "0800", // Ethernet: to a stranger, IPv4
+        "450000200000400040110000",
+        "c6120001",
+        "c6120063", // IPv4 header (no checksum needed)
+        "04000009000c0000",
+        "00000000", // UDP, 4 bytes of payload
+    ]
+    .concat();
+    a.send_raw(&frame, 100);
+    wait_until("100 frames out of b's port", Duration::from_secs(5), || {
+        d.port(&b.port).stats.tx_packets >= 100
+    });
+    let pb = d.port(&b.port);
+    assert_eq!(pb.stats.tx_packets, 100, "{pb:?}");
+    assert_eq!(
+        pb.stats.rx_packets, 0,
+        "vsw received its own transmissions back: {pb:?}"
+    );
+    assert_eq!(d.port(&a.port).stats.rx_packets, 100);
+}
