@@ -11,5 +11,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
+echo "== cargo build (the end-to-end tests run the vswd and vswctl binaries)"
+cargo build --workspace
 echo "== cargo test"
 cargo test --workspace

@@ -25,7 +25,7 @@ pub struct PortStats {
 }
 
 /// A copy of [`PortStats`] at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PortStatsView {
     pub rx_packets: u64,
     pub rx_bytes: u64,
@@ -102,7 +102,7 @@ pub(crate) struct PmdStats {
 }
 
 /// A copy of one PMD's counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PmdStatsView {
     pub core: Option<usize>,
     pub packets: u64,

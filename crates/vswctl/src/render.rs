@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use vswd::protocol::{FlowInfo, PmdStats, PortInfo, ShowInfo};
+use vswd::protocol::{FlowInfo, PmdStatsView, PortInfo, ShowInfo};
 
 pub fn show(s: ShowInfo) -> String {
     let mut o = String::new();
@@ -65,18 +65,29 @@ pub fn ports(ports: &[PortInfo]) -> String {
         let _ = writeln!(
             o,
             "           rx pkts={}, bytes={}, drop={} (malformed={}, truncated={}, overrun={})",
-            s.rx_packets, s.rx_bytes, s.rx_dropped, s.rx_malformed, s.rx_truncated, s.rx_overrun
+            s.rx_packets,
+            s.rx_bytes,
+            s.rx_dropped(),
+            s.rx_malformed,
+            s.rx_truncated,
+            s.rx_overrun
         );
         let _ = writeln!(
             o,
             "           tx pkts={}, bytes={}, drop={} (queue_full={}, too_big={}, errors={}), batches={}",
-            s.tx_packets, s.tx_bytes, s.tx_dropped, s.tx_queue_full, s.tx_too_big, s.tx_errors, s.tx_batches
+            s.tx_packets,
+            s.tx_bytes,
+            s.tx_dropped(),
+            s.tx_queue_full,
+            s.tx_too_big,
+            s.tx_errors,
+            s.tx_batches
         );
     }
     o
 }
 
-pub fn pmd_stats(pmds: &[PmdStats]) -> String {
+pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
     let mut o = String::new();
     for p in pmds {
         let core = p
@@ -101,7 +112,7 @@ pub fn pmd_stats(pmds: &[PmdStats]) -> String {
             p.busy_cycles,
             pct(p.busy_cycles)
         );
-        match p.avg_cycles_per_packet {
+        match p.avg_cycles_per_packet() {
             Some(c) => {
                 let ns = c * 1e9 / p.cycles_per_second.max(1) as f64;
                 let _ = writeln!(o, "  avg processing cycles per packet: {c:.2} ({ns:.1} ns)");

@@ -1,6 +1,7 @@
 //! The control protocol: one JSON request per line on the unix socket, one JSON reply.
 
 use serde::{Deserialize, Serialize};
+pub use vsw_datapath::{PmdStatsView, PortStatsView};
 
 pub const DEFAULT_SOCKET: &str = "/run/vsw/vswd.sock";
 pub const DEFAULT_STATE_FILE: &str = "/var/lib/vsw/vswd.json";
@@ -57,24 +58,7 @@ pub struct PortInfo {
     /// "up", or "down: why".
     pub status: String,
     pub options: Vec<(String, String)>,
-    pub stats: PortCounters,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PortCounters {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub rx_dropped: u64,
-    pub rx_malformed: u64,
-    pub rx_truncated: u64,
-    pub rx_overrun: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub tx_dropped: u64,
-    pub tx_batches: u64,
-    pub tx_queue_full: u64,
-    pub tx_too_big: u64,
-    pub tx_errors: u64,
+    pub stats: PortStatsView,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,17 +83,4 @@ pub struct FlowInfo {
     pub n_bytes: u64,
     pub duration_ms: u64,
     pub idle_age_s: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PmdStats {
-    pub core: Option<usize>,
-    pub packets: u64,
-    pub rule_hits: u64,
-    pub rule_misses: u64,
-    pub busy_cycles: u64,
-    pub idle_cycles: u64,
-    pub iterations: u64,
-    pub cycles_per_second: u64,
-    pub avg_cycles_per_packet: Option<f64>,
 }

@@ -13,7 +13,7 @@ use vsw_flow::{parse_flow, parse_match, Classifier, FlowSyntaxError};
 use vsw_netdev::{afpacket, interface, NetdevError};
 
 use crate::options::{self, OptionError, Options, PortOptions, SwitchOptions, MAX_PORT_NO};
-use crate::protocol::{FlowInfo, PmdStats, PortCounters, PortInfo, Request, ShowInfo};
+use crate::protocol::{FlowInfo, PortInfo, Request, ShowInfo};
 use crate::state::{SavedPort, SavedState, StateError, STATE_VERSION};
 
 #[derive(Debug, thiserror::Error)]
@@ -260,7 +260,7 @@ impl Switch {
             Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),
             Request::DumpFlows => Ok(json!(self.dump_flows())),
             Request::DumpPorts => Ok(json!(self.port_infos())),
-            Request::PmdStatsShow => Ok(json!(vec![self.pmd_stats()])),
+            Request::PmdStatsShow => Ok(json!(vec![self.dp.pmd_stats()])),
             Request::PmdStatsClear => {
                 self.dp.clear_pmd_stats();
                 Ok(Value::Null)
@@ -419,38 +419,21 @@ impl Switch {
     fn port_infos(&self) -> Vec<PortInfo> {
         self.ports
             .iter()
-            .map(|(no, p)| {
-                let s = p.stats.view();
-                PortInfo {
-                    no: *no,
-                    name: p.name.clone(),
-                    status: match &p.link {
-                        Link::Up { .. } => "up".into(),
-                        Link::Down { why } => format!("down: {why}"),
-                    },
-                    options: {
-                        let mut o: Vec<(String, String)> = p.options.clone().into_iter().collect();
-                        if !p.options.contains_key("afpacket-mode") {
-                            o.push(("afpacket-mode".into(), p.parsed.mode.to_string()));
-                        }
-                        o
-                    },
-                    stats: PortCounters {
-                        rx_packets: s.rx_packets,
-                        rx_bytes: s.rx_bytes,
-                        rx_dropped: s.rx_dropped(),
-                        rx_malformed: s.rx_malformed,
-                        rx_truncated: s.rx_truncated,
-                        rx_overrun: s.rx_overrun,
-                        tx_packets: s.tx_packets,
-                        tx_bytes: s.tx_bytes,
-                        tx_dropped: s.tx_dropped(),
-                        tx_batches: s.tx_batches,
-                        tx_queue_full: s.tx_queue_full,
-                        tx_too_big: s.tx_too_big,
-                        tx_errors: s.tx_errors,
-                    },
-                }
+            .map(|(no, p)| PortInfo {
+                no: *no,
+                name: p.name.clone(),
+                status: match &p.link {
+                    Link::Up { .. } => "up".into(),
+                    Link::Down { why } => format!("down: {why}"),
+                },
+                options: {
+                    let mut o: Vec<(String, String)> = p.options.clone().into_iter().collect();
+                    if !p.options.contains_key("afpacket-mode") {
+                        o.push(("afpacket-mode".into(), p.parsed.mode.to_string()));
+                    }
+                    o
+                },
+                stats: p.stats.view(),
             })
             .collect()
     }
@@ -463,21 +446,6 @@ impl Switch {
             state_file: self.state_file.display().to_string(),
             ports: self.port_infos(),
             flows: self.dp.classifier().len(),
-        }
-    }
-
-    fn pmd_stats(&self) -> PmdStats {
-        let s = self.dp.pmd_stats();
-        PmdStats {
-            core: s.core,
-            packets: s.packets,
-            rule_hits: s.rule_hits,
-            rule_misses: s.rule_misses,
-            busy_cycles: s.busy_cycles,
-            idle_cycles: s.idle_cycles,
-            iterations: s.iterations,
-            cycles_per_second: s.cycles_per_second,
-            avg_cycles_per_packet: s.avg_cycles_per_packet(),
         }
     }
 }
