@@ -15,7 +15,7 @@ fn two_hosts(mode: &str) -> (Vswd, Host, Host) {
 #[test]
 fn ping_both_ways_in_both_afpacket_modes() {
     let _g = serial();
-    for mode in ["ring", "mmsg"] {
+    for mode in ["ring", "ring-v3", "mmsg"] {
         let (d, a, b) = two_hosts(mode);
         assert!(a.ping(&b, 3), "{mode}: ping a -> b failed\n{}", d.log());
         assert!(b.ping(&a, 3), "{mode}: ping b -> a failed\n{}", d.log());
@@ -35,7 +35,7 @@ fn ping_both_ways_in_both_afpacket_modes() {
 #[test]
 fn iperf3_tcp_with_default_offloads() {
     let _g = serial();
-    for mode in ["ring", "mmsg"] {
+    for mode in ["ring", "ring-v3", "mmsg"] {
         let (d, a, b) = two_hosts(mode);
         let offloads = a.exec_ok(&["ethtool", "-k", "eth0"]);
         assert!(

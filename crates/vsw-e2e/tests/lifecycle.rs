@@ -105,7 +105,7 @@ fn bad_commands_are_refused_and_change_nothing() {
         (&["set", "nonsense=1"], "unknown option 'nonsense'"),
         (
             &["set-port", &a.port, "afpacket-mode=warp"],
-            "afpacket-mode must be 'ring' or 'mmsg'",
+            "afpacket-mode must be 'ring', 'ring-v3' or 'mmsg'",
         ),
         (&["del-port", "ghost"], "no port named 'ghost'"),
     ];

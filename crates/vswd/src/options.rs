@@ -204,7 +204,7 @@ mod tests {
         assert_eq!(o.ofport_request, Some(7));
         let e = PortOptions::from_options(&parse_pairs(&words(&["afpacket-mode=fast"])).unwrap())
             .unwrap_err();
-        assert_eq!(e.to_string(), "bad value 'fast' for afpacket-mode: afpacket-mode must be 'ring' or 'mmsg', not 'fast'");
+        assert_eq!(e.to_string(), "bad value 'fast' for afpacket-mode: afpacket-mode must be 'ring', 'ring-v3' or 'mmsg', not 'fast'");
         let e = PortOptions::from_options(&parse_pairs(&words(&["mtu=1"])).unwrap()).unwrap_err();
         assert!(e.to_string().starts_with("unknown option 'mtu'"));
         assert!(

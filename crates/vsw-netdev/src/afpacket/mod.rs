@@ -14,6 +14,7 @@
 
 mod mmsg;
 mod ring;
+mod ring_v3;
 
 use std::fmt;
 use std::os::fd::OwnedFd;
@@ -32,6 +33,8 @@ pub const MAX_FRAME: usize = 65535 + 14 + 4;
 pub enum AfPacketMode {
     #[default]
     Ring,
+    /// TPACKET_V3 receive ring: kept to measure V2 against (see ring_v3.rs).
+    RingV3,
     Mmsg,
 }
 
@@ -39,13 +42,14 @@ impl fmt::Display for AfPacketMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             AfPacketMode::Ring => "ring",
+            AfPacketMode::RingV3 => "ring-v3",
             AfPacketMode::Mmsg => "mmsg",
         })
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("afpacket-mode must be 'ring' or 'mmsg', not '{0}'")]
+#[error("afpacket-mode must be 'ring', 'ring-v3' or 'mmsg', not '{0}'")]
 pub struct BadMode(pub String);
 
 impl FromStr for AfPacketMode {
@@ -53,6 +57,7 @@ impl FromStr for AfPacketMode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "ring" => Ok(AfPacketMode::Ring),
+            "ring-v3" => Ok(AfPacketMode::RingV3),
             "mmsg" => Ok(AfPacketMode::Mmsg),
             other => Err(BadMode(other.to_string())),
         }
@@ -103,6 +108,7 @@ pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError>
     )?;
     let queues = match mode {
         AfPacketMode::Ring => ring::open(fd, ifname, ifindex)?,
+        AfPacketMode::RingV3 => ring_v3::open(fd, ifname, ifindex)?,
         AfPacketMode::Mmsg => {
             set_flag(&fd, libc::PACKET_AUXDATA, "PACKET_AUXDATA", ifname)?;
             mmsg::open(fd, ifname, ifindex)?

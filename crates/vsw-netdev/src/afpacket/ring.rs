@@ -124,17 +124,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
         .map_err(syscall("PACKET_TX_RING", ifname))?;
     let map = RingMap::map(&fd, rx.bytes() + tx.bytes()).map_err(syscall("mmap", ifname))?;
     attach(&fd, ifname, ifindex)?;
-    let direct = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
-    set_flag(&direct, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
-    set_flag(
-        &direct,
-        libc::PACKET_QDISC_BYPASS,
-        "PACKET_QDISC_BYPASS",
-        ifname,
-    )?;
-    sys::set_socket_buffers(&direct, SOCKET_BUFFER, SOCKET_BUFFER)
-        .map_err(syscall("SO_SNDBUF", ifname))?;
-    sys::bind_to_interface(&direct, ifindex, false).map_err(syscall("bind", ifname))?;
+    let direct = direct_socket(ifname, ifindex)?;
     let sock = Arc::new(RingSocket { map, fd });
     let big = || vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice();
     let scratch = vec![0u8; MAX_FRAME].into_boxed_slice();
@@ -156,6 +146,58 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             scratch,
         }),
     })
+}
+
+/// A ring-less socket that only sends, for frames too large for a ring slot.
+fn direct_socket(ifname: &str, ifindex: u32) -> Result<OwnedFd, NetdevError> {
+    let direct = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
+    set_flag(&direct, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
+    set_flag(
+        &direct,
+        libc::PACKET_QDISC_BYPASS,
+        "PACKET_QDISC_BYPASS",
+        ifname,
+    )?;
+    sys::set_socket_buffers(&direct, SOCKET_BUFFER, SOCKET_BUFFER)
+        .map_err(syscall("SO_SNDBUF", ifname))?;
+    sys::bind_to_interface(&direct, ifindex, false).map_err(syscall("bind", ifname))?;
+    Ok(direct)
+}
+
+/// A transmit queue on a socket of its own that receives nothing: the TPACKET_V2 TX
+/// ring for a port whose receive side is another socket (a TPACKET_V3 ring).
+pub(super) fn open_tx_only(ifname: &str, ifindex: u32) -> Result<Box<dyn TxQueue>, NetdevError> {
+    let fd = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
+    set_flag(&fd, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
+    set_flag(
+        &fd,
+        libc::PACKET_QDISC_BYPASS,
+        "PACKET_QDISC_BYPASS",
+        ifname,
+    )?;
+    sys::set_packet_opt(&fd, libc::PACKET_VERSION, &TPACKET_V2)
+        .map_err(syscall("PACKET_VERSION", ifname))?;
+    set_flag(&fd, libc::PACKET_LOSS, "PACKET_LOSS", ifname)?;
+    sys::set_socket_buffers(&fd, SOCKET_BUFFER, SOCKET_BUFFER)
+        .map_err(syscall("SO_SNDBUF", ifname))?;
+    let geo = Geometry {
+        start: 0,
+        blocks: TX_BLOCKS,
+    };
+    sys::set_packet_opt(&fd, libc::PACKET_TX_RING, &geo.request())
+        .map_err(syscall("PACKET_TX_RING", ifname))?;
+    let map = RingMap::map(&fd, geo.bytes()).map_err(syscall("mmap", ifname))?;
+    sys::bind_to_interface(&fd, ifindex, false).map_err(syscall("bind", ifname))?;
+    let direct = direct_socket(ifname, ifindex)?;
+    Ok(Box::new(RingTx {
+        sock: Arc::new(RingSocket { map, fd }),
+        geo,
+        head: 0,
+        pending: 0,
+        rejected: 0,
+        direct,
+        scratch: vec![0u8; MAX_FRAME].into_boxed_slice(),
+    }))
 }
 
 struct RingRx {
