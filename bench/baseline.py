@@ -68,6 +68,8 @@ def topology():
         sh("ip", "netns", "add", ns)
         sh("ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "address", mac, "netns", ns)
         sh("ip", "link", "set", port, "up")
+        # No IPv6 chatter: the hosts send only the benchmark's traffic.
+        in_ns(ns, "sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=1")
         in_ns(ns, "ip", "addr", "add", f"{addr}/24", "dev", "eth0")
         in_ns(ns, "ip", "link", "set", "eth0", "up")
         in_ns(ns, "ip", "link", "set", "lo", "up")
@@ -199,7 +201,7 @@ def main():
     ap.add_argument("--trial-seconds", type=float, default=2.0)
     ap.add_argument("--iperf-seconds", type=int, default=5)
     ap.add_argument("--bindir", default="target/release")
-    ap.add_argument("--switches", default="vsw-ring,vsw-mmsg,bridge")
+    ap.add_argument("--switches", default="vsw-ring,vsw-ring-v3,vsw-mmsg,bridge")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -207,8 +209,8 @@ def main():
     # This script, the generator and every helper it starts stay on CPU 0, off the
     # core vsw's PMD polls on.
     os.sched_setaffinity(0, {0})
-    makers = {"vsw-ring": lambda: Vsw("ring", args.bindir), "vsw-mmsg": lambda: Vsw("mmsg", args.bindir),
-              "bridge": Bridge}
+    makers = {"vsw-ring": lambda: Vsw("ring", args.bindir), "vsw-ring-v3": lambda: Vsw("ring-v3", args.bindir),
+              "vsw-mmsg": lambda: Vsw("mmsg", args.bindir), "bridge": Bridge}
     results = {}
     cfg = tempfile.NamedTemporaryFile("w", suffix=".cfg", delete=False)
     cfg.write(TRAFGEN_FRAME + "\n")
