@@ -105,6 +105,15 @@ impl Host {
                 &self.mac, "netns", &self.ns,
             ],
         );
+        // The switch side carries no IPv6 of its own either.
+        must(
+            "sysctl",
+            &[
+                "-q",
+                "-w",
+                &format!("net.ipv6.conf.{}.disable_ipv6=1", self.port),
+            ],
+        );
         must("ip", &["link", "set", &self.port, "up"]);
         self.exec_ok(&[
             "ip",
