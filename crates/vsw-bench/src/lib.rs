@@ -1,0 +1,8 @@
+//! vsw-bench: measures a switch the way a network engineer would accept.
+//!
+//! The pure parts live here, each tested on its own: the RFC 2544 search (`search`),
+//! send pacing (`pacing`), latency bookkeeping (`latency`) and the report (`report`).
+
+pub mod latency;
+pub mod pacing;
+pub mod search;

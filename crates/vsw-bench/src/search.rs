@@ -1,0 +1,250 @@
+//! RFC 2544 throughput: the highest offered rate whose loss stays within a tolerance,
+//! found by binary search over trials, then confirmed by a validation trial.
+
+use serde::{Deserialize, Serialize};
+
+/// What one trial at one offered rate gave.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// The rate asked of the generator.
+    pub requested_pps: f64,
+    /// The rate the generator really sent at.
+    pub sent_pps: f64,
+    pub sent: u64,
+    pub received: u64,
+}
+
+impl Trial {
+    /// Fraction of sent frames that did not arrive (never negative: frames that
+    /// arrive from elsewhere do not make up for lost ones).
+    pub fn loss(&self) -> f64 {
+        if self.sent == 0 {
+            return 1.0;
+        }
+        self.sent.saturating_sub(self.received) as f64 / self.sent as f64
+    }
+
+    /// The generator fell short of the requested rate by more than 5 %.
+    pub fn generator_short(&self) -> bool {
+        self.sent_pps < 0.95 * self.requested_pps
+    }
+}
+
+/// Runs a trial at a rate. Implemented by the real traffic generator and, in tests,
+/// by simulated devices.
+pub trait TrialRunner {
+    type Error;
+    fn run(&mut self, rate_pps: f64) -> Result<Trial, Self::Error>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchConfig {
+    pub min_pps: f64,
+    pub max_pps: f64,
+    /// Acceptable loss as a fraction (RFC 2544 says 0; 0.002 % = 0.00002 is common).
+    pub loss_tolerance: f64,
+    /// Stop when the bracket is narrower than this fraction of `max_pps`.
+    pub resolution: f64,
+    pub max_trials: usize,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            min_pps: 10_000.0,
+            max_pps: 5_000_000.0,
+            loss_tolerance: 0.002 / 100.0,
+            resolution: 0.005,
+            max_trials: 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    /// The highest rate (as sent) with loss within tolerance, confirmed by the
+    /// validation trial; `None` when even the lowest rate lost too much.
+    pub throughput_pps: Option<f64>,
+    /// Every trial in order, validation last.
+    pub trials: Vec<Trial>,
+    /// The generator could not send as fast as asked at some rate: the result is a
+    /// lower bound set by the generator, not by the switch.
+    pub generator_limited: bool,
+}
+
+/// The binary search. A trial passes when its loss is within tolerance. When the
+/// generator sends slower than asked, the rate it did reach is what the trial proves,
+/// and the search goes no higher than that.
+pub fn binary_search<R: TrialRunner>(
+    runner: &mut R,
+    cfg: &SearchConfig,
+) -> Result<SearchResult, R::Error> {
+    let mut trials = Vec::new();
+    let mut generator_limited = false;
+    let passes = |t: &Trial| t.loss() <= cfg.loss_tolerance;
+    let (mut lo, mut hi) = (cfg.min_pps, cfg.max_pps);
+    let mut best: Option<f64> = None;
+    let mut rate = cfg.max_pps;
+    while trials.len() < cfg.max_trials {
+        let t = runner.run(rate)?;
+        trials.push(t);
+        // A trial proves the rate that was really sent, never more than asked.
+        let proven = t.sent_pps.min(rate);
+        if t.generator_short() {
+            generator_limited = true;
+        }
+        if passes(&t) {
+            best = Some(best.map_or(proven, |b: f64| b.max(proven)));
+            lo = proven;
+            if t.generator_short() {
+                // Nothing above what the generator reached can be shown.
+                hi = proven;
+            }
+        } else {
+            hi = rate.min(hi);
+            if t.generator_short() {
+                hi = hi.min(proven);
+            }
+        }
+        if hi - lo <= cfg.resolution * cfg.max_pps || hi <= cfg.min_pps {
+            break;
+        }
+        rate = (lo + hi) / 2.0;
+    }
+    // Validation: the found rate once more; if it fails now, the result is withheld.
+    let throughput_pps = match best {
+        Some(b) => {
+            let v = runner.run(b)?;
+            trials.push(v);
+            if v.generator_short() {
+                generator_limited = true;
+            }
+            passes(&v).then_some(v.sent_pps.min(b))
+        }
+        None => None,
+    };
+    Ok(SearchResult {
+        throughput_pps,
+        trials,
+        generator_limited,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A device that forwards up to `capacity` pps and drops the excess; a generator
+    /// that cannot send faster than `gen_max`.
+    struct Simulated {
+        capacity: f64,
+        gen_max: f64,
+        seconds: f64,
+    }
+
+    impl TrialRunner for Simulated {
+        type Error = ();
+        fn run(&mut self, rate: f64) -> Result<Trial, ()> {
+            let sent_pps = rate.min(self.gen_max);
+            let sent = (sent_pps * self.seconds) as u64;
+            let received = (sent_pps.min(self.capacity) * self.seconds) as u64;
+            Ok(Trial {
+                requested_pps: rate,
+                sent_pps,
+                sent,
+                received,
+            })
+        }
+    }
+
+    fn cfg() -> SearchConfig {
+        SearchConfig {
+            min_pps: 10_000.0,
+            max_pps: 2_000_000.0,
+            loss_tolerance: 0.00002,
+            resolution: 0.005,
+            max_trials: 30,
+        }
+    }
+
+    #[test]
+    fn finds_the_capacity_within_the_resolution() {
+        let mut dev = Simulated {
+            capacity: 812_345.0,
+            gen_max: 1e9,
+            seconds: 10.0,
+        };
+        let r = binary_search(&mut dev, &cfg()).unwrap();
+        let t = r.throughput_pps.unwrap();
+        assert!(t <= 812_345.0 * (1.0 + 0.00002), "{t} above capacity");
+        assert!(
+            t >= 812_345.0 - 0.005 * 2_000_000.0,
+            "{t} too far below capacity"
+        );
+        assert!(!r.generator_limited);
+        assert!(r.trials.len() <= 30);
+    }
+
+    #[test]
+    fn a_switch_faster_than_the_generator_is_reported_as_generator_limited() {
+        let mut dev = Simulated {
+            capacity: 3e6,
+            gen_max: 600_000.0,
+            seconds: 2.0,
+        };
+        let r = binary_search(&mut dev, &cfg()).unwrap();
+        assert!(r.generator_limited);
+        assert_eq!(
+            r.throughput_pps,
+            Some(600_000.0),
+            "the proven rate is what was sent"
+        );
+    }
+
+    #[test]
+    fn nothing_passes_gives_none() {
+        let mut dev = Simulated {
+            capacity: 1_000.0,
+            gen_max: 1e9,
+            seconds: 1.0,
+        };
+        let r = binary_search(&mut dev, &cfg()).unwrap();
+        assert_eq!(r.throughput_pps, None);
+    }
+
+    #[test]
+    fn full_rate_passes_at_once() {
+        let mut dev = Simulated {
+            capacity: 1e9,
+            gen_max: 1e9,
+            seconds: 1.0,
+        };
+        let r = binary_search(&mut dev, &cfg()).unwrap();
+        assert_eq!(r.throughput_pps, Some(2_000_000.0));
+        assert_eq!(r.trials.len(), 2, "one trial and its validation");
+    }
+
+    #[test]
+    fn loss_is_never_negative() {
+        let t = Trial {
+            requested_pps: 1.0,
+            sent_pps: 1.0,
+            sent: 10,
+            received: 12,
+        };
+        assert_eq!(t.loss(), 0.0);
+    }
+
+    proptest! {
+        #[test]
+        fn never_reports_a_rate_the_device_cannot_carry(capacity in 20_000.0f64..3e6, gen in 50_000.0f64..4e6) {
+            let mut dev = Simulated { capacity, gen_max: gen, seconds: 5.0 };
+            let r = binary_search(&mut dev, &cfg()).unwrap();
+            if let Some(t) = r.throughput_pps {
+                prop_assert!(t <= capacity * 1.00003 + 1.0, "{} > capacity {}", t, capacity);
+                prop_assert!(t <= gen + 1.0);
+            }
+        }
+    }
+}
