@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// Latencies above this (10 s) are clamped: something is badly wrong by then.
 const MAX_NS: u64 = 10_000_000_000;
 
+#[derive(Debug)]
 pub struct LatencyRecorder {
     hist: Histogram<u64>,
 }

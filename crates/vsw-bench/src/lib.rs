@@ -3,6 +3,8 @@
 //! The pure parts live here, each tested on its own: the RFC 2544 search (`search`),
 //! send pacing (`pacing`), latency bookkeeping (`latency`) and the report (`report`).
 
+pub mod frame;
 pub mod latency;
 pub mod pacing;
 pub mod search;
+pub mod traffic;

@@ -28,3 +28,14 @@ pub enum NetdevError {
 pub fn restrict_current_thread(cpus: &[usize]) -> Result<(), std::io::Error> {
     sys::set_thread_cpus(cpus)
 }
+
+/// Moves the calling thread into the named network namespace (made by `ip netns add`).
+pub fn enter_netns(name: &str) -> Result<(), std::io::Error> {
+    if name.is_empty() || name.contains('/') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("'{name}' is not a network namespace name"),
+        ));
+    }
+    sys::enter_netns(&std::path::Path::new("/run/netns").join(name))
+}

@@ -269,3 +269,11 @@ pub fn set_thread_cpus(cpus: &[usize]) -> io::Result<()> {
     // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 is this thread.
     check(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }).map(|_| ())
 }
+
+/// Moves the calling thread into the network namespace at `path` (/run/netns/NAME).
+/// Sockets it opens afterwards belong to that namespace, and keep belonging to it.
+pub fn enter_netns(path: &std::path::Path) -> io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: `f` is an open namespace file for the duration of the call.
+    check(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}
