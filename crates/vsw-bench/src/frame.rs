@@ -76,7 +76,10 @@ pub fn stamp(frame: &mut [u8], seq: u64, sent_ns: u64) {
 /// The (sequence, send time) of a test frame; `None` for any other frame.
 pub fn read_stamp(frame: &[u8]) -> Option<(u64, u64)> {
     let s = frame.get(STAMP..STAMP + STAMP_LEN)?;
-    if frame.get(12..14)? != [0x08, 0x00] || frame.get(ETH + 9) != Some(&17) || s[0..2] != MAGIC.to_be_bytes() {
+    if frame.get(12..14)? != [0x08, 0x00]
+        || frame.get(ETH + 9) != Some(&17)
+        || s[0..2] != MAGIC.to_be_bytes()
+    {
         return None;
     }
     let seq = u64::from_be_bytes(s[2..10].try_into().ok()?);

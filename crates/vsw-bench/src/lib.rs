@@ -7,4 +7,6 @@ pub mod frame;
 pub mod latency;
 pub mod pacing;
 pub mod search;
+pub mod switches;
+pub mod topology;
 pub mod traffic;

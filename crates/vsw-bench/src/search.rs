@@ -67,8 +67,9 @@ pub struct SearchResult {
     pub throughput_pps: Option<f64>,
     /// Every trial in order, validation last.
     pub trials: Vec<Trial>,
-    /// The generator could not send as fast as asked at some rate: the result is a
-    /// lower bound set by the generator, not by the switch.
+    /// The generator could not send as fast as asked, and no trial showed the switch
+    /// losing frames at a rate the generator did reach: the result is a lower bound
+    /// set by the generator, not by the switch.
     pub generator_limited: bool,
 }
 
@@ -80,7 +81,8 @@ pub fn binary_search<R: TrialRunner>(
     cfg: &SearchConfig,
 ) -> Result<SearchResult, R::Error> {
     let mut trials = Vec::new();
-    let mut generator_limited = false;
+    let mut generator_short = false;
+    let mut switch_lost = false;
     let passes = |t: &Trial| t.loss() <= cfg.loss_tolerance;
     let (mut lo, mut hi) = (cfg.min_pps, cfg.max_pps);
     let mut best: Option<f64> = None;
@@ -90,9 +92,7 @@ pub fn binary_search<R: TrialRunner>(
         trials.push(t);
         // A trial proves the rate that was really sent, never more than asked.
         let proven = t.sent_pps.min(rate);
-        if t.generator_short() {
-            generator_limited = true;
-        }
+        generator_short |= t.generator_short();
         if passes(&t) {
             best = Some(best.map_or(proven, |b: f64| b.max(proven)));
             lo = proven;
@@ -101,6 +101,7 @@ pub fn binary_search<R: TrialRunner>(
                 hi = proven;
             }
         } else {
+            switch_lost = true;
             hi = rate.min(hi);
             if t.generator_short() {
                 hi = hi.min(proven);
@@ -116,9 +117,8 @@ pub fn binary_search<R: TrialRunner>(
         Some(b) => {
             let v = runner.run(b)?;
             trials.push(v);
-            if v.generator_short() {
-                generator_limited = true;
-            }
+            generator_short |= v.generator_short();
+            switch_lost |= !passes(&v);
             passes(&v).then_some(v.sent_pps.min(b))
         }
         None => None,
@@ -126,7 +126,7 @@ pub fn binary_search<R: TrialRunner>(
     Ok(SearchResult {
         throughput_pps,
         trials,
-        generator_limited,
+        generator_limited: generator_short && !switch_lost,
     })
 }
 
@@ -200,6 +200,22 @@ mod tests {
             Some(600_000.0),
             "the proven rate is what was sent"
         );
+    }
+
+    #[test]
+    fn a_switch_that_loses_below_the_generator_limit_is_the_limit() {
+        let mut dev = Simulated {
+            capacity: 500_000.0,
+            gen_max: 650_000.0,
+            seconds: 2.0,
+        };
+        let r = binary_search(&mut dev, &cfg()).unwrap();
+        assert!(
+            !r.generator_limited,
+            "the switch lost frames the generator did send"
+        );
+        let t = r.throughput_pps.unwrap();
+        assert!((490_000.0..=500_010.0).contains(&t), "{t}");
     }
 
     #[test]

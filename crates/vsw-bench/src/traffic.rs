@@ -56,7 +56,10 @@ pub struct TrialStats {
 }
 
 fn open_in(ns: &str, ifname: &str) -> Result<PortQueues, TrafficError> {
-    vsw_netdev::enter_netns(ns).map_err(|source| TrafficError::Netns { ns: ns.into(), source })?;
+    vsw_netdev::enter_netns(ns).map_err(|source| TrafficError::Netns {
+        ns: ns.into(),
+        source,
+    })?;
     afpacket::open(ifname, AfPacketMode::Ring).map_err(|source| TrafficError::Open {
         ns: ns.into(),
         ifname: ifname.into(),
@@ -86,14 +89,20 @@ pub fn run_trial(traffic: &Traffic, rate_pps: f64) -> Result<TrialStats, Traffic
 /// How long the receiver keeps reading after the last frame was sent.
 const DRAIN: Duration = Duration::from_millis(200);
 
-fn send_and_receive(t: &Traffic, mut gen: PortQueues, mut rcv: PortQueues, rate_pps: f64) -> TrialStats {
+fn send_and_receive(
+    t: &Traffic,
+    mut gen: PortQueues,
+    mut rcv: PortQueues,
+    rate_pps: f64,
+) -> TrialStats {
     let epoch = Instant::now();
     let now_ns = || epoch.elapsed().as_nanos() as u64;
     let mut pacer = Pacer::new(now_ns(), rate_pps, 32);
     let mut buf = vec![0u8; frame::MAX_FRAME];
     let meta = PacketMeta::default();
     let mut latency = LatencyRecorder::new();
-    let (mut received, mut reordered, mut last_seq, mut bytes_sent) = (0u64, 0u64, None::<u64>, 0u64);
+    let (mut received, mut reordered, mut last_seq, mut bytes_sent) =
+        (0u64, 0u64, None::<u64>, 0u64);
     let mut receive = |rcv: &mut PortQueues, latency: &mut LatencyRecorder| {
         let mut batch = RxBatch::new();
         rcv.rx.recv(&mut batch);
@@ -122,7 +131,14 @@ fn send_and_receive(t: &Traffic, mut gen: PortQueues, mut rcv: PortQueues, rate_
         let mut staged = 0;
         while staged < due {
             let len = t.frame_lens[(seq % t.frame_lens.len() as u64) as usize];
-            frame::build(&mut buf, len, &t.addresses, (seq % u64::from(t.flows.max(1))) as u16, seq, now);
+            frame::build(
+                &mut buf,
+                len,
+                &t.addresses,
+                (seq % u64::from(t.flows.max(1))) as u16,
+                seq,
+                now,
+            );
             match gen.tx.stage(&buf[..len], &meta) {
                 Ok(()) => {
                     staged += 1;

@@ -58,6 +58,8 @@ fn main() -> anyhow::Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
     }
 
+    // Read before the daemon's threads are confined (see keep_off_pmd_core).
+    vswd::options::allowed_cpus();
     let switch = Switch::start(&args.state_file, &args.socket.display().to_string())?;
     keep_off_pmd_core(switch.pmd_core());
     let listener = vswd::server::bind(&args.socket)

@@ -44,11 +44,17 @@ fn bad(key: &str, value: &str, why: impl Into<String>) -> OptionError {
     }
 }
 
-/// CPUs this process may run on.
+/// CPUs this process may run on, as they were when first asked: vswd narrows its own
+/// threads' affinity later (to keep them off the PMD core), and that must not narrow
+/// what a PMD may be moved to.
 pub fn allowed_cpus() -> Vec<usize> {
-    core_affinity::get_core_ids()
-        .map(|ids| ids.into_iter().map(|c| c.id).collect())
-        .unwrap_or_default()
+    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(|| {
+        core_affinity::get_core_ids()
+            .map(|ids| ids.into_iter().map(|c| c.id).collect())
+            .unwrap_or_default()
+    })
+    .clone()
 }
 
 /// The core the PMD runs on when none is configured: the last one this process may

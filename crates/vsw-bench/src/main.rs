@@ -1,0 +1,376 @@
+//! vsw-bench: RFC 2544 throughput, latency and CPU cost of vsw beside other switches,
+//! on one topology, in one run.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+use vsw_bench::frame;
+use vsw_bench::latency::LatencySummary;
+use vsw_bench::search::{binary_search, SearchConfig, SearchResult, Trial, TrialRunner};
+use vsw_bench::switches::{self, SwitchUnderTest};
+use vsw_bench::topology::Topology;
+use vsw_bench::traffic::{run_trial, Traffic};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Benchmark vsw beside the Linux bridge: RFC 2544 throughput, latency, CPU"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Measure every switch in --switches in one run and write results.json and results.md.
+    Compare(Options),
+}
+
+#[derive(clap::Args, Clone)]
+struct Options {
+    /// Switches, in the order they run: vsw, vsw-mmsg, vsw-ring-v3, bridge.
+    #[arg(long, default_value = "vsw,bridge", value_delimiter = ',')]
+    switches: Vec<String>,
+    /// Frame size on the wire (64..1518) or "imix".
+    #[arg(long, default_value = "64")]
+    frame_size: String,
+    /// Distinct UDP flows.
+    #[arg(long, default_value_t = 1)]
+    flows: u16,
+    /// Seconds per trial.
+    #[arg(long, default_value_t = 2.0)]
+    trial_seconds: f64,
+    /// Acceptable loss in percent (RFC 2544 style search).
+    #[arg(long, default_value_t = 0.002)]
+    loss_tolerance: f64,
+    /// Highest rate tried, packets per second.
+    #[arg(long, default_value_t = 3_000_000.0)]
+    max_rate: f64,
+    /// Most trials in the throughput search (the validation trial comes on top).
+    #[arg(long, default_value_t = 20)]
+    max_trials: usize,
+    /// Loads for the latency measurement, percent of the measured throughput.
+    #[arg(long, default_value = "10,50,90", value_delimiter = ',')]
+    latency_loads: Vec<f64>,
+    /// CPU for the generator and receiver.
+    #[arg(long, default_value_t = 0)]
+    gen_cpu: usize,
+    /// CPU for vsw's PMD.
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// Where vswd and vswctl are (default: beside this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Seconds of iperf3 TCP per switch (0: skip).
+    #[arg(long, default_value_t = 5)]
+    iperf_seconds: u32,
+    /// Directory for results.json and results.md.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Serialize)]
+struct LatencyAt {
+    load_percent: f64,
+    rate_pps: f64,
+    loss: f64,
+    latency: LatencySummary,
+}
+
+#[derive(Serialize)]
+struct SwitchResult {
+    switch: String,
+    throughput: SearchResult,
+    latency: Vec<LatencyAt>,
+    /// CPU time of the switch's process per forwarded packet at 50 % load, where it has one.
+    cpu_ns_per_packet: Option<f64>,
+    iperf_gbps: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    date: String,
+    command: String,
+    frame_size: String,
+    flows: u16,
+    trial_seconds: f64,
+    loss_tolerance_percent: f64,
+    results: Vec<SwitchResult>,
+}
+
+struct Runner<'a> {
+    traffic: &'a Traffic,
+    stop: &'a AtomicBool,
+    started: Instant,
+}
+
+impl TrialRunner for Runner<'_> {
+    type Error = anyhow::Error;
+    fn run(&mut self, rate: f64) -> anyhow::Result<Trial> {
+        if self.stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let s = run_trial(self.traffic, rate)?;
+        eprintln!(
+            "    [{:>5.0} s] {:>8.0} pps asked, {:>8.0} sent, loss {:.4} %",
+            self.started.elapsed().as_secs_f64(),
+            rate,
+            s.trial.sent_pps,
+            s.trial.loss() * 100.0
+        );
+        Ok(s.trial)
+    }
+}
+
+fn frame_lens(size: &str) -> anyhow::Result<Vec<usize>> {
+    if size == "imix" {
+        return Ok(frame::IMIX
+            .iter()
+            .filter_map(|w| frame::frame_len_for_wire_size(*w))
+            .collect());
+    }
+    let wire: usize = size
+        .parse()
+        .with_context(|| format!("--frame-size '{size}' is not a number or imix"))?;
+    let len = frame::frame_len_for_wire_size(wire)
+        .with_context(|| format!("--frame-size {wire} is outside 64..1518"))?;
+    Ok(vec![len])
+}
+
+fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
+    topo.exec(
+        false,
+        &[
+            "iperf3",
+            "-s",
+            "-1",
+            "-D",
+            "-B",
+            "198.18.0.2",
+            "--logfile",
+            "/dev/null",
+        ],
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let out = topo.exec(
+        true,
+        &[
+            "iperf3",
+            "-c",
+            "198.18.0.2",
+            "-t",
+            &seconds.to_string(),
+            "-J",
+        ],
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&out).context("iperf3 JSON")?;
+    Ok(v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e9)
+}
+
+fn measure(
+    sw: &mut dyn SwitchUnderTest,
+    topo: &Topology,
+    o: &Options,
+    traffic: &Traffic,
+    stop: &AtomicBool,
+    started: Instant,
+) -> anyhow::Result<SwitchResult> {
+    // One frame each way first, so that every switch has learned both hosts.
+    let _ = topo.exec(false, &["ping", "-c", "1", "-W", "2", "198.18.0.1"]);
+    let cfg = SearchConfig {
+        min_pps: 1_000.0,
+        max_pps: o.max_rate,
+        loss_tolerance: o.loss_tolerance / 100.0,
+        resolution: 0.005,
+        max_trials: o.max_trials,
+    };
+    eprintln!(
+        "  throughput ({} trials of {} s at most)",
+        cfg.max_trials, o.trial_seconds
+    );
+    let mut runner = Runner {
+        traffic,
+        stop,
+        started,
+    };
+    let throughput = binary_search(&mut runner, &cfg)?;
+    let base = throughput.throughput_pps.unwrap_or(0.0);
+    let mut latency = Vec::new();
+    let mut cpu_ns_per_packet = None;
+    for load in &o.latency_loads {
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let rate = base * load / 100.0;
+        if rate < 1.0 {
+            continue;
+        }
+        let cpu0 = sw.cpu_seconds();
+        let s = run_trial(traffic, rate)?;
+        if (*load - 50.0).abs() < 1e-9 {
+            if let (Some(a), Some(b)) = (cpu0, sw.cpu_seconds()) {
+                cpu_ns_per_packet = Some((b - a) * 1e9 / s.trial.received.max(1) as f64);
+            }
+        }
+        let l = s.latency.summary();
+        eprintln!(
+            "  latency at {load} % ({rate:.0} pps): min {:.1} avg {:.1} p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1} us",
+            l.min_us, l.avg_us, l.p50_us, l.p99_us, l.p999_us, l.max_us
+        );
+        latency.push(LatencyAt {
+            load_percent: *load,
+            rate_pps: rate,
+            loss: s.trial.loss(),
+            latency: l,
+        });
+    }
+    let iperf_gbps = if o.iperf_seconds > 0 {
+        match iperf(topo, o.iperf_seconds) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("  iperf3 skipped: {e:#}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(SwitchResult {
+        switch: sw.name(),
+        throughput,
+        latency,
+        cpu_ns_per_packet,
+        iperf_gbps,
+    })
+}
+
+fn markdown(r: &Report) -> String {
+    let mut s = format!(
+        "| switch | throughput ({} B, {} flow(s), loss <= {} %) | latency at 50 %: avg / p99 / p99.9 (us) | CPU per packet | iperf3 TCP |\n|---|---|---|---|---|\n",
+        r.frame_size, r.flows, r.loss_tolerance_percent
+    );
+    for x in &r.results {
+        let tput = match x.throughput.throughput_pps {
+            Some(p) if x.throughput.generator_limited => {
+                format!("≥ {:.3} Mpps (generator-limited)", p / 1e6)
+            }
+            Some(p) => format!("{:.3} Mpps", p / 1e6),
+            None => "none passed".into(),
+        };
+        let lat = x
+            .latency
+            .iter()
+            .find(|l| (l.load_percent - 50.0).abs() < 1e-9)
+            .map_or("-".into(), |l| {
+                format!(
+                    "{:.1} / {:.1} / {:.1}",
+                    l.latency.avg_us, l.latency.p99_us, l.latency.p999_us
+                )
+            });
+        let cpu = x
+            .cpu_ns_per_packet
+            .map_or("-".into(), |c| format!("{c:.0} ns"));
+        let tcp = x
+            .iperf_gbps
+            .map_or("-".into(), |g| format!("{g:.2} Gbit/s"));
+        s += &format!("| {} | {tput} | {lat} | {cpu} | {tcp} |\n", x.switch);
+    }
+    s
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let Cmd::Compare(o) = cli.command;
+    if std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(1)
+        != 0
+    {
+        bail!("vsw-bench needs root (network namespaces, AF_PACKET)");
+    }
+    let lens = frame_lens(&o.frame_size)?;
+    let bin_dir = match &o.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("no directory")?
+            .to_path_buf(),
+    };
+    // Every switch is checked before anything is built.
+    let mut sws = Vec::new();
+    for name in &o.switches {
+        sws.push(switches::by_name(name, &bin_dir, o.pmd_cpu)?);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let started = Instant::now();
+    let topo = Topology::create()?;
+    let traffic = Traffic {
+        gen_ns: topo.gen_ns.clone(),
+        rcv_ns: topo.rcv_ns.clone(),
+        ifname: "eth0".into(),
+        addresses: topo.addresses,
+        frame_lens: lens,
+        flows: o.flows,
+        duration: Duration::from_secs_f64(o.trial_seconds),
+        cpu: Some(o.gen_cpu),
+    };
+    let mut results = Vec::new();
+    for sw in &mut sws {
+        eprintln!(
+            "== {} [{:.0} s]",
+            sw.name(),
+            started.elapsed().as_secs_f64()
+        );
+        if let Err(e) = sw.start(&topo) {
+            sw.stop(&topo);
+            return Err(e.context(format!("cannot start {}", sw.name())));
+        }
+        let r = measure(sw.as_mut(), &topo, &o, &traffic, &stop, started);
+        sw.stop(&topo);
+        results.push(r?);
+    }
+    drop(topo);
+    let report = Report {
+        date: topology_date(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        frame_size: o.frame_size.clone(),
+        flows: o.flows,
+        trial_seconds: o.trial_seconds,
+        loss_tolerance_percent: o.loss_tolerance,
+        results,
+    };
+    std::fs::create_dir_all(&o.out)?;
+    std::fs::write(
+        o.out.join("results.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    let md = markdown(&report);
+    std::fs::write(o.out.join("results.md"), &md)?;
+    println!("{md}");
+    for x in &report.results {
+        if x.throughput.generator_limited {
+            println!(
+                "note: {}: the generator could not reach the offered rate; its throughput is a lower bound",
+                x.switch
+            );
+        }
+    }
+    Ok(())
+}
+
+fn topology_date() -> String {
+    vsw_bench::topology::run(&["date", "-u", "+%Y-%m-%d %H:%M UTC"])
+        .map_or_else(|_| "?".into(), |d| d.trim().to_string())
+}

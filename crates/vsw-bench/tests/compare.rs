@@ -1,0 +1,85 @@
+//! A tiny `vsw-bench compare` (vsw and the bridge, short trials) end to end: the report
+//! must exist and hold sane values. Needs root, like the other end-to-end tests.
+
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+
+#[test]
+fn tiny_compare_writes_a_sane_report() {
+    let euid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    assert_eq!(euid, 0, "vsw-bench's end-to-end test needs root");
+    let out_dir = std::env::temp_dir().join(format!("vsw-bench-test-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_vsw-bench"))
+        .args([
+            "compare",
+            "--switches",
+            "vsw,bridge",
+            "--trial-seconds",
+            "0.3",
+            "--max-trials",
+            "4",
+        ])
+        .args([
+            "--max-rate",
+            "100000",
+            "--latency-loads",
+            "50",
+            "--iperf-seconds",
+            "0",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .expect("run vsw-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "vsw-bench failed:\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json"),
+    )
+    .expect("results.json is JSON");
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    for r in results {
+        let name = r["switch"].as_str().unwrap();
+        let tput = r["throughput"]["throughput_pps"].as_f64().unwrap_or(0.0);
+        // 100 kpps is far below what either switch forwards here.
+        assert!(
+            tput > 90_000.0 && tput <= 100_001.0,
+            "{name}: throughput {tput}"
+        );
+        let lat = &r["latency"][0]["latency"];
+        assert!(lat["count"].as_u64().unwrap() > 1000, "{name}: {lat}");
+        let (min, p50, max) = (
+            lat["min_us"].as_f64().unwrap(),
+            lat["p50_us"].as_f64().unwrap(),
+            lat["max_us"].as_f64().unwrap(),
+        );
+        assert!(
+            min > 0.0 && min <= p50 && p50 <= max && p50 < 10_000.0,
+            "{name}: {lat}"
+        );
+    }
+    let md = std::fs::read_to_string(out_dir.join("results.md")).expect("results.md");
+    assert!(md.contains("| vsw |") && md.contains("| bridge |"), "{md}");
+    // The topology is gone.
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("vswb"),
+        "namespaces left behind: {}",
+        String::from_utf8_lossy(&ns.stdout)
+    );
+    std::fs::remove_dir_all(&out_dir).unwrap();
+}
+
+#[test]
+fn unknown_switch_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vsw-bench"))
+        .args(["compare", "--switches", "vsw,frobswitch"])
+        .output()
+        .expect("run vsw-bench");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown switch 'frobswitch'"), "{err}");
+}
