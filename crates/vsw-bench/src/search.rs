@@ -235,7 +235,7 @@ mod tests {
         type Error = ();
         fn run(&mut self, rate: f64) -> Result<Trial, ()> {
             self.calls += 1;
-            let edge = rate > 0.98 * self.capacity && self.calls % 2 == 0;
+            let edge = rate > 0.98 * self.capacity && self.calls.is_multiple_of(2);
             let sent = (rate * 2.0) as u64;
             let received = if rate > self.capacity || edge {
                 sent - sent / 100
