@@ -84,15 +84,11 @@ fn set_flag(
     sys::set_packet_opt(fd, opt, &1 as &libc::c_int).map_err(syscall(name, ifname))
 }
 
-/// Opens interface `ifname` as a port.
-pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError> {
-    if !crate::interface::valid_name(ifname) {
-        return Err(NetdevError::BadInterfaceName(ifname.to_string()));
-    }
-    let ifindex =
-        sys::if_index(ifname).ok_or_else(|| NetdevError::NoSuchInterface(ifname.to_string()))?;
+/// A packet socket that carries the virtio-net header and bypasses the qdisc, as every
+/// socket of a port does. The header option, like the ring version, must be set before
+/// any ring exists, so this comes first.
+fn offload_socket(ifname: &str) -> Result<OwnedFd, NetdevError> {
     let fd = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
-    // The header option, like the ring version, must be set before any ring exists.
     set_flag(&fd, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
     set_flag(
         &fd,
@@ -100,6 +96,17 @@ pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError>
         "PACKET_QDISC_BYPASS",
         ifname,
     )?;
+    Ok(fd)
+}
+
+/// Opens interface `ifname` as a port.
+pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError> {
+    if !crate::interface::valid_name(ifname) {
+        return Err(NetdevError::BadInterfaceName(ifname.to_string()));
+    }
+    let ifindex =
+        sys::if_index(ifname).ok_or_else(|| NetdevError::NoSuchInterface(ifname.to_string()))?;
+    let fd = offload_socket(ifname)?;
     set_flag(
         &fd,
         libc::PACKET_IGNORE_OUTGOING,

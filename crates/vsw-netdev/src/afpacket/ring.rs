@@ -25,7 +25,7 @@ use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::{VlanTag, VnetHdr};
 
-use super::{attach, set_flag, syscall, transient, MAX_FRAME};
+use super::{attach, offload_socket, set_flag, syscall, transient, MAX_FRAME};
 use crate::sys::{self, RingMap, TPACKET_V2};
 use crate::NetdevError;
 
@@ -150,14 +150,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
 
 /// A ring-less socket that only sends, for frames too large for a ring slot.
 fn direct_socket(ifname: &str, ifindex: u32) -> Result<OwnedFd, NetdevError> {
-    let direct = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
-    set_flag(&direct, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
-    set_flag(
-        &direct,
-        libc::PACKET_QDISC_BYPASS,
-        "PACKET_QDISC_BYPASS",
-        ifname,
-    )?;
+    let direct = offload_socket(ifname)?;
     sys::set_socket_buffers(&direct, SOCKET_BUFFER, SOCKET_BUFFER)
         .map_err(syscall("SO_SNDBUF", ifname))?;
     sys::bind_to_interface(&direct, ifindex, false).map_err(syscall("bind", ifname))?;
@@ -167,14 +160,7 @@ fn direct_socket(ifname: &str, ifindex: u32) -> Result<OwnedFd, NetdevError> {
 /// A transmit queue on a socket of its own that receives nothing: the TPACKET_V2 TX
 /// ring for a port whose receive side is another socket (a TPACKET_V3 ring).
 pub(super) fn open_tx_only(ifname: &str, ifindex: u32) -> Result<Box<dyn TxQueue>, NetdevError> {
-    let fd = sys::packet_socket().map_err(syscall("socket(AF_PACKET)", ifname))?;
-    set_flag(&fd, libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", ifname)?;
-    set_flag(
-        &fd,
-        libc::PACKET_QDISC_BYPASS,
-        "PACKET_QDISC_BYPASS",
-        ifname,
-    )?;
+    let fd = offload_socket(ifname)?;
     sys::set_packet_opt(&fd, libc::PACKET_VERSION, &TPACKET_V2)
         .map_err(syscall("PACKET_VERSION", ifname))?;
     set_flag(&fd, libc::PACKET_LOSS, "PACKET_LOSS", ifname)?;
