@@ -144,31 +144,33 @@ fn frame_lens(size: &str) -> anyhow::Result<Vec<usize>> {
 }
 
 fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
-    topo.exec(
-        false,
-        &[
-            "iperf3",
-            "-s",
-            "-1",
-            "-D",
-            "-B",
-            "198.18.0.2",
-            "--logfile",
-            "/dev/null",
-        ],
-    )?;
+    let server = [
+        "iperf3",
+        "-s",
+        "-1",
+        "-D",
+        "-B",
+        "198.18.0.2",
+        "--logfile",
+        "/dev/null",
+    ];
+    topo.exec(false, &server)?;
     std::thread::sleep(Duration::from_millis(300));
-    let out = topo.exec(
-        true,
-        &[
-            "iperf3",
-            "-c",
-            "198.18.0.2",
-            "-t",
-            &seconds.to_string(),
-            "-J",
-        ],
-    )?;
+    // A switch that breaks TCP must not hang the run: connect and total time are bounded.
+    let (limit, secs) = ((seconds + 15).to_string(), seconds.to_string());
+    let client = [
+        "timeout",
+        &limit,
+        "iperf3",
+        "-c",
+        "198.18.0.2",
+        "-t",
+        &secs,
+        "-J",
+        "--connect-timeout",
+        "3000",
+    ];
+    let out = topo.exec(true, &client)?;
     let v: serde_json::Value = serde_json::from_str(&out).context("iperf3 JSON")?;
     Ok(v["end"]["sum_received"]["bits_per_second"]
         .as_f64()

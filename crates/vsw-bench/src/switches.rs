@@ -147,6 +147,176 @@ impl SwitchUnderTest for Bridge {
     }
 }
 
+/// Open vSwitch's userspace (netdev) datapath, from the openvswitch-switch package,
+/// started privately: its own database, run directory and logs, its PMD on `pmd_cpu`.
+/// Ports are `system` (AF_PACKET in OVS) or `afxdp` in native XDP mode.
+pub struct Ovs {
+    afxdp: bool,
+    pmd_cpu: usize,
+    dir: PathBuf,
+}
+
+impl Ovs {
+    pub fn new(afxdp: bool, pmd_cpu: usize) -> Ovs {
+        Ovs {
+            afxdp,
+            pmd_cpu,
+            dir: std::env::temp_dir().join(format!("vsw-bench-ovs-{}", std::process::id())),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new(args[0])
+            .args(&args[1..])
+            .envs(
+                ["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"].map(|k| (k, &self.dir)),
+            )
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {}", args[0]))?;
+        if !out.status.success() {
+            bail!(
+                "{} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn vsctl(&self, args: &[&str]) -> anyhow::Result<String> {
+        let db = format!("--db=unix:{}/db.sock", self.dir.display());
+        let mut full = vec!["ovs-vsctl", db.as_str()];
+        full.extend_from_slice(args);
+        self.cmd(&full)
+    }
+
+    fn pid(&self, name: &str) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join(format!("{name}.pid")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+/// Whether a program is on the PATH.
+fn installed(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+impl SwitchUnderTest for Ovs {
+    fn name(&self) -> String {
+        if self.afxdp {
+            "ovs-afxdp"
+        } else {
+            "ovs-system"
+        }
+        .into()
+    }
+
+    fn start(&mut self, topo: &Topology) -> anyhow::Result<()> {
+        for p in ["ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl"] {
+            if !installed(p) {
+                bail!("{p} is not installed (apt-get install openvswitch-switch)");
+            }
+        }
+        if self.afxdp && !run(&["mount"])?.contains("/sys/fs/bpf") {
+            run(&["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"])?;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::fs::create_dir_all(&self.dir)?;
+        let d = self.dir.display().to_string();
+        self.cmd(&[
+            "ovsdb-tool",
+            "create",
+            &format!("{d}/conf.db"),
+            "/usr/share/openvswitch/vswitch.ovsschema",
+        ])?;
+        self.cmd(&[
+            "ovsdb-server",
+            &format!("{d}/conf.db"),
+            &format!("--remote=punix:{d}/db.sock"),
+            &format!("--pidfile={d}/ovsdb-server.pid"),
+            "--detach",
+            &format!("--log-file={d}/ovsdb-server.log"),
+        ])?;
+        self.vsctl(&["--no-wait", "init"])?;
+        self.vsctl(&[
+            "--no-wait",
+            "set",
+            "Open_vSwitch",
+            ".",
+            &format!("other_config:pmd-cpu-mask={:#x}", 1u64 << self.pmd_cpu),
+        ])?;
+        // Without the openvswitch kernel module ovs-vswitchd logs a netlink error at
+        // start and works on with the userspace datapath.
+        self.cmd(&[
+            "ovs-vswitchd",
+            &format!("unix:{d}/db.sock"),
+            &format!("--pidfile={d}/ovs-vswitchd.pid"),
+            "--detach",
+            &format!("--log-file={d}/ovs-vswitchd.log"),
+        ])?;
+        self.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ])?;
+        for p in [&topo.gen_port, &topo.rcv_port] {
+            if self.afxdp {
+                self.vsctl(&[
+                    "add-port",
+                    "br0",
+                    p,
+                    "--",
+                    "set",
+                    "interface",
+                    p,
+                    "type=afxdp",
+                    "options:xdp-mode=native",
+                ])?;
+            } else {
+                self.vsctl(&["add-port", "br0", p])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self, _topo: &Topology) {
+        let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
+        for name in ["ovs-vswitchd", "ovsdb-server"] {
+            if let Some(pid) = self.pid(name) {
+                let _ = run(&["kill", "-TERM", &pid.to_string()]);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while std::path::Path::new(&format!("/proc/{pid}")).exists()
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    fn cpu_seconds(&self) -> Option<f64> {
+        process_cpu_seconds(self.pid("ovs-vswitchd")?)
+    }
+}
+
+/// User + system CPU seconds of a process, from /proc.
+fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
 /// Makes a switch by the name a user gives.
 pub fn by_name(
     name: &str,
@@ -158,9 +328,10 @@ pub fn by_name(
         "vsw-mmsg" => Box::new(Vsw::new(bin_dir.to_path_buf(), "mmsg", pmd_cpu)),
         "vsw-ring-v3" => Box::new(Vsw::new(bin_dir.to_path_buf(), "ring-v3", pmd_cpu)),
         "bridge" => Box::new(Bridge::default()),
-        "ovs-system" | "ovs-afxdp" => {
-            bail!("switch '{name}' is not supported by this version of vsw-bench yet")
-        }
-        other => bail!("unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, bridge)"),
+        "ovs-system" => Box::new(Ovs::new(false, pmd_cpu)),
+        "ovs-afxdp" => Box::new(Ovs::new(true, pmd_cpu)),
+        other => bail!(
+            "unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, bridge, ovs-system, ovs-afxdp)"
+        ),
     })
 }

@@ -11,28 +11,31 @@ fn tiny_compare_writes_a_sane_report() {
         .unwrap_or(u32::MAX);
     assert_eq!(euid, 0, "vsw-bench's end-to-end test needs root");
     let out_dir = std::env::temp_dir().join(format!("vsw-bench-test-{}", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_vsw-bench"))
+    let child = Command::new(env!("CARGO_BIN_EXE_vsw-bench"))
         .args([
             "compare",
             "--switches",
             "vsw,bridge",
             "--trial-seconds",
             "0.3",
-            "--max-trials",
-            "4",
         ])
         .args([
+            "--max-trials",
+            "4",
             "--max-rate",
             "100000",
             "--latency-loads",
             "50",
-            "--iperf-seconds",
-            "0",
-            "--out",
         ])
+        .args(["--iperf-seconds", "0", "--out"])
         .arg(&out_dir)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run vsw-bench");
+    // vsw-bench names its namespaces after its process id.
+    let ours = format!("vswb{}", child.id() % 100_000);
+    let out = child.wait_with_output().expect("vsw-bench output");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "vsw-bench failed:\n{stderr}");
     let report: serde_json::Value = serde_json::from_str(
@@ -65,11 +68,8 @@ fn tiny_compare_writes_a_sane_report() {
     assert!(md.contains("| vsw |") && md.contains("| bridge |"), "{md}");
     // The topology is gone.
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&ns.stdout).contains("vswb"),
-        "namespaces left behind: {}",
-        String::from_utf8_lossy(&ns.stdout)
-    );
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(!ns.contains(&ours), "namespaces {ours}* left behind: {ns}");
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
 
