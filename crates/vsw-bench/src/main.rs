@@ -90,6 +90,8 @@ struct SwitchResult {
     latency: Vec<LatencyAt>,
     /// CPU time of the switch's process per forwarded packet at 50 % load, where it has one.
     cpu_ns_per_packet: Option<f64>,
+    /// The switch's own PMD processing time per packet at 50 % load (pmd-stats-show).
+    pmd_ns_per_packet: Option<f64>,
     iperf_gbps: Option<f64>,
 }
 
@@ -208,6 +210,7 @@ fn measure(
     let base = throughput.throughput_pps.unwrap_or(0.0);
     let mut latency = Vec::new();
     let mut cpu_ns_per_packet = None;
+    let mut pmd_ns_per_packet = None;
     for load in &o.latency_loads {
         if stop.load(Ordering::Relaxed) {
             bail!("interrupted");
@@ -216,9 +219,14 @@ fn measure(
         if rate < 1.0 {
             continue;
         }
+        let half = (*load - 50.0).abs() < 1e-9;
+        if half {
+            sw.clear_pmd_stats();
+        }
         let cpu0 = sw.cpu_seconds();
         let s = run_trial(traffic, rate)?;
-        if (*load - 50.0).abs() < 1e-9 {
+        if half {
+            pmd_ns_per_packet = sw.pmd_ns_per_packet();
             if let (Some(a), Some(b)) = (cpu0, sw.cpu_seconds()) {
                 cpu_ns_per_packet = Some((b - a) * 1e9 / s.trial.received.max(1) as f64);
             }
@@ -251,6 +259,7 @@ fn measure(
         throughput,
         latency,
         cpu_ns_per_packet,
+        pmd_ns_per_packet,
         iperf_gbps,
     })
 }
@@ -278,9 +287,11 @@ fn markdown(r: &Report) -> String {
                     l.latency.avg_us, l.latency.p99_us, l.latency.p999_us
                 )
             });
-        let cpu = x
-            .cpu_ns_per_packet
-            .map_or("-".into(), |c| format!("{c:.0} ns"));
+        let cpu = match (x.cpu_ns_per_packet, x.pmd_ns_per_packet) {
+            (Some(c), Some(p)) => format!("{c:.0} ns (PMD busy: {p:.0} ns)"),
+            (Some(c), None) => format!("{c:.0} ns"),
+            _ => "-".into(),
+        };
         let tcp = x
             .iperf_gbps
             .map_or("-".into(), |g| format!("{g:.2} Gbit/s"));

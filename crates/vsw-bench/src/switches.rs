@@ -16,6 +16,17 @@ pub trait SwitchUnderTest {
     fn cpu_seconds(&self) -> Option<f64> {
         None
     }
+    /// Resets the switch's own PMD statistics, where it keeps them.
+    fn clear_pmd_stats(&self) {}
+    /// The switch's own figure since the reset: PMD processing time per packet, in ns
+    /// (vsw and OVS both count TSC cycles; this machine's TSC rate converts them).
+    fn pmd_ns_per_packet(&self) -> Option<f64> {
+        None
+    }
+}
+
+fn cycles_to_ns(cycles: f64) -> f64 {
+    cycles * 1e9 / vsw_datapath::clock::cycles_per_second() as f64
 }
 
 /// vsw: vswd from this build, with its PMD on `pmd_cpu`.
@@ -106,12 +117,19 @@ impl SwitchUnderTest for Vsw {
     }
 
     fn cpu_seconds(&self) -> Option<f64> {
-        let pid = self.child.as_ref()?.id();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        Some(ticks as f64 / 100.0)
+        process_cpu_seconds(self.child.as_ref()?.id())
+    }
+
+    fn clear_pmd_stats(&self) {
+        let _ = self.ctl(&["pmd-stats-clear"]);
+    }
+
+    fn pmd_ns_per_packet(&self) -> Option<f64> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ctl(&["--format", "json", "pmd-stats-show"]).ok()?).ok()?;
+        let pmd = v.get(0)?;
+        let (busy, packets) = (pmd["busy_cycles"].as_f64()?, pmd["packets"].as_f64()?);
+        (packets > 0.0).then(|| cycles_to_ns(busy / packets))
     }
 }
 
@@ -187,6 +205,16 @@ impl Ovs {
     fn vsctl(&self, args: &[&str]) -> anyhow::Result<String> {
         let db = format!("--db=unix:{}/db.sock", self.dir.display());
         let mut full = vec!["ovs-vsctl", db.as_str()];
+        full.extend_from_slice(args);
+        self.cmd(&full)
+    }
+
+    fn appctl(&self, args: &[&str]) -> anyhow::Result<String> {
+        let pid = self
+            .pid("ovs-vswitchd")
+            .context("ovs-vswitchd is not running")?;
+        let target = format!("{}/ovs-vswitchd.{pid}.ctl", self.dir.display());
+        let mut full = vec!["ovs-appctl", "-t", target.as_str()];
         full.extend_from_slice(args);
         self.cmd(&full)
     }
@@ -306,6 +334,27 @@ impl SwitchUnderTest for Ovs {
 
     fn cpu_seconds(&self) -> Option<f64> {
         process_cpu_seconds(self.pid("ovs-vswitchd")?)
+    }
+
+    fn clear_pmd_stats(&self) {
+        let _ = self.appctl(&["dpif-netdev/pmd-stats-clear"]);
+    }
+
+    fn pmd_ns_per_packet(&self) -> Option<f64> {
+        // "  avg processing cycles per packet: 1234.56 (busy/packets)"
+        let out = self.appctl(&["dpif-netdev/pmd-stats-show"]).ok()?;
+        let line = out.lines().find(|l| {
+            l.trim_start()
+                .starts_with("avg processing cycles per packet")
+        })?;
+        let value = line
+            .split(':')
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse::<f64>()
+            .ok()?;
+        Some(cycles_to_ns(value))
     }
 }
 
