@@ -146,6 +146,8 @@ fn frame_lens(size: &str) -> anyhow::Result<Vec<usize>> {
 }
 
 fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
+    let pidfile = std::env::temp_dir().join(format!("vsw-bench-iperf3-{}.pid", std::process::id()));
+    let pid_arg = pidfile.display().to_string();
     let server = [
         "iperf3",
         "-s",
@@ -155,6 +157,8 @@ fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
         "198.18.0.2",
         "--logfile",
         "/dev/null",
+        "-I",
+        &pid_arg,
     ];
     topo.exec(false, &server)?;
     std::thread::sleep(Duration::from_millis(300));
@@ -172,8 +176,14 @@ fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
         "--connect-timeout",
         "3000",
     ];
-    let out = topo.exec(true, &client)?;
-    let v: serde_json::Value = serde_json::from_str(&out).context("iperf3 JSON")?;
+    let result = topo.exec(true, &client);
+    // The one-shot server is still waiting when no client got through: end it.
+    if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+        let _ =
+            vsw_bench::topology::run(&["kill", "-TERM", pid.trim_matches(char::from(0)).trim()]);
+    }
+    let _ = std::fs::remove_file(&pidfile);
+    let v: serde_json::Value = serde_json::from_str(&result?).context("iperf3 JSON")?;
     Ok(v["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .unwrap_or(0.0)

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::topology::{run, Topology};
+use crate::topology::{run, run_with_env, Topology};
 
 pub trait SwitchUnderTest {
     fn name(&self) -> String;
@@ -184,22 +184,9 @@ impl Ovs {
     }
 
     fn cmd(&self, args: &[&str]) -> anyhow::Result<String> {
-        let out = Command::new(args[0])
-            .args(&args[1..])
-            .envs(
-                ["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"].map(|k| (k, &self.dir)),
-            )
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("cannot run {}", args[0]))?;
-        if !out.status.success() {
-            bail!(
-                "{} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        let dir = self.dir.as_path();
+        let env = ["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"].map(|k| (k, dir));
+        run_with_env(args, &env)
     }
 
     fn vsctl(&self, args: &[&str]) -> anyhow::Result<String> {

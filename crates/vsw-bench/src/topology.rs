@@ -24,9 +24,17 @@ pub const RCV_MAC: [u8; 6] = [0x02, 0x00, 0xc6, 0x12, 0x00, 0x02];
 /// runs on whichever core delivers the frame) stays small and equal for all switches.
 pub const STRANGER_MAC: [u8; 6] = [0x02, 0x00, 0xc6, 0x12, 0x00, 0x63];
 
+/// Runs a command that must succeed; returns its standard output.
 pub fn run(args: &[&str]) -> anyhow::Result<String> {
+    run_with_env(args, &[])
+}
+
+/// [`run`] with extra environment variables.
+pub fn run_with_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> anyhow::Result<String> {
     let out = Command::new(args[0])
         .args(&args[1..])
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
         .output()
         .with_context(|| format!("cannot run {}", args[0]))?;
     if !out.status.success() {

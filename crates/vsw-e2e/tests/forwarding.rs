@@ -30,6 +30,19 @@ fn ping_both_ways_in_both_afpacket_modes() {
     }
 }
 
+/// Ends a daemonised process by its pidfile (an iperf3 server still waiting for a
+/// client that never got through), also when the test fails.
+struct StopOnDrop(std::path::PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.0) {
+            let pid = pid.trim_matches(char::from(0)).trim().to_string();
+            let _ = vsw_e2e::run("kill", &["-TERM", &pid]);
+        }
+    }
+}
+
 /// TCP through the switch with the veths' default offloads (TSO, checksum offload) on:
 /// super-frames with partial checksums must come out right.
 #[test]
@@ -37,6 +50,7 @@ fn iperf3_tcp_with_default_offloads() {
     let _g = serial();
     for mode in ["ring", "ring-v3", "mmsg"] {
         let (d, a, b) = two_hosts(mode);
+        let pidfile = d.dir.join("iperf3.pid");
         let offloads = a.exec_ok(&["ethtool", "-k", "eth0"]);
         assert!(
             offloads.contains("tcp-segmentation-offload: on"),
@@ -46,9 +60,14 @@ fn iperf3_tcp_with_default_offloads() {
         let server = b.exec(&[
             "sh",
             "-c",
-            &format!("iperf3 -s -1 -D -B {} --logfile /dev/null", b.addr),
+            &format!(
+                "iperf3 -s -1 -D -B {} --logfile /dev/null -I {}",
+                b.addr,
+                pidfile.display()
+            ),
         ]);
         assert!(server.status.success());
+        let _server = StopOnDrop(pidfile.clone());
         let out = a.exec(&[
             "iperf3",
             "-c",
