@@ -52,6 +52,9 @@ struct Options {
     /// Highest rate tried, packets per second.
     #[arg(long, default_value_t = 3_000_000.0)]
     max_rate: f64,
+    /// Throughput searches per switch; the report gives the median and the spread.
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
     /// Most trials in the throughput search (the validation trial comes on top).
     #[arg(long, default_value_t = 20)]
     max_trials: usize,
@@ -86,7 +89,10 @@ struct LatencyAt {
 #[derive(Serialize)]
 struct SwitchResult {
     switch: String,
+    /// The median of the repeated searches (by throughput; none passing counts lowest).
     throughput: SearchResult,
+    /// Every search's result, in order: min, median and max show the run-to-run noise.
+    throughput_runs: Vec<Option<f64>>,
     latency: Vec<LatencyAt>,
     /// CPU time of the switch's process per forwarded packet at 50 % load, where it has one.
     cpu_ns_per_packet: Option<f64>,
@@ -216,7 +222,20 @@ fn measure(
         stop,
         started,
     };
-    let throughput = binary_search(&mut runner, &cfg)?;
+    let mut searches = Vec::new();
+    for i in 0..o.repeats.max(1) {
+        if o.repeats > 1 {
+            eprintln!("  search {} of {}", i + 1, o.repeats);
+        }
+        searches.push(binary_search(&mut runner, &cfg)?);
+    }
+    let throughput_runs: Vec<Option<f64>> = searches.iter().map(|r| r.throughput_pps).collect();
+    searches.sort_by(|a, b| {
+        a.throughput_pps
+            .unwrap_or(0.0)
+            .total_cmp(&b.throughput_pps.unwrap_or(0.0))
+    });
+    let throughput = searches.swap_remove(searches.len() / 2);
     let base = throughput.throughput_pps.unwrap_or(0.0);
     let mut latency = Vec::new();
     let mut cpu_ns_per_packet = None;
@@ -267,11 +286,25 @@ fn measure(
     Ok(SwitchResult {
         switch: sw.name(),
         throughput,
+        throughput_runs,
         latency,
         cpu_ns_per_packet,
         pmd_ns_per_packet,
         iperf_gbps,
     })
+}
+
+/// The lowest and highest throughput of repeated searches (a search where nothing
+/// passed counts as 0); `None` for a single search.
+fn spread(runs: &[Option<f64>]) -> Option<(f64, f64)> {
+    if runs.len() < 2 {
+        return None;
+    }
+    let v = runs.iter().map(|r| r.unwrap_or(0.0));
+    Some((
+        v.clone().fold(f64::INFINITY, f64::min),
+        v.fold(0.0, f64::max),
+    ))
 }
 
 fn markdown(r: &Report) -> String {
@@ -286,6 +319,15 @@ fn markdown(r: &Report) -> String {
             }
             Some(p) => format!("{:.3} Mpps", p / 1e6),
             None => "none passed".into(),
+        };
+        let tput = match spread(&x.throughput_runs) {
+            Some((lo, hi)) => format!(
+                "{tput} (min {:.3}, max {:.3} of {})",
+                lo / 1e6,
+                hi / 1e6,
+                x.throughput_runs.len()
+            ),
+            None => tput,
         };
         let lat = x
             .latency
