@@ -83,6 +83,18 @@ pub fn binary_search<R: TrialRunner>(
     runner: &mut R,
     cfg: &SearchConfig,
 ) -> Result<SearchResult, R::Error> {
+    search(runner, cfg, RESEARCHES)
+}
+
+/// When every validation fails, the search starts again below the rates that failed,
+/// at most this many times.
+const RESEARCHES: usize = 2;
+
+fn search<R: TrialRunner>(
+    runner: &mut R,
+    cfg: &SearchConfig,
+    researches: usize,
+) -> Result<SearchResult, R::Error> {
     let mut trials = Vec::new();
     let mut generator_short = false;
     let mut switch_lost = false;
@@ -129,6 +141,23 @@ pub fn binary_search<R: TrialRunner>(
             break;
         }
         switch_lost = true;
+    }
+    let lowest_failed = passed.iter().take(VALIDATIONS).next_back().copied();
+    if let (None, Some(failed), true) = (throughput_pps, lowest_failed, researches > 0) {
+        let below = SearchConfig {
+            max_pps: failed * (1.0 - 2.0 * cfg.resolution),
+            ..*cfg
+        };
+        if below.max_pps > cfg.min_pps {
+            let r = search(runner, &below, researches - 1)?;
+            trials.extend(r.trials);
+            return Ok(SearchResult {
+                throughput_pps: r.throughput_pps,
+                trials,
+                // The failed validation showed the switch losing frames.
+                generator_limited: false,
+            });
+        }
     }
     Ok(SearchResult {
         throughput_pps,
@@ -260,6 +289,39 @@ mod tests {
         let r = binary_search(&mut dev, &cfg()).unwrap();
         let t = r.throughput_pps.expect("a lower passing rate is validated");
         assert!(t <= 700_000.0 && t > 600_000.0, "{t}");
+    }
+
+    /// A generator that tops out at 700 kpps and a switch that loses frames in one
+    /// trial only: the second one.
+    struct OneBadTrial {
+        calls: u32,
+    }
+
+    impl TrialRunner for OneBadTrial {
+        type Error = ();
+        fn run(&mut self, rate: f64) -> Result<Trial, ()> {
+            self.calls += 1;
+            let sent_pps = rate.min(700_000.0);
+            let sent = (sent_pps * 2.0) as u64;
+            let received = if self.calls == 2 { sent - 100 } else { sent };
+            Ok(Trial {
+                requested_pps: rate,
+                sent_pps,
+                sent,
+                received,
+            })
+        }
+    }
+
+    #[test]
+    fn when_every_validation_fails_the_search_goes_on_below() {
+        let mut dev = OneBadTrial { calls: 0 };
+        let r = binary_search(&mut dev, &cfg()).unwrap();
+        let t = r
+            .throughput_pps
+            .expect("a rate below the failed validation passes");
+        assert!(t < 700_000.0 && t > 680_000.0, "{t}");
+        assert!(!r.generator_limited, "frames were lost at 700 kpps once");
     }
 
     #[test]
