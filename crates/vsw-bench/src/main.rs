@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde::Serialize;
-use vsw_bench::frame;
 use vsw_bench::latency::LatencySummary;
 use vsw_bench::search::{binary_search, SearchConfig, SearchResult, Trial, TrialRunner};
 use vsw_bench::switches::{self, SwitchUnderTest};
 use vsw_bench::topology::Topology;
 use vsw_bench::traffic::{run_trial, Traffic};
+use vsw_bench::{frame, plot};
 
 #[derive(Parser)]
 #[command(
@@ -423,6 +423,30 @@ fn main() -> anyhow::Result<()> {
     )?;
     let md = markdown(&report);
     std::fs::write(o.out.join("results.md"), &md)?;
+    let figures: Vec<plot::SwitchFigures> = report
+        .results
+        .iter()
+        .map(|x| plot::SwitchFigures {
+            name: x.switch.clone(),
+            throughput_pps: x.throughput.throughput_pps.unwrap_or(0.0),
+            latency: x
+                .latency
+                .iter()
+                .map(|l| (l.rate_pps, l.latency.avg_us, l.latency.p99_us))
+                .collect(),
+        })
+        .collect();
+    let what = format!("{} B, {} flow(s)", report.frame_size, report.flows);
+    plot::throughput(
+        &o.out.join("throughput.svg"),
+        &format!("Throughput at {} % loss, {what}", o.loss_tolerance),
+        &figures,
+    )?;
+    plot::latency(
+        &o.out.join("latency.svg"),
+        &format!("One-way latency vs offered load, {what}"),
+        &figures,
+    )?;
     println!("{md}");
     for x in &report.results {
         if x.throughput.generator_limited {
