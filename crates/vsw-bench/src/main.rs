@@ -52,7 +52,8 @@ struct Options {
     /// Highest rate tried, packets per second.
     #[arg(long, default_value_t = 3_000_000.0)]
     max_rate: f64,
-    /// Throughput searches per switch; the report gives the median and the spread.
+    /// Throughput searches per switch, in rounds that interleave the switches; the report
+    /// gives the median and the spread.
     #[arg(long, default_value_t = 1)]
     repeats: usize,
     /// Most trials in the throughput search (the validation trial comes on top).
@@ -98,7 +99,10 @@ struct SwitchResult {
     cpu_ns_per_packet: Option<f64>,
     /// The switch's own PMD processing time per packet at 50 % load (pmd-stats-show).
     pmd_ns_per_packet: Option<f64>,
+    /// iperf3 with the hosts' veth offloads as Linux sets them (TSO, checksum offload on).
     iperf_gbps: Option<f64>,
+    /// iperf3 with TSO, GSO and checksum offload turned off on both hosts.
+    iperf_gbps_offloads_off: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -151,6 +155,15 @@ fn frame_lens(size: &str) -> anyhow::Result<Vec<usize>> {
     Ok(vec![len])
 }
 
+/// Turns the hosts' TSO, GSO and checksum offloads on or off.
+fn set_offloads(topo: &Topology, on: bool) -> anyhow::Result<()> {
+    let v = if on { "on" } else { "off" };
+    for gen in [true, false] {
+        topo.exec(gen, &["ethtool", "-K", "eth0", "tso", v, "gso", v, "tx", v])?;
+    }
+    Ok(())
+}
+
 fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
     let pidfile = std::env::temp_dir().join(format!("vsw-bench-iperf3-{}.pid", std::process::id()));
     let pid_arg = pidfile.display().to_string();
@@ -196,6 +209,9 @@ fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
         / 1e9)
 }
 
+/// One round for one switch: a throughput search, added to `searches`; in the last
+/// round also latency, CPU and TCP, which give the switch's result.
+#[allow(clippy::too_many_arguments)]
 fn measure(
     sw: &mut dyn SwitchUnderTest,
     topo: &Topology,
@@ -203,7 +219,9 @@ fn measure(
     traffic: &Traffic,
     stop: &AtomicBool,
     started: Instant,
-) -> anyhow::Result<SwitchResult> {
+    searches: &mut Vec<SearchResult>,
+    last: bool,
+) -> anyhow::Result<Option<SwitchResult>> {
     // One frame each way first, so that every switch has learned both hosts.
     let _ = topo.exec(false, &["ping", "-c", "1", "-W", "2", "198.18.0.1"]);
     let cfg = SearchConfig {
@@ -222,13 +240,14 @@ fn measure(
         stop,
         started,
     };
-    let mut searches = Vec::new();
-    for i in 0..o.repeats.max(1) {
-        if o.repeats > 1 {
-            eprintln!("  search {} of {}", i + 1, o.repeats);
-        }
-        searches.push(binary_search(&mut runner, &cfg)?);
+    if o.repeats > 1 {
+        eprintln!("  search {} of {}", searches.len() + 1, o.repeats);
     }
+    searches.push(binary_search(&mut runner, &cfg)?);
+    if !last {
+        return Ok(None);
+    }
+    let mut searches = std::mem::take(searches);
     let throughput_runs: Vec<Option<f64>> = searches.iter().map(|r| r.throughput_pps).collect();
     searches.sort_by(|a, b| {
         a.throughput_pps
@@ -272,18 +291,29 @@ fn measure(
             latency: l,
         });
     }
-    let iperf_gbps = if o.iperf_seconds > 0 {
-        match iperf(topo, o.iperf_seconds) {
-            Ok(g) => Some(g),
+    let tcp = |offloads: bool| -> Option<f64> {
+        if o.iperf_seconds == 0 {
+            return None;
+        }
+        let r = set_offloads(topo, offloads).and_then(|()| iperf(topo, o.iperf_seconds));
+        let _ = set_offloads(topo, true);
+        match r {
+            Ok(g) => {
+                eprintln!(
+                    "  iperf3 TCP, offloads {}: {g:.2} Gbit/s",
+                    if offloads { "on" } else { "off" }
+                );
+                Some(g)
+            }
             Err(e) => {
                 eprintln!("  iperf3 skipped: {e:#}");
                 None
             }
         }
-    } else {
-        None
     };
-    Ok(SwitchResult {
+    let iperf_gbps = tcp(true);
+    let iperf_gbps_offloads_off = tcp(false);
+    Ok(Some(SwitchResult {
         switch: sw.name(),
         throughput,
         throughput_runs,
@@ -291,7 +321,8 @@ fn measure(
         cpu_ns_per_packet,
         pmd_ns_per_packet,
         iperf_gbps,
-    })
+        iperf_gbps_offloads_off,
+    }))
 }
 
 /// The lowest and highest throughput of repeated searches (a search where nothing
@@ -309,7 +340,7 @@ fn spread(runs: &[Option<f64>]) -> Option<(f64, f64)> {
 
 fn markdown(r: &Report) -> String {
     let mut s = format!(
-        "| switch | throughput ({} B, {} flow(s), loss <= {} %) | latency at 50 %: avg / p99 / p99.9 (us) | CPU per packet | iperf3 TCP |\n|---|---|---|---|---|\n",
+        "| switch | throughput ({} B, {} flow(s), loss <= {} %) | latency at 50 %: avg / p99 / p99.9 (us) | CPU per packet | iperf3 TCP, offloads on / off |\n|---|---|---|---|---|\n",
         r.frame_size, r.flows, r.loss_tolerance_percent
     );
     for x in &r.results {
@@ -344,9 +375,12 @@ fn markdown(r: &Report) -> String {
             (Some(c), None) => format!("{c:.0} ns"),
             _ => "-".into(),
         };
-        let tcp = x
-            .iperf_gbps
-            .map_or("-".into(), |g| format!("{g:.2} Gbit/s"));
+        let gbps = |g: Option<f64>| g.map_or("-".into(), |g| format!("{g:.2}"));
+        let tcp = format!(
+            "{} / {} Gbit/s",
+            gbps(x.iperf_gbps),
+            gbps(x.iperf_gbps_offloads_off)
+        );
         s += &format!("| {} | {tput} | {lat} | {cpu} | {tcp} |\n", x.switch);
     }
     s
@@ -392,19 +426,37 @@ fn main() -> anyhow::Result<()> {
         cpu: Some(o.gen_cpu),
     };
     let mut results = Vec::new();
-    for sw in &mut sws {
-        eprintln!(
-            "== {} [{:.0} s]",
-            sw.name(),
-            started.elapsed().as_secs_f64()
-        );
-        if let Err(e) = sw.start(&topo) {
+    // Rounds interleave the switches (a, b, a, b, ...), so that a slow drift of the
+    // machine spreads over all of them instead of favouring the first.
+    let rounds = o.repeats.max(1);
+    let mut searches: Vec<Vec<SearchResult>> = sws.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for (sw, searches) in sws.iter_mut().zip(searches.iter_mut()) {
+            eprintln!(
+                "== {} (round {} of {rounds}) [{:.0} s]",
+                sw.name(),
+                round + 1,
+                started.elapsed().as_secs_f64()
+            );
+            if let Err(e) = sw.start(&topo) {
+                sw.stop(&topo);
+                return Err(e.context(format!("cannot start {}", sw.name())));
+            }
+            let r = measure(
+                sw.as_mut(),
+                &topo,
+                &o,
+                &traffic,
+                &stop,
+                started,
+                searches,
+                round + 1 == rounds,
+            );
             sw.stop(&topo);
-            return Err(e.context(format!("cannot start {}", sw.name())));
+            if let Some(r) = r? {
+                results.push(r);
+            }
         }
-        let r = measure(sw.as_mut(), &topo, &o, &traffic, &stop, started);
-        sw.stop(&topo);
-        results.push(r?);
     }
     drop(topo);
     let report = Report {
