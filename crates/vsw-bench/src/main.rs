@@ -28,8 +28,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Measure every switch in --switches in one run and write results.json and results.md.
+    /// Everything for every switch in --switches, in one run: throughput, latency, CPU, TCP.
     Compare(Options),
+    /// RFC 2544 throughput only.
+    Throughput(Options),
+    /// Throughput, then one-way latency at --latency-loads percent of it.
+    Latency(Options),
+    /// CPU time per forwarded packet at a fixed rate.
+    Cpu(CpuArgs),
+    /// iperf3 TCP between the hosts, offloads on and off.
+    Tcp(Options),
+}
+
+#[derive(clap::Args, Clone)]
+struct CpuArgs {
+    /// Offered rate, packets per second.
+    #[arg(long, default_value_t = 100_000.0)]
+    rate: f64,
+    #[command(flatten)]
+    options: Options,
 }
 
 #[derive(clap::Args, Clone)]
@@ -74,6 +91,12 @@ struct Options {
     /// Seconds of iperf3 TCP per switch (0: skip).
     #[arg(long, default_value_t = 5)]
     iperf_seconds: u32,
+    /// Run the throughput search (off for `cpu` and `tcp`).
+    #[arg(skip = true)]
+    search: bool,
+    /// Measure CPU per packet at this rate instead of at 50 % load (`cpu`).
+    #[arg(skip)]
+    cpu_rate: Option<f64>,
     /// Directory for results.json and results.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -243,7 +266,15 @@ fn measure(
     if o.repeats > 1 {
         eprintln!("  search {} of {}", searches.len() + 1, o.repeats);
     }
-    searches.push(binary_search(&mut runner, &cfg)?);
+    searches.push(if o.search {
+        binary_search(&mut runner, &cfg)?
+    } else {
+        SearchResult {
+            throughput_pps: None,
+            trials: Vec::new(),
+            generator_limited: false,
+        }
+    });
     if !last {
         return Ok(None);
     }
@@ -311,6 +342,20 @@ fn measure(
             }
         }
     };
+    if let Some(rate) = o.cpu_rate {
+        sw.clear_pmd_stats();
+        let cpu0 = sw.cpu_seconds();
+        let s = run_trial(traffic, rate)?;
+        pmd_ns_per_packet = sw.pmd_ns_per_packet();
+        if let (Some(a), Some(b)) = (cpu0, sw.cpu_seconds()) {
+            cpu_ns_per_packet = Some((b - a) * 1e9 / s.trial.received.max(1) as f64);
+        }
+        eprintln!(
+            "  CPU at {rate:.0} pps: {:.0} ns per packet (loss {:.4} %)",
+            cpu_ns_per_packet.unwrap_or(f64::NAN),
+            s.trial.loss() * 100.0
+        );
+    }
     let iperf_gbps = tcp(true);
     let iperf_gbps_offloads_off = tcp(false);
     Ok(Some(SwitchResult {
@@ -349,6 +394,7 @@ fn markdown(r: &Report) -> String {
                 format!("≥ {:.3} Mpps (generator-limited)", p / 1e6)
             }
             Some(p) => format!("{:.3} Mpps", p / 1e6),
+            None if x.throughput.trials.is_empty() => "-".into(),
             None => "none passed".into(),
         };
         let tput = match spread(&x.throughput_runs) {
@@ -388,7 +434,30 @@ fn markdown(r: &Report) -> String {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let Cmd::Compare(o) = cli.command;
+    let o = match cli.command {
+        Cmd::Compare(o) => o,
+        Cmd::Throughput(o) => Options {
+            latency_loads: Vec::new(),
+            iperf_seconds: 0,
+            ..o
+        },
+        Cmd::Latency(o) => Options {
+            iperf_seconds: 0,
+            ..o
+        },
+        Cmd::Cpu(c) => Options {
+            search: false,
+            latency_loads: Vec::new(),
+            iperf_seconds: 0,
+            cpu_rate: Some(c.rate),
+            ..c.options
+        },
+        Cmd::Tcp(o) => Options {
+            search: false,
+            latency_loads: Vec::new(),
+            ..o
+        },
+    };
     if std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
         .unwrap_or(1)

@@ -83,3 +83,46 @@ fn unknown_switch_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown switch 'frobswitch'"), "{err}");
 }
+
+#[test]
+fn cpu_subcommand_reports_cpu_per_packet_at_a_fixed_rate() {
+    let out_dir = std::env::temp_dir().join(format!("vsw-bench-cpu-test-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_vsw-bench"))
+        .args([
+            "cpu",
+            "--rate",
+            "20000",
+            "--switches",
+            "vsw",
+            "--trial-seconds",
+            "0.5",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .expect("run vsw-bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let vsw = &report["results"][0];
+    assert!(
+        vsw["throughput"]["trials"].as_array().unwrap().is_empty(),
+        "cpu runs no search"
+    );
+    // A busy-polling PMD burns its core: at 20 kpps that is tens of microseconds a packet.
+    let cpu = vsw["cpu_ns_per_packet"].as_f64().expect("CPU per packet");
+    assert!(cpu > 1_000.0, "{cpu}");
+    let pmd = vsw["pmd_ns_per_packet"]
+        .as_f64()
+        .expect("vsw's own PMD figure");
+    assert!(
+        pmd > 0.0 && pmd < cpu,
+        "PMD busy time {pmd} is part of the process's {cpu}"
+    );
+    std::fs::remove_dir_all(&out_dir).unwrap();
+}
