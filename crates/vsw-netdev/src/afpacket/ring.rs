@@ -103,13 +103,8 @@ impl RingSocket {
 }
 
 pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues, NetdevError> {
-    sys::set_packet_opt(&fd, libc::PACKET_VERSION, &TPACKET_V2)
-        .map_err(syscall("PACKET_VERSION", ifname))?;
-    // A frame the kernel cannot send is marked and skipped instead of stopping the ring.
-    set_flag(&fd, libc::PACKET_LOSS, "PACKET_LOSS", ifname)?;
+    setup_v2(&fd, ifname)?;
     set_flag(&fd, libc::PACKET_COPY_THRESH, "PACKET_COPY_THRESH", ifname)?;
-    sys::set_socket_buffers(&fd, SOCKET_BUFFER, SOCKET_BUFFER)
-        .map_err(syscall("SO_RCVBUF/SO_SNDBUF", ifname))?;
     let rx = Geometry {
         start: 0,
         blocks: RX_BLOCKS,
@@ -127,7 +122,6 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
     let direct = direct_socket(ifname, ifindex)?;
     let sock = Arc::new(RingSocket { map, fd });
     let big = || vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice();
-    let scratch = vec![0u8; MAX_FRAME].into_boxed_slice();
     Ok(PortQueues {
         rx: Box::new(RingRx {
             sock: sock.clone(),
@@ -136,16 +130,18 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             taken: 0,
             copies: (0..BATCH_SIZE).map(|_| big()).collect(),
         }),
-        tx: Box::new(RingTx {
-            sock,
-            geo: tx,
-            head: 0,
-            pending: 0,
-            rejected: 0,
-            direct,
-            scratch,
-        }),
+        tx: Box::new(RingTx::new(sock, tx, direct)),
     })
+}
+
+/// What every TPACKET_V2 ring socket of a port sets before its rings exist.
+fn setup_v2(fd: &OwnedFd, ifname: &str) -> Result<(), NetdevError> {
+    sys::set_packet_opt(fd, libc::PACKET_VERSION, &TPACKET_V2)
+        .map_err(syscall("PACKET_VERSION", ifname))?;
+    // A frame the kernel cannot send is marked and skipped instead of stopping the ring.
+    set_flag(fd, libc::PACKET_LOSS, "PACKET_LOSS", ifname)?;
+    sys::set_socket_buffers(fd, SOCKET_BUFFER, SOCKET_BUFFER)
+        .map_err(syscall("SO_RCVBUF/SO_SNDBUF", ifname))
 }
 
 /// A ring-less socket that only sends, for frames too large for a ring slot.
@@ -161,11 +157,7 @@ fn direct_socket(ifname: &str, ifindex: u32) -> Result<OwnedFd, NetdevError> {
 /// ring for a port whose receive side is another socket (a TPACKET_V3 ring).
 pub(super) fn open_tx_only(ifname: &str, ifindex: u32) -> Result<Box<dyn TxQueue>, NetdevError> {
     let fd = offload_socket(ifname)?;
-    sys::set_packet_opt(&fd, libc::PACKET_VERSION, &TPACKET_V2)
-        .map_err(syscall("PACKET_VERSION", ifname))?;
-    set_flag(&fd, libc::PACKET_LOSS, "PACKET_LOSS", ifname)?;
-    sys::set_socket_buffers(&fd, SOCKET_BUFFER, SOCKET_BUFFER)
-        .map_err(syscall("SO_SNDBUF", ifname))?;
+    setup_v2(&fd, ifname)?;
     let geo = Geometry {
         start: 0,
         blocks: TX_BLOCKS,
@@ -175,15 +167,11 @@ pub(super) fn open_tx_only(ifname: &str, ifindex: u32) -> Result<Box<dyn TxQueue
     let map = RingMap::map(&fd, geo.bytes()).map_err(syscall("mmap", ifname))?;
     sys::bind_to_interface(&fd, ifindex, false).map_err(syscall("bind", ifname))?;
     let direct = direct_socket(ifname, ifindex)?;
-    Ok(Box::new(RingTx {
-        sock: Arc::new(RingSocket { map, fd }),
+    Ok(Box::new(RingTx::new(
+        Arc::new(RingSocket { map, fd }),
         geo,
-        head: 0,
-        pending: 0,
-        rejected: 0,
         direct,
-        scratch: vec![0u8; MAX_FRAME].into_boxed_slice(),
-    }))
+    )))
 }
 
 struct RingRx {
@@ -306,6 +294,18 @@ struct RingTx {
 }
 
 impl RingTx {
+    fn new(sock: Arc<RingSocket>, geo: Geometry, direct: OwnedFd) -> RingTx {
+        RingTx {
+            sock,
+            geo,
+            head: 0,
+            pending: 0,
+            rejected: 0,
+            direct,
+            scratch: vec![0u8; MAX_FRAME].into_boxed_slice(),
+        }
+    }
+
     /// Sends a frame too large for a ring slot by itself, after what the ring holds.
     fn send_direct(
         &mut self,
