@@ -60,10 +60,16 @@ pub fn build(out: &mut [u8], len: usize, addr: &Addresses, flow: u16, seq: u64, 
     let csum = ip_checksum(ip);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     let udp = &mut f[ETH + IP..STAMP];
-    udp[0..2].copy_from_slice(&(1024 + flow).to_be_bytes());
     udp[2..4].copy_from_slice(&9u16.to_be_bytes());
     udp[4..6].copy_from_slice(&((len - ETH - IP) as u16).to_be_bytes());
+    set_flow(f, flow);
     stamp(f, seq, sent_ns);
+}
+
+/// Sets the flow of a frame built by [`build`]: its UDP source port. (The UDP checksum
+/// is 0, "none", and the IP checksum does not cover it, so nothing else changes.)
+pub fn set_flow(frame: &mut [u8], flow: u16) {
+    frame[ETH + IP..ETH + IP + 2].copy_from_slice(&1024u16.wrapping_add(flow).to_be_bytes());
 }
 
 /// Writes the stamp into a frame built by [`build`].
@@ -108,6 +114,14 @@ mod tests {
         assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 46);
         stamp(&mut buf, 43, 5);
         assert_eq!(read_stamp(&buf[..60]), Some((43, 5)));
+        let mut again = [0u8; 60];
+        build(&mut again, 60, &A, 7, 43, 5);
+        set_flow(&mut buf, 7);
+        assert_eq!(
+            &buf[..60],
+            &again[..],
+            "patching a template gives the same frame as building it"
+        );
     }
 
     #[test]

@@ -98,7 +98,17 @@ fn send_and_receive(
     let epoch = Instant::now();
     let now_ns = || epoch.elapsed().as_nanos() as u64;
     let mut pacer = Pacer::new(now_ns(), rate_pps, 32);
-    let mut buf = vec![0u8; frame::MAX_FRAME];
+    // One ready-made frame per entry of the size pattern; per packet only the flow
+    // (UDP source port, outside the IP checksum) and the stamp change.
+    let mut templates: Vec<Vec<u8>> = t
+        .frame_lens
+        .iter()
+        .map(|&len| {
+            let mut f = vec![0u8; len];
+            frame::build(&mut f, len, &t.addresses, 0, 0, 0);
+            f
+        })
+        .collect();
     let meta = PacketMeta::default();
     let mut latency = LatencyRecorder::new();
     let (mut received, mut reordered, mut last_seq, mut bytes_sent) =
@@ -130,16 +140,11 @@ fn send_and_receive(
         let due = pacer.due(now);
         let mut staged = 0;
         while staged < due {
-            let len = t.frame_lens[(seq % t.frame_lens.len() as u64) as usize];
-            frame::build(
-                &mut buf,
-                len,
-                &t.addresses,
-                (seq % u64::from(t.flows.max(1))) as u16,
-                seq,
-                now,
-            );
-            match gen.tx.stage(&buf[..len], &meta) {
+            let f = &mut templates[(seq % t.frame_lens.len() as u64) as usize];
+            frame::set_flow(f, (seq % u64::from(t.flows.max(1))) as u16);
+            frame::stamp(f, seq, now);
+            let len = f.len();
+            match gen.tx.stage(f, &meta) {
                 Ok(()) => {
                     staged += 1;
                     seq += 1;
