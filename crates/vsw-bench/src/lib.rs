@@ -7,6 +7,7 @@ pub mod frame;
 pub mod latency;
 pub mod pacing;
 pub mod plot;
+pub mod progress;
 pub mod search;
 pub mod switches;
 pub mod topology;

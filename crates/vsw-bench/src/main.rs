@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde::Serialize;
 use vsw_bench::latency::LatencySummary;
+use vsw_bench::progress::{self, Plan, Progress};
 use vsw_bench::search::{binary_search, SearchConfig, SearchResult, Trial, TrialRunner};
 use vsw_bench::switches::{self, SwitchUnderTest};
 use vsw_bench::topology::Topology;
@@ -143,6 +144,34 @@ struct Runner<'a> {
     traffic: &'a Traffic,
     stop: &'a AtomicBool,
     started: Instant,
+    progress: &'a mut Progress,
+    /// Trials of this search so far.
+    trial: usize,
+}
+
+impl Runner<'_> {
+    /// "[ 12 s, about 3 min 05 s left]".
+    fn clock(&self) -> String {
+        let elapsed = self.started.elapsed();
+        match self.progress.remaining(elapsed) {
+            Some(left) => format!(
+                "[{}, about {} left]",
+                progress::human(elapsed),
+                progress::human(left)
+            ),
+            None => format!("[{}]", progress::human(elapsed)),
+        }
+    }
+
+    /// A trial outside the search (latency, CPU), counted in the progress.
+    fn measure_at(&mut self, rate: f64) -> anyhow::Result<vsw_bench::traffic::TrialStats> {
+        if self.stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let s = run_trial(self.traffic, rate)?;
+        self.progress.trial_done();
+        Ok(s)
+    }
 }
 
 impl TrialRunner for Runner<'_> {
@@ -152,12 +181,15 @@ impl TrialRunner for Runner<'_> {
             bail!("interrupted");
         }
         let s = run_trial(self.traffic, rate)?;
+        self.progress.trial_done();
+        self.trial += 1;
         eprintln!(
-            "    [{:>5.0} s] {:>8.0} pps asked, {:>8.0} sent, loss {:.4} %",
-            self.started.elapsed().as_secs_f64(),
+            "    trial {:>2}: {:>8.0} pps asked, {:>8.0} sent, loss {:.4} %  {}",
+            self.trial,
             rate,
             s.trial.sent_pps,
-            s.trial.loss() * 100.0
+            s.trial.loss() * 100.0,
+            self.clock()
         );
         Ok(s.trial)
     }
@@ -232,6 +264,20 @@ fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
         / 1e9)
 }
 
+/// A guess at the seconds a switch takes to start, learn and stop; the progress
+/// estimate corrects itself from the real pace.
+const SWITCH_OVERHEAD_SECONDS: f64 = 3.0;
+
+fn search_config(o: &Options) -> SearchConfig {
+    SearchConfig {
+        min_pps: 1_000.0,
+        max_pps: o.max_rate,
+        loss_tolerance: o.loss_tolerance / 100.0,
+        resolution: 0.005,
+        max_trials: o.max_trials,
+    }
+}
+
 /// One round for one switch: a throughput search, added to `searches`; in the last
 /// round also latency, CPU and TCP, which give the switch's result.
 #[allow(clippy::too_many_arguments)]
@@ -242,32 +288,37 @@ fn measure(
     traffic: &Traffic,
     stop: &AtomicBool,
     started: Instant,
+    progress: &mut Progress,
     searches: &mut Vec<SearchResult>,
     last: bool,
 ) -> anyhow::Result<Option<SwitchResult>> {
     // One frame each way first, so that every switch has learned both hosts.
     let _ = topo.exec(false, &["ping", "-c", "1", "-W", "2", "198.18.0.1"]);
-    let cfg = SearchConfig {
-        min_pps: 1_000.0,
-        max_pps: o.max_rate,
-        loss_tolerance: o.loss_tolerance / 100.0,
-        resolution: 0.005,
-        max_trials: o.max_trials,
-    };
+    let cfg = search_config(o);
     eprintln!(
         "  throughput ({} trials of {} s at most)",
         cfg.max_trials, o.trial_seconds
     );
+    let trials_before = progress.trials();
     let mut runner = Runner {
         traffic,
         stop,
         started,
+        progress,
+        trial: 0,
     };
     if o.repeats > 1 {
         eprintln!("  search {} of {}", searches.len() + 1, o.repeats);
     }
     searches.push(if o.search {
-        binary_search(&mut runner, &cfg)?
+        let r = binary_search(&mut runner, &cfg)?;
+        let how = match (r.throughput_pps, r.generator_limited) {
+            (Some(p), false) => format!("{:.3} Mpps", p / 1e6),
+            (Some(p), true) => format!("at least {:.3} Mpps (generator-limited)", p / 1e6),
+            (None, _) => "no rate passed".into(),
+        };
+        eprintln!("  throughput: {how} after {} trials", r.trials.len());
+        r
     } else {
         SearchResult {
             throughput_pps: None,
@@ -276,8 +327,11 @@ fn measure(
         }
     });
     if !last {
+        let run = runner.progress.trials() - trials_before;
+        runner.progress.switch_round_done(run, false);
         return Ok(None);
     }
+    eprintln!("  latency, CPU and TCP {}", runner.clock());
     let mut searches = std::mem::take(searches);
     let throughput_runs: Vec<Option<f64>> = searches.iter().map(|r| r.throughput_pps).collect();
     searches.sort_by(|a, b| {
@@ -291,9 +345,6 @@ fn measure(
     let mut cpu_ns_per_packet = None;
     let mut pmd_ns_per_packet = None;
     for load in &o.latency_loads {
-        if stop.load(Ordering::Relaxed) {
-            bail!("interrupted");
-        }
         let rate = base * load / 100.0;
         if rate < 1.0 {
             continue;
@@ -303,7 +354,7 @@ fn measure(
             sw.clear_pmd_stats();
         }
         let cpu0 = sw.cpu_seconds();
-        let s = run_trial(traffic, rate)?;
+        let s = runner.measure_at(rate)?;
         if half {
             pmd_ns_per_packet = sw.pmd_ns_per_packet();
             if let (Some(a), Some(b)) = (cpu0, sw.cpu_seconds()) {
@@ -345,7 +396,7 @@ fn measure(
     if let Some(rate) = o.cpu_rate {
         sw.clear_pmd_stats();
         let cpu0 = sw.cpu_seconds();
-        let s = run_trial(traffic, rate)?;
+        let s = runner.measure_at(rate)?;
         pmd_ns_per_packet = sw.pmd_ns_per_packet();
         if let (Some(a), Some(b)) = (cpu0, sw.cpu_seconds()) {
             cpu_ns_per_packet = Some((b - a) * 1e9 / s.trial.received.max(1) as f64);
@@ -358,6 +409,8 @@ fn measure(
     }
     let iperf_gbps = tcp(true);
     let iperf_gbps_offloads_off = tcp(false);
+    let run = runner.progress.trials() - trials_before;
+    runner.progress.switch_round_done(run, true);
     Ok(Some(SwitchResult {
         switch: sw.name(),
         throughput,
@@ -495,6 +548,23 @@ fn main() -> anyhow::Result<()> {
         cpu: Some(o.gen_cpu),
     };
     let mut results = Vec::new();
+    let search_cfg = search_config(&o);
+    let mut progress = Progress::new(Plan {
+        switches: sws.len(),
+        rounds: o.repeats.max(1),
+        trials_per_search: if o.search {
+            progress::expected_search_trials(&search_cfg)
+        } else {
+            0
+        },
+        trials_after: o.latency_loads.len() + usize::from(o.cpu_rate.is_some()),
+        trial_seconds: o.trial_seconds,
+        // Two iperf3 runs (offloads on and off), each with its server start.
+        tcp_seconds: 2.0
+            * (f64::from(o.iperf_seconds) + 1.0)
+            * f64::from(u8::from(o.iperf_seconds > 0)),
+        switch_overhead_seconds: SWITCH_OVERHEAD_SECONDS,
+    });
     // Rounds interleave the switches (a, b, a, b, ...), so that a slow drift of the
     // machine spreads over all of them instead of favouring the first.
     let rounds = o.repeats.max(1);
@@ -518,6 +588,7 @@ fn main() -> anyhow::Result<()> {
                 &traffic,
                 &stop,
                 started,
+                &mut progress,
                 searches,
                 round + 1 == rounds,
             );
