@@ -3,12 +3,14 @@
 //! Pure code: no I/O, no threads, no `unsafe`. Every reader takes a byte slice and
 //! never looks past its end, so a truncated or garbage frame cannot crash the switch.
 
+pub mod builder;
 pub mod ethernet;
 pub mod key;
 pub mod mac;
+pub mod rewrite;
 pub mod vnet;
 
 pub use ethernet::{EtherType, VlanTag};
-pub use key::{extract, FlowKey, Malformed};
+pub use key::{extract, FlowKey, Malformed, KEY_WORDS};
 pub use mac::MacAddr;
 pub use vnet::VnetHdr;

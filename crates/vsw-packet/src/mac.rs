@@ -2,7 +2,10 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A 48-bit Ethernet address.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, bytemuck::Pod, bytemuck::Zeroable,
+)]
+#[repr(transparent)]
 pub struct MacAddr(pub [u8; 6]);
 
 impl MacAddr {

@@ -64,6 +64,19 @@ impl VnetHdr {
         }
         h
     }
+
+    /// The same offload state for a frame whose headers shrank by `by` bytes in front
+    /// of the checksummed region (a VLAN tag taken out).
+    pub fn unshifted(&self, by: u16) -> VnetHdr {
+        let mut h = *self;
+        if h.flags & VNET_F_NEEDS_CSUM != 0 {
+            h.csum_start = h.csum_start.saturating_sub(by);
+        }
+        if h.hdr_len != 0 {
+            h.hdr_len = h.hdr_len.saturating_sub(by);
+        }
+        h
+    }
 }
 
 #[cfg(test)]

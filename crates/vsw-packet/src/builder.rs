@@ -1,0 +1,343 @@
+//! Builds well-formed frames of every protocol the key extractor knows, for tests,
+//! fuzz seeds and benchmarks. Not used on the packet path.
+
+use crate::ethernet::EtherType;
+use crate::key::{
+    IPPROTO_FRAGMENT, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
+};
+use crate::mac::MacAddr;
+
+/// An Ethernet frame: destination, source, optional tags (TPID, TCI) outermost first,
+/// ethertype, payload.
+pub fn ethernet(
+    dst: MacAddr,
+    src: MacAddr,
+    tags: &[(u16, u16)],
+    ethertype: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + 4 * tags.len() + payload.len());
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    for (tpid, tci) in tags {
+        f.extend_from_slice(&tpid.to_be_bytes());
+        f.extend_from_slice(&tci.to_be_bytes());
+    }
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// IPv4 header fields the extractor reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Ipv4 {
+    pub src: [u8; 4],
+    pub dst: [u8; 4],
+    pub proto: u8,
+    pub tos: u8,
+    pub ttl: u8,
+    /// Flags and fragment offset as on the wire (0x2000 = more fragments).
+    pub frag: u16,
+    /// Options, a multiple of 4 bytes.
+    pub options: usize,
+}
+
+impl Default for Ipv4 {
+    fn default() -> Self {
+        Ipv4 {
+            src: [198, 18, 0, 1],
+            dst: [198, 18, 0, 2],
+            proto: IPPROTO_UDP,
+            tos: 0,
+            ttl: 64,
+            frag: 0,
+            options: 0,
+        }
+    }
+}
+
+/// Internet checksum (RFC 1071) of `data`.
+pub fn checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An IPv4 packet with a correct header checksum.
+pub fn ipv4(h: &Ipv4, payload: &[u8]) -> Vec<u8> {
+    let ihl = 20 + h.options;
+    let total = ihl + payload.len();
+    let mut p = vec![0u8; ihl];
+    p[0] = 0x40 | (ihl / 4) as u8;
+    p[1] = h.tos;
+    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    p[6..8].copy_from_slice(&h.frag.to_be_bytes());
+    p[8] = h.ttl;
+    p[9] = h.proto;
+    p[12..16].copy_from_slice(&h.src);
+    p[16..20].copy_from_slice(&h.dst);
+    for o in p[20..].iter_mut() {
+        *o = 1; // NOP options
+    }
+    let c = checksum(&p);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+/// IPv6 header fields the extractor reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Ipv6 {
+    pub src: u128,
+    pub dst: u128,
+    pub next: u8,
+    pub tclass: u8,
+    pub label: u32,
+    pub hop_limit: u8,
+}
+
+impl Default for Ipv6 {
+    fn default() -> Self {
+        Ipv6 {
+            src: 0x2001_0db8_0000_0000_0000_0000_0000_0001,
+            dst: 0x2001_0db8_0000_0000_0000_0000_0000_0002,
+            next: IPPROTO_UDP,
+            tclass: 0,
+            label: 0,
+            hop_limit: 64,
+        }
+    }
+}
+
+pub fn ipv6(h: &Ipv6, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 40];
+    let word0 = (6u32 << 28) | (u32::from(h.tclass) << 20) | (h.label & 0xfffff);
+    p[0..4].copy_from_slice(&word0.to_be_bytes());
+    p[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+    p[6] = h.next;
+    p[7] = h.hop_limit;
+    p[8..24].copy_from_slice(&h.src.to_be_bytes());
+    p[24..40].copy_from_slice(&h.dst.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+/// An IPv6 extension header of the hop-by-hop/routing/destination-options shape:
+/// next header, length in 8-byte units beyond the first, padding.
+pub fn ipv6_option_header(next: u8, units_beyond_first: u8, rest: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; (usize::from(units_beyond_first) + 1) * 8];
+    h[0] = next;
+    h[1] = units_beyond_first;
+    h.extend_from_slice(rest);
+    h
+}
+
+/// An IPv6 fragment header; `offset` in bytes (a multiple of 8).
+pub fn ipv6_fragment_header(next: u8, offset: u16, more: bool, rest: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 8];
+    h[0] = next;
+    h[2..4].copy_from_slice(&((offset & 0xfff8) | u16::from(more)).to_be_bytes());
+    h[4..8].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    h.extend_from_slice(rest);
+    h
+}
+
+pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 8];
+    h[0..2].copy_from_slice(&sport.to_be_bytes());
+    h[2..4].copy_from_slice(&dport.to_be_bytes());
+    h[4..6].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    h.extend_from_slice(payload);
+    h
+}
+
+pub fn tcp(sport: u16, dport: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 20];
+    h[0..2].copy_from_slice(&sport.to_be_bytes());
+    h[2..4].copy_from_slice(&dport.to_be_bytes());
+    h[4..8].copy_from_slice(&1000u32.to_be_bytes());
+    h[12..14].copy_from_slice(&((5u16 << 12) | (flags & 0x0fff)).to_be_bytes());
+    h[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    h.extend_from_slice(payload);
+    h
+}
+
+pub fn sctp(sport: u16, dport: u16) -> Vec<u8> {
+    let mut h = vec![0u8; 12];
+    h[0..2].copy_from_slice(&sport.to_be_bytes());
+    h[2..4].copy_from_slice(&dport.to_be_bytes());
+    h
+}
+
+pub fn icmp(icmp_type: u8, code: u8) -> Vec<u8> {
+    vec![icmp_type, code, 0, 0, 0, 1, 0, 1]
+}
+
+/// An ICMPv6 neighbour solicitation (135) or advertisement (136) for `target`, with a
+/// link-layer address option (source for 135, target for 136) when `lladdr` is given.
+pub fn icmpv6_nd(icmp_type: u8, target: u128, lladdr: Option<MacAddr>) -> Vec<u8> {
+    let mut h = vec![icmp_type, 0, 0, 0, 0, 0, 0, 0];
+    h.extend_from_slice(&target.to_be_bytes());
+    if let Some(mac) = lladdr {
+        let kind = if icmp_type == 135 { 1 } else { 2 };
+        h.extend_from_slice(&[kind, 1]);
+        h.extend_from_slice(&mac.0);
+    }
+    h
+}
+
+/// An Ethernet/IPv4 ARP packet.
+pub fn arp(op: u16, sha: MacAddr, spa: [u8; 4], tha: MacAddr, tpa: [u8; 4]) -> Vec<u8> {
+    let mut a = vec![0u8; 8];
+    a[0..2].copy_from_slice(&1u16.to_be_bytes());
+    a[2..4].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+    a[4] = 6;
+    a[5] = 4;
+    a[6..8].copy_from_slice(&op.to_be_bytes());
+    a.extend_from_slice(&sha.0);
+    a.extend_from_slice(&spa);
+    a.extend_from_slice(&tha.0);
+    a.extend_from_slice(&tpa);
+    a
+}
+
+pub const SRC_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+pub const DST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+
+/// A UDP/IPv4 frame between the two test hosts; `payload` bytes of zeros.
+pub fn udp4_frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: usize) -> Vec<u8> {
+    let ip = Ipv4 {
+        src,
+        dst,
+        ..Ipv4::default()
+    };
+    ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        EtherType::IPV4,
+        &ipv4(&ip, &udp(sport, dport, &vec![0; payload])),
+    )
+}
+
+/// One frame of every kind the extractor knows: name and frame. Seeds for fuzzing and
+/// the per-protocol truncation tests.
+pub fn samples() -> Vec<(&'static str, Vec<u8>)> {
+    let (d, s) = (DST_MAC, SRC_MAC);
+    let v4 = Ipv4::default();
+    let v6 = Ipv6::default();
+    let eth4 = |ip: &Ipv4, l4: &[u8]| ethernet(d, s, &[], EtherType::IPV4, &ipv4(ip, l4));
+    let eth6 = |ip: &Ipv6, l4: &[u8]| ethernet(d, s, &[], EtherType::IPV6, &ipv6(ip, l4));
+    let t = |p| Ipv4 { proto: p, ..v4 };
+    let t6 = |p| Ipv6 { next: p, ..v6 };
+    vec![
+        ("udp4", eth4(&v4, &udp(1234, 53, b"hello"))),
+        (
+            "tcp4 with options",
+            eth4(
+                &Ipv4 {
+                    options: 8,
+                    tos: 0xb8,
+                    ..t(IPPROTO_TCP)
+                },
+                &tcp(40000, 80, 0x012, b"x"),
+            ),
+        ),
+        ("sctp4", eth4(&t(IPPROTO_SCTP), &sctp(5000, 6000))),
+        ("icmp4", eth4(&t(IPPROTO_ICMP), &icmp(8, 0))),
+        (
+            "ipv4 first fragment",
+            eth4(&Ipv4 { frag: 0x2000, ..v4 }, &udp(7, 9, &[0; 16])),
+        ),
+        (
+            "ipv4 later fragment",
+            eth4(&Ipv4 { frag: 0x0003, ..v4 }, &[0xaa; 24]),
+        ),
+        (
+            "vlan udp4",
+            ethernet(
+                d,
+                s,
+                &[(EtherType::VLAN, 0x2064)],
+                EtherType::IPV4,
+                &ipv4(&v4, &udp(1, 2, &[])),
+            ),
+        ),
+        (
+            "qinq udp4",
+            ethernet(
+                d,
+                s,
+                &[(EtherType::QINQ, 0x0064), (EtherType::VLAN, 0x00c8)],
+                EtherType::IPV4,
+                &ipv4(&v4, &udp(3, 4, &[])),
+            ),
+        ),
+        (
+            "udp6",
+            eth6(
+                &Ipv6 {
+                    label: 0xabcde,
+                    tclass: 0x20,
+                    ..v6
+                },
+                &udp(1, 2, &[]),
+            ),
+        ),
+        ("tcp6", eth6(&t6(IPPROTO_TCP), &tcp(5, 6, 0x002, &[]))),
+        (
+            "tcp6 with hop-by-hop, destination options, first fragment",
+            eth6(
+                &t6(0),
+                &ipv6_option_header(
+                    60,
+                    0,
+                    &ipv6_option_header(
+                        IPPROTO_FRAGMENT,
+                        1,
+                        &ipv6_fragment_header(IPPROTO_TCP, 0, true, &tcp(7, 8, 0x018, &[])),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "ipv6 later fragment",
+            eth6(
+                &t6(IPPROTO_FRAGMENT),
+                &ipv6_fragment_header(IPPROTO_UDP, 1280, false, &[0; 16]),
+            ),
+        ),
+        ("sctp6", eth6(&t6(IPPROTO_SCTP), &sctp(7, 9))),
+        ("icmp6 echo", eth6(&t6(IPPROTO_ICMPV6), &icmp(128, 0))),
+        (
+            "icmp6 neighbour solicitation",
+            eth6(
+                &t6(IPPROTO_ICMPV6),
+                &icmpv6_nd(135, 0x2001_0db8_0000_0000_0000_0000_0000_0002, Some(s)),
+            ),
+        ),
+        (
+            "icmp6 neighbour advertisement",
+            eth6(
+                &t6(IPPROTO_ICMPV6),
+                &icmpv6_nd(136, 0x2001_0db8_0000_0000_0000_0000_0000_0002, Some(d)),
+            ),
+        ),
+        (
+            "arp request",
+            ethernet(
+                MacAddr::BROADCAST,
+                s,
+                &[],
+                EtherType::ARP,
+                &arp(1, s, [198, 18, 0, 1], MacAddr::ZERO, [198, 18, 0, 2]),
+            ),
+        ),
+        ("unknown ethertype", ethernet(d, s, &[], 0x88b5, &[1, 2, 3])),
+    ]
+}

@@ -1,0 +1,313 @@
+use super::*;
+use crate::builder::{self, Ipv4, Ipv6, DST_MAC, SRC_MAC};
+use crate::key::IPPROTO_ICMP;
+use crate::vnet::VNET_F_NEEDS_CSUM;
+use proptest::prelude::*;
+
+/// One's-complement sum of `data` (not complemented), folded.
+fn sum16(data: &[u8], mut acc: u32) -> u32 {
+    for c in data.chunks(2) {
+        acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc
+}
+
+/// The pseudo-header sum of the IPv4 or IPv6 packet at `ip` for `l4_len` bytes.
+fn pseudo(d: &[u8], ip: usize, v6: bool, proto: u8, l4_len: usize) -> u32 {
+    let addrs = if v6 {
+        &d[ip + 8..ip + 40]
+    } else {
+        &d[ip + 12..ip + 20]
+    };
+    sum16(addrs, u32::from(proto) + l4_len as u32)
+}
+
+/// Fills in a correct TCP/UDP checksum for a frame without tags.
+fn with_l4_csum(mut f: Vec<u8>, v6: bool) -> Vec<u8> {
+    let ip = 14;
+    let (proto, l4) = if v6 {
+        (f[ip + 6], ip + 40)
+    } else {
+        (f[ip + 9], ip + 20)
+    };
+    let at = if proto == IPPROTO_TCP {
+        l4 + 16
+    } else {
+        l4 + 6
+    };
+    f[at..at + 2].fill(0);
+    let s = sum16(&f[l4..], pseudo(&f, ip, v6, proto, f.len() - l4));
+    let c = !(s as u16);
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+fn l4_valid(d: &[u8], ip: usize, v6: bool) -> bool {
+    let (proto, l4) = if v6 {
+        (d[ip + 6], ip + 40)
+    } else {
+        (d[ip + 9], ip + 20)
+    };
+    sum16(&d[l4..], pseudo(d, ip, v6, proto, d.len() - l4)) == 0xffff
+}
+
+fn ip_valid(d: &[u8], ip: usize) -> bool {
+    builder::checksum(&d[ip..ip + 20]) == 0
+}
+
+fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    let ip = Ipv4 {
+        src,
+        dst,
+        proto: IPPROTO_TCP,
+        ..Ipv4::default()
+    };
+    let f = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        EtherType::IPV4,
+        &builder::ipv4(&ip, &builder::tcp(sport, dport, 0x10, b"payload!")),
+    );
+    with_l4_csum(f, false)
+}
+
+fn udp6(sport: u16, dport: u16) -> Vec<u8> {
+    let ip = Ipv6::default();
+    let f = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        EtherType::IPV6,
+        &builder::ipv6(&ip, &builder::udp(sport, dport, b"abc")),
+    );
+    with_l4_csum(f, true)
+}
+
+fn loaded(f: &[u8]) -> PacketBuf {
+    let mut p = PacketBuf::new(2048);
+    p.load(f, None, VnetHdr::default()).unwrap();
+    p
+}
+
+#[test]
+fn addresses_keep_both_checksums_right() {
+    let f = tcp4([198, 18, 0, 1], [198, 18, 0, 2], 1000, 80);
+    assert!(
+        ip_valid(&f, 14) && l4_valid(&f, 14, false),
+        "the test frame itself"
+    );
+    let mut p = loaded(&f);
+    p.set_nw_src([198, 19, 7, 9]);
+    p.set_nw_dst([198, 18, 255, 254]);
+    let d = p.data();
+    assert_eq!(&d[26..34], &[198, 19, 7, 9, 198, 18, 255, 254]);
+    assert!(ip_valid(d, 14), "IPv4 header checksum");
+    assert!(l4_valid(d, 14, false), "TCP checksum");
+}
+
+#[test]
+fn udp_without_a_checksum_stays_without() {
+    let f = builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 10);
+    assert_eq!(&f[40..42], &[0, 0]);
+    let mut p = loaded(&f);
+    p.set_nw_dst([198, 18, 0, 3]);
+    p.set_tp_dst(99);
+    assert_eq!(&p.data()[40..42], &[0, 0]);
+    assert!(ip_valid(p.data(), 14));
+}
+
+#[test]
+fn ports_over_ipv4_and_ipv6() {
+    let mut p = loaded(&tcp4([198, 18, 0, 1], [198, 18, 0, 2], 1000, 80));
+    p.set_tp_src(5555);
+    p.set_tp_dst(8080);
+    assert_eq!(&p.data()[34..38], &[0x15, 0xb3, 0x1f, 0x90]);
+    assert!(l4_valid(p.data(), 14, false));
+    let mut p = loaded(&udp6(7, 9));
+    p.set_tp_dst(4789);
+    assert!(l4_valid(p.data(), 14, true), "UDP over IPv6");
+}
+
+#[test]
+fn sctp_ports_get_a_new_crc() {
+    let ip = Ipv4 {
+        proto: IPPROTO_SCTP,
+        ..Ipv4::default()
+    };
+    let mut f = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        EtherType::IPV4,
+        &builder::ipv4(&ip, &builder::sctp(5000, 6000)),
+    );
+    let crc = crc32c::crc32c(&f[34..]);
+    f[42..46].copy_from_slice(&crc.to_le_bytes());
+    let mut p = loaded(&f);
+    p.set_tp_dst(7000);
+    let d = p.data().to_vec();
+    let stored = u32::from_le_bytes(d[42..46].try_into().unwrap());
+    let mut zeroed = d[34..].to_vec();
+    zeroed[8..12].fill(0);
+    assert_eq!(stored, crc32c::crc32c(&zeroed));
+    assert_ne!(stored, crc, "the port change must change the CRC");
+}
+
+#[test]
+fn ttl_and_hop_limit() {
+    let mut p = loaded(&tcp4([1, 1, 1, 1], [2, 2, 2, 2], 1, 2));
+    p.dec_ttl().unwrap();
+    assert_eq!(p.data()[22], 63);
+    assert!(ip_valid(p.data(), 14));
+    let ip = Ipv4 {
+        ttl: 1,
+        proto: IPPROTO_ICMP,
+        ..Ipv4::default()
+    };
+    let f = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        EtherType::IPV4,
+        &builder::ipv4(&ip, &builder::icmp(8, 0)),
+    );
+    assert_eq!(loaded(&f).dec_ttl(), Err(RewriteError::TtlExpired));
+    let mut p = loaded(&udp6(1, 2));
+    p.dec_ttl().unwrap();
+    assert_eq!(p.data()[14 + 7], 63);
+}
+
+#[test]
+fn tos_keeps_ecn() {
+    let mut f = tcp4([1, 1, 1, 1], [2, 2, 2, 2], 1, 2);
+    f[15] = 0x03;
+    let c = builder::checksum(&{
+        let mut h = f[14..34].to_vec();
+        h[10..12].fill(0);
+        h
+    });
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let mut p = loaded(&f);
+    p.set_nw_tos(0xb8);
+    assert_eq!(p.data()[15], 0xbb);
+    assert!(ip_valid(p.data(), 14));
+    let mut p = loaded(&udp6(1, 2));
+    p.set_nw_tos(0x20);
+    assert_eq!(
+        u32::from_be_bytes(p.data()[14..18].try_into().unwrap()) >> 20,
+        0x620
+    );
+}
+
+#[test]
+fn vlan_push_set_and_strip() {
+    let f = builder::udp4_frame([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 0);
+    let mut p = loaded(&f);
+    p.set_vlan_vid(10).unwrap();
+    assert_eq!(
+        &p.data()[12..16],
+        &[0x81, 0x00, 0x00, 0x0a],
+        "a tag is pushed"
+    );
+    assert_eq!(&p.data()[16..], &f[12..]);
+    p.set_vlan_pcp(5).unwrap();
+    assert_eq!(&p.data()[14..16], &[0xa0, 0x0a]);
+    p.push_vlan(EtherType::QINQ).unwrap();
+    assert_eq!(
+        &p.data()[12..20],
+        &[0x88, 0xa8, 0xa0, 0x0a, 0x81, 0x00, 0xa0, 0x0a]
+    );
+    p.strip_vlan();
+    p.strip_vlan();
+    assert_eq!(p.data(), &f[..]);
+    p.strip_vlan();
+    assert_eq!(
+        p.data(),
+        &f[..],
+        "stripping an untagged frame changes nothing"
+    );
+    assert_eq!(&p.data()[..12], &f[..12]);
+}
+
+#[test]
+fn a_stripped_tag_comes_back_and_offsets_follow() {
+    let f = tcp4([1, 1, 1, 1], [2, 2, 2, 2], 1, 2);
+    let vnet = VnetHdr {
+        flags: VNET_F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 16,
+        ..VnetHdr::default()
+    };
+    let mut p = PacketBuf::new(2048);
+    let tag = VlanTag {
+        tpid: EtherType::VLAN,
+        tci: 7,
+    };
+    p.load(&f, Some(tag), vnet).unwrap();
+    assert_eq!(&p.data()[12..16], &[0x81, 0, 0, 7]);
+    assert_eq!(p.vnet.csum_start, 38);
+    p.strip_vlan();
+    assert_eq!(p.vnet.csum_start, 34);
+    assert_eq!(p.data(), &f[..]);
+}
+
+#[test]
+fn a_checksum_left_to_the_device_follows_addresses_not_ports() {
+    let mut f = tcp4([198, 18, 0, 1], [198, 18, 0, 2], 1, 2);
+    // As the kernel hands it over: the field holds the pseudo-header sum.
+    let seed = pseudo(&f, 14, false, IPPROTO_TCP, f.len() - 34) as u16;
+    f[50..52].copy_from_slice(&seed.to_be_bytes());
+    let vnet = VnetHdr {
+        flags: VNET_F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 16,
+        ..VnetHdr::default()
+    };
+    let mut p = PacketBuf::new(2048);
+    p.load(&f, None, vnet).unwrap();
+    p.set_tp_dst(443);
+    assert_eq!(
+        &p.data()[50..52],
+        &seed.to_be_bytes(),
+        "ports are not in the seed"
+    );
+    p.set_nw_src([198, 19, 1, 1]);
+    let d = p.data();
+    let want = pseudo(d, 14, false, IPPROTO_TCP, d.len() - 34) as u16;
+    assert_eq!(&d[50..52], &want.to_be_bytes());
+}
+
+#[test]
+fn rewrites_never_panic_on_short_frames() {
+    let f = tcp4([1, 1, 1, 1], [2, 2, 2, 2], 1, 2);
+    for cut in 0..f.len() {
+        let mut p = loaded(&f[..cut]);
+        p.set_dl_src(MacAddr::BROADCAST);
+        p.set_nw_src([9, 9, 9, 9]);
+        p.set_nw_tos(4);
+        p.set_tp_dst(1);
+        let _ = p.dec_ttl();
+        let _ = p.set_vlan_vid(3);
+        p.strip_vlan();
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_rewrite_leaves_valid_checksums(
+        src in any::<[u8; 4]>(), dst in any::<[u8; 4]>(),
+        sport in any::<u16>(), dport in any::<u16>(),
+        new_src in any::<[u8; 4]>(), new_port in any::<u16>(),
+    ) {
+        let mut p = loaded(&tcp4(src, dst, sport, dport));
+        p.set_nw_src(new_src);
+        p.set_tp_src(new_port);
+        p.dec_ttl().unwrap();
+        prop_assert!(ip_valid(p.data(), 14));
+        prop_assert!(l4_valid(p.data(), 14, false));
+    }
+}
