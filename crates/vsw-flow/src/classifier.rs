@@ -1,20 +1,136 @@
-//! The rule table. Immutable once built: the control plane builds a new one for every
-//! change and the datapath swaps it in, so lookups take no lock.
+//! The rule table: tuple space search.
 //!
-//! Lookup is a scan in priority order. That is the simple correct baseline; the
-//! tuple-space classifier replaces it behind the same interface.
+//! Rules are grouped by mask into subtables; each subtable is a hash table from the
+//! masked key to the rules with that match. A lookup masks the packet's key with each
+//! subtable's mask and probes, so it costs one hash probe per distinct mask, not one
+//! comparison per rule. Subtables are visited in descending order of the highest
+//! priority they hold, so the search stops as soon as no later subtable can hold a
+//! better rule; a PMD may reorder subtables of equal top priority by its own hit
+//! counts ([`SubtableOrder`]).
+//!
+//! Immutable once built: the control plane changes a copy and the datapath swaps it
+//! in, so lookups take no lock.
 
+use std::hash::Hasher;
 use std::sync::Arc;
 
-use vsw_packet::FlowKey;
+use hashbrown::HashTable;
+use rustc_hash::FxHasher;
+use vsw_packet::{FlowKey, KEY_WORDS};
 
 use crate::matching::Match;
 use crate::rule::{FlowSpec, Rule};
 
+/// The words of a key that a subtable's mask keeps, packed to the front.
+type Packed = [u64; KEY_WORDS];
+
+#[derive(Clone, Debug)]
+struct Bucket {
+    hash: u64,
+    key: Packed,
+    /// Best first (see [`Rule::beats`]).
+    rules: Vec<Arc<Rule>>,
+}
+
+#[derive(Clone, Debug)]
+struct Subtable {
+    mask: FlowKey,
+    /// Indices of the mask's non-zero words; only these are hashed and compared.
+    words: [u8; KEY_WORDS],
+    n_words: usize,
+    buckets: HashTable<Bucket>,
+    max_priority: u16,
+    n_rules: usize,
+}
+
+impl Subtable {
+    fn new(mask: FlowKey) -> Subtable {
+        let mut words = [0u8; KEY_WORDS];
+        let mut n_words = 0;
+        for (i, w) in mask.words().iter().enumerate() {
+            if *w != 0 {
+                words[n_words] = i as u8;
+                n_words += 1;
+            }
+        }
+        Subtable {
+            mask,
+            words,
+            n_words,
+            buckets: HashTable::new(),
+            max_priority: 0,
+            n_rules: 0,
+        }
+    }
+
+    /// The masked key, packed, and its hash.
+    #[inline]
+    fn pack(&self, key: &FlowKey) -> (Packed, u64) {
+        let (k, m) = (key.words(), self.mask.words());
+        let mut packed = [0u64; KEY_WORDS];
+        let mut h = FxHasher::default();
+        for (slot, &i) in packed.iter_mut().zip(&self.words[..self.n_words]) {
+            let i = usize::from(i);
+            *slot = k[i] & m[i];
+            h.write_u64(*slot);
+        }
+        (packed, h.finish())
+    }
+
+    #[inline]
+    fn find(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
+        let (packed, hash) = self.pack(key);
+        let n = self.n_words;
+        self.buckets
+            .find(hash, |b| b.key[..n] == packed[..n])
+            .and_then(|b| b.rules.first())
+    }
+
+    fn refresh_max_priority(&mut self) {
+        self.max_priority = self
+            .buckets
+            .iter()
+            .filter_map(|b| b.rules.first())
+            .map(|r| r.spec.priority)
+            .max()
+            .unwrap_or(0);
+    }
+
+    /// Removes the rules `doomed` picks; returns them.
+    fn remove_where(&mut self, doomed: &mut dyn FnMut(&Rule) -> bool) -> Vec<Arc<Rule>> {
+        let mut gone = Vec::new();
+        self.buckets.retain(|b| {
+            b.rules.retain(|r| {
+                let d = doomed(r);
+                if d {
+                    gone.push(r.clone());
+                }
+                !d
+            });
+            !b.rules.is_empty()
+        });
+        self.n_rules -= gone.len();
+        if !gone.is_empty() {
+            self.refresh_max_priority();
+        }
+        gone
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Classifier {
-    /// Highest priority first; among equals, the earlier installed first.
-    rules: Vec<Arc<Rule>>,
+    /// Highest `max_priority` first.
+    subtables: Vec<Subtable>,
+    n_rules: usize,
+    next_seq: u64,
+}
+
+/// What one lookup found and how much searching it took.
+#[derive(Clone, Copy, Debug)]
+pub struct Lookup<'a> {
+    pub rule: Option<&'a Arc<Rule>>,
+    /// Subtables probed.
+    pub probes: u32,
 }
 
 impl Classifier {
@@ -23,146 +139,245 @@ impl Classifier {
     }
 
     pub fn len(&self) -> usize {
-        self.rules.len()
+        self.n_rules
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.n_rules == 0
     }
 
-    pub fn rules(&self) -> &[Arc<Rule>] {
-        &self.rules
+    /// Distinct masks.
+    pub fn subtables(&self) -> usize {
+        self.subtables.len()
     }
 
-    /// The highest-priority rule matching `key`.
+    /// Every rule, best first (priority, then installation order).
+    pub fn rules(&self) -> Vec<Arc<Rule>> {
+        let mut all: Vec<Arc<Rule>> = self
+            .subtables
+            .iter()
+            .flat_map(|s| s.buckets.iter().flat_map(|b| b.rules.iter().cloned()))
+            .collect();
+        all.sort_by(|a, b| {
+            b.spec
+                .priority
+                .cmp(&a.spec.priority)
+                .then(a.seq.cmp(&b.seq))
+        });
+        all
+    }
+
+    /// The best rule matching `key`.
+    #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
-        self.rules.iter().find(|r| r.spec.matcher.matches(key))
+        self.search(key, None).rule
+    }
+
+    /// The best rule matching `key`, visiting subtables in `order` (kept by one PMD)
+    /// and counting the hit there.
+    #[inline]
+    pub fn lookup_ordered(&self, key: &FlowKey, order: &mut SubtableOrder) -> Lookup<'_> {
+        self.search(key, Some(order))
+    }
+
+    fn search(&self, key: &FlowKey, mut order: Option<&mut SubtableOrder>) -> Lookup<'_> {
+        // An order kept for another classifier does not apply.
+        if order
+            .as_ref()
+            .is_some_and(|o| o.order.len() != self.subtables.len())
+        {
+            order = None;
+        }
+        let mut best: Option<(&Arc<Rule>, usize)> = None;
+        let mut probes = 0;
+        for pos in 0..self.subtables.len() {
+            let index = match &order {
+                Some(o) => usize::from(o.order[pos]),
+                None => pos,
+            };
+            let table = &self.subtables[index];
+            if let Some((b, _)) = best {
+                // Subtables come in non-increasing max priority: none further on can
+                // hold a rule that beats this one (equal priority loses to the
+                // earlier installed rule only if it is in this table; check ties).
+                if table.max_priority < b.spec.priority {
+                    break;
+                }
+            }
+            probes += 1;
+            if let Some(r) = table.find(key) {
+                if best.is_none_or(|(b, _)| r.beats(b)) {
+                    best = Some((r, index));
+                }
+            }
+        }
+        if let (Some(o), Some((_, index))) = (order, best) {
+            o.hits[index] += 1;
+        }
+        Lookup {
+            rule: best.map(|(r, _)| r),
+            probes,
+        }
     }
 
     /// Installs a rule. A rule with the same match and priority is replaced (its
     /// counters start again), as `ovs-ofctl add-flow` does.
     pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) {
-        self.rules
-            .retain(|r| !(r.spec.priority == spec.priority && r.spec.matcher == spec.matcher));
-        let pos = self
-            .rules
-            .partition_point(|r| r.spec.priority >= spec.priority);
-        self.rules.insert(pos, Arc::new(Rule::new(spec, now_ms)));
+        let pattern = spec.matcher;
+        let priority = spec.priority;
+        self.remove(&pattern, Some(priority), true);
+        self.next_seq += 1;
+        let rule = Arc::new(Rule::new(spec, now_ms, self.next_seq));
+        let mask = *pattern.mask();
+        let pos = match self.subtables.iter().position(|s| s.mask == mask) {
+            Some(p) => p,
+            None => {
+                self.subtables.push(Subtable::new(mask));
+                self.subtables.len() - 1
+            }
+        };
+        let table = &mut self.subtables[pos];
+        let (packed, hash) = table.pack(pattern.value());
+        let n = table.n_words;
+        match table.buckets.find_mut(hash, |b| b.key[..n] == packed[..n]) {
+            Some(bucket) => {
+                let at = bucket.rules.partition_point(|r| r.beats(&rule));
+                bucket.rules.insert(at, rule);
+            }
+            None => {
+                table.buckets.insert_unique(
+                    hash,
+                    Bucket {
+                        hash,
+                        key: packed,
+                        rules: vec![rule],
+                    },
+                    |b| b.hash,
+                );
+            }
+        }
+        table.n_rules += 1;
+        table.max_priority = table.max_priority.max(priority);
+        self.n_rules += 1;
+        self.sort_subtables();
+    }
+
+    fn sort_subtables(&mut self) {
+        self.subtables.retain(|s| s.n_rules > 0);
+        self.subtables
+            .sort_by_key(|s| std::cmp::Reverse(s.max_priority));
+    }
+
+    fn remove_where(&mut self, mut doomed: impl FnMut(&Rule) -> bool) -> Vec<Arc<Rule>> {
+        let mut gone = Vec::new();
+        for s in &mut self.subtables {
+            gone.extend(s.remove_where(&mut doomed));
+        }
+        self.n_rules -= gone.len();
+        if !gone.is_empty() {
+            self.sort_subtables();
+        }
+        gone
     }
 
     /// Removes rules as `ovs-ofctl del-flows` does and returns how many. Non-strict:
     /// every rule whose match is at least as specific as `pattern` (and agrees with it).
     /// Strict: the rule with exactly this match and priority.
     pub fn remove(&mut self, pattern: &Match, priority: Option<u16>, strict: bool) -> usize {
-        let before = self.rules.len();
-        self.rules.retain(|r| {
-            let hit = if strict {
-                r.spec.matcher == *pattern && priority.is_none_or(|p| p == r.spec.priority)
-            } else {
-                pattern.covers(&r.spec.matcher) && priority.is_none_or(|p| p == r.spec.priority)
+        let prio_ok = |r: &Rule| priority.is_none_or(|p| p == r.spec.priority);
+        if strict {
+            let Some(table) = self
+                .subtables
+                .iter_mut()
+                .find(|s| s.mask == *pattern.mask())
+            else {
+                return 0;
             };
-            !hit
-        });
-        before - self.rules.len()
+            let gone = table.remove_where(&mut |r| r.spec.matcher == *pattern && prio_ok(r));
+            self.n_rules -= gone.len();
+            if !gone.is_empty() {
+                self.sort_subtables();
+            }
+            return gone.len();
+        }
+        self.remove_where(|r| pattern.covers(&r.spec.matcher) && prio_ok(r))
+            .len()
     }
 
     /// Removes every rule that names `port` in its match or actions (the port is gone).
     pub fn remove_port(&mut self, port: u32) -> usize {
-        let before = self.rules.len();
-        self.rules.retain(|r| {
+        self.remove_where(|r| {
             let m = &r.spec.matcher;
             let in_match = m.mask().in_port != 0 && m.value().in_port == port;
             let in_actions = r.spec.actions.contains(&crate::Action::Output(port));
-            !(in_match || in_actions)
+            in_match || in_actions
+        })
+        .len()
+    }
+
+    /// Removes the rules whose idle or hard timeout has run out; returns them.
+    pub fn remove_expired(&mut self, now_ms: u64) -> Vec<Arc<Rule>> {
+        self.remove_where(|r| r.expired(now_ms))
+    }
+
+    /// True when some rule's timeout has run out at `now_ms` (checked without copying
+    /// the classifier, which removing them needs).
+    pub fn any_expired(&self, now_ms: u64) -> bool {
+        self.subtables.iter().any(|s| {
+            s.buckets
+                .iter()
+                .any(|b| b.rules.iter().any(|r| r.expired(now_ms)))
+        })
+    }
+
+    /// True when some rule has a timeout (so the control plane must watch the clock).
+    pub fn has_timeouts(&self) -> bool {
+        self.subtables.iter().any(|s| {
+            s.buckets.iter().any(|b| {
+                b.rules
+                    .iter()
+                    .any(|r| r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0)
+            })
+        })
+    }
+}
+
+/// One PMD's visiting order over a classifier's subtables, by its own hit counts.
+/// Only subtables of equal top priority trade places, so a search can still stop
+/// early. Rebuilt from scratch for every new classifier.
+#[derive(Clone, Debug, Default)]
+pub struct SubtableOrder {
+    order: Vec<u16>,
+    hits: Vec<u64>,
+}
+
+impl SubtableOrder {
+    /// The classifier's own order, no hits yet.
+    pub fn new(c: &Classifier) -> SubtableOrder {
+        // More than 65,535 distinct masks: the classifier's order is used instead.
+        let n = c.subtables.len();
+        let n = if n > usize::from(u16::MAX) { 0 } else { n };
+        SubtableOrder {
+            order: (0..n as u16).collect(),
+            hits: vec![0; c.subtables.len()],
+        }
+    }
+
+    /// Puts subtables with more hits first within each priority level, and halves
+    /// the counts so that the order follows the recent traffic.
+    pub fn resort(&mut self, c: &Classifier) {
+        let hits = &self.hits;
+        self.order.sort_by(|a, b| {
+            let (sa, sb) = (&c.subtables[usize::from(*a)], &c.subtables[usize::from(*b)]);
+            sb.max_priority
+                .cmp(&sa.max_priority)
+                .then(hits[usize::from(*b)].cmp(&hits[usize::from(*a)]))
         });
-        before - self.rules.len()
+        for h in &mut self.hits {
+            *h /= 2;
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::syntax::{parse_flow, parse_match};
-    use crate::Action;
-    use vsw_packet::EtherType;
-
-    fn no_names(_: &str) -> Option<u32> {
-        None
-    }
-
-    fn add(c: &mut Classifier, text: &str) {
-        c.insert(parse_flow(text, &no_names).unwrap(), 0);
-    }
-
-    fn udp_key(in_port: u32, dport: u16) -> FlowKey {
-        FlowKey {
-            in_port,
-            dl_type: EtherType::IPV4,
-            nw_proto: 17,
-            nw_dst: 0xc612_0002,
-            tp_dst: dport,
-            ..FlowKey::default()
-        }
-    }
-
-    #[test]
-    fn highest_priority_wins() {
-        let mut c = Classifier::new();
-        add(&mut c, "priority=10,ip,actions=output:3");
-        add(&mut c, "priority=100,in_port=1,udp,tp_dst=53,actions=drop");
-        add(&mut c, "priority=50,udp,actions=output:2");
-        let hit = |k| c.lookup(&k).map(|r| r.spec.actions.clone());
-        assert_eq!(hit(udp_key(1, 53)), Some(vec![Action::Drop]));
-        assert_eq!(hit(udp_key(2, 53)), Some(vec![Action::Output(2)]));
-        let mut tcp = udp_key(1, 53);
-        tcp.nw_proto = 6;
-        assert_eq!(hit(tcp), Some(vec![Action::Output(3)]));
-        assert_eq!(hit(FlowKey::default()), None);
-    }
-
-    #[test]
-    fn same_match_and_priority_replaces() {
-        let mut c = Classifier::new();
-        add(&mut c, "priority=5,in_port=1,actions=drop");
-        c.rules()[0].stats.add(3, 300, 1);
-        add(&mut c, "priority=5,in_port=1,actions=output:2");
-        assert_eq!(c.len(), 1);
-        assert_eq!(c.rules()[0].spec.actions, vec![Action::Output(2)]);
-        assert_eq!(c.rules()[0].stats.packets(), 0);
-        add(&mut c, "priority=6,in_port=1,actions=drop");
-        assert_eq!(c.len(), 2);
-    }
-
-    #[test]
-    fn del_flows_non_strict_and_strict() {
-        let mut c = Classifier::new();
-        add(&mut c, "priority=5,in_port=1,udp,actions=drop");
-        add(&mut c, "priority=6,in_port=1,actions=drop");
-        add(&mut c, "priority=7,in_port=2,actions=drop");
-        let (p, m) = parse_match("in_port=1", &no_names).unwrap();
-        assert_eq!(
-            c.remove(&m, p, true),
-            1,
-            "strict removes only the exact match"
-        );
-        add(&mut c, "priority=6,in_port=1,actions=drop");
-        assert_eq!(
-            c.remove(&m, p, false),
-            2,
-            "non-strict removes every more specific rule"
-        );
-        assert_eq!(c.len(), 1);
-        assert_eq!(c.remove(&Match::any(), None, false), 1);
-        assert!(c.is_empty());
-    }
-
-    #[test]
-    fn removing_a_port_removes_its_rules() {
-        let mut c = Classifier::new();
-        add(&mut c, "in_port=1,actions=output:2");
-        add(&mut c, "in_port=3,actions=output:1");
-        add(&mut c, "in_port=3,ip,actions=output:4");
-        assert_eq!(c.remove_port(1), 2);
-        assert_eq!(c.len(), 1);
-    }
-}
+mod tests;

@@ -11,8 +11,8 @@ pub mod rule;
 pub mod syntax;
 
 pub use action::Action;
-pub use classifier::Classifier;
-pub use mac_table::MacTable;
+pub use classifier::{Classifier, Lookup, SubtableOrder};
+pub use mac_table::{Learned, MacTable};
 pub use matching::Match;
 pub use rule::{FlowSpec, Rule, RuleStats};
 pub use syntax::{parse_flow, parse_match, FlowSyntaxError, PortResolver};

@@ -8,6 +8,20 @@ use vsw_packet::MacAddr;
 pub const DEFAULT_AGING_MS: u64 = 300_000;
 pub const DEFAULT_CAPACITY: usize = 8192;
 
+/// What [`MacTable::learn`] changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Learned {
+    /// A group address, or the table is full.
+    Ignored,
+    New,
+    /// Seen before on another port.
+    Moved,
+    /// Seen before on this port, last at `previous_ms`.
+    Refreshed {
+        previous_ms: u64,
+    },
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MacEntry {
     pub port: u32,
@@ -41,15 +55,22 @@ impl MacTable {
     }
 
     /// Records that `mac` on `vlan` was seen on `port`. Group addresses are not learned.
-    pub fn learn(&mut self, mac: MacAddr, vlan: u16, port: u32, now_ms: u64) {
+    pub fn learn(&mut self, mac: MacAddr, vlan: u16, port: u32, now_ms: u64) -> Learned {
         if mac.is_multicast() {
-            return;
+            return Learned::Ignored;
         }
         let full = self.entries.len() >= self.capacity;
         match self.entries.get_mut(&(mac, vlan)) {
             Some(e) => {
+                let moved = e.port != port;
+                let previous_ms = e.last_seen_ms;
                 e.port = port;
-                e.last_seen_ms = now_ms;
+                e.last_seen_ms = e.last_seen_ms.max(now_ms);
+                if moved {
+                    Learned::Moved
+                } else {
+                    Learned::Refreshed { previous_ms }
+                }
             }
             None if !full => {
                 self.entries.insert(
@@ -59,8 +80,9 @@ impl MacTable {
                         last_seen_ms: now_ms,
                     },
                 );
+                Learned::New
             }
-            None => {}
+            None => Learned::Ignored,
         }
     }
 
@@ -108,10 +130,14 @@ mod tests {
     #[test]
     fn learns_moves_and_ages() {
         let mut t = MacTable::new(16, 300_000);
-        t.learn(mac(1), 0, 1, 1_000);
+        assert_eq!(t.learn(mac(1), 0, 1, 1_000), Learned::New);
         assert_eq!(t.lookup(mac(1), 0, 1_000), Some(1));
         assert_eq!(t.lookup(mac(1), 5, 1_000), None, "VLANs are separate");
-        t.learn(mac(1), 0, 2, 2_000);
+        assert_eq!(
+            t.learn(mac(1), 0, 1, 1_500),
+            Learned::Refreshed { previous_ms: 1_000 }
+        );
+        assert_eq!(t.learn(mac(1), 0, 2, 2_000), Learned::Moved);
         assert_eq!(
             t.lookup(mac(1), 0, 2_000),
             Some(2),

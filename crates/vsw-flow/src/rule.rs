@@ -6,12 +6,28 @@ use crate::matching::Match;
 /// OpenFlow's default priority, used when a flow names none.
 pub const DEFAULT_PRIORITY: u16 = 32768;
 
-/// A rule as a user writes it: priority, match, actions.
+/// A rule as a user writes it: priority, match, actions, timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowSpec {
     pub priority: u16,
     pub matcher: Match,
     pub actions: Vec<Action>,
+    /// Seconds without a matching packet after which the rule is removed; 0 = never.
+    pub idle_timeout: u16,
+    /// Seconds after installation at which the rule is removed; 0 = never.
+    pub hard_timeout: u16,
+}
+
+impl FlowSpec {
+    pub fn new(priority: u16, matcher: Match, actions: Vec<Action>) -> FlowSpec {
+        FlowSpec {
+            priority,
+            matcher,
+            actions,
+            idle_timeout: 0,
+            hard_timeout: 0,
+        }
+    }
 }
 
 /// Counters of one installed rule. The datapath adds to them once per batch.
@@ -51,16 +67,38 @@ impl RuleStats {
 pub struct Rule {
     pub spec: FlowSpec,
     pub installed_ms: u64,
+    /// Installation order: among rules of equal priority that match the same packet,
+    /// the one installed first wins.
+    pub seq: u64,
+    /// Some action changes the packet, so the datapath works on a copy.
+    pub rewrites: bool,
     pub stats: RuleStats,
 }
 
 impl Rule {
-    pub fn new(spec: FlowSpec, now_ms: u64) -> Rule {
+    pub fn new(spec: FlowSpec, now_ms: u64, seq: u64) -> Rule {
         Rule {
+            rewrites: spec.actions.iter().any(Action::rewrites),
             spec,
             installed_ms: now_ms,
+            seq,
             stats: RuleStats::default(),
         }
+    }
+
+    /// Precedes `other` when both match: higher priority, then earlier installed.
+    pub fn beats(&self, other: &Rule) -> bool {
+        (self.spec.priority, std::cmp::Reverse(self.seq))
+            > (other.spec.priority, std::cmp::Reverse(other.seq))
+    }
+
+    /// True when a timeout has run out at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        let hard = u64::from(self.spec.hard_timeout) * 1000;
+        let idle = u64::from(self.spec.idle_timeout) * 1000;
+        let last = self.stats.last_hit_ms().unwrap_or(self.installed_ms);
+        (hard != 0 && now_ms.saturating_sub(self.installed_ms) >= hard)
+            || (idle != 0 && now_ms.saturating_sub(last) >= idle)
     }
 
     /// Seconds since the rule last matched a packet, or since it was installed.

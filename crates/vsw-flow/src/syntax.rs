@@ -3,7 +3,8 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vsw_packet::key::{
-    IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, VLAN_CFI,
+    FRAG_ANY, FRAG_LATER, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
+    ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, VLAN_CFI,
 };
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
@@ -50,6 +51,13 @@ pub enum FlowSyntaxError {
     NoActions,
     #[error("del-flows/match text must not contain actions")]
     UnexpectedActions,
+    #[error("action {action} needs {needs} in the match")]
+    ActionPrerequisite {
+        action: &'static str,
+        needs: &'static str,
+    },
+    #[error("{0} belongs in add-flow, not in a match")]
+    NotInMatch(&'static str),
 }
 
 fn bad(field: &str, value: &str, why: impl Into<String>) -> FlowSyntaxError {
@@ -205,13 +213,16 @@ impl MatchBuilder {
         ports: &dyn PortResolver,
     ) -> Result<(), FlowSyntaxError> {
         let canonical = match name {
-            "icmp_type" => "tp_src",
-            "icmp_code" => "tp_dst",
+            "icmp_type" | "icmpv6_type" => "tp_src",
+            "icmp_code" | "icmpv6_code" => "tp_dst",
             "ipv6_src" => "nw_src",
             "ipv6_dst" => "nw_dst",
             "arp_spa" => "nw_src",
             "arp_tpa" => "nw_dst",
             "arp_op" => "nw_proto",
+            "nd_sll" => "arp_sha",
+            "nd_tll" => "arp_tha",
+            "ip_dscp" => "nw_tos",
             other => other,
         };
         if canonical != "dl_type" {
@@ -236,7 +247,7 @@ impl MatchBuilder {
                 } else if vid > 4095 {
                     return Err(bad(name, v, "a VLAN id is 0..4095, or 0xffff for untagged"));
                 } else {
-                    self.value.vlan_tci = VLAN_CFI | vid;
+                    self.value.vlan_tci = (self.value.vlan_tci & 0xe000) | VLAN_CFI | vid;
                 }
             }
             "vlan_tci" => {
@@ -263,6 +274,58 @@ impl MatchBuilder {
             }
             "tp_src" => (self.value.tp_src, self.mask.tp_src) = masked16(name, v)?,
             "tp_dst" => (self.value.tp_dst, self.mask.tp_dst) = masked16(name, v)?,
+            "dl_vlan_pcp" => {
+                let pcp = parse_uint(name, v, 7)? as u16;
+                self.value.vlan_tci = (self.value.vlan_tci & !0xe000) | VLAN_CFI | (pcp << 13);
+                self.mask.vlan_tci |= 0xe000 | VLAN_CFI;
+            }
+            "inner_vlan_tci" => {
+                let (val, mask) = parse_masked_uint(name, v, 0xffff)?;
+                self.value.inner_vlan_tci = val as u16;
+                self.mask.inner_vlan_tci = mask as u16;
+            }
+            "nw_tos" => {
+                // As a TOS byte (DSCP << 2), or ip_dscp as the 6-bit DSCP itself.
+                let tos = if name == "ip_dscp" {
+                    (parse_uint(name, v, 63)? as u8) << 2
+                } else {
+                    let t = parse_uint(name, v, 255)? as u8;
+                    if t & 3 != 0 {
+                        return Err(bad(name, v, "the low 2 bits are ECN (use nw_ecn)"));
+                    }
+                    t
+                };
+                self.value.nw_tos = (self.value.nw_tos & 3) | tos;
+                self.mask.nw_tos |= 0xfc;
+            }
+            "nw_ecn" => {
+                let ecn = parse_uint(name, v, 3)? as u8;
+                self.value.nw_tos = (self.value.nw_tos & 0xfc) | ecn;
+                self.mask.nw_tos |= 3;
+            }
+            "nw_ttl" => {
+                self.value.nw_ttl = parse_uint(name, v, 255)? as u8;
+                self.mask.nw_ttl = 0xff;
+            }
+            "ip_frag" => {
+                (self.value.nw_frag, self.mask.nw_frag) = match v {
+                    "no" => (0, FRAG_ANY),
+                    "yes" => (FRAG_ANY, FRAG_ANY),
+                    "first" => (FRAG_ANY, FRAG_ANY | FRAG_LATER),
+                    "later" => (FRAG_ANY | FRAG_LATER, FRAG_ANY | FRAG_LATER),
+                    "not_later" => (0, FRAG_LATER),
+                    _ => return Err(bad(name, v, "one of no, yes, first, later, not_later")),
+                }
+            }
+            "ipv6_label" => {
+                let (val, mask) = parse_masked_uint(name, v, 0xfffff)?;
+                self.value.ipv6_label = val as u32;
+                self.mask.ipv6_label = mask as u32;
+            }
+            "tcp_flags" => (self.value.tcp_flags, self.mask.tcp_flags) = parse_tcp_flags(name, v)?,
+            "arp_sha" => (self.value.arp_sha, self.mask.arp_sha) = parse_mac(name, v)?,
+            "arp_tha" => (self.value.arp_tha, self.mask.arp_tha) = parse_mac(name, v)?,
+            "nd_target" => (self.value.nd_target, self.mask.nd_target) = parse_ipv6(name, v)?,
             _ => return Err(FlowSyntaxError::UnknownField(name.to_string())),
         }
         Ok(())
@@ -311,9 +374,89 @@ impl MatchBuilder {
                 needs: "a transport protocol (tcp, udp, sctp or icmp)",
             });
         }
+        let ip = matches!(dl, Some(EtherType::IPV4 | EtherType::IPV6));
+        if (m.nw_tos != 0 || m.nw_ttl != 0 || m.nw_frag != 0) && !ip {
+            return Err(FlowSyntaxError::Prerequisite {
+                field: "nw_tos/nw_ecn/nw_ttl/ip_frag",
+                needs: "ip or ipv6",
+            });
+        }
+        if m.ipv6_label != 0 && dl != Some(EtherType::IPV6) {
+            return Err(FlowSyntaxError::Prerequisite {
+                field: "ipv6_label",
+                needs: "ipv6",
+            });
+        }
+        let proto = (m.nw_proto == 0xff).then_some(v.nw_proto);
+        if m.tcp_flags != 0 && !(ip && proto == Some(IPPROTO_TCP)) {
+            return Err(FlowSyntaxError::Prerequisite {
+                field: "tcp_flags",
+                needs: "tcp or tcp6",
+            });
+        }
+        let nd = dl == Some(EtherType::IPV6)
+            && proto == Some(IPPROTO_ICMPV6)
+            && m.tp_src == 0xffff
+            && (v.tp_src == u16::from(ND_NEIGHBOR_SOLICIT)
+                || v.tp_src == u16::from(ND_NEIGHBOR_ADVERT));
+        if (m.arp_sha != MacAddr::ZERO || m.arp_tha != MacAddr::ZERO)
+            && dl != Some(EtherType::ARP)
+            && !nd
+        {
+            return Err(FlowSyntaxError::Prerequisite {
+                field: "arp_sha/arp_tha/nd_sll/nd_tll",
+                needs: "arp, or icmp6 with icmp_type=135 or 136",
+            });
+        }
+        if m.nd_target != 0 && !nd {
+            return Err(FlowSyntaxError::Prerequisite {
+                field: "nd_target",
+                needs: "icmp6 with icmp_type=135 or 136",
+            });
+        }
         Ok(Match::new(self.value, self.mask))
     }
 }
+
+/// TCP flags by name, in OVS's `+syn-ack` form, or as a number with an optional mask.
+fn parse_tcp_flags(field: &str, v: &str) -> Result<(u16, u16), FlowSyntaxError> {
+    if !v.starts_with(['+', '-']) {
+        let (val, mask) = parse_masked_uint(field, v, 0x0fff)?;
+        return Ok((val as u16, mask as u16));
+    }
+    let (mut val, mut mask) = (0u16, 0u16);
+    let mut rest = v;
+    while let Some(sign) = rest.chars().next() {
+        let body = &rest[1..];
+        let end = body.find(['+', '-']).unwrap_or(body.len());
+        let name = &body[..end];
+        let bit = TCP_FLAG_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b)
+            .ok_or_else(|| bad(field, v, format!("unknown TCP flag '{name}'")))?;
+        match sign {
+            '+' => val |= bit,
+            '-' => {}
+            _ => return Err(bad(field, v, "flags are written +name or -name")),
+        }
+        mask |= bit;
+        rest = &body[end..];
+    }
+    Ok((val, mask))
+}
+
+const TCP_FLAG_NAMES: [(&str, u16); 9] = [
+    ("fin", 0x001),
+    ("syn", 0x002),
+    ("rst", 0x004),
+    ("psh", 0x008),
+    ("ack", 0x010),
+    ("urg", 0x020),
+    ("ece", 0x040),
+    ("cwr", 0x080),
+    ("ns", 0x100),
+];
 
 fn masked16(field: &str, v: &str) -> Result<(u16, u16), FlowSyntaxError> {
     let (a, m) = parse_masked_uint(field, v, 0xffff)?;
@@ -332,24 +475,37 @@ fn split_actions(text: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Parses the match part (and `priority`) of a flow.
+/// What a flow's text gives besides the match.
+#[derive(Default)]
+struct FlowExtras {
+    priority: Option<u16>,
+    idle_timeout: Option<u16>,
+    hard_timeout: Option<u16>,
+}
+
+/// Parses the match part (with `priority` and the timeouts) of a flow.
 fn parse_match_part(
     text: &str,
     ports: &dyn PortResolver,
-) -> Result<(Option<u16>, Match), FlowSyntaxError> {
+) -> Result<(FlowExtras, Match), FlowSyntaxError> {
     let mut b = MatchBuilder::default();
-    let mut priority = None;
+    let mut extras = FlowExtras::default();
     for tok in tokens(text) {
         let (name, value) = match tok.split_once('=') {
             Some((n, v)) => (n, Some(v)),
             None => (tok, None),
         };
         match (name, value) {
-            ("priority", Some(v)) => {
-                if priority.is_some() {
-                    return Err(FlowSyntaxError::Duplicate("priority".into()));
+            ("priority" | "idle_timeout" | "hard_timeout", Some(v)) => {
+                let slot = match name {
+                    "priority" => &mut extras.priority,
+                    "idle_timeout" => &mut extras.idle_timeout,
+                    _ => &mut extras.hard_timeout,
+                };
+                if slot.is_some() {
+                    return Err(FlowSyntaxError::Duplicate(name.into()));
                 }
-                priority = Some(parse_uint("priority", v, 0xffff)? as u16);
+                *slot = Some(parse_uint(name, v, 0xffff)? as u16);
             }
             // Accepted for familiarity; vsw has one table and no cookies yet.
             ("table", Some("0")) | ("cookie", Some(_)) => {}
@@ -369,17 +525,58 @@ fn parse_match_part(
             (_, None) => return Err(FlowSyntaxError::UnknownField(name.to_string())),
         }
     }
-    Ok((priority, b.finish()?))
+    Ok((extras, b.finish()?))
 }
 
-fn parse_actions(text: &str, ports: &dyn PortResolver) -> Result<Vec<Action>, FlowSyntaxError> {
+fn parse_actions(
+    text: &str,
+    ports: &dyn PortResolver,
+    matcher: &Match,
+) -> Result<Vec<Action>, FlowSyntaxError> {
     let mut actions = Vec::new();
     for tok in tokens(text) {
         let lower = tok.to_ascii_lowercase();
-        let action = match lower.as_str() {
-            "drop" => Action::Drop,
-            "normal" => Action::Normal,
-            "flood" | "all" => Action::Flood,
+        let (verb, arg) = match tok.split_once([':', '=']) {
+            Some((v, a)) => (v.to_ascii_lowercase(), Some(a)),
+            None => (lower.clone(), None),
+        };
+        let action = match (verb.as_str(), arg) {
+            ("drop", None) => Action::Drop,
+            ("normal", None) => Action::Normal,
+            ("flood" | "all", None) => Action::Flood,
+            ("in_port", None) => Action::InPort,
+            ("strip_vlan" | "pop_vlan", None) => Action::StripVlan,
+            ("dec_ttl", None) => Action::DecTtl,
+            ("mod_dl_src", Some(a)) => Action::SetDlSrc(parse_mac(&verb, a)?.0),
+            ("mod_dl_dst", Some(a)) => Action::SetDlDst(parse_mac(&verb, a)?.0),
+            ("push_vlan", Some(a)) => {
+                let tpid = parse_uint(&verb, a, 0xffff)? as u16;
+                if tpid != EtherType::VLAN && tpid != EtherType::QINQ {
+                    return Err(bad(&verb, a, "the TPID is 0x8100 or 0x88a8"));
+                }
+                Action::PushVlan(tpid)
+            }
+            ("mod_vlan_vid", Some(a)) => Action::SetVlanVid(parse_uint(&verb, a, 4095)? as u16),
+            ("mod_vlan_pcp", Some(a)) => Action::SetVlanPcp(parse_uint(&verb, a, 7)? as u8),
+            ("mod_nw_src" | "mod_nw_dst", Some(a)) => {
+                let ip: Ipv4Addr = a
+                    .parse()
+                    .map_err(|_| bad(&verb, a, "not an IPv4 address"))?;
+                if verb == "mod_nw_src" {
+                    Action::SetNwSrc(ip)
+                } else {
+                    Action::SetNwDst(ip)
+                }
+            }
+            ("mod_nw_tos", Some(a)) => {
+                let tos = parse_uint(&verb, a, 255)? as u8;
+                if tos & 3 != 0 {
+                    return Err(bad(&verb, a, "a TOS value with the 2 ECN bits clear"));
+                }
+                Action::SetNwTos(tos)
+            }
+            ("mod_tp_src", Some(a)) => Action::SetTpSrc(parse_uint(&verb, a, 0xffff)? as u16),
+            ("mod_tp_dst", Some(a)) => Action::SetTpDst(parse_uint(&verb, a, 0xffff)? as u16),
             _ => {
                 let port = if let Some(p) = tok
                     .strip_prefix("output:")
@@ -403,18 +600,47 @@ fn parse_actions(text: &str, ports: &dyn PortResolver) -> Result<Vec<Action>, Fl
     if actions.len() > 1 && actions.contains(&Action::Drop) {
         return Err(FlowSyntaxError::DropWithOthers);
     }
+    check_action_prerequisites(&actions, matcher)?;
     Ok(actions)
+}
+
+/// A rewrite of a header the match does not promise is refused, as OpenFlow does:
+/// `mod_nw_src` needs `ip`, `mod_tp_dst` needs tcp, udp or sctp, `dec_ttl` ip or ipv6.
+fn check_action_prerequisites(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
+    let (v, mask) = (m.value(), m.mask());
+    let dl = (mask.dl_type == 0xffff).then_some(v.dl_type);
+    let proto = (mask.nw_proto == 0xff).then_some(v.nw_proto);
+    let ip4 = dl == Some(EtherType::IPV4);
+    let ip = ip4 || dl == Some(EtherType::IPV6);
+    let ports = ip && matches!(proto, Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP));
+    for a in actions {
+        let (ok, action, needs) = match a {
+            Action::SetNwSrc(_) => (ip4, "mod_nw_src", "ip"),
+            Action::SetNwDst(_) => (ip4, "mod_nw_dst", "ip"),
+            Action::SetNwTos(_) => (ip, "mod_nw_tos", "ip or ipv6"),
+            Action::DecTtl => (ip, "dec_ttl", "ip or ipv6"),
+            Action::SetTpSrc(_) => (ports, "mod_tp_src", "tcp, udp or sctp"),
+            Action::SetTpDst(_) => (ports, "mod_tp_dst", "tcp, udp or sctp"),
+            _ => (true, "", ""),
+        };
+        if !ok {
+            return Err(FlowSyntaxError::ActionPrerequisite { action, needs });
+        }
+    }
+    Ok(())
 }
 
 /// Parses a whole flow as `ovs-ofctl add-flow` takes it.
 pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, FlowSyntaxError> {
     let (m, a) = split_actions(text);
     let a = a.ok_or(FlowSyntaxError::NoActions)?;
-    let (priority, matcher) = parse_match_part(m, ports)?;
+    let (extras, matcher) = parse_match_part(m, ports)?;
     Ok(FlowSpec {
-        priority: priority.unwrap_or(DEFAULT_PRIORITY),
+        priority: extras.priority.unwrap_or(DEFAULT_PRIORITY),
+        actions: parse_actions(a, ports, &matcher)?,
         matcher,
-        actions: parse_actions(a, ports)?,
+        idle_timeout: extras.idle_timeout.unwrap_or(0),
+        hard_timeout: extras.hard_timeout.unwrap_or(0),
     })
 }
 
@@ -427,7 +653,14 @@ pub fn parse_match(
     if a.is_some() {
         return Err(FlowSyntaxError::UnexpectedActions);
     }
-    parse_match_part(m, ports)
+    let (extras, matcher) = parse_match_part(m, ports)?;
+    if extras.idle_timeout.is_some() {
+        return Err(FlowSyntaxError::NotInMatch("idle_timeout"));
+    }
+    if extras.hard_timeout.is_some() {
+        return Err(FlowSyntaxError::NotInMatch("hard_timeout"));
+    }
+    Ok((extras.priority, matcher))
 }
 
 fn format_ipv4(v: u128, m: u128) -> String {
@@ -493,7 +726,12 @@ pub fn format_match(mt: &Match) -> String {
     if m.in_port != 0 {
         out.push(format!("in_port={}", v.in_port));
     }
-    if m.vlan_tci == 0x1fff {
+    if m.vlan_tci == 0xf000 && v.vlan_tci & VLAN_CFI != 0 {
+        out.push(format!("dl_vlan_pcp={}", v.vlan_tci >> 13));
+    } else if m.vlan_tci == 0xffff && v.vlan_tci & VLAN_CFI != 0 {
+        out.push(format!("dl_vlan={}", v.vlan_tci & 0x0fff));
+        out.push(format!("dl_vlan_pcp={}", v.vlan_tci >> 13));
+    } else if m.vlan_tci == 0x1fff {
         if v.vlan_tci == 0 {
             out.push("dl_vlan=0xffff".into());
         } else {
@@ -540,6 +778,70 @@ pub fn format_match(mt: &Match) -> String {
     if m.tp_dst != 0 {
         out.push(format!("{dst}={}", format_u16(v.tp_dst, m.tp_dst)));
     }
+    if m.inner_vlan_tci != 0 {
+        out.push(if m.inner_vlan_tci == 0xffff {
+            format!("inner_vlan_tci=0x{:04x}", v.inner_vlan_tci)
+        } else {
+            format!(
+                "inner_vlan_tci=0x{:04x}/0x{:04x}",
+                v.inner_vlan_tci, m.inner_vlan_tci
+            )
+        });
+    }
+    if m.nw_tos & 0xfc != 0 {
+        out.push(format!("nw_tos={}", v.nw_tos & 0xfc));
+    }
+    if m.nw_tos & 3 != 0 {
+        out.push(format!("nw_ecn={}", v.nw_tos & 3));
+    }
+    if m.nw_ttl != 0 {
+        out.push(format!("nw_ttl={}", v.nw_ttl));
+    }
+    if m.nw_frag != 0 {
+        let name = match (v.nw_frag, m.nw_frag) {
+            (0, FRAG_ANY) => "no",
+            (FRAG_ANY, FRAG_ANY) => "yes",
+            (0, FRAG_LATER) => "not_later",
+            (FRAG_ANY, _) => "first",
+            _ => "later",
+        };
+        out.push(format!("ip_frag={name}"));
+    }
+    if m.ipv6_label != 0 {
+        if m.ipv6_label == 0xfffff {
+            out.push(format!("ipv6_label=0x{:05x}", v.ipv6_label));
+        } else {
+            out.push(format!(
+                "ipv6_label=0x{:05x}/0x{:05x}",
+                v.ipv6_label, m.ipv6_label
+            ));
+        }
+    }
+    if m.tcp_flags != 0 {
+        out.push(format!(
+            "tcp_flags=0x{:03x}/0x{:03x}",
+            v.tcp_flags, m.tcp_flags
+        ));
+    }
+    let arp = dl == Some(EtherType::ARP);
+    let (sha, tha) = if arp {
+        ("arp_sha", "arp_tha")
+    } else {
+        ("nd_sll", "nd_tll")
+    };
+    if m.nd_target != 0 {
+        out.push(format!(
+            "nd_target={}",
+            format_ipv6(v.nd_target, m.nd_target)
+        ));
+    }
+    for (name, val, mask) in [(sha, v.arp_sha, m.arp_sha), (tha, v.arp_tha, m.arp_tha)] {
+        if mask == MacAddr::BROADCAST {
+            out.push(format!("{name}={val}"));
+        } else if mask != MacAddr::ZERO {
+            out.push(format!("{name}={val}/{mask}"));
+        }
+    }
     out.join(",")
 }
 
@@ -555,8 +857,15 @@ pub fn format_actions(actions: &[Action]) -> String {
 pub fn format_flow(spec: &FlowSpec) -> String {
     let m = format_match(&spec.matcher);
     let sep = if m.is_empty() { "" } else { "," };
+    let mut timeouts = String::new();
+    if spec.idle_timeout != 0 {
+        timeouts += &format!("idle_timeout={},", spec.idle_timeout);
+    }
+    if spec.hard_timeout != 0 {
+        timeouts += &format!("hard_timeout={},", spec.hard_timeout);
+    }
     format!(
-        "priority={}{sep}{m},actions={}",
+        "{timeouts}priority={}{sep}{m},actions={}",
         spec.priority,
         format_actions(&spec.actions)
     )
@@ -710,6 +1019,111 @@ mod tests {
             let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(format_flow(&f), canon, "{text}");
         }
+    }
+
+    #[test]
+    fn every_field_of_the_key_round_trips() {
+        for (text, canon) in [
+            (
+                "tcp,nw_tos=184,nw_ecn=1,nw_ttl=64,tcp_flags=+syn-ack,actions=drop",
+                "priority=32768,tcp,nw_tos=184,nw_ecn=1,nw_ttl=64,tcp_flags=0x002/0x012,actions=drop",
+            ),
+            (
+                "ip,ip_dscp=46,ip_frag=later,actions=drop",
+                "priority=32768,ip,nw_tos=184,ip_frag=later,actions=drop",
+            ),
+            (
+                "ip,ip_frag=first,actions=drop",
+                "priority=32768,ip,ip_frag=first,actions=drop",
+            ),
+            (
+                "ipv6,ipv6_label=0x12345,actions=drop",
+                "priority=32768,ipv6,ipv6_label=0x12345,actions=drop",
+            ),
+            (
+                "arp,arp_op=2,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:02,actions=drop",
+                "priority=32768,arp,nw_proto=2,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:02,actions=drop",
+            ),
+            (
+                "icmp6,icmp_type=135,nd_target=2001:db8::2,nd_sll=02:00:00:00:00:01,actions=drop",
+                "priority=32768,icmp6,icmp_type=135,nd_target=2001:db8::2,nd_sll=02:00:00:00:00:01,actions=drop",
+            ),
+            (
+                "dl_vlan=10,dl_vlan_pcp=5,inner_vlan_tci=0x1014,actions=drop",
+                "priority=32768,dl_vlan=10,dl_vlan_pcp=5,inner_vlan_tci=0x1014,actions=drop",
+            ),
+            (
+                "dl_vlan_pcp=3,actions=drop",
+                "priority=32768,dl_vlan_pcp=3,actions=drop",
+            ),
+            (
+                "idle_timeout=10,hard_timeout=60,in_port=1,actions=drop",
+                "idle_timeout=10,hard_timeout=60,priority=32768,in_port=1,actions=drop",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_flow(&f), canon, "{text}");
+            assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+    }
+
+    #[test]
+    fn field_prerequisites_and_bad_values() {
+        for (text, needle) in [
+            ("nw_ttl=3,actions=drop", "nw_ttl/ip_frag needs ip or ipv6"),
+            ("udp,tcp_flags=+syn,actions=drop", "tcp_flags needs tcp"),
+            ("ip,ipv6_label=1,actions=drop", "ipv6_label needs ipv6"),
+            ("icmp6,nd_target=::1,actions=drop", "nd_target needs icmp6"),
+            ("ip,arp_sha=02:00:00:00:00:01,actions=drop", "needs arp"),
+            (
+                "tcp,tcp_flags=+syn+bogus,actions=drop",
+                "unknown TCP flag 'bogus'",
+            ),
+            ("ip,nw_tos=3,actions=drop", "ECN"),
+            ("ip,ip_frag=maybe,actions=drop", "one of no, yes"),
+            ("dl_vlan_pcp=8,actions=drop", "larger than 7"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_action_round_trips() {
+        let text = "tcp,actions=mod_dl_src:02:00:00:00:00:0a,mod_dl_dst:02:00:00:00:00:0b,push_vlan:0x8100,mod_vlan_vid:10,mod_vlan_pcp:3,strip_vlan,mod_nw_src:198.18.0.9,mod_nw_dst:198.18.0.10,mod_nw_tos:32,mod_tp_src:1000,mod_tp_dst:2000,dec_ttl,output:1,in_port,IN_PORT";
+        let f = parse(text).unwrap();
+        assert_eq!(f.actions.len(), 15);
+        assert_eq!(f.actions[14], Action::InPort);
+        let printed = format_flow(&f);
+        assert!(
+            printed.ends_with("mod_tp_dst:2000,dec_ttl,output:1,IN_PORT,IN_PORT"),
+            "{printed}"
+        );
+        assert_eq!(parse(&printed).unwrap(), f);
+    }
+
+    #[test]
+    fn rewrites_need_the_headers_they_rewrite() {
+        for (text, needle) in [
+            ("actions=mod_nw_src:1.2.3.4,output:1", "mod_nw_src needs ip"),
+            (
+                "ip,actions=mod_tp_dst:80,output:1",
+                "mod_tp_dst needs tcp, udp or sctp",
+            ),
+            ("arp,actions=dec_ttl,output:1", "dec_ttl needs ip or ipv6"),
+            ("ipv6,actions=mod_nw_dst:1.2.3.4", "mod_nw_dst needs ip"),
+            ("actions=push_vlan:0x0800", "0x8100 or 0x88a8"),
+            ("actions=mod_vlan_vid:4096", "larger than 4095"),
+            ("ip,actions=mod_nw_tos:33", "ECN bits clear"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+        assert!(parse("udp6,actions=mod_tp_dst:80,dec_ttl,output:1").is_ok());
+        assert_eq!(
+            parse_match("idle_timeout=5,in_port=1", &names),
+            Err(FlowSyntaxError::NotInMatch("idle_timeout"))
+        );
     }
 
     #[test]

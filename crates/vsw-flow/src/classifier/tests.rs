@@ -1,0 +1,289 @@
+use super::*;
+use crate::syntax::{parse_flow, parse_match};
+use crate::Action;
+use proptest::prelude::*;
+use vsw_packet::EtherType;
+
+fn no_names(_: &str) -> Option<u32> {
+    None
+}
+
+fn add(c: &mut Classifier, text: &str) {
+    c.insert(parse_flow(text, &no_names).unwrap(), 0);
+}
+
+fn udp_key(in_port: u32, dport: u16) -> FlowKey {
+    FlowKey {
+        in_port,
+        dl_type: EtherType::IPV4,
+        nw_proto: 17,
+        nw_dst: 0xc612_0002,
+        tp_dst: dport,
+        ..FlowKey::default()
+    }
+}
+
+#[test]
+fn highest_priority_wins() {
+    let mut c = Classifier::new();
+    add(&mut c, "priority=10,ip,actions=output:3");
+    add(&mut c, "priority=100,in_port=1,udp,tp_dst=53,actions=drop");
+    add(&mut c, "priority=50,udp,actions=output:2");
+    assert_eq!(c.subtables(), 3);
+    let hit = |k| c.lookup(&k).map(|r| r.spec.actions.clone());
+    assert_eq!(hit(udp_key(1, 53)), Some(vec![Action::Drop]));
+    assert_eq!(hit(udp_key(2, 53)), Some(vec![Action::Output(2)]));
+    let mut tcp = udp_key(1, 53);
+    tcp.nw_proto = 6;
+    assert_eq!(hit(tcp), Some(vec![Action::Output(3)]));
+    assert_eq!(hit(FlowKey::default()), None);
+}
+
+#[test]
+fn equal_priorities_go_to_the_rule_installed_first() {
+    let mut c = Classifier::new();
+    add(&mut c, "priority=5,udp,actions=output:1");
+    add(&mut c, "priority=5,in_port=1,actions=output:2");
+    assert_eq!(
+        c.lookup(&udp_key(1, 9)).unwrap().spec.actions,
+        vec![Action::Output(1)]
+    );
+}
+
+#[test]
+fn many_rules_in_one_subtable() {
+    let mut c = Classifier::new();
+    for port in 0..1000u16 {
+        add(
+            &mut c,
+            &format!("udp,tp_dst={port},actions=output:{}", port + 1),
+        );
+    }
+    assert_eq!((c.len(), c.subtables()), (1000, 1));
+    let r = c.lookup(&udp_key(1, 777)).unwrap();
+    assert_eq!(r.spec.actions, vec![Action::Output(778)]);
+    assert!(c.lookup(&udp_key(1, 1000)).is_none());
+}
+
+#[test]
+fn the_search_stops_when_no_later_subtable_can_win() {
+    let mut c = Classifier::new();
+    add(&mut c, "priority=100,udp,actions=output:1");
+    for i in 0..10u32 {
+        add(&mut c, &format!("priority=1,in_port={i},ip,actions=drop"));
+    }
+    add(&mut c, "priority=1,ip,nw_src=1.2.3.4,actions=drop");
+    let mut order = SubtableOrder::new(&c);
+    let l = c.lookup_ordered(&udp_key(1, 9), &mut order);
+    assert_eq!(l.rule.unwrap().spec.priority, 100);
+    assert_eq!(l.probes, 1, "a hit in the top subtable ends the search");
+}
+
+#[test]
+fn the_hit_order_only_swaps_subtables_of_equal_top_priority() {
+    let mut c = Classifier::new();
+    add(&mut c, "priority=7,in_port=1,actions=output:1");
+    add(&mut c, "priority=7,udp,actions=output:2");
+    add(&mut c, "priority=9,ip,nw_src=1.2.3.4,actions=output:3");
+    let mut order = SubtableOrder::new(&c);
+    for _ in 0..10 {
+        c.lookup_ordered(&udp_key(2, 1), &mut order);
+    }
+    order.resort(&c);
+    let first_two: Vec<u16> = order.order[..1].to_vec();
+    assert_eq!(c.subtables[usize::from(first_two[0])].max_priority, 9);
+    // The udp subtable (10 hits) now comes before the in_port one.
+    let second = &c.subtables[usize::from(order.order[1])];
+    assert_eq!(second.mask.nw_proto, 0xff);
+    // Results do not change with the order.
+    let l = c.lookup_ordered(&udp_key(1, 1), &mut order);
+    assert_eq!(l.rule.unwrap().spec.actions, vec![Action::Output(1)]);
+}
+
+#[test]
+fn same_match_and_priority_replaces() {
+    let mut c = Classifier::new();
+    add(&mut c, "priority=5,in_port=1,actions=drop");
+    c.rules()[0].stats.add(3, 300, 1);
+    add(&mut c, "priority=5,in_port=1,actions=output:2");
+    assert_eq!(c.len(), 1);
+    assert_eq!(c.rules()[0].spec.actions, vec![Action::Output(2)]);
+    assert_eq!(c.rules()[0].stats.packets(), 0);
+    add(&mut c, "priority=6,in_port=1,actions=drop");
+    assert_eq!(c.len(), 2);
+}
+
+#[test]
+fn del_flows_non_strict_and_strict() {
+    let mut c = Classifier::new();
+    add(&mut c, "priority=5,in_port=1,udp,actions=drop");
+    add(&mut c, "priority=6,in_port=1,actions=drop");
+    add(&mut c, "priority=7,in_port=2,actions=drop");
+    let (p, m) = parse_match("in_port=1", &no_names).unwrap();
+    assert_eq!(
+        c.remove(&m, p, true),
+        1,
+        "strict removes only the exact match"
+    );
+    add(&mut c, "priority=6,in_port=1,actions=drop");
+    assert_eq!(
+        c.remove(&m, p, false),
+        2,
+        "non-strict removes every more specific rule"
+    );
+    assert_eq!(c.len(), 1);
+    assert_eq!(c.remove(&Match::any(), None, false), 1);
+    assert!(c.is_empty());
+    assert_eq!(c.subtables(), 0, "empty subtables go away");
+}
+
+#[test]
+fn removing_a_port_removes_its_rules() {
+    let mut c = Classifier::new();
+    add(&mut c, "in_port=1,actions=output:2");
+    add(&mut c, "in_port=3,actions=output:1");
+    add(&mut c, "in_port=3,ip,actions=output:4");
+    assert_eq!(c.remove_port(1), 2);
+    assert_eq!(c.len(), 1);
+}
+
+#[test]
+fn timeouts_expire_rules() {
+    let mut c = Classifier::new();
+    c.insert(
+        parse_flow("idle_timeout=10,in_port=1,actions=drop", &no_names).unwrap(),
+        1_000,
+    );
+    c.insert(
+        parse_flow("hard_timeout=30,in_port=2,actions=drop", &no_names).unwrap(),
+        1_000,
+    );
+    add(&mut c, "in_port=3,actions=drop");
+    assert!(c.has_timeouts());
+    let idle = c.lookup(&udp_key(1, 0)).unwrap().clone();
+    idle.stats.add(1, 60, 9_000);
+    assert!(
+        c.remove_expired(18_999).is_empty(),
+        "hit at 9 s: idle until 19 s"
+    );
+    let gone = c.remove_expired(19_000);
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].spec.idle_timeout, 10);
+    let gone = c.remove_expired(31_000);
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].spec.hard_timeout, 30);
+    assert_eq!(c.len(), 1);
+    assert!(!c.has_timeouts());
+}
+
+/// The linear scan the classifier must agree with: best by priority, then by
+/// installation order.
+fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &FlowKey) -> Option<&'a (FlowSpec, u64)> {
+    rules
+        .iter()
+        .filter(|(s, _)| s.matcher.matches(key))
+        .max_by(|(a, sa), (b, sb)| a.priority.cmp(&b.priority).then(sb.cmp(sa)))
+}
+
+/// A few masks and values from small ranges, so that rules overlap and packets hit.
+fn arb_field_key() -> impl Strategy<Value = (FlowKey, FlowKey)> {
+    (
+        proptest::option::of(0u32..3),
+        proptest::option::of(prop_oneof![Just(6u8), Just(17u8)]),
+        proptest::option::of((0u16..4, prop_oneof![Just(0xffffu16), Just(0xfffeu16)])),
+        proptest::option::of((0u128..4, prop_oneof![Just(u128::MAX), Just(!1u128)])),
+    )
+        .prop_map(|(port, proto, tp, nw)| {
+            let (mut v, mut m) = (FlowKey::default(), FlowKey::default());
+            if let Some(p) = port {
+                (v.in_port, m.in_port) = (p, u32::MAX);
+            }
+            if let Some(p) = proto {
+                (v.nw_proto, m.nw_proto) = (p, 0xff);
+            }
+            if let Some((t, mask)) = tp {
+                (v.tp_dst, m.tp_dst) = (t, mask);
+            }
+            if let Some((a, mask)) = nw {
+                (v.nw_src, m.nw_src) = (a, mask);
+            }
+            (v, m)
+        })
+}
+
+fn arb_packet() -> impl Strategy<Value = FlowKey> {
+    (
+        0u32..3,
+        prop_oneof![Just(6u8), Just(17u8)],
+        0u16..4,
+        0u128..4,
+    )
+        .prop_map(|(in_port, nw_proto, tp_dst, nw_src)| FlowKey {
+            in_port,
+            nw_proto,
+            tp_dst,
+            nw_src,
+            ..FlowKey::default()
+        })
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Add(u16, (FlowKey, FlowKey), u32),
+    DelStrict(usize),
+    DelLoose((FlowKey, FlowKey)),
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u16..4, arb_field_key(), 0u32..100).prop_map(|(p, m, o)| Op::Add(p, m, o)),
+        2 => any::<usize>().prop_map(Op::DelStrict),
+        1 => arb_field_key().prop_map(Op::DelLoose),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn agrees_with_a_linear_scan(
+        ops in proptest::collection::vec(arb_op(), 1..60),
+        packets in proptest::collection::vec(arb_packet(), 1..40),
+    ) {
+        let mut c = Classifier::new();
+        let mut model: Vec<(FlowSpec, u64)> = Vec::new();
+        let mut seq = 0u64;
+        for op in ops {
+            match op {
+                Op::Add(prio, (v, m), out) => {
+                    let spec = FlowSpec::new(prio, Match::new(v, m), vec![Action::Output(out)]);
+                    model.retain(|(s, _)| !(s.priority == prio && s.matcher == spec.matcher));
+                    seq += 1;
+                    model.push((spec.clone(), seq));
+                    c.insert(spec, 0);
+                }
+                Op::DelStrict(i) if !model.is_empty() => {
+                    let (s, _) = model.remove(i % model.len());
+                    prop_assert_eq!(c.remove(&s.matcher, Some(s.priority), true), 1);
+                }
+                Op::DelStrict(_) => {}
+                Op::DelLoose((v, m)) => {
+                    let pattern = Match::new(v, m);
+                    let before = model.len();
+                    model.retain(|(s, _)| !pattern.covers(&s.matcher));
+                    prop_assert_eq!(c.remove(&pattern, None, false), before - model.len());
+                }
+            }
+            prop_assert_eq!(c.len(), model.len());
+        }
+        let mut order = SubtableOrder::new(&c);
+        for (round, p) in packets.iter().enumerate() {
+            let want = scan(&model, p).map(|(s, _)| s.actions.clone());
+            let got = c.lookup(p).map(|r| r.spec.actions.clone());
+            prop_assert_eq!(&got, &want, "packet {:?}", p);
+            let ordered = c.lookup_ordered(p, &mut order).rule.map(|r| r.spec.actions.clone());
+            prop_assert_eq!(&ordered, &want);
+            if round % 7 == 6 {
+                order.resort(&c);
+            }
+        }
+    }
+}
