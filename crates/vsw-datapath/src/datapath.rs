@@ -1,23 +1,28 @@
 //! The control side of the datapath: what the daemon calls to change ports, rules and
 //! options while PMDs run.
 //!
-//! Every change is published as a new immutable snapshot. The PMD picks it up at the
-//! top of its loop and acknowledges it; a change returns only after that, so when
-//! `remove_port` returns, no PMD holds the port's queues any more.
+//! Every change is published as a new immutable snapshot. Each PMD picks it up at the
+//! top of its loop and acknowledges it; a change returns only after every PMD has, so
+//! when `remove_port` returns, no PMD holds the port's queues any more. A PMD never
+//! waits for the control side: the worst a change costs it is one snapshot swap.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use vsw_flow::Classifier;
 
-use crate::pmd::Pmd;
-use crate::port::PortQueues;
-use crate::stats::{PmdStats, PmdStatsView, PortStats};
+use crate::assign::{place, QueueToPlace, RxqAssign};
+use crate::emc::DEFAULT_INSERT_INV_PROB;
+use crate::pmd::{Learning, Pmd};
+use crate::port::{PacketMeta, PortQueues, RxQueue, StageError, TxFactory, TxQueue};
+use crate::stats::{PmdRxqView, PmdStats, PmdStatsView, PortStats, RxqStats, RxqView};
 
-/// How long a change may wait for the PMD to take it up before it is reported.
+/// How long a change may wait for the PMDs to take it up before it is reported.
 const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
@@ -26,99 +31,255 @@ pub enum DatapathError {
     PortNumberInUse(u32),
     #[error("no port number {0}")]
     NoSuchPort(u32),
-    #[error("the PMD thread did not take up the change within {0:?}")]
-    PmdStalled(Duration),
+    #[error("the PMD on core {core} did not take up the change within {waited:?}")]
+    PmdStalled { core: usize, waited: Duration },
     #[error("cannot start the PMD thread: {0}")]
     Spawn(#[source] std::io::Error),
+    #[error("at least one PMD core is needed")]
+    NoPmds,
+    #[error("cannot open another transmit queue on port {port}: {source}")]
+    TxQueue {
+        port: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("port {port} has {queues} receive queue(s); queue {queue} does not exist")]
+    NoSuchQueue {
+        port: String,
+        queues: usize,
+        queue: usize,
+    },
 }
 
-/// A port as the datapath knows it: its number, name, counters, and its queues until a
-/// PMD takes them.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One receive queue of a port: the queue itself while no PMD holds it, and its load.
+pub(crate) struct RxqSlot {
+    pub queue: Mutex<Option<Box<dyn RxQueue>>>,
+    pub stats: RxqStats,
+}
+
+/// Transmit queues not held by a PMD, and how to open more.
+struct TxPool {
+    spare: Vec<Box<dyn TxQueue>>,
+    factory: Option<TxFactory>,
+    /// A device with one transmit queue, shared by every PMD under a lock.
+    shared: Option<Arc<Mutex<Box<dyn TxQueue>>>>,
+    given: usize,
+}
+
+/// A port as the datapath knows it: its number, name, counters, and its queues while
+/// no PMD holds them.
 pub struct PortHandle {
     pub no: u32,
     pub name: String,
     pub stats: Arc<PortStats>,
-    queues: Mutex<Option<PortQueues>>,
+    pub(crate) rxqs: Vec<RxqSlot>,
+    tx: Mutex<TxPool>,
 }
 
 impl PortHandle {
     pub fn new(no: u32, name: &str, queues: PortQueues, stats: Arc<PortStats>) -> Arc<PortHandle> {
+        let PortQueues { rx, tx, tx_factory } = queues;
+        let pool = match tx_factory {
+            Some(f) => TxPool {
+                spare: vec![tx],
+                factory: Some(f),
+                shared: None,
+                given: 0,
+            },
+            None => TxPool {
+                spare: Vec::new(),
+                factory: None,
+                shared: Some(Arc::new(Mutex::new(tx))),
+                given: 0,
+            },
+        };
         Arc::new(PortHandle {
             no,
             name: name.to_string(),
             stats,
-            queues: Mutex::new(Some(queues)),
+            rxqs: rx
+                .into_iter()
+                .map(|q| RxqSlot {
+                    queue: Mutex::new(Some(q)),
+                    stats: RxqStats::default(),
+                })
+                .collect(),
+            tx: Mutex::new(pool),
         })
     }
 
-    /// Hands the queues to the PMD that will poll them (once).
-    pub(crate) fn take_queues(&self) -> Option<PortQueues> {
-        self.queues.lock().unwrap_or_else(|e| e.into_inner()).take()
+    pub fn rx_queues(&self) -> usize {
+        self.rxqs.len()
     }
+
+    /// Makes sure `pmds` PMDs can each have a transmit queue without opening one on
+    /// the packet path.
+    fn reserve_tx(&self, pmds: usize) -> Result<(), DatapathError> {
+        let mut pool = lock(&self.tx);
+        while pool.shared.is_none() && pool.given + pool.spare.len() < pmds {
+            let Some(factory) = &pool.factory else { break };
+            let q = factory().map_err(|source| DatapathError::TxQueue {
+                port: self.name.clone(),
+                source,
+            })?;
+            pool.spare.push(q);
+        }
+        Ok(())
+    }
+
+    /// A transmit queue for one PMD.
+    pub(crate) fn take_tx(&self) -> Option<Box<dyn TxQueue>> {
+        let mut pool = lock(&self.tx);
+        if let Some(shared) = &pool.shared {
+            return Some(Box::new(LockedTx(shared.clone())));
+        }
+        let q = match pool.spare.pop() {
+            Some(q) => q,
+            None => {
+                tracing::warn!(port = %self.name, "opening a transmit queue on the PMD");
+                pool.factory.as_ref()?().ok()?
+            }
+        };
+        pool.given += 1;
+        Some(q)
+    }
+
+    /// A PMD that stops gives its transmit queue back (flushed).
+    pub(crate) fn give_back_tx(&self, q: Box<dyn TxQueue>) {
+        let mut pool = lock(&self.tx);
+        if pool.shared.is_none() {
+            pool.given = pool.given.saturating_sub(1);
+            pool.spare.push(q);
+        }
+    }
+}
+
+/// One transmit queue shared by several PMDs: the lock is taken per packet, which is
+/// why devices that can open more queues get one per PMD instead.
+struct LockedTx(Arc<Mutex<Box<dyn TxQueue>>>);
+
+impl TxQueue for LockedTx {
+    fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
+        lock(&self.0).stage(data, meta)
+    }
+
+    fn pending(&self) -> usize {
+        lock(&self.0).pending()
+    }
+
+    fn flush(&mut self) -> usize {
+        lock(&self.0).flush()
+    }
+}
+
+/// Which PMD polls which receive queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RxqAssignment {
+    pub port: u32,
+    pub queue: usize,
+    pub core: usize,
 }
 
 /// What PMDs run with; replaced whole on every change.
 pub(crate) struct Snapshot {
     pub generation: u64,
+    /// Changes only when the rules change: the exact-match caches follow it.
+    pub classifier_generation: u64,
     pub ports: Vec<Arc<PortHandle>>,
     pub classifier: Arc<Classifier>,
-    pub pmd_core: Option<usize>,
+    pub assignment: Vec<RxqAssignment>,
+    pub emc_insert_inv_prob: u32,
+    /// Where each PMD tells the others what its MAC learning saw.
+    pub learning: Vec<(usize, mpsc::Sender<Learning>)>,
+}
+
+/// One PMD as the control side sees it.
+pub(crate) struct PmdControl {
+    pub core: usize,
+    pub pin: bool,
+    acked: Mutex<u64>,
+    acked_cv: Condvar,
+    pub stop: AtomicBool,
+    pub stats: PmdStats,
+}
+
+impl PmdControl {
+    pub fn ack(&self, generation: u64) {
+        *lock(&self.acked) = generation;
+        self.acked_cv.notify_all();
+    }
 }
 
 pub(crate) struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
     /// Generation of the newest snapshot; PMDs poll this instead of the snapshot.
     pub generation: AtomicU64,
-    pub acked: Mutex<u64>,
-    pub acked_cv: Condvar,
-    pub stop: AtomicBool,
-    pub stats: PmdStats,
 }
 
-impl Shared {
-    pub fn ack(&self, generation: u64) {
-        *self.acked.lock().unwrap_or_else(|e| e.into_inner()) = generation;
-        self.acked_cv.notify_all();
-    }
+struct PmdThread {
+    control: Arc<PmdControl>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the datapath's PMDs look like from outside.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PmdConfig {
+    /// One PMD per core.
+    pub cores: Vec<usize>,
+    /// Pin each PMD to its core (off in tests, where the cores are nominal).
+    pub pin: bool,
 }
 
 pub struct Datapath {
     shared: Arc<Shared>,
-    pmd: Option<JoinHandle<()>>,
-    stats_base: PmdStatsView,
+    pmds: Vec<PmdThread>,
+    pin: bool,
+    rxq_assign: RxqAssign,
+    /// Per port: queue → core.
+    affinity: HashMap<u32, Vec<(usize, usize)>>,
+    isolated: Vec<usize>,
+    warnings: Vec<String>,
+    stats_base: HashMap<usize, PmdStatsView>,
+    /// Learning inboxes of PMDs that have not started yet, by core.
+    inboxes: HashMap<usize, mpsc::Receiver<Learning>>,
 }
 
 impl Datapath {
-    /// Starts the datapath with one PMD thread, pinned to `pmd_core` when given.
-    pub fn start(pmd_core: Option<usize>) -> Result<Datapath, DatapathError> {
-        let snapshot = Snapshot {
-            generation: 1,
-            ports: Vec::new(),
-            classifier: Arc::new(Classifier::new()),
-            pmd_core,
-        };
+    /// Starts the datapath with one PMD per core of `config`.
+    pub fn start(config: PmdConfig) -> Result<Datapath, DatapathError> {
+        if config.cores.is_empty() {
+            return Err(DatapathError::NoPmds);
+        }
         let shared = Arc::new(Shared {
-            snapshot: ArcSwap::from_pointee(snapshot),
+            snapshot: ArcSwap::from_pointee(Snapshot {
+                generation: 1,
+                classifier_generation: 1,
+                ports: Vec::new(),
+                classifier: Arc::new(Classifier::new()),
+                assignment: Vec::new(),
+                emc_insert_inv_prob: DEFAULT_INSERT_INV_PROB,
+                learning: Vec::new(),
+            }),
             generation: AtomicU64::new(1),
-            acked: Mutex::new(0),
-            acked_cv: Condvar::new(),
-            stop: AtomicBool::new(false),
-            stats: PmdStats::default(),
         });
-        // Measured before the PMD starts so that the PMD never waits for it.
+        // Measured before the PMDs start so that no PMD ever waits for it.
         crate::clock::cycles_per_second();
-        let for_pmd = shared.clone();
-        let name = pmd_core.map_or_else(|| "pmd".to_string(), |c| format!("pmd-c{c:02}"));
-        let pmd = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || Pmd::new(for_pmd).run())
-            .map_err(DatapathError::Spawn)?;
-        let dp = Datapath {
+        let mut dp = Datapath {
             shared,
-            pmd: Some(pmd),
-            stats_base: PmdStatsView::default(),
+            pmds: Vec::new(),
+            pin: config.pin,
+            rxq_assign: RxqAssign::default(),
+            affinity: HashMap::new(),
+            isolated: Vec::new(),
+            warnings: Vec::new(),
+            stats_base: HashMap::new(),
+            inboxes: HashMap::new(),
         };
-        dp.wait_ack(1)?;
+        dp.set_pmd_cores(config.cores)?;
         Ok(dp)
     }
 
@@ -126,37 +287,98 @@ impl Datapath {
         self.shared.snapshot.load_full()
     }
 
-    fn wait_ack(&self, generation: u64) -> Result<(), DatapathError> {
-        let acked = self.shared.acked.lock().unwrap_or_else(|e| e.into_inner());
-        let (acked, timeout) = self
-            .shared
-            .acked_cv
-            .wait_timeout_while(acked, ACK_TIMEOUT, |a| *a < generation)
-            .unwrap_or_else(|e| e.into_inner());
-        if timeout.timed_out() && *acked < generation {
-            return Err(DatapathError::PmdStalled(ACK_TIMEOUT));
+    fn cores(&self) -> Vec<usize> {
+        self.pmds.iter().map(|p| p.control.core).collect()
+    }
+
+    fn wait_acks(&self, generation: u64) -> Result<(), DatapathError> {
+        for pmd in &self.pmds {
+            let c = &pmd.control;
+            let acked = lock(&c.acked);
+            let (acked, _) = c
+                .acked_cv
+                .wait_timeout_while(acked, ACK_TIMEOUT, |a| *a < generation)
+                .unwrap_or_else(|e| e.into_inner());
+            if *acked < generation {
+                return Err(DatapathError::PmdStalled {
+                    core: c.core,
+                    waited: ACK_TIMEOUT,
+                });
+            }
         }
         Ok(())
     }
 
+    /// Where every receive queue of `ports` goes, given the PMDs, pins and loads.
+    fn placement(&mut self, ports: &[Arc<PortHandle>]) -> Vec<RxqAssignment> {
+        let cores = self.cores();
+        let mut queues = Vec::new();
+        for p in ports {
+            let pins = self.affinity.get(&p.no);
+            for (q, slot) in p.rxqs.iter().enumerate() {
+                queues.push(QueueToPlace {
+                    port: p.no,
+                    queue: q,
+                    load: slot.stats.load_ppm(),
+                    affinity: pins.and_then(|v| v.iter().find(|(qq, _)| *qq == q).map(|x| x.1)),
+                });
+            }
+        }
+        let placed = place(&queues, &cores, self.rxq_assign);
+        for w in &placed.warnings {
+            tracing::warn!("{w}");
+        }
+        self.isolated = placed.isolated;
+        self.warnings = placed.warnings;
+        queues
+            .iter()
+            .zip(placed.core_of)
+            .map(|(q, core)| RxqAssignment {
+                port: q.port,
+                queue: q.queue,
+                core,
+            })
+            .collect()
+    }
+
+    /// Publishes a change. `replace` recomputes which PMD polls which queue.
     fn publish(
         &mut self,
         ports: Vec<Arc<PortHandle>>,
-        classifier: Arc<Classifier>,
-        pmd_core: Option<usize>,
+        classifier: Option<Arc<Classifier>>,
+        replace: bool,
+        emc_insert_inv_prob: Option<u32>,
     ) -> Result<(), DatapathError> {
-        let generation = self.current().generation + 1;
+        let cur = self.current();
+        for p in &ports {
+            p.reserve_tx(self.pmds.len())?;
+        }
+        let assignment = if replace {
+            self.placement(&ports)
+        } else {
+            cur.assignment.clone()
+        };
+        let generation = cur.generation + 1;
+        let (classifier, classifier_generation) = match classifier {
+            Some(c) => (c, generation),
+            None => (cur.classifier.clone(), cur.classifier_generation),
+        };
         self.shared.snapshot.store(Arc::new(Snapshot {
             generation,
+            classifier_generation,
             ports,
             classifier,
-            pmd_core,
+            assignment,
+            emc_insert_inv_prob: emc_insert_inv_prob.unwrap_or(cur.emc_insert_inv_prob),
+            learning: cur.learning.clone(),
         }));
         self.shared.generation.store(generation, Ordering::Release);
-        if let Some(pmd) = &self.pmd {
-            pmd.thread().unpark();
+        for pmd in &self.pmds {
+            if let Some(t) = &pmd.thread {
+                t.thread().unpark();
+            }
         }
-        self.wait_ack(generation)
+        self.wait_acks(generation)
     }
 
     pub fn add_port(&mut self, port: Arc<PortHandle>) -> Result<(), DatapathError> {
@@ -166,11 +388,11 @@ impl Datapath {
         }
         let mut ports = cur.ports.clone();
         ports.push(port);
-        self.publish(ports, cur.classifier.clone(), cur.pmd_core)
+        self.publish(ports, None, true, None)
     }
 
-    /// Removes a port. When this returns, the PMD has sent what it had staged for the
-    /// port and dropped its queues (closing the device).
+    /// Removes a port. When this returns, every PMD has sent what it had staged for
+    /// the port and let go of its queues.
     pub fn remove_port(&mut self, no: u32) -> Result<Arc<PortHandle>, DatapathError> {
         let cur = self.current();
         let handle = cur
@@ -180,7 +402,8 @@ impl Datapath {
             .cloned()
             .ok_or(DatapathError::NoSuchPort(no))?;
         let ports = cur.ports.iter().filter(|p| p.no != no).cloned().collect();
-        self.publish(ports, cur.classifier.clone(), cur.pmd_core)?;
+        self.affinity.remove(&no);
+        self.publish(ports, None, true, None)?;
         Ok(handle)
     }
 
@@ -194,43 +417,246 @@ impl Datapath {
 
     pub fn set_classifier(&mut self, classifier: Classifier) -> Result<(), DatapathError> {
         let cur = self.current();
-        self.publish(cur.ports.clone(), Arc::new(classifier), cur.pmd_core)
+        self.publish(cur.ports.clone(), Some(Arc::new(classifier)), false, None)
     }
 
-    pub fn pmd_core(&self) -> Option<usize> {
-        self.current().pmd_core
+    pub fn pmd_cores(&self) -> Vec<usize> {
+        self.cores()
     }
 
-    /// Moves the PMD to another core (it re-pins itself when it takes the change).
-    pub fn set_pmd_core(&mut self, core: Option<usize>) -> Result<(), DatapathError> {
+    /// Runs one PMD per core of `cores`: PMDs on cores no longer listed stop (and hand
+    /// their queues back), PMDs on new cores start, and the queues are placed again.
+    pub fn set_pmd_cores(&mut self, mut cores: Vec<usize>) -> Result<(), DatapathError> {
+        cores.sort_unstable();
+        cores.dedup();
+        if cores.is_empty() {
+            return Err(DatapathError::NoPmds);
+        }
+        if cores == self.cores() {
+            return Ok(());
+        }
+        // Leaving PMDs stop first; their queues wait in the ports for new owners.
+        let (leaving, staying): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pmds)
+            .into_iter()
+            .partition(|p| !cores.contains(&p.control.core));
+        self.pmds = staying;
+        for mut p in leaving {
+            stop_pmd(&mut p);
+            self.stats_base.remove(&p.control.core);
+        }
         let cur = self.current();
-        self.publish(cur.ports.clone(), cur.classifier.clone(), core)
+        let mut learning: Vec<(usize, mpsc::Sender<Learning>)> = cur
+            .learning
+            .iter()
+            .filter(|(c, _)| cores.contains(c))
+            .cloned()
+            .collect();
+        let new: Vec<usize> = cores
+            .iter()
+            .copied()
+            .filter(|c| !self.pmds.iter().any(|p| p.control.core == *c))
+            .collect();
+        for &core in &new {
+            let (tx, rx) = mpsc::channel();
+            learning.push((core, tx));
+            self.inboxes.insert(core, rx);
+        }
+        // The new PMDs exist before the placement so that queues can go to them; they
+        // start with the snapshot that includes them.
+        let mut controls = Vec::new();
+        for &core in &new {
+            let control = Arc::new(PmdControl {
+                core,
+                pin: self.pin,
+                acked: Mutex::new(0),
+                acked_cv: Condvar::new(),
+                stop: AtomicBool::new(false),
+                stats: PmdStats::default(),
+            });
+            controls.push(control.clone());
+            self.pmds.push(PmdThread {
+                control,
+                thread: None,
+            });
+        }
+        self.pmds.sort_by_key(|p| p.control.core);
+        let ports = cur.ports.clone();
+        for p in &ports {
+            p.reserve_tx(self.pmds.len())?;
+        }
+        let assignment = self.placement(&ports);
+        let generation = cur.generation + 1;
+        self.shared.snapshot.store(Arc::new(Snapshot {
+            generation,
+            classifier_generation: cur.classifier_generation,
+            ports,
+            classifier: cur.classifier.clone(),
+            assignment,
+            emc_insert_inv_prob: cur.emc_insert_inv_prob,
+            learning,
+        }));
+        self.shared.generation.store(generation, Ordering::Release);
+        for control in controls {
+            let inbox = self
+                .inboxes
+                .remove(&control.core)
+                .unwrap_or_else(|| mpsc::channel().1);
+            let shared = self.shared.clone();
+            let name = format!("pmd-c{:02}", control.core);
+            let c = control.clone();
+            let thread = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || Pmd::new(shared, c, inbox).run())
+                .map_err(DatapathError::Spawn)?;
+            if let Some(p) = self
+                .pmds
+                .iter_mut()
+                .find(|p| Arc::ptr_eq(&p.control, &control))
+            {
+                p.thread = Some(thread);
+            }
+        }
+        for pmd in &self.pmds {
+            if let Some(t) = &pmd.thread {
+                t.thread().unpark();
+            }
+        }
+        self.wait_acks(generation)
     }
 
-    /// PMD counters since the last [`Datapath::clear_pmd_stats`].
-    pub fn pmd_stats(&self) -> PmdStatsView {
-        self.raw_pmd_stats().since(&self.stats_base)
+    pub fn rxq_assign(&self) -> RxqAssign {
+        self.rxq_assign
     }
 
-    fn raw_pmd_stats(&self) -> PmdStatsView {
-        self.shared
-            .stats
-            .view(self.pmd_core(), crate::clock::cycles_per_second())
+    /// Changes how queues are placed, and places them again.
+    pub fn set_rxq_assign(&mut self, mode: RxqAssign) -> Result<(), DatapathError> {
+        self.rxq_assign = mode;
+        self.rebalance()
+    }
+
+    /// Pins a port's queues to cores (`pmd-rxq-affinity`); an empty list unpins.
+    pub fn set_rxq_affinity(
+        &mut self,
+        port: u32,
+        pins: Vec<(usize, usize)>,
+    ) -> Result<(), DatapathError> {
+        let cur = self.current();
+        let handle = cur
+            .ports
+            .iter()
+            .find(|p| p.no == port)
+            .ok_or(DatapathError::NoSuchPort(port))?;
+        if let Some((q, _)) = pins.iter().find(|(q, _)| *q >= handle.rx_queues()) {
+            return Err(DatapathError::NoSuchQueue {
+                port: handle.name.clone(),
+                queues: handle.rx_queues(),
+                queue: *q,
+            });
+        }
+        if pins.is_empty() {
+            self.affinity.remove(&port);
+        } else {
+            self.affinity.insert(port, pins);
+        }
+        self.rebalance()
+    }
+
+    /// Places every queue again by the current mode and measured loads.
+    pub fn rebalance(&mut self) -> Result<(), DatapathError> {
+        let cur = self.current();
+        self.publish(cur.ports.clone(), None, true, None)
+    }
+
+    /// Problems the last placement found (pins to cores without a PMD).
+    pub fn placement_warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Insert one exact-match-cache miss in `n` (0: never).
+    pub fn set_emc_insert_inv_prob(&mut self, n: u32) -> Result<(), DatapathError> {
+        let cur = self.current();
+        self.publish(cur.ports.clone(), None, false, Some(n))
+    }
+
+    pub fn emc_insert_inv_prob(&self) -> u32 {
+        self.current().emc_insert_inv_prob
+    }
+
+    /// Counters of every PMD since the last [`Datapath::clear_pmd_stats`].
+    pub fn pmd_stats(&self) -> Vec<PmdStatsView> {
+        let hz = crate::clock::cycles_per_second();
+        self.pmds
+            .iter()
+            .map(|p| {
+                let v = p.control.stats.view(p.control.core, hz);
+                match self.stats_base.get(&p.control.core) {
+                    Some(base) => v.since(base),
+                    None => v,
+                }
+            })
+            .collect()
     }
 
     pub fn clear_pmd_stats(&mut self) {
-        self.stats_base = self.raw_pmd_stats();
+        let hz = crate::clock::cycles_per_second();
+        for p in &self.pmds {
+            self.stats_base
+                .insert(p.control.core, p.control.stats.view(p.control.core, hz));
+        }
+    }
+
+    /// Which PMD polls which queue, and how much of its time each queue takes.
+    pub fn rxq_show(&self) -> Vec<PmdRxqView> {
+        let cur = self.current();
+        self.pmds
+            .iter()
+            .map(|p| {
+                let core = p.control.core;
+                let queues = cur
+                    .assignment
+                    .iter()
+                    .filter(|a| a.core == core)
+                    .filter_map(|a| {
+                        let port = cur.ports.iter().find(|h| h.no == a.port)?;
+                        Some(RxqView {
+                            port: port.name.clone(),
+                            port_no: port.no,
+                            queue: a.queue,
+                            usage_percent: port.rxqs.get(a.queue)?.stats.usage_percent(),
+                            pinned: self
+                                .affinity
+                                .get(&a.port)
+                                .is_some_and(|v| v.iter().any(|(q, _)| *q == a.queue)),
+                        })
+                    })
+                    .collect();
+                PmdRxqView {
+                    core,
+                    isolated: self.isolated.contains(&core),
+                    queues,
+                }
+            })
+            .collect()
+    }
+}
+
+fn stop_pmd(p: &mut PmdThread) {
+    p.control.stop.store(true, Ordering::Release);
+    if let Some(t) = p.thread.take() {
+        t.thread().unpark();
+        if t.join().is_err() {
+            tracing::error!(core = p.control.core, "PMD thread panicked");
+        }
     }
 }
 
 impl Drop for Datapath {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        if let Some(pmd) = self.pmd.take() {
-            pmd.thread().unpark();
-            if pmd.join().is_err() {
-                tracing::error!("PMD thread panicked");
-            }
+        for p in &mut self.pmds {
+            p.control.stop.store(true, Ordering::Release);
+        }
+        for p in &mut self.pmds {
+            stop_pmd(p);
         }
     }
 }

@@ -4,15 +4,20 @@
 //! Devices are known only through the [`RxQueue`]/[`TxQueue`] traits, so the whole
 //! datapath runs on in-memory ports in tests.
 
+pub mod assign;
 pub mod clock;
 pub mod datapath;
+pub mod emc;
 pub mod memory;
 mod pmd;
 pub mod port;
+pub mod ring;
 pub mod stats;
 
-pub use datapath::{Datapath, DatapathError, PortHandle};
+pub use assign::RxqAssign;
+pub use datapath::{Datapath, DatapathError, PmdConfig, PortHandle};
 pub use port::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxQueue, BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxQueue,
+    BATCH_SIZE,
 };
-pub use stats::{PmdStatsView, PortStats, PortStatsView};
+pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};

@@ -13,15 +13,22 @@ use crate::port::{
 /// The far end of an in-memory port: what a test uses to send into the switch and to
 /// see what the switch sent out.
 pub struct MemoryPeer {
-    to_switch: Sender<Vec<u8>>,
+    /// One sender per receive queue of the switch's port.
+    to_switch: Vec<Sender<Vec<u8>>>,
     from_switch: Receiver<Vec<u8>>,
 }
 
 impl MemoryPeer {
+    /// Sends into the port's first receive queue.
     pub fn send(&self, frame: &[u8]) {
+        self.send_to(0, frame);
+    }
+
+    /// Sends into receive queue `queue` (modulo the number of queues).
+    pub fn send_to(&self, queue: usize, frame: &[u8]) {
         // The switch side only goes away when the port is removed; then frames are lost,
         // as on a cable that was pulled.
-        let _ = self.to_switch.send(frame.to_vec());
+        let _ = self.to_switch[queue % self.to_switch.len()].send(frame.to_vec());
     }
 
     /// The next frame the switch sent out of this port, waiting at most `timeout`.
@@ -103,19 +110,36 @@ impl TxQueue for MemoryTx {
 /// Creates an in-memory port whose peer holds up to `capacity` frames the switch sent
 /// (more are refused, as a full device queue would).
 pub fn memory_port(capacity: usize) -> (PortQueues, MemoryPeer) {
-    let (to_switch, incoming) = mpsc::channel();
+    memory_port_with_queues(1, capacity)
+}
+
+/// An in-memory port with `rx_queues` receive queues; every PMD gets a transmit queue
+/// of its own, all feeding the one peer.
+pub fn memory_port_with_queues(rx_queues: usize, capacity: usize) -> (PortQueues, MemoryPeer) {
     let (outgoing, from_switch) = mpsc::sync_channel(capacity);
-    let queues = PortQueues {
-        rx: Box::new(MemoryRx {
-            incoming,
-            held: Vec::with_capacity(BATCH_SIZE),
-        }),
-        tx: Box::new(MemoryTx {
-            outgoing,
+    let (senders, rx): (Vec<_>, Vec<_>) = (0..rx_queues.max(1))
+        .map(|_| {
+            let (to_switch, incoming) = mpsc::channel();
+            let q: Box<dyn RxQueue> = Box::new(MemoryRx {
+                incoming,
+                held: Vec::with_capacity(BATCH_SIZE),
+            });
+            (to_switch, q)
+        })
+        .unzip();
+    let new_tx = move || -> Box<dyn TxQueue> {
+        Box::new(MemoryTx {
+            outgoing: outgoing.clone(),
             staged: Vec::with_capacity(BATCH_SIZE),
             max_frame: 65535,
-        }),
+        })
     };
+    let queues = PortQueues {
+        rx,
+        tx: new_tx(),
+        tx_factory: Some(Box::new(move || Ok(new_tx()))),
+    };
+    let to_switch = senders;
     (
         queues,
         MemoryPeer {

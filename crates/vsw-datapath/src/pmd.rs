@@ -1,194 +1,321 @@
-//! The poll-mode driver thread: polls every receive queue, classifies each batch,
-//! runs actions and sends the output batches.
+//! A poll-mode driver thread: polls the receive queues assigned to it, classifies
+//! each batch (exact-match cache, then the classifier), runs the actions and sends
+//! the output batches.
 
 use std::sync::atomic::Ordering;
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arrayvec::ArrayVec;
-use vsw_flow::{Action, Classifier, MacTable, Rule};
+use vsw_flow::{Action, Learned, MacTable, Rule, SubtableOrder};
 use vsw_packet::key::VLAN_CFI;
-use vsw_packet::{extract, FlowKey};
+use vsw_packet::rewrite::{PacketBuf, RewriteError};
+use vsw_packet::{extract, FlowKey, MacAddr};
 
 use crate::clock;
-use crate::datapath::{PortHandle, Shared, Snapshot};
+use crate::datapath::{PmdControl, PortHandle, Shared, Snapshot};
+use crate::emc::{key_hash, Emc};
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxQueue, BATCH_SIZE};
-use crate::stats::PortStats;
+use crate::stats::{PmdCounters, PortStats};
 
 /// How long a PMD with nothing to poll sleeps before looking for a change again
 /// (a change wakes it at once).
-const NO_PORTS_PARK: Duration = Duration::from_millis(100);
+const NO_QUEUES_PARK: Duration = Duration::from_millis(100);
 
 /// What is done with a packet no rule matches: the switch works as a plain switch.
 const TABLE_MISS: [Action; 1] = [Action::Normal];
 
-struct LocalRx {
-    no: u32,
-    handle: Arc<PortHandle>,
-    queue: Box<dyn RxQueue>,
+/// The largest frame a rewrite copies (a TSO super-frame plus headroom for tags).
+const MAX_REWRITE_FRAME: usize = 65_535 + 64;
+
+/// A MAC address one PMD learned, told to the others: each PMD keeps its own table
+/// (no lock per packet), and a host is learned from whichever PMD polls its port.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Learning {
+    mac: MacAddr,
+    vlan: u16,
+    port: u32,
+    at_ms: u64,
 }
 
-/// A port's transmit queue with what has been staged since the last send.
+/// How stale a refresh may get before the other PMDs hear of it, so that their
+/// entries do not age out while the host is busy talking.
+const LEARNING_REFRESH_MS: u64 = 1_000;
+
+struct OwnedRxq {
+    handle: Arc<PortHandle>,
+    index: usize,
+    queue: Box<dyn RxQueue>,
+    /// Cycles spent on this queue's batches, and the PMD's cycle count when it got
+    /// the queue.
+    busy_cycles: u64,
+    assigned_at: u64,
+}
+
+/// One port's transmit queue with what has been staged since the last send.
 struct LocalTx {
+    handle: Arc<PortHandle>,
     queue: Box<dyn TxQueue>,
-    stats: Arc<PortStats>,
     staged_packets: u64,
     staged_bytes: u64,
 }
 
-impl LocalTx {
-    fn stage(&mut self, data: &[u8], meta: &PacketMeta) {
-        match self.queue.stage(data, meta) {
-            Ok(()) => {
-                self.staged_packets += 1;
-                self.staged_bytes += data.len() as u64;
-                if self.queue.pending() >= BATCH_SIZE {
-                    self.send();
-                }
-            }
-            Err(StageError::QueueFull) => PortStats::add_drop(&self.stats.tx_queue_full, 1),
-            Err(StageError::TooBig) => PortStats::add_drop(&self.stats.tx_too_big, 1),
-        }
-    }
-
-    fn send(&mut self) {
-        // Some packets leave at once (a device may send large frames by themselves),
-        // so what was staged, not what is pending, says whether there is work.
-        if self.staged_packets == 0 && self.queue.pending() == 0 {
-            return;
-        }
-        let failed = self.queue.flush() as u64;
-        let sent = self.staged_packets.saturating_sub(failed);
-        // Bytes of refused packets are not known one by one; they are few and rare.
-        self.stats.add_tx(sent, self.staged_bytes);
-        PortStats::add_drop(&self.stats.tx_errors, failed);
-        self.staged_packets = 0;
-        self.staged_bytes = 0;
-    }
-}
-
-/// Outputs of the current PMD: transmit queues by port number.
+/// Output batches by port number, and what they sent.
 struct Outputs {
     by_port: Vec<Option<LocalTx>>,
     /// Port numbers in the order they flood.
     ports: Vec<u32>,
+    batches: u64,
+    packets: u64,
+    lost: u64,
 }
 
 impl Outputs {
-    fn output(&mut self, port: u32, in_port: u32, data: &[u8], meta: &PacketMeta) {
-        if port == in_port {
+    #[inline]
+    fn stage(&mut self, port: u32, data: &[u8], meta: &PacketMeta) {
+        let Some(Some(tx)) = self.by_port.get_mut(port as usize) else {
             return;
+        };
+        match tx.queue.stage(data, meta) {
+            Ok(()) => {
+                tx.staged_packets += 1;
+                tx.staged_bytes += data.len() as u64;
+                if tx.queue.pending() >= BATCH_SIZE {
+                    let (b, p) = send(tx);
+                    self.batches += b;
+                    self.packets += p;
+                }
+            }
+            Err(e) => {
+                self.lost += 1;
+                let stats = &tx.handle.stats;
+                match e {
+                    StageError::QueueFull => PortStats::add_drop(&stats.tx_queue_full, 1),
+                    StageError::TooBig => PortStats::add_drop(&stats.tx_too_big, 1),
+                }
+            }
         }
-        if let Some(Some(tx)) = self.by_port.get_mut(port as usize) {
-            tx.stage(data, meta);
+    }
+
+    /// `output:port`: never back where the packet came from (that is `in_port`).
+    #[inline]
+    fn output(&mut self, port: u32, in_port: u32, data: &[u8], meta: &PacketMeta) {
+        if port != in_port {
+            self.stage(port, data, meta);
         }
     }
 
     fn flood(&mut self, in_port: u32, data: &[u8], meta: &PacketMeta) {
-        for &p in &self.ports {
+        for i in 0..self.ports.len() {
+            let p = self.ports[i];
             if p != in_port {
-                if let Some(Some(tx)) = self.by_port.get_mut(p as usize) {
-                    tx.stage(data, meta);
-                }
+                self.stage(p, data, meta);
             }
         }
     }
 
     fn send_all(&mut self) {
         for tx in self.by_port.iter_mut().flatten() {
-            tx.send();
+            let (b, p) = send(tx);
+            self.batches += b;
+            self.packets += p;
         }
     }
+}
+
+/// Sends what `tx` has staged; returns (batches, packets) sent.
+fn send(tx: &mut LocalTx) -> (u64, u64) {
+    // Some packets leave at once (a device may send large frames by themselves),
+    // so what was staged, not what is pending, says whether there is work.
+    if tx.staged_packets == 0 && tx.queue.pending() == 0 {
+        return (0, 0);
+    }
+    let failed = tx.queue.flush() as u64;
+    let sent = tx.staged_packets.saturating_sub(failed);
+    // Bytes of refused packets are not known one by one; they are few and rare.
+    tx.handle.stats.add_tx(sent, tx.staged_bytes);
+    PortStats::add_drop(&tx.handle.stats.tx_errors, failed);
+    let staged = tx.staged_packets;
+    tx.staged_packets = 0;
+    tx.staged_bytes = 0;
+    (1, staged)
+}
+
+/// Everything a PMD changes while it processes packets.
+struct Worker {
+    core: usize,
+    outputs: Outputs,
+    mac_table: MacTable,
+    emc: Emc,
+    order: SubtableOrder,
+    classifier_generation: u64,
+    key: FlowKey,
+    scratch: PacketBuf,
+    counters: PmdCounters,
 }
 
 pub(crate) struct Pmd {
     shared: Arc<Shared>,
+    control: Arc<PmdControl>,
+    inbox: mpsc::Receiver<Learning>,
     snapshot: Option<Arc<Snapshot>>,
-    rxqs: Vec<LocalRx>,
-    outputs: Outputs,
-    mac_table: MacTable,
-    pinned: Option<usize>,
-    packets: u64,
-    rule_hits: u64,
-    rule_misses: u64,
-    busy_cycles: u64,
-    idle_cycles: u64,
-    iterations: u64,
+    rxqs: Vec<OwnedRxq>,
+    /// Queues assigned to this PMD that another PMD has not handed back yet.
+    pending: Vec<(Arc<PortHandle>, usize)>,
+    pinned: bool,
+    worker: Worker,
 }
 
 impl Pmd {
-    pub fn new(shared: Arc<Shared>) -> Pmd {
+    pub fn new(
+        shared: Arc<Shared>,
+        control: Arc<PmdControl>,
+        inbox: mpsc::Receiver<Learning>,
+    ) -> Pmd {
+        let core = control.core;
         Pmd {
             shared,
+            control,
+            inbox,
             snapshot: None,
             rxqs: Vec::new(),
-            outputs: Outputs {
-                by_port: Vec::new(),
-                ports: Vec::new(),
+            pending: Vec::new(),
+            pinned: false,
+            worker: Worker {
+                core,
+                outputs: Outputs {
+                    by_port: Vec::new(),
+                    ports: Vec::new(),
+                    batches: 0,
+                    packets: 0,
+                    lost: 0,
+                },
+                mac_table: MacTable::default(),
+                emc: Emc::new(crate::emc::DEFAULT_INSERT_INV_PROB),
+                order: SubtableOrder::default(),
+                classifier_generation: 0,
+                key: FlowKey::default(),
+                scratch: PacketBuf::new(MAX_REWRITE_FRAME),
+                counters: PmdCounters::default(),
             },
-            mac_table: MacTable::default(),
-            pinned: None,
-            packets: 0,
-            rule_hits: 0,
-            rule_misses: 0,
-            busy_cycles: 0,
-            idle_cycles: 0,
-            iterations: 0,
         }
     }
 
-    /// Takes up the newest snapshot: new ports' queues are taken, removed ports' queues
-    /// are flushed and dropped.
+    /// Takes up the newest snapshot: queues this PMD no longer polls go back to their
+    /// ports, removed ports' transmit queues are flushed and closed, new ports get a
+    /// transmit queue, and the cache forgets rules that changed.
     fn reconfigure(&mut self) {
         let snap = self.shared.snapshot.load_full();
-        if snap.pmd_core != self.pinned {
-            if let Some(core) = snap.pmd_core {
-                if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
-                    tracing::info!(core, "PMD pinned");
-                } else {
-                    tracing::warn!(core, "could not pin the PMD to its core");
-                }
+        let core = self.control.core;
+        if self.control.pin && !self.pinned {
+            if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                tracing::info!(core, "PMD pinned");
+            } else {
+                tracing::warn!(core, "could not pin the PMD to its core");
             }
-            self.pinned = snap.pmd_core;
+            self.pinned = true;
         }
-        let keep = |no: u32| snap.ports.iter().any(|p| p.no == no);
-        self.rxqs.retain(|r| keep(r.no));
-        for (no, slot) in self.outputs.by_port.iter_mut().enumerate() {
-            if slot.is_some() && !keep(no as u32) {
+        let mine = |h: &Arc<PortHandle>, q: usize| {
+            snap.ports.iter().any(|p| Arc::ptr_eq(p, h))
+                && snap
+                    .assignment
+                    .iter()
+                    .any(|a| a.port == h.no && a.queue == q && a.core == core)
+        };
+        // Let go of queues first, so that their new PMD can take them.
+        let mut kept = Vec::with_capacity(self.rxqs.len());
+        for rxq in self.rxqs.drain(..) {
+            if mine(&rxq.handle, rxq.index) {
+                kept.push(rxq);
+            } else {
+                give_back_rx(rxq);
+            }
+        }
+        self.rxqs = kept;
+        self.pending.retain(|(h, q)| mine(h, *q));
+        for a in snap.assignment.iter().filter(|a| a.core == core) {
+            let Some(h) = snap.ports.iter().find(|p| p.no == a.port) else {
+                continue;
+            };
+            let held = self
+                .rxqs
+                .iter()
+                .any(|r| Arc::ptr_eq(&r.handle, h) && r.index == a.queue);
+            let waiting = self
+                .pending
+                .iter()
+                .any(|(p, q)| Arc::ptr_eq(p, h) && *q == a.queue);
+            if !held && !waiting {
+                self.pending.push((h.clone(), a.queue));
+            }
+        }
+        let w = &mut self.worker;
+        for (no, slot) in w.outputs.by_port.iter_mut().enumerate() {
+            let gone = slot
+                .as_ref()
+                .is_some_and(|tx| !snap.ports.iter().any(|p| Arc::ptr_eq(p, &tx.handle)));
+            if gone {
                 if let Some(mut tx) = slot.take() {
-                    tx.send();
+                    send(&mut tx);
                 }
-                self.mac_table.flush_port(no as u32);
+                w.mac_table.flush_port(no as u32);
             }
         }
         for port in &snap.ports {
-            if self.rxqs.iter().any(|r| Arc::ptr_eq(&r.handle, port)) {
-                continue;
-            }
-            let Some(queues) = port.take_queues() else {
-                tracing::warn!(port = %port.name, "port has no queues to poll");
-                continue;
-            };
             let idx = port.no as usize;
-            if self.outputs.by_port.len() <= idx {
-                self.outputs.by_port.resize_with(idx + 1, || None);
+            if w.outputs.by_port.len() <= idx {
+                w.outputs.by_port.resize_with(idx + 1, || None);
             }
-            self.outputs.by_port[idx] = Some(LocalTx {
-                queue: queues.tx,
-                stats: port.stats.clone(),
-                staged_packets: 0,
-                staged_bytes: 0,
-            });
-            self.rxqs.push(LocalRx {
-                no: port.no,
-                handle: port.clone(),
-                queue: queues.rx,
-            });
+            if w.outputs.by_port[idx].is_none() {
+                match port.take_tx() {
+                    Some(queue) => {
+                        w.outputs.by_port[idx] = Some(LocalTx {
+                            handle: port.clone(),
+                            queue,
+                            staged_packets: 0,
+                            staged_bytes: 0,
+                        })
+                    }
+                    None => tracing::warn!(port = %port.name, core, "no transmit queue"),
+                }
+            }
         }
-        self.outputs.ports = self.rxqs.iter().map(|r| r.no).collect();
+        w.outputs.ports = snap.ports.iter().map(|p| p.no).collect();
+        if w.classifier_generation != snap.classifier_generation {
+            w.classifier_generation = snap.classifier_generation;
+            w.emc.invalidate(snap.classifier_generation);
+            w.order = SubtableOrder::new(&snap.classifier);
+        }
+        w.emc.set_insert_inv_prob(snap.emc_insert_inv_prob);
         let generation = snap.generation;
         self.snapshot = Some(snap);
-        self.shared.ack(generation);
+        self.take_pending();
+        self.control.ack(generation);
+    }
+
+    /// Takes the assigned queues that their former PMD has handed back.
+    fn take_pending(&mut self) {
+        let now = clock::cycles();
+        let rxqs = &mut self.rxqs;
+        self.pending.retain(|(h, q)| {
+            let Some(slot) = h.rxqs.get(*q) else {
+                return false;
+            };
+            let Some(queue) = slot.queue.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+                return true;
+            };
+            slot.stats.busy_cycles.store(0, Ordering::Relaxed);
+            slot.stats.pmd_cycles.store(0, Ordering::Relaxed);
+            rxqs.push(OwnedRxq {
+                handle: h.clone(),
+                index: *q,
+                queue,
+                busy_cycles: 0,
+                assigned_at: now,
+            });
+            false
+        });
     }
 
     pub fn run(mut self) {
@@ -196,7 +323,7 @@ impl Pmd {
         let hz = clock::cycles_per_second();
         let mut last = clock::cycles();
         let mut next_housekeeping = last;
-        while !self.shared.stop.load(Ordering::Acquire) {
+        while !self.control.stop.load(Ordering::Acquire) {
             let generation = self.shared.generation.load(Ordering::Acquire);
             if self
                 .snapshot
@@ -205,138 +332,307 @@ impl Pmd {
             {
                 self.reconfigure();
             }
+            if !self.pending.is_empty() {
+                self.take_pending();
+            }
+            while let Ok(l) = self.inbox.try_recv() {
+                self.worker.mac_table.learn(l.mac, l.vlan, l.port, l.at_ms);
+            }
+            let Some(snap) = self.snapshot.as_deref() else {
+                break;
+            };
             if self.rxqs.is_empty() {
-                std::thread::park_timeout(NO_PORTS_PARK);
+                std::thread::park_timeout(NO_QUEUES_PARK);
                 last = clock::cycles();
                 continue;
             }
             let now_ms = clock::now_ms();
             let mut received = 0;
-            for i in 0..self.rxqs.len() {
-                received += self.poll_queue(i, now_ms);
+            for rxq in &mut self.rxqs {
+                let start = clock::cycles();
+                let n = process_batch(&mut self.worker, snap, rxq, now_ms);
+                if n > 0 {
+                    rxq.busy_cycles += clock::cycles().wrapping_sub(start);
+                }
+                received += n;
             }
-            self.outputs.send_all();
+            self.worker.outputs.send_all();
 
             let now = clock::cycles();
             let spent = now.wrapping_sub(last);
             last = now;
+            let c = &mut self.worker.counters;
             if received > 0 {
-                self.busy_cycles += spent;
-                self.packets += received as u64;
+                c.busy_cycles += spent;
+                c.packets += received as u64;
             } else {
-                self.idle_cycles += spent;
+                c.idle_cycles += spent;
             }
-            self.iterations += 1;
+            c.iterations += 1;
             if now >= next_housekeeping {
                 next_housekeeping = now + hz;
-                self.housekeeping(now_ms);
+                self.housekeeping(now_ms, now);
             }
-            self.publish_stats();
+            let o = &self.worker.outputs;
+            let c = &mut self.worker.counters;
+            c.tx_batches = o.batches;
+            c.tx_packets = o.packets;
+            self.control.stats.publish(c);
         }
-        // Everything staged leaves before the queues close.
-        self.outputs.send_all();
+        self.shut_down();
     }
 
-    fn housekeeping(&mut self, now_ms: u64) {
-        self.mac_table.expire(now_ms);
-        for rx in &mut self.rxqs {
-            let overrun = rx.queue.take_overrun_drops();
-            PortStats::add_drop(&rx.handle.stats.rx_overrun, overrun);
+    fn housekeeping(&mut self, now_ms: u64, now_cycles: u64) {
+        self.worker.mac_table.expire(now_ms);
+        for rxq in &mut self.rxqs {
+            let stats = &rxq.handle.rxqs[rxq.index].stats;
+            stats.busy_cycles.store(rxq.busy_cycles, Ordering::Relaxed);
+            stats
+                .pmd_cycles
+                .store(now_cycles.wrapping_sub(rxq.assigned_at), Ordering::Relaxed);
+            let overrun = rxq.queue.take_overrun_drops();
+            PortStats::add_drop(&rxq.handle.stats.rx_overrun, overrun);
+        }
+        if let Some(snap) = &self.snapshot {
+            self.worker.order.resort(&snap.classifier);
         }
     }
 
-    fn publish_stats(&self) {
-        let s = &self.shared.stats;
-        s.packets.store(self.packets, Ordering::Relaxed);
-        s.rule_hits.store(self.rule_hits, Ordering::Relaxed);
-        s.rule_misses.store(self.rule_misses, Ordering::Relaxed);
-        s.busy_cycles.store(self.busy_cycles, Ordering::Relaxed);
-        s.idle_cycles.store(self.idle_cycles, Ordering::Relaxed);
-        s.iterations.store(self.iterations, Ordering::Relaxed);
-    }
-
-    /// Receives one batch from queue `i` and sends each packet on its way.
-    fn poll_queue(&mut self, i: usize, now_ms: u64) -> usize {
-        let Some(snapshot) = self.snapshot.as_ref() else {
-            return 0;
-        };
-        let classifier: &Classifier = &snapshot.classifier;
-        let rx = &mut self.rxqs[i];
-        let in_port = rx.no;
-        let stats = &rx.handle.stats;
-        let mut batch = RxBatch::new();
-        let drops = rx.queue.recv(&mut batch);
-        PortStats::add_drop(&stats.rx_truncated, u64::from(drops.truncated));
-        let received = batch.len();
-        if received == 0 {
-            drop(batch);
-            rx.queue.release();
-            return 0;
+    /// Everything staged leaves, and the queues go back to their ports for the PMDs
+    /// that stay.
+    fn shut_down(&mut self) {
+        self.worker.outputs.send_all();
+        for rxq in self.rxqs.drain(..) {
+            give_back_rx(rxq);
         }
-        let mut bytes = 0u64;
-        let mut malformed = 0u64;
-        let mut tally: ArrayVec<(&Arc<Rule>, u64, u64), BATCH_SIZE> = ArrayVec::new();
-        for pkt in &batch {
-            let len = pkt.data.len() as u64;
-            bytes += len;
-            let key = match extract(pkt.data, in_port, pkt.meta.vlan) {
-                Ok(k) => k,
-                Err(_) => {
-                    malformed += 1;
-                    continue;
-                }
-            };
-            let actions: &[Action] = match classifier.lookup(&key) {
-                Some(rule) => {
-                    self.rule_hits += 1;
-                    match tally.iter_mut().find(|(r, _, _)| Arc::ptr_eq(r, rule)) {
-                        Some(t) => {
-                            t.1 += 1;
-                            t.2 += len;
-                        }
-                        None => tally.push((rule, 1, len)),
-                    }
-                    &rule.spec.actions
-                }
-                None => {
-                    self.rule_misses += 1;
-                    &TABLE_MISS
-                }
-            };
-            for action in actions {
-                match *action {
-                    Action::Output(port) => self.outputs.output(port, in_port, pkt.data, &pkt.meta),
-                    Action::Flood => self.outputs.flood(in_port, pkt.data, &pkt.meta),
-                    Action::Normal => normal(
-                        &mut self.outputs,
-                        &mut self.mac_table,
-                        &key,
-                        pkt.data,
-                        &pkt.meta,
-                        now_ms,
-                    ),
-                    Action::Drop => {}
-                }
+        for tx in self.worker.outputs.by_port.iter_mut() {
+            if let Some(tx) = tx.take() {
+                tx.handle.give_back_tx(tx.queue);
             }
         }
-        drop(batch);
-        rx.queue.release();
-        stats.add_rx(received as u64, bytes);
-        PortStats::add_drop(&stats.rx_malformed, malformed);
-        for (rule, packets, bytes) in tally {
-            rule.stats.add(packets, bytes, now_ms);
-        }
-        received
     }
 }
 
-/// The `normal` action: a MAC-learning switch.
+fn give_back_rx(rxq: OwnedRxq) {
+    if let Some(slot) = rxq.handle.rxqs.get(rxq.index) {
+        *slot.queue.lock().unwrap_or_else(|e| e.into_inner()) = Some(rxq.queue);
+    }
+}
+
+/// Receives one batch from `rxq` and sends each packet on its way; returns how many
+/// packets it received.
+fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u64) -> usize {
+    let in_port = rxq.handle.no;
+    let stats = &rxq.handle.stats;
+    let mut batch = RxBatch::new();
+    let drops = rxq.queue.recv(&mut batch);
+    PortStats::add_drop(&stats.rx_truncated, u64::from(drops.truncated));
+    let received = batch.len();
+    if received == 0 {
+        drop(batch);
+        rxq.queue.release();
+        return 0;
+    }
+    let mut bytes = 0u64;
+    let mut malformed = 0u64;
+    // Rule counters are added once per batch and rule, not per packet.
+    let mut tally: ArrayVec<(Arc<Rule>, u64, u64), BATCH_SIZE> = ArrayVec::new();
+    for pkt in &batch {
+        let len = pkt.data.len() as u64;
+        bytes += len;
+        if extract(pkt.data, in_port, pkt.meta.vlan, &mut w.key).is_err() {
+            malformed += 1;
+            continue;
+        }
+        let hash = key_hash(&w.key);
+        let rule = match w.emc.lookup(hash, &w.key) {
+            Some(slot) => {
+                w.counters.emc_hits += 1;
+                w.emc.rule(slot)
+            }
+            None => {
+                let found = snap.classifier.lookup_ordered(&w.key, &mut w.order);
+                w.counters.subtable_lookups += u64::from(found.probes);
+                if found.rule.is_some() {
+                    w.counters.classifier_hits += 1;
+                } else {
+                    w.counters.misses += 1;
+                }
+                w.emc.insert(hash, &w.key, found.rule);
+                found.rule
+            }
+        };
+        let (actions, rewrites): (&[Action], bool) = match rule {
+            Some(r) => {
+                match tally.iter_mut().find(|(t, _, _)| Arc::ptr_eq(t, r)) {
+                    Some(t) => {
+                        t.1 += 1;
+                        t.2 += len;
+                    }
+                    None => tally.push((r.clone(), 1, len)),
+                }
+                (&r.spec.actions, r.rewrites)
+            }
+            None => (&TABLE_MISS, false),
+        };
+        if !rewrites {
+            for action in actions {
+                match *action {
+                    Action::Output(port) => w.outputs.output(port, in_port, pkt.data, &pkt.meta),
+                    Action::InPort => w.outputs.stage(in_port, pkt.data, &pkt.meta),
+                    Action::Flood => w.outputs.flood(in_port, pkt.data, &pkt.meta),
+                    Action::Normal => normal(
+                        &mut w.mac_table,
+                        &mut w.outputs,
+                        w.core,
+                        &w.key,
+                        snap,
+                        pkt.data,
+                        &pkt.meta,
+                        w.key.dl_dst,
+                        now_ms,
+                    ),
+                    _ => {}
+                }
+            }
+        } else if w
+            .scratch
+            .load(pkt.data, pkt.meta.vlan, pkt.meta.vnet)
+            .is_ok()
+        {
+            let mut sinks = Sinks {
+                outputs: &mut w.outputs,
+                mac_table: &mut w.mac_table,
+                scratch: &mut w.scratch,
+                core: w.core,
+                key: &w.key,
+            };
+            run_rewriting(&mut sinks, snap, actions, now_ms);
+        } else {
+            w.outputs.lost += 1;
+        }
+    }
+    drop(batch);
+    rxq.queue.release();
+    stats.add_rx(received as u64, bytes);
+    PortStats::add_drop(&stats.rx_malformed, malformed);
+    w.counters.lost += malformed;
+    for (rule, packets, bytes) in tally {
+        rule.stats.add(packets, bytes, now_ms);
+    }
+    received
+}
+
+/// The parts of a [`Worker`] that running actions changes (the cache that lent the
+/// actions stays borrowed).
+struct Sinks<'a> {
+    outputs: &'a mut Outputs,
+    mac_table: &'a mut MacTable,
+    scratch: &'a mut PacketBuf,
+    core: usize,
+    key: &'a FlowKey,
+}
+
+/// Runs actions that change the packet, in order, on the copy in `w.scratch`: each
+/// output sends the packet as the rewrites before it left it.
+fn run_rewriting(w: &mut Sinks<'_>, snap: &Snapshot, actions: &[Action], now_ms: u64) {
+    let in_port = w.key.in_port;
+    for action in actions {
+        let meta = PacketMeta {
+            vnet: w.scratch.vnet,
+            vlan: None,
+        };
+        let result = match *action {
+            Action::Output(port) => {
+                w.outputs.output(port, in_port, w.scratch.data(), &meta);
+                Ok(())
+            }
+            Action::InPort => {
+                w.outputs.stage(in_port, w.scratch.data(), &meta);
+                Ok(())
+            }
+            Action::Flood => {
+                w.outputs.flood(in_port, w.scratch.data(), &meta);
+                Ok(())
+            }
+            Action::Normal => {
+                let dst = MacAddr::from_slice(w.scratch.data()).unwrap_or_default();
+                normal(
+                    w.mac_table,
+                    w.outputs,
+                    w.core,
+                    w.key,
+                    snap,
+                    w.scratch.data(),
+                    &meta,
+                    dst,
+                    now_ms,
+                );
+                Ok(())
+            }
+            Action::Drop => Ok(()),
+            Action::SetDlSrc(m) => {
+                w.scratch.set_dl_src(m);
+                Ok(())
+            }
+            Action::SetDlDst(m) => {
+                w.scratch.set_dl_dst(m);
+                Ok(())
+            }
+            Action::PushVlan(tpid) => w.scratch.push_vlan(tpid),
+            Action::SetVlanVid(vid) => w.scratch.set_vlan_vid(vid),
+            Action::SetVlanPcp(pcp) => w.scratch.set_vlan_pcp(pcp),
+            Action::StripVlan => {
+                w.scratch.strip_vlan();
+                Ok(())
+            }
+            Action::SetNwSrc(a) => {
+                w.scratch.set_nw_src(a.octets());
+                Ok(())
+            }
+            Action::SetNwDst(a) => {
+                w.scratch.set_nw_dst(a.octets());
+                Ok(())
+            }
+            Action::SetNwTos(t) => {
+                w.scratch.set_nw_tos(t);
+                Ok(())
+            }
+            Action::SetTpSrc(p) => {
+                w.scratch.set_tp_src(p);
+                Ok(())
+            }
+            Action::SetTpDst(p) => {
+                w.scratch.set_tp_dst(p);
+                Ok(())
+            }
+            Action::DecTtl => w.scratch.dec_ttl(),
+        };
+        match result {
+            Ok(()) => {}
+            // A packet whose TTL ran out goes no further (there is no controller to
+            // tell); it is counted on the rule that matched it.
+            Err(RewriteError::TtlExpired) => return,
+            Err(RewriteError::NoHeadroom | RewriteError::TooBig) => {
+                w.outputs.lost += 1;
+                return;
+            }
+        }
+    }
+}
+
+/// The `normal` action: a MAC-learning switch. What this PMD learns it tells the
+/// others, whose ports' traffic it never sees.
+#[allow(clippy::too_many_arguments)]
 fn normal(
+    mac_table: &mut MacTable,
     outputs: &mut Outputs,
-    macs: &mut MacTable,
+    core: usize,
     key: &FlowKey,
+    snap: &Snapshot,
     data: &[u8],
     meta: &PacketMeta,
+    dl_dst: MacAddr,
     now_ms: u64,
 ) {
     let vlan = if key.vlan_tci & VLAN_CFI != 0 {
@@ -344,13 +640,34 @@ fn normal(
     } else {
         0
     };
-    macs.learn(key.dl_src, vlan, key.in_port, now_ms);
-    if key.dl_dst.is_multicast() {
-        outputs.flood(key.in_port, data, meta);
+    let (src, in_port) = (key.dl_src, key.in_port);
+    let tell = match mac_table.learn(src, vlan, in_port, now_ms) {
+        Learned::New | Learned::Moved => true,
+        Learned::Refreshed { previous_ms } => {
+            now_ms.saturating_sub(previous_ms) >= LEARNING_REFRESH_MS
+        }
+        Learned::Ignored => false,
+    };
+    if tell {
+        let l = Learning {
+            mac: src,
+            vlan,
+            port: in_port,
+            at_ms: now_ms,
+        };
+        for (peer, inbox) in &snap.learning {
+            if *peer != core {
+                // A PMD that is stopping has dropped its inbox; nothing to tell it.
+                let _ = inbox.send(l);
+            }
+        }
+    }
+    if dl_dst.is_multicast() {
+        outputs.flood(in_port, data, meta);
         return;
     }
-    match macs.lookup(key.dl_dst, vlan, now_ms) {
-        Some(port) => outputs.output(port, key.in_port, data, meta),
-        None => outputs.flood(key.in_port, data, meta),
+    match mac_table.lookup(dl_dst, vlan, now_ms) {
+        Some(port) => outputs.output(port, in_port, data, meta),
+        None => outputs.flood(in_port, data, meta),
     }
 }

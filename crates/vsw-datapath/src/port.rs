@@ -69,8 +69,25 @@ pub trait TxQueue: Send {
     fn flush(&mut self) -> usize;
 }
 
-/// The queues of one port, handed to the PMD that polls it.
+/// Opens one more transmit queue on a device (for one more PMD).
+pub type TxFactory = Box<dyn Fn() -> std::io::Result<Box<dyn TxQueue>> + Send + Sync>;
+
+/// The queues of a port: its receive queues, each polled by one PMD, and a transmit
+/// queue. Every PMD sends through a transmit queue of its own, so a device that can
+/// open more gives a factory; without one, PMDs share the one queue under a lock.
 pub struct PortQueues {
-    pub rx: Box<dyn RxQueue>,
+    pub rx: Vec<Box<dyn RxQueue>>,
     pub tx: Box<dyn TxQueue>,
+    pub tx_factory: Option<TxFactory>,
+}
+
+impl PortQueues {
+    /// One receive and one transmit queue, no more.
+    pub fn single(rx: Box<dyn RxQueue>, tx: Box<dyn TxQueue>) -> PortQueues {
+        PortQueues {
+            rx: vec![rx],
+            tx,
+            tx_factory: None,
+        }
+    }
 }

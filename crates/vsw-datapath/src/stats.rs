@@ -90,64 +90,182 @@ impl PortStatsView {
     }
 }
 
-/// Per-PMD counters. The PMD is their only writer.
+/// Per-PMD counters. The PMD is their only writer; it stores its running totals
+/// once per loop iteration.
 #[derive(Debug, Default)]
 pub(crate) struct PmdStats {
     pub packets: AtomicU64,
+    pub emc_hits: AtomicU64,
+    pub classifier_hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub lost: AtomicU64,
+    pub subtable_lookups: AtomicU64,
     pub busy_cycles: AtomicU64,
     pub idle_cycles: AtomicU64,
     pub iterations: AtomicU64,
-    pub rule_hits: AtomicU64,
-    pub rule_misses: AtomicU64,
+    pub tx_batches: AtomicU64,
+    pub tx_packets: AtomicU64,
 }
 
-/// A copy of one PMD's counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PmdStatsView {
-    pub core: Option<usize>,
+/// A PMD's running totals, kept in plain integers on the PMD's own stack.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PmdCounters {
     pub packets: u64,
-    /// Packets that matched a rule.
-    pub rule_hits: u64,
-    /// Packets no rule matched (handled as `normal`).
-    pub rule_misses: u64,
+    pub emc_hits: u64,
+    pub classifier_hits: u64,
+    pub misses: u64,
+    pub lost: u64,
+    pub subtable_lookups: u64,
     pub busy_cycles: u64,
     pub idle_cycles: u64,
     pub iterations: u64,
+    pub tx_batches: u64,
+    pub tx_packets: u64,
+}
+
+impl PmdStats {
+    pub fn publish(&self, c: &PmdCounters) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        set(&self.packets, c.packets);
+        set(&self.emc_hits, c.emc_hits);
+        set(&self.classifier_hits, c.classifier_hits);
+        set(&self.misses, c.misses);
+        set(&self.lost, c.lost);
+        set(&self.subtable_lookups, c.subtable_lookups);
+        set(&self.busy_cycles, c.busy_cycles);
+        set(&self.idle_cycles, c.idle_cycles);
+        set(&self.iterations, c.iterations);
+        set(&self.tx_batches, c.tx_batches);
+        set(&self.tx_packets, c.tx_packets);
+    }
+
+    pub fn view(&self, core: usize, hz: u64) -> PmdStatsView {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        PmdStatsView {
+            core,
+            packets: g(&self.packets),
+            emc_hits: g(&self.emc_hits),
+            classifier_hits: g(&self.classifier_hits),
+            misses: g(&self.misses),
+            lost: g(&self.lost),
+            subtable_lookups: g(&self.subtable_lookups),
+            busy_cycles: g(&self.busy_cycles),
+            idle_cycles: g(&self.idle_cycles),
+            iterations: g(&self.iterations),
+            tx_batches: g(&self.tx_batches),
+            tx_packets: g(&self.tx_packets),
+            cycles_per_second: hz,
+        }
+    }
+}
+
+/// A copy of one PMD's counters at one moment, with the figures of OVS's
+/// `pmd-stats-show`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PmdStatsView {
+    pub core: usize,
+    /// Packets received from the PMD's queues.
+    pub packets: u64,
+    /// Found in the exact-match cache.
+    pub emc_hits: u64,
+    /// Found by a classifier lookup (the cache missed).
+    pub classifier_hits: u64,
+    /// No rule matched: handled as `normal` (the table-miss behaviour).
+    pub misses: u64,
+    /// Received but not forwarded for lack of resources or sense: malformed headers,
+    /// full or too-small output queues.
+    pub lost: u64,
+    /// Subtables probed by the classifier lookups (hits and misses).
+    pub subtable_lookups: u64,
+    pub busy_cycles: u64,
+    pub idle_cycles: u64,
+    pub iterations: u64,
+    /// Output batches sent and the packets in them.
+    pub tx_batches: u64,
+    pub tx_packets: u64,
     pub cycles_per_second: u64,
 }
 
 impl PmdStatsView {
+    /// Busy (processing) cycles per received packet.
     pub fn avg_cycles_per_packet(&self) -> Option<f64> {
         (self.packets > 0).then(|| self.busy_cycles as f64 / self.packets as f64)
     }
 
+    /// Subtables probed per lookup that went to the classifier.
+    pub fn avg_subtable_lookups(&self) -> Option<f64> {
+        let lookups = self.classifier_hits + self.misses;
+        (lookups > 0).then(|| self.subtable_lookups as f64 / lookups as f64)
+    }
+
+    pub fn avg_packets_per_batch(&self) -> Option<f64> {
+        (self.tx_batches > 0).then(|| self.tx_packets as f64 / self.tx_batches as f64)
+    }
+
     /// Counters since `base` (what `pmd-stats-clear` recorded).
     pub fn since(&self, base: &PmdStatsView) -> PmdStatsView {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
         PmdStatsView {
             core: self.core,
-            packets: self.packets.saturating_sub(base.packets),
-            rule_hits: self.rule_hits.saturating_sub(base.rule_hits),
-            rule_misses: self.rule_misses.saturating_sub(base.rule_misses),
-            busy_cycles: self.busy_cycles.saturating_sub(base.busy_cycles),
-            idle_cycles: self.idle_cycles.saturating_sub(base.idle_cycles),
-            iterations: self.iterations.saturating_sub(base.iterations),
+            packets: d(self.packets, base.packets),
+            emc_hits: d(self.emc_hits, base.emc_hits),
+            classifier_hits: d(self.classifier_hits, base.classifier_hits),
+            misses: d(self.misses, base.misses),
+            lost: d(self.lost, base.lost),
+            subtable_lookups: d(self.subtable_lookups, base.subtable_lookups),
+            busy_cycles: d(self.busy_cycles, base.busy_cycles),
+            idle_cycles: d(self.idle_cycles, base.idle_cycles),
+            iterations: d(self.iterations, base.iterations),
+            tx_batches: d(self.tx_batches, base.tx_batches),
+            tx_packets: d(self.tx_packets, base.tx_packets),
             cycles_per_second: self.cycles_per_second,
         }
     }
 }
 
-impl PmdStats {
-    pub fn view(&self, core: Option<usize>, hz: u64) -> PmdStatsView {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        PmdStatsView {
-            core,
-            packets: g(&self.packets),
-            rule_hits: g(&self.rule_hits),
-            rule_misses: g(&self.rule_misses),
-            busy_cycles: g(&self.busy_cycles),
-            idle_cycles: g(&self.idle_cycles),
-            iterations: g(&self.iterations),
-            cycles_per_second: hz,
+/// One receive queue in `pmd-rxq-show`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RxqView {
+    pub port: String,
+    pub port_no: u32,
+    pub queue: usize,
+    /// Share of its PMD's cycles spent on packets from this queue since it was
+    /// assigned, in percent; `None` before the first measurement.
+    pub usage_percent: Option<f64>,
+    pub pinned: bool,
+}
+
+/// One PMD in `pmd-rxq-show`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PmdRxqView {
+    pub core: usize,
+    /// Polls only queues pinned to it.
+    pub isolated: bool,
+    pub queues: Vec<RxqView>,
+}
+
+/// A receive queue's load since it was assigned to its PMD, kept by that PMD.
+#[derive(Debug, Default)]
+pub(crate) struct RxqStats {
+    /// Cycles spent on batches from this queue.
+    pub busy_cycles: AtomicU64,
+    /// All cycles of the PMD over the same time.
+    pub pmd_cycles: AtomicU64,
+}
+
+impl RxqStats {
+    pub fn usage_percent(&self) -> Option<f64> {
+        let total = self.pmd_cycles.load(Ordering::Relaxed);
+        (total > 0).then(|| 100.0 * self.busy_cycles.load(Ordering::Relaxed) as f64 / total as f64)
+    }
+
+    /// Busy fraction in parts per million (for placing queues by load).
+    pub fn load_ppm(&self) -> u64 {
+        let total = self.pmd_cycles.load(Ordering::Relaxed);
+        if total == 0 {
+            return 0;
         }
+        (u128::from(self.busy_cycles.load(Ordering::Relaxed)) * 1_000_000 / u128::from(total))
+            as u64
     }
 }

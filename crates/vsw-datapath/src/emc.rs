@@ -1,0 +1,210 @@
+//! The exact-match cache: one per PMD, in front of the classifier. It maps a packet's
+//! whole flow key to the rule the classifier chose for it (or to "no rule"), so a
+//! packet of a known flow costs one hash and one key comparison.
+//!
+//! Two-way set associative: a key may sit in one of two slots picked by different
+//! bits of its hash. Entries carry the classifier generation they were made under;
+//! a new classifier makes every older entry a miss at once, without a sweep.
+//! Insertion is probabilistic (`emc-insert-inv-prob`, as in Open vSwitch): with
+//! thousands of short flows, inserting every miss would only churn the cache.
+
+use std::hash::Hasher;
+use std::sync::Arc;
+
+use rustc_hash::FxHasher;
+use vsw_flow::Rule;
+use vsw_packet::FlowKey;
+
+/// Entries per cache (a power of two).
+pub const EMC_ENTRIES: usize = 8192;
+const EMC_MASK: usize = EMC_ENTRIES - 1;
+/// Bits of the hash that pick the first slot; the second slot uses the next ones.
+const EMC_SHIFT: u32 = EMC_ENTRIES.trailing_zeros();
+
+/// Open vSwitch's default: insert one miss in a hundred.
+pub const DEFAULT_INSERT_INV_PROB: u32 = 100;
+
+/// The hash of a flow key, used by the cache.
+#[inline]
+pub fn key_hash(key: &FlowKey) -> u64 {
+    let mut h = FxHasher::default();
+    for w in key.words() {
+        h.write_u64(*w);
+    }
+    h.finish()
+}
+
+#[derive(Default)]
+struct Entry {
+    /// 0: empty. Otherwise the classifier generation it was made under.
+    generation: u64,
+    hash: u64,
+    key: FlowKey,
+    rule: Option<Arc<Rule>>,
+}
+
+pub struct Emc {
+    entries: Box<[Entry]>,
+    generation: u64,
+    /// Insert one miss in this many; 0 turns insertion off, 1 inserts every miss.
+    inv_prob: u32,
+    rng: u32,
+}
+
+impl Emc {
+    pub fn new(inv_prob: u32) -> Emc {
+        Emc {
+            entries: (0..EMC_ENTRIES).map(|_| Entry::default()).collect(),
+            generation: 1,
+            inv_prob,
+            rng: 0x9e37_79b9,
+        }
+    }
+
+    /// Forgets every entry made before (they belong to another classifier).
+    pub fn invalidate(&mut self, generation: u64) {
+        self.generation = generation.max(1);
+    }
+
+    pub fn set_insert_inv_prob(&mut self, inv_prob: u32) {
+        self.inv_prob = inv_prob;
+    }
+
+    #[inline]
+    fn slots(hash: u64) -> [usize; 2] {
+        [
+            hash as usize & EMC_MASK,
+            (hash >> EMC_SHIFT) as usize & EMC_MASK,
+        ]
+    }
+
+    /// The slot that holds `key`, if the cache knows it.
+    #[inline]
+    pub fn lookup(&self, hash: u64, key: &FlowKey) -> Option<usize> {
+        Emc::slots(hash).into_iter().find(|&slot| {
+            let e = &self.entries[slot];
+            e.generation == self.generation && e.hash == hash && e.key.words() == key.words()
+        })
+    }
+
+    /// What the cache knows for the key in `slot`: a rule, or no rule at all.
+    #[inline]
+    pub fn rule(&self, slot: usize) -> Option<&Arc<Rule>> {
+        self.entries[slot].rule.as_ref()
+    }
+
+    /// Maybe remembers what the classifier said for `key` (see `inv_prob`).
+    #[inline]
+    pub fn insert(&mut self, hash: u64, key: &FlowKey, rule: Option<&Arc<Rule>>) {
+        match self.inv_prob {
+            0 => return,
+            1 => {}
+            n => {
+                // xorshift32: cheap, and good enough to thin insertions out.
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 17;
+                self.rng ^= self.rng << 5;
+                if !self.rng.is_multiple_of(n) {
+                    return;
+                }
+            }
+        }
+        let [a, b] = Emc::slots(hash);
+        let live = |e: &Entry| e.generation == self.generation;
+        // The first slot when it is free; else the second, so that a flow already
+        // in the first survives a newcomer.
+        let slot = if live(&self.entries[a]) { b } else { a };
+        let e = &mut self.entries[slot];
+        e.generation = self.generation;
+        e.hash = hash;
+        e.key = *key;
+        e.rule = rule.cloned();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vsw_flow::{Action, FlowSpec, Match};
+
+    fn rule() -> Arc<Rule> {
+        Arc::new(Rule::new(
+            FlowSpec::new(1, Match::any(), vec![Action::Drop]),
+            0,
+            1,
+        ))
+    }
+
+    fn key(n: u32) -> FlowKey {
+        FlowKey {
+            in_port: n,
+            ..FlowKey::default()
+        }
+    }
+
+    #[test]
+    fn remembers_rules_and_misses() {
+        let mut emc = Emc::new(1);
+        let r = rule();
+        let (k1, k2) = (key(1), key(2));
+        let (h1, h2) = (key_hash(&k1), key_hash(&k2));
+        assert_eq!(emc.lookup(h1, &k1), None);
+        emc.insert(h1, &k1, Some(&r));
+        emc.insert(h2, &k2, None);
+        let s1 = emc.lookup(h1, &k1).expect("cached");
+        assert!(Arc::ptr_eq(emc.rule(s1).unwrap(), &r));
+        let s2 = emc.lookup(h2, &k2).expect("a miss is cached too");
+        assert!(emc.rule(s2).is_none());
+        // Same hash, other key: a miss, never the wrong rule.
+        assert_eq!(emc.lookup(h1, &k2), None);
+    }
+
+    #[test]
+    fn a_new_generation_forgets_everything() {
+        let mut emc = Emc::new(1);
+        let k = key(1);
+        let h = key_hash(&k);
+        emc.insert(h, &k, Some(&rule()));
+        emc.invalidate(2);
+        assert_eq!(emc.lookup(h, &k), None);
+    }
+
+    #[test]
+    fn insertion_probability() {
+        let mut emc = Emc::new(0);
+        let k = key(1);
+        let h = key_hash(&k);
+        emc.insert(h, &k, None);
+        assert_eq!(emc.lookup(h, &k), None, "0 turns insertion off");
+        let mut emc = Emc::new(100);
+        let inserted = (0..10_000u32)
+            .filter(|n| {
+                let k = key(*n);
+                let h = key_hash(&k);
+                emc.insert(h, &k, None);
+                emc.lookup(h, &k).is_some()
+            })
+            .count();
+        assert!(
+            (50..200).contains(&inserted),
+            "about 1 in 100 inserted, got {inserted} of 10000"
+        );
+    }
+
+    #[test]
+    fn many_flows_fit() {
+        let mut emc = Emc::new(1);
+        let n = 2000u32;
+        for i in 0..n {
+            let k = key(i);
+            emc.insert(key_hash(&k), &k, None);
+        }
+        let found = (0..n)
+            .filter(|i| {
+                let k = key(*i);
+                emc.lookup(key_hash(&k), &k).is_some()
+            })
+            .count();
+        assert!(found as u32 > n * 9 / 10, "{found} of {n} kept");
+    }
+}
