@@ -115,7 +115,7 @@ fn send_and_receive(
         (0u64, 0u64, None::<u64>, 0u64);
     let mut receive = |rcv: &mut PortQueues, latency: &mut LatencyRecorder| {
         let mut batch = RxBatch::new();
-        rcv.rx.recv(&mut batch);
+        rcv.rx[0].recv(&mut batch);
         let now = epoch.elapsed().as_nanos() as u64;
         for p in &batch {
             if let Some((seq, sent)) = frame::read_stamp(p.data) {
@@ -128,7 +128,7 @@ fn send_and_receive(
             }
         }
         drop(batch);
-        rcv.rx.release();
+        rcv.rx[0].release();
     };
     let end = now_ns() + t.duration.as_nanos() as u64;
     let mut seq = 0u64;

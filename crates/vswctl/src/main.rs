@@ -72,6 +72,10 @@ enum Command {
     PmdStatsShow,
     /// Reset PMD statistics.
     PmdStatsClear,
+    /// Which PMD polls which receive queue, and each queue's share of its PMD.
+    PmdRxqShow,
+    /// Place the receive queues on the PMDs again, by measured load.
+    PmdRxqRebalance,
 }
 
 fn read_flows(file: &PathBuf) -> anyhow::Result<Vec<String>> {
@@ -147,6 +151,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::DumpPorts => Request::DumpPorts,
         Command::PmdStatsShow => Request::PmdStatsShow,
         Command::PmdStatsClear => Request::PmdStatsClear,
+        Command::PmdRxqShow => Request::PmdRxqShow,
+        Command::PmdRxqRebalance => Request::PmdRxqRebalance,
     };
     let result = call(&cli.socket, &req)?;
     if cli.format == Format::Json {
@@ -158,6 +164,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Request::DumpFlows => render::flows(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpPorts => render::ports(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdStatsShow => render::pmd_stats(&serde_json::from_value::<Vec<_>>(result)?),
+        Request::PmdRxqShow | Request::PmdRxqRebalance => {
+            render::rxq_show(&serde_json::from_value::<Vec<_>>(result)?)
+        }
         _ => String::new(),
     };
     print!("{text}");

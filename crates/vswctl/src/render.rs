@@ -2,19 +2,20 @@
 
 use std::fmt::Write;
 
-use vswd::protocol::{FlowInfo, PmdStatsView, PortInfo, ShowInfo};
+use vswd::protocol::{FlowInfo, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
 pub fn show(s: ShowInfo) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "vswd (socket {}, state {})", s.socket, s.state_file);
-    match s.pmd_core {
-        Some(c) => {
-            let _ = writeln!(o, "  pmd: core {c}");
-        }
-        None => {
-            let _ = writeln!(o, "  pmd: not pinned");
-        }
-    }
+    let cores: Vec<String> = s.pmd_cores.iter().map(|c| c.to_string()).collect();
+    let _ = writeln!(
+        o,
+        "  pmd: core{} {} (pmd-rxq-assign={}, emc-insert-inv-prob={})",
+        if cores.len() == 1 { "" } else { "s" },
+        cores.join(","),
+        s.pmd_rxq_assign,
+        s.emc_insert_inv_prob
+    );
     for (k, v) in &s.options {
         let _ = writeln!(o, "  {k}={v}");
     }
@@ -41,9 +42,16 @@ pub fn flows(flows: &[FlowInfo]) -> String {
         } else {
             format!(",{}", f.matching)
         };
+        let mut timeouts = String::new();
+        if f.idle_timeout != 0 {
+            timeouts += &format!("idle_timeout={}, ", f.idle_timeout);
+        }
+        if f.hard_timeout != 0 {
+            timeouts += &format!("hard_timeout={}, ", f.hard_timeout);
+        }
         let _ = writeln!(
             o,
-            " duration={:.3}s, table=0, n_packets={}, n_bytes={}, idle_age={}, priority={}{} actions={}",
+            " duration={:.3}s, table=0, n_packets={}, n_bytes={}, {timeouts}idle_age={}, priority={}{} actions={}",
             f.duration_ms as f64 / 1000.0,
             f.n_packets,
             f.n_bytes,
@@ -87,19 +95,31 @@ pub fn ports(ports: &[PortInfo]) -> String {
     o
 }
 
+/// As `ovs-appctl dpif-netdev/pmd-stats-show` prints it, with vsw's names: the
+/// classifier stands where OVS has its megaflow cache, and a miss is a packet no rule
+/// matched (it went to `normal`), not an upcall.
 pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
     let mut o = String::new();
+    let avg = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
     for p in pmds {
-        let core = p
-            .core
-            .map_or_else(|| "unpinned".to_string(), |c| c.to_string());
         let total = (p.busy_cycles + p.idle_cycles).max(1) as f64;
         let pct = |c: u64| 100.0 * c as f64 / total;
-        let _ = writeln!(o, "pmd thread core_id {core}:");
+        let _ = writeln!(o, "pmd thread core_id {}:", p.core);
         let _ = writeln!(o, "  packets received: {}", p.packets);
-        let _ = writeln!(o, "  rule hits: {}", p.rule_hits);
-        let _ = writeln!(o, "  table misses (normal): {}", p.rule_misses);
-        let _ = writeln!(o, "  iterations: {}", p.iterations);
+        let _ = writeln!(o, "  emc hits: {}", p.emc_hits);
+        let _ = writeln!(o, "  classifier hits: {}", p.classifier_hits);
+        let _ = writeln!(
+            o,
+            "  avg. subtable lookups per classifier lookup: {}",
+            avg(p.avg_subtable_lookups())
+        );
+        let _ = writeln!(o, "  miss (no rule, normal): {}", p.misses);
+        let _ = writeln!(o, "  lost: {}", p.lost);
+        let _ = writeln!(
+            o,
+            "  avg. packets per output batch: {}",
+            avg(p.avg_packets_per_batch())
+        );
         let _ = writeln!(
             o,
             "  idle cycles: {} ({:.2}%)",
@@ -120,6 +140,28 @@ pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
             None => {
                 let _ = writeln!(o, "  avg processing cycles per packet: -");
             }
+        }
+    }
+    o
+}
+
+/// As `ovs-appctl dpif-netdev/pmd-rxq-show` prints it.
+pub fn rxq_show(pmds: &[PmdRxqView]) -> String {
+    let mut o = String::new();
+    for p in pmds {
+        let _ = writeln!(o, "pmd thread core_id {}:", p.core);
+        let _ = writeln!(o, "  isolated : {}", p.isolated);
+        for q in &p.queues {
+            let usage = q
+                .usage_percent
+                .map_or_else(|| "NOT AVAIL".to_string(), |u| format!("{u:>3.0} %"));
+            let _ = writeln!(
+                o,
+                "  port: {:<16} queue-id: {:>2} {}  pmd usage: {usage}",
+                q.port,
+                q.queue,
+                if q.pinned { "(pinned)" } else { "        " }
+            );
         }
     }
     o

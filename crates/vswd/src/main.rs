@@ -29,10 +29,10 @@ struct Args {
 
 /// The daemon's own threads (this one and those it starts later) stay off the PMD's
 /// core, so that a control command never preempts packet processing.
-fn keep_off_pmd_core(pmd: Option<usize>) {
+fn keep_off_pmd_cores(pmds: &[usize]) {
     let others: Vec<usize> = vswd::options::allowed_cpus()
         .into_iter()
-        .filter(|c| Some(*c) != pmd)
+        .filter(|c| !pmds.contains(c))
         .collect();
     if others.is_empty() {
         return;
@@ -58,10 +58,10 @@ fn main() -> anyhow::Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
     }
 
-    // Read before the daemon's threads are confined (see keep_off_pmd_core).
+    // Read before the daemon's threads are confined (see keep_off_pmd_cores).
     vswd::options::allowed_cpus();
     let switch = Switch::start(&args.state_file, &args.socket.display().to_string())?;
-    keep_off_pmd_core(switch.pmd_core());
+    keep_off_pmd_cores(&switch.pmd_cores());
     let listener = vswd::server::bind(&args.socket)
         .with_context(|| format!("cannot listen on {}", args.socket.display()))?;
     let switch = Arc::new(Mutex::new(switch));
@@ -74,10 +74,9 @@ fn main() -> anyhow::Result<()> {
 
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(LINK_CHECK_INTERVAL);
-        switch
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .check_links();
+        let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
+        sw.check_links();
+        sw.expire_flows();
     }
     tracing::info!("shutting down");
     let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());

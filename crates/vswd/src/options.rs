@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use vsw_datapath::RxqAssign;
 use vsw_netdev::afpacket::AfPacketMode;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,8 +21,9 @@ pub enum OptionError {
 
 pub type Options = BTreeMap<String, String>;
 
-pub const SWITCH_OPTIONS: &str = "pmd-cpu-mask";
-pub const PORT_OPTIONS: &str = "type, afpacket-mode, ofport_request";
+pub const SWITCH_OPTIONS: &str = "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob";
+pub const PORT_OPTIONS: &str =
+    "type, afpacket-mode, ofport_request, pmd-rxq-affinity, ring-flows, ring-frame-size";
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -59,24 +61,35 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 /// The core the PMD runs on when none is configured: the last one this process may
 /// use, which leaves core 0 to the system and to traffic generators.
-pub fn default_pmd_core() -> Option<usize> {
-    allowed_cpus().into_iter().max()
+pub fn default_pmd_cores() -> Vec<usize> {
+    vec![allowed_cpus().into_iter().max().unwrap_or(0)]
 }
 
 /// The switch-wide options, validated.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SwitchOptions {
-    pub pmd_core: Option<usize>,
+    /// One PMD per core.
+    pub pmd_cores: Vec<usize>,
+    pub rxq_assign: RxqAssign,
+    pub emc_insert_inv_prob: u32,
 }
 
 impl SwitchOptions {
     pub fn from_options(opts: &Options) -> Result<SwitchOptions, OptionError> {
         let mut out = SwitchOptions {
-            pmd_core: default_pmd_core(),
+            pmd_cores: default_pmd_cores(),
+            rxq_assign: RxqAssign::default(),
+            emc_insert_inv_prob: vsw_datapath::emc::DEFAULT_INSERT_INV_PROB,
         };
         for (k, v) in opts {
             match k.as_str() {
-                "pmd-cpu-mask" => out.pmd_core = Some(parse_cpu_mask(v)?),
+                "pmd-cpu-mask" => out.pmd_cores = parse_cpu_mask(v)?,
+                "pmd-rxq-assign" => out.rxq_assign = v.parse().map_err(|e: String| bad(k, v, e))?,
+                "emc-insert-inv-prob" => {
+                    out.emc_insert_inv_prob = v
+                        .parse()
+                        .map_err(|_| bad(k, v, "a whole number: insert 1 in N misses, 0 = never"))?
+                }
                 _ => {
                     return Err(OptionError::Unknown {
                         key: k.clone(),
@@ -89,42 +102,112 @@ impl SwitchOptions {
     }
 }
 
-/// `pmd-cpu-mask`: a hex mask with one bit set (this version runs one PMD thread).
-pub fn parse_cpu_mask(v: &str) -> Result<usize, OptionError> {
+/// `pmd-cpu-mask`: a hex mask (`0x6`) or a list of cores (`1,3` or `1-3`), one PMD
+/// per core named.
+pub fn parse_cpu_mask(v: &str) -> Result<Vec<usize>, OptionError> {
     let key = "pmd-cpu-mask";
-    let hex = v
-        .strip_prefix("0x")
-        .or_else(|| v.strip_prefix("0X"))
-        .unwrap_or(v);
-    let mask =
-        u64::from_str_radix(hex, 16).map_err(|_| bad(key, v, "not a hex CPU mask like 0x2"))?;
-    match mask.count_ones() {
-        0 => Err(bad(key, v, "names no CPU")),
-        1 => {
-            let core = mask.trailing_zeros() as usize;
-            let allowed = allowed_cpus();
-            if !allowed.is_empty() && !allowed.contains(&core) {
-                return Err(bad(
-                    key,
-                    v,
-                    format!("CPU {core} is not available to vswd (available: {allowed:?})"),
-                ));
-            }
-            Ok(core)
+    let cores: Vec<usize> = if let Some(hex) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X"))
+    {
+        let mask = u64::from_str_radix(hex, 16).map_err(|_| {
+            bad(
+                key,
+                v,
+                "not a hex CPU mask like 0x2, or a core list like 1,3",
+            )
+        })?;
+        (0..64).filter(|b| mask & (1 << b) != 0).collect()
+    } else {
+        let mut cores = Vec::new();
+        for part in v.split(',').filter(|p| !p.is_empty()) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b): (usize, usize) = match (a.trim().parse(), b.trim().parse()) {
+                (Ok(a), Ok(b)) if a <= b && b < 1024 => (a, b),
+                _ => {
+                    return Err(bad(
+                        key,
+                        v,
+                        "not a hex CPU mask like 0x2, or a core list like 1,3",
+                    ))
+                }
+            };
+            cores.extend(a..=b);
         }
-        n => Err(bad(
+        cores
+    };
+    if cores.is_empty() {
+        return Err(bad(key, v, "names no CPU"));
+    }
+    let allowed = allowed_cpus();
+    if let Some(c) = cores
+        .iter()
+        .find(|c| !allowed.is_empty() && !allowed.contains(c))
+    {
+        return Err(bad(
             key,
             v,
-            format!("names {n} CPUs; this version runs one PMD thread, so name one"),
-        )),
+            format!("CPU {c} is not available to vswd (available: {allowed:?})"),
+        ));
     }
+    let mut cores = cores;
+    cores.sort_unstable();
+    cores.dedup();
+    Ok(cores)
+}
+
+/// `pmd-rxq-affinity`: `queue:core` pairs, comma-separated (`0:3,1:7`).
+pub fn parse_rxq_affinity(v: &str) -> Result<Vec<(usize, usize)>, OptionError> {
+    let key = "pmd-rxq-affinity";
+    let mut pins: Vec<(usize, usize)> = Vec::new();
+    for part in v.split(',').filter(|p| !p.trim().is_empty()) {
+        let pair = part
+            .split_once(':')
+            .and_then(|(q, c)| Some((q.trim().parse().ok()?, c.trim().parse().ok()?)));
+        let Some((q, c)) = pair else {
+            return Err(bad(key, v, "queue:core pairs like 0:3,1:7"));
+        };
+        if pins.iter().any(|(pq, _)| *pq == q) {
+            return Err(bad(key, v, format!("queue {q} is pinned twice")));
+        }
+        pins.push((q, c));
+    }
+    Ok(pins)
+}
+
+/// What kind of device a port is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PortType {
+    /// A Linux interface, through AF_PACKET.
+    #[default]
+    Afpacket,
+    /// In memory: replays generated frames and discards what it is sent, to measure
+    /// the datapath alone.
+    Ring,
 }
 
 /// A port's options, validated.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortOptions {
+    pub port_type: PortType,
     pub mode: AfPacketMode,
     pub ofport_request: Option<u32>,
+    /// Queue → core pins.
+    pub rxq_affinity: Vec<(usize, usize)>,
+    /// `ring` ports: distinct UDP flows in the generated frames (0 = generate nothing).
+    pub ring_flows: u32,
+    pub ring_frame_size: usize,
+}
+
+impl Default for PortOptions {
+    fn default() -> Self {
+        PortOptions {
+            port_type: PortType::Afpacket,
+            mode: AfPacketMode::default(),
+            ofport_request: None,
+            rxq_affinity: Vec::new(),
+            ring_flows: 0,
+            ring_frame_size: 64,
+        }
+    }
 }
 
 /// The highest port number (OpenFlow's OFPP_MAX).
@@ -135,8 +218,28 @@ impl PortOptions {
         let mut out = PortOptions::default();
         for (k, v) in opts {
             match k.as_str() {
-                "type" if v == "afpacket" => {}
-                "type" => return Err(bad(k, v, "this version has one port type, afpacket")),
+                "type" => {
+                    out.port_type = match v.as_str() {
+                        "afpacket" => PortType::Afpacket,
+                        "ring" => PortType::Ring,
+                        _ => return Err(bad(k, v, "port types are afpacket and ring")),
+                    }
+                }
+                "pmd-rxq-affinity" => out.rxq_affinity = parse_rxq_affinity(v)?,
+                "ring-flows" => {
+                    out.ring_flows = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n <= 1_000_000)
+                        .ok_or_else(|| bad(k, v, "a number of flows, 0..1000000"))?
+                }
+                "ring-frame-size" => {
+                    out.ring_frame_size = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (64..=1518).contains(n))
+                        .ok_or_else(|| bad(k, v, "a frame size on the wire, 64..1518"))?
+                }
                 "afpacket-mode" => {
                     out.mode = v
                         .parse()
@@ -184,16 +287,20 @@ mod tests {
     #[test]
     fn cpu_mask() {
         let first = allowed_cpus()[0];
-        assert_eq!(parse_cpu_mask(&format!("{:#x}", 1u64 << first)), Ok(first));
+        assert_eq!(
+            parse_cpu_mask(&format!("{:#x}", 1u64 << first)),
+            Ok(vec![first])
+        );
+        assert_eq!(parse_cpu_mask(&first.to_string()), Ok(vec![first]));
+        let all = allowed_cpus();
+        let list: Vec<String> = all.iter().map(|c| c.to_string()).collect();
+        assert_eq!(parse_cpu_mask(&list.join(",")), Ok(all.clone()));
         assert!(parse_cpu_mask("0x0")
             .unwrap_err()
             .to_string()
             .contains("names no CPU"));
-        assert!(parse_cpu_mask("0x3")
-            .unwrap_err()
-            .to_string()
-            .contains("names 2 CPUs"));
         assert!(parse_cpu_mask("zz").is_err());
+        assert!(parse_cpu_mask("3-1").is_err());
         assert!(parse_cpu_mask("0x8000000000000000")
             .unwrap_err()
             .to_string()
@@ -227,8 +334,32 @@ mod tests {
         assert_eq!(
             SwitchOptions::from_options(&Options::new())
                 .unwrap()
-                .pmd_core,
-            default_pmd_core()
+                .pmd_cores,
+            default_pmd_cores()
         );
+        let o = SwitchOptions::from_options(
+            &parse_pairs(&words(&[
+                "pmd-rxq-assign=roundrobin",
+                "emc-insert-inv-prob=1",
+            ]))
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (o.rxq_assign, o.emc_insert_inv_prob),
+            (RxqAssign::RoundRobin, 1)
+        );
+        for bad in ["pmd-rxq-assign=best", "emc-insert-inv-prob=-1"] {
+            assert!(SwitchOptions::from_options(&parse_pairs(&words(&[bad])).unwrap()).is_err());
+        }
+    }
+
+    #[test]
+    fn rxq_affinity() {
+        assert_eq!(parse_rxq_affinity("0:3, 1:7"), Ok(vec![(0, 3), (1, 7)]));
+        assert_eq!(parse_rxq_affinity(""), Ok(vec![]));
+        for bad in ["0", "0:x", "0:1,0:2"] {
+            assert!(parse_rxq_affinity(bad).is_err(), "{bad}");
+        }
     }
 }

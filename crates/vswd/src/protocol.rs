@@ -1,7 +1,7 @@
 //! The control protocol: one JSON request per line on the unix socket, one JSON reply.
 
 use serde::{Deserialize, Serialize};
-pub use vsw_datapath::{PmdStatsView, PortStatsView};
+pub use vsw_datapath::{PmdRxqView, PmdStatsView, PortStatsView, RxqView};
 
 pub const DEFAULT_SOCKET: &str = "/run/vsw/vswd.sock";
 pub const DEFAULT_STATE_FILE: &str = "/var/lib/vsw/vswd.json";
@@ -40,6 +40,8 @@ pub enum Request {
     DumpPorts,
     PmdStatsShow,
     PmdStatsClear,
+    PmdRxqShow,
+    PmdRxqRebalance,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,7 +66,9 @@ pub struct PortInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShowInfo {
     pub options: Vec<(String, String)>,
-    pub pmd_core: Option<usize>,
+    pub pmd_cores: Vec<usize>,
+    pub pmd_rxq_assign: String,
+    pub emc_insert_inv_prob: u32,
     pub socket: String,
     pub state_file: String,
     pub ports: Vec<PortInfo>,
@@ -83,4 +87,8 @@ pub struct FlowInfo {
     pub n_bytes: u64,
     pub duration_ms: u64,
     pub idle_age_s: u64,
+    #[serde(default)]
+    pub idle_timeout: u16,
+    #[serde(default)]
+    pub hard_timeout: u16,
 }

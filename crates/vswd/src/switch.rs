@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use vsw_datapath::{Datapath, DatapathError, PortHandle, PortStats};
+use vsw_datapath::{Datapath, DatapathError, PmdConfig, PortHandle, PortQueues, PortStats};
 use vsw_flow::syntax::{format_actions, format_flow, format_match};
 use vsw_flow::{parse_flow, parse_match, Classifier, FlowSyntaxError};
 use vsw_netdev::{afpacket, interface, NetdevError};
 
-use crate::options::{self, OptionError, Options, PortOptions, SwitchOptions, MAX_PORT_NO};
+use crate::options::{
+    self, OptionError, Options, PortOptions, PortType, SwitchOptions, MAX_PORT_NO,
+};
 use crate::protocol::{FlowInfo, PortInfo, Request, ShowInfo};
 use crate::state::{SavedPort, SavedState, StateError, STATE_VERSION};
 
@@ -116,7 +118,12 @@ impl Switch {
                 parse_flow(text, &numbers).map_err(|e| bad(format!("flow {}: {e}", i + 1)))?;
             classifier.insert(spec, now_ms());
         }
-        let mut dp = Datapath::start(sw_opts.pmd_core)?;
+        let mut dp = Datapath::start(PmdConfig {
+            cores: sw_opts.pmd_cores.clone(),
+            pin: true,
+        })?;
+        dp.set_rxq_assign(sw_opts.rxq_assign)?;
+        dp.set_emc_insert_inv_prob(sw_opts.emc_insert_inv_prob)?;
         dp.set_classifier(classifier)?;
         let mut sw = Switch {
             dp,
@@ -132,8 +139,8 @@ impl Switch {
         Ok(sw)
     }
 
-    pub fn pmd_core(&self) -> Option<usize> {
-        self.dp.pmd_core()
+    pub fn pmd_cores(&self) -> Vec<usize> {
+        self.dp.pmd_cores()
     }
 
     fn save(&self) -> Result<(), SwitchError> {
@@ -168,25 +175,37 @@ impl Switch {
             .map(|(n, _)| *n)
     }
 
-    /// Opens port `no`'s interface and hands it to the datapath; on failure the port
+    /// Opens port `no`'s device and hands it to the datapath; on failure the port
     /// stays down with the reason.
     fn try_attach(&mut self, no: u32) {
         let Some(port) = self.ports.get_mut(&no) else {
             return;
         };
-        let Some(ifindex) = interface::index(&port.name) else {
-            port.link = Link::Down {
-                why: "interface does not exist".into(),
-            };
-            return;
+        let ifindex = match port.parsed.port_type {
+            PortType::Ring => 0,
+            PortType::Afpacket => match interface::index(&port.name) {
+                Some(i) => i,
+                None => {
+                    port.link = Link::Down {
+                        why: "interface does not exist".into(),
+                    };
+                    return;
+                }
+            },
         };
-        let result = afpacket::open(&port.name, port.parsed.mode)
-            .map_err(SwitchError::from)
-            .and_then(|q| {
-                self.dp
-                    .add_port(PortHandle::new(no, &port.name, q, port.stats.clone()))
-                    .map_err(SwitchError::from)
-            });
+        let result = open_device(&port.name, &port.parsed).and_then(|q| {
+            self.dp
+                .add_port(PortHandle::new(no, &port.name, q, port.stats.clone()))
+                .map_err(SwitchError::from)
+        });
+        let result = result.and_then(|()| {
+            if port.parsed.rxq_affinity.is_empty() {
+                return Ok(());
+            }
+            self.dp
+                .set_rxq_affinity(no, port.parsed.rxq_affinity.clone())
+                .map_err(SwitchError::from)
+        });
         match result {
             Ok(()) => {
                 tracing::info!(port = %port.name, no, ifindex, mode = %port.parsed.mode, "port attached");
@@ -216,6 +235,9 @@ impl Switch {
     pub fn check_links(&mut self) {
         let nos: Vec<u32> = self.ports.keys().copied().collect();
         for no in nos {
+            if self.ports[&no].parsed.port_type == PortType::Ring {
+                continue;
+            }
             let (name, up) = match &self.ports[&no] {
                 Port {
                     name,
@@ -260,10 +282,15 @@ impl Switch {
             Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),
             Request::DumpFlows => Ok(json!(self.dump_flows())),
             Request::DumpPorts => Ok(json!(self.port_infos())),
-            Request::PmdStatsShow => Ok(json!(vec![self.dp.pmd_stats()])),
+            Request::PmdStatsShow => Ok(json!(self.dp.pmd_stats())),
             Request::PmdStatsClear => {
                 self.dp.clear_pmd_stats();
                 Ok(Value::Null)
+            }
+            Request::PmdRxqShow => Ok(json!(self.dp.rxq_show())),
+            Request::PmdRxqRebalance => {
+                self.dp.rebalance()?;
+                Ok(json!(self.dp.rxq_show()))
             }
         }
     }
@@ -272,8 +299,15 @@ impl Switch {
         let mut merged = self.options.clone();
         merged.extend(options::parse_pairs(words)?);
         let parsed = SwitchOptions::from_options(&merged)?;
-        if parsed.pmd_core != self.dp.pmd_core() {
-            self.dp.set_pmd_core(parsed.pmd_core)?;
+        if parsed.pmd_cores != self.dp.pmd_cores() {
+            self.dp.set_pmd_cores(parsed.pmd_cores)?;
+        }
+        if parsed.rxq_assign != self.dp.rxq_assign() {
+            self.dp.set_rxq_assign(parsed.rxq_assign)?;
+        }
+        if parsed.emc_insert_inv_prob != self.dp.emc_insert_inv_prob() {
+            self.dp
+                .set_emc_insert_inv_prob(parsed.emc_insert_inv_prob)?;
         }
         self.options = merged;
         self.save()?;
@@ -300,12 +334,22 @@ impl Switch {
                 .find(|n| !self.ports.contains_key(n))
                 .ok_or(SwitchError::NoFreePortNumber)?,
         };
-        let ifindex =
-            interface::index(name).ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?;
-        let queues = afpacket::open(name, parsed.mode)?;
+        let ifindex = match parsed.port_type {
+            PortType::Ring => 0,
+            PortType::Afpacket => interface::index(name)
+                .ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?,
+        };
+        let queues = open_device(name, &parsed)?;
         let stats = Arc::new(PortStats::default());
         self.dp
             .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
+        if !parsed.rxq_affinity.is_empty() {
+            if let Err(e) = self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone()) {
+                // Nothing changes when the pins are refused: the port goes again.
+                let _ = self.dp.remove_port(no);
+                return Err(e.into());
+            }
+        }
         tracing::info!(port = name, no, mode = %parsed.mode, "port added");
         self.ports.insert(
             no,
@@ -343,10 +387,22 @@ impl Switch {
         if parsed.ofport_request.is_some_and(|n| n != no) {
             return Err(SwitchError::Renumber);
         }
-        let reopen = parsed.mode != port.parsed.mode && matches!(port.link, Link::Up { .. });
+        if parsed.port_type != port.parsed.port_type {
+            return Err(OptionError::BadValue {
+                key: "type".into(),
+                value: format!("{:?}", parsed.port_type).to_lowercase(),
+                why: "a port's type is fixed when it is added".into(),
+            }
+            .into());
+        }
+        let up = matches!(port.link, Link::Up { .. });
+        let reopen = up
+            && (parsed.mode != port.parsed.mode
+                || parsed.ring_flows != port.parsed.ring_flows
+                || parsed.ring_frame_size != port.parsed.ring_frame_size);
         // The new device is opened before the old one is let go, so a failure changes nothing.
         let queues = if reopen {
-            Some(afpacket::open(name, parsed.mode)?)
+            Some(open_device(name, &parsed)?)
         } else {
             None
         };
@@ -354,6 +410,9 @@ impl Switch {
             self.dp.remove_port(no)?;
             let stats = self.ports[&no].stats.clone();
             self.dp.add_port(PortHandle::new(no, name, queues, stats))?;
+        }
+        if up && (reopen || parsed.rxq_affinity != port.parsed.rxq_affinity) {
+            self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
         }
         let port = self.ports.get_mut(&no).expect("checked above");
         port.options = merged;
@@ -397,6 +456,27 @@ impl Switch {
         Ok(json!({ "removed": removed }))
     }
 
+    /// Removes rules whose idle or hard timeout ran out. Called periodically.
+    pub fn expire_flows(&mut self) {
+        let current = self.dp.classifier();
+        let now = now_ms();
+        if !current.any_expired(now) {
+            return;
+        }
+        let mut classifier = (*current).clone();
+        let gone = classifier.remove_expired(now);
+        for r in &gone {
+            tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
+        }
+        if let Err(e) = self.dp.set_classifier(classifier) {
+            tracing::error!(error = %e, "cannot remove timed-out flows");
+            return;
+        }
+        if let Err(e) = self.save() {
+            tracing::error!(error = %e, "cannot save the state");
+        }
+    }
+
     fn dump_flows(&self) -> Vec<FlowInfo> {
         let now = now_ms();
         self.dp
@@ -412,6 +492,8 @@ impl Switch {
                 n_bytes: r.stats.bytes(),
                 duration_ms: r.duration_ms(now),
                 idle_age_s: r.idle_age_s(now),
+                idle_timeout: r.spec.idle_timeout,
+                hard_timeout: r.spec.hard_timeout,
             })
             .collect()
     }
@@ -428,7 +510,9 @@ impl Switch {
                 },
                 options: {
                     let mut o: Vec<(String, String)> = p.options.clone().into_iter().collect();
-                    if !p.options.contains_key("afpacket-mode") {
+                    if !p.options.contains_key("afpacket-mode")
+                        && p.parsed.port_type == PortType::Afpacket
+                    {
                         o.push(("afpacket-mode".into(), p.parsed.mode.to_string()));
                     }
                     o
@@ -441,11 +525,24 @@ impl Switch {
     fn show(&self) -> ShowInfo {
         ShowInfo {
             options: self.options.clone().into_iter().collect(),
-            pmd_core: self.dp.pmd_core(),
+            pmd_cores: self.dp.pmd_cores(),
+            pmd_rxq_assign: self.dp.rxq_assign().to_string(),
+            emc_insert_inv_prob: self.dp.emc_insert_inv_prob(),
             socket: self.socket.clone(),
             state_file: self.state_file.display().to_string(),
             ports: self.port_infos(),
             flows: self.dp.classifier().len(),
         }
+    }
+}
+
+/// Opens a port's device as its options say.
+fn open_device(name: &str, o: &PortOptions) -> Result<PortQueues, SwitchError> {
+    match o.port_type {
+        PortType::Afpacket => Ok(afpacket::open(name, o.mode)?),
+        PortType::Ring => Ok(vsw_datapath::ring::ring_port(
+            o.ring_flows,
+            o.ring_frame_size,
+        )),
     }
 }

@@ -6,7 +6,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use vsw_datapath::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxQueue, BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxQueue,
+    BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
@@ -32,19 +33,39 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             .map(|_| vec![0u8; BUF_LEN].into_boxed_slice())
             .collect::<Vec<_>>()
     };
+    let name = ifname.to_string();
+    // Every further PMD sends through a socket of its own that receives nothing.
+    let tx_factory: TxFactory = Box::new(move || {
+        let fd = super::offload_socket(&name).map_err(std::io::Error::other)?;
+        crate::sys::set_socket_buffers(&fd, SOCKET_BUFFER, SOCKET_BUFFER)?;
+        crate::sys::bind_to_interface(&fd, ifindex, false)?;
+        Ok(Box::new(MmsgTx {
+            fd: Arc::new(fd),
+            bufs: tx_bufs(),
+            lens: [0; BATCH_SIZE],
+            staged: 0,
+        }) as Box<dyn TxQueue>)
+    });
     Ok(PortQueues {
-        rx: Box::new(MmsgRx {
+        rx: vec![Box::new(MmsgRx {
             fd: fd.clone(),
             bufs: bufs(),
             ctrl: vec![[0u64; CTRL_LEN / 8]; BATCH_SIZE],
-        }),
+        })],
         tx: Box::new(MmsgTx {
             fd,
             bufs: bufs(),
             lens: [0; BATCH_SIZE],
             staged: 0,
         }),
+        tx_factory: Some(tx_factory),
     })
+}
+
+fn tx_bufs() -> Vec<Box<[u8]>> {
+    (0..BATCH_SIZE)
+        .map(|_| vec![0u8; BUF_LEN].into_boxed_slice())
+        .collect()
 }
 
 struct MmsgRx {

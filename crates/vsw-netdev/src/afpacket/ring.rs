@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use vsw_datapath::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxQueue, BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxQueue,
+    BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
@@ -123,15 +124,23 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
     let sock = Arc::new(RingSocket { map, fd });
     let big = || vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice();
     Ok(PortQueues {
-        rx: Box::new(RingRx {
+        rx: vec![Box::new(RingRx {
             sock: sock.clone(),
             geo: rx,
             head: 0,
             taken: 0,
             copies: (0..BATCH_SIZE).map(|_| big()).collect(),
-        }),
+        })],
         tx: Box::new(RingTx::new(sock, tx, direct)),
+        tx_factory: Some(tx_factory(ifname, ifindex)),
     })
+}
+
+/// More transmit queues for a port, one per extra PMD: each a TX ring on a socket of
+/// its own, so PMDs never share one.
+pub(super) fn tx_factory(ifname: &str, ifindex: u32) -> TxFactory {
+    let ifname = ifname.to_string();
+    Box::new(move || open_tx_only(&ifname, ifindex).map_err(std::io::Error::other))
 }
 
 /// What every TPACKET_V2 ring socket of a port sets before its rings exist.

@@ -56,15 +56,16 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
     attach(&fd, ifname, ifindex)?;
     let tx = ring::open_tx_only(ifname, ifindex)?;
     Ok(PortQueues {
-        rx: Box::new(V3Rx {
+        rx: vec![Box::new(V3Rx {
             map,
             fd,
             block: 0,
             next: 0,
             left: 0,
             done: 0,
-        }),
+        })],
         tx,
+        tx_factory: Some(ring::tx_factory(ifname, ifindex)),
     })
 }
 
