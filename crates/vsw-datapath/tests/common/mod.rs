@@ -1,0 +1,82 @@
+//! A datapath on in-memory ports, for the integration tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vsw_datapath::memory::{memory_port_with_queues, MemoryPeer};
+use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
+use vsw_flow::{parse_flow, Classifier};
+
+pub const WAIT: Duration = Duration::from_secs(10);
+pub const QUIET: Duration = Duration::from_millis(200);
+
+pub struct Switch {
+    pub dp: Datapath,
+    pub peers: Vec<MemoryPeer>,
+    pub stats: Vec<Arc<PortStats>>,
+}
+
+/// `ports` ports numbered 1.., each with `queues` receive queues, on PMDs with the
+/// nominal `cores` (not pinned: the tests share the machine).
+pub fn switch_with(ports: u32, queues: usize, cores: &[usize], capacity: usize) -> Switch {
+    let mut dp = Datapath::start(PmdConfig {
+        cores: cores.to_vec(),
+        pin: false,
+    })
+    .unwrap();
+    let mut peers = Vec::new();
+    let mut stats = Vec::new();
+    for no in 1..=ports {
+        let (q, peer) = memory_port_with_queues(queues, capacity);
+        let s = Arc::new(PortStats::default());
+        dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
+            .unwrap();
+        peers.push(peer);
+        stats.push(s);
+    }
+    Switch { dp, peers, stats }
+}
+
+pub fn switch(ports: u32) -> Switch {
+    switch_with(ports, 1, &[0], 4096)
+}
+
+pub fn rules(dp: &mut Datapath, flows: &[&str]) {
+    let mut c = Classifier::new();
+    for f in flows {
+        c.insert(parse_flow(f, &|_: &str| None).unwrap(), 1);
+    }
+    dp.set_classifier(c).unwrap();
+}
+
+pub fn mac(n: u8) -> [u8; 6] {
+    [2, 0, 0, 0, 0, n]
+}
+
+/// A UDP frame from host `src` to the host with MAC `dst`, destination port `dport`.
+pub fn frame(src: u8, dst: [u8; 6], dport: u16) -> Vec<u8> {
+    let mut f =
+        vsw_packet::builder::udp4_frame([198, 18, 0, src], [198, 18, 0, dst[5]], 1000, dport, 18);
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&mac(src));
+    f
+}
+
+/// Waits (bounded) for a condition the PMD makes true shortly after an event.
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Every frame the peer has been sent within `QUIET` of the last.
+pub fn drain(peer: &MemoryPeer) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(f) = peer.recv_timeout(QUIET) {
+        out.push(f);
+    }
+    out
+}

@@ -1,0 +1,146 @@
+//! Several PMDs: queue placement, output from many PMDs to one port, MAC learning
+//! across PMDs, PMDs coming and going under traffic.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use vsw_datapath::RxqAssign;
+
+fn placement(sw: &Switch) -> HashMap<usize, Vec<(String, usize)>> {
+    sw.dp
+        .rxq_show()
+        .into_iter()
+        .map(|p| {
+            (
+                p.core,
+                p.queues.into_iter().map(|q| (q.port, q.queue)).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn queues_spread_over_pmds_and_every_packet_arrives_in_order() {
+    let mut sw = switch_with(2, 2, &[0, 1], 8192);
+    sw.dp.set_rxq_assign(RxqAssign::RoundRobin).unwrap();
+    let p = placement(&sw);
+    assert_eq!(p[&0], vec![("p1".to_string(), 0), ("p2".to_string(), 0)]);
+    assert_eq!(p[&1], vec![("p1".to_string(), 1), ("p2".to_string(), 1)]);
+    rules(&mut sw.dp, &["in_port=1,actions=output:2"]);
+    // Queue q carries UDP destination ports q*10000 + sequence.
+    for i in 0..1000u16 {
+        for q in 0..2u16 {
+            sw.peers[0].send_to(q as usize, &frame(1, mac(2), q * 10000 + i));
+        }
+    }
+    let mut next = [0u16; 2];
+    for _ in 0..2000 {
+        let f = sw.peers[1].recv_timeout(WAIT).expect("a frame was lost");
+        let d = u16::from_be_bytes([f[36], f[37]]);
+        let q = (d / 10000) as usize;
+        assert_eq!(d % 10000, next[q], "queue {q} out of order");
+        next[q] += 1;
+    }
+    let stats = sw.dp.pmd_stats();
+    eventually("both PMDs counted their packets", || {
+        sw.dp.pmd_stats().iter().map(|s| s.packets).sum::<u64>() == 2000
+    });
+    assert!(stats.iter().all(|s| s.packets > 0), "both PMDs worked");
+}
+
+#[test]
+fn a_host_learned_by_one_pmd_is_known_to_the_others() {
+    let mut sw = switch_with(3, 1, &[0, 1], 4096);
+    sw.dp.set_rxq_assign(RxqAssign::RoundRobin).unwrap();
+    let p = placement(&sw);
+    assert_eq!(p[&0], vec![("p1".to_string(), 0), ("p3".to_string(), 0)]);
+    assert_eq!(p[&1], vec![("p2".to_string(), 0)]);
+    // Host 1 (port 1, PMD 0) talks first: flooded.
+    sw.peers[0].send(&frame(1, mac(2), 1));
+    assert!(sw.peers[1].recv_timeout(WAIT).is_some());
+    assert!(sw.peers[2].recv_timeout(WAIT).is_some());
+    // Host 2 answers through PMD 1, which never saw host 1's frames. The first answer
+    // may race the news; by the second, PMD 1 knows.
+    sw.peers[1].send(&frame(2, mac(1), 2));
+    assert!(sw.peers[0].recv_timeout(WAIT).is_some());
+    drain(&sw.peers[2]);
+    sw.peers[1].send(&frame(2, mac(1), 3));
+    assert!(sw.peers[0].recv_timeout(WAIT).is_some());
+    assert!(
+        sw.peers[2].recv_timeout(QUIET).is_none(),
+        "PMD 1 flooded a frame to a host PMD 0 had learned"
+    );
+}
+
+#[test]
+fn a_pinned_queue_isolates_its_pmd() {
+    let mut sw = switch_with(3, 1, &[0, 1], 4096);
+    sw.dp.set_rxq_affinity(1, vec![(0, 1)]).unwrap();
+    let view = sw.dp.rxq_show();
+    let core1 = view.iter().find(|p| p.core == 1).unwrap();
+    assert!(core1.isolated);
+    assert_eq!(core1.queues.len(), 1);
+    assert!(core1.queues[0].pinned && core1.queues[0].port == "p1");
+    let core0 = view.iter().find(|p| p.core == 0).unwrap();
+    assert!(!core0.isolated);
+    assert_eq!(core0.queues.len(), 2);
+    // A queue that does not exist is refused and nothing changes.
+    let e = sw.dp.set_rxq_affinity(2, vec![(3, 0)]).unwrap_err();
+    assert!(e.to_string().contains("queue 3 does not exist"), "{e}");
+    assert_eq!(sw.dp.rxq_show(), view);
+    // Unpinning gives core 1 work again.
+    sw.dp.set_rxq_affinity(1, vec![]).unwrap();
+    assert!(sw.dp.rxq_show().iter().all(|p| !p.isolated));
+}
+
+#[test]
+fn pmds_come_and_go_under_traffic_without_losing_a_packet() {
+    let mut sw = switch_with(2, 2, &[0], 20_000);
+    rules(&mut sw.dp, &["in_port=1,actions=output:2"]);
+    let total = 6000u16;
+    let sender = {
+        let peer = sw.peers.remove(0);
+        std::thread::spawn(move || {
+            for i in 0..total {
+                peer.send_to(usize::from(i % 2), &frame(1, mac(2), i));
+                if i % 200 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
+            peer
+        })
+    };
+    for cores in [vec![0, 1], vec![1], vec![0, 1], vec![0]] {
+        sw.dp.set_pmd_cores(cores.clone()).unwrap();
+        assert_eq!(sw.dp.pmd_cores(), cores);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _peer = sender.join().unwrap();
+    let mut got = 0;
+    while got < total {
+        if sw.peers[0].recv_timeout(WAIT).is_none() {
+            panic!("only {got} of {total} frames arrived");
+        }
+        got += 1;
+    }
+    assert!(sw.peers[0].recv_timeout(QUIET).is_none(), "no duplicates");
+}
+
+#[test]
+fn queue_usage_is_measured() {
+    let mut sw = switch_with(2, 1, &[0], 4096);
+    rules(&mut sw.dp, &["in_port=1,actions=output:2"]);
+    for i in 0..100 {
+        sw.peers[0].send(&frame(1, mac(2), i));
+    }
+    drain(&sw.peers[1]);
+    eventually("a usage figure for p1", || {
+        sw.dp.rxq_show()[0]
+            .queues
+            .iter()
+            .any(|q| q.port == "p1" && q.usage_percent.is_some_and(|u| u > 0.0))
+    });
+    sw.dp.rebalance().unwrap();
+}
