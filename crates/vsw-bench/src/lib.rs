@@ -4,6 +4,7 @@
 //! send pacing (`pacing`), latency bookkeeping (`latency`) and the report (`report`).
 
 pub mod frame;
+pub mod inmemory;
 pub mod latency;
 pub mod pacing;
 pub mod plot;

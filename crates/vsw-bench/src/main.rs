@@ -39,6 +39,77 @@ enum Cmd {
     Cpu(CpuArgs),
     /// iperf3 TCP between the hosts, offloads on and off.
     Tcp(Options),
+    /// The datapath alone: one PMD between two in-memory ring ports (no devices, no
+    /// root needed), in packets per second and cycles per packet.
+    Datapath(DatapathArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct DatapathArgs {
+    /// Seconds per scenario (after half a second of warm-up).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// CPU for the PMD (pinned).
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// Frame size on the wire.
+    #[arg(long, default_value_t = 64)]
+    frame_size: usize,
+    /// Which scenarios (1-based, comma-separated); all by default.
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Vec<usize>,
+    /// Directory for datapath.json and datapath.md.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
+    if !(64..=1518).contains(&a.frame_size) {
+        bail!("--frame-size {} is outside 64..1518", a.frame_size);
+    }
+    let all = vsw_bench::inmemory::standard_scenarios();
+    let chosen: Vec<_> = if a.scenarios.is_empty() {
+        all
+    } else {
+        a.scenarios
+            .iter()
+            .map(|i| {
+                all.get(i.wrapping_sub(1))
+                    .cloned()
+                    .with_context(|| format!("no scenario {i}; there are {} (1-based)", all.len()))
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let mut figures = Vec::new();
+    let mut md = String::from("| scenario | Mpps | cycles/packet | ns/packet | EMC hits | subtables probed per lookup | packets per output batch |\n|---|---|---|---|---|---|---|\n");
+    for s in &chosen {
+        eprintln!("== {} ({} s)", s.name, a.seconds);
+        let f = vsw_bench::inmemory::measure(s, a.frame_size, a.seconds, a.pmd_cpu, true)?;
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let line = format!(
+            "| {} | {:.2} | {:.1} | {:.1} | {:.1} % | {} ({} subtables) | {} |",
+            s.name,
+            f.mpps,
+            f.cycles_per_packet,
+            f.ns_per_packet,
+            f.emc_hit_percent,
+            opt(f.avg_subtable_lookups),
+            f.subtables,
+            opt(f.avg_packets_per_batch)
+        );
+        eprintln!("{line}");
+        md += &line;
+        md.push('\n');
+        figures.push(f);
+    }
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(
+        a.out.join("datapath.json"),
+        serde_json::to_string_pretty(&figures)?,
+    )?;
+    std::fs::write(a.out.join("datapath.md"), &md)?;
+    println!("{md}");
+    Ok(())
 }
 
 #[derive(clap::Args, Clone)]
@@ -488,6 +559,7 @@ fn markdown(r: &Report) -> String {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let o = match cli.command {
+        Cmd::Datapath(a) => return datapath(&a),
         Cmd::Compare(o) => o,
         Cmd::Throughput(o) => Options {
             latency_loads: Vec::new(),

@@ -8,11 +8,10 @@
 //! Insertion is probabilistic (`emc-insert-inv-prob`, as in Open vSwitch): with
 //! thousands of short flows, inserting every miss would only churn the cache.
 
-use std::hash::Hasher;
 use std::sync::Arc;
 
-use rustc_hash::FxHasher;
 use vsw_flow::Rule;
+use vsw_packet::key::hash_words;
 use vsw_packet::FlowKey;
 
 /// Entries per cache (a power of two).
@@ -27,11 +26,18 @@ pub const DEFAULT_INSERT_INV_PROB: u32 = 100;
 /// The hash of a flow key, used by the cache.
 #[inline]
 pub fn key_hash(key: &FlowKey) -> u64 {
-    let mut h = FxHasher::default();
-    for w in key.words() {
-        h.write_u64(*w);
-    }
-    h.finish()
+    hash_words(key.words(), vsw_packet::KEY_WORDS)
+}
+
+/// Whole-key equality, branch-free (the compiler makes a few vector instructions of
+/// it; `==` on the arrays calls memcmp).
+#[inline]
+fn same_key(a: &FlowKey, b: &FlowKey) -> bool {
+    a.words()
+        .iter()
+        .zip(b.words())
+        .fold(0, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 #[derive(Default)]
@@ -83,7 +89,7 @@ impl Emc {
     pub fn lookup(&self, hash: u64, key: &FlowKey) -> Option<usize> {
         Emc::slots(hash).into_iter().find(|&slot| {
             let e = &self.entries[slot];
-            e.generation == self.generation && e.hash == hash && e.key.words() == key.words()
+            e.generation == self.generation && e.hash == hash && same_key(&e.key, key)
         })
     }
 

@@ -39,6 +39,10 @@ pub(crate) struct Learning {
     at_ms: u64,
 }
 
+/// What other PMDs learned is taken in every this many loop iterations (microseconds
+/// apart), not in every one.
+const LEARNING_POLL_ITERATIONS: u64 = 16;
+
 /// How stale a refresh may get before the other PMDs hear of it, so that their
 /// entries do not age out while the host is busy talking.
 const LEARNING_REFRESH_MS: u64 = 1_000;
@@ -323,6 +327,9 @@ impl Pmd {
         let hz = clock::cycles_per_second();
         let mut last = clock::cycles();
         let mut next_housekeeping = last;
+        // Milliseconds come from the cycle counter read anyway, not from a clock call.
+        let (start_ms, start_cycles) = (clock::now_ms(), last);
+        let cycles_per_ms = (hz / 1000).max(1);
         while !self.control.stop.load(Ordering::Acquire) {
             let generation = self.shared.generation.load(Ordering::Acquire);
             if self
@@ -335,8 +342,15 @@ impl Pmd {
             if !self.pending.is_empty() {
                 self.take_pending();
             }
-            while let Ok(l) = self.inbox.try_recv() {
-                self.worker.mac_table.learn(l.mac, l.vlan, l.port, l.at_ms);
+            if self
+                .worker
+                .counters
+                .iterations
+                .is_multiple_of(LEARNING_POLL_ITERATIONS)
+            {
+                while let Ok(l) = self.inbox.try_recv() {
+                    self.worker.mac_table.learn(l.mac, l.vlan, l.port, l.at_ms);
+                }
             }
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
@@ -346,7 +360,7 @@ impl Pmd {
                 last = clock::cycles();
                 continue;
             }
-            let now_ms = clock::now_ms();
+            let now_ms = start_ms + last.wrapping_sub(start_cycles) / cycles_per_ms;
             let mut received = 0;
             for rxq in &mut self.rxqs {
                 let start = clock::cycles();

@@ -90,11 +90,13 @@ impl TxQueue for RingSink {
 /// A ring port: `flows` generated flows of `wire_size`-byte frames (0 flows: it
 /// receives nothing), and a transmit side per PMD that discards.
 pub fn ring_port(flows: u32, wire_size: usize) -> PortQueues {
+    ring_port_with_frames(flow_frames(flows, wire_size))
+}
+
+/// A ring port that replays `frames` in order, over and over.
+pub fn ring_port_with_frames(frames: Vec<Vec<u8>>) -> PortQueues {
     PortQueues {
-        rx: vec![Box::new(RingSource {
-            frames: flow_frames(flows, wire_size),
-            next: 0,
-        })],
+        rx: vec![Box::new(RingSource { frames, next: 0 })],
         tx: Box::new(RingSink::new()),
         tx_factory: Some(Box::new(|| {
             Ok(Box::new(RingSink::new()) as Box<dyn TxQueue>)

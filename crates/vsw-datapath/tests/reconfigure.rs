@@ -65,7 +65,10 @@ fn ten_thousand_rules_come_and_go_while_a_steady_flow_loses_nothing() {
     let sink = sw.peers.remove(0);
     let received = std::thread::spawn(move || {
         let mut n = 0u64;
-        while sink.recv_timeout(std::time::Duration::from_secs(1)).is_some() {
+        while sink
+            .recv_timeout(std::time::Duration::from_secs(1))
+            .is_some()
+        {
             n += 1;
         }
         (n, sink)

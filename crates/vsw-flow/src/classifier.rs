@@ -5,24 +5,34 @@
 //! subtable's mask and probes, so it costs one hash probe per distinct mask, not one
 //! comparison per rule. Subtables are visited in descending order of the highest
 //! priority they hold, so the search stops as soon as no later subtable can hold a
-//! better rule; a PMD may reorder subtables of equal top priority by its own hit
-//! counts ([`SubtableOrder`]).
+//! better rule; a PMD reorders subtables of equal top priority by its own hit counts
+//! ([`SubtableOrder`]), so that the busiest are probed first.
+//!
+//! When rules of the same priority overlap, which one a packet gets is left open, as
+//! OpenFlow leaves it: the first found, which can change as the order follows the
+//! traffic.
 //!
 //! Immutable once built: the control plane changes a copy and the datapath swaps it
 //! in, so lookups take no lock.
 
-use std::hash::Hasher;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
-use rustc_hash::FxHasher;
+use vsw_packet::key::hash_words;
 use vsw_packet::{FlowKey, KEY_WORDS};
 
 use crate::matching::Match;
 use crate::rule::{FlowSpec, Rule};
 
-/// The words of a key that a subtable's mask keeps, packed to the front.
+/// A key with a subtable's mask applied, as words.
 type Packed = [u64; KEY_WORDS];
+
+/// Two masked keys are equal. Branch-free over all words, which the compiler turns
+/// into a few vector instructions (a call to memcmp costs more).
+#[inline]
+fn same_words(a: &Packed, b: &Packed) -> bool {
+    a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+}
 
 #[derive(Clone, Debug)]
 struct Bucket {
@@ -35,9 +45,6 @@ struct Bucket {
 #[derive(Clone, Debug)]
 struct Subtable {
     mask: FlowKey,
-    /// Indices of the mask's non-zero words; only these are hashed and compared.
-    words: [u8; KEY_WORDS],
-    n_words: usize,
     buckets: HashTable<Bucket>,
     max_priority: u16,
     n_rules: usize,
@@ -45,44 +52,31 @@ struct Subtable {
 
 impl Subtable {
     fn new(mask: FlowKey) -> Subtable {
-        let mut words = [0u8; KEY_WORDS];
-        let mut n_words = 0;
-        for (i, w) in mask.words().iter().enumerate() {
-            if *w != 0 {
-                words[n_words] = i as u8;
-                n_words += 1;
-            }
-        }
         Subtable {
             mask,
-            words,
-            n_words,
             buckets: HashTable::new(),
             max_priority: 0,
             n_rules: 0,
         }
     }
 
-    /// The masked key, packed, and its hash.
+    /// The masked key and its hash. All words, masked or not: a fixed-length,
+    /// branch-free loop is cheaper than picking out the few words a mask keeps.
     #[inline]
     fn pack(&self, key: &FlowKey) -> (Packed, u64) {
         let (k, m) = (key.words(), self.mask.words());
         let mut packed = [0u64; KEY_WORDS];
-        let mut h = FxHasher::default();
-        for (slot, &i) in packed.iter_mut().zip(&self.words[..self.n_words]) {
-            let i = usize::from(i);
-            *slot = k[i] & m[i];
-            h.write_u64(*slot);
+        for ((p, k), m) in packed.iter_mut().zip(k).zip(m) {
+            *p = k & m;
         }
-        (packed, h.finish())
+        (packed, hash_words(&packed, KEY_WORDS))
     }
 
     #[inline]
     fn find(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
         let (packed, hash) = self.pack(key);
-        let n = self.n_words;
         self.buckets
-            .find(hash, |b| b.key[..n] == packed[..n])
+            .find(hash, |b| same_words(&b.key, &packed))
             .and_then(|b| b.rules.first())
     }
 
@@ -198,15 +192,16 @@ impl Classifier {
             let table = &self.subtables[index];
             if let Some((b, _)) = best {
                 // Subtables come in non-increasing max priority: none further on can
-                // hold a rule that beats this one (equal priority loses to the
-                // earlier installed rule only if it is in this table; check ties).
-                if table.max_priority < b.spec.priority {
+                // hold a rule of higher priority. Among rules of equal priority that
+                // match one packet, the first found wins (as in OpenFlow, which
+                // leaves the choice open), so the search stops here.
+                if table.max_priority <= b.spec.priority {
                     break;
                 }
             }
             probes += 1;
             if let Some(r) = table.find(key) {
-                if best.is_none_or(|(b, _)| r.beats(b)) {
+                if best.is_none_or(|(b, _)| r.spec.priority > b.spec.priority) {
                     best = Some((r, index));
                 }
             }
@@ -238,8 +233,10 @@ impl Classifier {
         };
         let table = &mut self.subtables[pos];
         let (packed, hash) = table.pack(pattern.value());
-        let n = table.n_words;
-        match table.buckets.find_mut(hash, |b| b.key[..n] == packed[..n]) {
+        match table
+            .buckets
+            .find_mut(hash, |b| same_words(&b.key, &packed))
+        {
             Some(bucket) => {
                 let at = bucket.rules.partition_point(|r| r.beats(&rule));
                 bucket.rules.insert(at, rule);

@@ -67,8 +67,7 @@ impl RuleStats {
 pub struct Rule {
     pub spec: FlowSpec,
     pub installed_ms: u64,
-    /// Installation order: among rules of equal priority that match the same packet,
-    /// the one installed first wins.
+    /// Installation order (rules of one match are kept in it).
     pub seq: u64,
     /// Some action changes the packet, so the datapath works on a copy.
     pub rewrites: bool,
@@ -86,7 +85,7 @@ impl Rule {
         }
     }
 
-    /// Precedes `other` when both match: higher priority, then earlier installed.
+    /// Precedes `other` in a list of rules: higher priority, then earlier installed.
     pub fn beats(&self, other: &Rule) -> bool {
         (self.spec.priority, std::cmp::Reverse(self.seq))
             > (other.spec.priority, std::cmp::Reverse(other.seq))

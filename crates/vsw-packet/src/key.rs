@@ -97,6 +97,38 @@ impl FlowKey {
     }
 }
 
+/// Odd multipliers, one per word position (from the digits of pi).
+const HASH_K: [u64; KEY_WORDS] = [
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7345,
+    0xa409_3822_299f_31d1,
+    0x082e_fa98_ec4e_6c89,
+    0x4528_21e6_38d0_1377,
+    0xbe54_66cf_34e9_0c6d,
+    0xc0ac_29b7_c97c_50dd,
+    0x3f84_d5b5_b547_0917,
+    0x9216_d5d9_8979_fb1b,
+    0xd131_0ba6_98df_b5ad,
+    0x2ffd_72db_d01a_dfb7,
+    0xb8e1_afed_6a26_7e97,
+];
+
+/// Hash of the first `n` words of a key (the exact-match cache and the classifier's
+/// subtables use it). Each word is multiplied by its own constant and the products
+/// summed, so the multiplications run side by side instead of one after another; the
+/// finishing mix carries every input bit into the high bits that hash tables use as
+/// tags (keys that differ only in the upper bits of a word, where the transport ports
+/// sit, must not share a tag).
+#[inline]
+pub fn hash_words(words: &[u64; KEY_WORDS], n: usize) -> u64 {
+    let mut acc = 0u64;
+    for (w, k) in words.iter().zip(HASH_K).take(n) {
+        acc = acc.wrapping_add(w.wrapping_mul(k));
+    }
+    let h = (acc ^ (acc >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
 /// Why a frame cannot be switched at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Malformed {

@@ -40,13 +40,15 @@ fn highest_priority_wins() {
 }
 
 #[test]
-fn equal_priorities_go_to_the_rule_installed_first() {
+fn equal_priorities_give_one_of_the_matching_rules() {
     let mut c = Classifier::new();
     add(&mut c, "priority=5,udp,actions=output:1");
     add(&mut c, "priority=5,in_port=1,actions=output:2");
-    assert_eq!(
-        c.lookup(&udp_key(1, 9)).unwrap().spec.actions,
-        vec![Action::Output(1)]
+    add(&mut c, "priority=4,actions=output:3");
+    let got = &c.lookup(&udp_key(1, 9)).unwrap().spec.actions;
+    assert!(
+        *got == vec![Action::Output(1)] || *got == vec![Action::Output(2)],
+        "{got:?}"
     );
 }
 
@@ -90,14 +92,15 @@ fn the_hit_order_only_swaps_subtables_of_equal_top_priority() {
         c.lookup_ordered(&udp_key(2, 1), &mut order);
     }
     order.resort(&c);
-    let first_two: Vec<u16> = order.order[..1].to_vec();
-    assert_eq!(c.subtables[usize::from(first_two[0])].max_priority, 9);
+    assert_eq!(c.subtables[usize::from(order.order[0])].max_priority, 9);
     // The udp subtable (10 hits) now comes before the in_port one.
     let second = &c.subtables[usize::from(order.order[1])];
     assert_eq!(second.mask.nw_proto, 0xff);
-    // Results do not change with the order.
+    // A packet both priority-7 rules match gets the first found in the new order,
+    // and the search ends there.
     let l = c.lookup_ordered(&udp_key(1, 1), &mut order);
-    assert_eq!(l.rule.unwrap().spec.actions, vec![Action::Output(1)]);
+    assert_eq!(l.rule.unwrap().spec.actions, vec![Action::Output(2)]);
+    assert_eq!(l.probes, 2);
 }
 
 #[test]
@@ -176,13 +179,19 @@ fn timeouts_expire_rules() {
     assert!(!c.has_timeouts());
 }
 
-/// The linear scan the classifier must agree with: best by priority, then by
-/// installation order.
-fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &FlowKey) -> Option<&'a (FlowSpec, u64)> {
-    rules
+/// The linear scan the classifier must agree with: the rules of the highest priority
+/// that match (any of them may be the answer).
+fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &FlowKey) -> Vec<&'a FlowSpec> {
+    let matching: Vec<&FlowSpec> = rules
         .iter()
-        .filter(|(s, _)| s.matcher.matches(key))
-        .max_by(|(a, sa), (b, sb)| a.priority.cmp(&b.priority).then(sb.cmp(sa)))
+        .map(|(s, _)| s)
+        .filter(|s| s.matcher.matches(key))
+        .collect();
+    let top = matching.iter().map(|s| s.priority).max();
+    matching
+        .into_iter()
+        .filter(|s| Some(s.priority) == top)
+        .collect()
 }
 
 /// A few masks and values from small ranges, so that rules overlap and packets hit.
@@ -276,11 +285,16 @@ proptest! {
         }
         let mut order = SubtableOrder::new(&c);
         for (round, p) in packets.iter().enumerate() {
-            let want = scan(&model, p).map(|(s, _)| s.actions.clone());
-            let got = c.lookup(p).map(|r| r.spec.actions.clone());
-            prop_assert_eq!(&got, &want, "packet {:?}", p);
-            let ordered = c.lookup_ordered(p, &mut order).rule.map(|r| r.spec.actions.clone());
-            prop_assert_eq!(&ordered, &want);
+            let want = scan(&model, p);
+            for got in [c.lookup(p).cloned(), c.lookup_ordered(p, &mut order).rule.cloned()] {
+                match got {
+                    None => prop_assert!(want.is_empty(), "missed {:?} for {:?}", want, p),
+                    Some(r) => prop_assert!(
+                        want.iter().any(|s| **s == r.spec),
+                        "{:?} is not among the best matches {:?} for {:?}", r.spec, want, p
+                    ),
+                }
+            }
             if round % 7 == 6 {
                 order.resort(&c);
             }

@@ -1,0 +1,235 @@
+//! The datapath alone: a PMD forwarding between two in-memory `ring` ports, so that
+//! what is measured is vsw's own per-packet cost (key extraction, cache, classifier,
+//! actions, the copy into the output batch), without any kernel device.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use vsw_datapath::ring::{flow_frames, ring_port, ring_port_with_frames};
+use vsw_datapath::{Datapath, DatapathError, PmdConfig, PortHandle, PortStats};
+use vsw_flow::{parse_flow, Classifier, FlowSyntaxError};
+
+/// How the UDP source ports of the generated flows are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Layout {
+    /// 1, 2, 3, ...
+    Consecutive,
+    /// 100 ports from each multiple of 128: flow i has port (i / 100) * 128 + i % 100,
+    /// so that the 100 flows of block b fall under one rule `tp_src=b*128/0xff80`.
+    Blocks,
+}
+
+/// One measured configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub flows: u32,
+    pub layout: Layout,
+    pub rules: Vec<String>,
+    pub emc_insert_inv_prob: u32,
+}
+
+impl Scenario {
+    fn frames(&self, wire_size: usize) -> Vec<Vec<u8>> {
+        match self.layout {
+            Layout::Consecutive => flow_frames(self.flows, wire_size),
+            Layout::Blocks => (0..self.flows)
+                .map(|i| {
+                    let sport = ((i / 100) * 128 + i % 100) as u16;
+                    vsw_packet::builder::udp4_frame(
+                        [198, 18, 0, 1],
+                        [198, 18, 0, 2],
+                        sport,
+                        9,
+                        wire_size.saturating_sub(46),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The two figures and the cache's effect on the second.
+pub fn standard_scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "1 flow, 1 rule (cache hits)".into(),
+            flows: 1,
+            layout: Layout::Consecutive,
+            rules: vec!["in_port=1,actions=output:2".into()],
+            emc_insert_inv_prob: 100,
+        },
+        Scenario {
+            name: "10,000 flows, 100 rules over 10 masks, cache off (classifier)".into(),
+            flows: 10_000,
+            layout: Layout::Blocks,
+            rules: ten_mask_rules(),
+            emc_insert_inv_prob: 0,
+        },
+        Scenario {
+            name: "10,000 flows, 100 rules over 10 masks, cache on (1 in 100)".into(),
+            flows: 10_000,
+            layout: Layout::Blocks,
+            rules: ten_mask_rules(),
+            emc_insert_inv_prob: 100,
+        },
+    ]
+}
+
+/// 100 rules in 10 subtables, one priority, every flow under exactly one rule: rule
+/// b takes the 100 flows of block b (see [`Layout::Blocks`]), and the ten rules of
+/// subtable m also match one more header field (one that every generated frame has),
+/// which gives each group of ten its own mask.
+pub fn ten_mask_rules() -> Vec<String> {
+    const EXTRA: [&str; 10] = [
+        "",
+        ",nw_src=198.18.0.1",
+        ",nw_dst=198.18.0.2",
+        ",in_port=1",
+        ",dl_src=02:00:00:00:00:01",
+        ",dl_dst=02:00:00:00:00:02",
+        ",nw_ttl=64",
+        ",nw_tos=0",
+        ",tp_dst=9",
+        ",nw_src=198.18.0.0/16",
+    ];
+    (0..100)
+        .map(|b| {
+            format!(
+                "priority=100,udp,tp_src=0x{:04x}/0xff80{},actions=output:2",
+                b * 128,
+                EXTRA[b / 10]
+            )
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Figures {
+    pub scenario: Scenario,
+    pub seconds: f64,
+    pub packets: u64,
+    /// Packets since the PMD started, warm-up included (to divide a whole-run
+    /// instruction count by, under callgrind).
+    pub packets_total: u64,
+    pub mpps: f64,
+    /// PMD processing cycles per packet (TSC).
+    pub cycles_per_packet: f64,
+    pub ns_per_packet: f64,
+    pub emc_hit_percent: f64,
+    pub avg_subtable_lookups: Option<f64>,
+    pub avg_packets_per_batch: Option<f64>,
+    pub subtables: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InMemoryError {
+    #[error(transparent)]
+    Datapath(#[from] DatapathError),
+    #[error("rule '{rule}': {error}")]
+    Rule {
+        rule: String,
+        error: FlowSyntaxError,
+    },
+    #[error("the PMD forwarded nothing in {0:?}")]
+    NoTraffic(Duration),
+}
+
+/// Runs `s` for `seconds` after a warm-up, on a PMD on `core` (pinned when `pin`).
+pub fn measure(
+    s: &Scenario,
+    wire_size: usize,
+    seconds: f64,
+    core: usize,
+    pin: bool,
+) -> Result<Figures, InMemoryError> {
+    let mut dp = Datapath::start(PmdConfig {
+        cores: vec![core],
+        pin,
+    })?;
+    dp.set_emc_insert_inv_prob(s.emc_insert_inv_prob)?;
+    let mut c = Classifier::new();
+    for r in &s.rules {
+        let spec = parse_flow(r, &|_: &str| None).map_err(|error| InMemoryError::Rule {
+            rule: r.clone(),
+            error,
+        })?;
+        c.insert(spec, 0);
+    }
+    let subtables = c.subtables();
+    dp.set_classifier(c)?;
+    let sink = std::sync::Arc::new(PortStats::default());
+    dp.add_port(PortHandle::new(
+        2,
+        "sink",
+        ring_port(0, wire_size),
+        sink.clone(),
+    ))?;
+    dp.add_port(PortHandle::new(
+        1,
+        "source",
+        ring_port_with_frames(s.frames(wire_size)),
+        std::sync::Arc::new(PortStats::default()),
+    ))?;
+    std::thread::sleep(Duration::from_millis(500));
+    let warm_up = dp.pmd_stats()[0].packets;
+    dp.clear_pmd_stats();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let p = dp.pmd_stats()[0];
+    let elapsed = start.elapsed().as_secs_f64();
+    drop(dp);
+    if p.packets == 0 {
+        return Err(InMemoryError::NoTraffic(Duration::from_secs_f64(seconds)));
+    }
+    let cpp = p.avg_cycles_per_packet().unwrap_or(0.0);
+    Ok(Figures {
+        scenario: s.clone(),
+        seconds: elapsed,
+        packets: p.packets,
+        packets_total: warm_up + p.packets,
+        mpps: p.packets as f64 / elapsed / 1e6,
+        cycles_per_packet: cpp,
+        ns_per_packet: cpp * 1e9 / p.cycles_per_second.max(1) as f64,
+        emc_hit_percent: 100.0 * p.emc_hits as f64 / p.packets as f64,
+        avg_subtable_lookups: p.avg_subtable_lookups(),
+        avg_packets_per_batch: p.avg_packets_per_batch(),
+        subtables,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ten_mask_rules_make_ten_subtables_and_each_flow_has_one_rule() {
+        let mut c = Classifier::new();
+        let rules: Vec<_> = ten_mask_rules()
+            .iter()
+            .map(|r| parse_flow(r, &|_: &str| None).unwrap())
+            .collect();
+        for r in &rules {
+            c.insert(r.clone(), 0);
+        }
+        assert_eq!((c.len(), c.subtables()), (100, 10));
+        let s = &standard_scenarios()[1];
+        for (i, f) in s.frames(64).iter().enumerate() {
+            let mut k = vsw_packet::FlowKey::default();
+            vsw_packet::extract(f, 1, None, &mut k).unwrap();
+            let matching: Vec<usize> = (0..rules.len())
+                .filter(|r| rules[*r].matcher.matches(&k))
+                .collect();
+            assert_eq!(matching, vec![i / 100], "flow {i}");
+        }
+    }
+
+    #[test]
+    fn a_short_run_forwards_and_counts() {
+        let f = measure(&standard_scenarios()[0], 64, 0.2, 0, false).unwrap();
+        assert!(f.packets > 0 && f.mpps > 0.0);
+        assert!(f.cycles_per_packet > 0.0);
+        assert!(f.emc_hit_percent > 50.0, "{f:?}");
+        assert_eq!(f.avg_packets_per_batch, Some(32.0));
+    }
+}
