@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use vswd::protocol::{FlowInfo, PortInfo, ShowInfo};
+use vswd::protocol::{FlowInfo, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
@@ -323,6 +323,14 @@ impl Vswd {
 
     pub fn flows(&self) -> Vec<FlowInfo> {
         self.json("dump-flows")
+    }
+
+    pub fn pmd_stats(&self) -> Vec<PmdStatsView> {
+        self.json("pmd-stats-show")
+    }
+
+    pub fn rxq_show(&self) -> Vec<PmdRxqView> {
+        self.json("pmd-rxq-show")
     }
 }
 

@@ -387,6 +387,16 @@ impl Switch {
         if parsed.ofport_request.is_some_and(|n| n != no) {
             return Err(SwitchError::Renumber);
         }
+        // Every port type has one receive queue so far: a pin to another is refused
+        // before anything is reopened.
+        if let Some((q, _)) = parsed.rxq_affinity.iter().find(|(q, _)| *q >= 1) {
+            return Err(DatapathError::NoSuchQueue {
+                port: name.to_string(),
+                queues: 1,
+                queue: *q,
+            }
+            .into());
+        }
         if parsed.port_type != port.parsed.port_type {
             return Err(OptionError::BadValue {
                 key: "type".into(),
