@@ -85,7 +85,8 @@ impl Outputs {
             Ok(()) => {
                 tx.staged_packets += 1;
                 tx.staged_bytes += data.len() as u64;
-                if tx.queue.pending() >= BATCH_SIZE {
+                // Counted here rather than asked of the device (a call per packet).
+                if tx.staged_packets >= BATCH_SIZE as u64 {
                     let (b, p) = send(tx);
                     self.batches += b;
                     self.packets += p;
@@ -435,6 +436,8 @@ fn give_back_rx(rxq: OwnedRxq) {
 
 /// Receives one batch from `rxq` and sends each packet on its way; returns how many
 /// packets it received.
+// Kept out of line so that profilers can count its instructions per packet.
+#[inline(never)]
 fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u64) -> usize {
     let in_port = rxq.handle.no;
     let stats = &rxq.handle.stats;
