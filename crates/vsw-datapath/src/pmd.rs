@@ -469,9 +469,9 @@ fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u6
             }
             None => {
                 let found = snap.classifier.lookup_ordered(&w.key, &mut w.order);
-                w.counters.subtable_lookups += u64::from(found.probes);
                 if found.rule.is_some() {
                     w.counters.classifier_hits += 1;
+                    w.counters.subtable_lookups += u64::from(found.probes);
                 } else {
                     w.counters.misses += 1;
                 }

@@ -175,7 +175,7 @@ pub struct PmdStatsView {
     /// Received but not forwarded for lack of resources or sense: malformed headers,
     /// full or too-small output queues.
     pub lost: u64,
-    /// Subtables probed by the classifier lookups (hits and misses).
+    /// Subtables probed by the classifier lookups that found a rule.
     pub subtable_lookups: u64,
     pub busy_cycles: u64,
     pub idle_cycles: u64,
@@ -192,10 +192,11 @@ impl PmdStatsView {
         (self.packets > 0).then(|| self.busy_cycles as f64 / self.packets as f64)
     }
 
-    /// Subtables probed per lookup that went to the classifier.
+    /// Subtables probed per classifier hit (as OVS's "avg. subtable lookups per
+    /// megaflow hit"; a miss probes every subtable and is not counted).
     pub fn avg_subtable_lookups(&self) -> Option<f64> {
-        let lookups = self.classifier_hits + self.misses;
-        (lookups > 0).then(|| self.subtable_lookups as f64 / lookups as f64)
+        (self.classifier_hits > 0)
+            .then(|| self.subtable_lookups as f64 / self.classifier_hits as f64)
     }
 
     pub fn avg_packets_per_batch(&self) -> Option<f64> {

@@ -110,7 +110,7 @@ pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
         let _ = writeln!(o, "  classifier hits: {}", p.classifier_hits);
         let _ = writeln!(
             o,
-            "  avg. subtable lookups per classifier lookup: {}",
+            "  avg. subtable lookups per classifier hit: {}",
             avg(p.avg_subtable_lookups())
         );
         let _ = writeln!(o, "  miss (no rule, normal): {}", p.misses);
