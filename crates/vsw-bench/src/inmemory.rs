@@ -27,6 +27,9 @@ pub struct Scenario {
     pub layout: Layout,
     pub rules: Vec<String>,
     pub emc_insert_inv_prob: u32,
+    /// Add and remove this many rules (250 at a time) while measuring, instead of
+    /// leaving the rules alone.
+    pub churn: u32,
 }
 
 impl Scenario {
@@ -58,6 +61,7 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             layout: Layout::Consecutive,
             rules: vec!["in_port=1,actions=output:2".into()],
             emc_insert_inv_prob: 100,
+            churn: 0,
         },
         Scenario {
             name: "10,000 flows, 100 rules over 10 masks, cache off (classifier)".into(),
@@ -65,6 +69,7 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             layout: Layout::Blocks,
             rules: ten_mask_rules(),
             emc_insert_inv_prob: 0,
+            churn: 0,
         },
         Scenario {
             name: "10,000 flows, 100 rules over 10 masks, cache on (1 in 100)".into(),
@@ -72,8 +77,69 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             layout: Layout::Blocks,
             rules: ten_mask_rules(),
             emc_insert_inv_prob: 100,
+            churn: 0,
+        },
+        Scenario {
+            name: "1 flow while 10,000 rules are added and removed".into(),
+            flows: 1,
+            layout: Layout::Consecutive,
+            rules: vec!["in_port=1,actions=output:2".into()],
+            emc_insert_inv_prob: 100,
+            churn: 10_000,
         },
     ]
+}
+
+/// Rule `i` of a churn: ten masks, lower priority than any scenario rule, and a UDP
+/// destination port no generated frame has.
+pub fn churn_rule(i: u32) -> String {
+    let extra = match i % 10 {
+        0 => String::new(),
+        1 => format!(",tp_src={}", i % 65_000),
+        2 => format!(",nw_src=198.18.{}.0/24", i % 250),
+        3 => format!(",nw_dst=198.19.{}.{}", (i / 250) % 250, i % 250),
+        4 => ",in_port=3".into(),
+        5 => format!(
+            ",dl_src=02:00:00:00:{:02x}:{:02x}",
+            (i >> 8) & 0xff,
+            i & 0xff
+        ),
+        6 => format!(",nw_tos={}", (i % 63) * 4),
+        7 => format!(",nw_ttl={}", i % 255),
+        8 => format!(",tp_src={}/0xff00", (i % 255) << 8),
+        _ => format!(",nw_src=198.18.0.0/{}", 16 + i % 16),
+    };
+    format!(
+        "priority={},udp,tp_dst={}{extra},actions=drop",
+        1 + i % 1000,
+        10_000 + i % 50_000
+    )
+}
+
+/// Adds `n` churn rules and removes them again, 250 per change.
+fn churn(dp: &mut Datapath, n: u32) -> Result<(), InMemoryError> {
+    const STEP: u32 = 250;
+    let parse = |i: u32| {
+        let text = churn_rule(i);
+        parse_flow(&text, &|_: &str| None)
+            .map_err(|error| InMemoryError::Rule { rule: text, error })
+    };
+    for start in (0..n).step_by(STEP as usize) {
+        let mut c = (*dp.classifier()).clone();
+        for i in start..(start + STEP).min(n) {
+            c.insert(parse(i)?, 0);
+        }
+        dp.set_classifier(c)?;
+    }
+    for start in (0..n).step_by(STEP as usize) {
+        let mut c = (*dp.classifier()).clone();
+        for i in start..(start + STEP).min(n) {
+            let spec = parse(i)?;
+            c.remove(&spec.matcher, Some(spec.priority), true);
+        }
+        dp.set_classifier(c)?;
+    }
+    Ok(())
 }
 
 /// 100 rules in 10 subtables, one priority, every flow under exactly one rule: rule
@@ -120,6 +186,10 @@ pub struct Figures {
     pub avg_subtable_lookups: Option<f64>,
     pub avg_packets_per_batch: Option<f64>,
     pub subtables: usize,
+    /// The PMD's longest loop iteration while measuring (preemption by the host
+    /// included), and the longest time it spent taking up a change.
+    pub max_iteration_us: f64,
+    pub max_reconfigure_us: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -175,7 +245,11 @@ pub fn measure(
     let warm_up = dp.pmd_stats()[0].packets;
     dp.clear_pmd_stats();
     let start = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(seconds));
+    if s.churn > 0 {
+        churn(&mut dp, s.churn)?;
+    } else {
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+    }
     let p = dp.pmd_stats()[0];
     let elapsed = start.elapsed().as_secs_f64();
     drop(dp);
@@ -195,6 +269,8 @@ pub fn measure(
         avg_subtable_lookups: p.avg_subtable_lookups(),
         avg_packets_per_batch: p.avg_packets_per_batch(),
         subtables,
+        max_iteration_us: p.max_iteration_us(),
+        max_reconfigure_us: p.max_reconfigure_us(),
     })
 }
 

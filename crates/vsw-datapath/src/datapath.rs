@@ -204,6 +204,8 @@ pub(crate) struct PmdControl {
     acked: Mutex<u64>,
     acked_cv: Condvar,
     pub stop: AtomicBool,
+    /// Set by a stats clear; the PMD restarts its longest-iteration figure.
+    pub clear_max: AtomicBool,
     pub stats: PmdStats,
 }
 
@@ -471,6 +473,7 @@ impl Datapath {
                 acked: Mutex::new(0),
                 acked_cv: Condvar::new(),
                 stop: AtomicBool::new(false),
+                clear_max: AtomicBool::new(false),
                 stats: PmdStats::default(),
             });
             controls.push(control.clone());
@@ -600,8 +603,15 @@ impl Datapath {
     pub fn clear_pmd_stats(&mut self) {
         let hz = crate::clock::cycles_per_second();
         for p in &self.pmds {
-            self.stats_base
-                .insert(p.control.core, p.control.stats.view(p.control.core, hz));
+            let mut base = p.control.stats.view(p.control.core, hz);
+            base.max_iteration_cycles = 0;
+            base.max_reconfigure_cycles = 0;
+            self.stats_base.insert(p.control.core, base);
+            p.control.clear_max.store(true, Ordering::Relaxed);
+            p.control
+                .stats
+                .max_iteration_cycles
+                .store(0, Ordering::Relaxed);
         }
     }
 

@@ -338,7 +338,11 @@ impl Pmd {
                 .as_ref()
                 .is_none_or(|s| s.generation != generation)
             {
+                let t = clock::cycles();
                 self.reconfigure();
+                let took = clock::cycles().wrapping_sub(t);
+                let c = &mut self.worker.counters;
+                c.max_reconfigure_cycles = c.max_reconfigure_cycles.max(took);
             }
             if !self.pending.is_empty() {
                 self.take_pending();
@@ -377,6 +381,11 @@ impl Pmd {
             let spent = now.wrapping_sub(last);
             last = now;
             let c = &mut self.worker.counters;
+            if self.control.clear_max.swap(false, Ordering::Relaxed) {
+                c.max_iteration_cycles = 0;
+                c.max_reconfigure_cycles = 0;
+            }
+            c.max_iteration_cycles = c.max_iteration_cycles.max(spent);
             if received > 0 {
                 c.busy_cycles += spent;
                 c.packets += received as u64;

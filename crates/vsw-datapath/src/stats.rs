@@ -105,6 +105,8 @@ pub(crate) struct PmdStats {
     pub iterations: AtomicU64,
     pub tx_batches: AtomicU64,
     pub tx_packets: AtomicU64,
+    pub max_iteration_cycles: AtomicU64,
+    pub max_reconfigure_cycles: AtomicU64,
 }
 
 /// A PMD's running totals, kept in plain integers on the PMD's own stack.
@@ -121,6 +123,10 @@ pub(crate) struct PmdCounters {
     pub iterations: u64,
     pub tx_batches: u64,
     pub tx_packets: u64,
+    /// The longest loop iteration (a reconfiguration included) since the last clear.
+    pub max_iteration_cycles: u64,
+    /// The longest time taking up a new snapshot since the last clear.
+    pub max_reconfigure_cycles: u64,
 }
 
 impl PmdStats {
@@ -137,6 +143,8 @@ impl PmdStats {
         set(&self.iterations, c.iterations);
         set(&self.tx_batches, c.tx_batches);
         set(&self.tx_packets, c.tx_packets);
+        set(&self.max_iteration_cycles, c.max_iteration_cycles);
+        set(&self.max_reconfigure_cycles, c.max_reconfigure_cycles);
     }
 
     pub fn view(&self, core: usize, hz: u64) -> PmdStatsView {
@@ -154,6 +162,8 @@ impl PmdStats {
             iterations: g(&self.iterations),
             tx_batches: g(&self.tx_batches),
             tx_packets: g(&self.tx_packets),
+            max_iteration_cycles: g(&self.max_iteration_cycles),
+            max_reconfigure_cycles: g(&self.max_reconfigure_cycles),
             cycles_per_second: hz,
         }
     }
@@ -183,6 +193,13 @@ pub struct PmdStatsView {
     /// Output batches sent and the packets in them.
     pub tx_batches: u64,
     pub tx_packets: u64,
+    /// The longest loop iteration since the last clear: how long a change (or
+    /// anything else) kept the PMD from its queues.
+    #[serde(default)]
+    pub max_iteration_cycles: u64,
+    /// The longest time the PMD spent taking up a change (new rules, ports, options).
+    #[serde(default)]
+    pub max_reconfigure_cycles: u64,
     pub cycles_per_second: u64,
 }
 
@@ -197,6 +214,14 @@ impl PmdStatsView {
     pub fn avg_subtable_lookups(&self) -> Option<f64> {
         (self.classifier_hits > 0)
             .then(|| self.subtable_lookups as f64 / self.classifier_hits as f64)
+    }
+
+    pub fn max_iteration_us(&self) -> f64 {
+        self.max_iteration_cycles as f64 * 1e6 / self.cycles_per_second.max(1) as f64
+    }
+
+    pub fn max_reconfigure_us(&self) -> f64 {
+        self.max_reconfigure_cycles as f64 * 1e6 / self.cycles_per_second.max(1) as f64
     }
 
     pub fn avg_packets_per_batch(&self) -> Option<f64> {
@@ -219,6 +244,9 @@ impl PmdStatsView {
             iterations: d(self.iterations, base.iterations),
             tx_batches: d(self.tx_batches, base.tx_batches),
             tx_packets: d(self.tx_packets, base.tx_packets),
+            // A maximum cannot be subtracted: the PMD restarts it on a clear.
+            max_iteration_cycles: self.max_iteration_cycles,
+            max_reconfigure_cycles: self.max_reconfigure_cycles,
             cycles_per_second: self.cycles_per_second,
         }
     }

@@ -141,6 +141,12 @@ pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
                 let _ = writeln!(o, "  avg processing cycles per packet: -");
             }
         }
+        let _ = writeln!(
+            o,
+            "  longest iteration: {:.1} us (longest reconfiguration: {:.1} us)",
+            p.max_iteration_us(),
+            p.max_reconfigure_us()
+        );
     }
     o
 }
