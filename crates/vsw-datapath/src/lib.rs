@@ -17,7 +17,7 @@ pub mod stats;
 pub use assign::RxqAssign;
 pub use datapath::{Datapath, DatapathError, PmdConfig, PortHandle};
 pub use port::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxQueue,
-    BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
+    TxQueue, BATCH_SIZE,
 };
 pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};

@@ -9,14 +9,17 @@ use std::time::Duration;
 
 use arrayvec::ArrayVec;
 use vsw_flow::{Action, Learned, MacTable, Rule, SubtableOrder};
+use vsw_packet::ethernet::{ETH_HDR_LEN, VLAN_TAG_LEN};
+use vsw_packet::gso;
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
-use vsw_packet::{extract, FlowKey, MacAddr};
+use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
+use vsw_packet::{extract, EtherType, FlowKey, MacAddr, VnetHdr};
 
 use crate::clock;
 use crate::datapath::{PmdControl, PortHandle, Shared, Snapshot};
 use crate::emc::{key_hash, Emc};
-use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxQueue, BATCH_SIZE};
+use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
 use crate::stats::{PmdCounters, PortStats};
 
 /// How long a PMD with nothing to poll sleeps before looking for a change again
@@ -61,8 +64,44 @@ struct OwnedRxq {
 struct LocalTx {
     handle: Arc<PortHandle>,
     queue: Box<dyn TxQueue>,
+    offloads: TxOffloads,
     staged_packets: u64,
     staged_bytes: u64,
+}
+
+/// What staging on a transmit queue sent and lost.
+#[derive(Default)]
+struct TxTally {
+    batches: u64,
+    packets: u64,
+    lost: u64,
+}
+
+impl LocalTx {
+    /// Hands one finished packet to the device's output batch.
+    #[inline]
+    fn stage_ready(&mut self, data: &[u8], meta: &PacketMeta, t: &mut TxTally) {
+        match self.queue.stage(data, meta) {
+            Ok(()) => {
+                self.staged_packets += 1;
+                self.staged_bytes += data.len() as u64;
+                // Counted here rather than asked of the device (a call per packet).
+                if self.staged_packets >= BATCH_SIZE as u64 {
+                    let (b, p) = send(self);
+                    t.batches += b;
+                    t.packets += p;
+                }
+            }
+            Err(e) => {
+                t.lost += 1;
+                let stats = &self.handle.stats;
+                match e {
+                    StageError::QueueFull => PortStats::add_drop(&stats.tx_queue_full, 1),
+                    StageError::TooBig => PortStats::add_drop(&stats.tx_too_big, 1),
+                }
+            }
+        }
+    }
 }
 
 /// Output batches by port number, and what they sent.
@@ -70,10 +109,14 @@ struct Outputs {
     by_port: Vec<Option<LocalTx>>,
     /// Port numbers in the order they flood.
     ports: Vec<u32>,
-    batches: u64,
-    packets: u64,
-    lost: u64,
+    /// Where segments and checksum-completed copies are built, for ports that cannot
+    /// finish a packet themselves.
+    fixup: Box<[u8]>,
+    tally: TxTally,
 }
+
+/// The largest packet vsw builds a software segment or checksum copy of.
+const FIXUP_BUFFER: usize = 65_535 + 64;
 
 impl Outputs {
     #[inline]
@@ -81,26 +124,70 @@ impl Outputs {
         let Some(Some(tx)) = self.by_port.get_mut(port as usize) else {
             return;
         };
-        match tx.queue.stage(data, meta) {
-            Ok(()) => {
-                tx.staged_packets += 1;
-                tx.staged_bytes += data.len() as u64;
-                // Counted here rather than asked of the device (a call per packet).
-                if tx.staged_packets >= BATCH_SIZE as u64 {
-                    let (b, p) = send(tx);
-                    self.batches += b;
-                    self.packets += p;
-                }
-            }
-            Err(e) => {
-                self.lost += 1;
-                let stats = &tx.handle.stats;
-                match e {
-                    StageError::QueueFull => PortStats::add_drop(&stats.tx_queue_full, 1),
-                    StageError::TooBig => PortStats::add_drop(&stats.tx_too_big, 1),
-                }
-            }
+        let o = tx.offloads;
+        let v = &meta.vnet;
+        let gso = v.is_gso();
+        let partial = v.flags & VNET_F_NEEDS_CSUM != 0;
+        if !gso && !(partial && !o.csum) && data.len() <= o.mtu + ETH_HDR_LEN {
+            // The common case: the device takes the packet as it is.
+            tx.stage_ready(data, meta, &mut self.tally);
+            return;
         }
+        let stats = tx.handle.stats.clone();
+        if gso {
+            let mss = gso::segment_size(data, v, o.mtu);
+            if o.tso && mss == Ok(usize::from(v.gso_size)) {
+                tx.stage_ready(data, meta, &mut self.tally);
+                return;
+            }
+            // The device cannot take it whole, or its MTU is smaller than the
+            // sender's segments: vsw cuts it, each segment complete.
+            let plain = PacketMeta {
+                vnet: VnetHdr::default(),
+                vlan: meta.vlan,
+            };
+            let tally = &mut self.tally;
+            let result = mss.and_then(|mss| {
+                gso::segment_tcp(data, mss, &mut self.fixup, |seg| {
+                    tx.stage_ready(seg, &plain, tally)
+                })
+            });
+            match result {
+                Ok(n) => PortStats::add_drop(&stats.tx_gso_segments, n as u64),
+                Err(_) => {
+                    self.tally.lost += 1;
+                    PortStats::add_drop(&stats.tx_too_big, 1);
+                }
+            }
+            return;
+        }
+        if l3_len(data) > o.mtu {
+            // Never cut short: dropped and counted.
+            self.tally.lost += 1;
+            PortStats::add_drop(&stats.tx_mtu_drops, 1);
+            return;
+        }
+        // A checksum the device cannot finish is finished here.
+        let Some(copy) = self.fixup.get_mut(..data.len()) else {
+            self.tally.lost += 1;
+            PortStats::add_drop(&stats.tx_too_big, 1);
+            return;
+        };
+        copy.copy_from_slice(data);
+        if gso::complete_checksum(copy, v).is_err() {
+            self.tally.lost += 1;
+            PortStats::add_drop(&stats.tx_errors, 1);
+            return;
+        }
+        PortStats::add_drop(&stats.tx_csum_sw, 1);
+        let done = PacketMeta {
+            vnet: VnetHdr {
+                flags: v.flags & !VNET_F_NEEDS_CSUM,
+                ..VnetHdr::default()
+            },
+            vlan: meta.vlan,
+        };
+        tx.stage_ready(copy, &done, &mut self.tally);
     }
 
     /// `output:port`: never back where the packet came from (that is `in_port`).
@@ -123,10 +210,28 @@ impl Outputs {
     fn send_all(&mut self) {
         for tx in self.by_port.iter_mut().flatten() {
             let (b, p) = send(tx);
-            self.batches += b;
-            self.packets += p;
+            self.tally.batches += b;
+            self.tally.packets += p;
         }
     }
+}
+
+/// The IP packet's length in `frame` (after the Ethernet header and any tags in it).
+fn l3_len(frame: &[u8]) -> usize {
+    let mut l2 = ETH_HDR_LEN;
+    let mut t = frame
+        .get(12..14)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    for _ in 0..2 {
+        if t != EtherType::VLAN && t != EtherType::QINQ {
+            break;
+        }
+        l2 += VLAN_TAG_LEN;
+        t = frame
+            .get(l2 - 2..l2)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    }
+    frame.len().saturating_sub(l2)
 }
 
 /// Sends what `tx` has staged; returns (batches, packets) sent.
@@ -158,6 +263,8 @@ struct Worker {
     key: FlowKey,
     scratch: PacketBuf,
     counters: PmdCounters,
+    /// Received frames dropped for broken headers (part of `lost`).
+    malformed: u64,
 }
 
 pub(crate) struct Pmd {
@@ -192,9 +299,8 @@ impl Pmd {
                 outputs: Outputs {
                     by_port: Vec::new(),
                     ports: Vec::new(),
-                    batches: 0,
-                    packets: 0,
-                    lost: 0,
+                    fixup: vec![0u8; FIXUP_BUFFER].into_boxed_slice(),
+                    tally: TxTally::default(),
                 },
                 mac_table: MacTable::default(),
                 emc: Emc::new(crate::emc::DEFAULT_INSERT_INV_PROB),
@@ -203,6 +309,7 @@ impl Pmd {
                 key: FlowKey::default(),
                 scratch: PacketBuf::new(MAX_REWRITE_FRAME),
                 counters: PmdCounters::default(),
+                malformed: 0,
             },
         }
     }
@@ -277,6 +384,7 @@ impl Pmd {
                     Some(queue) => {
                         w.outputs.by_port[idx] = Some(LocalTx {
                             handle: port.clone(),
+                            offloads: queue.offloads(),
                             queue,
                             staged_packets: 0,
                             staged_bytes: 0,
@@ -397,10 +505,11 @@ impl Pmd {
                 next_housekeeping = now + hz;
                 self.housekeeping(now_ms, now);
             }
-            let o = &self.worker.outputs;
+            let o = &self.worker.outputs.tally;
             let c = &mut self.worker.counters;
             c.tx_batches = o.batches;
             c.tx_packets = o.packets;
+            c.lost = o.lost + self.worker.malformed;
             self.control.stats.publish(c);
         }
         self.shut_down();
@@ -535,14 +644,14 @@ fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u6
             };
             run_rewriting(&mut sinks, snap, actions, now_ms);
         } else {
-            w.outputs.lost += 1;
+            w.outputs.tally.lost += 1;
         }
     }
     drop(batch);
     rxq.queue.release();
     stats.add_rx(received as u64, bytes);
     PortStats::add_drop(&stats.rx_malformed, malformed);
-    w.counters.lost += malformed;
+    w.malformed += malformed;
     for (rule, packets, bytes) in tally {
         rule.stats.add(packets, bytes, now_ms);
     }
@@ -640,7 +749,7 @@ fn run_rewriting(w: &mut Sinks<'_>, snap: &Snapshot, actions: &[Action], now_ms:
             // tell); it is counted on the rule that matched it.
             Err(RewriteError::TtlExpired) => return,
             Err(RewriteError::NoHeadroom | RewriteError::TooBig) => {
-                w.outputs.lost += 1;
+                w.outputs.tally.lost += 1;
                 return;
             }
         }

@@ -56,7 +56,35 @@ pub enum StageError {
     TooBig,
 }
 
+/// What a transmit queue's device can finish by itself, and how large a packet it
+/// takes. Fixed for the queue's life (a change of MTU opens new queues).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxOffloads {
+    /// Takes frames whose checksum is left to it (virtio-net NEEDS_CSUM).
+    pub csum: bool,
+    /// Takes TCP super-frames (virtio-net GSO) and segments them itself.
+    pub tso: bool,
+    /// The largest IP packet (the interface MTU).
+    pub mtu: usize,
+}
+
+impl Default for TxOffloads {
+    /// A plain Ethernet device: finishes nothing, 1500-byte MTU.
+    fn default() -> Self {
+        TxOffloads {
+            csum: false,
+            tso: false,
+            mtu: 1500,
+        }
+    }
+}
+
 pub trait TxQueue: Send {
+    /// What the device finishes by itself; asked once, when a PMD takes the queue.
+    fn offloads(&self) -> TxOffloads {
+        TxOffloads::default()
+    }
+
     /// Copies a packet into the device's transmit staging; it leaves with the next
     /// [`TxQueue::flush`]. This copy is the one copy a packet pays.
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError>;

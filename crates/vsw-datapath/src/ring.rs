@@ -8,7 +8,8 @@ use vsw_packet::builder;
 use vsw_packet::ethernet::copy_frame;
 
 use crate::port::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxQueue, BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxOffloads, TxQueue,
+    BATCH_SIZE,
 };
 
 /// The largest frame the transmit side takes (a ring port has no real MTU).
@@ -67,6 +68,16 @@ impl RingSink {
 }
 
 impl TxQueue for RingSink {
+    /// A sink finishes checksums (it drops everything anyway) but takes no frame
+    /// larger than its slot, so super-frames are cut for it.
+    fn offloads(&self) -> TxOffloads {
+        TxOffloads {
+            csum: true,
+            tso: false,
+            mtu: SLOT - 18,
+        }
+    }
+
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         if self.staged >= BATCH_SIZE {
             return Err(StageError::QueueFull);

@@ -22,6 +22,12 @@ pub struct PortStats {
     pub tx_too_big: AtomicU64,
     /// Packets the device refused to send.
     pub tx_errors: AtomicU64,
+    /// Frames larger than this port's MTU (and not segmentable): dropped, never cut.
+    pub tx_mtu_drops: AtomicU64,
+    /// Segments vsw cut super-frames into for this port (it could not take them).
+    pub tx_gso_segments: AtomicU64,
+    /// Checksums vsw completed for this port (it could not finish them itself).
+    pub tx_csum_sw: AtomicU64,
 }
 
 /// A copy of [`PortStats`] at one moment.
@@ -38,6 +44,12 @@ pub struct PortStatsView {
     pub tx_queue_full: u64,
     pub tx_too_big: u64,
     pub tx_errors: u64,
+    #[serde(default)]
+    pub tx_mtu_drops: u64,
+    #[serde(default)]
+    pub tx_gso_segments: u64,
+    #[serde(default)]
+    pub tx_csum_sw: u64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -76,6 +88,9 @@ impl PortStats {
             tx_queue_full: g(&self.tx_queue_full),
             tx_too_big: g(&self.tx_too_big),
             tx_errors: g(&self.tx_errors),
+            tx_mtu_drops: g(&self.tx_mtu_drops),
+            tx_gso_segments: g(&self.tx_gso_segments),
+            tx_csum_sw: g(&self.tx_csum_sw),
         }
     }
 }
@@ -86,7 +101,7 @@ impl PortStatsView {
     }
 
     pub fn tx_dropped(&self) -> u64 {
-        self.tx_queue_full + self.tx_too_big + self.tx_errors
+        self.tx_queue_full + self.tx_too_big + self.tx_errors + self.tx_mtu_drops
     }
 }
 

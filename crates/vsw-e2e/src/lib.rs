@@ -153,6 +153,65 @@ impl Host {
         self.exec_ok(&["python3", "-c", &script]);
     }
 
+    /// Turns TSO, GSO and checksum offload on or off on `eth0`.
+    pub fn set_offloads(&self, on: bool) {
+        let v = if on { "on" } else { "off" };
+        self.exec_ok(&["ethtool", "-K", "eth0", "tso", v, "gso", v, "tx", v]);
+    }
+
+    /// Runs iperf3 (TCP) from this host to `server` for `seconds`; the bytes the
+    /// server received, or why there were none. Bounded: a broken path fails, it does
+    /// not hang.
+    pub fn iperf_to(&self, server: &Host, seconds: u32) -> Result<u64, String> {
+        let pidfile = std::env::temp_dir().join(format!("{}-iperf3.pid", server.ns));
+        let pid = pidfile.display().to_string();
+        server.exec_ok(&[
+            "iperf3",
+            "-s",
+            "-1",
+            "-D",
+            "-B",
+            &server.addr,
+            "-I",
+            &pid,
+            "--logfile",
+            "/dev/null",
+        ]);
+        wait_until("iperf3 server to listen", Duration::from_secs(5), || {
+            let ss = server.exec(&["ss", "-ltn"]);
+            String::from_utf8_lossy(&ss.stdout).contains(":5201")
+        });
+        let limit = (seconds + 20).to_string();
+        let out = self.exec(&[
+            "timeout",
+            &limit,
+            "iperf3",
+            "-c",
+            &server.addr,
+            "-t",
+            &seconds.to_string(),
+            "-J",
+            "--connect-timeout",
+            "3000",
+        ]);
+        if let Ok(p) = std::fs::read_to_string(&pidfile) {
+            let _ = run("kill", &["-TERM", p.trim_matches(char::from(0)).trim()]);
+        }
+        let _ = std::fs::remove_file(&pidfile);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "iperf3 gave no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        if let Some(e) = v["error"].as_str() {
+            return Err(e.to_string());
+        }
+        v["end"]["sum_received"]["bytes"]
+            .as_u64()
+            .ok_or_else(|| "no byte count".to_string())
+    }
+
     /// Pings `to` `count` times; true when every reply came back.
     pub fn ping(&self, to: &Host, count: u32) -> bool {
         self.exec(&[

@@ -17,3 +17,13 @@ pub fn valid_name(name: &str) -> bool {
             .bytes()
             .any(|b| b == b'/' || b == 0 || b.is_ascii_whitespace() || b == b':')
 }
+
+/// The MTU of interface `name` (what its largest IP packet may be).
+pub fn mtu(name: &str) -> std::io::Result<u32> {
+    sys::interface_mtu(name)
+}
+
+/// Sets the MTU of interface `name`; the kernel's error when it refuses.
+pub fn set_mtu(name: &str, mtu: u32) -> std::io::Result<()> {
+    sys::set_interface_mtu(name, mtu)
+}

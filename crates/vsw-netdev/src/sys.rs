@@ -128,6 +128,56 @@ pub fn if_index(name: &str) -> Option<u32> {
     (idx != 0).then_some(idx)
 }
 
+/// An `ifreq` naming interface `name` (at most 15 bytes, checked).
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// A datagram socket to ask the kernel about interfaces with.
+fn control_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked and owned at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The MTU of interface `name`.
+pub fn interface_mtu(name: &str) -> io::Result<u32> {
+    let mut req = ifreq(name)?;
+    let sock = control_socket()?;
+    // SAFETY: SIOCGIFMTU reads the name from and writes the MTU into `req`, which
+    // lives for the call.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: after SIOCGIFMTU the union holds the MTU.
+    Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// Sets the MTU of interface `name`; the kernel's error when it refuses.
+pub fn set_interface_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_mtu =
+        libc::c_int::try_from(mtu).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let sock = control_socket()?;
+    // SAFETY: SIOCSIFMTU reads name and MTU from `req`, which lives for the call.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFMTU, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A shared memory mapping of a socket's rings, unmapped on drop.
 pub struct RingMap {
     base: NonNull<u8>,

@@ -22,14 +22,18 @@ pub fn show(s: ShowInfo) -> String {
     let _ = writeln!(o, "  flows: {}", s.flows);
     for p in &s.ports {
         let opts: Vec<String> = p.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mtu = p.mtu.map_or(String::new(), |m| format!(" mtu={m}"));
         let _ = writeln!(
             o,
-            "  port {}: {} ({}) {}",
+            "  port {}: {} ({}){mtu} {}",
             p.no,
             p.name,
             p.status,
             opts.join(" ")
         );
+        if let Some(why) = &p.mtu_problem {
+            let _ = writeln!(o, "    mtu_request not in effect: {why}");
+        }
     }
     o
 }
@@ -82,14 +86,20 @@ pub fn ports(ports: &[PortInfo]) -> String {
         );
         let _ = writeln!(
             o,
-            "           tx pkts={}, bytes={}, drop={} (queue_full={}, too_big={}, errors={}), batches={}",
+            "           tx pkts={}, bytes={}, drop={} (queue_full={}, too_big={}, errors={}, mtu={}), batches={}",
             s.tx_packets,
             s.tx_bytes,
             s.tx_dropped(),
             s.tx_queue_full,
             s.tx_too_big,
             s.tx_errors,
+            s.tx_mtu_drops,
             s.tx_batches
+        );
+        let _ = writeln!(
+            o,
+            "           tx_gso_segments={}, tx_csum_sw={}",
+            s.tx_gso_segments, s.tx_csum_sw
         );
     }
     o

@@ -23,7 +23,7 @@ pub type Options = BTreeMap<String, String>;
 
 pub const SWITCH_OPTIONS: &str = "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob";
 pub const PORT_OPTIONS: &str =
-    "type, afpacket-mode, ofport_request, pmd-rxq-affinity, ring-flows, ring-frame-size";
+    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, ring-flows, ring-frame-size";
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -195,6 +195,8 @@ pub struct PortOptions {
     /// `ring` ports: distinct UDP flows in the generated frames (0 = generate nothing).
     pub ring_flows: u32,
     pub ring_frame_size: usize,
+    /// The MTU to give the interface (afpacket ports).
+    pub mtu_request: Option<u32>,
 }
 
 impl Default for PortOptions {
@@ -206,6 +208,7 @@ impl Default for PortOptions {
             rxq_affinity: Vec::new(),
             ring_flows: 0,
             ring_frame_size: 64,
+            mtu_request: None,
         }
     }
 }
@@ -226,6 +229,14 @@ impl PortOptions {
                     }
                 }
                 "pmd-rxq-affinity" => out.rxq_affinity = parse_rxq_affinity(v)?,
+                "mtu_request" => {
+                    out.mtu_request = Some(
+                        v.parse()
+                            .ok()
+                            .filter(|n| (68..=65_535).contains(n))
+                            .ok_or_else(|| bad(k, v, "an MTU, 68..65535"))?,
+                    )
+                }
                 "ring-flows" => {
                     out.ring_flows = v
                         .parse()

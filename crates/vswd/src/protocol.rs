@@ -61,6 +61,12 @@ pub struct PortInfo {
     pub status: String,
     pub options: Vec<(String, String)>,
     pub stats: PortStatsView,
+    /// The interface's MTU now (afpacket ports whose interface exists).
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    /// Why the interface does not have the `mtu_request` MTU, when it does not.
+    #[serde(default)]
+    pub mtu_problem: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -46,6 +46,10 @@ pub enum SwitchError {
     State(#[from] StateError),
     #[error("state file {path}: {why}")]
     BadState { path: PathBuf, why: String },
+    #[error("cannot set the MTU of {port} to {mtu}: {why}")]
+    Mtu { port: String, mtu: u32, why: String },
+    #[error("mtu_request applies to afpacket ports (the interface's MTU)")]
+    MtuOnRing,
 }
 
 enum Link {
@@ -59,6 +63,8 @@ struct Port {
     parsed: PortOptions,
     stats: Arc<PortStats>,
     link: Link,
+    /// Why the interface does not have the MTU asked for, when it does not.
+    mtu_problem: Option<String>,
 }
 
 pub struct Switch {
@@ -108,6 +114,7 @@ impl Switch {
                     link: Link::Down {
                         why: "not attached yet".into(),
                     },
+                    mtu_problem: None,
                 },
             );
         }
@@ -193,6 +200,15 @@ impl Switch {
                 }
             },
         };
+        // The MTU asked for is given before the device is opened (its rings are
+        // sized by it); a refusal leaves the port up with the MTU it has, and says why.
+        port.mtu_problem = None;
+        if let (Some(mtu), PortType::Afpacket) = (port.parsed.mtu_request, port.parsed.port_type) {
+            if let Err(e) = apply_mtu(&port.name, mtu) {
+                tracing::warn!(port = %port.name, error = %e, "mtu_request refused");
+                port.mtu_problem = Some(e.to_string());
+            }
+        }
         let result = open_device(&port.name, &port.parsed).and_then(|q| {
             self.dp
                 .add_port(PortHandle::new(no, &port.name, q, port.stats.clone()))
@@ -339,7 +355,24 @@ impl Switch {
             PortType::Afpacket => interface::index(name)
                 .ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?,
         };
-        let queues = open_device(name, &parsed)?;
+        // The MTU first: the device's rings are sized by it. If anything after fails,
+        // the interface gets its old MTU back.
+        let old_mtu = match (parsed.mtu_request, parsed.port_type) {
+            (Some(_), PortType::Ring) => return Err(SwitchError::MtuOnRing),
+            (Some(mtu), PortType::Afpacket) => {
+                let old = interface::mtu(name).ok();
+                apply_mtu(name, mtu)?;
+                old
+            }
+            (None, _) => None,
+        };
+        let restore_mtu = |e: SwitchError| {
+            if let Some(old) = old_mtu {
+                let _ = interface::set_mtu(name, old);
+            }
+            e
+        };
+        let queues = open_device(name, &parsed).map_err(restore_mtu)?;
         let stats = Arc::new(PortStats::default());
         self.dp
             .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
@@ -359,6 +392,7 @@ impl Switch {
                 parsed,
                 stats,
                 link: Link::Up { ifindex },
+                mtu_problem: None,
             },
         );
         self.save()?;
@@ -405,7 +439,16 @@ impl Switch {
             }
             .into());
         }
+        if parsed.mtu_request.is_some() && parsed.port_type == PortType::Ring {
+            return Err(SwitchError::MtuOnRing);
+        }
         let up = matches!(port.link, Link::Up { .. });
+        if up && parsed.mtu_request != port.parsed.mtu_request {
+            if let Some(mtu) = parsed.mtu_request {
+                self.change_mtu(no, mtu, &parsed)?;
+            }
+        }
+        let port = &self.ports[&no];
         let reopen = up
             && (parsed.mode != port.parsed.mode
                 || parsed.ring_flows != port.parsed.ring_flows
@@ -429,6 +472,42 @@ impl Switch {
         port.parsed = parsed;
         self.save()?;
         Ok(Value::Null)
+    }
+
+    /// Gives port `no`'s interface a new MTU at the right point of the port's life:
+    /// the PMDs let go of its queues (sending what they staged), the MTU changes, and
+    /// the device opens again with rings for the new size. If the kernel refuses the
+    /// MTU, the port opens again as it was and the error says why.
+    fn change_mtu(&mut self, no: u32, mtu: u32, parsed: &PortOptions) -> Result<(), SwitchError> {
+        let port = &self.ports[&no];
+        let name = port.name.clone();
+        let old = port.parsed.clone();
+        let stats = port.stats.clone();
+        self.dp.remove_port(no)?;
+        let changed = apply_mtu(&name, mtu);
+        let options = if changed.is_ok() { parsed } else { &old };
+        let reopened = open_device(&name, options).and_then(|q| {
+            self.dp
+                .add_port(PortHandle::new(no, &name, q, stats))
+                .map_err(SwitchError::from)
+        });
+        let port = self.ports.get_mut(&no).expect("checked above");
+        if let Err(e) = reopened {
+            port.link = Link::Down { why: e.to_string() };
+            return Err(e);
+        }
+        if !options.rxq_affinity.is_empty() {
+            self.dp.set_rxq_affinity(no, options.rxq_affinity.clone())?;
+        }
+        let port = self.ports.get_mut(&no).expect("checked above");
+        match changed {
+            Ok(()) => {
+                tracing::info!(port = %name, mtu, "MTU changed");
+                port.mtu_problem = None;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn add_flows(&mut self, texts: &[String]) -> Result<Value, SwitchError> {
@@ -528,6 +607,11 @@ impl Switch {
                     o
                 },
                 stats: p.stats.view(),
+                mtu: match p.parsed.port_type {
+                    PortType::Afpacket => interface::mtu(&p.name).ok(),
+                    PortType::Ring => None,
+                },
+                mtu_problem: p.mtu_problem.clone(),
             })
             .collect()
     }
@@ -544,6 +628,18 @@ impl Switch {
             flows: self.dp.classifier().len(),
         }
     }
+}
+
+/// Sets interface `name`'s MTU, unless it has it already.
+fn apply_mtu(name: &str, mtu: u32) -> Result<(), SwitchError> {
+    if interface::mtu(name).ok() == Some(mtu) {
+        return Ok(());
+    }
+    interface::set_mtu(name, mtu).map_err(|e| SwitchError::Mtu {
+        port: name.to_string(),
+        mtu,
+        why: e.to_string(),
+    })
 }
 
 /// Opens a port's device as its options say.

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vsw_datapath::memory::{memory_port_with_queues, MemoryPeer};
-use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
+use vsw_datapath::memory::{memory_port_with, memory_port_with_queues, MemoryPeer};
+use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats, TxOffloads};
 use vsw_flow::{parse_flow, Classifier};
 
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -29,6 +29,27 @@ pub fn switch_with(ports: u32, queues: usize, cores: &[usize], capacity: usize) 
     let mut stats = Vec::new();
     for no in 1..=ports {
         let (q, peer) = memory_port_with_queues(queues, capacity);
+        let s = Arc::new(PortStats::default());
+        dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
+            .unwrap();
+        peers.push(peer);
+        stats.push(s);
+    }
+    Switch { dp, peers, stats }
+}
+
+/// One port per entry of `offloads` (what its transmit side finishes by itself).
+pub fn switch_with_offloads(offloads: &[TxOffloads]) -> Switch {
+    let mut dp = Datapath::start(PmdConfig {
+        cores: vec![0],
+        pin: false,
+    })
+    .unwrap();
+    let mut peers = Vec::new();
+    let mut stats = Vec::new();
+    for (i, o) in offloads.iter().enumerate() {
+        let no = i as u32 + 1;
+        let (q, peer) = memory_port_with(1, 4096, *o);
         let s = Arc::new(PortStats::default());
         dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
             .unwrap();

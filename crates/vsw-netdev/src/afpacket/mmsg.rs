@@ -6,8 +6,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use vsw_datapath::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxQueue,
-    BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
+    TxQueue, BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
@@ -44,6 +44,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             bufs: tx_bufs(),
             lens: [0; BATCH_SIZE],
             staged: 0,
+            mtu: super::port_mtu(&name),
         }) as Box<dyn TxQueue>)
     });
     Ok(PortQueues {
@@ -57,6 +58,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             bufs: bufs(),
             lens: [0; BATCH_SIZE],
             staged: 0,
+            mtu: super::port_mtu(ifname),
         }),
         tx_factory: Some(tx_factory),
     })
@@ -172,9 +174,20 @@ struct MmsgTx {
     bufs: Vec<Box<[u8]>>,
     lens: [usize; BATCH_SIZE],
     staged: usize,
+    mtu: usize,
 }
 
 impl TxQueue for MmsgTx {
+    /// The kernel finishes checksums and segments super-frames (the virtio-net header
+    /// goes with every frame).
+    fn offloads(&self) -> TxOffloads {
+        TxOffloads {
+            csum: true,
+            tso: true,
+            mtu: self.mtu,
+        }
+    }
+
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         if self.staged == BATCH_SIZE {
             return Err(StageError::QueueFull);

@@ -125,6 +125,12 @@ pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError>
     Ok(queues)
 }
 
+/// The interface's MTU, for the transmit queues' size check (1500 if it cannot be
+/// read; the kernel refuses a larger frame anyway).
+fn port_mtu(ifname: &str) -> usize {
+    sys::interface_mtu(ifname).map_or(1500, |m| m as usize)
+}
+
 /// Binds the socket and takes the interface promiscuous; the last step of opening.
 fn attach(fd: &OwnedFd, ifname: &str, ifindex: u32) -> Result<(), NetdevError> {
     sys::bind_to_interface(fd, ifindex, true).map_err(syscall("bind", ifname))?;

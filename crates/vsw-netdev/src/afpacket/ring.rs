@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use vsw_datapath::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxQueue,
-    BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
+    TxQueue, BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
@@ -38,13 +38,27 @@ const TX_DATA_OFFSET: usize = 32;
 /// with the virtio-net header before it), so a 2 KiB slot holds any 1500-byte-MTU
 /// frame with room to spare.
 const FRAME_SIZE: usize = 2048;
+/// The largest slot: bigger frames (TSO super-frames, MTUs above ~16,000) take the
+/// copy path.
+const MAX_SLOT: usize = 16 << 10;
+/// Room in a slot before and around the frame: the receive offset (76), a VLAN tag
+/// put back, and slack.
+const SLOT_OVERHEAD: usize = 76 + 4 + 48;
 /// Blocks are allocated by the kernel as runs of pages; 128 KiB keeps each
 /// allocation small enough to succeed on a fragmented host.
 const BLOCK_SIZE: usize = 128 << 10;
-const FRAMES_PER_BLOCK: usize = BLOCK_SIZE / FRAME_SIZE;
-/// 4096 receive frames: 40 ms of 64-byte packets at 100 kpps.
+/// 4096 receive frames of 2 KiB (fewer, larger ones for a larger MTU: the ring's
+/// memory stays 8 MiB): 40 ms of 64-byte packets at 100 kpps.
 const RX_BLOCKS: usize = 64;
 const TX_BLOCKS: usize = 32;
+
+/// The ring slot for frames of an interface with this MTU: the smallest power of
+/// two from 2 KiB that holds a whole frame, at most 16 KiB.
+pub(super) fn slot_for_mtu(mtu: usize) -> usize {
+    (mtu + 14 + SLOT_OVERHEAD)
+        .next_power_of_two()
+        .clamp(FRAME_SIZE, MAX_SLOT)
+}
 /// Socket buffer for super-frames waiting to be read, and for those sent directly.
 const SOCKET_BUFFER: usize = 8 << 20;
 
@@ -53,11 +67,17 @@ struct Geometry {
     /// Byte offset of this ring inside the shared mapping.
     start: usize,
     blocks: usize,
+    /// Bytes per frame slot (a power of two, at most a block).
+    slot: usize,
 }
 
 impl Geometry {
+    fn frames_per_block(&self) -> usize {
+        BLOCK_SIZE / self.slot
+    }
+
     fn frames(&self) -> usize {
-        self.blocks * FRAMES_PER_BLOCK
+        self.blocks * self.frames_per_block()
     }
 
     fn bytes(&self) -> usize {
@@ -65,14 +85,15 @@ impl Geometry {
     }
 
     fn frame_offset(&self, i: usize) -> usize {
-        self.start + (i / FRAMES_PER_BLOCK) * BLOCK_SIZE + (i % FRAMES_PER_BLOCK) * FRAME_SIZE
+        let per = self.frames_per_block();
+        self.start + (i / per) * BLOCK_SIZE + (i % per) * self.slot
     }
 
     fn request(&self) -> libc::tpacket_req {
         libc::tpacket_req {
             tp_block_size: BLOCK_SIZE as u32,
             tp_block_nr: self.blocks as u32,
-            tp_frame_size: FRAME_SIZE as u32,
+            tp_frame_size: self.slot as u32,
             tp_frame_nr: self.frames() as u32,
         }
     }
@@ -106,13 +127,16 @@ impl RingSocket {
 pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues, NetdevError> {
     setup_v2(&fd, ifname)?;
     set_flag(&fd, libc::PACKET_COPY_THRESH, "PACKET_COPY_THRESH", ifname)?;
+    let slot = slot_for_mtu(super::port_mtu(ifname));
     let rx = Geometry {
         start: 0,
         blocks: RX_BLOCKS,
+        slot,
     };
     let tx = Geometry {
         start: rx.bytes(),
         blocks: TX_BLOCKS,
+        slot,
     };
     sys::set_packet_opt(&fd, libc::PACKET_RX_RING, &rx.request())
         .map_err(syscall("PACKET_RX_RING", ifname))?;
@@ -131,7 +155,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             taken: 0,
             copies: (0..BATCH_SIZE).map(|_| big()).collect(),
         })],
-        tx: Box::new(RingTx::new(sock, tx, direct)),
+        tx: Box::new(RingTx::new(sock, tx, direct, super::port_mtu(ifname))),
         tx_factory: Some(tx_factory(ifname, ifindex)),
     })
 }
@@ -170,6 +194,7 @@ pub(super) fn open_tx_only(ifname: &str, ifindex: u32) -> Result<Box<dyn TxQueue
     let geo = Geometry {
         start: 0,
         blocks: TX_BLOCKS,
+        slot: slot_for_mtu(super::port_mtu(ifname)),
     };
     sys::set_packet_opt(&fd, libc::PACKET_TX_RING, &geo.request())
         .map_err(syscall("PACKET_TX_RING", ifname))?;
@@ -180,6 +205,7 @@ pub(super) fn open_tx_only(ifname: &str, ifindex: u32) -> Result<Box<dyn TxQueue
         Arc::new(RingSocket { map, fd }),
         geo,
         direct,
+        super::port_mtu(ifname),
     )))
 }
 
@@ -241,7 +267,7 @@ impl RxQueue for RingRx {
                 }
                 continue;
             }
-            if snap < h.tp_len as usize || mac < VNET_HDR_LEN || mac + snap > FRAME_SIZE {
+            if snap < h.tp_len as usize || mac < VNET_HDR_LEN || mac + snap > self.geo.slot {
                 drops.truncated += 1;
                 continue;
             }
@@ -300,10 +326,12 @@ struct RingTx {
     direct: OwnedFd,
     /// Where a super-frame is assembled for its own send.
     scratch: Box<[u8]>,
+    /// The interface's MTU when the queue was opened.
+    mtu: usize,
 }
 
 impl RingTx {
-    fn new(sock: Arc<RingSocket>, geo: Geometry, direct: OwnedFd) -> RingTx {
+    fn new(sock: Arc<RingSocket>, geo: Geometry, direct: OwnedFd, mtu: usize) -> RingTx {
         RingTx {
             sock,
             geo,
@@ -312,6 +340,7 @@ impl RingTx {
             rejected: 0,
             direct,
             scratch: vec![0u8; MAX_FRAME].into_boxed_slice(),
+            mtu,
         }
     }
 
@@ -370,6 +399,16 @@ impl RingTx {
 }
 
 impl TxQueue for RingTx {
+    /// The kernel finishes checksums and segments super-frames (the virtio-net header
+    /// goes with every frame).
+    fn offloads(&self) -> TxOffloads {
+        TxOffloads {
+            csum: true,
+            tso: true,
+            mtu: self.mtu,
+        }
+    }
+
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         let tag_len = if meta.vlan.is_some() { 4 } else { 0 };
         if data.len() + tag_len > MAX_FRAME {
@@ -380,7 +419,7 @@ impl TxQueue for RingTx {
         } else {
             meta.vnet
         };
-        if data.len() + tag_len > FRAME_SIZE - TX_DATA_OFFSET - VNET_HDR_LEN {
+        if data.len() + tag_len > self.geo.slot - TX_DATA_OFFSET - VNET_HDR_LEN {
             return self.send_direct(data, meta, vnet);
         }
         let offset = self.geo.frame_offset(self.head);
@@ -395,7 +434,7 @@ impl TxQueue for RingTx {
         let out = unsafe {
             std::slice::from_raw_parts_mut(
                 self.sock.map.at(offset + TX_DATA_OFFSET),
-                FRAME_SIZE - TX_DATA_OFFSET,
+                self.geo.slot - TX_DATA_OFFSET,
             )
         };
         let (vnet_out, frame_out) = out.split_at_mut(VNET_HDR_LEN);
@@ -429,5 +468,37 @@ impl TxQueue for RingTx {
     fn flush(&mut self) -> usize {
         let refused = self.kick();
         refused + std::mem::take(&mut self.rejected)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_follow_the_mtu() {
+        assert_eq!(slot_for_mtu(1500), 2048);
+        assert_eq!(slot_for_mtu(1900), 2048);
+        assert_eq!(slot_for_mtu(3900), 4096);
+        assert_eq!(slot_for_mtu(4000), 8192);
+        assert_eq!(slot_for_mtu(9000), 16 << 10);
+        assert_eq!(
+            slot_for_mtu(65_535),
+            16 << 10,
+            "super-frames take the copy path"
+        );
+        for mtu in [68, 1500, 9000] {
+            let g = Geometry {
+                start: 0,
+                blocks: RX_BLOCKS,
+                slot: slot_for_mtu(mtu),
+            };
+            assert_eq!(
+                g.bytes(),
+                8 << 20,
+                "the ring's memory does not grow with the MTU"
+            );
+            assert_eq!(g.frame_offset(g.frames() - 1) + g.slot, g.bytes());
+        }
     }
 }

@@ -1,0 +1,190 @@
+//! Super-frames and checksums left to the device, on output ports that can and cannot
+//! finish them; frames above the MTU.
+
+mod common;
+
+use common::*;
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use vsw_datapath::{PacketMeta, TxOffloads};
+use vsw_packet::builder::{self, Ipv4, DST_MAC, SRC_MAC};
+use vsw_packet::key::IPPROTO_TCP;
+use vsw_packet::vnet::{VNET_F_NEEDS_CSUM, VNET_GSO_TCPV4};
+use vsw_packet::{EtherType, VnetHdr};
+
+const PLAIN: TxOffloads = TxOffloads {
+    csum: false,
+    tso: false,
+    mtu: 1500,
+};
+const FULL: TxOffloads = TxOffloads {
+    csum: true,
+    tso: true,
+    mtu: 1500,
+};
+
+/// A TCP frame of `len` payload bytes as a kernel with offloads hands it over: the
+/// checksum field holds the pseudo-header sum, the rest is left to the device.
+fn tcp_frame(len: usize) -> (Vec<u8>, VnetHdr) {
+    let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+    let ip = Ipv4 {
+        proto: IPPROTO_TCP,
+        ..Ipv4::default()
+    };
+    let mut f = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        EtherType::IPV4,
+        &builder::ipv4(&ip, &builder::tcp(40000, 5201, 0x18, &data)),
+    );
+    let tcp_len = f.len() - 34;
+    let mut sum: u32 = f[26..34]
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum::<u32>()
+        + u32::from(IPPROTO_TCP)
+        + tcp_len as u32;
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[50..52].copy_from_slice(&(sum as u16).to_be_bytes());
+    let vnet = VnetHdr {
+        flags: VNET_F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 16,
+        ..VnetHdr::default()
+    };
+    (f, vnet)
+}
+
+fn gso(vnet: VnetHdr, mss: u16) -> VnetHdr {
+    VnetHdr {
+        gso_type: VNET_GSO_TCPV4,
+        gso_size: mss,
+        hdr_len: 54,
+        ..vnet
+    }
+}
+
+/// TCP payload of a frame whose checksums etherparse finds right.
+fn valid_tcp_payload(f: &[u8]) -> Vec<u8> {
+    let p = SlicedPacket::from_ethernet(f).expect("parses");
+    let (Some(NetSlice::Ipv4(ip)), Some(TransportSlice::Tcp(tcp))) = (&p.net, &p.transport) else {
+        panic!("not TCP/IPv4")
+    };
+    let h = ip.header();
+    assert_eq!(h.to_header().calc_header_checksum(), h.header_checksum());
+    assert_eq!(
+        tcp.calc_checksum_ipv4(h.source(), h.destination()).unwrap(),
+        tcp.checksum(),
+        "TCP checksum"
+    );
+    tcp.payload().to_vec()
+}
+
+fn one_rule(sw: &mut Switch) {
+    rules(&mut sw.dp, &["in_port=1,actions=output:2"]);
+}
+
+#[test]
+fn a_port_without_offloads_gets_complete_segments() {
+    let mut sw = switch_with_offloads(&[FULL, PLAIN]);
+    one_rule(&mut sw);
+    let (f, vnet) = tcp_frame(10_000);
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet: gso(vnet, 1448),
+            vlan: None,
+        },
+    );
+    let mut data = Vec::new();
+    for _ in 0..7 {
+        let (seg, meta) = sw.peers[1].recv_with(WAIT).expect("a segment");
+        assert!(seg.len() <= 1514);
+        assert_eq!(meta.vnet, VnetHdr::default(), "nothing left to the device");
+        data.extend(valid_tcp_payload(&seg));
+    }
+    assert!(sw.peers[1].recv_timeout(QUIET).is_none());
+    assert_eq!(data, (0..10_000).map(|i| i as u8).collect::<Vec<u8>>());
+    eventually("7 segments counted", || {
+        sw.stats[1].view().tx_gso_segments == 7
+    });
+}
+
+#[test]
+fn a_port_with_offloads_gets_the_super_frame_as_it_came() {
+    let mut sw = switch_with_offloads(&[FULL, FULL]);
+    one_rule(&mut sw);
+    let (f, vnet) = tcp_frame(10_000);
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet: gso(vnet, 1448),
+            vlan: None,
+        },
+    );
+    let (out, meta) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
+    assert_eq!(out, f);
+    assert_eq!(meta.vnet, gso(vnet, 1448));
+    assert_eq!(sw.stats[1].view().tx_gso_segments, 0);
+}
+
+#[test]
+fn a_smaller_mtu_than_the_senders_segments_means_smaller_segments() {
+    let small = TxOffloads { mtu: 1000, ..FULL };
+    let mut sw = switch_with_offloads(&[FULL, small]);
+    one_rule(&mut sw);
+    let (f, vnet) = tcp_frame(3000);
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet: gso(vnet, 1448),
+            vlan: None,
+        },
+    );
+    let mut data = Vec::new();
+    for _ in 0..4 {
+        let seg = sw.peers[1].recv_timeout(WAIT).expect("a segment");
+        assert!(
+            seg.len() - 14 <= 1000,
+            "IP packet of {} bytes",
+            seg.len() - 14
+        );
+        data.extend(valid_tcp_payload(&seg));
+    }
+    assert_eq!(data.len(), 3000);
+}
+
+#[test]
+fn checksums_are_finished_where_the_port_cannot() {
+    let mut sw = switch_with_offloads(&[FULL, PLAIN, FULL]);
+    rules(&mut sw.dp, &["in_port=1,actions=output:2,output:3"]);
+    let (f, vnet) = tcp_frame(500);
+    sw.peers[0].send_with(&f, PacketMeta { vnet, vlan: None });
+    let (done, meta) = sw.peers[1].recv_with(WAIT).expect("port 2");
+    valid_tcp_payload(&done);
+    assert_eq!(meta.vnet.flags & VNET_F_NEEDS_CSUM, 0);
+    let (left, meta) = sw.peers[2].recv_with(WAIT).expect("port 3");
+    assert_eq!(left, f, "a port that finishes checksums gets it unfinished");
+    assert_eq!(meta.vnet, vnet);
+    eventually("one software checksum", || {
+        sw.stats[1].view().tx_csum_sw == 1
+    });
+    assert_eq!(sw.stats[2].view().tx_csum_sw, 0);
+}
+
+#[test]
+fn a_frame_above_the_mtu_is_dropped_and_counted_never_cut() {
+    let small = TxOffloads { mtu: 576, ..FULL };
+    let mut sw = switch_with_offloads(&[FULL, small]);
+    one_rule(&mut sw);
+    let big = builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 1000);
+    let fits = builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 500);
+    sw.peers[0].send(&big);
+    sw.peers[0].send(&fits);
+    assert_eq!(sw.peers[1].recv_timeout(WAIT), Some(fits));
+    assert!(sw.peers[1].recv_timeout(QUIET).is_none());
+    eventually("one MTU drop", || sw.stats[1].view().tx_mtu_drops == 1);
+    assert_eq!(sw.dp.pmd_stats()[0].lost, 1);
+}
