@@ -128,7 +128,7 @@ impl Outputs {
         let v = &meta.vnet;
         let gso = v.is_gso();
         let partial = v.flags & VNET_F_NEEDS_CSUM != 0;
-        if !gso && !(partial && !o.csum) && data.len() <= o.mtu + ETH_HDR_LEN {
+        if !gso && (o.csum || !partial) && data.len() <= o.mtu + ETH_HDR_LEN {
             // The common case: the device takes the packet as it is.
             tx.stage_ready(data, meta, &mut self.tally);
             return;
