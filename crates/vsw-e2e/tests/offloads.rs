@@ -120,3 +120,45 @@ fn vsw_e2e_binary(name: &str) -> std::path::PathBuf {
         .expect("target dir")
         .join(name)
 }
+
+#[test]
+fn a_tap_port_carries_tcp_with_offloads_in_both_directions() {
+    let _g = serial();
+    let d = Vswd::start();
+    let b = Host::new(2);
+    d.ctl_ok(&["add-port", &b.port]);
+    // vsw creates the tap; the host gets it moved into its namespace, as a container
+    // runtime or VM manager would hand it over.
+    let ns = vsw_e2e::unique("vtt");
+    let tap = format!("{ns}t");
+    vsw_e2e::must("ip", &["netns", "add", &ns]);
+    let host = Host {
+        ns: ns.clone(),
+        mac: "02:00:c6:12:00:03".into(),
+        port: tap.clone(),
+        addr: "198.18.0.3".into(),
+    };
+    d.ctl_ok(&["add-port", &tap, "type=tap"]);
+    vsw_e2e::must("ip", &["link", "set", &tap, "netns", &ns]);
+    host.exec_ok(&[
+        "sysctl",
+        "-q",
+        "-w",
+        &format!("net.ipv6.conf.{tap}.disable_ipv6=1"),
+    ]);
+    host.exec_ok(&["ip", "link", "set", &tap, "address", &host.mac]);
+    host.exec_ok(&["ip", "addr", "add", "198.18.0.3/24", "dev", &tap]);
+    host.exec_ok(&["ip", "link", "set", &tap, "up"]);
+    host.exec_ok(&["ip", "link", "set", "lo", "up"]);
+    assert!(host.ping(&b, 3), "ping across the tap\n{}", d.log());
+    for (from, to, dir) in [(&host, &b, "tap→veth"), (&b, &host, "veth→tap")] {
+        let got = from
+            .iperf_to(to, 2)
+            .unwrap_or_else(|e| panic!("{dir}: {e}\n{}", d.log()));
+        assert!(got > 10 * MB, "{dir}: only {got} bytes");
+    }
+    let p = d.port(&tap);
+    assert_eq!(p.status, "up", "a tap moved away stays attached");
+    assert!(p.stats.rx_packets > 0 && p.stats.tx_packets > 0);
+    assert_eq!(p.stats.tx_dropped(), 0, "{:?}", p.stats);
+}

@@ -1,10 +1,11 @@
 //! Linux devices turned into vsw ports. All of vsw's `unsafe` for devices lives here,
 //! each block behind a safe type: `sys` wraps the system calls, `afpacket` the
-//! AF_PACKET socket with its mmap rings.
+//! AF_PACKET socket with its mmap rings, `tap` tap interfaces vsw creates.
 
 pub mod afpacket;
 pub mod interface;
 mod sys;
+pub mod tap;
 
 use std::io;
 

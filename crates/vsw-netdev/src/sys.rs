@@ -178,6 +178,82 @@ pub fn set_interface_mtu(name: &str, mtu: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Creates tap interface `name` (or attaches to it) with virtio-net headers, and
+/// tells the kernel which offloads the reader takes (`offloads`: TUN_F_* flags).
+pub fn tap_open(name: &str, offloads: libc::c_uint) -> io::Result<OwnedFd> {
+    let mut req = ifreq(name)?;
+    // SAFETY: plain open(2) of a NUL-terminated literal; the result is checked.
+    let raw = unsafe {
+        libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: raw is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    req.ifr_ifru.ifru_flags =
+        (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short;
+    // SAFETY: TUNSETIFF reads the name and flags from `req`, which lives for the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &req) })?;
+    let hdr_len: libc::c_int = 10;
+    // SAFETY: TUNSETVNETHDRSZ reads one c_int from the pointer, which lives for the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr_len) })?;
+    // SAFETY: TUNSETOFFLOAD takes the flags by value.
+    check(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETOFFLOAD,
+            offloads as libc::c_ulong,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// Sets interface `name` up.
+pub fn set_link_up(name: &str) -> io::Result<()> {
+    let mut req = ifreq(name)?;
+    let sock = control_socket()?;
+    // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into `req`.
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
+    // SAFETY: after SIOCGIFFLAGS the union holds the flags.
+    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    // SAFETY: SIOCSIFFLAGS reads name and flags from `req`, which lives for the call.
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(|_| ())
+}
+
+/// A second descriptor for the same open file (another PMD's transmit queue on a tap).
+pub fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    fd.try_clone()
+}
+
+/// Reads one frame from a non-blocking descriptor (a tap); `Ok(None)` when none waits.
+pub fn read_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is live and writable for its whole length for the call.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::WouldBlock {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(Some(n as usize))
+}
+
+/// Writes one frame to a descriptor (a tap) from one buffer.
+pub fn write_frame(fd: &OwnedFd, frame: &[u8]) -> io::Result<()> {
+    // SAFETY: `frame` is live and readable for its whole length for the call.
+    let n = unsafe { libc::write(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A shared memory mapping of a socket's rings, unmapped on drop.
 pub struct RingMap {
     base: NonNull<u8>,

@@ -182,6 +182,8 @@ pub enum PortType {
     /// In memory: replays generated frames and discards what it is sent, to measure
     /// the datapath alone.
     Ring,
+    /// A tap interface vsw creates (with virtio-net headers and offloads).
+    Tap,
 }
 
 /// A port's options, validated.
@@ -225,7 +227,8 @@ impl PortOptions {
                     out.port_type = match v.as_str() {
                         "afpacket" => PortType::Afpacket,
                         "ring" => PortType::Ring,
-                        _ => return Err(bad(k, v, "port types are afpacket and ring")),
+                        "tap" => PortType::Tap,
+                        _ => return Err(bad(k, v, "port types are afpacket, tap and ring")),
                     }
                 }
                 "pmd-rxq-affinity" => out.rxq_affinity = parse_rxq_affinity(v)?,

@@ -189,7 +189,7 @@ impl Switch {
             return;
         };
         let ifindex = match port.parsed.port_type {
-            PortType::Ring => 0,
+            PortType::Ring | PortType::Tap => 0,
             PortType::Afpacket => match interface::index(&port.name) {
                 Some(i) => i,
                 None => {
@@ -251,7 +251,9 @@ impl Switch {
     pub fn check_links(&mut self) {
         let nos: Vec<u32> = self.ports.keys().copied().collect();
         for no in nos {
-            if self.ports[&no].parsed.port_type == PortType::Ring {
+            // vsw owns ring and tap devices: they do not come and go on their own (a tap
+            // moved into a namespace is no longer visible here, and still works).
+            if self.ports[&no].parsed.port_type != PortType::Afpacket {
                 continue;
             }
             let (name, up) = match &self.ports[&no] {
@@ -351,14 +353,14 @@ impl Switch {
                 .ok_or(SwitchError::NoFreePortNumber)?,
         };
         let ifindex = match parsed.port_type {
-            PortType::Ring => 0,
+            PortType::Ring | PortType::Tap => 0,
             PortType::Afpacket => interface::index(name)
                 .ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?,
         };
         // The MTU first: the device's rings are sized by it. If anything after fails,
         // the interface gets its old MTU back.
         let old_mtu = match (parsed.mtu_request, parsed.port_type) {
-            (Some(_), PortType::Ring) => return Err(SwitchError::MtuOnRing),
+            (Some(_), PortType::Ring | PortType::Tap) => return Err(SwitchError::MtuOnRing),
             (Some(mtu), PortType::Afpacket) => {
                 let old = interface::mtu(name).ok();
                 apply_mtu(name, mtu)?;
@@ -439,7 +441,7 @@ impl Switch {
             }
             .into());
         }
-        if parsed.mtu_request.is_some() && parsed.port_type == PortType::Ring {
+        if parsed.mtu_request.is_some() && parsed.port_type != PortType::Afpacket {
             return Err(SwitchError::MtuOnRing);
         }
         let up = matches!(port.link, Link::Up { .. });
@@ -609,6 +611,7 @@ impl Switch {
                 stats: p.stats.view(),
                 mtu: match p.parsed.port_type {
                     PortType::Afpacket => interface::mtu(&p.name).ok(),
+                    PortType::Tap => interface::mtu(&p.name).ok(),
                     PortType::Ring => None,
                 },
                 mtu_problem: p.mtu_problem.clone(),
@@ -646,6 +649,7 @@ fn apply_mtu(name: &str, mtu: u32) -> Result<(), SwitchError> {
 fn open_device(name: &str, o: &PortOptions) -> Result<PortQueues, SwitchError> {
     match o.port_type {
         PortType::Afpacket => Ok(afpacket::open(name, o.mode)?),
+        PortType::Tap => Ok(vsw_netdev::tap::open(name)?),
         PortType::Ring => Ok(vsw_datapath::ring::ring_port(
             o.ring_flows,
             o.ring_frame_size,

@@ -64,7 +64,7 @@ impl FromStr for AfPacketMode {
     }
 }
 
-fn syscall<'a>(
+pub(crate) fn syscall<'a>(
     op: &'static str,
     ifname: &'a str,
 ) -> impl FnOnce(std::io::Error) -> NetdevError + 'a {
