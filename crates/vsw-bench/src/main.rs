@@ -200,6 +200,10 @@ struct SwitchResult {
     iperf_gbps: Option<f64>,
     /// iperf3 with TSO, GSO and checksum offload turned off on both hosts.
     iperf_gbps_offloads_off: Option<f64>,
+    /// CPU seconds of the switch's process per gigabit moved, offloads on.
+    iperf_cpu_s_per_gbit: Option<f64>,
+    /// Of those, the seconds its PMDs were busy (the rest is polling for nothing).
+    iperf_pmd_busy_s_per_gbit: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -446,23 +450,33 @@ fn measure(
             latency: l,
         });
     }
-    let tcp = |offloads: bool| -> Option<f64> {
+    // Gbit/s, and CPU and PMD busy seconds per gigabit moved.
+    let tcp = |offloads: bool| -> (Option<f64>, Option<f64>, Option<f64>) {
         if o.iperf_seconds == 0 {
-            return None;
+            return (None, None, None);
         }
+        sw.clear_pmd_stats();
+        let cpu0 = sw.cpu_seconds();
         let r = set_offloads(topo, offloads).and_then(|()| iperf(topo, o.iperf_seconds));
+        let (cpu1, busy) = (sw.cpu_seconds(), sw.pmd_busy_seconds());
         let _ = set_offloads(topo, true);
         match r {
             Ok(g) => {
+                let gbits = g * f64::from(o.iperf_seconds);
+                let per = |s: Option<f64>| s.filter(|_| gbits > 0.0).map(|s| s / gbits);
+                let cpu = per(cpu0.zip(cpu1).map(|(a, b)| b - a));
+                let pmd = per(busy);
                 eprintln!(
-                    "  iperf3 TCP, offloads {}: {g:.2} Gbit/s",
-                    if offloads { "on" } else { "off" }
+                    "  iperf3 TCP, offloads {}: {g:.2} Gbit/s, CPU {} s/Gbit (PMD busy {} s/Gbit)",
+                    if offloads { "on" } else { "off" },
+                    cpu.map_or("-".into(), |c| format!("{c:.3}")),
+                    pmd.map_or("-".into(), |c| format!("{c:.3}")),
                 );
-                Some(g)
+                (Some(g), cpu, pmd)
             }
             Err(e) => {
                 eprintln!("  iperf3 skipped: {e:#}");
-                None
+                (None, None, None)
             }
         }
     };
@@ -480,8 +494,8 @@ fn measure(
             s.trial.loss() * 100.0
         );
     }
-    let iperf_gbps = tcp(true);
-    let iperf_gbps_offloads_off = tcp(false);
+    let (iperf_gbps, iperf_cpu_s_per_gbit, iperf_pmd_busy_s_per_gbit) = tcp(true);
+    let (iperf_gbps_offloads_off, _, _) = tcp(false);
     let run = runner.progress.trials() - trials_before;
     runner.progress.switch_round_done(run, true);
     Ok(Some(SwitchResult {
@@ -493,6 +507,8 @@ fn measure(
         pmd_ns_per_packet,
         iperf_gbps,
         iperf_gbps_offloads_off,
+        iperf_cpu_s_per_gbit,
+        iperf_pmd_busy_s_per_gbit,
     }))
 }
 
@@ -511,7 +527,7 @@ fn spread(runs: &[Option<f64>]) -> Option<(f64, f64)> {
 
 fn markdown(r: &Report) -> String {
     let mut s = format!(
-        "| switch | throughput ({} B, {} flow(s), loss <= {} %) | latency at 50 %: avg / p99 / p99.9 (us) | CPU per packet | iperf3 TCP, offloads on / off |\n|---|---|---|---|---|\n",
+        "| switch | throughput ({} B, {} flow(s), loss <= {} %) | latency at 50 %: avg / p99 / p99.9 (us) | CPU per packet | iperf3 TCP, offloads on / off | CPU s per Gbit, offloads on (PMD busy) |\n|---|---|---|---|---|---|\n",
         r.frame_size, r.flows, r.loss_tolerance_percent
     );
     for x in &r.results {
@@ -553,7 +569,15 @@ fn markdown(r: &Report) -> String {
             gbps(x.iperf_gbps),
             gbps(x.iperf_gbps_offloads_off)
         );
-        s += &format!("| {} | {tput} | {lat} | {cpu} | {tcp} |\n", x.switch);
+        let per_gbit = match (x.iperf_cpu_s_per_gbit, x.iperf_pmd_busy_s_per_gbit) {
+            (Some(c), Some(p)) => format!("{c:.3} ({p:.3})"),
+            (Some(c), None) => format!("{c:.3}"),
+            _ => "-".into(),
+        };
+        s += &format!(
+            "| {} | {tput} | {lat} | {cpu} | {tcp} | {per_gbit} |\n",
+            x.switch
+        );
     }
     s
 }

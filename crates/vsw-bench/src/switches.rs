@@ -23,6 +23,10 @@ pub trait SwitchUnderTest {
     fn pmd_ns_per_packet(&self) -> Option<f64> {
         None
     }
+    /// Seconds the switch's PMDs spent processing since the reset (busy cycles).
+    fn pmd_busy_seconds(&self) -> Option<f64> {
+        None
+    }
 }
 
 fn cycles_to_ns(cycles: f64) -> f64 {
@@ -130,6 +134,17 @@ impl SwitchUnderTest for Vsw {
         let pmd = v.get(0)?;
         let (busy, packets) = (pmd["busy_cycles"].as_f64()?, pmd["packets"].as_f64()?);
         (packets > 0.0).then(|| cycles_to_ns(busy / packets))
+    }
+
+    fn pmd_busy_seconds(&self) -> Option<f64> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ctl(&["--format", "json", "pmd-stats-show"]).ok()?).ok()?;
+        let busy: f64 = v
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["busy_cycles"].as_f64())
+            .sum();
+        Some(cycles_to_ns(busy) / 1e9)
     }
 }
 
@@ -342,6 +357,24 @@ impl SwitchUnderTest for Ovs {
             .parse::<f64>()
             .ok()?;
         Some(cycles_to_ns(value))
+    }
+
+    fn pmd_busy_seconds(&self) -> Option<f64> {
+        // "  processing cycles: 123456 (12.34%)" per PMD thread.
+        let out = self.appctl(&["dpif-netdev/pmd-stats-show"]).ok()?;
+        let busy: f64 = out
+            .lines()
+            .filter(|l| l.trim_start().starts_with("processing cycles:"))
+            .filter_map(|l| {
+                l.split(':')
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .sum();
+        Some(cycles_to_ns(busy) / 1e9)
     }
 }
 

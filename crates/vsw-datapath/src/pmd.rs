@@ -10,6 +10,7 @@ use std::time::Duration;
 use arrayvec::ArrayVec;
 use vsw_flow::{Action, Learned, MacTable, Rule, SubtableOrder};
 use vsw_packet::ethernet::{ETH_HDR_LEN, VLAN_TAG_LEN};
+use vsw_packet::gro::{Gro, Offer};
 use vsw_packet::gso;
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
@@ -67,6 +68,8 @@ struct LocalTx {
     offloads: TxOffloads,
     staged_packets: u64,
     staged_bytes: u64,
+    /// Segments being merged for this port (ports that take super-frames).
+    gro: Option<Box<Gro>>,
 }
 
 /// What staging on a transmit queue sent and lost.
@@ -78,6 +81,39 @@ struct TxTally {
 }
 
 impl LocalTx {
+    /// Sends on what the merge holds (it must leave before anything that came after).
+    fn flush_gro(&mut self, t: &mut TxTally) {
+        let Some(mut gro) = self.gro.take() else {
+            return;
+        };
+        if let Some((frame, vnet, segments)) = gro.take() {
+            self.stage_ready(frame, &PacketMeta { vnet, vlan: None }, t);
+            if segments > 1 {
+                PortStats::add_drop(&self.handle.stats.tx_gro_segments, segments as u64);
+            }
+        }
+        self.gro = Some(gro);
+    }
+
+    /// Offers a plain TCP segment to the merge; whatever cannot be merged is staged.
+    fn stage_merging(&mut self, data: &[u8], meta: &PacketMeta, t: &mut TxTally) {
+        let Some(mut gro) = self.gro.take() else {
+            self.stage_ready(data, meta, t);
+            return;
+        };
+        let mut offer = gro.offer(data, &meta.vnet);
+        if offer == Offer::FlushFirst {
+            self.gro = Some(gro);
+            self.flush_gro(t);
+            gro = self.gro.take().expect("just put back");
+            offer = gro.offer(data, &meta.vnet);
+        }
+        self.gro = Some(gro);
+        if offer != Offer::Taken {
+            self.stage_ready(data, meta, t);
+        }
+    }
+
     /// Hands one finished packet to the device's output batch.
     #[inline]
     fn stage_ready(&mut self, data: &[u8], meta: &PacketMeta, t: &mut TxTally) {
@@ -129,10 +165,18 @@ impl Outputs {
         let gso = v.is_gso();
         let partial = v.flags & VNET_F_NEEDS_CSUM != 0;
         if !gso && (o.csum || !partial) && data.len() <= o.mtu + ETH_HDR_LEN {
-            // The common case: the device takes the packet as it is.
-            tx.stage_ready(data, meta, &mut self.tally);
+            // The common case: the device takes the packet as it is (TCP segments
+            // may first be merged for it).
+            if meta.vlan.is_none() && tx.gro.is_some() {
+                tx.stage_merging(data, meta, &mut self.tally);
+            } else {
+                tx.flush_gro(&mut self.tally);
+                tx.stage_ready(data, meta, &mut self.tally);
+            }
             return;
         }
+        // Anything else leaves after what the merge holds.
+        tx.flush_gro(&mut self.tally);
         let stats = tx.handle.stats.clone();
         if gso {
             let mss = gso::segment_size(data, v, o.mtu);
@@ -209,6 +253,7 @@ impl Outputs {
 
     fn send_all(&mut self) {
         for tx in self.by_port.iter_mut().flatten() {
+            tx.flush_gro(&mut self.tally);
             let (b, p) = send(tx);
             self.tally.batches += b;
             self.tally.packets += p;
@@ -369,6 +414,7 @@ impl Pmd {
                 .is_some_and(|tx| !snap.ports.iter().any(|p| Arc::ptr_eq(p, &tx.handle)));
             if gone {
                 if let Some(mut tx) = slot.take() {
+                    tx.flush_gro(&mut w.outputs.tally);
                     send(&mut tx);
                 }
                 w.mac_table.flush_port(no as u32);
@@ -382,12 +428,15 @@ impl Pmd {
             if w.outputs.by_port[idx].is_none() {
                 match port.take_tx() {
                     Some(queue) => {
+                        let offloads = queue.offloads();
                         w.outputs.by_port[idx] = Some(LocalTx {
                             handle: port.clone(),
-                            offloads: queue.offloads(),
+                            offloads,
                             queue,
                             staged_packets: 0,
                             staged_bytes: 0,
+                            // Only a device that takes super-frames gets merged ones.
+                            gro: offloads.tso.then(|| Box::new(Gro::new())),
                         })
                     }
                     None => tracing::warn!(port = %port.name, core, "no transmit queue"),

@@ -28,6 +28,8 @@ pub struct PortStats {
     pub tx_gso_segments: AtomicU64,
     /// Checksums vsw completed for this port (it could not finish them itself).
     pub tx_csum_sw: AtomicU64,
+    /// TCP segments vsw merged into super-frames for this port.
+    pub tx_gro_segments: AtomicU64,
 }
 
 /// A copy of [`PortStats`] at one moment.
@@ -50,6 +52,8 @@ pub struct PortStatsView {
     pub tx_gso_segments: u64,
     #[serde(default)]
     pub tx_csum_sw: u64,
+    #[serde(default)]
+    pub tx_gro_segments: u64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -91,6 +95,7 @@ impl PortStats {
             tx_mtu_drops: g(&self.tx_mtu_drops),
             tx_gso_segments: g(&self.tx_gso_segments),
             tx_csum_sw: g(&self.tx_csum_sw),
+            tx_gro_segments: g(&self.tx_gro_segments),
         }
     }
 }

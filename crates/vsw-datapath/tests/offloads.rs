@@ -188,3 +188,52 @@ fn a_frame_above_the_mtu_is_dropped_and_counted_never_cut() {
     eventually("one MTU drop", || sw.stats[1].view().tx_mtu_drops == 1);
     assert_eq!(sw.dp.pmd_stats()[0].lost, 1);
 }
+
+#[test]
+fn segments_of_one_flow_in_one_batch_leave_as_one_super_frame() {
+    use std::sync::Arc;
+    use vsw_datapath::memory::memory_port_with;
+    use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
+    // What a sender without segmentation offload sends: 1448-byte segments.
+    let (big, _) = tcp_frame(10_000);
+    let mut segs = Vec::new();
+    let mut buf = vec![0u8; 70_000];
+    vsw_packet::gso::segment_tcp(&big, 1448, &mut buf, |s| segs.push(s.to_vec())).unwrap();
+    // They wait in the input port before the datapath ever polls it: one batch.
+    let (q1, peer1) = memory_port_with(1, 4096, FULL);
+    let (q2, peer2) = memory_port_with(1, 4096, FULL);
+    for s in &segs {
+        peer1.send(s);
+    }
+    let mut dp = Datapath::start(PmdConfig {
+        cores: vec![0],
+        pin: false,
+    })
+    .unwrap();
+    let mut c = vsw_flow::Classifier::new();
+    c.insert(
+        vsw_flow::parse_flow("in_port=1,actions=output:2", &|_: &str| None).unwrap(),
+        0,
+    );
+    dp.set_classifier(c).unwrap();
+    let out_stats = Arc::new(PortStats::default());
+    dp.add_port(PortHandle::new(2, "p2", q2, out_stats.clone()))
+        .unwrap();
+    dp.add_port(PortHandle::new(1, "p1", q1, Arc::new(PortStats::default())))
+        .unwrap();
+    let (merged, meta) = peer2.recv_with(WAIT).expect("the merged frame");
+    assert!(
+        peer2.recv_timeout(QUIET).is_none(),
+        "one frame for all seven"
+    );
+    assert_eq!(meta.vnet.gso_type, VNET_GSO_TCPV4);
+    assert_eq!(meta.vnet.gso_size, 1448);
+    // Cut as the receiving kernel would, it gives back exactly what was sent.
+    let mut again = Vec::new();
+    vsw_packet::gso::segment_tcp(&merged, 1448, &mut buf, |s| again.push(s.to_vec())).unwrap();
+    assert_eq!(again, segs);
+    eventually("the merge counted", || {
+        out_stats.view().tx_gro_segments == 7
+    });
+    assert_eq!(out_stats.view().tx_packets, 1);
+}

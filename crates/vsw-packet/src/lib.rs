@@ -5,6 +5,7 @@
 
 pub mod builder;
 pub mod ethernet;
+pub mod gro;
 pub mod gso;
 pub mod key;
 pub mod mac;

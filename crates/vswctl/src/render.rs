@@ -98,8 +98,8 @@ pub fn ports(ports: &[PortInfo]) -> String {
         );
         let _ = writeln!(
             o,
-            "           tx_gso_segments={}, tx_csum_sw={}",
-            s.tx_gso_segments, s.tx_csum_sw
+            "           tx_gso_segments={}, tx_csum_sw={}, tx_gro_segments={}",
+            s.tx_gso_segments, s.tx_csum_sw, s.tx_gro_segments
         );
     }
     o
