@@ -165,12 +165,19 @@ struct Options {
     /// Seconds of iperf3 TCP per switch (0: skip).
     #[arg(long, default_value_t = 5)]
     iperf_seconds: u32,
+    /// Let iperf3 run on any CPU instead of the generator's (then it competes with a
+    /// PMD for its core, and the scheduler's choice shows in the result).
+    #[arg(long)]
+    iperf_unpinned: bool,
     /// Run the throughput search (off for `cpu` and `tcp`).
     #[arg(skip = true)]
     search: bool,
     /// Measure CPU per packet at this rate instead of at 50 % load (`cpu`).
     #[arg(skip)]
     cpu_rate: Option<f64>,
+    /// Run TCP in every round (`tcp`: --repeats then repeats it).
+    #[arg(skip)]
+    tcp_every_round: bool,
     /// Directory for results.json and results.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -204,6 +211,17 @@ struct SwitchResult {
     iperf_cpu_s_per_gbit: Option<f64>,
     /// Of those, the seconds its PMDs were busy (the rest is polling for nothing).
     iperf_pmd_busy_s_per_gbit: Option<f64>,
+    /// Every TCP run (offloads on, off), in order; the figures above are medians.
+    iperf_runs: Vec<(Option<f64>, Option<f64>)>,
+}
+
+/// One round's TCP figures for one switch.
+#[derive(Clone, Copy, Default)]
+struct TcpRun {
+    on: Option<f64>,
+    off: Option<f64>,
+    cpu: Option<f64>,
+    pmd: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -296,10 +314,17 @@ fn set_offloads(topo: &Topology, on: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
+/// iperf3 between the hosts; with `cpu`, both ends run on that CPU (the hosts' core,
+/// as the generator does), so that they never compete with a switch's PMD core.
+fn iperf(topo: &Topology, seconds: u32, cpu: Option<usize>) -> anyhow::Result<f64> {
+    let cpu_arg = cpu.map(|c| c.to_string());
+    let pin: Vec<&str> = match &cpu_arg {
+        Some(c) => vec!["taskset", "-c", c],
+        None => Vec::new(),
+    };
     let pidfile = std::env::temp_dir().join(format!("vsw-bench-iperf3-{}.pid", std::process::id()));
     let pid_arg = pidfile.display().to_string();
-    let server = [
+    let server_cmd = [
         "iperf3",
         "-s",
         "-1",
@@ -311,11 +336,12 @@ fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
         "-I",
         &pid_arg,
     ];
+    let server: Vec<&str> = pin.iter().copied().chain(server_cmd).collect();
     topo.exec(false, &server)?;
     std::thread::sleep(Duration::from_millis(300));
     // A switch that breaks TCP must not hang the run: connect and total time are bounded.
     let (limit, secs) = ((seconds + 15).to_string(), seconds.to_string());
-    let client = [
+    let client_cmd = [
         "timeout",
         &limit,
         "iperf3",
@@ -327,6 +353,7 @@ fn iperf(topo: &Topology, seconds: u32) -> anyhow::Result<f64> {
         "--connect-timeout",
         "3000",
     ];
+    let client: Vec<&str> = pin.iter().copied().chain(client_cmd).collect();
     let result = topo.exec(true, &client);
     // The one-shot server is still waiting when no client got through: end it.
     if let Ok(pid) = std::fs::read_to_string(&pidfile) {
@@ -367,6 +394,7 @@ fn measure(
     started: Instant,
     progress: &mut Progress,
     searches: &mut Vec<SearchResult>,
+    tcp_runs: &mut Vec<TcpRun>,
     last: bool,
 ) -> anyhow::Result<Option<SwitchResult>> {
     // One frame each way first, so that every switch has learned both hosts.
@@ -403,6 +431,43 @@ fn measure(
             generator_limited: false,
         }
     });
+    // Gbit/s, and CPU and PMD busy seconds per gigabit moved.
+    let tcp = |offloads: bool| -> (Option<f64>, Option<f64>, Option<f64>) {
+        if o.iperf_seconds == 0 {
+            return (None, None, None);
+        }
+        sw.clear_pmd_stats();
+        let cpu0 = sw.cpu_seconds();
+        let cpu = (!o.iperf_unpinned).then_some(o.gen_cpu);
+        let r = set_offloads(topo, offloads).and_then(|()| iperf(topo, o.iperf_seconds, cpu));
+        let (cpu1, busy) = (sw.cpu_seconds(), sw.pmd_busy_seconds());
+        let _ = set_offloads(topo, true);
+        match r {
+            Ok(g) => {
+                let gbits = g * f64::from(o.iperf_seconds);
+                let per = |s: Option<f64>| s.filter(|_| gbits > 0.0).map(|s| s / gbits);
+                let cpu = per(cpu0.zip(cpu1).map(|(a, b)| b - a));
+                let pmd = per(busy);
+                eprintln!(
+                    "  iperf3 TCP, offloads {}: {g:.2} Gbit/s, CPU {} s/Gbit (PMD busy {} s/Gbit)",
+                    if offloads { "on" } else { "off" },
+                    cpu.map_or("-".into(), |c| format!("{c:.3}")),
+                    pmd.map_or("-".into(), |c| format!("{c:.3}")),
+                );
+                (Some(g), cpu, pmd)
+            }
+            Err(e) => {
+                eprintln!("  iperf3 skipped: {e:#}");
+                (None, None, None)
+            }
+        }
+    };
+    // TCP in every round when it is what the run measures, so that its spread shows.
+    if o.tcp_every_round || last {
+        let (on, cpu, pmd) = tcp(true);
+        let (off, _, _) = tcp(false);
+        tcp_runs.push(TcpRun { on, off, cpu, pmd });
+    }
     if !last {
         let run = runner.progress.trials() - trials_before;
         runner.progress.switch_round_done(run, false);
@@ -450,36 +515,6 @@ fn measure(
             latency: l,
         });
     }
-    // Gbit/s, and CPU and PMD busy seconds per gigabit moved.
-    let tcp = |offloads: bool| -> (Option<f64>, Option<f64>, Option<f64>) {
-        if o.iperf_seconds == 0 {
-            return (None, None, None);
-        }
-        sw.clear_pmd_stats();
-        let cpu0 = sw.cpu_seconds();
-        let r = set_offloads(topo, offloads).and_then(|()| iperf(topo, o.iperf_seconds));
-        let (cpu1, busy) = (sw.cpu_seconds(), sw.pmd_busy_seconds());
-        let _ = set_offloads(topo, true);
-        match r {
-            Ok(g) => {
-                let gbits = g * f64::from(o.iperf_seconds);
-                let per = |s: Option<f64>| s.filter(|_| gbits > 0.0).map(|s| s / gbits);
-                let cpu = per(cpu0.zip(cpu1).map(|(a, b)| b - a));
-                let pmd = per(busy);
-                eprintln!(
-                    "  iperf3 TCP, offloads {}: {g:.2} Gbit/s, CPU {} s/Gbit (PMD busy {} s/Gbit)",
-                    if offloads { "on" } else { "off" },
-                    cpu.map_or("-".into(), |c| format!("{c:.3}")),
-                    pmd.map_or("-".into(), |c| format!("{c:.3}")),
-                );
-                (Some(g), cpu, pmd)
-            }
-            Err(e) => {
-                eprintln!("  iperf3 skipped: {e:#}");
-                (None, None, None)
-            }
-        }
-    };
     if let Some(rate) = o.cpu_rate {
         sw.clear_pmd_stats();
         let cpu0 = sw.cpu_seconds();
@@ -494,8 +529,16 @@ fn measure(
             s.trial.loss() * 100.0
         );
     }
-    let (iperf_gbps, iperf_cpu_s_per_gbit, iperf_pmd_busy_s_per_gbit) = tcp(true);
-    let (iperf_gbps_offloads_off, _, _) = tcp(false);
+    let iperf_runs: Vec<(Option<f64>, Option<f64>)> =
+        tcp_runs.iter().map(|r| (r.on, r.off)).collect();
+    let mut sorted = std::mem::take(tcp_runs);
+    sorted.sort_by(|a, b| a.on.unwrap_or(0.0).total_cmp(&b.on.unwrap_or(0.0)));
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
+    let (iperf_gbps, iperf_cpu_s_per_gbit, iperf_pmd_busy_s_per_gbit) =
+        (median.on, median.cpu, median.pmd);
+    let mut offs: Vec<f64> = sorted.iter().filter_map(|r| r.off).collect();
+    offs.sort_by(f64::total_cmp);
+    let iperf_gbps_offloads_off = offs.get(offs.len() / 2).copied();
     let run = runner.progress.trials() - trials_before;
     runner.progress.switch_round_done(run, true);
     Ok(Some(SwitchResult {
@@ -509,13 +552,14 @@ fn measure(
         iperf_gbps_offloads_off,
         iperf_cpu_s_per_gbit,
         iperf_pmd_busy_s_per_gbit,
+        iperf_runs,
     }))
 }
 
 /// The lowest and highest throughput of repeated searches (a search where nothing
 /// passed counts as 0); `None` for a single search.
 fn spread(runs: &[Option<f64>]) -> Option<(f64, f64)> {
-    if runs.len() < 2 {
+    if runs.len() < 2 || runs.iter().all(Option::is_none) {
         return None;
     }
     let v = runs.iter().map(|r| r.unwrap_or(0.0));
@@ -564,11 +608,26 @@ fn markdown(r: &Report) -> String {
             _ => "-".into(),
         };
         let gbps = |g: Option<f64>| g.map_or("-".into(), |g| format!("{g:.2}"));
-        let tcp = format!(
+        let mut tcp = format!(
             "{} / {} Gbit/s",
             gbps(x.iperf_gbps),
             gbps(x.iperf_gbps_offloads_off)
         );
+        if x.iperf_runs.len() > 1 {
+            let on: Vec<f64> = x.iperf_runs.iter().map(|r| r.0.unwrap_or(0.0)).collect();
+            let off: Vec<f64> = x.iperf_runs.iter().map(|r| r.1.unwrap_or(0.0)).collect();
+            let range = |v: &[f64]| {
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(0.0, f64::max);
+                format!("{lo:.2}–{hi:.2}")
+            };
+            tcp += &format!(
+                " (medians of {}; on {}, off {})",
+                on.len(),
+                range(&on),
+                range(&off)
+            );
+        }
         let per_gbit = match (x.iperf_cpu_s_per_gbit, x.iperf_pmd_busy_s_per_gbit) {
             (Some(c), Some(p)) => format!("{c:.3} ({p:.3})"),
             (Some(c), None) => format!("{c:.3}"),
@@ -606,6 +665,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Tcp(o) => Options {
             search: false,
             latency_loads: Vec::new(),
+            tcp_every_round: true,
             ..o
         },
     };
@@ -667,8 +727,13 @@ fn main() -> anyhow::Result<()> {
     // machine spreads over all of them instead of favouring the first.
     let rounds = o.repeats.max(1);
     let mut searches: Vec<Vec<SearchResult>> = sws.iter().map(|_| Vec::new()).collect();
+    let mut tcp_runs: Vec<Vec<TcpRun>> = sws.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
-        for (sw, searches) in sws.iter_mut().zip(searches.iter_mut()) {
+        for ((sw, searches), tcp_runs) in sws
+            .iter_mut()
+            .zip(searches.iter_mut())
+            .zip(tcp_runs.iter_mut())
+        {
             eprintln!(
                 "== {} (round {} of {rounds}) [{:.0} s]",
                 sw.name(),
@@ -688,6 +753,7 @@ fn main() -> anyhow::Result<()> {
                 started,
                 &mut progress,
                 searches,
+                tcp_runs,
                 round + 1 == rounds,
             );
             sw.stop(&topo);
