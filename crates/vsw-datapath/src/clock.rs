@@ -14,6 +14,13 @@ pub fn now_ms() -> u64 {
     epoch().elapsed().as_millis() as u64 + 1
 }
 
+/// Lets the calling thread's sleeps end within a microsecond of when they should:
+/// Linux rounds a normal thread's timers up by 50 µs ("timer slack"), more than a
+/// short PMD sleep or a small `tx-flush-interval`. Best effort.
+pub fn allow_precise_sleep() {
+    let _ = std::fs::write("/proc/thread-self/timerslack_ns", "1000");
+}
+
 /// The CPU's cycle counter (TSC on x86_64), as Open vSwitch reports PMD cycles.
 /// Elsewhere, nanoseconds stand in for cycles.
 #[cfg(target_arch = "x86_64")]

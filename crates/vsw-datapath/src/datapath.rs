@@ -21,6 +21,7 @@ use crate::emc::DEFAULT_INSERT_INV_PROB;
 use crate::pmd::{Learning, Pmd};
 use crate::port::{PacketMeta, PortQueues, RxQueue, StageError, TxFactory, TxQueue};
 use crate::stats::{PmdRxqView, PmdStats, PmdStatsView, PortStats, RxqStats, RxqView};
+use crate::txbatch::{effective_interval, FlushSetting, IntervalSource};
 
 /// How long a change may wait for the PMDs to take it up before it is reported.
 const ACK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -195,6 +196,21 @@ pub(crate) struct Snapshot {
     pub emc_insert_inv_prob: u32,
     /// Where each PMD tells the others what its MAC learning saw.
     pub learning: Vec<(usize, mpsc::Sender<Learning>)>,
+    /// `tx-flush-interval` in effect per port (µs); ports not listed use the default.
+    pub tx_intervals: Vec<(u32, u32)>,
+    pub tx_interval_default: u32,
+    /// `pmd-sleep-max` (µs).
+    pub pmd_sleep_max_us: u32,
+}
+
+impl Snapshot {
+    /// The transmit batching interval of port `no` (µs).
+    pub fn tx_interval(&self, no: u32) -> u32 {
+        self.tx_intervals
+            .iter()
+            .find(|(p, _)| *p == no)
+            .map_or(self.tx_interval_default, |(_, us)| *us)
+    }
 }
 
 /// One PMD as the control side sees it.
@@ -248,6 +264,10 @@ pub struct Datapath {
     stats_base: HashMap<usize, PmdStatsView>,
     /// Learning inboxes of PMDs that have not started yet, by core.
     inboxes: HashMap<usize, mpsc::Receiver<Learning>>,
+    /// Switch-wide `tx-flush-interval` (µs) and the ports' own settings.
+    tx_flush_us: u32,
+    port_flush: HashMap<u32, FlushSetting>,
+    pmd_sleep_max_us: u32,
 }
 
 impl Datapath {
@@ -265,6 +285,9 @@ impl Datapath {
                 assignment: Vec::new(),
                 emc_insert_inv_prob: DEFAULT_INSERT_INV_PROB,
                 learning: Vec::new(),
+                tx_intervals: Vec::new(),
+                tx_interval_default: 0,
+                pmd_sleep_max_us: 0,
             }),
             generation: AtomicU64::new(1),
         });
@@ -280,6 +303,9 @@ impl Datapath {
             warnings: Vec::new(),
             stats_base: HashMap::new(),
             inboxes: HashMap::new(),
+            tx_flush_us: 0,
+            port_flush: HashMap::new(),
+            pmd_sleep_max_us: 0,
         };
         dp.set_pmd_cores(config.cores)?;
         Ok(dp)
@@ -373,6 +399,9 @@ impl Datapath {
             assignment,
             emc_insert_inv_prob: emc_insert_inv_prob.unwrap_or(cur.emc_insert_inv_prob),
             learning: cur.learning.clone(),
+            tx_intervals: self.tx_intervals(),
+            tx_interval_default: self.tx_flush_us,
+            pmd_sleep_max_us: self.pmd_sleep_max_us,
         }));
         self.shared.generation.store(generation, Ordering::Release);
         for pmd in &self.pmds {
@@ -405,6 +434,7 @@ impl Datapath {
             .ok_or(DatapathError::NoSuchPort(no))?;
         let ports = cur.ports.iter().filter(|p| p.no != no).cloned().collect();
         self.affinity.remove(&no);
+        self.port_flush.remove(&no);
         self.publish(ports, None, true, None)?;
         Ok(handle)
     }
@@ -497,6 +527,9 @@ impl Datapath {
             assignment,
             emc_insert_inv_prob: cur.emc_insert_inv_prob,
             learning,
+            tx_intervals: self.tx_intervals(),
+            tx_interval_default: self.tx_flush_us,
+            pmd_sleep_max_us: self.pmd_sleep_max_us,
         }));
         self.shared.generation.store(generation, Ordering::Release);
         for control in controls {
@@ -573,6 +606,56 @@ impl Datapath {
     /// Problems the last placement found (pins to cores without a PMD).
     pub fn placement_warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    fn tx_intervals(&self) -> Vec<(u32, u32)> {
+        self.port_flush
+            .iter()
+            .map(|(no, s)| (*no, effective_interval(*s, self.tx_flush_us).0))
+            .collect()
+    }
+
+    fn republish(&mut self) -> Result<(), DatapathError> {
+        let cur = self.current();
+        self.publish(cur.ports.clone(), None, false, None)
+    }
+
+    /// The switch-wide `tx-flush-interval` (µs); takes effect while traffic flows.
+    pub fn set_tx_flush_interval(&mut self, us: u32) -> Result<(), DatapathError> {
+        self.tx_flush_us = us;
+        self.republish()
+    }
+
+    pub fn tx_flush_interval(&self) -> u32 {
+        self.tx_flush_us
+    }
+
+    /// A port's own `tx-flush-interval` (or `Switch` to follow the switch-wide one).
+    pub fn set_port_tx_flush(&mut self, port: u32, s: FlushSetting) -> Result<(), DatapathError> {
+        if s == FlushSetting::Switch {
+            self.port_flush.remove(&port);
+        } else {
+            self.port_flush.insert(port, s);
+        }
+        self.republish()
+    }
+
+    /// The interval in effect for `port` and where it comes from.
+    pub fn tx_flush_of(&self, port: u32) -> (u32, IntervalSource) {
+        effective_interval(
+            self.port_flush.get(&port).copied().unwrap_or_default(),
+            self.tx_flush_us,
+        )
+    }
+
+    /// `pmd-sleep-max`: the longest an idle PMD sleeps (µs), 0 = never.
+    pub fn set_pmd_sleep_max(&mut self, us: u32) -> Result<(), DatapathError> {
+        self.pmd_sleep_max_us = us;
+        self.republish()
+    }
+
+    pub fn pmd_sleep_max(&self) -> u32 {
+        self.pmd_sleep_max_us
     }
 
     /// Insert one exact-match-cache miss in `n` (0: never).

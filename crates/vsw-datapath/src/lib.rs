@@ -13,6 +13,7 @@ mod pmd;
 pub mod port;
 pub mod ring;
 pub mod stats;
+pub mod txbatch;
 
 pub use assign::RxqAssign;
 pub use datapath::{Datapath, DatapathError, PmdConfig, PortHandle};

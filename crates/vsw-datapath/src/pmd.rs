@@ -22,6 +22,7 @@ use crate::datapath::{PmdControl, PortHandle, Shared, Snapshot};
 use crate::emc::{key_hash, Emc};
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
 use crate::stats::{PmdCounters, PortStats};
+use crate::txbatch::BatchClock;
 
 /// How long a PMD with nothing to poll sleeps before looking for a change again
 /// (a change wakes it at once).
@@ -70,14 +71,18 @@ struct LocalTx {
     staged_bytes: u64,
     /// Segments being merged for this port (ports that take super-frames).
     gro: Option<Box<Gro>>,
+    /// When the batch must leave (`tx-flush-interval`).
+    clock: BatchClock,
 }
 
-/// What staging on a transmit queue sent and lost.
+/// What staging on a transmit queue sent and lost, and the PMD's time for this
+/// iteration (microseconds), which stamps what is staged.
 #[derive(Default)]
 struct TxTally {
     batches: u64,
     packets: u64,
     lost: u64,
+    now_us: u64,
 }
 
 impl LocalTx {
@@ -121,9 +126,10 @@ impl LocalTx {
             Ok(()) => {
                 self.staged_packets += 1;
                 self.staged_bytes += data.len() as u64;
+                self.clock.staged(t.now_us);
                 // Counted here rather than asked of the device (a call per packet).
                 if self.staged_packets >= BATCH_SIZE as u64 {
-                    let (b, p) = send(self);
+                    let (b, p) = send(self, t.now_us);
                     t.batches += b;
                     t.packets += p;
                 }
@@ -251,13 +257,38 @@ impl Outputs {
         }
     }
 
+    /// Sends every batch, due or not (a port or the PMD goes away).
     fn send_all(&mut self) {
+        let now = self.tally.now_us;
         for tx in self.by_port.iter_mut().flatten() {
             tx.flush_gro(&mut self.tally);
-            let (b, p) = send(tx);
+            let (b, p) = send(tx, now);
             self.tally.batches += b;
             self.tally.packets += p;
         }
+    }
+
+    /// The end of a received batch or of an idle iteration: batches whose interval
+    /// has run out since their last send leave.
+    fn send_due(&mut self) {
+        let now = self.tally.now_us;
+        for tx in self.by_port.iter_mut().flatten() {
+            tx.flush_gro(&mut self.tally);
+            if tx.clock.due(now) {
+                let (b, p) = send(tx, now);
+                self.tally.batches += b;
+                self.tally.packets += p;
+            }
+        }
+    }
+
+    /// The earliest time a held batch must leave, if any is held.
+    fn earliest_deadline(&self) -> Option<u64> {
+        self.by_port
+            .iter()
+            .flatten()
+            .filter_map(|tx| tx.clock.deadline())
+            .min()
     }
 }
 
@@ -280,12 +311,14 @@ fn l3_len(frame: &[u8]) -> usize {
 }
 
 /// Sends what `tx` has staged; returns (batches, packets) sent.
-fn send(tx: &mut LocalTx) -> (u64, u64) {
+fn send(tx: &mut LocalTx, now_us: u64) -> (u64, u64) {
     // Some packets leave at once (a device may send large frames by themselves),
     // so what was staged, not what is pending, says whether there is work.
     if tx.staged_packets == 0 && tx.queue.pending() == 0 {
         return (0, 0);
     }
+    let waited = tx.clock.sent(now_us);
+    tx.handle.stats.add_batch(&waited);
     let failed = tx.queue.flush() as u64;
     let sent = tx.staged_packets.saturating_sub(failed);
     // Bytes of refused packets are not known one by one; they are few and rare.
@@ -322,6 +355,8 @@ pub(crate) struct Pmd {
     pending: Vec<(Arc<PortHandle>, usize)>,
     pinned: bool,
     worker: Worker,
+    /// `pmd-sleep-max`: the longest an idle PMD sleeps (µs); 0 never sleeps.
+    sleep_max_us: u64,
 }
 
 impl Pmd {
@@ -339,6 +374,7 @@ impl Pmd {
             rxqs: Vec::new(),
             pending: Vec::new(),
             pinned: false,
+            sleep_max_us: 0,
             worker: Worker {
                 core,
                 outputs: Outputs {
@@ -415,7 +451,7 @@ impl Pmd {
             if gone {
                 if let Some(mut tx) = slot.take() {
                     tx.flush_gro(&mut w.outputs.tally);
-                    send(&mut tx);
+                    send(&mut tx, w.outputs.tally.now_us);
                 }
                 w.mac_table.flush_port(no as u32);
             }
@@ -437,6 +473,7 @@ impl Pmd {
                             staged_bytes: 0,
                             // Only a device that takes super-frames gets merged ones.
                             gro: offloads.tso.then(|| Box::new(Gro::new())),
+                            clock: BatchClock::new(snap.tx_interval(port.no)),
                         })
                     }
                     None => tracing::warn!(port = %port.name, core, "no transmit queue"),
@@ -444,6 +481,12 @@ impl Pmd {
             }
         }
         w.outputs.ports = snap.ports.iter().map(|p| p.no).collect();
+        // A changed interval applies to what is held now: a shorter one sends it
+        // sooner, none strands it.
+        for tx in w.outputs.by_port.iter_mut().flatten() {
+            tx.clock.interval_us = u64::from(snap.tx_interval(tx.handle.no));
+        }
+        self.sleep_max_us = u64::from(snap.pmd_sleep_max_us);
         if w.classifier_generation != snap.classifier_generation {
             w.classifier_generation = snap.classifier_generation;
             w.emc.invalidate(snap.classifier_generation);
@@ -485,9 +528,14 @@ impl Pmd {
         let hz = clock::cycles_per_second();
         let mut last = clock::cycles();
         let mut next_housekeeping = last;
-        // Milliseconds come from the cycle counter read anyway, not from a clock call.
+        // Milliseconds and microseconds come from the cycle counter read anyway, once
+        // per iteration, not from a clock call (see clock.rs for why the TSC).
         let (start_ms, start_cycles) = (clock::now_ms(), last);
         let cycles_per_ms = (hz / 1000).max(1);
+        let cycles_per_us = (hz / 1_000_000).max(1);
+        clock::allow_precise_sleep();
+        // The current idle sleep: doubles with every idle iteration up to the maximum.
+        let mut idle_sleep_us = 0u64;
         while !self.control.stop.load(Ordering::Acquire) {
             let generation = self.shared.generation.load(Ordering::Acquire);
             if self
@@ -522,7 +570,10 @@ impl Pmd {
                 last = clock::cycles();
                 continue;
             }
-            let now_ms = start_ms + last.wrapping_sub(start_cycles) / cycles_per_ms;
+            let since_start = last.wrapping_sub(start_cycles);
+            let now_ms = start_ms + since_start / cycles_per_ms;
+            let now_us = since_start / cycles_per_us;
+            self.worker.outputs.tally.now_us = now_us;
             let mut received = 0;
             for rxq in &mut self.rxqs {
                 let start = clock::cycles();
@@ -532,7 +583,7 @@ impl Pmd {
                 }
                 received += n;
             }
-            self.worker.outputs.send_all();
+            self.worker.outputs.send_due();
 
             let now = clock::cycles();
             let spent = now.wrapping_sub(last);
@@ -560,6 +611,26 @@ impl Pmd {
             c.tx_packets = o.packets;
             c.lost = o.lost + self.worker.malformed;
             self.control.stats.publish(c);
+            if received > 0 || self.sleep_max_us == 0 {
+                idle_sleep_us = 0;
+                continue;
+            }
+            // Idle: sleep a little longer each time, never past a held batch's
+            // deadline, so no packet waits longer than its interval for the sleep.
+            idle_sleep_us = (idle_sleep_us * 2).clamp(1, self.sleep_max_us);
+            let now_us = now.wrapping_sub(start_cycles) / cycles_per_us;
+            let sleep = match self.worker.outputs.earliest_deadline() {
+                Some(d) => idle_sleep_us.min(d.saturating_sub(now_us)),
+                None => idle_sleep_us,
+            };
+            if sleep > 0 {
+                std::thread::sleep(Duration::from_micros(sleep));
+                let woke = clock::cycles();
+                let c = &mut self.worker.counters;
+                c.idle_cycles += woke.wrapping_sub(now);
+                c.sleep_cycles += woke.wrapping_sub(now);
+                last = woke;
+            }
         }
         self.shut_down();
     }

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::txbatch::{batch_bucket, Sent, BATCH_BUCKETS};
+
 /// Per-port counters. Drops are kept by reason.
 #[derive(Debug, Default)]
 pub struct PortStats {
@@ -30,6 +32,11 @@ pub struct PortStats {
     pub tx_csum_sw: AtomicU64,
     /// TCP segments vsw merged into super-frames for this port.
     pub tx_gro_segments: AtomicU64,
+    /// Batches sent by size: 1, 2–3, 4–7, 8–15, 16–31, 32+ packets.
+    pub tx_batch_hist: [AtomicU64; BATCH_BUCKETS],
+    /// Time packets waited in an output batch: all added up, and the longest (µs).
+    pub tx_wait_us_sum: AtomicU64,
+    pub tx_wait_us_max: AtomicU64,
 }
 
 /// A copy of [`PortStats`] at one moment.
@@ -54,6 +61,12 @@ pub struct PortStatsView {
     pub tx_csum_sw: u64,
     #[serde(default)]
     pub tx_gro_segments: u64,
+    #[serde(default)]
+    pub tx_batch_hist: [u64; BATCH_BUCKETS],
+    #[serde(default)]
+    pub tx_wait_us_sum: u64,
+    #[serde(default)]
+    pub tx_wait_us_max: u64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -78,6 +91,17 @@ impl PortStats {
         add(c, n);
     }
 
+    /// One output batch left: its size and how long its packets waited.
+    pub(crate) fn add_batch(&self, sent: &Sent) {
+        if sent.packets == 0 {
+            return;
+        }
+        add(&self.tx_batch_hist[batch_bucket(sent.packets)], 1);
+        add(&self.tx_wait_us_sum, sent.wait_sum_us);
+        self.tx_wait_us_max
+            .fetch_max(sent.max_wait_us, Ordering::Relaxed);
+    }
+
     pub fn view(&self) -> PortStatsView {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         PortStatsView {
@@ -96,11 +120,24 @@ impl PortStats {
             tx_gso_segments: g(&self.tx_gso_segments),
             tx_csum_sw: g(&self.tx_csum_sw),
             tx_gro_segments: g(&self.tx_gro_segments),
+            tx_batch_hist: std::array::from_fn(|i| g(&self.tx_batch_hist[i])),
+            tx_wait_us_sum: g(&self.tx_wait_us_sum),
+            tx_wait_us_max: g(&self.tx_wait_us_max),
         }
     }
 }
 
 impl PortStatsView {
+    /// The average time a packet waited in an output batch (µs).
+    pub fn avg_wait_us(&self) -> Option<f64> {
+        (self.tx_packets > 0).then(|| self.tx_wait_us_sum as f64 / self.tx_packets as f64)
+    }
+
+    /// Send calls (kicks) per packet sent.
+    pub fn kicks_per_packet(&self) -> Option<f64> {
+        (self.tx_packets > 0).then(|| self.tx_batches as f64 / self.tx_packets as f64)
+    }
+
     pub fn rx_dropped(&self) -> u64 {
         self.rx_malformed + self.rx_truncated + self.rx_overrun
     }
@@ -127,6 +164,7 @@ pub(crate) struct PmdStats {
     pub tx_packets: AtomicU64,
     pub max_iteration_cycles: AtomicU64,
     pub max_reconfigure_cycles: AtomicU64,
+    pub sleep_cycles: AtomicU64,
 }
 
 /// A PMD's running totals, kept in plain integers on the PMD's own stack.
@@ -147,6 +185,8 @@ pub(crate) struct PmdCounters {
     pub max_iteration_cycles: u64,
     /// The longest time taking up a new snapshot since the last clear.
     pub max_reconfigure_cycles: u64,
+    /// Cycles spent sleeping while idle (`pmd-sleep-max`), part of the idle cycles.
+    pub sleep_cycles: u64,
 }
 
 impl PmdStats {
@@ -165,6 +205,7 @@ impl PmdStats {
         set(&self.tx_packets, c.tx_packets);
         set(&self.max_iteration_cycles, c.max_iteration_cycles);
         set(&self.max_reconfigure_cycles, c.max_reconfigure_cycles);
+        set(&self.sleep_cycles, c.sleep_cycles);
     }
 
     pub fn view(&self, core: usize, hz: u64) -> PmdStatsView {
@@ -184,6 +225,7 @@ impl PmdStats {
             tx_packets: g(&self.tx_packets),
             max_iteration_cycles: g(&self.max_iteration_cycles),
             max_reconfigure_cycles: g(&self.max_reconfigure_cycles),
+            sleep_cycles: g(&self.sleep_cycles),
             cycles_per_second: hz,
         }
     }
@@ -220,6 +262,9 @@ pub struct PmdStatsView {
     /// The longest time the PMD spent taking up a change (new rules, ports, options).
     #[serde(default)]
     pub max_reconfigure_cycles: u64,
+    /// Idle cycles spent asleep (`pmd-sleep-max`).
+    #[serde(default)]
+    pub sleep_cycles: u64,
     pub cycles_per_second: u64,
 }
 
@@ -267,6 +312,7 @@ impl PmdStatsView {
             // A maximum cannot be subtracted: the PMD restarts it on a clear.
             max_iteration_cycles: self.max_iteration_cycles,
             max_reconfigure_cycles: self.max_reconfigure_cycles,
+            sleep_cycles: d(self.sleep_cycles, base.sleep_cycles),
             cycles_per_second: self.cycles_per_second,
         }
     }

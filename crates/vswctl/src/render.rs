@@ -25,10 +25,12 @@ pub fn show(s: ShowInfo) -> String {
         let mtu = p.mtu.map_or(String::new(), |m| format!(" mtu={m}"));
         let _ = writeln!(
             o,
-            "  port {}: {} ({}){mtu} {}",
+            "  port {}: {} ({}){mtu} tx-flush-interval={}us (from {}) {}",
             p.no,
             p.name,
             p.status,
+            p.tx_flush_interval_us,
+            p.tx_flush_interval_from,
             opts.join(" ")
         );
         if let Some(why) = &p.mtu_problem {
@@ -100,6 +102,20 @@ pub fn ports(ports: &[PortInfo]) -> String {
             o,
             "           tx_gso_segments={}, tx_csum_sw={}, tx_gro_segments={}",
             s.tx_gso_segments, s.tx_csum_sw, s.tx_gro_segments
+        );
+        let h = s.tx_batch_hist;
+        let _ = writeln!(
+            o,
+            "           kicks/packet={}, batch sizes 1:{} 2-3:{} 4-7:{} 8-15:{} 16-31:{} 32:{}, wait avg={} max={}us",
+            s.kicks_per_packet().map_or("-".into(), |k| format!("{k:.3}")),
+            h[0],
+            h[1],
+            h[2],
+            h[3],
+            h[4],
+            h[5],
+            s.avg_wait_us().map_or("-".into(), |w| format!("{w:.1}us")),
+            s.tx_wait_us_max
         );
     }
     o

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use vsw_datapath::txbatch::{self, FlushSetting};
 use vsw_datapath::RxqAssign;
 use vsw_netdev::afpacket::AfPacketMode;
 
@@ -21,9 +22,10 @@ pub enum OptionError {
 
 pub type Options = BTreeMap<String, String>;
 
-pub const SWITCH_OPTIONS: &str = "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob";
+pub const SWITCH_OPTIONS: &str =
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max";
 pub const PORT_OPTIONS: &str =
-    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, ring-flows, ring-frame-size";
+    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, ring-flows, ring-frame-size";
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -72,6 +74,10 @@ pub struct SwitchOptions {
     pub pmd_cores: Vec<usize>,
     pub rxq_assign: RxqAssign,
     pub emc_insert_inv_prob: u32,
+    /// Microseconds an output batch may wait for more packets (0: none).
+    pub tx_flush_interval: u32,
+    /// Microseconds an idle PMD may sleep at most (0: it never sleeps).
+    pub pmd_sleep_max: u32,
 }
 
 impl SwitchOptions {
@@ -80,11 +86,19 @@ impl SwitchOptions {
             pmd_cores: default_pmd_cores(),
             rxq_assign: RxqAssign::default(),
             emc_insert_inv_prob: vsw_datapath::emc::DEFAULT_INSERT_INV_PROB,
+            tx_flush_interval: 0,
+            pmd_sleep_max: 0,
         };
         for (k, v) in opts {
             match k.as_str() {
                 "pmd-cpu-mask" => out.pmd_cores = parse_cpu_mask(v)?,
                 "pmd-rxq-assign" => out.rxq_assign = v.parse().map_err(|e: String| bad(k, v, e))?,
+                "tx-flush-interval" => {
+                    out.tx_flush_interval = txbatch::parse_interval(v).map_err(|e| bad(k, v, e))?
+                }
+                "pmd-sleep-max" => {
+                    out.pmd_sleep_max = txbatch::parse_interval(v).map_err(|e| bad(k, v, e))?
+                }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v
                         .parse()
@@ -199,6 +213,8 @@ pub struct PortOptions {
     pub ring_frame_size: usize,
     /// The MTU to give the interface (afpacket ports).
     pub mtu_request: Option<u32>,
+    /// `tx-flush-interval` of this port (or the switch's).
+    pub tx_flush: FlushSetting,
 }
 
 impl Default for PortOptions {
@@ -211,6 +227,7 @@ impl Default for PortOptions {
             ring_flows: 0,
             ring_frame_size: 64,
             mtu_request: None,
+            tx_flush: FlushSetting::Switch,
         }
     }
 }
@@ -232,6 +249,9 @@ impl PortOptions {
                     }
                 }
                 "pmd-rxq-affinity" => out.rxq_affinity = parse_rxq_affinity(v)?,
+                "tx-flush-interval" => {
+                    out.tx_flush = v.parse().map_err(|e: String| bad(k, v, e))?
+                }
                 "mtu_request" => {
                     out.mtu_request = Some(
                         v.parse()

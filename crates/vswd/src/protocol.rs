@@ -67,6 +67,12 @@ pub struct PortInfo {
     /// Why the interface does not have the `mtu_request` MTU, when it does not.
     #[serde(default)]
     pub mtu_problem: Option<String>,
+    /// The transmit batching interval in effect (µs) and where it comes from
+    /// ("port", "switch" or "auto").
+    #[serde(default)]
+    pub tx_flush_interval_us: u32,
+    #[serde(default)]
+    pub tx_flush_interval_from: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

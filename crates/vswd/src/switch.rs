@@ -17,6 +17,7 @@ use crate::options::{
 };
 use crate::protocol::{FlowInfo, PortInfo, Request, ShowInfo};
 use crate::state::{SavedPort, SavedState, StateError, STATE_VERSION};
+use vsw_datapath::txbatch::FlushSetting;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {
@@ -131,6 +132,8 @@ impl Switch {
         })?;
         dp.set_rxq_assign(sw_opts.rxq_assign)?;
         dp.set_emc_insert_inv_prob(sw_opts.emc_insert_inv_prob)?;
+        dp.set_tx_flush_interval(sw_opts.tx_flush_interval)?;
+        dp.set_pmd_sleep_max(sw_opts.pmd_sleep_max)?;
         dp.set_classifier(classifier)?;
         let mut sw = Switch {
             dp,
@@ -215,6 +218,9 @@ impl Switch {
                 .map_err(SwitchError::from)
         });
         let result = result.and_then(|()| {
+            if port.parsed.tx_flush != FlushSetting::Switch {
+                self.dp.set_port_tx_flush(no, port.parsed.tx_flush)?;
+            }
             if port.parsed.rxq_affinity.is_empty() {
                 return Ok(());
             }
@@ -327,6 +333,12 @@ impl Switch {
             self.dp
                 .set_emc_insert_inv_prob(parsed.emc_insert_inv_prob)?;
         }
+        if parsed.tx_flush_interval != self.dp.tx_flush_interval() {
+            self.dp.set_tx_flush_interval(parsed.tx_flush_interval)?;
+        }
+        if parsed.pmd_sleep_max != self.dp.pmd_sleep_max() {
+            self.dp.set_pmd_sleep_max(parsed.pmd_sleep_max)?;
+        }
         self.options = merged;
         self.save()?;
         Ok(Value::Null)
@@ -378,6 +390,9 @@ impl Switch {
         let stats = Arc::new(PortStats::default());
         self.dp
             .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
+        if parsed.tx_flush != FlushSetting::Switch {
+            self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
+        }
         if !parsed.rxq_affinity.is_empty() {
             if let Err(e) = self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone()) {
                 // Nothing changes when the pins are refused: the port goes again.
@@ -468,6 +483,9 @@ impl Switch {
         }
         if up && (reopen || parsed.rxq_affinity != port.parsed.rxq_affinity) {
             self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
+        }
+        if up && (reopen || parsed.tx_flush != port.parsed.tx_flush) {
+            self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
         }
         let port = self.ports.get_mut(&no).expect("checked above");
         port.options = merged;
@@ -615,6 +633,8 @@ impl Switch {
                     PortType::Ring => None,
                 },
                 mtu_problem: p.mtu_problem.clone(),
+                tx_flush_interval_us: self.dp.tx_flush_of(*no).0,
+                tx_flush_interval_from: format!("{:?}", self.dp.tx_flush_of(*no).1).to_lowercase(),
             })
             .collect()
     }
