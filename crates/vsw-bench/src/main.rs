@@ -42,6 +42,318 @@ enum Cmd {
     /// The datapath alone: one PMD between two in-memory ring ports (no devices, no
     /// root needed), in packets per second and cycles per packet.
     Datapath(DatapathArgs),
+    /// What reading the time costs here: the TSC against CLOCK_MONOTONIC.
+    Clocks,
+    /// vsw alone, sweeping tx-flush-interval: kicks per packet, packets per batch,
+    /// PMD cycles per packet and latency at several rates, and zero-loss throughput.
+    Batching(BatchingArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct BatchingArgs {
+    /// Intervals to sweep, microseconds.
+    #[arg(long, default_value = "0,10,25,50,100,200", value_delimiter = ',')]
+    intervals: Vec<u32>,
+    /// Offered rates, pps; "edge" is 90 % of the zero-loss throughput at interval 0.
+    #[arg(long, default_value = "10000,150000,edge", value_delimiter = ',')]
+    rates: Vec<String>,
+    /// Seconds per trial.
+    #[arg(long, default_value_t = 2.0)]
+    trial_seconds: f64,
+    /// Skip the zero-loss search at every interval (interval 0 is searched anyway
+    /// when a rate is "edge").
+    #[arg(long)]
+    no_search: bool,
+    /// vsw's pmd-sleep-max for the whole sweep (µs; 0: the PMD never sleeps).
+    #[arg(long, default_value_t = 0)]
+    pmd_sleep_max: u32,
+    #[arg(long, default_value_t = 0)]
+    gen_cpu: usize,
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Serialize)]
+struct BatchPoint {
+    interval_us: u32,
+    rate_pps: f64,
+    loss: f64,
+    kicks_per_packet: Option<f64>,
+    packets_per_batch: Option<f64>,
+    pmd_cycles_per_packet: Option<f64>,
+    latency: LatencySummary,
+}
+
+#[derive(Serialize)]
+struct BatchSweep {
+    date: String,
+    command: String,
+    throughput_pps: Vec<(u32, Option<f64>)>,
+    points: Vec<BatchPoint>,
+}
+
+fn batching(a: &BatchingArgs) -> anyhow::Result<()> {
+    if std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(1)
+        != 0
+    {
+        bail!("vsw-bench batching needs root (network namespaces, AF_PACKET)");
+    }
+    let bin_dir = match &a.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("no directory")?
+            .to_path_buf(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let topo = Topology::create()?;
+    let mut vsw = switches::Vsw::new(bin_dir, "ring", a.pmd_cpu);
+    vsw.start(&topo)?;
+    let result = sweep(a, &topo, &vsw, &stop);
+    vsw.stop(&topo);
+    drop(topo);
+    let sweep = result?;
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(
+        a.out.join("batching.json"),
+        serde_json::to_string_pretty(&sweep)?,
+    )?;
+    let mut md = String::from("| interval (µs) | rate (pps) | kicks/packet | packets/batch | PMD cycles/packet | latency p50 / p99 / max (µs) | loss |\n|---|---|---|---|---|---|---|\n");
+    let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    for p in &sweep.points {
+        md += &format!(
+            "| {} | {:.0} | {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.4} % |\n",
+            p.interval_us,
+            p.rate_pps,
+            opt(p.kicks_per_packet, 3),
+            opt(p.packets_per_batch, 1),
+            opt(p.pmd_cycles_per_packet, 0),
+            p.latency.p50_us,
+            p.latency.p99_us,
+            p.latency.max_us,
+            p.loss * 100.0
+        );
+    }
+    md += "\n| interval (µs) | zero-loss throughput (Mpps) |\n|---|---|\n";
+    for (i, t) in &sweep.throughput_pps {
+        md += &format!(
+            "| {i} | {} |\n",
+            t.map_or("-".into(), |t| format!("{:.3}", t / 1e6))
+        );
+    }
+    std::fs::write(a.out.join("batching.md"), &md)?;
+    let mut rates: Vec<f64> = Vec::new();
+    for p in &sweep.points {
+        if !rates.contains(&p.rate_pps) {
+            rates.push(p.rate_pps);
+        }
+    }
+    let series =
+        |f: &dyn Fn(&BatchPoint) -> Option<f64>, dashed: bool, what: &str| -> Vec<plot::Line> {
+            rates
+                .iter()
+                .enumerate()
+                .map(|(i, r)| plot::Line {
+                    name: format!("{:.0} kpps {what}", r / 1e3),
+                    points: sweep
+                        .points
+                        .iter()
+                        .filter(|p| p.rate_pps == *r)
+                        .filter_map(|p| Some((f64::from(p.interval_us), f(p)?)))
+                        .collect(),
+                    dashed,
+                    colour: i,
+                })
+                .collect()
+        };
+    let mut lat = series(&|p| Some(p.latency.p50_us), false, "p50");
+    lat.extend(series(&|p| Some(p.latency.p99_us), true, "p99"));
+    plot::lines(
+        &a.out.join("batching-latency.svg"),
+        "One-way latency vs tx-flush-interval (solid p50, dashed p99)",
+        "tx-flush-interval (µs)",
+        "latency (µs)",
+        true,
+        &lat,
+    )?;
+    plot::lines(
+        &a.out.join("batching-cycles.svg"),
+        "PMD cycles per packet vs tx-flush-interval",
+        "tx-flush-interval (µs)",
+        "TSC cycles per packet",
+        false,
+        &series(&|p| p.pmd_cycles_per_packet, false, ""),
+    )?;
+    println!("{md}");
+    Ok(())
+}
+
+fn sweep(
+    a: &BatchingArgs,
+    topo: &Topology,
+    vsw: &switches::Vsw,
+    stop: &AtomicBool,
+) -> anyhow::Result<BatchSweep> {
+    let traffic = Traffic {
+        gen_ns: topo.gen_ns.clone(),
+        rcv_ns: topo.rcv_ns.clone(),
+        ifname: "eth0".into(),
+        addresses: topo.addresses,
+        frame_lens: frame_lens("64")?,
+        flows: 1,
+        duration: Duration::from_secs_f64(a.trial_seconds),
+        cpu: Some(a.gen_cpu),
+    };
+    let _ = topo.exec(false, &["ping", "-c", "1", "-W", "2", "198.18.0.1"]);
+    vsw.ctl(&["set", &format!("pmd-sleep-max={}", a.pmd_sleep_max)])?;
+    let cfg = SearchConfig {
+        min_pps: 1_000.0,
+        max_pps: 3_000_000.0,
+        loss_tolerance: 0.002 / 100.0,
+        resolution: 0.005,
+        max_trials: 20,
+    };
+    let started = Instant::now();
+    let mut progress = Progress::new(Plan {
+        switches: 1,
+        rounds: a.intervals.len(),
+        trials_per_search: if a.no_search {
+            0
+        } else {
+            progress::expected_search_trials(&cfg)
+        },
+        trials_after: a.rates.len(),
+        trial_seconds: a.trial_seconds,
+        tcp_seconds: 0.0,
+        switch_overhead_seconds: 0.5,
+    });
+    let search_at = |interval: u32, progress: &mut Progress| -> anyhow::Result<Option<f64>> {
+        vsw.ctl(&["set", &format!("tx-flush-interval={interval}")])?;
+        let mut runner = Runner {
+            traffic: &traffic,
+            stop,
+            started,
+            progress,
+            trial: 0,
+        };
+        Ok(binary_search(&mut runner, &cfg)?.throughput_pps)
+    };
+    let mut throughput = Vec::new();
+    let needs_edge = a.rates.iter().any(|r| r == "edge");
+    let edge = if needs_edge || !a.no_search {
+        eprintln!("== zero-loss throughput at interval 0");
+        let t = search_at(0, &mut progress)?;
+        throughput.push((0, t));
+        t
+    } else {
+        None
+    };
+    let rates: Vec<f64> = a
+        .rates
+        .iter()
+        .map(|r| match r.as_str() {
+            "edge" => edge
+                .map(|t| t * 0.9)
+                .context("no zero-loss rate at interval 0 to take 90 % of"),
+            n => n
+                .parse::<f64>()
+                .with_context(|| format!("--rates: '{n}' is not a rate or edge")),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let port_stats = || -> anyhow::Result<(u64, u64)> {
+        let v: serde_json::Value =
+            serde_json::from_str(&vsw.ctl(&["--format", "json", "dump-ports"])?)?;
+        let p = v
+            .as_array()
+            .and_then(|ports| ports.iter().find(|p| p["name"] == topo.rcv_port.as_str()))
+            .context("the receiver's port")?;
+        Ok((
+            p["stats"]["tx_packets"].as_u64().unwrap_or(0),
+            p["stats"]["tx_batches"].as_u64().unwrap_or(0),
+        ))
+    };
+    let mut points = Vec::new();
+    for &interval in &a.intervals {
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        eprintln!("== tx-flush-interval={interval} us");
+        if !a.no_search && interval != 0 {
+            throughput.push((interval, search_at(interval, &mut progress)?));
+        }
+        vsw.ctl(&["set", &format!("tx-flush-interval={interval}")])?;
+        for &rate in &rates {
+            vsw.ctl(&["pmd-stats-clear"])?;
+            let (p0, b0) = port_stats()?;
+            let s = run_trial(&traffic, rate)?;
+            progress.trial_done();
+            let (p1, b1) = port_stats()?;
+            let pmd: serde_json::Value =
+                serde_json::from_str(&vsw.ctl(&["--format", "json", "pmd-stats-show"])?)?;
+            let pmd = &pmd[0];
+            let f = |k: &str| pmd[k].as_f64().unwrap_or(0.0);
+            let l = s.latency.summary();
+            let point = BatchPoint {
+                interval_us: interval,
+                rate_pps: rate,
+                loss: s.trial.loss(),
+                kicks_per_packet: (p1 > p0).then(|| (b1 - b0) as f64 / (p1 - p0) as f64),
+                packets_per_batch: (f("tx_batches") > 0.0)
+                    .then(|| f("tx_packets") / f("tx_batches")),
+                pmd_cycles_per_packet: (f("packets") > 0.0)
+                    .then(|| f("busy_cycles") / f("packets")),
+                latency: l,
+            };
+            eprintln!(
+                "  {rate:.0} pps: kicks/packet {}, packets/batch {}, cycles/packet {}, p50 {:.1} p99 {:.1} max {:.1} us, loss {:.4} %",
+                point.kicks_per_packet.map_or("-".into(), |v| format!("{v:.3}")),
+                point.packets_per_batch.map_or("-".into(), |v| format!("{v:.1}")),
+                point.pmd_cycles_per_packet.map_or("-".into(), |v| format!("{v:.0}")),
+                l.p50_us,
+                l.p99_us,
+                l.max_us,
+                point.loss * 100.0
+            );
+            points.push(point);
+        }
+        progress.switch_round_done(0, false);
+    }
+    Ok(BatchSweep {
+        date: topology_date(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        throughput_pps: throughput,
+        points,
+    })
+}
+
+/// Times `n` calls of `f`, in nanoseconds per call.
+fn per_call(n: u32, mut f: impl FnMut() -> u64) -> f64 {
+    let start = Instant::now();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        acc = acc.wrapping_add(f());
+    }
+    std::hint::black_box(acc);
+    start.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+fn clocks() {
+    const N: u32 = 20_000_000;
+    let epoch = Instant::now();
+    for round in 1..=3 {
+        let tsc = per_call(N, vsw_datapath::clock::cycles);
+        let mono = per_call(N, || epoch.elapsed().as_nanos() as u64);
+        println!("round {round}: TSC (rdtsc) {tsc:.1} ns per read, CLOCK_MONOTONIC (Instant) {mono:.1} ns per read");
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -645,6 +957,11 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let o = match cli.command {
         Cmd::Datapath(a) => return datapath(&a),
+        Cmd::Clocks => {
+            clocks();
+            return Ok(());
+        }
+        Cmd::Batching(a) => return batching(&a),
         Cmd::Compare(o) => o,
         Cmd::Throughput(o) => Options {
             latency_loads: Vec::new(),

@@ -132,6 +132,83 @@ pub fn latency(path: &Path, title: &str, switches: &[SwitchFigures]) -> Result<(
     root.present().map_err(|e| err(path, e))
 }
 
+/// A named line of (x, y) points.
+pub struct Line {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a second figure of the same colour, e.g. p99 beside p50).
+    pub dashed: bool,
+    pub colour: usize,
+}
+
+/// Lines against a common x axis; `log_y` for figures that span decades.
+pub fn lines(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    log_y: bool,
+    lines: &[Line],
+) -> Result<(), PlotError> {
+    let root = SVGBackend::new(path, (720, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(path, e))?;
+    let all = lines.iter().flat_map(|l| l.points.iter());
+    let max_x = all.clone().map(|p| p.0).fold(1.0, f64::max) * 1.05;
+    let max_y = all.map(|p| p.1).fold(1.0, f64::max) * if log_y { 2.0 } else { 1.15 };
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60);
+    macro_rules! draw {
+        ($chart:expr, $y:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(x_desc)
+                .y_desc(y_desc)
+                .draw()
+                .map_err(|e| err(path, e))?;
+            for l in lines {
+                let c = COLOURS[l.colour % COLOURS.len()];
+                let pts: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, $y(p.1))).collect();
+                if l.dashed {
+                    chart
+                        .draw_series(DashedLineSeries::new(pts, 6, 4, c.stroke_width(1)))
+                        .map_err(|e| err(path, e))?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                        .map_err(|e| err(path, e))?
+                        .label(l.name.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                        });
+                }
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|e| err(path, e))?;
+        }};
+    }
+    if log_y {
+        let chart = builder
+            .build_cartesian_2d(0f64..max_x, (1f64..max_y).log_scale())
+            .map_err(|e| err(path, e))?;
+        draw!(chart, |y: f64| y.max(1.0));
+    } else {
+        let chart = builder
+            .build_cartesian_2d(0f64..max_x, 0f64..max_y)
+            .map_err(|e| err(path, e))?;
+        draw!(chart, |y: f64| y);
+    }
+    root.present().map_err(|e| err(path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
