@@ -30,17 +30,6 @@ pub struct Addresses {
     pub dst_ip: [u8; 4],
 }
 
-fn ip_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// Writes a complete frame of `len` bytes into `out` (which must hold it): headers for
 /// flow number `flow` (it picks the UDP source port), stamp, zero padding.
 pub fn build(out: &mut [u8], len: usize, addr: &Addresses, flow: u16, seq: u64, sent_ns: u64) {
@@ -57,7 +46,7 @@ pub fn build(out: &mut [u8], len: usize, addr: &Addresses, flow: u16, seq: u64, 
     ip[9] = 17;
     ip[12..16].copy_from_slice(&addr.src_ip);
     ip[16..20].copy_from_slice(&addr.dst_ip);
-    let csum = ip_checksum(ip);
+    let csum = vsw_packet::checksum::checksum(ip);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     let udp = &mut f[ETH + IP..STAMP];
     udp[2..4].copy_from_slice(&9u16.to_be_bytes());
@@ -109,7 +98,11 @@ mod tests {
         let mut buf = [0u8; 1514];
         build(&mut buf, 60, &A, 3, 42, 123_456_789);
         assert_eq!(read_stamp(&buf[..60]), Some((42, 123_456_789)));
-        assert_eq!(ip_checksum(&buf[14..34]), 0, "a valid header sums to zero");
+        assert_eq!(
+            vsw_packet::checksum::checksum(&buf[14..34]),
+            0,
+            "a valid header sums to zero"
+        );
         assert_eq!(u16::from_be_bytes([buf[34], buf[35]]), 1027);
         assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 46);
         stamp(&mut buf, 43, 5);

@@ -93,27 +93,7 @@ pub fn standard_scenarios() -> Vec<Scenario> {
 /// Rule `i` of a churn: ten masks, lower priority than any scenario rule, and a UDP
 /// destination port no generated frame has.
 pub fn churn_rule(i: u32) -> String {
-    let extra = match i % 10 {
-        0 => String::new(),
-        1 => format!(",tp_src={}", i % 65_000),
-        2 => format!(",nw_src=198.18.{}.0/24", i % 250),
-        3 => format!(",nw_dst=198.19.{}.{}", (i / 250) % 250, i % 250),
-        4 => ",in_port=3".into(),
-        5 => format!(
-            ",dl_src=02:00:00:00:{:02x}:{:02x}",
-            (i >> 8) & 0xff,
-            i & 0xff
-        ),
-        6 => format!(",nw_tos={}", (i % 63) * 4),
-        7 => format!(",nw_ttl={}", i % 255),
-        8 => format!(",tp_src={}/0xff00", (i % 255) << 8),
-        _ => format!(",nw_src=198.18.0.0/{}", 16 + i % 16),
-    };
-    format!(
-        "priority={},udp,tp_dst={}{extra},actions=drop",
-        1 + i % 1000,
-        10_000 + i % 50_000
-    )
+    vsw_flow::samples::churn_rule(i, "drop")
 }
 
 /// Adds `n` churn rules and removes them again, 250 per change.

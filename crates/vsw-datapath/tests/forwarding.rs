@@ -1,79 +1,8 @@
 //! The datapath on in-memory ports: forwarding decisions, counters and reconfiguration.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod common;
 
-use vsw_datapath::memory::{memory_port, MemoryPeer};
-use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
-use vsw_flow::{parse_flow, Classifier};
-
-const WAIT: Duration = Duration::from_secs(5);
-const QUIET: Duration = Duration::from_millis(200);
-
-fn frame(src: u8, dst: [u8; 6], udp_dport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    f[0..6].copy_from_slice(&dst);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&46u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&[198, 18, 0, src]);
-    f[30..34].copy_from_slice(&[198, 18, 0, dst[5]]);
-    f[36..38].copy_from_slice(&udp_dport.to_be_bytes());
-    f
-}
-
-/// Waits (bounded) for a condition the PMD makes true shortly after an event the
-/// test saw.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + WAIT;
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        std::thread::yield_now();
-    }
-}
-
-fn mac(n: u8) -> [u8; 6] {
-    [2, 0, 0, 0, 0, n]
-}
-
-struct Switch {
-    dp: Datapath,
-    peers: Vec<MemoryPeer>,
-    stats: Vec<Arc<PortStats>>,
-}
-
-fn switch(ports: u32) -> Switch {
-    let mut dp = Datapath::start(PmdConfig {
-        cores: vec![0],
-        pin: false,
-    })
-    .unwrap();
-    let mut peers = Vec::new();
-    let mut stats = Vec::new();
-    for no in 1..=ports {
-        let (q, peer) = memory_port(1024);
-        let s = Arc::new(PortStats::default());
-        dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
-            .unwrap();
-        peers.push(peer);
-        stats.push(s);
-    }
-    Switch { dp, peers, stats }
-}
-
-fn rules(dp: &mut Datapath, flows: &[&str]) {
-    let mut c = Classifier::new();
-    for f in flows {
-        c.insert(parse_flow(f, &|_: &str| None).unwrap(), 1);
-    }
-    dp.set_classifier(c).unwrap();
-}
+use common::*;
 
 #[test]
 fn normal_floods_unknown_then_forwards_learned() {

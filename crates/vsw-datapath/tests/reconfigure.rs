@@ -13,30 +13,8 @@ fn no_names(_: &str) -> Option<u32> {
     None
 }
 
-/// Rule `i` of the churn: ten different masks, none matching the steady flow
-/// (destination port 7).
 fn churn_rule(i: u32) -> String {
-    let dport = 10_000 + i % 50_000;
-    let extra = match i % 10 {
-        0 => String::new(),
-        1 => format!(",tp_src={}", i % 65_000),
-        2 => format!(",nw_src=198.18.{}.0/24", i % 250),
-        3 => format!(",nw_dst=198.19.{}.{}", (i / 250) % 250, i % 250),
-        4 => ",in_port=3".into(),
-        5 => format!(
-            ",dl_src=02:00:00:00:{:02x}:{:02x}",
-            (i >> 8) & 0xff,
-            i & 0xff
-        ),
-        6 => format!(",nw_tos={}", (i % 63) * 4),
-        7 => format!(",nw_ttl={}", i % 255),
-        8 => format!(",tp_src={}/0xff00", (i % 255) << 8),
-        _ => format!(",nw_src=198.18.0.0/{}", 16 + i % 16),
-    };
-    format!(
-        "priority={},udp,tp_dst={dport}{extra},actions=output:3",
-        1 + i % 1000
-    )
+    vsw_flow::samples::churn_rule(i, "output:3")
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod classifier;
 pub mod mac_table;
 pub mod matching;
 pub mod rule;
+pub mod samples;
 pub mod syntax;
 
 pub use action::Action;

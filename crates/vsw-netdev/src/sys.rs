@@ -233,15 +233,7 @@ pub fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
 pub fn read_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     // SAFETY: `buf` is live and writable for its whole length for the call.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::WouldBlock {
-            Ok(None)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(Some(n as usize))
+    nonblocking(n)
 }
 
 /// Writes one frame to a descriptor (a tap) from one buffer.
@@ -335,6 +327,19 @@ pub fn set_socket_buffers(fd: &OwnedFd, rcv: usize, snd: usize) -> io::Result<()
     Ok(())
 }
 
+/// The result of a non-blocking read or receive: `Ok(None)` when nothing waited.
+fn nonblocking(n: isize) -> io::Result<Option<usize>> {
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::WouldBlock {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
 /// Receives one queued frame into `buf` without blocking. `Ok(None)` when none is
 /// queued; the length is the frame's full length (larger than `buf` if it was cut).
 pub fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
@@ -347,15 +352,7 @@ pub fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
             libc::MSG_DONTWAIT | libc::MSG_TRUNC,
         )
     };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::WouldBlock {
-            Ok(None)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(Some(n as usize))
+    nonblocking(n)
 }
 
 /// Sends one frame, given as two parts (header and data), without blocking.

@@ -12,11 +12,11 @@ use vsw_datapath::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
     TxQueue, BATCH_SIZE,
 };
-use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::VnetHdr;
 
 use crate::afpacket::syscall;
+use crate::vnet_frame::{kernel_offloads, put_vnet_frame};
 use crate::{sys, NetdevError};
 
 /// A whole super-frame with its header and a tag put back.
@@ -117,27 +117,14 @@ impl TxQueue for TapTx {
     /// The tap takes checksums and super-frames to finish (it was told the reader
     /// does, and the kernel segments on its way in).
     fn offloads(&self) -> TxOffloads {
-        TxOffloads {
-            csum: true,
-            tso: true,
-            mtu: self.mtu,
-        }
+        kernel_offloads(self.mtu)
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         if self.staged == BATCH_SIZE {
             return Err(StageError::QueueFull);
         }
-        let buf = &mut self.bufs[self.staged];
-        let (hdr, frame) = buf.split_at_mut(VNET_HDR_LEN);
-        let vnet = match meta.vlan {
-            Some(_) => meta.vnet.shifted(4),
-            None => meta.vnet,
-        };
-        let len = copy_frame(frame, data, meta.vlan).ok_or(StageError::TooBig)?;
-        let hdr: &mut [u8; VNET_HDR_LEN] = hdr.try_into().map_err(|_| StageError::TooBig)?;
-        vnet.write(hdr);
-        self.lens[self.staged] = VNET_HDR_LEN + len;
+        self.lens[self.staged] = put_vnet_frame(&mut self.bufs[self.staged], data, meta)?;
         self.staged += 1;
         Ok(())
     }

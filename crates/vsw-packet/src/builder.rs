@@ -56,17 +56,7 @@ impl Default for Ipv4 {
     }
 }
 
-/// Internet checksum (RFC 1071) of `data`.
-pub fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = data
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
+pub use crate::checksum::checksum;
 
 /// An IPv4 packet with a correct header checksum.
 pub fn ipv4(h: &Ipv4, payload: &[u8]) -> Vec<u8> {

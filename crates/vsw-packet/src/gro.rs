@@ -9,6 +9,7 @@
 //! segment but the last of full segment size; plain ACK (PSH allowed on the last);
 //! IPv4 without options or fragments, or IPv6 without extension headers.
 
+use crate::checksum::{fold, sum};
 use crate::ethernet::{EtherType, VLAN_TAG_LEN};
 use crate::key::IPPROTO_TCP;
 use crate::vnet::{VnetHdr, VNET_F_NEEDS_CSUM, VNET_GSO_TCPV4, VNET_GSO_TCPV6};
@@ -266,21 +267,6 @@ impl Default for Gro {
     fn default() -> Self {
         Gro::new()
     }
-}
-
-fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut pairs = data.chunks(2);
-    for p in &mut pairs {
-        acc += u64::from(u16::from_be_bytes([p[0], *p.get(1).unwrap_or(&0)]));
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! and full checksums; a frame whose checksum was left to the device gets it
 //! computed.
 
+use crate::checksum::{fold, sum};
 use crate::ethernet::{EtherType, VLAN_TAG_LEN};
 use crate::key::IPPROTO_TCP;
 use crate::vnet::{VnetHdr, VNET_F_NEEDS_CSUM};
@@ -20,28 +21,6 @@ pub enum GsoError {
     TooBig,
     #[error("checksum offsets outside the frame")]
     BadOffsets,
-}
-
-/// One's-complement sum of `data` added to `acc` (not folded, not complemented).
-fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        acc += (w >> 48) + ((w >> 32) & 0xffff) + ((w >> 16) & 0xffff) + (w & 0xffff);
-    }
-    let rest = chunks.remainder();
-    let mut pairs = rest.chunks(2);
-    for p in &mut pairs {
-        acc += u64::from(u16::from_be_bytes([p[0], *p.get(1).unwrap_or(&0)]));
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
 }
 
 /// Where the layers of a TCP frame start.

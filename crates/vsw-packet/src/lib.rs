@@ -4,6 +4,7 @@
 //! never looks past its end, so a truncated or garbage frame cannot crash the switch.
 
 pub mod builder;
+pub mod checksum;
 pub mod ethernet;
 pub mod gro;
 pub mod gso;

@@ -9,7 +9,6 @@ use vsw_datapath::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
     TxQueue, BATCH_SIZE,
 };
-use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::{VlanTag, VnetHdr};
 
@@ -181,27 +180,15 @@ impl TxQueue for MmsgTx {
     /// The kernel finishes checksums and segments super-frames (the virtio-net header
     /// goes with every frame).
     fn offloads(&self) -> TxOffloads {
-        TxOffloads {
-            csum: true,
-            tso: true,
-            mtu: self.mtu,
-        }
+        crate::vnet_frame::kernel_offloads(self.mtu)
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         if self.staged == BATCH_SIZE {
             return Err(StageError::QueueFull);
         }
-        let buf = &mut self.bufs[self.staged];
-        let (hdr, frame) = buf.split_at_mut(VNET_HDR_LEN);
-        let vnet = if meta.vlan.is_some() {
-            meta.vnet.shifted(4)
-        } else {
-            meta.vnet
-        };
-        vnet.write(hdr.try_into().expect("split at header length"));
-        let len = copy_frame(frame, data, meta.vlan).ok_or(StageError::TooBig)?;
-        self.lens[self.staged] = VNET_HDR_LEN + len;
+        self.lens[self.staged] =
+            crate::vnet_frame::put_vnet_frame(&mut self.bufs[self.staged], data, meta)?;
         self.staged += 1;
         Ok(())
     }

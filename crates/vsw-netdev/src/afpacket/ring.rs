@@ -402,11 +402,7 @@ impl TxQueue for RingTx {
     /// The kernel finishes checksums and segments super-frames (the virtio-net header
     /// goes with every frame).
     fn offloads(&self) -> TxOffloads {
-        TxOffloads {
-            csum: true,
-            tso: true,
-            mtu: self.mtu,
-        }
+        crate::vnet_frame::kernel_offloads(self.mtu)
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
