@@ -96,14 +96,17 @@ struct BatchSweep {
     points: Vec<BatchPoint>,
 }
 
-fn batching(a: &BatchingArgs) -> anyhow::Result<()> {
-    if std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-        .unwrap_or(1)
-        != 0
-    {
-        bail!("vsw-bench batching needs root (network namespaces, AF_PACKET)");
+/// The measurements build namespaces and open packet sockets.
+fn require_root() -> anyhow::Result<()> {
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    if uid.unwrap_or(1) != 0 {
+        bail!("vsw-bench needs root for this (network namespaces, AF_PACKET)");
     }
+    Ok(())
+}
+
+fn batching(a: &BatchingArgs) -> anyhow::Result<()> {
+    require_root()?;
     let bin_dir = match &a.bin_dir {
         Some(d) => d.clone(),
         None => std::env::current_exe()?
@@ -986,13 +989,7 @@ fn main() -> anyhow::Result<()> {
             ..o
         },
     };
-    if std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-        .unwrap_or(1)
-        != 0
-    {
-        bail!("vsw-bench needs root (network namespaces, AF_PACKET)");
-    }
+    require_root()?;
     let lens = frame_lens(&o.frame_size)?;
     let bin_dir = match &o.bin_dir {
         Some(d) => d.clone(),
