@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs what vsw needs to build, run its demo and pass its tests on Debian 12 (as root).
+# Installs what vsw needs to build, run its demo and pass its tests on Debian 12 (as root)
+# (dpdk-dev provides dpdk-testpmd, the poll-mode guest of the vhost-user tests).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 
 need_apt=()
 for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:python3 cc:gcc \
-            trafgen:netsniff-ng tcpdump:tcpdump; do
+            trafgen:netsniff-ng tcpdump:tcpdump dpdk-testpmd:dpdk-dev; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done

@@ -6,6 +6,7 @@ pub mod afpacket;
 pub mod interface;
 mod sys;
 pub mod tap;
+pub mod vhost;
 mod vnet_frame;
 
 use std::io;

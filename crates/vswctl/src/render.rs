@@ -33,6 +33,9 @@ pub fn show(s: ShowInfo) -> String {
             p.tx_flush_interval_from,
             opts.join(" ")
         );
+        if let Some(path) = &p.vhost_server_path {
+            let _ = writeln!(o, "    vhost-user socket: {path}");
+        }
         if let Some(why) = &p.mtu_problem {
             let _ = writeln!(o, "    mtu_request not in effect: {why}");
         }

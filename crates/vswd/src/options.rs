@@ -25,7 +25,7 @@ pub type Options = BTreeMap<String, String>;
 pub const SWITCH_OPTIONS: &str =
     "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max";
 pub const PORT_OPTIONS: &str =
-    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, ring-flows, ring-frame-size";
+    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, ring-flows, ring-frame-size";
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -198,6 +198,8 @@ pub enum PortType {
     Ring,
     /// A tap interface vsw creates (with virtio-net headers and offloads).
     Tap,
+    /// A vhost-user socket vsw listens on; a VM's frontend connects.
+    VhostUser,
 }
 
 /// A port's options, validated.
@@ -215,6 +217,8 @@ pub struct PortOptions {
     pub mtu_request: Option<u32>,
     /// `tx-flush-interval` of this port (or the switch's).
     pub tx_flush: FlushSetting,
+    /// `vhost-server-path`: where a vhostuser port listens.
+    pub vhost_server_path: Option<String>,
 }
 
 impl Default for PortOptions {
@@ -228,6 +232,7 @@ impl Default for PortOptions {
             ring_frame_size: 64,
             mtu_request: None,
             tx_flush: FlushSetting::Switch,
+            vhost_server_path: None,
         }
     }
 }
@@ -245,12 +250,25 @@ impl PortOptions {
                         "afpacket" => PortType::Afpacket,
                         "ring" => PortType::Ring,
                         "tap" => PortType::Tap,
-                        _ => return Err(bad(k, v, "port types are afpacket, tap and ring")),
+                        "vhostuser" => PortType::VhostUser,
+                        _ => {
+                            return Err(bad(
+                                k,
+                                v,
+                                "port types are afpacket, tap, vhostuser and ring",
+                            ))
+                        }
                     }
                 }
                 "pmd-rxq-affinity" => out.rxq_affinity = parse_rxq_affinity(v)?,
                 "tx-flush-interval" => {
                     out.tx_flush = v.parse().map_err(|e: String| bad(k, v, e))?
+                }
+                "vhost-server-path" => {
+                    if !v.starts_with('/') {
+                        return Err(bad(k, v, "an absolute path for the socket"));
+                    }
+                    out.vhost_server_path = Some(v.clone())
                 }
                 "mtu_request" => {
                     out.mtu_request = Some(

@@ -73,6 +73,9 @@ pub struct PortInfo {
     pub tx_flush_interval_us: u32,
     #[serde(default)]
     pub tx_flush_interval_from: String,
+    /// Where a vhostuser port listens.
+    #[serde(default)]
+    pub vhost_server_path: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -74,6 +74,8 @@ pub struct Switch {
     ports: BTreeMap<u32, Port>,
     state_file: PathBuf,
     socket: String,
+    /// The control socket's directory: vhost-user sockets go there by default.
+    run_dir: PathBuf,
 }
 
 fn now_ms() -> u64 {
@@ -141,6 +143,9 @@ impl Switch {
             ports,
             state_file: state_file.to_path_buf(),
             socket: socket.to_string(),
+            run_dir: Path::new(socket)
+                .parent()
+                .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
         };
         let nos: Vec<u32> = sw.ports.keys().copied().collect();
         for no in nos {
@@ -192,7 +197,7 @@ impl Switch {
             return;
         };
         let ifindex = match port.parsed.port_type {
-            PortType::Ring | PortType::Tap => 0,
+            PortType::Ring | PortType::Tap | PortType::VhostUser => 0,
             PortType::Afpacket => match interface::index(&port.name) {
                 Some(i) => i,
                 None => {
@@ -212,7 +217,7 @@ impl Switch {
                 port.mtu_problem = Some(e.to_string());
             }
         }
-        let result = open_device(&port.name, &port.parsed).and_then(|q| {
+        let result = open_device(&port.name, &port.parsed, &self.run_dir).and_then(|q| {
             self.dp
                 .add_port(PortHandle::new(no, &port.name, q, port.stats.clone()))
                 .map_err(SwitchError::from)
@@ -365,14 +370,16 @@ impl Switch {
                 .ok_or(SwitchError::NoFreePortNumber)?,
         };
         let ifindex = match parsed.port_type {
-            PortType::Ring | PortType::Tap => 0,
+            PortType::Ring | PortType::Tap | PortType::VhostUser => 0,
             PortType::Afpacket => interface::index(name)
                 .ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?,
         };
         // The MTU first: the device's rings are sized by it. If anything after fails,
         // the interface gets its old MTU back.
         let old_mtu = match (parsed.mtu_request, parsed.port_type) {
-            (Some(_), PortType::Ring | PortType::Tap) => return Err(SwitchError::MtuOnRing),
+            (Some(_), PortType::Ring | PortType::Tap | PortType::VhostUser) => {
+                return Err(SwitchError::MtuOnRing)
+            }
             (Some(mtu), PortType::Afpacket) => {
                 let old = interface::mtu(name).ok();
                 apply_mtu(name, mtu)?;
@@ -386,7 +393,7 @@ impl Switch {
             }
             e
         };
-        let queues = open_device(name, &parsed).map_err(restore_mtu)?;
+        let queues = open_device(name, &parsed, &self.run_dir).map_err(restore_mtu)?;
         let stats = Arc::new(PortStats::default());
         self.dp
             .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
@@ -472,7 +479,7 @@ impl Switch {
                 || parsed.ring_frame_size != port.parsed.ring_frame_size);
         // The new device is opened before the old one is let go, so a failure changes nothing.
         let queues = if reopen {
-            Some(open_device(name, &parsed)?)
+            Some(open_device(name, &parsed, &self.run_dir)?)
         } else {
             None
         };
@@ -506,7 +513,7 @@ impl Switch {
         self.dp.remove_port(no)?;
         let changed = apply_mtu(&name, mtu);
         let options = if changed.is_ok() { parsed } else { &old };
-        let reopened = open_device(&name, options).and_then(|q| {
+        let reopened = open_device(&name, options, &self.run_dir).and_then(|q| {
             self.dp
                 .add_port(PortHandle::new(no, &name, q, stats))
                 .map_err(SwitchError::from)
@@ -630,9 +637,15 @@ impl Switch {
                 mtu: match p.parsed.port_type {
                     PortType::Afpacket => interface::mtu(&p.name).ok(),
                     PortType::Tap => interface::mtu(&p.name).ok(),
+                    PortType::VhostUser => Some(1500),
                     PortType::Ring => None,
                 },
                 mtu_problem: p.mtu_problem.clone(),
+                vhost_server_path: (p.parsed.port_type == PortType::VhostUser).then(|| {
+                    vhost_path(&p.name, &p.parsed, &self.run_dir)
+                        .display()
+                        .to_string()
+                }),
                 tx_flush_interval_us: self.dp.tx_flush_of(*no).0,
                 tx_flush_interval_from: format!("{:?}", self.dp.tx_flush_of(*no).1).to_lowercase(),
             })
@@ -666,8 +679,16 @@ fn apply_mtu(name: &str, mtu: u32) -> Result<(), SwitchError> {
 }
 
 /// Opens a port's device as its options say.
-fn open_device(name: &str, o: &PortOptions) -> Result<PortQueues, SwitchError> {
+/// Where a vhostuser port listens: its `vhost-server-path`, or `<run dir>/<name>.sock`.
+pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
+    o.vhost_server_path
+        .as_ref()
+        .map_or_else(|| run_dir.join(format!("{name}.sock")), PathBuf::from)
+}
+
+fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<PortQueues, SwitchError> {
     match o.port_type {
+        PortType::VhostUser => Ok(vsw_netdev::vhost::open_server(&vhost_path(name, o, run_dir))?.0),
         PortType::Afpacket => Ok(afpacket::open(name, o.mode)?),
         PortType::Tap => Ok(vsw_netdev::tap::open(name)?),
         PortType::Ring => Ok(vsw_datapath::ring::ring_port(

@@ -1,0 +1,65 @@
+//! vhost-user ports with a real frontend: DPDK's testpmd with a virtio_user device
+//! (a poll-mode guest, no hugepages) sends through vsw.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use vsw_e2e::{serial, wait_until, Vswd};
+
+#[test]
+fn a_testpmd_guest_sends_through_a_vhostuser_port() {
+    let _g = serial();
+    let d = Vswd::start();
+    d.ctl_ok(&["add-port", "vm1", "type=vhostuser"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    let port = d.port("vm1");
+    let sock = port
+        .vhost_server_path
+        .clone()
+        .expect("show prints the socket");
+    assert_eq!(sock, d.dir.join("vm1.sock").display().to_string());
+    let prefix = vsw_e2e::unique("tp");
+    // --stats-period keeps testpmd forwarding without a terminal; `timeout` ends it.
+    let mut guest = Command::new("timeout")
+        .args([
+            "20",
+            "dpdk-testpmd",
+            "--lcores",
+            "0@0,1@0",
+            "--no-huge",
+            "-m",
+            "512",
+        ])
+        .args(["--no-pci", "--file-prefix", &prefix, "--vdev"])
+        .arg(format!("virtio_user0,path={sock},queues=1"))
+        .args([
+            "--",
+            "--forward-mode=txonly",
+            "--total-num-mbufs=32768",
+            "--stats-period",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dpdk-testpmd (apt dpdk-dev)");
+    wait_until(
+        "100,000 frames from the guest",
+        Duration::from_secs(15),
+        || d.port("sink").stats.tx_packets > 100_000,
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &guest.id().to_string()])
+        .status();
+    let _ = guest.wait();
+    let vm = d.port("vm1");
+    assert!(vm.stats.rx_packets >= d.port("sink").stats.tx_packets);
+    assert_eq!(vm.status, "up");
+    // The guest went away: the port stays, ready for the next one.
+    assert!(
+        std::path::Path::new(&sock).exists(),
+        "the socket stays for a reconnect"
+    );
+}
