@@ -19,7 +19,7 @@ use vsw_flow::Classifier;
 use crate::assign::{place, QueueToPlace, RxqAssign};
 use crate::emc::DEFAULT_INSERT_INV_PROB;
 use crate::pmd::{Learning, Pmd};
-use crate::port::{PacketMeta, PortQueues, RxQueue, StageError, TxFactory, TxQueue};
+use crate::port::{PacketMeta, PortQueues, RxQueue, StageError, TxFactory, TxOffloads, TxQueue};
 use crate::stats::{PmdRxqView, PmdStats, PmdStatsView, PortStats, RxqStats, RxqView};
 use crate::txbatch::{effective_interval, FlushSetting, IntervalSource};
 
@@ -164,6 +164,18 @@ impl PortHandle {
 struct LockedTx(Arc<Mutex<Box<dyn TxQueue>>>);
 
 impl TxQueue for LockedTx {
+    fn offloads(&self) -> TxOffloads {
+        lock(&self.0).offloads()
+    }
+
+    fn receiver_may_poll(&self) -> bool {
+        lock(&self.0).receiver_may_poll()
+    }
+
+    fn receiver_polls(&self) -> bool {
+        lock(&self.0).receiver_polls()
+    }
+
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         lock(&self.0).stage(data, meta)
     }
@@ -199,6 +211,8 @@ pub(crate) struct Snapshot {
     /// `tx-flush-interval` in effect per port (µs); ports not listed use the default.
     pub tx_intervals: Vec<(u32, u32)>,
     pub tx_interval_default: u32,
+    /// Ports whose setting is `auto`.
+    pub tx_auto: Vec<u32>,
     /// `pmd-sleep-max` (µs).
     pub pmd_sleep_max_us: u32,
 }
@@ -287,6 +301,7 @@ impl Datapath {
                 learning: Vec::new(),
                 tx_intervals: Vec::new(),
                 tx_interval_default: 0,
+                tx_auto: Vec::new(),
                 pmd_sleep_max_us: 0,
             }),
             generation: AtomicU64::new(1),
@@ -401,6 +416,7 @@ impl Datapath {
             learning: cur.learning.clone(),
             tx_intervals: self.tx_intervals(),
             tx_interval_default: self.tx_flush_us,
+            tx_auto: self.tx_auto(),
             pmd_sleep_max_us: self.pmd_sleep_max_us,
         }));
         self.shared.generation.store(generation, Ordering::Release);
@@ -529,6 +545,7 @@ impl Datapath {
             learning,
             tx_intervals: self.tx_intervals(),
             tx_interval_default: self.tx_flush_us,
+            tx_auto: self.tx_auto(),
             pmd_sleep_max_us: self.pmd_sleep_max_us,
         }));
         self.shared.generation.store(generation, Ordering::Release);
@@ -606,6 +623,14 @@ impl Datapath {
     /// Problems the last placement found (pins to cores without a PMD).
     pub fn placement_warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    fn tx_auto(&self) -> Vec<u32> {
+        self.port_flush
+            .iter()
+            .filter(|(_, s)| **s == FlushSetting::Auto)
+            .map(|(no, _)| *no)
+            .collect()
     }
 
     fn tx_intervals(&self) -> Vec<(u32, u32)> {

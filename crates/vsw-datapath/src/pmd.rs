@@ -22,7 +22,7 @@ use crate::datapath::{PmdControl, PortHandle, Shared, Snapshot};
 use crate::emc::{key_hash, Emc};
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
 use crate::stats::{PmdCounters, PortStats};
-use crate::txbatch::BatchClock;
+use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
 
 /// How long a PMD with nothing to poll sleeps before looking for a change again
 /// (a change wakes it at once).
@@ -73,6 +73,8 @@ struct LocalTx {
     gro: Option<Box<Gro>>,
     /// When the batch must leave (`tx-flush-interval`).
     clock: BatchClock,
+    /// `auto` for a receiver that may poll: no batching while it does.
+    auto: bool,
 }
 
 /// What staging on a transmit queue sent and lost, and the PMD's time for this
@@ -274,7 +276,10 @@ impl Outputs {
         let now = self.tally.now_us;
         for tx in self.by_port.iter_mut().flatten() {
             tx.flush_gro(&mut self.tally);
-            if tx.clock.due(now) {
+            // A receiver that polls gets what is held at once: waiting would only add
+            // latency (`auto`).
+            let polls = tx.auto && tx.clock.pending() > 0 && tx.queue.receiver_polls();
+            if polls || tx.clock.due(now) {
                 let (b, p) = send(tx, now);
                 self.tally.batches += b;
                 self.tally.packets += p;
@@ -474,6 +479,7 @@ impl Pmd {
                             // Only a device that takes super-frames gets merged ones.
                             gro: offloads.tso.then(|| Box::new(Gro::new())),
                             clock: BatchClock::new(snap.tx_interval(port.no)),
+                            auto: false,
                         })
                     }
                     None => tracing::warn!(port = %port.name, core, "no transmit queue"),
@@ -484,7 +490,13 @@ impl Pmd {
         // A changed interval applies to what is held now: a shorter one sends it
         // sooner, none strands it.
         for tx in w.outputs.by_port.iter_mut().flatten() {
-            tx.clock.interval_us = u64::from(snap.tx_interval(tx.handle.no));
+            let no = tx.handle.no;
+            tx.auto = snap.tx_auto.contains(&no) && tx.queue.receiver_may_poll();
+            tx.clock.interval_us = u64::from(if tx.auto && snap.tx_interval_default == 0 {
+                AUTO_DEFAULT_US
+            } else {
+                snap.tx_interval(no)
+            });
         }
         self.sleep_max_us = u64::from(snap.pmd_sleep_max_us);
         if w.classifier_generation != snap.classifier_generation {

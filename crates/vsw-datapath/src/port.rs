@@ -85,6 +85,19 @@ pub trait TxQueue: Send {
         TxOffloads::default()
     }
 
+    /// Whether the receiver on the far side may poll instead of waiting to be
+    /// notified (a vhost-user guest). `tx-flush-interval=auto` batches only for a
+    /// receiver that does not.
+    fn receiver_may_poll(&self) -> bool {
+        false
+    }
+
+    /// Whether the receiver polls right now (as last seen), so that batching would
+    /// only add latency. Read once per PMD iteration; must be cheap.
+    fn receiver_polls(&self) -> bool {
+        false
+    }
+
     /// Copies a packet into the device's transmit staging; it leaves with the next
     /// [`TxQueue::flush`]. This copy is the one copy a packet pays.
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError>;

@@ -56,6 +56,10 @@ pub fn parse_interval(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{s}' is not a number of microseconds 0..{MAX_INTERVAL_US}"))
 }
 
+/// What `auto` uses for a receiver that wants notifications when no switch-wide
+/// interval is set.
+pub const AUTO_DEFAULT_US: u32 = 50;
+
 /// Where a port's interval in effect comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum IntervalSource {

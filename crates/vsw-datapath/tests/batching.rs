@@ -121,3 +121,81 @@ fn a_sleeping_pmd_still_sends_on_time_and_wakes_for_traffic() {
     );
     eventually("sleep counted", || sw.dp.pmd_stats()[0].sleep_cycles > 0);
 }
+
+/// A transmit queue whose receiver may poll (as a vhost-user guest), switched by the
+/// test.
+struct PollingReceiver {
+    inner: Box<dyn vsw_datapath::TxQueue>,
+    polls: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl vsw_datapath::TxQueue for PollingReceiver {
+    fn offloads(&self) -> vsw_datapath::TxOffloads {
+        self.inner.offloads()
+    }
+    fn stage(
+        &mut self,
+        data: &[u8],
+        meta: &vsw_datapath::PacketMeta,
+    ) -> Result<(), vsw_datapath::StageError> {
+        self.inner.stage(data, meta)
+    }
+    fn pending(&self) -> usize {
+        self.inner.pending()
+    }
+    fn flush(&mut self) -> usize {
+        self.inner.flush()
+    }
+    fn receiver_may_poll(&self) -> bool {
+        true
+    }
+    fn receiver_polls(&self) -> bool {
+        self.polls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[test]
+fn auto_batches_only_while_the_receiver_waits_for_notifications() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use vsw_datapath::memory::memory_port;
+    use vsw_datapath::{PortHandle, PortStats};
+    let mut sw = switch(1);
+    let (mut q, peer) = memory_port(1024);
+    let polls = Arc::new(AtomicBool::new(false));
+    q.tx = Box::new(PollingReceiver {
+        inner: q.tx,
+        polls: polls.clone(),
+    });
+    q.tx_factory = None;
+    sw.dp
+        .add_port(PortHandle::new(
+            2,
+            "guest",
+            q,
+            Arc::new(PortStats::default()),
+        ))
+        .unwrap();
+    rules(&mut sw.dp, &["in_port=1,actions=output:2"]);
+    sw.dp.set_tx_flush_interval(300_000).unwrap();
+    sw.dp.set_port_tx_flush(2, FlushSetting::Auto).unwrap();
+    sw.peers[0].send(&frame(1, mac(2), 1));
+    peer.recv_timeout(WAIT).expect("first");
+    // The guest wants interrupts: the interval applies.
+    sw.peers[0].send(&frame(1, mac(2), 2));
+    assert!(
+        peer.recv_timeout(Duration::from_millis(150)).is_none(),
+        "held for the interval"
+    );
+    peer.recv_timeout(WAIT).expect("second, at its deadline");
+    // The guest polls: nothing waits.
+    polls.store(true, Ordering::Relaxed);
+    sw.peers[0].send(&frame(1, mac(2), 3));
+    let t = Instant::now();
+    peer.recv_timeout(WAIT).expect("third");
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "a polling receiver paid the interval: {:?}",
+        t.elapsed()
+    );
+}

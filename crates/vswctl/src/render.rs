@@ -36,6 +36,9 @@ pub fn show(s: ShowInfo) -> String {
         if let Some(path) = &p.vhost_server_path {
             let _ = writeln!(o, "    vhost-user socket: {path}");
         }
+        if let Some(g) = &p.vhost_guest {
+            let _ = writeln!(o, "    guest: {g}");
+        }
         if let Some(why) = &p.mtu_problem {
             let _ = writeln!(o, "    mtu_request not in effect: {why}");
         }

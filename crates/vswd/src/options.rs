@@ -312,6 +312,10 @@ impl PortOptions {
                 }
             }
         }
+        // A vhost-user guest may poll or wait for interrupts: `auto` follows it.
+        if out.port_type == PortType::VhostUser && out.tx_flush == FlushSetting::Switch {
+            out.tx_flush = FlushSetting::Auto;
+        }
         Ok(out)
     }
 }

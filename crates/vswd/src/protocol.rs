@@ -76,6 +76,9 @@ pub struct PortInfo {
     /// Where a vhostuser port listens.
     #[serde(default)]
     pub vhost_server_path: Option<String>,
+    /// For a vhostuser port: how its guest receives, and what it did wrong.
+    #[serde(default)]
+    pub vhost_guest: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

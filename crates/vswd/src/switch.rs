@@ -66,6 +66,8 @@ struct Port {
     link: Link,
     /// Why the interface does not have the MTU asked for, when it does not.
     mtu_problem: Option<String>,
+    /// What a vhost-user guest did wrong, and how it receives.
+    guest: Option<Arc<vsw_netdev::vhost::GuestFaults>>,
 }
 
 pub struct Switch {
@@ -118,6 +120,7 @@ impl Switch {
                         why: "not attached yet".into(),
                     },
                     mtu_problem: None,
+                    guest: None,
                 },
             );
         }
@@ -217,7 +220,8 @@ impl Switch {
                 port.mtu_problem = Some(e.to_string());
             }
         }
-        let result = open_device(&port.name, &port.parsed, &self.run_dir).and_then(|q| {
+        let result = open_device(&port.name, &port.parsed, &self.run_dir).and_then(|(q, g)| {
+            port.guest = g;
             self.dp
                 .add_port(PortHandle::new(no, &port.name, q, port.stats.clone()))
                 .map_err(SwitchError::from)
@@ -393,7 +397,7 @@ impl Switch {
             }
             e
         };
-        let queues = open_device(name, &parsed, &self.run_dir).map_err(restore_mtu)?;
+        let (queues, guest) = open_device(name, &parsed, &self.run_dir).map_err(restore_mtu)?;
         let stats = Arc::new(PortStats::default());
         self.dp
             .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
@@ -417,6 +421,7 @@ impl Switch {
                 stats,
                 link: Link::Up { ifindex },
                 mtu_problem: None,
+                guest,
             },
         );
         self.save()?;
@@ -483,7 +488,9 @@ impl Switch {
         } else {
             None
         };
-        if let Some(queues) = queues {
+        // Only afpacket and ring options reopen a device (a vhost-user port keeps its
+        // socket and guest).
+        if let Some((queues, _)) = queues {
             self.dp.remove_port(no)?;
             let stats = self.ports[&no].stats.clone();
             self.dp.add_port(PortHandle::new(no, name, queues, stats))?;
@@ -513,7 +520,7 @@ impl Switch {
         self.dp.remove_port(no)?;
         let changed = apply_mtu(&name, mtu);
         let options = if changed.is_ok() { parsed } else { &old };
-        let reopened = open_device(&name, options, &self.run_dir).and_then(|q| {
+        let reopened = open_device(&name, options, &self.run_dir).and_then(|(q, _)| {
             self.dp
                 .add_port(PortHandle::new(no, &name, q, stats))
                 .map_err(SwitchError::from)
@@ -641,6 +648,17 @@ impl Switch {
                     PortType::Ring => None,
                 },
                 mtu_problem: p.mtu_problem.clone(),
+                vhost_guest: p.guest.as_ref().map(|g| {
+                    let polls = g.rx_guest_polls.load(std::sync::atomic::Ordering::Relaxed);
+                    format!(
+                        "receive queue {}; notifications {}, bad chains {}, bad queues {}, no buffer {}",
+                        if polls { "polls" } else { "wants interrupts" },
+                        g.notifications.load(std::sync::atomic::Ordering::Relaxed),
+                        g.bad_chains.load(std::sync::atomic::Ordering::Relaxed),
+                        g.bad_queues.load(std::sync::atomic::Ordering::Relaxed),
+                        g.no_buffer.load(std::sync::atomic::Ordering::Relaxed),
+                    )
+                }),
                 vhost_server_path: (p.parsed.port_type == PortType::VhostUser).then(|| {
                     vhost_path(&p.name, &p.parsed, &self.run_dir)
                         .display()
@@ -678,7 +696,6 @@ fn apply_mtu(name: &str, mtu: u32) -> Result<(), SwitchError> {
     })
 }
 
-/// Opens a port's device as its options say.
 /// Where a vhostuser port listens: its `vhost-server-path`, or `<run dir>/<name>.sock`.
 pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
     o.vhost_server_path
@@ -686,14 +703,19 @@ pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
         .map_or_else(|| run_dir.join(format!("{name}.sock")), PathBuf::from)
 }
 
-fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<PortQueues, SwitchError> {
-    match o.port_type {
-        PortType::VhostUser => Ok(vsw_netdev::vhost::open_server(&vhost_path(name, o, run_dir))?.0),
-        PortType::Afpacket => Ok(afpacket::open(name, o.mode)?),
-        PortType::Tap => Ok(vsw_netdev::tap::open(name)?),
-        PortType::Ring => Ok(vsw_datapath::ring::ring_port(
-            o.ring_flows,
-            o.ring_frame_size,
-        )),
-    }
+/// A device's queues, and for a vhost-user port what its guest is up to.
+type Opened = (PortQueues, Option<Arc<vsw_netdev::vhost::GuestFaults>>);
+
+/// Opens a port's device as its options say.
+fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, SwitchError> {
+    let queues = match o.port_type {
+        PortType::VhostUser => {
+            let (q, g) = vsw_netdev::vhost::open_server(&vhost_path(name, o, run_dir))?;
+            return Ok((q, Some(g)));
+        }
+        PortType::Afpacket => afpacket::open(name, o.mode)?,
+        PortType::Tap => vsw_netdev::tap::open(name)?,
+        PortType::Ring => vsw_datapath::ring::ring_port(o.ring_flows, o.ring_frame_size),
+    };
+    Ok((queues, None))
 }

@@ -138,7 +138,7 @@ fn attach(fd: &OwnedFd, ifname: &str, ifindex: u32) -> Result<(), NetdevError> {
 }
 
 /// Whether an error from a send is the device being busy for a moment.
-fn transient(e: &std::io::Error) -> bool {
+pub(crate) fn transient(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)
