@@ -63,3 +63,70 @@ fn a_testpmd_guest_sends_through_a_vhostuser_port() {
         "the socket stays for a reconnect"
     );
 }
+
+/// A testpmd guest with its own vhost-user socket (`server=1`), sending.
+fn testpmd_server(sock: &str, prefix: &str) -> std::process::Child {
+    Command::new("timeout")
+        .args([
+            "20",
+            "dpdk-testpmd",
+            "--lcores",
+            "0@0,1@0",
+            "--no-huge",
+            "-m",
+            "512",
+        ])
+        .args(["--no-pci", "--file-prefix", prefix, "--vdev"])
+        .arg(format!("virtio_user0,path={sock},queues=1,server=1"))
+        .args([
+            "--",
+            "--forward-mode=txonly",
+            "--total-num-mbufs=32768",
+            "--stats-period",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dpdk-testpmd (apt dpdk-dev)")
+}
+
+fn end(mut child: std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_client_port_follows_a_guest_that_restarts() {
+    let _g = serial();
+    let d = Vswd::start();
+    let sock = d.dir.join("guest.sock").display().to_string();
+    let out = d.ctl(&["add-port", "vm1", "type=vhostuserclient"]);
+    assert!(
+        !out.status.success(),
+        "a client port needs the VM's socket path"
+    );
+    d.ctl_ok(&[
+        "add-port",
+        "vm1",
+        "type=vhostuserclient",
+        &format!("vhost-server-path={sock}"),
+    ]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    let prefix = vsw_e2e::unique("tc");
+    for round in 1..=2u64 {
+        let guest = testpmd_server(&sock, &prefix);
+        let before = d.port("sink").stats.tx_packets;
+        wait_until(
+            &format!("frames from guest run {round}"),
+            Duration::from_secs(15),
+            || d.port("sink").stats.tx_packets > before + 100_000,
+        );
+        end(guest);
+    }
+    assert_eq!(d.port("vm1").status, "up");
+}

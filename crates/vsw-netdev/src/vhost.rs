@@ -451,7 +451,8 @@ struct Server {
     stop: Arc<AtomicBool>,
     conn: Arc<Mutex<Option<UnixStream>>>,
     thread: Option<JoinHandle<()>>,
-    path: PathBuf,
+    /// The socket vsw created (server ports), removed with the port.
+    path: Option<PathBuf>,
 }
 
 impl Drop for Server {
@@ -463,29 +464,51 @@ impl Drop for Server {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 
 /// Serves frontends on `listener` one at a time until `stop`.
+/// How a port gets its next frontend: it accepts one (`vhostuser`), or it connects
+/// to the VM's socket, again and again while the VM restarts (`vhostuserclient`).
+enum Side {
+    Server(Listener),
+    Client(PathBuf),
+}
+
+impl Side {
+    /// The next session's socket, or `None` to look again a little later.
+    fn next(&self) -> Option<UnixStream> {
+        match self {
+            Side::Server(l) => match l.accept() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "vhost-user accept");
+                    None
+                }
+            },
+            Side::Client(path) => UnixStream::connect(path).ok(),
+        }
+    }
+}
+
 fn serve(
-    listener: Listener,
+    side: Side,
     device: Arc<Mutex<Device>>,
     stop: Arc<AtomicBool>,
     conn: Arc<Mutex<Option<UnixStream>>>,
 ) {
     while !stop.load(Ordering::Acquire) {
-        let stream = match listener.accept() {
-            Ok(Some(s)) => s,
-            Ok(None) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "vhost-user accept");
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
+        let Some(stream) = side.next() else {
+            std::thread::sleep(match side {
+                Side::Server(_) => Duration::from_millis(20),
+                // A VM that is not (yet, or again) up: try its socket a few times a
+                // second.
+                Side::Client(_) => Duration::from_millis(200),
+            });
+            continue;
         };
         let _ = stream.set_nonblocking(false);
         *conn.lock().unwrap_or_else(|e| e.into_inner()) = stream.try_clone().ok();
@@ -512,7 +535,7 @@ fn serve(
     }
 }
 
-/// Opens a vhost-user port listening on `path`.
+/// Opens a vhost-user port listening on `path` (`vhostuser`: vsw creates the socket).
 pub fn open_server(path: &Path) -> Result<(PortQueues, Arc<GuestFaults>), NetdevError> {
     let sys = |op, source| NetdevError::Syscall {
         op,
@@ -524,6 +547,25 @@ pub fn open_server(path: &Path) -> Result<(PortQueues, Arc<GuestFaults>), Netdev
     listener
         .set_nonblocking(true)
         .map_err(|e| sys("set_nonblocking", std::io::Error::other(e.to_string())))?;
+    open(Side::Server(listener), path, true)
+}
+
+/// Opens a vhost-user port that connects to the VM's socket at `path`
+/// (`vhostuserclient`), and connects again whenever the VM comes back.
+pub fn open_client(path: &Path) -> Result<(PortQueues, Arc<GuestFaults>), NetdevError> {
+    open(Side::Client(path.to_path_buf()), path, false)
+}
+
+fn open(
+    side: Side,
+    path: &Path,
+    owns_socket: bool,
+) -> Result<(PortQueues, Arc<GuestFaults>), NetdevError> {
+    let sys = |op, source| NetdevError::Syscall {
+        op,
+        ifname: path.display().to_string(),
+        source,
+    };
     let faults = Arc::new(GuestFaults::default());
     let vrings = [Arc::new(Vring::default()), Arc::new(Vring::default())];
     let device = Arc::new(Mutex::new(Device {
@@ -541,14 +583,14 @@ pub fn open_server(path: &Path) -> Result<(PortQueues, Arc<GuestFaults>), Netdev
         let (stop, conn) = (stop.clone(), conn.clone());
         std::thread::Builder::new()
             .name("vhost-user".into())
-            .spawn(move || serve(listener, device, stop, conn))
+            .spawn(move || serve(side, device, stop, conn))
             .map_err(|e| sys("spawn", e))?
     };
     let server = Arc::new(Server {
         stop,
         conn,
         thread: Some(thread),
-        path: path.to_path_buf(),
+        path: owns_socket.then(|| path.to_path_buf()),
     });
     let tx_ring = vrings[RX].clone();
     let factory_ring = tx_ring.clone();

@@ -60,6 +60,11 @@ fn connect(path: &PathBuf) -> Frontend {
 fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestFaults>) {
     let path = temp(&format!("{name}.sock"));
     let (queues, faults) = open_server(&path).expect("vhost-user port");
+    (set_up(name, connect(&path)), queues, faults)
+}
+
+/// Shares memory with the backend and starts both virtqueues.
+fn set_up(name: &str, frontend: Frontend) -> Guest {
     let mem_path = temp(&format!("{name}.mem"));
     let file = OpenOptions::new()
         .read(true)
@@ -77,7 +82,6 @@ fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestFaults>) {
     )])
     .unwrap();
     let host = mem.get_host_address(GuestAddress(0)).unwrap() as u64;
-    let frontend = connect(&path);
     frontend.set_owner().unwrap();
     let features = frontend.get_features().unwrap();
     assert_ne!(features & (1 << 32), 0, "VIRTIO_F_VERSION_1 offered");
@@ -128,17 +132,13 @@ fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestFaults>) {
     }
     // Messages are handled in order: once this one is answered, the queues run.
     frontend.get_features().unwrap();
-    (
-        Guest {
-            mem,
-            rings,
-            _file: file,
-            _frontend: frontend,
-            _call: call,
-        },
-        queues,
-        faults,
-    )
+    Guest {
+        mem,
+        rings,
+        _file: file,
+        _frontend: frontend,
+        _call: call,
+    }
 }
 
 impl Guest {
@@ -298,4 +298,23 @@ fn the_guest_is_notified_only_when_its_driver_asks() {
     send(&mut q);
     assert_eq!(faults.notifications.load(Ordering::Relaxed), 2);
     assert!(!q.tx.receiver_polls());
+}
+
+#[test]
+fn a_client_port_connects_to_the_vm_and_again_after_it_restarts() {
+    let path = temp("client.sock");
+    let _ = std::fs::remove_file(&path);
+    // The VM (its QEMU) owns the socket; vsw connects, and keeps trying.
+    let (mut q, _faults) = vsw_netdev::vhost::open_client(&path).unwrap();
+    for round in 0..2u8 {
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let (stream, _) = listener.accept().expect("vsw connects");
+        let g = set_up(&format!("client{round}"), Frontend::from_stream(stream, 2));
+        g.transmit(0, &[frame(round)]);
+        assert_eq!(take(&mut q.rx[0], 1), vec![frame(round)], "round {round}");
+        // The VM goes away (and its socket with it), then comes back.
+        drop(g);
+        drop(listener);
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -200,6 +200,8 @@ pub enum PortType {
     Tap,
     /// A vhost-user socket vsw listens on; a VM's frontend connects.
     VhostUser,
+    /// A vhost-user socket the VM's QEMU created; vsw connects (and reconnects).
+    VhostUserClient,
 }
 
 /// A port's options, validated.
@@ -246,19 +248,19 @@ impl PortOptions {
         for (k, v) in opts {
             match k.as_str() {
                 "type" => {
-                    out.port_type = match v.as_str() {
-                        "afpacket" => PortType::Afpacket,
-                        "ring" => PortType::Ring,
-                        "tap" => PortType::Tap,
-                        "vhostuser" => PortType::VhostUser,
-                        _ => {
-                            return Err(bad(
+                    out.port_type =
+                        match v.as_str() {
+                            "afpacket" => PortType::Afpacket,
+                            "ring" => PortType::Ring,
+                            "tap" => PortType::Tap,
+                            "vhostuser" => PortType::VhostUser,
+                            "vhostuserclient" => PortType::VhostUserClient,
+                            _ => return Err(bad(
                                 k,
                                 v,
-                                "port types are afpacket, tap, vhostuser and ring",
-                            ))
+                                "port types are afpacket, tap, vhostuser, vhostuserclient and ring",
+                            )),
                         }
-                    }
                 }
                 "pmd-rxq-affinity" => out.rxq_affinity = parse_rxq_affinity(v)?,
                 "tx-flush-interval" => {
@@ -313,8 +315,19 @@ impl PortOptions {
             }
         }
         // A vhost-user guest may poll or wait for interrupts: `auto` follows it.
-        if out.port_type == PortType::VhostUser && out.tx_flush == FlushSetting::Switch {
+        let vhost = matches!(
+            out.port_type,
+            PortType::VhostUser | PortType::VhostUserClient
+        );
+        if vhost && out.tx_flush == FlushSetting::Switch {
             out.tx_flush = FlushSetting::Auto;
+        }
+        if out.port_type == PortType::VhostUserClient && out.vhost_server_path.is_none() {
+            return Err(bad(
+                "vhost-server-path",
+                "",
+                "a vhostuserclient port connects to the VM's socket: name it",
+            ));
         }
         Ok(out)
     }

@@ -200,7 +200,7 @@ impl Switch {
             return;
         };
         let ifindex = match port.parsed.port_type {
-            PortType::Ring | PortType::Tap | PortType::VhostUser => 0,
+            PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient => 0,
             PortType::Afpacket => match interface::index(&port.name) {
                 Some(i) => i,
                 None => {
@@ -374,16 +374,17 @@ impl Switch {
                 .ok_or(SwitchError::NoFreePortNumber)?,
         };
         let ifindex = match parsed.port_type {
-            PortType::Ring | PortType::Tap | PortType::VhostUser => 0,
+            PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient => 0,
             PortType::Afpacket => interface::index(name)
                 .ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?,
         };
         // The MTU first: the device's rings are sized by it. If anything after fails,
         // the interface gets its old MTU back.
         let old_mtu = match (parsed.mtu_request, parsed.port_type) {
-            (Some(_), PortType::Ring | PortType::Tap | PortType::VhostUser) => {
-                return Err(SwitchError::MtuOnRing)
-            }
+            (
+                Some(_),
+                PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient,
+            ) => return Err(SwitchError::MtuOnRing),
             (Some(mtu), PortType::Afpacket) => {
                 let old = interface::mtu(name).ok();
                 apply_mtu(name, mtu)?;
@@ -644,7 +645,7 @@ impl Switch {
                 mtu: match p.parsed.port_type {
                     PortType::Afpacket => interface::mtu(&p.name).ok(),
                     PortType::Tap => interface::mtu(&p.name).ok(),
-                    PortType::VhostUser => Some(1500),
+                    PortType::VhostUser | PortType::VhostUserClient => Some(1500),
                     PortType::Ring => None,
                 },
                 mtu_problem: p.mtu_problem.clone(),
@@ -659,7 +660,10 @@ impl Switch {
                         g.no_buffer.load(std::sync::atomic::Ordering::Relaxed),
                     )
                 }),
-                vhost_server_path: (p.parsed.port_type == PortType::VhostUser).then(|| {
+                vhost_server_path: matches!(
+                    p.parsed.port_type,
+                    PortType::VhostUser | PortType::VhostUserClient
+                ).then(|| {
                     vhost_path(&p.name, &p.parsed, &self.run_dir)
                         .display()
                         .to_string()
@@ -711,6 +715,10 @@ fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, Sw
     let queues = match o.port_type {
         PortType::VhostUser => {
             let (q, g) = vsw_netdev::vhost::open_server(&vhost_path(name, o, run_dir))?;
+            return Ok((q, Some(g)));
+        }
+        PortType::VhostUserClient => {
+            let (q, g) = vsw_netdev::vhost::open_client(&vhost_path(name, o, run_dir))?;
             return Ok((q, Some(g)));
         }
         PortType::Afpacket => afpacket::open(name, o.mode)?,
