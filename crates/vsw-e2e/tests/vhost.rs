@@ -20,40 +20,13 @@ fn a_testpmd_guest_sends_through_a_vhostuser_port() {
         .expect("show prints the socket");
     assert_eq!(sock, d.dir.join("vm1.sock").display().to_string());
     let prefix = vsw_e2e::unique("tp");
-    // --stats-period keeps testpmd forwarding without a terminal; `timeout` ends it.
-    let mut guest = Command::new("timeout")
-        .args([
-            "20",
-            "dpdk-testpmd",
-            "--lcores",
-            "0@0,1@0",
-            "--no-huge",
-            "-m",
-            "512",
-        ])
-        .args(["--no-pci", "--file-prefix", &prefix, "--vdev"])
-        .arg(format!("virtio_user0,path={sock},queues=1"))
-        .args([
-            "--",
-            "--forward-mode=txonly",
-            "--total-num-mbufs=32768",
-            "--stats-period",
-            "1",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dpdk-testpmd (apt dpdk-dev)");
+    let guest = testpmd(&sock, &prefix, false);
     wait_until(
         "100,000 frames from the guest",
         Duration::from_secs(15),
         || d.port("sink").stats.tx_packets > 100_000,
     );
-    let _ = Command::new("kill")
-        .args(["-TERM", &guest.id().to_string()])
-        .status();
-    let _ = guest.wait();
+    end(guest);
     let vm = d.port("vm1");
     assert!(vm.stats.rx_packets >= d.port("sink").stats.tx_packets);
     assert_eq!(vm.status, "up");
@@ -64,8 +37,11 @@ fn a_testpmd_guest_sends_through_a_vhostuser_port() {
     );
 }
 
-/// A testpmd guest with its own vhost-user socket (`server=1`), sending.
-fn testpmd_server(sock: &str, prefix: &str) -> std::process::Child {
+/// A testpmd guest sending (`txonly`); with `server`, it owns the socket (as QEMU
+/// does for a vhostuserclient port). `--stats-period` keeps it forwarding without a
+/// terminal; `timeout` bounds it.
+fn testpmd(sock: &str, prefix: &str, server: bool) -> std::process::Child {
+    let server = if server { ",server=1" } else { "" };
     Command::new("timeout")
         .args([
             "20",
@@ -77,7 +53,7 @@ fn testpmd_server(sock: &str, prefix: &str) -> std::process::Child {
             "512",
         ])
         .args(["--no-pci", "--file-prefix", prefix, "--vdev"])
-        .arg(format!("virtio_user0,path={sock},queues=1,server=1"))
+        .arg(format!("virtio_user0,path={sock},queues=1{server}"))
         .args([
             "--",
             "--forward-mode=txonly",
@@ -119,7 +95,7 @@ fn a_client_port_follows_a_guest_that_restarts() {
     d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
     let prefix = vsw_e2e::unique("tc");
     for round in 1..=2u64 {
-        let guest = testpmd_server(&sock, &prefix);
+        let guest = testpmd(&sock, &prefix, true);
         let before = d.port("sink").stats.tx_packets;
         wait_until(
             &format!("frames from guest run {round}"),
