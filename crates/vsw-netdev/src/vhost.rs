@@ -639,7 +639,9 @@ fn read_chain<M: GuestMemory>(
 ) -> Option<usize> {
     let mut skip = HDR;
     let mut len = 0;
+    let mut more = false;
     for d in chain {
+        more = d.has_next();
         if d.is_write_only() {
             return None;
         }
@@ -658,7 +660,9 @@ fn read_chain<M: GuestMemory>(
         mem.read_slice(out, addr).ok()?;
         len += n;
     }
-    (len >= 14).then_some(len)
+    // A chain still pointing on when the walk stopped looped or was longer than the
+    // queue: virtio-queue ends the walk at the queue size, vsw drops the chain.
+    (len >= 14 && !more).then_some(len)
 }
 
 impl RxQueue for GuestTx {
@@ -737,8 +741,11 @@ fn write_chain<M: GuestMemory>(
     data: &[u8],
 ) -> Option<u32> {
     let mut done = 0;
+    let mut more = false;
     for d in chain {
+        more = d.has_next();
         if done == data.len() {
+            more = false;
             break;
         }
         if !d.is_write_only() {
@@ -748,7 +755,7 @@ fn write_chain<M: GuestMemory>(
         mem.write_slice(&data[done..done + n], d.addr()).ok()?;
         done += n;
     }
-    (done == data.len()).then_some(done as u32)
+    (done == data.len() && !more).then_some(done as u32)
 }
 
 impl TxQueue for GuestRx {

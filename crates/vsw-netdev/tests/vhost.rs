@@ -146,7 +146,9 @@ impl Guest {
     /// as a driver does.
     fn offer(&self, q: usize, index: u16, addr: u64, len: u32, flags: u16) {
         let r = self.rings[q];
-        let desc = RawDescriptor::from(Descriptor::new(addr, len, flags, 0));
+        // A chain of one: `next` points back at the descriptor itself (which only
+        // matters when a test sets VRING_DESC_F_NEXT to make it loop).
+        let desc = RawDescriptor::from(Descriptor::new(addr, len, flags, index));
         self.mem
             .write_obj(desc, GuestAddress(r.desc + 16 * u64::from(index)))
             .unwrap();
@@ -317,4 +319,51 @@ fn a_client_port_connects_to_the_vm_and_again_after_it_restarts() {
         drop(listener);
         let _ = std::fs::remove_file(&path);
     }
+}
+
+#[test]
+fn a_looping_chain_is_dropped_and_counted() {
+    let (g, mut q, faults) = guest("loop");
+    // Descriptor 0 points on to itself.
+    let addr = BUFS_AT;
+    g.mem.write_slice(&[0u8; 40], GuestAddress(addr)).unwrap();
+    g.offer(1, 0, addr, 40, 1);
+    g.transmit(1, &[frame(5)]);
+    assert_eq!(
+        take(&mut q.rx[0], 1),
+        vec![frame(5)],
+        "the next frame still comes"
+    );
+    assert_eq!(faults.bad_chains.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn ring_addresses_before_any_memory_are_refused() {
+    let path = temp("order.sock");
+    let (_q, faults) = open_server(&path).unwrap();
+    let f = connect(&path);
+    f.set_owner().unwrap();
+    f.set_features(1 << 32).unwrap();
+    // No memory table yet: the addresses cannot be guest addresses.
+    let _ = f.set_vring_addr(
+        0,
+        &VringConfigData {
+            queue_max_size: QSIZE,
+            queue_size: QSIZE,
+            flags: 0,
+            desc_table_addr: 0x1000,
+            used_ring_addr: 0x2000,
+            avail_ring_addr: 0x3000,
+            log_addr: None,
+        },
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while faults.bad_queues.load(Ordering::Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "not counted");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The port lives on: a new frontend can set up from scratch.
+    drop(f);
+    let g = set_up("order2", connect(&path));
+    g.transmit(0, &[frame(3)]);
 }
