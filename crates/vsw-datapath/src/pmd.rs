@@ -326,8 +326,14 @@ fn send(tx: &mut LocalTx, now_us: u64) -> (u64, u64) {
     tx.handle.stats.add_batch(&waited);
     let failed = tx.queue.flush() as u64;
     let sent = tx.staged_packets.saturating_sub(failed);
-    // Bytes of refused packets are not known one by one; they are few and rare.
-    tx.handle.stats.add_tx(sent, tx.staged_bytes);
+    // The device says how many it refused, not which: their bytes are taken as the
+    // batch's average (exact when none is refused, the usual case).
+    let bytes = match (failed, tx.staged_packets) {
+        (0, _) => tx.staged_bytes,
+        (_, 0) => 0,
+        (_, n) => tx.staged_bytes * sent / n,
+    };
+    tx.handle.stats.add_tx(sent, bytes);
     PortStats::add_drop(&tx.handle.stats.tx_errors, failed);
     let staged = tx.staged_packets;
     tx.staged_packets = 0;
