@@ -41,23 +41,39 @@ fn a_testpmd_guest_sends_through_a_vhostuser_port() {
 /// does for a vhostuserclient port). `--stats-period` keeps it forwarding without a
 /// terminal; `timeout` bounds it.
 fn testpmd(sock: &str, prefix: &str, server: bool) -> std::process::Child {
+    testpmd_queues(sock, prefix, server, 1)
+}
+
+/// A testpmd guest sending on `queues` queue pairs (one forwarding thread each, all
+/// on CPU 0).
+fn testpmd_queues(sock: &str, prefix: &str, server: bool, queues: usize) -> std::process::Child {
     let server = if server { ",server=1" } else { "" };
+    let lcores = (0..=queues)
+        .map(|i| format!("{i}@0"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let per_queue = [
+        format!("--txq={queues}"),
+        format!("--rxq={queues}"),
+        format!("--nb-cores={queues}"),
+    ];
     Command::new("timeout")
         .args([
             "20",
             "dpdk-testpmd",
             "--lcores",
-            "0@0,1@0",
+            &lcores,
             "--no-huge",
             "-m",
             "512",
         ])
         .args(["--no-pci", "--file-prefix", prefix, "--vdev"])
-        .arg(format!("virtio_user0,path={sock},queues=1{server}"))
+        .arg(format!("virtio_user0,path={sock},queues={queues}{server}"))
+        .arg("--")
+        .args(&per_queue)
         .args([
-            "--",
             "--forward-mode=txonly",
-            "--total-num-mbufs=32768",
+            "--total-num-mbufs=65536",
             "--stats-period",
             "1",
         ])
@@ -105,4 +121,30 @@ fn a_client_port_follows_a_guest_that_restarts() {
         end(guest);
     }
     assert_eq!(d.port("vm1").status, "up");
+}
+
+#[test]
+fn a_guest_sends_on_two_queue_pairs() {
+    let _g = serial();
+    let d = Vswd::start();
+    d.ctl_ok(&["add-port", "vm1", "type=vhostuser"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    let sock = d.dir.join("vm1.sock").display().to_string();
+    let guest = testpmd_queues(&sock, &vsw_e2e::unique("mq"), false, 2);
+    wait_until(
+        "both guest queues polled with traffic",
+        Duration::from_secs(15),
+        || {
+            let busy: Vec<bool> = d.rxq_show()[0]
+                .queues
+                .iter()
+                .filter(|q| q.port == "vm1" && q.queue < 2)
+                .map(|q| q.usage_percent.unwrap_or(0.0) > 1.0)
+                .collect();
+            busy == vec![true, true]
+        },
+    );
+    end(guest);
+    assert!(d.port("sink").stats.tx_packets > 0);
 }

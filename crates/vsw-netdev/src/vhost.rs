@@ -33,16 +33,19 @@ use vhost::vhost_user::{
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Address, Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
 use vsw_datapath::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxOffloads, TxQueue,
-    BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
+    TxQueue, BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
 
 use crate::NetdevError;
 
-/// Receive queue 0 (vsw → guest), transmit queue 1 (guest → vsw).
-const RX: usize = 0;
-const TX: usize = 1;
+/// Queue pairs a guest may use: virtqueue 2k receives (vsw → guest), 2k + 1
+/// transmits (guest → vsw). Every transmit queue is a receive queue of the port, which
+/// the PMDs share out; each PMD writes into a receive queue of its own where the
+/// guest enabled enough of them.
+pub const MAX_QUEUE_PAIRS: usize = 4;
+const QUEUES: usize = 2 * MAX_QUEUE_PAIRS;
 const QUEUE_MAX: u16 = 1024;
 /// The virtio-net header with VIRTIO_F_VERSION_1: 10 bytes and `num_buffers`.
 const HDR: usize = 12;
@@ -52,10 +55,16 @@ const MAX_FRAME: usize = 1518 + 4;
 const VIRTIO_F_VERSION_1: u64 = 1 << 32;
 const VIRTIO_RING_F_INDIRECT_DESC: u64 = 1 << 28;
 const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
+/// Several queue pairs; the control queue that sets how many the driver uses is
+/// the frontend's (QEMU and DPDK's virtio_user handle it themselves).
+const VIRTIO_NET_F_CTRL_VQ: u64 = 1 << 17;
+const VIRTIO_NET_F_MQ: u64 = 1 << 22;
 /// What vsw offers a guest.
 const OFFERED: u64 = VIRTIO_F_VERSION_1
     | VIRTIO_RING_F_INDIRECT_DESC
     | VIRTIO_RING_F_EVENT_IDX
+    | VIRTIO_NET_F_CTRL_VQ
+    | VIRTIO_NET_F_MQ
     | VHOST_USER_F_PROTOCOL_FEATURES;
 const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
 const VRING_AVAIL_F_NO_INTERRUPT: u16 = 1;
@@ -156,8 +165,8 @@ struct Device {
     mem: Option<Arc<GuestMemoryMmap>>,
     features: u64,
     protocol: bool,
-    config: [VringConfig; 2],
-    vrings: [Arc<Vring>; 2],
+    config: Vec<VringConfig>,
+    vrings: Vec<Arc<Vring>>,
     faults: Arc<GuestFaults>,
 }
 
@@ -218,7 +227,7 @@ impl Device {
 
     /// The frontend went away: everything stops and is forgotten.
     fn reset(&mut self) {
-        for i in 0..2 {
+        for i in 0..QUEUES {
             self.stop(i);
             self.config[i] = VringConfig::default();
         }
@@ -230,7 +239,7 @@ impl Device {
 
     fn queue(&self, index: u32) -> VuResult<usize> {
         let i = index as usize;
-        if i < 2 {
+        if i < QUEUES {
             Ok(i)
         } else {
             tracing::warn!(index, "vhost-user: no such queue");
@@ -285,7 +294,7 @@ impl VhostUserBackendReqHandlerMut for Device {
             .collect();
         let mem = GuestMemoryMmap::from_ranges_with_files(ranges)
             .map_err(|_| invalid("guest memory regions cannot be mapped"))?;
-        for i in 0..2 {
+        for i in 0..QUEUES {
             self.stop(i);
         }
         self.mem = Some(Arc::new(mem));
@@ -362,13 +371,14 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
-        // None yet. (DPDK's virtio_user sets REPLY_ACK regardless; refusing it keeps
-        // the session going without replies, which is what it then expects.)
-        Ok(VhostUserProtocolFeatures::empty())
+        // Several queue pairs, and replies to messages that ask for one (the
+        // protocol handler sends them).
+        Ok(VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK)
     }
 
     fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
-        if features != 0 {
+        let offered = VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK;
+        if features & !offered.bits() != 0 {
             tracing::warn!(features, "vhost-user: protocol features not offered");
             return Err(VuError::InvalidParam);
         }
@@ -376,7 +386,7 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn get_queue_num(&mut self) -> VuResult<u64> {
-        Ok(2)
+        Ok(MAX_QUEUE_PAIRS as u64)
     }
 
     fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
@@ -567,13 +577,13 @@ fn open(
         source,
     };
     let faults = Arc::new(GuestFaults::default());
-    let vrings = [Arc::new(Vring::default()), Arc::new(Vring::default())];
+    let vrings: Vec<Arc<Vring>> = (0..QUEUES).map(|_| Arc::new(Vring::default())).collect();
     let device = Arc::new(Mutex::new(Device {
         regions: Vec::new(),
         mem: None,
         features: 0,
         protocol: false,
-        config: Default::default(),
+        config: (0..QUEUES).map(|_| VringConfig::default()).collect(),
         vrings: vrings.clone(),
         faults: faults.clone(),
     }));
@@ -592,29 +602,42 @@ fn open(
         thread: Some(thread),
         path: owns_socket.then(|| path.to_path_buf()),
     });
-    let tx_ring = vrings[RX].clone();
-    let factory_ring = tx_ring.clone();
-    let (server_tx, server_factory) = (server.clone(), server.clone());
-    let (faults_tx, faults_factory) = (faults.clone(), faults.clone());
-    Ok((
-        PortQueues {
-            rx: vec![Box::new(GuestTx {
-                vring: vrings[TX].clone(),
+    let rx_rings: Arc<Vec<Arc<Vring>>> = Arc::new(vrings.iter().step_by(2).cloned().collect());
+    // Each further transmit queue (one per PMD) prefers the next receive queue.
+    let next_pair = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+    let tx_factory: TxFactory = {
+        let (rings, faults, server) = (rx_rings.clone(), faults.clone(), server.clone());
+        Box::new(move || {
+            let k = next_pair.fetch_add(1, Ordering::Relaxed) % MAX_QUEUE_PAIRS;
+            Ok(Box::new(GuestRx::new(
+                rings.clone(),
+                k,
+                faults.clone(),
+                server.clone(),
+            )) as Box<dyn TxQueue>)
+        })
+    };
+    let rx: Vec<Box<dyn RxQueue>> = vrings
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|v| {
+            Box::new(GuestTx {
+                vring: v.clone(),
                 bufs: (0..BATCH_SIZE)
                     .map(|_| vec![0u8; MAX_FRAME].into_boxed_slice())
                     .collect(),
                 lens: [0; BATCH_SIZE],
                 faults: faults.clone(),
-                _server: server,
-            })],
-            tx: Box::new(GuestRx::new(tx_ring, faults_tx, server_tx)),
-            tx_factory: Some(Box::new(move || {
-                Ok(Box::new(GuestRx::new(
-                    factory_ring.clone(),
-                    faults_factory.clone(),
-                    server_factory.clone(),
-                )) as Box<dyn TxQueue>)
-            })),
+                _server: server.clone(),
+            }) as Box<dyn RxQueue>
+        })
+        .collect();
+    Ok((
+        PortQueues {
+            rx,
+            tx: Box::new(GuestRx::new(rx_rings, 0, faults.clone(), server)),
+            tx_factory: Some(tx_factory),
         },
         faults,
     ))
@@ -710,7 +733,9 @@ impl RxQueue for GuestTx {
 /// The guest's receive queue: frames for the guest, staged here and written into its
 /// buffers once per batch (one lock per batch, not per packet).
 struct GuestRx {
-    vring: Arc<Vring>,
+    /// Every receive queue of the guest, and the one this transmit queue prefers.
+    rings: Arc<Vec<Arc<Vring>>>,
+    pair: usize,
     bufs: Vec<Box<[u8]>>,
     lens: [usize; BATCH_SIZE],
     staged: usize,
@@ -719,9 +744,15 @@ struct GuestRx {
 }
 
 impl GuestRx {
-    fn new(vring: Arc<Vring>, faults: Arc<GuestFaults>, server: Arc<Server>) -> GuestRx {
+    fn new(
+        rings: Arc<Vec<Arc<Vring>>>,
+        pair: usize,
+        faults: Arc<GuestFaults>,
+        server: Arc<Server>,
+    ) -> GuestRx {
         GuestRx {
-            vring,
+            rings,
+            pair,
             bufs: (0..BATCH_SIZE)
                 .map(|_| vec![0u8; HDR + MAX_FRAME].into_boxed_slice())
                 .collect(),
@@ -792,7 +823,15 @@ impl TxQueue for GuestRx {
         if n == 0 {
             return 0;
         }
-        let mut guard = self.vring.lock();
+        // This transmit queue's own receive queue when the guest runs it, else the
+        // first (a guest that enabled fewer queue pairs than vsw has PMDs).
+        let mut ring = &self.rings[self.pair];
+        let mut guard = ring.lock();
+        if guard.is_none() && self.pair != 0 {
+            drop(guard);
+            ring = &self.rings[0];
+            guard = ring.lock();
+        }
         let Some(r) = guard.as_mut() else {
             // No guest (yet, or any more): like a cable nobody listens on.
             self.faults.no_buffer.fetch_add(n as u64, Ordering::Relaxed);
@@ -818,8 +857,8 @@ impl TxQueue for GuestRx {
                 }
             }
         }
-        r.notify(&self.vring.wants_interrupts, &self.faults.notifications);
-        let polls = !self.vring.wants_interrupts.load(Ordering::Relaxed);
+        r.notify(&ring.wants_interrupts, &self.faults.notifications);
+        let polls = !ring.wants_interrupts.load(Ordering::Relaxed);
         self.faults.rx_guest_polls.store(polls, Ordering::Relaxed);
         refused
     }
@@ -829,6 +868,6 @@ impl TxQueue for GuestRx {
     }
 
     fn receiver_polls(&self) -> bool {
-        !self.vring.wants_interrupts.load(Ordering::Relaxed)
+        self.faults.rx_guest_polls.load(Ordering::Relaxed)
     }
 }
