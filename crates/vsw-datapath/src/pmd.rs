@@ -338,6 +338,12 @@ fn send(tx: &mut LocalTx, now_us: u64) -> (u64, u64) {
     let staged = tx.staged_packets;
     tx.staged_packets = 0;
     tx.staged_bytes = 0;
+    // What a device finishes may change while it is attached (a vhost-user guest
+    // negotiates its offloads when it connects): looked at again after each batch.
+    tx.offloads = tx.queue.offloads();
+    if tx.offloads.tso && tx.gro.is_none() {
+        tx.gro = Some(Box::new(Gro::new()));
+    }
     (1, staged)
 }
 

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use vswd::protocol::{FlowInfo, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
+pub mod qemu;
+
 static SERIAL: Mutex<()> = Mutex::new(());
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
 

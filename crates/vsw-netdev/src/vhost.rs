@@ -8,15 +8,17 @@
 //! read), `virtio-queue` for split virtqueues (chains end at the queue size, so a
 //! looping chain cannot hang the PMD).
 //!
-//! First stage: split queues, one queue pair, no offload features (super-frames are
-//! cut and checksums finished by vsw before they reach the guest), no mergeable
-//! buffers (the 12-byte virtio-net header of VIRTIO_F_VERSION_1 with one buffer).
+//! Split virtqueues only: packed virtqueues (VIRTIO_F_RING_PACKED) are not offered —
+//! every frontend that runs here (QEMU, DPDK's virtio_user, Linux and DPDK guest
+//! drivers) falls back to split queues, and a second ring layout would double the
+//! code that handles untrusted guest memory for no measured gain.
 
+use arrayvec::ArrayVec;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -30,13 +32,14 @@ use vhost::vhost_user::{
     BackendReqHandler, Error as VuError, GpuBackend, Listener, Result as VuResult,
     VhostUserBackendReqHandlerMut, VhostUserProtocolFeatures,
 };
-use virtio_queue::{Queue, QueueT};
-use vm_memory::{Address, Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
+use virtio_queue::{Queue, QueueOwnedT, QueueT};
+use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
 use vsw_datapath::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
     TxQueue, BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
+use vsw_packet::vnet::{VnetHdr, VNET_GSO_NONE, VNET_HDR_LEN};
 
 use crate::NetdevError;
 
@@ -49,9 +52,27 @@ const QUEUES: usize = 2 * MAX_QUEUE_PAIRS;
 const QUEUE_MAX: u16 = 1024;
 /// The virtio-net header with VIRTIO_F_VERSION_1: 10 bytes and `num_buffers`.
 const HDR: usize = 12;
-/// The largest frame a guest may send: what no MTU-1500 guest without offloads
-/// exceeds, with room for a tag.
-const MAX_FRAME: usize = 1518 + 4;
+/// The largest frame either way: a TCP super-frame of 64 KiB of IP with an Ethernet
+/// header and a tag. Frames above the MTU that are not super-frames are refused.
+const MAX_FRAME: usize = 65535 + 18;
+/// Ethernet header and one tag on top of the MTU.
+const L2_OVERHEAD: usize = 18;
+/// The most receive buffers one frame may take with mergeable buffers, and the most
+/// descriptors vsw writes one frame through.
+const MAX_BUFFERS: usize = 64;
+const MAX_SEGMENTS: usize = 256;
+/// The guest may leave checksums to vsw (CSUM), takes frames whose checksum is left
+/// to it (GUEST_CSUM), sends and takes TCP super-frames (HOST_/GUEST_TSO4/6), posts
+/// receive buffers a frame may span (MRG_RXBUF) and learns its MTU (the value is in
+/// the frontend's configuration space, e.g. QEMU's `host_mtu`).
+const VIRTIO_NET_F_CSUM: u64 = 1 << 0;
+const VIRTIO_NET_F_GUEST_CSUM: u64 = 1 << 1;
+const VIRTIO_NET_F_MTU: u64 = 1 << 3;
+const VIRTIO_NET_F_GUEST_TSO4: u64 = 1 << 7;
+const VIRTIO_NET_F_GUEST_TSO6: u64 = 1 << 8;
+const VIRTIO_NET_F_HOST_TSO4: u64 = 1 << 11;
+const VIRTIO_NET_F_HOST_TSO6: u64 = 1 << 12;
+const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
 const VIRTIO_F_VERSION_1: u64 = 1 << 32;
 const VIRTIO_RING_F_INDIRECT_DESC: u64 = 1 << 28;
 const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
@@ -61,6 +82,14 @@ const VIRTIO_NET_F_CTRL_VQ: u64 = 1 << 17;
 const VIRTIO_NET_F_MQ: u64 = 1 << 22;
 /// What vsw offers a guest.
 const OFFERED: u64 = VIRTIO_F_VERSION_1
+    | VIRTIO_NET_F_CSUM
+    | VIRTIO_NET_F_GUEST_CSUM
+    | VIRTIO_NET_F_MTU
+    | VIRTIO_NET_F_GUEST_TSO4
+    | VIRTIO_NET_F_GUEST_TSO6
+    | VIRTIO_NET_F_HOST_TSO4
+    | VIRTIO_NET_F_HOST_TSO6
+    | VIRTIO_NET_F_MRG_RXBUF
     | VIRTIO_RING_F_INDIRECT_DESC
     | VIRTIO_RING_F_EVENT_IDX
     | VIRTIO_NET_F_CTRL_VQ
@@ -74,6 +103,9 @@ struct Running {
     queue: Queue,
     mem: Arc<GuestMemoryMmap>,
     call: Option<File>,
+    /// The used index when vsw last decided whether to notify (EVENT_IDX compares the
+    /// driver's used event with what was added since).
+    checked_used: u16,
 }
 
 impl Running {
@@ -83,8 +115,17 @@ impl Running {
     /// its mind at any moment). Records in `wants` whether it asked; returns whether
     /// the guest was notified.
     fn notify(&mut self, wants: &AtomicBool, notified: &AtomicU64) -> bool {
+        // The used entries must be visible before the driver's wishes are read.
+        fence(Ordering::SeqCst);
+        let new = self.queue.next_used();
+        let old = std::mem::replace(&mut self.checked_used, new);
         let asked = if self.queue.event_idx_enabled() {
-            self.queue.needs_notification(&*self.mem).unwrap_or(true)
+            // used_event sits after the avail ring's entries.
+            let at = self.queue.avail_ring() + 4 + 2 * u64::from(self.queue.size());
+            match self.mem.read_obj::<u16>(GuestAddress(at)) {
+                Ok(event) => new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old),
+                Err(_) => true,
+            }
         } else {
             let flags: u16 = self
                 .mem
@@ -139,12 +180,23 @@ struct VringConfig {
     base: u16,
     call: Option<File>,
     kicked: bool,
-    enabled: bool,
+    /// What SET_VRING_ENABLE said last, if it said anything.
+    enabled: Option<bool>,
 }
 
-/// Counters of what a guest did wrong.
-#[derive(Debug, Default)]
-pub struct GuestFaults {
+/// What vsw knows of a port's guest: what it negotiated, its MTU and link, and
+/// counters of what it did wrong.
+#[derive(Debug)]
+pub struct GuestStatus {
+    /// The virtio features the driver accepted (0 while no frontend is set up).
+    pub features: AtomicU64,
+    /// The MTU vsw holds the guest to (`mtu_request`; 1,500 by default); the guest
+    /// learns it from its frontend (QEMU `host_mtu`).
+    pub mtu: AtomicU32,
+    /// Up while a frontend runs the first queue pair.
+    pub link_up: AtomicBool,
+    /// Frames the guest sent above its MTU (and not super-frames): dropped.
+    pub too_long: AtomicU64,
     /// Descriptor chains that pointed outside the guest's memory, were too long or
     /// held nothing usable: dropped.
     pub bad_chains: AtomicU64,
@@ -159,6 +211,28 @@ pub struct GuestFaults {
     pub rx_guest_polls: AtomicBool,
 }
 
+impl Default for GuestStatus {
+    fn default() -> Self {
+        GuestStatus {
+            features: AtomicU64::new(0),
+            mtu: AtomicU32::new(1500),
+            link_up: AtomicBool::new(false),
+            too_long: AtomicU64::new(0),
+            bad_chains: AtomicU64::new(0),
+            bad_queues: AtomicU64::new(0),
+            no_buffer: AtomicU64::new(0),
+            notifications: AtomicU64::new(0),
+            rx_guest_polls: AtomicBool::new(false),
+        }
+    }
+}
+
+impl GuestStatus {
+    fn has(&self, feature: u64) -> bool {
+        self.features.load(Ordering::Relaxed) & feature != 0
+    }
+}
+
 /// The protocol side of one port.
 struct Device {
     regions: Vec<VhostUserMemoryRegion>,
@@ -167,7 +241,7 @@ struct Device {
     protocol: bool,
     config: Vec<VringConfig>,
     vrings: Vec<Arc<Vring>>,
-    faults: Arc<GuestFaults>,
+    status: Arc<GuestStatus>,
 }
 
 fn invalid(why: &'static str) -> VuError {
@@ -186,7 +260,11 @@ impl Device {
     /// Starts queue `i` if the frontend has given it everything it needs.
     fn maybe_start(&mut self, i: usize) {
         let c = &self.config[i];
-        if !c.kicked || (self.protocol && !c.enabled) {
+        // QEMU enables the first queue pair before it sets the features, and the
+        // protocol handler refuses SET_VRING_ENABLE until they are set: that pair
+        // runs once kicked unless the frontend disables it later.
+        let enabled = c.enabled.unwrap_or(i < 2);
+        if !c.kicked || (self.protocol && !enabled) {
             return;
         }
         let Some(mem) = self.mem.clone() else {
@@ -207,10 +285,16 @@ impl Device {
         match started {
             Some(queue) => {
                 let call = c.call.as_ref().and_then(|f| f.try_clone().ok());
-                *self.vrings[i].lock() = Some(Running { queue, mem, call });
+                *self.vrings[i].lock() = Some(Running {
+                    queue,
+                    mem,
+                    call,
+                    checked_used: c.base,
+                });
+                self.update_link();
             }
             None => {
-                self.faults.bad_queues.fetch_add(1, Ordering::Relaxed);
+                self.status.bad_queues.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(queue = i, "vhost-user: queue refused (size or addresses)");
             }
         }
@@ -222,7 +306,17 @@ impl Device {
         let base = was.map_or(self.config[i].base, |r| r.queue.next_avail());
         self.config[i].base = base;
         self.config[i].kicked = false;
+        self.update_link();
         base
+    }
+
+    /// The link is up while the first queue pair runs.
+    fn update_link(&self) {
+        let up = self.vrings[0].lock().is_some() && self.vrings[1].lock().is_some();
+        let was = self.status.link_up.swap(up, Ordering::Relaxed);
+        if was != up {
+            tracing::info!(up, "vhost-user link");
+        }
     }
 
     /// The frontend went away: everything stops and is forgotten.
@@ -234,6 +328,7 @@ impl Device {
         self.mem = None;
         self.regions.clear();
         self.features = 0;
+        self.status.features.store(0, Ordering::Relaxed);
         self.protocol = false;
     }
 
@@ -273,6 +368,7 @@ impl VhostUserBackendReqHandlerMut for Device {
             return Err(VuError::InvalidParam);
         }
         self.features = features;
+        self.status.features.store(features, Ordering::Relaxed);
         self.protocol = features & VHOST_USER_F_PROTOCOL_FEATURES != 0;
         Ok(())
     }
@@ -305,7 +401,7 @@ impl VhostUserBackendReqHandlerMut for Device {
     fn set_vring_num(&mut self, index: u32, num: u32) -> VuResult<()> {
         let i = self.queue(index)?;
         if num == 0 || num > u32::from(QUEUE_MAX) || !num.is_power_of_two() {
-            self.faults.bad_queues.fetch_add(1, Ordering::Relaxed);
+            self.status.bad_queues.fetch_add(1, Ordering::Relaxed);
             return Err(VuError::InvalidParam);
         }
         self.config[i].size = num as u16;
@@ -327,7 +423,7 @@ impl VhostUserBackendReqHandlerMut for Device {
             self.to_guest(used),
             self.to_guest(available),
         ) else {
-            self.faults.bad_queues.fetch_add(1, Ordering::Relaxed);
+            self.status.bad_queues.fetch_add(1, Ordering::Relaxed);
             return Err(VuError::InvalidParam);
         };
         let c = &mut self.config[i];
@@ -391,7 +487,7 @@ impl VhostUserBackendReqHandlerMut for Device {
 
     fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
         let i = self.queue(index)?;
-        self.config[i].enabled = enable;
+        self.config[i].enabled = Some(enable);
         if enable {
             self.maybe_start(i);
         } else {
@@ -546,7 +642,7 @@ fn serve(
 }
 
 /// Opens a vhost-user port listening on `path` (`vhostuser`: vsw creates the socket).
-pub fn open_server(path: &Path) -> Result<(PortQueues, Arc<GuestFaults>), NetdevError> {
+pub fn open_server(path: &Path) -> Result<(PortQueues, Arc<GuestStatus>), NetdevError> {
     let sys = |op, source| NetdevError::Syscall {
         op,
         ifname: path.display().to_string(),
@@ -562,7 +658,7 @@ pub fn open_server(path: &Path) -> Result<(PortQueues, Arc<GuestFaults>), Netdev
 
 /// Opens a vhost-user port that connects to the VM's socket at `path`
 /// (`vhostuserclient`), and connects again whenever the VM comes back.
-pub fn open_client(path: &Path) -> Result<(PortQueues, Arc<GuestFaults>), NetdevError> {
+pub fn open_client(path: &Path) -> Result<(PortQueues, Arc<GuestStatus>), NetdevError> {
     open(Side::Client(path.to_path_buf()), path, false)
 }
 
@@ -570,13 +666,13 @@ fn open(
     side: Side,
     path: &Path,
     owns_socket: bool,
-) -> Result<(PortQueues, Arc<GuestFaults>), NetdevError> {
+) -> Result<(PortQueues, Arc<GuestStatus>), NetdevError> {
     let sys = |op, source| NetdevError::Syscall {
         op,
         ifname: path.display().to_string(),
         source,
     };
-    let faults = Arc::new(GuestFaults::default());
+    let status = Arc::new(GuestStatus::default());
     let vrings: Vec<Arc<Vring>> = (0..QUEUES).map(|_| Arc::new(Vring::default())).collect();
     let device = Arc::new(Mutex::new(Device {
         regions: Vec::new(),
@@ -585,7 +681,7 @@ fn open(
         protocol: false,
         config: (0..QUEUES).map(|_| VringConfig::default()).collect(),
         vrings: vrings.clone(),
-        faults: faults.clone(),
+        status: status.clone(),
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let conn = Arc::new(Mutex::new(None));
@@ -606,13 +702,13 @@ fn open(
     // Each further transmit queue (one per PMD) prefers the next receive queue.
     let next_pair = Arc::new(std::sync::atomic::AtomicUsize::new(1));
     let tx_factory: TxFactory = {
-        let (rings, faults, server) = (rx_rings.clone(), faults.clone(), server.clone());
+        let (rings, status, server) = (rx_rings.clone(), status.clone(), server.clone());
         Box::new(move || {
             let k = next_pair.fetch_add(1, Ordering::Relaxed) % MAX_QUEUE_PAIRS;
             Ok(Box::new(GuestRx::new(
                 rings.clone(),
                 k,
-                faults.clone(),
+                status.clone(),
                 server.clone(),
             )) as Box<dyn TxQueue>)
         })
@@ -625,10 +721,10 @@ fn open(
             Box::new(GuestTx {
                 vring: v.clone(),
                 bufs: (0..BATCH_SIZE)
-                    .map(|_| vec![0u8; MAX_FRAME].into_boxed_slice())
+                    .map(|_| vec![0u8; HDR + MAX_FRAME].into_boxed_slice())
                     .collect(),
                 lens: [0; BATCH_SIZE],
-                faults: faults.clone(),
+                status: status.clone(),
                 _server: server.clone(),
             }) as Box<dyn RxQueue>
         })
@@ -636,61 +732,55 @@ fn open(
     Ok((
         PortQueues {
             rx,
-            tx: Box::new(GuestRx::new(rx_rings, 0, faults.clone(), server)),
+            tx: Box::new(GuestRx::new(rx_rings, 0, status.clone(), server)),
             tx_factory: Some(tx_factory),
         },
-        faults,
+        status,
     ))
 }
 
 /// The guest's transmit queue, polled by a PMD: frames the guest sends.
 struct GuestTx {
     vring: Arc<Vring>,
+    /// Each holds a virtio-net header and a frame.
     bufs: Vec<Box<[u8]>>,
     lens: [usize; BATCH_SIZE],
-    faults: Arc<GuestFaults>,
+    status: Arc<GuestStatus>,
     _server: Arc<Server>,
 }
 
-/// Copies the frame of one descriptor chain (after the virtio-net header) into
-/// `buf`; `None` when the chain is unusable (outside guest memory, writable where it
-/// should be readable, longer than a frame).
+/// Copies one descriptor chain (virtio-net header and frame) into `buf`; `None` when
+/// the chain is unusable (outside guest memory, writable where it should be readable,
+/// longer than `buf`, looping).
 fn read_chain<M: GuestMemory>(
     chain: virtio_queue::DescriptorChain<&M>,
     mem: &M,
     buf: &mut [u8],
 ) -> Option<usize> {
-    let mut skip = HDR;
-    let mut len = 0;
+    let mut len = 0usize;
     let mut more = false;
     for d in chain {
         more = d.has_next();
         if d.is_write_only() {
             return None;
         }
-        let mut addr = d.addr();
-        let mut n = d.len() as usize;
-        if skip > 0 {
-            let s = skip.min(n);
-            skip -= s;
-            n -= s;
-            addr = addr.checked_add(s as u64)?;
-        }
-        if n == 0 {
-            continue;
-        }
+        let n = d.len() as usize;
         let out = buf.get_mut(len..len + n)?;
-        mem.read_slice(out, addr).ok()?;
+        mem.read_slice(out, d.addr()).ok()?;
         len += n;
     }
     // A chain still pointing on when the walk stopped looped or was longer than the
     // queue: virtio-queue ends the walk at the queue size, vsw drops the chain.
-    (len >= 14 && !more).then_some(len)
+    (len >= HDR + 14 && !more).then_some(len)
 }
 
 impl RxQueue for GuestTx {
     fn recv<'a>(&'a mut self, batch: &mut RxBatch<'a>) -> RxDrops {
         let mut n = 0;
+        let offloads = self
+            .status
+            .has(VIRTIO_NET_F_CSUM | VIRTIO_NET_F_HOST_TSO4 | VIRTIO_NET_F_HOST_TSO6);
+        let max_plain = self.status.mtu.load(Ordering::Relaxed) as usize + L2_OVERHEAD;
         {
             let mut guard = self.vring.lock();
             let Some(r) = guard.as_mut() else {
@@ -704,24 +794,36 @@ impl RxQueue for GuestTx {
                 let head = chain.head_index();
                 match read_chain(chain, &*mem, &mut self.bufs[n]) {
                     Some(len) => {
-                        self.lens[n] = len;
-                        n += 1;
+                        let gso = offloads && self.bufs[n][1] != VNET_GSO_NONE;
+                        if len - HDR > max_plain && !gso {
+                            self.status.too_long.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            self.lens[n] = len;
+                            n += 1;
+                        }
                     }
                     None => {
-                        self.faults.bad_chains.fetch_add(1, Ordering::Relaxed);
+                        self.status.bad_chains.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 // The buffer goes back to the guest either way.
                 let _ = r.queue.add_used(&*mem, head, 0);
             }
             if n > 0 {
-                r.notify(&self.vring.wants_interrupts, &self.faults.notifications);
+                r.notify(&self.vring.wants_interrupts, &self.status.notifications);
             }
         }
         for (buf, len) in self.bufs.iter().zip(&self.lens).take(n) {
+            // The header only means something where the guest negotiated offloads;
+            // the datapath checks its offsets against the frame either way.
+            let vnet = if offloads {
+                VnetHdr::read(buf).unwrap_or_default()
+            } else {
+                VnetHdr::default()
+            };
             batch.push(RxPacket {
-                data: &buf[..*len],
-                meta: PacketMeta::default(),
+                data: &buf[HDR..*len],
+                meta: PacketMeta { vnet, vlan: None },
             });
         }
         RxDrops::default()
@@ -731,15 +833,21 @@ impl RxQueue for GuestTx {
 }
 
 /// The guest's receive queue: frames for the guest, staged here and written into its
-/// buffers once per batch (one lock per batch, not per packet).
+/// buffers once per batch (one lock and one used-index update per batch, not per
+/// packet).
 struct GuestRx {
     /// Every receive queue of the guest, and the one this transmit queue prefers.
     rings: Arc<Vec<Arc<Vring>>>,
     pair: usize,
+    /// Each holds a virtio-net header and a frame.
     bufs: Vec<Box<[u8]>>,
     lens: [usize; BATCH_SIZE],
     staged: usize,
-    faults: Arc<GuestFaults>,
+    /// The buffers (chain heads, bytes written) and descriptors of the frame being
+    /// placed: kept here so that placing allocates nothing.
+    heads: ArrayVec<(u16, u32), MAX_BUFFERS>,
+    segments: ArrayVec<(GuestAddress, u32, u8), MAX_SEGMENTS>,
+    status: Arc<GuestStatus>,
     _server: Arc<Server>,
 }
 
@@ -747,7 +855,7 @@ impl GuestRx {
     fn new(
         rings: Arc<Vec<Arc<Vring>>>,
         pair: usize,
-        faults: Arc<GuestFaults>,
+        status: Arc<GuestStatus>,
         server: Arc<Server>,
     ) -> GuestRx {
         GuestRx {
@@ -758,45 +866,120 @@ impl GuestRx {
                 .collect(),
             lens: [0; BATCH_SIZE],
             staged: 0,
-            faults,
+            heads: ArrayVec::new(),
+            segments: ArrayVec::new(),
+            status,
             _server: server,
         }
     }
 }
 
-/// Writes `data` into the writable descriptors of `chain`; the bytes written, or
-/// `None` when they do not hold it or lie outside guest memory.
-fn write_chain<M: GuestMemory>(
-    chain: virtio_queue::DescriptorChain<&M>,
-    mem: &M,
-    data: &[u8],
-) -> Option<u32> {
-    let mut done = 0;
-    let mut more = false;
-    for d in chain {
-        more = d.has_next();
-        if done == data.len() {
-            more = false;
-            break;
+/// What became of one frame for the guest.
+enum Placed {
+    /// Written into this many buffers.
+    Buffers(u16),
+    /// The guest has no (large enough) buffer now: nothing taken.
+    NoBuffer,
+    /// The guest's buffers were unusable: given back empty, this many.
+    Bad(u16),
+}
+
+/// Writes a used-ring entry at position `index` (not yet published).
+fn write_used<M: GuestMemory>(q: &Queue, mem: &M, index: u16, head: u16, len: u32) {
+    let slot = u64::from(index % q.size());
+    let at = q.used_ring() + 4 + 8 * slot;
+    let mut elem = [0u8; 8];
+    elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
+    elem[4..].copy_from_slice(&len.to_le_bytes());
+    // The used ring was checked to lie in guest memory when the queue started.
+    let _ = mem.write_slice(&elem, GuestAddress(at));
+}
+
+impl GuestRx {
+    /// Places `frame` (header included) into the guest's receive buffers: one chain,
+    /// or with mergeable buffers as many as it takes (their count goes into the
+    /// header). The used entries go at `used_at..`; the caller publishes them.
+    fn place(
+        &mut self,
+        r: &mut Running,
+        frame: &mut [u8],
+        mergeable: bool,
+        used_at: u16,
+    ) -> Placed {
+        let mem = r.mem.clone();
+        self.heads.clear();
+        self.segments.clear();
+        let most = if mergeable { MAX_BUFFERS } else { 1 };
+        let mut room = 0usize;
+        let mut usable = true;
+        while room < frame.len() && self.heads.len() < most {
+            let Some(chain) = r.queue.pop_descriptor_chain(&*mem) else {
+                break;
+            };
+            let head = chain.head_index();
+            let mut more = false;
+            for d in chain {
+                more = d.has_next();
+                if !d.is_write_only() || self.segments.is_full() {
+                    usable = false;
+                    break;
+                }
+                self.segments
+                    .push((d.addr(), d.len(), self.heads.len() as u8));
+                room += d.len() as usize;
+            }
+            usable &= !more;
+            self.heads.push((head, 0));
+            if !usable {
+                break;
+            }
         }
-        if !d.is_write_only() {
-            return None;
+        if usable && room < frame.len() {
+            // Not enough buffers (or one too small): they stay the guest's.
+            for _ in 0..self.heads.len() {
+                r.queue.go_to_previous_position();
+            }
+            return Placed::NoBuffer;
         }
-        let n = (d.len() as usize).min(data.len() - done);
-        mem.write_slice(&data[done..done + n], d.addr()).ok()?;
-        done += n;
+        let count = self.heads.len() as u16;
+        if usable {
+            frame[10..12].copy_from_slice(&count.to_le_bytes());
+            let mut done = 0;
+            for &(addr, len, buffer) in &self.segments {
+                if done == frame.len() {
+                    break;
+                }
+                let n = (len as usize).min(frame.len() - done);
+                if mem.write_slice(&frame[done..done + n], addr).is_err() {
+                    usable = false;
+                    break;
+                }
+                self.heads[usize::from(buffer)].1 += n as u32;
+                done += n;
+            }
+        }
+        for (k, &(head, written)) in self.heads.iter().enumerate() {
+            let len = if usable { written } else { 0 };
+            write_used(&r.queue, &*mem, used_at.wrapping_add(k as u16), head, len);
+        }
+        if usable {
+            Placed::Buffers(count)
+        } else {
+            Placed::Bad(count)
+        }
     }
-    (done == data.len() && !more).then_some(done as u32)
 }
 
 impl TxQueue for GuestRx {
-    /// No offload features are offered to the guest yet: vsw cuts super-frames and
-    /// finishes checksums before they reach it.
+    /// What the guest's driver negotiated: frames with checksums left to it
+    /// (GUEST_CSUM), TCP super-frames (GUEST_TSO4 and 6), and its MTU.
     fn offloads(&self) -> TxOffloads {
         TxOffloads {
-            csum: false,
-            tso: false,
-            mtu: 1500,
+            csum: self.status.has(VIRTIO_NET_F_GUEST_CSUM),
+            tso: self.status.features.load(Ordering::Relaxed)
+                & (VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6)
+                == VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6,
+            mtu: self.status.mtu.load(Ordering::Relaxed) as usize,
         }
     }
 
@@ -805,9 +988,13 @@ impl TxQueue for GuestRx {
             return Err(StageError::QueueFull);
         }
         let buf = &mut self.bufs[self.staged];
-        buf[..HDR].fill(0);
-        // num_buffers = 1 (little-endian), as VIRTIO_F_VERSION_1 requires.
-        buf[10] = 1;
+        let hdr: &mut [u8; VNET_HDR_LEN] = (&mut buf[..VNET_HDR_LEN])
+            .try_into()
+            .map_err(|_| StageError::TooBig)?;
+        // The datapath finished what offloads() says the guest cannot.
+        meta.vnet.write(hdr);
+        // num_buffers: 1 unless the frame spans several mergeable buffers.
+        buf[10..12].copy_from_slice(&1u16.to_le_bytes());
         let len = copy_frame(&mut buf[HDR..], data, meta.vlan).ok_or(StageError::TooBig)?;
         self.lens[self.staged] = HDR + len;
         self.staged += 1;
@@ -825,41 +1012,53 @@ impl TxQueue for GuestRx {
         }
         // This transmit queue's own receive queue when the guest runs it, else the
         // first (a guest that enabled fewer queue pairs than vsw has PMDs).
-        let mut ring = &self.rings[self.pair];
+        let rings = self.rings.clone();
+        let mut ring = &rings[self.pair];
         let mut guard = ring.lock();
         if guard.is_none() && self.pair != 0 {
             drop(guard);
-            ring = &self.rings[0];
+            ring = &rings[0];
             guard = ring.lock();
         }
         let Some(r) = guard.as_mut() else {
             // No guest (yet, or any more): like a cable nobody listens on.
-            self.faults.no_buffer.fetch_add(n as u64, Ordering::Relaxed);
+            self.status.no_buffer.fetch_add(n as u64, Ordering::Relaxed);
             return n;
         };
-        let mem = r.mem.clone();
+        let mergeable = self.status.has(VIRTIO_NET_F_MRG_RXBUF);
+        let first = r.queue.next_used();
+        let mut used: u16 = 0;
         let mut refused = 0;
-        for (buf, len) in self.bufs.iter().zip(&self.lens).take(n) {
-            let Some(chain) = r.queue.pop_descriptor_chain(&*mem) else {
-                refused += 1;
-                self.faults.no_buffer.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            let head = chain.head_index();
-            match write_chain(chain, &*mem, &buf[..*len]) {
-                Some(written) => {
-                    let _ = r.queue.add_used(&*mem, head, written);
-                }
-                None => {
+        let mut bufs = std::mem::take(&mut self.bufs);
+        for (buf, len) in bufs.iter_mut().zip(self.lens).take(n) {
+            match self.place(r, &mut buf[..len], mergeable, first.wrapping_add(used)) {
+                Placed::Buffers(k) => used += k,
+                Placed::NoBuffer => {
                     refused += 1;
-                    self.faults.bad_chains.fetch_add(1, Ordering::Relaxed);
-                    let _ = r.queue.add_used(&*mem, head, 0);
+                    self.status.no_buffer.fetch_add(1, Ordering::Relaxed);
+                }
+                Placed::Bad(k) => {
+                    used += k;
+                    refused += 1;
+                    self.status.bad_chains.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        r.notify(&ring.wants_interrupts, &self.faults.notifications);
+        self.bufs = bufs;
+        if used > 0 {
+            // One used-index update for the batch: a frame's buffers become visible
+            // to the driver together, after their contents.
+            let next = first.wrapping_add(used);
+            let _ = r.mem.store(
+                next.to_le(),
+                GuestAddress(r.queue.used_ring() + 2),
+                Ordering::Release,
+            );
+            r.queue.set_next_used(next);
+        }
+        r.notify(&ring.wants_interrupts, &self.status.notifications);
         let polls = !ring.wants_interrupts.load(Ordering::Relaxed);
-        self.faults.rx_guest_polls.store(polls, Ordering::Relaxed);
+        self.status.rx_guest_polls.store(polls, Ordering::Relaxed);
         refused
     }
 
@@ -868,6 +1067,6 @@ impl TxQueue for GuestRx {
     }
 
     fn receiver_polls(&self) -> bool {
-        self.faults.rx_guest_polls.load(Ordering::Relaxed)
+        self.status.rx_guest_polls.load(Ordering::Relaxed)
     }
 }

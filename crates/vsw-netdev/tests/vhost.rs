@@ -16,7 +16,7 @@ use virtio_queue::mock::MockSplitQueue;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 use vsw_datapath::{PacketMeta, PortQueues, RxBatch, RxQueue};
-use vsw_netdev::vhost::{open_server, GuestFaults};
+use vsw_netdev::vhost::{open_server, GuestStatus};
 
 const MEM: usize = 4 << 20;
 const QSIZE: u16 = 64;
@@ -24,6 +24,14 @@ const RXQ_AT: u64 = 0x1_0000;
 const TXQ_AT: u64 = 0x2_0000;
 const BUFS_AT: u64 = 0x10_0000;
 const VRING_DESC_F_WRITE: u16 = 2;
+const VERSION_1: u64 = 1 << 32;
+const CSUM: u64 = 1 << 0;
+const GUEST_CSUM: u64 = 1 << 1;
+const GUEST_TSO4: u64 = 1 << 7;
+const GUEST_TSO6: u64 = 1 << 8;
+const HOST_TSO4: u64 = 1 << 11;
+const HOST_TSO6: u64 = 1 << 12;
+const MRG_RXBUF: u64 = 1 << 15;
 
 /// Where one virtqueue's parts are in guest memory.
 #[derive(Clone, Copy)]
@@ -57,14 +65,23 @@ fn connect(path: &PathBuf) -> Frontend {
 }
 
 /// A guest whose two virtqueues are configured and running.
-fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestFaults>) {
+fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestStatus>) {
+    guest_with(name, VERSION_1)
+}
+
+/// The same, with the virtio features the driver accepts.
+fn guest_with(name: &str, features: u64) -> (Guest, PortQueues, Arc<GuestStatus>) {
     let path = temp(&format!("{name}.sock"));
     let (queues, faults) = open_server(&path).expect("vhost-user port");
-    (set_up(name, connect(&path)), queues, faults)
+    (set_up_with(name, connect(&path), features), queues, faults)
+}
+
+fn set_up(name: &str, frontend: Frontend) -> Guest {
+    set_up_with(name, frontend, VERSION_1)
 }
 
 /// Shares memory with the backend and starts both virtqueues.
-fn set_up(name: &str, frontend: Frontend) -> Guest {
+fn set_up_with(name: &str, frontend: Frontend, accepted: u64) -> Guest {
     let mem_path = temp(&format!("{name}.mem"));
     let file = OpenOptions::new()
         .read(true)
@@ -85,7 +102,8 @@ fn set_up(name: &str, frontend: Frontend) -> Guest {
     frontend.set_owner().unwrap();
     let features = frontend.get_features().unwrap();
     assert_ne!(features & (1 << 32), 0, "VIRTIO_F_VERSION_1 offered");
-    frontend.set_features(1 << 32).unwrap();
+    assert_eq!(features & accepted, accepted, "features offered");
+    frontend.set_features(accepted).unwrap();
     frontend
         .set_mem_table(&[VhostUserMemoryRegionInfo {
             guest_phys_addr: 0,
@@ -163,10 +181,15 @@ impl Guest {
     /// Offers the frames for vsw to take (guest → switch), each in one buffer after
     /// a zeroed 12-byte virtio-net header, descriptors from `first`.
     fn transmit(&self, first: u16, frames: &[Vec<u8>]) {
+        self.transmit_with(first, [0; 12], frames)
+    }
+
+    /// The same, with a virtio-net header of the test's.
+    fn transmit_with(&self, first: u16, header: [u8; 12], frames: &[Vec<u8>]) {
         for (i, f) in frames.iter().enumerate() {
             let index = first + i as u16;
             let addr = BUFS_AT + u64::from(index) * 2048;
-            let mut buf = vec![0u8; 12];
+            let mut buf = header.to_vec();
             buf.extend_from_slice(f);
             self.mem.write_slice(&buf, GuestAddress(addr)).unwrap();
             self.offer(1, index, addr, buf.len() as u32, 0);
@@ -175,10 +198,33 @@ impl Guest {
 
     /// Offers `n` empty 2 KiB buffers for vsw to fill (switch → guest).
     fn offer_rx_buffers(&self, n: u16) {
-        for i in 0..n {
+        self.offer_rx_buffers_of(0..n, 2048)
+    }
+
+    /// Offers receive buffers (descriptors `indexes`) of `size` bytes.
+    fn offer_rx_buffers_of(&self, indexes: std::ops::Range<u16>, size: u32) {
+        for i in indexes {
             let addr = BUFS_AT + 0x8_0000 + u64::from(i) * 2048;
-            self.offer(0, i, addr, 2048, VRING_DESC_F_WRITE);
+            self.offer(0, i, addr, size, VRING_DESC_F_WRITE);
         }
+    }
+
+    /// The used entries of the receive queue: (descriptor, bytes written), and the
+    /// bytes of each.
+    fn used_buffers(&self) -> Vec<(u32, Vec<u8>)> {
+        let r = self.rings[0];
+        let n: u16 = self.mem.read_obj(GuestAddress(r.used + 2)).unwrap();
+        (0..n)
+            .map(|i| {
+                let at = r.used + 4 + 8 * u64::from(i);
+                let id: u32 = self.mem.read_obj(GuestAddress(at)).unwrap();
+                let len: u32 = self.mem.read_obj(GuestAddress(at + 4)).unwrap();
+                let mut buf = vec![0u8; len as usize];
+                let addr = BUFS_AT + 0x8_0000 + u64::from(id) * 2048;
+                self.mem.read_slice(&mut buf, GuestAddress(addr)).unwrap();
+                (id, buf)
+            })
+            .collect()
     }
 
     /// The frames vsw put into the receive buffers, in used-ring order.
@@ -205,12 +251,16 @@ fn frame(n: u8) -> Vec<u8> {
 
 /// Polls the port's receive queue until `n` frames came or time is up.
 fn take(rx: &mut Box<dyn RxQueue>, n: usize) -> Vec<Vec<u8>> {
+    take_with_meta(rx, n).into_iter().map(|(f, _)| f).collect()
+}
+
+fn take_with_meta(rx: &mut Box<dyn RxQueue>, n: usize) -> Vec<(Vec<u8>, PacketMeta)> {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut got = Vec::new();
     while got.len() < n && Instant::now() < deadline {
         let mut batch = RxBatch::new();
         rx.recv(&mut batch);
-        got.extend(batch.iter().map(|p| p.data.to_vec()));
+        got.extend(batch.iter().map(|p| (p.data.to_vec(), p.meta)));
         drop(batch);
         rx.release();
         std::thread::yield_now();
@@ -240,6 +290,107 @@ fn frames_cross_in_both_directions() {
         assert_eq!(&f[12..], &frame(10 + i as u8)[..]);
     }
     assert_eq!(faults.bad_chains.load(Ordering::Relaxed), 0);
+    assert!(
+        faults.link_up.load(Ordering::Relaxed),
+        "link up with a guest"
+    );
+    drop(g);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while faults.link_up.load(Ordering::Relaxed) {
+        assert!(
+            Instant::now() < deadline,
+            "link still up after the guest left"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_frame_spans_mergeable_buffers_published_together() {
+    let (g, mut q, status) = guest_with("mrg", VERSION_1 | MRG_RXBUF);
+    let big = |n| vsw_packet::builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1, n, 1000);
+    let (a, b) = (big(1), big(2));
+    let need = (12 + a.len()).div_ceil(256);
+    assert!(need > 2 && 2 * need > 8, "the frames need several buffers");
+    g.offer_rx_buffers_of(0..8, 256);
+    q.tx.stage(&a, &PacketMeta::default()).unwrap();
+    q.tx.stage(&b, &PacketMeta::default()).unwrap();
+    assert_eq!(q.tx.flush(), 1, "the second frame finds too few buffers");
+    assert_eq!(status.no_buffer.load(Ordering::Relaxed), 1);
+    let used = g.used_buffers();
+    assert_eq!(used.len(), need, "one frame, {need} buffers");
+    let mut whole: Vec<u8> = used.iter().flat_map(|(_, b)| b.clone()).collect();
+    assert_eq!(u16::from_le_bytes([whole[10], whole[11]]) as usize, need);
+    assert_eq!(whole.split_off(12), a);
+    // The buffers the second frame could not use are still the guest's: with more
+    // offered, the next frame takes them first.
+    g.offer_rx_buffers_of(8..16, 256);
+    q.tx.stage(&b, &PacketMeta::default()).unwrap();
+    assert_eq!(q.tx.flush(), 0);
+    let used = g.used_buffers();
+    assert_eq!(used.len(), 2 * need);
+    assert_eq!(
+        used[need].0, need as u32,
+        "the next free buffer comes first"
+    );
+    let mut whole: Vec<u8> = used[need..].iter().flat_map(|(_, b)| b.clone()).collect();
+    assert_eq!(whole.split_off(12), b);
+}
+
+#[test]
+fn offloads_follow_what_the_guest_negotiated() {
+    let (plain, mut q, _) = guest("no-offloads");
+    let o = q.tx.offloads();
+    assert!(!o.csum && !o.tso, "nothing negotiated, nothing offloaded");
+    // A header the guest had no right to fill is ignored.
+    let mut hdr = [0u8; 12];
+    hdr[0] = 1; // NEEDS_CSUM
+    hdr[6] = 34; // csum_start
+    hdr[8] = 6; // csum_offset
+    plain.transmit_with(0, hdr, &[frame(1)]);
+    let got = take_with_meta(&mut q.rx[0], 1);
+    assert_eq!(got[0].1.vnet.flags, 0);
+    drop(plain);
+
+    let all = VERSION_1 | CSUM | GUEST_CSUM | HOST_TSO4 | HOST_TSO6 | GUEST_TSO4 | GUEST_TSO6;
+    let (g, mut q, _) = guest_with("offloads", all);
+    let o = q.tx.offloads();
+    assert!(o.csum && o.tso, "checksums and TSO negotiated");
+    g.transmit_with(0, hdr, &[frame(2)]);
+    let got = take_with_meta(&mut q.rx[0], 1);
+    assert_eq!(got.len(), 1);
+    let vnet = got[0].1.vnet;
+    assert_eq!(
+        (vnet.flags, vnet.csum_start, vnet.csum_offset),
+        (1, 34, 6),
+        "the guest's checksum request travels with the frame"
+    );
+    // A super-frame for the guest keeps its header.
+    let mut meta = PacketMeta::default();
+    meta.vnet.gso_type = vsw_packet::vnet::VNET_GSO_TCPV4;
+    meta.vnet.gso_size = 1448;
+    meta.vnet.hdr_len = 54;
+    g.offer_rx_buffers(1);
+    q.tx.stage(&frame(3), &meta).unwrap();
+    assert_eq!(q.tx.flush(), 0);
+    let rx = g.received();
+    assert_eq!(rx[0][1], vsw_packet::vnet::VNET_GSO_TCPV4);
+    assert_eq!(u16::from_le_bytes([rx[0][4], rx[0][5]]), 1448);
+}
+
+#[test]
+fn a_frame_above_the_mtu_is_dropped_and_counted() {
+    let (g, mut q, status) = guest("mtu");
+    let big = vsw_packet::builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 1600);
+    g.transmit(0, &[big, frame(1)]);
+    let got = take(&mut q.rx[0], 1);
+    assert_eq!(got, vec![frame(1)], "only the frame within the MTU");
+    assert_eq!(status.too_long.load(Ordering::Relaxed), 1);
+    // A larger MTU lets it through.
+    status.mtu.store(9000, Ordering::Relaxed);
+    let big = vsw_packet::builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 1600);
+    g.transmit(2, &[big.clone()]);
+    assert_eq!(take(&mut q.rx[0], 1), vec![big]);
 }
 
 #[test]

@@ -49,7 +49,7 @@ pub enum SwitchError {
     BadState { path: PathBuf, why: String },
     #[error("cannot set the MTU of {port} to {mtu}: {why}")]
     Mtu { port: String, mtu: u32, why: String },
-    #[error("mtu_request applies to afpacket ports (the interface's MTU)")]
+    #[error("mtu_request applies to afpacket ports (the interface's MTU) and vhost-user ports")]
     MtuOnRing,
 }
 
@@ -67,7 +67,7 @@ struct Port {
     /// Why the interface does not have the MTU asked for, when it does not.
     mtu_problem: Option<String>,
     /// What a vhost-user guest did wrong, and how it receives.
-    guest: Option<Arc<vsw_netdev::vhost::GuestFaults>>,
+    guest: Option<Arc<vsw_netdev::vhost::GuestStatus>>,
 }
 
 pub struct Switch {
@@ -381,10 +381,9 @@ impl Switch {
         // The MTU first: the device's rings are sized by it. If anything after fails,
         // the interface gets its old MTU back.
         let old_mtu = match (parsed.mtu_request, parsed.port_type) {
-            (
-                Some(_),
-                PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient,
-            ) => return Err(SwitchError::MtuOnRing),
+            (Some(_), PortType::Ring | PortType::Tap) => return Err(SwitchError::MtuOnRing),
+            // A vhost-user port's MTU is vsw's own, given when the device opens.
+            (Some(_), PortType::VhostUser | PortType::VhostUserClient) => None,
             (Some(mtu), PortType::Afpacket) => {
                 let old = interface::mtu(name).ok();
                 apply_mtu(name, mtu)?;
@@ -469,11 +468,19 @@ impl Switch {
             }
             .into());
         }
-        if parsed.mtu_request.is_some() && parsed.port_type != PortType::Afpacket {
+        if parsed.mtu_request.is_some()
+            && matches!(parsed.port_type, PortType::Ring | PortType::Tap)
+        {
             return Err(SwitchError::MtuOnRing);
         }
         let up = matches!(port.link, Link::Up { .. });
-        if up && parsed.mtu_request != port.parsed.mtu_request {
+        if let Some(guest) = &port.guest {
+            // No device to reopen: frames are held to the new MTU from the next batch.
+            guest.mtu.store(
+                parsed.mtu_request.unwrap_or(DEFAULT_VHOST_MTU),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        } else if up && parsed.mtu_request != port.parsed.mtu_request {
             if let Some(mtu) = parsed.mtu_request {
                 self.change_mtu(no, mtu, &parsed)?;
             }
@@ -645,16 +652,23 @@ impl Switch {
                 mtu: match p.parsed.port_type {
                     PortType::Afpacket => interface::mtu(&p.name).ok(),
                     PortType::Tap => interface::mtu(&p.name).ok(),
-                    PortType::VhostUser | PortType::VhostUserClient => Some(1500),
+                    PortType::VhostUser | PortType::VhostUserClient => p
+                        .guest
+                        .as_ref()
+                        .map(|g| g.mtu.load(std::sync::atomic::Ordering::Relaxed) as u32),
                     PortType::Ring => None,
                 },
                 mtu_problem: p.mtu_problem.clone(),
                 vhost_guest: p.guest.as_ref().map(|g| {
                     let polls = g.rx_guest_polls.load(std::sync::atomic::Ordering::Relaxed);
+                    let link = g.link_up.load(std::sync::atomic::Ordering::Relaxed);
                     format!(
-                        "receive queue {}; notifications {}, bad chains {}, bad queues {}, no buffer {}",
+                        "link {}, features {:#x}, receive queue {}; notifications {}, too long {}, bad chains {}, bad queues {}, no buffer {}",
+                        if link { "up" } else { "down" },
+                        g.features.load(std::sync::atomic::Ordering::Relaxed),
                         if polls { "polls" } else { "wants interrupts" },
                         g.notifications.load(std::sync::atomic::Ordering::Relaxed),
+                        g.too_long.load(std::sync::atomic::Ordering::Relaxed),
                         g.bad_chains.load(std::sync::atomic::Ordering::Relaxed),
                         g.bad_queues.load(std::sync::atomic::Ordering::Relaxed),
                         g.no_buffer.load(std::sync::atomic::Ordering::Relaxed),
@@ -700,6 +714,10 @@ fn apply_mtu(name: &str, mtu: u32) -> Result<(), SwitchError> {
     })
 }
 
+/// A vhost-user port's MTU without `mtu_request`: what a guest's frontend assumes
+/// without `host_mtu`.
+const DEFAULT_VHOST_MTU: u32 = 1500;
+
 /// Where a vhostuser port listens: its `vhost-server-path`, or `<run dir>/<name>.sock`.
 pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
     o.vhost_server_path
@@ -708,17 +726,22 @@ pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
 }
 
 /// A device's queues, and for a vhost-user port what its guest is up to.
-type Opened = (PortQueues, Option<Arc<vsw_netdev::vhost::GuestFaults>>);
+type Opened = (PortQueues, Option<Arc<vsw_netdev::vhost::GuestStatus>>);
 
 /// Opens a port's device as its options say.
 fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, SwitchError> {
     let queues = match o.port_type {
-        PortType::VhostUser => {
-            let (q, g) = vsw_netdev::vhost::open_server(&vhost_path(name, o, run_dir))?;
-            return Ok((q, Some(g)));
-        }
-        PortType::VhostUserClient => {
-            let (q, g) = vsw_netdev::vhost::open_client(&vhost_path(name, o, run_dir))?;
+        PortType::VhostUser | PortType::VhostUserClient => {
+            let path = vhost_path(name, o, run_dir);
+            let (q, g) = if o.port_type == PortType::VhostUser {
+                vsw_netdev::vhost::open_server(&path)?
+            } else {
+                vsw_netdev::vhost::open_client(&path)?
+            };
+            g.mtu.store(
+                o.mtu_request.unwrap_or(DEFAULT_VHOST_MTU),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             return Ok((q, Some(g)));
         }
         PortType::Afpacket => afpacket::open(name, o.mode)?,

@@ -1,0 +1,112 @@
+//! vhost-user ports with an interrupt-driven guest: QEMU (TCG) booting Debian's kernel,
+//! its virtio-net driver negotiating what a Linux guest negotiates (offloads,
+//! mergeable buffers, EVENT_IDX) and waiting for interrupts.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use vsw_e2e::qemu::Guest;
+use vsw_e2e::{serial, wait_until, Host, Vswd};
+
+const BOOT: Duration = Duration::from_secs(90);
+/// Bytes each way over TCP.
+const SENT: usize = 1 << 20;
+
+/// A TCP peer in `host`'s namespace: on port 5001 it prints the bytes it got once the
+/// sender closes; on port 5002 it sends `SENT` bytes and closes. Bounded by `timeout`.
+fn tcp_peer(host: &Host) -> std::process::Child {
+    let script = format!(
+        "import socket\ndef listen(port):\n    s = socket.socket()\n    \
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n    s.bind(('{}', port))\n    \
+         s.listen(1)\n    return s\na = listen(5001)\nb = listen(5002)\nprint('listening', flush=True)\n\
+         c, _ = a.accept()\nn = 0\nwhile True:\n    d = c.recv(1 << 16)\n    if not d:\n        break\n    \
+         n += len(d)\nc.close()\nprint(n, flush=True)\nc, _ = b.accept()\nc.sendall(bytes({SENT}))\nc.close()\n",
+        host.addr
+    );
+    let mut child = Command::new("ip")
+        .args([
+            "netns", "exec", &host.ns, "timeout", "120", "python3", "-c", &script,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 in the namespace");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("listener output");
+    assert_eq!(line.trim(), "listening");
+    child.stdout = Some(out.into_inner());
+    child
+}
+
+#[test]
+fn a_qemu_guest_pings_a_host_and_sends_it_tcp_with_offloads_on() {
+    let _g = serial();
+    let d = Vswd::start();
+    let host = Host::new(2);
+    d.ctl_ok(&["add-port", &host.port]);
+    d.ctl_ok(&["add-port", "vm", "type=vhostuser"]);
+    let sock = d.port("vm").vhost_server_path.expect("socket");
+    let peer = tcp_peer(&host);
+    let script = format!(
+        "ping -c 3 -W 10 {h} > /dev/null && echo VSW-PING-OK || echo VSW-PING-FAILED\n\
+         dd if=/dev/zero bs=65536 count={blocks} 2>/dev/null | nc {h} 5001 && echo VSW-TCP-SENT || echo VSW-TCP-FAILED\n\
+         echo VSW-TCP-RECEIVED $(nc {h} 5002 | wc -c)",
+        h = host.addr,
+        blocks = SENT / 65536
+    );
+    let guest = Guest::boot(&sock, false, &script);
+    guest.wait_for("VSW-GUEST-UP", BOOT).unwrap();
+    wait_until(
+        "the guest's link to come up",
+        Duration::from_secs(30),
+        || {
+            d.port("vm")
+                .vhost_guest
+                .is_some_and(|g| g.contains("link up"))
+        },
+    );
+    let ping = guest.wait_for("VSW-PING", BOOT).unwrap();
+    assert!(ping.contains("VSW-PING-OK"), "{ping}\n{}", guest.console());
+    let tcp = guest
+        .wait_for("VSW-TCP", BOOT)
+        .map_err(|e| {
+            format!(
+                "{e}\nvm: {:?}\nhost: {:?}",
+                d.port("vm"),
+                d.port(&host.port)
+            )
+        })
+        .unwrap();
+    assert!(tcp.contains("VSW-TCP-SENT"), "{tcp}\n{}", guest.console());
+    let received = guest.wait_for("VSW-TCP-RECEIVED", BOOT).unwrap();
+    assert_eq!(
+        received.split_whitespace().last(),
+        Some(SENT.to_string().as_str()),
+        "every byte the host sent reached the guest: {received}"
+    );
+    let out = peer.wait_with_output().expect("TCP peer");
+    let got: usize = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("byte count from the TCP peer");
+    assert_eq!(got, SENT, "every byte the guest sent arrived");
+    let vm = d.port("vm");
+    assert!(vm.stats.rx_packets > 10 && vm.stats.tx_packets > 3);
+    assert_eq!((vm.stats.tx_too_big, vm.stats.tx_mtu_drops), (0, 0));
+    // The guest negotiated checksum and segmentation offloads with vsw.
+    let info = vm.vhost_guest.unwrap_or_default();
+    let features = info
+        .split("features ")
+        .nth(1)
+        .and_then(|f| f.split(',').next())
+        .and_then(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
+        .expect("features in show");
+    for (bit, name) in [
+        (0, "CSUM"),
+        (1, "GUEST_CSUM"),
+        (11, "HOST_TSO4"),
+        (15, "MRG_RXBUF"),
+    ] {
+        assert_ne!(features & (1 << bit), 0, "{name} negotiated: {info}");
+    }
+}
