@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Installs what vsw needs to build, run its demo and pass its tests on Debian 12 (as root)
-# (dpdk-dev provides dpdk-testpmd, the poll-mode guest of the vhost-user tests).
+# (dpdk-dev provides dpdk-testpmd, the poll-mode guest of the vhost-user tests;
+# qemu-system-x86, linux-image-amd64 and busybox-static the interrupt-driven guest).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 
 need_apt=()
 for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:python3 cc:gcc \
-            trafgen:netsniff-ng tcpdump:tcpdump dpdk-testpmd:dpdk-dev; do
+            trafgen:netsniff-ng tcpdump:tcpdump dpdk-testpmd:dpdk-dev \
+            qemu-system-x86_64:qemu-system-x86; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# The guest's initramfs needs a static busybox (Debian's plain busybox is dynamic).
+dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
+# The guest's kernel (and the virtio modules it loads) come from Debian's kernel package.
+compgen -G "/boot/vmlinuz-*" >/dev/null || need_apt+=(linux-image-amd64)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

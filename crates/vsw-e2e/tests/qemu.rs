@@ -110,3 +110,47 @@ fn a_qemu_guest_pings_a_host_and_sends_it_tcp_with_offloads_on() {
         assert_ne!(features & (1 << bit), 0, "{name} negotiated: {info}");
     }
 }
+
+#[test]
+fn a_restarted_qemu_guest_is_reconnected_by_a_vhostuserclient_port() {
+    let _g = serial();
+    let d = Vswd::start();
+    let host = Host::new(2);
+    d.ctl_ok(&["add-port", &host.port]);
+    let sock = d.dir.join("qemu-vm.sock").display().to_string();
+    d.ctl_ok(&[
+        "add-port",
+        "vm",
+        "type=vhostuserclient",
+        &format!("vhost-server-path={sock}"),
+    ]);
+    let script = format!(
+        "ping -c 3 -W 10 {} > /dev/null && echo VSW-PING-OK || echo VSW-PING-FAILED",
+        host.addr
+    );
+    let d = &d;
+    let link = |up: bool| {
+        move || {
+            d.port("vm")
+                .vhost_guest
+                .is_some_and(|g| g.contains(if up { "link up" } else { "link down" }))
+        }
+    };
+    for boot in 1..=2 {
+        let mut guest = Guest::boot(&sock, true, &script);
+        let ping = guest.wait_for("VSW-PING", BOOT).unwrap();
+        assert!(
+            ping.contains("VSW-PING-OK"),
+            "boot {boot}: {ping}\n{}",
+            guest.console()
+        );
+        wait_until("the link up", Duration::from_secs(5), link(true));
+        guest.kill();
+        wait_until(
+            "the link down after QEMU stopped",
+            Duration::from_secs(10),
+            link(false),
+        );
+    }
+    assert!(d.port("vm").stats.rx_packets >= 6, "pings of both boots");
+}
