@@ -7,6 +7,7 @@
 use vsw_packet::builder;
 use vsw_packet::ethernet::copy_frame;
 
+use crate::clock;
 use crate::port::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxOffloads, TxQueue,
     BATCH_SIZE,
@@ -32,6 +33,33 @@ pub fn flow_frames(flows: u32, wire_size: usize) -> Vec<Vec<u8>> {
 struct RingSource {
     frames: Vec<Vec<u8>>,
     next: usize,
+    pace: Option<Pace>,
+}
+
+/// Frames per second, evenly spaced by the TSC: a source that needs no core of its
+/// own and no timer (the PMD polling it is the clock).
+struct Pace {
+    rate: u64,
+    cycles_per_second: u64,
+    start: Option<u64>,
+    given: u64,
+}
+
+impl Pace {
+    /// How many frames are due now (at most a batch).
+    fn due(&mut self) -> usize {
+        let now = clock::cycles();
+        let start = *self.start.get_or_insert(now);
+        let elapsed = u128::from(now.wrapping_sub(start));
+        let due =
+            (elapsed * u128::from(self.rate) / u128::from(self.cycles_per_second.max(1))) as u64;
+        let n = due.saturating_sub(self.given).min(BATCH_SIZE as u64);
+        self.given += n;
+        // Behind by more than a batch (the PMD was busy): what is late is skipped,
+        // not sent in a burst.
+        self.given = self.given.max(due.saturating_sub(BATCH_SIZE as u64));
+        n as usize
+    }
 }
 
 impl RxQueue for RingSource {
@@ -40,7 +68,8 @@ impl RxQueue for RingSource {
             return RxDrops::default();
         }
         let n = self.frames.len();
-        for _ in 0..BATCH_SIZE {
+        let count = self.pace.as_mut().map_or(BATCH_SIZE, Pace::due);
+        for _ in 0..count {
             batch.push(RxPacket {
                 data: &self.frames[self.next],
                 meta: PacketMeta::default(),
@@ -104,10 +133,33 @@ pub fn ring_port(flows: u32, wire_size: usize) -> PortQueues {
     ring_port_with_frames(flow_frames(flows, wire_size))
 }
 
+/// A ring port whose source gives `rate` frames per second, evenly spaced (0: as
+/// many as the PMD takes).
+pub fn paced_ring_port(flows: u32, wire_size: usize, rate: u64) -> PortQueues {
+    let mut q = ring_port(flows, wire_size);
+    if rate > 0 {
+        q.rx = vec![Box::new(RingSource {
+            frames: flow_frames(flows, wire_size),
+            next: 0,
+            pace: Some(Pace {
+                rate,
+                cycles_per_second: clock::cycles_per_second(),
+                start: None,
+                given: 0,
+            }),
+        })];
+    }
+    q
+}
+
 /// A ring port that replays `frames` in order, over and over.
 pub fn ring_port_with_frames(frames: Vec<Vec<u8>>) -> PortQueues {
     PortQueues {
-        rx: vec![Box::new(RingSource { frames, next: 0 })],
+        rx: vec![Box::new(RingSource {
+            frames,
+            next: 0,
+            pace: None,
+        })],
         tx: Box::new(RingSink::new()),
         tx_factory: Some(Box::new(|| {
             Ok(Box::new(RingSink::new()) as Box<dyn TxQueue>)
@@ -138,6 +190,20 @@ mod tests {
             vec![1, 2, 3]
         );
         assert_eq!(flow_frames(1, 1518)[0].len(), 1514);
+    }
+
+    #[test]
+    fn a_paced_source_gives_no_more_than_its_rate() {
+        let mut q = paced_ring_port(1, 64, 1000);
+        let start = std::time::Instant::now();
+        let mut got = 0;
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            let mut batch = RxBatch::new();
+            q.rx[0].recv(&mut batch);
+            got += batch.len();
+        }
+        // 1,000 per second for 50 ms: about 50, never a free-running burst.
+        assert!((1..=60).contains(&got), "{got} frames in 50 ms at 1,000/s");
     }
 
     #[test]

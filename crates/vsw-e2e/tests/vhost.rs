@@ -41,12 +41,18 @@ fn a_testpmd_guest_sends_through_a_vhostuser_port() {
 /// does for a vhostuserclient port). `--stats-period` keeps it forwarding without a
 /// terminal; `timeout` bounds it.
 fn testpmd(sock: &str, prefix: &str, server: bool) -> std::process::Child {
-    testpmd_queues(sock, prefix, server, 1)
+    testpmd_queues(sock, prefix, server, 1, "txonly")
 }
 
-/// A testpmd guest sending on `queues` queue pairs (one forwarding thread each, all
-/// on CPU 0).
-fn testpmd_queues(sock: &str, prefix: &str, server: bool, queues: usize) -> std::process::Child {
+/// A testpmd guest on `queues` queue pairs (one forwarding thread each, all on CPU
+/// 0), forwarding as `mode` says (`txonly`, `rxonly`).
+fn testpmd_queues(
+    sock: &str,
+    prefix: &str,
+    server: bool,
+    queues: usize,
+    mode: &str,
+) -> std::process::Child {
     let server = if server { ",server=1" } else { "" };
     let lcores = (0..=queues)
         .map(|i| format!("{i}@0"))
@@ -72,7 +78,7 @@ fn testpmd_queues(sock: &str, prefix: &str, server: bool, queues: usize) -> std:
         .arg("--")
         .args(&per_queue)
         .args([
-            "--forward-mode=txonly",
+            &format!("--forward-mode={mode}"),
             "--total-num-mbufs=65536",
             "--stats-period",
             "1",
@@ -131,7 +137,7 @@ fn a_guest_sends_on_two_queue_pairs() {
     d.ctl_ok(&["add-port", "sink", "type=ring"]);
     d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
     let sock = d.dir.join("vm1.sock").display().to_string();
-    let guest = testpmd_queues(&sock, &vsw_e2e::unique("mq"), false, 2);
+    let guest = testpmd_queues(&sock, &vsw_e2e::unique("mq"), false, 2, "txonly");
     wait_until(
         "both guest queues polled with traffic",
         Duration::from_secs(15),
@@ -147,4 +153,29 @@ fn a_guest_sends_on_two_queue_pairs() {
     );
     end(guest);
     assert!(d.port("sink").stats.tx_packets > 0);
+}
+
+#[test]
+fn a_polling_guest_is_seen_polling_and_never_notified() {
+    let _g = serial();
+    let d = Vswd::start();
+    d.ctl_ok(&["add-port", "vm1", "type=vhostuser"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=1"]);
+    d.ctl_ok(&["add-flow", "in_port=gen,actions=output:vm1"]);
+    let sock = d.port("vm1").vhost_server_path.expect("socket");
+    let guest = testpmd_queues(&sock, &vsw_e2e::unique("tp"), false, 1, "rxonly");
+    wait_until(
+        "frames into the guest and its queue seen polling",
+        Duration::from_secs(15),
+        || {
+            let vm = d.port("vm1");
+            vm.stats.tx_packets > 10_000
+                && vm
+                    .vhost_guest
+                    .is_some_and(|g| g.contains("receive queue polls"))
+        },
+    );
+    let info = d.port("vm1").vhost_guest.unwrap_or_default();
+    end(guest);
+    assert!(info.contains("notifications 0,"), "{info}");
 }

@@ -133,6 +133,8 @@ impl Running {
                 .unwrap_or(0);
             flags & VRING_AVAIL_F_NO_INTERRUPT == 0
         };
+        // A driver that gave no call eventfd cannot be interrupted: it polls.
+        let asked = asked && self.call.is_some();
         wants.store(asked, Ordering::Relaxed);
         if !asked {
             return false;

@@ -389,7 +389,7 @@ fn a_frame_above_the_mtu_is_dropped_and_counted() {
     // A larger MTU lets it through.
     status.mtu.store(9000, Ordering::Relaxed);
     let big = vsw_packet::builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1, 2, 1600);
-    g.transmit(2, &[big.clone()]);
+    g.transmit(2, std::slice::from_ref(&big));
     assert_eq!(take(&mut q.rx[0], 1), vec![big]);
 }
 

@@ -25,7 +25,7 @@ pub type Options = BTreeMap<String, String>;
 pub const SWITCH_OPTIONS: &str =
     "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max";
 pub const PORT_OPTIONS: &str =
-    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, ring-flows, ring-frame-size";
+    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, ring-flows, ring-frame-size, ring-rate";
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -214,6 +214,8 @@ pub struct PortOptions {
     pub rxq_affinity: Vec<(usize, usize)>,
     /// `ring` ports: distinct UDP flows in the generated frames (0 = generate nothing).
     pub ring_flows: u32,
+    /// `ring-rate`: frames per second the ring source gives (0: unpaced).
+    pub ring_rate: u64,
     pub ring_frame_size: usize,
     /// The MTU to give the interface (afpacket ports).
     pub mtu_request: Option<u32>,
@@ -231,6 +233,7 @@ impl Default for PortOptions {
             ofport_request: None,
             rxq_affinity: Vec::new(),
             ring_flows: 0,
+            ring_rate: 0,
             ring_frame_size: 64,
             mtu_request: None,
             tx_flush: FlushSetting::Switch,
@@ -286,6 +289,13 @@ impl PortOptions {
                         .ok()
                         .filter(|n| *n <= 1_000_000)
                         .ok_or_else(|| bad(k, v, "a number of flows, 0..1000000"))?
+                }
+                "ring-rate" => {
+                    out.ring_rate = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n <= 100_000_000)
+                        .ok_or_else(|| bad(k, v, "frames per second, 0 (unpaced)..100000000"))?
                 }
                 "ring-frame-size" => {
                     out.ring_frame_size = v
@@ -393,6 +403,14 @@ mod tests {
             PortOptions::from_options(&parse_pairs(&words(&["ofport_request=0"])).unwrap())
                 .is_err()
         );
+        let o = PortOptions::from_options(
+            &parse_pairs(&words(&["type=ring", "ring-rate=100000"])).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(o.ring_rate, 100_000);
+        let e = PortOptions::from_options(&parse_pairs(&words(&["ring-rate=-1"])).unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("ring-rate"), "{e}");
     }
 
     #[test]

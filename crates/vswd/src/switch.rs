@@ -489,6 +489,7 @@ impl Switch {
         let reopen = up
             && (parsed.mode != port.parsed.mode
                 || parsed.ring_flows != port.parsed.ring_flows
+                || parsed.ring_rate != port.parsed.ring_rate
                 || parsed.ring_frame_size != port.parsed.ring_frame_size);
         // The new device is opened before the old one is let go, so a failure changes nothing.
         let queues = if reopen {
@@ -655,7 +656,7 @@ impl Switch {
                     PortType::VhostUser | PortType::VhostUserClient => p
                         .guest
                         .as_ref()
-                        .map(|g| g.mtu.load(std::sync::atomic::Ordering::Relaxed) as u32),
+                        .map(|g| g.mtu.load(std::sync::atomic::Ordering::Relaxed)),
                     PortType::Ring => None,
                 },
                 mtu_problem: p.mtu_problem.clone(),
@@ -746,7 +747,9 @@ fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, Sw
         }
         PortType::Afpacket => afpacket::open(name, o.mode)?,
         PortType::Tap => vsw_netdev::tap::open(name)?,
-        PortType::Ring => vsw_datapath::ring::ring_port(o.ring_flows, o.ring_frame_size),
+        PortType::Ring => {
+            vsw_datapath::ring::paced_ring_port(o.ring_flows, o.ring_frame_size, o.ring_rate)
+        }
     };
     Ok((queues, None))
 }
