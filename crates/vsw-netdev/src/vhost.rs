@@ -112,30 +112,36 @@ impl Running {
     /// Tells the guest about used buffers, if its driver asked to be told: without
     /// EVENT_IDX the avail ring's VRING_AVAIL_F_NO_INTERRUPT flag, with it the used
     /// event index, both read from guest memory every time (the driver may change
-    /// its mind at any moment). Records in `wants` whether it asked; returns whether
-    /// the guest was notified.
+    /// its mind at any moment). Records in `wants` whether the driver waits for
+    /// interrupts; returns whether the guest was notified.
     fn notify(&mut self, wants: &AtomicBool, notified: &AtomicU64) -> bool {
         // The used entries must be visible before the driver's wishes are read.
         fence(Ordering::SeqCst);
         let new = self.queue.next_used();
         let old = std::mem::replace(&mut self.checked_used, new);
-        let asked = if self.queue.event_idx_enabled() {
-            // used_event sits after the avail ring's entries.
+        // `waits`: the driver waits for an interrupt (it polls otherwise);
+        // `asked`: this batch is the one it asked to be told of.
+        let (waits, asked) = if self.queue.event_idx_enabled() {
+            // used_event sits after the avail ring's entries. A driver that waits sets
+            // it at or past what it has seen; one that polls leaves it behind.
             let at = self.queue.avail_ring() + 4 + 2 * u64::from(self.queue.size());
             match self.mem.read_obj::<u16>(GuestAddress(at)) {
-                Ok(event) => new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old),
-                Err(_) => true,
+                Ok(event) => (
+                    event.wrapping_sub(old) < 0x8000,
+                    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old),
+                ),
+                Err(_) => (true, true),
             }
         } else {
             let flags: u16 = self
                 .mem
                 .read_obj(GuestAddress(self.queue.avail_ring()))
                 .unwrap_or(0);
-            flags & VRING_AVAIL_F_NO_INTERRUPT == 0
+            let waits = flags & VRING_AVAIL_F_NO_INTERRUPT == 0;
+            (waits, waits)
         };
         // A driver that gave no call eventfd cannot be interrupted: it polls.
-        let asked = asked && self.call.is_some();
-        wants.store(asked, Ordering::Relaxed);
+        wants.store(waits && self.call.is_some(), Ordering::Relaxed);
         if !asked {
             return false;
         }

@@ -32,6 +32,7 @@ const GUEST_TSO6: u64 = 1 << 8;
 const HOST_TSO4: u64 = 1 << 11;
 const HOST_TSO6: u64 = 1 << 12;
 const MRG_RXBUF: u64 = 1 << 15;
+const EVENT_IDX: u64 = 1 << 29;
 
 /// Where one virtqueue's parts are in guest memory.
 #[derive(Clone, Copy)]
@@ -451,6 +452,62 @@ fn the_guest_is_notified_only_when_its_driver_asks() {
     send(&mut q);
     assert_eq!(faults.notifications.load(Ordering::Relaxed), 2);
     assert!(!q.tx.receiver_polls());
+}
+
+#[test]
+fn with_event_idx_the_guest_is_notified_once_its_used_event_is_passed() {
+    let (g, mut q, status) = guest_with("event-idx", VERSION_1 | EVENT_IDX);
+    g.offer_rx_buffers(8);
+    // used_event sits after the avail ring's entries: notify once entry 2 is used.
+    let used_event = g.rings[0].avail + 4 + 2 * u64::from(QSIZE);
+    g.mem.write_obj(2u16, GuestAddress(used_event)).unwrap();
+    let mut notified = Vec::new();
+    for n in 0..4 {
+        q.tx.stage(&frame(n), &PacketMeta::default()).unwrap();
+        assert_eq!(q.tx.flush(), 0);
+        notified.push(status.notifications.load(Ordering::Relaxed));
+    }
+    assert_eq!(
+        notified,
+        vec![0, 0, 1, 1],
+        "only the third frame passes the event"
+    );
+    // The driver did not move its event on after the third: it is busy taking
+    // frames (NAPI polls), and batching would only delay them.
+    assert!(q.tx.receiver_polls(), "a stale used event means polling");
+    // It waits again: an event ahead of what it has seen.
+    g.mem.write_obj(10u16, GuestAddress(used_event)).unwrap();
+    q.tx.stage(&frame(5), &PacketMeta::default()).unwrap();
+    assert_eq!(q.tx.flush(), 0);
+    assert!(!q.tx.receiver_polls(), "waiting for an interrupt");
+    assert_eq!(status.notifications.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn hostile_lengths_and_buffers_are_dropped_and_counted() {
+    let (g, mut q, status) = guest("lengths");
+    // A transmit descriptor claiming 4 GiB inside guest memory, then a good frame.
+    g.offer(1, 0, BUFS_AT, u32::MAX, 0);
+    g.transmit(1, &[frame(1)]);
+    assert_eq!(take(&mut q.rx[0], 1), vec![frame(1)]);
+    assert_eq!(status.bad_chains.load(Ordering::Relaxed), 1);
+    // Receive buffers vsw may not write (no VRING_DESC_F_WRITE) or outside memory.
+    g.offer(0, 0, BUFS_AT + 0x8_0000, 2048, 0);
+    g.offer(0, 1, 1 << 40, 2048, VRING_DESC_F_WRITE);
+    g.offer_rx_buffers_of(2..3, 2048);
+    for n in 0..3 {
+        q.tx.stage(&frame(n), &PacketMeta::default()).unwrap();
+    }
+    assert_eq!(q.tx.flush(), 2, "two frames met unusable buffers");
+    assert_eq!(status.bad_chains.load(Ordering::Relaxed), 3);
+    let used = g.used_buffers();
+    assert_eq!(used.len(), 3, "every buffer went back to the guest");
+    assert_eq!(
+        (used[0].1.len(), used[1].1.len()),
+        (0, 0),
+        "the bad ones empty"
+    );
+    assert_eq!(&used[2].1[12..], &frame(2)[..]);
 }
 
 #[test]
