@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -214,9 +214,19 @@ pub struct GuestStatus {
     pub no_buffer: AtomicU64,
     /// Notifications (call eventfd writes) sent to the guest.
     pub notifications: AtomicU64,
-    /// Whether the guest's receive queue driver polls (asked not to be notified) as
-    /// last seen.
-    pub rx_guest_polls: AtomicBool,
+    /// How the guest's driver takes each receive queue right now (`RxMode` as u8).
+    rx_modes: [AtomicU8; MAX_QUEUE_PAIRS],
+}
+
+/// How a guest's driver takes one of its receive queues, as vsw last saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxMode {
+    /// The queue does not run.
+    Stopped = 0,
+    /// The driver asked not to be notified (or gave no eventfd): it polls.
+    Polls = 1,
+    /// The driver waits for a notification.
+    WantsInterrupts = 2,
 }
 
 impl Default for GuestStatus {
@@ -230,7 +240,7 @@ impl Default for GuestStatus {
             bad_queues: AtomicU64::new(0),
             no_buffer: AtomicU64::new(0),
             notifications: AtomicU64::new(0),
-            rx_guest_polls: AtomicBool::new(false),
+            rx_modes: Default::default(),
         }
     }
 }
@@ -238,6 +248,36 @@ impl Default for GuestStatus {
 impl GuestStatus {
     fn has(&self, feature: u64) -> bool {
         self.features.load(Ordering::Relaxed) & feature != 0
+    }
+
+    fn set_rx_mode(&self, pair: usize, mode: RxMode) {
+        self.rx_modes[pair].store(mode as u8, Ordering::Relaxed);
+    }
+
+    /// How the driver takes receive queue `pair` right now.
+    pub fn rx_mode(&self, pair: usize) -> RxMode {
+        match self.rx_modes.get(pair).map(|m| m.load(Ordering::Relaxed)) {
+            Some(1) => RxMode::Polls,
+            Some(2) => RxMode::WantsInterrupts,
+            _ => RxMode::Stopped,
+        }
+    }
+
+    /// "receive queue 0 polls, receive queue 1 wants interrupts" for the queues
+    /// that run, or "no receive queue running".
+    pub fn describe_rx_queues(&self) -> String {
+        let running: Vec<String> = (0..MAX_QUEUE_PAIRS)
+            .filter_map(|k| match self.rx_mode(k) {
+                RxMode::Stopped => None,
+                RxMode::Polls => Some(format!("receive queue {k} polls")),
+                RxMode::WantsInterrupts => Some(format!("receive queue {k} wants interrupts")),
+            })
+            .collect();
+        if running.is_empty() {
+            "no receive queue running".to_string()
+        } else {
+            running.join(", ")
+        }
     }
 }
 
@@ -299,6 +339,12 @@ impl Device {
                     call,
                     checked_used: c.base,
                 });
+                if i % 2 == 0 {
+                    self.vrings[i]
+                        .wants_interrupts
+                        .store(true, Ordering::Relaxed);
+                    self.status.set_rx_mode(i / 2, RxMode::WantsInterrupts);
+                }
                 self.update_link();
             }
             None => {
@@ -314,6 +360,9 @@ impl Device {
         let base = was.map_or(self.config[i].base, |r| r.queue.next_avail());
         self.config[i].base = base;
         self.config[i].kicked = false;
+        if i % 2 == 0 {
+            self.status.set_rx_mode(i / 2, RxMode::Stopped);
+        }
         self.update_link();
         base
     }
@@ -847,6 +896,8 @@ struct GuestRx {
     /// Every receive queue of the guest, and the one this transmit queue prefers.
     rings: Arc<Vec<Arc<Vring>>>,
     pair: usize,
+    /// The receive queue the last batch went into.
+    last_pair: usize,
     /// Each holds a virtio-net header and a frame.
     bufs: Vec<Box<[u8]>>,
     lens: [usize; BATCH_SIZE],
@@ -869,6 +920,7 @@ impl GuestRx {
         GuestRx {
             rings,
             pair,
+            last_pair: pair,
             bufs: (0..BATCH_SIZE)
                 .map(|_| vec![0u8; HDR + MAX_FRAME].into_boxed_slice())
                 .collect(),
@@ -1021,10 +1073,12 @@ impl TxQueue for GuestRx {
         // This transmit queue's own receive queue when the guest runs it, else the
         // first (a guest that enabled fewer queue pairs than vsw has PMDs).
         let rings = self.rings.clone();
+        self.last_pair = self.pair;
         let mut ring = &rings[self.pair];
         let mut guard = ring.lock();
         if guard.is_none() && self.pair != 0 {
             drop(guard);
+            self.last_pair = 0;
             ring = &rings[0];
             guard = ring.lock();
         }
@@ -1065,8 +1119,12 @@ impl TxQueue for GuestRx {
             r.queue.set_next_used(next);
         }
         r.notify(&ring.wants_interrupts, &self.status.notifications);
-        let polls = !ring.wants_interrupts.load(Ordering::Relaxed);
-        self.status.rx_guest_polls.store(polls, Ordering::Relaxed);
+        let mode = if ring.wants_interrupts.load(Ordering::Relaxed) {
+            RxMode::WantsInterrupts
+        } else {
+            RxMode::Polls
+        };
+        self.status.set_rx_mode(self.last_pair, mode);
         refused
     }
 
@@ -1075,6 +1133,6 @@ impl TxQueue for GuestRx {
     }
 
     fn receiver_polls(&self) -> bool {
-        self.status.rx_guest_polls.load(Ordering::Relaxed)
+        self.status.rx_mode(self.last_pair) == RxMode::Polls
     }
 }

@@ -16,7 +16,7 @@ use virtio_queue::mock::MockSplitQueue;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 use vsw_datapath::{PacketMeta, PortQueues, RxBatch, RxQueue};
-use vsw_netdev::vhost::{open_server, GuestStatus};
+use vsw_netdev::vhost::{open_server, GuestStatus, RxMode};
 
 const MEM: usize = 4 << 20;
 const QSIZE: u16 = 64;
@@ -33,6 +33,9 @@ const HOST_TSO4: u64 = 1 << 11;
 const HOST_TSO6: u64 = 1 << 12;
 const MRG_RXBUF: u64 = 1 << 15;
 const EVENT_IDX: u64 = 1 << 29;
+const INDIRECT_DESC: u64 = 1 << 28;
+const VRING_DESC_F_NEXT: u16 = 1;
+const VRING_DESC_F_INDIRECT: u16 = 4;
 
 /// Where one virtqueue's parts are in guest memory.
 #[derive(Clone, Copy)]
@@ -446,6 +449,8 @@ fn the_guest_is_notified_only_when_its_driver_asks() {
         "not notified"
     );
     assert!(q.tx.receiver_polls());
+    assert_eq!(faults.rx_mode(0), RxMode::Polls);
+    assert_eq!(faults.describe_rx_queues(), "receive queue 0 polls");
     g.mem
         .write_obj(0u16, GuestAddress(g.rings[0].avail))
         .unwrap();
@@ -481,6 +486,34 @@ fn with_event_idx_the_guest_is_notified_once_its_used_event_is_passed() {
     assert_eq!(q.tx.flush(), 0);
     assert!(!q.tx.receiver_polls(), "waiting for an interrupt");
     assert_eq!(status.notifications.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn a_frame_in_an_indirect_table_is_taken_and_a_bad_table_counted() {
+    let (g, mut q, status) = guest_with("indirect", VERSION_1 | INDIRECT_DESC);
+    // The header and the frame in two descriptors of a table in guest memory.
+    let table = BUFS_AT + 0x4_0000;
+    let (hdr_at, frame_at) = (BUFS_AT + 0x5_0000, BUFS_AT + 0x6_0000);
+    let f = frame(4);
+    g.mem.write_slice(&[0u8; 12], GuestAddress(hdr_at)).unwrap();
+    g.mem.write_slice(&f, GuestAddress(frame_at)).unwrap();
+    for (i, d) in [
+        Descriptor::new(hdr_at, 12, VRING_DESC_F_NEXT, 1),
+        Descriptor::new(frame_at, f.len() as u32, 0, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        g.mem
+            .write_obj(RawDescriptor::from(d), GuestAddress(table + 16 * i as u64))
+            .unwrap();
+    }
+    g.offer(1, 0, table, 32, VRING_DESC_F_INDIRECT);
+    // A table outside guest memory, then a good frame.
+    g.offer(1, 1, 1 << 40, 32, VRING_DESC_F_INDIRECT);
+    g.transmit(2, &[frame(5)]);
+    assert_eq!(take(&mut q.rx[0], 2), vec![f, frame(5)]);
+    assert_eq!(status.bad_chains.load(Ordering::Relaxed), 1);
 }
 
 #[test]

@@ -661,13 +661,12 @@ impl Switch {
                 },
                 mtu_problem: p.mtu_problem.clone(),
                 vhost_guest: p.guest.as_ref().map(|g| {
-                    let polls = g.rx_guest_polls.load(std::sync::atomic::Ordering::Relaxed);
                     let link = g.link_up.load(std::sync::atomic::Ordering::Relaxed);
                     format!(
-                        "link {}, features {:#x}, receive queue {}; notifications {}, too long {}, bad chains {}, bad queues {}, no buffer {}",
+                        "link {}, features {:#x}, {}; notifications {}, too long {}, bad chains {}, bad queues {}, no buffer {}",
                         if link { "up" } else { "down" },
                         g.features.load(std::sync::atomic::Ordering::Relaxed),
-                        if polls { "polls" } else { "wants interrupts" },
+                        g.describe_rx_queues(),
                         g.notifications.load(std::sync::atomic::Ordering::Relaxed),
                         g.too_long.load(std::sync::atomic::Ordering::Relaxed),
                         g.bad_chains.load(std::sync::atomic::Ordering::Relaxed),
