@@ -339,7 +339,7 @@ impl Device {
                     call,
                     checked_used: c.base,
                 });
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     self.vrings[i]
                         .wants_interrupts
                         .store(true, Ordering::Relaxed);
@@ -360,7 +360,7 @@ impl Device {
         let base = was.map_or(self.config[i].base, |r| r.queue.next_avail());
         self.config[i].base = base;
         self.config[i].kicked = false;
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             self.status.set_rx_mode(i / 2, RxMode::Stopped);
         }
         self.update_link();
