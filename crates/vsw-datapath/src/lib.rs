@@ -9,6 +9,7 @@ pub mod clock;
 pub mod datapath;
 pub mod emc;
 pub mod memory;
+pub mod offload;
 mod pmd;
 pub mod port;
 pub mod ring;

@@ -1,0 +1,433 @@
+//! Flow offload: providers that forward some flows outside the PMDs (a kernel fast
+//! path), and the manager that decides which flows they hold. A provider holds a
+//! bounded number of flows; when it is full (out of resources, OOR), the manager can
+//! swap its slowest flows for faster ones that wait, by packets per second.
+//!
+//! The manager is pure bookkeeping driven by [`OffloadManager::pass`]: the caller (the
+//! revalidator, once per interval) hands it every rule with its userspace counters, and
+//! it puts, deletes and swaps through the provider. Rules stay in the userspace
+//! classifier all along, so a flow the provider lets go is forwarded by the PMDs from
+//! the next packet on: a swap loses nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use vsw_flow::{Action, Rule};
+use vsw_packet::FlowKey;
+
+/// A rule's identity while it is installed (its installation sequence number).
+pub type FlowId = u64;
+
+/// What a provider is asked to forward: packets received on `in_port` that match
+/// `key` under `mask` (the in-port always exact), and what to do with them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffloadFlow {
+    pub in_port: u32,
+    pub key: FlowKey,
+    pub mask: FlowKey,
+    pub action: OffloadAction,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffloadAction {
+    Output(u32),
+    Drop,
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum OffloadError {
+    /// The provider is full (its out-of-resource condition).
+    #[error("out of resources")]
+    NoSpace,
+    /// The provider cannot take this flow, or failed.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// A fast path that forwards flows by itself.
+pub trait OffloadProvider: Send {
+    /// The provider's kind, as `offload=` names it.
+    fn kind(&self) -> &'static str;
+    /// The most flows it holds.
+    fn capacity(&self) -> usize;
+    /// Installs (or replaces) a flow.
+    fn put(&mut self, id: FlowId, flow: &OffloadFlow) -> Result<(), OffloadError>;
+    /// Removes a flow; removing one it does not hold is not an error.
+    fn delete(&mut self, id: FlowId) -> Result<(), OffloadError>;
+    /// Packets the provider forwarded for a flow it holds (since it was put).
+    fn packets(&self, id: FlowId) -> Option<u64>;
+}
+
+/// Why a rule cannot be offloaded at all, or `Ok` with what the provider gets.
+pub fn offloadable(rule: &Rule) -> Result<OffloadFlow, String> {
+    let m = &rule.spec.matcher;
+    if m.mask().in_port != u32::MAX {
+        return Err("no-in_port".into());
+    }
+    let action = match rule.spec.actions.as_slice() {
+        [Action::Output(p)] => OffloadAction::Output(*p),
+        [Action::Drop] | [] => OffloadAction::Drop,
+        _ => return Err("actions".into()),
+    };
+    Ok(OffloadFlow {
+        in_port: m.value().in_port,
+        key: *m.value(),
+        mask: *m.mask(),
+        action,
+    })
+}
+
+/// The manager's options.
+#[derive(Clone, Copy, Debug)]
+pub struct OffloadPolicy {
+    /// Swap slow offloaded flows for faster pending ones while the provider is full.
+    pub rebalance: bool,
+    /// A pending flow replaces an offloaded one only when it is this much faster
+    /// (1.1 = 10 %): flows of about equal rate do not flap.
+    pub hysteresis: f64,
+    /// The most swaps in one pass.
+    pub max_swaps: usize,
+}
+
+impl Default for OffloadPolicy {
+    fn default() -> Self {
+        OffloadPolicy {
+            rebalance: false,
+            hysteresis: 1.1,
+            max_swaps: 16,
+        }
+    }
+}
+
+/// One rule as the revalidator sees it in a pass.
+#[derive(Clone, Debug)]
+pub struct FlowSample {
+    pub id: FlowId,
+    /// Packets the PMDs counted on the rule.
+    pub userspace_packets: u64,
+    /// What the provider would get, or why the rule cannot be offloaded.
+    pub offload: Result<OffloadFlow, String>,
+}
+
+/// Where a flow stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OffloadState {
+    Offloaded,
+    /// Eligible, waiting for room (the provider is out of resources).
+    PendingOor,
+    /// Not offloadable: why.
+    NotEligible(String),
+    /// The provider refused it: why.
+    Failed(String),
+}
+
+#[derive(Debug)]
+struct Tracked {
+    state: OffloadState,
+    /// Provider packets of earlier stays in the provider (kept when it leaves).
+    retired: u64,
+    /// The total at the last pass, and the rate it gave.
+    last_total: Option<u64>,
+    pps: f64,
+}
+
+/// What the manager reports of one flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowOffloadView {
+    pub state: OffloadState,
+    pub pps: f64,
+    /// Userspace and provider packets together: exact across moves.
+    pub packets: u64,
+}
+
+/// The manager's counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OffloadStats {
+    pub capacity: usize,
+    pub used: usize,
+    pub oor: bool,
+    pub passes: u64,
+    pub rebalance_passes: u64,
+    pub swaps: u64,
+    pub last_pass_us: u64,
+}
+
+/// Keeps one provider's flows: which it holds, their rates, and the swaps.
+pub struct OffloadManager {
+    provider: Box<dyn OffloadProvider>,
+    pub policy: OffloadPolicy,
+    flows: HashMap<FlowId, Tracked>,
+    stats: OffloadStats,
+}
+
+impl OffloadManager {
+    pub fn new(provider: Box<dyn OffloadProvider>, policy: OffloadPolicy) -> OffloadManager {
+        OffloadManager {
+            stats: OffloadStats {
+                capacity: provider.capacity(),
+                ..OffloadStats::default()
+            },
+            provider,
+            policy,
+            flows: HashMap::new(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.provider.kind()
+    }
+
+    pub fn stats(&self) -> OffloadStats {
+        self.stats.clone()
+    }
+
+    /// A flow's state, rate and exact packet count, given its userspace packets.
+    pub fn view(&self, id: FlowId, userspace_packets: u64) -> Option<FlowOffloadView> {
+        let t = self.flows.get(&id)?;
+        Some(FlowOffloadView {
+            state: t.state.clone(),
+            pps: t.pps,
+            packets: userspace_packets + self.provider_total(id, t),
+        })
+    }
+
+    fn provider_total(&self, id: FlowId, t: &Tracked) -> u64 {
+        let now = if t.state == OffloadState::Offloaded {
+            self.provider.packets(id).unwrap_or(0)
+        } else {
+            0
+        };
+        t.retired + now
+    }
+
+    /// Takes a flow out of the provider, keeping what it counted.
+    fn retire(&mut self, id: FlowId) {
+        let counted = self.provider.packets(id).unwrap_or(0);
+        if let Err(e) = self.provider.delete(id) {
+            tracing::warn!(flow = id, error = %e, "offload delete failed");
+        }
+        if let Some(t) = self.flows.get_mut(&id) {
+            t.retired += counted;
+        }
+    }
+
+    /// One revalidator pass, `elapsed_ms` after the last: rates from `samples` (every
+    /// installed rule),
+    /// rules that went away let go, new flows put while there is room, and with
+    /// rebalancing the slowest offloaded flows swapped for faster pending ones.
+    pub fn pass(&mut self, elapsed_ms: u64, samples: &[FlowSample]) {
+        let started = std::time::Instant::now();
+        // Rules removed from the table leave the provider.
+        let present: std::collections::HashSet<FlowId> = samples.iter().map(|s| s.id).collect();
+        let gone: Vec<FlowId> = self
+            .flows
+            .keys()
+            .filter(|id| !present.contains(id))
+            .copied()
+            .collect();
+        for id in gone {
+            if self.flows[&id].state == OffloadState::Offloaded {
+                let _ = self.provider.delete(id);
+            }
+            self.flows.remove(&id);
+        }
+        // Rates.
+        for s in samples {
+            let total = {
+                let t = self.flows.entry(s.id).or_insert_with(|| Tracked {
+                    state: match &s.offload {
+                        Ok(_) => OffloadState::PendingOor,
+                        Err(why) => OffloadState::NotEligible(why.clone()),
+                    },
+                    retired: 0,
+                    last_total: None,
+                    pps: 0.0,
+                });
+                match (&s.offload, &t.state) {
+                    (Err(why), _) => t.state = OffloadState::NotEligible(why.clone()),
+                    (Ok(_), OffloadState::NotEligible(_)) => t.state = OffloadState::PendingOor,
+                    _ => {}
+                }
+                let t = &self.flows[&s.id];
+                s.userspace_packets + self.provider_total(s.id, t)
+            };
+            let t = self.flows.get_mut(&s.id).expect("just inserted");
+            if let Some(last) = t.last_total {
+                if elapsed_ms > 0 {
+                    t.pps = total.saturating_sub(last) as f64 * 1000.0 / elapsed_ms as f64;
+                }
+            }
+            t.last_total = Some(total);
+        }
+        // New flows, fastest first, while the provider takes them.
+        let mut waiting: Vec<&FlowSample> = samples
+            .iter()
+            .filter(|s| s.offload.is_ok() && self.flows[&s.id].state == OffloadState::PendingOor)
+            .collect();
+        waiting.sort_by(|a, b| self.flows[&b.id].pps.total_cmp(&self.flows[&a.id].pps));
+        let mut full = false;
+        let mut still_waiting = Vec::new();
+        for s in waiting {
+            if full {
+                still_waiting.push(s);
+                continue;
+            }
+            let flow = s.offload.as_ref().expect("filtered");
+            match self.provider.put(s.id, flow) {
+                Ok(()) => self.set_state(s.id, OffloadState::Offloaded),
+                Err(OffloadError::NoSpace) => {
+                    full = true;
+                    still_waiting.push(s);
+                }
+                Err(OffloadError::Refused(why)) => self.set_state(s.id, OffloadState::Failed(why)),
+            }
+        }
+        if full && self.policy.rebalance {
+            self.rebalance(&mut still_waiting);
+        }
+        self.stats.oor = self
+            .flows
+            .values()
+            .any(|t| t.state == OffloadState::PendingOor);
+        self.stats.used = self
+            .flows
+            .values()
+            .filter(|t| t.state == OffloadState::Offloaded)
+            .count();
+        self.stats.passes += 1;
+        self.stats.last_pass_us = started.elapsed().as_micros() as u64;
+    }
+
+    fn set_state(&mut self, id: FlowId, state: OffloadState) {
+        if let Some(t) = self.flows.get_mut(&id) {
+            t.state = state;
+        }
+    }
+
+    /// Pairs the slowest offloaded flows with the fastest waiting ones and swaps
+    /// while the waiting one is faster by the hysteresis.
+    fn rebalance(&mut self, waiting: &mut [&FlowSample]) {
+        self.stats.rebalance_passes += 1;
+        // `waiting` is fastest first already.
+        let mut offloaded: Vec<(FlowId, f64)> = self
+            .flows
+            .iter()
+            .filter(|(_, t)| t.state == OffloadState::Offloaded)
+            .map(|(id, t)| (*id, t.pps))
+            .collect();
+        offloaded.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        for (s, (slow, slow_pps)) in waiting
+            .iter()
+            .zip(offloaded)
+            .take(self.policy.max_swaps)
+        {
+            let fast_pps = self.flows[&s.id].pps;
+            if fast_pps <= slow_pps * self.policy.hysteresis || fast_pps == 0.0 {
+                break;
+            }
+            // The slow flow goes back to the PMDs (its rule is there all along),
+            // then the fast one takes its place.
+            self.retire(slow);
+            self.set_state(slow, OffloadState::PendingOor);
+            let flow = s.offload.as_ref().expect("eligible");
+            match self.provider.put(s.id, flow) {
+                Ok(()) => {
+                    self.set_state(s.id, OffloadState::Offloaded);
+                    self.stats.swaps += 1;
+                }
+                Err(OffloadError::NoSpace) => break,
+                Err(OffloadError::Refused(why)) => {
+                    self.set_state(s.id, OffloadState::Failed(why));
+                }
+            }
+        }
+    }
+}
+
+/// An in-process provider with a capacity, for tests of the manager and for trying
+/// the CLI: it holds flows and counts what the test (or nobody) tells it to; the
+/// PMDs keep forwarding.
+#[derive(Clone)]
+pub struct DummyProvider {
+    inner: Arc<Mutex<DummyState>>,
+}
+
+#[derive(Default)]
+struct DummyState {
+    capacity: usize,
+    flows: HashMap<FlowId, (OffloadFlow, u64)>,
+    fail: Option<String>,
+}
+
+impl DummyProvider {
+    pub fn new(capacity: usize) -> DummyProvider {
+        DummyProvider {
+            inner: Arc::new(Mutex::new(DummyState {
+                capacity,
+                ..DummyState::default()
+            })),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, DummyState> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts `n` packets on a flow it holds (false when it does not hold it).
+    pub fn count(&self, id: FlowId, n: u64) -> bool {
+        match self.state().flows.get_mut(&id) {
+            Some((_, c)) => {
+                *c += n;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn holds(&self, id: FlowId) -> bool {
+        self.state().flows.contains_key(&id)
+    }
+
+    /// From now on every put fails with `why` (`None`: works again).
+    pub fn fail_with(&self, why: Option<&str>) {
+        self.state().fail = why.map(String::from);
+    }
+}
+
+impl OffloadProvider for DummyProvider {
+    fn kind(&self) -> &'static str {
+        "dummy"
+    }
+
+    fn capacity(&self) -> usize {
+        self.state().capacity
+    }
+
+    fn put(&mut self, id: FlowId, flow: &OffloadFlow) -> Result<(), OffloadError> {
+        let mut s = self.state();
+        if let Some(why) = &s.fail {
+            return Err(OffloadError::Refused(why.clone()));
+        }
+        if let Some(held) = s.flows.get_mut(&id) {
+            held.0 = flow.clone();
+            return Ok(());
+        }
+        if s.flows.len() >= s.capacity {
+            return Err(OffloadError::NoSpace);
+        }
+        s.flows.insert(id, (flow.clone(), 0));
+        Ok(())
+    }
+
+    fn delete(&mut self, id: FlowId) -> Result<(), OffloadError> {
+        self.state().flows.remove(&id);
+        Ok(())
+    }
+
+    fn packets(&self, id: FlowId) -> Option<u64> {
+        self.state().flows.get(&id).map(|(_, c)| *c)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,218 @@
+use super::*;
+
+/// Eight flows at distinct rates (packets per second), the fastest last, so that
+/// the order they appear in is the slowest first.
+const RATES: [u64; 8] = [10, 20, 30, 40, 1000, 2000, 3000, 4000];
+
+fn flow(port: u32) -> OffloadFlow {
+    OffloadFlow {
+        in_port: port,
+        key: FlowKey::default(),
+        mask: FlowKey::default(),
+        action: OffloadAction::Output(2),
+    }
+}
+
+/// The traffic of a test: each flow's packets go to the provider while it holds the
+/// flow, to userspace otherwise.
+struct Traffic {
+    userspace: Vec<u64>,
+    provider: DummyProvider,
+}
+
+impl Traffic {
+    fn new(provider: &DummyProvider) -> Traffic {
+        Traffic {
+            userspace: vec![0; RATES.len()],
+            provider: provider.clone(),
+        }
+    }
+
+    /// One second of every flow.
+    fn second(&mut self) {
+        for (i, rate) in RATES.iter().enumerate() {
+            let id = i as FlowId;
+            if !self.provider.count(id, *rate) {
+                self.userspace[i] += rate;
+            }
+        }
+    }
+
+    fn samples(&self) -> Vec<FlowSample> {
+        (0..RATES.len())
+            .map(|i| FlowSample {
+                id: i as FlowId,
+                userspace_packets: self.userspace[i],
+                offload: Ok(flow(1)),
+            })
+            .collect()
+    }
+
+    fn offloaded(&self) -> Vec<FlowId> {
+        (0..RATES.len() as FlowId)
+            .filter(|id| self.provider.holds(*id))
+            .collect()
+    }
+}
+
+fn manager(provider: &DummyProvider, rebalance: bool) -> OffloadManager {
+    OffloadManager::new(
+        Box::new(provider.clone()),
+        OffloadPolicy {
+            rebalance,
+            max_swaps: 2,
+            ..OffloadPolicy::default()
+        },
+    )
+}
+
+/// Runs `seconds` one-second passes; the offloaded set after each.
+fn run(m: &mut OffloadManager, t: &mut Traffic, seconds: usize) -> Vec<Vec<FlowId>> {
+    (0..seconds)
+        .map(|_| {
+            m.pass(1000, &t.samples());
+            t.second();
+            t.offloaded()
+        })
+        .collect()
+}
+
+#[test]
+fn without_rebalancing_the_first_flows_stay() {
+    let p = DummyProvider::new(4);
+    let (mut m, mut t) = (manager(&p, false), Traffic::new(&p));
+    // The first pass sees no rates yet: the flows go in as they come.
+    let sets = run(&mut m, &mut t, 6);
+    assert!(sets.iter().all(|s| s == &vec![0, 1, 2, 3]), "{sets:?}");
+    let st = m.stats();
+    assert!(st.oor, "four flows wait");
+    assert_eq!((st.used, st.capacity, st.swaps), (4, 4, 0));
+    assert_eq!(m.view(5, t.userspace[5]).unwrap().state, OffloadState::PendingOor);
+}
+
+#[test]
+fn with_rebalancing_the_fastest_end_up_offloaded_and_stay() {
+    let p = DummyProvider::new(4);
+    let (mut m, mut t) = (manager(&p, true), Traffic::new(&p));
+    let sets = run(&mut m, &mut t, 8);
+    assert_eq!(sets[0], vec![0, 1, 2, 3]);
+    let settled = sets.iter().position(|s| s == &vec![4, 5, 6, 7]);
+    let settled = settled.unwrap_or_else(|| panic!("never settled: {sets:?}"));
+    assert!(settled <= 3, "two swaps per pass: {sets:?}");
+    assert!(
+        sets[settled..].iter().all(|s| s == &vec![4, 5, 6, 7]),
+        "no flapping: {sets:?}"
+    );
+    assert_eq!(m.stats().swaps, 4);
+    assert!(m.stats().oor, "the slow four wait");
+    // Rates as measured, and counters exact across the moves.
+    let v = m.view(7, t.userspace[7]).unwrap();
+    assert_eq!(v.state, OffloadState::Offloaded);
+    assert!((v.pps - 4000.0).abs() < 1.0, "{}", v.pps);
+    let seconds = sets.len() as u64;
+    for (i, rate) in RATES.iter().enumerate() {
+        let v = m.view(i as FlowId, t.userspace[i]).unwrap();
+        assert_eq!(v.packets, rate * seconds, "flow {i}: every packet counted once");
+    }
+}
+
+#[test]
+fn flows_of_about_equal_rate_are_not_swapped() {
+    let p = DummyProvider::new(1);
+    let mut m = manager(&p, true);
+    let mut packets = [0u64; 2];
+    for _ in 0..5 {
+        let samples: Vec<FlowSample> = (0..2)
+            .map(|i| FlowSample {
+                id: i,
+                userspace_packets: packets[i as usize],
+                offload: Ok(flow(1)),
+            })
+            .collect();
+        m.pass(1000, &samples);
+        // 1,000 vs 1,050 per second: within the 10 % hysteresis.
+        for (i, rate) in [1000u64, 1050].iter().enumerate() {
+            if !p.count(i as FlowId, *rate) {
+                packets[i] += rate;
+            }
+        }
+    }
+    assert_eq!(m.stats().swaps, 0);
+    assert!(p.holds(0));
+}
+
+#[test]
+fn a_deleted_flow_frees_its_place_and_oor_clears() {
+    let p = DummyProvider::new(4);
+    let (mut m, mut t) = (manager(&p, false), Traffic::new(&p));
+    run(&mut m, &mut t, 2);
+    assert!(m.stats().oor);
+    // Flows 0..4 are deleted from the table: the waiting ones take their places.
+    let rest: Vec<FlowSample> = t.samples().into_iter().skip(4).collect();
+    m.pass(1000, &rest);
+    assert_eq!(t.offloaded(), vec![4, 5, 6, 7]);
+    assert!(!m.stats().oor, "everything that waits fits");
+    assert_eq!(m.view(0, 0), None, "a deleted flow is forgotten");
+}
+
+#[test]
+fn a_failing_provider_leaves_flows_in_userspace_with_the_reason() {
+    let p = DummyProvider::new(4);
+    p.fail_with(Some("device gone"));
+    let (mut m, mut t) = (manager(&p, true), Traffic::new(&p));
+    run(&mut m, &mut t, 3);
+    assert!(t.offloaded().is_empty());
+    assert_eq!(
+        m.view(0, 0).unwrap().state,
+        OffloadState::Failed("device gone".into())
+    );
+    assert!(!m.stats().oor, "a failure is not out-of-resources");
+    // Userspace carried everything.
+    assert_eq!(t.userspace[7], 3 * 4000);
+}
+
+#[test]
+fn rules_that_cannot_be_offloaded_say_why() {
+    let rule = |text: &str| {
+        Rule::new(
+            vsw_flow::parse_flow(text, &|_: &str| None).unwrap(),
+            0,
+            1,
+        )
+    };
+    assert_eq!(
+        offloadable(&rule("in_port=1,actions=output:2")).map(|f| f.action),
+        Ok(OffloadAction::Output(2))
+    );
+    assert_eq!(
+        offloadable(&rule("in_port=1,tcp,actions=drop")).map(|f| f.action),
+        Ok(OffloadAction::Drop)
+    );
+    assert_eq!(
+        offloadable(&rule("tcp,actions=output:2")),
+        Err("no-in_port".into())
+    );
+    assert_eq!(
+        offloadable(&rule("in_port=1,actions=output:2,output:3")),
+        Err("actions".into())
+    );
+    assert_eq!(
+        offloadable(&rule("in_port=1,actions=normal")),
+        Err("actions".into())
+    );
+    let mut samples = vec![FlowSample {
+        id: 9,
+        userspace_packets: 0,
+        offload: offloadable(&rule("tcp,actions=output:2")),
+    }];
+    let p = DummyProvider::new(4);
+    let mut m = manager(&p, false);
+    m.pass(1000, &samples);
+    assert_eq!(
+        m.view(9, 0).unwrap().state,
+        OffloadState::NotEligible("no-in_port".into())
+    );
+    samples[0].offload = Ok(flow(1));
+    m.pass(1000, &samples);
+    assert_eq!(m.view(9, 0).unwrap().state, OffloadState::Offloaded);
+}
