@@ -316,11 +316,7 @@ impl OffloadManager {
             .map(|(id, t)| (*id, t.pps))
             .collect();
         offloaded.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        for (s, (slow, slow_pps)) in waiting
-            .iter()
-            .zip(offloaded)
-            .take(self.policy.max_swaps)
-        {
+        for (s, (slow, slow_pps)) in waiting.iter().zip(offloaded).take(self.policy.max_swaps) {
             let fast_pps = self.flows[&s.id].pps;
             if fast_pps <= slow_pps * self.policy.hysteresis || fast_pps == 0.0 {
                 break;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use vswd::protocol::{FlowInfo, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
+use vswd::protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
 pub mod qemu;
 
@@ -392,6 +392,16 @@ impl Vswd {
 
     pub fn rxq_show(&self) -> Vec<PmdRxqView> {
         self.json("pmd-rxq-show")
+    }
+
+    /// Flows of one `dump-flows type=…`.
+    pub fn flows_of(&self, kind: &str) -> Vec<FlowInfo> {
+        let text = self.ctl_ok(&["--format", "json", "dump-flows", &format!("type={kind}")]);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}"))
+    }
+
+    pub fn offload_show(&self) -> Vec<OffloadShowView> {
+        self.json("offload-show")
     }
 }
 

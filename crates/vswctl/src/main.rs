@@ -64,8 +64,12 @@ enum Command {
         #[arg(value_name = "MATCH")]
         matching: Option<String>,
     },
-    /// Flows with their counters.
-    DumpFlows,
+    /// Flows with their counters and offload state; `type=offloaded` (only those an
+    /// offload provider forwards), `type=ovs` (the others) or `type=all`.
+    DumpFlows {
+        #[arg(value_name = "type=offloaded|ovs|all")]
+        filter: Option<String>,
+    },
     /// Port counters.
     DumpPorts,
     /// PMD thread statistics.
@@ -76,6 +80,8 @@ enum Command {
     PmdRxqShow,
     /// Place the receive queues on the PMDs again, by measured load.
     PmdRxqRebalance,
+    /// Offload providers: capacity, flows held, out-of-resources, rebalancing.
+    OffloadShow,
 }
 
 fn read_flows(file: &PathBuf) -> anyhow::Result<Vec<String>> {
@@ -147,12 +153,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             matching: matching.clone(),
             strict: *strict,
         },
-        Command::DumpFlows => Request::DumpFlows,
+        Command::DumpFlows { filter } => Request::DumpFlows {
+            kind: match filter.as_deref() {
+                None => None,
+                Some(f) => Some(
+                    f.strip_prefix("type=")
+                        .with_context(|| format!("expected type=offloaded|ovs|all, not '{f}'"))?
+                        .to_string(),
+                ),
+            },
+        },
         Command::DumpPorts => Request::DumpPorts,
         Command::PmdStatsShow => Request::PmdStatsShow,
         Command::PmdStatsClear => Request::PmdStatsClear,
         Command::PmdRxqShow => Request::PmdRxqShow,
         Command::PmdRxqRebalance => Request::PmdRxqRebalance,
+        Command::OffloadShow => Request::OffloadShow,
     };
     let result = call(&cli.socket, &req)?;
     if cli.format == Format::Json {
@@ -161,7 +177,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let text = match req {
         Request::Show => render::show(serde_json::from_value(result)?),
-        Request::DumpFlows => render::flows(&serde_json::from_value::<Vec<_>>(result)?),
+        Request::DumpFlows { .. } => render::flows(&serde_json::from_value::<Vec<_>>(result)?),
+        Request::OffloadShow => render::offload_show(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpPorts => render::ports(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdStatsShow => render::pmd_stats(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdRxqShow | Request::PmdRxqRebalance => {

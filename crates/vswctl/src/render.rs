@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use vswd::protocol::{FlowInfo, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
+use vswd::protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
 pub fn show(s: ShowInfo) -> String {
     let mut o = String::new();
@@ -61,9 +61,15 @@ pub fn flows(flows: &[FlowInfo]) -> String {
         if f.hard_timeout != 0 {
             timeouts += &format!("hard_timeout={}, ", f.hard_timeout);
         }
+        // Offload state only where offloading is on (as OVS prints it only then).
+        let offload = match f.offload_status.as_str() {
+            "" | "off" => String::new(),
+            "yes" => format!("offloaded:yes, pps={:.0}, ", f.pps),
+            why => format!("offloaded:no ({why}), pps={:.0}, ", f.pps),
+        };
         let _ = writeln!(
             o,
-            " duration={:.3}s, table=0, n_packets={}, n_bytes={}, {timeouts}idle_age={}, priority={}{} actions={}",
+            " duration={:.3}s, table=0, n_packets={}, n_bytes={}, {timeouts}idle_age={}, {offload}priority={}{} actions={}",
             f.duration_ms as f64 / 1000.0,
             f.n_packets,
             f.n_bytes,
@@ -201,6 +207,29 @@ pub fn rxq_show(pmds: &[PmdRxqView]) -> String {
                 if q.pinned { "(pinned)" } else { "        " }
             );
         }
+    }
+    o
+}
+
+pub fn offload_show(providers: &[OffloadShowView]) -> String {
+    let mut o = String::new();
+    if providers.is_empty() {
+        o.push_str("no offload providers (hw-offload=true and a port with offload=PROVIDER)\n");
+    }
+    for p in providers {
+        let _ = writeln!(
+            o,
+            "port {}: provider {}, capacity {}, used {}, {}, passes {}, rebalancing passes {}, swaps {}, last pass {} us",
+            p.port,
+            p.provider,
+            p.capacity,
+            p.used,
+            if p.oor { "out of resources" } else { "room" },
+            p.passes,
+            p.rebalance_passes,
+            p.swaps,
+            p.last_pass_us
+        );
     }
     o
 }

@@ -2,6 +2,7 @@
 //! configuration, the switch that applies commands to the datapath, and the control
 //! server.
 
+pub mod offload;
 pub mod options;
 pub mod protocol;
 pub mod server;

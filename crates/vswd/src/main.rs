@@ -77,6 +77,7 @@ fn main() -> anyhow::Result<()> {
         let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
         sw.check_links();
         sw.expire_flows();
+        sw.revalidate_offloads();
     }
     tracing::info!("shutting down");
     let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());

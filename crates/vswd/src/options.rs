@@ -23,9 +23,9 @@ pub enum OptionError {
 pub type Options = BTreeMap<String, String>;
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval";
 pub const PORT_OPTIONS: &str =
-    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, ring-flows, ring-frame-size, ring-rate";
+    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, ring-flows, ring-frame-size, ring-rate, offload, offload-capacity";
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -78,6 +78,23 @@ pub struct SwitchOptions {
     pub tx_flush_interval: u32,
     /// Microseconds an idle PMD may sleep at most (0: it never sleeps).
     pub pmd_sleep_max: u32,
+    /// `hw-offload`: flows go to the offload providers of ports that name one.
+    pub hw_offload: bool,
+    /// `offload-rebalance`: a full provider swaps slow flows for faster waiting ones.
+    pub offload_rebalance: bool,
+    /// `offload-interval`: milliseconds between offload passes.
+    pub offload_interval_ms: u32,
+}
+
+/// `offload-interval` when none is set.
+pub const DEFAULT_OFFLOAD_INTERVAL_MS: u32 = 1000;
+
+fn parse_bool(k: &str, v: &str) -> Result<bool, OptionError> {
+    match v {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(bad(k, v, "true or false")),
+    }
 }
 
 impl SwitchOptions {
@@ -88,6 +105,9 @@ impl SwitchOptions {
             emc_insert_inv_prob: vsw_datapath::emc::DEFAULT_INSERT_INV_PROB,
             tx_flush_interval: 0,
             pmd_sleep_max: 0,
+            hw_offload: false,
+            offload_rebalance: false,
+            offload_interval_ms: DEFAULT_OFFLOAD_INTERVAL_MS,
         };
         for (k, v) in opts {
             match k.as_str() {
@@ -98,6 +118,15 @@ impl SwitchOptions {
                 }
                 "pmd-sleep-max" => {
                     out.pmd_sleep_max = txbatch::parse_interval(v).map_err(|e| bad(k, v, e))?
+                }
+                "hw-offload" => out.hw_offload = parse_bool(k, v)?,
+                "offload-rebalance" => out.offload_rebalance = parse_bool(k, v)?,
+                "offload-interval" => {
+                    out.offload_interval_ms = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (100..=60_000).contains(n))
+                        .ok_or_else(|| bad(k, v, "milliseconds, 100..60000"))?
                 }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v
@@ -223,7 +252,21 @@ pub struct PortOptions {
     pub tx_flush: FlushSetting,
     /// `vhost-server-path`: where a vhostuser port listens.
     pub vhost_server_path: Option<String>,
+    /// `offload`: the provider that takes this port's flows (with `hw-offload=true`).
+    pub offload: Option<OffloadKind>,
+    /// `offload-capacity`: the most flows the provider holds.
+    pub offload_capacity: usize,
 }
+
+/// Offload providers a port may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadKind {
+    /// In-process, holds flows but forwards nothing itself: for trying the manager.
+    Dummy,
+}
+
+/// `offload-capacity` when none is set.
+pub const DEFAULT_OFFLOAD_CAPACITY: usize = 1024;
 
 impl Default for PortOptions {
     fn default() -> Self {
@@ -238,6 +281,8 @@ impl Default for PortOptions {
             mtu_request: None,
             tx_flush: FlushSetting::Switch,
             vhost_server_path: None,
+            offload: None,
+            offload_capacity: DEFAULT_OFFLOAD_CAPACITY,
         }
     }
 }
@@ -289,6 +334,27 @@ impl PortOptions {
                         .ok()
                         .filter(|n| *n <= 1_000_000)
                         .ok_or_else(|| bad(k, v, "a number of flows, 0..1000000"))?
+                }
+                "offload" => {
+                    out.offload = match v.as_str() {
+                        "dummy" => Some(OffloadKind::Dummy),
+                        "none" | "" => None,
+                        "ebpf" => {
+                            return Err(bad(
+                                k,
+                                v,
+                                "the ebpf provider is not built yet; offload=dummy is",
+                            ))
+                        }
+                        _ => return Err(bad(k, v, "offload providers are dummy (and none)")),
+                    }
+                }
+                "offload-capacity" => {
+                    out.offload_capacity = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=1_000_000).contains(n))
+                        .ok_or_else(|| bad(k, v, "a number of flows, 1..1000000"))?
                 }
                 "ring-rate" => {
                     out.ring_rate = v

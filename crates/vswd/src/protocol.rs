@@ -1,5 +1,6 @@
 //! The control protocol: one JSON request per line on the unix socket, one JSON reply.
 
+pub use crate::offload::OffloadShowView;
 use serde::{Deserialize, Serialize};
 pub use vsw_datapath::{PmdRxqView, PmdStatsView, PortStatsView, RxqView};
 
@@ -36,12 +37,17 @@ pub enum Request {
         matching: Option<String>,
         strict: bool,
     },
-    DumpFlows,
+    DumpFlows {
+        /// `offloaded`, `ovs` (not offloaded) or `all` (the default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+    },
     DumpPorts,
     PmdStatsShow,
     PmdStatsClear,
     PmdRxqShow,
     PmdRxqRebalance,
+    OffloadShow,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -109,4 +115,13 @@ pub struct FlowInfo {
     pub idle_timeout: u16,
     #[serde(default)]
     pub hard_timeout: u16,
+    /// Forwarded by an offload provider now.
+    #[serde(default)]
+    pub offloaded: bool,
+    /// "yes", "not-eligible:REASON", "pending:OOR", "failed:REASON", or "off".
+    #[serde(default)]
+    pub offload_status: String,
+    /// Packets per second at the last offload pass.
+    #[serde(default)]
+    pub pps: f64,
 }

@@ -12,6 +12,7 @@ use vsw_flow::syntax::{format_actions, format_flow, format_match};
 use vsw_flow::{parse_flow, parse_match, Classifier, FlowSyntaxError};
 use vsw_netdev::{afpacket, interface, NetdevError};
 
+use crate::offload::Offloads;
 use crate::options::{
     self, OptionError, Options, PortOptions, PortType, SwitchOptions, MAX_PORT_NO,
 };
@@ -23,6 +24,8 @@ use vsw_datapath::txbatch::FlushSetting;
 pub enum SwitchError {
     #[error(transparent)]
     Option(#[from] OptionError),
+    #[error("dump-flows type must be offloaded, ovs or all, not '{0}'")]
+    BadDumpType(String),
     #[error("bad flow: {0}")]
     Flow(#[from] FlowSyntaxError),
     #[error("bad flow on line {line}: {error}")]
@@ -78,6 +81,8 @@ pub struct Switch {
     socket: String,
     /// The control socket's directory: vhost-user sockets go there by default.
     run_dir: PathBuf,
+    /// The offload managers of ports that name a provider.
+    offloads: Offloads,
 }
 
 fn now_ms() -> u64 {
@@ -149,11 +154,13 @@ impl Switch {
             run_dir: Path::new(socket)
                 .parent()
                 .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
+            offloads: Offloads::default(),
         };
         let nos: Vec<u32> = sw.ports.keys().copied().collect();
         for no in nos {
             sw.try_attach(no);
         }
+        sw.sync_offloads();
         Ok(sw)
     }
 
@@ -161,7 +168,29 @@ impl Switch {
         self.dp.pmd_cores()
     }
 
-    fn save(&self) -> Result<(), SwitchError> {
+    /// Offload managers as the options now say.
+    fn sync_offloads(&mut self) {
+        // The stored options were validated when they were set.
+        let Ok(sw) = SwitchOptions::from_options(&self.options) else {
+            return;
+        };
+        let ports = self
+            .ports
+            .iter()
+            .map(|(no, p)| (*no, p.name.as_str(), &p.parsed));
+        self.offloads.sync(&sw, ports);
+    }
+
+    /// The revalidator's offload pass, when its interval has run out.
+    pub fn revalidate_offloads(&mut self) {
+        let rules = self.dp.classifier().rules();
+        self.offloads.revalidate(&rules, false);
+    }
+
+    /// Writes the configuration after a change (and brings the offload managers in
+    /// line with it).
+    fn save(&mut self) -> Result<(), SwitchError> {
+        self.sync_offloads();
         let state = SavedState {
             version: STATE_VERSION,
             options: self.options.clone(),
@@ -313,7 +342,23 @@ impl Switch {
             Request::AddFlow { flow } => self.add_flows(&[flow]),
             Request::AddFlows { flows } => self.add_flows(&flows),
             Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),
-            Request::DumpFlows => Ok(json!(self.dump_flows())),
+            Request::DumpFlows { kind } => {
+                let which = match kind.as_deref() {
+                    None | Some("all") => None,
+                    Some("offloaded") => Some(true),
+                    Some("ovs") => Some(false),
+                    Some(other) => {
+                        return Err(SwitchError::BadDumpType(other.to_string()));
+                    }
+                };
+                let flows: Vec<FlowInfo> = self
+                    .dump_flows()
+                    .into_iter()
+                    .filter(|f| which.is_none_or(|w| f.offloaded == w))
+                    .collect();
+                Ok(json!(flows))
+            }
+            Request::OffloadShow => Ok(json!(self.offloads.show())),
             Request::DumpPorts => Ok(json!(self.port_infos())),
             Request::PmdStatsShow => Ok(json!(self.dp.pmd_stats())),
             Request::PmdStatsClear => {
@@ -615,17 +660,23 @@ impl Switch {
             .classifier()
             .rules()
             .iter()
-            .map(|r| FlowInfo {
-                flow: format_flow(&r.spec),
-                priority: r.spec.priority,
-                matching: format_match(&r.spec.matcher),
-                actions: format_actions(&r.spec.actions),
-                n_packets: r.stats.packets(),
-                n_bytes: r.stats.bytes(),
-                duration_ms: r.duration_ms(now),
-                idle_age_s: r.idle_age_s(now),
-                idle_timeout: r.spec.idle_timeout,
-                hard_timeout: r.spec.hard_timeout,
+            .map(|r| {
+                let o = self.offloads.flow(r);
+                FlowInfo {
+                    flow: format_flow(&r.spec),
+                    priority: r.spec.priority,
+                    matching: format_match(&r.spec.matcher),
+                    actions: format_actions(&r.spec.actions),
+                    n_packets: o.packets,
+                    n_bytes: r.stats.bytes(),
+                    duration_ms: r.duration_ms(now),
+                    idle_age_s: r.idle_age_s(now),
+                    idle_timeout: r.spec.idle_timeout,
+                    hard_timeout: r.spec.hard_timeout,
+                    offloaded: o.offloaded,
+                    offload_status: o.status,
+                    pps: o.pps,
+                }
             })
             .collect()
     }

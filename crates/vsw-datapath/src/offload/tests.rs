@@ -87,7 +87,10 @@ fn without_rebalancing_the_first_flows_stay() {
     let st = m.stats();
     assert!(st.oor, "four flows wait");
     assert_eq!((st.used, st.capacity, st.swaps), (4, 4, 0));
-    assert_eq!(m.view(5, t.userspace[5]).unwrap().state, OffloadState::PendingOor);
+    assert_eq!(
+        m.view(5, t.userspace[5]).unwrap().state,
+        OffloadState::PendingOor
+    );
 }
 
 #[test]
@@ -112,7 +115,11 @@ fn with_rebalancing_the_fastest_end_up_offloaded_and_stay() {
     let seconds = sets.len() as u64;
     for (i, rate) in RATES.iter().enumerate() {
         let v = m.view(i as FlowId, t.userspace[i]).unwrap();
-        assert_eq!(v.packets, rate * seconds, "flow {i}: every packet counted once");
+        assert_eq!(
+            v.packets,
+            rate * seconds,
+            "flow {i}: every packet counted once"
+        );
     }
 }
 
@@ -173,13 +180,7 @@ fn a_failing_provider_leaves_flows_in_userspace_with_the_reason() {
 
 #[test]
 fn rules_that_cannot_be_offloaded_say_why() {
-    let rule = |text: &str| {
-        Rule::new(
-            vsw_flow::parse_flow(text, &|_: &str| None).unwrap(),
-            0,
-            1,
-        )
-    };
+    let rule = |text: &str| Rule::new(vsw_flow::parse_flow(text, &|_: &str| None).unwrap(), 0, 1);
     assert_eq!(
         offloadable(&rule("in_port=1,actions=output:2")).map(|f| f.action),
         Ok(OffloadAction::Output(2))
