@@ -12,6 +12,9 @@ for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# The offload fast path's BPF programs are built with clang against libbpf's headers.
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
 # The guest's initramfs needs a static busybox (Debian's plain busybox is dynamic).
 dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 # The guest's kernel (and the virtio modules it loads) come from Debian's kernel package.

@@ -3,6 +3,7 @@
 //! AF_PACKET socket with its mmap rings, `tap` tap interfaces vsw creates.
 
 pub mod afpacket;
+pub mod ebpf;
 pub mod interface;
 mod sys;
 pub mod tap;

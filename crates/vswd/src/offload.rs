@@ -2,15 +2,18 @@
 //! provider (while `hw-offload=true`), fed every interval with the rules whose
 //! receive port it serves.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use vsw_datapath::offload::{
-    offloadable, DummyProvider, FlowSample, OffloadManager, OffloadPolicy, OffloadState,
+    offloadable, DummyProvider, FlowSample, OffloadManager, OffloadPolicy, OffloadProvider,
+    OffloadState,
 };
 use vsw_flow::Rule;
+use vsw_netdev::ebpf::{EbpfProvider, PortIfindex};
 
 use crate::options::{OffloadKind, PortOptions, SwitchOptions};
 
@@ -42,12 +45,30 @@ struct PortOffload {
     name: String,
     kind: OffloadKind,
     capacity: usize,
+    /// The device opening the provider was made for (a new socket needs a new one).
+    opened: u64,
     manager: OffloadManager,
+}
+
+/// What the managers need to know of a port.
+pub struct OffloadPort<'a> {
+    pub no: u32,
+    pub name: &'a str,
+    pub options: &'a PortOptions,
+    /// The interface's index, for an afpacket port that is up.
+    pub ifindex: Option<u32>,
+    /// vsw's receiving socket on the port (afpacket).
+    pub rx_socket: Option<&'a OwnedFd>,
+    pub opened: u64,
 }
 
 /// Every port's offload manager and when the last pass ran.
 pub struct Offloads {
     ports: BTreeMap<u32, PortOffload>,
+    /// Ports whose provider could not be set up, and why.
+    problems: BTreeMap<u32, (String, String)>,
+    /// Port numbers to interface indexes, for the kernel fast path's outputs.
+    ifindexes: Arc<Mutex<HashMap<u32, u32>>>,
     enabled: bool,
     policy: OffloadPolicy,
     interval_ms: u64,
@@ -58,6 +79,8 @@ impl Default for Offloads {
     fn default() -> Self {
         Offloads {
             ports: BTreeMap::new(),
+            problems: BTreeMap::new(),
+            ifindexes: Arc::default(),
             enabled: false,
             policy: OffloadPolicy::default(),
             interval_ms: u64::from(crate::options::DEFAULT_OFFLOAD_INTERVAL_MS),
@@ -73,40 +96,89 @@ impl Offloads {
     pub fn sync<'a>(
         &mut self,
         switch: &SwitchOptions,
-        ports: impl Iterator<Item = (u32, &'a str, &'a PortOptions)>,
+        ports: impl Iterator<Item = OffloadPort<'a>>,
     ) {
         self.enabled = switch.hw_offload;
         self.policy.rebalance = switch.offload_rebalance;
         self.interval_ms = u64::from(switch.offload_interval_ms);
-        let mut wanted = BTreeMap::new();
-        if self.enabled {
-            for (no, name, o) in ports {
-                if let Some(kind) = o.offload {
-                    wanted.insert(no, (name.to_string(), kind, o.offload_capacity));
+        let ports: Vec<OffloadPort<'a>> = ports.collect();
+        *self.ifindexes.lock().unwrap_or_else(|e| e.into_inner()) = ports
+            .iter()
+            .filter_map(|p| Some((p.no, p.ifindex?)))
+            .collect();
+        let wanted: BTreeMap<u32, &OffloadPort<'a>> = ports
+            .iter()
+            .filter(|p| self.enabled && p.options.offload.is_some())
+            .map(|p| (p.no, p))
+            .collect();
+        // A provider whose port went, changed provider or capacity, or was opened
+        // again goes (its flows back to the PMDs) and is set up anew.
+        self.ports.retain(|no, p| {
+            wanted.get(no).is_some_and(|w| {
+                w.options.offload == Some(p.kind)
+                    && w.options.offload_capacity == p.capacity
+                    && w.opened == p.opened
+            })
+        });
+        self.problems.retain(|no, _| wanted.contains_key(no));
+        for (no, w) in wanted {
+            if let Some(p) = self.ports.get_mut(&no) {
+                p.name = w.name.to_string();
+                p.manager.policy = self.policy;
+                continue;
+            }
+            let kind = w.options.offload.expect("filtered");
+            let capacity = w.options.offload_capacity;
+            let provider: Result<Box<dyn OffloadProvider>, String> = match kind {
+                OffloadKind::Dummy => Ok(Box::new(DummyProvider::new(capacity))),
+                OffloadKind::Ebpf => self.ebpf(w, capacity),
+            };
+            match provider {
+                Ok(provider) => {
+                    self.problems.remove(&no);
+                    self.ports.insert(
+                        no,
+                        PortOffload {
+                            name: w.name.to_string(),
+                            kind,
+                            capacity,
+                            opened: w.opened,
+                            manager: OffloadManager::new(provider, self.policy),
+                        },
+                    );
+                }
+                Err(why) => {
+                    if self.problems.get(&no).map(|(_, w)| w) != Some(&why) {
+                        tracing::warn!(port = w.name, error = %why, "offload provider not set up");
+                    }
+                    self.problems.insert(no, (w.name.to_string(), why));
                 }
             }
         }
-        self.ports.retain(|no, p| {
-            wanted
-                .get(no)
-                .is_some_and(|(_, kind, cap)| *kind == p.kind && *cap == p.capacity)
+    }
+
+    /// The kernel fast path for an afpacket port that is up.
+    fn ebpf(
+        &self,
+        p: &OffloadPort<'_>,
+        capacity: usize,
+    ) -> Result<Box<dyn OffloadProvider>, String> {
+        let socket = p
+            .rx_socket
+            .ok_or("the ebpf provider needs an afpacket port that is up")?
+            .try_clone()
+            .map_err(|e| e.to_string())?;
+        let ifindexes = self.ifindexes.clone();
+        let outputs: PortIfindex = Box::new(move |no| {
+            ifindexes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&no)
+                .copied()
         });
-        for (no, (name, kind, capacity)) in wanted {
-            let policy = self.policy;
-            let entry = self.ports.entry(no).or_insert_with(|| PortOffload {
-                name: name.clone(),
-                kind,
-                capacity,
-                manager: OffloadManager::new(
-                    match kind {
-                        OffloadKind::Dummy => Box::new(DummyProvider::new(capacity)),
-                    },
-                    policy,
-                ),
-            });
-            entry.name = name;
-            entry.manager.policy = policy;
-        }
+        EbpfProvider::new(p.name, socket, capacity, outputs)
+            .map(|e| Box::new(e) as Box<dyn OffloadProvider>)
+            .map_err(|e| e.to_string())
     }
 
     /// One pass over `rules` if the interval has run out (or `force`).
@@ -178,6 +250,17 @@ impl Offloads {
     }
 
     pub fn show(&self) -> Vec<OffloadShowView> {
+        let failed = self.problems.values().map(|(port, why)| OffloadShowView {
+            port: port.clone(),
+            provider: format!("none ({why})"),
+            capacity: 0,
+            used: 0,
+            oor: false,
+            passes: 0,
+            rebalance_passes: 0,
+            swaps: 0,
+            last_pass_us: 0,
+        });
         self.ports
             .values()
             .map(|p| {
@@ -194,6 +277,7 @@ impl Offloads {
                     last_pass_us: s.last_pass_us,
                 }
             })
+            .chain(failed)
             .collect()
     }
 }

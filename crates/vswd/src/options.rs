@@ -263,6 +263,8 @@ pub struct PortOptions {
 pub enum OffloadKind {
     /// In-process, holds flows but forwards nothing itself: for trying the manager.
     Dummy,
+    /// The kernel fast path at tc ingress (afpacket ports).
+    Ebpf,
 }
 
 /// `offload-capacity` when none is set.
@@ -339,14 +341,10 @@ impl PortOptions {
                     out.offload = match v.as_str() {
                         "dummy" => Some(OffloadKind::Dummy),
                         "none" | "" => None,
-                        "ebpf" => {
-                            return Err(bad(
-                                k,
-                                v,
-                                "the ebpf provider is not built yet; offload=dummy is",
-                            ))
+                        "ebpf" => Some(OffloadKind::Ebpf),
+                        _ => {
+                            return Err(bad(k, v, "offload providers are ebpf and dummy (or none)"))
                         }
-                        _ => return Err(bad(k, v, "offload providers are dummy (and none)")),
                     }
                 }
                 "offload-capacity" => {

@@ -3,6 +3,7 @@
 //! persists the result.
 
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use vsw_flow::syntax::{format_actions, format_flow, format_match};
 use vsw_flow::{parse_flow, parse_match, Classifier, FlowSyntaxError};
 use vsw_netdev::{afpacket, interface, NetdevError};
 
-use crate::offload::Offloads;
+use crate::offload::{OffloadPort, Offloads};
 use crate::options::{
     self, OptionError, Options, PortOptions, PortType, SwitchOptions, MAX_PORT_NO,
 };
@@ -71,6 +72,10 @@ struct Port {
     mtu_problem: Option<String>,
     /// What a vhost-user guest did wrong, and how it receives.
     guest: Option<Arc<vsw_netdev::vhost::GuestStatus>>,
+    /// vsw's receiving socket of an afpacket port (for the offload socket filter).
+    rx_socket: Option<OwnedFd>,
+    /// How many times the device was opened: a new socket needs a new fast path.
+    opened: u64,
 }
 
 pub struct Switch {
@@ -126,6 +131,8 @@ impl Switch {
                     },
                     mtu_problem: None,
                     guest: None,
+                    rx_socket: None,
+                    opened: 0,
                 },
             );
         }
@@ -174,10 +181,17 @@ impl Switch {
         let Ok(sw) = SwitchOptions::from_options(&self.options) else {
             return;
         };
-        let ports = self
-            .ports
-            .iter()
-            .map(|(no, p)| (*no, p.name.as_str(), &p.parsed));
+        let ports = self.ports.iter().map(|(no, p)| OffloadPort {
+            no: *no,
+            name: &p.name,
+            options: &p.parsed,
+            ifindex: match p.link {
+                Link::Up { ifindex } if ifindex != 0 => Some(ifindex),
+                _ => None,
+            },
+            rx_socket: p.rx_socket.as_ref(),
+            opened: p.opened,
+        });
         self.offloads.sync(&sw, ports);
     }
 
@@ -249,10 +263,17 @@ impl Switch {
                 port.mtu_problem = Some(e.to_string());
             }
         }
-        let result = open_device(&port.name, &port.parsed, &self.run_dir).and_then(|(q, g)| {
-            port.guest = g;
+        let result = open_device(&port.name, &port.parsed, &self.run_dir).and_then(|o| {
+            port.guest = o.guest;
+            port.rx_socket = o.rx_socket;
+            port.opened += 1;
             self.dp
-                .add_port(PortHandle::new(no, &port.name, q, port.stats.clone()))
+                .add_port(PortHandle::new(
+                    no,
+                    &port.name,
+                    o.queues,
+                    port.stats.clone(),
+                ))
                 .map_err(SwitchError::from)
         });
         let result = result.and_then(|()| {
@@ -442,7 +463,11 @@ impl Switch {
             }
             e
         };
-        let (queues, guest) = open_device(name, &parsed, &self.run_dir).map_err(restore_mtu)?;
+        let Opened {
+            queues,
+            guest,
+            rx_socket,
+        } = open_device(name, &parsed, &self.run_dir).map_err(restore_mtu)?;
         let stats = Arc::new(PortStats::default());
         self.dp
             .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
@@ -467,6 +492,8 @@ impl Switch {
                 link: Link::Up { ifindex },
                 mtu_problem: None,
                 guest,
+                rx_socket,
+                opened: 1,
             },
         );
         self.save()?;
@@ -544,10 +571,13 @@ impl Switch {
         };
         // Only afpacket and ring options reopen a device (a vhost-user port keeps its
         // socket and guest).
-        if let Some((queues, _)) = queues {
+        let mut new_socket = None;
+        if let Some(o) = queues {
             self.dp.remove_port(no)?;
             let stats = self.ports[&no].stats.clone();
-            self.dp.add_port(PortHandle::new(no, name, queues, stats))?;
+            self.dp
+                .add_port(PortHandle::new(no, name, o.queues, stats))?;
+            new_socket = Some(o.rx_socket);
         }
         if up && (reopen || parsed.rxq_affinity != port.parsed.rxq_affinity) {
             self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
@@ -556,6 +586,10 @@ impl Switch {
             self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
         }
         let port = self.ports.get_mut(&no).expect("checked above");
+        if let Some(socket) = new_socket {
+            port.rx_socket = socket;
+            port.opened += 1;
+        }
         port.options = merged;
         port.parsed = parsed;
         self.save()?;
@@ -574,12 +608,16 @@ impl Switch {
         self.dp.remove_port(no)?;
         let changed = apply_mtu(&name, mtu);
         let options = if changed.is_ok() { parsed } else { &old };
-        let reopened = open_device(&name, options, &self.run_dir).and_then(|(q, _)| {
+        let mut new_socket = None;
+        let reopened = open_device(&name, options, &self.run_dir).and_then(|o| {
+            new_socket = o.rx_socket;
             self.dp
-                .add_port(PortHandle::new(no, &name, q, stats))
+                .add_port(PortHandle::new(no, &name, o.queues, stats))
                 .map_err(SwitchError::from)
         });
         let port = self.ports.get_mut(&no).expect("checked above");
+        port.rx_socket = new_socket;
+        port.opened += 1;
         if let Err(e) = reopened {
             port.link = Link::Down { why: e.to_string() };
             return Err(e);
@@ -776,8 +814,13 @@ pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
         .map_or_else(|| run_dir.join(format!("{name}.sock")), PathBuf::from)
 }
 
-/// A device's queues, and for a vhost-user port what its guest is up to.
-type Opened = (PortQueues, Option<Arc<vsw_netdev::vhost::GuestStatus>>);
+/// A device's queues, for a vhost-user port what its guest is up to, and for an
+/// afpacket port a handle on its receiving socket.
+struct Opened {
+    queues: PortQueues,
+    guest: Option<Arc<vsw_netdev::vhost::GuestStatus>>,
+    rx_socket: Option<OwnedFd>,
+}
 
 /// Opens a port's device as its options say.
 fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, SwitchError> {
@@ -793,13 +836,28 @@ fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, Sw
                 o.mtu_request.unwrap_or(DEFAULT_VHOST_MTU),
                 std::sync::atomic::Ordering::Relaxed,
             );
-            return Ok((q, Some(g)));
+            return Ok(Opened {
+                queues: q,
+                guest: Some(g),
+                rx_socket: None,
+            });
         }
-        PortType::Afpacket => afpacket::open(name, o.mode)?,
+        PortType::Afpacket => {
+            let (queues, socket) = afpacket::open_tapped(name, o.mode)?;
+            return Ok(Opened {
+                queues,
+                guest: None,
+                rx_socket: Some(socket),
+            });
+        }
         PortType::Tap => vsw_netdev::tap::open(name)?,
         PortType::Ring => {
             vsw_datapath::ring::paced_ring_port(o.ring_flows, o.ring_frame_size, o.ring_rate)
         }
     };
-    Ok((queues, None))
+    Ok(Opened {
+        queues,
+        guest: None,
+        rx_socket: None,
+    })
 }

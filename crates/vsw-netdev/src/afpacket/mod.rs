@@ -101,6 +101,12 @@ fn offload_socket(ifname: &str) -> Result<OwnedFd, NetdevError> {
 
 /// Opens interface `ifname` as a port.
 pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError> {
+    open_tapped(ifname, mode).map(|(q, _)| q)
+}
+
+/// Opens interface `ifname` as a port, and gives a second handle on the socket that
+/// receives, for attaching a socket filter to it later (the offload fast path's).
+pub fn open_tapped(ifname: &str, mode: AfPacketMode) -> Result<(PortQueues, OwnedFd), NetdevError> {
     if !crate::interface::valid_name(ifname) {
         return Err(NetdevError::BadInterfaceName(ifname.to_string()));
     }
@@ -113,6 +119,7 @@ pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError>
         "PACKET_IGNORE_OUTGOING",
         ifname,
     )?;
+    let tap = fd.try_clone().map_err(syscall("dup", ifname))?;
     let queues = match mode {
         AfPacketMode::Ring => ring::open(fd, ifname, ifindex)?,
         AfPacketMode::RingV3 => ring_v3::open(fd, ifname, ifindex)?,
@@ -122,7 +129,7 @@ pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError>
         }
     };
     tracing::debug!(ifname, ifindex, %mode, "afpacket port open");
-    Ok(queues)
+    Ok((queues, tap))
 }
 
 /// The interface's MTU, for the transmit queues' size check (1500 if it cannot be
