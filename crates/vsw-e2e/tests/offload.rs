@@ -236,3 +236,120 @@ fn an_ebpf_offloaded_flow_bypasses_the_pmd_and_keeps_counting() {
         d.port(&a.port).stats.rx_packets >= rx_a + 10
     });
 }
+
+/// Counts UDP datagrams to port 5001 in `h`'s namespace by source port until none
+/// came for a second; prints "sport count" lines.
+fn udp_counter(h: &Host) -> std::process::Child {
+    let script = format!(
+        "import socket, collections\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)\n\
+         s.bind(('{}', 5001))\nprint('ready', flush=True)\nc = collections.Counter()\ns.settimeout(30)\n\
+         d, a = s.recvfrom(2048)\nc[a[1]] += 1\ns.settimeout(1.5)\n\
+         while True:\n    try:\n        d, a = s.recvfrom(2048)\n    except socket.timeout:\n        break\n    c[a[1]] += 1\n\
+         for k, v in sorted(c.items()):\n    print(k, v, flush=True)\n",
+        h.addr
+    );
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &h.ns, "python3", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("counter output");
+    assert_eq!(line.trim(), "ready");
+    child.stdout = Some(out.into_inner());
+    child
+}
+
+#[test]
+fn a_swap_under_traffic_loses_no_packet_of_either_flow() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (a, b) = (Host::new(1), Host::new(2));
+    d.ctl_ok(&["add-port", &a.port, "offload=ebpf", "offload-capacity=1"]);
+    d.ctl_ok(&["add-port", &b.port]);
+    d.ctl_ok(&["add-flow", &udp_flow(&a, &b, 4000)]);
+    d.ctl_ok(&[
+        "set",
+        "hw-offload=true",
+        "offload-rebalance=true",
+        "offload-interval=200",
+    ]);
+    wait_until("the slow flow offloaded", Duration::from_secs(10), || {
+        d.flows_of("offloaded").len() == 1
+    });
+    d.ctl_ok(&["add-flow", &udp_flow(&a, &b, 4001)]);
+    let counter = udp_counter(&b);
+    // 4001 ten times as fast as 4000, for about four seconds.
+    let (slow, fast) = (udp_frame(&a, &b, 4000), udp_frame(&a, &b, 4001));
+    let script = format!(
+        "import socket, time\ns = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\ns.bind(('eth0', 0))\n\
+         slow = bytes.fromhex('{slow}')\nfast = bytes.fromhex('{fast}')\n\
+         for i in range(20000):\n    s.send(fast)\n    if i % 10 == 0:\n        s.send(slow)\n    \
+         if i % 20 == 0:\n        time.sleep(0.004)\n"
+    );
+    a.exec_ok(&["python3", "-c", &script]);
+    let out = counter.wait_with_output().expect("counter");
+    let counts: Vec<(u16, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (p, n) = l.split_once(' ')?;
+            Some((p.parse().ok()?, n.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        vec![(4000, 2000), (4001, 20000)],
+        "every frame of both flows arrived once"
+    );
+    let show = d.offload_show();
+    assert!(show[0].swaps >= 1, "{show:?}");
+    let offloaded = d.flows_of("offloaded");
+    assert!(
+        offloaded.len() == 1 && offloaded[0].matching.contains("tp_src=4001"),
+        "the fast flow holds the place: {offloaded:?}"
+    );
+    assert_eq!(flow_packets(&d, 4000), 2000, "exact across the move");
+    assert_eq!(flow_packets(&d, 4001), 20000);
+}
+
+#[test]
+fn tcp_with_default_offloads_runs_over_offloaded_flows() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (a, b) = (Host::new(1), Host::new(2));
+    for h in [&a, &b] {
+        d.ctl_ok(&["add-port", &h.port, "offload=ebpf"]);
+    }
+    // The data connection both ways (iperf3 --cport 40000); the rest goes `normal`.
+    for (from, to, sport, dport) in [(&a, &b, 40000, 5201), (&b, &a, 5201, 40000)] {
+        d.ctl_ok(&[
+            "add-flow",
+            &format!(
+                "priority=10,in_port={},tcp,nw_src={},nw_dst={},tp_src={sport},tp_dst={dport},actions=output:{}",
+                from.port, from.addr, to.addr, to.port
+            ),
+        ]);
+    }
+    d.ctl_ok(&["set", "hw-offload=true", "offload-interval=100"]);
+    wait_until("both directions offloaded", Duration::from_secs(10), || {
+        d.flows_of("offloaded").len() == 2
+    });
+    b.exec_ok(&["iperf3", "-s", "-1", "-D", "-B", &b.addr]);
+    wait_until("iperf3 to listen", Duration::from_secs(5), || {
+        String::from_utf8_lossy(&b.exec(&["ss", "-ltn"]).stdout).contains(":5201")
+    });
+    let rx_a = d.port(&a.port).stats.rx_packets;
+    let out = a.exec(&[
+        "timeout", "30", "iperf3", "-c", &b.addr, "-t", "3", "--cport", "40000", "-J",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("iperf3 JSON");
+    let bytes = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(bytes > 10_000_000, "TCP over the kernel path: {bytes} bytes, {v}");
+    // The data went through the kernel: vsw's socket saw only the control connection
+    // and address resolution.
+    let seen = d.port(&a.port).stats.rx_packets - rx_a;
+    let data: u64 = d.flows_of("offloaded").iter().map(|f| f.n_packets).sum();
+    assert!(data > 1000 && seen < 100, "{seen} frames through vsw, {data} offloaded");
+}
