@@ -516,6 +516,11 @@ struct SwitchResult {
     latency: Vec<LatencyAt>,
     /// CPU time of the switch's process per forwarded packet at 50 % load, where it has one.
     cpu_ns_per_packet: Option<f64>,
+    /// Busy CPU time of the whole machine (every core, /proc/stat) per packet: where
+    /// the kernel does the forwarding (offloaded flows), the switch process shows none
+    /// of it.
+    #[serde(default)]
+    system_ns_per_packet: Option<f64>,
     /// The switch's own PMD processing time per packet at 50 % load (pmd-stats-show).
     pmd_ns_per_packet: Option<f64>,
     /// iperf3 with the hosts' veth offloads as Linux sets them (TSO, checksum offload on).
@@ -830,17 +835,24 @@ fn measure(
             latency: l,
         });
     }
+    let mut system_ns_per_packet = None;
     if let Some(rate) = o.cpu_rate {
         sw.clear_pmd_stats();
         let cpu0 = sw.cpu_seconds();
+        let busy0 = system_busy_seconds();
         let s = runner.measure_at(rate)?;
         pmd_ns_per_packet = sw.pmd_ns_per_packet();
         if let (Some(a), Some(b)) = (cpu0, sw.cpu_seconds()) {
             cpu_ns_per_packet = Some((b - a) * 1e9 / s.trial.received.max(1) as f64);
         }
+        if let (Some(a), Some(b)) = (busy0, system_busy_seconds()) {
+            system_ns_per_packet = Some((b - a) * 1e9 / s.trial.received.max(1) as f64);
+        }
         eprintln!(
-            "  CPU at {rate:.0} pps: {:.0} ns per packet (loss {:.4} %)",
+            "  CPU at {rate:.0} pps: switch process {:.0} ns, PMD busy {:.0} ns, whole machine {:.0} ns per packet (loss {:.4} %)",
             cpu_ns_per_packet.unwrap_or(f64::NAN),
+            pmd_ns_per_packet.unwrap_or(f64::NAN),
+            system_ns_per_packet.unwrap_or(f64::NAN),
             s.trial.loss() * 100.0
         );
     }
@@ -863,6 +875,7 @@ fn measure(
         latency,
         cpu_ns_per_packet,
         pmd_ns_per_packet,
+        system_ns_per_packet,
         iperf_gbps,
         iperf_gbps_offloads_off,
         iperf_cpu_s_per_gbit,
@@ -1132,4 +1145,19 @@ fn main() -> anyhow::Result<()> {
 fn topology_date() -> String {
     vsw_bench::topology::run(&["date", "-u", "+%Y-%m-%d %H:%M UTC"])
         .map_or_else(|_| "?".into(), |d| d.trim().to_string())
+}
+
+/// Seconds every CPU of the machine spent not idle, from /proc/stat.
+fn system_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3)? + v.get(4)?;
+    Some((total - idle) as f64 / 100.0)
 }

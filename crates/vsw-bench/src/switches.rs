@@ -38,9 +38,15 @@ pub struct Vsw {
     pub bin_dir: PathBuf,
     pub mode: String,
     pub pmd_cpu: usize,
+    /// `vsw-ebpf`: the generator's flows go to the ebpf offload provider.
+    pub offload: bool,
     child: Option<Child>,
     dir: PathBuf,
 }
+
+/// Generator flows `vsw-ebpf` installs as exact 5-tuple rules (UDP source ports
+/// 1024.., as `frame::set_flow` picks them).
+const OFFLOADED_FLOWS: u16 = 256;
 
 impl Vsw {
     pub fn new(bin_dir: PathBuf, mode: &str, pmd_cpu: usize) -> Vsw {
@@ -48,6 +54,7 @@ impl Vsw {
             bin_dir,
             mode: mode.to_string(),
             pmd_cpu,
+            offload: false,
             child: None,
             dir: std::env::temp_dir().join(format!("vsw-bench-{}", std::process::id())),
         }
@@ -66,9 +73,59 @@ impl Vsw {
     }
 }
 
+impl Vsw {
+    /// Rules for the generator's flows, offloaded to the ebpf provider on its port.
+    fn offload_generator_flows(&self, topo: &Topology) -> anyhow::Result<()> {
+        let ip = |a: [u8; 4]| format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3]);
+        let a = &topo.addresses;
+        let rules: String = (0..OFFLOADED_FLOWS)
+            .map(|k| {
+                format!(
+                    "priority=10,in_port={},udp,nw_src={},nw_dst={},tp_src={},tp_dst=9,actions=output:{}\n",
+                    topo.gen_port,
+                    ip(a.src_ip),
+                    ip(a.dst_ip),
+                    1024 + k,
+                    topo.rcv_port
+                )
+            })
+            .collect();
+        let file = self.dir.join("offloaded-flows.txt");
+        std::fs::write(&file, rules)?;
+        self.ctl(&["add-flows", file.to_str().context("path")?])?;
+        self.ctl(&["set-port", &topo.gen_port, "offload=ebpf"])?;
+        // With the flows in the kernel the PMD has nothing to do: it sleeps.
+        self.ctl(&[
+            "set",
+            "hw-offload=true",
+            "offload-interval=100",
+            "pmd-sleep-max=500",
+        ])?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let json = self.ctl(&["--format", "json", "dump-flows", "type=offloaded"])?;
+            let n = serde_json::from_str::<Vec<serde_json::Value>>(&json)
+                .map(|v| v.len())
+                .unwrap_or(0);
+            if n == usize::from(OFFLOADED_FLOWS) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "only {n} of {OFFLOADED_FLOWS} flows offloaded: {}",
+                    self.ctl(&["offload-show"])?
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 impl SwitchUnderTest for Vsw {
     fn name(&self) -> String {
-        if self.mode == "ring" {
+        if self.offload {
+            "vsw-ebpf".into()
+        } else if self.mode == "ring" {
             "vsw".into()
         } else {
             format!("vsw-{}", self.mode)
@@ -106,6 +163,9 @@ impl SwitchUnderTest for Vsw {
         self.ctl(&["set", &format!("pmd-cpu-mask={:#x}", 1u64 << self.pmd_cpu)])?;
         for p in [&topo.gen_port, &topo.rcv_port] {
             self.ctl(&["add-port", p, &format!("afpacket-mode={}", self.mode)])?;
+        }
+        if self.offload {
+            self.offload_generator_flows(topo)?;
         }
         Ok(())
     }
@@ -396,11 +456,16 @@ pub fn by_name(
         "vsw" => Box::new(Vsw::new(bin_dir.to_path_buf(), "ring", pmd_cpu)),
         "vsw-mmsg" => Box::new(Vsw::new(bin_dir.to_path_buf(), "mmsg", pmd_cpu)),
         "vsw-ring-v3" => Box::new(Vsw::new(bin_dir.to_path_buf(), "ring-v3", pmd_cpu)),
+        "vsw-ebpf" => {
+            let mut v = Vsw::new(bin_dir.to_path_buf(), "ring", pmd_cpu);
+            v.offload = true;
+            Box::new(v)
+        }
         "bridge" => Box::new(Bridge::default()),
         "ovs-system" => Box::new(Ovs::new(false, pmd_cpu)),
         "ovs-afxdp" => Box::new(Ovs::new(true, pmd_cpu)),
         other => bail!(
-            "unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, bridge, ovs-system, ovs-afxdp)"
+            "unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, vsw-ebpf, bridge, ovs-system, ovs-afxdp)"
         ),
     })
 }

@@ -346,10 +346,16 @@ fn tcp_with_default_offloads_runs_over_offloaded_flows() {
     ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("iperf3 JSON");
     let bytes = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
-    assert!(bytes > 10_000_000, "TCP over the kernel path: {bytes} bytes, {v}");
+    assert!(
+        bytes > 10_000_000,
+        "TCP over the kernel path: {bytes} bytes, {v}"
+    );
     // The data went through the kernel: vsw's socket saw only the control connection
     // and address resolution.
     let seen = d.port(&a.port).stats.rx_packets - rx_a;
     let data: u64 = d.flows_of("offloaded").iter().map(|f| f.n_packets).sum();
-    assert!(data > 1000 && seen < 100, "{seen} frames through vsw, {data} offloaded");
+    assert!(
+        data > 1000 && seen < 100,
+        "{seen} frames through vsw, {data} offloaded"
+    );
 }
