@@ -231,6 +231,21 @@ impl OffloadManager {
             }
             self.flows.remove(&id);
         }
+        // Flows that can no longer be offloaded (a rule above them came) leave.
+        let unfit: Vec<FlowId> = samples
+            .iter()
+            .filter(|s| {
+                s.offload.is_err()
+                    && self
+                        .flows
+                        .get(&s.id)
+                        .is_some_and(|t| t.state == OffloadState::Offloaded)
+            })
+            .map(|s| s.id)
+            .collect();
+        for id in unfit {
+            self.retire(id);
+        }
         // Rates.
         for s in samples {
             let total = {

@@ -49,11 +49,51 @@ impl Match {
             .all(|(s, o)| s & o == *s);
         subset && self.matches(&other.value)
     }
+
+    /// True when some packet is accepted by both: wherever both constrain a bit,
+    /// they agree on it.
+    pub fn overlaps(&self, other: &Match) -> bool {
+        self.value
+            .words()
+            .iter()
+            .zip(other.value.words())
+            .zip(self.mask.words().iter().zip(other.mask.words()))
+            .all(|((a, b), (ma, mb))| (a ^ b) & ma & mb == 0)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlapping_matches_share_a_packet() {
+        let m = |tp_src: u16, mask: u16, proto: u8| {
+            Match::new(
+                FlowKey {
+                    tp_src,
+                    nw_proto: proto,
+                    ..FlowKey::default()
+                },
+                FlowKey {
+                    tp_src: mask,
+                    nw_proto: 0xff,
+                    ..FlowKey::default()
+                },
+            )
+        };
+        assert!(m(80, 0xffff, 6).overlaps(&m(80, 0xffff, 6)));
+        assert!(
+            m(80, 0xffff, 6).overlaps(&m(0, 0, 6)),
+            "a wildcard overlaps"
+        );
+        assert!(!m(80, 0xffff, 6).overlaps(&m(81, 0xffff, 6)));
+        assert!(
+            !m(80, 0xffff, 6).overlaps(&m(80, 0xffff, 17)),
+            "tcp and udp"
+        );
+        assert!(Match::any().overlaps(&m(80, 0xffff, 6)));
+    }
 
     #[test]
     fn masked_bits_are_wildcards() {

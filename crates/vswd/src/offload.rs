@@ -31,6 +31,14 @@ pub struct OffloadShowView {
     pub last_pass_us: u64,
 }
 
+/// Whether a rule of higher priority could take some of `rule`'s packets: the fast
+/// path would then forward packets that userspace would not.
+fn shadowed(rule: &Rule, rules: &[Arc<Rule>]) -> bool {
+    rules.iter().any(|o| {
+        o.spec.priority > rule.spec.priority && o.spec.matcher.overlaps(&rule.spec.matcher)
+    })
+}
+
 /// Where a flow stands, for `dump-flows`.
 pub struct FlowOffload {
     pub offloaded: bool,
@@ -204,7 +212,10 @@ impl Offloads {
                 .map(|r| FlowSample {
                     id: r.seq,
                     userspace_packets: r.stats.packets(),
-                    offload: offloadable(r),
+                    offload: offloadable(r).and_then(|f| match shadowed(r, rules) {
+                        true => Err("shadowed-by-higher-priority".into()),
+                        false => Ok(f),
+                    }),
                 })
                 .collect();
             p.manager.pass(elapsed_ms, &samples);

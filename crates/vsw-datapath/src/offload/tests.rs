@@ -216,4 +216,16 @@ fn rules_that_cannot_be_offloaded_say_why() {
     samples[0].offload = Ok(flow(1));
     m.pass(1000, &samples);
     assert_eq!(m.view(9, 0).unwrap().state, OffloadState::Offloaded);
+    // It can no longer be (a rule above it came): it leaves the provider, its
+    // provider packets still counted.
+    assert!(p.count(9, 5));
+    samples[0].offload = Err("shadowed-by-higher-priority".into());
+    m.pass(1000, &samples);
+    assert!(!p.holds(9));
+    let v = m.view(9, 0).unwrap();
+    assert_eq!(
+        v.state,
+        OffloadState::NotEligible("shadowed-by-higher-priority".into())
+    );
+    assert_eq!(v.packets, 5);
 }
