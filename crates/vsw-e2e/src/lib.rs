@@ -214,6 +214,28 @@ impl Host {
             .ok_or_else(|| "no byte count".to_string())
     }
 
+    /// Starts a python3 script in the namespace (at most 120 s) and returns once it
+    /// printed its first line, `ready`; what it prints later is the caller's.
+    pub fn python_ready(&self, script: &str) -> Child {
+        let mut child = Command::new("ip")
+            .args([
+                "netns", "exec", &self.ns, "timeout", "120", "python3", "-c", script,
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 in the namespace");
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).expect("the script's output");
+        assert_eq!(line.trim(), "ready", "the script did not start");
+        assert!(
+            out.buffer().is_empty(),
+            "the script printed more before it was waited for"
+        );
+        child.stdout = Some(out.into_inner());
+        child
+    }
+
     /// Pings `to` `count` times; true when every reply came back.
     pub fn ping(&self, to: &Host, count: u32) -> bool {
         self.exec(&[
@@ -410,4 +432,62 @@ impl Drop for Vswd {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A DPDK testpmd guest (`virtio_user` on vhost-user socket `sock`, no hugepages) on
+/// `queues` queue pairs (one forwarding thread each, all on CPU 0), forwarding as
+/// `mode` says (`txonly`, `rxonly`), for at most `seconds`. With `server` it owns the
+/// socket (as QEMU does for a vhostuserclient port). `--stats-period` keeps it
+/// forwarding without a terminal.
+pub fn testpmd(
+    sock: &str,
+    prefix: &str,
+    server: bool,
+    queues: usize,
+    mode: &str,
+    seconds: u32,
+) -> Child {
+    let server = if server { ",server=1" } else { "" };
+    let lcores = (0..=queues)
+        .map(|i| format!("{i}@0"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let per_queue = [
+        format!("--txq={queues}"),
+        format!("--rxq={queues}"),
+        format!("--nb-cores={queues}"),
+    ];
+    Command::new("timeout")
+        .args([
+            &seconds.to_string(),
+            "dpdk-testpmd",
+            "--lcores",
+            &lcores,
+            "--no-huge",
+            "-m",
+            "512",
+        ])
+        .args(["--no-pci", "--file-prefix", prefix, "--vdev"])
+        .arg(format!("virtio_user0,path={sock},queues={queues}{server}"))
+        .arg("--")
+        .args(&per_queue)
+        .args([
+            &format!("--forward-mode={mode}"),
+            "--total-num-mbufs=65536",
+            "--stats-period",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dpdk-testpmd (apt dpdk-dev)")
+}
+
+/// Stops a child process of the test (SIGTERM, by PID) and reaps it.
+pub fn end(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
 }

@@ -9,7 +9,6 @@
 //! notifications (call eventfd writes) per packet, output batches per packet, the
 //! wait vsw added per packet, and the PMD's busy cycles per packet.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use vsw_e2e::qemu::Guest;
@@ -160,30 +159,7 @@ fn poll_mode_guest_pays_no_interval_with_auto() {
     set_up(&d);
     let sock = d.port("vm").vhost_server_path.expect("socket");
     let prefix = vsw_e2e::unique("tp");
-    let mut testpmd = Command::new("timeout")
-        .args([
-            "120",
-            "dpdk-testpmd",
-            "--lcores",
-            "0@0,1@0",
-            "--no-huge",
-            "-m",
-            "512",
-        ])
-        .args(["--no-pci", "--file-prefix", &prefix, "--vdev"])
-        .arg(format!("virtio_user0,path={sock},queues=1"))
-        .args([
-            "--",
-            "--forward-mode=rxonly",
-            "--total-num-mbufs=32768",
-            "--stats-period",
-            "1",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dpdk-testpmd");
+    let testpmd = vsw_e2e::testpmd(&sock, &prefix, false, 1, "rxonly", 120);
     wait_until("testpmd's link", Duration::from_secs(20), || {
         d.port("vm")
             .vhost_guest
@@ -197,8 +173,5 @@ fn poll_mode_guest_pays_no_interval_with_auto() {
             &format!("testpmd rxonly (poll mode), {rate} pkt/s offered"),
         );
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &testpmd.id().to_string()])
-        .status();
-    let _ = testpmd.wait();
+    vsw_e2e::end(testpmd);
 }

@@ -271,17 +271,7 @@ fn udp_counter(h: &Host) -> std::process::Child {
          for k, v in sorted(c.items()):\n    print(k, v, flush=True)\n",
         h.addr
     );
-    let mut child = std::process::Command::new("ip")
-        .args(["netns", "exec", &h.ns, "python3", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).expect("counter output");
-    assert_eq!(line.trim(), "ready");
-    child.stdout = Some(out.into_inner());
-    child
+    h.python_ready(&script)
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! its virtio-net driver negotiating what a Linux guest negotiates (offloads,
 //! mergeable buffers, EVENT_IDX) and waiting for interrupts.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use vsw_e2e::qemu::Guest;
@@ -18,24 +17,12 @@ fn tcp_peer(host: &Host) -> std::process::Child {
     let script = format!(
         "import socket\ndef listen(port):\n    s = socket.socket()\n    \
          s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n    s.bind(('{}', port))\n    \
-         s.listen(1)\n    return s\na = listen(5001)\nb = listen(5002)\nprint('listening', flush=True)\n\
+         s.listen(1)\n    return s\na = listen(5001)\nb = listen(5002)\nprint('ready', flush=True)\n\
          c, _ = a.accept()\nn = 0\nwhile True:\n    d = c.recv(1 << 16)\n    if not d:\n        break\n    \
          n += len(d)\nc.close()\nprint(n, flush=True)\nc, _ = b.accept()\nc.sendall(bytes({SENT}))\nc.close()\n",
         host.addr
     );
-    let mut child = Command::new("ip")
-        .args([
-            "netns", "exec", &host.ns, "timeout", "120", "python3", "-c", &script,
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 in the namespace");
-    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).expect("listener output");
-    assert_eq!(line.trim(), "listening");
-    child.stdout = Some(out.into_inner());
-    child
+    host.python_ready(&script)
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! vhost-user ports with a real frontend: DPDK's testpmd with a virtio_user device
 //! (a poll-mode guest, no hugepages) sends through vsw.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use vsw_e2e::{serial, wait_until, Vswd};
@@ -44,8 +43,7 @@ fn testpmd(sock: &str, prefix: &str, server: bool) -> std::process::Child {
     testpmd_queues(sock, prefix, server, 1, "txonly")
 }
 
-/// A testpmd guest on `queues` queue pairs (one forwarding thread each, all on CPU
-/// 0), forwarding as `mode` says (`txonly`, `rxonly`).
+/// A testpmd guest on `queues` queue pairs, at most 20 s.
 fn testpmd_queues(
     sock: &str,
     prefix: &str,
@@ -53,48 +51,11 @@ fn testpmd_queues(
     queues: usize,
     mode: &str,
 ) -> std::process::Child {
-    let server = if server { ",server=1" } else { "" };
-    let lcores = (0..=queues)
-        .map(|i| format!("{i}@0"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let per_queue = [
-        format!("--txq={queues}"),
-        format!("--rxq={queues}"),
-        format!("--nb-cores={queues}"),
-    ];
-    Command::new("timeout")
-        .args([
-            "20",
-            "dpdk-testpmd",
-            "--lcores",
-            &lcores,
-            "--no-huge",
-            "-m",
-            "512",
-        ])
-        .args(["--no-pci", "--file-prefix", prefix, "--vdev"])
-        .arg(format!("virtio_user0,path={sock},queues={queues}{server}"))
-        .arg("--")
-        .args(&per_queue)
-        .args([
-            &format!("--forward-mode={mode}"),
-            "--total-num-mbufs=65536",
-            "--stats-period",
-            "1",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dpdk-testpmd (apt dpdk-dev)")
+    vsw_e2e::testpmd(sock, prefix, server, queues, mode, 20)
 }
 
-fn end(mut child: std::process::Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+fn end(child: std::process::Child) {
+    vsw_e2e::end(child)
 }
 
 #[test]

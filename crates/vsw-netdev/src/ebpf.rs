@@ -62,9 +62,9 @@ const IPPROTO_UDP: u8 = 17;
 
 /// The program's key for `flow`, or why the program cannot key on it: it needs the
 /// IPv4 5-tuple exactly (TCP or UDP) and nothing else matched but the in-port.
-fn key_for(flow: &OffloadFlow, ifindex: u32) -> Result<Key, String> {
-    let (k, m) = (&flow.key, &flow.mask);
-    let wanted = FlowKey {
+/// The one mask the program keys on: the in-port and the IPv4 5-tuple, exactly.
+fn five_tuple_mask() -> FlowKey {
+    FlowKey {
         in_port: u32::MAX,
         dl_type: u16::MAX,
         nw_proto: u8::MAX,
@@ -73,8 +73,15 @@ fn key_for(flow: &OffloadFlow, ifindex: u32) -> Result<Key, String> {
         tp_src: u16::MAX,
         tp_dst: u16::MAX,
         ..FlowKey::default()
-    };
-    if *m != wanted || k.dl_type != ETH_P_IP || !matches!(k.nw_proto, IPPROTO_TCP | IPPROTO_UDP) {
+    }
+}
+
+fn key_for(flow: &OffloadFlow, ifindex: u32) -> Result<Key, String> {
+    let (k, m) = (&flow.key, &flow.mask);
+    if *m != five_tuple_mask()
+        || k.dl_type != ETH_P_IP
+        || !matches!(k.nw_proto, IPPROTO_TCP | IPPROTO_UDP)
+    {
         return Err("ebpf-needs-exact-ipv4-5-tuple".into());
     }
     Ok(Key {
@@ -298,16 +305,7 @@ mod tests {
     }
 
     fn exact() -> FlowKey {
-        FlowKey {
-            in_port: u32::MAX,
-            dl_type: u16::MAX,
-            nw_proto: u8::MAX,
-            nw_src: u128::from(u32::MAX),
-            nw_dst: u128::from(u32::MAX),
-            tp_src: u16::MAX,
-            tp_dst: u16::MAX,
-            ..FlowKey::default()
-        }
+        five_tuple_mask()
     }
 
     #[test]
