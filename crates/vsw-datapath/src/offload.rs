@@ -141,7 +141,7 @@ pub struct FlowOffloadView {
 }
 
 /// The manager's counters.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OffloadStats {
     pub capacity: usize,
     pub used: usize,

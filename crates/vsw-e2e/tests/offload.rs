@@ -44,7 +44,7 @@ fn a_full_provider_holds_what_fits_and_the_rest_waits() {
     wait_until("two flows offloaded", Duration::from_secs(10), || {
         d.offload_show()
             .first()
-            .is_some_and(|p| p.used == 2 && p.oor && p.passes >= 2)
+            .is_some_and(|p| p.stats.used == 2 && p.stats.oor && p.stats.passes >= 2)
     });
     let offloaded = d.flows_of("offloaded");
     assert_eq!(offloaded.len(), 2, "{offloaded:?}");
@@ -104,7 +104,7 @@ fn a_full_provider_holds_what_fits_and_the_rest_waits() {
         || {
             d.offload_show()
                 .first()
-                .is_some_and(|p| p.used == 2 && !p.oor)
+                .is_some_and(|p| p.stats.used == 2 && !p.stats.oor)
         },
     );
     assert_eq!(d.flows_of("offloaded").len(), 2);
@@ -316,7 +316,7 @@ fn a_swap_under_traffic_loses_no_packet_of_either_flow() {
         "every frame of both flows arrived once"
     );
     let show = d.offload_show();
-    assert!(show[0].swaps >= 1, "{show:?}");
+    assert!(show[0].stats.swaps >= 1, "{show:?}");
     let offloaded = d.flows_of("offloaded");
     assert!(
         offloaded.len() == 1 && offloaded[0].matching.contains("tp_src=4001"),

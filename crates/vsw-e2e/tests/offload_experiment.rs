@@ -115,10 +115,10 @@ fn rebalancing_moves_the_fast_flows_into_the_kernel() {
     let show = d.offload_show();
     println!(
         "swaps {}, rebalancing passes {}, last pass {} us",
-        show[0].swaps, show[0].rebalance_passes, show[0].last_pass_us
+        show[0].stats.swaps, show[0].stats.rebalance_passes, show[0].stats.last_pass_us
     );
     let _ = gen.wait();
-    assert!(show[0].swaps >= u64::from(N));
+    assert!(show[0].stats.swaps >= u64::from(N));
 }
 
 #[test]
@@ -147,16 +147,16 @@ fn one_offload_pass_over_1000_flows() {
         || {
             d.offload_show()
                 .first()
-                .is_some_and(|p| p.used == 500 && p.passes >= 5)
+                .is_some_and(|p| p.stats.used == 500 && p.stats.passes >= 5)
         },
     );
     let mut us = Vec::new();
     for _ in 0..10 {
-        let before = d.offload_show()[0].passes;
+        let before = d.offload_show()[0].stats.passes;
         wait_until("the next pass", Duration::from_secs(5), || {
-            d.offload_show()[0].passes > before
+            d.offload_show()[0].stats.passes > before
         });
-        us.push(d.offload_show()[0].last_pass_us);
+        us.push(d.offload_show()[0].stats.last_pass_us);
     }
     us.sort_unstable();
     println!(

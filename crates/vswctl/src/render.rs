@@ -222,13 +222,13 @@ pub fn offload_show(providers: &[OffloadShowView]) -> String {
             "port {}: provider {}, capacity {}, used {}, {}, passes {}, rebalancing passes {}, swaps {}, last pass {} us",
             p.port,
             p.provider,
-            p.capacity,
-            p.used,
-            if p.oor { "out of resources" } else { "room" },
-            p.passes,
-            p.rebalance_passes,
-            p.swaps,
-            p.last_pass_us
+            p.stats.capacity,
+            p.stats.used,
+            if p.stats.oor { "out of resources" } else { "room" },
+            p.stats.passes,
+            p.stats.rebalance_passes,
+            p.stats.swaps,
+            p.stats.last_pass_us
         );
     }
     o

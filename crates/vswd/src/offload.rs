@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use vsw_datapath::offload::{
     offloadable, DummyProvider, FlowSample, OffloadManager, OffloadPolicy, OffloadProvider,
-    OffloadState,
+    OffloadState, OffloadStats,
 };
 use vsw_flow::Rule;
 use vsw_netdev::ebpf::{EbpfProvider, PortIfindex};
@@ -22,13 +22,8 @@ use crate::options::{OffloadKind, PortOptions, SwitchOptions};
 pub struct OffloadShowView {
     pub port: String,
     pub provider: String,
-    pub capacity: usize,
-    pub used: usize,
-    pub oor: bool,
-    pub passes: u64,
-    pub rebalance_passes: u64,
-    pub swaps: u64,
-    pub last_pass_us: u64,
+    #[serde(flatten)]
+    pub stats: OffloadStats,
 }
 
 /// Whether a rule of higher priority could take some of `rule`'s packets: the fast
@@ -264,29 +259,14 @@ impl Offloads {
         let failed = self.problems.values().map(|(port, why)| OffloadShowView {
             port: port.clone(),
             provider: format!("none ({why})"),
-            capacity: 0,
-            used: 0,
-            oor: false,
-            passes: 0,
-            rebalance_passes: 0,
-            swaps: 0,
-            last_pass_us: 0,
+            stats: OffloadStats::default(),
         });
         self.ports
             .values()
-            .map(|p| {
-                let s = p.manager.stats();
-                OffloadShowView {
-                    port: p.name.clone(),
-                    provider: p.manager.kind().to_string(),
-                    capacity: s.capacity,
-                    used: s.used,
-                    oor: s.oor,
-                    passes: s.passes,
-                    rebalance_passes: s.rebalance_passes,
-                    swaps: s.swaps,
-                    last_pass_us: s.last_pass_us,
-                }
+            .map(|p| OffloadShowView {
+                port: p.name.clone(),
+                provider: p.manager.kind().to_string(),
+                stats: p.manager.stats(),
             })
             .chain(failed)
             .collect()
