@@ -371,3 +371,49 @@ fn tcp_with_default_offloads_runs_over_offloaded_flows() {
         "{seen} frames through vsw, {data} offloaded"
     );
 }
+
+#[test]
+fn an_offload_port_that_comes_back_is_offloaded_again_without_duplicates() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (a, b) = quiet_hosts();
+    d.ctl_ok(&["add-port", &a.port, "offload=ebpf"]);
+    d.ctl_ok(&["add-port", &b.port]);
+    d.ctl_ok(&["add-flow", &udp_flow(&a, &b, 4000)]);
+    d.ctl_ok(&["set", "hw-offload=true", "offload-interval=100"]);
+    let offloaded = || d.flows_of("offloaded").len() == 1;
+    wait_until("the flow offloaded", Duration::from_secs(10), offloaded);
+    // The VM side goes away and comes back (a new veth, a new socket for vsw).
+    a.unplug();
+    wait_until("the port down", Duration::from_secs(10), || {
+        d.port(&a.port).status != "up"
+    });
+    a.plug();
+    for h in [&a] {
+        h.exec_ok(&["sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=1"]);
+    }
+    wait_until("the port up", Duration::from_secs(10), || {
+        d.port(&a.port).status == "up"
+    });
+    wait_until("the flow offloaded again", Duration::from_secs(10), || {
+        offloaded() && d.offload_show()[0].stats.used == 1
+    });
+    let pmd_before: u64 = d.pmd_stats().iter().map(|p| p.packets).sum();
+    let counter = udp_counter(&b);
+    a.send_raw(&udp_frame(&a, &b, 4000), 500);
+    let out = counter.wait_with_output().expect("counter");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "4000 500",
+        "each frame once, by the kernel"
+    );
+    let pmd_after: u64 = d.pmd_stats().iter().map(|p| p.packets).sum();
+    assert_eq!(
+        pmd_after,
+        pmd_before,
+        "the PMD saw none of them: {}\n{}\n{}",
+        d.ctl_ok(&["offload-show"]),
+        d.ctl_ok(&["dump-flows"]),
+        d.log()
+    );
+}

@@ -309,12 +309,16 @@ impl Switch {
             port.link = Link::Down {
                 why: why.to_string(),
             };
+            // The device is gone: so is the socket an offload fast path filtered.
+            port.rx_socket = None;
+            port.opened += 1;
         }
     }
 
     /// Notices interfaces that went away or came back. Called periodically.
     pub fn check_links(&mut self) {
         let nos: Vec<u32> = self.ports.keys().copied().collect();
+        let mut changed = false;
         for no in nos {
             // vsw owns ring and tap devices: they do not come and go on their own (a tap
             // moved into a namespace is no longer visible here, and still works).
@@ -330,6 +334,7 @@ impl Switch {
                 Port { name, .. } => (name.clone(), None),
             };
             let now = interface::index(&name);
+            changed |= up != now;
             match (up, now) {
                 (Some(a), Some(b)) if a == b => {}
                 (Some(_), _) => {
@@ -342,6 +347,10 @@ impl Switch {
                 (None, Some(_)) => self.try_attach(no),
                 (None, None) => {}
             }
+        }
+        // A port that went or came back needs its offload fast path set up anew.
+        if changed {
+            self.sync_offloads();
         }
     }
 
