@@ -389,9 +389,7 @@ fn an_offload_port_that_comes_back_is_offloaded_again_without_duplicates() {
         d.port(&a.port).status != "up"
     });
     a.plug();
-    for h in [&a] {
-        h.exec_ok(&["sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=1"]);
-    }
+    a.exec_ok(&["sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=1"]);
     wait_until("the port up", Duration::from_secs(10), || {
         d.port(&a.port).status == "up"
     });
