@@ -340,19 +340,61 @@ fn nonblocking(n: isize) -> io::Result<Option<usize>> {
     }
 }
 
-/// Receives one queued frame into `buf` without blocking. `Ok(None)` when none is
+/// The PACKET_AUXDATA control message of a received message (`msg` as `recvmsg` or
+/// `recvmmsg` filled it), if the kernel wrote one.
+pub fn packet_auxdata(msg: &libc::msghdr) -> Option<libc::tpacket_auxdata> {
+    // SAFETY: `msg` was filled by the kernel with msg_control pointing at a live control
+    // buffer and msg_controllen saying how much of it was written; the CMSG_* macros
+    // stay inside that length, and the data is copied out unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET
+                && (*c).cmsg_type == libc::PACKET_AUXDATA
+                && (*c).cmsg_len as usize
+                    >= libc::CMSG_LEN(size_of::<libc::tpacket_auxdata>() as u32) as usize
+            {
+                return Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(c) as *const libc::tpacket_auxdata
+                ));
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+        None
+    }
+}
+
+/// Room for one PACKET_AUXDATA control message, aligned for `cmsghdr`.
+pub type AuxBuffer = [u64; 8];
+
+/// Receives one queued frame into `buf` without blocking, with the kernel's
+/// PACKET_AUXDATA (the socket must have the option on): `Ok(None)` when none is
 /// queued; the length is the frame's full length (larger than `buf` if it was cut).
-pub fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    // SAFETY: `buf` is live and writable for its whole length for the call.
+pub fn recv_frame_aux(
+    fd: &OwnedFd,
+    buf: &mut [u8],
+) -> io::Result<Option<(usize, Option<libc::tpacket_auxdata>)>> {
+    let mut ctrl: AuxBuffer = [0; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain old data; zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctrl.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<AuxBuffer>();
+    // SAFETY: the buffer and the control buffer are live and writable for their whole
+    // lengths for the call.
     let n = unsafe {
-        libc::recv(
+        libc::recvmsg(
             fd.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
+            &mut msg,
             libc::MSG_DONTWAIT | libc::MSG_TRUNC,
         )
     };
-    nonblocking(n)
+    Ok(nonblocking(n)?.map(|n| (n, packet_auxdata(&msg))))
 }
 
 /// Sends one frame, given as two parts (header and data), without blocking.

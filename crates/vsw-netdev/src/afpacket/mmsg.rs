@@ -1,7 +1,7 @@
 //! recvmmsg/sendmmsg: one system call per batch each way, frames copied through
 //! per-port buffers. The baseline the rings are measured against.
 
-use std::mem::{size_of, zeroed};
+use std::mem::zeroed;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use vsw_datapath::{
     TxQueue, BATCH_SIZE,
 };
 use vsw_packet::vnet::VNET_HDR_LEN;
-use vsw_packet::{VlanTag, VnetHdr};
+use vsw_packet::VnetHdr;
 
 use super::{attach, syscall, transient, MAX_FRAME};
 use crate::NetdevError;
@@ -76,40 +76,6 @@ struct MmsgRx {
     ctrl: Vec<[u64; CTRL_LEN / 8]>,
 }
 
-/// The VLAN tag the kernel reported in a message's PACKET_AUXDATA, if any.
-fn auxdata_vlan(msg: &libc::msghdr) -> Option<VlanTag> {
-    // SAFETY: `msg` was filled by recvmmsg with msg_control pointing at a live control
-    // buffer and msg_controllen saying how much of it the kernel wrote; the CMSG_*
-    // macros stay inside that length.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_PACKET
-                && (*c).cmsg_type == libc::PACKET_AUXDATA
-                && (*c).cmsg_len as usize
-                    >= libc::CMSG_LEN(size_of::<libc::tpacket_auxdata>() as u32) as usize
-            {
-                let aux =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
-                if aux.tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
-                    let tpid = if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                        aux.tp_vlan_tpid
-                    } else {
-                        vsw_packet::EtherType::VLAN
-                    };
-                    return Some(VlanTag {
-                        tpid,
-                        tci: aux.tp_vlan_tci,
-                    });
-                }
-                return None;
-            }
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-        None
-    }
-}
-
 impl RxQueue for MmsgRx {
     fn recv<'a>(&'a mut self, batch: &mut RxBatch<'a>) -> RxDrops {
         let want = BATCH_SIZE - batch.len();
@@ -152,7 +118,9 @@ impl RxQueue for MmsgRx {
                 data: &buf[VNET_HDR_LEN..len],
                 meta: PacketMeta {
                     vnet: VnetHdr::read(buf).unwrap_or_default(),
-                    vlan: auxdata_vlan(&msg.msg_hdr),
+                    vlan: crate::sys::packet_auxdata(&msg.msg_hdr)
+                        .as_ref()
+                        .and_then(super::aux_vlan),
                 },
             });
         }

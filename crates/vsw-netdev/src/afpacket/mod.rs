@@ -120,13 +120,13 @@ pub fn open_tapped(ifname: &str, mode: AfPacketMode) -> Result<(PortQueues, Owne
         ifname,
     )?;
     let tap = fd.try_clone().map_err(syscall("dup", ifname))?;
+    // The kernel's VLAN tag of each frame read from the socket (mmsg, and the ring's
+    // copy path for frames too large for a slot).
+    set_flag(&fd, libc::PACKET_AUXDATA, "PACKET_AUXDATA", ifname)?;
     let queues = match mode {
         AfPacketMode::Ring => ring::open(fd, ifname, ifindex)?,
         AfPacketMode::RingV3 => ring_v3::open(fd, ifname, ifindex)?,
-        AfPacketMode::Mmsg => {
-            set_flag(&fd, libc::PACKET_AUXDATA, "PACKET_AUXDATA", ifname)?;
-            mmsg::open(fd, ifname, ifindex)?
-        }
+        AfPacketMode::Mmsg => mmsg::open(fd, ifname, ifindex)?,
     };
     tracing::debug!(ifname, ifindex, %mode, "afpacket port open");
     Ok((queues, tap))
@@ -142,6 +142,18 @@ fn port_mtu(ifname: &str) -> usize {
 fn attach(fd: &OwnedFd, ifname: &str, ifindex: u32) -> Result<(), NetdevError> {
     sys::bind_to_interface(fd, ifindex, true).map_err(syscall("bind", ifname))?;
     sys::add_promiscuous_membership(fd, ifindex).map_err(syscall("PACKET_ADD_MEMBERSHIP", ifname))
+}
+
+/// The VLAN tag the kernel took out of a frame, as its PACKET_AUXDATA says.
+fn aux_vlan(aux: &libc::tpacket_auxdata) -> Option<vsw_packet::VlanTag> {
+    (aux.tp_status & libc::TP_STATUS_VLAN_VALID != 0).then_some(vsw_packet::VlanTag {
+        tpid: if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+            aux.tp_vlan_tpid
+        } else {
+            vsw_packet::EtherType::VLAN
+        },
+        tci: aux.tp_vlan_tci,
+    })
 }
 
 /// Whether an error from a send is the device being busy for a moment.

@@ -252,8 +252,18 @@ impl RxQueue for RingRx {
                     self.taken -= 1;
                     break;
                 };
-                match sys::recv_frame(&self.sock.fd, buf) {
-                    Ok(Some(n)) if (VNET_HDR_LEN..=buf.len()).contains(&n) => {
+                // The slot holds the frame's first bytes: enough to tell it from a
+                // frame an earlier slot stood for.
+                let seen = snap.min(COPY_MATCH_BYTES);
+                let prefix: &[u8] = if mac + seen <= self.geo.slot {
+                    // SAFETY: as for the frames below: this side owns the slot until
+                    // release(), and the range lies inside it (checked).
+                    unsafe { std::slice::from_raw_parts(self.sock.map.at(offset).add(mac), seen) }
+                } else {
+                    &[]
+                };
+                match read_copied(&self.sock.fd, buf, h.tp_len as usize, prefix, vlan) {
+                    Some(n) => {
                         let (hdr, data) = buf.split_at(VNET_HDR_LEN);
                         batch.push(RxPacket {
                             data: &data[..n - VNET_HDR_LEN],
@@ -263,7 +273,7 @@ impl RxQueue for RingRx {
                             },
                         });
                     }
-                    _ => drops.truncated += 1,
+                    None => drops.truncated += 1,
                 }
                 continue;
             }
@@ -312,15 +322,67 @@ impl RxQueue for RingRx {
     }
 }
 
+/// How many of a frame's first bytes identify it on the copy path.
+const COPY_MATCH_BYTES: usize = 64;
+/// How many queued frames a copy-path read passes over (frames whose slots were
+/// already given up) before it gives the slot up too.
+const COPY_MAX_SKIPS: usize = 8;
+
+/// Reads the frame a `TP_STATUS_COPY` slot stands for from the socket queue: `len`
+/// bytes long, starting with `prefix`, carrying the VLAN tag `vlan` (the kernel took
+/// both out of the same frame). Returns its length with the virtio-net header.
+///
+/// The queue and the ring hold the same frames in the same order, but a receive can
+/// fail without taking a frame: after a link flap the socket reports ENETDOWN once,
+/// and the frame stays queued. Each frame is therefore checked against its slot
+/// (length, first bytes and tag, the tag read from the copy itself with
+/// PACKET_AUXDATA); frames that belonged to slots given up earlier are passed over.
+/// Without that, every later frame would be read one behind, with the next frame's
+/// VLAN tag.
+fn read_copied(
+    fd: &OwnedFd,
+    buf: &mut [u8],
+    len: usize,
+    prefix: &[u8],
+    vlan: Option<VlanTag>,
+) -> Option<usize> {
+    for _ in 0..=COPY_MAX_SKIPS {
+        match sys::recv_frame_aux(fd, buf) {
+            Ok(Some((n, aux))) => {
+                let whole = (VNET_HDR_LEN..=buf.len()).contains(&n);
+                if whole
+                    && n - VNET_HDR_LEN == len
+                    && buf[VNET_HDR_LEN..].starts_with(prefix)
+                    && aux.as_ref().and_then(super::aux_vlan) == vlan
+                {
+                    return Some(n);
+                }
+                tracing::debug!(n, len, "copy path: passed over a frame of an earlier slot");
+            }
+            // Not there (the kernel could not queue it): the slot is given up.
+            Ok(None) => return None,
+            // A pending socket error is reported once, by this receive; the frame
+            // is still queued, so read again.
+            Err(e) => tracing::debug!(error = %e, "copy path: receive failed"),
+        }
+    }
+    None
+}
+
 struct RingTx {
     sock: Arc<RingSocket>,
     geo: Geometry,
     /// Next frame to fill.
     head: usize,
+    /// The oldest frame handed to the kernel that it has not taken up yet (still
+    /// `SEND_REQUEST`): where the kernel's own send position is. The kernel takes
+    /// frames strictly in ring order and stops at the first it cannot send, so the
+    /// `unsent` frames from here up to `head` are exactly the ones still waiting.
+    unsent_at: usize,
+    unsent: usize,
     /// Frames filled since the last kick.
     pending: usize,
-    /// Frames the kernel refused (malformed) or super-frames it would not take,
-    /// since the last flush.
+    /// Super-frames the kernel would not take, since the last flush.
     rejected: usize,
     /// A ring-less socket on the same interface for frames too large for a slot.
     direct: OwnedFd,
@@ -336,6 +398,8 @@ impl RingTx {
             sock,
             geo,
             head: 0,
+            unsent_at: 0,
+            unsent: 0,
             pending: 0,
             rejected: 0,
             direct,
@@ -375,26 +439,56 @@ impl RingTx {
         }
     }
 
+    /// Moves `unsent_at` past the frames the kernel has taken up since the last look.
+    fn note_taken(&mut self) {
+        let frames = self.geo.frames();
+        while self.unsent > 0 {
+            let offset = self.geo.frame_offset(self.unsent_at);
+            if self.sock.status(offset).load(Ordering::Acquire) == libc::TP_STATUS_SEND_REQUEST {
+                break;
+            }
+            self.unsent_at = (self.unsent_at + 1) % frames;
+            self.unsent -= 1;
+        }
+    }
+
     /// Tells the kernel to send the marked frames; returns how many it refused.
+    ///
+    /// Kicks whenever a frame still waits, not only after new ones were filled: frames
+    /// a busy device left behind (EAGAIN, ENOBUFS) go with the next kick. A device
+    /// that cannot send at all (down: ENETDOWN, gone: ENXIO) sends none of them, and
+    /// they are taken back and counted, one drop per frame, so that the ring never
+    /// fills with frames that wait for a link.
     fn kick(&mut self) -> usize {
-        if self.pending == 0 {
+        self.note_taken();
+        self.pending = 0;
+        if self.unsent == 0 {
             return 0;
         }
-        self.pending = 0;
-        let mut refused = 0;
-        // The kernel stops at the first frame the device refuses; the frames after it
-        // are still marked and go with a retried kick.
-        for _ in 0..4 {
-            match sys::kick_tx(&self.sock.fd) {
-                Ok(()) => return refused,
-                Err(e) if transient(&e) => refused += 1,
-                Err(e) => {
-                    tracing::debug!(error = %e, "TX ring kick failed");
-                    return refused + 1;
-                }
+        match sys::kick_tx(&self.sock.fd) {
+            Ok(()) => 0,
+            Err(e) if transient(&e) => 0,
+            Err(e) => {
+                tracing::debug!(error = %e, frames = self.unsent, "TX ring kick failed; frames dropped");
+                self.take_back_unsent()
             }
         }
-        refused
+    }
+
+    /// Gives the frames the kernel did not take back to this side, unsent: the next
+    /// frame filled is the first of them, which is where the kernel will look next.
+    fn take_back_unsent(&mut self) -> usize {
+        let frames = self.geo.frames();
+        let n = self.unsent;
+        for k in 0..n {
+            let offset = self.geo.frame_offset((self.unsent_at + k) % frames);
+            self.sock
+                .status(offset)
+                .store(libc::TP_STATUS_AVAILABLE, Ordering::Release);
+        }
+        self.head = self.unsent_at;
+        self.unsent = 0;
+        n
     }
 }
 
@@ -418,11 +512,15 @@ impl TxQueue for RingTx {
         if data.len() + tag_len > self.geo.slot - TX_DATA_OFFSET - VNET_HDR_LEN {
             return self.send_direct(data, meta, vnet);
         }
+        if self.unsent == self.geo.frames() {
+            return Err(StageError::QueueFull);
+        }
         let offset = self.geo.frame_offset(self.head);
         let status = self.sock.status(offset);
+        // With PACKET_LOSS the kernel marks a frame it could not parse AVAILABLE again
+        // (WRONG_FORMAT only without it); a frame still SENDING is in flight.
         match status.load(Ordering::Acquire) {
-            libc::TP_STATUS_AVAILABLE => {}
-            libc::TP_STATUS_WRONG_FORMAT => self.rejected += 1,
+            libc::TP_STATUS_AVAILABLE | libc::TP_STATUS_WRONG_FORMAT => {}
             _ => return Err(StageError::QueueFull),
         }
         // SAFETY: the frame is AVAILABLE (or rejected), so the kernel does not touch it
@@ -454,6 +552,7 @@ impl TxQueue for RingTx {
         status.store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
         self.head = (self.head + 1) % self.geo.frames();
         self.pending += 1;
+        self.unsent += 1;
         Ok(())
     }
 
