@@ -23,6 +23,11 @@ use crate::port::{PacketMeta, PortQueues, RxQueue, StageError, TxFactory, TxOffl
 use crate::stats::{PmdRxqView, PmdStats, PmdStatsView, PortStats, RxqStats, RxqView};
 use crate::txbatch::{effective_interval, FlushSetting, IntervalSource};
 
+/// What one PMD learned and not yet taken in by another waits in a bounded inbox: a
+/// PMD that falls behind (or has nothing to poll) misses what does not fit, and
+/// floods until it learns the address again, instead of holding ever more memory.
+const LEARNING_INBOX: usize = 4096;
+
 /// How long a change may wait for the PMDs to take it up before it is reported.
 const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -207,7 +212,7 @@ pub(crate) struct Snapshot {
     pub assignment: Vec<RxqAssignment>,
     pub emc_insert_inv_prob: u32,
     /// Where each PMD tells the others what its MAC learning saw.
-    pub learning: Vec<(usize, mpsc::Sender<Learning>)>,
+    pub learning: Vec<(usize, mpsc::SyncSender<Learning>)>,
     /// `tx-flush-interval` in effect per port (µs); ports not listed use the default.
     pub tx_intervals: Vec<(u32, u32)>,
     pub tx_interval_default: u32,
@@ -493,7 +498,7 @@ impl Datapath {
             self.stats_base.remove(&p.control.core);
         }
         let cur = self.current();
-        let mut learning: Vec<(usize, mpsc::Sender<Learning>)> = cur
+        let mut learning: Vec<(usize, mpsc::SyncSender<Learning>)> = cur
             .learning
             .iter()
             .filter(|(c, _)| cores.contains(c))
@@ -505,7 +510,7 @@ impl Datapath {
             .filter(|c| !self.pmds.iter().any(|p| p.control.core == *c))
             .collect();
         for &core in &new {
-            let (tx, rx) = mpsc::channel();
+            let (tx, rx) = mpsc::sync_channel(LEARNING_INBOX);
             learning.push((core, tx));
             self.inboxes.insert(core, rx);
         }
@@ -553,7 +558,7 @@ impl Datapath {
             let inbox = self
                 .inboxes
                 .remove(&control.core)
-                .unwrap_or_else(|| mpsc::channel().1);
+                .unwrap_or_else(|| mpsc::sync_channel(LEARNING_INBOX).1);
             let shared = self.shared.clone();
             let name = format!("pmd-c{:02}", control.core);
             let c = control.clone();

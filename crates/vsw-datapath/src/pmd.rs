@@ -582,14 +582,14 @@ impl Pmd {
                 .iterations
                 .is_multiple_of(LEARNING_POLL_ITERATIONS)
             {
-                while let Ok(l) = self.inbox.try_recv() {
-                    self.worker.mac_table.learn(l.mac, l.vlan, l.port, l.at_ms);
-                }
+                self.take_learning();
             }
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
             };
             if self.rxqs.is_empty() {
+                // A PMD with nothing to poll still keeps up with what the others learn.
+                self.take_learning();
                 std::thread::park_timeout(NO_QUEUES_PARK);
                 last = clock::cycles();
                 continue;
@@ -657,6 +657,13 @@ impl Pmd {
             }
         }
         self.shut_down();
+    }
+
+    /// Takes in what the other PMDs learned.
+    fn take_learning(&mut self) {
+        while let Ok(l) = self.inbox.try_recv() {
+            self.worker.mac_table.learn(l.mac, l.vlan, l.port, l.at_ms);
+        }
     }
 
     fn housekeeping(&mut self, now_ms: u64, now_cycles: u64) {
@@ -936,8 +943,9 @@ fn normal(
         };
         for (peer, inbox) in &snap.learning {
             if *peer != core {
-                // A PMD that is stopping has dropped its inbox; nothing to tell it.
-                let _ = inbox.send(l);
+                // A full inbox (that PMD is behind) or one dropped by a PMD that is
+                // stopping: it does without this address until it hears of it again.
+                let _ = inbox.try_send(l);
             }
         }
     }

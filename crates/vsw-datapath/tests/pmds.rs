@@ -144,3 +144,66 @@ fn queue_usage_is_measured() {
     });
     sw.dp.rebalance().unwrap();
 }
+
+/// Resident memory of this process, in bytes.
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("resident pages");
+    pages * 4096
+}
+
+#[test]
+fn a_pmd_without_queues_keeps_what_it_is_told_bounded() {
+    let mut sw = switch_with(2, 1, &[0, 1], 1024);
+    sw.dp.set_rxq_assign(RxqAssign::RoundRobin).unwrap();
+    // Both PMDs poll a while, then the one on core 1 loses its queue.
+    for i in 0..200 {
+        sw.peers[0].send(&frame(1, mac(2), i));
+        sw.peers[1].send(&frame(2, mac(1), i));
+    }
+    eventually("both ports' frames were received", || {
+        sw.stats.iter().all(|s| s.view().rx_packets == 200)
+    });
+    sw.dp.set_rxq_affinity(1, vec![(0, 0)]).unwrap();
+    sw.dp.set_rxq_affinity(2, vec![(0, 0)]).unwrap();
+    let view = sw.dp.rxq_show();
+    let core1 = view.iter().find(|p| p.core == 1).unwrap();
+    assert!(core1.queues.is_empty(), "{view:?}");
+    // Hosts that move between ports 1 and 2 (a loop in the network would do this) are
+    // learned again at every frame by core 0, which tells core 1 each time.
+    let moving = |k: u32, from: u8| {
+        let mut f = frame(from, [2, 0, 0, 0xff, 0xff, 0xff], 7);
+        f[6..12].copy_from_slice(&[6, 0, 0, (k >> 16) as u8, (k >> 8) as u8, k as u8]);
+        f
+    };
+    let mut sent = 200u64;
+    let mut send_moves = |rounds: u32| {
+        for round in 0..rounds {
+            // 4,000 hosts: they fit the MAC table, so each frame is a move.
+            let first = (round % 8) * 500;
+            for k in first..first + 500 {
+                sw.peers[0].send(&moving(k, 1));
+                sw.peers[1].send(&moving(k, 2));
+            }
+            sent += 500;
+            // Paced by the switch, so that frames never pile up in the test's own channels.
+            eventually("the switch took the frames", || {
+                sw.stats.iter().all(|s| s.view().rx_packets == sent)
+            });
+        }
+    };
+    send_moves(100);
+    let before = resident_bytes();
+    // A million learning events.
+    send_moves(1000);
+    let grown = resident_bytes().saturating_sub(before);
+    assert!(
+        grown < 8 << 20,
+        "resident memory grew by {} KiB while core 1 had nothing to poll",
+        grown >> 10
+    );
+}
