@@ -8,11 +8,18 @@
 //! acknowledgement, window and TCP options; contiguous sequence numbers; every
 //! segment but the last of full segment size; plain ACK (PSH allowed on the last);
 //! IPv4 without options or fragments, or IPv6 without extension headers.
+//!
+//! A merged frame leaves with a fresh checksum to be finished, so a segment whose
+//! checksum nobody has checked would be made valid by merging it. Only segments whose
+//! checksums are known to be right are merged: checked by the kernel (virtio-net
+//! DATA_VALID), not yet computed (NEEDS_CSUM: a local sender's, the data is as it was
+//! written), or checked here while they are copied in. A segment that fails the check
+//! leaves as it came, for its receiver to drop.
 
 use crate::checksum::{fold, sum};
 use crate::ethernet::{EtherType, VLAN_TAG_LEN};
 use crate::key::IPPROTO_TCP;
-use crate::vnet::{VnetHdr, VNET_F_NEEDS_CSUM, VNET_GSO_TCPV4, VNET_GSO_TCPV6};
+use crate::vnet::{VnetHdr, VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM, VNET_GSO_TCPV4, VNET_GSO_TCPV6};
 
 /// TCP flags a merged segment may carry: ACK, and PSH (which ends the merge).
 const TCP_ACK: u8 = 0x10;
@@ -37,7 +44,7 @@ fn be32(b: &[u8], at: usize) -> u32 {
 
 /// The layout of `frame` if it is a TCP segment GRO may merge.
 fn shape(frame: &[u8], vnet: &VnetHdr) -> Option<Shape> {
-    if vnet.is_gso() || vnet.flags & !VNET_F_NEEDS_CSUM != 0 {
+    if vnet.is_gso() || vnet.flags & !(VNET_F_NEEDS_CSUM | VNET_F_DATA_VALID) != 0 {
         return None;
     }
     let mut off = 12;
@@ -90,6 +97,29 @@ fn shape(frame: &[u8], vnet: &VnetHdr) -> Option<Shape> {
         payload,
         v6,
     })
+}
+
+/// The pseudo-header sum of a TCP segment of `tcp_len` bytes in `frame`.
+fn pseudo_header(frame: &[u8], s: &Shape, tcp_len: usize) -> u64 {
+    let addrs = if s.v6 {
+        &frame[s.l3 + 8..s.l3 + 40]
+    } else {
+        &frame[s.l3 + 12..s.l3 + 20]
+    };
+    sum(addrs, u64::from(IPPROTO_TCP) + tcp_len as u64)
+}
+
+/// Whether a segment's IPv4 header and TCP checksums are right: `headers` is the
+/// frame up to its payload, `payload` the payload (wherever it was copied to).
+fn checksums_right(headers: &[u8], payload: &[u8], s: &Shape) -> bool {
+    if !s.v6 && fold(sum(&headers[s.l3..s.l4], 0)) != 0xffff {
+        return false;
+    }
+    let tcp_len = headers.len() - s.l4 + payload.len();
+    // The TCP header is a whole number of 32-bit words, so the payload's sum starts
+    // on a word boundary and the two add up.
+    let header = sum(&headers[s.l4..], pseudo_header(headers, s, tcp_len));
+    fold(sum(payload, header)) == 0xffff
 }
 
 /// The bytes of a header two segments of one merge must share: everything but the
@@ -173,8 +203,14 @@ impl Gro {
         let seq = be32(frame, s.l4 + 4);
         let psh = frame[s.l4 + 13] & TCP_PSH != 0;
         let partial = vnet.flags & VNET_F_NEEDS_CSUM != 0;
+        // Checked here, on the copy (hot in the cache), unless already known right.
+        let check = !partial && vnet.flags & VNET_F_DATA_VALID == 0;
         if self.is_empty() {
             self.buf[..frame.len()].copy_from_slice(frame);
+            if check && !checksums_right(&frame[..s.payload], &self.buf[s.payload..frame.len()], &s)
+            {
+                return Offer::Refused;
+            }
             self.len = frame.len();
             self.shape = Some(s);
             self.mss = payload;
@@ -198,7 +234,12 @@ impl Gro {
         if !mergeable {
             return Offer::FlushFirst;
         }
-        self.buf[self.len..self.len + payload].copy_from_slice(&frame[s.payload..]);
+        let copy = &mut self.buf[self.len..self.len + payload];
+        copy.copy_from_slice(&frame[s.payload..]);
+        if check && !checksums_right(&frame[..s.payload], copy, &s) {
+            // Sent by itself after what is held (and checked again then: refused).
+            return Offer::FlushFirst;
+        }
         self.len += payload;
         self.next_seq = seq.wrapping_add(payload as u32);
         self.segments += 1;
@@ -244,12 +285,7 @@ impl Gro {
         }
         // The TCP checksum field holds the pseudo-header sum, as a sender with
         // checksum offload leaves it; the device (or the next segmentation) finishes.
-        let addrs = if s.v6 {
-            &frame[s.l3 + 8..s.l3 + 40]
-        } else {
-            &frame[s.l3 + 12..s.l3 + 20]
-        };
-        let seed = fold(sum(addrs, u64::from(IPPROTO_TCP) + tcp_len as u64));
+        let seed = fold(pseudo_header(frame, &s, tcp_len));
         frame[s.l4 + 16..s.l4 + 18].copy_from_slice(&seed.to_be_bytes());
         let vnet = VnetHdr {
             flags: VNET_F_NEEDS_CSUM,

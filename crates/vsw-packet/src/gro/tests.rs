@@ -79,7 +79,7 @@ fn segments_merge_into_the_super_frame_they_came_from() {
 
 #[test]
 fn a_single_segment_goes_out_as_it_came() {
-    let f = super_frame(false, &[], &payload(100), 0x10);
+    let f = segments(&super_frame(false, &[], &payload(100), 0x10), 1448).remove(0);
     let mut gro = Gro::new();
     assert_eq!(gro.offer(&f, &VnetHdr::default()), Offer::Taken);
     let (out, vnet, n) = gro.take().unwrap();
@@ -99,7 +99,7 @@ fn what_does_not_continue_the_merge_flushes_it() {
     );
     let other = segments(&super_frame(true, &[], &data, 0x10), 1000);
     assert_eq!(gro.offer(&other[1], &VnetHdr::default()), Offer::FlushFirst);
-    let syn = super_frame(false, &[], &payload(10), 0x02);
+    let syn = segments(&super_frame(false, &[], &payload(10), 0x02), 1448).remove(0);
     assert_eq!(gro.offer(&syn, &VnetHdr::default()), Offer::FlushFirst);
     gro.take();
     assert_eq!(gro.offer(&syn, &VnetHdr::default()), Offer::Refused);
@@ -140,4 +140,69 @@ proptest! {
             prop_assert_eq!(merged, segs[0].clone());
         }
     }
+}
+
+/// Flips one bit of the payload (after the headers at `payload_at`), leaving the
+/// checksums as they were: a segment damaged on its way.
+fn damaged(seg: &[u8], payload_at: usize) -> Vec<u8> {
+    let mut d = seg.to_vec();
+    d[payload_at + 5] ^= 0x40;
+    d
+}
+
+#[test]
+fn a_segment_with_a_wrong_checksum_is_never_merged() {
+    for v6 in [false, true] {
+        let segs = segments(&super_frame(v6, &[], &payload(5000), 0x10), 1000);
+        let at = if v6 { 14 + 40 + 20 } else { 14 + 20 + 20 };
+        let bad = damaged(&segs[2], at);
+        let plain = VnetHdr::default();
+        let mut gro = Gro::new();
+        assert_eq!(gro.offer(&segs[0], &plain), Offer::Taken);
+        assert_eq!(gro.offer(&segs[1], &plain), Offer::Taken);
+        // Mid-merge: what is held goes first, and then, alone, it is refused.
+        assert_eq!(gro.offer(&bad, &plain), Offer::FlushFirst, "v6={v6}");
+        let (held, _, n) = gro.take().unwrap();
+        assert_eq!(n, 2);
+        assert!(!held.windows(16).any(|w| w == &bad[at..at + 16]));
+        assert_eq!(gro.offer(&bad, &plain), Offer::Refused, "v6={v6}");
+        assert!(gro.is_empty());
+        // At the start of a merge too.
+        assert_eq!(Gro::new().offer(&bad, &plain), Offer::Refused);
+    }
+    // A damaged IPv4 header (its checksum no longer fits) is not merged either.
+    let segs = segments(&super_frame(false, &[], &payload(3000), 0x10), 1000);
+    let mut bad = segs[0].clone();
+    bad[14 + 8] ^= 0x01; // the TTL
+    assert_eq!(Gro::new().offer(&bad, &VnetHdr::default()), Offer::Refused);
+}
+
+#[test]
+fn segments_the_kernel_checked_or_left_to_the_device_are_merged_unchecked() {
+    let segs = segments(&super_frame(false, &[], &payload(3000), 0x10), 1000);
+    // DATA_VALID: the kernel checked them; not looked at again.
+    let valid = VnetHdr {
+        flags: VNET_F_DATA_VALID,
+        ..VnetHdr::default()
+    };
+    let mut gro = Gro::new();
+    for s in &segs {
+        assert_eq!(gro.offer(s, &valid), Offer::Taken);
+    }
+    assert_eq!(gro.take().unwrap().2, 3);
+    // NEEDS_CSUM: a local sender's, the checksum field holds only the pseudo-header
+    // sum; there is nothing to check yet.
+    let partial = VnetHdr {
+        flags: VNET_F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 16,
+        ..VnetHdr::default()
+    };
+    let mut gro = Gro::new();
+    for s in &segs {
+        let mut p = s.clone();
+        p[50..52].copy_from_slice(&[0x12, 0x34]);
+        assert_eq!(gro.offer(&p, &partial), Offer::Taken);
+    }
+    assert_eq!(gro.take().unwrap().2, 3);
 }
