@@ -90,6 +90,40 @@ impl Subtable {
             .unwrap_or(0);
     }
 
+    /// Removes the rules with exactly the masked value `value` that `doomed` picks:
+    /// one bucket is looked at, not the whole table (every insert does this, so adding
+    /// n rules stays linear in n).
+    fn remove_exact(
+        &mut self,
+        value: &FlowKey,
+        doomed: &mut dyn FnMut(&Rule) -> bool,
+    ) -> Vec<Arc<Rule>> {
+        let (packed, hash) = self.pack(value);
+        let Ok(mut entry) = self
+            .buckets
+            .find_entry(hash, |b| same_words(&b.key, &packed))
+        else {
+            return Vec::new();
+        };
+        let mut gone = Vec::new();
+        let rules = &mut entry.get_mut().rules;
+        rules.retain(|r| {
+            let d = doomed(r);
+            if d {
+                gone.push(r.clone());
+            }
+            !d
+        });
+        if rules.is_empty() {
+            entry.remove();
+        }
+        self.n_rules -= gone.len();
+        if !gone.is_empty() {
+            self.refresh_max_priority();
+        }
+        gone
+    }
+
     /// Removes the rules `doomed` picks; returns them.
     fn remove_where(&mut self, doomed: &mut dyn FnMut(&Rule) -> bool) -> Vec<Arc<Rule>> {
         let mut gone = Vec::new();
@@ -290,7 +324,9 @@ impl Classifier {
             else {
                 return 0;
             };
-            let gone = table.remove_where(&mut |r| r.spec.matcher == *pattern && prio_ok(r));
+            let gone = table.remove_exact(pattern.value(), &mut |r| {
+                r.spec.matcher == *pattern && prio_ok(r)
+            });
             self.n_rules -= gone.len();
             if !gone.is_empty() {
                 self.sort_subtables();
