@@ -261,7 +261,8 @@ impl Drop for Host {
     }
 }
 
-fn binary(name: &str) -> PathBuf {
+/// A binary of the workspace (vswd, vswctl), built next to the test executables.
+pub fn binary(name: &str) -> PathBuf {
     // Test executables live in target/<profile>/deps; the binaries one level up.
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe
@@ -284,10 +285,18 @@ pub struct Vswd {
     pub socket: PathBuf,
     pub state: PathBuf,
     child: Option<Child>,
+    /// A command vswd is started through (`prlimit …`, `sh -c 'umask …'`), if any.
+    wrapper: Vec<String>,
 }
 
 impl Vswd {
     pub fn start() -> Vswd {
+        Vswd::start_through(&[])
+    }
+
+    /// Starts vswd as the last argument of `wrapper` (a command that runs the rest of
+    /// its arguments, such as `prlimit --nofile=1024 --`).
+    pub fn start_through(wrapper: &[&str]) -> Vswd {
         let dir = std::env::temp_dir().join(unique("vsw-e2e-"));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let mut d = Vswd {
@@ -295,20 +304,35 @@ impl Vswd {
             state: dir.join("state.json"),
             dir,
             child: None,
+            wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
         };
         d.restart();
         d
+    }
+
+    /// The command line that starts this test's vswd (for a second one, say).
+    pub fn command(&self) -> Command {
+        let mut cmd = match self.wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(binary("vswd"));
+                c
+            }
+            None => Command::new(binary("vswd")),
+        };
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-file")
+            .arg(&self.state);
+        cmd
     }
 
     /// Starts vswd on this test's state file; panics unless it comes up.
     pub fn restart(&mut self) {
         self.stop();
         let log = std::fs::File::create(self.dir.join("vswd.log")).expect("log file");
-        let child = Command::new(binary("vswd"))
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--state-file")
-            .arg(&self.state)
+        let child = self
+            .command()
             .arg("--log")
             .arg("debug")
             .stdin(Stdio::null())

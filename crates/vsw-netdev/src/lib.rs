@@ -7,6 +7,7 @@ pub mod ebpf;
 pub mod interface;
 mod sys;
 pub mod tap;
+pub mod unix_socket;
 pub mod vhost;
 mod vnet_frame;
 
@@ -42,4 +43,10 @@ pub fn enter_netns(name: &str) -> Result<(), std::io::Error> {
         ));
     }
     sys::enter_netns(&std::path::Path::new("/run/netns").join(name))
+}
+
+/// Raises this process's limit of open files to the most it may have, and returns the
+/// new limit: every port, guest and control client holds descriptors.
+pub fn raise_open_file_limit() -> Result<u64, std::io::Error> {
+    sys::raise_open_file_limit()
 }

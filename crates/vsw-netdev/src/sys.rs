@@ -442,3 +442,17 @@ pub fn enter_netns(path: &std::path::Path) -> io::Result<()> {
     // SAFETY: `f` is an open namespace file for the duration of the call.
     check(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
 }
+
+/// Sets the soft limit of open files to the hard limit; returns it.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live rlimit the kernel writes into.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    lim.rlim_cur = lim.rlim_max;
+    // SAFETY: `lim` is a live rlimit the kernel reads.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
+    Ok(lim.rlim_cur)
+}

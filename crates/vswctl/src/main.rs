@@ -2,9 +2,10 @@
 
 mod render;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -16,6 +17,9 @@ struct Cli {
     /// vswd's control socket.
     #[arg(long, global = true, default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// Seconds to wait for vswd's answer before giving up.
+    #[arg(long, global = true, default_value_t = 30.0, value_name = "S")]
+    timeout: f64,
     /// Output for people (text) or scripts (json).
     #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -102,16 +106,64 @@ fn read_flows(file: &PathBuf) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
-fn call(socket: &PathBuf, req: &Request) -> anyhow::Result<serde_json::Value> {
-    let mut stream = UnixStream::connect(socket)
-        .with_context(|| format!("cannot connect to {} (is vswd running?)", socket.display()))?;
+/// One connection attempt that never waits: a daemon whose queue of new connections
+/// is full answers WouldBlock.
+fn connect_nonblocking(socket: &Path) -> std::io::Result<UnixStream> {
+    let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    s.set_nonblocking(true)?;
+    s.connect(&socket2::SockAddr::unix(socket)?)?;
+    s.set_nonblocking(false)?;
+    Ok(UnixStream::from(std::os::fd::OwnedFd::from(s)))
+}
+
+/// Connects to vswd, waiting at most until `deadline` (a daemon whose queue of new
+/// connections is full is retried, not waited on without end).
+fn connect(socket: &Path, deadline: Instant) -> anyhow::Result<UnixStream> {
+    loop {
+        match connect_nonblocking(socket) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
+                bail!(
+                    "no vswd is listening on {} ({e}; is vswd running?)",
+                    socket.display()
+                )
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot connect to {}", socket.display()))
+            }
+        }
+    }
+}
+
+fn call(socket: &Path, req: &Request, timeout: Duration) -> anyhow::Result<serde_json::Value> {
+    let deadline = Instant::now() + timeout;
+    let mut stream = connect(socket, deadline)?;
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let late = |e: std::io::Error| {
+        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            anyhow::anyhow!(
+                "vswd on {} did not answer within {:.1} s (--timeout)",
+                socket.display(),
+                timeout.as_secs_f64()
+            )
+        } else {
+            anyhow::Error::new(e).context("talking to vswd")
+        }
+    };
     let mut line = serde_json::to_string(req)?;
     line.push('\n');
-    stream.write_all(line.as_bytes())?;
+    stream.set_write_timeout(Some(left())).map_err(late)?;
+    stream.write_all(line.as_bytes()).map_err(late)?;
+    stream.set_read_timeout(Some(left())).map_err(late)?;
     let mut reply = String::new();
-    BufReader::new(stream)
-        .read_line(&mut reply)
-        .context("reading vswd's reply")?;
+    BufReader::new(stream).read_line(&mut reply).map_err(late)?;
     if reply.is_empty() {
         bail!("vswd closed the connection without a reply");
     }
@@ -170,7 +222,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::PmdRxqRebalance => Request::PmdRxqRebalance,
         Command::OffloadShow => Request::OffloadShow,
     };
-    let result = call(&cli.socket, &req)?;
+    if !(cli.timeout > 0.0 && cli.timeout.is_finite()) {
+        bail!(
+            "--timeout must be a positive number of seconds, not {}",
+            cli.timeout
+        );
+    }
+    let result = call(&cli.socket, &req, Duration::from_secs_f64(cli.timeout))?;
     if cli.format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&result)?);
         return Ok(());

@@ -1,11 +1,14 @@
 //! vswd: the vsw daemon.
 
-use std::path::PathBuf;
+use std::fs::{File, TryLockError};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Parser;
 use vswd::protocol::{DEFAULT_SOCKET, DEFAULT_STATE_FILE};
 use vswd::switch::Switch;
@@ -42,6 +45,46 @@ fn keep_off_pmd_cores(pmds: &[usize]) {
     }
 }
 
+/// Takes `<path>.lock` for as long as the process lives (the kernel lets go of it when
+/// the process ends, however it ends), or says which daemon holds it.
+fn lock_beside(path: &Path, what: &str) -> anyhow::Result<File> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("the {what} path {} has no file name", path.display()))?;
+    let lock = path.with_file_name(format!("{}.lock", name.to_string_lossy()));
+    if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&lock)
+        .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
+    match file.try_lock() {
+        Ok(()) => {
+            file.set_len(0)?;
+            writeln!(file, "{}", std::process::id())?;
+            Ok(file)
+        }
+        Err(TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            bail!(
+                "another vswd (pid {}) is running with the {what} {}: it holds {}",
+                pid.trim(),
+                path.display(),
+                lock.display()
+            )
+        }
+        Err(TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("cannot lock {}", lock.display()))
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -58,17 +101,36 @@ fn main() -> anyhow::Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
     }
 
+    // One daemon per state file and per control socket: a second one must not touch
+    // the ports, guests' sockets or offloads of the first. The locks come before
+    // anything else and are held until the process ends.
+    let _state_lock = lock_beside(&args.state_file, "state file")?;
+    let _socket_lock = lock_beside(&args.socket, "control socket")?;
+    match vsw_netdev::raise_open_file_limit() {
+        Ok(n) => tracing::debug!(open_files = n, "open file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open file limit"),
+    }
+    let (listener, socket_file) = vswd::server::bind(&args.socket)
+        .with_context(|| format!("cannot listen on {}", args.socket.display()))?;
     // Read before the daemon's threads are confined (see keep_off_pmd_cores).
     vswd::options::allowed_cpus();
-    let switch = Switch::start(&args.state_file, &args.socket.display().to_string())?;
+    let switch = match Switch::start(&args.state_file, &args.socket.display().to_string()) {
+        Ok(s) => s,
+        Err(e) => {
+            socket_file.remove(&args.socket);
+            return Err(e.into());
+        }
+    };
     keep_off_pmd_cores(&switch.pmd_cores());
-    let listener = vswd::server::bind(&args.socket)
-        .with_context(|| format!("cannot listen on {}", args.socket.display()))?;
     let switch = Arc::new(Mutex::new(switch));
     let for_server = switch.clone();
     std::thread::Builder::new()
         .name("control".into())
-        .spawn(move || vswd::server::serve(listener, for_server))
+        .spawn(move || {
+            if let Err(e) = vswd::server::serve(listener, for_server) {
+                tracing::error!(error = %e, "the control server stopped");
+            }
+        })
         .context("cannot start the control thread")?;
     tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), "vswd ready");
 
@@ -82,7 +144,7 @@ fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down");
     let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
     sw.shutdown();
-    let _ = std::fs::remove_file(&args.socket);
+    socket_file.remove(&args.socket);
     // The control thread may be blocked in accept(); leaving now ends it with the process.
     std::process::exit(0);
 }

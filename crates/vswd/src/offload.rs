@@ -184,6 +184,11 @@ impl Offloads {
             .map_err(|e| e.to_string())
     }
 
+    /// Whether any port has an offload provider (otherwise there is nothing to do).
+    pub fn any(&self) -> bool {
+        !self.ports.is_empty()
+    }
+
     /// One pass over `rules` if the interval has run out (or `force`).
     pub fn revalidate(&mut self, rules: &[Arc<Rule>], force: bool) {
         if self.ports.is_empty() {

@@ -197,6 +197,9 @@ impl Switch {
 
     /// The revalidator's offload pass, when its interval has run out.
     pub fn revalidate_offloads(&mut self) {
+        if !self.offloads.any() {
+            return;
+        }
         let rules = self.dp.classifier().rules();
         self.offloads.revalidate(&rules, false);
     }
