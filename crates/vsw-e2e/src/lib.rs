@@ -278,6 +278,20 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// Whether a vswd answers a request on `socket` (it listens before it is ready).
+fn answers(socket: &Path) -> bool {
+    use std::io::{BufRead, Write};
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"{\"cmd\":\"show\"}\n").is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line).is_ok() && line.contains("\"ok\":true")
+}
+
 /// A vswd started for one test, with its own socket and state file; stopped (SIGTERM,
 /// by PID) when dropped.
 pub struct Vswd {
@@ -350,7 +364,7 @@ impl Vswd {
                 if let Ok(Some(status)) = child.try_wait() {
                     panic!("vswd exited at start with {status}");
                 }
-                std::os::unix::net::UnixStream::connect(&socket).is_ok()
+                answers(&socket)
             },
         );
     }
@@ -374,6 +388,13 @@ impl Vswd {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The daemon's process id while it runs.
+    pub fn pid(&mut self) -> Option<u32> {
+        self.is_running()
+            .then(|| self.child.as_ref().map(Child::id))
+            .flatten()
     }
 
     pub fn is_running(&mut self) -> bool {

@@ -456,3 +456,33 @@ pub fn raise_open_file_limit() -> io::Result<u64> {
     check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
     Ok(lim.rlim_cur)
 }
+
+/// The id of the group named `name` (through NSS, as `getent group` sees it);
+/// `Ok(None)` when there is no such group.
+pub fn group_id(name: &str) -> io::Result<Option<u32>> {
+    let c = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: group is plain old data; all-zero is a valid value.
+        let mut group: libc::group = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: every pointer is to a live value of the right type and `buf`'s length
+        // is passed; the strings the result points to live in `buf`, and only the gid
+        // (a copy) is used.
+        let r = unsafe {
+            libc::getgrnam_r(
+                c.as_ptr(),
+                &mut group,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        match r {
+            0 if found.is_null() => return Ok(None),
+            0 => return Ok(Some(group.gr_gid)),
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}

@@ -58,6 +58,19 @@ impl SocketFile {
     }
 }
 
+/// The group named `group`: a number, or a name as `getent group` knows it.
+pub fn group_id(group: &str) -> io::Result<u32> {
+    if let Ok(n) = group.parse::<u32>() {
+        return Ok(n);
+    }
+    crate::sys::group_id(group)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("there is no group named '{group}'"),
+        )
+    })
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Listens on `path` with permission bits `mode` and, if given, group `gid`, from the
@@ -181,6 +194,14 @@ mod tests {
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("a.sock")]);
         fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn groups_by_name_and_number() {
+        assert_eq!(group_id("0").unwrap(), 0);
+        assert_eq!(group_id("root").unwrap(), 0);
+        let e = group_id("no-such-group-vsw").unwrap_err();
+        assert!(e.to_string().contains("no group named"), "{e}");
     }
 
     #[test]

@@ -20,7 +20,6 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use vhost::vhost_user::message::{
@@ -29,7 +28,7 @@ use vhost::vhost_user::message::{
     VhostUserVringAddrFlags, VhostUserVringState,
 };
 use vhost::vhost_user::{
-    BackendReqHandler, Error as VuError, GpuBackend, Listener, Result as VuResult,
+    BackendReqHandler, Error as VuError, GpuBackend, Result as VuResult,
     VhostUserBackendReqHandlerMut, VhostUserProtocolFeatures,
 };
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
@@ -41,6 +40,7 @@ use vsw_datapath::{
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::{VnetHdr, VNET_GSO_NONE, VNET_HDR_LEN};
 
+use crate::unix_socket::{bind_listener, SocketFile};
 use crate::NetdevError;
 
 /// Queue pairs a guest may use: virtqueue 2k receives (vsw → guest), 2k + 1
@@ -611,59 +611,67 @@ impl VhostUserBackendReqHandlerMut for Device {
 
 /// The socket and its protocol thread; stopped when the port's last queue goes.
 struct Server {
-    stop: Arc<AtomicBool>,
-    conn: Arc<Mutex<Option<UnixStream>>>,
-    thread: Option<JoinHandle<()>>,
-    /// The socket vsw created (server ports), removed with the port.
-    path: Option<PathBuf>,
+    /// Whether the thread is to stop, and the frontend's connection while there is
+    /// one: one lock for both, so that a connection accepted as the port goes is
+    /// either seen and shut down here or never served there.
+    session: Arc<Mutex<Session>>,
+    /// The socket vsw created (server ports), removed with the port if it is still
+    /// the one vsw made.
+    socket: Option<(PathBuf, SocketFile)>,
+}
+
+#[derive(Default)]
+struct Session {
+    stop: bool,
+    conn: Option<UnixStream>,
 }
 
 impl Drop for Server {
+    /// Never waits for the protocol thread (this may run on a PMD, and the frontend
+    /// may be stuck): it is told to stop and its connection is shut down, which ends
+    /// any read it is in; it ends within one accept or connect interval.
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(c) = self.conn.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let mut session = self.session.lock().unwrap_or_else(|e| e.into_inner());
+        session.stop = true;
+        if let Some(c) = session.conn.take() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if let Some(p) = &self.path {
-            let _ = std::fs::remove_file(p);
+        drop(session);
+        if let Some((path, file)) = &self.socket {
+            file.remove(path);
         }
     }
 }
 
-/// Serves frontends on `listener` one at a time until `stop`.
 /// How a port gets its next frontend: it accepts one (`vhostuser`), or it connects
 /// to the VM's socket, again and again while the VM restarts (`vhostuserclient`).
 enum Side {
-    Server(Listener),
+    Server(std::os::unix::net::UnixListener),
     Client(PathBuf),
 }
 
 impl Side {
-    /// The next session's socket, or `None` to look again a little later.
+    /// The next session's socket, or `None` to look again a little later. Never
+    /// blocks: the listener does not, and a connect to a VM that does not accept
+    /// (its backlog full) gives up at once.
     fn next(&self) -> Option<UnixStream> {
         match self {
             Side::Server(l) => match l.accept() {
-                Ok(s) => s,
+                Ok((s, _)) => Some(s),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
                 Err(e) => {
                     tracing::warn!(error = %e, "vhost-user accept");
                     None
                 }
             },
-            Side::Client(path) => UnixStream::connect(path).ok(),
+            Side::Client(path) => crate::unix_socket::connect_nonblocking(path).ok(),
         }
     }
 }
 
-fn serve(
-    side: Side,
-    device: Arc<Mutex<Device>>,
-    stop: Arc<AtomicBool>,
-    conn: Arc<Mutex<Option<UnixStream>>>,
-) {
-    while !stop.load(Ordering::Acquire) {
+fn serve(side: Side, device: Arc<Mutex<Device>>, session: Arc<Mutex<Session>>) {
+    let stopped = || session.lock().unwrap_or_else(|e| e.into_inner()).stop;
+    while !stopped() {
         let Some(stream) = side.next() else {
             std::thread::sleep(match side {
                 Side::Server(_) => Duration::from_millis(20),
@@ -674,7 +682,18 @@ fn serve(
             continue;
         };
         let _ = stream.set_nonblocking(false);
-        *conn.lock().unwrap_or_else(|e| e.into_inner()) = stream.try_clone().ok();
+        {
+            let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+            if s.stop {
+                return;
+            }
+            s.conn = stream.try_clone().ok();
+            if s.conn.is_none() {
+                // Without a handle to shut it down with, the port could not be
+                // removed while the frontend is silent: not served.
+                continue;
+            }
+        }
         let mut handler = BackendReqHandler::from_stream(stream, device.clone());
         loop {
             if let Err(e) = handler.handle_request() {
@@ -687,42 +706,47 @@ fn serve(
                 if !broken {
                     tracing::warn!(error = %e, "vhost-user: frontend message refused");
                 }
-                if broken || stop.load(Ordering::Acquire) {
+                if broken || stopped() {
                     break;
                 }
             }
         }
         device.lock().unwrap_or_else(|e| e.into_inner()).reset();
-        *conn.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        session.lock().unwrap_or_else(|e| e.into_inner()).conn = None;
         tracing::info!("vhost-user frontend disconnected");
     }
 }
 
-/// Opens a vhost-user port listening on `path` (`vhostuser`: vsw creates the socket).
-pub fn open_server(path: &Path) -> Result<(PortQueues, Arc<GuestStatus>), NetdevError> {
+/// Opens a vhost-user port listening on `path` (`vhostuser`: vsw creates the socket,
+/// with permission bits `mode` and group `gid`). A stale socket there is replaced;
+/// a live one or anything that is not a socket is an error.
+pub fn open_server(
+    path: &Path,
+    mode: u32,
+    gid: Option<u32>,
+) -> Result<(PortQueues, Arc<GuestStatus>), NetdevError> {
     let sys = |op, source| NetdevError::Syscall {
         op,
         ifname: path.display().to_string(),
         source,
     };
-    let listener =
-        Listener::new(path, true).map_err(|e| sys("bind", std::io::Error::other(e.to_string())))?;
+    let (listener, file) = bind_listener(path, mode, gid).map_err(|e| sys("bind", e))?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| sys("set_nonblocking", std::io::Error::other(e.to_string())))?;
-    open(Side::Server(listener), path, true)
+        .map_err(|e| sys("set_nonblocking", e))?;
+    open(Side::Server(listener), path, Some(file))
 }
 
 /// Opens a vhost-user port that connects to the VM's socket at `path`
 /// (`vhostuserclient`), and connects again whenever the VM comes back.
 pub fn open_client(path: &Path) -> Result<(PortQueues, Arc<GuestStatus>), NetdevError> {
-    open(Side::Client(path.to_path_buf()), path, false)
+    open(Side::Client(path.to_path_buf()), path, None)
 }
 
 fn open(
     side: Side,
     path: &Path,
-    owns_socket: bool,
+    socket: Option<SocketFile>,
 ) -> Result<(PortQueues, Arc<GuestStatus>), NetdevError> {
     let sys = |op, source| NetdevError::Syscall {
         op,
@@ -740,21 +764,15 @@ fn open(
         vrings: vrings.clone(),
         status: status.clone(),
     }));
-    let stop = Arc::new(AtomicBool::new(false));
-    let conn = Arc::new(Mutex::new(None));
-    let thread = {
-        let (stop, conn) = (stop.clone(), conn.clone());
-        std::thread::Builder::new()
-            .name("vhost-user".into())
-            .spawn(move || serve(side, device, stop, conn))
-            .map_err(|e| sys("spawn", e))?
-    };
+    let session = Arc::new(Mutex::new(Session::default()));
     let server = Arc::new(Server {
-        stop,
-        conn,
-        thread: Some(thread),
-        path: owns_socket.then(|| path.to_path_buf()),
+        session: session.clone(),
+        socket: socket.map(|f| (path.to_path_buf(), f)),
     });
+    std::thread::Builder::new()
+        .name("vhost-user".into())
+        .spawn(move || serve(side, device, session))
+        .map_err(|e| sys("spawn", e))?;
     let rx_rings: Arc<Vec<Arc<Vring>>> = Arc::new(vrings.iter().step_by(2).cloned().collect());
     // Each further transmit queue (one per PMD) prefers the next receive queue.
     let next_pair = Arc::new(std::sync::atomic::AtomicUsize::new(1));

@@ -76,7 +76,7 @@ fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestStatus>) {
 /// The same, with the virtio features the driver accepts.
 fn guest_with(name: &str, features: u64) -> (Guest, PortQueues, Arc<GuestStatus>) {
     let path = temp(&format!("{name}.sock"));
-    let (queues, faults) = open_server(&path).expect("vhost-user port");
+    let (queues, faults) = open_server(&path, 0o600, None).expect("vhost-user port");
     (set_up_with(name, connect(&path), features), queues, faults)
 }
 
@@ -415,7 +415,7 @@ fn a_descriptor_outside_guest_memory_is_dropped_and_counted() {
 #[test]
 fn a_queue_size_that_is_not_a_power_of_two_is_refused() {
     let path = temp("odd.sock");
-    let (_q, faults) = open_server(&path).unwrap();
+    let (_q, faults) = open_server(&path, 0o600, None).unwrap();
     let f = connect(&path);
     f.set_owner().unwrap();
     // The backend refuses and counts it; vsw lives on.
@@ -581,7 +581,7 @@ fn a_looping_chain_is_dropped_and_counted() {
 #[test]
 fn ring_addresses_before_any_memory_are_refused() {
     let path = temp("order.sock");
-    let (_q, faults) = open_server(&path).unwrap();
+    let (_q, faults) = open_server(&path, 0o600, None).unwrap();
     let f = connect(&path);
     f.set_owner().unwrap();
     f.set_features(1 << 32).unwrap();

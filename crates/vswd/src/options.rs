@@ -25,7 +25,7 @@ pub type Options = BTreeMap<String, String>;
 pub const SWITCH_OPTIONS: &str =
     "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval";
 pub const PORT_OPTIONS: &str =
-    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, ring-flows, ring-frame-size, ring-rate, offload, offload-capacity";
+    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, vhost-sock-mode, vhost-sock-group, ring-flows, ring-frame-size, ring-rate, offload, offload-capacity";
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -252,6 +252,11 @@ pub struct PortOptions {
     pub tx_flush: FlushSetting,
     /// `vhost-server-path`: where a vhostuser port listens.
     pub vhost_server_path: Option<String>,
+    /// `vhost-sock-mode`: the permission bits of a vhostuser port's socket (0600).
+    pub vhost_sock_mode: u32,
+    /// `vhost-sock-group`: the group that owns it (a name or a number), so that a
+    /// frontend running as another user (libvirt's QEMU) can connect.
+    pub vhost_sock_group: Option<String>,
     /// `offload`: the provider that takes this port's flows (with `hw-offload=true`).
     pub offload: Option<OffloadKind>,
     /// `offload-capacity`: the most flows the provider holds.
@@ -266,6 +271,9 @@ pub enum OffloadKind {
     /// The kernel fast path at tc ingress (afpacket ports).
     Ebpf,
 }
+
+/// A vhostuser socket's mode when none is set: only its owner (root) may connect.
+pub const DEFAULT_VHOST_SOCK_MODE: u32 = 0o600;
 
 /// `offload-capacity` when none is set.
 pub const DEFAULT_OFFLOAD_CAPACITY: usize = 1024;
@@ -283,6 +291,8 @@ impl Default for PortOptions {
             mtu_request: None,
             tx_flush: FlushSetting::Switch,
             vhost_server_path: None,
+            vhost_sock_mode: DEFAULT_VHOST_SOCK_MODE,
+            vhost_sock_group: None,
             offload: None,
             offload_capacity: DEFAULT_OFFLOAD_CAPACITY,
         }
@@ -321,6 +331,26 @@ impl PortOptions {
                         return Err(bad(k, v, "an absolute path for the socket"));
                     }
                     out.vhost_server_path = Some(v.clone())
+                }
+                "vhost-sock-mode" => out.vhost_sock_mode = u32::from_str_radix(v, 8)
+                    .ok()
+                    .filter(|m| *m <= 0o777 && m & 0o600 == 0o600)
+                    .ok_or_else(|| {
+                        bad(
+                            k,
+                            v,
+                            "permission bits in octal that let the owner read and write, e.g. 0660",
+                        )
+                    })?,
+                "vhost-sock-group" => {
+                    let name_ok = !v.is_empty()
+                        && v.len() <= 32
+                        && v.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+                    if !name_ok {
+                        return Err(bad(k, v, "a group name or number"));
+                    }
+                    out.vhost_sock_group = Some(v.clone())
                 }
                 "mtu_request" => {
                     out.mtu_request = Some(
@@ -395,6 +425,20 @@ impl PortOptions {
         );
         if vhost && out.tx_flush == FlushSetting::Switch {
             out.tx_flush = FlushSetting::Auto;
+        }
+        let sets_socket = opts.contains_key("vhost-sock-mode") || out.vhost_sock_group.is_some();
+        if sets_socket && out.port_type != PortType::VhostUser {
+            return Err(bad(
+                if out.vhost_sock_group.is_some() {
+                    "vhost-sock-group"
+                } else {
+                    "vhost-sock-mode"
+                },
+                opts.get("vhost-sock-group")
+                    .or(opts.get("vhost-sock-mode"))
+                    .map_or("", String::as_str),
+                "applies to vhostuser ports (whose socket vsw creates)",
+            ));
         }
         if out.port_type == PortType::VhostUserClient && out.vhost_server_path.is_none() {
             return Err(bad(

@@ -55,6 +55,10 @@ pub enum SwitchError {
     Mtu { port: String, mtu: u32, why: String },
     #[error("mtu_request applies to afpacket ports (the interface's MTU) and vhost-user ports")]
     MtuOnRing,
+    #[error("vhost-user socket {path}: {why}")]
+    VhostSocket { path: PathBuf, why: String },
+    #[error("{0} is fixed when a port is added; del-port and add-port it again to change it")]
+    FixedOption(&'static str),
 }
 
 enum Link {
@@ -451,6 +455,7 @@ impl Switch {
                 .find(|n| !self.ports.contains_key(n))
                 .ok_or(SwitchError::NoFreePortNumber)?,
         };
+        self.check_vhost_path(name, &parsed, no)?;
         let ifindex = match parsed.port_type {
             PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient => 0,
             PortType::Afpacket => interface::index(name)
@@ -556,6 +561,26 @@ impl Switch {
             && matches!(parsed.port_type, PortType::Ring | PortType::Tap)
         {
             return Err(SwitchError::MtuOnRing);
+        }
+        // A vhost-user port's socket is made when it is added; it is not moved or
+        // remade under a connected guest.
+        for (key, same) in [
+            (
+                "vhost-server-path",
+                parsed.vhost_server_path == port.parsed.vhost_server_path,
+            ),
+            (
+                "vhost-sock-mode",
+                parsed.vhost_sock_mode == port.parsed.vhost_sock_mode,
+            ),
+            (
+                "vhost-sock-group",
+                parsed.vhost_sock_group == port.parsed.vhost_sock_group,
+            ),
+        ] {
+            if !same {
+                return Err(SwitchError::FixedOption(key));
+            }
         }
         let up = matches!(port.link, Link::Up { .. });
         if let Some(guest) = &port.guest {
@@ -826,6 +851,67 @@ pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
         .map_or_else(|| run_dir.join(format!("{name}.sock")), PathBuf::from)
 }
 
+impl Switch {
+    /// Refuses a vhost-user socket path that would take something that is not the
+    /// port's: the control socket, another port's socket, or a file that is not a
+    /// socket (vsw replaces only sockets, and only ones nobody listens on).
+    fn check_vhost_path(&self, name: &str, o: &PortOptions, no: u32) -> Result<(), SwitchError> {
+        if !matches!(o.port_type, PortType::VhostUser | PortType::VhostUserClient) {
+            return Ok(());
+        }
+        let path = vhost_path(name, o, &self.run_dir);
+        let refuse = |why: String| {
+            Err(SwitchError::VhostSocket {
+                path: path.clone(),
+                why,
+            })
+        };
+        if same_path(&path, Path::new(&self.socket)) {
+            return refuse("that is vswd's control socket".into());
+        }
+        let taken = self.ports.iter().find(|(n, p)| {
+            **n != no
+                && matches!(
+                    p.parsed.port_type,
+                    PortType::VhostUser | PortType::VhostUserClient
+                )
+                && same_path(&vhost_path(&p.name, &p.parsed, &self.run_dir), &path)
+        });
+        if let Some((_, p)) = taken {
+            return refuse(format!("port {} uses it", p.name));
+        }
+        if o.port_type == PortType::VhostUser {
+            use vsw_netdev::unix_socket::{path_use, PathUse};
+            match path_use(&path) {
+                PathUse::NotASocket => {
+                    return refuse("exists and is not a socket; vsw replaces only sockets".into())
+                }
+                PathUse::LiveSocket => return refuse("another process listens on it".into()),
+                PathUse::Free | PathUse::StaleSocket => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether two paths name the same file, as far as can be told before either exists
+/// (their directories resolved).
+fn same_path(a: &Path, b: &Path) -> bool {
+    let resolve = |p: &Path| -> PathBuf {
+        match (p.parent(), p.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            })
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| p.to_path_buf()),
+            _ => p.to_path_buf(),
+        }
+    };
+    a == b || resolve(a) == resolve(b)
+}
+
 /// A device's queues, for a vhost-user port what its guest is up to, and for an
 /// afpacket port a handle on its receiving socket.
 struct Opened {
@@ -840,7 +926,16 @@ fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, Sw
         PortType::VhostUser | PortType::VhostUserClient => {
             let path = vhost_path(name, o, run_dir);
             let (q, g) = if o.port_type == PortType::VhostUser {
-                vsw_netdev::vhost::open_server(&path)?
+                let gid = match &o.vhost_sock_group {
+                    Some(g) => Some(vsw_netdev::unix_socket::group_id(g).map_err(|e| {
+                        SwitchError::VhostSocket {
+                            path: path.clone(),
+                            why: e.to_string(),
+                        }
+                    })?),
+                    None => None,
+                };
+                vsw_netdev::vhost::open_server(&path, o.vhost_sock_mode, gid)?
             } else {
                 vsw_netdev::vhost::open_client(&path)?
             };
