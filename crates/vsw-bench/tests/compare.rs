@@ -67,7 +67,10 @@ fn tiny_compare_writes_a_sane_report() {
                 && sent.saturating_sub(received) as f64 <= 0.00002 * sent as f64
                 && t["sent_pps"].as_f64().unwrap() >= tput * 0.999
         });
-        assert!(passed_at_or_above, "{name}: no trial backs {tput}: {trials:?}");
+        assert!(
+            passed_at_or_above,
+            "{name}: no trial backs {tput}: {trials:?}"
+        );
         let lat = &r["latency"][0]["latency"];
         assert!(lat["count"].as_u64().unwrap() > 1000, "{name}: {lat}");
         let (min, p50, max) = (

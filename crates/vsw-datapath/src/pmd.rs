@@ -206,9 +206,13 @@ impl Outputs {
             });
             match result {
                 Ok(n) => PortStats::add_drop(&stats.tx_gso_segments, n as u64),
-                Err(_) => {
+                Err(gso::GsoError::TooBig) => {
                     self.tally.lost += 1;
                     PortStats::add_drop(&stats.tx_too_big, 1);
+                }
+                Err(_) => {
+                    self.tally.lost += 1;
+                    PortStats::add_drop(&stats.tx_gso_refused, 1);
                 }
             }
             return;

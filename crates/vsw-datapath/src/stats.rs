@@ -28,6 +28,9 @@ pub struct PortStats {
     pub tx_mtu_drops: AtomicU64,
     /// Segments vsw cut super-frames into for this port (it could not take them).
     pub tx_gso_segments: AtomicU64,
+    /// Super-frames vsw would not cut: headers it cannot segment, or more than
+    /// `gso::MAX_SEGMENTS` segments (a segment size far too small).
+    pub tx_gso_refused: AtomicU64,
     /// Checksums vsw completed for this port (it could not finish them itself).
     pub tx_csum_sw: AtomicU64,
     /// TCP segments vsw merged into super-frames for this port.
@@ -57,6 +60,8 @@ pub struct PortStatsView {
     pub tx_mtu_drops: u64,
     #[serde(default)]
     pub tx_gso_segments: u64,
+    #[serde(default)]
+    pub tx_gso_refused: u64,
     #[serde(default)]
     pub tx_csum_sw: u64,
     #[serde(default)]
@@ -118,6 +123,7 @@ impl PortStats {
             tx_errors: g(&self.tx_errors),
             tx_mtu_drops: g(&self.tx_mtu_drops),
             tx_gso_segments: g(&self.tx_gso_segments),
+            tx_gso_refused: g(&self.tx_gso_refused),
             tx_csum_sw: g(&self.tx_csum_sw),
             tx_gro_segments: g(&self.tx_gro_segments),
             tx_batch_hist: std::array::from_fn(|i| g(&self.tx_batch_hist[i])),
@@ -143,7 +149,11 @@ impl PortStatsView {
     }
 
     pub fn tx_dropped(&self) -> u64 {
-        self.tx_queue_full + self.tx_too_big + self.tx_errors + self.tx_mtu_drops
+        self.tx_queue_full
+            + self.tx_too_big
+            + self.tx_errors
+            + self.tx_mtu_drops
+            + self.tx_gso_refused
     }
 }
 

@@ -293,3 +293,39 @@ fn a_damaged_segment_is_never_delivered_with_a_valid_checksum() {
     assert!(!merged, "the damaged segment was merged into a super-frame");
     assert_eq!(f, &segs[3], "it leaves as it came");
 }
+
+#[test]
+fn a_segment_size_of_one_is_refused_not_cut_into_thousands() {
+    // Ports 2 and 3: one that cannot take super-frames, one that can.
+    let mut sw = switch_with_offloads(&[FULL, PLAIN, FULL]);
+    rules(&mut sw.dp, &["in_port=1,actions=output:2,output:3"]);
+    let (f, vnet) = tcp_frame(60_000);
+    let started = std::time::Instant::now();
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet: gso(vnet, 1),
+            vlan: None,
+        },
+    );
+    eventually("both refusals counted", || {
+        sw.stats[1].view().tx_gso_refused == 1 && sw.stats[2].view().tx_gso_refused == 1
+    });
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(sw.peers[1].recv_timeout(QUIET).is_none(), "nothing cut");
+    assert!(
+        sw.peers[2].recv_timeout(QUIET).is_none(),
+        "nothing passed on"
+    );
+    assert_eq!(sw.stats[1].view().tx_gso_segments, 0);
+    // An ordinary segment size still goes through.
+    let (f, vnet) = tcp_frame(3000);
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet: gso(vnet, 1448),
+            vlan: None,
+        },
+    );
+    assert!(sw.peers[2].recv_timeout(WAIT).is_some());
+}

@@ -4,6 +4,7 @@
 
 pub mod afpacket;
 pub mod ebpf;
+pub mod guest_memory;
 pub mod interface;
 mod sys;
 pub mod tap;

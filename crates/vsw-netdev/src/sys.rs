@@ -486,3 +486,18 @@ pub fn group_id(name: &str) -> io::Result<Option<u32>> {
         }
     }
 }
+
+/// Whether `fd` is an eventfd (as `/proc/self/fd` names it).
+pub fn is_eventfd(fd: &impl AsRawFd) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .is_ok_and(|p| p.as_os_str() == "anon_inode:[eventfd]")
+}
+
+/// Makes reads and writes on `fd` fail with EAGAIN instead of waiting.
+pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller holds open; F_GETFL takes no argument.
+    let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above; F_SETFL takes the flags as an int.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) })
+        .map(|_| ())
+}

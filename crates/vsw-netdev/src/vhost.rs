@@ -33,6 +33,8 @@ use vhost::vhost_user::{
 };
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
+
+use crate::guest_memory::GuestMemory as GuardedMemory;
 use vsw_datapath::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
     TxQueue, BATCH_SIZE,
@@ -50,8 +52,27 @@ use crate::NetdevError;
 pub const MAX_QUEUE_PAIRS: usize = 4;
 const QUEUES: usize = 2 * MAX_QUEUE_PAIRS;
 const QUEUE_MAX: u16 = 1024;
-/// The virtio-net header with VIRTIO_F_VERSION_1: 10 bytes and `num_buffers`.
+/// The virtio-net header with VIRTIO_F_VERSION_1 or MRG_RXBUF: 10 bytes and
+/// `num_buffers`. A legacy driver that has neither uses the 10 bytes alone.
 const HDR: usize = 12;
+const LEGACY_HDR: usize = 10;
+
+/// The header length a driver with `features` uses.
+fn header_len(features: u64) -> usize {
+    if features & (VIRTIO_F_VERSION_1 | VIRTIO_NET_F_MRG_RXBUF) != 0 {
+        HDR
+    } else {
+        LEGACY_HDR
+    }
+}
+
+/// The most descriptors vsw follows in one chain the guest sends: a 64 KiB frame in
+/// 4 KiB pages takes 17, Linux never uses more than 19. A longer chain (an indirect
+/// table may hold 65,535 descriptors, zero-length ones included) is dropped.
+const MAX_CHAIN_DESCRIPTORS: usize = 64;
+/// The most descriptors one poll of a guest's transmit queue follows: whatever the
+/// guest puts in its ring, a PMD gets back to its other queues soon.
+const POLL_DESCRIPTOR_BUDGET: usize = 1024;
 /// The largest frame either way: a TCP super-frame of 64 KiB of IP with an Ethernet
 /// header and a tag. Frames above the MTU that are not super-frames are refused.
 const MAX_FRAME: usize = 65535 + 18;
@@ -101,7 +122,8 @@ const VRING_AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// A virtqueue while the frontend has it running, as the PMD uses it.
 struct Running {
     queue: Queue,
-    mem: Arc<GuestMemoryMmap>,
+    mem: Arc<GuardedMemory>,
+    /// The driver's call eventfd, non-blocking (only eventfds are taken).
     call: Option<File>,
     /// The used index when vsw last decided whether to notify (EVENT_IDX compares the
     /// driver's used event with what was added since).
@@ -146,7 +168,8 @@ impl Running {
             return false;
         }
         if let Some(call) = &mut self.call {
-            let _ = call.write_all(&1u64.to_ne_bytes());
+            // Non-blocking: a full counter (EAGAIN) means the guest has been told.
+            let _ = call.write(&1u64.to_ne_bytes());
             notified.fetch_add(1, Ordering::Relaxed);
             return true;
         }
@@ -214,6 +237,10 @@ pub struct GuestStatus {
     pub no_buffer: AtomicU64,
     /// Notifications (call eventfd writes) sent to the guest.
     pub notifications: AtomicU64,
+    /// The guest's memory now, and faults of its earlier tables (its frontend shrank
+    /// memory it had shared: those regions read as zeros since).
+    memory: Mutex<std::sync::Weak<GuardedMemory>>,
+    retired_faults: AtomicU64,
     /// How the guest's driver takes each receive queue right now (`RxMode` as u8).
     rx_modes: [AtomicU8; MAX_QUEUE_PAIRS],
 }
@@ -240,12 +267,33 @@ impl Default for GuestStatus {
             bad_queues: AtomicU64::new(0),
             no_buffer: AtomicU64::new(0),
             notifications: AtomicU64::new(0),
+            memory: Mutex::new(std::sync::Weak::new()),
+            retired_faults: AtomicU64::new(0),
             rx_modes: Default::default(),
         }
     }
 }
 
 impl GuestStatus {
+    /// Accesses to guest memory its frontend had taken away (truncated) since vsw
+    /// mapped it: survived, and counted.
+    pub fn memory_faults(&self) -> u64 {
+        let now = self
+            .memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade()
+            .map_or(0, |m| m.faults());
+        self.retired_faults.load(Ordering::Relaxed) + now
+    }
+
+    /// A memory table that goes: its faults are kept.
+    fn retire_memory(&self, mem: Option<Arc<GuardedMemory>>) {
+        if let Some(m) = mem {
+            self.retired_faults.fetch_add(m.faults(), Ordering::Relaxed);
+        }
+    }
+
     fn has(&self, feature: u64) -> bool {
         self.features.load(Ordering::Relaxed) & feature != 0
     }
@@ -284,7 +332,7 @@ impl GuestStatus {
 /// The protocol side of one port.
 struct Device {
     regions: Vec<VhostUserMemoryRegion>,
-    mem: Option<Arc<GuestMemoryMmap>>,
+    mem: Option<Arc<GuardedMemory>>,
     features: u64,
     protocol: bool,
     config: Vec<VringConfig>,
@@ -328,7 +376,7 @@ impl Device {
             q.set_next_used(c.base);
             q.set_event_idx(self.features & VIRTIO_RING_F_EVENT_IDX != 0);
             q.set_ready(true);
-            q.is_valid(&*mem).then_some(q)
+            q.is_valid(&**mem).then_some(q)
         })();
         match started {
             Some(queue) => {
@@ -382,7 +430,7 @@ impl Device {
             self.stop(i);
             self.config[i] = VringConfig::default();
         }
-        self.mem = None;
+        self.status.retire_memory(self.mem.take());
         self.regions.clear();
         self.features = 0;
         self.status.features.store(0, Ordering::Relaxed);
@@ -447,11 +495,25 @@ impl VhostUserBackendReqHandlerMut for Device {
             .collect();
         let mem = GuestMemoryMmap::from_ranges_with_files(ranges)
             .map_err(|_| invalid("guest memory regions cannot be mapped"))?;
+        let mem = GuardedMemory::guard(mem).map_err(invalid)?;
+        // A new table on a running connection (memory hot-plug): the queues that
+        // run stop (no PMD touches the old mapping once its lock is let go), and start
+        // again from where they were, on the new memory. Their rings are at guest
+        // physical addresses, which the new table still maps.
+        let running: Vec<usize> = (0..QUEUES)
+            .filter(|&i| self.vrings[i].lock().is_some())
+            .collect();
         for i in 0..QUEUES {
             self.stop(i);
         }
-        self.mem = Some(Arc::new(mem));
+        self.status.retire_memory(self.mem.take());
+        *self.status.memory.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&mem);
+        self.mem = Some(mem);
         self.regions = ctx.to_vec();
+        for i in running {
+            self.config[i].kicked = true;
+            self.maybe_start(i);
+        }
         Ok(())
     }
 
@@ -509,6 +571,23 @@ impl VhostUserBackendReqHandlerMut for Device {
 
     fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
         let i = self.queue(u32::from(index))?;
+        // Anything but an eventfd (a pipe, a FUSE file) could block the PMD that
+        // writes it: refused. The eventfd is written without blocking.
+        let fd = match fd {
+            Some(f) if crate::sys::is_eventfd(&f) => {
+                crate::sys::set_nonblocking(&f).map_err(VuError::ReqHandlerError)?;
+                Some(f)
+            }
+            Some(_) => {
+                self.status.bad_queues.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    queue = i,
+                    "vhost-user: a call descriptor that is not an eventfd, refused"
+                );
+                return Err(VuError::InvalidParam);
+            }
+            None => None,
+        };
         self.config[i].call = fd;
         if let Some(r) = self.vrings[i].lock().as_mut() {
             r.call = self.config[i]
@@ -795,6 +874,7 @@ fn open(
         .map(|v| {
             Box::new(GuestTx {
                 vring: v.clone(),
+                hdr: HDR,
                 bufs: (0..BATCH_SIZE)
                     .map(|_| vec![0u8; HDR + MAX_FRAME].into_boxed_slice())
                     .collect(),
@@ -817,6 +897,8 @@ fn open(
 /// The guest's transmit queue, polled by a PMD: frames the guest sends.
 struct GuestTx {
     vring: Arc<Vring>,
+    /// The virtio-net header length of the frames in `bufs`.
+    hdr: usize,
     /// Each holds a virtio-net header and a frame.
     bufs: Vec<Box<[u8]>>,
     lens: [usize; BATCH_SIZE],
@@ -826,15 +908,22 @@ struct GuestTx {
 
 /// Copies one descriptor chain (virtio-net header and frame) into `buf`; `None` when
 /// the chain is unusable (outside guest memory, writable where it should be readable,
-/// longer than `buf`, looping).
+/// longer than `buf`, more than [`MAX_CHAIN_DESCRIPTORS`], looping). `walked` counts
+/// the descriptors looked at, usable or not.
 fn read_chain<M: GuestMemory>(
     chain: virtio_queue::DescriptorChain<&M>,
     mem: &M,
     buf: &mut [u8],
+    hdr: usize,
+    walked: &mut usize,
 ) -> Option<usize> {
     let mut len = 0usize;
     let mut more = false;
-    for d in chain {
+    for (k, d) in chain.enumerate() {
+        *walked += 1;
+        if k == MAX_CHAIN_DESCRIPTORS {
+            return None;
+        }
         more = d.has_next();
         if d.is_write_only() {
             return None;
@@ -846,7 +935,7 @@ fn read_chain<M: GuestMemory>(
     }
     // A chain still pointing on when the walk stopped looped or was longer than the
     // queue: virtio-queue ends the walk at the queue size, vsw drops the chain.
-    (len >= HDR + 14 && !more).then_some(len)
+    (len >= hdr + 14 && !more).then_some(len)
 }
 
 impl RxQueue for GuestTx {
@@ -856,21 +945,24 @@ impl RxQueue for GuestTx {
             .status
             .has(VIRTIO_NET_F_CSUM | VIRTIO_NET_F_HOST_TSO4 | VIRTIO_NET_F_HOST_TSO6);
         let max_plain = self.status.mtu.load(Ordering::Relaxed) as usize + L2_OVERHEAD;
+        let hdr = header_len(self.status.features.load(Ordering::Relaxed));
+        self.hdr = hdr;
         {
             let mut guard = self.vring.lock();
             let Some(r) = guard.as_mut() else {
                 return RxDrops::default();
             };
             let mem = r.mem.clone();
-            while n < BATCH_SIZE {
-                let Some(chain) = r.queue.pop_descriptor_chain(&*mem) else {
+            let mut walked = 0;
+            while n < BATCH_SIZE && walked < POLL_DESCRIPTOR_BUDGET {
+                let Some(chain) = r.queue.pop_descriptor_chain(&**mem) else {
                     break;
                 };
                 let head = chain.head_index();
-                match read_chain(chain, &*mem, &mut self.bufs[n]) {
+                match read_chain(chain, &**mem, &mut self.bufs[n], hdr, &mut walked) {
                     Some(len) => {
                         let gso = offloads && self.bufs[n][1] != VNET_GSO_NONE;
-                        if len - HDR > max_plain && !gso {
+                        if len - hdr > max_plain && !gso {
                             self.status.too_long.fetch_add(1, Ordering::Relaxed);
                         } else {
                             self.lens[n] = len;
@@ -882,12 +974,13 @@ impl RxQueue for GuestTx {
                     }
                 }
                 // The buffer goes back to the guest either way.
-                let _ = r.queue.add_used(&*mem, head, 0);
+                let _ = r.queue.add_used(&**mem, head, 0);
             }
             if n > 0 {
                 r.notify(&self.vring.wants_interrupts, &self.status.notifications);
             }
         }
+        let hdr = self.hdr;
         for (buf, len) in self.bufs.iter().zip(&self.lens).take(n) {
             // The header only means something where the guest negotiated offloads;
             // the datapath checks its offsets against the frame either way.
@@ -897,7 +990,7 @@ impl RxQueue for GuestTx {
                 VnetHdr::default()
             };
             batch.push(RxPacket {
-                data: &buf[HDR..*len],
+                data: &buf[hdr..*len],
                 meta: PacketMeta { vnet, vlan: None },
             });
         }
@@ -991,7 +1084,7 @@ impl GuestRx {
         let mut room = 0usize;
         let mut usable = true;
         while room < frame.len() && self.heads.len() < most {
-            let Some(chain) = r.queue.pop_descriptor_chain(&*mem) else {
+            let Some(chain) = r.queue.pop_descriptor_chain(&**mem) else {
                 break;
             };
             let head = chain.head_index();
@@ -1021,7 +1114,9 @@ impl GuestRx {
         }
         let count = self.heads.len() as u16;
         if usable {
-            frame[10..12].copy_from_slice(&count.to_le_bytes());
+            if mergeable {
+                frame[10..12].copy_from_slice(&count.to_le_bytes());
+            }
             let mut done = 0;
             for &(addr, len, buffer) in &self.segments {
                 if done == frame.len() {
@@ -1038,7 +1133,7 @@ impl GuestRx {
         }
         for (k, &(head, written)) in self.heads.iter().enumerate() {
             let len = if usable { written } else { 0 };
-            write_used(&r.queue, &*mem, used_at.wrapping_add(k as u16), head, len);
+            write_used(&r.queue, &**mem, used_at.wrapping_add(k as u16), head, len);
         }
         if usable {
             Placed::Buffers(count)
@@ -1065,16 +1160,19 @@ impl TxQueue for GuestRx {
         if self.staged == BATCH_SIZE {
             return Err(StageError::QueueFull);
         }
+        let hdr_len = header_len(self.status.features.load(Ordering::Relaxed));
         let buf = &mut self.bufs[self.staged];
         let hdr: &mut [u8; VNET_HDR_LEN] = (&mut buf[..VNET_HDR_LEN])
             .try_into()
             .map_err(|_| StageError::TooBig)?;
         // The datapath finished what offloads() says the guest cannot.
         meta.vnet.write(hdr);
-        // num_buffers: 1 unless the frame spans several mergeable buffers.
-        buf[10..12].copy_from_slice(&1u16.to_le_bytes());
-        let len = copy_frame(&mut buf[HDR..], data, meta.vlan).ok_or(StageError::TooBig)?;
-        self.lens[self.staged] = HDR + len;
+        if hdr_len == HDR {
+            // num_buffers: 1 unless the frame spans several mergeable buffers.
+            buf[10..12].copy_from_slice(&1u16.to_le_bytes());
+        }
+        let len = copy_frame(&mut buf[hdr_len..], data, meta.vlan).ok_or(StageError::TooBig)?;
+        self.lens[self.staged] = hdr_len + len;
         self.staged += 1;
         Ok(())
     }

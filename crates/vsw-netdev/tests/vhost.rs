@@ -1,276 +1,21 @@
-//! vhost-user ports against a frontend written here: the test plays the VM (its
-//! memory is a file both sides map, its virtqueues are built with virtio-queue's
-//! mock rings) and drives vsw's backend through the real protocol.
+//! vhost-user ports against a frontend written here (tests/common): the test plays
+//! the VM and drives vsw's backend through the real protocol.
 
-use std::fs::{File, OpenOptions};
+mod common;
+
+use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::*;
 use vhost::vhost_user::Frontend;
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use virtio_queue::desc::{split::Descriptor, RawDescriptor};
-use virtio_queue::mock::MockSplitQueue;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
-use vsw_datapath::{PacketMeta, PortQueues, RxBatch, RxQueue};
-use vsw_netdev::vhost::{open_server, GuestStatus, RxMode};
-
-const MEM: usize = 4 << 20;
-const QSIZE: u16 = 64;
-const RXQ_AT: u64 = 0x1_0000;
-const TXQ_AT: u64 = 0x2_0000;
-const BUFS_AT: u64 = 0x10_0000;
-const VRING_DESC_F_WRITE: u16 = 2;
-const VERSION_1: u64 = 1 << 32;
-const CSUM: u64 = 1 << 0;
-const GUEST_CSUM: u64 = 1 << 1;
-const GUEST_TSO4: u64 = 1 << 7;
-const GUEST_TSO6: u64 = 1 << 8;
-const HOST_TSO4: u64 = 1 << 11;
-const HOST_TSO6: u64 = 1 << 12;
-const MRG_RXBUF: u64 = 1 << 15;
-const EVENT_IDX: u64 = 1 << 29;
-const INDIRECT_DESC: u64 = 1 << 28;
-const VRING_DESC_F_NEXT: u16 = 1;
-const VRING_DESC_F_INDIRECT: u16 = 4;
-
-/// Where one virtqueue's parts are in guest memory.
-#[derive(Clone, Copy)]
-struct Rings {
-    desc: u64,
-    avail: u64,
-    used: u64,
-}
-
-struct Guest {
-    mem: GuestMemoryMmap,
-    rings: [Rings; 2],
-    _file: File,
-    _frontend: Frontend,
-    _call: [EventFd; 2],
-}
-
-fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("vsw-vhost-{}-{name}", std::process::id()))
-}
-
-fn connect(path: &PathBuf) -> Frontend {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match Frontend::connect(path, 2) {
-            Ok(f) => return f,
-            Err(e) if Instant::now() > deadline => panic!("cannot connect: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}
-
-/// A guest whose two virtqueues are configured and running.
-fn guest(name: &str) -> (Guest, PortQueues, Arc<GuestStatus>) {
-    guest_with(name, VERSION_1)
-}
-
-/// The same, with the virtio features the driver accepts.
-fn guest_with(name: &str, features: u64) -> (Guest, PortQueues, Arc<GuestStatus>) {
-    let path = temp(&format!("{name}.sock"));
-    let (queues, faults) = open_server(&path, 0o600, None).expect("vhost-user port");
-    (set_up_with(name, connect(&path), features), queues, faults)
-}
-
-fn set_up(name: &str, frontend: Frontend) -> Guest {
-    set_up_with(name, frontend, VERSION_1)
-}
-
-/// Shares memory with the backend and starts both virtqueues.
-fn set_up_with(name: &str, frontend: Frontend, accepted: u64) -> Guest {
-    let mem_path = temp(&format!("{name}.mem"));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&mem_path)
-        .unwrap();
-    file.set_len(MEM as u64).unwrap();
-    let _ = std::fs::remove_file(&mem_path);
-    let mem = GuestMemoryMmap::<()>::from_ranges_with_files([(
-        GuestAddress(0),
-        MEM,
-        Some(FileOffset::new(file.try_clone().unwrap(), 0)),
-    )])
-    .unwrap();
-    let host = mem.get_host_address(GuestAddress(0)).unwrap() as u64;
-    frontend.set_owner().unwrap();
-    let features = frontend.get_features().unwrap();
-    assert_ne!(features & (1 << 32), 0, "VIRTIO_F_VERSION_1 offered");
-    assert_eq!(features & accepted, accepted, "features offered");
-    frontend.set_features(accepted).unwrap();
-    frontend
-        .set_mem_table(&[VhostUserMemoryRegionInfo {
-            guest_phys_addr: 0,
-            memory_size: MEM as u64,
-            userspace_addr: host,
-            mmap_offset: 0,
-            mmap_handle: file.as_raw_fd(),
-        }])
-        .unwrap();
-    let call = [EventFd::new(0).unwrap(), EventFd::new(0).unwrap()];
-    let mut rings = [Rings {
-        desc: 0,
-        avail: 0,
-        used: 0,
-    }; 2];
-    for (i, at) in [(0usize, RXQ_AT), (1, TXQ_AT)] {
-        // Lays the rings out (and zeroes them) once; the test then writes them itself.
-        let q = MockSplitQueue::create(&mem, GuestAddress(at), QSIZE);
-        rings[i] = Rings {
-            desc: q.desc_table_addr().0,
-            avail: q.avail_addr().0,
-            used: q.used_addr().0,
-        };
-        frontend.set_vring_num(i, QSIZE).unwrap();
-        frontend
-            .set_vring_addr(
-                i,
-                &VringConfigData {
-                    queue_max_size: QSIZE,
-                    queue_size: QSIZE,
-                    flags: 0,
-                    desc_table_addr: host + q.desc_table_addr().0,
-                    used_ring_addr: host + q.used_addr().0,
-                    avail_ring_addr: host + q.avail_addr().0,
-                    log_addr: None,
-                },
-            )
-            .unwrap();
-        frontend.set_vring_base(i, 0).unwrap();
-        frontend.set_vring_call(i, &call[i]).unwrap();
-        frontend
-            .set_vring_kick(i, &EventFd::new(0).unwrap())
-            .unwrap();
-    }
-    // Messages are handled in order: once this one is answered, the queues run.
-    frontend.get_features().unwrap();
-    Guest {
-        mem,
-        rings,
-        _file: file,
-        _frontend: frontend,
-        _call: call,
-    }
-}
-
-impl Guest {
-    /// Puts a one-descriptor chain (descriptor `index`) on queue `q`'s available ring,
-    /// as a driver does.
-    fn offer(&self, q: usize, index: u16, addr: u64, len: u32, flags: u16) {
-        let r = self.rings[q];
-        // A chain of one: `next` points back at the descriptor itself (which only
-        // matters when a test sets VRING_DESC_F_NEXT to make it loop).
-        let desc = RawDescriptor::from(Descriptor::new(addr, len, flags, index));
-        self.mem
-            .write_obj(desc, GuestAddress(r.desc + 16 * u64::from(index)))
-            .unwrap();
-        let idx: u16 = self.mem.read_obj(GuestAddress(r.avail + 2)).unwrap();
-        let slot = r.avail + 4 + 2 * u64::from(idx % QSIZE);
-        self.mem.write_obj(index, GuestAddress(slot)).unwrap();
-        self.mem
-            .write_obj(idx.wrapping_add(1), GuestAddress(r.avail + 2))
-            .unwrap();
-    }
-
-    /// Offers the frames for vsw to take (guest → switch), each in one buffer after
-    /// a zeroed 12-byte virtio-net header, descriptors from `first`.
-    fn transmit(&self, first: u16, frames: &[Vec<u8>]) {
-        self.transmit_with(first, [0; 12], frames)
-    }
-
-    /// The same, with a virtio-net header of the test's.
-    fn transmit_with(&self, first: u16, header: [u8; 12], frames: &[Vec<u8>]) {
-        for (i, f) in frames.iter().enumerate() {
-            let index = first + i as u16;
-            let addr = BUFS_AT + u64::from(index) * 2048;
-            let mut buf = header.to_vec();
-            buf.extend_from_slice(f);
-            self.mem.write_slice(&buf, GuestAddress(addr)).unwrap();
-            self.offer(1, index, addr, buf.len() as u32, 0);
-        }
-    }
-
-    /// Offers `n` empty 2 KiB buffers for vsw to fill (switch → guest).
-    fn offer_rx_buffers(&self, n: u16) {
-        self.offer_rx_buffers_of(0..n, 2048)
-    }
-
-    /// Offers receive buffers (descriptors `indexes`) of `size` bytes.
-    fn offer_rx_buffers_of(&self, indexes: std::ops::Range<u16>, size: u32) {
-        for i in indexes {
-            let addr = BUFS_AT + 0x8_0000 + u64::from(i) * 2048;
-            self.offer(0, i, addr, size, VRING_DESC_F_WRITE);
-        }
-    }
-
-    /// The used entries of the receive queue: (descriptor, bytes written), and the
-    /// bytes of each.
-    fn used_buffers(&self) -> Vec<(u32, Vec<u8>)> {
-        let r = self.rings[0];
-        let n: u16 = self.mem.read_obj(GuestAddress(r.used + 2)).unwrap();
-        (0..n)
-            .map(|i| {
-                let at = r.used + 4 + 8 * u64::from(i);
-                let id: u32 = self.mem.read_obj(GuestAddress(at)).unwrap();
-                let len: u32 = self.mem.read_obj(GuestAddress(at + 4)).unwrap();
-                let mut buf = vec![0u8; len as usize];
-                let addr = BUFS_AT + 0x8_0000 + u64::from(id) * 2048;
-                self.mem.read_slice(&mut buf, GuestAddress(addr)).unwrap();
-                (id, buf)
-            })
-            .collect()
-    }
-
-    /// The frames vsw put into the receive buffers, in used-ring order.
-    fn received(&self) -> Vec<Vec<u8>> {
-        let r = self.rings[0];
-        let n: u16 = self.mem.read_obj(GuestAddress(r.used + 2)).unwrap();
-        (0..n)
-            .map(|i| {
-                let at = r.used + 4 + 8 * u64::from(i);
-                let id: u32 = self.mem.read_obj(GuestAddress(at)).unwrap();
-                let len: u32 = self.mem.read_obj(GuestAddress(at + 4)).unwrap();
-                let addr = BUFS_AT + 0x8_0000 + u64::from(id) * 2048;
-                let mut buf = vec![0u8; len as usize];
-                self.mem.read_slice(&mut buf, GuestAddress(addr)).unwrap();
-                buf
-            })
-            .collect()
-    }
-}
-
-fn frame(n: u8) -> Vec<u8> {
-    vsw_packet::builder::udp4_frame([198, 18, 0, 1], [198, 18, 0, 2], 1000, u16::from(n), 30)
-}
-
-/// Polls the port's receive queue until `n` frames came or time is up.
-fn take(rx: &mut Box<dyn RxQueue>, n: usize) -> Vec<Vec<u8>> {
-    take_with_meta(rx, n).into_iter().map(|(f, _)| f).collect()
-}
-
-fn take_with_meta(rx: &mut Box<dyn RxQueue>, n: usize) -> Vec<(Vec<u8>, PacketMeta)> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut got = Vec::new();
-    while got.len() < n && Instant::now() < deadline {
-        let mut batch = RxBatch::new();
-        rx.recv(&mut batch);
-        got.extend(batch.iter().map(|p| (p.data.to_vec(), p.meta)));
-        drop(batch);
-        rx.release();
-        std::thread::yield_now();
-    }
-    got
-}
+use vsw_datapath::{PacketMeta, PortQueues, RxBatch};
+use vsw_netdev::vhost::{open_server, RxMode};
 
 #[test]
 fn frames_cross_in_both_directions() {
@@ -607,4 +352,148 @@ fn ring_addresses_before_any_memory_are_refused() {
     drop(f);
     let g = set_up("order2", connect(&path));
     g.transmit(0, &[frame(3)]);
+}
+
+#[test]
+fn a_legacy_driver_gets_and_gives_ten_byte_headers() {
+    // Neither VIRTIO_F_VERSION_1 nor MRG_RXBUF: the header has no num_buffers.
+    let (g, mut q, _) = guest_with("legacy", 0);
+    g.transmit_after(0, &[0u8; 10], &[frame(1), frame(2)]);
+    assert_eq!(take(&mut q.rx[0], 2), vec![frame(1), frame(2)]);
+    g.offer_rx_buffers(2);
+    q.tx.stage(&frame(3), &PacketMeta::default()).unwrap();
+    assert_eq!(q.tx.flush(), 0);
+    let rx = g.received();
+    assert_eq!(rx.len(), 1);
+    assert_eq!(&rx[0][..10], &[0u8; 10], "a 10-byte header");
+    assert_eq!(&rx[0][10..], &frame(3)[..], "the frame right after it");
+}
+
+#[test]
+fn a_call_descriptor_that_is_not_an_eventfd_is_refused() {
+    use std::os::fd::FromRawFd;
+    let (g, mut q, status) = guest("pipe-call");
+    let before = status.bad_queues.load(Ordering::Relaxed);
+    // A pipe whose buffer is full: a blocking write to it would never return.
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe(2) fills the two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fds[1] is a fresh descriptor owned by nobody else; the EventFd type is
+    // only how the frontend crate takes a descriptor to send.
+    let pipe = unsafe { EventFd::from_raw_fd(fds[1]) };
+    let _ = g.frontend.set_vring_call(0, &pipe);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while status.bad_queues.load(Ordering::Relaxed) == before {
+        assert!(Instant::now() < deadline, "the pipe was taken");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The queue keeps its eventfd and works on.
+    g.offer_rx_buffers(2);
+    q.tx.stage(&frame(1), &PacketMeta::default()).unwrap();
+    assert_eq!(q.tx.flush(), 0);
+    assert_eq!(g.received().len(), 1);
+    // SAFETY: closing the pipe's read end, which nothing else uses.
+    unsafe { libc::close(fds[0]) };
+}
+
+#[test]
+fn an_eventfd_that_cannot_take_more_does_not_block_the_sender() {
+    let (g, mut q, status) = guest("full-eventfd");
+    // The eventfd's counter one short of its maximum: a blocking write of 1 waits
+    // until the guest reads it, which this guest never does.
+    g.call[0].write(u64::MAX - 1).unwrap();
+    g.offer_rx_buffers(4);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let sender = std::thread::spawn(move || {
+        q.tx.stage(&frame(1), &PacketMeta::default()).unwrap();
+        let refused = q.tx.flush();
+        flag.store(true, Ordering::Release);
+        refused
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done.load(Ordering::Acquire) {
+        assert!(
+            Instant::now() < deadline,
+            "the sender is stuck writing the guest's eventfd"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sender.join().unwrap(), 0);
+    assert_eq!(g.received().len(), 1);
+    let _ = status;
+}
+
+#[test]
+fn a_frontend_that_shrinks_shared_memory_does_not_end_the_process() {
+    let (g, mut q, status) = guest("truncate");
+    g.transmit(0, &[frame(1)]);
+    assert_eq!(take(&mut q.rx[0], 1), vec![frame(1)]);
+    // The frontend takes its memory away under vsw. (From here the test, which plays
+    // the guest, no longer touches that memory itself: its own mapping would fault.)
+    g.file.set_len(0).unwrap();
+    q.tx.stage(&frame(2), &PacketMeta::default()).unwrap();
+    let _ = q.tx.flush();
+    let mut batch = RxBatch::new();
+    q.rx[0].recv(&mut batch);
+    assert!(batch.is_empty(), "nothing comes from memory that is gone");
+    drop(batch);
+    q.rx[0].release();
+    assert!(status.memory_faults() >= 1, "the fault is counted");
+    // The guest's own mapping goes with it, untouched.
+    drop(g);
+}
+
+#[test]
+fn a_new_memory_table_on_a_running_connection_keeps_the_port_working() {
+    let (g, mut q, _) = guest("hotplug");
+    g.transmit(0, &[frame(1)]);
+    assert_eq!(take(&mut q.rx[0], 1), vec![frame(1)]);
+    // Memory hot-plug: the frontend sends the table again with one more region.
+    let extra = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(temp("hotplug-extra.mem"))
+        .unwrap();
+    extra.set_len(1 << 20).unwrap();
+    let _ = std::fs::remove_file(temp("hotplug-extra.mem"));
+    let extra_map = GuestMemoryMmap::<()>::from_ranges_with_files([(
+        GuestAddress(MEM as u64),
+        1 << 20,
+        Some(FileOffset::new(extra.try_clone().unwrap(), 0)),
+    )])
+    .unwrap();
+    let host = g.mem.get_host_address(GuestAddress(0)).unwrap() as u64;
+    let extra_host = extra_map
+        .get_host_address(GuestAddress(MEM as u64))
+        .unwrap() as u64;
+    g.frontend
+        .set_mem_table(&[
+            VhostUserMemoryRegionInfo {
+                guest_phys_addr: 0,
+                memory_size: MEM as u64,
+                userspace_addr: host,
+                mmap_offset: 0,
+                mmap_handle: g.file.as_raw_fd(),
+            },
+            VhostUserMemoryRegionInfo {
+                guest_phys_addr: MEM as u64,
+                memory_size: 1 << 20,
+                userspace_addr: extra_host,
+                mmap_offset: 0,
+                mmap_handle: extra.as_raw_fd(),
+            },
+        ])
+        .unwrap();
+    // Handled in order: once this is answered, the new table is in place.
+    g.frontend.get_features().unwrap();
+    // Both directions go on, with nothing else said.
+    g.transmit(1, &[frame(2), frame(3)]);
+    assert_eq!(take(&mut q.rx[0], 2), vec![frame(2), frame(3)]);
+    g.offer_rx_buffers(2);
+    q.tx.stage(&frame(4), &PacketMeta::default()).unwrap();
+    assert_eq!(q.tx.flush(), 0);
+    assert_eq!(g.received().len(), 1);
 }

@@ -21,7 +21,14 @@ pub enum GsoError {
     TooBig,
     #[error("checksum offsets outside the frame")]
     BadOffsets,
+    #[error("more than {MAX_SEGMENTS} segments")]
+    TooManySegments,
 }
+
+/// The most segments one super-frame is cut into (64 KiB in segments of 128 bytes).
+/// A sender's TCP never cuts smaller; a guest that claims a segment size of 1 would
+/// otherwise hold a PMD for as long as 65,535 packets take.
+pub const MAX_SEGMENTS: usize = 512;
 
 /// Where the layers of a TCP frame start.
 struct Layout {
@@ -119,6 +126,9 @@ pub fn segment_tcp(
     let id0 = be16(frame, lay.l3 + 4).unwrap_or(0);
     let flags = frame[lay.l4 + 13];
     let chunks = payload.len().div_ceil(mss).max(1);
+    if chunks > MAX_SEGMENTS {
+        return Err(GsoError::TooManySegments);
+    }
     for i in 0..chunks {
         let start = i * mss;
         let chunk = &payload[start.min(payload.len())..(start + mss).min(payload.len())];
@@ -183,6 +193,10 @@ pub fn segment_size(frame: &[u8], vnet: &VnetHdr, mtu: usize) -> Result<usize, G
     let mss = usize::from(vnet.gso_size).min(by_mtu);
     if mss == 0 {
         return Err(GsoError::NoSegmentSize);
+    }
+    // Refused whole, whoever would cut it (a device that takes super-frames too).
+    if frame.len().saturating_sub(lay.payload).div_ceil(mss) > MAX_SEGMENTS {
+        return Err(GsoError::TooManySegments);
     }
     Ok(mss)
 }

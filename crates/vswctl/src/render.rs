@@ -112,8 +112,8 @@ pub fn ports(ports: &[PortInfo]) -> String {
         );
         let _ = writeln!(
             o,
-            "           tx_gso_segments={}, tx_csum_sw={}, tx_gro_segments={}",
-            s.tx_gso_segments, s.tx_csum_sw, s.tx_gro_segments
+            "           tx_gso_segments={}, tx_gso_refused={}, tx_csum_sw={}, tx_gro_segments={}",
+            s.tx_gso_segments, s.tx_gso_refused, s.tx_csum_sw, s.tx_gro_segments
         );
         let h = s.tx_batch_hist;
         let _ = writeln!(

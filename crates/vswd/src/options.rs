@@ -332,16 +332,18 @@ impl PortOptions {
                     }
                     out.vhost_server_path = Some(v.clone())
                 }
-                "vhost-sock-mode" => out.vhost_sock_mode = u32::from_str_radix(v, 8)
-                    .ok()
-                    .filter(|m| *m <= 0o777 && m & 0o600 == 0o600)
-                    .ok_or_else(|| {
-                        bad(
+                "vhost-sock-mode" => {
+                    out.vhost_sock_mode = u32::from_str_radix(v, 8)
+                        .ok()
+                        .filter(|m| *m <= 0o777 && m & 0o600 == 0o600)
+                        .ok_or_else(|| {
+                            bad(
                             k,
                             v,
                             "permission bits in octal that let the owner read and write, e.g. 0660",
                         )
-                    })?,
+                        })?
+                }
                 "vhost-sock-group" => {
                     let name_ok = !v.is_empty()
                         && v.len() <= 32

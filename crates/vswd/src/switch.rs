@@ -789,7 +789,7 @@ impl Switch {
                 vhost_guest: p.guest.as_ref().map(|g| {
                     let link = g.link_up.load(std::sync::atomic::Ordering::Relaxed);
                     format!(
-                        "link {}, features {:#x}, {}; notifications {}, too long {}, bad chains {}, bad queues {}, no buffer {}",
+                        "link {}, features {:#x}, {}; notifications {}, too long {}, bad chains {}, bad queues {}, no buffer {}, memory faults {}",
                         if link { "up" } else { "down" },
                         g.features.load(std::sync::atomic::Ordering::Relaxed),
                         g.describe_rx_queues(),
@@ -798,6 +798,7 @@ impl Switch {
                         g.bad_chains.load(std::sync::atomic::Ordering::Relaxed),
                         g.bad_queues.load(std::sync::atomic::Ordering::Relaxed),
                         g.no_buffer.load(std::sync::atomic::Ordering::Relaxed),
+                        g.memory_faults(),
                     )
                 }),
                 vhost_server_path: matches!(

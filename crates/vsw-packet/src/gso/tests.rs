@@ -208,6 +208,8 @@ fn a_checksum_left_to_the_device_is_completed() {
 proptest! {
     #[test]
     fn any_size_and_split_reassembles(len in 1usize..20_000, mss in 1usize..3000, v6 in any::<bool>(), tagged in any::<bool>()) {
+        // Within the cap on segments (tested on its own below).
+        let mss = mss.max(len.div_ceil(MAX_SEGMENTS));
         let data = payload(len);
         let tags: &[(u16, u16)] = if tagged { &[(EtherType::QINQ, 1), (EtherType::VLAN, 2)] } else { &[] };
         let frame = super_frame(v6, tags, &data, 0x18);
@@ -216,4 +218,31 @@ proptest! {
         let seen = check(&segs, v6, mss);
         prop_assert_eq!(seen.data, data);
     }
+}
+
+#[test]
+fn a_segment_size_that_would_make_too_many_segments_is_refused() {
+    let f = super_frame(false, &[], &payload(60_000), 0x10);
+    let mut buf = vec![0u8; 70_000];
+    let tiny = VnetHdr {
+        gso_type: crate::vnet::VNET_GSO_TCPV4,
+        gso_size: 1,
+        ..VnetHdr::default()
+    };
+    assert_eq!(
+        segment_size(&f, &tiny, 1500),
+        Err(GsoError::TooManySegments)
+    );
+    let mut emitted = 0;
+    assert_eq!(
+        segment_tcp(&f, 1, &mut buf, |_| emitted += 1),
+        Err(GsoError::TooManySegments)
+    );
+    assert_eq!(emitted, 0, "nothing is cut before the refusal");
+    // The smallest segment size that stays within the cap still works.
+    let mss = 60_000usize.div_ceil(MAX_SEGMENTS);
+    assert_eq!(
+        segment_tcp(&f, mss, &mut buf, |_| {}),
+        Ok(60_000usize.div_ceil(mss))
+    );
 }
