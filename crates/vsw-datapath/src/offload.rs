@@ -65,6 +65,10 @@ pub fn offloadable(rule: &Rule) -> Result<OffloadFlow, String> {
         return Err("no-in_port".into());
     }
     let action = match rule.spec.actions.as_slice() {
+        // Userspace never sends a packet back out of the port it came in on with
+        // `output` (that is the `in_port` action): it drops it, and so must the fast
+        // path, not redirect it back.
+        [Action::Output(p)] if *p == m.value().in_port => OffloadAction::Drop,
         [Action::Output(p)] => OffloadAction::Output(*p),
         [Action::Drop] | [] => OffloadAction::Drop,
         _ => return Err("actions".into()),
@@ -129,6 +133,8 @@ struct Tracked {
     /// The total at the last pass, and the rate it gave.
     last_total: Option<u64>,
     pps: f64,
+    /// The provider's count when activity was last looked for.
+    seen_provider: u64,
 }
 
 /// What the manager reports of one flow.
@@ -208,6 +214,8 @@ impl OffloadManager {
         }
         if let Some(t) = self.flows.get_mut(&id) {
             t.retired += counted;
+            // The provider counts afresh when the flow comes back.
+            t.seen_provider = 0;
         }
     }
 
@@ -217,6 +225,17 @@ impl OffloadManager {
     /// rebalancing the slowest offloaded flows swapped for faster pending ones.
     pub fn pass(&mut self, elapsed_ms: u64, samples: &[FlowSample]) {
         let started = std::time::Instant::now();
+        self.withdraw(samples);
+        self.rates_and_puts(elapsed_ms, samples);
+        self.stats.passes += 1;
+        self.stats.last_pass_us = started.elapsed().as_micros() as u64;
+    }
+
+    /// The part of a pass that must not wait for the next one: flows whose rule went
+    /// away, or can no longer be offloaded (a rule above them came), leave the
+    /// provider, so that the fast path never forwards what userspace would not. Run
+    /// by every change of the rules before it is answered.
+    pub fn withdraw(&mut self, samples: &[FlowSample]) {
         // Rules removed from the table leave the provider.
         let present: std::collections::HashSet<FlowId> = samples.iter().map(|s| s.id).collect();
         let gone: Vec<FlowId> = self
@@ -232,20 +251,52 @@ impl OffloadManager {
             self.flows.remove(&id);
         }
         // Flows that can no longer be offloaded (a rule above them came) leave.
-        let unfit: Vec<FlowId> = samples
+        let unfit: Vec<(FlowId, String)> = samples
             .iter()
             .filter(|s| {
-                s.offload.is_err()
-                    && self
-                        .flows
-                        .get(&s.id)
-                        .is_some_and(|t| t.state == OffloadState::Offloaded)
+                self.flows
+                    .get(&s.id)
+                    .is_some_and(|t| t.state == OffloadState::Offloaded)
             })
-            .map(|s| s.id)
+            .filter_map(|s| Some((s.id, s.offload.clone().err()?)))
             .collect();
-        for id in unfit {
+        for (id, why) in unfit {
             self.retire(id);
+            self.set_state(id, OffloadState::NotEligible(why));
         }
+        self.count_used();
+    }
+
+    fn count_used(&mut self) {
+        self.stats.oor = self
+            .flows
+            .values()
+            .any(|t| t.state == OffloadState::PendingOor);
+        self.stats.used = self
+            .flows
+            .values()
+            .filter(|t| t.state == OffloadState::Offloaded)
+            .count();
+    }
+
+    /// Flows the provider forwarded packets of since the last call: their rules are
+    /// in use even though userspace sees nothing of them (idle timeouts).
+    pub fn active(&mut self) -> Vec<FlowId> {
+        let mut out = Vec::new();
+        for (id, t) in self.flows.iter_mut() {
+            if t.state != OffloadState::Offloaded {
+                continue;
+            }
+            let now = self.provider.packets(*id).unwrap_or(0);
+            if now != t.seen_provider {
+                t.seen_provider = now;
+                out.push(*id);
+            }
+        }
+        out
+    }
+
+    fn rates_and_puts(&mut self, elapsed_ms: u64, samples: &[FlowSample]) {
         // Rates.
         for s in samples {
             let total = {
@@ -257,6 +308,7 @@ impl OffloadManager {
                     retired: 0,
                     last_total: None,
                     pps: 0.0,
+                    seen_provider: 0,
                 });
                 match (&s.offload, &t.state) {
                     (Err(why), _) => t.state = OffloadState::NotEligible(why.clone()),
@@ -300,17 +352,7 @@ impl OffloadManager {
         if full && self.policy.rebalance {
             self.rebalance(&mut still_waiting);
         }
-        self.stats.oor = self
-            .flows
-            .values()
-            .any(|t| t.state == OffloadState::PendingOor);
-        self.stats.used = self
-            .flows
-            .values()
-            .filter(|t| t.state == OffloadState::Offloaded)
-            .count();
-        self.stats.passes += 1;
-        self.stats.last_pass_us = started.elapsed().as_micros() as u64;
+        self.count_used();
     }
 
     fn set_state(&mut self, id: FlowId, state: OffloadState) {

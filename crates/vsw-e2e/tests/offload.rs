@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use vsw_e2e::{serial, wait_until, Host, Vswd};
+use vsw_e2e::{quiet_hosts, serial, udp_frame, wait_until, Host, Vswd};
 
 fn set_up(d: &Vswd) {
     d.ctl_ok(&[
@@ -141,48 +141,6 @@ fn bad_offload_settings_are_refused_and_change_nothing() {
         .any(|(k, _)| k.starts_with("hw-offload")));
     let gen = d.port("gen");
     assert!(gen.options.contains(&("offload".into(), "dummy".into())));
-}
-
-/// A UDP frame (hex) from `from` to `to`, ports `sport` → 5001.
-fn udp_frame(from: &Host, to: &Host, sport: u16) -> String {
-    let mac = |m: &str| m.replace(':', "");
-    let ip = |a: &str| {
-        a.split('.')
-            .map(|b| format!("{:02x}", b.parse::<u8>().unwrap()))
-            .collect::<String>()
-    };
-    let mut iph = format!(
-        "45000030000040004011{}{}{}",
-        "0000",
-        ip(&from.addr),
-        ip(&to.addr)
-    );
-    // The IPv4 header checksum.
-    let words: Vec<u32> = (0..10)
-        .map(|i| u32::from_str_radix(&iph[i * 4..i * 4 + 4], 16).unwrap())
-        .collect();
-    let mut sum: u32 = words.iter().sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    iph.replace_range(20..24, &format!("{:04x}", !sum as u16));
-    format!(
-        "{}{}0800{iph}{sport:04x}1389001c0000{}",
-        mac(&to.mac),
-        mac(&from.mac),
-        "00".repeat(20)
-    )
-}
-
-/// Two hosts whose stacks send nothing by themselves (no IPv6: no router
-/// solicitations or neighbour discovery), so that counters count only the test's frames.
-fn quiet_hosts() -> (Host, Host) {
-    let (a, b) = (Host::new(1), Host::new(2));
-    for h in [&a, &b] {
-        h.exec_ok(&["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
-        h.exec_ok(&["sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=1"]);
-    }
-    (a, b)
 }
 
 fn flow_packets(d: &Vswd, sport: u16) -> u64 {

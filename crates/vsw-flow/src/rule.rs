@@ -46,6 +46,12 @@ impl RuleStats {
         self.last_hit_ms.store(now_ms, Ordering::Relaxed);
     }
 
+    /// Packets were seen at `now_ms` elsewhere (an offload provider forwarded some):
+    /// the rule is not idle.
+    pub fn seen(&self, now_ms: u64) {
+        self.last_hit_ms.fetch_max(now_ms, Ordering::Relaxed);
+    }
+
     pub fn packets(&self) -> u64 {
         self.packets.load(Ordering::Relaxed)
     }

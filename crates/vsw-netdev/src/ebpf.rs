@@ -98,6 +98,48 @@ fn key_for(flow: &OffloadFlow, ifindex: u32) -> Result<Key, String> {
 /// Port numbers to interface indexes, for `output` actions.
 pub type PortIfindex = Box<dyn Fn(u32) -> Option<u32> + Send>;
 
+/// The name the tc classifier is attached under (its function's name).
+const TC_PROGRAM: &str = "vsw_tc_ingress";
+
+/// Removes every vsw tc classifier from `ifname`'s ingress (an earlier run's, left
+/// behind when it was killed); returns how many there were. An interface that does
+/// not exist has none.
+pub fn remove_leftovers(ifname: &str) -> Result<usize, NetdevError> {
+    if crate::sys::if_index(ifname).is_none() {
+        return Ok(0);
+    }
+    let mut removed = 0;
+    loop {
+        match tc::qdisc_detach_program(ifname, TcAttachType::Ingress, TC_PROGRAM) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+            // No clsact qdisc: nothing was ever attached.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(removed),
+            Err(e) => return Err(load_error(ifname, "tc filter del", e)),
+        }
+        if removed > 64 {
+            return Ok(removed);
+        }
+    }
+}
+
+/// The ids of vsw's classifiers attached to `ifname`'s ingress as tcx links (the way
+/// aya attaches on kernels from 6.6: the link is the process's, so it goes when the
+/// process ends, however it ends). On older kernels the classifier is a netlink tc
+/// filter instead, which `tc filter show` lists and which outlives a killed process
+/// until [`remove_leftovers`].
+pub fn attached_programs(ifname: &str) -> Vec<u32> {
+    SchedClassifier::query_tcx(ifname, TcAttachType::Ingress)
+        .map(|(_, programs)| {
+            programs
+                .iter()
+                .filter(|p| p.name_as_str() == Some(TC_PROGRAM))
+                .map(|p| p.id())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub struct EbpfProvider {
     bpf: Ebpf,
     ifname: String,
@@ -143,7 +185,7 @@ impl EbpfProvider {
             }
         }
         let classifier: &mut SchedClassifier = bpf
-            .program_mut("vsw_tc_ingress")
+            .program_mut(TC_PROGRAM)
             .ok_or_else(|| load_error(ifname, "bpf program", "vsw_tc_ingress missing"))?
             .try_into()
             .map_err(|e| load_error(ifname, "bpf program", e))?;
@@ -317,6 +359,75 @@ mod tests {
         assert_eq!(k.sport.to_ne_bytes(), 1000u16.to_be_bytes());
         assert_eq!(k.dport.to_ne_bytes(), 5201u16.to_be_bytes());
         assert_eq!(k.proto, IPPROTO_TCP);
+    }
+
+    /// A classifier attached the way kernels before 6.6 do (a netlink tc filter) and
+    /// left behind, as by a killed daemon, is found by name and removed.
+    #[test]
+    fn a_leftover_netlink_classifier_is_removed() {
+        use aya::programs::tc::{NlOptions, TcAttachOptions};
+        use std::process::Command;
+        let euid = std::fs::metadata("/proc/self")
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+            .unwrap_or(u32::MAX);
+        assert_eq!(euid, 0, "this test attaches a tc program: it needs root");
+        let name = format!("vswlo{}", std::process::id() % 100_000);
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        assert!(ip(&[
+            "link",
+            "add",
+            &name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{name}p")
+        ]));
+        let filters = || {
+            let out = Command::new("tc")
+                .args(["filter", "show", "dev", &name, "ingress"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains(TC_PROGRAM))
+                .count()
+        };
+        let result = std::panic::catch_unwind(|| {
+            let _ = tc::qdisc_add_clsact(&name);
+            let mut bpf = EbpfLoader::new().load(PROGRAMS).unwrap();
+            let prog: &mut SchedClassifier =
+                bpf.program_mut(TC_PROGRAM).unwrap().try_into().unwrap();
+            prog.load().unwrap();
+            let link = prog
+                .attach_with_options(
+                    &name,
+                    TcAttachType::Ingress,
+                    TcAttachOptions::Netlink(NlOptions::default()),
+                )
+                .unwrap();
+            // The owner goes without detaching, as a killed process would.
+            std::mem::forget(prog.take_link(link).unwrap());
+            drop(bpf);
+            assert_eq!(filters(), 1, "the filter outlives its loader");
+            assert_eq!(remove_leftovers(&name).unwrap(), 1);
+            assert_eq!(filters(), 0);
+            assert_eq!(
+                remove_leftovers(&name).unwrap(),
+                0,
+                "nothing more to remove"
+            );
+        });
+        ip(&["link", "del", &name]);
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
     }
 
     #[test]

@@ -34,6 +34,25 @@ fn shadowed(rule: &Rule, rules: &[Arc<Rule>]) -> bool {
     })
 }
 
+/// Every rule whose exact in-port is `no`, as its offload manager sees it.
+fn samples(no: u32, rules: &[Arc<Rule>]) -> Vec<FlowSample> {
+    rules
+        .iter()
+        .filter(|r| {
+            let m = &r.spec.matcher;
+            m.mask().in_port == u32::MAX && m.value().in_port == no
+        })
+        .map(|r| FlowSample {
+            id: r.seq,
+            userspace_packets: r.stats.packets(),
+            offload: offloadable(r).and_then(|f| match shadowed(r, rules) {
+                true => Err("shadowed-by-higher-priority".into()),
+                false => Ok(f),
+            }),
+        })
+        .collect()
+}
+
 /// Where a flow stands, for `dump-flows`.
 pub struct FlowOffload {
     pub offloaded: bool,
@@ -203,23 +222,38 @@ impl Offloads {
         }
         self.last_pass = Some(now);
         for (no, p) in self.ports.iter_mut() {
-            let samples: Vec<FlowSample> = rules
-                .iter()
-                .filter(|r| {
-                    let m = &r.spec.matcher;
-                    m.mask().in_port == u32::MAX && m.value().in_port == *no
-                })
-                .map(|r| FlowSample {
-                    id: r.seq,
-                    userspace_packets: r.stats.packets(),
-                    offload: offloadable(r).and_then(|f| match shadowed(r, rules) {
-                        true => Err("shadowed-by-higher-priority".into()),
-                        false => Ok(f),
-                    }),
-                })
-                .collect();
-            p.manager.pass(elapsed_ms, &samples);
+            p.manager.pass(elapsed_ms, &samples(*no, rules));
         }
+        self.note_activity(rules, vsw_datapath::clock::now_ms());
+    }
+
+    /// Takes out of the fast paths, at once, every flow whose rule went or that a
+    /// rule above it now overlaps: run by every change of the rules before it is
+    /// answered, so that no packet the new rules would not forward is forwarded by
+    /// the kernel afterwards.
+    pub fn withdraw(&mut self, rules: &[Arc<Rule>]) {
+        for (no, p) in self.ports.iter_mut() {
+            p.manager.withdraw(&samples(*no, rules));
+        }
+    }
+
+    /// Marks the rules whose flows a fast path forwarded since the last look as used
+    /// at `now_ms`: a busy offloaded flow is not idle, though userspace sees none of
+    /// its packets.
+    pub fn note_activity(&mut self, rules: &[Arc<Rule>], now_ms: u64) {
+        for p in self.ports.values_mut() {
+            for id in p.manager.active() {
+                if let Some(r) = rules.iter().find(|r| r.seq == id) {
+                    r.stats.seen(now_ms);
+                }
+            }
+        }
+    }
+
+    /// Lets go of every fast path (the kernel forwards nothing for vsw afterwards).
+    pub fn clear(&mut self) {
+        self.ports.clear();
+        self.problems.clear();
     }
 
     /// Where `rule` stands.

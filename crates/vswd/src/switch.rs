@@ -167,6 +167,21 @@ impl Switch {
                 .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
             offloads: Offloads::default(),
         };
+        // Fast paths an earlier run left in the kernel (it was killed, or crashed)
+        // forward with that run's rules: they go before anything is attached.
+        for p in sw.ports.values() {
+            if p.parsed.port_type == PortType::Afpacket {
+                match vsw_netdev::ebpf::remove_leftovers(&p.name) {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::warn!(port = %p.name, programs = n, "removed an earlier run's offload fast path")
+                    }
+                    Err(e) => {
+                        tracing::warn!(port = %p.name, error = %e, "cannot look for an earlier run's offload fast path")
+                    }
+                }
+            }
+        }
         let nos: Vec<u32> = sw.ports.keys().copied().collect();
         for no in nos {
             sw.try_attach(no);
@@ -197,6 +212,15 @@ impl Switch {
             opened: p.opened,
         });
         self.offloads.sync(&sw, ports);
+    }
+
+    /// Takes flows the rules no longer allow out of the fast paths (at once: before
+    /// the change that caused it is answered).
+    fn withdraw_offloads(&mut self) {
+        if self.offloads.any() {
+            let rules = self.dp.classifier().rules();
+            self.offloads.withdraw(&rules);
+        }
     }
 
     /// The revalidator's offload pass, when its interval has run out.
@@ -361,8 +385,11 @@ impl Switch {
         }
     }
 
-    /// Detaches every port (closing sockets, unmapping rings, ending promiscuous mode).
+    /// Detaches every port (closing sockets, unmapping rings, ending promiscuous mode),
+    /// after the kernel fast paths are gone: nothing forwards with this daemon's rules
+    /// once it has stopped.
     pub fn shutdown(&mut self) {
+        self.offloads.clear();
         let nos: Vec<u32> = self.ports.keys().copied().collect();
         for no in nos {
             self.detach(no, "vswd stopped");
@@ -692,6 +719,7 @@ impl Switch {
             classifier.insert(spec, now);
         }
         self.dp.set_classifier(classifier)?;
+        self.withdraw_offloads();
         self.save()?;
         Ok(json!({ "added": texts.len() }))
     }
@@ -704,6 +732,7 @@ impl Switch {
         let mut classifier = (*self.dp.classifier()).clone();
         let removed = classifier.remove(&m, priority, strict);
         self.dp.set_classifier(classifier)?;
+        self.withdraw_offloads();
         self.save()?;
         Ok(json!({ "removed": removed }))
     }
@@ -715,6 +744,13 @@ impl Switch {
         if !current.any_expired(now) {
             return;
         }
+        // What a fast path forwarded counts as use: looked at before anything goes.
+        if self.offloads.any() {
+            self.offloads.note_activity(&current.rules(), now);
+            if !current.any_expired(now) {
+                return;
+            }
+        }
         let mut classifier = (*current).clone();
         let gone = classifier.remove_expired(now);
         for r in &gone {
@@ -724,6 +760,7 @@ impl Switch {
             tracing::error!(error = %e, "cannot remove timed-out flows");
             return;
         }
+        self.withdraw_offloads();
         if let Err(e) = self.save() {
             tracing::error!(error = %e, "cannot save the state");
         }

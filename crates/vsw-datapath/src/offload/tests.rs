@@ -186,6 +186,11 @@ fn rules_that_cannot_be_offloaded_say_why() {
         Ok(OffloadAction::Output(2))
     );
     assert_eq!(
+        offloadable(&rule("in_port=1,actions=output:1")).map(|f| f.action),
+        Ok(OffloadAction::Drop),
+        "output to the input port drops in userspace: in the fast path too"
+    );
+    assert_eq!(
         offloadable(&rule("in_port=1,tcp,actions=drop")).map(|f| f.action),
         Ok(OffloadAction::Drop)
     );
@@ -228,4 +233,43 @@ fn rules_that_cannot_be_offloaded_say_why() {
         OffloadState::NotEligible("shadowed-by-higher-priority".into())
     );
     assert_eq!(v.packets, 5);
+}
+
+#[test]
+fn withdrawing_takes_gone_and_unfit_flows_out_and_nothing_else() {
+    let provider = DummyProvider::new(8);
+    let mut m = manager(&provider, false);
+    let mut t = Traffic::new(&provider);
+    run(&mut m, &mut t, 1);
+    assert_eq!(t.offloaded().len(), 8);
+    provider.count(3, 500);
+    let mut samples = t.samples();
+    // Flow 0's rule went; flow 1 is now overlapped by a rule above it.
+    samples.remove(0);
+    samples[0].offload = Err("shadowed-by-higher-priority".into());
+    m.withdraw(&samples);
+    assert!(!provider.holds(0) && !provider.holds(1));
+    assert_eq!(t.offloaded().len(), 6, "the others stay where they are");
+    assert_eq!(
+        m.view(1, 0).unwrap().state,
+        OffloadState::NotEligible("shadowed-by-higher-priority".into())
+    );
+    assert_eq!(m.stats().passes, 1, "a withdrawal is not a pass");
+    assert_eq!(m.stats().used, 6);
+}
+
+#[test]
+fn flows_the_provider_forwarded_are_reported_active_once() {
+    let provider = DummyProvider::new(8);
+    let mut m = manager(&provider, false);
+    let mut t = Traffic::new(&provider);
+    run(&mut m, &mut t, 1);
+    assert_eq!(m.active().len(), 8, "every flow forwarded in that second");
+    assert!(m.active().is_empty(), "nothing since");
+    provider.count(2, 10);
+    provider.count(5, 1);
+    let mut active = m.active();
+    active.sort_unstable();
+    assert_eq!(active, vec![2, 5]);
+    assert!(m.active().is_empty(), "no more since");
 }
