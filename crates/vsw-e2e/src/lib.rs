@@ -353,17 +353,24 @@ impl Vswd {
     /// Starts vswd as the last argument of `wrapper` (a command that runs the rest of
     /// its arguments, such as `prlimit --nofile=1024 --`).
     pub fn start_through(wrapper: &[&str]) -> Vswd {
+        let mut d = Vswd::prepared();
+        d.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        d.restart();
+        d
+    }
+
+    /// A vswd's directory, socket and state file, not started yet (the test may put a
+    /// state file there, or move it, first; `restart` starts it).
+    pub fn prepared() -> Vswd {
         let dir = std::env::temp_dir().join(unique("vsw-e2e-"));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let mut d = Vswd {
+        Vswd {
             socket: dir.join("vswd.sock"),
             state: dir.join("state.json"),
             dir,
             child: None,
-            wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
-        };
-        d.restart();
-        d
+            wrapper: Vec::new(),
+        }
     }
 
     /// The command line that starts this test's vswd (for a second one, say).

@@ -1,7 +1,7 @@
 //! vswd: the vsw daemon.
 
 use std::fs::{File, TryLockError};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,18 +55,21 @@ fn lock_beside(path: &Path, what: &str) -> anyhow::Result<File> {
     if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
+    // Made if missing, then held through a read-only descriptor: a file open for
+    // writing would keep its filesystem from being remounted read-only.
+    std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
         .open(&lock)
         .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
+    let mut file = File::open(&lock)
+        .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
     match file.try_lock() {
         Ok(()) => {
-            file.set_len(0)?;
-            writeln!(file, "{}", std::process::id())?;
+            // Who holds it, for the next daemon's message.
+            let _ = std::fs::write(&lock, format!("{}\n", std::process::id()));
             Ok(file)
         }
         Err(TryLockError::WouldBlock) => {

@@ -1,5 +1,15 @@
 //! The persisted configuration: options, ports and flows, written atomically on every
 //! change and read back at start.
+//!
+//! A change is written in two steps around applying it: [`SavedState::prepare`]
+//! writes and syncs the new file beside the old one (where a full or read-only disk
+//! shows), the change is applied, and [`PendingState::commit`] renames it into place.
+//! A change whose file cannot be written is never applied, and no temporary file is
+//! left behind.
+//!
+//! The file carries a schema version. One written by an older vswd is migrated when it
+//! is read (and a copy of it kept as `<file>.v<N>.bak` the first time it is
+//! replaced); one written by a newer vswd is refused.
 
 use std::fs;
 use std::io::{self, Write};
@@ -14,6 +24,7 @@ use crate::options::Options;
 pub struct SavedPort {
     pub name: String,
     pub no: u32,
+    /// The port's options; from schema 2 on they always name its `type`.
     #[serde(default)]
     pub options: Options,
 }
@@ -22,6 +33,9 @@ pub struct SavedPort {
 #[serde(deny_unknown_fields)]
 pub struct SavedState {
     pub version: u32,
+    /// The vswd that wrote the file ("vswd 0.1.0"), for whoever reads it later.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub written_by: String,
     #[serde(default)]
     pub options: Options,
     #[serde(default)]
@@ -31,7 +45,18 @@ pub struct SavedState {
     pub flows: Vec<String>,
 }
 
-pub const STATE_VERSION: u32 = 1;
+/// The schema this vswd writes.
+///
+/// - 1: ports' options hold only what the user gave (a port without `type` is an
+///   afpacket port, one without `afpacket-mode` uses rings).
+/// - 2: every port names its `type`, and every afpacket port its `afpacket-mode`, so
+///   that a later change of a default cannot change what a saved port is; `written_by`.
+pub const STATE_VERSION: u32 = 2;
+
+/// Who writes the files.
+pub fn writer() -> String {
+    format!("vswd {}", env!("CARGO_PKG_VERSION"))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -41,13 +66,43 @@ pub enum StateError {
         "state file {path} is corrupt: {why}; vswd will not start over it (repair or remove it)"
     )]
     Corrupt { path: PathBuf, why: String },
-    #[error("cannot write state file {path}: {source}")]
+    #[error(
+        "state file {path} has schema version {version}{by}, newer than this vswd reads ({STATE_VERSION}); vswd will not start over it (run the newer vswd, or move the file away)"
+    )]
+    Newer {
+        path: PathBuf,
+        version: u32,
+        by: String,
+    },
+    #[error("cannot write state file {path}: {source}; nothing was changed")]
     Write { path: PathBuf, source: io::Error },
 }
 
+/// The temporary file a change is written to before it is applied.
+fn temporary(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Fills in what schema 2 makes explicit in a port's options.
+pub fn explicit_port_options(options: &mut Options) {
+    let t = options
+        .entry("type".into())
+        .or_insert_with(|| "afpacket".into())
+        .clone();
+    if t == "afpacket" {
+        options
+            .entry("afpacket-mode".into())
+            .or_insert_with(|| "ring".into());
+    }
+}
+
 impl SavedState {
-    /// Reads the state file; `Ok(None)` when there is none yet.
-    pub fn load(path: &Path) -> Result<Option<SavedState>, StateError> {
+    /// Reads the state file; `Ok(None)` when there is none yet. A file of an older
+    /// schema comes back migrated (its version says which it was read as: the
+    /// current one), with `Some(old version)`.
+    pub fn load(path: &Path) -> Result<Option<(SavedState, Option<u32>)>, StateError> {
         let text = match fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -62,19 +117,44 @@ impl SavedState {
             path: path.to_path_buf(),
             why,
         };
-        let state: SavedState = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-        if state.version != STATE_VERSION {
-            return Err(corrupt(format!(
-                "version {} is not {}",
-                state.version, STATE_VERSION
-            )));
+        // The version first: a newer file may not parse as this schema at all, and
+        // should be refused as newer, not as corrupt.
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        let version = value
+            .get("version")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| corrupt("no schema version".into()))?;
+        let version = u32::try_from(version).map_err(|_| corrupt("bad schema version".into()))?;
+        if version > STATE_VERSION {
+            let by = value
+                .get("written_by")
+                .and_then(serde_json::Value::as_str)
+                .map_or(String::new(), |w| format!(" (written by {w})"));
+            return Err(StateError::Newer {
+                path: path.to_path_buf(),
+                version,
+                by,
+            });
         }
-        Ok(Some(state))
+        if version == 0 {
+            return Err(corrupt("schema version 0".into()));
+        }
+        let mut state: SavedState =
+            serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
+        let migrated_from = (version < STATE_VERSION).then_some(version);
+        if version < 2 {
+            for p in &mut state.ports {
+                explicit_port_options(&mut p.options);
+            }
+        }
+        state.version = STATE_VERSION;
+        Ok(Some((state, migrated_from)))
     }
 
-    /// Writes the state so that a crash at any moment leaves the old or the new file,
-    /// never a mix: a temporary file, synced, renamed over the old one.
-    pub fn save(&self, path: &Path) -> Result<(), StateError> {
+    /// Writes the new state beside the old file and syncs it; nothing is replaced
+    /// yet. A disk that is full or read-only fails here, before anything changed.
+    pub fn prepare(&self, path: &Path) -> Result<PendingState, StateError> {
         let err = |source| StateError::Write {
             path: path.to_path_buf(),
             source,
@@ -84,17 +164,64 @@ impl SavedState {
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(err)?;
-        let tmp = path.with_extension("tmp");
-        let text = serde_json::to_string_pretty(self).map_err(|e| err(io::Error::other(e)))?;
-        let mut f = fs::File::create(&tmp).map_err(err)?;
-        f.write_all(text.as_bytes()).map_err(err)?;
-        f.write_all(b"\n").map_err(err)?;
-        f.sync_all().map_err(err)?;
-        fs::rename(&tmp, path).map_err(err)?;
-        fs::File::open(dir)
+        let mut state = self.clone();
+        state.version = STATE_VERSION;
+        state.written_by = writer();
+        let text = serde_json::to_string_pretty(&state).map_err(|e| err(io::Error::other(e)))?;
+        let pending = PendingState {
+            tmp: temporary(path),
+            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
+            committed: false,
+        };
+        let written = (|| {
+            let mut f = fs::File::create(&pending.tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_all()
+        })();
+        // On failure `pending` goes, and the partial file with it.
+        written.map_err(err)?;
+        Ok(pending)
+    }
+
+    /// Writes the state so that a crash at any moment leaves the old or the new file,
+    /// never a mix.
+    pub fn save(&self, path: &Path) -> Result<(), StateError> {
+        self.prepare(path)?.commit()
+    }
+}
+
+/// A new state file written beside the old one, waiting for the change it describes
+/// to be applied. Dropped without [`PendingState::commit`], it is removed.
+#[derive(Debug)]
+pub struct PendingState {
+    tmp: PathBuf,
+    path: PathBuf,
+    dir: PathBuf,
+    committed: bool,
+}
+
+impl PendingState {
+    /// Puts the new file in place of the old (rename, then the directory synced).
+    pub fn commit(mut self) -> Result<(), StateError> {
+        let err = |source| StateError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        fs::rename(&self.tmp, &self.path).map_err(err)?;
+        self.committed = true;
+        fs::File::open(&self.dir)
             .and_then(|d| d.sync_all())
-            .map_err(err)?;
-        Ok(())
+            .map_err(err)
+    }
+}
+
+impl Drop for PendingState {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.tmp);
+        }
     }
 }
 
@@ -118,14 +245,46 @@ mod tests {
             ..Default::default()
         };
         s.options.insert("pmd-cpu-mask".into(), "0x2".into());
+        let mut options = Options::new();
+        options.insert("type".into(), "tap".into());
         s.ports.push(SavedPort {
             name: "sw0".into(),
             no: 1,
-            options: Options::new(),
+            options,
         });
         s.flows.push("priority=1,actions=drop".into());
         s.save(&path).unwrap();
-        assert_eq!(SavedState::load(&path).unwrap(), Some(s));
+        let (back, migrated) = SavedState::load(&path).unwrap().unwrap();
+        assert_eq!(migrated, None);
+        assert_eq!(back.written_by, writer());
+        assert_eq!(
+            SavedState {
+                written_by: String::new(),
+                ..back
+            },
+            s
+        );
+        fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_change_that_is_not_committed_leaves_the_old_file_and_no_other() {
+        let path = temp_path("pending");
+        let old = SavedState {
+            version: STATE_VERSION,
+            ..Default::default()
+        };
+        old.save(&path).unwrap();
+        let before = fs::read(&path).unwrap();
+        let mut new = old.clone();
+        new.flows.push("actions=drop".into());
+        drop(new.prepare(&path).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), before);
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
         fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
@@ -141,11 +300,45 @@ mod tests {
             "{msg}"
         );
         assert_eq!(fs::read_to_string(&path).unwrap(), "{ not json");
-        fs::write(&path, r#"{"version": 99}"#).unwrap();
-        assert!(SavedState::load(&path)
-            .unwrap_err()
-            .to_string()
-            .contains("version 99"));
+        fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_the_previous_schema_is_migrated() {
+        // Written by vswd before schema 2 (tests/fixtures).
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/state-v1.json");
+        let (s, migrated) = SavedState::load(&path).unwrap().unwrap();
+        assert_eq!(migrated, Some(1));
+        assert_eq!(s.version, STATE_VERSION);
+        let opts = |name: &str| &s.ports.iter().find(|p| p.name == name).unwrap().options;
+        assert_eq!(opts("fixa")["type"], "afpacket");
+        assert_eq!(
+            opts("fixa")["afpacket-mode"],
+            "mmsg",
+            "what was given stays"
+        );
+        assert_eq!(opts("fixa")["tx-flush-interval"], "20");
+        assert_eq!(opts("gen")["type"], "ring");
+        assert!(!opts("gen").contains_key("afpacket-mode"));
+        assert_eq!(opts("vm1")["type"], "vhostuser");
+        assert_eq!(s.flows.len(), 2);
+        assert_eq!(s.options["pmd-sleep-max"], "100");
+    }
+
+    #[test]
+    fn a_file_of_a_newer_schema_is_refused_and_kept() {
+        let path = temp_path("newer");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let text = r#"{"version": 3, "written_by": "vswd 9.0.0", "bridges": []}"#;
+        fs::write(&path, text).unwrap();
+        let e = SavedState::load(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("schema version 3")
+                && e.contains("vswd 9.0.0")
+                && e.contains("newer than this vswd reads (2)"),
+            "{e}"
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), text);
         fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

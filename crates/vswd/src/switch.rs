@@ -18,7 +18,9 @@ use crate::options::{
     self, OptionError, Options, PortOptions, PortType, SwitchOptions, MAX_PORT_NO,
 };
 use crate::protocol::{FlowInfo, PortInfo, Request, ShowInfo};
-use crate::state::{SavedPort, SavedState, StateError, STATE_VERSION};
+use crate::state::{
+    explicit_port_options, PendingState, SavedPort, SavedState, StateError, STATE_VERSION,
+};
 use vsw_datapath::txbatch::FlushSetting;
 
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +94,8 @@ pub struct Switch {
     run_dir: PathBuf,
     /// The offload managers of ports that name a provider.
     offloads: Offloads,
+    /// Timed-out flows could not be removed (the state file could not be written).
+    expiry_failing: bool,
 }
 
 fn now_ms() -> u64 {
@@ -103,10 +107,32 @@ impl Switch {
     /// cannot be read or makes no sense is an error: nothing starts and the file is
     /// left as it is.
     pub fn start(state_file: &Path, socket: &str) -> Result<Switch, SwitchError> {
-        let saved = SavedState::load(state_file)?.unwrap_or(SavedState {
-            version: STATE_VERSION,
-            ..SavedState::default()
-        });
+        let (saved, migrated_from) = SavedState::load(state_file)?.unwrap_or((
+            SavedState {
+                version: STATE_VERSION,
+                ..SavedState::default()
+            },
+            None,
+        ));
+        if let Some(old) = migrated_from {
+            // The file as the older vswd wrote it stays beside the new one, for going
+            // back to that vswd.
+            let mut name = state_file.file_name().unwrap_or_default().to_os_string();
+            name.push(format!(".v{old}.bak"));
+            let backup = state_file.with_file_name(name);
+            if !backup.exists() {
+                if let Err(e) = std::fs::copy(state_file, &backup) {
+                    tracing::warn!(backup = %backup.display(), error = %e, "cannot keep a copy of the older state file");
+                }
+            }
+            tracing::info!(
+                state_file = %state_file.display(),
+                from = old,
+                to = STATE_VERSION,
+                backup = %backup.display(),
+                "state file of an older vswd migrated (written anew at the next change)"
+            );
+        }
         let bad = |why: String| SwitchError::BadState {
             path: state_file.to_path_buf(),
             why,
@@ -166,6 +192,7 @@ impl Switch {
                 .parent()
                 .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
             offloads: Offloads::default(),
+            expiry_failing: false,
         };
         // Fast paths an earlier run left in the kernel (it was killed, or crashed)
         // forward with that run's rules: they go before anything is attached.
@@ -232,32 +259,43 @@ impl Switch {
         self.offloads.revalidate(&rules, false);
     }
 
-    /// Writes the configuration after a change (and brings the offload managers in
-    /// line with it).
-    fn save(&mut self) -> Result<(), SwitchError> {
-        self.sync_offloads();
-        let state = SavedState {
-            version: STATE_VERSION,
-            options: self.options.clone(),
-            ports: self
-                .ports
-                .iter()
-                .map(|(no, p)| SavedPort {
-                    name: p.name.clone(),
-                    no: *no,
-                    options: p.options.clone(),
-                })
-                .collect(),
-            flows: self
-                .dp
-                .classifier()
-                .rules()
-                .iter()
-                .map(|r| format_flow(&r.spec))
-                .collect(),
+    /// The ports as the state file records them.
+    fn saved_ports(&self) -> Vec<SavedPort> {
+        self.ports
+            .iter()
+            .map(|(no, p)| SavedPort {
+                name: p.name.clone(),
+                no: *no,
+                options: p.options.clone(),
+            })
+            .collect()
+    }
+
+    /// The state file as a command will leave it: what is now, with the options,
+    /// ports or rules it changes.
+    fn state_with(
+        &self,
+        options: Option<&Options>,
+        ports: Option<Vec<SavedPort>>,
+        classifier: Option<&Classifier>,
+    ) -> SavedState {
+        let rules = match classifier {
+            Some(c) => c.rules(),
+            None => self.dp.classifier().rules(),
         };
-        state.save(&self.state_file)?;
-        Ok(())
+        SavedState {
+            version: STATE_VERSION,
+            written_by: String::new(),
+            options: options.unwrap_or(&self.options).clone(),
+            ports: ports.unwrap_or_else(|| self.saved_ports()),
+            flows: rules.iter().map(|r| format_flow(&r.spec)).collect(),
+        }
+    }
+
+    /// Writes the state a command will leave, before the command changes anything: a
+    /// disk that is full or read-only refuses the command, and nothing changes.
+    fn prepare(&self, next: &SavedState) -> Result<PendingState, SwitchError> {
+        Ok(next.prepare(&self.state_file)?)
     }
 
     fn port_no(&self, name: &str) -> Option<u32> {
@@ -441,8 +479,33 @@ impl Switch {
         let mut merged = self.options.clone();
         merged.extend(options::parse_pairs(words)?);
         let parsed = SwitchOptions::from_options(&merged)?;
+        let pending = self.prepare(&self.state_with(Some(&merged), None, None))?;
+        let old = SwitchOptions::from_options(&self.options).ok();
+        let undo = |sw: &mut Switch| {
+            if let Some(old) = &old {
+                if let Err(e) = sw.apply_switch_options(old) {
+                    tracing::error!(error = %e, "cannot put the switch options back");
+                }
+            }
+        };
+        if let Err(e) = self.apply_switch_options(&parsed) {
+            undo(self);
+            return Err(e);
+        }
+        let previous = std::mem::replace(&mut self.options, merged);
+        if let Err(e) = pending.commit() {
+            undo(self);
+            self.options = previous;
+            return Err(e.into());
+        }
+        self.sync_offloads();
+        Ok(Value::Null)
+    }
+
+    /// Gives the datapath the switch-wide options it does not have yet.
+    fn apply_switch_options(&mut self, parsed: &SwitchOptions) -> Result<(), SwitchError> {
         if parsed.pmd_cores != self.dp.pmd_cores() {
-            self.dp.set_pmd_cores(parsed.pmd_cores)?;
+            self.dp.set_pmd_cores(parsed.pmd_cores.clone())?;
         }
         if parsed.rxq_assign != self.dp.rxq_assign() {
             self.dp.set_rxq_assign(parsed.rxq_assign)?;
@@ -457,9 +520,7 @@ impl Switch {
         if parsed.pmd_sleep_max != self.dp.pmd_sleep_max() {
             self.dp.set_pmd_sleep_max(parsed.pmd_sleep_max)?;
         }
-        self.options = merged;
-        self.save()?;
-        Ok(Value::Null)
+        Ok(())
     }
 
     fn add_port(&mut self, name: &str, words: &[String]) -> Result<Value, SwitchError> {
@@ -469,8 +530,10 @@ impl Switch {
         if !interface::valid_name(name) {
             return Err(NetdevError::BadInterfaceName(name.to_string()).into());
         }
-        let opts = options::parse_pairs(words)?;
+        let mut opts = options::parse_pairs(words)?;
         let parsed = PortOptions::from_options(&opts)?;
+        // What the port is, written out: a later default cannot change it.
+        explicit_port_options(&mut opts);
         let no = match parsed.ofport_request {
             Some(n) => {
                 if let Some(p) = self.ports.get(&n) {
@@ -483,6 +546,13 @@ impl Switch {
                 .ok_or(SwitchError::NoFreePortNumber)?,
         };
         self.check_vhost_path(name, &parsed, no)?;
+        let mut ports = self.saved_ports();
+        ports.push(SavedPort {
+            name: name.to_string(),
+            no,
+            options: opts.clone(),
+        });
+        let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
         let ifindex = match parsed.port_type {
             PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient => 0,
             PortType::Afpacket => interface::index(name)
@@ -501,10 +571,13 @@ impl Switch {
             }
             (None, _) => None,
         };
-        let restore_mtu = |e: SwitchError| {
+        let put_mtu_back = move || {
             if let Some(old) = old_mtu {
                 let _ = interface::set_mtu(name, old);
             }
+        };
+        let restore_mtu = |e: SwitchError| {
+            put_mtu_back();
             e
         };
         let Opened {
@@ -514,18 +587,22 @@ impl Switch {
         } = open_device(name, &parsed, &self.run_dir).map_err(restore_mtu)?;
         let stats = Arc::new(PortStats::default());
         self.dp
-            .add_port(PortHandle::new(no, name, queues, stats.clone()))?;
-        if parsed.tx_flush != FlushSetting::Switch {
-            self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
-        }
-        if !parsed.rxq_affinity.is_empty() {
-            if let Err(e) = self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone()) {
-                // Nothing changes when the pins are refused: the port goes again.
-                let _ = self.dp.remove_port(no);
-                return Err(e.into());
+            .add_port(PortHandle::new(no, name, queues, stats.clone()))
+            .map_err(|e| restore_mtu(e.into()))?;
+        let settled = (|| -> Result<(), SwitchError> {
+            if parsed.tx_flush != FlushSetting::Switch {
+                self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
             }
+            if !parsed.rxq_affinity.is_empty() {
+                self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = settled {
+            // Nothing changes when the port cannot be set up as asked: it goes again.
+            let _ = self.dp.remove_port(no);
+            return Err(restore_mtu(e));
         }
-        tracing::info!(port = name, no, mode = %parsed.mode, "port added");
         self.ports.insert(
             no,
             Port {
@@ -540,7 +617,15 @@ impl Switch {
                 opened: 1,
             },
         );
-        self.save()?;
+        if let Err(e) = pending.commit() {
+            self.detach(no, "not saved");
+            self.ports.remove(&no);
+            put_mtu_back();
+            self.sync_offloads();
+            return Err(e.into());
+        }
+        tracing::info!(port = name, no, "port added");
+        self.sync_offloads();
         Ok(json!({ "no": no }))
     }
 
@@ -548,10 +633,22 @@ impl Switch {
         let no = self
             .port_no(name)
             .ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?;
+        let mut ports = self.saved_ports();
+        ports.retain(|p| p.no != no);
+        let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
         self.detach(no, "deleted");
-        self.ports.remove(&no);
+        let port = self.ports.remove(&no);
+        if let Err(e) = pending.commit() {
+            // Back as it was (a guest reconnects, an interface is opened again).
+            if let Some(p) = port {
+                self.ports.insert(no, p);
+                self.try_attach(no);
+            }
+            self.sync_offloads();
+            return Err(e.into());
+        }
         tracing::info!(port = name, no, "port deleted");
-        self.save()?;
+        self.sync_offloads();
         Ok(Value::Null)
     }
 
@@ -562,7 +659,35 @@ impl Switch {
         let port = &self.ports[&no];
         let mut merged = port.options.clone();
         merged.extend(options::parse_pairs(words)?);
-        let parsed = PortOptions::from_options(&merged)?;
+        let parsed = self.check_port_change(no, name, &merged)?;
+        let mut ports = self.saved_ports();
+        if let Some(p) = ports.iter_mut().find(|p| p.no == no) {
+            p.options = merged.clone();
+        }
+        let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
+        let port = &self.ports[&no];
+        let (old_options, old_parsed) = (port.options.clone(), port.parsed.clone());
+        self.apply_port_change(no, name, merged, parsed)?;
+        if let Err(e) = pending.commit() {
+            if let Err(undo) = self.apply_port_change(no, name, old_options, old_parsed) {
+                tracing::error!(port = name, error = %undo, "cannot put the port's options back");
+            }
+            self.sync_offloads();
+            return Err(e.into());
+        }
+        self.sync_offloads();
+        Ok(Value::Null)
+    }
+
+    /// What `merged` means for port `no`, if it is a change a port may take.
+    fn check_port_change(
+        &self,
+        no: u32,
+        name: &str,
+        merged: &Options,
+    ) -> Result<PortOptions, SwitchError> {
+        let port = &self.ports[&no];
+        let parsed = PortOptions::from_options(merged)?;
         if parsed.ofport_request.is_some_and(|n| n != no) {
             return Err(SwitchError::Renumber);
         }
@@ -609,6 +734,18 @@ impl Switch {
                 return Err(SwitchError::FixedOption(key));
             }
         }
+        Ok(parsed)
+    }
+
+    /// Applies a checked change of port `no`'s options.
+    fn apply_port_change(
+        &mut self,
+        no: u32,
+        name: &str,
+        merged: Options,
+        parsed: PortOptions,
+    ) -> Result<(), SwitchError> {
+        let port = &self.ports[&no];
         let up = matches!(port.link, Link::Up { .. });
         if let Some(guest) = &port.guest {
             // No device to reopen: frames are held to the new MTU from the next batch.
@@ -656,8 +793,7 @@ impl Switch {
         }
         port.options = merged;
         port.parsed = parsed;
-        self.save()?;
-        Ok(Value::Null)
+        Ok(())
     }
 
     /// Gives port `no`'s interface a new MTU at the right point of the port's life:
@@ -718,9 +854,7 @@ impl Switch {
         for spec in specs {
             classifier.insert(spec, now);
         }
-        self.dp.set_classifier(classifier)?;
-        self.withdraw_offloads();
-        self.save()?;
+        self.replace_rules(classifier)?;
         Ok(json!({ "added": texts.len() }))
     }
 
@@ -731,10 +865,24 @@ impl Switch {
         };
         let mut classifier = (*self.dp.classifier()).clone();
         let removed = classifier.remove(&m, priority, strict);
+        self.replace_rules(classifier)?;
+        Ok(json!({ "removed": removed }))
+    }
+
+    /// Puts `classifier`'s rules in place of the running ones: saved first, taken up
+    /// by every PMD, then out of the fast paths whatever they no longer allow.
+    fn replace_rules(&mut self, classifier: Classifier) -> Result<(), SwitchError> {
+        let pending = self.prepare(&self.state_with(None, None, Some(&classifier)))?;
+        let old = self.dp.classifier();
         self.dp.set_classifier(classifier)?;
         self.withdraw_offloads();
-        self.save()?;
-        Ok(json!({ "removed": removed }))
+        if let Err(e) = pending.commit() {
+            if let Err(undo) = self.dp.set_classifier((*old).clone()) {
+                tracing::error!(error = %undo, "cannot put the rules back");
+            }
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Removes rules whose idle or hard timeout ran out. Called periodically.
@@ -753,16 +901,20 @@ impl Switch {
         }
         let mut classifier = (*current).clone();
         let gone = classifier.remove_expired(now);
-        for r in &gone {
-            tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
-        }
-        if let Err(e) = self.dp.set_classifier(classifier) {
-            tracing::error!(error = %e, "cannot remove timed-out flows");
-            return;
-        }
-        self.withdraw_offloads();
-        if let Err(e) = self.save() {
-            tracing::error!(error = %e, "cannot save the state");
+        match self.replace_rules(classifier) {
+            Ok(()) => {
+                self.expiry_failing = false;
+                for r in &gone {
+                    tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
+                }
+            }
+            // Until the state can be written, the flows stay (the file, the switch
+            // and what `dump-flows` says agree); said once, not every look.
+            Err(e) if !self.expiry_failing => {
+                self.expiry_failing = true;
+                tracing::error!(error = %e, "timed-out flows stay until the state file can be written");
+            }
+            Err(_) => {}
         }
     }
 
