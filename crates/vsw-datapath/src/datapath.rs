@@ -7,6 +7,7 @@
 //! waits for the control side: the worst a change costs it is one snapshot swap.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -39,6 +40,8 @@ pub enum DatapathError {
     NoSuchPort(u32),
     #[error("the PMD on core {core} did not take up the change within {waited:?}")]
     PmdStalled { core: usize, waited: Duration },
+    #[error("the PMD on core {core} has failed ({why}); the datapath cannot change until vswd starts again")]
+    PmdFailed { core: usize, why: String },
     #[error("cannot start the PMD thread: {0}")]
     Spawn(#[source] std::io::Error),
     #[error("at least one PMD core is needed")]
@@ -236,18 +239,38 @@ impl Snapshot {
 pub(crate) struct PmdControl {
     pub core: usize,
     pub pin: bool,
-    acked: Mutex<u64>,
+    /// The generation acknowledged, and why the PMD ended if it failed (its thread
+    /// panicked): under one lock, so that a waiter sees either.
+    acked: Mutex<Acked>,
     acked_cv: Condvar,
+    /// A test asks the PMD to fail at its next reconfiguration.
+    pub fail_on_reconfigure: AtomicBool,
     pub stop: AtomicBool,
     /// Set by a stats clear; the PMD restarts its longest-iteration figure.
     pub clear_max: AtomicBool,
     pub stats: PmdStats,
 }
 
+#[derive(Default)]
+pub(crate) struct Acked {
+    generation: u64,
+    failed: Option<String>,
+}
+
 impl PmdControl {
     pub fn ack(&self, generation: u64) {
-        *lock(&self.acked) = generation;
+        lock(&self.acked).generation = generation;
         self.acked_cv.notify_all();
+    }
+
+    /// The PMD's thread ended in a panic: whoever waits for it stops waiting.
+    fn fail(&self, why: String) {
+        lock(&self.acked).failed = Some(why);
+        self.acked_cv.notify_all();
+    }
+
+    fn failed(&self) -> Option<String> {
+        lock(&self.acked).failed.clone()
     }
 }
 
@@ -345,9 +368,17 @@ impl Datapath {
             let acked = lock(&c.acked);
             let (acked, _) = c
                 .acked_cv
-                .wait_timeout_while(acked, ACK_TIMEOUT, |a| *a < generation)
+                .wait_timeout_while(acked, ACK_TIMEOUT, |a| {
+                    a.generation < generation && a.failed.is_none()
+                })
                 .unwrap_or_else(|e| e.into_inner());
-            if *acked < generation {
+            if let Some(why) = &acked.failed {
+                return Err(DatapathError::PmdFailed {
+                    core: c.core,
+                    why: why.clone(),
+                });
+            }
+            if acked.generation < generation {
                 return Err(DatapathError::PmdStalled {
                     core: c.core,
                     waited: ACK_TIMEOUT,
@@ -521,8 +552,9 @@ impl Datapath {
             let control = Arc::new(PmdControl {
                 core,
                 pin: self.pin,
-                acked: Mutex::new(0),
+                acked: Mutex::new(Acked::default()),
                 acked_cv: Condvar::new(),
+                fail_on_reconfigure: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 clear_max: AtomicBool::new(false),
                 stats: PmdStats::default(),
@@ -564,7 +596,20 @@ impl Datapath {
             let c = control.clone();
             let thread = std::thread::Builder::new()
                 .name(name)
-                .spawn(move || Pmd::new(shared, c, inbox).run())
+                .spawn(move || {
+                    // A panic ends this PMD; it is recorded, so that the control side
+                    // never waits on it, and the daemon decides what follows.
+                    let pmd = Pmd::new(shared, c.clone(), inbox);
+                    if let Err(e) = std::panic::catch_unwind(AssertUnwindSafe(|| pmd.run())) {
+                        let why = e
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| e.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "panicked".into());
+                        tracing::error!(core = c.core, why, "PMD failed");
+                        c.fail(why);
+                    }
+                })
                 .map_err(DatapathError::Spawn)?;
             if let Some(p) = self
                 .pmds
@@ -580,6 +625,29 @@ impl Datapath {
             }
         }
         self.wait_acks(generation)
+    }
+
+    /// A PMD that failed (its thread panicked), and why: the datapath cannot be
+    /// changed any more, and the daemon should stop so that it can be started afresh.
+    pub fn failed_pmd(&self) -> Option<(usize, String)> {
+        self.pmds
+            .iter()
+            .find_map(|p| Some((p.control.core, p.control.failed()?)))
+    }
+
+    /// Makes the PMD on `core` panic at its next reconfiguration (which this starts):
+    /// how tests see what a failing PMD does to the rest.
+    #[doc(hidden)]
+    pub fn inject_pmd_failure(&mut self, core: usize) -> Result<(), DatapathError> {
+        let pmd = self
+            .pmds
+            .iter()
+            .find(|p| p.control.core == core)
+            .ok_or(DatapathError::NoPmds)?;
+        pmd.control
+            .fail_on_reconfigure
+            .store(true, Ordering::Release);
+        self.republish()
     }
 
     pub fn rxq_assign(&self) -> RxqAssign {

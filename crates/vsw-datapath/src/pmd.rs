@@ -422,6 +422,9 @@ impl Pmd {
     fn reconfigure(&mut self) {
         let snap = self.shared.snapshot.load_full();
         let core = self.control.core;
+        if self.control.fail_on_reconfigure.load(Ordering::Acquire) {
+            panic!("failure injected on core {core}");
+        }
         if self.control.pin && !self.pinned {
             if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                 tracing::info!(core, "PMD pinned");

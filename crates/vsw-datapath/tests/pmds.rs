@@ -207,3 +207,34 @@ fn a_pmd_without_queues_keeps_what_it_is_told_bounded() {
         grown >> 10
     );
 }
+
+#[test]
+fn a_failed_pmd_never_keeps_a_change_waiting() {
+    use std::time::{Duration, Instant};
+    let mut sw = switch_with(2, 1, &[0, 1], 1024);
+    assert!(sw.dp.failed_pmd().is_none());
+    let started = Instant::now();
+    let e = sw.dp.inject_pmd_failure(1).unwrap_err();
+    assert!(
+        matches!(&e, vsw_datapath::DatapathError::PmdFailed { core: 1, why } if why.contains("injected")),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(sw.dp.failed_pmd().map(|(core, _)| core), Some(1));
+    // Every later change says so at once, instead of waiting out the timeout.
+    let started = Instant::now();
+    let e = sw
+        .dp
+        .set_classifier(vsw_flow::Classifier::new())
+        .unwrap_err();
+    assert!(e.to_string().contains("core 1"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -446,6 +446,33 @@ impl Vswd {
             .flatten()
     }
 
+    /// Waits up to `timeout` for vswd to exit by itself; its exit status, if it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends one raw request line and returns the reply line.
+    pub fn raw_request(&self, line: &str) -> String {
+        use std::io::{BufRead, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(&self.socket).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut reply = String::new();
+        std::io::BufReader::new(s).read_line(&mut reply).unwrap();
+        reply
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }

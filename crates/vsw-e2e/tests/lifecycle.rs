@@ -239,3 +239,36 @@ fn garbage_frames_are_counted_drops() {
     );
     assert!(a.ping(&b, 2), "the switch forwards on");
 }
+
+#[test]
+fn a_failed_pmd_stops_vswd_with_a_clear_error() {
+    let _g = vsw_e2e::serial();
+    // Debug commands are off unless vswd is started for them.
+    let d = vsw_e2e::Vswd::start();
+    let core = d.show().pmd_cores[0];
+    let reply = d.raw_request(&format!(r#"{{"cmd":"debug-pmd-failure","core":{core}}}"#));
+    assert!(reply.contains("debug commands are off"), "{reply}");
+    d.ctl_ok(&["show"]);
+    drop(d);
+    let mut d = vsw_e2e::Vswd::start_through(&["env", "VSWD_FAULT_INJECTION=1"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=1"]);
+    let started = std::time::Instant::now();
+    let reply = d.raw_request(&format!(r#"{{"cmd":"debug-pmd-failure","core":{core}}}"#));
+    assert!(
+        reply.contains(&format!("PMD on core {core} has failed")),
+        "{reply}"
+    );
+    let status = d
+        .wait_exit(std::time::Duration::from_secs(5))
+        .expect("vswd stops by itself");
+    assert_eq!(status.code(), Some(70), "{status}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    let log = d.log();
+    assert!(
+        log.contains(&format!("the PMD on core {core} failed; vswd stops")),
+        "{log}"
+    );
+    // Started again, it runs from its state file as before.
+    d.restart();
+    assert_eq!(d.show().ports.len(), 1);
+}

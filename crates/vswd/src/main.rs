@@ -13,6 +13,10 @@ use clap::Parser;
 use vswd::protocol::{DEFAULT_SOCKET, DEFAULT_STATE_FILE};
 use vswd::switch::Switch;
 
+/// The exit status when a PMD failed (EX_SOFTWARE): an internal error, not a bad
+/// configuration or environment.
+const EXIT_PMD_FAILED: i32 = 70;
+
 /// How often interfaces are checked for having gone or come back.
 const LINK_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 
@@ -137,9 +141,23 @@ fn main() -> anyhow::Result<()> {
         .context("cannot start the control thread")?;
     tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), "vswd ready");
 
+    let mut failed = None;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(LINK_CHECK_INTERVAL);
         let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
+        // A PMD that panicked took its queues with it, and what it held is in an
+        // unknown state: vswd stops (cleanly: ports let go, fast paths removed) and
+        // leaves restarting to its supervisor, which starts it afresh from the state
+        // file, rather than running on with part of its datapath gone.
+        if let Some((core, why)) = sw.failed_pmd() {
+            tracing::error!(
+                core,
+                why,
+                "the PMD on core {core} failed; vswd stops (exit status {EXIT_PMD_FAILED}) to be started afresh"
+            );
+            failed = Some(core);
+            break;
+        }
         sw.check_links();
         sw.expire_flows();
         sw.revalidate_offloads();
@@ -148,6 +166,6 @@ fn main() -> anyhow::Result<()> {
     let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
     sw.shutdown();
     socket_file.remove(&args.socket);
-    // The control thread may be blocked in accept(); leaving now ends it with the process.
-    std::process::exit(0);
+    // The control thread may be blocked in poll; leaving now ends it with the process.
+    std::process::exit(if failed.is_some() { EXIT_PMD_FAILED } else { 0 });
 }

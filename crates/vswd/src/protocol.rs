@@ -48,6 +48,11 @@ pub enum Request {
     PmdRxqShow,
     PmdRxqRebalance,
     OffloadShow,
+    /// Makes a PMD fail, to see what vswd does then. Refused unless vswd was started
+    /// with `VSWD_FAULT_INJECTION=1` in its environment (tests).
+    DebugPmdFailure {
+        core: usize,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

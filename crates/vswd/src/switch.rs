@@ -61,6 +61,8 @@ pub enum SwitchError {
     VhostSocket { path: PathBuf, why: String },
     #[error("{0} is fixed when a port is added; del-port and add-port it again to change it")]
     FixedOption(&'static str),
+    #[error("debug commands are off (vswd started with VSWD_FAULT_INJECTION=1 takes them)")]
+    NoFaultInjection,
 }
 
 enum Link {
@@ -219,6 +221,11 @@ impl Switch {
 
     pub fn pmd_cores(&self) -> Vec<usize> {
         self.dp.pmd_cores()
+    }
+
+    /// A PMD that failed (its thread panicked), and why.
+    pub fn failed_pmd(&self) -> Option<(usize, String)> {
+        self.dp.failed_pmd()
     }
 
     /// Offload managers as the options now say.
@@ -471,6 +478,13 @@ impl Switch {
             Request::PmdRxqRebalance => {
                 self.dp.rebalance()?;
                 Ok(json!(self.dp.rxq_show()))
+            }
+            Request::DebugPmdFailure { core } => {
+                if std::env::var("VSWD_FAULT_INJECTION").as_deref() != Ok("1") {
+                    return Err(SwitchError::NoFaultInjection);
+                }
+                self.dp.inject_pmd_failure(core)?;
+                Ok(Value::Null)
             }
         }
     }
