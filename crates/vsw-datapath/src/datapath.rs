@@ -140,6 +140,12 @@ impl PortHandle {
         Ok(())
     }
 
+    /// Closes spare transmit queues beyond what `pmds` PMDs need (after PMDs went).
+    fn trim_tx(&self, pmds: usize) {
+        let mut pool = lock(&self.tx);
+        while pool.given + pool.spare.len() > pmds.max(1) && pool.spare.pop().is_some() {}
+    }
+
     /// A transmit queue for one PMD.
     pub(crate) fn take_tx(&self) -> Option<Box<dyn TxQueue>> {
         let mut pool = lock(&self.tx);
@@ -624,7 +630,12 @@ impl Datapath {
                 t.thread().unpark();
             }
         }
-        self.wait_acks(generation)
+        self.wait_acks(generation)?;
+        // Fewer PMDs: the transmit queues the leaving ones gave back are closed.
+        for p in &cur.ports {
+            p.trim_tx(self.pmds.len());
+        }
+        Ok(())
     }
 
     /// A PMD that failed (its thread panicked), and why: the datapath cannot be
