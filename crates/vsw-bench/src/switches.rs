@@ -40,6 +40,9 @@ pub struct Vsw {
     pub pmd_cpu: usize,
     /// `vsw-ebpf`: the generator's flows go to the ebpf offload provider.
     pub offload: bool,
+    /// The name it is reported under, when not its kind's (`vsw@DIR`: another
+    /// build's binaries).
+    pub label: Option<String>,
     child: Option<Child>,
     dir: PathBuf,
 }
@@ -55,6 +58,7 @@ impl Vsw {
             mode: mode.to_string(),
             pmd_cpu,
             offload: false,
+            label: None,
             child: None,
             dir: std::env::temp_dir().join(format!("vsw-bench-{}", std::process::id())),
         }
@@ -123,7 +127,9 @@ impl Vsw {
 
 impl SwitchUnderTest for Vsw {
     fn name(&self) -> String {
-        if self.offload {
+        if let Some(l) = &self.label {
+            l.clone()
+        } else if self.offload {
             "vsw-ebpf".into()
         } else if self.mode == "ring" {
             "vsw".into()
@@ -452,6 +458,23 @@ pub fn by_name(
     bin_dir: &std::path::Path,
     pmd_cpu: usize,
 ) -> anyhow::Result<Box<dyn SwitchUnderTest>> {
+    // `KIND@DIR`: vswd and vswctl from DIR (another commit's build), so that two
+    // builds are measured side by side in one run.
+    if let Some((kind, dir)) = name.split_once('@') {
+        let mode = match kind {
+            "vsw" => "ring",
+            "vsw-mmsg" => "mmsg",
+            "vsw-ring-v3" => "ring-v3",
+            other => bail!("'{other}@DIR': only vsw, vsw-mmsg and vsw-ring-v3 take a DIR"),
+        };
+        let dir = std::path::Path::new(dir);
+        if !dir.join("vswd").exists() {
+            bail!("{name}: no vswd in {}", dir.display());
+        }
+        let mut v = Vsw::new(dir.to_path_buf(), mode, pmd_cpu);
+        v.label = Some(name.to_string());
+        return Ok(Box::new(v));
+    }
     Ok(match name {
         "vsw" => Box::new(Vsw::new(bin_dir.to_path_buf(), "ring", pmd_cpu)),
         "vsw-mmsg" => Box::new(Vsw::new(bin_dir.to_path_buf(), "mmsg", pmd_cpu)),
@@ -465,7 +488,7 @@ pub fn by_name(
         "ovs-system" => Box::new(Ovs::new(false, pmd_cpu)),
         "ovs-afxdp" => Box::new(Ovs::new(true, pmd_cpu)),
         other => bail!(
-            "unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, vsw-ebpf, bridge, ovs-system, ovs-afxdp)"
+            "unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, vsw-ebpf, bridge, ovs-system, ovs-afxdp, and vsw@DIR for another build's binaries)"
         ),
     })
 }
