@@ -217,9 +217,15 @@ impl Host {
     /// Starts a python3 script in the namespace (at most 120 s) and returns once it
     /// printed its first line, `ready`; what it prints later is the caller's.
     pub fn python_ready(&self, script: &str) -> Child {
+        self.python_ready_for(script, 120)
+    }
+
+    /// The same, for at most `seconds`.
+    pub fn python_ready_for(&self, script: &str, seconds: u64) -> Child {
+        let limit = seconds.to_string();
         let mut child = Command::new("ip")
             .args([
-                "netns", "exec", &self.ns, "timeout", "120", "python3", "-c", script,
+                "netns", "exec", &self.ns, "timeout", &limit, "python3", "-c", script,
             ])
             .stdout(Stdio::piped())
             .spawn()

@@ -43,7 +43,7 @@ fn held(pid: u32) -> Held {
 
 /// Sends numbered UDP datagrams from `from` to `to`:7000, `pps` a second, until
 /// killed; the receiver counts them.
-fn steady_sender(from: &Host, to: &Host, pps: u32) -> Child {
+fn steady_sender(from: &Host, to: &Host, pps: u32, seconds: u64) -> Child {
     let script = format!(
         "import socket, time\n\
          s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
@@ -56,12 +56,12 @@ fn steady_sender(from: &Host, to: &Host, pps: u32) -> Child {
          \x20   if d > 0: time.sleep(d)\n",
         to.addr
     );
-    from.python_ready(&script)
+    from.python_ready_for(&script, seconds)
 }
 
 /// Counts the numbered datagrams on `h`:7000 until a second passes without one after
 /// `stop` appears; prints `received highest` (highest number + 1).
-fn steady_receiver(h: &Host, stop: &std::path::Path) -> Child {
+fn steady_receiver(h: &Host, stop: &std::path::Path, seconds: u64) -> Child {
     let script = format!(
         "import os, socket\n\
          s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
@@ -80,7 +80,7 @@ fn steady_receiver(h: &Host, stop: &std::path::Path) -> Child {
         h.addr,
         stop.display()
     );
-    h.python_ready(&script)
+    h.python_ready_for(&script, seconds)
 }
 
 /// Cycles before the baseline is taken: every kind of event has happened by then.
@@ -106,14 +106,17 @@ fn soak(seconds: u64) {
     d.ctl_ok(&["add-port", &b.port]);
     assert!(a.ping(&b, 2), "ping before the soak\n{}", d.log());
     let stop_file = d.dir.join("stop");
-    let mut receiver = steady_receiver(&b, &stop_file);
-    let sender = steady_sender(&a, &b, 2000);
+    // Bounded: the soak's time, its warm-up and the last cycle, with room to spare.
+    let limit = seconds * 2 + 300;
+    let mut receiver = steady_receiver(&b, &stop_file, limit);
+    let sender = steady_sender(&a, &b, 2000, limit);
     let pid = d.pid().expect("vswd runs");
     let c = Host::new(3);
     let tap = format!("{}t", unique("vs"));
     let vm_sock = d.dir.join("soak-vm.sock").display().to_string();
     let mut events = Events::default();
     let mut start: Option<Held> = None;
+    let mut trend: Vec<(u64, u64)> = Vec::new();
     let began = Instant::now();
     let prefix = unique("sk");
     while began.elapsed() < Duration::from_secs(seconds) || events.cycles < 2 * WARM_UP_CYCLES {
@@ -192,6 +195,11 @@ fn soak(seconds: u64) {
             std::thread::sleep(Duration::from_millis(500));
             start = Some(held(pid));
         }
+        // Resident memory along the way: a leak grows with the cycles, an allocator's
+        // caches level off.
+        if events.cycles % 50 == 0 {
+            trend.push((events.cycles, held(pid).rss_kib));
+        }
     }
     // Quiet: what the last cycle let go of is gone.
     std::thread::sleep(Duration::from_secs(1));
@@ -221,6 +229,7 @@ fn soak(seconds: u64) {
         .split_whitespace()
         .map(|x| x.parse().unwrap_or(0))
         .collect();
+    assert_eq!(v.len(), 2, "the receiver said {line:?}");
     let (received, sent) = (v[0], v[1]);
     let pa = d.port(&a.port).stats;
     let pb = d.port(&b.port).stats;
@@ -243,6 +252,10 @@ fn soak(seconds: u64) {
         pa.rx_overrun,
         pb.tx_dropped()
     );
+    if !trend.is_empty() {
+        let points: Vec<String> = trend.iter().map(|(c, kib)| format!("{c}: {kib}")).collect();
+        println!("soak: resident KiB by cycle: {}", points.join(", "));
+    }
     assert_eq!(end_state.fds, start.fds, "descriptors leaked\n{}", d.log());
     assert_eq!(end_state.threads, start.threads, "threads leaked");
     assert!(
