@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use arrayvec::ArrayVec;
 use vsw_flow::{Action, Learned, MacTable, Rule, SubtableOrder};
-use vsw_packet::ethernet::{ETH_HDR_LEN, VLAN_TAG_LEN};
+use vsw_packet::ethernet::{l3_len, ETH_HDR_LEN};
 use vsw_packet::gro::{Gro, Offer};
 use vsw_packet::gso;
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
 use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
-use vsw_packet::{extract, EtherType, FlowKey, MacAddr, VnetHdr};
+use vsw_packet::{extract, FlowKey, MacAddr, VnetHdr};
 
 use crate::clock;
 use crate::datapath::{PmdControl, PortHandle, Shared, Snapshot};
@@ -299,24 +299,6 @@ impl Outputs {
             .filter_map(|tx| tx.clock.deadline())
             .min()
     }
-}
-
-/// The IP packet's length in `frame` (after the Ethernet header and any tags in it).
-fn l3_len(frame: &[u8]) -> usize {
-    let mut l2 = ETH_HDR_LEN;
-    let mut t = frame
-        .get(12..14)
-        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-    for _ in 0..2 {
-        if t != EtherType::VLAN && t != EtherType::QINQ {
-            break;
-        }
-        l2 += VLAN_TAG_LEN;
-        t = frame
-            .get(l2 - 2..l2)
-            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-    }
-    frame.len().saturating_sub(l2)
 }
 
 /// Sends what `tx` has staged; returns (batches, packets) sent.

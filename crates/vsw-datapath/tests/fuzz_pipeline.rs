@@ -19,7 +19,7 @@ use vsw_datapath::memory::{memory_port_with, MemoryPeer, MEMORY_OFFLOADS};
 use vsw_datapath::{Datapath, PacketMeta, PmdConfig, PortHandle, PortStats, TxOffloads};
 use vsw_flow::{parse_flow, Classifier};
 use vsw_packet::builder::{self, samples, Ipv4, Ipv6, DST_MAC, SRC_MAC};
-use vsw_packet::ethernet::{ETH_HDR_LEN, VLAN_TAG_LEN};
+use vsw_packet::ethernet::l3_len;
 use vsw_packet::key::IPPROTO_TCP;
 use vsw_packet::vnet::{VNET_F_NEEDS_CSUM, VNET_GSO_TCPV4, VNET_GSO_TCPV6, VNET_GSO_UDP};
 use vsw_packet::{gso, EtherType, VlanTag, VnetHdr};
@@ -265,24 +265,6 @@ fn rules(tcp: &[usize], udp: &[usize], ip: &[usize], other: &[usize]) -> Classif
         c.insert(spec, 1);
     }
     c
-}
-
-/// The IP packet's length in `frame`.
-fn l3_len(frame: &[u8]) -> usize {
-    let mut l2 = ETH_HDR_LEN;
-    let mut t = frame
-        .get(12..14)
-        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-    for _ in 0..2 {
-        if t != EtherType::VLAN && t != EtherType::QINQ {
-            break;
-        }
-        l2 += VLAN_TAG_LEN;
-        t = frame
-            .get(l2 - 2..l2)
-            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-    }
-    frame.len().saturating_sub(l2)
 }
 
 fn is_marker(frame: &[u8]) -> bool {

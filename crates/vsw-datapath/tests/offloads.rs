@@ -189,21 +189,32 @@ fn a_frame_above_the_mtu_is_dropped_and_counted_never_cut() {
     assert_eq!(sw.dp.pmd_stats()[0].lost, 1);
 }
 
-#[test]
-fn segments_of_one_flow_in_one_batch_leave_as_one_super_frame() {
-    use std::sync::Arc;
-    use vsw_datapath::memory::memory_port_with;
-    use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
-    // What a sender without segmentation offload sends: 1448-byte segments.
+/// A sender's 1,448-byte segments of a 10,000-byte transfer, with full checksums.
+fn segments_of_a_transfer() -> Vec<Vec<u8>> {
     let (big, _) = tcp_frame(10_000);
     let mut segs = Vec::new();
     let mut buf = vec![0u8; 70_000];
     vsw_packet::gso::segment_tcp(&big, 1448, &mut buf, |s| segs.push(s.to_vec())).unwrap();
-    // They wait in the input port before the datapath ever polls it: one batch.
+    segs
+}
+
+/// `frames` waiting in port 1 before the datapath ever polls it (so they make one
+/// batch), forwarded to port 2, which takes super-frames: its peer and counters, and
+/// the datapath (which must live while the frames are read).
+fn one_batch_to_a_tso_port(
+    frames: &[Vec<u8>],
+) -> (
+    vsw_datapath::memory::MemoryPeer,
+    std::sync::Arc<vsw_datapath::PortStats>,
+    vsw_datapath::Datapath,
+) {
+    use std::sync::Arc;
+    use vsw_datapath::memory::memory_port_with;
+    use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
     let (q1, peer1) = memory_port_with(1, 4096, FULL);
     let (q2, peer2) = memory_port_with(1, 4096, FULL);
-    for s in &segs {
-        peer1.send(s);
+    for f in frames {
+        peer1.send(f);
     }
     let mut dp = Datapath::start(PmdConfig {
         cores: vec![0],
@@ -221,6 +232,15 @@ fn segments_of_one_flow_in_one_batch_leave_as_one_super_frame() {
         .unwrap();
     dp.add_port(PortHandle::new(1, "p1", q1, Arc::new(PortStats::default())))
         .unwrap();
+    (peer2, out_stats, dp)
+}
+
+#[test]
+fn segments_of_one_flow_in_one_batch_leave_as_one_super_frame() {
+    // What a sender without segmentation offload sends: 1448-byte segments.
+    let segs = segments_of_a_transfer();
+    let (peer2, out_stats, _dp) = one_batch_to_a_tso_port(&segs);
+    let mut buf = vec![0u8; 70_000];
     let (merged, meta) = peer2.recv_with(WAIT).expect("the merged frame");
     assert!(
         peer2.recv_timeout(QUIET).is_none(),
@@ -240,36 +260,12 @@ fn segments_of_one_flow_in_one_batch_leave_as_one_super_frame() {
 
 #[test]
 fn a_damaged_segment_is_never_delivered_with_a_valid_checksum() {
-    use std::sync::Arc;
-    use vsw_datapath::memory::memory_port_with;
-    use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
-    let (big, _) = tcp_frame(10_000);
-    let mut segs = Vec::new();
-    let mut buf = vec![0u8; 70_000];
-    vsw_packet::gso::segment_tcp(&big, 1448, &mut buf, |s| segs.push(s.to_vec())).unwrap();
+    let mut segs = segments_of_a_transfer();
     // One segment was damaged on the wire: a payload bit flipped, checksums as sent.
     segs[3][54 + 100] ^= 0x08;
     let marker = segs[3][54 + 90..54 + 110].to_vec();
-    let (q1, peer1) = memory_port_with(1, 4096, FULL);
-    let (q2, peer2) = memory_port_with(1, 4096, FULL);
-    for s in &segs {
-        peer1.send(s);
-    }
-    let mut dp = Datapath::start(PmdConfig {
-        cores: vec![0],
-        pin: false,
-    })
-    .unwrap();
-    let mut c = vsw_flow::Classifier::new();
-    c.insert(
-        vsw_flow::parse_flow("in_port=1,actions=output:2", &|_: &str| None).unwrap(),
-        0,
-    );
-    dp.set_classifier(c).unwrap();
-    dp.add_port(PortHandle::new(2, "p2", q2, Arc::new(PortStats::default())))
-        .unwrap();
-    dp.add_port(PortHandle::new(1, "p1", q1, Arc::new(PortStats::default())))
-        .unwrap();
+    let (peer2, _, _dp) = one_batch_to_a_tso_port(&segs);
+    let mut buf = vec![0u8; 70_000];
     let mut delivered = Vec::new();
     while let Some((f, meta)) = peer2.recv_with(QUIET) {
         if meta.vnet.is_gso() {

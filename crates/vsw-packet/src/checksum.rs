@@ -27,6 +27,17 @@ pub fn sum(data: &[u8], acc: u64) -> u64 {
     acc
 }
 
+/// The TCP pseudo-header's sum for a segment of `tcp_len` bytes whose IP header
+/// starts at `l3` in `frame` (IPv6 when `v6`): addresses, protocol and length.
+pub fn tcp_pseudo_header(frame: &[u8], l3: usize, v6: bool, tcp_len: usize) -> u64 {
+    let addrs = if v6 {
+        &frame[l3 + 8..l3 + 40]
+    } else {
+        &frame[l3 + 12..l3 + 20]
+    };
+    sum(addrs, u64::from(crate::key::IPPROTO_TCP) + tcp_len as u64)
+}
+
 /// A sum folded into 16 bits (not complemented).
 pub fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {

@@ -52,9 +52,43 @@ pub fn copy_frame(out: &mut [u8], frame: &[u8], tag: Option<VlanTag>) -> Option<
     }
 }
 
+/// The length of what follows the Ethernet header and any VLAN tags in it (at most
+/// two): the IP packet's length, which an MTU limits.
+pub fn l3_len(frame: &[u8]) -> usize {
+    let ethertype = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let mut l2 = ETH_HDR_LEN;
+    let mut t = ethertype(12);
+    for _ in 0..2 {
+        if t != EtherType::VLAN && t != EtherType::QINQ {
+            break;
+        }
+        l2 += VLAN_TAG_LEN;
+        t = ethertype(l2 - 2);
+    }
+    frame.len().saturating_sub(l2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn l3_length_after_tags() {
+        let mut f = vec![0u8; 14 + 100];
+        f[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+        assert_eq!(l3_len(&f), 100);
+        // QinQ: two tags before the IP packet.
+        let mut q = vec![0u8; 22 + 100];
+        q[12..14].copy_from_slice(&EtherType::QINQ.to_be_bytes());
+        q[16..18].copy_from_slice(&EtherType::VLAN.to_be_bytes());
+        q[20..22].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+        assert_eq!(l3_len(&q), 100);
+        assert_eq!(l3_len(&[0u8; 5]), 0, "a stub of a frame");
+    }
 
     #[test]
     fn copy_reinserts_tag() {

@@ -4,7 +4,7 @@
 //! and full checksums; a frame whose checksum was left to the device gets it
 //! computed.
 
-use crate::checksum::{fold, sum};
+use crate::checksum::{fold, sum, tcp_pseudo_header};
 use crate::ethernet::{EtherType, VLAN_TAG_LEN};
 use crate::key::IPPROTO_TCP;
 use crate::vnet::{VnetHdr, VNET_F_NEEDS_CSUM};
@@ -90,12 +90,7 @@ fn layout(frame: &[u8]) -> Result<Layout, GsoError> {
 
 /// The pseudo-header sum for a TCP segment of `tcp_len` bytes.
 fn pseudo_header(frame: &[u8], lay: &Layout, tcp_len: usize) -> u64 {
-    let addrs = if lay.v6 {
-        &frame[lay.l3 + 8..lay.l3 + 40]
-    } else {
-        &frame[lay.l3 + 12..lay.l3 + 20]
-    };
-    sum(addrs, u64::from(IPPROTO_TCP) + tcp_len as u64)
+    tcp_pseudo_header(frame, lay.l3, lay.v6, tcp_len)
 }
 
 const TCP_FIN: u8 = 0x01;

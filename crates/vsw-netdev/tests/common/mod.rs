@@ -239,19 +239,7 @@ impl Guest {
 
     /// The frames vsw put into the receive buffers, in used-ring order.
     pub fn received(&self) -> Vec<Vec<u8>> {
-        let r = self.rings[0];
-        let n: u16 = self.mem.read_obj(GuestAddress(r.used + 2)).unwrap();
-        (0..n)
-            .map(|i| {
-                let at = r.used + 4 + 8 * u64::from(i);
-                let id: u32 = self.mem.read_obj(GuestAddress(at)).unwrap();
-                let len: u32 = self.mem.read_obj(GuestAddress(at + 4)).unwrap();
-                let addr = BUFS_AT + 0x8_0000 + u64::from(id) * 2048;
-                let mut buf = vec![0u8; len as usize];
-                self.mem.read_slice(&mut buf, GuestAddress(addr)).unwrap();
-                buf
-            })
-            .collect()
+        self.used_buffers().into_iter().map(|(_, b)| b).collect()
     }
 }
 
