@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use vsw_flow::{Action, Rule};
 use vsw_packet::FlowKey;
+pub use vsw_protocol::OffloadStats;
 
 /// A rule's identity while it is installed (its installation sequence number).
 pub type FlowId = u64;
@@ -144,18 +145,6 @@ pub struct FlowOffloadView {
     pub pps: f64,
     /// Userspace and provider packets together: exact across moves.
     pub packets: u64,
-}
-
-/// The manager's counters.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct OffloadStats {
-    pub capacity: usize,
-    pub used: usize,
-    pub oor: bool,
-    pub passes: u64,
-    pub rebalance_passes: u64,
-    pub swaps: u64,
-    pub last_pass_us: u64,
 }
 
 /// Keeps one provider's flows: which it holds, their rates, and the swaps.

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::txbatch::{batch_bucket, Sent, BATCH_BUCKETS};
+pub use vsw_protocol::{PmdRxqView, PmdStatsView, PortStatsView, RxqView};
 
 /// Per-port counters. Drops are kept by reason.
 #[derive(Debug, Default)]
@@ -40,38 +41,6 @@ pub struct PortStats {
     /// Time packets waited in an output batch: all added up, and the longest (µs).
     pub tx_wait_us_sum: AtomicU64,
     pub tx_wait_us_max: AtomicU64,
-}
-
-/// A copy of [`PortStats`] at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PortStatsView {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub tx_batches: u64,
-    pub rx_malformed: u64,
-    pub rx_truncated: u64,
-    pub rx_overrun: u64,
-    pub tx_queue_full: u64,
-    pub tx_too_big: u64,
-    pub tx_errors: u64,
-    #[serde(default)]
-    pub tx_mtu_drops: u64,
-    #[serde(default)]
-    pub tx_gso_segments: u64,
-    #[serde(default)]
-    pub tx_gso_refused: u64,
-    #[serde(default)]
-    pub tx_csum_sw: u64,
-    #[serde(default)]
-    pub tx_gro_segments: u64,
-    #[serde(default)]
-    pub tx_batch_hist: [u64; BATCH_BUCKETS],
-    #[serde(default)]
-    pub tx_wait_us_sum: u64,
-    #[serde(default)]
-    pub tx_wait_us_max: u64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -130,30 +99,6 @@ impl PortStats {
             tx_wait_us_sum: g(&self.tx_wait_us_sum),
             tx_wait_us_max: g(&self.tx_wait_us_max),
         }
-    }
-}
-
-impl PortStatsView {
-    /// The average time a packet waited in an output batch (µs).
-    pub fn avg_wait_us(&self) -> Option<f64> {
-        (self.tx_packets > 0).then(|| self.tx_wait_us_sum as f64 / self.tx_packets as f64)
-    }
-
-    /// Send calls (kicks) per packet sent.
-    pub fn kicks_per_packet(&self) -> Option<f64> {
-        (self.tx_packets > 0).then(|| self.tx_batches as f64 / self.tx_packets as f64)
-    }
-
-    pub fn rx_dropped(&self) -> u64 {
-        self.rx_malformed + self.rx_truncated + self.rx_overrun
-    }
-
-    pub fn tx_dropped(&self) -> u64 {
-        self.tx_queue_full
-            + self.tx_too_big
-            + self.tx_errors
-            + self.tx_mtu_drops
-            + self.tx_gso_refused
     }
 }
 
@@ -239,114 +184,6 @@ impl PmdStats {
             cycles_per_second: hz,
         }
     }
-}
-
-/// A copy of one PMD's counters at one moment, with the figures of OVS's
-/// `pmd-stats-show`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PmdStatsView {
-    pub core: usize,
-    /// Packets received from the PMD's queues.
-    pub packets: u64,
-    /// Found in the exact-match cache.
-    pub emc_hits: u64,
-    /// Found by a classifier lookup (the cache missed).
-    pub classifier_hits: u64,
-    /// No rule matched: handled as `normal` (the table-miss behaviour).
-    pub misses: u64,
-    /// Received but not forwarded for lack of resources or sense: malformed headers,
-    /// full or too-small output queues.
-    pub lost: u64,
-    /// Subtables probed by the classifier lookups that found a rule.
-    pub subtable_lookups: u64,
-    pub busy_cycles: u64,
-    pub idle_cycles: u64,
-    pub iterations: u64,
-    /// Output batches sent and the packets in them.
-    pub tx_batches: u64,
-    pub tx_packets: u64,
-    /// The longest loop iteration since the last clear: how long a change (or
-    /// anything else) kept the PMD from its queues.
-    #[serde(default)]
-    pub max_iteration_cycles: u64,
-    /// The longest time the PMD spent taking up a change (new rules, ports, options).
-    #[serde(default)]
-    pub max_reconfigure_cycles: u64,
-    /// Idle cycles spent asleep (`pmd-sleep-max`).
-    #[serde(default)]
-    pub sleep_cycles: u64,
-    pub cycles_per_second: u64,
-}
-
-impl PmdStatsView {
-    /// Busy (processing) cycles per received packet.
-    pub fn avg_cycles_per_packet(&self) -> Option<f64> {
-        (self.packets > 0).then(|| self.busy_cycles as f64 / self.packets as f64)
-    }
-
-    /// Subtables probed per classifier hit (as OVS's "avg. subtable lookups per
-    /// megaflow hit"; a miss probes every subtable and is not counted).
-    pub fn avg_subtable_lookups(&self) -> Option<f64> {
-        (self.classifier_hits > 0)
-            .then(|| self.subtable_lookups as f64 / self.classifier_hits as f64)
-    }
-
-    pub fn max_iteration_us(&self) -> f64 {
-        self.max_iteration_cycles as f64 * 1e6 / self.cycles_per_second.max(1) as f64
-    }
-
-    pub fn max_reconfigure_us(&self) -> f64 {
-        self.max_reconfigure_cycles as f64 * 1e6 / self.cycles_per_second.max(1) as f64
-    }
-
-    pub fn avg_packets_per_batch(&self) -> Option<f64> {
-        (self.tx_batches > 0).then(|| self.tx_packets as f64 / self.tx_batches as f64)
-    }
-
-    /// Counters since `base` (what `pmd-stats-clear` recorded).
-    pub fn since(&self, base: &PmdStatsView) -> PmdStatsView {
-        let d = |a: u64, b: u64| a.saturating_sub(b);
-        PmdStatsView {
-            core: self.core,
-            packets: d(self.packets, base.packets),
-            emc_hits: d(self.emc_hits, base.emc_hits),
-            classifier_hits: d(self.classifier_hits, base.classifier_hits),
-            misses: d(self.misses, base.misses),
-            lost: d(self.lost, base.lost),
-            subtable_lookups: d(self.subtable_lookups, base.subtable_lookups),
-            busy_cycles: d(self.busy_cycles, base.busy_cycles),
-            idle_cycles: d(self.idle_cycles, base.idle_cycles),
-            iterations: d(self.iterations, base.iterations),
-            tx_batches: d(self.tx_batches, base.tx_batches),
-            tx_packets: d(self.tx_packets, base.tx_packets),
-            // A maximum cannot be subtracted: the PMD restarts it on a clear.
-            max_iteration_cycles: self.max_iteration_cycles,
-            max_reconfigure_cycles: self.max_reconfigure_cycles,
-            sleep_cycles: d(self.sleep_cycles, base.sleep_cycles),
-            cycles_per_second: self.cycles_per_second,
-        }
-    }
-}
-
-/// One receive queue in `pmd-rxq-show`.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RxqView {
-    pub port: String,
-    pub port_no: u32,
-    pub queue: usize,
-    /// Share of its PMD's cycles spent on packets from this queue since it was
-    /// assigned, in percent; `None` before the first measurement.
-    pub usage_percent: Option<f64>,
-    pub pinned: bool,
-}
-
-/// One PMD in `pmd-rxq-show`.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PmdRxqView {
-    pub core: usize,
-    /// Polls only queues pinned to it.
-    pub isolated: bool,
-    pub queues: Vec<RxqView>,
 }
 
 /// A receive queue's load since it was assigned to its PMD, kept by that PMD.

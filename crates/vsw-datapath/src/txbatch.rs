@@ -152,7 +152,7 @@ impl BatchClock {
 }
 
 /// Buckets of the packets-per-batch histogram: 1, 2–3, 4–7, 8–15, 16–31, 32 and more.
-pub const BATCH_BUCKETS: usize = 6;
+pub const BATCH_BUCKETS: usize = vsw_protocol::BATCH_BUCKETS;
 
 /// The histogram bucket of a batch of `packets` (> 0).
 pub fn batch_bucket(packets: u64) -> usize {

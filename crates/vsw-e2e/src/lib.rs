@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use vswd::protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
+use vsw_protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
 pub mod qemu;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
-use vswd::protocol::{Reply, Request, DEFAULT_SOCKET};
+use vsw_protocol::{Reply, Request, DEFAULT_SOCKET};
 
 #[derive(Parser)]
 #[command(version, about = "Control the vsw userspace switch")]

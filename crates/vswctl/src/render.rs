@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use vswd::protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
+use vsw_protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
 pub fn show(s: ShowInfo) -> String {
     let mut o = String::new();

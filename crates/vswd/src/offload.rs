@@ -7,24 +7,15 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
 use vsw_datapath::offload::{
     offloadable, DummyProvider, FlowSample, OffloadManager, OffloadPolicy, OffloadProvider,
     OffloadState, OffloadStats,
 };
 use vsw_flow::Rule;
 use vsw_netdev::ebpf::{EbpfProvider, PortIfindex};
+use vsw_protocol::OffloadShowView;
 
 use crate::options::{OffloadKind, PortOptions, SwitchOptions};
-
-/// What `offload-show` prints of one provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OffloadShowView {
-    pub port: String,
-    pub provider: String,
-    #[serde(flatten)]
-    pub stats: OffloadStats,
-}
 
 /// Whether a rule of higher priority could take some of `rule`'s packets: the fast
 /// path would then forward packets that userspace would not.

@@ -1,0 +1,322 @@
+//! vsw's control protocol: one JSON request per line on vswd's unix socket, one JSON
+//! reply, and the views of ports, PMDs, flows and offload providers the replies carry.
+//! Plain data and serde only, so that a client (vswctl, scripts, the tests) needs
+//! nothing else of vsw to speak it.
+#![forbid(unsafe_code)]
+
+use serde::{Deserialize, Serialize};
+
+/// Output batches are counted by size: 1, 2–3, 4–7, 8–15, 16–31 and 32 packets.
+pub const BATCH_BUCKETS: usize = 6;
+
+pub const DEFAULT_SOCKET: &str = "/run/vsw/vswd.sock";
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/vsw/vswd.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    Show,
+    /// Switch-wide options, `KEY=VALUE` each.
+    Set {
+        options: Vec<String>,
+    },
+    AddPort {
+        name: String,
+        options: Vec<String>,
+    },
+    DelPort {
+        name: String,
+    },
+    SetPort {
+        name: String,
+        options: Vec<String>,
+    },
+    AddFlow {
+        flow: String,
+    },
+    /// All or nothing: one bad line and none is added.
+    AddFlows {
+        flows: Vec<String>,
+    },
+    DelFlows {
+        matching: Option<String>,
+        strict: bool,
+    },
+    DumpFlows {
+        /// `offloaded`, `ovs` (not offloaded) or `all` (the default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+    },
+    DumpPorts,
+    PmdStatsShow,
+    PmdStatsClear,
+    PmdRxqShow,
+    PmdRxqRebalance,
+    OffloadShow,
+    /// Makes a PMD fail, to see what vswd does then. Refused unless vswd was started
+    /// with `VSWD_FAULT_INJECTION=1` in its environment (tests).
+    DebugPmdFailure {
+        core: usize,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub result: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortInfo {
+    pub no: u32,
+    pub name: String,
+    /// "up", or "down: why".
+    pub status: String,
+    pub options: Vec<(String, String)>,
+    pub stats: PortStatsView,
+    /// The interface's MTU now (afpacket ports whose interface exists).
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    /// Why the interface does not have the `mtu_request` MTU, when it does not.
+    #[serde(default)]
+    pub mtu_problem: Option<String>,
+    /// The transmit batching interval in effect (µs) and where it comes from
+    /// ("port", "switch" or "auto").
+    #[serde(default)]
+    pub tx_flush_interval_us: u32,
+    #[serde(default)]
+    pub tx_flush_interval_from: String,
+    /// Where a vhostuser port listens.
+    #[serde(default)]
+    pub vhost_server_path: Option<String>,
+    /// For a vhostuser port: how its guest receives, and what it did wrong.
+    #[serde(default)]
+    pub vhost_guest: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShowInfo {
+    pub options: Vec<(String, String)>,
+    pub pmd_cores: Vec<usize>,
+    pub pmd_rxq_assign: String,
+    pub emc_insert_inv_prob: u32,
+    pub socket: String,
+    pub state_file: String,
+    pub ports: Vec<PortInfo>,
+    pub flows: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowInfo {
+    /// Canonical text, as `add-flow` takes it.
+    pub flow: String,
+    pub priority: u16,
+    /// The match alone (without priority).
+    pub matching: String,
+    pub actions: String,
+    pub n_packets: u64,
+    pub n_bytes: u64,
+    pub duration_ms: u64,
+    pub idle_age_s: u64,
+    #[serde(default)]
+    pub idle_timeout: u16,
+    #[serde(default)]
+    pub hard_timeout: u16,
+    /// Forwarded by an offload provider now.
+    #[serde(default)]
+    pub offloaded: bool,
+    /// "yes", "not-eligible:REASON", "pending:OOR", "failed:REASON", or "off".
+    #[serde(default)]
+    pub offload_status: String,
+    /// Packets per second at the last offload pass.
+    #[serde(default)]
+    pub pps: f64,
+}
+
+/// A port's counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortStatsView {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_batches: u64,
+    pub rx_malformed: u64,
+    pub rx_truncated: u64,
+    pub rx_overrun: u64,
+    pub tx_queue_full: u64,
+    pub tx_too_big: u64,
+    pub tx_errors: u64,
+    #[serde(default)]
+    pub tx_mtu_drops: u64,
+    #[serde(default)]
+    pub tx_gso_segments: u64,
+    #[serde(default)]
+    pub tx_gso_refused: u64,
+    #[serde(default)]
+    pub tx_csum_sw: u64,
+    #[serde(default)]
+    pub tx_gro_segments: u64,
+    #[serde(default)]
+    pub tx_batch_hist: [u64; BATCH_BUCKETS],
+    #[serde(default)]
+    pub tx_wait_us_sum: u64,
+    #[serde(default)]
+    pub tx_wait_us_max: u64,
+}
+
+impl PortStatsView {
+    /// The average time a packet waited in an output batch (µs).
+    pub fn avg_wait_us(&self) -> Option<f64> {
+        (self.tx_packets > 0).then(|| self.tx_wait_us_sum as f64 / self.tx_packets as f64)
+    }
+
+    /// Send calls (kicks) per packet sent.
+    pub fn kicks_per_packet(&self) -> Option<f64> {
+        (self.tx_packets > 0).then(|| self.tx_batches as f64 / self.tx_packets as f64)
+    }
+
+    pub fn rx_dropped(&self) -> u64 {
+        self.rx_malformed + self.rx_truncated + self.rx_overrun
+    }
+
+    pub fn tx_dropped(&self) -> u64 {
+        self.tx_queue_full
+            + self.tx_too_big
+            + self.tx_errors
+            + self.tx_mtu_drops
+            + self.tx_gso_refused
+    }
+}
+
+/// A copy of one PMD's counters at one moment, with the figures of OVS's
+/// `pmd-stats-show`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmdStatsView {
+    pub core: usize,
+    /// Packets received from the PMD's queues.
+    pub packets: u64,
+    /// Found in the exact-match cache.
+    pub emc_hits: u64,
+    /// Found by a classifier lookup (the cache missed).
+    pub classifier_hits: u64,
+    /// No rule matched: handled as `normal` (the table-miss behaviour).
+    pub misses: u64,
+    /// Received but not forwarded for lack of resources or sense: malformed headers,
+    /// full or too-small output queues.
+    pub lost: u64,
+    /// Subtables probed by the classifier lookups that found a rule.
+    pub subtable_lookups: u64,
+    pub busy_cycles: u64,
+    pub idle_cycles: u64,
+    pub iterations: u64,
+    /// Output batches sent and the packets in them.
+    pub tx_batches: u64,
+    pub tx_packets: u64,
+    /// The longest loop iteration since the last clear: how long a change (or
+    /// anything else) kept the PMD from its queues.
+    #[serde(default)]
+    pub max_iteration_cycles: u64,
+    /// The longest time the PMD spent taking up a change (new rules, ports, options).
+    #[serde(default)]
+    pub max_reconfigure_cycles: u64,
+    /// Idle cycles spent asleep (`pmd-sleep-max`).
+    #[serde(default)]
+    pub sleep_cycles: u64,
+    pub cycles_per_second: u64,
+}
+
+impl PmdStatsView {
+    /// Busy (processing) cycles per received packet.
+    pub fn avg_cycles_per_packet(&self) -> Option<f64> {
+        (self.packets > 0).then(|| self.busy_cycles as f64 / self.packets as f64)
+    }
+
+    /// Subtables probed per classifier hit (as OVS's "avg. subtable lookups per
+    /// megaflow hit"; a miss probes every subtable and is not counted).
+    pub fn avg_subtable_lookups(&self) -> Option<f64> {
+        (self.classifier_hits > 0)
+            .then(|| self.subtable_lookups as f64 / self.classifier_hits as f64)
+    }
+
+    pub fn max_iteration_us(&self) -> f64 {
+        self.max_iteration_cycles as f64 * 1e6 / self.cycles_per_second.max(1) as f64
+    }
+
+    pub fn max_reconfigure_us(&self) -> f64 {
+        self.max_reconfigure_cycles as f64 * 1e6 / self.cycles_per_second.max(1) as f64
+    }
+
+    pub fn avg_packets_per_batch(&self) -> Option<f64> {
+        (self.tx_batches > 0).then(|| self.tx_packets as f64 / self.tx_batches as f64)
+    }
+
+    /// Counters since `base` (what `pmd-stats-clear` recorded).
+    pub fn since(&self, base: &PmdStatsView) -> PmdStatsView {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        PmdStatsView {
+            core: self.core,
+            packets: d(self.packets, base.packets),
+            emc_hits: d(self.emc_hits, base.emc_hits),
+            classifier_hits: d(self.classifier_hits, base.classifier_hits),
+            misses: d(self.misses, base.misses),
+            lost: d(self.lost, base.lost),
+            subtable_lookups: d(self.subtable_lookups, base.subtable_lookups),
+            busy_cycles: d(self.busy_cycles, base.busy_cycles),
+            idle_cycles: d(self.idle_cycles, base.idle_cycles),
+            iterations: d(self.iterations, base.iterations),
+            tx_batches: d(self.tx_batches, base.tx_batches),
+            tx_packets: d(self.tx_packets, base.tx_packets),
+            // A maximum cannot be subtracted: the PMD restarts it on a clear.
+            max_iteration_cycles: self.max_iteration_cycles,
+            max_reconfigure_cycles: self.max_reconfigure_cycles,
+            sleep_cycles: d(self.sleep_cycles, base.sleep_cycles),
+            cycles_per_second: self.cycles_per_second,
+        }
+    }
+}
+
+/// One receive queue in `pmd-rxq-show`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RxqView {
+    pub port: String,
+    pub port_no: u32,
+    pub queue: usize,
+    /// Share of its PMD's cycles spent on packets from this queue since it was
+    /// assigned, in percent; `None` before the first measurement.
+    pub usage_percent: Option<f64>,
+    pub pinned: bool,
+}
+
+/// One PMD in `pmd-rxq-show`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PmdRxqView {
+    pub core: usize,
+    /// Polls only queues pinned to it.
+    pub isolated: bool,
+    pub queues: Vec<RxqView>,
+}
+
+/// An offload manager's counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OffloadStats {
+    pub capacity: usize,
+    pub used: usize,
+    pub oor: bool,
+    pub passes: u64,
+    pub rebalance_passes: u64,
+    pub swaps: u64,
+    pub last_pass_us: u64,
+}
+
+/// What `offload-show` prints of one provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OffloadShowView {
+    pub port: String,
+    pub provider: String,
+    #[serde(flatten)]
+    pub stats: OffloadStats,
+}
