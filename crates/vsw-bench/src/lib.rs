@@ -2,6 +2,7 @@
 //!
 //! The pure parts live here, each tested on its own: the RFC 2544 search (`search`),
 //! send pacing (`pacing`), latency bookkeeping (`latency`) and the report (`report`).
+#![forbid(unsafe_code)]
 
 pub mod frame;
 pub mod inmemory;

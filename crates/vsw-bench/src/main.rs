@@ -1,5 +1,6 @@
 //! vsw-bench: RFC 2544 throughput, latency and CPU cost of vsw beside other switches,
 //! on one topology, in one run.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

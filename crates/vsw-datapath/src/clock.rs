@@ -24,6 +24,7 @@ pub fn allow_precise_sleep() {
 /// The CPU's cycle counter (TSC on x86_64), as Open vSwitch reports PMD cycles.
 /// Elsewhere, nanoseconds stand in for cycles.
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
 pub fn cycles() -> u64 {
     // SAFETY: RDTSC has no memory effects and exists on every x86_64 CPU.
     unsafe { core::arch::x86_64::_rdtsc() }

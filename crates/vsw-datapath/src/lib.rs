@@ -3,6 +3,8 @@
 //!
 //! Devices are known only through the [`RxQueue`]/[`TxQueue`] traits, so the whole
 //! datapath runs on in-memory ports in tests.
+// The one `unsafe` is the TSC read in `clock` (allowed there); nothing else may have any.
+#![deny(unsafe_code)]
 
 pub mod assign;
 pub mod clock;

@@ -4,6 +4,7 @@
 //!
 //! The tests need root. They run one at a time (a shared lock): each vswd busy-polls a
 //! core, and two at once would measure each other.
+#![forbid(unsafe_code)]
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 //!
 //! Pure code: no I/O, no threads. Times are plain numbers of milliseconds that the
 //! caller supplies, so aging and idle times are tested with an injected clock.
+#![forbid(unsafe_code)]
 
 pub mod action;
 pub mod classifier;

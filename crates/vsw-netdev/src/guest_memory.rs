@@ -21,6 +21,8 @@ use std::sync::{Arc, Once, OnceLock};
 
 use vm_memory::{GuestMemory as _, GuestMemoryMmap, GuestMemoryRegion};
 
+use crate::sys;
+
 /// Regions registered at once (every port's guest has at most 8).
 const SLOTS: usize = 4096;
 
@@ -117,25 +119,14 @@ impl Deref for GuestMemory {
 }
 
 fn install_handler() {
-    INSTALL.call_once(|| {
-        // SAFETY: sigaction is plain old data; all-zero is a valid (empty) value.
-        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        action.sa_sigaction = on_sigbus
-            as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
-            as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-        // SAFETY: as above.
-        let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: `action.sa_mask` is a live sigset_t to empty.
-        unsafe { libc::sigemptyset(&mut action.sa_mask) };
-        // The previous disposition is recorded before the handler can run.
-        // SAFETY: a null action only reads the current disposition into `previous`.
-        unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut previous) };
-        let _ = PREVIOUS.set(previous);
-        // SAFETY: `action` is a valid disposition whose handler only does
-        // async-signal-safe things (atomics and mmap).
-        if unsafe { libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) } != 0 {
-            tracing::warn!("cannot install the SIGBUS handler that guards guest memory");
+    INSTALL.call_once(|| match sys::install_signal_handler(libc::SIGBUS, on_sigbus) {
+        // The previous disposition is recorded before another SIGBUS can need it (a
+        // guest region faults only once one is registered, after this).
+        Ok(previous) => {
+            let _ = PREVIOUS.set(previous);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot install the SIGBUS handler that guards guest memory")
         }
     });
 }
@@ -153,19 +144,9 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         }
         // The whole region: a hugetlbfs mapping cannot be split at a small page.
         // SAFETY: [start, start + len) is a mapping vm-memory made and still holds
-        // (the registration goes before the unmapping); MAP_FIXED replaces its pages
-        // in place with zeroed anonymous ones, so every pointer into it stays valid.
-        let p = unsafe {
-            libc::mmap(
-                start as *mut libc::c_void,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                -1,
-                0,
-            )
-        };
-        if p != libc::MAP_FAILED {
+        // (the registration goes before the unmapping); its pages are replaced in
+        // place, so every pointer into it stays valid.
+        if unsafe { sys::replace_with_zero_pages(start, len) } {
             r.faults.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -176,13 +157,13 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
 /// Hands a SIGBUS that is not about guest memory to the disposition before vsw's.
 fn pass_on(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let Some(previous) = PREVIOUS.get() else {
-        return restore_default(sig);
+        return sys::default_signal_action(sig);
     };
     let handler = previous.sa_sigaction;
     if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
         // Back to the default: the access faults again and ends the process, as it
         // would have without vsw's handler.
-        return restore_default(sig);
+        return sys::default_signal_action(sig);
     }
     if previous.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: a handler installed with SA_SIGINFO has this signature.
@@ -194,14 +175,6 @@ fn pass_on(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void)
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(handler) };
         f(sig);
     }
-}
-
-fn restore_default(sig: libc::c_int) {
-    // SAFETY: sigaction is plain old data; zero with SIG_DFL is the default action.
-    let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
-    dfl.sa_sigaction = libc::SIG_DFL;
-    // SAFETY: a valid disposition for this signal.
-    unsafe { libc::sigaction(sig, &dfl, std::ptr::null_mut()) };
 }
 
 #[cfg(test)]

@@ -2,10 +2,18 @@
 //! each block behind a safe type: `sys` wraps the system calls, `afpacket` the
 //! AF_PACKET socket with its mmap rings, `tap` tap interfaces vsw creates.
 
+// `unsafe` is allowed only where the edges are: system calls and the ring mapping
+// (`sys`), frames in the rings (`afpacket`'s ring modules), guest memory's SIGBUS
+// guard (`guest_memory`) and the BPF maps' plain-data types (`ebpf`).
+#![deny(unsafe_code)]
+
 pub mod afpacket;
+#[allow(unsafe_code)]
 pub mod ebpf;
+#[allow(unsafe_code)]
 pub mod guest_memory;
 pub mod interface;
+#[allow(unsafe_code)]
 mod sys;
 pub mod tap;
 pub mod unix_socket;

@@ -5,6 +5,7 @@ use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicU32;
 
 pub const TPACKET_V2: libc::c_int = 1;
 
@@ -278,17 +279,94 @@ impl RingMap {
         Ok(RingMap { base, len })
     }
 
-    /// Pointer to byte `offset` of the mapping; the caller keeps `offset < len`.
-    pub fn at(&self, offset: usize) -> *mut u8 {
+    /// A pointer to `[offset, offset + len)`, which must lie inside the mapping
+    /// (checked: a bad offset is a bug, and stops the program rather than touch
+    /// memory elsewhere).
+    fn range(&self, offset: usize, len: usize) -> *mut u8 {
         assert!(
-            offset < self.len,
-            "offset {offset} outside ring of {}",
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "bytes {offset}..+{len} outside ring of {}",
             self.len
         );
         // SAFETY: offset is inside the mapping (checked above).
         unsafe { self.base.as_ptr().add(offset) }
     }
+
+    /// The status word at `offset` (4-byte aligned), through which this side and the
+    /// kernel hand a frame or block to each other: always read and written
+    /// atomically, so no ownership is needed to use it.
+    pub fn status(&self, offset: usize) -> &AtomicU32 {
+        let p = self.range(offset, 4);
+        assert!(
+            p.align_offset(4) == 0,
+            "status word at {offset} not aligned"
+        );
+        // SAFETY: four aligned bytes inside the mapping, which lives as long as
+        // `self`; shared with the kernel, hence accessed only atomically.
+        unsafe { &*(p as *const AtomicU32) }
+    }
+
+    /// Copies out a plain value at `offset`.
+    ///
+    /// # Safety
+    /// The bytes belong to this side now (a status word said so): the kernel does
+    /// not write them while they are read.
+    pub unsafe fn read<T: Plain>(&self, offset: usize) -> T {
+        let p = self.range(offset, size_of::<T>());
+        // SAFETY: inside the mapping (checked), owned by this side (the caller's
+        // promise); any bytes are a valid `T` (Plain); unaligned read.
+        unsafe { std::ptr::read_unaligned(p as *const T) }
+    }
+
+    /// Writes a `u32` at `offset`.
+    ///
+    /// # Safety
+    /// As for [`RingMap::read`], and no slice of these bytes is alive.
+    pub unsafe fn write_u32(&self, offset: usize, value: u32) {
+        let p = self.range(offset, 4);
+        // SAFETY: inside the mapping (checked), owned by this side (the caller's
+        // promise); unaligned write.
+        unsafe { std::ptr::write_unaligned(p as *mut u32, value) }
+    }
+
+    /// The bytes `[offset, offset + len)`.
+    ///
+    /// # Safety
+    /// They belong to this side (a status word said so) for as long as the slice
+    /// lives: the caller hands them back to the kernel only after it is gone, and
+    /// holds no mutable slice over them meanwhile.
+    pub unsafe fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        let p = self.range(offset, len);
+        // SAFETY: inside the mapping (checked) and owned by this side for the
+        // slice's life (the caller's promise).
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+
+    /// The bytes `[offset, offset + len)`, to write.
+    ///
+    /// # Safety
+    /// As for [`RingMap::bytes`], and no other slice of them is alive.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self, offset: usize, len: usize) -> &mut [u8] {
+        let p = self.range(offset, len);
+        // SAFETY: inside the mapping (checked), owned by this side and not aliased
+        // for the slice's life (the caller's promise).
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
+    }
 }
+
+/// Plain values a ring holds, which any bytes make valid: integers and the kernel's
+/// frame headers.
+///
+/// # Safety
+/// Every bit pattern of `size_of::<Self>()` bytes is a valid `Self`.
+pub unsafe trait Plain: Copy {}
+// SAFETY: integers: any bits are valid.
+unsafe impl Plain for u16 {}
+// SAFETY: as above.
+unsafe impl Plain for u32 {}
+// SAFETY: a C struct of integers only.
+unsafe impl Plain for libc::tpacket2_hdr {}
 
 impl Drop for RingMap {
     fn drop(&mut self) {
@@ -500,4 +578,143 @@ pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     // SAFETY: as above; F_SETFL takes the flags as an int.
     check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) })
         .map(|_| ())
+}
+
+/// The most frames one `recvmmsg`/`sendmmsg` call here moves.
+pub const MAX_MMSG: usize = 64;
+
+/// One frame `recv_frames` received: its full length (with the virtio-net header),
+/// whether it was cut to fit its buffer, and the kernel's PACKET_AUXDATA.
+#[derive(Clone, Copy, Default)]
+pub struct Received {
+    pub len: usize,
+    pub truncated: bool,
+    pub aux: Option<libc::tpacket_auxdata>,
+}
+
+/// Receives up to `min(bufs.len(), ctrl.len(), out.len(), MAX_MMSG)` frames with one
+/// `recvmmsg`, without blocking: frame `i` into `bufs[i]` (its control data into
+/// `ctrl[i]`), described by `out[i]`. Returns how many came (0 when none waited).
+pub fn recv_frames(
+    fd: &OwnedFd,
+    bufs: &mut [Box<[u8]>],
+    ctrl: &mut [AuxBuffer],
+    out: &mut [Received],
+) -> usize {
+    let want = bufs.len().min(ctrl.len()).min(out.len()).min(MAX_MMSG);
+    // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value.
+    let mut iov: [libc::iovec; MAX_MMSG] = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut msgs: [libc::mmsghdr; MAX_MMSG] = unsafe { std::mem::zeroed() };
+    for (i, (buf, c)) in bufs.iter_mut().zip(ctrl.iter_mut()).take(want).enumerate() {
+        iov[i].iov_base = buf.as_mut_ptr().cast();
+        iov[i].iov_len = buf.len();
+        msgs[i].msg_hdr.msg_iov = &mut iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_control = c.as_mut_ptr().cast();
+        msgs[i].msg_hdr.msg_controllen = size_of::<AuxBuffer>();
+    }
+    // SAFETY: messages 0..want each point at a buffer and a control buffer of the
+    // lengths given, borrowed mutably for the call.
+    let n = unsafe {
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            want as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    let n = usize::try_from(n).unwrap_or(0);
+    for (o, msg) in out.iter_mut().zip(&msgs).take(n) {
+        *o = Received {
+            len: msg.msg_len as usize,
+            truncated: msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            aux: packet_auxdata(&msg.msg_hdr),
+        };
+    }
+    n
+}
+
+/// Sends `frames` (at most `MAX_MMSG`) with one `sendmmsg`, without blocking; how
+/// many the kernel took (the first n), or its error when it took none.
+pub fn send_frames(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usize> {
+    let n = frames.len().min(MAX_MMSG);
+    // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value.
+    let mut iov: [libc::iovec; MAX_MMSG] = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut msgs: [libc::mmsghdr; MAX_MMSG] = unsafe { std::mem::zeroed() };
+    for (i, f) in frames.iter().take(n).enumerate() {
+        iov[i].iov_base = f.as_ptr() as *mut libc::c_void;
+        iov[i].iov_len = f.len();
+        msgs[i].msg_hdr.msg_iov = &mut iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: messages 0..n each point at a frame borrowed for the call; the kernel
+    // only reads them.
+    let r = unsafe {
+        libc::sendmmsg(
+            fd.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
+
+/// A signal handler that takes the signal's details (SA_SIGINFO).
+pub type SignalHandler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+
+/// Installs `handler` for `sig` (on the thread's alternate stack where it has one);
+/// returns the disposition it replaces.
+pub fn install_signal_handler(
+    sig: libc::c_int,
+    handler: SignalHandler,
+) -> io::Result<libc::sigaction> {
+    // SAFETY: sigaction is plain old data; all-zero is a valid (empty) value.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = handler as usize;
+    action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    // SAFETY: `action.sa_mask` is a live sigset_t to empty.
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    // SAFETY: as above.
+    let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: both point at live sigaction values; the handler is the caller's, which
+    // promises it is async-signal-safe.
+    check(unsafe { libc::sigaction(sig, &action, &mut previous) })?;
+    Ok(previous)
+}
+
+/// Puts the default disposition back for `sig` (from a signal handler too).
+pub fn default_signal_action(sig: libc::c_int) {
+    // SAFETY: sigaction is plain old data; zero with SIG_DFL is the default action.
+    let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+    dfl.sa_sigaction = libc::SIG_DFL;
+    // SAFETY: a valid disposition; sigaction is async-signal-safe.
+    unsafe { libc::sigaction(sig, &dfl, std::ptr::null_mut()) };
+}
+
+/// Replaces the pages of [start, start + len) with zeroed anonymous ones, in place
+/// (from a signal handler too: mmap is a plain system call); whether it worked.
+///
+/// # Safety
+/// The range must be a mapping the caller owns, whose contents may be thrown away:
+/// whatever pointed into it reads zeros from now on.
+pub unsafe fn replace_with_zero_pages(start: usize, len: usize) -> bool {
+    // SAFETY: the caller owns the range (above); MAP_FIXED replaces exactly it.
+    let p = unsafe {
+        libc::mmap(
+            start as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    p != libc::MAP_FAILED
 }

@@ -2,6 +2,7 @@
 //!
 //! Pure code: no I/O, no threads, no `unsafe`. Every reader takes a byte slice and
 //! never looks past its end, so a truncated or garbage frame cannot crash the switch.
+#![forbid(unsafe_code)]
 
 pub mod builder;
 pub mod checksum;

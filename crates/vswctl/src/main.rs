@@ -1,4 +1,5 @@
 //! vswctl: talks to vswd over its control socket.
+#![forbid(unsafe_code)]
 
 mod render;
 

@@ -1,6 +1,7 @@
 //! The vsw daemon's parts: the control protocol (shared with `vswctl`), the persisted
 //! configuration, the switch that applies commands to the datapath, and the control
 //! server.
+#![forbid(unsafe_code)]
 
 pub mod offload;
 pub mod options;

@@ -1,4 +1,5 @@
 //! vswd: the vsw daemon.
+#![forbid(unsafe_code)]
 
 use std::fs::{File, TryLockError};
 use std::io::Read;

@@ -1,8 +1,7 @@
 //! recvmmsg/sendmmsg: one system call per batch each way, frames copied through
 //! per-port buffers. The baseline the rings are measured against.
 
-use std::mem::zeroed;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use vsw_datapath::{
@@ -13,11 +12,10 @@ use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::VnetHdr;
 
 use super::{attach, syscall, transient, MAX_FRAME};
+use crate::sys::{self, AuxBuffer, Received};
 use crate::NetdevError;
 
 const BUF_LEN: usize = VNET_HDR_LEN + MAX_FRAME;
-/// Room for one PACKET_AUXDATA control message.
-const CTRL_LEN: usize = 64;
 
 /// Socket buffers: a burst the PMD has not read yet waits in the receive buffer.
 const SOCKET_BUFFER: usize = 64 << 20;
@@ -50,7 +48,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
         rx: vec![Box::new(MmsgRx {
             fd: fd.clone(),
             bufs: bufs(),
-            ctrl: vec![[0u64; CTRL_LEN / 8]; BATCH_SIZE],
+            ctrl: vec![[0u64; 8]; BATCH_SIZE],
         })],
         tx: Box::new(MmsgTx {
             fd,
@@ -72,55 +70,31 @@ fn tx_bufs() -> Vec<Box<[u8]>> {
 struct MmsgRx {
     fd: Arc<OwnedFd>,
     bufs: Vec<Box<[u8]>>,
-    /// Control buffers, u64 for cmsghdr alignment.
-    ctrl: Vec<[u64; CTRL_LEN / 8]>,
+    /// Control buffers, one per frame (PACKET_AUXDATA).
+    ctrl: Vec<AuxBuffer>,
 }
 
 impl RxQueue for MmsgRx {
     fn recv<'a>(&'a mut self, batch: &mut RxBatch<'a>) -> RxDrops {
         let want = BATCH_SIZE - batch.len();
-        // SAFETY: iovec and mmsghdr are plain old data; zero is a valid value.
-        let mut iov: [libc::iovec; BATCH_SIZE] = unsafe { zeroed() };
-        // SAFETY: as above.
-        let mut msgs: [libc::mmsghdr; BATCH_SIZE] = unsafe { zeroed() };
-        for i in 0..want {
-            iov[i].iov_base = self.bufs[i].as_mut_ptr().cast();
-            iov[i].iov_len = BUF_LEN;
-            msgs[i].msg_hdr.msg_iov = &mut iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            msgs[i].msg_hdr.msg_control = self.ctrl[i].as_mut_ptr().cast();
-            msgs[i].msg_hdr.msg_controllen = CTRL_LEN;
-        }
-        // SAFETY: each message points at a buffer of the length given, all owned by
-        // `self` and alive for the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                want as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
+        let mut got = [Received::default(); BATCH_SIZE];
+        let n = sys::recv_frames(
+            &self.fd,
+            &mut self.bufs[..want],
+            &mut self.ctrl[..want],
+            &mut got,
+        );
         let mut drops = RxDrops::default();
-        if n <= 0 {
-            return drops;
-        }
-        for (msg, buf) in msgs.iter().zip(self.bufs.iter()).take(n as usize) {
-            let len = msg.msg_len as usize;
-            if msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0
-                || !(VNET_HDR_LEN..=BUF_LEN).contains(&len)
-            {
+        for (r, buf) in got.iter().zip(self.bufs.iter()).take(n) {
+            if r.truncated || !(VNET_HDR_LEN..=BUF_LEN).contains(&r.len) {
                 drops.truncated += 1;
                 continue;
             }
             batch.push(RxPacket {
-                data: &buf[VNET_HDR_LEN..len],
+                data: &buf[VNET_HDR_LEN..r.len],
                 meta: PacketMeta {
                     vnet: VnetHdr::read(buf).unwrap_or_default(),
-                    vlan: crate::sys::packet_auxdata(&msg.msg_hdr)
-                        .as_ref()
-                        .and_then(super::aux_vlan),
+                    vlan: r.aux.as_ref().and_then(super::aux_vlan),
                 },
             });
         }
@@ -167,37 +141,22 @@ impl TxQueue for MmsgTx {
 
     fn flush(&mut self) -> usize {
         let n = std::mem::take(&mut self.staged);
+        let mut frames: [&[u8]; BATCH_SIZE] = [&[]; BATCH_SIZE];
+        for (f, (buf, len)) in frames.iter_mut().zip(self.bufs.iter().zip(self.lens)) {
+            *f = &buf[..len];
+        }
         let mut sent = 0;
         let mut tries = 0;
         while sent < n && tries < 4 {
             tries += 1;
-            // SAFETY: as in recv: plain old data, zero is valid.
-            let mut iov: [libc::iovec; BATCH_SIZE] = unsafe { zeroed() };
-            // SAFETY: as above.
-            let mut msgs: [libc::mmsghdr; BATCH_SIZE] = unsafe { zeroed() };
-            for i in sent..n {
-                iov[i].iov_base = self.bufs[i].as_mut_ptr().cast();
-                iov[i].iov_len = self.lens[i];
-                msgs[i].msg_hdr.msg_iov = &mut iov[i];
-                msgs[i].msg_hdr.msg_iovlen = 1;
-            }
-            // SAFETY: messages sent..n point at staged buffers owned by `self`.
-            let r = unsafe {
-                libc::sendmmsg(
-                    self.fd.as_raw_fd(),
-                    msgs[sent..].as_mut_ptr(),
-                    (n - sent) as u32,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if r > 0 {
-                sent += r as usize;
-                continue;
-            }
-            let e = std::io::Error::last_os_error();
-            if !transient(&e) {
-                tracing::debug!(error = %e, "sendmmsg failed");
-                break;
+            match sys::send_frames(&self.fd, &frames[sent..n]) {
+                Ok(k) if k > 0 => sent += k,
+                Ok(_) => {}
+                Err(e) if transient(&e) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "sendmmsg failed");
+                    break;
+                }
             }
         }
         n - sent

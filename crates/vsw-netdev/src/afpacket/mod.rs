@@ -13,7 +13,9 @@
 //! closes, so the interface is restored however the switch exits.
 
 mod mmsg;
+#[allow(unsafe_code)]
 mod ring;
+#[allow(unsafe_code)]
 mod ring_v3;
 
 use std::fmt;

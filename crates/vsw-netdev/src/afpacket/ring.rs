@@ -109,18 +109,15 @@ impl RingSocket {
     /// The status word of the frame at `offset`; the kernel and the PMD hand the frame
     /// to each other through it.
     fn status(&self, offset: usize) -> &AtomicU32 {
-        let p = self.map.at(offset);
-        // SAFETY: every frame starts 16-byte aligned inside the mapping with its
-        // tpacket2_hdr, whose first field is the u32 status; the mapping lives as long
-        // as `self`. The kernel writes it concurrently, hence atomic access.
-        unsafe { &*(p as *const AtomicU32) }
+        // Every frame starts with its tpacket2_hdr, whose first field is the status.
+        self.map.status(offset)
     }
 
     /// The tpacket2_hdr of a frame this side owns (status says so).
     fn header(&self, offset: usize) -> libc::tpacket2_hdr {
-        // SAFETY: as for `status`; the caller owns the frame, so the kernel does not
-        // write the header while it is read. read_unaligned copies it out.
-        unsafe { std::ptr::read_unaligned(self.map.at(offset) as *const libc::tpacket2_hdr) }
+        // SAFETY: the caller owns the frame, so the kernel does not write the header
+        // while it is read.
+        unsafe { self.map.read(offset) }
     }
 }
 
@@ -257,8 +254,8 @@ impl RxQueue for RingRx {
                 let seen = snap.min(COPY_MATCH_BYTES);
                 let prefix: &[u8] = if mac + seen <= self.geo.slot {
                     // SAFETY: as for the frames below: this side owns the slot until
-                    // release(), and the range lies inside it (checked).
-                    unsafe { std::slice::from_raw_parts(self.sock.map.at(offset).add(mac), seen) }
+                    // release(), which cannot run while the slice lives.
+                    unsafe { self.sock.map.bytes(offset + mac, seen) }
                 } else {
                     &[]
                 };
@@ -283,13 +280,13 @@ impl RxQueue for RingRx {
             }
             // SAFETY: the frame belongs to this side until release() gives it back,
             // which needs `&mut self` and so cannot run while 'a borrows live; the
-            // range [offset + mac - 10, offset + mac + snap) lies inside the frame
-            // (checked above) and so inside the mapping.
+            // range lies inside the frame (checked above; the map checks it too).
             let (vnet_bytes, data) = unsafe {
-                let base = self.sock.map.at(offset);
                 (
-                    std::slice::from_raw_parts(base.add(mac - VNET_HDR_LEN), VNET_HDR_LEN),
-                    std::slice::from_raw_parts(base.add(mac), snap),
+                    self.sock
+                        .map
+                        .bytes(offset + mac - VNET_HDR_LEN, VNET_HDR_LEN),
+                    self.sock.map.bytes(offset + mac, snap),
                 )
             };
             batch.push(RxPacket {
@@ -524,12 +521,11 @@ impl TxQueue for RingTx {
             _ => return Err(StageError::QueueFull),
         }
         // SAFETY: the frame is AVAILABLE (or rejected), so the kernel does not touch it
-        // until its status becomes SEND_REQUEST below; the slice lies inside the frame.
+        // until its status becomes SEND_REQUEST below, after the slice is gone.
         let out = unsafe {
-            std::slice::from_raw_parts_mut(
-                self.sock.map.at(offset + TX_DATA_OFFSET),
-                self.geo.slot - TX_DATA_OFFSET,
-            )
+            self.sock
+                .map
+                .bytes_mut(offset + TX_DATA_OFFSET, self.geo.slot - TX_DATA_OFFSET)
         };
         let (vnet_out, frame_out) = out.split_at_mut(VNET_HDR_LEN);
         let len = copy_frame(frame_out, data, meta.vlan).ok_or(StageError::TooBig)?;
@@ -542,13 +538,13 @@ impl TxQueue for RingTx {
             vnet.hdr_len = len as u16;
         }
         vnet.write(vnet_out.try_into().expect("split at header length"));
-        // SAFETY: tp_len is the u32 at byte 4 of the frame's header, which this side owns.
+        // SAFETY: tp_len is the u32 at byte 4 of the frame's header, which this side
+        // owns; the frame's slice above is gone.
         unsafe {
-            std::ptr::write_unaligned(
-                self.sock.map.at(offset + 4) as *mut u32,
-                (VNET_HDR_LEN + len) as u32,
-            );
-        }
+            self.sock
+                .map
+                .write_u32(offset + 4, (VNET_HDR_LEN + len) as u32)
+        };
         status.store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
         self.head = (self.head + 1) % self.geo.frames();
         self.pending += 1;

@@ -85,21 +85,18 @@ struct V3Rx {
 
 impl V3Rx {
     fn word(&self, offset: usize) -> u32 {
-        // SAFETY: `offset` is inside the mapping (checked by RingMap::at) and 4-byte
-        // aligned (block and packet headers are TPACKET_ALIGNMENT aligned); the caller
-        // owns the block it reads, so the kernel does not write it meanwhile.
-        unsafe { std::ptr::read_unaligned(self.map.at(offset) as *const u32) }
+        // SAFETY: the caller owns the block it reads, so the kernel does not write it
+        // meanwhile.
+        unsafe { self.map.read(offset) }
     }
 
     fn half(&self, offset: usize) -> u16 {
         // SAFETY: as for `word`.
-        unsafe { std::ptr::read_unaligned(self.map.at(offset) as *const u16) }
+        unsafe { self.map.read(offset) }
     }
 
     fn block_status(&self, block: usize) -> &AtomicU32 {
-        // SAFETY: the status word of a block descriptor, 4-byte aligned inside the
-        // mapping; shared with the kernel, hence atomic.
-        unsafe { &*(self.map.at(block * BLOCK_SIZE + BLOCK_STATUS) as *const AtomicU32) }
+        self.map.status(block * BLOCK_SIZE + BLOCK_STATUS)
     }
 }
 
@@ -174,10 +171,9 @@ impl RxQueue for V3Rx {
             // checked above); blocks go back to the kernel only in release(), which
             // needs `&mut self` and so cannot run while 'a borrows live.
             let (vnet_bytes, data) = unsafe {
-                let base = self.map.at(p);
                 (
-                    std::slice::from_raw_parts(base.add(mac - VNET_HDR_LEN), VNET_HDR_LEN),
-                    std::slice::from_raw_parts(base.add(mac), snap),
+                    self.map.bytes(p + mac - VNET_HDR_LEN, VNET_HDR_LEN),
+                    self.map.bytes(p + mac, snap),
                 )
             };
             meta.vnet = VnetHdr::read(vnet_bytes).unwrap_or_default();
