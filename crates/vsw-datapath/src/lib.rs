@@ -10,18 +10,21 @@ pub mod assign;
 pub mod clock;
 pub mod datapath;
 pub mod emc;
+mod error;
 pub mod memory;
 pub mod offload;
 mod pmd;
 pub mod port;
 pub mod ring;
+mod shared;
 pub mod stats;
 pub mod txbatch;
 
 pub use assign::RxqAssign;
-pub use datapath::{Datapath, DatapathError, PmdConfig, PortHandle};
+pub use datapath::{Datapath, DatapathError, PmdConfig};
 pub use port::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
     TxQueue, BATCH_SIZE,
 };
+pub use shared::PortHandle;
 pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};

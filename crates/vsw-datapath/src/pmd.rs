@@ -18,9 +18,9 @@ use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
 use vsw_packet::{extract, FlowKey, MacAddr, VnetHdr};
 
 use crate::clock;
-use crate::datapath::{PmdControl, PortHandle, Shared, Snapshot};
 use crate::emc::{key_hash, Emc};
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
+use crate::shared::{Learning, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
 use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
 
@@ -33,16 +33,6 @@ const TABLE_MISS: [Action; 1] = [Action::Normal];
 
 /// The largest frame a rewrite copies (a TSO super-frame plus headroom for tags).
 const MAX_REWRITE_FRAME: usize = 65_535 + 64;
-
-/// A MAC address one PMD learned, told to the others: each PMD keeps its own table
-/// (no lock per packet), and a host is learned from whichever PMD polls its port.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Learning {
-    mac: MacAddr,
-    vlan: u16,
-    port: u32,
-    at_ms: u64,
-}
 
 /// What other PMDs learned is taken in every this many loop iterations (microseconds
 /// apart), not in every one.
