@@ -1,7 +1,18 @@
+//! Actions: what a rule does with a matching packet. Each action is defined once, in
+//! [`ACTIONS`]: the name `ovs-ofctl` writes it under, how its argument is read, and
+//! what the match must promise before it may touch a header. [`Action::def`] and
+//! [`Action::argument`] tie each variant to its definition with exhaustive matches,
+//! so an action added without one does not compile. Executing an action is the
+//! datapath's (`vsw-datapath`, pmd.rs: also an exhaustive match).
+
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use vsw_packet::MacAddr;
+use vsw_packet::{EtherType, MacAddr};
+
+use crate::fields::Needs;
+use crate::syntax::values::{bad, parse_mac, parse_port, parse_uint};
+use crate::syntax::{FlowSyntaxError, PortResolver};
 
 /// What a rule does with a matching packet. Actions run in order; a header rewrite
 /// applies to the outputs that follow it.
@@ -39,36 +50,321 @@ pub enum Action {
     DecTtl,
 }
 
+/// Builds an action from its written argument (`None`: written without one).
+type Build =
+    fn(name: &str, arg: Option<&str>, ports: &dyn PortResolver) -> Result<Action, FlowSyntaxError>;
+
+/// One action's definition.
+pub struct ActionDef {
+    /// The name it is printed under.
+    pub name: &'static str,
+    /// Other names it is read under.
+    pub aliases: &'static [&'static str],
+    /// What the match must promise (a rewrite of a header the match does not promise
+    /// is refused, as OpenFlow does).
+    pub needs: Needs,
+    /// Whether it changes the packet (rather than send it somewhere).
+    pub rewrites: bool,
+    build: Build,
+}
+
+impl ActionDef {
+    pub fn build(
+        &self,
+        name: &str,
+        arg: Option<&str>,
+        ports: &dyn PortResolver,
+    ) -> Result<Action, FlowSyntaxError> {
+        (self.build)(name, arg, ports)
+    }
+}
+
+/// An argument the action must have.
+fn arg<'a>(name: &str, arg: Option<&'a str>) -> Result<&'a str, FlowSyntaxError> {
+    arg.ok_or_else(|| bad(name, "", "needs a value (name:value)"))
+}
+
+/// An action written without an argument.
+fn bare(name: &str, arg: Option<&str>, action: Action) -> Result<Action, FlowSyntaxError> {
+    match arg {
+        None => Ok(action),
+        Some(a) => Err(bad(name, a, "takes no value")),
+    }
+}
+
+fn ipv4(name: &str, a: &str) -> Result<Ipv4Addr, FlowSyntaxError> {
+    a.parse().map_err(|_| bad(name, a, "not an IPv4 address"))
+}
+
+static OUTPUT: ActionDef = ActionDef {
+    name: "output",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, ports| Ok(Action::Output(parse_port(n, arg(n, a)?, ports)?)),
+};
+static IN_PORT: ActionDef = ActionDef {
+    name: "IN_PORT",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| bare(n, a, Action::InPort),
+};
+static NORMAL: ActionDef = ActionDef {
+    name: "NORMAL",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| bare(n, a, Action::Normal),
+};
+static FLOOD: ActionDef = ActionDef {
+    name: "FLOOD",
+    aliases: &["all"],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| bare(n, a, Action::Flood),
+};
+static DROP: ActionDef = ActionDef {
+    name: "drop",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| bare(n, a, Action::Drop),
+};
+static MOD_DL_SRC: ActionDef = ActionDef {
+    name: "mod_dl_src",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetDlSrc(parse_mac(n, arg(n, a)?)?.0)),
+};
+static MOD_DL_DST: ActionDef = ActionDef {
+    name: "mod_dl_dst",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetDlDst(parse_mac(n, arg(n, a)?)?.0)),
+};
+static PUSH_VLAN: ActionDef = ActionDef {
+    name: "push_vlan",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let tpid = parse_uint(n, a, 0xffff)? as u16;
+        if tpid != EtherType::VLAN && tpid != EtherType::QINQ {
+            return Err(bad(n, a, "the TPID is 0x8100 or 0x88a8"));
+        }
+        Ok(Action::PushVlan(tpid))
+    },
+};
+static MOD_VLAN_VID: ActionDef = ActionDef {
+    name: "mod_vlan_vid",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetVlanVid(parse_uint(n, arg(n, a)?, 4095)? as u16)),
+};
+static MOD_VLAN_PCP: ActionDef = ActionDef {
+    name: "mod_vlan_pcp",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetVlanPcp(parse_uint(n, arg(n, a)?, 7)? as u8)),
+};
+static STRIP_VLAN: ActionDef = ActionDef {
+    name: "strip_vlan",
+    aliases: &["pop_vlan"],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::StripVlan),
+};
+static MOD_NW_SRC: ActionDef = ActionDef {
+    name: "mod_nw_src",
+    aliases: &[],
+    needs: Needs::Ipv4,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetNwSrc(ipv4(n, arg(n, a)?)?)),
+};
+static MOD_NW_DST: ActionDef = ActionDef {
+    name: "mod_nw_dst",
+    aliases: &[],
+    needs: Needs::Ipv4,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetNwDst(ipv4(n, arg(n, a)?)?)),
+};
+static MOD_NW_TOS: ActionDef = ActionDef {
+    name: "mod_nw_tos",
+    aliases: &[],
+    needs: Needs::Ip,
+    rewrites: true,
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let tos = parse_uint(n, a, 255)? as u8;
+        if tos & 3 != 0 {
+            return Err(bad(n, a, "a TOS value with the 2 ECN bits clear"));
+        }
+        Ok(Action::SetNwTos(tos))
+    },
+};
+static MOD_TP_SRC: ActionDef = ActionDef {
+    name: "mod_tp_src",
+    aliases: &[],
+    needs: Needs::Ports,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetTpSrc(parse_uint(n, arg(n, a)?, 0xffff)? as u16)),
+};
+static MOD_TP_DST: ActionDef = ActionDef {
+    name: "mod_tp_dst",
+    aliases: &[],
+    needs: Needs::Ports,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetTpDst(parse_uint(n, arg(n, a)?, 0xffff)? as u16)),
+};
+static DEC_TTL: ActionDef = ActionDef {
+    name: "dec_ttl",
+    aliases: &[],
+    needs: Needs::Ip,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::DecTtl),
+};
+
+/// Every action, as names are looked up.
+pub static ACTIONS: &[&ActionDef] = &[
+    &OUTPUT,
+    &IN_PORT,
+    &NORMAL,
+    &FLOOD,
+    &DROP,
+    &MOD_DL_SRC,
+    &MOD_DL_DST,
+    &PUSH_VLAN,
+    &MOD_VLAN_VID,
+    &MOD_VLAN_PCP,
+    &STRIP_VLAN,
+    &MOD_NW_SRC,
+    &MOD_NW_DST,
+    &MOD_NW_TOS,
+    &MOD_TP_SRC,
+    &MOD_TP_DST,
+    &DEC_TTL,
+];
+
+/// The action written under `name`, in either case (as `ovs-ofctl` takes it).
+pub fn action(name: &str) -> Option<&'static ActionDef> {
+    ACTIONS.iter().copied().find(|d| {
+        d.name.eq_ignore_ascii_case(name) || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    })
+}
+
 impl Action {
+    /// The action's definition.
+    pub fn def(&self) -> &'static ActionDef {
+        match self {
+            Action::Output(_) => &OUTPUT,
+            Action::InPort => &IN_PORT,
+            Action::Normal => &NORMAL,
+            Action::Flood => &FLOOD,
+            Action::Drop => &DROP,
+            Action::SetDlSrc(_) => &MOD_DL_SRC,
+            Action::SetDlDst(_) => &MOD_DL_DST,
+            Action::PushVlan(_) => &PUSH_VLAN,
+            Action::SetVlanVid(_) => &MOD_VLAN_VID,
+            Action::SetVlanPcp(_) => &MOD_VLAN_PCP,
+            Action::StripVlan => &STRIP_VLAN,
+            Action::SetNwSrc(_) => &MOD_NW_SRC,
+            Action::SetNwDst(_) => &MOD_NW_DST,
+            Action::SetNwTos(_) => &MOD_NW_TOS,
+            Action::SetTpSrc(_) => &MOD_TP_SRC,
+            Action::SetTpDst(_) => &MOD_TP_DST,
+            Action::DecTtl => &DEC_TTL,
+        }
+    }
+
+    /// Its argument as written, if it has one.
+    pub fn argument(&self) -> Option<String> {
+        match self {
+            Action::Output(p) => Some(p.to_string()),
+            Action::SetDlSrc(m) | Action::SetDlDst(m) => Some(m.to_string()),
+            Action::PushVlan(t) => Some(format!("0x{t:04x}")),
+            Action::SetVlanVid(v) => Some(v.to_string()),
+            Action::SetVlanPcp(p) => Some(p.to_string()),
+            Action::SetNwSrc(a) | Action::SetNwDst(a) => Some(a.to_string()),
+            Action::SetNwTos(t) => Some(t.to_string()),
+            Action::SetTpSrc(p) | Action::SetTpDst(p) => Some(p.to_string()),
+            Action::InPort
+            | Action::Normal
+            | Action::Flood
+            | Action::Drop
+            | Action::StripVlan
+            | Action::DecTtl => None,
+        }
+    }
+
     /// True for the actions that change the packet rather than send it somewhere.
     pub fn rewrites(&self) -> bool {
-        !matches!(
-            self,
-            Action::Output(_) | Action::InPort | Action::Normal | Action::Flood | Action::Drop
-        )
+        self.def().rewrites
     }
 }
 
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Action::Output(p) => write!(f, "output:{p}"),
-            Action::InPort => f.write_str("IN_PORT"),
-            Action::Normal => f.write_str("NORMAL"),
-            Action::Flood => f.write_str("FLOOD"),
-            Action::Drop => f.write_str("drop"),
-            Action::SetDlSrc(m) => write!(f, "mod_dl_src:{m}"),
-            Action::SetDlDst(m) => write!(f, "mod_dl_dst:{m}"),
-            Action::PushVlan(t) => write!(f, "push_vlan:0x{t:04x}"),
-            Action::SetVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
-            Action::SetVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
-            Action::StripVlan => f.write_str("strip_vlan"),
-            Action::SetNwSrc(a) => write!(f, "mod_nw_src:{a}"),
-            Action::SetNwDst(a) => write!(f, "mod_nw_dst:{a}"),
-            Action::SetNwTos(t) => write!(f, "mod_nw_tos:{t}"),
-            Action::SetTpSrc(p) => write!(f, "mod_tp_src:{p}"),
-            Action::SetTpDst(p) => write!(f, "mod_tp_dst:{p}"),
-            Action::DecTtl => f.write_str("dec_ttl"),
+        match self.argument() {
+            Some(a) => write!(f, "{}:{a}", self.def().name),
+            None => f.write_str(self.def().name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_finds_its_own_definition() {
+        let mut seen = std::collections::HashSet::new();
+        for def in ACTIONS {
+            for name in std::iter::once(&def.name).chain(def.aliases) {
+                assert!(seen.insert(name.to_ascii_lowercase()), "{name} twice");
+                assert!(std::ptr::eq(action(name).unwrap(), *def), "{name}");
+                assert!(std::ptr::eq(
+                    action(&name.to_ascii_uppercase()).unwrap(),
+                    *def
+                ));
+            }
+        }
+    }
+
+    #[test]
+    fn each_variant_is_printed_under_its_definition_and_read_back() {
+        let ports = |_: &str| None;
+        for a in [
+            Action::Output(7),
+            Action::InPort,
+            Action::Normal,
+            Action::Flood,
+            Action::Drop,
+            Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
+            Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
+            Action::PushVlan(EtherType::VLAN),
+            Action::SetVlanVid(42),
+            Action::SetVlanPcp(3),
+            Action::StripVlan,
+            Action::SetNwSrc(Ipv4Addr::new(198, 18, 0, 1)),
+            Action::SetNwDst(Ipv4Addr::new(198, 18, 0, 2)),
+            Action::SetNwTos(32),
+            Action::SetTpSrc(53),
+            Action::SetTpDst(80),
+            Action::DecTtl,
+        ] {
+            let def = a.def();
+            assert!(ACTIONS.iter().any(|d| std::ptr::eq(*d, def)), "{a:?}");
+            let built = def
+                .build(def.name, a.argument().as_deref(), &ports)
+                .unwrap();
+            assert_eq!(built, a);
+            assert_eq!(a.rewrites(), def.rewrites);
         }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod classifier;
+pub mod fields;
 pub mod mac_table;
 pub mod matching;
 pub mod rule;

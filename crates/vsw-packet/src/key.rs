@@ -74,6 +74,11 @@ pub struct FlowKey {
     pub nw_frag: u8,
 }
 
+// A member added to the key must keep it whole words: checked when compiling rather
+// than when the first packet is cast.
+const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
+const _: () = assert!(std::mem::align_of::<FlowKey>() >= std::mem::align_of::<u64>());
+
 impl FlowKey {
     /// The key as machine words, for masking, hashing and comparing.
     #[inline]

@@ -1,0 +1,744 @@
+//! Match fields, each defined once (as Open vSwitch's meta-flow does): the name it is
+//! written under, where it lives in the flow key, how its value is read and printed,
+//! and what the rest of the match must promise for it to mean anything (OpenFlow's
+//! prerequisites). Parsing, checking and printing a match all walk [`FIELDS`], in
+//! the order `ovs-ofctl dump-flows` prints them: a new field is one entry here (and,
+//! for a header vsw did not parse before, a member of `FlowKey` and its extraction).
+
+use vsw_packet::key::{
+    FRAG_ANY, FRAG_LATER, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
+    ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, VLAN_CFI,
+};
+use vsw_packet::{EtherType, FlowKey, MacAddr};
+
+use crate::syntax::values::{
+    bad, format_ipv4, format_ipv6, format_mac, format_u16, masked16, parse_ipv4, parse_ipv6,
+    parse_mac, parse_masked_uint, parse_port, parse_tcp_flags, parse_uint,
+};
+use crate::syntax::{FlowSyntaxError, PortResolver};
+
+/// What the rest of a match must promise before a field (or an action) means anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    Nothing,
+    /// IPv4 (`ip`).
+    Ipv4,
+    /// IPv6 (`ipv6`).
+    Ipv6,
+    /// IPv4 or IPv6.
+    Ip,
+    /// IPv4 or ARP (their addresses share the key's `nw_src`/`nw_dst`).
+    Ipv4OrArp,
+    /// IPv4, IPv6 or ARP (a protocol number, or ARP's opcode).
+    IpOrArp,
+    /// A transport protocol with ports or types: TCP, UDP, SCTP, ICMP or ICMPv6.
+    Transport,
+    /// TCP, UDP or SCTP (ports a rewrite can change).
+    Ports,
+    Tcp,
+    /// ARP, or an IPv6 neighbour solicitation or advertisement (link-layer addresses).
+    ArpOrNd,
+    /// An IPv6 neighbour solicitation or advertisement.
+    Nd,
+}
+
+impl Needs {
+    /// Whether the match (`v` under `m`) promises it.
+    pub fn met(self, v: &FlowKey, m: &FlowKey) -> bool {
+        let dl = (m.dl_type == 0xffff).then_some(v.dl_type);
+        let proto = (m.nw_proto == 0xff).then_some(v.nw_proto);
+        let ip = matches!(dl, Some(EtherType::IPV4 | EtherType::IPV6));
+        let nd = dl == Some(EtherType::IPV6)
+            && proto == Some(IPPROTO_ICMPV6)
+            && m.tp_src == 0xffff
+            && (v.tp_src == u16::from(ND_NEIGHBOR_SOLICIT)
+                || v.tp_src == u16::from(ND_NEIGHBOR_ADVERT));
+        match self {
+            Needs::Nothing => true,
+            Needs::Ipv4 => dl == Some(EtherType::IPV4),
+            Needs::Ipv6 => dl == Some(EtherType::IPV6),
+            Needs::Ip => ip,
+            Needs::Ipv4OrArp => matches!(dl, Some(EtherType::IPV4 | EtherType::ARP)),
+            Needs::IpOrArp => ip || dl == Some(EtherType::ARP),
+            Needs::Transport => {
+                ip && matches!(
+                    proto,
+                    Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP | IPPROTO_ICMP | IPPROTO_ICMPV6)
+                )
+            }
+            Needs::Ports => ip && matches!(proto, Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)),
+            Needs::Tcp => ip && proto == Some(IPPROTO_TCP),
+            Needs::ArpOrNd => dl == Some(EtherType::ARP) || nd,
+            Needs::Nd => nd,
+        }
+    }
+
+    /// How a user writes what it needs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Needs::Nothing => "nothing",
+            Needs::Ipv4 => "ip",
+            Needs::Ipv6 => "ipv6 (dl_type=0x86dd)",
+            Needs::Ip => "ip or ipv6",
+            Needs::Ipv4OrArp => "ip or arp (dl_type=0x0800 or 0x0806)",
+            Needs::IpOrArp => "ip, ipv6 or arp",
+            Needs::Transport => "a transport protocol (tcp, udp, sctp or icmp)",
+            Needs::Ports => "tcp, udp or sctp",
+            Needs::Tcp => "tcp or tcp6",
+            Needs::ArpOrNd => "arp, or icmp6 with icmp_type=135 or 136",
+            Needs::Nd => "icmp6 with icmp_type=135 or 136",
+        }
+    }
+}
+
+/// Reads one field's written value into a match being built (`value`, `mask`).
+type Parse = fn(
+    name: &str,
+    text: &str,
+    value: &mut FlowKey,
+    mask: &mut FlowKey,
+    ports: &dyn PortResolver,
+) -> Result<(), FlowSyntaxError>;
+
+/// One match field.
+pub struct FieldDef {
+    /// The name it is printed under (and read under).
+    pub name: &'static str,
+    /// Other names it is read under.
+    pub aliases: &'static [&'static str],
+    /// The part of the flow key it sets: a field given twice, under any of the names
+    /// that set this part, is refused.
+    pub slot: &'static str,
+    /// What the rest of the match must promise.
+    pub needs: Needs,
+    parse: Parse,
+    /// Whether a match (value, mask) sets the field, and writes it under this name.
+    shown: fn(&FlowKey, &FlowKey) -> bool,
+    /// The field's value as printed (called only where `shown` says so).
+    print: fn(&FlowKey, &FlowKey) -> String,
+}
+
+impl FieldDef {
+    pub fn parse(
+        &self,
+        name: &str,
+        text: &str,
+        value: &mut FlowKey,
+        mask: &mut FlowKey,
+        ports: &dyn PortResolver,
+    ) -> Result<(), FlowSyntaxError> {
+        (self.parse)(name, text, value, mask, ports)
+    }
+
+    /// `name=value` when the match sets the field and writes it under this name.
+    pub fn format(&self, v: &FlowKey, m: &FlowKey) -> Option<String> {
+        (self.shown)(v, m).then(|| format!("{}={}", self.name, (self.print)(v, m)))
+    }
+}
+
+/// The field read under `name`.
+pub fn field(name: &str) -> Option<&'static FieldDef> {
+    FIELDS
+        .iter()
+        .find(|f| f.name == name || f.aliases.contains(&name))
+}
+
+fn dl(v: &FlowKey, m: &FlowKey) -> Option<u16> {
+    (m.dl_type == 0xffff).then_some(v.dl_type)
+}
+
+fn proto(v: &FlowKey, m: &FlowKey) -> Option<u8> {
+    (m.nw_proto == 0xff).then_some(v.nw_proto)
+}
+
+/// Whether the match names its IP protocol through a shorthand (`tcp`, `udp6`, ...).
+fn proto_in_shorthand(v: &FlowKey, m: &FlowKey) -> bool {
+    let v6 = dl(v, m) == Some(EtherType::IPV6);
+    matches!(dl(v, m), Some(EtherType::IPV4 | EtherType::IPV6))
+        && match proto(v, m) {
+            Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP) => true,
+            Some(IPPROTO_ICMP) => !v6,
+            Some(IPPROTO_ICMPV6) => v6,
+            _ => false,
+        }
+}
+
+fn icmp(v: &FlowKey, m: &FlowKey) -> bool {
+    matches!(proto(v, m), Some(IPPROTO_ICMP | IPPROTO_ICMPV6))
+}
+
+/// The shorthand that opens a printed match (`tcp`, `ipv6`, `arp`,
+/// `dl_type=0x88b5`), if the match names an Ethernet type.
+pub fn shorthand(v: &FlowKey, m: &FlowKey) -> Option<String> {
+    let v6 = dl(v, m) == Some(EtherType::IPV6);
+    Some(match dl(v, m)? {
+        EtherType::IPV4 | EtherType::IPV6 => {
+            let base = match proto(v, m) {
+                Some(IPPROTO_TCP) => "tcp",
+                Some(IPPROTO_UDP) => "udp",
+                Some(IPPROTO_SCTP) => "sctp",
+                Some(IPPROTO_ICMP) if !v6 => "icmp",
+                Some(IPPROTO_ICMPV6) if v6 => return Some("icmp6".into()),
+                _ => return Some(if v6 { "ipv6" } else { "ip" }.into()),
+            };
+            if v6 {
+                format!("{base}6")
+            } else {
+                base.into()
+            }
+        }
+        EtherType::ARP => "arp".into(),
+        t => format!("dl_type=0x{t:04x}"),
+    })
+}
+
+/// The shorthands a match may start with: name, Ethernet type, IP protocol.
+pub const SHORTHANDS: &[(&str, u16, Option<u8>)] = &[
+    ("ip", EtherType::IPV4, None),
+    ("ipv6", EtherType::IPV6, None),
+    ("arp", EtherType::ARP, None),
+    ("tcp", EtherType::IPV4, Some(IPPROTO_TCP)),
+    ("udp", EtherType::IPV4, Some(IPPROTO_UDP)),
+    ("sctp", EtherType::IPV4, Some(IPPROTO_SCTP)),
+    ("icmp", EtherType::IPV4, Some(IPPROTO_ICMP)),
+    ("tcp6", EtherType::IPV6, Some(IPPROTO_TCP)),
+    ("udp6", EtherType::IPV6, Some(IPPROTO_UDP)),
+    ("sctp6", EtherType::IPV6, Some(IPPROTO_SCTP)),
+    ("icmp6", EtherType::IPV6, Some(IPPROTO_ICMPV6)),
+];
+
+/// Sets the Ethernet type (a shorthand or `dl_type`), refusing one that contradicts
+/// an earlier one.
+pub fn set_dl_type(
+    name: &str,
+    t: u16,
+    v: &mut FlowKey,
+    m: &mut FlowKey,
+) -> Result<(), FlowSyntaxError> {
+    if m.dl_type != 0 && v.dl_type != t {
+        return Err(bad(name, name, "conflicts with an earlier dl_type"));
+    }
+    v.dl_type = t;
+    m.dl_type = 0xffff;
+    Ok(())
+}
+
+/// Every match field, in printing order.
+pub static FIELDS: &[FieldDef] = &[
+    FieldDef {
+        name: "in_port",
+        aliases: &[],
+        slot: "in_port",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, ports| {
+            v.in_port = parse_port(n, t, ports)?;
+            m.in_port = u32::MAX;
+            Ok(())
+        },
+        shown: |_, m| m.in_port != 0,
+        print: |v, _| v.in_port.to_string(),
+    },
+    FieldDef {
+        name: "dl_vlan",
+        aliases: &[],
+        slot: "dl_vlan",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let vid = parse_uint(n, t, 0xffff)? as u16;
+            m.vlan_tci |= 0x1fff;
+            if vid == 0xffff {
+                v.vlan_tci = 0;
+            } else if vid > 4095 {
+                return Err(bad(n, t, "a VLAN id is 0..4095, or 0xffff for untagged"));
+            } else {
+                v.vlan_tci = (v.vlan_tci & 0xe000) | VLAN_CFI | vid;
+            }
+            Ok(())
+        },
+        shown: |v, m| (m.vlan_tci == 0xffff && v.vlan_tci & VLAN_CFI != 0) || m.vlan_tci == 0x1fff,
+        print: |v, m| {
+            if m.vlan_tci == 0x1fff && v.vlan_tci == 0 {
+                "0xffff".into()
+            } else {
+                (v.vlan_tci & 0x0fff).to_string()
+            }
+        },
+    },
+    FieldDef {
+        name: "dl_vlan_pcp",
+        aliases: &[],
+        slot: "dl_vlan_pcp",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let pcp = parse_uint(n, t, 7)? as u16;
+            v.vlan_tci = (v.vlan_tci & !0xe000) | VLAN_CFI | (pcp << 13);
+            m.vlan_tci |= 0xe000 | VLAN_CFI;
+            Ok(())
+        },
+        shown: |v, m| matches!(m.vlan_tci, 0xf000 | 0xffff) && v.vlan_tci & VLAN_CFI != 0,
+        print: |v, _| (v.vlan_tci >> 13).to_string(),
+    },
+    FieldDef {
+        name: "vlan_tci",
+        aliases: &[],
+        slot: "vlan_tci",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, 0xffff)?;
+            v.vlan_tci = val as u16;
+            m.vlan_tci = mask as u16;
+            Ok(())
+        },
+        // What dl_vlan and dl_vlan_pcp cannot say.
+        shown: |v, m| {
+            m.vlan_tci != 0
+                && !(matches!(m.vlan_tci, 0xf000 | 0xffff) && v.vlan_tci & VLAN_CFI != 0)
+                && m.vlan_tci != 0x1fff
+        },
+        print: |v, m| format!("0x{:04x}/0x{:04x}", v.vlan_tci, m.vlan_tci),
+    },
+    FieldDef {
+        name: "dl_src",
+        aliases: &[],
+        slot: "dl_src",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            (v.dl_src, m.dl_src) = parse_mac(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.dl_src != MacAddr::ZERO,
+        print: |v, m| format_mac(v.dl_src, m.dl_src),
+    },
+    FieldDef {
+        name: "dl_dst",
+        aliases: &[],
+        slot: "dl_dst",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            (v.dl_dst, m.dl_dst) = parse_mac(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.dl_dst != MacAddr::ZERO,
+        print: |v, m| format_mac(v.dl_dst, m.dl_dst),
+    },
+    FieldDef {
+        name: "dl_type",
+        aliases: &[],
+        // Shorthands set it too; it may repeat as long as it agrees.
+        slot: "",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let ty = parse_uint(n, t, 0xffff)? as u16;
+            set_dl_type(n, ty, v, m)
+        },
+        // Printed as the shorthand that opens the match.
+        shown: |_, _| false,
+        print: |v, _| format!("0x{:04x}", v.dl_type),
+    },
+    FieldDef {
+        name: "nw_src",
+        aliases: &["arp_spa"],
+        slot: "nw_src",
+        needs: Needs::Ipv4OrArp,
+        parse: |n, t, v, m, _| {
+            (v.nw_src, m.nw_src) = parse_ipv4(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.nw_src != 0 && dl(v, m) != Some(EtherType::IPV6),
+        print: |v, m| format_ipv4(v.nw_src, m.nw_src),
+    },
+    FieldDef {
+        name: "nw_dst",
+        aliases: &["arp_tpa"],
+        slot: "nw_dst",
+        needs: Needs::Ipv4OrArp,
+        parse: |n, t, v, m, _| {
+            (v.nw_dst, m.nw_dst) = parse_ipv4(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.nw_dst != 0 && dl(v, m) != Some(EtherType::IPV6),
+        print: |v, m| format_ipv4(v.nw_dst, m.nw_dst),
+    },
+    FieldDef {
+        name: "ipv6_src",
+        aliases: &[],
+        slot: "nw_src",
+        needs: Needs::Ipv6,
+        parse: |n, t, v, m, _| {
+            (v.nw_src, m.nw_src) = parse_ipv6(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.nw_src != 0 && dl(v, m) == Some(EtherType::IPV6),
+        print: |v, m| format_ipv6(v.nw_src, m.nw_src),
+    },
+    FieldDef {
+        name: "ipv6_dst",
+        aliases: &[],
+        slot: "nw_dst",
+        needs: Needs::Ipv6,
+        parse: |n, t, v, m, _| {
+            (v.nw_dst, m.nw_dst) = parse_ipv6(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.nw_dst != 0 && dl(v, m) == Some(EtherType::IPV6),
+        print: |v, m| format_ipv6(v.nw_dst, m.nw_dst),
+    },
+    FieldDef {
+        name: "nw_proto",
+        aliases: &["arp_op"],
+        slot: "nw_proto",
+        needs: Needs::IpOrArp,
+        parse: |n, t, v, m, _| {
+            v.nw_proto = parse_uint(n, t, 0xff)? as u8;
+            m.nw_proto = 0xff;
+            Ok(())
+        },
+        shown: |v, m| m.nw_proto != 0 && !proto_in_shorthand(v, m),
+        print: |v, _| v.nw_proto.to_string(),
+    },
+    FieldDef {
+        name: "tp_src",
+        aliases: &[],
+        slot: "tp_src",
+        needs: Needs::Transport,
+        parse: |n, t, v, m, _| {
+            (v.tp_src, m.tp_src) = masked16(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.tp_src != 0 && !icmp(v, m),
+        print: |v, m| format_u16(v.tp_src, m.tp_src),
+    },
+    FieldDef {
+        name: "tp_dst",
+        aliases: &[],
+        slot: "tp_dst",
+        needs: Needs::Transport,
+        parse: |n, t, v, m, _| {
+            (v.tp_dst, m.tp_dst) = masked16(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.tp_dst != 0 && !icmp(v, m),
+        print: |v, m| format_u16(v.tp_dst, m.tp_dst),
+    },
+    FieldDef {
+        name: "icmp_type",
+        aliases: &["icmpv6_type"],
+        slot: "tp_src",
+        needs: Needs::Transport,
+        parse: |n, t, v, m, _| {
+            (v.tp_src, m.tp_src) = masked16(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.tp_src != 0 && icmp(v, m),
+        print: |v, m| format_u16(v.tp_src, m.tp_src),
+    },
+    FieldDef {
+        name: "icmp_code",
+        aliases: &["icmpv6_code"],
+        slot: "tp_dst",
+        needs: Needs::Transport,
+        parse: |n, t, v, m, _| {
+            (v.tp_dst, m.tp_dst) = masked16(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.tp_dst != 0 && icmp(v, m),
+        print: |v, m| format_u16(v.tp_dst, m.tp_dst),
+    },
+    FieldDef {
+        name: "inner_vlan_tci",
+        aliases: &[],
+        slot: "inner_vlan_tci",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, 0xffff)?;
+            v.inner_vlan_tci = val as u16;
+            m.inner_vlan_tci = mask as u16;
+            Ok(())
+        },
+        shown: |_, m| m.inner_vlan_tci != 0,
+        print: |v, m| {
+            if m.inner_vlan_tci == 0xffff {
+                format!("0x{:04x}", v.inner_vlan_tci)
+            } else {
+                format!("0x{:04x}/0x{:04x}", v.inner_vlan_tci, m.inner_vlan_tci)
+            }
+        },
+    },
+    FieldDef {
+        name: "nw_tos",
+        aliases: &[],
+        slot: "nw_tos",
+        needs: Needs::Ip,
+        // As a TOS byte (DSCP << 2).
+        parse: |n, t, v, m, _| {
+            let tos = parse_uint(n, t, 255)? as u8;
+            if tos & 3 != 0 {
+                return Err(bad(n, t, "the low 2 bits are ECN (use nw_ecn)"));
+            }
+            v.nw_tos = (v.nw_tos & 3) | tos;
+            m.nw_tos |= 0xfc;
+            Ok(())
+        },
+        shown: |_, m| m.nw_tos & 0xfc != 0,
+        print: |v, _| (v.nw_tos & 0xfc).to_string(),
+    },
+    FieldDef {
+        name: "ip_dscp",
+        aliases: &[],
+        slot: "nw_tos",
+        needs: Needs::Ip,
+        // The 6-bit DSCP itself; printed as nw_tos.
+        parse: |n, t, v, m, _| {
+            let tos = (parse_uint(n, t, 63)? as u8) << 2;
+            v.nw_tos = (v.nw_tos & 3) | tos;
+            m.nw_tos |= 0xfc;
+            Ok(())
+        },
+        shown: |_, _| false,
+        print: |v, _| (v.nw_tos >> 2).to_string(),
+    },
+    FieldDef {
+        name: "nw_ecn",
+        aliases: &[],
+        slot: "nw_ecn",
+        needs: Needs::Ip,
+        parse: |n, t, v, m, _| {
+            let ecn = parse_uint(n, t, 3)? as u8;
+            v.nw_tos = (v.nw_tos & 0xfc) | ecn;
+            m.nw_tos |= 3;
+            Ok(())
+        },
+        shown: |_, m| m.nw_tos & 3 != 0,
+        print: |v, _| (v.nw_tos & 3).to_string(),
+    },
+    FieldDef {
+        name: "nw_ttl",
+        aliases: &[],
+        slot: "nw_ttl",
+        needs: Needs::Ip,
+        parse: |n, t, v, m, _| {
+            v.nw_ttl = parse_uint(n, t, 255)? as u8;
+            m.nw_ttl = 0xff;
+            Ok(())
+        },
+        shown: |_, m| m.nw_ttl != 0,
+        print: |v, _| v.nw_ttl.to_string(),
+    },
+    FieldDef {
+        name: "ip_frag",
+        aliases: &[],
+        slot: "ip_frag",
+        needs: Needs::Ip,
+        parse: |n, t, v, m, _| {
+            (v.nw_frag, m.nw_frag) = match t {
+                "no" => (0, FRAG_ANY),
+                "yes" => (FRAG_ANY, FRAG_ANY),
+                "first" => (FRAG_ANY, FRAG_ANY | FRAG_LATER),
+                "later" => (FRAG_ANY | FRAG_LATER, FRAG_ANY | FRAG_LATER),
+                "not_later" => (0, FRAG_LATER),
+                _ => return Err(bad(n, t, "one of no, yes, first, later, not_later")),
+            };
+            Ok(())
+        },
+        shown: |_, m| m.nw_frag != 0,
+        print: |v, m| {
+            match (v.nw_frag, m.nw_frag) {
+                (0, FRAG_ANY) => "no",
+                (FRAG_ANY, FRAG_ANY) => "yes",
+                (0, FRAG_LATER) => "not_later",
+                (FRAG_ANY, _) => "first",
+                _ => "later",
+            }
+            .into()
+        },
+    },
+    FieldDef {
+        name: "ipv6_label",
+        aliases: &[],
+        slot: "ipv6_label",
+        needs: Needs::Ipv6,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, 0xfffff)?;
+            v.ipv6_label = val as u32;
+            m.ipv6_label = mask as u32;
+            Ok(())
+        },
+        shown: |_, m| m.ipv6_label != 0,
+        print: |v, m| {
+            if m.ipv6_label == 0xfffff {
+                format!("0x{:05x}", v.ipv6_label)
+            } else {
+                format!("0x{:05x}/0x{:05x}", v.ipv6_label, m.ipv6_label)
+            }
+        },
+    },
+    FieldDef {
+        name: "tcp_flags",
+        aliases: &[],
+        slot: "tcp_flags",
+        needs: Needs::Tcp,
+        parse: |n, t, v, m, _| {
+            (v.tcp_flags, m.tcp_flags) = parse_tcp_flags(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.tcp_flags != 0,
+        print: |v, m| format!("0x{:03x}/0x{:03x}", v.tcp_flags, m.tcp_flags),
+    },
+    FieldDef {
+        name: "nd_target",
+        aliases: &[],
+        slot: "nd_target",
+        needs: Needs::Nd,
+        parse: |n, t, v, m, _| {
+            (v.nd_target, m.nd_target) = parse_ipv6(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.nd_target != 0,
+        print: |v, m| format_ipv6(v.nd_target, m.nd_target),
+    },
+    FieldDef {
+        name: "arp_sha",
+        aliases: &[],
+        slot: "arp_sha",
+        needs: Needs::ArpOrNd,
+        parse: |n, t, v, m, _| {
+            (v.arp_sha, m.arp_sha) = parse_mac(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.arp_sha != MacAddr::ZERO && dl(v, m) == Some(EtherType::ARP),
+        print: |v, m| format_mac(v.arp_sha, m.arp_sha),
+    },
+    FieldDef {
+        name: "arp_tha",
+        aliases: &[],
+        slot: "arp_tha",
+        needs: Needs::ArpOrNd,
+        parse: |n, t, v, m, _| {
+            (v.arp_tha, m.arp_tha) = parse_mac(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.arp_tha != MacAddr::ZERO && dl(v, m) == Some(EtherType::ARP),
+        print: |v, m| format_mac(v.arp_tha, m.arp_tha),
+    },
+    FieldDef {
+        name: "nd_sll",
+        aliases: &[],
+        slot: "arp_sha",
+        needs: Needs::ArpOrNd,
+        parse: |n, t, v, m, _| {
+            (v.arp_sha, m.arp_sha) = parse_mac(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.arp_sha != MacAddr::ZERO && dl(v, m) != Some(EtherType::ARP),
+        print: |v, m| format_mac(v.arp_sha, m.arp_sha),
+    },
+    FieldDef {
+        name: "nd_tll",
+        aliases: &[],
+        slot: "arp_tha",
+        needs: Needs::ArpOrNd,
+        parse: |n, t, v, m, _| {
+            (v.arp_tha, m.arp_tha) = parse_mac(n, t)?;
+            Ok(())
+        },
+        shown: |v, m| m.arp_tha != MacAddr::ZERO && dl(v, m) != Some(EtherType::ARP),
+        print: |v, m| format_mac(v.arp_tha, m.arp_tha),
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::{format_flow, parse_flow};
+
+    fn no_ports(_: &str) -> Option<u32> {
+        None
+    }
+
+    /// A value each field accepts, and what to write before it to meet its prerequisites.
+    fn sample(f: &FieldDef) -> (&'static str, &'static str) {
+        let value = match f.name {
+            "in_port" => "3",
+            "dl_vlan" => "10",
+            "dl_vlan_pcp" => "5",
+            "vlan_tci" => "0x1000/0x1000",
+            "dl_src" | "dl_dst" | "arp_sha" | "arp_tha" | "nd_sll" | "nd_tll" => {
+                "02:00:00:00:00:01"
+            }
+            "dl_type" => "0x88b5",
+            "nw_src" | "nw_dst" => "198.18.0.0/15",
+            "ipv6_src" | "ipv6_dst" | "nd_target" => "fd00::1",
+            "nw_proto" => "47",
+            "tp_src" | "tp_dst" | "icmp_type" | "icmp_code" => "8",
+            "inner_vlan_tci" => "0x1014",
+            "nw_tos" => "32",
+            "ip_dscp" => "8",
+            "nw_ecn" => "1",
+            "nw_ttl" => "64",
+            "ip_frag" => "first",
+            "ipv6_label" => "0x12345",
+            "tcp_flags" => "+syn-ack",
+            other => panic!("no sample for {other}: add one"),
+        };
+        let shorthand = match f.needs {
+            Needs::Nothing => "",
+            Needs::Ipv4 | Needs::Ip | Needs::Ipv4OrArp | Needs::IpOrArp => "ip,",
+            Needs::Ipv6 => "ipv6,",
+            Needs::Transport | Needs::Ports => "udp,",
+            Needs::Tcp => "tcp,",
+            Needs::ArpOrNd | Needs::Nd => "icmp6,icmp_type=135,",
+        };
+        (value, shorthand)
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for f in FIELDS {
+            for name in std::iter::once(&f.name).chain(f.aliases) {
+                assert!(seen.insert(*name), "{name} defined twice");
+                assert!(std::ptr::eq(field(name).unwrap(), f), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_field_reads_prints_and_reads_back() {
+        for f in FIELDS {
+            let (value, shorthand) = sample(f);
+            let text = format!("{shorthand}{}={value},actions=drop", f.name);
+            let flow = parse_flow(&text, &no_ports).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let printed = format_flow(&flow);
+            let again = parse_flow(&printed, &no_ports)
+                .unwrap_or_else(|e| panic!("{text} printed as {printed}: {e}"));
+            assert_eq!(again, flow, "{text} printed as {printed}");
+            // The field set something the printed match carries.
+            let plain = parse_flow(&format!("{shorthand}actions=drop"), &no_ports).unwrap();
+            assert_ne!(flow.matcher, plain.matcher, "{text} set nothing");
+        }
+    }
+
+    #[test]
+    fn every_field_refuses_a_match_without_its_prerequisites() {
+        for f in FIELDS.iter().filter(|f| f.needs != Needs::Nothing) {
+            let (value, _) = sample(f);
+            let text = format!("{}={value},actions=drop", f.name);
+            let e = parse_flow(&text, &no_ports).expect_err(&text).to_string();
+            assert!(
+                e.contains(&format!("{} needs {}", f.name, f.needs.describe())),
+                "{text}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_field_given_twice_is_refused_under_any_name() {
+        for text in [
+            "nw_src=10.0.0.1,arp,arp_spa=10.0.0.2,actions=drop",
+            "udp,tp_src=1,tp_src=2,actions=drop",
+            "ip,nw_tos=4,ip_dscp=1,actions=drop",
+        ] {
+            assert!(parse_flow(text, &no_ports).is_err(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,637 @@
+//! The `ovs-ofctl` flow syntax: `priority=100,in_port=1,udp,tp_dst=53,actions=drop`.
+//! What each match field and action means lives in `fields` and `action`; this reads
+//! and prints whole flows through them.
+
+pub(crate) mod values;
+
+use vsw_packet::FlowKey;
+
+use crate::action::{self, Action};
+use crate::fields::{self, FieldDef, FIELDS, SHORTHANDS};
+use crate::matching::Match;
+use crate::rule::{FlowSpec, DEFAULT_PRIORITY};
+use values::{bad, parse_uint};
+
+/// Turns a port name into its number.
+pub trait PortResolver {
+    fn port_no(&self, name: &str) -> Option<u32>;
+}
+
+impl<F: Fn(&str) -> Option<u32>> PortResolver for F {
+    fn port_no(&self, name: &str) -> Option<u32> {
+        self(name)
+    }
+}
+
+/// A flow text that vsw cannot accept; the message names the field and value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlowSyntaxError {
+    #[error("unknown field '{0}'")]
+    UnknownField(String),
+    #[error("bad value '{value}' for {field}: {why}")]
+    BadValue {
+        field: String,
+        value: String,
+        why: String,
+    },
+    #[error("field '{0}' is given more than once")]
+    Duplicate(String),
+    #[error("{field} needs {needs}")]
+    Prerequisite {
+        field: &'static str,
+        needs: &'static str,
+    },
+    #[error("unknown action '{0}'")]
+    UnknownAction(String),
+    #[error("no port named '{0}'")]
+    UnknownPort(String),
+    #[error("'drop' must be the only action")]
+    DropWithOthers,
+    #[error("missing 'actions=' (every flow needs actions, e.g. actions=drop)")]
+    NoActions,
+    #[error("del-flows/match text must not contain actions")]
+    UnexpectedActions,
+    #[error("action {action} needs {needs} in the match")]
+    ActionPrerequisite {
+        action: &'static str,
+        needs: &'static str,
+    },
+    #[error("{0} belongs in add-flow, not in a match")]
+    NotInMatch(&'static str),
+}
+
+/// Builds a match field by field, remembering what was given for the checks.
+#[derive(Default)]
+struct MatchBuilder {
+    value: FlowKey,
+    mask: FlowKey,
+    /// The parts of the key fields were given for (a part given twice is refused).
+    slots: Vec<&'static str>,
+    given: Vec<&'static FieldDef>,
+}
+
+impl MatchBuilder {
+    fn once(&mut self, slot: &'static str) -> Result<(), FlowSyntaxError> {
+        if slot.is_empty() {
+            return Ok(());
+        }
+        if self.slots.contains(&slot) {
+            return Err(FlowSyntaxError::Duplicate(slot.to_string()));
+        }
+        self.slots.push(slot);
+        Ok(())
+    }
+
+    fn shorthand(
+        &mut self,
+        name: &str,
+        dl_type: u16,
+        nw_proto: Option<u8>,
+    ) -> Result<(), FlowSyntaxError> {
+        fields::set_dl_type(name, dl_type, &mut self.value, &mut self.mask)?;
+        if let Some(p) = nw_proto {
+            self.once("nw_proto")?;
+            self.value.nw_proto = p;
+            self.mask.nw_proto = 0xff;
+        }
+        Ok(())
+    }
+
+    fn field(
+        &mut self,
+        name: &str,
+        v: &str,
+        ports: &dyn PortResolver,
+    ) -> Result<(), FlowSyntaxError> {
+        let def =
+            fields::field(name).ok_or_else(|| FlowSyntaxError::UnknownField(name.to_string()))?;
+        self.once(def.slot)?;
+        def.parse(name, v, &mut self.value, &mut self.mask, ports)?;
+        self.given.push(def);
+        Ok(())
+    }
+
+    /// The match, once every field given has what it needs.
+    fn finish(self) -> Result<Match, FlowSyntaxError> {
+        for def in &self.given {
+            if !def.needs.met(&self.value, &self.mask) {
+                return Err(FlowSyntaxError::Prerequisite {
+                    field: def.name,
+                    needs: def.needs.describe(),
+                });
+            }
+        }
+        Ok(Match::new(self.value, self.mask))
+    }
+}
+
+fn tokens(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+}
+
+fn split_actions(text: &str) -> (&str, Option<&str>) {
+    match text.find("actions=") {
+        Some(i) => (&text[..i], Some(&text[i + "actions=".len()..])),
+        None => (text, None),
+    }
+}
+
+/// What a flow's text gives besides the match.
+#[derive(Default)]
+struct FlowExtras {
+    priority: Option<u16>,
+    idle_timeout: Option<u16>,
+    hard_timeout: Option<u16>,
+}
+
+/// Parses the match part (with `priority` and the timeouts) of a flow.
+fn parse_match_part(
+    text: &str,
+    ports: &dyn PortResolver,
+) -> Result<(FlowExtras, Match), FlowSyntaxError> {
+    let mut b = MatchBuilder::default();
+    let mut extras = FlowExtras::default();
+    for tok in tokens(text) {
+        let (name, value) = match tok.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (tok, None),
+        };
+        match (name, value) {
+            ("priority" | "idle_timeout" | "hard_timeout", Some(v)) => {
+                let slot = match name {
+                    "priority" => &mut extras.priority,
+                    "idle_timeout" => &mut extras.idle_timeout,
+                    _ => &mut extras.hard_timeout,
+                };
+                if slot.is_some() {
+                    return Err(FlowSyntaxError::Duplicate(name.into()));
+                }
+                *slot = Some(parse_uint(name, v, 0xffff)? as u16);
+            }
+            // Accepted for familiarity; vsw has one table and no cookies yet.
+            ("table", Some("0")) | ("cookie", Some(_)) => {}
+            ("table", Some(v)) => return Err(bad("table", v, "vsw has one table, table=0")),
+            (_, Some(v)) => b.field(name, v, ports)?,
+            (_, None) => match SHORTHANDS.iter().find(|(n, _, _)| *n == name) {
+                Some((_, dl_type, proto)) => b.shorthand(name, *dl_type, *proto)?,
+                None => return Err(FlowSyntaxError::UnknownField(name.to_string())),
+            },
+        }
+    }
+    Ok((extras, b.finish()?))
+}
+
+fn parse_actions(
+    text: &str,
+    ports: &dyn PortResolver,
+    matcher: &Match,
+) -> Result<Vec<Action>, FlowSyntaxError> {
+    let mut actions = Vec::new();
+    for tok in tokens(text) {
+        let (verb, arg) = match tok.split_once([':', '=']) {
+            Some((v, a)) => (v, Some(a)),
+            None => (tok, None),
+        };
+        let a = match action::action(verb) {
+            Some(def) => def.build(&verb.to_ascii_lowercase(), arg, ports)?,
+            // A bare port number is an output, as in ovs-ofctl.
+            None if tok.starts_with(|c: char| c.is_ascii_digit()) => {
+                Action::Output(values::parse_port("output", tok, ports)?)
+            }
+            None => return Err(FlowSyntaxError::UnknownAction(tok.to_string())),
+        };
+        // A rewrite of a header the match does not promise is refused, as OpenFlow
+        // does: `mod_nw_src` needs `ip`, `mod_tp_dst` tcp, udp or sctp.
+        let def = a.def();
+        if !def.needs.met(matcher.value(), matcher.mask()) {
+            return Err(FlowSyntaxError::ActionPrerequisite {
+                action: def.name,
+                needs: def.needs.describe(),
+            });
+        }
+        actions.push(a);
+    }
+    if actions.is_empty() {
+        // As in OpenFlow: no actions means drop.
+        actions.push(Action::Drop);
+    }
+    if actions.len() > 1 && actions.contains(&Action::Drop) {
+        return Err(FlowSyntaxError::DropWithOthers);
+    }
+    Ok(actions)
+}
+
+/// Parses a whole flow as `ovs-ofctl add-flow` takes it.
+pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, FlowSyntaxError> {
+    let (m, a) = split_actions(text);
+    let a = a.ok_or(FlowSyntaxError::NoActions)?;
+    let (extras, matcher) = parse_match_part(m, ports)?;
+    Ok(FlowSpec {
+        priority: extras.priority.unwrap_or(DEFAULT_PRIORITY),
+        actions: parse_actions(a, ports, &matcher)?,
+        matcher,
+        idle_timeout: extras.idle_timeout.unwrap_or(0),
+        hard_timeout: extras.hard_timeout.unwrap_or(0),
+    })
+}
+
+/// Parses a match (with optional priority) as `ovs-ofctl del-flows` takes it.
+pub fn parse_match(
+    text: &str,
+    ports: &dyn PortResolver,
+) -> Result<(Option<u16>, Match), FlowSyntaxError> {
+    let (m, a) = split_actions(text);
+    if a.is_some() {
+        return Err(FlowSyntaxError::UnexpectedActions);
+    }
+    let (extras, matcher) = parse_match_part(m, ports)?;
+    if extras.idle_timeout.is_some() {
+        return Err(FlowSyntaxError::NotInMatch("idle_timeout"));
+    }
+    if extras.hard_timeout.is_some() {
+        return Err(FlowSyntaxError::NotInMatch("hard_timeout"));
+    }
+    Ok((extras.priority, matcher))
+}
+
+/// Prints a match in the canonical order `ovs-ofctl dump-flows` uses.
+pub fn format_match(mt: &Match) -> String {
+    let (v, m) = (mt.value(), mt.mask());
+    fields::shorthand(v, m)
+        .into_iter()
+        .chain(FIELDS.iter().filter_map(|f| f.format(v, m)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn format_actions(actions: &[Action]) -> String {
+    actions
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Prints a flow so that [`parse_flow`] gives it back.
+pub fn format_flow(spec: &FlowSpec) -> String {
+    let m = format_match(&spec.matcher);
+    let sep = if m.is_empty() { "" } else { "," };
+    let mut timeouts = String::new();
+    if spec.idle_timeout != 0 {
+        timeouts += &format!("idle_timeout={},", spec.idle_timeout);
+    }
+    if spec.hard_timeout != 0 {
+        timeouts += &format!("hard_timeout={},", spec.hard_timeout);
+    }
+    format!(
+        "{timeouts}priority={}{sep}{m},actions={}",
+        spec.priority,
+        format_actions(&spec.actions)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::net::Ipv4Addr;
+    use vsw_packet::ethernet::EtherType;
+    use vsw_packet::key::{IPPROTO_TCP, IPPROTO_UDP};
+
+    fn names(n: &str) -> Option<u32> {
+        match n {
+            "sw0" => Some(1),
+            "sw1" => Some(2),
+            _ => None,
+        }
+    }
+
+    fn parse(s: &str) -> Result<FlowSpec, FlowSyntaxError> {
+        parse_flow(s, &names)
+    }
+
+    #[test]
+    fn the_issue_example() {
+        let f = parse("priority=100,in_port=1,udp,tp_dst=53,actions=drop").unwrap();
+        assert_eq!(f.priority, 100);
+        assert_eq!(f.actions, vec![Action::Drop]);
+        let (v, m) = (f.matcher.value(), f.matcher.mask());
+        assert_eq!((v.in_port, m.in_port), (1, u32::MAX));
+        assert_eq!(v.dl_type, EtherType::IPV4);
+        assert_eq!(v.nw_proto, IPPROTO_UDP);
+        assert_eq!((v.tp_dst, m.tp_dst), (53, 0xffff));
+        assert_eq!(
+            format_flow(&f),
+            "priority=100,udp,in_port=1,tp_dst=53,actions=drop"
+        );
+    }
+
+    #[test]
+    fn ports_by_name() {
+        let f = parse("in_port=sw0,actions=output:sw1").unwrap();
+        assert_eq!(f.matcher.value().in_port, 1);
+        assert_eq!(f.actions, vec![Action::Output(2)]);
+        assert_eq!(f.priority, DEFAULT_PRIORITY);
+        assert_eq!(
+            parse("in_port=nope,actions=drop"),
+            Err(FlowSyntaxError::UnknownPort("nope".into()))
+        );
+    }
+
+    #[test]
+    fn prefixes_and_masks() {
+        let f = parse("ip,nw_src=198.18.0.0/15,nw_dst=198.19.1.0/255.255.255.0,actions=normal")
+            .unwrap();
+        assert_eq!(f.matcher.mask().nw_src, 0xfffe_0000);
+        assert_eq!(f.matcher.mask().nw_dst, 0xffff_ff00);
+        assert_eq!(
+            format_flow(&f),
+            "priority=32768,ip,nw_src=198.18.0.0/15,nw_dst=198.19.1.0/24,actions=NORMAL"
+        );
+        let f = parse("dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=flood").unwrap();
+        assert_eq!(
+            format_flow(&f),
+            "priority=32768,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=FLOOD"
+        );
+    }
+
+    #[test]
+    fn errors_name_field_and_value() {
+        let e = parse("priority=1,nw_src=300.1.1.1,ip,actions=drop").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bad value '300.1.1.1' for nw_src: not an IPv4 address"
+        );
+        let e = parse("tp_dst=80,actions=drop").unwrap_err();
+        assert!(
+            e.to_string().contains("tp_dst needs a transport protocol"),
+            "{e}"
+        );
+        assert_eq!(
+            parse("frob=1,actions=drop"),
+            Err(FlowSyntaxError::UnknownField("frob".into()))
+        );
+        assert_eq!(parse("ip"), Err(FlowSyntaxError::NoActions));
+        assert_eq!(
+            parse("actions=explode"),
+            Err(FlowSyntaxError::UnknownAction("explode".into()))
+        );
+        assert_eq!(
+            parse("actions=drop,output:1"),
+            Err(FlowSyntaxError::DropWithOthers)
+        );
+        assert_eq!(
+            parse("ip,ip,actions=drop").ok().map(|f| f.priority),
+            Some(DEFAULT_PRIORITY)
+        );
+        assert!(parse("udp,tcp,actions=drop").is_err());
+        assert!(matches!(
+            parse("priority=70000,actions=drop"),
+            Err(FlowSyntaxError::BadValue { .. })
+        ));
+        assert!(matches!(
+            parse("dl_vlan=5000,actions=drop"),
+            Err(FlowSyntaxError::BadValue { .. })
+        ));
+        assert!(matches!(
+            parse("in_port=1,in_port=2,actions=drop"),
+            Err(FlowSyntaxError::Duplicate(_))
+        ));
+    }
+
+    #[test]
+    fn shorthands_and_vlan() {
+        for (text, canon) in [
+            ("arp,actions=normal", "priority=32768,arp,actions=NORMAL"),
+            (
+                "icmp,icmp_type=8,actions=drop",
+                "priority=32768,icmp,icmp_type=8,actions=drop",
+            ),
+            ("ipv6,actions=drop", "priority=32768,ipv6,actions=drop"),
+            (
+                "tcp6,tp_src=22,actions=drop",
+                "priority=32768,tcp6,tp_src=22,actions=drop",
+            ),
+            (
+                "dl_vlan=10,actions=1,2",
+                "priority=32768,dl_vlan=10,actions=output:1,output:2",
+            ),
+            (
+                "dl_vlan=0xffff,actions=drop",
+                "priority=32768,dl_vlan=0xffff,actions=drop",
+            ),
+            (
+                "dl_type=0x88cc,actions=drop",
+                "priority=32768,dl_type=0x88cc,actions=drop",
+            ),
+            (
+                "ip,nw_proto=47,actions=drop",
+                "priority=32768,ip,nw_proto=47,actions=drop",
+            ),
+            (
+                "udp,tp_dst=0x1000/0xf000 actions=drop",
+                "priority=32768,udp,tp_dst=0x1000/0xf000,actions=drop",
+            ),
+            (
+                "ipv6,ipv6_dst=2001:db8::/32,actions=drop",
+                "priority=32768,ipv6,ipv6_dst=2001:db8::/32,actions=drop",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_flow(&f), canon, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_field_of_the_key_round_trips() {
+        for (text, canon) in [
+            (
+                "tcp,nw_tos=184,nw_ecn=1,nw_ttl=64,tcp_flags=+syn-ack,actions=drop",
+                "priority=32768,tcp,nw_tos=184,nw_ecn=1,nw_ttl=64,tcp_flags=0x002/0x012,actions=drop",
+            ),
+            (
+                "ip,ip_dscp=46,ip_frag=later,actions=drop",
+                "priority=32768,ip,nw_tos=184,ip_frag=later,actions=drop",
+            ),
+            (
+                "ip,ip_frag=first,actions=drop",
+                "priority=32768,ip,ip_frag=first,actions=drop",
+            ),
+            (
+                "ipv6,ipv6_label=0x12345,actions=drop",
+                "priority=32768,ipv6,ipv6_label=0x12345,actions=drop",
+            ),
+            (
+                "arp,arp_op=2,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:02,actions=drop",
+                "priority=32768,arp,nw_proto=2,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:02,actions=drop",
+            ),
+            (
+                "icmp6,icmp_type=135,nd_target=2001:db8::2,nd_sll=02:00:00:00:00:01,actions=drop",
+                "priority=32768,icmp6,icmp_type=135,nd_target=2001:db8::2,nd_sll=02:00:00:00:00:01,actions=drop",
+            ),
+            (
+                "dl_vlan=10,dl_vlan_pcp=5,inner_vlan_tci=0x1014,actions=drop",
+                "priority=32768,dl_vlan=10,dl_vlan_pcp=5,inner_vlan_tci=0x1014,actions=drop",
+            ),
+            (
+                "dl_vlan_pcp=3,actions=drop",
+                "priority=32768,dl_vlan_pcp=3,actions=drop",
+            ),
+            (
+                "idle_timeout=10,hard_timeout=60,in_port=1,actions=drop",
+                "idle_timeout=10,hard_timeout=60,priority=32768,in_port=1,actions=drop",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_flow(&f), canon, "{text}");
+            assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+    }
+
+    #[test]
+    fn field_prerequisites_and_bad_values() {
+        for (text, needle) in [
+            ("nw_ttl=3,actions=drop", "nw_ttl needs ip or ipv6"),
+            ("udp,tcp_flags=+syn,actions=drop", "tcp_flags needs tcp"),
+            ("ip,ipv6_label=1,actions=drop", "ipv6_label needs ipv6"),
+            ("icmp6,nd_target=::1,actions=drop", "nd_target needs icmp6"),
+            ("ip,arp_sha=02:00:00:00:00:01,actions=drop", "needs arp"),
+            (
+                "tcp,tcp_flags=+syn+bogus,actions=drop",
+                "unknown TCP flag 'bogus'",
+            ),
+            ("ip,nw_tos=3,actions=drop", "ECN"),
+            ("ip,ip_frag=maybe,actions=drop", "one of no, yes"),
+            ("dl_vlan_pcp=8,actions=drop", "larger than 7"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_action_round_trips() {
+        let text = "tcp,actions=mod_dl_src:02:00:00:00:00:0a,mod_dl_dst:02:00:00:00:00:0b,push_vlan:0x8100,mod_vlan_vid:10,mod_vlan_pcp:3,strip_vlan,mod_nw_src:198.18.0.9,mod_nw_dst:198.18.0.10,mod_nw_tos:32,mod_tp_src:1000,mod_tp_dst:2000,dec_ttl,output:1,in_port,IN_PORT";
+        let f = parse(text).unwrap();
+        assert_eq!(f.actions.len(), 15);
+        assert_eq!(f.actions[14], Action::InPort);
+        let printed = format_flow(&f);
+        assert!(
+            printed.ends_with("mod_tp_dst:2000,dec_ttl,output:1,IN_PORT,IN_PORT"),
+            "{printed}"
+        );
+        assert_eq!(parse(&printed).unwrap(), f);
+    }
+
+    #[test]
+    fn rewrites_need_the_headers_they_rewrite() {
+        for (text, needle) in [
+            ("actions=mod_nw_src:1.2.3.4,output:1", "mod_nw_src needs ip"),
+            (
+                "ip,actions=mod_tp_dst:80,output:1",
+                "mod_tp_dst needs tcp, udp or sctp",
+            ),
+            ("arp,actions=dec_ttl,output:1", "dec_ttl needs ip or ipv6"),
+            ("ipv6,actions=mod_nw_dst:1.2.3.4", "mod_nw_dst needs ip"),
+            ("actions=push_vlan:0x0800", "0x8100 or 0x88a8"),
+            ("actions=mod_vlan_vid:4096", "larger than 4095"),
+            ("ip,actions=mod_nw_tos:33", "ECN bits clear"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+        assert!(parse("udp6,actions=mod_tp_dst:80,dec_ttl,output:1").is_ok());
+        assert_eq!(
+            parse_match("idle_timeout=5,in_port=1", &names),
+            Err(FlowSyntaxError::NotInMatch("idle_timeout"))
+        );
+    }
+
+    #[test]
+    fn match_for_del_flows() {
+        let (p, m) = parse_match("in_port=1", &names).unwrap();
+        assert_eq!(p, None);
+        assert_eq!(m.value().in_port, 1);
+        assert_eq!(
+            parse_match("in_port=1,actions=drop", &names),
+            Err(FlowSyntaxError::UnexpectedActions)
+        );
+    }
+
+    fn arb_spec() -> impl Strategy<Value = FlowSpec> {
+        (
+            any::<u16>(),
+            proptest::option::of(1u32..100),
+            proptest::option::of(0u16..4096),
+            prop_oneof![
+                Just(None),
+                Just(Some((EtherType::IPV4, None))),
+                Just(Some((EtherType::IPV4, Some(IPPROTO_UDP)))),
+                Just(Some((EtherType::IPV6, Some(IPPROTO_TCP)))),
+                Just(Some((EtherType::ARP, None)))
+            ],
+            0u32..=32,
+            any::<u32>(),
+            proptest::option::of(any::<u16>()),
+            proptest::collection::vec(
+                prop_oneof![
+                    (1u32..10).prop_map(Action::Output),
+                    Just(Action::Normal),
+                    Just(Action::Flood)
+                ],
+                0..3,
+            ),
+        )
+            .prop_map(|(priority, port, vlan, l3, plen, addr, tp, actions)| {
+                let mut text = format!("priority={priority}");
+                if let Some(p) = port {
+                    text += &format!(",in_port={p}");
+                }
+                if let Some(v) = vlan {
+                    text += &format!(",dl_vlan={v}");
+                }
+                match l3 {
+                    Some((EtherType::IPV4, None)) => {
+                        text += &format!(",ip,nw_dst={}/{plen}", Ipv4Addr::from(addr))
+                    }
+                    Some((EtherType::IPV4, Some(_))) => {
+                        text += ",udp";
+                        if let Some(t) = tp {
+                            text += &format!(",tp_dst={t}");
+                        }
+                    }
+                    Some((EtherType::IPV6, _)) => {
+                        text += &format!(",tcp6,ipv6_src=2001:db8::{:x}", addr & 0xffff)
+                    }
+                    Some(_) => text += &format!(",arp,nw_src={}", Ipv4Addr::from(addr)),
+                    None => {}
+                }
+                let acts: Vec<String> = actions.iter().map(|a| a.to_string()).collect();
+                text += &format!(
+                    ",actions={}",
+                    if acts.is_empty() {
+                        "drop".into()
+                    } else {
+                        acts.join(",")
+                    }
+                );
+                parse_flow(&text, &names).unwrap_or_else(|e| panic!("{text}: {e}"))
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn print_then_parse_is_identity(spec in arb_spec()) {
+            let text = format_flow(&spec);
+            let again = parse_flow(&text, &names).unwrap();
+            prop_assert_eq!(again, spec);
+        }
+
+        #[test]
+        fn garbage_never_panics(s in "[a-z_=0-9,./:x ]{0,60}") {
+            let _ = parse_flow(&s, &names);
+            let _ = parse_match(&s, &names);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! How values are written in flows: numbers (decimal or hex, with masks), addresses
+//! with prefixes or masks, ports by number or name, TCP flags by name.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use vsw_packet::MacAddr;
+
+use super::{FlowSyntaxError, PortResolver};
+
+pub(crate) fn bad(field: &str, value: &str, why: impl Into<String>) -> FlowSyntaxError {
+    FlowSyntaxError::BadValue {
+        field: field.to_string(),
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+pub(crate) fn parse_uint(field: &str, s: &str, max: u128) -> Result<u128, FlowSyntaxError> {
+    let v = if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u128::from_str_radix(hex, 16)
+    } else {
+        s.parse::<u128>()
+    }
+    .map_err(|_| bad(field, s, "not a number"))?;
+    if v > max {
+        return Err(bad(field, s, format!("larger than {max}")));
+    }
+    Ok(v)
+}
+
+/// `value` or `value/mask`, both integers.
+pub(crate) fn parse_masked_uint(
+    field: &str,
+    s: &str,
+    max: u128,
+) -> Result<(u128, u128), FlowSyntaxError> {
+    match s.split_once('/') {
+        Some((v, m)) => Ok((parse_uint(field, v, max)?, parse_uint(field, m, max)?)),
+        None => Ok((parse_uint(field, s, max)?, max)),
+    }
+}
+
+pub(crate) fn prefix_mask(bits: u32, len: u32) -> u128 {
+    let all = if bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    if len == 0 {
+        0
+    } else {
+        (all << (bits - len)) & all
+    }
+}
+
+pub(crate) fn parse_ipv4(field: &str, s: &str) -> Result<(u128, u128), FlowSyntaxError> {
+    let (addr, mask) = s.split_once('/').map_or((s, None), |(a, m)| (a, Some(m)));
+    let a: Ipv4Addr = addr
+        .parse()
+        .map_err(|_| bad(field, s, "not an IPv4 address"))?;
+    let m = match mask {
+        None => prefix_mask(32, 32),
+        Some(m) => match m.parse::<u32>() {
+            Ok(len) if len <= 32 => prefix_mask(32, len),
+            Ok(_) => return Err(bad(field, s, "prefix longer than 32")),
+            Err(_) => u128::from(u32::from(
+                m.parse::<Ipv4Addr>()
+                    .map_err(|_| bad(field, s, "bad mask"))?,
+            )),
+        },
+    };
+    Ok((u128::from(u32::from(a)), m))
+}
+
+pub(crate) fn parse_ipv6(field: &str, s: &str) -> Result<(u128, u128), FlowSyntaxError> {
+    let (addr, mask) = s.split_once('/').map_or((s, None), |(a, m)| (a, Some(m)));
+    let a: Ipv6Addr = addr
+        .parse()
+        .map_err(|_| bad(field, s, "not an IPv6 address"))?;
+    let m = match mask {
+        None => u128::MAX,
+        Some(m) => match m.parse::<u32>() {
+            Ok(len) if len <= 128 => prefix_mask(128, len),
+            Ok(_) => return Err(bad(field, s, "prefix longer than 128")),
+            Err(_) => u128::from(
+                m.parse::<Ipv6Addr>()
+                    .map_err(|_| bad(field, s, "bad mask"))?,
+            ),
+        },
+    };
+    Ok((u128::from(a), m))
+}
+
+pub(crate) fn parse_mac(field: &str, s: &str) -> Result<(MacAddr, MacAddr), FlowSyntaxError> {
+    let (addr, mask) = s.split_once('/').map_or((s, None), |(a, m)| (a, Some(m)));
+    let a: MacAddr = addr
+        .parse()
+        .map_err(|e: vsw_packet::mac::BadMac| bad(field, s, e.to_string()))?;
+    let m = match mask {
+        None => MacAddr::BROADCAST,
+        Some(m) => m
+            .parse()
+            .map_err(|e: vsw_packet::mac::BadMac| bad(field, s, e.to_string()))?,
+    };
+    Ok((a, m))
+}
+
+pub(crate) fn parse_port(
+    field: &str,
+    s: &str,
+    ports: &dyn PortResolver,
+) -> Result<u32, FlowSyntaxError> {
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        let v = parse_uint(field, s, u128::from(u32::MAX))?;
+        return Ok(v as u32);
+    }
+    ports
+        .port_no(s)
+        .ok_or_else(|| FlowSyntaxError::UnknownPort(s.to_string()))
+}
+
+/// TCP flags by name, in OVS's `+syn-ack` form, or as a number with an optional mask.
+pub(crate) fn parse_tcp_flags(field: &str, v: &str) -> Result<(u16, u16), FlowSyntaxError> {
+    if !v.starts_with(['+', '-']) {
+        let (val, mask) = parse_masked_uint(field, v, 0x0fff)?;
+        return Ok((val as u16, mask as u16));
+    }
+    let (mut val, mut mask) = (0u16, 0u16);
+    let mut rest = v;
+    while let Some(sign) = rest.chars().next() {
+        let body = &rest[1..];
+        let end = body.find(['+', '-']).unwrap_or(body.len());
+        let name = &body[..end];
+        let bit = TCP_FLAG_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b)
+            .ok_or_else(|| bad(field, v, format!("unknown TCP flag '{name}'")))?;
+        match sign {
+            '+' => val |= bit,
+            '-' => {}
+            _ => return Err(bad(field, v, "flags are written +name or -name")),
+        }
+        mask |= bit;
+        rest = &body[end..];
+    }
+    Ok((val, mask))
+}
+
+pub(crate) const TCP_FLAG_NAMES: [(&str, u16); 9] = [
+    ("fin", 0x001),
+    ("syn", 0x002),
+    ("rst", 0x004),
+    ("psh", 0x008),
+    ("ack", 0x010),
+    ("urg", 0x020),
+    ("ece", 0x040),
+    ("cwr", 0x080),
+    ("ns", 0x100),
+];
+
+pub(crate) fn masked16(field: &str, v: &str) -> Result<(u16, u16), FlowSyntaxError> {
+    let (a, m) = parse_masked_uint(field, v, 0xffff)?;
+    Ok((a as u16, m as u16))
+}
+
+pub(crate) fn format_ipv4(v: u128, m: u128) -> String {
+    let a = Ipv4Addr::from(v as u32);
+    let m32 = m as u32;
+    if m32 == u32::MAX {
+        a.to_string()
+    } else if m32.leading_ones() + m32.trailing_zeros() == 32 {
+        format!("{a}/{}", m32.leading_ones())
+    } else {
+        format!("{a}/{}", Ipv4Addr::from(m32))
+    }
+}
+
+pub(crate) fn format_ipv6(v: u128, m: u128) -> String {
+    let a = Ipv6Addr::from(v);
+    if m == u128::MAX {
+        a.to_string()
+    } else if m.leading_ones() + m.trailing_zeros() == 128 {
+        format!("{a}/{}", m.leading_ones())
+    } else {
+        format!("{a}/{}", Ipv6Addr::from(m))
+    }
+}
+
+pub(crate) fn format_u16(v: u16, m: u16) -> String {
+    if m == 0xffff {
+        v.to_string()
+    } else {
+        format!("0x{v:04x}/0x{m:04x}")
+    }
+}
+
+/// A MAC address, with its mask unless it is exact.
+pub(crate) fn format_mac(val: MacAddr, mask: MacAddr) -> String {
+    if mask == MacAddr::BROADCAST {
+        val.to_string()
+    } else {
+        format!("{val}/{mask}")
+    }
+}
