@@ -108,7 +108,7 @@ fn a_bad_mtu_request_is_refused_and_changes_nothing() {
     }
     let out = d.ctl(&["add-port", "r1", "type=ring", "mtu_request=9000"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("afpacket ports"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not to ring ports"));
     let after = d.port(&b.port);
     assert_eq!((after.mtu, after.options), (before.mtu, before.options));
 }

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
+pub mod class;
 #[allow(unsafe_code)]
 pub mod ebpf;
 #[allow(unsafe_code)]

@@ -1,31 +1,23 @@
 //! `KEY=VALUE` options of the switch and of ports: what is known, what values mean.
 
-use std::collections::BTreeMap;
-
 use vsw_datapath::txbatch::{self, FlushSetting};
 use vsw_datapath::RxqAssign;
-use vsw_netdev::afpacket::AfPacketMode;
+use vsw_netdev::class::{join_and, PortClass, PortClasses};
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OptionError {
-    #[error("'{0}' is not KEY=VALUE")]
-    NotKeyValue(String),
-    #[error("unknown option '{key}' (known: {known})")]
-    Unknown { key: String, known: &'static str },
-    #[error("bad value '{value}' for {key}: {why}")]
-    BadValue {
-        key: String,
-        value: String,
-        why: String,
-    },
-}
-
-pub type Options = BTreeMap<String, String>;
+pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
     "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval";
-pub const PORT_OPTIONS: &str =
-    "type, afpacket-mode, ofport_request, mtu_request, pmd-rxq-affinity, tx-flush-interval, vhost-server-path, vhost-sock-mode, vhost-sock-group, ring-flows, ring-frame-size, ring-rate, offload, offload-capacity";
+/// Options every port takes, whatever its class (a class's own are its).
+pub const COMMON_PORT_OPTIONS: &[&str] = &[
+    "type",
+    "ofport_request",
+    "mtu_request",
+    "pmd-rxq-affinity",
+    "tx-flush-interval",
+    "offload",
+    "offload-capacity",
+];
 
 /// Splits `KEY=VALUE` words into a map; later words win.
 pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
@@ -38,14 +30,6 @@ pub fn parse_pairs(words: &[String]) -> Result<Options, OptionError> {
         out.insert(k.to_string(), v.to_string());
     }
     Ok(out)
-}
-
-fn bad(key: &str, value: &str, why: impl Into<String>) -> OptionError {
-    OptionError::BadValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        why: why.into(),
-    }
 }
 
 /// CPUs this process may run on, as they were when first asked: vswd narrows its own
@@ -136,7 +120,7 @@ impl SwitchOptions {
                 _ => {
                     return Err(OptionError::Unknown {
                         key: k.clone(),
-                        known: SWITCH_OPTIONS,
+                        known: SWITCH_OPTIONS.into(),
                     })
                 }
             }
@@ -216,47 +200,20 @@ pub fn parse_rxq_affinity(v: &str) -> Result<Vec<(usize, usize)>, OptionError> {
     Ok(pins)
 }
 
-/// What kind of device a port is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PortType {
-    /// A Linux interface, through AF_PACKET.
-    #[default]
-    Afpacket,
-    /// In memory: replays generated frames and discards what it is sent, to measure
-    /// the datapath alone.
-    Ring,
-    /// A tap interface vsw creates (with virtio-net headers and offloads).
-    Tap,
-    /// A vhost-user socket vsw listens on; a VM's frontend connects.
-    VhostUser,
-    /// A vhost-user socket the VM's QEMU created; vsw connects (and reconnects).
-    VhostUserClient,
-}
-
-/// A port's options, validated.
+/// A port's options that every class takes, validated; its class's own options are
+/// checked by the class ([`PortClass::configure`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortOptions {
-    pub port_type: PortType,
-    pub mode: AfPacketMode,
+    pub class: &'static dyn PortClass,
+    /// The options only ports of its class take, as given.
+    pub class_options: Options,
     pub ofport_request: Option<u32>,
     /// Queue → core pins.
     pub rxq_affinity: Vec<(usize, usize)>,
-    /// `ring` ports: distinct UDP flows in the generated frames (0 = generate nothing).
-    pub ring_flows: u32,
-    /// `ring-rate`: frames per second the ring source gives (0: unpaced).
-    pub ring_rate: u64,
-    pub ring_frame_size: usize,
-    /// The MTU to give the interface (afpacket ports).
+    /// The MTU to give the port (its interface's, or vsw's own for a guest).
     pub mtu_request: Option<u32>,
-    /// `tx-flush-interval` of this port (or the switch's).
+    /// `tx-flush-interval` of this port (or its class's default).
     pub tx_flush: FlushSetting,
-    /// `vhost-server-path`: where a vhostuser port listens.
-    pub vhost_server_path: Option<String>,
-    /// `vhost-sock-mode`: the permission bits of a vhostuser port's socket (0600).
-    pub vhost_sock_mode: u32,
-    /// `vhost-sock-group`: the group that owns it (a name or a number), so that a
-    /// frontend running as another user (libvirt's QEMU) can connect.
-    pub vhost_sock_group: Option<String>,
     /// `offload`: the provider that takes this port's flows (with `hw-offload=true`).
     pub offload: Option<OffloadKind>,
     /// `offload-capacity`: the most flows the provider holds.
@@ -272,87 +229,38 @@ pub enum OffloadKind {
     Ebpf,
 }
 
-/// A vhostuser socket's mode when none is set: only its owner (root) may connect.
-pub const DEFAULT_VHOST_SOCK_MODE: u32 = 0o600;
-
 /// `offload-capacity` when none is set.
 pub const DEFAULT_OFFLOAD_CAPACITY: usize = 1024;
-
-impl Default for PortOptions {
-    fn default() -> Self {
-        PortOptions {
-            port_type: PortType::Afpacket,
-            mode: AfPacketMode::default(),
-            ofport_request: None,
-            rxq_affinity: Vec::new(),
-            ring_flows: 0,
-            ring_rate: 0,
-            ring_frame_size: 64,
-            mtu_request: None,
-            tx_flush: FlushSetting::Switch,
-            vhost_server_path: None,
-            vhost_sock_mode: DEFAULT_VHOST_SOCK_MODE,
-            vhost_sock_group: None,
-            offload: None,
-            offload_capacity: DEFAULT_OFFLOAD_CAPACITY,
-        }
-    }
-}
 
 /// The highest port number (OpenFlow's OFPP_MAX).
 pub const MAX_PORT_NO: u32 = 0xff00;
 
 impl PortOptions {
-    pub fn from_options(opts: &Options) -> Result<PortOptions, OptionError> {
-        let mut out = PortOptions::default();
+    /// Reads the options every port takes, and sorts out its class's own; an option
+    /// no class takes, or that another class takes, is refused by name.
+    pub fn from_options(opts: &Options, classes: &PortClasses) -> Result<PortOptions, OptionError> {
+        let class = match opts.get("type") {
+            Some(t) => classes
+                .get(t)
+                .ok_or_else(|| bad("type", t, format!("port types are {}", classes.names())))?,
+            None => classes.default_class(),
+        };
+        let mut out = PortOptions {
+            class,
+            class_options: Options::new(),
+            ofport_request: None,
+            rxq_affinity: Vec::new(),
+            mtu_request: None,
+            tx_flush: class.default_tx_flush(),
+            offload: None,
+            offload_capacity: DEFAULT_OFFLOAD_CAPACITY,
+        };
         for (k, v) in opts {
             match k.as_str() {
-                "type" => {
-                    out.port_type =
-                        match v.as_str() {
-                            "afpacket" => PortType::Afpacket,
-                            "ring" => PortType::Ring,
-                            "tap" => PortType::Tap,
-                            "vhostuser" => PortType::VhostUser,
-                            "vhostuserclient" => PortType::VhostUserClient,
-                            _ => return Err(bad(
-                                k,
-                                v,
-                                "port types are afpacket, tap, vhostuser, vhostuserclient and ring",
-                            )),
-                        }
-                }
+                "type" => {}
                 "pmd-rxq-affinity" => out.rxq_affinity = parse_rxq_affinity(v)?,
                 "tx-flush-interval" => {
                     out.tx_flush = v.parse().map_err(|e: String| bad(k, v, e))?
-                }
-                "vhost-server-path" => {
-                    if !v.starts_with('/') {
-                        return Err(bad(k, v, "an absolute path for the socket"));
-                    }
-                    out.vhost_server_path = Some(v.clone())
-                }
-                "vhost-sock-mode" => {
-                    out.vhost_sock_mode = u32::from_str_radix(v, 8)
-                        .ok()
-                        .filter(|m| *m <= 0o777 && m & 0o600 == 0o600)
-                        .ok_or_else(|| {
-                            bad(
-                            k,
-                            v,
-                            "permission bits in octal that let the owner read and write, e.g. 0660",
-                        )
-                        })?
-                }
-                "vhost-sock-group" => {
-                    let name_ok = !v.is_empty()
-                        && v.len() <= 32
-                        && v.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-                    if !name_ok {
-                        return Err(bad(k, v, "a group name or number"));
-                    }
-                    out.vhost_sock_group = Some(v.clone())
                 }
                 "mtu_request" => {
                     out.mtu_request = Some(
@@ -361,13 +269,6 @@ impl PortOptions {
                             .filter(|n| (68..=65_535).contains(n))
                             .ok_or_else(|| bad(k, v, "an MTU, 68..65535"))?,
                     )
-                }
-                "ring-flows" => {
-                    out.ring_flows = v
-                        .parse()
-                        .ok()
-                        .filter(|n| *n <= 1_000_000)
-                        .ok_or_else(|| bad(k, v, "a number of flows, 0..1000000"))?
                 }
                 "offload" => {
                     out.offload = match v.as_str() {
@@ -386,25 +287,6 @@ impl PortOptions {
                         .filter(|n| (1..=1_000_000).contains(n))
                         .ok_or_else(|| bad(k, v, "a number of flows, 1..1000000"))?
                 }
-                "ring-rate" => {
-                    out.ring_rate = v
-                        .parse()
-                        .ok()
-                        .filter(|n| *n <= 100_000_000)
-                        .ok_or_else(|| bad(k, v, "frames per second, 0 (unpaced)..100000000"))?
-                }
-                "ring-frame-size" => {
-                    out.ring_frame_size = v
-                        .parse()
-                        .ok()
-                        .filter(|n| (64..=1518).contains(n))
-                        .ok_or_else(|| bad(k, v, "a frame size on the wire, 64..1518"))?
-                }
-                "afpacket-mode" => {
-                    out.mode = v
-                        .parse()
-                        .map_err(|e: vsw_netdev::afpacket::BadMode| bad(k, v, e.to_string()))?
-                }
                 "ofport_request" => {
                     let n: u32 = v.parse().map_err(|_| bad(k, v, "not a port number"))?;
                     if n == 0 || n > MAX_PORT_NO {
@@ -412,44 +294,43 @@ impl PortOptions {
                     }
                     out.ofport_request = Some(n);
                 }
+                _ if class.options().iter().any(|o| o.key == k) => {
+                    out.class_options.insert(k.clone(), v.clone());
+                }
                 _ => {
+                    let taking = classes.taking(k);
+                    if !taking.is_empty() {
+                        return Err(bad(
+                            k,
+                            v,
+                            format!("applies to {} ports", join_and(taking.into_iter())),
+                        ));
+                    }
+                    let known: Vec<&str> = COMMON_PORT_OPTIONS
+                        .iter()
+                        .copied()
+                        .chain(classes.option_keys())
+                        .collect();
                     return Err(OptionError::Unknown {
                         key: k.clone(),
-                        known: PORT_OPTIONS,
-                    })
+                        known: known.join(", "),
+                    });
                 }
             }
         }
-        // A vhost-user guest may poll or wait for interrupts: `auto` follows it.
-        let vhost = matches!(
-            out.port_type,
-            PortType::VhostUser | PortType::VhostUserClient
-        );
-        if vhost && out.tx_flush == FlushSetting::Switch {
-            out.tx_flush = FlushSetting::Auto;
-        }
-        let sets_socket = opts.contains_key("vhost-sock-mode") || out.vhost_sock_group.is_some();
-        if sets_socket && out.port_type != PortType::VhostUser {
-            return Err(bad(
-                if out.vhost_sock_group.is_some() {
-                    "vhost-sock-group"
-                } else {
-                    "vhost-sock-mode"
-                },
-                opts.get("vhost-sock-group")
-                    .or(opts.get("vhost-sock-mode"))
-                    .map_or("", String::as_str),
-                "applies to vhostuser ports (whose socket vsw creates)",
-            ));
-        }
-        if out.port_type == PortType::VhostUserClient && out.vhost_server_path.is_none() {
-            return Err(bad(
-                "vhost-server-path",
-                "",
-                "a vhostuserclient port connects to the VM's socket: name it",
-            ));
-        }
         Ok(out)
+    }
+
+    /// Writes out what the port is (its type and its class's saved defaults), so that
+    /// a later vsw with other defaults keeps it as it was.
+    pub fn write_out_defaults(&self, opts: &mut Options) {
+        opts.entry("type".into())
+            .or_insert_with(|| self.class.name().into());
+        for o in self.class.options() {
+            if let Some(d) = o.saved_default {
+                opts.entry(o.key.into()).or_insert_with(|| d.into());
+            }
+        }
     }
 }
 
@@ -498,29 +379,60 @@ mod tests {
 
     #[test]
     fn port_options() {
-        let o = PortOptions::from_options(
-            &parse_pairs(&words(&["afpacket-mode=mmsg", "ofport_request=7"])).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(o.mode, AfPacketMode::Mmsg);
+        let classes = PortClasses::standard();
+        let port =
+            |w: &[&str]| PortOptions::from_options(&parse_pairs(&words(w)).unwrap(), &classes);
+        let o = port(&["afpacket-mode=mmsg", "ofport_request=7"]).unwrap();
+        assert_eq!(o.class.name(), "afpacket");
         assert_eq!(o.ofport_request, Some(7));
-        let e = PortOptions::from_options(&parse_pairs(&words(&["afpacket-mode=fast"])).unwrap())
-            .unwrap_err();
-        assert_eq!(e.to_string(), "bad value 'fast' for afpacket-mode: afpacket-mode must be 'ring', 'ring-v3' or 'mmsg', not 'fast'");
-        let e = PortOptions::from_options(&parse_pairs(&words(&["mtu=1"])).unwrap()).unwrap_err();
-        assert!(e.to_string().starts_with("unknown option 'mtu'"));
-        assert!(
-            PortOptions::from_options(&parse_pairs(&words(&["ofport_request=0"])).unwrap())
-                .is_err()
+        assert_eq!(
+            o.class_options.get("afpacket-mode").map(String::as_str),
+            Some("mmsg")
         );
-        let o = PortOptions::from_options(
-            &parse_pairs(&words(&["type=ring", "ring-rate=100000"])).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(o.ring_rate, 100_000);
-        let e = PortOptions::from_options(&parse_pairs(&words(&["ring-rate=-1"])).unwrap())
-            .unwrap_err();
-        assert!(e.to_string().contains("ring-rate"), "{e}");
+        let e = port(&["mtu=1"]).unwrap_err();
+        assert!(e.to_string().starts_with("unknown option 'mtu'"));
+        assert!(e.to_string().contains("afpacket-mode"), "{e}");
+        assert!(port(&["ofport_request=0"]).is_err());
+        let e = port(&["type=bogus"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("port types are afpacket, tap, vhostuser, vhostuserclient and ring"),
+            "{e}"
+        );
+        // Another class's option names the classes that take it.
+        let e = port(&["type=tap", "ring-rate=10"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bad value '10' for ring-rate: applies to ring ports"
+        );
+        let e = port(&["vhost-server-path=/x"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("applies to vhostuser and vhostuserclient ports"),
+            "{e}"
+        );
+        // A guest may poll: its port follows it unless told otherwise.
+        assert_eq!(
+            port(&["type=vhostuser"]).unwrap().tx_flush,
+            FlushSetting::Auto
+        );
+        assert_eq!(port(&["type=tap"]).unwrap().tx_flush, FlushSetting::Switch);
+    }
+
+    #[test]
+    fn saved_defaults_are_written_out() {
+        let classes = PortClasses::standard();
+        let mut opts = Options::new();
+        let o = PortOptions::from_options(&opts, &classes).unwrap();
+        o.write_out_defaults(&mut opts);
+        assert_eq!(
+            opts,
+            parse_pairs(&words(&["type=afpacket", "afpacket-mode=ring"])).unwrap()
+        );
+        let mut opts = parse_pairs(&words(&["type=ring"])).unwrap();
+        let o = PortOptions::from_options(&opts, &classes).unwrap();
+        o.write_out_defaults(&mut opts);
+        assert_eq!(opts, parse_pairs(&words(&["type=ring"])).unwrap());
     }
 
     #[test]

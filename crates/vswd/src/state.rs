@@ -85,8 +85,9 @@ fn temporary(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Fills in what schema 2 makes explicit in a port's options.
-pub fn explicit_port_options(options: &mut Options) {
+/// Writes out what schema 1 left implicit in a port's options: its defaults then
+/// (`type=afpacket`, `afpacket-mode=ring`), whatever the classes' defaults are now.
+fn explicit_v1_port_options(options: &mut Options) {
     let t = options
         .entry("type".into())
         .or_insert_with(|| "afpacket".into())
@@ -145,7 +146,7 @@ impl SavedState {
         let migrated_from = (version < STATE_VERSION).then_some(version);
         if version < 2 {
             for p in &mut state.ports {
-                explicit_port_options(&mut p.options);
+                explicit_v1_port_options(&mut p.options);
             }
         }
         state.version = STATE_VERSION;

@@ -1,27 +1,26 @@
 //! The switch as the control plane sees it: ports by name, options, flows. Applies
 //! commands to the datapath, validating each completely before changing anything, and
-//! persists the result.
+//! persists the result. Ports are known through their class (`vsw_netdev::class`):
+//! nothing here depends on what kind of device a port is.
 
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use vsw_datapath::txbatch::FlushSetting;
 use vsw_datapath::{Datapath, DatapathError, PmdConfig, PortHandle, PortQueues, PortStats};
 use vsw_flow::syntax::{format_actions, format_flow, format_match};
 use vsw_flow::{parse_flow, parse_match, Classifier, FlowSyntaxError};
-use vsw_netdev::{afpacket, interface, NetdevError};
+use vsw_netdev::class::{
+    join_and, ClassEnv, MtuHandling, OnChange, PortClasses, PortDevice, PortError, Presence,
+};
+use vsw_netdev::{interface, NetdevError};
 
 use crate::offload::{OffloadPort, Offloads};
-use crate::options::{
-    self, OptionError, Options, PortOptions, PortType, SwitchOptions, MAX_PORT_NO,
-};
+use crate::options::{self, OptionError, Options, PortOptions, SwitchOptions, MAX_PORT_NO};
 use crate::protocol::{FlowInfo, PortInfo, Request, ShowInfo};
-use crate::state::{
-    explicit_port_options, PendingState, SavedPort, SavedState, StateError, STATE_VERSION,
-};
-use vsw_datapath::txbatch::FlushSetting;
+use crate::state::{PendingState, SavedPort, SavedState, StateError, STATE_VERSION};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {
@@ -48,17 +47,20 @@ pub enum SwitchError {
     #[error(transparent)]
     Netdev(#[from] NetdevError),
     #[error(transparent)]
+    Port(#[from] PortError),
+    #[error(transparent)]
     Datapath(#[from] DatapathError),
     #[error(transparent)]
     State(#[from] StateError),
     #[error("state file {path}: {why}")]
     BadState { path: PathBuf, why: String },
-    #[error("cannot set the MTU of {port} to {mtu}: {why}")]
-    Mtu { port: String, mtu: u32, why: String },
-    #[error("mtu_request applies to afpacket ports (the interface's MTU) and vhost-user ports")]
-    MtuOnRing,
+    #[error("mtu_request applies to {applies_to} ports, not to {class} ports")]
+    MtuNotSet {
+        class: &'static str,
+        applies_to: String,
+    },
     #[error("vhost-user socket {path}: {why}")]
-    VhostSocket { path: PathBuf, why: String },
+    SocketTaken { path: PathBuf, why: String },
     #[error("{0} is fixed when a port is added; del-port and add-port it again to change it")]
     FixedOption(&'static str),
     #[error("debug commands are off (vswd started with VSWD_FAULT_INJECTION=1 takes them)")]
@@ -74,14 +76,12 @@ struct Port {
     name: String,
     options: Options,
     parsed: PortOptions,
+    /// The device, as its class handles it.
+    device: Box<dyn PortDevice>,
     stats: Arc<PortStats>,
     link: Link,
-    /// Why the interface does not have the MTU asked for, when it does not.
+    /// Why the port does not have the MTU asked for, when it does not.
     mtu_problem: Option<String>,
-    /// What a vhost-user guest did wrong, and how it receives.
-    guest: Option<Arc<vsw_netdev::vhost::GuestStatus>>,
-    /// vsw's receiving socket of an afpacket port (for the offload socket filter).
-    rx_socket: Option<OwnedFd>,
     /// How many times the device was opened: a new socket needs a new fast path.
     opened: u64,
 }
@@ -90,10 +90,12 @@ pub struct Switch {
     dp: Datapath,
     options: Options,
     ports: BTreeMap<u32, Port>,
+    /// The kinds of port there are.
+    classes: PortClasses,
+    /// What ports' classes need to know of where vswd runs.
+    env: ClassEnv,
     state_file: PathBuf,
     socket: String,
-    /// The control socket's directory: vhost-user sockets go there by default.
-    run_dir: PathBuf,
     /// The offload managers of ports that name a provider.
     offloads: Offloads,
     /// Timed-out flows could not be removed (the state file could not be written).
@@ -105,10 +107,19 @@ fn now_ms() -> u64 {
 }
 
 impl Switch {
-    /// Starts the datapath and restores the saved configuration. A state file that
-    /// cannot be read or makes no sense is an error: nothing starts and the file is
-    /// left as it is.
+    /// Starts the datapath with vsw's port classes and restores the saved
+    /// configuration. A state file that cannot be read or makes no sense is an error:
+    /// nothing starts and the file is left as it is.
     pub fn start(state_file: &Path, socket: &str) -> Result<Switch, SwitchError> {
+        Switch::start_with(state_file, socket, PortClasses::standard())
+    }
+
+    /// [`Switch::start`] with these port classes.
+    pub fn start_with(
+        state_file: &Path,
+        socket: &str,
+        classes: PortClasses,
+    ) -> Result<Switch, SwitchError> {
         let (saved, migrated_from) = SavedState::load(state_file)?.unwrap_or((
             SavedState {
                 version: STATE_VERSION,
@@ -139,11 +150,16 @@ impl Switch {
             path: state_file.to_path_buf(),
             why,
         };
+        let env = ClassEnv {
+            run_dir: Path::new(socket)
+                .parent()
+                .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
+        };
         let sw_opts =
             SwitchOptions::from_options(&saved.options).map_err(|e| bad(e.to_string()))?;
         let mut ports = BTreeMap::new();
         for p in &saved.ports {
-            let parsed = PortOptions::from_options(&p.options)
+            let (parsed, device) = configure(&classes, &env, &p.name, &p.options)
                 .map_err(|e| bad(format!("port {}: {e}", p.name)))?;
             if p.no == 0 || p.no > MAX_PORT_NO || ports.contains_key(&p.no) {
                 return Err(bad(format!(
@@ -157,13 +173,12 @@ impl Switch {
                     name: p.name.clone(),
                     options: p.options.clone(),
                     parsed,
+                    device,
                     stats: Arc::new(PortStats::default()),
                     link: Link::Down {
                         why: "not attached yet".into(),
                     },
                     mtu_problem: None,
-                    guest: None,
-                    rx_socket: None,
                     opened: 0,
                 },
             );
@@ -188,28 +203,17 @@ impl Switch {
             dp,
             options: saved.options,
             ports,
+            classes,
+            env,
             state_file: state_file.to_path_buf(),
             socket: socket.to_string(),
-            run_dir: Path::new(socket)
-                .parent()
-                .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
             offloads: Offloads::default(),
             expiry_failing: false,
         };
-        // Fast paths an earlier run left in the kernel (it was killed, or crashed)
-        // forward with that run's rules: they go before anything is attached.
+        // What an earlier run left on the devices (a kernel fast path forwarding with
+        // that run's rules, when it was killed) goes before anything is attached.
         for p in sw.ports.values() {
-            if p.parsed.port_type == PortType::Afpacket {
-                match vsw_netdev::ebpf::remove_leftovers(&p.name) {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::warn!(port = %p.name, programs = n, "removed an earlier run's offload fast path")
-                    }
-                    Err(e) => {
-                        tracing::warn!(port = %p.name, error = %e, "cannot look for an earlier run's offload fast path")
-                    }
-                }
-            }
+            p.parsed.class.remove_leftovers(&p.name);
         }
         let nos: Vec<u32> = sw.ports.keys().copied().collect();
         for no in nos {
@@ -242,7 +246,7 @@ impl Switch {
                 Link::Up { ifindex } if ifindex != 0 => Some(ifindex),
                 _ => None,
             },
-            rx_socket: p.rx_socket.as_ref(),
+            rx_socket: p.device.offload_socket(),
             opened: p.opened,
         });
         self.offloads.sync(&sw, ports);
@@ -314,65 +318,69 @@ impl Switch {
 
     /// Opens port `no`'s device and hands it to the datapath; on failure the port
     /// stays down with the reason.
+    /// Opens port `no`'s device and hands it to the datapath; on failure the port
+    /// stays down with the reason.
     fn try_attach(&mut self, no: u32) {
         let Some(port) = self.ports.get_mut(&no) else {
             return;
         };
-        let ifindex = match port.parsed.port_type {
-            PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient => 0,
-            PortType::Afpacket => match interface::index(&port.name) {
-                Some(i) => i,
-                None => {
-                    port.link = Link::Down {
-                        why: "interface does not exist".into(),
-                    };
-                    return;
-                }
-            },
+        let ifindex = match port.device.presence() {
+            Presence::Own => 0,
+            Presence::Interface(Some(i)) => i,
+            Presence::Interface(None) => {
+                port.link = Link::Down {
+                    why: "interface does not exist".into(),
+                };
+                return;
+            }
         };
-        // The MTU asked for is given before the device is opened (its rings are
-        // sized by it); a refusal leaves the port up with the MTU it has, and says why.
+        // The MTU asked for is given before the device is opened (an interface's rings
+        // are sized by it); a refusal leaves the port up with the MTU it has, and says why.
         port.mtu_problem = None;
-        if let (Some(mtu), PortType::Afpacket) = (port.parsed.mtu_request, port.parsed.port_type) {
-            if let Err(e) = apply_mtu(&port.name, mtu) {
-                tracing::warn!(port = %port.name, error = %e, "mtu_request refused");
-                port.mtu_problem = Some(e.to_string());
-            }
+        if let Err(e) = port.device.set_mtu(port.parsed.mtu_request) {
+            tracing::warn!(port = %port.name, error = %e, "mtu_request refused");
+            port.mtu_problem = Some(e.to_string());
         }
-        let result = open_device(&port.name, &port.parsed, &self.run_dir).and_then(|o| {
-            port.guest = o.guest;
-            port.rx_socket = o.rx_socket;
-            port.opened += 1;
-            self.dp
-                .add_port(PortHandle::new(
-                    no,
-                    &port.name,
-                    o.queues,
-                    port.stats.clone(),
-                ))
-                .map_err(SwitchError::from)
-        });
-        let result = result.and_then(|()| {
-            if port.parsed.tx_flush != FlushSetting::Switch {
-                self.dp.set_port_tx_flush(no, port.parsed.tx_flush)?;
-            }
-            if port.parsed.rxq_affinity.is_empty() {
-                return Ok(());
-            }
-            self.dp
-                .set_rxq_affinity(no, port.parsed.rxq_affinity.clone())
-                .map_err(SwitchError::from)
-        });
+        let result = self.plug(no).and_then(|()| self.settle(no, None));
+        let port = self.ports.get_mut(&no).expect("checked above");
         match result {
             Ok(()) => {
-                tracing::info!(port = %port.name, no, ifindex, mode = %port.parsed.mode, "port attached");
+                tracing::info!(port = %port.name, no, ifindex, class = port.parsed.class.name(), "port attached");
                 port.link = Link::Up { ifindex };
             }
             Err(e) => {
                 tracing::warn!(port = %port.name, error = %e, "cannot attach port");
+                port.device.close();
                 port.link = Link::Down { why: e.to_string() };
             }
         }
+    }
+
+    /// Opens port `no`'s device and gives its queues to the datapath.
+    fn plug(&mut self, no: u32) -> Result<(), SwitchError> {
+        let port = self.ports.get_mut(&no).expect("a port of the switch");
+        let queues = port.device.open();
+        port.opened += 1;
+        let queues: PortQueues = queues?;
+        let handle = PortHandle::new(no, &port.name, queues, port.stats.clone());
+        if let Err(e) = self.dp.add_port(handle) {
+            port.device.close();
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Gives the datapath port `no`'s transmit batching and queue pins, as `parsed`
+    /// (or the port's options) say, after its device was (re)opened.
+    fn settle(&mut self, no: u32, parsed: Option<&PortOptions>) -> Result<(), SwitchError> {
+        let parsed = parsed.unwrap_or(&self.ports[&no].parsed);
+        if parsed.tx_flush != FlushSetting::Switch {
+            self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
+        }
+        if !parsed.rxq_affinity.is_empty() {
+            self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
+        }
+        Ok(())
     }
 
     fn detach(&mut self, no: u32, why: &str) {
@@ -386,7 +394,7 @@ impl Switch {
                 why: why.to_string(),
             };
             // The device is gone: so is the socket an offload fast path filtered.
-            port.rx_socket = None;
+            port.device.close();
             port.opened += 1;
         }
     }
@@ -396,20 +404,16 @@ impl Switch {
         let nos: Vec<u32> = self.ports.keys().copied().collect();
         let mut changed = false;
         for no in nos {
-            // vsw owns ring and tap devices: they do not come and go on their own (a tap
-            // moved into a namespace is no longer visible here, and still works).
-            if self.ports[&no].parsed.port_type != PortType::Afpacket {
+            let port = &self.ports[&no];
+            // Devices vsw makes do not come and go on their own.
+            let Presence::Interface(now) = port.device.presence() else {
                 continue;
-            }
-            let (name, up) = match &self.ports[&no] {
-                Port {
-                    name,
-                    link: Link::Up { ifindex },
-                    ..
-                } => (name.clone(), Some(*ifindex)),
-                Port { name, .. } => (name.clone(), None),
             };
-            let now = interface::index(&name);
+            let up = match port.link {
+                Link::Up { ifindex } => Some(ifindex),
+                Link::Down { .. } => None,
+            };
+            let name = port.name.clone();
             changed |= up != now;
             match (up, now) {
                 (Some(a), Some(b)) if a == b => {}
@@ -430,9 +434,6 @@ impl Switch {
         }
     }
 
-    /// Detaches every port (closing sockets, unmapping rings, ending promiscuous mode),
-    /// after the kernel fast paths are gone: nothing forwards with this daemon's rules
-    /// once it has stopped.
     pub fn shutdown(&mut self) {
         self.offloads.clear();
         let nos: Vec<u32> = self.ports.keys().copied().collect();
@@ -545,9 +546,9 @@ impl Switch {
             return Err(NetdevError::BadInterfaceName(name.to_string()).into());
         }
         let mut opts = options::parse_pairs(words)?;
-        let parsed = PortOptions::from_options(&opts)?;
+        let (parsed, mut device) = configure(&self.classes, &self.env, name, &opts)?;
         // What the port is, written out: a later default cannot change it.
-        explicit_port_options(&mut opts);
+        parsed.write_out_defaults(&mut opts);
         let no = match parsed.ofport_request {
             Some(n) => {
                 if let Some(p) = self.ports.get(&n) {
@@ -559,7 +560,15 @@ impl Switch {
                 .find(|n| !self.ports.contains_key(n))
                 .ok_or(SwitchError::NoFreePortNumber)?,
         };
-        self.check_vhost_path(name, &parsed, no)?;
+        self.check_mtu_request(&parsed)?;
+        self.check_claims(device.as_ref(), no)?;
+        let ifindex = match device.presence() {
+            Presence::Own => 0,
+            Presence::Interface(Some(i)) => i,
+            Presence::Interface(None) => {
+                return Err(NetdevError::NoSuchInterface(name.to_string()).into())
+            }
+        };
         let mut ports = self.saved_ports();
         ports.push(SavedPort {
             name: name.to_string(),
@@ -567,80 +576,83 @@ impl Switch {
             options: opts.clone(),
         });
         let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
-        let ifindex = match parsed.port_type {
-            PortType::Ring | PortType::Tap | PortType::VhostUser | PortType::VhostUserClient => 0,
-            PortType::Afpacket => interface::index(name)
-                .ok_or_else(|| NetdevError::NoSuchInterface(name.to_string()))?,
-        };
-        // The MTU first: the device's rings are sized by it. If anything after fails,
+        // The MTU first: an interface's rings are sized by it. If anything after fails,
         // the interface gets its old MTU back.
-        let old_mtu = match (parsed.mtu_request, parsed.port_type) {
-            (Some(_), PortType::Ring | PortType::Tap) => return Err(SwitchError::MtuOnRing),
-            // A vhost-user port's MTU is vsw's own, given when the device opens.
-            (Some(_), PortType::VhostUser | PortType::VhostUserClient) => None,
-            (Some(mtu), PortType::Afpacket) => {
-                let old = interface::mtu(name).ok();
-                apply_mtu(name, mtu)?;
-                old
-            }
-            (None, _) => None,
+        let old_mtu = match parsed.class.mtu_handling() {
+            MtuHandling::Interface if parsed.mtu_request.is_some() => device.mtu(),
+            _ => None,
         };
-        let put_mtu_back = move || {
-            if let Some(old) = old_mtu {
-                let _ = interface::set_mtu(name, old);
-            }
-        };
-        let restore_mtu = |e: SwitchError| {
-            put_mtu_back();
-            e
-        };
-        let Opened {
-            queues,
-            guest,
-            rx_socket,
-        } = open_device(name, &parsed, &self.run_dir).map_err(restore_mtu)?;
-        let stats = Arc::new(PortStats::default());
-        self.dp
-            .add_port(PortHandle::new(no, name, queues, stats.clone()))
-            .map_err(|e| restore_mtu(e.into()))?;
-        let settled = (|| -> Result<(), SwitchError> {
-            if parsed.tx_flush != FlushSetting::Switch {
-                self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
-            }
-            if !parsed.rxq_affinity.is_empty() {
-                self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = settled {
-            // Nothing changes when the port cannot be set up as asked: it goes again.
-            let _ = self.dp.remove_port(no);
-            return Err(restore_mtu(e));
-        }
+        device.set_mtu(parsed.mtu_request)?;
         self.ports.insert(
             no,
             Port {
                 name: name.to_string(),
                 options: opts,
                 parsed,
-                stats,
-                link: Link::Up { ifindex },
+                device,
+                stats: Arc::new(PortStats::default()),
+                link: Link::Down {
+                    why: "being added".into(),
+                },
                 mtu_problem: None,
-                guest,
-                rx_socket,
-                opened: 1,
+                opened: 0,
             },
         );
-        if let Err(e) = pending.commit() {
-            self.detach(no, "not saved");
-            self.ports.remove(&no);
-            put_mtu_back();
+        let attached = self.plug(no).and_then(|()| {
+            self.ports.get_mut(&no).expect("inserted").link = Link::Up { ifindex };
+            self.settle(no, None)
+        });
+        let result = attached.and_then(|()| Ok(pending.commit()?));
+        if let Err(e) = result {
+            // Nothing changes when the port cannot be set up as asked, or not saved.
+            self.detach(no, "not added");
+            if let Some(mut port) = self.ports.remove(&no) {
+                if let Err(undo) = port.device.set_mtu(old_mtu) {
+                    tracing::error!(port = name, error = %undo, "cannot give the interface its MTU back");
+                }
+            }
             self.sync_offloads();
-            return Err(e.into());
+            return Err(e);
         }
         tracing::info!(port = name, no, "port added");
         self.sync_offloads();
         Ok(json!({ "no": no }))
+    }
+
+    /// Refuses `mtu_request` on a port whose MTU vsw does not set.
+    fn check_mtu_request(&self, parsed: &PortOptions) -> Result<(), SwitchError> {
+        if parsed.mtu_request.is_some() && parsed.class.mtu_handling() == MtuHandling::NotSet {
+            return Err(SwitchError::MtuNotSet {
+                class: parsed.class.name(),
+                applies_to: join_and(self.classes.with_mtu().into_iter()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a socket path that would take something that is not the port's: the
+    /// control socket, another port's socket, or a file its class may not replace.
+    fn check_claims(&self, device: &dyn PortDevice, no: u32) -> Result<(), SwitchError> {
+        let Some(path) = device.socket_path() else {
+            return Ok(());
+        };
+        let refuse = |why: String| {
+            Err(SwitchError::SocketTaken {
+                path: path.to_path_buf(),
+                why,
+            })
+        };
+        if same_path(path, Path::new(&self.socket)) {
+            return refuse("that is vswd's control socket".into());
+        }
+        let taken = self
+            .ports
+            .iter()
+            .find(|(n, p)| **n != no && p.device.socket_path().is_some_and(|o| same_path(o, path)));
+        if let Some((_, p)) = taken {
+            return refuse(format!("port {} uses it", p.name));
+        }
+        Ok(device.check_free()?)
     }
 
     fn del_port(&mut self, name: &str) -> Result<Value, SwitchError> {
@@ -673,7 +685,7 @@ impl Switch {
         let port = &self.ports[&no];
         let mut merged = port.options.clone();
         merged.extend(options::parse_pairs(words)?);
-        let parsed = self.check_port_change(no, name, &merged)?;
+        let (parsed, fresh) = self.check_port_change(no, name, &merged)?;
         let mut ports = self.saved_ports();
         if let Some(p) = ports.iter_mut().find(|p| p.no == no) {
             p.options = merged.clone();
@@ -681,9 +693,14 @@ impl Switch {
         let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
         let port = &self.ports[&no];
         let (old_options, old_parsed) = (port.options.clone(), port.parsed.clone());
-        self.apply_port_change(no, name, merged, parsed)?;
+        let reopens = fresh.is_some();
+        self.apply_port_change(no, merged, parsed, fresh)?;
         if let Err(e) = pending.commit() {
-            if let Err(undo) = self.apply_port_change(no, name, old_options, old_parsed) {
+            let undo =
+                configure(&self.classes, &self.env, name, &old_options).and_then(|(_, device)| {
+                    self.apply_port_change(no, old_options, old_parsed, reopens.then_some(device))
+                });
+            if let Err(undo) = undo {
                 tracing::error!(port = name, error = %undo, "cannot put the port's options back");
             }
             self.sync_offloads();
@@ -693,160 +710,169 @@ impl Switch {
         Ok(Value::Null)
     }
 
-    /// What `merged` means for port `no`, if it is a change a port may take.
+    /// What `merged` means for port `no`, if it is a change a port may take; with a
+    /// new device (not yet opened) when the change needs the device opened anew.
     fn check_port_change(
         &self,
         no: u32,
         name: &str,
         merged: &Options,
-    ) -> Result<PortOptions, SwitchError> {
+    ) -> Result<(PortOptions, Option<Box<dyn PortDevice>>), SwitchError> {
         let port = &self.ports[&no];
-        let parsed = PortOptions::from_options(merged)?;
-        if parsed.ofport_request.is_some_and(|n| n != no) {
-            return Err(SwitchError::Renumber);
-        }
-        // Every port type has one receive queue so far: a pin to another is refused
-        // before anything is reopened.
-        if let Some((q, _)) = parsed.rxq_affinity.iter().find(|(q, _)| *q >= 1) {
-            return Err(DatapathError::NoSuchQueue {
-                port: name.to_string(),
-                queues: 1,
-                queue: *q,
-            }
-            .into());
-        }
-        if parsed.port_type != port.parsed.port_type {
+        // Before the options are read: another type's options would be refused first.
+        if let Some(t) = merged
+            .get("type")
+            .filter(|t| *t != port.parsed.class.name())
+        {
             return Err(OptionError::BadValue {
                 key: "type".into(),
-                value: format!("{:?}", parsed.port_type).to_lowercase(),
+                value: t.clone(),
                 why: "a port's type is fixed when it is added".into(),
             }
             .into());
         }
-        if parsed.mtu_request.is_some()
-            && matches!(parsed.port_type, PortType::Ring | PortType::Tap)
-        {
-            return Err(SwitchError::MtuOnRing);
+        let (parsed, device) = configure(&self.classes, &self.env, name, merged)?;
+        if parsed.ofport_request.is_some_and(|n| n != no) {
+            return Err(SwitchError::Renumber);
         }
-        // A vhost-user port's socket is made when it is added; it is not moved or
-        // remade under a connected guest.
-        for (key, same) in [
-            (
-                "vhost-server-path",
-                parsed.vhost_server_path == port.parsed.vhost_server_path,
-            ),
-            (
-                "vhost-sock-mode",
-                parsed.vhost_sock_mode == port.parsed.vhost_sock_mode,
-            ),
-            (
-                "vhost-sock-group",
-                parsed.vhost_sock_group == port.parsed.vhost_sock_group,
-            ),
-        ] {
-            if !same {
-                return Err(SwitchError::FixedOption(key));
+        // A pin to a queue the device does not have is refused before anything is
+        // reopened.
+        let queues = port.device.rx_queues();
+        if let Some((q, _)) = parsed.rxq_affinity.iter().find(|(q, _)| *q >= queues) {
+            return Err(DatapathError::NoSuchQueue {
+                port: name.to_string(),
+                queues,
+                queue: *q,
+            }
+            .into());
+        }
+        self.check_mtu_request(&parsed)?;
+        let mut reopen = false;
+        for o in parsed.class.options() {
+            if parsed.class_options.get(o.key) != port.parsed.class_options.get(o.key) {
+                match o.on_change {
+                    OnChange::Fixed => return Err(SwitchError::FixedOption(o.key)),
+                    OnChange::Reopen => reopen = true,
+                }
             }
         }
-        Ok(parsed)
+        Ok((parsed, reopen.then_some(device)))
     }
 
-    /// Applies a checked change of port `no`'s options.
+    /// Applies a checked change of port `no`'s options (`fresh`: the device to open in
+    /// place of the port's, when the change needs one).
     fn apply_port_change(
         &mut self,
         no: u32,
-        name: &str,
         merged: Options,
         parsed: PortOptions,
+        fresh: Option<Box<dyn PortDevice>>,
     ) -> Result<(), SwitchError> {
         let port = &self.ports[&no];
         let up = matches!(port.link, Link::Up { .. });
-        if let Some(guest) = &port.guest {
-            // No device to reopen: frames are held to the new MTU from the next batch.
-            guest.mtu.store(
-                parsed.mtu_request.unwrap_or(DEFAULT_VHOST_MTU),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-        } else if up && parsed.mtu_request != port.parsed.mtu_request {
-            if let Some(mtu) = parsed.mtu_request {
-                self.change_mtu(no, mtu, &parsed)?;
+        let new_interface_mtu = match parsed.mtu_request {
+            Some(mtu)
+                if up
+                    && parsed.class.mtu_handling() == MtuHandling::Interface
+                    && parsed.mtu_request != port.parsed.mtu_request =>
+            {
+                Some(mtu)
             }
+            _ => None,
+        };
+        let reopened = if let Some(mtu) = new_interface_mtu {
+            self.change_mtu(no, mtu, fresh)?;
+            true
+        } else if let Some(fresh) = fresh {
+            if up {
+                self.replace_device(no, fresh)?;
+            } else {
+                // Opened as it now is when it comes back.
+                self.ports.get_mut(&no).expect("checked above").device = fresh;
+            }
+            up
+        } else {
+            false
+        };
+        let port = self.ports.get_mut(&no).expect("checked above");
+        if parsed.class.mtu_handling() == MtuHandling::Live {
+            // No device to reopen: frames are held to the new MTU from the next batch.
+            port.device.set_mtu(parsed.mtu_request)?;
         }
         let port = &self.ports[&no];
-        let reopen = up
-            && (parsed.mode != port.parsed.mode
-                || parsed.ring_flows != port.parsed.ring_flows
-                || parsed.ring_rate != port.parsed.ring_rate
-                || parsed.ring_frame_size != port.parsed.ring_frame_size);
-        // The new device is opened before the old one is let go, so a failure changes nothing.
-        let queues = if reopen {
-            Some(open_device(name, &parsed, &self.run_dir)?)
-        } else {
-            None
-        };
-        // Only afpacket and ring options reopen a device (a vhost-user port keeps its
-        // socket and guest).
-        let mut new_socket = None;
-        if let Some(o) = queues {
-            self.dp.remove_port(no)?;
-            let stats = self.ports[&no].stats.clone();
-            self.dp
-                .add_port(PortHandle::new(no, name, o.queues, stats))?;
-            new_socket = Some(o.rx_socket);
-        }
-        if up && (reopen || parsed.rxq_affinity != port.parsed.rxq_affinity) {
+        if up && (reopened || parsed.rxq_affinity != port.parsed.rxq_affinity) {
             self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
         }
-        if up && (reopen || parsed.tx_flush != port.parsed.tx_flush) {
+        if up && (reopened || parsed.tx_flush != port.parsed.tx_flush) {
             self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
         }
         let port = self.ports.get_mut(&no).expect("checked above");
-        if let Some(socket) = new_socket {
-            port.rx_socket = socket;
-            port.opened += 1;
-        }
         port.options = merged;
         port.parsed = parsed;
         Ok(())
     }
 
+    /// Opens `fresh` and puts it in place of port `no`'s device; the new device is
+    /// opened before the old one is let go, so a failure changes nothing.
+    fn replace_device(
+        &mut self,
+        no: u32,
+        mut fresh: Box<dyn PortDevice>,
+    ) -> Result<(), SwitchError> {
+        let queues = fresh.open()?;
+        self.dp.remove_port(no)?;
+        let port = self.ports.get_mut(&no).expect("a port of the switch");
+        let mut old = std::mem::replace(&mut port.device, fresh);
+        old.close();
+        port.opened += 1;
+        let handle = PortHandle::new(no, &port.name, queues, port.stats.clone());
+        if let Err(e) = self.dp.add_port(handle) {
+            let port = self.ports.get_mut(&no).expect("a port of the switch");
+            port.device.close();
+            port.link = Link::Down { why: e.to_string() };
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     /// Gives port `no`'s interface a new MTU at the right point of the port's life:
     /// the PMDs let go of its queues (sending what they staged), the MTU changes, and
-    /// the device opens again with rings for the new size. If the kernel refuses the
-    /// MTU, the port opens again as it was and the error says why.
-    fn change_mtu(&mut self, no: u32, mtu: u32, parsed: &PortOptions) -> Result<(), SwitchError> {
-        let port = &self.ports[&no];
-        let name = port.name.clone();
-        let old = port.parsed.clone();
-        let stats = port.stats.clone();
+    /// the device (`fresh`, if the change brings one) opens again with rings for the
+    /// new size. If the interface refuses the MTU, the port opens again as it was and
+    /// the error says why.
+    fn change_mtu(
+        &mut self,
+        no: u32,
+        mtu: u32,
+        fresh: Option<Box<dyn PortDevice>>,
+    ) -> Result<(), SwitchError> {
         self.dp.remove_port(no)?;
-        let changed = apply_mtu(&name, mtu);
-        let options = if changed.is_ok() { parsed } else { &old };
-        let mut new_socket = None;
-        let reopened = open_device(&name, options, &self.run_dir).and_then(|o| {
-            new_socket = o.rx_socket;
-            self.dp
-                .add_port(PortHandle::new(no, &name, o.queues, stats))
-                .map_err(SwitchError::from)
-        });
-        let port = self.ports.get_mut(&no).expect("checked above");
-        port.rx_socket = new_socket;
-        port.opened += 1;
-        if let Err(e) = reopened {
+        let port = self.ports.get_mut(&no).expect("a port of the switch");
+        port.device.close();
+        let changed = port.device.set_mtu(Some(mtu));
+        if let (Ok(()), Some(fresh)) = (&changed, fresh) {
+            port.device = fresh;
+        }
+        let name = port.name.clone();
+        if let Err(e) = self.plug(no) {
+            let port = self.ports.get_mut(&no).expect("a port of the switch");
             port.link = Link::Down { why: e.to_string() };
             return Err(e);
         }
-        if !options.rxq_affinity.is_empty() {
-            self.dp.set_rxq_affinity(no, options.rxq_affinity.clone())?;
-        }
-        let port = self.ports.get_mut(&no).expect("checked above");
         match changed {
             Ok(()) => {
                 tracing::info!(port = %name, mtu, "MTU changed");
-                port.mtu_problem = None;
+                self.ports
+                    .get_mut(&no)
+                    .expect("a port of the switch")
+                    .mtu_problem = None;
                 Ok(())
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                // Back as it was, pins and batching included.
+                self.settle(no, None)?;
+                Err(e.into())
+            }
         }
     }
 
@@ -962,58 +988,27 @@ impl Switch {
     fn port_infos(&self) -> Vec<PortInfo> {
         self.ports
             .iter()
-            .map(|(no, p)| PortInfo {
-                no: *no,
-                name: p.name.clone(),
-                status: match &p.link {
-                    Link::Up { .. } => "up".into(),
-                    Link::Down { why } => format!("down: {why}"),
-                },
-                options: {
-                    let mut o: Vec<(String, String)> = p.options.clone().into_iter().collect();
-                    if !p.options.contains_key("afpacket-mode")
-                        && p.parsed.port_type == PortType::Afpacket
-                    {
-                        o.push(("afpacket-mode".into(), p.parsed.mode.to_string()));
-                    }
-                    o
-                },
-                stats: p.stats.view(),
-                mtu: match p.parsed.port_type {
-                    PortType::Afpacket => interface::mtu(&p.name).ok(),
-                    PortType::Tap => interface::mtu(&p.name).ok(),
-                    PortType::VhostUser | PortType::VhostUserClient => p
-                        .guest
-                        .as_ref()
-                        .map(|g| g.mtu.load(std::sync::atomic::Ordering::Relaxed)),
-                    PortType::Ring => None,
-                },
-                mtu_problem: p.mtu_problem.clone(),
-                vhost_guest: p.guest.as_ref().map(|g| {
-                    let link = g.link_up.load(std::sync::atomic::Ordering::Relaxed);
-                    format!(
-                        "link {}, features {:#x}, {}; notifications {}, too long {}, bad chains {}, bad queues {}, no buffer {}, memory faults {}",
-                        if link { "up" } else { "down" },
-                        g.features.load(std::sync::atomic::Ordering::Relaxed),
-                        g.describe_rx_queues(),
-                        g.notifications.load(std::sync::atomic::Ordering::Relaxed),
-                        g.too_long.load(std::sync::atomic::Ordering::Relaxed),
-                        g.bad_chains.load(std::sync::atomic::Ordering::Relaxed),
-                        g.bad_queues.load(std::sync::atomic::Ordering::Relaxed),
-                        g.no_buffer.load(std::sync::atomic::Ordering::Relaxed),
-                        g.memory_faults(),
-                    )
-                }),
-                vhost_server_path: matches!(
-                    p.parsed.port_type,
-                    PortType::VhostUser | PortType::VhostUserClient
-                ).then(|| {
-                    vhost_path(&p.name, &p.parsed, &self.run_dir)
-                        .display()
-                        .to_string()
-                }),
-                tx_flush_interval_us: self.dp.tx_flush_of(*no).0,
-                tx_flush_interval_from: format!("{:?}", self.dp.tx_flush_of(*no).1).to_lowercase(),
+            .map(|(no, p)| {
+                // What the port is, with the defaults its options were saved without.
+                let mut options = p.options.clone();
+                p.parsed.write_out_defaults(&mut options);
+                PortInfo {
+                    no: *no,
+                    name: p.name.clone(),
+                    status: match &p.link {
+                        Link::Up { .. } => "up".into(),
+                        Link::Down { why } => format!("down: {why}"),
+                    },
+                    options: options.into_iter().collect(),
+                    stats: p.stats.view(),
+                    mtu: p.device.mtu(),
+                    mtu_problem: p.mtu_problem.clone(),
+                    vhost_guest: p.device.peer_status(),
+                    vhost_server_path: p.device.socket_path().map(|s| s.display().to_string()),
+                    tx_flush_interval_us: self.dp.tx_flush_of(*no).0,
+                    tx_flush_interval_from: format!("{:?}", self.dp.tx_flush_of(*no).1)
+                        .to_lowercase(),
+                }
             })
             .collect()
     }
@@ -1032,70 +1027,16 @@ impl Switch {
     }
 }
 
-/// Sets interface `name`'s MTU, unless it has it already.
-fn apply_mtu(name: &str, mtu: u32) -> Result<(), SwitchError> {
-    if interface::mtu(name).ok() == Some(mtu) {
-        return Ok(());
-    }
-    interface::set_mtu(name, mtu).map_err(|e| SwitchError::Mtu {
-        port: name.to_string(),
-        mtu,
-        why: e.to_string(),
-    })
-}
-
-/// A vhost-user port's MTU without `mtu_request`: what a guest's frontend assumes
-/// without `host_mtu`.
-const DEFAULT_VHOST_MTU: u32 = 1500;
-
-/// Where a vhostuser port listens: its `vhost-server-path`, or `<run dir>/<name>.sock`.
-pub fn vhost_path(name: &str, o: &PortOptions, run_dir: &Path) -> PathBuf {
-    o.vhost_server_path
-        .as_ref()
-        .map_or_else(|| run_dir.join(format!("{name}.sock")), PathBuf::from)
-}
-
-impl Switch {
-    /// Refuses a vhost-user socket path that would take something that is not the
-    /// port's: the control socket, another port's socket, or a file that is not a
-    /// socket (vsw replaces only sockets, and only ones nobody listens on).
-    fn check_vhost_path(&self, name: &str, o: &PortOptions, no: u32) -> Result<(), SwitchError> {
-        if !matches!(o.port_type, PortType::VhostUser | PortType::VhostUserClient) {
-            return Ok(());
-        }
-        let path = vhost_path(name, o, &self.run_dir);
-        let refuse = |why: String| {
-            Err(SwitchError::VhostSocket {
-                path: path.clone(),
-                why,
-            })
-        };
-        if same_path(&path, Path::new(&self.socket)) {
-            return refuse("that is vswd's control socket".into());
-        }
-        let taken = self.ports.iter().find(|(n, p)| {
-            **n != no
-                && matches!(
-                    p.parsed.port_type,
-                    PortType::VhostUser | PortType::VhostUserClient
-                )
-                && same_path(&vhost_path(&p.name, &p.parsed, &self.run_dir), &path)
-        });
-        if let Some((_, p)) = taken {
-            return refuse(format!("port {} uses it", p.name));
-        }
-        if o.port_type == PortType::VhostUser {
-            use vsw_netdev::unix_socket::{path_use, PathUse};
-            match path_use(&path) {
-                PathUse::NotASocket => {
-                    return refuse("exists and is not a socket; vsw replaces only sockets".into())
-                }
-                PathUse::LiveSocket => return refuse("another process listens on it".into()),
-                PathUse::Free | PathUse::StaleSocket => {}
-            }
-        }
-        Ok(())
-    }
+/// A port's options read, and its class's own checked into its device (not opened).
+fn configure(
+    classes: &PortClasses,
+    env: &ClassEnv,
+    name: &str,
+    options: &Options,
+) -> Result<(PortOptions, Box<dyn PortDevice>), SwitchError> {
+    let parsed = PortOptions::from_options(options, classes)?;
+    let device = parsed.class.configure(name, &parsed.class_options, env)?;
+    Ok((parsed, device))
 }
 
 /// Whether two paths name the same file, as far as can be told before either exists
@@ -1114,61 +1055,4 @@ fn same_path(a: &Path, b: &Path) -> bool {
         }
     };
     a == b || resolve(a) == resolve(b)
-}
-
-/// A device's queues, for a vhost-user port what its guest is up to, and for an
-/// afpacket port a handle on its receiving socket.
-struct Opened {
-    queues: PortQueues,
-    guest: Option<Arc<vsw_netdev::vhost::GuestStatus>>,
-    rx_socket: Option<OwnedFd>,
-}
-
-/// Opens a port's device as its options say.
-fn open_device(name: &str, o: &PortOptions, run_dir: &Path) -> Result<Opened, SwitchError> {
-    let queues = match o.port_type {
-        PortType::VhostUser | PortType::VhostUserClient => {
-            let path = vhost_path(name, o, run_dir);
-            let (q, g) = if o.port_type == PortType::VhostUser {
-                let gid = match &o.vhost_sock_group {
-                    Some(g) => Some(vsw_netdev::unix_socket::group_id(g).map_err(|e| {
-                        SwitchError::VhostSocket {
-                            path: path.clone(),
-                            why: e.to_string(),
-                        }
-                    })?),
-                    None => None,
-                };
-                vsw_netdev::vhost::open_server(&path, o.vhost_sock_mode, gid)?
-            } else {
-                vsw_netdev::vhost::open_client(&path)?
-            };
-            g.mtu.store(
-                o.mtu_request.unwrap_or(DEFAULT_VHOST_MTU),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            return Ok(Opened {
-                queues: q,
-                guest: Some(g),
-                rx_socket: None,
-            });
-        }
-        PortType::Afpacket => {
-            let (queues, socket) = afpacket::open_tapped(name, o.mode)?;
-            return Ok(Opened {
-                queues,
-                guest: None,
-                rx_socket: Some(socket),
-            });
-        }
-        PortType::Tap => vsw_netdev::tap::open(name)?,
-        PortType::Ring => {
-            vsw_datapath::ring::paced_ring_port(o.ring_flows, o.ring_frame_size, o.ring_rate)
-        }
-    };
-    Ok(Opened {
-        queues,
-        guest: None,
-        rx_socket: None,
-    })
 }

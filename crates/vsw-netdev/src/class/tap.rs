@@ -1,0 +1,57 @@
+//! `tap`: a tap interface vsw makes (or takes over) and owns, with virtio-net headers
+//! and the kernel's checksum and segmentation offloads.
+
+use vsw_datapath::PortQueues;
+
+use super::{
+    ClassEnv, MtuHandling, OptionError, Options, PortClass, PortDevice, PortError, Presence,
+};
+use crate::interface;
+
+pub struct Tap;
+
+pub static CLASS: Tap = Tap;
+
+impl PortClass for Tap {
+    fn name(&self) -> &'static str {
+        "tap"
+    }
+
+    fn mtu_handling(&self) -> MtuHandling {
+        MtuHandling::NotSet
+    }
+
+    fn configure(
+        &self,
+        port: &str,
+        _options: &Options,
+        _env: &ClassEnv,
+    ) -> Result<Box<dyn PortDevice>, OptionError> {
+        Ok(Box::new(TapDevice {
+            name: port.to_string(),
+        }))
+    }
+}
+
+struct TapDevice {
+    name: String,
+}
+
+impl PortDevice for TapDevice {
+    /// A tap moved into another namespace is no longer visible here, and still works.
+    fn presence(&self) -> Presence {
+        Presence::Own
+    }
+
+    fn open(&mut self) -> Result<PortQueues, PortError> {
+        Ok(crate::tap::open(&self.name)?)
+    }
+
+    fn mtu(&self) -> Option<u32> {
+        interface::mtu(&self.name).ok()
+    }
+
+    fn set_mtu(&mut self, mtu: Option<u32>) -> Result<(), PortError> {
+        super::mtu_not_set(&self.name, mtu)
+    }
+}

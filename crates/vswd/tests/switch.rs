@@ -1,0 +1,355 @@
+//! The switch's port life cycle without root: ports of the in-memory class
+//! (`vsw_netdev::class::memory`, Linux interfaces played in memory), `ring` ports and
+//! `vhostuser` ports in a private directory, driven through `Switch::handle` as vswctl
+//! drives it. Each test uses its own interface names: the in-memory interfaces are
+//! shared by the tests of this process.
+
+use std::path::{Path, PathBuf};
+
+use vsw_netdev::class::{memory, PortClasses};
+use vsw_protocol::{PortInfo, Request, ShowInfo};
+use vswd::switch::Switch;
+
+/// A private directory for one test's state file and sockets, removed at the end.
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(test: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("vswd-switch-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir(dir)
+    }
+
+    fn state(&self) -> PathBuf {
+        self.0.join("state.json")
+    }
+
+    fn socket(&self) -> String {
+        self.0.join("vswd.sock").display().to_string()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn start(dir: &TestDir) -> Switch {
+    let mut sw = Switch::start_with(
+        &dir.state(),
+        &dir.socket(),
+        PortClasses::standard().with(&memory::CLASS),
+    )
+    .unwrap();
+    // The PMD sleeps when idle: tests running at once share two cores.
+    sw.handle(Request::Set {
+        options: words(&["pmd-sleep-max=1000"]),
+    })
+    .unwrap();
+    sw
+}
+
+fn words(w: &[&str]) -> Vec<String> {
+    w.iter().map(|s| s.to_string()).collect()
+}
+
+fn add_port(sw: &mut Switch, name: &str, options: &[&str]) -> Result<u32, String> {
+    sw.handle(Request::AddPort {
+        name: name.into(),
+        options: words(options),
+    })
+    .map(|v| v["no"].as_u64().unwrap() as u32)
+    .map_err(|e| e.to_string())
+}
+
+fn set_port(sw: &mut Switch, name: &str, options: &[&str]) -> Result<(), String> {
+    sw.handle(Request::SetPort {
+        name: name.into(),
+        options: words(options),
+    })
+    .map(drop)
+    .map_err(|e| e.to_string())
+}
+
+fn show(sw: &mut Switch) -> ShowInfo {
+    serde_json::from_value(sw.handle(Request::Show).unwrap()).unwrap()
+}
+
+fn port(sw: &mut Switch, name: &str) -> PortInfo {
+    show(sw)
+        .ports
+        .into_iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no port {name}"))
+}
+
+fn option(p: &PortInfo, key: &str) -> Option<String> {
+    p.options
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+}
+
+fn saved(dir: &TestDir) -> String {
+    std::fs::read_to_string(dir.state()).unwrap_or_default()
+}
+
+#[test]
+fn ports_are_added_changed_and_deleted() {
+    let dir = TestDir::new("life");
+    memory::create("mlife0");
+    let mut sw = start(&dir);
+    let no = add_port(&mut sw, "mlife0", &["type=memory", "ofport_request=7"]).unwrap();
+    assert_eq!(no, 7);
+    let p = port(&mut sw, "mlife0");
+    assert_eq!(p.status, "up");
+    assert!(memory::is_open("mlife0"));
+    assert_eq!(memory::opens("mlife0"), 1);
+    // The class's default is written out with the port.
+    assert_eq!(option(&p, "memory-flows").as_deref(), Some("0"));
+    assert!(saved(&dir).contains("memory-flows"));
+
+    // Refusals change nothing and name the problem.
+    let before = (show(&mut sw), saved(&dir));
+    for (name, options, needle) in [
+        ("mlife0", &["type=memory"][..], "already exists"),
+        (
+            "mlife-none",
+            &["type=memory"][..],
+            "no network interface named 'mlife-none'",
+        ),
+        (
+            "mlife1",
+            &["type=memory", "ofport_request=7"][..],
+            "port number 7 is taken",
+        ),
+        (
+            "mlife1",
+            &["type=memory", "afpacket-mode=mmsg"][..],
+            "applies to afpacket ports",
+        ),
+        (
+            "mlife1",
+            &["type=ring", "mtu_request=1400"][..],
+            "mtu_request applies to",
+        ),
+        ("mlife1", &["type=floppy"][..], "port types are afpacket"),
+    ] {
+        let e = add_port(&mut sw, name, options).unwrap_err();
+        assert!(e.contains(needle), "{name} {options:?}: {e}");
+    }
+    for (options, needle) in [
+        (&["type=ring"][..], "type is fixed"),
+        (&["ofport_request=8"][..], "ofport_request is fixed"),
+        (&["memory-flows=many"][..], "memory-flows"),
+        (&["pmd-rxq-affinity=1:0"][..], "queue"),
+    ] {
+        let e = set_port(&mut sw, "mlife0", options).unwrap_err();
+        assert!(e.contains(needle), "{options:?}: {e}");
+    }
+    assert_eq!((show(&mut sw), saved(&dir)), before);
+    assert_eq!(
+        memory::opens("mlife0"),
+        1,
+        "a refused change reopens nothing"
+    );
+
+    // A class option that needs the device anew reopens it; a common one does not.
+    set_port(&mut sw, "mlife0", &["memory-flows=4"]).unwrap();
+    assert_eq!(memory::opens("mlife0"), 2);
+    set_port(&mut sw, "mlife0", &["tx-flush-interval=50"]).unwrap();
+    assert_eq!(memory::opens("mlife0"), 2);
+    let p = port(&mut sw, "mlife0");
+    assert_eq!((p.status.as_str(), p.tx_flush_interval_us), ("up", 50));
+    assert!(
+        saved(&dir).contains("\"memory-flows\": \"4\""),
+        "{}",
+        saved(&dir)
+    );
+
+    sw.handle(Request::DelPort {
+        name: "mlife0".into(),
+    })
+    .unwrap();
+    assert!(!memory::is_open("mlife0"));
+    assert!(show(&mut sw).ports.is_empty());
+    assert!(!saved(&dir).contains("mlife0"));
+    sw.shutdown();
+    memory::remove("mlife0");
+}
+
+#[test]
+fn a_port_follows_its_interface_away_and_back() {
+    let dir = TestDir::new("reattach");
+    memory::create("mback0");
+    let mut sw = start(&dir);
+    add_port(&mut sw, "mback0", &["type=memory", "pmd-rxq-affinity=0:0"]).unwrap();
+    sw.check_links();
+    assert_eq!(
+        memory::opens("mback0"),
+        1,
+        "an interface that stays is left alone"
+    );
+
+    memory::remove("mback0");
+    sw.check_links();
+    let p = port(&mut sw, "mback0");
+    assert_eq!(p.status, "down: interface disappeared");
+    assert!(!memory::is_open("mback0"));
+
+    // Back (a new interface of that name, another index): opened again as configured.
+    memory::create("mback0");
+    sw.check_links();
+    assert_eq!(port(&mut sw, "mback0").status, "up");
+    assert!(memory::is_open("mback0"));
+    let rxqs = serde_json::to_string(&sw.handle(Request::PmdRxqShow).unwrap()).unwrap();
+    assert!(rxqs.contains("mback0"), "{rxqs}");
+
+    // Removed and made again between two looks: a new index is a new interface.
+    memory::remove("mback0");
+    memory::create("mback0");
+    let opens = memory::opens("mback0");
+    sw.check_links();
+    assert_eq!(port(&mut sw, "mback0").status, "up");
+    assert_eq!(memory::opens("mback0"), opens + 1);
+    sw.shutdown();
+    assert!(!memory::is_open("mback0"), "shutdown closes every device");
+    memory::remove("mback0");
+}
+
+#[test]
+fn the_mtu_is_given_while_the_device_is_closed_and_kept_when_refused() {
+    let dir = TestDir::new("mtu");
+    memory::create("mmtu0");
+    memory::create("mmtu1");
+    let mut sw = start(&dir);
+    add_port(&mut sw, "mmtu0", &["type=memory", "mtu_request=9000"]).unwrap();
+    assert_eq!(memory::mtu("mmtu0"), Some(9000));
+    assert_eq!(port(&mut sw, "mmtu0").mtu, Some(9000));
+
+    // A new MTU: closed, changed, opened again (the in-memory interface refuses an
+    // MTU change while open, as a device's rings would not fit).
+    set_port(&mut sw, "mmtu0", &["mtu_request=1400"]).unwrap();
+    assert_eq!(memory::mtu("mmtu0"), Some(1400));
+    assert_eq!(memory::opens("mmtu0"), 2);
+    assert_eq!(port(&mut sw, "mmtu0").status, "up");
+
+    // Refused by the interface: the port is up again as it was, and says why.
+    memory::set_max_mtu("mmtu0", 2000);
+    let e = set_port(&mut sw, "mmtu0", &["mtu_request=4000"]).unwrap_err();
+    assert!(e.contains("cannot set the MTU of mmtu0 to 4000"), "{e}");
+    let p = port(&mut sw, "mmtu0");
+    assert_eq!((p.status.as_str(), p.mtu), ("up", Some(1400)));
+    assert_eq!(option(&p, "mtu_request").as_deref(), Some("1400"));
+    assert!(memory::is_open("mmtu0"));
+
+    // A port that cannot be added gives its interface the MTU back.
+    memory::refuse_open("mmtu1", true);
+    let e = add_port(&mut sw, "mmtu1", &["type=memory", "mtu_request=3000"]).unwrap_err();
+    assert!(e.contains("Device or resource busy"), "{e}");
+    assert_eq!(memory::mtu("mmtu1"), Some(1500));
+    assert!(!memory::is_open("mmtu1"));
+    assert!(!saved(&dir).contains("mmtu1"));
+
+    // At restore, an MTU the interface refuses leaves the port up, with the reason.
+    sw.shutdown();
+    drop(sw);
+    memory::remove("mmtu0");
+    memory::create("mmtu0");
+    memory::set_max_mtu("mmtu0", 1000);
+    let mut sw = start(&dir);
+    let p = port(&mut sw, "mmtu0");
+    assert_eq!(p.status, "up");
+    assert_eq!(p.mtu, Some(1500), "the interface's own");
+    let problem = p.mtu_problem.unwrap_or_default();
+    assert!(
+        problem.contains("cannot set the MTU of mmtu0 to 1400"),
+        "{problem}"
+    );
+    sw.shutdown();
+    memory::remove("mmtu0");
+    memory::remove("mmtu1");
+}
+
+#[test]
+fn a_guest_port_mtu_changes_live() {
+    let dir = TestDir::new("guestmtu");
+    let mut sw = start(&dir);
+    add_port(&mut sw, "vm0", &["type=vhostuser", "mtu_request=2000"]).unwrap();
+    let p = port(&mut sw, "vm0");
+    assert_eq!(p.mtu, Some(2000));
+    let path = p.vhost_server_path.unwrap();
+    assert_eq!(Path::new(&path), dir.0.join("vm0.sock"));
+    set_port(&mut sw, "vm0", &["mtu_request=3000"]).unwrap();
+    assert_eq!(port(&mut sw, "vm0").mtu, Some(3000));
+    // The socket is the guest's: fixed while the port lives, and no other port's.
+    let e = set_port(&mut sw, "vm0", &["vhost-sock-mode=0660"]).unwrap_err();
+    assert!(e.contains("vhost-sock-mode is fixed"), "{e}");
+    let e = add_port(
+        &mut sw,
+        "vm1",
+        &["type=vhostuserclient", &format!("vhost-server-path={path}")],
+    )
+    .unwrap_err();
+    assert!(e.contains("port vm0 uses it"), "{e}");
+    let e = add_port(
+        &mut sw,
+        "vm1",
+        &[
+            "type=vhostuser",
+            &format!("vhost-server-path={}", dir.socket()),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("control socket"), "{e}");
+    sw.shutdown();
+}
+
+#[test]
+fn a_restart_restores_ports_numbers_options_and_flows() {
+    let dir = TestDir::new("restore");
+    memory::create("mrest0");
+    memory::create("mrest1");
+    let mut sw = start(&dir);
+    add_port(&mut sw, "mrest0", &["type=memory", "memory-flows=2"]).unwrap();
+    add_port(&mut sw, "mrest1", &["type=memory", "ofport_request=20"]).unwrap();
+    add_port(&mut sw, "gen0", &["type=ring", "ring-flows=3"]).unwrap();
+    sw.handle(Request::AddFlow {
+        flow: "in_port=mrest0,actions=output:mrest1".into(),
+    })
+    .unwrap();
+    let before = show(&mut sw);
+    let flows = sw.handle(Request::DumpFlows { kind: None }).unwrap();
+    sw.shutdown();
+    drop(sw);
+    assert!(!memory::is_open("mrest0"));
+
+    // One interface is gone while vswd is down: its port comes back down, then up.
+    memory::remove("mrest1");
+    let mut sw = start(&dir);
+    let after = show(&mut sw);
+    let summary = |s: &ShowInfo| -> Vec<String> {
+        s.ports
+            .iter()
+            .map(|p| format!("{} {} {:?}", p.no, p.name, p.options))
+            .collect()
+    };
+    assert_eq!(summary(&after), summary(&before));
+    assert_eq!(after.flows, 1);
+    let again = sw.handle(Request::DumpFlows { kind: None }).unwrap();
+    assert_eq!(again[0]["flow"], flows[0]["flow"]);
+    assert_eq!(port(&mut sw, "mrest0").status, "up");
+    assert_eq!(port(&mut sw, "gen0").status, "up");
+    assert_eq!(
+        port(&mut sw, "mrest1").status,
+        "down: interface does not exist"
+    );
+    memory::create("mrest1");
+    sw.check_links();
+    assert_eq!(port(&mut sw, "mrest1").status, "up");
+    sw.shutdown();
+    memory::remove("mrest0");
+    memory::remove("mrest1");
+}
