@@ -2,13 +2,25 @@
 //! the receiver can count, spot loss and reordering, and measure one-way latency
 //! (sender and receiver share the machine's monotonic clock).
 
+use vsw_packet::wire::ethernet::{self, EtherType, ETH_HDR_LEN};
+use vsw_packet::wire::ip::IPPROTO_UDP;
+use vsw_packet::wire::{ipv4, udp};
+use vsw_packet::MacAddr;
+
 pub const MAGIC: u16 = 0x5657; // "VW"
-const ETH: usize = 14;
-const IP: usize = 20;
-const UDP: usize = 8;
-/// Offset of the stamp (magic, sequence, time) in the frame.
+const ETH: usize = ETH_HDR_LEN;
+const IP: usize = ipv4::MIN_HEADER_LEN;
+const UDP: usize = udp::HEADER_LEN;
+/// Offset of the stamp in the frame: after the headers, at the UDP payload's start.
 const STAMP: usize = ETH + IP + UDP;
-const STAMP_LEN: usize = 2 + 8 + 8;
+/// The stamp's fields, from its start.
+mod stamp_field {
+    use std::ops::Range;
+    pub const MAGIC: Range<usize> = 0..2;
+    pub const SEQ: Range<usize> = 2..10;
+    pub const SENT_NS: Range<usize> = 10..18;
+}
+const STAMP_LEN: usize = stamp_field::SENT_NS.end;
 /// The smallest frame that holds the stamp: 60 bytes, a 64-byte frame on the wire.
 pub const MIN_FRAME: usize = STAMP + STAMP_LEN;
 pub const MAX_FRAME: usize = 1514;
@@ -35,22 +47,23 @@ pub struct Addresses {
 pub fn build(out: &mut [u8], len: usize, addr: &Addresses, flow: u16, seq: u64, sent_ns: u64) {
     let f = &mut out[..len];
     f.fill(0);
-    f[0..6].copy_from_slice(&addr.dst_mac);
-    f[6..12].copy_from_slice(&addr.src_mac);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip = &mut f[ETH..ETH + IP];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((len - ETH) as u16).to_be_bytes());
-    ip[6] = 0x40; // don't fragment
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&addr.src_ip);
-    ip[16..20].copy_from_slice(&addr.dst_ip);
-    let csum = vsw_packet::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&csum.to_be_bytes());
-    let udp = &mut f[ETH + IP..STAMP];
-    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
-    udp[4..6].copy_from_slice(&((len - ETH - IP) as u16).to_be_bytes());
+    let mut eth = ethernet::Frame::new_checked(&mut *f).expect("a frame holds its header");
+    eth.set_dst_addr(MacAddr(addr.dst_mac));
+    eth.set_src_addr(MacAddr(addr.src_mac));
+    f[ethernet::field::ETHERTYPE].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+    const DONT_FRAGMENT: u16 = 0x4000;
+    ipv4::Repr {
+        header_len: IP,
+        tos: 0,
+        total_len: (len - ETH) as u16,
+        frag: DONT_FRAGMENT,
+        ttl: 64,
+        protocol: IPPROTO_UDP,
+        src: addr.src_ip,
+        dst: addr.dst_ip,
+    }
+    .emit(&mut f[ETH..]);
+    udp::emit(&mut f[ETH + IP..], 0, 9, len - STAMP);
     set_flow(f, flow);
     stamp(f, seq, sent_ns);
 }
@@ -58,27 +71,31 @@ pub fn build(out: &mut [u8], len: usize, addr: &Addresses, flow: u16, seq: u64, 
 /// Sets the flow of a frame built by [`build`]: its UDP source port. (The UDP checksum
 /// is 0, "none", and the IP checksum does not cover it, so nothing else changes.)
 pub fn set_flow(frame: &mut [u8], flow: u16) {
-    frame[ETH + IP..ETH + IP + 2].copy_from_slice(&1024u16.wrapping_add(flow).to_be_bytes());
+    if let Ok(mut u) = udp::Packet::new_checked(&mut frame[ETH + IP..]) {
+        u.set_src_port(1024u16.wrapping_add(flow));
+    }
 }
 
 /// Writes the stamp into a frame built by [`build`].
 pub fn stamp(frame: &mut [u8], seq: u64, sent_ns: u64) {
-    frame[STAMP..STAMP + 2].copy_from_slice(&MAGIC.to_be_bytes());
-    frame[STAMP + 2..STAMP + 10].copy_from_slice(&seq.to_be_bytes());
-    frame[STAMP + 10..STAMP + 18].copy_from_slice(&sent_ns.to_be_bytes());
+    let s = &mut frame[STAMP..STAMP + STAMP_LEN];
+    s[stamp_field::MAGIC].copy_from_slice(&MAGIC.to_be_bytes());
+    s[stamp_field::SEQ].copy_from_slice(&seq.to_be_bytes());
+    s[stamp_field::SENT_NS].copy_from_slice(&sent_ns.to_be_bytes());
 }
 
 /// The (sequence, send time) of a test frame; `None` for any other frame.
 pub fn read_stamp(frame: &[u8]) -> Option<(u64, u64)> {
     let s = frame.get(STAMP..STAMP + STAMP_LEN)?;
-    if frame.get(12..14)? != [0x08, 0x00]
-        || frame.get(ETH + 9) != Some(&17)
-        || s[0..2] != MAGIC.to_be_bytes()
+    let ip = ipv4::Packet::new_checked(frame.get(ETH..)?).ok()?;
+    if ethernet::Frame::new_checked(frame).ok()?.ethertype() != EtherType::IPV4
+        || ip.protocol() != IPPROTO_UDP
+        || s[stamp_field::MAGIC] != MAGIC.to_be_bytes()
     {
         return None;
     }
-    let seq = u64::from_be_bytes(s[2..10].try_into().ok()?);
-    let t = u64::from_be_bytes(s[10..18].try_into().ok()?);
+    let seq = u64::from_be_bytes(s[stamp_field::SEQ].try_into().ok()?);
+    let t = u64::from_be_bytes(s[stamp_field::SENT_NS].try_into().ok()?);
     Some((seq, t))
 }
 

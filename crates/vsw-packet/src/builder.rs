@@ -1,11 +1,12 @@
 //! Builds well-formed frames of every protocol the key extractor knows, for tests,
 //! fuzz seeds and benchmarks. Not used on the packet path.
 
-use crate::ethernet::EtherType;
-use crate::key::{
+use crate::mac::MacAddr;
+use crate::wire::ethernet::{self, EtherType, ETH_HDR_LEN};
+use crate::wire::ip::{
     IPPROTO_FRAGMENT, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
 };
-use crate::mac::MacAddr;
+use crate::wire::{arp, ipv4, ipv6, sctp, tcp, udp};
 
 /// An Ethernet frame: destination, source, optional tags (TPID, TCI) outermost first,
 /// ethertype, payload.
@@ -16,9 +17,13 @@ pub fn ethernet(
     ethertype: u16,
     payload: &[u8],
 ) -> Vec<u8> {
-    let mut f = Vec::with_capacity(14 + 4 * tags.len() + payload.len());
-    f.extend_from_slice(&dst.0);
-    f.extend_from_slice(&src.0);
+    let mut f = vec![0u8; ETH_HDR_LEN];
+    {
+        let mut eth = ethernet::Frame::new_checked(&mut f[..]).expect("a whole header");
+        eth.set_dst_addr(dst);
+        eth.set_src_addr(src);
+    }
+    f.truncate(ethernet::field::ETHERTYPE.start);
     for (tpid, tci) in tags {
         f.extend_from_slice(&tpid.to_be_bytes());
         f.extend_from_slice(&tci.to_be_bytes());
@@ -60,22 +65,20 @@ pub use crate::checksum::checksum;
 
 /// An IPv4 packet with a correct header checksum.
 pub fn ipv4(h: &Ipv4, payload: &[u8]) -> Vec<u8> {
-    let ihl = 20 + h.options;
+    let ihl = ipv4::MIN_HEADER_LEN + h.options;
     let total = ihl + payload.len();
     let mut p = vec![0u8; ihl];
-    p[0] = 0x40 | (ihl / 4) as u8;
-    p[1] = h.tos;
-    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    p[6..8].copy_from_slice(&h.frag.to_be_bytes());
-    p[8] = h.ttl;
-    p[9] = h.proto;
-    p[12..16].copy_from_slice(&h.src);
-    p[16..20].copy_from_slice(&h.dst);
-    for o in p[20..].iter_mut() {
-        *o = 1; // NOP options
+    ipv4::Repr {
+        header_len: ihl,
+        tos: h.tos,
+        total_len: total as u16,
+        frag: h.frag,
+        ttl: h.ttl,
+        protocol: h.proto,
+        src: h.src,
+        dst: h.dst,
     }
-    let c = checksum(&p);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
+    .emit(&mut p);
     p.extend_from_slice(payload);
     p
 }
@@ -105,14 +108,17 @@ impl Default for Ipv6 {
 }
 
 pub fn ipv6(h: &Ipv6, payload: &[u8]) -> Vec<u8> {
-    let mut p = vec![0u8; 40];
-    let word0 = (6u32 << 28) | (u32::from(h.tclass) << 20) | (h.label & 0xfffff);
-    p[0..4].copy_from_slice(&word0.to_be_bytes());
-    p[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
-    p[6] = h.next;
-    p[7] = h.hop_limit;
-    p[8..24].copy_from_slice(&h.src.to_be_bytes());
-    p[24..40].copy_from_slice(&h.dst.to_be_bytes());
+    let mut p = vec![0u8; ipv6::HEADER_LEN];
+    ipv6::Repr {
+        traffic_class: h.tclass,
+        flow_label: h.label,
+        payload_len: payload.len() as u16,
+        next_header: h.next,
+        hop_limit: h.hop_limit,
+        src: h.src,
+        dst: h.dst,
+    }
+    .emit(&mut p);
     p.extend_from_slice(payload);
     p
 }
@@ -121,8 +127,8 @@ pub fn ipv6(h: &Ipv6, payload: &[u8]) -> Vec<u8> {
 /// next header, length in 8-byte units beyond the first, padding.
 pub fn ipv6_option_header(next: u8, units_beyond_first: u8, rest: &[u8]) -> Vec<u8> {
     let mut h = vec![0u8; (usize::from(units_beyond_first) + 1) * 8];
-    h[0] = next;
-    h[1] = units_beyond_first;
+    h[ipv6::field::EXT_NEXT] = next;
+    h[ipv6::field::EXT_LEN] = units_beyond_first;
     h.extend_from_slice(rest);
     h
 }
@@ -130,37 +136,34 @@ pub fn ipv6_option_header(next: u8, units_beyond_first: u8, rest: &[u8]) -> Vec<
 /// An IPv6 fragment header; `offset` in bytes (a multiple of 8).
 pub fn ipv6_fragment_header(next: u8, offset: u16, more: bool, rest: &[u8]) -> Vec<u8> {
     let mut h = vec![0u8; 8];
-    h[0] = next;
-    h[2..4].copy_from_slice(&((offset & 0xfff8) | u16::from(more)).to_be_bytes());
+    h[ipv6::field::EXT_NEXT] = next;
+    h[ipv6::field::FRAG_OFF_M]
+        .copy_from_slice(&((offset & 0xfff8) | u16::from(more)).to_be_bytes());
+    // The identification.
     h[4..8].copy_from_slice(&0x1234_5678u32.to_be_bytes());
     h.extend_from_slice(rest);
     h
 }
 
 pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut h = vec![0u8; 8];
-    h[0..2].copy_from_slice(&sport.to_be_bytes());
-    h[2..4].copy_from_slice(&dport.to_be_bytes());
-    h[4..6].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    let mut h = vec![0u8; udp::HEADER_LEN];
+    udp::emit(&mut h, sport, dport, payload.len());
     h.extend_from_slice(payload);
     h
 }
 
 pub fn tcp(sport: u16, dport: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
-    let mut h = vec![0u8; 20];
-    h[0..2].copy_from_slice(&sport.to_be_bytes());
-    h[2..4].copy_from_slice(&dport.to_be_bytes());
-    h[4..8].copy_from_slice(&1000u32.to_be_bytes());
-    h[12..14].copy_from_slice(&((5u16 << 12) | (flags & 0x0fff)).to_be_bytes());
-    h[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    let mut h = vec![0u8; tcp::MIN_HEADER_LEN];
+    tcp::emit(&mut h, sport, dport, 1000, flags, 65535);
     h.extend_from_slice(payload);
     h
 }
 
 pub fn sctp(sport: u16, dport: u16) -> Vec<u8> {
-    let mut h = vec![0u8; 12];
-    h[0..2].copy_from_slice(&sport.to_be_bytes());
-    h[2..4].copy_from_slice(&dport.to_be_bytes());
+    let mut h = vec![0u8; sctp::HEADER_LEN];
+    let mut p = sctp::Packet::new_checked(&mut h[..]).expect("a whole header");
+    p.set_src_port(sport);
+    p.set_dst_port(dport);
     h
 }
 
@@ -183,16 +186,8 @@ pub fn icmpv6_nd(icmp_type: u8, target: u128, lladdr: Option<MacAddr>) -> Vec<u8
 
 /// An Ethernet/IPv4 ARP packet.
 pub fn arp(op: u16, sha: MacAddr, spa: [u8; 4], tha: MacAddr, tpa: [u8; 4]) -> Vec<u8> {
-    let mut a = vec![0u8; 8];
-    a[0..2].copy_from_slice(&1u16.to_be_bytes());
-    a[2..4].copy_from_slice(&EtherType::IPV4.to_be_bytes());
-    a[4] = 6;
-    a[5] = 4;
-    a[6..8].copy_from_slice(&op.to_be_bytes());
-    a.extend_from_slice(&sha.0);
-    a.extend_from_slice(&spa);
-    a.extend_from_slice(&tha.0);
-    a.extend_from_slice(&tpa);
+    let mut a = vec![0u8; arp::ETHERNET_IPV4_LEN];
+    arp::emit_ethernet_ipv4(&mut a, op, sha.0, spa, tha.0, tpa);
     a
 }
 

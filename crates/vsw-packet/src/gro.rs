@@ -17,13 +17,10 @@
 //! leaves as it came, for its receiver to drop.
 
 use crate::checksum::{fold, sum, tcp_pseudo_header};
-use crate::ethernet::{EtherType, VLAN_TAG_LEN};
-use crate::key::IPPROTO_TCP;
 use crate::vnet::{VnetHdr, VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM, VNET_GSO_TCPV4, VNET_GSO_TCPV6};
-
-/// TCP flags a merged segment may carry: ACK, and PSH (which ends the merge).
-const TCP_ACK: u8 = 0x10;
-const TCP_PSH: u8 = 0x08;
+use crate::wire::ethernet::{self, EtherType};
+use crate::wire::ip::IPPROTO_TCP;
+use crate::wire::{ipv4, ipv6, tcp, Field};
 
 /// Where a frame's layers are, for a segment that may be merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,44 +31,30 @@ struct Shape {
     v6: bool,
 }
 
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 /// The layout of `frame` if it is a TCP segment GRO may merge.
 fn shape(frame: &[u8], vnet: &VnetHdr) -> Option<Shape> {
     if vnet.is_gso() || vnet.flags & !(VNET_F_NEEDS_CSUM | VNET_F_DATA_VALID) != 0 {
         return None;
     }
-    let mut off = 12;
-    let mut t = be16(frame.get(..14)?, 12);
-    for _ in 0..2 {
-        if t != EtherType::VLAN && t != EtherType::QINQ {
-            break;
-        }
-        off += VLAN_TAG_LEN;
-        t = u16::from_be_bytes(frame.get(off..off + 2)?.try_into().ok()?);
-    }
-    let l3 = off + 2;
+    let (t, l3) = ethernet::l3(frame)?;
     let (v6, l4, ip_end) = match t {
         EtherType::IPV4 => {
-            let ip = frame.get(l3..l3 + 20)?;
-            let frag = be16(ip, 6);
-            if ip[0] != 0x45 || ip[9] != IPPROTO_TCP || frag & 0x3fff != 0 {
+            let ip = ipv4::Packet::new_checked(&frame[l3..]).ok()?;
+            if ip.header_len() != ipv4::MIN_HEADER_LEN
+                || ip.protocol() != IPPROTO_TCP
+                || ip.is_fragment()
+            {
                 return None;
             }
-            (false, l3 + 20, l3 + usize::from(be16(ip, 2)))
+            (false, l3 + ipv4::MIN_HEADER_LEN, l3 + ip.total_len())
         }
         EtherType::IPV6 => {
-            let ip = frame.get(l3..l3 + 40)?;
-            if ip[0] >> 4 != 6 || ip[6] != IPPROTO_TCP {
+            let ip = ipv6::Packet::new_checked(&frame[l3..]).ok()?;
+            if ip.next_header() != IPPROTO_TCP {
                 return None;
             }
-            (true, l3 + 40, l3 + 40 + usize::from(be16(ip, 4)))
+            let l4 = l3 + ipv6::HEADER_LEN;
+            (true, l4, l4 + ip.payload_len())
         }
         _ => return None,
     };
@@ -79,13 +62,13 @@ fn shape(frame: &[u8], vnet: &VnetHdr) -> Option<Shape> {
     if ip_end != frame.len() {
         return None;
     }
-    let doff = usize::from(*frame.get(l4 + 12)? >> 4) * 4;
-    let payload = l4 + doff;
-    if doff < 20 || payload >= frame.len() {
+    let tcp = tcp::Packet::new_checked(&frame[l4..]).ok()?;
+    let payload = l4 + tcp.header_len();
+    if payload >= frame.len() {
         return None;
     }
-    let flags = frame[l4 + 13];
-    if flags & !(TCP_ACK | TCP_PSH) != 0 || flags & TCP_ACK == 0 {
+    let flags = tcp.flags_byte();
+    if flags & !(tcp::ACK | tcp::PSH) != 0 || flags & tcp::ACK == 0 {
         return None;
     }
     if vnet.flags & VNET_F_NEEDS_CSUM != 0 && usize::from(vnet.csum_start) != l4 {
@@ -107,7 +90,7 @@ fn pseudo_header(frame: &[u8], s: &Shape, tcp_len: usize) -> u64 {
 /// Whether a segment's IPv4 header and TCP checksums are right: `headers` is the
 /// frame up to its payload, `payload` the payload (wherever it was copied to).
 fn checksums_right(headers: &[u8], payload: &[u8], s: &Shape) -> bool {
-    if !s.v6 && fold(sum(&headers[s.l3..s.l4], 0)) != 0xffff {
+    if !s.v6 && !ipv4::Packet::new_checked(&headers[s.l3..]).is_ok_and(|ip| ip.checksum_right()) {
         return false;
     }
     let tcp_len = headers.len() - s.l4 + payload.len();
@@ -123,17 +106,35 @@ fn same_header(a: &[u8], b: &[u8], s: &Shape) -> bool {
     if a.len() < s.payload || b.len() < s.payload {
         return false;
     }
-    let skip = |i: usize| {
-        let r = i.wrapping_sub(s.l3);
-        let t = i.wrapping_sub(s.l4);
-        let ip_skip = if s.v6 {
-            (4..6).contains(&r) // payload length
-        } else {
-            (2..6).contains(&r) || (10..12).contains(&r) // length, id, checksum
-        };
-        ip_skip || (4..8).contains(&t) || t == 13 || (16..18).contains(&t)
+    let ip_differs: &[Field] = if s.v6 {
+        &[ipv6::field::LENGTH]
+    } else {
+        &[
+            ipv4::field::LENGTH,
+            ipv4::field::IDENT,
+            ipv4::field::CHECKSUM,
+        ]
     };
-    (0..s.payload).all(|i| skip(i) || a[i] == b[i])
+    let tcp_differs = [
+        tcp::field::SEQ_NUM,
+        tcp::field::FLAGS..tcp::field::FLAGS + 1,
+        tcp::field::CHECKSUM,
+    ];
+    a[..s.l3] == b[..s.l3]
+        && same_but(&a[s.l3..s.l4], &b[s.l3..s.l4], ip_differs)
+        && same_but(&a[s.l4..s.payload], &b[s.l4..s.payload], &tcp_differs)
+}
+
+/// Whether two headers of one length agree but in `fields` (in order).
+fn same_but(a: &[u8], b: &[u8], fields: &[Field]) -> bool {
+    let mut at = 0;
+    for f in fields {
+        if a[at..f.start] != b[at..f.start] {
+            return false;
+        }
+        at = f.end;
+    }
+    a[at..] == b[at..]
 }
 
 /// One merge in progress: the super-frame being built and what the next segment
@@ -195,8 +196,11 @@ impl Gro {
             };
         };
         let payload = frame.len() - s.payload;
-        let seq = be32(frame, s.l4 + 4);
-        let psh = frame[s.l4 + 13] & TCP_PSH != 0;
+        let Ok(tcp) = tcp::Packet::new_checked(&frame[s.l4..]) else {
+            return Offer::Refused;
+        };
+        let seq = tcp.seq_number();
+        let psh = tcp.flags_byte() & tcp::PSH != 0;
         let partial = vnet.flags & VNET_F_NEEDS_CSUM != 0;
         // Checked here, on the copy (hot in the cache), unless already known right.
         let check = !partial && vnet.flags & VNET_F_DATA_VALID == 0;
@@ -241,7 +245,10 @@ impl Gro {
         // A short segment or a PSH ends the merge, as it ends a TCP send.
         self.closed = psh || payload < self.mss;
         if psh {
-            self.buf[s.l4 + 13] |= TCP_PSH;
+            if let Ok(mut held) = tcp::Packet::new_checked(&mut self.buf[s.l4..self.len]) {
+                let f = held.flags_byte();
+                held.set_flags_byte(f | tcp::PSH);
+            }
         }
         Offer::Taken
     }
@@ -260,7 +267,7 @@ impl Gro {
                 VnetHdr {
                     flags: VNET_F_NEEDS_CSUM,
                     csum_start: s.l4 as u16,
-                    csum_offset: 16,
+                    csum_offset: tcp::field::CHECKSUM.start as u16,
                     ..VnetHdr::default()
                 }
             } else {
@@ -271,24 +278,26 @@ impl Gro {
         let l3_len = len - s.l3;
         let tcp_len = len - s.l4;
         if s.v6 {
-            frame[s.l3 + 4..s.l3 + 6].copy_from_slice(&((l3_len - 40) as u16).to_be_bytes());
-        } else {
-            frame[s.l3 + 2..s.l3 + 4].copy_from_slice(&(l3_len as u16).to_be_bytes());
-            frame[s.l3 + 10..s.l3 + 12].fill(0);
-            let c = !fold(sum(&frame[s.l3..s.l4], 0));
-            frame[s.l3 + 10..s.l3 + 12].copy_from_slice(&c.to_be_bytes());
+            if let Ok(mut ip) = ipv6::Packet::new_checked(&mut frame[s.l3..]) {
+                ip.set_payload_len((l3_len - ipv6::HEADER_LEN) as u16);
+            }
+        } else if let Ok(mut ip) = ipv4::Packet::new_checked(&mut frame[s.l3..]) {
+            ip.set_total_len(l3_len as u16);
+            ip.fill_checksum();
         }
         // The TCP checksum field holds the pseudo-header sum, as a sender with
         // checksum offload leaves it; the device (or the next segmentation) finishes.
         let seed = fold(pseudo_header(frame, &s, tcp_len));
-        frame[s.l4 + 16..s.l4 + 18].copy_from_slice(&seed.to_be_bytes());
+        if let Ok(mut tcp) = tcp::Packet::new_checked(&mut frame[s.l4..]) {
+            tcp.set_checksum(seed);
+        }
         let vnet = VnetHdr {
             flags: VNET_F_NEEDS_CSUM,
             gso_type: if s.v6 { VNET_GSO_TCPV6 } else { VNET_GSO_TCPV4 },
             hdr_len: s.payload as u16,
             gso_size: self.mss as u16,
             csum_start: s.l4 as u16,
-            csum_offset: 16,
+            csum_offset: tcp::field::CHECKSUM.start as u16,
         };
         Some((frame, vnet, segments))
     }

@@ -5,9 +5,10 @@
 //! computed.
 
 use crate::checksum::{fold, sum, tcp_pseudo_header};
-use crate::ethernet::{EtherType, VLAN_TAG_LEN};
-use crate::key::IPPROTO_TCP;
 use crate::vnet::{VnetHdr, VNET_F_NEEDS_CSUM};
+use crate::wire::ethernet::{self, EtherType};
+use crate::wire::ip::IPPROTO_TCP;
+use crate::wire::{ipv4, ipv6, tcp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GsoError {
@@ -39,52 +40,31 @@ struct Layout {
     payload: usize,
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
 fn layout(frame: &[u8]) -> Result<Layout, GsoError> {
-    let mut off = 12;
-    let mut t = be16(frame, off).ok_or(GsoError::Malformed)?;
-    for _ in 0..2 {
-        if t != EtherType::VLAN && t != EtherType::QINQ {
-            break;
-        }
-        off += VLAN_TAG_LEN;
-        t = be16(frame, off).ok_or(GsoError::Malformed)?;
-    }
-    let l3 = off + 2;
+    let (t, l3) = ethernet::l3(frame).ok_or(GsoError::Malformed)?;
     let (v6, l4) = match t {
         EtherType::IPV4 => {
-            let ihl = usize::from(*frame.get(l3).ok_or(GsoError::Malformed)? & 0x0f) * 4;
-            if ihl < 20 || frame.len() < l3 + ihl {
-                return Err(GsoError::Malformed);
-            }
-            if frame[l3 + 9] != IPPROTO_TCP {
+            let ip = ipv4::Packet::new_checked(&frame[l3..]).map_err(|_| GsoError::Malformed)?;
+            if ip.protocol() != IPPROTO_TCP {
                 return Err(GsoError::Unsupported);
             }
-            (false, l3 + ihl)
+            (false, l3 + ip.header_len())
         }
         EtherType::IPV6 => {
-            if frame.len() < l3 + 40 {
-                return Err(GsoError::Malformed);
-            }
-            if frame[l3 + 6] != IPPROTO_TCP {
+            let ip = ipv6::Packet::new_checked(&frame[l3..]).map_err(|_| GsoError::Malformed)?;
+            if ip.next_header() != IPPROTO_TCP {
                 return Err(GsoError::Unsupported);
             }
-            (true, l3 + 40)
+            (true, l3 + ipv6::HEADER_LEN)
         }
         _ => return Err(GsoError::Unsupported),
     };
-    let doff = usize::from(*frame.get(l4 + 12).ok_or(GsoError::Malformed)? >> 4) * 4;
-    if doff < 20 || frame.len() < l4 + doff {
-        return Err(GsoError::Malformed);
-    }
+    let tcp = tcp::Packet::new_checked(&frame[l4..]).map_err(|_| GsoError::Malformed)?;
     Ok(Layout {
         l3,
         v6,
         l4,
-        payload: l4 + doff,
+        payload: l4 + tcp.header_len(),
     })
 }
 
@@ -92,10 +72,6 @@ fn layout(frame: &[u8]) -> Result<Layout, GsoError> {
 fn pseudo_header(frame: &[u8], lay: &Layout, tcp_len: usize) -> u64 {
     tcp_pseudo_header(frame, lay.l3, lay.v6, tcp_len)
 }
-
-const TCP_FIN: u8 = 0x01;
-const TCP_PSH: u8 = 0x08;
-const TCP_CWR: u8 = 0x80;
 
 /// Cuts the TCP super-frame `frame` into segments of at most `mss` payload bytes.
 /// Each is built in `buf` (which must hold headers + `mss`) and handed to `emit`,
@@ -117,9 +93,15 @@ pub fn segment_tcp(
     if buf.len() < hdr + mss.min(payload.len().max(1)) {
         return Err(GsoError::TooBig);
     }
-    let seq0 = u32::from_be_bytes(frame[lay.l4 + 4..lay.l4 + 8].try_into().unwrap_or([0; 4]));
-    let id0 = be16(frame, lay.l3 + 4).unwrap_or(0);
-    let flags = frame[lay.l4 + 13];
+    let tcp0 = tcp::Packet::new_checked(&frame[lay.l4..]).map_err(|_| GsoError::Malformed)?;
+    let (seq0, flags) = (tcp0.seq_number(), tcp0.flags_byte());
+    let id0 = if lay.v6 {
+        0
+    } else {
+        ipv4::Packet::new_checked(&frame[lay.l3..])
+            .map_err(|_| GsoError::Malformed)?
+            .ident()
+    };
     let chunks = payload.len().div_ceil(mss).max(1);
     if chunks > MAX_SEGMENTS {
         return Err(GsoError::TooManySegments);
@@ -133,28 +115,30 @@ pub fn segment_tcp(
         seg[hdr..].copy_from_slice(chunk);
         let l3_len = seg_len - lay.l3;
         if lay.v6 {
-            seg[lay.l3 + 4..lay.l3 + 6].copy_from_slice(&((l3_len - 40) as u16).to_be_bytes());
+            let mut ip =
+                ipv6::Packet::new_checked(&mut seg[lay.l3..]).map_err(|_| GsoError::Malformed)?;
+            ip.set_payload_len((l3_len - ipv6::HEADER_LEN) as u16);
         } else {
-            seg[lay.l3 + 2..lay.l3 + 4].copy_from_slice(&(l3_len as u16).to_be_bytes());
-            seg[lay.l3 + 4..lay.l3 + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-            seg[lay.l3 + 10..lay.l3 + 12].fill(0);
-            let c = !fold(sum(&seg[lay.l3..lay.l4], 0));
-            seg[lay.l3 + 10..lay.l3 + 12].copy_from_slice(&c.to_be_bytes());
+            let mut ip =
+                ipv4::Packet::new_checked(&mut seg[lay.l3..]).map_err(|_| GsoError::Malformed)?;
+            ip.set_total_len(l3_len as u16);
+            ip.set_ident(id0.wrapping_add(i as u16));
+            ip.fill_checksum();
         }
-        let seq = seq0.wrapping_add(start as u32);
-        seg[lay.l4 + 4..lay.l4 + 8].copy_from_slice(&seq.to_be_bytes());
         let mut f = flags;
         if i + 1 < chunks {
-            f &= !(TCP_FIN | TCP_PSH);
+            f &= !(tcp::FIN | tcp::PSH);
         }
         if i > 0 {
-            f &= !TCP_CWR;
+            f &= !tcp::CWR;
         }
-        seg[lay.l4 + 13] = f;
-        seg[lay.l4 + 16..lay.l4 + 18].fill(0);
         let tcp_len = seg_len - lay.l4;
-        let c = !fold(sum(&seg[lay.l4..], pseudo_header(seg, &lay, tcp_len)));
-        seg[lay.l4 + 16..lay.l4 + 18].copy_from_slice(&c.to_be_bytes());
+        let pseudo = pseudo_header(seg, &lay, tcp_len);
+        let mut t =
+            tcp::Packet::new_checked(&mut seg[lay.l4..]).map_err(|_| GsoError::Malformed)?;
+        t.set_seq_number(seq0.wrapping_add(start as u32));
+        t.set_flags_byte(f);
+        t.fill_checksum(pseudo);
         emit(seg);
     }
     Ok(chunks)

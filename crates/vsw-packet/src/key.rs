@@ -1,22 +1,15 @@
 //! Flow-key extraction: one pass over a frame's headers into the fields rules match on.
 
-use crate::ethernet::{EtherType, VlanTag, ETH_HDR_LEN};
 use crate::mac::MacAddr;
+use crate::wire::ethernet::{self, EtherType, VlanTag, MAX_TAGS};
+use crate::wire::icmp::{self, ND_OPT_SOURCE_LLADDR, ND_OPT_TARGET_LLADDR};
+use crate::wire::{arp, ipv4, ipv6, tcp, udp};
 
-pub const IPPROTO_HOPOPTS: u8 = 0;
-pub const IPPROTO_ICMP: u8 = 1;
-pub const IPPROTO_TCP: u8 = 6;
-pub const IPPROTO_UDP: u8 = 17;
-pub const IPPROTO_ROUTING: u8 = 43;
-pub const IPPROTO_FRAGMENT: u8 = 44;
-pub const IPPROTO_AH: u8 = 51;
-pub const IPPROTO_ICMPV6: u8 = 58;
-pub const IPPROTO_DSTOPTS: u8 = 60;
-pub const IPPROTO_SCTP: u8 = 132;
-
-/// ICMPv6 neighbour solicitation and advertisement (RFC 4861).
-pub const ND_NEIGHBOR_SOLICIT: u8 = 135;
-pub const ND_NEIGHBOR_ADVERT: u8 = 136;
+pub use crate::wire::icmp::{ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT};
+pub use crate::wire::ip::{
+    IPPROTO_AH, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT, IPPROTO_HOPOPTS, IPPROTO_ICMP, IPPROTO_ICMPV6,
+    IPPROTO_ROUTING, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
+};
 
 /// The OpenFlow "CFI" bit: set in `vlan_tci` when the frame carries a tag, so that
 /// VID 0 with a tag differs from no tag at all.
@@ -149,18 +142,6 @@ pub enum Malformed {
     BadArp,
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn be128(b: &[u8], at: usize) -> Option<u128> {
-    Some(u128::from_be_bytes(b.get(at..at + 16)?.try_into().ok()?))
-}
-
 /// Extracts the flow key of `frame` received on `in_port` into `key`. `stripped` is a
 /// VLAN tag the receiving device already took out of the frame.
 ///
@@ -178,33 +159,30 @@ pub fn extract(
         in_port,
         ..FlowKey::default()
     };
-    if frame.len() < ETH_HDR_LEN {
-        return Err(Malformed::ShortFrame);
-    }
-    key.dl_dst = MacAddr::from_slice(&frame[0..6]).unwrap_or_default();
-    key.dl_src = MacAddr::from_slice(&frame[6..12]).unwrap_or_default();
-    let mut ethertype = be16(frame, 12).ok_or(Malformed::ShortFrame)?;
-    let mut off = ETH_HDR_LEN;
-    let mut tags = 0;
+    let eth = ethernet::Frame::new_checked(frame).map_err(|_| Malformed::ShortFrame)?;
+    key.dl_dst = eth.dst_addr();
+    key.dl_src = eth.src_addr();
+    // A tag the device took out is the outer one; up to two in all.
+    let mut tcis = [0u16; MAX_TAGS];
+    let mut n = 0;
     if let Some(tag) = stripped {
-        key.vlan_tci = tag.tci | VLAN_CFI;
-        tags = 1;
+        tcis[0] = tag.tci;
+        n = 1;
     }
-    // Up to two tags (802.1ad outer + 802.1Q inner); a third stays in the payload.
-    while (ethertype == EtherType::VLAN || ethertype == EtherType::QINQ) && tags < 2 {
-        let tci = be16(frame, off).ok_or(Malformed::ShortVlan)? | VLAN_CFI;
-        if tags == 0 {
-            key.vlan_tci = tci;
-        } else {
-            key.inner_vlan_tci = tci;
-        }
-        ethertype = be16(frame, off + 2).ok_or(Malformed::ShortVlan)?;
-        off += 4;
-        tags += 1;
+    let tags = eth.tags(MAX_TAGS - n).map_err(|_| Malformed::ShortVlan)?;
+    for tci in tags.tcis() {
+        tcis[n] = *tci;
+        n += 1;
     }
-    key.dl_type = ethertype;
-    let l3 = &frame[off..];
-    match ethertype {
+    if n > 0 {
+        key.vlan_tci = tcis[0] | VLAN_CFI;
+    }
+    if n > 1 {
+        key.inner_vlan_tci = tcis[1] | VLAN_CFI;
+    }
+    key.dl_type = tags.ethertype;
+    let l3 = &frame[tags.payload..];
+    match tags.ethertype {
         EtherType::IPV4 => extract_ipv4(key, l3),
         EtherType::IPV6 => extract_ipv6(key, l3),
         EtherType::ARP => extract_arp(key, l3),
@@ -213,98 +191,64 @@ pub fn extract(
 }
 
 fn extract_ipv4(key: &mut FlowKey, l3: &[u8]) -> Result<(), Malformed> {
-    let vihl = *l3.first().ok_or(Malformed::BadIpv4)?;
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    if vihl >> 4 != 4 || ihl < 20 || l3.len() < ihl {
-        return Err(Malformed::BadIpv4);
-    }
-    key.nw_src = u128::from(be32(l3, 12).ok_or(Malformed::BadIpv4)?);
-    key.nw_dst = u128::from(be32(l3, 16).ok_or(Malformed::BadIpv4)?);
-    key.nw_proto = l3[9];
-    key.nw_tos = l3[1];
-    key.nw_ttl = l3[8];
-    let total = usize::from(be16(l3, 2).ok_or(Malformed::BadIpv4)?);
+    let ip = ipv4::Packet::new_checked(l3).map_err(|_| Malformed::BadIpv4)?;
+    key.nw_src = u128::from(ip.src_addr());
+    key.nw_dst = u128::from(ip.dst_addr());
+    key.nw_proto = ip.protocol();
+    key.nw_tos = ip.tos();
+    key.nw_ttl = ip.ttl();
+    let (ihl, total) = (ip.header_len(), ip.total_len());
     if total < ihl {
         return Err(Malformed::BadIpv4);
     }
-    let frag = be16(l3, 6).ok_or(Malformed::BadIpv4)?;
-    let (more, offset) = (frag & 0x2000 != 0, frag & 0x1fff);
-    if more || offset != 0 {
-        key.nw_frag = FRAG_ANY | if offset != 0 { FRAG_LATER } else { 0 };
+    if ip.is_fragment() {
+        key.nw_frag = FRAG_ANY | if ip.frag_offset() != 0 { FRAG_LATER } else { 0 };
     }
     // Ethernet pads short frames: the payload ends where the IP header says. A frame
     // shorter than that was cut off on the way: its L4 header is not trusted.
-    if offset == 0 && total <= l3.len() {
+    if ip.frag_offset() == 0 && total <= l3.len() {
         extract_l4(key, &l3[ihl..total]);
     }
     Ok(())
 }
 
 fn extract_ipv6(key: &mut FlowKey, l3: &[u8]) -> Result<(), Malformed> {
-    if l3.len() < 40 || l3[0] >> 4 != 6 {
-        return Err(Malformed::BadIpv6);
-    }
-    let word0 = be32(l3, 0).ok_or(Malformed::BadIpv6)?;
-    key.nw_tos = (word0 >> 20) as u8;
-    key.ipv6_label = word0 & 0x000f_ffff;
-    key.nw_ttl = l3[7];
-    key.nw_src = be128(l3, 8).ok_or(Malformed::BadIpv6)?;
-    key.nw_dst = be128(l3, 24).ok_or(Malformed::BadIpv6)?;
+    let ip = ipv6::Packet::new_checked(l3).map_err(|_| Malformed::BadIpv6)?;
+    key.nw_tos = ip.traffic_class();
+    key.ipv6_label = ip.flow_label();
+    key.nw_ttl = ip.hop_limit();
+    key.nw_src = ip.src_addr();
+    key.nw_dst = ip.dst_addr();
     // A payload length of 0 is a jumbogram (or a TSO super-frame): the frame's end is
     // the packet's end.
-    let payload = usize::from(be16(l3, 4).ok_or(Malformed::BadIpv6)?);
-    let end = if payload == 0 {
-        l3.len()
-    } else {
-        (40 + payload).min(l3.len())
+    let end = match ip.payload_len() {
+        0 => l3.len(),
+        n => (ipv6::HEADER_LEN + n).min(l3.len()),
     };
     let l3 = &l3[..end];
-    let mut next = l3[6];
-    let mut off = 40;
-    for _ in 0..MAX_IPV6_EXTENSIONS {
-        let len = match next {
-            IPPROTO_HOPOPTS | IPPROTO_ROUTING | IPPROTO_DSTOPTS => {
-                (usize::from(*l3.get(off + 1).ok_or(Malformed::BadIpv6)?) + 1) * 8
-            }
-            IPPROTO_AH => (usize::from(*l3.get(off + 1).ok_or(Malformed::BadIpv6)?) + 2) * 4,
-            IPPROTO_FRAGMENT => {
-                let field = be16(l3, off + 2).ok_or(Malformed::BadIpv6)?;
-                let (offset, more) = (field & 0xfff8, field & 1 != 0);
-                if offset != 0 || more {
-                    key.nw_frag = FRAG_ANY | if offset != 0 { FRAG_LATER } else { 0 };
-                }
-                if offset != 0 {
-                    // A later fragment carries no L4 header; its protocol is still known.
-                    key.nw_proto = l3[off];
-                    return Ok(());
-                }
-                8
-            }
-            _ => break,
-        };
-        if off + len > l3.len() {
-            return Err(Malformed::BadIpv6);
-        }
-        next = l3[off];
-        off += len;
+    let up = ipv6::Packet::new_checked(l3)
+        .and_then(|ip| ip.upper_layer(MAX_IPV6_EXTENSIONS))
+        .map_err(|_| Malformed::BadIpv6)?;
+    if let Some((offset, _)) = up.fragment {
+        key.nw_frag = FRAG_ANY | if offset != 0 { FRAG_LATER } else { 0 };
     }
-    key.nw_proto = next;
-    extract_l4(key, &l3[off..]);
+    key.nw_proto = up.protocol;
+    // A later fragment carries no L4 header; its protocol is still known.
+    if !up.is_later_fragment() {
+        extract_l4(key, &l3[up.offset..]);
+    }
     Ok(())
 }
 
 fn extract_arp(key: &mut FlowKey, l3: &[u8]) -> Result<(), Malformed> {
-    let op = be16(l3, 6).ok_or(Malformed::BadArp)?;
-    key.nw_proto = op.min(255) as u8;
-    // Ethernet/IPv4 ARP is 28 bytes; other hardware types keep only the opcode.
-    if be16(l3, 0) == Some(1) && be16(l3, 2) == Some(EtherType::IPV4) {
-        if l3.len() < 28 {
-            return Err(Malformed::BadArp);
-        }
-        key.arp_sha = MacAddr::from_slice(&l3[8..14]).unwrap_or_default();
-        key.nw_src = u128::from(be32(l3, 14).ok_or(Malformed::BadArp)?);
-        key.arp_tha = MacAddr::from_slice(&l3[18..24]).unwrap_or_default();
-        key.nw_dst = u128::from(be32(l3, 24).ok_or(Malformed::BadArp)?);
+    let a = arp::Packet::new_checked(l3).map_err(|_| Malformed::BadArp)?;
+    key.nw_proto = a.operation().min(255) as u8;
+    // Other hardware or protocol types keep only the opcode.
+    if let Some(addrs) = a.ethernet_ipv4().map_err(|_| Malformed::BadArp)? {
+        key.arp_sha = MacAddr::from_slice(addrs.sha).unwrap_or_default();
+        key.nw_src = u128::from(addrs.spa);
+        key.arp_tha = MacAddr::from_slice(addrs.tha).unwrap_or_default();
+        key.nw_dst = u128::from(addrs.tpa);
     }
     Ok(())
 }
@@ -312,30 +256,25 @@ fn extract_arp(key: &mut FlowKey, l3: &[u8]) -> Result<(), Malformed> {
 fn extract_l4(key: &mut FlowKey, l4: &[u8]) {
     match key.nw_proto {
         IPPROTO_TCP => {
-            if let (Some(s), Some(d), Some(f)) = (be16(l4, 0), be16(l4, 2), be16(l4, 12)) {
-                key.tp_src = s;
-                key.tp_dst = d;
-                key.tcp_flags = f & 0x0fff;
+            if let Ok(t) = tcp::Packet::new_checked(l4) {
+                key.tp_src = t.src_port();
+                key.tp_dst = t.dst_port();
+                key.tcp_flags = t.flags();
             }
         }
+        // SCTP's ports sit where UDP's do.
         IPPROTO_UDP | IPPROTO_SCTP => {
-            if let (Some(s), Some(d)) = (be16(l4, 0), be16(l4, 2)) {
-                key.tp_src = s;
-                key.tp_dst = d;
+            if let Ok(u) = udp::Packet::new_checked(l4) {
+                key.tp_src = u.src_port();
+                key.tp_dst = u.dst_port();
             }
         }
-        IPPROTO_ICMP => {
-            if let (Some(t), Some(c)) = (l4.first(), l4.get(1)) {
-                key.tp_src = u16::from(*t);
-                key.tp_dst = u16::from(*c);
-            }
-        }
-        IPPROTO_ICMPV6 => {
-            if let (Some(&t), Some(&c)) = (l4.first(), l4.get(1)) {
-                key.tp_src = u16::from(t);
-                key.tp_dst = u16::from(c);
-                if c == 0 && (t == ND_NEIGHBOR_SOLICIT || t == ND_NEIGHBOR_ADVERT) {
-                    extract_nd(key, t, l4);
+        IPPROTO_ICMP | IPPROTO_ICMPV6 => {
+            if let Ok(i) = icmp::Packet::new_checked(l4) {
+                key.tp_src = u16::from(i.msg_type());
+                key.tp_dst = u16::from(i.code());
+                if key.nw_proto == IPPROTO_ICMPV6 && i.is_nd() {
+                    extract_nd(key, &i);
                 }
             }
         }
@@ -345,28 +284,20 @@ fn extract_l4(key: &mut FlowKey, l4: &[u8]) {
 
 /// Neighbour discovery: the target address and the link-layer address option that
 /// goes with the message (source for a solicitation, target for an advertisement).
-fn extract_nd(key: &mut FlowKey, icmp_type: u8, l4: &[u8]) {
-    let Some(target) = be128(l4, 8) else {
+fn extract_nd(key: &mut FlowKey, nd: &icmp::Packet<&[u8]>) {
+    let Some(target) = nd.nd_target() else {
         return;
     };
     key.nd_target = target;
-    let mut opts = &l4[24..];
-    while opts.len() >= 8 {
-        let (kind, len) = (opts[0], usize::from(opts[1]) * 8);
-        if len == 0 || len > opts.len() {
-            // An option of length 0 or past the end: RFC 4861 says drop the message;
-            // the key keeps what was valid before it.
-            return;
+    for (kind, option) in nd.nd_options() {
+        let Some(mac) = icmp::option_lladdr(option).and_then(MacAddr::from_slice) else {
+            continue;
+        };
+        match (kind, nd.msg_type()) {
+            (ND_OPT_SOURCE_LLADDR, ND_NEIGHBOR_SOLICIT) => key.arp_sha = mac,
+            (ND_OPT_TARGET_LLADDR, ND_NEIGHBOR_ADVERT) => key.arp_tha = mac,
+            _ => {}
         }
-        if len == 8 {
-            let mac = MacAddr::from_slice(&opts[2..8]).unwrap_or_default();
-            match (kind, icmp_type) {
-                (1, ND_NEIGHBOR_SOLICIT) => key.arp_sha = mac,
-                (2, ND_NEIGHBOR_ADVERT) => key.arp_tha = mac,
-                _ => {}
-            }
-        }
-        opts = &opts[len..];
     }
 }
 

@@ -6,13 +6,15 @@
 
 pub mod builder;
 pub mod checksum;
-pub mod ethernet;
 pub mod gro;
 pub mod gso;
 pub mod key;
 pub mod mac;
 pub mod rewrite;
 pub mod vnet;
+pub mod wire;
+
+pub use wire::ethernet;
 
 pub use ethernet::{EtherType, VlanTag};
 pub use key::{extract, FlowKey, Malformed, KEY_WORDS};

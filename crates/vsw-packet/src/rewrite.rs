@@ -6,10 +6,11 @@
 //! left to the device (virtio-net NEEDS_CSUM) holds only the pseudo-header sum there;
 //! that sum follows address changes and is left alone for port changes.
 
-use crate::ethernet::{EtherType, VlanTag, ETH_HDR_LEN, VLAN_TAG_LEN};
-use crate::key::{IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use crate::mac::MacAddr;
 use crate::vnet::{VnetHdr, VNET_F_NEEDS_CSUM};
+use crate::wire::ethernet::{self, EtherType, VlanTag, ETH_HDR_LEN, VLAN_TAG_LEN};
+use crate::wire::ip::{IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
+use crate::wire::{ipv4, ipv6, sctp, tcp, udp};
 
 /// Room in front of the frame for pushed tags.
 pub const HEADROOM: usize = 64;
@@ -72,37 +73,30 @@ impl PacketBuf {
         self.vnet.flags & VNET_F_NEEDS_CSUM != 0
     }
 
+    /// The Ethernet header, if the frame holds one.
+    fn ethernet(&mut self) -> Option<ethernet::Frame<&mut [u8]>> {
+        ethernet::Frame::new_checked(self.data_mut()).ok()
+    }
+
     /// The outer tag's TCI, if the frame has one.
     fn outer_tci(&self) -> Option<u16> {
-        let d = self.data();
-        let tpid = be16(d, 12)?;
-        (tpid == EtherType::VLAN || tpid == EtherType::QINQ).then(|| be16(d, 14))?
+        ethernet::Frame::new_checked(self.data()).ok()?.outer_tci()
     }
 
     /// The ethertype after up to two tags, and where its header starts.
     fn l3(&self) -> Option<(u16, usize)> {
-        let d = self.data();
-        let mut off = 12;
-        let mut t = be16(d, off)?;
-        for _ in 0..2 {
-            if t != EtherType::VLAN && t != EtherType::QINQ {
-                break;
-            }
-            off += VLAN_TAG_LEN;
-            t = be16(d, off)?;
-        }
-        Some((t, off + 2))
+        ethernet::l3(self.data())
     }
 
     pub fn set_dl_src(&mut self, mac: MacAddr) {
-        if self.len >= ETH_HDR_LEN {
-            self.data_mut()[6..12].copy_from_slice(&mac.0);
+        if let Some(mut eth) = self.ethernet() {
+            eth.set_src_addr(mac);
         }
     }
 
     pub fn set_dl_dst(&mut self, mac: MacAddr) {
-        if self.len >= ETH_HDR_LEN {
-            self.data_mut()[0..6].copy_from_slice(&mac.0);
+        if let Some(mut eth) = self.ethernet() {
+            eth.set_dst_addr(mac);
         }
     }
 
@@ -116,13 +110,16 @@ impl PacketBuf {
             return Err(RewriteError::NoHeadroom);
         }
         let tci = self.outer_tci().unwrap_or(0);
+        // The addresses move forward by a tag's length; the tag goes between them and
+        // what followed them.
+        let addrs = ethernet::field::ETHERTYPE.start;
         self.buf
-            .copy_within(self.start..self.start + 12, self.start - VLAN_TAG_LEN);
+            .copy_within(self.start..self.start + addrs, self.start - VLAN_TAG_LEN);
         self.start -= VLAN_TAG_LEN;
         self.len += VLAN_TAG_LEN;
-        let d = self.data_mut();
-        d[12..14].copy_from_slice(&tpid.to_be_bytes());
-        d[14..16].copy_from_slice(&tci.to_be_bytes());
+        if let Some(mut eth) = self.ethernet() {
+            eth.set_outer_tag(VlanTag { tpid, tci });
+        }
         self.vnet = self.vnet.shifted(VLAN_TAG_LEN as u16);
         Ok(())
     }
@@ -131,8 +128,9 @@ impl PacketBuf {
         if self.outer_tci().is_none() {
             return;
         }
+        let addrs = ethernet::field::ETHERTYPE.start;
         self.buf
-            .copy_within(self.start..self.start + 12, self.start + VLAN_TAG_LEN);
+            .copy_within(self.start..self.start + addrs, self.start + VLAN_TAG_LEN);
         self.start += VLAN_TAG_LEN;
         self.len -= VLAN_TAG_LEN;
         self.vnet = self.vnet.unshifted(VLAN_TAG_LEN as u16);
@@ -143,8 +141,9 @@ impl PacketBuf {
             self.push_vlan(EtherType::VLAN)?;
         }
         if let Some(tci) = self.outer_tci() {
-            let tci = (tci & keep) | set;
-            self.data_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
+            if let Some(mut eth) = self.ethernet() {
+                eth.set_outer_tci((tci & keep) | set);
+            }
         }
         Ok(())
     }
@@ -161,95 +160,148 @@ impl PacketBuf {
 
     /// The IPv4 header's offset when the frame carries a whole one.
     fn ipv4(&self) -> Option<usize> {
-        let (t, off) = self.l3()?;
-        let d = self.data();
-        let ihl = usize::from(*d.get(off)? & 0x0f) * 4;
-        (t == EtherType::IPV4 && ihl >= 20 && d.len() >= off + ihl).then_some(off)
-    }
-
-    /// Where the L4 checksum of an IPv4 packet is, for TCP and UDP, when the packet is
-    /// a first (or only) fragment that carries it.
-    fn ipv4_l4(&self, ip: usize) -> Option<(u8, usize)> {
-        let d = self.data();
-        let ihl = usize::from(d[ip] & 0x0f) * 4;
-        let frag = be16(d, ip + 6)?;
-        if frag & 0x1fff != 0 {
-            return None;
+        match self.l3()? {
+            (EtherType::IPV4, off) => {
+                ipv4::Packet::new_checked(&self.data()[off..]).ok()?;
+                Some(off)
+            }
+            _ => None,
         }
-        Some((d[ip + 9], ip + ihl))
     }
 
-    fn set_ipv4_addr(&mut self, at: usize, addr: [u8; 4]) {
-        let Some(ip) = self.ipv4() else { return };
+    /// The IPv6 header's offset when the frame carries a whole one.
+    fn ipv6(&self) -> Option<usize> {
+        match self.l3()? {
+            (EtherType::IPV6, off) => {
+                ipv6::Packet::new_checked(&self.data()[off..]).ok()?;
+                Some(off)
+            }
+            _ => None,
+        }
+    }
+
+    /// The transport protocol and where its header starts, for an IPv4 packet that is
+    /// a first (or only) fragment, or an IPv6 packet without extension headers (what
+    /// the rewrite actions' prerequisites allow).
+    fn l4(&self) -> Option<(u8, usize)> {
+        if let Some(off) = self.ipv4() {
+            let ip = ipv4::Packet::new_checked(&self.data()[off..]).ok()?;
+            return (ip.frag_offset() == 0).then(|| (ip.protocol(), off + ip.header_len()));
+        }
+        let off = self.ipv6()?;
+        let ip = ipv6::Packet::new_checked(&self.data()[off..]).ok()?;
+        Some((ip.next_header(), off + ipv6::HEADER_LEN))
+    }
+
+    fn set_ipv4_addr(&mut self, dst: bool, addr: [u8; 4]) {
+        let Some(off) = self.ipv4() else { return };
         let partial = self.partial_csum();
-        let l4 = self.ipv4_l4(ip);
+        let l4 = self.l4();
         let d = self.data_mut();
-        let old = [
-            be16(d, ip + at).unwrap_or(0),
-            be16(d, ip + at + 2).unwrap_or(0),
-        ];
+        let Ok(mut ip) = ipv4::Packet::new_checked(&mut d[off..]) else {
+            return;
+        };
+        let old = if dst { ip.dst_addr() } else { ip.src_addr() };
+        let old = [(old >> 16) as u16, old as u16];
         let new = [
             u16::from_be_bytes([addr[0], addr[1]]),
             u16::from_be_bytes([addr[2], addr[3]]),
         ];
-        d[ip + at..ip + at + 4].copy_from_slice(&addr);
-        let mut check = be16(d, ip + 10).unwrap_or(0);
+        if dst {
+            ip.set_dst_addr(addr);
+        } else {
+            ip.set_src_addr(addr);
+        }
+        let mut check = ip.checksum();
         for (o, n) in old.iter().zip(&new) {
             check = csum_replace(check, *o, *n, false);
         }
-        d[ip + 10..ip + 12].copy_from_slice(&check.to_be_bytes());
+        ip.set_checksum(check);
         // The pseudo-header holds the addresses: TCP and UDP checksums follow.
         if let Some((proto, l4)) = l4 {
-            update_l4_csum(d, proto, l4, &old, &new, partial);
+            update_l4_csum(&mut d[l4..], proto, &old, &new, partial);
         }
     }
 
     pub fn set_nw_src(&mut self, addr: [u8; 4]) {
-        self.set_ipv4_addr(12, addr);
+        self.set_ipv4_addr(false, addr);
     }
 
     pub fn set_nw_dst(&mut self, addr: [u8; 4]) {
-        self.set_ipv4_addr(16, addr);
+        self.set_ipv4_addr(true, addr);
     }
 
     /// Sets the DSCP bits (the TOS byte's upper six), keeping ECN.
     pub fn set_nw_tos(&mut self, tos: u8) {
-        if let Some(ip) = self.ipv4() {
-            let d = self.data_mut();
-            let old = be16(d, ip).unwrap_or(0);
-            d[ip + 1] = (tos & 0xfc) | (d[ip + 1] & 3);
-            let new = be16(d, ip).unwrap_or(0);
-            let check = csum_replace(be16(d, ip + 10).unwrap_or(0), old, new, false);
-            d[ip + 10..ip + 12].copy_from_slice(&check.to_be_bytes());
-        } else if let Some((EtherType::IPV6, off)) = self.l3() {
-            let d = self.data_mut();
-            if d.len() >= off + 40 {
-                let w = be32(d, off).unwrap_or(0);
-                let w = (w & !0x0fc0_0000) | (u32::from(tos & 0xfc) << 20);
-                d[off..off + 4].copy_from_slice(&w.to_be_bytes());
+        if let Some(off) = self.ipv4() {
+            let Ok(mut ip) = ipv4::Packet::new_checked(&mut self.data_mut()[off..]) else {
+                return;
+            };
+            // The TOS byte shares a checksummed 16-bit word with version and IHL.
+            let ver_ihl = u16::from(ip.header()[ipv4::field::VER_IHL]) << 8;
+            let old_tos = ip.tos();
+            let new_tos = (tos & 0xfc) | (old_tos & 3);
+            ip.set_tos(new_tos);
+            let check = csum_replace(
+                ip.checksum(),
+                ver_ihl | u16::from(old_tos),
+                ver_ihl | u16::from(new_tos),
+                false,
+            );
+            ip.set_checksum(check);
+        } else if let Some(off) = self.ipv6() {
+            if let Ok(mut ip) = ipv6::Packet::new_checked(&mut self.data_mut()[off..]) {
+                let tc = (tos & 0xfc) | (ip.traffic_class() & 3);
+                ip.set_traffic_class(tc);
             }
         }
     }
 
-    fn set_port(&mut self, at: usize, port: u16) {
+    fn set_port(&mut self, dst: bool, port: u16) {
         let Some((proto, l4)) = self.l4() else { return };
         let partial = self.partial_csum();
-        let d = self.data_mut();
-        let Some(old) = be16(d, l4 + at) else { return };
+        let d = &mut self.data_mut()[l4..];
         match proto {
-            IPPROTO_TCP | IPPROTO_UDP => {
-                d[l4 + at..l4 + at + 2].copy_from_slice(&port.to_be_bytes());
+            IPPROTO_TCP => {
+                let Ok(mut t) = tcp::Packet::new_checked(&mut *d) else {
+                    return;
+                };
+                let old = if dst { t.dst_port() } else { t.src_port() };
+                if dst {
+                    t.set_dst_port(port);
+                } else {
+                    t.set_src_port(port);
+                }
                 // A checksum left to the device covers the ports when it is done.
                 if !partial {
-                    update_l4_csum(d, proto, l4, &[old], &[port], false);
+                    update_l4_csum(d, proto, &[old], &[port], false);
                 }
             }
-            IPPROTO_SCTP if d.len() >= l4 + 12 => {
-                d[l4 + at..l4 + at + 2].copy_from_slice(&port.to_be_bytes());
+            IPPROTO_UDP => {
+                let Ok(mut u) = udp::Packet::new_checked(&mut *d) else {
+                    return;
+                };
+                let old = if dst { u.dst_port() } else { u.src_port() };
+                if dst {
+                    u.set_dst_port(port);
+                } else {
+                    u.set_src_port(port);
+                }
                 if !partial {
-                    d[l4 + 8..l4 + 12].fill(0);
-                    let crc = crc32c::crc32c(&d[l4..]);
-                    d[l4 + 8..l4 + 12].copy_from_slice(&crc.to_le_bytes());
+                    update_l4_csum(d, proto, &[old], &[port], false);
+                }
+            }
+            IPPROTO_SCTP => {
+                let Ok(mut sc) = sctp::Packet::new_checked(d) else {
+                    return;
+                };
+                if dst {
+                    sc.set_dst_port(port);
+                } else {
+                    sc.set_src_port(port);
+                }
+                if !partial {
+                    sc.fill_checksum();
                 }
             }
             _ => {}
@@ -257,59 +309,45 @@ impl PacketBuf {
     }
 
     pub fn set_tp_src(&mut self, port: u16) {
-        self.set_port(0, port);
+        self.set_port(false, port);
     }
 
     pub fn set_tp_dst(&mut self, port: u16) {
-        self.set_port(2, port);
-    }
-
-    /// The transport protocol and header offset of an IPv4 or IPv6 packet without
-    /// extension headers (what the rewrite actions' prerequisites allow).
-    fn l4(&self) -> Option<(u8, usize)> {
-        if let Some(ip) = self.ipv4() {
-            return self.ipv4_l4(ip);
-        }
-        match self.l3()? {
-            (EtherType::IPV6, off) if self.data().len() >= off + 40 => {
-                Some((self.data()[off + 6], off + 40))
-            }
-            _ => None,
-        }
+        self.set_port(true, port);
     }
 
     /// Decrements the IPv4 TTL or IPv6 hop limit; a packet that would leave with 0
     /// is refused.
     pub fn dec_ttl(&mut self) -> Result<(), RewriteError> {
-        if let Some(ip) = self.ipv4() {
-            let d = self.data_mut();
-            if d[ip + 8] <= 1 {
+        if let Some(off) = self.ipv4() {
+            let Ok(mut ip) = ipv4::Packet::new_checked(&mut self.data_mut()[off..]) else {
+                return Ok(());
+            };
+            let ttl = ip.ttl();
+            if ttl <= 1 {
                 return Err(RewriteError::TtlExpired);
             }
-            let old = be16(d, ip + 8).unwrap_or(0);
-            d[ip + 8] -= 1;
-            let new = be16(d, ip + 8).unwrap_or(0);
-            let check = csum_replace(be16(d, ip + 10).unwrap_or(0), old, new, false);
-            d[ip + 10..ip + 12].copy_from_slice(&check.to_be_bytes());
-        } else if let Some((EtherType::IPV6, off)) = self.l3() {
-            let d = self.data_mut();
-            if d.len() >= off + 40 {
-                if d[off + 7] <= 1 {
+            // TTL and protocol share a checksummed 16-bit word.
+            let proto = u16::from(ip.protocol());
+            ip.set_ttl(ttl - 1);
+            let check = csum_replace(
+                ip.checksum(),
+                (u16::from(ttl) << 8) | proto,
+                (u16::from(ttl - 1) << 8) | proto,
+                false,
+            );
+            ip.set_checksum(check);
+        } else if let Some(off) = self.ipv6() {
+            if let Ok(mut ip) = ipv6::Packet::new_checked(&mut self.data_mut()[off..]) {
+                let hops = ip.hop_limit();
+                if hops <= 1 {
                     return Err(RewriteError::TtlExpired);
                 }
-                d[off + 7] -= 1;
+                ip.set_hop_limit(hops - 1);
             }
         }
         Ok(())
     }
-}
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
 /// RFC 1624: the checksum after one 16-bit word of the data changed from `old` to
@@ -328,24 +366,38 @@ pub fn csum_replace(check: u16, old: u16, new: u16, seed: bool) -> u16 {
     }
 }
 
-fn update_l4_csum(d: &mut [u8], proto: u8, l4: usize, old: &[u16], new: &[u16], seed: bool) {
-    let at = match proto {
-        IPPROTO_TCP => l4 + 16,
-        IPPROTO_UDP => l4 + 6,
-        _ => return,
+/// Updates the TCP or UDP checksum of the header at the start of `l4` after 16-bit
+/// words it covers changed from `old` to `new`.
+fn update_l4_csum(l4: &mut [u8], proto: u8, old: &[u16], new: &[u16], seed: bool) {
+    let replace = |mut check: u16| {
+        for (o, n) in old.iter().zip(new) {
+            check = csum_replace(check, *o, *n, seed);
+        }
+        check
     };
-    let Some(mut check) = be16(d, at) else { return };
-    // UDP over IPv4 may carry no checksum at all (0); it stays without.
-    if proto == IPPROTO_UDP && check == 0 && !seed {
-        return;
+    match proto {
+        IPPROTO_TCP => {
+            if let Ok(mut t) = tcp::Packet::new_checked(l4) {
+                let c = replace(t.checksum());
+                t.set_checksum(c);
+            }
+        }
+        IPPROTO_UDP => {
+            let Ok(mut u) = udp::Packet::new_checked(l4) else {
+                return;
+            };
+            // UDP over IPv4 may carry no checksum at all (0); it stays without.
+            if u.checksum() == 0 && !seed {
+                return;
+            }
+            let mut c = replace(u.checksum());
+            if c == 0 && !seed {
+                c = 0xffff;
+            }
+            u.set_checksum(c);
+        }
+        _ => {}
     }
-    for (o, n) in old.iter().zip(new) {
-        check = csum_replace(check, *o, *n, seed);
-    }
-    if proto == IPPROTO_UDP && check == 0 && !seed {
-        check = 0xffff;
-    }
-    d[at..at + 2].copy_from_slice(&check.to_be_bytes());
 }
 
 #[cfg(test)]

@@ -4,6 +4,17 @@
 
 pub const VNET_HDR_LEN: usize = 10;
 
+/// `struct virtio_net_hdr_mrg_rxbuf`: the header and `num_buffers` after it, as a
+/// guest with mergeable receive buffers (or virtio 1.0) takes it.
+pub const VNET_HDR_MRG_LEN: usize = 12;
+const NUM_BUFFERS: core::ops::Range<usize> = 10..12;
+
+/// Writes `num_buffers` (the guest buffers one received frame spans) into a header of
+/// [`VNET_HDR_MRG_LEN`] bytes.
+pub fn write_num_buffers(hdr: &mut [u8], n: u16) {
+    hdr[NUM_BUFFERS].copy_from_slice(&n.to_le_bytes());
+}
+
 pub const VNET_F_NEEDS_CSUM: u8 = 1;
 pub const VNET_F_DATA_VALID: u8 = 2;
 

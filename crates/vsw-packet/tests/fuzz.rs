@@ -75,3 +75,72 @@ proptest! {
         }
     }
 }
+
+/// Every view's checked constructor on any bytes (the payload of a mutated frame, and
+/// the same bytes at every offset): no accessor of a view it accepts reads past the
+/// end, whatever the header claims.
+fn read_every_view(b: &[u8]) {
+    use vsw_packet::wire::{arp, ethernet, geneve, icmp, ipv4, ipv6, sctp, tcp, udp, vxlan};
+    if let Ok(e) = ethernet::Frame::new_checked(b) {
+        let _ = (e.dst_addr(), e.src_addr(), e.outer_tci());
+        if let Ok(t) = e.tags(ethernet::MAX_TAGS) {
+            assert!(t.payload <= b.len());
+            let _ = t.tcis();
+        }
+    }
+    let _ = ethernet::l3_len(b);
+    if let Ok(p) = ipv4::Packet::new_checked(b) {
+        assert!(p.header_len() <= b.len());
+        let _ = (p.header(), p.addresses(), p.checksum_right(), p.total_len());
+    }
+    if let Ok(p) = ipv6::Packet::new_checked(b) {
+        if let Ok(up) = p.upper_layer(8) {
+            assert!(up.offset <= b.len());
+        }
+        let _ = (p.src_addr(), p.dst_addr(), p.flow_label(), p.payload_len());
+    }
+    if let Ok(t) = tcp::Packet::new_checked(b) {
+        assert!(t.header().len() >= tcp::MIN_HEADER_LEN);
+        let _ = (t.src_port(), t.flags(), t.seq_number());
+    }
+    if let Ok(u) = udp::Packet::new_checked(b) {
+        let _ = (u.src_port(), u.dst_port(), u.len(), u.checksum());
+    }
+    if let Ok(s) = sctp::Packet::new_checked(b) {
+        let _ = (s.src_port(), s.dst_port());
+    }
+    if let Ok(i) = icmp::Packet::new_checked(b) {
+        let _ = (i.nd_target(), i.is_nd());
+        for (_, option) in i.nd_options() {
+            let _ = icmp::option_lladdr(option);
+        }
+    }
+    if let Ok(a) = arp::Packet::new_checked(b) {
+        let _ = (a.operation(), a.ethernet_ipv4());
+    }
+    if let Ok(v) = vxlan::Packet::new_checked(b) {
+        let _ = (v.vni(), v.payload());
+    }
+    if let Ok(g) = geneve::Packet::new_checked(b) {
+        let _ = (g.vni(), g.options(), g.payload(), g.protocol());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn header_views_never_read_past_the_end(
+        seed in 0usize..64,
+        mutations in proptest::collection::vec(mutation(), 0..8),
+    ) {
+        let samples = samples();
+        let mut frame = samples[seed % samples.len()].1.clone();
+        for m in &mutations {
+            apply(&mut frame, m);
+        }
+        for at in 0..frame.len().min(80) {
+            read_every_view(&frame[at..]);
+        }
+    }
+}

@@ -29,7 +29,8 @@ use crate::NetdevError;
 
 /// The largest frame an AF_PACKET port takes: a 64 KiB TCP super-frame with its
 /// Ethernet header and one VLAN tag.
-pub const MAX_FRAME: usize = 65535 + 14 + 4;
+pub const MAX_FRAME: usize =
+    65535 + vsw_packet::ethernet::ETH_HDR_LEN + vsw_packet::ethernet::VLAN_TAG_LEN;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AfPacketMode {

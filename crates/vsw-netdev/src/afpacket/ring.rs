@@ -55,7 +55,7 @@ const TX_BLOCKS: usize = 32;
 /// The ring slot for frames of an interface with this MTU: the smallest power of
 /// two from 2 KiB that holds a whole frame, at most 16 KiB.
 pub(super) fn slot_for_mtu(mtu: usize) -> usize {
-    (mtu + 14 + SLOT_OVERHEAD)
+    (mtu + vsw_packet::ethernet::ETH_HDR_LEN + SLOT_OVERHEAD)
         .next_power_of_two()
         .clamp(FRAME_SIZE, MAX_SLOT)
 }

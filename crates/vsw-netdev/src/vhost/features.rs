@@ -10,8 +10,8 @@ pub(super) const QUEUES: usize = 2 * MAX_QUEUE_PAIRS;
 pub(super) const QUEUE_MAX: u16 = 1024;
 /// The virtio-net header with VIRTIO_F_VERSION_1 or MRG_RXBUF: 10 bytes and
 /// `num_buffers`. A legacy driver that has neither uses the 10 bytes alone.
-pub(super) const HDR: usize = 12;
-pub(super) const LEGACY_HDR: usize = 10;
+pub(super) const HDR: usize = vsw_packet::vnet::VNET_HDR_MRG_LEN;
+pub(super) const LEGACY_HDR: usize = vsw_packet::vnet::VNET_HDR_LEN;
 
 /// The header length a driver with `features` uses.
 pub(super) fn header_len(features: u64) -> usize {

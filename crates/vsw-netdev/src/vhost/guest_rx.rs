@@ -117,7 +117,7 @@ impl GuestRx {
         let count = self.heads.len() as u16;
         if usable {
             if mergeable {
-                frame[10..12].copy_from_slice(&count.to_le_bytes());
+                vsw_packet::vnet::write_num_buffers(frame, count);
             }
             let mut done = 0;
             for &(addr, len, buffer) in &self.segments {
@@ -171,7 +171,7 @@ impl TxQueue for GuestRx {
         meta.vnet.write(hdr);
         if hdr_len == HDR {
             // num_buffers: 1 unless the frame spans several mergeable buffers.
-            buf[10..12].copy_from_slice(&1u16.to_le_bytes());
+            vsw_packet::vnet::write_num_buffers(buf, 1);
         }
         let len = copy_frame(&mut buf[hdr_len..], data, meta.vlan).ok_or(StageError::TooBig)?;
         self.lens[self.staged] = hdr_len + len;

@@ -43,7 +43,7 @@ pub(super) fn read_chain<M: GuestMemory>(
     }
     // A chain still pointing on when the walk stopped looped or was longer than the
     // queue: virtio-queue ends the walk at the queue size, vsw drops the chain.
-    (len >= hdr + 14 && !more).then_some(len)
+    (len >= hdr + vsw_packet::ethernet::ETH_HDR_LEN && !more).then_some(len)
 }
 
 impl RxQueue for GuestTx {

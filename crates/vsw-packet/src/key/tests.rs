@@ -1,5 +1,6 @@
 use super::*;
 use crate::builder::{self, samples, DST_MAC, SRC_MAC};
+use crate::ethernet::ETH_HDR_LEN;
 use proptest::prelude::*;
 
 fn key_of(frame: &[u8]) -> FlowKey {
