@@ -10,9 +10,9 @@ use std::net::Ipv4Addr;
 
 use vsw_packet::{EtherType, MacAddr};
 
+use crate::error::{FlowSyntaxError, PortResolver};
 use crate::fields::Needs;
-use crate::syntax::values::{bad, parse_mac, parse_port, parse_uint};
-use crate::syntax::{FlowSyntaxError, PortResolver};
+use crate::values::{bad, parse_mac, parse_port, parse_uint};
 
 /// What a rule does with a matching packet. Actions run in order; a header rewrite
 /// applies to the outputs that follow it.

@@ -11,11 +11,11 @@ use vsw_packet::key::{
 };
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
-use crate::syntax::values::{
+use crate::error::{FlowSyntaxError, PortResolver};
+use crate::values::{
     bad, format_ipv4, format_ipv6, format_mac, format_u16, masked16, parse_ipv4, parse_ipv6,
     parse_mac, parse_masked_uint, parse_port, parse_tcp_flags, parse_uint,
 };
-use crate::syntax::{FlowSyntaxError, PortResolver};
 
 /// What the rest of a match must promise before a field (or an action) means anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

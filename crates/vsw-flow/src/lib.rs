@@ -6,12 +6,14 @@
 
 pub mod action;
 pub mod classifier;
+mod error;
 pub mod fields;
 pub mod mac_table;
 pub mod matching;
 pub mod rule;
 pub mod samples;
 pub mod syntax;
+mod values;
 
 pub use action::Action;
 pub use classifier::{Classifier, Lookup, SubtableOrder};

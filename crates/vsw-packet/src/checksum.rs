@@ -27,21 +27,6 @@ pub fn sum(data: &[u8], acc: u64) -> u64 {
     acc
 }
 
-/// The TCP pseudo-header's sum for a segment of `tcp_len` bytes whose IP header
-/// starts at `l3` in `frame` (IPv6 when `v6`): addresses, protocol and length.
-pub fn tcp_pseudo_header(frame: &[u8], l3: usize, v6: bool, tcp_len: usize) -> u64 {
-    use crate::wire::{ip::IPPROTO_TCP, ipv4, ipv6};
-    let base = u64::from(IPPROTO_TCP) + tcp_len as u64;
-    let ip = &frame[l3..];
-    let addrs = if v6 {
-        ipv6::Packet::new_checked(ip).map(|p| sum(p.addresses(), base))
-    } else {
-        ipv4::Packet::new_checked(ip).map(|p| sum(p.addresses(), base))
-    };
-    // The callers checked the header already.
-    addrs.unwrap_or(base)
-}
-
 /// A sum folded into 16 bits (not complemented).
 pub fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {

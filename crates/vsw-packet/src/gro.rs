@@ -16,7 +16,7 @@
 //! written), or checked here while they are copied in. A segment that fails the check
 //! leaves as it came, for its receiver to drop.
 
-use crate::checksum::{fold, sum, tcp_pseudo_header};
+use crate::checksum::{fold, sum};
 use crate::vnet::{VnetHdr, VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM, VNET_GSO_TCPV4, VNET_GSO_TCPV6};
 use crate::wire::ethernet::{self, EtherType};
 use crate::wire::ip::IPPROTO_TCP;
@@ -84,7 +84,7 @@ fn shape(frame: &[u8], vnet: &VnetHdr) -> Option<Shape> {
 
 /// The pseudo-header sum of a TCP segment of `tcp_len` bytes in `frame`.
 fn pseudo_header(frame: &[u8], s: &Shape, tcp_len: usize) -> u64 {
-    tcp_pseudo_header(frame, s.l3, s.v6, tcp_len)
+    tcp::pseudo_header_sum(frame, s.l3, s.v6, tcp_len)
 }
 
 /// Whether a segment's IPv4 header and TCP checksums are right: `headers` is the

@@ -4,7 +4,7 @@
 //! and full checksums; a frame whose checksum was left to the device gets it
 //! computed.
 
-use crate::checksum::{fold, sum, tcp_pseudo_header};
+use crate::checksum::{fold, sum};
 use crate::vnet::{VnetHdr, VNET_F_NEEDS_CSUM};
 use crate::wire::ethernet::{self, EtherType};
 use crate::wire::ip::IPPROTO_TCP;
@@ -70,7 +70,7 @@ fn layout(frame: &[u8]) -> Result<Layout, GsoError> {
 
 /// The pseudo-header sum for a TCP segment of `tcp_len` bytes.
 fn pseudo_header(frame: &[u8], lay: &Layout, tcp_len: usize) -> u64 {
-    tcp_pseudo_header(frame, lay.l3, lay.v6, tcp_len)
+    tcp::pseudo_header_sum(frame, lay.l3, lay.v6, tcp_len)
 }
 
 /// Cuts the TCP super-frame `frame` into segments of at most `mss` payload bytes.

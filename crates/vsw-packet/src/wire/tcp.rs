@@ -1,6 +1,8 @@
 //! The TCP header (RFC 9293).
 
+use super::ip::IPPROTO_TCP;
 use super::{check_len, get_u16, get_u32, set_u16, set_u32, Field, Truncated};
+use super::{ipv4, ipv6};
 use crate::checksum;
 
 pub mod field {
@@ -109,6 +111,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let c = !checksum::fold(checksum::sum(self.buffer.as_ref(), pseudo_header));
         self.set_checksum(c);
     }
+}
+
+/// The pseudo-header's sum for a TCP segment of `tcp_len` bytes whose IP header
+/// starts at `l3` in `frame` (IPv6 when `v6`): addresses, protocol and length.
+pub fn pseudo_header_sum(frame: &[u8], l3: usize, v6: bool, tcp_len: usize) -> u64 {
+    let base = u64::from(IPPROTO_TCP) + tcp_len as u64;
+    let ip = &frame[l3..];
+    let with_addresses = if v6 {
+        ipv6::Packet::new_checked(ip).map(|p| checksum::sum(p.addresses(), base))
+    } else {
+        ipv4::Packet::new_checked(ip).map(|p| checksum::sum(p.addresses(), base))
+    };
+    // The callers checked the IP header already.
+    with_addresses.unwrap_or(base)
 }
 
 /// Writes a 20-byte header at the start of `b` (no options; checksum 0).

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vsw_packet::MacAddr;
 
-use super::{FlowSyntaxError, PortResolver};
+use crate::error::{FlowSyntaxError, PortResolver};
 
 pub(crate) fn bad(field: &str, value: &str, why: impl Into<String>) -> FlowSyntaxError {
     FlowSyntaxError::BadValue {

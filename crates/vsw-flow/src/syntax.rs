@@ -2,63 +2,15 @@
 //! What each match field and action means lives in `fields` and `action`; this reads
 //! and prints whole flows through them.
 
-pub(crate) mod values;
-
 use vsw_packet::FlowKey;
 
 use crate::action::{self, Action};
 use crate::fields::{self, FieldDef, FIELDS, SHORTHANDS};
 use crate::matching::Match;
 use crate::rule::{FlowSpec, DEFAULT_PRIORITY};
-use values::{bad, parse_uint};
+use crate::values::{self, bad, parse_uint};
 
-/// Turns a port name into its number.
-pub trait PortResolver {
-    fn port_no(&self, name: &str) -> Option<u32>;
-}
-
-impl<F: Fn(&str) -> Option<u32>> PortResolver for F {
-    fn port_no(&self, name: &str) -> Option<u32> {
-        self(name)
-    }
-}
-
-/// A flow text that vsw cannot accept; the message names the field and value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FlowSyntaxError {
-    #[error("unknown field '{0}'")]
-    UnknownField(String),
-    #[error("bad value '{value}' for {field}: {why}")]
-    BadValue {
-        field: String,
-        value: String,
-        why: String,
-    },
-    #[error("field '{0}' is given more than once")]
-    Duplicate(String),
-    #[error("{field} needs {needs}")]
-    Prerequisite {
-        field: &'static str,
-        needs: &'static str,
-    },
-    #[error("unknown action '{0}'")]
-    UnknownAction(String),
-    #[error("no port named '{0}'")]
-    UnknownPort(String),
-    #[error("'drop' must be the only action")]
-    DropWithOthers,
-    #[error("missing 'actions=' (every flow needs actions, e.g. actions=drop)")]
-    NoActions,
-    #[error("del-flows/match text must not contain actions")]
-    UnexpectedActions,
-    #[error("action {action} needs {needs} in the match")]
-    ActionPrerequisite {
-        action: &'static str,
-        needs: &'static str,
-    },
-    #[error("{0} belongs in add-flow, not in a match")]
-    NotInMatch(&'static str),
-}
+pub use crate::error::{FlowSyntaxError, PortResolver};
 
 /// Builds a match field by field, remembering what was given for the checks.
 #[derive(Default)]
