@@ -757,7 +757,22 @@ fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u6
                         w.key.dl_dst,
                         now_ms,
                     ),
-                    _ => {}
+                    Action::Drop => {}
+                    // A rule with any of these takes the rewriting way below
+                    // (`Rule::rewrites`); listed so that a new action must say
+                    // which way it takes.
+                    Action::SetDlSrc(_)
+                    | Action::SetDlDst(_)
+                    | Action::PushVlan(_)
+                    | Action::SetVlanVid(_)
+                    | Action::SetVlanPcp(_)
+                    | Action::StripVlan
+                    | Action::SetNwSrc(_)
+                    | Action::SetNwDst(_)
+                    | Action::SetNwTos(_)
+                    | Action::SetTpSrc(_)
+                    | Action::SetTpDst(_)
+                    | Action::DecTtl => {}
                 }
             }
         } else if w
