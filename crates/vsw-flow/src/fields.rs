@@ -13,8 +13,8 @@ use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
 use crate::values::{
-    bad, format_ipv4, format_ipv6, format_mac, format_u16, masked16, parse_ipv4, parse_ipv6,
-    parse_mac, parse_masked_uint, parse_port, parse_tcp_flags, parse_uint,
+    bad, format_hex, format_ipv4, format_ipv6, format_mac, format_u16, masked16, parse_ipv4,
+    parse_ipv6, parse_mac, parse_masked_uint, parse_port, parse_tcp_flags, parse_uint,
 };
 
 /// What the rest of a match must promise before a field (or an action) means anything.
@@ -456,13 +456,7 @@ pub static FIELDS: &[FieldDef] = &[
             Ok(())
         },
         shown: |_, m| m.inner_vlan_tci != 0,
-        print: |v, m| {
-            if m.inner_vlan_tci == 0xffff {
-                format!("0x{:04x}", v.inner_vlan_tci)
-            } else {
-                format!("0x{:04x}/0x{:04x}", v.inner_vlan_tci, m.inner_vlan_tci)
-            }
-        },
+        print: |v, m| format_hex(v.inner_vlan_tci.into(), m.inner_vlan_tci.into(), 0xffff, 4),
     },
     FieldDef {
         name: "nw_tos",
@@ -564,13 +558,7 @@ pub static FIELDS: &[FieldDef] = &[
             Ok(())
         },
         shown: |_, m| m.ipv6_label != 0,
-        print: |v, m| {
-            if m.ipv6_label == 0xfffff {
-                format!("0x{:05x}", v.ipv6_label)
-            } else {
-                format!("0x{:05x}/0x{:05x}", v.ipv6_label, m.ipv6_label)
-            }
-        },
+        print: |v, m| format_hex(v.ipv6_label, m.ipv6_label, 0xfffff, 5),
     },
     FieldDef {
         name: "tcp_flags",

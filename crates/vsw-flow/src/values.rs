@@ -195,6 +195,15 @@ pub(crate) fn format_u16(v: u16, m: u16) -> String {
     }
 }
 
+/// A hex value of `digits` digits, with its mask unless the mask is `exact`.
+pub(crate) fn format_hex(v: u32, m: u32, exact: u32, digits: usize) -> String {
+    if m == exact {
+        format!("0x{v:0digits$x}")
+    } else {
+        format!("0x{v:0digits$x}/0x{m:0digits$x}")
+    }
+}
+
 /// A MAC address, with its mask unless it is exact.
 pub(crate) fn format_mac(val: MacAddr, mask: MacAddr) -> String {
     if mask == MacAddr::BROADCAST {
