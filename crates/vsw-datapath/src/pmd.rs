@@ -773,6 +773,9 @@ fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u6
                     | Action::SetTpSrc(_)
                     | Action::SetTpDst(_)
                     | Action::DecTtl => {}
+                    // Pipeline steps: vswd takes no rule with them until
+                    // translation into datapath flows runs them.
+                    Action::GotoTable(_) | Action::Resubmit { .. } => {}
                 }
             }
         } else if w
@@ -887,6 +890,7 @@ fn run_rewriting(w: &mut Sinks<'_>, snap: &Snapshot, actions: &[Action], now_ms:
                 Ok(())
             }
             Action::DecTtl => w.scratch.dec_ttl(),
+            Action::GotoTable(_) | Action::Resubmit { .. } => Ok(()),
         };
         match result {
             Ok(()) => {}

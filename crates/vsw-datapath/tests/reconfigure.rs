@@ -68,7 +68,8 @@ fn ten_thousand_rules_come_and_go_while_a_steady_flow_loses_nothing() {
         for i in start..start + STEP {
             let text = churn_rule(i);
             let (prio_and_match, _) = text.split_once(",actions=").unwrap();
-            let (p, m) = parse_match(prio_and_match, &no_names).unwrap();
+            let sel = parse_match(prio_and_match, &no_names).unwrap();
+            let (p, m) = (sel.priority, sel.matcher);
             assert_eq!(c.remove(&m, p, true), 1, "{text}");
         }
         sw.dp.set_classifier(c).unwrap();

@@ -12,6 +12,7 @@ use vsw_packet::{EtherType, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
 use crate::fields::Needs;
+use crate::rule::MAX_TABLE;
 use crate::values::{bad, parse_mac, parse_port, parse_uint};
 
 /// What a rule does with a matching packet. Actions run in order; a header rewrite
@@ -48,6 +49,16 @@ pub enum Action {
     SetTpDst(u16),
     /// Decrement the IPv4 TTL / IPv6 hop limit; a packet at 0 or 1 is dropped.
     DecTtl,
+    /// Continue in a later table once this rule's other actions are done (an
+    /// OpenFlow instruction: written last).
+    GotoTable(u8),
+    /// Look the packet up again, as if it came in on `port` (default: where it came
+    /// in) in `table` (default: this rule's table), run what matches, and go on with
+    /// the actions after this one. Nesting is bounded when translating.
+    Resubmit {
+        port: Option<u32>,
+        table: Option<u8>,
+    },
 }
 
 /// Builds an action from its written argument (`None`: written without one).
@@ -230,6 +241,45 @@ static DEC_TTL: ActionDef = ActionDef {
     build: |n, a, _| bare(n, a, Action::DecTtl),
 };
 
+fn table_no(name: &str, a: &str) -> Result<u8, FlowSyntaxError> {
+    Ok(parse_uint(name, a, u128::from(MAX_TABLE))? as u8)
+}
+
+static GOTO_TABLE: ActionDef = ActionDef {
+    name: "goto_table",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| Ok(Action::GotoTable(table_no(n, arg(n, a)?)?)),
+};
+static RESUBMIT: ActionDef = ActionDef {
+    name: "resubmit",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    // `resubmit:PORT`, or `resubmit(PORT,TABLE)` with either part empty (the
+    // parentheses arrive here as the argument "PORT,TABLE").
+    build: |n, a, ports| {
+        let a = arg(n, a)?;
+        let (port, table) = match a.split_once(',') {
+            Some((p, t)) => (p.trim(), t.trim()),
+            None => (a.trim(), ""),
+        };
+        if port.is_empty() && table.is_empty() {
+            return Err(bad(n, a, "names a port, a table or both: resubmit(,TABLE)"));
+        }
+        let port = match port {
+            "" | "in_port" => None,
+            p => Some(parse_port(n, p, ports)?),
+        };
+        let table = match table {
+            "" => None,
+            t => Some(table_no(n, t)?),
+        };
+        Ok(Action::Resubmit { port, table })
+    },
+};
+
 /// Every action, as names are looked up.
 pub static ACTIONS: &[&ActionDef] = &[
     &OUTPUT,
@@ -249,6 +299,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &MOD_TP_SRC,
     &MOD_TP_DST,
     &DEC_TTL,
+    &GOTO_TABLE,
+    &RESUBMIT,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -279,6 +331,8 @@ impl Action {
             Action::SetTpSrc(_) => &MOD_TP_SRC,
             Action::SetTpDst(_) => &MOD_TP_DST,
             Action::DecTtl => &DEC_TTL,
+            Action::GotoTable(_) => &GOTO_TABLE,
+            Action::Resubmit { .. } => &RESUBMIT,
         }
     }
 
@@ -293,6 +347,12 @@ impl Action {
             Action::SetNwSrc(a) | Action::SetNwDst(a) => Some(a.to_string()),
             Action::SetNwTos(t) => Some(t.to_string()),
             Action::SetTpSrc(p) | Action::SetTpDst(p) => Some(p.to_string()),
+            Action::GotoTable(t) => Some(t.to_string()),
+            Action::Resubmit { port, table } => Some(format!(
+                "{},{}",
+                port.map(|p| p.to_string()).unwrap_or_default(),
+                table.map(|t| t.to_string()).unwrap_or_default()
+            )),
             Action::InPort
             | Action::Normal
             | Action::Flood
@@ -311,6 +371,10 @@ impl Action {
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.argument() {
+            // Written with parentheses: its argument holds a comma.
+            Some(a) if matches!(self, Action::Resubmit { .. }) => {
+                write!(f, "{}({a})", self.def().name)
+            }
             Some(a) => write!(f, "{}:{a}", self.def().name),
             None => f.write_str(self.def().name),
         }
@@ -357,6 +421,19 @@ mod tests {
             Action::SetTpSrc(53),
             Action::SetTpDst(80),
             Action::DecTtl,
+            Action::GotoTable(3),
+            Action::Resubmit {
+                port: None,
+                table: Some(2),
+            },
+            Action::Resubmit {
+                port: Some(4),
+                table: None,
+            },
+            Action::Resubmit {
+                port: Some(4),
+                table: Some(9),
+            },
         ] {
             let def = a.def();
             assert!(ACTIONS.iter().any(|d| std::ptr::eq(*d, def)), "{a:?}");

@@ -208,6 +208,29 @@ impl Classifier {
         self.search(key, Some(order))
     }
 
+    /// The best rule matching `key`, in the classifier's own order (the same answer
+    /// for the same rules, whichever thread asks), adding to `wildcards` every bit the
+    /// search looked at: the masks of the subtables it probed, hit or not. A packet
+    /// that agrees with `key` on those bits gets the same answer.
+    pub fn lookup_wc(&self, key: &FlowKey, wildcards: &mut FlowKey) -> Option<&Arc<Rule>> {
+        let mut best: Option<&Arc<Rule>> = None;
+        for table in &self.subtables {
+            if best.is_some_and(|b| table.max_priority <= b.spec.priority) {
+                // No later subtable can hold a better rule, whatever the packet.
+                break;
+            }
+            for (w, m) in wildcards.words_mut().iter_mut().zip(table.mask.words()) {
+                *w |= m;
+            }
+            if let Some(r) = table.find(key) {
+                if best.is_none_or(|b| r.spec.priority > b.spec.priority) {
+                    best = Some(r);
+                }
+            }
+        }
+        best
+    }
+
     fn search(&self, key: &FlowKey, mut order: Option<&mut SubtableOrder>) -> Lookup<'_> {
         // An order kept for another classifier does not apply.
         if order
@@ -342,7 +365,9 @@ impl Classifier {
         self.remove_where(|r| {
             let m = &r.spec.matcher;
             let in_match = m.mask().in_port != 0 && m.value().in_port == port;
-            let in_actions = r.spec.actions.contains(&crate::Action::Output(port));
+            let in_actions = r.spec.actions.iter().any(|a| {
+                matches!(a, crate::Action::Output(p) | crate::Action::Resubmit { port: Some(p), .. } if *p == port)
+            });
             in_match || in_actions
         })
         .len()

@@ -6,9 +6,14 @@ use crate::matching::Match;
 /// OpenFlow's default priority, used when a flow names none.
 pub const DEFAULT_PRIORITY: u16 = 32768;
 
-/// A rule as a user writes it: priority, match, actions, timeouts.
+/// The highest table number (OpenFlow's 255 means "all tables" in requests).
+pub const MAX_TABLE: u8 = 254;
+
+/// A rule as a user writes it: table, priority, match, actions, timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowSpec {
+    /// The pipeline table the rule sits in (0 ..= [`MAX_TABLE`]).
+    pub table: u8,
     pub priority: u16,
     pub matcher: Match,
     pub actions: Vec<Action>,
@@ -21,6 +26,7 @@ pub struct FlowSpec {
 impl FlowSpec {
     pub fn new(priority: u16, matcher: Match, actions: Vec<Action>) -> FlowSpec {
         FlowSpec {
+            table: 0,
             priority,
             matcher,
             actions,

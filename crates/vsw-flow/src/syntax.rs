@@ -7,8 +7,8 @@ use vsw_packet::FlowKey;
 use crate::action::{self, Action};
 use crate::fields::{self, FieldDef, FIELDS, SHORTHANDS};
 use crate::matching::Match;
-use crate::rule::{FlowSpec, DEFAULT_PRIORITY};
-use crate::values::{self, bad, parse_uint};
+use crate::rule::{FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
+use crate::values::{self, parse_uint};
 
 pub use crate::error::{FlowSyntaxError, PortResolver};
 
@@ -82,6 +82,44 @@ fn tokens(s: &str) -> impl Iterator<Item = &str> {
         .filter(|t| !t.is_empty())
 }
 
+/// The actions' tokens: split at commas and blanks outside parentheses, so that
+/// `resubmit(,2)` stays one action.
+fn action_tokens(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            c if depth == 0 && (c == ',' || c.is_whitespace()) => {
+                if i > start {
+                    out.push(&s[start..i]);
+                }
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    if s.len() > start {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// An action token's name and argument: `name:arg`, `name=arg` or `name(arg)`.
+fn split_action(tok: &str) -> (&str, Option<&str>) {
+    let paren = tok.find('(');
+    let colon = tok.find([':', '=']);
+    match (paren, colon) {
+        (Some(p), c) if c.is_none_or(|c| p < c) => {
+            let inner = &tok[p + 1..];
+            (&tok[..p], Some(inner.strip_suffix(')').unwrap_or(inner)))
+        }
+        (_, Some(c)) => (&tok[..c], Some(&tok[c + 1..])),
+        _ => (tok, None),
+    }
+}
+
 fn split_actions(text: &str) -> (&str, Option<&str>) {
     match text.find("actions=") {
         Some(i) => (&text[..i], Some(&text[i + "actions=".len()..])),
@@ -92,6 +130,7 @@ fn split_actions(text: &str) -> (&str, Option<&str>) {
 /// What a flow's text gives besides the match.
 #[derive(Default)]
 struct FlowExtras {
+    table: Option<u8>,
     priority: Option<u16>,
     idle_timeout: Option<u16>,
     hard_timeout: Option<u16>,
@@ -121,9 +160,14 @@ fn parse_match_part(
                 }
                 *slot = Some(parse_uint(name, v, 0xffff)? as u16);
             }
-            // Accepted for familiarity; vsw has one table and no cookies yet.
-            ("table", Some("0")) | ("cookie", Some(_)) => {}
-            ("table", Some(v)) => return Err(bad("table", v, "vsw has one table, table=0")),
+            ("table", Some(v)) => {
+                if extras.table.is_some() {
+                    return Err(FlowSyntaxError::Duplicate(name.into()));
+                }
+                extras.table = Some(parse_uint(name, v, u128::from(MAX_TABLE))? as u8);
+            }
+            // Accepted for familiarity; vsw keeps no cookies yet.
+            ("cookie", Some(_)) => {}
             (_, Some(v)) => b.field(name, v, ports)?,
             (_, None) => match SHORTHANDS.iter().find(|(n, _, _)| *n == name) {
                 Some((_, dl_type, proto)) => b.shorthand(name, *dl_type, *proto)?,
@@ -140,11 +184,8 @@ fn parse_actions(
     matcher: &Match,
 ) -> Result<Vec<Action>, FlowSyntaxError> {
     let mut actions = Vec::new();
-    for tok in tokens(text) {
-        let (verb, arg) = match tok.split_once([':', '=']) {
-            Some((v, a)) => (v, Some(a)),
-            None => (tok, None),
-        };
+    for tok in action_tokens(text) {
+        let (verb, arg) = split_action(tok);
         let a = match action::action(verb) {
             Some(def) => def.build(&verb.to_ascii_lowercase(), arg, ports)?,
             // A bare port number is an output, as in ovs-ofctl.
@@ -171,6 +212,13 @@ fn parse_actions(
     if actions.len() > 1 && actions.contains(&Action::Drop) {
         return Err(FlowSyntaxError::DropWithOthers);
     }
+    let gotos = actions
+        .iter()
+        .filter(|a| matches!(a, Action::GotoTable(_)))
+        .count();
+    if gotos > 1 || (gotos == 1 && !matches!(actions.last(), Some(Action::GotoTable(_)))) {
+        return Err(FlowSyntaxError::GotoNotLast);
+    }
     Ok(actions)
 }
 
@@ -179,20 +227,50 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
     let (m, a) = split_actions(text);
     let a = a.ok_or(FlowSyntaxError::NoActions)?;
     let (extras, matcher) = parse_match_part(m, ports)?;
+    let table = extras.table.unwrap_or(0);
+    let actions = parse_actions(a, ports, &matcher)?;
+    if let Some(Action::GotoTable(to)) = actions.last() {
+        if *to <= table {
+            return Err(FlowSyntaxError::GotoBackwards {
+                from: table,
+                to: *to,
+            });
+        }
+    }
     Ok(FlowSpec {
+        table,
         priority: extras.priority.unwrap_or(DEFAULT_PRIORITY),
-        actions: parse_actions(a, ports, &matcher)?,
+        actions,
         matcher,
         idle_timeout: extras.idle_timeout.unwrap_or(0),
         hard_timeout: extras.hard_timeout.unwrap_or(0),
     })
 }
 
-/// Parses a match (with optional priority) as `ovs-ofctl del-flows` takes it.
-pub fn parse_match(
-    text: &str,
-    ports: &dyn PortResolver,
-) -> Result<(Option<u16>, Match), FlowSyntaxError> {
+/// What `del-flows` and `dump-flows` select by: a match, and optionally a table and
+/// a priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// `None`: every table.
+    pub table: Option<u8>,
+    pub priority: Option<u16>,
+    pub matcher: Match,
+}
+
+impl Selection {
+    /// Every rule of every table.
+    pub fn all() -> Selection {
+        Selection {
+            table: None,
+            priority: None,
+            matcher: Match::any(),
+        }
+    }
+}
+
+/// Parses a match (with optional table and priority) as `ovs-ofctl del-flows` takes
+/// it.
+pub fn parse_match(text: &str, ports: &dyn PortResolver) -> Result<Selection, FlowSyntaxError> {
     let (m, a) = split_actions(text);
     if a.is_some() {
         return Err(FlowSyntaxError::UnexpectedActions);
@@ -204,7 +282,11 @@ pub fn parse_match(
     if extras.hard_timeout.is_some() {
         return Err(FlowSyntaxError::NotInMatch("hard_timeout"));
     }
-    Ok((extras.priority, matcher))
+    Ok(Selection {
+        table: extras.table,
+        priority: extras.priority,
+        matcher,
+    })
 }
 
 /// Prints a match in the canonical order `ovs-ofctl dump-flows` uses.
@@ -230,6 +312,9 @@ pub fn format_flow(spec: &FlowSpec) -> String {
     let m = format_match(&spec.matcher);
     let sep = if m.is_empty() { "" } else { "," };
     let mut timeouts = String::new();
+    if spec.table != 0 {
+        timeouts += &format!("table={},", spec.table);
+    }
     if spec.idle_timeout != 0 {
         timeouts += &format!("idle_timeout={},", spec.idle_timeout);
     }
@@ -501,10 +586,77 @@ mod tests {
     }
 
     #[test]
+    fn tables_goto_and_resubmit() {
+        let f = parse_flow(
+            "table=2,priority=5,tcp,actions=resubmit(,7),resubmit(sw0,3),resubmit:sw1,goto_table:9",
+            &names,
+        )
+        .unwrap();
+        assert_eq!(f.table, 2);
+        assert_eq!(
+            f.actions,
+            vec![
+                Action::Resubmit {
+                    port: None,
+                    table: Some(7)
+                },
+                Action::Resubmit {
+                    port: Some(1),
+                    table: Some(3)
+                },
+                Action::Resubmit {
+                    port: Some(2),
+                    table: None
+                },
+                Action::GotoTable(9),
+            ]
+        );
+        let text = format_flow(&f);
+        assert_eq!(
+            text,
+            "table=2,priority=5,tcp,actions=resubmit(,7),resubmit(1,3),resubmit(2,),goto_table:9"
+        );
+        assert_eq!(parse_flow(&text, &names).unwrap(), f, "printed as read");
+        for (text, want) in [
+            (
+                "table=3,actions=goto_table:3",
+                FlowSyntaxError::GotoBackwards { from: 3, to: 3 },
+            ),
+            (
+                "table=3,actions=goto_table:1",
+                FlowSyntaxError::GotoBackwards { from: 3, to: 1 },
+            ),
+            (
+                "actions=goto_table:1,output:2",
+                FlowSyntaxError::GotoNotLast,
+            ),
+            (
+                "actions=goto_table:1,goto_table:2",
+                FlowSyntaxError::GotoNotLast,
+            ),
+        ] {
+            assert_eq!(parse_flow(text, &names), Err(want), "{text}");
+        }
+        for (text, needle) in [
+            ("table=255,actions=drop", "table"),
+            ("actions=goto_table:255", "goto_table"),
+            ("actions=resubmit(,)", "resubmit"),
+            ("actions=resubmit(,300)", "resubmit"),
+            ("actions=resubmit(nosuch,1)", "nosuch"),
+            ("table=1,table=2,actions=drop", "table"),
+        ] {
+            let e = parse_flow(text, &names).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn match_for_del_flows() {
-        let (p, m) = parse_match("in_port=1", &names).unwrap();
-        assert_eq!(p, None);
-        assert_eq!(m.value().in_port, 1);
+        let sel = parse_match("in_port=1", &names).unwrap();
+        assert_eq!((sel.table, sel.priority), (None, None));
+        assert_eq!(sel.matcher.value().in_port, 1);
+        let sel = parse_match("table=3,priority=7", &names).unwrap();
+        assert_eq!((sel.table, sel.priority), (Some(3), Some(7)));
         assert_eq!(
             parse_match("in_port=1,actions=drop", &names),
             Err(FlowSyntaxError::UnexpectedActions)
@@ -530,7 +682,11 @@ mod tests {
                 prop_oneof![
                     (1u32..10).prop_map(Action::Output),
                     Just(Action::Normal),
-                    Just(Action::Flood)
+                    Just(Action::Flood),
+                    (0u8..10).prop_map(|t| Action::Resubmit {
+                        port: None,
+                        table: Some(t)
+                    })
                 ],
                 0..3,
             ),

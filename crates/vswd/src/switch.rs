@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use vsw_datapath::txbatch::FlushSetting;
 use vsw_datapath::{Datapath, DatapathError, PmdConfig, PortHandle, PortQueues, PortStats};
 use vsw_flow::syntax::{format_actions, format_flow, format_match};
-use vsw_flow::{parse_flow, parse_match, Classifier, FlowSyntaxError};
+use vsw_flow::{parse_flow, parse_match, Action, Classifier, FlowSyntaxError};
 use vsw_netdev::class::{
     join_and, ClassEnv, MtuHandling, OnChange, PortClasses, PortDevice, PortError, Presence,
 };
@@ -30,6 +30,8 @@ pub enum SwitchError {
     BadDumpType(String),
     #[error("bad flow: {0}")]
     Flow(#[from] FlowSyntaxError),
+    #[error("{0}: the running datapath has one table (the multi-table pipeline is being built)")]
+    OneTable(String),
     #[error("bad flow on line {line}: {error}")]
     FlowLine { line: usize, error: FlowSyntaxError },
     #[error("no port named '{0}'")]
@@ -887,6 +889,13 @@ impl Switch {
                     SwitchError::FlowLine { line: i + 1, error }
                 }
             })?;
+            let steps = spec
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::GotoTable(_) | Action::Resubmit { .. }));
+            if spec.table != 0 || steps {
+                return Err(SwitchError::OneTable(t.clone()));
+            }
             specs.push(spec);
         }
         let mut classifier = (*self.dp.classifier()).clone();
@@ -900,7 +909,10 @@ impl Switch {
 
     fn del_flows(&mut self, matching: Option<&str>, strict: bool) -> Result<Value, SwitchError> {
         let (priority, m) = match matching {
-            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
+            Some(text) => {
+                let sel = parse_match(text, &|n: &str| self.port_no(n))?;
+                (sel.priority, sel.matcher)
+            }
             None => (None, vsw_flow::Match::any()),
         };
         let mut classifier = (*self.dp.classifier()).clone();

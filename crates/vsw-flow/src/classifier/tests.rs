@@ -122,7 +122,8 @@ fn del_flows_non_strict_and_strict() {
     add(&mut c, "priority=5,in_port=1,udp,actions=drop");
     add(&mut c, "priority=6,in_port=1,actions=drop");
     add(&mut c, "priority=7,in_port=2,actions=drop");
-    let (p, m) = parse_match("in_port=1", &no_names).unwrap();
+    let sel = parse_match("in_port=1", &no_names).unwrap();
+    let (p, m) = (sel.priority, sel.matcher);
     assert_eq!(
         c.remove(&m, p, true),
         1,

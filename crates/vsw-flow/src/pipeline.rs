@@ -1,0 +1,218 @@
+//! The pipeline: tables 0 to 254, each a [`Classifier`]. A packet starts in table 0;
+//! `goto_table` and `resubmit` take it to others (translation, in vsw-ofproto, walks
+//! them). A table with no matching rule drops the packet.
+
+use std::sync::Arc;
+
+use vsw_packet::FlowKey;
+
+use crate::action::Action;
+use crate::classifier::Classifier;
+use crate::rule::{FlowSpec, Rule, MAX_TABLE};
+use crate::syntax::Selection;
+
+/// Every table's rules. Immutable once published, like a classifier: the control
+/// side changes a copy.
+#[derive(Clone, Debug, Default)]
+pub struct Pipeline {
+    /// By table number; tables never written to are absent or empty.
+    tables: Vec<Classifier>,
+}
+
+impl Pipeline {
+    /// No rules at all: every packet is dropped in table 0.
+    pub fn new() -> Pipeline {
+        Pipeline::default()
+    }
+
+    /// What a new switch starts with: `priority=0,actions=NORMAL` in table 0, so that
+    /// out of the box it is a learning switch (as Open vSwitch's standalone mode).
+    pub fn learning_switch(now_ms: u64) -> Pipeline {
+        let mut p = Pipeline::new();
+        p.insert(
+            FlowSpec::new(0, crate::Match::any(), vec![Action::Normal]),
+            now_ms,
+        );
+        p
+    }
+
+    /// Table `id`, if it has ever held a rule.
+    pub fn table(&self, id: u8) -> Option<&Classifier> {
+        self.tables.get(usize::from(id))
+    }
+
+    /// Rules in all tables.
+    pub fn len(&self) -> usize {
+        self.tables.iter().map(Classifier::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Tables holding rules, with their rule counts.
+    pub fn table_sizes(&self) -> Vec<(u8, usize)> {
+        self.tables
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(i, t)| (i as u8, t.len()))
+            .collect()
+    }
+
+    /// Installs a rule in its table (replacing one of equal match and priority there).
+    pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) {
+        debug_assert!(spec.table <= MAX_TABLE);
+        let id = usize::from(spec.table);
+        if self.tables.len() <= id {
+            self.tables.resize_with(id + 1, Classifier::new);
+        }
+        self.tables[id].insert(spec, now_ms);
+    }
+
+    fn selected(&mut self, table: Option<u8>) -> impl Iterator<Item = &mut Classifier> {
+        self.tables
+            .iter_mut()
+            .enumerate()
+            .filter(move |(i, _)| table.is_none_or(|t| usize::from(t) == *i))
+            .map(|(_, c)| c)
+    }
+
+    /// Removes rules as `ovs-ofctl del-flows` does (in the selected table, or all).
+    pub fn remove(&mut self, selection: &Selection, strict: bool) -> usize {
+        self.selected(selection.table)
+            .map(|c| c.remove(&selection.matcher, selection.priority, strict))
+            .sum()
+    }
+
+    /// Removes every rule naming `port` (the port is gone).
+    pub fn remove_port(&mut self, port: u32) -> usize {
+        self.selected(None).map(|c| c.remove_port(port)).sum()
+    }
+
+    /// Removes the rules whose timeout has run out; returns them.
+    pub fn remove_expired(&mut self, now_ms: u64) -> Vec<Arc<Rule>> {
+        self.selected(None)
+            .flat_map(|c| c.remove_expired(now_ms))
+            .collect()
+    }
+
+    pub fn any_expired(&self, now_ms: u64) -> bool {
+        self.tables.iter().any(|c| c.any_expired(now_ms))
+    }
+
+    pub fn has_timeouts(&self) -> bool {
+        self.tables.iter().any(Classifier::has_timeouts)
+    }
+
+    /// Every rule: by table, best first within a table.
+    pub fn rules(&self) -> Vec<Arc<Rule>> {
+        self.tables.iter().flat_map(Classifier::rules).collect()
+    }
+
+    /// The best rule for `key` in table `id`, adding the bits looked at to
+    /// `wildcards` (see [`Classifier::lookup_wc`]).
+    pub fn lookup_wc(&self, id: u8, key: &FlowKey, wildcards: &mut FlowKey) -> Option<&Arc<Rule>> {
+        self.table(id)?.lookup_wc(key, wildcards)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::{parse_flow, parse_match};
+
+    fn no_names(_: &str) -> Option<u32> {
+        None
+    }
+
+    fn pipeline(flows: &[&str]) -> Pipeline {
+        let mut p = Pipeline::new();
+        for f in flows {
+            p.insert(parse_flow(f, &no_names).unwrap(), 1);
+        }
+        p
+    }
+
+    #[test]
+    fn rules_live_in_their_tables() {
+        let p = pipeline(&[
+            "in_port=1,actions=goto_table:3",
+            "table=3,priority=5,udp,actions=output:2",
+            "table=3,priority=1,actions=drop",
+        ]);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p.table_sizes(), vec![(0, 1), (3, 2)]);
+        let key = FlowKey {
+            in_port: 1,
+            dl_type: 0x0800,
+            nw_proto: 17,
+            ..FlowKey::default()
+        };
+        let mut wc = FlowKey::default();
+        let r = p.lookup_wc(3, &key, &mut wc).unwrap();
+        assert_eq!(r.spec.priority, 5);
+        assert_eq!(wc.nw_proto, 0xff, "the udp rule's mask was looked at");
+        assert_eq!(wc.in_port, 0, "no rule of table 3 looks at in_port");
+        assert!(p.lookup_wc(7, &key, &mut wc).is_none(), "an empty table");
+    }
+
+    #[test]
+    fn the_bits_of_subtables_that_missed_are_looked_at_too() {
+        let p = pipeline(&[
+            "priority=9,tcp,tp_dst=80,actions=drop",
+            "priority=1,actions=NORMAL",
+        ]);
+        let key = FlowKey {
+            dl_type: 0x0800,
+            nw_proto: 17,
+            tp_dst: 80,
+            ..FlowKey::default()
+        };
+        let mut wc = FlowKey::default();
+        let r = p.lookup_wc(0, &key, &mut wc).unwrap();
+        assert_eq!(r.spec.priority, 1);
+        // The packet missed the tcp rule because of its protocol: a megaflow that
+        // ignored nw_proto would wrongly take tcp packets to NORMAL.
+        assert_eq!((wc.nw_proto, wc.tp_dst, wc.dl_type), (0xff, 0xffff, 0xffff));
+    }
+
+    #[test]
+    fn a_search_stops_looking_once_no_better_rule_can_follow() {
+        let p = pipeline(&[
+            "priority=9,in_port=1,actions=drop",
+            "priority=1,tcp,tp_dst=80,actions=drop",
+        ]);
+        let key = FlowKey {
+            in_port: 1,
+            ..FlowKey::default()
+        };
+        let mut wc = FlowKey::default();
+        p.lookup_wc(0, &key, &mut wc).unwrap();
+        assert_eq!(wc.tp_dst, 0, "the lower subtable was never probed");
+    }
+
+    #[test]
+    fn del_flows_selects_a_table_or_all() {
+        let mut p = pipeline(&[
+            "in_port=1,actions=drop",
+            "table=1,in_port=1,actions=drop",
+            "table=2,in_port=2,actions=drop",
+        ]);
+        let sel = parse_match("table=1,in_port=1", &no_names).unwrap();
+        assert_eq!(p.remove(&sel, false), 1);
+        let sel = parse_match("in_port=1", &no_names).unwrap();
+        assert_eq!(p.remove(&sel, false), 1, "table 0's");
+        assert_eq!(p.remove(&Selection::all(), false), 1);
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn a_new_switch_is_a_learning_switch() {
+        let p = Pipeline::learning_switch(0);
+        let rules = p.rules();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].spec.priority, 0);
+        assert_eq!(rules[0].spec.actions, vec![Action::Normal]);
+    }
+}
