@@ -1,13 +1,19 @@
 //! The datapath alone: a PMD forwarding between two in-memory `ring` ports, so that
-//! what is measured is vsw's own per-packet cost (key extraction, cache, classifier,
-//! actions, the copy into the output batch), without any kernel device.
+//! what is measured is vsw's own per-packet cost (key extraction, exact-match cache,
+//! megaflows, datapath actions, the copy into the output batch; upcalls through the
+//! pipeline for new flows), without any kernel device.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use vsw_datapath::ring::{flow_frames, ring_port, ring_port_with_frames};
+
 use vsw_datapath::{Datapath, DatapathError, PmdConfig, PortHandle, PortStats};
-use vsw_flow::{parse_flow, Classifier, FlowSyntaxError};
+use vsw_flow::{parse_flow, FlowSyntaxError, Pipeline};
+use vsw_ofproto::Ofproto;
+
+/// `max-idle` while measuring: long enough that no flow of a scenario ages out.
+const BENCH_MAX_IDLE_MS: u64 = 600_000;
 
 /// How the UDP source ports of the generated flows are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -96,28 +102,37 @@ pub fn churn_rule(i: u32) -> String {
     vsw_flow::samples::churn_rule(i, "drop")
 }
 
-/// Adds `n` churn rules and removes them again, 250 per change.
-fn churn(dp: &mut Datapath, n: u32) -> Result<(), InMemoryError> {
+/// Adds `n` churn rules and removes them again, 250 per change, each change followed
+/// by a revalidator pass (as vswd answers a rule change).
+fn churn(dp: &mut Datapath, ofproto: &Ofproto, n: u32) -> Result<(), InMemoryError> {
     const STEP: u32 = 250;
     let parse = |i: u32| {
         let text = churn_rule(i);
         parse_flow(&text, &|_: &str| None)
             .map_err(|error| InMemoryError::Rule { rule: text, error })
     };
+    let now = vsw_datapath::clock::now_ms;
     for start in (0..n).step_by(STEP as usize) {
-        let mut c = (*dp.classifier()).clone();
+        let mut p = (*ofproto.pipeline()).clone();
         for i in start..(start + STEP).min(n) {
-            c.insert(parse(i)?, 0);
+            p.insert(parse(i)?, 0);
         }
-        dp.set_classifier(c)?;
+        ofproto.set_pipeline(p);
+        dp.revalidate(now(), BENCH_MAX_IDLE_MS)?;
     }
     for start in (0..n).step_by(STEP as usize) {
-        let mut c = (*dp.classifier()).clone();
+        let mut p = (*ofproto.pipeline()).clone();
         for i in start..(start + STEP).min(n) {
             let spec = parse(i)?;
-            c.remove(&spec.matcher, Some(spec.priority), true);
+            let sel = vsw_flow::Selection {
+                table: Some(spec.table),
+                priority: Some(spec.priority),
+                matcher: spec.matcher,
+            };
+            p.remove(&sel, true);
         }
-        dp.set_classifier(c)?;
+        ofproto.set_pipeline(p);
+        dp.revalidate(now(), BENCH_MAX_IDLE_MS)?;
     }
     Ok(())
 }
@@ -198,16 +213,18 @@ pub fn measure(
         pin,
     })?;
     dp.set_emc_insert_inv_prob(s.emc_insert_inv_prob)?;
-    let mut c = Classifier::new();
+    let mut pipeline = Pipeline::new();
     for r in &s.rules {
         let spec = parse_flow(r, &|_: &str| None).map_err(|error| InMemoryError::Rule {
             rule: r.clone(),
             error,
         })?;
-        c.insert(spec, 0);
+        pipeline.insert(spec, 0);
     }
-    let subtables = c.subtables();
-    dp.set_classifier(c)?;
+    let subtables = pipeline.table(0).map_or(0, |t| t.subtables());
+    let ofproto = Ofproto::new(pipeline);
+    ofproto.set_ports(vec![1, 2]);
+    dp.set_upcall(ofproto.clone())?;
     let sink = std::sync::Arc::new(PortStats::default());
     dp.add_port(PortHandle::new(
         2,
@@ -226,7 +243,7 @@ pub fn measure(
     dp.clear_pmd_stats();
     let start = Instant::now();
     if s.churn > 0 {
-        churn(&mut dp, s.churn)?;
+        churn(&mut dp, &ofproto, s.churn)?;
     } else {
         std::thread::sleep(Duration::from_secs_f64(seconds));
     }
@@ -260,7 +277,7 @@ mod tests {
 
     #[test]
     fn the_ten_mask_rules_make_ten_subtables_and_each_flow_has_one_rule() {
-        let mut c = Classifier::new();
+        let mut c = vsw_flow::Classifier::new();
         let rules: Vec<_> = ten_mask_rules()
             .iter()
             .map(|r| parse_flow(r, &|_: &str| None).unwrap())

@@ -9,28 +9,24 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use vsw_flow::Classifier;
 
 use crate::assign::{place, QueueToPlace, RxqAssign};
 use crate::emc::DEFAULT_INSERT_INV_PROB;
 pub use crate::error::DatapathError;
 use crate::pmd::Pmd;
-use crate::shared::{
-    lock, Acked, Learning, PmdControl, PortHandle, RxqAssignment, Shared, Snapshot,
-};
+use crate::shared::{lock, Acked, PmdControl, PortHandle, RxqAssignment, Shared, Snapshot};
 use crate::stats::{PmdRxqView, PmdStats, PmdStatsView, RxqView};
 use crate::txbatch::{effective_interval, FlushSetting, IntervalSource};
+use crate::upcall::{DropAll, Upcall};
 
-/// What one PMD learned and not yet taken in by another waits in a bounded inbox: a
-/// PMD that falls behind (or has nothing to poll) misses what does not fit, and
-/// floods until it learns the address again, instead of holding ever more memory.
-const LEARNING_INBOX: usize = 4096;
+/// The most datapath flows a PMD caches by default (`flow-limit`); beyond it,
+/// translated packets are executed without being cached.
+pub const DEFAULT_FLOW_LIMIT: usize = 200_000;
 
 /// How long a change may wait for the PMDs to take it up before it is reported.
 const ACK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,7 +46,7 @@ pub struct PmdConfig {
 }
 
 pub struct Datapath {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     pmds: Vec<PmdThread>,
     pin: bool,
     rxq_assign: RxqAssign,
@@ -59,12 +55,12 @@ pub struct Datapath {
     isolated: Vec<usize>,
     warnings: Vec<String>,
     stats_base: HashMap<usize, PmdStatsView>,
-    /// Learning inboxes of PMDs that have not started yet, by core.
-    inboxes: HashMap<usize, mpsc::Receiver<Learning>>,
     /// Switch-wide `tx-flush-interval` (µs) and the ports' own settings.
     tx_flush_us: u32,
     port_flush: HashMap<u32, FlushSetting>,
     pmd_sleep_max_us: u32,
+    /// The revalidator thread, once started.
+    pub(crate) revalidator: Option<crate::revalidate::Revalidator>,
 }
 
 impl Datapath {
@@ -76,18 +72,23 @@ impl Datapath {
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(Snapshot {
                 generation: 1,
-                classifier_generation: 1,
+                upcall_epoch: 1,
                 ports: Vec::new(),
-                classifier: Arc::new(Classifier::new()),
+                upcall: Arc::new(DropAll),
+                flow_limit: DEFAULT_FLOW_LIMIT,
                 assignment: Vec::new(),
                 emc_insert_inv_prob: DEFAULT_INSERT_INV_PROB,
-                learning: Vec::new(),
                 tx_intervals: Vec::new(),
                 tx_interval_default: 0,
                 tx_auto: Vec::new(),
                 pmd_sleep_max_us: 0,
             }),
             generation: AtomicU64::new(1),
+            next_flow_id: AtomicU64::new(1),
+            pmds: ArcSwap::from_pointee(Vec::new()),
+            revalidating: Mutex::new(()),
+            kick: Mutex::new(false),
+            kick_cv: Condvar::new(),
         });
         // Measured before the PMDs start so that no PMD ever waits for it.
         crate::clock::cycles_per_second();
@@ -100,16 +101,16 @@ impl Datapath {
             isolated: Vec::new(),
             warnings: Vec::new(),
             stats_base: HashMap::new(),
-            inboxes: HashMap::new(),
             tx_flush_us: 0,
             port_flush: HashMap::new(),
             pmd_sleep_max_us: 0,
+            revalidator: None,
         };
         dp.set_pmd_cores(config.cores)?;
         Ok(dp)
     }
 
-    fn current(&self) -> Arc<Snapshot> {
+    pub(crate) fn current(&self) -> Arc<Snapshot> {
         self.shared.snapshot.load_full()
     }
 
@@ -179,9 +180,20 @@ impl Datapath {
     fn publish(
         &mut self,
         ports: Vec<Arc<PortHandle>>,
-        classifier: Option<Arc<Classifier>>,
+        upcall: Option<Arc<dyn Upcall>>,
         replace: bool,
         emc_insert_inv_prob: Option<u32>,
+    ) -> Result<(), DatapathError> {
+        self.publish_with(ports, upcall, replace, emc_insert_inv_prob, None)
+    }
+
+    fn publish_with(
+        &mut self,
+        ports: Vec<Arc<PortHandle>>,
+        upcall: Option<Arc<dyn Upcall>>,
+        replace: bool,
+        emc_insert_inv_prob: Option<u32>,
+        flow_limit: Option<usize>,
     ) -> Result<(), DatapathError> {
         let cur = self.current();
         for p in &ports {
@@ -193,18 +205,18 @@ impl Datapath {
             cur.assignment.clone()
         };
         let generation = cur.generation + 1;
-        let (classifier, classifier_generation) = match classifier {
-            Some(c) => (c, generation),
-            None => (cur.classifier.clone(), cur.classifier_generation),
+        let (upcall, upcall_epoch) = match upcall {
+            Some(u) => (u, generation),
+            None => (cur.upcall.clone(), cur.upcall_epoch),
         };
         self.shared.snapshot.store(Arc::new(Snapshot {
             generation,
-            classifier_generation,
+            upcall_epoch,
             ports,
-            classifier,
+            upcall,
+            flow_limit: flow_limit.unwrap_or(cur.flow_limit),
             assignment,
             emc_insert_inv_prob: emc_insert_inv_prob.unwrap_or(cur.emc_insert_inv_prob),
-            learning: cur.learning.clone(),
             tx_intervals: self.tx_intervals(),
             tx_interval_default: self.tx_flush_us,
             tx_auto: self.tx_auto(),
@@ -250,13 +262,25 @@ impl Datapath {
         self.current().ports.clone()
     }
 
-    pub fn classifier(&self) -> Arc<Classifier> {
-        self.current().classifier.clone()
+    /// Attaches the slow path that translates misses. Every PMD forgets the flows the
+    /// previous one made.
+    pub fn set_upcall(&mut self, upcall: Arc<dyn Upcall>) -> Result<(), DatapathError> {
+        let cur = self.current();
+        self.publish(cur.ports.clone(), Some(upcall), false, None)
     }
 
-    pub fn set_classifier(&mut self, classifier: Classifier) -> Result<(), DatapathError> {
+    pub fn upcall(&self) -> Arc<dyn Upcall> {
+        self.current().upcall.clone()
+    }
+
+    /// `flow-limit`: the most datapath flows each PMD caches.
+    pub fn set_flow_limit(&mut self, limit: usize) -> Result<(), DatapathError> {
         let cur = self.current();
-        self.publish(cur.ports.clone(), Some(Arc::new(classifier)), false, None)
+        self.publish_with(cur.ports.clone(), None, false, None, Some(limit))
+    }
+
+    pub fn flow_limit(&self) -> usize {
+        self.current().flow_limit
     }
 
     pub fn pmd_cores(&self) -> Vec<usize> {
@@ -279,27 +303,19 @@ impl Datapath {
             .into_iter()
             .partition(|p| !cores.contains(&p.control.core));
         self.pmds = staying;
+        self.shared.pmds.store(Arc::new(
+            self.pmds.iter().map(|p| p.control.clone()).collect(),
+        ));
         for mut p in leaving {
             stop_pmd(&mut p);
             self.stats_base.remove(&p.control.core);
         }
         let cur = self.current();
-        let mut learning: Vec<(usize, mpsc::SyncSender<Learning>)> = cur
-            .learning
-            .iter()
-            .filter(|(c, _)| cores.contains(c))
-            .cloned()
-            .collect();
         let new: Vec<usize> = cores
             .iter()
             .copied()
             .filter(|c| !self.pmds.iter().any(|p| p.control.core == *c))
             .collect();
-        for &core in &new {
-            let (tx, rx) = mpsc::sync_channel(LEARNING_INBOX);
-            learning.push((core, tx));
-            self.inboxes.insert(core, rx);
-        }
         // The new PMDs exist before the placement so that queues can go to them; they
         // start with the snapshot that includes them.
         let mut controls = Vec::new();
@@ -313,6 +329,9 @@ impl Datapath {
                 stop: AtomicBool::new(false),
                 clear_max: AtomicBool::new(false),
                 stats: PmdStats::default(),
+                flows: Mutex::new(Vec::new()),
+                sweep_requested: AtomicU64::new(0),
+                thread: Mutex::new(None),
             });
             controls.push(control.clone());
             self.pmds.push(PmdThread {
@@ -329,12 +348,12 @@ impl Datapath {
         let generation = cur.generation + 1;
         self.shared.snapshot.store(Arc::new(Snapshot {
             generation,
-            classifier_generation: cur.classifier_generation,
+            upcall_epoch: cur.upcall_epoch,
             ports,
-            classifier: cur.classifier.clone(),
+            upcall: cur.upcall.clone(),
+            flow_limit: cur.flow_limit,
             assignment,
             emc_insert_inv_prob: cur.emc_insert_inv_prob,
-            learning,
             tx_intervals: self.tx_intervals(),
             tx_interval_default: self.tx_flush_us,
             tx_auto: self.tx_auto(),
@@ -342,10 +361,6 @@ impl Datapath {
         }));
         self.shared.generation.store(generation, Ordering::Release);
         for control in controls {
-            let inbox = self
-                .inboxes
-                .remove(&control.core)
-                .unwrap_or_else(|| mpsc::sync_channel(LEARNING_INBOX).1);
             let shared = self.shared.clone();
             let name = format!("pmd-c{:02}", control.core);
             let c = control.clone();
@@ -354,7 +369,7 @@ impl Datapath {
                 .spawn(move || {
                     // A panic ends this PMD; it is recorded, so that the control side
                     // never waits on it, and the daemon decides what follows.
-                    let pmd = Pmd::new(shared, c.clone(), inbox);
+                    let pmd = Pmd::new(shared, c.clone());
                     if let Err(e) = std::panic::catch_unwind(AssertUnwindSafe(|| pmd.run())) {
                         let why = e
                             .downcast_ref::<&str>()
@@ -371,6 +386,7 @@ impl Datapath {
                 .iter_mut()
                 .find(|p| Arc::ptr_eq(&p.control, &control))
             {
+                *lock(&p.control.thread) = Some(thread.thread().clone());
                 p.thread = Some(thread);
             }
         }
@@ -379,6 +395,9 @@ impl Datapath {
                 t.thread().unpark();
             }
         }
+        self.shared.pmds.store(Arc::new(
+            self.pmds.iter().map(|p| p.control.clone()).collect(),
+        ));
         self.wait_acks(generation)?;
         // Fewer PMDs: the transmit queues the leaving ones gave back are closed.
         for p in &cur.ports {
@@ -473,7 +492,7 @@ impl Datapath {
             .collect()
     }
 
-    fn republish(&mut self) -> Result<(), DatapathError> {
+    pub(crate) fn republish(&mut self) -> Result<(), DatapathError> {
         let cur = self.current();
         self.publish(cur.ports.clone(), None, false, None)
     }
@@ -603,6 +622,7 @@ fn stop_pmd(p: &mut PmdThread) {
 
 impl Drop for Datapath {
     fn drop(&mut self) {
+        self.revalidator = None;
         for p in &mut self.pmds {
             p.control.stop.store(true, Ordering::Release);
         }

@@ -1,16 +1,16 @@
-//! The exact-match cache: one per PMD, in front of the classifier. It maps a packet's
-//! whole flow key to the rule the classifier chose for it (or to "no rule"), so a
-//! packet of a known flow costs one hash and one key comparison.
+//! The exact-match cache: one per PMD, in front of its datapath flows (megaflows). It
+//! maps a packet's whole flow key to the datapath flow that matched it, so a packet of
+//! a known flow costs one hash and one key comparison.
 //!
 //! Two-way set associative: a key may sit in one of two slots picked by different
-//! bits of its hash. Entries carry the classifier generation they were made under;
-//! a new classifier makes every older entry a miss at once, without a sweep.
+//! bits of its hash. Entries carry the generation they were made under; a new
+//! generation (flows were retired) makes every older entry a miss at once, without a
+//! sweep.
 //! Insertion is probabilistic (`emc-insert-inv-prob`, as in Open vSwitch): with
 //! thousands of short flows, inserting every miss would only churn the cache.
 
 use std::sync::Arc;
 
-use vsw_flow::Rule;
 use vsw_packet::key::hash_words;
 use vsw_packet::FlowKey;
 
@@ -40,27 +40,33 @@ fn same_key(a: &FlowKey, b: &FlowKey) -> bool {
         == 0
 }
 
-#[derive(Default)]
-struct Entry {
+struct Entry<T> {
     /// 0: empty. Otherwise the classifier generation it was made under.
     generation: u64,
     hash: u64,
     key: FlowKey,
-    rule: Option<Arc<Rule>>,
+    item: Option<Arc<T>>,
 }
 
-pub struct Emc {
-    entries: Box<[Entry]>,
+pub struct Emc<T> {
+    entries: Box<[Entry<T>]>,
     generation: u64,
     /// Insert one miss in this many; 0 turns insertion off, 1 inserts every miss.
     inv_prob: u32,
     rng: u32,
 }
 
-impl Emc {
-    pub fn new(inv_prob: u32) -> Emc {
+impl<T> Emc<T> {
+    pub fn new(inv_prob: u32) -> Emc<T> {
         Emc {
-            entries: (0..EMC_ENTRIES).map(|_| Entry::default()).collect(),
+            entries: (0..EMC_ENTRIES)
+                .map(|_| Entry {
+                    generation: 0,
+                    hash: 0,
+                    key: FlowKey::default(),
+                    item: None,
+                })
+                .collect(),
             generation: 1,
             inv_prob,
             rng: 0x9e37_79b9,
@@ -87,7 +93,7 @@ impl Emc {
     /// The slot that holds `key`, if the cache knows it.
     #[inline]
     pub fn lookup(&self, hash: u64, key: &FlowKey) -> Option<usize> {
-        Emc::slots(hash).into_iter().find(|&slot| {
+        Self::slots(hash).into_iter().find(|&slot| {
             let e = &self.entries[slot];
             e.generation == self.generation && e.hash == hash && same_key(&e.key, key)
         })
@@ -95,13 +101,13 @@ impl Emc {
 
     /// What the cache knows for the key in `slot`: a rule, or no rule at all.
     #[inline]
-    pub fn rule(&self, slot: usize) -> Option<&Arc<Rule>> {
-        self.entries[slot].rule.as_ref()
+    pub fn get(&self, slot: usize) -> Option<&Arc<T>> {
+        self.entries[slot].item.as_ref()
     }
 
     /// Maybe remembers what the classifier said for `key` (see `inv_prob`).
     #[inline]
-    pub fn insert(&mut self, hash: u64, key: &FlowKey, rule: Option<&Arc<Rule>>) {
+    pub fn insert(&mut self, hash: u64, key: &FlowKey, item: Option<&Arc<T>>) {
         match self.inv_prob {
             0 => return,
             1 => {}
@@ -115,8 +121,8 @@ impl Emc {
                 }
             }
         }
-        let [a, b] = Emc::slots(hash);
-        let live = |e: &Entry| e.generation == self.generation;
+        let [a, b] = Self::slots(hash);
+        let live = |e: &Entry<T>| e.generation == self.generation;
         // The first slot when it is free; else the second, so that a flow already
         // in the first survives a newcomer.
         let slot = if live(&self.entries[a]) { b } else { a };
@@ -124,21 +130,17 @@ impl Emc {
         e.generation = self.generation;
         e.hash = hash;
         e.key = *key;
-        e.rule = rule.cloned();
+        e.item = item.cloned();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vsw_flow::{Action, FlowSpec, Match};
 
-    fn rule() -> Arc<Rule> {
-        Arc::new(Rule::new(
-            FlowSpec::new(1, Match::any(), vec![Action::Drop]),
-            0,
-            1,
-        ))
+    /// What the cache holds does not matter to it.
+    fn rule() -> Arc<u32> {
+        Arc::new(7)
     }
 
     fn key(n: u32) -> FlowKey {
@@ -150,7 +152,7 @@ mod tests {
 
     #[test]
     fn remembers_rules_and_misses() {
-        let mut emc = Emc::new(1);
+        let mut emc = Emc::<u32>::new(1);
         let r = rule();
         let (k1, k2) = (key(1), key(2));
         let (h1, h2) = (key_hash(&k1), key_hash(&k2));
@@ -158,16 +160,16 @@ mod tests {
         emc.insert(h1, &k1, Some(&r));
         emc.insert(h2, &k2, None);
         let s1 = emc.lookup(h1, &k1).expect("cached");
-        assert!(Arc::ptr_eq(emc.rule(s1).unwrap(), &r));
+        assert!(Arc::ptr_eq(emc.get(s1).unwrap(), &r));
         let s2 = emc.lookup(h2, &k2).expect("a miss is cached too");
-        assert!(emc.rule(s2).is_none());
+        assert!(emc.get(s2).is_none());
         // Same hash, other key: a miss, never the wrong rule.
         assert_eq!(emc.lookup(h1, &k2), None);
     }
 
     #[test]
     fn a_new_generation_forgets_everything() {
-        let mut emc = Emc::new(1);
+        let mut emc = Emc::<u32>::new(1);
         let k = key(1);
         let h = key_hash(&k);
         emc.insert(h, &k, Some(&rule()));
@@ -177,12 +179,12 @@ mod tests {
 
     #[test]
     fn insertion_probability() {
-        let mut emc = Emc::new(0);
+        let mut emc = Emc::<u32>::new(0);
         let k = key(1);
         let h = key_hash(&k);
         emc.insert(h, &k, None);
         assert_eq!(emc.lookup(h, &k), None, "0 turns insertion off");
-        let mut emc = Emc::new(100);
+        let mut emc = Emc::<u32>::new(100);
         let inserted = (0..10_000u32)
             .filter(|n| {
                 let k = key(*n);
@@ -199,7 +201,7 @@ mod tests {
 
     #[test]
     fn many_flows_fit() {
-        let mut emc = Emc::new(1);
+        let mut emc = Emc::<u32>::new(1);
         let n = 2000u32;
         for i in 0..n {
             let k = key(i);

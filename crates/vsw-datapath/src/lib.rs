@@ -9,22 +9,29 @@
 pub mod assign;
 pub mod clock;
 pub mod datapath;
+pub mod dpflow;
 pub mod emc;
 mod error;
+pub mod flow_table;
 pub mod memory;
 pub mod offload;
 mod pmd;
 pub mod port;
+pub mod revalidate;
 pub mod ring;
 mod shared;
 pub mod stats;
 pub mod txbatch;
+pub mod upcall;
 
 pub use assign::RxqAssign;
-pub use datapath::{Datapath, DatapathError, PmdConfig};
+pub use datapath::{Datapath, DatapathError, PmdConfig, DEFAULT_FLOW_LIMIT};
+pub use dpflow::{format_dp_actions, DpAction, DpFlow, DpFlowStats};
 pub use port::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
     TxQueue, BATCH_SIZE,
 };
+pub use revalidate::{RevalidateSummary, RevalidatorConfig};
 pub use shared::PortHandle;
 pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};
+pub use upcall::{Attribution, DropAll, NoAttribution, Translation, Upcall};

@@ -1,26 +1,25 @@
-//! A poll-mode driver thread: polls the receive queues assigned to it, classifies
-//! each batch (exact-match cache, then the classifier), runs the actions and sends
-//! the output batches.
+//! A poll-mode driver thread: polls the receive queues assigned to it, finds each
+//! packet's datapath flow (exact-match cache, then the megaflows, then an upcall to
+//! the slow path), runs the flow's actions and sends the output batches.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arrayvec::ArrayVec;
-use vsw_flow::{Action, Learned, MacTable, Rule, SubtableOrder};
 use vsw_packet::ethernet::{l3_len, ETH_HDR_LEN};
 use vsw_packet::gro::{Gro, Offer};
 use vsw_packet::gso;
-use vsw_packet::key::VLAN_CFI;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
 use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
-use vsw_packet::{extract, FlowKey, MacAddr, VnetHdr};
+use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use crate::clock;
+use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
+use crate::flow_table::FlowTable;
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
-use crate::shared::{Learning, PmdControl, PortHandle, Shared, Snapshot};
+use crate::shared::{lock, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
 use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
 
@@ -28,19 +27,8 @@ use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
 /// (a change wakes it at once).
 const NO_QUEUES_PARK: Duration = Duration::from_millis(100);
 
-/// What is done with a packet no rule matches: the switch works as a plain switch.
-const TABLE_MISS: [Action; 1] = [Action::Normal];
-
 /// The largest frame a rewrite copies (a TSO super-frame plus headroom for tags).
 const MAX_REWRITE_FRAME: usize = 65_535 + 64;
-
-/// What other PMDs learned is taken in every this many loop iterations (microseconds
-/// apart), not in every one.
-const LEARNING_POLL_ITERATIONS: u64 = 16;
-
-/// How stale a refresh may get before the other PMDs hear of it, so that their
-/// entries do not age out while the host is busy talking.
-const LEARNING_REFRESH_MS: u64 = 1_000;
 
 struct OwnedRxq {
     handle: Arc<PortHandle>,
@@ -236,23 +224,6 @@ impl Outputs {
         tx.stage_ready(copy, &done, &mut self.tally);
     }
 
-    /// `output:port`: never back where the packet came from (that is `in_port`).
-    #[inline]
-    fn output(&mut self, port: u32, in_port: u32, data: &[u8], meta: &PacketMeta) {
-        if port != in_port {
-            self.stage(port, data, meta);
-        }
-    }
-
-    fn flood(&mut self, in_port: u32, data: &[u8], meta: &PacketMeta) {
-        for i in 0..self.ports.len() {
-            let p = self.ports[i];
-            if p != in_port {
-                self.stage(p, data, meta);
-            }
-        }
-    }
-
     /// Sends every batch, due or not (a port or the PMD goes away).
     fn send_all(&mut self) {
         let now = self.tally.now_us;
@@ -325,12 +296,17 @@ fn send(tx: &mut LocalTx, now_us: u64) -> (u64, u64) {
 
 /// Everything a PMD changes while it processes packets.
 struct Worker {
-    core: usize,
     outputs: Outputs,
-    mac_table: MacTable,
-    emc: Emc,
-    order: SubtableOrder,
-    classifier_generation: u64,
+    emc: Emc<DpFlow>,
+    /// Bumped whenever retired flows leave `flows`: the cache forgets its entries.
+    emc_generation: u64,
+    /// This PMD's datapath flows (megaflows).
+    flows: FlowTable,
+    /// The slow path the flows were made by (`Snapshot::upcall_epoch`).
+    upcall_epoch: u64,
+    /// The slow path's generation as the last upcall saw it: a newer one wakes the
+    /// revalidator (a host was learned or moved).
+    last_generation: u64,
     key: FlowKey,
     scratch: PacketBuf,
     counters: PmdCounters,
@@ -341,7 +317,6 @@ struct Worker {
 pub(crate) struct Pmd {
     shared: Arc<Shared>,
     control: Arc<PmdControl>,
-    inbox: mpsc::Receiver<Learning>,
     snapshot: Option<Arc<Snapshot>>,
     rxqs: Vec<OwnedRxq>,
     /// Queues assigned to this PMD that another PMD has not handed back yet.
@@ -350,36 +325,33 @@ pub(crate) struct Pmd {
     worker: Worker,
     /// `pmd-sleep-max`: the longest an idle PMD sleeps (µs); 0 never sleeps.
     sleep_max_us: u64,
+    /// The revalidator's last sweep request this PMD did.
+    swept: u64,
 }
 
 impl Pmd {
-    pub fn new(
-        shared: Arc<Shared>,
-        control: Arc<PmdControl>,
-        inbox: mpsc::Receiver<Learning>,
-    ) -> Pmd {
-        let core = control.core;
+    pub fn new(shared: Arc<Shared>, control: Arc<PmdControl>) -> Pmd {
         Pmd {
             shared,
             control,
-            inbox,
             snapshot: None,
             rxqs: Vec::new(),
             pending: Vec::new(),
             pinned: false,
             sleep_max_us: 0,
+            swept: 0,
             worker: Worker {
-                core,
                 outputs: Outputs {
                     by_port: Vec::new(),
                     ports: Vec::new(),
                     fixup: vec![0u8; FIXUP_BUFFER].into_boxed_slice(),
                     tally: TxTally::default(),
                 },
-                mac_table: MacTable::default(),
                 emc: Emc::new(crate::emc::DEFAULT_INSERT_INV_PROB),
-                order: SubtableOrder::default(),
-                classifier_generation: 0,
+                emc_generation: 1,
+                flows: FlowTable::default(),
+                upcall_epoch: 0,
+                last_generation: 0,
                 key: FlowKey::default(),
                 scratch: PacketBuf::new(MAX_REWRITE_FRAME),
                 counters: PmdCounters::default(),
@@ -390,7 +362,7 @@ impl Pmd {
 
     /// Takes up the newest snapshot: queues this PMD no longer polls go back to their
     /// ports, removed ports' transmit queues are flushed and closed, new ports get a
-    /// transmit queue, and the cache forgets rules that changed.
+    /// transmit queue, and the flows the revalidator retired leave the caches.
     fn reconfigure(&mut self) {
         let snap = self.shared.snapshot.load_full();
         let core = self.control.core;
@@ -440,7 +412,7 @@ impl Pmd {
             }
         }
         let w = &mut self.worker;
-        for (no, slot) in w.outputs.by_port.iter_mut().enumerate() {
+        for slot in w.outputs.by_port.iter_mut() {
             let gone = slot
                 .as_ref()
                 .is_some_and(|tx| !snap.ports.iter().any(|p| Arc::ptr_eq(p, &tx.handle)));
@@ -449,7 +421,6 @@ impl Pmd {
                     tx.flush_gro(&mut w.outputs.tally);
                     send(&mut tx, w.outputs.tally.now_us);
                 }
-                w.mac_table.flush_port(no as u32);
             }
         }
         for port in &snap.ports {
@@ -490,10 +461,18 @@ impl Pmd {
             });
         }
         self.sleep_max_us = u64::from(snap.pmd_sleep_max_us);
-        if w.classifier_generation != snap.classifier_generation {
-            w.classifier_generation = snap.classifier_generation;
-            w.emc.invalidate(snap.classifier_generation);
-            w.order = SubtableOrder::new(&snap.classifier);
+        if w.upcall_epoch != snap.upcall_epoch {
+            // Another slow path: nothing the old one said holds.
+            w.upcall_epoch = snap.upcall_epoch;
+            w.flows.clear();
+            lock(&self.control.flows).clear();
+            w.emc_generation += 1;
+            w.emc.invalidate(w.emc_generation);
+        } else if w.flows.remove_dead() > 0 {
+            // The revalidator retired flows and waits for this acknowledgement: from
+            // here on no packet is forwarded by them.
+            w.emc_generation += 1;
+            w.emc.invalidate(w.emc_generation);
         }
         w.emc.set_insert_inv_prob(snap.emc_insert_inv_prob);
         let generation = snap.generation;
@@ -555,20 +534,21 @@ impl Pmd {
             if !self.pending.is_empty() {
                 self.take_pending();
             }
-            if self
-                .worker
-                .counters
-                .iterations
-                .is_multiple_of(LEARNING_POLL_ITERATIONS)
-            {
-                self.take_learning();
+            let sweep = self.control.sweep_requested.load(Ordering::Acquire);
+            if sweep != self.swept {
+                // The revalidator retired flows and waits: from here on no packet is
+                // forwarded by them.
+                let w = &mut self.worker;
+                w.flows.remove_dead();
+                w.emc_generation += 1;
+                w.emc.invalidate(w.emc_generation);
+                self.swept = sweep;
+                self.control.ack_sweep(sweep);
             }
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
             };
             if self.rxqs.is_empty() {
-                // A PMD with nothing to poll still keeps up with what the others learn.
-                self.take_learning();
                 std::thread::park_timeout(NO_QUEUES_PARK);
                 last = clock::cycles();
                 continue;
@@ -580,7 +560,14 @@ impl Pmd {
             let mut received = 0;
             for rxq in &mut self.rxqs {
                 let start = clock::cycles();
-                let n = process_batch(&mut self.worker, snap, rxq, now_ms);
+                let n = process_batch(
+                    &mut self.worker,
+                    snap,
+                    &self.shared,
+                    &self.control,
+                    rxq,
+                    now_ms,
+                );
                 if n > 0 {
                     rxq.busy_cycles += clock::cycles().wrapping_sub(start);
                 }
@@ -606,7 +593,7 @@ impl Pmd {
             c.iterations += 1;
             if now >= next_housekeeping {
                 next_housekeeping = now + hz;
-                self.housekeeping(now_ms, now);
+                self.housekeeping(now);
             }
             let o = &self.worker.outputs.tally;
             let c = &mut self.worker.counters;
@@ -638,15 +625,7 @@ impl Pmd {
         self.shut_down();
     }
 
-    /// Takes in what the other PMDs learned.
-    fn take_learning(&mut self) {
-        while let Ok(l) = self.inbox.try_recv() {
-            self.worker.mac_table.learn(l.mac, l.vlan, l.port, l.at_ms);
-        }
-    }
-
-    fn housekeeping(&mut self, now_ms: u64, now_cycles: u64) {
-        self.worker.mac_table.expire(now_ms);
+    fn housekeeping(&mut self, now_cycles: u64) {
         for rxq in &mut self.rxqs {
             let stats = &rxq.handle.rxqs[rxq.index].stats;
             stats.busy_cycles.store(rxq.busy_cycles, Ordering::Relaxed);
@@ -656,9 +635,12 @@ impl Pmd {
             let overrun = rxq.queue.take_overrun_drops();
             PortStats::add_drop(&rxq.handle.stats.rx_overrun, overrun);
         }
-        if let Some(snap) = &self.snapshot {
-            self.worker.order.resort(&snap.classifier);
+        let w = &mut self.worker;
+        if w.flows.remove_dead() > 0 {
+            w.emc_generation += 1;
+            w.emc.invalidate(w.emc_generation);
         }
+        w.flows.resort();
     }
 
     /// Everything staged leaves, and the queues go back to their ports for the PMDs
@@ -682,11 +664,66 @@ fn give_back_rx(rxq: OwnedRxq) {
     }
 }
 
+/// The most packets of one batch translated by upcalls; the batch's further misses
+/// are dropped and counted (`lost_upcalls`), so that a burst of new flows cannot hold
+/// the PMD away from its queues for long.
+const UPCALLS_PER_BATCH: usize = 16;
+
+/// Translates a packet no cached flow matched, and caches the result unless the
+/// flow limit is reached or the rules changed while translating (then the revalidator
+/// may have looked at the flows already, and could miss this one).
+#[allow(clippy::too_many_arguments)]
+fn upcall(
+    snap: &Snapshot,
+    shared: &Shared,
+    control: &PmdControl,
+    flows: &mut FlowTable,
+    emc: &mut Emc<DpFlow>,
+    counters: &mut PmdCounters,
+    last_generation: &mut u64,
+    key: &FlowKey,
+    hash: u64,
+    now_ms: u64,
+) -> Arc<DpFlow> {
+    counters.upcalls += 1;
+    let t = snap.upcall.translate(key, now_ms, true);
+    let generation = t.generation;
+    if generation != *last_generation {
+        // Flows made before may be stale now: the revalidator looks at once.
+        *last_generation = generation;
+        shared.kick_revalidator();
+    }
+    let id = shared.next_flow_id.fetch_add(1, Ordering::Relaxed);
+    let flow = Arc::new(DpFlow::new(id, control.core, key, t, now_ms));
+    let cached = flows.len() < snap.flow_limit && {
+        let mut registry = lock(&control.flows);
+        let current = snap.upcall.generation() == generation;
+        if current {
+            registry.push(flow.clone());
+        }
+        current
+    };
+    if cached {
+        flows.insert(flow.clone());
+        emc.insert(hash, key, Some(&flow));
+    } else {
+        counters.uncached_upcalls += 1;
+    }
+    flow
+}
+
 /// Receives one batch from `rxq` and sends each packet on its way; returns how many
 /// packets it received.
 // Kept out of line so that profilers can count its instructions per packet.
 #[inline(never)]
-fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u64) -> usize {
+fn process_batch(
+    w: &mut Worker,
+    snap: &Snapshot,
+    shared: &Shared,
+    control: &PmdControl,
+    rxq: &mut OwnedRxq,
+    now_ms: u64,
+) -> usize {
     let in_port = rxq.handle.no;
     let stats = &rxq.handle.stats;
     let mut batch = RxBatch::new();
@@ -698,261 +735,192 @@ fn process_batch(w: &mut Worker, snap: &Snapshot, rxq: &mut OwnedRxq, now_ms: u6
         rxq.queue.release();
         return 0;
     }
+    let Worker {
+        outputs,
+        emc,
+        emc_generation,
+        flows,
+        key,
+        scratch,
+        counters,
+        malformed: malformed_total,
+        last_generation,
+        ..
+    } = w;
     let mut bytes = 0u64;
     let mut malformed = 0u64;
-    // Rule counters are added once per batch and rule, not per packet.
-    let mut tally: ArrayVec<(Arc<Rule>, u64, u64), BATCH_SIZE> = ArrayVec::new();
+    let mut upcalls = 0usize;
+    // Flow counters are added once per batch and flow, not per packet.
+    let mut tally: ArrayVec<(Arc<DpFlow>, u64, u64), BATCH_SIZE> = ArrayVec::new();
     for pkt in &batch {
         let len = pkt.data.len() as u64;
         bytes += len;
-        if extract(pkt.data, in_port, pkt.meta.vlan, &mut w.key).is_err() {
+        if extract(pkt.data, in_port, pkt.meta.vlan, key).is_err() {
             malformed += 1;
             continue;
         }
-        let hash = key_hash(&w.key);
-        let rule = match w.emc.lookup(hash, &w.key) {
-            Some(slot) => {
-                w.counters.emc_hits += 1;
-                w.emc.rule(slot)
+        let hash = key_hash(key);
+        // An exact-match hit is borrowed from the cache; anything else is owned.
+        let cached = emc
+            .lookup(hash, key)
+            .filter(|&slot| emc.get(slot).is_some_and(|f| !f.is_dead()));
+        let owned = match cached {
+            Some(_) => {
+                counters.emc_hits += 1;
+                None
             }
             None => {
-                let found = snap.classifier.lookup_ordered(&w.key, &mut w.order);
-                if found.rule.is_some() {
-                    w.counters.classifier_hits += 1;
-                    w.counters.subtable_lookups += u64::from(found.probes);
-                } else {
-                    w.counters.misses += 1;
-                }
-                w.emc.insert(hash, &w.key, found.rule);
-                found.rule
-            }
-        };
-        let (actions, rewrites): (&[Action], bool) = match rule {
-            Some(r) => {
-                match tally.iter_mut().find(|(t, _, _)| Arc::ptr_eq(t, r)) {
-                    Some(t) => {
-                        t.1 += 1;
-                        t.2 += len;
+                let found = flows.lookup(key);
+                let probes = found.probes;
+                match found.flow.cloned() {
+                    Some(f) if !f.is_dead() => {
+                        counters.megaflow_hits += 1;
+                        counters.subtable_lookups += u64::from(probes);
+                        emc.insert(hash, key, Some(&f));
+                        Some(f)
                     }
-                    None => tally.push((r.clone(), 1, len)),
+                    hit => {
+                        if hit.is_some() {
+                            // Retired by the revalidator and not swept yet: swept now,
+                            // and the cache forgets what it had of them.
+                            flows.remove_dead();
+                            *emc_generation += 1;
+                            emc.invalidate(*emc_generation);
+                        }
+                        if upcalls == UPCALLS_PER_BATCH {
+                            counters.lost_upcalls += 1;
+                            outputs.tally.lost += 1;
+                            continue;
+                        }
+                        upcalls += 1;
+                        Some(upcall(
+                            snap,
+                            shared,
+                            control,
+                            flows,
+                            emc,
+                            counters,
+                            last_generation,
+                            key,
+                            hash,
+                            now_ms,
+                        ))
+                    }
                 }
-                (&r.spec.actions, r.rewrites)
             }
-            None => (&TABLE_MISS, false),
         };
-        if !rewrites {
-            for action in actions {
+        let flow: &Arc<DpFlow> = match (&owned, cached) {
+            (Some(f), _) => f,
+            (None, Some(slot)) => match emc.get(slot) {
+                Some(f) => f,
+                None => continue,
+            },
+            (None, None) => continue,
+        };
+        match tally.iter_mut().find(|(t, _, _)| Arc::ptr_eq(t, flow)) {
+            Some(t) => {
+                t.1 += 1;
+                t.2 += len;
+            }
+            None => tally.push((flow.clone(), 1, len)),
+        }
+        if !flow.rewrites {
+            for action in flow.actions.iter() {
                 match *action {
-                    Action::Output(port) => w.outputs.output(port, in_port, pkt.data, &pkt.meta),
-                    Action::InPort => w.outputs.stage(in_port, pkt.data, &pkt.meta),
-                    Action::Flood => w.outputs.flood(in_port, pkt.data, &pkt.meta),
-                    Action::Normal => normal(
-                        &mut w.mac_table,
-                        &mut w.outputs,
-                        w.core,
-                        &w.key,
-                        snap,
-                        pkt.data,
-                        &pkt.meta,
-                        w.key.dl_dst,
-                        now_ms,
-                    ),
-                    Action::Drop => {}
-                    // A rule with any of these takes the rewriting way below
-                    // (`Rule::rewrites`); listed so that a new action must say
-                    // which way it takes.
-                    Action::SetDlSrc(_)
-                    | Action::SetDlDst(_)
-                    | Action::PushVlan(_)
-                    | Action::SetVlanVid(_)
-                    | Action::SetVlanPcp(_)
-                    | Action::StripVlan
-                    | Action::SetNwSrc(_)
-                    | Action::SetNwDst(_)
-                    | Action::SetNwTos(_)
-                    | Action::SetTpSrc(_)
-                    | Action::SetTpDst(_)
-                    | Action::DecTtl => {}
-                    // Pipeline steps: vswd takes no rule with them until
-                    // translation into datapath flows runs them.
-                    Action::GotoTable(_) | Action::Resubmit { .. } => {}
+                    DpAction::Output(port) => outputs.stage(port, pkt.data, &pkt.meta),
+                    // A flow with any of these takes the rewriting way below
+                    // (`DpFlow::rewrites`); listed so that a new action must say which
+                    // way it takes.
+                    DpAction::SetDlSrc(_)
+                    | DpAction::SetDlDst(_)
+                    | DpAction::PushVlan(_)
+                    | DpAction::SetVlanVid(_)
+                    | DpAction::SetVlanPcp(_)
+                    | DpAction::PopVlan
+                    | DpAction::SetNwSrc(_)
+                    | DpAction::SetNwDst(_)
+                    | DpAction::SetNwTos(_)
+                    | DpAction::SetTpSrc(_)
+                    | DpAction::SetTpDst(_)
+                    | DpAction::DecTtl => {}
                 }
             }
-        } else if w
-            .scratch
-            .load(pkt.data, pkt.meta.vlan, pkt.meta.vnet)
-            .is_ok()
-        {
-            let mut sinks = Sinks {
-                outputs: &mut w.outputs,
-                mac_table: &mut w.mac_table,
-                scratch: &mut w.scratch,
-                core: w.core,
-                key: &w.key,
-            };
-            run_rewriting(&mut sinks, snap, actions, now_ms);
+        } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
+            run_rewriting(outputs, scratch, &flow.actions);
         } else {
-            w.outputs.tally.lost += 1;
+            outputs.tally.lost += 1;
         }
     }
     drop(batch);
     rxq.queue.release();
     stats.add_rx(received as u64, bytes);
     PortStats::add_drop(&stats.rx_malformed, malformed);
-    w.malformed += malformed;
-    for (rule, packets, bytes) in tally {
-        rule.stats.add(packets, bytes, now_ms);
+    *malformed_total += malformed;
+    for (flow, packets, bytes) in tally {
+        flow.add(packets, bytes, now_ms);
     }
     received
 }
 
-/// The parts of a [`Worker`] that running actions changes (the cache that lent the
-/// actions stays borrowed).
-struct Sinks<'a> {
-    outputs: &'a mut Outputs,
-    mac_table: &'a mut MacTable,
-    scratch: &'a mut PacketBuf,
-    core: usize,
-    key: &'a FlowKey,
-}
-
-/// Runs actions that change the packet, in order, on the copy in `w.scratch`: each
+/// Runs actions that change the packet, in order, on the copy in `scratch`: each
 /// output sends the packet as the rewrites before it left it.
-fn run_rewriting(w: &mut Sinks<'_>, snap: &Snapshot, actions: &[Action], now_ms: u64) {
-    let in_port = w.key.in_port;
+fn run_rewriting(outputs: &mut Outputs, scratch: &mut PacketBuf, actions: &[DpAction]) {
     for action in actions {
-        let meta = PacketMeta {
-            vnet: w.scratch.vnet,
-            vlan: None,
-        };
         let result = match *action {
-            Action::Output(port) => {
-                w.outputs.output(port, in_port, w.scratch.data(), &meta);
+            DpAction::Output(port) => {
+                let meta = PacketMeta {
+                    vnet: scratch.vnet,
+                    vlan: None,
+                };
+                outputs.stage(port, scratch.data(), &meta);
                 Ok(())
             }
-            Action::InPort => {
-                w.outputs.stage(in_port, w.scratch.data(), &meta);
+            DpAction::SetDlSrc(m) => {
+                scratch.set_dl_src(m);
                 Ok(())
             }
-            Action::Flood => {
-                w.outputs.flood(in_port, w.scratch.data(), &meta);
+            DpAction::SetDlDst(m) => {
+                scratch.set_dl_dst(m);
                 Ok(())
             }
-            Action::Normal => {
-                let dst = MacAddr::from_slice(w.scratch.data()).unwrap_or_default();
-                normal(
-                    w.mac_table,
-                    w.outputs,
-                    w.core,
-                    w.key,
-                    snap,
-                    w.scratch.data(),
-                    &meta,
-                    dst,
-                    now_ms,
-                );
+            DpAction::PushVlan(tpid) => scratch.push_vlan(tpid),
+            DpAction::SetVlanVid(vid) => scratch.set_vlan_vid(vid),
+            DpAction::SetVlanPcp(pcp) => scratch.set_vlan_pcp(pcp),
+            DpAction::PopVlan => {
+                scratch.strip_vlan();
                 Ok(())
             }
-            Action::Drop => Ok(()),
-            Action::SetDlSrc(m) => {
-                w.scratch.set_dl_src(m);
+            DpAction::SetNwSrc(a) => {
+                scratch.set_nw_src(a.octets());
                 Ok(())
             }
-            Action::SetDlDst(m) => {
-                w.scratch.set_dl_dst(m);
+            DpAction::SetNwDst(a) => {
+                scratch.set_nw_dst(a.octets());
                 Ok(())
             }
-            Action::PushVlan(tpid) => w.scratch.push_vlan(tpid),
-            Action::SetVlanVid(vid) => w.scratch.set_vlan_vid(vid),
-            Action::SetVlanPcp(pcp) => w.scratch.set_vlan_pcp(pcp),
-            Action::StripVlan => {
-                w.scratch.strip_vlan();
+            DpAction::SetNwTos(t) => {
+                scratch.set_nw_tos(t);
                 Ok(())
             }
-            Action::SetNwSrc(a) => {
-                w.scratch.set_nw_src(a.octets());
+            DpAction::SetTpSrc(p) => {
+                scratch.set_tp_src(p);
                 Ok(())
             }
-            Action::SetNwDst(a) => {
-                w.scratch.set_nw_dst(a.octets());
+            DpAction::SetTpDst(p) => {
+                scratch.set_tp_dst(p);
                 Ok(())
             }
-            Action::SetNwTos(t) => {
-                w.scratch.set_nw_tos(t);
-                Ok(())
-            }
-            Action::SetTpSrc(p) => {
-                w.scratch.set_tp_src(p);
-                Ok(())
-            }
-            Action::SetTpDst(p) => {
-                w.scratch.set_tp_dst(p);
-                Ok(())
-            }
-            Action::DecTtl => w.scratch.dec_ttl(),
-            Action::GotoTable(_) | Action::Resubmit { .. } => Ok(()),
+            DpAction::DecTtl => scratch.dec_ttl(),
         };
         match result {
             Ok(()) => {}
             // A packet whose TTL ran out goes no further (there is no controller to
-            // tell); it is counted on the rule that matched it.
+            // tell); it is counted on the flow that matched it.
             Err(RewriteError::TtlExpired) => return,
             Err(RewriteError::NoHeadroom | RewriteError::TooBig) => {
-                w.outputs.tally.lost += 1;
+                outputs.tally.lost += 1;
                 return;
             }
         }
-    }
-}
-
-/// The `normal` action: a MAC-learning switch. What this PMD learns it tells the
-/// others, whose ports' traffic it never sees.
-#[allow(clippy::too_many_arguments)]
-fn normal(
-    mac_table: &mut MacTable,
-    outputs: &mut Outputs,
-    core: usize,
-    key: &FlowKey,
-    snap: &Snapshot,
-    data: &[u8],
-    meta: &PacketMeta,
-    dl_dst: MacAddr,
-    now_ms: u64,
-) {
-    let vlan = if key.vlan_tci & VLAN_CFI != 0 {
-        key.vlan_tci & 0x0fff
-    } else {
-        0
-    };
-    let (src, in_port) = (key.dl_src, key.in_port);
-    let tell = match mac_table.learn(src, vlan, in_port, now_ms) {
-        Learned::New | Learned::Moved => true,
-        Learned::Refreshed { previous_ms } => {
-            now_ms.saturating_sub(previous_ms) >= LEARNING_REFRESH_MS
-        }
-        Learned::Ignored => false,
-    };
-    if tell {
-        let l = Learning {
-            mac: src,
-            vlan,
-            port: in_port,
-            at_ms: now_ms,
-        };
-        for (peer, inbox) in &snap.learning {
-            if *peer != core {
-                // A full inbox (that PMD is behind) or one dropped by a PMD that is
-                // stopping: it does without this address until it hears of it again.
-                let _ = inbox.try_send(l);
-            }
-        }
-    }
-    if dl_dst.is_multicast() {
-        outputs.flood(in_port, data, meta);
-        return;
-    }
-    match mac_table.lookup(dl_dst, vlan, now_ms) {
-        Some(port) => outputs.output(port, in_port, data, meta),
-        None => outputs.flood(in_port, data, meta),
     }
 }

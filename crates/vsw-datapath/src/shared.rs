@@ -1,29 +1,18 @@
 //! What the control side and the PMDs share: ports with their queues while no PMD
 //! holds them (`PortHandle`), the snapshot every PMD runs with, each PMD's control
-//! block (acknowledgements, stop, failure), and what one PMD tells the others it
-//! learned. `datapath` publishes changes through these; `pmd` takes them up.
+//! block (acknowledgements, stop, failure, the datapath flows it caches). `datapath`
+//! publishes changes through these; `pmd` takes them up.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use vsw_flow::Classifier;
-use vsw_packet::MacAddr;
 
+use crate::dpflow::DpFlow;
 use crate::error::DatapathError;
 use crate::port::{PacketMeta, PortQueues, RxQueue, StageError, TxFactory, TxOffloads, TxQueue};
 use crate::stats::{PmdStats, PortStats, RxqStats};
-
-/// A MAC address one PMD learned, told to the others: each PMD keeps its own table
-/// (no lock per packet), and a host is learned from whichever PMD polls its port.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Learning {
-    pub mac: MacAddr,
-    pub vlan: u16,
-    pub port: u32,
-    pub at_ms: u64,
-}
+use crate::upcall::Upcall;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -179,14 +168,16 @@ pub(crate) struct RxqAssignment {
 /// What PMDs run with; replaced whole on every change.
 pub(crate) struct Snapshot {
     pub generation: u64,
-    /// Changes only when the rules change: the exact-match caches follow it.
-    pub classifier_generation: u64,
+    /// Changes only when another slow path is attached: every PMD then forgets the
+    /// flows it cached.
+    pub upcall_epoch: u64,
     pub ports: Vec<Arc<PortHandle>>,
-    pub classifier: Arc<Classifier>,
+    /// What translates a packet no cached flow matches.
+    pub upcall: Arc<dyn Upcall>,
+    /// The most datapath flows one PMD caches.
+    pub flow_limit: usize,
     pub assignment: Vec<RxqAssignment>,
     pub emc_insert_inv_prob: u32,
-    /// Where each PMD tells the others what its MAC learning saw.
-    pub learning: Vec<(usize, mpsc::SyncSender<Learning>)>,
     /// `tx-flush-interval` in effect per port (µs); ports not listed use the default.
     pub tx_intervals: Vec<(u32, u32)>,
     pub tx_interval_default: u32,
@@ -220,18 +211,40 @@ pub(crate) struct PmdControl {
     /// Set by a stats clear; the PMD restarts its longest-iteration figure.
     pub clear_max: AtomicBool,
     pub stats: PmdStats,
+    /// The datapath flows the PMD caches, for the revalidator: the PMD adds to it
+    /// (under the lock, on an upcall: never per packet), the revalidator dumps it
+    /// and takes out what it retired.
+    pub flows: Mutex<Vec<Arc<DpFlow>>>,
+    /// Raised by the revalidator after it retired flows: the PMD sweeps them out of
+    /// its caches and acknowledges (`Acked::swept`).
+    pub sweep_requested: AtomicU64,
+    /// The PMD's thread, to wake it when it parks with nothing to poll.
+    pub thread: Mutex<Option<std::thread::Thread>>,
 }
 
 #[derive(Default)]
 pub(crate) struct Acked {
     pub generation: u64,
     pub failed: Option<String>,
+    /// The last sweep request done.
+    pub swept: u64,
 }
 
 impl PmdControl {
     pub fn ack(&self, generation: u64) {
         lock(&self.acked).generation = generation;
         self.acked_cv.notify_all();
+    }
+
+    pub fn ack_sweep(&self, request: u64) {
+        lock(&self.acked).swept = request;
+        self.acked_cv.notify_all();
+    }
+
+    pub fn wake(&self) {
+        if let Some(t) = lock(&self.thread).as_ref() {
+            t.unpark();
+        }
     }
 
     /// The PMD's thread ended in a panic: whoever waits for it stops waiting.
@@ -249,4 +262,21 @@ pub(crate) struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
     /// Generation of the newest snapshot; PMDs poll this instead of the snapshot.
     pub generation: AtomicU64,
+    /// The next datapath flow's id.
+    pub next_flow_id: AtomicU64,
+    /// The running PMDs, for the revalidator thread.
+    pub pmds: ArcSwap<Vec<Arc<PmdControl>>>,
+    /// One revalidator pass at a time (the thread's, or one a change asks for).
+    pub revalidating: Mutex<()>,
+    /// Wakes the revalidator thread early: set when the slow path's inputs changed.
+    pub kick: Mutex<bool>,
+    pub kick_cv: Condvar,
+}
+
+impl Shared {
+    /// Asks the revalidator thread for a pass now.
+    pub fn kick_revalidator(&self) {
+        *lock(&self.kick) = true;
+        self.kick_cv.notify_all();
+    }
 }

@@ -108,8 +108,10 @@ impl PortStats {
 pub(crate) struct PmdStats {
     pub packets: AtomicU64,
     pub emc_hits: AtomicU64,
-    pub classifier_hits: AtomicU64,
-    pub misses: AtomicU64,
+    pub megaflow_hits: AtomicU64,
+    pub upcalls: AtomicU64,
+    pub lost_upcalls: AtomicU64,
+    pub uncached_upcalls: AtomicU64,
     pub lost: AtomicU64,
     pub subtable_lookups: AtomicU64,
     pub busy_cycles: AtomicU64,
@@ -127,8 +129,10 @@ pub(crate) struct PmdStats {
 pub(crate) struct PmdCounters {
     pub packets: u64,
     pub emc_hits: u64,
-    pub classifier_hits: u64,
-    pub misses: u64,
+    pub megaflow_hits: u64,
+    pub upcalls: u64,
+    pub lost_upcalls: u64,
+    pub uncached_upcalls: u64,
     pub lost: u64,
     pub subtable_lookups: u64,
     pub busy_cycles: u64,
@@ -149,8 +153,10 @@ impl PmdStats {
         let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
         set(&self.packets, c.packets);
         set(&self.emc_hits, c.emc_hits);
-        set(&self.classifier_hits, c.classifier_hits);
-        set(&self.misses, c.misses);
+        set(&self.megaflow_hits, c.megaflow_hits);
+        set(&self.upcalls, c.upcalls);
+        set(&self.lost_upcalls, c.lost_upcalls);
+        set(&self.uncached_upcalls, c.uncached_upcalls);
         set(&self.lost, c.lost);
         set(&self.subtable_lookups, c.subtable_lookups);
         set(&self.busy_cycles, c.busy_cycles);
@@ -169,8 +175,10 @@ impl PmdStats {
             core,
             packets: g(&self.packets),
             emc_hits: g(&self.emc_hits),
-            classifier_hits: g(&self.classifier_hits),
-            misses: g(&self.misses),
+            megaflow_hits: g(&self.megaflow_hits),
+            upcalls: g(&self.upcalls),
+            lost_upcalls: g(&self.lost_upcalls),
+            uncached_upcalls: g(&self.uncached_upcalls),
             lost: g(&self.lost),
             subtable_lookups: g(&self.subtable_lookups),
             busy_cycles: g(&self.busy_cycles),

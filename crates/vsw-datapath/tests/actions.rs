@@ -55,7 +55,7 @@ fn vlan_push_set_and_strip() {
 #[test]
 fn dec_ttl_drops_at_the_end_of_life_and_in_port_reflects() {
     let mut sw = switch(2);
-    rules(
+    let ofproto = rules(
         &mut sw.dp,
         &["in_port=1,ip,actions=dec_ttl,in_port,output:2"],
     );
@@ -79,7 +79,8 @@ fn dec_ttl_drops_at_the_end_of_life_and_in_port_reflects() {
     assert!(sw.peers[0].recv_timeout(QUIET).is_none());
     assert!(sw.peers[1].try_recv().is_none());
     eventually("both packets counted on the rule", || {
-        sw.dp.classifier().rules()[0].stats.packets() == 2
+        sw.dp.push_flow_stats();
+        ofproto.pipeline().rules()[0].stats.packets() == 2
     });
 }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use vsw_datapath::memory::{memory_port_with, MemoryPeer, MEMORY_OFFLOADS};
 use vsw_datapath::{Datapath, PacketMeta, PmdConfig, PortHandle, PortStats, TxOffloads};
-use vsw_flow::{parse_flow, Classifier};
+use vsw_flow::parse_flow;
 use vsw_packet::builder::{self, samples, Ipv4, Ipv6, DST_MAC, SRC_MAC};
 use vsw_packet::ethernet::l3_len;
 use vsw_packet::key::IPPROTO_TCP;
@@ -233,7 +233,7 @@ fn actions(picks: &[usize], allowed: &[&[&str]]) -> String {
         .join(",")
 }
 
-fn rules(tcp: &[usize], udp: &[usize], ip: &[usize], other: &[usize]) -> Classifier {
+fn rules(tcp: &[usize], udp: &[usize], ip: &[usize], other: &[usize]) -> vsw_flow::Pipeline {
     let marker = format!(
         "priority=50,in_port=1,dl_type={MARKER:#06x},actions=output:2,output:3,output:4,output:5,output:6,output:7"
     );
@@ -256,7 +256,7 @@ fn rules(tcp: &[usize], udp: &[usize], ip: &[usize], other: &[usize]) -> Classif
             actions(other, &[L2_ACTIONS])
         ),
     ];
-    let mut c = Classifier::new();
+    let mut c = vsw_flow::Pipeline::new();
     for t in texts {
         // A combination the syntax refuses (a rewrite without its header) becomes drop.
         let spec = parse_flow(&t, &|_: &str| None)
@@ -377,7 +377,9 @@ proptest! {
         let result = PIPELINE.with(|cell| {
             let mut cell = cell.borrow_mut();
             let p = cell.get_or_insert_with(pipeline);
-            p.dp.set_classifier(rules(&tcp, &udp, &ip, &other)).unwrap();
+            let ofproto = vsw_ofproto::Ofproto::new(rules(&tcp, &udp, &ip, &other));
+            ofproto.set_ports(p.dp.ports().iter().map(|h| h.no).collect());
+            p.dp.set_upcall(ofproto).unwrap();
             run_case(p, &frame, meta)
         });
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());

@@ -221,12 +221,14 @@ fn one_batch_to_a_tso_port(
         pin: false,
     })
     .unwrap();
-    let mut c = vsw_flow::Classifier::new();
+    let mut c = vsw_flow::Pipeline::new();
     c.insert(
         vsw_flow::parse_flow("in_port=1,actions=output:2", &|_: &str| None).unwrap(),
         0,
     );
-    dp.set_classifier(c).unwrap();
+    let ofproto = vsw_ofproto::Ofproto::new(c);
+    ofproto.set_ports(vec![1, 2]);
+    dp.set_upcall(ofproto).unwrap();
     let out_stats = Arc::new(PortStats::default());
     dp.add_port(PortHandle::new(2, "p2", q2, out_stats.clone()))
         .unwrap();

@@ -532,7 +532,14 @@ impl Vswd {
             .unwrap_or_else(|| panic!("no port {name}"))
     }
 
+    /// The flows a test added: every flow but the learning switch's
+    /// `priority=0,actions=NORMAL` that a new switch starts with.
     pub fn flows(&self) -> Vec<FlowInfo> {
+        without_default(self.json("dump-flows"))
+    }
+
+    /// Every flow, the learning switch's included.
+    pub fn all_flows(&self) -> Vec<FlowInfo> {
         self.json("dump-flows")
     }
 
@@ -547,12 +554,22 @@ impl Vswd {
     /// Flows of one `dump-flows type=…`.
     pub fn flows_of(&self, kind: &str) -> Vec<FlowInfo> {
         let text = self.ctl_ok(&["--format", "json", "dump-flows", &format!("type={kind}")]);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}"))
+        without_default(
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}")),
+        )
     }
 
     pub fn offload_show(&self) -> Vec<OffloadShowView> {
         self.json("offload-show")
     }
+}
+
+/// The rule a new switch starts with.
+pub const LEARNING_SWITCH_FLOW: &str = "priority=0,actions=NORMAL";
+
+fn without_default(mut flows: Vec<FlowInfo>) -> Vec<FlowInfo> {
+    flows.retain(|f| f.flow != LEARNING_SWITCH_FLOW);
+    flows
 }
 
 impl Drop for Vswd {

@@ -284,5 +284,9 @@ fn an_oversized_request_is_refused_and_a_hundred_thousand_flows_are_taken() {
     let file = d.dir.join("many.txt");
     std::fs::write(&file, flows).unwrap();
     d.ctl_ok(&["--timeout", "120", "add-flows", &file.display().to_string()]);
-    assert_eq!(d.show().flows, 100_000);
+    assert_eq!(
+        d.show().flows,
+        100_001,
+        "the flows and the learning switch's NORMAL"
+    );
 }

@@ -20,11 +20,12 @@ fn ring_ports_forward_inside_vswd_and_the_counters_show_it() {
     );
     let pmd = d.pmd_stats()[0];
     assert!(pmd.emc_hits > 0, "{pmd:?}");
-    assert!(pmd.emc_hits + pmd.classifier_hits + pmd.misses >= 10_000);
+    assert!(pmd.emc_hits + pmd.megaflow_hits + pmd.upcalls >= 10_000);
     let text = d.ctl_ok(&["pmd-stats-show"]);
     for line in [
         "emc hits:",
-        "classifier hits:",
+        "megaflow hits:",
+        "miss with success upcall:",
         "avg. packets per output batch: 32.00",
     ] {
         assert!(text.contains(line), "no '{line}' in\n{text}");

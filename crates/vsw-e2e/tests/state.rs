@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use vsw_e2e::{must, run, serial, unique, wait_until, Vswd};
+use vsw_e2e::{must, run, serial, unique, wait_until, Vswd, LEARNING_SWITCH_FLOW};
 
 /// A small tmpfs mounted for the test; unmounted when dropped.
 struct SmallDisk {
@@ -201,11 +201,14 @@ fn a_state_file_of_the_previous_schema_is_migrated() {
             "priority=10,in_port=2,actions=output:3"
         ]
     );
-    // The first change writes schema 2; the old file is kept beside it.
+    // What a miss did then (NORMAL) is a rule now, below the others.
+    let all: Vec<String> = d.all_flows().into_iter().map(|f| f.flow).collect();
+    assert_eq!(all.last().map(String::as_str), Some(LEARNING_SWITCH_FLOW));
+    // The first change writes the current schema; the old file is kept beside it.
     d.ctl_ok(&["add-flow", "priority=1,actions=drop"]);
     let new: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&d.state).unwrap()).unwrap();
-    assert_eq!(new["version"], 2);
+    assert_eq!(new["version"], 3);
     assert!(new["written_by"].as_str().unwrap().starts_with("vswd "));
     let backup = d.dir.join("state.json.v1.bak");
     assert_eq!(std::fs::read_to_string(&backup).unwrap(), old);
@@ -217,13 +220,13 @@ fn a_state_file_of_the_previous_schema_is_migrated() {
 fn a_state_file_of_a_newer_schema_is_refused_and_kept() {
     let _g = serial();
     let d = Vswd::prepared();
-    let newer = r#"{"version": 3, "written_by": "vswd 9.9.9", "bridges": {}}"#;
+    let newer = r#"{"version": 4, "written_by": "vswd 9.9.9", "bridges": {}}"#;
     std::fs::write(&d.state, newer).unwrap();
     let out = d.command().output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("schema version 3") && err.contains("vswd 9.9.9"),
+        err.contains("schema version 4") && err.contains("vswd 9.9.9"),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&d.state).unwrap(), newer);

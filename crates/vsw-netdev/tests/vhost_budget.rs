@@ -57,12 +57,14 @@ fn good_port_rate(hostile: bool) -> (f64, u64) {
         sink.clone(),
     ))
     .unwrap();
-    let mut c = vsw_flow::Classifier::new();
+    let mut c = vsw_flow::Pipeline::new();
     c.insert(
         vsw_flow::parse_flow("in_port=2,actions=output:3", &|_: &str| None).unwrap(),
         0,
     );
-    dp.set_classifier(c).unwrap();
+    let ofproto = vsw_ofproto::Ofproto::new(c);
+    ofproto.set_ports(vec![1, 2, 3]);
+    dp.set_upcall(ofproto).unwrap();
     let running = Arc::new(AtomicBool::new(true));
     let refill = hostile.then(|| {
         // One indirect table of 65,535 empty descriptors, each pointing on to the next.

@@ -53,6 +53,19 @@ pub enum Request {
     PmdRxqShow,
     PmdRxqRebalance,
     OffloadShow,
+    /// The datapath flows (megaflows) the PMDs cache.
+    DumpDpFlows {
+        /// `offloaded`, `ovs` (not offloaded) or `all` (the default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+    },
+    /// Translates a flow given as a match (`in_port=1,tcp,tp_dst=80`) through the
+    /// pipeline, as `ofproto/trace` does.
+    Trace {
+        flow: String,
+    },
+    /// The datapath: flow counts, the flow limit, hits and misses.
+    DpifShow,
     /// Makes a PMD fail, to see what vswd does then. Refused unless vswd was started
     /// with `VSWD_FAULT_INJECTION=1` in its environment (tests).
     DebugPmdFailure {
@@ -113,6 +126,8 @@ pub struct ShowInfo {
 pub struct FlowInfo {
     /// Canonical text, as `add-flow` takes it.
     pub flow: String,
+    #[serde(default)]
+    pub table: u8,
     pub priority: u16,
     /// The match alone (without priority).
     pub matching: String,
@@ -134,6 +149,47 @@ pub struct FlowInfo {
     /// Packets per second at the last offload pass.
     #[serde(default)]
     pub pps: f64,
+}
+
+/// One datapath flow (megaflow) as `dump-dp-flows` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DpFlowInfo {
+    pub id: u64,
+    /// The PMD that caches it.
+    pub core: usize,
+    /// The masked match, `ovs-ofctl` style (`value/mask` where partly masked).
+    pub matching: String,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Seconds since a packet last used it; `None`: never.
+    pub used_s: Option<f64>,
+    /// Datapath actions (`2,3`, `set(eth(dst=…)),2`, `drop`).
+    pub actions: String,
+    /// Forwarded by an offload provider.
+    pub offloaded: bool,
+    /// Why it is not offloaded (when offloading is on).
+    #[serde(default)]
+    pub offload_reason: Option<String>,
+    /// "ovs" (vsw's PMDs) or the provider ("ebpf").
+    pub dp: String,
+}
+
+/// `dpif-show`: the datapath as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DpifInfo {
+    /// Datapath flows cached, over all PMDs.
+    pub flows: usize,
+    /// `flow-limit`: per PMD.
+    pub flow_limit: usize,
+    /// Packets found in a cache (exact-match or megaflow), sent up, and lost.
+    pub hit: u64,
+    pub missed: u64,
+    pub lost: u64,
+    /// Translations that failed (resubmit loops).
+    pub xlate_errors: u64,
+    /// Rules by table.
+    pub tables: Vec<(u8, usize)>,
+    pub ports: Vec<(u32, String)>,
 }
 
 /// A port's counters at one moment.
@@ -201,14 +257,22 @@ pub struct PmdStatsView {
     pub packets: u64,
     /// Found in the exact-match cache.
     pub emc_hits: u64,
-    /// Found by a classifier lookup (the cache missed).
-    pub classifier_hits: u64,
-    /// No rule matched: handled as `normal` (the table-miss behaviour).
-    pub misses: u64,
+    /// Found in the PMD's datapath flows (megaflows; the exact-match cache missed).
+    pub megaflow_hits: u64,
+    /// No datapath flow matched: translated through the pipeline (an upcall).
+    pub upcalls: u64,
+    /// Upcalls that did not happen because the batch's budget of translations ran
+    /// out: the packet was dropped (part of `lost`).
+    #[serde(default)]
+    pub lost_upcalls: u64,
+    /// Upcalls whose result was executed but not cached (the flow limit was reached,
+    /// or the rules changed while translating).
+    #[serde(default)]
+    pub uncached_upcalls: u64,
     /// Received but not forwarded for lack of resources or sense: malformed headers,
     /// full or too-small output queues.
     pub lost: u64,
-    /// Subtables probed by the classifier lookups that found a rule.
+    /// Subtables probed by the megaflow lookups that found a flow.
     pub subtable_lookups: u64,
     pub busy_cycles: u64,
     pub idle_cycles: u64,
@@ -235,11 +299,24 @@ impl PmdStatsView {
         (self.packets > 0).then(|| self.busy_cycles as f64 / self.packets as f64)
     }
 
-    /// Subtables probed per classifier hit (as OVS's "avg. subtable lookups per
-    /// megaflow hit"; a miss probes every subtable and is not counted).
+    /// Subtables probed per megaflow hit (a miss probes every subtable and is not
+    /// counted).
     pub fn avg_subtable_lookups(&self) -> Option<f64> {
-        (self.classifier_hits > 0)
-            .then(|| self.subtable_lookups as f64 / self.classifier_hits as f64)
+        (self.megaflow_hits > 0).then(|| self.subtable_lookups as f64 / self.megaflow_hits as f64)
+    }
+
+    /// The shares of received packets found in the exact-match cache, in the
+    /// megaflows, and sent up, in percent.
+    pub fn shares(&self) -> Option<(f64, f64, f64)> {
+        let n = self.emc_hits + self.megaflow_hits + self.upcalls;
+        (n > 0).then(|| {
+            let pct = |v: u64| 100.0 * v as f64 / n as f64;
+            (
+                pct(self.emc_hits),
+                pct(self.megaflow_hits),
+                pct(self.upcalls),
+            )
+        })
     }
 
     pub fn max_iteration_us(&self) -> f64 {
@@ -261,8 +338,10 @@ impl PmdStatsView {
             core: self.core,
             packets: d(self.packets, base.packets),
             emc_hits: d(self.emc_hits, base.emc_hits),
-            classifier_hits: d(self.classifier_hits, base.classifier_hits),
-            misses: d(self.misses, base.misses),
+            megaflow_hits: d(self.megaflow_hits, base.megaflow_hits),
+            upcalls: d(self.upcalls, base.upcalls),
+            lost_upcalls: d(self.lost_upcalls, base.lost_upcalls),
+            uncached_upcalls: d(self.uncached_upcalls, base.uncached_upcalls),
             lost: d(self.lost, base.lost),
             subtable_lookups: d(self.subtable_lookups, base.subtable_lookups),
             busy_cycles: d(self.busy_cycles, base.busy_cycles),

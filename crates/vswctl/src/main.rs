@@ -87,6 +87,30 @@ enum Command {
     PmdRxqRebalance,
     /// Offload providers: capacity, flows held, out-of-resources, rebalancing.
     OffloadShow,
+    /// The datapath flows (megaflows) the PMDs cache, as `ovs-appctl dpctl/dump-flows`.
+    DumpDpFlows {
+        #[arg(value_name = "type=offloaded|ovs|all")]
+        filter: Option<String>,
+        /// Also each flow's id, PMD, offload state and datapath.
+        #[arg(long)]
+        more: bool,
+    },
+    /// How a packet goes through the pipeline, as `ovs-appctl ofproto/trace`:
+    /// e.g. "in_port=1,dl_dst=02:00:00:00:00:02,tcp,tp_dst=80".
+    Trace { flow: String },
+    /// The datapath: flows cached, flow limit, hits, misses, tables.
+    DpifShow,
+}
+
+/// `type=X` → `X`.
+fn type_filter(filter: Option<&str>) -> anyhow::Result<Option<String>> {
+    filter
+        .map(|f| {
+            f.strip_prefix("type=")
+                .map(String::from)
+                .with_context(|| format!("expected type=offloaded|ovs|all, not '{f}'"))
+        })
+        .transpose()
 }
 
 fn read_flows(file: &PathBuf) -> anyhow::Result<Vec<String>> {
@@ -222,6 +246,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::PmdRxqShow => Request::PmdRxqShow,
         Command::PmdRxqRebalance => Request::PmdRxqRebalance,
         Command::OffloadShow => Request::OffloadShow,
+        Command::DumpDpFlows { filter, .. } => Request::DumpDpFlows {
+            kind: type_filter(filter.as_deref())?,
+        },
+        Command::Trace { flow } => Request::Trace { flow: flow.clone() },
+        Command::DpifShow => Request::DpifShow,
     };
     if !(cli.timeout > 0.0 && cli.timeout.is_finite()) {
         bail!(
@@ -238,6 +267,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Request::Show => render::show(serde_json::from_value(result)?),
         Request::DumpFlows { .. } => render::flows(&serde_json::from_value::<Vec<_>>(result)?),
         Request::OffloadShow => render::offload_show(&serde_json::from_value::<Vec<_>>(result)?),
+        Request::DumpDpFlows { .. } => {
+            let more = matches!(cli.command, Command::DumpDpFlows { more: true, .. });
+            render::dp_flows(&serde_json::from_value::<Vec<_>>(result)?, more)
+        }
+        Request::Trace { .. } => serde_json::from_value::<String>(result)?,
+        Request::DpifShow => render::dpif_show(&serde_json::from_value(result)?),
         Request::DumpPorts => render::ports(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdStatsShow => render::pmd_stats(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdRxqShow | Request::PmdRxqRebalance => {

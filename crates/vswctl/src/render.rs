@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
-use vsw_protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
+use vsw_protocol::{
+    DpFlowInfo, DpifInfo, FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo,
+};
 
 pub fn show(s: ShowInfo) -> String {
     let mut o = String::new();
@@ -69,8 +71,9 @@ pub fn flows(flows: &[FlowInfo]) -> String {
         };
         let _ = writeln!(
             o,
-            " duration={:.3}s, table=0, n_packets={}, n_bytes={}, {timeouts}idle_age={}, {offload}priority={}{} actions={}",
+            " duration={:.3}s, table={}, n_packets={}, n_bytes={}, {timeouts}idle_age={}, {offload}priority={}{} actions={}",
             f.duration_ms as f64 / 1000.0,
+            f.table,
             f.n_packets,
             f.n_bytes,
             f.idle_age_s,
@@ -78,6 +81,60 @@ pub fn flows(flows: &[FlowInfo]) -> String {
             m,
             f.actions
         );
+    }
+    o
+}
+
+/// As `ovs-appctl dpctl/dump-flows` (`--more`: with the flow's id, PMD, offload
+/// state and datapath).
+pub fn dp_flows(flows: &[DpFlowInfo], more: bool) -> String {
+    let mut o = String::new();
+    for f in flows {
+        let used = f
+            .used_s
+            .map_or_else(|| "never".to_string(), |s| format!("{s:.3}s"));
+        if more {
+            let offloaded = match (&f.offloaded, &f.offload_reason) {
+                (true, _) => "yes".to_string(),
+                (false, Some(why)) => format!("no ({why})"),
+                (false, None) => "no".to_string(),
+            };
+            let _ = write!(o, "ufid:{}, pmd:{}, ", f.id, f.core);
+            let _ = writeln!(
+                o,
+                "{}, packets:{}, bytes:{}, used:{used}, offloaded:{offloaded}, dp:{}, actions:{}",
+                f.matching, f.packets, f.bytes, f.dp, f.actions
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "{}, packets:{}, bytes:{}, used:{used}, actions:{}",
+                f.matching, f.packets, f.bytes, f.actions
+            );
+        }
+    }
+    o
+}
+
+/// As `ovs-appctl dpif/show`.
+pub fn dpif_show(d: &DpifInfo) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "vsw@netdev: hit:{} missed:{} lost:{}",
+        d.hit, d.missed, d.lost
+    );
+    let _ = writeln!(
+        o,
+        "  flows: {} (flow-limit {} per PMD)",
+        d.flows, d.flow_limit
+    );
+    let _ = writeln!(o, "  translation errors: {}", d.xlate_errors);
+    for (no, name) in &d.ports {
+        let _ = writeln!(o, "  port {no}: {name}");
+    }
+    for (table, rules) in &d.tables {
+        let _ = writeln!(o, "  table {table}: {rules} rules");
     }
     o
 }
@@ -133,9 +190,7 @@ pub fn ports(ports: &[PortInfo]) -> String {
     o
 }
 
-/// As `ovs-appctl dpif-netdev/pmd-stats-show` prints it, with vsw's names: the
-/// classifier stands where OVS has its megaflow cache, and a miss is a packet no rule
-/// matched (it went to `normal`), not an upcall.
+/// As `ovs-appctl dpif-netdev/pmd-stats-show` prints it.
 pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
     let mut o = String::new();
     let avg = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
@@ -144,14 +199,24 @@ pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
         let pct = |c: u64| 100.0 * c as f64 / total;
         let _ = writeln!(o, "pmd thread core_id {}:", p.core);
         let _ = writeln!(o, "  packets received: {}", p.packets);
-        let _ = writeln!(o, "  emc hits: {}", p.emc_hits);
-        let _ = writeln!(o, "  classifier hits: {}", p.classifier_hits);
+        let (emc, megaflow, upcall) = match p.shares() {
+            Some((e, m, u)) => (
+                format!(" ({e:.1}%)"),
+                format!(" ({m:.1}%)"),
+                format!(" ({u:.1}%)"),
+            ),
+            None => Default::default(),
+        };
+        let _ = writeln!(o, "  emc hits: {}{emc}", p.emc_hits);
+        let _ = writeln!(o, "  megaflow hits: {}{megaflow}", p.megaflow_hits);
         let _ = writeln!(
             o,
-            "  avg. subtable lookups per classifier hit: {}",
+            "  avg. subtable lookups per megaflow hit: {}",
             avg(p.avg_subtable_lookups())
         );
-        let _ = writeln!(o, "  miss (no rule, normal): {}", p.misses);
+        let _ = writeln!(o, "  miss with success upcall: {}{upcall}", p.upcalls);
+        let _ = writeln!(o, "  miss with failed upcall: {}", p.lost_upcalls);
+        let _ = writeln!(o, "  upcalls not cached: {}", p.uncached_upcalls);
         let _ = writeln!(o, "  lost: {}", p.lost);
         let _ = writeln!(
             o,

@@ -161,6 +161,7 @@ fn main() -> anyhow::Result<()> {
         }
         sw.check_links();
         sw.expire_flows();
+        sw.sync_ports();
         sw.revalidate_offloads();
     }
     tracing::info!("shutting down");

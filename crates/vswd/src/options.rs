@@ -7,7 +7,7 @@ use vsw_netdev::class::{join_and, PortClass, PortClasses};
 pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval";
 /// Options every port takes, whatever its class (a class's own are its).
 pub const COMMON_PORT_OPTIONS: &[&str] = &[
     "type",
@@ -68,7 +68,18 @@ pub struct SwitchOptions {
     pub offload_rebalance: bool,
     /// `offload-interval`: milliseconds between offload passes.
     pub offload_interval_ms: u32,
+    /// `flow-limit`: the most datapath flows a PMD caches.
+    pub flow_limit: usize,
+    /// `max-idle`: milliseconds after which an unused datapath flow is removed.
+    pub max_idle_ms: u64,
+    /// `revalidator-interval`: milliseconds between revalidator passes.
+    pub revalidator_interval_ms: u64,
 }
+
+/// `max-idle` when none is set (as Open vSwitch).
+pub const DEFAULT_MAX_IDLE_MS: u64 = 10_000;
+/// `revalidator-interval` when none is set (as Open vSwitch).
+pub const DEFAULT_REVALIDATOR_INTERVAL_MS: u64 = 500;
 
 /// `offload-interval` when none is set.
 pub const DEFAULT_OFFLOAD_INTERVAL_MS: u32 = 1000;
@@ -92,6 +103,9 @@ impl SwitchOptions {
             hw_offload: false,
             offload_rebalance: false,
             offload_interval_ms: DEFAULT_OFFLOAD_INTERVAL_MS,
+            flow_limit: vsw_datapath::DEFAULT_FLOW_LIMIT,
+            max_idle_ms: DEFAULT_MAX_IDLE_MS,
+            revalidator_interval_ms: DEFAULT_REVALIDATOR_INTERVAL_MS,
         };
         for (k, v) in opts {
             match k.as_str() {
@@ -111,6 +125,27 @@ impl SwitchOptions {
                         .ok()
                         .filter(|n| (100..=60_000).contains(n))
                         .ok_or_else(|| bad(k, v, "milliseconds, 100..60000"))?
+                }
+                "flow-limit" => {
+                    out.flow_limit = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n <= 10_000_000)
+                        .ok_or_else(|| bad(k, v, "a number of flows per PMD, 0..10000000"))?
+                }
+                "max-idle" => {
+                    out.max_idle_ms = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (100..=3_600_000).contains(n))
+                        .ok_or_else(|| bad(k, v, "milliseconds, 100..3600000"))?
+                }
+                "revalidator-interval" => {
+                    out.revalidator_interval_ms = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (10..=60_000).contains(n))
+                        .ok_or_else(|| bad(k, v, "milliseconds, 10..60000"))?
                 }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v

@@ -51,7 +51,13 @@ pub struct SavedState {
 ///   afpacket port, one without `afpacket-mode` uses rings).
 /// - 2: every port names its `type`, and every afpacket port its `afpacket-mode`, so
 ///   that a later change of a default cannot change what a saved port is; `written_by`.
-pub const STATE_VERSION: u32 = 2;
+/// - 3: flows live in tables 0-254 and a table miss drops; the learning switch of
+///   earlier schemas (a miss went to NORMAL) is the rule `priority=0,actions=NORMAL`,
+///   listed like any other.
+pub const STATE_VERSION: u32 = 3;
+
+/// The rule a new switch starts with, and what a miss did before schema 3.
+pub const LEARNING_SWITCH_FLOW: &str = "priority=0,actions=NORMAL";
 
 /// Who writes the files.
 pub fn writer() -> String {
@@ -148,6 +154,10 @@ impl SavedState {
             for p in &mut state.ports {
                 explicit_v1_port_options(&mut p.options);
             }
+        }
+        if version < 3 {
+            // A miss went to NORMAL: now a rule says so, below every other.
+            state.flows.insert(0, LEARNING_SWITCH_FLOW.into());
         }
         state.version = STATE_VERSION;
         Ok(Some((state, migrated_from)))
@@ -322,7 +332,8 @@ mod tests {
         assert_eq!(opts("gen")["type"], "ring");
         assert!(!opts("gen").contains_key("afpacket-mode"));
         assert_eq!(opts("vm1")["type"], "vhostuser");
-        assert_eq!(s.flows.len(), 2);
+        assert_eq!(s.flows.len(), 3, "the two rules and the learning switch");
+        assert_eq!(s.flows[0], LEARNING_SWITCH_FLOW);
         assert_eq!(s.options["pmd-sleep-max"], "100");
     }
 
@@ -330,13 +341,13 @@ mod tests {
     fn a_file_of_a_newer_schema_is_refused_and_kept() {
         let path = temp_path("newer");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let text = r#"{"version": 3, "written_by": "vswd 9.0.0", "bridges": []}"#;
+        let text = r#"{"version": 4, "written_by": "vswd 9.0.0", "bridges": []}"#;
         fs::write(&path, text).unwrap();
         let e = SavedState::load(&path).unwrap_err().to_string();
         assert!(
-            e.contains("schema version 3")
+            e.contains("schema version 4")
                 && e.contains("vswd 9.0.0")
-                && e.contains("newer than this vswd reads (2)"),
+                && e.contains("newer than this vswd reads (3)"),
             "{e}"
         );
         assert_eq!(fs::read_to_string(&path).unwrap(), text);

@@ -9,18 +9,24 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use vsw_datapath::txbatch::FlushSetting;
-use vsw_datapath::{Datapath, DatapathError, PmdConfig, PortHandle, PortQueues, PortStats};
+use vsw_datapath::{
+    format_dp_actions, Datapath, DatapathError, PmdConfig, PortHandle, PortQueues, PortStats,
+    RevalidatorConfig,
+};
 use vsw_flow::syntax::{format_actions, format_flow, format_match};
-use vsw_flow::{parse_flow, parse_match, Action, Classifier, FlowSyntaxError};
+use vsw_flow::{parse_flow, parse_match, FlowSyntaxError, Pipeline, Selection};
 use vsw_netdev::class::{
     join_and, ClassEnv, MtuHandling, OnChange, PortClasses, PortDevice, PortError, Presence,
 };
 use vsw_netdev::{interface, NetdevError};
+use vsw_ofproto::Ofproto;
 
 use crate::offload::{OffloadPort, Offloads};
 use crate::options::{self, OptionError, Options, PortOptions, SwitchOptions, MAX_PORT_NO};
-use crate::protocol::{FlowInfo, PortInfo, Request, ShowInfo};
-use crate::state::{PendingState, SavedPort, SavedState, StateError, STATE_VERSION};
+use crate::protocol::{DpFlowInfo, DpifInfo, FlowInfo, PortInfo, Request, ShowInfo};
+use crate::state::{
+    PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW, STATE_VERSION,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {
@@ -30,8 +36,6 @@ pub enum SwitchError {
     BadDumpType(String),
     #[error("bad flow: {0}")]
     Flow(#[from] FlowSyntaxError),
-    #[error("{0}: the running datapath has one table (the multi-table pipeline is being built)")]
-    OneTable(String),
     #[error("bad flow on line {line}: {error}")]
     FlowLine { line: usize, error: FlowSyntaxError },
     #[error("no port named '{0}'")]
@@ -90,6 +94,10 @@ struct Port {
 
 pub struct Switch {
     dp: Datapath,
+    /// The pipeline, MAC learning and translation: the datapath's slow path.
+    ofproto: Arc<Ofproto>,
+    /// The ports NORMAL and FLOOD send to, as last told to `ofproto`.
+    flood_ports: Vec<u32>,
     options: Options,
     ports: BTreeMap<u32, Port>,
     /// The kinds of port there are.
@@ -122,9 +130,11 @@ impl Switch {
         socket: &str,
         classes: PortClasses,
     ) -> Result<Switch, SwitchError> {
+        // A new switch is a learning switch: one rule sends everything to NORMAL.
         let (saved, migrated_from) = SavedState::load(state_file)?.unwrap_or((
             SavedState {
                 version: STATE_VERSION,
+                flows: vec![LEARNING_SWITCH_FLOW.into()],
                 ..SavedState::default()
             },
             None,
@@ -186,12 +196,13 @@ impl Switch {
             );
         }
         let numbers = |name: &str| ports.iter().find(|(_, p)| p.name == name).map(|(n, _)| *n);
-        let mut classifier = Classifier::new();
+        let mut pipeline = Pipeline::new();
         for (i, text) in saved.flows.iter().enumerate() {
             let spec =
                 parse_flow(text, &numbers).map_err(|e| bad(format!("flow {}: {e}", i + 1)))?;
-            classifier.insert(spec, now_ms());
+            pipeline.insert(spec, now_ms());
         }
+        let ofproto = Ofproto::new(pipeline);
         let mut dp = Datapath::start(PmdConfig {
             cores: sw_opts.pmd_cores.clone(),
             pin: true,
@@ -200,9 +211,13 @@ impl Switch {
         dp.set_emc_insert_inv_prob(sw_opts.emc_insert_inv_prob)?;
         dp.set_tx_flush_interval(sw_opts.tx_flush_interval)?;
         dp.set_pmd_sleep_max(sw_opts.pmd_sleep_max)?;
-        dp.set_classifier(classifier)?;
+        dp.set_flow_limit(sw_opts.flow_limit)?;
+        dp.set_upcall(ofproto.clone())?;
+        dp.start_revalidator(revalidator_config(&sw_opts))?;
         let mut sw = Switch {
             dp,
+            ofproto,
+            flood_ports: Vec::new(),
             options: saved.options,
             ports,
             classes,
@@ -221,6 +236,7 @@ impl Switch {
         for no in nos {
             sw.try_attach(no);
         }
+        sw.sync_flood_ports();
         sw.sync_offloads();
         Ok(sw)
     }
@@ -258,7 +274,7 @@ impl Switch {
     /// the change that caused it is answered).
     fn withdraw_offloads(&mut self) {
         if self.offloads.any() {
-            let rules = self.dp.classifier().rules();
+            let rules = self.ofproto.pipeline().rules();
             self.offloads.withdraw(&rules);
         }
     }
@@ -268,8 +284,43 @@ impl Switch {
         if !self.offloads.any() {
             return;
         }
-        let rules = self.dp.classifier().rules();
+        // The rates are taken from the rules' counters: current ones.
+        self.dp.push_flow_stats();
+        let rules = self.ofproto.pipeline().rules();
         self.offloads.revalidate(&rules, false);
+    }
+
+    /// Tells the slow path which ports there are to flood to, after ports came or
+    /// went (hosts learned on a port that went are forgotten), and revalidates.
+    fn sync_flood_ports(&mut self) {
+        let mut ports: Vec<u32> = self.dp.ports().iter().map(|p| p.no).collect();
+        ports.sort_unstable();
+        if ports == self.flood_ports {
+            return;
+        }
+        for gone in self.flood_ports.iter().filter(|p| !ports.contains(p)) {
+            self.ofproto.flush_port(*gone);
+        }
+        self.ofproto.set_ports(ports.clone());
+        self.flood_ports = ports;
+        if let Err(e) = self.revalidate_now() {
+            tracing::error!(error = %e, "cannot revalidate the datapath flows");
+        }
+    }
+
+    /// A revalidator pass now: when it returns, no PMD forwards by a datapath flow
+    /// the rules, ports or MAC table no longer give.
+    fn revalidate_now(&mut self) -> Result<(), SwitchError> {
+        let opts = SwitchOptions::from_options(&self.options).ok();
+        let max_idle = opts.map_or(crate::options::DEFAULT_MAX_IDLE_MS, |o| o.max_idle_ms);
+        self.dp.revalidate(now_ms(), max_idle)?;
+        Ok(())
+    }
+
+    /// Called periodically: the slow path hears of ports that came or went while
+    /// no command was running (links watched).
+    pub fn sync_ports(&mut self) {
+        self.sync_flood_ports();
     }
 
     /// The ports as the state file records them.
@@ -290,11 +341,11 @@ impl Switch {
         &self,
         options: Option<&Options>,
         ports: Option<Vec<SavedPort>>,
-        classifier: Option<&Classifier>,
+        pipeline: Option<&Pipeline>,
     ) -> SavedState {
-        let rules = match classifier {
+        let rules = match pipeline {
             Some(c) => c.rules(),
-            None => self.dp.classifier().rules(),
+            None => self.ofproto.pipeline().rules(),
         };
         SavedState {
             version: STATE_VERSION,
@@ -445,6 +496,14 @@ impl Switch {
     }
 
     pub fn handle(&mut self, req: Request) -> Result<Value, SwitchError> {
+        let result = self.answer(req);
+        // Ports a command attached or detached are flooded to (or not) from the
+        // moment it is answered.
+        self.sync_flood_ports();
+        result
+    }
+
+    fn answer(&mut self, req: Request) -> Result<Value, SwitchError> {
         match req {
             Request::Show => Ok(json!(self.show())),
             Request::Set { options } => self.set(&options),
@@ -471,6 +530,28 @@ impl Switch {
                 Ok(json!(flows))
             }
             Request::OffloadShow => Ok(json!(self.offloads.show())),
+            Request::DumpDpFlows { kind } => {
+                let which = match kind.as_deref() {
+                    None | Some("all") => None,
+                    Some("offloaded") => Some(true),
+                    Some("ovs") => Some(false),
+                    Some(other) => {
+                        return Err(SwitchError::BadDumpType(other.to_string()));
+                    }
+                };
+                let flows: Vec<DpFlowInfo> = self
+                    .dump_dp_flows()
+                    .into_iter()
+                    .filter(|f| which.is_none_or(|w| f.offloaded == w))
+                    .collect();
+                Ok(json!(flows))
+            }
+            Request::Trace { flow } => {
+                let sel = parse_match(&flow, &|n: &str| self.port_no(n))?;
+                let trace = self.ofproto.trace(sel.matcher.value(), now_ms());
+                Ok(json!(trace.render()))
+            }
+            Request::DpifShow => Ok(json!(self.dpif_show())),
             Request::DumpPorts => Ok(json!(self.port_infos())),
             Request::PmdStatsShow => Ok(json!(self.dp.pmd_stats())),
             Request::PmdStatsClear => {
@@ -536,6 +617,13 @@ impl Switch {
         }
         if parsed.pmd_sleep_max != self.dp.pmd_sleep_max() {
             self.dp.set_pmd_sleep_max(parsed.pmd_sleep_max)?;
+        }
+        if parsed.flow_limit != self.dp.flow_limit() {
+            self.dp.set_flow_limit(parsed.flow_limit)?;
+        }
+        let old = SwitchOptions::from_options(&self.options).ok();
+        if old.is_none_or(|o| revalidator_config(&o) != revalidator_config(parsed)) {
+            self.dp.start_revalidator(revalidator_config(parsed))?;
         }
         Ok(())
     }
@@ -889,58 +977,58 @@ impl Switch {
                     SwitchError::FlowLine { line: i + 1, error }
                 }
             })?;
-            let steps = spec
-                .actions
-                .iter()
-                .any(|a| matches!(a, Action::GotoTable(_) | Action::Resubmit { .. }));
-            if spec.table != 0 || steps {
-                return Err(SwitchError::OneTable(t.clone()));
-            }
             specs.push(spec);
         }
-        let mut classifier = (*self.dp.classifier()).clone();
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
         let now = now_ms();
         for spec in specs {
-            classifier.insert(spec, now);
+            pipeline.insert(spec, now);
         }
-        self.replace_rules(classifier)?;
+        self.replace_rules(pipeline)?;
         Ok(json!({ "added": texts.len() }))
     }
 
     fn del_flows(&mut self, matching: Option<&str>, strict: bool) -> Result<Value, SwitchError> {
-        let (priority, m) = match matching {
-            Some(text) => {
-                let sel = parse_match(text, &|n: &str| self.port_no(n))?;
-                (sel.priority, sel.matcher)
-            }
-            None => (None, vsw_flow::Match::any()),
+        let selection = match matching {
+            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
+            None => Selection::all(),
         };
-        let mut classifier = (*self.dp.classifier()).clone();
-        let removed = classifier.remove(&m, priority, strict);
-        self.replace_rules(classifier)?;
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let removed = pipeline.remove(&selection, strict);
+        self.replace_rules(pipeline)?;
         Ok(json!({ "removed": removed }))
     }
 
-    /// Puts `classifier`'s rules in place of the running ones: saved first, taken up
-    /// by every PMD, then out of the fast paths whatever they no longer allow.
-    fn replace_rules(&mut self, classifier: Classifier) -> Result<(), SwitchError> {
-        let pending = self.prepare(&self.state_with(None, None, Some(&classifier)))?;
-        let old = self.dp.classifier();
-        self.dp.set_classifier(classifier)?;
+    /// Puts `pipeline`'s rules in place of the running ones: saved first, then the
+    /// datapath flows revalidated (no PMD forwards by what the old rules gave once
+    /// this returns), then out of the fast paths whatever they no longer allow.
+    fn replace_rules(&mut self, pipeline: Pipeline) -> Result<(), SwitchError> {
+        let pending = self.prepare(&self.state_with(None, None, Some(&pipeline)))?;
+        // The counts the old rules earned are theirs, not the new rules'.
+        self.dp.push_flow_stats();
+        let old = self.ofproto.pipeline();
+        self.ofproto.set_pipeline(pipeline);
+        let revalidated = self.revalidate_now();
         self.withdraw_offloads();
-        if let Err(e) = pending.commit() {
-            if let Err(undo) = self.dp.set_classifier((*old).clone()) {
+        if let Err(e) = revalidated.and(pending.commit().map_err(SwitchError::from)) {
+            self.ofproto.set_pipeline((*old).clone());
+            if let Err(undo) = self.revalidate_now() {
                 tracing::error!(error = %undo, "cannot put the rules back");
             }
-            return Err(e.into());
+            return Err(e);
         }
         Ok(())
     }
 
     /// Removes rules whose idle or hard timeout ran out. Called periodically.
     pub fn expire_flows(&mut self) {
-        let current = self.dp.classifier();
+        let current = self.ofproto.pipeline();
         let now = now_ms();
+        if !current.has_timeouts() {
+            return;
+        }
+        // The rules' idle times count what the datapath flows forwarded.
+        self.dp.push_flow_stats();
         if !current.any_expired(now) {
             return;
         }
@@ -951,9 +1039,9 @@ impl Switch {
                 return;
             }
         }
-        let mut classifier = (*current).clone();
-        let gone = classifier.remove_expired(now);
-        match self.replace_rules(classifier) {
+        let mut pipeline = (*current).clone();
+        let gone = pipeline.remove_expired(now);
+        match self.replace_rules(pipeline) {
             Ok(()) => {
                 self.expiry_failing = false;
                 for r in &gone {
@@ -971,15 +1059,19 @@ impl Switch {
     }
 
     fn dump_flows(&self) -> Vec<FlowInfo> {
+        // Counts up to this moment: what the datapath flows forwarded goes to the
+        // rules first.
+        self.dp.push_flow_stats();
         let now = now_ms();
-        self.dp
-            .classifier()
+        self.ofproto
+            .pipeline()
             .rules()
             .iter()
             .map(|r| {
                 let o = self.offloads.flow(r);
                 FlowInfo {
                     flow: format_flow(&r.spec),
+                    table: r.spec.table,
                     priority: r.spec.priority,
                     matching: format_match(&r.spec.matcher),
                     actions: format_actions(&r.spec.actions),
@@ -995,6 +1087,54 @@ impl Switch {
                 }
             })
             .collect()
+    }
+
+    fn dump_dp_flows(&self) -> Vec<DpFlowInfo> {
+        let now = now_ms();
+        let mut flows = self.dp.dump_flows();
+        flows.retain(|f| !f.is_dead());
+        flows.sort_by_key(|f| f.id);
+        flows
+            .iter()
+            .map(|f| {
+                let s = f.stats();
+                DpFlowInfo {
+                    id: f.id,
+                    core: f.core,
+                    matching: format_match(&f.matcher),
+                    packets: s.packets,
+                    bytes: s.bytes,
+                    used_s: s.used_ms.map(|t| now.saturating_sub(t) as f64 / 1000.0),
+                    actions: format_dp_actions(&f.actions),
+                    offloaded: false,
+                    offload_reason: None,
+                    dp: "ovs".into(),
+                }
+            })
+            .collect()
+    }
+
+    fn dpif_show(&self) -> DpifInfo {
+        let (mut hit, mut missed, mut lost) = (0, 0, 0);
+        for p in self.dp.pmd_stats() {
+            hit += p.emc_hits + p.megaflow_hits;
+            missed += p.upcalls + p.lost_upcalls;
+            lost += p.lost_upcalls;
+        }
+        DpifInfo {
+            flows: self.dp.flow_count(),
+            flow_limit: self.dp.flow_limit(),
+            hit,
+            missed,
+            lost,
+            xlate_errors: self.ofproto.xlate_errors(),
+            tables: self.ofproto.pipeline().table_sizes(),
+            ports: self
+                .ports
+                .iter()
+                .map(|(no, p)| (*no, p.name.clone()))
+                .collect(),
+        }
     }
 
     fn port_infos(&self) -> Vec<PortInfo> {
@@ -1034,8 +1174,15 @@ impl Switch {
             socket: self.socket.clone(),
             state_file: self.state_file.display().to_string(),
             ports: self.port_infos(),
-            flows: self.dp.classifier().len(),
+            flows: self.ofproto.pipeline().len(),
         }
+    }
+}
+
+fn revalidator_config(o: &SwitchOptions) -> RevalidatorConfig {
+    RevalidatorConfig {
+        interval_ms: o.revalidator_interval_ms,
+        max_idle_ms: o.max_idle_ms,
     }
 }
 

@@ -337,7 +337,7 @@ fn a_restart_restores_ports_numbers_options_and_flows() {
             .collect()
     };
     assert_eq!(summary(&after), summary(&before));
-    assert_eq!(after.flows, 1);
+    assert_eq!(after.flows, 2, "the flow and the learning switch's NORMAL");
     let again = sw.handle(Request::DumpFlows { kind: None }).unwrap();
     assert_eq!(again[0]["flow"], flows[0]["flow"]);
     assert_eq!(port(&mut sw, "mrest0").status, "up");

@@ -6,13 +6,19 @@ use std::time::{Duration, Instant};
 
 use vsw_datapath::memory::{memory_port_with, memory_port_with_queues, MemoryPeer};
 use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats, TxOffloads};
-use vsw_flow::{parse_flow, Classifier};
+use vsw_flow::{parse_flow, Pipeline};
+use vsw_ofproto::Ofproto;
+
+/// `max-idle` in these tests: no flow ages out while a test runs.
+pub const MAX_IDLE_MS: u64 = 600_000;
 
 pub const WAIT: Duration = Duration::from_secs(10);
 pub const QUIET: Duration = Duration::from_millis(200);
 
 pub struct Switch {
     pub dp: Datapath,
+    /// The slow path: a learning switch until a test gives rules.
+    pub ofproto: Arc<Ofproto>,
     pub peers: Vec<MemoryPeer>,
     pub stats: Vec<Arc<PortStats>>,
 }
@@ -35,7 +41,21 @@ pub fn switch_with(ports: u32, queues: usize, cores: &[usize], capacity: usize) 
         peers.push(peer);
         stats.push(s);
     }
-    Switch { dp, peers, stats }
+    let ofproto = learning_switch(&mut dp);
+    Switch {
+        dp,
+        ofproto,
+        peers,
+        stats,
+    }
+}
+
+/// Attaches a learning switch (`priority=0,actions=NORMAL`) to `dp`'s ports.
+pub fn learning_switch(dp: &mut Datapath) -> Arc<Ofproto> {
+    let ofproto = Ofproto::new(Pipeline::learning_switch(0));
+    ofproto.set_ports(dp.ports().iter().map(|p| p.no).collect());
+    dp.set_upcall(ofproto.clone()).unwrap();
+    ofproto
 }
 
 /// One port per entry of `offloads` (what its transmit side finishes by itself).
@@ -56,19 +76,43 @@ pub fn switch_with_offloads(offloads: &[TxOffloads]) -> Switch {
         peers.push(peer);
         stats.push(s);
     }
-    Switch { dp, peers, stats }
+    let ofproto = learning_switch(&mut dp);
+    Switch {
+        dp,
+        ofproto,
+        peers,
+        stats,
+    }
 }
 
 pub fn switch(ports: u32) -> Switch {
     switch_with(ports, 1, &[0], 4096)
 }
 
-pub fn rules(dp: &mut Datapath, flows: &[&str]) {
-    let mut c = Classifier::new();
+/// A new slow path with these rules above the learning switch's NORMAL at priority
+/// 0 (what a miss did before rules had tables).
+pub fn rules(dp: &mut Datapath, flows: &[&str]) -> Arc<Ofproto> {
+    let mut p = Pipeline::learning_switch(1);
     for f in flows {
-        c.insert(parse_flow(f, &|_: &str| None).unwrap(), 1);
+        p.insert(parse_flow(f, &|_: &str| None).unwrap(), 1);
     }
-    dp.set_classifier(c).unwrap();
+    let ofproto = Ofproto::new(p);
+    ofproto.set_ports(dp.ports().iter().map(|p| p.no).collect());
+    dp.set_upcall(ofproto.clone()).unwrap();
+    ofproto
+}
+
+/// A revalidator pass now (the tests run no revalidator thread: they say when).
+pub fn revalidate(dp: &Datapath) {
+    dp.revalidate(vsw_datapath::clock::now_ms(), MAX_IDLE_MS)
+        .unwrap();
+}
+
+/// Replaces `ofproto`'s rules and revalidates, as vswd answers a rule change.
+pub fn replace_rules(dp: &mut Datapath, ofproto: &Ofproto, pipeline: Pipeline) {
+    ofproto.set_pipeline(pipeline);
+    dp.revalidate(vsw_datapath::clock::now_ms(), MAX_IDLE_MS)
+        .unwrap();
 }
 
 pub fn mac(n: u8) -> [u8; 6] {

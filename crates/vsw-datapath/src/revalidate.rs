@@ -1,0 +1,229 @@
+//! The revalidator: dumps every PMD's datapath flows, pushes their counts to whatever
+//! produced them, retires flows idle too long, and translates again each flow whose
+//! inputs changed since it was made, retiring those whose answer differs. A pass ends
+//! only when every PMD has swept what it retired out of its caches, so a rule change
+//! that runs a pass before it is answered never leaves a packet forwarded by the old
+//! result.
+//!
+//! A thread runs a pass every `revalidator-interval` and at once when a PMD saw the
+//! slow path's inputs change (a host learned or moved); a change asks for one itself
+//! ([`Datapath::revalidate`]). Passes never overlap.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::datapath::Datapath;
+use crate::dpflow::DpFlow;
+use crate::error::DatapathError;
+use crate::shared::{lock, Shared};
+
+/// How long a pass waits for a PMD to sweep before it reports the PMD stalled.
+const SWEEP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What one pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RevalidateSummary {
+    /// Flows looked at.
+    pub flows: usize,
+    /// Translated again (their inputs changed).
+    pub translated: usize,
+    /// Retired because the translation now differs.
+    pub stale: usize,
+    /// Retired because no packet used them for `max_idle_ms`.
+    pub idle: usize,
+}
+
+/// The revalidator thread's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RevalidatorConfig {
+    pub interval_ms: u64,
+    pub max_idle_ms: u64,
+}
+
+impl Default for RevalidatorConfig {
+    fn default() -> Self {
+        RevalidatorConfig {
+            interval_ms: 500,
+            max_idle_ms: 10_000,
+        }
+    }
+}
+
+fn dump(shared: &Shared) -> Vec<Arc<DpFlow>> {
+    shared
+        .pmds
+        .load()
+        .iter()
+        .flat_map(|c| lock(&c.flows).clone())
+        .collect()
+}
+
+/// One pass, in whichever thread asks.
+fn pass(
+    shared: &Shared,
+    now_ms: u64,
+    max_idle_ms: u64,
+) -> Result<RevalidateSummary, DatapathError> {
+    let _one_at_a_time = lock(&shared.revalidating);
+    let upcall = shared.snapshot.load().upcall.clone();
+    upcall.revalidating(now_ms);
+    let pmds = shared.pmds.load_full();
+    let mut sum = RevalidateSummary::default();
+    for control in pmds.iter() {
+        let flows = lock(&control.flows).clone();
+        let mut retired = 0;
+        for f in &flows {
+            sum.flows += 1;
+            f.push_stats();
+            let used = f.stats().used_ms.unwrap_or(f.created_ms);
+            if now_ms.saturating_sub(used) >= max_idle_ms {
+                f.kill();
+                sum.idle += 1;
+                retired += 1;
+                continue;
+            }
+            if f.generation() == upcall.generation() {
+                continue;
+            }
+            sum.translated += 1;
+            let t = upcall.translate(&f.key, now_ms, false);
+            let mut mask = t.mask;
+            mask.in_port = u32::MAX;
+            if mask == *f.matcher.mask() && t.actions[..] == f.actions[..] {
+                f.confirm(t.generation, t.attribution);
+            } else {
+                f.kill();
+                sum.stale += 1;
+                retired += 1;
+            }
+        }
+        if retired > 0 {
+            lock(&control.flows).retain(|f| !f.is_dead());
+        }
+    }
+    if sum.idle + sum.stale > 0 {
+        for control in pmds.iter() {
+            let request = control.sweep_requested.fetch_add(1, Ordering::AcqRel) + 1;
+            control.wake();
+            let acked = lock(&control.acked);
+            let (acked, _) = control
+                .acked_cv
+                .wait_timeout_while(acked, SWEEP_TIMEOUT, |a| {
+                    a.swept < request && a.failed.is_none()
+                })
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(why) = &acked.failed {
+                return Err(DatapathError::PmdFailed {
+                    core: control.core,
+                    why: why.clone(),
+                });
+            }
+            if acked.swept < request {
+                return Err(DatapathError::PmdStalled {
+                    core: control.core,
+                    waited: SWEEP_TIMEOUT,
+                });
+            }
+        }
+    }
+    Ok(sum)
+}
+
+/// The revalidator thread: runs until `Revalidator` is dropped.
+pub(crate) struct Revalidator {
+    shared: Arc<Shared>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Revalidator {
+    pub fn start(shared: Arc<Shared>, config: RevalidatorConfig) -> std::io::Result<Revalidator> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, halt) = (shared.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("revalidator".into())
+            .spawn(move || run(&s, &halt, config))?;
+        Ok(Revalidator {
+            shared,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn run(shared: &Shared, stop: &std::sync::atomic::AtomicBool, config: RevalidatorConfig) {
+    let interval = Duration::from_millis(config.interval_ms.max(1));
+    let mut next = Instant::now() + interval;
+    while !stop.load(Ordering::Acquire) {
+        let kicked = lock(&shared.kick);
+        let wait = next.saturating_duration_since(Instant::now());
+        let (mut kicked, _) = shared
+            .kick_cv
+            .wait_timeout_while(kicked, wait, |k| !*k && !stop.load(Ordering::Acquire))
+            .unwrap_or_else(|e| e.into_inner());
+        *kicked = false;
+        drop(kicked);
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        next = Instant::now() + interval;
+        if let Err(e) = pass(shared, crate::clock::now_ms(), config.max_idle_ms) {
+            tracing::warn!(error = %e, "revalidator pass failed");
+        }
+    }
+}
+
+impl Drop for Revalidator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.shared.kick_revalidator();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Datapath {
+    /// Every PMD's datapath flows (dead ones included until their PMD sweeps them).
+    pub fn dump_flows(&self) -> Vec<Arc<DpFlow>> {
+        dump(&self.shared)
+    }
+
+    /// Datapath flows cached, over all PMDs.
+    pub fn flow_count(&self) -> usize {
+        self.shared
+            .pmds
+            .load()
+            .iter()
+            .map(|c| lock(&c.flows).len())
+            .sum()
+    }
+
+    /// Pushes every flow's new counts to its attribution (the rules it went through):
+    /// afterwards the rules' counters include every packet counted so far.
+    pub fn push_flow_stats(&self) {
+        for f in dump(&self.shared) {
+            f.push_stats();
+        }
+    }
+
+    /// One revalidator pass now, at `now_ms` (the datapath's clock,
+    /// `clock::now_ms`): when it returns, no PMD forwards by a flow it retired.
+    pub fn revalidate(
+        &self,
+        now_ms: u64,
+        max_idle_ms: u64,
+    ) -> Result<RevalidateSummary, DatapathError> {
+        pass(&self.shared, now_ms, max_idle_ms)
+    }
+
+    /// Runs the revalidator thread with `config` (restarted with a new one).
+    pub fn start_revalidator(&mut self, config: RevalidatorConfig) -> Result<(), DatapathError> {
+        self.revalidator = None;
+        self.revalidator =
+            Some(Revalidator::start(self.shared.clone(), config).map_err(DatapathError::Spawn)?);
+        Ok(())
+    }
+}

@@ -1,0 +1,74 @@
+//! The seam between the datapath and the slow path above it. On a cache miss a PMD
+//! asks an [`Upcall`] to translate the packet's key into datapath actions and the
+//! mask of the bits that decided them; the datapath never knows what produced them
+//! (rules, tables, MAC learning live in vsw-ofproto, which implements this).
+
+use std::fmt;
+use std::sync::Arc;
+
+use vsw_packet::FlowKey;
+
+use crate::dpflow::DpAction;
+
+/// Who a datapath flow's packets are credited to: the rules its translation went
+/// through, the MAC entries it relies on. Called by the revalidator, never a PMD.
+pub trait Attribution: Send + Sync + fmt::Debug {
+    /// `packets` and `bytes` went through the flow since the last call; the last one
+    /// at `used_ms`.
+    fn credit(&self, packets: u64, bytes: u64, used_ms: u64);
+}
+
+/// Credits nobody.
+#[derive(Debug)]
+pub struct NoAttribution;
+
+impl Attribution for NoAttribution {
+    fn credit(&self, _: u64, _: u64, _: u64) {}
+}
+
+/// What translating one key gave.
+#[derive(Debug)]
+pub struct Translation {
+    /// The bits of the key the result depends on (1 = looked at).
+    pub mask: FlowKey,
+    /// Empty: drop.
+    pub actions: Vec<DpAction>,
+    pub attribution: Arc<dyn Attribution>,
+    /// The generation of the inputs (rules, MAC table, ports) it was made from; see
+    /// [`Upcall::generation`].
+    pub generation: u64,
+}
+
+/// The slow path, as the datapath sees it.
+pub trait Upcall: Send + Sync {
+    /// Changes whenever anything a translation reads changes. A flow translated under
+    /// an older generation is not cached (it may be stale already), and the
+    /// revalidator translates again every flow whose generation is not the current.
+    fn generation(&self) -> u64;
+
+    /// Translates `key` (a packet's, or a cached flow's when revalidating). `learn`:
+    /// a packet is really passing, so MAC learning may take note of it.
+    fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation;
+
+    /// A revalidator pass begins at `now_ms`: what ages (MAC entries) may age now.
+    fn revalidating(&self, _now_ms: u64) {}
+}
+
+/// Drops everything: the datapath before a slow path is attached.
+#[derive(Debug)]
+pub struct DropAll;
+
+impl Upcall for DropAll {
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    fn translate(&self, _: &FlowKey, _: u64, _: bool) -> Translation {
+        Translation {
+            mask: FlowKey::default(),
+            actions: Vec::new(),
+            attribution: Arc::new(NoAttribution),
+            generation: 0,
+        }
+    }
+}

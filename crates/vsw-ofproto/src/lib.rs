@@ -1,0 +1,14 @@
+//! The slow path (Open vSwitch's ofproto-dpif): the pipeline of rule tables and the
+//! MAC learning table, and the translation of a packet's key through them into
+//! datapath actions plus the mask of every bit that decided them. The datapath calls
+//! it on a cache miss through [`vsw_datapath::Upcall`] and never imports it.
+#![forbid(unsafe_code)]
+
+mod attribution;
+pub mod ofproto;
+pub mod trace;
+pub mod xlate;
+
+pub use ofproto::Ofproto;
+pub use trace::{Trace, TraceStep};
+pub use xlate::{XlateError, Xlated, MAX_RESUBMIT_DEPTH};

@@ -1,0 +1,92 @@
+//! `vswctl trace`: a translation written out, as `ovs-appctl ofproto/trace` does —
+//! each table visited with the rule that matched, the datapath actions, and the
+//! megaflow the datapath would cache.
+
+use std::fmt::Write;
+
+use vsw_datapath::{format_dp_actions, DpAction};
+use vsw_flow::syntax::format_match;
+use vsw_flow::Match;
+use vsw_packet::FlowKey;
+
+use crate::xlate::XlateError;
+
+/// One table visited (or what NORMAL decided there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceStep {
+    /// 1 for table 0 reached from the packet, deeper for goto_table and resubmit.
+    pub depth: usize,
+    pub table: u8,
+    pub text: String,
+}
+
+/// A translation as `trace` shows it.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub key: FlowKey,
+    pub steps: Vec<TraceStep>,
+    pub final_key: FlowKey,
+    pub megaflow: Match,
+    pub actions: Vec<DpAction>,
+    pub error: Option<XlateError>,
+}
+
+impl Trace {
+    /// The text `vswctl trace` prints.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "Flow: {}", format_match(&exact(&self.key)));
+        let _ = writeln!(o);
+        for s in &self.steps {
+            let indent = "    ".repeat(s.depth.saturating_sub(1));
+            let _ = writeln!(o, "{indent}{:>2}. {}", s.table, s.text);
+        }
+        let _ = writeln!(o);
+        if self.final_key == self.key {
+            let _ = writeln!(o, "Final flow: unchanged");
+        } else {
+            let _ = writeln!(o, "Final flow: {}", format_match(&exact(&self.final_key)));
+        }
+        let _ = writeln!(o, "Megaflow: {}", format_match(&self.megaflow));
+        if let Some(e) = &self.error {
+            let _ = writeln!(o, "Translation failed: {e}");
+        }
+        let _ = writeln!(o, "Datapath actions: {}", format_dp_actions(&self.actions));
+        o
+    }
+}
+
+/// The key as a match showing each field it sets (and always the input port).
+fn exact(key: &FlowKey) -> Match {
+    fn ones<T: Default + PartialEq + Copy>(v: T, all: T) -> T {
+        if v == T::default() {
+            T::default()
+        } else {
+            all
+        }
+    }
+    let k = key;
+    let mac = |m: vsw_packet::MacAddr| ones(m, vsw_packet::MacAddr([0xff; 6]));
+    let mask = FlowKey {
+        nw_src: ones(k.nw_src, u128::MAX),
+        nw_dst: ones(k.nw_dst, u128::MAX),
+        nd_target: ones(k.nd_target, u128::MAX),
+        in_port: u32::MAX,
+        ipv6_label: ones(k.ipv6_label, u32::MAX),
+        dl_src: mac(k.dl_src),
+        dl_dst: mac(k.dl_dst),
+        arp_sha: mac(k.arp_sha),
+        arp_tha: mac(k.arp_tha),
+        vlan_tci: ones(k.vlan_tci, u16::MAX),
+        inner_vlan_tci: ones(k.inner_vlan_tci, u16::MAX),
+        dl_type: ones(k.dl_type, u16::MAX),
+        tp_src: ones(k.tp_src, u16::MAX),
+        tp_dst: ones(k.tp_dst, u16::MAX),
+        tcp_flags: ones(k.tcp_flags, u16::MAX),
+        nw_proto: ones(k.nw_proto, u8::MAX),
+        nw_tos: ones(k.nw_tos, u8::MAX),
+        nw_ttl: ones(k.nw_ttl, u8::MAX),
+        nw_frag: ones(k.nw_frag, u8::MAX),
+    };
+    Match::new(*key, mask)
+}

@@ -1,0 +1,309 @@
+//! Translation: a key walks the pipeline from table 0. Each table's lookup adds the
+//! bits it looked at to the wildcard mask (the masks of every subtable probed, hit or
+//! not); each action of the matching rule either becomes a datapath action or takes
+//! the walk to another table (`goto_table`, `resubmit`). `NORMAL` looks at the MAC
+//! table and becomes outputs. Rewrites change the working key, so later tables see
+//! the packet as it will be.
+
+use std::sync::Arc;
+
+use vsw_datapath::DpAction;
+use vsw_flow::{Action, MacTable, Pipeline, Rule};
+use vsw_packet::key::VLAN_CFI;
+use vsw_packet::{FlowKey, MacAddr};
+
+use crate::trace::TraceStep;
+
+/// How deep `resubmit` and `goto_table` may nest before translation gives up (as
+/// Open vSwitch's limit): a loop of resubmits is caught here, the packet dropped.
+pub const MAX_RESUBMIT_DEPTH: usize = 64;
+
+/// The VID and the "tag present" bit: what NORMAL switches by.
+const VLAN_VID_CFI: u16 = 0x0fff | VLAN_CFI;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum XlateError {
+    #[error("resubmits nested deeper than {MAX_RESUBMIT_DEPTH} (a loop?): dropped")]
+    TooDeep,
+}
+
+/// A translation's result.
+#[derive(Clone, Debug, Default)]
+pub struct Xlated {
+    pub mask: FlowKey,
+    /// Empty: drop.
+    pub actions: Vec<DpAction>,
+    /// Every rule that matched, in the order they did (their counters are credited).
+    pub rules: Vec<Arc<Rule>>,
+    /// The sources NORMAL learned (or would have): (MAC, VLAN, port).
+    pub learned: Vec<(MacAddr, u16, u32)>,
+    /// The key after every rewrite.
+    pub final_key: FlowKey,
+    pub error: Option<XlateError>,
+    /// Whether learning changed the MAC table (new or moved host).
+    pub mac_changed: bool,
+    /// Each table visited and what happened there (only when tracing).
+    pub steps: Vec<TraceStep>,
+}
+
+/// What a translation reads and may change.
+pub(crate) struct XlateEnv<'a> {
+    pub pipeline: &'a Pipeline,
+    pub macs: &'a mut MacTable,
+    /// Every port, in flood order.
+    pub ports: &'a [u32],
+    pub now_ms: u64,
+    /// A packet is passing: NORMAL learns its source.
+    pub learn: bool,
+    pub trace: bool,
+}
+
+struct Ctx<'a, 'b> {
+    env: &'b mut XlateEnv<'a>,
+    key: FlowKey,
+    out: Xlated,
+    depth: usize,
+}
+
+/// Translates `key` through the pipeline from table 0.
+pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
+    let mut cx = Ctx {
+        env,
+        key: *key,
+        out: Xlated::default(),
+        depth: 0,
+    };
+    // Every datapath flow matches one input port exactly.
+    cx.out.mask.in_port = u32::MAX;
+    cx.table(0);
+    if cx.out.error.is_some() {
+        cx.out.actions.clear();
+    }
+    cx.out.final_key = cx.key;
+    cx.out
+}
+
+impl Ctx<'_, '_> {
+    fn step(&mut self, table: u8, text: String) {
+        if self.env.trace {
+            self.out.steps.push(TraceStep {
+                depth: self.depth,
+                table,
+                text,
+            });
+        }
+    }
+
+    fn table(&mut self, id: u8) {
+        if self.depth >= MAX_RESUBMIT_DEPTH {
+            self.out.error = Some(XlateError::TooDeep);
+            self.step(id, format!("{}", XlateError::TooDeep));
+            return;
+        }
+        self.depth += 1;
+        let rule = self
+            .env
+            .pipeline
+            .lookup_wc(id, &self.key, &mut self.out.mask)
+            .cloned();
+        match rule {
+            None => self.step(id, "no match: drop".into()),
+            Some(rule) => {
+                if self.env.trace {
+                    let text = vsw_flow::syntax::format_flow(&rule.spec);
+                    self.step(id, text);
+                }
+                self.out.rules.push(rule.clone());
+                for a in &rule.spec.actions {
+                    self.action(a, id);
+                    if self.out.error.is_some() {
+                        break;
+                    }
+                }
+            }
+        }
+        self.depth -= 1;
+    }
+
+    fn emit(&mut self, a: DpAction) {
+        self.out.actions.push(a);
+    }
+
+    fn action(&mut self, a: &Action, table: u8) {
+        let dp = self.rewrite(a);
+        if let Some(dp) = dp {
+            self.emit(dp);
+            return;
+        }
+        let k = &self.key;
+        match *a {
+            // Never back out of the port it came in on: that is IN_PORT.
+            Action::Output(p) => {
+                if p != k.in_port {
+                    self.emit(DpAction::Output(p));
+                }
+            }
+            Action::InPort => {
+                let p = k.in_port;
+                self.emit(DpAction::Output(p));
+            }
+            Action::Flood => self.flood(),
+            Action::Normal => self.normal(table),
+            Action::Drop => {}
+            // Rewrites became datapath actions above.
+            Action::SetDlSrc(_)
+            | Action::SetDlDst(_)
+            | Action::PushVlan(_)
+            | Action::SetVlanVid(_)
+            | Action::SetVlanPcp(_)
+            | Action::StripVlan
+            | Action::SetNwSrc(_)
+            | Action::SetNwDst(_)
+            | Action::SetNwTos(_)
+            | Action::SetTpSrc(_)
+            | Action::SetTpDst(_)
+            | Action::DecTtl => {}
+            Action::GotoTable(t) => self.table(t),
+            Action::Resubmit { port, table: t } => {
+                let saved = self.key.in_port;
+                if let Some(p) = port {
+                    self.key.in_port = p;
+                }
+                self.table(t.unwrap_or(table));
+                self.key.in_port = saved;
+            }
+        }
+    }
+
+    /// A rewrite changes the working key (later tables see the packet as it will
+    /// be) and becomes its datapath action; `None` for every other action.
+    fn rewrite(&mut self, a: &Action) -> Option<DpAction> {
+        let (k, mask) = (&mut self.key, &mut self.out.mask);
+        match *a {
+            Action::SetDlSrc(m) => {
+                k.dl_src = m;
+                Some(DpAction::SetDlSrc(m))
+            }
+            Action::SetDlDst(m) => {
+                k.dl_dst = m;
+                Some(DpAction::SetDlDst(m))
+            }
+            Action::PushVlan(tpid) => {
+                // The old outer tag becomes the inner one: what later tables see of
+                // the inner tag came from the packet's outer tag.
+                mask.vlan_tci = 0xffff;
+                k.inner_vlan_tci = k.vlan_tci;
+                k.vlan_tci = VLAN_CFI;
+                Some(DpAction::PushVlan(tpid))
+            }
+            Action::SetVlanVid(vid) => {
+                k.vlan_tci = (k.vlan_tci & !0x0fff) | vid | VLAN_CFI;
+                Some(DpAction::SetVlanVid(vid))
+            }
+            Action::SetVlanPcp(pcp) => {
+                k.vlan_tci = (k.vlan_tci & 0x1fff) | (u16::from(pcp) << 13) | VLAN_CFI;
+                Some(DpAction::SetVlanPcp(pcp))
+            }
+            Action::StripVlan => {
+                // What is outer after the pop came from the inner tag.
+                mask.vlan_tci |= VLAN_CFI;
+                mask.inner_vlan_tci = 0xffff;
+                k.vlan_tci = k.inner_vlan_tci;
+                k.inner_vlan_tci = 0;
+                Some(DpAction::PopVlan)
+            }
+            Action::SetNwSrc(a) => {
+                k.nw_src = u128::from(u32::from(a));
+                Some(DpAction::SetNwSrc(a))
+            }
+            Action::SetNwDst(a) => {
+                k.nw_dst = u128::from(u32::from(a));
+                Some(DpAction::SetNwDst(a))
+            }
+            Action::SetNwTos(t) => {
+                k.nw_tos = (k.nw_tos & 0x03) | (t & 0xfc);
+                Some(DpAction::SetNwTos(t))
+            }
+            Action::SetTpSrc(p) => {
+                k.tp_src = p;
+                Some(DpAction::SetTpSrc(p))
+            }
+            Action::SetTpDst(p) => {
+                k.tp_dst = p;
+                Some(DpAction::SetTpDst(p))
+            }
+            Action::DecTtl => {
+                // The datapath checks each packet's TTL itself (one at 0 or 1 goes
+                // no further), so the megaflow need not match on it.
+                k.nw_ttl = k.nw_ttl.saturating_sub(1);
+                Some(DpAction::DecTtl)
+            }
+            Action::Output(_)
+            | Action::InPort
+            | Action::Normal
+            | Action::Flood
+            | Action::Drop
+            | Action::GotoTable(_)
+            | Action::Resubmit { .. } => None,
+        }
+    }
+
+    fn flood(&mut self) {
+        let in_port = self.key.in_port;
+        for i in 0..self.env.ports.len() {
+            let p = self.env.ports[i];
+            if p != in_port {
+                self.emit(DpAction::Output(p));
+            }
+        }
+    }
+
+    /// A MAC-learning switch: learn the source, send to where the destination was
+    /// seen, flood what is unknown or multicast.
+    fn normal(&mut self, table: u8) {
+        let m = &mut self.out.mask;
+        m.dl_src = MacAddr([0xff; 6]);
+        m.dl_dst = MacAddr([0xff; 6]);
+        m.vlan_tci |= VLAN_VID_CFI;
+        let k = self.key;
+        let vlan = if k.vlan_tci & VLAN_CFI != 0 {
+            k.vlan_tci & 0x0fff
+        } else {
+            0
+        };
+        if !k.dl_src.is_multicast() {
+            self.out.learned.push((k.dl_src, vlan, k.in_port));
+            if self.env.learn {
+                use vsw_flow::Learned;
+                let l = self
+                    .env
+                    .macs
+                    .learn(k.dl_src, vlan, k.in_port, self.env.now_ms);
+                if matches!(l, Learned::New | Learned::Moved) {
+                    self.out.mac_changed = true;
+                }
+            }
+        }
+        if k.dl_dst.is_multicast() {
+            self.step(table, "NORMAL: multicast destination: flood".into());
+            self.flood();
+            return;
+        }
+        match self.env.macs.lookup(k.dl_dst, vlan, self.env.now_ms) {
+            Some(p) if p == k.in_port => {
+                self.step(
+                    table,
+                    format!("NORMAL: {} is on the input port: drop", k.dl_dst),
+                );
+            }
+            Some(p) => {
+                self.step(table, format!("NORMAL: {} learned on port {p}", k.dl_dst));
+                self.emit(DpAction::Output(p));
+            }
+            None => {
+                self.step(table, format!("NORMAL: {} not learned: flood", k.dl_dst));
+                self.flood();
+            }
+        }
+    }
+}
