@@ -197,3 +197,180 @@ impl Upcall for Ofproto {
         self.expire_macs(now_ms);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vsw_datapath::DpAction::{self, Output};
+    use vsw_flow::parse_flow;
+    use vsw_packet::key::VLAN_CFI;
+
+    fn ofproto(flows: &[&str]) -> Arc<Ofproto> {
+        let mut p = Pipeline::new();
+        for f in flows {
+            p.insert(parse_flow(f, &|_: &str| None).unwrap(), 1);
+        }
+        let o = Ofproto::new(p);
+        o.set_ports(vec![1, 2, 3, 4]);
+        o
+    }
+
+    fn mac(n: u8) -> MacAddr {
+        MacAddr([2, 0, 0, 0, 0, n])
+    }
+
+    fn udp(in_port: u32, src: u8, dst: u8, tp_dst: u16) -> FlowKey {
+        FlowKey {
+            in_port,
+            dl_src: mac(src),
+            dl_dst: mac(dst),
+            dl_type: 0x0800,
+            nw_proto: 17,
+            nw_src: 0xc612_0001,
+            nw_dst: 0xc612_0002,
+            nw_ttl: 64,
+            tp_src: 1000,
+            tp_dst,
+            ..FlowKey::default()
+        }
+    }
+
+    fn actions(o: &Ofproto, k: &FlowKey) -> Vec<DpAction> {
+        o.translate_key(k, 1).actions
+    }
+
+    #[test]
+    fn goto_table_continues_in_a_later_table_after_the_rules_actions() {
+        let o = ofproto(&[
+            "in_port=1,actions=output:4,goto_table:3",
+            "table=3,udp,tp_dst=53,actions=output:2",
+            "table=3,priority=1,actions=output:3",
+        ]);
+        assert_eq!(actions(&o, &udp(1, 1, 2, 53)), vec![Output(4), Output(2)]);
+        assert_eq!(actions(&o, &udp(1, 1, 2, 80)), vec![Output(4), Output(3)]);
+        assert!(
+            actions(&o, &udp(2, 1, 2, 53)).is_empty(),
+            "table 0 misses: drop"
+        );
+    }
+
+    #[test]
+    fn resubmit_comes_back_and_goes_on() {
+        let o = ofproto(&[
+            "in_port=1,actions=resubmit(,5),output:3",
+            "table=5,actions=output:2",
+            "in_port=4,actions=resubmit(2,7)",
+            "table=7,in_port=2,actions=output:1",
+        ]);
+        assert_eq!(actions(&o, &udp(1, 1, 2, 53)), vec![Output(2), Output(3)]);
+        // As if it came in on port 2: table 7 matches on that.
+        assert_eq!(actions(&o, &udp(4, 1, 2, 53)), vec![Output(1)]);
+    }
+
+    #[test]
+    fn a_resubmit_loop_is_caught_and_the_packet_dropped() {
+        let o = ofproto(&["actions=output:2,resubmit(,0)"]);
+        let x = o.translate_key(&udp(1, 1, 2, 53), 1);
+        assert_eq!(x.error, Some(crate::XlateError::TooDeep));
+        assert!(x.actions.is_empty());
+        assert_eq!(o.xlate_errors(), 1);
+        let t = o.trace(&udp(1, 1, 2, 53), 1).render();
+        assert!(
+            t.contains("Translation failed") && t.contains("Datapath actions: drop"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_mask_holds_what_decided_including_rules_that_did_not_match() {
+        let o = ofproto(&[
+            "priority=9,tcp,tp_dst=80,actions=drop",
+            "priority=5,in_port=1,actions=goto_table:1",
+            "table=1,udp,actions=output:2",
+        ]);
+        let x = o.translate_key(&udp(1, 1, 2, 53), 1);
+        assert_eq!(x.actions, vec![Output(2)]);
+        assert_eq!(x.mask.in_port, u32::MAX);
+        assert_eq!(x.mask.nw_proto, 0xff);
+        assert_eq!(x.mask.tp_dst, 0xffff, "the tcp rule was probed");
+        assert_eq!(x.mask.dl_src, MacAddr::default(), "nothing looked at MACs");
+        assert_eq!(x.mask.nw_src, 0);
+        assert_eq!(x.rules.len(), 2);
+    }
+
+    #[test]
+    fn normal_learns_floods_the_unknown_and_matches_on_addresses_and_vlan() {
+        let o = ofproto(&["priority=0,actions=NORMAL"]);
+        let x = o.translate_key(&udp(1, 1, 2, 53), 1);
+        assert_eq!(x.actions, vec![Output(2), Output(3), Output(4)], "flood");
+        assert_eq!(x.mask.dl_src, MacAddr([0xff; 6]));
+        assert_eq!(x.mask.dl_dst, MacAddr([0xff; 6]));
+        assert_eq!(x.mask.vlan_tci, 0x0fff | VLAN_CFI);
+        assert_eq!(x.mask.tp_dst, 0, "NORMAL does not look at L4");
+        // A packet passing (an upcall) teaches the table; a revalidation does not.
+        let g = o.generation();
+        o.translate(&udp(2, 2, 1, 53), 1, false);
+        assert_eq!(o.generation(), g, "no learning without a packet");
+        o.translate(&udp(2, 2, 1, 53), 1, true);
+        assert!(o.generation() > g, "a new host changes what flows may say");
+        assert_eq!(actions(&o, &udp(1, 1, 2, 53)), vec![Output(2)]);
+        // The host on the input port itself: dropped, never sent back.
+        assert!(actions(&o, &udp(2, 1, 2, 53)).is_empty());
+        // Multicast: flood.
+        let mut bcast = udp(1, 1, 2, 53);
+        bcast.dl_dst = MacAddr([0xff; 6]);
+        assert_eq!(actions(&o, &bcast).len(), 3);
+    }
+
+    #[test]
+    fn rewrites_are_seen_by_later_tables_and_output_never_goes_back_in() {
+        let o = ofproto(&[
+            "in_port=1,udp,actions=mod_tp_dst:99,goto_table:2",
+            "table=2,udp,tp_dst=99,actions=output:1,output:3,dec_ttl,in_port",
+        ]);
+        let x = o.translate_key(&udp(1, 1, 2, 53), 1);
+        assert_eq!(
+            x.actions,
+            vec![
+                DpAction::SetTpDst(99),
+                Output(3),
+                DpAction::DecTtl,
+                Output(1)
+            ]
+        );
+        assert_eq!(x.final_key.tp_dst, 99);
+        assert_eq!(x.final_key.nw_ttl, 63);
+    }
+
+    #[test]
+    fn credit_goes_to_every_rule_once_and_refreshes_learned_hosts() {
+        let o = ofproto(&[
+            "in_port=1,actions=resubmit(,1),resubmit(,1)",
+            "table=1,actions=NORMAL",
+        ]);
+        let t = o.translate(&udp(1, 1, 2, 53), 1_000, true);
+        t.attribution.credit(10, 600, 5_000);
+        let rules = o.pipeline().rules();
+        assert!(rules.iter().all(|r| r.stats.packets() == 10), "{rules:?}");
+        let macs = o.mac_entries(5_000);
+        assert_eq!(macs.len(), 1);
+        assert_eq!((macs[0].mac, macs[0].port, macs[0].age_s), (mac(1), 1, 0));
+    }
+
+    #[test]
+    fn the_trace_shows_each_table_and_the_megaflow() {
+        let o = ofproto(&[
+            "in_port=1,actions=goto_table:1",
+            "table=1,udp,tp_dst=53,actions=output:2",
+        ]);
+        let t = o.trace(&udp(1, 1, 2, 53), 1).render();
+        for want in [
+            " 0. priority=32768,in_port=1,actions=goto_table:1",
+            "     1. priority=32768,udp,tp_dst=53,actions=output:2",
+            "Megaflow: udp,in_port=1,tp_dst=53",
+            "Datapath actions: 2",
+        ] {
+            assert!(t.contains(want), "no '{want}' in\n{t}");
+        }
+    }
+}

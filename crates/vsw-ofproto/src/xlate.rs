@@ -110,8 +110,10 @@ impl Ctx<'_, '_> {
             None => self.step(id, "no match: drop".into()),
             Some(rule) => {
                 if self.env.trace {
-                    let text = vsw_flow::syntax::format_flow(&rule.spec);
-                    self.step(id, text);
+                    // The table is the step's number already.
+                    let mut spec = rule.spec.clone();
+                    spec.table = 0;
+                    self.step(id, vsw_flow::syntax::format_flow(&spec));
                 }
                 self.out.rules.push(rule.clone());
                 for a in &rule.spec.actions {

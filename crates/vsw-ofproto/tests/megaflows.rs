@@ -1,0 +1,363 @@
+//! The fast path gives what a fresh translation gives. Random multi-table rule sets
+//! (goto_table, resubmit — loops included —, overlapping masks and priorities,
+//! NORMAL, FLOOD, rewrites) and random packets go through a running datapath; after
+//! every packet, what came out of each port must be exactly what translating that
+//! packet now, through the current rules and MAC table, says. Rule changes and hosts
+//! moving between ports are interleaved with the traffic: what keeps the cached
+//! flows right across them is the revalidation, run as vswd runs it (after a rule
+//! change, and when a translation changed the MAC table).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use vsw_datapath::memory::{memory_port, MemoryPeer};
+use vsw_datapath::{Datapath, DpAction, PmdConfig, PortHandle, PortStats, Upcall};
+use vsw_flow::{parse_flow, Pipeline};
+use vsw_ofproto::Ofproto;
+use vsw_packet::builder::{ethernet, ipv4, tcp, udp, Ipv4};
+use vsw_packet::rewrite::PacketBuf;
+use vsw_packet::{extract, EtherType, FlowKey, MacAddr, VnetHdr};
+
+const PORTS: u32 = 4;
+const TABLES: u8 = 3;
+const MAX_IDLE_MS: u64 = 600_000;
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A packet from the small space the rules are written over.
+#[derive(Clone, Debug)]
+struct Packet {
+    in_port: u32,
+    src: u8,
+    /// 0: broadcast.
+    dst: u8,
+    tcp: bool,
+    tp_dst: u16,
+}
+
+fn mac(n: u8) -> MacAddr {
+    if n == 0 {
+        MacAddr([0xff; 6])
+    } else {
+        MacAddr([2, 0, 0, 0, 0, n])
+    }
+}
+
+impl Packet {
+    fn frame(&self) -> Vec<u8> {
+        let ip = Ipv4 {
+            proto: if self.tcp { 6 } else { 17 },
+            ..Ipv4::default()
+        };
+        let l4 = if self.tcp {
+            tcp(1000, self.tp_dst, 0x10, b"data")
+        } else {
+            udp(1000, self.tp_dst, b"data")
+        };
+        ethernet(
+            mac(self.dst),
+            mac(self.src),
+            &[],
+            EtherType::IPV4,
+            &ipv4(&ip, &l4),
+        )
+    }
+}
+
+fn packet() -> impl Strategy<Value = Packet> {
+    (
+        1..=PORTS,
+        1u8..=4,
+        0u8..=4,
+        any::<bool>(),
+        prop_oneof![Just(53u16), Just(80), Just(443)],
+    )
+        .prop_map(|(in_port, src, dst, tcp, tp_dst)| Packet {
+            in_port,
+            src,
+            dst,
+            tcp,
+            tp_dst,
+        })
+}
+
+/// One rule's text.
+fn rule() -> impl Strategy<Value = String> {
+    let matching = (
+        proptest::option::of(1..=PORTS),
+        proptest::option::of((
+            any::<bool>(),
+            proptest::option::of(prop_oneof![Just(53u16), Just(80)]),
+        )),
+        proptest::option::of(0u8..=4),
+    );
+    let action = prop_oneof![
+        (1..=PORTS).prop_map(|p| format!("output:{p}")),
+        Just("NORMAL".to_string()),
+        Just("FLOOD".to_string()),
+        Just("IN_PORT".to_string()),
+        (1u8..=4).prop_map(|m| format!("mod_dl_dst:{}", mac(m))),
+        (0..TABLES).prop_map(|t| format!("resubmit(,{t})")),
+        ((1..=PORTS), (0..TABLES)).prop_map(|(p, t)| format!("resubmit({p},{t})")),
+        Just("mod_tp_dst:443".to_string()),
+        Just("dec_ttl".to_string()),
+    ];
+    (
+        0..TABLES,
+        1u16..=5,
+        matching,
+        proptest::collection::vec(action, 0..3),
+        proptest::option::of(0..TABLES),
+    )
+        .prop_map(|(table, prio, (port, l4, dst), actions, goto)| {
+            let mut m = format!("table={table},priority={prio}");
+            if let Some(p) = port {
+                m += &format!(",in_port={p}");
+            }
+            match l4 {
+                Some((tcp, tp)) => {
+                    m += if tcp { ",tcp" } else { ",udp" };
+                    if let Some(tp) = tp {
+                        m += &format!(",tp_dst={tp}");
+                    }
+                }
+                // dec_ttl and mod_tp_dst need a protocol in the match.
+                None => m += ",ip",
+            }
+            if let Some(d) = dst {
+                m += &format!(",dl_dst={}", mac(d));
+            }
+            let mut a: Vec<String> = actions
+                .into_iter()
+                .filter(|a| l4.is_some() || a != "mod_tp_dst:443")
+                .collect();
+            if let Some(g) = goto.filter(|g| *g > table) {
+                a.push(format!("goto_table:{g}"));
+            }
+            if a.is_empty() {
+                a.push("drop".into());
+            }
+            format!("{m},actions={}", a.join(","))
+        })
+}
+
+fn pipeline(rules: &[String]) -> Pipeline {
+    let mut p = Pipeline::new();
+    for r in rules {
+        p.insert(
+            parse_flow(r, &|_: &str| None).unwrap_or_else(|e| panic!("{r}: {e}")),
+            1,
+        );
+    }
+    p
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Send(Packet),
+    /// Replace the rules (as add-flows/del-flows do).
+    Rules(Vec<String>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => packet().prop_map(Op::Send),
+        1 => proptest::collection::vec(rule(), 0..8).prop_map(Op::Rules),
+    ]
+}
+
+struct Rig {
+    dp: Datapath,
+    ofproto: Arc<Ofproto>,
+    peers: Vec<MemoryPeer>,
+    stats: Vec<Arc<PortStats>>,
+}
+
+fn rig(rules: &[String], emc: u32) -> Rig {
+    let mut dp = Datapath::start(PmdConfig {
+        cores: vec![0],
+        pin: false,
+    })
+    .unwrap();
+    dp.set_emc_insert_inv_prob(emc).unwrap();
+    let (mut peers, mut stats) = (Vec::new(), Vec::new());
+    for no in 1..=PORTS {
+        let (q, peer) = memory_port(256);
+        let s = Arc::new(PortStats::default());
+        dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
+            .unwrap();
+        peers.push(peer);
+        stats.push(s);
+    }
+    let ofproto = Ofproto::new(pipeline(rules));
+    ofproto.set_ports((1..=PORTS).collect());
+    dp.set_upcall(ofproto.clone()).unwrap();
+    Rig {
+        dp,
+        ofproto,
+        peers,
+        stats,
+    }
+}
+
+/// What the datapath actions do to `frame`: (port, frame) for each output.
+fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
+    let mut buf = PacketBuf::new(4096);
+    buf.load(frame, None, VnetHdr::default()).unwrap();
+    let mut out = Vec::new();
+    for a in actions {
+        let r = match *a {
+            DpAction::Output(p) => {
+                if (1..=PORTS).contains(&p) {
+                    out.push((p, buf.data().to_vec()));
+                }
+                Ok(())
+            }
+            DpAction::SetDlSrc(m) => {
+                buf.set_dl_src(m);
+                Ok(())
+            }
+            DpAction::SetDlDst(m) => {
+                buf.set_dl_dst(m);
+                Ok(())
+            }
+            DpAction::PushVlan(t) => buf.push_vlan(t),
+            DpAction::SetVlanVid(v) => buf.set_vlan_vid(v),
+            DpAction::SetVlanPcp(p) => buf.set_vlan_pcp(p),
+            DpAction::PopVlan => {
+                buf.strip_vlan();
+                Ok(())
+            }
+            DpAction::SetNwSrc(a) => {
+                buf.set_nw_src(a.octets());
+                Ok(())
+            }
+            DpAction::SetNwDst(a) => {
+                buf.set_nw_dst(a.octets());
+                Ok(())
+            }
+            DpAction::SetNwTos(t) => {
+                buf.set_nw_tos(t);
+                Ok(())
+            }
+            DpAction::SetTpSrc(p) => {
+                buf.set_tp_src(p);
+                Ok(())
+            }
+            DpAction::SetTpDst(p) => {
+                buf.set_tp_dst(p);
+                Ok(())
+            }
+            DpAction::DecTtl => buf.dec_ttl(),
+        };
+        if r.is_err() {
+            break;
+        }
+    }
+    out.sort();
+    out
+}
+
+fn run(ops: &[Op], first: &[String], emc: u32) -> Result<(), TestCaseError> {
+    let mut r = rig(first, emc);
+    let now = vsw_datapath::clock::now_ms;
+    let mut sent = vec![0u64; PORTS as usize];
+    for op in ops {
+        match op {
+            Op::Rules(rules) => {
+                r.ofproto.set_pipeline(pipeline(rules));
+                r.dp.revalidate(now(), MAX_IDLE_MS).unwrap();
+            }
+            Op::Send(p) => {
+                let generation = r.ofproto.generation();
+                let frame = p.frame();
+                let i = (p.in_port - 1) as usize;
+                r.peers[i].send(&frame);
+                sent[i] += 1;
+                let deadline = Instant::now() + WAIT;
+                while r.stats[i].view().rx_packets < sent[i] {
+                    prop_assert!(Instant::now() < deadline, "the PMD never took the frame");
+                    std::thread::yield_now();
+                }
+                // The PMD acknowledges a change at the top of its next iteration,
+                // after it sent what the frame's batch staged.
+                r.dp.set_emc_insert_inv_prob(emc).unwrap();
+                let mut got = Vec::new();
+                for (n, peer) in r.peers.iter().enumerate() {
+                    while let Some(f) = peer.try_recv() {
+                        got.push((n as u32 + 1, f));
+                    }
+                }
+                got.sort();
+                let mut key = FlowKey::default();
+                extract(&frame, p.in_port, None, &mut key).unwrap();
+                let fresh = r.ofproto.translate_key(&key, now());
+                let want = expected(&frame, &fresh.actions);
+                prop_assert_eq!(
+                    &got,
+                    &want,
+                    "{:?} through {:?}: datapath flows {:?}",
+                    p,
+                    fresh.actions,
+                    r.dp.dump_flows()
+                );
+                if r.ofproto.generation() != generation {
+                    // The translation learned a host or saw it move: the revalidator
+                    // runs at once (vswd's is woken by the PMD).
+                    r.dp.revalidate(now(), MAX_IDLE_MS).unwrap();
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn the_fast_path_forwards_as_a_fresh_translation_says(
+        first in proptest::collection::vec(rule(), 1..10),
+        ops in proptest::collection::vec(op(), 1..40),
+        emc in prop_oneof![Just(1u32), Just(0)],
+    ) {
+        run(&ops, &first, emc)?;
+    }
+}
+
+#[test]
+fn a_learning_switch_through_moves_and_rule_changes() {
+    let normal = vec!["table=0,priority=0,actions=NORMAL".to_string()];
+    let p = |in_port, src, dst| {
+        Op::Send(Packet {
+            in_port,
+            src,
+            dst,
+            tcp: false,
+            tp_dst: 53,
+        })
+    };
+    let ops = vec![
+        p(1, 1, 2),
+        p(2, 2, 1),
+        p(1, 1, 2),
+        // Host 1 moves to port 3: flows towards it must follow.
+        p(3, 1, 2),
+        p(2, 2, 1),
+        Op::Rules(vec![
+            "table=0,priority=9,udp,tp_dst=53,actions=drop".into(),
+            "table=0,priority=0,actions=NORMAL".into(),
+        ]),
+        p(2, 2, 1),
+        Op::Rules(normal.clone()),
+        p(2, 2, 1),
+    ];
+    run(&ops, &normal, 1).unwrap();
+}
