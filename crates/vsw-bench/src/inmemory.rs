@@ -36,6 +36,10 @@ pub struct Scenario {
     /// Add and remove this many rules (250 at a time) while measuring, instead of
     /// leaving the rules alone.
     pub churn: u32,
+    /// `flow-limit` (datapath flows per PMD); the datapath's default when `None`.
+    pub flow_limit: Option<usize>,
+    /// Measure for at most this long, ms (a scenario of new flows runs out of them).
+    pub max_seconds_ms: Option<u64>,
 }
 
 impl Scenario {
@@ -68,14 +72,18 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             rules: vec!["in_port=1,actions=output:2".into()],
             emc_insert_inv_prob: 100,
             churn: 0,
+            flow_limit: None,
+            max_seconds_ms: None,
         },
         Scenario {
-            name: "10,000 flows, 100 rules over 10 masks, cache off (classifier)".into(),
+            name: "10,000 flows, 100 rules over 10 masks, cache off (megaflows)".into(),
             flows: 10_000,
             layout: Layout::Blocks,
             rules: ten_mask_rules(),
             emc_insert_inv_prob: 0,
             churn: 0,
+            flow_limit: None,
+            max_seconds_ms: None,
         },
         Scenario {
             name: "10,000 flows, 100 rules over 10 masks, cache on (1 in 100)".into(),
@@ -84,6 +92,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             rules: ten_mask_rules(),
             emc_insert_inv_prob: 100,
             churn: 0,
+            flow_limit: None,
+            max_seconds_ms: None,
         },
         Scenario {
             name: "1 flow while 10,000 rules are added and removed".into(),
@@ -92,7 +102,61 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             rules: vec!["in_port=1,actions=output:2".into()],
             emc_insert_inv_prob: 100,
             churn: 10_000,
+            flow_limit: None,
+            max_seconds_ms: None,
         },
+        Scenario {
+            name: "10,000 flows, 1 table, cache off".into(),
+            flows: 10_000,
+            layout: Layout::Consecutive,
+            rules: vec!["in_port=1,udp,actions=output:2".into()],
+            emc_insert_inv_prob: 0,
+            churn: 0,
+            flow_limit: None,
+            max_seconds_ms: None,
+        },
+        Scenario {
+            name: "10,000 flows, 5 tables, cache off".into(),
+            flows: 10_000,
+            layout: Layout::Consecutive,
+            rules: five_table_rules(),
+            emc_insert_inv_prob: 0,
+            churn: 0,
+            flow_limit: None,
+            max_seconds_ms: None,
+        },
+        Scenario {
+            name: "upcalls: every packet a new datapath flow".into(),
+            flows: NEW_FLOWS,
+            layout: Layout::Consecutive,
+            // The drop rules make every flow's megaflow exact on the UDP source port
+            // and the source address, which together tell each generated flow apart.
+            rules: vec![
+                "priority=20,udp,tp_src=0,actions=drop".into(),
+                "priority=20,ip,nw_src=198.18.255.1,actions=drop".into(),
+                "priority=10,in_port=1,actions=output:2".into(),
+            ],
+            emc_insert_inv_prob: 100,
+            churn: 0,
+            flow_limit: Some(NEW_FLOWS as usize),
+            max_seconds_ms: Some(1000),
+        },
+    ]
+}
+
+/// Distinct flows of the upcall scenario: more than one PMD translates in its
+/// measuring second here.
+const NEW_FLOWS: u32 = 600_000;
+
+/// Five tables, each looking at another field, that together send every generated
+/// flow to port 2: after translation, one datapath flow as with one table.
+pub fn five_table_rules() -> Vec<String> {
+    vec![
+        "table=0,in_port=1,actions=goto_table:1".into(),
+        "table=1,udp,actions=goto_table:2".into(),
+        "table=2,ip,nw_dst=198.18.0.2,actions=goto_table:3".into(),
+        "table=3,udp,tp_dst=9,actions=goto_table:4".into(),
+        "table=4,ip,nw_ttl=64,actions=output:2".into(),
     ]
 }
 
@@ -185,6 +249,11 @@ pub struct Figures {
     /// included), and the longest time it spent taking up a change.
     pub max_iteration_us: f64,
     pub max_reconfigure_us: f64,
+    /// Translations per second, and the share of packets that were translated.
+    pub upcalls_per_second: f64,
+    pub upcall_percent: f64,
+    /// Datapath flows cached at the end.
+    pub megaflows: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +282,9 @@ pub fn measure(
         pin,
     })?;
     dp.set_emc_insert_inv_prob(s.emc_insert_inv_prob)?;
+    if let Some(limit) = s.flow_limit {
+        dp.set_flow_limit(limit)?;
+    }
     let mut pipeline = Pipeline::new();
     for r in &s.rules {
         let spec = parse_flow(r, &|_: &str| None).map_err(|error| InMemoryError::Rule {
@@ -238,17 +310,23 @@ pub fn measure(
         ring_port_with_frames(s.frames(wire_size)),
         std::sync::Arc::new(PortStats::default()),
     ))?;
-    std::thread::sleep(Duration::from_millis(500));
+    // A scenario of new flows warms up briefly: it would run out of them.
+    let warm_up = if s.max_seconds_ms.is_some() { 50 } else { 500 };
+    std::thread::sleep(Duration::from_millis(warm_up));
     let warm_up = dp.pmd_stats()[0].packets;
     dp.clear_pmd_stats();
     let start = Instant::now();
     if s.churn > 0 {
         churn(&mut dp, &ofproto, s.churn)?;
     } else {
+        let seconds = s
+            .max_seconds_ms
+            .map_or(seconds, |m| (m as f64 / 1000.0).min(seconds));
         std::thread::sleep(Duration::from_secs_f64(seconds));
     }
     let p = dp.pmd_stats()[0];
     let elapsed = start.elapsed().as_secs_f64();
+    let megaflows = dp.flow_count();
     drop(dp);
     if p.packets == 0 {
         return Err(InMemoryError::NoTraffic(Duration::from_secs_f64(seconds)));
@@ -268,6 +346,9 @@ pub fn measure(
         subtables,
         max_iteration_us: p.max_iteration_us(),
         max_reconfigure_us: p.max_reconfigure_us(),
+        upcalls_per_second: p.upcalls as f64 / elapsed,
+        upcall_percent: 100.0 * p.upcalls as f64 / p.packets as f64,
+        megaflows,
     })
 }
 

@@ -456,13 +456,13 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
             .collect::<anyhow::Result<_>>()?
     };
     let mut figures = Vec::new();
-    let mut md = String::from("| scenario | Mpps | cycles/packet | ns/packet | EMC hits | subtables probed per classifier hit | packets per output batch | longest PMD iteration / reconfiguration |\n|---|---|---|---|---|---|---|---|\n");
+    let mut md = String::from("| scenario | Mpps | cycles/packet | ns/packet | EMC hits | subtables probed per megaflow hit (rule subtables) | upcalls/s (share of packets) | megaflows | packets per output batch | longest PMD iteration / reconfiguration |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for s in &chosen {
         eprintln!("== {} ({} s)", s.name, a.seconds);
         let f = vsw_bench::inmemory::measure(s, a.frame_size, a.seconds, a.pmd_cpu, true)?;
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         let line = format!(
-            "| {} | {:.2} | {:.1} | {:.1} | {:.1} % | {} ({} subtables) | {} | {:.0} / {:.1} us |",
+            "| {} | {:.2} | {:.1} | {:.1} | {:.1} % | {} ({} subtables) | {:.0} ({:.1} %) | {} | {} | {:.0} / {:.1} us |",
             s.name,
             f.mpps,
             f.cycles_per_packet,
@@ -470,6 +470,9 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
             f.emc_hit_percent,
             opt(f.avg_subtable_lookups),
             f.subtables,
+            f.upcalls_per_second,
+            f.upcall_percent,
+            f.megaflows,
             opt(f.avg_packets_per_batch),
             f.max_iteration_us,
             f.max_reconfigure_us
