@@ -16,9 +16,11 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::assign::{place, QueueToPlace, RxqAssign};
+use crate::dpflow::DpFlow;
 use crate::emc::DEFAULT_INSERT_INV_PROB;
 pub use crate::error::DatapathError;
 use crate::pmd::Pmd;
+use crate::revalidate::{self, RevalidateSummary, RevalidatorConfig};
 use crate::shared::{lock, Acked, PmdControl, PortHandle, RxqAssignment, Shared, Snapshot};
 use crate::stats::{PmdRxqView, PmdStats, PmdStatsView, RxqView};
 use crate::txbatch::{effective_interval, FlushSetting, IntervalSource};
@@ -46,7 +48,7 @@ pub struct PmdConfig {
 }
 
 pub struct Datapath {
-    pub(crate) shared: Arc<Shared>,
+    shared: Arc<Shared>,
     pmds: Vec<PmdThread>,
     pin: bool,
     rxq_assign: RxqAssign,
@@ -60,7 +62,7 @@ pub struct Datapath {
     port_flush: HashMap<u32, FlushSetting>,
     pmd_sleep_max_us: u32,
     /// The revalidator thread, once started.
-    pub(crate) revalidator: Option<crate::revalidate::Revalidator>,
+    revalidator: Option<revalidate::Revalidator>,
 }
 
 impl Datapath {
@@ -120,26 +122,8 @@ impl Datapath {
 
     fn wait_acks(&self, generation: u64) -> Result<(), DatapathError> {
         for pmd in &self.pmds {
-            let c = &pmd.control;
-            let acked = lock(&c.acked);
-            let (acked, _) = c
-                .acked_cv
-                .wait_timeout_while(acked, ACK_TIMEOUT, |a| {
-                    a.generation < generation && a.failed.is_none()
-                })
-                .unwrap_or_else(|e| e.into_inner());
-            if let Some(why) = &acked.failed {
-                return Err(DatapathError::PmdFailed {
-                    core: c.core,
-                    why: why.clone(),
-                });
-            }
-            if acked.generation < generation {
-                return Err(DatapathError::PmdStalled {
-                    core: c.core,
-                    waited: ACK_TIMEOUT,
-                });
-            }
+            pmd.control
+                .wait_for(ACK_TIMEOUT, |a| a.generation >= generation)?;
         }
         Ok(())
     }
@@ -543,6 +527,49 @@ impl Datapath {
 
     pub fn emc_insert_inv_prob(&self) -> u32 {
         self.current().emc_insert_inv_prob
+    }
+
+    /// Every PMD's datapath flows (dead ones included until their PMD sweeps them).
+    pub fn dump_flows(&self) -> Vec<Arc<DpFlow>> {
+        revalidate::dump(&self.shared)
+    }
+
+    /// Datapath flows cached, over all PMDs.
+    pub fn flow_count(&self) -> usize {
+        self.shared
+            .pmds
+            .load()
+            .iter()
+            .map(|c| lock(&c.flows).len())
+            .sum()
+    }
+
+    /// Pushes every flow's new counts to its attribution (the rules it went through):
+    /// afterwards the rules' counters include every packet counted so far.
+    pub fn push_flow_stats(&self) {
+        for f in revalidate::dump(&self.shared) {
+            f.push_stats();
+        }
+    }
+
+    /// One revalidator pass now, at `now_ms` (the datapath's clock,
+    /// `clock::now_ms`): when it returns, no PMD forwards by a flow it retired.
+    pub fn revalidate(
+        &self,
+        now_ms: u64,
+        max_idle_ms: u64,
+    ) -> Result<RevalidateSummary, DatapathError> {
+        revalidate::pass(&self.shared, now_ms, max_idle_ms)
+    }
+
+    /// Runs the revalidator thread with `config` (restarted with a new one).
+    pub fn start_revalidator(&mut self, config: RevalidatorConfig) -> Result<(), DatapathError> {
+        self.revalidator = None;
+        self.revalidator = Some(
+            revalidate::Revalidator::start(self.shared.clone(), config)
+                .map_err(DatapathError::Spawn)?,
+        );
+        Ok(())
     }
 
     /// Counters of every PMD since the last [`Datapath::clear_pmd_stats`].

@@ -4,78 +4,17 @@
 //! rules again; the revalidator checks them against the rules and the MAC table.
 
 use std::fmt;
-use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use vsw_flow::Match;
-use vsw_packet::{FlowKey, MacAddr};
+use vsw_packet::FlowKey;
 
-use crate::shared::lock;
+pub use crate::dpaction::{format_dp_actions, DpAction};
 use crate::upcall::{Attribution, Translation};
 
-/// What the datapath does with a packet of a flow: a small set, each cheap to run.
-/// An empty list drops the packet. Tunnel push/pop and recirculation will join it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DpAction {
-    /// Send to this port as the packet is now.
-    Output(u32),
-    SetDlSrc(MacAddr),
-    SetDlDst(MacAddr),
-    /// Push an outer tag with this TPID (VID and PCP 0 until set).
-    PushVlan(u16),
-    /// Set the outer tag's VID (pushing a tag when there is none).
-    SetVlanVid(u16),
-    /// Set the outer tag's PCP (pushing a tag when there is none).
-    SetVlanPcp(u8),
-    PopVlan,
-    SetNwSrc(Ipv4Addr),
-    SetNwDst(Ipv4Addr),
-    /// The DSCP bits (ECN kept), as a TOS value.
-    SetNwTos(u8),
-    SetTpSrc(u16),
-    SetTpDst(u16),
-    /// Decrement the TTL or hop limit; a packet whose TTL runs out goes no further.
-    DecTtl,
-}
-
-impl DpAction {
-    /// True when the action changes the packet (so it runs on a copy).
-    pub fn rewrites(&self) -> bool {
-        !matches!(self, DpAction::Output(_))
-    }
-}
-
-impl fmt::Display for DpAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DpAction::Output(p) => write!(f, "{p}"),
-            DpAction::SetDlSrc(m) => write!(f, "set(eth(src={m}))"),
-            DpAction::SetDlDst(m) => write!(f, "set(eth(dst={m}))"),
-            DpAction::PushVlan(t) => write!(f, "push_vlan(tpid=0x{t:04x})"),
-            DpAction::SetVlanVid(v) => write!(f, "set(vlan(vid={v}))"),
-            DpAction::SetVlanPcp(p) => write!(f, "set(vlan(pcp={p}))"),
-            DpAction::PopVlan => f.write_str("pop_vlan"),
-            DpAction::SetNwSrc(a) => write!(f, "set(ipv4(src={a}))"),
-            DpAction::SetNwDst(a) => write!(f, "set(ipv4(dst={a}))"),
-            DpAction::SetNwTos(t) => write!(f, "set(ip(tos={t}))"),
-            DpAction::SetTpSrc(p) => write!(f, "set(l4(src={p}))"),
-            DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
-            DpAction::DecTtl => f.write_str("dec_ttl"),
-        }
-    }
-}
-
-/// Prints a list of datapath actions as `dpctl/dump-flows` does (`drop` when empty).
-pub fn format_dp_actions(actions: &[DpAction]) -> String {
-    if actions.is_empty() {
-        return "drop".into();
-    }
-    actions
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
+fn lock(m: &Mutex<Pushed>) -> MutexGuard<'_, Pushed> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One cached datapath flow. The PMD that made it is the only one that executes it

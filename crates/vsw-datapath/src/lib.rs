@@ -9,6 +9,7 @@
 pub mod assign;
 pub mod clock;
 pub mod datapath;
+pub mod dpaction;
 pub mod dpflow;
 pub mod emc;
 mod error;

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::datapath::Datapath;
 use crate::dpflow::DpFlow;
 use crate::error::DatapathError;
 use crate::shared::{lock, Shared};
@@ -51,7 +50,7 @@ impl Default for RevalidatorConfig {
     }
 }
 
-fn dump(shared: &Shared) -> Vec<Arc<DpFlow>> {
+pub(crate) fn dump(shared: &Shared) -> Vec<Arc<DpFlow>> {
     shared
         .pmds
         .load()
@@ -61,7 +60,7 @@ fn dump(shared: &Shared) -> Vec<Arc<DpFlow>> {
 }
 
 /// One pass, in whichever thread asks.
-fn pass(
+pub(crate) fn pass(
     shared: &Shared,
     now_ms: u64,
     max_idle_ms: u64,
@@ -107,25 +106,7 @@ fn pass(
         for control in pmds.iter() {
             let request = control.sweep_requested.fetch_add(1, Ordering::AcqRel) + 1;
             control.wake();
-            let acked = lock(&control.acked);
-            let (acked, _) = control
-                .acked_cv
-                .wait_timeout_while(acked, SWEEP_TIMEOUT, |a| {
-                    a.swept < request && a.failed.is_none()
-                })
-                .unwrap_or_else(|e| e.into_inner());
-            if let Some(why) = &acked.failed {
-                return Err(DatapathError::PmdFailed {
-                    core: control.core,
-                    why: why.clone(),
-                });
-            }
-            if acked.swept < request {
-                return Err(DatapathError::PmdStalled {
-                    core: control.core,
-                    waited: SWEEP_TIMEOUT,
-                });
-            }
+            control.wait_for(SWEEP_TIMEOUT, |a| a.swept >= request)?;
         }
     }
     Ok(sum)
@@ -182,48 +163,5 @@ impl Drop for Revalidator {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-impl Datapath {
-    /// Every PMD's datapath flows (dead ones included until their PMD sweeps them).
-    pub fn dump_flows(&self) -> Vec<Arc<DpFlow>> {
-        dump(&self.shared)
-    }
-
-    /// Datapath flows cached, over all PMDs.
-    pub fn flow_count(&self) -> usize {
-        self.shared
-            .pmds
-            .load()
-            .iter()
-            .map(|c| lock(&c.flows).len())
-            .sum()
-    }
-
-    /// Pushes every flow's new counts to its attribution (the rules it went through):
-    /// afterwards the rules' counters include every packet counted so far.
-    pub fn push_flow_stats(&self) {
-        for f in dump(&self.shared) {
-            f.push_stats();
-        }
-    }
-
-    /// One revalidator pass now, at `now_ms` (the datapath's clock,
-    /// `clock::now_ms`): when it returns, no PMD forwards by a flow it retired.
-    pub fn revalidate(
-        &self,
-        now_ms: u64,
-        max_idle_ms: u64,
-    ) -> Result<RevalidateSummary, DatapathError> {
-        pass(&self.shared, now_ms, max_idle_ms)
-    }
-
-    /// Runs the revalidator thread with `config` (restarted with a new one).
-    pub fn start_revalidator(&mut self, config: RevalidatorConfig) -> Result<(), DatapathError> {
-        self.revalidator = None;
-        self.revalidator =
-            Some(Revalidator::start(self.shared.clone(), config).map_err(DatapathError::Spawn)?);
-        Ok(())
     }
 }

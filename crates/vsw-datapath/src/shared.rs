@@ -236,6 +236,33 @@ impl PmdControl {
         self.acked_cv.notify_all();
     }
 
+    /// Waits (at most `timeout`) until the PMD's acknowledgements make `done` true;
+    /// a PMD that failed or does not answer is an error.
+    pub fn wait_for(
+        &self,
+        timeout: std::time::Duration,
+        done: impl Fn(&Acked) -> bool,
+    ) -> Result<(), DatapathError> {
+        let acked = lock(&self.acked);
+        let (acked, _) = self
+            .acked_cv
+            .wait_timeout_while(acked, timeout, |a| !done(a) && a.failed.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(why) = &acked.failed {
+            return Err(DatapathError::PmdFailed {
+                core: self.core,
+                why: why.clone(),
+            });
+        }
+        if !done(&acked) {
+            return Err(DatapathError::PmdStalled {
+                core: self.core,
+                waited: timeout,
+            });
+        }
+        Ok(())
+    }
+
     pub fn ack_sweep(&self, request: u64) {
         lock(&self.acked).swept = request;
         self.acked_cv.notify_all();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use vsw_packet::FlowKey;
 
-use crate::dpflow::DpAction;
+use crate::dpaction::DpAction;
 
 /// Who a datapath flow's packets are credited to: the rules its translation went
 /// through, the MAC entries it relies on. Called by the revalidator, never a PMD.

@@ -12,7 +12,7 @@ use vsw_packet::{EtherType, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
 use crate::fields::Needs;
-use crate::rule::MAX_TABLE;
+use crate::table::MAX_TABLE;
 use crate::values::{bad, parse_mac, parse_port, parse_uint};
 
 /// What a rule does with a matching packet. Actions run in order; a header rewrite

@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod rule;
 pub mod samples;
 pub mod syntax;
+mod table;
 mod values;
 
 pub use action::Action;

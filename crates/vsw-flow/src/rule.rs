@@ -2,12 +2,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::action::Action;
 use crate::matching::Match;
+pub use crate::table::MAX_TABLE;
 
 /// OpenFlow's default priority, used when a flow names none.
 pub const DEFAULT_PRIORITY: u16 = 32768;
-
-/// The highest table number (OpenFlow's 255 means "all tables" in requests).
-pub const MAX_TABLE: u8 = 254;
 
 /// A rule as a user writes it: table, priority, match, actions, timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use vsw_datapath::Attribution;
 use vsw_flow::{Learned, MacTable, Rule};
 use vsw_packet::MacAddr;
 
-use crate::ofproto::Generation;
+use crate::generation::Generation;
 
 #[derive(Debug)]
 pub(crate) struct FlowCredit {

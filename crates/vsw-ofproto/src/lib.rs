@@ -5,10 +5,11 @@
 #![forbid(unsafe_code)]
 
 mod attribution;
+mod generation;
 pub mod ofproto;
 pub mod trace;
 pub mod xlate;
 
 pub use ofproto::Ofproto;
-pub use trace::{Trace, TraceStep};
-pub use xlate::{XlateError, Xlated, MAX_RESUBMIT_DEPTH};
+pub use trace::Trace;
+pub use xlate::{TraceStep, XlateError, Xlated, MAX_RESUBMIT_DEPTH};

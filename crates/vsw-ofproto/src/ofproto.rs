@@ -10,24 +10,9 @@ use vsw_flow::{MacTable, Pipeline};
 use vsw_packet::{FlowKey, MacAddr};
 
 use crate::attribution::FlowCredit;
+use crate::generation::Generation;
 use crate::trace::Trace;
 use crate::xlate::{translate, XlateEnv, Xlated};
-
-/// Counts every change to what translation reads: rules, ports, the MAC table.
-#[derive(Debug, Default)]
-pub(crate) struct Generation {
-    value: AtomicU64,
-}
-
-impl Generation {
-    pub fn bump(&self) {
-        self.value.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn get(&self) -> u64 {
-        self.value.load(Ordering::SeqCst)
-    }
-}
 
 /// A MAC table entry as `fdb/show` lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,16 +9,7 @@ use vsw_flow::syntax::format_match;
 use vsw_flow::Match;
 use vsw_packet::FlowKey;
 
-use crate::xlate::XlateError;
-
-/// One table visited (or what NORMAL decided there).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceStep {
-    /// 1 for table 0 reached from the packet, deeper for goto_table and resubmit.
-    pub depth: usize,
-    pub table: u8,
-    pub text: String,
-}
+use crate::xlate::{TraceStep, XlateError};
 
 /// A translation as `trace` shows it.
 #[derive(Clone, Debug)]

@@ -12,14 +12,21 @@ use vsw_flow::{Action, MacTable, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::{FlowKey, MacAddr};
 
-use crate::trace::TraceStep;
-
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
 /// Open vSwitch's limit): a loop of resubmits is caught here, the packet dropped.
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
 
 /// The VID and the "tag present" bit: what NORMAL switches by.
 const VLAN_VID_CFI: u16 = 0x0fff | VLAN_CFI;
+
+/// One table visited (or what NORMAL decided there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceStep {
+    /// 1 for table 0 reached from the packet, deeper for goto_table and resubmit.
+    pub depth: usize,
+    pub table: u8,
+    pub text: String,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum XlateError {

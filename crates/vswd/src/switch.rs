@@ -514,14 +514,7 @@ impl Switch {
             Request::AddFlows { flows } => self.add_flows(&flows),
             Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),
             Request::DumpFlows { kind } => {
-                let which = match kind.as_deref() {
-                    None | Some("all") => None,
-                    Some("offloaded") => Some(true),
-                    Some("ovs") => Some(false),
-                    Some(other) => {
-                        return Err(SwitchError::BadDumpType(other.to_string()));
-                    }
-                };
+                let which = offloaded_filter(kind.as_deref())?;
                 let flows: Vec<FlowInfo> = self
                     .dump_flows()
                     .into_iter()
@@ -531,14 +524,7 @@ impl Switch {
             }
             Request::OffloadShow => Ok(json!(self.offloads.show())),
             Request::DumpDpFlows { kind } => {
-                let which = match kind.as_deref() {
-                    None | Some("all") => None,
-                    Some("offloaded") => Some(true),
-                    Some("ovs") => Some(false),
-                    Some(other) => {
-                        return Err(SwitchError::BadDumpType(other.to_string()));
-                    }
-                };
+                let which = offloaded_filter(kind.as_deref())?;
                 let flows: Vec<DpFlowInfo> = self
                     .dump_dp_flows()
                     .into_iter()
@@ -1176,6 +1162,17 @@ impl Switch {
             ports: self.port_infos(),
             flows: self.ofproto.pipeline().len(),
         }
+    }
+}
+
+/// `type=offloaded|ovs|all` of the dumps: whether to keep offloaded flows, others,
+/// or all.
+fn offloaded_filter(kind: Option<&str>) -> Result<Option<bool>, SwitchError> {
+    match kind {
+        None | Some("all") => Ok(None),
+        Some("offloaded") => Ok(Some(true)),
+        Some("ovs") => Ok(Some(false)),
+        Some(other) => Err(SwitchError::BadDumpType(other.to_string())),
     }
 }
 

@@ -26,15 +26,21 @@ pub struct Switch {
 /// `ports` ports numbered 1.., each with `queues` receive queues, on PMDs with the
 /// nominal `cores` (not pinned: the tests share the machine).
 pub fn switch_with(ports: u32, queues: usize, cores: &[usize], capacity: usize) -> Switch {
-    let mut dp = Datapath::start(PmdConfig {
+    let dp = Datapath::start(PmdConfig {
         cores: cores.to_vec(),
         pin: false,
     })
     .unwrap();
+    let queues = (1..=ports).map(|_| memory_port_with_queues(queues, capacity));
+    attach(dp, queues.collect())
+}
+
+/// Ports 1.. of these queues on `dp`, a learning switch over them.
+fn attach(mut dp: Datapath, ports: Vec<(vsw_datapath::PortQueues, MemoryPeer)>) -> Switch {
     let mut peers = Vec::new();
     let mut stats = Vec::new();
-    for no in 1..=ports {
-        let (q, peer) = memory_port_with_queues(queues, capacity);
+    for (i, (q, peer)) in ports.into_iter().enumerate() {
+        let no = i as u32 + 1;
         let s = Arc::new(PortStats::default());
         dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
             .unwrap();
@@ -60,29 +66,13 @@ pub fn learning_switch(dp: &mut Datapath) -> Arc<Ofproto> {
 
 /// One port per entry of `offloads` (what its transmit side finishes by itself).
 pub fn switch_with_offloads(offloads: &[TxOffloads]) -> Switch {
-    let mut dp = Datapath::start(PmdConfig {
+    let dp = Datapath::start(PmdConfig {
         cores: vec![0],
         pin: false,
     })
     .unwrap();
-    let mut peers = Vec::new();
-    let mut stats = Vec::new();
-    for (i, o) in offloads.iter().enumerate() {
-        let no = i as u32 + 1;
-        let (q, peer) = memory_port_with(1, 4096, *o);
-        let s = Arc::new(PortStats::default());
-        dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
-            .unwrap();
-        peers.push(peer);
-        stats.push(s);
-    }
-    let ofproto = learning_switch(&mut dp);
-    Switch {
-        dp,
-        ofproto,
-        peers,
-        stats,
-    }
+    let ports = offloads.iter().map(|o| memory_port_with(1, 4096, *o));
+    attach(dp, ports.collect())
 }
 
 pub fn switch(ports: u32) -> Switch {
