@@ -75,12 +75,17 @@ ip netns exec vsw-demo-a iperf3 -c 198.18.0.2 -t 3
 
 echo "== vswctl dump-ports"
 ctl dump-ports
+echo "== vswctl dump-flows (a new switch's one rule: NORMAL)"
+ctl dump-flows
+echo "== vswctl dump-dp-flows (what it became in the datapath)"
+ctl dump-dp-flows
 echo "== vswctl pmd-stats-show"
 ctl pmd-stats-show
 
 if $keep; then
   echo
   echo "Left running. Try: $bin/vswctl show | dump-flows | add-flow 'priority=100,icmp,actions=drop'"
+  echo "                   $bin/vswctl trace 'in_port=1,icmp' | dump-dp-flows --more"
   echo "                   ip netns exec vsw-demo-a ping 198.18.0.2"
   echo "Remove everything with: $0 (it cleans up first), or kill $(cat "$pidfile") and ip netns del vsw-demo-a vsw-demo-b"
 fi
