@@ -162,6 +162,8 @@ const GOOD_MATCH: &[&str] = &[
     "idle_timeout=5",
     "hard_timeout=9",
     "table=0",
+    "table=3",
+    "table=254",
     "dl_type=0x88cc",
 ];
 
@@ -185,6 +187,13 @@ const GOOD_ACTIONS: &[&str] = &[
     "mod_tp_dst:2",
     "dec_ttl",
     "output:sw0",
+    "goto_table:4",
+    "resubmit(,2)",
+    "resubmit(sw0,1)",
+    "resubmit(1,)",
+    "resubmit:sw0",
+    "resubmit(,",
+    "resubmit((,1))",
 ];
 
 fn piece(good: &'static [&'static str]) -> impl Strategy<Value = String> {

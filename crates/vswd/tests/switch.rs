@@ -353,3 +353,95 @@ fn a_restart_restores_ports_numbers_options_and_flows() {
     memory::remove("mrest0");
     memory::remove("mrest1");
 }
+
+fn add_flow(sw: &mut Switch, flow: &str) -> Result<(), String> {
+    sw.handle(Request::AddFlow { flow: flow.into() })
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn tables_trace_and_the_datapath_views() {
+    let dir = TestDir::new("tables");
+    let mut sw = start(&dir);
+    add_port(&mut sw, "gen9", &["type=ring", "ring-flows=1"]).unwrap();
+    add_port(&mut sw, "sink9", &["type=ring"]).unwrap();
+    // A new switch: one rule, NORMAL, in table 0.
+    let flows = sw.handle(Request::DumpFlows { kind: None }).unwrap();
+    assert_eq!(flows.as_array().unwrap().len(), 1);
+    assert_eq!(flows[0]["flow"], "priority=0,actions=NORMAL");
+    add_flow(
+        &mut sw,
+        "table=0,priority=10,in_port=gen9,actions=goto_table:2",
+    )
+    .unwrap();
+    add_flow(&mut sw, "table=2,udp,actions=resubmit(,4),output:sink9").unwrap();
+    add_flow(&mut sw, "table=4,udp,tp_dst=9,actions=mod_tp_dst:99").unwrap();
+    let trace = sw
+        .handle(Request::Trace {
+            flow: "in_port=gen9,udp,tp_dst=9".into(),
+        })
+        .unwrap();
+    let trace = trace.as_str().unwrap();
+    for want in [
+        " 0. priority=10,in_port=1,actions=goto_table:2",
+        "     2. priority=32768,udp,actions=resubmit(,4),output:2",
+        "         4. priority=32768,udp,tp_dst=9,actions=mod_tp_dst:99",
+        "Final flow: udp,in_port=1,tp_dst=99",
+        "Megaflow: udp,in_port=1,tp_dst=9",
+        "Datapath actions: set(l4(dst=99)),2",
+    ] {
+        assert!(trace.contains(want), "no '{want}' in\n{trace}");
+    }
+    let dpif: vsw_protocol::DpifInfo =
+        serde_json::from_value(sw.handle(Request::DpifShow).unwrap()).unwrap();
+    assert_eq!(dpif.tables, vec![(0, 2), (2, 1), (4, 1)]);
+    assert_eq!(dpif.flow_limit, 200_000);
+    // The generator's frames go through the tables into one datapath flow.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut sw_flows = Vec::new();
+    while sw_flows.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no datapath flow");
+        std::thread::yield_now();
+        sw_flows = serde_json::from_value::<Vec<vsw_protocol::DpFlowInfo>>(
+            sw.handle(Request::DumpDpFlows { kind: None }).unwrap(),
+        )
+        .unwrap();
+    }
+    assert_eq!(sw_flows[0].actions, "set(l4(dst=99)),2");
+    assert!(sw_flows[0].matching.contains("in_port=1"), "{sw_flows:?}");
+    // Bad input names the problem and changes nothing.
+    let before = saved(&dir);
+    let e = add_flow(&mut sw, "table=2,actions=goto_table:1").unwrap_err();
+    assert!(e.contains("later table"), "{e}");
+    let e = sw
+        .handle(Request::Trace {
+            flow: "in_port=nosuch".into(),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nosuch"), "{e}");
+    let e = sw
+        .handle(Request::DumpDpFlows {
+            kind: Some("fast".into()),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fast"), "{e}");
+    let e = sw
+        .handle(Request::Set {
+            options: words(&["flow-limit=-1"]),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("flow-limit"), "{e}");
+    assert_eq!(saved(&dir), before);
+    sw.handle(Request::Set {
+        options: words(&["flow-limit=10", "max-idle=1000", "revalidator-interval=100"]),
+    })
+    .unwrap();
+    let dpif: vsw_protocol::DpifInfo =
+        serde_json::from_value(sw.handle(Request::DpifShow).unwrap()).unwrap();
+    assert_eq!(dpif.flow_limit, 10);
+    sw.shutdown();
+}
