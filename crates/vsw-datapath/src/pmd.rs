@@ -712,6 +712,19 @@ fn upcall(
     flow
 }
 
+/// Where `flow` is in the batch's tally, added if it is not yet.
+#[inline]
+fn held(tally: &mut ArrayVec<(Arc<DpFlow>, u64, u64), BATCH_SIZE>, flow: &Arc<DpFlow>) -> usize {
+    match tally.iter().position(|(t, _, _)| Arc::ptr_eq(t, flow)) {
+        Some(at) => at,
+        None => {
+            // A batch holds at most BATCH_SIZE packets, so never more flows.
+            tally.push((flow.clone(), 0, 0));
+            tally.len() - 1
+        }
+    }
+}
+
 /// Receives one batch from `rxq` and sends each packet on its way; returns how many
 /// packets it received.
 // Kept out of line so that profilers can count its instructions per packet.
@@ -760,27 +773,29 @@ fn process_batch(
             continue;
         }
         let hash = key_hash(key);
-        // An exact-match hit is borrowed from the cache; anything else is owned.
+        // Each flow of the batch is held once, in the tally (one reference count
+        // per flow and batch, not per packet).
         let cached = emc
             .lookup(hash, key)
-            .filter(|&slot| emc.get(slot).is_some_and(|f| !f.is_dead()));
-        let owned = match cached {
-            Some(_) => {
+            .and_then(|slot| emc.get(slot))
+            .filter(|f| !f.is_dead());
+        let at = match cached {
+            Some(f) => {
                 counters.emc_hits += 1;
-                None
+                held(&mut tally, f)
             }
             None => {
                 let found = flows.lookup(key);
-                let probes = found.probes;
-                match found.flow.cloned() {
-                    Some(f) if !f.is_dead() => {
+                let retired = found.flow.is_some_and(|f| f.is_dead());
+                match found.flow.filter(|f| !f.is_dead()) {
+                    Some(f) => {
                         counters.megaflow_hits += 1;
-                        counters.subtable_lookups += u64::from(probes);
-                        emc.insert(hash, key, Some(&f));
-                        Some(f)
+                        counters.subtable_lookups += u64::from(found.probes);
+                        emc.insert(hash, key, Some(f));
+                        held(&mut tally, f)
                     }
-                    hit => {
-                        if hit.is_some() {
+                    None => {
+                        if retired {
                             // Retired by the revalidator and not swept yet: swept now,
                             // and the cache forgets what it had of them.
                             flows.remove_dead();
@@ -793,7 +808,7 @@ fn process_batch(
                             continue;
                         }
                         upcalls += 1;
-                        Some(upcall(
+                        let f = upcall(
                             snap,
                             shared,
                             control,
@@ -804,26 +819,18 @@ fn process_batch(
                             key,
                             hash,
                             now_ms,
-                        ))
+                        );
+                        held(&mut tally, &f)
                     }
                 }
             }
         };
-        let flow: &Arc<DpFlow> = match (&owned, cached) {
-            (Some(f), _) => f,
-            (None, Some(slot)) => match emc.get(slot) {
-                Some(f) => f,
-                None => continue,
-            },
-            (None, None) => continue,
+        let Some((flow, packets, flow_bytes)) = tally.get_mut(at) else {
+            continue;
         };
-        match tally.iter_mut().find(|(t, _, _)| Arc::ptr_eq(t, flow)) {
-            Some(t) => {
-                t.1 += 1;
-                t.2 += len;
-            }
-            None => tally.push((flow.clone(), 1, len)),
-        }
+        *packets += 1;
+        *flow_bytes += len;
+        let flow = &*flow;
         if !flow.rewrites {
             for action in flow.actions.iter() {
                 match *action {
