@@ -37,6 +37,8 @@ pub struct DpFlow {
     packets: AtomicU64,
     bytes: AtomicU64,
     used_ms: AtomicU64,
+    /// Packets an offload provider forwarded for it (set by the offload side).
+    provider_packets: AtomicU64,
     dead: AtomicBool,
     /// The inputs' generation it was last found right under.
     generation: AtomicU64,
@@ -86,6 +88,7 @@ impl DpFlow {
             packets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             used_ms: AtomicU64::new(0),
+            provider_packets: AtomicU64::new(0),
             dead: AtomicBool::new(false),
             generation: AtomicU64::new(t.generation),
             pushed: Mutex::new(Pushed {
@@ -104,15 +107,33 @@ impl DpFlow {
         self.used_ms.store(now_ms, Ordering::Relaxed);
     }
 
+    /// Its counters: packets the PMD forwarded and packets an offload provider
+    /// forwarded, together (bytes: the PMD's only).
     pub fn stats(&self) -> DpFlowStats {
         DpFlowStats {
-            packets: self.packets.load(Ordering::Relaxed),
+            packets: self.packets.load(Ordering::Relaxed)
+                + self.provider_packets.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             used_ms: match self.used_ms.load(Ordering::Relaxed) {
                 0 => None,
                 t => Some(t),
             },
         }
+    }
+
+    /// Packets the PMD forwarded (an offload provider's left out).
+    pub fn pmd_packets(&self) -> u64 {
+        self.packets.load(Ordering::Relaxed)
+    }
+
+    /// An offload provider has forwarded `total` packets of this flow so far.
+    pub fn set_provider_packets(&self, total: u64) {
+        self.provider_packets.fetch_max(total, Ordering::Relaxed);
+    }
+
+    /// Packets went through it at `now_ms` elsewhere (an offload provider): not idle.
+    pub fn seen(&self, now_ms: u64) {
+        self.used_ms.fetch_max(now_ms, Ordering::Relaxed);
     }
 
     /// Retired: no packet may be forwarded by it once its PMD has seen this.
@@ -133,6 +154,11 @@ impl DpFlow {
     pub(crate) fn confirm(&self, generation: u64, attribution: Arc<dyn Attribution>) {
         self.generation.store(generation, Ordering::Relaxed);
         lock(&self.pushed).attribution = attribution;
+    }
+
+    /// The rules its translation went through.
+    pub fn rules(&self) -> Vec<Arc<vsw_flow::Rule>> {
+        lock(&self.pushed).attribution.rules()
     }
 
     /// Hands what was counted since the last push to the rules (and whatever else

@@ -12,11 +12,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use vsw_flow::{Action, Rule};
-use vsw_packet::FlowKey;
+use vsw_packet::key::{FRAG_ANY, FRAG_LATER, IPPROTO_TCP, IPPROTO_UDP};
+use vsw_packet::{EtherType, FlowKey, MacAddr};
+
+use crate::dpflow::{DpAction, DpFlow};
 pub use vsw_protocol::OffloadStats;
 
-/// A rule's identity while it is installed (its installation sequence number).
+/// A datapath flow's identity (`DpFlow::id`).
 pub type FlowId = u64;
 
 /// What a provider is asked to forward: packets received on `in_port` that match
@@ -59,25 +61,57 @@ pub trait OffloadProvider: Send {
     fn packets(&self, id: FlowId) -> Option<u64>;
 }
 
-/// Why a rule cannot be offloaded at all, or `Ok` with what the provider gets.
-pub fn offloadable(rule: &Rule) -> Result<OffloadFlow, String> {
-    let m = &rule.spec.matcher;
-    if m.mask().in_port != u32::MAX {
-        return Err("no-in_port".into());
+/// The header fields an exact offload entry pins down: the input port, both MAC
+/// addresses, "no VLAN tag", IPv4, and the TCP/UDP 5-tuple. A datapath flow whose
+/// megaflow looks at nothing else can be forwarded by an exact entry made from any
+/// one packet of it (the first one's key): every packet the entry takes is one the
+/// megaflow takes.
+pub fn exact_entry_mask() -> FlowKey {
+    FlowKey {
+        in_port: u32::MAX,
+        dl_src: MacAddr([0xff; 6]),
+        dl_dst: MacAddr([0xff; 6]),
+        vlan_tci: u16::MAX,
+        dl_type: u16::MAX,
+        nw_src: u128::MAX,
+        nw_dst: u128::MAX,
+        nw_proto: u8::MAX,
+        nw_frag: FRAG_ANY | FRAG_LATER,
+        tp_src: u16::MAX,
+        tp_dst: u16::MAX,
+        ..FlowKey::default()
     }
-    let action = match rule.spec.actions.as_slice() {
-        // Userspace never sends a packet back out of the port it came in on with
-        // `output` (that is the `in_port` action): it drops it, and so must the fast
-        // path, not redirect it back.
-        [Action::Output(p)] if *p == m.value().in_port => OffloadAction::Drop,
-        [Action::Output(p)] => OffloadAction::Output(*p),
-        [Action::Drop] | [] => OffloadAction::Drop,
-        _ => return Err("actions".into()),
+}
+
+/// Why a datapath flow cannot be offloaded, or `Ok` with the exact entry a provider
+/// gets on its behalf.
+pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
+    let exact = exact_entry_mask();
+    let wider = flow
+        .matcher
+        .mask()
+        .words()
+        .iter()
+        .zip(exact.words())
+        .any(|(m, e)| m & !e != 0);
+    if wider {
+        return Err("megaflow-needs-more-fields".into());
+    }
+    let k = &flow.key;
+    let tcp_udp = k.nw_proto == IPPROTO_TCP || k.nw_proto == IPPROTO_UDP;
+    if k.dl_type != EtherType::IPV4 || !tcp_udp || k.vlan_tci != 0 || k.nw_frag != 0 {
+        return Err("not-untagged-ipv4-tcp-udp".into());
+    }
+    let action = match &flow.actions[..] {
+        [] => OffloadAction::Drop,
+        [DpAction::Output(p)] => OffloadAction::Output(*p),
+        [_] if flow.rewrites => return Err("actions-rewrite".into()),
+        _ => return Err("actions-several-outputs".into()),
     };
     Ok(OffloadFlow {
-        in_port: m.value().in_port,
-        key: *m.value(),
-        mask: *m.mask(),
+        in_port: k.in_port,
+        key: k.masked(&exact),
+        mask: exact,
         action,
     })
 }

@@ -16,6 +16,11 @@ pub trait Attribution: Send + Sync + fmt::Debug {
     /// `packets` and `bytes` went through the flow since the last call; the last one
     /// at `used_ms`.
     fn credit(&self, packets: u64, bytes: u64, used_ms: u64);
+
+    /// The rules credited (for showing which rule a flow serves).
+    fn rules(&self) -> Vec<Arc<vsw_flow::Rule>> {
+        Vec::new()
+    }
 }
 
 /// Credits nobody.

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use vsw_e2e::{serial, wait_until, Host, Vswd};
+use vsw_e2e::{serial, udp_frame, wait_until, Host, Vswd};
 
 const N: u16 = 8;
 
@@ -18,6 +18,20 @@ fn flow(a: &Host, b: &Host, sport: u16) -> String {
         "priority=10,in_port={},udp,nw_src={},nw_dst={},tp_src={sport},tp_dst=5001,actions=output:{}",
         a.port, a.addr, b.addr, b.port
     )
+}
+
+/// One frame of each source port from `a` to `b`, in one process: a datapath flow is
+/// offloaded once a packet made it.
+fn prime(a: &Host, b: &Host, sports: impl Iterator<Item = u16>) {
+    let frames: Vec<String> = sports
+        .map(|p| format!("'{}'", udp_frame(a, b, p)))
+        .collect();
+    let script = format!(
+        "import socket\ns = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\ns.bind(('eth0', 0))\n\
+         for f in [{}]: s.send(bytes.fromhex(f))\n",
+        frames.join(",")
+    );
+    a.exec_ok(&["python3", "-c", &script]);
 }
 
 /// PMD busy seconds and packets so far.
@@ -70,6 +84,7 @@ fn rebalancing_moves_the_fast_flows_into_the_kernel() {
         d.ctl_ok(&["add-flow", &flow(&a, &b, 5000 + k)]);
     }
     d.ctl_ok(&["set", "hw-offload=true", "offload-interval=500"]);
+    prime(&a, &b, 5000..5000 + N);
     wait_until("the slow flows offloaded", Duration::from_secs(10), || {
         d.flows_of("offloaded").len() == usize::from(N)
     });
@@ -141,6 +156,7 @@ fn one_offload_pass_over_1000_flows() {
         "offload-rebalance=true",
         "offload-interval=200",
     ]);
+    prime(&a, &b, 10_000..11_000);
     wait_until(
         "500 offloaded and passes run",
         Duration::from_secs(20),

@@ -302,3 +302,86 @@ fn no_fast_path_outlives_its_daemon() {
     assert!(d.stop());
     assert!(vsw_filters(&a.port).is_empty());
 }
+
+/// The datapath flows offloaded (`dump-dp-flows type=offloaded`).
+fn offloaded_dp_flows(d: &Vswd) -> Vec<vsw_protocol::DpFlowInfo> {
+    let text = d.ctl_ok(&["--format", "json", "dump-dp-flows", "type=offloaded"]);
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn the_learning_switch_is_offloaded_and_a_drop_rule_stops_it_before_the_command_returns() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (a, b) = quiet_hosts();
+    let frame = udp_frame(&a, &b, 4200);
+    // No rule written: the learning switch's NORMAL decides.
+    d.ctl_ok(&["add-port", &a.port, "offload=ebpf"]);
+    d.ctl_ok(&["add-port", &b.port, "offload=ebpf"]);
+    d.ctl_ok(&["set", "hw-offload=true", "offload-interval=100"]);
+    a.send_raw(&frame, 10);
+    wait_until("NORMAL's flow offloaded", Duration::from_secs(10), || {
+        offloaded_dp_flows(&d).len() == 1
+    });
+    let f = &offloaded_dp_flows(&d)[0];
+    assert_eq!(f.dp, "ebpf");
+    assert!(
+        f.matching.contains("tp_src=4200") && f.matching.contains(&a.mac),
+        "one exact flow per connection: {f:?}"
+    );
+    d.ctl_ok(&["set", "offload-interval=60000"]);
+    // The kernel forwards it: the PMD sees none of it.
+    let pmd_before: u64 = d.pmd_stats().iter().map(|p| p.packets).sum();
+    let mut counter = marking_counter(&b);
+    let mut sender = stream(&a, &frame, 3.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let pmd_during: u64 = d.pmd_stats().iter().map(|p| p.packets).sum();
+    assert_eq!(pmd_during, pmd_before, "the PMD saw offloaded frames");
+    d.ctl_ok(&["add-flow", "priority=100,udp,actions=drop"]);
+    // Frames already handed on when the command returned may still be on their way.
+    std::thread::sleep(Duration::from_millis(100));
+    tell(&mut counter, "mark");
+    std::thread::sleep(Duration::from_secs(1));
+    let (all, after) = counted(counter);
+    let _ = sender.wait();
+    assert!(all > 100, "the flow ran before the change: {all}");
+    assert_eq!(
+        after, 0,
+        "frames delivered after the drop rule's add-flow returned"
+    );
+}
+
+#[test]
+fn a_host_that_moves_takes_its_offloaded_traffic_with_it() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (a, b) = quiet_hosts();
+    let c = Host::new(3);
+    let frame = udp_frame(&a, &b, 4300);
+    for h in [&a, &b, &c] {
+        d.ctl_ok(&["add-port", &h.port, "offload=ebpf"]);
+    }
+    d.ctl_ok(&["set", "hw-offload=true", "offload-interval=100"]);
+    // b is known on its port: a's frames to it go there alone, by the kernel.
+    b.send_raw(&udp_frame(&b, &a, 4301), 1);
+    a.send_raw(&frame, 10);
+    wait_until("a's flow to b offloaded", Duration::from_secs(10), || {
+        offloaded_dp_flows(&d)
+            .iter()
+            .any(|f| f.matching.contains("tp_src=4300") && f.actions == "2")
+    });
+    // b's address now speaks from c's port (a VM moved).
+    let moved = udp_frame(&b, &a, 4302);
+    c.send_raw(&moved, 1);
+    let c_before = d.port(&c.port).stats.tx_packets;
+    // The revalidator takes the flow out of the kernel; a's frames follow b to c.
+    wait_until("a's frames to reach c", Duration::from_secs(5), || {
+        a.send_raw(&frame, 1);
+        d.port(&c.port).stats.tx_packets > c_before
+    });
+    wait_until("the stale entry gone", Duration::from_secs(5), || {
+        !offloaded_dp_flows(&d)
+            .iter()
+            .any(|f| f.matching.contains("tp_src=4300") && f.actions == "2")
+    });
+}

@@ -11,8 +11,10 @@
 // `vsw_sock_filter`, which refuses frames of offloaded flows: each frame is forwarded
 // once, by the kernel or by vsw.
 //
-// The key: receive interface, IPv4 addresses, protocol (TCP or UDP) and ports. Frames
-// with IP options, fragments or a VLAN tag are never offloaded.
+// The key: receive interface, both MAC addresses, IPv4 addresses, protocol (TCP or
+// UDP) and ports: an exact entry vsw makes on behalf of a datapath flow whose
+// megaflow looks at nothing else. Frames with IP options, fragments or a VLAN tag are
+// never offloaded.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -27,6 +29,8 @@ struct flow_key {
 	__u32 dst;
 	__u16 sport;
 	__u16 dport;
+	__u8 dmac[6];
+	__u8 smac[6];
 	__u8 proto;
 	__u8 pad[3];
 };
@@ -74,6 +78,8 @@ static __always_inline int key_of(const __u8 *hdr, __u32 ifindex, struct flow_ke
 	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
 		return -1;
 	k->ifindex = ifindex;
+	__builtin_memcpy(k->dmac, eth->h_dest, 6);
+	__builtin_memcpy(k->smac, eth->h_source, 6);
 	k->src = ip->saddr;
 	k->dst = ip->daddr;
 	k->sport = ports[0];

@@ -10,13 +10,13 @@
 use std::collections::HashMap as StdHashMap;
 use std::os::fd::OwnedFd;
 
+use crate::NetdevError;
 use aya::maps::{HashMap, MapData, MapError, PerCpuHashMap, PerCpuValues};
 use aya::programs::{tc, SchedClassifier, SocketFilter, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
-use vsw_datapath::offload::{FlowId, OffloadAction, OffloadError, OffloadFlow, OffloadProvider};
-use vsw_packet::FlowKey;
-
-use crate::NetdevError;
+use vsw_datapath::offload::{
+    exact_entry_mask, FlowId, OffloadAction, OffloadError, OffloadFlow, OffloadProvider,
+};
 
 /// Aligned: the ELF parser reads the object in place.
 static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vsw_offload.o"));
@@ -30,6 +30,8 @@ struct Key {
     dst: u32,
     sport: u16,
     dport: u16,
+    dmac: [u8; 6],
+    smac: [u8; 6],
     proto: u8,
     pad: [u8; 3],
 }
@@ -60,29 +62,19 @@ const ETH_P_IP: u16 = 0x0800;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 
-/// The program's key for `flow`, or why the program cannot key on it: it needs the
-/// IPv4 5-tuple exactly (TCP or UDP) and nothing else matched but the in-port.
-/// The one mask the program keys on: the in-port and the IPv4 5-tuple, exactly.
-fn five_tuple_mask() -> FlowKey {
-    FlowKey {
-        in_port: u32::MAX,
-        dl_type: u16::MAX,
-        nw_proto: u8::MAX,
-        nw_src: u128::from(u32::MAX),
-        nw_dst: u128::from(u32::MAX),
-        tp_src: u16::MAX,
-        tp_dst: u16::MAX,
-        ..FlowKey::default()
-    }
-}
-
+/// The program's key for `flow`, or why the program cannot key on it. The one kind of
+/// entry the program keys on: an exact entry
+/// ([`exact_entry_mask`]: in-port, both MACs, untagged, the IPv4 5-tuple) of a TCP or
+/// UDP flow.
 fn key_for(flow: &OffloadFlow, ifindex: u32) -> Result<Key, String> {
     let (k, m) = (&flow.key, &flow.mask);
-    if *m != five_tuple_mask()
+    if *m != exact_entry_mask()
         || k.dl_type != ETH_P_IP
+        || k.vlan_tci != 0
+        || k.nw_frag != 0
         || !matches!(k.nw_proto, IPPROTO_TCP | IPPROTO_UDP)
     {
-        return Err("ebpf-needs-exact-ipv4-5-tuple".into());
+        return Err("ebpf-needs-an-exact-entry".into());
     }
     Ok(Key {
         ifindex,
@@ -90,6 +82,8 @@ fn key_for(flow: &OffloadFlow, ifindex: u32) -> Result<Key, String> {
         dst: u32::from_ne_bytes((k.nw_dst as u32).to_be_bytes()),
         sport: u16::from_ne_bytes(k.tp_src.to_be_bytes()),
         dport: u16::from_ne_bytes(k.tp_dst.to_be_bytes()),
+        dmac: k.dl_dst.0,
+        smac: k.dl_src.0,
         proto: k.nw_proto,
         pad: [0; 3],
     })
@@ -327,12 +321,15 @@ impl Drop for EbpfProvider {
 mod tests {
     use super::*;
     use vsw_datapath::offload::OffloadAction;
+    use vsw_packet::FlowKey;
 
     fn flow(mask: FlowKey, proto: u8) -> OffloadFlow {
         OffloadFlow {
             in_port: 1,
             key: FlowKey {
                 in_port: 1,
+                dl_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]),
+                dl_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, 2]),
                 dl_type: ETH_P_IP,
                 nw_proto: proto,
                 nw_src: u128::from(u32::from_be_bytes([198, 18, 0, 1])),
@@ -347,7 +344,7 @@ mod tests {
     }
 
     fn exact() -> FlowKey {
-        five_tuple_mask()
+        exact_entry_mask()
     }
 
     #[test]
@@ -359,6 +356,7 @@ mod tests {
         assert_eq!(k.sport.to_ne_bytes(), 1000u16.to_be_bytes());
         assert_eq!(k.dport.to_ne_bytes(), 5201u16.to_be_bytes());
         assert_eq!(k.proto, IPPROTO_TCP);
+        assert_eq!((k.smac, k.dmac), ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]));
     }
 
     /// A classifier attached the way kernels before 6.6 do (a netlink tc filter) and
@@ -436,8 +434,11 @@ mod tests {
         wild.tp_src = 0;
         assert!(key_for(&flow(wild, IPPROTO_TCP), 7).is_err(), "a wildcard");
         let mut more = exact();
-        more.dl_dst = vsw_packet::MacAddr([0xff; 6]);
-        assert!(key_for(&flow(more, IPPROTO_TCP), 7).is_err(), "a MAC too");
+        more.nw_ttl = 0xff;
+        assert!(
+            key_for(&flow(more, IPPROTO_TCP), 7).is_err(),
+            "a field it does not key on"
+        );
         assert!(key_for(&flow(exact(), 1), 7).is_err(), "ICMP");
     }
 }

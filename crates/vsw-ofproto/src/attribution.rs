@@ -20,6 +20,10 @@ pub(crate) struct FlowCredit {
 }
 
 impl Attribution for FlowCredit {
+    fn rules(&self) -> Vec<Arc<Rule>> {
+        self.rules.clone()
+    }
+
     fn credit(&self, packets: u64, bytes: u64, used_ms: u64) {
         // A rule visited twice (resubmitted to) counts the packets once.
         for (i, r) in self.rules.iter().enumerate() {

@@ -28,6 +28,9 @@ pub struct Ofproto {
     /// Taken by translations (upcalls and revalidation, never per packet).
     macs: Arc<Mutex<MacTable>>,
     ports: ArcSwap<Vec<u32>>,
+    /// Ports whose flows an offload provider may take: their IPv4 TCP/UDP datapath
+    /// flows match an exact entry's fields, so that the provider can express them.
+    offload_ports: ArcSwap<Vec<u32>>,
     generation: Arc<Generation>,
     /// Translations that failed (resubmit loops): their packets were dropped.
     xlate_errors: AtomicU64,
@@ -52,6 +55,7 @@ impl Ofproto {
             pipeline: ArcSwap::from_pointee(pipeline),
             macs: Arc::new(Mutex::new(MacTable::default())),
             ports: ArcSwap::from_pointee(Vec::new()),
+            offload_ports: ArcSwap::from_pointee(Vec::new()),
             generation: Arc::new(Generation::default()),
             xlate_errors: AtomicU64::new(0),
         })
@@ -75,6 +79,18 @@ impl Ofproto {
         ports.sort_unstable();
         self.ports.store(Arc::new(ports));
         self.generation.bump();
+    }
+
+    /// The ports with an offload provider; true when that changed (flows must be
+    /// revalidated).
+    pub fn set_offload_ports(&self, mut ports: Vec<u32>) -> bool {
+        ports.sort_unstable();
+        if **self.offload_ports.load() == ports {
+            return false;
+        }
+        self.offload_ports.store(Arc::new(ports));
+        self.generation.bump();
+        true
     }
 
     /// Forgets the hosts learned on `port` (it went away).
@@ -124,7 +140,10 @@ impl Ofproto {
             learn,
             trace,
         };
-        let x = translate(&mut env, key);
+        let mut x = translate(&mut env, key);
+        if self.offload_ports.load().contains(&key.in_port) {
+            exact_for_offload(&mut x.mask, key);
+        }
         let generation = if x.mac_changed {
             // This translation saw the table as it learned it; others made before
             // may have sent the host elsewhere.
@@ -155,6 +174,29 @@ impl Ofproto {
     /// A translation for tests and benchmarks (no learning, no tracing).
     pub fn translate_key(&self, key: &FlowKey, now_ms: u64) -> Xlated {
         self.run(key, now_ms, false, false).0
+    }
+}
+
+/// Widens `mask` to an exact entry's fields for an untagged IPv4 TCP/UDP packet: one
+/// datapath flow per connection, which a provider of exact entries can take whatever
+/// the rules looked at (NORMAL looks at addresses only: its flow would carry every
+/// connection between two hosts, and no exact entry could stand for it). Any other
+/// packet's flow is kept off TCP/UDP (its ethertype and protocol exact), so that it
+/// never carries a connection the provider could have taken.
+fn exact_for_offload(mask: &mut FlowKey, key: &FlowKey) {
+    mask.dl_type = u16::MAX;
+    mask.vlan_tci |= vsw_packet::key::VLAN_CFI;
+    if key.dl_type != vsw_packet::EtherType::IPV4 {
+        return;
+    }
+    mask.nw_proto = u8::MAX;
+    let tcp_udp = key.nw_proto == 6 || key.nw_proto == 17;
+    if !tcp_udp || key.vlan_tci != 0 {
+        return;
+    }
+    let exact = vsw_datapath::offload::exact_entry_mask();
+    for (m, e) in mask.words_mut().iter_mut().zip(exact.words()) {
+        *m |= e;
     }
 }
 
@@ -340,6 +382,24 @@ mod tests {
         let macs = o.mac_entries(5_000);
         assert_eq!(macs.len(), 1);
         assert_eq!((macs[0].mac, macs[0].port, macs[0].age_s), (mac(1), 1, 0));
+    }
+
+    #[test]
+    fn on_a_port_with_an_offload_provider_each_connection_gets_its_own_flow() {
+        let o = ofproto(&["priority=0,actions=NORMAL"]);
+        let normal = o.translate_key(&udp(1, 1, 2, 53), 1).mask;
+        assert_eq!((normal.tp_src, normal.nw_src), (0, 0));
+        assert!(o.set_offload_ports(vec![1]));
+        assert!(!o.set_offload_ports(vec![1]), "no change");
+        let exact = o.translate_key(&udp(1, 1, 2, 53), 1).mask;
+        assert_eq!(exact, vsw_datapath::offload::exact_entry_mask());
+        // Another port: as before.
+        assert_eq!(o.translate_key(&udp(2, 1, 2, 53), 1).mask, normal);
+        // Not TCP/UDP: kept off them (ethertype and protocol exact), no 5-tuple.
+        let mut icmp = udp(1, 1, 2, 0);
+        icmp.nw_proto = 1;
+        let m = o.translate_key(&icmp, 1).mask;
+        assert_eq!((m.dl_type, m.nw_proto, m.tp_src), (0xffff, 0xff, 0));
     }
 
     #[test]

@@ -70,6 +70,8 @@ struct Ctx<'a, 'b> {
     key: FlowKey,
     out: Xlated,
     depth: usize,
+    /// A NORMAL of this translation has learned already.
+    learned: bool,
 }
 
 /// Translates `key` through the pipeline from table 0.
@@ -79,6 +81,7 @@ pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
         key: *key,
         out: Xlated::default(),
         depth: 0,
+        learned: false,
     };
     // Every datapath flow matches one input port exactly.
     cx.out.mask.in_port = u32::MAX;
@@ -280,7 +283,12 @@ impl Ctx<'_, '_> {
         } else {
             0
         };
-        if !k.dl_src.is_multicast() {
+        // Only the first NORMAL learns: every lookup of the translation then sees the
+        // table as it is once this packet has passed, so a translation made again
+        // later (by the revalidator) gives the same answer. A second NORMAL (after a
+        // resubmit as from another port) would otherwise move the host it looks up.
+        if !k.dl_src.is_multicast() && !self.learned {
+            self.learned = true;
             self.out.learned.push((k.dl_src, vlan, k.in_port));
             if self.env.learn {
                 use vsw_flow::Learned;

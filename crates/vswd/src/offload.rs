@@ -1,6 +1,7 @@
-//! The revalidator's offload side: one offload manager per port that names a
-//! provider (while `hw-offload=true`), fed every interval with the rules whose
-//! receive port it serves.
+//! The offload side: one offload manager per port that names a provider (while
+//! `hw-offload=true`), fed every interval with the datapath flows received on that
+//! port. A flow a provider can express (an exact entry: see
+//! `vsw_datapath::offload::offloadable`) is a candidate, whatever rules made it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
@@ -11,47 +12,41 @@ use vsw_datapath::offload::{
     offloadable, DummyProvider, FlowSample, OffloadManager, OffloadPolicy, OffloadProvider,
     OffloadState, OffloadStats,
 };
+use vsw_datapath::DpFlow;
 use vsw_flow::Rule;
 use vsw_netdev::ebpf::{EbpfProvider, PortIfindex};
+use vsw_packet::FlowKey;
 use vsw_protocol::OffloadShowView;
 
 use crate::options::{OffloadKind, PortOptions, SwitchOptions};
 
-/// Whether a rule of higher priority could take some of `rule`'s packets: the fast
-/// path would then forward packets that userspace would not.
-fn shadowed(rule: &Rule, rules: &[Arc<Rule>]) -> bool {
-    rules.iter().any(|o| {
-        o.spec.priority > rule.spec.priority && o.spec.matcher.overlaps(&rule.spec.matcher)
-    })
-}
-
-/// Every rule whose exact in-port is `no`, as its offload manager sees it.
-fn samples(no: u32, rules: &[Arc<Rule>]) -> Vec<FlowSample> {
-    rules
+/// Every live datapath flow received on port `no`, as its offload manager sees it.
+/// Two flows (of two PMDs) asking for the same exact entry: the first one holds it.
+fn samples(no: u32, flows: &[Arc<DpFlow>]) -> Vec<FlowSample> {
+    let mut entries: HashMap<FlowKey, u64> = HashMap::new();
+    flows
         .iter()
-        .filter(|r| {
-            let m = &r.spec.matcher;
-            m.mask().in_port == u32::MAX && m.value().in_port == no
-        })
-        .map(|r| FlowSample {
-            id: r.seq,
-            userspace_packets: r.stats.packets(),
-            offload: offloadable(r).and_then(|f| match shadowed(r, rules) {
-                true => Err("shadowed-by-higher-priority".into()),
-                false => Ok(f),
+        .filter(|f| !f.is_dead() && f.key.in_port == no)
+        .map(|f| FlowSample {
+            id: f.id,
+            userspace_packets: f.pmd_packets(),
+            offload: offloadable(f).and_then(|o| match entries.get(&o.key) {
+                Some(first) => Err(format!("same-entry-as-ufid:{first}")),
+                None => {
+                    entries.insert(o.key, f.id);
+                    Ok(o)
+                }
             }),
         })
         .collect()
 }
 
-/// Where a flow stands, for `dump-flows`.
+/// Where a flow stands, for `dump-flows` and `dump-dp-flows`.
 pub struct FlowOffload {
     pub offloaded: bool,
     /// "yes", "not-eligible:REASON", "pending:OOR", "failed:REASON", or "off".
     pub status: String,
     pub pps: f64,
-    /// Userspace and provider packets together.
-    pub packets: u64,
 }
 
 struct PortOffload {
@@ -194,13 +189,23 @@ impl Offloads {
             .map_err(|e| e.to_string())
     }
 
+    /// The provider of port `no`'s flows ("ebpf", "dummy"), or "ovs".
+    pub fn kind_of(&self, no: u32) -> &'static str {
+        self.ports.get(&no).map_or("ovs", |p| p.manager.kind())
+    }
+
+    /// The ports with a provider.
+    pub fn port_numbers(&self) -> Vec<u32> {
+        self.ports.keys().copied().collect()
+    }
+
     /// Whether any port has an offload provider (otherwise there is nothing to do).
     pub fn any(&self) -> bool {
         !self.ports.is_empty()
     }
 
-    /// One pass over `rules` if the interval has run out (or `force`).
-    pub fn revalidate(&mut self, rules: &[Arc<Rule>], force: bool) {
+    /// One pass over the datapath `flows` if the interval has run out (or `force`).
+    pub fn revalidate(&mut self, flows: &[Arc<DpFlow>], force: bool) {
         if self.ports.is_empty() {
             return;
         }
@@ -213,30 +218,45 @@ impl Offloads {
         }
         self.last_pass = Some(now);
         for (no, p) in self.ports.iter_mut() {
-            p.manager.pass(elapsed_ms, &samples(*no, rules));
+            p.manager.pass(elapsed_ms, &samples(*no, flows));
         }
-        self.note_activity(rules, vsw_datapath::clock::now_ms());
+        self.note_activity(flows, vsw_datapath::clock::now_ms());
     }
 
-    /// Takes out of the fast paths, at once, every flow whose rule went or that a
-    /// rule above it now overlaps: run by every change of the rules before it is
-    /// answered, so that no packet the new rules would not forward is forwarded by
-    /// the kernel afterwards.
-    pub fn withdraw(&mut self, rules: &[Arc<Rule>]) {
+    /// Takes out of the fast paths, at once, every entry whose datapath flow the
+    /// revalidator retired (the rules or the MAC table no longer give it): run by
+    /// every change of the rules before it is answered, and by the main loop for
+    /// what hosts moving retired.
+    pub fn withdraw(&mut self, flows: &[Arc<DpFlow>]) {
         for (no, p) in self.ports.iter_mut() {
-            p.manager.withdraw(&samples(*no, rules));
+            p.manager.withdraw(&samples(*no, flows));
         }
     }
 
-    /// Marks the rules whose flows a fast path forwarded since the last look as used
-    /// at `now_ms`: a busy offloaded flow is not idle, though userspace sees none of
-    /// its packets.
-    pub fn note_activity(&mut self, rules: &[Arc<Rule>], now_ms: u64) {
+    /// Gives each datapath flow what its provider forwarded (so the rules' counters
+    /// stay exact) and marks the flows a provider forwarded packets of since the last
+    /// look as used at `now_ms`: a busy offloaded flow is not idle, though the PMD
+    /// sees none of its packets.
+    pub fn note_activity(&mut self, flows: &[Arc<DpFlow>], now_ms: u64) {
+        self.count(flows);
         for p in self.ports.values_mut() {
             for id in p.manager.active() {
-                if let Some(r) = rules.iter().find(|r| r.seq == id) {
-                    r.stats.seen(now_ms);
+                if let Some(f) = flows.iter().find(|f| f.id == id) {
+                    f.seen(now_ms);
                 }
+            }
+        }
+    }
+
+    /// Gives each datapath flow what its provider forwarded so far.
+    pub fn count(&self, flows: &[Arc<DpFlow>]) {
+        for f in flows {
+            let Some(p) = self.ports.get(&f.key.in_port) else {
+                continue;
+            };
+            let pmd = f.pmd_packets();
+            if let Some(v) = p.manager.view(f.id, pmd) {
+                f.set_provider_packets(v.packets - pmd);
             }
         }
     }
@@ -247,27 +267,21 @@ impl Offloads {
         self.problems.clear();
     }
 
-    /// Where `rule` stands.
-    pub fn flow(&self, rule: &Rule) -> FlowOffload {
-        let userspace = rule.stats.packets();
+    /// Where a datapath flow stands.
+    pub fn dp_flow(&self, flow: &DpFlow) -> FlowOffload {
         let not = |status: String| FlowOffload {
             offloaded: false,
             status,
             pps: 0.0,
-            packets: userspace,
         };
         if !self.enabled {
             return not("off".into());
         }
-        let m = &rule.spec.matcher;
-        if m.mask().in_port != u32::MAX {
-            return not("not-eligible:no-in_port".into());
-        }
-        let Some(p) = self.ports.get(&m.value().in_port) else {
+        let Some(p) = self.ports.get(&flow.key.in_port) else {
             return not("not-eligible:port-without-offload".into());
         };
-        match p.manager.view(rule.seq, userspace) {
-            None => match offloadable(rule) {
+        match p.manager.view(flow.id, flow.pmd_packets()) {
+            None => match offloadable(flow) {
                 Err(why) => not(format!("not-eligible:{why}")),
                 Ok(_) => not("pending:next-pass".into()),
             },
@@ -280,7 +294,39 @@ impl Offloads {
                     OffloadState::Failed(why) => format!("failed:{why}"),
                 },
                 pps: v.pps,
-                packets: v.packets,
+            },
+        }
+    }
+
+    /// Where `rule` stands: as the datapath flows it serves (`flows`, those whose
+    /// translation went through it): offloaded if one of them is, their rates
+    /// summed; a rule no packet has used yet has none.
+    pub fn rule(&self, rule: &Arc<Rule>, flows: &[(Arc<DpFlow>, Vec<Arc<Rule>>)]) -> FlowOffload {
+        if !self.enabled {
+            return FlowOffload {
+                offloaded: false,
+                status: "off".into(),
+                pps: 0.0,
+            };
+        }
+        let mine: Vec<FlowOffload> = flows
+            .iter()
+            .filter(|(_, rules)| rules.iter().any(|r| Arc::ptr_eq(r, rule)))
+            .map(|(f, _)| self.dp_flow(f))
+            .collect();
+        let pps = mine.iter().map(|o| o.pps).sum();
+        match mine.iter().find(|o| o.offloaded) {
+            Some(o) => FlowOffload {
+                offloaded: true,
+                status: o.status.clone(),
+                pps,
+            },
+            None => FlowOffload {
+                offloaded: false,
+                status: mine
+                    .first()
+                    .map_or_else(|| "no-datapath-flow".into(), |o| o.status.clone()),
+                pps,
             },
         }
     }

@@ -268,26 +268,33 @@ impl Switch {
             opened: p.opened,
         });
         self.offloads.sync(&sw, ports);
-    }
-
-    /// Takes flows the rules no longer allow out of the fast paths (at once: before
-    /// the change that caused it is answered).
-    fn withdraw_offloads(&mut self) {
-        if self.offloads.any() {
-            let rules = self.ofproto.pipeline().rules();
-            self.offloads.withdraw(&rules);
+        // Flows received on a port with a provider are made exact enough for it.
+        if self.ofproto.set_offload_ports(self.offloads.port_numbers()) {
+            if let Err(e) = self.revalidate_now() {
+                tracing::error!(error = %e, "cannot revalidate the datapath flows");
+            }
         }
     }
 
-    /// The revalidator's offload pass, when its interval has run out.
+    /// Takes out of the fast paths the entries of datapath flows the revalidator
+    /// retired (at once: a rule change calls this before it is answered, after its
+    /// revalidator pass).
+    fn withdraw_offloads(&mut self) {
+        if self.offloads.any() {
+            let flows = self.dp.dump_flows();
+            self.offloads.withdraw(&flows);
+        }
+    }
+
+    /// The offload pass, when its interval has run out; and in every call, the
+    /// entries of flows the revalidator retired since (hosts that moved) leave.
     pub fn revalidate_offloads(&mut self) {
         if !self.offloads.any() {
             return;
         }
-        // The rates are taken from the rules' counters: current ones.
-        self.dp.push_flow_stats();
-        let rules = self.ofproto.pipeline().rules();
-        self.offloads.revalidate(&rules, false);
+        let flows = self.dp.dump_flows();
+        self.offloads.withdraw(&flows);
+        self.offloads.revalidate(&flows, false);
     }
 
     /// Tells the slow path which ports there are to flood to, after ports came or
@@ -306,6 +313,7 @@ impl Switch {
         if let Err(e) = self.revalidate_now() {
             tracing::error!(error = %e, "cannot revalidate the datapath flows");
         }
+        self.withdraw_offloads();
     }
 
     /// A revalidator pass now: when it returns, no PMD forwards by a datapath flow
@@ -1020,7 +1028,9 @@ impl Switch {
         }
         // What a fast path forwarded counts as use: looked at before anything goes.
         if self.offloads.any() {
-            self.offloads.note_activity(&current.rules(), now);
+            let flows = self.dp.dump_flows();
+            self.offloads.note_activity(&flows, now);
+            self.dp.push_flow_stats();
             if !current.any_expired(now) {
                 return;
             }
@@ -1045,23 +1055,34 @@ impl Switch {
     }
 
     fn dump_flows(&self) -> Vec<FlowInfo> {
-        // Counts up to this moment: what the datapath flows forwarded goes to the
-        // rules first.
+        // Counts up to this moment: what the datapath flows (and the fast paths for
+        // them) forwarded goes to the rules first.
+        let flows = self.dp.dump_flows();
+        self.offloads.count(&flows);
         self.dp.push_flow_stats();
+        let served: Vec<_> = if self.offloads.any() {
+            flows
+                .iter()
+                .filter(|f| !f.is_dead())
+                .map(|f| (f.clone(), f.rules()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let now = now_ms();
         self.ofproto
             .pipeline()
             .rules()
             .iter()
             .map(|r| {
-                let o = self.offloads.flow(r);
+                let o = self.offloads.rule(r, &served);
                 FlowInfo {
                     flow: format_flow(&r.spec),
                     table: r.spec.table,
                     priority: r.spec.priority,
                     matching: format_match(&r.spec.matcher),
                     actions: format_actions(&r.spec.actions),
-                    n_packets: o.packets,
+                    n_packets: r.stats.packets(),
                     n_bytes: r.stats.bytes(),
                     duration_ms: r.duration_ms(now),
                     idle_age_s: r.idle_age_s(now),
@@ -1078,12 +1099,14 @@ impl Switch {
     fn dump_dp_flows(&self) -> Vec<DpFlowInfo> {
         let now = now_ms();
         let mut flows = self.dp.dump_flows();
+        self.offloads.count(&flows);
         flows.retain(|f| !f.is_dead());
         flows.sort_by_key(|f| f.id);
         flows
             .iter()
             .map(|f| {
                 let s = f.stats();
+                let o = self.offloads.dp_flow(f);
                 DpFlowInfo {
                     id: f.id,
                     core: f.core,
@@ -1092,9 +1115,12 @@ impl Switch {
                     bytes: s.bytes,
                     used_s: s.used_ms.map(|t| now.saturating_sub(t) as f64 / 1000.0),
                     actions: format_dp_actions(&f.actions),
-                    offloaded: false,
-                    offload_reason: None,
-                    dp: "ovs".into(),
+                    offloaded: o.offloaded,
+                    offload_reason: (!o.offloaded && o.status != "off").then(|| o.status.clone()),
+                    dp: match o.offloaded {
+                        true => self.offloads.kind_of(f.key.in_port).into(),
+                        false => "ovs".into(),
+                    },
                 }
             })
             .collect()

@@ -179,37 +179,97 @@ fn a_failing_provider_leaves_flows_in_userspace_with_the_reason() {
 }
 
 #[test]
-fn rules_that_cannot_be_offloaded_say_why() {
-    let rule = |text: &str| Rule::new(vsw_flow::parse_flow(text, &|_: &str| None).unwrap(), 0, 1);
+fn datapath_flows_that_cannot_be_offloaded_say_why() {
+    use crate::dpflow::{DpAction, DpFlow};
+    use crate::upcall::{NoAttribution, Translation};
+    use std::sync::Arc;
+    let key = FlowKey {
+        in_port: 1,
+        dl_src: MacAddr([2, 0, 0, 0, 0, 1]),
+        dl_dst: MacAddr([2, 0, 0, 0, 0, 2]),
+        dl_type: EtherType::IPV4,
+        nw_proto: IPPROTO_TCP,
+        nw_src: 0xc612_0001,
+        nw_dst: 0xc612_0002,
+        nw_ttl: 64,
+        tp_src: 40000,
+        tp_dst: 5201,
+        ..FlowKey::default()
+    };
+    // NORMAL's megaflow: in_port, MACs, VLAN.
+    let normal = FlowKey {
+        in_port: u32::MAX,
+        dl_src: MacAddr([0xff; 6]),
+        dl_dst: MacAddr([0xff; 6]),
+        vlan_tci: 0x1fff,
+        ..FlowKey::default()
+    };
+    let dp = |key: &FlowKey, mask: FlowKey, actions: Vec<DpAction>| {
+        let t = Translation {
+            mask,
+            actions,
+            attribution: Arc::new(NoAttribution),
+            generation: 1,
+        };
+        DpFlow::new(1, 0, key, t, 1)
+    };
+    let f = offloadable(&dp(&key, normal, vec![DpAction::Output(2)])).unwrap();
+    assert_eq!(f.action, OffloadAction::Output(2));
+    assert_eq!(f.mask, exact_entry_mask());
+    assert_eq!(f.key.tp_dst, 5201, "the entry is the packet's own 5-tuple");
+    assert_eq!(f.key.nw_ttl, 0, "and nothing outside the entry");
     assert_eq!(
-        offloadable(&rule("in_port=1,actions=output:2")).map(|f| f.action),
-        Ok(OffloadAction::Output(2))
-    );
-    assert_eq!(
-        offloadable(&rule("in_port=1,actions=output:1")).map(|f| f.action),
-        Ok(OffloadAction::Drop),
-        "output to the input port drops in userspace: in the fast path too"
-    );
-    assert_eq!(
-        offloadable(&rule("in_port=1,tcp,actions=drop")).map(|f| f.action),
+        offloadable(&dp(&key, normal, vec![])).map(|f| f.action),
         Ok(OffloadAction::Drop)
     );
+    let ttl = FlowKey {
+        nw_ttl: 0xff,
+        ..normal
+    };
     assert_eq!(
-        offloadable(&rule("tcp,actions=output:2")),
-        Err("no-in_port".into())
+        offloadable(&dp(&key, ttl, vec![DpAction::Output(2)])),
+        Err("megaflow-needs-more-fields".into())
     );
     assert_eq!(
-        offloadable(&rule("in_port=1,actions=output:2,output:3")),
-        Err("actions".into())
+        offloadable(&dp(
+            &key,
+            normal,
+            vec![DpAction::Output(2), DpAction::Output(3)]
+        )),
+        Err("actions-several-outputs".into())
     );
     assert_eq!(
-        offloadable(&rule("in_port=1,actions=normal")),
-        Err("actions".into())
+        offloadable(&dp(
+            &key,
+            normal,
+            vec![DpAction::DecTtl, DpAction::Output(2)]
+        )),
+        Err("actions-several-outputs".into())
+    );
+    assert_eq!(
+        offloadable(&dp(&key, normal, vec![DpAction::SetTpDst(1)])),
+        Err("actions-rewrite".into())
+    );
+    let arp = FlowKey {
+        dl_type: EtherType::ARP,
+        ..key
+    };
+    assert_eq!(
+        offloadable(&dp(&arp, normal, vec![DpAction::Output(2)])),
+        Err("not-untagged-ipv4-tcp-udp".into())
+    );
+    let tagged = FlowKey {
+        vlan_tci: 0x100a,
+        ..key
+    };
+    assert_eq!(
+        offloadable(&dp(&tagged, normal, vec![DpAction::Output(2)])),
+        Err("not-untagged-ipv4-tcp-udp".into())
     );
     let mut samples = vec![FlowSample {
         id: 9,
         userspace_packets: 0,
-        offload: offloadable(&rule("tcp,actions=output:2")),
+        offload: Err("no-in_port".into()),
     }];
     let p = DummyProvider::new(4);
     let mut m = manager(&p, false);
