@@ -89,6 +89,23 @@ fn counted(mut child: Child) -> (u64, u64) {
     (v[0], v[1])
 }
 
+/// Streams `frame` from `from` to `to` for 3 s and runs `change` half a second in;
+/// returns the frames `to` received in all, and those received from 100 ms after
+/// `change` returned on (frames handed on before it returned may still be on their
+/// way for a moment).
+fn across_a_change(from: &Host, to: &Host, frame: &str, change: impl FnOnce()) -> (u64, u64) {
+    let mut counter = marking_counter(to);
+    let mut sender = stream(from, frame, 3.0);
+    std::thread::sleep(Duration::from_millis(500));
+    change();
+    std::thread::sleep(Duration::from_millis(100));
+    tell(&mut counter, "mark");
+    std::thread::sleep(Duration::from_secs(1));
+    let counts = counted(counter);
+    let _ = sender.wait();
+    counts
+}
+
 /// A port with the ebpf fast path and a flow on it offloaded; then the revalidator
 /// is slowed to a pass a minute, so that only the command itself can change what
 /// the kernel does.
@@ -112,20 +129,13 @@ fn a_rule_change_applies_to_offloaded_traffic_before_the_command_returns() {
     let frame = udp_frame(&a, &b, 4100);
     let out = format!("output:{}", b.port);
     offloaded(&d, &a, &b, &udp_flow(&a, &b, 4100, "", &out), &frame);
-    let mut counter = marking_counter(&b);
-    let mut sender = stream(&a, &frame, 3.0);
-    std::thread::sleep(Duration::from_millis(500));
     // A drop rule above it: the kernel must not forward another frame of the flow.
-    d.ctl_ok(&[
-        "add-flow",
-        &format!("priority=20,in_port={},udp,actions=drop", a.port),
-    ]);
-    // Frames already handed on when the command returned may still be on their way.
-    std::thread::sleep(Duration::from_millis(100));
-    tell(&mut counter, "mark");
-    std::thread::sleep(Duration::from_secs(1));
-    let (all, after) = counted(counter);
-    let _ = sender.wait();
+    let (all, after) = across_a_change(&a, &b, &frame, || {
+        d.ctl_ok(&[
+            "add-flow",
+            &format!("priority=20,in_port={},udp,actions=drop", a.port),
+        ]);
+    });
     assert!(all > 100, "the flow ran before the change: {all}");
     assert_eq!(
         after,
@@ -153,19 +163,13 @@ fn a_rule_change_applies_to_offloaded_traffic_before_the_command_returns() {
         || d.flows_of("offloaded").len() == 1,
     );
     d.ctl_ok(&["set", "offload-interval=60000"]);
-    let mut counter = marking_counter(&b);
-    let mut sender = stream(&a, &frame, 3.0);
-    std::thread::sleep(Duration::from_millis(500));
-    d.ctl_ok(&[
-        "del-flows",
-        "--strict",
-        &udp_flow(&a, &b, 4100, "", &out).replace(&format!(",actions={out}"), ""),
-    ]);
-    std::thread::sleep(Duration::from_millis(100));
-    tell(&mut counter, "mark");
-    std::thread::sleep(Duration::from_secs(1));
-    let (all, after) = counted(counter);
-    let _ = sender.wait();
+    let (all, after) = across_a_change(&a, &b, &frame, || {
+        d.ctl_ok(&[
+            "del-flows",
+            "--strict",
+            &udp_flow(&a, &b, 4100, "", &out).replace(&format!(",actions={out}"), ""),
+        ]);
+    });
     assert!(all > 100, "{all}");
     assert_eq!(after, 0, "frames delivered after del-flows returned");
 }
@@ -330,20 +334,13 @@ fn the_learning_switch_is_offloaded_and_a_drop_rule_stops_it_before_the_command_
         "one exact flow per connection: {f:?}"
     );
     d.ctl_ok(&["set", "offload-interval=60000"]);
-    // The kernel forwards it: the PMD sees none of it.
+    // The kernel forwards it (the PMD sees none of it); then a drop rule above.
     let pmd_before: u64 = d.pmd_stats().iter().map(|p| p.packets).sum();
-    let mut counter = marking_counter(&b);
-    let mut sender = stream(&a, &frame, 3.0);
-    std::thread::sleep(Duration::from_millis(500));
-    let pmd_during: u64 = d.pmd_stats().iter().map(|p| p.packets).sum();
-    assert_eq!(pmd_during, pmd_before, "the PMD saw offloaded frames");
-    d.ctl_ok(&["add-flow", "priority=100,udp,actions=drop"]);
-    // Frames already handed on when the command returned may still be on their way.
-    std::thread::sleep(Duration::from_millis(100));
-    tell(&mut counter, "mark");
-    std::thread::sleep(Duration::from_secs(1));
-    let (all, after) = counted(counter);
-    let _ = sender.wait();
+    let (all, after) = across_a_change(&a, &b, &frame, || {
+        let pmd_during: u64 = d.pmd_stats().iter().map(|p| p.packets).sum();
+        assert_eq!(pmd_during, pmd_before, "the PMD saw offloaded frames");
+        d.ctl_ok(&["add-flow", "priority=100,udp,actions=drop"]);
+    });
     assert!(all > 100, "the flow ran before the change: {all}");
     assert_eq!(
         after, 0,
