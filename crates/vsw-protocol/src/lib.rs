@@ -46,6 +46,9 @@ pub enum Request {
         /// `offloaded`, `ovs` (not offloaded) or `all` (the default).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kind: Option<String>,
+        /// One table's flows only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        table: Option<u8>,
     },
     DumpPorts,
     PmdStatsShow,

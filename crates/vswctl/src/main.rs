@@ -69,11 +69,12 @@ enum Command {
         #[arg(value_name = "MATCH")]
         matching: Option<String>,
     },
-    /// Flows with their counters and offload state; `type=offloaded` (only those an
-    /// offload provider forwards), `type=ovs` (the others) or `type=all`.
+    /// Flows with their counters and offload state; `table=N` (that table's only),
+    /// `type=offloaded` (those an offload provider forwards), `type=ovs` (the others)
+    /// or `type=all`.
     DumpFlows {
-        #[arg(value_name = "type=offloaded|ovs|all")]
-        filter: Option<String>,
+        #[arg(value_name = "table=N|type=offloaded|ovs|all")]
+        filters: Vec<String>,
     },
     /// Port counters.
     DumpPorts,
@@ -230,16 +231,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             matching: matching.clone(),
             strict: *strict,
         },
-        Command::DumpFlows { filter } => Request::DumpFlows {
-            kind: match filter.as_deref() {
-                None => None,
-                Some(f) => Some(
-                    f.strip_prefix("type=")
-                        .with_context(|| format!("expected type=offloaded|ovs|all, not '{f}'"))?
-                        .to_string(),
-                ),
-            },
-        },
+        Command::DumpFlows { filters } => {
+            let (mut kind, mut table) = (None, None);
+            for f in filters {
+                if let Some(t) = f.strip_prefix("table=") {
+                    table = Some(
+                        t.parse::<u8>()
+                            .ok()
+                            .filter(|t| *t <= 254)
+                            .with_context(|| format!("table=N takes 0..254, not '{t}'"))?,
+                    );
+                } else {
+                    kind = type_filter(Some(f))?;
+                }
+            }
+            Request::DumpFlows { kind, table }
+        }
         Command::DumpPorts => Request::DumpPorts,
         Command::PmdStatsShow => Request::PmdStatsShow,
         Command::PmdStatsClear => Request::PmdStatsClear,

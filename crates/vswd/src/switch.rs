@@ -521,12 +521,13 @@ impl Switch {
             Request::AddFlow { flow } => self.add_flows(&[flow]),
             Request::AddFlows { flows } => self.add_flows(&flows),
             Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),
-            Request::DumpFlows { kind } => {
+            Request::DumpFlows { kind, table } => {
                 let which = offloaded_filter(kind.as_deref())?;
                 let flows: Vec<FlowInfo> = self
                     .dump_flows()
                     .into_iter()
                     .filter(|f| which.is_none_or(|w| f.offloaded == w))
+                    .filter(|f| table.is_none_or(|t| f.table == t))
                     .collect();
                 Ok(json!(flows))
             }

@@ -321,7 +321,12 @@ fn a_restart_restores_ports_numbers_options_and_flows() {
     })
     .unwrap();
     let before = show(&mut sw);
-    let flows = sw.handle(Request::DumpFlows { kind: None }).unwrap();
+    let flows = sw
+        .handle(Request::DumpFlows {
+            kind: None,
+            table: None,
+        })
+        .unwrap();
     sw.shutdown();
     drop(sw);
     assert!(!memory::is_open("mrest0"));
@@ -338,7 +343,12 @@ fn a_restart_restores_ports_numbers_options_and_flows() {
     };
     assert_eq!(summary(&after), summary(&before));
     assert_eq!(after.flows, 2, "the flow and the learning switch's NORMAL");
-    let again = sw.handle(Request::DumpFlows { kind: None }).unwrap();
+    let again = sw
+        .handle(Request::DumpFlows {
+            kind: None,
+            table: None,
+        })
+        .unwrap();
     assert_eq!(again[0]["flow"], flows[0]["flow"]);
     assert_eq!(port(&mut sw, "mrest0").status, "up");
     assert_eq!(port(&mut sw, "gen0").status, "up");
@@ -367,7 +377,12 @@ fn tables_trace_and_the_datapath_views() {
     add_port(&mut sw, "gen9", &["type=ring", "ring-flows=1"]).unwrap();
     add_port(&mut sw, "sink9", &["type=ring"]).unwrap();
     // A new switch: one rule, NORMAL, in table 0.
-    let flows = sw.handle(Request::DumpFlows { kind: None }).unwrap();
+    let flows = sw
+        .handle(Request::DumpFlows {
+            kind: None,
+            table: None,
+        })
+        .unwrap();
     assert_eq!(flows.as_array().unwrap().len(), 1);
     assert_eq!(flows[0]["flow"], "priority=0,actions=NORMAL");
     add_flow(
@@ -396,6 +411,14 @@ fn tables_trace_and_the_datapath_views() {
     let dpif: vsw_protocol::DpifInfo =
         serde_json::from_value(sw.handle(Request::DpifShow).unwrap()).unwrap();
     assert_eq!(dpif.tables, vec![(0, 2), (2, 1), (4, 1)]);
+    let table2 = sw
+        .handle(Request::DumpFlows {
+            kind: None,
+            table: Some(2),
+        })
+        .unwrap();
+    assert_eq!(table2.as_array().unwrap().len(), 1);
+    assert_eq!(table2[0]["table"], 2);
     assert_eq!(dpif.flow_limit, 200_000);
     // The generator's frames go through the tables into one datapath flow.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
