@@ -129,8 +129,6 @@ impl LocalTx {
 /// Output batches by port number, and what they sent.
 struct Outputs {
     by_port: Vec<Option<LocalTx>>,
-    /// Port numbers in the order they flood.
-    ports: Vec<u32>,
     /// Where segments and checksum-completed copies are built, for ports that cannot
     /// finish a packet themselves.
     fixup: Box<[u8]>,
@@ -343,7 +341,6 @@ impl Pmd {
             worker: Worker {
                 outputs: Outputs {
                     by_port: Vec::new(),
-                    ports: Vec::new(),
                     fixup: vec![0u8; FIXUP_BUFFER].into_boxed_slice(),
                     tally: TxTally::default(),
                 },
@@ -448,7 +445,6 @@ impl Pmd {
                 }
             }
         }
-        w.outputs.ports = snap.ports.iter().map(|p| p.no).collect();
         // A changed interval applies to what is held now: a shorter one sends it
         // sooner, none strands it.
         for tx in w.outputs.by_port.iter_mut().flatten() {
