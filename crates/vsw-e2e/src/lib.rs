@@ -565,7 +565,7 @@ impl Vswd {
 }
 
 /// The rule a new switch starts with.
-pub const LEARNING_SWITCH_FLOW: &str = "priority=0,actions=NORMAL";
+pub use vswd::state::LEARNING_SWITCH_FLOW;
 
 fn without_default(mut flows: Vec<FlowInfo>) -> Vec<FlowInfo> {
     flows.retain(|f| f.flow != LEARNING_SWITCH_FLOW);

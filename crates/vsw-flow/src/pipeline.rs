@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use vsw_packet::FlowKey;
 
-use crate::action::Action;
 use crate::classifier::Classifier;
 use crate::rule::{FlowSpec, Rule, MAX_TABLE};
 use crate::syntax::Selection;
+
+/// The rule a new switch starts with: every packet to NORMAL, below any other rule.
+pub const LEARNING_SWITCH_FLOW: &str = "priority=0,actions=NORMAL";
 
 /// Every table's rules. Immutable once published, like a classifier: the control
 /// side changes a copy.
@@ -29,10 +31,9 @@ impl Pipeline {
     /// out of the box it is a learning switch (as Open vSwitch's standalone mode).
     pub fn learning_switch(now_ms: u64) -> Pipeline {
         let mut p = Pipeline::new();
-        p.insert(
-            FlowSpec::new(0, crate::Match::any(), vec![Action::Normal]),
-            now_ms,
-        );
+        let spec = crate::syntax::parse_flow(LEARNING_SWITCH_FLOW, &|_: &str| None)
+            .expect("the learning switch's rule is well formed");
+        p.insert(spec, now_ms);
         p
     }
 
@@ -120,6 +121,7 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::action::Action;
     use crate::syntax::{parse_flow, parse_match};
 
     fn no_names(_: &str) -> Option<u32> {
@@ -214,5 +216,10 @@ mod tests {
         assert_eq!(rules.len(), 1);
         assert_eq!(rules[0].spec.priority, 0);
         assert_eq!(rules[0].spec.actions, vec![Action::Normal]);
+        assert_eq!(
+            crate::syntax::format_flow(&rules[0].spec),
+            LEARNING_SWITCH_FLOW,
+            "printed as it is saved"
+        );
     }
 }

@@ -57,7 +57,7 @@ pub struct SavedState {
 pub const STATE_VERSION: u32 = 3;
 
 /// The rule a new switch starts with, and what a miss did before schema 3.
-pub const LEARNING_SWITCH_FLOW: &str = "priority=0,actions=NORMAL";
+pub use vsw_flow::pipeline::LEARNING_SWITCH_FLOW;
 
 /// Who writes the files.
 pub fn writer() -> String {
