@@ -83,6 +83,15 @@ pub fn exact_entry_mask() -> FlowKey {
     }
 }
 
+/// Whether an exact entry can stand for a packet with this key: untagged, IPv4, TCP
+/// or UDP, not a fragment.
+pub fn exact_entry_fits(k: &FlowKey) -> bool {
+    k.dl_type == EtherType::IPV4
+        && (k.nw_proto == IPPROTO_TCP || k.nw_proto == IPPROTO_UDP)
+        && k.vlan_tci == 0
+        && k.nw_frag == 0
+}
+
 /// Why a datapath flow cannot be offloaded, or `Ok` with the exact entry a provider
 /// gets on its behalf.
 pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
@@ -98,8 +107,7 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
         return Err("megaflow-needs-more-fields".into());
     }
     let k = &flow.key;
-    let tcp_udp = k.nw_proto == IPPROTO_TCP || k.nw_proto == IPPROTO_UDP;
-    if k.dl_type != EtherType::IPV4 || !tcp_udp || k.vlan_tci != 0 || k.nw_frag != 0 {
+    if !exact_entry_fits(k) {
         return Err("not-untagged-ipv4-tcp-udp".into());
     }
     let action = match &flow.actions[..] {

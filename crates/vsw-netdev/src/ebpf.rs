@@ -15,7 +15,8 @@ use aya::maps::{HashMap, MapData, MapError, PerCpuHashMap, PerCpuValues};
 use aya::programs::{tc, SchedClassifier, SocketFilter, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
 use vsw_datapath::offload::{
-    exact_entry_mask, FlowId, OffloadAction, OffloadError, OffloadFlow, OffloadProvider,
+    exact_entry_fits, exact_entry_mask, FlowId, OffloadAction, OffloadError, OffloadFlow,
+    OffloadProvider,
 };
 
 /// Aligned: the ELF parser reads the object in place.
@@ -58,22 +59,13 @@ unsafe impl aya::Pod for Action {}
 // SAFETY: as above, two u64 fields.
 unsafe impl aya::Pod for Count {}
 
-const ETH_P_IP: u16 = 0x0800;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
-
 /// The program's key for `flow`, or why the program cannot key on it. The one kind of
 /// entry the program keys on: an exact entry
 /// ([`exact_entry_mask`]: in-port, both MACs, untagged, the IPv4 5-tuple) of a TCP or
 /// UDP flow.
 fn key_for(flow: &OffloadFlow, ifindex: u32) -> Result<Key, String> {
     let (k, m) = (&flow.key, &flow.mask);
-    if *m != exact_entry_mask()
-        || k.dl_type != ETH_P_IP
-        || k.vlan_tci != 0
-        || k.nw_frag != 0
-        || !matches!(k.nw_proto, IPPROTO_TCP | IPPROTO_UDP)
-    {
+    if *m != exact_entry_mask() || !exact_entry_fits(k) {
         return Err("ebpf-needs-an-exact-entry".into());
     }
     Ok(Key {
@@ -321,7 +313,8 @@ impl Drop for EbpfProvider {
 mod tests {
     use super::*;
     use vsw_datapath::offload::OffloadAction;
-    use vsw_packet::FlowKey;
+    use vsw_packet::key::IPPROTO_TCP;
+    use vsw_packet::{EtherType, FlowKey};
 
     fn flow(mask: FlowKey, proto: u8) -> OffloadFlow {
         OffloadFlow {
@@ -330,7 +323,7 @@ mod tests {
                 in_port: 1,
                 dl_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]),
                 dl_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, 2]),
-                dl_type: ETH_P_IP,
+                dl_type: EtherType::IPV4,
                 nw_proto: proto,
                 nw_src: u128::from(u32::from_be_bytes([198, 18, 0, 1])),
                 nw_dst: u128::from(u32::from_be_bytes([198, 18, 0, 2])),

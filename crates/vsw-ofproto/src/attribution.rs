@@ -13,6 +13,7 @@ use crate::generation::Generation;
 
 #[derive(Debug)]
 pub(crate) struct FlowCredit {
+    /// Each rule once, though the translation may have visited it twice (resubmit).
     pub rules: Vec<Arc<Rule>>,
     pub learned: Vec<(MacAddr, u16, u32)>,
     pub macs: Arc<Mutex<MacTable>>,
@@ -25,11 +26,8 @@ impl Attribution for FlowCredit {
     }
 
     fn credit(&self, packets: u64, bytes: u64, used_ms: u64) {
-        // A rule visited twice (resubmitted to) counts the packets once.
-        for (i, r) in self.rules.iter().enumerate() {
-            if !self.rules[..i].iter().any(|o| Arc::ptr_eq(o, r)) {
-                r.stats.add(packets, bytes, used_ms);
-            }
+        for r in &self.rules {
+            r.stats.add(packets, bytes, used_ms);
         }
         if self.learned.is_empty() {
             return;

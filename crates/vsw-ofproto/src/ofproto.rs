@@ -190,8 +190,7 @@ fn exact_for_offload(mask: &mut FlowKey, key: &FlowKey) {
         return;
     }
     mask.nw_proto = u8::MAX;
-    let tcp_udp = key.nw_proto == 6 || key.nw_proto == 17;
-    if !tcp_udp || key.vlan_tci != 0 {
+    if !vsw_datapath::offload::exact_entry_fits(key) {
         return;
     }
     let exact = vsw_datapath::offload::exact_entry_mask();
@@ -206,12 +205,18 @@ impl Upcall for Ofproto {
     }
 
     fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
-        let (x, generation) = self.run(key, now_ms, learn, false);
+        let (mut x, generation) = self.run(key, now_ms, learn, false);
+        let mut rules: Vec<Arc<vsw_flow::Rule>> = Vec::with_capacity(x.rules.len());
+        for r in x.rules.drain(..) {
+            if !rules.iter().any(|o| Arc::ptr_eq(o, &r)) {
+                rules.push(r);
+            }
+        }
         Translation {
             mask: x.mask,
             actions: x.actions,
             attribution: Arc::new(FlowCredit {
-                rules: x.rules,
+                rules,
                 learned: x.learned,
                 macs: self.macs.clone(),
                 generation: self.generation.clone(),
