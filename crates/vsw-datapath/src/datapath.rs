@@ -87,6 +87,7 @@ impl Datapath {
             }),
             generation: AtomicU64::new(1),
             next_flow_id: AtomicU64::new(1),
+            retired: AtomicU64::new(0),
             pmds: ArcSwap::from_pointee(Vec::new()),
             revalidating: Mutex::new(()),
             kick: Mutex::new(false),
@@ -532,6 +533,11 @@ impl Datapath {
     /// Every PMD's datapath flows (dead ones included until their PMD sweeps them).
     pub fn dump_flows(&self) -> Vec<Arc<DpFlow>> {
         revalidate::dump(&self.shared)
+    }
+
+    /// How many datapath flows the revalidator has retired so far.
+    pub fn retired_flows(&self) -> u64 {
+        self.shared.retired.load(Ordering::Acquire)
     }
 
     /// Datapath flows cached, over all PMDs.

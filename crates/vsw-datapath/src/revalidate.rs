@@ -103,6 +103,9 @@ pub(crate) fn pass(
         }
     }
     if sum.idle + sum.stale > 0 {
+        shared
+            .retired
+            .fetch_add((sum.idle + sum.stale) as u64, Ordering::AcqRel);
         for control in pmds.iter() {
             let request = control.sweep_requested.fetch_add(1, Ordering::AcqRel) + 1;
             control.wake();

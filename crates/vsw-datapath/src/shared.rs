@@ -291,6 +291,9 @@ pub(crate) struct Shared {
     pub generation: AtomicU64,
     /// The next datapath flow's id.
     pub next_flow_id: AtomicU64,
+    /// Datapath flows the revalidator has retired so far (what watches the flows, the
+    /// offload side, looks again only when this moved).
+    pub retired: AtomicU64,
     /// The running PMDs, for the revalidator thread.
     pub pmds: ArcSwap<Vec<Arc<PmdControl>>>,
     /// One revalidator pass at a time (the thread's, or one a change asks for).

@@ -42,6 +42,7 @@ fn samples(no: u32, flows: &[Arc<DpFlow>]) -> Vec<FlowSample> {
 }
 
 /// Where a flow stands, for `dump-flows` and `dump-dp-flows`.
+#[derive(Clone, Debug)]
 pub struct FlowOffload {
     pub offloaded: bool,
     /// "yes", "not-eligible:REASON", "pending:OOR", "failed:REASON", or "off".
@@ -204,6 +205,12 @@ impl Offloads {
         !self.ports.is_empty()
     }
 
+    /// Whether the offload interval has run out since the last pass.
+    pub fn due(&self) -> bool {
+        self.last_pass
+            .is_none_or(|t| t.elapsed().as_millis() as u64 >= self.interval_ms)
+    }
+
     /// One pass over the datapath `flows` if the interval has run out (or `force`).
     pub fn revalidate(&mut self, flows: &[Arc<DpFlow>], force: bool) {
         if self.ports.is_empty() {
@@ -239,9 +246,10 @@ impl Offloads {
     /// sees none of its packets.
     pub fn note_activity(&mut self, flows: &[Arc<DpFlow>], now_ms: u64) {
         self.count(flows);
+        let by_id: HashMap<u64, &Arc<DpFlow>> = flows.iter().map(|f| (f.id, f)).collect();
         for p in self.ports.values_mut() {
             for id in p.manager.active() {
-                if let Some(f) = flows.iter().find(|f| f.id == id) {
+                if let Some(f) = by_id.get(&id) {
                     f.seen(now_ms);
                 }
             }
@@ -298,36 +306,43 @@ impl Offloads {
         }
     }
 
-    /// Where `rule` stands: as the datapath flows it serves (`flows`, those whose
-    /// translation went through it): offloaded if one of them is, their rates
-    /// summed; a rule no packet has used yet has none.
-    pub fn rule(&self, rule: &Arc<Rule>, flows: &[(Arc<DpFlow>, Vec<Arc<Rule>>)]) -> FlowOffload {
+    /// Where each rule stands, by the datapath flows it serves (those whose
+    /// translation went through it): offloaded if one of them is, their rates summed.
+    /// Keyed by the rule's address; a rule not in it serves no flow.
+    pub fn by_rule(&self, flows: &[Arc<DpFlow>]) -> HashMap<*const Rule, FlowOffload> {
+        let mut out: HashMap<*const Rule, FlowOffload> = HashMap::new();
         if !self.enabled {
-            return FlowOffload {
-                offloaded: false,
-                status: "off".into(),
-                pps: 0.0,
-            };
+            return out;
         }
-        let mine: Vec<FlowOffload> = flows
-            .iter()
-            .filter(|(_, rules)| rules.iter().any(|r| Arc::ptr_eq(r, rule)))
-            .map(|(f, _)| self.dp_flow(f))
-            .collect();
-        let pps = mine.iter().map(|o| o.pps).sum();
-        match mine.iter().find(|o| o.offloaded) {
-            Some(o) => FlowOffload {
-                offloaded: true,
-                status: o.status.clone(),
-                pps,
-            },
-            None => FlowOffload {
-                offloaded: false,
-                status: mine
-                    .first()
-                    .map_or_else(|| "no-datapath-flow".into(), |o| o.status.clone()),
-                pps,
-            },
+        for f in flows.iter().filter(|f| !f.is_dead()) {
+            let o = self.dp_flow(f);
+            for r in &f.rules() {
+                let e = out.entry(Arc::as_ptr(r)).or_insert_with(|| FlowOffload {
+                    offloaded: false,
+                    status: o.status.clone(),
+                    pps: 0.0,
+                });
+                e.pps += o.pps;
+                if o.offloaded && !e.offloaded {
+                    e.offloaded = true;
+                    e.status = o.status.clone();
+                }
+            }
+        }
+        out
+    }
+
+    /// Where a rule that `by_rule` does not list stands.
+    pub fn rule_without_flows(&self) -> FlowOffload {
+        FlowOffload {
+            offloaded: false,
+            status: if self.enabled {
+                "no-datapath-flow"
+            } else {
+                "off"
+            }
+            .into(),
+            pps: 0.0,
         }
     }
 

@@ -98,6 +98,8 @@ pub struct Switch {
     ofproto: Arc<Ofproto>,
     /// The ports NORMAL and FLOOD send to, as last told to `ofproto`.
     flood_ports: Vec<u32>,
+    /// The datapath's count of retired flows when the offload side last looked.
+    retired_seen: u64,
     options: Options,
     ports: BTreeMap<u32, Port>,
     /// The kinds of port there are.
@@ -218,6 +220,7 @@ impl Switch {
             dp,
             ofproto,
             flood_ports: Vec::new(),
+            retired_seen: 0,
             options: saved.options,
             ports,
             classes,
@@ -286,12 +289,18 @@ impl Switch {
         }
     }
 
-    /// The offload pass, when its interval has run out; and in every call, the
-    /// entries of flows the revalidator retired since (hosts that moved) leave.
+    /// The offload pass, when its interval has run out; and whenever the revalidator
+    /// retired flows since the last look (hosts that moved), their entries leave.
     pub fn revalidate_offloads(&mut self) {
         if !self.offloads.any() {
             return;
         }
+        let retired = self.dp.retired_flows();
+        let due = self.offloads.due();
+        if retired == self.retired_seen && !due {
+            return;
+        }
+        self.retired_seen = retired;
         let flows = self.dp.dump_flows();
         self.offloads.withdraw(&flows);
         self.offloads.revalidate(&flows, false);
@@ -1061,22 +1070,17 @@ impl Switch {
         let flows = self.dp.dump_flows();
         self.offloads.count(&flows);
         self.dp.push_flow_stats();
-        let served: Vec<_> = if self.offloads.any() {
-            flows
-                .iter()
-                .filter(|f| !f.is_dead())
-                .map(|f| (f.clone(), f.rules()))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let served = self.offloads.by_rule(&flows);
         let now = now_ms();
         self.ofproto
             .pipeline()
             .rules()
             .iter()
             .map(|r| {
-                let o = self.offloads.rule(r, &served);
+                let o = served
+                    .get(&Arc::as_ptr(r))
+                    .cloned()
+                    .unwrap_or_else(|| self.offloads.rule_without_flows());
                 FlowInfo {
                     flow: format_flow(&r.spec),
                     table: r.spec.table,
