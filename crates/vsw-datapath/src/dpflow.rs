@@ -39,6 +39,9 @@ pub struct DpFlow {
     used_ms: AtomicU64,
     /// Packets an offload provider forwarded for it (set by the offload side).
     provider_packets: AtomicU64,
+    /// In its PMD's registry, where the revalidator finds it (an upcall whose result
+    /// was not cached makes a flow that is not).
+    cached: AtomicBool,
     dead: AtomicBool,
     /// The inputs' generation it was last found right under.
     generation: AtomicU64,
@@ -89,6 +92,7 @@ impl DpFlow {
             bytes: AtomicU64::new(0),
             used_ms: AtomicU64::new(0),
             provider_packets: AtomicU64::new(0),
+            cached: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             generation: AtomicU64::new(t.generation),
             pushed: Mutex::new(Pushed {
@@ -134,6 +138,16 @@ impl DpFlow {
     /// Packets went through it at `now_ms` elsewhere (an offload provider): not idle.
     pub fn seen(&self, now_ms: u64) {
         self.used_ms.fetch_max(now_ms, Ordering::Relaxed);
+    }
+
+    /// Registered where the revalidator finds it (and pushes its counts).
+    #[inline]
+    pub fn is_cached(&self) -> bool {
+        self.cached.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_cached(&self) {
+        self.cached.store(true, Ordering::Relaxed);
     }
 
     /// Retired: no packet may be forwarded by it once its PMD has seen this.

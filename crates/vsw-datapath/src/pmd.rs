@@ -695,6 +695,7 @@ fn upcall(
         let mut registry = lock(&control.flows);
         let current = snap.upcall.generation() == generation;
         if current {
+            flow.set_cached();
             registry.push(flow.clone());
         }
         current
@@ -861,6 +862,11 @@ fn process_batch(
     *malformed_total += malformed;
     for (flow, packets, bytes) in tally {
         flow.add(packets, bytes, now_ms);
+        if !flow.is_cached() {
+            // No revalidator will see it: its packets go to the rules now (this
+            // follows an upcall, never a cached flow's packet).
+            flow.push_stats();
+        }
     }
     received
 }

@@ -70,9 +70,10 @@ pub(crate) fn pass(
     upcall.revalidating(now_ms);
     let pmds = shared.pmds.load_full();
     let mut sum = RevalidateSummary::default();
+    let mut retired: Vec<Arc<DpFlow>> = Vec::new();
     for control in pmds.iter() {
         let flows = lock(&control.flows).clone();
-        let mut retired = 0;
+        let before = retired.len();
         for f in &flows {
             sum.flows += 1;
             f.push_stats();
@@ -80,7 +81,7 @@ pub(crate) fn pass(
             if now_ms.saturating_sub(used) >= max_idle_ms {
                 f.kill();
                 sum.idle += 1;
-                retired += 1;
+                retired.push(f.clone());
                 continue;
             }
             if f.generation() == upcall.generation() {
@@ -95,10 +96,10 @@ pub(crate) fn pass(
             } else {
                 f.kill();
                 sum.stale += 1;
-                retired += 1;
+                retired.push(f.clone());
             }
         }
-        if retired > 0 {
+        if retired.len() > before {
             lock(&control.flows).retain(|f| !f.is_dead());
         }
     }
@@ -110,6 +111,12 @@ pub(crate) fn pass(
             let request = control.sweep_requested.fetch_add(1, Ordering::AcqRel) + 1;
             control.wake();
             control.wait_for(SWEEP_TIMEOUT, |a| a.swept >= request)?;
+        }
+        // A batch that took a flow before it was retired counts on it after the push
+        // above; once every PMD has swept, nothing counts on it any more: the last of
+        // its packets go to the rules now.
+        for f in &retired {
+            f.push_stats();
         }
     }
     Ok(sum)

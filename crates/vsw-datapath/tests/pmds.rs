@@ -170,6 +170,9 @@ fn the_flow_limit_bounds_what_a_pmd_caches() {
     // Every frame was forwarded all the same (flooded: host 2 is not known).
     let got = drain(&sw.peers[1]);
     assert_eq!(got.len(), 1000);
+    // And counted on the rule, cached or not.
+    sw.dp.push_flow_stats();
+    assert_eq!(sw.ofproto.pipeline().rules()[0].stats.packets(), 1000);
 }
 
 #[test]
