@@ -14,3 +14,4 @@ pub mod search;
 pub mod switches;
 pub mod topology;
 pub mod traffic;
+pub mod vhost;

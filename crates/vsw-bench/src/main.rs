@@ -52,6 +52,187 @@ enum Cmd {
     /// vsw alone, sweeping tx-flush-interval: kicks per packet, packets per batch,
     /// PMD cycles per packet and latency at several rates, and zero-loss throughput.
     Batching(BatchingArgs),
+    /// Guest to guest through vhost-user ports: one testpmd process is both guests
+    /// (source -> guest A -> switch -> guest B -> sink) on one core, the switch's PMD
+    /// on another; guest B's rate and the PMD's cycles per packet, switch beside switch.
+    Vhost(VhostArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct VhostArgs {
+    /// Switches, measured in turn each round: vsw, vsw@DIR (another build), ovs-dpdk
+    /// (skipped, with a note, where openvswitch-switch-dpdk is missing).
+    #[arg(long, default_value = "vsw,ovs-dpdk", value_delimiter = ',')]
+    switches: Vec<String>,
+    /// Frame sizes: bytes, or imix (64/594/1518 at 7:4:1).
+    #[arg(long, default_value = "64", value_delimiter = ',')]
+    frame_size: Vec<String>,
+    /// Queue pairs per guest: 1 (one PMD), 2 (two PMDs, one sharing the guests' core).
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    queues: Vec<usize>,
+    /// Rounds; every switch once per round, interleaved.
+    #[arg(long, default_value_t = 2)]
+    repeats: usize,
+    /// Seconds measured per run (after --warmup from guest B's first frames).
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// The core of the testpmd process (generator and both guests).
+    #[arg(long, default_value_t = 0)]
+    guest_cpu: usize,
+    /// The switch's PMD core (with 2 queues, its second PMD is on --guest-cpu).
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Serialize)]
+struct VhostReport {
+    date: String,
+    command: String,
+    skipped: Vec<String>,
+    runs: Vec<vsw_bench::vhost::RigResult>,
+}
+
+fn vhost(a: &VhostArgs) -> anyhow::Result<()> {
+    use vsw_bench::vhost::{median, run, FrameMix, RigConfig, VhostSwitch};
+    require_root()?;
+    let bin_dir = match &a.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("no directory")?
+            .to_path_buf(),
+    };
+    let mixes: Vec<FrameMix> = a
+        .frame_size
+        .iter()
+        .map(|s| FrameMix::parse(s))
+        .collect::<anyhow::Result<_>>()?;
+    if let Some(q) = a.queues.iter().find(|q| !(1..=2).contains(*q)) {
+        bail!("--queues {q}: 1 or 2 (this rig has two cores)");
+    }
+    let mut skipped = Vec::new();
+    let mut sws = Vec::new();
+    for name in &a.switches {
+        match VhostSwitch::by_name(name, &bin_dir)? {
+            Ok(s) => sws.push(s),
+            Err(why) => {
+                eprintln!("{why}");
+                skipped.push(why);
+            }
+        }
+    }
+    let mut runs = Vec::new();
+    for mix in &mixes {
+        for &queues in &a.queues {
+            let cfg = RigConfig {
+                frames: *mix,
+                queues,
+                warmup: Duration::from_secs(a.warmup),
+                measure: Duration::from_secs(a.seconds),
+                guest_cpu: a.guest_cpu,
+                pmd_cpu: a.pmd_cpu,
+            };
+            for round in 0..a.repeats {
+                for (k, sw) in sws.iter_mut().enumerate() {
+                    eprint!(
+                        "== {} frames {} queues {queues} round {}: ",
+                        sw.name(),
+                        mix.label(),
+                        round + 1
+                    );
+                    let r = run(sw, &cfg, &format!("{round}{k}"))?;
+                    eprintln!(
+                        "guest B {:.3} Mpps, PMD {} cycles/packet",
+                        r.guest_b_mpps,
+                        r.pmd_cycles_per_packet
+                            .map_or("-".into(), |c| format!("{c:.0}"))
+                    );
+                    runs.push(r);
+                }
+            }
+        }
+    }
+    let report = VhostReport {
+        date: topology_date(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        skipped,
+        runs,
+    };
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(
+        a.out.join("results.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    let mut md = String::from("| frames | queue pairs | switch | guest B Mpps (runs) | Gbit/s | PMD cycles/packet (runs) |\n|---|---|---|---|---|---|\n");
+    let list = |v: &[f64], d: usize| {
+        v.iter()
+            .map(|x| format!("{x:.d$}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut ratios = String::new();
+    for mix in &mixes {
+        for &queues in &a.queues {
+            let mut medians = Vec::new();
+            for sw in &sws {
+                let name = sw.name();
+                let mine: Vec<_> = report
+                    .runs
+                    .iter()
+                    .filter(|r| r.switch == name && r.frames == mix.label() && r.queues == queues)
+                    .collect();
+                let mpps: Vec<f64> = mine.iter().map(|r| r.guest_b_mpps).collect();
+                let gbps: Vec<f64> = mine.iter().map(|r| r.guest_b_gbps).collect();
+                let cycles: Vec<f64> = mine
+                    .iter()
+                    .filter_map(|r| r.pmd_cycles_per_packet)
+                    .collect();
+                md += &format!(
+                    "| {} | {queues} | {name} | {} (median {:.3}) | {:.2} | {} |\n",
+                    mix.label(),
+                    list(&mpps, 3),
+                    median(&mpps).unwrap_or(0.0),
+                    median(&gbps).unwrap_or(0.0),
+                    list(&cycles, 0),
+                );
+                medians.push((name, median(&mpps), median(&cycles)));
+            }
+            if let Some((first, rest)) = medians.split_first() {
+                for other in rest {
+                    if let (Some(a), Some(b)) = (first.1, other.1) {
+                        ratios += &format!(
+                            "- {} frames, {queues} queue pair(s): {} / {} = **{:.2} ×** guest B's rate{}\n",
+                            mix.label(),
+                            first.0,
+                            other.0,
+                            a / b,
+                            match (first.2, other.2) {
+                                (Some(c1), Some(c2)) => format!(
+                                    ", {:.2} × the PMD cycles per packet ({c1:.0} against {c2:.0})",
+                                    c1 / c2
+                                ),
+                                _ => String::new(),
+                            }
+                        );
+                    }
+                }
+            }
+        }
+    }
+    md += "\n";
+    md += &ratios;
+    for s in &report.skipped {
+        md += &format!("\n{s}\n");
+    }
+    std::fs::write(a.out.join("results.md"), &md)?;
+    print!("{md}");
+    Ok(())
 }
 
 #[derive(clap::Args, Clone)]
@@ -1045,6 +1226,7 @@ fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Cmd::Batching(a) => return batching(&a),
+        Cmd::Vhost(a) => return vhost(&a),
         Cmd::Compare(o) => o,
         Cmd::Throughput(o) => Options {
             latency_loads: Vec::new(),

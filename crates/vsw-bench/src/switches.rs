@@ -107,6 +107,41 @@ impl SwitchUnderTest for Vsw {
     }
 
     fn start(&mut self, topo: &Topology) -> anyhow::Result<()> {
+        self.launch(1u64 << self.pmd_cpu)?;
+        for p in [&topo.gen_port, &topo.rcv_port] {
+            self.ctl(&["add-port", p, &format!("afpacket-mode={}", self.mode)])?;
+        }
+        if self.offload {
+            self.offload_datapath_flows(topo)?;
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self, _topo: &Topology) {
+        self.shut_down();
+    }
+
+    fn cpu_seconds(&self) -> Option<f64> {
+        process_cpu_seconds(self.child.as_ref()?.id())
+    }
+
+    fn clear_pmd_stats(&self) {
+        let _ = self.ctl(&["pmd-stats-clear"]);
+    }
+
+    fn pmd_ns_per_packet(&self) -> Option<f64> {
+        Some(cycles_to_ns(self.pmd_cycles_per_packet()?))
+    }
+
+    fn pmd_busy_seconds(&self) -> Option<f64> {
+        let (busy, _) = self.pmd_totals()?;
+        Some(cycles_to_ns(busy) / 1e9)
+    }
+}
+
+impl Vsw {
+    /// Starts vswd with no port, its PMDs on the cores of `pmd_mask`.
+    pub fn launch(&mut self, pmd_mask: u64) -> anyhow::Result<()> {
         let vswd = self.bin_dir.join("vswd");
         if !vswd.exists() {
             bail!(
@@ -134,17 +169,12 @@ impl SwitchUnderTest for Vsw {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.ctl(&["set", &format!("pmd-cpu-mask={:#x}", 1u64 << self.pmd_cpu)])?;
-        for p in [&topo.gen_port, &topo.rcv_port] {
-            self.ctl(&["add-port", p, &format!("afpacket-mode={}", self.mode)])?;
-        }
-        if self.offload {
-            self.offload_datapath_flows(topo)?;
-        }
+        self.ctl(&["set", &format!("pmd-cpu-mask={pmd_mask:#x}")])?;
         Ok(())
     }
 
-    fn stop(&mut self, _topo: &Topology) {
+    /// Ends vswd (the process this started) and removes its directory.
+    pub fn shut_down(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &c.id().to_string()])
@@ -154,31 +184,24 @@ impl SwitchUnderTest for Vsw {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 
-    fn cpu_seconds(&self) -> Option<f64> {
-        process_cpu_seconds(self.child.as_ref()?.id())
-    }
-
-    fn clear_pmd_stats(&self) {
-        let _ = self.ctl(&["pmd-stats-clear"]);
-    }
-
-    fn pmd_ns_per_packet(&self) -> Option<f64> {
+    /// Busy cycles and packets received, summed over the PMDs since the last reset.
+    fn pmd_totals(&self) -> Option<(f64, f64)> {
         let v: serde_json::Value =
             serde_json::from_str(&self.ctl(&["--format", "json", "pmd-stats-show"]).ok()?).ok()?;
-        let pmd = v.get(0)?;
-        let (busy, packets) = (pmd["busy_cycles"].as_f64()?, pmd["packets"].as_f64()?);
-        (packets > 0.0).then(|| cycles_to_ns(busy / packets))
+        let pmds = v.as_array()?;
+        let sum = |k: &str| pmds.iter().filter_map(|p| p[k].as_f64()).sum::<f64>();
+        Some((sum("busy_cycles"), sum("packets")))
     }
 
-    fn pmd_busy_seconds(&self) -> Option<f64> {
-        let v: serde_json::Value =
-            serde_json::from_str(&self.ctl(&["--format", "json", "pmd-stats-show"]).ok()?).ok()?;
-        let busy: f64 = v
-            .as_array()?
-            .iter()
-            .filter_map(|p| p["busy_cycles"].as_f64())
-            .sum();
-        Some(cycles_to_ns(busy) / 1e9)
+    /// PMD busy TSC cycles per packet received, over all PMDs, since the last reset.
+    pub fn pmd_cycles_per_packet(&self) -> Option<f64> {
+        let (busy, packets) = self.pmd_totals()?;
+        (packets > 0.0).then(|| busy / packets)
+    }
+
+    /// The directory vswd runs in (its socket and state), for sockets beside it.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 }
 
@@ -238,7 +261,8 @@ impl Ovs {
         run_with_env(args, &env)
     }
 
-    fn vsctl(&self, args: &[&str]) -> anyhow::Result<String> {
+    /// Runs ovs-vsctl against this switch's database.
+    pub fn vsctl(&self, args: &[&str]) -> anyhow::Result<String> {
         let db = format!("--db=unix:{}/db.sock", self.dir.display());
         let mut full = vec!["ovs-vsctl", db.as_str()];
         full.extend_from_slice(args);
@@ -249,10 +273,129 @@ impl Ovs {
         let pid = self
             .pid("ovs-vswitchd")
             .context("ovs-vswitchd is not running")?;
-        let target = format!("{}/ovs-vswitchd.{pid}.ctl", self.dir.display());
+        // PROGRAM.PID.ctl: ovs-vswitchd, or ovs-vswitchd-dpdk for the DPDK build.
+        let suffix = format!(".{pid}.ctl");
+        let target = std::fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(&suffix))
+            .context("no control socket of ovs-vswitchd")?
+            .display()
+            .to_string();
         let mut full = vec!["ovs-appctl", "-t", target.as_str()];
         full.extend_from_slice(args);
         self.cmd(&full)
+    }
+
+    /// Starts a private ovsdb-server and `vswitchd` (a program name or path) with
+    /// its PMDs on `pmd_mask` and `other_config` set before it starts, and adds
+    /// bridge br0 on the userspace datapath.
+    pub fn launch(
+        &self,
+        vswitchd: &str,
+        pmd_mask: u64,
+        other_config: &[String],
+    ) -> anyhow::Result<()> {
+        for p in ["ovsdb-server", "ovsdb-tool", "ovs-vsctl", vswitchd] {
+            if !installed(p) && !std::path::Path::new(p).is_file() {
+                bail!("{p} is not installed (apt-get install openvswitch-switch)");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::fs::create_dir_all(&self.dir)?;
+        let d = self.dir.display().to_string();
+        self.cmd(&[
+            "ovsdb-tool",
+            "create",
+            &format!("{d}/conf.db"),
+            "/usr/share/openvswitch/vswitch.ovsschema",
+        ])?;
+        self.cmd(&[
+            "ovsdb-server",
+            &format!("{d}/conf.db"),
+            &format!("--remote=punix:{d}/db.sock"),
+            &format!("--pidfile={d}/ovsdb-server.pid"),
+            "--detach",
+            &format!("--log-file={d}/ovsdb-server.log"),
+        ])?;
+        self.vsctl(&["--no-wait", "init"])?;
+        let mask = format!("other_config:pmd-cpu-mask={pmd_mask:#x}");
+        let mut set = vec!["--no-wait", "set", "Open_vSwitch", ".", mask.as_str()];
+        set.extend(other_config.iter().map(String::as_str));
+        self.vsctl(&set)?;
+        // Without the openvswitch kernel module ovs-vswitchd logs a netlink error at
+        // start and works on with the userspace datapath.
+        self.cmd(&[
+            vswitchd,
+            &format!("unix:{d}/db.sock"),
+            &format!("--pidfile={d}/ovs-vswitchd.pid"),
+            "--detach",
+            &format!("--log-file={d}/ovs-vswitchd.log"),
+        ])?;
+        self.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ])?;
+        Ok(())
+    }
+
+    /// Runs ovs-ofctl against this switch's bridge br0.
+    pub fn ofctl(&self, args: &[&str]) -> anyhow::Result<String> {
+        let mut full = vec!["ovs-ofctl"];
+        full.extend_from_slice(args);
+        self.cmd(&full)
+    }
+
+    /// PMD processing cycles and packets received, summed over the PMDs since the
+    /// last reset (`dpif-netdev/pmd-stats-show`).
+    pub fn pmd_totals(&self) -> Option<(f64, f64)> {
+        let out = self.appctl(&["dpif-netdev/pmd-stats-show"]).ok()?;
+        let sum = |key: &str| -> f64 {
+            out.lines()
+                .filter(|l| l.trim_start().starts_with(key))
+                .filter_map(|l| {
+                    l.split(':')
+                        .nth(1)?
+                        .split_whitespace()
+                        .next()?
+                        .parse::<f64>()
+                        .ok()
+                })
+                .sum()
+        };
+        Some((sum("processing cycles:"), sum("packets received:")))
+    }
+
+    /// Clears OVS's PMD statistics.
+    pub fn clear_pmd_statistics(&self) {
+        let _ = self.appctl(&["dpif-netdev/pmd-stats-clear"]);
+    }
+
+    /// Ends the daemons this started and removes their directory.
+    pub fn shut_down(&mut self) {
+        let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
+        for name in ["ovs-vswitchd", "ovsdb-server"] {
+            if let Some(pid) = self.pid(name) {
+                let _ = run(&["kill", "-TERM", &pid.to_string()]);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while std::path::Path::new(&format!("/proc/{pid}")).exists()
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// The private run directory (sockets go here).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     fn pid(&self, name: &str) -> Option<u32> {
@@ -281,57 +424,10 @@ impl SwitchUnderTest for Ovs {
     }
 
     fn start(&mut self, topo: &Topology) -> anyhow::Result<()> {
-        for p in ["ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl"] {
-            if !installed(p) {
-                bail!("{p} is not installed (apt-get install openvswitch-switch)");
-            }
-        }
         if self.afxdp && !run(&["mount"])?.contains("/sys/fs/bpf") {
             run(&["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"])?;
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
-        std::fs::create_dir_all(&self.dir)?;
-        let d = self.dir.display().to_string();
-        self.cmd(&[
-            "ovsdb-tool",
-            "create",
-            &format!("{d}/conf.db"),
-            "/usr/share/openvswitch/vswitch.ovsschema",
-        ])?;
-        self.cmd(&[
-            "ovsdb-server",
-            &format!("{d}/conf.db"),
-            &format!("--remote=punix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovsdb-server.pid"),
-            "--detach",
-            &format!("--log-file={d}/ovsdb-server.log"),
-        ])?;
-        self.vsctl(&["--no-wait", "init"])?;
-        self.vsctl(&[
-            "--no-wait",
-            "set",
-            "Open_vSwitch",
-            ".",
-            &format!("other_config:pmd-cpu-mask={:#x}", 1u64 << self.pmd_cpu),
-        ])?;
-        // Without the openvswitch kernel module ovs-vswitchd logs a netlink error at
-        // start and works on with the userspace datapath.
-        self.cmd(&[
-            "ovs-vswitchd",
-            &format!("unix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovs-vswitchd.pid"),
-            "--detach",
-            &format!("--log-file={d}/ovs-vswitchd.log"),
-        ])?;
-        self.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-        ])?;
+        self.launch("ovs-vswitchd", 1u64 << self.pmd_cpu, &[])?;
         for p in [&topo.gen_port, &topo.rcv_port] {
             if self.afxdp {
                 self.vsctl(&[
@@ -353,19 +449,7 @@ impl SwitchUnderTest for Ovs {
     }
 
     fn stop(&mut self, _topo: &Topology) {
-        let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
-        for name in ["ovs-vswitchd", "ovsdb-server"] {
-            if let Some(pid) = self.pid(name) {
-                let _ = run(&["kill", "-TERM", &pid.to_string()]);
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while std::path::Path::new(&format!("/proc/{pid}")).exists()
-                    && Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.shut_down();
     }
 
     fn cpu_seconds(&self) -> Option<f64> {
@@ -373,41 +457,16 @@ impl SwitchUnderTest for Ovs {
     }
 
     fn clear_pmd_stats(&self) {
-        let _ = self.appctl(&["dpif-netdev/pmd-stats-clear"]);
+        self.clear_pmd_statistics();
     }
 
     fn pmd_ns_per_packet(&self) -> Option<f64> {
-        // "  avg processing cycles per packet: 1234.56 (busy/packets)"
-        let out = self.appctl(&["dpif-netdev/pmd-stats-show"]).ok()?;
-        let line = out.lines().find(|l| {
-            l.trim_start()
-                .starts_with("avg processing cycles per packet")
-        })?;
-        let value = line
-            .split(':')
-            .nth(1)?
-            .split_whitespace()
-            .next()?
-            .parse::<f64>()
-            .ok()?;
-        Some(cycles_to_ns(value))
+        let (busy, packets) = self.pmd_totals()?;
+        (packets > 0.0).then(|| cycles_to_ns(busy / packets))
     }
 
     fn pmd_busy_seconds(&self) -> Option<f64> {
-        // "  processing cycles: 123456 (12.34%)" per PMD thread.
-        let out = self.appctl(&["dpif-netdev/pmd-stats-show"]).ok()?;
-        let busy: f64 = out
-            .lines()
-            .filter(|l| l.trim_start().starts_with("processing cycles:"))
-            .filter_map(|l| {
-                l.split(':')
-                    .nth(1)?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .sum();
+        let (busy, _) = self.pmd_totals()?;
         Some(cycles_to_ns(busy) / 1e9)
     }
 }
