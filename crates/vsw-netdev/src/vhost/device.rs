@@ -5,8 +5,7 @@ use super::*;
 
 /// A virtqueue while the frontend has it running, as the PMD uses it.
 pub(super) struct Running {
-    pub(super) queue: Queue,
-    pub(super) mem: Arc<GuardedMemory>,
+    pub(super) queue: SplitQueue,
     /// The driver's call eventfd, non-blocking (only eventfds are taken).
     pub(super) call: Option<File>,
     /// The used index when vsw last decided whether to notify (EVENT_IDX compares the
@@ -25,25 +24,19 @@ impl Running {
         fence(Ordering::SeqCst);
         let new = self.queue.next_used();
         let old = std::mem::replace(&mut self.checked_used, new);
+        let rings = self.queue.rings();
         // `waits`: the driver waits for an interrupt (it polls otherwise);
         // `asked`: this batch is the one it asked to be told of.
-        let (waits, asked) = if self.queue.event_idx_enabled() {
-            // used_event sits after the avail ring's entries. A driver that waits sets
-            // it at or past what it has seen; one that polls leaves it behind.
-            let at = self.queue.avail_ring() + 4 + 2 * u64::from(self.queue.size());
-            match self.mem.read_obj::<u16>(GuestAddress(at)) {
-                Ok(event) => (
-                    event.wrapping_sub(old) < 0x8000,
-                    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old),
-                ),
-                Err(_) => (true, true),
-            }
+        let (waits, asked) = if self.queue.event_idx() {
+            // A driver that waits sets used_event at or past what it has seen; one
+            // that polls leaves it behind.
+            let event = rings.used_event();
+            (
+                event.wrapping_sub(old) < 0x8000,
+                new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old),
+            )
         } else {
-            let flags: u16 = self
-                .mem
-                .read_obj(GuestAddress(self.queue.avail_ring()))
-                .unwrap_or(0);
-            let waits = flags & VRING_AVAIL_F_NO_INTERRUPT == 0;
+            let waits = rings.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT == 0;
             (waits, waits)
         };
         // A driver that gave no call eventfd cannot be interrupted: it polls.
@@ -102,7 +95,8 @@ pub(super) struct VringConfig {
 /// The protocol side of one port.
 pub(super) struct Device {
     pub(super) regions: Vec<VhostUserMemoryRegion>,
-    pub(super) mem: Option<Arc<GuardedMemory>>,
+    /// The guest's memory as the queues address it (one per memory table).
+    pub(super) map: Option<Arc<GuestMap>>,
     pub(super) features: u64,
     pub(super) protocol: bool,
     pub(super) config: Vec<VringConfig>,
@@ -133,27 +127,17 @@ impl Device {
         if !c.kicked || (self.protocol && !enabled) {
             return;
         }
-        let Some(mem) = self.mem.clone() else {
+        let Some(map) = self.map.clone() else {
             return;
         };
-        let started = (|| -> Option<Queue> {
-            let mut q = Queue::new(QUEUE_MAX).ok()?;
-            q.try_set_size(c.size).ok()?;
-            q.try_set_desc_table_address(GuestAddress(c.desc)).ok()?;
-            q.try_set_avail_ring_address(GuestAddress(c.avail)).ok()?;
-            q.try_set_used_ring_address(GuestAddress(c.used)).ok()?;
-            q.set_next_avail(c.base);
-            q.set_next_used(c.base);
-            q.set_event_idx(self.features & VIRTIO_RING_F_EVENT_IDX != 0);
-            q.set_ready(true);
-            q.is_valid(&**mem).then_some(q)
-        })();
+        let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
+        let started = SplitRings::new(map, c.size, c.desc, c.avail, c.used)
+            .map(|rings| SplitQueue::new(rings, c.base, event_idx));
         match started {
             Some(queue) => {
                 let call = c.call.as_ref().and_then(|f| f.try_clone().ok());
                 *self.vrings[i].lock() = Some(Running {
                     queue,
-                    mem,
                     call,
                     checked_used: c.base,
                 });
@@ -200,7 +184,8 @@ impl Device {
             self.stop(i);
             self.config[i] = VringConfig::default();
         }
-        self.status.retire_memory(self.mem.take());
+        self.status
+            .retire_memory(self.map.take().map(|m| m.memory().clone()));
         self.regions.clear();
         self.features = 0;
         self.status.features.store(0, Ordering::Relaxed);
@@ -266,6 +251,7 @@ impl VhostUserBackendReqHandlerMut for Device {
         let mem = GuestMemoryMmap::from_ranges_with_files(ranges)
             .map_err(|_| invalid("guest memory regions cannot be mapped"))?;
         let mem = GuardedMemory::guard(mem).map_err(invalid)?;
+        let map = GuestMap::new(mem.clone()).ok_or(invalid("too many guest memory regions"))?;
         // A new table on a running connection (memory hot-plug): the queues that
         // run stop (no PMD touches the old mapping once its lock is let go), and start
         // again from where they were, on the new memory. Their rings are at guest
@@ -276,9 +262,10 @@ impl VhostUserBackendReqHandlerMut for Device {
         for i in 0..QUEUES {
             self.stop(i);
         }
-        self.status.retire_memory(self.mem.take());
+        self.status
+            .retire_memory(self.map.take().map(|m| m.memory().clone()));
         *self.status.memory.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&mem);
-        self.mem = Some(mem);
+        self.map = Some(Arc::new(map));
         self.regions = ctx.to_vec();
         for i in running {
             self.config[i].kicked = true;

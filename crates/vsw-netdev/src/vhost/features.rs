@@ -53,6 +53,10 @@ pub(super) const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
 pub(super) const VIRTIO_F_VERSION_1: u64 = 1 << 32;
 pub(super) const VIRTIO_RING_F_INDIRECT_DESC: u64 = 1 << 28;
 pub(super) const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
+/// The device uses buffers in the order the driver made them available (vsw always
+/// does): a driver that knows it can free and refill its rings without looking up
+/// which buffer came back (DPDK's virtio driver then takes its in-order paths).
+pub(super) const VIRTIO_F_IN_ORDER: u64 = 1 << 35;
 /// Several queue pairs; the control queue that sets how many the driver uses is
 /// the frontend's (QEMU and DPDK's virtio_user handle it themselves).
 pub(super) const VIRTIO_NET_F_CTRL_VQ: u64 = 1 << 17;
@@ -69,6 +73,7 @@ pub(super) const OFFERED: u64 = VIRTIO_F_VERSION_1
     | VIRTIO_NET_F_MRG_RXBUF
     | VIRTIO_RING_F_INDIRECT_DESC
     | VIRTIO_RING_F_EVENT_IDX
+    | VIRTIO_F_IN_ORDER
     | VIRTIO_NET_F_CTRL_VQ
     | VIRTIO_NET_F_MQ
     | VHOST_USER_F_PROTOCOL_FEATURES;

@@ -12,13 +12,11 @@ pub(super) struct GuestRx {
     /// The receive queue the last batch went into.
     pub(super) last_pair: usize,
     /// Each holds a virtio-net header and a frame.
-    pub(super) bufs: Vec<Box<[u8]>>,
-    pub(super) lens: [usize; BATCH_SIZE],
+    pub(super) slots: FrameSlots,
     pub(super) staged: usize,
-    /// The buffers (chain heads, bytes written) and descriptors of the frame being
-    /// placed: kept here so that placing allocates nothing.
-    pub(super) heads: ArrayVec<(u16, u32), MAX_BUFFERS>,
-    pub(super) segments: ArrayVec<(GuestAddress, u32, u8), MAX_SEGMENTS>,
+    /// The heads of this batch's fast case, read together.
+    pub(super) taken: Batch,
+    pub(super) placer: Placer,
     pub(super) status: Arc<GuestStatus>,
     pub(super) _server: Arc<Server>,
 }
@@ -34,13 +32,10 @@ impl GuestRx {
             rings,
             pair,
             last_pair: pair,
-            bufs: (0..BATCH_SIZE)
-                .map(|_| vec![0u8; HDR + MAX_FRAME].into_boxed_slice())
-                .collect(),
-            lens: [0; BATCH_SIZE],
+            slots: FrameSlots::default(),
             staged: 0,
-            heads: ArrayVec::new(),
-            segments: ArrayVec::new(),
+            taken: Batch::default(),
+            placer: Placer::default(),
             status,
             _server: server,
         }
@@ -49,75 +44,73 @@ impl GuestRx {
 
 /// What became of one frame for the guest.
 pub(super) enum Placed {
-    /// Written into this many buffers.
-    Buffers(u16),
+    /// Written into the guest's buffers.
+    Buffers,
     /// The guest has no (large enough) buffer now: nothing taken.
     NoBuffer,
-    /// The guest's buffers were unusable: given back empty, this many.
-    Bad(u16),
+    /// The guest's buffers were unusable: given back empty.
+    Bad,
 }
 
-/// Writes a used-ring entry at position `index` (not yet published).
-pub(super) fn write_used<M: GuestMemory>(q: &Queue, mem: &M, index: u16, head: u16, len: u32) {
-    let slot = u64::from(index % q.size());
-    let at = q.used_ring() + 4 + 8 * slot;
-    let mut elem = [0u8; 8];
-    elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
-    elem[4..].copy_from_slice(&len.to_le_bytes());
-    // The used ring was checked to lie in guest memory when the queue started.
-    let _ = mem.write_slice(&elem, GuestAddress(at));
+/// Places frames one by one, for every case the batch's fast case does not take
+/// (mergeable buffers, chains, buffers too small). Holds the buffers (chain heads,
+/// bytes written) and descriptors of the frame being placed, so that placing
+/// allocates nothing.
+#[derive(Default)]
+pub(super) struct Placer {
+    heads: ArrayVec<(u16, u32), MAX_BUFFERS>,
+    segments: ArrayVec<(u64, u32, u8), MAX_SEGMENTS>,
+    chain: Chain,
 }
 
-impl GuestRx {
+impl Placer {
     /// Places `frame` (header included) into the guest's receive buffers: one chain,
     /// or with mergeable buffers as many as it takes (their count goes into the
-    /// header). The used entries go at `used_at..`; the caller publishes them.
+    /// header), from the `available` heads not yet taken (decreased by those used).
+    /// The used entries are added; the caller publishes them.
     pub(super) fn place(
         &mut self,
         r: &mut Running,
         frame: &mut [u8],
         mergeable: bool,
-        used_at: u16,
+        available: &mut u16,
     ) -> Placed {
-        let mem = r.mem.clone();
         self.heads.clear();
         self.segments.clear();
         let most = if mergeable { MAX_BUFFERS } else { 1 };
         let mut room = 0usize;
         let mut usable = true;
-        while room < frame.len() && self.heads.len() < most {
-            let Some(chain) = r.queue.pop_descriptor_chain(&**mem) else {
+        while room < frame.len() && self.heads.len() < most && *available > 0 {
+            let head = r.queue.take();
+            *available -= 1;
+            self.heads.push((head, 0));
+            if r.queue.walk(head, &mut self.chain).is_err() {
+                usable = false;
                 break;
-            };
-            let head = chain.head_index();
-            let mut more = false;
-            for d in chain {
-                more = d.has_next();
-                if !d.is_write_only() || self.segments.is_full() {
+            }
+            for s in &self.chain {
+                if !s.writable || self.segments.is_full() {
                     usable = false;
                     break;
                 }
                 self.segments
-                    .push((d.addr(), d.len(), self.heads.len() as u8));
-                room += d.len() as usize;
+                    .push((s.addr, s.len, (self.heads.len() - 1) as u8));
+                room += s.len as usize;
             }
-            usable &= !more;
-            self.heads.push((head, 0));
             if !usable {
                 break;
             }
         }
         if usable && room < frame.len() {
             // Not enough buffers (or one too small): they stay the guest's.
-            for _ in 0..self.heads.len() {
-                r.queue.go_to_previous_position();
-            }
+            let n = self.heads.len() as u16;
+            r.queue.untake(n);
+            *available += n;
             return Placed::NoBuffer;
         }
-        let count = self.heads.len() as u16;
         if usable {
             if mergeable {
-                vsw_packet::vnet::write_num_buffers(frame, count);
+                vsw_packet::vnet::write_num_buffers(frame, self.heads.len() as u16);
             }
             let mut done = 0;
             for &(addr, len, buffer) in &self.segments {
@@ -125,7 +118,7 @@ impl GuestRx {
                     break;
                 }
                 let n = (len as usize).min(frame.len() - done);
-                if mem.write_slice(&frame[done..done + n], addr).is_err() {
+                if !r.queue.write(addr, &frame[done..done + n]) {
                     usable = false;
                     break;
                 }
@@ -133,14 +126,13 @@ impl GuestRx {
                 done += n;
             }
         }
-        for (k, &(head, written)) in self.heads.iter().enumerate() {
-            let len = if usable { written } else { 0 };
-            write_used(&r.queue, &**mem, used_at.wrapping_add(k as u16), head, len);
+        for &(head, written) in &self.heads {
+            r.queue.add_used(head, if usable { written } else { 0 });
         }
         if usable {
-            Placed::Buffers(count)
+            Placed::Buffers
         } else {
-            Placed::Bad(count)
+            Placed::Bad
         }
     }
 }
@@ -163,7 +155,11 @@ impl TxQueue for GuestRx {
             return Err(StageError::QueueFull);
         }
         let hdr_len = header_len(self.status.features.load(Ordering::Relaxed));
-        let buf = &mut self.bufs[self.staged];
+        let most = hdr_len + data.len() + if meta.vlan.is_some() { 4 } else { 0 };
+        let buf = self
+            .slots
+            .room(self.staged, most)
+            .ok_or(StageError::TooBig)?;
         let hdr: &mut [u8; VNET_HDR_LEN] = (&mut buf[..VNET_HDR_LEN])
             .try_into()
             .map_err(|_| StageError::TooBig)?;
@@ -174,7 +170,7 @@ impl TxQueue for GuestRx {
             vsw_packet::vnet::write_num_buffers(buf, 1);
         }
         let len = copy_frame(&mut buf[hdr_len..], data, meta.vlan).ok_or(StageError::TooBig)?;
-        self.lens[self.staged] = hdr_len + len;
+        self.slots.set_len(self.staged, hdr_len + len);
         self.staged += 1;
         Ok(())
     }
@@ -206,35 +202,63 @@ impl TxQueue for GuestRx {
             return n;
         };
         let mergeable = self.status.has(VIRTIO_NET_F_MRG_RXBUF);
-        let first = r.queue.next_used();
-        let mut used: u16 = 0;
         let mut refused = 0;
-        let mut bufs = std::mem::take(&mut self.bufs);
-        for (buf, len) in bufs.iter_mut().zip(self.lens).take(n) {
-            match self.place(r, &mut buf[..len], mergeable, first.wrapping_add(used)) {
-                Placed::Buffers(k) => used += k,
+        let Some(mut available) = r.queue.available() else {
+            // The driver's index is beyond what its ring holds: nothing is taken.
+            self.status.bad_chains.fetch_add(1, Ordering::Relaxed);
+            self.status.no_buffer.fetch_add(n as u64, Ordering::Relaxed);
+            return n;
+        };
+        let first = r.queue.next_used();
+        // The fast case: a buffer of one descriptor per frame, large enough. The
+        // batch's heads and descriptors are read together; from the first frame that
+        // does not fit that way on, frames are placed one by one.
+        let want = n.min(usize::from(available));
+        r.queue.take_batch(want, &mut self.taken);
+        available -= want as u16;
+        let mut fast = 0;
+        while fast < want {
+            let frame = self.slots.frame(fast);
+            let len = frame.len();
+            let Some(s) = self.taken.single(fast, true) else {
+                break;
+            };
+            if (s.len as usize) < len {
+                break;
+            }
+            let head = self.taken.heads[fast];
+            if r.queue.write(s.addr, frame) {
+                r.queue.add_used(head, len as u32);
+            } else {
+                r.queue.add_used(head, 0);
+                refused += 1;
+                self.status.bad_chains.fetch_add(1, Ordering::Relaxed);
+            }
+            fast += 1;
+        }
+        let rest = (want - fast) as u16;
+        r.queue.untake(rest);
+        available += rest;
+        for k in fast..n {
+            match self
+                .placer
+                .place(r, self.slots.frame_mut(k), mergeable, &mut available)
+            {
+                Placed::Buffers => {}
                 Placed::NoBuffer => {
                     refused += 1;
                     self.status.no_buffer.fetch_add(1, Ordering::Relaxed);
                 }
-                Placed::Bad(k) => {
-                    used += k;
+                Placed::Bad => {
                     refused += 1;
                     self.status.bad_chains.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        self.bufs = bufs;
-        if used > 0 {
+        if r.queue.next_used() != first {
             // One used-index update for the batch: a frame's buffers become visible
             // to the driver together, after their contents.
-            let next = first.wrapping_add(used);
-            let _ = r.mem.store(
-                next.to_le(),
-                GuestAddress(r.queue.used_ring() + 2),
-                Ordering::Release,
-            );
-            r.queue.set_next_used(next);
+            r.queue.publish_used();
         }
         r.notify(&ring.wants_interrupts, &self.status.notifications);
         let mode = if ring.wants_interrupts.load(Ordering::Relaxed) {

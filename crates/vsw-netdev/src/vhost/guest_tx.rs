@@ -1,49 +1,53 @@
 //! Frames the guest sends: its transmit queue, polled by a PMD.
 
 use super::*;
+use vsw_packet::ethernet::ETH_HDR_LEN;
 
 /// The guest's transmit queue, polled by a PMD: frames the guest sends.
 pub(super) struct GuestTx {
     pub(super) vring: Arc<Vring>,
-    /// The virtio-net header length of the frames in `bufs`.
+    /// The virtio-net header length of the frames in `slots`.
     pub(super) hdr: usize,
     /// Each holds a virtio-net header and a frame.
-    pub(super) bufs: Vec<Box<[u8]>>,
-    pub(super) lens: [usize; BATCH_SIZE],
+    pub(super) slots: FrameSlots,
+    /// The heads of this poll and the chain being read: kept here so that reading
+    /// allocates nothing.
+    pub(super) taken: Batch,
+    pub(super) chain: Chain,
     pub(super) status: Arc<GuestStatus>,
     pub(super) _server: Arc<Server>,
 }
 
-/// Copies one descriptor chain (virtio-net header and frame) into `buf`; `None` when
-/// the chain is unusable (outside guest memory, writable where it should be readable,
-/// longer than `buf`, more than [`MAX_CHAIN_DESCRIPTORS`], looping). `walked` counts
-/// the descriptors looked at, usable or not.
-pub(super) fn read_chain<M: GuestMemory>(
-    chain: virtio_queue::DescriptorChain<&M>,
-    mem: &M,
-    buf: &mut [u8],
+/// Copies the chain at `head` (virtio-net header and frame) into slot `k`; `None` when
+/// it is unusable (a bad shape, writable where it should be readable, outside guest
+/// memory, longer than the largest frame, or shorter than a header and an Ethernet
+/// header). `walked` counts the descriptors looked at.
+pub(super) fn read_chain(
+    queue: &mut SplitQueue,
+    head: u16,
+    chain: &mut Chain,
+    slots: &mut FrameSlots,
+    k: usize,
     hdr: usize,
     walked: &mut usize,
 ) -> Option<usize> {
-    let mut len = 0usize;
-    let mut more = false;
-    for (k, d) in chain.enumerate() {
-        *walked += 1;
-        if k == MAX_CHAIN_DESCRIPTORS {
-            return None;
-        }
-        more = d.has_next();
-        if d.is_write_only() {
-            return None;
-        }
-        let n = d.len() as usize;
-        let out = buf.get_mut(len..len + n)?;
-        mem.read_slice(out, d.addr()).ok()?;
-        len += n;
+    let shape = queue.walk(head, chain);
+    *walked += chain.len().max(1);
+    shape.ok()?;
+    if chain.iter().any(|s| s.writable) {
+        return None;
     }
-    // A chain still pointing on when the walk stopped looped or was longer than the
-    // queue: virtio-queue ends the walk at the queue size, vsw drops the chain.
-    (len >= hdr + vsw_packet::ethernet::ETH_HDR_LEN && !more).then_some(len)
+    let total: u64 = chain.iter().map(|s| u64::from(s.len)).sum();
+    let buf = slots.room(k, usize::try_from(total).ok()?)?;
+    let mut len = 0usize;
+    for s in chain.iter() {
+        let out = &mut buf[len..len + s.len as usize];
+        if !queue.read(s.addr, out) {
+            return None;
+        }
+        len += s.len as usize;
+    }
+    (len >= hdr + ETH_HDR_LEN).then_some(len)
 }
 
 impl RxQueue for GuestTx {
@@ -60,20 +64,51 @@ impl RxQueue for GuestTx {
             let Some(r) = guard.as_mut() else {
                 return RxDrops::default();
             };
-            let mem = r.mem.clone();
+            let Some(available) = r.queue.available() else {
+                // The driver's index is beyond what its ring holds: nothing is taken.
+                self.status.bad_chains.fetch_add(1, Ordering::Relaxed);
+                return RxDrops::default();
+            };
+            r.queue.take_batch(usize::from(available), &mut self.taken);
+            let taken = self.taken.heads.len();
             let mut walked = 0;
-            while n < BATCH_SIZE && walked < POLL_DESCRIPTOR_BUDGET {
-                let Some(chain) = r.queue.pop_descriptor_chain(&**mem) else {
+            for k in 0..taken {
+                if walked >= POLL_DESCRIPTOR_BUDGET {
+                    // The rest stay the guest's, for the next poll.
+                    r.queue.untake((taken - k) as u16);
                     break;
+                }
+                let head = self.taken.heads[k];
+                let slots = &mut self.slots;
+                let read = match self.taken.single(k, false) {
+                    // One descriptor the guest wrote: no walk.
+                    Some(s) => {
+                        walked += 1;
+                        let len = s.len as usize;
+                        match slots.room(n, len) {
+                            Some(buf) if len >= hdr + ETH_HDR_LEN => {
+                                r.queue.read(s.addr, &mut buf[..len]).then_some(len)
+                            }
+                            _ => None,
+                        }
+                    }
+                    None => read_chain(
+                        &mut r.queue,
+                        head,
+                        &mut self.chain,
+                        slots,
+                        n,
+                        hdr,
+                        &mut walked,
+                    ),
                 };
-                let head = chain.head_index();
-                match read_chain(chain, &**mem, &mut self.bufs[n], hdr, &mut walked) {
+                match read {
                     Some(len) => {
-                        let gso = offloads && self.bufs[n][1] != VNET_GSO_NONE;
+                        slots.set_len(n, len);
+                        let gso = offloads && slots.frame(n)[1] != VNET_GSO_NONE;
                         if len - hdr > max_plain && !gso {
                             self.status.too_long.fetch_add(1, Ordering::Relaxed);
                         } else {
-                            self.lens[n] = len;
                             n += 1;
                         }
                     }
@@ -82,14 +117,17 @@ impl RxQueue for GuestTx {
                     }
                 }
                 // The buffer goes back to the guest either way.
-                let _ = r.queue.add_used(&**mem, head, 0);
+                r.queue.add_used(head, 0);
             }
-            if n > 0 {
+            if taken > 0 {
+                // One used-index update for the batch.
+                r.queue.publish_used();
                 r.notify(&self.vring.wants_interrupts, &self.status.notifications);
             }
         }
         let hdr = self.hdr;
-        for (buf, len) in self.bufs.iter().zip(&self.lens).take(n) {
+        for k in 0..n {
+            let buf = self.slots.frame(k);
             // The header only means something where the guest negotiated offloads;
             // the datapath checks its offsets against the frame either way.
             let vnet = if offloads {
@@ -98,7 +136,7 @@ impl RxQueue for GuestTx {
                 VnetHdr::default()
             };
             batch.push(RxPacket {
-                data: &buf[hdr..*len],
+                data: &buf[hdr..],
                 meta: PacketMeta { vnet, vlan: None },
             });
         }

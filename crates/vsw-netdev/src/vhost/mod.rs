@@ -2,21 +2,27 @@
 //! connects and shares its memory, and the PMD polls the guest's transmit virtqueue
 //! and fills its receive virtqueue directly.
 //!
-//! Built on rust-vmm: `vhost` for the protocol (one handler thread per socket),
-//! `vm-memory` for the guest's memory (every access bounds-checked against the
-//! regions the guest shared, so a descriptor pointing elsewhere is an error, not a
-//! read), `virtio-queue` for split virtqueues (chains end at the queue size, so a
-//! looping chain cannot hang the PMD).
+//! The protocol comes from rust-vmm's `vhost` (one handler thread per socket) and the
+//! mapping of the guest's memory from `vm-memory` (guarded against a frontend that
+//! shrinks it, `guest_memory`). The virtqueues themselves are vsw's own (`split_queue`
+//! over `guest_map`, the one module here that touches guest memory through pointers):
+//! the PMD's cost per packet was in virtio-queue's per-access region lookups and
+//! per-chain index updates. Every address and length a guest gives is checked against
+//! its memory before a byte is copied, chains end after `MAX_CHAIN_DESCRIPTORS`
+//! descriptors (so a looping chain cannot hang the PMD), and indices read from the
+//! rings are masked to the queue size.
 //!
 //! Split virtqueues only: packed virtqueues (VIRTIO_F_RING_PACKED) are not offered —
 //! every frontend that runs here (QEMU, DPDK's virtio_user, Linux and DPDK guest
 //! drivers) falls back to split queues, and a second ring layout would double the
-//! code that handles untrusted guest memory for no measured gain.
+//! code that handles untrusted guest memory; the split queue already beats OVS-DPDK
+//! here (docs/BENCHMARKS.md, issue 15). VIRTIO_F_IN_ORDER is offered: vsw uses
+//! buffers in the order they were made available anyway.
 //!
 //! Here: the socket, its protocol thread and opening a port. `features` is what vsw
 //! offers and the limits it holds a guest to, `device` the protocol side (virtqueues,
-//! memory, messages), `status` what `show` tells of the guest, `guest_tx` and
-//! `guest_rx` the two directions of frames.
+//! memory, messages), `status` what `show` tells of the guest, `frame_slots` the
+//! batch's frame buffers, and `guest_tx` and `guest_rx` the two directions of frames.
 
 use arrayvec::ArrayVec;
 use std::fs::File;
@@ -36,8 +42,7 @@ use vhost::vhost_user::{
     BackendReqHandler, Error as VuError, GpuBackend, Result as VuResult,
     VhostUserBackendReqHandlerMut, VhostUserProtocolFeatures,
 };
-use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryMmap};
+use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap};
 
 use crate::guest_memory::GuestMemory as GuardedMemory;
 use vsw_datapath::{
@@ -52,15 +57,22 @@ use crate::NetdevError;
 
 mod device;
 mod features;
+mod frame_slots;
+#[allow(unsafe_code)]
+mod guest_map;
 mod guest_rx;
 mod guest_tx;
+mod split_queue;
 mod status;
 
 use device::*;
 pub use features::MAX_QUEUE_PAIRS;
 use features::*;
+use frame_slots::FrameSlots;
+use guest_map::{GuestMap, SplitRings};
 use guest_rx::*;
 use guest_tx::*;
+use split_queue::{Batch, Chain, SplitQueue};
 pub use status::{GuestStatus, RxMode};
 
 /// The socket and its protocol thread; stopped when the port's last queue goes.
@@ -211,7 +223,7 @@ fn open(
     let vrings: Vec<Arc<Vring>> = (0..QUEUES).map(|_| Arc::new(Vring::default())).collect();
     let device = Arc::new(Mutex::new(Device {
         regions: Vec::new(),
-        mem: None,
+        map: None,
         features: 0,
         protocol: false,
         config: (0..QUEUES).map(|_| VringConfig::default()).collect(),
@@ -250,10 +262,9 @@ fn open(
             Box::new(GuestTx {
                 vring: v.clone(),
                 hdr: HDR,
-                bufs: (0..BATCH_SIZE)
-                    .map(|_| vec![0u8; HDR + MAX_FRAME].into_boxed_slice())
-                    .collect(),
-                lens: [0; BATCH_SIZE],
+                slots: FrameSlots::default(),
+                taken: Batch::default(),
+                chain: Chain::new(),
                 status: status.clone(),
                 _server: server.clone(),
             }) as Box<dyn RxQueue>
