@@ -26,7 +26,8 @@ use serde::Serialize;
 
 use crate::switches::{Ovs, Vsw};
 
-/// What guest A sends.
+/// What guest A sends. Sizes are Ethernet frame sizes as RFC 2544 counts them, FCS
+/// included (64 to 1518); the frames in guest memory are 4 bytes shorter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum FrameMix {
     /// Every frame this long (bytes, without the FCS).
@@ -34,6 +35,9 @@ pub enum FrameMix {
     /// Simple IMIX: 64, 594 and 1518 bytes, 7:4:1 (353.8 bytes on average).
     Imix,
 }
+
+/// The frame check sequence: counted in a frame's size, not stored with it.
+const FCS_LEN: usize = 4;
 
 /// The IMIX sequence: twelve frames in an order that spreads the large ones.
 pub const IMIX_SEQUENCE: [usize; 12] = [64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 594, 64];
@@ -46,8 +50,8 @@ impl FrameMix {
         let n: usize = s
             .parse()
             .with_context(|| format!("frame size '{s}': a number of bytes or 'imix'"))?;
-        if !(60..=1518).contains(&n) {
-            bail!("frame size {n} is outside 60..1518");
+        if !(64..=1518).contains(&n) {
+            bail!("frame size {n} is outside 64..1518 (FCS included)");
         }
         Ok(FrameMix::Fixed(n))
     }
@@ -59,7 +63,7 @@ impl FrameMix {
         }
     }
 
-    /// Mean frame length, bytes.
+    /// Mean frame length, bytes, FCS included.
     pub fn mean_len(&self) -> f64 {
         match self {
             FrameMix::Fixed(n) => *n as f64,
@@ -292,15 +296,21 @@ impl Guests {
     fn start(cfg: &RigConfig, dir: &Path, tag: &str) -> anyhow::Result<Guests> {
         let q = cfg.queues.to_string();
         let source = match cfg.frames {
-            FrameMix::Fixed(n) => format!("net_null0,size={n}"),
+            FrameMix::Fixed(n) => format!("net_null0,size={}", n - FCS_LEN),
             FrameMix::Imix => {
                 let pcap = dir.join("imix.pcap");
-                std::fs::write(&pcap, pcap_of_lengths(&IMIX_SEQUENCE))?;
-                format!(
-                    "net_pcap0,rx_pcap={},tx_pcap={},infinite_rx=1",
-                    pcap.display(),
-                    dir.join("imix-tx.pcap").display()
-                )
+                let lens: Vec<usize> = IMIX_SEQUENCE.iter().map(|n| n - FCS_LEN).collect();
+                std::fs::write(&pcap, pcap_of_lengths(&lens))?;
+                // The pcap device has one receive queue per rx_pcap given.
+                let mut arg = String::from("net_pcap0,infinite_rx=1");
+                for k in 0..cfg.queues {
+                    arg += &format!(
+                        ",rx_pcap={},tx_pcap={}",
+                        pcap.display(),
+                        dir.join(format!("imix-tx{k}.pcap")).display()
+                    );
+                }
+                arg
             }
         };
         let guest = |k: usize| {
