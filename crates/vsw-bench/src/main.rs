@@ -84,6 +84,10 @@ struct VhostArgs {
     /// The switch's PMD core (with 2 queues, its second PMD is on --guest-cpu).
     #[arg(long, default_value_t = 1)]
     pmd_cpu: usize,
+    /// The longest an idle PMD sleeps, µs, for every switch (vsw pmd-sleep-max, OVS
+    /// pmd-maxsleep): a PMD that shares the guests' core gives it back when idle.
+    #[arg(long, default_value_t = 0)]
+    pmd_sleep_max: u32,
     #[arg(long)]
     bin_dir: Option<PathBuf>,
     #[arg(long, default_value = "bench-results")]
@@ -137,6 +141,7 @@ fn vhost(a: &VhostArgs) -> anyhow::Result<()> {
                 measure: Duration::from_secs(a.seconds),
                 guest_cpu: a.guest_cpu,
                 pmd_cpu: a.pmd_cpu,
+                pmd_sleep_us: a.pmd_sleep_max,
             };
             for round in 0..a.repeats {
                 for (k, sw) in sws.iter_mut().enumerate() {

@@ -175,10 +175,13 @@ impl VhostSwitch {
 
     /// Starts the switch with two vhost-user client ports, vm1 and vm2, on the
     /// sockets `socket(1)` and `socket(2)`, and the one flow vm1 -> vm2.
-    fn start(&mut self, pmd_mask: u64, sockets: [&Path; 2]) -> anyhow::Result<()> {
+    fn start(&mut self, pmd_mask: u64, sleep_us: u32, sockets: [&Path; 2]) -> anyhow::Result<()> {
         match self {
             VhostSwitch::Vsw(v) => {
                 v.launch(pmd_mask)?;
+                if sleep_us > 0 {
+                    v.ctl(&["set", &format!("pmd-sleep-max={sleep_us}")])?;
+                }
                 for (name, path) in ["vm1", "vm2"].iter().zip(sockets) {
                     v.ctl(&[
                         "add-port",
@@ -200,6 +203,7 @@ impl VhostSwitch {
                             std::process::id()
                         ),
                         "other_config:per-port-memory=true".into(),
+                        format!("other_config:pmd-maxsleep={sleep_us}"),
                     ],
                 )?;
                 for (name, path) in ["vm1", "vm2"].iter().zip(sockets) {
@@ -269,6 +273,9 @@ pub struct RigConfig {
     /// The core testpmd (both guests and the generator) runs on.
     pub guest_cpu: usize,
     pub pmd_cpu: usize,
+    /// The longest a PMD with nothing to do may sleep, µs (vsw `pmd-sleep-max`, OVS
+    /// `pmd-maxsleep`); 0: PMDs never sleep.
+    pub pmd_sleep_us: u32,
 }
 
 /// One run's figures.
@@ -427,7 +434,7 @@ pub fn run(sw: &mut VhostSwitch, cfg: &RigConfig, tag: &str) -> anyhow::Result<R
     std::fs::create_dir_all(&dir)?;
     let sockets = [dir.join("vm1.sock"), dir.join("vm2.sock")];
     let result = (|| {
-        sw.start(pmd_mask, [&sockets[0], &sockets[1]])?;
+        sw.start(pmd_mask, cfg.pmd_sleep_us, [&sockets[0], &sockets[1]])?;
         let mut guests = Guests::start(cfg, &dir, tag)?;
         let r = measure(sw, cfg, &mut guests);
         if r.is_err() {
