@@ -103,15 +103,9 @@ struct VhostReport {
 }
 
 fn vhost(a: &VhostArgs) -> anyhow::Result<()> {
-    use vsw_bench::vhost::{median, run, FrameMix, RigConfig, VhostSwitch};
+    use vsw_bench::vhost::{run, FrameMix, RigConfig, VhostSwitch};
     require_root()?;
-    let bin_dir = match &a.bin_dir {
-        Some(d) => d.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("no directory")?
-            .to_path_buf(),
-    };
+    let bin_dir = bin_dir(&a.bin_dir)?;
     let mixes: Vec<FrameMix> = a
         .frame_size
         .iter()
@@ -174,67 +168,9 @@ fn vhost(a: &VhostArgs) -> anyhow::Result<()> {
         a.out.join("results.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
-    let mut md = String::from("| frames | queue pairs | switch | guest B Mpps (runs) | Gbit/s | PMD cycles/packet (runs) |\n|---|---|---|---|---|---|\n");
-    let list = |v: &[f64], d: usize| {
-        v.iter()
-            .map(|x| format!("{x:.d$}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut ratios = String::new();
-    for mix in &mixes {
-        for &queues in &a.queues {
-            let mut medians = Vec::new();
-            for sw in &sws {
-                let name = sw.name();
-                let mine: Vec<_> = report
-                    .runs
-                    .iter()
-                    .filter(|r| r.switch == name && r.frames == mix.label() && r.queues == queues)
-                    .collect();
-                let mpps: Vec<f64> = mine.iter().map(|r| r.guest_b_mpps).collect();
-                let gbps: Vec<f64> = mine.iter().map(|r| r.guest_b_gbps).collect();
-                let cycles: Vec<f64> = mine
-                    .iter()
-                    .filter_map(|r| r.pmd_cycles_per_packet)
-                    .collect();
-                md += &format!(
-                    "| {} | {queues} | {name} | {} (median {:.3}) | {:.2} | {} |\n",
-                    mix.label(),
-                    list(&mpps, 3),
-                    median(&mpps).unwrap_or(0.0),
-                    median(&gbps).unwrap_or(0.0),
-                    list(&cycles, 0),
-                );
-                medians.push((name, median(&mpps), median(&cycles)));
-            }
-            if let Some((first, rest)) = medians.split_first() {
-                for other in rest {
-                    if let (Some(a), Some(b)) = (first.1, other.1) {
-                        ratios += &format!(
-                            "- {} frames, {queues} queue pair(s): {} / {} = **{:.2} ×** guest B's rate{}\n",
-                            mix.label(),
-                            first.0,
-                            other.0,
-                            a / b,
-                            match (first.2, other.2) {
-                                (Some(c1), Some(c2)) => format!(
-                                    ", {:.2} × the PMD cycles per packet ({c1:.0} against {c2:.0})",
-                                    c1 / c2
-                                ),
-                                _ => String::new(),
-                            }
-                        );
-                    }
-                }
-            }
-        }
-    }
-    md += "\n";
-    md += &ratios;
-    for s in &report.skipped {
-        md += &format!("\n{s}\n");
-    }
+    let names: Vec<String> = sws.iter().map(|s| s.name()).collect();
+    let md =
+        vsw_bench::vhost::report_markdown(&report.runs, &names, &mixes, &a.queues, &report.skipped);
     std::fs::write(a.out.join("results.md"), &md)?;
     print!("{md}");
     Ok(())
@@ -287,6 +223,17 @@ struct BatchSweep {
     points: Vec<BatchPoint>,
 }
 
+/// Where vswd and vswctl are: the directory given, or this program's own.
+fn bin_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(d) => Ok(d.clone()),
+        None => Ok(std::env::current_exe()?
+            .parent()
+            .context("no directory")?
+            .to_path_buf()),
+    }
+}
+
 /// The measurements build namespaces and open packet sockets.
 fn require_root() -> anyhow::Result<()> {
     let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
@@ -298,13 +245,7 @@ fn require_root() -> anyhow::Result<()> {
 
 fn batching(a: &BatchingArgs) -> anyhow::Result<()> {
     require_root()?;
-    let bin_dir = match &a.bin_dir {
-        Some(d) => d.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("no directory")?
-            .to_path_buf(),
-    };
+    let bin_dir = bin_dir(&a.bin_dir)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
@@ -1258,13 +1199,7 @@ fn main() -> anyhow::Result<()> {
     };
     require_root()?;
     let lens = frame_lens(&o.frame_size)?;
-    let bin_dir = match &o.bin_dir {
-        Some(d) => d.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("no directory")?
-            .to_path_buf(),
-    };
+    let bin_dir = bin_dir(&o.bin_dir)?;
     // Every switch is checked before anything is built.
     let mut sws = Vec::new();
     for name in &o.switches {

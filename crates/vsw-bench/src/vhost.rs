@@ -32,7 +32,7 @@ use crate::switches::{Ovs, Vsw};
 pub enum FrameMix {
     /// Every frame this long (bytes, without the FCS).
     Fixed(usize),
-    /// Simple IMIX: 64, 594 and 1518 bytes, 7:4:1 (353.8 bytes on average).
+    /// Simple IMIX: 64, 594 and 1518 bytes, 7:4:1 (361.8 bytes on average).
     Imix,
 }
 
@@ -488,6 +488,79 @@ fn measure(sw: &VhostSwitch, cfg: &RigConfig, guests: &mut Guests) -> anyhow::Re
     })
 }
 
+/// The report: each switch's runs per frame mix and queue count, then the first
+/// switch's medians against each other's, then what was skipped.
+pub fn report_markdown(
+    runs: &[RigResult],
+    switches: &[String],
+    mixes: &[FrameMix],
+    queues: &[usize],
+    skipped: &[String],
+) -> String {
+    let mut md = String::from("| frames | queue pairs | switch | guest B Mpps (runs) | Gbit/s | PMD cycles/packet (runs) |\n|---|---|---|---|---|---|\n");
+    let list = |v: &[f64], d: usize| {
+        v.iter()
+            .map(|x| format!("{x:.d$}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut ratios = String::new();
+    for mix in mixes {
+        for &q in queues {
+            let mut medians = Vec::new();
+            for name in switches {
+                let mine: Vec<&RigResult> = runs
+                    .iter()
+                    .filter(|r| &r.switch == name && r.frames == mix.label() && r.queues == q)
+                    .collect();
+                let mpps: Vec<f64> = mine.iter().map(|r| r.guest_b_mpps).collect();
+                let gbps: Vec<f64> = mine.iter().map(|r| r.guest_b_gbps).collect();
+                let cycles: Vec<f64> = mine
+                    .iter()
+                    .filter_map(|r| r.pmd_cycles_per_packet)
+                    .collect();
+                md += &format!(
+                    "| {} | {q} | {name} | {} (median {:.3}) | {:.2} | {} |\n",
+                    mix.label(),
+                    list(&mpps, 3),
+                    median(&mpps).unwrap_or(0.0),
+                    median(&gbps).unwrap_or(0.0),
+                    list(&cycles, 0),
+                );
+                medians.push((name, median(&mpps), median(&cycles)));
+            }
+            let Some((first, rest)) = medians.split_first() else {
+                continue;
+            };
+            for other in rest {
+                let (Some(a), Some(b)) = (first.1, other.1) else {
+                    continue;
+                };
+                let cycles = match (first.2, other.2) {
+                    (Some(c1), Some(c2)) => format!(
+                        ", {:.2} × the PMD cycles per packet ({c1:.0} against {c2:.0})",
+                        c1 / c2
+                    ),
+                    _ => String::new(),
+                };
+                ratios += &format!(
+                    "- {} frames, {q} queue pair(s): {} / {} = **{:.2} ×** guest B's rate{cycles}\n",
+                    mix.label(),
+                    first.0,
+                    other.0,
+                    a / b,
+                );
+            }
+        }
+    }
+    md += "\n";
+    md += &ratios;
+    for s in skipped {
+        md += &format!("\n{s}\n");
+    }
+    md
+}
+
 /// The median of some figures (the mean of the middle two for an even count).
 pub fn median(v: &[f64]) -> Option<f64> {
     if v.is_empty() {
@@ -540,9 +613,44 @@ mod tests {
         }
         assert_eq!(at, f.len());
         assert_eq!(lens, IMIX_SEQUENCE);
-        assert!((FrameMix::Imix.mean_len() - 353.83).abs() < 0.01);
+        assert!((FrameMix::Imix.mean_len() - 361.83).abs() < 0.01);
         let counts = |n| IMIX_SEQUENCE.iter().filter(|&&l| l == n).count();
         assert_eq!((counts(64), counts(594), counts(1518)), (7, 4, 1));
+    }
+
+    #[test]
+    fn the_report_gives_medians_and_the_ratio_to_the_first_switch() {
+        let r = |switch: &str, mpps: f64, cycles: f64| RigResult {
+            switch: switch.into(),
+            frames: "64".into(),
+            queues: 1,
+            guest_b_mpps: mpps,
+            guest_b_gbps: mpps * 64.0 * 8.0 / 1e3,
+            samples_mpps: vec![mpps],
+            pmd_cycles_per_packet: Some(cycles),
+        };
+        let runs = [
+            r("vsw", 10.0, 230.0),
+            r("ovs-dpdk", 8.0, 300.0),
+            r("vsw", 12.0, 240.0),
+        ];
+        let md = report_markdown(
+            &runs,
+            &["vsw".into(), "ovs-dpdk".into()],
+            &[FrameMix::Fixed(64)],
+            &[1],
+            &["ovs-afxdp skipped".into()],
+        );
+        assert!(
+            md.contains("| 64 | 1 | vsw | 10.000, 12.000 (median 11.000) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("vsw / ovs-dpdk = **1.38 ×** guest B's rate, 0.78 ×"),
+            "{md}"
+        );
+        assert!(md.contains("(235 against 300)"), "{md}");
+        assert!(md.ends_with("ovs-afxdp skipped\n"));
     }
 
     #[test]
