@@ -1,0 +1,40 @@
+//! Why a request is refused, as the OpenFlow error (type, code) it is answered
+//! with. Every refused request gets one, with the request's xid and its first bytes:
+//! a silent drop leaves a controller waiting.
+
+const OFPET_HELLO_FAILED: u16 = 0;
+const OFPET_BAD_REQUEST: u16 = 1;
+const OFPET_SWITCH_CONFIG_FAILED: u16 = 10;
+
+/// The most of a refused request an error carries (the spec asks for at least 64
+/// bytes, or the whole request when shorter).
+pub const ERROR_DATA_LEN: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("no common OpenFlow version (HELLO_FAILED/INCOMPATIBLE)")]
+    HelloIncompatible,
+    #[error("a message in another version than the connection's (BAD_REQUEST/BAD_VERSION)")]
+    BadVersion,
+    #[error("a message type vsw does not take (BAD_REQUEST/BAD_TYPE)")]
+    BadType,
+    #[error("a message whose length does not fit its type (BAD_REQUEST/BAD_LEN)")]
+    BadLen,
+    #[error(
+        "a switch configuration with flags vsw does not have (SWITCH_CONFIG_FAILED/BAD_FLAGS)"
+    )]
+    BadConfigFlags,
+}
+
+impl Refusal {
+    /// The error type and code on the wire.
+    pub fn type_code(self) -> (u16, u16) {
+        match self {
+            Refusal::HelloIncompatible => (OFPET_HELLO_FAILED, 0),
+            Refusal::BadVersion => (OFPET_BAD_REQUEST, 0),
+            Refusal::BadType => (OFPET_BAD_REQUEST, 1),
+            Refusal::BadLen => (OFPET_BAD_REQUEST, 6),
+            Refusal::BadConfigFlags => (OFPET_SWITCH_CONFIG_FAILED, 0),
+        }
+    }
+}

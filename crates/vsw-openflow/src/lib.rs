@@ -1,0 +1,27 @@
+//! OpenFlow for vsw: what controllers and `ovs-ofctl` speak.
+//!
+//! Here so far: the framing of messages on a stream (`frame`), versions and their
+//! negotiation by hello bitmaps (`version`), the messages every connection needs
+//! before flows — hello, error, echo, features, switch configuration, barrier —
+//! with their codec (`message`), the errors a refused request is answered with
+//! (`error`), and a connection's protocol state without its I/O (`session`).
+//!
+//! Hand-written: no maintained Rust crate implements the switch side of OpenFlow
+//! 1.3–1.5 (`rust_ofp` speaks 1.0 and is unmaintained; `rovs-openflow` is a
+//! controller-side client for Open vSwitch, unfinished). The codec never trusts a
+//! length: every field is read through a bounds-checked reader, and a message it
+//! cannot take is an error to answer, not a panic.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod frame;
+pub mod message;
+mod reader;
+pub mod session;
+pub mod version;
+
+pub use error::Refusal;
+pub use frame::{next_message, FrameError, Header, HEADER_LEN};
+pub use message::{Features, Message, SwitchConfig};
+pub use session::{Session, SessionEvent};
+pub use version::{negotiate, Version, VersionSet};

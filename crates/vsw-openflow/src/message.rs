@@ -1,0 +1,333 @@
+//! The messages of a connection before flows, and their codec.
+//!
+//! Types are numbered as in OpenFlow 1.3, which 1.4 and 1.5 keep for these
+//! messages; hello, error and echo have the same numbers and layout in every
+//! version, so a peer of any version can be told why it was refused.
+
+use crate::error::{Refusal, ERROR_DATA_LEN};
+use crate::frame::{Header, HEADER_LEN};
+use crate::reader::Reader;
+use crate::version::{Version, VersionSet};
+
+pub const OFPT_HELLO: u8 = 0;
+pub const OFPT_ERROR: u8 = 1;
+pub const OFPT_ECHO_REQUEST: u8 = 2;
+pub const OFPT_ECHO_REPLY: u8 = 3;
+pub const OFPT_FEATURES_REQUEST: u8 = 5;
+pub const OFPT_FEATURES_REPLY: u8 = 6;
+pub const OFPT_GET_CONFIG_REQUEST: u8 = 7;
+pub const OFPT_GET_CONFIG_REPLY: u8 = 8;
+pub const OFPT_SET_CONFIG: u8 = 9;
+pub const OFPT_BARRIER_REQUEST: u8 = 20;
+pub const OFPT_BARRIER_REPLY: u8 = 21;
+
+/// A hello element: the versions bitmap.
+const OFPHET_VERSIONBITMAP: u16 = 1;
+
+/// What a switch says of itself (`ofp_switch_features`, 1.3 on: ports are in the
+/// port-desc multipart, not here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Features {
+    pub datapath_id: u64,
+    pub n_buffers: u32,
+    pub n_tables: u8,
+    pub auxiliary_id: u8,
+    pub capabilities: u32,
+}
+
+/// `ofp_switch_config`: fragment handling flags and how much of a packet a
+/// packet-in carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchConfig {
+    pub flags: u16,
+    pub miss_send_len: u16,
+}
+
+impl SwitchConfig {
+    /// OFPC_FRAG_NORMAL (0) is all vsw does with fragments: treated as any packet.
+    pub const FRAG_MASK: u16 = 3;
+}
+
+impl Default for SwitchConfig {
+    /// OFPCML_DEFAULT: 128 bytes of a packet in a packet-in.
+    fn default() -> Self {
+        SwitchConfig {
+            flags: 0,
+            miss_send_len: 128,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorMsg {
+    pub kind: u16,
+    pub code: u16,
+    pub data: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// `versions`: the bitmap, when the hello carried one (other elements are
+    /// skipped, as the spec asks).
+    Hello {
+        versions: Option<VersionSet>,
+    },
+    Error(ErrorMsg),
+    EchoRequest(Vec<u8>),
+    EchoReply(Vec<u8>),
+    FeaturesRequest,
+    FeaturesReply(Features),
+    GetConfigRequest,
+    GetConfigReply(SwitchConfig),
+    SetConfig(SwitchConfig),
+    BarrierRequest,
+    BarrierReply,
+}
+
+impl Message {
+    pub fn kind(&self) -> u8 {
+        match self {
+            Message::Hello { .. } => OFPT_HELLO,
+            Message::Error(_) => OFPT_ERROR,
+            Message::EchoRequest(_) => OFPT_ECHO_REQUEST,
+            Message::EchoReply(_) => OFPT_ECHO_REPLY,
+            Message::FeaturesRequest => OFPT_FEATURES_REQUEST,
+            Message::FeaturesReply(_) => OFPT_FEATURES_REPLY,
+            Message::GetConfigRequest => OFPT_GET_CONFIG_REQUEST,
+            Message::GetConfigReply(_) => OFPT_GET_CONFIG_REPLY,
+            Message::SetConfig(_) => OFPT_SET_CONFIG,
+            Message::BarrierRequest => OFPT_BARRIER_REQUEST,
+            Message::BarrierReply => OFPT_BARRIER_REPLY,
+        }
+    }
+
+    /// The message on the wire, header included, in `version` (a raw wire number:
+    /// a hello goes out before any version is agreed, an error perhaps in the
+    /// peer's own).
+    pub fn encode(&self, version: u8, xid: u32) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32);
+        Header {
+            version,
+            kind: self.kind(),
+            length: 0,
+            xid,
+        }
+        .write(&mut out);
+        match self {
+            Message::Hello { versions } => {
+                if let Some(set) = versions {
+                    // One bitmap word covers versions 0..31; element padded to 8.
+                    out.extend_from_slice(&OFPHET_VERSIONBITMAP.to_be_bytes());
+                    out.extend_from_slice(&8u16.to_be_bytes());
+                    out.extend_from_slice(&set.0.to_be_bytes());
+                }
+            }
+            Message::Error(e) => {
+                out.extend_from_slice(&e.kind.to_be_bytes());
+                out.extend_from_slice(&e.code.to_be_bytes());
+                out.extend_from_slice(&e.data);
+            }
+            Message::EchoRequest(d) | Message::EchoReply(d) => out.extend_from_slice(d),
+            Message::FeaturesRequest
+            | Message::GetConfigRequest
+            | Message::BarrierRequest
+            | Message::BarrierReply => {}
+            Message::FeaturesReply(f) => {
+                out.extend_from_slice(&f.datapath_id.to_be_bytes());
+                out.extend_from_slice(&f.n_buffers.to_be_bytes());
+                out.push(f.n_tables);
+                out.push(f.auxiliary_id);
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&f.capabilities.to_be_bytes());
+                out.extend_from_slice(&0u32.to_be_bytes());
+            }
+            Message::GetConfigReply(c) | Message::SetConfig(c) => {
+                out.extend_from_slice(&c.flags.to_be_bytes());
+                out.extend_from_slice(&c.miss_send_len.to_be_bytes());
+            }
+        }
+        let len = u16::try_from(out.len()).unwrap_or(u16::MAX);
+        out[2..4].copy_from_slice(&len.to_be_bytes());
+        out
+    }
+
+    /// A hello, whatever its version (it comes before one is agreed).
+    pub fn decode_hello(body: &[u8]) -> Message {
+        let mut r = Reader::new(body);
+        let mut versions = None;
+        // Elements: type, length (with the 4-byte element header, without padding).
+        while let (Some(kind), Some(len)) = (r.u16(), r.u16()) {
+            let len = usize::from(len);
+            if len < 4 {
+                break;
+            }
+            let Some(payload) = r.bytes(len - 4) else {
+                break;
+            };
+            if kind == OFPHET_VERSIONBITMAP {
+                let mut bits = Reader::new(payload);
+                // Versions above 31 (a second word) are none vsw speaks.
+                versions = bits.u32().map(VersionSet);
+            }
+            let pad = len.div_ceil(8) * 8 - len;
+            if r.bytes(pad).is_none() {
+                break;
+            }
+        }
+        Message::Hello { versions }
+    }
+
+    /// A message of a connection that speaks `version`; `message` is all of it,
+    /// header included (as `next_message` cut it).
+    pub fn decode(version: Version, message: &[u8]) -> Result<Message, Refusal> {
+        let h = Header::parse(message).ok_or(Refusal::BadLen)?;
+        let body = message
+            .get(HEADER_LEN..usize::from(h.length))
+            .ok_or(Refusal::BadLen)?;
+        if h.kind == OFPT_HELLO {
+            return Ok(Message::decode_hello(body));
+        }
+        if h.version != version.wire() && h.kind != OFPT_ERROR {
+            return Err(Refusal::BadVersion);
+        }
+        let mut r = Reader::new(body);
+        let exact = |r: &Reader, m: Message| {
+            if r.is_empty() {
+                Ok(m)
+            } else {
+                Err(Refusal::BadLen)
+            }
+        };
+        match h.kind {
+            OFPT_ERROR => {
+                let kind = r.u16().ok_or(Refusal::BadLen)?;
+                let code = r.u16().ok_or(Refusal::BadLen)?;
+                Ok(Message::Error(ErrorMsg {
+                    kind,
+                    code,
+                    data: r.rest().to_vec(),
+                }))
+            }
+            OFPT_ECHO_REQUEST => Ok(Message::EchoRequest(body.to_vec())),
+            OFPT_ECHO_REPLY => Ok(Message::EchoReply(body.to_vec())),
+            OFPT_FEATURES_REQUEST => exact(&r, Message::FeaturesRequest),
+            OFPT_GET_CONFIG_REQUEST => exact(&r, Message::GetConfigRequest),
+            OFPT_BARRIER_REQUEST => exact(&r, Message::BarrierRequest),
+            OFPT_BARRIER_REPLY => exact(&r, Message::BarrierReply),
+            OFPT_FEATURES_REPLY => {
+                let f = (|| {
+                    let datapath_id = r.u64()?;
+                    let n_buffers = r.u32()?;
+                    let n_tables = r.u8()?;
+                    let auxiliary_id = r.u8()?;
+                    r.bytes(2)?;
+                    let capabilities = r.u32()?;
+                    r.u32()?;
+                    Some(Features {
+                        datapath_id,
+                        n_buffers,
+                        n_tables,
+                        auxiliary_id,
+                        capabilities,
+                    })
+                })()
+                .ok_or(Refusal::BadLen)?;
+                exact(&r, Message::FeaturesReply(f))
+            }
+            OFPT_GET_CONFIG_REPLY | OFPT_SET_CONFIG => {
+                let c = SwitchConfig {
+                    flags: r.u16().ok_or(Refusal::BadLen)?,
+                    miss_send_len: r.u16().ok_or(Refusal::BadLen)?,
+                };
+                let m = if h.kind == OFPT_SET_CONFIG {
+                    if c.flags & !SwitchConfig::FRAG_MASK != 0 {
+                        return Err(Refusal::BadConfigFlags);
+                    }
+                    Message::SetConfig(c)
+                } else {
+                    Message::GetConfigReply(c)
+                };
+                exact(&r, m)
+            }
+            _ => Err(Refusal::BadType),
+        }
+    }
+}
+
+impl Refusal {
+    /// The error message answering `request` (the whole message as received).
+    pub fn answer(self, request: &[u8]) -> Message {
+        let (kind, code) = self.type_code();
+        Message::Error(ErrorMsg {
+            kind,
+            code,
+            data: request[..request.len().min(ERROR_DATA_LEN)].to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hello_with_a_bitmap_is_what_ovs_sends() {
+        // ovs-ofctl -O OpenFlow13,OpenFlow14: header 0x05, bitmap 0x30.
+        let m = Message::Hello {
+            versions: Some(VersionSet(0x30)),
+        }
+        .encode(0x05, 1);
+        assert_eq!(
+            m,
+            [5, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x30],
+            "type 1 element of 8 bytes"
+        );
+        assert_eq!(
+            Message::decode(Version::V1_4, &m),
+            Ok(Message::Hello {
+                versions: Some(VersionSet(0x30))
+            })
+        );
+        // An element of an unknown type before the bitmap is skipped, padding too.
+        let mut body = vec![0, 9, 0, 5, 0xee, 0, 0, 0];
+        body.extend_from_slice(&[0, 1, 0, 8, 0, 0, 0, 0x10]);
+        assert_eq!(
+            Message::decode_hello(&body),
+            Message::Hello {
+                versions: Some(VersionSet(0x10))
+            }
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_problem() {
+        let req = Message::FeaturesRequest.encode(0x04, 9);
+        assert_eq!(
+            Message::decode(Version::V1_5, &req),
+            Err(Refusal::BadVersion)
+        );
+        let mut long = req.clone();
+        long.extend_from_slice(&[0; 4]);
+        long[3] = 12;
+        assert_eq!(Message::decode(Version::V1_3, &long), Err(Refusal::BadLen));
+        let mut unknown = req.clone();
+        unknown[1] = 99;
+        assert_eq!(
+            Message::decode(Version::V1_3, &unknown),
+            Err(Refusal::BadType)
+        );
+        let bad_flags = Message::SetConfig(SwitchConfig {
+            flags: 0x80,
+            miss_send_len: 0,
+        })
+        .encode(0x04, 3);
+        assert_eq!(
+            Message::decode(Version::V1_3, &bad_flags),
+            Err(Refusal::BadConfigFlags)
+        );
+        let Message::Error(e) = Refusal::BadType.answer(&unknown) else {
+            panic!("an error message");
+        };
+        assert_eq!((e.kind, e.code, e.data.as_slice()), (1, 1, &unknown[..]));
+    }
+}

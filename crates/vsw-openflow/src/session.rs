@@ -1,0 +1,331 @@
+//! One OpenFlow connection's protocol state, without its socket: bytes in, bytes
+//! out. The connection manager (to come) owns the socket and the timers; the switch
+//! gets the events this does not answer itself.
+
+use crate::error::Refusal;
+use crate::frame::{next_message, FrameError, Header};
+use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
+use crate::version::{negotiate, Version, VersionSet};
+
+/// What the switch is told of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// The peer's hello was taken: the connection speaks this version.
+    Negotiated(Version),
+    /// The peer reported an error (type, code) for one of vsw's messages.
+    PeerError { xid: u32, kind: u16, code: u16 },
+    /// An echo reply: the peer is alive.
+    Alive,
+}
+
+/// Why a connection ends.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Closed {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("the peer's first message was not a hello")]
+    NoHello,
+    #[error(transparent)]
+    Incompatible(#[from] crate::version::Incompatible),
+}
+
+pub struct Session {
+    ours: VersionSet,
+    version: Option<Version>,
+    features: Features,
+    config: SwitchConfig,
+    /// Received bytes not yet a whole message.
+    pending: Vec<u8>,
+    next_xid: u32,
+}
+
+impl Session {
+    /// A connection of a switch that says `features` of itself.
+    pub fn new(features: Features) -> Session {
+        Session {
+            ours: VersionSet::VSW,
+            version: None,
+            features,
+            config: SwitchConfig::default(),
+            pending: Vec::new(),
+            next_xid: 1,
+        }
+    }
+
+    fn xid(&mut self) -> u32 {
+        let x = self.next_xid;
+        self.next_xid = self.next_xid.wrapping_add(1).max(1);
+        x
+    }
+
+    /// The hello vsw opens with: its highest version and the bitmap of all.
+    pub fn greeting(&mut self) -> Vec<u8> {
+        let highest = self.ours.highest().map_or(0, Version::wire);
+        let xid = self.xid();
+        Message::Hello {
+            versions: Some(self.ours),
+        }
+        .encode(highest, xid)
+    }
+
+    /// An echo request to see that the peer is alive (after negotiation).
+    pub fn keepalive(&mut self) -> Option<Vec<u8>> {
+        let v = self.version?;
+        let xid = self.xid();
+        Some(Message::EchoRequest(Vec::new()).encode(v.wire(), xid))
+    }
+
+    pub fn version(&self) -> Option<Version> {
+        self.version
+    }
+
+    pub fn config(&self) -> SwitchConfig {
+        self.config
+    }
+
+    /// Takes received bytes: answers go to `out` (to be sent in order), events are
+    /// returned. `Err`: the connection is to be closed after `out` is sent.
+    pub fn receive(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Vec<SessionEvent>, Closed> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        let mut used = 0;
+        let result = loop {
+            let m = match next_message(&self.pending[used..]) {
+                Ok(Some((_, m))) => m.to_vec(),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(Closed::from(e)),
+            };
+            used += m.len();
+            if let Err(c) = self.one(&m, out, &mut events) {
+                break Err(c);
+            }
+        };
+        self.pending.drain(..used);
+        result.map(|()| events)
+    }
+
+    fn one(
+        &mut self,
+        m: &[u8],
+        out: &mut Vec<u8>,
+        events: &mut Vec<SessionEvent>,
+    ) -> Result<(), Closed> {
+        let Some(h) = Header::parse(m) else {
+            return Ok(());
+        };
+        let Some(version) = self.version else {
+            return self.hello(h, m, out, events);
+        };
+        match Message::decode(version, m) {
+            Ok(msg) => self.answer(version, h, msg, out, events),
+            Err(refusal) => {
+                // In the connection's version, with the request's xid.
+                out.extend(refusal.answer(m).encode(version.wire(), h.xid));
+            }
+        }
+        Ok(())
+    }
+
+    fn hello(
+        &mut self,
+        h: Header,
+        m: &[u8],
+        out: &mut Vec<u8>,
+        events: &mut Vec<SessionEvent>,
+    ) -> Result<(), Closed> {
+        let reply_version = h.version.min(self.ours.highest().map_or(0, Version::wire));
+        if h.kind != OFPT_HELLO {
+            out.extend(
+                Refusal::HelloIncompatible
+                    .answer(m)
+                    .encode(reply_version, h.xid),
+            );
+            return Err(Closed::NoHello);
+        }
+        let Message::Hello { versions } = Message::decode_hello(&m[crate::frame::HEADER_LEN..])
+        else {
+            return Ok(());
+        };
+        match negotiate(self.ours, h.version, versions) {
+            Ok(v) => {
+                self.version = Some(v);
+                events.push(SessionEvent::Negotiated(v));
+                Ok(())
+            }
+            Err(e) => {
+                // The data of a HELLO_FAILED error is text for a person.
+                let (kind, code) = Refusal::HelloIncompatible.type_code();
+                let text = e.to_string().into_bytes();
+                out.extend(
+                    Message::Error(crate::message::ErrorMsg {
+                        kind,
+                        code,
+                        data: text,
+                    })
+                    .encode(reply_version, h.xid),
+                );
+                Err(e.into())
+            }
+        }
+    }
+
+    fn answer(
+        &mut self,
+        version: Version,
+        h: Header,
+        msg: Message,
+        out: &mut Vec<u8>,
+        events: &mut Vec<SessionEvent>,
+    ) {
+        let v = version.wire();
+        let reply = match msg {
+            Message::EchoRequest(data) => Some(Message::EchoReply(data)),
+            Message::FeaturesRequest => Some(Message::FeaturesReply(self.features)),
+            Message::GetConfigRequest => Some(Message::GetConfigReply(self.config)),
+            Message::SetConfig(c) => {
+                self.config = c;
+                None
+            }
+            // Nothing here is asynchronous yet: everything before the barrier is
+            // done. (Flow-mods will make the barrier the switch's: answered once
+            // the datapath flows are revalidated.)
+            Message::BarrierRequest => Some(Message::BarrierReply),
+            Message::EchoReply(_) => {
+                events.push(SessionEvent::Alive);
+                None
+            }
+            Message::Error(e) => {
+                events.push(SessionEvent::PeerError {
+                    xid: h.xid,
+                    kind: e.kind,
+                    code: e.code,
+                });
+                None
+            }
+            // A second hello is harmless; replies are not requests.
+            Message::Hello { .. }
+            | Message::FeaturesReply(_)
+            | Message::GetConfigReply(_)
+            | Message::BarrierReply => None,
+        };
+        if let Some(r) = reply {
+            out.extend(r.encode(v, h.xid));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switch() -> Session {
+        Session::new(Features {
+            datapath_id: 0x0000_0000_0000_0001,
+            n_buffers: 0,
+            n_tables: 254,
+            auxiliary_id: 0,
+            capabilities: 0x4f,
+        })
+    }
+
+    #[test]
+    fn a_controller_session_from_hello_to_barrier() {
+        let mut s = switch();
+        let hello = s.greeting();
+        assert_eq!(
+            (hello[0], hello[1]),
+            (0x06, OFPT_HELLO),
+            "1.5 header, bitmap of 1.3–1.5"
+        );
+        let mut out = Vec::new();
+        let mut input = Message::Hello {
+            versions: Some(VersionSet(0x10)),
+        }
+        .encode(0x04, 1);
+        input.extend(Message::FeaturesRequest.encode(0x04, 2));
+        input.extend(Message::EchoRequest(b"hi".to_vec()).encode(0x04, 3));
+        input.extend(
+            Message::SetConfig(SwitchConfig {
+                flags: 0,
+                miss_send_len: 0xffff,
+            })
+            .encode(0x04, 4),
+        );
+        input.extend(Message::GetConfigRequest.encode(0x04, 5));
+        input.extend(Message::BarrierRequest.encode(0x04, 6));
+        // Fed a byte at a time: messages split anywhere are put back together.
+        let mut events = Vec::new();
+        for b in &input {
+            events.extend(s.receive(std::slice::from_ref(b), &mut out).unwrap());
+        }
+        assert_eq!(events, vec![SessionEvent::Negotiated(Version::V1_3)]);
+        let mut replies = Vec::new();
+        let mut at = 0;
+        while let Some((h, m)) = next_message(&out[at..]).unwrap() {
+            replies.push((h.xid, Message::decode(Version::V1_3, m).unwrap()));
+            at += m.len();
+        }
+        assert_eq!(
+            replies,
+            vec![
+                (2, Message::FeaturesReply(s.features)),
+                (3, Message::EchoReply(b"hi".to_vec())),
+                (
+                    5,
+                    Message::GetConfigReply(SwitchConfig {
+                        flags: 0,
+                        miss_send_len: 0xffff
+                    })
+                ),
+                (6, Message::BarrierReply),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refused_request_is_answered_with_its_xid_and_the_session_goes_on() {
+        let mut s = switch();
+        let mut out = Vec::new();
+        s.receive(&Message::Hello { versions: None }.encode(0x04, 1), &mut out)
+            .unwrap();
+        let mut unknown = Message::BarrierRequest.encode(0x04, 77);
+        unknown[1] = 200;
+        s.receive(&unknown, &mut out).unwrap();
+        let (h, m) = next_message(&out).unwrap().unwrap();
+        assert_eq!(h.xid, 77);
+        let Ok(Message::Error(e)) = Message::decode(Version::V1_3, m) else {
+            panic!("an error");
+        };
+        assert_eq!((e.kind, e.code), (1, 1), "BAD_REQUEST/BAD_TYPE");
+        out.clear();
+        s.receive(&Message::BarrierRequest.encode(0x04, 78), &mut out)
+            .unwrap();
+        assert_eq!(next_message(&out).unwrap().unwrap().0.xid, 78);
+    }
+
+    #[test]
+    fn an_old_peer_is_told_why_and_closed() {
+        let mut s = switch();
+        let mut out = Vec::new();
+        let r = s.receive(&Message::Hello { versions: None }.encode(0x01, 5), &mut out);
+        assert!(matches!(r, Err(Closed::Incompatible(_))));
+        let (h, m) = next_message(&out).unwrap().unwrap();
+        assert_eq!(
+            (h.version, h.kind, h.xid),
+            (0x01, 1, 5),
+            "an error in the peer's version"
+        );
+        assert_eq!(&m[8..12], &[0, 0, 0, 0], "HELLO_FAILED/INCOMPATIBLE");
+        assert!(String::from_utf8_lossy(&m[12..]).contains("1.3 to 1.5"));
+        let mut s = switch();
+        let r = s.receive(&Message::FeaturesRequest.encode(0x04, 1), &mut Vec::new());
+        assert_eq!(r, Err(Closed::NoHello));
+        let mut s = switch();
+        let r = s.receive(&[4, 0, 0, 3, 0, 0, 0, 1], &mut Vec::new());
+        assert!(matches!(r, Err(Closed::Frame(_))));
+    }
+}

@@ -1,0 +1,86 @@
+//! The real `ovs-ofctl` (Debian's openvswitch-common, which scripts/setup.sh
+//! installs) against a session served on a unix socket, as vswd will serve
+//! `<run dir>/br0.mgmt`.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::process::Command;
+
+use vsw_openflow::{Features, Session};
+
+/// Serves every connection on `path` with a session, each in a thread of its own.
+fn serve(path: &PathBuf) {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path).expect("bind");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut s = Session::new(Features {
+                    datapath_id: 1,
+                    n_buffers: 0,
+                    n_tables: 254,
+                    auxiliary_id: 0,
+                    capabilities: 0,
+                });
+                if conn.write_all(&s.greeting()).is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    let mut out = Vec::new();
+                    let r = s.receive(&buf[..n], &mut out);
+                    if conn.write_all(&out).is_err() || r.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn ofctl(args: &[&str]) -> std::process::Output {
+    Command::new("ovs-ofctl")
+        .args(["-t", "5"])
+        .args(args)
+        .output()
+        .expect("ovs-ofctl (apt-get install openvswitch-common; scripts/setup.sh does)")
+}
+
+#[test]
+fn ovs_ofctl_negotiates_probes_and_reads_the_configuration() {
+    let path = std::env::temp_dir().join(format!("vsw-of-{}.mgmt", std::process::id()));
+    serve(&path);
+    let target = format!("unix:{}", path.display());
+    for version in [
+        "OpenFlow13",
+        "OpenFlow14",
+        "OpenFlow15",
+        "OpenFlow10,OpenFlow13",
+    ] {
+        let out = ofctl(&["-O", version, "probe", &target]);
+        assert!(
+            out.status.success(),
+            "probe with {version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = ofctl(&["-O", "OpenFlow13", "get-frags", &target]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "normal");
+    // A peer that speaks only 1.0 is refused, and told so.
+    let out = ofctl(&["-O", "OpenFlow10", "probe", &target]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("version negotiation failed"), "{err}");
+    let _ = std::fs::remove_file(&path);
+}
