@@ -7,7 +7,7 @@ set -euo pipefail
 
 need_apt=()
 for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:python3 cc:gcc \
-            trafgen:netsniff-ng tcpdump:tcpdump dpdk-testpmd:dpdk-dev \
+            trafgen:netsniff-ng tcpdump:tcpdump dpdk-testpmd:dpdk-dev ovs-ofctl:openvswitch-common \
             qemu-system-x86_64:qemu-system-x86; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
