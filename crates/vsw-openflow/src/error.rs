@@ -20,6 +20,8 @@ pub enum Refusal {
     BadType,
     #[error("a message whose length does not fit its type (BAD_REQUEST/BAD_LEN)")]
     BadLen,
+    #[error("a multipart request of a type vsw does not answer (BAD_REQUEST/BAD_MULTIPART)")]
+    BadMultipart,
     #[error(
         "a switch configuration with flags vsw does not have (SWITCH_CONFIG_FAILED/BAD_FLAGS)"
     )]
@@ -34,6 +36,7 @@ impl Refusal {
             Refusal::BadVersion => (OFPET_BAD_REQUEST, 0),
             Refusal::BadType => (OFPET_BAD_REQUEST, 1),
             Refusal::BadLen => (OFPET_BAD_REQUEST, 6),
+            Refusal::BadMultipart => (OFPET_BAD_REQUEST, 2),
             Refusal::BadConfigFlags => (OFPET_SWITCH_CONFIG_FAILED, 0),
         }
     }

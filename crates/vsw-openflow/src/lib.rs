@@ -3,7 +3,8 @@
 //! Here so far: the framing of messages on a stream (`frame`), versions and their
 //! negotiation by hello bitmaps (`version`), the messages every connection needs
 //! before flows — hello, error, echo, features, switch configuration, barrier —
-//! with their codec (`message`), the errors a refused request is answered with
+//! with their codec (`message`), the switch and port descriptions (`multipart`,
+//! where 1.4/1.5 frame ports differently from 1.3), the errors a refused request is answered with
 //! (`error`), and a connection's protocol state without its I/O (`session`).
 //!
 //! Hand-written: no maintained Rust crate implements the switch side of OpenFlow
@@ -16,6 +17,7 @@
 pub mod error;
 pub mod frame;
 pub mod message;
+pub mod multipart;
 mod reader;
 pub mod session;
 pub mod version;
@@ -23,5 +25,6 @@ pub mod version;
 pub use error::Refusal;
 pub use frame::{next_message, FrameError, Header, HEADER_LEN};
 pub use message::{Features, Message, SwitchConfig};
-pub use session::{Session, SessionEvent};
+pub use multipart::{MultipartReply, MultipartRequest, PortInfo, SwitchDesc};
+pub use session::{Bridge, Session, SessionEvent};
 pub use version::{negotiate, Version, VersionSet};

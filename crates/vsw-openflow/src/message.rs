@@ -6,6 +6,7 @@
 
 use crate::error::{Refusal, ERROR_DATA_LEN};
 use crate::frame::{Header, HEADER_LEN};
+use crate::multipart::{MultipartRequest, OFPT_MULTIPART_REQUEST};
 use crate::reader::Reader;
 use crate::version::{Version, VersionSet};
 
@@ -82,6 +83,9 @@ pub enum Message {
     SetConfig(SwitchConfig),
     BarrierRequest,
     BarrierReply,
+    /// Replies are encoded by [`crate::multipart::MultipartReply`]: one request may
+    /// take several messages.
+    MultipartRequest(MultipartRequest),
 }
 
 impl Message {
@@ -98,6 +102,7 @@ impl Message {
             Message::SetConfig(_) => OFPT_SET_CONFIG,
             Message::BarrierRequest => OFPT_BARRIER_REQUEST,
             Message::BarrierReply => OFPT_BARRIER_REPLY,
+            Message::MultipartRequest(_) => OFPT_MULTIPART_REQUEST,
         }
     }
 
@@ -145,6 +150,7 @@ impl Message {
                 out.extend_from_slice(&c.flags.to_be_bytes());
                 out.extend_from_slice(&c.miss_send_len.to_be_bytes());
             }
+            Message::MultipartRequest(m) => m.encode_body(&mut out),
         }
         let len = u16::try_from(out.len()).unwrap_or(u16::MAX);
         out[2..4].copy_from_slice(&len.to_be_bytes());
@@ -248,6 +254,10 @@ impl Message {
                     Message::GetConfigReply(c)
                 };
                 exact(&r, m)
+            }
+            OFPT_MULTIPART_REQUEST => {
+                let (req, _flags) = MultipartRequest::decode(body)?;
+                Ok(Message::MultipartRequest(req))
             }
             _ => Err(Refusal::BadType),
         }

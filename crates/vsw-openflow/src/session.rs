@@ -3,9 +3,25 @@
 //! gets the events this does not answer itself.
 
 use crate::error::Refusal;
+use crate::frame::HEADER_LEN;
 use crate::frame::{next_message, FrameError, Header};
 use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
+use crate::multipart::{
+    MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
+};
 use crate::version::{negotiate, Version, VersionSet};
+
+/// What a session asks of the switch it speaks for.
+pub trait Bridge {
+    /// The datapath id (stable across restarts).
+    fn datapath_id(&self) -> u64;
+    /// Every port, the LOCAL port included when there is one.
+    fn ports(&self) -> Vec<PortInfo>;
+    fn desc(&self) -> SwitchDesc;
+}
+
+/// Tables a vsw switch has (0–253; 254 and 255 are reserved numbers).
+pub const N_TABLES: u8 = 254;
 
 /// What the switch is told of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,20 +48,23 @@ pub enum Closed {
 pub struct Session {
     ours: VersionSet,
     version: Option<Version>,
-    features: Features,
     config: SwitchConfig,
     /// Received bytes not yet a whole message.
     pending: Vec<u8>,
     next_xid: u32,
 }
 
+impl Default for Session {
+    fn default() -> Self {
+        Session::new()
+    }
+}
+
 impl Session {
-    /// A connection of a switch that says `features` of itself.
-    pub fn new(features: Features) -> Session {
+    pub fn new() -> Session {
         Session {
             ours: VersionSet::VSW,
             version: None,
-            features,
             config: SwitchConfig::default(),
             pending: Vec::new(),
             next_xid: 1,
@@ -88,6 +107,7 @@ impl Session {
     pub fn receive(
         &mut self,
         bytes: &[u8],
+        bridge: &dyn Bridge,
         out: &mut Vec<u8>,
     ) -> Result<Vec<SessionEvent>, Closed> {
         self.pending.extend_from_slice(bytes);
@@ -100,7 +120,7 @@ impl Session {
                 Err(e) => break Err(Closed::from(e)),
             };
             used += m.len();
-            if let Err(c) = self.one(&m, out, &mut events) {
+            if let Err(c) = self.one(&m, bridge, out, &mut events) {
                 break Err(c);
             }
         };
@@ -111,6 +131,7 @@ impl Session {
     fn one(
         &mut self,
         m: &[u8],
+        bridge: &dyn Bridge,
         out: &mut Vec<u8>,
         events: &mut Vec<SessionEvent>,
     ) -> Result<(), Closed> {
@@ -121,7 +142,7 @@ impl Session {
             return self.hello(h, m, out, events);
         };
         match Message::decode(version, m) {
-            Ok(msg) => self.answer(version, h, msg, out, events),
+            Ok(msg) => self.answer(version, h, msg, bridge, out, events),
             Err(refusal) => {
                 // In the connection's version, with the request's xid.
                 out.extend(refusal.answer(m).encode(version.wire(), h.xid));
@@ -178,13 +199,38 @@ impl Session {
         version: Version,
         h: Header,
         msg: Message,
+        bridge: &dyn Bridge,
         out: &mut Vec<u8>,
         events: &mut Vec<SessionEvent>,
     ) {
         let v = version.wire();
         let reply = match msg {
             Message::EchoRequest(data) => Some(Message::EchoReply(data)),
-            Message::FeaturesRequest => Some(Message::FeaturesReply(self.features)),
+            Message::FeaturesRequest => Some(Message::FeaturesReply(Features {
+                datapath_id: bridge.datapath_id(),
+                n_buffers: 0,
+                n_tables: N_TABLES,
+                auxiliary_id: 0,
+                capabilities: 0,
+            })),
+            Message::MultipartRequest(req) => {
+                let reply = match req {
+                    MultipartRequest::Desc => MultipartReply::Desc(bridge.desc()),
+                    MultipartRequest::PortDesc => MultipartReply::PortDesc(bridge.ports()),
+                };
+                for body in reply.encode_bodies(version) {
+                    let len = u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX);
+                    Header {
+                        version: v,
+                        kind: OFPT_MULTIPART_REPLY,
+                        length: len,
+                        xid: h.xid,
+                    }
+                    .write(out);
+                    out.extend(body);
+                }
+                None
+            }
             Message::GetConfigRequest => Some(Message::GetConfigReply(self.config)),
             Message::SetConfig(c) => {
                 self.config = c;
@@ -222,14 +268,30 @@ impl Session {
 mod tests {
     use super::*;
 
+    struct TestBridge;
+
+    impl Bridge for TestBridge {
+        fn datapath_id(&self) -> u64 {
+            0x0000_0000_0000_0001
+        }
+        fn ports(&self) -> Vec<PortInfo> {
+            vec![PortInfo {
+                port_no: 1,
+                hw_addr: [2, 0, 0, 0, 0, 1],
+                name: "vm1".into(),
+                admin_down: false,
+                link_up: true,
+                curr_speed_kbps: 0,
+                max_speed_kbps: 0,
+            }]
+        }
+        fn desc(&self) -> SwitchDesc {
+            SwitchDesc::default()
+        }
+    }
+
     fn switch() -> Session {
-        Session::new(Features {
-            datapath_id: 0x0000_0000_0000_0001,
-            n_buffers: 0,
-            n_tables: 254,
-            auxiliary_id: 0,
-            capabilities: 0x4f,
-        })
+        Session::new()
     }
 
     #[test]
@@ -260,7 +322,10 @@ mod tests {
         // Fed a byte at a time: messages split anywhere are put back together.
         let mut events = Vec::new();
         for b in &input {
-            events.extend(s.receive(std::slice::from_ref(b), &mut out).unwrap());
+            events.extend(
+                s.receive(std::slice::from_ref(b), &TestBridge, &mut out)
+                    .unwrap(),
+            );
         }
         assert_eq!(events, vec![SessionEvent::Negotiated(Version::V1_3)]);
         let mut replies = Vec::new();
@@ -272,7 +337,16 @@ mod tests {
         assert_eq!(
             replies,
             vec![
-                (2, Message::FeaturesReply(s.features)),
+                (
+                    2,
+                    Message::FeaturesReply(Features {
+                        datapath_id: 1,
+                        n_buffers: 0,
+                        n_tables: N_TABLES,
+                        auxiliary_id: 0,
+                        capabilities: 0
+                    })
+                ),
                 (3, Message::EchoReply(b"hi".to_vec())),
                 (
                     5,
@@ -290,11 +364,15 @@ mod tests {
     fn a_refused_request_is_answered_with_its_xid_and_the_session_goes_on() {
         let mut s = switch();
         let mut out = Vec::new();
-        s.receive(&Message::Hello { versions: None }.encode(0x04, 1), &mut out)
-            .unwrap();
+        s.receive(
+            &Message::Hello { versions: None }.encode(0x04, 1),
+            &TestBridge,
+            &mut out,
+        )
+        .unwrap();
         let mut unknown = Message::BarrierRequest.encode(0x04, 77);
         unknown[1] = 200;
-        s.receive(&unknown, &mut out).unwrap();
+        s.receive(&unknown, &TestBridge, &mut out).unwrap();
         let (h, m) = next_message(&out).unwrap().unwrap();
         assert_eq!(h.xid, 77);
         let Ok(Message::Error(e)) = Message::decode(Version::V1_3, m) else {
@@ -302,8 +380,12 @@ mod tests {
         };
         assert_eq!((e.kind, e.code), (1, 1), "BAD_REQUEST/BAD_TYPE");
         out.clear();
-        s.receive(&Message::BarrierRequest.encode(0x04, 78), &mut out)
-            .unwrap();
+        s.receive(
+            &Message::BarrierRequest.encode(0x04, 78),
+            &TestBridge,
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(next_message(&out).unwrap().unwrap().0.xid, 78);
     }
 
@@ -311,7 +393,11 @@ mod tests {
     fn an_old_peer_is_told_why_and_closed() {
         let mut s = switch();
         let mut out = Vec::new();
-        let r = s.receive(&Message::Hello { versions: None }.encode(0x01, 5), &mut out);
+        let r = s.receive(
+            &Message::Hello { versions: None }.encode(0x01, 5),
+            &TestBridge,
+            &mut out,
+        );
         assert!(matches!(r, Err(Closed::Incompatible(_))));
         let (h, m) = next_message(&out).unwrap().unwrap();
         assert_eq!(
@@ -322,10 +408,14 @@ mod tests {
         assert_eq!(&m[8..12], &[0, 0, 0, 0], "HELLO_FAILED/INCOMPATIBLE");
         assert!(String::from_utf8_lossy(&m[12..]).contains("1.3 to 1.5"));
         let mut s = switch();
-        let r = s.receive(&Message::FeaturesRequest.encode(0x04, 1), &mut Vec::new());
+        let r = s.receive(
+            &Message::FeaturesRequest.encode(0x04, 1),
+            &TestBridge,
+            &mut Vec::new(),
+        );
         assert_eq!(r, Err(Closed::NoHello));
         let mut s = switch();
-        let r = s.receive(&[4, 0, 0, 3, 0, 0, 0, 1], &mut Vec::new());
+        let r = s.receive(&[4, 0, 0, 3, 0, 0, 0, 1], &TestBridge, &mut Vec::new());
         assert!(matches!(r, Err(Closed::Frame(_))));
     }
 }

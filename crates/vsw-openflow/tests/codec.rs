@@ -4,7 +4,24 @@
 
 use proptest::prelude::*;
 use vsw_openflow::message::ErrorMsg;
-use vsw_openflow::{next_message, Features, Message, Session, SwitchConfig, Version, VersionSet};
+use vsw_openflow::{
+    next_message, Bridge, Features, Message, MultipartRequest, PortInfo, Session, SwitchConfig,
+    SwitchDesc, Version, VersionSet,
+};
+
+struct NoPorts;
+
+impl Bridge for NoPorts {
+    fn datapath_id(&self) -> u64 {
+        7
+    }
+    fn ports(&self) -> Vec<PortInfo> {
+        Vec::new()
+    }
+    fn desc(&self) -> SwitchDesc {
+        SwitchDesc::default()
+    }
+}
 
 fn config() -> impl Strategy<Value = SwitchConfig> {
     (0u16..4, any::<u16>()).prop_map(|(flags, miss_send_len)| SwitchConfig {
@@ -49,6 +66,8 @@ fn message() -> impl Strategy<Value = Message> {
         config().prop_map(Message::SetConfig),
         Just(Message::BarrierRequest),
         Just(Message::BarrierReply),
+        Just(Message::MultipartRequest(MultipartRequest::Desc)),
+        Just(Message::MultipartRequest(MultipartRequest::PortDesc)),
     ]
 }
 
@@ -77,7 +96,7 @@ proptest! {
         chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 0..20),
         requests in prop::collection::vec(message(), 0..10),
     ) {
-        let mut s = Session::new(Features::default());
+        let mut s = Session::new();
         let mut out = Vec::new();
         let mut input = Message::Hello { versions: Some(VersionSet(0x10)) }.encode(4, 1);
         for m in &requests {
@@ -85,7 +104,7 @@ proptest! {
         }
         // The well-formed requests first: each request type is answered (or, for
         // replies and set-config, taken silently); then garbage, split anywhere.
-        prop_assert!(s.receive(&input, &mut out).is_ok());
+        prop_assert!(s.receive(&input, &NoPorts, &mut out).is_ok());
         let answered = {
             let mut n = 0;
             let mut at = 0;
@@ -97,10 +116,11 @@ proptest! {
         };
         let expected = requests.iter().filter(|m| matches!(m,
             Message::EchoRequest(_) | Message::FeaturesRequest | Message::GetConfigRequest | Message::BarrierRequest
+            | Message::MultipartRequest(_)
         )).count();
         prop_assert_eq!(answered, expected);
         for c in &chunks {
-            if s.receive(c, &mut out).is_err() {
+            if s.receive(c, &NoPorts, &mut out).is_err() {
                 break;
             }
         }

@@ -7,7 +7,37 @@ use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::Command;
 
-use vsw_openflow::{Features, Session};
+use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
+
+struct TwoPorts;
+
+impl Bridge for TwoPorts {
+    fn datapath_id(&self) -> u64 {
+        0x0000_0000_0000_00ab
+    }
+    fn ports(&self) -> Vec<PortInfo> {
+        (1..=2)
+            .map(|n| PortInfo {
+                port_no: n,
+                hw_addr: [2, 0, 0, 0, 0, n as u8],
+                name: format!("vm{n}"),
+                admin_down: false,
+                link_up: n == 1,
+                curr_speed_kbps: 10_000_000,
+                max_speed_kbps: 0,
+            })
+            .collect()
+    }
+    fn desc(&self) -> SwitchDesc {
+        SwitchDesc {
+            manufacturer: "vsw".into(),
+            hardware: "vsw".into(),
+            software: "vsw test".into(),
+            serial: "None".into(),
+            datapath: "br0".into(),
+        }
+    }
+}
 
 /// Serves every connection on `path` with a session, each in a thread of its own.
 fn serve(path: &PathBuf) {
@@ -17,13 +47,7 @@ fn serve(path: &PathBuf) {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             std::thread::spawn(move || {
-                let mut s = Session::new(Features {
-                    datapath_id: 1,
-                    n_buffers: 0,
-                    n_tables: 254,
-                    auxiliary_id: 0,
-                    capabilities: 0,
-                });
+                let mut s = Session::new();
                 if conn.write_all(&s.greeting()).is_err() {
                     return;
                 }
@@ -34,7 +58,7 @@ fn serve(path: &PathBuf) {
                         Ok(n) => n,
                     };
                     let mut out = Vec::new();
-                    let r = s.receive(&buf[..n], &mut out);
+                    let r = s.receive(&buf[..n], &TwoPorts, &mut out);
                     if conn.write_all(&out).is_err() || r.is_err() {
                         return;
                     }
@@ -77,6 +101,29 @@ fn ovs_ofctl_negotiates_probes_and_reads_the_configuration() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "normal");
+    // `show`: features, the port description (64-byte ports in 1.3, ports with an
+    // Ethernet property in 1.5) and the configuration.
+    for version in ["OpenFlow13", "OpenFlow15"] {
+        let out = ofctl(&["-O", version, "show", &target]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("dpid:00000000000000ab"), "{text}");
+        assert!(text.contains("n_tables:254"), "{text}");
+        assert!(text.contains(" 1(vm1): addr:02:00:00:00:00:01"), "{text}");
+        assert!(text.contains(" 2(vm2): addr:02:00:00:00:00:02"), "{text}");
+        assert!(text.contains("LINK_DOWN"), "port 2's link: {text}");
+        assert!(text.contains("10000 Mbps now"), "{text}");
+    }
+    let out = ofctl(&["-O", "OpenFlow13", "dump-desc", &target]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Software: vsw test") && text.contains("DP Description: br0"),
+        "{text}"
+    );
     // A peer that speaks only 1.0 is refused, and told so.
     let out = ofctl(&["-O", "OpenFlow10", "probe", &target]);
     assert!(!out.status.success());

@@ -1,0 +1,340 @@
+//! Multipart requests and replies (1.3 on): what a switch describes of itself and
+//! of its ports. The port description is where 1.4 and 1.5 frame the same facts
+//! differently from 1.3: a variable-length port with an Ethernet property instead of
+//! a fixed 64-byte structure.
+
+use crate::error::Refusal;
+use crate::reader::Reader;
+use crate::version::Version;
+
+pub const OFPT_MULTIPART_REQUEST: u8 = 18;
+pub const OFPT_MULTIPART_REPLY: u8 = 19;
+pub const OFPMP_DESC: u16 = 0;
+pub const OFPMP_PORT_DESC: u16 = 13;
+/// In a reply's flags: more replies to this request follow.
+pub const OFPMPF_REPLY_MORE: u16 = 1;
+
+/// A port as OpenFlow describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    pub port_no: u32,
+    pub hw_addr: [u8; 6],
+    /// At most 15 bytes go on the wire (16 with the terminating zero).
+    pub name: String,
+    /// OFPPC_PORT_DOWN: administratively down.
+    pub admin_down: bool,
+    /// OFPPS_LINK_DOWN when false; OFPPS_LIVE when true.
+    pub link_up: bool,
+    pub curr_speed_kbps: u32,
+    pub max_speed_kbps: u32,
+}
+
+/// What `OFPMP_DESC` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct SwitchDesc {
+    pub manufacturer: String,
+    pub hardware: String,
+    pub software: String,
+    pub serial: String,
+    pub datapath: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MultipartRequest {
+    Desc,
+    PortDesc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MultipartReply {
+    Desc(SwitchDesc),
+    PortDesc(Vec<PortInfo>),
+}
+
+fn fixed_string(out: &mut Vec<u8>, s: &str, len: usize) {
+    // Always zero-terminated, cut at a character boundary.
+    let mut end = s.len().min(len - 1);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.extend_from_slice(&s.as_bytes()[..end]);
+    out.extend(std::iter::repeat_n(0u8, len - end));
+}
+
+fn read_fixed_string(r: &mut Reader, len: usize) -> Option<String> {
+    let b = r.bytes(len)?;
+    let end = b.iter().position(|&c| c == 0).unwrap_or(len);
+    Some(String::from_utf8_lossy(&b[..end]).into_owned())
+}
+
+const OFPPC_PORT_DOWN: u32 = 1;
+const OFPPS_LINK_DOWN: u32 = 1;
+const OFPPS_LIVE: u32 = 4;
+/// The Ethernet property of a 1.4/1.5 port.
+const OFPPDPT_ETHERNET: u16 = 0;
+
+impl PortInfo {
+    fn config(&self) -> u32 {
+        if self.admin_down {
+            OFPPC_PORT_DOWN
+        } else {
+            0
+        }
+    }
+
+    fn state(&self) -> u32 {
+        if self.link_up {
+            OFPPS_LIVE
+        } else {
+            OFPPS_LINK_DOWN
+        }
+    }
+
+    /// `ofp_port` in `version`: 64 bytes in 1.3, 72 (with its Ethernet property) after.
+    pub fn encode(&self, version: Version, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.port_no.to_be_bytes());
+        if version >= Version::V1_4 {
+            out.extend_from_slice(&72u16.to_be_bytes());
+            out.extend_from_slice(&[0, 0]);
+        } else {
+            out.extend_from_slice(&[0; 4]);
+        }
+        out.extend_from_slice(&self.hw_addr);
+        out.extend_from_slice(&[0, 0]);
+        fixed_string(out, &self.name, 16);
+        out.extend_from_slice(&self.config().to_be_bytes());
+        out.extend_from_slice(&self.state().to_be_bytes());
+        if version >= Version::V1_4 {
+            out.extend_from_slice(&OFPPDPT_ETHERNET.to_be_bytes());
+            out.extend_from_slice(&32u16.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+        }
+        // curr, advertised, supported, peer (feature bits: none claimed), speeds.
+        out.extend_from_slice(&[0; 16]);
+        out.extend_from_slice(&self.curr_speed_kbps.to_be_bytes());
+        out.extend_from_slice(&self.max_speed_kbps.to_be_bytes());
+    }
+
+    fn decode(version: Version, r: &mut Reader) -> Option<PortInfo> {
+        let port_no = r.u32()?;
+        let length = if version >= Version::V1_4 {
+            let l = r.u16()?;
+            r.bytes(2)?;
+            usize::from(l)
+        } else {
+            r.bytes(4)?;
+            64
+        };
+        let hw_addr: [u8; 6] = r.bytes(6)?.try_into().ok()?;
+        r.bytes(2)?;
+        let name = read_fixed_string(r, 16)?;
+        let config = r.u32()?;
+        let state = r.u32()?;
+        let (mut curr_speed_kbps, mut max_speed_kbps) = (0, 0);
+        if version >= Version::V1_4 {
+            // Properties to the port's length; the Ethernet one holds the speeds.
+            let mut props = Reader::new(r.bytes(length.checked_sub(40)?)?);
+            while let (Some(kind), Some(len)) = (props.u16(), props.u16()) {
+                let body = props.bytes(usize::from(len).checked_sub(4)?)?;
+                if kind == OFPPDPT_ETHERNET {
+                    let mut e = Reader::new(body);
+                    e.bytes(4 + 16)?;
+                    curr_speed_kbps = e.u32()?;
+                    max_speed_kbps = e.u32()?;
+                }
+            }
+        } else {
+            r.bytes(16)?;
+            curr_speed_kbps = r.u32()?;
+            max_speed_kbps = r.u32()?;
+        }
+        Some(PortInfo {
+            port_no,
+            hw_addr,
+            name,
+            admin_down: config & OFPPC_PORT_DOWN != 0,
+            link_up: state & OFPPS_LINK_DOWN == 0,
+            curr_speed_kbps,
+            max_speed_kbps,
+        })
+    }
+}
+
+impl MultipartRequest {
+    /// A request's body (after the header): type, flags, padding, and its own body.
+    pub fn decode(body: &[u8]) -> Result<(MultipartRequest, u16), Refusal> {
+        let mut r = Reader::new(body);
+        let kind = r.u16().ok_or(Refusal::BadLen)?;
+        let flags = r.u16().ok_or(Refusal::BadLen)?;
+        r.bytes(4).ok_or(Refusal::BadLen)?;
+        let req = match kind {
+            OFPMP_DESC => MultipartRequest::Desc,
+            // 1.5 adds a port number (and padding) to the request: any port is all.
+            OFPMP_PORT_DESC => MultipartRequest::PortDesc,
+            _ => return Err(Refusal::BadMultipart),
+        };
+        Ok((req, flags))
+    }
+
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        let kind = match self {
+            MultipartRequest::Desc => OFPMP_DESC,
+            MultipartRequest::PortDesc => OFPMP_PORT_DESC,
+        };
+        out.extend_from_slice(&kind.to_be_bytes());
+        out.extend_from_slice(&[0; 6]);
+    }
+}
+
+impl MultipartReply {
+    fn kind(&self) -> u16 {
+        match self {
+            MultipartReply::Desc(_) => OFPMP_DESC,
+            MultipartReply::PortDesc(_) => OFPMP_PORT_DESC,
+        }
+    }
+
+    /// The reply's body, as one or more message bodies (each under OpenFlow's 64 KiB
+    /// message length, all but the last flagged REPLY_MORE).
+    pub fn encode_bodies(&self, version: Version) -> Vec<Vec<u8>> {
+        const MAX_BODY: usize = 65535 - 8 - 8;
+        let entries: Vec<Vec<u8>> = match self {
+            MultipartReply::Desc(d) => {
+                let mut e = Vec::with_capacity(1056);
+                fixed_string(&mut e, &d.manufacturer, 256);
+                fixed_string(&mut e, &d.hardware, 256);
+                fixed_string(&mut e, &d.software, 256);
+                fixed_string(&mut e, &d.serial, 32);
+                fixed_string(&mut e, &d.datapath, 256);
+                vec![e]
+            }
+            MultipartReply::PortDesc(ports) => ports
+                .iter()
+                .map(|p| {
+                    let mut e = Vec::with_capacity(72);
+                    p.encode(version, &mut e);
+                    e
+                })
+                .collect(),
+        };
+        let mut bodies: Vec<Vec<u8>> = Vec::new();
+        let mut cur: Vec<u8> = Vec::new();
+        for e in entries {
+            if !cur.is_empty() && cur.len() + e.len() > MAX_BODY {
+                bodies.push(std::mem::take(&mut cur));
+            }
+            cur.extend(e);
+        }
+        bodies.push(cur);
+        let n = bodies.len();
+        bodies
+            .into_iter()
+            .enumerate()
+            .map(|(i, entries)| {
+                let mut b = Vec::with_capacity(8 + entries.len());
+                b.extend_from_slice(&self.kind().to_be_bytes());
+                let flags = if i + 1 < n { OFPMPF_REPLY_MORE } else { 0 };
+                b.extend_from_slice(&flags.to_be_bytes());
+                b.extend_from_slice(&[0; 4]);
+                b.extend(entries);
+                b
+            })
+            .collect()
+    }
+
+    /// One reply message's body (type, flags, padding, entries); the flags tell
+    /// whether more follow.
+    pub fn decode_body(version: Version, body: &[u8]) -> Result<(MultipartReply, u16), Refusal> {
+        let mut r = Reader::new(body);
+        let kind = r.u16().ok_or(Refusal::BadLen)?;
+        let flags = r.u16().ok_or(Refusal::BadLen)?;
+        r.bytes(4).ok_or(Refusal::BadLen)?;
+        let reply = match kind {
+            OFPMP_DESC => {
+                let d = (|| {
+                    Some(SwitchDesc {
+                        manufacturer: read_fixed_string(&mut r, 256)?,
+                        hardware: read_fixed_string(&mut r, 256)?,
+                        software: read_fixed_string(&mut r, 256)?,
+                        serial: read_fixed_string(&mut r, 32)?,
+                        datapath: read_fixed_string(&mut r, 256)?,
+                    })
+                })()
+                .ok_or(Refusal::BadLen)?;
+                MultipartReply::Desc(d)
+            }
+            OFPMP_PORT_DESC => {
+                let mut ports = Vec::new();
+                while !r.is_empty() {
+                    ports.push(PortInfo::decode(version, &mut r).ok_or(Refusal::BadLen)?);
+                }
+                MultipartReply::PortDesc(ports)
+            }
+            _ => return Err(Refusal::BadMultipart),
+        };
+        if !r.is_empty() {
+            return Err(Refusal::BadLen);
+        }
+        Ok((reply, flags))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(n: u32) -> PortInfo {
+        PortInfo {
+            port_no: n,
+            hw_addr: [2, 0, 0, 0, 0, n as u8],
+            name: format!("vm{n}"),
+            admin_down: false,
+            link_up: n.is_multiple_of(2),
+            curr_speed_kbps: 10_000_000,
+            max_speed_kbps: 0,
+        }
+    }
+
+    #[test]
+    fn ports_are_64_bytes_in_1_3_and_72_with_their_property_after() {
+        for (v, len) in [
+            (Version::V1_3, 64),
+            (Version::V1_4, 72),
+            (Version::V1_5, 72),
+        ] {
+            let mut b = Vec::new();
+            port(1).encode(v, &mut b);
+            assert_eq!(b.len(), len, "{v}");
+            let bodies = MultipartReply::PortDesc(vec![port(1), port(2)]).encode_bodies(v);
+            assert_eq!(bodies.len(), 1);
+            let (back, flags) = MultipartReply::decode_body(v, &bodies[0]).unwrap();
+            assert_eq!(
+                (back, flags),
+                (MultipartReply::PortDesc(vec![port(1), port(2)]), 0)
+            );
+        }
+    }
+
+    #[test]
+    fn many_ports_take_several_replies_and_long_names_are_cut() {
+        let ports: Vec<PortInfo> = (0..2000).map(port).collect();
+        let bodies = MultipartReply::PortDesc(ports.clone()).encode_bodies(Version::V1_3);
+        assert!(bodies.len() > 1 && bodies.iter().all(|b| b.len() <= 65535 - 8));
+        let mut all = Vec::new();
+        for (i, b) in bodies.iter().enumerate() {
+            let (MultipartReply::PortDesc(p), flags) =
+                MultipartReply::decode_body(Version::V1_3, b).unwrap()
+            else {
+                panic!("port desc");
+            };
+            assert_eq!(flags == OFPMPF_REPLY_MORE, i + 1 < bodies.len());
+            all.extend(p);
+        }
+        assert_eq!(all, ports);
+        let mut long = port(1);
+        long.name = "a-very-long-port-name".into();
+        let mut b = Vec::new();
+        long.encode(Version::V1_3, &mut b);
+        assert_eq!(&b[16..32], b"a-very-long-por\0");
+    }
+}
