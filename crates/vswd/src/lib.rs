@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod offload;
+pub mod openflow;
 pub mod options;
 pub mod protocol;
 pub mod server;

@@ -140,7 +140,24 @@ fn main() -> anyhow::Result<()> {
             }
         })
         .context("cannot start the control thread")?;
-    tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), "vswd ready");
+    // The OpenFlow management socket beside the control socket. Without it vswd still
+    // runs (another daemon's, say, in the same directory): said, not fatal.
+    let mgmt = vswd::openflow::mgmt_path(&args.socket);
+    let mgmt_file = match vswd::server::bind(&mgmt) {
+        Ok((listener, file)) => {
+            let for_openflow = switch.clone();
+            std::thread::Builder::new()
+                .name("openflow-accept".into())
+                .spawn(move || vswd::openflow::serve(listener, for_openflow))
+                .context("cannot start the OpenFlow thread")?;
+            Some(file)
+        }
+        Err(e) => {
+            tracing::warn!(path = %mgmt.display(), error = %e, "no OpenFlow management socket");
+            None
+        }
+    };
+    tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), openflow = %mgmt.display(), "vswd ready");
 
     let mut failed = None;
     while !stop.load(Ordering::Relaxed) {
@@ -168,6 +185,9 @@ fn main() -> anyhow::Result<()> {
     let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
     sw.shutdown();
     socket_file.remove(&args.socket);
+    if let Some(f) = mgmt_file {
+        f.remove(&mgmt);
+    }
     // The control thread may be blocked in poll; leaving now ends it with the process.
     std::process::exit(if failed.is_some() { EXIT_PMD_FAILED } else { 0 });
 }

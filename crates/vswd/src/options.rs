@@ -7,7 +7,7 @@ use vsw_netdev::class::{join_and, PortClass, PortClasses};
 pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id";
 /// Options every port takes, whatever its class (a class's own are its).
 pub const COMMON_PORT_OPTIONS: &[&str] = &[
     "type",
@@ -74,6 +74,8 @@ pub struct SwitchOptions {
     pub max_idle_ms: u64,
     /// `revalidator-interval`: milliseconds between revalidator passes.
     pub revalidator_interval_ms: u64,
+    /// `datapath-id`: the switch's OpenFlow datapath id, when set (16 hex digits).
+    pub datapath_id: Option<u64>,
 }
 
 /// `max-idle` when none is set (as Open vSwitch).
@@ -106,6 +108,7 @@ impl SwitchOptions {
             flow_limit: vsw_datapath::DEFAULT_FLOW_LIMIT,
             max_idle_ms: DEFAULT_MAX_IDLE_MS,
             revalidator_interval_ms: DEFAULT_REVALIDATOR_INTERVAL_MS,
+            datapath_id: None,
         };
         for (k, v) in opts {
             match k.as_str() {
@@ -146,6 +149,15 @@ impl SwitchOptions {
                         .ok()
                         .filter(|n| (10..=60_000).contains(n))
                         .ok_or_else(|| bad(k, v, "milliseconds, 10..60000"))?
+                }
+                "datapath-id" => {
+                    let hex = v.strip_prefix("0x").unwrap_or(v);
+                    out.datapath_id = Some(
+                        u64::from_str_radix(hex, 16)
+                            .ok()
+                            .filter(|_| hex.len() == 16)
+                            .ok_or_else(|| bad(k, v, "16 hex digits, like 0000000000000001"))?,
+                    )
                 }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v

@@ -1182,6 +1182,63 @@ impl Switch {
             .collect()
     }
 
+    /// The OpenFlow datapath id: `datapath-id` when set, else one made from the
+    /// state file's path (stable across restarts; two switches with different state
+    /// files differ), in the low 48 bits as Open vSwitch's MAC-derived ids are.
+    pub fn datapath_id(&self) -> u64 {
+        if let Some(id) = SwitchOptions::from_options(&self.options)
+            .ok()
+            .and_then(|o| o.datapath_id)
+        {
+            return id;
+        }
+        let path = std::fs::canonicalize(&self.state_file).unwrap_or(self.state_file.clone());
+        // FNV-1a: small, stable across builds and platforms.
+        let hash = path
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+        hash & 0x0000_ffff_ffff_ffff
+    }
+
+    /// The ports as OpenFlow describes them: number, name, link, and the
+    /// interface's MAC address where there is an interface (else one made from the
+    /// port number, locally administered).
+    pub fn openflow_ports(&self) -> Vec<vsw_openflow::PortInfo> {
+        self.ports
+            .iter()
+            .map(|(no, p)| {
+                let sysfs = std::fs::read_to_string(format!("/sys/class/net/{}/address", p.name));
+                let hw_addr = sysfs
+                    .ok()
+                    .and_then(|a| {
+                        let b: Vec<u8> = a
+                            .trim()
+                            .split(':')
+                            .filter_map(|x| u8::from_str_radix(x, 16).ok())
+                            .collect();
+                        <[u8; 6]>::try_from(b).ok()
+                    })
+                    .unwrap_or({
+                        let n = no.to_be_bytes();
+                        [0x02, 0, n[0], n[1], n[2], n[3]]
+                    });
+                vsw_openflow::PortInfo {
+                    port_no: *no,
+                    hw_addr,
+                    name: p.name.clone(),
+                    admin_down: false,
+                    link_up: matches!(p.link, Link::Up { .. }),
+                    curr_speed_kbps: 0,
+                    max_speed_kbps: 0,
+                }
+            })
+            .collect()
+    }
+
     fn show(&self) -> ShowInfo {
         ShowInfo {
             options: self.options.clone().into_iter().collect(),

@@ -1,0 +1,114 @@
+//! The OpenFlow management socket: `<directory of the control socket>/br0.mgmt`,
+//! Open vSwitch's convention, so `ovs-ofctl -O OpenFlow13 show unix:/run/vsw/br0.mgmt`
+//! works as it does against `ovs-vswitchd`.
+//!
+//! One thread per connection (at most [`MAX_CONNECTIONS`]): a connection's
+//! requests are answered in order, each under the switch's lock for as long as the
+//! answer takes; writes give up after [`WRITE_TIMEOUT`], so a peer that stops
+//! reading loses its connection and holds up nobody. What the protocol says is
+//! `vsw_openflow::Session`'s; this module is the socket and the switch's side of it
+//! (`vsw_openflow::Bridge`).
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
+
+use crate::switch::Switch;
+
+/// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one.
+pub const BRIDGE_NAME: &str = "br0";
+/// OpenFlow connections at once; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the management socket goes for a control socket at `control`.
+pub fn mgmt_path(control: &Path) -> PathBuf {
+    control
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{BRIDGE_NAME}.mgmt"))
+}
+
+struct SwitchBridge<'a>(&'a Switch);
+
+impl Bridge for SwitchBridge<'_> {
+    fn datapath_id(&self) -> u64 {
+        self.0.datapath_id()
+    }
+
+    fn ports(&self) -> Vec<PortInfo> {
+        self.0.openflow_ports()
+    }
+
+    fn desc(&self) -> SwitchDesc {
+        SwitchDesc {
+            manufacturer: "vsw".into(),
+            hardware: "vsw userspace datapath".into(),
+            software: env!("CARGO_PKG_VERSION").into(),
+            serial: "None".into(),
+            datapath: BRIDGE_NAME.into(),
+        }
+    }
+}
+
+/// Accepts connections until the process ends.
+pub fn serve(listener: UnixListener, switch: Arc<Mutex<Switch>>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!("OpenFlow: {MAX_CONNECTIONS} connections already; one more refused");
+            continue;
+        }
+        let (switch, open) = (switch.clone(), open.clone());
+        let spawned = std::thread::Builder::new()
+            .name("openflow".into())
+            .spawn(move || {
+                connection(conn, &switch);
+                open.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            tracing::warn!("OpenFlow: cannot start a connection's thread");
+        }
+    }
+}
+
+fn connection(mut conn: UnixStream, switch: &Mutex<Switch>) {
+    let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
+    let mut session = Session::new();
+    if conn.write_all(&session.greeting()).is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let mut out = Vec::new();
+        let result = {
+            let sw = switch.lock().unwrap_or_else(|e| e.into_inner());
+            session.receive(&buf[..n], &SwitchBridge(&sw), &mut out)
+        };
+        if conn.write_all(&out).is_err() {
+            return;
+        }
+        match result {
+            Ok(events) => {
+                for e in events {
+                    tracing::debug!(event = ?e, "OpenFlow");
+                }
+            }
+            Err(why) => {
+                tracing::info!(%why, "OpenFlow connection closed");
+                return;
+            }
+        }
+    }
+}
