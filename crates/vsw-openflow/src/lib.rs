@@ -18,6 +18,7 @@ pub mod error;
 pub mod frame;
 pub mod message;
 pub mod multipart;
+pub mod oxm;
 mod reader;
 pub mod session;
 pub mod version;

@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use vsw_openflow::message::ErrorMsg;
+use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS};
 use vsw_openflow::{
     next_message, Bridge, Features, Message, MultipartRequest, PortInfo, Session, SwitchConfig,
     SwitchDesc, Version, VersionSet,
@@ -71,6 +72,54 @@ fn message() -> impl Strategy<Value = Message> {
     ]
 }
 
+/// A match that meets every prerequisite: an IPv4 TCP base, then any of the fields
+/// whose prerequisites that base meets, masked where they take a mask.
+fn tcp_match() -> impl Strategy<Value = OxmMatch> {
+    let optional: Vec<u8> = vec![0, 2, 3, 4, 8, 9, 11, 12, 13, 14, 38];
+    (
+        prop::sample::subsequence(optional.clone(), 0..=optional.len()),
+        prop::collection::vec(any::<u8>(), 16),
+        prop::collection::vec(any::<u8>(), 16),
+        any::<bool>(),
+    )
+        .prop_map(|(chosen, v, m, masked)| {
+            let mut fields = vec![
+                OxmField {
+                    field: 5,
+                    value: vec![0x08, 0x00],
+                    mask: None,
+                },
+                OxmField {
+                    field: 10,
+                    value: vec![6],
+                    mask: None,
+                },
+            ];
+            for f in chosen {
+                let def = field_def(f).unwrap();
+                let n = usize::from(def.len);
+                let mask = (masked && def.maskable).then(|| m[..n].to_vec());
+                // The value keeps only bits inside its mask, as the spec asks.
+                let value: Vec<u8> = match &mask {
+                    Some(k) => v[..n].iter().zip(k).map(|(a, b)| a & b).collect(),
+                    None => v[..n].to_vec(),
+                };
+                // DSCP and ECN are 6 and 2 bits wide.
+                let value = match f {
+                    8 => vec![value[0] & 0x3f],
+                    9 => vec![value[0] & 0x3],
+                    _ => value,
+                };
+                fields.push(OxmField {
+                    field: f,
+                    value,
+                    mask,
+                });
+            }
+            OxmMatch { fields }
+        })
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -89,6 +138,41 @@ proptest! {
         prop_assert_eq!(whole.len(), wire.len());
         prop_assert_eq!((h.version, h.kind, h.xid), (v, m.kind(), xid));
         prop_assert_eq!(Message::decode(version, whole).unwrap(), m);
+    }
+
+    #[test]
+    fn every_valid_match_round_trips(m in tcp_match()) {
+        let mut wire = Vec::new();
+        m.encode(&mut wire);
+        prop_assert_eq!(wire.len() % 8, 0);
+        let (back, rest) = OxmMatch::decode_from(&wire).unwrap();
+        prop_assert_eq!(back, m);
+        prop_assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn hostile_matches_are_refused_not_panicked_on(
+        m in tcp_match(),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+        cut in any::<prop::sample::Index>(),
+        garbage in prop::collection::vec(any::<u8>(), 0..80),
+    ) {
+        let mut wire = Vec::new();
+        m.encode(&mut wire);
+        for (at, b) in &flips {
+            let i = at.index(wire.len());
+            wire[i] = *b;
+        }
+        let cut = cut.index(wire.len() + 1);
+        let _ = OxmMatch::decode_from(&wire[..cut]);
+        if let Ok((m, _)) = OxmMatch::decode_from(&wire) {
+            // Whatever is taken is well formed: known fields of the right length.
+            for f in &m.fields {
+                let def = OXM_FIELDS.iter().find(|d| d.field == f.field).unwrap();
+                prop_assert_eq!(f.value.len(), usize::from(def.len));
+            }
+        }
+        let _ = OxmMatch::decode_from(&garbage);
     }
 
     #[test]

@@ -1,0 +1,414 @@
+//! OXM: OpenFlow's type-length-value match fields (OpenFlow 1.2 on), and
+//! `ofp_match`, the list of them a flow-mod, a flow-stats entry or a packet-in
+//! carries.
+//!
+//! Each field is defined once in [`OXM_FIELDS`]: its number in the basic class,
+//! its name (OpenFlow's), its value length, whether it may carry a mask, and what
+//! the rest of the match must hold for it to mean anything (the spec's
+//! prerequisites). Decoding checks every field against that table: a length that
+//! does not fit, a mask on a field that takes none, a mask with bits the value has
+//! outside it, a field twice, or a missing prerequisite is refused with the error the
+//! spec names (BAD_MATCH and its code).
+
+use crate::reader::Reader;
+
+/// The basic class, where every OpenFlow-defined field lives.
+pub const OFPXMC_OPENFLOW_BASIC: u16 = 0x8000;
+/// `ofp_match` type: OXM (the only one from 1.2 on).
+pub const OFPMT_OXM: u16 = 1;
+
+/// What the rest of a match must hold for a field to mean anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prereq {
+    None,
+    /// `eth_type` is one of these.
+    EthType(&'static [u16]),
+    /// `eth_type` is IPv4 or IPv6 and `ip_proto` is this.
+    IpProto(u8),
+    /// `eth_type` IPv4 and `ip_proto` ICMP.
+    Icmpv4,
+    /// `eth_type` IPv6 and `ip_proto` ICMPv6.
+    Icmpv6,
+    /// ICMPv6 with `icmpv6_type` one of these (neighbour discovery).
+    Icmpv6Type(&'static [u8]),
+    /// `vlan_vid` other than none (OFPVID_NONE).
+    VlanPresent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OxmFieldDef {
+    pub field: u8,
+    pub name: &'static str,
+    /// Value length, bytes (the mask, when present, is as long again).
+    pub len: u8,
+    pub maskable: bool,
+    pub prereq: Prereq,
+}
+
+const IP: &[u16] = &[0x0800, 0x86dd];
+const IPV4: &[u16] = &[0x0800];
+const IPV6: &[u16] = &[0x86dd];
+const ARP: &[u16] = &[0x0806];
+const MPLS: &[u16] = &[0x8847, 0x8848];
+const ND_SOLICIT: u8 = 135;
+const ND_ADVERT: u8 = 136;
+
+const fn f(field: u8, name: &'static str, len: u8, maskable: bool, prereq: Prereq) -> OxmFieldDef {
+    OxmFieldDef {
+        field,
+        name,
+        len,
+        maskable,
+        prereq,
+    }
+}
+
+/// Every basic-class field of OpenFlow 1.3–1.5 that vsw knows, by number.
+pub static OXM_FIELDS: &[OxmFieldDef] = &[
+    f(0, "in_port", 4, false, Prereq::None),
+    f(1, "in_phy_port", 4, false, Prereq::None),
+    f(2, "metadata", 8, true, Prereq::None),
+    f(3, "eth_dst", 6, true, Prereq::None),
+    f(4, "eth_src", 6, true, Prereq::None),
+    f(5, "eth_type", 2, false, Prereq::None),
+    f(6, "vlan_vid", 2, true, Prereq::None),
+    f(7, "vlan_pcp", 1, false, Prereq::VlanPresent),
+    f(8, "ip_dscp", 1, false, Prereq::EthType(IP)),
+    f(9, "ip_ecn", 1, false, Prereq::EthType(IP)),
+    f(10, "ip_proto", 1, false, Prereq::EthType(IP)),
+    f(11, "ipv4_src", 4, true, Prereq::EthType(IPV4)),
+    f(12, "ipv4_dst", 4, true, Prereq::EthType(IPV4)),
+    f(13, "tcp_src", 2, true, Prereq::IpProto(6)),
+    f(14, "tcp_dst", 2, true, Prereq::IpProto(6)),
+    f(15, "udp_src", 2, true, Prereq::IpProto(17)),
+    f(16, "udp_dst", 2, true, Prereq::IpProto(17)),
+    f(17, "sctp_src", 2, true, Prereq::IpProto(132)),
+    f(18, "sctp_dst", 2, true, Prereq::IpProto(132)),
+    f(19, "icmpv4_type", 1, false, Prereq::Icmpv4),
+    f(20, "icmpv4_code", 1, false, Prereq::Icmpv4),
+    f(21, "arp_op", 2, false, Prereq::EthType(ARP)),
+    f(22, "arp_spa", 4, true, Prereq::EthType(ARP)),
+    f(23, "arp_tpa", 4, true, Prereq::EthType(ARP)),
+    f(24, "arp_sha", 6, true, Prereq::EthType(ARP)),
+    f(25, "arp_tha", 6, true, Prereq::EthType(ARP)),
+    f(26, "ipv6_src", 16, true, Prereq::EthType(IPV6)),
+    f(27, "ipv6_dst", 16, true, Prereq::EthType(IPV6)),
+    f(28, "ipv6_flabel", 4, true, Prereq::EthType(IPV6)),
+    f(29, "icmpv6_type", 1, false, Prereq::Icmpv6),
+    f(30, "icmpv6_code", 1, false, Prereq::Icmpv6),
+    f(
+        31,
+        "ipv6_nd_target",
+        16,
+        false,
+        Prereq::Icmpv6Type(&[ND_SOLICIT, ND_ADVERT]),
+    ),
+    f(
+        32,
+        "ipv6_nd_sll",
+        6,
+        false,
+        Prereq::Icmpv6Type(&[ND_SOLICIT]),
+    ),
+    f(
+        33,
+        "ipv6_nd_tll",
+        6,
+        false,
+        Prereq::Icmpv6Type(&[ND_ADVERT]),
+    ),
+    f(34, "mpls_label", 4, false, Prereq::EthType(MPLS)),
+    f(35, "mpls_tc", 1, false, Prereq::EthType(MPLS)),
+    f(36, "mpls_bos", 1, false, Prereq::EthType(MPLS)),
+    f(38, "tunnel_id", 8, true, Prereq::None),
+];
+
+/// The bits a field's value may use, where fewer than its bytes hold (a value with a
+/// bit above them is BAD_VALUE).
+fn value_bits(field: u8) -> Option<u32> {
+    match field {
+        6 => Some(13),       // vlan_vid: 12 bits and OFPVID_PRESENT
+        7 | 35 => Some(3),   // vlan_pcp, mpls_tc
+        8 => Some(6),        // ip_dscp
+        9 => Some(2),        // ip_ecn
+        28 | 34 => Some(20), // ipv6_flabel, mpls_label
+        36 => Some(1),       // mpls_bos
+        _ => None,
+    }
+}
+
+pub fn field_def(field: u8) -> Option<&'static OxmFieldDef> {
+    OXM_FIELDS.iter().find(|d| d.field == field)
+}
+
+/// One field of a match: its value and, when masked, its mask (as on the wire).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OxmField {
+    pub field: u8,
+    pub value: Vec<u8>,
+    pub mask: Option<Vec<u8>>,
+}
+
+/// Why a match was refused: the BAD_MATCH code (OFPET_BAD_MATCH = 4) it is answered
+/// with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadMatch {
+    #[error("a match of an unsupported type (BAD_MATCH/BAD_TYPE)")]
+    BadType,
+    #[error("a match whose length does not fit (BAD_MATCH/BAD_LEN)")]
+    BadLen,
+    #[error("a field of a class vsw does not know (BAD_MATCH/BAD_FIELD)")]
+    BadField,
+    #[error("a field of a value it cannot take (BAD_MATCH/BAD_VALUE)")]
+    BadValue,
+    #[error("a mask on a field that takes none (BAD_MATCH/BAD_MASK)")]
+    BadMask,
+    #[error("a field without what it needs in the match (BAD_MATCH/BAD_PREREQ)")]
+    BadPrereq,
+    #[error("a field given twice (BAD_MATCH/DUP_FIELD)")]
+    DupField,
+}
+
+impl BadMatch {
+    /// OFPET_BAD_MATCH's codes.
+    pub fn code(self) -> u16 {
+        match self {
+            BadMatch::BadType => 0,
+            BadMatch::BadLen => 1,
+            BadMatch::BadField => 6,
+            BadMatch::BadValue => 7,
+            BadMatch::BadMask => 8,
+            BadMatch::BadPrereq => 9,
+            BadMatch::DupField => 10,
+        }
+    }
+}
+
+/// A whole match: its fields in the order given.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct OxmMatch {
+    pub fields: Vec<OxmField>,
+}
+
+impl OxmMatch {
+    fn get(&self, field: u8) -> Option<&OxmField> {
+        self.fields.iter().find(|f| f.field == field)
+    }
+
+    /// An exact (unmasked) value of a field, as a number.
+    fn exact(&self, field: u8) -> Option<u64> {
+        let f = self.get(field)?;
+        if f.mask.is_some() {
+            return None;
+        }
+        Some(f.value.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b)))
+    }
+
+    fn prereq_met(&self, p: Prereq) -> bool {
+        let eth = self.exact(5).map(|t| t as u16);
+        let proto = self.exact(10).map(|p| p as u8);
+        let ip = matches!(eth, Some(0x0800 | 0x86dd));
+        match p {
+            Prereq::None => true,
+            Prereq::EthType(types) => eth.is_some_and(|t| types.contains(&t)),
+            Prereq::IpProto(n) => ip && proto == Some(n),
+            Prereq::Icmpv4 => eth == Some(0x0800) && proto == Some(1),
+            Prereq::Icmpv6 => eth == Some(0x86dd) && proto == Some(58),
+            Prereq::Icmpv6Type(types) => {
+                eth == Some(0x86dd)
+                    && proto == Some(58)
+                    && self.exact(29).is_some_and(|t| types.contains(&(t as u8)))
+            }
+            // OFPVID_NONE (0) is "no tag"; anything with OFPVID_PRESENT is a tag.
+            Prereq::VlanPresent => self
+                .get(6)
+                .is_some_and(|f| f.value.first().is_some_and(|b| b & 0x10 != 0)),
+        }
+    }
+
+    /// `ofp_match` on the wire: type, length (without padding), fields, padding to 8.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&OFPMT_OXM.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        for f in &self.fields {
+            out.extend_from_slice(&OFPXMC_OPENFLOW_BASIC.to_be_bytes());
+            let hasmask = f.mask.is_some();
+            out.push((f.field << 1) | u8::from(hasmask));
+            let len = f.value.len() + f.mask.as_ref().map_or(0, Vec::len);
+            out.push(len as u8);
+            out.extend_from_slice(&f.value);
+            if let Some(m) = &f.mask {
+                out.extend_from_slice(m);
+            }
+        }
+        let len = (out.len() - start) as u16;
+        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+        let pad = usize::from(len).div_ceil(8) * 8 - usize::from(len);
+        out.extend(std::iter::repeat_n(0u8, pad));
+    }
+
+    /// The match at the front of `r` (padding included), checked field by field.
+    pub(crate) fn decode(r: &mut Reader) -> Result<OxmMatch, BadMatch> {
+        let kind = r.u16().ok_or(BadMatch::BadLen)?;
+        if kind != OFPMT_OXM {
+            return Err(BadMatch::BadType);
+        }
+        let len = usize::from(r.u16().ok_or(BadMatch::BadLen)?);
+        let body = r
+            .bytes(len.checked_sub(4).ok_or(BadMatch::BadLen)?)
+            .ok_or(BadMatch::BadLen)?;
+        r.bytes(len.div_ceil(8) * 8 - len).ok_or(BadMatch::BadLen)?;
+        let mut fields = Reader::new(body);
+        let mut m = OxmMatch::default();
+        while !fields.is_empty() {
+            let class = fields.u16().ok_or(BadMatch::BadLen)?;
+            let fh = fields.u8().ok_or(BadMatch::BadLen)?;
+            let flen = usize::from(fields.u8().ok_or(BadMatch::BadLen)?);
+            let payload = fields.bytes(flen).ok_or(BadMatch::BadLen)?;
+            if class != OFPXMC_OPENFLOW_BASIC {
+                return Err(BadMatch::BadField);
+            }
+            let (field, hasmask) = (fh >> 1, fh & 1 == 1);
+            let def = field_def(field).ok_or(BadMatch::BadField)?;
+            let want = usize::from(def.len) * if hasmask { 2 } else { 1 };
+            if flen != want {
+                return Err(BadMatch::BadLen);
+            }
+            if hasmask && !def.maskable {
+                return Err(BadMatch::BadMask);
+            }
+            if m.get(field).is_some() {
+                return Err(BadMatch::DupField);
+            }
+            let (value, mask) = payload.split_at(usize::from(def.len));
+            if hasmask && value.iter().zip(mask).any(|(v, k)| v & !k != 0) {
+                // A value bit outside its mask: the spec makes it an error.
+                return Err(BadMatch::BadValue);
+            }
+            if let Some(bits) = value_bits(field) {
+                let n = value.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b));
+                if n >> bits != 0 {
+                    return Err(BadMatch::BadValue);
+                }
+            }
+            m.fields.push(OxmField {
+                field,
+                value: value.to_vec(),
+                mask: hasmask.then(|| mask.to_vec()),
+            });
+        }
+        for f in &m.fields {
+            let def = field_def(f.field).ok_or(BadMatch::BadField)?;
+            if !m.prereq_met(def.prereq) {
+                return Err(BadMatch::BadPrereq);
+            }
+        }
+        Ok(m)
+    }
+
+    /// Decodes a match from the front of `buf` (as a flow-mod holds it); the bytes
+    /// after it are returned.
+    pub fn decode_from(buf: &[u8]) -> Result<(OxmMatch, &[u8]), BadMatch> {
+        let mut r = Reader::new(buf);
+        let m = OxmMatch::decode(&mut r)?;
+        Ok((m, r.rest()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(field: u8, value: &[u8], mask: Option<&[u8]>) -> OxmField {
+        OxmField {
+            field,
+            value: value.to_vec(),
+            mask: mask.map(<[u8]>::to_vec),
+        }
+    }
+
+    #[test]
+    fn a_tcp_match_round_trips_with_its_padding() {
+        let m = OxmMatch {
+            fields: vec![
+                field(0, &[0, 0, 0, 1], None),
+                field(5, &[0x08, 0x00], None),
+                field(12, &[198, 18, 0, 0], Some(&[255, 255, 0, 0])),
+                field(10, &[6], None),
+                field(14, &[0, 80], None),
+            ],
+        };
+        let mut wire = Vec::new();
+        m.encode(&mut wire);
+        assert_eq!(wire.len() % 8, 0);
+        assert_eq!(&wire[..4], &[0, 1, 0, 4 + 8 + 6 + 12 + 5 + 6]);
+        let (back, rest) = OxmMatch::decode_from(&wire).unwrap();
+        assert_eq!((back, rest.len()), (m, 0));
+    }
+
+    #[test]
+    fn refusals_follow_the_spec() {
+        let enc = |fields: Vec<OxmField>| {
+            let mut w = Vec::new();
+            OxmMatch { fields }.encode(&mut w);
+            OxmMatch::decode_from(&w).map(|(m, _)| m)
+        };
+        // tcp_dst without ip_proto=6: no prerequisite.
+        assert_eq!(
+            enc(vec![field(5, &[8, 0], None), field(14, &[0, 80], None)]),
+            Err(BadMatch::BadPrereq)
+        );
+        assert_eq!(
+            enc(vec![field(0, &[0, 0, 0, 1], Some(&[0, 0, 0, 1]))]),
+            Err(BadMatch::BadMask),
+            "in_port takes no mask"
+        );
+        assert_eq!(
+            enc(vec![field(
+                3,
+                &[1, 0, 0, 0, 0, 1],
+                Some(&[0xfe, 0, 0, 0, 0, 1])
+            )]),
+            Err(BadMatch::BadValue),
+            "a value bit outside the mask"
+        );
+        assert_eq!(
+            enc(vec![field(5, &[8, 0], None), field(5, &[8, 0], None)]),
+            Err(BadMatch::DupField)
+        );
+        assert_eq!(
+            enc(vec![field(37, &[0, 0, 1], None)]),
+            Err(BadMatch::BadField)
+        );
+        assert_eq!(
+            enc(vec![field(6, &[0x10, 5], None), field(7, &[3], None)]),
+            Ok(OxmMatch {
+                fields: vec![field(6, &[0x10, 5], None), field(7, &[3], None)]
+            }),
+            "vlan_pcp with a tag present"
+        );
+        assert_eq!(enc(vec![field(7, &[3], None)]), Err(BadMatch::BadPrereq));
+        assert_eq!(
+            enc(vec![field(5, &[8, 0], None), field(8, &[0x40], None)]),
+            Err(BadMatch::BadValue),
+            "ip_dscp is 6 bits"
+        );
+        let mut short = Vec::new();
+        OxmMatch {
+            fields: vec![field(0, &[0, 0, 0, 1], None)],
+        }
+        .encode(&mut short);
+        short[7] = 3; // the field claims 3 bytes of value
+        assert_eq!(OxmMatch::decode_from(&short), Err(BadMatch::BadLen));
+    }
+
+    #[test]
+    fn every_field_has_one_definition() {
+        for (i, a) in OXM_FIELDS.iter().enumerate() {
+            assert!(OXM_FIELDS[i + 1..]
+                .iter()
+                .all(|b| b.field != a.field && b.name != a.name));
+        }
+    }
+}
