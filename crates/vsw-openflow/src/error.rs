@@ -26,6 +26,8 @@ pub enum Refusal {
         "a switch configuration with flags vsw does not have (SWITCH_CONFIG_FAILED/BAD_FLAGS)"
     )]
     BadConfigFlags,
+    #[error(transparent)]
+    FlowMod(#[from] crate::flow_mod::BadFlowMod),
 }
 
 impl Refusal {
@@ -38,6 +40,7 @@ impl Refusal {
             Refusal::BadLen => (OFPET_BAD_REQUEST, 6),
             Refusal::BadMultipart => (OFPET_BAD_REQUEST, 2),
             Refusal::BadConfigFlags => (OFPET_SWITCH_CONFIG_FAILED, 0),
+            Refusal::FlowMod(e) => e.type_code(),
         }
     }
 }

@@ -15,12 +15,15 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+pub mod flow_mod;
 pub mod frame;
 pub mod message;
 pub mod multipart;
+pub mod ofctl_text;
 pub mod oxm;
 mod reader;
 pub mod session;
+pub mod tables;
 pub mod version;
 
 pub use error::Refusal;

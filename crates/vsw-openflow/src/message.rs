@@ -5,6 +5,7 @@
 //! version, so a peer of any version can be told why it was refused.
 
 use crate::error::{Refusal, ERROR_DATA_LEN};
+use crate::flow_mod::{FlowMod, OFPT_FLOW_MOD};
 use crate::frame::{Header, HEADER_LEN};
 use crate::multipart::{MultipartRequest, OFPT_MULTIPART_REQUEST};
 use crate::reader::Reader;
@@ -86,6 +87,7 @@ pub enum Message {
     /// Replies are encoded by [`crate::multipart::MultipartReply`]: one request may
     /// take several messages.
     MultipartRequest(MultipartRequest),
+    FlowMod(FlowMod),
 }
 
 impl Message {
@@ -103,6 +105,7 @@ impl Message {
             Message::BarrierRequest => OFPT_BARRIER_REQUEST,
             Message::BarrierReply => OFPT_BARRIER_REPLY,
             Message::MultipartRequest(_) => OFPT_MULTIPART_REQUEST,
+            Message::FlowMod(_) => OFPT_FLOW_MOD,
         }
     }
 
@@ -151,6 +154,10 @@ impl Message {
                 out.extend_from_slice(&c.miss_send_len.to_be_bytes());
             }
             Message::MultipartRequest(m) => m.encode_body(&mut out),
+            Message::FlowMod(f) => {
+                let v = Version::from_wire(version).unwrap_or(Version::V1_3);
+                f.encode_body(v, &mut out)
+            }
         }
         let len = u16::try_from(out.len()).unwrap_or(u16::MAX);
         out[2..4].copy_from_slice(&len.to_be_bytes());
@@ -255,6 +262,7 @@ impl Message {
                 };
                 exact(&r, m)
             }
+            OFPT_FLOW_MOD => Ok(Message::FlowMod(FlowMod::decode_body(version, body)?)),
             OFPT_MULTIPART_REQUEST => {
                 let (req, _flags) = MultipartRequest::decode(body)?;
                 Ok(Message::MultipartRequest(req))

@@ -11,6 +11,7 @@ pub const OFPT_MULTIPART_REQUEST: u8 = 18;
 pub const OFPT_MULTIPART_REPLY: u8 = 19;
 pub const OFPMP_DESC: u16 = 0;
 pub const OFPMP_PORT_DESC: u16 = 13;
+pub const OFPMP_TABLE_FEATURES: u16 = 12;
 /// In a reply's flags: more replies to this request follow.
 pub const OFPMPF_REPLY_MORE: u16 = 1;
 
@@ -43,12 +44,27 @@ pub struct SwitchDesc {
 pub enum MultipartRequest {
     Desc,
     PortDesc,
+    /// Reading the tables' features (a request that sets them is refused).
+    TableFeatures,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MultipartReply {
     Desc(SwitchDesc),
     PortDesc(Vec<PortInfo>),
+    /// Every table by number and name, with the most flows it takes and what it can
+    /// match and do.
+    TableFeatures(Vec<TableFeature>),
+}
+
+/// One table's features (`ofp_table_features`): properties as (type, contents),
+/// each padded to 8 bytes on the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableFeature {
+    pub table_id: u8,
+    pub name: String,
+    pub max_entries: u32,
+    pub properties: Vec<(u16, Vec<u8>)>,
 }
 
 fn fixed_string(out: &mut Vec<u8>, s: &str, len: usize) {
@@ -171,6 +187,7 @@ impl MultipartRequest {
             OFPMP_DESC => MultipartRequest::Desc,
             // 1.5 adds a port number (and padding) to the request: any port is all.
             OFPMP_PORT_DESC => MultipartRequest::PortDesc,
+            OFPMP_TABLE_FEATURES if r.is_empty() => MultipartRequest::TableFeatures,
             _ => return Err(Refusal::BadMultipart),
         };
         Ok((req, flags))
@@ -180,6 +197,7 @@ impl MultipartRequest {
         let kind = match self {
             MultipartRequest::Desc => OFPMP_DESC,
             MultipartRequest::PortDesc => OFPMP_PORT_DESC,
+            MultipartRequest::TableFeatures => OFPMP_TABLE_FEATURES,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0; 6]);
@@ -191,6 +209,7 @@ impl MultipartReply {
         match self {
             MultipartReply::Desc(_) => OFPMP_DESC,
             MultipartReply::PortDesc(_) => OFPMP_PORT_DESC,
+            MultipartReply::TableFeatures(_) => OFPMP_TABLE_FEATURES,
         }
     }
 
@@ -213,6 +232,30 @@ impl MultipartReply {
                 .map(|p| {
                     let mut e = Vec::with_capacity(72);
                     p.encode(version, &mut e);
+                    e
+                })
+                .collect(),
+            MultipartReply::TableFeatures(tables) => tables
+                .iter()
+                .map(|t| {
+                    let mut e = Vec::with_capacity(1024);
+                    e.extend_from_slice(&[0, 0]); // length, below
+                    e.push(t.table_id);
+                    e.extend_from_slice(&[0; 5]);
+                    fixed_string(&mut e, &t.name, 32);
+                    e.extend_from_slice(&[0; 16]); // metadata match / write: none
+                    e.extend_from_slice(&0u32.to_be_bytes()); // capabilities
+                    e.extend_from_slice(&t.max_entries.to_be_bytes());
+                    for (kind, body) in &t.properties {
+                        let start = e.len();
+                        e.extend_from_slice(&kind.to_be_bytes());
+                        e.extend_from_slice(&((4 + body.len()) as u16).to_be_bytes());
+                        e.extend_from_slice(body);
+                        let len = e.len() - start;
+                        e.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
+                    }
+                    let len = e.len() as u16;
+                    e[..2].copy_from_slice(&len.to_be_bytes());
                     e
                 })
                 .collect(),
@@ -269,6 +312,37 @@ impl MultipartReply {
                     ports.push(PortInfo::decode(version, &mut r).ok_or(Refusal::BadLen)?);
                 }
                 MultipartReply::PortDesc(ports)
+            }
+            OFPMP_TABLE_FEATURES => {
+                let mut tables = Vec::new();
+                while !r.is_empty() {
+                    let t = (|| {
+                        let len = usize::from(r.u16()?);
+                        let table_id = r.u8()?;
+                        r.bytes(5)?;
+                        let name = read_fixed_string(&mut r, 32)?;
+                        r.bytes(16 + 4)?;
+                        let max_entries = r.u32()?;
+                        let mut props = Reader::new(r.bytes(len.checked_sub(64)?)?);
+                        let mut properties = Vec::new();
+                        while !props.is_empty() {
+                            let kind = props.u16()?;
+                            let plen = usize::from(props.u16()?);
+                            let body = props.bytes(plen.checked_sub(4)?)?;
+                            props.bytes(plen.div_ceil(8) * 8 - plen)?;
+                            properties.push((kind, body.to_vec()));
+                        }
+                        Some(TableFeature {
+                            table_id,
+                            name,
+                            max_entries,
+                            properties,
+                        })
+                    })()
+                    .ok_or(Refusal::BadLen)?;
+                    tables.push(t);
+                }
+                MultipartReply::TableFeatures(tables)
             }
             _ => return Err(Refusal::BadMultipart),
         };

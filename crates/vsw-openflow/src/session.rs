@@ -3,12 +3,14 @@
 //! gets the events this does not answer itself.
 
 use crate::error::Refusal;
+use crate::flow_mod::{BadFlowMod, FlowMod};
 use crate::frame::HEADER_LEN;
 use crate::frame::{next_message, FrameError, Header};
 use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
 use crate::multipart::{
     MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
 };
+use crate::tables::table_feature;
 use crate::version::{negotiate, Version, VersionSet};
 
 /// What a session asks of the switch it speaks for.
@@ -18,10 +20,15 @@ pub trait Bridge {
     /// Every port, the LOCAL port included when there is one.
     fn ports(&self) -> Vec<PortInfo>;
     fn desc(&self) -> SwitchDesc;
+    /// Carries out a flow-mod; `Err`: why it was refused (nothing changed).
+    fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), BadFlowMod>;
 }
 
 /// Tables a vsw switch has (0–253; 254 and 255 are reserved numbers).
 pub const N_TABLES: u8 = 254;
+/// What a table's `max_entries` says: the classifier has no fixed size; this is
+/// Open vSwitch's figure.
+pub const MAX_ENTRIES: u32 = 1_000_000;
 
 /// What the switch is told of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,7 +114,7 @@ impl Session {
     pub fn receive(
         &mut self,
         bytes: &[u8],
-        bridge: &dyn Bridge,
+        bridge: &mut dyn Bridge,
         out: &mut Vec<u8>,
     ) -> Result<Vec<SessionEvent>, Closed> {
         self.pending.extend_from_slice(bytes);
@@ -131,7 +138,7 @@ impl Session {
     fn one(
         &mut self,
         m: &[u8],
-        bridge: &dyn Bridge,
+        bridge: &mut dyn Bridge,
         out: &mut Vec<u8>,
         events: &mut Vec<SessionEvent>,
     ) -> Result<(), Closed> {
@@ -142,6 +149,11 @@ impl Session {
             return self.hello(h, m, out, events);
         };
         match Message::decode(version, m) {
+            Ok(Message::FlowMod(fm)) => {
+                if let Err(e) = bridge.flow_mod(&fm) {
+                    out.extend(Refusal::FlowMod(e).answer(m).encode(version.wire(), h.xid));
+                }
+            }
             Ok(msg) => self.answer(version, h, msg, bridge, out, events),
             Err(refusal) => {
                 // In the connection's version, with the request's xid.
@@ -199,7 +211,7 @@ impl Session {
         version: Version,
         h: Header,
         msg: Message,
-        bridge: &dyn Bridge,
+        bridge: &mut dyn Bridge,
         out: &mut Vec<u8>,
         events: &mut Vec<SessionEvent>,
     ) {
@@ -217,6 +229,11 @@ impl Session {
                 let reply = match req {
                     MultipartRequest::Desc => MultipartReply::Desc(bridge.desc()),
                     MultipartRequest::PortDesc => MultipartReply::PortDesc(bridge.ports()),
+                    MultipartRequest::TableFeatures => MultipartReply::TableFeatures(
+                        (0..N_TABLES)
+                            .map(|t| table_feature(t, N_TABLES, MAX_ENTRIES))
+                            .collect(),
+                    ),
                 };
                 for body in reply.encode_bodies(version) {
                     let len = u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX);
@@ -256,7 +273,8 @@ impl Session {
             Message::Hello { .. }
             | Message::FeaturesReply(_)
             | Message::GetConfigReply(_)
-            | Message::BarrierReply => None,
+            | Message::BarrierReply
+            | Message::FlowMod(_) => None,
         };
         if let Some(r) = reply {
             out.extend(r.encode(v, h.xid));
@@ -287,6 +305,9 @@ mod tests {
         }
         fn desc(&self) -> SwitchDesc {
             SwitchDesc::default()
+        }
+        fn flow_mod(&mut self, _: &FlowMod) -> Result<(), BadFlowMod> {
+            Err(BadFlowMod::Refused)
         }
     }
 
@@ -323,7 +344,7 @@ mod tests {
         let mut events = Vec::new();
         for b in &input {
             events.extend(
-                s.receive(std::slice::from_ref(b), &TestBridge, &mut out)
+                s.receive(std::slice::from_ref(b), &mut TestBridge, &mut out)
                     .unwrap(),
             );
         }
@@ -366,13 +387,13 @@ mod tests {
         let mut out = Vec::new();
         s.receive(
             &Message::Hello { versions: None }.encode(0x04, 1),
-            &TestBridge,
+            &mut TestBridge,
             &mut out,
         )
         .unwrap();
         let mut unknown = Message::BarrierRequest.encode(0x04, 77);
         unknown[1] = 200;
-        s.receive(&unknown, &TestBridge, &mut out).unwrap();
+        s.receive(&unknown, &mut TestBridge, &mut out).unwrap();
         let (h, m) = next_message(&out).unwrap().unwrap();
         assert_eq!(h.xid, 77);
         let Ok(Message::Error(e)) = Message::decode(Version::V1_3, m) else {
@@ -382,7 +403,7 @@ mod tests {
         out.clear();
         s.receive(
             &Message::BarrierRequest.encode(0x04, 78),
-            &TestBridge,
+            &mut TestBridge,
             &mut out,
         )
         .unwrap();
@@ -395,7 +416,7 @@ mod tests {
         let mut out = Vec::new();
         let r = s.receive(
             &Message::Hello { versions: None }.encode(0x01, 5),
-            &TestBridge,
+            &mut TestBridge,
             &mut out,
         );
         assert!(matches!(r, Err(Closed::Incompatible(_))));
@@ -410,12 +431,12 @@ mod tests {
         let mut s = switch();
         let r = s.receive(
             &Message::FeaturesRequest.encode(0x04, 1),
-            &TestBridge,
+            &mut TestBridge,
             &mut Vec::new(),
         );
         assert_eq!(r, Err(Closed::NoHello));
         let mut s = switch();
-        let r = s.receive(&[4, 0, 0, 3, 0, 0, 0, 1], &TestBridge, &mut Vec::new());
+        let r = s.receive(&[4, 0, 0, 3, 0, 0, 0, 1], &mut TestBridge, &mut Vec::new());
         assert!(matches!(r, Err(Closed::Frame(_))));
     }
 }

@@ -7,6 +7,7 @@ use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::Command;
 
+use vsw_openflow::flow_mod::{BadFlowMod, FlowMod};
 use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
 
 struct TwoPorts;
@@ -37,6 +38,9 @@ impl Bridge for TwoPorts {
             datapath: "br0".into(),
         }
     }
+    fn flow_mod(&mut self, _: &FlowMod) -> Result<(), BadFlowMod> {
+        Err(BadFlowMod::Refused)
+    }
 }
 
 /// Serves every connection on `path` with a session, each in a thread of its own.
@@ -58,7 +62,7 @@ fn serve(path: &PathBuf) {
                         Ok(n) => n,
                     };
                     let mut out = Vec::new();
-                    let r = s.receive(&buf[..n], &TwoPorts, &mut out);
+                    let r = s.receive(&buf[..n], &mut TwoPorts, &mut out);
                     if conn.write_all(&out).is_err() || r.is_err() {
                         return;
                     }

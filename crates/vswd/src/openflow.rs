@@ -16,9 +16,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use vsw_openflow::flow_mod::{BadFlowMod, Command, FlowMod, OFPG_ANY, OFPP_ANY};
+use vsw_openflow::ofctl_text::{add_text, delete_text};
 use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
 
+use crate::protocol::Request;
 use crate::switch::Switch;
+
+/// OFPFF_CHECK_OVERLAP: not checked yet, so refused rather than ignored.
+const OFPFF_CHECK_OVERLAP: u16 = 1 << 1;
 
 /// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one.
 pub const BRIDGE_NAME: &str = "br0";
@@ -34,7 +40,7 @@ pub fn mgmt_path(control: &Path) -> PathBuf {
         .join(format!("{BRIDGE_NAME}.mgmt"))
 }
 
-struct SwitchBridge<'a>(&'a Switch);
+struct SwitchBridge<'a>(&'a mut Switch);
 
 impl Bridge for SwitchBridge<'_> {
     fn datapath_id(&self) -> u64 {
@@ -53,6 +59,38 @@ impl Bridge for SwitchBridge<'_> {
             serial: "None".into(),
             datapath: BRIDGE_NAME.into(),
         }
+    }
+
+    /// Through the same requests as `vswctl add-flow` / `del-flows`: the same
+    /// tables, the same checks, and the datapath flows revalidated before the
+    /// answer — so a barrier after a flow-mod means the datapath too.
+    fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), BadFlowMod> {
+        let deleting = matches!(fm.command, Command::Delete | Command::DeleteStrict);
+        // Filters and flags vsw does not apply yet: refused, never ignored.
+        if (deleting
+            && (fm.out_port != OFPP_ANY || fm.out_group != OFPG_ANY || fm.cookie_mask != 0))
+            || fm.flags & OFPFF_CHECK_OVERLAP != 0
+        {
+            return Err(BadFlowMod::UnsupportedFilter);
+        }
+        let req = match fm.command {
+            Command::Add => Request::AddFlow {
+                flow: add_text(fm)?,
+            },
+            Command::Delete | Command::DeleteStrict => {
+                let strict = fm.command == Command::DeleteStrict;
+                let sel = delete_text(fm, strict)?;
+                Request::DelFlows {
+                    matching: (!sel.is_empty()).then_some(sel),
+                    strict,
+                }
+            }
+            Command::Modify | Command::ModifyStrict => return Err(BadFlowMod::BadCommand),
+        };
+        self.0.handle(req).map(|_| ()).map_err(|e| {
+            tracing::info!(error = %e, "OpenFlow flow-mod refused");
+            BadFlowMod::Refused
+        })
     }
 }
 
@@ -93,8 +131,8 @@ fn connection(mut conn: UnixStream, switch: &Mutex<Switch>) {
         };
         let mut out = Vec::new();
         let result = {
-            let sw = switch.lock().unwrap_or_else(|e| e.into_inner());
-            session.receive(&buf[..n], &SwitchBridge(&sw), &mut out)
+            let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
+            session.receive(&buf[..n], &mut SwitchBridge(&mut sw), &mut out)
         };
         if conn.write_all(&out).is_err() {
             return;

@@ -1,0 +1,420 @@
+//! `OFPT_FLOW_MOD`: a controller adds, changes or deletes flows. Its instructions
+//! and actions, as OpenFlow 1.3–1.5 put them on the wire (1.4 put `importance` where
+//! 1.3 had padding; the rest is the same).
+
+use crate::oxm::{BadMatch, OxmField, OxmMatch};
+use crate::reader::Reader;
+use crate::version::Version;
+
+pub const OFPT_FLOW_MOD: u8 = 14;
+
+/// Special port numbers (`ofp_port_no`).
+pub const OFPP_MAX: u32 = 0xffff_ff00;
+pub const OFPP_IN_PORT: u32 = 0xffff_fff8;
+pub const OFPP_TABLE: u32 = 0xffff_fff9;
+pub const OFPP_NORMAL: u32 = 0xffff_fffa;
+pub const OFPP_FLOOD: u32 = 0xffff_fffb;
+pub const OFPP_ALL: u32 = 0xffff_fffc;
+pub const OFPP_CONTROLLER: u32 = 0xffff_fffd;
+pub const OFPP_LOCAL: u32 = 0xffff_fffe;
+pub const OFPP_ANY: u32 = 0xffff_ffff;
+pub const OFPG_ANY: u32 = 0xffff_ffff;
+/// No buffered packet goes with the flow-mod.
+pub const OFP_NO_BUFFER: u32 = 0xffff_ffff;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Add = 0,
+    Modify = 1,
+    ModifyStrict = 2,
+    Delete = 3,
+    DeleteStrict = 4,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    Output { port: u32, max_len: u16 },
+    CopyTtlOut,
+    CopyTtlIn,
+    SetNwTtl(u8),
+    DecNwTtl,
+    PushVlan(u16),
+    PopVlan,
+    SetQueue(u32),
+    Group(u32),
+    SetField(OxmField),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Instruction {
+    GotoTable(u8),
+    WriteMetadata { metadata: u64, mask: u64 },
+    WriteActions(Vec<Action>),
+    ApplyActions(Vec<Action>),
+    ClearActions,
+    Meter(u32),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowMod {
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub table_id: u8,
+    pub command: Command,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub priority: u16,
+    pub buffer_id: u32,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub flags: u16,
+    /// 1.4 on (0 in 1.3).
+    pub importance: u16,
+    pub matcher: OxmMatch,
+    pub instructions: Vec<Instruction>,
+}
+
+/// Why a flow-mod was refused: the error (type, code) it is answered with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadFlowMod {
+    #[error(transparent)]
+    Match(#[from] BadMatch),
+    #[error("a flow-mod whose length does not fit (BAD_REQUEST/BAD_LEN)")]
+    BadLen,
+    #[error("an unknown flow-mod command (FLOW_MOD_FAILED/BAD_COMMAND)")]
+    BadCommand,
+    #[error("an instruction vsw does not know (BAD_INSTRUCTION/UNKNOWN_INST)")]
+    UnknownInstruction,
+    #[error("an instruction whose length does not fit (BAD_INSTRUCTION/BAD_LEN)")]
+    BadInstructionLen,
+    #[error("an instruction given twice (BAD_INSTRUCTION/DUP_INST)")]
+    DupInstruction,
+    #[error("an action vsw does not know (BAD_ACTION/BAD_TYPE)")]
+    BadActionType,
+    #[error("an action whose length does not fit (BAD_ACTION/BAD_LEN)")]
+    BadActionLen,
+    #[error("a set-field of a field that cannot be set or is malformed (BAD_ACTION/BAD_SET_TYPE)")]
+    BadSetField,
+    #[error("an instruction vsw does not carry out yet (BAD_INSTRUCTION/UNSUP_INST)")]
+    UnsupportedInstruction,
+    #[error("an output to a port vsw cannot send to (BAD_ACTION/BAD_OUT_PORT)")]
+    BadOutPort,
+    #[error("the switch refused the flow (FLOW_MOD_FAILED/UNKNOWN)")]
+    Refused,
+    #[error("a filter vsw does not apply yet (FLOW_MOD_FAILED/UNKNOWN)")]
+    UnsupportedFilter,
+}
+
+impl BadFlowMod {
+    /// The error type and code on the wire.
+    pub fn type_code(self) -> (u16, u16) {
+        match self {
+            BadFlowMod::Match(m) => (4, m.code()),
+            BadFlowMod::BadLen => (1, 6),
+            BadFlowMod::BadCommand => (5, 6),
+            BadFlowMod::UnknownInstruction => (3, 0),
+            BadFlowMod::BadInstructionLen => (3, 8),
+            BadFlowMod::DupInstruction => (3, 9),
+            BadFlowMod::BadActionType => (2, 0),
+            BadFlowMod::BadActionLen => (2, 1),
+            BadFlowMod::BadSetField => (2, 13),
+            BadFlowMod::UnsupportedInstruction => (3, 1),
+            BadFlowMod::BadOutPort => (2, 4),
+            BadFlowMod::Refused | BadFlowMod::UnsupportedFilter => (5, 0),
+        }
+    }
+}
+
+fn pad8(out: &mut Vec<u8>, start: usize) {
+    let len = out.len() - start;
+    out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
+}
+
+impl Action {
+    fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let kind: u16 = match self {
+            Action::Output { .. } => 0,
+            Action::CopyTtlOut => 11,
+            Action::CopyTtlIn => 12,
+            Action::SetNwTtl(_) => 23,
+            Action::DecNwTtl => 24,
+            Action::PushVlan(_) => 17,
+            Action::PopVlan => 18,
+            Action::SetQueue(_) => 21,
+            Action::Group(_) => 22,
+            Action::SetField(_) => 25,
+        };
+        out.extend_from_slice(&kind.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        match self {
+            Action::Output { port, max_len } => {
+                out.extend_from_slice(&port.to_be_bytes());
+                out.extend_from_slice(&max_len.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
+            }
+            Action::SetNwTtl(t) => out.extend_from_slice(&[*t, 0, 0, 0]),
+            Action::PushVlan(t) => {
+                out.extend_from_slice(&t.to_be_bytes());
+                out.extend_from_slice(&[0, 0]);
+            }
+            Action::SetQueue(n) | Action::Group(n) => out.extend_from_slice(&n.to_be_bytes()),
+            Action::CopyTtlOut | Action::CopyTtlIn | Action::DecNwTtl | Action::PopVlan => {
+                out.extend_from_slice(&[0; 4])
+            }
+            Action::SetField(f) => {
+                out.extend_from_slice(&crate::oxm::OFPXMC_OPENFLOW_BASIC.to_be_bytes());
+                out.push(f.field << 1);
+                out.push(f.value.len() as u8);
+                out.extend_from_slice(&f.value);
+            }
+        }
+        pad8(out, start);
+        let len = (out.len() - start) as u16;
+        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    fn decode_list(buf: &[u8]) -> Result<Vec<Action>, BadFlowMod> {
+        let mut r = Reader::new(buf);
+        let mut out = Vec::new();
+        while !r.is_empty() {
+            let kind = r.u16().ok_or(BadFlowMod::BadActionLen)?;
+            let len = usize::from(r.u16().ok_or(BadFlowMod::BadActionLen)?);
+            if len < 8 || len % 8 != 0 {
+                return Err(BadFlowMod::BadActionLen);
+            }
+            let body = r.bytes(len - 4).ok_or(BadFlowMod::BadActionLen)?;
+            let mut b = Reader::new(body);
+            let fixed = |want: usize| {
+                if len == want {
+                    Ok(())
+                } else {
+                    Err(BadFlowMod::BadActionLen)
+                }
+            };
+            let a = match kind {
+                0 => {
+                    fixed(16)?;
+                    Action::Output {
+                        port: b.u32().ok_or(BadFlowMod::BadActionLen)?,
+                        max_len: b.u16().ok_or(BadFlowMod::BadActionLen)?,
+                    }
+                }
+                11 => fixed(8).map(|()| Action::CopyTtlOut)?,
+                12 => fixed(8).map(|()| Action::CopyTtlIn)?,
+                23 => {
+                    fixed(8)?;
+                    Action::SetNwTtl(b.u8().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                24 => fixed(8).map(|()| Action::DecNwTtl)?,
+                17 => {
+                    fixed(8)?;
+                    Action::PushVlan(b.u16().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                18 => fixed(8).map(|()| Action::PopVlan)?,
+                21 => {
+                    fixed(8)?;
+                    Action::SetQueue(b.u32().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                22 => {
+                    fixed(8)?;
+                    Action::Group(b.u32().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                25 => {
+                    let class = b.u16().ok_or(BadFlowMod::BadSetField)?;
+                    let fh = b.u8().ok_or(BadFlowMod::BadSetField)?;
+                    let flen = usize::from(b.u8().ok_or(BadFlowMod::BadSetField)?);
+                    let value = b.bytes(flen).ok_or(BadFlowMod::BadSetField)?;
+                    let def = crate::oxm::field_def(fh >> 1).ok_or(BadFlowMod::BadSetField)?;
+                    // No mask, a value of the field's length, padding only after.
+                    if class != crate::oxm::OFPXMC_OPENFLOW_BASIC
+                        || fh & 1 != 0
+                        || flen != usize::from(def.len)
+                        || len != (4 + 4 + flen).div_ceil(8) * 8
+                    {
+                        return Err(BadFlowMod::BadSetField);
+                    }
+                    Action::SetField(OxmField {
+                        field: def.field,
+                        value: value.to_vec(),
+                        mask: None,
+                    })
+                }
+                _ => return Err(BadFlowMod::BadActionType),
+            };
+            out.push(a);
+        }
+        Ok(out)
+    }
+}
+
+impl Instruction {
+    fn kind(&self) -> u16 {
+        match self {
+            Instruction::GotoTable(_) => 1,
+            Instruction::WriteMetadata { .. } => 2,
+            Instruction::WriteActions(_) => 3,
+            Instruction::ApplyActions(_) => 4,
+            Instruction::ClearActions => 5,
+            Instruction::Meter(_) => 6,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&self.kind().to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        match self {
+            Instruction::GotoTable(t) => out.extend_from_slice(&[*t, 0, 0, 0]),
+            Instruction::WriteMetadata { metadata, mask } => {
+                out.extend_from_slice(&[0; 4]);
+                out.extend_from_slice(&metadata.to_be_bytes());
+                out.extend_from_slice(&mask.to_be_bytes());
+            }
+            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => {
+                out.extend_from_slice(&[0; 4]);
+                for x in a {
+                    x.encode(out);
+                }
+            }
+            Instruction::ClearActions => out.extend_from_slice(&[0; 4]),
+            Instruction::Meter(m) => out.extend_from_slice(&m.to_be_bytes()),
+        }
+        let len = (out.len() - start) as u16;
+        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    fn decode_list(buf: &[u8]) -> Result<Vec<Instruction>, BadFlowMod> {
+        let mut r = Reader::new(buf);
+        let mut out: Vec<Instruction> = Vec::new();
+        while !r.is_empty() {
+            let kind = r.u16().ok_or(BadFlowMod::BadInstructionLen)?;
+            let len = usize::from(r.u16().ok_or(BadFlowMod::BadInstructionLen)?);
+            if len < 8 || len % 8 != 0 {
+                return Err(BadFlowMod::BadInstructionLen);
+            }
+            let body = r.bytes(len - 4).ok_or(BadFlowMod::BadInstructionLen)?;
+            let mut b = Reader::new(body);
+            let i = match kind {
+                1 if len == 8 => {
+                    Instruction::GotoTable(b.u8().ok_or(BadFlowMod::BadInstructionLen)?)
+                }
+                2 if len == 24 => {
+                    b.bytes(4);
+                    Instruction::WriteMetadata {
+                        metadata: b.u64().ok_or(BadFlowMod::BadInstructionLen)?,
+                        mask: b.u64().ok_or(BadFlowMod::BadInstructionLen)?,
+                    }
+                }
+                3 | 4 => {
+                    let actions = Action::decode_list(&body[4..])?;
+                    if kind == 3 {
+                        Instruction::WriteActions(actions)
+                    } else {
+                        Instruction::ApplyActions(actions)
+                    }
+                }
+                5 if len == 8 => Instruction::ClearActions,
+                6 if len == 8 => Instruction::Meter(b.u32().ok_or(BadFlowMod::BadInstructionLen)?),
+                1..=6 => return Err(BadFlowMod::BadInstructionLen),
+                _ => return Err(BadFlowMod::UnknownInstruction),
+            };
+            if out.iter().any(|o| o.kind() == i.kind()) {
+                return Err(BadFlowMod::DupInstruction);
+            }
+            out.push(i);
+        }
+        Ok(out)
+    }
+}
+
+impl FlowMod {
+    /// The body after the header, as `version` frames it.
+    pub fn encode_body(&self, version: Version, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        out.extend_from_slice(&self.cookie_mask.to_be_bytes());
+        out.push(self.table_id);
+        out.push(self.command as u8);
+        for v in [self.idle_timeout, self.hard_timeout, self.priority] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        for v in [self.buffer_id, self.out_port, self.out_group] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        out.extend_from_slice(&self.flags.to_be_bytes());
+        let importance = if version >= Version::V1_4 {
+            self.importance
+        } else {
+            0
+        };
+        out.extend_from_slice(&importance.to_be_bytes());
+        self.matcher.encode(out);
+        for i in &self.instructions {
+            i.encode(out);
+        }
+    }
+
+    pub fn decode_body(version: Version, body: &[u8]) -> Result<FlowMod, BadFlowMod> {
+        let mut r = Reader::new(body);
+        let mut fixed = || -> Option<_> {
+            Some((
+                r.u64()?,
+                r.u64()?,
+                r.u8()?,
+                r.u8()?,
+                r.u16()?,
+                r.u16()?,
+                r.u16()?,
+                r.u32()?,
+                r.u32()?,
+                r.u32()?,
+                r.u16()?,
+                r.u16()?,
+            ))
+        };
+        let (
+            cookie,
+            cookie_mask,
+            table_id,
+            command,
+            idle,
+            hard,
+            priority,
+            buffer_id,
+            out_port,
+            out_group,
+            flags,
+            importance,
+        ) = fixed().ok_or(BadFlowMod::BadLen)?;
+        let command = match command {
+            0 => Command::Add,
+            1 => Command::Modify,
+            2 => Command::ModifyStrict,
+            3 => Command::Delete,
+            4 => Command::DeleteStrict,
+            _ => return Err(BadFlowMod::BadCommand),
+        };
+        let (matcher, rest) = OxmMatch::decode_from(r.rest())?;
+        let instructions = Instruction::decode_list(rest)?;
+        Ok(FlowMod {
+            cookie,
+            cookie_mask,
+            table_id,
+            command,
+            idle_timeout: idle,
+            hard_timeout: hard,
+            priority,
+            buffer_id,
+            out_port,
+            out_group,
+            flags,
+            importance: if version >= Version::V1_4 {
+                importance
+            } else {
+                0
+            },
+            matcher,
+            instructions,
+        })
+    }
+}

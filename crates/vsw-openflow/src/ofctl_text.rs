@@ -1,0 +1,291 @@
+//! OpenFlow flows in `ovs-ofctl`'s text syntax, which vsw-flow reads: how a flow-mod
+//! reaches vsw's tables, through the same parser as `vswctl add-flow`, so both act
+//! on the same tables with the same checks.
+//!
+//! What vsw cannot do yet is refused with the error OpenFlow names for it, never
+//! half-installed: matches on metadata, tunnel ids and MPLS (BAD_FIELD), outputs to
+//! CONTROLLER, LOCAL or TABLE (BAD_OUT_PORT), groups, queues, TTL copies and other
+//! set-fields (BAD_TYPE / BAD_SET_TYPE), and instructions other than apply-actions
+//! and goto-table (UNSUP_INST).
+
+use std::fmt::Write;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::flow_mod::{
+    Action, BadFlowMod, FlowMod, Instruction, OFPP_ALL, OFPP_FLOOD, OFPP_IN_PORT, OFPP_MAX,
+    OFPP_NORMAL,
+};
+use crate::oxm::{BadMatch, OxmField, OxmMatch};
+
+fn num(b: &[u8]) -> u128 {
+    b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x))
+}
+
+fn mac(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn ipv4(b: &[u8]) -> String {
+    Ipv4Addr::from(num(b) as u32).to_string()
+}
+
+fn ipv6(b: &[u8]) -> String {
+    Ipv6Addr::from(num(b)).to_string()
+}
+
+/// `value` or `value/mask` in the field's own notation.
+fn masked(f: &OxmField, show: fn(&[u8]) -> String) -> String {
+    match &f.mask {
+        Some(m) => format!("{}/{}", show(&f.value), show(m)),
+        None => show(&f.value),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    format!("{:#x}", num(b))
+}
+
+/// The match part of a flow text (no leading comma); empty for "all".
+pub fn match_text(m: &OxmMatch) -> Result<String, BadMatch> {
+    let mut parts: Vec<String> = Vec::new();
+    // vlan_vid and vlan_pcp are one field to vsw: the TCI (PCP above OFPVID_PRESENT,
+    // which sits where the TCI's CFI bit does).
+    let (mut tci, mut tci_mask) = (0u16, 0u16);
+    let eth_type = m
+        .fields
+        .iter()
+        .find(|f| f.field == 5)
+        .map(|f| num(&f.value) as u16);
+    for f in &m.fields {
+        let text = match f.field {
+            0 => format!("in_port={}", num(&f.value)),
+            3 => format!("dl_dst={}", masked(f, mac)),
+            4 => format!("dl_src={}", masked(f, mac)),
+            5 => format!("dl_type={:#06x}", num(&f.value)),
+            6 => {
+                tci |= num(&f.value) as u16;
+                tci_mask |= f.mask.as_deref().map_or(0x1fff, |k| num(k) as u16);
+                continue;
+            }
+            7 => {
+                tci |= (num(&f.value) as u16) << 13;
+                tci_mask |= 0xe000;
+                continue;
+            }
+            8 => format!("ip_dscp={}", num(&f.value)),
+            9 => format!("nw_ecn={}", num(&f.value)),
+            10 => format!("nw_proto={}", num(&f.value)),
+            11 | 22 => format!("nw_src={}", masked(f, ipv4)),
+            12 | 23 => format!("nw_dst={}", masked(f, ipv4)),
+            13 | 15 | 17 => format!("tp_src={}", masked(f, hex)),
+            14 | 16 | 18 => format!("tp_dst={}", masked(f, hex)),
+            19 | 29 => format!("icmp_type={}", num(&f.value)),
+            20 | 30 => format!("icmp_code={}", num(&f.value)),
+            // An ARP opcode is the key's protocol number, as in Open vSwitch.
+            21 if eth_type == Some(0x0806) => format!("nw_proto={}", num(&f.value)),
+            24 => format!("arp_sha={}", masked(f, mac)),
+            25 => format!("arp_tha={}", masked(f, mac)),
+            26 => format!("ipv6_src={}", masked(f, ipv6)),
+            27 => format!("ipv6_dst={}", masked(f, ipv6)),
+            28 => format!("ipv6_label={}", masked(f, hex)),
+            31 => format!("nd_target={}", ipv6(&f.value)),
+            32 => format!("nd_sll={}", mac(&f.value)),
+            33 => format!("nd_tll={}", mac(&f.value)),
+            _ => return Err(BadMatch::BadField),
+        };
+        parts.push(text);
+    }
+    if tci_mask != 0 {
+        parts.push(format!("vlan_tci={tci:#06x}/{tci_mask:#06x}"));
+    }
+    Ok(parts.join(","))
+}
+
+fn action_text(a: &Action) -> Result<String, BadFlowMod> {
+    Ok(match a {
+        Action::Output { port, .. } => match *port {
+            p if p < OFPP_MAX => format!("output:{p}"),
+            OFPP_IN_PORT => "IN_PORT".into(),
+            OFPP_NORMAL => "NORMAL".into(),
+            // vsw's FLOOD is every port but the input, which is also what ALL
+            // means without the input port; vsw does not flood back.
+            OFPP_FLOOD | OFPP_ALL => "FLOOD".into(),
+            _ => return Err(BadFlowMod::BadOutPort),
+        },
+        Action::PopVlan => "strip_vlan".into(),
+        Action::DecNwTtl => "dec_ttl".into(),
+        Action::PushVlan(t) => format!("push_vlan:{t:#06x}"),
+        Action::SetField(f) => {
+            let v = &f.value;
+            match f.field {
+                3 => format!("mod_dl_dst:{}", mac(v)),
+                4 => format!("mod_dl_src:{}", mac(v)),
+                6 => format!("mod_vlan_vid:{}", num(v) & 0xfff),
+                7 => format!("mod_vlan_pcp:{}", num(v)),
+                8 => format!("mod_nw_tos:{}", num(v) << 2),
+                11 => format!("mod_nw_src:{}", ipv4(v)),
+                12 => format!("mod_nw_dst:{}", ipv4(v)),
+                13 | 15 | 17 => format!("mod_tp_src:{}", num(v)),
+                14 | 16 | 18 => format!("mod_tp_dst:{}", num(v)),
+                _ => return Err(BadFlowMod::BadSetField),
+            }
+        }
+        Action::CopyTtlOut
+        | Action::CopyTtlIn
+        | Action::SetNwTtl(_)
+        | Action::SetQueue(_)
+        | Action::Group(_) => return Err(BadFlowMod::BadActionType),
+    })
+}
+
+/// The actions part: apply-actions, then goto-table; `drop` when there are none.
+pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> {
+    let mut acts: Vec<String> = Vec::new();
+    let mut goto = None;
+    for i in instructions {
+        match i {
+            Instruction::ApplyActions(list) => {
+                for a in list {
+                    acts.push(action_text(a)?);
+                }
+            }
+            Instruction::GotoTable(t) => goto = Some(*t),
+            Instruction::WriteActions(_)
+            | Instruction::ClearActions
+            | Instruction::WriteMetadata { .. }
+            | Instruction::Meter(_) => return Err(BadFlowMod::UnsupportedInstruction),
+        }
+    }
+    if let Some(t) = goto {
+        acts.push(format!("goto_table:{t}"));
+    }
+    if acts.is_empty() {
+        acts.push("drop".into());
+    }
+    Ok(acts.join(","))
+}
+
+/// The flow an add installs, as `vswctl add-flow` takes it.
+pub fn add_text(fm: &FlowMod) -> Result<String, BadFlowMod> {
+    let mut t = format!("table={},priority={}", fm.table_id, fm.priority);
+    if fm.idle_timeout != 0 {
+        let _ = write!(t, ",idle_timeout={}", fm.idle_timeout);
+    }
+    if fm.hard_timeout != 0 {
+        let _ = write!(t, ",hard_timeout={}", fm.hard_timeout);
+    }
+    let m = match_text(&fm.matcher)?;
+    if !m.is_empty() {
+        t.push(',');
+        t.push_str(&m);
+    }
+    let _ = write!(t, ",actions={}", actions_text(&fm.instructions)?);
+    Ok(t)
+}
+
+/// The selection a delete names, as `vswctl del-flows` takes it (table 255: all
+/// tables; a strict delete names the priority too).
+pub fn delete_text(fm: &FlowMod, strict: bool) -> Result<String, BadFlowMod> {
+    let mut parts = Vec::new();
+    if fm.table_id != 0xff {
+        parts.push(format!("table={}", fm.table_id));
+    }
+    if strict {
+        parts.push(format!("priority={}", fm.priority));
+    }
+    let m = match_text(&fm.matcher)?;
+    if !m.is_empty() {
+        parts.push(m);
+    }
+    Ok(parts.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_mod::Command;
+
+    fn fm(fields: Vec<OxmField>, instructions: Vec<Instruction>) -> FlowMod {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 1,
+            command: Command::Add,
+            idle_timeout: 30,
+            hard_timeout: 0,
+            priority: 100,
+            buffer_id: u32::MAX,
+            out_port: u32::MAX,
+            out_group: u32::MAX,
+            flags: 0,
+            importance: 0,
+            matcher: OxmMatch { fields },
+            instructions,
+        }
+    }
+
+    fn field(field: u8, value: &[u8], mask: Option<&[u8]>) -> OxmField {
+        OxmField {
+            field,
+            value: value.to_vec(),
+            mask: mask.map(<[u8]>::to_vec),
+        }
+    }
+
+    #[test]
+    fn a_tcp_flow_reads_as_ovs_ofctl_would_write_it() {
+        let f = fm(
+            vec![
+                field(0, &[0, 0, 0, 3], None),
+                field(5, &[8, 0], None),
+                field(10, &[6], None),
+                field(12, &[198, 18, 0, 0], Some(&[255, 255, 255, 0])),
+                field(14, &[0, 80], None),
+                field(6, &[0x10, 10], None),
+            ],
+            vec![
+                Instruction::ApplyActions(vec![
+                    Action::SetField(field(3, &[2, 0, 0, 0, 0, 9], None)),
+                    Action::Output {
+                        port: 2,
+                        max_len: 0,
+                    },
+                ]),
+                Instruction::GotoTable(2),
+            ],
+        );
+        assert_eq!(
+            add_text(&f).unwrap(),
+            "table=1,priority=100,idle_timeout=30,in_port=3,dl_type=0x0800,nw_proto=6,\
+             nw_dst=198.18.0.0/255.255.255.0,tp_dst=0x50,vlan_tci=0x100a/0x1fff,\
+             actions=mod_dl_dst:02:00:00:00:00:09,output:2,goto_table:2"
+        );
+        assert_eq!(
+            delete_text(&f, true).unwrap(),
+            "table=1,priority=100,in_port=3,dl_type=0x0800,nw_proto=6,nw_dst=198.18.0.0/255.255.255.0,tp_dst=0x50,vlan_tci=0x100a/0x1fff"
+        );
+    }
+
+    #[test]
+    fn what_vsw_cannot_do_is_refused_with_its_error() {
+        let meta = fm(vec![field(2, &[0; 8], None)], vec![]);
+        assert_eq!(add_text(&meta), Err(BadFlowMod::Match(BadMatch::BadField)));
+        let controller = fm(
+            vec![],
+            vec![Instruction::ApplyActions(vec![Action::Output {
+                port: crate::flow_mod::OFPP_CONTROLLER,
+                max_len: 128,
+            }])],
+        );
+        assert_eq!(add_text(&controller), Err(BadFlowMod::BadOutPort));
+        let write = fm(vec![], vec![Instruction::ClearActions]);
+        assert_eq!(add_text(&write), Err(BadFlowMod::UnsupportedInstruction));
+        assert_eq!(
+            add_text(&fm(vec![], vec![])).unwrap(),
+            "table=1,priority=100,idle_timeout=30,actions=drop"
+        );
+    }
+}
