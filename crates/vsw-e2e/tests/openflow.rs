@@ -169,3 +169,53 @@ fn flows_from_ovs_ofctl_land_in_vsws_tables_and_forward() {
         "{before} -> {after}: forwarding went on"
     );
 }
+
+#[test]
+fn a_silent_peer_is_probed_then_closed_and_an_old_one_refused() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let d = Vswd::start();
+    let path = d.dir.join("br0.mgmt");
+    // An OpenFlow 1.3 hello without a bitmap, then silence.
+    let mut c = UnixStream::connect(&path).unwrap();
+    c.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    let started = std::time::Instant::now();
+    // vsw's hello, then (after the probe interval) an echo request, then the end.
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("no close within 20 s: {e}"),
+        }
+    }
+    let kinds: Vec<u8> = {
+        let mut k = Vec::new();
+        let mut at = 0;
+        while at + 8 <= got.len() {
+            k.push(got[at + 1]);
+            at += usize::from(u16::from_be_bytes([got[at + 2], got[at + 3]]));
+        }
+        k
+    };
+    assert_eq!(kinds, vec![0, 2], "hello, then one echo request");
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "probed, then given time"
+    );
+    // A peer that speaks only OpenFlow 1.0 is told why and closed.
+    let mut c = UnixStream::connect(&path).unwrap();
+    c.write_all(&[1, 0, 0, 8, 0, 0, 0, 7]).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let error_at = usize::from(u16::from_be_bytes([got[2], got[3]]));
+    assert_eq!(&got[error_at..error_at + 2], &[1, 1], "a 1.0 error message");
+    assert_eq!(
+        &got[error_at + 8..error_at + 12],
+        &[0, 0, 0, 0],
+        "HELLO_FAILED/INCOMPATIBLE"
+    );
+}

@@ -5,7 +5,9 @@
 //! One thread per connection (at most [`MAX_CONNECTIONS`]): a connection's
 //! requests are answered in order, each under the switch's lock for as long as the
 //! answer takes; writes give up after [`WRITE_TIMEOUT`], so a peer that stops
-//! reading loses its connection and holds up nobody. What the protocol says is
+//! reading loses its connection and holds up nobody; a peer silent for
+//! [`PROBE_INTERVAL`] is sent an echo request and closed if it stays silent as long
+//! again. What the protocol says is
 //! `vsw_openflow::Session`'s; this module is the socket and the switch's side of it
 //! (`vsw_openflow::Bridge`).
 
@@ -31,6 +33,9 @@ pub const BRIDGE_NAME: &str = "br0";
 /// OpenFlow connections at once; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 64;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection silent this long is sent an echo request; silent as long again
+/// after it, it is closed (a controller that went away without closing).
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Where the management socket goes for a control socket at `control`.
 pub fn mgmt_path(control: &Path) -> PathBuf {
@@ -119,16 +124,41 @@ pub fn serve(listener: UnixListener, switch: Arc<Mutex<Switch>>) {
 
 fn connection(mut conn: UnixStream, switch: &Mutex<Switch>) {
     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = conn.set_read_timeout(Some(PROBE_INTERVAL));
     let mut session = Session::new();
     if conn.write_all(&session.greeting()).is_err() {
         return;
     }
     let mut buf = vec![0u8; 64 << 10];
+    let mut probed = false;
     loop {
         let n = match conn.read(&mut buf) {
-            Ok(0) | Err(_) => return,
+            Ok(0) => return,
             Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if probed {
+                    tracing::info!("OpenFlow connection closed: no answer to an echo request");
+                    return;
+                }
+                // Before the hello there is nothing to probe with: the peer had
+                // its interval to say hello.
+                let Some(echo) = session.keepalive() else {
+                    return;
+                };
+                if conn.write_all(&echo).is_err() {
+                    return;
+                }
+                probed = true;
+                continue;
+            }
+            Err(_) => return,
         };
+        probed = false;
         let mut out = Vec::new();
         let result = {
             let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
