@@ -134,6 +134,33 @@ fn flows_from_ovs_ofctl_land_in_vsws_tables_and_forward() {
         || d.port("sink").stats.tx_packets > 1000,
     );
     assert_eq!(d.port("other").stats.tx_packets, 0);
+    // Flow stats echo the flows as installed, with their counters.
+    let dump = ofctl(&d, &["-O", "OpenFlow13", "dump-flows"]);
+    assert!(
+        dump.contains("table=0, ") && dump.contains("priority=10,in_port=1 actions=goto_table:3"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("table=3, ") && dump.contains("priority=20 actions=output:2"),
+        "{dump}"
+    );
+    let counted = dump
+        .lines()
+        .find(|l| l.contains("table=3"))
+        .and_then(|l| l.split("n_packets=").nth(1))
+        .and_then(|n| n.split(',').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(counted > 1000, "{dump}");
+    let one_table = ofctl(&d, &["-O", "OpenFlow14", "dump-flows", "table=3"]);
+    assert_eq!(
+        one_table
+            .lines()
+            .filter(|l| l.contains("priority="))
+            .count(),
+        1,
+        "{one_table}"
+    );
     // A match vsw cannot do yet is refused with the error OpenFlow names, and the
     // tables stay as they were.
     let out = ofctl_raw(

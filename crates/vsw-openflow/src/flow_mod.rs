@@ -260,7 +260,7 @@ impl Instruction {
         }
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&self.kind().to_be_bytes());
         out.extend_from_slice(&[0, 0]);
@@ -284,7 +284,7 @@ impl Instruction {
         out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
     }
 
-    fn decode_list(buf: &[u8]) -> Result<Vec<Instruction>, BadFlowMod> {
+    pub(crate) fn decode_list(buf: &[u8]) -> Result<Vec<Instruction>, BadFlowMod> {
         let mut r = Reader::new(buf);
         let mut out: Vec<Instruction> = Vec::new();
         while !r.is_empty() {

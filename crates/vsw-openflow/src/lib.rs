@@ -16,7 +16,9 @@
 
 pub mod error;
 pub mod flow_mod;
+pub mod flow_stats;
 pub mod frame;
+pub mod from_vsw;
 pub mod message;
 pub mod multipart;
 pub mod ofctl_text;

@@ -4,6 +4,7 @@
 //! a fixed 64-byte structure.
 
 use crate::error::Refusal;
+use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPMP_FLOW};
 use crate::reader::Reader;
 use crate::version::Version;
 
@@ -46,6 +47,7 @@ pub enum MultipartRequest {
     PortDesc,
     /// Reading the tables' features (a request that sets them is refused).
     TableFeatures,
+    Flow(FlowStatsRequest),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +57,8 @@ pub enum MultipartReply {
     /// Every table by number and name, with the most flows it takes and what it can
     /// match and do.
     TableFeatures(Vec<TableFeature>),
+    /// Flow statistics, in the connection's version.
+    Flow(Vec<FlowStatsEntry>),
 }
 
 /// One table's features (`ofp_table_features`): properties as (type, contents),
@@ -188,6 +192,7 @@ impl MultipartRequest {
             // 1.5 adds a port number (and padding) to the request: any port is all.
             OFPMP_PORT_DESC => MultipartRequest::PortDesc,
             OFPMP_TABLE_FEATURES if r.is_empty() => MultipartRequest::TableFeatures,
+            OFPMP_FLOW => MultipartRequest::Flow(FlowStatsRequest::decode(r.rest())?),
             _ => return Err(Refusal::BadMultipart),
         };
         Ok((req, flags))
@@ -198,9 +203,13 @@ impl MultipartRequest {
             MultipartRequest::Desc => OFPMP_DESC,
             MultipartRequest::PortDesc => OFPMP_PORT_DESC,
             MultipartRequest::TableFeatures => OFPMP_TABLE_FEATURES,
+            MultipartRequest::Flow(_) => OFPMP_FLOW,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0; 6]);
+        if let MultipartRequest::Flow(f) = self {
+            f.encode_body(out);
+        }
     }
 }
 
@@ -210,6 +219,7 @@ impl MultipartReply {
             MultipartReply::Desc(_) => OFPMP_DESC,
             MultipartReply::PortDesc(_) => OFPMP_PORT_DESC,
             MultipartReply::TableFeatures(_) => OFPMP_TABLE_FEATURES,
+            MultipartReply::Flow(_) => OFPMP_FLOW,
         }
     }
 
@@ -233,6 +243,14 @@ impl MultipartReply {
                     let mut e = Vec::with_capacity(72);
                     p.encode(version, &mut e);
                     e
+                })
+                .collect(),
+            MultipartReply::Flow(entries) => entries
+                .iter()
+                .map(|e| {
+                    let mut b = Vec::with_capacity(128);
+                    e.encode(version, &mut b);
+                    b
                 })
                 .collect(),
             MultipartReply::TableFeatures(tables) => tables
@@ -312,6 +330,11 @@ impl MultipartReply {
                     ports.push(PortInfo::decode(version, &mut r).ok_or(Refusal::BadLen)?);
                 }
                 MultipartReply::PortDesc(ports)
+            }
+            OFPMP_FLOW => {
+                let entries =
+                    crate::flow_stats::decode_entries(version, r.rest()).ok_or(Refusal::BadLen)?;
+                MultipartReply::Flow(entries)
             }
             OFPMP_TABLE_FEATURES => {
                 let mut tables = Vec::new();

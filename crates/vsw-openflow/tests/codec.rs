@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use vsw_openflow::flow_mod::{Action, BadFlowMod, Command, FlowMod, Instruction};
+use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::message::ErrorMsg;
 use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS};
 use vsw_openflow::{
@@ -25,6 +26,9 @@ impl Bridge for NoPorts {
     }
     fn flow_mod(&mut self, _: &FlowMod) -> Result<(), BadFlowMod> {
         Ok(())
+    }
+    fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
+        Ok(Vec::new())
     }
 }
 

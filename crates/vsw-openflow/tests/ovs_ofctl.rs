@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use vsw_openflow::flow_mod::{BadFlowMod, FlowMod};
+use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
 
 struct TwoPorts;
@@ -40,6 +41,9 @@ impl Bridge for TwoPorts {
     }
     fn flow_mod(&mut self, _: &FlowMod) -> Result<(), BadFlowMod> {
         Err(BadFlowMod::Refused)
+    }
+    fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
+        Ok(Vec::new())
     }
 }
 

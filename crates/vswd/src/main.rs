@@ -131,17 +131,9 @@ fn main() -> anyhow::Result<()> {
     };
     keep_off_pmd_cores(&switch.pmd_cores());
     let switch = Arc::new(Mutex::new(switch));
-    let for_server = switch.clone();
-    std::thread::Builder::new()
-        .name("control".into())
-        .spawn(move || {
-            if let Err(e) = vswd::server::serve(listener, for_server) {
-                tracing::error!(error = %e, "the control server stopped");
-            }
-        })
-        .context("cannot start the control thread")?;
-    // The OpenFlow management socket beside the control socket. Without it vswd still
-    // runs (another daemon's, say, in the same directory): said, not fatal.
+    // The OpenFlow management socket beside the control socket, listening before the
+    // control socket answers (a client that saw vswd answer finds it). Without it
+    // vswd still runs (another daemon's, say, in the same directory): said, not fatal.
     let mgmt = vswd::openflow::mgmt_path(&args.socket);
     let mgmt_file = match vswd::server::bind(&mgmt) {
         Ok((listener, file)) => {
@@ -157,6 +149,15 @@ fn main() -> anyhow::Result<()> {
             None
         }
     };
+    let for_server = switch.clone();
+    std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            if let Err(e) = vswd::server::serve(listener, for_server) {
+                tracing::error!(error = %e, "the control server stopped");
+            }
+        })
+        .context("cannot start the control thread")?;
     tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), openflow = %mgmt.display(), "vswd ready");
 
     let mut failed = None;

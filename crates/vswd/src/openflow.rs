@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vsw_openflow::flow_mod::{BadFlowMod, Command, FlowMod, OFPG_ANY, OFPP_ANY};
+use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPTT_ALL};
+use vsw_openflow::from_vsw::{instructions_from_actions, oxm_from_match};
 use vsw_openflow::ofctl_text::{add_text, delete_text};
 use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
 
@@ -96,6 +98,37 @@ impl Bridge for SwitchBridge<'_> {
             tracing::info!(error = %e, "OpenFlow flow-mod refused");
             BadFlowMod::Refused
         })
+    }
+
+    /// Every flow of the table asked for (or all), with its counters up to now.
+    /// Selecting by match, out_port, out_group or cookie is not done yet: refused.
+    fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
+        if req.out_port != OFPP_ANY
+            || req.out_group != OFPG_ANY
+            || req.cookie_mask != 0
+            || !req.matcher.fields.is_empty()
+        {
+            return Err(BadFlowMod::UnsupportedFilter);
+        }
+        let (rules, now) = self.0.rules_counted();
+        Ok(rules
+            .iter()
+            .filter(|r| req.table_id == OFPTT_ALL || r.spec.table == req.table_id)
+            .map(|r| FlowStatsEntry {
+                table_id: r.spec.table,
+                duration_ms: r.duration_ms(now),
+                priority: r.spec.priority,
+                idle_timeout: r.spec.idle_timeout,
+                hard_timeout: r.spec.hard_timeout,
+                flags: 0,
+                importance: 0,
+                cookie: 0,
+                packet_count: r.stats.packets(),
+                byte_count: r.stats.bytes(),
+                matcher: oxm_from_match(&r.spec.matcher),
+                instructions: instructions_from_actions(&r.spec.actions),
+            })
+            .collect())
     }
 }
 

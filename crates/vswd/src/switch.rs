@@ -1064,6 +1064,15 @@ impl Switch {
         }
     }
 
+    /// Every rule, its counters up to this moment (what the datapath flows and the
+    /// fast paths forwarded is pushed to the rules first), and the time now.
+    pub fn rules_counted(&self) -> (Vec<Arc<vsw_flow::Rule>>, u64) {
+        let flows = self.dp.dump_flows();
+        self.offloads.count(&flows);
+        self.dp.push_flow_stats();
+        (self.ofproto.pipeline().rules(), now_ms())
+    }
+
     fn dump_flows(&self) -> Vec<FlowInfo> {
         // Counts up to this moment: what the datapath flows (and the fast paths for
         // them) forwarded goes to the rules first.

@@ -1,0 +1,152 @@
+//! `OFPMP_FLOW`: flow statistics, each flow echoed with its match and instructions
+//! (OpenFlow 1.3 and 1.4 layouts; 1.5's OXS-based layout is refused as
+//! BAD_MULTIPART for now).
+
+use crate::error::Refusal;
+use crate::flow_mod::Instruction;
+use crate::oxm::OxmMatch;
+use crate::reader::Reader;
+use crate::version::Version;
+
+pub const OFPMP_FLOW: u16 = 1;
+/// All tables, in a request.
+pub const OFPTT_ALL: u8 = 0xff;
+
+/// What a flow-stats request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowStatsRequest {
+    pub table_id: u8,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub matcher: OxmMatch,
+}
+
+/// One flow as flow stats echo it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowStatsEntry {
+    pub table_id: u8,
+    pub duration_ms: u64,
+    pub priority: u16,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub flags: u16,
+    pub importance: u16,
+    pub cookie: u64,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub matcher: OxmMatch,
+    pub instructions: Vec<Instruction>,
+}
+
+impl FlowStatsRequest {
+    pub fn decode(body: &[u8]) -> Result<FlowStatsRequest, Refusal> {
+        let mut r = Reader::new(body);
+        let table_id = r.u8().ok_or(Refusal::BadLen)?;
+        r.bytes(3).ok_or(Refusal::BadLen)?;
+        let out_port = r.u32().ok_or(Refusal::BadLen)?;
+        let out_group = r.u32().ok_or(Refusal::BadLen)?;
+        r.bytes(4).ok_or(Refusal::BadLen)?;
+        let cookie = r.u64().ok_or(Refusal::BadLen)?;
+        let cookie_mask = r.u64().ok_or(Refusal::BadLen)?;
+        let (matcher, rest) = OxmMatch::decode_from(r.rest())
+            .map_err(|e| Refusal::FlowMod(crate::flow_mod::BadFlowMod::Match(e)))?;
+        if !rest.is_empty() {
+            return Err(Refusal::BadLen);
+        }
+        Ok(FlowStatsRequest {
+            table_id,
+            out_port,
+            out_group,
+            cookie,
+            cookie_mask,
+            matcher,
+        })
+    }
+
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        out.push(self.table_id);
+        out.extend_from_slice(&[0; 3]);
+        out.extend_from_slice(&self.out_port.to_be_bytes());
+        out.extend_from_slice(&self.out_group.to_be_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        out.extend_from_slice(&self.cookie_mask.to_be_bytes());
+        self.matcher.encode(out);
+    }
+}
+
+impl FlowStatsEntry {
+    pub fn encode(&self, version: Version, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0, 0]); // length, below
+        out.push(self.table_id);
+        out.push(0);
+        out.extend_from_slice(&((self.duration_ms / 1000) as u32).to_be_bytes());
+        out.extend_from_slice(&(((self.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+        for v in [
+            self.priority,
+            self.idle_timeout,
+            self.hard_timeout,
+            self.flags,
+        ] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        if version >= Version::V1_4 {
+            out.extend_from_slice(&self.importance.to_be_bytes());
+            out.extend_from_slice(&[0; 2]);
+        } else {
+            out.extend_from_slice(&[0; 4]);
+        }
+        for v in [self.cookie, self.packet_count, self.byte_count] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        self.matcher.encode(out);
+        for i in &self.instructions {
+            i.encode(out);
+        }
+        let len = (out.len() - start) as u16;
+        out[start..start + 2].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// The entries of one flow-stats reply body (after the multipart header).
+pub fn decode_entries(version: Version, body: &[u8]) -> Option<Vec<FlowStatsEntry>> {
+    let mut r = Reader::new(body);
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        let len = usize::from(r.u16()?);
+        let mut e = Reader::new(r.bytes(len.checked_sub(2)?)?);
+        let table_id = e.u8()?;
+        e.u8()?;
+        let sec = u64::from(e.u32()?);
+        let nsec = u64::from(e.u32()?);
+        let (priority, idle_timeout, hard_timeout, flags) =
+            (e.u16()?, e.u16()?, e.u16()?, e.u16()?);
+        let importance = e.u16()?;
+        e.bytes(2)?;
+        let (cookie, packet_count, byte_count) = (e.u64()?, e.u64()?, e.u64()?);
+        let (matcher, rest) = OxmMatch::decode_from(e.rest()).ok()?;
+        let instructions = Instruction::decode_list(rest).ok()?;
+        out.push(FlowStatsEntry {
+            table_id,
+            duration_ms: sec * 1000 + nsec / 1_000_000,
+            priority,
+            idle_timeout,
+            hard_timeout,
+            flags,
+            importance: if version >= Version::V1_4 {
+                importance
+            } else {
+                0
+            },
+            cookie,
+            packet_count,
+            byte_count,
+            matcher,
+            instructions,
+        });
+    }
+    Some(out)
+}
