@@ -76,6 +76,26 @@ fn message() -> impl Strategy<Value = Message> {
         Just(Message::BarrierRequest),
         Just(Message::BarrierReply),
         Just(Message::MultipartRequest(MultipartRequest::Desc)),
+        (
+            any::<u8>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            tcp_match()
+        )
+            .prop_map(
+                |(table_id, out_port, out_group, cookie, cookie_mask, matcher)| {
+                    Message::MultipartRequest(MultipartRequest::Flow(FlowStatsRequest {
+                        table_id,
+                        out_port,
+                        out_group,
+                        cookie,
+                        cookie_mask,
+                        matcher,
+                    }))
+                }
+            ),
         Just(Message::MultipartRequest(MultipartRequest::PortDesc)),
     ]
 }
@@ -238,6 +258,41 @@ proptest! {
         }
         let wire = Message::FlowMod(fm.clone()).encode(v, 5);
         prop_assert_eq!(Message::decode(version, &wire).unwrap(), Message::FlowMod(fm));
+    }
+
+    #[test]
+    fn flow_stats_replies_round_trip(
+        entries in prop::collection::vec((flow_mod(), any::<u64>(), any::<u64>(), 0u64..1u64 << 40), 0..40),
+        v in 4u8..=5,
+    ) {
+        let version = Version::from_wire(v).unwrap();
+        let entries: Vec<FlowStatsEntry> = entries
+            .into_iter()
+            .map(|(fm, packets, bytes, ms)| FlowStatsEntry {
+                table_id: fm.table_id,
+                duration_ms: ms,
+                priority: fm.priority,
+                idle_timeout: fm.idle_timeout,
+                hard_timeout: fm.hard_timeout,
+                flags: fm.flags,
+                importance: if version >= Version::V1_4 { fm.importance } else { 0 },
+                cookie: fm.cookie,
+                packet_count: packets,
+                byte_count: bytes,
+                matcher: fm.matcher,
+                instructions: fm.instructions,
+            })
+            .collect();
+        let reply = vsw_openflow::MultipartReply::Flow(entries.clone());
+        let mut back = Vec::new();
+        for body in reply.encode_bodies(version) {
+            prop_assert!(body.len() <= 65535 - 8);
+            match vsw_openflow::MultipartReply::decode_body(version, &body).unwrap().0 {
+                vsw_openflow::MultipartReply::Flow(e) => back.extend(e),
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+        prop_assert_eq!(back, entries);
     }
 
     #[test]
