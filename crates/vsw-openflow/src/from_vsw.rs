@@ -195,38 +195,18 @@ pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_mod::{Command, FlowMod};
     use crate::ofctl_text::add_text;
+    use crate::test_support::{field, flow_mod};
 
     /// OpenFlow → vsw text → vsw-flow → OpenFlow gives the same flow back.
     #[test]
     fn a_flow_mod_comes_back_through_vsw_flow_as_it_went_in() {
         let fields = vec![
-            OxmField {
-                field: 0,
-                value: vec![0, 0, 0, 3],
-                mask: None,
-            },
-            OxmField {
-                field: 5,
-                value: vec![8, 0],
-                mask: None,
-            },
-            OxmField {
-                field: 10,
-                value: vec![6],
-                mask: None,
-            },
-            OxmField {
-                field: 12,
-                value: vec![198, 18, 0, 0],
-                mask: Some(vec![255, 255, 255, 0]),
-            },
-            OxmField {
-                field: 14,
-                value: vec![0, 80],
-                mask: None,
-            },
+            field(0, &[0, 0, 0, 3], None),
+            field(5, &[8, 0], None),
+            field(10, &[6], None),
+            field(12, &[198, 18, 0, 0], Some(&[255, 255, 255, 0])),
+            field(14, &[0, 80], None),
         ];
         let instructions = vec![
             Instruction::ApplyActions(vec![
@@ -238,24 +218,8 @@ mod tests {
             ]),
             Instruction::GotoTable(2),
         ];
-        let fm = FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 1,
-            command: Command::Add,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority: 100,
-            buffer_id: u32::MAX,
-            out_port: u32::MAX,
-            out_group: u32::MAX,
-            flags: 0,
-            importance: 0,
-            matcher: OxmMatch {
-                fields: fields.clone(),
-            },
-            instructions: instructions.clone(),
-        };
+        let mut fm = flow_mod(fields.clone(), instructions.clone());
+        fm.idle_timeout = 0;
         let text = add_text(&fm).unwrap();
         let spec = vsw_flow::parse_flow(&text, &|_: &str| None).unwrap();
         let mut back = oxm_from_match(&spec.matcher).fields;

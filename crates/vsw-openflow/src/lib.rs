@@ -26,6 +26,8 @@ pub mod oxm;
 mod reader;
 pub mod session;
 pub mod tables;
+#[cfg(test)]
+mod test_support;
 pub mod version;
 
 pub use error::Refusal;

@@ -206,34 +206,7 @@ pub fn delete_text(fm: &FlowMod, strict: bool) -> Result<String, BadFlowMod> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_mod::Command;
-
-    fn fm(fields: Vec<OxmField>, instructions: Vec<Instruction>) -> FlowMod {
-        FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 1,
-            command: Command::Add,
-            idle_timeout: 30,
-            hard_timeout: 0,
-            priority: 100,
-            buffer_id: u32::MAX,
-            out_port: u32::MAX,
-            out_group: u32::MAX,
-            flags: 0,
-            importance: 0,
-            matcher: OxmMatch { fields },
-            instructions,
-        }
-    }
-
-    fn field(field: u8, value: &[u8], mask: Option<&[u8]>) -> OxmField {
-        OxmField {
-            field,
-            value: value.to_vec(),
-            mask: mask.map(<[u8]>::to_vec),
-        }
-    }
+    use crate::test_support::{field, flow_mod as fm};
 
     #[test]
     fn a_tcp_flow_reads_as_ovs_ofctl_would_write_it() {

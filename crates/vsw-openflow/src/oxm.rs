@@ -319,14 +319,7 @@ impl OxmMatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn field(field: u8, value: &[u8], mask: Option<&[u8]>) -> OxmField {
-        OxmField {
-            field,
-            value: value.to_vec(),
-            mask: mask.map(<[u8]>::to_vec),
-        }
-    }
+    use crate::test_support::field;
 
     #[test]
     fn a_tcp_match_round_trips_with_its_padding() {
