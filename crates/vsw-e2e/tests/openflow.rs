@@ -152,6 +152,24 @@ fn flows_from_ovs_ofctl_land_in_vsws_tables_and_forward() {
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or(0);
     assert!(counted > 1000, "{dump}");
+    // Port stats count what the ports sent, in both layouts.
+    for version in ["OpenFlow13", "OpenFlow14"] {
+        let ports = ofctl(&d, &["-O", version, "dump-ports"]);
+        let sink_tx = ports
+            .split("port  2:")
+            .nth(1)
+            .and_then(|p| p.split("tx pkts=").nth(1))
+            .and_then(|n| n.split(',').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        assert!(sink_tx > 1000, "{version}: {ports}");
+        assert!(ports.contains("port  3:"), "{ports}");
+    }
+    let one_port = ofctl(&d, &["-O", "OpenFlow13", "dump-ports", "3"]);
+    assert!(
+        one_port.contains("port  3:") && !one_port.contains("port  2:"),
+        "{one_port}"
+    );
     let one_table = ofctl(&d, &["-O", "OpenFlow14", "dump-flows", "table=3"]);
     assert_eq!(
         one_table

@@ -23,6 +23,7 @@ pub mod message;
 pub mod multipart;
 pub mod ofctl_text;
 pub mod oxm;
+pub mod port_stats;
 mod reader;
 pub mod session;
 pub mod tables;

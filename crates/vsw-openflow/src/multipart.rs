@@ -5,6 +5,7 @@
 
 use crate::error::Refusal;
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPMP_FLOW};
+use crate::port_stats::{PortStats, OFPMP_PORT_STATS};
 use crate::reader::Reader;
 use crate::version::Version;
 
@@ -48,6 +49,8 @@ pub enum MultipartRequest {
     /// Reading the tables' features (a request that sets them is refused).
     TableFeatures,
     Flow(FlowStatsRequest),
+    /// One port's counters, or every port's (`OFPP_ANY`).
+    PortStats(u32),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +62,7 @@ pub enum MultipartReply {
     TableFeatures(Vec<TableFeature>),
     /// Flow statistics, in the connection's version.
     Flow(Vec<FlowStatsEntry>),
+    PortStats(Vec<PortStats>),
 }
 
 /// One table's features (`ofp_table_features`): properties as (type, contents),
@@ -193,6 +197,9 @@ impl MultipartRequest {
             OFPMP_PORT_DESC => MultipartRequest::PortDesc,
             OFPMP_TABLE_FEATURES if r.is_empty() => MultipartRequest::TableFeatures,
             OFPMP_FLOW => MultipartRequest::Flow(FlowStatsRequest::decode(r.rest())?),
+            OFPMP_PORT_STATS => {
+                MultipartRequest::PortStats(crate::port_stats::decode_request(r.rest())?)
+            }
             _ => return Err(Refusal::BadMultipart),
         };
         Ok((req, flags))
@@ -204,11 +211,14 @@ impl MultipartRequest {
             MultipartRequest::PortDesc => OFPMP_PORT_DESC,
             MultipartRequest::TableFeatures => OFPMP_TABLE_FEATURES,
             MultipartRequest::Flow(_) => OFPMP_FLOW,
+            MultipartRequest::PortStats(_) => OFPMP_PORT_STATS,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0; 6]);
-        if let MultipartRequest::Flow(f) = self {
-            f.encode_body(out);
+        match self {
+            MultipartRequest::Flow(f) => f.encode_body(out),
+            MultipartRequest::PortStats(p) => crate::port_stats::encode_request(*p, out),
+            _ => {}
         }
     }
 }
@@ -220,6 +230,7 @@ impl MultipartReply {
             MultipartReply::PortDesc(_) => OFPMP_PORT_DESC,
             MultipartReply::TableFeatures(_) => OFPMP_TABLE_FEATURES,
             MultipartReply::Flow(_) => OFPMP_FLOW,
+            MultipartReply::PortStats(_) => OFPMP_PORT_STATS,
         }
     }
 
@@ -243,6 +254,14 @@ impl MultipartReply {
                     let mut e = Vec::with_capacity(72);
                     p.encode(version, &mut e);
                     e
+                })
+                .collect(),
+            MultipartReply::PortStats(ports) => ports
+                .iter()
+                .map(|p| {
+                    let mut b = Vec::with_capacity(120);
+                    p.encode(version, &mut b);
+                    b
                 })
                 .collect(),
             MultipartReply::Flow(entries) => entries
@@ -331,6 +350,9 @@ impl MultipartReply {
                 }
                 MultipartReply::PortDesc(ports)
             }
+            OFPMP_PORT_STATS => MultipartReply::PortStats(
+                PortStats::decode_entries(version, r.rest()).ok_or(Refusal::BadLen)?,
+            ),
             OFPMP_FLOW => {
                 let entries =
                     crate::flow_stats::decode_entries(version, r.rest()).ok_or(Refusal::BadLen)?;

@@ -11,6 +11,7 @@ use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
 use crate::multipart::{
     MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
 };
+use crate::port_stats::{selects, PortStats};
 use crate::tables::table_feature;
 use crate::version::{negotiate, Version, VersionSet};
 
@@ -23,6 +24,8 @@ pub trait Bridge {
     fn desc(&self) -> SwitchDesc;
     /// Carries out a flow-mod; `Err`: why it was refused (nothing changed).
     fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), BadFlowMod>;
+    /// Every port's counters.
+    fn port_stats(&mut self) -> Vec<PortStats>;
     /// The flows a flow-stats request selects.
     fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod>;
 }
@@ -240,6 +243,13 @@ impl Session {
                             .map(|t| table_feature(t, N_TABLES, MAX_ENTRIES))
                             .collect(),
                     ),
+                    MultipartRequest::PortStats(asked) => MultipartReply::PortStats(
+                        bridge
+                            .port_stats()
+                            .into_iter()
+                            .filter(|p| selects(asked, p.port_no))
+                            .collect(),
+                    ),
                     // 1.5 says flow statistics another way (OXS): not yet.
                     MultipartRequest::Flow(_) if version >= Version::V1_5 => {
                         out.extend(Refusal::BadMultipart.answer(request).encode(v, h.xid));
@@ -329,6 +339,9 @@ mod tests {
         }
         fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
             Ok(Vec::new())
+        }
+        fn port_stats(&mut self) -> Vec<PortStats> {
+            Vec::new()
         }
     }
 

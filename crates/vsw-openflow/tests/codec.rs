@@ -30,6 +30,9 @@ impl Bridge for NoPorts {
     fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
         Ok(Vec::new())
     }
+    fn port_stats(&mut self) -> Vec<vsw_openflow::port_stats::PortStats> {
+        Vec::new()
+    }
 }
 
 fn config() -> impl Strategy<Value = SwitchConfig> {
@@ -76,6 +79,7 @@ fn message() -> impl Strategy<Value = Message> {
         Just(Message::BarrierRequest),
         Just(Message::BarrierReply),
         Just(Message::MultipartRequest(MultipartRequest::Desc)),
+        any::<u32>().prop_map(|p| Message::MultipartRequest(MultipartRequest::PortStats(p))),
         (
             any::<u8>(),
             any::<u32>(),

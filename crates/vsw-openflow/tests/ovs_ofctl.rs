@@ -45,6 +45,9 @@ impl Bridge for TwoPorts {
     fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
         Ok(Vec::new())
     }
+    fn port_stats(&mut self) -> Vec<vsw_openflow::port_stats::PortStats> {
+        Vec::new()
+    }
 }
 
 /// Serves every connection on `path` with a session, each in a thread of its own.

@@ -22,6 +22,7 @@ use vsw_openflow::flow_mod::{BadFlowMod, Command, FlowMod, OFPG_ANY, OFPP_ANY};
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPTT_ALL};
 use vsw_openflow::from_vsw::{instructions_from_actions, oxm_from_match};
 use vsw_openflow::ofctl_text::{add_text, delete_text};
+use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
 
 use crate::protocol::Request;
@@ -98,6 +99,28 @@ impl Bridge for SwitchBridge<'_> {
             tracing::info!(error = %e, "OpenFlow flow-mod refused");
             BadFlowMod::Refused
         })
+    }
+
+    /// A receive drop is a frame vsw could not take (malformed, truncated, overrun);
+    /// a transmit drop one it could not send (queue full, too big, above the MTU).
+    /// How long a port has existed is not kept: duration 0.
+    fn port_stats(&mut self) -> Vec<PortStats> {
+        self.0
+            .port_counters()
+            .into_iter()
+            .map(|(no, s)| PortStats {
+                port_no: no,
+                rx_packets: s.rx_packets,
+                tx_packets: s.tx_packets,
+                rx_bytes: s.rx_bytes,
+                tx_bytes: s.tx_bytes,
+                rx_dropped: s.rx_malformed + s.rx_truncated + s.rx_overrun,
+                tx_dropped: s.tx_queue_full + s.tx_too_big + s.tx_mtu_drops,
+                rx_errors: 0,
+                tx_errors: s.tx_errors,
+                duration_ms: 0,
+            })
+            .collect()
     }
 
     /// Every flow of the table asked for (or all), with its counters up to now.

@@ -1213,6 +1213,14 @@ impl Switch {
         hash & 0x0000_ffff_ffff_ffff
     }
 
+    /// Each port's number and counters.
+    pub fn port_counters(&self) -> Vec<(u32, vsw_protocol::PortStatsView)> {
+        self.ports
+            .iter()
+            .map(|(no, p)| (*no, p.stats.view()))
+            .collect()
+    }
+
     /// The ports as OpenFlow describes them: number, name, link, and the
     /// interface's MAC address where there is an interface (else one made from the
     /// port number, locally administered).
