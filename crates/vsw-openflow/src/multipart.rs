@@ -223,6 +223,18 @@ impl MultipartRequest {
     }
 }
 
+/// Each item encoded on its own (a reply splits between items, never inside one).
+fn each<T>(items: &[T], encode: impl Fn(&T, &mut Vec<u8>)) -> Vec<Vec<u8>> {
+    items
+        .iter()
+        .map(|x| {
+            let mut b = Vec::with_capacity(128);
+            encode(x, &mut b);
+            b
+        })
+        .collect()
+}
+
 impl MultipartReply {
     fn kind(&self) -> u16 {
         match self {
@@ -248,30 +260,9 @@ impl MultipartReply {
                 fixed_string(&mut e, &d.datapath, 256);
                 vec![e]
             }
-            MultipartReply::PortDesc(ports) => ports
-                .iter()
-                .map(|p| {
-                    let mut e = Vec::with_capacity(72);
-                    p.encode(version, &mut e);
-                    e
-                })
-                .collect(),
-            MultipartReply::PortStats(ports) => ports
-                .iter()
-                .map(|p| {
-                    let mut b = Vec::with_capacity(120);
-                    p.encode(version, &mut b);
-                    b
-                })
-                .collect(),
-            MultipartReply::Flow(entries) => entries
-                .iter()
-                .map(|e| {
-                    let mut b = Vec::with_capacity(128);
-                    e.encode(version, &mut b);
-                    b
-                })
-                .collect(),
+            MultipartReply::PortDesc(ports) => each(ports, |p, b| p.encode(version, b)),
+            MultipartReply::PortStats(ports) => each(ports, |p, b| p.encode(version, b)),
+            MultipartReply::Flow(entries) => each(entries, |e, b| e.encode(version, b)),
             MultipartReply::TableFeatures(tables) => tables
                 .iter()
                 .map(|t| {
