@@ -384,6 +384,13 @@ struct Port {
     poller: Option<std::thread::JoinHandle<()>>,
 }
 
+impl Drop for Port {
+    /// The poller lets go of the queues, and with them the port removes its socket.
+    fn drop(&mut self) {
+        self.stop_polling();
+    }
+}
+
 impl Port {
     fn new(name: &str) -> Port {
         let path = temp(&format!("{name}.sock"));
