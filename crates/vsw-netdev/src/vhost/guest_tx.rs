@@ -81,7 +81,10 @@ impl RxQueue for GuestTx {
                 let head = self.taken.heads[k];
                 let slots = &mut self.slots;
                 let read = match self.taken.single(k, false) {
-                    // One descriptor the guest wrote: no walk.
+                    // One descriptor the guest wrote: no walk. Written out rather
+                    // than through `read_chain` with a one-segment slice: that cost
+                    // 16 PMD cycles per 64-byte packet (252 against 236, three
+                    // interleaved rounds of `vsw-bench vhost`).
                     Some(s) => {
                         walked += 1;
                         let len = s.len as usize;
