@@ -27,3 +27,26 @@ pub fn mtu(name: &str) -> std::io::Result<u32> {
 pub fn set_mtu(name: &str, mtu: u32) -> std::io::Result<()> {
     sys::set_interface_mtu(name, mtu)
 }
+
+/// The hardware address of interface `name`, or `None` when there is no such
+/// interface (or it has none of six bytes).
+pub fn mac(name: &str) -> Option<vsw_packet::MacAddr> {
+    if !valid_name(name) {
+        return None;
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{name}/address"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_has_a_mac_and_a_bad_name_none() {
+        assert_eq!(super::mac("lo"), Some(vsw_packet::MacAddr([0; 6])));
+        assert_eq!(super::mac("../lo"), None);
+        assert_eq!(super::mac("no-such-if0"), None);
+    }
+}

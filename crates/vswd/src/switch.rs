@@ -1067,18 +1067,21 @@ impl Switch {
     /// Every rule, its counters up to this moment (what the datapath flows and the
     /// fast paths forwarded is pushed to the rules first), and the time now.
     pub fn rules_counted(&self) -> (Vec<Arc<vsw_flow::Rule>>, u64) {
-        let flows = self.dp.dump_flows();
-        self.offloads.count(&flows);
-        self.dp.push_flow_stats();
+        self.push_rule_counts();
         (self.ofproto.pipeline().rules(), now_ms())
     }
 
-    fn dump_flows(&self) -> Vec<FlowInfo> {
-        // Counts up to this moment: what the datapath flows (and the fast paths for
-        // them) forwarded goes to the rules first.
+    /// Counts up to this moment: what the datapath flows (and the fast paths for
+    /// them) forwarded goes to the rules. Returns the datapath flows looked at.
+    fn push_rule_counts(&self) -> Vec<Arc<vsw_datapath::DpFlow>> {
         let flows = self.dp.dump_flows();
         self.offloads.count(&flows);
         self.dp.push_flow_stats();
+        flows
+    }
+
+    fn dump_flows(&self) -> Vec<FlowInfo> {
+        let flows = self.push_rule_counts();
         let served = self.offloads.by_rule(&flows);
         let now = now_ms();
         self.ofproto
@@ -1228,21 +1231,13 @@ impl Switch {
         self.ports
             .iter()
             .map(|(no, p)| {
-                let sysfs = std::fs::read_to_string(format!("/sys/class/net/{}/address", p.name));
-                let hw_addr = sysfs
-                    .ok()
-                    .and_then(|a| {
-                        let b: Vec<u8> = a
-                            .trim()
-                            .split(':')
-                            .filter_map(|x| u8::from_str_radix(x, 16).ok())
-                            .collect();
-                        <[u8; 6]>::try_from(b).ok()
-                    })
-                    .unwrap_or({
+                let hw_addr = vsw_netdev::interface::mac(&p.name).map_or_else(
+                    || {
                         let n = no.to_be_bytes();
                         [0x02, 0, n[0], n[1], n[2], n[3]]
-                    });
+                    },
+                    |m| m.0,
+                );
                 vsw_openflow::PortInfo {
                     port_no: *no,
                     hw_addr,
