@@ -14,6 +14,7 @@
 //! cannot take is an error to answer, not a panic.
 #![forbid(unsafe_code)]
 
+pub mod connection;
 pub mod error;
 pub mod flow_mod;
 pub mod flow_stats;

@@ -2,14 +2,13 @@
 //! installs) against a session served on a unix socket, as vswd will serve
 //! `<run dir>/br0.mgmt`.
 
-use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::Command;
 
 use vsw_openflow::flow_mod::{BadFlowMod, FlowMod};
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
-use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
+use vsw_openflow::{Bridge, PortInfo, SwitchDesc};
 
 struct TwoPorts;
 
@@ -58,22 +57,11 @@ fn serve(path: &PathBuf) {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             std::thread::spawn(move || {
-                let mut s = Session::new();
-                if conn.write_all(&s.greeting()).is_err() {
-                    return;
-                }
-                let mut buf = [0u8; 4096];
-                loop {
-                    let n = match conn.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    let mut out = Vec::new();
-                    let r = s.receive(&buf[..n], &mut TwoPorts, &mut out);
-                    if conn.write_all(&out).is_err() || r.is_err() {
-                        return;
-                    }
-                }
+                vsw_openflow::connection::run(
+                    &mut conn,
+                    |s, bytes, out| s.receive(bytes, &mut TwoPorts, out),
+                    |_| {},
+                );
             });
         }
     });

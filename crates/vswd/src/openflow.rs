@@ -11,7 +11,6 @@
 //! `vsw_openflow::Session`'s; this module is the socket and the switch's side of it
 //! (`vsw_openflow::Bridge`).
 
-use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +22,7 @@ use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPTT_ALL};
 use vsw_openflow::from_vsw::{instructions_from_actions, oxm_from_match};
 use vsw_openflow::ofctl_text::{add_text, delete_text};
 use vsw_openflow::port_stats::PortStats;
-use vsw_openflow::{Bridge, PortInfo, Session, SwitchDesc};
+use vsw_openflow::{Bridge, PortInfo, SwitchDesc};
 
 use crate::protocol::Request;
 use crate::switch::Switch;
@@ -181,58 +180,13 @@ pub fn serve(listener: UnixListener, switch: Arc<Mutex<Switch>>) {
 fn connection(mut conn: UnixStream, switch: &Mutex<Switch>) {
     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = conn.set_read_timeout(Some(PROBE_INTERVAL));
-    let mut session = Session::new();
-    if conn.write_all(&session.greeting()).is_err() {
-        return;
-    }
-    let mut buf = vec![0u8; 64 << 10];
-    let mut probed = false;
-    loop {
-        let n = match conn.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                if probed {
-                    tracing::info!("OpenFlow connection closed: no answer to an echo request");
-                    return;
-                }
-                // Before the hello there is nothing to probe with: the peer had
-                // its interval to say hello.
-                let Some(echo) = session.keepalive() else {
-                    return;
-                };
-                if conn.write_all(&echo).is_err() {
-                    return;
-                }
-                probed = true;
-                continue;
-            }
-            Err(_) => return,
-        };
-        probed = false;
-        let mut out = Vec::new();
-        let result = {
+    let ended = vsw_openflow::connection::run(
+        &mut conn,
+        |session, bytes, out| {
             let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
-            session.receive(&buf[..n], &mut SwitchBridge(&mut sw), &mut out)
-        };
-        if conn.write_all(&out).is_err() {
-            return;
-        }
-        match result {
-            Ok(events) => {
-                for e in events {
-                    tracing::debug!(event = ?e, "OpenFlow");
-                }
-            }
-            Err(why) => {
-                tracing::info!(%why, "OpenFlow connection closed");
-                return;
-            }
-        }
-    }
+            session.receive(bytes, &mut SwitchBridge(&mut sw), out)
+        },
+        |e| tracing::debug!(event = ?e, "OpenFlow"),
+    );
+    tracing::info!(?ended, "OpenFlow connection closed");
 }

@@ -1,0 +1,66 @@
+//! One connection over a byte stream: the greeting, reading and answering, and the
+//! echo probe of a silent peer. The caller owns the socket (and its timeouts: a
+//! read that times out is silence) and gives the session its bridge for each
+//! received piece, under whatever lock the switch needs.
+
+use std::io::{ErrorKind, Read, Write};
+
+use crate::session::{Closed, Session, SessionEvent};
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// The peer closed it, or reading or writing failed.
+    Gone,
+    /// Silent for a read timeout after an echo request (or before its hello).
+    Silent,
+    /// The session refused to go on (no hello, no common version, a broken frame).
+    Closed(Closed),
+}
+
+/// Runs a connection until it ends. `receive` hands the bytes to the session with
+/// the switch's bridge (`Session::receive`); `event` is told what the session saw.
+pub fn run<C: Read + Write>(
+    conn: &mut C,
+    mut receive: impl FnMut(&mut Session, &[u8], &mut Vec<u8>) -> Result<Vec<SessionEvent>, Closed>,
+    mut event: impl FnMut(SessionEvent),
+) -> Ended {
+    let mut session = Session::new();
+    if conn.write_all(&session.greeting()).is_err() {
+        return Ended::Gone;
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    let mut probed = false;
+    loop {
+        let n = match conn.read(&mut buf) {
+            Ok(0) => return Ended::Gone,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                // Before the hello there is nothing to probe with: the peer had its
+                // interval to say hello.
+                let echo = session.keepalive();
+                match echo {
+                    Some(echo) if !probed => {
+                        if conn.write_all(&echo).is_err() {
+                            return Ended::Gone;
+                        }
+                        probed = true;
+                        continue;
+                    }
+                    _ => return Ended::Silent,
+                }
+            }
+            Err(_) => return Ended::Gone,
+        };
+        probed = false;
+        let mut out = Vec::new();
+        let result = receive(&mut session, &buf[..n], &mut out);
+        if conn.write_all(&out).is_err() {
+            return Ended::Gone;
+        }
+        match result {
+            Ok(events) => events.into_iter().for_each(&mut event),
+            Err(why) => return Ended::Closed(why),
+        }
+    }
+}
