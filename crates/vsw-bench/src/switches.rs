@@ -198,11 +198,6 @@ impl Vsw {
         let (busy, packets) = self.pmd_totals()?;
         (packets > 0.0).then(|| busy / packets)
     }
-
-    /// The directory vswd runs in (its socket and state), for sockets beside it.
-    pub fn dir(&self) -> &std::path::Path {
-        &self.dir
-    }
 }
 
 /// The Linux bridge.
@@ -391,11 +386,6 @@ impl Ovs {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-
-    /// The private run directory (sockets go here).
-    pub fn dir(&self) -> &std::path::Path {
-        &self.dir
     }
 
     fn pid(&self, name: &str) -> Option<u32> {

@@ -252,13 +252,6 @@ impl VhostSwitch {
             }
         }
     }
-
-    fn dir(&self) -> &Path {
-        match self {
-            VhostSwitch::Vsw(v) => v.dir(),
-            VhostSwitch::OvsDpdk(o) => o.dir(),
-        }
-    }
 }
 
 /// One run's settings.
@@ -444,7 +437,6 @@ pub fn run(sw: &mut VhostSwitch, cfg: &RigConfig, tag: &str) -> anyhow::Result<R
         r
     })();
     sw.stop();
-    let _ = sw.dir();
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
