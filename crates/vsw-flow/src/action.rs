@@ -29,6 +29,11 @@ pub enum Action {
     Flood,
     /// Discard; counted on the rule.
     Drop,
+    /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
+    /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
+    Controller {
+        max_len: u16,
+    },
     SetDlSrc(MacAddr),
     SetDlDst(MacAddr),
     /// Push a new outermost 802.1Q tag (this TPID), VID 0 and PCP 0 unless set later.
@@ -134,6 +139,26 @@ static FLOOD: ActionDef = ActionDef {
     needs: Needs::Nothing,
     rewrites: false,
     build: |n, a, _| bare(n, a, Action::Flood),
+};
+/// OpenFlow's OFPCML_NO_BUFFER: the whole packet goes to the controller.
+pub const CONTROLLER_NO_BUFFER: u16 = 0xffff;
+
+static CONTROLLER: ActionDef = ActionDef {
+    name: "CONTROLLER",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    // `controller`, `controller:LEN` or `controller(max_len=LEN)`, as ovs-ofctl.
+    build: |n, a, _| {
+        let max_len = match a {
+            None => CONTROLLER_NO_BUFFER,
+            Some(a) => {
+                let len = a.strip_prefix("max_len=").unwrap_or(a);
+                parse_uint(n, len, 0xffff)? as u16
+            }
+        };
+        Ok(Action::Controller { max_len })
+    },
 };
 static DROP: ActionDef = ActionDef {
     name: "drop",
@@ -287,6 +312,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &NORMAL,
     &FLOOD,
     &DROP,
+    &CONTROLLER,
     &MOD_DL_SRC,
     &MOD_DL_DST,
     &PUSH_VLAN,
@@ -319,6 +345,7 @@ impl Action {
             Action::Normal => &NORMAL,
             Action::Flood => &FLOOD,
             Action::Drop => &DROP,
+            Action::Controller { .. } => &CONTROLLER,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -340,6 +367,9 @@ impl Action {
     pub fn argument(&self) -> Option<String> {
         match self {
             Action::Output(p) => Some(p.to_string()),
+            Action::Controller { max_len } => {
+                (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
+            }
             Action::SetDlSrc(m) | Action::SetDlDst(m) => Some(m.to_string()),
             Action::PushVlan(t) => Some(format!("0x{t:04x}")),
             Action::SetVlanVid(v) => Some(v.to_string()),
@@ -409,6 +439,10 @@ mod tests {
             Action::Normal,
             Action::Flood,
             Action::Drop,
+            Action::Controller {
+                max_len: CONTROLLER_NO_BUFFER,
+            },
+            Action::Controller { max_len: 128 },
             Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
             Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
             Action::PushVlan(EtherType::VLAN),

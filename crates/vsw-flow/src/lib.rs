@@ -23,4 +23,6 @@ pub use mac_table::{Learned, MacTable};
 pub use matching::Match;
 pub use pipeline::Pipeline;
 pub use rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
-pub use syntax::{parse_flow, parse_match, FlowSyntaxError, PortResolver, Selection};
+pub use syntax::{
+    parse_actions, parse_flow, parse_match, FlowSyntaxError, PortResolver, Selection,
+};

@@ -19,6 +19,8 @@ pub struct FlowSpec {
     pub idle_timeout: u16,
     /// Seconds after installation at which the rule is removed; 0 = never.
     pub hard_timeout: u16,
+    /// The controller's own tag for the rule (OpenFlow's cookie); vsw only keeps it.
+    pub cookie: u64,
 }
 
 impl FlowSpec {
@@ -30,6 +32,7 @@ impl FlowSpec {
             actions,
             idle_timeout: 0,
             hard_timeout: 0,
+            cookie: 0,
         }
     }
 }
@@ -99,6 +102,11 @@ impl Rule {
     pub fn beats(&self, other: &Rule) -> bool {
         (self.spec.priority, std::cmp::Reverse(self.seq))
             > (other.spec.priority, std::cmp::Reverse(other.seq))
+    }
+
+    /// OpenFlow's table-miss rule: priority 0, matching every packet.
+    pub fn is_table_miss(&self) -> bool {
+        self.spec.priority == 0 && self.spec.matcher.mask().words().iter().all(|w| *w == 0)
     }
 
     /// True when a timeout has run out at `now_ms`.

@@ -134,6 +134,7 @@ struct FlowExtras {
     priority: Option<u16>,
     idle_timeout: Option<u16>,
     hard_timeout: Option<u16>,
+    cookie: Option<u64>,
 }
 
 /// Parses the match part (with `priority` and the timeouts) of a flow.
@@ -166,8 +167,12 @@ fn parse_match_part(
                 }
                 extras.table = Some(parse_uint(name, v, u128::from(MAX_TABLE))? as u8);
             }
-            // Accepted for familiarity; vsw keeps no cookies yet.
-            ("cookie", Some(_)) => {}
+            ("cookie", Some(v)) => {
+                if extras.cookie.is_some() {
+                    return Err(FlowSyntaxError::Duplicate(name.into()));
+                }
+                extras.cookie = Some(parse_uint(name, v, u128::from(u64::MAX))? as u64);
+            }
             (_, Some(v)) => b.field(name, v, ports)?,
             (_, None) => match SHORTHANDS.iter().find(|(n, _, _)| *n == name) {
                 Some((_, dl_type, proto)) => b.shorthand(name, *dl_type, *proto)?,
@@ -178,7 +183,7 @@ fn parse_match_part(
     Ok((extras, b.finish()?))
 }
 
-fn parse_actions(
+pub fn parse_actions(
     text: &str,
     ports: &dyn PortResolver,
     matcher: &Match,
@@ -244,6 +249,7 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
         matcher,
         idle_timeout: extras.idle_timeout.unwrap_or(0),
         hard_timeout: extras.hard_timeout.unwrap_or(0),
+        cookie: extras.cookie.unwrap_or(0),
     })
 }
 
@@ -312,6 +318,9 @@ pub fn format_flow(spec: &FlowSpec) -> String {
     let m = format_match(&spec.matcher);
     let sep = if m.is_empty() { "" } else { "," };
     let mut timeouts = String::new();
+    if spec.cookie != 0 {
+        timeouts += &format!("cookie={:#x},", spec.cookie);
+    }
     if spec.table != 0 {
         timeouts += &format!("table={},", spec.table);
     }
@@ -518,6 +527,14 @@ mod tests {
             (
                 "idle_timeout=10,hard_timeout=60,in_port=1,actions=drop",
                 "idle_timeout=10,hard_timeout=60,priority=32768,in_port=1,actions=drop",
+            ),
+            (
+                "cookie=42,priority=0,actions=controller",
+                "cookie=0x2a,priority=0,actions=CONTROLLER",
+            ),
+            (
+                "priority=1,actions=controller(max_len=128),CONTROLLER:65535",
+                "priority=1,actions=CONTROLLER:128,CONTROLLER",
             ),
         ] {
             let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));

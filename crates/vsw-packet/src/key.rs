@@ -73,6 +73,11 @@ const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
 const _: () = assert!(std::mem::align_of::<FlowKey>() >= std::mem::align_of::<u64>());
 
 impl FlowKey {
+    /// A mask that looks at every bit.
+    pub fn exact() -> FlowKey {
+        bytemuck::cast([u64::MAX; KEY_WORDS])
+    }
+
     /// The key as machine words, for masking, hashing and comparing.
     #[inline]
     pub fn words(&self) -> &[u64; KEY_WORDS] {
