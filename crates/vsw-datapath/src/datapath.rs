@@ -20,6 +20,7 @@ use crate::dpflow::DpFlow;
 use crate::emc::DEFAULT_INSERT_INV_PROB;
 pub use crate::error::DatapathError;
 use crate::pmd::Pmd;
+use crate::punt::{PuntQueues, Punts};
 use crate::revalidate::{self, RevalidateSummary, RevalidatorConfig};
 use crate::shared::{lock, Acked, PmdControl, PortHandle, RxqAssignment, Shared, Snapshot};
 use crate::stats::{PmdRxqView, PmdStats, PmdStatsView, RxqView};
@@ -92,6 +93,7 @@ impl Datapath {
             revalidating: Mutex::new(()),
             kick: Mutex::new(false),
             kick_cv: Condvar::new(),
+            punts: PuntQueues::new(),
         });
         // Measured before the PMDs start so that no PMD ever waits for it.
         crate::clock::cycles_per_second();
@@ -531,6 +533,11 @@ impl Datapath {
     }
 
     /// Every PMD's datapath flows (dead ones included until their PMD sweeps them).
+    /// The control side's end of the queues of punted and injected packets.
+    pub fn punts(&self) -> Punts {
+        Punts(self.shared.clone())
+    }
+
     pub fn dump_flows(&self) -> Vec<Arc<DpFlow>> {
         revalidate::dump(&self.shared)
     }

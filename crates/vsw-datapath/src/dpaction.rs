@@ -29,10 +29,14 @@ pub enum DpAction {
     SetTpDst(u16),
     /// Decrement the TTL or hop limit; a packet whose TTL runs out goes no further.
     DecTtl,
+    /// Send a copy up to the control side, as the packet is now, with this note of
+    /// the slow path's (`punt.rs`; Open vSwitch's `userspace()` action).
+    Controller(u32),
 }
 
 impl DpAction {
-    /// True when the action changes the packet (so it runs on a copy).
+    /// True when the action changes the packet (so it runs on a copy). Sending a
+    /// packet up runs on the copy too: it holds the whole frame, VLAN tag included.
     pub fn rewrites(&self) -> bool {
         !matches!(self, DpAction::Output(_))
     }
@@ -54,6 +58,7 @@ impl fmt::Display for DpAction {
             DpAction::SetTpSrc(p) => write!(f, "set(l4(src={p}))"),
             DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
             DpAction::DecTtl => f.write_str("dec_ttl"),
+            DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
         }
     }
 }

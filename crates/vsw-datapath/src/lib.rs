@@ -18,6 +18,7 @@ pub mod memory;
 pub mod offload;
 mod pmd;
 pub mod port;
+pub mod punt;
 pub mod revalidate;
 pub mod ring;
 mod shared;
@@ -32,6 +33,7 @@ pub use port::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
     TxQueue, BATCH_SIZE,
 };
+pub use punt::{Injected, Punted, Punts};
 pub use revalidate::{RevalidateSummary, RevalidatorConfig};
 pub use shared::PortHandle;
 pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};

@@ -19,6 +19,7 @@ use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
+use crate::punt::PuntQueues;
 use crate::shared::{lock, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
 use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
@@ -544,6 +545,7 @@ impl Pmd {
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
             };
+            self.worker.send_injected(&self.shared.punts);
             if self.rxqs.is_empty() {
                 std::thread::park_timeout(NO_QUEUES_PARK);
                 last = clock::cycles();
@@ -722,6 +724,38 @@ fn held(tally: &mut ArrayVec<(Arc<DpFlow>, u64, u64), BATCH_SIZE>, flow: &Arc<Dp
     }
 }
 
+impl Worker {
+    /// Sends what the control side injected (at most a batch per call), each
+    /// packet by its own actions, and flushes it out at once.
+    fn send_injected(&mut self, punts: &PuntQueues) {
+        let mut sent = 0;
+        while sent < BATCH_SIZE {
+            let Some(p) = punts.next_injected() else {
+                break;
+            };
+            sent += 1;
+            if self
+                .scratch
+                .load(&p.frame, None, VnetHdr::default())
+                .is_ok()
+            {
+                run_rewriting(
+                    &mut self.outputs,
+                    &mut self.scratch,
+                    &p.actions,
+                    punts,
+                    p.in_port,
+                );
+            } else {
+                self.outputs.tally.lost += 1;
+            }
+        }
+        if sent > 0 {
+            self.outputs.send_all();
+        }
+    }
+}
+
 /// Receives one batch from `rxq` and sends each packet on its way; returns how many
 /// packets it received.
 // Kept out of line so that profilers can count its instructions per packet.
@@ -846,11 +880,12 @@ fn process_batch(
                     | DpAction::SetNwTos(_)
                     | DpAction::SetTpSrc(_)
                     | DpAction::SetTpDst(_)
-                    | DpAction::DecTtl => {}
+                    | DpAction::DecTtl
+                    | DpAction::Controller(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
-            run_rewriting(outputs, scratch, &flow.actions);
+            run_rewriting(outputs, scratch, &flow.actions, &shared.punts, in_port);
         } else {
             outputs.tally.lost += 1;
         }
@@ -872,8 +907,15 @@ fn process_batch(
 }
 
 /// Runs actions that change the packet, in order, on the copy in `scratch`: each
-/// output sends the packet as the rewrites before it left it.
-fn run_rewriting(outputs: &mut Outputs, scratch: &mut PacketBuf, actions: &[DpAction]) {
+/// output sends the packet as the rewrites before it left it (and so does each
+/// punt, a packet that came in on `in_port`).
+fn run_rewriting(
+    outputs: &mut Outputs,
+    scratch: &mut PacketBuf,
+    actions: &[DpAction],
+    punts: &PuntQueues,
+    in_port: u32,
+) {
     for action in actions {
         let result = match *action {
             DpAction::Output(port) => {
@@ -920,6 +962,10 @@ fn run_rewriting(outputs: &mut Outputs, scratch: &mut PacketBuf, actions: &[DpAc
                 Ok(())
             }
             DpAction::DecTtl => scratch.dec_ttl(),
+            DpAction::Controller(note) => {
+                punts.punt(in_port, note, scratch.data());
+                Ok(())
+            }
         };
         match result {
             Ok(()) => {}

@@ -301,6 +301,8 @@ pub(crate) struct Shared {
     /// Wakes the revalidator thread early: set when the slow path's inputs changed.
     pub kick: Mutex<bool>,
     pub kick_cv: Condvar,
+    /// Packets to and from the control side (`punt.rs`).
+    pub punts: crate::punt::PuntQueues,
 }
 
 impl Shared {

@@ -92,3 +92,56 @@ fn output_to_the_input_port_is_skipped_but_in_port_is_not() {
     assert!(sw.peers[1].recv_timeout(WAIT).is_some());
     assert!(sw.peers[0].recv_timeout(QUIET).is_none());
 }
+
+#[test]
+fn a_packet_sent_to_the_controller_comes_up_as_rewritten_with_its_note() {
+    let mut sw = switch(2);
+    let ofproto = rules(
+        &mut sw.dp,
+        &["cookie=0x77,in_port=1,actions=mod_vlan_vid:10,controller:64,output:2"],
+    );
+    let punts = sw.dp.punts();
+    let f = frame(1, mac(2), 9);
+    for _ in 0..2 {
+        // The first packet is an upcall's, the second a cached flow's.
+        sw.peers[0].send(&f);
+        let up = punts.recv_timeout(WAIT).expect("a punted packet");
+        assert_eq!(up.in_port, 1);
+        assert_eq!(
+            &up.frame[12..16],
+            &[0x81, 0x00, 0x00, 0x0a],
+            "tag pushed before"
+        );
+        assert_eq!(
+            up.frame.len(),
+            f.len() + 4,
+            "the whole frame; cutting is OpenFlow's"
+        );
+        let note = ofproto.punt_note(up.userdata).expect("its note");
+        assert_eq!((note.cookie, note.table, note.max_len), (0x77, 0, 64));
+        assert_eq!(note.reason, vsw_ofproto::PuntReason::Action);
+        assert!(sw.peers[1].recv_timeout(WAIT).is_some(), "and it goes on");
+    }
+    assert_eq!(punts.lost(), 0);
+}
+
+#[test]
+fn an_injected_packet_is_sent_by_its_own_actions() {
+    let mut sw = switch(3);
+    rules(&mut sw.dp, &["actions=drop"]);
+    let f = frame(1, mac(2), 9);
+    let injected = vsw_datapath::Injected {
+        in_port: u32::MAX,
+        actions: vec![
+            vsw_datapath::DpAction::Output(2),
+            vsw_datapath::DpAction::SetTpDst(80),
+            vsw_datapath::DpAction::Output(3),
+        ],
+        frame: f.clone(),
+    };
+    sw.dp.punts().inject(injected).expect("room in the queue");
+    assert_eq!(sw.peers[1].recv_timeout(WAIT), Some(f.clone()));
+    let changed = sw.peers[2].recv_timeout(WAIT).expect("port 3 gets it");
+    assert_eq!(u16::from_be_bytes([changed[36], changed[37]]), 80);
+    assert!(sw.peers[0].try_recv().is_none());
+}
