@@ -7,9 +7,11 @@
 mod attribution;
 mod generation;
 pub mod ofproto;
+pub mod punt_notes;
 pub mod trace;
 pub mod xlate;
 
 pub use ofproto::Ofproto;
+pub use punt_notes::{PuntNote, PuntReason};
 pub use trace::Trace;
 pub use xlate::{TraceStep, XlateError, Xlated, MAX_RESUBMIT_DEPTH};

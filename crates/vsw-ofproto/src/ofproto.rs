@@ -1,18 +1,19 @@
 //! One bridge's slow path: its pipeline (swapped whole on a rule change), its MAC
 //! table and its ports, and the generation that says when any of them changed.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
 use vsw_datapath::{Translation, Upcall};
-use vsw_flow::{MacTable, Pipeline};
+use vsw_flow::{Action, MacTable, Pipeline};
 use vsw_packet::{FlowKey, MacAddr};
 
 use crate::attribution::FlowCredit;
 use crate::generation::Generation;
+use crate::punt_notes::{PuntNote, PuntNotes};
 use crate::trace::Trace;
-use crate::xlate::{translate, XlateEnv, Xlated};
+use crate::xlate::{translate, translate_actions, XlateEnv, Xlated};
 
 /// A MAC table entry as `fdb/show` lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +35,10 @@ pub struct Ofproto {
     generation: Arc<Generation>,
     /// Translations that failed (resubmit loops): their packets were dropped.
     xlate_errors: AtomicU64,
+    punt_notes: PuntNotes,
+    /// Forwarding as a learning switch whatever the rules say (Open vSwitch's fail
+    /// open: standalone, no controller reachable).
+    fail_open: AtomicBool,
 }
 
 impl std::fmt::Debug for Ofproto {
@@ -58,6 +63,8 @@ impl Ofproto {
             offload_ports: ArcSwap::from_pointee(Vec::new()),
             generation: Arc::new(Generation::default()),
             xlate_errors: AtomicU64::new(0),
+            punt_notes: PuntNotes::default(),
+            fail_open: AtomicBool::new(false),
         })
     }
 
@@ -72,6 +79,20 @@ impl Ofproto {
         // After the store: a translation that read the old generation may have seen
         // the new rules, never the other way round.
         self.generation.bump();
+    }
+
+    /// Fail open (every packet to NORMAL) or not; true when that changed (flows
+    /// must be revalidated).
+    pub fn set_fail_open(&self, open: bool) -> bool {
+        let changed = self.fail_open.swap(open, Ordering::AcqRel) != open;
+        if changed {
+            self.generation.bump();
+        }
+        changed
+    }
+
+    pub fn fail_open(&self) -> bool {
+        self.fail_open.load(Ordering::Acquire)
     }
 
     /// The ports, in the order NORMAL and FLOOD send to them.
@@ -126,6 +147,32 @@ impl Ofproto {
         self.xlate_errors.load(Ordering::Relaxed)
     }
 
+    /// What the translation that sent a packet up noted of it
+    /// ([`vsw_datapath::DpAction::Controller`]'s number).
+    pub fn punt_note(&self, id: u32) -> Option<PuntNote> {
+        self.punt_notes.get(id)
+    }
+
+    /// The datapath actions of a packet-out: `actions` for a packet of `key` (its
+    /// `in_port` the port it counts as coming from), as if a rule of table 0 held
+    /// them. NORMAL does not learn from it.
+    pub fn translate_packet_out(&self, key: &FlowKey, actions: &[Action], now_ms: u64) -> Xlated {
+        let macs = &mut lock(&self.macs);
+        let pipeline = self.pipeline.load();
+        let ports = self.ports.load();
+        let mut env = XlateEnv {
+            pipeline: &pipeline,
+            macs,
+            ports: &ports,
+            now_ms,
+            learn: false,
+            trace: false,
+            punt_notes: &self.punt_notes,
+            fail_open: false,
+        };
+        translate_actions(&mut env, key, actions)
+    }
+
     fn run(&self, key: &FlowKey, now_ms: u64, learn: bool, trace: bool) -> (Xlated, u64) {
         let mut macs = lock(&self.macs);
         // Read under the MAC table's lock, before the rules: see `set_pipeline`.
@@ -139,6 +186,8 @@ impl Ofproto {
             now_ms,
             learn,
             trace,
+            punt_notes: &self.punt_notes,
+            fail_open: self.fail_open.load(Ordering::Acquire),
         };
         let mut x = translate(&mut env, key);
         if self.offload_ports.load().contains(&key.in_port) {

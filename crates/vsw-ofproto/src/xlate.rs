@@ -12,6 +12,8 @@ use vsw_flow::{Action, MacTable, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::{FlowKey, MacAddr};
 
+use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
+
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
 /// Open vSwitch's limit): a loop of resubmits is caught here, the packet dropped.
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
@@ -63,6 +65,10 @@ pub(crate) struct XlateEnv<'a> {
     /// A packet is passing: NORMAL learns its source.
     pub learn: bool,
     pub trace: bool,
+    /// Where notes of packets sent to the controller are kept.
+    pub punt_notes: &'a PuntNotes,
+    /// Fail open: NORMAL decides every packet, the rules are not looked at.
+    pub fail_open: bool,
 }
 
 struct Ctx<'a, 'b> {
@@ -76,6 +82,33 @@ struct Ctx<'a, 'b> {
 
 /// Translates `key` through the pipeline from table 0.
 pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
+    if env.fail_open {
+        return run(env, key, |cx| {
+            cx.step(0, "fail open: NORMAL".into());
+            cx.normal(0)
+        });
+    }
+    run(env, key, |cx| cx.table(0))
+}
+
+/// Translates a list of actions for a packet of `key` (an OpenFlow packet-out's): as
+/// if a rule of table 0 held them.
+pub(crate) fn translate_actions(
+    env: &mut XlateEnv<'_>,
+    key: &FlowKey,
+    actions: &[Action],
+) -> Xlated {
+    run(env, key, |cx| {
+        for a in actions {
+            cx.action(a, 0, None);
+            if cx.out.error.is_some() {
+                break;
+            }
+        }
+    })
+}
+
+fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>)) -> Xlated {
     let mut cx = Ctx {
         env,
         key: *key,
@@ -85,7 +118,7 @@ pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
     };
     // Every datapath flow matches one input port exactly.
     cx.out.mask.in_port = u32::MAX;
-    cx.table(0);
+    walk(&mut cx);
     if cx.out.error.is_some() {
         cx.out.actions.clear();
     }
@@ -127,7 +160,7 @@ impl Ctx<'_, '_> {
                 }
                 self.out.rules.push(rule.clone());
                 for a in &rule.spec.actions {
-                    self.action(a, id);
+                    self.action(a, id, Some(&rule));
                     if self.out.error.is_some() {
                         break;
                     }
@@ -141,7 +174,8 @@ impl Ctx<'_, '_> {
         self.out.actions.push(a);
     }
 
-    fn action(&mut self, a: &Action, table: u8) {
+    /// Translates one action of `rule` (none: a packet-out's) in `table`.
+    fn action(&mut self, a: &Action, table: u8, rule: Option<&Rule>) {
         let dp = self.rewrite(a);
         if let Some(dp) = dp {
             self.emit(dp);
@@ -162,6 +196,20 @@ impl Ctx<'_, '_> {
             Action::Flood => self.flood(),
             Action::Normal => self.normal(table),
             Action::Drop => {}
+            Action::Controller { max_len } => {
+                let note = PuntNote {
+                    reason: match rule {
+                        Some(r) if r.is_table_miss() => PuntReason::NoMatch,
+                        Some(_) => PuntReason::Action,
+                        None => PuntReason::PacketOut,
+                    },
+                    table,
+                    cookie: rule.map_or(u64::MAX, |r| r.spec.cookie),
+                    max_len,
+                };
+                let id = self.env.punt_notes.intern(note);
+                self.emit(DpAction::Controller(id));
+            }
             // Rewrites became datapath actions above.
             Action::SetDlSrc(_)
             | Action::SetDlDst(_)
@@ -255,6 +303,7 @@ impl Ctx<'_, '_> {
             | Action::Normal
             | Action::Flood
             | Action::Drop
+            | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,
         }
