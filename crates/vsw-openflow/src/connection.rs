@@ -1,9 +1,11 @@
 //! One connection over a byte stream: the greeting, reading and answering, and the
 //! echo probe of a silent peer. The caller owns the socket (and its timeouts: a
 //! read that times out is silence) and gives the session its bridge for each
-//! received piece, under whatever lock the switch needs.
+//! received piece, under whatever lock the switch needs. Writing goes through the
+//! caller's `send`, so that others (packet-ins, port status) can write whole
+//! messages to the same peer between the answers.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read};
 
 use crate::session::{Closed, Session, SessionEvent};
 
@@ -18,15 +20,16 @@ pub enum Ended {
     Closed(Closed),
 }
 
-/// Runs a connection until it ends. `receive` hands the bytes to the session with
+/// Runs a connection with `session` until it ends. `receive` hands the bytes to the session with
 /// the switch's bridge (`Session::receive`); `event` is told what the session saw.
-pub fn run<C: Read + Write>(
-    conn: &mut C,
+pub fn run<R: Read>(
+    mut session: Session,
+    conn: &mut R,
+    mut send: impl FnMut(&[u8]) -> io::Result<()>,
     mut receive: impl FnMut(&mut Session, &[u8], &mut Vec<u8>) -> Result<Vec<SessionEvent>, Closed>,
     mut event: impl FnMut(SessionEvent),
 ) -> Ended {
-    let mut session = Session::new();
-    if conn.write_all(&session.greeting()).is_err() {
+    if send(&session.greeting()).is_err() {
         return Ended::Gone;
     }
     let mut buf = vec![0u8; 64 << 10];
@@ -41,7 +44,7 @@ pub fn run<C: Read + Write>(
                 let echo = session.keepalive();
                 match echo {
                     Some(echo) if !probed => {
-                        if conn.write_all(&echo).is_err() {
+                        if send(&echo).is_err() {
                             return Ended::Gone;
                         }
                         probed = true;
@@ -55,7 +58,7 @@ pub fn run<C: Read + Write>(
         probed = false;
         let mut out = Vec::new();
         let result = receive(&mut session, &buf[..n], &mut out);
-        if conn.write_all(&out).is_err() {
+        if !out.is_empty() && send(&out).is_err() {
             return Ended::Gone;
         }
         match result {

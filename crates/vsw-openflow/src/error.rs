@@ -18,6 +18,8 @@ pub enum Refusal {
     BadVersion,
     #[error("a message type vsw does not take (BAD_REQUEST/BAD_TYPE)")]
     BadType,
+    #[error("an experimenter (vendor) message vsw does not take (BAD_REQUEST/BAD_EXPERIMENTER)")]
+    BadExperimenter,
     #[error("a message whose length does not fit its type (BAD_REQUEST/BAD_LEN)")]
     BadLen,
     #[error("a multipart request of a type vsw does not answer (BAD_REQUEST/BAD_MULTIPART)")]
@@ -26,6 +28,14 @@ pub enum Refusal {
         "a switch configuration with flags vsw does not have (SWITCH_CONFIG_FAILED/BAD_FLAGS)"
     )]
     BadConfigFlags,
+    #[error("a packet-out naming a buffer; vsw keeps none (BAD_REQUEST/BUFFER_UNKNOWN)")]
+    BufferUnknown,
+    #[error("a packet-out from a port that is none (BAD_REQUEST/BAD_PORT)")]
+    BadPort,
+    #[error("a packet-out whose packet's headers are broken (BAD_REQUEST/BAD_PACKET)")]
+    BadPacket,
+    #[error("a packet-out whose actions the switch cannot take for this packet (BAD_ACTION/BAD_ARGUMENT)")]
+    BadArgument,
     #[error(transparent)]
     FlowMod(#[from] crate::flow_mod::BadFlowMod),
 }
@@ -38,8 +48,13 @@ impl Refusal {
             Refusal::BadVersion => (OFPET_BAD_REQUEST, 0),
             Refusal::BadType => (OFPET_BAD_REQUEST, 1),
             Refusal::BadLen => (OFPET_BAD_REQUEST, 6),
+            Refusal::BadExperimenter => (OFPET_BAD_REQUEST, 3),
             Refusal::BadMultipart => (OFPET_BAD_REQUEST, 2),
             Refusal::BadConfigFlags => (OFPET_SWITCH_CONFIG_FAILED, 0),
+            Refusal::BufferUnknown => (OFPET_BAD_REQUEST, 8),
+            Refusal::BadPort => (OFPET_BAD_REQUEST, 11),
+            Refusal::BadPacket => (OFPET_BAD_REQUEST, 14),
+            Refusal::BadArgument => (2, 5),
             Refusal::FlowMod(e) => e.type_code(),
         }
     }

@@ -131,7 +131,7 @@ fn pad8(out: &mut Vec<u8>, start: usize) {
 }
 
 impl Action {
-    fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         let kind: u16 = match self {
             Action::Output { .. } => 0,
@@ -174,7 +174,7 @@ impl Action {
         out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
     }
 
-    fn decode_list(buf: &[u8]) -> Result<Vec<Action>, BadFlowMod> {
+    pub(crate) fn decode_list(buf: &[u8]) -> Result<Vec<Action>, BadFlowMod> {
         let mut r = Reader::new(buf);
         let mut out = Vec::new();
         while !r.is_empty() {

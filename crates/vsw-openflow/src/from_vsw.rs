@@ -9,7 +9,9 @@ use vsw_flow::{Action as VswAction, Match};
 use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
 
-use crate::flow_mod::{Action, Instruction, OFPP_FLOOD, OFPP_IN_PORT, OFPP_NORMAL};
+use crate::flow_mod::{
+    Action, Instruction, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_NORMAL,
+};
 use crate::oxm::{OxmField, OxmMatch};
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
@@ -166,6 +168,10 @@ pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
             VswAction::Normal => apply.push(out(OFPP_NORMAL)),
             VswAction::Flood => apply.push(out(OFPP_FLOOD)),
             VswAction::Drop => {}
+            VswAction::Controller { max_len } => apply.push(Action::Output {
+                port: OFPP_CONTROLLER,
+                max_len: *max_len,
+            }),
             VswAction::SetDlSrc(m) => apply.push(set(4, m.0.to_vec())),
             VswAction::SetDlDst(m) => apply.push(set(3, m.0.to_vec())),
             VswAction::PushVlan(t) => apply.push(Action::PushVlan(*t)),

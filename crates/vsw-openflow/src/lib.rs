@@ -14,6 +14,7 @@
 //! cannot take is an error to answer, not a panic.
 #![forbid(unsafe_code)]
 
+pub mod async_config;
 pub mod connection;
 pub mod error;
 pub mod flow_mod;
@@ -24,17 +25,22 @@ pub mod message;
 pub mod multipart;
 pub mod ofctl_text;
 pub mod oxm;
+pub mod packet;
 pub mod port_stats;
 mod reader;
 pub mod session;
 pub mod tables;
+pub mod target;
 #[cfg(test)]
 mod test_support;
 pub mod version;
 
+pub use async_config::AsyncConfig;
 pub use error::Refusal;
 pub use frame::{next_message, FrameError, Header, HEADER_LEN};
 pub use message::{Features, Message, SwitchConfig};
 pub use multipart::{MultipartReply, MultipartRequest, PortInfo, SwitchDesc};
+pub use packet::{PacketIn, PacketOut};
 pub use session::{Bridge, Session, SessionEvent};
+pub use target::Target;
 pub use version::{negotiate, Version, VersionSet};

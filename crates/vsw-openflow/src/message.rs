@@ -4,10 +4,14 @@
 //! messages; hello, error and echo have the same numbers and layout in every
 //! version, so a peer of any version can be told why it was refused.
 
+use crate::async_config::{
+    AsyncConfig, OFPT_GET_ASYNC_REPLY, OFPT_GET_ASYNC_REQUEST, OFPT_SET_ASYNC,
+};
 use crate::error::{Refusal, ERROR_DATA_LEN};
 use crate::flow_mod::{FlowMod, OFPT_FLOW_MOD};
 use crate::frame::{Header, HEADER_LEN};
 use crate::multipart::{MultipartRequest, OFPT_MULTIPART_REQUEST};
+use crate::packet::{PacketIn, PacketOut, OFPT_PACKET_IN, OFPT_PACKET_OUT};
 use crate::reader::Reader;
 use crate::version::{Version, VersionSet};
 
@@ -15,6 +19,8 @@ pub const OFPT_HELLO: u8 = 0;
 pub const OFPT_ERROR: u8 = 1;
 pub const OFPT_ECHO_REQUEST: u8 = 2;
 pub const OFPT_ECHO_REPLY: u8 = 3;
+/// Vendor extensions (Nicira's among them): none is taken.
+pub const OFPT_EXPERIMENTER: u8 = 4;
 pub const OFPT_FEATURES_REQUEST: u8 = 5;
 pub const OFPT_FEATURES_REPLY: u8 = 6;
 pub const OFPT_GET_CONFIG_REQUEST: u8 = 7;
@@ -88,6 +94,13 @@ pub enum Message {
     /// take several messages.
     MultipartRequest(MultipartRequest),
     FlowMod(FlowMod),
+    PacketIn(PacketIn),
+    PacketOut(PacketOut),
+    GetAsyncRequest,
+    GetAsyncReply(AsyncConfig),
+    /// The body as sent, checked: 1.4+ properties change only what they name, so
+    /// it is applied to the connection's configuration by the session.
+    SetAsync(Vec<u8>),
 }
 
 impl Message {
@@ -106,6 +119,11 @@ impl Message {
             Message::BarrierReply => OFPT_BARRIER_REPLY,
             Message::MultipartRequest(_) => OFPT_MULTIPART_REQUEST,
             Message::FlowMod(_) => OFPT_FLOW_MOD,
+            Message::PacketIn(_) => OFPT_PACKET_IN,
+            Message::PacketOut(_) => OFPT_PACKET_OUT,
+            Message::GetAsyncRequest => OFPT_GET_ASYNC_REQUEST,
+            Message::GetAsyncReply(_) => OFPT_GET_ASYNC_REPLY,
+            Message::SetAsync(_) => OFPT_SET_ASYNC,
         }
     }
 
@@ -157,6 +175,17 @@ impl Message {
             Message::FlowMod(f) => {
                 let v = Version::from_wire(version).unwrap_or(Version::V1_3);
                 f.encode_body(v, &mut out)
+            }
+            Message::PacketIn(p) => p.encode_body(&mut out),
+            Message::GetAsyncRequest => {}
+            Message::GetAsyncReply(c) => {
+                let v = Version::from_wire(version).unwrap_or(Version::V1_3);
+                c.encode_body(v, &mut out)
+            }
+            Message::SetAsync(body) => out.extend_from_slice(body),
+            Message::PacketOut(p) => {
+                let v = Version::from_wire(version).unwrap_or(Version::V1_3);
+                p.encode_body(v, &mut out)
             }
         }
         let len = u16::try_from(out.len()).unwrap_or(u16::MAX);
@@ -263,10 +292,21 @@ impl Message {
                 exact(&r, m)
             }
             OFPT_FLOW_MOD => Ok(Message::FlowMod(FlowMod::decode_body(version, body)?)),
+            OFPT_GET_ASYNC_REQUEST => exact(&r, Message::GetAsyncRequest),
+            OFPT_GET_ASYNC_REPLY => Ok(Message::GetAsyncReply(
+                AsyncConfig::NONE.decode_body(version, body)?,
+            )),
+            OFPT_SET_ASYNC => {
+                AsyncConfig::NONE.decode_body(version, body)?;
+                Ok(Message::SetAsync(body.to_vec()))
+            }
+            OFPT_PACKET_IN => Ok(Message::PacketIn(PacketIn::decode_body(body)?)),
+            OFPT_PACKET_OUT => Ok(Message::PacketOut(PacketOut::decode_body(version, body)?)),
             OFPT_MULTIPART_REQUEST => {
                 let (req, _flags) = MultipartRequest::decode(body)?;
                 Ok(Message::MultipartRequest(req))
             }
+            OFPT_EXPERIMENTER => Err(Refusal::BadExperimenter),
             _ => Err(Refusal::BadType),
         }
     }

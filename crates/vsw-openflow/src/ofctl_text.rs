@@ -4,7 +4,7 @@
 //!
 //! What vsw cannot do yet is refused with the error OpenFlow names for it, never
 //! half-installed: matches on metadata, tunnel ids and MPLS (BAD_FIELD), outputs to
-//! CONTROLLER, LOCAL or TABLE (BAD_OUT_PORT), groups, queues, TTL copies and other
+//! LOCAL, or TABLE outside a packet-out (BAD_OUT_PORT), groups, queues, TTL copies and other
 //! set-fields (BAD_TYPE / BAD_SET_TYPE), and instructions other than apply-actions
 //! and goto-table (UNSUP_INST).
 
@@ -12,8 +12,8 @@ use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::flow_mod::{
-    Action, BadFlowMod, FlowMod, Instruction, OFPP_ALL, OFPP_FLOOD, OFPP_IN_PORT, OFPP_MAX,
-    OFPP_NORMAL,
+    Action, BadFlowMod, FlowMod, Instruction, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
+    OFPP_MAX, OFPP_NORMAL, OFPP_TABLE,
 };
 use crate::oxm::{BadMatch, OxmField, OxmMatch};
 
@@ -104,12 +104,22 @@ pub fn match_text(m: &OxmMatch) -> Result<String, BadMatch> {
     Ok(parts.join(","))
 }
 
-fn action_text(a: &Action) -> Result<String, BadFlowMod> {
+/// Where an action list is: a flow's, or a packet-out's (which may also send the
+/// packet through the tables, output to TABLE).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Flow,
+    PacketOut,
+}
+
+fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
     Ok(match a {
-        Action::Output { port, .. } => match *port {
+        Action::Output { port, max_len } => match *port {
             p if p < OFPP_MAX => format!("output:{p}"),
             OFPP_IN_PORT => "IN_PORT".into(),
             OFPP_NORMAL => "NORMAL".into(),
+            OFPP_CONTROLLER => format!("controller:{max_len}"),
+            OFPP_TABLE if place == Place::PacketOut => "resubmit(,0)".into(),
             // vsw's FLOOD is every port but the input, which is also what ALL
             // means without the input port; vsw does not flood back.
             OFPP_FLOOD | OFPP_ALL => "FLOOD".into(),
@@ -149,7 +159,7 @@ pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> 
         match i {
             Instruction::ApplyActions(list) => {
                 for a in list {
-                    acts.push(action_text(a)?);
+                    acts.push(action_text(a, Place::Flow)?);
                 }
             }
             Instruction::GotoTable(t) => goto = Some(*t),
@@ -168,9 +178,25 @@ pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> 
     Ok(acts.join(","))
 }
 
+/// A packet-out's actions (`drop` when there are none).
+pub fn packet_out_text(actions: &[Action]) -> Result<String, BadFlowMod> {
+    let acts = actions
+        .iter()
+        .map(|a| action_text(a, Place::PacketOut))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(if acts.is_empty() {
+        "drop".into()
+    } else {
+        acts.join(",")
+    })
+}
+
 /// The flow an add installs, as `vswctl add-flow` takes it.
 pub fn add_text(fm: &FlowMod) -> Result<String, BadFlowMod> {
     let mut t = format!("table={},priority={}", fm.table_id, fm.priority);
+    if fm.cookie != 0 {
+        let _ = write!(t, ",cookie={:#x}", fm.cookie);
+    }
     if fm.idle_timeout != 0 {
         let _ = write!(t, ",idle_timeout={}", fm.idle_timeout);
     }
@@ -246,14 +272,21 @@ mod tests {
     fn what_vsw_cannot_do_is_refused_with_its_error() {
         let meta = fm(vec![field(2, &[0; 8], None)], vec![]);
         assert_eq!(add_text(&meta), Err(BadFlowMod::Match(BadMatch::BadField)));
-        let controller = fm(
+        let local = fm(
             vec![],
             vec![Instruction::ApplyActions(vec![Action::Output {
-                port: crate::flow_mod::OFPP_CONTROLLER,
-                max_len: 128,
+                port: crate::flow_mod::OFPP_LOCAL,
+                max_len: 0,
             }])],
         );
-        assert_eq!(add_text(&controller), Err(BadFlowMod::BadOutPort));
+        assert_eq!(add_text(&local), Err(BadFlowMod::BadOutPort));
+        let table = Action::Output {
+            port: OFPP_TABLE,
+            max_len: 0,
+        };
+        let to_table = fm(vec![], vec![Instruction::ApplyActions(vec![table.clone()])]);
+        assert_eq!(add_text(&to_table), Err(BadFlowMod::BadOutPort));
+        assert_eq!(packet_out_text(&[table]).unwrap(), "resubmit(,0)");
         let write = fm(vec![], vec![Instruction::ClearActions]);
         assert_eq!(add_text(&write), Err(BadFlowMod::UnsupportedInstruction));
         assert_eq!(

@@ -191,7 +191,7 @@ pub struct OxmMatch {
 }
 
 impl OxmMatch {
-    fn get(&self, field: u8) -> Option<&OxmField> {
+    pub fn get(&self, field: u8) -> Option<&OxmField> {
         self.fields.iter().find(|f| f.field == field)
     }
 

@@ -2,6 +2,7 @@
 //! out. The connection manager (to come) owns the socket and the timers; the switch
 //! gets the events this does not answer itself.
 
+use crate::async_config::AsyncConfig;
 use crate::error::Refusal;
 use crate::flow_mod::{BadFlowMod, FlowMod};
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest};
@@ -11,6 +12,7 @@ use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
 use crate::multipart::{
     MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
 };
+use crate::packet::PacketOut;
 use crate::port_stats::{selects, PortStats};
 use crate::tables::table_feature;
 use crate::version::{negotiate, Version, VersionSet};
@@ -28,6 +30,8 @@ pub trait Bridge {
     fn port_stats(&mut self) -> Vec<PortStats>;
     /// The flows a flow-stats request selects.
     fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod>;
+    /// Sends a controller's packet; `Err`: why not (nothing sent).
+    fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal>;
 }
 
 /// Tables a vsw switch has (0–253; 254 and 255 are reserved numbers).
@@ -45,6 +49,10 @@ pub enum SessionEvent {
     PeerError { xid: u32, kind: u16, code: u16 },
     /// An echo reply: the peer is alive.
     Alive,
+    /// The peer changed which asynchronous messages it wants.
+    AsyncConfig(AsyncConfig),
+    /// The peer set the switch configuration (`miss_send_len`).
+    Config(SwitchConfig),
 }
 
 /// Why a connection ends.
@@ -62,6 +70,7 @@ pub struct Session {
     ours: VersionSet,
     version: Option<Version>,
     config: SwitchConfig,
+    async_config: AsyncConfig,
     /// Received bytes not yet a whole message.
     pending: Vec<u8>,
     next_xid: u32,
@@ -74,11 +83,27 @@ impl Default for Session {
 }
 
 impl Session {
+    /// A service connection's session (`ovs-ofctl` on the management socket): as
+    /// Open vSwitch's, it starts with a `miss_send_len` of 0, which means no
+    /// asynchronous messages until the peer sets one (`ovs-ofctl monitor br0 65535`).
     pub fn new() -> Session {
+        Session::with_config(SwitchConfig {
+            flags: 0,
+            miss_send_len: 0,
+        })
+    }
+
+    /// A controller's session: the spec's defaults, asynchronous messages included.
+    pub fn controller() -> Session {
+        Session::with_config(SwitchConfig::default())
+    }
+
+    fn with_config(config: SwitchConfig) -> Session {
         Session {
             ours: VersionSet::VSW,
             version: None,
-            config: SwitchConfig::default(),
+            config,
+            async_config: AsyncConfig::DEFAULT,
             pending: Vec::new(),
             next_xid: 1,
         }
@@ -113,6 +138,10 @@ impl Session {
 
     pub fn config(&self) -> SwitchConfig {
         self.config
+    }
+
+    pub fn async_config(&self) -> AsyncConfig {
+        self.async_config
     }
 
     /// Takes received bytes: answers go to `out` (to be sent in order), events are
@@ -277,13 +306,31 @@ impl Session {
                 None
             }
             Message::GetConfigRequest => Some(Message::GetConfigReply(self.config)),
-            Message::SetConfig(c) => {
-                self.config = c;
+            Message::GetAsyncRequest => Some(Message::GetAsyncReply(self.async_config)),
+            Message::SetAsync(body) => {
+                match self.async_config.decode_body(version, &body) {
+                    Ok(c) => {
+                        self.async_config = c;
+                        events.push(SessionEvent::AsyncConfig(c));
+                    }
+                    Err(e) => out.extend(e.answer(request).encode(v, h.xid)),
+                }
                 None
             }
-            // Nothing here is asynchronous yet: everything before the barrier is
-            // done. (Flow-mods will make the barrier the switch's: answered once
-            // the datapath flows are revalidated.)
+            Message::SetConfig(c) => {
+                self.config = c;
+                events.push(SessionEvent::Config(c));
+                None
+            }
+            Message::PacketOut(po) => {
+                if let Err(e) = bridge.packet_out(&po) {
+                    out.extend(e.answer(request).encode(v, h.xid));
+                }
+                None
+            }
+            // Every request before it was carried out before it was answered (a
+            // flow-mod once the datapath flows were revalidated), so a barrier
+            // needs no waiting.
             Message::BarrierRequest => Some(Message::BarrierReply),
             Message::EchoReply(_) => {
                 events.push(SessionEvent::Alive);
@@ -302,6 +349,8 @@ impl Session {
             | Message::FeaturesReply(_)
             | Message::GetConfigReply(_)
             | Message::BarrierReply
+            | Message::PacketIn(_)
+            | Message::GetAsyncReply(_)
             | Message::FlowMod(_) => None,
         };
         if let Some(r) = reply {
@@ -339,6 +388,9 @@ mod tests {
         }
         fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
             Ok(Vec::new())
+        }
+        fn packet_out(&mut self, _: &crate::PacketOut) -> Result<(), crate::Refusal> {
+            Ok(())
         }
         fn port_stats(&mut self) -> Vec<PortStats> {
             Vec::new()
@@ -382,7 +434,16 @@ mod tests {
                     .unwrap(),
             );
         }
-        assert_eq!(events, vec![SessionEvent::Negotiated(Version::V1_3)]);
+        assert_eq!(
+            events,
+            vec![
+                SessionEvent::Negotiated(Version::V1_3),
+                SessionEvent::Config(SwitchConfig {
+                    flags: 0,
+                    miss_send_len: 0xffff
+                })
+            ]
+        );
         let mut replies = Vec::new();
         let mut at = 0;
         while let Some((h, m)) = next_message(&out[at..]).unwrap() {

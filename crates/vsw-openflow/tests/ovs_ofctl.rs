@@ -2,6 +2,7 @@
 //! installs) against a session served on a unix socket, as vswd will serve
 //! `<run dir>/br0.mgmt`.
 
+use std::io::Write;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::Command;
@@ -44,6 +45,9 @@ impl Bridge for TwoPorts {
     fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
         Ok(Vec::new())
     }
+    fn packet_out(&mut self, _: &vsw_openflow::PacketOut) -> Result<(), vsw_openflow::Refusal> {
+        Ok(())
+    }
     fn port_stats(&mut self) -> Vec<vsw_openflow::port_stats::PortStats> {
         Vec::new()
     }
@@ -56,9 +60,14 @@ fn serve(path: &PathBuf) {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
+            let Ok(mut writer) = conn.try_clone() else {
+                continue;
+            };
             std::thread::spawn(move || {
                 vsw_openflow::connection::run(
+                    vsw_openflow::Session::new(),
                     &mut conn,
+                    |bytes| writer.write_all(bytes),
                     |s, bytes, out| s.receive(bytes, &mut TwoPorts, out),
                     |_| {},
                 );

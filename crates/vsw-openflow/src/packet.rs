@@ -1,0 +1,266 @@
+//! Packets between the switch and its controllers: packet-in (a packet the
+//! pipeline sent to CONTROLLER) and packet-out (a packet a controller wants sent).
+//!
+//! A packet-in has one layout in 1.3, 1.4 and 1.5. A packet-out names its input
+//! port in a field before its actions in 1.3 and 1.4, and in a match (OXM
+//! `in_port`) in 1.5. vsw keeps no packet buffers (features say `n_buffers` 0):
+//! a packet-in always carries the packet, as much as asked, with `buffer_id`
+//! NO_BUFFER, and a packet-out naming a buffer is refused as BUFFER_UNKNOWN.
+
+use crate::error::Refusal;
+use crate::flow_mod::{Action, BadFlowMod, OFPP_ANY, OFPP_CONTROLLER, OFPP_MAX};
+use crate::oxm::{OxmField, OxmMatch};
+use crate::reader::Reader;
+use crate::version::Version;
+
+pub const OFPT_PACKET_IN: u8 = 10;
+pub const OFPT_PACKET_OUT: u8 = 13;
+/// OFP_NO_BUFFER.
+pub const NO_BUFFER: u32 = 0xffff_ffff;
+
+/// Why a packet went up (`ofp_packet_in_reason`; 1.4 renamed the first two
+/// TABLE_MISS and APPLY_ACTION, same numbers).
+pub const OFPR_NO_MATCH: u8 = 0;
+pub const OFPR_ACTION: u8 = 1;
+/// 1.4 on: the packet-out's own output to CONTROLLER.
+pub const OFPR_PACKET_OUT: u8 = 5;
+
+/// OXM field number of `in_port`.
+const OXM_IN_PORT: u8 = 0;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketIn {
+    pub buffer_id: u32,
+    /// The packet's whole length (`data` may hold less).
+    pub total_len: u16,
+    pub reason: u8,
+    pub table_id: u8,
+    pub cookie: u64,
+    /// The pipeline fields: `in_port` at least.
+    pub matcher: OxmMatch,
+    pub data: Vec<u8>,
+}
+
+impl PacketIn {
+    /// A packet-in of `frame`, which came in on `in_port`, cut to `max_len` bytes
+    /// (0xffff, OFPCML_NO_BUFFER: all of it).
+    pub fn of_frame(
+        frame: &[u8],
+        in_port: u32,
+        reason: u8,
+        table_id: u8,
+        cookie: u64,
+        max_len: u16,
+    ) -> PacketIn {
+        let keep = if max_len == 0xffff {
+            frame.len()
+        } else {
+            frame.len().min(usize::from(max_len))
+        };
+        PacketIn {
+            buffer_id: NO_BUFFER,
+            total_len: u16::try_from(frame.len()).unwrap_or(u16::MAX),
+            reason,
+            table_id,
+            cookie,
+            matcher: OxmMatch {
+                fields: vec![OxmField {
+                    field: OXM_IN_PORT,
+                    value: in_port.to_be_bytes().to_vec(),
+                    mask: None,
+                }],
+            },
+            data: frame[..keep].to_vec(),
+        }
+    }
+
+    /// The body after the header (every version the same).
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buffer_id.to_be_bytes());
+        out.extend_from_slice(&self.total_len.to_be_bytes());
+        out.push(self.reason);
+        out.push(self.table_id);
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        self.matcher.encode(out);
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&self.data);
+    }
+
+    pub fn decode_body(body: &[u8]) -> Result<PacketIn, Refusal> {
+        let mut r = Reader::new(body);
+        let buffer_id = r.u32().ok_or(Refusal::BadLen)?;
+        let total_len = r.u16().ok_or(Refusal::BadLen)?;
+        let reason = r.u8().ok_or(Refusal::BadLen)?;
+        let table_id = r.u8().ok_or(Refusal::BadLen)?;
+        let cookie = r.u64().ok_or(Refusal::BadLen)?;
+        let matcher = OxmMatch::decode(&mut r).map_err(|e| Refusal::FlowMod(e.into()))?;
+        r.bytes(2).ok_or(Refusal::BadLen)?;
+        Ok(PacketIn {
+            buffer_id,
+            total_len,
+            reason,
+            table_id,
+            cookie,
+            matcher,
+            data: r.rest().to_vec(),
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketOut {
+    pub buffer_id: u32,
+    /// The port the packet counts as coming in on (OFPP_CONTROLLER: none).
+    pub in_port: u32,
+    pub actions: Vec<Action>,
+    pub data: Vec<u8>,
+}
+
+impl PacketOut {
+    pub fn encode_body(&self, version: Version, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buffer_id.to_be_bytes());
+        let mut actions = Vec::new();
+        for a in &self.actions {
+            a.encode(&mut actions);
+        }
+        let actions_len = u16::try_from(actions.len()).unwrap_or(u16::MAX);
+        if version >= Version::V1_5 {
+            out.extend_from_slice(&actions_len.to_be_bytes());
+            out.extend_from_slice(&[0, 0]);
+            OxmMatch {
+                fields: vec![OxmField {
+                    field: OXM_IN_PORT,
+                    value: self.in_port.to_be_bytes().to_vec(),
+                    mask: None,
+                }],
+            }
+            .encode(out);
+        } else {
+            out.extend_from_slice(&self.in_port.to_be_bytes());
+            out.extend_from_slice(&actions_len.to_be_bytes());
+            out.extend_from_slice(&[0; 6]);
+        }
+        out.extend_from_slice(&actions);
+        out.extend_from_slice(&self.data);
+    }
+
+    /// A packet-out as `version` frames it. Refused: lengths that do not fit, a
+    /// buffer (vsw has none), an input port that is no port, bad actions.
+    pub fn decode_body(version: Version, body: &[u8]) -> Result<PacketOut, Refusal> {
+        let mut r = Reader::new(body);
+        let buffer_id = r.u32().ok_or(Refusal::BadLen)?;
+        let (in_port, actions_len) = if version >= Version::V1_5 {
+            let actions_len = r.u16().ok_or(Refusal::BadLen)?;
+            r.bytes(2).ok_or(Refusal::BadLen)?;
+            let m = OxmMatch::decode(&mut r).map_err(|e| Refusal::FlowMod(e.into()))?;
+            let in_port = match m.get(OXM_IN_PORT) {
+                Some(f) => {
+                    let b: [u8; 4] = f.value.as_slice().try_into().map_err(|_| Refusal::BadLen)?;
+                    u32::from_be_bytes(b)
+                }
+                None => OFPP_CONTROLLER,
+            };
+            (in_port, actions_len)
+        } else {
+            let in_port = r.u32().ok_or(Refusal::BadLen)?;
+            let actions_len = r.u16().ok_or(Refusal::BadLen)?;
+            r.bytes(6).ok_or(Refusal::BadLen)?;
+            (in_port, actions_len)
+        };
+        let actions = r
+            .bytes(usize::from(actions_len))
+            .ok_or(Refusal::FlowMod(BadFlowMod::BadActionLen))?;
+        let actions = Action::decode_list(actions)?;
+        if buffer_id != NO_BUFFER {
+            return Err(Refusal::BufferUnknown);
+        }
+        // A real port, or CONTROLLER (1.3 also allows ANY in practice; Open vSwitch
+        // reads it as none, so does vsw).
+        if in_port >= OFPP_MAX && in_port != OFPP_CONTROLLER && in_port != OFPP_ANY {
+            return Err(Refusal::BadPort);
+        }
+        Ok(PacketOut {
+            buffer_id,
+            in_port: if in_port == OFPP_ANY {
+                OFPP_CONTROLLER
+            } else {
+                in_port
+            },
+            actions,
+            data: r.rest().to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_mod::OFPP_FLOOD;
+
+    #[test]
+    fn a_packet_in_carries_as_much_as_asked() {
+        let frame = [7u8; 100];
+        let all = PacketIn::of_frame(&frame, 3, OFPR_NO_MATCH, 0, 9, 0xffff);
+        assert_eq!((all.data.len(), all.total_len), (100, 100));
+        let cut = PacketIn::of_frame(&frame, 3, OFPR_ACTION, 2, 9, 64);
+        assert_eq!((cut.data.len(), cut.total_len), (64, 100));
+        let mut body = Vec::new();
+        cut.encode_body(&mut body);
+        // 16 fixed bytes, the match (4 + 8 of in_port, padded to 16), 2 of padding.
+        assert_eq!(body.len(), 16 + 16 + 2 + 64);
+        assert_eq!(PacketIn::decode_body(&body), Ok(cut));
+    }
+
+    #[test]
+    fn a_packet_out_round_trips_in_each_framing() {
+        let po = PacketOut {
+            buffer_id: NO_BUFFER,
+            in_port: 2,
+            actions: vec![Action::Output {
+                port: OFPP_FLOOD,
+                max_len: 0,
+            }],
+            data: vec![1, 2, 3],
+        };
+        for v in [Version::V1_3, Version::V1_4, Version::V1_5] {
+            let mut body = Vec::new();
+            po.encode_body(v, &mut body);
+            assert_eq!(PacketOut::decode_body(v, &body), Ok(po.clone()), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn what_vsw_cannot_send_is_refused() {
+        let mut po = PacketOut {
+            buffer_id: 5,
+            in_port: 2,
+            actions: vec![],
+            data: vec![],
+        };
+        let enc = |po: &PacketOut| {
+            let mut b = Vec::new();
+            po.encode_body(Version::V1_3, &mut b);
+            b
+        };
+        assert_eq!(
+            PacketOut::decode_body(Version::V1_3, &enc(&po)),
+            Err(Refusal::BufferUnknown)
+        );
+        po.buffer_id = NO_BUFFER;
+        po.in_port = 0xffff_fff0;
+        assert_eq!(
+            PacketOut::decode_body(Version::V1_3, &enc(&po)),
+            Err(Refusal::BadPort)
+        );
+        let mut body = enc(&PacketOut {
+            in_port: 1,
+            ..po.clone()
+        });
+        // Actions said to be longer than the message.
+        body[8..10].copy_from_slice(&64u16.to_be_bytes());
+        assert_eq!(
+            PacketOut::decode_body(Version::V1_3, &body),
+            Err(Refusal::FlowMod(BadFlowMod::BadActionLen))
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! Where a controller is: `tcp:IP[:PORT]` (6653 by default, the IANA port) or
+//! `unix:PATH`, as Open vSwitch writes controller targets.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The IANA port for OpenFlow.
+pub const DEFAULT_PORT: u16 = 6653;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0:?} is not a controller target: tcp:IP[:PORT] or unix:PATH")]
+pub struct BadTarget(pub String);
+
+impl FromStr for Target {
+    type Err = BadTarget;
+
+    fn from_str(s: &str) -> Result<Target, BadTarget> {
+        let bad = || BadTarget(s.to_string());
+        if let Some(path) = s.strip_prefix("unix:") {
+            return if path.is_empty() {
+                Err(bad())
+            } else {
+                Ok(Target::Unix(path.into()))
+            };
+        }
+        let rest = s.strip_prefix("tcp:").ok_or_else(bad)?;
+        // `[v6]:port`, `v4:port`, or an address alone.
+        if let Ok(ip) = rest.parse::<IpAddr>() {
+            return Ok(Target::Tcp(SocketAddr::new(ip, DEFAULT_PORT)));
+        }
+        if let Some(v6) = rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            let ip = v6.parse::<IpAddr>().map_err(|_| bad())?;
+            return Ok(Target::Tcp(SocketAddr::new(ip, DEFAULT_PORT)));
+        }
+        rest.parse::<SocketAddr>()
+            .map(Target::Tcp)
+            .map_err(|_| bad())
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Tcp(a) if a.is_ipv6() => write!(f, "tcp:[{}]:{}", a.ip(), a.port()),
+            Target::Tcp(a) => write!(f, "tcp:{}:{}", a.ip(), a.port()),
+            Target::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_read_as_open_vswitch_writes_them() {
+        for (text, shown) in [
+            ("tcp:127.0.0.1:6633", "tcp:127.0.0.1:6633"),
+            ("tcp:127.0.0.1", "tcp:127.0.0.1:6653"),
+            ("tcp:[::1]:6653", "tcp:[::1]:6653"),
+            ("tcp:::1", "tcp:[::1]:6653"),
+            ("unix:/run/c.sock", "unix:/run/c.sock"),
+        ] {
+            let t: Target = text.parse().unwrap();
+            assert_eq!(t.to_string(), shown);
+            assert_eq!(shown.parse::<Target>().unwrap(), t);
+        }
+        for bad in [
+            "",
+            "tcp:",
+            "tcp:host:1",
+            "ssl:1.2.3.4:6653",
+            "unix:",
+            "tcp:1.2.3.4:99999",
+        ] {
+            assert!(bad.parse::<Target>().is_err(), "{bad}");
+        }
+    }
+}
