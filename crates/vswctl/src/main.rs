@@ -43,6 +43,14 @@ enum Command {
         #[arg(required = true, value_name = "KEY=VALUE")]
         options: Vec<String>,
     },
+    /// Connect to OpenFlow controllers (tcp:IP[:PORT] or unix:PATH), replacing any
+    /// configured before; vswd keeps retrying one that is not up.
+    SetController {
+        #[arg(required = true, value_name = "TARGET")]
+        targets: Vec<String>,
+    },
+    /// Disconnect from every OpenFlow controller.
+    DelController,
     /// Attach a Linux interface as a port.
     AddPort {
         name: String,
@@ -213,6 +221,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Show => Request::Show,
         Command::Set { options } => Request::Set {
             options: options.clone(),
+        },
+        // The `controller` option, as `ovs-vsctl set-controller` sets the bridge's.
+        Command::SetController { targets } => Request::Set {
+            options: vec![format!("controller={}", targets.join(","))],
+        },
+        Command::DelController => Request::Set {
+            options: vec!["controller=".into()],
         },
         Command::AddPort { name, options } => Request::AddPort {
             name: name.clone(),

@@ -135,20 +135,14 @@ fn main() -> anyhow::Result<()> {
     // control socket answers (a client that saw vswd answer finds it). Without it
     // vswd still runs (another daemon's, say, in the same directory): said, not fatal.
     let mgmt = vswd::openflow::mgmt_path(&args.socket);
-    let mgmt_file = match vswd::server::bind(&mgmt) {
-        Ok((listener, file)) => {
-            let for_openflow = switch.clone();
-            std::thread::Builder::new()
-                .name("openflow-accept".into())
-                .spawn(move || vswd::openflow::serve(listener, for_openflow))
-                .context("cannot start the OpenFlow thread")?;
-            Some(file)
-        }
+    let (mgmt_listener, mgmt_file) = match vswd::server::bind(&mgmt) {
+        Ok((listener, file)) => (Some(listener), Some(file)),
         Err(e) => {
             tracing::warn!(path = %mgmt.display(), error = %e, "no OpenFlow management socket");
-            None
+            (None, None)
         }
     };
+    vswd::openflow::start(switch.clone(), mgmt_listener).context("cannot start OpenFlow")?;
     let for_server = switch.clone();
     std::thread::Builder::new()
         .name("control".into())

@@ -7,7 +7,7 @@ use vsw_netdev::class::{join_and, PortClass, PortClasses};
 pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe";
 /// Options every port takes, whatever its class (a class's own are its).
 pub const COMMON_PORT_OPTIONS: &[&str] = &[
     "type",
@@ -76,7 +76,29 @@ pub struct SwitchOptions {
     pub revalidator_interval_ms: u64,
     /// `datapath-id`: the switch's OpenFlow datapath id, when set (16 hex digits).
     pub datapath_id: Option<u64>,
+    /// `controller`: the OpenFlow controllers vswd connects to (comma-separated
+    /// targets; empty: none).
+    pub controllers: Vec<vsw_openflow::Target>,
+    /// `fail-mode`: what forwarding does while no controller is connected.
+    pub fail_mode: FailMode,
+    /// `inactivity-probe`: milliseconds a controller connection may be silent
+    /// before it is probed (and as long again before it is dropped).
+    pub inactivity_probe_ms: u64,
 }
+
+/// Open vSwitch's `fail_mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailMode {
+    /// With controllers configured and none reachable for three inactivity probes,
+    /// the switch forwards as a learning switch (NORMAL), whatever its flows say.
+    #[default]
+    Standalone,
+    /// The flows alone decide, connected or not.
+    Secure,
+}
+
+/// `inactivity-probe` when none is set (as Open vSwitch's controllers).
+pub const DEFAULT_INACTIVITY_PROBE_MS: u64 = 5000;
 
 /// `max-idle` when none is set (as Open vSwitch).
 pub const DEFAULT_MAX_IDLE_MS: u64 = 10_000;
@@ -109,6 +131,9 @@ impl SwitchOptions {
             max_idle_ms: DEFAULT_MAX_IDLE_MS,
             revalidator_interval_ms: DEFAULT_REVALIDATOR_INTERVAL_MS,
             datapath_id: None,
+            controllers: Vec::new(),
+            fail_mode: FailMode::default(),
+            inactivity_probe_ms: DEFAULT_INACTIVITY_PROBE_MS,
         };
         for (k, v) in opts {
             match k.as_str() {
@@ -158,6 +183,31 @@ impl SwitchOptions {
                             .filter(|_| hex.len() == 16)
                             .ok_or_else(|| bad(k, v, "16 hex digits, like 0000000000000001"))?,
                     )
+                }
+                "controller" => {
+                    out.controllers = v
+                        .split(',')
+                        .filter(|t| !t.is_empty())
+                        .map(|t| {
+                            t.parse().map_err(|e: vsw_openflow::target::BadTarget| {
+                                bad(k, v, e.to_string())
+                            })
+                        })
+                        .collect::<Result<_, _>>()?
+                }
+                "fail-mode" => {
+                    out.fail_mode = match v.as_str() {
+                        "standalone" => FailMode::Standalone,
+                        "secure" => FailMode::Secure,
+                        _ => return Err(bad(k, v, "standalone or secure")),
+                    }
+                }
+                "inactivity-probe" => {
+                    out.inactivity_probe_ms = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1000..=3_600_000).contains(n))
+                        .ok_or_else(|| bad(k, v, "milliseconds, 1000..3600000"))?
                 }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v

@@ -22,7 +22,10 @@ use vsw_netdev::{interface, NetdevError};
 use vsw_ofproto::Ofproto;
 
 use crate::offload::{OffloadPort, Offloads};
-use crate::options::{self, OptionError, Options, PortOptions, SwitchOptions, MAX_PORT_NO};
+use crate::options::{
+    self, FailMode, OptionError, Options, PortOptions, SwitchOptions, DEFAULT_INACTIVITY_PROBE_MS,
+    MAX_PORT_NO,
+};
 use crate::protocol::{DpFlowInfo, DpifInfo, FlowInfo, PortInfo, Request, ShowInfo};
 use crate::state::{
     PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW, STATE_VERSION,
@@ -1214,6 +1217,66 @@ impl Switch {
                 (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
             });
         hash & 0x0000_ffff_ffff_ffff
+    }
+
+    /// The slow path (for what comes up from the datapath: punted packets' notes).
+    pub fn ofproto(&self) -> Arc<Ofproto> {
+        self.ofproto.clone()
+    }
+
+    /// Fail open or not (the controllers' manager decides): the datapath flows are
+    /// revalidated at once, so no packet is forwarded by the other mode's flows.
+    pub fn set_fail_open(&mut self, open: bool) {
+        if self.ofproto.set_fail_open(open) {
+            if let Err(e) = self.revalidate_now() {
+                tracing::error!(error = %e, "cannot revalidate the datapath flows");
+            }
+            self.withdraw_offloads();
+        }
+    }
+
+    /// The datapath's queues of packets to and from the control side.
+    pub fn punts(&self) -> vsw_datapath::Punts {
+        self.dp.punts()
+    }
+
+    /// The controllers to connect to, the fail mode and the inactivity probe (ms).
+    pub fn controller_config(&self) -> (Vec<vsw_openflow::Target>, FailMode, u64) {
+        match SwitchOptions::from_options(&self.options) {
+            Ok(o) => (o.controllers, o.fail_mode, o.inactivity_probe_ms),
+            Err(_) => (Vec::new(), FailMode::default(), DEFAULT_INACTIVITY_PROBE_MS),
+        }
+    }
+
+    /// Sends a controller's packet: `actions` (flow syntax) are read against the
+    /// packet's own headers, translated as a rule of table 0 would be, and queued
+    /// for a PMD. A packet that finds the queue full is dropped (said in the log),
+    /// as a switch drops what it has no room for.
+    pub fn packet_out(
+        &self,
+        in_port: u32,
+        actions: &str,
+        frame: &[u8],
+    ) -> Result<(), vsw_openflow::Refusal> {
+        use vsw_openflow::Refusal;
+        let mut key = vsw_packet::FlowKey::default();
+        vsw_packet::extract(frame, in_port, None, &mut key).map_err(|_| Refusal::BadPacket)?;
+        let exact = vsw_flow::Match::new(key, vsw_packet::FlowKey::exact());
+        let actions = vsw_flow::parse_actions(actions, &|n: &str| self.port_no(n), &exact)
+            .map_err(|e| {
+                tracing::info!(error = %e, "OpenFlow packet-out refused");
+                Refusal::BadArgument
+            })?;
+        let x = self.ofproto.translate_packet_out(&key, &actions, now_ms());
+        let packet = vsw_datapath::Injected {
+            in_port,
+            actions: x.actions,
+            frame: frame.to_vec(),
+        };
+        if self.dp.punts().inject(packet).is_err() {
+            tracing::warn!("OpenFlow packet-out dropped: the PMDs' queue is full");
+        }
+        Ok(())
     }
 
     /// Each port's number and counters.

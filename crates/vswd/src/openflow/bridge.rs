@@ -1,53 +1,22 @@
-//! The OpenFlow management socket: `<directory of the control socket>/br0.mgmt`,
-//! Open vSwitch's convention, so `ovs-ofctl -O OpenFlow13 show unix:/run/vsw/br0.mgmt`
-//! works as it does against `ovs-vswitchd`.
-//!
-//! One thread per connection (at most [`MAX_CONNECTIONS`]): a connection's
-//! requests are answered in order, each under the switch's lock for as long as the
-//! answer takes; writes give up after [`WRITE_TIMEOUT`], so a peer that stops
-//! reading loses its connection and holds up nobody; a peer silent for
-//! [`PROBE_INTERVAL`] is sent an echo request and closed if it stays silent as long
-//! again. What the protocol says is
-//! `vsw_openflow::Session`'s; this module is the socket and the switch's side of it
-//! (`vsw_openflow::Bridge`).
-
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+//! The switch as an OpenFlow session sees it (`vsw_openflow::Bridge`): flow-mods
+//! and statistics through the switch's own requests, packet-outs translated by the
+//! slow path and handed to a PMD.
 
 use vsw_openflow::flow_mod::{BadFlowMod, Command, FlowMod, OFPG_ANY, OFPP_ANY};
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPTT_ALL};
 use vsw_openflow::from_vsw::{instructions_from_actions, oxm_from_match};
-use vsw_openflow::ofctl_text::{add_text, delete_text};
+use vsw_openflow::ofctl_text::{add_text, delete_text, packet_out_text};
 use vsw_openflow::port_stats::PortStats;
-use vsw_openflow::{Bridge, PortInfo, SwitchDesc};
+use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, SwitchDesc};
 
+use super::BRIDGE_NAME;
 use crate::protocol::Request;
 use crate::switch::Switch;
 
 /// OFPFF_CHECK_OVERLAP: not checked yet, so refused rather than ignored.
 const OFPFF_CHECK_OVERLAP: u16 = 1 << 1;
 
-/// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one.
-pub const BRIDGE_NAME: &str = "br0";
-/// OpenFlow connections at once; more are closed at once.
-pub const MAX_CONNECTIONS: usize = 64;
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// A connection silent this long is sent an echo request; silent as long again
-/// after it, it is closed (a controller that went away without closing).
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Where the management socket goes for a control socket at `control`.
-pub fn mgmt_path(control: &Path) -> PathBuf {
-    control
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(format!("{BRIDGE_NAME}.mgmt"))
-}
-
-struct SwitchBridge<'a>(&'a mut Switch);
+pub(super) struct SwitchBridge<'a>(pub(super) &'a mut Switch);
 
 impl Bridge for SwitchBridge<'_> {
     fn datapath_id(&self) -> u64 {
@@ -144,7 +113,7 @@ impl Bridge for SwitchBridge<'_> {
                 hard_timeout: r.spec.hard_timeout,
                 flags: 0,
                 importance: 0,
-                cookie: 0,
+                cookie: r.spec.cookie,
                 packet_count: r.stats.packets(),
                 byte_count: r.stats.bytes(),
                 matcher: oxm_from_match(&r.spec.matcher),
@@ -152,41 +121,12 @@ impl Bridge for SwitchBridge<'_> {
             })
             .collect())
     }
-}
 
-/// Accepts connections until the process ends.
-pub fn serve(listener: UnixListener, switch: Arc<Mutex<Switch>>) {
-    let open = Arc::new(AtomicUsize::new(0));
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
-        if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            open.fetch_sub(1, Ordering::AcqRel);
-            tracing::warn!("OpenFlow: {MAX_CONNECTIONS} connections already; one more refused");
-            continue;
-        }
-        let (switch, open) = (switch.clone(), open.clone());
-        let spawned = std::thread::Builder::new()
-            .name("openflow".into())
-            .spawn(move || {
-                connection(conn, &switch);
-                open.fetch_sub(1, Ordering::AcqRel);
-            });
-        if spawned.is_err() {
-            tracing::warn!("OpenFlow: cannot start a connection's thread");
-        }
+    /// The packet's actions, read as a flow's are (the packet's own headers are what
+    /// a set-field's prerequisites are checked against), translated by the slow
+    /// path as if a rule of table 0 held them, and queued for a PMD to send.
+    fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal> {
+        self.0
+            .packet_out(po.in_port, &packet_out_text(&po.actions)?, &po.data)
     }
-}
-
-fn connection(mut conn: UnixStream, switch: &Mutex<Switch>) {
-    let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
-    let _ = conn.set_read_timeout(Some(PROBE_INTERVAL));
-    let ended = vsw_openflow::connection::run(
-        &mut conn,
-        |session, bytes, out| {
-            let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
-            session.receive(bytes, &mut SwitchBridge(&mut sw), out)
-        },
-        |e| tracing::debug!(event = ?e, "OpenFlow"),
-    );
-    tracing::info!(?ended, "OpenFlow connection closed");
 }

@@ -1,0 +1,152 @@
+//! The controllers vswd connects to (`vswctl set-controller`): one thread per
+//! target keeps a connection open, reconnecting with a backoff that doubles from
+//! 1 s to 8 s (as Open vSwitch's rconn); a target may be configured before its
+//! controller is up. And the fail mode: in `standalone`, once controllers are
+//! configured and none has been connected for three inactivity probes, the
+//! switch forwards as a learning switch until one connects again ("fail open");
+//! in `secure` the flows alone decide, always.
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use vsw_openflow::Target;
+
+use super::{lock, OpenFlow, Stream};
+use crate::options::FailMode;
+
+/// How often the configuration is looked at (a changed target is taken up within it).
+const LOOK_INTERVAL: Duration = Duration::from_millis(200);
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One configured controller, as its thread and the manager share it.
+struct Slot {
+    stop: AtomicBool,
+    connected: AtomicBool,
+    /// The open connection's socket, to end it when the target is removed.
+    open: Mutex<Option<Stream>>,
+}
+
+/// Keeps the configured controllers connected and the fail mode applied; runs until
+/// the process ends.
+pub fn manage(of: &Arc<OpenFlow>) {
+    let mut slots: HashMap<Target, Arc<Slot>> = HashMap::new();
+    let mut last_connected = Instant::now();
+    let mut fail_open = false;
+    loop {
+        let (targets, mode, probe_ms) = lock(&of.switch).controller_config();
+        let probe = Duration::from_millis(probe_ms);
+        slots.retain(|t, slot| {
+            let keep = targets.contains(t);
+            if !keep {
+                slot.stop.store(true, Ordering::Release);
+                if let Some(s) = lock(&slot.open).as_ref() {
+                    s.shutdown();
+                }
+                tracing::info!(controller = %t, "controller removed");
+            }
+            keep
+        });
+        if slots.is_empty() {
+            last_connected = Instant::now();
+        }
+        for t in &targets {
+            if slots.contains_key(t) {
+                continue;
+            }
+            let slot = Arc::new(Slot {
+                stop: AtomicBool::new(false),
+                connected: AtomicBool::new(false),
+                open: Mutex::new(None),
+            });
+            let (of2, t2, slot2) = (of.clone(), t.clone(), slot.clone());
+            let spawned = std::thread::Builder::new()
+                .name("controller".into())
+                .spawn(move || keep_connected(&of2, &t2, &slot2, probe));
+            match spawned {
+                Ok(_) => {
+                    slots.insert(t.clone(), slot);
+                }
+                Err(e) => {
+                    tracing::warn!(controller = %t, error = %e, "cannot start a controller's thread")
+                }
+            }
+        }
+        if slots.values().any(|s| s.connected.load(Ordering::Acquire)) {
+            last_connected = Instant::now();
+        }
+        let want_open = mode == FailMode::Standalone
+            && !slots.is_empty()
+            && last_connected.elapsed() >= probe * 3;
+        if want_open != fail_open {
+            fail_open = want_open;
+            if want_open {
+                tracing::warn!(
+                    "no controller reachable: standalone fail mode forwards as a learning switch"
+                );
+            } else {
+                tracing::info!(
+                    "controller connected (or fail mode changed): the flows decide again"
+                );
+            }
+            lock(&of.switch).set_fail_open(want_open);
+        }
+        std::thread::sleep(LOOK_INTERVAL);
+    }
+}
+
+fn connect(target: &Target) -> std::io::Result<Stream> {
+    Ok(match target {
+        Target::Tcp(addr) => Stream::Tcp(TcpStream::connect_timeout(addr, CONNECT_TIMEOUT)?),
+        Target::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
+    })
+}
+
+/// Connects to `target` and runs the connection, again and again, until the target
+/// is removed.
+fn keep_connected(of: &OpenFlow, target: &Target, slot: &Slot, probe: Duration) {
+    let mut backoff = BACKOFF_MIN;
+    while !slot.stop.load(Ordering::Acquire) {
+        match connect(target).and_then(|s| Ok((s.try_clone()?, s))) {
+            Ok((closer, stream)) => {
+                *lock(&slot.open) = Some(closer);
+                // Removed while connecting: not run at all.
+                if slot.stop.load(Ordering::Acquire) {
+                    break;
+                }
+                tracing::info!(controller = %target, "connected to controller");
+                slot.connected.store(true, Ordering::Release);
+                let ended = of.run_peer(
+                    stream,
+                    target.to_string(),
+                    vsw_openflow::Session::controller(),
+                    probe,
+                );
+                slot.connected.store(false, Ordering::Release);
+                *lock(&slot.open) = None;
+                tracing::info!(controller = %target, ?ended, "controller connection ended");
+                // A controller that closes at once is not called again at once.
+                backoff = BACKOFF_MIN;
+                wait(slot, backoff);
+            }
+            Err(e) => {
+                tracing::debug!(controller = %target, error = %e, ?backoff, "cannot connect to controller");
+                wait(slot, backoff);
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Waits `d`, or until the target is removed.
+fn wait(slot: &Slot, d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until && !slot.stop.load(Ordering::Acquire) {
+        std::thread::sleep(LOOK_INTERVAL.min(until.saturating_duration_since(Instant::now())));
+    }
+}

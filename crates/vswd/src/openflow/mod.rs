@@ -1,0 +1,219 @@
+//! OpenFlow for vswd: the management socket `<directory of the control socket>/br0.mgmt`
+//! (Open vSwitch's convention, so `ovs-ofctl -O OpenFlow13 show unix:/run/vsw/br0.mgmt`
+//! works as it does against `ovs-vswitchd`), the controllers vswd connects to
+//! (`controllers.rs`), and the packets that go up to them (`peers.rs`).
+//!
+//! One thread per connection (at most [`MAX_CONNECTIONS`] on the management socket):
+//! a connection's requests are answered in order, each under the switch's lock for
+//! as long as the answer takes; writes give up after [`WRITE_TIMEOUT`], so a peer that
+//! stops reading loses its connection and holds up nobody; a peer silent for its
+//! probe interval is sent an echo request and closed if it stays silent as long
+//! again. What the protocol says is `vsw_openflow::Session`'s; this module is the
+//! sockets and the switch's side of it (`bridge.rs`, `vsw_openflow::Bridge`).
+
+mod bridge;
+pub mod controllers;
+pub mod peers;
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use vsw_openflow::connection::Ended;
+use vsw_openflow::{Session, SessionEvent};
+
+use crate::switch::Switch;
+use bridge::SwitchBridge;
+use peers::{Peer, Peers};
+
+/// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one.
+pub const BRIDGE_NAME: &str = "br0";
+/// Connections on the management socket at once; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A management connection silent this long is sent an echo request; silent as
+/// long again after it, it is closed (a peer that went away without closing).
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Where the management socket goes for a control socket at `control`.
+pub fn mgmt_path(control: &Path) -> PathBuf {
+    control
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{BRIDGE_NAME}.mgmt"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What every OpenFlow thread shares.
+pub struct OpenFlow {
+    switch: Arc<Mutex<Switch>>,
+    peers: Arc<Peers>,
+    mgmt_open: AtomicUsize,
+}
+
+/// Starts OpenFlow: packet-ins, the management socket (when it could be bound) and
+/// the controller connections. Runs until the process ends.
+pub fn start(switch: Arc<Mutex<Switch>>, mgmt: Option<UnixListener>) -> io::Result<Arc<OpenFlow>> {
+    let (punts, ofproto) = {
+        let sw = lock(&switch);
+        (sw.punts(), sw.ofproto())
+    };
+    let of = Arc::new(OpenFlow {
+        switch,
+        peers: Arc::new(Peers::default()),
+        mgmt_open: AtomicUsize::new(0),
+    });
+    let peers = of.peers.clone();
+    std::thread::Builder::new()
+        .name("packet-in".into())
+        .spawn(move || peers::deliver_punts(punts, ofproto, peers))?;
+    if let Some(listener) = mgmt {
+        let of = of.clone();
+        std::thread::Builder::new()
+            .name("openflow-accept".into())
+            .spawn(move || serve(listener, &of))?;
+    }
+    let for_controllers = of.clone();
+    std::thread::Builder::new()
+        .name("controllers".into())
+        .spawn(move || controllers::manage(&for_controllers))?;
+    Ok(of)
+}
+
+/// Accepts management connections until the process ends.
+fn serve(listener: UnixListener, of: &Arc<OpenFlow>) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        if of.mgmt_open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!("OpenFlow: {MAX_CONNECTIONS} connections already; one more refused");
+            continue;
+        }
+        let of2 = of.clone();
+        let spawned = std::thread::Builder::new()
+            .name("openflow".into())
+            .spawn(move || {
+                let ended = of2.run_peer(
+                    Stream::Unix(conn),
+                    "management socket".into(),
+                    Session::new(),
+                    PROBE_INTERVAL,
+                );
+                tracing::info!(?ended, "OpenFlow connection closed");
+                of2.mgmt_open.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!("OpenFlow: cannot start a connection's thread");
+        }
+    }
+}
+
+/// A connection's socket, whichever kind.
+pub(crate) enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+
+    fn set_timeouts(&self, read: Duration) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => {
+                s.set_read_timeout(Some(read))?;
+                s.set_write_timeout(Some(WRITE_TIMEOUT))
+            }
+            Stream::Tcp(s) => {
+                s.set_read_timeout(Some(read))?;
+                s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+                s.set_nodelay(true)
+            }
+        }
+    }
+
+    pub(crate) fn shutdown(&self) {
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl OpenFlow {
+    /// Runs one connection (either side opened it) until it ends; while it is open
+    /// it gets the asynchronous messages its configuration asks for.
+    pub(crate) fn run_peer(
+        &self,
+        mut stream: Stream,
+        label: String,
+        session: Session,
+        probe: Duration,
+    ) -> Ended {
+        let (Ok(writer), Ok(closer)) = (stream.try_clone(), stream.try_clone()) else {
+            return Ended::Gone;
+        };
+        if stream.set_timeouts(probe).is_err() {
+            return Ended::Gone;
+        }
+        let peer = Arc::new(Peer::new(
+            label,
+            Box::new(writer),
+            Box::new(move || closer.shutdown()),
+            session.async_config(),
+            session.config().miss_send_len,
+        ));
+        self.peers.add(peer.clone());
+        let ended = vsw_openflow::connection::run(
+            session,
+            &mut stream,
+            |bytes| peer.send(bytes),
+            |session, bytes, out| {
+                let mut sw = lock(&self.switch);
+                session.receive(bytes, &mut SwitchBridge(&mut sw), out)
+            },
+            |e| match e {
+                SessionEvent::Negotiated(v) => peer.negotiated(v),
+                SessionEvent::AsyncConfig(c) => peer.set_async(c),
+                SessionEvent::Config(c) => peer.set_miss_send_len(c.miss_send_len),
+                e => tracing::debug!(peer = %peer.label, event = ?e, "OpenFlow"),
+            },
+        );
+        self.peers.remove(&peer);
+        ended
+    }
+}
