@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what vsw needs to build, run its demo and pass its tests on Debian 12 (as root)
 # (dpdk-dev provides dpdk-testpmd, the poll-mode guest of the vhost-user tests;
-# qemu-system-x86, linux-image-amd64 and busybox-static the interrupt-driven guest).
+# qemu-system-x86, linux-image-amd64 and busybox-static the interrupt-driven guest;
+# openvswitch-common ovs-ofctl, and a venv with os-ken the OpenFlow tests' peers).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 
@@ -12,6 +13,8 @@ for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# The controller test's os-ken lives in a venv of its own (Debian's python3-venv).
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 # The offload fast path's BPF programs are built with clang against libbpf's headers.
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
@@ -24,6 +27,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# os-ken (an OpenFlow controller framework, pinned), for the controller test.
+if [ ! -x /opt/vsw-osken/bin/python ] || ! /opt/vsw-osken/bin/python -c 'import os_ken' >/dev/null 2>&1; then
+  echo "setup: installing os-ken in /opt/vsw-osken"
+  python3 -m venv /opt/vsw-osken
+  /opt/vsw-osken/bin/pip install -q 'os-ken==4.2.2'
 fi
 
 # cargo: the machine's rustup toolchain if there is one, else Debian's.

@@ -264,3 +264,83 @@ fn a_silent_peer_is_probed_then_closed_and_an_old_one_refused() {
         "HELLO_FAILED/INCOMPATIBLE"
     );
 }
+
+#[test]
+fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let _g = serial();
+    let d = Vswd::start();
+    ofctl(&d, &["-O", "OpenFlow13", "del-flows"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=1"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    ofctl(
+        &d,
+        &[
+            "-O",
+            "OpenFlow13",
+            "add-flow",
+            "cookie=0x5,in_port=1,actions=controller:32",
+        ],
+    );
+    // A service connection gets packet-ins once it sets a miss_send_len (the
+    // monitor's argument), as with Open vSwitch. (The monitor prints them on its
+    // standard error.)
+    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
+    let mut monitor = Command::new("timeout")
+        .args([
+            "20",
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+            "monitor",
+            &target,
+            "65535",
+        ])
+        .env("OVS_RUNDIR", &d.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ovs-ofctl monitor");
+    let out = std::io::BufReader::new(monitor.stderr.take().expect("stderr"));
+    let first = out
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("OFPT_PACKET_IN"));
+    vsw_e2e::end(monitor);
+    let first = first.expect("a packet-in before the monitor's time ran out");
+    assert!(
+        first.contains("cookie=0x5 total_len=60 in_port=1 (via action) data_len=32"),
+        "{first}"
+    );
+    // Cut to the action's 32 bytes; the whole length is said.
+    // Packet-outs: to a port from CONTROLLER (1.3), flooded from port 1 (1.5, whose
+    // packet-out names the input port in a match); the flow sends the sink nothing.
+    assert_eq!(d.port("sink").stats.tx_packets, 0);
+    let frame = "020000000002020000000001080045000014000100004011f8d3c6120001c6120002";
+    for (version, from, actions) in [
+        ("OpenFlow13", "CONTROLLER", "output:2"),
+        ("OpenFlow15", "1", "FLOOD"),
+    ] {
+        let spec = format!("in_port={from} packet={frame} actions={actions}");
+        ofctl(&d, &["-O", version, "packet-out", &spec]);
+    }
+    wait_until("both packet-outs sent", Duration::from_secs(5), || {
+        d.port("sink").stats.tx_packets == 2
+    });
+    // One whose action the packet cannot take is refused with its error, and nothing
+    // is sent: an ARP packet has no IPv4 source to set.
+    let arp = concat!(
+        "ffffffffffff020000000001",
+        "08060001080006040001020000000001c6120001000000000000c6120002"
+    );
+    let spec = format!("in_port=1 packet={arp} actions=mod_nw_src:198.18.0.9,output:2");
+    let out = ofctl_raw(&d, &["-O", "OpenFlow13", "packet-out", &spec]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("OFPBAC_BAD_ARGUMENT"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(d.port("sink").stats.tx_packets, 2);
+}
