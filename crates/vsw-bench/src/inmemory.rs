@@ -192,6 +192,7 @@ fn churn(dp: &mut Datapath, ofproto: &Ofproto, n: u32) -> Result<(), InMemoryErr
                 table: Some(spec.table),
                 priority: Some(spec.priority),
                 matcher: spec.matcher,
+                ..vsw_flow::Selection::all()
             };
             p.remove(&sel, true);
         }

@@ -344,3 +344,102 @@ fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(d.port("sink").stats.tx_packets, 2);
 }
+
+/// `n_packets` of the one line of `dump` that contains `needle`.
+fn packets_of(dump: &str, needle: &str) -> u64 {
+    dump.lines()
+        .find(|l| l.contains(needle))
+        .and_then(|l| l.split("n_packets=").nth(1))
+        .and_then(|n| n.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {needle} in {dump}"))
+}
+
+#[test]
+fn modify_cookies_and_selections_act_as_ovs_ofctl_expects() {
+    let _g = serial();
+    let d = Vswd::start();
+    let of = |args: &[&str]| {
+        let mut a = vec!["-O", "OpenFlow13"];
+        a.extend_from_slice(args);
+        ofctl(&d, &a)
+    };
+    of(&["del-flows"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=4"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    d.ctl_ok(&["add-port", "other", "type=ring"]);
+    of(&[
+        "add-flow",
+        "cookie=0x11,priority=10,in_port=1,actions=output:2",
+    ]);
+    of(&[
+        "add-flow",
+        "cookie=0x21,priority=5,in_port=3,actions=output:2",
+    ]);
+    wait_until(
+        "the sink to be sent packets",
+        Duration::from_secs(10),
+        || d.port("sink").stats.tx_packets > 1000,
+    );
+    // Modify: new actions, same flow (cookie, counters); the traffic follows.
+    of(&["mod-flows", "in_port=1,actions=output:3"]);
+    wait_until(
+        "the other port to be sent packets",
+        Duration::from_secs(10),
+        || d.port("other").stats.tx_packets > 1000,
+    );
+    let sink = d.port("sink").stats.tx_packets;
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        d.port("sink").stats.tx_packets - sink < 100,
+        "still sent to the sink"
+    );
+    let dump = of(&["dump-flows"]);
+    assert!(
+        dump.contains("cookie=0x11,") && dump.contains("in_port=1 actions=output:3"),
+        "{dump}"
+    );
+    let counted = packets_of(&dump, "cookie=0x11,");
+    assert!(counted > 1000, "the counters were kept: {dump}");
+    // reset_counts: they start again.
+    of(&[
+        "--strict",
+        "mod-flows",
+        "reset_counts,priority=10,in_port=1,actions=output:3",
+    ]);
+    let after = packets_of(&of(&["dump-flows"]), "cookie=0x11,");
+    assert!(after < counted, "{after} after a reset, {counted} before");
+    // Selections: by cookie under a mask, by output port.
+    let by_cookie = of(&["dump-flows", "cookie=0x21/-1"]);
+    assert_eq!(by_cookie.matches("cookie=").count(), 1, "{by_cookie}");
+    assert!(by_cookie.contains("in_port=3"), "{by_cookie}");
+    let by_out = of(&["dump-flows", "out_port=3"]);
+    assert!(
+        by_out.contains("in_port=1") && !by_out.contains("in_port=3"),
+        "{by_out}"
+    );
+    of(&["del-flows", "cookie=0x20/0xf0"]);
+    let left = of(&["dump-flows"]);
+    assert!(
+        !left.contains("cookie=0x21") && left.contains("cookie=0x11"),
+        "{left}"
+    );
+    // check_overlap: an add that shares packets with a flow of its priority fails.
+    let out = ofctl_raw(
+        &d,
+        &[
+            "-O",
+            "OpenFlow13",
+            "add-flow",
+            "check_overlap,priority=10,ip,actions=drop",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("OFPFMFC_OVERLAP"),
+        "{err}"
+    );
+    assert_eq!(d.all_flows().len(), 1);
+    of(&["add-flow", "check_overlap,priority=11,ip,actions=drop"]);
+    assert_eq!(d.all_flows().len(), 2);
+}

@@ -338,7 +338,18 @@ impl Classifier {
     /// every rule whose match is at least as specific as `pattern` (and agrees with it).
     /// Strict: the rule with exactly this match and priority.
     pub fn remove(&mut self, pattern: &Match, priority: Option<u16>, strict: bool) -> usize {
-        let prio_ok = |r: &Rule| priority.is_none_or(|p| p == r.spec.priority);
+        self.remove_selected(pattern, priority, strict, &|_| true)
+    }
+
+    /// [`Classifier::remove`], of the rules `also` picks too (a cookie, an output).
+    pub fn remove_selected(
+        &mut self,
+        pattern: &Match,
+        priority: Option<u16>,
+        strict: bool,
+        also: &dyn Fn(&Rule) -> bool,
+    ) -> usize {
+        let prio_ok = |r: &Rule| priority.is_none_or(|p| p == r.spec.priority) && also(r);
         if strict {
             let Some(table) = self
                 .subtables
@@ -358,6 +369,53 @@ impl Classifier {
         }
         self.remove_where(|r| pattern.covers(&r.spec.matcher) && prio_ok(r))
             .len()
+    }
+
+    /// The rules [`Classifier::remove_selected`] would remove, best first.
+    pub fn select(
+        &self,
+        pattern: &Match,
+        priority: Option<u16>,
+        strict: bool,
+        also: &dyn Fn(&Rule) -> bool,
+    ) -> Vec<Arc<Rule>> {
+        let mut picked = self.rules();
+        picked.retain(|r| {
+            let m = &r.spec.matcher;
+            let matched = if strict {
+                m == pattern
+            } else {
+                pattern.covers(m)
+            };
+            matched && priority.is_none_or(|p| p == r.spec.priority) && also(r)
+        });
+        picked
+    }
+
+    /// Puts `new` in the place of `old` (same match and priority); false when `old`
+    /// is not here.
+    pub fn replace(&mut self, old: &Arc<Rule>, new: Rule) -> bool {
+        debug_assert!(
+            new.spec.matcher == old.spec.matcher && new.spec.priority == old.spec.priority
+        );
+        let mask = *old.spec.matcher.mask();
+        let Some(table) = self.subtables.iter_mut().find(|s| s.mask == mask) else {
+            return false;
+        };
+        let (packed, hash) = table.pack(old.spec.matcher.value());
+        let Some(bucket) = table
+            .buckets
+            .find_mut(hash, |b| same_words(&b.key, &packed))
+        else {
+            return false;
+        };
+        match bucket.rules.iter_mut().find(|r| Arc::ptr_eq(r, old)) {
+            Some(slot) => {
+                *slot = Arc::new(new);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Removes every rule that names `port` in its match or actions (the port is gone).

@@ -46,6 +46,8 @@ pub enum FlowSyntaxError {
     },
     #[error("{0} belongs in add-flow, not in a match")]
     NotInMatch(&'static str),
+    #[error("{0} belongs in a selection (del-flows, mod-flows, dump-flows), not in a flow")]
+    NotInFlow(&'static str),
     #[error("goto_table:{to} in table {from}: a rule may only go to a later table")]
     GotoBackwards { from: u8, to: u8 },
     #[error("goto_table must be the last action")]

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use vsw_packet::FlowKey;
 
+use crate::action::Action;
 use crate::classifier::Classifier;
+use crate::error::FlowSyntaxError;
 use crate::rule::{FlowSpec, Rule, MAX_TABLE};
 use crate::syntax::Selection;
 
@@ -81,9 +83,64 @@ impl Pipeline {
 
     /// Removes rules as `ovs-ofctl del-flows` does (in the selected table, or all).
     pub fn remove(&mut self, selection: &Selection, strict: bool) -> usize {
+        let also = |r: &Rule| selection.also(r);
         self.selected(selection.table)
-            .map(|c| c.remove(&selection.matcher, selection.priority, strict))
+            .map(|c| c.remove_selected(&selection.matcher, selection.priority, strict, &also))
             .sum()
+    }
+
+    /// The rules a selection picks, by table, best first within a table.
+    pub fn select(&self, selection: &Selection, strict: bool) -> Vec<Arc<Rule>> {
+        let also = |r: &Rule| selection.also(r);
+        self.tables
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| selection.table.is_none_or(|t| usize::from(t) == *i))
+            .flat_map(|(_, c)| c.select(&selection.matcher, selection.priority, strict, &also))
+            .collect()
+    }
+
+    /// Gives the selected rules other actions (`ovs-ofctl mod-flows`, an OpenFlow
+    /// modify): `actions` says which for each rule (read against its match), and
+    /// may refuse; then nothing changes. Returns how many rules changed.
+    pub fn modify(
+        &mut self,
+        selection: &Selection,
+        strict: bool,
+        reset_counts: bool,
+        actions: &dyn Fn(&Rule) -> Result<Vec<Action>, FlowSyntaxError>,
+    ) -> Result<usize, FlowSyntaxError> {
+        let picked = self.select(selection, strict);
+        let mut changed = Vec::with_capacity(picked.len());
+        for r in &picked {
+            let new = actions(r)?;
+            if let Some(Action::GotoTable(to)) = new.last() {
+                if *to <= r.spec.table {
+                    return Err(FlowSyntaxError::GotoBackwards {
+                        from: r.spec.table,
+                        to: *to,
+                    });
+                }
+            }
+            changed.push(r.with_actions(new, reset_counts));
+        }
+        for (old, new) in picked.iter().zip(changed) {
+            let replaced = self.tables[usize::from(old.spec.table)].replace(old, new);
+            debug_assert!(replaced, "a selected rule is in its table");
+        }
+        Ok(picked.len())
+    }
+
+    /// True when a rule of `spec`'s table and priority has a different match that
+    /// shares a packet with `spec`'s (OpenFlow's CHECK_OVERLAP).
+    pub fn overlaps(&self, spec: &FlowSpec) -> bool {
+        self.table(spec.table).is_some_and(|c| {
+            c.rules().iter().any(|r| {
+                r.spec.priority == spec.priority
+                    && r.spec.matcher != spec.matcher
+                    && r.spec.matcher.overlaps(&spec.matcher)
+            })
+        })
     }
 
     /// Removes every rule naming `port` (the port is gone).
@@ -121,7 +178,6 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::action::Action;
     use crate::syntax::{parse_flow, parse_match};
 
     fn no_names(_: &str) -> Option<u32> {
@@ -220,6 +276,116 @@ mod tests {
             crate::syntax::format_flow(&rules[0].spec),
             LEARNING_SWITCH_FLOW,
             "printed as it is saved"
+        );
+    }
+}
+
+#[cfg(test)]
+mod selection_tests {
+    use super::*;
+    use crate::syntax::{parse_actions, parse_flow, parse_match};
+
+    fn no_names(_: &str) -> Option<u32> {
+        None
+    }
+
+    fn pipeline(flows: &[&str]) -> Pipeline {
+        let mut p = Pipeline::new();
+        for f in flows {
+            p.insert(parse_flow(f, &no_names).unwrap(), 1);
+        }
+        p
+    }
+
+    fn sel(text: &str) -> Selection {
+        parse_match(text, &no_names).unwrap()
+    }
+
+    #[test]
+    fn cookies_under_a_mask_and_output_ports_select() {
+        let mut p = pipeline(&[
+            "cookie=0x10,in_port=1,actions=output:2",
+            "cookie=0x11,in_port=2,actions=output:3",
+            "cookie=0x20,in_port=3,actions=output:2",
+        ]);
+        assert_eq!(p.select(&sel("cookie=0x10/0xf0"), false).len(), 2);
+        assert_eq!(p.select(&sel("cookie=0x11"), false).len(), 1);
+        assert_eq!(p.select(&sel("out_port=2"), false).len(), 2);
+        assert_eq!(
+            p.select(&sel("cookie=0x20/0xf0,out_port=2"), false).len(),
+            1
+        );
+        assert_eq!(p.remove(&sel("cookie=0x10/0xf0,out_port=2"), false), 1);
+        assert_eq!(p.len(), 2);
+        assert!(parse_flow("out_port=2,actions=drop", &no_names).is_err());
+        assert!(parse_flow("cookie=1/1,actions=drop", &no_names).is_err());
+    }
+
+    #[test]
+    fn modify_changes_actions_and_keeps_the_rest() {
+        let mut p = pipeline(&[
+            "cookie=0x7,priority=5,idle_timeout=9,in_port=1,actions=output:2",
+            "priority=5,in_port=1,tcp,actions=output:2",
+            "table=1,priority=5,in_port=1,actions=drop",
+        ]);
+        let before = p.select(&Selection::all(), false);
+        before[0].stats.add(3, 300, 10);
+        let to_3 = |r: &Rule| parse_actions("output:3", &no_names, &r.spec.matcher);
+        // Non-strict, table 0: both rules of in_port=1 there.
+        let n = p
+            .modify(
+                &Selection {
+                    table: Some(0),
+                    ..sel("in_port=1")
+                },
+                false,
+                false,
+                &to_3,
+            )
+            .unwrap();
+        assert_eq!(n, 2);
+        let after = p.select(&sel("in_port=1,table=0"), false);
+        assert!(after
+            .iter()
+            .all(|r| r.spec.actions == vec![Action::Output(3)]));
+        let kept = after.iter().find(|r| r.spec.cookie == 7).unwrap();
+        assert_eq!((kept.spec.idle_timeout, kept.stats.packets()), (9, 3));
+        assert_eq!(kept.seq, before[0].seq, "its place is kept");
+        // Strict, reset counts: only the exact match.
+        let n = p
+            .modify(&sel("priority=5,in_port=1"), true, true, &|r: &Rule| {
+                parse_actions("drop", &no_names, &r.spec.matcher)
+            })
+            .unwrap();
+        assert_eq!(n, 2, "one per table");
+        let reset = p.select(&sel("cookie=7"), false);
+        assert_eq!(reset[0].stats.packets(), 0);
+        // A refused action changes nothing.
+        let bad = p.modify(&sel("in_port=1"), false, false, &|r: &Rule| {
+            parse_actions("mod_tp_dst:80", &no_names, &r.spec.matcher)
+        });
+        assert!(bad.is_err());
+        assert_eq!(
+            p.select(&sel("tcp"), false)[0].spec.actions,
+            vec![Action::Output(3)]
+        );
+        // goto_table backwards from table 1.
+        let back = p.modify(&sel("table=1"), false, false, &|_: &Rule| {
+            Ok(vec![Action::GotoTable(1)])
+        });
+        assert!(back.is_err());
+    }
+
+    #[test]
+    fn overlap_is_same_priority_different_match_sharing_a_packet() {
+        let p = pipeline(&["priority=5,in_port=1,actions=drop"]);
+        let spec = |t: &str| parse_flow(t, &no_names).unwrap();
+        assert!(p.overlaps(&spec("priority=5,tcp,actions=drop")));
+        assert!(!p.overlaps(&spec("priority=6,tcp,actions=drop")));
+        assert!(!p.overlaps(&spec("priority=5,in_port=2,actions=drop")));
+        assert!(
+            !p.overlaps(&spec("priority=5,in_port=1,actions=output:3")),
+            "the same match replaces"
         );
     }
 }

@@ -67,6 +67,15 @@ impl RuleStats {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// Counters with the same counts as `other` (a modified rule keeps its own).
+    pub fn copy_of(other: &RuleStats) -> RuleStats {
+        RuleStats {
+            packets: AtomicU64::new(other.packets()),
+            bytes: AtomicU64::new(other.bytes()),
+            last_hit_ms: AtomicU64::new(other.last_hit_ms.load(Ordering::Relaxed)),
+        }
+    }
+
     pub fn last_hit_ms(&self) -> Option<u64> {
         match self.last_hit_ms.load(Ordering::Relaxed) {
             0 => None,
@@ -102,6 +111,26 @@ impl Rule {
     pub fn beats(&self, other: &Rule) -> bool {
         (self.spec.priority, std::cmp::Reverse(self.seq))
             > (other.spec.priority, std::cmp::Reverse(other.seq))
+    }
+
+    /// The rule with other actions (an OpenFlow modify): the same match, priority,
+    /// cookie, timeouts, age and place; its counters kept unless `reset_counts`.
+    pub fn with_actions(&self, actions: Vec<Action>, reset_counts: bool) -> Rule {
+        let spec = FlowSpec {
+            actions,
+            ..self.spec.clone()
+        };
+        Rule {
+            rewrites: spec.actions.iter().any(Action::rewrites),
+            spec,
+            installed_ms: self.installed_ms,
+            seq: self.seq,
+            stats: if reset_counts {
+                RuleStats::default()
+            } else {
+                RuleStats::copy_of(&self.stats)
+            },
+        }
     }
 
     /// OpenFlow's table-miss rule: priority 0, matching every packet.

@@ -7,7 +7,7 @@ use vsw_packet::FlowKey;
 use crate::action::{self, Action};
 use crate::fields::{self, FieldDef, FIELDS, SHORTHANDS};
 use crate::matching::Match;
-use crate::rule::{FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
+use crate::rule::{FlowSpec, Rule, DEFAULT_PRIORITY, MAX_TABLE};
 use crate::values::{self, parse_uint};
 
 pub use crate::error::{FlowSyntaxError, PortResolver};
@@ -134,7 +134,9 @@ struct FlowExtras {
     priority: Option<u16>,
     idle_timeout: Option<u16>,
     hard_timeout: Option<u16>,
-    cookie: Option<u64>,
+    /// (value, mask); a flow takes only a value (mask all ones).
+    cookie: Option<(u64, u64)>,
+    out_port: Option<u32>,
 }
 
 /// Parses the match part (with `priority` and the timeouts) of a flow.
@@ -171,7 +173,18 @@ fn parse_match_part(
                 if extras.cookie.is_some() {
                     return Err(FlowSyntaxError::Duplicate(name.into()));
                 }
-                extras.cookie = Some(parse_uint(name, v, u128::from(u64::MAX))? as u64);
+                let max = u128::from(u64::MAX);
+                let (value, mask) = match v.split_once('/') {
+                    Some((v, m)) => (parse_uint(name, v, max)?, parse_uint(name, m, max)?),
+                    None => (parse_uint(name, v, max)?, max),
+                };
+                extras.cookie = Some((value as u64, mask as u64));
+            }
+            ("out_port", Some(v)) => {
+                if extras.out_port.is_some() {
+                    return Err(FlowSyntaxError::Duplicate(name.into()));
+                }
+                extras.out_port = Some(values::parse_port(name, v, ports)?);
             }
             (_, Some(v)) => b.field(name, v, ports)?,
             (_, None) => match SHORTHANDS.iter().find(|(n, _, _)| *n == name) {
@@ -249,18 +262,27 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
         matcher,
         idle_timeout: extras.idle_timeout.unwrap_or(0),
         hard_timeout: extras.hard_timeout.unwrap_or(0),
-        cookie: extras.cookie.unwrap_or(0),
+        cookie: match extras.cookie {
+            _ if extras.out_port.is_some() => return Err(FlowSyntaxError::NotInFlow("out_port")),
+            None => 0,
+            Some((v, u64::MAX)) => v,
+            Some(_) => return Err(FlowSyntaxError::NotInFlow("a cookie mask")),
+        },
     })
 }
 
-/// What `del-flows` and `dump-flows` select by: a match, and optionally a table and
-/// a priority.
+/// What `del-flows`, `mod-flows` and `dump-flows` select by: a match, and optionally
+/// a table, a priority, a cookie under a mask and an output port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Selection {
     /// `None`: every table.
     pub table: Option<u8>,
     pub priority: Option<u16>,
     pub matcher: Match,
+    /// (value, mask): rules whose cookie agrees with the value under the mask.
+    pub cookie: Option<(u64, u64)>,
+    /// Rules that output to this port.
+    pub out_port: Option<u32>,
 }
 
 impl Selection {
@@ -270,7 +292,21 @@ impl Selection {
             table: None,
             priority: None,
             matcher: Match::any(),
+            cookie: None,
+            out_port: None,
         }
+    }
+
+    /// What the selection asks of a rule besides its match and priority.
+    pub fn also(&self, r: &Rule) -> bool {
+        let cookie_ok = self.cookie.is_none_or(|(v, m)| r.spec.cookie & m == v & m);
+        let out_ok = self.out_port.is_none_or(|p| {
+            r.spec
+                .actions
+                .iter()
+                .any(|a| matches!(*a, Action::Output(o) if o == p))
+        });
+        cookie_ok && out_ok
     }
 }
 
@@ -292,6 +328,8 @@ pub fn parse_match(text: &str, ports: &dyn PortResolver) -> Result<Selection, Fl
         table: extras.table,
         priority: extras.priority,
         matcher,
+        cookie: extras.cookie,
+        out_port: extras.out_port,
     })
 }
 

@@ -101,8 +101,8 @@ pub enum BadFlowMod {
     BadOutPort,
     #[error("the switch refused the flow (FLOW_MOD_FAILED/UNKNOWN)")]
     Refused,
-    #[error("a filter vsw does not apply yet (FLOW_MOD_FAILED/UNKNOWN)")]
-    UnsupportedFilter,
+    #[error("the flow overlaps one of its priority (FLOW_MOD_FAILED/OVERLAP)")]
+    Overlap,
 }
 
 impl BadFlowMod {
@@ -120,7 +120,8 @@ impl BadFlowMod {
             BadFlowMod::BadSetField => (2, 13),
             BadFlowMod::UnsupportedInstruction => (3, 1),
             BadFlowMod::BadOutPort => (2, 4),
-            BadFlowMod::Refused | BadFlowMod::UnsupportedFilter => (5, 0),
+            BadFlowMod::Refused => (5, 0),
+            BadFlowMod::Overlap => (5, 3),
         }
     }
 }

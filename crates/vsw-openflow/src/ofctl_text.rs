@@ -212,17 +212,53 @@ pub fn add_text(fm: &FlowMod) -> Result<String, BadFlowMod> {
     Ok(t)
 }
 
-/// The selection a delete names, as `vswctl del-flows` takes it (table 255: all
-/// tables; a strict delete names the priority too).
-pub fn delete_text(fm: &FlowMod, strict: bool) -> Result<String, BadFlowMod> {
+/// What a delete, a modify or a statistics request selects by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelectionParts<'a> {
+    /// 255 (OFPTT_ALL): every table.
+    pub table_id: u8,
+    /// Strict: this priority and exactly the match.
+    pub strict_priority: Option<u16>,
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    /// OFPP_ANY: any.
+    pub out_port: u32,
+    pub matcher: &'a OxmMatch,
+}
+
+impl SelectionParts<'_> {
+    /// A flow-mod's (delete, modify).
+    pub fn of_flow_mod(fm: &FlowMod, strict: bool) -> SelectionParts<'_> {
+        SelectionParts {
+            table_id: fm.table_id,
+            strict_priority: strict.then_some(fm.priority),
+            cookie: fm.cookie,
+            cookie_mask: fm.cookie_mask,
+            out_port: fm.out_port,
+            matcher: &fm.matcher,
+        }
+    }
+}
+
+/// The selection as `vswctl del-flows` takes it (empty: every flow). An out_port
+/// that is a reserved port selects by nothing vsw can name: refused.
+pub fn selection_text(sel: &SelectionParts) -> Result<String, BadFlowMod> {
     let mut parts = Vec::new();
-    if fm.table_id != 0xff {
-        parts.push(format!("table={}", fm.table_id));
+    if sel.table_id != 0xff {
+        parts.push(format!("table={}", sel.table_id));
     }
-    if strict {
-        parts.push(format!("priority={}", fm.priority));
+    if let Some(p) = sel.strict_priority {
+        parts.push(format!("priority={p}"));
     }
-    let m = match_text(&fm.matcher)?;
+    if sel.cookie_mask != 0 {
+        parts.push(format!("cookie={:#x}/{:#x}", sel.cookie, sel.cookie_mask));
+    }
+    match sel.out_port {
+        crate::flow_mod::OFPP_ANY => {}
+        p if p < OFPP_MAX => parts.push(format!("out_port={p}")),
+        _ => return Err(BadFlowMod::BadOutPort),
+    }
+    let m = match_text(sel.matcher)?;
     if !m.is_empty() {
         parts.push(m);
     }
@@ -263,7 +299,7 @@ mod tests {
              actions=mod_dl_dst:02:00:00:00:00:09,output:2,goto_table:2"
         );
         assert_eq!(
-            delete_text(&f, true).unwrap(),
+            selection_text(&SelectionParts::of_flow_mod(&f, true)).unwrap(),
             "table=1,priority=100,in_port=3,dl_type=0x0800,nw_proto=6,nw_dst=198.18.0.0/255.255.255.0,tp_dst=0x50,vlan_tci=0x100a/0x1fff"
         );
     }

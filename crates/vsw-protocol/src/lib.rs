@@ -42,6 +42,14 @@ pub enum Request {
         matching: Option<String>,
         strict: bool,
     },
+    /// The selection (as `del-flows` takes it) and `actions=…`, as `ovs-ofctl
+    /// mod-flows` takes them.
+    ModFlows {
+        flow: String,
+        strict: bool,
+        #[serde(default)]
+        reset_counts: bool,
+    },
     DumpFlows {
         /// `offloaded`, `ovs` (not offloaded) or `all` (the default).
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -77,6 +77,18 @@ enum Command {
         #[arg(value_name = "MATCH")]
         matching: Option<String>,
     },
+    /// Give the flows matching the selection other actions, e.g.
+    /// "in_port=1,actions=output:3" (counters kept unless --reset-counts).
+    ModFlows {
+        /// Only the flow with exactly this match and priority.
+        #[arg(long)]
+        strict: bool,
+        /// Start the changed flows' counters at zero.
+        #[arg(long)]
+        reset_counts: bool,
+        #[arg(value_name = "MATCH,actions=ACTIONS")]
+        flow: String,
+    },
     /// Flows with their counters and offload state; `table=N` (that table's only),
     /// `type=offloaded` (those an offload provider forwards), `type=ovs` (the others)
     /// or `type=all`.
@@ -245,6 +257,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::DelFlows { strict, matching } => Request::DelFlows {
             matching: matching.clone(),
             strict: *strict,
+        },
+        Command::ModFlows {
+            strict,
+            reset_counts,
+            flow,
+        } => Request::ModFlows {
+            flow: flow.clone(),
+            strict: *strict,
+            reset_counts: *reset_counts,
         },
         Command::DumpFlows { filters } => {
             let (mut kind, mut table) = (None, None);

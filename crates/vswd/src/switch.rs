@@ -533,6 +533,11 @@ impl Switch {
             Request::AddFlow { flow } => self.add_flows(&[flow]),
             Request::AddFlows { flows } => self.add_flows(&flows),
             Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),
+            Request::ModFlows {
+                flow,
+                strict,
+                reset_counts,
+            } => self.mod_flows(&flow, strict, reset_counts),
             Request::DumpFlows { kind, table } => {
                 let which = offloaded_filter(kind.as_deref())?;
                 let flows: Vec<FlowInfo> = self
@@ -1004,6 +1009,47 @@ impl Switch {
         let removed = pipeline.remove(&selection, strict);
         self.replace_rules(pipeline)?;
         Ok(json!({ "removed": removed }))
+    }
+
+    fn mod_flows(
+        &mut self,
+        text: &str,
+        strict: bool,
+        reset_counts: bool,
+    ) -> Result<Value, SwitchError> {
+        let (selection, actions) = text
+            .split_once("actions=")
+            .ok_or(SwitchError::Flow(FlowSyntaxError::NoActions))?;
+        let names = |n: &str| self.port_no(n);
+        let selection = parse_match(selection.trim_end_matches(','), &names)?;
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let changed = pipeline.modify(&selection, strict, reset_counts, &|r| {
+            vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
+        })?;
+        self.replace_rules(pipeline)?;
+        Ok(json!({ "modified": changed }))
+    }
+
+    /// The rules a selection (as `del-flows` takes it; `None`: all) picks, with
+    /// their counters up to now, and the time.
+    pub fn select_rules(
+        &self,
+        selection: Option<&str>,
+        strict: bool,
+    ) -> Result<(Vec<Arc<vsw_flow::Rule>>, u64), SwitchError> {
+        let selection = match selection {
+            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
+            None => Selection::all(),
+        };
+        self.dp.push_flow_stats();
+        Ok((self.ofproto.pipeline().select(&selection, strict), now_ms()))
+    }
+
+    /// True when `flow` would overlap a rule of its table and priority (OpenFlow's
+    /// CHECK_OVERLAP).
+    pub fn overlaps(&self, flow: &str) -> Result<bool, SwitchError> {
+        let spec = parse_flow(flow, &|n: &str| self.port_no(n))?;
+        Ok(self.ofproto.pipeline().overlaps(&spec))
     }
 
     /// Puts `pipeline`'s rules in place of the running ones: saved first, then the

@@ -3,9 +3,11 @@
 //! slow path and handed to a PMD.
 
 use vsw_openflow::flow_mod::{BadFlowMod, Command, FlowMod, OFPG_ANY, OFPP_ANY};
-use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPTT_ALL};
+use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::from_vsw::{instructions_from_actions, oxm_from_match};
-use vsw_openflow::ofctl_text::{add_text, delete_text, packet_out_text};
+use vsw_openflow::ofctl_text::{
+    actions_text, add_text, packet_out_text, selection_text, SelectionParts,
+};
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, SwitchDesc};
 
@@ -13,8 +15,10 @@ use super::BRIDGE_NAME;
 use crate::protocol::Request;
 use crate::switch::Switch;
 
-/// OFPFF_CHECK_OVERLAP: not checked yet, so refused rather than ignored.
+/// OFPFF_CHECK_OVERLAP: an add that would overlap a rule of its priority fails.
 const OFPFF_CHECK_OVERLAP: u16 = 1 << 1;
+/// OFPFF_RESET_COUNTS: a modify starts the rules' counters at zero.
+const OFPFF_RESET_COUNTS: u16 = 1 << 2;
 
 pub(super) struct SwitchBridge<'a>(pub(super) &'a mut Switch);
 
@@ -37,31 +41,47 @@ impl Bridge for SwitchBridge<'_> {
         }
     }
 
-    /// Through the same requests as `vswctl add-flow` / `del-flows`: the same
-    /// tables, the same checks, and the datapath flows revalidated before the
-    /// answer — so a barrier after a flow-mod means the datapath too.
+    /// Through the same requests as `vswctl add-flow` / `mod-flows` / `del-flows`:
+    /// the same tables, the same checks, and the datapath flows revalidated before
+    /// the answer — so a barrier after a flow-mod means the datapath too. Deletes
+    /// select by cookie and output port too; modifies by cookie (OpenFlow has them
+    /// ignore the output port), keep counters unless RESET_COUNTS, and change
+    /// nothing when no flow matches.
     fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), BadFlowMod> {
-        let deleting = matches!(fm.command, Command::Delete | Command::DeleteStrict);
-        // Filters and flags vsw does not apply yet: refused, never ignored.
-        if (deleting
-            && (fm.out_port != OFPP_ANY || fm.out_group != OFPG_ANY || fm.cookie_mask != 0))
-            || fm.flags & OFPFF_CHECK_OVERLAP != 0
-        {
-            return Err(BadFlowMod::UnsupportedFilter);
-        }
+        let strict = matches!(fm.command, Command::DeleteStrict | Command::ModifyStrict);
         let req = match fm.command {
-            Command::Add => Request::AddFlow {
-                flow: add_text(fm)?,
-            },
+            Command::Add => {
+                let flow = add_text(fm)?;
+                if fm.flags & OFPFF_CHECK_OVERLAP != 0
+                    && self.0.overlaps(&flow).map_err(|_| BadFlowMod::Refused)?
+                {
+                    return Err(BadFlowMod::Overlap);
+                }
+                Request::AddFlow { flow }
+            }
+            // No rule outputs to a group: a delete that asks for one selects nothing.
+            Command::Delete | Command::DeleteStrict if fm.out_group != OFPG_ANY => return Ok(()),
             Command::Delete | Command::DeleteStrict => {
-                let strict = fm.command == Command::DeleteStrict;
-                let sel = delete_text(fm, strict)?;
+                let sel = selection_text(&SelectionParts::of_flow_mod(fm, strict))?;
                 Request::DelFlows {
                     matching: (!sel.is_empty()).then_some(sel),
                     strict,
                 }
             }
-            Command::Modify | Command::ModifyStrict => return Err(BadFlowMod::BadCommand),
+            Command::Modify | Command::ModifyStrict => {
+                let parts = SelectionParts {
+                    out_port: OFPP_ANY,
+                    ..SelectionParts::of_flow_mod(fm, strict)
+                };
+                let sel = selection_text(&parts)?;
+                let actions = actions_text(&fm.instructions)?;
+                let sep = if sel.is_empty() { "" } else { "," };
+                Request::ModFlows {
+                    flow: format!("{sel}{sep}actions={actions}"),
+                    strict,
+                    reset_counts: fm.flags & OFPFF_RESET_COUNTS != 0,
+                }
+            }
         };
         self.0.handle(req).map(|_| ()).map_err(|e| {
             tracing::info!(error = %e, "OpenFlow flow-mod refused");
@@ -91,20 +111,27 @@ impl Bridge for SwitchBridge<'_> {
             .collect()
     }
 
-    /// Every flow of the table asked for (or all), with its counters up to now.
-    /// Selecting by match, out_port, out_group or cookie is not done yet: refused.
+    /// The flows the request selects (table, match, cookie under its mask, output
+    /// port), with their counters up to now. No rule outputs to a group: a request
+    /// for one selects nothing.
     fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
-        if req.out_port != OFPP_ANY
-            || req.out_group != OFPG_ANY
-            || req.cookie_mask != 0
-            || !req.matcher.fields.is_empty()
-        {
-            return Err(BadFlowMod::UnsupportedFilter);
+        if req.out_group != OFPG_ANY {
+            return Ok(Vec::new());
         }
-        let (rules, now) = self.0.rules_counted();
+        let sel = selection_text(&SelectionParts {
+            table_id: req.table_id,
+            strict_priority: None,
+            cookie: req.cookie,
+            cookie_mask: req.cookie_mask,
+            out_port: req.out_port,
+            matcher: &req.matcher,
+        })?;
+        let (rules, now) = self
+            .0
+            .select_rules((!sel.is_empty()).then_some(sel.as_str()), false)
+            .map_err(|_| BadFlowMod::Refused)?;
         Ok(rules
             .iter()
-            .filter(|r| req.table_id == OFPTT_ALL || r.spec.table == req.table_id)
             .map(|r| FlowStatsEntry {
                 table_id: r.spec.table,
                 duration_ms: r.duration_ms(now),
