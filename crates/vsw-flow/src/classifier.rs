@@ -339,16 +339,18 @@ impl Classifier {
     /// Strict: the rule with exactly this match and priority.
     pub fn remove(&mut self, pattern: &Match, priority: Option<u16>, strict: bool) -> usize {
         self.remove_selected(pattern, priority, strict, &|_| true)
+            .len()
     }
 
-    /// [`Classifier::remove`], of the rules `also` picks too (a cookie, an output).
+    /// [`Classifier::remove`], of the rules `also` picks too (a cookie, an output);
+    /// returns them.
     pub fn remove_selected(
         &mut self,
         pattern: &Match,
         priority: Option<u16>,
         strict: bool,
         also: &dyn Fn(&Rule) -> bool,
-    ) -> usize {
+    ) -> Vec<Arc<Rule>> {
         let prio_ok = |r: &Rule| priority.is_none_or(|p| p == r.spec.priority) && also(r);
         if strict {
             let Some(table) = self
@@ -356,7 +358,7 @@ impl Classifier {
                 .iter_mut()
                 .find(|s| s.mask == *pattern.mask())
             else {
-                return 0;
+                return Vec::new();
             };
             let gone = table.remove_exact(pattern.value(), &mut |r| {
                 r.spec.matcher == *pattern && prio_ok(r)
@@ -365,10 +367,9 @@ impl Classifier {
             if !gone.is_empty() {
                 self.sort_subtables();
             }
-            return gone.len();
+            return gone;
         }
         self.remove_where(|r| pattern.covers(&r.spec.matcher) && prio_ok(r))
-            .len()
     }
 
     /// The rules [`Classifier::remove_selected`] would remove, best first.

@@ -81,12 +81,18 @@ impl Pipeline {
             .map(|(_, c)| c)
     }
 
-    /// Removes rules as `ovs-ofctl del-flows` does (in the selected table, or all).
+    /// Removes rules as `ovs-ofctl del-flows` does (in the selected table, or all);
+    /// returns how many.
     pub fn remove(&mut self, selection: &Selection, strict: bool) -> usize {
+        self.remove_rules(selection, strict).len()
+    }
+
+    /// [`Pipeline::remove`], returning the rules removed.
+    pub fn remove_rules(&mut self, selection: &Selection, strict: bool) -> Vec<Arc<Rule>> {
         let also = |r: &Rule| selection.also(r);
         self.selected(selection.table)
-            .map(|c| c.remove_selected(&selection.matcher, selection.priority, strict, &also))
-            .sum()
+            .flat_map(|c| c.remove_selected(&selection.matcher, selection.priority, strict, &also))
+            .collect()
     }
 
     /// The rules a selection picks, by table, best first within a table.

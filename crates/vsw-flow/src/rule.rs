@@ -21,6 +21,8 @@ pub struct FlowSpec {
     pub hard_timeout: u16,
     /// The controller's own tag for the rule (OpenFlow's cookie); vsw only keeps it.
     pub cookie: u64,
+    /// Tell the OpenFlow controllers when the rule goes (OFPFF_SEND_FLOW_REM).
+    pub send_flow_rem: bool,
 }
 
 impl FlowSpec {
@@ -33,6 +35,7 @@ impl FlowSpec {
             idle_timeout: 0,
             hard_timeout: 0,
             cookie: 0,
+            send_flow_rem: false,
         }
     }
 }
@@ -145,6 +148,12 @@ impl Rule {
         let last = self.stats.last_hit_ms().unwrap_or(self.installed_ms);
         (hard != 0 && now_ms.saturating_sub(self.installed_ms) >= hard)
             || (idle != 0 && now_ms.saturating_sub(last) >= idle)
+    }
+
+    /// Whether the hard timeout (rather than the idle one) ran out at `now_ms`.
+    pub fn hard_expired(&self, now_ms: u64) -> bool {
+        let hard = u64::from(self.spec.hard_timeout) * 1000;
+        hard != 0 && now_ms.saturating_sub(self.installed_ms) >= hard
     }
 
     /// Seconds since the rule last matched a packet, or since it was installed.

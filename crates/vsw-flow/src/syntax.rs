@@ -137,6 +137,7 @@ struct FlowExtras {
     /// (value, mask); a flow takes only a value (mask all ones).
     cookie: Option<(u64, u64)>,
     out_port: Option<u32>,
+    send_flow_rem: bool,
 }
 
 /// Parses the match part (with `priority` and the timeouts) of a flow.
@@ -187,6 +188,7 @@ fn parse_match_part(
                 extras.out_port = Some(values::parse_port(name, v, ports)?);
             }
             (_, Some(v)) => b.field(name, v, ports)?,
+            ("send_flow_rem", None) => extras.send_flow_rem = true,
             (_, None) => match SHORTHANDS.iter().find(|(n, _, _)| *n == name) {
                 Some((_, dl_type, proto)) => b.shorthand(name, *dl_type, *proto)?,
                 None => return Err(FlowSyntaxError::UnknownField(name.to_string())),
@@ -262,6 +264,7 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
         matcher,
         idle_timeout: extras.idle_timeout.unwrap_or(0),
         hard_timeout: extras.hard_timeout.unwrap_or(0),
+        send_flow_rem: extras.send_flow_rem,
         cookie: match extras.cookie {
             _ if extras.out_port.is_some() => return Err(FlowSyntaxError::NotInFlow("out_port")),
             None => 0,
@@ -324,6 +327,9 @@ pub fn parse_match(text: &str, ports: &dyn PortResolver) -> Result<Selection, Fl
     if extras.hard_timeout.is_some() {
         return Err(FlowSyntaxError::NotInMatch("hard_timeout"));
     }
+    if extras.send_flow_rem {
+        return Err(FlowSyntaxError::NotInMatch("send_flow_rem"));
+    }
     Ok(Selection {
         table: extras.table,
         priority: extras.priority,
@@ -367,6 +373,9 @@ pub fn format_flow(spec: &FlowSpec) -> String {
     }
     if spec.hard_timeout != 0 {
         timeouts += &format!("hard_timeout={},", spec.hard_timeout);
+    }
+    if spec.send_flow_rem {
+        timeouts += "send_flow_rem,";
     }
     format!(
         "{timeouts}priority={}{sep}{m},actions={}",
@@ -569,6 +578,10 @@ mod tests {
             (
                 "cookie=42,priority=0,actions=controller",
                 "cookie=0x2a,priority=0,actions=CONTROLLER",
+            ),
+            (
+                "send_flow_rem,idle_timeout=5,in_port=1,actions=drop",
+                "idle_timeout=5,send_flow_rem,priority=32768,in_port=1,actions=drop",
             ),
             (
                 "priority=1,actions=controller(max_len=128),CONTROLLER:65535",

@@ -5,6 +5,7 @@
 const OFPET_HELLO_FAILED: u16 = 0;
 const OFPET_BAD_REQUEST: u16 = 1;
 const OFPET_SWITCH_CONFIG_FAILED: u16 = 10;
+const OFPET_ROLE_REQUEST_FAILED: u16 = 11;
 
 /// The most of a refused request an error carries (the spec asks for at least 64
 /// bytes, or the whole request when shorter).
@@ -36,6 +37,12 @@ pub enum Refusal {
     BadPacket,
     #[error("a packet-out whose actions the switch cannot take for this packet (BAD_ACTION/BAD_ARGUMENT)")]
     BadArgument,
+    #[error("a request that changes the switch from a slave controller (BAD_REQUEST/IS_SLAVE)")]
+    IsSlave,
+    #[error("a role request with a role that is none (ROLE_REQUEST_FAILED/BAD_ROLE)")]
+    BadRole,
+    #[error("a role request with a generation id older than one seen (ROLE_REQUEST_FAILED/STALE)")]
+    StaleRole,
     #[error(transparent)]
     FlowMod(#[from] crate::flow_mod::BadFlowMod),
 }
@@ -55,6 +62,9 @@ impl Refusal {
             Refusal::BadPort => (OFPET_BAD_REQUEST, 11),
             Refusal::BadPacket => (OFPET_BAD_REQUEST, 14),
             Refusal::BadArgument => (2, 5),
+            Refusal::IsSlave => (OFPET_BAD_REQUEST, 10),
+            Refusal::BadRole => (OFPET_ROLE_REQUEST_FAILED, 2),
+            Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),
             Refusal::FlowMod(e) => e.type_code(),
         }
     }

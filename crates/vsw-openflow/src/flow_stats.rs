@@ -1,10 +1,11 @@
 //! `OFPMP_FLOW`: flow statistics, each flow echoed with its match and instructions
-//! (OpenFlow 1.3 and 1.4 layouts; 1.5's OXS-based layout is refused as
-//! BAD_MULTIPART for now).
+//! (OpenFlow 1.3 and 1.4 layouts with fixed counters, 1.5's with OXS statistics).
+//! And `OFPT_FLOW_REMOVED`, which says the same of a flow that went.
 
 use crate::error::Refusal;
 use crate::flow_mod::Instruction;
 use crate::oxm::OxmMatch;
+use crate::oxs::FlowCounts;
 use crate::reader::Reader;
 use crate::version::Version;
 
@@ -28,6 +29,8 @@ pub struct FlowStatsRequest {
 pub struct FlowStatsEntry {
     pub table_id: u8,
     pub duration_ms: u64,
+    /// Since the flow last matched a packet (1.5 says it).
+    pub idle_ms: u64,
     pub priority: u16,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
@@ -78,8 +81,40 @@ impl FlowStatsRequest {
 }
 
 impl FlowStatsEntry {
+    fn counts(&self) -> FlowCounts {
+        FlowCounts {
+            duration_ms: self.duration_ms,
+            idle_ms: self.idle_ms,
+            packets: self.packet_count,
+            bytes: self.byte_count,
+        }
+    }
+
     pub fn encode(&self, version: Version, out: &mut Vec<u8>) {
         let start = out.len();
+        if version >= Version::V1_5 {
+            out.extend_from_slice(&[0, 0, 0, 0]); // length (below), padding
+            out.push(self.table_id);
+            out.push(0); // reason: a request's reply
+            for v in [
+                self.priority,
+                self.idle_timeout,
+                self.hard_timeout,
+                self.flags,
+                self.importance,
+            ] {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            out.extend_from_slice(&self.cookie.to_be_bytes());
+            self.matcher.encode(out);
+            self.counts().encode(out);
+            for i in &self.instructions {
+                i.encode(out);
+            }
+            let len = (out.len() - start) as u16;
+            out[start..start + 2].copy_from_slice(&len.to_be_bytes());
+            return;
+        }
         out.extend_from_slice(&[0, 0]); // length, below
         out.push(self.table_id);
         out.push(0);
@@ -118,6 +153,33 @@ pub fn decode_entries(version: Version, body: &[u8]) -> Option<Vec<FlowStatsEntr
     while !r.is_empty() {
         let len = usize::from(r.u16()?);
         let mut e = Reader::new(r.bytes(len.checked_sub(2)?)?);
+        if version >= Version::V1_5 {
+            e.bytes(2)?;
+            let table_id = e.u8()?;
+            e.u8()?;
+            let (priority, idle_timeout, hard_timeout, flags, importance) =
+                (e.u16()?, e.u16()?, e.u16()?, e.u16()?, e.u16()?);
+            let cookie = e.u64()?;
+            let matcher = OxmMatch::decode(&mut e).ok()?;
+            let c = FlowCounts::decode(&mut e)?;
+            let instructions = Instruction::decode_list(e.rest()).ok()?;
+            out.push(FlowStatsEntry {
+                table_id,
+                duration_ms: c.duration_ms,
+                idle_ms: c.idle_ms,
+                priority,
+                idle_timeout,
+                hard_timeout,
+                flags,
+                importance,
+                cookie,
+                packet_count: c.packets,
+                byte_count: c.bytes,
+                matcher,
+                instructions,
+            });
+            continue;
+        }
         let table_id = e.u8()?;
         e.u8()?;
         let sec = u64::from(e.u32()?);
@@ -132,6 +194,8 @@ pub fn decode_entries(version: Version, body: &[u8]) -> Option<Vec<FlowStatsEntr
         out.push(FlowStatsEntry {
             table_id,
             duration_ms: sec * 1000 + nsec / 1_000_000,
+            // 1.3 and 1.4 do not say it.
+            idle_ms: 0,
             priority,
             idle_timeout,
             hard_timeout,
@@ -149,4 +213,95 @@ pub fn decode_entries(version: Version, body: &[u8]) -> Option<Vec<FlowStatsEntr
         });
     }
     Some(out)
+}
+
+/// Why a flow went (`ofp_flow_removed_reason`).
+pub const OFPRR_IDLE_TIMEOUT: u8 = 0;
+pub const OFPRR_HARD_TIMEOUT: u8 = 1;
+pub const OFPRR_DELETE: u8 = 2;
+
+/// A flow that went, for the controllers that asked (its SEND_FLOW_REM flag).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowRemoved {
+    pub table_id: u8,
+    pub reason: u8,
+    pub priority: u16,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub cookie: u64,
+    pub matcher: OxmMatch,
+    pub counts: FlowCounts,
+}
+
+impl FlowRemoved {
+    pub fn encode_body(&self, version: Version, out: &mut Vec<u8>) {
+        if version >= Version::V1_5 {
+            out.push(self.table_id);
+            out.push(self.reason);
+            for v in [self.priority, self.idle_timeout, self.hard_timeout] {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            out.extend_from_slice(&self.cookie.to_be_bytes());
+            self.matcher.encode(out);
+            self.counts.encode(out);
+            return;
+        }
+        let c = &self.counts;
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        out.extend_from_slice(&self.priority.to_be_bytes());
+        out.push(self.reason);
+        out.push(self.table_id);
+        out.extend_from_slice(&((c.duration_ms / 1000) as u32).to_be_bytes());
+        out.extend_from_slice(&(((c.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+        out.extend_from_slice(&self.idle_timeout.to_be_bytes());
+        out.extend_from_slice(&self.hard_timeout.to_be_bytes());
+        out.extend_from_slice(&c.packets.to_be_bytes());
+        out.extend_from_slice(&c.bytes.to_be_bytes());
+        self.matcher.encode(out);
+    }
+
+    pub fn decode_body(version: Version, body: &[u8]) -> Option<FlowRemoved> {
+        let mut r = Reader::new(body);
+        let m = if version >= Version::V1_5 {
+            let (table_id, reason) = (r.u8()?, r.u8()?);
+            let (priority, idle_timeout, hard_timeout) = (r.u16()?, r.u16()?, r.u16()?);
+            let cookie = r.u64()?;
+            let matcher = OxmMatch::decode(&mut r).ok()?;
+            let counts = FlowCounts::decode(&mut r)?;
+            FlowRemoved {
+                table_id,
+                reason,
+                priority,
+                idle_timeout,
+                hard_timeout,
+                cookie,
+                matcher,
+                counts,
+            }
+        } else {
+            let cookie = r.u64()?;
+            let priority = r.u16()?;
+            let (reason, table_id) = (r.u8()?, r.u8()?);
+            let (sec, nsec) = (u64::from(r.u32()?), u64::from(r.u32()?));
+            let (idle_timeout, hard_timeout) = (r.u16()?, r.u16()?);
+            let (packets, bytes) = (r.u64()?, r.u64()?);
+            let matcher = OxmMatch::decode(&mut r).ok()?;
+            FlowRemoved {
+                table_id,
+                reason,
+                priority,
+                idle_timeout,
+                hard_timeout,
+                cookie,
+                matcher,
+                counts: FlowCounts {
+                    duration_ms: sec * 1000 + nsec / 1_000_000,
+                    idle_ms: 0,
+                    packets,
+                    bytes,
+                },
+            }
+        };
+        r.is_empty().then_some(m)
+    }
 }

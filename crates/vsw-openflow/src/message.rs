@@ -9,10 +9,12 @@ use crate::async_config::{
 };
 use crate::error::{Refusal, ERROR_DATA_LEN};
 use crate::flow_mod::{FlowMod, OFPT_FLOW_MOD};
+use crate::flow_stats::FlowRemoved;
 use crate::frame::{Header, HEADER_LEN};
-use crate::multipart::{MultipartRequest, OFPT_MULTIPART_REQUEST};
+use crate::multipart::{MultipartRequest, PortInfo, OFPT_MULTIPART_REQUEST};
 use crate::packet::{PacketIn, PacketOut, OFPT_PACKET_IN, OFPT_PACKET_OUT};
 use crate::reader::Reader;
+use crate::role::{RoleMsg, OFPT_ROLE_REPLY, OFPT_ROLE_REQUEST};
 use crate::version::{Version, VersionSet};
 
 pub const OFPT_HELLO: u8 = 0;
@@ -26,6 +28,12 @@ pub const OFPT_FEATURES_REPLY: u8 = 6;
 pub const OFPT_GET_CONFIG_REQUEST: u8 = 7;
 pub const OFPT_GET_CONFIG_REPLY: u8 = 8;
 pub const OFPT_SET_CONFIG: u8 = 9;
+pub const OFPT_FLOW_REMOVED: u8 = 11;
+pub const OFPT_PORT_STATUS: u8 = 12;
+/// Port-status reasons.
+pub const OFPPR_ADD: u8 = 0;
+pub const OFPPR_DELETE: u8 = 1;
+pub const OFPPR_MODIFY: u8 = 2;
 pub const OFPT_BARRIER_REQUEST: u8 = 20;
 pub const OFPT_BARRIER_REPLY: u8 = 21;
 
@@ -101,6 +109,11 @@ pub enum Message {
     /// The body as sent, checked: 1.4+ properties change only what they name, so
     /// it is applied to the connection's configuration by the session.
     SetAsync(Vec<u8>),
+    RoleRequest(RoleMsg),
+    RoleReply(RoleMsg),
+    /// A port was added (0), deleted (1) or changed (2): reason and port.
+    PortStatus(u8, PortInfo),
+    FlowRemoved(FlowRemoved),
 }
 
 impl Message {
@@ -124,6 +137,10 @@ impl Message {
             Message::GetAsyncRequest => OFPT_GET_ASYNC_REQUEST,
             Message::GetAsyncReply(_) => OFPT_GET_ASYNC_REPLY,
             Message::SetAsync(_) => OFPT_SET_ASYNC,
+            Message::RoleRequest(_) => OFPT_ROLE_REQUEST,
+            Message::RoleReply(_) => OFPT_ROLE_REPLY,
+            Message::PortStatus(..) => OFPT_PORT_STATUS,
+            Message::FlowRemoved(_) => OFPT_FLOW_REMOVED,
         }
     }
 
@@ -183,6 +200,19 @@ impl Message {
                 c.encode_body(v, &mut out)
             }
             Message::SetAsync(body) => out.extend_from_slice(body),
+            Message::RoleRequest(r) | Message::RoleReply(r) => r.encode_body(&mut out),
+            Message::FlowRemoved(f) => f.encode_body(
+                Version::from_wire(version).unwrap_or(Version::V1_3),
+                &mut out,
+            ),
+            Message::PortStatus(reason, port) => {
+                out.push(*reason);
+                out.extend_from_slice(&[0; 7]);
+                port.encode(
+                    Version::from_wire(version).unwrap_or(Version::V1_3),
+                    &mut out,
+                );
+            }
             Message::PacketOut(p) => {
                 let v = Version::from_wire(version).unwrap_or(Version::V1_3);
                 p.encode_body(v, &mut out)
@@ -293,6 +323,17 @@ impl Message {
             }
             OFPT_FLOW_MOD => Ok(Message::FlowMod(FlowMod::decode_body(version, body)?)),
             OFPT_GET_ASYNC_REQUEST => exact(&r, Message::GetAsyncRequest),
+            OFPT_ROLE_REQUEST => Ok(Message::RoleRequest(RoleMsg::decode_body(body)?)),
+            OFPT_ROLE_REPLY => Ok(Message::RoleReply(RoleMsg::decode_body(body)?)),
+            OFPT_FLOW_REMOVED => Ok(Message::FlowRemoved(
+                FlowRemoved::decode_body(version, body).ok_or(Refusal::BadLen)?,
+            )),
+            OFPT_PORT_STATUS => {
+                let reason = r.u8().ok_or(Refusal::BadLen)?;
+                r.bytes(7).ok_or(Refusal::BadLen)?;
+                let port = PortInfo::decode(version, &mut r).ok_or(Refusal::BadLen)?;
+                exact(&r, Message::PortStatus(reason, port))
+            }
             OFPT_GET_ASYNC_REPLY => Ok(Message::GetAsyncReply(
                 AsyncConfig::NONE.decode_body(version, body)?,
             )),

@@ -139,7 +139,7 @@ impl PortInfo {
         out.extend_from_slice(&self.max_speed_kbps.to_be_bytes());
     }
 
-    fn decode(version: Version, r: &mut Reader) -> Option<PortInfo> {
+    pub(crate) fn decode(version: Version, r: &mut Reader) -> Option<PortInfo> {
         let port_no = r.u32()?;
         let length = if version >= Version::V1_4 {
             let l = r.u16()?;

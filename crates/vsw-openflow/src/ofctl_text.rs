@@ -197,6 +197,9 @@ pub fn add_text(fm: &FlowMod) -> Result<String, BadFlowMod> {
     if fm.cookie != 0 {
         let _ = write!(t, ",cookie={:#x}", fm.cookie);
     }
+    if fm.flags & crate::flow_mod::OFPFF_SEND_FLOW_REM != 0 {
+        t.push_str(",send_flow_rem");
+    }
     if fm.idle_timeout != 0 {
         let _ = write!(t, ",idle_timeout={}", fm.idle_timeout);
     }

@@ -14,6 +14,7 @@ use crate::multipart::{
 };
 use crate::packet::PacketOut;
 use crate::port_stats::{selects, PortStats};
+use crate::role::{Role, RoleMsg};
 use crate::tables::table_feature;
 use crate::version::{negotiate, Version, VersionSet};
 
@@ -32,6 +33,19 @@ pub trait Bridge {
     fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod>;
     /// Sends a controller's packet; `Err`: why not (nothing sent).
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal>;
+    /// This connection's role now (another's request may have changed it).
+    fn role(&self) -> Role {
+        Role::Equal
+    }
+    /// Changes this connection's role (`None`: only asks); the role and the
+    /// newest generation id after it.
+    fn role_request(
+        &mut self,
+        role: Option<Role>,
+        _generation_id: u64,
+    ) -> Result<(Role, u64), Refusal> {
+        Ok((role.unwrap_or(Role::Equal), 0))
+    }
 }
 
 /// Tables a vsw switch has (0–253; 254 and 255 are reserved numbers).
@@ -184,6 +198,10 @@ impl Session {
             return self.hello(h, m, out, events);
         };
         match Message::decode(version, m) {
+            // A slave reads; it changes nothing.
+            Ok(Message::FlowMod(_) | Message::PacketOut(_)) if bridge.role() == Role::Slave => {
+                out.extend(Refusal::IsSlave.answer(m).encode(version.wire(), h.xid));
+            }
             Ok(Message::FlowMod(fm)) => {
                 if let Err(e) = bridge.flow_mod(&fm) {
                     out.extend(Refusal::FlowMod(e).answer(m).encode(version.wire(), h.xid));
@@ -279,11 +297,6 @@ impl Session {
                             .filter(|p| selects(asked, p.port_no))
                             .collect(),
                     ),
-                    // 1.5 says flow statistics another way (OXS): not yet.
-                    MultipartRequest::Flow(_) if version >= Version::V1_5 => {
-                        out.extend(Refusal::BadMultipart.answer(request).encode(v, h.xid));
-                        return;
-                    }
                     MultipartRequest::Flow(f) => match bridge.flow_stats(&f) {
                         Ok(entries) => MultipartReply::Flow(entries),
                         Err(e) => {
@@ -307,6 +320,16 @@ impl Session {
             }
             Message::GetConfigRequest => Some(Message::GetConfigReply(self.config)),
             Message::GetAsyncRequest => Some(Message::GetAsyncReply(self.async_config)),
+            Message::RoleRequest(r) => match bridge.role_request(r.role, r.generation_id) {
+                Ok((role, generation_id)) => Some(Message::RoleReply(RoleMsg {
+                    role: Some(role),
+                    generation_id,
+                })),
+                Err(e) => {
+                    out.extend(e.answer(request).encode(v, h.xid));
+                    None
+                }
+            },
             Message::SetAsync(body) => {
                 match self.async_config.decode_body(version, &body) {
                     Ok(c) => {
@@ -351,6 +374,9 @@ impl Session {
             | Message::BarrierReply
             | Message::PacketIn(_)
             | Message::GetAsyncReply(_)
+            | Message::RoleReply(_)
+            | Message::PortStatus(..)
+            | Message::FlowRemoved(_)
             | Message::FlowMod(_) => None,
         };
         if let Some(r) = reply {

@@ -4,12 +4,15 @@
 
 use proptest::prelude::*;
 use vsw_openflow::flow_mod::{Action, BadFlowMod, Command, FlowMod, Instruction};
-use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
+use vsw_openflow::flow_stats::{FlowRemoved, FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::message::ErrorMsg;
 use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS};
+use vsw_openflow::oxs::FlowCounts;
+use vsw_openflow::packet::NO_BUFFER;
+use vsw_openflow::role::RoleMsg;
 use vsw_openflow::{
-    next_message, Bridge, Features, Message, MultipartRequest, PortInfo, Session, SwitchConfig,
-    SwitchDesc, Version, VersionSet,
+    next_message, AsyncConfig, Bridge, Features, Message, MultipartRequest, PacketIn, PacketOut,
+    PortInfo, Role, Session, SwitchConfig, SwitchDesc, Version, VersionSet,
 };
 
 struct NoPorts;
@@ -104,6 +107,85 @@ fn message() -> impl Strategy<Value = Message> {
                 }
             ),
         Just(Message::MultipartRequest(MultipartRequest::PortDesc)),
+        (
+            any::<u16>(),
+            0u8..6,
+            any::<u8>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u16>(),
+            prop::collection::vec(any::<u8>(), 0..200),
+        )
+            .prop_map(
+                |(total_len, reason, table_id, cookie, in_port, max_len, data)| {
+                    let mut p =
+                        PacketIn::of_frame(&data, in_port, reason, table_id, cookie, max_len);
+                    p.total_len = total_len;
+                    Message::PacketIn(p)
+                }
+            ),
+        (
+            0u32..0xffff_ff00,
+            prop::collection::vec(action(), 0..4),
+            prop::collection::vec(any::<u8>(), 0..200),
+        )
+            .prop_map(|(in_port, actions, data)| Message::PacketOut(PacketOut {
+                buffer_id: NO_BUFFER,
+                in_port,
+                actions,
+                data,
+            })),
+        (
+            prop::option::of(prop_oneof![
+                Just(Role::Equal),
+                Just(Role::Master),
+                Just(Role::Slave)
+            ]),
+            any::<u64>(),
+            any::<bool>(),
+        )
+            .prop_map(|(role, generation_id, request)| {
+                let r = RoleMsg {
+                    role,
+                    generation_id,
+                };
+                if request {
+                    Message::RoleRequest(r)
+                } else {
+                    Message::RoleReply(r)
+                }
+            }),
+        Just(Message::GetAsyncRequest),
+        prop::array::uniform6(any::<u32>()).prop_map(|m| Message::GetAsyncReply(AsyncConfig {
+            packet_in: [m[0], m[1]],
+            port_status: [m[2], m[3]],
+            flow_removed: [m[4], m[5]],
+        })),
+        (
+            flow_mod(),
+            0u8..3,
+            0u64..1 << 40,
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(fm, reason, ms, packets, bytes)| {
+                Message::FlowRemoved(FlowRemoved {
+                    table_id: fm.table_id,
+                    reason,
+                    priority: fm.priority,
+                    idle_timeout: fm.idle_timeout,
+                    hard_timeout: fm.hard_timeout,
+                    cookie: fm.cookie,
+                    matcher: fm.matcher,
+                    // Only 1.5 says the idle time.
+                    counts: FlowCounts {
+                        duration_ms: ms,
+                        idle_ms: 0,
+                        packets,
+                        bytes,
+                    },
+                })
+            }),
     ]
 }
 
@@ -270,7 +352,7 @@ proptest! {
     #[test]
     fn flow_stats_replies_round_trip(
         entries in prop::collection::vec((flow_mod(), any::<u64>(), any::<u64>(), 0u64..1u64 << 40), 0..40),
-        v in 4u8..=5,
+        v in 4u8..=6,
     ) {
         let version = Version::from_wire(v).unwrap();
         let entries: Vec<FlowStatsEntry> = entries
@@ -278,6 +360,8 @@ proptest! {
             .map(|(fm, packets, bytes, ms)| FlowStatsEntry {
                 table_id: fm.table_id,
                 duration_ms: ms,
+                // 1.5 says it; the others do not.
+                idle_ms: if version >= Version::V1_5 { ms / 3 } else { 0 },
                 priority: fm.priority,
                 idle_timeout: fm.idle_timeout,
                 hard_timeout: fm.hard_timeout,
@@ -349,7 +433,8 @@ proptest! {
             input.extend(m.encode(4, 9));
         }
         // The well-formed requests first: each request type is answered (or, for
-        // replies and set-config, taken silently); then garbage, split anywhere.
+        // replies, set-config and packet-outs, taken silently); then garbage, split
+        // anywhere.
         prop_assert!(s.receive(&input, &mut NoPorts, &mut out).is_ok());
         let answered = {
             let mut n = 0;
@@ -362,7 +447,7 @@ proptest! {
         };
         let expected = requests.iter().filter(|m| matches!(m,
             Message::EchoRequest(_) | Message::FeaturesRequest | Message::GetConfigRequest | Message::BarrierRequest
-            | Message::MultipartRequest(_)
+            | Message::MultipartRequest(_) | Message::GetAsyncRequest | Message::RoleRequest(_)
         )).count();
         prop_assert_eq!(answered, expected);
         for c in &chunks {

@@ -3,7 +3,7 @@
 //! persists the result. Ports are known through their class (`vsw_netdev::class`):
 //! nothing here depends on what kind of device a port is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -115,7 +115,28 @@ pub struct Switch {
     offloads: Offloads,
     /// Timed-out flows could not be removed (the state file could not be written).
     expiry_failing: bool,
+    /// Rules that went and asked to be told of (`send_flow_rem`), for the OpenFlow
+    /// controllers; at most [`MAX_REMOVED_QUEUED`], the oldest dropped.
+    removed: VecDeque<RemovedFlow>,
 }
+
+/// A rule that went, and why.
+#[derive(Clone, Debug)]
+pub struct RemovedFlow {
+    pub rule: Arc<vsw_flow::Rule>,
+    pub why: Removal,
+    pub at_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    IdleTimeout,
+    HardTimeout,
+    Deleted,
+}
+
+/// Removed rules kept for the controllers at most (nobody may be taking them).
+pub const MAX_REMOVED_QUEUED: usize = 10_000;
 
 fn now_ms() -> u64 {
     vsw_datapath::clock::now_ms()
@@ -232,6 +253,7 @@ impl Switch {
             socket: socket.to_string(),
             offloads: Offloads::default(),
             expiry_failing: false,
+            removed: VecDeque::new(),
         };
         // What an earlier run left on the devices (a kernel fast path forwarding with
         // that run's rules, when it was killed) goes before anything is attached.
@@ -1006,9 +1028,13 @@ impl Switch {
             None => Selection::all(),
         };
         let mut pipeline = (*self.ofproto.pipeline()).clone();
-        let removed = pipeline.remove(&selection, strict);
+        let removed = pipeline.remove_rules(&selection, strict);
         self.replace_rules(pipeline)?;
-        Ok(json!({ "removed": removed }))
+        let now = now_ms();
+        for r in &removed {
+            self.note_removed(r, Removal::Deleted, now);
+        }
+        Ok(json!({ "removed": removed.len() }))
     }
 
     fn mod_flows(
@@ -1073,6 +1099,25 @@ impl Switch {
         Ok(())
     }
 
+    fn note_removed(&mut self, rule: &Arc<vsw_flow::Rule>, why: Removal, at_ms: u64) {
+        if !rule.spec.send_flow_rem {
+            return;
+        }
+        if self.removed.len() == MAX_REMOVED_QUEUED {
+            self.removed.pop_front();
+        }
+        self.removed.push_back(RemovedFlow {
+            rule: rule.clone(),
+            why,
+            at_ms,
+        });
+    }
+
+    /// The rules that went since the last call and asked to be told of.
+    pub fn take_removed(&mut self) -> Vec<RemovedFlow> {
+        self.removed.drain(..).collect()
+    }
+
     /// Removes rules whose idle or hard timeout ran out. Called periodically.
     pub fn expire_flows(&mut self) {
         let current = self.ofproto.pipeline();
@@ -1101,6 +1146,12 @@ impl Switch {
                 self.expiry_failing = false;
                 for r in &gone {
                     tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
+                    let why = if r.hard_expired(now) {
+                        Removal::HardTimeout
+                    } else {
+                        Removal::IdleTimeout
+                    };
+                    self.note_removed(r, why, now);
                 }
             }
             // Until the state can be written, the flows stay (the file, the switch

@@ -2,33 +2,39 @@
 //! and statistics through the switch's own requests, packet-outs translated by the
 //! slow path and handed to a PMD.
 
-use vsw_openflow::flow_mod::{BadFlowMod, Command, FlowMod, OFPG_ANY, OFPP_ANY};
+use vsw_openflow::flow_mod::{
+    BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM,
+    OFPG_ANY, OFPP_ANY,
+};
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::from_vsw::{instructions_from_actions, oxm_from_match};
 use vsw_openflow::ofctl_text::{
     actions_text, add_text, packet_out_text, selection_text, SelectionParts,
 };
 use vsw_openflow::port_stats::PortStats;
-use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, SwitchDesc};
+use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
 
+use std::sync::Arc;
+
+use super::peers::{Peer, Peers};
 use super::BRIDGE_NAME;
 use crate::protocol::Request;
 use crate::switch::Switch;
 
-/// OFPFF_CHECK_OVERLAP: an add that would overlap a rule of its priority fails.
-const OFPFF_CHECK_OVERLAP: u16 = 1 << 1;
-/// OFPFF_RESET_COUNTS: a modify starts the rules' counters at zero.
-const OFPFF_RESET_COUNTS: u16 = 1 << 2;
-
-pub(super) struct SwitchBridge<'a>(pub(super) &'a mut Switch);
+pub(super) struct SwitchBridge<'a> {
+    pub(super) switch: &'a mut Switch,
+    /// The connection asking, and the others (roles).
+    pub(super) peer: &'a Arc<Peer>,
+    pub(super) peers: &'a Peers,
+}
 
 impl Bridge for SwitchBridge<'_> {
     fn datapath_id(&self) -> u64 {
-        self.0.datapath_id()
+        self.switch.datapath_id()
     }
 
     fn ports(&self) -> Vec<PortInfo> {
-        self.0.openflow_ports()
+        self.switch.openflow_ports()
     }
 
     fn desc(&self) -> SwitchDesc {
@@ -53,7 +59,10 @@ impl Bridge for SwitchBridge<'_> {
             Command::Add => {
                 let flow = add_text(fm)?;
                 if fm.flags & OFPFF_CHECK_OVERLAP != 0
-                    && self.0.overlaps(&flow).map_err(|_| BadFlowMod::Refused)?
+                    && self
+                        .switch
+                        .overlaps(&flow)
+                        .map_err(|_| BadFlowMod::Refused)?
                 {
                     return Err(BadFlowMod::Overlap);
                 }
@@ -83,7 +92,7 @@ impl Bridge for SwitchBridge<'_> {
                 }
             }
         };
-        self.0.handle(req).map(|_| ()).map_err(|e| {
+        self.switch.handle(req).map(|_| ()).map_err(|e| {
             tracing::info!(error = %e, "OpenFlow flow-mod refused");
             BadFlowMod::Refused
         })
@@ -93,7 +102,7 @@ impl Bridge for SwitchBridge<'_> {
     /// a transmit drop one it could not send (queue full, too big, above the MTU).
     /// How long a port has existed is not kept: duration 0.
     fn port_stats(&mut self) -> Vec<PortStats> {
-        self.0
+        self.switch
             .port_counters()
             .into_iter()
             .map(|(no, s)| PortStats {
@@ -127,7 +136,7 @@ impl Bridge for SwitchBridge<'_> {
             matcher: &req.matcher,
         })?;
         let (rules, now) = self
-            .0
+            .switch
             .select_rules((!sel.is_empty()).then_some(sel.as_str()), false)
             .map_err(|_| BadFlowMod::Refused)?;
         Ok(rules
@@ -135,10 +144,15 @@ impl Bridge for SwitchBridge<'_> {
             .map(|r| FlowStatsEntry {
                 table_id: r.spec.table,
                 duration_ms: r.duration_ms(now),
+                idle_ms: r.idle_age_s(now) * 1000,
                 priority: r.spec.priority,
                 idle_timeout: r.spec.idle_timeout,
                 hard_timeout: r.spec.hard_timeout,
-                flags: 0,
+                flags: if r.spec.send_flow_rem {
+                    OFPFF_SEND_FLOW_REM
+                } else {
+                    0
+                },
                 importance: 0,
                 cookie: r.spec.cookie,
                 packet_count: r.stats.packets(),
@@ -149,11 +163,25 @@ impl Bridge for SwitchBridge<'_> {
             .collect())
     }
 
+    fn role(&self) -> Role {
+        self.peer.role()
+    }
+
+    /// A master request makes every other master a slave; master and slave
+    /// requests must not carry a generation id older than one seen.
+    fn role_request(
+        &mut self,
+        role: Option<Role>,
+        generation_id: u64,
+    ) -> Result<(Role, u64), Refusal> {
+        self.peers.role_request(self.peer, role, generation_id)
+    }
+
     /// The packet's actions, read as a flow's are (the packet's own headers are what
     /// a set-field's prerequisites are checked against), translated by the slow
     /// path as if a rule of table 0 held them, and queued for a PMD to send.
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal> {
-        self.0
+        self.switch
             .packet_out(po.in_port, &packet_out_text(&po.actions)?, &po.data)
     }
 }

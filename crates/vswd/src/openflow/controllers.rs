@@ -4,7 +4,8 @@
 //! controller is up. And the fail mode: in `standalone`, once controllers are
 //! configured and none has been connected for three inactivity probes, the
 //! switch forwards as a learning switch until one connects again ("fail open");
-//! in `secure` the flows alone decide, always.
+//! in `secure` the flows alone decide, always. The same loop watches the ports,
+//! for the port status messages, and hands on the flows that went.
 
 use std::collections::HashMap;
 use std::net::TcpStream;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use vsw_openflow::Target;
 
+use super::peers::PortWatch;
 use super::{lock, OpenFlow, Stream};
 use crate::options::FailMode;
 
@@ -38,8 +40,15 @@ pub fn manage(of: &Arc<OpenFlow>) {
     let mut slots: HashMap<Target, Arc<Slot>> = HashMap::new();
     let mut last_connected = Instant::now();
     let mut fail_open = false;
+    let mut ports = PortWatch::default();
     loop {
-        let (targets, mode, probe_ms) = lock(&of.switch).controller_config();
+        let (targets, mode, probe_ms, now_ports, removed) = {
+            let mut sw = lock(&of.switch);
+            let (t, m, p) = sw.controller_config();
+            (t, m, p, sw.openflow_ports(), sw.take_removed())
+        };
+        ports.look(now_ports, &of.peers);
+        of.peers.flows_removed(&removed);
         let probe = Duration::from_millis(probe_ms);
         slots.retain(|t, slot| {
             let keep = targets.contains(t);

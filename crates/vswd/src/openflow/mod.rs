@@ -204,7 +204,12 @@ impl OpenFlow {
             |bytes| peer.send(bytes),
             |session, bytes, out| {
                 let mut sw = lock(&self.switch);
-                session.receive(bytes, &mut SwitchBridge(&mut sw), out)
+                let mut bridge = SwitchBridge {
+                    switch: &mut sw,
+                    peer: &peer,
+                    peers: &self.peers,
+                };
+                session.receive(bytes, &mut bridge, out)
             },
             |e| match e {
                 SessionEvent::Negotiated(v) => peer.negotiated(v),

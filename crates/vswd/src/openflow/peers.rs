@@ -1,17 +1,25 @@
 //! The OpenFlow connections that are open, for what the switch says without being
-//! asked: packet-ins now (port status and flow removals will join them). Each peer
+//! asked: packet-ins, port status, flow removals (and roles, which decide who gets
+//! what). Each peer
 //! has its writer behind its own lock, so a packet-in and an answer never
 //! interleave; a peer is told only what its asynchronous configuration asks for.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::switch::{Removal, RemovedFlow};
 use vsw_datapath::{Punted, Punts};
 use vsw_ofproto::{Ofproto, PuntReason};
+use vsw_openflow::flow_stats::{FlowRemoved, OFPRR_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT};
+use vsw_openflow::from_vsw::oxm_from_match;
+use vsw_openflow::message::{OFPPR_ADD, OFPPR_DELETE, OFPPR_MODIFY};
+use vsw_openflow::oxs::FlowCounts;
 use vsw_openflow::packet::{OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT};
-use vsw_openflow::{AsyncConfig, Message, PacketIn, Version};
+use vsw_openflow::role::Generation;
+use vsw_openflow::{AsyncConfig, Message, PacketIn, PortInfo, Refusal, Role, Version};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -34,6 +42,15 @@ struct PeerState {
     /// 0: no asynchronous messages at all (Open vSwitch's rule, which a service
     /// connection starts with).
     miss_send_len: u16,
+    role: Role,
+}
+
+impl PeerState {
+    /// The asynchronous messages of this kind the peer asked for, in its role.
+    fn wants(&self, masks: [u32; 2], reason: u8) -> bool {
+        let which = usize::from(self.role == Role::Slave);
+        self.miss_send_len != 0 && masks[which] & (1 << reason) != 0
+    }
 }
 
 impl Peer {
@@ -52,6 +69,7 @@ impl Peer {
                 version: None,
                 async_config,
                 miss_send_len,
+                role: Role::Equal,
             }),
         }
     }
@@ -76,12 +94,18 @@ impl Peer {
     pub fn set_miss_send_len(&self, n: u16) {
         lock(&self.state).miss_send_len = n;
     }
+
+    pub fn role(&self) -> Role {
+        lock(&self.state).role
+    }
 }
 
 /// Every open connection.
 #[derive(Default)]
 pub struct Peers {
     open: Mutex<Vec<Arc<Peer>>>,
+    /// The newest role generation id (one per switch).
+    generation: Mutex<Generation>,
     /// Packet-ins sent, and those no connection wanted.
     pub packet_ins: AtomicU64,
     pub unwanted: AtomicU64,
@@ -96,6 +120,34 @@ impl Peers {
         lock(&self.open).retain(|o| !Arc::ptr_eq(o, p));
     }
 
+    /// `peer` asks for a role (`None`: only what it is).
+    pub fn role_request(
+        &self,
+        peer: &Arc<Peer>,
+        role: Option<Role>,
+        generation_id: u64,
+    ) -> Result<(Role, u64), Refusal> {
+        let mut generation = lock(&self.generation);
+        let Some(role) = role else {
+            return Ok((peer.role(), generation.current()));
+        };
+        if role != Role::Equal {
+            generation.take(generation_id)?;
+        }
+        if role == Role::Master {
+            for other in lock(&self.open).iter().filter(|o| !Arc::ptr_eq(o, peer)) {
+                let mut s = lock(&other.state);
+                if s.role == Role::Master {
+                    s.role = Role::Slave;
+                    tracing::info!(peer = %other.label, "OpenFlow: master became slave");
+                }
+            }
+        }
+        lock(&peer.state).role = role;
+        tracing::info!(peer = %peer.label, ?role, "OpenFlow role");
+        Ok((role, generation.current()))
+    }
+
     /// Sends a packet that came up to every connection that asked for packet-ins of
     /// its reason.
     fn packet_in(&self, p: &Punted, reason: PuntReason, table: u8, cookie: u64, max_len: u16) {
@@ -104,9 +156,6 @@ impl Peers {
         for peer in peers {
             let state = *lock(&peer.state);
             let Some(v) = state.version else { continue };
-            if state.miss_send_len == 0 {
-                continue;
-            }
             let wire_reason = match reason {
                 PuntReason::NoMatch => OFPR_NO_MATCH,
                 PuntReason::Action => OFPR_ACTION,
@@ -114,8 +163,7 @@ impl Peers {
                 PuntReason::PacketOut if v >= Version::V1_4 => OFPR_PACKET_OUT,
                 PuntReason::PacketOut => OFPR_ACTION,
             };
-            // Roles are not kept yet: every connection is master or equal.
-            if state.async_config.packet_in[0] & (1 << wire_reason) == 0 {
+            if !state.wants(state.async_config.packet_in, wire_reason) {
                 continue;
             }
             let pi = PacketIn::of_frame(&p.frame, p.in_port, wire_reason, table, cookie, max_len);
@@ -134,6 +182,101 @@ impl Peers {
             &self.unwanted
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Peers {
+    /// Tells every connection that wants it that `port` was added, deleted or
+    /// changed.
+    fn port_status(&self, reason: u8, port: &PortInfo) {
+        let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
+        for peer in peers {
+            let state = *lock(&peer.state);
+            let Some(v) = state.version else { continue };
+            if !state.wants(state.async_config.port_status, reason) {
+                continue;
+            }
+            let msg = Message::PortStatus(reason, port.clone()).encode(v.wire(), 0);
+            if peer.send(&msg).is_err() {
+                tracing::info!(peer = %peer.label, "OpenFlow: cannot send a port status; connection closed");
+            }
+        }
+    }
+}
+
+impl Peers {
+    /// Tells every connection that wants it that these rules went.
+    pub fn flows_removed(&self, removed: &[RemovedFlow]) {
+        if removed.is_empty() {
+            return;
+        }
+        let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
+        for peer in peers {
+            let state = *lock(&peer.state);
+            let Some(v) = state.version else { continue };
+            for f in removed {
+                let reason = match f.why {
+                    Removal::IdleTimeout => OFPRR_IDLE_TIMEOUT,
+                    Removal::HardTimeout => OFPRR_HARD_TIMEOUT,
+                    Removal::Deleted => OFPRR_DELETE,
+                };
+                if !state.wants(state.async_config.flow_removed, reason) {
+                    continue;
+                }
+                let r = &f.rule;
+                let msg = Message::FlowRemoved(FlowRemoved {
+                    table_id: r.spec.table,
+                    reason,
+                    priority: r.spec.priority,
+                    idle_timeout: r.spec.idle_timeout,
+                    hard_timeout: r.spec.hard_timeout,
+                    cookie: r.spec.cookie,
+                    matcher: oxm_from_match(&r.spec.matcher),
+                    counts: FlowCounts {
+                        duration_ms: r.duration_ms(f.at_ms),
+                        idle_ms: r.idle_age_s(f.at_ms) * 1000,
+                        packets: r.stats.packets(),
+                        bytes: r.stats.bytes(),
+                    },
+                });
+                if peer.send(&msg.encode(v.wire(), 0)).is_err() {
+                    tracing::info!(peer = %peer.label, "OpenFlow: cannot send a flow removal; connection closed");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The ports as last told, to see what changed (ports come and go by `vswctl`,
+/// links by the link watch, both on the control side).
+#[derive(Default)]
+pub struct PortWatch {
+    known: BTreeMap<u32, PortInfo>,
+    started: bool,
+}
+
+impl PortWatch {
+    /// Compares `now` with what was known and sends a port status for each port
+    /// added, deleted or changed (the first look only learns).
+    pub fn look(&mut self, now: Vec<PortInfo>, peers: &Peers) {
+        let now: BTreeMap<u32, PortInfo> = now.into_iter().map(|p| (p.port_no, p)).collect();
+        if self.started {
+            for (no, old) in &self.known {
+                match now.get(no) {
+                    None => peers.port_status(OFPPR_DELETE, old),
+                    Some(new) if new != old => peers.port_status(OFPPR_MODIFY, new),
+                    Some(_) => {}
+                }
+            }
+            for (no, new) in &now {
+                if !self.known.contains_key(no) {
+                    peers.port_status(OFPPR_ADD, new);
+                }
+            }
+        }
+        self.known = now;
+        self.started = true;
     }
 }
 
