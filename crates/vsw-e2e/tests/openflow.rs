@@ -152,6 +152,23 @@ fn flows_from_ovs_ofctl_land_in_vsws_tables_and_forward() {
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or(0);
     assert!(counted > 1000, "{dump}");
+    // Table stats: what was looked up and matched where (table 0 also saw the
+    // generator's packets before any flow: lookups, no matches).
+    let tables = ofctl(&d, &["-O", "OpenFlow13", "dump-tables"]);
+    let table = |n: u8, what: &str| -> u64 {
+        tables
+            .split(&format!("table {n}:"))
+            .nth(1)
+            .and_then(|t| t.split(&format!("{what}=")).nth(1))
+            .and_then(|v| v.split([',', '\n']).next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {what} for table {n} in {tables}"))
+    };
+    assert_eq!((table(0, "active"), table(3, "active")), (1, 1), "{tables}");
+    assert!(table(3, "lookup") > 1000 && table(3, "matched") > 1000, "{tables}");
+    assert!(table(0, "lookup") >= table(0, "matched"), "{tables}");
+    let aggregate = ofctl(&d, &["-O", "OpenFlow15", "dump-aggregate"]);
+    assert!(aggregate.contains("flow_count=2"), "{aggregate}");
     // Port stats count what the ports sent, in both layouts.
     for version in ["OpenFlow13", "OpenFlow14"] {
         let ports = ofctl(&d, &["-O", version, "dump-ports"]);

@@ -3,6 +3,7 @@
 //! times), and the MAC entries NORMAL learned for it, which stay fresh while the flow
 //! is used although its packets no longer pass through translation.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use vsw_datapath::Attribution;
@@ -11,10 +12,53 @@ use vsw_packet::MacAddr;
 
 use crate::generation::Generation;
 
+/// Lookups and matches per table, for OpenFlow's table statistics: a packet
+/// counts once per table its translation looked up (a miss is a lookup, not a
+/// match), credited with the datapath flow's counts.
+#[derive(Debug)]
+pub struct TableCounters {
+    lookups: Vec<AtomicU64>,
+    matches: Vec<AtomicU64>,
+}
+
+impl Default for TableCounters {
+    fn default() -> Self {
+        let n = usize::from(vsw_flow::MAX_TABLE) + 1;
+        TableCounters {
+            lookups: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            matches: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl TableCounters {
+    fn add(&self, table: u8, matched: bool, packets: u64) {
+        let i = usize::from(table);
+        if let Some(l) = self.lookups.get(i) {
+            l.fetch_add(packets, Ordering::Relaxed);
+        }
+        if matched {
+            if let Some(m) = self.matches.get(i) {
+                m.fetch_add(packets, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// (lookups, matches) of `table`.
+    pub fn get(&self, table: u8) -> (u64, u64) {
+        let i = usize::from(table);
+        let read = |v: &Vec<AtomicU64>| v.get(i).map_or(0, |c| c.load(Ordering::Relaxed));
+        (read(&self.lookups), read(&self.matches))
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct FlowCredit {
     /// Each rule once, though the translation may have visited it twice (resubmit).
     pub rules: Vec<Arc<Rule>>,
+    /// Each table lookup of the translation, and whether it matched.
+    pub tables: Vec<(u8, bool)>,
+    pub table_counters: Arc<TableCounters>,
     pub learned: Vec<(MacAddr, u16, u32)>,
     pub macs: Arc<Mutex<MacTable>>,
     pub generation: Arc<Generation>,
@@ -28,6 +72,11 @@ impl Attribution for FlowCredit {
     fn credit(&self, packets: u64, bytes: u64, used_ms: u64) {
         for r in &self.rules {
             r.stats.add(packets, bytes, used_ms);
+        }
+        if packets > 0 {
+            for &(table, matched) in &self.tables {
+                self.table_counters.add(table, matched, packets);
+            }
         }
         if self.learned.is_empty() {
             return;

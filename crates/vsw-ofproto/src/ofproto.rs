@@ -9,7 +9,7 @@ use vsw_datapath::{Translation, Upcall};
 use vsw_flow::{Action, MacTable, Pipeline};
 use vsw_packet::{FlowKey, MacAddr};
 
-use crate::attribution::FlowCredit;
+use crate::attribution::{FlowCredit, TableCounters};
 use crate::generation::Generation;
 use crate::punt_notes::{PuntNote, PuntNotes};
 use crate::trace::Trace;
@@ -36,6 +36,7 @@ pub struct Ofproto {
     /// Translations that failed (resubmit loops): their packets were dropped.
     xlate_errors: AtomicU64,
     punt_notes: PuntNotes,
+    table_counters: Arc<TableCounters>,
     /// Forwarding as a learning switch whatever the rules say (Open vSwitch's fail
     /// open: standalone, no controller reachable).
     fail_open: AtomicBool,
@@ -64,6 +65,7 @@ impl Ofproto {
             generation: Arc::new(Generation::default()),
             xlate_errors: AtomicU64::new(0),
             punt_notes: PuntNotes::default(),
+            table_counters: Arc::new(TableCounters::default()),
             fail_open: AtomicBool::new(false),
         })
     }
@@ -145,6 +147,11 @@ impl Ofproto {
 
     pub fn xlate_errors(&self) -> u64 {
         self.xlate_errors.load(Ordering::Relaxed)
+    }
+
+    /// (lookups, matches) of a table so far (counts the revalidator has pushed).
+    pub fn table_counts(&self, table: u8) -> (u64, u64) {
+        self.table_counters.get(table)
     }
 
     /// What the translation that sent a packet up noted of it
@@ -266,6 +273,8 @@ impl Upcall for Ofproto {
             actions: x.actions,
             attribution: Arc::new(FlowCredit {
                 rules,
+                tables: x.tables,
+                table_counters: self.table_counters.clone(),
                 learned: x.learned,
                 macs: self.macs.clone(),
                 generation: self.generation.clone(),

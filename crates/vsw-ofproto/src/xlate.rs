@@ -44,6 +44,8 @@ pub struct Xlated {
     pub actions: Vec<DpAction>,
     /// Every rule that matched, in the order they did (their counters are credited).
     pub rules: Vec<Arc<Rule>>,
+    /// Every table looked up, and whether a rule matched there (table statistics).
+    pub tables: Vec<(u8, bool)>,
     /// The sources NORMAL learned (or would have): (MAC, VLAN, port).
     pub learned: Vec<(MacAddr, u16, u32)>,
     /// The key after every rewrite.
@@ -149,6 +151,7 @@ impl Ctx<'_, '_> {
             .pipeline
             .lookup_wc(id, &self.key, &mut self.out.mask)
             .cloned();
+        self.out.tables.push((id, rule.is_some()));
         match rule {
             None => self.step(id, "no match: drop".into()),
             Some(rule) => {

@@ -31,6 +31,7 @@ pub mod port_stats;
 mod reader;
 pub mod role;
 pub mod session;
+pub mod table_stats;
 pub mod tables;
 pub mod target;
 #[cfg(test)]

@@ -7,6 +7,9 @@ use crate::error::Refusal;
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPMP_FLOW};
 use crate::port_stats::{PortStats, OFPMP_PORT_STATS};
 use crate::reader::Reader;
+use crate::table_stats::{
+    AggregateStats, TableStats, OFPMP_AGGREGATE, OFPMP_QUEUE_STATS, OFPMP_TABLE,
+};
 use crate::version::Version;
 
 pub const OFPT_MULTIPART_REQUEST: u8 = 18;
@@ -51,6 +54,14 @@ pub enum MultipartRequest {
     Flow(FlowStatsRequest),
     /// One port's counters, or every port's (`OFPP_ANY`).
     PortStats(u32),
+    /// Sums over the flows selected as for flow statistics.
+    Aggregate(FlowStatsRequest),
+    Table,
+    /// A port's (or every port's) queue, one queue or all: vsw has none.
+    QueueStats {
+        port_no: u32,
+        queue_id: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +74,9 @@ pub enum MultipartReply {
     /// Flow statistics, in the connection's version.
     Flow(Vec<FlowStatsEntry>),
     PortStats(Vec<PortStats>),
+    Aggregate(AggregateStats),
+    Table(Vec<TableStats>),
+    QueueStats,
 }
 
 /// One table's features (`ofp_table_features`): properties as (type, contents),
@@ -200,6 +214,17 @@ impl MultipartRequest {
             OFPMP_PORT_STATS => {
                 MultipartRequest::PortStats(crate::port_stats::decode_request(r.rest())?)
             }
+            OFPMP_AGGREGATE => MultipartRequest::Aggregate(FlowStatsRequest::decode(r.rest())?),
+            OFPMP_TABLE if r.is_empty() => MultipartRequest::Table,
+            OFPMP_QUEUE_STATS => {
+                let port_no = r.u32().ok_or(Refusal::BadLen)?;
+                let queue_id = r.u32().ok_or(Refusal::BadLen)?;
+                if !r.is_empty() {
+                    return Err(Refusal::BadLen);
+                }
+                MultipartRequest::QueueStats { port_no, queue_id }
+            }
+            OFPMP_TABLE | OFPMP_TABLE_FEATURES => return Err(Refusal::BadLen),
             _ => return Err(Refusal::BadMultipart),
         };
         Ok((req, flags))
@@ -212,11 +237,18 @@ impl MultipartRequest {
             MultipartRequest::TableFeatures => OFPMP_TABLE_FEATURES,
             MultipartRequest::Flow(_) => OFPMP_FLOW,
             MultipartRequest::PortStats(_) => OFPMP_PORT_STATS,
+            MultipartRequest::Aggregate(_) => OFPMP_AGGREGATE,
+            MultipartRequest::Table => OFPMP_TABLE,
+            MultipartRequest::QueueStats { .. } => OFPMP_QUEUE_STATS,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0; 6]);
         match self {
-            MultipartRequest::Flow(f) => f.encode_body(out),
+            MultipartRequest::Flow(f) | MultipartRequest::Aggregate(f) => f.encode_body(out),
+            MultipartRequest::QueueStats { port_no, queue_id } => {
+                out.extend_from_slice(&port_no.to_be_bytes());
+                out.extend_from_slice(&queue_id.to_be_bytes());
+            }
             MultipartRequest::PortStats(p) => crate::port_stats::encode_request(*p, out),
             _ => {}
         }
@@ -243,6 +275,9 @@ impl MultipartReply {
             MultipartReply::TableFeatures(_) => OFPMP_TABLE_FEATURES,
             MultipartReply::Flow(_) => OFPMP_FLOW,
             MultipartReply::PortStats(_) => OFPMP_PORT_STATS,
+            MultipartReply::Aggregate(_) => OFPMP_AGGREGATE,
+            MultipartReply::Table(_) => OFPMP_TABLE,
+            MultipartReply::QueueStats => OFPMP_QUEUE_STATS,
         }
     }
 
@@ -263,6 +298,13 @@ impl MultipartReply {
             MultipartReply::PortDesc(ports) => each(ports, |p, b| p.encode(version, b)),
             MultipartReply::PortStats(ports) => each(ports, |p, b| p.encode(version, b)),
             MultipartReply::Flow(entries) => each(entries, |e, b| e.encode(version, b)),
+            MultipartReply::Aggregate(a) => {
+                let mut e = Vec::with_capacity(24);
+                a.encode(version, &mut e);
+                vec![e]
+            }
+            MultipartReply::Table(tables) => each(tables, |t, b| t.encode(b)),
+            MultipartReply::QueueStats => Vec::new(),
             MultipartReply::TableFeatures(tables) => tables
                 .iter()
                 .map(|t| {
@@ -349,6 +391,17 @@ impl MultipartReply {
                     crate::flow_stats::decode_entries(version, r.rest()).ok_or(Refusal::BadLen)?;
                 MultipartReply::Flow(entries)
             }
+            OFPMP_AGGREGATE => MultipartReply::Aggregate(
+                AggregateStats::decode(version, &mut r).ok_or(Refusal::BadLen)?,
+            ),
+            OFPMP_TABLE => {
+                let mut tables = Vec::new();
+                while !r.is_empty() {
+                    tables.push(TableStats::decode(&mut r).ok_or(Refusal::BadLen)?);
+                }
+                MultipartReply::Table(tables)
+            }
+            OFPMP_QUEUE_STATS if r.is_empty() => MultipartReply::QueueStats,
             OFPMP_TABLE_FEATURES => {
                 let mut tables = Vec::new();
                 while !r.is_empty() {

@@ -15,6 +15,7 @@ use crate::multipart::{
 use crate::packet::PacketOut;
 use crate::port_stats::{selects, PortStats};
 use crate::role::{Role, RoleMsg};
+use crate::table_stats::{AggregateStats, TableStats};
 use crate::tables::table_feature;
 use crate::version::{negotiate, Version, VersionSet};
 
@@ -33,6 +34,8 @@ pub trait Bridge {
     fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod>;
     /// Sends a controller's packet; `Err`: why not (nothing sent).
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal>;
+    /// Tables 0..`n`'s counters.
+    fn table_stats(&mut self, n: u8) -> Vec<TableStats>;
     /// This connection's role now (another's request may have changed it).
     fn role(&self) -> Role {
         Role::Equal
@@ -297,6 +300,19 @@ impl Session {
                             .filter(|p| selects(asked, p.port_no))
                             .collect(),
                     ),
+                    MultipartRequest::Table => MultipartReply::Table(bridge.table_stats(N_TABLES)),
+                    MultipartRequest::QueueStats { .. } => MultipartReply::QueueStats,
+                    MultipartRequest::Aggregate(f) => match bridge.flow_stats(&f) {
+                        Ok(entries) => MultipartReply::Aggregate(AggregateStats {
+                            packet_count: entries.iter().map(|e| e.packet_count).sum(),
+                            byte_count: entries.iter().map(|e| e.byte_count).sum(),
+                            flow_count: entries.len() as u32,
+                        }),
+                        Err(e) => {
+                            out.extend(Refusal::FlowMod(e).answer(request).encode(v, h.xid));
+                            return;
+                        }
+                    },
                     MultipartRequest::Flow(f) => match bridge.flow_stats(&f) {
                         Ok(entries) => MultipartReply::Flow(entries),
                         Err(e) => {
@@ -417,6 +433,9 @@ mod tests {
         }
         fn packet_out(&mut self, _: &crate::PacketOut) -> Result<(), crate::Refusal> {
             Ok(())
+        }
+        fn table_stats(&mut self, _: u8) -> Vec<crate::table_stats::TableStats> {
+            Vec::new()
         }
         fn port_stats(&mut self) -> Vec<PortStats> {
             Vec::new()

@@ -36,6 +36,9 @@ impl Bridge for NoPorts {
     fn packet_out(&mut self, _: &vsw_openflow::PacketOut) -> Result<(), vsw_openflow::Refusal> {
         Ok(())
     }
+    fn table_stats(&mut self, _: u8) -> Vec<vsw_openflow::table_stats::TableStats> {
+        Vec::new()
+    }
     fn port_stats(&mut self) -> Vec<vsw_openflow::port_stats::PortStats> {
         Vec::new()
     }
@@ -107,6 +110,10 @@ fn message() -> impl Strategy<Value = Message> {
                 }
             ),
         Just(Message::MultipartRequest(MultipartRequest::PortDesc)),
+        Just(Message::MultipartRequest(MultipartRequest::Table)),
+        (any::<u32>(), any::<u32>()).prop_map(|(port_no, queue_id)| {
+            Message::MultipartRequest(MultipartRequest::QueueStats { port_no, queue_id })
+        }),
         (
             any::<u16>(),
             0u8..6,

@@ -48,6 +48,9 @@ impl Bridge for TwoPorts {
     fn packet_out(&mut self, _: &vsw_openflow::PacketOut) -> Result<(), vsw_openflow::Refusal> {
         Ok(())
     }
+    fn table_stats(&mut self, _: u8) -> Vec<vsw_openflow::table_stats::TableStats> {
+        Vec::new()
+    }
     fn port_stats(&mut self) -> Vec<vsw_openflow::port_stats::PortStats> {
         Vec::new()
     }

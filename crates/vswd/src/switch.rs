@@ -1071,6 +1071,19 @@ impl Switch {
         Ok((self.ofproto.pipeline().select(&selection, strict), now_ms()))
     }
 
+    /// Tables 0..`n`: (table, rules, lookups, matches), counts pushed up to now.
+    pub fn table_counts(&self, n: u8) -> Vec<(u8, u32, u64, u64)> {
+        self.dp.push_flow_stats();
+        let pipeline = self.ofproto.pipeline();
+        (0..n)
+            .map(|t| {
+                let rules = pipeline.table(t).map_or(0, |c| c.len() as u32);
+                let (lookups, matches) = self.ofproto.table_counts(t);
+                (t, rules, lookups, matches)
+            })
+            .collect()
+    }
+
     /// True when `flow` would overlap a rule of its table and priority (OpenFlow's
     /// CHECK_OVERLAP).
     pub fn overlaps(&self, flow: &str) -> Result<bool, SwitchError> {

@@ -12,6 +12,7 @@ use vsw_openflow::ofctl_text::{
     actions_text, add_text, packet_out_text, selection_text, SelectionParts,
 };
 use vsw_openflow::port_stats::PortStats;
+use vsw_openflow::table_stats::TableStats;
 use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
 
 use std::sync::Arc;
@@ -161,6 +162,21 @@ impl Bridge for SwitchBridge<'_> {
                 instructions: instructions_from_actions(&r.spec.actions),
             })
             .collect())
+    }
+
+    /// Each table's flows, and the packets looked up and matched there as the
+    /// datapath flows' counts have been credited up to now.
+    fn table_stats(&mut self, n: u8) -> Vec<TableStats> {
+        self.switch
+            .table_counts(n)
+            .into_iter()
+            .map(|(table_id, active, lookups, matches)| TableStats {
+                table_id,
+                active_count: active,
+                lookup_count: lookups,
+                matched_count: matches,
+            })
+            .collect()
     }
 
     fn role(&self) -> Role {
