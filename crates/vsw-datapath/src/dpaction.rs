@@ -29,6 +29,11 @@ pub enum DpAction {
     SetTpDst(u16),
     /// Decrement the TTL or hop limit; a packet whose TTL runs out goes no further.
     DecTtl,
+    /// Keep a copy of the packet as it is now (a group bucket that rewrites runs
+    /// between this and `Restore`).
+    Save,
+    /// Put back the copy the matching `Save` kept.
+    Restore,
     /// Send a copy up to the control side, as the packet is now, with this note of
     /// the slow path's (`punt.rs`; Open vSwitch's `userspace()` action).
     Controller(u32),
@@ -59,18 +64,30 @@ impl fmt::Display for DpAction {
             DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
             DpAction::DecTtl => f.write_str("dec_ttl"),
             DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
+            DpAction::Save => f.write_str("clone("),
+            DpAction::Restore => f.write_str(")"),
         }
     }
 }
+
+/// Copies of a packet `Save` may hold at once (groups within buckets): translation
+/// keeps to it.
+pub const MAX_SAVED: usize = 4;
 
 /// Prints a list of datapath actions as `dpctl/dump-flows` does (`drop` when empty).
 pub fn format_dp_actions(actions: &[DpAction]) -> String {
     if actions.is_empty() {
         return "drop".into();
     }
-    actions
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
+    // A saved copy reads as Open vSwitch's clone(…): no comma inside its edges.
+    let mut s = String::new();
+    let mut after_open = true;
+    for a in actions {
+        if !after_open && *a != DpAction::Restore {
+            s.push(',');
+        }
+        s.push_str(&a.to_string());
+        after_open = *a == DpAction::Save;
+    }
+    s
 }

@@ -15,6 +15,7 @@ use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
 use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use crate::clock;
+use crate::dpaction::MAX_SAVED;
 use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
@@ -308,6 +309,7 @@ struct Worker {
     last_generation: u64,
     key: FlowKey,
     scratch: PacketBuf,
+    saved: SavedCopies,
     counters: PmdCounters,
     /// Received frames dropped for broken headers (part of `lost`).
     malformed: u64,
@@ -352,6 +354,7 @@ impl Pmd {
                 last_generation: 0,
                 key: FlowKey::default(),
                 scratch: PacketBuf::new(MAX_REWRITE_FRAME),
+                saved: SavedCopies::new(),
                 counters: PmdCounters::default(),
                 malformed: 0,
             },
@@ -724,6 +727,37 @@ fn held(tally: &mut ArrayVec<(Arc<DpFlow>, u64, u64), BATCH_SIZE>, flow: &Arc<Dp
     }
 }
 
+/// The copies `DpAction::Save` keeps (a group's buckets run on copies), made once
+/// per PMD: no allocation per packet.
+pub(crate) struct SavedCopies {
+    bufs: Vec<PacketBuf>,
+    /// Copies held for the packet being run.
+    held: usize,
+}
+
+impl SavedCopies {
+    fn new() -> SavedCopies {
+        SavedCopies {
+            bufs: (0..MAX_SAVED)
+                .map(|_| PacketBuf::new(MAX_REWRITE_FRAME))
+                .collect(),
+            held: 0,
+        }
+    }
+
+    fn save(&mut self, scratch: &PacketBuf) -> Result<(), RewriteError> {
+        let buf = self.bufs.get_mut(self.held).ok_or(RewriteError::Unsaved)?;
+        buf.copy_from(scratch)?;
+        self.held += 1;
+        Ok(())
+    }
+
+    fn restore(&mut self, scratch: &mut PacketBuf) -> Result<(), RewriteError> {
+        self.held = self.held.checked_sub(1).ok_or(RewriteError::Unsaved)?;
+        scratch.copy_from(&self.bufs[self.held])
+    }
+}
+
 impl Worker {
     /// Sends what the control side injected (at most a batch per call), each
     /// packet by its own actions, and flushes it out at once.
@@ -742,6 +776,7 @@ impl Worker {
                 run_rewriting(
                     &mut self.outputs,
                     &mut self.scratch,
+                    &mut self.saved,
                     &p.actions,
                     punts,
                     p.in_port,
@@ -786,6 +821,7 @@ fn process_batch(
         flows,
         key,
         scratch,
+        saved,
         counters,
         malformed: malformed_total,
         last_generation,
@@ -881,11 +917,20 @@ fn process_batch(
                     | DpAction::SetTpSrc(_)
                     | DpAction::SetTpDst(_)
                     | DpAction::DecTtl
+                    | DpAction::Save
+                    | DpAction::Restore
                     | DpAction::Controller(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
-            run_rewriting(outputs, scratch, &flow.actions, &shared.punts, in_port);
+            run_rewriting(
+                outputs,
+                scratch,
+                saved,
+                &flow.actions,
+                &shared.punts,
+                in_port,
+            );
         } else {
             outputs.tally.lost += 1;
         }
@@ -912,10 +957,12 @@ fn process_batch(
 fn run_rewriting(
     outputs: &mut Outputs,
     scratch: &mut PacketBuf,
+    saved: &mut SavedCopies,
     actions: &[DpAction],
     punts: &PuntQueues,
     in_port: u32,
 ) {
+    saved.held = 0;
     for action in actions {
         let result = match *action {
             DpAction::Output(port) => {
@@ -966,13 +1013,15 @@ fn run_rewriting(
                 punts.punt(in_port, note, scratch.data());
                 Ok(())
             }
+            DpAction::Save => saved.save(scratch),
+            DpAction::Restore => saved.restore(scratch),
         };
         match result {
             Ok(()) => {}
             // A packet whose TTL ran out goes no further (there is no controller to
             // tell); it is counted on the flow that matched it.
             Err(RewriteError::TtlExpired) => return,
-            Err(RewriteError::NoHeadroom | RewriteError::TooBig) => {
+            Err(RewriteError::NoHeadroom | RewriteError::TooBig | RewriteError::Unsaved) => {
                 outputs.tally.lost += 1;
                 return;
             }

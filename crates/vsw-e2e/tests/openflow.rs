@@ -165,7 +165,10 @@ fn flows_from_ovs_ofctl_land_in_vsws_tables_and_forward() {
             .unwrap_or_else(|| panic!("no {what} for table {n} in {tables}"))
     };
     assert_eq!((table(0, "active"), table(3, "active")), (1, 1), "{tables}");
-    assert!(table(3, "lookup") > 1000 && table(3, "matched") > 1000, "{tables}");
+    assert!(
+        table(3, "lookup") > 1000 && table(3, "matched") > 1000,
+        "{tables}"
+    );
     assert!(table(0, "lookup") >= table(0, "matched"), "{tables}");
     let aggregate = ofctl(&d, &["-O", "OpenFlow15", "dump-aggregate"]);
     assert!(aggregate.contains("flow_count=2"), "{aggregate}");
@@ -459,4 +462,107 @@ fn modify_cookies_and_selections_act_as_ovs_ofctl_expects() {
     assert_eq!(d.all_flows().len(), 1);
     of(&["add-flow", "check_overlap,priority=11,ip,actions=drop"]);
     assert_eq!(d.all_flows().len(), 2);
+}
+
+/// `name=N` of the one line of `text` that contains `needle` (`name` as printed).
+fn count_of(text: &str, needle: &str, name: &str) -> u64 {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .and_then(|l| l.split(&format!("{name}=")).nth(1))
+        .and_then(|n| n.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} for {needle} in {text}"))
+}
+
+#[test]
+fn groups_from_ovs_ofctl_share_copy_and_fail_over_traffic() {
+    let _g = serial();
+    let mut d = Vswd::start();
+    let of13 = |d: &Vswd, args: &[&str]| {
+        let mut a = vec!["-O", "OpenFlow13"];
+        a.extend_from_slice(args);
+        ofctl(d, &a)
+    };
+    let of = |args: &[&str]| of13(&d, args);
+    of(&["del-flows"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=64"]);
+    d.ctl_ok(&["add-port", "a", "type=ring"]);
+    d.ctl_ok(&["add-port", "b", "type=ring"]);
+    let host = vsw_e2e::Host::new(1);
+    d.ctl_ok(&["add-port", &host.port]);
+    let tx_of = |d: &Vswd, p: &str| d.port(p).stats.tx_packets;
+    let tx = |p: &str| tx_of(&d, p);
+
+    // Select: each connection to one bucket, both buckets used; the buckets' counts
+    // add up to the group's.
+    of(&[
+        "add-group",
+        "group_id=1,type=select,bucket=weight:1,actions=output:2,bucket=weight:3,actions=output:3",
+    ]);
+    of(&["add-flow", "in_port=1,actions=group:1"]);
+    wait_until("both buckets to be used", Duration::from_secs(10), || {
+        tx("a") > 1000 && tx("b") > 1000
+    });
+    let stats = of(&["dump-group-stats"]);
+    let total = count_of(&stats, "group_id=1", "packet_count");
+    let b0 = count_of(&stats, "group_id=1", "bucket0:packet_count");
+    let b1 = count_of(&stats, "group_id=1", "bucket1:packet_count");
+    assert_eq!(b0 + b1, total, "{stats}");
+    assert!(
+        of(&["dump-groups"]).contains("group_id=1,type=select"),
+        "dump-groups"
+    );
+    // One that hands packets to a group that is not there is refused.
+    let out = ofctl_raw(
+        &d,
+        &["-O", "OpenFlow13", "add-flow", "in_port=2,actions=group:9"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("OFPBAC_BAD_OUT_GROUP"), "{err}");
+    // Groups are kept across a restart, with the flows that use them.
+    d.restart();
+    let of = |args: &[&str]| of13(&d, args);
+    let tx = |p: &str| tx_of(&d, p);
+    assert!(of(&["dump-groups"]).contains("group_id=1,type=select"));
+    assert!(of(&["dump-flows"]).contains("actions=group:1"));
+
+    // Modified to all: every packet to both.
+    of(&[
+        "mod-group",
+        "group_id=1,type=all,bucket=actions=output:2,bucket=actions=output:3",
+    ]);
+    let (a0, b0) = (tx("a"), tx("b"));
+    wait_until(
+        "both to be sent every packet",
+        Duration::from_secs(10),
+        || tx("a") > a0 + 5000 && tx("b") > b0 + 5000,
+    );
+    let stats = of(&["dump-group-stats"]);
+    let b0 = count_of(&stats, "group_id=1", "bucket0:packet_count");
+    let b1 = count_of(&stats, "group_id=1", "bucket1:packet_count");
+    assert!(b0 > 0 && b1 > 0, "{stats}");
+
+    // Fast failover: the host's port while its link is up, then port b.
+    of(&[
+        "add-group",
+        "group_id=2,type=fast_failover,bucket=watch_port:4,actions=output:4,bucket=watch_port:3,actions=output:3",
+    ]);
+    of(&["mod-flows", "in_port=1,actions=group:2"]);
+    let h0 = tx(&host.port);
+    wait_until(
+        "the watched port to be sent packets",
+        Duration::from_secs(10),
+        || tx(&host.port) > h0 + 1000,
+    );
+    host.unplug();
+    let b0 = tx("b");
+    wait_until(
+        "the fast-failover group to fail over",
+        Duration::from_secs(15),
+        || tx("b") > b0 + 1000,
+    );
+    // Deleting a group takes the flows that use it.
+    of(&["del-groups", "group_id=2"]);
+    assert!(d.all_flows().is_empty(), "{:?}", d.all_flows());
+    assert!(!of(&["dump-groups"]).contains("group_id=2"));
 }

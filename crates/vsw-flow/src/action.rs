@@ -29,6 +29,8 @@ pub enum Action {
     Flood,
     /// Discard; counted on the rule.
     Drop,
+    /// Hand the packet to a group (its buckets run on copies of it).
+    Group(u32),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -158,6 +160,17 @@ static CONTROLLER: ActionDef = ActionDef {
             }
         };
         Ok(Action::Controller { max_len })
+    },
+};
+static GROUP: ActionDef = ActionDef {
+    name: "group",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| {
+        Ok(Action::Group(
+            parse_uint(n, arg(n, a)?, u128::from(crate::group::MAX_GROUP_ID))? as u32,
+        ))
     },
 };
 static DROP: ActionDef = ActionDef {
@@ -312,6 +325,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &NORMAL,
     &FLOOD,
     &DROP,
+    &GROUP,
     &CONTROLLER,
     &MOD_DL_SRC,
     &MOD_DL_DST,
@@ -346,6 +360,7 @@ impl Action {
             Action::Flood => &FLOOD,
             Action::Drop => &DROP,
             Action::Controller { .. } => &CONTROLLER,
+            Action::Group(_) => &GROUP,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -366,7 +381,7 @@ impl Action {
     /// Its argument as written, if it has one.
     pub fn argument(&self) -> Option<String> {
         match self {
-            Action::Output(p) => Some(p.to_string()),
+            Action::Output(p) | Action::Group(p) => Some(p.to_string()),
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }
@@ -443,6 +458,7 @@ mod tests {
                 max_len: CONTROLLER_NO_BUFFER,
             },
             Action::Controller { max_len: 128 },
+            Action::Group(7),
             Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
             Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
             Action::PushVlan(EtherType::VLAN),

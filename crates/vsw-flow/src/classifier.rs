@@ -419,6 +419,11 @@ impl Classifier {
         }
     }
 
+    /// Removes the rules `doomed` picks; returns them.
+    pub fn remove_if(&mut self, doomed: &dyn Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
+        self.remove_where(doomed)
+    }
+
     /// Removes every rule that names `port` in its match or actions (the port is gone).
     pub fn remove_port(&mut self, port: u32) -> usize {
         self.remove_where(|r| {

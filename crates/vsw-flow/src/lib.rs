@@ -8,6 +8,7 @@ pub mod action;
 pub mod classifier;
 mod error;
 pub mod fields;
+pub mod group;
 pub mod mac_table;
 pub mod matching;
 pub mod pipeline;
@@ -19,9 +20,10 @@ mod values;
 
 pub use action::Action;
 pub use classifier::{Classifier, Lookup, SubtableOrder};
+pub use group::{format_group, parse_group, Bucket, Group, GroupSpec, GroupType};
 pub use mac_table::{Learned, MacTable};
 pub use matching::Match;
-pub use pipeline::Pipeline;
+pub use pipeline::{GroupError, Pipeline};
 pub use rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
 pub use syntax::{
     parse_actions, parse_flow, parse_match, FlowSyntaxError, PortResolver, Selection,

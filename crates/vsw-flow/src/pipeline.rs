@@ -2,6 +2,7 @@
 //! `goto_table` and `resubmit` take it to others (translation, in vsw-ofproto, walks
 //! them). A table with no matching rule drops the packet.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use vsw_packet::FlowKey;
@@ -9,18 +10,39 @@ use vsw_packet::FlowKey;
 use crate::action::Action;
 use crate::classifier::Classifier;
 use crate::error::FlowSyntaxError;
-use crate::rule::{FlowSpec, Rule, MAX_TABLE};
+use crate::group::{Group, GroupSpec};
+use crate::rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
 use crate::syntax::Selection;
 
 /// The rule a new switch starts with: every packet to NORMAL, below any other rule.
 pub const LEARNING_SWITCH_FLOW: &str = "priority=0,actions=NORMAL";
 
-/// Every table's rules. Immutable once published, like a classifier: the control
-/// side changes a copy.
+/// Every table's rules, and the groups they may hand packets to. Immutable once
+/// published, like a classifier: the control side changes a copy.
 #[derive(Clone, Debug, Default)]
 pub struct Pipeline {
     /// By table number; tables never written to are absent or empty.
     tables: Vec<Classifier>,
+    groups: BTreeMap<u32, Arc<Group>>,
+}
+
+/// Why a group change was refused (nothing changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("group {0} exists already")]
+    Exists(u32),
+    #[error("there is no group {0}")]
+    Unknown(u32),
+    #[error("group {0} would reach itself through its buckets")]
+    Loop(u32),
+}
+
+/// The groups a list of actions hands packets to.
+fn groups_named(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
+    actions.iter().filter_map(|a| match a {
+        Action::Group(g) => Some(*g),
+        _ => None,
+    })
 }
 
 impl Pipeline {
@@ -37,6 +59,87 @@ impl Pipeline {
             .expect("the learning switch's rule is well formed");
         p.insert(spec, now_ms);
         p
+    }
+
+    /// Group `id`.
+    pub fn group(&self, id: u32) -> Option<&Arc<Group>> {
+        self.groups.get(&id)
+    }
+
+    /// Every group, by number.
+    pub fn groups(&self) -> impl Iterator<Item = &Arc<Group>> {
+        self.groups.values()
+    }
+
+    /// The first group `actions` name that does not exist.
+    pub fn missing_group(&self, actions: &[Action]) -> Option<u32> {
+        groups_named(actions).find(|g| !self.groups.contains_key(g))
+    }
+
+    /// Adds a group (`modify`: replaces one, keeping its counters where its buckets
+    /// stay as many). Every group its buckets name must exist, and none may lead
+    /// back to it.
+    pub fn set_group(
+        &mut self,
+        spec: GroupSpec,
+        modify: bool,
+        now_ms: u64,
+    ) -> Result<(), GroupError> {
+        let id = spec.id;
+        match (self.groups.get(&id), modify) {
+            (Some(_), false) => return Err(GroupError::Exists(id)),
+            (None, true) => return Err(GroupError::Unknown(id)),
+            _ => {}
+        }
+        for b in &spec.buckets {
+            if let Some(g) = self.missing_group(&b.actions) {
+                return Err(GroupError::Unknown(g));
+            }
+            if groups_named(&b.actions).any(|g| g == id || self.reaches(g, id, 0)) {
+                return Err(GroupError::Loop(id));
+            }
+        }
+        let group = match self.groups.get(&id) {
+            Some(old) if old.spec.buckets.len() == spec.buckets.len() => Arc::new(Group {
+                installed_ms: old.installed_ms,
+                stats: RuleStats::copy_of(&old.stats),
+                bucket_stats: old.bucket_stats.iter().map(RuleStats::copy_of).collect(),
+                spec,
+            }),
+            _ => Group::new(spec, now_ms),
+        };
+        self.groups.insert(id, group);
+        Ok(())
+    }
+
+    /// Whether group `from` leads to group `to` through its buckets.
+    fn reaches(&self, from: u32, to: u32, depth: usize) -> bool {
+        if depth > self.groups.len() {
+            return true;
+        }
+        self.groups.get(&from).is_some_and(|g| {
+            g.spec.buckets.iter().any(|b| {
+                groups_named(&b.actions).any(|n| n == to || self.reaches(n, to, depth + 1))
+            })
+        })
+    }
+
+    /// Removes group `id` (`None`: every group) and, as OpenFlow asks, every rule
+    /// that hands packets to a removed group; returns the rules removed. A group no
+    /// longer there is no error.
+    pub fn delete_groups(&mut self, id: Option<u32>) -> Vec<Arc<Rule>> {
+        let gone: Vec<u32> = match id {
+            Some(g) => self.groups.remove(&g).map(|_| g).into_iter().collect(),
+            None => std::mem::take(&mut self.groups).into_keys().collect(),
+        };
+        if gone.is_empty() {
+            return Vec::new();
+        }
+        self.selected(None)
+            .flat_map(|c| {
+                c.remove_if(&|r: &Rule| groups_named(&r.spec.actions).any(|g| gone.contains(&g)))
+            })
+            .collect()
     }
 
     /// Table `id`, if it has ever held a rule.
@@ -393,5 +496,77 @@ mod selection_tests {
             !p.overlaps(&spec("priority=5,in_port=1,actions=output:3")),
             "the same match replaces"
         );
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+    use crate::group::parse_group;
+    use crate::syntax::parse_flow;
+
+    fn no_names(_: &str) -> Option<u32> {
+        None
+    }
+
+    fn g(text: &str) -> GroupSpec {
+        parse_group(text, &no_names).unwrap()
+    }
+
+    #[test]
+    fn groups_are_added_modified_and_deleted_with_the_rules_that_use_them() {
+        let mut p = Pipeline::new();
+        p.set_group(
+            g("group_id=1,type=all,bucket=output:1,bucket=output:2"),
+            false,
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            p.set_group(g("group_id=1,type=all,bucket=output:3"), false, 1),
+            Err(GroupError::Exists(1))
+        );
+        assert_eq!(
+            p.set_group(g("group_id=2,type=all,bucket=output:3"), true, 1),
+            Err(GroupError::Unknown(2))
+        );
+        assert_eq!(
+            p.set_group(g("group_id=2,type=indirect,bucket=group:9"), false, 1),
+            Err(GroupError::Unknown(9)),
+            "a bucket's group must exist"
+        );
+        p.set_group(g("group_id=2,type=indirect,bucket=group:1"), false, 1)
+            .unwrap();
+        assert_eq!(
+            p.set_group(g("group_id=1,type=all,bucket=group:2"), true, 1),
+            Err(GroupError::Loop(1))
+        );
+        p.group(1).unwrap().stats.add(5, 500, 2);
+        p.set_group(
+            g("group_id=1,type=all,bucket=output:3,bucket=output:4"),
+            true,
+            9,
+        )
+        .unwrap();
+        let kept = p.group(1).unwrap();
+        assert_eq!(
+            (kept.stats.packets(), kept.installed_ms),
+            (5, 1),
+            "counters kept"
+        );
+        let flow = parse_flow("in_port=1,actions=group:2", &no_names).unwrap();
+        assert_eq!(p.missing_group(&flow.actions), None);
+        p.insert(flow, 1);
+        p.insert(
+            parse_flow("in_port=2,actions=output:1", &no_names).unwrap(),
+            1,
+        );
+        assert_eq!(p.missing_group(&[Action::Group(3)]), Some(3));
+        let gone = p.delete_groups(Some(2));
+        assert_eq!(gone.len(), 1, "the rule that used group 2 went with it");
+        assert_eq!(p.len(), 1);
+        assert!(p.delete_groups(Some(2)).is_empty(), "no group: no error");
+        p.delete_groups(None);
+        assert_eq!(p.groups().count(), 0);
     }
 }

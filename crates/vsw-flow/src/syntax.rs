@@ -198,10 +198,28 @@ fn parse_match_part(
     Ok((extras, b.finish()?))
 }
 
+/// A rule's actions, each rewrite checked against what `matcher` promises.
 pub fn parse_actions(
     text: &str,
     ports: &dyn PortResolver,
     matcher: &Match,
+) -> Result<Vec<Action>, FlowSyntaxError> {
+    read_actions(text, ports, Some(matcher))
+}
+
+/// Actions without a match to check them against (a group's bucket): a rewrite of
+/// a header a packet does not have is skipped when it is translated.
+pub fn parse_actions_unchecked(
+    text: &str,
+    ports: &dyn PortResolver,
+) -> Result<Vec<Action>, FlowSyntaxError> {
+    read_actions(text, ports, None)
+}
+
+fn read_actions(
+    text: &str,
+    ports: &dyn PortResolver,
+    matcher: Option<&Match>,
 ) -> Result<Vec<Action>, FlowSyntaxError> {
     let mut actions = Vec::new();
     for tok in action_tokens(text) {
@@ -217,7 +235,7 @@ pub fn parse_actions(
         // A rewrite of a header the match does not promise is refused, as OpenFlow
         // does: `mod_nw_src` needs `ip`, `mod_tp_dst` tcp, udp or sctp.
         let def = a.def();
-        if !def.needs.met(matcher.value(), matcher.mask()) {
+        if matcher.is_some_and(|m| !def.needs.met(m.value(), m.mask())) {
             return Err(FlowSyntaxError::ActionPrerequisite {
                 action: def.name,
                 needs: def.needs.describe(),

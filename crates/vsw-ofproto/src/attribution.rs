@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use vsw_datapath::Attribution;
-use vsw_flow::{Learned, MacTable, Rule};
+use vsw_flow::{Group, Learned, MacTable, Rule};
 use vsw_packet::MacAddr;
 
 use crate::generation::Generation;
@@ -59,6 +59,8 @@ pub(crate) struct FlowCredit {
     /// Each table lookup of the translation, and whether it matched.
     pub tables: Vec<(u8, bool)>,
     pub table_counters: Arc<TableCounters>,
+    /// Each group the translation went through (`None`) and bucket it ran.
+    pub groups: Vec<(Arc<Group>, Option<usize>)>,
     pub learned: Vec<(MacAddr, u16, u32)>,
     pub macs: Arc<Mutex<MacTable>>,
     pub generation: Arc<Generation>,
@@ -76,6 +78,15 @@ impl Attribution for FlowCredit {
         if packets > 0 {
             for &(table, matched) in &self.tables {
                 self.table_counters.add(table, matched, packets);
+            }
+        }
+        for (g, bucket) in &self.groups {
+            let stats = match bucket {
+                None => Some(&g.stats),
+                Some(i) => g.bucket_stats.get(*i),
+            };
+            if let Some(s) = stats {
+                s.add(packets, bytes, used_ms);
             }
         }
         if self.learned.is_empty() {

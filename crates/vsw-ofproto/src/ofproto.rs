@@ -29,6 +29,8 @@ pub struct Ofproto {
     /// Taken by translations (upcalls and revalidation, never per packet).
     macs: Arc<Mutex<MacTable>>,
     ports: ArcSwap<Vec<u32>>,
+    /// Ports whose link is up (fast-failover groups' liveness).
+    live_ports: ArcSwap<Vec<u32>>,
     /// Ports whose flows an offload provider may take: their IPv4 TCP/UDP datapath
     /// flows match an exact entry's fields, so that the provider can express them.
     offload_ports: ArcSwap<Vec<u32>>,
@@ -61,6 +63,7 @@ impl Ofproto {
             pipeline: ArcSwap::from_pointee(pipeline),
             macs: Arc::new(Mutex::new(MacTable::default())),
             ports: ArcSwap::from_pointee(Vec::new()),
+            live_ports: ArcSwap::from_pointee(Vec::new()),
             offload_ports: ArcSwap::from_pointee(Vec::new()),
             generation: Arc::new(Generation::default()),
             xlate_errors: AtomicU64::new(0),
@@ -102,6 +105,18 @@ impl Ofproto {
         ports.sort_unstable();
         self.ports.store(Arc::new(ports));
         self.generation.bump();
+    }
+
+    /// The ports whose link is up; true when that changed (flows must be
+    /// revalidated: a fast-failover group may choose another bucket).
+    pub fn set_live_ports(&self, mut ports: Vec<u32>) -> bool {
+        ports.sort_unstable();
+        if **self.live_ports.load() == ports {
+            return false;
+        }
+        self.live_ports.store(Arc::new(ports));
+        self.generation.bump();
+        true
     }
 
     /// The ports with an offload provider; true when that changed (flows must be
@@ -167,10 +182,12 @@ impl Ofproto {
         let macs = &mut lock(&self.macs);
         let pipeline = self.pipeline.load();
         let ports = self.ports.load();
+        let live = self.live_ports.load();
         let mut env = XlateEnv {
             pipeline: &pipeline,
             macs,
             ports: &ports,
+            live_ports: &live,
             now_ms,
             learn: false,
             trace: false,
@@ -186,10 +203,12 @@ impl Ofproto {
         let generation = self.generation.get();
         let pipeline = self.pipeline.load();
         let ports = self.ports.load();
+        let live = self.live_ports.load();
         let mut env = XlateEnv {
             pipeline: &pipeline,
             macs: &mut macs,
             ports: &ports,
+            live_ports: &live,
             now_ms,
             learn,
             trace,
@@ -274,6 +293,7 @@ impl Upcall for Ofproto {
             attribution: Arc::new(FlowCredit {
                 rules,
                 tables: x.tables,
+                groups: x.groups,
                 table_counters: self.table_counters.clone(),
                 learned: x.learned,
                 macs: self.macs.clone(),

@@ -17,6 +17,8 @@ pub enum PuntReason {
     /// A packet-out's own output to CONTROLLER (OFPR_PACKET_OUT in 1.4+, ACTION
     /// before).
     PacketOut,
+    /// A group bucket's output to CONTROLLER (OFPR_GROUP in 1.4+, ACTION before).
+    Group,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use vsw_datapath::DpAction;
-use vsw_flow::{Action, MacTable, Pipeline, Rule};
+use vsw_flow::fields::Needs;
+use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::{FlowKey, MacAddr};
 
@@ -17,6 +18,18 @@ use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
 /// Open vSwitch's limit): a loop of resubmits is caught here, the packet dropped.
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
+
+/// Copies of the packet a translation may have the datapath hold at once (groups
+/// within groups' buckets).
+pub const MAX_SAVES: usize = vsw_datapath::MAX_SAVED;
+
+fn mix(h: u64, v: u64) -> u64 {
+    (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+}
+
+fn mac_bits(m: MacAddr) -> u64 {
+    m.0.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b))
+}
 
 /// The VID and the "tag present" bit: what NORMAL switches by.
 const VLAN_VID_CFI: u16 = 0x0fff | VLAN_CFI;
@@ -46,6 +59,9 @@ pub struct Xlated {
     pub rules: Vec<Arc<Rule>>,
     /// Every table looked up, and whether a rule matched there (table statistics).
     pub tables: Vec<(u8, bool)>,
+    /// Every group the packet went through (`None`), and each bucket it ran
+    /// (`Some(index)`): their counters are credited.
+    pub groups: Vec<(Arc<Group>, Option<usize>)>,
     /// The sources NORMAL learned (or would have): (MAC, VLAN, port).
     pub learned: Vec<(MacAddr, u16, u32)>,
     /// The key after every rewrite.
@@ -71,6 +87,8 @@ pub(crate) struct XlateEnv<'a> {
     pub punt_notes: &'a PuntNotes,
     /// Fail open: NORMAL decides every packet, the rules are not looked at.
     pub fail_open: bool,
+    /// Ports whose link is up (a fast-failover bucket watching one is live).
+    pub live_ports: &'a [u32],
 }
 
 struct Ctx<'a, 'b> {
@@ -80,6 +98,10 @@ struct Ctx<'a, 'b> {
     depth: usize,
     /// A NORMAL of this translation has learned already.
     learned: bool,
+    /// Group buckets being run now (a packet sent up from one says so).
+    in_group: usize,
+    /// Copies of the packet the datapath holds now (`DpAction::Save`).
+    saves: usize,
 }
 
 /// Translates `key` through the pipeline from table 0.
@@ -117,6 +139,8 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
         out: Xlated::default(),
         depth: 0,
         learned: false,
+        in_group: 0,
+        saves: 0,
     };
     // Every datapath flow matches one input port exactly.
     cx.out.mask.in_port = u32::MAX;
@@ -199,9 +223,11 @@ impl Ctx<'_, '_> {
             Action::Flood => self.flood(),
             Action::Normal => self.normal(table),
             Action::Drop => {}
+            Action::Group(id) => self.group(id, table, rule),
             Action::Controller { max_len } => {
                 let note = PuntNote {
                     reason: match rule {
+                        _ if self.in_group > 0 => PuntReason::Group,
                         Some(r) if r.is_table_miss() => PuntReason::NoMatch,
                         Some(_) => PuntReason::Action,
                         None => PuntReason::PacketOut,
@@ -306,10 +332,162 @@ impl Ctx<'_, '_> {
             | Action::Normal
             | Action::Flood
             | Action::Drop
+            | Action::Group(_)
             | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,
         }
+    }
+
+    /// Runs group `id`'s chosen buckets, each on a copy of the packet: what a bucket
+    /// rewrites stays in it (the datapath saves the packet before such a bucket and
+    /// puts it back after), and so does the working key here.
+    fn group(&mut self, id: u32, table: u8, rule: Option<&Rule>) {
+        let Some(g) = self.env.pipeline.group(id).cloned() else {
+            self.step(table, format!("group:{id}: no such group: drop"));
+            return;
+        };
+        if self.depth >= MAX_RESUBMIT_DEPTH {
+            self.out.error = Some(XlateError::TooDeep);
+            return;
+        }
+        let chosen: Vec<usize> = match g.spec.kind {
+            GroupType::All => (0..g.spec.buckets.len()).collect(),
+            GroupType::Indirect => (0..g.spec.buckets.len().min(1)).collect(),
+            GroupType::FastFailover => {
+                let live =
+                    (0..g.spec.buckets.len()).find(|&i| self.bucket_live(&g.spec.buckets[i], 0));
+                live.into_iter().collect()
+            }
+            GroupType::Select => self.select(&g).into_iter().collect(),
+        };
+        self.step(
+            table,
+            format!("group:{id} ({}): buckets {chosen:?}", g.spec.kind.name()),
+        );
+        self.out.groups.push((g.clone(), None));
+        self.depth += 1;
+        self.in_group += 1;
+        for i in chosen {
+            self.out.groups.push((g.clone(), Some(i)));
+            self.bucket(&g.spec.buckets[i], table, rule);
+            if self.out.error.is_some() {
+                break;
+            }
+        }
+        self.in_group -= 1;
+        self.depth -= 1;
+    }
+
+    fn bucket(&mut self, b: &Bucket, table: u8, rule: Option<&Rule>) {
+        let key = self.key;
+        // A bucket that may change the packet runs on a copy.
+        let copy = b
+            .actions
+            .iter()
+            .any(|a| a.rewrites() || matches!(a, Action::Group(_)));
+        if copy {
+            if self.saves == MAX_SAVES {
+                self.out.error = Some(XlateError::TooDeep);
+                return;
+            }
+            self.saves += 1;
+            self.emit(DpAction::Save);
+        }
+        for a in &b.actions {
+            // A bucket has no match of its own: a rewrite of a header this packet
+            // lacks is skipped, and that depended on its protocol.
+            let needs = a.def().needs;
+            if !needs.met(&self.key, &FlowKey::exact()) {
+                self.out.mask.dl_type = u16::MAX;
+                self.out.mask.nw_proto = u8::MAX;
+                continue;
+            }
+            if needs != Needs::Nothing {
+                self.out.mask.dl_type = u16::MAX;
+                self.out.mask.nw_proto = u8::MAX;
+            }
+            self.action(a, table, rule);
+            if self.out.error.is_some() {
+                return;
+            }
+        }
+        if copy {
+            self.emit(DpAction::Restore);
+            self.saves -= 1;
+        }
+        self.key = key;
+    }
+
+    /// A bucket is live when its watched port's link is up and its watched group
+    /// has a live bucket (both when it watches both).
+    fn bucket_live(&self, b: &Bucket, depth: usize) -> bool {
+        let port_ok = b
+            .watch_port
+            .is_none_or(|p| self.env.live_ports.contains(&p));
+        let group_ok = b.watch_group.is_none_or(|g| {
+            depth < MAX_RESUBMIT_DEPTH
+                && self.env.pipeline.group(g).is_some_and(|g| {
+                    g.spec
+                        .buckets
+                        .iter()
+                        .any(|b| self.bucket_live(b, depth + 1))
+                })
+        });
+        port_ok && group_ok
+    }
+
+    /// A select group's bucket for this packet: among the live buckets with a
+    /// weight, by a hash of its addresses and ports (so one connection stays on one
+    /// bucket), in proportion to the weights. The datapath flow then matches what
+    /// the hash read: one flow per connection, each with its bucket.
+    fn select(&mut self, g: &Group) -> Option<usize> {
+        let live: Vec<(usize, u32)> = g
+            .spec
+            .buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.weight > 0 && self.bucket_live(b, 0))
+            .map(|(i, b)| (i, u32::from(b.weight)))
+            .collect();
+        let total: u32 = live.iter().map(|(_, w)| w).sum();
+        if total == 0 {
+            return None;
+        }
+        let (k, m) = (&self.key, &mut self.out.mask);
+        m.dl_type = u16::MAX;
+        let mut h = u64::from(k.dl_type);
+        let ip = matches!(
+            k.dl_type,
+            vsw_packet::EtherType::IPV4 | vsw_packet::EtherType::IPV6
+        );
+        if ip {
+            m.nw_src = u128::MAX;
+            m.nw_dst = u128::MAX;
+            m.nw_proto = u8::MAX;
+            h = mix(h, k.nw_src as u64 ^ (k.nw_src >> 64) as u64);
+            h = mix(h, k.nw_dst as u64 ^ (k.nw_dst >> 64) as u64);
+            h = mix(h, u64::from(k.nw_proto));
+            if matches!(k.nw_proto, 6 | 17 | 132) {
+                m.tp_src = u16::MAX;
+                m.tp_dst = u16::MAX;
+                h = mix(h, (u64::from(k.tp_src) << 16) | u64::from(k.tp_dst));
+            }
+        } else {
+            m.dl_src = MacAddr([0xff; 6]);
+            m.dl_dst = MacAddr([0xff; 6]);
+            h = mix(h, mac_bits(k.dl_src));
+            h = mix(h, mac_bits(k.dl_dst));
+        }
+        let mut at = (h % u64::from(total)) as u32;
+        live.into_iter().find_map(|(i, w)| {
+            if at < w {
+                Some(i)
+            } else {
+                at -= w;
+                None
+            }
+        })
     }
 
     fn flood(&mut self) {

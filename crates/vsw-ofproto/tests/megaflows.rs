@@ -5,7 +5,9 @@
 //! packet now, through the current rules and MAC table, says. Rule changes and hosts
 //! moving between ports are interleaved with the traffic: what keeps the cached
 //! flows right across them is the revalidation, run as vswd runs it (after a rule
-//! change, and when a translation changed the MAC table).
+//! change, and when a translation changed the MAC table). Rules also hand packets
+//! to groups of each type (buckets that rewrite, a group in a bucket, a select
+//! group's hash, a fast-failover group's live port).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,6 +103,7 @@ fn rule() -> impl Strategy<Value = String> {
         ((1..=PORTS), (0..TABLES)).prop_map(|(p, t)| format!("resubmit({p},{t})")),
         Just("mod_tp_dst:443".to_string()),
         Just("dec_ttl".to_string()),
+        (1u32..=4).prop_map(|g| format!("group:{g}")),
     ];
     (
         0..TABLES,
@@ -141,8 +144,20 @@ fn rule() -> impl Strategy<Value = String> {
         })
 }
 
+/// The groups every rule set has.
+const GROUPS: [&str; 4] = [
+    "group_id=1,type=all,bucket=mod_dl_dst:02:00:00:00:00:03,output:1,bucket=output:2",
+    "group_id=2,type=select,bucket=weight:1,actions=output:3,bucket=weight:2,actions=mod_tp_dst:443,output:4",
+    "group_id=3,type=indirect,bucket=mod_dl_dst:02:00:00:00:00:04,group:1,output:3",
+    "group_id=4,type=fast_failover,bucket=watch_port:1,actions=output:1,bucket=watch_port:2,actions=dec_ttl,output:2",
+];
+
 fn pipeline(rules: &[String]) -> Pipeline {
     let mut p = Pipeline::new();
+    for g in GROUPS {
+        let spec = vsw_flow::parse_group(g, &|_: &str| None).unwrap();
+        p.set_group(spec, false, 1).unwrap();
+    }
     for r in rules {
         p.insert(
             parse_flow(r, &|_: &str| None).unwrap_or_else(|e| panic!("{r}: {e}")),
@@ -191,6 +206,8 @@ fn rig(rules: &[String], emc: u32) -> Rig {
     }
     let ofproto = Ofproto::new(pipeline(rules));
     ofproto.set_ports((1..=PORTS).collect());
+    // Port 1's link is down: group 4 fails over to its second bucket.
+    ofproto.set_live_ports((2..=PORTS).collect());
     dp.set_upcall(ofproto.clone()).unwrap();
     Rig {
         dp,
@@ -205,8 +222,18 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
     let mut buf = PacketBuf::new(4096);
     buf.load(frame, None, VnetHdr::default()).unwrap();
     let mut out = Vec::new();
+    let mut saved: Vec<Vec<u8>> = Vec::new();
     for a in actions {
         let r = match *a {
+            DpAction::Save => {
+                saved.push(buf.data().to_vec());
+                Ok(())
+            }
+            DpAction::Restore => {
+                let copy = saved.pop().expect("a saved copy");
+                buf.load(&copy, None, VnetHdr::default()).unwrap();
+                Ok(())
+            }
             DpAction::Output(p) => {
                 if (1..=PORTS).contains(&p) {
                     out.push((p, buf.data().to_vec()));

@@ -45,6 +45,8 @@ pub enum Refusal {
     StaleRole,
     #[error(transparent)]
     FlowMod(#[from] crate::flow_mod::BadFlowMod),
+    #[error(transparent)]
+    GroupMod(#[from] crate::group_mod::BadGroupMod),
 }
 
 impl Refusal {
@@ -66,6 +68,7 @@ impl Refusal {
             Refusal::BadRole => (OFPET_ROLE_REQUEST_FAILED, 2),
             Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),
             Refusal::FlowMod(e) => e.type_code(),
+            Refusal::GroupMod(e) => e.type_code(),
         }
     }
 }

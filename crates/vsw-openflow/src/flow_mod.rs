@@ -107,6 +107,8 @@ pub enum BadFlowMod {
     Refused,
     #[error("the flow overlaps one of its priority (FLOW_MOD_FAILED/OVERLAP)")]
     Overlap,
+    #[error("an action hands packets to a group that does not exist (BAD_ACTION/BAD_OUT_GROUP)")]
+    BadOutGroup,
 }
 
 impl BadFlowMod {
@@ -126,6 +128,7 @@ impl BadFlowMod {
             BadFlowMod::BadOutPort => (2, 4),
             BadFlowMod::Refused => (5, 0),
             BadFlowMod::Overlap => (5, 3),
+            BadFlowMod::BadOutGroup => (2, 9),
         }
     }
 }

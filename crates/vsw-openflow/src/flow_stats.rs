@@ -219,6 +219,7 @@ pub fn decode_entries(version: Version, body: &[u8]) -> Option<Vec<FlowStatsEntr
 pub const OFPRR_IDLE_TIMEOUT: u8 = 0;
 pub const OFPRR_HARD_TIMEOUT: u8 = 1;
 pub const OFPRR_DELETE: u8 = 2;
+pub const OFPRR_GROUP_DELETE: u8 = 3;
 
 /// A flow that went, for the controllers that asked (its SEND_FLOW_REM flag).
 #[derive(Clone, Debug, PartialEq, Eq)]

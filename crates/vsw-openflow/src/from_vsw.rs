@@ -10,7 +10,10 @@ use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, I
 use vsw_packet::{EtherType, MacAddr};
 
 use crate::flow_mod::{
-    Action, Instruction, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_NORMAL,
+    Action, Instruction, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_NORMAL,
+};
+use crate::group_mod::{
+    GroupDescEntry, OfBucket, OFPGT_ALL, OFPGT_FF, OFPGT_INDIRECT, OFPGT_SELECT, OFPG_ANY,
 };
 use crate::oxm::{OxmField, OxmMatch};
 
@@ -158,6 +161,52 @@ fn set(id: u8, value: Vec<u8>) -> Action {
 
 /// A vsw rule's actions as instructions: apply-actions, then goto-table.
 pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
+    let (apply, goto) = actions_and_goto(actions);
+    let mut out = Vec::new();
+    if !apply.is_empty() {
+        out.push(Instruction::ApplyActions(apply));
+    }
+    if let Some(t) = goto {
+        out.push(Instruction::GotoTable(t));
+    }
+    out
+}
+
+/// A group's bucket's actions (a bucket has no goto_table).
+pub fn actions_from_vsw(actions: &[VswAction]) -> Vec<Action> {
+    actions_and_goto(actions).0
+}
+
+/// A vsw group as OpenFlow describes it.
+pub fn group_desc_from_vsw(g: &vsw_flow::GroupSpec) -> GroupDescEntry {
+    use vsw_flow::GroupType;
+    GroupDescEntry {
+        kind: match g.kind {
+            GroupType::All => OFPGT_ALL,
+            GroupType::Select => OFPGT_SELECT,
+            GroupType::Indirect => OFPGT_INDIRECT,
+            GroupType::FastFailover => OFPGT_FF,
+        },
+        group_id: g.id,
+        buckets: g
+            .buckets
+            .iter()
+            .map(|b| OfBucket {
+                // Only a select group's buckets have weights on the wire.
+                weight: if g.kind == GroupType::Select {
+                    b.weight
+                } else {
+                    0
+                },
+                watch_port: b.watch_port.unwrap_or(OFPP_ANY),
+                watch_group: b.watch_group.unwrap_or(OFPG_ANY),
+                actions: actions_from_vsw(&b.actions),
+            })
+            .collect(),
+    }
+}
+
+fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
     let mut apply = Vec::new();
     let mut goto = None;
     for a in actions {
@@ -168,6 +217,7 @@ pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
             VswAction::Normal => apply.push(out(OFPP_NORMAL)),
             VswAction::Flood => apply.push(out(OFPP_FLOOD)),
             VswAction::Drop => {}
+            VswAction::Group(g) => apply.push(Action::Group(*g)),
             VswAction::Controller { max_len } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,
                 max_len: *max_len,
@@ -188,14 +238,7 @@ pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
             VswAction::Resubmit { .. } => {}
         }
     }
-    let mut out = Vec::new();
-    if !apply.is_empty() {
-        out.push(Instruction::ApplyActions(apply));
-    }
-    if let Some(t) = goto {
-        out.push(Instruction::GotoTable(t));
-    }
-    out
+    (apply, goto)
 }
 
 #[cfg(test)]

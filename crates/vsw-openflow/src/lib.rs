@@ -21,6 +21,7 @@ pub mod flow_mod;
 pub mod flow_stats;
 pub mod frame;
 pub mod from_vsw;
+pub mod group_mod;
 pub mod message;
 pub mod multipart;
 pub mod ofctl_text;

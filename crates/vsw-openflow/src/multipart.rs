@@ -5,6 +5,10 @@
 
 use crate::error::Refusal;
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPMP_FLOW};
+use crate::group_mod::{
+    decode_group_request, group_features_body, GroupDescEntry, GroupStatsEntry, OFPG_ALL,
+    OFPMP_GROUP, OFPMP_GROUP_DESC, OFPMP_GROUP_FEATURES,
+};
 use crate::port_stats::{PortStats, OFPMP_PORT_STATS};
 use crate::reader::Reader;
 use crate::table_stats::{
@@ -62,6 +66,11 @@ pub enum MultipartRequest {
         port_no: u32,
         queue_id: u32,
     },
+    /// One group's statistics, or every group's (OFPG_ALL).
+    Group(u32),
+    /// Groups as they are (1.5 may name one; OFPG_ALL: all).
+    GroupDesc(u32),
+    GroupFeatures,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,6 +86,9 @@ pub enum MultipartReply {
     Aggregate(AggregateStats),
     Table(Vec<TableStats>),
     QueueStats,
+    Group(Vec<GroupStatsEntry>),
+    GroupDesc(Vec<GroupDescEntry>),
+    GroupFeatures,
 }
 
 /// One table's features (`ofp_table_features`): properties as (type, contents),
@@ -224,7 +236,13 @@ impl MultipartRequest {
                 }
                 MultipartRequest::QueueStats { port_no, queue_id }
             }
-            OFPMP_TABLE | OFPMP_TABLE_FEATURES => return Err(Refusal::BadLen),
+            OFPMP_GROUP => MultipartRequest::Group(decode_group_request(r.rest())?),
+            OFPMP_GROUP_DESC if r.is_empty() => MultipartRequest::GroupDesc(OFPG_ALL),
+            OFPMP_GROUP_DESC => MultipartRequest::GroupDesc(decode_group_request(r.rest())?),
+            OFPMP_GROUP_FEATURES if r.is_empty() => MultipartRequest::GroupFeatures,
+            OFPMP_TABLE | OFPMP_TABLE_FEATURES | OFPMP_GROUP_FEATURES => {
+                return Err(Refusal::BadLen)
+            }
             _ => return Err(Refusal::BadMultipart),
         };
         Ok((req, flags))
@@ -240,11 +258,23 @@ impl MultipartRequest {
             MultipartRequest::Aggregate(_) => OFPMP_AGGREGATE,
             MultipartRequest::Table => OFPMP_TABLE,
             MultipartRequest::QueueStats { .. } => OFPMP_QUEUE_STATS,
+            MultipartRequest::Group(_) => OFPMP_GROUP,
+            MultipartRequest::GroupDesc(_) => OFPMP_GROUP_DESC,
+            MultipartRequest::GroupFeatures => OFPMP_GROUP_FEATURES,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0; 6]);
         match self {
             MultipartRequest::Flow(f) | MultipartRequest::Aggregate(f) => f.encode_body(out),
+            MultipartRequest::Group(g) => {
+                out.extend_from_slice(&g.to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
+            // Encoded as 1.5 frames it (1.3 and 1.4 send none: all groups).
+            MultipartRequest::GroupDesc(g) if *g != OFPG_ALL => {
+                out.extend_from_slice(&g.to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
             MultipartRequest::QueueStats { port_no, queue_id } => {
                 out.extend_from_slice(&port_no.to_be_bytes());
                 out.extend_from_slice(&queue_id.to_be_bytes());
@@ -278,6 +308,9 @@ impl MultipartReply {
             MultipartReply::Aggregate(_) => OFPMP_AGGREGATE,
             MultipartReply::Table(_) => OFPMP_TABLE,
             MultipartReply::QueueStats => OFPMP_QUEUE_STATS,
+            MultipartReply::Group(_) => OFPMP_GROUP,
+            MultipartReply::GroupDesc(_) => OFPMP_GROUP_DESC,
+            MultipartReply::GroupFeatures => OFPMP_GROUP_FEATURES,
         }
     }
 
@@ -305,6 +338,13 @@ impl MultipartReply {
             }
             MultipartReply::Table(tables) => each(tables, |t, b| t.encode(b)),
             MultipartReply::QueueStats => Vec::new(),
+            MultipartReply::Group(groups) => each(groups, |g, b| g.encode(b)),
+            MultipartReply::GroupDesc(groups) => each(groups, |g, b| g.encode(version, b)),
+            MultipartReply::GroupFeatures => {
+                let mut e = Vec::with_capacity(40);
+                group_features_body(&mut e);
+                vec![e]
+            }
             MultipartReply::TableFeatures(tables) => tables
                 .iter()
                 .map(|t| {
@@ -402,6 +442,24 @@ impl MultipartReply {
                 MultipartReply::Table(tables)
             }
             OFPMP_QUEUE_STATS if r.is_empty() => MultipartReply::QueueStats,
+            OFPMP_GROUP => {
+                let mut groups = Vec::new();
+                while !r.is_empty() {
+                    groups.push(GroupStatsEntry::decode(&mut r).ok_or(Refusal::BadLen)?);
+                }
+                MultipartReply::Group(groups)
+            }
+            OFPMP_GROUP_DESC => {
+                let mut groups = Vec::new();
+                while !r.is_empty() {
+                    groups.push(GroupDescEntry::decode(version, &mut r).ok_or(Refusal::BadLen)?);
+                }
+                MultipartReply::GroupDesc(groups)
+            }
+            OFPMP_GROUP_FEATURES => {
+                r.bytes(40).ok_or(Refusal::BadLen)?;
+                MultipartReply::GroupFeatures
+            }
             OFPMP_TABLE_FEATURES => {
                 let mut tables = Vec::new();
                 while !r.is_empty() {

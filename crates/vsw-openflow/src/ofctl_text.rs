@@ -15,6 +15,9 @@ use crate::flow_mod::{
     Action, BadFlowMod, FlowMod, Instruction, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
     OFPP_MAX, OFPP_NORMAL, OFPP_TABLE,
 };
+use crate::group_mod::{
+    BadGroupMod, GroupMod, OFPGT_ALL, OFPGT_FF, OFPGT_INDIRECT, OFPGT_SELECT, OFPG_ANY, OFPG_MAX,
+};
 use crate::oxm::{BadMatch, OxmField, OxmMatch};
 
 fn num(b: &[u8]) -> u128 {
@@ -143,11 +146,10 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
                 _ => return Err(BadFlowMod::BadSetField),
             }
         }
-        Action::CopyTtlOut
-        | Action::CopyTtlIn
-        | Action::SetNwTtl(_)
-        | Action::SetQueue(_)
-        | Action::Group(_) => return Err(BadFlowMod::BadActionType),
+        Action::Group(g) => format!("group:{g}"),
+        Action::CopyTtlOut | Action::CopyTtlIn | Action::SetNwTtl(_) | Action::SetQueue(_) => {
+            return Err(BadFlowMod::BadActionType)
+        }
     })
 }
 
@@ -176,6 +178,48 @@ pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> 
         acts.push("drop".into());
     }
     Ok(acts.join(","))
+}
+
+/// A group-mod's group as `vswctl add-group` takes it (weights only in select
+/// groups, as OpenFlow has them; watches where there are).
+pub fn group_text(gm: &GroupMod) -> Result<String, BadGroupMod> {
+    let kind = match gm.kind {
+        OFPGT_ALL => "all",
+        OFPGT_SELECT => "select",
+        OFPGT_INDIRECT => "indirect",
+        OFPGT_FF => "fast_failover",
+        _ => return Err(BadGroupMod::BadType),
+    };
+    let mut t = format!("group_id={},type={kind}", gm.group_id);
+    for b in &gm.buckets {
+        t.push_str(",bucket=");
+        if gm.kind == OFPGT_SELECT {
+            let _ = write!(t, "weight:{},", b.weight);
+        } else if b.weight != 0 {
+            return Err(BadGroupMod::BadBucket);
+        }
+        match b.watch_port {
+            crate::flow_mod::OFPP_ANY => {}
+            p if p < OFPP_MAX => {
+                let _ = write!(t, "watch_port:{p},");
+            }
+            _ => return Err(BadGroupMod::BadWatch),
+        }
+        match b.watch_group {
+            OFPG_ANY => {}
+            g if g <= OFPG_MAX => {
+                let _ = write!(t, "watch_group:{g},");
+            }
+            _ => return Err(BadGroupMod::BadWatch),
+        }
+        let acts = b
+            .actions
+            .iter()
+            .map(|a| action_text(a, Place::Flow))
+            .collect::<Result<Vec<_>, _>>()?;
+        let _ = write!(t, "actions={}", acts.join(","));
+    }
+    Ok(t)
 }
 
 /// A packet-out's actions (`drop` when there are none).

@@ -22,6 +22,8 @@ pub const NO_BUFFER: u32 = 0xffff_ffff;
 /// TABLE_MISS and APPLY_ACTION, same numbers).
 pub const OFPR_NO_MATCH: u8 = 0;
 pub const OFPR_ACTION: u8 = 1;
+/// 1.4 on: a group bucket's output to CONTROLLER.
+pub const OFPR_GROUP: u8 = 4;
 /// 1.4 on: the packet-out's own output to CONTROLLER.
 pub const OFPR_PACKET_OUT: u8 = 5;
 

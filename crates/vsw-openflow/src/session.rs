@@ -8,6 +8,7 @@ use crate::flow_mod::{BadFlowMod, FlowMod};
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use crate::frame::HEADER_LEN;
 use crate::frame::{next_message, FrameError, Header};
+use crate::group_mod::{BadGroupMod, GroupDescEntry, GroupMod, GroupStatsEntry};
 use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
 use crate::multipart::{
     MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
@@ -36,6 +37,12 @@ pub trait Bridge {
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal>;
     /// Tables 0..`n`'s counters.
     fn table_stats(&mut self, n: u8) -> Vec<TableStats>;
+    /// Carries out a group-mod; `Err`: why it was refused (nothing changed).
+    fn group_mod(&mut self, gm: &GroupMod) -> Result<(), BadGroupMod>;
+    /// Group `id`'s statistics (OFPG_ALL: every group's).
+    fn group_stats(&mut self, id: u32) -> Vec<GroupStatsEntry>;
+    /// Group `id` as it is (OFPG_ALL: every group).
+    fn group_desc(&mut self, id: u32) -> Vec<GroupDescEntry>;
     /// This connection's role now (another's request may have changed it).
     fn role(&self) -> Role {
         Role::Equal
@@ -202,8 +209,15 @@ impl Session {
         };
         match Message::decode(version, m) {
             // A slave reads; it changes nothing.
-            Ok(Message::FlowMod(_) | Message::PacketOut(_)) if bridge.role() == Role::Slave => {
+            Ok(Message::FlowMod(_) | Message::PacketOut(_) | Message::GroupMod(_))
+                if bridge.role() == Role::Slave =>
+            {
                 out.extend(Refusal::IsSlave.answer(m).encode(version.wire(), h.xid));
+            }
+            Ok(Message::GroupMod(gm)) => {
+                if let Err(e) = bridge.group_mod(&gm) {
+                    out.extend(Refusal::GroupMod(e).answer(m).encode(version.wire(), h.xid));
+                }
             }
             Ok(Message::FlowMod(fm)) => {
                 if let Err(e) = bridge.flow_mod(&fm) {
@@ -302,6 +316,11 @@ impl Session {
                     ),
                     MultipartRequest::Table => MultipartReply::Table(bridge.table_stats(N_TABLES)),
                     MultipartRequest::QueueStats { .. } => MultipartReply::QueueStats,
+                    MultipartRequest::Group(id) => MultipartReply::Group(bridge.group_stats(id)),
+                    MultipartRequest::GroupDesc(id) => {
+                        MultipartReply::GroupDesc(bridge.group_desc(id))
+                    }
+                    MultipartRequest::GroupFeatures => MultipartReply::GroupFeatures,
                     MultipartRequest::Aggregate(f) => match bridge.flow_stats(&f) {
                         Ok(entries) => MultipartReply::Aggregate(AggregateStats {
                             packet_count: entries.iter().map(|e| e.packet_count).sum(),
@@ -393,6 +412,7 @@ impl Session {
             | Message::RoleReply(_)
             | Message::PortStatus(..)
             | Message::FlowRemoved(_)
+            | Message::GroupMod(_)
             | Message::FlowMod(_) => None,
         };
         if let Some(r) = reply {
@@ -435,6 +455,18 @@ mod tests {
             Ok(())
         }
         fn table_stats(&mut self, _: u8) -> Vec<crate::table_stats::TableStats> {
+            Vec::new()
+        }
+        fn group_mod(
+            &mut self,
+            _: &crate::group_mod::GroupMod,
+        ) -> Result<(), crate::group_mod::BadGroupMod> {
+            Ok(())
+        }
+        fn group_stats(&mut self, _: u32) -> Vec<crate::group_mod::GroupStatsEntry> {
+            Vec::new()
+        }
+        fn group_desc(&mut self, _: u32) -> Vec<crate::group_mod::GroupDescEntry> {
             Vec::new()
         }
         fn port_stats(&mut self) -> Vec<PortStats> {

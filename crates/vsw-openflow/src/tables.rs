@@ -17,7 +17,7 @@ const OFPTFPT_APPLY_SETFIELD: u16 = 14;
 /// Instructions vsw carries out: goto-table and apply-actions.
 const INSTRUCTIONS: &[u16] = &[1, 4];
 /// Actions vsw applies: output, push-vlan, pop-vlan, dec-nw-ttl, set-field.
-const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 24, 25];
+const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 22, 24, 25];
 /// Fields vsw matches (see `ofctl_text::match_text`).
 const MATCH_FIELDS: &[u8] = &[
     0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,

@@ -51,6 +51,18 @@ impl Bridge for TwoPorts {
     fn table_stats(&mut self, _: u8) -> Vec<vsw_openflow::table_stats::TableStats> {
         Vec::new()
     }
+    fn group_mod(
+        &mut self,
+        _: &vsw_openflow::group_mod::GroupMod,
+    ) -> Result<(), vsw_openflow::group_mod::BadGroupMod> {
+        Ok(())
+    }
+    fn group_stats(&mut self, _: u32) -> Vec<vsw_openflow::group_mod::GroupStatsEntry> {
+        Vec::new()
+    }
+    fn group_desc(&mut self, _: u32) -> Vec<vsw_openflow::group_mod::GroupDescEntry> {
+        Vec::new()
+    }
     fn port_stats(&mut self) -> Vec<vsw_openflow::port_stats::PortStats> {
         Vec::new()
     }

@@ -23,6 +23,8 @@ pub enum RewriteError {
     NoHeadroom,
     #[error("TTL or hop limit ran out")]
     TtlExpired,
+    #[error("no saved copy of the packet to go back to, or no room for another")]
+    Unsaved,
 }
 
 /// A frame being rewritten, with its offload state.
@@ -63,6 +65,20 @@ impl PacketBuf {
 
     pub fn data(&self) -> &[u8] {
         &self.buf[self.start..self.start + self.len]
+    }
+
+    /// Becomes a copy of `other` (its frame and offload state).
+    pub fn copy_from(&mut self, other: &PacketBuf) -> Result<(), RewriteError> {
+        let d = other.data();
+        let dst = self
+            .buf
+            .get_mut(HEADROOM..HEADROOM + d.len())
+            .ok_or(RewriteError::TooBig)?;
+        dst.copy_from_slice(d);
+        self.start = HEADROOM;
+        self.len = d.len();
+        self.vnet = other.vnet;
+        Ok(())
     }
 
     fn data_mut(&mut self) -> &mut [u8] {

@@ -42,6 +42,20 @@ pub enum Request {
         matching: Option<String>,
         strict: bool,
     },
+    /// A group, as `ovs-ofctl add-group` takes it.
+    AddGroup {
+        group: String,
+    },
+    /// Replaces a group's type and buckets.
+    ModGroup {
+        group: String,
+    },
+    /// Removes a group (all without one) and the flows that use it.
+    DelGroups {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group_id: Option<u32>,
+    },
+    DumpGroups,
     /// The selection (as `del-flows` takes it) and `actions=…`, as `ovs-ofctl
     /// mod-flows` takes them.
     ModFlows {
@@ -133,6 +147,21 @@ pub struct ShowInfo {
     pub flows: usize,
 }
 
+/// One group of `dump-groups`, with its counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupInfo {
+    /// Canonical text, as `add-group` takes it.
+    pub group: String,
+    pub group_id: u32,
+    /// Flows that hand packets to it.
+    pub ref_count: u32,
+    pub n_packets: u64,
+    pub n_bytes: u64,
+    pub duration_ms: u64,
+    /// Each bucket's (packets, bytes).
+    pub buckets: Vec<(u64, u64)>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowInfo {
     /// Canonical text, as `add-flow` takes it.
@@ -151,6 +180,8 @@ pub struct FlowInfo {
     pub idle_timeout: u16,
     #[serde(default)]
     pub hard_timeout: u16,
+    #[serde(default)]
+    pub cookie: u64,
     /// Forwarded by an offload provider now.
     #[serde(default)]
     pub offloaded: bool,

@@ -77,6 +77,17 @@ enum Command {
         #[arg(value_name = "MATCH")]
         matching: Option<String>,
     },
+    /// Add a group, e.g. "group_id=1,type=select,bucket=weight:1,output:2,bucket=weight:3,output:3".
+    AddGroup { group: String },
+    /// Replace a group's type and buckets (same syntax as add-group).
+    ModGroup { group: String },
+    /// Remove a group (all groups without one), with the flows that use it.
+    DelGroups {
+        #[arg(value_name = "group_id=N")]
+        group: Option<String>,
+    },
+    /// Groups with their counters and their buckets'.
+    DumpGroups,
     /// Give the flows matching the selection other actions, e.g.
     /// "in_port=1,actions=output:3" (counters kept unless --reset-counts).
     ModFlows {
@@ -258,6 +269,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             matching: matching.clone(),
             strict: *strict,
         },
+        Command::AddGroup { group } => Request::AddGroup {
+            group: group.clone(),
+        },
+        Command::ModGroup { group } => Request::ModGroup {
+            group: group.clone(),
+        },
+        Command::DelGroups { group } => Request::DelGroups {
+            group_id: match group {
+                None => None,
+                Some(g) => Some(
+                    g.strip_prefix("group_id=")
+                        .unwrap_or(g)
+                        .parse()
+                        .with_context(|| format!("del-groups takes group_id=N, not '{g}'"))?,
+                ),
+            },
+        },
+        Command::DumpGroups => Request::DumpGroups,
         Command::ModFlows {
             strict,
             reset_counts,
@@ -316,6 +345,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Request::Trace { .. } => serde_json::from_value::<String>(result)?,
         Request::DpifShow => render::dpif_show(&serde_json::from_value(result)?),
+        Request::DumpGroups => render::groups(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpPorts => render::ports(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdStatsShow => render::pmd_stats(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdRxqShow | Request::PmdRxqRebalance => {

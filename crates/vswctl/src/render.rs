@@ -3,7 +3,8 @@
 use std::fmt::Write;
 
 use vsw_protocol::{
-    DpFlowInfo, DpifInfo, FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo,
+    DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo,
+    ShowInfo,
 };
 
 pub fn show(s: ShowInfo) -> String {
@@ -48,6 +49,27 @@ pub fn show(s: ShowInfo) -> String {
     o
 }
 
+/// As `ovs-ofctl dump-groups` and `dump-group-stats` together.
+pub fn groups(groups: &[GroupInfo]) -> String {
+    let mut o = String::new();
+    for g in groups {
+        let _ = write!(
+            o,
+            " {}\n   duration={:.3}s, ref_count={}, n_packets={}, n_bytes={}",
+            g.group,
+            g.duration_ms as f64 / 1000.0,
+            g.ref_count,
+            g.n_packets,
+            g.n_bytes
+        );
+        for (i, (p, b)) in g.buckets.iter().enumerate() {
+            let _ = write!(o, ", bucket{i}:n_packets={p},n_bytes={b}");
+        }
+        o.push('\n');
+    }
+    o
+}
+
 pub fn flows(flows: &[FlowInfo]) -> String {
     let mut o = String::new();
     for f in flows {
@@ -57,6 +79,9 @@ pub fn flows(flows: &[FlowInfo]) -> String {
             format!(",{}", f.matching)
         };
         let mut timeouts = String::new();
+        if f.cookie != 0 {
+            timeouts += &format!("cookie={:#x}, ", f.cookie);
+        }
         if f.idle_timeout != 0 {
             timeouts += &format!("idle_timeout={}, ", f.idle_timeout);
         }

@@ -43,6 +43,9 @@ pub struct SavedState {
     /// Canonical flow texts, ports by number.
     #[serde(default)]
     pub flows: Vec<String>,
+    /// Groups as `ovs-ofctl add-group` takes them, ports by number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 /// The schema this vswd writes.
@@ -54,7 +57,8 @@ pub struct SavedState {
 /// - 3: flows live in tables 0-254 and a table miss drops; the learning switch of
 ///   earlier schemas (a miss went to NORMAL) is the rule `priority=0,actions=NORMAL`,
 ///   listed like any other.
-pub const STATE_VERSION: u32 = 3;
+/// - 4: groups (`groups`), which flows may hand packets to.
+pub const STATE_VERSION: u32 = 4;
 
 /// The rule a new switch starts with, and what a miss did before schema 3.
 pub use vsw_flow::pipeline::LEARNING_SWITCH_FLOW;
@@ -341,13 +345,13 @@ mod tests {
     fn a_file_of_a_newer_schema_is_refused_and_kept() {
         let path = temp_path("newer");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let text = r#"{"version": 4, "written_by": "vswd 9.0.0", "bridges": []}"#;
+        let text = r#"{"version": 5, "written_by": "vswd 9.0.0", "bridges": []}"#;
         fs::write(&path, text).unwrap();
         let e = SavedState::load(&path).unwrap_err().to_string();
         assert!(
-            e.contains("schema version 4")
+            e.contains("schema version 5")
                 && e.contains("vswd 9.0.0")
-                && e.contains("newer than this vswd reads (3)"),
+                && e.contains("newer than this vswd reads (4)"),
             "{e}"
         );
         assert_eq!(fs::read_to_string(&path).unwrap(), text);

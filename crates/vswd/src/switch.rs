@@ -26,7 +26,7 @@ use crate::options::{
     self, FailMode, OptionError, Options, PortOptions, SwitchOptions, DEFAULT_INACTIVITY_PROBE_MS,
     MAX_PORT_NO,
 };
-use crate::protocol::{DpFlowInfo, DpifInfo, FlowInfo, PortInfo, Request, ShowInfo};
+use crate::protocol::{DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, PortInfo, Request, ShowInfo};
 use crate::state::{
     PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW, STATE_VERSION,
 };
@@ -39,6 +39,10 @@ pub enum SwitchError {
     BadDumpType(String),
     #[error("bad flow: {0}")]
     Flow(#[from] FlowSyntaxError),
+    #[error("{0}")]
+    Group(#[from] vsw_flow::GroupError),
+    #[error("the flow hands packets to group {0}, which does not exist")]
+    NoSuchGroup(u32),
     #[error("bad flow on line {line}: {error}")]
     FlowLine { line: usize, error: FlowSyntaxError },
     #[error("no port named '{0}'")]
@@ -133,6 +137,43 @@ pub enum Removal {
     IdleTimeout,
     HardTimeout,
     Deleted,
+    /// Its group was deleted.
+    GroupDeleted,
+}
+
+/// Puts saved groups back (in whatever order they were saved: one whose buckets
+/// name a group not back yet waits for it).
+fn restore_groups(
+    pipeline: &mut Pipeline,
+    texts: &[String],
+    ports: &dyn vsw_flow::PortResolver,
+) -> Result<(), String> {
+    let mut waiting = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let spec =
+            vsw_flow::parse_group(text, ports).map_err(|e| format!("group {}: {e}", i + 1))?;
+        waiting.push(spec);
+    }
+    while !waiting.is_empty() {
+        let before = waiting.len();
+        let mut last = None;
+        waiting.retain(
+            |spec| match pipeline.set_group(spec.clone(), false, now_ms()) {
+                Ok(()) => false,
+                Err(e) => {
+                    last = Some(e);
+                    true
+                }
+            },
+        );
+        if waiting.len() == before {
+            return Err(format!(
+                "groups: {}",
+                last.map(|e| e.to_string()).unwrap_or_default()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Removed rules kept for the controllers at most (nobody may be taking them).
@@ -223,6 +264,7 @@ impl Switch {
         }
         let numbers = |name: &str| ports.iter().find(|(_, p)| p.name == name).map(|(n, _)| *n);
         let mut pipeline = Pipeline::new();
+        restore_groups(&mut pipeline, &saved.groups, &numbers).map_err(bad)?;
         for (i, text) in saved.flows.iter().enumerate() {
             let spec =
                 parse_flow(text, &numbers).map_err(|e| bad(format!("flow {}: {e}", i + 1)))?;
@@ -334,6 +376,7 @@ impl Switch {
     /// Tells the slow path which ports there are to flood to, after ports came or
     /// went (hosts learned on a port that went are forgotten), and revalidates.
     fn sync_flood_ports(&mut self) {
+        self.sync_live_ports();
         let mut ports: Vec<u32> = self.dp.ports().iter().map(|p| p.no).collect();
         ports.sort_unstable();
         if ports == self.flood_ports {
@@ -385,16 +428,19 @@ impl Switch {
         ports: Option<Vec<SavedPort>>,
         pipeline: Option<&Pipeline>,
     ) -> SavedState {
-        let rules = match pipeline {
-            Some(c) => c.rules(),
-            None => self.ofproto.pipeline().rules(),
-        };
+        let current = self.ofproto.pipeline();
+        let pipeline = pipeline.unwrap_or(&current);
+        let rules = pipeline.rules();
         SavedState {
             version: STATE_VERSION,
             written_by: String::new(),
             options: options.unwrap_or(&self.options).clone(),
             ports: ports.unwrap_or_else(|| self.saved_ports()),
             flows: rules.iter().map(|r| format_flow(&r.spec)).collect(),
+            groups: pipeline
+                .groups()
+                .map(|g| vsw_flow::format_group(&g.spec))
+                .collect(),
         }
     }
 
@@ -523,9 +569,28 @@ impl Switch {
                 (None, None) => {}
             }
         }
-        // A port that went or came back needs its offload fast path set up anew.
+        // A port that went or came back needs its offload fast path set up anew,
+        // and a fast-failover group may choose another bucket.
         if changed {
             self.sync_offloads();
+            self.sync_live_ports();
+        }
+    }
+
+    /// Tells the slow path which ports' links are up (fast-failover groups watch
+    /// them) and, when that changed, revalidates.
+    fn sync_live_ports(&mut self) {
+        let live: Vec<u32> = self
+            .ports
+            .iter()
+            .filter(|(_, p)| matches!(p.link, Link::Up { .. }))
+            .map(|(no, _)| *no)
+            .collect();
+        if self.ofproto.set_live_ports(live) {
+            if let Err(e) = self.revalidate_now() {
+                tracing::error!(error = %e, "cannot revalidate the datapath flows");
+            }
+            self.withdraw_offloads();
         }
     }
 
@@ -560,6 +625,10 @@ impl Switch {
                 strict,
                 reset_counts,
             } => self.mod_flows(&flow, strict, reset_counts),
+            Request::AddGroup { group } => self.set_group(&group, false),
+            Request::ModGroup { group } => self.set_group(&group, true),
+            Request::DelGroups { group_id } => self.del_groups(group_id),
+            Request::DumpGroups => Ok(json!(self.dump_groups())),
             Request::DumpFlows { kind, table } => {
                 let which = offloaded_filter(kind.as_deref())?;
                 let flows: Vec<FlowInfo> = self
@@ -1014,6 +1083,12 @@ impl Switch {
             specs.push(spec);
         }
         let mut pipeline = (*self.ofproto.pipeline()).clone();
+        if let Some(g) = specs
+            .iter()
+            .find_map(|s| pipeline.missing_group(&s.actions))
+        {
+            return Err(SwitchError::NoSuchGroup(g));
+        }
         let now = now_ms();
         for spec in specs {
             pipeline.insert(spec, now);
@@ -1054,6 +1129,65 @@ impl Switch {
         })?;
         self.replace_rules(pipeline)?;
         Ok(json!({ "modified": changed }))
+    }
+
+    fn set_group(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
+        let spec = vsw_flow::parse_group(text, &|n: &str| self.port_no(n))?;
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        pipeline.set_group(spec, modify, now_ms())?;
+        self.replace_rules(pipeline)?;
+        Ok(Value::Null)
+    }
+
+    /// Removes a group (`None`: all) and the rules that hand packets to it.
+    fn del_groups(&mut self, id: Option<u32>) -> Result<Value, SwitchError> {
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let removed = pipeline.delete_groups(id);
+        self.replace_rules(pipeline)?;
+        let now = now_ms();
+        for r in &removed {
+            self.note_removed(r, Removal::GroupDeleted, now);
+        }
+        Ok(json!({ "flows_removed": removed.len() }))
+    }
+
+    /// Every group as it is.
+    pub fn group_specs(&self) -> Vec<vsw_flow::GroupSpec> {
+        self.ofproto
+            .pipeline()
+            .groups()
+            .map(|g| g.spec.clone())
+            .collect()
+    }
+
+    /// Every group with its counters (pushed up to now) and its buckets'.
+    pub fn dump_groups(&self) -> Vec<GroupInfo> {
+        self.dp.push_flow_stats();
+        let now = now_ms();
+        let pipeline = self.ofproto.pipeline();
+        let uses = |id: u32| {
+            pipeline
+                .rules()
+                .iter()
+                .filter(|r| r.spec.actions.contains(&vsw_flow::Action::Group(id)))
+                .count()
+        };
+        pipeline
+            .groups()
+            .map(|g| GroupInfo {
+                group: vsw_flow::format_group(&g.spec),
+                group_id: g.spec.id,
+                ref_count: uses(g.spec.id) as u32,
+                n_packets: g.stats.packets(),
+                n_bytes: g.stats.bytes(),
+                duration_ms: now.saturating_sub(g.installed_ms),
+                buckets: g
+                    .bucket_stats
+                    .iter()
+                    .map(|b| (b.packets(), b.bytes()))
+                    .collect(),
+            })
+            .collect()
     }
 
     /// The rules a selection (as `del-flows` takes it; `None`: all) picks, with
@@ -1218,6 +1352,7 @@ impl Switch {
                     idle_age_s: r.idle_age_s(now),
                     idle_timeout: r.spec.idle_timeout,
                     hard_timeout: r.spec.hard_timeout,
+                    cookie: r.spec.cookie,
                     offloaded: o.offloaded,
                     offload_status: o.status,
                     pps: o.pps,

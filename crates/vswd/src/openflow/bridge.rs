@@ -2,14 +2,18 @@
 //! and statistics through the switch's own requests, packet-outs translated by the
 //! slow path and handed to a PMD.
 
+use vsw_flow::GroupError;
 use vsw_openflow::flow_mod::{
     BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM,
     OFPG_ANY, OFPP_ANY,
 };
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
-use vsw_openflow::from_vsw::{instructions_from_actions, oxm_from_match};
+use vsw_openflow::from_vsw::{group_desc_from_vsw, instructions_from_actions, oxm_from_match};
+use vsw_openflow::group_mod::{
+    BadGroupMod, GroupCommand, GroupDescEntry, GroupMod, GroupStatsEntry, OFPG_ALL,
+};
 use vsw_openflow::ofctl_text::{
-    actions_text, add_text, packet_out_text, selection_text, SelectionParts,
+    actions_text, add_text, group_text, packet_out_text, selection_text, SelectionParts,
 };
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::table_stats::TableStats;
@@ -20,7 +24,7 @@ use std::sync::Arc;
 use super::peers::{Peer, Peers};
 use super::BRIDGE_NAME;
 use crate::protocol::Request;
-use crate::switch::Switch;
+use crate::switch::{Switch, SwitchError};
 
 pub(super) struct SwitchBridge<'a> {
     pub(super) switch: &'a mut Switch,
@@ -95,8 +99,61 @@ impl Bridge for SwitchBridge<'_> {
         };
         self.switch.handle(req).map(|_| ()).map_err(|e| {
             tracing::info!(error = %e, "OpenFlow flow-mod refused");
-            BadFlowMod::Refused
+            match e {
+                SwitchError::NoSuchGroup(_) => BadFlowMod::BadOutGroup,
+                _ => BadFlowMod::Refused,
+            }
         })
+    }
+
+    /// Through the same requests as `vswctl add-group` / `mod-group` / `del-groups`
+    /// (a deleted group takes the flows that use it along).
+    fn group_mod(&mut self, gm: &GroupMod) -> Result<(), BadGroupMod> {
+        let req = match gm.command {
+            GroupCommand::Add => Request::AddGroup {
+                group: group_text(gm)?,
+            },
+            GroupCommand::Modify => Request::ModGroup {
+                group: group_text(gm)?,
+            },
+            GroupCommand::Delete => Request::DelGroups {
+                group_id: (gm.group_id != OFPG_ALL).then_some(gm.group_id),
+            },
+        };
+        self.switch.handle(req).map(|_| ()).map_err(|e| {
+            tracing::info!(error = %e, "OpenFlow group-mod refused");
+            match e {
+                SwitchError::Group(GroupError::Exists(_)) => BadGroupMod::Exists,
+                SwitchError::Group(GroupError::Unknown(_)) => BadGroupMod::Unknown,
+                SwitchError::Group(GroupError::Loop(_)) => BadGroupMod::Loop,
+                _ => BadGroupMod::BadBucket,
+            }
+        })
+    }
+
+    fn group_stats(&mut self, id: u32) -> Vec<GroupStatsEntry> {
+        self.switch
+            .dump_groups()
+            .into_iter()
+            .filter(|g| id == OFPG_ALL || g.group_id == id)
+            .map(|g| GroupStatsEntry {
+                group_id: g.group_id,
+                ref_count: g.ref_count,
+                packet_count: g.n_packets,
+                byte_count: g.n_bytes,
+                duration_ms: g.duration_ms,
+                buckets: g.buckets,
+            })
+            .collect()
+    }
+
+    fn group_desc(&mut self, id: u32) -> Vec<GroupDescEntry> {
+        self.switch
+            .group_specs()
+            .iter()
+            .filter(|g| id == OFPG_ALL || g.id == id)
+            .map(group_desc_from_vsw)
+            .collect()
     }
 
     /// A receive drop is a frame vsw could not take (malformed, truncated, overrun);

@@ -13,11 +13,13 @@ use std::time::Duration;
 use crate::switch::{Removal, RemovedFlow};
 use vsw_datapath::{Punted, Punts};
 use vsw_ofproto::{Ofproto, PuntReason};
-use vsw_openflow::flow_stats::{FlowRemoved, OFPRR_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT};
+use vsw_openflow::flow_stats::{
+    FlowRemoved, OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
+};
 use vsw_openflow::from_vsw::oxm_from_match;
 use vsw_openflow::message::{OFPPR_ADD, OFPPR_DELETE, OFPPR_MODIFY};
 use vsw_openflow::oxs::FlowCounts;
-use vsw_openflow::packet::{OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT};
+use vsw_openflow::packet::{OFPR_ACTION, OFPR_GROUP, OFPR_NO_MATCH, OFPR_PACKET_OUT};
 use vsw_openflow::role::Generation;
 use vsw_openflow::{AsyncConfig, Message, PacketIn, PortInfo, Refusal, Role, Version};
 
@@ -162,6 +164,8 @@ impl Peers {
                 // 1.3 has no reason of its own for it.
                 PuntReason::PacketOut if v >= Version::V1_4 => OFPR_PACKET_OUT,
                 PuntReason::PacketOut => OFPR_ACTION,
+                PuntReason::Group if v >= Version::V1_4 => OFPR_GROUP,
+                PuntReason::Group => OFPR_ACTION,
             };
             if !state.wants(state.async_config.packet_in, wire_reason) {
                 continue;
@@ -219,6 +223,7 @@ impl Peers {
                     Removal::IdleTimeout => OFPRR_IDLE_TIMEOUT,
                     Removal::HardTimeout => OFPRR_HARD_TIMEOUT,
                     Removal::Deleted => OFPRR_DELETE,
+                    Removal::GroupDeleted => OFPRR_GROUP_DELETE,
                 };
                 if !state.wants(state.async_config.flow_removed, reason) {
                     continue;
