@@ -19,6 +19,7 @@ use crate::assign::{place, QueueToPlace, RxqAssign};
 use crate::dpflow::DpFlow;
 use crate::emc::DEFAULT_INSERT_INV_PROB;
 pub use crate::error::DatapathError;
+use crate::meter::{MeterConfig, MeterCounts, Meters};
 use crate::pmd::Pmd;
 use crate::punt::{PuntQueues, Punts};
 use crate::revalidate::{self, RevalidateSummary, RevalidatorConfig};
@@ -94,6 +95,7 @@ impl Datapath {
             kick: Mutex::new(false),
             kick_cv: Condvar::new(),
             punts: PuntQueues::new(),
+            meters: Meters::default(),
         });
         // Measured before the PMDs start so that no PMD ever waits for it.
         crate::clock::cycles_per_second();
@@ -533,6 +535,16 @@ impl Datapath {
     }
 
     /// Every PMD's datapath flows (dead ones included until their PMD sweeps them).
+    /// Sets meter `id` up (its counters start again), or takes it away (`None`).
+    pub fn set_meter(&self, id: u32, config: Option<&MeterConfig>) {
+        self.shared.meters.set(id, config);
+    }
+
+    /// Meter `id`'s counters, if it is set up.
+    pub fn meter_counts(&self, id: u32) -> Option<MeterCounts> {
+        self.shared.meters.counts(id)
+    }
+
     /// The control side's end of the queues of punted and injected packets.
     pub fn punts(&self) -> Punts {
         Punts(self.shared.clone())

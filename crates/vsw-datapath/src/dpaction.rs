@@ -29,6 +29,8 @@ pub enum DpAction {
     SetTpDst(u16),
     /// Decrement the TTL or hop limit; a packet whose TTL runs out goes no further.
     DecTtl,
+    /// Measure the packet against this meter, which may drop it or remark its DSCP.
+    Meter(u32),
     /// Keep a copy of the packet as it is now (a group bucket that rewrites runs
     /// between this and `Restore`).
     Save,
@@ -64,6 +66,7 @@ impl fmt::Display for DpAction {
             DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
             DpAction::DecTtl => f.write_str("dec_ttl"),
             DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
+            DpAction::Meter(m) => write!(f, "meter({m})"),
             DpAction::Save => f.write_str("clone("),
             DpAction::Restore => f.write_str(")"),
         }

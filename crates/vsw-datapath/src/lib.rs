@@ -15,6 +15,7 @@ pub mod emc;
 mod error;
 pub mod flow_table;
 pub mod memory;
+pub mod meter;
 pub mod offload;
 mod pmd;
 pub mod port;

@@ -19,8 +19,8 @@ use crate::dpaction::MAX_SAVED;
 use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
+use crate::meter::{remark_dscp, Verdict};
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
-use crate::punt::PuntQueues;
 use crate::shared::{lock, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
 use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
@@ -548,7 +548,7 @@ impl Pmd {
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
             };
-            self.worker.send_injected(&self.shared.punts);
+            self.worker.send_injected(&self.shared);
             if self.rxqs.is_empty() {
                 std::thread::park_timeout(NO_QUEUES_PARK);
                 last = clock::cycles();
@@ -761,10 +761,10 @@ impl SavedCopies {
 impl Worker {
     /// Sends what the control side injected (at most a batch per call), each
     /// packet by its own actions, and flushes it out at once.
-    fn send_injected(&mut self, punts: &PuntQueues) {
+    fn send_injected(&mut self, shared: &Shared) {
         let mut sent = 0;
         while sent < BATCH_SIZE {
-            let Some(p) = punts.next_injected() else {
+            let Some(p) = shared.punts.next_injected() else {
                 break;
             };
             sent += 1;
@@ -778,7 +778,7 @@ impl Worker {
                     &mut self.scratch,
                     &mut self.saved,
                     &p.actions,
-                    punts,
+                    shared,
                     p.in_port,
                 );
             } else {
@@ -919,18 +919,12 @@ fn process_batch(
                     | DpAction::DecTtl
                     | DpAction::Save
                     | DpAction::Restore
+                    | DpAction::Meter(_)
                     | DpAction::Controller(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
-            run_rewriting(
-                outputs,
-                scratch,
-                saved,
-                &flow.actions,
-                &shared.punts,
-                in_port,
-            );
+            run_rewriting(outputs, scratch, saved, &flow.actions, shared, in_port);
         } else {
             outputs.tally.lost += 1;
         }
@@ -959,7 +953,7 @@ fn run_rewriting(
     scratch: &mut PacketBuf,
     saved: &mut SavedCopies,
     actions: &[DpAction],
-    punts: &PuntQueues,
+    shared: &Shared,
     in_port: u32,
 ) {
     saved.held = 0;
@@ -1010,9 +1004,20 @@ fn run_rewriting(
             }
             DpAction::DecTtl => scratch.dec_ttl(),
             DpAction::Controller(note) => {
-                punts.punt(in_port, note, scratch.data());
+                shared.punts.punt(in_port, note, scratch.data());
                 Ok(())
             }
+            DpAction::Meter(id) => match shared.meters.apply(id, scratch.data().len()) {
+                Verdict::Pass => Ok(()),
+                // Counted on the meter's band.
+                Verdict::Drop => return,
+                Verdict::Remark(levels) => {
+                    if let Some(tos) = scratch.nw_tos() {
+                        scratch.set_nw_tos(remark_dscp(tos >> 2, levels) << 2);
+                    }
+                    Ok(())
+                }
+            },
             DpAction::Save => saved.save(scratch),
             DpAction::Restore => saved.restore(scratch),
         };

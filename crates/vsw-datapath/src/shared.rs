@@ -303,6 +303,8 @@ pub(crate) struct Shared {
     pub kick_cv: Condvar,
     /// Packets to and from the control side (`punt.rs`).
     pub punts: crate::punt::PuntQueues,
+    /// The meters flows measure packets against (`meter.rs`).
+    pub meters: crate::meter::Meters,
 }
 
 impl Shared {

@@ -31,6 +31,8 @@ pub enum Action {
     Drop,
     /// Hand the packet to a group (its buckets run on copies of it).
     Group(u32),
+    /// Measure the packet against a meter, which may drop or remark it.
+    Meter(u32),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -171,6 +173,20 @@ static GROUP: ActionDef = ActionDef {
         Ok(Action::Group(
             parse_uint(n, arg(n, a)?, u128::from(crate::group::MAX_GROUP_ID))? as u32,
         ))
+    },
+};
+static METER: ActionDef = ActionDef {
+    name: "meter",
+    aliases: &[],
+    needs: Needs::Nothing,
+    // A remark band may change the packet's DSCP.
+    rewrites: true,
+    build: |n, a, _| {
+        let id = parse_uint(n, arg(n, a)?, u128::from(crate::meter::MAX_METER_ID))? as u32;
+        if id == 0 {
+            return Err(bad(n, "0", "meters are numbered 1..4096"));
+        }
+        Ok(Action::Meter(id))
     },
 };
 static DROP: ActionDef = ActionDef {
@@ -326,6 +342,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &FLOOD,
     &DROP,
     &GROUP,
+    &METER,
     &CONTROLLER,
     &MOD_DL_SRC,
     &MOD_DL_DST,
@@ -361,6 +378,7 @@ impl Action {
             Action::Drop => &DROP,
             Action::Controller { .. } => &CONTROLLER,
             Action::Group(_) => &GROUP,
+            Action::Meter(_) => &METER,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -381,7 +399,7 @@ impl Action {
     /// Its argument as written, if it has one.
     pub fn argument(&self) -> Option<String> {
         match self {
-            Action::Output(p) | Action::Group(p) => Some(p.to_string()),
+            Action::Output(p) | Action::Group(p) | Action::Meter(p) => Some(p.to_string()),
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }
@@ -459,6 +477,7 @@ mod tests {
             },
             Action::Controller { max_len: 128 },
             Action::Group(7),
+            Action::Meter(3),
             Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
             Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
             Action::PushVlan(EtherType::VLAN),

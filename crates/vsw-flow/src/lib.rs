@@ -11,6 +11,7 @@ pub mod fields;
 pub mod group;
 pub mod mac_table;
 pub mod matching;
+pub mod meter;
 pub mod pipeline;
 pub mod rule;
 pub mod samples;
@@ -23,8 +24,10 @@ pub use classifier::{Classifier, Lookup, SubtableOrder};
 pub use group::{format_group, parse_group, Bucket, Group, GroupSpec, GroupType};
 pub use mac_table::{Learned, MacTable};
 pub use matching::Match;
-pub use pipeline::{GroupError, Pipeline};
+pub use meter::{format_meter, parse_meter, Band, BandType, MeterSpec};
+pub use pipeline::{GroupError, MeterError, Pipeline};
 pub use rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
 pub use syntax::{
-    parse_actions, parse_flow, parse_match, FlowSyntaxError, PortResolver, Selection,
+    parse_actions, parse_actions_unchecked, parse_flow, parse_match, FlowSyntaxError, PortResolver,
+    Selection,
 };

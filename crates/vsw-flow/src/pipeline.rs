@@ -11,6 +11,7 @@ use crate::action::Action;
 use crate::classifier::Classifier;
 use crate::error::FlowSyntaxError;
 use crate::group::{Group, GroupSpec};
+use crate::meter::MeterSpec;
 use crate::rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
 use crate::syntax::Selection;
 
@@ -24,6 +25,8 @@ pub struct Pipeline {
     /// By table number; tables never written to are absent or empty.
     tables: Vec<Classifier>,
     groups: BTreeMap<u32, Arc<Group>>,
+    /// Meters by number, with when each was set up.
+    meters: BTreeMap<u32, (Arc<MeterSpec>, u64)>,
 }
 
 /// Why a group change was refused (nothing changed).
@@ -35,6 +38,15 @@ pub enum GroupError {
     Unknown(u32),
     #[error("group {0} would reach itself through its buckets")]
     Loop(u32),
+}
+
+/// Why a meter change was refused (nothing changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MeterError {
+    #[error("meter {0} exists already")]
+    Exists(u32),
+    #[error("there is no meter {0}")]
+    Unknown(u32),
 }
 
 /// The groups a list of actions hands packets to.
@@ -59,6 +71,62 @@ impl Pipeline {
             .expect("the learning switch's rule is well formed");
         p.insert(spec, now_ms);
         p
+    }
+
+    /// Meter `id` and when it was set up.
+    pub fn meter(&self, id: u32) -> Option<&(Arc<MeterSpec>, u64)> {
+        self.meters.get(&id)
+    }
+
+    /// Every meter, by number.
+    pub fn meters(&self) -> impl Iterator<Item = &(Arc<MeterSpec>, u64)> {
+        self.meters.values()
+    }
+
+    /// The first meter `actions` name that does not exist.
+    pub fn missing_meter(&self, actions: &[Action]) -> Option<u32> {
+        actions.iter().find_map(|a| match a {
+            Action::Meter(m) if !self.meters.contains_key(m) => Some(*m),
+            _ => None,
+        })
+    }
+
+    /// Adds a meter (`modify`: replaces one, which keeps its age).
+    pub fn set_meter(
+        &mut self,
+        spec: MeterSpec,
+        modify: bool,
+        now_ms: u64,
+    ) -> Result<(), MeterError> {
+        let since = match (self.meters.get(&spec.id), modify) {
+            (Some(_), false) => return Err(MeterError::Exists(spec.id)),
+            (None, true) => return Err(MeterError::Unknown(spec.id)),
+            (Some((_, since)), true) => *since,
+            (None, false) => now_ms,
+        };
+        self.meters.insert(spec.id, (Arc::new(spec), since));
+        Ok(())
+    }
+
+    /// Removes meter `id` (`None`: every meter) and, as OpenFlow asks, every rule
+    /// that uses a removed meter; returns the rules removed.
+    pub fn delete_meters(&mut self, id: Option<u32>) -> Vec<Arc<Rule>> {
+        let gone: Vec<u32> = match id {
+            Some(m) => self.meters.remove(&m).map(|_| m).into_iter().collect(),
+            None => std::mem::take(&mut self.meters).into_keys().collect(),
+        };
+        if gone.is_empty() {
+            return Vec::new();
+        }
+        let uses = |r: &Rule| {
+            r.spec
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::Meter(m) if gone.contains(m)))
+        };
+        self.selected(None)
+            .flat_map(|c| c.remove_if(&uses))
+            .collect()
     }
 
     /// Group `id`.

@@ -224,6 +224,7 @@ impl Ctx<'_, '_> {
             Action::Normal => self.normal(table),
             Action::Drop => {}
             Action::Group(id) => self.group(id, table, rule),
+            Action::Meter(id) => self.emit(DpAction::Meter(id)),
             Action::Controller { max_len } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -333,6 +334,7 @@ impl Ctx<'_, '_> {
             | Action::Flood
             | Action::Drop
             | Action::Group(_)
+            | Action::Meter(_)
             | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,

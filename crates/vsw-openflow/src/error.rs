@@ -47,6 +47,8 @@ pub enum Refusal {
     FlowMod(#[from] crate::flow_mod::BadFlowMod),
     #[error(transparent)]
     GroupMod(#[from] crate::group_mod::BadGroupMod),
+    #[error(transparent)]
+    MeterMod(#[from] crate::meter_mod::BadMeterMod),
 }
 
 impl Refusal {
@@ -69,6 +71,7 @@ impl Refusal {
             Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),
             Refusal::FlowMod(e) => e.type_code(),
             Refusal::GroupMod(e) => e.type_code(),
+            Refusal::MeterMod(e) => e.type_code(),
         }
     }
 }

@@ -37,7 +37,10 @@ pub enum Command {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    Output { port: u32, max_len: u16 },
+    Output {
+        port: u32,
+        max_len: u16,
+    },
     CopyTtlOut,
     CopyTtlIn,
     SetNwTtl(u8),
@@ -47,6 +50,8 @@ pub enum Action {
     SetQueue(u32),
     Group(u32),
     SetField(OxmField),
+    /// 1.5's meter action.
+    Meter(u32),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +114,8 @@ pub enum BadFlowMod {
     Overlap,
     #[error("an action hands packets to a group that does not exist (BAD_ACTION/BAD_OUT_GROUP)")]
     BadOutGroup,
+    #[error("the flow uses a meter that does not exist (METER_MOD_FAILED/UNKNOWN_METER)")]
+    UnknownMeter,
 }
 
 impl BadFlowMod {
@@ -129,6 +136,7 @@ impl BadFlowMod {
             BadFlowMod::Refused => (5, 0),
             BadFlowMod::Overlap => (5, 3),
             BadFlowMod::BadOutGroup => (2, 9),
+            BadFlowMod::UnknownMeter => (12, 3),
         }
     }
 }
@@ -152,6 +160,7 @@ impl Action {
             Action::SetQueue(_) => 21,
             Action::Group(_) => 22,
             Action::SetField(_) => 25,
+            Action::Meter(_) => 29,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
@@ -166,7 +175,9 @@ impl Action {
                 out.extend_from_slice(&t.to_be_bytes());
                 out.extend_from_slice(&[0, 0]);
             }
-            Action::SetQueue(n) | Action::Group(n) => out.extend_from_slice(&n.to_be_bytes()),
+            Action::SetQueue(n) | Action::Group(n) | Action::Meter(n) => {
+                out.extend_from_slice(&n.to_be_bytes())
+            }
             Action::CopyTtlOut | Action::CopyTtlIn | Action::DecNwTtl | Action::PopVlan => {
                 out.extend_from_slice(&[0; 4])
             }
@@ -227,6 +238,11 @@ impl Action {
                 22 => {
                     fixed(8)?;
                     Action::Group(b.u32().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                // 1.5's meter action (1.3 and 1.4 have an instruction).
+                29 => {
+                    fixed(8)?;
+                    Action::Meter(b.u32().ok_or(BadFlowMod::BadActionLen)?)
                 }
                 25 => {
                     let class = b.u16().ok_or(BadFlowMod::BadSetField)?;

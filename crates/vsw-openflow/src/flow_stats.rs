@@ -108,7 +108,7 @@ impl FlowStatsEntry {
             out.extend_from_slice(&self.cookie.to_be_bytes());
             self.matcher.encode(out);
             self.counts().encode(out);
-            for i in &self.instructions {
+            for i in &meter_as_action(&self.instructions) {
                 i.encode(out);
             }
             let len = (out.len() - start) as u16;
@@ -144,6 +144,32 @@ impl FlowStatsEntry {
         let len = (out.len() - start) as u16;
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
+}
+
+/// 1.5 has no meter instruction: the meter is the first action applied.
+fn meter_as_action(instructions: &[Instruction]) -> Vec<Instruction> {
+    let Some(m) = instructions.iter().find_map(|i| match i {
+        Instruction::Meter(m) => Some(*m),
+        _ => None,
+    }) else {
+        return instructions.to_vec();
+    };
+    let mut out: Vec<Instruction> = instructions
+        .iter()
+        .filter(|i| !matches!(i, Instruction::Meter(_)))
+        .cloned()
+        .collect();
+    match out
+        .iter_mut()
+        .find(|i| matches!(i, Instruction::ApplyActions(_)))
+    {
+        Some(Instruction::ApplyActions(list)) => list.insert(0, crate::flow_mod::Action::Meter(m)),
+        _ => out.insert(
+            0,
+            Instruction::ApplyActions(vec![crate::flow_mod::Action::Meter(m)]),
+        ),
+    }
+    out
 }
 
 /// The entries of one flow-stats reply body (after the multipart header).
@@ -220,6 +246,8 @@ pub const OFPRR_IDLE_TIMEOUT: u8 = 0;
 pub const OFPRR_HARD_TIMEOUT: u8 = 1;
 pub const OFPRR_DELETE: u8 = 2;
 pub const OFPRR_GROUP_DELETE: u8 = 3;
+/// 1.4 on (1.3 peers are told DELETE).
+pub const OFPRR_METER_DELETE: u8 = 4;
 
 /// A flow that went, for the controllers that asked (its SEND_FLOW_REM flag).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,6 +15,10 @@ use crate::flow_mod::{
 use crate::group_mod::{
     GroupDescEntry, OfBucket, OFPGT_ALL, OFPGT_FF, OFPGT_INDIRECT, OFPGT_SELECT, OFPG_ANY,
 };
+use crate::meter_mod::{
+    MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
+    OFPMF_PKTPS, OFPMF_STATS,
+};
 use crate::oxm::{OxmField, OxmMatch};
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
@@ -163,6 +167,13 @@ fn set(id: u8, value: Vec<u8>) -> Action {
 pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
     let (apply, goto) = actions_and_goto(actions);
     let mut out = Vec::new();
+    // The meter instruction runs first, whatever its place in the list.
+    if let Some(m) = actions.iter().find_map(|a| match a {
+        VswAction::Meter(m) => Some(*m),
+        _ => None,
+    }) {
+        out.push(Instruction::Meter(m));
+    }
     if !apply.is_empty() {
         out.push(Instruction::ApplyActions(apply));
     }
@@ -206,6 +217,37 @@ pub fn group_desc_from_vsw(g: &vsw_flow::GroupSpec) -> GroupDescEntry {
     }
 }
 
+/// A vsw meter as OpenFlow's meter configuration says it.
+pub fn meter_config_from_vsw(m: &vsw_flow::MeterSpec) -> MeterConfigEntry {
+    let mut flags = if m.pktps { OFPMF_PKTPS } else { OFPMF_KBPS };
+    if m.burst {
+        flags |= OFPMF_BURST;
+    }
+    if m.stats {
+        flags |= OFPMF_STATS;
+    }
+    MeterConfigEntry {
+        flags,
+        meter_id: m.id,
+        bands: m
+            .bands
+            .iter()
+            .map(|b| {
+                let (kind, prec_level) = match b.kind {
+                    vsw_flow::BandType::Drop => (OFPMBT_DROP, 0),
+                    vsw_flow::BandType::DscpRemark(p) => (OFPMBT_DSCP_REMARK, p),
+                };
+                OfBand {
+                    kind,
+                    rate: b.rate,
+                    burst_size: b.burst_size,
+                    prec_level,
+                }
+            })
+            .collect(),
+    }
+}
+
 fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
     let mut apply = Vec::new();
     let mut goto = None;
@@ -218,6 +260,8 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::Flood => apply.push(out(OFPP_FLOOD)),
             VswAction::Drop => {}
             VswAction::Group(g) => apply.push(Action::Group(*g)),
+            // An instruction of its own (above).
+            VswAction::Meter(_) => {}
             VswAction::Controller { max_len } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,
                 max_len: *max_len,

@@ -23,6 +23,7 @@ pub mod frame;
 pub mod from_vsw;
 pub mod group_mod;
 pub mod message;
+pub mod meter_mod;
 pub mod multipart;
 pub mod ofctl_text;
 pub mod oxm;

@@ -12,6 +12,7 @@ use crate::flow_mod::{FlowMod, OFPT_FLOW_MOD};
 use crate::flow_stats::FlowRemoved;
 use crate::frame::{Header, HEADER_LEN};
 use crate::group_mod::{GroupMod, OFPT_GROUP_MOD};
+use crate::meter_mod::{MeterMod, OFPT_METER_MOD};
 use crate::multipart::{MultipartRequest, PortInfo, OFPT_MULTIPART_REQUEST};
 use crate::packet::{PacketIn, PacketOut, OFPT_PACKET_IN, OFPT_PACKET_OUT};
 use crate::reader::Reader;
@@ -116,6 +117,7 @@ pub enum Message {
     PortStatus(u8, PortInfo),
     FlowRemoved(FlowRemoved),
     GroupMod(GroupMod),
+    MeterMod(MeterMod),
 }
 
 impl Message {
@@ -144,6 +146,7 @@ impl Message {
             Message::PortStatus(..) => OFPT_PORT_STATUS,
             Message::FlowRemoved(_) => OFPT_FLOW_REMOVED,
             Message::GroupMod(_) => OFPT_GROUP_MOD,
+            Message::MeterMod(_) => OFPT_METER_MOD,
         }
     }
 
@@ -204,6 +207,7 @@ impl Message {
             }
             Message::SetAsync(body) => out.extend_from_slice(body),
             Message::RoleRequest(r) | Message::RoleReply(r) => r.encode_body(&mut out),
+            Message::MeterMod(m) => m.encode_body(&mut out),
             Message::GroupMod(g) => g.encode_body(
                 Version::from_wire(version).unwrap_or(Version::V1_3),
                 &mut out,
@@ -332,6 +336,7 @@ impl Message {
             OFPT_GET_ASYNC_REQUEST => exact(&r, Message::GetAsyncRequest),
             OFPT_ROLE_REQUEST => Ok(Message::RoleRequest(RoleMsg::decode_body(body)?)),
             OFPT_ROLE_REPLY => Ok(Message::RoleReply(RoleMsg::decode_body(body)?)),
+            OFPT_METER_MOD => Ok(Message::MeterMod(MeterMod::decode_body(body)?)),
             OFPT_GROUP_MOD => Ok(Message::GroupMod(GroupMod::decode_body(version, body)?)),
             OFPT_FLOW_REMOVED => Ok(Message::FlowRemoved(
                 FlowRemoved::decode_body(version, body).ok_or(Refusal::BadLen)?,

@@ -9,6 +9,10 @@ use crate::group_mod::{
     decode_group_request, group_features_body, GroupDescEntry, GroupStatsEntry, OFPG_ALL,
     OFPMP_GROUP, OFPMP_GROUP_DESC, OFPMP_GROUP_FEATURES,
 };
+use crate::meter_mod::{
+    decode_meter_request, meter_features_body, MeterConfigEntry, MeterStatsEntry, OFPMP_METER,
+    OFPMP_METER_CONFIG, OFPMP_METER_FEATURES,
+};
 use crate::port_stats::{PortStats, OFPMP_PORT_STATS};
 use crate::reader::Reader;
 use crate::table_stats::{
@@ -71,6 +75,10 @@ pub enum MultipartRequest {
     /// Groups as they are (1.5 may name one; OFPG_ALL: all).
     GroupDesc(u32),
     GroupFeatures,
+    /// One meter's statistics, or every meter's (OFPM_ALL).
+    Meter(u32),
+    MeterConfig(u32),
+    MeterFeatures,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +97,9 @@ pub enum MultipartReply {
     Group(Vec<GroupStatsEntry>),
     GroupDesc(Vec<GroupDescEntry>),
     GroupFeatures,
+    Meter(Vec<MeterStatsEntry>),
+    MeterConfig(Vec<MeterConfigEntry>),
+    MeterFeatures,
 }
 
 /// One table's features (`ofp_table_features`): properties as (type, contents),
@@ -240,7 +251,14 @@ impl MultipartRequest {
             OFPMP_GROUP_DESC if r.is_empty() => MultipartRequest::GroupDesc(OFPG_ALL),
             OFPMP_GROUP_DESC => MultipartRequest::GroupDesc(decode_group_request(r.rest())?),
             OFPMP_GROUP_FEATURES if r.is_empty() => MultipartRequest::GroupFeatures,
-            OFPMP_TABLE | OFPMP_TABLE_FEATURES | OFPMP_GROUP_FEATURES => {
+            OFPMP_METER => {
+                MultipartRequest::Meter(decode_meter_request(r.rest()).ok_or(Refusal::BadLen)?)
+            }
+            OFPMP_METER_CONFIG => MultipartRequest::MeterConfig(
+                decode_meter_request(r.rest()).ok_or(Refusal::BadLen)?,
+            ),
+            OFPMP_METER_FEATURES if r.is_empty() => MultipartRequest::MeterFeatures,
+            OFPMP_TABLE | OFPMP_TABLE_FEATURES | OFPMP_GROUP_FEATURES | OFPMP_METER_FEATURES => {
                 return Err(Refusal::BadLen)
             }
             _ => return Err(Refusal::BadMultipart),
@@ -261,11 +279,18 @@ impl MultipartRequest {
             MultipartRequest::Group(_) => OFPMP_GROUP,
             MultipartRequest::GroupDesc(_) => OFPMP_GROUP_DESC,
             MultipartRequest::GroupFeatures => OFPMP_GROUP_FEATURES,
+            MultipartRequest::Meter(_) => OFPMP_METER,
+            MultipartRequest::MeterConfig(_) => OFPMP_METER_CONFIG,
+            MultipartRequest::MeterFeatures => OFPMP_METER_FEATURES,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0; 6]);
         match self {
             MultipartRequest::Flow(f) | MultipartRequest::Aggregate(f) => f.encode_body(out),
+            MultipartRequest::Meter(m) | MultipartRequest::MeterConfig(m) => {
+                out.extend_from_slice(&m.to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
             MultipartRequest::Group(g) => {
                 out.extend_from_slice(&g.to_be_bytes());
                 out.extend_from_slice(&[0; 4]);
@@ -311,6 +336,9 @@ impl MultipartReply {
             MultipartReply::Group(_) => OFPMP_GROUP,
             MultipartReply::GroupDesc(_) => OFPMP_GROUP_DESC,
             MultipartReply::GroupFeatures => OFPMP_GROUP_FEATURES,
+            MultipartReply::Meter(_) => OFPMP_METER,
+            MultipartReply::MeterConfig(_) => OFPMP_METER_CONFIG,
+            MultipartReply::MeterFeatures => OFPMP_METER_FEATURES,
         }
     }
 
@@ -343,6 +371,13 @@ impl MultipartReply {
             MultipartReply::GroupFeatures => {
                 let mut e = Vec::with_capacity(40);
                 group_features_body(&mut e);
+                vec![e]
+            }
+            MultipartReply::Meter(meters) => each(meters, |m, b| m.encode(b)),
+            MultipartReply::MeterConfig(meters) => each(meters, |m, b| m.encode(b)),
+            MultipartReply::MeterFeatures => {
+                let mut e = Vec::with_capacity(24);
+                meter_features_body(&mut e);
                 vec![e]
             }
             MultipartReply::TableFeatures(tables) => tables
@@ -459,6 +494,24 @@ impl MultipartReply {
             OFPMP_GROUP_FEATURES => {
                 r.bytes(40).ok_or(Refusal::BadLen)?;
                 MultipartReply::GroupFeatures
+            }
+            OFPMP_METER => {
+                let mut meters = Vec::new();
+                while !r.is_empty() {
+                    meters.push(MeterStatsEntry::decode(&mut r).ok_or(Refusal::BadLen)?);
+                }
+                MultipartReply::Meter(meters)
+            }
+            OFPMP_METER_CONFIG => {
+                let mut meters = Vec::new();
+                while !r.is_empty() {
+                    meters.push(MeterConfigEntry::decode(&mut r).ok_or(Refusal::BadLen)?);
+                }
+                MultipartReply::MeterConfig(meters)
+            }
+            OFPMP_METER_FEATURES => {
+                r.bytes(16).ok_or(Refusal::BadLen)?;
+                MultipartReply::MeterFeatures
             }
             OFPMP_TABLE_FEATURES => {
                 let mut tables = Vec::new();

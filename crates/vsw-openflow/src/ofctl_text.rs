@@ -18,6 +18,9 @@ use crate::flow_mod::{
 use crate::group_mod::{
     BadGroupMod, GroupMod, OFPGT_ALL, OFPGT_FF, OFPGT_INDIRECT, OFPGT_SELECT, OFPG_ANY, OFPG_MAX,
 };
+use crate::meter_mod::{
+    BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
+};
 use crate::oxm::{BadMatch, OxmField, OxmMatch};
 
 fn num(b: &[u8]) -> u128 {
@@ -147,6 +150,7 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
             }
         }
         Action::Group(g) => format!("group:{g}"),
+        Action::Meter(m) => format!("meter:{m}"),
         Action::CopyTtlOut | Action::CopyTtlIn | Action::SetNwTtl(_) | Action::SetQueue(_) => {
             return Err(BadFlowMod::BadActionType)
         }
@@ -157,8 +161,16 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
 pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> {
     let mut acts: Vec<String> = Vec::new();
     let mut goto = None;
+    // The meter instruction runs before the actions.
+    if let Some(m) = instructions.iter().find_map(|i| match i {
+        Instruction::Meter(m) => Some(*m),
+        _ => None,
+    }) {
+        acts.push(format!("meter:{m}"));
+    }
     for i in instructions {
         match i {
+            Instruction::Meter(_) => {}
             Instruction::ApplyActions(list) => {
                 for a in list {
                     acts.push(action_text(a, Place::Flow)?);
@@ -167,8 +179,7 @@ pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> 
             Instruction::GotoTable(t) => goto = Some(*t),
             Instruction::WriteActions(_)
             | Instruction::ClearActions
-            | Instruction::WriteMetadata { .. }
-            | Instruction::Meter(_) => return Err(BadFlowMod::UnsupportedInstruction),
+            | Instruction::WriteMetadata { .. } => return Err(BadFlowMod::UnsupportedInstruction),
         }
     }
     if let Some(t) = goto {
@@ -219,6 +230,53 @@ pub fn group_text(gm: &GroupMod) -> Result<String, BadGroupMod> {
             .collect::<Result<Vec<_>, _>>()?;
         let _ = write!(t, "actions={}", acts.join(","));
     }
+    Ok(t)
+}
+
+/// A meter-mod's meter as `vswctl add-meter` takes it.
+pub fn meter_text(mm: &MeterMod) -> Result<String, BadMeterMod> {
+    let unit = if mm.flags & OFPMF_PKTPS != 0 {
+        "pktps"
+    } else {
+        "kbps"
+    };
+    let burst = mm.flags & OFPMF_BURST != 0;
+    let mut t = format!("meter={},{unit}", mm.meter_id);
+    if burst {
+        t.push_str(",burst");
+    }
+    if mm.flags & OFPMF_STATS != 0 {
+        t.push_str(",stats");
+    }
+    let mut bands = Vec::new();
+    for b in &mm.bands {
+        if b.rate == 0 {
+            return Err(BadMeterMod::BadRate);
+        }
+        if !burst && b.burst_size != 0 {
+            return Err(BadMeterMod::BadBurst);
+        }
+        let mut s = match b.kind {
+            OFPMBT_DROP => format!("type=drop,rate={}", b.rate),
+            OFPMBT_DSCP_REMARK if (1..=3).contains(&b.prec_level) => format!(
+                "type=dscp_remark,rate={},prec_level={}",
+                b.rate, b.prec_level
+            ),
+            OFPMBT_DSCP_REMARK => return Err(BadMeterMod::BadBandValue),
+            _ => return Err(BadMeterMod::BadBand),
+        };
+        if burst {
+            let _ = write!(s, ",burst_size={}", b.burst_size);
+        }
+        bands.push(s);
+    }
+    if bands.is_empty() {
+        return Err(BadMeterMod::BadBand);
+    }
+    if bands.len() > vsw_flow::meter::MAX_BANDS {
+        return Err(BadMeterMod::OutOfBands);
+    }
+    let _ = write!(t, ",bands={}", bands.join(","));
     Ok(t)
 }
 

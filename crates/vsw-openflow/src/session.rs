@@ -10,6 +10,7 @@ use crate::frame::HEADER_LEN;
 use crate::frame::{next_message, FrameError, Header};
 use crate::group_mod::{BadGroupMod, GroupDescEntry, GroupMod, GroupStatsEntry};
 use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
+use crate::meter_mod::{BadMeterMod, MeterConfigEntry, MeterMod, MeterStatsEntry};
 use crate::multipart::{
     MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
 };
@@ -43,6 +44,12 @@ pub trait Bridge {
     fn group_stats(&mut self, id: u32) -> Vec<GroupStatsEntry>;
     /// Group `id` as it is (OFPG_ALL: every group).
     fn group_desc(&mut self, id: u32) -> Vec<GroupDescEntry>;
+    /// Carries out a meter-mod; `Err`: why it was refused (nothing changed).
+    fn meter_mod(&mut self, mm: &MeterMod) -> Result<(), BadMeterMod>;
+    /// Meter `id`'s statistics (OFPM_ALL: every meter's).
+    fn meter_stats(&mut self, id: u32) -> Vec<MeterStatsEntry>;
+    /// Meter `id`'s configuration (OFPM_ALL: every meter's).
+    fn meter_config(&mut self, id: u32) -> Vec<MeterConfigEntry>;
     /// This connection's role now (another's request may have changed it).
     fn role(&self) -> Role {
         Role::Equal
@@ -209,10 +216,19 @@ impl Session {
         };
         match Message::decode(version, m) {
             // A slave reads; it changes nothing.
-            Ok(Message::FlowMod(_) | Message::PacketOut(_) | Message::GroupMod(_))
-                if bridge.role() == Role::Slave =>
-            {
+            Ok(
+                Message::FlowMod(_)
+                | Message::PacketOut(_)
+                | Message::GroupMod(_)
+                | Message::MeterMod(_)
+                | Message::MeterMod(_),
+            ) if bridge.role() == Role::Slave => {
                 out.extend(Refusal::IsSlave.answer(m).encode(version.wire(), h.xid));
+            }
+            Ok(Message::MeterMod(mm)) => {
+                if let Err(e) = bridge.meter_mod(&mm) {
+                    out.extend(Refusal::MeterMod(e).answer(m).encode(version.wire(), h.xid));
+                }
             }
             Ok(Message::GroupMod(gm)) => {
                 if let Err(e) = bridge.group_mod(&gm) {
@@ -321,6 +337,11 @@ impl Session {
                         MultipartReply::GroupDesc(bridge.group_desc(id))
                     }
                     MultipartRequest::GroupFeatures => MultipartReply::GroupFeatures,
+                    MultipartRequest::Meter(id) => MultipartReply::Meter(bridge.meter_stats(id)),
+                    MultipartRequest::MeterConfig(id) => {
+                        MultipartReply::MeterConfig(bridge.meter_config(id))
+                    }
+                    MultipartRequest::MeterFeatures => MultipartReply::MeterFeatures,
                     MultipartRequest::Aggregate(f) => match bridge.flow_stats(&f) {
                         Ok(entries) => MultipartReply::Aggregate(AggregateStats {
                             packet_count: entries.iter().map(|e| e.packet_count).sum(),
@@ -413,6 +434,7 @@ impl Session {
             | Message::PortStatus(..)
             | Message::FlowRemoved(_)
             | Message::GroupMod(_)
+            | Message::MeterMod(_)
             | Message::FlowMod(_) => None,
         };
         if let Some(r) = reply {
@@ -467,6 +489,18 @@ mod tests {
             Vec::new()
         }
         fn group_desc(&mut self, _: u32) -> Vec<crate::group_mod::GroupDescEntry> {
+            Vec::new()
+        }
+        fn meter_mod(
+            &mut self,
+            _: &crate::meter_mod::MeterMod,
+        ) -> Result<(), crate::meter_mod::BadMeterMod> {
+            Ok(())
+        }
+        fn meter_stats(&mut self, _: u32) -> Vec<crate::meter_mod::MeterStatsEntry> {
+            Vec::new()
+        }
+        fn meter_config(&mut self, _: u32) -> Vec<crate::meter_mod::MeterConfigEntry> {
             Vec::new()
         }
         fn port_stats(&mut self) -> Vec<PortStats> {

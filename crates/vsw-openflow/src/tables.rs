@@ -14,8 +14,8 @@ const OFPTFPT_WILDCARDS: u16 = 10;
 const OFPTFPT_WRITE_SETFIELD: u16 = 12;
 const OFPTFPT_APPLY_SETFIELD: u16 = 14;
 
-/// Instructions vsw carries out: goto-table and apply-actions.
-const INSTRUCTIONS: &[u16] = &[1, 4];
+/// Instructions vsw carries out: goto-table, apply-actions and meter.
+const INSTRUCTIONS: &[u16] = &[1, 4, 6];
 /// Actions vsw applies: output, push-vlan, pop-vlan, dec-nw-ttl, set-field.
 const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 22, 24, 25];
 /// Fields vsw matches (see `ofctl_text::match_text`).

@@ -51,6 +51,18 @@ impl Bridge for NoPorts {
     fn group_desc(&mut self, _: u32) -> Vec<vsw_openflow::group_mod::GroupDescEntry> {
         Vec::new()
     }
+    fn meter_mod(
+        &mut self,
+        _: &vsw_openflow::meter_mod::MeterMod,
+    ) -> Result<(), vsw_openflow::meter_mod::BadMeterMod> {
+        Ok(())
+    }
+    fn meter_stats(&mut self, _: u32) -> Vec<vsw_openflow::meter_mod::MeterStatsEntry> {
+        Vec::new()
+    }
+    fn meter_config(&mut self, _: u32) -> Vec<vsw_openflow::meter_mod::MeterConfigEntry> {
+        Vec::new()
+    }
     fn port_stats(&mut self) -> Vec<vsw_openflow::port_stats::PortStats> {
         Vec::new()
     }

@@ -248,6 +248,19 @@ impl PacketBuf {
     }
 
     /// Sets the DSCP bits (the TOS byte's upper six), keeping ECN.
+    /// The IPv4 TOS / IPv6 traffic class, if the packet is IP.
+    pub fn nw_tos(&self) -> Option<u8> {
+        if let Some(off) = self.ipv4() {
+            return ipv4::Packet::new_checked(&self.data()[off..])
+                .ok()
+                .map(|ip| ip.tos());
+        }
+        let off = self.ipv6()?;
+        ipv6::Packet::new_checked(&self.data()[off..])
+            .ok()
+            .map(|ip| ip.traffic_class())
+    }
+
     pub fn set_nw_tos(&mut self, tos: u8) {
         if let Some(off) = self.ipv4() {
             let Ok(mut ip) = ipv4::Packet::new_checked(&mut self.data_mut()[off..]) else {

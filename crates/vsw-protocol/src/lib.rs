@@ -56,6 +56,20 @@ pub enum Request {
         group_id: Option<u32>,
     },
     DumpGroups,
+    /// A meter, as `ovs-ofctl add-meter` takes it.
+    AddMeter {
+        meter: String,
+    },
+    /// Replaces a meter's bands and flags.
+    ModMeter {
+        meter: String,
+    },
+    /// Removes a meter (all without one) and the flows that use it.
+    DelMeters {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        meter_id: Option<u32>,
+    },
+    DumpMeters,
     /// The selection (as `del-flows` takes it) and `actions=…`, as `ovs-ofctl
     /// mod-flows` takes them.
     ModFlows {
@@ -160,6 +174,22 @@ pub struct GroupInfo {
     pub duration_ms: u64,
     /// Each bucket's (packets, bytes).
     pub buckets: Vec<(u64, u64)>,
+}
+
+/// One meter of `dump-meters`, with its counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeterInfo {
+    /// Canonical text, as `add-meter` takes it.
+    pub meter: String,
+    pub meter_id: u32,
+    /// Flows that use it.
+    pub flow_count: u32,
+    /// Packets and bytes measured.
+    pub packet_in_count: u64,
+    pub byte_in_count: u64,
+    pub duration_ms: u64,
+    /// Each band's (packets, bytes) that exceeded it.
+    pub bands: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

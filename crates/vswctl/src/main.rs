@@ -88,6 +88,17 @@ enum Command {
     },
     /// Groups with their counters and their buckets'.
     DumpGroups,
+    /// Add a meter, e.g. "meter=1,kbps,bands=type=drop,rate=100000".
+    AddMeter { meter: String },
+    /// Replace a meter's flags and bands (same syntax as add-meter).
+    ModMeter { meter: String },
+    /// Remove a meter (all meters without one), with the flows that use it.
+    DelMeters {
+        #[arg(value_name = "meter=N")]
+        meter: Option<String>,
+    },
+    /// Meters with their counters and their bands'.
+    DumpMeters,
     /// Give the flows matching the selection other actions, e.g.
     /// "in_port=1,actions=output:3" (counters kept unless --reset-counts).
     ModFlows {
@@ -287,6 +298,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             },
         },
         Command::DumpGroups => Request::DumpGroups,
+        Command::AddMeter { meter } => Request::AddMeter {
+            meter: meter.clone(),
+        },
+        Command::ModMeter { meter } => Request::ModMeter {
+            meter: meter.clone(),
+        },
+        Command::DelMeters { meter } => Request::DelMeters {
+            meter_id: match meter {
+                None => None,
+                Some(m) => Some(
+                    m.strip_prefix("meter=")
+                        .unwrap_or(m)
+                        .parse()
+                        .with_context(|| format!("del-meters takes meter=N, not '{m}'"))?,
+                ),
+            },
+        },
+        Command::DumpMeters => Request::DumpMeters,
         Command::ModFlows {
             strict,
             reset_counts,
@@ -345,6 +374,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Request::Trace { .. } => serde_json::from_value::<String>(result)?,
         Request::DpifShow => render::dpif_show(&serde_json::from_value(result)?),
+        Request::DumpMeters => render::meters(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpGroups => render::groups(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpPorts => render::ports(&serde_json::from_value::<Vec<_>>(result)?),
         Request::PmdStatsShow => render::pmd_stats(&serde_json::from_value::<Vec<_>>(result)?),

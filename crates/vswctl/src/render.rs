@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use vsw_protocol::{
-    DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo,
-    ShowInfo,
+    DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, MeterInfo, OffloadShowView, PmdRxqView,
+    PmdStatsView, PortInfo, ShowInfo,
 };
 
 pub fn show(s: ShowInfo) -> String {
@@ -64,6 +64,27 @@ pub fn groups(groups: &[GroupInfo]) -> String {
         );
         for (i, (p, b)) in g.buckets.iter().enumerate() {
             let _ = write!(o, ", bucket{i}:n_packets={p},n_bytes={b}");
+        }
+        o.push('\n');
+    }
+    o
+}
+
+/// As `ovs-ofctl dump-meters` and `meter-stats` together.
+pub fn meters(meters: &[MeterInfo]) -> String {
+    let mut o = String::new();
+    for m in meters {
+        let _ = write!(
+            o,
+            " {}\n   duration={:.3}s, flow_count={}, packet_in_count={}, byte_in_count={}",
+            m.meter,
+            m.duration_ms as f64 / 1000.0,
+            m.flow_count,
+            m.packet_in_count,
+            m.byte_in_count
+        );
+        for (i, (p, b)) in m.bands.iter().enumerate() {
+            let _ = write!(o, ", band{i}:packet_count={p},byte_count={b}");
         }
         o.push('\n');
     }

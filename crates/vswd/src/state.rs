@@ -46,6 +46,9 @@ pub struct SavedState {
     /// Groups as `ovs-ofctl add-group` takes them, ports by number.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// Meters as `ovs-ofctl add-meter` takes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub meters: Vec<String>,
 }
 
 /// The schema this vswd writes.
@@ -57,7 +60,7 @@ pub struct SavedState {
 /// - 3: flows live in tables 0-254 and a table miss drops; the learning switch of
 ///   earlier schemas (a miss went to NORMAL) is the rule `priority=0,actions=NORMAL`,
 ///   listed like any other.
-/// - 4: groups (`groups`), which flows may hand packets to.
+/// - 4: groups (`groups`), which flows may hand packets to, and meters (`meters`).
 pub const STATE_VERSION: u32 = 4;
 
 /// The rule a new switch starts with, and what a miss did before schema 3.

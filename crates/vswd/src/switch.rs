@@ -26,7 +26,9 @@ use crate::options::{
     self, FailMode, OptionError, Options, PortOptions, SwitchOptions, DEFAULT_INACTIVITY_PROBE_MS,
     MAX_PORT_NO,
 };
-use crate::protocol::{DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, PortInfo, Request, ShowInfo};
+use crate::protocol::{
+    DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, MeterInfo, PortInfo, Request, ShowInfo,
+};
 use crate::state::{
     PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW, STATE_VERSION,
 };
@@ -43,6 +45,10 @@ pub enum SwitchError {
     Group(#[from] vsw_flow::GroupError),
     #[error("the flow hands packets to group {0}, which does not exist")]
     NoSuchGroup(u32),
+    #[error("{0}")]
+    Meter(#[from] vsw_flow::MeterError),
+    #[error("the flow uses meter {0}, which does not exist")]
+    NoSuchMeter(u32),
     #[error("bad flow on line {line}: {error}")]
     FlowLine { line: usize, error: FlowSyntaxError },
     #[error("no port named '{0}'")]
@@ -139,6 +145,28 @@ pub enum Removal {
     Deleted,
     /// Its group was deleted.
     GroupDeleted,
+    /// Its meter was deleted.
+    MeterDeleted,
+}
+
+/// A meter as the datapath runs it: each band's burst in its units.
+fn meter_config(m: &vsw_flow::MeterSpec) -> vsw_datapath::meter::MeterConfig {
+    use vsw_datapath::meter::{BandAction, BandConfig, MeterConfig};
+    MeterConfig {
+        pktps: m.pktps,
+        bands: m
+            .bands
+            .iter()
+            .map(|b| BandConfig {
+                action: match b.kind {
+                    vsw_flow::BandType::Drop => BandAction::Drop,
+                    vsw_flow::BandType::DscpRemark(p) => BandAction::Remark(p),
+                },
+                rate: b.rate,
+                burst: m.burst_of(b),
+            })
+            .collect(),
+    }
 }
 
 /// Puts saved groups back (in whatever order they were saved: one whose buckets
@@ -264,6 +292,13 @@ impl Switch {
         }
         let numbers = |name: &str| ports.iter().find(|(_, p)| p.name == name).map(|(n, _)| *n);
         let mut pipeline = Pipeline::new();
+        for (i, text) in saved.meters.iter().enumerate() {
+            let spec =
+                vsw_flow::parse_meter(text).map_err(|e| bad(format!("meter {}: {e}", i + 1)))?;
+            pipeline
+                .set_meter(spec, false, now_ms())
+                .map_err(|e| bad(format!("meter {}: {e}", i + 1)))?;
+        }
         restore_groups(&mut pipeline, &saved.groups, &numbers).map_err(bad)?;
         for (i, text) in saved.flows.iter().enumerate() {
             let spec =
@@ -280,6 +315,9 @@ impl Switch {
         dp.set_tx_flush_interval(sw_opts.tx_flush_interval)?;
         dp.set_pmd_sleep_max(sw_opts.pmd_sleep_max)?;
         dp.set_flow_limit(sw_opts.flow_limit)?;
+        for (m, _) in ofproto.pipeline().meters() {
+            dp.set_meter(m.id, Some(&meter_config(m)));
+        }
         dp.set_upcall(ofproto.clone())?;
         dp.start_revalidator(revalidator_config(&sw_opts))?;
         let mut sw = Switch {
@@ -440,6 +478,10 @@ impl Switch {
             groups: pipeline
                 .groups()
                 .map(|g| vsw_flow::format_group(&g.spec))
+                .collect(),
+            meters: pipeline
+                .meters()
+                .map(|(m, _)| vsw_flow::format_meter(m))
                 .collect(),
         }
     }
@@ -629,6 +671,10 @@ impl Switch {
             Request::ModGroup { group } => self.set_group(&group, true),
             Request::DelGroups { group_id } => self.del_groups(group_id),
             Request::DumpGroups => Ok(json!(self.dump_groups())),
+            Request::AddMeter { meter } => self.set_meter(&meter, false),
+            Request::ModMeter { meter } => self.set_meter(&meter, true),
+            Request::DelMeters { meter_id } => self.del_meters(meter_id),
+            Request::DumpMeters => Ok(json!(self.dump_meters())),
             Request::DumpFlows { kind, table } => {
                 let which = offloaded_filter(kind.as_deref())?;
                 let flows: Vec<FlowInfo> = self
@@ -1089,6 +1135,12 @@ impl Switch {
         {
             return Err(SwitchError::NoSuchGroup(g));
         }
+        if let Some(m) = specs
+            .iter()
+            .find_map(|s| pipeline.missing_meter(&s.actions))
+        {
+            return Err(SwitchError::NoSuchMeter(m));
+        }
         let now = now_ms();
         for spec in specs {
             pipeline.insert(spec, now);
@@ -1127,6 +1179,14 @@ impl Switch {
         let changed = pipeline.modify(&selection, strict, reset_counts, &|r| {
             vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
         })?;
+        // The new actions' groups and meters must exist, as an add's must.
+        let any = vsw_flow::parse_actions_unchecked(actions, &names)?;
+        if let Some(g) = pipeline.missing_group(&any) {
+            return Err(SwitchError::NoSuchGroup(g));
+        }
+        if let Some(m) = pipeline.missing_meter(&any) {
+            return Err(SwitchError::NoSuchMeter(m));
+        }
         self.replace_rules(pipeline)?;
         Ok(json!({ "modified": changed }))
     }
@@ -1149,6 +1209,75 @@ impl Switch {
             self.note_removed(r, Removal::GroupDeleted, now);
         }
         Ok(json!({ "flows_removed": removed.len() }))
+    }
+
+    fn set_meter(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
+        let spec = vsw_flow::parse_meter(text)?;
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let (id, config) = (spec.id, meter_config(&spec));
+        pipeline.set_meter(spec, modify, now_ms())?;
+        self.replace_rules(pipeline)?;
+        self.dp.set_meter(id, Some(&config));
+        Ok(Value::Null)
+    }
+
+    /// Removes a meter (`None`: all) and the rules that use it.
+    fn del_meters(&mut self, id: Option<u32>) -> Result<Value, SwitchError> {
+        let current = self.ofproto.pipeline();
+        let gone: Vec<u32> = current
+            .meters()
+            .map(|(m, _)| m.id)
+            .filter(|m| id.is_none_or(|i| i == *m))
+            .collect();
+        let mut pipeline = (*current).clone();
+        let removed = pipeline.delete_meters(id);
+        self.replace_rules(pipeline)?;
+        for m in gone {
+            self.dp.set_meter(m, None);
+        }
+        let now = now_ms();
+        for r in &removed {
+            self.note_removed(r, Removal::MeterDeleted, now);
+        }
+        Ok(json!({ "flows_removed": removed.len() }))
+    }
+
+    /// Every meter with its counters.
+    pub fn dump_meters(&self) -> Vec<MeterInfo> {
+        let now = now_ms();
+        let pipeline = self.ofproto.pipeline();
+        let rules = pipeline.rules();
+        pipeline
+            .meters()
+            .map(|(m, since)| {
+                let counts = self.dp.meter_counts(m.id).unwrap_or_default();
+                MeterInfo {
+                    meter: vsw_flow::format_meter(m),
+                    meter_id: m.id,
+                    flow_count: rules
+                        .iter()
+                        .filter(|r| r.spec.actions.contains(&vsw_flow::Action::Meter(m.id)))
+                        .count() as u32,
+                    packet_in_count: counts.packets,
+                    byte_in_count: counts.bytes,
+                    duration_ms: now.saturating_sub(*since),
+                    bands: if counts.bands.is_empty() {
+                        vec![(0, 0); m.bands.len()]
+                    } else {
+                        counts.bands
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Every meter as it is.
+    pub fn meter_specs(&self) -> Vec<vsw_flow::MeterSpec> {
+        self.ofproto
+            .pipeline()
+            .meters()
+            .map(|(m, _)| (**m).clone())
+            .collect()
     }
 
     /// Every group as it is.

@@ -2,18 +2,23 @@
 //! and statistics through the switch's own requests, packet-outs translated by the
 //! slow path and handed to a PMD.
 
-use vsw_flow::GroupError;
+use vsw_flow::{GroupError, MeterError};
 use vsw_openflow::flow_mod::{
     BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM,
     OFPG_ANY, OFPP_ANY,
 };
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
-use vsw_openflow::from_vsw::{group_desc_from_vsw, instructions_from_actions, oxm_from_match};
+use vsw_openflow::from_vsw::{
+    group_desc_from_vsw, instructions_from_actions, meter_config_from_vsw, oxm_from_match,
+};
 use vsw_openflow::group_mod::{
     BadGroupMod, GroupCommand, GroupDescEntry, GroupMod, GroupStatsEntry, OFPG_ALL,
 };
+use vsw_openflow::meter_mod::{
+    BadMeterMod, MeterCommand, MeterConfigEntry, MeterMod, MeterStatsEntry, OFPM_ALL,
+};
 use vsw_openflow::ofctl_text::{
-    actions_text, add_text, group_text, packet_out_text, selection_text, SelectionParts,
+    actions_text, add_text, group_text, meter_text, packet_out_text, selection_text, SelectionParts,
 };
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::table_stats::TableStats;
@@ -101,6 +106,7 @@ impl Bridge for SwitchBridge<'_> {
             tracing::info!(error = %e, "OpenFlow flow-mod refused");
             match e {
                 SwitchError::NoSuchGroup(_) => BadFlowMod::BadOutGroup,
+                SwitchError::NoSuchMeter(_) => BadFlowMod::UnknownMeter,
                 _ => BadFlowMod::Refused,
             }
         })
@@ -129,6 +135,60 @@ impl Bridge for SwitchBridge<'_> {
                 _ => BadGroupMod::BadBucket,
             }
         })
+    }
+
+    /// Through the same requests as `vswctl add-meter` / `mod-meter` / `del-meters`
+    /// (a deleted meter takes the flows that use it along).
+    fn meter_mod(&mut self, mm: &MeterMod) -> Result<(), BadMeterMod> {
+        let req = match mm.command {
+            MeterCommand::Add => Request::AddMeter {
+                meter: meter_text(mm)?,
+            },
+            MeterCommand::Modify => Request::ModMeter {
+                meter: meter_text(mm)?,
+            },
+            MeterCommand::Delete => Request::DelMeters {
+                meter_id: (mm.meter_id != OFPM_ALL).then_some(mm.meter_id),
+            },
+        };
+        self.switch.handle(req).map(|_| ()).map_err(|e| {
+            tracing::info!(error = %e, "OpenFlow meter-mod refused");
+            match e {
+                SwitchError::Meter(MeterError::Exists(_)) => BadMeterMod::Exists,
+                SwitchError::Meter(MeterError::Unknown(_)) => BadMeterMod::Unknown,
+                // The meter's number is what vsw cannot take (1..4096), or a band.
+                _ if !(1..=vsw_flow::meter::MAX_METER_ID).contains(&mm.meter_id) => {
+                    BadMeterMod::Invalid
+                }
+                _ => BadMeterMod::BadBand,
+            }
+        })
+    }
+
+    fn meter_stats(&mut self, id: u32) -> Vec<MeterStatsEntry> {
+        self.switch
+            .dump_meters()
+            .into_iter()
+            .filter(|m| id == OFPM_ALL || m.meter_id == id)
+            .map(|m| MeterStatsEntry {
+                meter_id: m.meter_id,
+                flow_count: m.flow_count,
+                packet_in_count: m.packet_in_count,
+                byte_in_count: m.byte_in_count,
+                duration_ms: m.duration_ms,
+                bands: m.bands,
+            })
+            .collect()
+    }
+
+    /// Each meter as configured: without the burst flag its bands say burst 0.
+    fn meter_config(&mut self, id: u32) -> Vec<MeterConfigEntry> {
+        self.switch
+            .meter_specs()
+            .iter()
+            .filter(|m| id == OFPM_ALL || m.id == id)
+            .map(meter_config_from_vsw)
+            .collect()
     }
 
     fn group_stats(&mut self, id: u32) -> Vec<GroupStatsEntry> {

@@ -15,6 +15,7 @@ use vsw_datapath::{Punted, Punts};
 use vsw_ofproto::{Ofproto, PuntReason};
 use vsw_openflow::flow_stats::{
     FlowRemoved, OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
+    OFPRR_METER_DELETE,
 };
 use vsw_openflow::from_vsw::oxm_from_match;
 use vsw_openflow::message::{OFPPR_ADD, OFPPR_DELETE, OFPPR_MODIFY};
@@ -224,6 +225,9 @@ impl Peers {
                     Removal::HardTimeout => OFPRR_HARD_TIMEOUT,
                     Removal::Deleted => OFPRR_DELETE,
                     Removal::GroupDeleted => OFPRR_GROUP_DELETE,
+                    // 1.3 has no reason of its own for it.
+                    Removal::MeterDeleted if v >= Version::V1_4 => OFPRR_METER_DELETE,
+                    Removal::MeterDeleted => OFPRR_DELETE,
                 };
                 if !state.wants(state.async_config.flow_removed, reason) {
                     continue;
