@@ -70,6 +70,24 @@ fn ovs_ofctl_shows_the_switch_its_ports_and_a_datapath_id_that_survives_a_restar
         dpid(&ofctl(&d, &["-O", "OpenFlow14", "show"])),
         "00000000000000ab"
     );
+    // A `ptcp:` listener takes OpenFlow connections as the management socket does.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    d.ctl_ok(&["set-controller", &format!("ptcp:{port}:127.0.0.1")]);
+    let tcp = format!("tcp:127.0.0.1:{port}");
+    let mut shown = None;
+    wait_until("the listener to answer", Duration::from_secs(10), || {
+        let out = Command::new("ovs-ofctl")
+            .args(["-t", "5", "-O", "OpenFlow13", "show", &tcp])
+            .output()
+            .expect("ovs-ofctl");
+        shown = Some(String::from_utf8_lossy(&out.stdout).into_owned());
+        out.status.success()
+    });
+    assert_eq!(dpid(&shown.unwrap_or_default()), "00000000000000ab");
+    d.ctl_ok(&["del-controller"]);
     // A bad one changes nothing and names the problem.
     let out = d.ctl(&["set", "datapath-id=12"]);
     assert!(!out.status.success());

@@ -1,5 +1,6 @@
 //! Where a controller is: `tcp:IP[:PORT]` (6653 by default, the IANA port) or
-//! `unix:PATH`, as Open vSwitch writes controller targets.
+//! `unix:PATH`, as Open vSwitch writes controller targets; or where vsw listens
+//! for OpenFlow connections itself, `ptcp:PORT[:IP]` (all addresses by default).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -13,10 +14,13 @@ pub const DEFAULT_PORT: u16 = 6653;
 pub enum Target {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    /// A listener: whoever connects is a service connection (as the management
+    /// socket's), not a controller.
+    Ptcp(SocketAddr),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{0:?} is not a controller target: tcp:IP[:PORT] or unix:PATH")]
+#[error("{0:?} is not a controller target: tcp:IP[:PORT], unix:PATH or ptcp:PORT[:IP]")]
 pub struct BadTarget(pub String);
 
 impl FromStr for Target {
@@ -30,6 +34,14 @@ impl FromStr for Target {
             } else {
                 Ok(Target::Unix(path.into()))
             };
+        }
+        if let Some(rest) = s.strip_prefix("ptcp:") {
+            // PORT, PORT:IPv4, or PORT:[IPv6] / PORT:IPv6.
+            let (port, ip) = rest.split_once(':').unwrap_or((rest, "0.0.0.0"));
+            let port: u16 = port.parse().map_err(|_| bad())?;
+            let ip = ip.trim_start_matches('[').trim_end_matches(']');
+            let ip: IpAddr = ip.parse().map_err(|_| bad())?;
+            return Ok(Target::Ptcp(SocketAddr::new(ip, port)));
         }
         let rest = s.strip_prefix("tcp:").ok_or_else(bad)?;
         // `[v6]:port`, `v4:port`, or an address alone.
@@ -52,6 +64,8 @@ impl fmt::Display for Target {
             Target::Tcp(a) if a.is_ipv6() => write!(f, "tcp:[{}]:{}", a.ip(), a.port()),
             Target::Tcp(a) => write!(f, "tcp:{}:{}", a.ip(), a.port()),
             Target::Unix(p) => write!(f, "unix:{}", p.display()),
+            Target::Ptcp(a) if a.is_ipv6() => write!(f, "ptcp:{}:[{}]", a.port(), a.ip()),
+            Target::Ptcp(a) => write!(f, "ptcp:{}:{}", a.port(), a.ip()),
         }
     }
 }
@@ -68,6 +82,9 @@ mod tests {
             ("tcp:[::1]:6653", "tcp:[::1]:6653"),
             ("tcp:::1", "tcp:[::1]:6653"),
             ("unix:/run/c.sock", "unix:/run/c.sock"),
+            ("ptcp:6634", "ptcp:6634:0.0.0.0"),
+            ("ptcp:6634:127.0.0.1", "ptcp:6634:127.0.0.1"),
+            ("ptcp:6634:[::1]", "ptcp:6634:[::1]"),
         ] {
             let t: Target = text.parse().unwrap();
             assert_eq!(t.to_string(), shown);

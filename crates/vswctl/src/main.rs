@@ -43,8 +43,9 @@ enum Command {
         #[arg(required = true, value_name = "KEY=VALUE")]
         options: Vec<String>,
     },
-    /// Connect to OpenFlow controllers (tcp:IP[:PORT] or unix:PATH), replacing any
-    /// configured before; vswd keeps retrying one that is not up.
+    /// Connect to OpenFlow controllers (tcp:IP[:PORT] or unix:PATH), or listen for
+    /// OpenFlow connections (ptcp:PORT[:IP]), replacing any configured before; vswd
+    /// keeps retrying a controller that is not up.
     SetController {
         #[arg(required = true, value_name = "TARGET")]
         targets: Vec<String>,

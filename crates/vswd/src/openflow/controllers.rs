@@ -8,7 +8,7 @@
 //! for the port status messages, and hands on the flows that went.
 
 use std::collections::HashMap;
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -74,9 +74,17 @@ pub fn manage(of: &Arc<OpenFlow>) {
                 open: Mutex::new(None),
             });
             let (of2, t2, slot2) = (of.clone(), t.clone(), slot.clone());
-            let spawned = std::thread::Builder::new()
-                .name("controller".into())
-                .spawn(move || keep_connected(&of2, &t2, &slot2, probe));
+            let spawned = match t {
+                Target::Ptcp(addr) => {
+                    let addr = *addr;
+                    std::thread::Builder::new()
+                        .name("openflow-ptcp".into())
+                        .spawn(move || listen(&of2, addr, &slot2))
+                }
+                _ => std::thread::Builder::new()
+                    .name("controller".into())
+                    .spawn(move || keep_connected(&of2, &t2, &slot2, probe)),
+            };
             match spawned {
                 Ok(_) => {
                     slots.insert(t.clone(), slot);
@@ -89,8 +97,16 @@ pub fn manage(of: &Arc<OpenFlow>) {
         if slots.values().any(|s| s.connected.load(Ordering::Acquire)) {
             last_connected = Instant::now();
         }
+        // Listeners are no controllers: only configured controllers fail open.
+        let controllers = targets
+            .iter()
+            .filter(|t| !matches!(t, Target::Ptcp(_)))
+            .count();
+        if controllers == 0 {
+            last_connected = Instant::now();
+        }
         let want_open = mode == FailMode::Standalone
-            && !slots.is_empty()
+            && controllers > 0
             && last_connected.elapsed() >= probe * 3;
         if want_open != fail_open {
             fail_open = want_open;
@@ -113,7 +129,39 @@ fn connect(target: &Target) -> std::io::Result<Stream> {
     Ok(match target {
         Target::Tcp(addr) => Stream::Tcp(TcpStream::connect_timeout(addr, CONNECT_TIMEOUT)?),
         Target::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
+        Target::Ptcp(_) => return Err(std::io::ErrorKind::InvalidInput.into()),
     })
+}
+
+/// Listens on `addr` until the target is removed; each connection is a service
+/// connection, as on the management socket (and counts against the same limit).
+fn listen(of: &Arc<OpenFlow>, addr: std::net::SocketAddr, slot: &Slot) {
+    let listener = loop {
+        match TcpListener::bind(addr) {
+            Ok(l) => break l,
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "cannot listen for OpenFlow; trying again");
+                wait(slot, BACKOFF_MAX);
+                if slot.stop.load(Ordering::Acquire) {
+                    return;
+                }
+            }
+        }
+    };
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    tracing::info!(%addr, "listening for OpenFlow connections");
+    while !slot.stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((conn, peer)) => {
+                let _ = conn.set_nonblocking(false);
+                super::serve_one(of, Stream::Tcp(conn), format!("tcp:{peer}"));
+            }
+            Err(_) => std::thread::sleep(LOOK_INTERVAL),
+        }
+    }
+    tracing::info!(%addr, "OpenFlow listener closed");
 }
 
 /// Connects to `target` and runs the connection, again and again, until the target

@@ -32,7 +32,8 @@ use peers::{Peer, Peers};
 
 /// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one.
 pub const BRIDGE_NAME: &str = "br0";
-/// Connections on the management socket at once; more are closed at once.
+/// Service connections (management socket, listeners) at once; more are closed at
+/// once.
 pub const MAX_CONNECTIONS: usize = 64;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A management connection silent this long is sent an echo request; silent as
@@ -91,28 +92,29 @@ pub fn start(switch: Arc<Mutex<Switch>>, mgmt: Option<UnixListener>) -> io::Resu
 fn serve(listener: UnixListener, of: &Arc<OpenFlow>) {
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
-        if of.mgmt_open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
-            tracing::warn!("OpenFlow: {MAX_CONNECTIONS} connections already; one more refused");
-            continue;
-        }
-        let of2 = of.clone();
-        let spawned = std::thread::Builder::new()
-            .name("openflow".into())
-            .spawn(move || {
-                let ended = of2.run_peer(
-                    Stream::Unix(conn),
-                    "management socket".into(),
-                    Session::new(),
-                    PROBE_INTERVAL,
-                );
-                tracing::info!(?ended, "OpenFlow connection closed");
-                of2.mgmt_open.fetch_sub(1, Ordering::AcqRel);
-            });
-        if spawned.is_err() {
-            of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
-            tracing::warn!("OpenFlow: cannot start a connection's thread");
-        }
+        serve_one(of, Stream::Unix(conn), "management socket".into());
+    }
+}
+
+/// Runs a service connection (management socket, `ptcp:` listener) in a thread of
+/// its own; at most [`MAX_CONNECTIONS`] at once, more are closed at once.
+pub(crate) fn serve_one(of: &Arc<OpenFlow>, conn: Stream, label: String) {
+    if of.mgmt_open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+        of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
+        tracing::warn!("OpenFlow: {MAX_CONNECTIONS} connections already; one more refused");
+        return;
+    }
+    let of2 = of.clone();
+    let spawned = std::thread::Builder::new()
+        .name("openflow".into())
+        .spawn(move || {
+            let ended = of2.run_peer(conn, label, Session::new(), PROBE_INTERVAL);
+            tracing::info!(?ended, "OpenFlow connection closed");
+            of2.mgmt_open.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
+        tracing::warn!("OpenFlow: cannot start a connection's thread");
     }
 }
 
