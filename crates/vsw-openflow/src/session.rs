@@ -4,7 +4,7 @@
 
 use crate::async_config::AsyncConfig;
 use crate::error::Refusal;
-use crate::flow_mod::{BadFlowMod, FlowMod};
+use crate::flow_mod::{BadFlowMod, Command, FlowMod};
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use crate::frame::HEADER_LEN;
 use crate::frame::{next_message, FrameError, Header};
@@ -30,6 +30,11 @@ pub trait Bridge {
     fn desc(&self) -> SwitchDesc;
     /// Carries out a flow-mod; `Err`: why it was refused (nothing changed).
     fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), BadFlowMod>;
+    /// Carries out several flow-mods, each on its own terms: one refused changes
+    /// nothing of the others. (A switch may do them in one change of its tables.)
+    fn flow_mods(&mut self, fms: &[FlowMod]) -> Vec<Result<(), BadFlowMod>> {
+        fms.iter().map(|fm| self.flow_mod(fm)).collect()
+    }
     /// Every port's counters.
     fn port_stats(&mut self) -> Vec<PortStats>;
     /// The flows a flow-stats request selects.
@@ -186,6 +191,9 @@ impl Session {
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut used = 0;
+        // Consecutive flow adds are carried out together (one change of the
+        // tables for all of them), each still answered on its own.
+        let mut adds: Vec<(Vec<u8>, FlowMod)> = Vec::new();
         let result = loop {
             let m = match next_message(&self.pending[used..]) {
                 Ok(Some((_, m))) => m.to_vec(),
@@ -193,12 +201,46 @@ impl Session {
                 Err(e) => break Err(Closed::from(e)),
             };
             used += m.len();
+            if let Some(v) = self.version {
+                if let Ok(Message::FlowMod(fm)) = Message::decode(v, &m) {
+                    if fm.command == Command::Add && bridge.role() != Role::Slave {
+                        adds.push((m, fm));
+                        continue;
+                    }
+                }
+            }
+            self.add_flows(&mut adds, bridge, out);
             if let Err(c) = self.one(&m, bridge, out, &mut events) {
                 break Err(c);
             }
         };
+        self.add_flows(&mut adds, bridge, out);
         self.pending.drain(..used);
         result.map(|()| events)
+    }
+
+    /// Carries out the flow adds gathered, answering each that failed.
+    fn add_flows(
+        &mut self,
+        adds: &mut Vec<(Vec<u8>, FlowMod)>,
+        bridge: &mut dyn Bridge,
+        out: &mut Vec<u8>,
+    ) {
+        if adds.is_empty() {
+            return;
+        }
+        let Some(version) = self.version else { return };
+        let fms: Vec<FlowMod> = adds.iter().map(|(_, fm)| fm.clone()).collect();
+        let results = bridge.flow_mods(&fms);
+        for ((raw, _), r) in adds.drain(..).zip(results) {
+            if let (Err(e), Some(h)) = (r, Header::parse(&raw)) {
+                out.extend(
+                    Refusal::FlowMod(e)
+                        .answer(&raw)
+                        .encode(version.wire(), h.xid),
+                );
+            }
+        }
     }
 
     fn one(
@@ -220,7 +262,6 @@ impl Session {
                 Message::FlowMod(_)
                 | Message::PacketOut(_)
                 | Message::GroupMod(_)
-                | Message::MeterMod(_)
                 | Message::MeterMod(_),
             ) if bridge.role() == Role::Slave => {
                 out.extend(Refusal::IsSlave.answer(m).encode(version.wire(), h.xid));

@@ -1164,6 +1164,40 @@ impl Switch {
         Ok(json!({ "removed": removed.len() }))
     }
 
+    /// Adds flows each on its own terms (OpenFlow's flow-mods: one refused changes
+    /// nothing of the others), in one change of the tables: one state write, one
+    /// revalidation. `Err`: the change itself failed, and none was added.
+    pub fn add_flows_each(
+        &mut self,
+        texts: &[String],
+    ) -> Result<Vec<Result<(), SwitchError>>, SwitchError> {
+        let names = |n: &str| self.port_no(n);
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let now = now_ms();
+        let mut results = Vec::with_capacity(texts.len());
+        let mut added = 0;
+        for t in texts {
+            let r = parse_flow(t, &names)
+                .map_err(SwitchError::Flow)
+                .and_then(|spec| {
+                    if let Some(g) = pipeline.missing_group(&spec.actions) {
+                        return Err(SwitchError::NoSuchGroup(g));
+                    }
+                    if let Some(m) = pipeline.missing_meter(&spec.actions) {
+                        return Err(SwitchError::NoSuchMeter(m));
+                    }
+                    pipeline.insert(spec, now);
+                    added += 1;
+                    Ok(())
+                });
+            results.push(r);
+        }
+        if added > 0 {
+            self.replace_rules(pipeline)?;
+        }
+        Ok(results)
+    }
+
     fn mod_flows(
         &mut self,
         text: &str,

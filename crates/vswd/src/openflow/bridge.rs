@@ -31,6 +31,16 @@ use super::BRIDGE_NAME;
 use crate::protocol::Request;
 use crate::switch::{Switch, SwitchError};
 
+/// The OpenFlow error for a flow change the switch refused.
+fn flow_mod_error(e: SwitchError) -> BadFlowMod {
+    tracing::info!(error = %e, "OpenFlow flow-mod refused");
+    match e {
+        SwitchError::NoSuchGroup(_) => BadFlowMod::BadOutGroup,
+        SwitchError::NoSuchMeter(_) => BadFlowMod::UnknownMeter,
+        _ => BadFlowMod::Refused,
+    }
+}
+
 pub(super) struct SwitchBridge<'a> {
     pub(super) switch: &'a mut Switch,
     /// The connection asking, and the others (roles).
@@ -102,14 +112,40 @@ impl Bridge for SwitchBridge<'_> {
                 }
             }
         };
-        self.switch.handle(req).map(|_| ()).map_err(|e| {
-            tracing::info!(error = %e, "OpenFlow flow-mod refused");
-            match e {
-                SwitchError::NoSuchGroup(_) => BadFlowMod::BadOutGroup,
-                SwitchError::NoSuchMeter(_) => BadFlowMod::UnknownMeter,
-                _ => BadFlowMod::Refused,
+        self.switch.handle(req).map(|_| ()).map_err(flow_mod_error)
+    }
+
+    /// Adds (without CHECK_OVERLAP) go in one change of the tables; anything else
+    /// one by one.
+    fn flow_mods(&mut self, fms: &[FlowMod]) -> Vec<Result<(), BadFlowMod>> {
+        tracing::debug!(n = fms.len(), "OpenFlow flow-mods");
+        let together = fms.len() > 1
+            && fms
+                .iter()
+                .all(|fm| fm.command == Command::Add && fm.flags & OFPFF_CHECK_OVERLAP == 0);
+        if !together {
+            return fms.iter().map(|fm| self.flow_mod(fm)).collect();
+        }
+        let texts: Vec<Result<String, BadFlowMod>> = fms.iter().map(add_text).collect();
+        let good: Vec<String> = texts.iter().filter_map(|t| t.clone().ok()).collect();
+        let mut done = match self.switch.add_flows_each(&good) {
+            Ok(r) => r.into_iter(),
+            Err(e) => {
+                tracing::info!(error = %e, "OpenFlow flow-mods refused");
+                return vec![Err(BadFlowMod::Refused); fms.len()];
             }
-        })
+        };
+        texts
+            .into_iter()
+            .map(|t| {
+                t?;
+                match done.next() {
+                    Some(Ok(())) => Ok(()),
+                    Some(Err(e)) => Err(flow_mod_error(e)),
+                    None => Err(BadFlowMod::Refused),
+                }
+            })
+            .collect()
     }
 
     /// Through the same requests as `vswctl add-group` / `mod-group` / `del-groups`
