@@ -126,6 +126,16 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             max_seconds_ms: None,
         },
         Scenario {
+            name: "10,000 flows, 3 tables as a controller installs them, cache off".into(),
+            flows: 10_000,
+            layout: Layout::Consecutive,
+            rules: controller_three_table_rules(),
+            emc_insert_inv_prob: 0,
+            churn: 0,
+            flow_limit: None,
+            max_seconds_ms: None,
+        },
+        Scenario {
             name: "upcalls: every packet a new datapath flow".into(),
             flows: NEW_FLOWS,
             layout: Layout::Consecutive,
@@ -158,6 +168,21 @@ pub fn five_table_rules() -> Vec<String> {
         "table=3,udp,tp_dst=9,actions=goto_table:4".into(),
         "table=4,ip,nw_ttl=64,actions=output:2".into(),
     ]
+}
+
+/// Three tables as an OpenFlow controller writes them: cookies, a classification
+/// table, a routing table, a forwarding table, and a table-miss rule to the
+/// controller in each (which the measured packets never reach).
+pub fn controller_three_table_rules() -> Vec<String> {
+    let mut r: Vec<String> = (0..3)
+        .map(|t| format!("table={t},cookie=0x{t}ff,priority=0,actions=controller"))
+        .collect();
+    r.extend([
+        "table=0,cookie=0x1,priority=100,in_port=1,actions=goto_table:1".into(),
+        "table=1,cookie=0x2,priority=50,ip,nw_dst=198.18.0.2,actions=goto_table:2".into(),
+        "table=2,cookie=0x3,priority=10,udp,tp_dst=9,actions=output:2".into(),
+    ]);
+    r
 }
 
 /// Rule `i` of a churn: ten masks, lower priority than any scenario rule, and a UDP
