@@ -673,3 +673,63 @@ fn meters_from_ovs_ofctl_limit_and_count_traffic() {
     of("OpenFlow13", &["del-meter", "meter=1"]);
     assert!(d.all_flows().is_empty(), "{:?}", d.all_flows());
 }
+
+#[test]
+fn the_bridges_internal_port_is_openflows_local_and_carries_the_hosts_address() {
+    let _g = serial();
+    let d = Vswd::start();
+    let host = vsw_e2e::Host::new(1);
+    d.ctl_ok(&["add-port", &host.port]);
+    d.ctl_ok(&["add-port", "br0", "type=internal"]);
+    assert_eq!(d.port("br0").no, 65534);
+    let show = ofctl(&d, &["-O", "OpenFlow13", "show"]);
+    assert!(show.contains(" LOCAL(br0): addr:"), "{show}");
+    // The host side of the switch: the bridge's port, in a namespace of the test's
+    // own with an address there (a tap keeps working wherever it is).
+    let ns = vsw_e2e::unique("vtlocal");
+    vsw_e2e::must("ip", &["netns", "add", &ns]);
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = vsw_e2e::run("ip", &["netns", "del", &self.0]);
+        }
+    }
+    let _gone = Gone(ns.clone());
+    vsw_e2e::must("ip", &["link", "set", "br0", "netns", &ns]);
+    let in_ns = |args: &[&str]| {
+        let mut a = vec!["netns", "exec", ns.as_str()];
+        a.extend_from_slice(args);
+        vsw_e2e::must("ip", &a)
+    };
+    in_ns(&["ip", "addr", "add", "198.18.0.254/24", "dev", "br0"]);
+    in_ns(&["ip", "link", "set", "br0", "up"]);
+    // Flows name it LOCAL in OpenFlow, 65534 in vsw.
+    ofctl(
+        &d,
+        &[
+            "-O",
+            "OpenFlow13",
+            "add-flow",
+            "priority=5,in_port=LOCAL,actions=NORMAL",
+        ],
+    );
+    assert!(d.all_flows().iter().any(|f| f.matching == "in_port=65534"));
+    let dump = ofctl(&d, &["-O", "OpenFlow13", "dump-flows"]);
+    assert!(dump.contains("in_port=LOCAL"), "{dump}");
+    let ping = host.exec(&[
+        "ping",
+        "-c",
+        "3",
+        "-i",
+        "0.2",
+        "-W",
+        "2",
+        "-q",
+        "198.18.0.254",
+    ]);
+    assert!(
+        ping.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
+}

@@ -22,6 +22,24 @@ pub const OFPP_ALL: u32 = 0xffff_fffc;
 pub const OFPP_CONTROLLER: u32 = 0xffff_fffd;
 pub const OFPP_LOCAL: u32 = 0xffff_fffe;
 pub const OFPP_ANY: u32 = 0xffff_ffff;
+
+/// vsw's number of a port OpenFlow names (LOCAL is vsw's [`vsw_flow::LOCAL_PORT`]).
+pub fn to_vsw_port(of: u32) -> u32 {
+    if of == OFPP_LOCAL {
+        vsw_flow::LOCAL_PORT
+    } else {
+        of
+    }
+}
+
+/// OpenFlow's number of a vsw port.
+pub fn to_of_port(vsw: u32) -> u32 {
+    if vsw == vsw_flow::LOCAL_PORT {
+        OFPP_LOCAL
+    } else {
+        vsw
+    }
+}
 pub const OFPG_ANY: u32 = 0xffff_ffff;
 /// No buffered packet goes with the flow-mod.
 pub const OFP_NO_BUFFER: u32 = 0xffff_ffff;

@@ -10,7 +10,8 @@ use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, I
 use vsw_packet::{EtherType, MacAddr};
 
 use crate::flow_mod::{
-    Action, Instruction, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_NORMAL,
+    to_of_port, Action, Instruction, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
+    OFPP_NORMAL,
 };
 use crate::group_mod::{
     GroupDescEntry, OfBucket, OFPGT_ALL, OFPGT_FF, OFPGT_INDIRECT, OFPGT_SELECT, OFPG_ANY,
@@ -53,7 +54,7 @@ fn mac(id: u8, v: MacAddr, m: MacAddr) -> Option<OxmField> {
 pub fn oxm_from_match(m: &Match) -> OxmMatch {
     let (v, k) = (m.value(), m.mask());
     let mut f: Vec<Option<OxmField>> = vec![
-        field(0, v.in_port.into(), k.in_port.into(), 4, false),
+        field(0, to_of_port(v.in_port).into(), k.in_port.into(), 4, false),
         mac(3, v.dl_dst, k.dl_dst),
         mac(4, v.dl_src, k.dl_src),
         field(5, v.dl_type.into(), k.dl_type.into(), 2, false),
@@ -209,7 +210,7 @@ pub fn group_desc_from_vsw(g: &vsw_flow::GroupSpec) -> GroupDescEntry {
                 } else {
                     0
                 },
-                watch_port: b.watch_port.unwrap_or(OFPP_ANY),
+                watch_port: b.watch_port.map_or(OFPP_ANY, to_of_port),
                 watch_group: b.watch_group.unwrap_or(OFPG_ANY),
                 actions: actions_from_vsw(&b.actions),
             })
@@ -254,7 +255,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
     for a in actions {
         let out = |port| Action::Output { port, max_len: 0 };
         match a {
-            VswAction::Output(p) => apply.push(out(*p)),
+            VswAction::Output(p) => apply.push(out(to_of_port(*p))),
             VswAction::InPort => apply.push(out(OFPP_IN_PORT)),
             VswAction::Normal => apply.push(out(OFPP_NORMAL)),
             VswAction::Flood => apply.push(out(OFPP_FLOOD)),

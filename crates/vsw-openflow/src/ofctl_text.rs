@@ -12,8 +12,8 @@ use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::flow_mod::{
-    Action, BadFlowMod, FlowMod, Instruction, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
-    OFPP_MAX, OFPP_NORMAL, OFPP_TABLE,
+    to_vsw_port, Action, BadFlowMod, FlowMod, Instruction, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD,
+    OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OFPP_TABLE,
 };
 use crate::group_mod::{
     BadGroupMod, GroupMod, OFPGT_ALL, OFPGT_FF, OFPGT_INDIRECT, OFPGT_SELECT, OFPG_ANY, OFPG_MAX,
@@ -67,7 +67,7 @@ pub fn match_text(m: &OxmMatch) -> Result<String, BadMatch> {
         .map(|f| num(&f.value) as u16);
     for f in &m.fields {
         let text = match f.field {
-            0 => format!("in_port={}", num(&f.value)),
+            0 => format!("in_port={}", to_vsw_port(num(&f.value) as u32)),
             3 => format!("dl_dst={}", masked(f, mac)),
             4 => format!("dl_src={}", masked(f, mac)),
             5 => format!("dl_type={:#06x}", num(&f.value)),
@@ -125,6 +125,7 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
             OFPP_IN_PORT => "IN_PORT".into(),
             OFPP_NORMAL => "NORMAL".into(),
             OFPP_CONTROLLER => format!("controller:{max_len}"),
+            OFPP_LOCAL => format!("output:{}", vsw_flow::LOCAL_PORT),
             OFPP_TABLE if place == Place::PacketOut => "resubmit(,0)".into(),
             // vsw's FLOOD is every port but the input, which is also what ALL
             // means without the input port; vsw does not flood back.
@@ -211,8 +212,8 @@ pub fn group_text(gm: &GroupMod) -> Result<String, BadGroupMod> {
         }
         match b.watch_port {
             crate::flow_mod::OFPP_ANY => {}
-            p if p < OFPP_MAX => {
-                let _ = write!(t, "watch_port:{p},");
+            p if p < OFPP_MAX || p == OFPP_LOCAL => {
+                let _ = write!(t, "watch_port:{},", to_vsw_port(p));
             }
             _ => return Err(BadGroupMod::BadWatch),
         }
@@ -360,7 +361,7 @@ pub fn selection_text(sel: &SelectionParts) -> Result<String, BadFlowMod> {
     }
     match sel.out_port {
         crate::flow_mod::OFPP_ANY => {}
-        p if p < OFPP_MAX => parts.push(format!("out_port={p}")),
+        p if p < OFPP_MAX || p == OFPP_LOCAL => parts.push(format!("out_port={}", to_vsw_port(p))),
         _ => return Err(BadFlowMod::BadOutPort),
     }
     let m = match_text(sel.matcher)?;
@@ -420,7 +421,8 @@ mod tests {
                 max_len: 0,
             }])],
         );
-        assert_eq!(add_text(&local), Err(BadFlowMod::BadOutPort));
+        // LOCAL is vsw's port 65534 (the bridge's own).
+        assert!(add_text(&local).unwrap().ends_with("actions=output:65534"));
         let table = Action::Output {
             port: OFPP_TABLE,
             max_len: 0,

@@ -492,8 +492,9 @@ mod tests {
         assert!(port(&["ofport_request=0"]).is_err());
         let e = port(&["type=bogus"]).unwrap_err();
         assert!(
-            e.to_string()
-                .ends_with("port types are afpacket, tap, vhostuser, vhostuserclient and ring"),
+            e.to_string().ends_with(
+                "port types are afpacket, tap, internal, vhostuser, vhostuserclient and ring"
+            ),
             "{e}"
         );
         // Another class's option names the classes that take it.

@@ -268,7 +268,8 @@ impl Switch {
         for p in &saved.ports {
             let (parsed, device) = configure(&classes, &env, &p.name, &p.options)
                 .map_err(|e| bad(format!("port {}: {e}", p.name)))?;
-            if p.no == 0 || p.no > MAX_PORT_NO || ports.contains_key(&p.no) {
+            let local = p.no == vsw_flow::LOCAL_PORT && parsed.class.name() == "internal";
+            if p.no == 0 || (p.no > MAX_PORT_NO && !local) || ports.contains_key(&p.no) {
                 return Err(bad(format!(
                     "port {} has a bad or duplicate number {}",
                     p.name, p.no
@@ -794,6 +795,13 @@ impl Switch {
                     return Err(SwitchError::PortNumberTaken(n, p.name.clone()));
                 }
                 n
+            }
+            // The bridge's own port is OpenFlow's LOCAL.
+            None if parsed.class.name() == "internal"
+                && name == crate::openflow::BRIDGE_NAME
+                && !self.ports.contains_key(&vsw_flow::LOCAL_PORT) =>
+            {
+                vsw_flow::LOCAL_PORT
             }
             None => (1..=MAX_PORT_NO)
                 .find(|n| !self.ports.contains_key(n))
@@ -1710,7 +1718,7 @@ impl Switch {
                     |m| m.0,
                 );
                 vsw_openflow::PortInfo {
-                    port_no: *no,
+                    port_no: vsw_openflow::flow_mod::to_of_port(*no),
                     hw_addr,
                     name: p.name.clone(),
                     admin_down: false,

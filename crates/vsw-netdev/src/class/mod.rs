@@ -218,6 +218,7 @@ impl PortClasses {
             classes: vec![
                 &afpacket::CLASS,
                 &tap::CLASS,
+                &tap::INTERNAL,
                 &vhost::SERVER,
                 &vhost::CLIENT,
                 &ring::CLASS,
@@ -337,7 +338,7 @@ mod tests {
         }
         assert_eq!(
             PortClasses::standard().names(),
-            "afpacket, tap, vhostuser, vhostuserclient and ring"
+            "afpacket, tap, internal, vhostuser, vhostuserclient and ring"
         );
         assert_eq!(join_and(["a"].into_iter()), "a");
         assert_eq!(join_and(["a", "b"].into_iter()), "a and b");

@@ -1,5 +1,7 @@
 //! `tap`: a tap interface vsw makes (or takes over) and owns, with virtio-net headers
-//! and the kernel's checksum and segmentation offloads.
+//! and the kernel's checksum and segmentation offloads. `internal` is the same
+//! device under Open vSwitch's name for a bridge's own port: named after the
+//! bridge, it is the switch's LOCAL port, where the host has its address.
 
 use vsw_datapath::PortQueues;
 
@@ -8,13 +10,16 @@ use super::{
 };
 use crate::interface;
 
-pub struct Tap;
+pub struct Tap {
+    name: &'static str,
+}
 
-pub static CLASS: Tap = Tap;
+pub static CLASS: Tap = Tap { name: "tap" };
+pub static INTERNAL: Tap = Tap { name: "internal" };
 
 impl PortClass for Tap {
     fn name(&self) -> &'static str {
-        "tap"
+        self.name
     }
 
     fn mtu_handling(&self) -> MtuHandling {

@@ -4,8 +4,8 @@
 
 use vsw_flow::{GroupError, MeterError};
 use vsw_openflow::flow_mod::{
-    BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM,
-    OFPG_ANY, OFPP_ANY,
+    to_of_port, to_vsw_port, BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS,
+    OFPFF_SEND_FLOW_REM, OFPG_ANY, OFPP_ANY,
 };
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::from_vsw::{
@@ -260,7 +260,7 @@ impl Bridge for SwitchBridge<'_> {
             .port_counters()
             .into_iter()
             .map(|(no, s)| PortStats {
-                port_no: no,
+                port_no: to_of_port(no),
                 rx_packets: s.rx_packets,
                 tx_packets: s.tx_packets,
                 rx_bytes: s.rx_bytes,
@@ -350,7 +350,8 @@ impl Bridge for SwitchBridge<'_> {
     /// a set-field's prerequisites are checked against), translated by the slow
     /// path as if a rule of table 0 held them, and queued for a PMD to send.
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal> {
+        let in_port = to_vsw_port(po.in_port);
         self.switch
-            .packet_out(po.in_port, &packet_out_text(&po.actions)?, &po.data)
+            .packet_out(in_port, &packet_out_text(&po.actions)?, &po.data)
     }
 }

@@ -171,7 +171,8 @@ impl Peers {
             if !state.wants(state.async_config.packet_in, wire_reason) {
                 continue;
             }
-            let pi = PacketIn::of_frame(&p.frame, p.in_port, wire_reason, table, cookie, max_len);
+            let in_port = vsw_openflow::flow_mod::to_of_port(p.in_port);
+            let pi = PacketIn::of_frame(&p.frame, in_port, wire_reason, table, cookie, max_len);
             if peer
                 .send(&Message::PacketIn(pi).encode(v.wire(), 0))
                 .is_ok()
