@@ -787,6 +787,7 @@ impl Worker {
         }
         if sent > 0 {
             self.outputs.send_all();
+            shared.punts.injected_done(sent as u64);
         }
     }
 }

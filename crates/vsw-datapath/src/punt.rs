@@ -47,6 +47,9 @@ pub struct Injected {
 pub(crate) struct PuntQueues {
     up: ArrayQueue<Punted>,
     down: ArrayQueue<Injected>,
+    /// Injected packets queued, and those a PMD has sent (or dropped) since start.
+    queued: AtomicU64,
+    done: AtomicU64,
     lost: AtomicU64,
     /// The thread waiting in [`Punts::recv_timeout`], woken by a PMD's punt.
     listener: ArcSwapOption<Thread>,
@@ -57,6 +60,8 @@ impl PuntQueues {
         PuntQueues {
             up: ArrayQueue::new(PUNT_QUEUE_LEN),
             down: ArrayQueue::new(PUNT_QUEUE_LEN),
+            queued: AtomicU64::new(0),
+            done: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             listener: ArcSwapOption::empty(),
         }
@@ -81,6 +86,11 @@ impl PuntQueues {
     /// The next packet to inject, for a PMD.
     pub fn next_injected(&self) -> Option<Injected> {
         self.down.pop()
+    }
+
+    /// A PMD is through with `n` injected packets (sent, or dropped and counted).
+    pub fn injected_done(&self, n: u64) {
+        self.done.fetch_add(n, Ordering::Release);
     }
 }
 
@@ -115,15 +125,37 @@ impl Punts {
     }
 
     /// Queues a packet for a PMD to send; `Err` gives it back when the queue is full.
-    pub fn inject(&self, packet: Injected) -> Result<(), Injected> {
-        self.0.punts.down.push(packet)?;
+    /// `Ok`: the packet's ticket, for [`Punts::wait_sent`].
+    pub fn inject(&self, packet: Injected) -> Result<u64, Injected> {
+        let q = &self.0.punts;
+        // Counted before it is queued: a PMD may take it at once.
+        let ticket = q.queued.fetch_add(1, Ordering::AcqRel) + 1;
+        if let Err(p) = q.down.push(packet) {
+            q.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(p);
+        }
         // An idle PMD may be asleep (pmd-sleep-max) or parked (no queues).
         for pmd in self.0.pmds.load().iter() {
             if let Some(t) = lock(&pmd.thread).as_ref() {
                 t.unpark();
             }
         }
-        Ok(())
+        Ok(ticket)
+    }
+
+    /// Waits until the packets injected up to `ticket` are sent, at most `timeout`;
+    /// false if they were not by then (a PMD that is gone). Packets are taken in
+    /// order and counted once sent (with several PMDs, one may count its packet
+    /// while another still sends an earlier one: a few microseconds' difference).
+    pub fn wait_sent(&self, ticket: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.0.punts.done.load(Ordering::Acquire) < ticket {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        true
     }
 
     /// Punted packets dropped because the up queue was full.

@@ -33,6 +33,9 @@ pub enum Action {
     Group(u32),
     /// Measure the packet against a meter, which may drop or remark it.
     Meter(u32),
+    /// Send on this queue of the output port: vsw's ports have one queue each, so
+    /// it is kept (and shown) but changes nothing.
+    SetQueue(u32),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -189,6 +192,17 @@ static METER: ActionDef = ActionDef {
         Ok(Action::Meter(id))
     },
 };
+static SET_QUEUE: ActionDef = ActionDef {
+    name: "set_queue",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| {
+        Ok(Action::SetQueue(
+            parse_uint(n, arg(n, a)?, 0xffff_ffff)? as u32
+        ))
+    },
+};
 static DROP: ActionDef = ActionDef {
     name: "drop",
     aliases: &[],
@@ -343,6 +357,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &DROP,
     &GROUP,
     &METER,
+    &SET_QUEUE,
     &CONTROLLER,
     &MOD_DL_SRC,
     &MOD_DL_DST,
@@ -379,6 +394,7 @@ impl Action {
             Action::Controller { .. } => &CONTROLLER,
             Action::Group(_) => &GROUP,
             Action::Meter(_) => &METER,
+            Action::SetQueue(_) => &SET_QUEUE,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -399,7 +415,9 @@ impl Action {
     /// Its argument as written, if it has one.
     pub fn argument(&self) -> Option<String> {
         match self {
-            Action::Output(p) | Action::Group(p) | Action::Meter(p) => Some(p.to_string()),
+            Action::Output(p) | Action::Group(p) | Action::Meter(p) | Action::SetQueue(p) => {
+                Some(p.to_string())
+            }
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }
@@ -478,6 +496,7 @@ mod tests {
             Action::Controller { max_len: 128 },
             Action::Group(7),
             Action::Meter(3),
+            Action::SetQueue(1),
             Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
             Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
             Action::PushVlan(EtherType::VLAN),

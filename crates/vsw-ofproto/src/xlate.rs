@@ -225,6 +225,8 @@ impl Ctx<'_, '_> {
             Action::Drop => {}
             Action::Group(id) => self.group(id, table, rule),
             Action::Meter(id) => self.emit(DpAction::Meter(id)),
+            // One queue per port: nothing to choose.
+            Action::SetQueue(_) => {}
             Action::Controller { max_len } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -335,6 +337,7 @@ impl Ctx<'_, '_> {
             | Action::Drop
             | Action::Group(_)
             | Action::Meter(_)
+            | Action::SetQueue(_)
             | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,

@@ -263,6 +263,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::Group(g) => apply.push(Action::Group(*g)),
             // An instruction of its own (above).
             VswAction::Meter(_) => {}
+            VswAction::SetQueue(q) => apply.push(Action::SetQueue(*q)),
             VswAction::Controller { max_len } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,
                 max_len: *max_len,

@@ -152,7 +152,9 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
         }
         Action::Group(g) => format!("group:{g}"),
         Action::Meter(m) => format!("meter:{m}"),
-        Action::CopyTtlOut | Action::CopyTtlIn | Action::SetNwTtl(_) | Action::SetQueue(_) => {
+        // Accepted: vsw's ports have one queue each.
+        Action::SetQueue(q) => format!("set_queue:{q}"),
+        Action::CopyTtlOut | Action::CopyTtlIn | Action::SetNwTtl(_) => {
             return Err(BadFlowMod::BadActionType)
         }
     })

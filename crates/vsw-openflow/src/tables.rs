@@ -16,8 +16,9 @@ const OFPTFPT_APPLY_SETFIELD: u16 = 14;
 
 /// Instructions vsw carries out: goto-table, apply-actions and meter.
 const INSTRUCTIONS: &[u16] = &[1, 4, 6];
-/// Actions vsw applies: output, push-vlan, pop-vlan, dec-nw-ttl, set-field.
-const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 22, 24, 25];
+/// Actions vsw applies: output, push-vlan, pop-vlan, set-queue, group, dec-nw-ttl,
+/// set-field.
+const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 21, 22, 24, 25];
 /// Fields vsw matches (see `ofctl_text::match_text`).
 const MATCH_FIELDS: &[u8] = &[
     0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use vsw_datapath::txbatch::FlushSetting;
@@ -1666,8 +1667,9 @@ impl Switch {
 
     /// Sends a controller's packet: `actions` (flow syntax) are read against the
     /// packet's own headers, translated as a rule of table 0 would be, and queued
-    /// for a PMD. A packet that finds the queue full is dropped (said in the log),
-    /// as a switch drops what it has no room for.
+    /// for a PMD, which has sent it when this returns. A packet that finds the
+    /// queue full is dropped (said in the log), as a switch drops what it has no
+    /// room for.
     pub fn packet_out(
         &self,
         in_port: u32,
@@ -1689,8 +1691,15 @@ impl Switch {
             actions: x.actions,
             frame: frame.to_vec(),
         };
-        if self.dp.punts().inject(packet).is_err() {
-            tracing::warn!("OpenFlow packet-out dropped: the PMDs' queue is full");
+        // Sent before the answer: a barrier after a packet-out means the packet went.
+        let punts = self.dp.punts();
+        match punts.inject(packet) {
+            Ok(ticket) => {
+                if !punts.wait_sent(ticket, Duration::from_millis(100)) {
+                    tracing::warn!("OpenFlow packet-out not sent within 100 ms");
+                }
+            }
+            Err(_) => tracing::warn!("OpenFlow packet-out dropped: the PMDs' queue is full"),
         }
         Ok(())
     }
