@@ -56,6 +56,26 @@ enum Cmd {
     /// (source -> guest A -> switch -> guest B -> sink) on one core, the switch's PMD
     /// on another; guest B's rate and the PMD's cycles per packet, switch beside switch.
     Vhost(VhostArgs),
+    /// OpenFlow flow-mods per second: `ovs-ofctl add-flows` of --flows flows (each
+    /// flow-mod confirmed by a barrier, as ovs-ofctl sends them) into vsw and into
+    /// Open vSwitch's userspace datapath, in interleaved rounds.
+    FlowMods(FlowModsArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct FlowModsArgs {
+    /// Distinct flows added (into an empty table).
+    #[arg(long, default_value_t = 5000)]
+    flows: u32,
+    /// Rounds; each switch once per round.
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+    /// The switches' PMD core.
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// Where vswd and vswctl are (default: beside this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -221,6 +241,35 @@ struct BatchSweep {
     command: String,
     throughput_pps: Vec<(u32, Option<f64>)>,
     points: Vec<BatchPoint>,
+}
+
+fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
+    use vsw_bench::flow_mods::{measure_ovs, measure_vsw, report_markdown, write_flows};
+    require_root()?;
+    let file = std::env::temp_dir().join(format!("vsw-bench-flows-{}.txt", std::process::id()));
+    write_flows(&file, a.flows)?;
+    let mut vsw = switches::Vsw::new(bin_dir(&a.bin_dir)?, "ring", a.pmd_cpu);
+    let mut runs = Vec::new();
+    let result = (|| {
+        for round in 0..a.rounds {
+            // Who goes first alternates.
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for s in order {
+                let r = if s == 0 {
+                    measure_vsw(&mut vsw, &file, a.flows)?
+                } else {
+                    measure_ovs(a.pmd_cpu, &file, a.flows)?
+                };
+                eprintln!("{}: {} flows in {:.2} s", r.switch, r.flows, r.seconds);
+                runs.push(r);
+            }
+        }
+        anyhow::Ok(())
+    })();
+    let _ = std::fs::remove_file(&file);
+    result?;
+    print!("{}", report_markdown(&runs));
+    Ok(())
 }
 
 /// Where vswd and vswctl are: the directory given, or this program's own.
@@ -1173,6 +1222,7 @@ fn main() -> anyhow::Result<()> {
         }
         Cmd::Batching(a) => return batching(&a),
         Cmd::Vhost(a) => return vhost(&a),
+        Cmd::FlowMods(a) => return flow_mods(&a),
         Cmd::Compare(o) => o,
         Cmd::Throughput(o) => Options {
             latency_loads: Vec::new(),

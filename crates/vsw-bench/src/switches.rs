@@ -64,6 +64,11 @@ impl Vsw {
         self.dir.join("vswd.sock")
     }
 
+    /// The OpenFlow management socket (beside the control socket).
+    pub fn mgmt(&self) -> PathBuf {
+        self.dir.join("br0.mgmt")
+    }
+
     pub fn ctl(&self, args: &[&str]) -> anyhow::Result<String> {
         let ctl = self.bin_dir.join("vswctl");
         let sock = self.socket().display().to_string();
