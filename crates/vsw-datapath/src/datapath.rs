@@ -94,7 +94,7 @@ impl Datapath {
             revalidating: Mutex::new(()),
             kick: Mutex::new(false),
             kick_cv: Condvar::new(),
-            punts: PuntQueues::new(),
+            punts: Arc::new(PuntQueues::new()),
             meters: Meters::default(),
         });
         // Measured before the PMDs start so that no PMD ever waits for it.
@@ -387,6 +387,12 @@ impl Datapath {
         self.shared.pmds.store(Arc::new(
             self.pmds.iter().map(|p| p.control.clone()).collect(),
         ));
+        self.shared.punts.set_pmd_threads(
+            self.pmds
+                .iter()
+                .filter_map(|p| p.thread.as_ref().map(|t| t.thread().clone()))
+                .collect(),
+        );
         self.wait_acks(generation)?;
         // Fewer PMDs: the transmit queues the leaving ones gave back are closed.
         for p in &cur.ports {
@@ -547,7 +553,7 @@ impl Datapath {
 
     /// The control side's end of the queues of punted and injected packets.
     pub fn punts(&self) -> Punts {
-        Punts(self.shared.clone())
+        Punts(self.shared.punts.clone())
     }
 
     pub fn dump_flows(&self) -> Vec<Arc<DpFlow>> {

@@ -14,11 +14,10 @@ use std::sync::Arc;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use crossbeam_queue::ArrayQueue;
 
 use crate::dpaction::DpAction;
-use crate::shared::{lock, Shared};
 
 /// Packets that may wait in each direction.
 pub const PUNT_QUEUE_LEN: usize = 1024;
@@ -53,6 +52,8 @@ pub(crate) struct PuntQueues {
     lost: AtomicU64,
     /// The thread waiting in [`Punts::recv_timeout`], woken by a PMD's punt.
     listener: ArcSwapOption<Thread>,
+    /// The PMD threads, woken when a packet is injected (an idle PMD may sleep).
+    pmds: ArcSwap<Vec<Thread>>,
 }
 
 impl PuntQueues {
@@ -64,6 +65,7 @@ impl PuntQueues {
             done: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             listener: ArcSwapOption::empty(),
+            pmds: ArcSwap::from_pointee(Vec::new()),
         }
     }
 
@@ -88,6 +90,11 @@ impl PuntQueues {
         self.down.pop()
     }
 
+    /// The PMD threads there are now.
+    pub fn set_pmd_threads(&self, threads: Vec<Thread>) {
+        self.pmds.store(Arc::new(threads));
+    }
+
     /// A PMD is through with `n` injected packets (sent, or dropped and counted).
     pub fn injected_done(&self, n: u64) {
         self.done.fetch_add(n, Ordering::Release);
@@ -96,13 +103,13 @@ impl PuntQueues {
 
 /// The control side's end of the queues.
 #[derive(Clone)]
-pub struct Punts(pub(crate) Arc<Shared>);
+pub struct Punts(pub(crate) Arc<PuntQueues>);
 
 impl Punts {
     /// The next punted packet, waiting at most `timeout` for one. One thread
     /// receives (the last to call is the one woken).
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Punted> {
-        let q = &self.0.punts;
+        let q = &self.0;
         if let Some(p) = q.up.pop() {
             return Some(p);
         }
@@ -127,7 +134,7 @@ impl Punts {
     /// Queues a packet for a PMD to send; `Err` gives it back when the queue is full.
     /// `Ok`: the packet's ticket, for [`Punts::wait_sent`].
     pub fn inject(&self, packet: Injected) -> Result<u64, Injected> {
-        let q = &self.0.punts;
+        let q = &self.0;
         // Counted before it is queued: a PMD may take it at once.
         let ticket = q.queued.fetch_add(1, Ordering::AcqRel) + 1;
         if let Err(p) = q.down.push(packet) {
@@ -135,11 +142,7 @@ impl Punts {
             return Err(p);
         }
         // An idle PMD may be asleep (pmd-sleep-max) or parked (no queues).
-        for pmd in self.0.pmds.load().iter() {
-            if let Some(t) = lock(&pmd.thread).as_ref() {
-                t.unpark();
-            }
-        }
+        self.0.pmds.load().iter().for_each(Thread::unpark);
         Ok(ticket)
     }
 
@@ -149,7 +152,7 @@ impl Punts {
     /// while another still sends an earlier one: a few microseconds' difference).
     pub fn wait_sent(&self, ticket: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        while self.0.punts.done.load(Ordering::Acquire) < ticket {
+        while self.0.done.load(Ordering::Acquire) < ticket {
             if Instant::now() >= deadline {
                 return false;
             }
@@ -160,6 +163,6 @@ impl Punts {
 
     /// Punted packets dropped because the up queue was full.
     pub fn lost(&self) -> u64 {
-        self.0.punts.lost.load(Ordering::Relaxed)
+        self.0.lost.load(Ordering::Relaxed)
     }
 }

@@ -302,7 +302,7 @@ pub(crate) struct Shared {
     pub kick: Mutex<bool>,
     pub kick_cv: Condvar,
     /// Packets to and from the control side (`punt.rs`).
-    pub punts: crate::punt::PuntQueues,
+    pub punts: Arc<crate::punt::PuntQueues>,
     /// The meters flows measure packets against (`meter.rs`).
     pub meters: crate::meter::Meters,
 }

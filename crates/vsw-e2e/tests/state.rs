@@ -208,7 +208,7 @@ fn a_state_file_of_the_previous_schema_is_migrated() {
     d.ctl_ok(&["add-flow", "priority=1,actions=drop"]);
     let new: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&d.state).unwrap()).unwrap();
-    assert_eq!(new["version"], 3);
+    assert_eq!(new["version"], 4);
     assert!(new["written_by"].as_str().unwrap().starts_with("vswd "));
     let backup = d.dir.join("state.json.v1.bak");
     assert_eq!(std::fs::read_to_string(&backup).unwrap(), old);
@@ -220,13 +220,13 @@ fn a_state_file_of_the_previous_schema_is_migrated() {
 fn a_state_file_of_a_newer_schema_is_refused_and_kept() {
     let _g = serial();
     let d = Vswd::prepared();
-    let newer = r#"{"version": 4, "written_by": "vswd 9.9.9", "bridges": {}}"#;
+    let newer = r#"{"version": 5, "written_by": "vswd 9.9.9", "bridges": {}}"#;
     std::fs::write(&d.state, newer).unwrap();
     let out = d.command().output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("schema version 4") && err.contains("vswd 9.9.9"),
+        err.contains("schema version 5") && err.contains("vswd 9.9.9"),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&d.state).unwrap(), newer);

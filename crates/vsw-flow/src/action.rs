@@ -174,7 +174,7 @@ static GROUP: ActionDef = ActionDef {
     rewrites: false,
     build: |n, a, _| {
         Ok(Action::Group(
-            parse_uint(n, arg(n, a)?, u128::from(crate::group::MAX_GROUP_ID))? as u32,
+            parse_uint(n, arg(n, a)?, u128::from(crate::table::MAX_GROUP_ID))? as u32,
         ))
     },
 };
@@ -185,7 +185,7 @@ static METER: ActionDef = ActionDef {
     // A remark band may change the packet's DSCP.
     rewrites: true,
     build: |n, a, _| {
-        let id = parse_uint(n, arg(n, a)?, u128::from(crate::meter::MAX_METER_ID))? as u32;
+        let id = parse_uint(n, arg(n, a)?, u128::from(crate::table::MAX_METER_ID))? as u32;
         if id == 0 {
             return Err(bad(n, "0", "meters are numbered 1..4096"));
         }

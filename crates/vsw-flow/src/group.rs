@@ -18,8 +18,7 @@ use crate::rule::RuleStats;
 use crate::syntax::parse_actions_unchecked;
 use crate::values::{bad, parse_port, parse_uint};
 
-/// The largest group number (OpenFlow's OFPG_MAX).
-pub const MAX_GROUP_ID: u32 = 0xffff_ff00;
+pub use crate::table::MAX_GROUP_ID;
 /// The most buckets a group has.
 pub const MAX_BUCKETS: usize = 64;
 

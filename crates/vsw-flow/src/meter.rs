@@ -9,8 +9,7 @@
 use crate::error::FlowSyntaxError;
 use crate::values::{bad, parse_uint};
 
-/// Meters are numbered 1..=MAX_METER_ID (the datapath keeps that many).
-pub const MAX_METER_ID: u32 = 4096;
+pub use crate::table::MAX_METER_ID;
 /// Bands a meter has at most.
 pub const MAX_BANDS: usize = 4;
 

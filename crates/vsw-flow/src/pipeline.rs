@@ -357,11 +357,11 @@ mod tests {
     use super::*;
     use crate::syntax::{parse_flow, parse_match};
 
-    fn no_names(_: &str) -> Option<u32> {
+    pub(super) fn no_names(_: &str) -> Option<u32> {
         None
     }
 
-    fn pipeline(flows: &[&str]) -> Pipeline {
+    pub(super) fn pipeline(flows: &[&str]) -> Pipeline {
         let mut p = Pipeline::new();
         for f in flows {
             p.insert(parse_flow(f, &no_names).unwrap(), 1);
@@ -459,20 +459,9 @@ mod tests {
 
 #[cfg(test)]
 mod selection_tests {
+    use super::tests::{no_names, pipeline};
     use super::*;
     use crate::syntax::{parse_actions, parse_flow, parse_match};
-
-    fn no_names(_: &str) -> Option<u32> {
-        None
-    }
-
-    fn pipeline(flows: &[&str]) -> Pipeline {
-        let mut p = Pipeline::new();
-        for f in flows {
-            p.insert(parse_flow(f, &no_names).unwrap(), 1);
-        }
-        p
-    }
 
     fn sel(text: &str) -> Selection {
         parse_match(text, &no_names).unwrap()
@@ -569,13 +558,10 @@ mod selection_tests {
 
 #[cfg(test)]
 mod group_tests {
+    use super::tests::no_names;
     use super::*;
     use crate::group::parse_group;
     use crate::syntax::parse_flow;
-
-    fn no_names(_: &str) -> Option<u32> {
-        None
-    }
 
     fn g(text: &str) -> GroupSpec {
         parse_group(text, &no_names).unwrap()

@@ -3,7 +3,6 @@
 //! with fixed weight and watch fields; 1.5 gives buckets ids and says weight and
 //! watches as properties.
 
-use crate::error::Refusal;
 use crate::flow_mod::{Action, BadFlowMod};
 use crate::reader::Reader;
 use crate::version::Version;
@@ -370,14 +369,11 @@ pub fn group_features_body(out: &mut Vec<u8>) {
 
 /// A group stats or group desc request's group id (1.5's desc request has one; the
 /// others' is everything).
-pub fn decode_group_request(body: &[u8]) -> Result<u32, Refusal> {
+pub fn decode_group_request(body: &[u8]) -> Option<u32> {
     let mut r = Reader::new(body);
-    let id = r.u32().ok_or(Refusal::BadLen)?;
-    r.bytes(4).ok_or(Refusal::BadLen)?;
-    if !r.is_empty() {
-        return Err(Refusal::BadLen);
-    }
-    Ok(id)
+    let id = r.u32()?;
+    r.bytes(4)?;
+    r.is_empty().then_some(id)
 }
 
 #[cfg(test)]

@@ -247,9 +247,13 @@ impl MultipartRequest {
                 }
                 MultipartRequest::QueueStats { port_no, queue_id }
             }
-            OFPMP_GROUP => MultipartRequest::Group(decode_group_request(r.rest())?),
+            OFPMP_GROUP => {
+                MultipartRequest::Group(decode_group_request(r.rest()).ok_or(Refusal::BadLen)?)
+            }
             OFPMP_GROUP_DESC if r.is_empty() => MultipartRequest::GroupDesc(OFPG_ALL),
-            OFPMP_GROUP_DESC => MultipartRequest::GroupDesc(decode_group_request(r.rest())?),
+            OFPMP_GROUP_DESC => {
+                MultipartRequest::GroupDesc(decode_group_request(r.rest()).ok_or(Refusal::BadLen)?)
+            }
             OFPMP_GROUP_FEATURES if r.is_empty() => MultipartRequest::GroupFeatures,
             OFPMP_METER => {
                 MultipartRequest::Meter(decode_meter_request(r.rest()).ok_or(Refusal::BadLen)?)

@@ -205,6 +205,10 @@ fn restore_groups(
     Ok(())
 }
 
+/// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one
+/// (its management socket and its `internal` port are named after it).
+pub const BRIDGE_NAME: &str = "br0";
+
 /// Removed rules kept for the controllers at most (nobody may be taking them).
 pub const MAX_REMOVED_QUEUED: usize = 10_000;
 
@@ -799,7 +803,7 @@ impl Switch {
             }
             // The bridge's own port is OpenFlow's LOCAL.
             None if parsed.class.name() == "internal"
-                && name == crate::openflow::BRIDGE_NAME
+                && name == BRIDGE_NAME
                 && !self.ports.contains_key(&vsw_flow::LOCAL_PORT) =>
             {
                 vsw_flow::LOCAL_PORT

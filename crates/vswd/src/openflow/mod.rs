@@ -30,8 +30,7 @@ use crate::switch::Switch;
 use bridge::SwitchBridge;
 use peers::{Peer, Peers};
 
-/// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one.
-pub const BRIDGE_NAME: &str = "br0";
+pub use crate::switch::BRIDGE_NAME;
 /// Service connections (management socket, listeners) at once; more are closed at
 /// once.
 pub const MAX_CONNECTIONS: usize = 64;
