@@ -9,6 +9,7 @@ pub mod frame;
 pub mod inmemory;
 pub mod latency;
 pub mod pacing;
+pub mod packet_ins;
 pub mod plot;
 pub mod progress;
 pub mod search;

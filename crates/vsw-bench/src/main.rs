@@ -60,6 +60,32 @@ enum Cmd {
     /// flow-mod confirmed by a barrier, as ovs-ofctl sends them) into vsw and into
     /// Open vSwitch's userspace datapath, in interleaved rounds.
     FlowMods(FlowModsArgs),
+    /// OpenFlow packet-ins per second: a table-miss rule to the controller, an evenly
+    /// paced stream of --rate 64-byte frames into the switch, packet-ins counted by a
+    /// controller of this program's own; vsw beside Open vSwitch (netdev).
+    PacketIns(PacketInsArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct PacketInsArgs {
+    /// Offered rate, packets per second.
+    #[arg(long, default_value_t = 100_000.0)]
+    rate: f64,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Rounds; each switch once per round, the order alternating.
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+    /// CPU for the generator (and the counting controller).
+    #[arg(long, default_value_t = 0)]
+    gen_cpu: usize,
+    /// The switches' PMD core.
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// Where vswd and vswctl are (default: beside this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -268,6 +294,83 @@ fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
     })();
     let _ = std::fs::remove_file(&file);
     result?;
+    print!("{}", report_markdown(&runs));
+    Ok(())
+}
+
+fn packet_ins(a: &PacketInsArgs) -> anyhow::Result<()> {
+    use vsw_bench::packet_ins::{report_markdown, Counter, PacketInRun};
+    require_root()?;
+    let topo = Topology::create()?;
+    let traffic = Traffic {
+        gen_ns: topo.gen_ns.clone(),
+        rcv_ns: topo.rcv_ns.clone(),
+        ifname: "eth0".into(),
+        addresses: topo.addresses,
+        frame_lens: frame_lens("64")?,
+        flows: 64,
+        duration: Duration::from_secs_f64(a.seconds),
+        cpu: Some(a.gen_cpu),
+    };
+    let bin = bin_dir(&a.bin_dir)?;
+    // Sends the stream with a table-miss rule to the controller and counts.
+    let measure =
+        |name: &str, mgmt: &std::path::Path, ofctl: &dyn Fn(&[&str]) -> anyhow::Result<String>| {
+            ofctl(&["-O", "OpenFlow13", "del-flows"])?;
+            ofctl(&[
+                "-O",
+                "OpenFlow13",
+                "add-flow",
+                "priority=0,actions=controller",
+            ])?;
+            let counter = Counter::connect(mgmt)?;
+            std::thread::sleep(Duration::from_millis(300));
+            let before = counter.packet_ins();
+            let trial = run_trial(&traffic, a.rate)?;
+            let got = counter.packet_ins() - before;
+            let run = PacketInRun {
+                switch: name.into(),
+                offered_pps: trial.trial.sent_pps,
+                packet_ins_per_s: got as f64 / a.seconds,
+            };
+            eprintln!(
+                "{name}: {:.0} pps offered, {:.0} packet-ins/s",
+                run.offered_pps, run.packet_ins_per_s
+            );
+            anyhow::Ok(run)
+        };
+    let mut runs = Vec::new();
+    for round in 0..a.rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for s in order {
+            if s == 0 {
+                let mut vsw = switches::Vsw::new(bin.clone(), "ring", a.pmd_cpu);
+                vsw.start(&topo)?;
+                let target = format!("unix:{}", vsw.mgmt().display());
+                let r = measure("vsw", &vsw.mgmt(), &|args: &[&str]| {
+                    let mut full = vec!["ovs-ofctl"];
+                    full.extend_from_slice(&args[..args.len().min(3)]);
+                    full.push(&target);
+                    full.extend_from_slice(args.get(3..).unwrap_or(&[]));
+                    vsw_bench::topology::run(&full)
+                });
+                vsw.stop(&topo);
+                runs.push(r?);
+            } else {
+                let mut ovs = switches::Ovs::new(false, a.pmd_cpu);
+                ovs.start(&topo)?;
+                let r = measure("ovs-netdev", &ovs.mgmt(), &|args: &[&str]| {
+                    let mut full: Vec<&str> = args[..args.len().min(3)].to_vec();
+                    full.push("br0");
+                    full.extend_from_slice(args.get(3..).unwrap_or(&[]));
+                    ovs.ofctl(&full)
+                });
+                ovs.stop(&topo);
+                runs.push(r?);
+            }
+        }
+    }
+    drop(topo);
     print!("{}", report_markdown(&runs));
     Ok(())
 }
@@ -1223,6 +1326,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Batching(a) => return batching(&a),
         Cmd::Vhost(a) => return vhost(&a),
         Cmd::FlowMods(a) => return flow_mods(&a),
+        Cmd::PacketIns(a) => return packet_ins(&a),
         Cmd::Compare(o) => o,
         Cmd::Throughput(o) => Options {
             latency_loads: Vec::new(),

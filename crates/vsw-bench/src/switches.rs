@@ -344,6 +344,11 @@ impl Ovs {
         Ok(())
     }
 
+    /// The OpenFlow management socket of bridge br0.
+    pub fn mgmt(&self) -> PathBuf {
+        self.dir.join("br0.mgmt")
+    }
+
     /// Runs ovs-ofctl against this switch's bridge br0.
     pub fn ofctl(&self, args: &[&str]) -> anyhow::Result<String> {
         let mut full = vec!["ovs-ofctl"];
