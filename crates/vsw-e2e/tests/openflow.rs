@@ -733,3 +733,46 @@ fn the_bridges_internal_port_is_openflows_local_and_carries_the_hosts_address() 
         String::from_utf8_lossy(&ping.stdout)
     );
 }
+
+#[test]
+fn write_actions_run_when_the_pipeline_ends() {
+    let _g = serial();
+    let d = Vswd::start();
+    ofctl(&d, &["-O", "OpenFlow13", "del-flows"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=4"]);
+    d.ctl_ok(&["add-port", "a", "type=ring"]);
+    d.ctl_ok(&["add-port", "b", "type=ring"]);
+    for flow in [
+        "table=0,in_port=1,actions=write_actions(output:3),goto_table:1",
+        "table=1,actions=output:2",
+    ] {
+        ofctl(&d, &["-O", "OpenFlow13", "add-flow", flow]);
+    }
+    // Applied in table 1 (a), then the action set (b): both are sent every packet.
+    wait_until(
+        "both ports to be sent packets",
+        Duration::from_secs(10),
+        || d.port("a").stats.tx_packets > 1000 && d.port("b").stats.tx_packets > 1000,
+    );
+    let dump = ofctl(&d, &["-O", "OpenFlow13", "dump-flows"]);
+    assert!(
+        dump.contains("actions=write_actions(output:3),goto_table:1"),
+        "{dump}"
+    );
+    // clear_actions in table 1: the set is emptied, b hears nothing more.
+    ofctl(
+        &d,
+        &[
+            "-O",
+            "OpenFlow13",
+            "mod-flows",
+            "table=1,actions=output:2,clear_actions",
+        ],
+    );
+    let b = d.port("b").stats.tx_packets;
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        d.port("b").stats.tx_packets - b < 100,
+        "the action set still ran"
+    );
+}

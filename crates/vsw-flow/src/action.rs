@@ -36,6 +36,12 @@ pub enum Action {
     /// Send on this queue of the output port: vsw's ports have one queue each, so
     /// it is kept (and shown) but changes nothing.
     SetQueue(u32),
+    /// The next N actions go into the packet's action set, which runs when the
+    /// pipeline ends (OpenFlow's write-actions instruction; written
+    /// `write_actions(ACTIONS)`).
+    WriteActions(u8),
+    /// Empty the packet's action set (OpenFlow's clear-actions instruction).
+    ClearActions,
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -203,6 +209,27 @@ static SET_QUEUE: ActionDef = ActionDef {
         ))
     },
 };
+static WRITE_ACTIONS: ActionDef = ActionDef {
+    name: "write_actions",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    // Read with the actions it holds, by the flow parser (`syntax.rs`).
+    build: |n, a, _| {
+        Err(bad(
+            n,
+            a.unwrap_or(""),
+            "write_actions(ACTIONS) holds actions",
+        ))
+    },
+};
+static CLEAR_ACTIONS: ActionDef = ActionDef {
+    name: "clear_actions",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| bare(n, a, Action::ClearActions),
+};
 static DROP: ActionDef = ActionDef {
     name: "drop",
     aliases: &[],
@@ -358,6 +385,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &GROUP,
     &METER,
     &SET_QUEUE,
+    &WRITE_ACTIONS,
+    &CLEAR_ACTIONS,
     &CONTROLLER,
     &MOD_DL_SRC,
     &MOD_DL_DST,
@@ -395,6 +424,8 @@ impl Action {
             Action::Group(_) => &GROUP,
             Action::Meter(_) => &METER,
             Action::SetQueue(_) => &SET_QUEUE,
+            Action::WriteActions(_) => &WRITE_ACTIONS,
+            Action::ClearActions => &CLEAR_ACTIONS,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -418,6 +449,7 @@ impl Action {
             Action::Output(p) | Action::Group(p) | Action::Meter(p) | Action::SetQueue(p) => {
                 Some(p.to_string())
             }
+            Action::WriteActions(n) => Some(n.to_string()),
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }
@@ -438,6 +470,7 @@ impl Action {
             | Action::Normal
             | Action::Flood
             | Action::Drop
+            | Action::ClearActions
             | Action::StripVlan
             | Action::DecTtl => None,
         }
@@ -497,6 +530,7 @@ mod tests {
             Action::Group(7),
             Action::Meter(3),
             Action::SetQueue(1),
+            Action::ClearActions,
             Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
             Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
             Action::PushVlan(EtherType::VLAN),

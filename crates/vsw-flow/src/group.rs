@@ -110,8 +110,13 @@ impl GroupSpec {
             if b.weight != 1 && self.kind != GroupType::Select {
                 return why("only a select group's buckets have weights");
             }
-            if b.actions.iter().any(|a| matches!(a, Action::GotoTable(_))) {
-                return why("a bucket cannot goto_table");
+            if b.actions.iter().any(|a| {
+                matches!(
+                    a,
+                    Action::GotoTable(_) | Action::WriteActions(_) | Action::ClearActions
+                )
+            }) {
+                return why("a bucket cannot goto_table or write to the action set");
             }
         }
         Ok(())
@@ -248,6 +253,7 @@ mod tests {
             ("group_id=1,type=all,bucket=weight:5,output:1", "weights"),
             ("group_id=1,type=any", "all, select"),
             ("group_id=1,bucket=goto_table:3", "goto_table"),
+            ("group_id=1,bucket=write_actions(output:1)", "action set"),
             ("group_id=1,bucket=actions=frobnicate", "frobnicate"),
         ] {
             let e = parse_group(text, &no_names).unwrap_err().to_string();

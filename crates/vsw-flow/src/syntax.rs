@@ -224,6 +224,12 @@ fn read_actions(
     let mut actions = Vec::new();
     for tok in action_tokens(text) {
         let (verb, arg) = split_action(tok);
+        if verb.eq_ignore_ascii_case("write_actions") {
+            let written = write_actions_block(arg.unwrap_or(""), ports, matcher)?;
+            actions.push(Action::WriteActions(written.len() as u8));
+            actions.extend(written);
+            continue;
+        }
         let a = match action::action(verb) {
             Some(def) => def.build(&verb.to_ascii_lowercase(), arg, ports)?,
             // A bare port number is an output, as in ovs-ofctl.
@@ -368,11 +374,51 @@ pub fn format_match(mt: &Match) -> String {
 }
 
 pub fn format_actions(actions: &[Action]) -> String {
-    actions
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    let mut out = Vec::new();
+    let mut rest = actions;
+    while let Some((a, after)) = rest.split_first() {
+        if let Action::WriteActions(n) = *a {
+            let n = usize::from(n).min(after.len());
+            let (written, after) = after.split_at(n);
+            out.push(format!("write_actions({})", format_actions(written)));
+            rest = after;
+            continue;
+        }
+        out.push(a.to_string());
+        rest = after;
+    }
+    out.join(",")
+}
+
+/// The actions of `write_actions(…)`: what an action set holds (outputs, groups,
+/// queues, header changes), each checked against the match as the rule's own.
+fn write_actions_block(
+    text: &str,
+    ports: &dyn PortResolver,
+    matcher: Option<&Match>,
+) -> Result<Vec<Action>, FlowSyntaxError> {
+    let written = read_actions(text, ports, matcher)?;
+    if written.len() > usize::from(u8::MAX) {
+        return Err(values::bad("write_actions", text, "at most 255 actions"));
+    }
+    for a in &written {
+        if matches!(
+            a,
+            Action::GotoTable(_)
+                | Action::Resubmit { .. }
+                | Action::WriteActions(_)
+                | Action::ClearActions
+                | Action::Meter(_)
+                | Action::Drop
+        ) {
+            return Err(values::bad(
+                "write_actions",
+                text,
+                "an action set holds outputs, groups, queues and header changes",
+            ));
+        }
+    }
+    Ok(written)
 }
 
 /// Prints a flow so that [`parse_flow`] gives it back.
@@ -596,6 +642,10 @@ mod tests {
             (
                 "cookie=42,priority=0,actions=controller",
                 "cookie=0x2a,priority=0,actions=CONTROLLER",
+            ),
+            (
+                "in_port=1,actions=output:4,clear_actions,write_actions(mod_dl_dst:02:00:00:00:00:09,output:2),goto_table:1",
+                "priority=32768,in_port=1,actions=output:4,clear_actions,write_actions(mod_dl_dst:02:00:00:00:00:09,output:2),goto_table:1",
             ),
             (
                 "send_flow_rem,idle_timeout=5,in_port=1,actions=drop",

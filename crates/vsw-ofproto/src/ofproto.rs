@@ -365,6 +365,45 @@ mod tests {
     }
 
     #[test]
+    fn the_action_set_runs_when_the_pipeline_ends_one_action_of_each_kind() {
+        let o = ofproto(&[
+            "in_port=1,actions=output:4,write_actions(output:2,mod_dl_dst:02:00:00:00:00:09),goto_table:1",
+            // A later write of the same kind replaces the earlier one.
+            "table=1,udp,actions=write_actions(output:3),goto_table:2",
+            "table=1,priority=1,actions=goto_table:2",
+            "table=2,udp,tp_dst=53,actions=clear_actions",
+            "table=2,priority=1,actions=drop",
+        ]);
+        // Applied at once (output:4), the set at the end: the field change first,
+        // then the output table 1 wrote last.
+        assert_eq!(
+            actions(&o, &udp(1, 1, 2, 80)),
+            vec![
+                Output(4),
+                DpAction::SetDlDst(MacAddr([2, 0, 0, 0, 0, 9])),
+                Output(3)
+            ]
+        );
+        // clear_actions in table 2 leaves only what was applied.
+        assert_eq!(actions(&o, &udp(1, 1, 2, 53)), vec![Output(4)]);
+        // A group in the set takes the place of its output.
+        let mut p = (*o.pipeline()).clone();
+        let g = vsw_flow::parse_group("group_id=5,type=indirect,bucket=output:4", &|_: &str| None)
+            .unwrap();
+        p.set_group(g, false, 1).unwrap();
+        p.insert(
+            parse_flow(
+                "priority=9,in_port=2,actions=write_actions(group:5,output:3)",
+                &|_: &str| None,
+            )
+            .unwrap(),
+            1,
+        );
+        o.set_pipeline(p);
+        assert_eq!(actions(&o, &udp(2, 1, 2, 80)), vec![Output(4)]);
+    }
+
+    #[test]
     fn resubmit_comes_back_and_goes_on() {
         let o = ofproto(&[
             "in_port=1,actions=resubmit(,5),output:3",

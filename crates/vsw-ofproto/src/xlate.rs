@@ -102,6 +102,61 @@ struct Ctx<'a, 'b> {
     in_group: usize,
     /// Copies of the packet the datapath holds now (`DpAction::Save`).
     saves: usize,
+    /// What write-actions left for the end of the pipeline.
+    action_set: ActionSet,
+}
+
+/// OpenFlow's action set: at most one action of each kind (one output, one group,
+/// one change per header field …), run when the pipeline ends, in the spec's order
+/// — VLAN pop, push, TTL, field changes, queue, then the group or else the output.
+#[derive(Default)]
+struct ActionSet {
+    /// Each with the rule and table that wrote it.
+    actions: Vec<(Action, Arc<Rule>, u8)>,
+}
+
+impl ActionSet {
+    /// Which kind an action is, and where its kind runs (lower first).
+    fn kind(a: &Action) -> u8 {
+        match a {
+            Action::StripVlan => 0,
+            Action::PushVlan(_) => 1,
+            Action::DecTtl => 2,
+            Action::SetDlSrc(_) => 10,
+            Action::SetDlDst(_) => 11,
+            Action::SetVlanVid(_) => 12,
+            Action::SetVlanPcp(_) => 13,
+            Action::SetNwSrc(_) => 14,
+            Action::SetNwDst(_) => 15,
+            Action::SetNwTos(_) => 16,
+            Action::SetTpSrc(_) => 17,
+            Action::SetTpDst(_) => 18,
+            Action::SetQueue(_) => 20,
+            Action::Group(_) => 30,
+            // Everything else that sends the packet somewhere is the output.
+            _ => 31,
+        }
+    }
+
+    fn write(&mut self, a: Action, table: u8, rule: &Arc<Rule>) {
+        let k = Self::kind(&a);
+        self.actions.retain(|(b, _, _)| Self::kind(b) != k);
+        self.actions.push((a, rule.clone(), table));
+    }
+
+    fn clear(&mut self) {
+        self.actions.clear();
+    }
+
+    /// The actions in the order they run; a group takes the place of the output.
+    fn take(&mut self) -> Vec<(Action, Arc<Rule>, u8)> {
+        let mut v = std::mem::take(&mut self.actions);
+        v.sort_by_key(|(a, _, _)| Self::kind(a));
+        if v.iter().any(|(a, _, _)| Self::kind(a) == 30) {
+            v.retain(|(a, _, _)| Self::kind(a) != 31);
+        }
+        v
+    }
 }
 
 /// Translates `key` through the pipeline from table 0.
@@ -112,7 +167,16 @@ pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
             cx.normal(0)
         });
     }
-    run(env, key, |cx| cx.table(0))
+    run(env, key, |cx| {
+        cx.table(0);
+        // The pipeline ended: the action set runs.
+        for (a, rule, table) in cx.action_set.take() {
+            if cx.out.error.is_some() {
+                break;
+            }
+            cx.action(&a, table, Some(&rule));
+        }
+    })
 }
 
 /// Translates a list of actions for a packet of `key` (an OpenFlow packet-out's): as
@@ -141,6 +205,7 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
         learned: false,
         in_group: 0,
         saves: 0,
+        action_set: ActionSet::default(),
     };
     // Every datapath flow matches one input port exactly.
     cx.out.mask.in_port = u32::MAX;
@@ -186,11 +251,23 @@ impl Ctx<'_, '_> {
                     self.step(id, vsw_flow::syntax::format_flow(&spec));
                 }
                 self.out.rules.push(rule.clone());
-                for a in &rule.spec.actions {
-                    self.action(a, id, Some(&rule));
-                    if self.out.error.is_some() {
-                        break;
+                let acts = &rule.spec.actions;
+                let mut i = 0;
+                while i < acts.len() && self.out.error.is_none() {
+                    match acts[i] {
+                        // The next n go into the action set, for the pipeline's end.
+                        Action::WriteActions(n) => {
+                            let end = (i + 1 + usize::from(n)).min(acts.len());
+                            for a in &acts[i + 1..end] {
+                                self.action_set.write(*a, id, &rule);
+                            }
+                            i = end;
+                            continue;
+                        }
+                        Action::ClearActions => self.action_set.clear(),
+                        a => self.action(&a, id, Some(&rule)),
                     }
+                    i += 1;
                 }
             }
         }
@@ -227,6 +304,8 @@ impl Ctx<'_, '_> {
             Action::Meter(id) => self.emit(DpAction::Meter(id)),
             // One queue per port: nothing to choose.
             Action::SetQueue(_) => {}
+            // The table walk takes these (they hold no packet action of their own).
+            Action::WriteActions(_) | Action::ClearActions => {}
             Action::Controller { max_len } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -338,6 +417,8 @@ impl Ctx<'_, '_> {
             | Action::Group(_)
             | Action::Meter(_)
             | Action::SetQueue(_)
+            | Action::WriteActions(_)
+            | Action::ClearActions
             | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,

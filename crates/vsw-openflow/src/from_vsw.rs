@@ -166,7 +166,21 @@ fn set(id: u8, value: Vec<u8>) -> Action {
 
 /// A vsw rule's actions as instructions: apply-actions, then goto-table.
 pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
-    let (apply, goto) = actions_and_goto(actions);
+    // write_actions(…) blocks are the write-actions instruction; the rest is applied.
+    let mut applied = Vec::new();
+    let mut written = Vec::new();
+    let mut rest = actions;
+    while let Some((a, after)) = rest.split_first() {
+        if let VswAction::WriteActions(n) = *a {
+            let (w, after) = after.split_at(usize::from(n).min(after.len()));
+            written.extend_from_slice(w);
+            rest = after;
+            continue;
+        }
+        applied.push(*a);
+        rest = after;
+    }
+    let (apply, goto) = actions_and_goto(&applied);
     let mut out = Vec::new();
     // The meter instruction runs first, whatever its place in the list.
     if let Some(m) = actions.iter().find_map(|a| match a {
@@ -177,6 +191,12 @@ pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
     }
     if !apply.is_empty() {
         out.push(Instruction::ApplyActions(apply));
+    }
+    if actions.contains(&VswAction::ClearActions) {
+        out.push(Instruction::ClearActions);
+    }
+    if !written.is_empty() {
+        out.push(Instruction::WriteActions(actions_and_goto(&written).0));
     }
     if let Some(t) = goto {
         out.push(Instruction::GotoTable(t));
@@ -261,8 +281,8 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::Flood => apply.push(out(OFPP_FLOOD)),
             VswAction::Drop => {}
             VswAction::Group(g) => apply.push(Action::Group(*g)),
-            // An instruction of its own (above).
-            VswAction::Meter(_) => {}
+            // Instructions of their own (above).
+            VswAction::Meter(_) | VswAction::WriteActions(_) | VswAction::ClearActions => {}
             VswAction::SetQueue(q) => apply.push(Action::SetQueue(*q)),
             VswAction::Controller { max_len } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,

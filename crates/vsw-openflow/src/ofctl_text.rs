@@ -3,10 +3,9 @@
 //! on the same tables with the same checks.
 //!
 //! What vsw cannot do yet is refused with the error OpenFlow names for it, never
-//! half-installed: matches on metadata, tunnel ids and MPLS (BAD_FIELD), outputs to
-//! LOCAL, or TABLE outside a packet-out (BAD_OUT_PORT), groups, queues, TTL copies and other
-//! set-fields (BAD_TYPE / BAD_SET_TYPE), and instructions other than apply-actions
-//! and goto-table (UNSUP_INST).
+//! half-installed: matches on metadata, tunnel ids and MPLS (BAD_FIELD), output to
+//! TABLE outside a packet-out (BAD_OUT_PORT), TTL copies and sets and other
+//! set-fields (BAD_TYPE / BAD_SET_TYPE), write-metadata (UNSUP_INST).
 
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -173,17 +172,29 @@ pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> 
     }
     for i in instructions {
         match i {
-            Instruction::Meter(_) => {}
+            Instruction::Meter(_) | Instruction::WriteActions(_) | Instruction::ClearActions => {}
             Instruction::ApplyActions(list) => {
                 for a in list {
                     acts.push(action_text(a, Place::Flow)?);
                 }
             }
             Instruction::GotoTable(t) => goto = Some(*t),
-            Instruction::WriteActions(_)
-            | Instruction::ClearActions
-            | Instruction::WriteMetadata { .. } => return Err(BadFlowMod::UnsupportedInstruction),
+            Instruction::WriteMetadata { .. } => return Err(BadFlowMod::UnsupportedInstruction),
         }
+    }
+    // After the applied actions: clear-actions, then write-actions (the spec's order).
+    if instructions.contains(&Instruction::ClearActions) {
+        acts.push("clear_actions".into());
+    }
+    if let Some(w) = instructions.iter().find_map(|i| match i {
+        Instruction::WriteActions(w) => Some(w),
+        _ => None,
+    }) {
+        let w = w
+            .iter()
+            .map(|a| action_text(a, Place::Flow))
+            .collect::<Result<Vec<_>, _>>()?;
+        acts.push(format!("write_actions({})", w.join(",")));
     }
     if let Some(t) = goto {
         acts.push(format!("goto_table:{t}"));
@@ -432,8 +443,33 @@ mod tests {
         let to_table = fm(vec![], vec![Instruction::ApplyActions(vec![table.clone()])]);
         assert_eq!(add_text(&to_table), Err(BadFlowMod::BadOutPort));
         assert_eq!(packet_out_text(&[table]).unwrap(), "resubmit(,0)");
-        let write = fm(vec![], vec![Instruction::ClearActions]);
-        assert_eq!(add_text(&write), Err(BadFlowMod::UnsupportedInstruction));
+        let metadata = fm(
+            vec![],
+            vec![Instruction::WriteMetadata {
+                metadata: 1,
+                mask: 1,
+            }],
+        );
+        assert_eq!(add_text(&metadata), Err(BadFlowMod::UnsupportedInstruction));
+        // The action set's instructions: after the applied actions, in the spec's order.
+        let set = fm(
+            vec![],
+            vec![
+                Instruction::WriteActions(vec![Action::Output {
+                    port: 2,
+                    max_len: 0,
+                }]),
+                Instruction::ClearActions,
+                Instruction::GotoTable(3),
+            ],
+        );
+        assert!(
+            add_text(&set)
+                .unwrap()
+                .ends_with("actions=clear_actions,write_actions(output:2),goto_table:3"),
+            "{:?}",
+            add_text(&set)
+        );
         assert_eq!(
             add_text(&fm(vec![], vec![])).unwrap(),
             "table=1,priority=100,idle_timeout=30,actions=drop"

@@ -14,8 +14,8 @@ const OFPTFPT_WILDCARDS: u16 = 10;
 const OFPTFPT_WRITE_SETFIELD: u16 = 12;
 const OFPTFPT_APPLY_SETFIELD: u16 = 14;
 
-/// Instructions vsw carries out: goto-table, apply-actions and meter.
-const INSTRUCTIONS: &[u16] = &[1, 4, 6];
+/// Instructions vsw carries out: goto-table, write-, apply- and clear-actions, meter.
+const INSTRUCTIONS: &[u16] = &[1, 3, 4, 5, 6];
 /// Actions vsw applies: output, push-vlan, pop-vlan, set-queue, group, dec-nw-ttl,
 /// set-field.
 const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 21, 22, 24, 25];
@@ -63,7 +63,7 @@ pub fn table_feature(id: u8, n_tables: u8, max_entries: u32) -> TableFeature {
         properties: vec![
             (OFPTFPT_INSTRUCTIONS, headers(INSTRUCTIONS)),
             (OFPTFPT_NEXT_TABLES, next),
-            (OFPTFPT_WRITE_ACTIONS, Vec::new()),
+            (OFPTFPT_WRITE_ACTIONS, headers(APPLY_ACTIONS)),
             (OFPTFPT_APPLY_ACTIONS, headers(APPLY_ACTIONS)),
             (OFPTFPT_MATCH, oxm_list(MATCH_FIELDS, true)),
             (OFPTFPT_WILDCARDS, oxm_list(MATCH_FIELDS, false)),
