@@ -49,6 +49,156 @@ pub struct SavedState {
     /// Meters as `ovs-ofctl add-meter` takes them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub meters: Vec<String>,
+    /// The last entry of the journal this file holds (later ones are replayed on it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_seq: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One change of the rules, appended to the journal beside the state file: the
+/// rules removed (by their table, priority and match) and then the rules added, as
+/// canonical flow texts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalEntry {
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub del: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<String>,
+}
+
+/// Rule changes between full writes of the state file: each is one line appended
+/// and synced before the change is applied — a cost that does not grow with the
+/// rules installed, where a full write formats every rule. The state file says
+/// which entries it already holds (`journal_seq`), so an entry written before a
+/// crash between the two files' writes is never applied twice; a line cut short by
+/// a crash is the end of the journal.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: Option<fs::File>,
+    /// Entries in the file now.
+    entries: u64,
+    last_seq: u64,
+}
+
+impl Journal {
+    /// Where the journal of the state file `state` is.
+    pub fn path_of(state: &Path) -> PathBuf {
+        let mut name = state.file_name().unwrap_or_default().to_os_string();
+        name.push(".journal");
+        state.with_file_name(name)
+    }
+
+    /// The journal's entries after `after_seq`, in order, and the journal itself to
+    /// append to.
+    pub fn open(state: &Path, after_seq: u64) -> Result<(Journal, Vec<JournalEntry>), StateError> {
+        let path = Journal::path_of(state);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+            Err(source) => return Err(StateError::Read { path, source }),
+        };
+        let mut entries = 0;
+        let mut last_seq = after_seq;
+        let mut newer = Vec::new();
+        // Where the last whole line ends.
+        let mut good = 0;
+        for line in text.split_inclusive('\n') {
+            // A line a crash cut short ends the journal.
+            let whole = line.ends_with('\n');
+            let Ok(e) = serde_json::from_str::<JournalEntry>(line.trim_end()) else {
+                break;
+            };
+            if !whole {
+                break;
+            }
+            good += line.len();
+            entries += 1;
+            last_seq = last_seq.max(e.seq);
+            if e.seq > after_seq {
+                newer.push(e);
+            }
+        }
+        if good < text.len() {
+            // What follows is not the journal: cut it off, or the next entries would
+            // be appended after it and never read.
+            let cut = fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(good as u64).and_then(|()| f.sync_data()));
+            cut.map_err(|source| StateError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let journal = Journal {
+            path,
+            file: None,
+            entries,
+            last_seq,
+        };
+        Ok((journal, newer))
+    }
+
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Appends a change and syncs it; `Err`: nothing was written that counts.
+    pub fn append(&mut self, del: Vec<String>, add: Vec<String>) -> Result<(), StateError> {
+        let err = |source| StateError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let entry = JournalEntry {
+            seq: self.last_seq + 1,
+            del,
+            add,
+        };
+        let mut line = serde_json::to_string(&entry).map_err(|e| err(io::Error::other(e)))?;
+        line.push('\n');
+        if self.file.is_none() {
+            let f = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)
+                .map_err(err)?;
+            self.file = Some(f);
+        }
+        let f = self.file.as_mut().expect("opened above");
+        let written = f.write_all(line.as_bytes()).and_then(|()| f.sync_data());
+        if let Err(e) = written {
+            // What was written of the line is cut short: the end of the journal
+            // when it is read, and the next append starts a fresh file.
+            self.file = None;
+            return Err(err(e));
+        }
+        self.entries += 1;
+        self.last_seq = entry.seq;
+        Ok(())
+    }
+
+    /// The state file now holds every entry: the journal starts again empty.
+    pub fn clear(&mut self) {
+        self.file = None;
+        match fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the journal (its entries are in the state file)")
+            }
+        }
+        self.entries = 0;
+    }
 }
 
 /// The schema this vswd writes.
@@ -358,6 +508,45 @@ mod tests {
             "{e}"
         );
         assert_eq!(fs::read_to_string(&path).unwrap(), text);
+        fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_journal_gives_back_its_entries_after_a_seq_and_stops_at_a_cut_line() {
+        let path = temp_path("journal");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let (mut j, none) = Journal::open(&path, 0).unwrap();
+        assert!(none.is_empty());
+        j.append(vec![], vec!["priority=1,actions=drop".into()])
+            .unwrap();
+        j.append(vec!["priority=1,actions=drop".into()], vec![])
+            .unwrap();
+        j.append(vec![], vec!["priority=2,actions=drop".into()])
+            .unwrap();
+        assert_eq!((j.entries(), j.last_seq()), (3, 3));
+        // A crash in the middle of a line: that line and anything after it are not
+        // the journal.
+        let jp = Journal::path_of(&path);
+        let mut text = fs::read_to_string(&jp).unwrap();
+        text.push_str("{\"seq\":4,\"add\":[\"prio");
+        fs::write(&jp, &text).unwrap();
+        let (j, all) = Journal::open(&path, 0).unwrap();
+        assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(j.last_seq(), 3);
+        // The cut line is gone: what is appended next is read back.
+        assert_eq!(fs::read_to_string(&jp).unwrap().lines().count(), 3);
+        let mut j = j;
+        j.append(vec![], vec!["priority=4,actions=drop".into()])
+            .unwrap();
+        let (_, all) = Journal::open(&path, 0).unwrap();
+        assert_eq!(all.len(), 4);
+        // Entries the state file holds already (its journal_seq) are not given again.
+        let (_, later) = Journal::open(&path, 3).unwrap();
+        assert_eq!(later.len(), 1);
+        assert_eq!(later[0].add, vec!["priority=4,actions=drop".to_string()]);
+        let (mut j, _) = Journal::open(&path, 4).unwrap();
+        j.clear();
+        assert!(!jp.exists());
         fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

@@ -31,7 +31,8 @@ use crate::protocol::{
     DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, MeterInfo, PortInfo, Request, ShowInfo,
 };
 use crate::state::{
-    PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW, STATE_VERSION,
+    Journal, JournalEntry, PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW,
+    STATE_VERSION,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +130,18 @@ pub struct Switch {
     /// Rules that went and asked to be told of (`send_flow_rem`), for the OpenFlow
     /// controllers; at most [`MAX_REMOVED_QUEUED`], the oldest dropped.
     removed: VecDeque<RemovedFlow>,
+    /// Rule changes since the state file was last written whole.
+    journal: Journal,
+    /// The state file is this vswd's, whole (not missing, nor an older schema's
+    /// awaiting its first write): only then do rule changes go to the journal.
+    file_current: bool,
 }
+
+/// A rule change goes to the journal while it holds fewer entries than this and than
+/// the rules installed; then the state file is written whole (and the journal
+/// emptied), so each change costs a constant, and a full write's cost is shared by as
+/// many changes as it writes rules.
+const JOURNAL_MIN_ENTRIES: u64 = 4096;
 
 /// A rule that went, and why.
 #[derive(Clone, Debug)]
@@ -168,6 +180,30 @@ fn meter_config(m: &vsw_flow::MeterSpec) -> vsw_datapath::meter::MeterConfig {
             })
             .collect(),
     }
+}
+
+/// Carries out one journal entry on rules being restored: its removals (each rule
+/// by its table, priority and match), then its additions.
+fn replay_entry(
+    pipeline: &mut Pipeline,
+    e: &JournalEntry,
+    ports: &dyn vsw_flow::PortResolver,
+) -> Result<(), String> {
+    for t in &e.del {
+        let spec = parse_flow(t, ports).map_err(|err| err.to_string())?;
+        let selection = Selection {
+            table: Some(spec.table),
+            priority: Some(spec.priority),
+            matcher: spec.matcher,
+            ..Selection::all()
+        };
+        pipeline.remove(&selection, true);
+    }
+    for t in &e.add {
+        let spec = parse_flow(t, ports).map_err(|err| err.to_string())?;
+        pipeline.insert(spec, now_ms());
+    }
+    Ok(())
 }
 
 /// Puts saved groups back (in whatever order they were saved: one whose buckets
@@ -231,7 +267,9 @@ impl Switch {
         classes: PortClasses,
     ) -> Result<Switch, SwitchError> {
         // A new switch is a learning switch: one rule sends everything to NORMAL.
-        let (saved, migrated_from) = SavedState::load(state_file)?.unwrap_or((
+        let loaded = SavedState::load(state_file)?;
+        let file_current = matches!(loaded, Some((_, None)));
+        let (saved, migrated_from) = loaded.unwrap_or((
             SavedState {
                 version: STATE_VERSION,
                 flows: vec![LEARNING_SWITCH_FLOW.into()],
@@ -311,6 +349,12 @@ impl Switch {
                 parse_flow(text, &numbers).map_err(|e| bad(format!("flow {}: {e}", i + 1)))?;
             pipeline.insert(spec, now_ms());
         }
+        // The rule changes made since the file was written whole.
+        let (journal, replay) = Journal::open(state_file, saved.journal_seq)?;
+        for e in &replay {
+            replay_entry(&mut pipeline, e, &numbers)
+                .map_err(|why| bad(format!("journal entry {}: {why}", e.seq)))?;
+        }
         let ofproto = Ofproto::new(pipeline);
         let mut dp = Datapath::start(PmdConfig {
             cores: sw_opts.pmd_cores.clone(),
@@ -340,6 +384,8 @@ impl Switch {
             offloads: Offloads::default(),
             expiry_failing: false,
             removed: VecDeque::new(),
+            journal,
+            file_current,
         };
         // What an earlier run left on the devices (a kernel fast path forwarding with
         // that run's rules, when it was killed) goes before anything is attached.
@@ -489,6 +535,7 @@ impl Switch {
                 .meters()
                 .map(|(m, _)| vsw_flow::format_meter(m))
                 .collect(),
+            journal_seq: self.journal.last_seq(),
         }
     }
 
@@ -751,6 +798,7 @@ impl Switch {
             self.options = previous;
             return Err(e.into());
         }
+        self.journal_cleared();
         self.sync_offloads();
         Ok(Value::Null)
     }
@@ -855,6 +903,9 @@ impl Switch {
             self.settle(no, None)
         });
         let result = attached.and_then(|()| Ok(pending.commit()?));
+        if result.is_ok() {
+            self.journal_cleared();
+        }
         if let Err(e) = result {
             // Nothing changes when the port cannot be set up as asked, or not saved.
             self.detach(no, "not added");
@@ -916,7 +967,11 @@ impl Switch {
         let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
         self.detach(no, "deleted");
         let port = self.ports.remove(&no);
-        if let Err(e) = pending.commit() {
+        let committed = pending.commit();
+        if committed.is_ok() {
+            self.journal_cleared();
+        }
+        if let Err(e) = committed {
             // Back as it was (a guest reconnects, an interface is opened again).
             if let Some(p) = port {
                 self.ports.insert(no, p);
@@ -947,7 +1002,11 @@ impl Switch {
         let (old_options, old_parsed) = (port.options.clone(), port.parsed.clone());
         let reopens = fresh.is_some();
         self.apply_port_change(no, merged, parsed, fresh)?;
-        if let Err(e) = pending.commit() {
+        let committed = pending.commit();
+        if committed.is_ok() {
+            self.journal_cleared();
+        }
+        if let Err(e) = committed {
             let undo =
                 configure(&self.classes, &self.env, name, &old_options).and_then(|(_, device)| {
                     self.apply_port_change(no, old_options, old_parsed, reopens.then_some(device))
@@ -1155,10 +1214,11 @@ impl Switch {
             return Err(SwitchError::NoSuchMeter(m));
         }
         let now = now_ms();
+        let added = specs.iter().map(format_flow).collect();
         for spec in specs {
             pipeline.insert(spec, now);
         }
-        self.replace_rules(pipeline)?;
+        self.replace_rules_noted(pipeline, &[], added)?;
         Ok(json!({ "added": texts.len() }))
     }
 
@@ -1169,7 +1229,7 @@ impl Switch {
         };
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         let removed = pipeline.remove_rules(&selection, strict);
-        self.replace_rules(pipeline)?;
+        self.replace_rules_noted(pipeline, &removed, Vec::new())?;
         let now = now_ms();
         for r in &removed {
             self.note_removed(r, Removal::Deleted, now);
@@ -1188,7 +1248,7 @@ impl Switch {
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         let now = now_ms();
         let mut results = Vec::with_capacity(texts.len());
-        let mut added = 0;
+        let mut added = Vec::new();
         for t in texts {
             let r = parse_flow(t, &names)
                 .map_err(SwitchError::Flow)
@@ -1199,14 +1259,14 @@ impl Switch {
                     if let Some(m) = pipeline.missing_meter(&spec.actions) {
                         return Err(SwitchError::NoSuchMeter(m));
                     }
+                    added.push(format_flow(&spec));
                     pipeline.insert(spec, now);
-                    added += 1;
                     Ok(())
                 });
             results.push(r);
         }
-        if added > 0 {
-            self.replace_rules(pipeline)?;
+        if !added.is_empty() {
+            self.replace_rules_noted(pipeline, &[], added)?;
         }
         Ok(results)
     }
@@ -1223,6 +1283,7 @@ impl Switch {
         let names = |n: &str| self.port_no(n);
         let selection = parse_match(selection.trim_end_matches(','), &names)?;
         let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let before = pipeline.select(&selection, strict);
         let changed = pipeline.modify(&selection, strict, reset_counts, &|r| {
             vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
         })?;
@@ -1234,7 +1295,13 @@ impl Switch {
         if let Some(m) = pipeline.missing_meter(&any) {
             return Err(SwitchError::NoSuchMeter(m));
         }
-        self.replace_rules(pipeline)?;
+        // The same rules, with their new actions.
+        let after: Vec<String> = pipeline
+            .select(&selection, strict)
+            .iter()
+            .map(|r| format_flow(&r.spec))
+            .collect();
+        self.replace_rules_noted(pipeline, &before, after)?;
         Ok(json!({ "modified": changed }))
     }
 
@@ -1419,6 +1486,44 @@ impl Switch {
             }
             return Err(e);
         }
+        self.journal_cleared();
+        Ok(())
+    }
+
+    /// The state file was written whole: the journal starts again.
+    fn journal_cleared(&mut self) {
+        self.journal.clear();
+        self.file_current = true;
+    }
+
+    /// [`Switch::replace_rules`] for a change of rules alone, said as the rules it
+    /// removes and adds: one line appended to the journal instead of the whole state
+    /// file, while the journal is short enough.
+    fn replace_rules_noted(
+        &mut self,
+        pipeline: Pipeline,
+        removed: &[Arc<vsw_flow::Rule>],
+        added: Vec<String>,
+    ) -> Result<(), SwitchError> {
+        let limit = JOURNAL_MIN_ENTRIES.max(pipeline.len() as u64);
+        if !self.file_current || self.journal.entries() >= limit {
+            return self.replace_rules(pipeline);
+        }
+        let del = removed.iter().map(|r| format_flow(&r.spec)).collect();
+        // Written before the change is made: a journal that cannot be written
+        // refuses it.
+        self.journal.append(del, added)?;
+        self.dp.push_flow_stats();
+        let old = self.ofproto.pipeline();
+        self.ofproto.set_pipeline(pipeline);
+        let revalidated = self.revalidate_now();
+        self.withdraw_offloads();
+        if let Err(e) = revalidated {
+            // Only a PMD that is gone fails this (and vswd stops); the journal
+            // holds the change, which a restart carries out.
+            self.ofproto.set_pipeline((*old).clone());
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -1464,7 +1569,7 @@ impl Switch {
         }
         let mut pipeline = (*current).clone();
         let gone = pipeline.remove_expired(now);
-        match self.replace_rules(pipeline) {
+        match self.replace_rules_noted(pipeline, &gone, Vec::new()) {
             Ok(()) => {
                 self.expiry_failing = false;
                 for r in &gone {

@@ -468,3 +468,69 @@ fn tables_trace_and_the_datapath_views() {
     assert_eq!(dpif.flow_limit, 10);
     sw.shutdown();
 }
+
+/// The flow texts, as dump-flows gives them.
+fn flow_texts(sw: &mut Switch) -> Vec<String> {
+    let v = sw
+        .handle(Request::DumpFlows {
+            kind: None,
+            table: None,
+        })
+        .unwrap();
+    let mut t: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["flow"].as_str().unwrap().to_string())
+        .collect();
+    t.sort();
+    t
+}
+
+#[test]
+fn rule_changes_go_to_the_journal_and_come_back_after_a_restart() {
+    let dir = TestDir::new("journal");
+    let mut sw = start(&dir);
+    let journal = dir.0.join("state.json.journal");
+    // Written whole (the option above), then rule changes are journal lines.
+    assert!(dir.state().exists());
+    add_flow(&mut sw, "priority=5,udp,actions=drop").unwrap();
+    add_flow(&mut sw, "cookie=0x7,priority=6,tcp,actions=drop").unwrap();
+    sw.handle(Request::ModFlows {
+        flow: "tcp,actions=output:3".into(),
+        strict: false,
+        reset_counts: false,
+    })
+    .unwrap();
+    sw.handle(Request::DelFlows {
+        matching: Some("udp".into()),
+        strict: false,
+    })
+    .unwrap();
+    assert!(
+        !saved(&dir).contains("tcp"),
+        "the state file itself was not written for rule changes"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap().lines().count(),
+        4
+    );
+    let before = flow_texts(&mut sw);
+    sw.shutdown();
+    drop(sw);
+    let mut sw = start(&dir);
+    assert_eq!(flow_texts(&mut sw), before);
+    // A change of something else writes the file whole and empties the journal;
+    // the next restart gives the same rules from the file alone.
+    sw.handle(Request::Set {
+        options: words(&["pmd-sleep-max=500"]),
+    })
+    .unwrap();
+    assert!(!journal.exists());
+    assert!(saved(&dir).contains("cookie=0x7"));
+    sw.shutdown();
+    drop(sw);
+    let mut sw = start(&dir);
+    assert_eq!(flow_texts(&mut sw), before);
+    sw.shutdown();
+}
