@@ -17,7 +17,10 @@
 
 use std::sync::Arc;
 
-use hashbrown::HashTable;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+use imbl::shared_ptr::DefaultSharedPtr;
+use imbl::{GenericHashMap, OrdMap};
 use vsw_packet::key::hash_words;
 use vsw_packet::{FlowKey, KEY_WORDS};
 
@@ -27,25 +30,59 @@ use crate::rule::{FlowSpec, Rule};
 /// A key with a subtable's mask applied, as words.
 type Packed = [u64; KEY_WORDS];
 
-/// Two masked keys are equal. Branch-free over all words, which the compiler turns
-/// into a few vector instructions (a call to memcmp costs more).
-#[inline]
-fn same_words(a: &Packed, b: &Packed) -> bool {
-    a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+/// A bucket's key: the masked key and its hash (computed once, by
+/// [`vsw_packet::key::hash_words`], and handed to the map as is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BucketKey {
+    hash: u64,
+    words: Packed,
 }
 
+impl Hash for BucketKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.hash);
+    }
+}
+
+/// Passes a [`BucketKey`]'s own hash through.
+#[derive(Clone, Copy, Default)]
+struct PassHasher(u64);
+
+impl Hasher for PassHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; anything else still hashes (FNV-1a).
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// The rules of one masked key, best first (see [`Rule::beats`]).
 #[derive(Clone, Debug)]
 struct Bucket {
-    hash: u64,
-    key: Packed,
-    /// Best first (see [`Rule::beats`]).
     rules: Vec<Arc<Rule>>,
 }
+
+/// A persistent hash map (a hash array mapped trie): a copy costs nothing, and a
+/// change of a copy copies only the path to what changed — so a new pipeline with
+/// one rule more is made in time that does not grow with the rules (the control
+/// side changes a copy while translations read the published one).
+type Buckets = GenericHashMap<BucketKey, Bucket, BuildHasherDefault<PassHasher>, DefaultSharedPtr>;
 
 #[derive(Clone, Debug)]
 struct Subtable {
     mask: FlowKey,
-    buckets: HashTable<Bucket>,
+    buckets: Buckets,
+    /// How many rules of each priority (the highest is the subtable's).
+    priorities: OrdMap<u16, u32>,
     max_priority: u16,
     n_rules: usize,
 }
@@ -54,7 +91,8 @@ impl Subtable {
     fn new(mask: FlowKey) -> Subtable {
         Subtable {
             mask,
-            buckets: HashTable::new(),
+            buckets: Buckets::default(),
+            priorities: OrdMap::new(),
             max_priority: 0,
             n_rules: 0,
         }
@@ -63,31 +101,57 @@ impl Subtable {
     /// The masked key and its hash. All words, masked or not: a fixed-length,
     /// branch-free loop is cheaper than picking out the few words a mask keeps.
     #[inline]
-    fn pack(&self, key: &FlowKey) -> (Packed, u64) {
+    fn pack(&self, key: &FlowKey) -> BucketKey {
         let (k, m) = (key.words(), self.mask.words());
         let mut packed = [0u64; KEY_WORDS];
         for ((p, k), m) in packed.iter_mut().zip(k).zip(m) {
             *p = k & m;
         }
-        (packed, hash_words(&packed, KEY_WORDS))
+        BucketKey {
+            hash: hash_words(&packed, KEY_WORDS),
+            words: packed,
+        }
     }
 
     #[inline]
     fn find(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
-        let (packed, hash) = self.pack(key);
         self.buckets
-            .find(hash, |b| same_words(&b.key, &packed))
+            .get(&self.pack(key))
             .and_then(|b| b.rules.first())
     }
 
-    fn refresh_max_priority(&mut self) {
-        self.max_priority = self
-            .buckets
-            .iter()
-            .filter_map(|b| b.rules.first())
-            .map(|r| r.spec.priority)
-            .max()
-            .unwrap_or(0);
+    fn count(&mut self, priority: u16, added: bool) {
+        let n = self.priorities.get(&priority).copied().unwrap_or(0);
+        if added {
+            self.priorities.insert(priority, n + 1);
+        } else if n <= 1 {
+            self.priorities.remove(&priority);
+        } else {
+            self.priorities.insert(priority, n - 1);
+        }
+        self.max_priority = self.priorities.get_max().map_or(0, |(p, _)| *p);
+    }
+
+    fn add(&mut self, key: BucketKey, rule: Arc<Rule>) {
+        let priority = rule.spec.priority;
+        match self.buckets.get_mut(&key) {
+            Some(bucket) => {
+                let at = bucket.rules.partition_point(|r| r.beats(&rule));
+                bucket.rules.insert(at, rule);
+            }
+            None => {
+                self.buckets.insert(key, Bucket { rules: vec![rule] });
+            }
+        }
+        self.n_rules += 1;
+        self.count(priority, true);
+    }
+
+    fn forget(&mut self, gone: &[Arc<Rule>]) {
+        self.n_rules -= gone.len();
+        for r in gone {
+            self.count(r.spec.priority, false);
+        }
     }
 
     /// Removes the rules with exactly the masked value `value` that `doomed` picks:
@@ -98,49 +162,55 @@ impl Subtable {
         value: &FlowKey,
         doomed: &mut dyn FnMut(&Rule) -> bool,
     ) -> Vec<Arc<Rule>> {
-        let (packed, hash) = self.pack(value);
-        let Ok(mut entry) = self
-            .buckets
-            .find_entry(hash, |b| same_words(&b.key, &packed))
-        else {
+        let key = self.pack(value);
+        let Some(bucket) = self.buckets.get_mut(&key) else {
             return Vec::new();
         };
         let mut gone = Vec::new();
-        let rules = &mut entry.get_mut().rules;
-        rules.retain(|r| {
+        bucket.rules.retain(|r| {
             let d = doomed(r);
             if d {
                 gone.push(r.clone());
             }
             !d
         });
-        if rules.is_empty() {
-            entry.remove();
+        if bucket.rules.is_empty() {
+            self.buckets.remove(&key);
         }
-        self.n_rules -= gone.len();
-        if !gone.is_empty() {
-            self.refresh_max_priority();
-        }
+        self.forget(&gone);
         gone
     }
 
     /// Removes the rules `doomed` picks; returns them.
     fn remove_where(&mut self, doomed: &mut dyn FnMut(&Rule) -> bool) -> Vec<Arc<Rule>> {
         let mut gone = Vec::new();
-        self.buckets.retain(|b| {
-            b.rules.retain(|r| {
-                let d = doomed(r);
-                if d {
-                    gone.push(r.clone());
-                }
-                !d
-            });
-            !b.rules.is_empty()
-        });
-        self.n_rules -= gone.len();
-        if !gone.is_empty() {
-            self.refresh_max_priority();
+        let mut changed = Vec::new();
+        for (k, b) in self.buckets.iter() {
+            let before = gone.len();
+            let kept: Vec<Arc<Rule>> = b
+                .rules
+                .iter()
+                .filter(|r| {
+                    let d = doomed(r);
+                    if d {
+                        gone.push((*r).clone());
+                    }
+                    !d
+                })
+                .cloned()
+                .collect();
+            if gone.len() > before {
+                changed.push((*k, kept));
+            }
         }
+        for (k, kept) in changed {
+            if kept.is_empty() {
+                self.buckets.remove(&k);
+            } else {
+                self.buckets.insert(k, Bucket { rules: kept });
+            }
+        }
+        self.forget(&gone);
         gone
     }
 }
@@ -184,7 +254,7 @@ impl Classifier {
         let mut all: Vec<Arc<Rule>> = self
             .subtables
             .iter()
-            .flat_map(|s| s.buckets.iter().flat_map(|b| b.rules.iter().cloned()))
+            .flat_map(|s| s.buckets.values().flat_map(|b| b.rules.iter().cloned()))
             .collect();
         all.sort_by(|a, b| {
             b.spec
@@ -289,29 +359,9 @@ impl Classifier {
             }
         };
         let table = &mut self.subtables[pos];
-        let (packed, hash) = table.pack(pattern.value());
-        match table
-            .buckets
-            .find_mut(hash, |b| same_words(&b.key, &packed))
-        {
-            Some(bucket) => {
-                let at = bucket.rules.partition_point(|r| r.beats(&rule));
-                bucket.rules.insert(at, rule);
-            }
-            None => {
-                table.buckets.insert_unique(
-                    hash,
-                    Bucket {
-                        hash,
-                        key: packed,
-                        rules: vec![rule],
-                    },
-                    |b| b.hash,
-                );
-            }
-        }
-        table.n_rules += 1;
-        table.max_priority = table.max_priority.max(priority);
+        let key = table.pack(pattern.value());
+        table.add(key, rule);
+        debug_assert!(table.max_priority >= priority);
         self.n_rules += 1;
         self.sort_subtables();
     }
@@ -403,11 +453,8 @@ impl Classifier {
         let Some(table) = self.subtables.iter_mut().find(|s| s.mask == mask) else {
             return false;
         };
-        let (packed, hash) = table.pack(old.spec.matcher.value());
-        let Some(bucket) = table
-            .buckets
-            .find_mut(hash, |b| same_words(&b.key, &packed))
-        else {
+        let key = table.pack(old.spec.matcher.value());
+        let Some(bucket) = table.buckets.get_mut(&key) else {
             return false;
         };
         match bucket.rules.iter_mut().find(|r| Arc::ptr_eq(r, old)) {
@@ -447,7 +494,7 @@ impl Classifier {
     pub fn any_expired(&self, now_ms: u64) -> bool {
         self.subtables.iter().any(|s| {
             s.buckets
-                .iter()
+                .values()
                 .any(|b| b.rules.iter().any(|r| r.expired(now_ms)))
         })
     }
@@ -455,7 +502,7 @@ impl Classifier {
     /// True when some rule has a timeout (so the control plane must watch the clock).
     pub fn has_timeouts(&self) -> bool {
         self.subtables.iter().any(|s| {
-            s.buckets.iter().any(|b| {
+            s.buckets.values().any(|b| {
                 b.rules
                     .iter()
                     .any(|r| r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0)
