@@ -13,7 +13,8 @@
 //! traffic.
 //!
 //! Immutable once built: the control plane changes a copy and the datapath swaps it
-//! in, so lookups take no lock.
+//! in, so lookups take no lock. A copy is cheap: each subtable's buckets are a
+//! persistent map, which a change copies only along the path to what changed.
 
 use std::sync::Arc;
 
