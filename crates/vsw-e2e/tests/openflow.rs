@@ -225,7 +225,7 @@ fn flows_from_ovs_ofctl_land_in_vsws_tables_and_forward() {
             "-O",
             "OpenFlow13",
             "add-flow",
-            "table=0,metadata=0x1,actions=drop",
+            "table=0,mpls,mpls_label=5,actions=drop",
         ],
     );
     assert!(!out.status.success());

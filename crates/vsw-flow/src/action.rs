@@ -42,6 +42,12 @@ pub enum Action {
     WriteActions(u8),
     /// Empty the packet's action set (OpenFlow's clear-actions instruction).
     ClearActions,
+    /// Set the metadata bits under `mask` to `value` for the tables that follow
+    /// (OpenFlow's write-metadata instruction; written `write_metadata:V[/M]`).
+    WriteMetadata {
+        value: u64,
+        mask: u64,
+    },
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -230,6 +236,19 @@ static CLEAR_ACTIONS: ActionDef = ActionDef {
     rewrites: false,
     build: |n, a, _| bare(n, a, Action::ClearActions),
 };
+static WRITE_METADATA: ActionDef = ActionDef {
+    name: "write_metadata",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| {
+        let (value, mask) = crate::values::parse_masked_uint(n, arg(n, a)?, u128::from(u64::MAX))?;
+        Ok(Action::WriteMetadata {
+            value: (value & mask) as u64,
+            mask: mask as u64,
+        })
+    },
+};
 static DROP: ActionDef = ActionDef {
     name: "drop",
     aliases: &[],
@@ -387,6 +406,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &SET_QUEUE,
     &WRITE_ACTIONS,
     &CLEAR_ACTIONS,
+    &WRITE_METADATA,
     &CONTROLLER,
     &MOD_DL_SRC,
     &MOD_DL_DST,
@@ -426,6 +446,7 @@ impl Action {
             Action::SetQueue(_) => &SET_QUEUE,
             Action::WriteActions(_) => &WRITE_ACTIONS,
             Action::ClearActions => &CLEAR_ACTIONS,
+            Action::WriteMetadata { .. } => &WRITE_METADATA,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -450,6 +471,10 @@ impl Action {
                 Some(p.to_string())
             }
             Action::WriteActions(n) => Some(n.to_string()),
+            Action::WriteMetadata { value, mask } if *mask == u64::MAX => {
+                Some(format!("{value:#x}"))
+            }
+            Action::WriteMetadata { value, mask } => Some(format!("{value:#x}/{mask:#x}")),
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }
@@ -531,6 +556,14 @@ mod tests {
             Action::Meter(3),
             Action::SetQueue(1),
             Action::ClearActions,
+            Action::WriteMetadata {
+                value: 5,
+                mask: 0xff,
+            },
+            Action::WriteMetadata {
+                value: 7,
+                mask: u64::MAX,
+            },
             Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
             Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
             Action::PushVlan(EtherType::VLAN),

@@ -223,6 +223,15 @@ pub fn set_dl_type(
     Ok(())
 }
 
+/// A 64-bit value in hex, with its mask unless it is exact.
+fn format_u64(v: u64, m: u64) -> String {
+    if m == u64::MAX {
+        format!("{v:#x}")
+    } else {
+        format!("{v:#x}/{m:#x}")
+    }
+}
+
 /// Every match field, in printing order.
 pub static FIELDS: &[FieldDef] = &[
     FieldDef {
@@ -237,6 +246,34 @@ pub static FIELDS: &[FieldDef] = &[
         },
         shown: |_, m| m.in_port != 0,
         print: |v, _| v.in_port.to_string(),
+    },
+    FieldDef {
+        name: "metadata",
+        aliases: &[],
+        slot: "metadata",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, u128::from(u64::MAX))?;
+            v.metadata = (val & mask) as u64;
+            m.metadata = mask as u64;
+            Ok(())
+        },
+        shown: |_, m| m.metadata != 0,
+        print: |v, m| format_u64(v.metadata, m.metadata),
+    },
+    FieldDef {
+        name: "tun_id",
+        aliases: &["tunnel_id"],
+        slot: "tun_id",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, u128::from(u64::MAX))?;
+            v.tun_id = (val & mask) as u64;
+            m.tun_id = mask as u64;
+            Ok(())
+        },
+        shown: |_, m| m.tun_id != 0,
+        print: |v, m| format_u64(v.tun_id, m.tun_id),
     },
     FieldDef {
         name: "dl_vlan",
@@ -647,6 +684,8 @@ mod tests {
     fn sample(f: &FieldDef) -> (&'static str, &'static str) {
         let value = match f.name {
             "in_port" => "3",
+            "metadata" => "0x5/0xff",
+            "tun_id" => "0x2a",
             "dl_vlan" => "10",
             "dl_vlan_pcp" => "5",
             "vlan_tci" => "0x1000/0x1000",

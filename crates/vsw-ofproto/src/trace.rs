@@ -62,6 +62,8 @@ fn exact(key: &FlowKey) -> Match {
         nw_src: ones(k.nw_src, u128::MAX),
         nw_dst: ones(k.nw_dst, u128::MAX),
         nd_target: ones(k.nd_target, u128::MAX),
+        metadata: ones(k.metadata, u64::MAX),
+        tun_id: ones(k.tun_id, u64::MAX),
         in_port: u32::MAX,
         ipv6_label: ones(k.ipv6_label, u32::MAX),
         dl_src: mac(k.dl_src),

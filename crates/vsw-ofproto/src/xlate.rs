@@ -306,6 +306,11 @@ impl Ctx<'_, '_> {
             Action::SetQueue(_) => {}
             // The table walk takes these (they hold no packet action of their own).
             Action::WriteActions(_) | Action::ClearActions => {}
+            // For the tables that follow: the packet itself is not changed (and every
+            // packet starts with metadata 0, so the datapath flow need not say it).
+            Action::WriteMetadata { value, mask } => {
+                self.key.metadata = (self.key.metadata & !mask) | (value & mask);
+            }
             Action::Controller { max_len } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -419,6 +424,7 @@ impl Ctx<'_, '_> {
             | Action::SetQueue(_)
             | Action::WriteActions(_)
             | Action::ClearActions
+            | Action::WriteMetadata { .. }
             | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,

@@ -55,6 +55,7 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
     let (v, k) = (m.value(), m.mask());
     let mut f: Vec<Option<OxmField>> = vec![
         field(0, to_of_port(v.in_port).into(), k.in_port.into(), 4, false),
+        field(2, v.metadata.into(), k.metadata.into(), 8, true),
         mac(3, v.dl_dst, k.dl_dst),
         mac(4, v.dl_src, k.dl_src),
         field(5, v.dl_type.into(), k.dl_type.into(), 2, false),
@@ -151,6 +152,7 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
         }
         _ => {}
     }
+    f.push(field(38, v.tun_id.into(), k.tun_id.into(), 8, true));
     OxmMatch {
         fields: f.into_iter().flatten().collect(),
     }
@@ -197,6 +199,12 @@ pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
     }
     if !written.is_empty() {
         out.push(Instruction::WriteActions(actions_and_goto(&written).0));
+    }
+    if let Some((metadata, mask)) = actions.iter().find_map(|a| match a {
+        VswAction::WriteMetadata { value, mask } => Some((*value, *mask)),
+        _ => None,
+    }) {
+        out.push(Instruction::WriteMetadata { metadata, mask });
     }
     if let Some(t) = goto {
         out.push(Instruction::GotoTable(t));
@@ -282,7 +290,10 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::Drop => {}
             VswAction::Group(g) => apply.push(Action::Group(*g)),
             // Instructions of their own (above).
-            VswAction::Meter(_) | VswAction::WriteActions(_) | VswAction::ClearActions => {}
+            VswAction::Meter(_)
+            | VswAction::WriteActions(_)
+            | VswAction::ClearActions
+            | VswAction::WriteMetadata { .. } => {}
             VswAction::SetQueue(q) => apply.push(Action::SetQueue(*q)),
             VswAction::Controller { max_len } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,

@@ -392,7 +392,8 @@ impl MultipartReply {
                     e.push(t.table_id);
                     e.extend_from_slice(&[0; 5]);
                     fixed_string(&mut e, &t.name, 32);
-                    e.extend_from_slice(&[0; 16]); // metadata match / write: none
+                    // Every metadata bit can be matched and written.
+                    e.extend_from_slice(&[0xff; 16]);
                     e.extend_from_slice(&0u32.to_be_bytes()); // capabilities
                     e.extend_from_slice(&t.max_entries.to_be_bytes());
                     for (kind, body) in &t.properties {

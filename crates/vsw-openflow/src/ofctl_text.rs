@@ -3,9 +3,9 @@
 //! on the same tables with the same checks.
 //!
 //! What vsw cannot do yet is refused with the error OpenFlow names for it, never
-//! half-installed: matches on metadata, tunnel ids and MPLS (BAD_FIELD), output to
-//! TABLE outside a packet-out (BAD_OUT_PORT), TTL copies and sets and other
-//! set-fields (BAD_TYPE / BAD_SET_TYPE), write-metadata (UNSUP_INST).
+//! half-installed: matches on MPLS and other fields vsw does not keep (BAD_FIELD),
+//! output to TABLE outside a packet-out (BAD_OUT_PORT), TTL copies and sets and
+//! set-fields vsw cannot do (BAD_TYPE / BAD_SET_TYPE).
 
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -67,6 +67,8 @@ pub fn match_text(m: &OxmMatch) -> Result<String, BadMatch> {
     for f in &m.fields {
         let text = match f.field {
             0 => format!("in_port={}", to_vsw_port(num(&f.value) as u32)),
+            2 => format!("metadata={}", masked(f, hex)),
+            38 => format!("tun_id={}", masked(f, hex)),
             3 => format!("dl_dst={}", masked(f, mac)),
             4 => format!("dl_src={}", masked(f, mac)),
             5 => format!("dl_type={:#06x}", num(&f.value)),
@@ -179,7 +181,7 @@ pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> 
                 }
             }
             Instruction::GotoTable(t) => goto = Some(*t),
-            Instruction::WriteMetadata { .. } => return Err(BadFlowMod::UnsupportedInstruction),
+            Instruction::WriteMetadata { .. } => {}
         }
     }
     // After the applied actions: clear-actions, then write-actions (the spec's order).
@@ -195,6 +197,12 @@ pub fn actions_text(instructions: &[Instruction]) -> Result<String, BadFlowMod> 
             .map(|a| action_text(a, Place::Flow))
             .collect::<Result<Vec<_>, _>>()?;
         acts.push(format!("write_actions({})", w.join(",")));
+    }
+    if let Some((metadata, mask)) = instructions.iter().find_map(|i| match i {
+        Instruction::WriteMetadata { metadata, mask } => Some((*metadata, *mask)),
+        _ => None,
+    }) {
+        acts.push(format!("write_metadata:{metadata:#x}/{mask:#x}"));
     }
     if let Some(t) = goto {
         acts.push(format!("goto_table:{t}"));
@@ -425,8 +433,17 @@ mod tests {
 
     #[test]
     fn what_vsw_cannot_do_is_refused_with_its_error() {
-        let meta = fm(vec![field(2, &[0; 8], None)], vec![]);
-        assert_eq!(add_text(&meta), Err(BadFlowMod::Match(BadMatch::BadField)));
+        // MPLS: vsw keeps no MPLS label.
+        let mpls = fm(
+            vec![
+                field(5, &[0x88, 0x47], None),
+                field(34, &[0, 0, 1, 0], None),
+            ],
+            vec![],
+        );
+        assert_eq!(add_text(&mpls), Err(BadFlowMod::Match(BadMatch::BadField)));
+        let meta = fm(vec![field(2, &[0, 0, 0, 0, 0, 0, 0, 5], None)], vec![]);
+        assert!(add_text(&meta).unwrap().contains("metadata=0x5"));
         let local = fm(
             vec![],
             vec![Instruction::ApplyActions(vec![Action::Output {
@@ -450,7 +467,9 @@ mod tests {
                 mask: 1,
             }],
         );
-        assert_eq!(add_text(&metadata), Err(BadFlowMod::UnsupportedInstruction));
+        assert!(add_text(&metadata)
+            .unwrap()
+            .ends_with("actions=write_metadata:0x1/0x1"));
         // The action set's instructions: after the applied actions, in the spec's order.
         let set = fm(
             vec![],

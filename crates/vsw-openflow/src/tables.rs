@@ -14,15 +14,16 @@ const OFPTFPT_WILDCARDS: u16 = 10;
 const OFPTFPT_WRITE_SETFIELD: u16 = 12;
 const OFPTFPT_APPLY_SETFIELD: u16 = 14;
 
-/// Instructions vsw carries out: goto-table, write-, apply- and clear-actions, meter.
-const INSTRUCTIONS: &[u16] = &[1, 3, 4, 5, 6];
+/// Instructions vsw carries out: goto-table, write-metadata, write-, apply- and
+/// clear-actions, meter.
+const INSTRUCTIONS: &[u16] = &[1, 2, 3, 4, 5, 6];
 /// Actions vsw applies: output, push-vlan, pop-vlan, set-queue, group, dec-nw-ttl,
 /// set-field.
 const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 21, 22, 24, 25];
 /// Fields vsw matches (see `ofctl_text::match_text`).
 const MATCH_FIELDS: &[u8] = &[
-    0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
-    28, 29, 30, 31, 32, 33,
+    0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
+    27, 28, 29, 30, 31, 32, 33, 38,
 ];
 /// Fields vsw's actions set (see `ofctl_text`'s set-field).
 const SET_FIELDS: &[u8] = &[3, 4, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18];
@@ -67,7 +68,7 @@ pub fn table_feature(id: u8, n_tables: u8, max_entries: u32) -> TableFeature {
             (OFPTFPT_APPLY_ACTIONS, headers(APPLY_ACTIONS)),
             (OFPTFPT_MATCH, oxm_list(MATCH_FIELDS, true)),
             (OFPTFPT_WILDCARDS, oxm_list(MATCH_FIELDS, false)),
-            (OFPTFPT_WRITE_SETFIELD, Vec::new()),
+            (OFPTFPT_WRITE_SETFIELD, oxm_list(SET_FIELDS, false)),
             (OFPTFPT_APPLY_SETFIELD, oxm_list(SET_FIELDS, false)),
         ],
     }

@@ -25,7 +25,7 @@ const MAX_IPV6_EXTENSIONS: usize = 8;
 
 /// Words of a [`FlowKey`]: the classifier and the exact-match cache mask, hash and
 /// compare keys as this many `u64`s.
-pub const KEY_WORDS: usize = 12;
+pub const KEY_WORDS: usize = 14;
 
 /// What a rule can match on, laid out without padding so that it can be read as
 /// [`KEY_WORDS`] machine words ([`FlowKey::words`]).
@@ -42,6 +42,11 @@ pub struct FlowKey {
     pub nw_src: u128,
     pub nw_dst: u128,
     pub nd_target: u128,
+    /// OpenFlow's metadata: 0 for every packet, written by rules (`write_metadata`)
+    /// for the tables after them; never read from a packet.
+    pub metadata: u64,
+    /// The tunnel key (VNI) a packet came in with: 0 until tunnel ports exist.
+    pub tun_id: u64,
     pub in_port: u32,
     /// The IPv6 flow label (20 bits).
     pub ipv6_label: u32,
@@ -114,6 +119,8 @@ const HASH_K: [u64; KEY_WORDS] = [
     0xd131_0ba6_98df_b5ad,
     0x2ffd_72db_d01a_dfb7,
     0xb8e1_afed_6a26_7e97,
+    0x8ff9_9a15_b5a3_d3bb,
+    0x0801_f2e2_8587_48f7,
 ];
 
 /// Hash of the first `n` words of a key (the exact-match cache and the classifier's
