@@ -223,6 +223,12 @@ pub fn set_dl_type(
     Ok(())
 }
 
+/// A 64-bit `value[/mask]`: the value with only the mask's bits, and the mask.
+fn masked_u64(n: &str, t: &str) -> Result<(u64, u64), FlowSyntaxError> {
+    let (val, mask) = parse_masked_uint(n, t, u128::from(u64::MAX))?;
+    Ok(((val & mask) as u64, mask as u64))
+}
+
 /// A 64-bit value in hex, with its mask unless it is exact.
 fn format_u64(v: u64, m: u64) -> String {
     if m == u64::MAX {
@@ -253,9 +259,7 @@ pub static FIELDS: &[FieldDef] = &[
         slot: "metadata",
         needs: Needs::Nothing,
         parse: |n, t, v, m, _| {
-            let (val, mask) = parse_masked_uint(n, t, u128::from(u64::MAX))?;
-            v.metadata = (val & mask) as u64;
-            m.metadata = mask as u64;
+            (v.metadata, m.metadata) = masked_u64(n, t)?;
             Ok(())
         },
         shown: |_, m| m.metadata != 0,
@@ -267,9 +271,7 @@ pub static FIELDS: &[FieldDef] = &[
         slot: "tun_id",
         needs: Needs::Nothing,
         parse: |n, t, v, m, _| {
-            let (val, mask) = parse_masked_uint(n, t, u128::from(u64::MAX))?;
-            v.tun_id = (val & mask) as u64;
-            m.tun_id = mask as u64;
+            (v.tun_id, m.tun_id) = masked_u64(n, t)?;
             Ok(())
         },
         shown: |_, m| m.tun_id != 0,
