@@ -80,7 +80,6 @@ pub struct JournalEntry {
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
-    file: Option<fs::File>,
     /// Entries in the file now.
     entries: u64,
     last_seq: u64,
@@ -138,7 +137,6 @@ impl Journal {
         }
         let journal = Journal {
             path,
-            file: None,
             entries,
             last_seq,
         };
@@ -153,7 +151,9 @@ impl Journal {
         self.last_seq
     }
 
-    /// Appends a change and syncs it; `Err`: nothing was written that counts.
+    /// Appends a change and syncs it; `Err`: nothing was written that counts. The
+    /// file is opened for each line and closed after it: vswd holds no descriptor on
+    /// it between changes (a disk can be remounted read-only under it).
     pub fn append(&mut self, del: Vec<String>, add: Vec<String>) -> Result<(), StateError> {
         let err = |source| StateError::Write {
             path: self.path.clone(),
@@ -166,20 +166,17 @@ impl Journal {
         };
         let mut line = serde_json::to_string(&entry).map_err(|e| err(io::Error::other(e)))?;
         line.push('\n');
-        if self.file.is_none() {
-            let f = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)
-                .map_err(err)?;
-            self.file = Some(f);
-        }
-        let f = self.file.as_mut().expect("opened above");
-        let written = f.write_all(line.as_bytes()).and_then(|()| f.sync_data());
+        let written = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut f| f.write_all(line.as_bytes()).and_then(|()| f.sync_data()));
         if let Err(e) = written {
-            // What was written of the line is cut short: the end of the journal
-            // when it is read, and the next append starts a fresh file.
-            self.file = None;
+            // What was written of the line is cut short: the end of the journal when
+            // it is read (and cut off then). A journal that holds nothing goes.
+            if self.entries == 0 {
+                let _ = fs::remove_file(&self.path);
+            }
             return Err(err(e));
         }
         self.entries += 1;
@@ -189,7 +186,6 @@ impl Journal {
 
     /// The state file now holds every entry: the journal starts again empty.
     pub fn clear(&mut self) {
-        self.file = None;
         match fs::remove_file(&self.path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
