@@ -4,6 +4,7 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
+use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::MacAddr;
 
 /// What the datapath does with a packet of a flow: a small set, each cheap to run.
@@ -29,6 +30,8 @@ pub enum DpAction {
     SetTpDst(u16),
     /// Decrement the TTL or hop limit; a packet whose TTL runs out goes no further.
     DecTtl,
+    /// Any other header field OpenFlow's set-field writes, or a TTL copy.
+    SetField(FieldWrite),
     /// Measure the packet against this meter, which may drop it or remark its DSCP.
     Meter(u32),
     /// Keep a copy of the packet as it is now (a group bucket that rewrites runs
@@ -65,6 +68,7 @@ impl fmt::Display for DpAction {
             DpAction::SetTpSrc(p) => write!(f, "set(l4(src={p}))"),
             DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
             DpAction::DecTtl => f.write_str("dec_ttl"),
+            DpAction::SetField(w) => write!(f, "{w}"),
             DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
             DpAction::Save => f.write_str("clone("),

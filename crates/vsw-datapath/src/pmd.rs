@@ -918,6 +918,7 @@ fn process_batch(
                     | DpAction::SetTpSrc(_)
                     | DpAction::SetTpDst(_)
                     | DpAction::DecTtl
+                    | DpAction::SetField(_)
                     | DpAction::Save
                     | DpAction::Restore
                     | DpAction::Meter(_)
@@ -1004,6 +1005,10 @@ fn run_rewriting(
                 Ok(())
             }
             DpAction::DecTtl => scratch.dec_ttl(),
+            DpAction::SetField(w) => {
+                scratch.write_field(w);
+                Ok(())
+            }
             DpAction::Controller(note) => {
                 shared.punts.punt(in_port, note, scratch.data());
                 Ok(())

@@ -220,6 +220,10 @@ const IP_ACTIONS: &[&str] = &[
     "mod_nw_dst:198.18.9.10",
     "mod_nw_tos:32",
     "dec_ttl",
+    "mod_nw_ttl:9",
+    "mod_nw_ecn:3",
+    "copy_ttl_out",
+    "copy_ttl_in",
 ];
 const L4_ACTIONS: &[&str] = &["mod_tp_src:999", "mod_tp_dst:1000"];
 

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
+use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::{EtherType, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
@@ -73,6 +74,10 @@ pub enum Action {
     SetTpDst(u16),
     /// Decrement the IPv4 TTL / IPv6 hop limit; a packet at 0 or 1 is dropped.
     DecTtl,
+    /// Every other field OpenFlow's set-field writes (`set_field:V->F`, and
+    /// `mod_nw_ecn`, `mod_nw_ttl`), and the TTL copies of IP-in-IP (`copy_ttl_out`,
+    /// `copy_ttl_in`).
+    SetField(FieldWrite),
     /// Continue in a later table once this rule's other actions are done (an
     /// OpenFlow instruction: written last).
     GotoTable(u8),
@@ -100,7 +105,7 @@ pub struct ActionDef {
     pub needs: Needs,
     /// Whether it changes the packet (rather than send it somewhere).
     pub rewrites: bool,
-    build: Build,
+    pub(crate) build: Build,
 }
 
 impl ActionDef {
@@ -355,6 +360,43 @@ static DEC_TTL: ActionDef = ActionDef {
     build: |n, a, _| bare(n, a, Action::DecTtl),
 };
 
+static MOD_NW_ECN: ActionDef = ActionDef {
+    name: "mod_nw_ecn",
+    aliases: &[],
+    needs: Needs::Ip,
+    rewrites: true,
+    build: |n, a, _| {
+        Ok(Action::SetField(FieldWrite::IpEcn(
+            parse_uint(n, arg(n, a)?, 3)? as u8,
+        )))
+    },
+};
+static MOD_NW_TTL: ActionDef = ActionDef {
+    name: "mod_nw_ttl",
+    aliases: &[],
+    needs: Needs::Ip,
+    rewrites: true,
+    build: |n, a, _| {
+        Ok(Action::SetField(FieldWrite::NwTtl(
+            parse_uint(n, arg(n, a)?, 255)? as u8,
+        )))
+    },
+};
+static COPY_TTL_OUT: ActionDef = ActionDef {
+    name: "copy_ttl_out",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::SetField(FieldWrite::CopyTtlOut)),
+};
+static COPY_TTL_IN: ActionDef = ActionDef {
+    name: "copy_ttl_in",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::SetField(FieldWrite::CopyTtlIn)),
+};
+
 fn table_no(name: &str, a: &str) -> Result<u8, FlowSyntaxError> {
     Ok(parse_uint(name, a, u128::from(MAX_TABLE))? as u8)
 }
@@ -420,6 +462,11 @@ pub static ACTIONS: &[&ActionDef] = &[
     &MOD_TP_SRC,
     &MOD_TP_DST,
     &DEC_TTL,
+    &MOD_NW_ECN,
+    &MOD_NW_TTL,
+    &COPY_TTL_OUT,
+    &COPY_TTL_IN,
+    &crate::set_field::SET_FIELD,
     &GOTO_TABLE,
     &RESUBMIT,
 ];
@@ -459,6 +506,11 @@ impl Action {
             Action::SetTpSrc(_) => &MOD_TP_SRC,
             Action::SetTpDst(_) => &MOD_TP_DST,
             Action::DecTtl => &DEC_TTL,
+            Action::SetField(FieldWrite::IpEcn(_)) => &MOD_NW_ECN,
+            Action::SetField(FieldWrite::NwTtl(_)) => &MOD_NW_TTL,
+            Action::SetField(FieldWrite::CopyTtlOut) => &COPY_TTL_OUT,
+            Action::SetField(FieldWrite::CopyTtlIn) => &COPY_TTL_IN,
+            Action::SetField(_) => &crate::set_field::SET_FIELD,
             Action::GotoTable(_) => &GOTO_TABLE,
             Action::Resubmit { .. } => &RESUBMIT,
         }
@@ -485,6 +537,9 @@ impl Action {
             Action::SetNwSrc(a) | Action::SetNwDst(a) => Some(a.to_string()),
             Action::SetNwTos(t) => Some(t.to_string()),
             Action::SetTpSrc(p) | Action::SetTpDst(p) => Some(p.to_string()),
+            Action::SetField(FieldWrite::IpEcn(n) | FieldWrite::NwTtl(n)) => Some(n.to_string()),
+            Action::SetField(FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn) => None,
+            Action::SetField(w) => Some(crate::set_field::argument(w)),
             Action::GotoTable(t) => Some(t.to_string()),
             Action::Resubmit { port, table } => Some(format!(
                 "{},{}",
@@ -498,6 +553,17 @@ impl Action {
             | Action::ClearActions
             | Action::StripVlan
             | Action::DecTtl => None,
+        }
+    }
+
+    /// What a rule's match must promise for the action (a set-field's depends on
+    /// its field).
+    pub fn needs(&self) -> Needs {
+        match self {
+            Action::SetField(w) if std::ptr::eq(self.def(), &crate::set_field::SET_FIELD) => {
+                crate::set_field::field_of(w).1
+            }
+            _ => self.def().needs,
         }
     }
 
@@ -576,6 +642,27 @@ mod tests {
             Action::SetTpSrc(53),
             Action::SetTpDst(80),
             Action::DecTtl,
+            Action::SetField(FieldWrite::Ipv6Src([
+                0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+            ])),
+            Action::SetField(FieldWrite::Ipv6Dst([0xfe; 16])),
+            Action::SetField(FieldWrite::Ipv6Label(0xabcde)),
+            Action::SetField(FieldWrite::IpEcn(3)),
+            Action::SetField(FieldWrite::NwTtl(9)),
+            Action::SetField(FieldWrite::ArpOp(2)),
+            Action::SetField(FieldWrite::ArpSpa([198, 18, 0, 1])),
+            Action::SetField(FieldWrite::ArpTpa([198, 18, 0, 2])),
+            Action::SetField(FieldWrite::ArpSha(MacAddr([2, 0, 0, 0, 0, 3]))),
+            Action::SetField(FieldWrite::ArpTha(MacAddr([2, 0, 0, 0, 0, 4]))),
+            Action::SetField(FieldWrite::Icmpv4Type(8)),
+            Action::SetField(FieldWrite::Icmpv4Code(1)),
+            Action::SetField(FieldWrite::Icmpv6Type(128)),
+            Action::SetField(FieldWrite::Icmpv6Code(2)),
+            Action::SetField(FieldWrite::NdTarget([0xfe; 16])),
+            Action::SetField(FieldWrite::NdSll(MacAddr([2, 0, 0, 0, 0, 5]))),
+            Action::SetField(FieldWrite::NdTll(MacAddr([2, 0, 0, 0, 0, 6]))),
+            Action::SetField(FieldWrite::CopyTtlOut),
+            Action::SetField(FieldWrite::CopyTtlIn),
             Action::GotoTable(3),
             Action::Resubmit {
                 port: None,
@@ -597,6 +684,15 @@ mod tests {
                 .unwrap();
             assert_eq!(built, a);
             assert_eq!(a.rewrites(), def.rewrites);
+            // And as a flow prints it (resubmit's parentheses are the flow
+            // parser's to split).
+            if !matches!(a, Action::Resubmit { .. }) {
+                let text = a.to_string();
+                let (name, arg) = text.split_once(':').unwrap_or((&text, ""));
+                let arg = (!arg.is_empty()).then_some(arg);
+                let read = action(name).unwrap().build(name, arg, &ports);
+                assert_eq!(read.unwrap(), a, "{text}");
+            }
         }
     }
 }

@@ -40,6 +40,12 @@ pub enum Needs {
     ArpOrNd,
     /// An IPv6 neighbour solicitation or advertisement.
     Nd,
+    /// ARP (`arp`).
+    Arp,
+    /// ICMP over IPv4 (`icmp`).
+    Icmpv4,
+    /// ICMPv6 (`icmp6`).
+    Icmpv6,
 }
 
 impl Needs {
@@ -70,6 +76,9 @@ impl Needs {
             Needs::Tcp => ip && proto == Some(IPPROTO_TCP),
             Needs::ArpOrNd => dl == Some(EtherType::ARP) || nd,
             Needs::Nd => nd,
+            Needs::Arp => dl == Some(EtherType::ARP),
+            Needs::Icmpv4 => dl == Some(EtherType::IPV4) && proto == Some(IPPROTO_ICMP),
+            Needs::Icmpv6 => dl == Some(EtherType::IPV6) && proto == Some(IPPROTO_ICMPV6),
         }
     }
 
@@ -87,6 +96,9 @@ impl Needs {
             Needs::Tcp => "tcp or tcp6",
             Needs::ArpOrNd => "arp, or icmp6 with icmp_type=135 or 136",
             Needs::Nd => "icmp6 with icmp_type=135 or 136",
+            Needs::Arp => "arp",
+            Needs::Icmpv4 => "icmp",
+            Needs::Icmpv6 => "icmp6",
         }
     }
 }
@@ -716,6 +728,9 @@ mod tests {
             Needs::Transport | Needs::Ports => "udp,",
             Needs::Tcp => "tcp,",
             Needs::ArpOrNd | Needs::Nd => "icmp6,icmp_type=135,",
+            Needs::Arp => "arp,",
+            Needs::Icmpv4 => "icmp,",
+            Needs::Icmpv6 => "icmp6,",
         };
         (value, shorthand)
     }

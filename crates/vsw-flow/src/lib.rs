@@ -15,6 +15,7 @@ pub mod meter;
 pub mod pipeline;
 pub mod rule;
 pub mod samples;
+mod set_field;
 pub mod syntax;
 mod table;
 mod values;

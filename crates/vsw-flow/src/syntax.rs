@@ -240,11 +240,11 @@ fn read_actions(
         };
         // A rewrite of a header the match does not promise is refused, as OpenFlow
         // does: `mod_nw_src` needs `ip`, `mod_tp_dst` tcp, udp or sctp.
-        let def = a.def();
-        if matcher.is_some_and(|m| !def.needs.met(m.value(), m.mask())) {
+        let needs = a.needs();
+        if matcher.is_some_and(|m| !needs.met(m.value(), m.mask())) {
             return Err(FlowSyntaxError::ActionPrerequisite {
-                action: def.name,
-                needs: def.needs.describe(),
+                action: a.def().name,
+                needs: needs.describe(),
             });
         }
         actions.push(a);
@@ -680,6 +680,54 @@ mod tests {
         ] {
             let e = parse(text).expect_err(text).to_string();
             assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn set_fields_check_their_prerequisites_and_round_trip() {
+        for (text, needle) in [
+            ("ip,actions=set_field:2001:db8::1->ipv6_src", "needs ipv6"),
+            ("ipv6,actions=set_field:1->arp_op", "needs arp"),
+            ("icmp6,actions=set_field:0->icmp_type", "needs icmp"),
+            ("icmp,actions=set_field:0->icmpv6_code", "needs icmp6"),
+            (
+                "icmp6,actions=set_field:::1->nd_target",
+                "needs icmp6 with icmp_type=135",
+            ),
+            ("arp,actions=mod_nw_ttl:3", "needs ip or ipv6"),
+            (
+                "ipv6,actions=set_field:1->mpls_label",
+                "not a field vsw can write",
+            ),
+            ("ipv6,actions=set_field:1", "VALUE->FIELD"),
+            ("ipv6,actions=set_field:0x100000->ipv6_label", "larger than"),
+            ("ip,actions=mod_nw_ecn:4", "larger than 3"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+        for (text, printed) in [
+            (
+                "ipv6,actions=set_field:2001:db8::1->ipv6_src,set_field:0x12345->ipv6_label,mod_nw_ecn:1,mod_nw_ttl:9,output:1",
+                "ipv6,actions=set_field:2001:db8::1->ipv6_src,set_field:0x12345->ipv6_label,mod_nw_ecn:1,mod_nw_ttl:9,output:1",
+            ),
+            (
+                "arp,actions=set_field:2->arp_op,set_field:198.18.0.1->arp_spa,set_field:02:00:00:00:00:01->arp_tha",
+                "arp,actions=set_field:2->arp_op,set_field:198.18.0.1->arp_spa,set_field:02:00:00:00:00:01->arp_tha",
+            ),
+            (
+                "icmp6,icmp_type=136,actions=set_field:::2->nd_target,set_field:02:00:00:00:00:02->nd_tll,set_field:1->icmpv6_code",
+                "icmp6,icmp_type=136,actions=set_field:::2->nd_target,set_field:02:00:00:00:00:02->nd_tll,set_field:1->icmpv6_code",
+            ),
+            // The classic fields become their own actions.
+            (
+                "tcp,actions=set_field:02:00:00:00:00:09->eth_src,set_field:198.18.0.7->ipv4_dst,set_field:80->tcp_dst,set_field:10->ip_dscp,copy_ttl_in",
+                "tcp,actions=mod_dl_src:02:00:00:00:00:09,mod_nw_dst:198.18.0.7,mod_tp_dst:80,mod_nw_tos:40,copy_ttl_in",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert!(format_flow(&f).ends_with(printed), "{}", format_flow(&f));
+            assert_eq!(parse(&format_flow(&f)).unwrap(), f);
         }
     }
 

@@ -492,6 +492,38 @@ mod tests {
     }
 
     #[test]
+    fn set_fields_are_seen_by_later_tables_and_an_unknown_ttl_is_not_guessed() {
+        use vsw_packet::rewrite::FieldWrite;
+        let o = ofproto(&[
+            "in_port=1,udp,actions=mod_nw_ttl:9,mod_nw_ecn:1,goto_table:2",
+            "table=2,udp,nw_ttl=9,nw_ecn=1,actions=output:2",
+            "in_port=3,ip,actions=copy_ttl_out,goto_table:3",
+            "table=3,priority=20,ip,nw_ttl=64,actions=output:2",
+            "table=3,priority=10,actions=output:4",
+        ]);
+        let x = o.translate_key(&udp(1, 1, 2, 53), 1);
+        assert_eq!(
+            x.actions,
+            vec![
+                DpAction::SetField(FieldWrite::NwTtl(9)),
+                DpAction::SetField(FieldWrite::IpEcn(1)),
+                Output(2)
+            ]
+        );
+        // A packet with one IP header keeps its TTL: table 3 may look at it.
+        let x = o.translate_key(&udp(3, 1, 2, 53), 1);
+        assert_eq!(x.error, None);
+        assert_eq!(x.actions.last(), Some(&Output(2)));
+        assert_eq!(x.mask.nw_proto, 0xff, "the copy depends on the protocol");
+        // IP-in-IP: the outer TTL is now the inner one, which the key does not hold.
+        let mut ipip = udp(3, 1, 2, 53);
+        ipip.nw_proto = 4;
+        let x = o.translate_key(&ipip, 1);
+        assert_eq!(x.error, Some(crate::xlate::XlateError::TtlUnknown));
+        assert!(x.actions.is_empty());
+    }
+
+    #[test]
     fn credit_goes_to_every_rule_once_and_refreshes_learned_hosts() {
         let o = ofproto(&[
             "in_port=1,actions=resubmit(,1),resubmit(,1)",

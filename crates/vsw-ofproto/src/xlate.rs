@@ -11,6 +11,8 @@ use vsw_datapath::DpAction;
 use vsw_flow::fields::Needs;
 use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
+use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
 use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
@@ -34,6 +36,59 @@ fn mac_bits(m: MacAddr) -> u64 {
 /// The VID and the "tag present" bit: what NORMAL switches by.
 const VLAN_VID_CFI: u16 = 0x0fff | VLAN_CFI;
 
+/// IP-in-IP's inner header protocols: IPv4 and IPv6.
+const IPPROTO_IPIP: u8 = 4;
+const IPPROTO_IPV6_INNER: u8 = 41;
+
+/// Where each set-field write runs in an action set, after the classic fields.
+fn field_write_kind(w: &FieldWrite) -> u8 {
+    match w {
+        FieldWrite::Ipv6Src(_) => 0,
+        FieldWrite::Ipv6Dst(_) => 1,
+        FieldWrite::Ipv6Label(_) => 2,
+        FieldWrite::IpEcn(_) => 3,
+        FieldWrite::NwTtl(_) => 4,
+        FieldWrite::ArpOp(_) => 5,
+        FieldWrite::ArpSpa(_) => 6,
+        FieldWrite::ArpTpa(_) => 7,
+        FieldWrite::ArpSha(_) => 8,
+        FieldWrite::ArpTha(_) => 9,
+        FieldWrite::Icmpv4Type(_) => 10,
+        FieldWrite::Icmpv4Code(_) => 11,
+        FieldWrite::Icmpv6Type(_) => 12,
+        FieldWrite::Icmpv6Code(_) => 13,
+        FieldWrite::NdTarget(_) => 14,
+        FieldWrite::NdSll(_) => 15,
+        FieldWrite::NdTll(_) => 16,
+        // Ordered among the pops and pushes (`ActionSet::kind`).
+        FieldWrite::CopyTtlOut => 17,
+        FieldWrite::CopyTtlIn => 18,
+    }
+}
+
+/// The key as the packet will be after `w` (later tables see it so). A TTL copy
+/// changes a TTL the key does not hold (inwards) or cannot know (outwards: see
+/// `Ctx::ttl_unknown`).
+fn write_key(k: &mut FlowKey, w: FieldWrite) {
+    match w {
+        FieldWrite::Ipv6Src(a) => k.nw_src = u128::from_be_bytes(a),
+        FieldWrite::Ipv6Dst(a) => k.nw_dst = u128::from_be_bytes(a),
+        FieldWrite::Ipv6Label(l) => k.ipv6_label = l & 0xfffff,
+        FieldWrite::IpEcn(e) => k.nw_tos = (k.nw_tos & !3) | (e & 3),
+        FieldWrite::NwTtl(t) => k.nw_ttl = t,
+        // The key keeps ARP's opcode where IP's protocol is, in 8 bits.
+        FieldWrite::ArpOp(o) => k.nw_proto = o as u8,
+        FieldWrite::ArpSpa(a) => k.nw_src = u128::from(u32::from_be_bytes(a)),
+        FieldWrite::ArpTpa(a) => k.nw_dst = u128::from(u32::from_be_bytes(a)),
+        FieldWrite::ArpSha(m) | FieldWrite::NdSll(m) => k.arp_sha = m,
+        FieldWrite::ArpTha(m) | FieldWrite::NdTll(m) => k.arp_tha = m,
+        FieldWrite::Icmpv4Type(t) | FieldWrite::Icmpv6Type(t) => k.tp_src = u16::from(t),
+        FieldWrite::Icmpv4Code(c) | FieldWrite::Icmpv6Code(c) => k.tp_dst = u16::from(c),
+        FieldWrite::NdTarget(a) => k.nd_target = u128::from_be_bytes(a),
+        FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => {}
+    }
+}
+
 /// One table visited (or what NORMAL decided there).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceStep {
@@ -47,6 +102,11 @@ pub struct TraceStep {
 pub enum XlateError {
     #[error("resubmits nested deeper than {MAX_RESUBMIT_DEPTH} (a loop?): dropped")]
     TooDeep,
+    #[error(
+        "a table matched on the TTL that copy_ttl_out took from the inner IP header, \
+         which translation does not see: dropped"
+    )]
+    TtlUnknown,
 }
 
 /// A translation's result.
@@ -104,6 +164,9 @@ struct Ctx<'a, 'b> {
     saves: usize,
     /// What write-actions left for the end of the pipeline.
     action_set: ActionSet,
+    /// copy_ttl_out gave the packet the inner header's TTL, which the key does not
+    /// hold: a table that looks at the TTL after it cannot be answered.
+    ttl_unknown: bool,
 }
 
 /// OpenFlow's action set: at most one action of each kind (one output, one group,
@@ -116,12 +179,16 @@ struct ActionSet {
 }
 
 impl ActionSet {
-    /// Which kind an action is, and where its kind runs (lower first).
+    /// Which kind an action is, and where its kind runs (lower first): the spec's
+    /// order is copy TTL inwards, pop, push, copy TTL outwards, decrement TTL,
+    /// set-fields, queue, then group or output.
     fn kind(a: &Action) -> u8 {
         match a {
-            Action::StripVlan => 0,
-            Action::PushVlan(_) => 1,
-            Action::DecTtl => 2,
+            Action::SetField(FieldWrite::CopyTtlIn) => 0,
+            Action::StripVlan => 1,
+            Action::PushVlan(_) => 2,
+            Action::SetField(FieldWrite::CopyTtlOut) => 3,
+            Action::DecTtl => 4,
             Action::SetDlSrc(_) => 10,
             Action::SetDlDst(_) => 11,
             Action::SetVlanVid(_) => 12,
@@ -131,12 +198,17 @@ impl ActionSet {
             Action::SetNwTos(_) => 16,
             Action::SetTpSrc(_) => 17,
             Action::SetTpDst(_) => 18,
-            Action::SetQueue(_) => 20,
-            Action::Group(_) => 30,
+            Action::SetField(w) => 20 + field_write_kind(w),
+            Action::SetQueue(_) => Self::QUEUE,
+            Action::Group(_) => Self::GROUP,
             // Everything else that sends the packet somewhere is the output.
-            _ => 31,
+            _ => Self::OUTPUT,
         }
     }
+
+    const QUEUE: u8 = 60;
+    const GROUP: u8 = 70;
+    const OUTPUT: u8 = 71;
 
     fn write(&mut self, a: Action, table: u8, rule: &Arc<Rule>) {
         let k = Self::kind(&a);
@@ -152,8 +224,8 @@ impl ActionSet {
     fn take(&mut self) -> Vec<(Action, Arc<Rule>, u8)> {
         let mut v = std::mem::take(&mut self.actions);
         v.sort_by_key(|(a, _, _)| Self::kind(a));
-        if v.iter().any(|(a, _, _)| Self::kind(a) == 30) {
-            v.retain(|(a, _, _)| Self::kind(a) != 31);
+        if v.iter().any(|(a, _, _)| Self::kind(a) == Self::GROUP) {
+            v.retain(|(a, _, _)| Self::kind(a) != Self::OUTPUT);
         }
         v
     }
@@ -206,6 +278,7 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
         in_group: 0,
         saves: 0,
         action_set: ActionSet::default(),
+        ttl_unknown: false,
     };
     // Every datapath flow matches one input port exactly.
     cx.out.mask.in_port = u32::MAX;
@@ -235,11 +308,17 @@ impl Ctx<'_, '_> {
             return;
         }
         self.depth += 1;
+        let ttl_mask = std::mem::take(&mut self.out.mask.nw_ttl);
         let rule = self
             .env
             .pipeline
             .lookup_wc(id, &self.key, &mut self.out.mask)
             .cloned();
+        if self.ttl_unknown && self.out.mask.nw_ttl != 0 {
+            self.out.error = Some(XlateError::TtlUnknown);
+            self.step(id, format!("{}", XlateError::TtlUnknown));
+        }
+        self.out.mask.nw_ttl |= ttl_mask;
         self.out.tables.push((id, rule.is_some()));
         match rule {
             None => self.step(id, "no match: drop".into()),
@@ -338,7 +417,8 @@ impl Ctx<'_, '_> {
             | Action::SetNwTos(_)
             | Action::SetTpSrc(_)
             | Action::SetTpDst(_)
-            | Action::DecTtl => {}
+            | Action::DecTtl
+            | Action::SetField(_) => {}
             Action::GotoTable(t) => self.table(t),
             Action::Resubmit { port, table: t } => {
                 let saved = self.key.in_port;
@@ -413,6 +493,20 @@ impl Ctx<'_, '_> {
                 // no further), so the megaflow need not match on it.
                 k.nw_ttl = k.nw_ttl.saturating_sub(1);
                 Some(DpAction::DecTtl)
+            }
+            Action::SetField(w) => {
+                if w == FieldWrite::CopyTtlOut {
+                    // Whether there is an inner header to copy from is the IP
+                    // protocol's to say.
+                    mask.dl_type = 0xffff;
+                    mask.nw_proto = 0xff;
+                    let ip = matches!(k.dl_type, EtherType::IPV4 | EtherType::IPV6);
+                    if ip && matches!(k.nw_proto, IPPROTO_IPIP | IPPROTO_IPV6_INNER) {
+                        self.ttl_unknown = true;
+                    }
+                }
+                write_key(k, w);
+                Some(DpAction::SetField(w))
             }
             Action::Output(_)
             | Action::InPort

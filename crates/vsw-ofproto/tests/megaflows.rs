@@ -103,6 +103,9 @@ fn rule() -> impl Strategy<Value = String> {
         ((1..=PORTS), (0..TABLES)).prop_map(|(p, t)| format!("resubmit({p},{t})")),
         Just("mod_tp_dst:443".to_string()),
         Just("dec_ttl".to_string()),
+        Just("mod_nw_ttl:9".to_string()),
+        Just("mod_nw_ecn:2".to_string()),
+        Just("copy_ttl_out".to_string()),
         (1u32..=4).prop_map(|g| format!("group:{g}")),
     ];
     (
@@ -278,6 +281,10 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
                 Ok(())
             }
             DpAction::DecTtl => buf.dec_ttl(),
+            DpAction::SetField(w) => {
+                buf.write_field(w);
+                Ok(())
+            }
         };
         if r.is_err() {
             break;

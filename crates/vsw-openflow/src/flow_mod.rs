@@ -134,6 +134,8 @@ pub enum BadFlowMod {
     BadOutGroup,
     #[error("the flow uses a meter that does not exist (METER_MOD_FAILED/UNKNOWN_METER)")]
     UnknownMeter,
+    #[error("a flow-mod naming a buffered packet; vsw keeps none (BAD_REQUEST/BUFFER_UNKNOWN)")]
+    BufferUnknown,
 }
 
 impl BadFlowMod {
@@ -155,6 +157,7 @@ impl BadFlowMod {
             BadFlowMod::Overlap => (5, 3),
             BadFlowMod::BadOutGroup => (2, 9),
             BadFlowMod::UnknownMeter => (12, 3),
+            BadFlowMod::BufferUnknown => (1, 8),
         }
     }
 }

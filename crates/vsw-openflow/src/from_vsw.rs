@@ -7,6 +7,7 @@
 
 use vsw_flow::{Action as VswAction, Match};
 use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
+use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::{EtherType, MacAddr};
 
 use crate::flow_mod::{
@@ -277,6 +278,32 @@ pub fn meter_config_from_vsw(m: &vsw_flow::MeterSpec) -> MeterConfigEntry {
     }
 }
 
+/// A set-field write as OpenFlow says it: a set-field of the OXM field, or (TTLs,
+/// which OpenFlow 1.3 has no field for) an action of its own.
+fn field_write(w: &FieldWrite) -> Action {
+    match *w {
+        FieldWrite::CopyTtlOut => Action::CopyTtlOut,
+        FieldWrite::CopyTtlIn => Action::CopyTtlIn,
+        FieldWrite::NwTtl(t) => Action::SetNwTtl(t),
+        FieldWrite::IpEcn(e) => set(9, vec![e]),
+        FieldWrite::Icmpv4Type(t) => set(19, vec![t]),
+        FieldWrite::Icmpv4Code(c) => set(20, vec![c]),
+        FieldWrite::ArpOp(o) => set(21, o.to_be_bytes().to_vec()),
+        FieldWrite::ArpSpa(a) => set(22, a.to_vec()),
+        FieldWrite::ArpTpa(a) => set(23, a.to_vec()),
+        FieldWrite::ArpSha(m) => set(24, m.0.to_vec()),
+        FieldWrite::ArpTha(m) => set(25, m.0.to_vec()),
+        FieldWrite::Ipv6Src(a) => set(26, a.to_vec()),
+        FieldWrite::Ipv6Dst(a) => set(27, a.to_vec()),
+        FieldWrite::Ipv6Label(l) => set(28, l.to_be_bytes().to_vec()),
+        FieldWrite::Icmpv6Type(t) => set(29, vec![t]),
+        FieldWrite::Icmpv6Code(c) => set(30, vec![c]),
+        FieldWrite::NdTarget(a) => set(31, a.to_vec()),
+        FieldWrite::NdSll(m) => set(32, m.0.to_vec()),
+        FieldWrite::NdTll(m) => set(33, m.0.to_vec()),
+    }
+}
+
 fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
     let mut apply = Vec::new();
     let mut goto = None;
@@ -311,6 +338,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::SetTpSrc(p) => apply.push(set(13, p.to_be_bytes().to_vec())),
             VswAction::SetTpDst(p) => apply.push(set(14, p.to_be_bytes().to_vec())),
             VswAction::DecTtl => apply.push(Action::DecNwTtl),
+            VswAction::SetField(w) => apply.push(field_write(w)),
             VswAction::GotoTable(t) => goto = Some(*t),
             VswAction::Resubmit { .. } => {}
         }
@@ -354,5 +382,70 @@ mod tests {
         want.sort_by_key(|f| f.field);
         assert_eq!(back, want);
         assert_eq!(instructions_from_actions(&spec.actions), instructions);
+    }
+
+    /// Every set-field vsw writes, and the TTL actions, come back as they went in.
+    #[test]
+    fn every_writable_field_comes_back_as_it_went_in() {
+        let v6: Vec<u8> = (1..=16).collect();
+        let mac = vec![2, 0, 0, 0, 0, 7];
+        let cases: Vec<(Vec<OxmField>, Vec<Action>)> = vec![
+            (
+                vec![field(5, &[0x86, 0xdd], None)],
+                vec![
+                    set(26, v6.clone()),
+                    set(27, v6.clone()),
+                    set(28, vec![0, 1, 0x23, 0x45]),
+                    set(9, vec![2]),
+                    Action::SetNwTtl(9),
+                    Action::CopyTtlOut,
+                    Action::CopyTtlIn,
+                ],
+            ),
+            (
+                vec![field(5, &[8, 6], None)],
+                vec![
+                    set(21, vec![0, 2]),
+                    set(22, vec![198, 18, 0, 1]),
+                    set(23, vec![198, 18, 0, 2]),
+                    set(24, mac.clone()),
+                    set(25, mac.clone()),
+                ],
+            ),
+            (
+                vec![field(5, &[8, 0], None), field(10, &[1], None)],
+                vec![set(19, vec![0]), set(20, vec![3])],
+            ),
+            (
+                vec![
+                    field(5, &[0x86, 0xdd], None),
+                    field(10, &[58], None),
+                    field(29, &[135], None),
+                ],
+                vec![
+                    set(29, vec![136]),
+                    set(30, vec![0]),
+                    set(31, v6.clone()),
+                    set(32, mac.clone()),
+                    set(33, mac.clone()),
+                ],
+            ),
+        ];
+        for (fields, mut actions) in cases {
+            actions.push(Action::Output {
+                port: 2,
+                max_len: 0,
+            });
+            let instructions = vec![Instruction::ApplyActions(actions)];
+            let fm = flow_mod(fields, instructions.clone());
+            let text = add_text(&fm).unwrap();
+            let spec = vsw_flow::parse_flow(&text, &|_: &str| None)
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(
+                instructions_from_actions(&spec.actions),
+                instructions,
+                "{text}"
+            );
+        }
     }
 }

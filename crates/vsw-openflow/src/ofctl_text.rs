@@ -4,8 +4,8 @@
 //!
 //! What vsw cannot do yet is refused with the error OpenFlow names for it, never
 //! half-installed: matches on MPLS and other fields vsw does not keep (BAD_FIELD),
-//! output to TABLE outside a packet-out (BAD_OUT_PORT), TTL copies and sets and
-//! set-fields vsw cannot do (BAD_TYPE / BAD_SET_TYPE).
+//! output to TABLE outside a packet-out (BAD_OUT_PORT), set-fields of fields vsw
+//! does not keep (MPLS, PBB, tunnel_id until tunnel ports exist: BAD_SET_TYPE).
 
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -148,6 +148,22 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
                 12 => format!("mod_nw_dst:{}", ipv4(v)),
                 13 | 15 | 17 => format!("mod_tp_src:{}", num(v)),
                 14 | 16 | 18 => format!("mod_tp_dst:{}", num(v)),
+                9 => format!("mod_nw_ecn:{}", num(v)),
+                19 => format!("set_field:{}->icmp_type", num(v)),
+                20 => format!("set_field:{}->icmp_code", num(v)),
+                21 => format!("set_field:{}->arp_op", num(v)),
+                22 => format!("set_field:{}->arp_spa", ipv4(v)),
+                23 => format!("set_field:{}->arp_tpa", ipv4(v)),
+                24 => format!("set_field:{}->arp_sha", mac(v)),
+                25 => format!("set_field:{}->arp_tha", mac(v)),
+                26 => format!("set_field:{}->ipv6_src", ipv6(v)),
+                27 => format!("set_field:{}->ipv6_dst", ipv6(v)),
+                28 => format!("set_field:{}->ipv6_label", hex(v)),
+                29 => format!("set_field:{}->icmpv6_type", num(v)),
+                30 => format!("set_field:{}->icmpv6_code", num(v)),
+                31 => format!("set_field:{}->nd_target", ipv6(v)),
+                32 => format!("set_field:{}->nd_sll", mac(v)),
+                33 => format!("set_field:{}->nd_tll", mac(v)),
                 _ => return Err(BadFlowMod::BadSetField),
             }
         }
@@ -155,10 +171,21 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
         Action::Meter(m) => format!("meter:{m}"),
         // Accepted: vsw's ports have one queue each.
         Action::SetQueue(q) => format!("set_queue:{q}"),
-        Action::CopyTtlOut | Action::CopyTtlIn | Action::SetNwTtl(_) => {
-            return Err(BadFlowMod::BadActionType)
-        }
+        Action::CopyTtlOut => "copy_ttl_out".into(),
+        Action::CopyTtlIn => "copy_ttl_in".into(),
+        Action::SetNwTtl(t) => format!("mod_nw_ttl:{t}"),
     })
+}
+
+/// A flow-mod that adds or modifies may name a packet the switch buffered, to run
+/// through the new flow; vsw buffers none (a packet-in carries the whole packet),
+/// so such a flow-mod is refused whole, before it changes anything.
+pub fn unbuffered(fm: &FlowMod) -> Result<(), BadFlowMod> {
+    match fm.command {
+        crate::flow_mod::Command::Delete | crate::flow_mod::Command::DeleteStrict => Ok(()),
+        _ if fm.buffer_id == crate::flow_mod::OFP_NO_BUFFER => Ok(()),
+        _ => Err(BadFlowMod::BufferUnknown),
+    }
 }
 
 /// The actions part: apply-actions, then goto-table; `drop` when there are none.
@@ -317,6 +344,7 @@ pub fn packet_out_text(actions: &[Action]) -> Result<String, BadFlowMod> {
 
 /// The flow an add installs, as `vswctl add-flow` takes it.
 pub fn add_text(fm: &FlowMod) -> Result<String, BadFlowMod> {
+    unbuffered(fm)?;
     let mut t = format!("table={},priority={}", fm.table_id, fm.priority);
     if fm.cookie != 0 {
         let _ = write!(t, ",cookie={:#x}", fm.cookie);
@@ -396,6 +424,25 @@ pub fn selection_text(sel: &SelectionParts) -> Result<String, BadFlowMod> {
 mod tests {
     use super::*;
     use crate::test_support::{field, flow_mod as fm};
+
+    #[test]
+    fn a_flow_mod_naming_a_buffer_is_refused_unless_it_deletes() {
+        use crate::flow_mod::Command;
+        let mut m = fm(vec![], vec![]);
+        assert!(add_text(&m).is_ok());
+        m.buffer_id = 7;
+        assert_eq!(add_text(&m), Err(BadFlowMod::BufferUnknown));
+        assert_eq!(BadFlowMod::BufferUnknown.type_code(), (1, 8));
+        for (command, refused) in [
+            (Command::Modify, true),
+            (Command::ModifyStrict, true),
+            (Command::Delete, false),
+            (Command::DeleteStrict, false),
+        ] {
+            m.command = command;
+            assert_eq!(unbuffered(&m).is_err(), refused, "{command:?}");
+        }
+    }
 
     #[test]
     fn a_tcp_flow_reads_as_ovs_ofctl_would_write_it() {

@@ -17,16 +17,19 @@ const OFPTFPT_APPLY_SETFIELD: u16 = 14;
 /// Instructions vsw carries out: goto-table, write-metadata, write-, apply- and
 /// clear-actions, meter.
 const INSTRUCTIONS: &[u16] = &[1, 2, 3, 4, 5, 6];
-/// Actions vsw applies: output, push-vlan, pop-vlan, set-queue, group, dec-nw-ttl,
-/// set-field.
-const APPLY_ACTIONS: &[u16] = &[0, 17, 18, 21, 22, 24, 25];
+/// Actions vsw applies: output, copy-ttl-out, copy-ttl-in, push-vlan, pop-vlan,
+/// set-queue, group, set-nw-ttl, dec-nw-ttl, set-field.
+const APPLY_ACTIONS: &[u16] = &[0, 11, 12, 17, 18, 21, 22, 23, 24, 25];
 /// Fields vsw matches (see `ofctl_text::match_text`).
 const MATCH_FIELDS: &[u8] = &[
     0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
     27, 28, 29, 30, 31, 32, 33, 38,
 ];
 /// Fields vsw's actions set (see `ofctl_text`'s set-field).
-const SET_FIELDS: &[u8] = &[3, 4, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18];
+const SET_FIELDS: &[u8] = &[
+    3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
+    30, 31, 32, 33,
+];
 
 /// An OXM header: class, field, has-mask, length.
 fn oxm_header(field: u8, masked: bool) -> [u8; 4] {

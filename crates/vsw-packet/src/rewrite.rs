@@ -1,5 +1,6 @@
-//! Header rewrites for the `mod_*`, VLAN and `dec_ttl` actions, on a frame held in a
-//! buffer with headroom (so a tag can be pushed without moving the payload).
+//! Header rewrites for the `mod_*`, VLAN and `dec_ttl` actions (and, in
+//! `field_write`, every other field OpenFlow's set-field writes), on a frame held in
+//! a buffer with headroom (so a tag can be pushed without moving the payload).
 //!
 //! Checksums are updated incrementally (RFC 1624), never recomputed over the payload,
 //! except SCTP's CRC32c, which has no incremental form. A frame whose L4 checksum is
@@ -428,6 +429,9 @@ fn update_l4_csum(l4: &mut [u8], proto: u8, old: &[u16], new: &[u16], seed: bool
         _ => {}
     }
 }
+
+mod field_write;
+pub use field_write::{csum_adjust, FieldWrite};
 
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,8 @@ use vsw_openflow::meter_mod::{
     BadMeterMod, MeterCommand, MeterConfigEntry, MeterMod, MeterStatsEntry, OFPM_ALL,
 };
 use vsw_openflow::ofctl_text::{
-    actions_text, add_text, group_text, meter_text, packet_out_text, selection_text, SelectionParts,
+    actions_text, add_text, group_text, meter_text, packet_out_text, selection_text, unbuffered,
+    SelectionParts,
 };
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::table_stats::TableStats;
@@ -98,6 +99,7 @@ impl Bridge for SwitchBridge<'_> {
                 }
             }
             Command::Modify | Command::ModifyStrict => {
+                unbuffered(fm)?;
                 let parts = SelectionParts {
                     out_port: OFPP_ANY,
                     ..SelectionParts::of_flow_mod(fm, strict)

@@ -1,0 +1,171 @@
+//! `set_field:VALUE->FIELD`, as `ovs-ofctl` writes OpenFlow's set-field: every field
+//! an action can write, by its match-field name. The classic fields become their own
+//! `mod_*` actions; the rest are [`FieldWrite`]s, which the datapath writes as they
+//! are.
+
+use std::net::Ipv6Addr;
+
+use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::MacAddr;
+
+use crate::action::{Action, ActionDef};
+use crate::error::{FlowSyntaxError, PortResolver};
+use crate::fields::Needs;
+use crate::values::{bad, parse_ipv4, parse_ipv6, parse_mac, parse_uint};
+
+fn mac(f: &str, v: &str) -> Result<MacAddr, FlowSyntaxError> {
+    let (m, mask) = parse_mac(f, v)?;
+    if mask != MacAddr([0xff; 6]) {
+        return Err(bad(
+            f,
+            v,
+            "a set-field writes a whole value, without a mask",
+        ));
+    }
+    Ok(m)
+}
+
+fn v4(f: &str, v: &str) -> Result<[u8; 4], FlowSyntaxError> {
+    match parse_ipv4(f, v)? {
+        (a, m) if m == u128::from(u32::MAX) => Ok((a as u32).to_be_bytes()),
+        _ => Err(bad(
+            f,
+            v,
+            "a set-field writes a whole address, without a mask",
+        )),
+    }
+}
+
+fn v6(f: &str, v: &str) -> Result<[u8; 16], FlowSyntaxError> {
+    match parse_ipv6(f, v)? {
+        (a, u128::MAX) => Ok(a.to_be_bytes()),
+        _ => Err(bad(
+            f,
+            v,
+            "a set-field writes a whole address, without a mask",
+        )),
+    }
+}
+
+fn uint(f: &str, v: &str, max: u128) -> Result<u128, FlowSyntaxError> {
+    parse_uint(f, v, max)
+}
+
+/// Reads `VALUE->FIELD`.
+pub(crate) fn parse(arg: &str) -> Result<Action, FlowSyntaxError> {
+    let (v, f) = arg
+        .split_once("->")
+        .ok_or_else(|| bad("set_field", arg, "written set_field:VALUE->FIELD"))?;
+    let (v, f) = (v.trim(), f.trim());
+    let w = match f {
+        "eth_src" | "dl_src" => return Ok(Action::SetDlSrc(mac(f, v)?)),
+        "eth_dst" | "dl_dst" => return Ok(Action::SetDlDst(mac(f, v)?)),
+        "vlan_vid" | "dl_vlan" => {
+            // OpenFlow's vlan_vid carries OFPVID_PRESENT (0x1000) with the VID.
+            return Ok(Action::SetVlanVid(uint(f, v, 0x1fff)? as u16 & 0x0fff));
+        }
+        "vlan_pcp" | "dl_vlan_pcp" => return Ok(Action::SetVlanPcp(uint(f, v, 7)? as u8)),
+        "ipv4_src" | "ip_src" | "nw_src" => return Ok(Action::SetNwSrc(v4(f, v)?.into())),
+        "ipv4_dst" | "ip_dst" | "nw_dst" => return Ok(Action::SetNwDst(v4(f, v)?.into())),
+        "ip_dscp" => return Ok(Action::SetNwTos((uint(f, v, 63)? as u8) << 2)),
+        "nw_tos" => {
+            let tos = uint(f, v, 255)? as u8;
+            if tos & 3 != 0 {
+                return Err(bad(f, v, "a TOS value with the 2 ECN bits clear"));
+            }
+            return Ok(Action::SetNwTos(tos));
+        }
+        "tcp_src" | "udp_src" | "sctp_src" | "tp_src" => {
+            return Ok(Action::SetTpSrc(uint(f, v, 0xffff)? as u16))
+        }
+        "tcp_dst" | "udp_dst" | "sctp_dst" | "tp_dst" => {
+            return Ok(Action::SetTpDst(uint(f, v, 0xffff)? as u16))
+        }
+        "ipv6_src" => FieldWrite::Ipv6Src(v6(f, v)?),
+        "ipv6_dst" => FieldWrite::Ipv6Dst(v6(f, v)?),
+        "ipv6_label" => FieldWrite::Ipv6Label(uint(f, v, 0xfffff)? as u32),
+        "nw_ecn" | "ip_ecn" => FieldWrite::IpEcn(uint(f, v, 3)? as u8),
+        "nw_ttl" => FieldWrite::NwTtl(uint(f, v, 255)? as u8),
+        "arp_op" => FieldWrite::ArpOp(uint(f, v, 0xffff)? as u16),
+        "arp_spa" => FieldWrite::ArpSpa(v4(f, v)?),
+        "arp_tpa" => FieldWrite::ArpTpa(v4(f, v)?),
+        "arp_sha" => FieldWrite::ArpSha(mac(f, v)?),
+        "arp_tha" => FieldWrite::ArpTha(mac(f, v)?),
+        "icmp_type" | "icmpv4_type" => FieldWrite::Icmpv4Type(uint(f, v, 255)? as u8),
+        "icmp_code" | "icmpv4_code" => FieldWrite::Icmpv4Code(uint(f, v, 255)? as u8),
+        "icmpv6_type" => FieldWrite::Icmpv6Type(uint(f, v, 255)? as u8),
+        "icmpv6_code" => FieldWrite::Icmpv6Code(uint(f, v, 255)? as u8),
+        "nd_target" | "ipv6_nd_target" => FieldWrite::NdTarget(v6(f, v)?),
+        "nd_sll" | "ipv6_nd_sll" => FieldWrite::NdSll(mac(f, v)?),
+        "nd_tll" | "ipv6_nd_tll" => FieldWrite::NdTll(mac(f, v)?),
+        _ => {
+            return Err(bad(
+                "set_field",
+                f,
+                "not a field vsw can write (a match field of Ethernet, VLAN, IP, \
+                 IPv6, ARP, ICMP, neighbour discovery or ports)",
+            ))
+        }
+    };
+    Ok(Action::SetField(w))
+}
+
+/// The field a write is written under, and what a rule's match must promise for it.
+pub(crate) fn field_of(w: &FieldWrite) -> (&'static str, Needs) {
+    match w {
+        FieldWrite::Ipv6Src(_) => ("ipv6_src", Needs::Ipv6),
+        FieldWrite::Ipv6Dst(_) => ("ipv6_dst", Needs::Ipv6),
+        FieldWrite::Ipv6Label(_) => ("ipv6_label", Needs::Ipv6),
+        FieldWrite::IpEcn(_) => ("nw_ecn", Needs::Ip),
+        FieldWrite::NwTtl(_) => ("nw_ttl", Needs::Ip),
+        FieldWrite::ArpOp(_) => ("arp_op", Needs::Arp),
+        FieldWrite::ArpSpa(_) => ("arp_spa", Needs::Arp),
+        FieldWrite::ArpTpa(_) => ("arp_tpa", Needs::Arp),
+        FieldWrite::ArpSha(_) => ("arp_sha", Needs::Arp),
+        FieldWrite::ArpTha(_) => ("arp_tha", Needs::Arp),
+        FieldWrite::Icmpv4Type(_) => ("icmp_type", Needs::Icmpv4),
+        FieldWrite::Icmpv4Code(_) => ("icmp_code", Needs::Icmpv4),
+        FieldWrite::Icmpv6Type(_) => ("icmpv6_type", Needs::Icmpv6),
+        FieldWrite::Icmpv6Code(_) => ("icmpv6_code", Needs::Icmpv6),
+        FieldWrite::NdTarget(_) => ("nd_target", Needs::Nd),
+        FieldWrite::NdSll(_) => ("nd_sll", Needs::Nd),
+        FieldWrite::NdTll(_) => ("nd_tll", Needs::Nd),
+        FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => ("", Needs::Nothing),
+    }
+}
+
+/// `VALUE->FIELD`, as [`parse`] reads it.
+pub(crate) fn argument(w: &FieldWrite) -> String {
+    let value = match w {
+        FieldWrite::Ipv6Src(a) | FieldWrite::Ipv6Dst(a) | FieldWrite::NdTarget(a) => {
+            Ipv6Addr::from(*a).to_string()
+        }
+        FieldWrite::Ipv6Label(l) => format!("{l:#x}"),
+        FieldWrite::IpEcn(n)
+        | FieldWrite::NwTtl(n)
+        | FieldWrite::Icmpv4Type(n)
+        | FieldWrite::Icmpv4Code(n)
+        | FieldWrite::Icmpv6Type(n)
+        | FieldWrite::Icmpv6Code(n) => n.to_string(),
+        FieldWrite::ArpOp(o) => o.to_string(),
+        FieldWrite::ArpSpa(a) | FieldWrite::ArpTpa(a) => std::net::Ipv4Addr::from(*a).to_string(),
+        FieldWrite::ArpSha(m)
+        | FieldWrite::ArpTha(m)
+        | FieldWrite::NdSll(m)
+        | FieldWrite::NdTll(m) => m.to_string(),
+        FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => String::new(),
+    };
+    format!("{value}->{}", field_of(w).0)
+}
+
+pub(crate) static SET_FIELD: ActionDef = ActionDef {
+    name: "set_field",
+    aliases: &[],
+    // What each field needs: `Action::needs`.
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _: &dyn PortResolver| {
+        let a = a.ok_or_else(|| bad(n, "", "written set_field:VALUE->FIELD"))?;
+        parse(a)
+    },
+};
