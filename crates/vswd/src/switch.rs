@@ -22,6 +22,7 @@ use vsw_netdev::class::{
 use vsw_netdev::{interface, NetdevError};
 use vsw_ofproto::Ofproto;
 
+use crate::journal::{Journal, JournalEntry};
 use crate::offload::{OffloadPort, Offloads};
 use crate::options::{
     self, FailMode, OptionError, Options, PortOptions, SwitchOptions, DEFAULT_INACTIVITY_PROBE_MS,
@@ -31,8 +32,7 @@ use crate::protocol::{
     DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, MeterInfo, PortInfo, Request, ShowInfo,
 };
 use crate::state::{
-    Journal, JournalEntry, PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW,
-    STATE_VERSION,
+    PendingState, SavedPort, SavedState, StateError, LEARNING_SWITCH_FLOW, STATE_VERSION,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -690,6 +690,9 @@ impl Switch {
     }
 
     pub fn shutdown(&mut self) {
+        // The process exits without dropping the switch: the last rule changes are
+        // made durable here, not by the journal's thread.
+        self.journal.sync();
         self.offloads.clear();
         let nos: Vec<u32> = self.ports.keys().copied().collect();
         for no in nos {
