@@ -825,6 +825,10 @@ fn set_fields_from_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
             "table=5,ip,actions=mod_nw_ttl:9,dec_ttl,output:2",
             "mod_nw_ttl:9,dec_ttl,output:2",
         ),
+        (
+            "table=5,actions=set_field:0x64->tun_id,goto_table:6",
+            "set_field:0x64->tun_id,goto_table:6",
+        ),
     ] {
         of(&["add-flow", flow]);
         let dump = of(&["dump-flows", "table=5"]);

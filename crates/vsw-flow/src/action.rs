@@ -49,6 +49,10 @@ pub enum Action {
         value: u64,
         mask: u64,
     },
+    /// Set the tunnel key the packet leaves a tunnel port with (`set_tunnel:V`,
+    /// OpenFlow's set-field of tunnel_id); later tables match it as `tun_id`. No
+    /// port is a tunnel yet, so it changes nothing else.
+    SetTunnel(u64),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -254,6 +258,17 @@ static WRITE_METADATA: ActionDef = ActionDef {
         })
     },
 };
+static SET_TUNNEL: ActionDef = ActionDef {
+    name: "set_tunnel",
+    aliases: &["set_tunnel64"],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| {
+        Ok(Action::SetTunnel(
+            parse_uint(n, arg(n, a)?, u128::from(u64::MAX))? as u64,
+        ))
+    },
+};
 static DROP: ActionDef = ActionDef {
     name: "drop",
     aliases: &[],
@@ -449,6 +464,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &WRITE_ACTIONS,
     &CLEAR_ACTIONS,
     &WRITE_METADATA,
+    &SET_TUNNEL,
     &CONTROLLER,
     &MOD_DL_SRC,
     &MOD_DL_DST,
@@ -494,6 +510,7 @@ impl Action {
             Action::WriteActions(_) => &WRITE_ACTIONS,
             Action::ClearActions => &CLEAR_ACTIONS,
             Action::WriteMetadata { .. } => &WRITE_METADATA,
+            Action::SetTunnel(_) => &SET_TUNNEL,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -527,6 +544,7 @@ impl Action {
                 Some(format!("{value:#x}"))
             }
             Action::WriteMetadata { value, mask } => Some(format!("{value:#x}/{mask:#x}")),
+            Action::SetTunnel(id) => Some(format!("{id:#x}")),
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }
@@ -630,6 +648,7 @@ mod tests {
                 value: 7,
                 mask: u64::MAX,
             },
+            Action::SetTunnel(0x1234),
             Action::SetDlSrc(MacAddr([2, 0, 0, 0, 0, 1])),
             Action::SetDlDst(MacAddr([2, 0, 0, 0, 0, 2])),
             Action::PushVlan(EtherType::VLAN),

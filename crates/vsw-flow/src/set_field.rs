@@ -81,6 +81,9 @@ pub(crate) fn parse(arg: &str) -> Result<Action, FlowSyntaxError> {
         "tcp_dst" | "udp_dst" | "sctp_dst" | "tp_dst" => {
             return Ok(Action::SetTpDst(uint(f, v, 0xffff)? as u16))
         }
+        "tun_id" | "tunnel_id" => {
+            return Ok(Action::SetTunnel(uint(f, v, u128::from(u64::MAX))? as u64))
+        }
         "ipv6_src" => FieldWrite::Ipv6Src(v6(f, v)?),
         "ipv6_dst" => FieldWrite::Ipv6Dst(v6(f, v)?),
         "ipv6_label" => FieldWrite::Ipv6Label(uint(f, v, 0xfffff)? as u32),

@@ -721,8 +721,8 @@ mod tests {
             ),
             // The classic fields become their own actions.
             (
-                "tcp,actions=set_field:02:00:00:00:00:09->eth_src,set_field:198.18.0.7->ipv4_dst,set_field:80->tcp_dst,set_field:10->ip_dscp,copy_ttl_in",
-                "tcp,actions=mod_dl_src:02:00:00:00:00:09,mod_nw_dst:198.18.0.7,mod_tp_dst:80,mod_nw_tos:40,copy_ttl_in",
+                "tcp,actions=set_field:02:00:00:00:00:09->eth_src,set_field:198.18.0.7->ipv4_dst,set_field:80->tcp_dst,set_field:10->ip_dscp,copy_ttl_in,set_field:100->tun_id",
+                "tcp,actions=mod_dl_src:02:00:00:00:00:09,mod_nw_dst:198.18.0.7,mod_tp_dst:80,mod_nw_tos:40,copy_ttl_in,set_tunnel:0x64",
             ),
         ] {
             let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -500,7 +500,13 @@ mod tests {
             "in_port=3,ip,actions=copy_ttl_out,goto_table:3",
             "table=3,priority=20,ip,nw_ttl=64,actions=output:2",
             "table=3,priority=10,actions=output:4",
+            "in_port=4,actions=set_tunnel:0x64,goto_table:4",
+            "table=4,tun_id=0x64,actions=output:1",
         ]);
+        // A tunnel key set is what later tables match (the packet carries none).
+        let x = o.translate_key(&udp(4, 1, 2, 53), 1);
+        assert_eq!(x.actions, vec![Output(1)]);
+        assert_eq!(x.final_key.tun_id, 0x64);
         let x = o.translate_key(&udp(1, 1, 2, 53), 1);
         assert_eq!(
             x.actions,

@@ -198,6 +198,7 @@ impl ActionSet {
             Action::SetNwTos(_) => 16,
             Action::SetTpSrc(_) => 17,
             Action::SetTpDst(_) => 18,
+            Action::SetTunnel(_) => 19,
             Action::SetField(w) => 20 + field_write_kind(w),
             Action::SetQueue(_) => Self::QUEUE,
             Action::Group(_) => Self::GROUP,
@@ -390,6 +391,9 @@ impl Ctx<'_, '_> {
             Action::WriteMetadata { value, mask } => {
                 self.key.metadata = (self.key.metadata & !mask) | (value & mask);
             }
+            // For the tables that follow; no port sends it yet (tunnel ports will
+            // put it in the header they push).
+            Action::SetTunnel(id) => self.key.tun_id = id,
             Action::Controller { max_len } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -519,6 +523,7 @@ impl Ctx<'_, '_> {
             | Action::WriteActions(_)
             | Action::ClearActions
             | Action::WriteMetadata { .. }
+            | Action::SetTunnel(_)
             | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,
@@ -583,7 +588,7 @@ impl Ctx<'_, '_> {
         for a in &b.actions {
             // A bucket has no match of its own: a rewrite of a header this packet
             // lacks is skipped, and that depended on its protocol.
-            let needs = a.def().needs;
+            let needs = a.needs();
             if !needs.met(&self.key, &FlowKey::exact()) {
                 self.out.mask.dl_type = u16::MAX;
                 self.out.mask.nw_proto = u8::MAX;

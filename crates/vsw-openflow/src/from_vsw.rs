@@ -339,6 +339,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::SetTpDst(p) => apply.push(set(14, p.to_be_bytes().to_vec())),
             VswAction::DecTtl => apply.push(Action::DecNwTtl),
             VswAction::SetField(w) => apply.push(field_write(w)),
+            VswAction::SetTunnel(id) => apply.push(set(38, id.to_be_bytes().to_vec())),
             VswAction::GotoTable(t) => goto = Some(*t),
             VswAction::Resubmit { .. } => {}
         }
@@ -398,6 +399,7 @@ mod tests {
                     set(28, vec![0, 1, 0x23, 0x45]),
                     set(9, vec![2]),
                     Action::SetNwTtl(9),
+                    set(38, vec![0, 0, 0, 0, 0, 0, 0x12, 0x34]),
                     Action::CopyTtlOut,
                     Action::CopyTtlIn,
                 ],

@@ -5,7 +5,7 @@
 //! What vsw cannot do yet is refused with the error OpenFlow names for it, never
 //! half-installed: matches on MPLS and other fields vsw does not keep (BAD_FIELD),
 //! output to TABLE outside a packet-out (BAD_OUT_PORT), set-fields of fields vsw
-//! does not keep (MPLS, PBB, tunnel_id until tunnel ports exist: BAD_SET_TYPE).
+//! does not keep (MPLS, PBB: BAD_SET_TYPE).
 
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -164,6 +164,7 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
                 31 => format!("set_field:{}->nd_target", ipv6(v)),
                 32 => format!("set_field:{}->nd_sll", mac(v)),
                 33 => format!("set_field:{}->nd_tll", mac(v)),
+                38 => format!("set_tunnel:{}", hex(v)),
                 _ => return Err(BadFlowMod::BadSetField),
             }
         }

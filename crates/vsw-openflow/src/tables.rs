@@ -28,7 +28,7 @@ const MATCH_FIELDS: &[u8] = &[
 /// Fields vsw's actions set (see `ofctl_text`'s set-field).
 const SET_FIELDS: &[u8] = &[
     3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
-    30, 31, 32, 33,
+    30, 31, 32, 33, 38,
 ];
 
 /// An OXM header: class, field, has-mask, length.
