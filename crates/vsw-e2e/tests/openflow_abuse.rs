@@ -147,6 +147,34 @@ fn malformed_openflow_is_refused_and_changes_nothing() {
     let (m, _) = read_until(&mut c, 1, 9);
     assert!(matches!(m, Message::Error(_)), "{m:?}");
 
+    // A flow-mod naming a buffered packet (vsw keeps none), and a set-field of an
+    // IPv6 address in a flow that matches IPv4: each refused with its own error,
+    // nothing installed.
+    let mut buffered = add(3);
+    buffered.buffer_id = 42;
+    c.write_all(&Message::FlowMod(buffered).encode(4, 11))
+        .unwrap();
+    let (m, _) = read_until(&mut c, 1, 11);
+    assert!(
+        matches!(m, Message::Error(ref e) if (e.kind, e.code) == (1, 8)),
+        "{m:?}"
+    );
+    let mut inconsistent = add(4);
+    inconsistent.instructions = vec![Instruction::ApplyActions(vec![Action::SetField(
+        OxmField {
+            field: 26,
+            value: vec![0xfe; 16],
+            mask: None,
+        },
+    )])];
+    c.write_all(&Message::FlowMod(inconsistent).encode(4, 12))
+        .unwrap();
+    let (m, _) = read_until(&mut c, 1, 12);
+    assert!(
+        matches!(m, Message::Error(ref e) if (e.kind, e.code) == (2, 14)),
+        "{m:?}"
+    );
+
     // A length shorter than a header: the connection is closed.
     let mut c = connect(&d);
     c.write_all(&[4, 14, 0, 4, 0, 0, 0, 1]).unwrap();

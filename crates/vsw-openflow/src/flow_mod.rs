@@ -136,6 +136,8 @@ pub enum BadFlowMod {
     UnknownMeter,
     #[error("a flow-mod naming a buffered packet; vsw keeps none (BAD_REQUEST/BUFFER_UNKNOWN)")]
     BufferUnknown,
+    #[error("an action on a header the match does not promise (BAD_ACTION/MATCH_INCONSISTENT)")]
+    MatchInconsistent,
 }
 
 impl BadFlowMod {
@@ -158,6 +160,7 @@ impl BadFlowMod {
             BadFlowMod::BadOutGroup => (2, 9),
             BadFlowMod::UnknownMeter => (12, 3),
             BadFlowMod::BufferUnknown => (1, 8),
+            BadFlowMod::MatchInconsistent => (2, 14),
         }
     }
 }

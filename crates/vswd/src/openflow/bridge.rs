@@ -31,6 +31,7 @@ use super::peers::{Peer, Peers};
 use super::BRIDGE_NAME;
 use crate::protocol::Request;
 use crate::switch::{Switch, SwitchError};
+use vsw_flow::FlowSyntaxError;
 
 /// The OpenFlow error for a flow change the switch refused.
 fn flow_mod_error(e: SwitchError) -> BadFlowMod {
@@ -38,6 +39,9 @@ fn flow_mod_error(e: SwitchError) -> BadFlowMod {
     match e {
         SwitchError::NoSuchGroup(_) => BadFlowMod::BadOutGroup,
         SwitchError::NoSuchMeter(_) => BadFlowMod::UnknownMeter,
+        SwitchError::Flow(FlowSyntaxError::ActionPrerequisite { .. }) => {
+            BadFlowMod::MatchInconsistent
+        }
         _ => BadFlowMod::Refused,
     }
 }
