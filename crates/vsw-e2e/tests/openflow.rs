@@ -35,6 +35,13 @@ fn ofctl(d: &Vswd, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `ovs-ofctl -O OpenFlow13 ARGS…` against `d`.
+fn of13(d: &Vswd, args: &[&str]) -> String {
+    let mut a = vec!["-O", "OpenFlow13"];
+    a.extend_from_slice(args);
+    ofctl(d, &a)
+}
+
 fn dpid(show: &str) -> String {
     show.split("dpid:")
         .nth(1)
@@ -397,11 +404,7 @@ fn packets_of(dump: &str, needle: &str) -> u64 {
 fn modify_cookies_and_selections_act_as_ovs_ofctl_expects() {
     let _g = serial();
     let d = Vswd::start();
-    let of = |args: &[&str]| {
-        let mut a = vec!["-O", "OpenFlow13"];
-        a.extend_from_slice(args);
-        ofctl(&d, &a)
-    };
+    let of = |args: &[&str]| of13(&d, args);
     of(&["del-flows"]);
     d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=4"]);
     d.ctl_ok(&["add-port", "sink", "type=ring"]);
@@ -496,11 +499,6 @@ fn count_of(text: &str, needle: &str, name: &str) -> u64 {
 fn groups_from_ovs_ofctl_share_copy_and_fail_over_traffic() {
     let _g = serial();
     let mut d = Vswd::start();
-    let of13 = |d: &Vswd, args: &[&str]| {
-        let mut a = vec!["-O", "OpenFlow13"];
-        a.extend_from_slice(args);
-        ofctl(d, &a)
-    };
     let of = |args: &[&str]| of13(&d, args);
     of(&["del-flows"]);
     d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=64"]);
@@ -781,11 +779,7 @@ fn write_actions_run_when_the_pipeline_ends() {
 fn set_fields_from_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
     let _g = serial();
     let d = Vswd::start();
-    let of = |args: &[&str]| {
-        let mut a = vec!["-O", "OpenFlow13"];
-        a.extend_from_slice(args);
-        ofctl(&d, &a)
-    };
+    let of = |args: &[&str]| of13(&d, args);
     of(&["del-flows"]);
     let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
     d.ctl_ok(&["add-port", &h1.port]);
