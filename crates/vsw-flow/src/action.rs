@@ -109,7 +109,7 @@ pub struct ActionDef {
     pub needs: Needs,
     /// Whether it changes the packet (rather than send it somewhere).
     pub rewrites: bool,
-    pub(crate) build: Build,
+    build: Build,
 }
 
 impl ActionDef {
@@ -412,6 +412,54 @@ static COPY_TTL_IN: ActionDef = ActionDef {
     build: |n, a, _| bare(n, a, Action::SetField(FieldWrite::CopyTtlIn)),
 };
 
+/// `set_field:VALUE->FIELD`: a classic field becomes its own action (as it prints);
+/// the rest are `FieldWrite`s (set_field.rs).
+fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
+    use crate::set_field::{mac, parse_write, uint, v4};
+    let (v, f) = arg
+        .split_once("->")
+        .ok_or_else(|| bad("set_field", arg, "written set_field:VALUE->FIELD"))?;
+    let (v, f) = (v.trim(), f.trim());
+    Ok(match f {
+        "eth_src" | "dl_src" => Action::SetDlSrc(mac(f, v)?),
+        "eth_dst" | "dl_dst" => Action::SetDlDst(mac(f, v)?),
+        // OpenFlow's vlan_vid carries OFPVID_PRESENT (0x1000) with the VID.
+        "vlan_vid" | "dl_vlan" => Action::SetVlanVid(uint(f, v, 0x1fff)? as u16 & 0x0fff),
+        "vlan_pcp" | "dl_vlan_pcp" => Action::SetVlanPcp(uint(f, v, 7)? as u8),
+        "ipv4_src" | "ip_src" | "nw_src" => Action::SetNwSrc(v4(f, v)?.into()),
+        "ipv4_dst" | "ip_dst" | "nw_dst" => Action::SetNwDst(v4(f, v)?.into()),
+        "ip_dscp" => Action::SetNwTos((uint(f, v, 63)? as u8) << 2),
+        "nw_tos" => MOD_NW_TOS.build(f, Some(v), &|_: &str| None)?,
+        "tcp_src" | "udp_src" | "sctp_src" | "tp_src" => {
+            Action::SetTpSrc(uint(f, v, 0xffff)? as u16)
+        }
+        "tcp_dst" | "udp_dst" | "sctp_dst" | "tp_dst" => {
+            Action::SetTpDst(uint(f, v, 0xffff)? as u16)
+        }
+        "tun_id" | "tunnel_id" => Action::SetTunnel(uint(f, v, u128::from(u64::MAX))? as u64),
+        _ => match parse_write(f, v) {
+            Some(w) => Action::SetField(w?),
+            None => {
+                return Err(bad(
+                    "set_field",
+                    f,
+                    "not a field vsw can write (a match field of Ethernet, VLAN, IP, \
+                     IPv6, ARP, ICMP, neighbour discovery or ports, or tun_id)",
+                ))
+            }
+        },
+    })
+}
+
+static SET_FIELD: ActionDef = ActionDef {
+    name: "set_field",
+    aliases: &[],
+    // What each field needs: `Action::needs`.
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| set_field(a.ok_or_else(|| bad(n, "", "written set_field:VALUE->FIELD"))?),
+};
+
 fn table_no(name: &str, a: &str) -> Result<u8, FlowSyntaxError> {
     Ok(parse_uint(name, a, u128::from(MAX_TABLE))? as u8)
 }
@@ -482,7 +530,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &MOD_NW_TTL,
     &COPY_TTL_OUT,
     &COPY_TTL_IN,
-    &crate::set_field::SET_FIELD,
+    &SET_FIELD,
     &GOTO_TABLE,
     &RESUBMIT,
 ];
@@ -527,7 +575,7 @@ impl Action {
             Action::SetField(FieldWrite::NwTtl(_)) => &MOD_NW_TTL,
             Action::SetField(FieldWrite::CopyTtlOut) => &COPY_TTL_OUT,
             Action::SetField(FieldWrite::CopyTtlIn) => &COPY_TTL_IN,
-            Action::SetField(_) => &crate::set_field::SET_FIELD,
+            Action::SetField(_) => &SET_FIELD,
             Action::GotoTable(_) => &GOTO_TABLE,
             Action::Resubmit { .. } => &RESUBMIT,
         }
@@ -578,7 +626,7 @@ impl Action {
     /// its field).
     pub fn needs(&self) -> Needs {
         match self {
-            Action::SetField(w) if std::ptr::eq(self.def(), &crate::set_field::SET_FIELD) => {
+            Action::SetField(w) if std::ptr::eq(self.def(), &SET_FIELD) => {
                 crate::set_field::field_of(w).1
             }
             _ => self.def().needs,

@@ -1,19 +1,18 @@
-//! `set_field:VALUE->FIELD`, as `ovs-ofctl` writes OpenFlow's set-field: every field
-//! an action can write, by its match-field name. The classic fields become their own
-//! `mod_*` actions; the rest are [`FieldWrite`]s, which the datapath writes as they
-//! are.
+//! The fields of `set_field:VALUE->FIELD` (as `ovs-ofctl` writes OpenFlow's
+//! set-field) beyond the classic ones, which are actions of their own (action.rs):
+//! how each is read and printed, and what a rule's match must promise for it. Each
+//! is a [`FieldWrite`], which the datapath writes as it is.
 
 use std::net::Ipv6Addr;
 
 use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::MacAddr;
 
-use crate::action::{Action, ActionDef};
-use crate::error::{FlowSyntaxError, PortResolver};
+use crate::error::FlowSyntaxError;
 use crate::fields::Needs;
 use crate::values::{bad, parse_ipv4, parse_ipv6, parse_mac, parse_uint};
 
-fn mac(f: &str, v: &str) -> Result<MacAddr, FlowSyntaxError> {
+pub(crate) fn mac(f: &str, v: &str) -> Result<MacAddr, FlowSyntaxError> {
     let (m, mask) = parse_mac(f, v)?;
     if mask != MacAddr([0xff; 6]) {
         return Err(bad(
@@ -25,7 +24,7 @@ fn mac(f: &str, v: &str) -> Result<MacAddr, FlowSyntaxError> {
     Ok(m)
 }
 
-fn v4(f: &str, v: &str) -> Result<[u8; 4], FlowSyntaxError> {
+pub(crate) fn v4(f: &str, v: &str) -> Result<[u8; 4], FlowSyntaxError> {
     match parse_ipv4(f, v)? {
         (a, m) if m == u128::from(u32::MAX) => Ok((a as u32).to_be_bytes()),
         _ => Err(bad(
@@ -47,70 +46,36 @@ fn v6(f: &str, v: &str) -> Result<[u8; 16], FlowSyntaxError> {
     }
 }
 
-fn uint(f: &str, v: &str, max: u128) -> Result<u128, FlowSyntaxError> {
+pub(crate) fn uint(f: &str, v: &str, max: u128) -> Result<u128, FlowSyntaxError> {
     parse_uint(f, v, max)
 }
 
-/// Reads `VALUE->FIELD`.
-pub(crate) fn parse(arg: &str) -> Result<Action, FlowSyntaxError> {
-    let (v, f) = arg
-        .split_once("->")
-        .ok_or_else(|| bad("set_field", arg, "written set_field:VALUE->FIELD"))?;
-    let (v, f) = (v.trim(), f.trim());
-    let w = match f {
-        "eth_src" | "dl_src" => return Ok(Action::SetDlSrc(mac(f, v)?)),
-        "eth_dst" | "dl_dst" => return Ok(Action::SetDlDst(mac(f, v)?)),
-        "vlan_vid" | "dl_vlan" => {
-            // OpenFlow's vlan_vid carries OFPVID_PRESENT (0x1000) with the VID.
-            return Ok(Action::SetVlanVid(uint(f, v, 0x1fff)? as u16 & 0x0fff));
-        }
-        "vlan_pcp" | "dl_vlan_pcp" => return Ok(Action::SetVlanPcp(uint(f, v, 7)? as u8)),
-        "ipv4_src" | "ip_src" | "nw_src" => return Ok(Action::SetNwSrc(v4(f, v)?.into())),
-        "ipv4_dst" | "ip_dst" | "nw_dst" => return Ok(Action::SetNwDst(v4(f, v)?.into())),
-        "ip_dscp" => return Ok(Action::SetNwTos((uint(f, v, 63)? as u8) << 2)),
-        "nw_tos" => {
-            let tos = uint(f, v, 255)? as u8;
-            if tos & 3 != 0 {
-                return Err(bad(f, v, "a TOS value with the 2 ECN bits clear"));
-            }
-            return Ok(Action::SetNwTos(tos));
-        }
-        "tcp_src" | "udp_src" | "sctp_src" | "tp_src" => {
-            return Ok(Action::SetTpSrc(uint(f, v, 0xffff)? as u16))
-        }
-        "tcp_dst" | "udp_dst" | "sctp_dst" | "tp_dst" => {
-            return Ok(Action::SetTpDst(uint(f, v, 0xffff)? as u16))
-        }
-        "tun_id" | "tunnel_id" => {
-            return Ok(Action::SetTunnel(uint(f, v, u128::from(u64::MAX))? as u64))
-        }
-        "ipv6_src" => FieldWrite::Ipv6Src(v6(f, v)?),
-        "ipv6_dst" => FieldWrite::Ipv6Dst(v6(f, v)?),
-        "ipv6_label" => FieldWrite::Ipv6Label(uint(f, v, 0xfffff)? as u32),
-        "nw_ecn" | "ip_ecn" => FieldWrite::IpEcn(uint(f, v, 3)? as u8),
-        "nw_ttl" => FieldWrite::NwTtl(uint(f, v, 255)? as u8),
-        "arp_op" => FieldWrite::ArpOp(uint(f, v, 0xffff)? as u16),
-        "arp_spa" => FieldWrite::ArpSpa(v4(f, v)?),
-        "arp_tpa" => FieldWrite::ArpTpa(v4(f, v)?),
-        "arp_sha" => FieldWrite::ArpSha(mac(f, v)?),
-        "arp_tha" => FieldWrite::ArpTha(mac(f, v)?),
-        "icmp_type" | "icmpv4_type" => FieldWrite::Icmpv4Type(uint(f, v, 255)? as u8),
-        "icmp_code" | "icmpv4_code" => FieldWrite::Icmpv4Code(uint(f, v, 255)? as u8),
-        "icmpv6_type" => FieldWrite::Icmpv6Type(uint(f, v, 255)? as u8),
-        "icmpv6_code" => FieldWrite::Icmpv6Code(uint(f, v, 255)? as u8),
-        "nd_target" | "ipv6_nd_target" => FieldWrite::NdTarget(v6(f, v)?),
-        "nd_sll" | "ipv6_nd_sll" => FieldWrite::NdSll(mac(f, v)?),
-        "nd_tll" | "ipv6_nd_tll" => FieldWrite::NdTll(mac(f, v)?),
-        _ => {
-            return Err(bad(
-                "set_field",
-                f,
-                "not a field vsw can write (a match field of Ethernet, VLAN, IP, \
-                 IPv6, ARP, ICMP, neighbour discovery or ports)",
-            ))
-        }
+/// The write of `value` to `field`, for the fields [`FieldWrite`] holds; `None` for
+/// any other field name.
+pub(crate) fn parse_write(f: &str, v: &str) -> Option<Result<FieldWrite, FlowSyntaxError>> {
+    let w = || -> Result<Option<FieldWrite>, FlowSyntaxError> {
+        Ok(Some(match f {
+            "ipv6_src" => FieldWrite::Ipv6Src(v6(f, v)?),
+            "ipv6_dst" => FieldWrite::Ipv6Dst(v6(f, v)?),
+            "ipv6_label" => FieldWrite::Ipv6Label(uint(f, v, 0xfffff)? as u32),
+            "nw_ecn" | "ip_ecn" => FieldWrite::IpEcn(uint(f, v, 3)? as u8),
+            "nw_ttl" => FieldWrite::NwTtl(uint(f, v, 255)? as u8),
+            "arp_op" => FieldWrite::ArpOp(uint(f, v, 0xffff)? as u16),
+            "arp_spa" => FieldWrite::ArpSpa(v4(f, v)?),
+            "arp_tpa" => FieldWrite::ArpTpa(v4(f, v)?),
+            "arp_sha" => FieldWrite::ArpSha(mac(f, v)?),
+            "arp_tha" => FieldWrite::ArpTha(mac(f, v)?),
+            "icmp_type" | "icmpv4_type" => FieldWrite::Icmpv4Type(uint(f, v, 255)? as u8),
+            "icmp_code" | "icmpv4_code" => FieldWrite::Icmpv4Code(uint(f, v, 255)? as u8),
+            "icmpv6_type" => FieldWrite::Icmpv6Type(uint(f, v, 255)? as u8),
+            "icmpv6_code" => FieldWrite::Icmpv6Code(uint(f, v, 255)? as u8),
+            "nd_target" | "ipv6_nd_target" => FieldWrite::NdTarget(v6(f, v)?),
+            "nd_sll" | "ipv6_nd_sll" => FieldWrite::NdSll(mac(f, v)?),
+            "nd_tll" | "ipv6_nd_tll" => FieldWrite::NdTll(mac(f, v)?),
+            _ => return Ok(None),
+        }))
     };
-    Ok(Action::SetField(w))
+    w().transpose()
 }
 
 /// The field a write is written under, and what a rule's match must promise for it.
@@ -160,15 +125,3 @@ pub(crate) fn argument(w: &FieldWrite) -> String {
     };
     format!("{value}->{}", field_of(w).0)
 }
-
-pub(crate) static SET_FIELD: ActionDef = ActionDef {
-    name: "set_field",
-    aliases: &[],
-    // What each field needs: `Action::needs`.
-    needs: Needs::Nothing,
-    rewrites: true,
-    build: |n, a, _: &dyn PortResolver| {
-        let a = a.ok_or_else(|| bad(n, "", "written set_field:VALUE->FIELD"))?;
-        parse(a)
-    },
-};
