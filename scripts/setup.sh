@@ -2,14 +2,15 @@
 # Installs what vsw needs to build, run its demo and pass its tests on Debian 12 (as root)
 # (dpdk-dev provides dpdk-testpmd, the poll-mode guest of the vhost-user tests;
 # qemu-system-x86, linux-image-amd64 and busybox-static the interrupt-driven guest;
-# openvswitch-common ovs-ofctl, and a venv with os-ken the OpenFlow tests' peers).
+# openvswitch-common ovs-ofctl and ovsdb-server, openvswitch-switch ovs-vsctl, and a
+# venv with os-ken: the OpenFlow and OVSDB tests' peers, each started privately).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 
 need_apt=()
 for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:python3 cc:gcc \
             trafgen:netsniff-ng tcpdump:tcpdump dpdk-testpmd:dpdk-dev ovs-ofctl:openvswitch-common \
-            qemu-system-x86_64:qemu-system-x86; do
+            ovs-vsctl:openvswitch-switch qemu-system-x86_64:qemu-system-x86; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
@@ -26,7 +27,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # Packages with daemons (openvswitch-switch) must not start them: the tests start
+  # their own, privately. policy-rc.d says no to every service start meanwhile.
+  made_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
 
 # os-ken (an OpenFlow controller framework, pinned), for the controller test.
