@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use vsw_protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
+pub mod ovsdb;
 pub mod qemu;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -350,11 +351,21 @@ pub struct Vswd {
     child: Option<Child>,
     /// A command vswd is started through (`prlimit …`, `sh -c 'umask …'`), if any.
     wrapper: Vec<String>,
+    /// Arguments vswd is started with besides its socket and state file.
+    extra: Vec<String>,
 }
 
 impl Vswd {
     pub fn start() -> Vswd {
         Vswd::start_through(&[])
+    }
+
+    /// Starts vswd with these arguments too (`--ovsdb unix:…`, say).
+    pub fn start_with_args(args: &[&str]) -> Vswd {
+        let mut d = Vswd::prepared();
+        d.extra = args.iter().map(|s| s.to_string()).collect();
+        d.restart();
+        d
     }
 
     /// Starts vswd as the last argument of `wrapper` (a command that runs the rest of
@@ -377,6 +388,7 @@ impl Vswd {
             dir,
             child: None,
             wrapper: Vec::new(),
+            extra: Vec::new(),
         }
     }
 
@@ -393,7 +405,8 @@ impl Vswd {
         cmd.arg("--socket")
             .arg(&self.socket)
             .arg("--state-file")
-            .arg(&self.state);
+            .arg(&self.state)
+            .args(&self.extra);
         cmd
     }
 

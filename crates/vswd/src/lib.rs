@@ -7,6 +7,7 @@ pub mod journal;
 pub mod offload;
 pub mod openflow;
 pub mod options;
+pub mod ovsdb;
 pub mod protocol;
 pub mod server;
 pub mod state;

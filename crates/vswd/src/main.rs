@@ -33,6 +33,14 @@ struct Args {
     /// Log filter (tracing env-filter syntax); RUST_LOG overrides it.
     #[arg(long, default_value = "info")]
     log: String,
+    /// The bridge this vswd is (its management socket `<run dir>/NAME.mgmt`, its
+    /// internal port NAME); with --ovsdb, the database's bridge of that name.
+    #[arg(long, default_value = vswd::switch::BRIDGE_NAME)]
+    bridge: String,
+    /// Be configured by the Open_vSwitch database of this ovsdb-server
+    /// (`unix:PATH` or `tcp:IP:PORT`), as ovs-vswitchd is; no state file is kept.
+    #[arg(long, value_name = "TARGET")]
+    ovsdb: Option<vsw_ovsdb::Target>,
 }
 
 /// The daemon's own threads (this one and those it starts later) stay off the PMD's
@@ -112,7 +120,10 @@ fn main() -> anyhow::Result<()> {
     // One daemon per state file and per control socket: a second one must not touch
     // the ports, guests' sockets or offloads of the first. The locks come before
     // anything else and are held until the process ends.
-    let _state_lock = lock_beside(&args.state_file, "state file")?;
+    let _state_lock = match args.ovsdb {
+        Some(_) => None,
+        None => Some(lock_beside(&args.state_file, "state file")?),
+    };
     let _socket_lock = lock_beside(&args.socket, "control socket")?;
     match vsw_netdev::raise_open_file_limit() {
         Ok(n) => tracing::debug!(open_files = n, "open file limit"),
@@ -122,19 +133,26 @@ fn main() -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.socket.display()))?;
     // Read before the daemon's threads are confined (see keep_off_pmd_cores).
     vswd::options::allowed_cpus();
-    let switch = match Switch::start(&args.state_file, &args.socket.display().to_string()) {
+    let socket = args.socket.display().to_string();
+    let started = match &args.ovsdb {
+        // The database holds the configuration: a new switch, nothing saved.
+        Some(_) => Switch::start_unsaved(&socket, vsw_netdev::class::PortClasses::standard()),
+        None => Switch::start(&args.state_file, &socket),
+    };
+    let mut switch = match started {
         Ok(s) => s,
         Err(e) => {
             socket_file.remove(&args.socket);
             return Err(e.into());
         }
     };
+    switch.set_bridge_name(&args.bridge);
     keep_off_pmd_cores(&switch.pmd_cores());
     let switch = Arc::new(Mutex::new(switch));
     // The OpenFlow management socket beside the control socket, listening before the
     // control socket answers (a client that saw vswd answer finds it). Without it
     // vswd still runs (another daemon's, say, in the same directory): said, not fatal.
-    let mgmt = vswd::openflow::mgmt_path(&args.socket);
+    let mgmt = vswd::openflow::mgmt_path(&args.socket, &args.bridge);
     let (mgmt_listener, mgmt_file) = match vswd::server::bind(&mgmt) {
         Ok((listener, file)) => (Some(listener), Some(file)),
         Err(e) => {
@@ -152,7 +170,15 @@ fn main() -> anyhow::Result<()> {
             }
         })
         .context("cannot start the control thread")?;
-    tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), openflow = %mgmt.display(), "vswd ready");
+    if let Some(target) = &args.ovsdb {
+        let run_dir = args
+            .socket
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        vswd::ovsdb::start(switch.clone(), target.clone(), args.bridge.clone(), run_dir)
+            .context("cannot start the OVSDB client")?;
+    }
+    tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), openflow = %mgmt.display(), bridge = %args.bridge, ovsdb = ?args.ovsdb.as_ref().map(ToString::to_string), "vswd ready");
 
     let mut failed = None;
     while !stop.load(Ordering::Relaxed) {

@@ -228,8 +228,21 @@ pub struct PendingState {
 }
 
 impl PendingState {
+    /// Nothing to write (a switch whose configuration another keeps).
+    pub fn unsaved() -> PendingState {
+        PendingState {
+            tmp: PathBuf::new(),
+            path: PathBuf::new(),
+            dir: PathBuf::new(),
+            committed: true,
+        }
+    }
+
     /// Puts the new file in place of the old (rename, then the directory synced).
     pub fn commit(mut self) -> Result<(), StateError> {
+        if self.tmp.as_os_str().is_empty() {
+            return Ok(());
+        }
         let err = |source| StateError::Write {
             path: self.path.clone(),
             source,

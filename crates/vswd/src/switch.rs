@@ -135,6 +135,12 @@ pub struct Switch {
     /// The state file is this vswd's, whole (not missing, nor an older schema's
     /// awaiting its first write): only then do rule changes go to the journal.
     file_current: bool,
+    /// Whether the configuration is saved (the state file and its journal): not when
+    /// an OVSDB server holds it.
+    persist: bool,
+    /// The bridge's name: its management socket and its `internal` port (OpenFlow's
+    /// LOCAL) are named after it.
+    bridge: String,
 }
 
 /// A rule change goes to the journal while it holds fewer entries than this and than
@@ -241,8 +247,7 @@ fn restore_groups(
     Ok(())
 }
 
-/// The bridge's name: vsw has one switch, named as Open vSwitch's usual first one
-/// (its management socket and its `internal` port are named after it).
+/// The bridge's name unless told otherwise: named as Open vSwitch's usual first one.
 pub const BRIDGE_NAME: &str = "br0";
 
 /// Removed rules kept for the controllers at most (nobody may be taking them).
@@ -266,8 +271,30 @@ impl Switch {
         socket: &str,
         classes: PortClasses,
     ) -> Result<Switch, SwitchError> {
+        Switch::start_from(Some(state_file), socket, classes)
+    }
+
+    /// A switch whose configuration another keeps (an OVSDB server): it starts as a
+    /// new switch and writes no state file.
+    pub fn start_unsaved(socket: &str, classes: PortClasses) -> Result<Switch, SwitchError> {
+        Switch::start_from(None, socket, classes)
+    }
+
+    fn start_from(
+        saved_in: Option<&Path>,
+        socket: &str,
+        classes: PortClasses,
+    ) -> Result<Switch, SwitchError> {
+        let persist = saved_in.is_some();
+        // Never written when not persisting: a name in the run directory that the
+        // datapath id and messages can show.
+        let unsaved = Path::new(socket).with_file_name("vswd.unsaved");
+        let state_file = saved_in.unwrap_or(&unsaved);
         // A new switch is a learning switch: one rule sends everything to NORMAL.
-        let loaded = SavedState::load(state_file)?;
+        let loaded = match saved_in {
+            Some(f) => SavedState::load(f)?,
+            None => None,
+        };
         let file_current = matches!(loaded, Some((_, None)));
         let (saved, migrated_from) = loaded.unwrap_or((
             SavedState {
@@ -386,6 +413,8 @@ impl Switch {
             removed: VecDeque::new(),
             journal,
             file_current,
+            persist,
+            bridge: BRIDGE_NAME.to_string(),
         };
         // What an earlier run left on the devices (a kernel fast path forwarding with
         // that run's rules, when it was killed) goes before anything is attached.
@@ -542,7 +571,21 @@ impl Switch {
     /// Writes the state a command will leave, before the command changes anything: a
     /// disk that is full or read-only refuses the command, and nothing changes.
     fn prepare(&self, next: &SavedState) -> Result<PendingState, SwitchError> {
+        if !self.persist {
+            return Ok(PendingState::unsaved());
+        }
         Ok(next.prepare(&self.state_file)?)
+    }
+
+    /// The bridge's name.
+    pub fn bridge_name(&self) -> &str {
+        &self.bridge
+    }
+
+    /// Names the bridge (before any port is added: its `internal` port takes the
+    /// name to be LOCAL).
+    pub fn set_bridge_name(&mut self, name: &str) {
+        self.bridge = name.to_string();
     }
 
     fn port_no(&self, name: &str) -> Option<u32> {
@@ -854,7 +897,7 @@ impl Switch {
             }
             // The bridge's own port is OpenFlow's LOCAL.
             None if parsed.class.name() == "internal"
-                && name == BRIDGE_NAME
+                && name == self.bridge
                 && !self.ports.contains_key(&vsw_flow::LOCAL_PORT) =>
             {
                 vsw_flow::LOCAL_PORT
@@ -1509,7 +1552,7 @@ impl Switch {
         added: Vec<String>,
     ) -> Result<(), SwitchError> {
         let limit = JOURNAL_MIN_ENTRIES.max(pipeline.len() as u64);
-        if !self.file_current || self.journal.entries() >= limit {
+        if !self.persist || !self.file_current || self.journal.entries() >= limit {
             return self.replace_rules(pipeline);
         }
         let del = removed.iter().map(|r| format_flow(&r.spec)).collect();
@@ -1698,7 +1741,7 @@ impl Switch {
         }
     }
 
-    fn port_infos(&self) -> Vec<PortInfo> {
+    pub fn port_infos(&self) -> Vec<PortInfo> {
         self.ports
             .iter()
             .map(|(no, p)| {

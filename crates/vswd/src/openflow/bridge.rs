@@ -28,7 +28,6 @@ use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
 use std::sync::Arc;
 
 use super::peers::{Peer, Peers};
-use super::BRIDGE_NAME;
 use crate::protocol::Request;
 use crate::switch::{Switch, SwitchError};
 use vsw_flow::FlowSyntaxError;
@@ -68,7 +67,7 @@ impl Bridge for SwitchBridge<'_> {
             hardware: "vsw userspace datapath".into(),
             software: env!("CARGO_PKG_VERSION").into(),
             serial: "None".into(),
-            datapath: BRIDGE_NAME.into(),
+            datapath: self.switch.bridge_name().into(),
         }
     }
 

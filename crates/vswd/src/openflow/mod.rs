@@ -39,12 +39,13 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// long again after it, it is closed (a peer that went away without closing).
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Where the management socket goes for a control socket at `control`.
-pub fn mgmt_path(control: &Path) -> PathBuf {
+/// Where bridge `bridge`'s management socket goes for a control socket at `control`
+/// (Open vSwitch's `<run dir>/<bridge>.mgmt`).
+pub fn mgmt_path(control: &Path, bridge: &str) -> PathBuf {
     control
         .parent()
         .unwrap_or(Path::new("."))
-        .join(format!("{BRIDGE_NAME}.mgmt"))
+        .join(format!("{bridge}.mgmt"))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

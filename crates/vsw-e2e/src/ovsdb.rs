@@ -1,0 +1,104 @@
+//! A private `ovsdb-server` with the stock Open_vSwitch schema, for the tests that
+//! drive vswd through `ovs-vsctl`: its own directory, socket and log; stopped by its
+//! pid and removed when dropped. Never the system service.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::{must, unique};
+
+pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+pub struct OvsdbServer {
+    pub dir: PathBuf,
+    pid: Option<i32>,
+}
+
+impl OvsdbServer {
+    /// A new database (with its root row, as `ovs-vsctl init` makes it) served on
+    /// `<dir>/db.sock`.
+    pub fn start() -> OvsdbServer {
+        let dir = std::env::temp_dir().join(unique("vsw-ovsdb-"));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let db = dir.join("conf.db");
+        must("ovsdb-tool", &["create", db.to_str().unwrap(), SCHEMA]);
+        let mut s = OvsdbServer { dir, pid: None };
+        s.restart();
+        s.vsctl_no_wait(&["init"]);
+        s
+    }
+
+    /// Starts the server (again) on the same database; `--detach` returns once it
+    /// listens.
+    pub fn restart(&mut self) {
+        self.stop();
+        let d = |f: &str| self.dir.join(f).display().to_string();
+        must(
+            "ovsdb-server",
+            &[
+                &d("conf.db"),
+                &format!("--remote=punix:{}", d("db.sock")),
+                &format!("--unixctl={}", d("ovsdb.ctl")),
+                &format!("--pidfile={}", d("ovsdb.pid")),
+                &format!("--log-file={}", d("ovsdb.log")),
+                "--no-chdir",
+                "--detach",
+                "-vconsole:off",
+            ],
+        );
+        let pid = std::fs::read_to_string(self.dir.join("ovsdb.pid")).expect("pid file");
+        self.pid = Some(pid.trim().parse().expect("a pid"));
+    }
+
+    /// Stops the server (SIGTERM by its pid, then waits for its pid file to go).
+    pub fn stop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+            crate::wait_until(
+                "ovsdb-server to stop",
+                std::time::Duration::from_secs(10),
+                || !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            );
+        }
+    }
+
+    /// `unix:<dir>/db.sock`.
+    pub fn target(&self) -> String {
+        format!("unix:{}", self.dir.join("db.sock").display())
+    }
+
+    /// `ovs-vsctl` waiting, as it does by default, for the daemon to carry the
+    /// change out (`cur_cfg`), at most 10 s; its output, whatever its status.
+    pub fn vsctl_raw(&self, args: &[&str]) -> std::process::Output {
+        Command::new("ovs-vsctl")
+            .arg(format!("--db={}", self.target()))
+            .arg("--timeout=10")
+            .args(args)
+            .output()
+            .expect("ovs-vsctl (openvswitch-switch)")
+    }
+
+    pub fn vsctl(&self, args: &[&str]) -> String {
+        let out = self.vsctl_raw(args);
+        assert!(
+            out.status.success(),
+            "ovs-vsctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// `ovs-vsctl --no-wait`: the database changed, nobody waited for.
+    pub fn vsctl_no_wait(&self, args: &[&str]) -> String {
+        let mut a = vec!["--no-wait"];
+        a.extend_from_slice(args);
+        self.vsctl(&a)
+    }
+}
+
+impl Drop for OvsdbServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

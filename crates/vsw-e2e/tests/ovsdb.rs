@@ -1,0 +1,118 @@
+//! vswd configured as ovs-vswitchd is: through a private `ovsdb-server` and the real
+//! `ovs-vsctl`, which waits for `cur_cfg` as it does with Open vSwitch.
+
+use std::time::Duration;
+
+use vsw_e2e::ovsdb::OvsdbServer;
+use vsw_e2e::{serial, wait_until, Host, Vswd};
+
+fn vswd_on(db: &OvsdbServer) -> Vswd {
+    Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br0"])
+}
+
+fn stat(db: &OvsdbServer, iface: &str, key: &str) -> u64 {
+    db.vsctl(&["get", "Interface", iface, &format!("statistics:{key}")])
+        .trim_matches('"')
+        .parse()
+        .unwrap_or(0)
+}
+
+#[test]
+fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let d = vswd_on(&db);
+    let (h1, h2) = (Host::new(1), Host::new(2));
+    // Each ovs-vsctl below returns only once vswd has carried it out (cur_cfg).
+    db.vsctl(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    db.vsctl(&[
+        "add-port",
+        "br0",
+        &h1.port,
+        "--",
+        "set",
+        "Interface",
+        &h1.port,
+        "ofport_request=5",
+    ]);
+    // libvirt's shape for a VM's interface.
+    db.vsctl(&[
+        "--",
+        "--may-exist",
+        "add-port",
+        "br0",
+        &h2.port,
+        "--",
+        "set",
+        "Interface",
+        &h2.port,
+        "external-ids:attached-mac=02:00:c6:12:00:02",
+        "external-ids:iface-id=0b1c7f0e-2a8f-4d7e-9c39-5c1d2f3a4b5c",
+        "external-ids:vm-id=6a3e1b2c-7d4f-4e8a-9b0c-1d2e3f4a5b6c",
+        "external-ids:iface-status=active",
+    ]);
+    assert_eq!(db.vsctl(&["get", "Interface", &h1.port, "ofport"]), "5");
+    assert_eq!(db.vsctl(&["get", "Interface", "br0", "ofport"]), "65534");
+    let ports: Vec<String> = d.ports().into_iter().map(|p| p.name).collect();
+    assert!(
+        ports.contains(&h1.port) && ports.contains(&h2.port) && ports.contains(&"br0".to_string()),
+        "{ports:?}\n{}",
+        d.log()
+    );
+    assert!(h1.ping(&h2, 3), "ping through the bridge ovs-vsctl built");
+    wait_until("link_state up", Duration::from_secs(10), || {
+        db.vsctl(&["get", "Interface", &h1.port, "link_state"]) == "up"
+    });
+    assert!(!db
+        .vsctl(&["get", "Interface", &h1.port, "mac_in_use"])
+        .is_empty());
+    // Statistics are written every 5 s.
+    wait_until(
+        "statistics to count the pings",
+        Duration::from_secs(12),
+        || stat(&db, &h1.port, "rx_packets") >= 3,
+    );
+    let dpid = db.vsctl(&["get", "Bridge", "br0", "datapath_id"]);
+    assert_eq!(dpid.trim_matches('"').len(), 16, "{dpid}");
+    // An interface that does not exist: the port is there, with the error.
+    db.vsctl(&["add-port", "br0", "vsw-nosuch0"]);
+    let e = db.vsctl(&["get", "Interface", "vsw-nosuch0", "error"]);
+    assert_eq!(
+        e,
+        "\"could not open network device vsw-nosuch0 (No such device)\""
+    );
+    assert_eq!(
+        db.vsctl(&["get", "Interface", "vsw-nosuch0", "ofport"]),
+        "-1"
+    );
+    // An interface type vswd does not carry: refused with the reason, nothing else
+    // disturbed.
+    db.vsctl(&[
+        "add-port",
+        "br0",
+        "p9",
+        "--",
+        "set",
+        "Interface",
+        "p9",
+        "type=patch",
+    ]);
+    assert_eq!(db.vsctl(&["get", "Interface", "p9", "ofport"]), "-1");
+    assert!(db
+        .vsctl(&["get", "Interface", "p9", "error"])
+        .contains("patch"));
+    assert!(h1.ping(&h2, 1));
+    // Ports and the bridge go.
+    db.vsctl(&["del-port", "br0", &h1.port]);
+    assert!(!d.ports().iter().any(|p| p.name == h1.port));
+    db.vsctl(&["del-br", "br0"]);
+    assert!(d.ports().is_empty(), "{:?}", d.ports());
+}

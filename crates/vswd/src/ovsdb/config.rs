@@ -1,0 +1,307 @@
+//! What the Open_vSwitch database asks of vswd, read from a replica of it: the
+//! switch options (`Open_vSwitch:other_config`), the bridge vswd carries and each of
+//! its interfaces as a vsw port (type and options in vsw's words). Pure: the sync
+//! loop (`mod.rs`) carries it out.
+
+use std::collections::BTreeMap;
+
+use vsw_ovsdb::datum::{integer, map, string, uuids};
+use vsw_ovsdb::{Replica, Row};
+
+/// `Open_vSwitch:other_config` keys vsw has, under Open vSwitch's names and meanings
+/// (vsw's switch options are named the same). Others are ignored, as Open vSwitch
+/// ignores keys it does not know.
+pub const SWITCH_KEYS: &[&str] = &[
+    "pmd-cpu-mask",
+    "pmd-rxq-assign",
+    "tx-flush-interval",
+    "pmd-sleep-max",
+    "emc-insert-inv-prob",
+    "hw-offload",
+    "offload-rebalance",
+    "max-idle",
+    "flow-limit",
+];
+
+/// Everything the database asks for now.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Desired {
+    /// The Open_vSwitch row (there is one) and its `next_cfg`.
+    pub root: Option<String>,
+    pub next_cfg: i64,
+    /// Switch options, `key=value`, for the keys of [`SWITCH_KEYS`] that are set.
+    pub switch_options: BTreeMap<String, String>,
+    /// The bridge this vswd carries, if the database has it.
+    pub bridge: Option<DesiredBridge>,
+    /// Interfaces of other bridges (this vswd carries one): each gets an error.
+    pub elsewhere: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DesiredBridge {
+    pub uuid: String,
+    /// `datapath-id`, `fail-mode`, `controller` as vsw's switch options.
+    pub options: BTreeMap<String, String>,
+    pub interfaces: Vec<DesiredInterface>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredInterface {
+    pub uuid: String,
+    pub name: String,
+    /// vsw's port options, or why the interface cannot be a vsw port.
+    pub port: Result<BTreeMap<String, String>, String>,
+    /// The number the interface had (`ofport`), to have again when it is made
+    /// without an `ofport_request`: a restart keeps numbers, as with ovs-vswitchd.
+    pub ofport_hint: Option<u32>,
+}
+
+/// Reads what the database asks for; `bridge` is the bridge this vswd carries and
+/// `run_dir` where Open vSwitch's vhost-user server sockets go.
+pub fn desired(r: &Replica, bridge: &str, run_dir: &str) -> Desired {
+    let mut d = Desired::default();
+    let Some((root, ovs)) = r.rows("Open_vSwitch").next() else {
+        return d;
+    };
+    d.root = Some(root.to_string());
+    d.next_cfg = ovs.get("next_cfg").and_then(integer).unwrap_or(0);
+    if let Some(oc) = ovs.get("other_config") {
+        d.switch_options = map(oc)
+            .into_iter()
+            .filter(|(k, _)| SWITCH_KEYS.contains(&k.as_str()))
+            .collect();
+    }
+    for b in ovs.get("bridges").map(uuids).unwrap_or_default() {
+        let Some(row) = r.row("Bridge", &b) else {
+            continue;
+        };
+        let ifaces = bridge_interfaces(r, row);
+        if row.get("name").and_then(string) == Some(bridge) && d.bridge.is_none() {
+            d.bridge = Some(DesiredBridge {
+                uuid: b.clone(),
+                options: bridge_options(r, row),
+                interfaces: ifaces
+                    .into_iter()
+                    .map(|(u, i)| interface(&u, i, run_dir))
+                    .collect(),
+            });
+        } else {
+            d.elsewhere.extend(ifaces.into_iter().map(|(u, _)| u));
+        }
+    }
+    d
+}
+
+fn bridge_interfaces<'a>(r: &'a Replica, bridge: &Row) -> Vec<(String, &'a Row)> {
+    let mut out = Vec::new();
+    for p in bridge.get("ports").map(uuids).unwrap_or_default() {
+        let Some(port) = r.row("Port", &p) else {
+            continue;
+        };
+        for i in port.get("interfaces").map(uuids).unwrap_or_default() {
+            if let Some(row) = r.row("Interface", &i) {
+                out.push((i, row));
+            }
+        }
+    }
+    out
+}
+
+fn bridge_options(r: &Replica, row: &Row) -> BTreeMap<String, String> {
+    let mut o = BTreeMap::new();
+    let other = row.get("other_config").map(map).unwrap_or_default();
+    if let Some(id) = other.get("datapath-id") {
+        o.insert("datapath-id".into(), id.clone());
+    }
+    if let Some(mode) = row.get("fail_mode").and_then(string) {
+        o.insert("fail-mode".into(), mode.to_string());
+    }
+    let targets: Vec<String> = row
+        .get("controller")
+        .map(uuids)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|c| r.row("Controller", c))
+        .filter_map(|c| c.get("target").and_then(string).map(str::to_string))
+        .collect();
+    if !targets.is_empty() {
+        o.insert("controller".into(), targets.join(","));
+    }
+    o
+}
+
+/// An Interface row as a vsw port: Open vSwitch's types in vsw's words.
+fn interface(uuid: &str, row: &Row, run_dir: &str) -> DesiredInterface {
+    let name = row
+        .get("name")
+        .and_then(string)
+        .unwrap_or_default()
+        .to_string();
+    let kind = row.get("type").and_then(string).unwrap_or("");
+    let options = row.get("options").map(map).unwrap_or_default();
+    let other = row.get("other_config").map(map).unwrap_or_default();
+    let mut port = BTreeMap::new();
+    let vsw_type = match kind {
+        "" | "system" => None,
+        "internal" => Some("internal"),
+        "tap" => Some("tap"),
+        "dpdkvhostuser" => {
+            // Open vSwitch's server sockets are named after the interface, in its
+            // run directory.
+            port.insert("vhost-server-path".into(), format!("{run_dir}/{name}"));
+            Some("vhostuser")
+        }
+        "dpdkvhostuserclient" => match options.get("vhost-server-path") {
+            Some(p) => {
+                port.insert("vhost-server-path".into(), p.clone());
+                Some("vhostuserclient")
+            }
+            None => {
+                return DesiredInterface {
+                    uuid: uuid.into(),
+                    name,
+                    port: Err("dpdkvhostuserclient needs options:vhost-server-path".into()),
+                    ofport_hint: None,
+                }
+            }
+        },
+        other => {
+            return DesiredInterface {
+                uuid: uuid.into(),
+                name,
+                port: Err(format!("vswd does not carry interfaces of type {other:?}")),
+                ofport_hint: None,
+            }
+        }
+    };
+    if let Some(t) = vsw_type {
+        port.insert("type".into(), t.into());
+    }
+    if let Some(n) = row.get("ofport_request").and_then(integer) {
+        port.insert("ofport_request".into(), n.to_string());
+    }
+    let ofport_hint = row
+        .get("ofport")
+        .and_then(integer)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (1..=crate::options::MAX_PORT_NO).contains(n));
+    if let Some(m) = row.get("mtu_request").and_then(integer) {
+        port.insert("mtu_request".into(), m.to_string());
+    }
+    for key in ["pmd-rxq-affinity", "tx-flush-interval"] {
+        if let Some(v) = other.get(key) {
+            port.insert(key.into(), v.clone());
+        }
+    }
+    DesiredInterface {
+        uuid: uuid.into(),
+        name,
+        port: Ok(port),
+        ofport_hint,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn replica() -> Replica {
+        let mut r = Replica::default();
+        r.apply(&json!({
+            "Open_vSwitch": {"root": {"new": {
+                "next_cfg": 7,
+                "bridges": ["set", [["uuid", "b0"], ["uuid", "b1"]]],
+                "other_config": ["map", [["pmd-cpu-mask", "0x2"], ["n-handler-threads", "4"]]],
+            }}},
+            "Bridge": {
+                "b0": {"new": {"name": "br-int", "ports": ["set", [["uuid", "p0"], ["uuid", "p1"]]],
+                                "fail_mode": "secure", "other_config": ["map", [["datapath-id", "0000000000000001"]]],
+                                "controller": ["uuid", "c0"]}},
+                "b1": {"new": {"name": "br-ex", "ports": ["uuid", "p2"], "fail_mode": ["set", []],
+                                "other_config": ["map", []], "controller": ["set", []]}},
+            },
+            "Controller": {"c0": {"new": {"target": "tcp:127.0.0.1:6653"}}},
+            "Port": {
+                "p0": {"new": {"name": "br-int", "interfaces": ["uuid", "i0"]}},
+                "p1": {"new": {"name": "vhu1", "interfaces": ["uuid", "i1"]}},
+                "p2": {"new": {"name": "eth9", "interfaces": ["uuid", "i2"]}},
+            },
+            "Interface": {
+                "i0": {"new": {"name": "br-int", "type": "internal", "ofport_request": ["set", []],
+                               "ofport": 65534, "mtu_request": ["set", []], "options": ["map", []],
+                               "other_config": ["map", []]}},
+                "i1": {"new": {"name": "vhu1", "type": "dpdkvhostuserclient", "ofport_request": 5,
+                               "ofport": ["set", []], "mtu_request": 9000,
+                               "options": ["map", [["vhost-server-path", "/run/vm1.sock"]]],
+                               "other_config": ["map", [["pmd-rxq-affinity", "0:1"]]]}},
+                "i2": {"new": {"name": "eth9", "type": "", "ofport_request": ["set", []],
+                               "ofport": 12, "mtu_request": ["set", []], "options": ["map", []],
+                               "other_config": ["map", []]}},
+            },
+        }))
+        .unwrap();
+        r
+    }
+
+    #[test]
+    fn the_database_reads_as_vsw_ports_and_options() {
+        let d = desired(&replica(), "br-int", "/run/openvswitch");
+        assert_eq!(d.next_cfg, 7);
+        assert_eq!(
+            d.switch_options,
+            BTreeMap::from([("pmd-cpu-mask".to_string(), "0x2".to_string())]),
+            "unknown keys are ignored"
+        );
+        let b = d.bridge.unwrap();
+        assert_eq!(b.options["fail-mode"], "secure");
+        assert_eq!(b.options["datapath-id"], "0000000000000001");
+        assert_eq!(b.options["controller"], "tcp:127.0.0.1:6653");
+        let by_name = |n: &str| {
+            b.interfaces
+                .iter()
+                .find(|i| i.name == n)
+                .unwrap()
+                .port
+                .clone()
+        };
+        let local = by_name("br-int").unwrap();
+        assert_eq!(local["type"], "internal");
+        assert!(
+            !local.contains_key("ofport_request"),
+            "LOCAL is numbered by its name"
+        );
+        assert_eq!(b.interfaces[0].ofport_hint, None);
+        let vhu = by_name("vhu1").unwrap();
+        assert_eq!(vhu["type"], "vhostuserclient");
+        assert_eq!(vhu["vhost-server-path"], "/run/vm1.sock");
+        assert_eq!(vhu["ofport_request"], "5");
+        assert_eq!(vhu["mtu_request"], "9000");
+        assert_eq!(vhu["pmd-rxq-affinity"], "0:1");
+        assert_eq!(d.elsewhere, vec!["i2".to_string()]);
+        // Another bridge's vswd sees it the other way round.
+        let d = desired(&replica(), "br-ex", "/run/openvswitch");
+        let b = d.bridge.unwrap();
+        assert!(!b.interfaces[0].port.as_ref().unwrap().contains_key("type"));
+        assert_eq!(b.interfaces[0].ofport_hint, Some(12), "the number it had");
+        assert_eq!(d.elsewhere.len(), 2);
+    }
+
+    #[test]
+    fn interfaces_vsw_cannot_carry_say_why() {
+        let mut r = replica();
+        r.apply(
+            &json!({"Interface": {"i2": {"new": {"name": "eth9", "type": "patch",
+            "options": ["map", []], "other_config": ["map", []]}}}}),
+        )
+        .unwrap();
+        let d = desired(&r, "br-ex", "/run/openvswitch");
+        let e = d.bridge.unwrap().interfaces[0].port.clone().unwrap_err();
+        assert!(e.contains("patch"), "{e}");
+        // An empty database asks for nothing.
+        assert_eq!(
+            desired(&Replica::default(), "br0", "/run"),
+            Desired::default()
+        );
+    }
+}

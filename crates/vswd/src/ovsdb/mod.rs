@@ -1,0 +1,457 @@
+//! vswd as `ovs-vswitchd`: configured through the stock `ovsdb-server`.
+//!
+//! One thread keeps a connection to the database (reconnecting with backoff), takes
+//! the lock `ovs_vswitchd` (so two daemons never carry out one database), monitors
+//! the tables ovs-vswitchd reads, and after every change carries out what they ask
+//! (`config.rs` reads it) through the same requests as `vswctl`. Then it writes back
+//! what ovs-vswitchd writes: each interface's `ofport`, `error`, `admin_state`,
+//! `link_state`, `mtu`, `mac_in_use`, the bridge's `datapath_id`, and `cur_cfg =
+//! next_cfg` in the same transaction (so `ovs-vsctl` without `--no-wait` returns once
+//! the change is live, also when a port failed); interface `statistics` every 5 s.
+//! The database is the truth: the switch keeps no state file meanwhile.
+
+pub mod config;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use vsw_ovsdb::datum::{make_map, make_set, make_uuid};
+use vsw_ovsdb::{Client, Event, OvsdbError, Replica, Target};
+use vsw_protocol::Request;
+
+use crate::switch::Switch;
+use config::{desired, Desired};
+
+/// The database ovs-vswitchd serves.
+pub const DB: &str = "Open_vSwitch";
+/// The lock ovs-vswitchd takes.
+pub const LOCK: &str = "ovs_vswitchd";
+/// How often interface statistics are written (as ovs-vswitchd).
+pub const STATS_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the links are looked at between changes (link_state follows).
+const LINK_INTERVAL: Duration = Duration::from_millis(500);
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+/// The interface types vswd carries, as `Open_vSwitch:iface_types` lists them.
+const IFACE_TYPES: &[&str] = &[
+    "dpdkvhostuser",
+    "dpdkvhostuserclient",
+    "internal",
+    "system",
+    "tap",
+];
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Starts the thread that carries out the database at `target` for bridge `bridge`.
+pub fn start(
+    switch: Arc<Mutex<Switch>>,
+    target: Target,
+    bridge: String,
+    run_dir: PathBuf,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("vsw-ovsdb".into())
+        .spawn(move || {
+            let mut sync = Sync {
+                switch,
+                bridge,
+                run_dir: run_dir.display().to_string(),
+                applied_ports: BTreeMap::new(),
+                applied_options: BTreeMap::new(),
+                errors: BTreeMap::new(),
+                written_stats: BTreeMap::new(),
+            };
+            let mut backoff = BACKOFF_MIN;
+            loop {
+                match Client::connect(&target) {
+                    Ok(c) => {
+                        backoff = BACKOFF_MIN;
+                        let e = sync.session(&c);
+                        tracing::warn!(%target, error = %e, "the OVSDB session ended; reconnecting");
+                    }
+                    Err(e) => tracing::warn!(%target, error = %e, "no OVSDB server yet"),
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        })
+        .map(|_| ())
+}
+
+/// What the sync loop carried out, kept across reconnections: the ports it made and
+/// the options it set (so a new session changes only what changed).
+struct Sync {
+    switch: Arc<Mutex<Switch>>,
+    bridge: String,
+    run_dir: String,
+    /// Ports made from the database: name → the vsw options they were made with.
+    applied_ports: BTreeMap<String, BTreeMap<String, String>>,
+    applied_options: BTreeMap<String, String>,
+    /// Interface (UUID) → why it is not a port.
+    errors: BTreeMap<String, String>,
+    /// Interface (UUID) → the statistics last written.
+    written_stats: BTreeMap<String, Value>,
+}
+
+fn monitor_requests() -> Value {
+    json!({
+        "Open_vSwitch": {"columns": ["bridges", "next_cfg", "cur_cfg", "other_config",
+                                      "datapath_types", "iface_types"]},
+        "Bridge": {"columns": ["name", "ports", "datapath_type", "fail_mode", "other_config",
+                               "controller", "datapath_id"]},
+        "Port": {"columns": ["name", "interfaces"]},
+        "Interface": {"columns": ["name", "type", "ofport_request", "mtu_request", "options",
+                                  "other_config", "ofport", "error", "admin_state",
+                                  "link_state", "mtu", "mac_in_use"]},
+        "Controller": {"columns": ["target"]},
+    })
+}
+
+impl Sync {
+    /// One connection's life: lock, monitor, carry out every change; the error that
+    /// ended it.
+    fn session(&mut self, c: &Client) -> OvsdbError {
+        match self.run(c) {
+            Ok(never) => match never {},
+            Err(e) => e,
+        }
+    }
+
+    fn run(&mut self, c: &Client) -> Result<std::convert::Infallible, OvsdbError> {
+        if !c.lock(LOCK)? {
+            tracing::info!(
+                lock = LOCK,
+                "another daemon holds the database's lock; waiting"
+            );
+            loop {
+                match c.events().recv() {
+                    Ok(Event::Locked(_)) => break,
+                    Ok(Event::Closed) | Err(_) => return Err(OvsdbError::Closed),
+                    Ok(_) => {}
+                }
+            }
+        }
+        let mut replica = Replica::default();
+        let initial = c.monitor(DB, json!("vswd"), monitor_requests())?;
+        replica
+            .apply(&initial)
+            .map_err(|e| OvsdbError::Framing(vsw_ovsdb::jsonrpc::FramingError::NotRpc(e.0)))?;
+        tracing::info!(bridge = %self.bridge, "carrying out the Open_vSwitch database");
+        self.carry_out(c, &replica)?;
+        let mut last_stats = Instant::now();
+        loop {
+            let wait = STATS_INTERVAL
+                .saturating_sub(last_stats.elapsed())
+                .min(LINK_INTERVAL);
+            match c.events().recv_timeout(wait) {
+                Ok(Event::Update { updates, .. }) => {
+                    if let Err(e) = replica.apply(&updates) {
+                        tracing::warn!(error = %e, "an OVSDB update vswd cannot read");
+                        continue;
+                    }
+                    // What else came meanwhile is carried out with it.
+                    while let Ok(Event::Update { updates, .. }) = c.events().try_recv() {
+                        let _ = replica.apply(&updates);
+                    }
+                    self.carry_out(c, &replica)?;
+                }
+                Ok(Event::Stolen(_)) => {
+                    tracing::error!(lock = LOCK, "another daemon took the database's lock");
+                    return Err(OvsdbError::Closed);
+                }
+                Ok(Event::Closed) | Err(RecvTimeoutError::Disconnected) => {
+                    return Err(OvsdbError::Closed)
+                }
+                Ok(Event::Locked(_)) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    // Ports that could not be made are tried again (an interface
+                    // that appears is taken, as ovs-vswitchd takes it); links that
+                    // changed, and the statistics when due, are written.
+                    let stats = last_stats.elapsed() >= STATS_INTERVAL;
+                    if stats {
+                        last_stats = Instant::now();
+                    }
+                    let d = desired(&replica, &self.bridge, &self.run_dir);
+                    if self.waiting(&d) {
+                        self.apply(&d);
+                    }
+                    self.write_back(c, &replica, &d, stats)?;
+                }
+            }
+        }
+    }
+
+    /// Carries out what the database asks, then writes back what came of it.
+    fn carry_out(&mut self, c: &Client, replica: &Replica) -> Result<(), OvsdbError> {
+        let d = desired(replica, &self.bridge, &self.run_dir);
+        self.apply(&d);
+        self.write_back(c, replica, &d, true)
+    }
+
+    /// Whether an interface that could be a port is not one yet.
+    fn waiting(&self, d: &Desired) -> bool {
+        d.bridge
+            .iter()
+            .flat_map(|b| &b.interfaces)
+            .any(|i| i.port.is_ok() && !self.applied_ports.contains_key(&i.name))
+    }
+
+    fn apply(&mut self, d: &Desired) {
+        let mut sw = lock(&self.switch);
+        // Options: the switch-wide ones and the bridge's, each set when it changes.
+        let mut options = d.switch_options.clone();
+        if let Some(b) = &d.bridge {
+            options.extend(b.options.clone());
+        }
+        for (k, v) in &options {
+            if self.applied_options.get(k) == Some(v) {
+                continue;
+            }
+            match sw.handle(Request::Set {
+                options: vec![format!("{k}={v}")],
+            }) {
+                Ok(_) => tracing::info!(key = %k, value = %v, "option from the database"),
+                Err(e) => {
+                    tracing::warn!(key = %k, value = %v, error = %e, "option from the database refused")
+                }
+            }
+            self.applied_options.insert(k.clone(), v.clone());
+        }
+        self.applied_options.retain(|k, _| options.contains_key(k));
+        // Ports: made, remade when their options change, removed when they go.
+        let wanted: BTreeMap<&str, &config::DesiredInterface> = d
+            .bridge
+            .iter()
+            .flat_map(|b| &b.interfaces)
+            .map(|i| (i.name.as_str(), i))
+            .collect();
+        let gone: Vec<String> = self
+            .applied_ports
+            .keys()
+            .filter(|n| !matches!(wanted.get(n.as_str()), Some(i) if i.port.is_ok()))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Err(e) = sw.handle(Request::DelPort { name: name.clone() }) {
+                tracing::warn!(port = %name, error = %e, "cannot remove a port the database no longer has");
+            }
+            self.applied_ports.remove(&name);
+        }
+        self.errors.clear();
+        for i in wanted.values() {
+            let opts = match &i.port {
+                Ok(o) => o,
+                Err(why) => {
+                    self.errors.insert(i.uuid.clone(), why.clone());
+                    continue;
+                }
+            };
+            match self.applied_ports.get(&i.name) {
+                Some(now) if now == opts => continue,
+                Some(_) => {
+                    let _ = sw.handle(Request::DelPort {
+                        name: i.name.clone(),
+                    });
+                    self.applied_ports.remove(&i.name);
+                }
+                None => {}
+            }
+            let options: Vec<String> = opts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            // The number it had, if it asks for none and the number is free.
+            let mut added = Err(crate::switch::SwitchError::NoFreePortNumber);
+            if let Some(n) = i
+                .ofport_hint
+                .filter(|_| !opts.contains_key("ofport_request"))
+            {
+                let mut with = options.clone();
+                with.push(format!("ofport_request={n}"));
+                added = sw.handle(Request::AddPort {
+                    name: i.name.clone(),
+                    options: with,
+                });
+            }
+            if added.is_err() {
+                added = sw.handle(Request::AddPort {
+                    name: i.name.clone(),
+                    options,
+                });
+            }
+            match added {
+                Ok(_) => {
+                    self.applied_ports.insert(i.name.clone(), opts.clone());
+                }
+                Err(e) => {
+                    let why = match e {
+                        // As Open vSwitch says it (and tried again until it is there).
+                        crate::switch::SwitchError::Netdev(
+                            vsw_netdev::NetdevError::NoSuchInterface(_),
+                        ) => format!("could not open network device {} (No such device)", i.name),
+                        e => e.to_string(),
+                    };
+                    tracing::debug!(port = %i.name, error = %why, "a port from the database refused");
+                    self.errors.insert(i.uuid.clone(), why);
+                }
+            }
+        }
+        for u in &d.elsewhere {
+            self.errors.insert(
+                u.clone(),
+                format!("this vswd carries bridge {} only", self.bridge),
+            );
+        }
+    }
+
+    /// Writes what came of the configuration: interfaces' columns that changed,
+    /// statistics when `stats`, the bridge's datapath id, and `cur_cfg`.
+    fn write_back(
+        &mut self,
+        c: &Client,
+        replica: &Replica,
+        d: &Desired,
+        stats: bool,
+    ) -> Result<(), OvsdbError> {
+        let Some(root) = &d.root else {
+            return Ok(());
+        };
+        let (infos, of_ports, dpid) = {
+            let sw = lock(&self.switch);
+            (sw.port_infos(), sw.openflow_ports(), sw.datapath_id())
+        };
+        let mut ops = Vec::new();
+        let mut interfaces: Vec<(&str, &str)> = d
+            .bridge
+            .iter()
+            .flat_map(|b| &b.interfaces)
+            .map(|i| (i.uuid.as_str(), i.name.as_str()))
+            .collect();
+        interfaces.extend(d.elsewhere.iter().map(|u| (u.as_str(), "")));
+        for (uuid, name) in interfaces {
+            let info = (!self.errors.contains_key(uuid))
+                .then(|| infos.iter().find(|p| p.name == name))
+                .flatten();
+            let mut row = serde_json::Map::new();
+            match info {
+                Some(p) => {
+                    let no = i64::from(p.no);
+                    let up = p.status == "up";
+                    // An interface that is not there is the error Open vSwitch
+                    // reports; a link that is down is only that.
+                    let missing = p.status.contains("does not exist");
+                    row.insert("ofport".into(), json!(no));
+                    row.insert(
+                        "error".into(),
+                        if missing {
+                            json!(format!(
+                                "could not open network device {name} (No such device)"
+                            ))
+                        } else {
+                            make_set(vec![])
+                        },
+                    );
+                    row.insert(
+                        "admin_state".into(),
+                        json!(if missing { "down" } else { "up" }),
+                    );
+                    row.insert("link_state".into(), json!(if up { "up" } else { "down" }));
+                    if let Some(m) = p.mtu {
+                        row.insert("mtu".into(), json!(m));
+                    }
+                    if let Some(of) = of_ports.iter().find(|o| o.name == name) {
+                        let mac = of
+                            .hw_addr
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<Vec<_>>()
+                            .join(":");
+                        row.insert("mac_in_use".into(), json!(mac));
+                    }
+                    if stats {
+                        let s = &p.stats;
+                        let st = make_map([
+                            ("rx_bytes".to_string(), s.rx_bytes),
+                            ("rx_dropped".to_string(), s.rx_overrun),
+                            ("rx_errors".to_string(), s.rx_malformed + s.rx_truncated),
+                            ("rx_packets".to_string(), s.rx_packets),
+                            ("tx_bytes".to_string(), s.tx_bytes),
+                            ("tx_dropped".to_string(), s.tx_queue_full + s.tx_mtu_drops),
+                            ("tx_errors".to_string(), s.tx_errors + s.tx_too_big),
+                            ("tx_packets".to_string(), s.tx_packets),
+                        ]);
+                        if self.written_stats.get(uuid) != Some(&st) {
+                            self.written_stats.insert(uuid.to_string(), st.clone());
+                            ops.push(update("Interface", uuid, json!({ "statistics": st })));
+                        }
+                    }
+                }
+                None => {
+                    let why = self
+                        .errors
+                        .get(uuid)
+                        .cloned()
+                        .unwrap_or_else(|| "not a port of this switch".into());
+                    row.insert("ofport".into(), json!(-1));
+                    row.insert("error".into(), json!(why));
+                    row.insert("admin_state".into(), make_set(vec![]));
+                    row.insert("link_state".into(), make_set(vec![]));
+                }
+            }
+            // Only what differs from what the database holds.
+            let current = replica.row("Interface", uuid);
+            row.retain(|k, v| current.and_then(|r| r.get(k)) != Some(v));
+            if !row.is_empty() {
+                ops.push(update("Interface", uuid, Value::Object(row)));
+            }
+        }
+        if let Some(b) = &d.bridge {
+            let id = json!(format!("{dpid:016x}"));
+            if replica
+                .row("Bridge", &b.uuid)
+                .and_then(|r| r.get("datapath_id"))
+                != Some(&id)
+            {
+                ops.push(update("Bridge", &b.uuid, json!({ "datapath_id": id })));
+            }
+        }
+        let root_row = replica.row("Open_vSwitch", root);
+        let mut root_cols = serde_json::Map::new();
+        let types = make_set(IFACE_TYPES.iter().map(|t| json!(t)).collect());
+        let dp_types = json!("netdev");
+        if root_row.and_then(|r| r.get("iface_types")) != Some(&types) {
+            root_cols.insert("iface_types".into(), types);
+        }
+        if root_row.and_then(|r| r.get("datapath_types")) != Some(&dp_types) {
+            root_cols.insert("datapath_types".into(), dp_types);
+        }
+        if root_row.and_then(|r| r.get("cur_cfg")) != Some(&json!(d.next_cfg)) {
+            root_cols.insert("cur_cfg".into(), json!(d.next_cfg));
+        }
+        if !root_cols.is_empty() {
+            ops.push(update("Open_vSwitch", root, Value::Object(root_cols)));
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        match c.transact(DB, ops) {
+            Ok(_) => Ok(()),
+            // A row deleted meanwhile, say: the update that follows says what is
+            // there now, and this is written again from it.
+            Err(e @ OvsdbError::Transaction { .. }) => {
+                tracing::info!(error = %e, "writing back to the database failed; retried with the next change");
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn update(table: &str, uuid: &str, row: Value) -> Value {
+    json!({"op": "update", "table": table, "where": [["_uuid", "==", make_uuid(uuid)]], "row": row})
+}
