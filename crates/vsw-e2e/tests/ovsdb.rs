@@ -116,3 +116,70 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
     db.vsctl(&["del-br", "br0"]);
     assert!(d.ports().is_empty(), "{:?}", d.ports());
 }
+
+#[test]
+fn mtus_restarts_of_either_daemon_and_the_lock() {
+    let _g = serial();
+    let mut db = OvsdbServer::start();
+    let mut d = vswd_on(&db);
+    let (h1, h2) = (Host::new(1), Host::new(2));
+    db.vsctl(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    db.vsctl(&["add-port", "br0", &h1.port]);
+    db.vsctl(&["add-port", "br0", &h2.port]);
+    let numbers = |db: &OvsdbServer| {
+        (
+            db.vsctl(&["get", "Interface", &h1.port, "ofport"]),
+            db.vsctl(&["get", "Interface", &h2.port, "ofport"]),
+        )
+    };
+    let before = numbers(&db);
+    assert_ne!(before.0, "-1");
+    assert!(h1.ping(&h2, 1));
+    // An MTU reaches the kernel, the port changed in place.
+    db.vsctl(&["set", "Interface", &h1.port, "mtu_request=9000"]);
+    let link = vsw_e2e::must("ip", &["-o", "link", "show", &h1.port]);
+    assert!(link.contains("mtu 9000"), "{link}");
+    assert_eq!(db.vsctl(&["get", "Interface", &h1.port, "mtu"]), "9000");
+
+    // The database goes away and comes back: forwarding never stops, and vswd
+    // carries out what changes after.
+    db.stop();
+    assert!(h1.ping(&h2, 1), "forwarding without the database");
+    db.restart();
+    db.vsctl(&[
+        "add-port",
+        "br0",
+        "vsw-later0",
+        "--",
+        "set",
+        "Interface",
+        "vsw-later0",
+        "type=internal",
+    ]);
+    assert!(d.ports().iter().any(|p| p.name == "vsw-later0"));
+
+    // vswd restarts: the database is the truth, ports come back with their numbers.
+    d.restart();
+    db.vsctl(&["set", "Open_vSwitch", ".", "other_config:max-idle=20000"]);
+    assert_eq!(numbers(&db), before);
+    assert!(h1.ping(&h2, 1));
+    assert!(
+        !d.dir.join("state.json").exists(),
+        "no state file with a database"
+    );
+
+    // A second vswd on the same database waits for the lock and changes nothing.
+    let second = Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br0"]);
+    assert!(second.ports().is_empty());
+    db.vsctl(&["del-port", "br0", "vsw-later0"]);
+    assert!(second.ports().is_empty());
+    assert!(!d.ports().iter().any(|p| p.name == "vsw-later0"));
+}

@@ -256,7 +256,25 @@ impl Sync {
             };
             match self.applied_ports.get(&i.name) {
                 Some(now) if now == opts => continue,
-                Some(_) => {
+                Some(now) => {
+                    // Changed in place when it only gains or changes options (an
+                    // MTU, an affinity: traffic goes on); made again otherwise.
+                    let changes: Vec<String> = opts
+                        .iter()
+                        .filter(|(k, v)| now.get(*k) != Some(*v))
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect();
+                    let in_place = now.keys().all(|k| opts.contains_key(k))
+                        && sw
+                            .handle(Request::SetPort {
+                                name: i.name.clone(),
+                                options: changes,
+                            })
+                            .is_ok();
+                    if in_place {
+                        self.applied_ports.insert(i.name.clone(), opts.clone());
+                        continue;
+                    }
                     let _ = sw.handle(Request::DelPort {
                         name: i.name.clone(),
                     });
