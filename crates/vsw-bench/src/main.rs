@@ -60,6 +60,10 @@ enum Cmd {
     /// flow-mod confirmed by a barrier, as ovs-ofctl sends them) into vsw and into
     /// Open vSwitch's userspace datapath, in interleaved rounds.
     FlowMods(FlowModsArgs),
+    /// How fast `ovs-vsctl` changes take effect: add-port to the first packet sent on
+    /// the port, and --ports ports in one transaction; vswd --ovsdb beside
+    /// ovs-vswitchd (netdev) on the same private ovsdb-server set-up.
+    OvsdbPorts(OvsdbPortsArgs),
     /// OpenFlow packet-ins per second: a table-miss rule to the controller, an evenly
     /// paced stream of --rate 64-byte frames into the switch, packet-ins counted by a
     /// controller of this program's own; vsw beside Open vSwitch (netdev).
@@ -100,6 +104,22 @@ struct FlowModsArgs {
     #[arg(long, default_value_t = 1)]
     pmd_cpu: usize,
     /// Where vswd and vswctl are (default: beside this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone)]
+struct OvsdbPortsArgs {
+    /// Ports added in one transaction.
+    #[arg(long, default_value_t = 100)]
+    ports: u32,
+    /// Rounds; each daemon once per round.
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+    /// The daemons' PMD core.
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// Where vswd is (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
 }
@@ -267,6 +287,27 @@ struct BatchSweep {
     command: String,
     throughput_pps: Vec<(u32, Option<f64>)>,
     points: Vec<BatchPoint>,
+}
+
+fn ovsdb_ports(a: &OvsdbPortsArgs) -> anyhow::Result<()> {
+    use vsw_bench::ovsdb_ports::{measure, report_markdown};
+    require_root()?;
+    let vswd = bin_dir(&a.bin_dir)?.join("vswd");
+    let mut runs = Vec::new();
+    for round in 0..a.rounds {
+        // Who goes first alternates.
+        let order = if round % 2 == 0 { [true, false] } else { [false, true] };
+        for vsw in order {
+            let r = measure(vsw.then_some(vswd.as_path()), a.pmd_cpu, a.ports)?;
+            eprintln!(
+                "{}: add-port {:.1} ms, first packet {:.1} ms, {} ports {:.0} ms",
+                r.switch, r.add_port_returned_ms, r.first_packet_ms, r.ports, r.many_ports_ms
+            );
+            runs.push(r);
+        }
+    }
+    print!("{}", report_markdown(&runs));
+    Ok(())
 }
 
 fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
@@ -1326,6 +1367,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Batching(a) => return batching(&a),
         Cmd::Vhost(a) => return vhost(&a),
         Cmd::FlowMods(a) => return flow_mods(&a),
+        Cmd::OvsdbPorts(a) => return ovsdb_ports(&a),
         Cmd::PacketIns(a) => return packet_ins(&a),
         Cmd::Compare(o) => o,
         Cmd::Throughput(o) => Options {

@@ -244,6 +244,8 @@ pub struct Ovs {
     afxdp: bool,
     pmd_cpu: usize,
     dir: PathBuf,
+    /// vswd, when it is the daemon the database drives (`launch_vswd`).
+    vswd: Option<Child>,
 }
 
 impl Ovs {
@@ -252,6 +254,7 @@ impl Ovs {
             afxdp,
             pmd_cpu,
             dir: std::env::temp_dir().join(format!("vsw-bench-ovs-{}", std::process::id())),
+            vswd: None,
         }
     }
 
@@ -296,8 +299,43 @@ impl Ovs {
         pmd_mask: u64,
         other_config: &[String],
     ) -> anyhow::Result<()> {
-        for p in ["ovsdb-server", "ovsdb-tool", "ovs-vsctl", vswitchd] {
-            if !installed(p) && !std::path::Path::new(p).is_file() {
+        if !installed(vswitchd) && !std::path::Path::new(vswitchd).is_file() {
+            bail!("{vswitchd} is not installed (apt-get install openvswitch-switch)");
+        }
+        self.start_database(pmd_mask, other_config)?;
+        let d = self.dir.display().to_string();
+        // Without the openvswitch kernel module ovs-vswitchd logs a netlink error at
+        // start and works on with the userspace datapath.
+        self.cmd(&[
+            vswitchd,
+            &format!("unix:{d}/db.sock"),
+            &format!("--pidfile={d}/ovs-vswitchd.pid"),
+            "--detach",
+            &format!("--log-file={d}/ovs-vswitchd.log"),
+        ])?;
+        self.add_bridge()
+    }
+
+    /// [`Ovs::launch`] with vswd (`vswd --ovsdb`) as the daemon the same database
+    /// drives, in place of ovs-vswitchd.
+    pub fn launch_vswd(&mut self, vswd: &std::path::Path, pmd_mask: u64) -> anyhow::Result<()> {
+        self.start_database(pmd_mask, &[])?;
+        let child = Command::new(vswd)
+            .arg("--ovsdb")
+            .arg(format!("unix:{}", self.dir.join("db.sock").display()))
+            .arg("--socket")
+            .arg(self.dir.join("vswd.sock"))
+            .args(["--bridge", "br0", "--log", "warn"])
+            .stdin(Stdio::null())
+            .spawn()
+            .context("cannot start vswd")?;
+        self.vswd = Some(child);
+        self.add_bridge()
+    }
+
+    fn start_database(&self, pmd_mask: u64, other_config: &[String]) -> anyhow::Result<()> {
+        for p in ["ovsdb-server", "ovsdb-tool", "ovs-vsctl"] {
+            if !installed(p) {
                 bail!("{p} is not installed (apt-get install openvswitch-switch)");
             }
         }
@@ -323,16 +361,13 @@ impl Ovs {
         let mut set = vec!["--no-wait", "set", "Open_vSwitch", ".", mask.as_str()];
         set.extend(other_config.iter().map(String::as_str));
         self.vsctl(&set)?;
-        // Without the openvswitch kernel module ovs-vswitchd logs a netlink error at
-        // start and works on with the userspace datapath.
-        self.cmd(&[
-            vswitchd,
-            &format!("unix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovs-vswitchd.pid"),
-            "--detach",
-            &format!("--log-file={d}/ovs-vswitchd.log"),
-        ])?;
+        Ok(())
+    }
+
+    /// Bridge br0 on the userspace datapath (ovs-vsctl waits for the daemon).
+    fn add_bridge(&self) -> anyhow::Result<()> {
         self.vsctl(&[
+            "--timeout=20",
             "add-br",
             "br0",
             "--",
@@ -384,6 +419,10 @@ impl Ovs {
     /// Ends the daemons this started and removes their directory.
     pub fn shut_down(&mut self) {
         let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
+        if let Some(mut c) = self.vswd.take() {
+            let _ = run(&["kill", "-TERM", &c.id().to_string()]);
+            let _ = c.wait();
+        }
         for name in ["ovs-vswitchd", "ovsdb-server"] {
             if let Some(pid) = self.pid(name) {
                 let _ = run(&["kill", "-TERM", &pid.to_string()]);
