@@ -296,7 +296,11 @@ fn ovsdb_ports(a: &OvsdbPortsArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for round in 0..a.rounds {
         // Who goes first alternates.
-        let order = if round % 2 == 0 { [true, false] } else { [false, true] };
+        let order = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
         for vsw in order {
             let r = measure(vsw.then_some(vswd.as_path()), a.pmd_cpu, a.ports)?;
             eprintln!(

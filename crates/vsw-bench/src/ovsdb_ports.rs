@@ -50,8 +50,19 @@ impl Hosts {
             let (ns, port) = (h.ns(i), h.port(i));
             run(&["ip", "netns", "add", &ns])?;
             run(&[
-                "ip", "link", "add", &port, "type", "veth", "peer", "name", "eth0", "address",
-                &format!("02:00:c6:12:00:0{i}"), "netns", &ns,
+                "ip",
+                "link",
+                "add",
+                &port,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "address",
+                &format!("02:00:c6:12:00:0{i}"),
+                "netns",
+                &ns,
             ])?;
             run(&["ip", "link", "set", &port, "up"])?;
             let exec = |args: &[&str]| {
@@ -59,14 +70,33 @@ impl Hosts {
                 a.extend_from_slice(args);
                 run(&a)
             };
-            exec(&["ip", "addr", "add", &format!("198.18.0.{i}/24"), "dev", "eth0"])?;
+            exec(&[
+                "ip",
+                "addr",
+                "add",
+                &format!("198.18.0.{i}/24"),
+                "dev",
+                "eth0",
+            ])?;
             exec(&["ip", "link", "set", "eth0", "up"])?;
             exec(&["ip", "link", "set", "lo", "up"])?;
         }
         // Host 1 knows host 2's address: its first packet goes out at once.
         run(&[
-            "ip", "netns", "exec", &h.ns(1), "ip", "neigh", "replace", "198.18.0.2", "lladdr",
-            "02:00:c6:12:00:02", "dev", "eth0", "nud", "permanent",
+            "ip",
+            "netns",
+            "exec",
+            &h.ns(1),
+            "ip",
+            "neigh",
+            "replace",
+            "198.18.0.2",
+            "lladdr",
+            "02:00:c6:12:00:02",
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
         ])?;
         Ok(h)
     }
@@ -129,7 +159,16 @@ pub fn measure(vswd: Option<&Path>, pmd_cpu: usize, ports: u32) -> anyhow::Resul
         ovs.vsctl(&["--timeout=20", "add-port", "br0", &hosts.port(1)])?;
         // Host 1 sends every millisecond from now on.
         let mut sender: Child = Command::new("ip")
-            .args(["netns", "exec", &hosts.ns(1), "ping", "-q", "-i", "0.001", "198.18.0.2"])
+            .args([
+                "netns",
+                "exec",
+                &hosts.ns(1),
+                "ping",
+                "-q",
+                "-i",
+                "0.001",
+                "198.18.0.2",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
