@@ -183,3 +183,116 @@ fn mtus_restarts_of_either_daemon_and_the_lock() {
     assert!(second.ports().is_empty());
     assert!(!d.ports().iter().any(|p| p.name == "vsw-later0"));
 }
+
+/// `ovs-appctl` against vswd, as scripts call it against ovs-vswitchd.
+fn appctl(d: &Vswd, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("ovs-appctl")
+        .env("OVS_RUNDIR", &d.dir)
+        .args(["--timeout=10", "-t", "ovs-vswitchd"])
+        .args(args)
+        .output()
+        .expect("ovs-appctl (openvswitch-common)")
+}
+
+fn appctl_ok(d: &Vswd, args: &[&str]) -> String {
+    let out = appctl(d, args);
+    assert!(
+        out.status.success(),
+        "ovs-appctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn ovs_appctl_answers_as_ovs_vswitchd_does() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let mut d = vswd_on(&db);
+    let (h1, h2) = (Host::new(1), Host::new(2));
+    db.vsctl(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    db.vsctl(&[
+        "add-port",
+        "br0",
+        &h1.port,
+        "--",
+        "set",
+        "Interface",
+        &h1.port,
+        "ofport_request=1",
+    ]);
+    db.vsctl(&[
+        "add-port",
+        "br0",
+        &h2.port,
+        "--",
+        "set",
+        "Interface",
+        &h2.port,
+        "ofport_request=2",
+    ]);
+    assert!(h1.ping(&h2, 2));
+    assert!(appctl_ok(&d, &["version"]).contains("(vsw)"));
+    assert!(appctl_ok(&d, &["list-commands"]).contains("dpif-netdev/pmd-stats-show"));
+    let stats = appctl_ok(&d, &["dpif-netdev/pmd-stats-show"]);
+    assert!(
+        stats.contains("pmd thread core_id") && stats.contains("packets received:"),
+        "{stats}"
+    );
+    appctl_ok(&d, &["dpif-netdev/pmd-stats-clear"]);
+    assert!(appctl_ok(&d, &["dpif-netdev/pmd-rxq-show"]).contains(&h1.port));
+    assert!(appctl_ok(&d, &["dpctl/dump-flows"]).contains("actions:"));
+    let trace = appctl_ok(
+        &d,
+        &[
+            "ofproto/trace",
+            "br0",
+            &format!("in_port=1,dl_dst={}", h2.mac),
+        ],
+    );
+    assert!(trace.contains("Datapath actions:"), "{trace}");
+    let fdb = appctl_ok(&d, &["fdb/show", "br0"]);
+    assert!(fdb.contains(&h1.mac) && fdb.contains(&h2.mac), "{fdb}");
+    // Nothing more from the hosts (no IPv6 neighbour discovery) to be learned again.
+    for h in [&h1, &h2] {
+        h.exec_ok(&["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
+    }
+    // Learned hosts are refreshed by their datapath flows' traffic (as Open vSwitch's
+    // revalidators do): flushed once h1 has been quiet a second, it is gone for good.
+    wait_until("h1 to be quiet", Duration::from_secs(10), || {
+        appctl_ok(&d, &["fdb/show", "br0"])
+            .lines()
+            .find(|l| l.contains(&h1.mac))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|age| age.parse::<u64>().ok())
+            .is_some_and(|age| age >= 1)
+    });
+    assert!(appctl_ok(&d, &["fdb/flush", "br0"]).contains("flushed"));
+    let after = appctl_ok(&d, &["fdb/show", "br0"]);
+    assert!(!after.contains(&h1.mac), "{after}");
+    appctl_ok(&d, &["vlog/set", "ANY:ANY:dbg"]);
+    // What vswd does not have, or a bridge it is not: errors, not silence.
+    assert!(!appctl(&d, &["no/such-command"]).status.success());
+    assert!(!appctl(&d, &["fdb/show", "br9"]).status.success());
+    assert!(!appctl(&d, &["vlog/set", "ANY:ANY:loud"]).status.success());
+    // The stable name answers too, and `exit` stops vswd cleanly.
+    let out = std::process::Command::new("ovs-appctl")
+        .args(["-t", &d.dir.join("vswd.ctl").display().to_string(), "exit"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = d.wait_exit(Duration::from_secs(10)).expect("vswd exits");
+    assert!(status.success());
+}

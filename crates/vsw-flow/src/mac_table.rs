@@ -106,6 +106,11 @@ impl MacTable {
         self.entries.retain(|_, e| e.port != port);
     }
 
+    /// Forgets every address.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -57,6 +57,12 @@ pub fn enter_netns(name: &str) -> Result<(), std::io::Error> {
 
 /// Raises this process's limit of open files to the most it may have, and returns the
 /// new limit: every port, guest and control client holds descriptors.
+/// Takes a POSIX write lock on `file` for as long as the process lives (a daemon's
+/// pid file, as Open vSwitch's tools check it).
+pub fn lock_pid_file(file: &std::fs::File) -> Result<(), std::io::Error> {
+    sys::lock_whole_file(file)
+}
+
 pub fn raise_open_file_limit() -> Result<u64, std::io::Error> {
     sys::raise_open_file_limit()
 }

@@ -499,6 +499,17 @@ pub fn send_frame(fd: &OwnedFd, head: &[u8], data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Takes a POSIX (fcntl) write lock on the whole of `file`, held until the process
+/// ends: what Open vSwitch's tools read (F_GETLK) to tell a live daemon's pid file.
+pub fn lock_whole_file(file: &std::fs::File) -> io::Result<()> {
+    // SAFETY: flock is plain old data; all-zero is a valid start.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: the descriptor is open for the call; `fl` is a live flock struct.
+    check(unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &fl) }).map(|_| ())
+}
+
 /// Restricts the calling thread (and threads it starts later) to `cpus`.
 pub fn set_thread_cpus(cpus: &[usize]) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain old data; all-zero is the empty set.

@@ -137,6 +137,12 @@ impl Ofproto {
         self.generation.bump();
     }
 
+    /// Forgets every host learned (`fdb/flush`).
+    pub fn flush_macs(&self) {
+        lock(&self.macs).clear();
+        self.generation.bump();
+    }
+
     /// Ages out MAC entries; true when some went (flows must be revalidated).
     pub fn expire_macs(&self, now_ms: u64) -> bool {
         let gone = lock(&self.macs).expire(now_ms);

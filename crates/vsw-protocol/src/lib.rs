@@ -4,6 +4,8 @@
 //! nothing else of vsw to speak it.
 #![forbid(unsafe_code)]
 
+pub mod render;
+
 use serde::{Deserialize, Serialize};
 
 /// Output batches are counted by size: 1, 2–3, 4–7, 8–15, 16–31 and 32 packets.
@@ -92,6 +94,10 @@ pub enum Request {
     PmdRxqShow,
     PmdRxqRebalance,
     OffloadShow,
+    /// The hosts NORMAL learned: port, VLAN, MAC, age.
+    FdbShow,
+    /// Forget every learned host.
+    FdbFlush,
     /// The datapath flows (megaflows) the PMDs cache.
     DumpDpFlows {
         /// `offloaded`, `ovs` (not offloaded) or `all` (the default).
@@ -147,6 +153,15 @@ pub struct PortInfo {
     /// For a vhostuser port: how its guest receives, and what it did wrong.
     #[serde(default)]
     pub vhost_guest: Option<String>,
+}
+
+/// One host NORMAL learned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FdbEntryView {
+    pub port: u32,
+    pub vlan: u16,
+    pub mac: String,
+    pub age_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,8 +1,6 @@
 //! vswctl: talks to vswd over its control socket.
 #![forbid(unsafe_code)]
 
-mod render;
-
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -10,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
+use vsw_protocol::render;
 use vsw_protocol::{Reply, Request, DEFAULT_SOCKET};
 
 #[derive(Parser)]
@@ -144,6 +143,10 @@ enum Command {
     Trace { flow: String },
     /// The datapath: flows cached, flow limit, hits, misses, tables.
     DpifShow,
+    /// The hosts NORMAL learned (port, VLAN, MAC, age), as `ovs-appctl fdb/show`.
+    FdbShow,
+    /// Forget every learned host.
+    FdbFlush,
 }
 
 /// `type=X` → `X`.
@@ -353,6 +356,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         },
         Command::Trace { flow } => Request::Trace { flow: flow.clone() },
         Command::DpifShow => Request::DpifShow,
+        Command::FdbShow => Request::FdbShow,
+        Command::FdbFlush => Request::FdbFlush,
     };
     if !(cli.timeout > 0.0 && cli.timeout.is_finite()) {
         bail!(
@@ -375,6 +380,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Request::Trace { .. } => serde_json::from_value::<String>(result)?,
         Request::DpifShow => render::dpif_show(&serde_json::from_value(result)?),
+        Request::FdbShow => render::fdb(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpMeters => render::meters(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpGroups => render::groups(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpPorts => render::ports(&serde_json::from_value::<Vec<_>>(result)?),

@@ -12,3 +12,4 @@ pub mod protocol;
 pub mod server;
 pub mod state;
 pub mod switch;
+pub mod unixctl;

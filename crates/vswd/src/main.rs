@@ -101,16 +101,33 @@ fn lock_beside(path: &Path, what: &str) -> anyhow::Result<File> {
     }
 }
 
+/// Writes this process's pid to `path` and locks it as Open vSwitch's daemons do, so
+/// that `ovs-appctl -t ovs-vswitchd` finds this daemon.
+fn write_pid_file(path: &Path) -> std::io::Result<File> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    vsw_netdev::lock_pid_file(&f)?;
+    writeln!(f, "{}", std::process::id())?;
+    Ok(f)
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&args.log))
         .context("bad --log filter")?;
-    tracing_subscriber::fmt()
+    let logging = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
-        .init();
+        .with_filter_reloading();
+    // `ovs-appctl vlog/set` changes the filter of the running daemon.
+    let log_filter = logging.reload_handle();
+    logging.init();
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -170,11 +187,48 @@ fn main() -> anyhow::Result<()> {
             }
         })
         .context("cannot start the control thread")?;
+    let run_dir = args
+        .socket
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    // ovs-appctl's socket: as ovs-vswitchd's when vswd stands in for it (with its
+    // pid file, so `ovs-appctl -t ovs-vswitchd` finds it), and `vswd.ctl` always.
+    let program = if args.ovsdb.is_some() {
+        "ovs-vswitchd"
+    } else {
+        "vswd"
+    };
+    let ctl = vswd::unixctl::socket_path(&run_dir, program);
+    let stable_ctl = run_dir.join("vswd.ctl");
+    let pid_file = run_dir.join("ovs-vswitchd.pid");
+    // Held (and locked) until the process ends, as Open vSwitch's daemons hold theirs.
+    let mut held_pid_file = None;
+    let set_log: vswd::unixctl::SetLog = Box::new(move |level: &str| {
+        tracing_subscriber::EnvFilter::try_new(level)
+            .map_err(|e| e.to_string())
+            .and_then(|f| log_filter.reload(f).map_err(|e| e.to_string()))
+    });
+    let unixctl = vswd::unixctl::Context {
+        switch: switch.clone(),
+        stop: stop.clone(),
+        set_log,
+    };
+    match vswd::unixctl::start(&ctl, unixctl) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&stable_ctl);
+            if let Err(e) = std::os::unix::fs::symlink(&ctl, &stable_ctl) {
+                tracing::warn!(path = %stable_ctl.display(), error = %e, "no stable name for the appctl socket");
+            }
+            if args.ovsdb.is_some() {
+                match write_pid_file(&pid_file) {
+                    Ok(f) => held_pid_file = Some(f),
+                    Err(e) => tracing::warn!(path = %pid_file.display(), error = %e, "no pid file"),
+                }
+            }
+        }
+        Err(e) => tracing::warn!(path = %ctl.display(), error = %e, "no ovs-appctl socket"),
+    }
     if let Some(target) = &args.ovsdb {
-        let run_dir = args
-            .socket
-            .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         vswd::ovsdb::start(switch.clone(), target.clone(), args.bridge.clone(), run_dir)
             .context("cannot start the OVSDB client")?;
     }
@@ -208,6 +262,12 @@ fn main() -> anyhow::Result<()> {
     socket_file.remove(&args.socket);
     if let Some(f) = mgmt_file {
         f.remove(&mgmt);
+    }
+    for f in [&ctl, &stable_ctl] {
+        let _ = std::fs::remove_file(f);
+    }
+    if held_pid_file.take().is_some() {
+        let _ = std::fs::remove_file(&pid_file);
     }
     // The control thread may be blocked in poll; leaving now ends it with the process.
     std::process::exit(if failed.is_some() { EXIT_PMD_FAILED } else { 0 });

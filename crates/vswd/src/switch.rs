@@ -800,6 +800,12 @@ impl Switch {
                 Ok(json!(trace.render()))
             }
             Request::DpifShow => Ok(json!(self.dpif_show())),
+            Request::FdbShow => Ok(json!(self.fdb_show())),
+            Request::FdbFlush => {
+                self.ofproto.flush_macs();
+                self.revalidate_now()?;
+                Ok(Value::Null)
+            }
             Request::DumpPorts => Ok(json!(self.port_infos())),
             Request::PmdStatsShow => Ok(json!(self.dp.pmd_stats())),
             Request::PmdStatsClear => {
@@ -1739,6 +1745,19 @@ impl Switch {
                 .map(|(no, p)| (*no, p.name.clone()))
                 .collect(),
         }
+    }
+
+    fn fdb_show(&self) -> Vec<vsw_protocol::FdbEntryView> {
+        self.ofproto
+            .mac_entries(now_ms())
+            .into_iter()
+            .map(|e| vsw_protocol::FdbEntryView {
+                port: e.port,
+                vlan: e.vlan,
+                mac: e.mac.to_string(),
+                age_s: e.age_s,
+            })
+            .collect()
     }
 
     pub fn port_infos(&self) -> Vec<PortInfo> {

@@ -1,10 +1,11 @@
-//! Text output, laid out as Open vSwitch's tools print the same things.
+//! Text output, laid out as Open vSwitch's tools print the same things: what
+//! `vswctl` prints and what vswd answers `ovs-appctl` with.
 
 use std::fmt::Write;
 
-use vsw_protocol::{
-    DpFlowInfo, DpifInfo, FlowInfo, GroupInfo, MeterInfo, OffloadShowView, PmdRxqView,
-    PmdStatsView, PortInfo, ShowInfo,
+use crate::{
+    DpFlowInfo, DpifInfo, FdbEntryView, FlowInfo, GroupInfo, MeterInfo, OffloadShowView,
+    PmdRxqView, PmdStatsView, PortInfo, ShowInfo,
 };
 
 pub fn show(s: ShowInfo) -> String {
@@ -341,6 +342,20 @@ pub fn offload_show(providers: &[OffloadShowView]) -> String {
             p.stats.swaps,
             p.stats.last_pass_us
         );
+    }
+    o
+}
+
+/// As `ovs-appctl fdb/show` prints it.
+pub fn fdb(entries: &[FdbEntryView]) -> String {
+    let mut o = String::from(" port  VLAN  MAC                Age\n");
+    for e in entries {
+        let port = if e.port == 65534 {
+            "LOCAL".to_string()
+        } else {
+            e.port.to_string()
+        };
+        let _ = writeln!(o, "{port:>5}  {:>4}  {}  {:>3}", e.vlan, e.mac, e.age_s);
     }
     o
 }

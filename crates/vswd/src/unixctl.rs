@@ -1,0 +1,206 @@
+//! Open vSwitch's unixctl protocol, so that `ovs-appctl` (and the scripts around it)
+//! reach vswd: JSON-RPC on a unix socket, a request's method the command and its
+//! params the arguments, the result the text Open vSwitch prints. The commands go to
+//! the switch through the same requests as `vswctl`, and their text comes from the
+//! same renderers (`vsw_protocol::render`).
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use vsw_ovsdb::jsonrpc::{Framer, Message};
+use vsw_protocol::{render, Request};
+
+use crate::switch::Switch;
+
+/// Sets the log level from `vlog/set`'s argument (a tracing filter).
+pub type SetLog = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// What a command needs.
+pub struct Context {
+    pub switch: Arc<Mutex<Switch>>,
+    /// Set by `exit`: the daemon stops as on SIGTERM.
+    pub stop: Arc<AtomicBool>,
+    pub set_log: SetLog,
+}
+
+/// The commands, with their arguments as `list-commands` shows them.
+const COMMANDS: &[(&str, &str)] = &[
+    ("dpctl/dump-flows", "[dp]"),
+    ("dpif-netdev/pmd-rxq-rebalance", "[dp]"),
+    ("dpif-netdev/pmd-rxq-show", "[dp]"),
+    ("dpif-netdev/pmd-stats-clear", "[dp]"),
+    ("dpif-netdev/pmd-stats-show", "[dp]"),
+    ("exit", ""),
+    ("fdb/flush", "[bridge]"),
+    ("fdb/show", "bridge"),
+    ("list-commands", ""),
+    ("ofproto/trace", "[bridge] flow"),
+    ("version", ""),
+    ("vlog/set", "{spec | PATTERN:destination:pattern}"),
+];
+
+/// Listens on `path` (a stale socket there is replaced) and answers each connection
+/// on its own thread.
+pub fn start(path: &Path, cx: Context) -> io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    let cx = Arc::new(cx);
+    std::thread::Builder::new()
+        .name("vsw-unixctl".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let cx = cx.clone();
+                let _ = std::thread::Builder::new()
+                    .name("vsw-unixctl-conn".into())
+                    .spawn(move || serve(conn, &cx));
+            }
+        })?;
+    Ok(())
+}
+
+fn serve(mut conn: UnixStream, cx: &Context) {
+    // A client that stops talking is let go of.
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(300)));
+    let mut framer = Framer::default();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if framer.push(&buf[..n]).is_err() {
+            return;
+        }
+        loop {
+            let msg = match framer.next_value() {
+                Ok(Some(v)) => Message::from_value(v),
+                Ok(None) => break,
+                Err(_) => return,
+            };
+            let Ok(Message::Request { method, params, id }) = msg else {
+                return;
+            };
+            let args: Vec<String> = params
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let (result, error) = match answer(cx, &method, &args) {
+                Ok(text) => (json!(text), Value::Null),
+                Err(text) => (Value::Null, json!(text)),
+            };
+            let reply = Message::Response { result, error, id };
+            if conn.write_all(&reply.to_bytes()).is_err() {
+                return;
+            }
+            if method == "exit" {
+                cx.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn ask<T: DeserializeOwned>(cx: &Context, req: Request) -> Result<T, String> {
+    let v = cx
+        .switch
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .handle(req)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// The text of command `method`, or the error text ovs-appctl prints.
+fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String> {
+    let bridge = || {
+        cx.switch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bridge_name()
+            .to_string()
+    };
+    // A bridge named must be this one.
+    let check_bridge = |named: Option<&String>| match named {
+        Some(b) if *b != bridge() => Err(format!("no such bridge {b}")),
+        _ => Ok(()),
+    };
+    match method {
+        "version" => Ok(format!(
+            "ovs-vswitchd (vsw) {}\n",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "list-commands" => {
+            let mut o = String::from("The available commands are:\n");
+            for (c, a) in COMMANDS {
+                o.push_str(&format!("  {c:<32}{a}\n"));
+            }
+            Ok(o)
+        }
+        "exit" => Ok(String::new()),
+        "dpif-netdev/pmd-stats-show" => Ok(render::pmd_stats(&ask::<Vec<_>>(cx, Request::PmdStatsShow)?)),
+        "dpif-netdev/pmd-stats-clear" => {
+            ask::<Value>(cx, Request::PmdStatsClear)?;
+            Ok(String::new())
+        }
+        "dpif-netdev/pmd-rxq-show" => Ok(render::rxq_show(&ask::<Vec<_>>(cx, Request::PmdRxqShow)?)),
+        "dpif-netdev/pmd-rxq-rebalance" => {
+            ask::<Value>(cx, Request::PmdRxqRebalance)?;
+            Ok("pmd rxq rebalance requested.\n".into())
+        }
+        "dpctl/dump-flows" => Ok(render::dp_flows(
+            &ask::<Vec<_>>(cx, Request::DumpDpFlows { kind: None })?,
+            false,
+        )),
+        "ofproto/trace" => {
+            let (named, flow) = match args {
+                [flow] => (None, flow),
+                [b, flow] => (Some(b), flow),
+                _ => return Err("ofproto/trace needs [bridge] flow".into()),
+            };
+            check_bridge(named)?;
+            ask::<String>(cx, Request::Trace { flow: flow.clone() })
+        }
+        "fdb/show" => {
+            check_bridge(args.first())?;
+            Ok(render::fdb(&ask::<Vec<_>>(cx, Request::FdbShow)?))
+        }
+        "fdb/flush" => {
+            check_bridge(args.first())?;
+            ask::<Value>(cx, Request::FdbFlush)?;
+            Ok("table successfully flushed\n".into())
+        }
+        "vlog/set" => {
+            // `module:destination:level` or a level: the level is the last part.
+            let spec = args.first().map(String::as_str).unwrap_or("info");
+            let level = match spec.rsplit(':').next().unwrap_or(spec) {
+                "dbg" | "debug" => "debug",
+                "info" => "info",
+                "warn" => "warn",
+                "err" | "emer" => "error",
+                "off" => "off",
+                other => return Err(format!("unknown log level {other}")),
+            };
+            (cx.set_log)(level)?;
+            Ok(String::new())
+        }
+        other => Err(format!(
+            "\"{other}\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
+        )),
+    }
+}
+
+/// Where the control socket of a daemon named `program` with this pid goes in
+/// `run_dir` (Open vSwitch's `<program>.<pid>.ctl`).
+pub fn socket_path(run_dir: &Path, program: &str) -> PathBuf {
+    run_dir.join(format!("{program}.{}.ctl", std::process::id()))
+}
