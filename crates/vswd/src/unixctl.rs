@@ -50,6 +50,8 @@ const COMMANDS: &[(&str, &str)] = &[
 pub fn start(path: &Path, cx: Context) -> io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
+    // Root's only, as the control socket: a command here can stop the daemon.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     let cx = Arc::new(cx);
     std::thread::Builder::new()
         .name("vsw-unixctl".into())
