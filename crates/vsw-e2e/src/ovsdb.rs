@@ -88,6 +88,39 @@ impl OvsdbServer {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// `ovs-vsctl add-br NAME -- set bridge NAME datapath_type=netdev`.
+    pub fn add_netdev_bridge(&self, name: &str) {
+        self.vsctl(&[
+            "add-br",
+            name,
+            "--",
+            "set",
+            "bridge",
+            name,
+            "datapath_type=netdev",
+        ]);
+    }
+
+    /// `ovs-vsctl add-port BRIDGE PORT`, with `ofport_request` when given.
+    pub fn add_port(&self, bridge: &str, port: &str, ofport: Option<u32>) {
+        match ofport {
+            Some(n) => {
+                let req = format!("ofport_request={n}");
+                self.vsctl(&[
+                    "add-port",
+                    bridge,
+                    port,
+                    "--",
+                    "set",
+                    "Interface",
+                    port,
+                    &req,
+                ])
+            }
+            None => self.vsctl(&["add-port", bridge, port]),
+        };
+    }
+
     /// `ovs-vsctl --no-wait`: the database changed, nobody waited for.
     pub fn vsctl_no_wait(&self, args: &[&str]) -> String {
         let mut a = vec!["--no-wait"];

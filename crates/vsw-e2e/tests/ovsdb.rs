@@ -24,25 +24,8 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
     let d = vswd_on(&db);
     let (h1, h2) = (Host::new(1), Host::new(2));
     // Each ovs-vsctl below returns only once vswd has carried it out (cur_cfg).
-    db.vsctl(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
-    db.vsctl(&[
-        "add-port",
-        "br0",
-        &h1.port,
-        "--",
-        "set",
-        "Interface",
-        &h1.port,
-        "ofport_request=5",
-    ]);
+    db.add_netdev_bridge("br0");
+    db.add_port("br0", &h1.port, Some(5));
     // libvirt's shape for a VM's interface.
     db.vsctl(&[
         "--",
@@ -123,17 +106,9 @@ fn mtus_restarts_of_either_daemon_and_the_lock() {
     let mut db = OvsdbServer::start();
     let mut d = vswd_on(&db);
     let (h1, h2) = (Host::new(1), Host::new(2));
-    db.vsctl(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
-    db.vsctl(&["add-port", "br0", &h1.port]);
-    db.vsctl(&["add-port", "br0", &h2.port]);
+    db.add_netdev_bridge("br0");
+    db.add_port("br0", &h1.port, None);
+    db.add_port("br0", &h2.port, None);
     let numbers = |db: &OvsdbServer| {
         (
             db.vsctl(&["get", "Interface", &h1.port, "ofport"]),
@@ -210,35 +185,9 @@ fn ovs_appctl_answers_as_ovs_vswitchd_does() {
     let db = OvsdbServer::start();
     let mut d = vswd_on(&db);
     let (h1, h2) = (Host::new(1), Host::new(2));
-    db.vsctl(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
-    db.vsctl(&[
-        "add-port",
-        "br0",
-        &h1.port,
-        "--",
-        "set",
-        "Interface",
-        &h1.port,
-        "ofport_request=1",
-    ]);
-    db.vsctl(&[
-        "add-port",
-        "br0",
-        &h2.port,
-        "--",
-        "set",
-        "Interface",
-        &h2.port,
-        "ofport_request=2",
-    ]);
+    db.add_netdev_bridge("br0");
+    db.add_port("br0", &h1.port, Some(1));
+    db.add_port("br0", &h2.port, Some(2));
     assert!(h1.ping(&h2, 2));
     assert!(appctl_ok(&d, &["version"]).contains("(vsw)"));
     assert!(appctl_ok(&d, &["list-commands"]).contains("dpif-netdev/pmd-stats-show"));
