@@ -141,3 +141,46 @@ fn a_restarted_qemu_guest_is_reconnected_by_a_vhostuserclient_port() {
     }
     assert!(d.port("vm").stats.rx_packets >= 6, "pings of both boots");
 }
+
+/// A VM's interface the way Nova and libvirt configure it on Open vSwitch: an
+/// `ovs-vsctl` transaction making a dpdkvhostuserclient interface with QEMU's socket,
+/// carried out by vswd through the database.
+#[test]
+fn a_qemu_guest_configured_as_nova_does_through_ovs_vsctl() {
+    let _g = serial();
+    let db = vsw_e2e::ovsdb::OvsdbServer::start();
+    let d = Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br-int"]);
+    let host = Host::new(2);
+    db.add_netdev_bridge("br-int");
+    db.add_port("br-int", &host.port, None);
+    let sock = d.dir.join("vhu1.sock").display().to_string();
+    db.vsctl(&[
+        "--",
+        "--may-exist",
+        "add-port",
+        "br-int",
+        "vhu1",
+        "--",
+        "set",
+        "Interface",
+        "vhu1",
+        "type=dpdkvhostuserclient",
+        &format!("options:vhost-server-path={sock}"),
+        "external-ids:attached-mac=52:54:00:12:34:56",
+        "external-ids:iface-id=3f2a1b0c-9d8e-4f7a-8b6c-5d4e3f2a1b0c",
+        "external-ids:vm-id=7c6b5a49-3827-4160-9f8e-7d6c5b4a3928",
+        "external-ids:iface-status=active",
+    ]);
+    assert_eq!(
+        db.vsctl(&["get", "Interface", "vhu1", "status:mode"]),
+        "client"
+    );
+    let script = format!(
+        "ping -c 3 -W 10 {} > /dev/null && echo VSW-PING-OK || echo VSW-PING-FAILED",
+        host.addr
+    );
+    let guest = Guest::boot(&sock, true, &script);
+    let ping = guest.wait_for("VSW-PING", BOOT).unwrap();
+    assert!(ping.contains("VSW-PING-OK"), "{ping}\n{}", guest.console());
+    assert!(d.port("vhu1").stats.rx_packets >= 3);
+}

@@ -110,7 +110,7 @@ fn monitor_requests() -> Value {
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "ofport_request", "mtu_request", "options",
                                   "other_config", "ofport", "error", "admin_state",
-                                  "link_state", "mtu", "mac_in_use"]},
+                                  "link_state", "mtu", "mac_in_use", "status"]},
         "Controller": {"columns": ["target"]},
     })
 }
@@ -381,6 +381,22 @@ impl Sync {
                     row.insert("link_state".into(), json!(if up { "up" } else { "down" }));
                     if let Some(m) = p.mtu {
                         row.insert("mtu".into(), json!(m));
+                    }
+                    // A vhost-user port's socket and who listens on it, as OVS says.
+                    if let Some(path) = &p.vhost_server_path {
+                        let client = self
+                            .applied_ports
+                            .get(name)
+                            .and_then(|o| o.get("type"))
+                            .is_some_and(|t| t == "vhostuserclient");
+                        let mode = if client { "client" } else { "server" };
+                        row.insert(
+                            "status".into(),
+                            make_map([
+                                ("mode".to_string(), mode.to_string()),
+                                ("vhost-server-path".to_string(), path.clone()),
+                            ]),
+                        );
                     }
                     if let Some(of) = of_ports.iter().find(|o| o.name == name) {
                         let mac = of
