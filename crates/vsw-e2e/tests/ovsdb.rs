@@ -93,6 +93,20 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
         .vsctl(&["get", "Interface", "p9", "error"])
         .contains("patch"));
     assert!(h1.ping(&h2, 1));
+    // A controller row: vswd connects to its target and says so.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("tcp:{}", listener.local_addr().unwrap());
+    db.vsctl(&["set-controller", "br0", &target]);
+    let connected = || db.vsctl(&["--bare", "--columns=is_connected", "list", "Controller"]);
+    let (conn, _) = listener.accept().expect("vswd connects to the controller");
+    wait_until("is_connected", Duration::from_secs(10), || {
+        connected() == "true"
+    });
+    drop((conn, listener));
+    wait_until("is_connected to go", Duration::from_secs(15), || {
+        connected() == "false"
+    });
+    db.vsctl(&["del-controller", "br0"]);
     // Ports and the bridge go.
     db.vsctl(&["del-port", "br0", &h1.port]);
     assert!(!d.ports().iter().any(|p| p.name == h1.port));

@@ -177,7 +177,8 @@ fn main() -> anyhow::Result<()> {
             (None, None)
         }
     };
-    vswd::openflow::start(switch.clone(), mgmt_listener).context("cannot start OpenFlow")?;
+    let openflow =
+        vswd::openflow::start(switch.clone(), mgmt_listener).context("cannot start OpenFlow")?;
     let for_server = switch.clone();
     std::thread::Builder::new()
         .name("control".into())
@@ -229,8 +230,14 @@ fn main() -> anyhow::Result<()> {
         Err(e) => tracing::warn!(path = %ctl.display(), error = %e, "no ovs-appctl socket"),
     }
     if let Some(target) = &args.ovsdb {
-        vswd::ovsdb::start(switch.clone(), target.clone(), args.bridge.clone(), run_dir)
-            .context("cannot start the OVSDB client")?;
+        vswd::ovsdb::start(
+            switch.clone(),
+            openflow.clone(),
+            target.clone(),
+            args.bridge.clone(),
+            run_dir.clone(),
+        )
+        .context("cannot start the OVSDB client")?;
     }
     tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), openflow = %mgmt.display(), bridge = %args.bridge, ovsdb = ?args.ovsdb.as_ref().map(ToString::to_string), "vswd ready");
 

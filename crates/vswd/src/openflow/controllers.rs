@@ -97,6 +97,10 @@ pub fn manage(of: &Arc<OpenFlow>) {
         if slots.values().any(|s| s.connected.load(Ordering::Acquire)) {
             last_connected = Instant::now();
         }
+        *lock(&of.controllers) = slots
+            .iter()
+            .map(|(t, s)| (t.to_string(), s.connected.load(Ordering::Acquire)))
+            .collect();
         // Listeners are no controllers: only configured controllers fail open.
         let controllers = targets
             .iter()

@@ -57,6 +57,24 @@ pub struct OpenFlow {
     switch: Arc<Mutex<Switch>>,
     peers: Arc<Peers>,
     mgmt_open: AtomicUsize,
+    /// Each configured controller (as its target prints) and whether it is
+    /// connected now, as the controllers' manager last saw them.
+    controllers: Mutex<Vec<(String, bool)>>,
+}
+
+impl OpenFlow {
+    /// Whether the controller at `target` (as `tcp:IP:PORT` or `unix:PATH` prints)
+    /// is connected; `None` for a target that is not configured.
+    pub fn controller_connected(&self, target: &str) -> Option<bool> {
+        let normal = target
+            .parse::<vsw_openflow::target::Target>()
+            .map(|t| t.to_string())
+            .unwrap_or_else(|_| target.to_string());
+        lock(&self.controllers)
+            .iter()
+            .find(|(t, _)| *t == normal)
+            .map(|(_, c)| *c)
+    }
 }
 
 /// Starts OpenFlow: packet-ins, the management socket (when it could be bound) and
@@ -70,6 +88,7 @@ pub fn start(switch: Arc<Mutex<Switch>>, mgmt: Option<UnixListener>) -> io::Resu
         switch,
         peers: Arc::new(Peers::default()),
         mgmt_open: AtomicUsize::new(0),
+        controllers: Mutex::new(Vec::new()),
     });
     let peers = of.peers.clone();
     std::thread::Builder::new()

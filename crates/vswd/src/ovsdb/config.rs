@@ -43,6 +43,8 @@ pub struct DesiredBridge {
     /// `datapath-id`, `fail-mode`, `controller` as vsw's switch options.
     pub options: BTreeMap<String, String>,
     pub interfaces: Vec<DesiredInterface>,
+    /// The bridge's Controller rows: (UUID, target).
+    pub controllers: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -80,6 +82,7 @@ pub fn desired(r: &Replica, bridge: &str, run_dir: &str) -> Desired {
             d.bridge = Some(DesiredBridge {
                 uuid: b.clone(),
                 options: bridge_options(r, row),
+                controllers: controllers(r, row),
                 interfaces: ifaces
                     .into_iter()
                     .map(|(u, i)| interface(&u, i, run_dir))
@@ -107,6 +110,19 @@ fn bridge_interfaces<'a>(r: &'a Replica, bridge: &Row) -> Vec<(String, &'a Row)>
     out
 }
 
+fn controllers(r: &Replica, bridge: &Row) -> Vec<(String, String)> {
+    bridge
+        .get("controller")
+        .map(uuids)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| {
+            let target = r.row("Controller", &c)?.get("target").and_then(string)?;
+            Some((c.clone(), target.to_string()))
+        })
+        .collect()
+}
+
 fn bridge_options(r: &Replica, row: &Row) -> BTreeMap<String, String> {
     let mut o = BTreeMap::new();
     let other = row.get("other_config").map(map).unwrap_or_default();
@@ -116,14 +132,7 @@ fn bridge_options(r: &Replica, row: &Row) -> BTreeMap<String, String> {
     if let Some(mode) = row.get("fail_mode").and_then(string) {
         o.insert("fail-mode".into(), mode.to_string());
     }
-    let targets: Vec<String> = row
-        .get("controller")
-        .map(uuids)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|c| r.row("Controller", c))
-        .filter_map(|c| c.get("target").and_then(string).map(str::to_string))
-        .collect();
+    let targets: Vec<String> = controllers(r, row).into_iter().map(|(_, t)| t).collect();
     if !targets.is_empty() {
         o.insert("controller".into(), targets.join(","));
     }
@@ -257,6 +266,10 @@ mod tests {
         assert_eq!(b.options["fail-mode"], "secure");
         assert_eq!(b.options["datapath-id"], "0000000000000001");
         assert_eq!(b.options["controller"], "tcp:127.0.0.1:6653");
+        assert_eq!(
+            b.controllers,
+            vec![("c0".to_string(), "tcp:127.0.0.1:6653".to_string())]
+        );
         let by_name = |n: &str| {
             b.interfaces
                 .iter()

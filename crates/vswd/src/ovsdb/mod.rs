@@ -23,6 +23,7 @@ use vsw_ovsdb::datum::{make_map, make_set, make_uuid};
 use vsw_ovsdb::{Client, Event, OvsdbError, Replica, Target};
 use vsw_protocol::Request;
 
+use crate::openflow::OpenFlow;
 use crate::switch::Switch;
 use config::{desired, Desired};
 
@@ -53,6 +54,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Starts the thread that carries out the database at `target` for bridge `bridge`.
 pub fn start(
     switch: Arc<Mutex<Switch>>,
+    openflow: Arc<OpenFlow>,
     target: Target,
     bridge: String,
     run_dir: PathBuf,
@@ -62,6 +64,7 @@ pub fn start(
         .spawn(move || {
             let mut sync = Sync {
                 switch,
+                openflow,
                 bridge,
                 run_dir: run_dir.display().to_string(),
                 applied_ports: BTreeMap::new(),
@@ -90,6 +93,8 @@ pub fn start(
 /// the options it set (so a new session changes only what changed).
 struct Sync {
     switch: Arc<Mutex<Switch>>,
+    /// Whose controllers are connected.
+    openflow: Arc<OpenFlow>,
     bridge: String,
     run_dir: String,
     /// Ports made from the database: name → the vsw options they were made with.
@@ -111,7 +116,7 @@ fn monitor_requests() -> Value {
         "Interface": {"columns": ["name", "type", "ofport_request", "mtu_request", "options",
                                   "other_config", "ofport", "error", "admin_state",
                                   "link_state", "mtu", "mac_in_use", "status"]},
-        "Controller": {"columns": ["target"]},
+        "Controller": {"columns": ["target", "is_connected", "status"]},
     })
 }
 
@@ -445,6 +450,18 @@ impl Sync {
             }
         }
         if let Some(b) = &d.bridge {
+            for (uuid, target) in &b.controllers {
+                let up = self.openflow.controller_connected(target).unwrap_or(false);
+                let state = if up { "ACTIVE" } else { "BACKOFF" };
+                let mut row = serde_json::Map::new();
+                row.insert("is_connected".into(), json!(up));
+                row.insert("status".into(), make_map([("state".to_string(), state)]));
+                let current = replica.row("Controller", uuid);
+                row.retain(|k, v| current.and_then(|r| r.get(k)) != Some(v));
+                if !row.is_empty() {
+                    ops.push(update("Controller", uuid, Value::Object(row)));
+                }
+            }
             let id = json!(format!("{dpid:016x}"));
             if replica
                 .row("Bridge", &b.uuid)
