@@ -57,6 +57,14 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
     assert!(!db
         .vsctl(&["get", "Interface", &h1.port, "mac_in_use"])
         .is_empty());
+    let ifindex = std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", h1.port)).unwrap();
+    assert_eq!(
+        db.vsctl(&["get", "Interface", &h1.port, "ifindex"]),
+        ifindex.trim()
+    );
+    assert!(db
+        .vsctl(&["get", "Open_vSwitch", ".", "external_ids:vswd-version"])
+        .contains(env!("CARGO_PKG_VERSION")));
     // Statistics are written every 5 s.
     wait_until(
         "statistics to count the pings",

@@ -153,6 +153,9 @@ pub struct PortInfo {
     /// For a vhostuser port: how its guest receives, and what it did wrong.
     #[serde(default)]
     pub vhost_guest: Option<String>,
+    /// The kernel interface's index, for a port on one that is attached.
+    #[serde(default)]
+    pub ifindex: Option<u32>,
 }
 
 /// One host NORMAL learned.

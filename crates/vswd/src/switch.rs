@@ -1780,6 +1780,10 @@ impl Switch {
                     mtu_problem: p.mtu_problem.clone(),
                     vhost_guest: p.device.peer_status(),
                     vhost_server_path: p.device.socket_path().map(|s| s.display().to_string()),
+                    ifindex: match p.link {
+                        Link::Up { ifindex } if ifindex != 0 => Some(ifindex),
+                        _ => None,
+                    },
                     tx_flush_interval_us: self.dp.tx_flush_of(*no).0,
                     tx_flush_interval_from: format!("{:?}", self.dp.tx_flush_of(*no).1)
                         .to_lowercase(),

@@ -115,7 +115,7 @@ fn monitor_requests() -> Value {
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "ofport_request", "mtu_request", "options",
                                   "other_config", "ofport", "error", "admin_state",
-                                  "link_state", "mtu", "mac_in_use", "status"]},
+                                  "link_state", "mtu", "mac_in_use", "status", "ifindex"]},
         "Controller": {"columns": ["target", "is_connected", "status"]},
     })
 }
@@ -150,6 +150,18 @@ impl Sync {
             .apply(&initial)
             .map_err(|e| OvsdbError::Framing(vsw_ovsdb::jsonrpc::FramingError::NotRpc(e.0)))?;
         tracing::info!(bridge = %self.bridge, "carrying out the Open_vSwitch database");
+        // Who carries the database out, where ovs-vswitchd writes nothing of its own.
+        if let Some((root, _)) = replica.rows("Open_vSwitch").next() {
+            let version = make_map([(
+                "vswd-version".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            )]);
+            let identify = json!({"op": "mutate", "table": "Open_vSwitch",
+                "where": [["_uuid", "==", make_uuid(root)]],
+                "mutations": [["external_ids", "delete", make_set(vec![json!("vswd-version")])],
+                              ["external_ids", "insert", version]]});
+            c.transact(DB, vec![identify])?;
+        }
         self.carry_out(c, &replica)?;
         let mut last_stats = Instant::now();
         loop {
@@ -386,6 +398,9 @@ impl Sync {
                     row.insert("link_state".into(), json!(if up { "up" } else { "down" }));
                     if let Some(m) = p.mtu {
                         row.insert("mtu".into(), json!(m));
+                    }
+                    if let Some(i) = p.ifindex {
+                        row.insert("ifindex".into(), json!(i));
                     }
                     // A vhost-user port's socket and who listens on it, as OVS says.
                     if let Some(path) = &p.vhost_server_path {
