@@ -101,6 +101,22 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
         .vsctl(&["get", "Interface", "p9", "error"])
         .contains("patch"));
     assert!(h1.ping(&h2, 1));
+    // The bridge's `protocols`: a 1.4 peer is refused while it says 1.3 only.
+    let ofctl = |version: &str| {
+        std::process::Command::new("ovs-ofctl")
+            .args(["-t", "5", "-O", version, "show"])
+            .arg(format!("unix:{}", d.dir.join("br0.mgmt").display()))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(ofctl("OpenFlow14"));
+    db.vsctl(&["set", "bridge", "br0", "protocols=OpenFlow13"]);
+    assert!(ofctl("OpenFlow13"));
+    assert!(!ofctl("OpenFlow14"));
+    db.vsctl(&["clear", "bridge", "br0", "protocols"]);
+    assert!(ofctl("OpenFlow14"), "back to every version when cleared");
     // A controller row: vswd connects to its target and says so.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let target = format!("tcp:{}", listener.local_addr().unwrap());

@@ -134,6 +134,13 @@ impl Session {
         Session::with_config(SwitchConfig::default())
     }
 
+    /// Speaks only the versions of `allowed` (a bridge's `protocols`) that vsw
+    /// speaks; a peer with none of them is refused at hello (HELLO_FAILED).
+    pub fn restricted_to(mut self, allowed: VersionSet) -> Session {
+        self.ours = VersionSet(self.ours.0 & allowed.0);
+        self
+    }
+
     fn with_config(config: SwitchConfig) -> Session {
         Session {
             ours: VersionSet::VSW,

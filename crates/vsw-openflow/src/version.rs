@@ -80,6 +80,25 @@ impl VersionSet {
     pub fn highest(self) -> Option<Version> {
         self.highest_common(self)
     }
+
+    /// Open vSwitch's `protocols` list (`OpenFlow10,OpenFlow13`, commas or spaces
+    /// between), as a set.
+    pub fn parse_protocols(s: &str) -> Result<VersionSet, String> {
+        let mut set = 0u32;
+        for name in s.split([',', ' ']).filter(|n| !n.is_empty()) {
+            let v = match name {
+                "OpenFlow10" => Version::V1_0,
+                "OpenFlow11" => Version::V1_1,
+                "OpenFlow12" => Version::V1_2,
+                "OpenFlow13" => Version::V1_3,
+                "OpenFlow14" => Version::V1_4,
+                "OpenFlow15" => Version::V1_5,
+                other => return Err(format!("{other} is not OpenFlow10 .. OpenFlow15")),
+            };
+            set |= 1 << v.wire();
+        }
+        Ok(VersionSet(set))
+    }
 }
 
 /// No version both sides speak: the connection is answered with

@@ -7,7 +7,7 @@ use vsw_netdev::class::{join_and, PortClass, PortClasses};
 pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe, protocols";
 /// Options every port takes, whatever its class (a class's own are its).
 pub const COMMON_PORT_OPTIONS: &[&str] = &[
     "type",
@@ -84,6 +84,9 @@ pub struct SwitchOptions {
     /// `inactivity-probe`: milliseconds a controller connection may be silent
     /// before it is probed (and as long again before it is dropped).
     pub inactivity_probe_ms: u64,
+    /// `protocols`: the OpenFlow versions the bridge speaks (Open vSwitch's names,
+    /// `OpenFlow13,OpenFlow14`), of those vsw speaks.
+    pub protocols: vsw_openflow::VersionSet,
 }
 
 /// Open vSwitch's `fail_mode`.
@@ -134,6 +137,7 @@ impl SwitchOptions {
             controllers: Vec::new(),
             fail_mode: FailMode::default(),
             inactivity_probe_ms: DEFAULT_INACTIVITY_PROBE_MS,
+            protocols: vsw_openflow::VersionSet::VSW,
         };
         for (k, v) in opts {
             match k.as_str() {
@@ -208,6 +212,19 @@ impl SwitchOptions {
                         .ok()
                         .filter(|n| (1000..=3_600_000).contains(n))
                         .ok_or_else(|| bad(k, v, "milliseconds, 1000..3600000"))?
+                }
+                "protocols" => {
+                    let set =
+                        vsw_openflow::VersionSet::parse_protocols(v).map_err(|e| bad(k, v, e))?;
+                    let vsw = vsw_openflow::VersionSet::VSW;
+                    if set.0 & vsw.0 == 0 {
+                        return Err(bad(
+                            k,
+                            v,
+                            "none that vsw speaks (OpenFlow13, OpenFlow14, OpenFlow15)",
+                        ));
+                    }
+                    out.protocols = vsw_openflow::VersionSet(set.0 & vsw.0);
                 }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v
@@ -531,6 +548,29 @@ mod tests {
         let o = PortOptions::from_options(&opts, &classes).unwrap();
         o.write_out_defaults(&mut opts);
         assert_eq!(opts, parse_pairs(&words(&["type=ring"])).unwrap());
+    }
+
+    #[test]
+    fn protocols_are_open_vswitchs_names_of_what_vsw_speaks() {
+        let o = |v: &str| SwitchOptions::from_options(&parse_pairs(&words(&[v])).unwrap());
+        assert_eq!(
+            o("protocols=OpenFlow10,OpenFlow13,OpenFlow15")
+                .unwrap()
+                .protocols,
+            vsw_openflow::VersionSet((1 << 4) | (1 << 6)),
+            "1.0 is dropped: vsw does not speak it"
+        );
+        assert_eq!(
+            SwitchOptions::from_options(&Options::new())
+                .unwrap()
+                .protocols,
+            vsw_openflow::VersionSet::VSW
+        );
+        assert!(o("protocols=OpenFlow10")
+            .unwrap_err()
+            .to_string()
+            .contains("none that vsw speaks"));
+        assert!(o("protocols=OpenFlow16").is_err());
     }
 
     #[test]

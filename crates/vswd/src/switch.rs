@@ -829,7 +829,14 @@ impl Switch {
 
     fn set(&mut self, words: &[String]) -> Result<Value, SwitchError> {
         let mut merged = self.options.clone();
-        merged.extend(options::parse_pairs(words)?);
+        // `key=` with nothing after it takes the option back to its default.
+        for (k, v) in options::parse_pairs(words)? {
+            if v.is_empty() {
+                merged.remove(&k);
+            } else {
+                merged.insert(k, v);
+            }
+        }
         let parsed = SwitchOptions::from_options(&merged)?;
         let pending = self.prepare(&self.state_with(Some(&merged), None, None))?;
         let old = SwitchOptions::from_options(&self.options).ok();
@@ -1836,6 +1843,12 @@ impl Switch {
     }
 
     /// The controllers to connect to, the fail mode and the inactivity probe (ms).
+    /// The OpenFlow versions the bridge speaks (`protocols`).
+    pub fn openflow_versions(&self) -> vsw_openflow::VersionSet {
+        SwitchOptions::from_options(&self.options)
+            .map_or(vsw_openflow::VersionSet::VSW, |o| o.protocols)
+    }
+
     pub fn controller_config(&self) -> (Vec<vsw_openflow::Target>, FailMode, u64) {
         match SwitchOptions::from_options(&self.options) {
             Ok(o) => (o.controllers, o.fail_mode, o.inactivity_probe_ms),

@@ -182,10 +182,11 @@ fn keep_connected(of: &OpenFlow, target: &Target, slot: &Slot, probe: Duration) 
                 }
                 tracing::info!(controller = %target, "connected to controller");
                 slot.connected.store(true, Ordering::Release);
+                let versions = lock(&of.switch).openflow_versions();
                 let ended = of.run_peer(
                     stream,
                     target.to_string(),
-                    vsw_openflow::Session::controller(),
+                    vsw_openflow::Session::controller().restricted_to(versions),
                     probe,
                 );
                 slot.connected.store(false, Ordering::Release);

@@ -127,7 +127,9 @@ pub(crate) fn serve_one(of: &Arc<OpenFlow>, conn: Stream, label: String) {
     let spawned = std::thread::Builder::new()
         .name("openflow".into())
         .spawn(move || {
-            let ended = of2.run_peer(conn, label, Session::new(), PROBE_INTERVAL);
+            let versions = lock(&of2.switch).openflow_versions();
+            let session = Session::new().restricted_to(versions);
+            let ended = of2.run_peer(conn, label, session, PROBE_INTERVAL);
             tracing::info!(?ended, "OpenFlow connection closed");
             of2.mgmt_open.fetch_sub(1, Ordering::AcqRel);
         });

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use vsw_ovsdb::datum::{integer, map, string, uuids};
+use vsw_ovsdb::datum::{integer, map, set_items, string, uuids};
 use vsw_ovsdb::{Replica, Row};
 
 /// `Open_vSwitch:other_config` keys vsw has, under Open vSwitch's names and meanings
@@ -131,6 +131,16 @@ fn bridge_options(r: &Replica, row: &Row) -> BTreeMap<String, String> {
     }
     if let Some(mode) = row.get("fail_mode").and_then(string) {
         o.insert("fail-mode".into(), mode.to_string());
+    }
+    let protocols: Vec<&str> = row
+        .get("protocols")
+        .map(set_items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    if !protocols.is_empty() {
+        o.insert("protocols".into(), protocols.join(","));
     }
     let targets: Vec<String> = controllers(r, row).into_iter().map(|(_, t)| t).collect();
     if !targets.is_empty() {

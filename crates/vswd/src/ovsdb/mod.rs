@@ -111,7 +111,7 @@ fn monitor_requests() -> Value {
         "Open_vSwitch": {"columns": ["bridges", "next_cfg", "cur_cfg", "other_config",
                                       "datapath_types", "iface_types"]},
         "Bridge": {"columns": ["name", "ports", "datapath_type", "fail_mode", "other_config",
-                               "controller", "datapath_id"]},
+                               "controller", "datapath_id", "protocols"]},
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "ofport_request", "mtu_request", "options",
                                   "other_config", "ofport", "error", "admin_state",
@@ -242,7 +242,21 @@ impl Sync {
             }
             self.applied_options.insert(k.clone(), v.clone());
         }
-        self.applied_options.retain(|k, _| options.contains_key(k));
+        // An option the database no longer sets goes back to its default.
+        let dropped: Vec<String> = self
+            .applied_options
+            .keys()
+            .filter(|k| !options.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in dropped {
+            if let Err(e) = sw.handle(Request::Set {
+                options: vec![format!("{k}=")],
+            }) {
+                tracing::warn!(key = %k, error = %e, "cannot take an option back to its default");
+            }
+            self.applied_options.remove(&k);
+        }
         // Ports: made, remade when their options change, removed when they go.
         let wanted: BTreeMap<&str, &config::DesiredInterface> = d
             .bridge
