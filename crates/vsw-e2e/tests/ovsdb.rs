@@ -135,7 +135,113 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
     db.vsctl(&["del-port", "br0", &h1.port]);
     assert!(!d.ports().iter().any(|p| p.name == h1.port));
     db.vsctl(&["del-br", "br0"]);
-    assert!(d.ports().is_empty(), "{:?}", d.ports());
+    assert!(no_bridge(&d), "the bridge stopped with its row");
+    assert!(
+        !d.dir.join("br0.mgmt").exists(),
+        "its management socket went"
+    );
+    assert!(
+        !std::path::Path::new("/sys/class/net/br0").exists(),
+        "its internal port went"
+    );
+}
+
+/// Whether vswctl finds no bridge to talk to (its bridge is not in the database).
+fn no_bridge(d: &Vswd) -> bool {
+    let out = d.ctl(&["dump-ports"]);
+    !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no bridge br0")
+}
+
+#[test]
+fn every_bridge_of_the_database_is_a_switch_of_its_own() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let mut d = vswd_on(&db);
+    let pid = d.pid().expect("running");
+    // vswd's threads with this name (a bridge runs one of each).
+    let threads = |name: &str| {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter(|t| {
+                let comm = t.as_ref().unwrap().path().join("comm");
+                std::fs::read_to_string(comm).is_ok_and(|c| c.trim() == name)
+            })
+            .count()
+    };
+    let hosts: Vec<Host> = (1..=4).map(Host::new).collect();
+    db.add_netdev_bridge("br0");
+    db.add_netdev_bridge("br1");
+    db.add_port("br0", &hosts[0].port, None);
+    db.add_port("br0", &hosts[1].port, None);
+    db.add_port("br1", &hosts[2].port, None);
+    db.add_port("br1", &hosts[3].port, None);
+    for name in ["packet-in", "controllers", "revalidator", "openflow-accept"] {
+        assert_eq!(threads(name), 2, "{name}: one per bridge");
+    }
+    assert!(hosts[0].ping(&hosts[1], 1), "br0 forwards");
+    assert!(hosts[2].ping(&hosts[3], 1), "br1 forwards");
+    assert!(!hosts[0].ping(&hosts[2], 1), "the bridges are not joined");
+    // Each its own LOCAL port, datapath id and management socket.
+    for b in ["br0", "br1"] {
+        assert_eq!(db.vsctl(&["get", "Interface", b, "ofport"]), "65534");
+        let show = vsw_e2e::must(
+            "ovs-ofctl",
+            &[
+                "-O",
+                "OpenFlow13",
+                "show",
+                &format!("unix:{}", d.dir.join(format!("{b}.mgmt")).display()),
+            ],
+        );
+        assert!(show.contains(&format!("LOCAL({b})")), "{show}");
+    }
+    assert_ne!(
+        db.vsctl(&["get", "Bridge", "br0", "datapath_id"]),
+        db.vsctl(&["get", "Bridge", "br1", "datapath_id"])
+    );
+    // ovs-appctl names the bridge.
+    let appctl = |args: &[&str]| {
+        let out = std::process::Command::new("ovs-appctl")
+            .arg("-t")
+            .arg(d.dir.join("vswd.ctl"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, fdb) = appctl(&["fdb/show", "br1"]);
+    assert!(ok && fdb.contains(" port  VLAN  MAC"), "{fdb}");
+    let (ok, trace) = appctl(&["ofproto/trace", "br1", "in_port=1"]);
+    assert!(ok && trace.contains("NORMAL"), "{trace}");
+    assert!(!appctl(&["fdb/show", "br9"]).0, "no such bridge");
+    // A port moved from one bridge to the other in one transaction.
+    db.vsctl(&[
+        "del-port",
+        "br0",
+        &hosts[1].port,
+        "--",
+        "add-port",
+        "br1",
+        &hosts[1].port,
+    ]);
+    assert!(hosts[1].ping(&hosts[2], 1), "moved to br1");
+    assert!(!hosts[1].ping(&hosts[0], 1), "gone from br0");
+    // A bridge deleted stops; the other forwards on.
+    db.vsctl(&["del-br", "br1"]);
+    assert!(!d.dir.join("br1.mgmt").exists());
+    // Its threads end (those that wait wake within a second).
+    wait_until("br1's threads to end", Duration::from_secs(5), || {
+        ["packet-in", "controllers", "revalidator", "openflow-accept"]
+            .iter()
+            .all(|name| threads(name) == 1)
+    });
+    assert!(!std::path::Path::new("/sys/class/net/br1").exists());
+    assert!(!hosts[2].ping(&hosts[3], 1), "br1 is gone");
+    db.add_port("br0", &hosts[2].port, None);
+    assert!(hosts[0].ping(&hosts[2], 1), "br0 forwards on");
 }
 
 #[test]
@@ -189,11 +295,11 @@ fn mtus_restarts_of_either_daemon_and_the_lock() {
         "no state file with a database"
     );
 
-    // A second vswd on the same database waits for the lock and changes nothing.
+    // A second vswd on the same database waits for the lock and runs nothing.
     let second = Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br0"]);
-    assert!(second.ports().is_empty());
+    assert!(no_bridge(&second));
     db.vsctl(&["del-port", "br0", "vsw-later0"]);
-    assert!(second.ports().is_empty());
+    assert!(no_bridge(&second));
     assert!(!d.ports().iter().any(|p| p.name == "vsw-later0"));
 }
 

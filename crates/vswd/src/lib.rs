@@ -3,6 +3,7 @@
 //! server.
 #![forbid(unsafe_code)]
 
+pub mod bridges;
 pub mod journal;
 pub mod offload;
 pub mod openflow;

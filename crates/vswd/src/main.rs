@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -34,7 +34,8 @@ struct Args {
     #[arg(long, default_value = "info")]
     log: String,
     /// The bridge this vswd is (its management socket `<run dir>/NAME.mgmt`, its
-    /// internal port NAME); with --ovsdb, the database's bridge of that name.
+    /// internal port NAME). With --ovsdb vswd runs every bridge of the database,
+    /// and this names the one vswctl's requests go to.
     #[arg(long, default_value = vswd::switch::BRIDGE_NAME)]
     bridge: String,
     /// Be configured by the Open_vSwitch database of this ovsdb-server
@@ -151,35 +152,34 @@ fn main() -> anyhow::Result<()> {
     // Read before the daemon's threads are confined (see keep_off_pmd_cores).
     vswd::options::allowed_cpus();
     let socket = args.socket.display().to_string();
-    let started = match &args.ovsdb {
-        // The database holds the configuration: a new switch, nothing saved.
-        Some(_) => Switch::start_unsaved(&socket, vsw_netdev::class::PortClasses::standard()),
-        None => Switch::start(&args.state_file, &socket),
-    };
-    let mut switch = match started {
-        Ok(s) => s,
-        Err(e) => {
-            socket_file.remove(&args.socket);
-            return Err(e.into());
+    let bridges = Arc::new(vswd::bridges::Bridges::new(&args.socket));
+    match &args.ovsdb {
+        // The database holds the configuration: its bridges are started as it
+        // names them, new, nothing saved.
+        Some(_) => keep_off_pmd_cores(&vswd::options::default_pmd_cores()),
+        None => {
+            let mut switch = match Switch::start(&args.state_file, &socket) {
+                Ok(s) => s,
+                Err(e) => {
+                    socket_file.remove(&args.socket);
+                    return Err(e.into());
+                }
+            };
+            switch.set_bridge_name(&args.bridge);
+            keep_off_pmd_cores(&switch.pmd_cores());
+            // Its OpenFlow management socket listens before the control socket
+            // answers (a client that saw vswd answer finds it).
+            if let Err(e) = bridges.run(switch) {
+                socket_file.remove(&args.socket);
+                return Err(e).context("cannot run the bridge");
+            }
         }
+    }
+    // vswctl reaches the bridge named by --bridge.
+    let for_server: vswd::server::Resolve = {
+        let (bridges, name) = (bridges.clone(), args.bridge.clone());
+        Arc::new(move || bridges.find(&name).map(|b| b.switch.clone()))
     };
-    switch.set_bridge_name(&args.bridge);
-    keep_off_pmd_cores(&switch.pmd_cores());
-    let switch = Arc::new(Mutex::new(switch));
-    // The OpenFlow management socket beside the control socket, listening before the
-    // control socket answers (a client that saw vswd answer finds it). Without it
-    // vswd still runs (another daemon's, say, in the same directory): said, not fatal.
-    let mgmt = vswd::openflow::mgmt_path(&args.socket, &args.bridge);
-    let (mgmt_listener, mgmt_file) = match vswd::server::bind(&mgmt) {
-        Ok((listener, file)) => (Some(listener), Some(file)),
-        Err(e) => {
-            tracing::warn!(path = %mgmt.display(), error = %e, "no OpenFlow management socket");
-            (None, None)
-        }
-    };
-    let openflow =
-        vswd::openflow::start(switch.clone(), mgmt_listener).context("cannot start OpenFlow")?;
-    let for_server = switch.clone();
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
@@ -210,7 +210,7 @@ fn main() -> anyhow::Result<()> {
             .and_then(|f| log_filter.reload(f).map_err(|e| e.to_string()))
     });
     let unixctl = vswd::unixctl::Context {
-        switch: switch.clone(),
+        bridges: bridges.clone(),
         stop: stop.clone(),
         set_log,
     };
@@ -230,46 +230,39 @@ fn main() -> anyhow::Result<()> {
         Err(e) => tracing::warn!(path = %ctl.display(), error = %e, "no ovs-appctl socket"),
     }
     if let Some(target) = &args.ovsdb {
-        vswd::ovsdb::start(
-            switch.clone(),
-            openflow.clone(),
-            target.clone(),
-            args.bridge.clone(),
-            run_dir.clone(),
-        )
-        .context("cannot start the OVSDB client")?;
+        vswd::ovsdb::start(bridges.clone(), target.clone(), run_dir.clone())
+            .context("cannot start the OVSDB client")?;
     }
-    tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), openflow = %mgmt.display(), bridge = %args.bridge, ovsdb = ?args.ovsdb.as_ref().map(ToString::to_string), "vswd ready");
+    tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), bridges = ?bridges.names(), ovsdb = ?args.ovsdb.as_ref().map(ToString::to_string), "vswd ready");
 
     let mut failed = None;
-    while !stop.load(Ordering::Relaxed) {
+    'running: while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(LINK_CHECK_INTERVAL);
-        let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
-        // A PMD that panicked took its queues with it, and what it held is in an
-        // unknown state: vswd stops (cleanly: ports let go, fast paths removed) and
-        // leaves restarting to its supervisor, which starts it afresh from the state
-        // file, rather than running on with part of its datapath gone.
-        if let Some((core, why)) = sw.failed_pmd() {
-            tracing::error!(
-                core,
-                why,
-                "the PMD on core {core} failed; vswd stops (exit status {EXIT_PMD_FAILED}) to be started afresh"
-            );
-            failed = Some(core);
-            break;
+        for bridge in bridges.all() {
+            let mut sw = bridge.lock();
+            // A PMD that panicked took its queues with it, and what it held is in an
+            // unknown state: vswd stops (cleanly: ports let go, fast paths removed)
+            // and leaves restarting to its supervisor, which starts it afresh from
+            // its configuration, rather than running on with part of a datapath gone.
+            if let Some((core, why)) = sw.failed_pmd() {
+                tracing::error!(
+                    bridge = %bridge.name,
+                    core,
+                    why,
+                    "the PMD on core {core} failed; vswd stops (exit status {EXIT_PMD_FAILED}) to be started afresh"
+                );
+                failed = Some(core);
+                break 'running;
+            }
+            sw.check_links();
+            sw.expire_flows();
+            sw.sync_ports();
+            sw.revalidate_offloads();
         }
-        sw.check_links();
-        sw.expire_flows();
-        sw.sync_ports();
-        sw.revalidate_offloads();
     }
     tracing::info!("shutting down");
-    let mut sw = switch.lock().unwrap_or_else(|e| e.into_inner());
-    sw.shutdown();
+    bridges.stop_all();
     socket_file.remove(&args.socket);
-    if let Some(f) = mgmt_file {
-        f.remove(&mgmt);
-    }
     for f in [&ctl, &stable_ctl] {
         let _ = std::fs::remove_file(f);
     }

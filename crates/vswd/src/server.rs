@@ -57,6 +57,10 @@ pub fn answer(switch: &Mutex<Switch>, line: &str) -> Reply {
     }
 }
 
+/// The switch a request goes to now (the bridge `vswctl` reaches), or why there is
+/// none.
+pub type Resolve = Arc<dyn Fn() -> Result<Arc<Mutex<Switch>>, String> + Send + Sync>;
+
 fn error_reply(error: String) -> Reply {
     Reply {
         ok: false,
@@ -134,7 +138,7 @@ impl Client {
 
     /// Does everything the client's socket allows now: writes the pending reply,
     /// answers the next request, reads more.
-    fn pump(&mut self, switch: &Mutex<Switch>) -> Next {
+    fn pump(&mut self, resolve: &Resolve) -> Next {
         let mut buf = [0u8; 64 << 10];
         let mut answered = 0;
         loop {
@@ -153,7 +157,10 @@ impl Client {
                 answered += 1;
                 let reply = match std::str::from_utf8(&line) {
                     Ok(text) if text.trim().is_empty() => continue,
-                    Ok(text) => answer(switch, text.trim()),
+                    Ok(text) => match resolve() {
+                        Ok(switch) => answer(&switch, text.trim()),
+                        Err(why) => error_reply(why),
+                    },
                     Err(_) => {
                         self.closing = true;
                         error_reply("bad request: not UTF-8".into())
@@ -195,8 +202,9 @@ impl Client {
     }
 }
 
-/// Serves clients on `listener` until the process ends.
-pub fn serve(listener: UnixListener, switch: Arc<Mutex<Switch>>) -> io::Result<()> {
+/// Serves clients on `listener` until the process ends; each request goes to the
+/// switch `resolve` gives.
+pub fn serve(listener: UnixListener, resolve: Resolve) -> io::Result<()> {
     listener.set_nonblocking(true)?;
     let mut listener = mio::net::UnixListener::from_std(listener);
     let mut poll = Poll::new()?;
@@ -232,7 +240,7 @@ pub fn serve(listener: UnixListener, switch: Arc<Mutex<Switch>>) -> io::Result<(
             let Some(c) = clients.get_mut(&token) else {
                 continue;
             };
-            match c.pump(&switch) {
+            match c.pump(&resolve) {
                 Next::Wait => {}
                 Next::Again => again.push(token),
                 Next::Close => drop_client(&poll, &mut clients, token),

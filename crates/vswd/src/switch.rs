@@ -271,24 +271,29 @@ impl Switch {
         socket: &str,
         classes: PortClasses,
     ) -> Result<Switch, SwitchError> {
-        Switch::start_from(Some(state_file), socket, classes)
+        Switch::start_from(Some(state_file), socket, classes, BRIDGE_NAME)
     }
 
-    /// A switch whose configuration another keeps (an OVSDB server): it starts as a
-    /// new switch and writes no state file.
-    pub fn start_unsaved(socket: &str, classes: PortClasses) -> Result<Switch, SwitchError> {
-        Switch::start_from(None, socket, classes)
+    /// Bridge `bridge`, whose configuration another keeps (an OVSDB server): it
+    /// starts as a new switch and writes no state file.
+    pub fn start_unsaved(
+        socket: &str,
+        classes: PortClasses,
+        bridge: &str,
+    ) -> Result<Switch, SwitchError> {
+        Switch::start_from(None, socket, classes, bridge)
     }
 
     fn start_from(
         saved_in: Option<&Path>,
         socket: &str,
         classes: PortClasses,
+        bridge: &str,
     ) -> Result<Switch, SwitchError> {
         let persist = saved_in.is_some();
-        // Never written when not persisting: a name in the run directory that the
-        // datapath id and messages can show.
-        let unsaved = Path::new(socket).with_file_name("vswd.unsaved");
+        // Never written when not persisting: a name in the run directory, one per
+        // bridge, that the datapath id and messages can show.
+        let unsaved = Path::new(socket).with_file_name(format!("{bridge}.unsaved"));
         let state_file = saved_in.unwrap_or(&unsaved);
         // A new switch is a learning switch: one rule sends everything to NORMAL.
         let loaded = match saved_in {
@@ -414,7 +419,7 @@ impl Switch {
             journal,
             file_current,
             persist,
-            bridge: BRIDGE_NAME.to_string(),
+            bridge: bridge.to_string(),
         };
         // What an earlier run left on the devices (a kernel fast path forwarding with
         // that run's rules, when it was killed) goes before anything is attached.

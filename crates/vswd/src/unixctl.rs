@@ -8,7 +8,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -16,14 +16,14 @@ use serde_json::{json, Value};
 use vsw_ovsdb::jsonrpc::{Framer, Message};
 use vsw_protocol::{render, Request};
 
-use crate::switch::Switch;
+use crate::bridges::{Bridges, RunningBridge};
 
 /// Sets the log level from `vlog/set`'s argument (a tracing filter).
 pub type SetLog = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 /// What a command needs.
 pub struct Context {
-    pub switch: Arc<Mutex<Switch>>,
+    pub bridges: Arc<Bridges>,
     /// Set by `exit`: the daemon stops as on SIGTERM.
     pub stop: Arc<AtomicBool>,
     pub set_log: SetLog,
@@ -112,30 +112,46 @@ fn serve(mut conn: UnixStream, cx: &Context) {
     }
 }
 
-fn ask<T: DeserializeOwned>(cx: &Context, req: Request) -> Result<T, String> {
-    let v = cx
-        .switch
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .handle(req)
-        .map_err(|e| e.to_string())?;
+fn ask<T: DeserializeOwned>(b: &RunningBridge, req: Request) -> Result<T, String> {
+    let v = b.lock().handle(req).map_err(|e| e.to_string())?;
     serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// The bridge a command names, or the only one when it names none.
+fn bridge(cx: &Context, named: Option<&String>) -> Result<Arc<RunningBridge>, String> {
+    match named {
+        Some(n) => cx.bridges.find(n),
+        None => {
+            let mut all = cx.bridges.all();
+            match all.len() {
+                1 => Ok(all.remove(0)),
+                0 => Err("vswd runs no bridge".into()),
+                _ => Err(format!("which bridge? ({})", cx.bridges.names().join(", "))),
+            }
+        }
+    }
+}
+
+/// Each bridge's datapath's text: as Open vSwitch prints its one datapath when
+/// there is one bridge; under a line naming the bridge when there are several
+/// (each bridge is a datapath of its own in vsw).
+fn per_datapath(
+    cx: &Context,
+    text: impl Fn(&RunningBridge) -> Result<String, String>,
+) -> Result<String, String> {
+    let all = cx.bridges.all();
+    let mut out = String::new();
+    for b in &all {
+        if all.len() > 1 {
+            out.push_str(&format!("bridge {}:\n", b.name));
+        }
+        out.push_str(&text(b)?);
+    }
+    Ok(out)
 }
 
 /// The text of command `method`, or the error text ovs-appctl prints.
 fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String> {
-    let bridge = || {
-        cx.switch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .bridge_name()
-            .to_string()
-    };
-    // A bridge named must be this one.
-    let check_bridge = |named: Option<&String>| match named {
-        Some(b) if *b != bridge() => Err(format!("no such bridge {b}")),
-        _ => Ok(()),
-    };
     match method {
         "version" => Ok(format!(
             "ovs-vswitchd (vsw) {}\n",
@@ -149,36 +165,55 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
             Ok(o)
         }
         "exit" => Ok(String::new()),
-        "dpif-netdev/pmd-stats-show" => Ok(render::pmd_stats(&ask::<Vec<_>>(cx, Request::PmdStatsShow)?)),
+        "dpif-netdev/pmd-stats-show" => per_datapath(cx, |b| {
+            Ok(render::pmd_stats(&ask::<Vec<_>>(b, Request::PmdStatsShow)?))
+        }),
         "dpif-netdev/pmd-stats-clear" => {
-            ask::<Value>(cx, Request::PmdStatsClear)?;
+            for b in cx.bridges.all() {
+                ask::<Value>(&b, Request::PmdStatsClear)?;
+            }
             Ok(String::new())
         }
-        "dpif-netdev/pmd-rxq-show" => Ok(render::rxq_show(&ask::<Vec<_>>(cx, Request::PmdRxqShow)?)),
+        "dpif-netdev/pmd-rxq-show" => per_datapath(cx, |b| {
+            Ok(render::rxq_show(&ask::<Vec<_>>(b, Request::PmdRxqShow)?))
+        }),
         "dpif-netdev/pmd-rxq-rebalance" => {
-            ask::<Value>(cx, Request::PmdRxqRebalance)?;
+            for b in cx.bridges.all() {
+                ask::<Value>(&b, Request::PmdRxqRebalance)?;
+            }
             Ok("pmd rxq rebalance requested.\n".into())
         }
-        "dpctl/dump-flows" => Ok(render::dp_flows(
-            &ask::<Vec<_>>(cx, Request::DumpDpFlows { kind: None })?,
-            false,
-        )),
+        // Flows name their ports, whose names no two bridges share: one list.
+        "dpctl/dump-flows" => {
+            let mut out = String::new();
+            for b in cx.bridges.all() {
+                out.push_str(&render::dp_flows(
+                    &ask::<Vec<_>>(&b, Request::DumpDpFlows { kind: None })?,
+                    false,
+                ));
+            }
+            Ok(out)
+        }
         "ofproto/trace" => {
             let (named, flow) = match args {
                 [flow] => (None, flow),
                 [b, flow] => (Some(b), flow),
                 _ => return Err("ofproto/trace needs [bridge] flow".into()),
             };
-            check_bridge(named)?;
-            ask::<String>(cx, Request::Trace { flow: flow.clone() })
+            ask::<String>(&*bridge(cx, named)?, Request::Trace { flow: flow.clone() })
         }
-        "fdb/show" => {
-            check_bridge(args.first())?;
-            Ok(render::fdb(&ask::<Vec<_>>(cx, Request::FdbShow)?))
-        }
+        "fdb/show" => Ok(render::fdb(&ask::<Vec<_>>(
+            &*bridge(cx, args.first())?,
+            Request::FdbShow,
+        )?)),
         "fdb/flush" => {
-            check_bridge(args.first())?;
-            ask::<Value>(cx, Request::FdbFlush)?;
+            let which = match args.first() {
+                Some(n) => vec![cx.bridges.find(n)?],
+                None => cx.bridges.all(),
+            };
+            for b in which {
+                ask::<Value>(&b, Request::FdbFlush)?;
+            }
             Ok("table successfully flushed\n".into())
         }
         "vlog/set" => {

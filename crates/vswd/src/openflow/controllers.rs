@@ -41,7 +41,7 @@ pub fn manage(of: &Arc<OpenFlow>) {
     let mut last_connected = Instant::now();
     let mut fail_open = false;
     let mut ports = PortWatch::default();
-    loop {
+    while !of.stopped() {
         let (targets, mode, probe_ms, now_ports, removed) = {
             let mut sw = lock(&of.switch);
             let (t, m, p) = sw.controller_config();
@@ -126,6 +126,13 @@ pub fn manage(of: &Arc<OpenFlow>) {
             lock(&of.switch).set_fail_open(want_open);
         }
         std::thread::sleep(LOOK_INTERVAL);
+    }
+    // The bridge went: so do its controllers' connections and listeners.
+    for slot in slots.values() {
+        slot.stop.store(true, Ordering::Release);
+        if let Some(s) = lock(&slot.open).as_ref() {
+            s.shutdown();
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -60,6 +60,10 @@ pub struct OpenFlow {
     /// Each configured controller (as its target prints) and whether it is
     /// connected now, as the controllers' manager last saw them.
     controllers: Mutex<Vec<(String, bool)>>,
+    /// The bridge went: every thread of this OpenFlow ends.
+    stopped: Arc<AtomicBool>,
+    /// The management socket's path, for waking its accepting thread.
+    mgmt_path: Option<PathBuf>,
 }
 
 impl OpenFlow {
@@ -75,25 +79,51 @@ impl OpenFlow {
             .find(|(t, _)| *t == normal)
             .map(|(_, c)| *c)
     }
+
+    /// Whether the bridge went (its threads end).
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Ends this bridge's OpenFlow: connections closed, controllers let go, the
+    /// management socket's listener and the packet-in thread ended. The caller
+    /// removes the management socket.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.peers.close_all();
+        // accept() returns to see the flag.
+        if let Some(path) = &self.mgmt_path {
+            let _ = UnixStream::connect(path);
+        }
+    }
 }
 
 /// Starts OpenFlow: packet-ins, the management socket (when it could be bound) and
 /// the controller connections. Runs until the process ends.
-pub fn start(switch: Arc<Mutex<Switch>>, mgmt: Option<UnixListener>) -> io::Result<Arc<OpenFlow>> {
+pub fn start(
+    switch: Arc<Mutex<Switch>>,
+    mgmt: Option<(UnixListener, PathBuf)>,
+) -> io::Result<Arc<OpenFlow>> {
     let (punts, ofproto) = {
         let sw = lock(&switch);
         (sw.punts(), sw.ofproto())
+    };
+    let (mgmt, mgmt_path) = match mgmt {
+        Some((l, p)) => (Some(l), Some(p)),
+        None => (None, None),
     };
     let of = Arc::new(OpenFlow {
         switch,
         peers: Arc::new(Peers::default()),
         mgmt_open: AtomicUsize::new(0),
         controllers: Mutex::new(Vec::new()),
+        stopped: Arc::new(AtomicBool::new(false)),
+        mgmt_path,
     });
-    let peers = of.peers.clone();
+    let (peers, stopped) = (of.peers.clone(), of.stopped.clone());
     std::thread::Builder::new()
         .name("packet-in".into())
-        .spawn(move || peers::deliver_punts(punts, ofproto, peers))?;
+        .spawn(move || peers::deliver_punts(punts, ofproto, peers, stopped))?;
     if let Some(listener) = mgmt {
         let of = of.clone();
         std::thread::Builder::new()
@@ -110,6 +140,9 @@ pub fn start(switch: Arc<Mutex<Switch>>, mgmt: Option<UnixListener>) -> io::Resu
 /// Accepts management connections until the process ends.
 fn serve(listener: UnixListener, of: &Arc<OpenFlow>) {
     for conn in listener.incoming() {
+        if of.stopped() {
+            return;
+        }
         let Ok(conn) = conn else { continue };
         serve_one(of, Stream::Unix(conn), "management socket".into());
     }

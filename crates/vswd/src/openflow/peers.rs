@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -121,6 +121,14 @@ impl Peers {
 
     pub fn remove(&self, p: &Arc<Peer>) {
         lock(&self.open).retain(|o| !Arc::ptr_eq(o, p));
+    }
+
+    /// Ends every open connection (the bridge goes): each one's thread sees its
+    /// socket closed and returns.
+    pub fn close_all(&self) {
+        for p in lock(&self.open).iter() {
+            (p.shutdown)();
+        }
     }
 
     /// `peer` asks for a role (`None`: only what it is).
@@ -292,8 +300,13 @@ impl PortWatch {
 
 /// Takes what the datapath sends up, until the process ends: each packet becomes a
 /// packet-in with what its translation noted (reason, table, cookie, length).
-pub fn deliver_punts(punts: Punts, ofproto: Arc<Ofproto>, peers: Arc<Peers>) {
-    loop {
+pub fn deliver_punts(
+    punts: Punts,
+    ofproto: Arc<Ofproto>,
+    peers: Arc<Peers>,
+    stopped: Arc<AtomicBool>,
+) {
+    while !stopped.load(Ordering::Acquire) {
         let Some(p) = punts.recv_timeout(Duration::from_secs(1)) else {
             continue;
         };

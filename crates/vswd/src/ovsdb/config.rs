@@ -1,7 +1,7 @@
 //! What the Open_vSwitch database asks of vswd, read from a replica of it: the
-//! switch options (`Open_vSwitch:other_config`), the bridge vswd carries and each of
-//! its interfaces as a vsw port (type and options in vsw's words). Pure: the sync
-//! loop (`mod.rs`) carries it out.
+//! switch options (`Open_vSwitch:other_config`), the bridges and each of their
+//! interfaces as a vsw port (type and options in vsw's words). Pure: the sync loop
+//! (`mod.rs`) carries it out.
 
 use std::collections::BTreeMap;
 
@@ -31,15 +31,14 @@ pub struct Desired {
     pub next_cfg: i64,
     /// Switch options, `key=value`, for the keys of [`SWITCH_KEYS`] that are set.
     pub switch_options: BTreeMap<String, String>,
-    /// The bridge this vswd carries, if the database has it.
-    pub bridge: Option<DesiredBridge>,
-    /// Interfaces of other bridges (this vswd carries one): each gets an error.
-    pub elsewhere: Vec<String>,
+    /// The bridges, each once (by name).
+    pub bridges: Vec<DesiredBridge>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DesiredBridge {
     pub uuid: String,
+    pub name: String,
     /// `datapath-id`, `fail-mode`, `controller` as vsw's switch options.
     pub options: BTreeMap<String, String>,
     pub interfaces: Vec<DesiredInterface>,
@@ -58,9 +57,9 @@ pub struct DesiredInterface {
     pub ofport_hint: Option<u32>,
 }
 
-/// Reads what the database asks for; `bridge` is the bridge this vswd carries and
-/// `run_dir` where Open vSwitch's vhost-user server sockets go.
-pub fn desired(r: &Replica, bridge: &str, run_dir: &str) -> Desired {
+/// Reads what the database asks for; `run_dir` is where Open vSwitch's vhost-user
+/// server sockets go.
+pub fn desired(r: &Replica, run_dir: &str) -> Desired {
     let mut d = Desired::default();
     let Some((root, ovs)) = r.rows("Open_vSwitch").next() else {
         return d;
@@ -77,20 +76,23 @@ pub fn desired(r: &Replica, bridge: &str, run_dir: &str) -> Desired {
         let Some(row) = r.row("Bridge", &b) else {
             continue;
         };
-        let ifaces = bridge_interfaces(r, row);
-        if row.get("name").and_then(string) == Some(bridge) && d.bridge.is_none() {
-            d.bridge = Some(DesiredBridge {
-                uuid: b.clone(),
-                options: bridge_options(r, row),
-                controllers: controllers(r, row),
-                interfaces: ifaces
-                    .into_iter()
-                    .map(|(u, i)| interface(&u, i, run_dir))
-                    .collect(),
-            });
-        } else {
-            d.elsewhere.extend(ifaces.into_iter().map(|(u, _)| u));
+        let Some(name) = row.get("name").and_then(string) else {
+            continue;
+        };
+        // The schema keeps names unique; a replica mid-change might not.
+        if d.bridges.iter().any(|o| o.name == name) {
+            continue;
         }
+        d.bridges.push(DesiredBridge {
+            uuid: b.clone(),
+            name: name.to_string(),
+            options: bridge_options(r, row),
+            controllers: controllers(r, row),
+            interfaces: bridge_interfaces(r, row)
+                .into_iter()
+                .map(|(u, i)| interface(&u, i, run_dir))
+                .collect(),
+        });
     }
     d
 }
@@ -265,14 +267,16 @@ mod tests {
 
     #[test]
     fn the_database_reads_as_vsw_ports_and_options() {
-        let d = desired(&replica(), "br-int", "/run/openvswitch");
+        let d = desired(&replica(), "/run/openvswitch");
         assert_eq!(d.next_cfg, 7);
         assert_eq!(
             d.switch_options,
             BTreeMap::from([("pmd-cpu-mask".to_string(), "0x2".to_string())]),
             "unknown keys are ignored"
         );
-        let b = d.bridge.unwrap();
+        assert_eq!(d.bridges.len(), 2, "every bridge");
+        let b = &d.bridges[0];
+        assert_eq!(b.name, "br-int");
         assert_eq!(b.options["fail-mode"], "secure");
         assert_eq!(b.options["datapath-id"], "0000000000000001");
         assert_eq!(b.options["controller"], "tcp:127.0.0.1:6653");
@@ -301,13 +305,12 @@ mod tests {
         assert_eq!(vhu["ofport_request"], "5");
         assert_eq!(vhu["mtu_request"], "9000");
         assert_eq!(vhu["pmd-rxq-affinity"], "0:1");
-        assert_eq!(d.elsewhere, vec!["i2".to_string()]);
-        // Another bridge's vswd sees it the other way round.
-        let d = desired(&replica(), "br-ex", "/run/openvswitch");
-        let b = d.bridge.unwrap();
+        // The other bridge, with its options unset.
+        let b = &d.bridges[1];
+        assert_eq!(b.name, "br-ex");
+        assert!(b.options.is_empty(), "{:?}", b.options);
         assert!(!b.interfaces[0].port.as_ref().unwrap().contains_key("type"));
         assert_eq!(b.interfaces[0].ofport_hint, Some(12), "the number it had");
-        assert_eq!(d.elsewhere.len(), 2);
     }
 
     #[test]
@@ -318,13 +321,10 @@ mod tests {
             "options": ["map", []], "other_config": ["map", []]}}}}),
         )
         .unwrap();
-        let d = desired(&r, "br-ex", "/run/openvswitch");
-        let e = d.bridge.unwrap().interfaces[0].port.clone().unwrap_err();
+        let d = desired(&r, "/run/openvswitch");
+        let e = d.bridges[1].interfaces[0].port.clone().unwrap_err();
         assert!(e.contains("patch"), "{e}");
         // An empty database asks for nothing.
-        assert_eq!(
-            desired(&Replica::default(), "br0", "/run"),
-            Desired::default()
-        );
+        assert_eq!(desired(&Replica::default(), "/run"), Desired::default());
     }
 }

@@ -3,7 +3,9 @@
 //! One thread keeps a connection to the database (reconnecting with backoff), takes
 //! the lock `ovs_vswitchd` (so two daemons never carry out one database), monitors
 //! the tables ovs-vswitchd reads, and after every change carries out what they ask
-//! (`config.rs` reads it) through the same requests as `vswctl`. Then it writes back
+//! (`config.rs` reads it): a running bridge (`bridges.rs`) per `Bridge` row, started
+//! and stopped with it, configured through the same requests as `vswctl`. Then it
+//! writes back
 //! what ovs-vswitchd writes: each interface's `ofport`, `error`, `admin_state`,
 //! `link_state`, `mtu`, `mac_in_use`, the bridge's `datapath_id`, and `cur_cfg =
 //! next_cfg` in the same transaction (so `ovs-vsctl` without `--no-wait` returns once
@@ -15,7 +17,7 @@ pub mod config;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -23,9 +25,9 @@ use vsw_ovsdb::datum::{make_map, make_set, make_uuid};
 use vsw_ovsdb::{Client, Event, OvsdbError, Replica, Target};
 use vsw_protocol::Request;
 
-use crate::openflow::OpenFlow;
+use crate::bridges::Bridges;
 use crate::switch::Switch;
-use config::{desired, Desired};
+use config::{desired, Desired, DesiredBridge};
 
 /// The database ovs-vswitchd serves.
 pub const DB: &str = "Open_vSwitch";
@@ -47,28 +49,16 @@ const IFACE_TYPES: &[&str] = &[
     "tap",
 ];
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Starts the thread that carries out the database at `target` for bridge `bridge`.
-pub fn start(
-    switch: Arc<Mutex<Switch>>,
-    openflow: Arc<OpenFlow>,
-    target: Target,
-    bridge: String,
-    run_dir: PathBuf,
-) -> std::io::Result<()> {
+/// Starts the thread that carries out the database at `target`: its bridges run in
+/// `bridges`.
+pub fn start(bridges: Arc<Bridges>, target: Target, run_dir: PathBuf) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("vsw-ovsdb".into())
         .spawn(move || {
             let mut sync = Sync {
-                switch,
-                openflow,
-                bridge,
+                bridges,
                 run_dir: run_dir.display().to_string(),
-                applied_ports: BTreeMap::new(),
-                applied_options: BTreeMap::new(),
+                applied: BTreeMap::new(),
                 errors: BTreeMap::new(),
                 written_stats: BTreeMap::new(),
             };
@@ -89,21 +79,25 @@ pub fn start(
         .map(|_| ())
 }
 
-/// What the sync loop carried out, kept across reconnections: the ports it made and
-/// the options it set (so a new session changes only what changed).
+/// What the sync loop carried out, kept across reconnections (so a new session
+/// changes only what changed; the bridges run on meanwhile).
 struct Sync {
-    switch: Arc<Mutex<Switch>>,
-    /// Whose controllers are connected.
-    openflow: Arc<OpenFlow>,
-    bridge: String,
+    bridges: Arc<Bridges>,
     run_dir: String,
-    /// Ports made from the database: name → the vsw options they were made with.
-    applied_ports: BTreeMap<String, BTreeMap<String, String>>,
-    applied_options: BTreeMap<String, String>,
+    /// Per bridge (by name), what was carried out on it.
+    applied: BTreeMap<String, Applied>,
     /// Interface (UUID) → why it is not a port.
     errors: BTreeMap<String, String>,
     /// Interface (UUID) → the statistics last written.
     written_stats: BTreeMap<String, Value>,
+}
+
+/// What one bridge was given.
+#[derive(Default)]
+struct Applied {
+    /// Ports made from the database: name → the vsw options they were made with.
+    ports: BTreeMap<String, BTreeMap<String, String>>,
+    options: BTreeMap<String, String>,
 }
 
 fn monitor_requests() -> Value {
@@ -149,7 +143,7 @@ impl Sync {
         replica
             .apply(&initial)
             .map_err(|e| OvsdbError::Framing(vsw_ovsdb::jsonrpc::FramingError::NotRpc(e.0)))?;
-        tracing::info!(bridge = %self.bridge, "carrying out the Open_vSwitch database");
+        tracing::info!("carrying out the Open_vSwitch database");
         // Who carries the database out, where ovs-vswitchd writes nothing of its own.
         if let Some((root, _)) = replica.rows("Open_vSwitch").next() {
             let version = make_map([(
@@ -196,7 +190,7 @@ impl Sync {
                     if stats {
                         last_stats = Instant::now();
                     }
-                    let d = desired(&replica, &self.bridge, &self.run_dir);
+                    let d = desired(&replica, &self.run_dir);
                     if self.waiting(&d) {
                         self.apply(&d);
                     }
@@ -208,153 +202,66 @@ impl Sync {
 
     /// Carries out what the database asks, then writes back what came of it.
     fn carry_out(&mut self, c: &Client, replica: &Replica) -> Result<(), OvsdbError> {
-        let d = desired(replica, &self.bridge, &self.run_dir);
+        let d = desired(replica, &self.run_dir);
         self.apply(&d);
         self.write_back(c, replica, &d, true)
     }
 
     /// Whether an interface that could be a port is not one yet.
     fn waiting(&self, d: &Desired) -> bool {
-        d.bridge
-            .iter()
-            .flat_map(|b| &b.interfaces)
-            .any(|i| i.port.is_ok() && !self.applied_ports.contains_key(&i.name))
+        d.bridges.iter().any(|b| {
+            let made = self.applied.get(&b.name).map(|a| &a.ports);
+            b.interfaces
+                .iter()
+                .any(|i| i.port.is_ok() && !made.is_some_and(|m| m.contains_key(&i.name)))
+        })
     }
 
     fn apply(&mut self, d: &Desired) {
-        let mut sw = lock(&self.switch);
-        // Options: the switch-wide ones and the bridge's, each set when it changes.
-        let mut options = d.switch_options.clone();
-        if let Some(b) = &d.bridge {
-            options.extend(b.options.clone());
-        }
-        for (k, v) in &options {
-            if self.applied_options.get(k) == Some(v) {
-                continue;
-            }
-            match sw.handle(Request::Set {
-                options: vec![format!("{k}={v}")],
-            }) {
-                Ok(_) => tracing::info!(key = %k, value = %v, "option from the database"),
-                Err(e) => {
-                    tracing::warn!(key = %k, value = %v, error = %e, "option from the database refused")
-                }
-            }
-            self.applied_options.insert(k.clone(), v.clone());
-        }
-        // An option the database no longer sets goes back to its default.
-        let dropped: Vec<String> = self
-            .applied_options
-            .keys()
-            .filter(|k| !options.contains_key(*k))
-            .cloned()
-            .collect();
-        for k in dropped {
-            if let Err(e) = sw.handle(Request::Set {
-                options: vec![format!("{k}=")],
-            }) {
-                tracing::warn!(key = %k, error = %e, "cannot take an option back to its default");
-            }
-            self.applied_options.remove(&k);
-        }
-        // Ports: made, remade when their options change, removed when they go.
-        let wanted: BTreeMap<&str, &config::DesiredInterface> = d
-            .bridge
-            .iter()
-            .flat_map(|b| &b.interfaces)
-            .map(|i| (i.name.as_str(), i))
-            .collect();
-        let gone: Vec<String> = self
-            .applied_ports
-            .keys()
-            .filter(|n| !matches!(wanted.get(n.as_str()), Some(i) if i.port.is_ok()))
-            .cloned()
-            .collect();
-        for name in gone {
-            if let Err(e) = sw.handle(Request::DelPort { name: name.clone() }) {
-                tracing::warn!(port = %name, error = %e, "cannot remove a port the database no longer has");
-            }
-            self.applied_ports.remove(&name);
-        }
         self.errors.clear();
-        for i in wanted.values() {
-            let opts = match &i.port {
-                Ok(o) => o,
-                Err(why) => {
-                    self.errors.insert(i.uuid.clone(), why.clone());
-                    continue;
-                }
-            };
-            match self.applied_ports.get(&i.name) {
-                Some(now) if now == opts => continue,
-                Some(now) => {
-                    // Changed in place when it only gains or changes options (an
-                    // MTU, an affinity: traffic goes on); made again otherwise.
-                    let changes: Vec<String> = opts
-                        .iter()
-                        .filter(|(k, v)| now.get(*k) != Some(*v))
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect();
-                    let in_place = now.keys().all(|k| opts.contains_key(k))
-                        && sw
-                            .handle(Request::SetPort {
-                                name: i.name.clone(),
-                                options: changes,
-                            })
-                            .is_ok();
-                    if in_place {
-                        self.applied_ports.insert(i.name.clone(), opts.clone());
+        // Bridges the database no longer has stop (their internal ports with them).
+        for name in self.bridges.names() {
+            if !d.bridges.iter().any(|b| b.name == name) {
+                self.bridges.stop(&name);
+                self.applied.remove(&name);
+            }
+        }
+        // Ports that went, from every bridge first: one that moved to another
+        // bridge in the same transaction is let go before it is taken again.
+        for b in &d.bridges {
+            if let (Some(rb), Some(applied)) =
+                (self.bridges.get(&b.name), self.applied.get_mut(&b.name))
+            {
+                remove_gone(&mut rb.lock(), applied, b);
+            }
+        }
+        for b in &d.bridges {
+            let rb = match self.bridges.get(&b.name) {
+                Some(rb) => rb,
+                None => match self
+                    .bridges
+                    .start_unsaved(&b.name, vsw_netdev::class::PortClasses::standard())
+                {
+                    Ok(rb) => {
+                        self.applied.insert(b.name.clone(), Applied::default());
+                        rb
+                    }
+                    Err(e) => {
+                        tracing::warn!(bridge = %b.name, error = %e, "cannot start a bridge of the database");
+                        for i in &b.interfaces {
+                            self.errors.insert(
+                                i.uuid.clone(),
+                                format!("bridge {} cannot start: {e}", b.name),
+                            );
+                        }
                         continue;
                     }
-                    let _ = sw.handle(Request::DelPort {
-                        name: i.name.clone(),
-                    });
-                    self.applied_ports.remove(&i.name);
-                }
-                None => {}
-            }
-            let options: Vec<String> = opts.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            // The number it had, if it asks for none and the number is free.
-            let mut added = Err(crate::switch::SwitchError::NoFreePortNumber);
-            if let Some(n) = i
-                .ofport_hint
-                .filter(|_| !opts.contains_key("ofport_request"))
-            {
-                let mut with = options.clone();
-                with.push(format!("ofport_request={n}"));
-                added = sw.handle(Request::AddPort {
-                    name: i.name.clone(),
-                    options: with,
-                });
-            }
-            if added.is_err() {
-                added = sw.handle(Request::AddPort {
-                    name: i.name.clone(),
-                    options,
-                });
-            }
-            match added {
-                Ok(_) => {
-                    self.applied_ports.insert(i.name.clone(), opts.clone());
-                }
-                Err(e) => {
-                    let why = match e {
-                        // As Open vSwitch says it (and tried again until it is there).
-                        crate::switch::SwitchError::Netdev(
-                            vsw_netdev::NetdevError::NoSuchInterface(_),
-                        ) => format!("could not open network device {} (No such device)", i.name),
-                        e => e.to_string(),
-                    };
-                    tracing::debug!(port = %i.name, error = %why, "a port from the database refused");
-                    self.errors.insert(i.uuid.clone(), why);
-                }
-            }
-        }
-        for u in &d.elsewhere {
-            self.errors.insert(
-                u.clone(),
-                format!("this vswd carries bridge {} only", self.bridge),
-            );
+                },
+            };
+            let applied = self.applied.entry(b.name.clone()).or_default();
+            let mut sw = rb.lock();
+            apply_options(&mut sw, applied, &d.switch_options, b);
+            make_ports(&mut sw, applied, &mut self.errors, b);
         }
     }
 
@@ -370,134 +277,134 @@ impl Sync {
         let Some(root) = &d.root else {
             return Ok(());
         };
-        let (infos, of_ports, dpid) = {
-            let sw = lock(&self.switch);
-            (sw.port_infos(), sw.openflow_ports(), sw.datapath_id())
-        };
         let mut ops = Vec::new();
-        let mut interfaces: Vec<(&str, &str)> = d
-            .bridge
-            .iter()
-            .flat_map(|b| &b.interfaces)
-            .map(|i| (i.uuid.as_str(), i.name.as_str()))
-            .collect();
-        interfaces.extend(d.elsewhere.iter().map(|u| (u.as_str(), "")));
-        for (uuid, name) in interfaces {
-            let info = (!self.errors.contains_key(uuid))
-                .then(|| infos.iter().find(|p| p.name == name))
-                .flatten();
-            let mut row = serde_json::Map::new();
-            match info {
-                Some(p) => {
-                    let no = i64::from(p.no);
-                    let up = p.status == "up";
-                    // An interface that is not there is the error Open vSwitch
-                    // reports; a link that is down is only that.
-                    let missing = p.status.contains("does not exist");
-                    row.insert("ofport".into(), json!(no));
-                    row.insert(
-                        "error".into(),
-                        if missing {
-                            json!(format!(
-                                "could not open network device {name} (No such device)"
-                            ))
-                        } else {
-                            make_set(vec![])
-                        },
-                    );
-                    row.insert(
-                        "admin_state".into(),
-                        json!(if missing { "down" } else { "up" }),
-                    );
-                    row.insert("link_state".into(), json!(if up { "up" } else { "down" }));
-                    if let Some(m) = p.mtu {
-                        row.insert("mtu".into(), json!(m));
-                    }
-                    if let Some(i) = p.ifindex {
-                        row.insert("ifindex".into(), json!(i));
-                    }
-                    // A vhost-user port's socket and who listens on it, as OVS says.
-                    if let Some(path) = &p.vhost_server_path {
-                        let client = self
-                            .applied_ports
-                            .get(name)
-                            .and_then(|o| o.get("type"))
-                            .is_some_and(|t| t == "vhostuserclient");
-                        let mode = if client { "client" } else { "server" };
+        for b in &d.bridges {
+            let running = self.bridges.get(&b.name);
+            let (infos, of_ports, dpid) = match &running {
+                Some(rb) => {
+                    let sw = rb.lock();
+                    (sw.port_infos(), sw.openflow_ports(), Some(sw.datapath_id()))
+                }
+                None => (Vec::new(), Vec::new(), None),
+            };
+            let made = self.applied.get(&b.name).map(|a| &a.ports);
+            for i in &b.interfaces {
+                let (uuid, name) = (i.uuid.as_str(), i.name.as_str());
+                let info = (!self.errors.contains_key(uuid))
+                    .then(|| infos.iter().find(|p| p.name == name))
+                    .flatten();
+                let mut row = serde_json::Map::new();
+                match info {
+                    Some(p) => {
+                        let no = i64::from(p.no);
+                        let up = p.status == "up";
+                        // An interface that is not there is the error Open vSwitch
+                        // reports; a link that is down is only that.
+                        let missing = p.status.contains("does not exist");
+                        row.insert("ofport".into(), json!(no));
                         row.insert(
-                            "status".into(),
-                            make_map([
-                                ("mode".to_string(), mode.to_string()),
-                                ("vhost-server-path".to_string(), path.clone()),
-                            ]),
+                            "error".into(),
+                            if missing {
+                                json!(format!(
+                                    "could not open network device {name} (No such device)"
+                                ))
+                            } else {
+                                make_set(vec![])
+                            },
                         );
-                    }
-                    if let Some(of) = of_ports.iter().find(|o| o.name == name) {
-                        let mac = of
-                            .hw_addr
-                            .iter()
-                            .map(|b| format!("{b:02x}"))
-                            .collect::<Vec<_>>()
-                            .join(":");
-                        row.insert("mac_in_use".into(), json!(mac));
-                    }
-                    if stats {
-                        let s = &p.stats;
-                        let st = make_map([
-                            ("rx_bytes".to_string(), s.rx_bytes),
-                            ("rx_dropped".to_string(), s.rx_overrun),
-                            ("rx_errors".to_string(), s.rx_malformed + s.rx_truncated),
-                            ("rx_packets".to_string(), s.rx_packets),
-                            ("tx_bytes".to_string(), s.tx_bytes),
-                            ("tx_dropped".to_string(), s.tx_queue_full + s.tx_mtu_drops),
-                            ("tx_errors".to_string(), s.tx_errors + s.tx_too_big),
-                            ("tx_packets".to_string(), s.tx_packets),
-                        ]);
-                        if self.written_stats.get(uuid) != Some(&st) {
-                            self.written_stats.insert(uuid.to_string(), st.clone());
-                            ops.push(update("Interface", uuid, json!({ "statistics": st })));
+                        row.insert(
+                            "admin_state".into(),
+                            json!(if missing { "down" } else { "up" }),
+                        );
+                        row.insert("link_state".into(), json!(if up { "up" } else { "down" }));
+                        if let Some(m) = p.mtu {
+                            row.insert("mtu".into(), json!(m));
+                        }
+                        if let Some(i) = p.ifindex {
+                            row.insert("ifindex".into(), json!(i));
+                        }
+                        // A vhost-user port's socket and who listens on it, as OVS says.
+                        if let Some(path) = &p.vhost_server_path {
+                            let client = made
+                                .and_then(|m| m.get(name))
+                                .and_then(|o| o.get("type"))
+                                .is_some_and(|t| t == "vhostuserclient");
+                            let mode = if client { "client" } else { "server" };
+                            row.insert(
+                                "status".into(),
+                                make_map([
+                                    ("mode".to_string(), mode.to_string()),
+                                    ("vhost-server-path".to_string(), path.clone()),
+                                ]),
+                            );
+                        }
+                        if let Some(of) = of_ports.iter().find(|o| o.name == name) {
+                            let mac = of
+                                .hw_addr
+                                .iter()
+                                .map(|b| format!("{b:02x}"))
+                                .collect::<Vec<_>>()
+                                .join(":");
+                            row.insert("mac_in_use".into(), json!(mac));
+                        }
+                        if stats {
+                            let s = &p.stats;
+                            let st = make_map([
+                                ("rx_bytes".to_string(), s.rx_bytes),
+                                ("rx_dropped".to_string(), s.rx_overrun),
+                                ("rx_errors".to_string(), s.rx_malformed + s.rx_truncated),
+                                ("rx_packets".to_string(), s.rx_packets),
+                                ("tx_bytes".to_string(), s.tx_bytes),
+                                ("tx_dropped".to_string(), s.tx_queue_full + s.tx_mtu_drops),
+                                ("tx_errors".to_string(), s.tx_errors + s.tx_too_big),
+                                ("tx_packets".to_string(), s.tx_packets),
+                            ]);
+                            if self.written_stats.get(uuid) != Some(&st) {
+                                self.written_stats.insert(uuid.to_string(), st.clone());
+                                ops.push(update("Interface", uuid, json!({ "statistics": st })));
+                            }
                         }
                     }
+                    None => {
+                        let why = self
+                            .errors
+                            .get(uuid)
+                            .cloned()
+                            .unwrap_or_else(|| "not a port of this switch".into());
+                        row.insert("ofport".into(), json!(-1));
+                        row.insert("error".into(), json!(why));
+                        row.insert("admin_state".into(), make_set(vec![]));
+                        row.insert("link_state".into(), make_set(vec![]));
+                    }
                 }
-                None => {
-                    let why = self
-                        .errors
-                        .get(uuid)
-                        .cloned()
-                        .unwrap_or_else(|| "not a port of this switch".into());
-                    row.insert("ofport".into(), json!(-1));
-                    row.insert("error".into(), json!(why));
-                    row.insert("admin_state".into(), make_set(vec![]));
-                    row.insert("link_state".into(), make_set(vec![]));
-                }
-            }
-            // Only what differs from what the database holds.
-            let current = replica.row("Interface", uuid);
-            row.retain(|k, v| current.and_then(|r| r.get(k)) != Some(v));
-            if !row.is_empty() {
-                ops.push(update("Interface", uuid, Value::Object(row)));
-            }
-        }
-        if let Some(b) = &d.bridge {
-            for (uuid, target) in &b.controllers {
-                let up = self.openflow.controller_connected(target).unwrap_or(false);
-                let state = if up { "ACTIVE" } else { "BACKOFF" };
-                let mut row = serde_json::Map::new();
-                row.insert("is_connected".into(), json!(up));
-                row.insert("status".into(), make_map([("state".to_string(), state)]));
-                let current = replica.row("Controller", uuid);
+                // Only what differs from what the database holds.
+                let current = replica.row("Interface", uuid);
                 row.retain(|k, v| current.and_then(|r| r.get(k)) != Some(v));
                 if !row.is_empty() {
-                    ops.push(update("Controller", uuid, Value::Object(row)));
+                    ops.push(update("Interface", uuid, Value::Object(row)));
                 }
             }
-            let id = json!(format!("{dpid:016x}"));
-            if replica
-                .row("Bridge", &b.uuid)
-                .and_then(|r| r.get("datapath_id"))
-                != Some(&id)
-            {
-                ops.push(update("Bridge", &b.uuid, json!({ "datapath_id": id })));
+            if let (Some(rb), Some(dpid)) = (&running, dpid) {
+                for (uuid, target) in &b.controllers {
+                    let up = rb.openflow.controller_connected(target).unwrap_or(false);
+                    let state = if up { "ACTIVE" } else { "BACKOFF" };
+                    let mut row = serde_json::Map::new();
+                    row.insert("is_connected".into(), json!(up));
+                    row.insert("status".into(), make_map([("state".to_string(), state)]));
+                    let current = replica.row("Controller", uuid);
+                    row.retain(|k, v| current.and_then(|r| r.get(k)) != Some(v));
+                    if !row.is_empty() {
+                        ops.push(update("Controller", uuid, Value::Object(row)));
+                    }
+                }
+                let id = json!(format!("{dpid:016x}"));
+                if replica
+                    .row("Bridge", &b.uuid)
+                    .and_then(|r| r.get("datapath_id"))
+                    != Some(&id)
+                {
+                    ops.push(update("Bridge", &b.uuid, json!({ "datapath_id": id })));
+                }
             }
         }
         let root_row = replica.row("Open_vSwitch", root);
@@ -534,4 +441,145 @@ impl Sync {
 
 fn update(table: &str, uuid: &str, row: Value) -> Value {
     json!({"op": "update", "table": table, "where": [["_uuid", "==", make_uuid(uuid)]], "row": row})
+}
+
+/// Sets the switch-wide options and the bridge's, each when it changes; an option
+/// the database no longer sets goes back to its default.
+fn apply_options(
+    sw: &mut Switch,
+    applied: &mut Applied,
+    switch_options: &BTreeMap<String, String>,
+    b: &DesiredBridge,
+) {
+    let mut options = switch_options.clone();
+    options.extend(b.options.clone());
+    for (k, v) in &options {
+        if applied.options.get(k) == Some(v) {
+            continue;
+        }
+        match sw.handle(Request::Set {
+            options: vec![format!("{k}={v}")],
+        }) {
+            Ok(_) => {
+                tracing::info!(bridge = %b.name, key = %k, value = %v, "option from the database")
+            }
+            Err(e) => {
+                tracing::warn!(bridge = %b.name, key = %k, value = %v, error = %e, "option from the database refused")
+            }
+        }
+        applied.options.insert(k.clone(), v.clone());
+    }
+    let dropped: Vec<String> = applied
+        .options
+        .keys()
+        .filter(|k| !options.contains_key(*k))
+        .cloned()
+        .collect();
+    for k in dropped {
+        if let Err(e) = sw.handle(Request::Set {
+            options: vec![format!("{k}=")],
+        }) {
+            tracing::warn!(bridge = %b.name, key = %k, error = %e, "cannot take an option back to its default");
+        }
+        applied.options.remove(&k);
+    }
+}
+
+/// Removes the ports the bridge no longer has (or that can no longer be ports).
+fn remove_gone(sw: &mut Switch, applied: &mut Applied, b: &DesiredBridge) {
+    let gone: Vec<String> = applied
+        .ports
+        .keys()
+        .filter(|n| !b.interfaces.iter().any(|i| i.name == **n && i.port.is_ok()))
+        .cloned()
+        .collect();
+    for name in gone {
+        if let Err(e) = sw.handle(Request::DelPort { name: name.clone() }) {
+            tracing::warn!(port = %name, error = %e, "cannot remove a port the database no longer has");
+        }
+        applied.ports.remove(&name);
+    }
+}
+
+/// Makes the bridge's ports, remakes those whose options changed (in place when it
+/// can); why an interface is not a port goes to `errors`.
+fn make_ports(
+    sw: &mut Switch,
+    applied: &mut Applied,
+    errors: &mut BTreeMap<String, String>,
+    b: &DesiredBridge,
+) {
+    for i in &b.interfaces {
+        let opts = match &i.port {
+            Ok(o) => o,
+            Err(why) => {
+                errors.insert(i.uuid.clone(), why.clone());
+                continue;
+            }
+        };
+        match applied.ports.get(&i.name) {
+            Some(now) if now == opts => continue,
+            Some(now) => {
+                // Changed in place when it only gains or changes options (an MTU,
+                // an affinity: traffic goes on); made again otherwise.
+                let changes: Vec<String> = opts
+                    .iter()
+                    .filter(|(k, v)| now.get(*k) != Some(*v))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let in_place = now.keys().all(|k| opts.contains_key(k))
+                    && sw
+                        .handle(Request::SetPort {
+                            name: i.name.clone(),
+                            options: changes,
+                        })
+                        .is_ok();
+                if in_place {
+                    applied.ports.insert(i.name.clone(), opts.clone());
+                    continue;
+                }
+                let _ = sw.handle(Request::DelPort {
+                    name: i.name.clone(),
+                });
+                applied.ports.remove(&i.name);
+            }
+            None => {}
+        }
+        let options: Vec<String> = opts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        // The number it had, if it asks for none and the number is free.
+        let mut added = Err(crate::switch::SwitchError::NoFreePortNumber);
+        if let Some(n) = i
+            .ofport_hint
+            .filter(|_| !opts.contains_key("ofport_request"))
+        {
+            let mut with = options.clone();
+            with.push(format!("ofport_request={n}"));
+            added = sw.handle(Request::AddPort {
+                name: i.name.clone(),
+                options: with,
+            });
+        }
+        if added.is_err() {
+            added = sw.handle(Request::AddPort {
+                name: i.name.clone(),
+                options,
+            });
+        }
+        match added {
+            Ok(_) => {
+                applied.ports.insert(i.name.clone(), opts.clone());
+            }
+            Err(e) => {
+                let why = match e {
+                    // As Open vSwitch says it (and tried again until it is there).
+                    crate::switch::SwitchError::Netdev(
+                        vsw_netdev::NetdevError::NoSuchInterface(_),
+                    ) => format!("could not open network device {} (No such device)", i.name),
+                    e => e.to_string(),
+                };
+                tracing::debug!(port = %i.name, error = %why, "a port from the database refused");
+                errors.insert(i.uuid.clone(), why);
+            }
+        }
+    }
 }

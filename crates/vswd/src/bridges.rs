@@ -1,0 +1,160 @@
+//! The bridges one vswd runs. Each is a switch of its own — datapath with its PMD
+//! threads, pipeline, ports, datapath id — with its OpenFlow management socket
+//! `<run dir>/<name>.mgmt` and its controllers. Without an OVSDB server vswd runs one
+//! (from its state file); with one, a bridge per `Bridge` row, started and stopped as
+//! the database adds and deletes them.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use vsw_netdev::class::PortClasses;
+use vsw_netdev::unix_socket::SocketFile;
+
+use crate::openflow::{self, OpenFlow};
+use crate::switch::{Switch, SwitchError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    #[error(transparent)]
+    Switch(#[from] SwitchError),
+    #[error("cannot start the bridge's OpenFlow: {0}")]
+    OpenFlow(#[from] io::Error),
+}
+
+/// One running bridge.
+pub struct RunningBridge {
+    pub name: String,
+    pub switch: Arc<Mutex<Switch>>,
+    pub openflow: Arc<OpenFlow>,
+    /// The management socket, when it could be bound.
+    mgmt: Option<(PathBuf, SocketFile)>,
+}
+
+impl RunningBridge {
+    pub fn lock(&self) -> MutexGuard<'_, Switch> {
+        self.switch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops the bridge: OpenFlow connections closed, ports let go (devices vswd made
+    /// removed, others left), PMD threads ended, the management socket removed.
+    fn stop(&self) {
+        self.openflow.stop();
+        self.lock().shutdown();
+        if let Some((path, file)) = &self.mgmt {
+            file.remove(path);
+        }
+    }
+}
+
+/// The running bridges, by name.
+pub struct Bridges {
+    /// vswd's control socket: its directory is the run directory.
+    socket: PathBuf,
+    running: Mutex<BTreeMap<String, Arc<RunningBridge>>>,
+}
+
+impl Bridges {
+    pub fn new(socket: &Path) -> Bridges {
+        Bridges {
+            socket: socket.to_path_buf(),
+            running: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn map(&self) -> MutexGuard<'_, BTreeMap<String, Arc<RunningBridge>>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `switch` as its bridge: its management socket (listening before this
+    /// returns; a socket that cannot be bound is said, not fatal — another daemon's,
+    /// say) and OpenFlow.
+    pub fn run(&self, switch: Switch) -> Result<Arc<RunningBridge>, BridgeError> {
+        let name = switch.bridge_name().to_string();
+        let path = openflow::mgmt_path(&self.socket, &name);
+        let (listener, mgmt) = match crate::server::bind(&path) {
+            Ok((listener, file)) => (Some((listener, path.clone())), Some((path, file))),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "no OpenFlow management socket");
+                (None, None)
+            }
+        };
+        let switch = Arc::new(Mutex::new(switch));
+        let openflow = match openflow::start(switch.clone(), listener) {
+            Ok(of) => of,
+            Err(e) => {
+                let mut sw = switch.lock().unwrap_or_else(PoisonError::into_inner);
+                sw.shutdown();
+                if let Some((path, file)) = &mgmt {
+                    file.remove(path);
+                }
+                return Err(e.into());
+            }
+        };
+        let bridge = Arc::new(RunningBridge {
+            name: name.clone(),
+            switch,
+            openflow,
+            mgmt,
+        });
+        tracing::info!(bridge = %name, "bridge running");
+        if let Some(old) = self.map().insert(name, bridge.clone()) {
+            old.stop();
+        }
+        Ok(bridge)
+    }
+
+    /// Starts bridge `name` anew, its configuration kept elsewhere (an OVSDB server).
+    pub fn start_unsaved(
+        &self,
+        name: &str,
+        classes: PortClasses,
+    ) -> Result<Arc<RunningBridge>, BridgeError> {
+        let socket = self.socket.display().to_string();
+        let switch = Switch::start_unsaved(&socket, classes, name)?;
+        self.run(switch)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<RunningBridge>> {
+        self.map().get(name).cloned()
+    }
+
+    /// Every running bridge, by name.
+    pub fn all(&self) -> Vec<Arc<RunningBridge>> {
+        self.map().values().cloned().collect()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.map().keys().cloned().collect()
+    }
+
+    /// Stops bridge `name`; whether it ran.
+    pub fn stop(&self, name: &str) -> bool {
+        let Some(b) = self.map().remove(name) else {
+            return false;
+        };
+        b.stop();
+        tracing::info!(bridge = %name, "bridge stopped");
+        true
+    }
+
+    /// Stops every bridge (vswd ends).
+    pub fn stop_all(&self) {
+        for name in self.names() {
+            self.stop(&name);
+        }
+    }
+
+    /// The bridge `name`, or an error that names the bridges there are.
+    pub fn find(&self, name: &str) -> Result<Arc<RunningBridge>, String> {
+        self.get(name).ok_or_else(|| {
+            let names = self.names();
+            if names.is_empty() {
+                format!("no bridge {name}: vswd runs none")
+            } else {
+                format!("no bridge {name} (bridges: {})", names.join(", "))
+            }
+        })
+    }
+}
