@@ -71,6 +71,19 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
         Duration::from_secs(12),
         || stat(&db, &h1.port, "rx_packets") >= 3,
     );
+    // The link as the kernel reports it (a veth: 10 Gb/s, full duplex), and the
+    // carrier going down and up counted in link_resets.
+    let get = |col: &str| db.vsctl(&["get", "Interface", &h1.port, col]);
+    assert_eq!(get("link_speed"), "10000000000");
+    assert_eq!(get("duplex"), "full");
+    assert_eq!(get("link_resets"), "0");
+    h1.exec_ok(&["ip", "link", "set", "eth0", "down"]);
+    h1.exec_ok(&["ip", "link", "set", "eth0", "up"]);
+    wait_until(
+        "link_resets to count the flap",
+        Duration::from_secs(12),
+        || get("link_resets").parse::<u64>().unwrap_or(0) >= 2,
+    );
     let dpid = db.vsctl(&["get", "Bridge", "br0", "datapath_id"]);
     assert_eq!(dpid.trim_matches('"').len(), 16, "{dpid}");
     // An interface that does not exist: the port is there, with the error.
@@ -134,6 +147,10 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
     // Ports and the bridge go.
     db.vsctl(&["del-port", "br0", &h1.port]);
     assert!(!d.ports().iter().any(|p| p.name == h1.port));
+    assert!(
+        std::path::Path::new(&format!("/sys/class/net/{}", h1.port)).exists(),
+        "a system device is never deleted"
+    );
     db.vsctl(&["del-br", "br0"]);
     assert!(no_bridge(&d), "the bridge stopped with its row");
     assert!(

@@ -13,9 +13,10 @@
 //! The database is the truth: the switch keeps no state file meanwhile.
 
 pub mod config;
+pub mod link;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +29,10 @@ use vsw_protocol::Request;
 use crate::bridges::Bridges;
 use crate::switch::Switch;
 use config::{desired, Desired, DesiredBridge};
+use link::LinkFacts;
+
+/// Where the kernel lists the interfaces of vswd's namespace.
+const SYS_CLASS_NET: &str = "/sys/class/net";
 
 /// The database ovs-vswitchd serves.
 pub const DB: &str = "Open_vSwitch";
@@ -61,6 +66,7 @@ pub fn start(bridges: Arc<Bridges>, target: Target, run_dir: PathBuf) -> std::io
                 applied: BTreeMap::new(),
                 errors: BTreeMap::new(),
                 written_stats: BTreeMap::new(),
+                carrier_base: BTreeMap::new(),
             };
             let mut backoff = BACKOFF_MIN;
             loop {
@@ -90,6 +96,9 @@ struct Sync {
     errors: BTreeMap<String, String>,
     /// Interface (UUID) → the statistics last written.
     written_stats: BTreeMap<String, Value>,
+    /// Interface (UUID) → the kernel's carrier change count when vswd first saw
+    /// it: `link_resets` counts from there, as ovs-vswitchd counts from its start.
+    carrier_base: BTreeMap<String, u64>,
 }
 
 /// What one bridge was given.
@@ -109,7 +118,8 @@ fn monitor_requests() -> Value {
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "ofport_request", "mtu_request", "options",
                                   "other_config", "ofport", "error", "admin_state",
-                                  "link_state", "mtu", "mac_in_use", "status", "ifindex"]},
+                                  "link_state", "mtu", "mac_in_use", "status", "ifindex",
+                                  "link_speed", "duplex", "link_resets"]},
         "Controller": {"columns": ["target", "is_connected", "status"]},
     })
 }
@@ -346,6 +356,27 @@ impl Sync {
                                 .collect::<Vec<_>>()
                                 .join(":");
                             row.insert("mac_in_use".into(), json!(mac));
+                        }
+                        // The link as the kernel reports it, read with the statistics.
+                        if stats && p.ifindex.is_some() {
+                            let facts = LinkFacts::read(Path::new(SYS_CLASS_NET), name);
+                            row.insert(
+                                "link_speed".into(),
+                                facts
+                                    .speed_bps
+                                    .map_or_else(|| make_set(vec![]), |b| json!(b)),
+                            );
+                            row.insert(
+                                "duplex".into(),
+                                facts.full_duplex.map_or_else(
+                                    || make_set(vec![]),
+                                    |full| json!(if full { "full" } else { "half" }),
+                                ),
+                            );
+                            if let Some(n) = facts.carrier_changes {
+                                let base = *self.carrier_base.entry(uuid.to_string()).or_insert(n);
+                                row.insert("link_resets".into(), json!(n.saturating_sub(base)));
+                            }
                         }
                         if stats {
                             let s = &p.stats;
