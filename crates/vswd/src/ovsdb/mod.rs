@@ -459,10 +459,11 @@ impl Sync {
         }
         match c.transact(DB, ops) {
             Ok(_) => Ok(()),
-            // A row deleted meanwhile, say: the update that follows says what is
-            // there now, and this is written again from it.
+            // Refused (a constraint, a conflict): nothing of it was written. It
+            // is written again from the replica as it is then, at the next look
+            // (within LINK_INTERVAL) or the next change, whichever comes first.
             Err(e @ OvsdbError::Transaction { .. }) => {
-                tracing::info!(error = %e, "writing back to the database failed; retried with the next change");
+                tracing::info!(error = %e, "writing back to the database failed; written again shortly");
                 Ok(())
             }
             Err(e) => Err(e),
@@ -612,5 +613,97 @@ fn make_ports(
                 errors.insert(i.uuid.clone(), why);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixListener;
+    use std::sync::mpsc;
+    use vsw_ovsdb::jsonrpc::{Framer, Message};
+
+    const ROOT: &str = "5a2f0c1e-0d2b-4c3e-9f10-7a8b9c0d1e2f";
+
+    /// The `cur_cfg` a transaction writes, if it writes one.
+    fn cur_cfg_written(ops: &[Value]) -> Option<i64> {
+        ops.iter()
+            .filter(|op| op["table"] == "Open_vSwitch" && op["op"] == "update")
+            .find_map(|op| op["row"]["cur_cfg"].as_i64())
+    }
+
+    /// A server that speaks just enough OVSDB: grants the lock, monitors a database
+    /// of one root row asking for revision 3, refuses the first transaction that
+    /// writes `cur_cfg` (as a server refuses a transaction that conflicts) and
+    /// accepts the rest; every transaction's operations go to `seen`.
+    fn refusing_server(listener: UnixListener, seen: mpsc::Sender<Vec<Value>>) {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut framer = Framer::default();
+        let mut refused = false;
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match conn.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            framer.push(&buf[..n]).unwrap();
+            while let Some(v) = framer.next_value().unwrap() {
+                let Ok(Message::Request { method, params, id }) = Message::from_value(v) else {
+                    continue;
+                };
+                let result = match method.as_str() {
+                    "lock" => json!({"locked": true}),
+                    "monitor" => json!({"Open_vSwitch": {ROOT: {"new": {
+                        "next_cfg": 3, "cur_cfg": 0, "bridges": ["set", []],
+                        "other_config": ["map", []]}}}}),
+                    "transact" => {
+                        let ops: Vec<Value> = params.as_array().unwrap()[1..].to_vec();
+                        let refuse = !refused && cur_cfg_written(&ops).is_some();
+                        let _ = seen.send(ops.clone());
+                        if refuse {
+                            refused = true;
+                            json!([{"error": "constraint violation", "details": "provoked by the test"}])
+                        } else {
+                            Value::Array(ops.iter().map(|_| json!({"count": 1})).collect())
+                        }
+                    }
+                    _ => json!([]),
+                };
+                let reply = Message::Response {
+                    result,
+                    error: Value::Null,
+                    id,
+                };
+                if conn.write_all(&reply.to_bytes()).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_write_back_the_server_refuses_is_written_again() {
+        let dir = std::env::temp_dir().join(format!("vsw-ovsdb-refuse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("db.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let (seen_tx, seen) = mpsc::channel();
+        std::thread::spawn(move || refusing_server(listener, seen_tx));
+        let bridges = Arc::new(Bridges::new(&dir.join("vswd.sock")));
+        start(bridges, Target::Unix(path), dir.clone()).unwrap();
+        // The first write of cur_cfg is refused; the same is written again, without
+        // any change in the database to prompt it.
+        let mut writes = Vec::new();
+        while writes.len() < 2 {
+            let ops = seen
+                .recv_timeout(Duration::from_secs(5))
+                .expect("vswd writes cur_cfg again after a refusal");
+            if let Some(cfg) = cur_cfg_written(&ops) {
+                writes.push(cfg);
+            }
+        }
+        assert_eq!(writes, vec![3, 3]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
