@@ -369,6 +369,16 @@ impl Vswd {
         d
     }
 
+    /// Starts vswd through `wrapper` (`ip netns exec NS`, say) with these arguments
+    /// too.
+    pub fn start_through_with_args(wrapper: &[&str], args: &[&str]) -> Vswd {
+        let mut d = Vswd::prepared();
+        d.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        d.extra = args.iter().map(|s| s.to_string()).collect();
+        d.restart();
+        d
+    }
+
     /// Starts vswd as the last argument of `wrapper` (a command that runs the rest of
     /// its arguments, such as `prlimit --nofile=1024 --`).
     pub fn start_through(wrapper: &[&str]) -> Vswd {

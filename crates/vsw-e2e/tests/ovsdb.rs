@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use vsw_e2e::ovsdb::OvsdbServer;
-use vsw_e2e::{serial, wait_until, Host, Vswd};
+use vsw_e2e::{must, run, serial, unique, wait_until, Host, Vswd};
 
 fn vswd_on(db: &OvsdbServer) -> Vswd {
     Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br0"])
@@ -405,4 +405,69 @@ fn ovs_appctl_answers_as_ovs_vswitchd_does() {
     );
     let status = d.wait_exit(Duration::from_secs(10)).expect("vswd exits");
     assert!(status.success());
+}
+
+/// A network namespace of the test's, deleted (with the devices in it) when dropped.
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.0]);
+    }
+}
+
+#[test]
+fn vswd_started_inside_a_network_namespace_works_there() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let ns = Namespace(unique("vtsw"));
+    must("ip", &["netns", "add", &ns.0]);
+    let (h1, h2) = (Host::new(1), Host::new(2));
+    // The switch sides of the hosts' veths live in vswd's namespace.
+    for h in [&h1, &h2] {
+        must("ip", &["link", "set", &h.port, "netns", &ns.0]);
+        must("ip", &["-n", &ns.0, "link", "set", &h.port, "up"]);
+    }
+    let d = Vswd::start_through_with_args(
+        &["ip", "netns", "exec", &ns.0],
+        &["--ovsdb", &db.target(), "--bridge", "br0"],
+    );
+    db.add_netdev_bridge("br0");
+    db.add_port("br0", &h1.port, None);
+    db.add_port("br0", &h2.port, None);
+    assert!(
+        h1.ping(&h2, 3),
+        "forwarding in vswd's namespace\n{}",
+        d.log()
+    );
+    // The bridge's own port is made there, not in the host's namespace.
+    let in_ns = |dev: &str| {
+        run("ip", &["-n", &ns.0, "link", "show", dev])
+            .status
+            .success()
+    };
+    assert!(in_ns("br0"));
+    assert!(!std::path::Path::new("/sys/class/net/br0").exists());
+    // What is written back is read in that namespace.
+    let ifindex = must(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &ns.0,
+            "cat",
+            &format!("/sys/class/net/{}/ifindex", h1.port),
+        ],
+    );
+    assert_eq!(
+        db.vsctl(&["get", "Interface", &h1.port, "ifindex"]),
+        ifindex.trim()
+    );
+    assert_eq!(
+        db.vsctl(&["get", "Interface", &h1.port, "link_speed"]),
+        "10000000000"
+    );
+    db.vsctl(&["del-br", "br0"]);
+    assert!(!in_ns("br0"), "its own port removed with the bridge");
+    assert!(in_ns(&h1.port), "a system device is never deleted");
 }
