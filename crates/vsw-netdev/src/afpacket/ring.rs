@@ -122,39 +122,56 @@ impl RingSocket {
 }
 
 pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues, NetdevError> {
-    setup_v2(&fd, ifname)?;
-    set_flag(&fd, libc::PACKET_COPY_THRESH, "PACKET_COPY_THRESH", ifname)?;
-    let slot = slot_for_mtu(super::port_mtu(ifname));
-    let rx = Geometry {
-        start: 0,
-        blocks: RX_BLOCKS,
-        slot,
-    };
-    let tx = Geometry {
-        start: rx.bytes(),
-        blocks: TX_BLOCKS,
-        slot,
-    };
-    sys::set_packet_opt(&fd, libc::PACKET_RX_RING, &rx.request())
-        .map_err(syscall("PACKET_RX_RING", ifname))?;
-    sys::set_packet_opt(&fd, libc::PACKET_TX_RING, &tx.request())
-        .map_err(syscall("PACKET_TX_RING", ifname))?;
-    let map = RingMap::map(&fd, rx.bytes() + tx.bytes()).map_err(syscall("mmap", ifname))?;
-    attach(&fd, ifname, ifindex)?;
-    let direct = direct_socket(ifname, ifindex)?;
-    let sock = Arc::new(RingSocket { map, fd });
+    // Making a ring waits in the kernel for an RCU grace period (packet_set_ring calls
+    // synchronize_net), ~8 ms here whatever the ring's size: the transmit ring is made
+    // on a socket of its own while the receive ring is made on this one, so opening a
+    // port waits once rather than twice. The transmit socket receives nothing.
+    let (rx, tx) = std::thread::scope(|s| {
+        let tx = s.spawn(|| open_tx_only(ifname, ifindex));
+        let rx = open_rx(fd, ifname, ifindex);
+        let tx = tx.join().unwrap_or_else(|_| {
+            Err(NetdevError::Syscall {
+                op: "PACKET_TX_RING",
+                ifname: ifname.to_string(),
+                source: std::io::Error::other("the thread making the ring failed"),
+            })
+        });
+        (rx, tx)
+    });
     let big = || vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice();
+    let (sock, geo) = rx?;
     Ok(PortQueues {
         rx: vec![Box::new(RingRx {
-            sock: sock.clone(),
-            geo: rx,
+            sock,
+            geo,
             head: 0,
             taken: 0,
             copies: (0..BATCH_SIZE).map(|_| big()).collect(),
         })],
-        tx: Box::new(RingTx::new(sock, tx, direct, super::port_mtu(ifname))),
+        tx: tx?,
         tx_factory: Some(tx_factory(ifname, ifindex)),
     })
+}
+
+/// The receive side: the ring on `fd`, mapped, then the socket bound (it receives
+/// from then on) and the interface taken promiscuous.
+fn open_rx(
+    fd: OwnedFd,
+    ifname: &str,
+    ifindex: u32,
+) -> Result<(Arc<RingSocket>, Geometry), NetdevError> {
+    setup_v2(&fd, ifname)?;
+    set_flag(&fd, libc::PACKET_COPY_THRESH, "PACKET_COPY_THRESH", ifname)?;
+    let rx = Geometry {
+        start: 0,
+        blocks: RX_BLOCKS,
+        slot: slot_for_mtu(super::port_mtu(ifname)),
+    };
+    sys::set_packet_opt(&fd, libc::PACKET_RX_RING, &rx.request())
+        .map_err(syscall("PACKET_RX_RING", ifname))?;
+    let map = RingMap::map(&fd, rx.bytes()).map_err(syscall("mmap", ifname))?;
+    attach(&fd, ifname, ifindex)?;
+    Ok((Arc::new(RingSocket { map, fd }), rx))
 }
 
 /// More transmit queues for a port, one per extra PMD: each a TX ring on a socket of
