@@ -221,12 +221,20 @@ impl Datapath {
     }
 
     pub fn add_port(&mut self, port: Arc<PortHandle>) -> Result<(), DatapathError> {
+        self.add_ports(vec![port])
+    }
+
+    /// Adds ports together: the PMDs take them up in one change. None is added if
+    /// one's number is in use.
+    pub fn add_ports(&mut self, new: Vec<Arc<PortHandle>>) -> Result<(), DatapathError> {
         let cur = self.current();
-        if cur.ports.iter().any(|p| p.no == port.no) {
-            return Err(DatapathError::PortNumberInUse(port.no));
-        }
         let mut ports = cur.ports.clone();
-        ports.push(port);
+        for port in new {
+            if ports.iter().any(|p| p.no == port.no) {
+                return Err(DatapathError::PortNumberInUse(port.no));
+            }
+            ports.push(port);
+        }
         self.publish(ports, None, true, None)
     }
 

@@ -59,6 +59,8 @@ pub enum SwitchError {
     PortExists(String),
     #[error("port number {0} is taken by '{1}'")]
     PortNumberTaken(u32, String),
+    #[error("the datapath did not take the port: {0}")]
+    NotTaken(String),
     #[error("all port numbers are in use")]
     NoFreePortNumber,
     #[error(
@@ -148,6 +150,17 @@ pub struct Switch {
 /// emptied), so each change costs a constant, and a full write's cost is shared by as
 /// many changes as it writes rules.
 const JOURNAL_MIN_ENTRIES: u64 = 4096;
+
+/// Devices opened together at most, each on a thread of its own.
+const OPEN_AT_ONCE: usize = 64;
+
+/// A port being added: in the table, not opened yet.
+struct StagedPort {
+    no: u32,
+    ifindex: u32,
+    /// The interface's MTU before the port asked for another.
+    old_mtu: Option<u32>,
+}
 
 /// A rule that went, and why.
 #[derive(Clone, Debug)]
@@ -896,6 +909,152 @@ impl Switch {
     }
 
     fn add_port(&mut self, name: &str, words: &[String]) -> Result<Value, SwitchError> {
+        self.add_ports(&[(name.to_string(), words.to_vec())])
+            .pop()
+            .expect("one result per port")
+    }
+
+    /// Adds these ports together, each as `add-port` adds it, each with its own
+    /// result (one refused changes nothing of the others). Opening a device waits in
+    /// the kernel (each AF_PACKET ring for an RCU grace period), so the devices are
+    /// opened at once, each on a thread of its own, and handed to the datapath in
+    /// one reconfiguration.
+    pub fn add_ports(&mut self, list: &[(String, Vec<String>)]) -> Vec<Result<Value, SwitchError>> {
+        let mut results: Vec<Option<Result<Value, SwitchError>>> =
+            list.iter().map(|_| None).collect();
+        let mut staged = Vec::new();
+        for (i, (name, words)) in list.iter().enumerate() {
+            match self.stage_port(name, words) {
+                Ok(st) => staged.push((i, st)),
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        let nos: Vec<u32> = staged.iter().map(|(_, st)| st.no).collect();
+        let mut opened = self.open_devices(&nos);
+        // Those that opened go to the datapath together.
+        let mut handles = Vec::new();
+        for (_, st) in &staged {
+            match opened.remove(&st.no) {
+                Some(Ok(queues)) => {
+                    let port = &self.ports[&st.no];
+                    handles.push(PortHandle::new(
+                        st.no,
+                        &port.name,
+                        queues,
+                        port.stats.clone(),
+                    ));
+                }
+                Some(Err(e)) => {
+                    opened.insert(st.no, Err(e));
+                }
+                None => {}
+            }
+        }
+        let plugged: Vec<u32> = handles.iter().map(|h| h.no).collect();
+        let handed = if handles.is_empty() {
+            Ok(())
+        } else {
+            self.dp.add_ports(handles)
+        };
+        let handed_err = handed.err().map(|e| e.to_string());
+        // Each finished in order: its link, queue settings, then the state file (as
+        // it will be with the ports finished so far).
+        for k in 0..staged.len() {
+            let (i, st) = &staged[k];
+            let no = st.no;
+            let result = match (&handed_err, opened.remove(&no)) {
+                (_, Some(Err(e))) => Err(SwitchError::from(e)),
+                (Some(why), _) => Err(SwitchError::NotTaken(why.clone())),
+                (None, _) if !plugged.contains(&no) => {
+                    Err(SwitchError::NotTaken("its device was not opened".into()))
+                }
+                (None, _) => {
+                    self.ports.get_mut(&no).expect("staged").link = Link::Up {
+                        ifindex: st.ifindex,
+                    };
+                    let later: Vec<u32> = staged[k + 1..].iter().map(|(_, s)| s.no).collect();
+                    self.settle(no, None).and_then(|()| {
+                        let ports = self
+                            .saved_ports()
+                            .into_iter()
+                            .filter(|p| !later.contains(&p.no))
+                            .collect();
+                        let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
+                        Ok(pending.commit()?)
+                    })
+                }
+            };
+            let name = &list[*i].0;
+            results[*i] = Some(match result {
+                Ok(()) => {
+                    self.journal_cleared();
+                    tracing::info!(port = %name, no, "port added");
+                    Ok(json!({ "no": no }))
+                }
+                Err(e) => {
+                    // Nothing changes when the port cannot be set up as asked, or
+                    // not saved.
+                    self.detach(no, "not added");
+                    if let Some(mut port) = self.ports.remove(&no) {
+                        if let Err(undo) = port.device.set_mtu(st.old_mtu) {
+                            tracing::error!(port = %name, error = %undo, "cannot give the interface its MTU back");
+                        }
+                    }
+                    Err(e)
+                }
+            });
+        }
+        self.sync_offloads();
+        // Flooded to from the moment this returns (as after any command).
+        self.sync_flood_ports();
+        results
+            .into_iter()
+            .map(|r| r.expect("every port has its result"))
+            .collect()
+    }
+
+    /// Opens these ports' devices, at once (each on a thread of its own, at most
+    /// [`OPEN_AT_ONCE`] together): a device's opening mostly waits in the kernel.
+    fn open_devices(&mut self, nos: &[u32]) -> BTreeMap<u32, Result<PortQueues, PortError>> {
+        let mut devices: Vec<(u32, &mut Box<dyn PortDevice>)> = self
+            .ports
+            .iter_mut()
+            .filter(|(n, _)| nos.contains(n))
+            .map(|(n, p)| {
+                p.opened += 1;
+                (*n, &mut p.device)
+            })
+            .collect();
+        let mut out = BTreeMap::new();
+        if let [(no, device)] = devices.as_mut_slice() {
+            out.insert(*no, device.open());
+            return out;
+        }
+        while !devices.is_empty() {
+            let chunk: Vec<_> = devices.drain(..devices.len().min(OPEN_AT_ONCE)).collect();
+            std::thread::scope(|s| {
+                let opening: Vec<_> = chunk
+                    .into_iter()
+                    .map(|(no, device)| (no, s.spawn(move || device.open())))
+                    .collect();
+                for (no, t) in opening {
+                    let opened = t.join().unwrap_or_else(|_| {
+                        Err(PortError::Netdev(NetdevError::Syscall {
+                            op: "open",
+                            ifname: String::new(),
+                            source: std::io::Error::other("the thread opening it failed"),
+                        }))
+                    });
+                    out.insert(no, opened);
+                }
+            });
+        }
+        out
+    }
+
+    /// Checks a port to add and puts it in the table, numbered and with its MTU, not
+    /// opened yet.
+    fn stage_port(&mut self, name: &str, words: &[String]) -> Result<StagedPort, SwitchError> {
         if self.port_no(name).is_some() {
             return Err(SwitchError::PortExists(name.to_string()));
         }
@@ -933,13 +1092,6 @@ impl Switch {
                 return Err(NetdevError::NoSuchInterface(name.to_string()).into())
             }
         };
-        let mut ports = self.saved_ports();
-        ports.push(SavedPort {
-            name: name.to_string(),
-            no,
-            options: opts.clone(),
-        });
-        let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
         // The MTU first: an interface's rings are sized by it. If anything after fails,
         // the interface gets its old MTU back.
         let old_mtu = match parsed.class.mtu_handling() {
@@ -962,28 +1114,11 @@ impl Switch {
                 opened: 0,
             },
         );
-        let attached = self.plug(no).and_then(|()| {
-            self.ports.get_mut(&no).expect("inserted").link = Link::Up { ifindex };
-            self.settle(no, None)
-        });
-        let result = attached.and_then(|()| Ok(pending.commit()?));
-        if result.is_ok() {
-            self.journal_cleared();
-        }
-        if let Err(e) = result {
-            // Nothing changes when the port cannot be set up as asked, or not saved.
-            self.detach(no, "not added");
-            if let Some(mut port) = self.ports.remove(&no) {
-                if let Err(undo) = port.device.set_mtu(old_mtu) {
-                    tracing::error!(port = name, error = %undo, "cannot give the interface its MTU back");
-                }
-            }
-            self.sync_offloads();
-            return Err(e);
-        }
-        tracing::info!(port = name, no, "port added");
-        self.sync_offloads();
-        Ok(json!({ "no": no }))
+        Ok(StagedPort {
+            no,
+            ifindex,
+            old_mtu,
+        })
     }
 
     /// Refuses `mtu_request` on a port whose MTU vsw does not set.

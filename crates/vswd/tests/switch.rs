@@ -534,3 +534,58 @@ fn rule_changes_go_to_the_journal_and_come_back_after_a_restart() {
     assert_eq!(flow_texts(&mut sw), before);
     sw.shutdown();
 }
+
+#[test]
+fn ports_added_together_each_stand_or_fall_alone() {
+    let dir = TestDir::new("batch");
+    for n in ["mbat0", "mbat1", "mbat2", "mbat3"] {
+        memory::create(n);
+    }
+    memory::refuse_open("mbat2", true);
+    let mut sw = start(&dir);
+    let list: Vec<(String, Vec<String>)> = [
+        ("mbat0", &["type=memory", "ofport_request=3"][..]),
+        ("mbat1", &["type=memory"][..]),
+        // Its device refuses to open.
+        ("mbat2", &["type=memory"][..]),
+        // Asks for a number another of the same batch took.
+        ("mbat3", &["type=memory", "ofport_request=3"][..]),
+        ("mbat-none", &["type=memory"][..]),
+        ("mbat1", &["type=memory"][..]),
+    ]
+    .iter()
+    .map(|(n, o)| (n.to_string(), words(o)))
+    .collect();
+    let results = sw.add_ports(&list);
+    let no = |k: usize| results[k].as_ref().map(|v| v["no"].as_u64().unwrap());
+    assert_eq!(no(0).unwrap(), 3);
+    assert_eq!(no(1).unwrap(), 1, "the first free number");
+    let failed = |k: usize| results[k].as_ref().unwrap_err().to_string();
+    assert!(!failed(2).is_empty());
+    assert!(
+        failed(3).contains("port number 3 is taken"),
+        "{}",
+        failed(3)
+    );
+    assert!(failed(4).contains("no network interface"), "{}", failed(4));
+    assert!(failed(5).contains("already exists"), "{}", failed(5));
+    // Those added are up and saved; the refused ones left nothing behind.
+    let names: Vec<String> = show(&mut sw).ports.into_iter().map(|p| p.name).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    for n in ["mbat0", "mbat1"] {
+        assert_eq!(port(&mut sw, n).status, "up");
+        assert!(memory::is_open(n));
+        assert!(saved(&dir).contains(n));
+    }
+    assert!(!memory::is_open("mbat2") && !saved(&dir).contains("mbat2"));
+    // A restart finds the batch's ports as they were numbered.
+    sw.shutdown();
+    drop(sw);
+    let mut sw = start(&dir);
+    assert_eq!(port(&mut sw, "mbat0").no, 3);
+    assert_eq!(port(&mut sw, "mbat1").no, 1);
+    sw.shutdown();
+    for n in ["mbat0", "mbat1", "mbat2", "mbat3"] {
+        memory::remove(n);
+    }
+}

@@ -28,7 +28,7 @@ use vsw_protocol::Request;
 
 use crate::bridges::Bridges;
 use crate::switch::Switch;
-use config::{desired, Desired, DesiredBridge};
+use config::{desired, Desired, DesiredBridge, DesiredInterface};
 use link::LinkFacts;
 
 /// Where the kernel lists the interfaces of vswd's namespace.
@@ -541,6 +541,7 @@ fn make_ports(
     errors: &mut BTreeMap<String, String>,
     b: &DesiredBridge,
 ) {
+    let mut to_add: Vec<(&DesiredInterface, &BTreeMap<String, String>)> = Vec::new();
     for i in &b.interfaces {
         let opts = match &i.port {
             Ok(o) => o,
@@ -577,26 +578,46 @@ fn make_ports(
             }
             None => {}
         }
-        let options: Vec<String> = opts.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        // The number it had, if it asks for none and the number is free.
-        let mut added = Err(crate::switch::SwitchError::NoFreePortNumber);
-        if let Some(n) = i
-            .ofport_hint
+        to_add.push((i, opts));
+    }
+    if to_add.is_empty() {
+        return;
+    }
+    // Added together (their devices opened at once). An interface asking for no
+    // number gets the one it had when that is free; if not, any.
+    let words = |opts: &BTreeMap<String, String>| -> Vec<String> {
+        opts.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    };
+    let hint = |i: &DesiredInterface, opts: &BTreeMap<String, String>| {
+        i.ofport_hint
             .filter(|_| !opts.contains_key("ofport_request"))
-        {
-            let mut with = options.clone();
-            with.push(format!("ofport_request={n}"));
-            added = sw.handle(Request::AddPort {
-                name: i.name.clone(),
-                options: with,
-            });
+    };
+    // Those asking for a number, or having one, are numbered first.
+    to_add.sort_by_key(|(i, opts)| hint(i, opts).is_none() && !opts.contains_key("ofport_request"));
+    let first: Vec<(String, Vec<String>)> = to_add
+        .iter()
+        .map(|(i, opts)| {
+            let mut w = words(opts);
+            if let Some(n) = hint(i, opts) {
+                w.push(format!("ofport_request={n}"));
+            }
+            (i.name.clone(), w)
+        })
+        .collect();
+    let mut results = sw.add_ports(&first);
+    let again: Vec<usize> = (0..to_add.len())
+        .filter(|&k| results[k].is_err() && hint(to_add[k].0, to_add[k].1).is_some())
+        .collect();
+    if !again.is_empty() {
+        let second: Vec<(String, Vec<String>)> = again
+            .iter()
+            .map(|&k| (to_add[k].0.name.clone(), words(to_add[k].1)))
+            .collect();
+        for (k, r) in again.into_iter().zip(sw.add_ports(&second)) {
+            results[k] = r;
         }
-        if added.is_err() {
-            added = sw.handle(Request::AddPort {
-                name: i.name.clone(),
-                options,
-            });
-        }
+    }
+    for ((i, opts), added) in to_add.into_iter().zip(results) {
         match added {
             Ok(_) => {
                 applied.ports.insert(i.name.clone(), opts.clone());
