@@ -285,6 +285,33 @@ fn mtus_restarts_of_either_daemon_and_the_lock() {
     assert!(link.contains("mtu 9000"), "{link}");
     assert_eq!(db.vsctl(&["get", "Interface", &h1.port, "mtu"]), "9000");
 
+    // Open vSwitch's descriptor counts size the port's rings: changed in place
+    // (the device reopened), forwarding on.
+    db.vsctl(&[
+        "set",
+        "Interface",
+        &h2.port,
+        "options:n_rxq_desc=512",
+        "options:n_txq_desc=256",
+    ]);
+    let p = d.port(&h2.port);
+    for (key, value) in [("rx-ring-frames", "512"), ("tx-ring-frames", "256")] {
+        assert!(
+            p.options.iter().any(|(k, v)| k == key && v == value),
+            "{key}: {:?}",
+            p.options
+        );
+    }
+    assert!(h1.ping(&h2, 1), "forwarding with the smaller rings");
+    db.vsctl(&["set", "Interface", &h2.port, "options:n_rxq_desc=100"]);
+    assert!(db
+        .vsctl(&["get", "Interface", &h2.port, "error"])
+        .contains("power of two"));
+    // Set right again, the port is back (with the number it had).
+    db.vsctl(&["remove", "Interface", &h2.port, "options", "n_rxq_desc"]);
+    assert_eq!(numbers(&db), before);
+    assert!(h1.ping(&h2, 1));
+
     // The database goes away and comes back: forwarding never stops, and vswd
     // carries out what changes after.
     db.stop();

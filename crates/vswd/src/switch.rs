@@ -920,6 +920,7 @@ impl Switch {
     /// opened at once, each on a thread of its own, and handed to the datapath in
     /// one reconfiguration.
     pub fn add_ports(&mut self, list: &[(String, Vec<String>)]) -> Vec<Result<Value, SwitchError>> {
+        let started = std::time::Instant::now();
         let mut results: Vec<Option<Result<Value, SwitchError>>> =
             list.iter().map(|_| None).collect();
         let mut staged = Vec::new();
@@ -930,7 +931,9 @@ impl Switch {
             }
         }
         let nos: Vec<u32> = staged.iter().map(|(_, st)| st.no).collect();
+        let staged_at = started.elapsed();
         let mut opened = self.open_devices(&nos);
+        let opened_at = started.elapsed();
         // Those that opened go to the datapath together.
         let mut handles = Vec::new();
         for (_, st) in &staged {
@@ -957,6 +960,7 @@ impl Switch {
             self.dp.add_ports(handles)
         };
         let handed_err = handed.err().map(|e| e.to_string());
+        let handed_at = started.elapsed();
         // Each finished in order: its link, queue settings, then the state file (as
         // it will be with the ports finished so far).
         for k in 0..staged.len() {
@@ -1003,6 +1007,16 @@ impl Switch {
                     Err(e)
                 }
             });
+        }
+        if list.len() > 1 {
+            tracing::info!(
+                ports = list.len(),
+                staged_ms = staged_at.as_millis() as u64,
+                opened_ms = (opened_at - staged_at).as_millis() as u64,
+                handed_ms = (handed_at - opened_at).as_millis() as u64,
+                finished_ms = (started.elapsed() - handed_at).as_millis() as u64,
+                "ports added together"
+            );
         }
         self.sync_offloads();
         // Flooded to from the moment this returns (as after any command).

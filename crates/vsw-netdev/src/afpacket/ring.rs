@@ -26,7 +26,7 @@ use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::{VlanTag, VnetHdr};
 
-use super::{attach, offload_socket, set_flag, syscall, transient, MAX_FRAME};
+use super::{attach, offload_socket, set_flag, syscall, transient, RingFrames, MAX_FRAME};
 use crate::sys::{self, RingMap, TPACKET_V2};
 use crate::NetdevError;
 
@@ -47,10 +47,12 @@ const SLOT_OVERHEAD: usize = 76 + 4 + 48;
 /// Blocks are allocated by the kernel as runs of pages; 128 KiB keeps each
 /// allocation small enough to succeed on a fragmented host.
 const BLOCK_SIZE: usize = 128 << 10;
-/// 4096 receive frames of 2 KiB (fewer, larger ones for a larger MTU: the ring's
-/// memory stays 8 MiB): 40 ms of 64-byte packets at 100 kpps.
-const RX_BLOCKS: usize = 64;
-const TX_BLOCKS: usize = 32;
+/// The blocks of a ring of `frames` 2 KiB frames (`RingFrames`: by default 4096
+/// receive frames, 8 MiB, 40 ms of 64-byte packets at 100 kpps; fewer, larger slots
+/// for a larger MTU in the same memory).
+fn blocks_for(frames: usize) -> usize {
+    (frames * FRAME_SIZE).div_ceil(BLOCK_SIZE).max(1)
+}
 
 /// The ring slot for frames of an interface with this MTU: the smallest power of
 /// two from 2 KiB that holds a whole frame, at most 16 KiB.
@@ -121,14 +123,19 @@ impl RingSocket {
     }
 }
 
-pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues, NetdevError> {
+pub(super) fn open(
+    fd: OwnedFd,
+    ifname: &str,
+    ifindex: u32,
+    frames: RingFrames,
+) -> Result<PortQueues, NetdevError> {
     // Making a ring waits in the kernel for an RCU grace period (packet_set_ring calls
     // synchronize_net), ~8 ms here whatever the ring's size: the transmit ring is made
     // on a socket of its own while the receive ring is made on this one, so opening a
     // port waits once rather than twice. The transmit socket receives nothing.
     let (rx, tx) = std::thread::scope(|s| {
-        let tx = s.spawn(|| open_tx_only(ifname, ifindex));
-        let rx = open_rx(fd, ifname, ifindex);
+        let tx = s.spawn(|| open_tx_only(ifname, ifindex, frames.tx));
+        let rx = open_rx(fd, ifname, ifindex, frames.rx);
         let tx = tx.join().unwrap_or_else(|_| {
             Err(NetdevError::Syscall {
                 op: "PACKET_TX_RING",
@@ -149,7 +156,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             copies: (0..BATCH_SIZE).map(|_| big()).collect(),
         })],
         tx: tx?,
-        tx_factory: Some(tx_factory(ifname, ifindex)),
+        tx_factory: Some(tx_factory(ifname, ifindex, frames.tx)),
     })
 }
 
@@ -159,12 +166,13 @@ fn open_rx(
     fd: OwnedFd,
     ifname: &str,
     ifindex: u32,
+    frames: usize,
 ) -> Result<(Arc<RingSocket>, Geometry), NetdevError> {
     setup_v2(&fd, ifname)?;
     set_flag(&fd, libc::PACKET_COPY_THRESH, "PACKET_COPY_THRESH", ifname)?;
     let rx = Geometry {
         start: 0,
-        blocks: RX_BLOCKS,
+        blocks: blocks_for(frames),
         slot: slot_for_mtu(super::port_mtu(ifname)),
     };
     sys::set_packet_opt(&fd, libc::PACKET_RX_RING, &rx.request())
@@ -176,9 +184,9 @@ fn open_rx(
 
 /// More transmit queues for a port, one per extra PMD: each a TX ring on a socket of
 /// its own, so PMDs never share one.
-pub(super) fn tx_factory(ifname: &str, ifindex: u32) -> TxFactory {
+pub(super) fn tx_factory(ifname: &str, ifindex: u32, frames: usize) -> TxFactory {
     let ifname = ifname.to_string();
-    Box::new(move || open_tx_only(&ifname, ifindex).map_err(std::io::Error::other))
+    Box::new(move || open_tx_only(&ifname, ifindex, frames).map_err(std::io::Error::other))
 }
 
 /// What every TPACKET_V2 ring socket of a port sets before its rings exist.
@@ -202,12 +210,16 @@ fn direct_socket(ifname: &str, ifindex: u32) -> Result<OwnedFd, NetdevError> {
 
 /// A transmit queue on a socket of its own that receives nothing: the TPACKET_V2 TX
 /// ring for a port whose receive side is another socket (a TPACKET_V3 ring).
-pub(super) fn open_tx_only(ifname: &str, ifindex: u32) -> Result<Box<dyn TxQueue>, NetdevError> {
+pub(super) fn open_tx_only(
+    ifname: &str,
+    ifindex: u32,
+    frames: usize,
+) -> Result<Box<dyn TxQueue>, NetdevError> {
     let fd = offload_socket(ifname)?;
     setup_v2(&fd, ifname)?;
     let geo = Geometry {
         start: 0,
-        blocks: TX_BLOCKS,
+        blocks: blocks_for(frames),
         slot: slot_for_mtu(super::port_mtu(ifname)),
     };
     sys::set_packet_opt(&fd, libc::PACKET_TX_RING, &geo.request())
@@ -598,7 +610,7 @@ mod tests {
         for mtu in [68, 1500, 9000] {
             let g = Geometry {
                 start: 0,
-                blocks: RX_BLOCKS,
+                blocks: blocks_for(RingFrames::default().rx),
                 slot: slot_for_mtu(mtu),
             };
             assert_eq!(
@@ -607,6 +619,19 @@ mod tests {
                 "the ring's memory does not grow with the MTU"
             );
             assert_eq!(g.frame_offset(g.frames() - 1) + g.slot, g.bytes());
+        }
+        // A ring's size in frames of 2 KiB: whole blocks of 128 KiB.
+        assert_eq!(blocks_for(64), 1);
+        assert_eq!(blocks_for(512), 8);
+        assert_eq!(blocks_for(2048), 32);
+    }
+
+    #[test]
+    fn ring_sizes_are_powers_of_two_in_range() {
+        assert_eq!(RingFrames::parse("512"), Ok(512));
+        assert_eq!(RingFrames::parse("64"), Ok(64));
+        for bad in ["0", "32", "100", "131072", "-64", "many"] {
+            assert!(RingFrames::parse(bad).is_err(), "{bad}");
         }
     }
 }

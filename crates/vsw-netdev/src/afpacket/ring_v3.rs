@@ -38,7 +38,12 @@ const PKT_MAC: usize = 24;
 const PKT_VLAN_TCI: usize = 32;
 const PKT_VLAN_TPID: usize = 36;
 
-pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues, NetdevError> {
+pub(super) fn open(
+    fd: OwnedFd,
+    ifname: &str,
+    ifindex: u32,
+    tx_frames: usize,
+) -> Result<PortQueues, NetdevError> {
     sys::set_packet_opt(&fd, libc::PACKET_VERSION, &TPACKET_V3)
         .map_err(syscall("PACKET_VERSION", ifname))?;
     let req = libc::tpacket_req3 {
@@ -54,7 +59,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
         .map_err(syscall("PACKET_RX_RING", ifname))?;
     let map = RingMap::map(&fd, BLOCK_SIZE * BLOCKS).map_err(syscall("mmap", ifname))?;
     attach(&fd, ifname, ifindex)?;
-    let tx = ring::open_tx_only(ifname, ifindex)?;
+    let tx = ring::open_tx_only(ifname, ifindex, tx_frames)?;
     Ok(PortQueues {
         rx: vec![Box::new(V3Rx {
             map,
@@ -65,7 +70,7 @@ pub(super) fn open(fd: OwnedFd, ifname: &str, ifindex: u32) -> Result<PortQueues
             done: 0,
         })],
         tx,
-        tx_factory: Some(ring::tx_factory(ifname, ifindex)),
+        tx_factory: Some(ring::tx_factory(ifname, ifindex, tx_frames)),
     })
 }
 

@@ -10,7 +10,7 @@ use super::{
     bad, ClassEnv, ClassOption, MtuHandling, OnChange, OptionError, Options, PortClass, PortDevice,
     PortError, Presence,
 };
-use crate::afpacket::{open_tapped, AfPacketMode, BadMode};
+use crate::afpacket::{open_tapped, AfPacketMode, BadMode, RingFrames};
 use crate::interface;
 
 pub struct Afpacket;
@@ -23,11 +23,24 @@ impl PortClass for Afpacket {
     }
 
     fn options(&self) -> &'static [ClassOption] {
-        &[ClassOption {
-            key: "afpacket-mode",
-            on_change: OnChange::Reopen,
-            saved_default: Some("ring"),
-        }]
+        &[
+            ClassOption {
+                key: "afpacket-mode",
+                on_change: OnChange::Reopen,
+                saved_default: Some("ring"),
+            },
+            // Ring sizes (ring modes): frames of 2 KiB, a power of two.
+            ClassOption {
+                key: "rx-ring-frames",
+                on_change: OnChange::Reopen,
+                saved_default: None,
+            },
+            ClassOption {
+                key: "tx-ring-frames",
+                on_change: OnChange::Reopen,
+                saved_default: None,
+            },
+        ]
     }
 
     fn mtu_handling(&self) -> MtuHandling {
@@ -46,9 +59,19 @@ impl PortClass for Afpacket {
                 .parse()
                 .map_err(|e: BadMode| bad("afpacket-mode", v, e.to_string()))?;
         }
+        let mut frames = RingFrames::default();
+        for (key, slot) in [
+            ("rx-ring-frames", &mut frames.rx),
+            ("tx-ring-frames", &mut frames.tx),
+        ] {
+            if let Some(v) = options.get(key) {
+                *slot = RingFrames::parse(v).map_err(|why| bad(key, v, why))?;
+            }
+        }
         Ok(Box::new(AfpacketDevice {
             name: port.to_string(),
             mode,
+            frames,
             rx_socket: None,
         }))
     }
@@ -73,6 +96,7 @@ impl PortClass for Afpacket {
 struct AfpacketDevice {
     name: String,
     mode: AfPacketMode,
+    frames: RingFrames,
     /// A second handle on the open socket that receives.
     rx_socket: Option<OwnedFd>,
 }
@@ -83,7 +107,7 @@ impl PortDevice for AfpacketDevice {
     }
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
-        let (queues, socket) = open_tapped(&self.name, self.mode)?;
+        let (queues, socket) = open_tapped(&self.name, self.mode, self.frames)?;
         tracing::debug!(port = %self.name, mode = %self.mode, "afpacket device open");
         self.rx_socket = Some(socket);
         Ok(queues)

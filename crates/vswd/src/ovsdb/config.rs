@@ -163,7 +163,18 @@ fn interface(uuid: &str, row: &Row, run_dir: &str) -> DesiredInterface {
     let other = row.get("other_config").map(map).unwrap_or_default();
     let mut port = BTreeMap::new();
     let vsw_type = match kind {
-        "" | "system" => None,
+        "" | "system" => {
+            // Open vSwitch's descriptor counts per queue are vsw's ring sizes.
+            for (ovs, vsw) in [
+                ("n_rxq_desc", "rx-ring-frames"),
+                ("n_txq_desc", "tx-ring-frames"),
+            ] {
+                if let Some(n) = options.get(ovs) {
+                    port.insert(vsw.into(), n.clone());
+                }
+            }
+            None
+        }
         "internal" => Some("internal"),
         "tap" => Some("tap"),
         "dpdkvhostuser" => {
@@ -257,7 +268,8 @@ mod tests {
                                "options": ["map", [["vhost-server-path", "/run/vm1.sock"]]],
                                "other_config": ["map", [["pmd-rxq-affinity", "0:1"]]]}},
                 "i2": {"new": {"name": "eth9", "type": "", "ofport_request": ["set", []],
-                               "ofport": 12, "mtu_request": ["set", []], "options": ["map", []],
+                               "ofport": 12, "mtu_request": ["set", []],
+                               "options": ["map", [["n_rxq_desc", "512"], ["n_txq_desc", "256"]]],
                                "other_config": ["map", []]}},
             },
         }))
@@ -309,7 +321,10 @@ mod tests {
         let b = &d.bridges[1];
         assert_eq!(b.name, "br-ex");
         assert!(b.options.is_empty(), "{:?}", b.options);
-        assert!(!b.interfaces[0].port.as_ref().unwrap().contains_key("type"));
+        let eth9 = b.interfaces[0].port.as_ref().unwrap();
+        assert!(!eth9.contains_key("type"));
+        assert_eq!(eth9["rx-ring-frames"], "512", "n_rxq_desc");
+        assert_eq!(eth9["tx-ring-frames"], "256", "n_txq_desc");
         assert_eq!(b.interfaces[0].ofport_hint, Some(12), "the number it had");
     }
 
