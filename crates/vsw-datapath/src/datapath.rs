@@ -241,18 +241,36 @@ impl Datapath {
     /// Removes a port. When this returns, every PMD has sent what it had staged for
     /// the port and let go of its queues.
     pub fn remove_port(&mut self, no: u32) -> Result<Arc<PortHandle>, DatapathError> {
+        self.remove_ports(&[no])
+            .map(|mut h| h.pop().expect("one port removed"))
+    }
+
+    /// Removes ports together: the PMDs let go of them in one change. None is
+    /// removed if one is not there. Their handles come back, in the order asked.
+    pub fn remove_ports(&mut self, nos: &[u32]) -> Result<Vec<Arc<PortHandle>>, DatapathError> {
         let cur = self.current();
-        let handle = cur
+        let handles = nos
+            .iter()
+            .map(|no| {
+                cur.ports
+                    .iter()
+                    .find(|p| p.no == *no)
+                    .cloned()
+                    .ok_or(DatapathError::NoSuchPort(*no))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ports = cur
             .ports
             .iter()
-            .find(|p| p.no == no)
+            .filter(|p| !nos.contains(&p.no))
             .cloned()
-            .ok_or(DatapathError::NoSuchPort(no))?;
-        let ports = cur.ports.iter().filter(|p| p.no != no).cloned().collect();
-        self.affinity.remove(&no);
-        self.port_flush.remove(&no);
+            .collect();
+        for no in nos {
+            self.affinity.remove(no);
+            self.port_flush.remove(no);
+        }
         self.publish(ports, None, true, None)?;
-        Ok(handle)
+        Ok(handles)
     }
 
     pub fn ports(&self) -> Vec<Arc<PortHandle>> {

@@ -61,6 +61,8 @@ pub enum SwitchError {
     PortNumberTaken(u32, String),
     #[error("the datapath did not take the port: {0}")]
     NotTaken(String),
+    #[error("the configuration cannot be saved: {0}")]
+    Unsaved(String),
     #[error("all port numbers are in use")]
     NoFreePortNumber,
     #[error(
@@ -153,6 +155,23 @@ const JOURNAL_MIN_ENTRIES: u64 = 4096;
 
 /// Devices opened together at most, each on a thread of its own.
 const OPEN_AT_ONCE: usize = 64;
+
+/// Drops these at once, each on a thread of its own (at most [`OPEN_AT_ONCE`]
+/// together): dropping a port's last handle closes its sockets, which waits in the
+/// kernel.
+fn drop_at_once<T: Send>(mut items: Vec<T>) {
+    if items.len() <= 1 {
+        return;
+    }
+    while !items.is_empty() {
+        let chunk: Vec<T> = items.drain(..items.len().min(OPEN_AT_ONCE)).collect();
+        std::thread::scope(|s| {
+            for item in chunk {
+                s.spawn(move || drop(item));
+            }
+        });
+    }
+}
 
 /// A port being added: in the table, not opened yet.
 struct StagedPort {
@@ -681,19 +700,37 @@ impl Switch {
     }
 
     fn detach(&mut self, no: u32, why: &str) {
-        if let Some(port) = self.ports.get_mut(&no) {
-            if let Link::Up { .. } = port.link {
-                if let Err(e) = self.dp.remove_port(no) {
-                    tracing::error!(port = %port.name, error = %e, "cannot detach port");
-                }
+        self.detach_many(&[no], why);
+    }
+
+    /// Detaches these ports together: the datapath lets go of them in one change,
+    /// then their sockets are closed at once (closing an AF_PACKET socket with rings
+    /// waits in the kernel for RCU grace periods, ~30 ms a port: one at a time, 100
+    /// ports would take seconds).
+    fn detach_many(&mut self, nos: &[u32], why: &str) {
+        let up: Vec<u32> = nos
+            .iter()
+            .copied()
+            .filter(|no| matches!(self.ports.get(no).map(|p| &p.link), Some(Link::Up { .. })))
+            .collect();
+        let mut handles = Vec::new();
+        if !up.is_empty() {
+            match self.dp.remove_ports(&up) {
+                Ok(h) => handles = h,
+                Err(e) => tracing::error!(ports = ?up, error = %e, "cannot detach ports"),
             }
-            port.link = Link::Down {
-                why: why.to_string(),
-            };
-            // The device is gone: so is the socket an offload fast path filtered.
-            port.device.close();
-            port.opened += 1;
         }
+        for no in nos {
+            if let Some(port) = self.ports.get_mut(no) {
+                port.link = Link::Down {
+                    why: why.to_string(),
+                };
+                // The device is gone: so is the socket an offload fast path filtered.
+                port.device.close();
+                port.opened += 1;
+            }
+        }
+        drop_at_once(handles);
     }
 
     /// Notices interfaces that went away or came back. Called periodically.
@@ -756,9 +793,7 @@ impl Switch {
         self.journal.sync();
         self.offloads.clear();
         let nos: Vec<u32> = self.ports.keys().copied().collect();
-        for no in nos {
-            self.detach(no, "vswd stopped");
-        }
+        self.detach_many(&nos, "vswd stopped");
     }
 
     pub fn handle(&mut self, req: Request) -> Result<Value, SwitchError> {
@@ -1172,30 +1207,70 @@ impl Switch {
     }
 
     fn del_port(&mut self, name: &str) -> Result<Value, SwitchError> {
-        let no = self
-            .port_no(name)
-            .ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?;
-        let mut ports = self.saved_ports();
-        ports.retain(|p| p.no != no);
-        let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
-        self.detach(no, "deleted");
-        let port = self.ports.remove(&no);
-        let committed = pending.commit();
-        if committed.is_ok() {
-            self.journal_cleared();
+        self.del_ports(&[name.to_string()])
+            .pop()
+            .expect("one result per port")
+    }
+
+    /// Deletes these ports together (one change of the datapath, their sockets
+    /// closed at once), each with its own result: a name that is not a port is
+    /// refused, the others go. If the state file cannot be written, none goes.
+    pub fn del_ports(&mut self, names: &[String]) -> Vec<Result<Value, SwitchError>> {
+        let mut nos = Vec::new();
+        let mut results: Vec<Result<Value, SwitchError>> = names
+            .iter()
+            .map(|name| match self.port_no(name) {
+                Some(no) if !nos.contains(&no) => {
+                    nos.push(no);
+                    Ok(Value::Null)
+                }
+                _ => Err(SwitchError::NoSuchPort(name.clone())),
+            })
+            .collect();
+        if nos.is_empty() {
+            return results;
         }
-        if let Err(e) = committed {
-            // Back as it was (a guest reconnects, an interface is opened again).
-            if let Some(p) = port {
-                self.ports.insert(no, p);
-                self.try_attach(no);
+        let ports = self
+            .saved_ports()
+            .into_iter()
+            .filter(|p| !nos.contains(&p.no))
+            .collect();
+        let refuse_all = |results: &mut Vec<Result<Value, SwitchError>>, why: String| {
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = Err(SwitchError::Unsaved(why.clone()));
             }
-            self.sync_offloads();
-            return Err(e.into());
+        };
+        let pending = match self.prepare(&self.state_with(None, Some(ports), None)) {
+            Ok(p) => p,
+            Err(e) => {
+                refuse_all(&mut results, e.to_string());
+                return results;
+            }
+        };
+        self.detach_many(&nos, "deleted");
+        let removed: Vec<(u32, Port)> = nos
+            .iter()
+            .filter_map(|no| self.ports.remove(no).map(|p| (*no, p)))
+            .collect();
+        match pending.commit() {
+            Ok(()) => {
+                self.journal_cleared();
+                for (no, p) in &removed {
+                    tracing::info!(port = %p.name, no, "port deleted");
+                }
+            }
+            Err(e) => {
+                // Back as they were (a guest reconnects, an interface is opened again).
+                for (no, p) in removed {
+                    self.ports.insert(no, p);
+                    self.try_attach(no);
+                }
+                refuse_all(&mut results, e.to_string());
+            }
         }
-        tracing::info!(port = name, no, "port deleted");
         self.sync_offloads();
-        Ok(Value::Null)
+        self.sync_flood_ports();
+        results
     }
 
     fn set_port(&mut self, name: &str, words: &[String]) -> Result<Value, SwitchError> {

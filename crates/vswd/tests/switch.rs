@@ -584,6 +584,16 @@ fn ports_added_together_each_stand_or_fall_alone() {
     let mut sw = start(&dir);
     assert_eq!(port(&mut sw, "mbat0").no, 3);
     assert_eq!(port(&mut sw, "mbat1").no, 1);
+    // Deleted together: each its own result.
+    let results = sw.del_ports(&words(&["mbat0", "mbat-none", "mbat1", "mbat0"]));
+    assert!(results[0].is_ok() && results[2].is_ok());
+    for k in [1, 3] {
+        let e = results[k].as_ref().unwrap_err().to_string();
+        assert!(e.contains("no port named"), "{e}");
+    }
+    assert!(show(&mut sw).ports.is_empty());
+    assert!(!memory::is_open("mbat0") && !memory::is_open("mbat1"));
+    assert!(!saved(&dir).contains("mbat"), "{}", saved(&dir));
     sw.shutdown();
     for n in ["mbat0", "mbat1", "mbat2", "mbat3"] {
         memory::remove(n);

@@ -525,11 +525,15 @@ fn remove_gone(sw: &mut Switch, applied: &mut Applied, b: &DesiredBridge) {
         .filter(|n| !b.interfaces.iter().any(|i| i.name == **n && i.port.is_ok()))
         .cloned()
         .collect();
-    for name in gone {
-        if let Err(e) = sw.handle(Request::DelPort { name: name.clone() }) {
+    if gone.is_empty() {
+        return;
+    }
+    // Together: one change of the datapath, their sockets closed at once.
+    for (name, r) in gone.iter().zip(sw.del_ports(&gone)) {
+        if let Err(e) = r {
             tracing::warn!(port = %name, error = %e, "cannot remove a port the database no longer has");
         }
-        applied.ports.remove(&name);
+        applied.ports.remove(name);
     }
 }
 
