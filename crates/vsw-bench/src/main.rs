@@ -122,6 +122,12 @@ struct OvsdbPortsArgs {
     /// Where vswd is (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// `options:n_rxq_desc` on every port added (vsw: receive ring frames).
+    #[arg(long)]
+    n_rxq_desc: Option<u32>,
+    /// `options:n_txq_desc` on every port added (vsw: transmit ring frames).
+    #[arg(long)]
+    n_txq_desc: Option<u32>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -290,7 +296,11 @@ struct BatchSweep {
 }
 
 fn ovsdb_ports(a: &OvsdbPortsArgs) -> anyhow::Result<()> {
-    use vsw_bench::ovsdb_ports::{measure, report_markdown};
+    use vsw_bench::ovsdb_ports::{measure, report_markdown, Descriptors};
+    let desc = Descriptors {
+        rx: a.n_rxq_desc,
+        tx: a.n_txq_desc,
+    };
     require_root()?;
     let vswd = bin_dir(&a.bin_dir)?.join("vswd");
     let mut runs = Vec::new();
@@ -302,10 +312,15 @@ fn ovsdb_ports(a: &OvsdbPortsArgs) -> anyhow::Result<()> {
             [false, true]
         };
         for vsw in order {
-            let r = measure(vsw.then_some(vswd.as_path()), a.pmd_cpu, a.ports)?;
+            let r = measure(vsw.then_some(vswd.as_path()), a.pmd_cpu, a.ports, desc)?;
             eprintln!(
-                "{}: add-port {:.1} ms, first packet {:.1} ms, {} ports {:.0} ms",
-                r.switch, r.add_port_returned_ms, r.first_packet_ms, r.ports, r.many_ports_ms
+                "{}: add-port {:.1} ms, first packet {:.1} ms, {} ports {:.0} ms, deleted {:.0} ms",
+                r.switch,
+                r.add_port_returned_ms,
+                r.first_packet_ms,
+                r.ports,
+                r.many_ports_ms,
+                r.del_many_ms
             );
             runs.push(r);
         }

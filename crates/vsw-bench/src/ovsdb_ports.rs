@@ -7,7 +7,9 @@
 //!   the switch first sends on that port (its veth's transmit counter moves, polled
 //!   every 100 µs). Also when ovs-vsctl returned (it waits for `cur_cfg`).
 //! - many ports: N veths added in one `ovs-vsctl` transaction, timed to its return
-//!   (which waits until the daemon has carried all of them out).
+//!   (which waits until the daemon has carried all of them out), then deleted in one.
+//! - optionally with `options:n_rxq_desc`/`n_txq_desc` on every port (vsw's ring
+//!   sizes; Open vSwitch's system ports have no rings and ignore them).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -28,6 +30,34 @@ pub struct PortsRun {
     pub ports: u32,
     /// N ports in one transaction → ovs-vsctl's return.
     pub many_ports_ms: f64,
+    /// The N ports deleted in one transaction → ovs-vsctl's return.
+    pub del_many_ms: f64,
+}
+
+/// Descriptor counts given to every port added (`options:n_rxq_desc`/`n_txq_desc`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Descriptors {
+    pub rx: Option<u32>,
+    pub tx: Option<u32>,
+}
+
+impl Descriptors {
+    /// The `-- set Interface` words for port `name`, if any are given.
+    fn words(&self, name: &str) -> Vec<String> {
+        let mut set = Vec::new();
+        if let Some(n) = self.rx {
+            set.push(format!("options:n_rxq_desc={n}"));
+        }
+        if let Some(n) = self.tx {
+            set.push(format!("options:n_txq_desc={n}"));
+        }
+        if set.is_empty() {
+            return set;
+        }
+        let mut w = vec!["--".into(), "set".into(), "Interface".into(), name.into()];
+        w.extend(set);
+        w
+    }
 }
 
 struct Hosts {
@@ -146,7 +176,12 @@ impl Drop for Veths {
 }
 
 /// One round of one daemon: `vswd` (a path) or None for ovs-vswitchd.
-pub fn measure(vswd: Option<&Path>, pmd_cpu: usize, ports: u32) -> anyhow::Result<PortsRun> {
+pub fn measure(
+    vswd: Option<&Path>,
+    pmd_cpu: usize,
+    ports: u32,
+    desc: Descriptors,
+) -> anyhow::Result<PortsRun> {
     let mut ovs = Ovs::new(false, pmd_cpu);
     let name = if vswd.is_some() { "vsw" } else { "ovs-netdev" };
     let tag = format!("vb{}", std::process::id() % 10_000);
@@ -176,7 +211,13 @@ pub fn measure(vswd: Option<&Path>, pmd_cpu: usize, ports: u32) -> anyhow::Resul
         let watched = hosts.port(2);
         let before = tx_packets(&watched);
         let started = Instant::now();
-        let added = ovs.vsctl(&["--timeout=20", "add-port", "br0", &watched]);
+        let mut add: Vec<String> = ["--timeout=20", "add-port", "br0", &watched]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        add.extend(desc.words(&watched));
+        let add: Vec<&str> = add.iter().map(String::as_str).collect();
+        let added = ovs.vsctl(&add);
         let returned = started.elapsed();
         let mut first = None;
         while started.elapsed() < Duration::from_secs(20) {
@@ -195,6 +236,7 @@ pub fn measure(vswd: Option<&Path>, pmd_cpu: usize, ports: u32) -> anyhow::Resul
         let mut args: Vec<String> = vec!["--timeout=60".into()];
         for v in &veths.names {
             args.extend(["--".into(), "add-port".into(), "br0".into(), v.clone()]);
+            args.extend(desc.words(v));
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let started = Instant::now();
@@ -204,10 +246,15 @@ pub fn measure(vswd: Option<&Path>, pmd_cpu: usize, ports: u32) -> anyhow::Resul
         if listed.lines().count() < ports as usize + 2 {
             bail!("{name}: br0 has only {} ports", listed.lines().count());
         }
-        // Gone before the veths are.
+        // Gone (in one transaction) before the veths are.
+        let mut args: Vec<String> = vec!["--timeout=60".into()];
         for v in &veths.names {
-            let _ = ovs.vsctl(&["--no-wait", "del-port", "br0", v]);
+            args.extend(["--".into(), "del-port".into(), "br0".into(), v.clone()]);
         }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let started = Instant::now();
+        ovs.vsctl(&args)?;
+        let del_many = started.elapsed();
         drop(veths);
         drop(hosts);
         Ok(PortsRun {
@@ -216,6 +263,7 @@ pub fn measure(vswd: Option<&Path>, pmd_cpu: usize, ports: u32) -> anyhow::Resul
             first_packet_ms: first.as_secs_f64() * 1e3,
             ports,
             many_ports_ms: many.as_secs_f64() * 1e3,
+            del_many_ms: del_many.as_secs_f64() * 1e3,
         })
     })();
     ovs.shut_down();
@@ -224,18 +272,19 @@ pub fn measure(vswd: Option<&Path>, pmd_cpu: usize, ports: u32) -> anyhow::Resul
 
 pub fn report_markdown(runs: &[PortsRun]) -> String {
     let mut o = String::from(
-        "| round | daemon | add-port → ovs-vsctl returns (ms) | add-port → first packet on the port (ms) | ports in one transaction | → ovs-vsctl returns (ms) |\n|---|---|---|---|---|---|\n",
+        "| round | daemon | add-port → ovs-vsctl returns (ms) | add-port → first packet on the port (ms) | ports in one transaction | added → ovs-vsctl returns (ms) | deleted → returns (ms) |\n|---|---|---|---|---|---|---|\n",
     );
     for (i, pair) in runs.chunks(2).enumerate() {
         for r in pair {
             o.push_str(&format!(
-                "| {} | {} | {:.1} | {:.1} | {} | {:.0} |\n",
+                "| {} | {} | {:.1} | {:.1} | {} | {:.0} | {:.0} |\n",
                 i + 1,
                 r.switch,
                 r.add_port_returned_ms,
                 r.first_packet_ms,
                 r.ports,
-                r.many_ports_ms
+                r.many_ports_ms,
+                r.del_many_ms
             ));
         }
     }
