@@ -362,7 +362,7 @@ impl Pmd {
     }
 
     /// Takes up the newest snapshot: queues this PMD no longer polls go back to their
-    /// ports, removed ports' transmit queues are flushed and closed, new ports get a
+    /// ports, removed ports' transmit queues are flushed and given back, new ports get a
     /// transmit queue, and the flows the revalidator retired leave the caches.
     fn reconfigure(&mut self) {
         let snap = self.shared.snapshot.load_full();
@@ -421,6 +421,11 @@ impl Pmd {
                 if let Some(mut tx) = slot.take() {
                     tx.flush_gro(&mut w.outputs.tally);
                     send(&mut tx, w.outputs.tally.now_us);
+                    // Back to its port, never closed here: closing a socket can wait
+                    // in the kernel (an AF_PACKET ring for RCU grace periods), and the
+                    // PMD waits for nothing. The port's last handle, on the control
+                    // side, closes it.
+                    tx.handle.give_back_tx(tx.queue);
                 }
             }
         }

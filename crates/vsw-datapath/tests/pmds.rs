@@ -205,3 +205,76 @@ fn a_failed_pmd_never_keeps_a_change_waiting() {
         started.elapsed()
     );
 }
+
+/// A transmit queue that says which thread closed (dropped) it.
+struct WhereClosed {
+    inner: Box<dyn vsw_datapath::TxQueue>,
+    closed_on: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl vsw_datapath::TxQueue for WhereClosed {
+    fn stage(
+        &mut self,
+        data: &[u8],
+        meta: &vsw_datapath::PacketMeta,
+    ) -> Result<(), vsw_datapath::StageError> {
+        self.inner.stage(data, meta)
+    }
+
+    fn pending(&self) -> usize {
+        self.inner.pending()
+    }
+
+    fn flush(&mut self) -> usize {
+        self.inner.flush()
+    }
+}
+
+impl Drop for WhereClosed {
+    fn drop(&mut self) {
+        let me = std::thread::current();
+        *self.closed_on.lock().unwrap() = Some(me.name().unwrap_or("unnamed").to_string());
+    }
+}
+
+#[test]
+fn a_removed_ports_transmit_queue_is_closed_by_its_last_handle_never_by_a_pmd() {
+    use std::sync::{Arc, Mutex};
+    let mut sw = switch_with(2, 1, &[0], 1024);
+    let (q, peer) = vsw_datapath::memory::memory_port_with_queues(1, 1024);
+    let closed_on = Arc::new(Mutex::new(None));
+    let queues = vsw_datapath::PortQueues {
+        rx: q.rx,
+        tx: Box::new(WhereClosed {
+            inner: q.tx,
+            closed_on: closed_on.clone(),
+        }),
+        // A device that can open more queues: each PMD holds one of its own (one PMD
+        // here, so none more is opened).
+        tx_factory: Some(Box::new(|| Err(std::io::Error::other("no more queues")))),
+    };
+    let stats = Arc::new(vsw_datapath::PortStats::default());
+    sw.dp
+        .add_port(vsw_datapath::PortHandle::new(3, "p3", queues, stats))
+        .unwrap();
+    // The port is flooded to: the PMD holds its transmit queue.
+    sw.ofproto = learning_switch(&mut sw.dp);
+    sw.peers[0].send(&frame(1, [0xff; 6], 7));
+    assert!(
+        peer.recv_timeout(WAIT).is_some(),
+        "the flood reaches the new port"
+    );
+    let handle = sw.dp.remove_port(3).unwrap();
+    assert_eq!(
+        *closed_on.lock().unwrap(),
+        None,
+        "the PMD gave the queue back instead of closing it (closing can wait in the kernel)"
+    );
+    std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || drop(handle))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(closed_on.lock().unwrap().as_deref(), Some("control"));
+}

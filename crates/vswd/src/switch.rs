@@ -1247,7 +1247,15 @@ impl Switch {
                 return results;
             }
         };
+        let started = std::time::Instant::now();
         self.detach_many(&nos, "deleted");
+        if nos.len() > 1 {
+            tracing::info!(
+                ports = nos.len(),
+                detached_ms = started.elapsed().as_millis() as u64,
+                "ports deleted together"
+            );
+        }
         let removed: Vec<(u32, Port)> = nos
             .iter()
             .filter_map(|no| self.ports.remove(no).map(|p| (*no, p)))
