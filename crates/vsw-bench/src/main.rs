@@ -313,15 +313,7 @@ fn ovsdb_ports(a: &OvsdbPortsArgs) -> anyhow::Result<()> {
         };
         for vsw in order {
             let r = measure(vsw.then_some(vswd.as_path()), a.pmd_cpu, a.ports, desc)?;
-            eprintln!(
-                "{}: add-port {:.1} ms, first packet {:.1} ms, {} ports {:.0} ms, deleted {:.0} ms",
-                r.switch,
-                r.add_port_returned_ms,
-                r.first_packet_ms,
-                r.ports,
-                r.many_ports_ms,
-                r.del_many_ms
-            );
+            eprintln!("{}: {}", r.switch, r.summary());
             runs.push(r);
         }
     }

@@ -34,6 +34,20 @@ pub struct PortsRun {
     pub del_many_ms: f64,
 }
 
+impl PortsRun {
+    /// The figures in a line.
+    pub fn summary(&self) -> String {
+        format!(
+            "add-port {:.1} ms, first packet {:.1} ms, {} ports added {:.0} ms, deleted {:.0} ms",
+            self.add_port_returned_ms,
+            self.first_packet_ms,
+            self.ports,
+            self.many_ports_ms,
+            self.del_many_ms
+        )
+    }
+}
+
 /// Descriptor counts given to every port added (`options:n_rxq_desc`/`n_txq_desc`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Descriptors {
