@@ -51,6 +51,9 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
         d.log()
     );
     assert!(h1.ping(&h2, 3), "ping through the bridge ovs-vsctl built");
+    // TCP through it too (what the switch guarantees is that it flows, not a rate).
+    let bps = h1.iperf_to(&h2, 2).expect("iperf3 through the bridge");
+    assert!(bps > 0, "iperf3 moved nothing");
     wait_until("link_state up", Duration::from_secs(10), || {
         db.vsctl(&["get", "Interface", &h1.port, "link_state"]) == "up"
     });
