@@ -9,6 +9,7 @@
 
 pub mod afpacket;
 pub mod memory;
+pub mod patch;
 pub mod ring;
 pub mod tap;
 pub mod vhost;
@@ -61,6 +62,8 @@ pub enum PortError {
     Mtu { port: String, mtu: u32, why: String },
     #[error("vhost-user socket {path}: {why}")]
     Socket { path: PathBuf, why: String },
+    #[error(transparent)]
+    Patch(#[from] crate::patch::PatchError),
 }
 
 /// What changing one of a class's options on a port does.
@@ -221,6 +224,7 @@ impl PortClasses {
                 &tap::INTERNAL,
                 &vhost::SERVER,
                 &vhost::CLIENT,
+                &patch::CLASS,
                 &ring::CLASS,
             ],
         }
@@ -338,7 +342,7 @@ mod tests {
         }
         assert_eq!(
             PortClasses::standard().names(),
-            "afpacket, tap, internal, vhostuser, vhostuserclient and ring"
+            "afpacket, tap, internal, vhostuser, vhostuserclient, patch and ring"
         );
         assert_eq!(join_and(["a"].into_iter()), "a");
         assert_eq!(join_and(["a", "b"].into_iter()), "a and b");
@@ -358,6 +362,8 @@ mod tests {
             ("vhostuser", "vhost-server-path", "relative.sock"),
             ("vhostuser", "vhost-sock-mode", "0400"),
             ("vhostuser", "vhost-sock-group", "a b"),
+            ("patch", "peer", "p0"),
+            ("patch", "peer", "a/b"),
         ] {
             let options = Options::from([(key.to_string(), value.to_string())]);
             let e = classes

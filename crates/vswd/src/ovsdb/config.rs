@@ -183,6 +183,21 @@ fn interface(uuid: &str, row: &Row, run_dir: &str) -> DesiredInterface {
             port.insert("vhost-server-path".into(), format!("{run_dir}/{name}"));
             Some("vhostuser")
         }
+        // Joined in memory to its peer, on this bridge or another of this vswd.
+        "patch" => match options.get("peer") {
+            Some(p) => {
+                port.insert("peer".into(), p.clone());
+                Some("patch")
+            }
+            None => {
+                return DesiredInterface {
+                    uuid: uuid.into(),
+                    name,
+                    port: Err("patch needs options:peer".into()),
+                    ofport_hint: None,
+                }
+            }
+        },
         "dpdkvhostuserclient" => match options.get("vhost-server-path") {
             Some(p) => {
                 port.insert("vhost-server-path".into(), p.clone());
@@ -332,13 +347,33 @@ mod tests {
     fn interfaces_vsw_cannot_carry_say_why() {
         let mut r = replica();
         r.apply(
+            &json!({"Interface": {"i2": {"new": {"name": "eth9", "type": "gre",
+            "options": ["map", []], "other_config": ["map", []]}}}}),
+        )
+        .unwrap();
+        let d = desired(&r, "/run/openvswitch");
+        let e = d.bridges[1].interfaces[0].port.clone().unwrap_err();
+        assert!(e.contains("gre"), "{e}");
+        // A patch port is carried with its peer; without one it says so.
+        r.apply(
+            &json!({"Interface": {"i2": {"new": {"name": "eth9", "type": "patch",
+            "options": ["map", [["peer", "patch-int"]]], "other_config": ["map", []]}}}}),
+        )
+        .unwrap();
+        let d = desired(&r, "/run/openvswitch");
+        let p = d.bridges[1].interfaces[0].port.clone().unwrap();
+        assert_eq!(
+            (p["type"].as_str(), p["peer"].as_str()),
+            ("patch", "patch-int")
+        );
+        r.apply(
             &json!({"Interface": {"i2": {"new": {"name": "eth9", "type": "patch",
             "options": ["map", []], "other_config": ["map", []]}}}}),
         )
         .unwrap();
         let d = desired(&r, "/run/openvswitch");
         let e = d.bridges[1].interfaces[0].port.clone().unwrap_err();
-        assert!(e.contains("patch"), "{e}");
+        assert!(e.contains("options:peer"), "{e}");
         // An empty database asks for nothing.
         assert_eq!(desired(&Replica::default(), "/run"), Desired::default());
     }

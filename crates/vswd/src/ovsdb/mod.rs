@@ -50,6 +50,7 @@ const IFACE_TYPES: &[&str] = &[
     "dpdkvhostuser",
     "dpdkvhostuserclient",
     "internal",
+    "patch",
     "system",
     "tap",
 ];
