@@ -377,4 +377,101 @@ mod tests {
         // An empty database asks for nothing.
         assert_eq!(desired(&Replica::default(), "/run"), Desired::default());
     }
+
+    mod hostile {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        const UUIDS: &[&str] = &["u1", "u2", "u3"];
+        const COLUMNS: &[&str] = &[
+            "name",
+            "ports",
+            "interfaces",
+            "bridges",
+            "type",
+            "options",
+            "ofport",
+            "ofport_request",
+            "mtu_request",
+            "other_config",
+            "next_cfg",
+            "controller",
+            "target",
+            "fail_mode",
+            "protocols",
+        ];
+
+        /// Any datum-looking value: atoms, UUID references to the rows there are,
+        /// sets and maps, and things that are none of those.
+        fn datum() -> impl Strategy<Value = Value> {
+            let atom = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                "[a-z0-9:/._-]{0,12}".prop_map(Value::from),
+                proptest::sample::select(UUIDS).prop_map(|u| json!(["uuid", u])),
+            ];
+            atom.prop_recursive(3, 32, 4, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..4).prop_map(|v| json!(["set", v])),
+                    proptest::collection::vec((inner.clone(), inner.clone()), 0..4).prop_map(
+                        |kv| json!([
+                            "map",
+                            kv.into_iter()
+                                .map(|(k, v)| json!([k, v]))
+                                .collect::<Vec<_>>()
+                        ])
+                    ),
+                    proptest::collection::vec(inner, 0..4).prop_map(Value::Array),
+                ]
+            })
+        }
+
+        /// A table-updates value over the tables vswd reads.
+        fn updates() -> impl Strategy<Value = Value> {
+            let table = proptest::sample::select(
+                &["Open_vSwitch", "Bridge", "Port", "Interface", "Controller"][..],
+            );
+            let row = proptest::collection::btree_map(
+                proptest::sample::select(COLUMNS).prop_map(str::to_string),
+                datum(),
+                0..6,
+            );
+            let change = (any::<bool>(), row).prop_map(|(delete, row)| {
+                if delete {
+                    json!({"old": row})
+                } else {
+                    json!({"new": row})
+                }
+            });
+            proptest::collection::vec((table, proptest::sample::select(UUIDS), change), 1..6)
+                .prop_map(|changes| {
+                    let mut u = serde_json::Map::new();
+                    for (t, uuid, c) in changes {
+                        let entry = u.entry(t.to_string()).or_insert_with(|| json!({}));
+                        entry[uuid] = c;
+                    }
+                    Value::Object(u)
+                })
+        }
+
+        proptest! {
+            /// Whatever a server sends, vswd reads it or refuses it; it never panics,
+            /// and what it asks for names only interfaces the database has.
+            #[test]
+            fn any_database_reads_without_panicking(batches in proptest::collection::vec(updates(), 1..5)) {
+                let mut r = Replica::default();
+                for u in &batches {
+                    let _ = r.apply(u);
+                    let d = desired(&r, "/run/openvswitch");
+                    for b in &d.bridges {
+                        for i in &b.interfaces {
+                            prop_assert!(r.row("Interface", &i.uuid).is_some());
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
