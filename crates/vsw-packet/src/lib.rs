@@ -11,6 +11,7 @@ pub mod gso;
 pub mod key;
 pub mod mac;
 pub mod rewrite;
+pub mod tunnel;
 pub mod vnet;
 pub mod wire;
 

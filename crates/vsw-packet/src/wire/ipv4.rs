@@ -22,6 +22,8 @@ pub const MIN_HEADER_LEN: usize = 20;
 
 const MORE_FRAGMENTS: u16 = 0x2000;
 const DONT_FRAGMENT: u16 = 0x4000;
+/// The don't-fragment flag as it sits in the flags-and-offset field.
+pub const FLAG_DF: u16 = DONT_FRAGMENT;
 const OFFSET_MASK: u16 = 0x1fff;
 
 /// An IPv4 header, checked: version 4, a header length of at least 20 bytes, all of

@@ -54,6 +54,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         set_u16(self.buffer.as_mut(), field::DST_PORT, p);
     }
 
+    pub fn set_len(&mut self, len: u16) {
+        set_u16(self.buffer.as_mut(), field::LENGTH, len);
+    }
+
     pub fn set_checksum(&mut self, c: u16) {
         set_u16(self.buffer.as_mut(), field::CHECKSUM, c);
     }

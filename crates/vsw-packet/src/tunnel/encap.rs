@@ -1,0 +1,233 @@
+//! Encapsulation (`tnl_push`): the outer headers of a tunnel port toward one
+//! neighbour are built once, as a template; per packet the template is copied in
+//! front of the inner frame and only what differs per packet is written — the
+//! lengths, the UDP source port (from the inner flow's hash, so the underlay spreads
+//! flows across paths as it would spread the flows themselves), the IPv4
+//! identification and the checksums.
+
+use std::net::IpAddr;
+
+use super::{TunnelKind, UDP_SOURCE_PORTS};
+use crate::checksum;
+use crate::mac::MacAddr;
+use crate::wire::ethernet::{field as eth, EtherType, ETH_HDR_LEN};
+use crate::wire::ip::IPPROTO_UDP;
+use crate::wire::{geneve, ipv4, ipv6, udp, vxlan};
+
+/// What a tunnel port's outer headers say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncapSpec {
+    pub kind: TunnelKind,
+    /// The underlay: this host's port's MAC, and the next hop's.
+    pub eth_src: MacAddr,
+    pub eth_dst: MacAddr,
+    /// Outer addresses (both IPv4 or both IPv6).
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub tos: u8,
+    pub ttl: u8,
+    /// IPv4: the don't-fragment bit.
+    pub df: bool,
+    pub udp_dst: u16,
+    /// Whether the UDP checksum is computed (otherwise zero: "none" for IPv4, and for
+    /// IPv6 what RFC 6935 allows tunnels).
+    pub udp_csum: bool,
+    /// The VNI (24 bits).
+    pub vni: u32,
+    /// Geneve option TLVs, whole (a multiple of 4 bytes); none for VXLAN.
+    pub geneve_options: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EncapError {
+    #[error("the outer addresses are not of one family")]
+    MixedFamilies,
+    #[error(
+        "Geneve options must be whole TLVs of at most {} bytes",
+        geneve::MAX_OPTIONS_LEN
+    )]
+    BadGeneveOptions,
+    #[error("VXLAN carries no options")]
+    VxlanOptions,
+}
+
+/// A tunnel port's outer headers toward one neighbour, ready to be put in front of
+/// frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncapTemplate {
+    header: Vec<u8>,
+    ipv6: bool,
+    udp_csum: bool,
+    df: bool,
+    /// The IPv4 header checksum with the total length and identification at zero.
+    ip_csum_base: u16,
+}
+
+impl EncapTemplate {
+    pub fn new(spec: &EncapSpec) -> Result<EncapTemplate, EncapError> {
+        let tunnel_len = match spec.kind {
+            TunnelKind::Vxlan if !spec.geneve_options.is_empty() => {
+                return Err(EncapError::VxlanOptions)
+            }
+            TunnelKind::Vxlan => vxlan::HEADER_LEN,
+            TunnelKind::Geneve => {
+                let o = &spec.geneve_options;
+                if !o.len().is_multiple_of(4)
+                    || o.len() > geneve::MAX_OPTIONS_LEN
+                    || geneve::options(o).any(|r| r.is_err())
+                {
+                    return Err(EncapError::BadGeneveOptions);
+                }
+                geneve::MIN_HEADER_LEN + o.len()
+            }
+        };
+        let (ipv6, ip_len) = match (spec.src, spec.dst) {
+            (IpAddr::V4(_), IpAddr::V4(_)) => (false, ipv4::MIN_HEADER_LEN),
+            (IpAddr::V6(_), IpAddr::V6(_)) => (true, ipv6::HEADER_LEN),
+            _ => return Err(EncapError::MixedFamilies),
+        };
+        let mut h = vec![0u8; ETH_HDR_LEN + ip_len + udp::HEADER_LEN + tunnel_len];
+        h[eth::DESTINATION].copy_from_slice(&spec.eth_dst.0);
+        h[eth::SOURCE].copy_from_slice(&spec.eth_src.0);
+        let ethertype = if ipv6 {
+            EtherType::IPV6
+        } else {
+            EtherType::IPV4
+        };
+        h[eth::ETHERTYPE].copy_from_slice(&ethertype.to_be_bytes());
+        let mut ip_csum_base = 0;
+        match (spec.src, spec.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                ipv4::Repr {
+                    header_len: ipv4::MIN_HEADER_LEN,
+                    tos: spec.tos,
+                    total_len: 0,
+                    frag: if spec.df { ipv4::FLAG_DF } else { 0 },
+                    ttl: spec.ttl,
+                    protocol: IPPROTO_UDP,
+                    src: s.octets(),
+                    dst: d.octets(),
+                }
+                .emit(&mut h[ETH_HDR_LEN..]);
+                ip_csum_base = ipv4::Packet::new_checked(&h[ETH_HDR_LEN..])
+                    .expect("just written")
+                    .checksum();
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => ipv6::Repr {
+                traffic_class: spec.tos,
+                flow_label: 0,
+                payload_len: 0,
+                next_header: IPPROTO_UDP,
+                hop_limit: spec.ttl,
+                src: u128::from(s),
+                dst: u128::from(d),
+            }
+            .emit(&mut h[ETH_HDR_LEN..]),
+            _ => unreachable!("families checked above"),
+        }
+        let at = ETH_HDR_LEN + ip_len;
+        udp::emit(&mut h[at..], 0, spec.udp_dst, 0);
+        let at = at + udp::HEADER_LEN;
+        match spec.kind {
+            TunnelKind::Vxlan => vxlan::emit(&mut h[at..], spec.vni),
+            TunnelKind::Geneve => geneve::emit_with_options(
+                &mut h[at..],
+                EtherType::TEB,
+                spec.vni,
+                &spec.geneve_options,
+            ),
+        }
+        Ok(EncapTemplate {
+            header: h,
+            ipv6,
+            udp_csum: spec.udp_csum,
+            df: spec.df,
+            ip_csum_base,
+        })
+    }
+
+    /// The outer headers' length: what the tunnel adds to a frame.
+    pub fn overhead(&self) -> usize {
+        self.header.len()
+    }
+
+    /// The largest inner frame (Ethernet header included) that fits an underlay
+    /// port of this MTU.
+    pub fn inner_frame_max(&self, underlay_mtu: usize) -> usize {
+        (underlay_mtu + ETH_HDR_LEN).saturating_sub(self.header.len())
+    }
+
+    fn ip_len(&self) -> usize {
+        if self.ipv6 {
+            ipv6::HEADER_LEN
+        } else {
+            ipv4::MIN_HEADER_LEN
+        }
+    }
+
+    /// Writes the outer headers and `inner` into `out`; the frame's length, or `None`
+    /// when `out` is too small or the frame too large for IP. `udp_src` comes from
+    /// [`udp_source_port`]; `ip_id` is the IPv4 identification when the template
+    /// does not set DF (a counter of the sender's).
+    pub fn push(&self, inner: &[u8], out: &mut [u8], udp_src: u16, ip_id: u16) -> Option<usize> {
+        let total = self.header.len() + inner.len();
+        let ip_payload = total - ETH_HDR_LEN - self.ip_len();
+        if total > out.len() || ip_payload > usize::from(u16::MAX) {
+            return None;
+        }
+        let out = &mut out[..total];
+        out[..self.header.len()].copy_from_slice(&self.header);
+        out[self.header.len()..].copy_from_slice(inner);
+        let ip_at = ETH_HDR_LEN;
+        let udp_at = ip_at + self.ip_len();
+        let udp_len = total - udp_at;
+        if self.ipv6 {
+            ipv6::Packet::new_checked(&mut out[ip_at..])
+                .ok()?
+                .set_payload_len(udp_len as u16);
+        } else {
+            let id = if self.df { 0 } else { ip_id };
+            let ip_total = (total - ip_at) as u16;
+            let mut ip = ipv4::Packet::new_checked(&mut out[ip_at..]).ok()?;
+            ip.set_total_len(ip_total);
+            ip.set_ident(id);
+            // The template's checksum covered zeros there: add what was written.
+            let sum = u64::from(!self.ip_csum_base) + u64::from(ip_total) + u64::from(id);
+            ip.set_checksum(!checksum::fold(sum));
+        }
+        let mut u = udp::Packet::new_checked(&mut out[udp_at..]).ok()?;
+        u.set_src_port(udp_src);
+        u.set_len(udp_len as u16);
+        if self.udp_csum {
+            let c = udp_checksum(&out[ip_at..udp_at], &out[udp_at..], self.ipv6);
+            udp::Packet::new_checked(&mut out[udp_at..])
+                .ok()?
+                .set_checksum(c);
+        }
+        Some(total)
+    }
+}
+
+/// The UDP checksum of `datagram` (its checksum field zero) under the addresses of
+/// `ip_header`; 0 is sent as 0xffff (0 means "none").
+pub(crate) fn udp_checksum(ip_header: &[u8], datagram: &[u8], ipv6: bool) -> u16 {
+    let pseudo = u64::from(IPPROTO_UDP) + datagram.len() as u64;
+    let with_addresses = if ipv6 {
+        ipv6::Packet::new_checked(ip_header).map(|p| checksum::sum(p.addresses(), pseudo))
+    } else {
+        ipv4::Packet::new_checked(ip_header).map(|p| checksum::sum(p.addresses(), pseudo))
+    };
+    let c = !checksum::fold(checksum::sum(datagram, with_addresses.unwrap_or(pseudo)));
+    if c == 0 {
+        0xffff
+    } else {
+        c
+    }
+}
+
+/// The UDP source port for a flow of this hash, spread evenly over the range Linux
+/// uses for tunnels (its ephemeral ports), as the kernel's `udp_flow_src_port` does.
+pub fn udp_source_port(hash: u32) -> u16 {
+    let (lo, hi) = (u64::from(UDP_SOURCE_PORTS.0), u64::from(UDP_SOURCE_PORTS.1));
+    ((u64::from(hash) * (hi - lo)) >> 32) as u16 + UDP_SOURCE_PORTS.0
+}

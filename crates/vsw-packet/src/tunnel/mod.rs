@@ -1,0 +1,35 @@
+//! Tunnel headers as Open vSwitch's userspace datapath does them ("native
+//! tunneling"): the switch builds the outer Ethernet, IP, UDP and VXLAN or Geneve
+//! headers itself (`encap.rs`, the datapath's `tnl_push`) and strips them
+//! (`decap.rs`, `tnl_pop`), sending and receiving through an underlay port it owns.
+//! Pure: addresses, neighbours and routes are the caller's.
+
+mod decap;
+mod encap;
+
+pub use decap::{decap, DecapError, Decapped, TunnelMeta, TunnelPorts};
+pub use encap::{udp_source_port, EncapError, EncapSpec, EncapTemplate};
+
+/// The two tunnel kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    Vxlan,
+    Geneve,
+}
+
+impl TunnelKind {
+    /// The IANA UDP port.
+    pub fn default_port(&self) -> u16 {
+        match self {
+            TunnelKind::Vxlan => crate::wire::vxlan::UDP_PORT,
+            TunnelKind::Geneve => crate::wire::geneve::UDP_PORT,
+        }
+    }
+}
+
+/// The UDP source ports tunnel packets are sent from (Linux's default ephemeral
+/// range, which its vxlan and geneve devices use).
+pub const UDP_SOURCE_PORTS: (u16, u16) = (32768, 61000);
+
+#[cfg(test)]
+mod tests;
