@@ -8,6 +8,8 @@ mod attribution;
 mod generation;
 pub mod ofproto;
 pub mod punt_notes;
+pub mod route;
+pub mod tnl_neigh;
 pub mod trace;
 pub mod xlate;
 
