@@ -17,4 +17,5 @@ pub mod search;
 pub mod switches;
 pub mod topology;
 pub mod traffic;
+pub mod tunnel_cost;
 pub mod vhost;

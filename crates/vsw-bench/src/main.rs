@@ -49,6 +49,13 @@ enum Cmd {
     /// checks (a sender without checksum offload) against segments the kernel marked
     /// checked (DATA_VALID); and the Internet checksum over such a segment.
     Gro,
+    /// What VXLAN and Geneve headers cost per 64-byte packet: encapsulation with a
+    /// port's template and decapsulation, beside a plain copy of the frame.
+    Tunnel {
+        /// Rounds (each case once per round).
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+    },
     /// vsw alone, sweeping tx-flush-interval: kicks per packet, packets per batch,
     /// PMD cycles per packet and latency at several rates, and zero-loss throughput.
     Batching(BatchingArgs),
@@ -1373,6 +1380,10 @@ fn main() -> anyhow::Result<()> {
         }
         Cmd::Gro => {
             gro_cost();
+            return Ok(());
+        }
+        Cmd::Tunnel { rounds } => {
+            vsw_bench::tunnel_cost::run(rounds);
             return Ok(());
         }
         Cmd::Batching(a) => return batching(&a),
