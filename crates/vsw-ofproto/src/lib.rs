@@ -11,6 +11,7 @@ pub mod punt_notes;
 pub mod route;
 pub mod tnl_neigh;
 pub mod trace;
+pub mod tunnel_config;
 pub mod xlate;
 
 pub use ofproto::Ofproto;
