@@ -533,6 +533,36 @@ fn vswd_started_inside_a_network_namespace_works_there() {
         db.vsctl(&["get", "Interface", &h1.port, "link_speed"]),
         "10000000000"
     );
+    // The underlay routes tunnel ports will use: the bridge's address, as Open vSwitch
+    // users give it (`ip addr add … dev br0`), read in vswd's namespace.
+    must(
+        "ip",
+        &["-n", &ns.0, "addr", "add", "198.18.9.1/24", "dev", "br0"],
+    );
+    let shown = appctl_ok(&d, &["ovs/route/show"]);
+    assert!(
+        shown.contains("Cached: 198.18.9.0/24 dev br0 SRC 198.18.9.1"),
+        "{shown}"
+    );
+    assert_eq!(
+        appctl_ok(
+            &d,
+            &["ovs/route/add", "198.18.200.0/24", "br0", "198.18.9.254"]
+        ),
+        "OK\n"
+    );
+    assert_eq!(
+        appctl_ok(&d, &["ovs/route/lookup", "198.18.200.7"]),
+        "src 198.18.9.1\ngateway 198.18.9.254\ndev br0\n"
+    );
+    assert!(!appctl(&d, &["ovs/route/add", "198.18.200.0/40", "br0"])
+        .status
+        .success());
+    appctl_ok(&d, &["ovs/route/del", "198.18.200.0/24"]);
+    assert_eq!(
+        appctl_ok(&d, &["ovs/route/lookup", "198.18.9.7"]),
+        "src 198.18.9.1\ngateway 0.0.0.0\ndev br0\n"
+    );
     db.vsctl(&["del-br", "br0"]);
     assert!(!in_ns("br0"), "its own port removed with the bridge");
     assert!(in_ns(&h1.port), "a system device is never deleted");

@@ -196,6 +196,18 @@ impl RouteTable {
         o
     }
 
+    /// The source address packets by route `r` get: its own, or else (a route added
+    /// without `src=`) an address of its bridge of the same family, as Open vSwitch
+    /// takes the output bridge's.
+    pub fn source_for(&self, r: &Route) -> Option<IpAddr> {
+        r.src.or_else(|| {
+            self.routes
+                .iter()
+                .filter(|o| !o.user && o.dev == r.dev && o.prefix.is_ipv4() == r.prefix.is_ipv4())
+                .find_map(|o| o.src)
+        })
+    }
+
     /// `ovs-appctl ovs/route/lookup IP`'s answer.
     pub fn lookup_text(&self, dst: &str) -> Result<String, RouteError> {
         let ip = parse_addr(dst)?;
@@ -205,7 +217,8 @@ impl RouteTable {
         let any = if ip.is_ipv4() { "0.0.0.0" } else { "::" };
         Ok(format!(
             "src {}\ngateway {}\ndev {}\n",
-            r.src.map_or(any.to_string(), |s| s.to_string()),
+            self.source_for(r)
+                .map_or(any.to_string(), |s| s.to_string()),
             r.gateway.map_or(any.to_string(), |g| g.to_string()),
             r.dev
         ))
@@ -255,6 +268,14 @@ mod tests {
         t.set_cached([cached("198.18.0.0/16", "br-phy", "198.18.0.1")]);
         assert_eq!(dev(&t, "198.18.7.9").as_deref(), Some("br-user"));
         assert_eq!(dev(&t, "198.19.0.9"), None);
+        // A user route without a source takes its bridge's address.
+        t.add_from_args(&words("198.18.100.0/24 br-phy 198.18.0.254"))
+            .unwrap();
+        assert!(t
+            .lookup_text("198.18.100.1")
+            .unwrap()
+            .starts_with("src 198.18.0.1\n"));
+        t.del("198.18.100.0/24").unwrap();
         assert_eq!(
             t.lookup_text("198.18.7.9").unwrap(),
             "src 198.18.7.2\ngateway 198.18.7.254\ndev br-user\n"

@@ -13,4 +13,5 @@ pub mod protocol;
 pub mod server;
 pub mod state;
 pub mod switch;
+pub mod underlay;
 pub mod unixctl;

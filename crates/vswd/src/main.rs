@@ -211,6 +211,7 @@ fn main() -> anyhow::Result<()> {
     });
     let unixctl = vswd::unixctl::Context {
         bridges: bridges.clone(),
+        underlay: Arc::new(vswd::underlay::Underlay::default()),
         stop: stop.clone(),
         set_log,
     };

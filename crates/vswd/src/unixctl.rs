@@ -17,6 +17,7 @@ use vsw_ovsdb::jsonrpc::{Framer, Message};
 use vsw_protocol::{render, Request};
 
 use crate::bridges::{Bridges, RunningBridge};
+use crate::underlay::Underlay;
 
 /// Sets the log level from `vlog/set`'s argument (a tracing filter).
 pub type SetLog = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
@@ -24,6 +25,8 @@ pub type SetLog = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 /// What a command needs.
 pub struct Context {
     pub bridges: Arc<Bridges>,
+    /// The route table tunnel ports will use (`ovs/route/*`).
+    pub underlay: Arc<Underlay>,
     /// Set by `exit`: the daemon stops as on SIGTERM.
     pub stop: Arc<AtomicBool>,
     pub set_log: SetLog,
@@ -41,6 +44,10 @@ const COMMANDS: &[(&str, &str)] = &[
     ("fdb/show", "bridge"),
     ("list-commands", ""),
     ("ofproto/trace", "[bridge] flow"),
+    ("ovs/route/add", "ip/plen output_bridge [GW] [src=IP]"),
+    ("ovs/route/del", "ip/plen"),
+    ("ovs/route/lookup", "ip_addr"),
+    ("ovs/route/show", ""),
     ("version", ""),
     ("vlog/set", "{spec | PATTERN:destination:pattern}"),
 ];
@@ -152,6 +159,9 @@ fn per_datapath(
 
 /// The text of command `method`, or the error text ovs-appctl prints.
 fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String> {
+    if let Some(answer) = cx.underlay.command(method, args) {
+        return answer;
+    }
     match method {
         "version" => Ok(format!(
             "ovs-vswitchd (vsw) {}\n",
