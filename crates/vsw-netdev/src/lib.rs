@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
+mod channel;
 pub mod class;
 #[allow(unsafe_code)]
 pub mod ebpf;
@@ -18,6 +19,7 @@ pub mod patch;
 #[allow(unsafe_code)]
 mod sys;
 pub mod tap;
+pub mod tunnel;
 pub mod unix_socket;
 pub mod vhost;
 mod vnet_frame;

@@ -10,21 +10,15 @@
 //! cable with nothing at the other end.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use crossbeam_queue::ArrayQueue;
-use vsw_datapath::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxOffloads, TxQueue,
-    BATCH_SIZE,
-};
+use vsw_datapath::{PacketMeta, PortQueues, StageError, TxOffloads, TxQueue};
 use vsw_packet::ethernet::copy_frame;
 
-/// The largest frame a patch carries (a 9,216-byte MTU's, a VLAN tag put back).
+use crate::channel::{Channel, CHANNEL_FRAME};
+
+/// The largest frame a patch carries (a 9,216-byte MTU's).
 pub const PATCH_MTU: usize = 9216;
-const BUFFER: usize = PATCH_MTU + 18 + 4;
-/// Frames in flight one way: 16 batches.
-const FRAMES: usize = 16 * BATCH_SIZE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
@@ -32,41 +26,6 @@ pub enum PatchError {
     AlreadyOpen(String),
     #[error("a patch port cannot be its own peer ({0})")]
     OwnPeer(String),
-}
-
-/// One direction of a patch.
-struct Channel {
-    free: ArrayQueue<Box<[u8]>>,
-    filled: ArrayQueue<Frame>,
-    /// The receiving end is open: frames are taken.
-    reader: AtomicBool,
-}
-
-struct Frame {
-    buf: Box<[u8]>,
-    len: usize,
-    meta: PacketMeta,
-}
-
-impl Channel {
-    fn new() -> Channel {
-        let free = ArrayQueue::new(FRAMES);
-        for _ in 0..FRAMES {
-            let _ = free.push(vec![0u8; BUFFER].into_boxed_slice());
-        }
-        Channel {
-            free,
-            filled: ArrayQueue::new(FRAMES),
-            reader: AtomicBool::new(false),
-        }
-    }
-
-    /// Frames nobody will take any more (an earlier reader's) go back to the free list.
-    fn drain(&self) {
-        while let Some(f) = self.filled.pop() {
-            let _ = self.free.push(f.buf);
-        }
-    }
 }
 
 /// The channels, by (sending port, receiving port); held by the open ports only, so
@@ -83,7 +42,7 @@ fn channel(from: &str, to: &str) -> Arc<Channel> {
     if let Some(c) = all.get(&key).and_then(Weak::upgrade) {
         return c;
     }
-    let c = Arc::new(Channel::new());
+    let c = Channel::new();
     all.insert(key, Arc::downgrade(&c));
     c
 }
@@ -93,74 +52,26 @@ pub fn open(name: &str, peer: &str) -> Result<PortQueues, PatchError> {
     if name == peer {
         return Err(PatchError::OwnPeer(name.to_string()));
     }
-    let incoming = channel(peer, name);
-    if incoming.reader.swap(true, Ordering::AcqRel) {
-        return Err(PatchError::AlreadyOpen(name.to_string()));
-    }
-    incoming.drain();
+    let rx = channel(peer, name)
+        .reader()
+        .ok_or_else(|| PatchError::AlreadyOpen(name.to_string()))?;
     let outgoing = channel(name, peer);
     let tx = outgoing.clone();
     Ok(PortQueues {
-        rx: vec![Box::new(PatchRx {
-            channel: incoming,
-            held: Vec::with_capacity(BATCH_SIZE),
-        })],
-        tx: Box::new(PatchTx::new(outgoing)),
-        tx_factory: Some(Box::new(move || Ok(Box::new(PatchTx::new(tx.clone()))))),
+        rx: vec![Box::new(rx)],
+        tx: Box::new(PatchTx { channel: outgoing }),
+        tx_factory: Some(Box::new(move || {
+            Ok(Box::new(PatchTx {
+                channel: tx.clone(),
+            }))
+        })),
     })
 }
 
-struct PatchRx {
-    channel: Arc<Channel>,
-    /// The frames of the last `recv`, lent to the datapath until `release`.
-    held: Vec<Frame>,
-}
-
-impl RxQueue for PatchRx {
-    fn recv<'a>(&'a mut self, batch: &mut RxBatch<'a>) -> RxDrops {
-        self.release();
-        while self.held.len() < BATCH_SIZE {
-            match self.channel.filled.pop() {
-                Some(f) => self.held.push(f),
-                None => break,
-            }
-        }
-        for f in &self.held {
-            batch.push(RxPacket {
-                data: &f.buf[..f.len],
-                meta: f.meta,
-            });
-        }
-        RxDrops::default()
-    }
-
-    fn release(&mut self) {
-        for f in self.held.drain(..) {
-            let _ = self.channel.free.push(f.buf);
-        }
-    }
-}
-
-impl Drop for PatchRx {
-    fn drop(&mut self) {
-        self.release();
-        self.channel.reader.store(false, Ordering::Release);
-        self.channel.drain();
-    }
-}
-
+/// What a port sends goes straight to its peer's channel (no batching: the peer is
+/// a queue in memory, not a device to kick).
 struct PatchTx {
     channel: Arc<Channel>,
-    staged: Vec<Frame>,
-}
-
-impl PatchTx {
-    fn new(channel: Arc<Channel>) -> PatchTx {
-        PatchTx {
-            channel,
-            staged: Vec::with_capacity(BATCH_SIZE),
-        }
-    }
 }
 
 impl TxQueue for PatchTx {
@@ -175,57 +86,35 @@ impl TxQueue for PatchTx {
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
-        if self.staged.len() >= BATCH_SIZE || !self.channel.reader.load(Ordering::Acquire) {
-            return Err(StageError::QueueFull);
-        }
-        let Some(mut buf) = self.channel.free.pop() else {
-            return Err(StageError::QueueFull);
-        };
-        let Some(len) = copy_frame(&mut buf, data, meta.vlan) else {
-            let _ = self.channel.free.push(buf);
+        if data.len() > PATCH_MTU + 18 {
             return Err(StageError::TooBig);
-        };
+        }
         // The offload state crosses with the frame, its offsets moved for a tag put
         // back.
         let vnet = match meta.vlan {
             Some(_) => meta.vnet.shifted(4),
             None => meta.vnet,
         };
-        self.staged.push(Frame {
-            buf,
-            len,
-            meta: PacketMeta { vnet, vlan: None },
-        });
-        Ok(())
+        let meta_out = PacketMeta { vnet, vlan: None };
+        self.channel
+            .send_with(meta_out, |buf| copy_frame(buf, data, meta.vlan))
     }
 
     fn pending(&self) -> usize {
-        self.staged.len()
+        0
     }
 
     fn flush(&mut self) -> usize {
-        let mut refused = 0;
-        for f in self.staged.drain(..) {
-            if let Err(f) = self.channel.filled.push(f) {
-                let _ = self.channel.free.push(f.buf);
-                refused += 1;
-            }
-        }
-        refused
+        0
     }
 }
 
-impl Drop for PatchTx {
-    fn drop(&mut self) {
-        for f in self.staged.drain(..) {
-            let _ = self.channel.free.push(f.buf);
-        }
-    }
-}
+const _: () = assert!(CHANNEL_FRAME >= PATCH_MTU + 18 + 4);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vsw_datapath::RxBatch;
 
     fn received(q: &mut PortQueues) -> Vec<Vec<u8>> {
         let mut batch = RxBatch::new();
@@ -251,15 +140,15 @@ mod tests {
             Err(PatchError::AlreadyOpen(_))
         ));
         // Many times the pool's size: buffers come back.
-        for round in 0..(4 * FRAMES / BATCH_SIZE) {
-            for i in 0..BATCH_SIZE {
+        for round in 0..64 {
+            for i in 0..vsw_datapath::BATCH_SIZE {
                 let mut f = frame.clone();
                 f[0] = (round + i) as u8;
                 a.tx.stage(&f, &PacketMeta::default()).unwrap();
             }
             assert_eq!(a.tx.flush(), 0);
             let got = received(&mut b);
-            assert_eq!(got.len(), BATCH_SIZE);
+            assert_eq!(got.len(), vsw_datapath::BATCH_SIZE);
             assert_eq!(got[1][0], (round + 1) as u8);
         }
         // The other way, through a second transmit queue (another PMD's).
@@ -267,9 +156,9 @@ mod tests {
         more.stage(&frame, &PacketMeta::default()).unwrap();
         more.flush();
         assert_eq!(received(&mut a), vec![frame.clone()]);
-        // Too big for a buffer.
+        // Too big for a patch.
         assert_eq!(
-            a.tx.stage(&vec![0; BUFFER + 1], &PacketMeta::default()),
+            a.tx.stage(&vec![0; PATCH_MTU + 19], &PacketMeta::default()),
             Err(StageError::TooBig)
         );
         // An end closed: the other's frames are dropped, and it opens again clean.

@@ -8,10 +8,7 @@ mod attribution;
 mod generation;
 pub mod ofproto;
 pub mod punt_notes;
-pub mod route;
-pub mod tnl_neigh;
 pub mod trace;
-pub mod tunnel_config;
 pub mod xlate;
 
 pub use ofproto::Ofproto;

@@ -209,9 +209,10 @@ fn main() -> anyhow::Result<()> {
             .map_err(|e| e.to_string())
             .and_then(|f| log_filter.reload(f).map_err(|e| e.to_string()))
     });
+    let underlay = Arc::new(vswd::underlay::Underlay::default());
     let unixctl = vswd::unixctl::Context {
         bridges: bridges.clone(),
-        underlay: Arc::new(vswd::underlay::Underlay::default()),
+        underlay: underlay.clone(),
         stop: stop.clone(),
         set_log,
     };
@@ -239,6 +240,7 @@ fn main() -> anyhow::Result<()> {
     let mut failed = None;
     'running: while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(LINK_CHECK_INTERVAL);
+        underlay.tick(vsw_datapath::clock::now_ms());
         for bridge in bridges.all() {
             let mut sw = bridge.lock();
             // A PMD that panicked took its queues with it, and what it held is in an

@@ -510,7 +510,7 @@ mod tests {
         let e = port(&["type=bogus"]).unwrap_err();
         assert!(
             e.to_string().ends_with(
-                "port types are afpacket, tap, internal, vhostuser, vhostuserclient, patch and ring"
+                "port types are afpacket, tap, internal, vhostuser, vhostuserclient, patch, vxlan, geneve and ring"
             ),
             "{e}"
         );

@@ -6,7 +6,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use vsw_ofproto::route::{parse_prefix, Route, RouteTable};
+use vsw_tunnel::route::{parse_prefix, Route, RouteTable};
 
 #[derive(Default)]
 pub struct Underlay {
@@ -41,12 +41,26 @@ impl Underlay {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reads the interfaces' addresses again.
+    /// Reads the interfaces' addresses again; the tunnel ports see the table as it
+    /// is then.
     pub fn refresh(&self) {
         match if_addrs::get_if_addrs() {
             Ok(addrs) => self.table().set_cached(connected_routes(&addrs)),
             Err(e) => tracing::warn!(error = %e, "cannot read the interfaces' addresses"),
         }
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let table = self.table().clone();
+        vsw_netdev::tunnel::world().set_routes(table);
+    }
+
+    /// Looks after the tunnels' state: routes read again, the neighbours the PMDs
+    /// saw taken in, old ones aged out. Called from vswd's main loop.
+    pub fn tick(&self, now_ms: u64) {
+        self.refresh();
+        vsw_netdev::tunnel::world().absorb_neighbours(now_ms);
     }
 
     /// Answers an `ovs/route/*` command; `None` for any other.
@@ -56,17 +70,21 @@ impl Underlay {
                 self.refresh();
                 Ok(self.table().show())
             }
-            "ovs/route/add" => self
-                .table()
-                .add_from_args(args)
-                .map(|()| "OK\n".to_string())
-                .map_err(|e| e.to_string()),
-            "ovs/route/del" => match args {
-                [prefix, ..] => self
-                    .table()
-                    .del(prefix)
+            "ovs/route/add" => {
+                let added = self.table().add_from_args(args);
+                self.publish();
+                added
                     .map(|()| "OK\n".to_string())
-                    .map_err(|e| e.to_string()),
+                    .map_err(|e| e.to_string())
+            }
+            "ovs/route/del" => match args {
+                [prefix, ..] => {
+                    let deleted = self.table().del(prefix);
+                    self.publish();
+                    deleted
+                        .map(|()| "OK\n".to_string())
+                        .map_err(|e| e.to_string())
+                }
                 [] => Err("usage: ovs/route/del IP/LEN".into()),
             },
             "ovs/route/lookup" => match args {
@@ -76,6 +94,22 @@ impl Underlay {
                 }
                 [] => Err("usage: ovs/route/lookup IP".into()),
             },
+            "tnl/neigh/show" => Ok(vsw_netdev::tunnel::world().neighbours_show()),
+            "tnl/neigh/flush" => {
+                vsw_netdev::tunnel::world().neighbours_flush();
+                Ok("OK\n".into())
+            }
+            "tnl/neigh/set" => match args {
+                [bridge, ip, mac] => match (ip.parse(), mac.parse()) {
+                    (Ok(ip), Ok(mac)) => {
+                        vsw_netdev::tunnel::world().neighbour_set(ip, mac, bridge);
+                        Ok("OK\n".into())
+                    }
+                    _ => Err(format!("bad address {ip} or MAC {mac}")),
+                },
+                _ => Err("usage: tnl/neigh/set BRIDGE IP MAC".into()),
+            },
+            "tnl/ports/show" => Ok(vsw_netdev::tunnel::world().ports_show()),
             _ => return None,
         };
         Some(answer)

@@ -48,6 +48,10 @@ const COMMANDS: &[(&str, &str)] = &[
     ("ovs/route/del", "ip/plen"),
     ("ovs/route/lookup", "ip_addr"),
     ("ovs/route/show", ""),
+    ("tnl/neigh/flush", ""),
+    ("tnl/neigh/set", "BRIDGE IP MAC"),
+    ("tnl/neigh/show", ""),
+    ("tnl/ports/show", ""),
     ("version", ""),
     ("vlog/set", "{spec | PATTERN:destination:pattern}"),
 ];

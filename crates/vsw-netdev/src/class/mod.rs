@@ -12,6 +12,7 @@ pub mod memory;
 pub mod patch;
 pub mod ring;
 pub mod tap;
+pub mod tunnel;
 pub mod vhost;
 
 use std::collections::BTreeMap;
@@ -225,6 +226,8 @@ impl PortClasses {
                 &vhost::SERVER,
                 &vhost::CLIENT,
                 &patch::CLASS,
+                &tunnel::VXLAN,
+                &tunnel::GENEVE,
                 &ring::CLASS,
             ],
         }
@@ -342,7 +345,7 @@ mod tests {
         }
         assert_eq!(
             PortClasses::standard().names(),
-            "afpacket, tap, internal, vhostuser, vhostuserclient, patch and ring"
+            "afpacket, tap, internal, vhostuser, vhostuserclient, patch, vxlan, geneve and ring"
         );
         assert_eq!(join_and(["a"].into_iter()), "a");
         assert_eq!(join_and(["a", "b"].into_iter()), "a and b");

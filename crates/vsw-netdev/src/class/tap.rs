@@ -34,12 +34,15 @@ impl PortClass for Tap {
     ) -> Result<Box<dyn PortDevice>, OptionError> {
         Ok(Box::new(TapDevice {
             name: port.to_string(),
+            internal: self.name == "internal",
         }))
     }
 }
 
 struct TapDevice {
     name: String,
+    /// An `internal` port: also the underlay end of tunnels (`crate::tunnel`).
+    internal: bool,
 }
 
 impl PortDevice for TapDevice {
@@ -49,7 +52,17 @@ impl PortDevice for TapDevice {
     }
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
-        Ok(crate::tap::open(&self.name)?)
+        let queues = crate::tap::open(&self.name)?;
+        Ok(match self.internal {
+            true => crate::tunnel::open_local(&self.name, queues),
+            false => queues,
+        })
+    }
+
+    fn close(&mut self) {
+        if self.internal {
+            crate::tunnel::close_local(&self.name);
+        }
     }
 
     fn mtu(&self) -> Option<u32> {

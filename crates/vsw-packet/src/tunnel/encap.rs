@@ -170,14 +170,27 @@ impl EncapTemplate {
     /// [`udp_source_port`]; `ip_id` is the IPv4 identification when the template
     /// does not set DF (a counter of the sender's).
     pub fn push(&self, inner: &[u8], out: &mut [u8], udp_src: u16, ip_id: u16) -> Option<usize> {
-        let total = self.header.len() + inner.len();
+        let at = self.header.len();
+        out.get_mut(at..at + inner.len())?.copy_from_slice(inner);
+        self.finish(out, inner.len(), udp_src, ip_id)
+    }
+
+    /// As [`EncapTemplate::push`] for an inner frame of `inner_len` bytes already
+    /// written at `out[overhead()..]` (copied there with its VLAN tag put back, say).
+    pub fn finish(
+        &self,
+        out: &mut [u8],
+        inner_len: usize,
+        udp_src: u16,
+        ip_id: u16,
+    ) -> Option<usize> {
+        let total = self.header.len() + inner_len;
         let ip_payload = total - ETH_HDR_LEN - self.ip_len();
         if total > out.len() || ip_payload > usize::from(u16::MAX) {
             return None;
         }
         let out = &mut out[..total];
         out[..self.header.len()].copy_from_slice(&self.header);
-        out[self.header.len()..].copy_from_slice(inner);
         let ip_at = ETH_HDR_LEN;
         let udp_at = ip_at + self.ip_len();
         let udp_len = total - udp_at;
@@ -230,4 +243,45 @@ pub(crate) fn udp_checksum(ip_header: &[u8], datagram: &[u8], ipv6: bool) -> u16
 pub fn udp_source_port(hash: u32) -> u16 {
     let (lo, hi) = (u64::from(UDP_SOURCE_PORTS.0), u64::from(UDP_SOURCE_PORTS.1));
     ((u64::from(hash) * (hi - lo)) >> 32) as u16 + UDP_SOURCE_PORTS.0
+}
+
+/// A hash of an inner frame's flow — its Ethernet addresses, its IP addresses and,
+/// for TCP and UDP, its ports — for the outer UDP source port: the packets of one
+/// flow take one path through the underlay, different flows spread.
+pub fn flow_hash(frame: &[u8]) -> u32 {
+    use crate::wire::ethernet::Frame;
+    use crate::wire::ip::IPPROTO_TCP;
+    let mut h = crc32c::crc32c(frame.get(..12).unwrap_or(frame));
+    let Ok(eth) = Frame::new_checked(frame) else {
+        return h;
+    };
+    let Ok(tags) = eth.tags(2) else {
+        return h;
+    };
+    let payload = &frame[tags.payload..];
+    let v4 = ipv4::field::SRC_ADDR.start..ipv4::field::DST_ADDR.end;
+    let v6 = ipv6::field::SRC_ADDR.start..ipv6::field::DST_ADDR.end;
+    let (addresses, l4, proto) = match tags.ethertype {
+        EtherType::IPV4 => match ipv4::Packet::new_checked(payload) {
+            Ok(ip) if !ip.is_fragment() => (v4, ip.header_len(), ip.protocol()),
+            Ok(_) => (v4, 0, 0),
+            Err(_) => return h,
+        },
+        EtherType::IPV6 => match ipv6::Packet::new_checked(payload) {
+            Ok(ip) => match ip.upper_layer(8) {
+                Ok(up) if up.fragment.is_none() => (v6, up.offset, up.protocol),
+                _ => (v6, 0, 0),
+            },
+            Err(_) => return h,
+        },
+        _ => return h,
+    };
+    let addresses = &payload[addresses];
+    h = crc32c::crc32c_append(h, addresses);
+    if proto == IPPROTO_TCP || proto == IPPROTO_UDP {
+        if let Some(ports) = payload.get(l4..l4 + 4) {
+            h = crc32c::crc32c_append(h, ports);
+        }
+    }
+    h
 }

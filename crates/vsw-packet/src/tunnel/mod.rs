@@ -8,7 +8,7 @@ mod decap;
 mod encap;
 
 pub use decap::{decap, DecapError, Decapped, TunnelMeta, TunnelPorts};
-pub use encap::{udp_source_port, EncapError, EncapSpec, EncapTemplate};
+pub use encap::{flow_hash, udp_source_port, EncapError, EncapSpec, EncapTemplate};
 
 /// The two tunnel kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

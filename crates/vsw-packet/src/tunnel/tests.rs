@@ -347,3 +347,18 @@ fn a_geneve_frame_from_open_vswitch_round_trips_byte_for_byte() {
     let n = t.push(d.inner, &mut out, 0x9ecc, 0).unwrap();
     assert_eq!(&out[..n], &f[..]);
 }
+
+#[test]
+fn a_flow_hashes_alike_and_flows_apart() {
+    let a = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 80, 100);
+    let mut a2 = a.clone();
+    a2[18..20].copy_from_slice(&[0x12, 0x34]); // another IP identification
+    assert_eq!(flow_hash(&a), flow_hash(&a2), "one flow, one hash");
+    let b = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1001, 80, 100);
+    let c = builder::udp4_frame([10, 0, 0, 3], [10, 0, 0, 2], 1000, 80, 100);
+    assert_ne!(flow_hash(&a), flow_hash(&b), "ports count");
+    assert_ne!(flow_hash(&a), flow_hash(&c), "addresses count");
+    // Anything at all hashes without panicking.
+    assert_eq!(flow_hash(&[]), flow_hash(&[]));
+    let _ = flow_hash(&[0u8; 13]);
+}

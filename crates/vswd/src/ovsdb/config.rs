@@ -183,6 +183,24 @@ fn interface(uuid: &str, row: &Row, run_dir: &str) -> DesiredInterface {
             port.insert("vhost-server-path".into(), format!("{run_dir}/{name}"));
             Some("vhostuser")
         }
+        // Tunnels: Open vSwitch's options, the same names in vsw.
+        "vxlan" | "geneve" => {
+            for key in [
+                "remote_ip",
+                "local_ip",
+                "key",
+                "dst_port",
+                "csum",
+                "df_default",
+                "tos",
+                "ttl",
+            ] {
+                if let Some(v) = options.get(key) {
+                    port.insert(key.into(), v.clone());
+                }
+            }
+            Some(kind)
+        }
         // Joined in memory to its peer, on this bridge or another of this vswd.
         "patch" => match options.get("peer") {
             Some(p) => {

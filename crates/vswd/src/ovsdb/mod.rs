@@ -49,10 +49,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(8);
 const IFACE_TYPES: &[&str] = &[
     "dpdkvhostuser",
     "dpdkvhostuserclient",
+    "geneve",
     "internal",
     "patch",
     "system",
     "tap",
+    "vxlan",
 ];
 
 /// Starts the thread that carries out the database at `target`: its bridges run in

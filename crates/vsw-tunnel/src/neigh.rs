@@ -18,6 +18,27 @@ use vsw_packet::{EtherType, MacAddr};
 /// default, `tnl/neigh/aging`).
 pub const NEIGH_AGE_MS: u64 = 15 * 60 * 1000;
 
+/// What a packet says of its sender's addresses: an ARP request or reply (the
+/// sender's), a neighbour solicitation (its source link-layer option) or an
+/// advertisement (its target and target link-layer option).
+pub fn neighbour_in(key: &FlowKey) -> Option<(IpAddr, MacAddr)> {
+    match key.dl_type {
+        EtherType::ARP => {
+            let spa = Ipv4Addr::from(key.nw_src as u32);
+            (!spa.is_unspecified()).then_some((IpAddr::V4(spa), key.arp_sha))
+        }
+        EtherType::IPV6 if key.nw_proto == IPPROTO_ICMPV6 => {
+            let (ip, mac) = match key.tp_src as u8 {
+                ND_NEIGHBOR_ADVERT => (key.nd_target, key.arp_tha),
+                ND_NEIGHBOR_SOLICIT => (key.nw_src, key.arp_sha),
+                _ => return None,
+            };
+            (mac != MacAddr::ZERO).then_some((IpAddr::V6(Ipv6Addr::from(ip)), mac))
+        }
+        _ => None,
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Neighbour {
     pub mac: MacAddr,
@@ -28,7 +49,7 @@ pub struct Neighbour {
     pub fixed: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NeighbourTable {
     entries: BTreeMap<IpAddr, Neighbour>,
 }
@@ -82,32 +103,15 @@ impl NeighbourTable {
         );
     }
 
-    /// Learns what a packet seen on `bridge` says of its sender: an ARP request or
-    /// reply (sender's addresses), a neighbour solicitation (source link-layer
-    /// option) or advertisement (target and its link-layer option). Whether it did.
+    /// Learns what a packet seen on `bridge` says of its sender
+    /// ([`neighbour_in`]). Whether it did.
     pub fn snoop(&mut self, key: &FlowKey, bridge: &str, now_ms: u64) -> bool {
-        match key.dl_type {
-            EtherType::ARP => {
-                let spa = Ipv4Addr::from(key.nw_src as u32);
-                if spa.is_unspecified() {
-                    return false;
-                }
-                self.learn(IpAddr::V4(spa), key.arp_sha, bridge, now_ms);
+        match neighbour_in(key) {
+            Some((ip, mac)) => {
+                self.learn(ip, mac, bridge, now_ms);
                 true
             }
-            EtherType::IPV6 if key.nw_proto == IPPROTO_ICMPV6 => {
-                let (ip, mac) = match key.tp_src as u8 {
-                    ND_NEIGHBOR_ADVERT => (key.nd_target, key.arp_tha),
-                    ND_NEIGHBOR_SOLICIT => (key.nw_src, key.arp_sha),
-                    _ => return false,
-                };
-                if mac == MacAddr::ZERO {
-                    return false;
-                }
-                self.learn(IpAddr::V6(Ipv6Addr::from(ip)), mac, bridge, now_ms);
-                true
-            }
-            _ => false,
+            None => false,
         }
     }
 

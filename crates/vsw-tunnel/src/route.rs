@@ -99,7 +99,7 @@ pub fn parse_prefix(s: &str) -> Result<(IpAddr, u8), RouteError> {
     Ok((masked(a, plen), plen))
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouteTable {
     routes: Vec<Route>,
 }

@@ -1,0 +1,157 @@
+//! VXLAN with the Linux kernel's vxlan device as the peer: vswd (configured through
+//! ovs-vsctl, in a namespace of its own) carries a workload on br-int and a VXLAN
+//! port whose underlay is br-phy, whose LOCAL port holds this host's address, as
+//! Open vSwitch users set it up; the other host is a namespace with a vxlan device.
+
+use std::time::Duration;
+
+use vsw_e2e::ovsdb::OvsdbServer;
+use vsw_e2e::{must, run, serial, unique, wait_until, Host, Vswd};
+
+/// A network namespace of the test's, deleted (with the devices in it) when dropped.
+struct Namespace(String);
+
+impl Namespace {
+    fn new() -> Namespace {
+        let ns = Namespace(unique("vttn"));
+        must("ip", &["netns", "add", &ns.0]);
+        ns
+    }
+
+    fn ip(&self, args: &[&str]) -> String {
+        let mut all = vec!["-n", &self.0];
+        all.extend_from_slice(args);
+        must("ip", &all)
+    }
+
+    fn exec(&self, args: &[&str]) -> std::process::Output {
+        let mut all = vec!["netns", "exec", &self.0];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.0]);
+    }
+}
+
+#[test]
+fn vxlan_to_the_linux_kernel_both_ways() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    // This host (vswd's namespace) and the other (a kernel vxlan device).
+    let (here, there) = (Namespace::new(), Namespace::new());
+    let (u0, u1) = (unique("vtu"), unique("vtu"));
+    must(
+        "ip",
+        &[
+            "link", "add", &u0, "netns", &here.0, "type", "veth", "peer", "name", &u1, "netns",
+            &there.0,
+        ],
+    );
+    here.ip(&["link", "set", &u0, "up"]);
+    there.ip(&["addr", "add", "198.18.5.1/24", "dev", &u1]);
+    there.ip(&["link", "set", &u1, "up"]);
+    there.ip(&[
+        "link",
+        "add",
+        "vx0",
+        "type",
+        "vxlan",
+        "id",
+        "42",
+        "remote",
+        "198.18.5.2",
+        "local",
+        "198.18.5.1",
+        "dstport",
+        "4789",
+        "dev",
+        &u1,
+    ]);
+    there.ip(&["addr", "add", "198.19.0.1/24", "dev", "vx0"]);
+    there.ip(&["link", "set", "vx0", "up"]);
+    // The workload, its switch side in vswd's namespace, on the overlay's subnet.
+    let w = Host::new(2);
+    must("ip", &["link", "set", &w.port, "netns", &here.0]);
+    here.ip(&["link", "set", &w.port, "up"]);
+    w.exec_ok(&["ip", "addr", "add", "198.19.0.2/24", "dev", "eth0"]);
+    w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1450"]);
+    let d = Vswd::start_through_with_args(
+        &["ip", "netns", "exec", &here.0],
+        &["--ovsdb", &db.target(), "--bridge", "br-int"],
+    );
+    db.add_netdev_bridge("br-phy");
+    db.add_port("br-phy", &u0, None);
+    here.ip(&["addr", "add", "198.18.5.2/24", "dev", "br-phy"]);
+    here.ip(&["link", "set", "br-phy", "up"]);
+    db.add_netdev_bridge("br-int");
+    db.add_port("br-int", &w.port, None);
+    db.vsctl(&[
+        "add-port",
+        "br-int",
+        "vx0",
+        "--",
+        "set",
+        "Interface",
+        "vx0",
+        "type=vxlan",
+        "options:remote_ip=198.18.5.1",
+        "options:key=42",
+    ]);
+    assert_ne!(
+        db.vsctl(&["get", "Interface", "vx0", "ofport"]),
+        "-1",
+        "{}",
+        d.log()
+    );
+    // The first packets wait for the underlay neighbour (ARP), then go through.
+    wait_until(
+        "a ping through the VXLAN tunnel",
+        Duration::from_secs(15),
+        || {
+            w.exec(&["ping", "-c", "1", "-W", "1", "198.19.0.1"])
+                .status
+                .success()
+        },
+    );
+    // The other way, and a 1,400-byte packet that must not be fragmented.
+    let back = there.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.19.0.2"]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stdout)
+    );
+    let big = w.exec(&[
+        "ping",
+        "-c",
+        "2",
+        "-M",
+        "do",
+        "-s",
+        "1372",
+        "-W",
+        "1",
+        "198.19.0.1",
+    ]);
+    assert!(
+        big.status.success(),
+        "{}",
+        String::from_utf8_lossy(&big.stdout)
+    );
+    // What vswd learned and routes by, as ovs-appctl shows it.
+    let appctl = |args: &[&str]| {
+        let out = std::process::Command::new("ovs-appctl")
+            .env("OVS_RUNDIR", &d.dir)
+            .args(["--timeout=10", "-t", "ovs-vswitchd"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(appctl(&["tnl/neigh/show"]).contains("198.18.5.1"));
+    assert!(appctl(&["ovs/route/show"]).contains("198.18.5.0/24 dev br-phy SRC 198.18.5.2"));
+    assert!(appctl(&["tnl/ports/show"]).contains("vx0 (4789)"));
+}

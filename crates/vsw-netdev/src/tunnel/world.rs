@@ -1,0 +1,237 @@
+//! What tunnel ports and underlay bridges share: a snapshot PMDs read, rebuilt by
+//! the control side.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use arc_swap::ArcSwap;
+use crossbeam_queue::ArrayQueue;
+use vsw_packet::tunnel::TunnelPorts;
+use vsw_packet::MacAddr;
+use vsw_tunnel::config::TunnelConfig;
+use vsw_tunnel::neigh::NeighbourTable;
+use vsw_tunnel::route::RouteTable;
+
+use crate::channel::Channel;
+
+/// Why tunnel traffic was dropped, each counted: the decapsulation's reasons, then
+/// the encapsulation's.
+pub const DROP_REASONS: &[&str] = &[
+    "truncated",
+    "fragment",
+    "bad_ip_checksum",
+    "bad_udp_checksum",
+    "vxlan_no_vni",
+    "geneve_not_ethernet",
+    "unknown_critical_option",
+    "inner_too_short",
+    "no_route",
+    "route_not_a_bridge",
+    "no_source_address",
+    "neighbour_unknown",
+    "underlay_full",
+];
+
+/// An underlay bridge as tunnels reach it: its MAC (outer source) and the channel
+/// into it (frames as if its LOCAL port had sent them).
+#[derive(Clone)]
+pub(crate) struct BridgeEnd {
+    pub mac: MacAddr,
+    pub inject: Arc<Channel>,
+}
+
+/// An open tunnel port: what it is, and the channel its decapsulated frames go to.
+#[derive(Clone)]
+pub(crate) struct PortEnd {
+    pub config: TunnelConfig,
+    pub rx: Arc<Channel>,
+}
+
+/// What PMDs read.
+pub(crate) struct Snapshot {
+    pub generation: u64,
+    pub routes: RouteTable,
+    pub neigh: NeighbourTable,
+    pub bridges: BTreeMap<String, BridgeEnd>,
+    pub ports: Vec<(String, PortEnd)>,
+    /// The UDP ports tunnel packets arrive on.
+    pub listen: TunnelPorts,
+}
+
+#[derive(Default)]
+struct State {
+    generation: u64,
+    routes: RouteTable,
+    neigh: NeighbourTable,
+    bridges: BTreeMap<String, BridgeEnd>,
+    ports: BTreeMap<String, PortEnd>,
+}
+
+pub struct TunnelWorld {
+    snapshot: ArcSwap<Snapshot>,
+    state: Mutex<State>,
+    /// Neighbours PMDs saw: (address, MAC, bridge).
+    learned: ArrayQueue<(IpAddr, MacAddr, Arc<str>)>,
+    drops: Vec<AtomicU64>,
+}
+
+/// The process's tunnel state.
+pub fn world() -> &'static TunnelWorld {
+    static WORLD: OnceLock<TunnelWorld> = OnceLock::new();
+    WORLD.get_or_init(|| TunnelWorld {
+        snapshot: ArcSwap::from_pointee(Snapshot {
+            generation: 0,
+            routes: RouteTable::default(),
+            neigh: NeighbourTable::default(),
+            bridges: BTreeMap::new(),
+            ports: Vec::new(),
+            listen: TunnelPorts::default(),
+        }),
+        state: Mutex::new(State::default()),
+        learned: ArrayQueue::new(1024),
+        drops: DROP_REASONS.iter().map(|_| AtomicU64::new(0)).collect(),
+    })
+}
+
+impl TunnelWorld {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Publishes the state as a new snapshot.
+    fn publish(&self, s: &mut State) {
+        s.generation += 1;
+        let mut listen = TunnelPorts::default();
+        for p in s.ports.values() {
+            match p.config.kind {
+                vsw_packet::tunnel::TunnelKind::Vxlan => {
+                    listen.vxlan.get_or_insert(p.config.dst_port);
+                }
+                vsw_packet::tunnel::TunnelKind::Geneve => {
+                    listen.geneve.get_or_insert(p.config.dst_port);
+                }
+            }
+        }
+        self.snapshot.store(Arc::new(Snapshot {
+            generation: s.generation,
+            routes: s.routes.clone(),
+            neigh: s.neigh.clone(),
+            bridges: s.bridges.clone(),
+            ports: s
+                .ports
+                .iter()
+                .map(|(n, p)| (n.clone(), p.clone()))
+                .collect(),
+            listen,
+        }));
+    }
+
+    pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.snapshot.load()
+    }
+
+    pub(crate) fn register_bridge(&self, name: &str, end: BridgeEnd) {
+        let mut s = self.state();
+        s.bridges.insert(name.to_string(), end);
+        self.publish(&mut s);
+    }
+
+    pub(crate) fn unregister_bridge(&self, name: &str) {
+        let mut s = self.state();
+        if s.bridges.remove(name).is_some() {
+            self.publish(&mut s);
+        }
+    }
+
+    pub(crate) fn register_port(&self, name: &str, end: PortEnd) {
+        let mut s = self.state();
+        s.ports.insert(name.to_string(), end);
+        self.publish(&mut s);
+    }
+
+    pub(crate) fn unregister_port(&self, name: &str) {
+        let mut s = self.state();
+        if s.ports.remove(name).is_some() {
+            self.publish(&mut s);
+        }
+    }
+
+    /// A neighbour a PMD saw (no lock: queued for the control side).
+    pub(crate) fn saw_neighbour(&self, ip: IpAddr, mac: MacAddr, bridge: &Arc<str>) {
+        let _ = self.learned.push((ip, mac, bridge.clone()));
+    }
+
+    pub(crate) fn count_drop(&self, reason: &str) {
+        if let Some(i) = DROP_REASONS.iter().position(|r| *r == reason) {
+            self.drops[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Tunnel drops by reason, as [`DROP_REASONS`] names them.
+    pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        DROP_REASONS
+            .iter()
+            .zip(&self.drops)
+            .map(|(r, n)| (*r, n.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// The underlay routes, as the control side read them.
+    pub fn set_routes(&self, routes: RouteTable) {
+        let mut s = self.state();
+        if s.routes != routes {
+            s.routes = routes;
+            self.publish(&mut s);
+        }
+    }
+
+    /// Takes in the neighbours PMDs saw, and ages the table; whether it changed.
+    pub fn absorb_neighbours(&self, now_ms: u64) -> bool {
+        let mut s = self.state();
+        let before = s.neigh.clone();
+        while let Some((ip, mac, bridge)) = self.learned.pop() {
+            s.neigh.learn(ip, mac, &bridge, now_ms);
+        }
+        s.neigh.expire(now_ms);
+        let changed = s.neigh != before;
+        if changed {
+            self.publish(&mut s);
+        }
+        changed
+    }
+
+    pub fn neighbours_show(&self) -> String {
+        self.state().neigh.show()
+    }
+
+    pub fn neighbours_flush(&self) {
+        let mut s = self.state();
+        s.neigh.flush(None);
+        self.publish(&mut s);
+    }
+
+    pub fn neighbour_set(&self, ip: IpAddr, mac: MacAddr, bridge: &str) {
+        let mut s = self.state();
+        s.neigh.set(ip, mac, bridge);
+        self.publish(&mut s);
+    }
+
+    /// `tnl/ports/show`: the open tunnel ports.
+    pub fn ports_show(&self) -> String {
+        let s = self.state();
+        let mut o = String::from("Listening ports:\n");
+        for (name, p) in &s.ports {
+            let kind = match p.config.kind {
+                vsw_packet::tunnel::TunnelKind::Vxlan => "vxlan",
+                vsw_packet::tunnel::TunnelKind::Geneve => "geneve",
+            };
+            o.push_str(&format!(
+                "{name} ({}) {kind}_sys_{}\n",
+                p.config.dst_port, p.config.dst_port
+            ));
+        }
+        o
+    }
+}

@@ -1,0 +1,9 @@
+//! What tunnel ports decide by, as Open vSwitch's userspace datapath keeps it: a
+//! port's options (`config.rs`), the underlay route table (`route.rs`, OVS's
+//! `ovs-router`) and the neighbour table (`neigh.rs`, `tnl-neigh-cache`). Pure: the
+//! devices (vsw-netdev's `tunnel`) and vswd fill and read them.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod neigh;
+pub mod route;
