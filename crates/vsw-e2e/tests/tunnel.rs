@@ -153,5 +153,21 @@ fn vxlan_to_the_linux_kernel_both_ways() {
     };
     assert!(appctl(&["tnl/neigh/show"]).contains("198.18.5.1"));
     assert!(appctl(&["ovs/route/show"]).contains("198.18.5.0/24 dev br-phy SRC 198.18.5.2"));
-    assert!(appctl(&["tnl/ports/show"]).contains("vx0 (4789)"));
+    let ports = appctl(&["tnl/ports/show"]);
+    assert!(ports.contains("vx0 (4789)"), "{ports}");
+    // The first packet met an unknown next hop: dropped and counted, as in OVS.
+    assert!(ports.contains("neighbour_unknown="), "{ports}");
+    // A VXLAN packet without its VNI flag: counted by its reason, never forwarded.
+    let sent = there.exec(&[
+        "python3",
+        "-c",
+        "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+         s.sendto(bytes(8) + bytes.fromhex('ffffffffffff020000000009') + bytes(50), ('198.18.5.2', 4789))",
+    ]);
+    assert!(sent.status.success());
+    wait_until(
+        "the malformed packet to be counted",
+        Duration::from_secs(5),
+        || appctl(&["tnl/ports/show"]).contains("vxlan_no_vni=1"),
+    );
 }

@@ -232,6 +232,16 @@ impl TunnelWorld {
                 p.config.dst_port, p.config.dst_port
             ));
         }
+        // What was dropped, by reason (malformed tunnel packets, unknown next hops).
+        let drops: Vec<String> = self
+            .drops()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{r}={n}"))
+            .collect();
+        if !drops.is_empty() {
+            o.push_str(&format!("Drops: {}\n", drops.join(" ")));
+        }
         o
     }
 }
