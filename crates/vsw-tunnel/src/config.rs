@@ -8,6 +8,18 @@ use std::net::IpAddr;
 
 use vsw_packet::tunnel::TunnelKind;
 
+/// The options tunnel ports take, under Open vSwitch's names.
+pub const OPTION_KEYS: &[&str] = &[
+    "remote_ip",
+    "local_ip",
+    "key",
+    "dst_port",
+    "csum",
+    "df_default",
+    "tos",
+    "ttl",
+];
+
 /// A value fixed by the port, or taken from the flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FromFlow<T> {

@@ -3,7 +3,7 @@
 
 use vsw_datapath::PortQueues;
 use vsw_packet::tunnel::TunnelKind;
-use vsw_tunnel::config::{FromFlow, TunnelConfig};
+use vsw_tunnel::config::{FromFlow, TunnelConfig, OPTION_KEYS};
 
 use super::{
     bad, ClassEnv, ClassOption, MtuHandling, OnChange, OptionError, Options, PortClass, PortDevice,
@@ -20,18 +20,6 @@ pub static VXLAN: Tunnel = Tunnel {
 pub static GENEVE: Tunnel = Tunnel {
     kind: TunnelKind::Geneve,
 };
-
-/// The options of tunnel ports, under Open vSwitch's names.
-const KEYS: &[&str] = &[
-    "remote_ip",
-    "local_ip",
-    "key",
-    "dst_port",
-    "csum",
-    "df_default",
-    "tos",
-    "ttl",
-];
 
 impl PortClass for Tunnel {
     fn name(&self) -> &'static str {
@@ -74,7 +62,7 @@ impl PortClass for Tunnel {
     ) -> Result<Box<dyn PortDevice>, OptionError> {
         let mine = options
             .iter()
-            .filter(|(k, _)| KEYS.contains(&k.as_str()))
+            .filter(|(k, _)| OPTION_KEYS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let config = TunnelConfig::parse(self.kind, &mine).map_err(|e| {

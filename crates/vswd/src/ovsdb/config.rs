@@ -185,18 +185,9 @@ fn interface(uuid: &str, row: &Row, run_dir: &str) -> DesiredInterface {
         }
         // Tunnels: Open vSwitch's options, the same names in vsw.
         "vxlan" | "geneve" => {
-            for key in [
-                "remote_ip",
-                "local_ip",
-                "key",
-                "dst_port",
-                "csum",
-                "df_default",
-                "tos",
-                "ttl",
-            ] {
-                if let Some(v) = options.get(key) {
-                    port.insert(key.into(), v.clone());
+            for key in vsw_tunnel::config::OPTION_KEYS {
+                if let Some(v) = options.get(*key) {
+                    port.insert((*key).into(), v.clone());
                 }
             }
             Some(kind)
@@ -372,6 +363,21 @@ mod tests {
         let d = desired(&r, "/run/openvswitch");
         let e = d.bridges[1].interfaces[0].port.clone().unwrap_err();
         assert!(e.contains("gre"), "{e}");
+        // A VXLAN port with Open vSwitch's options, in vsw's words (the same).
+        r.apply(
+            &json!({"Interface": {"i2": {"new": {"name": "vx0", "type": "vxlan",
+            "options": ["map", [["remote_ip", "198.18.5.1"], ["key", "42"], ["other", "x"]]],
+            "other_config": ["map", []]}}}}),
+        )
+        .unwrap();
+        let d = desired(&r, "/run/openvswitch");
+        let p = d.bridges[1].interfaces[0].port.clone().unwrap();
+        assert_eq!(p["type"], "vxlan");
+        assert_eq!(
+            (p["remote_ip"].as_str(), p["key"].as_str()),
+            ("198.18.5.1", "42")
+        );
+        assert!(!p.contains_key("other"), "only tunnel options");
         // A patch port is carried with its peer; without one it says so.
         r.apply(
             &json!({"Interface": {"i2": {"new": {"name": "eth9", "type": "patch",
