@@ -29,6 +29,7 @@ pub(crate) fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
     queues.tx = Box::new(LocalTx {
         inner: queues.tx,
         bridge: bridge.clone(),
+        scratch: vec![0u8; crate::channel::CHANNEL_FRAME].into_boxed_slice(),
     });
     queues.tx_factory = factory.map(|f| -> TxFactory {
         Box::new(move || {
@@ -36,6 +37,7 @@ pub(crate) fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
                 Box::new(LocalTx {
                     inner: q,
                     bridge: bridge.clone(),
+                    scratch: vec![0u8; crate::channel::CHANNEL_FRAME].into_boxed_slice(),
                 })
             })
         })
@@ -51,6 +53,8 @@ pub(crate) fn close_local(name: &str) {
 struct LocalTx {
     inner: Box<dyn TxQueue>,
     bridge: Arc<str>,
+    /// Where a decapsulated super-frame's segments are built.
+    scratch: Box<[u8]>,
 }
 
 /// The ethertype and (for IP) the protocol of an untagged frame, cheaply.
@@ -65,6 +69,21 @@ fn kind_of(data: &[u8]) -> (u16, u8) {
         _ => 0,
     };
     (ethertype, proto)
+}
+
+/// The offload state the inner frame keeps: a checksum its sender left to finish
+/// inside it (Linux's vxlan device leaves the inner TCP or UDP checksum so), moved
+/// to where the inner frame starts; none when what was left was the outer one.
+fn inner_meta(outer: &[u8], inner: &[u8], meta: &PacketMeta) -> PacketMeta {
+    let offset = (inner.as_ptr() as usize).wrapping_sub(outer.as_ptr() as usize);
+    let v = meta.vnet;
+    match u16::try_from(offset) {
+        Ok(off) if v.flags & VNET_F_NEEDS_CSUM != 0 && v.csum_start >= off => PacketMeta {
+            vnet: v.unshifted(off),
+            vlan: None,
+        },
+        _ => PacketMeta::default(),
+    }
 }
 
 /// The open tunnel port a decapsulated packet is for.
@@ -85,7 +104,7 @@ fn port_for<'a>(snap: &'a Snapshot, d: &Decapped<'_>) -> Option<&'a PortEnd> {
 impl LocalTx {
     /// Takes a tunnel packet for an open tunnel port out of the host's way: `true`
     /// when it was taken (forwarded to its port, or dropped as malformed).
-    fn took_tunnel_packet(&self, data: &[u8], meta: &PacketMeta) -> bool {
+    fn took_tunnel_packet(&mut self, data: &[u8], meta: &PacketMeta) -> bool {
         let w = world();
         let snap = w.snapshot();
         if snap.ports.is_empty() {
@@ -98,10 +117,31 @@ impl LocalTx {
             Ok(d) => match port_for(&snap, &d) {
                 Some(port) => {
                     let inner = d.inner;
-                    let _ = port.rx.send_with(PacketMeta::default(), |buf| {
-                        buf.get_mut(..inner.len())?.copy_from_slice(inner);
-                        Some(inner.len())
-                    });
+                    let im = inner_meta(data, inner, meta);
+                    let copy = |seg: &[u8], m: PacketMeta| {
+                        let sent = port.rx.send_with(m, |buf| {
+                            buf.get_mut(..seg.len())?.copy_from_slice(seg);
+                            Some(seg.len())
+                        });
+                        if sent.is_err() {
+                            w.count_drop("tunnel_port_full");
+                        }
+                    };
+                    if im.vnet.is_gso() {
+                        // A super-frame (the sender's GSO through its tunnel): cut
+                        // into segments here, each complete.
+                        let cut = vsw_packet::gso::segment_tcp(
+                            inner,
+                            usize::from(im.vnet.gso_size),
+                            &mut self.scratch,
+                            |seg| copy(seg, PacketMeta::default()),
+                        );
+                        if cut.is_err() {
+                            w.count_drop("inner_too_big");
+                        }
+                    } else {
+                        copy(inner, im);
+                    }
                     true
                 }
                 // For the host's own socket on that port, not a tunnel port's.
@@ -155,5 +195,148 @@ impl TxQueue for LocalTx {
 
     fn flush(&mut self) -> usize {
         self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::net::{IpAddr, Ipv4Addr};
+    use vsw_datapath::memory::memory_port;
+    use vsw_datapath::{RxBatch, RxQueue};
+    use vsw_packet::builder::{self, Ipv4};
+    use vsw_packet::tunnel::{EncapSpec, EncapTemplate, TunnelKind};
+    use vsw_packet::vnet::{VnetHdr, VNET_GSO_TCPV4};
+    use vsw_tunnel::config::TunnelConfig;
+
+    const REMOTE: Ipv4Addr = Ipv4Addr::new(198, 18, 77, 1);
+
+    fn received(q: &mut dyn RxQueue) -> Vec<Vec<u8>> {
+        let mut batch = RxBatch::new();
+        q.recv(&mut batch);
+        let out = batch.iter().map(|p| p.data.to_vec()).collect();
+        drop(batch);
+        q.release();
+        out
+    }
+
+    fn vxlan(inner: &[u8], vni: u32) -> Vec<u8> {
+        let t = EncapTemplate::new(&EncapSpec {
+            kind: TunnelKind::Vxlan,
+            eth_src: MacAddr([2, 0, 0, 0, 0, 1]),
+            eth_dst: MacAddr([2, 0, 0, 0, 0, 2]),
+            src: IpAddr::V4(REMOTE),
+            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 77, 2)),
+            tos: 0,
+            ttl: 64,
+            df: true,
+            udp_dst: 4789,
+            udp_csum: false,
+            vni,
+            geneve_options: Vec::new(),
+        })
+        .unwrap();
+        let mut out = vec![0u8; 70_000];
+        let n = t.push(inner, &mut out, 40000, 0).unwrap();
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn the_local_port_hands_tunnel_packets_to_their_port_and_learns_neighbours() {
+        let (host_queues, host) = memory_port(1024);
+        let mut local = open_local("vsw-ut-local", host_queues);
+        let options = BTreeMap::from([
+            ("remote_ip".to_string(), REMOTE.to_string()),
+            ("key".to_string(), "77".to_string()),
+        ]);
+        let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+        let mut tunnel = crate::tunnel::open_tunnel("vsw-ut-vx", &config).unwrap();
+        let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
+        // A tunnel packet for the port: its inner frame comes out of the port, not
+        // out of the host's side.
+        local
+            .tx
+            .stage(&vxlan(&inner, 77), &PacketMeta::default())
+            .unwrap();
+        local.tx.flush();
+        assert_eq!(received(tunnel.rx[0].as_mut()), vec![inner.clone()]);
+        // Another VNI is no tunnel of this switch's: it goes to the host.
+        local
+            .tx
+            .stage(&vxlan(&inner, 78), &PacketMeta::default())
+            .unwrap();
+        local.tx.flush();
+        assert!(received(tunnel.rx[0].as_mut()).is_empty());
+        assert!(host
+            .recv_timeout(std::time::Duration::from_secs(1))
+            .is_some());
+        // Malformed (the VNI flag cleared): dropped and counted.
+        let before = world().drops();
+        let mut bad = vxlan(&inner, 77);
+        bad[42] = 0;
+        local.tx.stage(&bad, &PacketMeta::default()).unwrap();
+        local.tx.flush();
+        assert!(host.try_recv().is_none());
+        let after = world().drops();
+        let n = |d: &[(&str, u64)]| d.iter().find(|(r, _)| *r == "vxlan_no_vni").unwrap().1;
+        assert_eq!(n(&after), n(&before) + 1);
+        // A TCP super-frame its sender cut nothing of: segments come out, complete.
+        let payload = vec![7u8; 3000];
+        let super_frame = builder::ethernet(
+            MacAddr([2, 0, 0, 0, 0, 9]),
+            MacAddr([2, 0, 0, 0, 0, 8]),
+            &[],
+            EtherType::IPV4,
+            &builder::ipv4(
+                &Ipv4 {
+                    proto: vsw_packet::key::IPPROTO_TCP,
+                    ..Ipv4::default()
+                },
+                &builder::tcp(40000, 5201, 0x10, &payload),
+            ),
+        );
+        let outer = vxlan(&super_frame, 77);
+        let at = (outer.len() - super_frame.len()) as u16;
+        let meta = PacketMeta {
+            vnet: VnetHdr {
+                flags: VNET_F_NEEDS_CSUM,
+                gso_type: VNET_GSO_TCPV4,
+                hdr_len: at + 54,
+                gso_size: 1000,
+                csum_start: at + 34,
+                csum_offset: 16,
+            },
+            vlan: None,
+        };
+        local.tx.stage(&outer, &meta).unwrap();
+        let segments = received(tunnel.rx[0].as_mut());
+        assert_eq!(segments.len(), 3, "3,000 bytes in segments of 1,000");
+        assert!(segments.iter().all(|s| s.len() == 54 + 1000));
+        // ARP to the host teaches the neighbour table, and still reaches the host.
+        let arp = builder::ethernet(
+            MacAddr::BROADCAST,
+            MacAddr([2, 0, 0, 0, 0, 5]),
+            &[],
+            EtherType::ARP,
+            &builder::arp(
+                1,
+                MacAddr([2, 0, 0, 0, 0, 5]),
+                [198, 18, 77, 5],
+                MacAddr::ZERO,
+                [198, 18, 77, 2],
+            ),
+        );
+        local.tx.stage(&arp, &PacketMeta::default()).unwrap();
+        local.tx.flush();
+        assert!(host
+            .recv_timeout(std::time::Duration::from_secs(1))
+            .is_some());
+        world().absorb_neighbours(vsw_datapath::clock::now_ms());
+        assert!(world().neighbours_show().contains("198.18.77.5"));
+        drop(tunnel);
+        crate::tunnel::close_tunnel("vsw-ut-vx");
+        close_local("vsw-ut-local");
     }
 }

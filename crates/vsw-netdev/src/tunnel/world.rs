@@ -27,6 +27,8 @@ pub const DROP_REASONS: &[&str] = &[
     "geneve_not_ethernet",
     "unknown_critical_option",
     "inner_too_short",
+    "inner_too_big",
+    "tunnel_port_full",
     "no_route",
     "route_not_a_bridge",
     "no_source_address",
