@@ -208,7 +208,8 @@ fn vxlan_to_the_linux_kernel_both_ways() {
         "--connect-timeout",
         "3000",
     ]);
-    let _ = server.kill();
+    // A one-off server ends with its test (or when `timeout` ends it): waited for,
+    // never killed (killing `timeout` would leave iperf3 behind).
     let _ = server.wait();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let received = report["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
