@@ -18,15 +18,14 @@ use crate::channel::Channel;
 const ARP_INTERVAL_MS: u64 = 1000;
 
 /// The largest inner IP packet, for an underlay MTU of 1,500 and this tunnel's
-/// outer headers (VXLAN over IPv4: 1,450, as Linux's vxlan device).
+/// outer headers (outer IP, UDP, an 8-byte VXLAN or option-less Geneve header, the
+/// inner Ethernet header): 1,450 over IPv4, as Linux's vxlan device.
 pub fn inner_mtu(config: &TunnelConfig) -> usize {
-    let ipv6 = matches!(config.remote, FromFlow::Fixed(IpAddr::V6(_)));
-    let ip = if ipv6 { 40 } else { 20 };
-    let tunnel = match config.kind {
-        vsw_packet::tunnel::TunnelKind::Vxlan => 8,
-        vsw_packet::tunnel::TunnelKind::Geneve => 8,
+    let ip = match config.remote {
+        FromFlow::Fixed(IpAddr::V6(_)) => 40,
+        _ => 20,
     };
-    1500 - ip - 8 - tunnel - 14
+    1500 - ip - 8 - 8 - 14
 }
 
 /// Opens tunnel port `name`.
@@ -40,11 +39,11 @@ pub fn open_tunnel(name: &str, config: &TunnelConfig) -> Result<PortQueues, crat
             rx: rx_channel,
         },
     );
-    let (n, c) = (name.to_string(), config.clone());
+    let c = config.clone();
     Ok(PortQueues {
         rx: vec![Box::new(rx)],
-        tx: Box::new(TunnelTx::new(name, config)),
-        tx_factory: Some(Box::new(move || Ok(Box::new(TunnelTx::new(&n, &c))))),
+        tx: Box::new(TunnelTx::new(config)),
+        tx_factory: Some(Box::new(move || Ok(Box::new(TunnelTx::new(&c))))),
     })
 }
 
@@ -79,7 +78,7 @@ struct TunnelTx {
 }
 
 impl TunnelTx {
-    fn new(_name: &str, config: &TunnelConfig) -> TunnelTx {
+    fn new(config: &TunnelConfig) -> TunnelTx {
         TunnelTx {
             config: config.clone(),
             generation: u64::MAX,
@@ -144,23 +143,23 @@ impl TunnelTx {
             Err(_) => Resolved::Dropped("no_source_address"),
         }
     }
+}
 
-    /// Asks the underlay for `next_hop`'s MAC (IPv4: an ARP request from the
-    /// bridge), at most once every [`ARP_INTERVAL_MS`].
-    fn ask(&mut self, bridge: &BridgeEnd, src: IpAddr, next_hop: IpAddr) {
-        let now = vsw_datapath::clock::now_ms();
-        if now.saturating_sub(self.asked_ms) < ARP_INTERVAL_MS {
-            return;
-        }
-        let (IpAddr::V4(spa), IpAddr::V4(tpa)) = (src, next_hop) else {
-            // IPv6 next hops are learned from the advertisements the bridge sees.
-            return;
-        };
-        self.asked_ms = now;
-        let _ = bridge.inject.send_with(PacketMeta::default(), |buf| {
-            arp_request(buf, bridge.mac, spa, tpa)
-        });
+/// Asks the underlay for `next_hop`'s MAC (IPv4: an ARP request from the bridge), at
+/// most once every [`ARP_INTERVAL_MS`] (`asked_ms`: when last).
+fn ask(asked_ms: &mut u64, bridge: &BridgeEnd, src: IpAddr, next_hop: IpAddr) {
+    let now = vsw_datapath::clock::now_ms();
+    if now.saturating_sub(*asked_ms) < ARP_INTERVAL_MS {
+        return;
     }
+    let (IpAddr::V4(spa), IpAddr::V4(tpa)) = (src, next_hop) else {
+        // IPv6 next hops are learned from the advertisements the bridge sees.
+        return;
+    };
+    *asked_ms = now;
+    let _ = bridge.inject.send_with(PacketMeta::default(), |buf| {
+        arp_request(buf, bridge.mac, spa, tpa)
+    });
 }
 
 /// Writes a broadcast ARP request for `tpa` from `sha`/`spa` into `buf`.
@@ -204,7 +203,7 @@ impl TxQueue for TunnelTx {
             self.resolved = self.resolve(&snap);
             self.generation = snap.generation;
         }
-        let (bridge, src, next_hop) = match &self.resolved {
+        match &self.resolved {
             Resolved::Ready { template, inject } => {
                 let sport = udp_source_port(flow_hash(data));
                 self.ip_id = self.ip_id.wrapping_add(1);
@@ -214,25 +213,22 @@ impl TxQueue for TunnelTx {
                     let n = copy_frame(buf.get_mut(at..)?, data, meta.vlan)?;
                     template.finish(buf, n, sport, id)
                 });
+                // A full underlay is counted as the tunnels' drop, not this port's
+                // error.
                 if sent.is_err() {
                     w.count_drop("underlay_full");
                 }
-                // A full underlay is the underlay's drop, counted there, not this
-                // port's error.
-                return Ok(());
             }
-            Resolved::Dropped(why) => {
-                w.count_drop(why);
-                return Ok(());
-            }
+            Resolved::Dropped(why) => w.count_drop(why),
             Resolved::Unknown {
                 bridge,
                 src,
                 next_hop,
-            } => (bridge.clone(), *src, *next_hop),
-        };
-        w.count_drop("neighbour_unknown");
-        self.ask(&bridge, src, next_hop);
+            } => {
+                w.count_drop("neighbour_unknown");
+                ask(&mut self.asked_ms, bridge, *src, *next_hop);
+            }
+        }
         Ok(())
     }
 

@@ -57,7 +57,8 @@ pub(crate) struct Snapshot {
     pub routes: RouteTable,
     pub neigh: NeighbourTable,
     pub bridges: BTreeMap<String, BridgeEnd>,
-    pub ports: Vec<(String, PortEnd)>,
+    /// The open tunnel ports (their names are the control side's).
+    pub ports: Vec<PortEnd>,
     /// The UDP ports tunnel packets arrive on.
     pub listen: TunnelPorts,
 }
@@ -121,11 +122,7 @@ impl TunnelWorld {
             routes: s.routes.clone(),
             neigh: s.neigh.clone(),
             bridges: s.bridges.clone(),
-            ports: s
-                .ports
-                .iter()
-                .map(|(n, p)| (n.clone(), p.clone()))
-                .collect(),
+            ports: s.ports.values().cloned().collect(),
             listen,
         }));
     }
@@ -192,12 +189,14 @@ impl TunnelWorld {
     /// Takes in the neighbours PMDs saw, and ages the table; whether it changed.
     pub fn absorb_neighbours(&self, now_ms: u64) -> bool {
         let mut s = self.state();
-        let before = s.neigh.clone();
+        let mut changed = false;
         while let Some((ip, mac, bridge)) = self.learned.pop() {
             s.neigh.learn(ip, mac, &bridge, now_ms);
+            changed = true;
         }
+        let before = s.neigh.len();
         s.neigh.expire(now_ms);
-        let changed = s.neigh != before;
+        changed |= s.neigh.len() != before;
         if changed {
             self.publish(&mut s);
         }
