@@ -269,6 +269,38 @@ impl Drop for Host {
     }
 }
 
+/// A network namespace of a test's own (a unique name), deleted with the devices in
+/// it when dropped.
+pub struct Namespace(pub String);
+
+impl Namespace {
+    pub fn new(prefix: &str) -> Namespace {
+        let ns = Namespace(unique(prefix));
+        must("ip", &["netns", "add", &ns.0]);
+        ns
+    }
+
+    /// `ip -n NS ARGS…`, which must succeed.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let mut all = vec!["-n", &self.0];
+        all.extend_from_slice(args);
+        must("ip", &all)
+    }
+
+    /// Runs a command in the namespace.
+    pub fn exec(&self, args: &[&str]) -> Output {
+        let mut all = vec!["netns", "exec", &self.0];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.0]);
+    }
+}
+
 /// A UDP frame (hex) from `from` to `to`, ports `sport` → 5001.
 pub fn udp_frame(from: &Host, to: &Host, sport: u16) -> String {
     let mac = |m: &str| m.replace(':', "");

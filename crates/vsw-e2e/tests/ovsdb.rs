@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use vsw_e2e::ovsdb::OvsdbServer;
-use vsw_e2e::{must, run, serial, unique, wait_until, Host, Vswd};
+use vsw_e2e::{must, run, serial, wait_until, Host, Namespace, Vswd};
 
 fn vswd_on(db: &OvsdbServer) -> Vswd {
     Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br0"])
@@ -473,21 +473,11 @@ fn ovs_appctl_answers_as_ovs_vswitchd_does() {
     assert!(status.success());
 }
 
-/// A network namespace of the test's, deleted (with the devices in it) when dropped.
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = run("ip", &["netns", "del", &self.0]);
-    }
-}
-
 #[test]
 fn vswd_started_inside_a_network_namespace_works_there() {
     let _g = serial();
     let db = OvsdbServer::start();
-    let ns = Namespace(unique("vtsw"));
-    must("ip", &["netns", "add", &ns.0]);
+    let ns = Namespace::new("vtsw");
     let (h1, h2) = (Host::new(1), Host::new(2));
     // The switch sides of the hosts' veths live in vswd's namespace.
     for h in [&h1, &h2] {

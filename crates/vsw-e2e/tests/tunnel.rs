@@ -6,43 +6,14 @@
 use std::time::Duration;
 
 use vsw_e2e::ovsdb::OvsdbServer;
-use vsw_e2e::{must, run, serial, unique, wait_until, Host, Vswd};
-
-/// A network namespace of the test's, deleted (with the devices in it) when dropped.
-struct Namespace(String);
-
-impl Namespace {
-    fn new() -> Namespace {
-        let ns = Namespace(unique("vttn"));
-        must("ip", &["netns", "add", &ns.0]);
-        ns
-    }
-
-    fn ip(&self, args: &[&str]) -> String {
-        let mut all = vec!["-n", &self.0];
-        all.extend_from_slice(args);
-        must("ip", &all)
-    }
-
-    fn exec(&self, args: &[&str]) -> std::process::Output {
-        let mut all = vec!["netns", "exec", &self.0];
-        all.extend_from_slice(args);
-        run("ip", &all)
-    }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = run("ip", &["netns", "del", &self.0]);
-    }
-}
+use vsw_e2e::{must, serial, unique, wait_until, Host, Namespace, Vswd};
 
 #[test]
 fn vxlan_to_the_linux_kernel_both_ways() {
     let _g = serial();
     let db = OvsdbServer::start();
     // This host (vswd's namespace) and the other (a kernel vxlan device).
-    let (here, there) = (Namespace::new(), Namespace::new());
+    let (here, there) = (Namespace::new("vttn"), Namespace::new("vttn"));
     let (u0, u1) = (unique("vtu"), unique("vtu"));
     must(
         "ip",
