@@ -66,7 +66,7 @@ done
 ip netns exec "$B" taskset -c 0 iperf3 -s -1 -B 198.19.0.1 >/dev/null &
 server=$!
 sleep 0.5
-ip netns exec "$W" taskset -c 0 iperf3 -c 198.19.0.1 -t "$secs" -J > "$dir/iperf.json"
+ip netns exec "$W" taskset -c 0 iperf3 -c 198.19.0.1 -t "$secs" ${REVERSE:+-R} -J > "$dir/iperf.json"
 wait $server || true
 if [ "$mode" = vsw ]; then
     # Where packets were lost, if anywhere: the tunnels' drops by reason.

@@ -11,6 +11,9 @@ use vsw_packet::ethernet::{l3_len, ETH_HDR_LEN};
 use vsw_packet::gro::{Gro, Offer};
 use vsw_packet::gso;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
+use vsw_packet::tunnel::{
+    segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, TunnelSuperFrame,
+};
 use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
 use vsw_packet::{extract, FlowKey, VnetHdr};
 
@@ -128,6 +131,22 @@ impl LocalTx {
     }
 }
 
+/// Counts what cutting a super-frame for a port came to: its segments, or the
+/// super-frame lost and why.
+fn count_cut(result: Result<usize, gso::GsoError>, stats: &PortStats, tally: &mut TxTally) {
+    match result {
+        Ok(n) => PortStats::add_drop(&stats.tx_gso_segments, n as u64),
+        Err(e) => {
+            tally.lost += 1;
+            let counter = match e {
+                gso::GsoError::TooBig => &stats.tx_too_big,
+                _ => &stats.tx_gso_refused,
+            };
+            PortStats::add_drop(counter, 1);
+        }
+    }
+}
+
 /// Output batches by port number, and what they sent.
 struct Outputs {
     by_port: Vec<Option<LocalTx>>,
@@ -165,6 +184,10 @@ impl Outputs {
         tx.flush_gro(&mut self.tally);
         let stats = tx.handle.stats.clone();
         if gso {
+            if let Some(t) = udp_tunnel_super_frame(data, v) {
+                self.stage_tunnel_super_frame(port, data, meta, &t);
+                return;
+            }
             let mss = gso::segment_size(data, v, o.mtu);
             if o.tso && mss == Ok(usize::from(v.gso_size)) {
                 tx.stage_ready(data, meta, &mut self.tally);
@@ -182,17 +205,7 @@ impl Outputs {
                     tx.stage_ready(seg, &plain, tally)
                 })
             });
-            match result {
-                Ok(n) => PortStats::add_drop(&stats.tx_gso_segments, n as u64),
-                Err(gso::GsoError::TooBig) => {
-                    self.tally.lost += 1;
-                    PortStats::add_drop(&stats.tx_too_big, 1);
-                }
-                Err(_) => {
-                    self.tally.lost += 1;
-                    PortStats::add_drop(&stats.tx_gso_refused, 1);
-                }
-            }
+            count_cut(result, &stats, &mut self.tally);
             return;
         }
         if l3_len(data) > o.mtu {
@@ -222,6 +235,40 @@ impl Outputs {
             vlan: meta.vlan,
         };
         tx.stage_ready(copy, &done, &mut self.tally);
+    }
+
+    /// A UDP-tunnelled super-frame (Linux's vxlan or geneve device sent it through
+    /// a veth): whole to a port that takes it so, cut into complete outer frames
+    /// for any other.
+    #[cold]
+    fn stage_tunnel_super_frame(
+        &mut self,
+        port: u32,
+        data: &[u8],
+        meta: &PacketMeta,
+        t: &TunnelSuperFrame,
+    ) {
+        let Some(Some(tx)) = self.by_port.get_mut(port as usize) else {
+            return;
+        };
+        let (o, v) = (tx.offloads, &meta.vnet);
+        let mss = tunnel_segment_size(data, t, v, o.mtu);
+        if o.tunnel_tso && mss == Ok(usize::from(v.gso_size)) {
+            tx.stage_ready(data, meta, &mut self.tally);
+            return;
+        }
+        let stats = tx.handle.stats.clone();
+        let plain = PacketMeta {
+            vnet: VnetHdr::default(),
+            vlan: meta.vlan,
+        };
+        let tally = &mut self.tally;
+        let result = mss.and_then(|mss| {
+            segment_udp_tunnel(data, t, mss, &mut self.fixup, |seg| {
+                tx.stage_ready(seg, &plain, tally)
+            })
+        });
+        count_cut(result, &stats, &mut self.tally);
     }
 
     /// Sends every batch, due or not (a port or the PMD goes away).

@@ -64,6 +64,9 @@ pub struct TxOffloads {
     pub csum: bool,
     /// Takes TCP super-frames (virtio-net GSO) and segments them itself.
     pub tso: bool,
+    /// Takes UDP-tunnelled TCP super-frames (outer VXLAN or Geneve headers in front
+    /// of an inner super-frame, as Linux's tunnel devices hand them over) whole.
+    pub tunnel_tso: bool,
     /// The largest IP packet (the interface MTU).
     pub mtu: usize,
 }
@@ -74,6 +77,7 @@ impl Default for TxOffloads {
         TxOffloads {
             csum: false,
             tso: false,
+            tunnel_tso: false,
             mtu: 1500,
         }
     }

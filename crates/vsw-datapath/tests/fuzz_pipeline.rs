@@ -29,31 +29,37 @@ const OUTPUTS: [TxOffloads; 6] = [
     TxOffloads {
         csum: false,
         tso: false,
+        tunnel_tso: false,
         mtu: 1500,
     },
     TxOffloads {
         csum: true,
         tso: false,
+        tunnel_tso: false,
         mtu: 1500,
     },
     TxOffloads {
         csum: false,
         tso: true,
+        tunnel_tso: false,
         mtu: 1500,
     },
     TxOffloads {
         csum: true,
         tso: true,
+        tunnel_tso: false,
         mtu: 1500,
     },
     TxOffloads {
         csum: true,
         tso: true,
+        tunnel_tso: false,
         mtu: 576,
     },
     TxOffloads {
         csum: true,
         tso: true,
+        tunnel_tso: false,
         mtu: 9000,
     },
 ];

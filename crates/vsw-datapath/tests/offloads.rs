@@ -14,11 +14,13 @@ use vsw_packet::{EtherType, VnetHdr};
 const PLAIN: TxOffloads = TxOffloads {
     csum: false,
     tso: false,
+    tunnel_tso: false,
     mtu: 1500,
 };
 const FULL: TxOffloads = TxOffloads {
     csum: true,
     tso: true,
+    tunnel_tso: false,
     mtu: 1500,
 };
 
@@ -326,4 +328,73 @@ fn a_segment_size_of_one_is_refused_not_cut_into_thousands() {
         },
     );
     assert!(sw.peers[2].recv_timeout(WAIT).is_some());
+}
+
+/// `tcp_frame(len)` as Linux's vxlan device hands it to a veth with offloads on: one
+/// VXLAN/UDP/IPv4 header in front, the virtio-net header moved behind it.
+fn vxlan_super_frame(len: usize) -> (Vec<u8>, VnetHdr) {
+    use vsw_packet::tunnel::{EncapSpec, EncapTemplate, TunnelKind};
+    let (inner, vnet) = tcp_frame(len);
+    let t = EncapTemplate::new(&EncapSpec {
+        kind: TunnelKind::Vxlan,
+        eth_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]),
+        eth_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, 2]),
+        src: "198.18.5.1".parse().unwrap(),
+        dst: "198.18.5.2".parse().unwrap(),
+        tos: 0,
+        ttl: 64,
+        df: false,
+        udp_dst: 4789,
+        udp_csum: false,
+        vni: 42,
+        geneve_options: Vec::new(),
+    })
+    .unwrap();
+    let mut out = vec![0u8; len + 200];
+    let n = t.push(&inner, &mut out, 40000, 1).unwrap();
+    out.truncate(n);
+    (out, gso(vnet, 1398).shifted(t.overhead() as u16))
+}
+
+#[test]
+fn a_tunnelled_super_frame_is_cut_into_whole_vxlan_packets_for_a_plain_port() {
+    let mut sw = switch_with_offloads(&[FULL, PLAIN]);
+    one_rule(&mut sw);
+    let (f, vnet) = vxlan_super_frame(10_000);
+    sw.peers[0].send_with(&f, PacketMeta { vnet, vlan: None });
+    let ports = vsw_packet::tunnel::TunnelPorts {
+        vxlan: Some(4789),
+        geneve: None,
+    };
+    let mut data = Vec::new();
+    let mut n = 0;
+    while data.len() < 10_000 {
+        let (seg, meta) = sw.peers[1].recv_with(WAIT).expect("a VXLAN packet");
+        assert!(seg.len() <= 1514, "{} bytes", seg.len());
+        assert_eq!(meta.vnet, VnetHdr::default(), "nothing left to the device");
+        let d = vsw_packet::tunnel::decap(&seg, &ports, false, |_, _| false).expect("decaps");
+        assert_eq!(d.meta.id, 42);
+        data.extend(valid_tcp_payload(d.inner));
+        n += 1;
+    }
+    assert!(sw.peers[1].recv_timeout(QUIET).is_none());
+    assert_eq!(data, (0..10_000).map(|i| i as u8).collect::<Vec<u8>>());
+    eventually("the segments counted", || {
+        sw.stats[1].view().tx_gso_segments == n
+    });
+}
+
+#[test]
+fn a_port_that_takes_tunnelled_super_frames_gets_it_whole() {
+    let tunnel = TxOffloads {
+        tunnel_tso: true,
+        ..FULL
+    };
+    let mut sw = switch_with_offloads(&[FULL, tunnel]);
+    one_rule(&mut sw);
+    let (f, vnet) = vxlan_super_frame(10_000);
+    sw.peers[0].send_with(&f, PacketMeta { vnet, vlan: None });
+    let (out, meta) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
+    assert_eq!(out, f);
+    assert_eq!(meta.vnet, vnet);
 }

@@ -81,6 +81,7 @@ impl TxQueue for PatchTx {
         TxOffloads {
             csum: true,
             tso: false,
+            tunnel_tso: false,
             mtu: PATCH_MTU,
         }
     }

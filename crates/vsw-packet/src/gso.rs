@@ -40,6 +40,18 @@ struct Layout {
     payload: usize,
 }
 
+impl Layout {
+    /// The same layout for the frame placed `by` bytes further on.
+    fn shifted(self, by: usize) -> Layout {
+        Layout {
+            l3: self.l3 + by,
+            l4: self.l4 + by,
+            payload: self.payload + by,
+            ..self
+        }
+    }
+}
+
 fn layout(frame: &[u8]) -> Result<Layout, GsoError> {
     let (t, l3) = ethernet::l3(frame).ok_or(GsoError::Malformed)?;
     let (v6, l4) = match t {
@@ -84,10 +96,25 @@ pub fn segment_tcp(
     buf: &mut [u8],
     mut emit: impl FnMut(&[u8]),
 ) -> Result<usize, GsoError> {
+    segment_tcp_at(frame, 0, mss, buf, |seg, _| emit(seg))
+}
+
+/// [`segment_tcp`] for a TCP frame that starts `at` bytes into `frame` (behind
+/// outer headers a tunnel put there, copied unchanged into every segment); `emit`
+/// gets each whole segment, outer headers included, and its index, to finish the
+/// outer headers.
+pub(crate) fn segment_tcp_at(
+    frame: &[u8],
+    at: usize,
+    mss: usize,
+    buf: &mut [u8],
+    mut emit: impl FnMut(&mut [u8], usize),
+) -> Result<usize, GsoError> {
     if mss == 0 {
         return Err(GsoError::NoSegmentSize);
     }
-    let lay = layout(frame)?;
+    let inner = frame.get(at..).ok_or(GsoError::Malformed)?;
+    let lay = layout(inner)?.shifted(at);
     let hdr = lay.payload;
     let payload = &frame[hdr..];
     if buf.len() < hdr + mss.min(payload.len().max(1)) {
@@ -139,9 +166,34 @@ pub fn segment_tcp(
         t.set_seq_number(seq0.wrapping_add(start as u32));
         t.set_flags_byte(f);
         t.fill_checksum(pseudo);
-        emit(seg);
+        emit(seg, i);
     }
     Ok(chunks)
+}
+
+/// The segment size to use for the super-frame starting `at` bytes into `frame`
+/// (behind a tunnel's outer headers, or at 0) on an output whose MTU is `mtu`.
+pub(crate) fn segment_size_at(
+    frame: &[u8],
+    at: usize,
+    vnet: &VnetHdr,
+    mtu: usize,
+) -> Result<usize, GsoError> {
+    let inner = frame.get(at..).ok_or(GsoError::Malformed)?;
+    let lay = layout(inner)?.shifted(at);
+    // Everything in front of the payload counts against the MTU, outer IP on.
+    let first_ip = ethernet::l3(frame).ok_or(GsoError::Malformed)?.1;
+    let headers = lay.payload - first_ip;
+    let by_mtu = mtu.saturating_sub(headers);
+    let mss = usize::from(vnet.gso_size).min(by_mtu);
+    if mss == 0 {
+        return Err(GsoError::NoSegmentSize);
+    }
+    // Refused whole, whoever would cut it (a device that takes super-frames too).
+    if frame.len().saturating_sub(lay.payload).div_ceil(mss) > MAX_SEGMENTS {
+        return Err(GsoError::TooManySegments);
+    }
+    Ok(mss)
 }
 
 /// Finishes a checksum the sender left to the device (virtio-net NEEDS_CSUM): the
@@ -166,18 +218,7 @@ pub fn complete_checksum(frame: &mut [u8], vnet: &VnetHdr) -> Result<(), GsoErro
 /// The segment size to use for `vnet`'s super-frame on an output whose MTU is
 /// `mtu` (the IP packet's largest size): the sender's, or smaller when the MTU is.
 pub fn segment_size(frame: &[u8], vnet: &VnetHdr, mtu: usize) -> Result<usize, GsoError> {
-    let lay = layout(frame)?;
-    let headers = lay.payload - lay.l3;
-    let by_mtu = mtu.saturating_sub(headers);
-    let mss = usize::from(vnet.gso_size).min(by_mtu);
-    if mss == 0 {
-        return Err(GsoError::NoSegmentSize);
-    }
-    // Refused whole, whoever would cut it (a device that takes super-frames too).
-    if frame.len().saturating_sub(lay.payload).div_ceil(mss) > MAX_SEGMENTS {
-        return Err(GsoError::TooManySegments);
-    }
-    Ok(mss)
+    segment_size_at(frame, 0, vnet, mtu)
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TxFactory, TxOffloads, TxQueue};
 use vsw_packet::key::{extract, FlowKey};
-use vsw_packet::tunnel::{decap, DecapError, Decapped};
+use vsw_packet::tunnel::{
+    decap, segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, DecapError, Decapped,
+    TunnelSuperFrame,
+};
 use vsw_packet::vnet::{VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM};
 use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
@@ -159,9 +162,42 @@ impl LocalTx {
     }
 }
 
+impl LocalTx {
+    /// A tunnel super-frame for the host's own socket (a tunnel device of its own):
+    /// cut into outer frames, since the host's end takes no tunnel super-frames.
+    fn stage_cut_for_host(
+        &mut self,
+        data: &[u8],
+        meta: &PacketMeta,
+        t: &TunnelSuperFrame,
+    ) -> Result<(), StageError> {
+        let plain = PacketMeta {
+            vnet: Default::default(),
+            vlan: meta.vlan,
+        };
+        let mtu = self.inner.offloads().mtu;
+        let inner = &mut self.inner;
+        let mut staged = Ok(());
+        let cut = tunnel_segment_size(data, t, &meta.vnet, mtu).and_then(|mss| {
+            segment_udp_tunnel(data, t, mss, &mut self.scratch, |seg| {
+                staged = staged.and(inner.stage(seg, &plain));
+            })
+        });
+        if cut.is_err() {
+            world().count_drop("inner_too_big");
+        }
+        staged
+    }
+}
+
 impl TxQueue for LocalTx {
     fn offloads(&self) -> TxOffloads {
-        self.inner.offloads()
+        // Tunnel super-frames are decapsulated here, or cut for the host if they
+        // are not a tunnel port's.
+        TxOffloads {
+            tunnel_tso: true,
+            ..self.inner.offloads()
+        }
     }
 
     fn receiver_may_poll(&self) -> bool {
@@ -186,6 +222,11 @@ impl TxQueue for LocalTx {
                 if self.took_tunnel_packet(data, meta) =>
             {
                 return Ok(());
+            }
+            (EtherType::IPV4 | EtherType::IPV6, IPPROTO_UDP) if meta.vnet.is_gso() => {
+                if let Some(t) = udp_tunnel_super_frame(data, &meta.vnet) {
+                    return self.stage_cut_for_host(data, meta, &t);
+                }
             }
             _ => {}
         }

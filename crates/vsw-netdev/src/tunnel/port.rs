@@ -192,6 +192,7 @@ impl TxQueue for TunnelTx {
         TxOffloads {
             csum: false,
             tso: false,
+            tunnel_tso: false,
             mtu: inner_mtu(&self.config),
         }
     }

@@ -146,6 +146,7 @@ impl TxQueue for GuestRx {
             tso: self.status.features.load(Ordering::Relaxed)
                 & (VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6)
                 == VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6,
+            tunnel_tso: false,
             mtu: self.status.mtu.load(Ordering::Relaxed) as usize,
         }
     }

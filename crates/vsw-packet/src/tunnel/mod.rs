@@ -6,9 +6,11 @@
 
 mod decap;
 mod encap;
+mod gso;
 
 pub use decap::{decap, DecapError, Decapped, TunnelMeta, TunnelPorts};
 pub use encap::{flow_hash, udp_source_port, EncapError, EncapSpec, EncapTemplate};
+pub use gso::{segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, TunnelSuperFrame};
 
 /// The two tunnel kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

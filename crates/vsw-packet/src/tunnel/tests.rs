@@ -251,6 +251,39 @@ proptest! {
             prop_assert!(d.inner.len() >= 14);
         }
     }
+
+    /// A tunnelled super-frame with bytes changed, cut anywhere, under any
+    /// virtio-net header, is cut into frames no larger than its buffer, or refused.
+    #[test]
+    fn mutated_tunnelled_super_frames_are_cut_or_refused(
+        geneve in any::<bool>(),
+        ipv6 in any::<bool>(),
+        flips in proptest::collection::vec((0usize..200, any::<u8>()), 0..4),
+        cut in 0usize..12_000,
+        vnet_change in proptest::option::of((any::<u16>(), any::<u16>(), any::<u16>())),
+    ) {
+        let kind = if geneve { TunnelKind::Geneve } else { TunnelKind::Vxlan };
+        let (mut f, mut vnet, _) = tunnelled_super_frame(&spec(kind, ipv6, true));
+        for (at, b) in flips {
+            if let Some(x) = f.get_mut(at) {
+                *x ^= b;
+            }
+        }
+        f.truncate(cut.min(f.len()));
+        if let Some((start, offset, size)) = vnet_change {
+            vnet.csum_start = start;
+            vnet.csum_offset = offset;
+            vnet.gso_size = size;
+        }
+        if let Some(t) = udp_tunnel_super_frame(&f, &vnet) {
+            let mut buf = vec![0u8; 1600];
+            if let Ok(mss) = tunnel_segment_size(&f, &t, &vnet, 1500) {
+                let _ = segment_udp_tunnel(&f, &t, mss, &mut buf, |seg| {
+                    assert!(seg.len() <= 1514);
+                });
+            }
+        }
+    }
 }
 
 /// A frame Linux's vxlan device sent (kernel 6.x here: `ip link add vx0 type vxlan id
@@ -352,4 +385,108 @@ fn a_flow_hashes_alike_and_flows_apart() {
     // Anything at all hashes without panicking.
     assert_eq!(flow_hash(&[]), flow_hash(&[]));
     let _ = flow_hash(&[0u8; 13]);
+}
+
+/// A 10,000-byte TCP super-frame inside `spec`'s outer headers, with the virtio-net
+/// header Linux gives it: segments of 1,398 bytes, the inner TCP checksum left.
+fn tunnelled_super_frame(s: &EncapSpec) -> (Vec<u8>, crate::vnet::VnetHdr, Vec<u8>) {
+    use crate::builder::{Ipv4, DST_MAC, SRC_MAC};
+    use crate::wire::ip::IPPROTO_TCP;
+    let data: Vec<u8> = (0..10_000).map(|i| (i * 7 + 3) as u8).collect();
+    let tcp = builder::tcp(40000, 5201, 0x18, &data);
+    let ip = builder::ipv4(
+        &Ipv4 {
+            proto: IPPROTO_TCP,
+            ..Ipv4::default()
+        },
+        &tcp,
+    );
+    let inner = builder::ethernet(DST_MAC, SRC_MAC, &[], crate::EtherType::IPV4, &ip);
+    let t = EncapTemplate::new(s).unwrap();
+    let mut out = vec![0u8; 70_000];
+    let n = t.push(&inner, &mut out, 40001, 9).unwrap();
+    out.truncate(n);
+    let vnet = crate::vnet::VnetHdr {
+        flags: crate::vnet::VNET_F_NEEDS_CSUM,
+        gso_type: crate::vnet::VNET_GSO_TCPV4,
+        hdr_len: (t.overhead() + 54) as u16,
+        gso_size: 1398,
+        csum_start: (t.overhead() + 34) as u16,
+        csum_offset: 16,
+    };
+    (out, vnet, data)
+}
+
+#[test]
+fn a_tunnelled_super_frame_is_cut_into_complete_outer_frames() {
+    for kind in [TunnelKind::Vxlan, TunnelKind::Geneve] {
+        for ipv6 in [false, true] {
+            for csum in [false, true] {
+                let what = format!("{kind:?} ipv6={ipv6} csum={csum}");
+                let s = spec(kind, ipv6, csum);
+                let (frame, vnet, data) = tunnelled_super_frame(&s);
+                let t = udp_tunnel_super_frame(&frame, &vnet).expect(&what);
+                let overhead = EncapTemplate::new(&s).unwrap().overhead();
+                assert_eq!(t.inner, overhead, "{what}");
+                let mss = tunnel_segment_size(&frame, &t, &vnet, 1500).unwrap();
+                let by_mtu = 1500 - (overhead - 14) - 14 - 40;
+                assert_eq!(mss, by_mtu.min(1398), "{what}: the sender or the MTU");
+                let mut buf = vec![0u8; 2048];
+                let mut payload = Vec::new();
+                let mut n = 0;
+                segment_udp_tunnel(&frame, &t, mss, &mut buf, |seg| {
+                    n += 1;
+                    assert!(seg.len() - 14 <= 1500, "{what}");
+                    // Every outer check decap makes holds, nothing vouched for.
+                    let d = decap(seg, &PORTS, false, |_, _| false).expect(&what);
+                    assert_eq!(d.meta.csum, csum || ipv6, "{what}");
+                    let inner = d.inner;
+                    let tcp_len = inner.len() - 34;
+                    let pseudo = crate::wire::tcp::pseudo_header_sum(inner, 14, false, tcp_len);
+                    assert_eq!(
+                        checksum::fold(checksum::sum(&inner[34..], pseudo)),
+                        0xffff,
+                        "{what}: inner TCP checksum"
+                    );
+                    let ip = ipv4::Packet::new_checked(&inner[14..]).unwrap();
+                    assert!(ip.checksum_right());
+                    payload.extend_from_slice(&inner[54..]);
+                })
+                .expect(&what);
+                assert_eq!(n, data.len().div_ceil(mss), "{what}");
+                assert_eq!(payload, data, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn only_tunnelled_super_frames_are_taken_for_tunnel_segmentation() {
+    let s = spec(TunnelKind::Vxlan, false, false);
+    let (frame, vnet, _) = tunnelled_super_frame(&s);
+    // Not a super-frame: nothing to cut.
+    let plain = crate::vnet::VnetHdr::default();
+    assert_eq!(udp_tunnel_super_frame(&frame, &plain), None);
+    // The checksum left in the outer headers: not the tunnel's inner segmentation.
+    let outer = crate::vnet::VnetHdr {
+        csum_start: 34,
+        csum_offset: 6,
+        ..vnet
+    };
+    assert_eq!(udp_tunnel_super_frame(&frame, &outer), None);
+    // Cut short anywhere before the checksum field left: no panic, not taken.
+    for cut in 0..usize::from(vnet.csum_start + vnet.csum_offset + 2) {
+        assert_eq!(
+            udp_tunnel_super_frame(&frame[..cut], &vnet),
+            None,
+            "cut at {cut}"
+        );
+    }
+    // A plain TCP super-frame is not a tunnelled one.
+    let inner = &frame[EncapTemplate::new(&s).unwrap().overhead()..];
+    let inner_vnet = crate::vnet::VnetHdr {
+        csum_start: 34,
+        ..vnet
+    };
+    assert_eq!(udp_tunnel_super_frame(inner, &inner_vnet), None);
 }
