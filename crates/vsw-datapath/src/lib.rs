@@ -8,6 +8,7 @@
 
 pub mod assign;
 pub mod clock;
+mod core_share;
 pub mod datapath;
 pub mod dpaction;
 pub mod dpflow;
@@ -19,6 +20,7 @@ pub mod meter;
 pub mod offload;
 mod pmd;
 pub mod port;
+mod port_map;
 pub mod punt;
 pub mod revalidate;
 pub mod ring;

@@ -18,12 +18,14 @@ use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
 use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use crate::clock;
+use crate::core_share::CoreClaim;
 use crate::dpaction::MAX_SAVED;
 use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
 use crate::meter::{remark_dscp, Verdict};
 use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
+use crate::port_map::PortMap;
 use crate::shared::{lock, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
 use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
@@ -149,7 +151,7 @@ fn count_cut(result: Result<usize, gso::GsoError>, stats: &PortStats, tally: &mu
 
 /// Output batches by port number, and what they sent.
 struct Outputs {
-    by_port: Vec<Option<LocalTx>>,
+    by_port: PortMap<LocalTx>,
     /// Where segments and checksum-completed copies are built, for ports that cannot
     /// finish a packet themselves.
     fixup: Box<[u8]>,
@@ -162,7 +164,7 @@ const FIXUP_BUFFER: usize = 65_535 + 64;
 impl Outputs {
     #[inline]
     fn stage(&mut self, port: u32, data: &[u8], meta: &PacketMeta) {
-        let Some(Some(tx)) = self.by_port.get_mut(port as usize) else {
+        let Some(tx) = self.by_port.get_mut(port) else {
             return;
         };
         let o = tx.offloads;
@@ -248,7 +250,7 @@ impl Outputs {
         meta: &PacketMeta,
         t: &TunnelSuperFrame,
     ) {
-        let Some(Some(tx)) = self.by_port.get_mut(port as usize) else {
+        let Some(tx) = self.by_port.get_mut(port) else {
             return;
         };
         let (o, v) = (tx.offloads, &meta.vnet);
@@ -274,7 +276,7 @@ impl Outputs {
     /// Sends every batch, due or not (a port or the PMD goes away).
     fn send_all(&mut self) {
         let now = self.tally.now_us;
-        for tx in self.by_port.iter_mut().flatten() {
+        for tx in self.by_port.values_mut() {
             tx.flush_gro(&mut self.tally);
             let (b, p) = send(tx, now);
             self.tally.batches += b;
@@ -286,7 +288,7 @@ impl Outputs {
     /// has run out since their last send leave.
     fn send_due(&mut self) {
         let now = self.tally.now_us;
-        for tx in self.by_port.iter_mut().flatten() {
+        for tx in self.by_port.values_mut() {
             tx.flush_gro(&mut self.tally);
             // A receiver that polls gets what is held at once: waiting would only add
             // latency (`auto`).
@@ -302,8 +304,7 @@ impl Outputs {
     /// The earliest time a held batch must leave, if any is held.
     fn earliest_deadline(&self) -> Option<u64> {
         self.by_port
-            .iter()
-            .flatten()
+            .values()
             .filter_map(|tx| tx.clock.deadline())
             .min()
     }
@@ -369,7 +370,10 @@ pub(crate) struct Pmd {
     rxqs: Vec<OwnedRxq>,
     /// Queues assigned to this PMD that another PMD has not handed back yet.
     pending: Vec<(Arc<PortHandle>, usize)>,
+    /// Set once the PMD was pinned to its core (whether it could be or not); a
+    /// claim on the core when it was.
     pinned: bool,
+    core_claim: Option<CoreClaim>,
     worker: Worker,
     /// `pmd-sleep-max`: the longest an idle PMD sleeps (µs); 0 never sleeps.
     sleep_max_us: u64,
@@ -386,11 +390,12 @@ impl Pmd {
             rxqs: Vec::new(),
             pending: Vec::new(),
             pinned: false,
+            core_claim: None,
             sleep_max_us: 0,
             swept: 0,
             worker: Worker {
                 outputs: Outputs {
-                    by_port: Vec::new(),
+                    by_port: PortMap::default(),
                     fixup: vec![0u8; FIXUP_BUFFER].into_boxed_slice(),
                     tally: TxTally::default(),
                 },
@@ -420,6 +425,7 @@ impl Pmd {
         if self.control.pin && !self.pinned {
             if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                 tracing::info!(core, "PMD pinned");
+                self.core_claim = Some(CoreClaim::new(core));
             } else {
                 tracing::warn!(core, "could not pin the PMD to its core");
             }
@@ -460,42 +466,38 @@ impl Pmd {
             }
         }
         let w = &mut self.worker;
-        for slot in w.outputs.by_port.iter_mut() {
-            let gone = slot
-                .as_ref()
-                .is_some_and(|tx| !snap.ports.iter().any(|p| Arc::ptr_eq(p, &tx.handle)));
-            if gone {
-                if let Some(mut tx) = slot.take() {
-                    tx.flush_gro(&mut w.outputs.tally);
-                    send(&mut tx, w.outputs.tally.now_us);
-                    // Back to its port, never closed here: closing a socket can wait
-                    // in the kernel (an AF_PACKET ring for RCU grace periods), and the
-                    // PMD waits for nothing. The port's last handle, on the control
-                    // side, closes it.
-                    tx.handle.give_back_tx(tx.queue);
-                }
-            }
-        }
+        let tally = &mut w.outputs.tally;
+        w.outputs.by_port.remove_where(
+            |tx| !snap.ports.iter().any(|p| Arc::ptr_eq(p, &tx.handle)),
+            |mut tx| {
+                tx.flush_gro(tally);
+                send(&mut tx, tally.now_us);
+                // Back to its port, never closed here: closing a socket can wait in
+                // the kernel (an AF_PACKET ring for RCU grace periods), and the PMD
+                // waits for nothing. The port's last handle, on the control side,
+                // closes it.
+                tx.handle.give_back_tx(tx.queue);
+            },
+        );
         for port in &snap.ports {
-            let idx = port.no as usize;
-            if w.outputs.by_port.len() <= idx {
-                w.outputs.by_port.resize_with(idx + 1, || None);
-            }
-            if w.outputs.by_port[idx].is_none() {
+            if !w.outputs.by_port.contains(port.no) {
                 match port.take_tx() {
                     Some(queue) => {
                         let offloads = queue.offloads();
-                        w.outputs.by_port[idx] = Some(LocalTx {
-                            handle: port.clone(),
-                            offloads,
-                            queue,
-                            staged_packets: 0,
-                            staged_bytes: 0,
-                            // Only a device that takes super-frames gets merged ones.
-                            gro: offloads.tso.then(|| Box::new(Gro::new())),
-                            clock: BatchClock::new(snap.tx_interval(port.no)),
-                            auto: false,
-                        })
+                        w.outputs.by_port.insert(
+                            port.no,
+                            LocalTx {
+                                handle: port.clone(),
+                                offloads,
+                                queue,
+                                staged_packets: 0,
+                                staged_bytes: 0,
+                                // Only a device that takes super-frames gets merged ones.
+                                gro: offloads.tso.then(|| Box::new(Gro::new())),
+                                clock: BatchClock::new(snap.tx_interval(port.no)),
+                                auto: false,
+                            },
+                        )
                     }
                     None => tracing::warn!(port = %port.name, core, "no transmit queue"),
                 }
@@ -503,7 +505,7 @@ impl Pmd {
         }
         // A changed interval applies to what is held now: a shorter one sends it
         // sooner, none strands it.
-        for tx in w.outputs.by_port.iter_mut().flatten() {
+        for tx in w.outputs.by_port.values_mut() {
             let no = tx.handle.no;
             tx.auto = snap.tx_auto.contains(&no) && tx.queue.receiver_may_poll();
             tx.clock.interval_us = u64::from(if tx.auto && snap.tx_interval_default == 0 {
@@ -654,6 +656,14 @@ impl Pmd {
             c.tx_packets = o.packets;
             c.lost = o.lost + self.worker.malformed;
             self.control.stats.publish(c);
+            if received == 0 && self.core_claim.as_ref().is_some_and(CoreClaim::shared) {
+                // Another PMD polls this core: let it run now rather than at the end
+                // of this thread's time slice.
+                std::thread::yield_now();
+                let back = clock::cycles();
+                self.worker.counters.idle_cycles += back.wrapping_sub(last);
+                last = back;
+            }
             if received > 0 || self.sleep_max_us == 0 {
                 idle_sleep_us = 0;
                 continue;
@@ -703,10 +713,8 @@ impl Pmd {
         for rxq in self.rxqs.drain(..) {
             give_back_rx(rxq);
         }
-        for tx in self.worker.outputs.by_port.iter_mut() {
-            if let Some(tx) = tx.take() {
-                tx.handle.give_back_tx(tx.queue);
-            }
+        for tx in self.worker.outputs.by_port.drain() {
+            tx.handle.give_back_tx(tx.queue);
         }
     }
 }

@@ -14,11 +14,16 @@ use vsw_datapath::{PacketMeta, RxBatch, RxDrops, RxPacket, RxQueue, StageError, 
 /// The largest frame a channel carries: a 9,216-byte MTU's, a VLAN tag put back,
 /// room for a tunnel's outer headers.
 pub const CHANNEL_FRAME: usize = 9216 + 18 + 4 + 160;
+/// The largest frame a channel for super-frames carries: a 64 KiB IP packet behind
+/// its Ethernet header and a VLAN tag.
+pub const SUPER_FRAME: usize = 65_535 + 18 + 4;
 /// Frames in flight at most: 16 batches. Buffers are made as traffic first needs
 /// them (a channel nobody sends on costs no memory), then kept.
 const FRAMES: usize = 16 * BATCH_SIZE;
 
 pub(crate) struct Channel {
+    /// Each buffer's size.
+    frame: usize,
     free: ArrayQueue<Box<[u8]>>,
     /// Buffers made so far.
     made: AtomicUsize,
@@ -34,8 +39,16 @@ struct Frame {
 }
 
 impl Channel {
+    /// A channel for frames up to [`CHANNEL_FRAME`] bytes.
     pub(crate) fn new() -> Arc<Channel> {
+        Self::with_frames_of(CHANNEL_FRAME)
+    }
+
+    /// A channel for frames up to `frame` bytes ([`SUPER_FRAME`]: TCP super-frames
+    /// cross it whole, each buffer 64 KiB; they are made only as traffic needs them).
+    pub(crate) fn with_frames_of(frame: usize) -> Arc<Channel> {
         Arc::new(Channel {
+            frame,
             free: ArrayQueue::new(FRAMES),
             made: AtomicUsize::new(0),
             filled: ArrayQueue::new(FRAMES),
@@ -51,7 +64,7 @@ impl Channel {
                 (n < FRAMES).then_some(n + 1)
             })
             .ok()
-            .map(|_| vec![0u8; CHANNEL_FRAME].into_boxed_slice())
+            .map(|_| vec![0u8; self.frame].into_boxed_slice())
     }
 
     /// Whether a receiving queue is open.

@@ -99,6 +99,31 @@ pub fn segment_tcp(
     segment_tcp_at(frame, 0, mss, buf, |seg, _| emit(seg))
 }
 
+/// Splits the TCP super-frame `frame` (segments of `gso_size` payload bytes) into
+/// smaller super-frames whose IP packets are at most `max_ip_len` bytes, each built
+/// in `buf` and handed to `emit`: payloads of whole segments, lengths, sequence
+/// numbers and flags as [`segment_tcp`] makes them, and the TCP checksum field
+/// holding the pseudo-header sum, as a sender leaves it for whoever segments it.
+/// For a tunnel, whose outer headers would take a 64 KiB super-frame past IP's
+/// largest packet. Returns the number of parts.
+pub fn split_super_frame(
+    frame: &[u8],
+    gso_size: usize,
+    max_ip_len: usize,
+    buf: &mut [u8],
+    mut emit: impl FnMut(&[u8]),
+) -> Result<usize, GsoError> {
+    let lay = layout(frame)?;
+    let per_part = max_ip_len.saturating_sub(lay.payload - lay.l3) / gso_size.max(1) * gso_size;
+    segment_tcp_at(frame, 0, per_part, buf, |seg, _| {
+        let pseudo = fold(pseudo_header(seg, &lay, seg.len() - lay.l4));
+        if let Ok(mut t) = tcp::Packet::new_checked(&mut seg[lay.l4..]) {
+            t.set_checksum(pseudo);
+        }
+        emit(seg);
+    })
+}
+
 /// [`segment_tcp`] for a TCP frame that starts `at` bytes into `frame` (behind
 /// outer headers a tunnel put there, copied unchanged into every segment); `emit`
 /// gets each whole segment, outer headers included, and its index, to finish the

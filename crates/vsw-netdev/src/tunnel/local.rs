@@ -23,7 +23,8 @@ use crate::channel::Channel;
 /// Makes internal port `name`'s queues the underlay end of tunnels.
 pub(crate) fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
     let mac = crate::interface::mac(name).unwrap_or(MacAddr::ZERO);
-    let inject = Channel::new();
+    // Tunnel ports send super-frames through it whole; this bridge cuts them.
+    let inject = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = inject.reader().expect("a new channel has no reader");
     world().register_bridge(name, BridgeEnd { mac, inject });
     queues.rx.push(Box::new(rx));
@@ -56,7 +57,7 @@ pub(crate) fn close_local(name: &str) {
 struct LocalTx {
     inner: Box<dyn TxQueue>,
     bridge: Arc<str>,
-    /// Where a decapsulated super-frame's segments are built.
+    /// Where a tunnel super-frame for the host is cut into outer frames.
     scratch: Box<[u8]>,
 }
 
@@ -123,30 +124,16 @@ impl LocalTx {
             Ok(d) => match port_for(&snap, &d) {
                 Some(port) => {
                     let inner = d.inner;
-                    let im = inner_meta(data, inner, meta);
-                    let copy = |seg: &[u8], m: PacketMeta| {
-                        let sent = port.rx.send_with(m, |buf| {
-                            buf.get_mut(..seg.len())?.copy_from_slice(seg);
-                            Some(seg.len())
-                        });
-                        if sent.is_err() {
-                            w.count_drop("tunnel_port_full");
-                        }
-                    };
-                    if im.vnet.is_gso() {
-                        // A super-frame (the sender's GSO through its tunnel): cut
-                        // into segments here, each complete.
-                        let cut = vsw_packet::gso::segment_tcp(
-                            inner,
-                            usize::from(im.vnet.gso_size),
-                            &mut self.scratch,
-                            |seg| copy(seg, PacketMeta::default()),
-                        );
-                        if cut.is_err() {
-                            w.count_drop("inner_too_big");
-                        }
-                    } else {
-                        copy(inner, im);
+                    // A super-frame (the sender's GSO through its tunnel) crosses
+                    // whole: the tunnel port's bridge hands it on or cuts it.
+                    let sent = port.rx.send_with(inner_meta(data, inner, meta), |buf| {
+                        buf.get_mut(..inner.len())?.copy_from_slice(inner);
+                        Some(inner.len())
+                    });
+                    match sent {
+                        Ok(()) => {}
+                        Err(StageError::TooBig) => w.count_drop("inner_too_big"),
+                        Err(StageError::QueueFull) => w.count_drop("tunnel_port_full"),
                     }
                     true
                 }
@@ -326,7 +313,8 @@ mod tests {
         let after = world().drops();
         let n = |d: &[(&str, u64)]| d.iter().find(|(r, _)| *r == "vxlan_no_vni").unwrap().1;
         assert_eq!(n(&after), n(&before) + 1);
-        // A TCP super-frame its sender cut nothing of: segments come out, complete.
+        // A TCP super-frame its sender cut nothing of (UDP-tunnel GSO): it crosses to
+        // the tunnel port whole.
         let payload = vec![7u8; 3000];
         let super_frame = builder::ethernet(
             MacAddr([2, 0, 0, 0, 0, 9]),
@@ -355,9 +343,19 @@ mod tests {
             vlan: None,
         };
         local.tx.stage(&outer, &meta).unwrap();
-        let segments = received(tunnel.rx[0].as_mut());
-        assert_eq!(segments.len(), 3, "3,000 bytes in segments of 1,000");
-        assert!(segments.iter().all(|s| s.len() == 54 + 1000));
+        assert_eq!(received(tunnel.rx[0].as_mut()), vec![super_frame.clone()]);
+        // One for no tunnel port of this switch's: cut into whole VXLAN packets for
+        // the host, which takes no tunnel super-frames.
+        let other = vxlan(&super_frame, 78);
+        local.tx.stage(&other, &meta).unwrap();
+        local.tx.flush();
+        for _ in 0..3 {
+            let got = host
+                .recv_timeout(std::time::Duration::from_secs(1))
+                .expect("a VXLAN packet for the host");
+            assert_eq!(got.len(), at as usize + 54 + 1000);
+        }
+        assert!(host.try_recv().is_none());
         // ARP to the host teaches the neighbour table, and still reaches the host.
         let arp = builder::ethernet(
             MacAddr::BROADCAST,

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TxOffloads, TxQueue};
 use vsw_packet::ethernet::copy_frame;
+use vsw_packet::gso::complete_checksum;
 use vsw_packet::tunnel::{flow_hash, udp_source_port, EncapSpec, EncapTemplate};
 use vsw_packet::wire::arp;
-use vsw_packet::{EtherType, MacAddr};
+use vsw_packet::{EtherType, MacAddr, VnetHdr};
 use vsw_tunnel::config::{FromFlow, Inherit, TunnelConfig};
 
 use super::world::{world, BridgeEnd, PortEnd, Snapshot};
@@ -30,7 +31,8 @@ pub fn inner_mtu(config: &TunnelConfig) -> usize {
 
 /// Opens tunnel port `name`.
 pub fn open_tunnel(name: &str, config: &TunnelConfig) -> Result<PortQueues, crate::NetdevError> {
-    let rx_channel = Channel::new();
+    // Decapsulated super-frames (the peer's UDP-tunnel GSO) cross whole.
+    let rx_channel = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = rx_channel.reader().expect("a new channel has no reader");
     world().register_port(
         name,
@@ -75,6 +77,8 @@ struct TunnelTx {
     ip_id: u16,
     /// When the next hop was last asked for.
     asked_ms: u64,
+    /// Where a super-frame too large for one outer packet is split.
+    split: Box<[u8]>,
 }
 
 impl TunnelTx {
@@ -85,6 +89,7 @@ impl TunnelTx {
             resolved: Resolved::Dropped("no_route"),
             ip_id: 0,
             asked_ms: 0,
+            split: vec![0u8; crate::channel::SUPER_FRAME].into_boxed_slice(),
         }
     }
 
@@ -145,6 +150,45 @@ impl TunnelTx {
     }
 }
 
+/// Sends `data` behind `template`'s outer headers into the underlay bridge. A
+/// super-frame keeps its offload state, moved behind the outer headers (the
+/// underlay cuts it); any other frame has its checksum finished first, before the
+/// outer UDP checksum covers it.
+fn encapsulate(
+    template: &EncapTemplate,
+    inject: &Channel,
+    data: &[u8],
+    meta: &PacketMeta,
+    sport: u16,
+    ip_id: u16,
+) {
+    let at = template.overhead();
+    let tag = if meta.vlan.is_some() { 4 } else { 0 };
+    let gso = meta.vnet.is_gso();
+    let outer_meta = PacketMeta {
+        vnet: if gso {
+            meta.vnet.shifted((at + tag) as u16)
+        } else {
+            VnetHdr::default()
+        },
+        vlan: None,
+    };
+    let sent = inject.send_with(outer_meta, |buf| {
+        let n = copy_frame(buf.get_mut(at..)?, data, meta.vlan)?;
+        if !gso {
+            let inner_vnet = meta.vnet.shifted(tag as u16);
+            complete_checksum(&mut buf[at..at + n], &inner_vnet).ok()?;
+        }
+        template.finish(buf, n, sport, ip_id)
+    });
+    // A full underlay is counted as the tunnels' drop, not this port's error.
+    match sent {
+        Ok(()) => {}
+        Err(StageError::QueueFull) => world().count_drop("underlay_full"),
+        Err(StageError::TooBig) => world().count_drop("inner_too_big"),
+    }
+}
+
 /// Asks the underlay for `next_hop`'s MAC (IPv4: an ARP request from the bridge), at
 /// most once every [`ARP_INTERVAL_MS`] (`asked_ms`: when last).
 fn ask(asked_ms: &mut u64, bridge: &BridgeEnd, src: IpAddr, next_hop: IpAddr) {
@@ -186,12 +230,14 @@ fn arp_request(buf: &mut [u8], sha: MacAddr, spa: Ipv4Addr, tpa: Ipv4Addr) -> Op
 }
 
 impl TxQueue for TunnelTx {
-    /// Inner checksums are finished and super-frames cut before encapsulation; the
-    /// inner MTU is what a 1,500-byte underlay leaves.
+    /// Super-frames cross whole (encapsulated as one, the underlay bridge cuts them
+    /// into outer packets, or hands them on whole where a port takes them so); other
+    /// frames have their checksums finished here. The inner MTU is what a 1,500-byte
+    /// underlay leaves.
     fn offloads(&self) -> TxOffloads {
         TxOffloads {
-            csum: false,
-            tso: false,
+            csum: true,
+            tso: true,
             tunnel_tso: false,
             mtu: inner_mtu(&self.config),
         }
@@ -207,17 +253,31 @@ impl TxQueue for TunnelTx {
         match &self.resolved {
             Resolved::Ready { template, inject } => {
                 let sport = udp_source_port(flow_hash(data));
-                self.ip_id = self.ip_id.wrapping_add(1);
-                let id = self.ip_id;
-                let at = template.overhead();
-                let sent = inject.send_with(PacketMeta::default(), |buf| {
-                    let n = copy_frame(buf.get_mut(at..)?, data, meta.vlan)?;
-                    template.finish(buf, n, sport, id)
-                });
-                // A full underlay is counted as the tunnels' drop, not this port's
-                // error.
-                if sent.is_err() {
-                    w.count_drop("underlay_full");
+                let tag = if meta.vlan.is_some() { 4 } else { 0 };
+                let fits = data.len() + tag <= template.inner_frame_max(usize::from(u16::MAX));
+                if fits || !meta.vnet.is_gso() {
+                    self.ip_id = self.ip_id.wrapping_add(1);
+                    encapsulate(template, inject, data, meta, sport, self.ip_id);
+                } else {
+                    // A 64 KiB super-frame and the outer headers would pass IP's
+                    // largest packet: sent as two (or more) smaller ones.
+                    let max_ip = template.inner_frame_max(usize::from(u16::MAX))
+                        - tag
+                        - vsw_packet::ethernet::ETH_HDR_LEN;
+                    let ip_id = &mut self.ip_id;
+                    let split = vsw_packet::gso::split_super_frame(
+                        data,
+                        usize::from(meta.vnet.gso_size),
+                        max_ip,
+                        &mut self.split,
+                        |part| {
+                            *ip_id = ip_id.wrapping_add(1);
+                            encapsulate(template, inject, part, meta, sport, *ip_id);
+                        },
+                    );
+                    if split.is_err() {
+                        w.count_drop("inner_too_big");
+                    }
                 }
             }
             Resolved::Dropped(why) => w.count_drop(why),

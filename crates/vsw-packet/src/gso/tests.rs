@@ -246,3 +246,32 @@ fn a_segment_size_that_would_make_too_many_segments_is_refused() {
         Ok(60_000usize.div_ceil(mss))
     );
 }
+
+#[test]
+fn a_super_frame_splits_into_smaller_super_frames_of_whole_segments() {
+    for v6 in [false, true] {
+        let data = payload(60_000);
+        let frame = super_frame(v6, &[], &data, 0x18);
+        let mut buf = vec![0u8; 65_600];
+        let mut parts = Vec::new();
+        let n =
+            split_super_frame(&frame, 1398, 20_000, &mut buf, |p| parts.push(p.to_vec())).unwrap();
+        assert_eq!(n, parts.len());
+        assert_eq!(n, 4, "60,000 bytes in parts of 14 segments (19,572 bytes)");
+        let mut joined = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            let lay = layout(p).unwrap();
+            assert!(p.len() - lay.l3 <= 20_000);
+            let body = &p[lay.payload..];
+            if i + 1 < n {
+                assert_eq!(body.len() % 1398, 0, "whole segments");
+            }
+            // The checksum field holds the pseudo-header sum, for whoever cuts it.
+            let t = tcp::Packet::new_checked(&p[lay.l4..]).unwrap();
+            let want = fold(pseudo_header(p, &lay, p.len() - lay.l4));
+            assert_eq!(t.checksum(), want);
+            joined.extend_from_slice(body);
+        }
+        assert_eq!(joined, data);
+    }
+}

@@ -185,8 +185,13 @@ impl EncapTemplate {
         ip_id: u16,
     ) -> Option<usize> {
         let total = self.header.len() + inner_len;
-        let ip_payload = total - ETH_HDR_LEN - self.ip_len();
-        if total > out.len() || ip_payload > usize::from(u16::MAX) {
+        // IPv4's length field counts its header, IPv6's does not.
+        let length_field = if self.ipv6 {
+            total - ETH_HDR_LEN - self.ip_len()
+        } else {
+            total - ETH_HDR_LEN
+        };
+        if total > out.len() || length_field > usize::from(u16::MAX) {
             return None;
         }
         let out = &mut out[..total];
