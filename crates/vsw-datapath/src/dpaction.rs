@@ -42,6 +42,8 @@ pub enum DpAction {
     /// Send a copy up to the control side, as the packet is now, with this note of
     /// the slow path's (`punt.rs`; Open vSwitch's `userspace()` action).
     Controller(u32),
+    /// The tunnel ID a flow-keyed tunnel port sends with (`set_field:…->tun_id`).
+    SetTunnel(u64),
 }
 
 impl DpAction {
@@ -71,6 +73,7 @@ impl fmt::Display for DpAction {
             DpAction::SetField(w) => write!(f, "{w}"),
             DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
+            DpAction::SetTunnel(id) => write!(f, "set(tunnel(tun_id=0x{id:x}))"),
             DpAction::Save => f.write_str("clone("),
             DpAction::Restore => f.write_str(")"),
         }

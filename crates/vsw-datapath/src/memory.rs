@@ -108,7 +108,12 @@ impl TxQueue for MemoryTx {
             Some(_) => meta.vnet.shifted(4),
             None => meta.vnet,
         };
-        self.staged.push((buf, PacketMeta { vnet, vlan: None }));
+        let kept = PacketMeta {
+            vnet,
+            vlan: None,
+            tun_id: meta.tun_id,
+        };
+        self.staged.push((buf, kept));
         Ok(())
     }
 

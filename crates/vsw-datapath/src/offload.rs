@@ -107,6 +107,16 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
         return Err("megaflow-needs-more-fields".into());
     }
     let k = &flow.key;
+    if k.tun_id != 0
+        || flow
+            .actions
+            .iter()
+            .any(|a| matches!(a, DpAction::SetTunnel(_)))
+    {
+        // Decapsulated or to be encapsulated: the kernel fast path has no tunnel
+        // ports (vsw's are userspace's own), so the flow stays here.
+        return Err("tunnel-flow".into());
+    }
     if !exact_entry_fits(k) {
         return Err("not-untagged-ipv4-tcp-udp".into());
     }

@@ -79,7 +79,12 @@ impl LocalTx {
             return;
         };
         if let Some((frame, vnet, segments)) = gro.take() {
-            self.stage_ready(frame, &PacketMeta { vnet, vlan: None }, t);
+            // Only frames without a tunnel ID are merged.
+            let meta = PacketMeta {
+                vnet,
+                ..PacketMeta::default()
+            };
+            self.stage_ready(frame, &meta, t);
             if segments > 1 {
                 PortStats::add_drop(&self.handle.stats.tx_gro_segments, segments as u64);
             }
@@ -174,7 +179,7 @@ impl Outputs {
         if !gso && (o.csum || !partial) && data.len() <= o.mtu + ETH_HDR_LEN {
             // The common case: the device takes the packet as it is (TCP segments
             // may first be merged for it).
-            if meta.vlan.is_none() && tx.gro.is_some() {
+            if meta.vlan.is_none() && meta.tun_id == 0 && tx.gro.is_some() {
                 tx.stage_merging(data, meta, &mut self.tally);
             } else {
                 tx.flush_gro(&mut self.tally);
@@ -200,6 +205,7 @@ impl Outputs {
             let plain = PacketMeta {
                 vnet: VnetHdr::default(),
                 vlan: meta.vlan,
+                tun_id: meta.tun_id,
             };
             let tally = &mut self.tally;
             let result = mss.and_then(|mss| {
@@ -235,6 +241,7 @@ impl Outputs {
                 ..VnetHdr::default()
             },
             vlan: meta.vlan,
+            tun_id: meta.tun_id,
         };
         tx.stage_ready(copy, &done, &mut self.tally);
     }
@@ -263,6 +270,7 @@ impl Outputs {
         let plain = PacketMeta {
             vnet: VnetHdr::default(),
             vlan: meta.vlan,
+            tun_id: meta.tun_id,
         };
         let tally = &mut self.tally;
         let result = mss.and_then(|mss| {
@@ -839,7 +847,11 @@ impl Worker {
                     &mut self.saved,
                     &p.actions,
                     shared,
-                    p.in_port,
+                    // A packet-out has no tunnel ID until its actions set one.
+                    Origin {
+                        in_port: p.in_port,
+                        tun_id: 0,
+                    },
                 );
             } else {
                 self.outputs.tally.lost += 1;
@@ -900,6 +912,7 @@ fn process_batch(
             malformed += 1;
             continue;
         }
+        key.tun_id = pkt.meta.tun_id;
         let hash = key_hash(key);
         // Each flow of the batch is held once, in the tally (one reference count
         // per flow and batch, not per packet).
@@ -982,11 +995,16 @@ fn process_batch(
                     | DpAction::Save
                     | DpAction::Restore
                     | DpAction::Meter(_)
+                    | DpAction::SetTunnel(_)
                     | DpAction::Controller(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
-            run_rewriting(outputs, scratch, saved, &flow.actions, shared, in_port);
+            let from = Origin {
+                in_port,
+                tun_id: pkt.meta.tun_id,
+            };
+            run_rewriting(outputs, scratch, saved, &flow.actions, shared, from);
         } else {
             outputs.tally.lost += 1;
         }
@@ -1007,24 +1025,36 @@ fn process_batch(
     received
 }
 
+/// Where a packet came from: its port, and the tunnel ID it came with.
+#[derive(Clone, Copy)]
+struct Origin {
+    in_port: u32,
+    tun_id: u64,
+}
+
 /// Runs actions that change the packet, in order, on the copy in `scratch`: each
 /// output sends the packet as the rewrites before it left it (and so does each
-/// punt, a packet that came in on `in_port`).
+/// punt, a packet that came in on `from.in_port`).
 fn run_rewriting(
     outputs: &mut Outputs,
     scratch: &mut PacketBuf,
     saved: &mut SavedCopies,
     actions: &[DpAction],
     shared: &Shared,
-    in_port: u32,
+    from: Origin,
 ) {
     saved.held = 0;
+    let Origin {
+        in_port,
+        mut tun_id,
+    } = from;
     for action in actions {
         let result = match *action {
             DpAction::Output(port) => {
                 let meta = PacketMeta {
                     vnet: scratch.vnet,
                     vlan: None,
+                    tun_id,
                 };
                 outputs.stage(port, scratch.data(), &meta);
                 Ok(())
@@ -1084,6 +1114,10 @@ fn run_rewriting(
                     Ok(())
                 }
             },
+            DpAction::SetTunnel(id) => {
+                tun_id = id;
+                Ok(())
+            }
             DpAction::Save => saved.save(scratch),
             DpAction::Restore => saved.restore(scratch),
         };

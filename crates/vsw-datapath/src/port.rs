@@ -14,6 +14,9 @@ pub struct PacketMeta {
     pub vnet: VnetHdr,
     /// A VLAN tag the device took out of the frame on receive.
     pub vlan: Option<VlanTag>,
+    /// The tunnel ID (VNI) a tunnel port received the frame with, or a rule set
+    /// (`set_field:…->tun_id`) for a tunnel port with `key=flow`; 0 otherwise.
+    pub tun_id: u64,
 }
 
 /// A received packet, borrowed from the device (a ring slot, a guest buffer) until the

@@ -98,6 +98,7 @@ fn a_port_without_offloads_gets_complete_segments() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
+            tun_id: 0,
         },
     );
     let mut data = Vec::new();
@@ -124,6 +125,7 @@ fn a_port_with_offloads_gets_the_super_frame_as_it_came() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
+            tun_id: 0,
         },
     );
     let (out, meta) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
@@ -143,6 +145,7 @@ fn a_smaller_mtu_than_the_senders_segments_means_smaller_segments() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
+            tun_id: 0,
         },
     );
     let mut data = Vec::new();
@@ -163,7 +166,13 @@ fn checksums_are_finished_where_the_port_cannot() {
     let mut sw = switch_with_offloads(&[FULL, PLAIN, FULL]);
     rules(&mut sw.dp, &["in_port=1,actions=output:2,output:3"]);
     let (f, vnet) = tcp_frame(500);
-    sw.peers[0].send_with(&f, PacketMeta { vnet, vlan: None });
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet,
+            ..PacketMeta::default()
+        },
+    );
     let (done, meta) = sw.peers[1].recv_with(WAIT).expect("port 2");
     valid_tcp_payload(&done);
     assert_eq!(meta.vnet.flags & VNET_F_NEEDS_CSUM, 0);
@@ -306,6 +315,7 @@ fn a_segment_size_of_one_is_refused_not_cut_into_thousands() {
         PacketMeta {
             vnet: gso(vnet, 1),
             vlan: None,
+            tun_id: 0,
         },
     );
     eventually("both refusals counted", || {
@@ -325,6 +335,7 @@ fn a_segment_size_of_one_is_refused_not_cut_into_thousands() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
+            tun_id: 0,
         },
     );
     assert!(sw.peers[2].recv_timeout(WAIT).is_some());
@@ -361,7 +372,13 @@ fn a_tunnelled_super_frame_is_cut_into_whole_vxlan_packets_for_a_plain_port() {
     let mut sw = switch_with_offloads(&[FULL, PLAIN]);
     one_rule(&mut sw);
     let (f, vnet) = vxlan_super_frame(10_000);
-    sw.peers[0].send_with(&f, PacketMeta { vnet, vlan: None });
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet,
+            ..PacketMeta::default()
+        },
+    );
     let ports = vsw_packet::tunnel::TunnelPorts {
         vxlan: Some(4789),
         geneve: None,
@@ -393,7 +410,13 @@ fn a_port_that_takes_tunnelled_super_frames_gets_it_whole() {
     let mut sw = switch_with_offloads(&[FULL, tunnel]);
     one_rule(&mut sw);
     let (f, vnet) = vxlan_super_frame(10_000);
-    sw.peers[0].send_with(&f, PacketMeta { vnet, vlan: None });
+    sw.peers[0].send_with(
+        &f,
+        PacketMeta {
+            vnet,
+            ..PacketMeta::default()
+        },
+    );
     let (out, meta) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
     assert_eq!(out, f);
     assert_eq!(meta.vnet, vnet);

@@ -112,6 +112,39 @@ fn vxlan_to_the_linux_kernel_both_ways() {
         "{}",
         String::from_utf8_lossy(&big.stdout)
     );
+    // The inner MTU the tunnel allows is reported (1,500 less VXLAN's 50 bytes).
+    assert_eq!(db.vsctl(&["get", "Interface", "vx0", "mtu"]), "1450");
+    // Larger unfragmentable packets are dropped and counted at the tunnel port (no
+    // ICMP "fragmentation needed": see ARCHITECTURE.md).
+    w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1500"]);
+    let too_big = w.exec(&[
+        "ping",
+        "-c",
+        "2",
+        "-M",
+        "do",
+        "-s",
+        "1472",
+        "-W",
+        "1",
+        "198.19.0.1",
+    ]);
+    assert!(
+        !too_big.status.success(),
+        "a 1,500-byte packet crossed a 1,450 MTU"
+    );
+    wait_until(
+        "the oversize packets counted",
+        Duration::from_secs(5),
+        || {
+            d.ctl_ok(&["dump-ports"])
+                .lines()
+                .skip_while(|l| !l.contains("vx0"))
+                .nth(2)
+                .is_some_and(|tx| tx.contains("mtu=2"))
+        },
+    );
+    w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1450"]);
     // What vswd learned and routes by, as ovs-appctl shows it.
     let appctl = |args: &[&str]| {
         let out = std::process::Command::new("ovs-appctl")

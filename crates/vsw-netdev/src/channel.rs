@@ -90,8 +90,14 @@ impl Channel {
         if !self.has_reader() {
             return Err(StageError::QueueFull);
         }
-        let Some(mut buf) = self.free.pop().or_else(|| self.make_buffer()) else {
-            return Err(StageError::QueueFull);
+        let mut buf = match self.free.pop().or_else(|| self.make_buffer()) {
+            Some(buf) => buf,
+            None => {
+                // Every buffer is queued: the reader, a PMD perhaps on this very
+                // core, has not had its turn. Let it run once, then look again.
+                std::thread::yield_now();
+                self.free.pop().ok_or(StageError::QueueFull)?
+            }
         };
         let Some(len) = write(&mut buf) else {
             let _ = self.free.push(buf);

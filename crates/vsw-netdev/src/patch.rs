@@ -96,7 +96,12 @@ impl TxQueue for PatchTx {
             Some(_) => meta.vnet.shifted(4),
             None => meta.vnet,
         };
-        let meta_out = PacketMeta { vnet, vlan: None };
+        // The tunnel ID crosses to the peer bridge, as in Open vSwitch.
+        let meta_out = PacketMeta {
+            vnet,
+            vlan: None,
+            tun_id: meta.tun_id,
+        };
         self.channel
             .send_with(meta_out, |buf| copy_frame(buf, data, meta.vlan))
     }

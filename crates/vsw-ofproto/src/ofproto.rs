@@ -509,9 +509,10 @@ mod tests {
             "in_port=4,actions=set_tunnel:0x64,goto_table:4",
             "table=4,tun_id=0x64,actions=output:1",
         ]);
-        // A tunnel key set is what later tables match (the packet carries none).
+        // A tunnel key set is what later tables match, and what the output carries
+        // (a tunnel port with `key=flow` sends with it).
         let x = o.translate_key(&udp(4, 1, 2, 53), 1);
-        assert_eq!(x.actions, vec![Output(1)]);
+        assert_eq!(x.actions, vec![DpAction::SetTunnel(0x64), Output(1)]);
         assert_eq!(x.final_key.tun_id, 0x64);
         let x = o.translate_key(&udp(1, 1, 2, 53), 1);
         assert_eq!(

@@ -391,9 +391,6 @@ impl Ctx<'_, '_> {
             Action::WriteMetadata { value, mask } => {
                 self.key.metadata = (self.key.metadata & !mask) | (value & mask);
             }
-            // For the tables that follow; no port sends it yet (tunnel ports will
-            // put it in the header they push).
-            Action::SetTunnel(id) => self.key.tun_id = id,
             Action::Controller { max_len } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -410,7 +407,8 @@ impl Ctx<'_, '_> {
                 self.emit(DpAction::Controller(id));
             }
             // Rewrites became datapath actions above.
-            Action::SetDlSrc(_)
+            Action::SetTunnel(_)
+            | Action::SetDlSrc(_)
             | Action::SetDlDst(_)
             | Action::PushVlan(_)
             | Action::SetVlanVid(_)
@@ -498,6 +496,12 @@ impl Ctx<'_, '_> {
                 k.nw_ttl = k.nw_ttl.saturating_sub(1);
                 Some(DpAction::DecTtl)
             }
+            // For the tables that follow, and for a tunnel port with `key=flow`,
+            // which puts it in the header it pushes.
+            Action::SetTunnel(id) => {
+                k.tun_id = id;
+                Some(DpAction::SetTunnel(id))
+            }
             Action::SetField(w) => {
                 if w == FieldWrite::CopyTtlOut {
                     // Whether there is an inner header to copy from is the IP
@@ -523,7 +527,6 @@ impl Ctx<'_, '_> {
             | Action::WriteActions(_)
             | Action::ClearActions
             | Action::WriteMetadata { .. }
-            | Action::SetTunnel(_)
             | Action::Controller { .. }
             | Action::GotoTable(_)
             | Action::Resubmit { .. } => None,

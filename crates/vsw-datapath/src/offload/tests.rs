@@ -266,6 +266,19 @@ fn datapath_flows_that_cannot_be_offloaded_say_why() {
         offloadable(&dp(&tagged, normal, vec![DpAction::Output(2)])),
         Err("not-untagged-ipv4-tcp-udp".into())
     );
+    let tunnelled = FlowKey { tun_id: 42, ..key };
+    assert_eq!(
+        offloadable(&dp(&tunnelled, normal, vec![DpAction::Output(2)])),
+        Err("tunnel-flow".into())
+    );
+    assert_eq!(
+        offloadable(&dp(
+            &key,
+            normal,
+            vec![DpAction::SetTunnel(7), DpAction::Output(2)]
+        )),
+        Err("tunnel-flow".into())
+    );
     let mut samples = vec![FlowSample {
         id: 9,
         userspace_packets: 0,

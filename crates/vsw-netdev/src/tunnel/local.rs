@@ -87,7 +87,7 @@ fn inner_meta(outer: &[u8], inner: &[u8], meta: &PacketMeta) -> PacketMeta {
     match u16::try_from(offset) {
         Ok(off) if v.flags & VNET_F_NEEDS_CSUM != 0 && v.csum_start >= off => PacketMeta {
             vnet: v.unshifted(off),
-            vlan: None,
+            ..PacketMeta::default()
         },
         _ => PacketMeta::default(),
     }
@@ -126,7 +126,12 @@ impl LocalTx {
                     let inner = d.inner;
                     // A super-frame (the sender's GSO through its tunnel) crosses
                     // whole: the tunnel port's bridge hands it on or cuts it.
-                    let sent = port.rx.send_with(inner_meta(data, inner, meta), |buf| {
+                    // The VNI goes with it, for rules to match as `tun_id`.
+                    let m = PacketMeta {
+                        tun_id: u64::from(d.meta.id),
+                        ..inner_meta(data, inner, meta)
+                    };
+                    let sent = port.rx.send_with(m, |buf| {
                         buf.get_mut(..inner.len())?.copy_from_slice(inner);
                         Some(inner.len())
                     });
@@ -159,8 +164,8 @@ impl LocalTx {
         t: &TunnelSuperFrame,
     ) -> Result<(), StageError> {
         let plain = PacketMeta {
-            vnet: Default::default(),
             vlan: meta.vlan,
+            ..PacketMeta::default()
         };
         let mtu = self.inner.offloads().mtu;
         let inner = &mut self.inner;
@@ -340,7 +345,7 @@ mod tests {
                 csum_start: at + 34,
                 csum_offset: 16,
             },
-            vlan: None,
+            ..PacketMeta::default()
         };
         local.tx.stage(&outer, &meta).unwrap();
         assert_eq!(received(tunnel.rx[0].as_mut()), vec![super_frame.clone()]);
@@ -380,5 +385,82 @@ mod tests {
         drop(tunnel);
         crate::tunnel::close_tunnel("vsw-ut-vx");
         close_local("vsw-ut-local");
+    }
+
+    /// The first packet of `q` with its metadata.
+    fn first_with_meta(q: &mut dyn RxQueue) -> Option<(Vec<u8>, PacketMeta)> {
+        let mut batch = RxBatch::new();
+        q.recv(&mut batch);
+        let out = batch.iter().next().map(|p| (p.data.to_vec(), p.meta));
+        drop(batch);
+        q.release();
+        out
+    }
+
+    #[test]
+    fn a_flow_keyed_port_sends_with_the_id_a_rule_set_and_hands_on_the_id_received() {
+        let remote = Ipv4Addr::new(198, 18, 78, 1);
+        let (host_queues, _host) = memory_port(1024);
+        let mut local = open_local("vsw-ut-flowbr", host_queues);
+        let mut routes = vsw_tunnel::route::RouteTable::default();
+        routes
+            .add_from_args(&[
+                "198.18.78.0/24".to_string(),
+                "vsw-ut-flowbr".to_string(),
+                "src=198.18.78.2".to_string(),
+            ])
+            .unwrap();
+        world().set_routes(routes);
+        world().neighbour_set(
+            IpAddr::V4(remote),
+            MacAddr([2, 0, 0, 0, 0, 0x78]),
+            "vsw-ut-flowbr",
+        );
+        let options = BTreeMap::from([
+            ("remote_ip".to_string(), remote.to_string()),
+            ("key".to_string(), "flow".to_string()),
+        ]);
+        let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+        let mut tunnel = crate::tunnel::open_tunnel("vsw-ut-flowvx", &config).unwrap();
+        let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
+        // Out: the VNI is the one the rules set (`set_field:0x1234->tun_id`).
+        let meta = PacketMeta {
+            tun_id: 0x1234,
+            ..PacketMeta::default()
+        };
+        tunnel.tx.stage(&inner, &meta).unwrap();
+        let (sent, _) = first_with_meta(local.rx[1].as_mut()).expect("an encapsulated frame");
+        let ports = vsw_packet::tunnel::TunnelPorts {
+            vxlan: Some(4789),
+            geneve: None,
+        };
+        let d = decap(&sent, &ports, false, |_, _| false).unwrap();
+        assert_eq!(d.meta.id, 0x1234);
+        assert_eq!(d.inner, &inner[..]);
+        // In: any VNI from that remote is this port's, and the rules see it as tun_id.
+        let from_remote = EncapTemplate::new(&EncapSpec {
+            kind: TunnelKind::Vxlan,
+            eth_src: MacAddr([2, 0, 0, 0, 0, 0x78]),
+            eth_dst: MacAddr([2, 0, 0, 0, 0, 2]),
+            src: IpAddr::V4(remote),
+            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 78, 2)),
+            tos: 0,
+            ttl: 64,
+            df: true,
+            udp_dst: 4789,
+            udp_csum: false,
+            vni: 99,
+            geneve_options: Vec::new(),
+        })
+        .unwrap();
+        let mut frame = vec![0u8; 2048];
+        let n = from_remote.push(&inner, &mut frame, 40000, 0).unwrap();
+        local.tx.stage(&frame[..n], &PacketMeta::default()).unwrap();
+        let (got, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the inner frame");
+        assert_eq!(got, inner);
+        assert_eq!(m.tun_id, 99);
+        drop(tunnel);
+        crate::tunnel::close_tunnel("vsw-ut-flowvx");
+        close_local("vsw-ut-flowbr");
     }
 }

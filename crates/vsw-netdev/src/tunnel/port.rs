@@ -161,6 +161,7 @@ fn encapsulate(
     meta: &PacketMeta,
     sport: u16,
     ip_id: u16,
+    vni: Option<u32>,
 ) {
     let at = template.overhead();
     let tag = if meta.vlan.is_some() { 4 } else { 0 };
@@ -172,6 +173,7 @@ fn encapsulate(
             VnetHdr::default()
         },
         vlan: None,
+        tun_id: 0,
     };
     let sent = inject.send_with(outer_meta, |buf| {
         let n = copy_frame(buf.get_mut(at..)?, data, meta.vlan)?;
@@ -179,7 +181,7 @@ fn encapsulate(
             let inner_vnet = meta.vnet.shifted(tag as u16);
             complete_checksum(&mut buf[at..at + n], &inner_vnet).ok()?;
         }
-        template.finish(buf, n, sport, ip_id)
+        template.finish_keyed(buf, n, sport, ip_id, vni)
     });
     // A full underlay is counted as the tunnels' drop, not this port's error.
     match sent {
@@ -253,11 +255,13 @@ impl TxQueue for TunnelTx {
         match &self.resolved {
             Resolved::Ready { template, inject } => {
                 let sport = udp_source_port(flow_hash(data));
+                // `key=flow`: the ID the rules set (`set_field:…->tun_id`).
+                let vni = (self.config.key == FromFlow::Flow).then_some(meta.tun_id as u32);
                 let tag = if meta.vlan.is_some() { 4 } else { 0 };
                 let fits = data.len() + tag <= template.inner_frame_max(usize::from(u16::MAX));
                 if fits || !meta.vnet.is_gso() {
                     self.ip_id = self.ip_id.wrapping_add(1);
-                    encapsulate(template, inject, data, meta, sport, self.ip_id);
+                    encapsulate(template, inject, data, meta, sport, self.ip_id, vni);
                 } else {
                     // A 64 KiB super-frame and the outer headers would pass IP's
                     // largest packet: sent as two (or more) smaller ones.
@@ -272,7 +276,7 @@ impl TxQueue for TunnelTx {
                         &mut self.split,
                         |part| {
                             *ip_id = ip_id.wrapping_add(1);
-                            encapsulate(template, inject, part, meta, sport, *ip_id);
+                            encapsulate(template, inject, part, meta, sport, *ip_id, vni);
                         },
                     );
                     if split.is_err() {

@@ -140,7 +140,11 @@ impl RxQueue for GuestTx {
             };
             batch.push(RxPacket {
                 data: &buf[hdr..],
-                meta: PacketMeta { vnet, vlan: None },
+                meta: PacketMeta {
+                    vnet,
+                    vlan: None,
+                    tun_id: 0,
+                },
             });
         }
         RxDrops::default()

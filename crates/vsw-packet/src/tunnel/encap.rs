@@ -184,6 +184,19 @@ impl EncapTemplate {
         udp_src: u16,
         ip_id: u16,
     ) -> Option<usize> {
+        self.finish_keyed(out, inner_len, udp_src, ip_id, None)
+    }
+
+    /// As [`EncapTemplate::finish`], the VNI (24 bits) written over the template's
+    /// when given: a port with `key=flow` sends with the ID a rule set.
+    pub fn finish_keyed(
+        &self,
+        out: &mut [u8],
+        inner_len: usize,
+        udp_src: u16,
+        ip_id: u16,
+        vni: Option<u32>,
+    ) -> Option<usize> {
         let total = self.header.len() + inner_len;
         // IPv4's length field counts its header, IPv6's does not.
         let length_field = if self.ipv6 {
@@ -212,6 +225,12 @@ impl EncapTemplate {
             // The template's checksum covered zeros there: add what was written.
             let sum = u64::from(!self.ip_csum_base) + u64::from(ip_total) + u64::from(id);
             ip.set_checksum(!checksum::fold(sum));
+        }
+        if let Some(vni) = vni {
+            // VXLAN and Geneve both carry it in bytes 4..7 of their header.
+            let at = udp_at + udp::HEADER_LEN + 4;
+            out.get_mut(at..at + 3)?
+                .copy_from_slice(&(vni & 0x00ff_ffff).to_be_bytes()[1..]);
         }
         let mut u = udp::Packet::new_checked(&mut out[udp_at..]).ok()?;
         u.set_src_port(udp_src);
