@@ -254,3 +254,109 @@ fn iperf3_through(there: &Namespace, w: &Host, reverse: bool) -> u64 {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     report["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
 }
+
+/// A vsw host in namespace `here`: its own ovsdb-server and vswd (run directory of
+/// its own), br-phy on `underlay` with `local_ip` on its LOCAL port, br-int with the
+/// workload `w` and a VXLAN port (VNI 42) to `remote_ip`.
+fn vsw_host(
+    here: &Namespace,
+    underlay: &str,
+    local_ip: &str,
+    remote_ip: &str,
+    w: &Host,
+) -> (OvsdbServer, Vswd) {
+    let db = OvsdbServer::start();
+    must("ip", &["link", "set", &w.port, "netns", &here.0]);
+    here.ip(&["link", "set", &w.port, "up"]);
+    here.ip(&["link", "set", underlay, "up"]);
+    w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1450"]);
+    let d = Vswd::start_through_with_args(
+        &["ip", "netns", "exec", &here.0],
+        &["--ovsdb", &db.target(), "--bridge", "br-int"],
+    );
+    db.add_netdev_bridge("br-phy");
+    db.add_port("br-phy", underlay, None);
+    here.ip(&["addr", "add", &format!("{local_ip}/24"), "dev", "br-phy"]);
+    here.ip(&["link", "set", "br-phy", "up"]);
+    db.add_netdev_bridge("br-int");
+    db.add_port("br-int", &w.port, None);
+    db.vsctl(&[
+        "add-port",
+        "br-int",
+        "vx0",
+        "--",
+        "set",
+        "Interface",
+        "vx0",
+        "type=vxlan",
+        &format!("options:remote_ip={remote_ip}"),
+        "options:key=42",
+    ]);
+    (db, d)
+}
+
+#[test]
+fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
+    let _g = serial();
+    let (ns_a, ns_b) = (Namespace::new("vt2h"), Namespace::new("vt2h"));
+    let (ua, ub) = (unique("vtu"), unique("vtu"));
+    must(
+        "ip",
+        &[
+            "link", "add", &ua, "netns", &ns_a.0, "type", "veth", "peer", "name", &ub, "netns",
+            &ns_b.0,
+        ],
+    );
+    // Workloads on the overlay's subnet (198.18.0.0/24), one behind each host.
+    let (wa, wb) = (Host::new(1), Host::new(2));
+    let (_db_a, d_a) = vsw_host(&ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
+    let (_db_b, d_b) = vsw_host(&ns_b, &ub, "198.18.9.2", "198.18.9.1", &wb);
+    wait_until(
+        "a ping between the workloads across the tunnel",
+        Duration::from_secs(15),
+        || wa.ping(&wb, 1),
+    );
+    assert!(wb.ping(&wa, 3), "and back");
+    // Each host learned the other's workload on its tunnel port (NORMAL).
+    let appctl = |d: &Vswd, args: &[&str]| {
+        let out = std::process::Command::new("ovs-appctl")
+            .env("OVS_RUNDIR", &d.dir)
+            .args(["--timeout=10", "-t", "ovs-vswitchd"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let learned = |d: &Vswd, mac: &str| {
+        appctl(d, &["fdb/show", "br-int"])
+            .lines()
+            .any(|l| l.contains(mac) && l.trim_start().starts_with('2'))
+    };
+    assert!(
+        learned(&d_a, &wb.mac),
+        "{}",
+        appctl(&d_a, &["fdb/show", "br-int"])
+    );
+    assert!(
+        learned(&d_b, &wa.mac),
+        "{}",
+        appctl(&d_b, &["fdb/show", "br-int"])
+    );
+    // Host B's underlay address moves to a new MAC; once its stack speaks ARP from
+    // it, host A's neighbour table follows and the tunnel carries on.
+    let new_mac = "02:00:c6:12:09:99";
+    ns_b.ip(&["link", "set", "br-phy", "address", new_mac]);
+    ns_b.ip(&["neigh", "flush", "dev", "br-phy"]);
+    let _ = ns_b.exec(&["ping", "-c", "1", "-W", "1", "198.18.9.1"]);
+    wait_until(
+        "host A to learn host B's new MAC",
+        Duration::from_secs(10),
+        || {
+            appctl(&d_a, &["tnl/neigh/show"])
+                .lines()
+                .any(|l| l.contains("198.18.9.2") && l.contains(new_mac))
+        },
+    );
+    assert!(wa.ping(&wb, 3), "the tunnel after the MAC change");
+    assert!(wb.ping(&wa, 3), "and back");
+}

@@ -60,7 +60,9 @@ impl Underlay {
     /// saw taken in, old ones aged out. Called from vswd's main loop.
     pub fn tick(&self, now_ms: u64) {
         self.refresh();
-        vsw_netdev::tunnel::world().absorb_neighbours(now_ms);
+        let world = vsw_netdev::tunnel::world();
+        world.absorb_neighbours(now_ms);
+        world.refresh_bridge_macs();
     }
 
     /// Answers an `ovs/route/*` command; `None` for any other.

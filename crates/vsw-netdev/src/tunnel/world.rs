@@ -137,6 +137,24 @@ impl TunnelWorld {
         self.publish(&mut s);
     }
 
+    /// Reads the underlay bridges' MACs again (an operator may change one with `ip
+    /// link set … address`): tunnel packets leave from the MAC the host's stack
+    /// answers ARP with. Whether one changed.
+    pub fn refresh_bridge_macs(&self) -> bool {
+        let mut s = self.state();
+        let mut changed = false;
+        for (name, end) in s.bridges.iter_mut() {
+            if let Some(mac) = crate::interface::mac(name).filter(|m| *m != end.mac) {
+                end.mac = mac;
+                changed = true;
+            }
+        }
+        if changed {
+            self.publish(&mut s);
+        }
+        changed
+    }
+
     pub(crate) fn unregister_bridge(&self, name: &str) {
         let mut s = self.state();
         if s.bridges.remove(name).is_some() {
