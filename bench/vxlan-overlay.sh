@@ -87,9 +87,16 @@ done
 ip netns exec "$B" timeout $((secs + 30)) taskset -c 0 iperf3 -s -1 -B 198.19.0.1 >/dev/null &
 server=$!
 sleep 0.5
+# The switch's CPU time (user + system, all threads) across the test.
+switch_pid=
+[ -f "$dir/vswd.pid" ] && switch_pid=$(cat "$dir/vswd.pid")
+[ -f "$dir/ovs-vswitchd.pid" ] && switch_pid=$(cat "$dir/ovs-vswitchd.pid")
+cpu_ticks() { [ -n "$switch_pid" ] && awk '{print $14 + $15}' "/proc/$switch_pid/stat" || echo 0; }
+cpu_before=$(cpu_ticks)
 ip netns exec "$W" timeout $((secs + 20)) taskset -c 0 iperf3 -c 198.19.0.1 -t "$secs" \
     ${REVERSE:+-R} --connect-timeout 3000 -J > "$dir/iperf.json" || true
 wait $server || true
+cpu_s=$(( $(cpu_ticks) - cpu_before ))
 if [ "$mode" != kernel ]; then
     # Where packets were lost, if anywhere: the tunnels' drops by reason.
     OVS_RUNDIR=$dir ovs-appctl -t ovs-vswitchd tnl/ports/show | sed -n 's/^Drops: /vsw tunnel drops: /p' || true
@@ -99,5 +106,10 @@ import json,sys
 j=json.load(open('$dir/iperf.json'))
 if 'error' in j: sys.exit('$mode: ' + j['error'])
 r=j['end']
-print('$mode: %.2f Gbit/s received, %d retransmits' % (r['sum_received']['bits_per_second']/1e9, r['sum_sent'].get('retransmits',0)))
+gbit = r['sum_received']['bits_per_second'] / 1e9
+cpu = $cpu_s / $(getconf CLK_TCK)
+line = '$mode: %.2f Gbit/s received, %d retransmits' % (gbit, r['sum_sent'].get('retransmits', 0))
+if '$mode' != 'kernel':
+    line += ', switch CPU %.2f s (%.2f s per Gbit)' % (cpu, cpu / max(gbit * $secs, 1e-9))
+print(line)
 "
