@@ -56,6 +56,8 @@ struct LocalTx {
     staged_bytes: u64,
     /// Segments being merged for this port (ports that take super-frames).
     gro: Option<Box<Gro>>,
+    /// The tunnel ID of the segments being merged (only segments of one ID are).
+    gro_tun_id: u64,
     /// When the batch must leave (`tx-flush-interval`).
     clock: BatchClock,
     /// `auto` for a receiver that may poll: no batching while it does.
@@ -79,10 +81,10 @@ impl LocalTx {
             return;
         };
         if let Some((frame, vnet, segments)) = gro.take() {
-            // Only frames without a tunnel ID are merged.
             let meta = PacketMeta {
                 vnet,
-                ..PacketMeta::default()
+                vlan: None,
+                tun_id: self.gro_tun_id,
             };
             self.stage_ready(frame, &meta, t);
             if segments > 1 {
@@ -94,6 +96,10 @@ impl LocalTx {
 
     /// Offers a plain TCP segment to the merge; whatever cannot be merged is staged.
     fn stage_merging(&mut self, data: &[u8], meta: &PacketMeta, t: &mut TxTally) {
+        if meta.tun_id != self.gro_tun_id {
+            self.flush_gro(t);
+            self.gro_tun_id = meta.tun_id;
+        }
         let Some(mut gro) = self.gro.take() else {
             self.stage_ready(data, meta, t);
             return;
@@ -179,7 +185,7 @@ impl Outputs {
         if !gso && (o.csum || !partial) && data.len() <= o.mtu + ETH_HDR_LEN {
             // The common case: the device takes the packet as it is (TCP segments
             // may first be merged for it).
-            if meta.vlan.is_none() && meta.tun_id == 0 && tx.gro.is_some() {
+            if meta.vlan.is_none() && tx.gro.is_some() {
                 tx.stage_merging(data, meta, &mut self.tally);
             } else {
                 tx.flush_gro(&mut self.tally);
@@ -502,6 +508,7 @@ impl Pmd {
                                 staged_bytes: 0,
                                 // Only a device that takes super-frames gets merged ones.
                                 gro: offloads.tso.then(|| Box::new(Gro::new())),
+                                gro_tun_id: 0,
                                 clock: BatchClock::new(snap.tx_interval(port.no)),
                                 auto: false,
                             },

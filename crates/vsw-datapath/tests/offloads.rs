@@ -219,13 +219,31 @@ fn one_batch_to_a_tso_port(
     std::sync::Arc<vsw_datapath::PortStats>,
     vsw_datapath::Datapath,
 ) {
+    one_batch_with_tunnel_ids(frames, &vec![0; frames.len()])
+}
+
+/// [`one_batch_to_a_tso_port`], each frame received with its tunnel ID.
+fn one_batch_with_tunnel_ids(
+    frames: &[Vec<u8>],
+    tun_ids: &[u64],
+) -> (
+    vsw_datapath::memory::MemoryPeer,
+    std::sync::Arc<vsw_datapath::PortStats>,
+    vsw_datapath::Datapath,
+) {
     use std::sync::Arc;
     use vsw_datapath::memory::memory_port_with;
     use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
     let (q1, peer1) = memory_port_with(1, 4096, FULL);
     let (q2, peer2) = memory_port_with(1, 4096, FULL);
-    for f in frames {
-        peer1.send(f);
+    for (f, &tun_id) in frames.iter().zip(tun_ids) {
+        peer1.send_with(
+            f,
+            PacketMeta {
+                tun_id,
+                ..PacketMeta::default()
+            },
+        );
     }
     let mut dp = Datapath::start(PmdConfig {
         cores: vec![0],
@@ -420,4 +438,18 @@ fn a_port_that_takes_tunnelled_super_frames_gets_it_whole() {
     let (out, meta) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
     assert_eq!(out, f);
     assert_eq!(meta.vnet, vnet);
+}
+
+#[test]
+fn segments_merge_only_with_segments_of_their_tunnel_id_and_keep_it() {
+    let segs = segments_of_a_transfer();
+    assert_eq!(segs.len(), 7);
+    let ids = [42, 42, 42, 42, 43, 43, 43];
+    let (peer2, _, _dp) = one_batch_with_tunnel_ids(&segs, &ids);
+    let (first, m1) = peer2.recv_with(WAIT).expect("the first merge");
+    let (second, m2) = peer2.recv_with(WAIT).expect("the second merge");
+    assert!(peer2.recv_timeout(QUIET).is_none());
+    assert_eq!((m1.tun_id, m2.tun_id), (42, 43));
+    assert_eq!(first.len(), 54 + 4 * 1448, "four segments of ID 42");
+    assert_eq!(second.len(), 54 + 10_000 - 4 * 1448, "the rest, of ID 43");
 }
