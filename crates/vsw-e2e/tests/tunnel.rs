@@ -265,6 +265,18 @@ fn vsw_host(
     remote_ip: &str,
     w: &Host,
 ) -> (OvsdbServer, Vswd) {
+    vsw_host_of("vxlan", here, underlay, local_ip, remote_ip, w)
+}
+
+/// [`vsw_host`] with a tunnel port of type `kind` (`vxlan` or `geneve`).
+fn vsw_host_of(
+    kind: &str,
+    here: &Namespace,
+    underlay: &str,
+    local_ip: &str,
+    remote_ip: &str,
+    w: &Host,
+) -> (OvsdbServer, Vswd) {
     let db = OvsdbServer::start();
     must("ip", &["link", "set", &w.port, "netns", &here.0]);
     here.ip(&["link", "set", &w.port, "up"]);
@@ -288,7 +300,7 @@ fn vsw_host(
         "set",
         "Interface",
         "vx0",
-        "type=vxlan",
+        &format!("type={kind}"),
         &format!("options:remote_ip={remote_ip}"),
         "options:key=42",
     ]);
@@ -359,4 +371,205 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     );
     assert!(wa.ping(&wb, 3), "the tunnel after the MAC change");
     assert!(wb.ping(&wa, 3), "and back");
+}
+
+/// Open vSwitch's ovs-vswitchd (Debian's 3.1, netdev datapath) in namespace `ns`,
+/// on a private ovsdb-server, with a run directory of its own; ended by its pid.
+struct OvsVswitchd {
+    dir: std::path::PathBuf,
+    pid: Option<i32>,
+}
+
+impl OvsVswitchd {
+    fn start(ns: &Namespace, db: &OvsdbServer) -> OvsVswitchd {
+        let dir = std::env::temp_dir().join(unique("vsw-ovs-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pidfile = dir.join("ovs-vswitchd.pid");
+        let log = dir.join("ovs-vswitchd.log");
+        let status = std::process::Command::new("ip")
+            .env("OVS_RUNDIR", &dir)
+            .env("OVS_LOGDIR", &dir)
+            .args(["netns", "exec", &ns.0, "ovs-vswitchd", &db.target()])
+            .arg(format!("--pidfile={}", pidfile.display()))
+            .arg(format!("--log-file={}", log.display()))
+            .args(["--detach", "--no-chdir", "-vconsole:off"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "ovs-vswitchd did not start");
+        let pid = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|p| p.trim().parse().ok());
+        OvsVswitchd { dir, pid }
+    }
+
+    fn ofctl(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("ovs-ofctl")
+            .env("OVS_RUNDIR", &self.dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ovs-ofctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for OvsVswitchd {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+            // Gone before its namespace and run directory are.
+            for _ in 0..50 {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
+    let _g = serial();
+    let (ns_a, ns_b) = (Namespace::new("vtgv"), Namespace::new("vtgv"));
+    let (ua, ub) = (unique("vtu"), unique("vtu"));
+    must(
+        "ip",
+        &[
+            "link", "add", &ua, "netns", &ns_a.0, "type", "veth", "peer", "name", &ub, "netns",
+            &ns_b.0,
+        ],
+    );
+    let (wa, wb) = (Host::new(1), Host::new(2));
+    // Host A: vsw with a Geneve port.
+    let (_db_a, d_a) = vsw_host_of("geneve", &ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
+    // Host B: Open vSwitch, configured the same way.
+    let db_b = OvsdbServer::start();
+    let ovs = OvsVswitchd::start(&ns_b, &db_b);
+    must("ip", &["link", "set", &wb.port, "netns", &ns_b.0]);
+    ns_b.ip(&["link", "set", &wb.port, "up"]);
+    ns_b.ip(&["link", "set", &ub, "up"]);
+    wb.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1400"]);
+    wa.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1400"]);
+    db_b.add_netdev_bridge("br-phy");
+    db_b.add_port("br-phy", &ub, None);
+    ns_b.ip(&["addr", "add", "198.18.9.2/24", "dev", "br-phy"]);
+    ns_b.ip(&["link", "set", "br-phy", "up"]);
+    db_b.add_netdev_bridge("br-int");
+    db_b.add_port("br-int", &wb.port, Some(1));
+    db_b.vsctl(&[
+        "add-port",
+        "br-int",
+        "gv0",
+        "--",
+        "set",
+        "Interface",
+        "gv0",
+        "type=geneve",
+        "options:remote_ip=198.18.9.1",
+        "options:key=42",
+        "ofport_request=2",
+    ]);
+    wait_until(
+        "a ping across Geneve between vsw and Open vSwitch",
+        Duration::from_secs(20),
+        || wa.ping(&wb, 1),
+    );
+    assert!(wb.ping(&wa, 3), "and from Open vSwitch's side");
+    // Open vSwitch puts a Geneve option on what it sends (class 0xffff, type 0x01,
+    // as tun_metadata0): vsw takes such packets (the option is not critical) and
+    // forwards their inner frames; a critical one it does not know (type 0x80 and
+    // up) it drops and counts, as RFC 8926 asks.
+    ovs.ofctl(&[
+        "add-tlv-map",
+        "br-int",
+        "{class=0xffff,type=0x01,len=4}->tun_metadata0",
+    ]);
+    ovs.ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=100,in_port=1,actions=set_field:0x1234->tun_metadata0,output:2",
+    ]);
+    ovs.ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=100,in_port=2,actions=output:1",
+    ]);
+    // What arrives at host A carries the option (tcpdump decodes Geneve).
+    let mut capture = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns_a.0,
+            "timeout",
+            "15",
+            "tcpdump",
+            "-c",
+            "1",
+            "-nn",
+            "-vv",
+            "-i",
+            &ua,
+            "udp",
+            "port",
+            "6081",
+            "and",
+            "src",
+            "198.18.9.2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "a Geneve packet from Open vSwitch captured",
+        Duration::from_secs(15),
+        || {
+            let _ = wb.ping(&wa, 1);
+            capture.try_wait().ok().flatten().is_some()
+        },
+    );
+    let seen = capture.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&seen.stdout);
+    assert!(seen.contains("00001234"), "{seen}");
+    assert!(wb.ping(&wa, 3), "with the option on Open vSwitch's packets");
+    assert!(wa.ping(&wb, 3));
+    let appctl = std::process::Command::new("ovs-appctl")
+        .env("OVS_RUNDIR", &d_a.dir)
+        .args(["--timeout=10", "-t", "ovs-vswitchd", "tnl/ports/show"])
+        .output()
+        .unwrap();
+    let ports = String::from_utf8_lossy(&appctl.stdout);
+    assert!(ports.contains("vx0 (6081)"), "{ports}");
+    assert!(!ports.contains("unknown_critical_option="), "{ports}");
+    ovs.ofctl(&[
+        "add-tlv-map",
+        "br-int",
+        "{class=0xffff,type=0x80,len=4}->tun_metadata1",
+    ]);
+    ovs.ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=200,in_port=1,actions=set_field:0x99->tun_metadata1,output:2",
+    ]);
+    assert!(!wb.ping(&wa, 2), "an unknown critical option was ignored");
+    wait_until(
+        "the critical option counted",
+        Duration::from_secs(5),
+        || {
+            let out = std::process::Command::new("ovs-appctl")
+                .env("OVS_RUNDIR", &d_a.dir)
+                .args(["--timeout=10", "-t", "ovs-vswitchd", "tnl/ports/show"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).contains("unknown_critical_option=")
+        },
+    );
 }
