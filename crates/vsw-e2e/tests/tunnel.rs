@@ -573,3 +573,98 @@ fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
         },
     );
 }
+
+#[test]
+fn vxlan_through_a_router_by_the_kernel_route() {
+    let _g = serial();
+    // Host A (vsw) on 198.18.9.0/24, host B (Linux's vxlan device) on
+    // 198.18.10.0/24, a router between them; host A's route to host B's subnet is
+    // the kernel's (`ip route add … via`), which vsw reads.
+    let (here, router, there) = (
+        Namespace::new("vtrt"),
+        Namespace::new("vtrt"),
+        Namespace::new("vtrt"),
+    );
+    let (ua, ra, rb, ub) = (unique("vtu"), unique("vtr"), unique("vtr"), unique("vtu"));
+    let pair = |a: &str, a_ns: &Namespace, b: &str, b_ns: &Namespace| {
+        must(
+            "ip",
+            &[
+                "link", "add", a, "netns", &a_ns.0, "type", "veth", "peer", "name", b, "netns",
+                &b_ns.0,
+            ],
+        );
+    };
+    pair(&ua, &here, &ra, &router);
+    pair(&rb, &router, &ub, &there);
+    router.ip(&["addr", "add", "198.18.9.254/24", "dev", &ra]);
+    router.ip(&["addr", "add", "198.18.10.254/24", "dev", &rb]);
+    router.ip(&["link", "set", &ra, "up"]);
+    router.ip(&["link", "set", &rb, "up"]);
+    let fwd = router.exec(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+    assert!(fwd.status.success());
+    there.ip(&["addr", "add", "198.18.10.2/24", "dev", &ub]);
+    there.ip(&["link", "set", &ub, "up"]);
+    there.ip(&["route", "add", "198.18.9.0/24", "via", "198.18.10.254"]);
+    there.ip(&[
+        "link",
+        "add",
+        "vx0",
+        "type",
+        "vxlan",
+        "id",
+        "42",
+        "remote",
+        "198.18.9.1",
+        "local",
+        "198.18.10.2",
+        "dstport",
+        "4789",
+        "dev",
+        &ub,
+    ]);
+    there.ip(&["addr", "add", "198.18.0.2/24", "dev", "vx0"]);
+    there.ip(&["link", "set", "vx0", "up"]);
+    let w = Host::new(1);
+    let (_db, d) = vsw_host(&here, &ua, "198.18.9.1", "198.18.10.2", &w);
+    here.ip(&[
+        "route",
+        "add",
+        "198.18.10.0/24",
+        "via",
+        "198.18.9.254",
+        "dev",
+        "br-phy",
+    ]);
+    wait_until(
+        "a ping through the tunnel, by way of the router",
+        Duration::from_secs(15),
+        || {
+            w.exec(&["ping", "-c", "1", "-W", "1", "198.18.0.2"])
+                .status
+                .success()
+        },
+    );
+    let back = there.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.1"]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stdout)
+    );
+    let appctl = |args: &[&str]| {
+        let out = std::process::Command::new("ovs-appctl")
+            .env("OVS_RUNDIR", &d.dir)
+            .args(["--timeout=10", "-t", "ovs-vswitchd"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The route is the kernel's, with its gateway; the neighbour vsw learned and
+    // sends to is the router.
+    let routes = appctl(&["ovs/route/show"]);
+    assert!(routes.contains("198.18.10.0/24"), "{routes}");
+    assert!(routes.contains("198.18.9.254"), "{routes}");
+    let neigh = appctl(&["tnl/neigh/show"]);
+    assert!(neigh.contains("198.18.9.254"), "{neigh}");
+}

@@ -1,11 +1,13 @@
-//! The underlay as tunnel ports will reach it (issue 18): the route table Open
-//! vSwitch calls `ovs-router` — this namespace's connected routes, read again
-//! whenever the table is asked (an address put on a bridge's LOCAL port with `ip addr
-//! add` is seen at once), and the operator's (`ovs/route/add`). `ovs-appctl
+//! The underlay as tunnel ports reach it (issue 18): the route table Open vSwitch
+//! calls `ovs-router` — this namespace's connected routes and the kernel's routes
+//! through gateways, read again whenever the table is asked (an address put on a
+//! bridge's LOCAL port with `ip addr add`, a route with `ip route add … via …`, is
+//! seen at once), and the operator's (`ovs/route/add`). `ovs-appctl
 //! ovs/route/show|add|del|lookup` reach it through `unixctl.rs`.
 
 use std::sync::{Mutex, PoisonError};
 
+use vsw_tunnel::kernel_routes::{gateway_routes_v4, gateway_routes_v6};
 use vsw_tunnel::route::{parse_prefix, Route, RouteTable};
 
 #[derive(Default)]
@@ -45,7 +47,13 @@ impl Underlay {
     /// is then.
     pub fn refresh(&self) {
         match if_addrs::get_if_addrs() {
-            Ok(addrs) => self.table().set_cached(connected_routes(&addrs)),
+            Ok(addrs) => {
+                let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+                let mut routes = connected_routes(&addrs);
+                routes.extend(gateway_routes_v4(&read("/proc/net/route")));
+                routes.extend(gateway_routes_v6(&read("/proc/net/ipv6_route")));
+                self.table().set_cached(routes);
+            }
             Err(e) => tracing::warn!(error = %e, "cannot read the interfaces' addresses"),
         }
         self.publish();
