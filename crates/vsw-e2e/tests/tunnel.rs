@@ -288,7 +288,13 @@ fn vsw_host_of(
     );
     db.add_netdev_bridge("br-phy");
     db.add_port("br-phy", underlay, None);
-    here.ip(&["addr", "add", &format!("{local_ip}/24"), "dev", "br-phy"]);
+    if local_ip.contains(':') {
+        // No duplicate address detection: the address is usable at once.
+        let cidr = format!("{local_ip}/64");
+        here.ip(&["addr", "add", &cidr, "dev", "br-phy", "nodad"]);
+    } else {
+        here.ip(&["addr", "add", &format!("{local_ip}/24"), "dev", "br-phy"]);
+    }
     here.ip(&["link", "set", "br-phy", "up"]);
     db.add_netdev_bridge("br-int");
     db.add_port("br-int", &w.port, None);
@@ -667,4 +673,67 @@ fn vxlan_through_a_router_by_the_kernel_route() {
     assert!(routes.contains("198.18.9.254"), "{routes}");
     let neigh = appctl(&["tnl/neigh/show"]);
     assert!(neigh.contains("198.18.9.254"), "{neigh}");
+}
+
+#[test]
+fn vxlan_over_an_ipv6_underlay_to_the_linux_kernel() {
+    let _g = serial();
+    let (here, there) = (Namespace::new("vtv6"), Namespace::new("vtv6"));
+    let (u0, u1) = (unique("vtu"), unique("vtu"));
+    must(
+        "ip",
+        &[
+            "link", "add", &u0, "netns", &here.0, "type", "veth", "peer", "name", &u1, "netns",
+            &there.0,
+        ],
+    );
+    there.ip(&["addr", "add", "2001:db8:9::2/64", "dev", &u1, "nodad"]);
+    there.ip(&["link", "set", &u1, "up"]);
+    there.ip(&[
+        "link",
+        "add",
+        "vx0",
+        "type",
+        "vxlan",
+        "id",
+        "42",
+        "remote",
+        "2001:db8:9::1",
+        "local",
+        "2001:db8:9::2",
+        "dstport",
+        "4789",
+        "dev",
+        &u1,
+    ]);
+    there.ip(&["addr", "add", "198.18.0.2/24", "dev", "vx0"]);
+    there.ip(&["link", "set", "vx0", "up"]);
+    let w = Host::new(1);
+    let (_db, d) = vsw_host(&here, &u0, "2001:db8:9::1", "2001:db8:9::2", &w);
+    // IPv6's 70 bytes of outer headers leave 1,430 for the inner packet.
+    w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1400"]);
+    // vsw asks for host B's MAC with a neighbour solicitation (nothing else would
+    // tell it: host B sends nothing first).
+    wait_until(
+        "a ping through the tunnel over IPv6",
+        Duration::from_secs(15),
+        || {
+            w.exec(&["ping", "-c", "1", "-W", "1", "198.18.0.2"])
+                .status
+                .success()
+        },
+    );
+    let back = there.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.1"]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stdout)
+    );
+    let out = std::process::Command::new("ovs-appctl")
+        .env("OVS_RUNDIR", &d.dir)
+        .args(["--timeout=10", "-t", "ovs-vswitchd", "tnl/neigh/show"])
+        .output()
+        .unwrap();
+    let neigh = String::from_utf8_lossy(&out.stdout);
+    assert!(neigh.contains("2001:db8:9::2"), "{neigh}");
 }

@@ -1,7 +1,7 @@
 //! A tunnel port's queues: what it sends is encapsulated and handed to the underlay
 //! bridge; what it receives is what the underlay bridge decapsulated for it.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TxOffloads, TxQueue};
@@ -191,21 +191,74 @@ fn encapsulate(
     }
 }
 
-/// Asks the underlay for `next_hop`'s MAC (IPv4: an ARP request from the bridge), at
-/// most once every [`ARP_INTERVAL_MS`] (`asked_ms`: when last).
+/// Asks the underlay for `next_hop`'s MAC (an ARP request from the bridge, or over
+/// IPv6 a neighbour solicitation), at most once every [`ARP_INTERVAL_MS`]
+/// (`asked_ms`: when last).
 fn ask(asked_ms: &mut u64, bridge: &BridgeEnd, src: IpAddr, next_hop: IpAddr) {
     let now = vsw_datapath::clock::now_ms();
     if now.saturating_sub(*asked_ms) < ARP_INTERVAL_MS {
         return;
     }
-    let (IpAddr::V4(spa), IpAddr::V4(tpa)) = (src, next_hop) else {
-        // IPv6 next hops are learned from the advertisements the bridge sees.
-        return;
-    };
     *asked_ms = now;
-    let _ = bridge.inject.send_with(PacketMeta::default(), |buf| {
-        arp_request(buf, bridge.mac, spa, tpa)
-    });
+    let _ = bridge
+        .inject
+        .send_with(PacketMeta::default(), |buf| match (src, next_hop) {
+            (IpAddr::V4(spa), IpAddr::V4(tpa)) => arp_request(buf, bridge.mac, spa, tpa),
+            (IpAddr::V6(spa), IpAddr::V6(tpa)) => neighbour_solicitation(buf, bridge.mac, spa, tpa),
+            _ => None,
+        });
+}
+
+/// Writes an ICMPv6 neighbour solicitation for `target` from `sha`/`src` into `buf`
+/// (RFC 4861: to the target's solicited-node multicast group, hop limit 255, with
+/// the source link-layer address option).
+fn neighbour_solicitation(
+    buf: &mut [u8],
+    sha: MacAddr,
+    src: Ipv6Addr,
+    target: Ipv6Addr,
+) -> Option<usize> {
+    use vsw_packet::ethernet::{field, ETH_HDR_LEN};
+    use vsw_packet::wire::ip::IPPROTO_ICMPV6;
+    use vsw_packet::wire::ipv6;
+    /// Type, code, checksum, reserved, target; then the option (type 1, 8 bytes).
+    const NS_LEN: usize = 4 + 4 + 16 + 8;
+    const NEIGHBOUR_SOLICITATION: u8 = 135;
+    const SOURCE_LINK_LAYER: u8 = 1;
+    let t = target.octets();
+    let group = u128::from_be_bytes([
+        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
+    ]);
+    let len = ETH_HDR_LEN + ipv6::HEADER_LEN + NS_LEN;
+    let f = buf.get_mut(..len)?;
+    f.fill(0);
+    f[field::DESTINATION].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
+    f[field::SOURCE].copy_from_slice(&sha.0);
+    f[field::ETHERTYPE].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+    ipv6::Repr {
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: NS_LEN as u16,
+        next_header: IPPROTO_ICMPV6,
+        hop_limit: 255,
+        src: u128::from(src),
+        dst: group,
+    }
+    .emit(&mut f[ETH_HDR_LEN..]);
+    let ns = &mut f[ETH_HDR_LEN + ipv6::HEADER_LEN..];
+    ns[0] = NEIGHBOUR_SOLICITATION;
+    ns[8..24].copy_from_slice(&t);
+    ns[24] = SOURCE_LINK_LAYER;
+    ns[25] = 1;
+    ns[26..32].copy_from_slice(&sha.0);
+    // Over the pseudo-header: addresses, length, next header.
+    let pseudo = vsw_packet::checksum::sum(&src.octets(), 0)
+        + vsw_packet::checksum::sum(&group.to_be_bytes(), 0)
+        + NS_LEN as u64
+        + u64::from(IPPROTO_ICMPV6);
+    let c = !vsw_packet::checksum::fold(vsw_packet::checksum::sum(ns, pseudo));
+    ns[2..4].copy_from_slice(&c.to_be_bytes());
+    Some(len)
 }
 
 /// Writes a broadcast ARP request for `tpa` from `sha`/`spa` into `buf`.
@@ -303,5 +356,44 @@ impl TxQueue for TunnelTx {
 
     fn flush(&mut self) -> usize {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vsw_packet::key::{extract, FlowKey};
+
+    #[test]
+    fn a_neighbour_solicitation_reads_as_one() {
+        let mut buf = [0u8; 128];
+        let (src, target): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2:3".parse().unwrap(),
+        );
+        let n = neighbour_solicitation(&mut buf, MacAddr([2, 0, 0, 0, 0, 1]), src, target).unwrap();
+        let f = &buf[..n];
+        let mut key = FlowKey::default();
+        extract(f, 1, None, &mut key).unwrap();
+        assert_eq!(key.dl_dst, MacAddr([0x33, 0x33, 0xff, 0x02, 0x00, 0x03]));
+        assert_eq!(
+            key.nw_dst,
+            u128::from("ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap())
+        );
+        assert_eq!((key.nw_proto, key.tp_src, key.nw_ttl), (58, 135, 255));
+        assert_eq!(key.nd_target, u128::from(target));
+        assert_eq!(key.arp_sha, MacAddr([2, 0, 0, 0, 0, 1]));
+        // The ICMPv6 checksum verifies over the pseudo-header.
+        let icmp = &f[54..];
+        let pseudo = vsw_packet::checksum::sum(&f[22..54], 0) + icmp.len() as u64 + 58;
+        assert_eq!(
+            vsw_packet::checksum::fold(vsw_packet::checksum::sum(icmp, pseudo)),
+            0xffff
+        );
+        // Too small a buffer: nothing written.
+        assert_eq!(
+            neighbour_solicitation(&mut buf[..60], MacAddr::ZERO, src, target),
+            None
+        );
     }
 }

@@ -29,8 +29,8 @@ pub struct EncapSpec {
     /// IPv4: the don't-fragment bit.
     pub df: bool,
     pub udp_dst: u16,
-    /// Whether the UDP checksum is computed (otherwise zero: "none" for IPv4, and for
-    /// IPv6 what RFC 6935 allows tunnels).
+    /// Whether the UDP checksum is computed over IPv4 (otherwise zero: "none"); over
+    /// IPv6 it always is.
     pub udp_csum: bool,
     /// The VNI (24 bits).
     pub vni: u32,
@@ -140,7 +140,9 @@ impl EncapTemplate {
         Ok(EncapTemplate {
             header: h,
             ipv6,
-            udp_csum: spec.udp_csum,
+            // Over IPv6 a zero UDP checksum is refused by receivers (Linux's vxlan
+            // and geneve devices unless told otherwise, RFC 6935): always computed.
+            udp_csum: spec.udp_csum || ipv6,
             df: spec.df,
             ip_csum_base,
         })
