@@ -18,4 +18,5 @@ pub mod switches;
 pub mod topology;
 pub mod traffic;
 pub mod tunnel_cost;
+pub mod tunnel_datapath;
 pub mod vhost;

@@ -55,6 +55,16 @@ enum Cmd {
         /// Rounds (each case once per round).
         #[arg(long, default_value_t = 3)]
         rounds: u32,
+        /// Through the datapath instead: 64-byte frames encapsulated by one VXLAN
+        /// port and decapsulated for another, in memory, beside straight forwarding.
+        #[arg(long)]
+        datapath: bool,
+        /// Seconds per case (--datapath).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// The PMD's core (--datapath).
+        #[arg(long, default_value_t = 1)]
+        core: usize,
     },
     /// vsw alone, sweeping tx-flush-interval: kicks per packet, packets per batch,
     /// PMD cycles per packet and latency at several rates, and zero-loss throughput.
@@ -1382,7 +1392,15 @@ fn main() -> anyhow::Result<()> {
             gro_cost();
             return Ok(());
         }
-        Cmd::Tunnel { rounds } => {
+        Cmd::Tunnel {
+            rounds,
+            datapath,
+            seconds,
+            core,
+        } => {
+            if datapath {
+                return vsw_bench::tunnel_datapath::run(rounds, seconds, core);
+            }
             vsw_bench::tunnel_cost::run(rounds);
             return Ok(());
         }

@@ -21,7 +21,7 @@ use super::world::{world, BridgeEnd, PortEnd, Snapshot};
 use crate::channel::Channel;
 
 /// Makes internal port `name`'s queues the underlay end of tunnels.
-pub(crate) fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
+pub fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
     let mac = crate::interface::mac(name).unwrap_or(MacAddr::ZERO);
     // Tunnel ports send super-frames through it whole; this bridge cuts them.
     let inject = Channel::with_frames_of(crate::channel::SUPER_FRAME);
@@ -50,7 +50,7 @@ pub(crate) fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
 }
 
 /// Internal port `name` is closed: tunnels no longer reach the underlay through it.
-pub(crate) fn close_local(name: &str) {
+pub fn close_local(name: &str) {
     world().unregister_bridge(name);
 }
 

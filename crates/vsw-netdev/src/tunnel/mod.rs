@@ -23,6 +23,6 @@ mod local;
 mod port;
 mod world;
 
-pub(crate) use local::{close_local, open_local};
+pub use local::{close_local, open_local};
 pub use port::{close_tunnel, inner_mtu, open_tunnel};
 pub use world::{world, TunnelWorld, DROP_REASONS};
