@@ -208,11 +208,7 @@ impl Outputs {
             }
             // The device cannot take it whole, or its MTU is smaller than the
             // sender's segments: vsw cuts it, each segment complete.
-            let plain = PacketMeta {
-                vnet: VnetHdr::default(),
-                vlan: meta.vlan,
-                tun_id: meta.tun_id,
-            };
+            let plain = meta.without_offloads();
             let tally = &mut self.tally;
             let result = mss.and_then(|mss| {
                 gso::segment_tcp(data, mss, &mut self.fixup, |seg| {
@@ -273,11 +269,7 @@ impl Outputs {
             return;
         }
         let stats = tx.handle.stats.clone();
-        let plain = PacketMeta {
-            vnet: VnetHdr::default(),
-            vlan: meta.vlan,
-            tun_id: meta.tun_id,
-        };
+        let plain = meta.without_offloads();
         let tally = &mut self.tally;
         let result = mss.and_then(|mss| {
             segment_udp_tunnel(data, t, mss, &mut self.fixup, |seg| {

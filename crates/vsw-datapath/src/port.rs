@@ -19,6 +19,17 @@ pub struct PacketMeta {
     pub tun_id: u64,
 }
 
+impl PacketMeta {
+    /// The same packet's metadata with nothing left to the device: what each
+    /// segment vsw cuts from a super-frame carries.
+    pub fn without_offloads(&self) -> PacketMeta {
+        PacketMeta {
+            vnet: VnetHdr::default(),
+            ..*self
+        }
+    }
+}
+
 /// A received packet, borrowed from the device (a ring slot, a guest buffer) until the
 /// queue is released.
 #[derive(Debug)]

@@ -11,67 +11,17 @@ use vsw_e2e::{must, serial, unique, wait_until, Host, Namespace, Vswd};
 #[test]
 fn vxlan_to_the_linux_kernel_both_ways() {
     let _g = serial();
-    let db = OvsdbServer::start();
     // This host (vswd's namespace) and the other (a kernel vxlan device).
     let (here, there) = (Namespace::new("vttn"), Namespace::new("vttn"));
     let (u0, u1) = (unique("vtu"), unique("vtu"));
-    must(
-        "ip",
-        &[
-            "link", "add", &u0, "netns", &here.0, "type", "veth", "peer", "name", &u1, "netns",
-            &there.0,
-        ],
-    );
-    here.ip(&["link", "set", &u0, "up"]);
+    veth(&u0, &here, &u1, &there);
     there.ip(&["addr", "add", "198.18.5.1/24", "dev", &u1]);
     there.ip(&["link", "set", &u1, "up"]);
-    there.ip(&[
-        "link",
-        "add",
-        "vx0",
-        "type",
-        "vxlan",
-        "id",
-        "42",
-        "remote",
-        "198.18.5.2",
-        "local",
-        "198.18.5.1",
-        "dstport",
-        "4789",
-        "dev",
-        &u1,
-    ]);
-    there.ip(&["addr", "add", "198.19.0.1/24", "dev", "vx0"]);
-    there.ip(&["link", "set", "vx0", "up"]);
+    kernel_vxlan(&there, &u1, "198.18.5.1", "198.18.5.2", "198.19.0.1/24");
     // The workload, its switch side in vswd's namespace, on the overlay's subnet.
     let w = Host::new(2);
-    must("ip", &["link", "set", &w.port, "netns", &here.0]);
-    here.ip(&["link", "set", &w.port, "up"]);
     w.exec_ok(&["ip", "addr", "add", "198.19.0.2/24", "dev", "eth0"]);
-    w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1450"]);
-    let d = Vswd::start_through_with_args(
-        &["ip", "netns", "exec", &here.0],
-        &["--ovsdb", &db.target(), "--bridge", "br-int"],
-    );
-    db.add_netdev_bridge("br-phy");
-    db.add_port("br-phy", &u0, None);
-    here.ip(&["addr", "add", "198.18.5.2/24", "dev", "br-phy"]);
-    here.ip(&["link", "set", "br-phy", "up"]);
-    db.add_netdev_bridge("br-int");
-    db.add_port("br-int", &w.port, None);
-    db.vsctl(&[
-        "add-port",
-        "br-int",
-        "vx0",
-        "--",
-        "set",
-        "Interface",
-        "vx0",
-        "type=vxlan",
-        "options:remote_ip=198.18.5.1",
-        "options:key=42",
-    ]);
+    let (db, d) = vsw_host(&here, &u0, "198.18.5.2", "198.18.5.1", &w);
     assert_ne!(
         db.vsctl(&["get", "Interface", "vx0", "ofport"]),
         "-1",
@@ -79,34 +29,15 @@ fn vxlan_to_the_linux_kernel_both_ways() {
         d.log()
     );
     // The first packets wait for the underlay neighbour (ARP), then go through.
-    wait_until(
+    pings_both_ways(
+        &w,
+        &there,
+        "198.19.0.1",
+        "198.19.0.2",
         "a ping through the VXLAN tunnel",
-        Duration::from_secs(15),
-        || {
-            w.exec(&["ping", "-c", "1", "-W", "1", "198.19.0.1"])
-                .status
-                .success()
-        },
     );
     // The other way, and a 1,400-byte packet that must not be fragmented.
-    let back = there.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.19.0.2"]);
-    assert!(
-        back.status.success(),
-        "{}",
-        String::from_utf8_lossy(&back.stdout)
-    );
-    let big = w.exec(&[
-        "ping",
-        "-c",
-        "2",
-        "-M",
-        "do",
-        "-s",
-        "1372",
-        "-W",
-        "1",
-        "198.19.0.1",
-    ]);
+    let big = df_ping(|a| w.exec(a), "1372", "198.19.0.1");
     assert!(
         big.status.success(),
         "{}",
@@ -117,18 +48,7 @@ fn vxlan_to_the_linux_kernel_both_ways() {
     // Larger unfragmentable packets are dropped and counted at the tunnel port (no
     // ICMP "fragmentation needed": see ARCHITECTURE.md).
     w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1500"]);
-    let too_big = w.exec(&[
-        "ping",
-        "-c",
-        "2",
-        "-M",
-        "do",
-        "-s",
-        "1472",
-        "-W",
-        "1",
-        "198.19.0.1",
-    ]);
+    let too_big = df_ping(|a| w.exec(a), "1472", "198.19.0.1");
     assert!(
         !too_big.status.success(),
         "a 1,500-byte packet crossed a 1,450 MTU"
@@ -146,15 +66,7 @@ fn vxlan_to_the_linux_kernel_both_ways() {
     );
     w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1450"]);
     // What vswd learned and routes by, as ovs-appctl shows it.
-    let appctl = |args: &[&str]| {
-        let out = std::process::Command::new("ovs-appctl")
-            .env("OVS_RUNDIR", &d.dir)
-            .args(["--timeout=10", "-t", "ovs-vswitchd"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let appctl = |args: &[&str]| appctl(&d, args);
     assert!(appctl(&["tnl/neigh/show"]).contains("198.18.5.1"));
     assert!(appctl(&["ovs/route/show"]).contains("198.18.5.0/24 dev br-phy SRC 198.18.5.2"));
     let ports = appctl(&["tnl/ports/show"]);
@@ -187,18 +99,7 @@ fn vxlan_to_the_linux_kernel_both_ways() {
         );
     }
     // The 1,400-byte unfragmentable ping from the kernel's side too.
-    let big_back = there.exec(&[
-        "ping",
-        "-c",
-        "2",
-        "-M",
-        "do",
-        "-s",
-        "1372",
-        "-W",
-        "1",
-        "198.19.0.2",
-    ]);
+    let big_back = df_ping(|a| there.exec(a), "1372", "198.19.0.2");
     assert!(
         big_back.status.success(),
         "{}",
@@ -318,13 +219,7 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     let _g = serial();
     let (ns_a, ns_b) = (Namespace::new("vt2h"), Namespace::new("vt2h"));
     let (ua, ub) = (unique("vtu"), unique("vtu"));
-    must(
-        "ip",
-        &[
-            "link", "add", &ua, "netns", &ns_a.0, "type", "veth", "peer", "name", &ub, "netns",
-            &ns_b.0,
-        ],
-    );
+    veth(&ua, &ns_a, &ub, &ns_b);
     // Workloads on the overlay's subnet (198.18.0.0/24), one behind each host.
     let (wa, wb) = (Host::new(1), Host::new(2));
     let (_db_a, d_a) = vsw_host(&ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
@@ -336,15 +231,6 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     );
     assert!(wb.ping(&wa, 3), "and back");
     // Each host learned the other's workload on its tunnel port (NORMAL).
-    let appctl = |d: &Vswd, args: &[&str]| {
-        let out = std::process::Command::new("ovs-appctl")
-            .env("OVS_RUNDIR", &d.dir)
-            .args(["--timeout=10", "-t", "ovs-vswitchd"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
     let learned = |d: &Vswd, mac: &str| {
         appctl(d, &["fdb/show", "br-int"])
             .lines()
@@ -446,13 +332,7 @@ fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
     let _g = serial();
     let (ns_a, ns_b) = (Namespace::new("vtgv"), Namespace::new("vtgv"));
     let (ua, ub) = (unique("vtu"), unique("vtu"));
-    must(
-        "ip",
-        &[
-            "link", "add", &ua, "netns", &ns_a.0, "type", "veth", "peer", "name", &ub, "netns",
-            &ns_b.0,
-        ],
-    );
+    veth(&ua, &ns_a, &ub, &ns_b);
     let (wa, wb) = (Host::new(1), Host::new(2));
     // Host A: vsw with a Geneve port.
     let (_db_a, d_a) = vsw_host_of("geneve", &ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
@@ -547,12 +427,7 @@ fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
     assert!(seen.contains("00001234"), "{seen}");
     assert!(wb.ping(&wa, 3), "with the option on Open vSwitch's packets");
     assert!(wa.ping(&wb, 3));
-    let appctl = std::process::Command::new("ovs-appctl")
-        .env("OVS_RUNDIR", &d_a.dir)
-        .args(["--timeout=10", "-t", "ovs-vswitchd", "tnl/ports/show"])
-        .output()
-        .unwrap();
-    let ports = String::from_utf8_lossy(&appctl.stdout);
+    let ports = appctl(&d_a, &["tnl/ports/show"]);
     assert!(ports.contains("vx0 (6081)"), "{ports}");
     assert!(!ports.contains("unknown_critical_option="), "{ports}");
     ovs.ofctl(&[
@@ -592,17 +467,8 @@ fn vxlan_through_a_router_by_the_kernel_route() {
         Namespace::new("vtrt"),
     );
     let (ua, ra, rb, ub) = (unique("vtu"), unique("vtr"), unique("vtr"), unique("vtu"));
-    let pair = |a: &str, a_ns: &Namespace, b: &str, b_ns: &Namespace| {
-        must(
-            "ip",
-            &[
-                "link", "add", a, "netns", &a_ns.0, "type", "veth", "peer", "name", b, "netns",
-                &b_ns.0,
-            ],
-        );
-    };
-    pair(&ua, &here, &ra, &router);
-    pair(&rb, &router, &ub, &there);
+    veth(&ua, &here, &ra, &router);
+    veth(&rb, &router, &ub, &there);
     router.ip(&["addr", "add", "198.18.9.254/24", "dev", &ra]);
     router.ip(&["addr", "add", "198.18.10.254/24", "dev", &rb]);
     router.ip(&["link", "set", &ra, "up"]);
@@ -612,25 +478,7 @@ fn vxlan_through_a_router_by_the_kernel_route() {
     there.ip(&["addr", "add", "198.18.10.2/24", "dev", &ub]);
     there.ip(&["link", "set", &ub, "up"]);
     there.ip(&["route", "add", "198.18.9.0/24", "via", "198.18.10.254"]);
-    there.ip(&[
-        "link",
-        "add",
-        "vx0",
-        "type",
-        "vxlan",
-        "id",
-        "42",
-        "remote",
-        "198.18.9.1",
-        "local",
-        "198.18.10.2",
-        "dstport",
-        "4789",
-        "dev",
-        &ub,
-    ]);
-    there.ip(&["addr", "add", "198.18.0.2/24", "dev", "vx0"]);
-    there.ip(&["link", "set", "vx0", "up"]);
+    kernel_vxlan(&there, &ub, "198.18.10.2", "198.18.9.1", "198.18.0.2/24");
     let w = Host::new(1);
     let (_db, d) = vsw_host(&here, &ua, "198.18.9.1", "198.18.10.2", &w);
     here.ip(&[
@@ -642,30 +490,14 @@ fn vxlan_through_a_router_by_the_kernel_route() {
         "dev",
         "br-phy",
     ]);
-    wait_until(
+    pings_both_ways(
+        &w,
+        &there,
+        "198.18.0.2",
+        "198.18.0.1",
         "a ping through the tunnel, by way of the router",
-        Duration::from_secs(15),
-        || {
-            w.exec(&["ping", "-c", "1", "-W", "1", "198.18.0.2"])
-                .status
-                .success()
-        },
     );
-    let back = there.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.1"]);
-    assert!(
-        back.status.success(),
-        "{}",
-        String::from_utf8_lossy(&back.stdout)
-    );
-    let appctl = |args: &[&str]| {
-        let out = std::process::Command::new("ovs-appctl")
-            .env("OVS_RUNDIR", &d.dir)
-            .args(["--timeout=10", "-t", "ovs-vswitchd"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let appctl = |args: &[&str]| appctl(&d, args);
     // The route is the kernel's, with its gateway; the neighbour vsw learned and
     // sends to is the router.
     let routes = appctl(&["ovs/route/show"]);
@@ -680,60 +512,84 @@ fn vxlan_over_an_ipv6_underlay_to_the_linux_kernel() {
     let _g = serial();
     let (here, there) = (Namespace::new("vtv6"), Namespace::new("vtv6"));
     let (u0, u1) = (unique("vtu"), unique("vtu"));
-    must(
-        "ip",
-        &[
-            "link", "add", &u0, "netns", &here.0, "type", "veth", "peer", "name", &u1, "netns",
-            &there.0,
-        ],
-    );
+    veth(&u0, &here, &u1, &there);
     there.ip(&["addr", "add", "2001:db8:9::2/64", "dev", &u1, "nodad"]);
     there.ip(&["link", "set", &u1, "up"]);
-    there.ip(&[
-        "link",
-        "add",
-        "vx0",
-        "type",
-        "vxlan",
-        "id",
-        "42",
-        "remote",
-        "2001:db8:9::1",
-        "local",
-        "2001:db8:9::2",
-        "dstport",
-        "4789",
-        "dev",
+    kernel_vxlan(
+        &there,
         &u1,
-    ]);
-    there.ip(&["addr", "add", "198.18.0.2/24", "dev", "vx0"]);
-    there.ip(&["link", "set", "vx0", "up"]);
+        "2001:db8:9::2",
+        "2001:db8:9::1",
+        "198.18.0.2/24",
+    );
     let w = Host::new(1);
     let (_db, d) = vsw_host(&here, &u0, "2001:db8:9::1", "2001:db8:9::2", &w);
     // IPv6's 70 bytes of outer headers leave 1,430 for the inner packet.
     w.exec_ok(&["ip", "link", "set", "eth0", "mtu", "1400"]);
     // vsw asks for host B's MAC with a neighbour solicitation (nothing else would
     // tell it: host B sends nothing first).
-    wait_until(
+    pings_both_ways(
+        &w,
+        &there,
+        "198.18.0.2",
+        "198.18.0.1",
         "a ping through the tunnel over IPv6",
-        Duration::from_secs(15),
-        || {
-            w.exec(&["ping", "-c", "1", "-W", "1", "198.18.0.2"])
-                .status
-                .success()
-        },
     );
-    let back = there.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.1"]);
+    let neigh = appctl(&d, &["tnl/neigh/show"]);
+    assert!(neigh.contains("2001:db8:9::2"), "{neigh}");
+}
+
+/// A veth pair: `a` in namespace `a_ns`, `b` in `b_ns`.
+fn veth(a: &str, a_ns: &Namespace, b: &str, b_ns: &Namespace) {
+    must(
+        "ip",
+        &[
+            "link", "add", a, "netns", &a_ns.0, "type", "veth", "peer", "name", b, "netns", &b_ns.0,
+        ],
+    );
+}
+
+/// Linux's vxlan device `vx0` (VNI 42, port 4789) in `ns` over `dev`, from `local`
+/// to `remote`, holding the overlay address `overlay` (with its prefix).
+fn kernel_vxlan(ns: &Namespace, dev: &str, local: &str, remote: &str, overlay: &str) {
+    ns.ip(&[
+        "link", "add", "vx0", "type", "vxlan", "id", "42", "remote", remote, "local", local,
+        "dstport", "4789", "dev", dev,
+    ]);
+    ns.ip(&["addr", "add", overlay, "dev", "vx0"]);
+    ns.ip(&["link", "set", "vx0", "up"]);
+}
+
+/// `ovs-appctl` to vswd `d` (its run directory), what it printed.
+fn appctl(d: &Vswd, args: &[&str]) -> String {
+    let out = std::process::Command::new("ovs-appctl")
+        .env("OVS_RUNDIR", &d.dir)
+        .args(["--timeout=10", "-t", "ovs-vswitchd"])
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Two unfragmentable pings with `size` bytes of payload to `to`, run by `exec`.
+fn df_ping(
+    exec: impl Fn(&[&str]) -> std::process::Output,
+    size: &str,
+    to: &str,
+) -> std::process::Output {
+    exec(&["ping", "-c", "2", "-M", "do", "-s", size, "-W", "1", to])
+}
+
+/// Waits (15 s at most: the first packets wait for the underlay neighbour) for a
+/// ping from workload `w` to `to`, then pings `back_to` three times from `there`.
+fn pings_both_ways(w: &Host, there: &Namespace, to: &str, back_to: &str, what: &str) {
+    wait_until(what, Duration::from_secs(15), || {
+        w.exec(&["ping", "-c", "1", "-W", "1", to]).status.success()
+    });
+    let back = there.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", back_to]);
     assert!(
         back.status.success(),
         "{}",
         String::from_utf8_lossy(&back.stdout)
     );
-    let out = std::process::Command::new("ovs-appctl")
-        .env("OVS_RUNDIR", &d.dir)
-        .args(["--timeout=10", "-t", "ovs-vswitchd", "tnl/neigh/show"])
-        .output()
-        .unwrap();
-    let neigh = String::from_utf8_lossy(&out.stdout);
-    assert!(neigh.contains("2001:db8:9::2"), "{neigh}");
 }
