@@ -419,6 +419,8 @@ mod tests {
         let options = BTreeMap::from([
             ("remote_ip".to_string(), remote.to_string()),
             ("key".to_string(), "flow".to_string()),
+            ("tos".to_string(), "inherit".to_string()),
+            ("ttl".to_string(), "inherit".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let mut tunnel = crate::tunnel::open_tunnel("vsw-ut-flowvx", &config).unwrap();
@@ -437,6 +439,20 @@ mod tests {
         let d = decap(&sent, &ports, false, |_, _| false).unwrap();
         assert_eq!(d.meta.id, 0x1234);
         assert_eq!(d.inner, &inner[..]);
+        // `tos=inherit`, `ttl=inherit`: the inner packet's (udp4_frame: 0 and 64).
+        assert_eq!((d.meta.tos, d.meta.ttl), (0, 64));
+        let marked = {
+            let mut f = inner.clone();
+            let mut ip = vsw_packet::wire::ipv4::Packet::new_checked(&mut f[14..]).unwrap();
+            ip.set_tos(0xb8);
+            ip.set_ttl(9);
+            ip.fill_checksum();
+            f
+        };
+        tunnel.tx.stage(&marked, &meta).unwrap();
+        let (sent, _) = first_with_meta(local.rx[1].as_mut()).expect("the marked frame");
+        let d = decap(&sent, &ports, false, |_, _| false).unwrap();
+        assert_eq!((d.meta.tos, d.meta.ttl), (0xb8, 9));
         // In: any VNI from that remote is this port's, and the rules see it as tun_id.
         let from_remote = EncapTemplate::new(&EncapSpec {
             kind: TunnelKind::Vxlan,

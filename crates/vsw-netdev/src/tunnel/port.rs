@@ -7,7 +7,7 @@ use std::sync::Arc;
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TxOffloads, TxQueue};
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::gso::complete_checksum;
-use vsw_packet::tunnel::{flow_hash, udp_source_port, EncapSpec, EncapTemplate};
+use vsw_packet::tunnel::{flow_hash, inner_tos_ttl, udp_source_port, EncapSpec, EncapTemplate};
 use vsw_packet::wire::arp;
 use vsw_packet::{EtherType, MacAddr, VnetHdr};
 use vsw_tunnel::config::{FromFlow, Inherit, TunnelConfig};
@@ -150,6 +150,17 @@ impl TunnelTx {
     }
 }
 
+/// What varies per packet in the outer headers.
+struct Outer {
+    sport: u16,
+    ip_id: u16,
+    /// `key=flow`: the VNI the rules set.
+    vni: Option<u32>,
+    /// `tos=inherit` or `ttl=inherit`: the outer TOS and TTL, copied from the inner
+    /// IP header where asked.
+    tos_ttl: Option<(u8, u8)>,
+}
+
 /// Sends `data` behind `template`'s outer headers into the underlay bridge. A
 /// super-frame keeps its offload state, moved behind the outer headers (the
 /// underlay cuts it); any other frame has its checksum finished first, before the
@@ -159,9 +170,7 @@ fn encapsulate(
     inject: &Channel,
     data: &[u8],
     meta: &PacketMeta,
-    sport: u16,
-    ip_id: u16,
-    vni: Option<u32>,
+    outer: &Outer,
 ) {
     let at = template.overhead();
     let tag = if meta.vlan.is_some() { 4 } else { 0 };
@@ -181,7 +190,11 @@ fn encapsulate(
             let inner_vnet = meta.vnet.shifted(tag as u16);
             complete_checksum(&mut buf[at..at + n], &inner_vnet).ok()?;
         }
-        template.finish_keyed(buf, n, sport, ip_id, vni)
+        let len = template.finish_keyed(buf, n, outer.sport, outer.ip_id, outer.vni)?;
+        if let Some((tos, ttl)) = outer.tos_ttl {
+            template.set_tos_ttl(&mut buf[..len], tos, ttl)?;
+        }
+        Some(len)
     });
     // A full underlay is counted as the tunnels' drop, not this port's error.
     match sent {
@@ -189,6 +202,21 @@ fn encapsulate(
         Err(StageError::QueueFull) => world().count_drop("underlay_full"),
         Err(StageError::TooBig) => world().count_drop("inner_too_big"),
     }
+}
+
+/// The outer TOS and TTL for a port with `tos=inherit` or `ttl=inherit`: the inner
+/// IP header's where inherited (Open vSwitch's defaults, 0 and 64, for a frame that
+/// is not IP), the port's own otherwise; `None` when neither is inherited.
+fn inherited_tos_ttl(config: &TunnelConfig, data: &[u8]) -> Option<(u8, u8)> {
+    if !matches!(config.tos, Inherit::Inherit) && !matches!(config.ttl, Inherit::Inherit) {
+        return None;
+    }
+    let (inner_tos, inner_ttl) = inner_tos_ttl(data).unwrap_or((0, 64));
+    let pick = |v: Inherit, inner: u8| match v {
+        Inherit::Fixed(n) => n,
+        Inherit::Inherit => inner,
+    };
+    Some((pick(config.tos, inner_tos), pick(config.ttl, inner_ttl)))
 }
 
 /// Asks the underlay for `next_hop`'s MAC (an ARP request from the bridge, or over
@@ -310,11 +338,18 @@ impl TxQueue for TunnelTx {
                 let sport = udp_source_port(flow_hash(data));
                 // `key=flow`: the ID the rules set (`set_field:…->tun_id`).
                 let vni = (self.config.key == FromFlow::Flow).then_some(meta.tun_id as u32);
+                let mut outer = Outer {
+                    sport,
+                    ip_id: 0,
+                    vni,
+                    tos_ttl: inherited_tos_ttl(&self.config, data),
+                };
                 let tag = if meta.vlan.is_some() { 4 } else { 0 };
                 let fits = data.len() + tag <= template.inner_frame_max(usize::from(u16::MAX));
                 if fits || !meta.vnet.is_gso() {
                     self.ip_id = self.ip_id.wrapping_add(1);
-                    encapsulate(template, inject, data, meta, sport, self.ip_id, vni);
+                    outer.ip_id = self.ip_id;
+                    encapsulate(template, inject, data, meta, &outer);
                 } else {
                     // A 64 KiB super-frame and the outer headers would pass IP's
                     // largest packet: sent as two (or more) smaller ones.
@@ -329,7 +364,8 @@ impl TxQueue for TunnelTx {
                         &mut self.split,
                         |part| {
                             *ip_id = ip_id.wrapping_add(1);
-                            encapsulate(template, inject, part, meta, sport, *ip_id, vni);
+                            outer.ip_id = *ip_id;
+                            encapsulate(template, inject, part, meta, &outer);
                         },
                     );
                     if split.is_err() {

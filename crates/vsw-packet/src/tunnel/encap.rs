@@ -247,6 +247,44 @@ impl EncapTemplate {
     }
 }
 
+/// The TOS (traffic class) and TTL (hop limit) of `inner`'s IP header, for a tunnel
+/// with `tos=inherit` or `ttl=inherit`; `None` for a frame that is not IP.
+pub fn inner_tos_ttl(inner: &[u8]) -> Option<(u8, u8)> {
+    let (ethertype, l3) = crate::wire::ethernet::l3(inner)?;
+    let ip = inner.get(l3..)?;
+    match ethertype {
+        crate::EtherType::IPV4 => {
+            let p = ipv4::Packet::new_checked(ip).ok()?;
+            Some((p.tos(), p.ttl()))
+        }
+        crate::EtherType::IPV6 => {
+            let p = ipv6::Packet::new_checked(ip).ok()?;
+            Some((p.traffic_class(), p.hop_limit()))
+        }
+        _ => None,
+    }
+}
+
+impl EncapTemplate {
+    /// Writes `tos` and `ttl` over the outer IP header of `frame` (one this template
+    /// finished), the IPv4 header checksum again with them. The UDP checksum does not
+    /// cover either.
+    pub fn set_tos_ttl(&self, frame: &mut [u8], tos: u8, ttl: u8) -> Option<()> {
+        let ip = frame.get_mut(ETH_HDR_LEN..)?;
+        if self.ipv6 {
+            let mut p = ipv6::Packet::new_checked(ip).ok()?;
+            p.set_traffic_class(tos);
+            p.set_hop_limit(ttl);
+        } else {
+            let mut p = ipv4::Packet::new_checked(ip).ok()?;
+            p.set_tos(tos);
+            p.set_ttl(ttl);
+            p.fill_checksum();
+        }
+        Some(())
+    }
+}
+
 /// The UDP checksum of `datagram` (its checksum field zero) under the addresses of
 /// `ip_header`; 0 is sent as 0xffff (0 means "none").
 pub(crate) fn udp_checksum(ip_header: &[u8], datagram: &[u8], ipv6: bool) -> u16 {

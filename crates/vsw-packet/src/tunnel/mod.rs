@@ -9,7 +9,7 @@ mod encap;
 mod gso;
 
 pub use decap::{decap, DecapError, Decapped, TunnelMeta, TunnelPorts};
-pub use encap::{flow_hash, udp_source_port, EncapError, EncapSpec, EncapTemplate};
+pub use encap::{flow_hash, inner_tos_ttl, udp_source_port, EncapError, EncapSpec, EncapTemplate};
 pub use gso::{segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, TunnelSuperFrame};
 
 /// The two tunnel kinds.

@@ -490,3 +490,42 @@ fn only_tunnelled_super_frames_are_taken_for_tunnel_segmentation() {
     };
     assert_eq!(udp_tunnel_super_frame(inner, &inner_vnet), None);
 }
+
+#[test]
+fn an_inherited_tos_and_ttl_are_written_over_the_template_and_checked() {
+    use crate::builder::{Ipv4, DST_MAC, SRC_MAC};
+    let inner = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        crate::EtherType::IPV4,
+        &builder::ipv4(
+            &Ipv4 {
+                tos: 0x28,
+                ttl: 17,
+                ..Ipv4::default()
+            },
+            &builder::udp(1, 2, &[0; 20]),
+        ),
+    );
+    assert_eq!(inner_tos_ttl(&inner), Some((0x28, 17)));
+    assert_eq!(
+        inner_tos_ttl(&builder::arp(
+            1,
+            MacAddr::ZERO,
+            [0; 4],
+            MacAddr::ZERO,
+            [0; 4]
+        )),
+        None
+    );
+    for ipv6 in [false, true] {
+        let s = spec(TunnelKind::Vxlan, ipv6, false);
+        let t = EncapTemplate::new(&s).unwrap();
+        let mut f = encap(&s, &inner);
+        t.set_tos_ttl(&mut f, 0x28, 17).unwrap();
+        // Every outer check holds (the IPv4 header checksum among them).
+        let d = decap(&f, &PORTS, false, |_, _| false).unwrap();
+        assert_eq!((d.meta.tos, d.meta.ttl), (0x28, 17), "ipv6={ipv6}");
+    }
+}
