@@ -34,6 +34,16 @@ pub enum Inherit {
     Inherit,
 }
 
+impl Inherit {
+    /// The fixed value, or `inner` (the inner packet's) when inherited.
+    pub fn or_inner(self, inner: u8) -> u8 {
+        match self {
+            Inherit::Fixed(n) => n,
+            Inherit::Inherit => inner,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TunnelConfig {
     pub kind: TunnelKind,

@@ -152,9 +152,7 @@ impl LocalTx {
             }
         }
     }
-}
 
-impl LocalTx {
     /// A tunnel super-frame for the host's own socket (a tunnel device of its own):
     /// cut into outer frames, since the host's end takes no tunnel super-frames.
     fn stage_cut_for_host(

@@ -119,18 +119,15 @@ impl TunnelTx {
                 next_hop,
             };
         };
-        let fixed = |v: Inherit, default: u8| match v {
-            Inherit::Fixed(n) => n,
-            Inherit::Inherit => default,
-        };
         let spec = EncapSpec {
             kind: self.config.kind,
             eth_src: bridge.mac,
             eth_dst: mac,
             src,
             dst: remote,
-            tos: fixed(self.config.tos, 0),
-            ttl: fixed(self.config.ttl, 64),
+            // Written over per packet where inherited.
+            tos: self.config.tos.or_inner(0),
+            ttl: self.config.ttl.or_inner(64),
             df: self.config.df,
             udp_dst: self.config.dst_port,
             udp_csum: self.config.csum,
@@ -212,11 +209,10 @@ fn inherited_tos_ttl(config: &TunnelConfig, data: &[u8]) -> Option<(u8, u8)> {
         return None;
     }
     let (inner_tos, inner_ttl) = inner_tos_ttl(data).unwrap_or((0, 64));
-    let pick = |v: Inherit, inner: u8| match v {
-        Inherit::Fixed(n) => n,
-        Inherit::Inherit => inner,
-    };
-    Some((pick(config.tos, inner_tos), pick(config.ttl, inner_ttl)))
+    Some((
+        config.tos.or_inner(inner_tos),
+        config.ttl.or_inner(inner_ttl),
+    ))
 }
 
 /// Asks the underlay for `next_hop`'s MAC (an ARP request from the bridge, or over
