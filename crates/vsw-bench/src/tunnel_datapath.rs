@@ -71,6 +71,7 @@ pub fn measure(tunnel: bool, seconds: f64, core: usize, pin: bool) -> anyhow::Re
     ofproto.set_ports(vec![1, 2, 3, 4, 5, 6]);
     dp.set_upcall(ofproto)?;
     let sink = Arc::new(PortStats::default());
+    let mut registrations = None;
     dp.add_port(PortHandle::new(6, "sink", ring_port(0, 64), sink.clone()))?;
     if tunnel {
         let w = world();
@@ -82,11 +83,11 @@ pub fn measure(tunnel: bool, seconds: f64, core: usize, pin: bool) -> anyhow::Re
         ])?;
         w.set_routes(routes);
         w.neighbour_set(IpAddr::V4(B), MacAddr([2, 0, 0, 0, 0x77, 1]), BRIDGE_A);
-        let port_a = open_tunnel(
+        let (port_a, reg_a) = open_tunnel(
             "vsw-bench-vxa",
             &vxlan(&[("remote_ip", B.to_string()), ("key", "42".into())])?,
         )?;
-        let port_b = open_tunnel(
+        let (port_b, reg_b) = open_tunnel(
             "vsw-bench-vxb",
             &vxlan(&[
                 ("remote_ip", A.to_string()),
@@ -94,8 +95,9 @@ pub fn measure(tunnel: bool, seconds: f64, core: usize, pin: bool) -> anyhow::Re
                 ("key", "42".into()),
             ])?,
         )?;
-        let local_a = open_local(BRIDGE_A, ring_port(0, 64));
-        let local_b = open_local(BRIDGE_B, ring_port(0, 64));
+        let (local_a, reg_la) = open_local(BRIDGE_A, ring_port(0, 64));
+        let (local_b, reg_lb) = open_local(BRIDGE_B, ring_port(0, 64));
+        registrations = Some((reg_a, reg_b, reg_la, reg_lb));
         let stats = || Arc::new(PortStats::default());
         dp.add_port(PortHandle::new(5, "vxb", port_b, stats()))?;
         dp.add_port(PortHandle::new(4, BRIDGE_B, local_b, stats()))?;
@@ -117,11 +119,11 @@ pub fn measure(tunnel: bool, seconds: f64, core: usize, pin: bool) -> anyhow::Re
     let delivered = sink.view().tx_packets - before;
     let elapsed = start.elapsed().as_secs_f64();
     drop(dp);
-    if tunnel {
-        close_tunnel("vsw-bench-vxa");
-        close_tunnel("vsw-bench-vxb");
-        close_local(BRIDGE_A);
-        close_local(BRIDGE_B);
+    if let Some((a, b, la, lb)) = registrations {
+        close_tunnel("vsw-bench-vxa", a);
+        close_tunnel("vsw-bench-vxb", b);
+        close_local(BRIDGE_A, la);
+        close_local(BRIDGE_B, lb);
     }
     anyhow::ensure!(delivered > 0, "nothing reached the sink");
     Ok(RoundTrip {

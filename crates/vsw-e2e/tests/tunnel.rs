@@ -222,7 +222,7 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     veth(&ua, &ns_a, &ub, &ns_b);
     // Workloads on the overlay's subnet (198.18.0.0/24), one behind each host.
     let (wa, wb) = (Host::new(1), Host::new(2));
-    let (_db_a, d_a) = vsw_host(&ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
+    let (db_a, d_a) = vsw_host(&ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
     let (_db_b, d_b) = vsw_host(&ns_b, &ub, "198.18.9.2", "198.18.9.1", &wb);
     wait_until(
         "a ping between the workloads across the tunnel",
@@ -263,6 +263,31 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     );
     assert!(wa.ping(&wb, 3), "the tunnel after the MAC change");
     assert!(wb.ping(&wa, 3), "and back");
+    // Host A's port takes its VNI from the flows (`key=flow`): rules set it on the
+    // way out and match it on the way in, as OVN's do. Host B still sends VNI 42.
+    db_a.vsctl(&["set", "Interface", "vx0", "options:key=flow"]);
+    d_a.ctl_ok(&["del-flows"]);
+    d_a.ctl_ok(&[
+        "add-flow",
+        "in_port=1,actions=set_field:42->tun_id,output:2",
+    ]);
+    d_a.ctl_ok(&["add-flow", "in_port=2,tun_id=42,actions=output:1"]);
+    wait_until(
+        "a ping with the VNI the flows set",
+        Duration::from_secs(10),
+        || wa.ping(&wb, 1),
+    );
+    let flows = appctl(&d_a, &["dpctl/dump-flows", "br-int"]);
+    assert!(flows.contains("set(tunnel(tun_id=0x2a))"), "{flows}");
+    assert!(flows.contains("tun_id=0x2a"), "{flows}");
+    // Another VNI matches no rule of host A's: nothing gets through.
+    d_a.ctl_ok(&["del-flows"]);
+    d_a.ctl_ok(&[
+        "add-flow",
+        "in_port=1,actions=set_field:43->tun_id,output:2",
+    ]);
+    d_a.ctl_ok(&["add-flow", "in_port=2,tun_id=42,actions=output:1"]);
+    assert!(!wa.ping(&wb, 2), "VNI 43 reached host B's VNI 42 port");
 }
 
 /// Open vSwitch's ovs-vswitchd (Debian's 3.1, netdev datapath) in namespace `ns`,

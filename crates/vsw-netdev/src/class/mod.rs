@@ -377,6 +377,19 @@ mod tests {
                 .unwrap_or_else(|| panic!("{class} took {key}={value}"));
             assert!(e.to_string().contains(key), "{class} {key}: {e}");
         }
+        // A tunnel's key may come from the flows; its remote not yet.
+        let tunnel = |options: &[(&str, &str)]| {
+            let o: Options = options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            classes.get("vxlan").unwrap().configure("vx0", &o, &env)
+        };
+        assert!(tunnel(&[("remote_ip", "198.18.5.1"), ("key", "flow")]).is_ok());
+        let e = tunnel(&[("remote_ip", "flow"), ("key", "42")])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("remote_ip"), "{e}");
         // A client connects to the VM's socket: it must be named.
         let e = classes
             .get("vhostuserclient")

@@ -35,6 +35,7 @@ impl PortClass for Tap {
         Ok(Box::new(TapDevice {
             name: port.to_string(),
             internal: self.name == "internal",
+            registration: None,
         }))
     }
 }
@@ -43,6 +44,8 @@ struct TapDevice {
     name: String,
     /// An `internal` port: also the underlay end of tunnels (`crate::tunnel`).
     internal: bool,
+    /// An open internal port's place among the tunnels' underlay bridges.
+    registration: Option<crate::tunnel::Registration>,
 }
 
 impl PortDevice for TapDevice {
@@ -53,15 +56,17 @@ impl PortDevice for TapDevice {
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
         let queues = crate::tap::open(&self.name)?;
-        Ok(match self.internal {
-            true => crate::tunnel::open_local(&self.name, queues),
-            false => queues,
-        })
+        if !self.internal {
+            return Ok(queues);
+        }
+        let (queues, registration) = crate::tunnel::open_local(&self.name, queues);
+        self.registration = Some(registration);
+        Ok(queues)
     }
 
     fn close(&mut self) {
-        if self.internal {
-            crate::tunnel::close_local(&self.name);
+        if let Some(r) = self.registration.take() {
+            crate::tunnel::close_local(&self.name, r);
         }
     }
 

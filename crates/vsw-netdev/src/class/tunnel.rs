@@ -74,18 +74,20 @@ impl PortClass for Tunnel {
             };
             bad(&k, &v, e.to_string())
         })?;
-        // Set per packet by the rules: not yet (translation does not write tunnel
-        // fields).
-        if config.remote == FromFlow::Flow || config.key == FromFlow::Flow {
+        // `key=flow` is carried (the VNI a rule sets travels with the packet); a
+        // remote the rules set is not yet: its route, neighbour and header template
+        // would be worked out per packet.
+        if config.remote == FromFlow::Flow {
             return Err(bad(
                 "remote_ip",
                 "flow",
-                "tunnels whose remote or key the flows set are not carried yet",
+                "tunnels whose remote the flows set are not carried yet",
             ));
         }
         Ok(Box::new(TunnelDevice {
             name: port.to_string(),
             config,
+            registration: None,
         }))
     }
 }
@@ -93,6 +95,8 @@ impl PortClass for Tunnel {
 struct TunnelDevice {
     name: String,
     config: TunnelConfig,
+    /// While open.
+    registration: Option<crate::tunnel::Registration>,
 }
 
 impl PortDevice for TunnelDevice {
@@ -101,11 +105,15 @@ impl PortDevice for TunnelDevice {
     }
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
-        Ok(crate::tunnel::open_tunnel(&self.name, &self.config)?)
+        let (queues, registration) = crate::tunnel::open_tunnel(&self.name, &self.config)?;
+        self.registration = Some(registration);
+        Ok(queues)
     }
 
     fn close(&mut self) {
-        crate::tunnel::close_tunnel(&self.name);
+        if let Some(r) = self.registration.take() {
+            crate::tunnel::close_tunnel(&self.name, r);
+        }
     }
 
     fn mtu(&self) -> Option<u32> {

@@ -17,16 +17,17 @@ use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
 use vsw_tunnel::config::FromFlow;
 
-use super::world::{world, BridgeEnd, PortEnd, Snapshot};
+use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot};
 use crate::channel::Channel;
 
-/// Makes internal port `name`'s queues the underlay end of tunnels.
-pub fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
+/// Makes internal port `name`'s queues the underlay end of tunnels; the registration
+/// is what closes it again.
+pub fn open_local(name: &str, mut queues: PortQueues) -> (PortQueues, Registration) {
     let mac = crate::interface::mac(name).unwrap_or(MacAddr::ZERO);
     // Tunnel ports send super-frames through it whole; this bridge cuts them.
     let inject = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = inject.reader().expect("a new channel has no reader");
-    world().register_bridge(name, BridgeEnd { mac, inject });
+    let registration = world().register_bridge(name, BridgeEnd { mac, inject });
     queues.rx.push(Box::new(rx));
     let bridge: Arc<str> = Arc::from(name);
     let factory = queues.tx_factory.take();
@@ -46,12 +47,13 @@ pub fn open_local(name: &str, mut queues: PortQueues) -> PortQueues {
             })
         })
     });
-    queues
+    (queues, registration)
 }
 
-/// Internal port `name` is closed: tunnels no longer reach the underlay through it.
-pub fn close_local(name: &str) {
-    world().unregister_bridge(name);
+/// Internal port `name`, opened as `registration`, is closed: tunnels no longer reach
+/// the underlay through it (unless it was opened again since).
+pub fn close_local(name: &str, registration: Registration) {
+    world().unregister_bridge(name, registration);
 }
 
 struct LocalTx {
@@ -280,13 +282,13 @@ mod tests {
     #[test]
     fn the_local_port_hands_tunnel_packets_to_their_port_and_learns_neighbours() {
         let (host_queues, host) = memory_port(1024);
-        let mut local = open_local("vsw-ut-local", host_queues);
+        let (mut local, local_reg) = open_local("vsw-ut-local", host_queues);
         let options = BTreeMap::from([
             ("remote_ip".to_string(), REMOTE.to_string()),
             ("key".to_string(), "77".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
-        let mut tunnel = crate::tunnel::open_tunnel("vsw-ut-vx", &config).unwrap();
+        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-vx", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         // A tunnel packet for the port: its inner frame comes out of the port, not
         // out of the host's side.
@@ -381,8 +383,8 @@ mod tests {
         world().absorb_neighbours(vsw_datapath::clock::now_ms());
         assert!(world().neighbours_show().contains("198.18.77.5"));
         drop(tunnel);
-        crate::tunnel::close_tunnel("vsw-ut-vx");
-        close_local("vsw-ut-local");
+        crate::tunnel::close_tunnel("vsw-ut-vx", tunnel_reg);
+        close_local("vsw-ut-local", local_reg);
     }
 
     /// The first packet of `q` with its metadata.
@@ -399,7 +401,7 @@ mod tests {
     fn a_flow_keyed_port_sends_with_the_id_a_rule_set_and_hands_on_the_id_received() {
         let remote = Ipv4Addr::new(198, 18, 78, 1);
         let (host_queues, _host) = memory_port(1024);
-        let mut local = open_local("vsw-ut-flowbr", host_queues);
+        let (mut local, local_reg) = open_local("vsw-ut-flowbr", host_queues);
         let mut routes = vsw_tunnel::route::RouteTable::default();
         routes
             .add_from_args(&[
@@ -421,7 +423,8 @@ mod tests {
             ("ttl".to_string(), "inherit".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
-        let mut tunnel = crate::tunnel::open_tunnel("vsw-ut-flowvx", &config).unwrap();
+        let (mut tunnel, tunnel_reg) =
+            crate::tunnel::open_tunnel("vsw-ut-flowvx", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         // Out: the VNI is the one the rules set (`set_field:0x1234->tun_id`).
         let meta = PacketMeta {
@@ -474,7 +477,34 @@ mod tests {
         assert_eq!(got, inner);
         assert_eq!(m.tun_id, 99);
         drop(tunnel);
-        crate::tunnel::close_tunnel("vsw-ut-flowvx");
-        close_local("vsw-ut-flowbr");
+        crate::tunnel::close_tunnel("vsw-ut-flowvx", tunnel_reg);
+        close_local("vsw-ut-flowbr", local_reg);
+    }
+
+    #[test]
+    fn a_port_opened_again_keeps_its_place_when_the_old_one_closes() {
+        let options = BTreeMap::from([
+            ("remote_ip".to_string(), "198.18.79.1".to_string()),
+            ("key".to_string(), "7".to_string()),
+        ]);
+        let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+        let listed = || world().ports_show().contains("vsw-ut-reopen");
+        // As a switch reopens a device: the new one first, then the old one closed.
+        let (_old, old_reg) = crate::tunnel::open_tunnel("vsw-ut-reopen", &config).unwrap();
+        let (_new, new_reg) = crate::tunnel::open_tunnel("vsw-ut-reopen", &config).unwrap();
+        crate::tunnel::close_tunnel("vsw-ut-reopen", old_reg);
+        assert!(
+            listed(),
+            "the new opening was taken away by the old one's close"
+        );
+        crate::tunnel::close_tunnel("vsw-ut-reopen", new_reg);
+        assert!(!listed());
+        // The same for an underlay bridge.
+        let (_q1, r1) = open_local("vsw-ut-reopenbr", memory_port(16).0);
+        let (_q2, r2) = open_local("vsw-ut-reopenbr", memory_port(16).0);
+        close_local("vsw-ut-reopenbr", r1);
+        assert!(world().snapshot().bridges.contains_key("vsw-ut-reopenbr"));
+        close_local("vsw-ut-reopenbr", r2);
+        assert!(!world().snapshot().bridges.contains_key("vsw-ut-reopenbr"));
     }
 }

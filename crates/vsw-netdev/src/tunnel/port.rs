@@ -12,7 +12,7 @@ use vsw_packet::wire::arp;
 use vsw_packet::{EtherType, MacAddr, VnetHdr};
 use vsw_tunnel::config::{FromFlow, Inherit, TunnelConfig};
 
-use super::world::{world, BridgeEnd, PortEnd, Snapshot};
+use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot};
 use crate::channel::Channel;
 
 /// How often a next hop whose MAC is unknown is asked for it.
@@ -29,12 +29,15 @@ pub fn inner_mtu(config: &TunnelConfig) -> usize {
     1500 - ip - 8 - 8 - 14
 }
 
-/// Opens tunnel port `name`.
-pub fn open_tunnel(name: &str, config: &TunnelConfig) -> Result<PortQueues, crate::NetdevError> {
+/// Opens tunnel port `name`; the registration is what closes it again.
+pub fn open_tunnel(
+    name: &str,
+    config: &TunnelConfig,
+) -> Result<(PortQueues, Registration), crate::NetdevError> {
     // Decapsulated super-frames (the peer's UDP-tunnel GSO) cross whole.
     let rx_channel = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = rx_channel.reader().expect("a new channel has no reader");
-    world().register_port(
+    let registration = world().register_port(
         name,
         PortEnd {
             config: config.clone(),
@@ -42,16 +45,18 @@ pub fn open_tunnel(name: &str, config: &TunnelConfig) -> Result<PortQueues, crat
         },
     );
     let c = config.clone();
-    Ok(PortQueues {
+    let queues = PortQueues {
         rx: vec![Box::new(rx)],
         tx: Box::new(TunnelTx::new(config)),
         tx_factory: Some(Box::new(move || Ok(Box::new(TunnelTx::new(&c))))),
-    })
+    };
+    Ok((queues, registration))
 }
 
-/// Lets go of tunnel port `name` (its device closed).
-pub fn close_tunnel(name: &str) {
-    world().unregister_port(name);
+/// Lets go of tunnel port `name`, opened as `registration` (its device closed),
+/// unless it was opened again since.
+pub fn close_tunnel(name: &str, registration: Registration) {
+    world().unregister_port(name, registration);
 }
 
 /// Where this port's frames go now, as worked out from a snapshot.

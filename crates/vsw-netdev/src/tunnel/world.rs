@@ -44,6 +44,12 @@ pub(crate) struct BridgeEnd {
     pub inject: Arc<Channel>,
 }
 
+/// Which opening of a tunnel port or underlay bridge holds its name. A device is
+/// reopened by opening the new one before the old one is closed (so a failure changes
+/// nothing): the old one's close must not take the new one's place away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Registration(u64);
+
 /// An open tunnel port: what it is, and the channel its decapsulated frames go to.
 #[derive(Clone)]
 pub(crate) struct PortEnd {
@@ -70,6 +76,27 @@ struct State {
     neigh: NeighbourTable,
     bridges: BTreeMap<String, BridgeEnd>,
     ports: BTreeMap<String, PortEnd>,
+    /// Who holds each name of `bridges` and `ports`.
+    owners: BTreeMap<String, Registration>,
+    registrations: u64,
+}
+
+impl State {
+    fn register(&mut self, name: &str) -> Registration {
+        self.registrations += 1;
+        let r = Registration(self.registrations);
+        self.owners.insert(name.to_string(), r);
+        r
+    }
+
+    /// Whether `r` still holds `name` (then it no longer does).
+    fn release(&mut self, name: &str, r: Registration) -> bool {
+        let held = self.owners.get(name) == Some(&r);
+        if held {
+            self.owners.remove(name);
+        }
+        held
+    }
 }
 
 pub struct TunnelWorld {
@@ -131,10 +158,12 @@ impl TunnelWorld {
         self.snapshot.load()
     }
 
-    pub(crate) fn register_bridge(&self, name: &str, end: BridgeEnd) {
+    pub(crate) fn register_bridge(&self, name: &str, end: BridgeEnd) -> Registration {
         let mut s = self.state();
         s.bridges.insert(name.to_string(), end);
+        let r = s.register(name);
         self.publish(&mut s);
+        r
     }
 
     /// Reads the underlay bridges' MACs again (an operator may change one with `ip
@@ -155,22 +184,24 @@ impl TunnelWorld {
         changed
     }
 
-    pub(crate) fn unregister_bridge(&self, name: &str) {
+    pub(crate) fn unregister_bridge(&self, name: &str, r: Registration) {
         let mut s = self.state();
-        if s.bridges.remove(name).is_some() {
+        if s.release(name, r) && s.bridges.remove(name).is_some() {
             self.publish(&mut s);
         }
     }
 
-    pub(crate) fn register_port(&self, name: &str, end: PortEnd) {
+    pub(crate) fn register_port(&self, name: &str, end: PortEnd) -> Registration {
         let mut s = self.state();
         s.ports.insert(name.to_string(), end);
+        let r = s.register(name);
         self.publish(&mut s);
+        r
     }
 
-    pub(crate) fn unregister_port(&self, name: &str) {
+    pub(crate) fn unregister_port(&self, name: &str, r: Registration) {
         let mut s = self.state();
-        if s.ports.remove(name).is_some() {
+        if s.release(name, r) && s.ports.remove(name).is_some() {
             self.publish(&mut s);
         }
     }
