@@ -30,10 +30,6 @@ pub(crate) struct Channel {
     filled: ArrayQueue<Frame>,
     /// The receiving end is open: frames are taken.
     reader: AtomicBool,
-    /// A sender found the channel full and yielded its core since the reader last
-    /// took frames: further senders drop at once instead of yielding again (one
-    /// system call per reader turn, not one per packet of an overload).
-    yielded: AtomicBool,
 }
 
 struct Frame {
@@ -57,7 +53,6 @@ impl Channel {
             made: AtomicUsize::new(0),
             filled: ArrayQueue::new(FRAMES),
             reader: AtomicBool::new(false),
-            yielded: AtomicBool::new(false),
         })
     }
 
@@ -97,13 +92,12 @@ impl Channel {
         }
         let mut buf = match self.free.pop().or_else(|| self.make_buffer()) {
             Some(buf) => buf,
-            None if !self.yielded.swap(true, Ordering::AcqRel) => {
+            None => {
                 // Every buffer is queued: the reader, a PMD perhaps on this very
                 // core, has not had its turn. Let it run once, then look again.
                 std::thread::yield_now();
                 self.free.pop().ok_or(StageError::QueueFull)?
             }
-            None => return Err(StageError::QueueFull),
         };
         let Some(len) = write(&mut buf) else {
             let _ = self.free.push(buf);
@@ -146,10 +140,6 @@ impl RxQueue for ChannelRx {
                 None => break,
             }
         }
-        if !self.held.is_empty() {
-            // Room again soon: a sender finding it full may yield once more.
-            self.channel.yielded.store(false, Ordering::Release);
-        }
         for f in &self.held {
             batch.push(RxPacket {
                 data: &f.buf[..f.len],
@@ -171,41 +161,5 @@ impl Drop for ChannelRx {
         self.release();
         self.channel.reader.store(false, Ordering::Release);
         self.channel.drain();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn send(c: &Channel) -> Result<(), StageError> {
-        c.send_with(PacketMeta::default(), |b| {
-            b[..60].fill(7);
-            Some(60)
-        })
-    }
-
-    #[test]
-    fn a_full_channel_refuses_until_its_reader_takes_frames() {
-        let c = Channel::new();
-        let mut rx = c.reader().unwrap();
-        for _ in 0..FRAMES {
-            send(&c).unwrap();
-        }
-        // Full: the first sender yields once and is refused; the next are refused
-        // at once (the flag holds until the reader takes frames).
-        assert_eq!(send(&c), Err(StageError::QueueFull));
-        assert!(c.yielded.load(Ordering::Acquire));
-        assert_eq!(send(&c), Err(StageError::QueueFull));
-        let mut batch = RxBatch::new();
-        rx.recv(&mut batch);
-        assert_eq!(batch.len(), BATCH_SIZE);
-        drop(batch);
-        rx.release();
-        assert!(!c.yielded.load(Ordering::Acquire));
-        for _ in 0..BATCH_SIZE {
-            send(&c).unwrap();
-        }
-        assert_eq!(send(&c), Err(StageError::QueueFull));
     }
 }
