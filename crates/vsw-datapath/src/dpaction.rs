@@ -44,6 +44,9 @@ pub enum DpAction {
     Controller(u32),
     /// The tunnel ID a flow-keyed tunnel port sends with (`set_field:…->tun_id`).
     SetTunnel(u64),
+    /// The remote end a tunnel port with `remote_ip=flow` sends to
+    /// (`set_field:…->tun_dst`).
+    SetTunnelDst(Ipv4Addr),
 }
 
 impl DpAction {
@@ -74,6 +77,7 @@ impl fmt::Display for DpAction {
             DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
             DpAction::SetTunnel(id) => write!(f, "set(tunnel(tun_id=0x{id:x}))"),
+            DpAction::SetTunnelDst(a) => write!(f, "set(tunnel(dst={a}))"),
             DpAction::Save => f.write_str("clone("),
             DpAction::Restore => f.write_str(")"),
         }

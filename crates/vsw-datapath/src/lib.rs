@@ -34,8 +34,8 @@ pub use datapath::{Datapath, DatapathError, PmdConfig, DEFAULT_FLOW_LIMIT};
 pub use dpaction::MAX_SAVED;
 pub use dpflow::{format_dp_actions, DpAction, DpFlow, DpFlowStats};
 pub use port::{
-    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
-    TxQueue, BATCH_SIZE,
+    PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TunnelKey, TxFactory,
+    TxOffloads, TxQueue, BATCH_SIZE,
 };
 pub use punt::{Injected, Punted, Punts};
 pub use revalidate::{RevalidateSummary, RevalidatorConfig};

@@ -111,7 +111,7 @@ impl TxQueue for MemoryTx {
         let kept = PacketMeta {
             vnet,
             vlan: None,
-            tun_id: meta.tun_id,
+            tunnel: meta.tunnel,
         };
         self.staged.push((buf, kept));
         Ok(())

@@ -108,10 +108,12 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
     }
     let k = &flow.key;
     if k.tun_id != 0
+        || k.tun_src != 0
+        || k.tun_dst != 0
         || flow
             .actions
             .iter()
-            .any(|a| matches!(a, DpAction::SetTunnel(_)))
+            .any(|a| matches!(a, DpAction::SetTunnel(_) | DpAction::SetTunnelDst(_)))
     {
         // Decapsulated or to be encapsulated: the kernel fast path has no tunnel
         // ports (vsw's are userspace's own), so the flow stays here.

@@ -24,7 +24,9 @@ use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
 use crate::meter::{remark_dscp, Verdict};
-use crate::port::{PacketMeta, RxBatch, RxQueue, StageError, TxOffloads, TxQueue, BATCH_SIZE};
+use crate::port::{
+    PacketMeta, RxBatch, RxQueue, StageError, TunnelKey, TxOffloads, TxQueue, BATCH_SIZE,
+};
 use crate::port_map::PortMap;
 use crate::shared::{lock, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
@@ -56,8 +58,8 @@ struct LocalTx {
     staged_bytes: u64,
     /// Segments being merged for this port (ports that take super-frames).
     gro: Option<Box<Gro>>,
-    /// The tunnel ID of the segments being merged (only segments of one ID are).
-    gro_tun_id: u64,
+    /// The tunnel of the segments being merged (only segments of one tunnel are).
+    gro_tunnel: TunnelKey,
     /// When the batch must leave (`tx-flush-interval`).
     clock: BatchClock,
     /// `auto` for a receiver that may poll: no batching while it does.
@@ -84,7 +86,7 @@ impl LocalTx {
             let meta = PacketMeta {
                 vnet,
                 vlan: None,
-                tun_id: self.gro_tun_id,
+                tunnel: self.gro_tunnel,
             };
             self.stage_ready(frame, &meta, t);
             if segments > 1 {
@@ -96,9 +98,9 @@ impl LocalTx {
 
     /// Offers a plain TCP segment to the merge; whatever cannot be merged is staged.
     fn stage_merging(&mut self, data: &[u8], meta: &PacketMeta, t: &mut TxTally) {
-        if meta.tun_id != self.gro_tun_id {
+        if meta.tunnel != self.gro_tunnel {
             self.flush_gro(t);
-            self.gro_tun_id = meta.tun_id;
+            self.gro_tunnel = meta.tunnel;
         }
         let Some(mut gro) = self.gro.take() else {
             self.stage_ready(data, meta, t);
@@ -243,7 +245,7 @@ impl Outputs {
                 ..VnetHdr::default()
             },
             vlan: meta.vlan,
-            tun_id: meta.tun_id,
+            tunnel: meta.tunnel,
         };
         tx.stage_ready(copy, &done, &mut self.tally);
     }
@@ -500,7 +502,7 @@ impl Pmd {
                                 staged_bytes: 0,
                                 // Only a device that takes super-frames gets merged ones.
                                 gro: offloads.tso.then(|| Box::new(Gro::new())),
-                                gro_tun_id: 0,
+                                gro_tunnel: Default::default(),
                                 clock: BatchClock::new(snap.tx_interval(port.no)),
                                 auto: false,
                             },
@@ -849,7 +851,7 @@ impl Worker {
                     // A packet-out has no tunnel ID until its actions set one.
                     Origin {
                         in_port: p.in_port,
-                        tun_id: 0,
+                        tunnel: Default::default(),
                     },
                 );
             } else {
@@ -911,7 +913,9 @@ fn process_batch(
             malformed += 1;
             continue;
         }
-        key.tun_id = pkt.meta.tun_id;
+        key.tun_id = pkt.meta.tunnel.id;
+        key.tun_src = pkt.meta.tunnel.src;
+        key.tun_dst = pkt.meta.tunnel.dst;
         let hash = key_hash(key);
         // Each flow of the batch is held once, in the tally (one reference count
         // per flow and batch, not per packet).
@@ -995,13 +999,14 @@ fn process_batch(
                     | DpAction::Restore
                     | DpAction::Meter(_)
                     | DpAction::SetTunnel(_)
+                    | DpAction::SetTunnelDst(_)
                     | DpAction::Controller(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
             let from = Origin {
                 in_port,
-                tun_id: pkt.meta.tun_id,
+                tunnel: pkt.meta.tunnel,
             };
             run_rewriting(outputs, scratch, saved, &flow.actions, shared, from);
         } else {
@@ -1024,11 +1029,11 @@ fn process_batch(
     received
 }
 
-/// Where a packet came from: its port, and the tunnel ID it came with.
+/// Where a packet came from: its port, and the tunnel it came through.
 #[derive(Clone, Copy)]
 struct Origin {
     in_port: u32,
-    tun_id: u64,
+    tunnel: TunnelKey,
 }
 
 /// Runs actions that change the packet, in order, on the copy in `scratch`: each
@@ -1045,7 +1050,7 @@ fn run_rewriting(
     saved.held = 0;
     let Origin {
         in_port,
-        mut tun_id,
+        mut tunnel,
     } = from;
     for action in actions {
         let result = match *action {
@@ -1053,7 +1058,7 @@ fn run_rewriting(
                 let meta = PacketMeta {
                     vnet: scratch.vnet,
                     vlan: None,
-                    tun_id,
+                    tunnel,
                 };
                 outputs.stage(port, scratch.data(), &meta);
                 Ok(())
@@ -1114,7 +1119,11 @@ fn run_rewriting(
                 }
             },
             DpAction::SetTunnel(id) => {
-                tun_id = id;
+                tunnel.id = id;
+                Ok(())
+            }
+            DpAction::SetTunnelDst(a) => {
+                tunnel.dst = a.into();
                 Ok(())
             }
             DpAction::Save => saved.save(scratch),

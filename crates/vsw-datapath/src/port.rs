@@ -14,9 +14,19 @@ pub struct PacketMeta {
     pub vnet: VnetHdr,
     /// A VLAN tag the device took out of the frame on receive.
     pub vlan: Option<VlanTag>,
-    /// The tunnel ID (VNI) a tunnel port received the frame with, or a rule set
-    /// (`set_field:…->tun_id`) for a tunnel port with `key=flow`; 0 otherwise.
-    pub tun_id: u64,
+    /// The tunnel a tunnel port received the frame through, or the one the rules
+    /// send it into (for a tunnel port with `key=flow` or `remote_ip=flow`).
+    pub tunnel: TunnelKey,
+}
+
+/// A tunnel's key as the rules see it (`tun_id`, `tun_src`, `tun_dst`): the VNI and
+/// the outer IPv4 endpoints. All 0 for a packet of no tunnel; the endpoints are 0 for
+/// a tunnel over IPv6 too (vsw matches no `tun_ipv6_src`/`_dst`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TunnelKey {
+    pub id: u64,
+    pub src: u32,
+    pub dst: u32,
 }
 
 impl PacketMeta {

@@ -383,7 +383,7 @@ proptest! {
         let meta = PacketMeta {
             vnet,
             vlan: tag.map(|(tpid, tci)| VlanTag { tpid, tci }),
-            tun_id: 0,
+            tunnel: Default::default(),
         };
         let result = PIPELINE.with(|cell| {
             let mut cell = cell.borrow_mut();

@@ -98,7 +98,7 @@ fn a_port_without_offloads_gets_complete_segments() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
-            tun_id: 0,
+            tunnel: Default::default(),
         },
     );
     let mut data = Vec::new();
@@ -125,7 +125,7 @@ fn a_port_with_offloads_gets_the_super_frame_as_it_came() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
-            tun_id: 0,
+            tunnel: Default::default(),
         },
     );
     let (out, meta) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
@@ -145,7 +145,7 @@ fn a_smaller_mtu_than_the_senders_segments_means_smaller_segments() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
-            tun_id: 0,
+            tunnel: Default::default(),
         },
     );
     let mut data = Vec::new();
@@ -240,7 +240,10 @@ fn one_batch_with_tunnel_ids(
         peer1.send_with(
             f,
             PacketMeta {
-                tun_id,
+                tunnel: vsw_datapath::TunnelKey {
+                    id: tun_id,
+                    ..Default::default()
+                },
                 ..PacketMeta::default()
             },
         );
@@ -333,7 +336,7 @@ fn a_segment_size_of_one_is_refused_not_cut_into_thousands() {
         PacketMeta {
             vnet: gso(vnet, 1),
             vlan: None,
-            tun_id: 0,
+            tunnel: Default::default(),
         },
     );
     eventually("both refusals counted", || {
@@ -353,7 +356,7 @@ fn a_segment_size_of_one_is_refused_not_cut_into_thousands() {
         PacketMeta {
             vnet: gso(vnet, 1448),
             vlan: None,
-            tun_id: 0,
+            tunnel: Default::default(),
         },
     );
     assert!(sw.peers[2].recv_timeout(WAIT).is_some());
@@ -449,7 +452,7 @@ fn segments_merge_only_with_segments_of_their_tunnel_id_and_keep_it() {
     let (first, m1) = peer2.recv_with(WAIT).expect("the first merge");
     let (second, m2) = peer2.recv_with(WAIT).expect("the second merge");
     assert!(peer2.recv_timeout(QUIET).is_none());
-    assert_eq!((m1.tun_id, m2.tun_id), (42, 43));
+    assert_eq!((m1.tunnel.id, m2.tunnel.id), (42, 43));
     assert_eq!(first.len(), 54 + 4 * 1448, "four segments of ID 42");
     assert_eq!(second.len(), 54 + 10_000 - 4 * 1448, "the rest, of ID 43");
 }

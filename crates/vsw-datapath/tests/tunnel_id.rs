@@ -1,18 +1,31 @@
-//! The tunnel ID through the datapath: a packet a tunnel port received carries its
-//! VNI (`PacketMeta::tun_id`), rules match it as `tun_id`, and `set_field:…->tun_id`
-//! hands the output port the ID to send with (a tunnel port with `key=flow`).
+//! The tunnel's key through the datapath: a packet a tunnel port received carries its
+//! VNI and outer addresses (`PacketMeta::tunnel`), rules match them as `tun_id`,
+//! `tun_src` and `tun_dst`, and `set_field:…->tun_id` / `->tun_dst` hand the output
+//! port the ID to send with and the remote to send to (a tunnel port with `key=flow`
+//! or `remote_ip=flow`).
 
 mod common;
 
 use common::*;
 use vsw_datapath::dpaction::DpAction;
-use vsw_datapath::PacketMeta;
+use vsw_datapath::{PacketMeta, TunnelKey};
 
-fn with_id(tun_id: u64) -> PacketMeta {
+fn with_id(id: u64) -> PacketMeta {
+    with_tunnel(TunnelKey {
+        id,
+        ..TunnelKey::default()
+    })
+}
+
+fn with_tunnel(tunnel: TunnelKey) -> PacketMeta {
     PacketMeta {
-        tun_id,
+        tunnel,
         ..PacketMeta::default()
     }
+}
+
+fn ipv4(a: [u8; 4]) -> u32 {
+    u32::from_be_bytes(a)
 }
 
 #[test]
@@ -32,7 +45,7 @@ fn rules_match_the_tunnel_id_a_packet_came_with() {
         let (got, meta) = sw.peers[port].recv_with(WAIT).expect("forwarded by its ID");
         assert_eq!(got, f);
         // Forwarded as it came: the ID stays with the packet.
-        assert_eq!(meta.tun_id, id);
+        assert_eq!(meta.tunnel.id, id);
     }
     // No rule for ID 44 (nor for none): dropped.
     sw.peers[0].send_with(&f, with_id(44));
@@ -52,10 +65,72 @@ fn a_rule_sets_the_id_the_output_port_sends_with() {
     sw.peers[0].send(&f);
     let (_, to2) = sw.peers[1].recv_with(WAIT).expect("to port 2");
     let (_, to3) = sw.peers[2].recv_with(WAIT).expect("to port 3");
-    assert_eq!((to2.tun_id, to3.tun_id), (0x1234, 7));
+    assert_eq!((to2.tunnel.id, to3.tunnel.id), (0x1234, 7));
     assert!(sw
         .dp
         .dump_flows()
         .iter()
         .any(|f| f.actions.contains(&DpAction::SetTunnel(0x1234))));
+}
+
+#[test]
+fn rules_match_the_tunnel_endpoints_a_packet_came_through() {
+    let mut sw = switch(3);
+    rules(
+        &mut sw.dp,
+        &[
+            "in_port=1,tun_src=198.18.5.1,tun_dst=198.18.5.2,actions=output:2",
+            "in_port=1,tun_src=198.18.6.0/24,actions=output:3",
+            "priority=0,actions=drop",
+        ],
+    );
+    let f = frame(1, mac(9), 80);
+    let from = |src: [u8; 4], dst: [u8; 4]| {
+        with_tunnel(TunnelKey {
+            id: 42,
+            src: ipv4(src),
+            dst: ipv4(dst),
+        })
+    };
+    for (meta, port) in [
+        (from([198, 18, 5, 1], [198, 18, 5, 2]), 1usize),
+        (from([198, 18, 6, 77], [198, 18, 5, 2]), 2),
+        (from([198, 18, 5, 1], [198, 18, 5, 2]), 1),
+    ] {
+        sw.peers[0].send_with(&f, meta);
+        let (_, got) = sw.peers[port]
+            .recv_with(WAIT)
+            .expect("forwarded by its endpoints");
+        assert_eq!(got.tunnel, meta.tunnel);
+    }
+    // Another local end, or no tunnel at all: no rule but the drop.
+    sw.peers[0].send_with(&f, from([198, 18, 5, 1], [198, 18, 5, 3]));
+    sw.peers[0].send_with(&f, PacketMeta::default());
+    assert!(sw.peers[1].recv_timeout(QUIET).is_none());
+    assert!(sw.peers[2].recv_timeout(QUIET).is_none());
+    // The megaflows match the endpoints (the tunnel flows stay in userspace).
+    assert!(sw
+        .dp
+        .dump_flows()
+        .iter()
+        .any(|f| f.matcher.mask().tun_src == u32::MAX && f.matcher.mask().tun_dst == u32::MAX));
+}
+
+#[test]
+fn a_rule_sets_the_remote_the_output_port_sends_to() {
+    let mut sw = switch(3);
+    rules(
+        &mut sw.dp,
+        &["in_port=1,actions=set_field:198.18.5.7->tun_dst,output:2,\
+           set_field:198.18.5.8->tun_dst,set_field:9->tun_id,output:3"],
+    );
+    let f = frame(1, mac(9), 80);
+    sw.peers[0].send(&f);
+    let (_, to2) = sw.peers[1].recv_with(WAIT).expect("to port 2");
+    let (_, to3) = sw.peers[2].recv_with(WAIT).expect("to port 3");
+    assert_eq!(to2.tunnel.dst, ipv4([198, 18, 5, 7]));
+    assert_eq!((to3.tunnel.dst, to3.tunnel.id), (ipv4([198, 18, 5, 8]), 9));
+    assert!(sw.dp.dump_flows().iter().any(|f| f
+        .actions
+        .contains(&DpAction::SetTunnelDst("198.18.5.7".parse().unwrap()))));
 }

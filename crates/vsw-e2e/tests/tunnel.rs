@@ -288,6 +288,50 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     ]);
     d_a.ctl_ok(&["add-flow", "in_port=2,tun_id=42,actions=output:1"]);
     assert!(!wa.ping(&wb, 2), "VNI 43 reached host B's VNI 42 port");
+    // Host A's port takes its remote from the flows too (`remote_ip=flow`), and the
+    // rules, sent by the real ovs-ofctl (OpenFlow 1.3, Nicira's tun_src/tun_dst
+    // fields), say where each packet goes and which tunnel packets come in.
+    db_a.vsctl(&["set", "Interface", "vx0", "options:remote_ip=flow"]);
+    let mgmt = format!("unix:{}", d_a.dir.join("br-int.mgmt").display());
+    let ofctl = |args: &[&str]| {
+        let out = std::process::Command::new("ovs-ofctl")
+            .args(["-t", "5", "-O", "OpenFlow13", args[0], &mgmt])
+            .args(&args[1..])
+            .output()
+            .expect("ovs-ofctl (openvswitch-common)");
+        assert!(
+            out.status.success(),
+            "ovs-ofctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let inbound = |src: &str| {
+        format!("in_port=2,tun_src={src},tun_dst=198.18.9.1,tun_id=42,actions=output:1")
+    };
+    ofctl(&["del-flows"]);
+    ofctl(&[
+        "add-flow",
+        "in_port=1,actions=set_field:198.18.9.2->tun_dst,set_field:42->tun_id,output:2",
+    ]);
+    ofctl(&["add-flow", &inbound("198.18.9.2")]);
+    wait_until(
+        "a ping to the remote the flows set",
+        Duration::from_secs(10),
+        || wa.ping(&wb, 1),
+    );
+    let dumped = ofctl(&["dump-flows"]);
+    assert!(
+        dumped.contains("tun_src=198.18.9.2,tun_dst=198.18.9.1"),
+        "{dumped}"
+    );
+    assert!(dumped.contains("set_field:198.18.9.2->tun_dst"), "{dumped}");
+    let flows = appctl(&d_a, &["dpctl/dump-flows", "br-int"]);
+    assert!(flows.contains("set(tunnel(dst=198.18.9.2))"), "{flows}");
+    // Tunnel packets from another source match no rule: the replies stop.
+    ofctl(&["del-flows", "in_port=2"]);
+    ofctl(&["add-flow", &inbound("198.18.9.3")]);
+    assert!(!wa.ping(&wb, 2), "a reply matched tun_src=198.18.9.3");
 }
 
 /// Open vSwitch's ovs-vswitchd (Debian's 3.1, netdev datapath) in namespace `ns`,

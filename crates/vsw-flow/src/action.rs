@@ -53,6 +53,9 @@ pub enum Action {
     /// OpenFlow's set-field of tunnel_id); later tables match it as `tun_id`. No
     /// port is a tunnel yet, so it changes nothing else.
     SetTunnel(u64),
+    /// Set the remote end a tunnel port with `remote_ip=flow` sends the packet to
+    /// (`set_field:A->tun_dst`); later tables match it as `tun_dst`.
+    SetTunnelDst(Ipv4Addr),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -437,6 +440,7 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
             Action::SetTpDst(uint(f, v, 0xffff)? as u16)
         }
         "tun_id" | "tunnel_id" => Action::SetTunnel(uint(f, v, u128::from(u64::MAX))? as u64),
+        "tun_dst" | "tun_ipv4_dst" => Action::SetTunnelDst(v4(f, v)?.into()),
         _ => match parse_write(f, v) {
             Some(w) => Action::SetField(w?),
             None => {
@@ -444,7 +448,7 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
                     "set_field",
                     f,
                     "not a field vsw can write (a match field of Ethernet, VLAN, IP, \
-                     IPv6, ARP, ICMP, neighbour discovery or ports, or tun_id)",
+                     IPv6, ARP, ICMP, neighbour discovery or ports, or tun_id or tun_dst)",
                 ))
             }
         },
@@ -559,6 +563,7 @@ impl Action {
             Action::ClearActions => &CLEAR_ACTIONS,
             Action::WriteMetadata { .. } => &WRITE_METADATA,
             Action::SetTunnel(_) => &SET_TUNNEL,
+            Action::SetTunnelDst(_) => &SET_FIELD,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -593,6 +598,7 @@ impl Action {
             }
             Action::WriteMetadata { value, mask } => Some(format!("{value:#x}/{mask:#x}")),
             Action::SetTunnel(id) => Some(format!("{id:#x}")),
+            Action::SetTunnelDst(a) => Some(format!("{a}->tun_dst")),
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }

@@ -289,6 +289,34 @@ pub static FIELDS: &[FieldDef] = &[
         shown: |_, m| m.tun_id != 0,
         print: |v, m| format_u64(v.tun_id, m.tun_id),
     },
+    // The tunnel's outer IPv4 endpoints (Open vSwitch's `tun_src`/`tun_dst`, also
+    // spelled `tun_ipv4_src`/`_dst`): the key holds them as u32s.
+    FieldDef {
+        name: "tun_src",
+        aliases: &["tun_ipv4_src"],
+        slot: "tun_src",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (a, k) = parse_ipv4(n, t)?;
+            (v.tun_src, m.tun_src) = (a as u32, k as u32);
+            Ok(())
+        },
+        shown: |_, m| m.tun_src != 0,
+        print: |v, m| format_ipv4(v.tun_src.into(), m.tun_src.into()),
+    },
+    FieldDef {
+        name: "tun_dst",
+        aliases: &["tun_ipv4_dst"],
+        slot: "tun_dst",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (a, k) = parse_ipv4(n, t)?;
+            (v.tun_dst, m.tun_dst) = (a as u32, k as u32);
+            Ok(())
+        },
+        shown: |_, m| m.tun_dst != 0,
+        print: |v, m| format_ipv4(v.tun_dst.into(), m.tun_dst.into()),
+    },
     FieldDef {
         name: "dl_vlan",
         aliases: &[],
@@ -700,6 +728,7 @@ mod tests {
             "in_port" => "3",
             "metadata" => "0x5/0xff",
             "tun_id" => "0x2a",
+            "tun_src" | "tun_dst" => "198.18.5.0/24",
             "dl_vlan" => "10",
             "dl_vlan_pcp" => "5",
             "vlan_tci" => "0x1000/0x1000",

@@ -100,7 +100,7 @@ impl TxQueue for PatchTx {
         let meta_out = PacketMeta {
             vnet,
             vlan: None,
-            tun_id: meta.tun_id,
+            tunnel: meta.tunnel,
         };
         self.channel
             .send_with(meta_out, |buf| copy_frame(buf, data, meta.vlan))

@@ -85,7 +85,7 @@ impl RxQueue for TapRx {
                 meta: PacketMeta {
                     vnet: VnetHdr::read(hdr).unwrap_or_default(),
                     vlan: None,
-                    tun_id: 0,
+                    tunnel: Default::default(),
                 },
             });
         }

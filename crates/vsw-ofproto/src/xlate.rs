@@ -199,6 +199,7 @@ impl ActionSet {
             Action::SetTpSrc(_) => 17,
             Action::SetTpDst(_) => 18,
             Action::SetTunnel(_) => 19,
+            Action::SetTunnelDst(_) => 40,
             Action::SetField(w) => 20 + field_write_kind(w),
             Action::SetQueue(_) => Self::QUEUE,
             Action::Group(_) => Self::GROUP,
@@ -408,6 +409,7 @@ impl Ctx<'_, '_> {
             }
             // Rewrites became datapath actions above.
             Action::SetTunnel(_)
+            | Action::SetTunnelDst(_)
             | Action::SetDlSrc(_)
             | Action::SetDlDst(_)
             | Action::PushVlan(_)
@@ -501,6 +503,12 @@ impl Ctx<'_, '_> {
             Action::SetTunnel(id) => {
                 k.tun_id = id;
                 Some(DpAction::SetTunnel(id))
+            }
+            // For the tables that follow, and for a tunnel port with
+            // `remote_ip=flow`, which sends to it.
+            Action::SetTunnelDst(a) => {
+                k.tun_dst = a.into();
+                Some(DpAction::SetTunnelDst(a))
             }
             Action::SetField(w) => {
                 if w == FieldWrite::CopyTtlOut {

@@ -244,7 +244,10 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
                 Ok(())
             }
             // The rules of this test send nothing to a controller and use no meters.
-            DpAction::Controller(_) | DpAction::Meter(_) | DpAction::SetTunnel(_) => Ok(()),
+            DpAction::Controller(_)
+            | DpAction::Meter(_)
+            | DpAction::SetTunnel(_)
+            | DpAction::SetTunnelDst(_) => Ok(()),
             DpAction::SetDlSrc(m) => {
                 buf.set_dl_src(m);
                 Ok(())

@@ -206,8 +206,9 @@ impl Action {
                 out.extend_from_slice(&[0; 4])
             }
             Action::SetField(f) => {
-                out.extend_from_slice(&crate::oxm::OFPXMC_OPENFLOW_BASIC.to_be_bytes());
-                out.push(f.field << 1);
+                let (class, number) = crate::oxm::wire_id(f.field);
+                out.extend_from_slice(&class.to_be_bytes());
+                out.push(number << 1);
                 out.push(f.value.len() as u8);
                 out.extend_from_slice(&f.value);
             }
@@ -273,10 +274,11 @@ impl Action {
                     let fh = b.u8().ok_or(BadFlowMod::BadSetField)?;
                     let flen = usize::from(b.u8().ok_or(BadFlowMod::BadSetField)?);
                     let value = b.bytes(flen).ok_or(BadFlowMod::BadSetField)?;
-                    let def = crate::oxm::field_def(fh >> 1).ok_or(BadFlowMod::BadSetField)?;
+                    let def = crate::oxm::field_of_wire(class, fh >> 1)
+                        .and_then(crate::oxm::field_def)
+                        .ok_or(BadFlowMod::BadSetField)?;
                     // No mask, a value of the field's length, padding only after.
-                    if class != crate::oxm::OFPXMC_OPENFLOW_BASIC
-                        || fh & 1 != 0
+                    if fh & 1 != 0
                         || flen != usize::from(def.len)
                         || len != (4 + 4 + flen).div_ceil(8) * 8
                     {

@@ -21,7 +21,7 @@ use crate::meter_mod::{
     MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
     OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::oxm::{OxmField, OxmMatch};
+use crate::oxm::{OxmField, OxmMatch, TUN_IPV4_DST, TUN_IPV4_SRC};
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
     v.to_be_bytes()[16 - bytes..].to_vec()
@@ -154,6 +154,20 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
         _ => {}
     }
     f.push(field(38, v.tun_id.into(), k.tun_id.into(), 8, true));
+    f.push(field(
+        TUN_IPV4_SRC,
+        v.tun_src.into(),
+        k.tun_src.into(),
+        4,
+        true,
+    ));
+    f.push(field(
+        TUN_IPV4_DST,
+        v.tun_dst.into(),
+        k.tun_dst.into(),
+        4,
+        true,
+    ));
     OxmMatch {
         fields: f.into_iter().flatten().collect(),
     }
@@ -340,6 +354,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::DecTtl => apply.push(Action::DecNwTtl),
             VswAction::SetField(w) => apply.push(field_write(w)),
             VswAction::SetTunnel(id) => apply.push(set(38, id.to_be_bytes().to_vec())),
+            VswAction::SetTunnelDst(a) => apply.push(set(TUN_IPV4_DST, a.octets().to_vec())),
             VswAction::GotoTable(t) => goto = Some(*t),
             VswAction::Resubmit { .. } => {}
         }

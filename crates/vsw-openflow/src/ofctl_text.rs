@@ -20,7 +20,7 @@ use crate::group_mod::{
 use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::oxm::{BadMatch, OxmField, OxmMatch};
+use crate::oxm::{BadMatch, OxmField, OxmMatch, TUN_IPV4_DST, TUN_IPV4_SRC};
 
 fn num(b: &[u8]) -> u128 {
     b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x))
@@ -69,6 +69,8 @@ pub fn match_text(m: &OxmMatch) -> Result<String, BadMatch> {
             0 => format!("in_port={}", to_vsw_port(num(&f.value) as u32)),
             2 => format!("metadata={}", masked(f, hex)),
             38 => format!("tun_id={}", masked(f, hex)),
+            TUN_IPV4_SRC => format!("tun_src={}", masked(f, ipv4)),
+            TUN_IPV4_DST => format!("tun_dst={}", masked(f, ipv4)),
             3 => format!("dl_dst={}", masked(f, mac)),
             4 => format!("dl_src={}", masked(f, mac)),
             5 => format!("dl_type={:#06x}", num(&f.value)),
@@ -165,6 +167,7 @@ fn action_text(a: &Action, place: Place) -> Result<String, BadFlowMod> {
                 32 => format!("set_field:{}->nd_sll", mac(v)),
                 33 => format!("set_field:{}->nd_tll", mac(v)),
                 38 => format!("set_tunnel:{}", hex(v)),
+                TUN_IPV4_DST => format!("set_field:{}->tun_dst", ipv4(v)),
                 _ => return Err(BadFlowMod::BadSetField),
             }
         }

@@ -14,6 +14,35 @@ use crate::reader::Reader;
 
 /// The basic class, where every OpenFlow-defined field lives.
 pub const OFPXMC_OPENFLOW_BASIC: u16 = 0x8000;
+/// Nicira's extension class (NXM_1), where Open vSwitch keeps the fields OpenFlow
+/// does not define, the tunnel's endpoints among them; `ovs-ofctl` sends them in an
+/// OXM match as they are.
+pub const NXM1_CLASS: u16 = 0x0001;
+/// vsw numbers the NXM_1 fields it knows after the basic class's (whose numbers are
+/// 7 bits): NXM_1 field `n` is field `NXM1_BASE + n` of [`OXM_FIELDS`].
+pub const NXM1_BASE: u8 = 128;
+/// NXM_NX_TUN_IPV4_SRC and _DST (NXM_1 fields 31 and 32).
+pub const TUN_IPV4_SRC: u8 = NXM1_BASE + 31;
+pub const TUN_IPV4_DST: u8 = NXM1_BASE + 32;
+
+/// A field's class and number as they go on the wire.
+pub fn wire_id(field: u8) -> (u16, u8) {
+    if field >= NXM1_BASE {
+        (NXM1_CLASS, field - NXM1_BASE)
+    } else {
+        (OFPXMC_OPENFLOW_BASIC, field)
+    }
+}
+
+/// The field a class and number on the wire are, when vsw knows the class.
+pub fn field_of_wire(class: u16, number: u8) -> Option<u8> {
+    match class {
+        OFPXMC_OPENFLOW_BASIC => Some(number),
+        NXM1_CLASS if number < NXM1_BASE => Some(NXM1_BASE + number),
+        _ => None,
+    }
+}
+
 /// `ofp_match` type: OXM (the only one from 1.2 on).
 pub const OFPMT_OXM: u16 = 1;
 
@@ -121,6 +150,8 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(35, "mpls_tc", 1, false, Prereq::EthType(MPLS)),
     f(36, "mpls_bos", 1, false, Prereq::EthType(MPLS)),
     f(38, "tunnel_id", 8, true, Prereq::None),
+    f(TUN_IPV4_SRC, "tun_ipv4_src", 4, true, Prereq::None),
+    f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),
 ];
 
 /// The bits a field's value may use, where fewer than its bytes hold (a value with a
@@ -232,9 +263,10 @@ impl OxmMatch {
         out.extend_from_slice(&OFPMT_OXM.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
         for f in &self.fields {
-            out.extend_from_slice(&OFPXMC_OPENFLOW_BASIC.to_be_bytes());
+            let (class, number) = wire_id(f.field);
+            out.extend_from_slice(&class.to_be_bytes());
             let hasmask = f.mask.is_some();
-            out.push((f.field << 1) | u8::from(hasmask));
+            out.push((number << 1) | u8::from(hasmask));
             let len = f.value.len() + f.mask.as_ref().map_or(0, Vec::len);
             out.push(len as u8);
             out.extend_from_slice(&f.value);
@@ -266,10 +298,8 @@ impl OxmMatch {
             let fh = fields.u8().ok_or(BadMatch::BadLen)?;
             let flen = usize::from(fields.u8().ok_or(BadMatch::BadLen)?);
             let payload = fields.bytes(flen).ok_or(BadMatch::BadLen)?;
-            if class != OFPXMC_OPENFLOW_BASIC {
-                return Err(BadMatch::BadField);
-            }
-            let (field, hasmask) = (fh >> 1, fh & 1 == 1);
+            let field = field_of_wire(class, fh >> 1).ok_or(BadMatch::BadField)?;
+            let hasmask = fh & 1 == 1;
             let def = field_def(field).ok_or(BadMatch::BadField)?;
             let want = usize::from(def.len) * if hasmask { 2 } else { 1 };
             if flen != want {
@@ -394,6 +424,29 @@ mod tests {
         .encode(&mut short);
         short[7] = 3; // the field claims 3 bytes of value
         assert_eq!(OxmMatch::decode_from(&short), Err(BadMatch::BadLen));
+    }
+
+    #[test]
+    fn tunnel_endpoints_travel_in_nicira_s_class() {
+        let m = OxmMatch {
+            fields: vec![
+                field(TUN_IPV4_SRC, &[198, 18, 5, 1], None),
+                field(TUN_IPV4_DST, &[198, 18, 5, 0], Some(&[255, 255, 255, 0])),
+            ],
+        };
+        let mut wire = Vec::new();
+        m.encode(&mut wire);
+        // NXM_NX_TUN_IPV4_SRC as ovs-ofctl writes it: class 1, field 31, 4 bytes.
+        assert_eq!(&wire[4..8], &[0x00, 0x01, 31 << 1, 4]);
+        assert_eq!(&wire[12..16], &[0x00, 0x01, (32 << 1) | 1, 8]);
+        assert_eq!(OxmMatch::decode_from(&wire).unwrap().0, m);
+        // A Nicira field vsw does not know, and a class it does not know.
+        let mut unknown = wire.clone();
+        unknown[6] = 99 << 1;
+        assert_eq!(OxmMatch::decode_from(&unknown), Err(BadMatch::BadField));
+        let mut other_class = wire;
+        other_class[5] = 0x02;
+        assert_eq!(OxmMatch::decode_from(&other_class), Err(BadMatch::BadField));
     }
 
     #[test]

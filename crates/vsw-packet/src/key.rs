@@ -25,7 +25,7 @@ const MAX_IPV6_EXTENSIONS: usize = 8;
 
 /// Words of a [`FlowKey`]: the classifier and the exact-match cache mask, hash and
 /// compare keys as this many `u64`s.
-pub const KEY_WORDS: usize = 14;
+pub const KEY_WORDS: usize = 16;
 
 /// What a rule can match on, laid out without padding so that it can be read as
 /// [`KEY_WORDS`] machine words ([`FlowKey::words`]).
@@ -45,8 +45,18 @@ pub struct FlowKey {
     /// OpenFlow's metadata: 0 for every packet, written by rules (`write_metadata`)
     /// for the tables after them; never read from a packet.
     pub metadata: u64,
-    /// The tunnel key (VNI) a packet came in with: 0 until tunnel ports exist.
+    /// The tunnel key (VNI) a packet came in with; 0 for a packet that came in on
+    /// no tunnel.
     pub tun_id: u64,
+    /// The outer IPv4 source and destination of the tunnel packet it came in with
+    /// (`tun_src`, `tun_dst`); 0 for a packet that came in on no tunnel, or on one
+    /// over IPv6 (Open vSwitch's `tun_ipv6_src`/`_dst`, which vsw does not match).
+    pub tun_src: u32,
+    pub tun_dst: u32,
+    /// Always 0: the `u128`s align the key at 16 bytes, so a word more than the
+    /// fields need is padding unless it is named (and a Pod key has no padding).
+    /// The next field takes its place.
+    pub spare: u64,
     pub in_port: u32,
     /// The IPv6 flow label (20 bits).
     pub ipv6_label: u32,
@@ -121,6 +131,8 @@ const HASH_K: [u64; KEY_WORDS] = [
     0xb8e1_afed_6a26_7e97,
     0x8ff9_9a15_b5a3_d3bb,
     0x0801_f2e2_8587_48f7,
+    0xba7c_9045_f12c_7f99,
+    0x24a1_9947_b391_6cf7,
 ];
 
 /// Hash of the first `n` words of a key (the exact-match cache and the classifier's

@@ -95,7 +95,7 @@ impl RxQueue for MmsgRx {
                 meta: PacketMeta {
                     vnet: VnetHdr::read(buf).unwrap_or_default(),
                     vlan: r.aux.as_ref().and_then(super::aux_vlan),
-                    tun_id: 0,
+                    tunnel: Default::default(),
                 },
             });
         }

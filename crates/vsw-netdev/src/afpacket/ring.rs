@@ -296,7 +296,7 @@ impl RxQueue for RingRx {
                             meta: PacketMeta {
                                 vnet: VnetHdr::read(hdr).unwrap_or_default(),
                                 vlan,
-                                tun_id: 0,
+                                tunnel: Default::default(),
                             },
                         });
                     }
@@ -324,7 +324,7 @@ impl RxQueue for RingRx {
                 meta: PacketMeta {
                     vnet: VnetHdr::read(vnet_bytes).unwrap_or_default(),
                     vlan,
-                    tun_id: 0,
+                    tunnel: Default::default(),
                 },
             });
         }

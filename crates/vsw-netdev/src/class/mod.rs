@@ -377,7 +377,8 @@ mod tests {
                 .unwrap_or_else(|| panic!("{class} took {key}={value}"));
             assert!(e.to_string().contains(key), "{class} {key}: {e}");
         }
-        // A tunnel's key may come from the flows; its remote not yet.
+        // A tunnel's key and its remote may come from the flows; a remote that is
+        // no address is refused, naming the option.
         let tunnel = |options: &[(&str, &str)]| {
             let o: Options = options
                 .iter()
@@ -386,7 +387,8 @@ mod tests {
             classes.get("vxlan").unwrap().configure("vx0", &o, &env)
         };
         assert!(tunnel(&[("remote_ip", "198.18.5.1"), ("key", "flow")]).is_ok());
-        let e = tunnel(&[("remote_ip", "flow"), ("key", "42")])
+        assert!(tunnel(&[("remote_ip", "flow"), ("key", "42")]).is_ok());
+        let e = tunnel(&[("remote_ip", "nowhere"), ("key", "42")])
             .err()
             .unwrap();
         assert!(e.to_string().contains("remote_ip"), "{e}");

@@ -3,7 +3,7 @@
 
 use vsw_datapath::PortQueues;
 use vsw_packet::tunnel::TunnelKind;
-use vsw_tunnel::config::{FromFlow, TunnelConfig, OPTION_KEYS};
+use vsw_tunnel::config::{TunnelConfig, OPTION_KEYS};
 
 use super::{
     bad, ClassEnv, ClassOption, MtuHandling, OnChange, OptionError, Options, PortClass, PortDevice,
@@ -74,16 +74,6 @@ impl PortClass for Tunnel {
             };
             bad(&k, &v, e.to_string())
         })?;
-        // `key=flow` is carried (the VNI a rule sets travels with the packet); a
-        // remote the rules set is not yet: its route, neighbour and header template
-        // would be worked out per packet.
-        if config.remote == FromFlow::Flow {
-            return Err(bad(
-                "remote_ip",
-                "flow",
-                "tunnels whose remote the flows set are not carried yet",
-            ));
-        }
         Ok(Box::new(TunnelDevice {
             name: port.to_string(),
             config,

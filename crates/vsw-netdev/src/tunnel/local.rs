@@ -4,13 +4,14 @@
 //! (decapsulated, to their port) and learns neighbours from ARP and neighbour
 //! discovery, before the rest goes to the host.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use vsw_datapath::{PacketMeta, PortQueues, StageError, TxFactory, TxOffloads, TxQueue};
+use vsw_datapath::{PacketMeta, PortQueues, StageError, TunnelKey, TxFactory, TxOffloads, TxQueue};
 use vsw_packet::key::{extract, FlowKey};
 use vsw_packet::tunnel::{
     decap, segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, DecapError, Decapped,
-    TunnelSuperFrame,
+    TunnelMeta, TunnelSuperFrame,
 };
 use vsw_packet::vnet::{VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM};
 use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
@@ -110,6 +111,20 @@ fn port_for<'a>(snap: &'a Snapshot, d: &Decapped<'_>) -> Option<&'a PortEnd> {
     })
 }
 
+/// What the rules see of the tunnel a packet came through: its VNI and, over IPv4,
+/// its outer addresses.
+fn tunnel_key(m: &TunnelMeta) -> TunnelKey {
+    let v4 = |a: IpAddr| match a {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(_) => 0,
+    };
+    TunnelKey {
+        id: u64::from(m.id),
+        src: v4(m.src),
+        dst: v4(m.dst),
+    }
+}
+
 impl LocalTx {
     /// Takes a tunnel packet for an open tunnel port out of the host's way: `true`
     /// when it was taken (forwarded to its port, or dropped as malformed).
@@ -128,9 +143,10 @@ impl LocalTx {
                     let inner = d.inner;
                     // A super-frame (the sender's GSO through its tunnel) crosses
                     // whole: the tunnel port's bridge hands it on or cuts it.
-                    // The VNI goes with it, for rules to match as `tun_id`.
+                    // The VNI and the outer addresses go with it, for rules to
+                    // match as `tun_id`, `tun_src` and `tun_dst`.
                     let m = PacketMeta {
-                        tun_id: u64::from(d.meta.id),
+                        tunnel: tunnel_key(&d.meta),
                         ..inner_meta(data, inner, meta)
                     };
                     let sent = port.rx.send_with(m, |buf| {
@@ -387,6 +403,9 @@ mod tests {
         close_local("vsw-ut-local", local_reg);
     }
 
+    /// The route table is the process's: tests that set it take turns.
+    static ROUTE_TABLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// The first packet of `q` with its metadata.
     fn first_with_meta(q: &mut dyn RxQueue) -> Option<(Vec<u8>, PacketMeta)> {
         let mut batch = RxBatch::new();
@@ -399,6 +418,9 @@ mod tests {
 
     #[test]
     fn a_flow_keyed_port_sends_with_the_id_a_rule_set_and_hands_on_the_id_received() {
+        let _turn = ROUTE_TABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let remote = Ipv4Addr::new(198, 18, 78, 1);
         let (host_queues, _host) = memory_port(1024);
         let (mut local, local_reg) = open_local("vsw-ut-flowbr", host_queues);
@@ -428,7 +450,10 @@ mod tests {
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         // Out: the VNI is the one the rules set (`set_field:0x1234->tun_id`).
         let meta = PacketMeta {
-            tun_id: 0x1234,
+            tunnel: TunnelKey {
+                id: 0x1234,
+                ..TunnelKey::default()
+            },
             ..PacketMeta::default()
         };
         tunnel.tx.stage(&inner, &meta).unwrap();
@@ -475,10 +500,99 @@ mod tests {
         local.tx.stage(&frame[..n], &PacketMeta::default()).unwrap();
         let (got, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the inner frame");
         assert_eq!(got, inner);
-        assert_eq!(m.tun_id, 99);
+        // And its outer addresses as tun_src and tun_dst.
+        let want = TunnelKey {
+            id: 99,
+            src: u32::from(remote),
+            dst: u32::from(Ipv4Addr::new(198, 18, 78, 2)),
+        };
+        assert_eq!(m.tunnel, want);
         drop(tunnel);
         crate::tunnel::close_tunnel("vsw-ut-flowvx", tunnel_reg);
         close_local("vsw-ut-flowbr", local_reg);
+    }
+
+    #[test]
+    fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
+        let _turn = ROUTE_TABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (host_queues, _host) = memory_port(1024);
+        let (mut local, local_reg) = open_local("vsw-ut-dstbr", host_queues);
+        let mut routes = vsw_tunnel::route::RouteTable::default();
+        routes
+            .add_from_args(&[
+                "198.18.81.0/24".to_string(),
+                "vsw-ut-dstbr".to_string(),
+                "src=198.18.81.2".to_string(),
+            ])
+            .unwrap();
+        world().set_routes(routes);
+        let (a, b, unknown) = (
+            Ipv4Addr::new(198, 18, 81, 10),
+            Ipv4Addr::new(198, 18, 81, 11),
+            Ipv4Addr::new(198, 18, 81, 12),
+        );
+        for (ip, last) in [(a, 0x0a), (b, 0x0b)] {
+            world().neighbour_set(
+                IpAddr::V4(ip),
+                MacAddr([2, 0, 0, 0, 0x81, last]),
+                "vsw-ut-dstbr",
+            );
+        }
+        let options = BTreeMap::from([
+            ("remote_ip".to_string(), "flow".to_string()),
+            ("key".to_string(), "5".to_string()),
+        ]);
+        let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-dstvx", &config).unwrap();
+        let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
+        let to = |dst: Ipv4Addr| PacketMeta {
+            tunnel: TunnelKey {
+                dst: u32::from(dst),
+                ..TunnelKey::default()
+            },
+            ..PacketMeta::default()
+        };
+        let ports = vsw_packet::tunnel::TunnelPorts {
+            vxlan: Some(4789),
+            geneve: None,
+        };
+        // Each frame to the remote its rule set, through that remote's neighbour;
+        // back and forth, as a cache of remotes must get right.
+        for dst in [a, b, a] {
+            tunnel.tx.stage(&inner, &to(dst)).unwrap();
+            let (sent, _) = first_with_meta(local.rx[1].as_mut()).expect("an encapsulated frame");
+            let d = decap(&sent, &ports, false, |_, _| false).unwrap();
+            assert_eq!(d.meta.dst, IpAddr::V4(dst));
+            assert_eq!(d.meta.src, IpAddr::V4(Ipv4Addr::new(198, 18, 81, 2)));
+            assert_eq!(d.meta.id, 5);
+            let last = if dst == a { 0x0a } else { 0x0b };
+            assert_eq!(&sent[..6], &[2, 0, 0, 0, 0x81, last]);
+        }
+        // No rule said where: dropped and counted, nothing sent.
+        let drops = |why: &str| {
+            let all = world().drops();
+            all.iter().find(|(r, _)| *r == why).map_or(0, |(_, n)| *n)
+        };
+        let (none_before, unknown_before) =
+            (drops("no_tunnel_destination"), drops("neighbour_unknown"));
+        tunnel.tx.stage(&inner, &PacketMeta::default()).unwrap();
+        assert_eq!(drops("no_tunnel_destination"), none_before + 1);
+        // A remote whose MAC is not known: dropped, and asked for.
+        tunnel.tx.stage(&inner, &to(unknown)).unwrap();
+        // (Other tests may count such drops at the same time: at least this one.)
+        assert!(drops("neighbour_unknown") > unknown_before);
+        let (asked, _) = first_with_meta(local.rx[1].as_mut()).expect("an ARP request");
+        let mut key = FlowKey::default();
+        extract(&asked, 1, None, &mut key).unwrap();
+        assert_eq!(
+            (key.dl_type, key.nw_dst),
+            (EtherType::ARP, u128::from(u32::from(unknown)))
+        );
+        drop(tunnel);
+        crate::tunnel::close_tunnel("vsw-ut-dstvx", tunnel_reg);
+        close_local("vsw-ut-dstbr", local_reg);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
+use arrayvec::ArrayVec;
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TxOffloads, TxQueue};
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::gso::complete_checksum;
@@ -70,18 +71,25 @@ enum Resolved {
         bridge: BridgeEnd,
         src: IpAddr,
         next_hop: IpAddr,
+        /// When it was last asked for; `None`: not yet.
+        asked_ms: Option<u64>,
     },
     Dropped(&'static str),
 }
 
+/// Remote ends whose way out a `remote_ip=flow` port remembers at once (a fixed
+/// remote needs one).
+const REMOTES_KEPT: usize = 8;
+
 struct TunnelTx {
     config: TunnelConfig,
-    /// The snapshot generation `resolved` was worked out from.
+    /// The snapshot generation `remotes` were worked out from.
     generation: u64,
-    resolved: Resolved,
+    /// Where frames to each remote end go, as last worked out; the oldest is
+    /// forgotten first.
+    remotes: ArrayVec<(IpAddr, Resolved), REMOTES_KEPT>,
+    oldest: usize,
     ip_id: u16,
-    /// When the next hop was last asked for.
-    asked_ms: u64,
     /// Where a super-frame too large for one outer packet is split.
     split: Box<[u8]>,
 }
@@ -91,17 +99,49 @@ impl TunnelTx {
         TunnelTx {
             config: config.clone(),
             generation: u64::MAX,
-            resolved: Resolved::Dropped("no_route"),
+            remotes: ArrayVec::new(),
+            oldest: 0,
             ip_id: 0,
-            asked_ms: 0,
             split: vec![0u8; crate::channel::SUPER_FRAME].into_boxed_slice(),
         }
     }
 
-    fn resolve(&self, snap: &Snapshot) -> Resolved {
-        let FromFlow::Fixed(remote) = self.config.remote else {
-            return Resolved::Dropped("no_route");
-        };
+    /// The remote end a frame goes to: the port's, or with `remote_ip=flow` the one
+    /// the rules set (`set_field:…->tun_dst`).
+    fn remote(&self, meta: &PacketMeta) -> Option<IpAddr> {
+        match self.config.remote {
+            FromFlow::Fixed(remote) => Some(remote),
+            FromFlow::Flow if meta.tunnel.dst != 0 => {
+                Some(IpAddr::V4(Ipv4Addr::from(meta.tunnel.dst)))
+            }
+            FromFlow::Flow => None,
+        }
+    }
+
+    /// The place in `remotes` of `remote`'s way out, worked out now if it is not
+    /// known.
+    fn way_to(&mut self, snap: &Snapshot, remote: IpAddr) -> usize {
+        if snap.generation != self.generation {
+            self.remotes.clear();
+            self.oldest = 0;
+            self.generation = snap.generation;
+        }
+        if let Some(i) = self.remotes.iter().position(|(r, _)| *r == remote) {
+            return i;
+        }
+        let resolved = self.resolve(snap, remote);
+        if self.remotes.is_full() {
+            let i = self.oldest;
+            self.oldest = (i + 1) % REMOTES_KEPT;
+            self.remotes[i] = (remote, resolved);
+            i
+        } else {
+            self.remotes.push((remote, resolved));
+            self.remotes.len() - 1
+        }
+    }
+
+    fn resolve(&self, snap: &Snapshot, remote: IpAddr) -> Resolved {
         let Some(route) = snap.routes.lookup(remote) else {
             return Resolved::Dropped("no_route");
         };
@@ -122,6 +162,7 @@ impl TunnelTx {
                 bridge: bridge.clone(),
                 src,
                 next_hop,
+                asked_ms: None,
             };
         };
         let spec = EncapSpec {
@@ -184,7 +225,7 @@ fn encapsulate(
             VnetHdr::default()
         },
         vlan: None,
-        tun_id: 0,
+        tunnel: Default::default(),
     };
     let sent = inject.send_with(outer_meta, |buf| {
         let n = copy_frame(buf.get_mut(at..)?, data, meta.vlan)?;
@@ -221,14 +262,14 @@ fn inherited_tos_ttl(config: &TunnelConfig, data: &[u8]) -> Option<(u8, u8)> {
 }
 
 /// Asks the underlay for `next_hop`'s MAC (an ARP request from the bridge, or over
-/// IPv6 a neighbour solicitation), at most once every [`ARP_INTERVAL_MS`]
-/// (`asked_ms`: when last).
-fn ask(asked_ms: &mut u64, bridge: &BridgeEnd, src: IpAddr, next_hop: IpAddr) {
+/// IPv6 a neighbour solicitation), at most once every [`ARP_INTERVAL_MS`] for each
+/// remote end (`asked_ms`: when last).
+fn ask(asked_ms: &mut Option<u64>, bridge: &BridgeEnd, src: IpAddr, next_hop: IpAddr) {
     let now = vsw_datapath::clock::now_ms();
-    if now.saturating_sub(*asked_ms) < ARP_INTERVAL_MS {
+    if asked_ms.is_some_and(|then| now.saturating_sub(then) < ARP_INTERVAL_MS) {
         return;
     }
-    *asked_ms = now;
+    *asked_ms = Some(now);
     let _ = bridge
         .inject
         .send_with(PacketMeta::default(), |buf| match (src, next_hop) {
@@ -330,15 +371,17 @@ impl TxQueue for TunnelTx {
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         let w = world();
         let snap = w.snapshot();
-        if snap.generation != self.generation {
-            self.resolved = self.resolve(&snap);
-            self.generation = snap.generation;
-        }
-        match &self.resolved {
+        let Some(remote) = self.remote(meta) else {
+            // `remote_ip=flow` and no rule said where to.
+            w.count_drop("no_tunnel_destination");
+            return Ok(());
+        };
+        let way = self.way_to(&snap, remote);
+        match &mut self.remotes[way].1 {
             Resolved::Ready { template, inject } => {
                 let sport = udp_source_port(flow_hash(data));
                 // `key=flow`: the ID the rules set (`set_field:…->tun_id`).
-                let vni = (self.config.key == FromFlow::Flow).then_some(meta.tun_id as u32);
+                let vni = (self.config.key == FromFlow::Flow).then_some(meta.tunnel.id as u32);
                 let mut outer = Outer {
                     sport,
                     ip_id: 0,
@@ -379,9 +422,10 @@ impl TxQueue for TunnelTx {
                 bridge,
                 src,
                 next_hop,
+                asked_ms,
             } => {
                 w.count_drop("neighbour_unknown");
-                ask(&mut self.asked_ms, bridge, *src, *next_hop);
+                ask(asked_ms, bridge, *src, *next_hop);
             }
         }
         Ok(())

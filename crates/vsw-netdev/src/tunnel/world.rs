@@ -34,6 +34,7 @@ pub const DROP_REASONS: &[&str] = &[
     "no_source_address",
     "neighbour_unknown",
     "underlay_full",
+    "no_tunnel_destination",
 ];
 
 /// An underlay bridge as tunnels reach it: its MAC (outer source) and the channel
@@ -212,7 +213,10 @@ impl TunnelWorld {
     }
 
     pub(crate) fn count_drop(&self, reason: &str) {
-        if let Some(i) = DROP_REASONS.iter().position(|r| *r == reason) {
+        let i = DROP_REASONS.iter().position(|r| *r == reason);
+        // A reason missing from the list would be a drop nobody sees.
+        debug_assert!(i.is_some(), "drop reason {reason} is not in DROP_REASONS");
+        if let Some(i) = i {
             self.drops[i].fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -143,7 +143,7 @@ impl RxQueue for GuestTx {
                 meta: PacketMeta {
                     vnet,
                     vlan: None,
-                    tun_id: 0,
+                    tunnel: Default::default(),
                 },
             });
         }
