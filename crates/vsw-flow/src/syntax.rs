@@ -500,8 +500,8 @@ mod tests {
     fn prefixes_and_masks() {
         let f = parse("ip,nw_src=198.18.0.0/15,nw_dst=198.19.1.0/255.255.255.0,actions=normal")
             .unwrap();
-        assert_eq!(f.matcher.mask().nw_src, 0xfffe_0000);
-        assert_eq!(f.matcher.mask().nw_dst, 0xffff_ff00);
+        assert_eq!({ f.matcher.mask().nw_src }, 0xfffe_0000);
+        assert_eq!({ f.matcher.mask().nw_dst }, 0xffff_ff00);
         assert_eq!(
             format_flow(&f),
             "priority=32768,ip,nw_src=198.18.0.0/15,nw_dst=198.19.1.0/24,actions=NORMAL"

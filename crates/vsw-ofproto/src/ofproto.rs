@@ -449,7 +449,7 @@ mod tests {
         assert_eq!(x.mask.nw_proto, 0xff);
         assert_eq!(x.mask.tp_dst, 0xffff, "the tcp rule was probed");
         assert_eq!(x.mask.dl_src, MacAddr::default(), "nothing looked at MACs");
-        assert_eq!(x.mask.nw_src, 0);
+        assert_eq!({ x.mask.nw_src }, 0);
         assert_eq!(x.rules.len(), 2);
     }
 

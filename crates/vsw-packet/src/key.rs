@@ -25,7 +25,7 @@ const MAX_IPV6_EXTENSIONS: usize = 8;
 
 /// Words of a [`FlowKey`]: the classifier and the exact-match cache mask, hash and
 /// compare keys as this many `u64`s.
-pub const KEY_WORDS: usize = 16;
+pub const KEY_WORDS: usize = 15;
 
 /// What a rule can match on, laid out without padding so that it can be read as
 /// [`KEY_WORDS`] machine words ([`FlowKey::words`]).
@@ -37,7 +37,10 @@ pub const KEY_WORDS: usize = 16;
 /// neighbour discovery, `arp_sha`/`arp_tha` hold the source/target link-layer
 /// address options and `nd_target` the target.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C)]
+// Aligned at 8 rather than the u128s' 16: a 16-byte alignment would pad the key to
+// 16 words, one more for every lookup to mask, hash and compare. Fields are read and
+// written by value (the compiler refuses a reference to an unaligned u128 field).
+#[repr(C, packed(8))]
 pub struct FlowKey {
     pub nw_src: u128,
     pub nw_dst: u128,
@@ -53,10 +56,6 @@ pub struct FlowKey {
     /// over IPv6 (Open vSwitch's `tun_ipv6_src`/`_dst`, which vsw does not match).
     pub tun_src: u32,
     pub tun_dst: u32,
-    /// Always 0: the `u128`s align the key at 16 bytes, so a word more than the
-    /// fields need is padding unless it is named (and a Pod key has no padding).
-    /// The next field takes its place.
-    pub spare: u64,
     pub in_port: u32,
     /// The IPv6 flow label (20 bits).
     pub ipv6_label: u32,
@@ -132,7 +131,6 @@ const HASH_K: [u64; KEY_WORDS] = [
     0x8ff9_9a15_b5a3_d3bb,
     0x0801_f2e2_8587_48f7,
     0xba7c_9045_f12c_7f99,
-    0x24a1_9947_b391_6cf7,
 ];
 
 /// Hash of the first `n` words of a key (the exact-match cache and the classifier's

@@ -458,11 +458,11 @@ mod tests {
         extract(f, 1, None, &mut key).unwrap();
         assert_eq!(key.dl_dst, MacAddr([0x33, 0x33, 0xff, 0x02, 0x00, 0x03]));
         assert_eq!(
-            key.nw_dst,
+            { key.nw_dst },
             u128::from("ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap())
         );
         assert_eq!((key.nw_proto, key.tp_src, key.nw_ttl), (58, 135, 255));
-        assert_eq!(key.nd_target, u128::from(target));
+        assert_eq!({ key.nd_target }, u128::from(target));
         assert_eq!(key.arp_sha, MacAddr([2, 0, 0, 0, 0, 1]));
         // The ICMPv6 checksum verifies over the pseudo-header.
         let icmp = &f[54..];

@@ -30,8 +30,8 @@ fn udp_over_ipv4() {
     assert_eq!(k.in_port, 7);
     assert_eq!((k.dl_src, k.dl_dst), (SRC_MAC, DST_MAC));
     assert_eq!(k.dl_type, EtherType::IPV4);
-    assert_eq!(k.nw_src, 0xc612_0001);
-    assert_eq!(k.nw_dst, 0xc612_0002);
+    assert_eq!({ k.nw_src }, 0xc612_0001);
+    assert_eq!({ k.nw_dst }, 0xc612_0002);
     assert_eq!((k.nw_proto, k.nw_ttl, k.nw_frag), (IPPROTO_UDP, 64, 0));
     assert_eq!((k.tp_src, k.tp_dst), (1234, 53));
     assert_eq!(k.vlan_tci, 0);
@@ -106,7 +106,7 @@ fn a_stripped_tag_is_the_outer_tag() {
 fn ipv6_fields_and_extension_headers() {
     let k = key_of(&sample("udp6"));
     assert_eq!((k.nw_tos, k.ipv6_label, k.nw_ttl), (0x20, 0xabcde, 64));
-    assert_eq!(k.nw_dst, V6_DST);
+    assert_eq!({ k.nw_dst }, V6_DST);
     let k = key_of(&sample("tcp6"));
     assert_eq!(
         (k.nw_proto, k.tp_src, k.tp_dst, k.tcp_flags),
@@ -183,7 +183,7 @@ fn malformed_frames_are_errors_with_what_could_be_parsed() {
         extract(&f[..14 + 40 + 8 + 10], 1, None, &mut k),
         Err(Malformed::BadIpv6)
     );
-    assert_eq!(k.nw_dst, V6_DST);
+    assert_eq!({ k.nw_dst }, V6_DST);
     let f = sample("arp request");
     assert_eq!(
         extract(&f[..14 + 20], 1, None, &mut k),
