@@ -47,6 +47,9 @@ pub enum DpAction {
     /// The remote end a tunnel port with `remote_ip=flow` sends to
     /// (`set_field:…->tun_dst`).
     SetTunnelDst(Ipv4Addr),
+    /// The `tun_metadata0` option a Geneve port sends with
+    /// (`set_field:…->tun_metadata0`).
+    SetTunnelMetadata(u64),
 }
 
 impl DpAction {
@@ -78,6 +81,7 @@ impl fmt::Display for DpAction {
             DpAction::Meter(m) => write!(f, "meter({m})"),
             DpAction::SetTunnel(id) => write!(f, "set(tunnel(tun_id=0x{id:x}))"),
             DpAction::SetTunnelDst(a) => write!(f, "set(tunnel(dst={a}))"),
+            DpAction::SetTunnelMetadata(v) => write!(f, "set(tunnel(tun_metadata0=0x{v:x}))"),
             DpAction::Save => f.write_str("clone("),
             DpAction::Restore => f.write_str(")"),
         }

@@ -110,10 +110,13 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
     if k.tun_id != 0
         || k.tun_src != 0
         || k.tun_dst != 0
-        || flow
-            .actions
-            .iter()
-            .any(|a| matches!(a, DpAction::SetTunnel(_) | DpAction::SetTunnelDst(_)))
+        || k.tun_metadata0 != 0
+        || flow.actions.iter().any(|a| {
+            matches!(
+                a,
+                DpAction::SetTunnel(_) | DpAction::SetTunnelDst(_) | DpAction::SetTunnelMetadata(_)
+            )
+        })
     {
         // Decapsulated or to be encapsulated: the kernel fast path has no tunnel
         // ports (vsw's are userspace's own), so the flow stays here.

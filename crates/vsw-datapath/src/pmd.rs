@@ -916,6 +916,7 @@ fn process_batch(
         key.tun_id = pkt.meta.tunnel.id;
         key.tun_src = pkt.meta.tunnel.src;
         key.tun_dst = pkt.meta.tunnel.dst;
+        key.tun_metadata0 = pkt.meta.tunnel.metadata0;
         let hash = key_hash(key);
         // Each flow of the batch is held once, in the tally (one reference count
         // per flow and batch, not per packet).
@@ -1000,6 +1001,7 @@ fn process_batch(
                     | DpAction::Meter(_)
                     | DpAction::SetTunnel(_)
                     | DpAction::SetTunnelDst(_)
+                    | DpAction::SetTunnelMetadata(_)
                     | DpAction::Controller(_) => {}
                 }
             }
@@ -1124,6 +1126,10 @@ fn run_rewriting(
             }
             DpAction::SetTunnelDst(a) => {
                 tunnel.dst = a.into();
+                Ok(())
+            }
+            DpAction::SetTunnelMetadata(v) => {
+                tunnel.metadata0 = v;
                 Ok(())
             }
             DpAction::Save => saved.save(scratch),

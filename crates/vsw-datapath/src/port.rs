@@ -27,6 +27,9 @@ pub struct TunnelKey {
     pub id: u64,
     pub src: u32,
     pub dst: u32,
+    /// `tun_metadata0`: the value of the Geneve option the TLV map names so (0:
+    /// none).
+    pub metadata0: u64,
 }
 
 impl PacketMeta {

@@ -90,6 +90,7 @@ fn rules_match_the_tunnel_endpoints_a_packet_came_through() {
             id: 42,
             src: ipv4(src),
             dst: ipv4(dst),
+            metadata0: 0,
         })
     };
     for (meta, port) in [
@@ -133,4 +134,36 @@ fn a_rule_sets_the_remote_the_output_port_sends_to() {
     assert!(sw.dp.dump_flows().iter().any(|f| f
         .actions
         .contains(&DpAction::SetTunnelDst("198.18.5.7".parse().unwrap()))));
+}
+
+#[test]
+fn rules_match_and_set_tun_metadata0() {
+    let mut sw = switch(3);
+    rules(
+        &mut sw.dp,
+        &[
+            "in_port=1,tun_metadata0=0x1234,actions=set_field:0xabcd->tun_metadata0,output:2",
+            "in_port=1,tun_metadata0=0x5678,actions=output:3",
+            "priority=0,actions=drop",
+        ],
+    );
+    let f = frame(1, mac(9), 80);
+    let with = |metadata0| {
+        with_tunnel(TunnelKey {
+            id: 7,
+            metadata0,
+            ..TunnelKey::default()
+        })
+    };
+    sw.peers[0].send_with(&f, with(0x1234));
+    let (_, rewritten) = sw.peers[1].recv_with(WAIT).expect("to port 2");
+    assert_eq!(rewritten.tunnel.metadata0, 0xabcd);
+    sw.peers[0].send_with(&f, with(0x5678));
+    let (_, kept) = sw.peers[2].recv_with(WAIT).expect("to port 3");
+    assert_eq!(kept.tunnel.metadata0, 0x5678);
+    // No option (0), or another value: the drop.
+    sw.peers[0].send_with(&f, with(0));
+    sw.peers[0].send_with(&f, with(0x9999));
+    assert!(sw.peers[1].recv_timeout(QUIET).is_none());
+    assert!(sw.peers[2].recv_timeout(QUIET).is_none());
 }

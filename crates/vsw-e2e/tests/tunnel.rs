@@ -292,20 +292,7 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     // rules, sent by the real ovs-ofctl (OpenFlow 1.3, Nicira's tun_src/tun_dst
     // fields), say where each packet goes and which tunnel packets come in.
     db_a.vsctl(&["set", "Interface", "vx0", "options:remote_ip=flow"]);
-    let mgmt = format!("unix:{}", d_a.dir.join("br-int.mgmt").display());
-    let ofctl = |args: &[&str]| {
-        let out = std::process::Command::new("ovs-ofctl")
-            .args(["-t", "5", "-O", "OpenFlow13", args[0], &mgmt])
-            .args(&args[1..])
-            .output()
-            .expect("ovs-ofctl (openvswitch-common)");
-        assert!(
-            out.status.success(),
-            "ovs-ofctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let ofctl = |args: &[&str]| ofctl_br_int(&d_a, args);
     let inbound = |src: &str| {
         format!("in_port=2,tun_src={src},tun_dst=198.18.9.1,tun_id=42,actions=output:1")
     };
@@ -332,6 +319,23 @@ fn two_vsw_hosts_learn_across_the_tunnel_and_follow_a_neighbour_changing_mac() {
     ofctl(&["del-flows", "in_port=2"]);
     ofctl(&["add-flow", &inbound("198.18.9.3")]);
     assert!(!wa.ping(&wb, 2), "a reply matched tun_src=198.18.9.3");
+}
+
+/// `ovs-ofctl -O OpenFlow13 ARGS[0] <vswd's br-int> ARGS[1..]`: its output, once it
+/// succeeded.
+fn ofctl_br_int(d: &Vswd, args: &[&str]) -> String {
+    let mgmt = format!("unix:{}", d.dir.join("br-int.mgmt").display());
+    let out = std::process::Command::new("ovs-ofctl")
+        .args(["-t", "5", "-O", "OpenFlow13", args[0], &mgmt])
+        .args(&args[1..])
+        .output()
+        .expect("ovs-ofctl (openvswitch-common)");
+    assert!(
+        out.status.success(),
+        "ovs-ofctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Open vSwitch's ovs-vswitchd (Debian's 3.1, netdev datapath) in namespace `ns`,
@@ -522,6 +526,61 @@ fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
             String::from_utf8_lossy(&out.stdout).contains("unknown_critical_option=")
         },
     );
+    // The option round-trips as tun_metadata0: vsw is given the same TLV map by
+    // ovs-ofctl; each side's rules match the value the other side's rules set
+    // (Open vSwitch 0x1234, vsw 0x5678), so a ping crosses only if both do.
+    ovs.ofctl(&["del-flows", "br-int", "in_port=1"]);
+    ovs.ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=100,in_port=1,actions=set_field:0x1234->tun_metadata0,output:2",
+    ]);
+    ovs.ofctl(&["del-flows", "br-int", "in_port=2"]);
+    ovs.ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=100,in_port=2,tun_metadata0=0x5678,actions=output:1",
+    ]);
+    // (Below it, the bridge's priority=0 NORMAL would pass anything.)
+    ovs.ofctl(&["add-flow", "br-int", "priority=50,in_port=2,actions=drop"]);
+    let vsw = |args: &[&str]| ofctl_br_int(&d_a, args);
+    vsw(&[
+        "add-tlv-map",
+        "{class=0xffff,type=0x01,len=4}->tun_metadata0",
+    ]);
+    let map = vsw(&["dump-tlv-map"]);
+    assert!(
+        map.contains("0xffff") && map.contains("tun_metadata0"),
+        "{map}"
+    );
+    vsw(&["del-flows"]);
+    vsw(&[
+        "add-flow",
+        "in_port=1,actions=set_field:0x5678->tun_metadata0,output:2",
+    ]);
+    vsw(&[
+        "add-flow",
+        "in_port=2,tun_metadata0=0x1234,actions=output:1",
+    ]);
+    wait_until(
+        "a ping whose Geneve option each side's rules match",
+        Duration::from_secs(10),
+        || wa.ping(&wb, 1),
+    );
+    assert!(wb.ping(&wa, 3), "and from Open vSwitch's side");
+    let dumped = vsw(&["dump-flows"]);
+    assert!(dumped.contains("tun_metadata0=0x1234"), "{dumped}");
+    assert!(
+        dumped.contains("set_field:0x5678->tun_metadata0"),
+        "{dumped}"
+    );
+    // Another value from vsw matches no rule of Open vSwitch's.
+    vsw(&["del-flows", "in_port=1"]);
+    vsw(&[
+        "add-flow",
+        "in_port=1,actions=set_field:0x5679->tun_metadata0,output:2",
+    ]);
+    assert!(!wa.ping(&wb, 2), "tun_metadata0=0x5679 matched 0x5678");
 }
 
 #[test]

@@ -56,6 +56,9 @@ pub enum Action {
     /// Set the remote end a tunnel port with `remote_ip=flow` sends the packet to
     /// (`set_field:A->tun_dst`); later tables match it as `tun_dst`.
     SetTunnelDst(Ipv4Addr),
+    /// Set the Geneve option a Geneve port sends (the one the TLV map names
+    /// `tun_metadata0`: `set_field:V->tun_metadata0`); later tables match it.
+    SetTunnelMetadata(u64),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -441,6 +444,7 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
         }
         "tun_id" | "tunnel_id" => Action::SetTunnel(uint(f, v, u128::from(u64::MAX))? as u64),
         "tun_dst" | "tun_ipv4_dst" => Action::SetTunnelDst(v4(f, v)?.into()),
+        "tun_metadata0" => Action::SetTunnelMetadata(uint(f, v, u128::from(u64::MAX))? as u64),
         _ => match parse_write(f, v) {
             Some(w) => Action::SetField(w?),
             None => {
@@ -448,7 +452,7 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
                     "set_field",
                     f,
                     "not a field vsw can write (a match field of Ethernet, VLAN, IP, \
-                     IPv6, ARP, ICMP, neighbour discovery or ports, or tun_id or tun_dst)",
+                     IPv6, ARP, ICMP, neighbour discovery or ports, or tun_id, tun_dst or tun_metadata0)",
                 ))
             }
         },
@@ -563,7 +567,7 @@ impl Action {
             Action::ClearActions => &CLEAR_ACTIONS,
             Action::WriteMetadata { .. } => &WRITE_METADATA,
             Action::SetTunnel(_) => &SET_TUNNEL,
-            Action::SetTunnelDst(_) => &SET_FIELD,
+            Action::SetTunnelDst(_) | Action::SetTunnelMetadata(_) => &SET_FIELD,
             Action::SetDlSrc(_) => &MOD_DL_SRC,
             Action::SetDlDst(_) => &MOD_DL_DST,
             Action::PushVlan(_) => &PUSH_VLAN,
@@ -599,6 +603,7 @@ impl Action {
             Action::WriteMetadata { value, mask } => Some(format!("{value:#x}/{mask:#x}")),
             Action::SetTunnel(id) => Some(format!("{id:#x}")),
             Action::SetTunnelDst(a) => Some(format!("{a}->tun_dst")),
+            Action::SetTunnelMetadata(v) => Some(format!("{v:#x}->tun_metadata0")),
             Action::Controller { max_len } => {
                 (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
             }

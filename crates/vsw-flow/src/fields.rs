@@ -318,6 +318,18 @@ pub static FIELDS: &[FieldDef] = &[
         print: |v, m| format_ipv4(v.tun_dst.into(), m.tun_dst.into()),
     },
     FieldDef {
+        name: "tun_metadata0",
+        aliases: &[],
+        slot: "tun_metadata0",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            (v.tun_metadata0, m.tun_metadata0) = masked_u64(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.tun_metadata0 != 0,
+        print: |v, m| format_u64(v.tun_metadata0, m.tun_metadata0),
+    },
+    FieldDef {
         name: "dl_vlan",
         aliases: &[],
         slot: "dl_vlan",
@@ -729,6 +741,7 @@ mod tests {
             "metadata" => "0x5/0xff",
             "tun_id" => "0x2a",
             "tun_src" | "tun_dst" => "198.18.5.0/24",
+            "tun_metadata0" => "0x1234",
             "dl_vlan" => "10",
             "dl_vlan_pcp" => "5",
             "vlan_tci" => "0x1000/0x1000",

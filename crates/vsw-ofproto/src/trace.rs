@@ -66,6 +66,7 @@ fn exact(key: &FlowKey) -> Match {
         tun_id: ones(k.tun_id, u64::MAX),
         tun_src: ones(k.tun_src, u32::MAX),
         tun_dst: ones(k.tun_dst, u32::MAX),
+        tun_metadata0: ones(k.tun_metadata0, u64::MAX),
         in_port: u32::MAX,
         ipv6_label: ones(k.ipv6_label, u32::MAX),
         dl_src: mac(k.dl_src),

@@ -200,6 +200,7 @@ impl ActionSet {
             Action::SetTpDst(_) => 18,
             Action::SetTunnel(_) => 19,
             Action::SetTunnelDst(_) => 40,
+            Action::SetTunnelMetadata(_) => 41,
             Action::SetField(w) => 20 + field_write_kind(w),
             Action::SetQueue(_) => Self::QUEUE,
             Action::Group(_) => Self::GROUP,
@@ -410,6 +411,7 @@ impl Ctx<'_, '_> {
             // Rewrites became datapath actions above.
             Action::SetTunnel(_)
             | Action::SetTunnelDst(_)
+            | Action::SetTunnelMetadata(_)
             | Action::SetDlSrc(_)
             | Action::SetDlDst(_)
             | Action::PushVlan(_)
@@ -509,6 +511,12 @@ impl Ctx<'_, '_> {
             Action::SetTunnelDst(a) => {
                 k.tun_dst = a.into();
                 Some(DpAction::SetTunnelDst(a))
+            }
+            // For the tables that follow, and for a Geneve port, which sends it as
+            // the option the TLV map names tun_metadata0.
+            Action::SetTunnelMetadata(v) => {
+                k.tun_metadata0 = v;
+                Some(DpAction::SetTunnelMetadata(v))
             }
             Action::SetField(w) => {
                 if w == FieldWrite::CopyTtlOut {

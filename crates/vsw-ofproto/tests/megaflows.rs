@@ -247,7 +247,8 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             DpAction::Controller(_)
             | DpAction::Meter(_)
             | DpAction::SetTunnel(_)
-            | DpAction::SetTunnelDst(_) => Ok(()),
+            | DpAction::SetTunnelDst(_)
+            | DpAction::SetTunnelMetadata(_) => Ok(()),
             DpAction::SetDlSrc(m) => {
                 buf.set_dl_src(m);
                 Ok(())

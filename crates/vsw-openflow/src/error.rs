@@ -6,6 +6,9 @@ const OFPET_HELLO_FAILED: u16 = 0;
 const OFPET_BAD_REQUEST: u16 = 1;
 const OFPET_SWITCH_CONFIG_FAILED: u16 = 10;
 const OFPET_ROLE_REQUEST_FAILED: u16 = 11;
+/// Experimenter errors (OpenFlow 1.2 on): the code is the experimenter's, and the
+/// experimenter ID leads the data.
+pub const OFPET_EXPERIMENTER: u16 = 0xffff;
 
 /// The most of a refused request an error carries (the spec asks for at least 64
 /// bytes, or the whole request when shorter).
@@ -21,6 +24,10 @@ pub enum Refusal {
     BadType,
     #[error("an experimenter (vendor) message vsw does not take (BAD_REQUEST/BAD_EXPERIMENTER)")]
     BadExperimenter,
+    #[error("an experimenter message of a type vsw does not take (BAD_REQUEST/BAD_EXP_TYPE)")]
+    BadExperimenterType,
+    #[error(transparent)]
+    Tlv(#[from] crate::tlv::BadTlv),
     #[error("a message whose length does not fit its type (BAD_REQUEST/BAD_LEN)")]
     BadLen,
     #[error("a multipart request of a type vsw does not answer (BAD_REQUEST/BAD_MULTIPART)")]
@@ -60,6 +67,8 @@ impl Refusal {
             Refusal::BadType => (OFPET_BAD_REQUEST, 1),
             Refusal::BadLen => (OFPET_BAD_REQUEST, 6),
             Refusal::BadExperimenter => (OFPET_BAD_REQUEST, 3),
+            Refusal::BadExperimenterType => (OFPET_BAD_REQUEST, 4),
+            Refusal::Tlv(e) => (OFPET_EXPERIMENTER, e.code()),
             Refusal::BadMultipart => (OFPET_BAD_REQUEST, 2),
             Refusal::BadConfigFlags => (OFPET_SWITCH_CONFIG_FAILED, 0),
             Refusal::BufferUnknown => (OFPET_BAD_REQUEST, 8),

@@ -21,7 +21,7 @@ use crate::meter_mod::{
     MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
     OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::oxm::{OxmField, OxmMatch, TUN_IPV4_DST, TUN_IPV4_SRC};
+use crate::oxm::{OxmField, OxmMatch, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
     v.to_be_bytes()[16 - bytes..].to_vec()
@@ -166,6 +166,13 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
         v.tun_dst.into(),
         k.tun_dst.into(),
         4,
+        true,
+    ));
+    f.push(field(
+        TUN_METADATA0,
+        v.tun_metadata0.into(),
+        k.tun_metadata0.into(),
+        8,
         true,
     ));
     OxmMatch {
@@ -355,6 +362,9 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::SetField(w) => apply.push(field_write(w)),
             VswAction::SetTunnel(id) => apply.push(set(38, id.to_be_bytes().to_vec())),
             VswAction::SetTunnelDst(a) => apply.push(set(TUN_IPV4_DST, a.octets().to_vec())),
+            VswAction::SetTunnelMetadata(v) => {
+                apply.push(set(TUN_METADATA0, v.to_be_bytes().to_vec()))
+            }
             VswAction::GotoTable(t) => goto = Some(*t),
             VswAction::Resubmit { .. } => {}
         }

@@ -38,6 +38,7 @@ pub mod tables;
 pub mod target;
 #[cfg(test)]
 mod test_support;
+pub mod tlv;
 pub mod version;
 
 pub use async_config::AsyncConfig;

@@ -17,6 +17,7 @@ use crate::multipart::{MultipartRequest, PortInfo, OFPT_MULTIPART_REQUEST};
 use crate::packet::{PacketIn, PacketOut, OFPT_PACKET_IN, OFPT_PACKET_OUT};
 use crate::reader::Reader;
 use crate::role::{RoleMsg, OFPT_ROLE_REPLY, OFPT_ROLE_REQUEST};
+use crate::tlv::{TlvMap, TlvTableMod};
 use crate::version::{Version, VersionSet};
 
 pub const OFPT_HELLO: u8 = 0;
@@ -118,6 +119,10 @@ pub enum Message {
     FlowRemoved(FlowRemoved),
     GroupMod(GroupMod),
     MeterMod(MeterMod),
+    /// Nicira's TLV table messages (experimenter messages: `tlv.rs`).
+    TlvTableMod(TlvTableMod),
+    TlvTableRequest,
+    TlvTableReply(Vec<TlvMap>),
 }
 
 impl Message {
@@ -147,6 +152,9 @@ impl Message {
             Message::FlowRemoved(_) => OFPT_FLOW_REMOVED,
             Message::GroupMod(_) => OFPT_GROUP_MOD,
             Message::MeterMod(_) => OFPT_METER_MOD,
+            Message::TlvTableMod(_) | Message::TlvTableRequest | Message::TlvTableReply(_) => {
+                OFPT_EXPERIMENTER
+            }
         }
     }
 
@@ -208,6 +216,15 @@ impl Message {
             Message::SetAsync(body) => out.extend_from_slice(body),
             Message::RoleRequest(r) | Message::RoleReply(r) => r.encode_body(&mut out),
             Message::MeterMod(m) => m.encode_body(&mut out),
+            Message::TlvTableMod(m) => {
+                experimenter(&mut out, crate::tlv::NXT_TLV_TABLE_MOD);
+                m.encode_body(&mut out);
+            }
+            Message::TlvTableRequest => experimenter(&mut out, crate::tlv::NXT_TLV_TABLE_REQUEST),
+            Message::TlvTableReply(maps) => {
+                experimenter(&mut out, crate::tlv::NXT_TLV_TABLE_REPLY);
+                crate::tlv::encode_reply_body(maps, &mut out);
+            }
             Message::GroupMod(g) => g.encode_body(
                 Version::from_wire(version).unwrap_or(Version::V1_3),
                 &mut out,
@@ -360,21 +377,45 @@ impl Message {
                 let (req, _flags) = MultipartRequest::decode(body)?;
                 Ok(Message::MultipartRequest(req))
             }
-            OFPT_EXPERIMENTER => Err(Refusal::BadExperimenter),
+            OFPT_EXPERIMENTER => {
+                let vendor = r.u32().ok_or(Refusal::BadLen)?;
+                let subtype = r.u32().ok_or(Refusal::BadLen)?;
+                if vendor != crate::tlv::NX_VENDOR_ID {
+                    return Err(Refusal::BadExperimenter);
+                }
+                match subtype {
+                    crate::tlv::NXT_TLV_TABLE_MOD => match TlvTableMod::decode_body(r.rest()) {
+                        Some(Ok(m)) => Ok(Message::TlvTableMod(m)),
+                        Some(Err(e)) => Err(Refusal::Tlv(e)),
+                        None => Err(Refusal::BadLen),
+                    },
+                    crate::tlv::NXT_TLV_TABLE_REQUEST => exact(&r, Message::TlvTableRequest),
+                    _ => Err(Refusal::BadExperimenterType),
+                }
+            }
             _ => Err(Refusal::BadType),
         }
     }
+}
+
+/// An experimenter message's header after OpenFlow's: Nicira's vendor ID and the
+/// message's subtype.
+fn experimenter(out: &mut Vec<u8>, subtype: u32) {
+    out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
+    out.extend_from_slice(&subtype.to_be_bytes());
 }
 
 impl Refusal {
     /// The error message answering `request` (the whole message as received).
     pub fn answer(self, request: &[u8]) -> Message {
         let (kind, code) = self.type_code();
-        Message::Error(ErrorMsg {
-            kind,
-            code,
-            data: request[..request.len().min(ERROR_DATA_LEN)].to_vec(),
-        })
+        let mut data = Vec::new();
+        if kind == crate::error::OFPET_EXPERIMENTER {
+            // An experimenter error names its experimenter before the data.
+            data.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
+        }
+        data.extend_from_slice(&request[..request.len().min(ERROR_DATA_LEN)]);
+        Message::Error(ErrorMsg { kind, code, data })
     }
 }
 

@@ -24,6 +24,15 @@ pub const NXM1_BASE: u8 = 128;
 /// NXM_NX_TUN_IPV4_SRC and _DST (NXM_1 fields 31 and 32).
 pub const TUN_IPV4_SRC: u8 = NXM1_BASE + 31;
 pub const TUN_IPV4_DST: u8 = NXM1_BASE + 32;
+/// NXM_NX_TUN_METADATA0 (NXM_1 field 40): of variable length on the wire, as long as
+/// the value written (`ovs-ofctl` sends `tun_metadata0=0x1234` in 2 bytes); vsw's
+/// holds up to 8.
+pub const TUN_METADATA0: u8 = NXM1_BASE + 40;
+
+/// Whether a field's value may be shorter than its length (1 byte to it).
+fn variable_len(field: u8) -> bool {
+    field == TUN_METADATA0
+}
 
 /// A field's class and number as they go on the wire.
 pub fn wire_id(field: u8) -> (u16, u8) {
@@ -152,6 +161,7 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(38, "tunnel_id", 8, true, Prereq::None),
     f(TUN_IPV4_SRC, "tun_ipv4_src", 4, true, Prereq::None),
     f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),
+    f(TUN_METADATA0, "tun_metadata0", 8, true, Prereq::None),
 ];
 
 /// The bits a field's value may use, where fewer than its bytes hold (a value with a
@@ -301,8 +311,14 @@ impl OxmMatch {
             let field = field_of_wire(class, fh >> 1).ok_or(BadMatch::BadField)?;
             let hasmask = fh & 1 == 1;
             let def = field_def(field).ok_or(BadMatch::BadField)?;
-            let want = usize::from(def.len) * if hasmask { 2 } else { 1 };
-            if flen != want {
+            let parts = if hasmask { 2 } else { 1 };
+            let value_len = flen / parts;
+            let fits = if variable_len(field) {
+                flen % parts == 0 && (1..=usize::from(def.len)).contains(&value_len)
+            } else {
+                value_len == usize::from(def.len) && flen % parts == 0
+            };
+            if !fits {
                 return Err(BadMatch::BadLen);
             }
             if hasmask && !def.maskable {
@@ -311,7 +327,7 @@ impl OxmMatch {
             if m.get(field).is_some() {
                 return Err(BadMatch::DupField);
             }
-            let (value, mask) = payload.split_at(usize::from(def.len));
+            let (value, mask) = payload.split_at(value_len);
             if hasmask && value.iter().zip(mask).any(|(v, k)| v & !k != 0) {
                 // A value bit outside its mask: the spec makes it an error.
                 return Err(BadMatch::BadValue);
@@ -444,6 +460,29 @@ mod tests {
         let mut unknown = wire.clone();
         unknown[6] = 99 << 1;
         assert_eq!(OxmMatch::decode_from(&unknown), Err(BadMatch::BadField));
+        // tun_metadata0 as long as its value (here 2 bytes), masked or not; never
+        // longer than vsw's 8.
+        for (value, mask) in [
+            (&[0x12, 0x34][..], None),
+            (&[0, 0, 0x12, 0x34][..], Some(&[0, 0, 0xff, 0xff][..])),
+        ] {
+            let m = OxmMatch {
+                fields: vec![field(TUN_METADATA0, value, mask)],
+            };
+            let mut w = Vec::new();
+            m.encode(&mut w);
+            assert_eq!(
+                &w[4..7],
+                &[0x00, 0x01, (40 << 1) | u8::from(mask.is_some())]
+            );
+            assert_eq!(OxmMatch::decode_from(&w).unwrap().0, m);
+        }
+        let long = OxmMatch {
+            fields: vec![field(TUN_METADATA0, &[1; 9], None)],
+        };
+        let mut w = Vec::new();
+        long.encode(&mut w);
+        assert_eq!(OxmMatch::decode_from(&w), Err(BadMatch::BadLen));
         let mut other_class = wire;
         other_class[5] = 0x02;
         assert_eq!(OxmMatch::decode_from(&other_class), Err(BadMatch::BadField));

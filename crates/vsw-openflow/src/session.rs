@@ -19,6 +19,7 @@ use crate::port_stats::{selects, PortStats};
 use crate::role::{Role, RoleMsg};
 use crate::table_stats::{AggregateStats, TableStats};
 use crate::tables::table_feature;
+use crate::tlv::{BadTlv, TlvMap, TlvTableMod};
 use crate::version::{negotiate, Version, VersionSet};
 
 /// What a session asks of the switch it speaks for.
@@ -55,6 +56,16 @@ pub trait Bridge {
     fn meter_stats(&mut self, id: u32) -> Vec<MeterStatsEntry>;
     /// Meter `id`'s configuration (OFPM_ALL: every meter's).
     fn meter_config(&mut self, id: u32) -> Vec<MeterConfigEntry>;
+    /// Changes the Geneve TLV map (`ovs-ofctl add-tlv-map`); `Err`: why it was
+    /// refused (nothing changed). A switch without Geneve metadata refuses every
+    /// mapping as one for a field it does not have.
+    fn tlv_table_mod(&mut self, _m: &TlvTableMod) -> Result<(), BadTlv> {
+        Err(BadTlv::BadFieldIndex)
+    }
+    /// The Geneve TLV map.
+    fn tlv_table(&self) -> Vec<TlvMap> {
+        Vec::new()
+    }
     /// This connection's role now (another's request may have changed it).
     fn role(&self) -> Role {
         Role::Equal
@@ -269,7 +280,8 @@ impl Session {
                 Message::FlowMod(_)
                 | Message::PacketOut(_)
                 | Message::GroupMod(_)
-                | Message::MeterMod(_),
+                | Message::MeterMod(_)
+                | Message::TlvTableMod(_),
             ) if bridge.role() == Role::Slave => {
                 out.extend(Refusal::IsSlave.answer(m).encode(version.wire(), h.xid));
             }
@@ -459,6 +471,13 @@ impl Session {
             // flow-mod once the datapath flows were revalidated), so a barrier
             // needs no waiting.
             Message::BarrierRequest => Some(Message::BarrierReply),
+            Message::TlvTableMod(m) => {
+                if let Err(e) = bridge.tlv_table_mod(&m) {
+                    out.extend(Refusal::Tlv(e).answer(request).encode(v, h.xid));
+                }
+                None
+            }
+            Message::TlvTableRequest => Some(Message::TlvTableReply(bridge.tlv_table())),
             Message::EchoReply(_) => {
                 events.push(SessionEvent::Alive);
                 None
@@ -478,6 +497,7 @@ impl Session {
             | Message::BarrierReply
             | Message::PacketIn(_)
             | Message::GetAsyncReply(_)
+            | Message::TlvTableReply(_)
             | Message::RoleReply(_)
             | Message::PortStatus(..)
             | Message::FlowRemoved(_)

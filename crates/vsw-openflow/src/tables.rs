@@ -3,7 +3,7 @@
 //! are what `ofctl_text` can put into vsw-flow's tables; every table has the same.
 
 use crate::multipart::TableFeature;
-use crate::oxm::{field_def, OFPXMC_OPENFLOW_BASIC};
+use crate::oxm::{field_def, wire_id, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
 
 const OFPTFPT_INSTRUCTIONS: u16 = 0;
 const OFPTFPT_NEXT_TABLES: u16 = 2;
@@ -21,22 +21,25 @@ const INSTRUCTIONS: &[u16] = &[1, 2, 3, 4, 5, 6];
 /// set-queue, group, set-nw-ttl, dec-nw-ttl, set-field.
 const APPLY_ACTIONS: &[u16] = &[0, 11, 12, 17, 18, 21, 22, 23, 24, 25];
 /// Fields vsw matches (see `ofctl_text::match_text`).
+#[rustfmt::skip]
 const MATCH_FIELDS: &[u8] = &[
-    0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
-    27, 28, 29, 30, 31, 32, 33, 38,
+    0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+    23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 38, TUN_IPV4_SRC, TUN_IPV4_DST, TUN_METADATA0,
 ];
 /// Fields vsw's actions set (see `ofctl_text`'s set-field).
+#[rustfmt::skip]
 const SET_FIELDS: &[u8] = &[
-    3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
-    30, 31, 32, 33, 38,
+    3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+    26, 27, 28, 29, 30, 31, 32, 33, 38, TUN_IPV4_DST, TUN_METADATA0,
 ];
 
 /// An OXM header: class, field, has-mask, length.
 fn oxm_header(field: u8, masked: bool) -> [u8; 4] {
     let def = field_def(field).expect("a known field");
     let len = def.len * if masked { 2 } else { 1 };
-    let c = OFPXMC_OPENFLOW_BASIC.to_be_bytes();
-    [c[0], c[1], (field << 1) | u8::from(masked), len]
+    let (class, number) = wire_id(field);
+    let c = class.to_be_bytes();
+    [c[0], c[1], (number << 1) | u8::from(masked), len]
 }
 
 fn headers(kinds: &[u16]) -> Vec<u8> {

@@ -6,10 +6,11 @@ use proptest::prelude::*;
 use vsw_openflow::flow_mod::{Action, BadFlowMod, Command, FlowMod, Instruction};
 use vsw_openflow::flow_stats::{FlowRemoved, FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::message::ErrorMsg;
-use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS};
+use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS, TUN_METADATA0};
 use vsw_openflow::oxs::FlowCounts;
 use vsw_openflow::packet::NO_BUFFER;
 use vsw_openflow::role::RoleMsg;
+use vsw_openflow::tlv::{TlvCommand, TlvMap, TlvTableMod};
 use vsw_openflow::{
     next_message, AsyncConfig, Bridge, Features, Message, MultipartRequest, PacketIn, PacketOut,
     PortInfo, Role, Session, SwitchConfig, SwitchDesc, Version, VersionSet,
@@ -88,6 +89,26 @@ fn message() -> impl Strategy<Value = Message> {
         prop::collection::vec(any::<u8>(), 0..200).prop_map(Message::EchoRequest),
         prop::collection::vec(any::<u8>(), 0..200).prop_map(Message::EchoReply),
         Just(Message::FeaturesRequest),
+        Just(Message::TlvTableRequest),
+        (
+            prop_oneof![
+                Just(TlvCommand::Add),
+                Just(TlvCommand::Delete),
+                Just(TlvCommand::Clear)
+            ],
+            prop::collection::vec(
+                (any::<u16>(), any::<u8>(), any::<u8>(), any::<u16>()).prop_map(
+                    |(class, kind, len, index)| TlvMap {
+                        class,
+                        kind,
+                        len,
+                        index
+                    }
+                ),
+                0..4
+            )
+        )
+            .prop_map(|(command, maps)| Message::TlvTableMod(TlvTableMod { command, maps })),
         (
             any::<u64>(),
             any::<u32>(),
@@ -446,7 +467,11 @@ proptest! {
             // Whatever is taken is well formed: known fields of the right length.
             for f in &m.fields {
                 let def = OXM_FIELDS.iter().find(|d| d.field == f.field).unwrap();
-                prop_assert_eq!(f.value.len(), usize::from(def.len));
+                if f.field == TUN_METADATA0 {
+                    prop_assert!((1..=usize::from(def.len)).contains(&f.value.len()));
+                } else {
+                    prop_assert_eq!(f.value.len(), usize::from(def.len));
+                }
             }
         }
         let _ = OxmMatch::decode_from(&garbage);
@@ -479,6 +504,8 @@ proptest! {
         let expected = requests.iter().filter(|m| matches!(m,
             Message::EchoRequest(_) | Message::FeaturesRequest | Message::GetConfigRequest | Message::BarrierRequest
             | Message::MultipartRequest(_) | Message::GetAsyncRequest | Message::RoleRequest(_)
+            // A switch without Geneve metadata refuses every TLV table change.
+            | Message::TlvTableRequest | Message::TlvTableMod(_)
         )).count();
         prop_assert_eq!(answered, expected);
         for c in &chunks {

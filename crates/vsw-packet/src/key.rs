@@ -25,7 +25,7 @@ const MAX_IPV6_EXTENSIONS: usize = 8;
 
 /// Words of a [`FlowKey`]: the classifier and the exact-match cache mask, hash and
 /// compare keys as this many `u64`s.
-pub const KEY_WORDS: usize = 15;
+pub const KEY_WORDS: usize = 16;
 
 /// What a rule can match on, laid out without padding so that it can be read as
 /// [`KEY_WORDS`] machine words ([`FlowKey::words`]).
@@ -56,6 +56,9 @@ pub struct FlowKey {
     /// over IPv6 (Open vSwitch's `tun_ipv6_src`/`_dst`, which vsw does not match).
     pub tun_src: u32,
     pub tun_dst: u32,
+    /// The value of the Geneve option the switch's TLV map names `tun_metadata0`
+    /// (up to 8 bytes, as a big-endian number); 0 when the packet carried none.
+    pub tun_metadata0: u64,
     pub in_port: u32,
     /// The IPv6 flow label (20 bits).
     pub ipv6_label: u32,
@@ -131,6 +134,7 @@ const HASH_K: [u64; KEY_WORDS] = [
     0x8ff9_9a15_b5a3_d3bb,
     0x0801_f2e2_8587_48f7,
     0xba7c_9045_f12c_7f99,
+    0x24a1_9947_b391_6cf7,
 ];
 
 /// Hash of the first `n` words of a key (the exact-match cache and the classifier's

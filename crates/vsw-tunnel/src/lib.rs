@@ -6,5 +6,6 @@
 
 pub mod config;
 pub mod kernel_routes;
+pub mod metadata;
 pub mod neigh;
 pub mod route;

@@ -113,7 +113,7 @@ fn port_for<'a>(snap: &'a Snapshot, d: &Decapped<'_>) -> Option<&'a PortEnd> {
 
 /// What the rules see of the tunnel a packet came through: its VNI and, over IPv4,
 /// its outer addresses.
-fn tunnel_key(m: &TunnelMeta) -> TunnelKey {
+fn tunnel_key(m: &TunnelMeta, metadata0: u64) -> TunnelKey {
     let v4 = |a: IpAddr| match a {
         IpAddr::V4(a) => u32::from(a),
         IpAddr::V6(_) => 0,
@@ -122,6 +122,7 @@ fn tunnel_key(m: &TunnelMeta) -> TunnelKey {
         id: u64::from(m.id),
         src: v4(m.src),
         dst: v4(m.dst),
+        metadata0,
     }
 }
 
@@ -137,16 +138,22 @@ impl LocalTx {
         // The sender's device vouches for the checksum (a local sender's, left to
         // finish; or one the kernel checked).
         let vouched = meta.vnet.flags & (VNET_F_NEEDS_CSUM | VNET_F_DATA_VALID) != 0;
-        match decap(data, &snap.listen, vouched, |_, _| false) {
+        // A critical option the TLV map names is one this switch knows.
+        let known = |class, kind| snap.metadata0.is_some_and(|m| m.is(class, kind));
+        match decap(data, &snap.listen, vouched, known) {
             Ok(d) => match port_for(&snap, &d) {
                 Some(port) => {
                     let inner = d.inner;
+                    let metadata0 = snap
+                        .metadata0
+                        .and_then(|m| m.value_in(d.options))
+                        .unwrap_or(0);
                     // A super-frame (the sender's GSO through its tunnel) crosses
                     // whole: the tunnel port's bridge hands it on or cuts it.
                     // The VNI and the outer addresses go with it, for rules to
                     // match as `tun_id`, `tun_src` and `tun_dst`.
                     let m = PacketMeta {
-                        tunnel: tunnel_key(&d.meta),
+                        tunnel: tunnel_key(&d.meta, metadata0),
                         ..inner_meta(data, inner, meta)
                     };
                     let sent = port.rx.send_with(m, |buf| {
@@ -261,6 +268,7 @@ mod tests {
     use vsw_packet::tunnel::{EncapSpec, EncapTemplate, TunnelKind};
     use vsw_packet::vnet::{VnetHdr, VNET_GSO_TCPV4};
     use vsw_tunnel::config::TunnelConfig;
+    use vsw_tunnel::metadata::MetadataOption;
 
     const REMOTE: Ipv4Addr = Ipv4Addr::new(198, 18, 77, 1);
 
@@ -505,6 +513,7 @@ mod tests {
             id: 99,
             src: u32::from(remote),
             dst: u32::from(Ipv4Addr::new(198, 18, 78, 2)),
+            metadata0: 0,
         };
         assert_eq!(m.tunnel, want);
         drop(tunnel);
@@ -593,6 +602,99 @@ mod tests {
         drop(tunnel);
         crate::tunnel::close_tunnel("vsw-ut-dstvx", tunnel_reg);
         close_local("vsw-ut-dstbr", local_reg);
+    }
+
+    #[test]
+    fn a_geneve_option_the_tlv_map_names_is_tun_metadata0_both_ways() {
+        let _turn = ROUTE_TABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let remote = Ipv4Addr::new(198, 18, 82, 1);
+        let (host_queues, _host) = memory_port(1024);
+        let (mut local, local_reg) = open_local("vsw-ut-gvbr", host_queues);
+        let mut routes = vsw_tunnel::route::RouteTable::default();
+        routes
+            .add_from_args(&[
+                "198.18.82.0/24".to_string(),
+                "vsw-ut-gvbr".to_string(),
+                "src=198.18.82.2".to_string(),
+            ])
+            .unwrap();
+        world().set_routes(routes);
+        world().neighbour_set(
+            IpAddr::V4(remote),
+            MacAddr([2, 0, 0, 0, 0x82, 1]),
+            "vsw-ut-gvbr",
+        );
+        // A critical type (0x80 and up) of a class no other test uses: known only
+        // through the map.
+        let option = MetadataOption {
+            class: 0x0102,
+            kind: 0x81,
+            len: 4,
+        };
+        world().set_metadata0(Some(option));
+        let options = BTreeMap::from([
+            ("remote_ip".to_string(), remote.to_string()),
+            ("key".to_string(), "7".to_string()),
+        ]);
+        let config = TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap();
+        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-gv", &config).unwrap();
+        let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
+        let ports = vsw_packet::tunnel::TunnelPorts {
+            vxlan: None,
+            geneve: Some(6081),
+        };
+        // Out: a rule's tun_metadata0 goes as the option; none, no option.
+        let with = PacketMeta {
+            tunnel: TunnelKey {
+                metadata0: 0xdead_beef,
+                ..TunnelKey::default()
+            },
+            ..PacketMeta::default()
+        };
+        tunnel.tx.stage(&inner, &with).unwrap();
+        let (sent, _) = first_with_meta(local.rx[1].as_mut()).expect("an encapsulated frame");
+        let d = decap(&sent, &ports, false, |c, k| option.is(c, k)).unwrap();
+        assert_eq!(option.value_in(d.options), Some(0xdead_beef));
+        assert_eq!(d.inner, &inner[..]);
+        tunnel.tx.stage(&inner, &PacketMeta::default()).unwrap();
+        let (plain, _) = first_with_meta(local.rx[1].as_mut()).expect("a frame without it");
+        let d = decap(&plain, &ports, false, |_, _| false).unwrap();
+        assert!(d.options.is_empty());
+        // In: the option's value reaches the rules as tun_metadata0, and being
+        // mapped, a critical option is known rather than dropped.
+        let mut tlv = option.tlv();
+        tlv[4..].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+        let from_remote = EncapTemplate::new(&EncapSpec {
+            kind: TunnelKind::Geneve,
+            eth_src: MacAddr([2, 0, 0, 0, 0x82, 1]),
+            eth_dst: MacAddr([2, 0, 0, 0, 0x82, 2]),
+            src: IpAddr::V4(remote),
+            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 82, 2)),
+            tos: 0,
+            ttl: 64,
+            df: true,
+            udp_dst: 6081,
+            udp_csum: false,
+            vni: 7,
+            geneve_options: tlv,
+        })
+        .unwrap();
+        let mut buf = vec![0u8; 2048];
+        let n = from_remote.push(&inner, &mut buf, 40000, 0).unwrap();
+        let sent = &buf[..n];
+        local.tx.stage(sent, &PacketMeta::default()).unwrap();
+        let (got, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the inner frame");
+        assert_eq!(got, inner);
+        assert_eq!(m.tunnel.metadata0, 0xdead_beef);
+        // Unmapped again, the same packet's critical option is unknown: dropped.
+        world().set_metadata0(None);
+        local.tx.stage(sent, &PacketMeta::default()).unwrap();
+        assert!(first_with_meta(tunnel.rx[0].as_mut()).is_none());
+        drop(tunnel);
+        crate::tunnel::close_tunnel("vsw-ut-gv", tunnel_reg);
+        close_local("vsw-ut-gvbr", local_reg);
     }
 
     #[test]

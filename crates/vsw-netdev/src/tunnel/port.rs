@@ -8,10 +8,12 @@ use arrayvec::ArrayVec;
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TxOffloads, TxQueue};
 use vsw_packet::ethernet::copy_frame;
 use vsw_packet::gso::complete_checksum;
+use vsw_packet::tunnel::TunnelKind;
 use vsw_packet::tunnel::{flow_hash, inner_tos_ttl, udp_source_port, EncapSpec, EncapTemplate};
 use vsw_packet::wire::arp;
 use vsw_packet::{EtherType, MacAddr, VnetHdr};
 use vsw_tunnel::config::{FromFlow, Inherit, TunnelConfig};
+use vsw_tunnel::metadata::MetadataOption;
 
 use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot};
 use crate::channel::Channel;
@@ -64,6 +66,9 @@ pub fn close_tunnel(name: &str, registration: Registration) {
 enum Resolved {
     Ready {
         template: EncapTemplate,
+        /// A Geneve port's template with the option `tun_metadata0` stands for
+        /// (value zero), for packets a rule gave one.
+        with_metadata: Option<(EncapTemplate, MetadataOption)>,
         inject: Arc<Channel>,
     },
     /// The next hop's MAC is not known: ask for it.
@@ -183,9 +188,19 @@ impl TunnelTx {
             },
             geneve_options: Vec::new(),
         };
+        let with_metadata = match (self.config.kind, snap.metadata0) {
+            (TunnelKind::Geneve, Some(m)) => EncapTemplate::new(&EncapSpec {
+                geneve_options: m.tlv(),
+                ..spec.clone()
+            })
+            .ok()
+            .map(|t| (t, m)),
+            _ => None,
+        };
         match EncapTemplate::new(&spec) {
             Ok(template) => Resolved::Ready {
                 template,
+                with_metadata,
                 inject: bridge.inject.clone(),
             },
             Err(_) => Resolved::Dropped("no_source_address"),
@@ -202,6 +217,8 @@ struct Outer {
     /// `tos=inherit` or `ttl=inherit`: the outer TOS and TTL, copied from the inner
     /// IP header where asked.
     tos_ttl: Option<(u8, u8)>,
+    /// `tun_metadata0`'s value as the option carries it (bytes from the index on).
+    option: Option<([u8; 8], usize)>,
 }
 
 /// Sends `data` behind `template`'s outer headers into the underlay bridge. A
@@ -233,7 +250,8 @@ fn encapsulate(
             let inner_vnet = meta.vnet.shifted(tag as u16);
             complete_checksum(&mut buf[at..at + n], &inner_vnet).ok()?;
         }
-        let len = template.finish_keyed(buf, n, outer.sport, outer.ip_id, outer.vni)?;
+        let option = outer.option.as_ref().map(|(b, from)| &b[*from..]);
+        let len = template.finish_keyed(buf, n, outer.sport, outer.ip_id, outer.vni, option)?;
         if let Some((tos, ttl)) = outer.tos_ttl {
             template.set_tos_ttl(&mut buf[..len], tos, ttl)?;
         }
@@ -378,7 +396,18 @@ impl TxQueue for TunnelTx {
         };
         let way = self.way_to(&snap, remote);
         match &mut self.remotes[way].1 {
-            Resolved::Ready { template, inject } => {
+            Resolved::Ready {
+                template,
+                with_metadata,
+                inject,
+            } => {
+                // A rule gave the packet tun_metadata0: the template with its option.
+                let (template, option) = match with_metadata {
+                    Some((t, m)) if meta.tunnel.metadata0 != 0 => {
+                        (&*t, Some(m.bytes_of(meta.tunnel.metadata0)))
+                    }
+                    _ => (&*template, None),
+                };
                 let sport = udp_source_port(flow_hash(data));
                 // `key=flow`: the ID the rules set (`set_field:…->tun_id`).
                 let vni = (self.config.key == FromFlow::Flow).then_some(meta.tunnel.id as u32);
@@ -387,6 +416,7 @@ impl TxQueue for TunnelTx {
                     ip_id: 0,
                     vni,
                     tos_ttl: inherited_tos_ttl(&self.config, data),
+                    option,
                 };
                 let tag = if meta.vlan.is_some() { 4 } else { 0 };
                 let fits = data.len() + tag <= template.inner_frame_max(usize::from(u16::MAX));

@@ -11,6 +11,7 @@ use crossbeam_queue::ArrayQueue;
 use vsw_packet::tunnel::TunnelPorts;
 use vsw_packet::MacAddr;
 use vsw_tunnel::config::TunnelConfig;
+use vsw_tunnel::metadata::MetadataOption;
 use vsw_tunnel::neigh::NeighbourTable;
 use vsw_tunnel::route::RouteTable;
 
@@ -68,6 +69,8 @@ pub(crate) struct Snapshot {
     pub ports: Vec<PortEnd>,
     /// The UDP ports tunnel packets arrive on.
     pub listen: TunnelPorts,
+    /// The Geneve option the TLV map names `tun_metadata0`, if any.
+    pub metadata0: Option<MetadataOption>,
 }
 
 #[derive(Default)]
@@ -80,6 +83,7 @@ struct State {
     /// Who holds each name of `bridges` and `ports`.
     owners: BTreeMap<String, Registration>,
     registrations: u64,
+    metadata0: Option<MetadataOption>,
 }
 
 impl State {
@@ -119,6 +123,7 @@ pub fn world() -> &'static TunnelWorld {
             bridges: BTreeMap::new(),
             ports: Vec::new(),
             listen: TunnelPorts::default(),
+            metadata0: None,
         }),
         state: Mutex::new(State::default()),
         learned: ArrayQueue::new(1024),
@@ -152,7 +157,23 @@ impl TunnelWorld {
             bridges: s.bridges.clone(),
             ports: s.ports.values().cloned().collect(),
             listen,
+            metadata0: s.metadata0,
         }));
+    }
+
+    /// The Geneve option `tun_metadata0` stands for from now on (`None`: none). One
+    /// map for the whole switch: Open vSwitch keeps one per bridge, but a packet is
+    /// decapsulated on the underlay bridge and matched on the tunnel's.
+    pub fn set_metadata0(&self, option: Option<MetadataOption>) {
+        let mut s = self.state();
+        if s.metadata0 != option {
+            s.metadata0 = option;
+            self.publish(&mut s);
+        }
+    }
+
+    pub fn metadata0(&self) -> Option<MetadataOption> {
+        self.state().metadata0
     }
 
     pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {

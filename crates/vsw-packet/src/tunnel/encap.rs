@@ -186,11 +186,13 @@ impl EncapTemplate {
         udp_src: u16,
         ip_id: u16,
     ) -> Option<usize> {
-        self.finish_keyed(out, inner_len, udp_src, ip_id, None)
+        self.finish_keyed(out, inner_len, udp_src, ip_id, None, None)
     }
 
     /// As [`EncapTemplate::finish`], the VNI (24 bits) written over the template's
-    /// when given: a port with `key=flow` sends with the ID a rule set.
+    /// when given: a port with `key=flow` sends with the ID a rule set; and
+    /// `last_option_value` written over the value of the template's last Geneve
+    /// option (the headers' last bytes): `tun_metadata0` as a rule set it.
     pub fn finish_keyed(
         &self,
         out: &mut [u8],
@@ -198,6 +200,7 @@ impl EncapTemplate {
         udp_src: u16,
         ip_id: u16,
         vni: Option<u32>,
+        last_option_value: Option<&[u8]>,
     ) -> Option<usize> {
         let total = self.header.len() + inner_len;
         // IPv4's length field counts its header, IPv6's does not.
@@ -233,6 +236,11 @@ impl EncapTemplate {
             let at = udp_at + udp::HEADER_LEN + 4;
             out.get_mut(at..at + 3)?
                 .copy_from_slice(&(vni & 0x00ff_ffff).to_be_bytes()[1..]);
+        }
+        if let Some(v) = last_option_value {
+            let end = self.header.len();
+            out.get_mut(end.checked_sub(v.len())?..end)?
+                .copy_from_slice(v);
         }
         let mut u = udp::Packet::new_checked(&mut out[udp_at..]).ok()?;
         u.set_src_port(udp_src);

@@ -23,7 +23,9 @@ use vsw_openflow::ofctl_text::{
 };
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::table_stats::TableStats;
+use vsw_openflow::tlv::{BadTlv, TlvMap, TlvTableMod};
 use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
+use vsw_tunnel::metadata::MetadataOption;
 
 use std::sync::Arc;
 
@@ -339,6 +341,33 @@ impl Bridge for SwitchBridge<'_> {
 
     fn role(&self) -> Role {
         self.peer.role()
+    }
+
+    /// The switch's one Geneve metadata field, `tun_metadata0`, as the map's one
+    /// entry; it lives with the tunnels (every bridge's Geneve ports read it).
+    fn tlv_table(&self) -> Vec<TlvMap> {
+        vsw_netdev::tunnel::world()
+            .metadata0()
+            .map(|m| TlvMap {
+                class: m.class,
+                kind: m.kind,
+                len: m.len,
+                index: 0,
+            })
+            .into_iter()
+            .collect()
+    }
+
+    fn tlv_table_mod(&mut self, m: &TlvTableMod) -> Result<(), BadTlv> {
+        let next = m.apply(&self.tlv_table())?;
+        let option = next.first().map(|e| MetadataOption {
+            class: e.class,
+            kind: e.kind,
+            len: e.len,
+        });
+        tracing::info!(?option, "Geneve TLV map changed");
+        vsw_netdev::tunnel::world().set_metadata0(option);
+        Ok(())
     }
 
     /// A master request makes every other master a slave; master and slave
