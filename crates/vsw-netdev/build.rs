@@ -1,25 +1,29 @@
-//! Builds the offload fast path's BPF programs (bpf/vsw_offload.c) with clang.
+//! Builds the BPF programs (bpf/*.c) with clang: the offload fast path and the
+//! tunnel super-frame redirect.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let src = "bpf/vsw_offload.c";
-    println!("cargo:rerun-if-changed={src}");
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("vsw_offload.o");
-    // The multiarch include directory has <asm/types.h> for the kernel headers.
-    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
-        Ok("aarch64") => "aarch64-linux-gnu",
-        _ => "x86_64-linux-gnu",
-    };
-    let status = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-Wall"])
-        .arg(format!("-I/usr/include/{arch}"))
-        .args(["-c", src, "-o"])
-        .arg(&out)
-        .status()
-        .unwrap_or_else(|e| {
-            panic!("clang is needed to build {src} (scripts/setup.sh installs it): {e}")
-        });
-    assert!(status.success(), "clang failed on {src}");
+    for name in ["vsw_offload", "vsw_tunnel_gso"] {
+        let src = format!("bpf/{name}.c");
+        println!("cargo:rerun-if-changed={src}");
+        let out =
+            PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join(format!("{name}.o"));
+        // The multiarch include directory has <asm/types.h> for the kernel headers.
+        let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
+            Ok("aarch64") => "aarch64-linux-gnu",
+            _ => "x86_64-linux-gnu",
+        };
+        let status = Command::new("clang")
+            .args(["-O2", "-g", "-target", "bpf", "-Wall"])
+            .arg(format!("-I/usr/include/{arch}"))
+            .args(["-c", &src, "-o"])
+            .arg(&out)
+            .status()
+            .unwrap_or_else(|e| {
+                panic!("clang is needed to build {src} (scripts/setup.sh installs it): {e}")
+            });
+        assert!(status.success(), "clang failed on {src}");
+    }
 }

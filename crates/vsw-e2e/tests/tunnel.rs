@@ -86,11 +86,13 @@ fn vxlan_to_the_linux_kernel_both_ways() {
         Duration::from_secs(5),
         || appctl(&["tnl/ports/show"]).contains("vxlan_no_vni=1"),
     );
-    // TCP both ways, the kernel's offloads on. To the kernel's side: vsw finishes
-    // the workload's checksums and cuts its super-frames before encapsulating. From
-    // it: the kernel's vxlan device hands the veth UDP-tunnelled super-frames (one
-    // outer header in front of 64 KiB of inner TCP), which vsw decapsulates whole;
-    // smaller packets carry their inner checksums unfinished, which vsw keeps so.
+    // TCP both ways, the kernel's offloads on. To the kernel's side: vsw
+    // encapsulates the workload's super-frames whole and hands them, UDP-tunnelled,
+    // to the underlay veth through the port's tunnel tap (`vswg<ifindex>`), so the
+    // kernel carries them whole to the peer. From it: the kernel's vxlan device hands
+    // the veth UDP-tunnelled super-frames (one outer header in front of 64 KiB of
+    // inner TCP), which vsw decapsulates whole; smaller packets carry their inner
+    // checksums unfinished, which vsw keeps so.
     for reverse in [false, true] {
         let received = iperf3_through(&there, &w, reverse);
         assert!(
@@ -98,6 +100,25 @@ fn vxlan_to_the_linux_kernel_both_ways() {
             "TCP through the tunnel (reverse: {reverse}): {received} bytes"
         );
     }
+    // What went through the tunnel tap went in frames far larger than the underlay's
+    // 1,500 bytes: super-frames, whole.
+    let ifindex = here
+        .exec(&["cat", &format!("/sys/class/net/{u0}/ifindex")])
+        .stdout;
+    let tap = format!("vswg{}", String::from_utf8_lossy(&ifindex).trim());
+    let stat = |what: &str| -> u64 {
+        let out = here.exec(&["cat", &format!("/sys/class/net/{tap}/statistics/{what}")]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let (frames, bytes) = (stat("rx_packets"), stat("rx_bytes"));
+    assert!(frames > 0, "nothing went through {tap}: {}", d.log());
+    assert!(
+        bytes / frames > 8_000,
+        "{frames} frames of {bytes} bytes through {tap}: not super-frames"
+    );
     // The 1,400-byte unfragmentable ping from the kernel's side too.
     let big_back = df_ping(|a| there.exec(a), "1372", "198.19.0.2");
     assert!(

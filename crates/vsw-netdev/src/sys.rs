@@ -182,6 +182,16 @@ pub fn set_interface_mtu(name: &str, mtu: u32) -> io::Result<()> {
 /// Creates tap interface `name` (or attaches to it) with virtio-net headers, and
 /// tells the kernel which offloads the reader takes (`offloads`: TUN_F_* flags).
 pub fn tap_open(name: &str, offloads: libc::c_uint) -> io::Result<OwnedFd> {
+    tap_open_with(name, 10, offloads)
+}
+
+/// [`tap_open`] with virtio-net headers of `hdr_len` bytes (24: the header with UDP
+/// tunnel offsets).
+pub fn tap_open_with(
+    name: &str,
+    hdr_len: libc::c_int,
+    offloads: libc::c_uint,
+) -> io::Result<OwnedFd> {
     let mut req = ifreq(name)?;
     // SAFETY: plain open(2) of a NUL-terminated literal; the result is checked.
     let raw = unsafe {
@@ -199,7 +209,6 @@ pub fn tap_open(name: &str, offloads: libc::c_uint) -> io::Result<OwnedFd> {
         (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short;
     // SAFETY: TUNSETIFF reads the name and flags from `req`, which lives for the call.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &req) })?;
-    let hdr_len: libc::c_int = 10;
     // SAFETY: TUNSETVNETHDRSZ reads one c_int from the pointer, which lives for the call.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr_len) })?;
     // SAFETY: TUNSETOFFLOAD takes the flags by value.
@@ -241,6 +250,26 @@ pub fn read_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 pub fn write_frame(fd: &OwnedFd, frame: &[u8]) -> io::Result<()> {
     // SAFETY: `frame` is live and readable for its whole length for the call.
     let n = unsafe { libc::write(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Writes one frame to a descriptor (a tap) from two buffers: a header and the frame.
+pub fn write_frame_parts(fd: &OwnedFd, head: &[u8], data: &[u8]) -> io::Result<()> {
+    let iov = [
+        libc::iovec {
+            iov_base: head.as_ptr() as *mut libc::c_void,
+            iov_len: head.len(),
+        },
+        libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        },
+    ];
+    // SAFETY: both parts are live and readable for the call; the kernel only reads them.
+    let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }

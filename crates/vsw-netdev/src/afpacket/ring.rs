@@ -26,7 +26,12 @@ use vsw_packet::ethernet::copy_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::{VlanTag, VnetHdr};
 
+use super::tunnel_gso::TunnelGsoTap;
 use super::{attach, offload_socket, set_flag, syscall, transient, RingFrames, MAX_FRAME};
+use vsw_packet::tunnel::{segment_udp_tunnel, udp_tunnel_super_frame};
+
+/// The largest outer packet a cut tunnel super-frame yields (a jumbo MTU's).
+const CUT_BUFFER: usize = 16 << 10;
 use crate::sys::{self, RingMap, TPACKET_V2};
 use crate::NetdevError;
 
@@ -232,6 +237,7 @@ pub(super) fn open_tx_only(
         geo,
         direct,
         super::port_mtu(ifname),
+        ifindex,
     )))
 }
 
@@ -418,10 +424,30 @@ struct RingTx {
     scratch: Box<[u8]>,
     /// The interface's MTU when the queue was opened.
     mtu: usize,
+    ifindex: u32,
+    /// Where UDP-tunnelled super-frames go whole.
+    tunnel_gso: TunnelGso,
+    /// Where such a frame is cut when they cannot.
+    cut: Box<[u8]>,
+}
+
+/// The way for UDP-tunnelled super-frames (`tunnel_gso.rs`): made the first time one
+/// is sent (most ports never carry one), once.
+enum TunnelGso {
+    Untried,
+    Tap(TunnelGsoTap),
+    /// Not on this kernel: such frames are cut here.
+    Unavailable,
 }
 
 impl RingTx {
-    fn new(sock: Arc<RingSocket>, geo: Geometry, direct: OwnedFd, mtu: usize) -> RingTx {
+    fn new(
+        sock: Arc<RingSocket>,
+        geo: Geometry,
+        direct: OwnedFd,
+        mtu: usize,
+        ifindex: u32,
+    ) -> RingTx {
         RingTx {
             sock,
             geo,
@@ -433,7 +459,81 @@ impl RingTx {
             direct,
             scratch: vec![0u8; MAX_FRAME].into_boxed_slice(),
             mtu,
+            ifindex,
+            tunnel_gso: TunnelGso::Untried,
+            cut: vec![0u8; CUT_BUFFER].into_boxed_slice(),
         }
+    }
+
+    /// Sends a UDP-tunnelled super-frame (`vnet` describing its inner segmentation,
+    /// offsets as `data` goes out, tag included): whole through the port's tunnel tap,
+    /// or cut into outer packets here. `None`: `data` is no such frame.
+    fn stage_tunnel_super_frame(
+        &mut self,
+        data: &[u8],
+        meta: &PacketMeta,
+        vnet: VnetHdr,
+    ) -> Option<Result<(), StageError>> {
+        // Taken out of `self` while the frame may live in it (a tag put back).
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let result = self.tunnel_super_frame_in(&mut scratch, data, meta, vnet);
+        self.scratch = scratch;
+        result
+    }
+
+    fn tunnel_super_frame_in(
+        &mut self,
+        scratch: &mut [u8],
+        data: &[u8],
+        meta: &PacketMeta,
+        vnet: VnetHdr,
+    ) -> Option<Result<(), StageError>> {
+        let frame = match meta.vlan {
+            None => data,
+            Some(_) => {
+                let len = copy_frame(scratch, data, meta.vlan)?;
+                &scratch[..len]
+            }
+        };
+        let t = udp_tunnel_super_frame(frame, &vnet)?;
+        // The tap's header asks the kernel for outer UDP checksums only with a flag
+        // whose meaning for a checksum already present vsw does not rely on: frames
+        // with one are cut here.
+        let outer_csum = frame.get(t.l4 + 6..t.l4 + 8)? != [0, 0];
+        if matches!(self.tunnel_gso, TunnelGso::Untried) {
+            self.tunnel_gso = match TunnelGsoTap::open(self.ifindex) {
+                Ok(tap) => TunnelGso::Tap(tap),
+                Err(e) => {
+                    tracing::warn!(error = %e, ifindex = self.ifindex,
+                        "no tap for tunnel super-frames: they are cut in vsw");
+                    TunnelGso::Unavailable
+                }
+            };
+        }
+        if matches!(self.tunnel_gso, TunnelGso::Tap(_)) && !outer_csum {
+            // After what the ring holds, so that a flow's packets keep their order.
+            self.rejected += self.kick();
+            let TunnelGso::Tap(tap) = &self.tunnel_gso else {
+                unreachable!("checked above")
+            };
+            if let Err(e) = tap.send(frame, &vnet, &t) {
+                tracing::debug!(error = %e, "a tunnel super-frame was refused");
+                self.rejected += 1;
+            }
+            return Some(Ok(()));
+        }
+        let mss = usize::from(vnet.gso_size);
+        let plain = meta.without_offloads();
+        let mut cut = std::mem::take(&mut self.cut);
+        let mut lost = 0;
+        let result = segment_udp_tunnel(frame, &t, mss, &mut cut, |seg| {
+            if self.stage(seg, &plain).is_err() {
+                lost += 1;
+            }
+        });
+        self.cut = cut;
+        self.rejected += lost + usize::from(result.is_err());
+        Some(Ok(()))
     }
 
     /// Sends a frame too large for a ring slot by itself, after what the ring holds.
@@ -522,9 +622,13 @@ impl RingTx {
 
 impl TxQueue for RingTx {
     /// The kernel finishes checksums and segments super-frames (the virtio-net header
-    /// goes with every frame).
+    /// goes with every frame); UDP-tunnelled ones too, through the port's tunnel tap
+    /// (or cut here where there is none).
     fn offloads(&self) -> TxOffloads {
-        crate::vnet_frame::kernel_offloads(self.mtu)
+        TxOffloads {
+            tunnel_tso: true,
+            ..crate::vnet_frame::kernel_offloads(self.mtu)
+        }
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
@@ -537,6 +641,11 @@ impl TxQueue for RingTx {
         } else {
             meta.vnet
         };
+        if vnet.is_gso() {
+            if let Some(sent) = self.stage_tunnel_super_frame(data, meta, vnet) {
+                return sent;
+            }
+        }
         if data.len() + tag_len > self.geo.slot - TX_DATA_OFFSET - VNET_HDR_LEN {
             return self.send_direct(data, meta, vnet);
         }
