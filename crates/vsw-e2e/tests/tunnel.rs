@@ -88,7 +88,7 @@ fn vxlan_to_the_linux_kernel_both_ways() {
     );
     // TCP both ways, the kernel's offloads on. To the kernel's side: vsw
     // encapsulates the workload's super-frames whole and hands them, UDP-tunnelled,
-    // to the underlay veth through the port's tunnel tap (`vswg<ifindex>`), so the
+    // to the underlay veth through the port's tunnel tap (`vswg<ifindex>q<n>`), so the
     // kernel carries them whole to the peer. From it: the kernel's vxlan device hands
     // the veth UDP-tunnelled super-frames (one outer header in front of 64 KiB of
     // inner TCP), which vsw decapsulates whole; smaller packets carry their inner
@@ -105,7 +105,14 @@ fn vxlan_to_the_linux_kernel_both_ways() {
     let ifindex = here
         .exec(&["cat", &format!("/sys/class/net/{u0}/ifindex")])
         .stdout;
-    let tap = format!("vswg{}", String::from_utf8_lossy(&ifindex).trim());
+    // One tap per transmit queue: `vswg<ifindex>q<n>`.
+    let prefix = format!("vswg{}q", String::from_utf8_lossy(&ifindex).trim());
+    let links = here.exec(&["ls", "/sys/class/net"]).stdout;
+    let tap = String::from_utf8_lossy(&links)
+        .split_whitespace()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix}* tap: {}", d.log()))
+        .to_string();
     let stat = |what: &str| -> u64 {
         let out = here.exec(&["cat", &format!("/sys/class/net/{tap}/statistics/{what}")]);
         String::from_utf8_lossy(&out.stdout)

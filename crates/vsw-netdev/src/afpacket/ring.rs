@@ -16,7 +16,7 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use vsw_datapath::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TxFactory, TxOffloads,
@@ -220,6 +220,10 @@ pub(super) fn open_tx_only(
     ifindex: u32,
     frames: usize,
 ) -> Result<Box<dyn TxQueue>, NetdevError> {
+    Ok(Box::new(open_ring_tx(ifname, ifindex, frames)?))
+}
+
+fn open_ring_tx(ifname: &str, ifindex: u32, frames: usize) -> Result<RingTx, NetdevError> {
     let fd = offload_socket(ifname)?;
     setup_v2(&fd, ifname)?;
     let geo = Geometry {
@@ -232,13 +236,13 @@ pub(super) fn open_tx_only(
     let map = RingMap::map(&fd, geo.bytes()).map_err(syscall("mmap", ifname))?;
     sys::bind_to_interface(&fd, ifindex, false).map_err(syscall("bind", ifname))?;
     let direct = direct_socket(ifname, ifindex)?;
-    Ok(Box::new(RingTx::new(
+    Ok(RingTx::new(
         Arc::new(RingSocket { map, fd }),
         geo,
         direct,
         super::port_mtu(ifname),
         ifindex,
-    )))
+    ))
 }
 
 struct RingRx {
@@ -432,12 +436,54 @@ struct RingTx {
 }
 
 /// The way for UDP-tunnelled super-frames (`tunnel_gso.rs`): made the first time one
-/// is sent (most ports never carry one), once.
+/// is sent (most ports never carry one), once, by a thread of its own — making it
+/// takes ~40 ms, which the PMD does not wait for: it cuts such frames meanwhile.
 enum TunnelGso {
     Untried,
+    Making(mpsc::Receiver<std::io::Result<TunnelGsoTap>>),
     Tap(TunnelGsoTap),
     /// Not on this kernel: such frames are cut here.
     Unavailable,
+}
+
+impl TunnelGso {
+    /// The tap, once made (starting it the first time).
+    fn tap(&mut self, ifindex: u32) -> Option<&TunnelGsoTap> {
+        match self {
+            TunnelGso::Untried => {
+                let (done, made) = mpsc::channel();
+                // The new thread is in the PMD's network namespace, as the port is.
+                let spawned = std::thread::Builder::new()
+                    .name("vsw-tunnel-tap".into())
+                    .spawn(move || {
+                        let _ = done.send(TunnelGsoTap::open(ifindex));
+                    });
+                *self = match spawned {
+                    Ok(_) => TunnelGso::Making(made),
+                    Err(_) => TunnelGso::Unavailable,
+                };
+                None
+            }
+            TunnelGso::Making(made) => {
+                match made.try_recv() {
+                    Ok(Ok(tap)) => *self = TunnelGso::Tap(tap),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, ifindex,
+                            "no tap for tunnel super-frames: they are cut in vsw");
+                        *self = TunnelGso::Unavailable;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => *self = TunnelGso::Unavailable,
+                }
+                match self {
+                    TunnelGso::Tap(tap) => Some(tap),
+                    _ => None,
+                }
+            }
+            TunnelGso::Tap(tap) => Some(tap),
+            TunnelGso::Unavailable => None,
+        }
+    }
 }
 
 impl RingTx {
@@ -500,17 +546,7 @@ impl RingTx {
         // whose meaning for a checksum already present vsw does not rely on: frames
         // with one are cut here.
         let outer_csum = frame.get(t.l4 + 6..t.l4 + 8)? != [0, 0];
-        if matches!(self.tunnel_gso, TunnelGso::Untried) {
-            self.tunnel_gso = match TunnelGsoTap::open(self.ifindex) {
-                Ok(tap) => TunnelGso::Tap(tap),
-                Err(e) => {
-                    tracing::warn!(error = %e, ifindex = self.ifindex,
-                        "no tap for tunnel super-frames: they are cut in vsw");
-                    TunnelGso::Unavailable
-                }
-            };
-        }
-        if matches!(self.tunnel_gso, TunnelGso::Tap(_)) && !outer_csum {
+        if self.tunnel_gso.tap(self.ifindex).is_some() && !outer_csum {
             // After what the ring holds, so that a flow's packets keep their order.
             self.rejected += self.kick();
             let TunnelGso::Tap(tap) = &self.tunnel_gso else {
@@ -705,6 +741,145 @@ impl TxQueue for RingTx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A UDP-tunnelled TCP super-frame (20,000 bytes of inner TCP in segments of
+    /// 1,398, VXLAN over IPv4 without an outer checksum) and its virtio-net header.
+    fn tunnel_super_frame() -> (Vec<u8>, VnetHdr) {
+        use std::net::{IpAddr, Ipv4Addr};
+        use vsw_packet::builder::{self, Ipv4, DST_MAC, SRC_MAC};
+        use vsw_packet::tunnel::{EncapSpec, EncapTemplate, TunnelKind};
+        let data = vec![7u8; 20_000];
+        let tcp = builder::tcp(40000, 5201, 0x18, &data);
+        let ip = builder::ipv4(
+            &Ipv4 {
+                proto: vsw_packet::wire::ip::IPPROTO_TCP,
+                ..Ipv4::default()
+            },
+            &tcp,
+        );
+        let inner = builder::ethernet(DST_MAC, SRC_MAC, &[], vsw_packet::EtherType::IPV4, &ip);
+        let t = EncapTemplate::new(&EncapSpec {
+            kind: TunnelKind::Vxlan,
+            eth_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]),
+            eth_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, 2]),
+            src: IpAddr::V4(Ipv4Addr::new(198, 18, 83, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 83, 2)),
+            tos: 0,
+            ttl: 64,
+            df: true,
+            udp_dst: 4789,
+            udp_csum: false,
+            vni: 42,
+            geneve_options: Vec::new(),
+        })
+        .unwrap();
+        let mut out = vec![0u8; 70_000];
+        let n = t.push(&inner, &mut out, 40001, 0).unwrap();
+        out.truncate(n);
+        let vnet = VnetHdr {
+            flags: vsw_packet::vnet::VNET_F_NEEDS_CSUM,
+            gso_type: vsw_packet::vnet::VNET_GSO_TCPV4,
+            hdr_len: (t.overhead() + 54) as u16,
+            gso_size: 1398,
+            csum_start: (t.overhead() + 34) as u16,
+            csum_offset: 16,
+        };
+        (out, vnet)
+    }
+
+    /// A tunnel super-frame staged on a ring port is cut into outer packets no
+    /// larger than the underlay's MTU while the port's tunnel tap is being made, and
+    /// reaches the veth's peer whole through the tap once it is. Root: a namespace
+    /// of its own, the test's thread in it.
+    #[test]
+    fn tunnel_super_frames_are_cut_until_the_tap_is_made_then_leave_whole() {
+        use std::process::Command;
+        use std::time::{Duration, Instant};
+        let ns = format!("vswtg{}", std::process::id() % 100_000);
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        assert!(ip(&["netns", "add", &ns]), "this test needs root");
+        let result = std::panic::catch_unwind(|| {
+            // No IPv6 of the kernel's own (router solicitations) in the counts.
+            let quiet = Command::new("ip")
+                .args(["netns", "exec", &ns, "sysctl", "-q", "-w"])
+                .args([
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ])
+                .status();
+            assert!(quiet.is_ok_and(|s| s.success()));
+            assert!(ip(&[
+                "-n", &ns, "link", "add", "ua", "type", "veth", "peer", "name", "ub"
+            ]));
+            assert!(ip(&["-n", &ns, "link", "set", "ua", "up"]));
+            assert!(ip(&["-n", &ns, "link", "set", "ub", "up"]));
+            let ns_path = std::path::PathBuf::from(format!("/run/netns/{ns}"));
+            std::thread::spawn(move || {
+                crate::sys::enter_netns(&ns_path).unwrap();
+                // Through `ip`, which asks this thread's namespace over netlink (/sys
+                // is the mount's: the test's own namespace).
+                let received = || {
+                    let out = Command::new("ip")
+                        .args(["-s", "-o", "link", "show", "dev", "ub"])
+                        .output()
+                        .unwrap();
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    // "… RX: bytes packets … \\    BYTES PACKETS …" on one line.
+                    let after = text.split("RX:").nth(1).unwrap_or_default().to_string();
+                    let nums: Vec<u64> = after
+                        .split(|c: char| c.is_whitespace() || c == '\\')
+                        .filter_map(|w| w.parse().ok())
+                        .collect();
+                    (nums[1], nums[0])
+                };
+                let (frame, vnet) = tunnel_super_frame();
+                let meta = PacketMeta {
+                    vnet,
+                    ..PacketMeta::default()
+                };
+                let ifindex = crate::sys::if_index("ua").unwrap();
+                let mut tx = open_ring_tx("ua", ifindex, 64).unwrap();
+                // Sends the frame; what the peer received of it.
+                let send = |tx: &mut RingTx| {
+                    let before = received();
+                    tx.stage(&frame, &meta).unwrap();
+                    assert_eq!(tx.flush(), 0);
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    loop {
+                        let now = received();
+                        let got = (now.0 - before.0, now.1 - before.1);
+                        // All of it: the outer headers once, or once per packet.
+                        if got.1 >= frame.len() as u64 || Instant::now() > deadline {
+                            break got;
+                        }
+                        std::thread::yield_now();
+                    }
+                };
+                // The first: the tap is only being made, so the frame is cut. 20,000
+                // bytes in segments of 1,398: 15 outer packets.
+                let (packets, bytes) = send(&mut tx);
+                let headers = frame.len() as u64 - 20_000;
+                assert_eq!((packets, bytes), (15, 20_000 + 15 * headers), "cut");
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while tx.tunnel_gso.tap(ifindex).is_none() {
+                    assert!(Instant::now() < deadline, "the tap was not made");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                assert_eq!(send(&mut tx), (1, frame.len() as u64), "whole");
+            })
+            .join()
+            .unwrap();
+        });
+        ip(&["netns", "del", &ns]);
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
+    }
 
     #[test]
     fn slots_follow_the_mtu() {

@@ -7,13 +7,14 @@
 //! segments tunnels — but a packet socket cannot hand it one: its 10-byte
 //! virtio-net header has no way to say "UDP tunnel" (docs/BENCHMARKS.md, issue 18).
 //! A tap's can (the 24-byte `virtio_net_hdr_v1_hash_tunnel`, kernel 6.17 on). So an
-//! underlay port writes such frames into a tap of its own, `vswg<ifindex>`, whose tc
+//! underlay port writes such frames into a tap of its own, `vswg<ifindex>q<n>`, whose tc
 //! ingress runs `bpf/vsw_tunnel_gso.c`: a redirect to the underlay interface's
 //! transmit path. The tap goes when its descriptor closes (it is not persistent),
 //! and the classifier with it.
 
 use std::io;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
@@ -48,7 +49,11 @@ impl TunnelGsoTap {
     /// tunnel GSO on taps (before 6.17) or without tc BPF: then the port cuts such
     /// frames itself.
     pub(crate) fn open(ifindex: u32) -> io::Result<TunnelGsoTap> {
-        let name = format!("vswg{ifindex}");
+        let started = std::time::Instant::now();
+        // One tap per transmit queue (each PMD has its own): numbered.
+        static MADE: AtomicU32 = AtomicU32::new(0);
+        let n = MADE.fetch_add(1, Ordering::Relaxed) % 1000;
+        let name = format!("vswg{ifindex}q{n}");
         let fd = sys::tap_open_with(
             &name,
             TUNNEL_VNET_HDR_LEN as libc::c_int,
@@ -69,7 +74,9 @@ impl TunnelGsoTap {
         classifier
             .attach(&name, TcAttachType::Ingress)
             .map_err(|e| bpf_error(&e))?;
-        tracing::info!(tap = %name, ifindex, "tunnel super-frames go whole to the underlay");
+        // Made on a PMD, the first time: what that once costs it is in the log.
+        let took_us = started.elapsed().as_micros() as u64;
+        tracing::info!(tap = %name, ifindex, took_us, "tunnel super-frames go whole to the underlay");
         Ok(TunnelGsoTap { fd, _bpf: bpf })
     }
 
