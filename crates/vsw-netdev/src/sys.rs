@@ -256,9 +256,10 @@ pub fn write_frame(fd: &OwnedFd, frame: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes one frame to a descriptor (a tap) from two buffers: a header and the frame.
-pub fn write_frame_parts(fd: &OwnedFd, head: &[u8], data: &[u8]) -> io::Result<()> {
-    let iov = [
+/// A header and a frame as the two parts of one write or send (the kernel only reads
+/// them; the caller keeps both alive for the call).
+fn two_parts(head: &[u8], data: &[u8]) -> [libc::iovec; 2] {
+    [
         libc::iovec {
             iov_base: head.as_ptr() as *mut libc::c_void,
             iov_len: head.len(),
@@ -267,7 +268,12 @@ pub fn write_frame_parts(fd: &OwnedFd, head: &[u8], data: &[u8]) -> io::Result<(
             iov_base: data.as_ptr() as *mut libc::c_void,
             iov_len: data.len(),
         },
-    ];
+    ]
+}
+
+/// Writes one frame to a descriptor (a tap) from two buffers: a header and the frame.
+pub fn write_frame_parts(fd: &OwnedFd, head: &[u8], data: &[u8]) -> io::Result<()> {
+    let iov = two_parts(head, data);
     // SAFETY: both parts are live and readable for the call; the kernel only reads them.
     let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int) };
     if n < 0 {
@@ -506,16 +512,7 @@ pub fn recv_frame_aux(
 
 /// Sends one frame, given as two parts (header and data), without blocking.
 pub fn send_frame(fd: &OwnedFd, head: &[u8], data: &[u8]) -> io::Result<()> {
-    let mut iov = [
-        libc::iovec {
-            iov_base: head.as_ptr() as *mut libc::c_void,
-            iov_len: head.len(),
-        },
-        libc::iovec {
-            iov_base: data.as_ptr() as *mut libc::c_void,
-            iov_len: data.len(),
-        },
-    ];
+    let mut iov = two_parts(head, data);
     // SAFETY: msghdr is plain old data; zero is a valid value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov.as_mut_ptr();

@@ -414,6 +414,31 @@ mod tests {
     /// The route table is the process's: tests that set it take turns.
     static ROUTE_TABLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// An underlay bridge `bridge` (its LOCAL port in front of a memory port) whose
+    /// route table is `subnet dev bridge src=src`, the table held for the test.
+    fn underlay(
+        bridge: &str,
+        subnet: &str,
+        src: &str,
+    ) -> (
+        std::sync::MutexGuard<'static, ()>,
+        vsw_datapath::memory::MemoryPeer,
+        PortQueues,
+        Registration,
+    ) {
+        let turn = ROUTE_TABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (host_queues, host) = memory_port(1024);
+        let (local, local_reg) = open_local(bridge, host_queues);
+        let mut routes = vsw_tunnel::route::RouteTable::default();
+        routes
+            .add_from_args(&[subnet.to_string(), bridge.to_string(), format!("src={src}")])
+            .unwrap();
+        world().set_routes(routes);
+        (turn, host, local, local_reg)
+    }
+
     /// The first packet of `q` with its metadata.
     fn first_with_meta(q: &mut dyn RxQueue) -> Option<(Vec<u8>, PacketMeta)> {
         let mut batch = RxBatch::new();
@@ -426,21 +451,9 @@ mod tests {
 
     #[test]
     fn a_flow_keyed_port_sends_with_the_id_a_rule_set_and_hands_on_the_id_received() {
-        let _turn = ROUTE_TABLE
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let remote = Ipv4Addr::new(198, 18, 78, 1);
-        let (host_queues, _host) = memory_port(1024);
-        let (mut local, local_reg) = open_local("vsw-ut-flowbr", host_queues);
-        let mut routes = vsw_tunnel::route::RouteTable::default();
-        routes
-            .add_from_args(&[
-                "198.18.78.0/24".to_string(),
-                "vsw-ut-flowbr".to_string(),
-                "src=198.18.78.2".to_string(),
-            ])
-            .unwrap();
-        world().set_routes(routes);
+        let (_turn, _host, mut local, local_reg) =
+            underlay("vsw-ut-flowbr", "198.18.78.0/24", "198.18.78.2");
         world().neighbour_set(
             IpAddr::V4(remote),
             MacAddr([2, 0, 0, 0, 0, 0x78]),
@@ -523,20 +536,8 @@ mod tests {
 
     #[test]
     fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
-        let _turn = ROUTE_TABLE
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (host_queues, _host) = memory_port(1024);
-        let (mut local, local_reg) = open_local("vsw-ut-dstbr", host_queues);
-        let mut routes = vsw_tunnel::route::RouteTable::default();
-        routes
-            .add_from_args(&[
-                "198.18.81.0/24".to_string(),
-                "vsw-ut-dstbr".to_string(),
-                "src=198.18.81.2".to_string(),
-            ])
-            .unwrap();
-        world().set_routes(routes);
+        let (_turn, _host, mut local, local_reg) =
+            underlay("vsw-ut-dstbr", "198.18.81.0/24", "198.18.81.2");
         let (a, b, unknown) = (
             Ipv4Addr::new(198, 18, 81, 10),
             Ipv4Addr::new(198, 18, 81, 11),
@@ -606,21 +607,9 @@ mod tests {
 
     #[test]
     fn a_geneve_option_the_tlv_map_names_is_tun_metadata0_both_ways() {
-        let _turn = ROUTE_TABLE
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let remote = Ipv4Addr::new(198, 18, 82, 1);
-        let (host_queues, _host) = memory_port(1024);
-        let (mut local, local_reg) = open_local("vsw-ut-gvbr", host_queues);
-        let mut routes = vsw_tunnel::route::RouteTable::default();
-        routes
-            .add_from_args(&[
-                "198.18.82.0/24".to_string(),
-                "vsw-ut-gvbr".to_string(),
-                "src=198.18.82.2".to_string(),
-            ])
-            .unwrap();
-        world().set_routes(routes);
+        let (_turn, _host, mut local, local_reg) =
+            underlay("vsw-ut-gvbr", "198.18.82.0/24", "198.18.82.2");
         world().neighbour_set(
             IpAddr::V4(remote),
             MacAddr([2, 0, 0, 0, 0x82, 1]),
