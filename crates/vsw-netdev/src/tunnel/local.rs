@@ -96,19 +96,32 @@ fn inner_meta(outer: &[u8], inner: &[u8], meta: &PacketMeta) -> PacketMeta {
     }
 }
 
-/// The open tunnel port a decapsulated packet is for.
-fn port_for<'a>(snap: &'a Snapshot, d: &Decapped<'_>) -> Option<&'a PortEnd> {
-    snap.ports.iter().find(|p| {
+/// Which open tunnel port a decapsulated packet is for.
+enum PortFor<'a> {
+    Port(&'a PortEnd),
+    /// From a remote end of a port of its kind, with a VNI none of them has.
+    UnknownVni,
+    /// From no remote end of any port: the host's own (a tunnel device of its own).
+    Host,
+}
+
+fn port_for<'a>(snap: &'a Snapshot, d: &Decapped<'_>) -> PortFor<'a> {
+    let from_remote = |p: &&PortEnd| {
         p.config.kind == d.meta.kind
-            && (match p.config.remote {
+            && match p.config.remote {
                 FromFlow::Fixed(r) => r == d.meta.src,
                 FromFlow::Flow => true,
-            })
-            && (match p.config.key {
-                FromFlow::Fixed(k) => k == d.meta.id,
-                FromFlow::Flow => true,
-            })
-    })
+            }
+    };
+    let keyed = |p: &&PortEnd| match p.config.key {
+        FromFlow::Fixed(k) => k == d.meta.id,
+        FromFlow::Flow => true,
+    };
+    match snap.ports.iter().filter(from_remote).find(keyed) {
+        Some(p) => PortFor::Port(p),
+        None if snap.ports.iter().any(|p| from_remote(&p)) => PortFor::UnknownVni,
+        None => PortFor::Host,
+    }
 }
 
 /// What the rules see of the tunnel a packet came through: its VNI and, over IPv4,
@@ -142,7 +155,7 @@ impl LocalTx {
         let known = |class, kind| snap.metadata0.is_some_and(|m| m.is(class, kind));
         match decap(data, &snap.listen, vouched, known) {
             Ok(d) => match port_for(&snap, &d) {
-                Some(port) => {
+                PortFor::Port(port) => {
                     let inner = d.inner;
                     let metadata0 = snap
                         .metadata0
@@ -167,8 +180,13 @@ impl LocalTx {
                     }
                     true
                 }
+                // A remote end of ours with another VNI: never forwarded.
+                PortFor::UnknownVni => {
+                    w.count_drop("unknown_vni");
+                    true
+                }
                 // For the host's own socket on that port, not a tunnel port's.
-                None => false,
+                PortFor::Host => false,
             },
             Err(DecapError::NotTunnel) => false,
             Err(e) => {
@@ -282,11 +300,15 @@ mod tests {
     }
 
     fn vxlan(inner: &[u8], vni: u32) -> Vec<u8> {
+        vxlan_from(REMOTE, inner, vni)
+    }
+
+    fn vxlan_from(src: Ipv4Addr, inner: &[u8], vni: u32) -> Vec<u8> {
         let t = EncapTemplate::new(&EncapSpec {
             kind: TunnelKind::Vxlan,
             eth_src: MacAddr([2, 0, 0, 0, 0, 1]),
             eth_dst: MacAddr([2, 0, 0, 0, 0, 2]),
-            src: IpAddr::V4(REMOTE),
+            src: IpAddr::V4(src),
             dst: IpAddr::V4(Ipv4Addr::new(198, 18, 77, 2)),
             tos: 0,
             ttl: 64,
@@ -305,6 +327,9 @@ mod tests {
 
     #[test]
     fn the_local_port_hands_tunnel_packets_to_their_port_and_learns_neighbours() {
+        let _turn = SHARED_WORLD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (host_queues, host) = memory_port(1024);
         let (mut local, local_reg) = open_local("vsw-ut-local", host_queues);
         let options = BTreeMap::from([
@@ -322,16 +347,15 @@ mod tests {
             .unwrap();
         local.tx.flush();
         assert_eq!(received(tunnel.rx[0].as_mut()), vec![inner.clone()]);
-        // Another VNI is no tunnel of this switch's: it goes to the host.
+        // Another VNI from the port's remote end is no tunnel of this switch's: never
+        // forwarded (dropped and counted: a_vni_no_port_has_… below).
         local
             .tx
             .stage(&vxlan(&inner, 78), &PacketMeta::default())
             .unwrap();
         local.tx.flush();
         assert!(received(tunnel.rx[0].as_mut()).is_empty());
-        assert!(host
-            .recv_timeout(std::time::Duration::from_secs(1))
-            .is_some());
+        assert!(host.try_recv().is_none());
         // Malformed (the VNI flag cleared): dropped and counted.
         let before = world().drops();
         let mut bad = vxlan(&inner, 77);
@@ -373,9 +397,10 @@ mod tests {
         };
         local.tx.stage(&outer, &meta).unwrap();
         assert_eq!(received(tunnel.rx[0].as_mut()), vec![super_frame.clone()]);
-        // One for no tunnel port of this switch's: cut into whole VXLAN packets for
-        // the host, which takes no tunnel super-frames.
-        let other = vxlan(&super_frame, 78);
+        // One from an address no tunnel port of this switch's has (the host's own
+        // tunnel's): cut into whole VXLAN packets for the host, which takes no tunnel
+        // super-frames.
+        let other = vxlan_from(Ipv4Addr::new(198, 18, 77, 9), &super_frame, 78);
         local.tx.stage(&other, &meta).unwrap();
         local.tx.flush();
         for _ in 0..3 {
@@ -411,8 +436,10 @@ mod tests {
         close_local("vsw-ut-local", local_reg);
     }
 
-    /// The route table is the process's: tests that set it take turns.
-    static ROUTE_TABLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    /// The route table and the open ports are the process's: tests that set routes,
+    /// open a port taking any remote end, or count on which remotes ports have take
+    /// turns.
+    static SHARED_WORLD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     /// An underlay bridge `bridge` (its LOCAL port in front of a memory port) whose
     /// route table is `subnet dev bridge src=src`, the table held for the test.
@@ -426,7 +453,7 @@ mod tests {
         PortQueues,
         Registration,
     ) {
-        let turn = ROUTE_TABLE
+        let turn = SHARED_WORLD
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (host_queues, host) = memory_port(1024);
@@ -447,6 +474,74 @@ mod tests {
         drop(batch);
         q.release();
         out
+    }
+
+    #[test]
+    fn a_vni_no_port_has_from_a_remote_end_of_ours_is_dropped_and_counted() {
+        let (remote, stranger) = (Ipv4Addr::new(198, 18, 84, 1), Ipv4Addr::new(198, 18, 84, 9));
+        let (_turn, host, mut local, local_reg) =
+            underlay("vsw-ut-vnibr", "198.18.84.0/24", "198.18.84.2");
+        let options = BTreeMap::from([
+            ("remote_ip".to_string(), remote.to_string()),
+            ("key".to_string(), "7".to_string()),
+        ]);
+        let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-vnivx", &config).unwrap();
+        let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
+        let from = |src: Ipv4Addr, vni: u32| {
+            let t = EncapTemplate::new(&EncapSpec {
+                kind: TunnelKind::Vxlan,
+                eth_src: MacAddr([2, 0, 0, 0, 0x84, 1]),
+                eth_dst: MacAddr([2, 0, 0, 0, 0x84, 2]),
+                src: IpAddr::V4(src),
+                dst: IpAddr::V4(Ipv4Addr::new(198, 18, 84, 2)),
+                tos: 0,
+                ttl: 64,
+                df: true,
+                udp_dst: 4789,
+                udp_csum: false,
+                vni,
+                geneve_options: Vec::new(),
+            })
+            .unwrap();
+            let mut buf = vec![0u8; 2048];
+            let n = t.push(&inner, &mut buf, 40000, 0).unwrap();
+            buf.truncate(n);
+            buf
+        };
+        let unknown = || {
+            let all = world().drops();
+            all.iter()
+                .find(|(r, _)| *r == "unknown_vni")
+                .map_or(0, |(_, n)| *n)
+        };
+        let before = unknown();
+        // The port's VNI: to the port.
+        local
+            .tx
+            .stage(&from(remote, 7), &PacketMeta::default())
+            .unwrap();
+        assert!(first_with_meta(tunnel.rx[0].as_mut()).is_some());
+        // Another VNI from the port's remote: neither the port's nor the host's.
+        local
+            .tx
+            .stage(&from(remote, 8), &PacketMeta::default())
+            .unwrap();
+        local.tx.flush();
+        assert!(first_with_meta(tunnel.rx[0].as_mut()).is_none());
+        assert!(host.try_recv().is_none(), "handed to the host");
+        assert_eq!(unknown(), before + 1);
+        // From an address no port has: the host's (a tunnel device of its own).
+        local
+            .tx
+            .stage(&from(stranger, 8), &PacketMeta::default())
+            .unwrap();
+        local.tx.flush();
+        assert!(host.try_recv().is_some(), "not handed to the host");
+        assert_eq!(unknown(), before + 1);
+        drop(tunnel);
+        crate::tunnel::close_tunnel("vsw-ut-vnivx", tunnel_reg);
+        close_local("vsw-ut-vnibr", local_reg);
     }
 
     #[test]

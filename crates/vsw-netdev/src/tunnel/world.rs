@@ -36,6 +36,7 @@ pub const DROP_REASONS: &[&str] = &[
     "neighbour_unknown",
     "underlay_full",
     "no_tunnel_destination",
+    "unknown_vni",
 ];
 
 /// An underlay bridge as tunnels reach it: its MAC (outer source) and the channel
