@@ -83,8 +83,11 @@ enum Resolved {
 }
 
 /// Remote ends whose way out a `remote_ip=flow` port remembers at once (a fixed
-/// remote needs one).
-const REMOTES_KEPT: usize = 8;
+/// remote needs one). A frame to one not remembered works its way out again (route,
+/// neighbour, a header template allocated): with more remotes than this active
+/// through one port on one PMD, that happens per frame. Found by a linear scan,
+/// which a few dozen entries keep cheap.
+const REMOTES_KEPT: usize = 32;
 
 struct TunnelTx {
     config: TunnelConfig,
