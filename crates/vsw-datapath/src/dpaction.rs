@@ -49,7 +49,7 @@ pub enum DpAction {
     SetTunnelDst(Ipv4Addr),
     /// The `tun_metadata0` option a Geneve port sends with
     /// (`set_field:…->tun_metadata0`).
-    SetTunnelMetadata(u64),
+    SetTunnelMetadata(u32),
 }
 
 impl DpAction {

@@ -111,6 +111,7 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
         || k.tun_src != 0
         || k.tun_dst != 0
         || k.tun_metadata0 != 0
+        || k.tun_flags != 0
         || flow.actions.iter().any(|a| {
             matches!(
                 a,

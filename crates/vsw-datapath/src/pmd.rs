@@ -917,6 +917,7 @@ fn process_batch(
         key.tun_src = pkt.meta.tunnel.src;
         key.tun_dst = pkt.meta.tunnel.dst;
         key.tun_metadata0 = pkt.meta.tunnel.metadata0;
+        key.tun_flags = pkt.meta.tunnel.flags;
         let hash = key_hash(key);
         // Each flow of the batch is held once, in the tally (one reference count
         // per flow and batch, not per packet).

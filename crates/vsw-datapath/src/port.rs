@@ -29,7 +29,9 @@ pub struct TunnelKey {
     pub dst: u32,
     /// `tun_metadata0`: the value of the Geneve option the TLV map names so (0:
     /// none).
-    pub metadata0: u64,
+    pub metadata0: u32,
+    /// `tun_flags`: the OAM bit (`vsw_packet::key::TUN_FLAG_OAM`).
+    pub flags: u32,
 }
 
 impl PacketMeta {

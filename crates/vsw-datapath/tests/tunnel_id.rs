@@ -91,6 +91,7 @@ fn rules_match_the_tunnel_endpoints_a_packet_came_through() {
             src: ipv4(src),
             dst: ipv4(dst),
             metadata0: 0,
+            flags: 0,
         })
     };
     for (meta, port) in [
@@ -166,4 +167,29 @@ fn rules_match_and_set_tun_metadata0() {
     sw.peers[0].send_with(&f, with(0x9999));
     assert!(sw.peers[1].recv_timeout(QUIET).is_none());
     assert!(sw.peers[2].recv_timeout(QUIET).is_none());
+}
+
+#[test]
+fn rules_match_the_oam_flag_as_tun_flags() {
+    let mut sw = switch(3);
+    rules(
+        &mut sw.dp,
+        &[
+            "in_port=1,tun_flags=+oam,actions=output:2",
+            "in_port=1,tun_flags=-oam,actions=output:3",
+        ],
+    );
+    let f = frame(1, mac(9), 80);
+    let with = |flags| {
+        with_tunnel(TunnelKey {
+            id: 7,
+            flags,
+            ..TunnelKey::default()
+        })
+    };
+    sw.peers[0].send_with(&f, with(vsw_packet::key::TUN_FLAG_OAM));
+    assert!(sw.peers[1].recv_with(WAIT).is_some(), "an OAM packet");
+    sw.peers[0].send_with(&f, with(0));
+    assert!(sw.peers[2].recv_with(WAIT).is_some(), "any other");
+    assert!(sw.peers[1].recv_timeout(QUIET).is_none());
 }

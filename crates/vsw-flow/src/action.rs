@@ -58,7 +58,7 @@ pub enum Action {
     SetTunnelDst(Ipv4Addr),
     /// Set the Geneve option a Geneve port sends (the one the TLV map names
     /// `tun_metadata0`: `set_field:V->tun_metadata0`); later tables match it.
-    SetTunnelMetadata(u64),
+    SetTunnelMetadata(u32),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
     Controller {
@@ -444,7 +444,7 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
         }
         "tun_id" | "tunnel_id" => Action::SetTunnel(uint(f, v, u128::from(u64::MAX))? as u64),
         "tun_dst" | "tun_ipv4_dst" => Action::SetTunnelDst(v4(f, v)?.into()),
-        "tun_metadata0" => Action::SetTunnelMetadata(uint(f, v, u128::from(u64::MAX))? as u64),
+        "tun_metadata0" => Action::SetTunnelMetadata(uint(f, v, u128::from(u32::MAX))? as u32),
         _ => match parse_write(f, v) {
             Some(w) => Action::SetField(w?),
             None => {

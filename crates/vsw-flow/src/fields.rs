@@ -7,7 +7,7 @@
 
 use vsw_packet::key::{
     FRAG_ANY, FRAG_LATER, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
-    ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, VLAN_CFI,
+    ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, TUN_FLAG_OAM, VLAN_CFI,
 };
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
@@ -323,11 +323,38 @@ pub static FIELDS: &[FieldDef] = &[
         slot: "tun_metadata0",
         needs: Needs::Nothing,
         parse: |n, t, v, m, _| {
-            (v.tun_metadata0, m.tun_metadata0) = masked_u64(n, t)?;
+            let (val, mask) = parse_masked_uint(n, t, u128::from(u32::MAX))?;
+            (v.tun_metadata0, m.tun_metadata0) = ((val & mask) as u32, mask as u32);
             Ok(())
         },
         shown: |_, m| m.tun_metadata0 != 0,
-        print: |v, m| format_u64(v.tun_metadata0, m.tun_metadata0),
+        print: |v, m| format_u64(v.tun_metadata0.into(), m.tun_metadata0.into()),
+    },
+    // Open vSwitch's syntax: `+oam` (the flag set), `-oam` (clear), or a number.
+    FieldDef {
+        name: "tun_flags",
+        aliases: &[],
+        slot: "tun_flags",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            (v.tun_flags, m.tun_flags) = match t {
+                "+oam" | "oam" => (TUN_FLAG_OAM, TUN_FLAG_OAM),
+                "-oam" => (0, TUN_FLAG_OAM),
+                _ => {
+                    let (val, mask) = parse_masked_uint(n, t, u128::from(TUN_FLAG_OAM))?;
+                    ((val & mask) as u32, mask as u32)
+                }
+            };
+            Ok(())
+        },
+        shown: |_, m| m.tun_flags != 0,
+        print: |v, _| {
+            if v.tun_flags & TUN_FLAG_OAM != 0 {
+                "+oam".into()
+            } else {
+                "-oam".into()
+            }
+        },
     },
     FieldDef {
         name: "dl_vlan",
@@ -742,6 +769,7 @@ mod tests {
             "tun_id" => "0x2a",
             "tun_src" | "tun_dst" => "198.18.5.0/24",
             "tun_metadata0" => "0x1234",
+            "tun_flags" => "+oam",
             "dl_vlan" => "10",
             "dl_vlan_pcp" => "5",
             "vlan_tci" => "0x1000/0x1000",

@@ -21,7 +21,7 @@ use crate::meter_mod::{
     MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
     OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::oxm::{OxmField, OxmMatch, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
+use crate::oxm::{OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
     v.to_be_bytes()[16 - bytes..].to_vec()
@@ -172,7 +172,14 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
         TUN_METADATA0,
         v.tun_metadata0.into(),
         k.tun_metadata0.into(),
-        8,
+        4,
+        true,
+    ));
+    f.push(field(
+        TUN_FLAGS,
+        v.tun_flags.into(),
+        k.tun_flags.into(),
+        2,
         true,
     ));
     OxmMatch {

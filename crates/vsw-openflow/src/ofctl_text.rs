@@ -20,7 +20,9 @@ use crate::group_mod::{
 use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::oxm::{BadMatch, OxmField, OxmMatch, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
+use crate::oxm::{
+    BadMatch, OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
+};
 
 fn num(b: &[u8]) -> u128 {
     b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x))
@@ -72,6 +74,7 @@ pub fn match_text(m: &OxmMatch) -> Result<String, BadMatch> {
             TUN_IPV4_SRC => format!("tun_src={}", masked(f, ipv4)),
             TUN_IPV4_DST => format!("tun_dst={}", masked(f, ipv4)),
             TUN_METADATA0 => format!("tun_metadata0={}", masked(f, hex)),
+            TUN_FLAGS => format!("tun_flags={}", masked(f, hex)),
             3 => format!("dl_dst={}", masked(f, mac)),
             4 => format!("dl_src={}", masked(f, mac)),
             5 => format!("dl_type={:#06x}", num(&f.value)),

@@ -26,8 +26,10 @@ pub const TUN_IPV4_SRC: u8 = NXM1_BASE + 31;
 pub const TUN_IPV4_DST: u8 = NXM1_BASE + 32;
 /// NXM_NX_TUN_METADATA0 (NXM_1 field 40): of variable length on the wire, as long as
 /// the value written (`ovs-ofctl` sends `tun_metadata0=0x1234` in 2 bytes); vsw's
-/// holds up to 8.
+/// holds up to 4.
 pub const TUN_METADATA0: u8 = NXM1_BASE + 40;
+/// NXM_NX_TUN_FLAGS (NXM_1 field 104, 16 bits): the OAM flag.
+pub const TUN_FLAGS: u8 = NXM1_BASE + 104;
 
 /// Whether a field's value may be shorter than its length (1 byte to it).
 fn variable_len(field: u8) -> bool {
@@ -161,19 +163,21 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(38, "tunnel_id", 8, true, Prereq::None),
     f(TUN_IPV4_SRC, "tun_ipv4_src", 4, true, Prereq::None),
     f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),
-    f(TUN_METADATA0, "tun_metadata0", 8, true, Prereq::None),
+    f(TUN_METADATA0, "tun_metadata0", 4, true, Prereq::None),
+    f(TUN_FLAGS, "tun_flags", 2, true, Prereq::None),
 ];
 
 /// The bits a field's value may use, where fewer than its bytes hold (a value with a
 /// bit above them is BAD_VALUE).
 fn value_bits(field: u8) -> Option<u32> {
     match field {
-        6 => Some(13),       // vlan_vid: 12 bits and OFPVID_PRESENT
-        7 | 35 => Some(3),   // vlan_pcp, mpls_tc
-        8 => Some(6),        // ip_dscp
-        9 => Some(2),        // ip_ecn
-        28 | 34 => Some(20), // ipv6_flabel, mpls_label
-        36 => Some(1),       // mpls_bos
+        6 => Some(13),        // vlan_vid: 12 bits and OFPVID_PRESENT
+        7 | 35 => Some(3),    // vlan_pcp, mpls_tc
+        8 => Some(6),         // ip_dscp
+        9 => Some(2),         // ip_ecn
+        28 | 34 => Some(20),  // ipv6_flabel, mpls_label
+        TUN_FLAGS => Some(1), // the OAM flag
+        36 => Some(1),        // mpls_bos
         _ => None,
     }
 }
@@ -461,7 +465,7 @@ mod tests {
         unknown[6] = 99 << 1;
         assert_eq!(OxmMatch::decode_from(&unknown), Err(BadMatch::BadField));
         // tun_metadata0 as long as its value (here 2 bytes), masked or not; never
-        // longer than vsw's 8.
+        // longer than vsw's 4.
         for (value, mask) in [
             (&[0x12, 0x34][..], None),
             (&[0, 0, 0x12, 0x34][..], Some(&[0, 0, 0xff, 0xff][..])),
@@ -478,7 +482,7 @@ mod tests {
             assert_eq!(OxmMatch::decode_from(&w).unwrap().0, m);
         }
         let long = OxmMatch {
-            fields: vec![field(TUN_METADATA0, &[1; 9], None)],
+            fields: vec![field(TUN_METADATA0, &[1; 5], None)],
         };
         let mut w = Vec::new();
         long.encode(&mut w);

@@ -3,7 +3,7 @@
 //! are what `ofctl_text` can put into vsw-flow's tables; every table has the same.
 
 use crate::multipart::TableFeature;
-use crate::oxm::{field_def, wire_id, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
+use crate::oxm::{field_def, wire_id, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
 
 const OFPTFPT_INSTRUCTIONS: u16 = 0;
 const OFPTFPT_NEXT_TABLES: u16 = 2;
@@ -25,6 +25,7 @@ const APPLY_ACTIONS: &[u16] = &[0, 11, 12, 17, 18, 21, 22, 23, 24, 25];
 const MATCH_FIELDS: &[u8] = &[
     0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
     23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 38, TUN_IPV4_SRC, TUN_IPV4_DST, TUN_METADATA0,
+    TUN_FLAGS,
 ];
 /// Fields vsw's actions set (see `ofctl_text`'s set-field).
 #[rustfmt::skip]

@@ -17,8 +17,9 @@ pub const NXT_TLV_TABLE_REQUEST: u32 = 25;
 pub const NXT_TLV_TABLE_REPLY: u32 = 26;
 /// How many `tun_metadata<N>` fields vsw has: `tun_metadata0`.
 pub const MAX_FIELDS: u16 = 1;
-/// The longest option value `tun_metadata0` holds (it is a 64-bit key word).
-pub const MAX_OPTION_LEN: u8 = 8;
+/// The longest option value `tun_metadata0` holds (half of a 64-bit key word; the
+/// other half is `tun_flags`). OVN's options are 4 bytes.
+pub const MAX_OPTION_LEN: u8 = 4;
 
 /// One mapping: the Geneve option of `class`, `kind` (its type) and `len` value
 /// bytes is `tun_metadata<index>`.
@@ -49,7 +50,7 @@ pub struct TlvTableMod {
 pub enum BadTlv {
     #[error("a TLV table command that is none of add, delete, clear (NXTTMFC_BAD_COMMAND)")]
     BadCommand,
-    #[error("an option length that is not a multiple of 4 up to 8 bytes (NXTTMFC_BAD_OPT_LEN)")]
+    #[error("an option length other than 4 bytes (NXTTMFC_BAD_OPT_LEN)")]
     BadOptionLength,
     #[error("a field index other than tun_metadata0's (NXTTMFC_BAD_FIELD_IDX)")]
     BadFieldIndex,
@@ -222,7 +223,7 @@ mod tests {
             add(vec![map(0xffff, 1, 4, 0)]).apply(&table),
             Err(BadTlv::DuplicateEntry)
         );
-        for len in [0, 3, 12, 124] {
+        for len in [0, 3, 8, 124] {
             assert_eq!(
                 add(vec![map(1, 1, len, 0)]).apply(&[]),
                 Err(BadTlv::BadOptionLength),
@@ -253,7 +254,7 @@ mod tests {
     fn the_reply_says_what_the_switch_has() {
         let mut body = Vec::new();
         encode_reply_body(&[map(0xffff, 1, 4, 0)], &mut body);
-        assert_eq!(&body[..6], &[0, 0, 0, 8, 0, 1]);
+        assert_eq!(&body[..6], &[0, 0, 0, 4, 0, 1]);
         assert_eq!(&body[16..], &[0xff, 0xff, 1, 4, 0, 0, 0, 0]);
     }
 }

@@ -15,6 +15,9 @@ pub use crate::wire::ip::{
 /// VID 0 with a tag differs from no tag at all.
 pub const VLAN_CFI: u16 = 0x1000;
 
+/// `tun_flags` bit: the packet came in as a tunnel's control (OAM) packet.
+pub const TUN_FLAG_OAM: u32 = 1;
+
 /// `nw_frag` bits: the packet is a fragment; it is a fragment other than the first.
 pub const FRAG_ANY: u8 = 1;
 pub const FRAG_LATER: u8 = 2;
@@ -57,8 +60,11 @@ pub struct FlowKey {
     pub tun_src: u32,
     pub tun_dst: u32,
     /// The value of the Geneve option the switch's TLV map names `tun_metadata0`
-    /// (up to 8 bytes, as a big-endian number); 0 when the packet carried none.
-    pub tun_metadata0: u64,
+    /// (up to 4 bytes, as a big-endian number); 0 when the packet carried none.
+    pub tun_metadata0: u32,
+    /// The tunnel's flags the rules may match (`tun_flags`): [`TUN_FLAG_OAM`], the
+    /// Geneve O bit, as in Open vSwitch.
+    pub tun_flags: u32,
     pub in_port: u32,
     /// The IPv6 flow label (20 bits).
     pub ipv6_label: u32,

@@ -6,7 +6,7 @@
 use vsw_packet::wire::geneve;
 
 /// The Geneve option `tun_metadata0` stands for: its class, type and value length
-/// (a multiple of 4, at most 8 bytes: the flow key holds the value in one word).
+/// (4 bytes: the flow key holds the value in half a word).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetadataOption {
     pub class: u16,
@@ -24,11 +24,11 @@ impl MetadataOption {
     /// The value of this option among a packet's (whole TLVs, checked by
     /// decapsulation), as a big-endian number; `None` when the packet carries none
     /// of its length.
-    pub fn value_in(&self, options: &[u8]) -> Option<u64> {
+    pub fn value_in(&self, options: &[u8]) -> Option<u32> {
         geneve::options(options)
             .filter_map(Result::ok)
             .find(|o| self.is(o.class, o.kind) && o.data.len() == usize::from(self.len))
-            .map(|o| o.data.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b)))
+            .map(|o| o.data.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)))
     }
 
     /// The option's TLV with a zero value, for a header template; the value is
@@ -43,8 +43,11 @@ impl MetadataOption {
     }
 
     /// `value`'s last [`MetadataOption::len`] bytes, as the option carries them.
-    pub fn bytes_of(&self, value: u64) -> ([u8; 8], usize) {
-        (value.to_be_bytes(), 8 - usize::from(self.len))
+    pub fn bytes_of(&self, value: u32) -> ([u8; 4], usize) {
+        (
+            value.to_be_bytes(),
+            4usize.saturating_sub(usize::from(self.len)),
+        )
     }
 }
 
@@ -69,7 +72,7 @@ mod tests {
         // Another type, or the right one of another length: not this option.
         let other = MetadataOption { kind: 2, ..m };
         assert_eq!(other.value_in(&options), None);
-        let longer = MetadataOption { len: 8, ..m };
+        let longer = MetadataOption { len: 4 * 2, ..m };
         assert_eq!(longer.value_in(&options), None);
         assert!(m.is(0xffff, 1) && !m.is(0xfffe, 1));
     }

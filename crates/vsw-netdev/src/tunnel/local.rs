@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TunnelKey, TxFactory, TxOffloads, TxQueue};
-use vsw_packet::key::{extract, FlowKey};
+use vsw_packet::key::{extract, FlowKey, TUN_FLAG_OAM};
 use vsw_packet::tunnel::{
     decap, segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, DecapError, Decapped,
     TunnelMeta, TunnelSuperFrame,
@@ -126,7 +126,7 @@ fn port_for<'a>(snap: &'a Snapshot, d: &Decapped<'_>) -> PortFor<'a> {
 
 /// What the rules see of the tunnel a packet came through: its VNI and, over IPv4,
 /// its outer addresses.
-fn tunnel_key(m: &TunnelMeta, metadata0: u64) -> TunnelKey {
+fn tunnel_key(m: &TunnelMeta, metadata0: u32) -> TunnelKey {
     let v4 = |a: IpAddr| match a {
         IpAddr::V4(a) => u32::from(a),
         IpAddr::V6(_) => 0,
@@ -136,6 +136,7 @@ fn tunnel_key(m: &TunnelMeta, metadata0: u64) -> TunnelKey {
         src: v4(m.src),
         dst: v4(m.dst),
         metadata0,
+        flags: if m.oam { TUN_FLAG_OAM } else { 0 },
     }
 }
 
@@ -622,6 +623,7 @@ mod tests {
             src: u32::from(remote),
             dst: u32::from(Ipv4Addr::new(198, 18, 78, 2)),
             metadata0: 0,
+            flags: 0,
         };
         assert_eq!(m.tunnel, want);
         drop(tunnel);
@@ -772,6 +774,14 @@ mod tests {
         let (got, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the inner frame");
         assert_eq!(got, inner);
         assert_eq!(m.tunnel.metadata0, 0xdead_beef);
+        assert_eq!(m.tunnel.flags, 0);
+        // The same as a control packet (Geneve's O bit, byte 1 of its header after
+        // the outer Ethernet, IPv4 and UDP headers): tun_flags says OAM.
+        let mut oam = sent.to_vec();
+        oam[14 + 20 + 8 + 1] |= 0x80;
+        local.tx.stage(&oam, &PacketMeta::default()).unwrap();
+        let (_, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the OAM packet");
+        assert_eq!(m.tunnel.flags, TUN_FLAG_OAM);
         // Unmapped again, the same packet's critical option is unknown: dropped.
         world().set_metadata0(None);
         local.tx.stage(sent, &PacketMeta::default()).unwrap();

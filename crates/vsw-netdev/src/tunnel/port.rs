@@ -221,7 +221,7 @@ struct Outer {
     /// IP header where asked.
     tos_ttl: Option<(u8, u8)>,
     /// `tun_metadata0`'s value as the option carries it (bytes from the index on).
-    option: Option<([u8; 8], usize)>,
+    option: Option<([u8; 4], usize)>,
 }
 
 /// Sends `data` behind `template`'s outer headers into the underlay bridge. A
