@@ -3,14 +3,16 @@
 # (dpdk-dev provides dpdk-testpmd, the poll-mode guest of the vhost-user tests;
 # qemu-system-x86, linux-image-amd64 and busybox-static the interrupt-driven guest;
 # openvswitch-common ovs-ofctl and ovsdb-server, openvswitch-switch ovs-vsctl, and a
-# venv with os-ken: the OpenFlow and OVSDB tests' peers, each started privately).
+# venv with os-ken: the OpenFlow and OVSDB tests' peers, each started privately;
+# prometheus: promtool and a server that scrapes vswd's /metrics in a test).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 
 need_apt=()
 for pair in ip:iproute2 ping:iputils-ping iperf3:iperf3 ethtool:ethtool python3:python3 cc:gcc \
             trafgen:netsniff-ng tcpdump:tcpdump dpdk-testpmd:dpdk-dev ovs-ofctl:openvswitch-common \
-            ovs-vsctl:openvswitch-switch qemu-system-x86_64:qemu-system-x86; do
+            ovs-vsctl:openvswitch-switch qemu-system-x86_64:qemu-system-x86 \
+            promtool:prometheus; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done

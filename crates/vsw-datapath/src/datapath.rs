@@ -644,6 +644,16 @@ impl Datapath {
             .collect()
     }
 
+    /// Each PMD's counters since it started (`pmd-stats-clear` does not touch
+    /// these): what `/metrics` exports as counters.
+    pub fn pmd_stats_total(&self) -> Vec<PmdStatsView> {
+        let hz = crate::clock::cycles_per_second();
+        self.pmds
+            .iter()
+            .map(|p| p.control.stats.view(p.control.core, hz))
+            .collect()
+    }
+
     pub fn clear_pmd_stats(&mut self) {
         let hz = crate::clock::cycles_per_second();
         for p in &self.pmds {

@@ -664,6 +664,7 @@ impl Pmd {
             c.tx_batches = o.batches;
             c.tx_packets = o.packets;
             c.lost = o.lost + self.worker.malformed;
+            c.flows = self.worker.flows.len() as u64;
             self.control.stats.publish(c);
             if received == 0 && self.core_claim.as_ref().is_some_and(CoreClaim::shared) {
                 // Another PMD polls this core: let it run now rather than at the end

@@ -122,6 +122,9 @@ pub(crate) struct PmdStats {
     pub max_iteration_cycles: AtomicU64,
     pub max_reconfigure_cycles: AtomicU64,
     pub sleep_cycles: AtomicU64,
+    /// Datapath flows in the PMD's table (a gauge; `/metrics` reads it without the
+    /// flow registry's lock, which the PMD takes on upcalls).
+    pub flows: AtomicU64,
 }
 
 /// A PMD's running totals, kept in plain integers on the PMD's own stack.
@@ -146,6 +149,8 @@ pub(crate) struct PmdCounters {
     pub max_reconfigure_cycles: u64,
     /// Cycles spent sleeping while idle (`pmd-sleep-max`), part of the idle cycles.
     pub sleep_cycles: u64,
+    /// Datapath flows in the PMD's table now.
+    pub flows: u64,
 }
 
 impl PmdStats {
@@ -167,6 +172,7 @@ impl PmdStats {
         set(&self.max_iteration_cycles, c.max_iteration_cycles);
         set(&self.max_reconfigure_cycles, c.max_reconfigure_cycles);
         set(&self.sleep_cycles, c.sleep_cycles);
+        set(&self.flows, c.flows);
     }
 
     pub fn view(&self, core: usize, hz: u64) -> PmdStatsView {
@@ -189,6 +195,7 @@ impl PmdStats {
             max_iteration_cycles: g(&self.max_iteration_cycles),
             max_reconfigure_cycles: g(&self.max_reconfigure_cycles),
             sleep_cycles: g(&self.sleep_cycles),
+            flows: g(&self.flows),
             cycles_per_second: hz,
         }
     }

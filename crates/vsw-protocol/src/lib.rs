@@ -380,6 +380,9 @@ pub struct PmdStatsView {
     /// Idle cycles spent asleep (`pmd-sleep-max`).
     #[serde(default)]
     pub sleep_cycles: u64,
+    /// Datapath flows in the PMD's table now (a gauge: `since` keeps it).
+    #[serde(default)]
+    pub flows: u64,
     pub cycles_per_second: u64,
 }
 
@@ -443,6 +446,7 @@ impl PmdStatsView {
             max_iteration_cycles: self.max_iteration_cycles,
             max_reconfigure_cycles: self.max_reconfigure_cycles,
             sleep_cycles: d(self.sleep_cycles, base.sleep_cycles),
+            flows: self.flows,
             cycles_per_second: self.cycles_per_second,
         }
     }

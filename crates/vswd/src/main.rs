@@ -42,6 +42,10 @@ struct Args {
     /// (`unix:PATH` or `tcp:IP:PORT`), as ovs-vswitchd is; no state file is kept.
     #[arg(long, value_name = "TARGET")]
     ovsdb: Option<vsw_ovsdb::Target>,
+    /// Serve the switch's counters for Prometheus at http://ADDR/metrics (off unless
+    /// given; 127.0.0.1:9477, say)
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// The daemon's own threads (this one and those it starts later) stay off the PMD's
@@ -234,6 +238,10 @@ fn main() -> anyhow::Result<()> {
     if let Some(target) = &args.ovsdb {
         vswd::ovsdb::start(bridges.clone(), target.clone(), run_dir.clone())
             .context("cannot start the OVSDB client")?;
+    }
+    if let Some(addr) = args.metrics_addr {
+        vswd::metrics::serve(addr, bridges.clone())
+            .with_context(|| format!("cannot serve /metrics on {addr}"))?;
     }
     tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), bridges = ?bridges.names(), ovsdb = ?args.ovsdb.as_ref().map(ToString::to_string), "vswd ready");
 

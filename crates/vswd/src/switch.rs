@@ -2130,6 +2130,16 @@ impl Switch {
         Ok(())
     }
 
+    /// What `/metrics` reads of this switch: copies of its ports' and PMDs' counters
+    /// (atomics the PMDs write; nothing a PMD locks) and its flow limit.
+    pub fn metrics(&self) -> crate::metrics::SwitchMetrics {
+        crate::metrics::SwitchMetrics {
+            ports: self.port_infos(),
+            pmds: self.dp.pmd_stats_total(),
+            flow_limit: self.dp.flow_limit() as u64,
+        }
+    }
+
     /// Each port's number and counters.
     pub fn port_counters(&self) -> Vec<(u32, vsw_protocol::PortStatsView)> {
         self.ports

@@ -1,0 +1,173 @@
+//! `vswd --metrics-addr`: the switch's counters for Prometheus, checked by Prometheus's
+//! own `promtool` and scraped by a real Prometheus server (Debian's `prometheus`,
+//! started privately: its own directory, port and configuration).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use vsw_e2e::{serial, wait_until, Host, Vswd};
+
+/// A loopback port free now (the tests bind it a moment later).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// `GET path` on 127.0.0.1:`port` with an optional `Accept` header: the status line,
+/// the headers and the body.
+fn get(port: u16, path: &str, accept: Option<&str>) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the metrics server");
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n{accept}\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    (head.to_string(), body.to_string())
+}
+
+/// The value of the sample `name{labels}` in Prometheus text.
+fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+}
+
+#[test]
+fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
+    let _g = serial();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let d = Vswd::start_with_args(&["--metrics-addr", &addr]);
+    let (a, b) = (Host::new(1), Host::new(2));
+    d.ctl_ok(&["add-port", &a.port]);
+    d.ctl_ok(&["add-port", &b.port]);
+    assert!(a.ping(&b, 3), "{}", d.log());
+
+    // Prometheus's classic text format unless OpenMetrics is asked for.
+    let (head, text) = get(port, "/metrics", None);
+    assert!(
+        head.contains("200") && head.contains("text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let rx = format!(
+        "vsw_port_rx_packets_total{{bridge=\"br0\",port=\"{}\"}}",
+        a.port
+    );
+    assert!(
+        sample(&text, &rx).is_some_and(|n| n >= 3.0),
+        "{rx} in\n{text}"
+    );
+    for family in [
+        "vsw_port_tx_bytes_total",
+        "vsw_port_drops_total",
+        "vsw_port_link_up",
+        "vsw_port_mtu_bytes",
+        "vsw_pmd_lookups_total",
+        "vsw_pmd_cycles_total",
+        "vsw_datapath_flows",
+        "vsw_datapath_flow_limit",
+        "vsw_tunnel_drops_total",
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "{family} in\n{text}"
+        );
+    }
+    // The pings were forwarded by datapath flows: the PMD counted where it found them.
+    let upcalls: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("vsw_pmd_lookups_total{") && l.contains("found=\"upcall\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(upcalls >= 1.0, "{text}");
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package)");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    // OpenMetrics when asked for, and nothing but /metrics.
+    let (head, om) = get(
+        port,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    );
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    let (head, _) = get(port, "/", None);
+    assert!(head.contains("404"), "{head}");
+
+    // A real Prometheus server scrapes it every second.
+    let dir = std::env::temp_dir().join(format!("vsw-prometheus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: vsw\n    \
+             static_configs:\n      - targets: ['{addr}']\n"
+        ),
+    )
+    .unwrap();
+    let web = free_port();
+    let server = PrivateProcess(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian's prometheus package)"),
+    );
+    let query = |q: &str| -> Option<f64> {
+        let q: String = q
+            .bytes()
+            .map(|c| match c {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (c as char).to_string(),
+                _ => format!("%{c:02X}"),
+            })
+            .collect();
+        let (_, body) = get(web, &format!("/api/v1/query?query={q}"), None);
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let wanted = format!("vsw_port_rx_packets_total{{port=\"{}\"}}", a.port);
+    wait_until("Prometheus to scrape vswd", Duration::from_secs(60), || {
+        TcpStream::connect(("127.0.0.1", web)).is_ok()
+            && query("up{job=\"vsw\"}") == Some(1.0)
+            && query(&wanted).is_some_and(|n| n >= 3.0)
+    });
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A process this test started, ended (by its pid) when the test ends.
+struct PrivateProcess(Child);
+
+impl Drop for PrivateProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -1,0 +1,425 @@
+//! `/metrics`: the switch's counters for Prometheus (`vswd --metrics-addr`), in the
+//! OpenMetrics text format, encoded by the `prometheus-client` crate and served by
+//! `tiny_http` on a thread of its own.
+//!
+//! Each scrape reads the bridges afresh: each bridge's switch lock (the control
+//! side's; no PMD takes it) is held while its counters are copied — atomics the PMDs
+//! write — and let go before anything is encoded.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+use vsw_protocol::{PmdStatsView, PortInfo};
+
+use crate::bridges::Bridges;
+
+/// One switch's counters at one moment.
+#[derive(Debug)]
+pub struct SwitchMetrics {
+    pub ports: Vec<PortInfo>,
+    pub pmds: Vec<PmdStatsView>,
+    pub flow_limit: u64,
+}
+
+/// Every bridge's counters, read at each scrape.
+struct SwitchCollector {
+    bridges: Arc<Bridges>,
+}
+
+impl fmt::Debug for SwitchCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SwitchCollector")
+    }
+}
+
+type Labels<'a> = Vec<(&'static str, &'a str)>;
+
+/// One metric family: its name (without `_total`, which the encoder adds to
+/// counters), help, unit, and a value per label set.
+struct Family<'a> {
+    name: &'static str,
+    help: &'static str,
+    unit: Option<Unit>,
+    kind: MetricType,
+    values: Vec<(Labels<'a>, Value)>,
+}
+
+/// A count (exact) or a quantity in a unit (seconds).
+#[derive(Clone, Copy)]
+enum Value {
+    Count(u64),
+    Real(f64),
+}
+
+impl<'a> Family<'a> {
+    fn counter(name: &'static str, help: &'static str) -> Family<'a> {
+        Family {
+            name,
+            help,
+            unit: None,
+            kind: MetricType::Counter,
+            values: Vec::new(),
+        }
+    }
+
+    fn gauge(name: &'static str, help: &'static str) -> Family<'a> {
+        Family {
+            kind: MetricType::Gauge,
+            ..Family::counter(name, help)
+        }
+    }
+
+    fn in_unit(mut self, unit: Unit) -> Family<'a> {
+        self.unit = Some(unit);
+        self
+    }
+
+    fn add(&mut self, labels: Labels<'a>, value: u64) {
+        self.values.push((labels, Value::Count(value)));
+    }
+
+    fn add_real(&mut self, labels: Labels<'a>, value: f64) {
+        self.values.push((labels, Value::Real(value)));
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+        let mut m =
+            encoder.encode_descriptor(self.name, self.help, self.unit.as_ref(), self.kind)?;
+        for (labels, v) in &self.values {
+            let family = m.encode_family(labels)?;
+            match (self.kind, *v) {
+                (MetricType::Counter, Value::Count(n)) => ConstCounter::new(n).encode(family)?,
+                (MetricType::Counter, Value::Real(x)) => ConstCounter::new(x).encode(family)?,
+                (_, Value::Count(n)) => {
+                    ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX)).encode(family)?
+                }
+                (_, Value::Real(x)) => ConstGauge::new(x).encode(family)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Receive and transmit drops by reason, as the port counters name them.
+fn port_drops(p: &PortInfo) -> [(&'static str, &'static str, u64); 8] {
+    let s = &p.stats;
+    [
+        ("rx", "malformed", s.rx_malformed),
+        ("rx", "truncated", s.rx_truncated),
+        ("rx", "ring_overrun", s.rx_overrun),
+        ("tx", "queue_full", s.tx_queue_full),
+        ("tx", "too_big", s.tx_too_big),
+        ("tx", "device_error", s.tx_errors),
+        ("tx", "mtu", s.tx_mtu_drops),
+        ("tx", "gso_refused", s.tx_gso_refused),
+    ]
+}
+
+/// The families of every bridge's counters and the tunnels' drops.
+fn families<'a>(
+    bridges: &'a [(String, SwitchMetrics)],
+    cores: &'a [String],
+    tunnel_drops: &'a [(&'static str, u64)],
+) -> Vec<Family<'a>> {
+    let mut rx_packets = Family::counter("vsw_port_rx_packets", "Packets received on a port.");
+    let mut rx_bytes =
+        Family::counter("vsw_port_rx", "Bytes received on a port.").in_unit(Unit::Bytes);
+    let mut tx_packets = Family::counter("vsw_port_tx_packets", "Packets sent on a port.");
+    let mut tx_bytes = Family::counter("vsw_port_tx", "Bytes sent on a port.").in_unit(Unit::Bytes);
+    let mut drops = Family::counter(
+        "vsw_port_drops",
+        "Packets a port dropped, by direction and reason.",
+    );
+    let mut tx_batches = Family::counter(
+        "vsw_port_tx_batches",
+        "Output batches (send calls) on a port.",
+    );
+    let mut tx_wait = Family::counter(
+        "vsw_port_tx_flush_wait",
+        "Time packets waited in an output batch before it left (tx-flush-interval).",
+    )
+    .in_unit(Unit::Seconds);
+    let mut mtu = Family::gauge("vsw_port_mtu", "A port's interface MTU.").in_unit(Unit::Bytes);
+    let mut link = Family::gauge("vsw_port_link_up", "1 when a port's link is up, else 0.");
+    let mut pmd_packets = Family::counter("vsw_pmd_rx_packets", "Packets a PMD received.");
+    let mut pmd_lookups = Family::counter(
+        "vsw_pmd_lookups",
+        "Packets by where a PMD found their datapath flow: the exact-match cache, the \
+         megaflow classifier, or an upcall to the slow path.",
+    );
+    let mut pmd_lost = Family::counter(
+        "vsw_pmd_lost_packets",
+        "Packets a PMD received but did not forward: malformed, or no room to send.",
+    );
+    let mut pmd_cycles = Family::counter(
+        "vsw_pmd_cycles",
+        "A PMD's CPU cycles, by state: busy processing, idle polling, asleep (part of idle).",
+    );
+    let mut pmd_iterations = Family::counter("vsw_pmd_iterations", "A PMD's loop iterations.");
+    let mut pmd_batches = Family::counter("vsw_pmd_tx_batches", "Output batches a PMD sent.");
+    let mut pmd_tx_packets =
+        Family::counter("vsw_pmd_tx_packets", "Packets in a PMD's output batches.");
+    let mut flows = Family::gauge(
+        "vsw_datapath_flows",
+        "Datapath flows (megaflows) in a PMD's table.",
+    );
+    let mut flow_limit = Family::gauge(
+        "vsw_datapath_flow_limit",
+        "The most datapath flows a PMD caches (flow-limit).",
+    );
+    let mut tunnel = Family::counter(
+        "vsw_tunnel_drops",
+        "Tunnel packets dropped, by reason (malformed, unknown VNI, no route or neighbour).",
+    );
+    for (bridge, m) in bridges {
+        let b = bridge.as_str();
+        for p in &m.ports {
+            let l = || vec![("bridge", b), ("port", p.name.as_str())];
+            let s = &p.stats;
+            rx_packets.add(l(), s.rx_packets);
+            rx_bytes.add(l(), s.rx_bytes);
+            tx_packets.add(l(), s.tx_packets);
+            tx_bytes.add(l(), s.tx_bytes);
+            tx_batches.add(l(), s.tx_batches);
+            tx_wait.add_real(l(), s.tx_wait_us_sum as f64 / 1e6);
+            for (direction, reason, n) in port_drops(p) {
+                let mut with = l();
+                with.push(("direction", direction));
+                with.push(("reason", reason));
+                drops.add(with, n);
+            }
+            if let Some(bytes) = p.mtu {
+                mtu.add(l(), u64::from(bytes));
+            }
+            link.add(l(), u64::from(p.status == "up"));
+        }
+        flow_limit.add(vec![("bridge", b)], m.flow_limit);
+    }
+    // PMD families: each PMD's core as a label, named once for all bridges.
+    let mut at = 0;
+    for (bridge, m) in bridges {
+        let b = bridge.as_str();
+        for pmd in &m.pmds {
+            let core = cores[at].as_str();
+            at += 1;
+            let l = || vec![("bridge", b), ("core", core)];
+            pmd_packets.add(l(), pmd.packets);
+            for (found, n) in [
+                ("exact_match_cache", pmd.emc_hits),
+                ("megaflow", pmd.megaflow_hits),
+                ("upcall", pmd.upcalls),
+            ] {
+                let mut with = l();
+                with.push(("found", found));
+                pmd_lookups.add(with, n);
+            }
+            pmd_lost.add(l(), pmd.lost);
+            for (state, n) in [
+                ("busy", pmd.busy_cycles),
+                ("idle", pmd.idle_cycles),
+                ("sleep", pmd.sleep_cycles),
+            ] {
+                let mut with = l();
+                with.push(("state", state));
+                pmd_cycles.add(with, n);
+            }
+            pmd_iterations.add(l(), pmd.iterations);
+            pmd_batches.add(l(), pmd.tx_batches);
+            pmd_tx_packets.add(l(), pmd.tx_packets);
+            flows.add(l(), pmd.flows);
+        }
+    }
+    for (reason, n) in tunnel_drops {
+        tunnel.add(vec![("reason", reason)], *n);
+    }
+    vec![
+        rx_packets,
+        rx_bytes,
+        tx_packets,
+        tx_bytes,
+        drops,
+        tx_batches,
+        tx_wait,
+        mtu,
+        link,
+        pmd_packets,
+        pmd_lookups,
+        pmd_lost,
+        pmd_cycles,
+        pmd_iterations,
+        pmd_batches,
+        pmd_tx_packets,
+        flows,
+        flow_limit,
+        tunnel,
+    ]
+}
+
+impl Collector for SwitchCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        // Copied under each switch's lock in turn; encoded after.
+        let bridges: Vec<(String, SwitchMetrics)> = self
+            .bridges
+            .all()
+            .iter()
+            .map(|b| (b.name.clone(), b.lock().metrics()))
+            .collect();
+        let cores: Vec<String> = bridges
+            .iter()
+            .flat_map(|(_, m)| m.pmds.iter().map(|p| p.core.to_string()))
+            .collect();
+        let tunnel_drops = vsw_netdev::tunnel::world().drops();
+        for family in families(&bridges, &cores, &tunnel_drops) {
+            family.encode(&mut encoder)?;
+        }
+        Ok(())
+    }
+}
+
+/// The registry a scrape encodes.
+pub fn registry(bridges: Arc<Bridges>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(SwitchCollector { bridges }));
+    r
+}
+
+/// The formats a scrape may ask for: OpenMetrics (what Prometheus asks for first) or
+/// Prometheus's classic text format (0.0.4: curl, promtool, older scrapers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    OpenMetrics,
+    PrometheusText,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for.
+    pub fn accepted(accept: Option<&str>) -> Format {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
+            _ => Format::PrometheusText,
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::PrometheusText => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// The text a scrape returns.
+pub fn render(registry: &Registry, format: Format) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = match format {
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, registry),
+        Format::PrometheusText => {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, registry)
+        }
+    };
+    out
+}
+
+/// Serves `GET /metrics` on `addr` from a thread of its own, for the life of the
+/// process. Binding happens before this returns, so an address in use is an error
+/// at start-up.
+pub fn serve(addr: SocketAddr, bridges: Arc<Bridges>) -> std::io::Result<()> {
+    let server = tiny_http::Server::http(addr).map_err(std::io::Error::other)?;
+    let registry = registry(bridges);
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for request in server.incoming_requests() {
+                let response = match (request.method(), request.url()) {
+                    (tiny_http::Method::Get, "/metrics") => {
+                        let accept = request
+                            .headers()
+                            .iter()
+                            .find(|h| h.field.equiv("Accept"))
+                            .map(|h| h.value.as_str());
+                        let format = Format::accepted(accept);
+                        let content_type = tiny_http::Header::from_bytes(
+                            &b"Content-Type"[..],
+                            format.content_type().as_bytes(),
+                        )
+                        .expect("a valid header");
+                        tiny_http::Response::from_string(render(&registry, format))
+                            .with_header(content_type)
+                    }
+                    _ => tiny_http::Response::from_string("only GET /metrics is here\n")
+                        .with_status_code(404),
+                };
+                if let Err(e) = request.respond(response) {
+                    tracing::debug!(error = %e, "a metrics response was not sent");
+                }
+            }
+        })?;
+    tracing::info!(%addr, "serving /metrics");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_follows_the_accept_header() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(Format::accepted(Some(prometheus)), Format::OpenMetrics);
+        assert_eq!(Format::accepted(Some("*/*")), Format::PrometheusText);
+        assert_eq!(Format::accepted(None), Format::PrometheusText);
+    }
+
+    #[test]
+    fn families_follow_prometheus_naming() {
+        let m = SwitchMetrics {
+            ports: vec![],
+            pmds: vec![PmdStatsView {
+                core: 3,
+                packets: 10,
+                emc_hits: 7,
+                ..PmdStatsView::default()
+            }],
+            flow_limit: 200_000,
+        };
+        let bridges = vec![("br0".to_string(), m)];
+        let cores = vec!["3".to_string()];
+        let fams = families(&bridges, &cores, &[("unknown_vni", 2)]);
+        for f in &fams {
+            assert!(f.name.starts_with("vsw_"), "{}", f.name);
+            assert!(
+                !f.name.ends_with("_total"),
+                "the encoder adds _total: {}",
+                f.name
+            );
+        }
+        let mut r = Registry::default();
+        #[derive(Debug)]
+        struct Fixed(Vec<(String, SwitchMetrics)>);
+        impl Collector for Fixed {
+            fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
+                let cores = vec!["3".to_string()];
+                for f in families(&self.0, &cores, &[("unknown_vni", 2)]) {
+                    f.encode(&mut e)?;
+                }
+                Ok(())
+            }
+        }
+        let (_, m) = bridges.into_iter().next().unwrap();
+        r.register_collector(Box::new(Fixed(vec![("br0".into(), m)])));
+        let text = render(&r, Format::PrometheusText);
+        assert!(text.contains(
+            "vsw_pmd_lookups_total{bridge=\"br0\",core=\"3\",found=\"exact_match_cache\"} 7"
+        ));
+        assert!(text.contains("vsw_datapath_flow_limit{bridge=\"br0\"} 200000"));
+        assert!(text.contains("vsw_tunnel_drops_total{reason=\"unknown_vni\"} 2"));
+    }
+}
