@@ -12,6 +12,7 @@ pub mod options;
 pub mod ovsdb;
 pub mod protocol;
 pub mod server;
+pub mod service;
 pub mod state;
 pub mod switch;
 pub mod underlay;

@@ -244,6 +244,10 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("cannot serve /metrics on {addr}"))?;
     }
     tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), bridges = ?bridges.names(), ovsdb = ?args.ovsdb.as_ref().map(ToString::to_string), "vswd ready");
+    // With a database, ready once it was first carried out (the OVSDB client says so).
+    if args.ovsdb.is_none() {
+        vswd::service::ready("forwarding by its state file");
+    }
 
     let mut failed = None;
     'running: while !stop.load(Ordering::Relaxed) {
@@ -272,6 +276,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     tracing::info!("shutting down");
+    vswd::service::stopping();
     bridges.stop_all();
     socket_file.remove(&args.socket);
     for f in [&ctl, &stable_ctl] {
