@@ -1381,6 +1381,7 @@ fn markdown(r: &Report) -> String {
 }
 
 fn main() -> anyhow::Result<()> {
+    vsw_docgen::write_if_asked(<Cli as clap::CommandFactory>::command, "1");
     let cli = Cli::parse();
     let o = match cli.command {
         Cmd::Datapath(a) => return datapath(&a),

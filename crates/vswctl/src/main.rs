@@ -247,6 +247,7 @@ fn call(socket: &Path, req: &Request, timeout: Duration) -> anyhow::Result<serde
 }
 
 fn main() {
+    vsw_docgen::write_if_asked(<Cli as clap::CommandFactory>::command, "8");
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("vswctl: {e:#}");

@@ -121,6 +121,7 @@ fn write_pid_file(path: &Path) -> std::io::Result<File> {
 }
 
 fn main() -> anyhow::Result<()> {
+    vsw_docgen::write_if_asked(<Args as clap::CommandFactory>::command, "8");
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&args.log))
