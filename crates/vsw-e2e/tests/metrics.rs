@@ -140,7 +140,8 @@ fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
             .spawn()
             .expect("prometheus (Debian's prometheus package)"),
     );
-    let query = |q: &str| -> Option<f64> {
+    // Prometheus's answer to a PromQL query.
+    let ask = |q: &str| -> serde_json::Value {
         let q: String = q
             .bytes()
             .map(|c| match c {
@@ -149,8 +150,13 @@ fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
             })
             .collect();
         let (_, body) = get(web, &format!("/api/v1/query?query={q}"), None);
-        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+        serde_json::from_str(&body).unwrap_or_default()
+    };
+    let query = |q: &str| -> Option<f64> {
+        ask(q)["data"]["result"][0]["value"][1]
+            .as_str()?
+            .parse()
+            .ok()
     };
     let wanted = format!("vsw_port_rx_packets_total{{port=\"{}\"}}", a.port);
     wait_until("Prometheus to scrape vswd", Duration::from_secs(60), || {
@@ -158,6 +164,32 @@ fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
             && query("up{job=\"vsw\"}") == Some(1.0)
             && query(&wanted).is_some_and(|n| n >= 3.0)
     });
+    // Every query of the Grafana dashboard in contrib/ is PromQL Prometheus runs, on
+    // metrics vswd exports.
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../contrib/grafana-vsw.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 8);
+    for target in panels.iter().flat_map(|p| p["targets"].as_array().unwrap()) {
+        let expr = target["expr"].as_str().unwrap();
+        let metric = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .find(|w| w.starts_with("vsw_"))
+            .unwrap_or_else(|| panic!("no vsw metric in {expr}"));
+        assert!(
+            text.contains(&format!("# TYPE {metric} ")),
+            "{metric} is not exported"
+        );
+        let q = expr.replace("$instance", ".*").replace("$bridge", ".*");
+        let answer = ask(&q);
+        assert_eq!(answer["status"], "success", "{q}: {answer}");
+    }
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
