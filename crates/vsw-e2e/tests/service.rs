@@ -98,3 +98,101 @@ impl Drop for Started {
         }
     }
 }
+
+/// Under systemd (JOURNAL_STREAM set), vswd logs to the journal with its fields as
+/// journal fields. Here the journal is this test, on journald's socket path — only
+/// where no journald runs (the test leaves a machine with one alone).
+#[test]
+fn under_systemd_logs_go_to_the_journal_with_their_fields() {
+    let _g = serial();
+    let path = std::path::Path::new("/run/systemd/journal/socket");
+    if path.exists() {
+        eprintln!("a journald runs here: not standing in for it");
+        return;
+    }
+    let made = ["/run/systemd", "/run/systemd/journal"]
+        .into_iter()
+        .filter(|d| !std::path::Path::new(d).exists())
+        .collect::<Vec<_>>();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let journal = UnixDatagram::bind(path).unwrap();
+    journal
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let d = Vswd::prepared();
+    let mut child = Started(
+        d.command()
+            .env("JOURNAL_STREAM", "8:12345")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("vswd"),
+    );
+    let mut buf = vec![0u8; 65536];
+    let mut seen = Vec::new();
+    let ready = loop {
+        let Ok(n) = journal.recv(&mut buf) else {
+            break None;
+        };
+        let entry = journal_fields(&buf[..n]);
+        if entry
+            .iter()
+            .any(|(k, v)| k == "MESSAGE" && v == "vswd ready")
+        {
+            break Some(entry);
+        }
+        seen.push(entry);
+    };
+    let _ = std::fs::remove_file(path);
+    for d in made.iter().rev() {
+        let _ = std::fs::remove_dir(d);
+    }
+    let _ = Command::new("kill").arg(child.0.id().to_string()).status();
+    let _ = child.0.wait();
+    let entry = ready.unwrap_or_else(|| panic!("no 'vswd ready' entry in {seen:?}"));
+    let field = |k: &str| {
+        entry
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        field("SYSLOG_IDENTIFIER").as_deref(),
+        Some("vswd"),
+        "{entry:?}"
+    );
+    // tracing's INFO is the journal's "notice" (5) or "info" (6).
+    assert!(
+        matches!(field("PRIORITY").as_deref(), Some("5" | "6")),
+        "{entry:?}"
+    );
+    // The event's own fields, as journal fields.
+    assert!(
+        field("F_SOCKET").is_some_and(|s| s.ends_with("vswd.sock")),
+        "{entry:?}"
+    );
+}
+
+/// The fields of one entry in journald's native protocol: `KEY=VALUE` lines, or a
+/// `KEY` line, a little-endian 64-bit length, the value and a newline.
+fn journal_fields(mut b: &[u8]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    while let Some(nl) = b.iter().position(|&c| c == b'\n') {
+        let line = &b[..nl];
+        b = &b[nl + 1..];
+        if let Some(eq) = line.iter().position(|&c| c == b'=') {
+            out.push((
+                String::from_utf8_lossy(&line[..eq]).into_owned(),
+                String::from_utf8_lossy(&line[eq + 1..]).into_owned(),
+            ));
+        } else if b.len() >= 8 {
+            let len = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+            let value = b.get(8..8 + len).unwrap_or_default();
+            out.push((
+                String::from_utf8_lossy(line).into_owned(),
+                String::from_utf8_lossy(value).into_owned(),
+            ));
+            b = b.get(8 + len + 1..).unwrap_or_default();
+        }
+    }
+    out
+}

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use vswd::protocol::{DEFAULT_SOCKET, DEFAULT_STATE_FILE};
 use vswd::switch::Switch;
 
@@ -126,14 +128,24 @@ fn main() -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&args.log))
         .context("bad --log filter")?;
-    let logging = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .with_filter_reloading();
     // `ovs-appctl vlog/set` changes the filter of the running daemon.
-    let log_filter = logging.reload_handle();
-    logging.init();
+    let (filter, log_filter) = tracing_subscriber::reload::Layer::new(filter);
+    // Under systemd, whose journal is on standard error (JOURNAL_STREAM), logs go to
+    // the journal with their fields as journal fields (F_PORT=…, F_BRIDGE=…); else
+    // as text to standard error.
+    let journal = std::env::var_os("JOURNAL_STREAM")
+        .and_then(|_| tracing_journald::layer().ok())
+        .map(|j| j.with_syslog_identifier("vswd".into()));
+    let text = journal.is_none().then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(journal)
+        .with(text)
+        .init();
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
