@@ -38,6 +38,38 @@ fn restart_restores_ports_and_flows() {
     assert!(a.ping(&b, 2), "forwarding after restart");
 }
 
+/// `flow-restore-wait` as in Open vSwitch: while it is set nothing is forwarded (a
+/// restart with it set comes up holding), and clearing it forwards by the flows that
+/// were restored meanwhile.
+#[test]
+fn flow_restore_wait_holds_forwarding_until_it_is_cleared() {
+    let _g = serial();
+    let mut d = Vswd::start();
+    let (a, b) = (Host::new(1), Host::new(2));
+    d.ctl_ok(&["add-port", &a.port]);
+    d.ctl_ok(&["add-port", &b.port]);
+    assert!(a.ping(&b, 1), "{}", d.log());
+    d.ctl_ok(&["set", "flow-restore-wait=true"]);
+    assert!(!a.ping(&b, 2), "forwarded while waiting for the flows");
+    let trace = d.ctl_ok(&["trace", "in_port=1,dl_dst=02:00:c6:12:00:02"]);
+    assert!(trace.contains("flow-restore-wait"), "{trace}");
+    // Restarted with it set: up, holding, while its flows are put back.
+    assert!(d.stop());
+    d.restart();
+    assert!(!a.ping(&b, 2), "forwarded after a restart while waiting");
+    d.ctl_ok(&["del-flows"]);
+    d.ctl_ok(&["add-flow", "actions=NORMAL"]);
+    d.ctl_ok(&["set", "flow-restore-wait=false"]);
+    assert!(a.ping(&b, 3), "not forwarding once the flows were restored");
+    assert!(
+        d.ctl(&["set", "flow-restore-wait=maybe"])
+            .status
+            .code()
+            .is_some_and(|c| c != 0),
+        "a bad value was taken"
+    );
+}
+
 #[test]
 fn vanished_interface_goes_down_and_comes_back() {
     let _g = serial();

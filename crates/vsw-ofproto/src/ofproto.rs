@@ -42,6 +42,8 @@ pub struct Ofproto {
     /// Forwarding as a learning switch whatever the rules say (Open vSwitch's fail
     /// open: standalone, no controller reachable).
     fail_open: AtomicBool,
+    /// `flow-restore-wait`: nothing is forwarded until the flows are restored.
+    restore_wait: AtomicBool,
 }
 
 impl std::fmt::Debug for Ofproto {
@@ -70,6 +72,7 @@ impl Ofproto {
             punt_notes: PuntNotes::default(),
             table_counters: Arc::new(TableCounters::default()),
             fail_open: AtomicBool::new(false),
+            restore_wait: AtomicBool::new(false),
         })
     }
 
@@ -98,6 +101,20 @@ impl Ofproto {
 
     pub fn fail_open(&self) -> bool {
         self.fail_open.load(Ordering::Acquire)
+    }
+
+    /// Waits for the flows to be restored (every packet dropped, nothing learned) or
+    /// not; true when that changed (flows must be revalidated).
+    pub fn set_restore_wait(&self, wait: bool) -> bool {
+        let changed = self.restore_wait.swap(wait, Ordering::AcqRel) != wait;
+        if changed {
+            self.generation.bump();
+        }
+        changed
+    }
+
+    pub fn restore_wait(&self) -> bool {
+        self.restore_wait.load(Ordering::Acquire)
     }
 
     /// The ports, in the order NORMAL and FLOOD send to them.
@@ -199,6 +216,7 @@ impl Ofproto {
             trace: false,
             punt_notes: &self.punt_notes,
             fail_open: false,
+            restore_wait: false,
         };
         translate_actions(&mut env, key, actions)
     }
@@ -220,6 +238,7 @@ impl Ofproto {
             trace,
             punt_notes: &self.punt_notes,
             fail_open: self.fail_open.load(Ordering::Acquire),
+            restore_wait: self.restore_wait.load(Ordering::Acquire),
         };
         let mut x = translate(&mut env, key);
         if self.offload_ports.load().contains(&key.in_port) {

@@ -147,6 +147,8 @@ pub(crate) struct XlateEnv<'a> {
     pub punt_notes: &'a PuntNotes,
     /// Fail open: NORMAL decides every packet, the rules are not looked at.
     pub fail_open: bool,
+    /// `flow-restore-wait`: every packet is dropped until the flows are restored.
+    pub restore_wait: bool,
     /// Ports whose link is up (a fast-failover bucket watching one is live).
     pub live_ports: &'a [u32],
 }
@@ -236,6 +238,16 @@ impl ActionSet {
 
 /// Translates `key` through the pipeline from table 0.
 pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
+    if env.restore_wait {
+        // No half-built pipeline forwards (nor does NORMAL learn) before the
+        // controller or the operator says the flows are back.
+        return run(env, key, |cx| {
+            cx.step(
+                0,
+                "flow-restore-wait: dropped until the flows are restored".into(),
+            );
+        });
+    }
     if env.fail_open {
         return run(env, key, |cx| {
             cx.step(0, "fail open: NORMAL".into());

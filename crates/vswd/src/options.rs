@@ -7,7 +7,7 @@ use vsw_netdev::class::{join_and, PortClass, PortClasses};
 pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe, protocols";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe, protocols, flow-restore-wait";
 /// Options every port takes, whatever its class (a class's own are its).
 pub const COMMON_PORT_OPTIONS: &[&str] = &[
     "type",
@@ -87,6 +87,10 @@ pub struct SwitchOptions {
     /// `protocols`: the OpenFlow versions the bridge speaks (Open vSwitch's names,
     /// `OpenFlow13,OpenFlow14`), of those vsw speaks.
     pub protocols: vsw_openflow::VersionSet,
+    /// `flow-restore-wait`: forward nothing until it is set false again (after a
+    /// restart, while a controller or `ovs-ofctl add-flows` restores the flows), as
+    /// Open vSwitch's.
+    pub flow_restore_wait: bool,
 }
 
 /// Open vSwitch's `fail_mode`.
@@ -138,6 +142,7 @@ impl SwitchOptions {
             fail_mode: FailMode::default(),
             inactivity_probe_ms: DEFAULT_INACTIVITY_PROBE_MS,
             protocols: vsw_openflow::VersionSet::VSW,
+            flow_restore_wait: false,
         };
         for (k, v) in opts {
             match k.as_str() {
@@ -198,6 +203,13 @@ impl SwitchOptions {
                             })
                         })
                         .collect::<Result<_, _>>()?
+                }
+                "flow-restore-wait" => {
+                    out.flow_restore_wait = match v.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => return Err(bad(k, v, "true or false")),
+                    }
                 }
                 "fail-mode" => {
                     out.fail_mode = match v.as_str() {

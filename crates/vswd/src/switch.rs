@@ -420,6 +420,9 @@ impl Switch {
                 .map_err(|why| bad(format!("journal entry {}: {why}", e.seq)))?;
         }
         let ofproto = Ofproto::new(pipeline);
+        // Set before the first packet: a restart with it set forwards nothing until
+        // the flows are restored and it is cleared.
+        ofproto.set_restore_wait(sw_opts.flow_restore_wait);
         let mut dp = Datapath::start(PmdConfig {
             cores: sw_opts.pmd_cores.clone(),
             pin: true,
@@ -939,6 +942,20 @@ impl Switch {
         let old = SwitchOptions::from_options(&self.options).ok();
         if old.is_none_or(|o| revalidator_config(&o) != revalidator_config(parsed)) {
             self.dp.start_revalidator(revalidator_config(parsed))?;
+        }
+        if self.ofproto.set_restore_wait(parsed.flow_restore_wait) {
+            tracing::info!(
+                wait = parsed.flow_restore_wait,
+                "flow-restore-wait: forwarding {}",
+                if parsed.flow_restore_wait {
+                    "held"
+                } else {
+                    "resumed"
+                }
+            );
+            // No packet is forwarded by the other state's flows.
+            self.revalidate_now()?;
+            self.withdraw_offloads();
         }
         Ok(())
     }

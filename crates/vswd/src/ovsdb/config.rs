@@ -21,6 +21,7 @@ pub const SWITCH_KEYS: &[&str] = &[
     "offload-rebalance",
     "max-idle",
     "flow-limit",
+    "flow-restore-wait",
 ];
 
 /// Everything the database asks for now.
