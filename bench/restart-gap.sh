@@ -1,0 +1,80 @@
+#!/bin/bash
+# The traffic gap across a planned restart of the switch: two hosts (namespaces, a
+# veth each) on one bridge, `ping -i 0.001` (1,000 a second) from one to the other
+# for 6 s, the switch stopped and started again after 2 s (its own way: SIGTERM,
+# then the same command line; its configuration comes back from its state file or
+# database). The lost pings, at the rate ping sent, are the gap. Userspace flows (a learning switch, no
+# offload). Usage: bench/restart-gap.sh vsw|ovs. Root; cleans up after itself.
+set -euo pipefail
+mode=${1:?vsw or ovs}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+tag=rg$$
+A=${tag}a; B=${tag}b
+dir=$(mktemp -d /tmp/vsw-restart-gap.XXXXXX)
+pids=()
+cleanup() {
+    for f in "$dir"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+    sleep 1
+    for ns in $A $B; do ip netns del "$ns" 2>/dev/null || true; done
+    ip link del "${A}p" 2>/dev/null || true; ip link del "${B}p" 2>/dev/null || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+for ns in $A $B; do ip netns add "$ns"; done
+i=1
+for ns in $A $B; do
+    ip link add "${ns}p" type veth peer name eth0 netns "$ns"
+    ip link set "${ns}p" up
+    ip -n "$ns" addr add "198.18.0.$i/24" dev eth0; ip -n "$ns" link set eth0 up
+    i=$((i + 1))
+done
+start_switch() {
+    if [ "$mode" = vsw ]; then
+        "$repo/target/release/vswd" --socket "$dir/vswd.sock" --state-file "$dir/state.json" \
+            --log warn 2>>"$dir/vswd.log" &
+        echo $! > "$dir/vswd.pid"
+        for _ in $(seq 100); do [ -S "$dir/vswd.sock" ] && break; sleep 0.05; done
+    else
+        OVS_RUNDIR=$dir OVS_LOGDIR=$dir ovs-vswitchd unix:"$dir/db.sock" \
+            --pidfile="$dir/ovs-vswitchd.pid" --no-chdir --detach -vconsole:off \
+            --log-file="$dir/ovs-vswitchd.log"
+    fi
+}
+stop_switch() {
+    local f="$dir/$([ "$mode" = vsw ] && echo vswd || echo ovs-vswitchd).pid"
+    local pid; pid=$(cat "$f")
+    kill "$pid"
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+}
+if [ "$mode" = ovs ]; then
+    ovsdb-tool create "$dir/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+    ovsdb-server "$dir/conf.db" --remote=punix:"$dir/db.sock" --pidfile="$dir/ovsdb.pid" \
+        --unixctl="$dir/ovsdb.ctl" --no-chdir --detach -vconsole:off
+    V="ovs-vsctl --db=unix:$dir/db.sock --timeout=30"
+    $V --no-wait init
+    start_switch
+    $V add-br br0 -- set bridge br0 datapath_type=netdev -- add-port br0 "${A}p" -- add-port br0 "${B}p"
+else
+    start_switch
+    ctl() { "$repo/target/release/vswctl" --socket "$dir/vswd.sock" "$@" >/dev/null; }
+    ctl add-port "${A}p"; ctl add-port "${B}p"
+fi
+for _ in $(seq 50); do ip netns exec "$A" ping -c 1 -W 1 198.18.0.2 >/dev/null 2>&1 && break; done
+ip netns exec "$A" ping -i 0.001 -w 6 -q 198.18.0.2 > "$dir/ping.txt" 2>&1 &
+ping_pid=$!
+sleep 2
+t0=$(date +%s.%N)
+stop_switch
+start_switch
+t1=$(date +%s.%N)
+wait $ping_pid || true
+sent=$(sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p' "$dir/ping.txt")
+got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$dir/ping.txt")
+# The gap: the lost pings at the rate ping actually sent (below 1 a ms when replies
+# are slow to come back).
+python3 -c "
+sent, got = $sent, $got
+rate = sent / 6000
+print(f'$mode: {sent} pings sent in 6 s, {sent - got} lost across the restart: a gap of '
+      f'~{(sent - got) / rate:.0f} ms (stop to started again: {($t1 - $t0) * 1000:.0f} ms)')
+"
