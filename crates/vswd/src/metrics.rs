@@ -16,7 +16,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
-use vsw_protocol::{PmdStatsView, PortInfo};
+use vsw_protocol::{OffloadShowView, PmdStatsView, PortInfo};
 
 use crate::bridges::Bridges;
 
@@ -26,6 +26,8 @@ pub struct SwitchMetrics {
     pub ports: Vec<PortInfo>,
     pub pmds: Vec<PmdStatsView>,
     pub flow_limit: u64,
+    /// Each port's offload provider (`offload-show`).
+    pub offloads: Vec<OffloadShowView>,
 }
 
 /// Every bridge's counters, read at each scrape.
@@ -174,6 +176,26 @@ fn families<'a>(
         "vsw_datapath_flow_limit",
         "The most datapath flows a PMD caches (flow-limit).",
     );
+    let mut offload_capacity = Family::gauge(
+        "vsw_offload_capacity_flows",
+        "The flows a port's offload provider can hold.",
+    );
+    let mut offload_used = Family::gauge(
+        "vsw_offload_used_flows",
+        "The flows a port's offload provider holds now.",
+    );
+    let mut offload_oor = Family::gauge(
+        "vsw_offload_out_of_resources",
+        "1 while a port's offload provider is full and flows wait in userspace.",
+    );
+    let mut offload_swaps = Family::counter(
+        "vsw_offload_swaps",
+        "Flows swapped in or out of a port's offload provider by rebalancing (by pps).",
+    );
+    let mut offload_passes = Family::counter(
+        "vsw_offload_passes",
+        "Offload passes (placing datapath flows) over a port's provider.",
+    );
     let mut tunnel = Family::counter(
         "vsw_tunnel_drops",
         "Tunnel packets dropped, by reason (malformed, unknown VNI, no route or neighbour).",
@@ -201,6 +223,21 @@ fn families<'a>(
             link.add(l(), u64::from(p.status == "up"));
         }
         flow_limit.add(vec![("bridge", b)], m.flow_limit);
+        for o in &m.offloads {
+            let l = || {
+                vec![
+                    ("bridge", b),
+                    ("port", o.port.as_str()),
+                    ("provider", o.provider.as_str()),
+                ]
+            };
+            let s = &o.stats;
+            offload_capacity.add(l(), s.capacity as u64);
+            offload_used.add(l(), s.used as u64);
+            offload_oor.add(l(), u64::from(s.oor));
+            offload_swaps.add(l(), s.swaps);
+            offload_passes.add(l(), s.passes);
+        }
     }
     // PMD families: each PMD's core as a label, named once for all bridges.
     let mut at = 0;
@@ -258,6 +295,11 @@ fn families<'a>(
         pmd_tx_packets,
         flows,
         flow_limit,
+        offload_capacity,
+        offload_used,
+        offload_oor,
+        offload_swaps,
+        offload_passes,
         tunnel,
     ]
 }
@@ -389,6 +431,17 @@ mod tests {
                 ..PmdStatsView::default()
             }],
             flow_limit: 200_000,
+            offloads: vec![OffloadShowView {
+                port: "eth1".into(),
+                provider: "ebpf".into(),
+                stats: vsw_protocol::OffloadStats {
+                    capacity: 1024,
+                    used: 1024,
+                    oor: true,
+                    swaps: 3,
+                    ..Default::default()
+                },
+            }],
         };
         let bridges = vec![("br0".to_string(), m)];
         let cores = vec!["3".to_string()];
@@ -421,5 +474,10 @@ mod tests {
         ));
         assert!(text.contains("vsw_datapath_flow_limit{bridge=\"br0\"} 200000"));
         assert!(text.contains("vsw_tunnel_drops_total{reason=\"unknown_vni\"} 2"));
+        assert!(text.contains(
+            "vsw_offload_out_of_resources{bridge=\"br0\",port=\"eth1\",provider=\"ebpf\"} 1"
+        ));
+        assert!(text
+            .contains("vsw_offload_swaps_total{bridge=\"br0\",port=\"eth1\",provider=\"ebpf\"} 3"));
     }
 }

@@ -2154,6 +2154,7 @@ impl Switch {
             ports: self.port_infos(),
             pmds: self.dp.pmd_stats_total(),
             flow_limit: self.dp.flow_limit() as u64,
+            offloads: self.offloads.show(),
         }
     }
 
