@@ -16,19 +16,10 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
-use vsw_protocol::{OffloadShowView, PmdStatsView, PortInfo};
+use vsw_protocol::PortInfo;
 
 use crate::bridges::Bridges;
-
-/// One switch's counters at one moment.
-#[derive(Debug)]
-pub struct SwitchMetrics {
-    pub ports: Vec<PortInfo>,
-    pub pmds: Vec<PmdStatsView>,
-    pub flow_limit: u64,
-    /// Each port's offload provider (`offload-show`).
-    pub offloads: Vec<OffloadShowView>,
-}
+use crate::switch::SwitchMetrics;
 
 /// Every bridge's counters, read at each scrape.
 struct SwitchCollector {
@@ -411,6 +402,7 @@ pub fn serve(addr: SocketAddr, bridges: Arc<Bridges>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vsw_protocol::{OffloadShowView, PmdStatsView};
 
     #[test]
     fn the_format_follows_the_accept_header() {

@@ -111,6 +111,16 @@ struct Port {
     opened: u64,
 }
 
+/// One switch's counters at one moment, as `/metrics` exports them.
+#[derive(Debug)]
+pub struct SwitchMetrics {
+    pub ports: Vec<PortInfo>,
+    pub pmds: Vec<vsw_protocol::PmdStatsView>,
+    pub flow_limit: u64,
+    /// Each port's offload provider (`offload-show`).
+    pub offloads: Vec<vsw_protocol::OffloadShowView>,
+}
+
 pub struct Switch {
     dp: Datapath,
     /// The pipeline, MAC learning and translation: the datapath's slow path.
@@ -2149,8 +2159,8 @@ impl Switch {
 
     /// What `/metrics` reads of this switch: copies of its ports' and PMDs' counters
     /// (atomics the PMDs write; nothing a PMD locks) and its flow limit.
-    pub fn metrics(&self) -> crate::metrics::SwitchMetrics {
-        crate::metrics::SwitchMetrics {
+    pub fn metrics(&self) -> SwitchMetrics {
+        SwitchMetrics {
             ports: self.port_infos(),
             pmds: self.dp.pmd_stats_total(),
             flow_limit: self.dp.flow_limit() as u64,
