@@ -3,7 +3,7 @@
 //! field stands for. They are experimenter messages (vendor 0x00002320): a table-mod
 //! adds, deletes or clears mappings; a request is answered with the table.
 //!
-//! vsw has one such field, `tun_metadata0`, of up to [`MAX_OPTION_LEN`] bytes; a
+//! vsw has one such field, `tun_metadata0`, of [`MAX_OPTION_LEN`] bytes; a
 //! mapping for another index or a longer option is refused with the error Open
 //! vSwitch gives for it (NXTTMFC_BAD_FIELD_IDX, NXTTMFC_BAD_OPT_LEN).
 
@@ -17,7 +17,7 @@ pub const NXT_TLV_TABLE_REQUEST: u32 = 25;
 pub const NXT_TLV_TABLE_REPLY: u32 = 26;
 /// How many `tun_metadata<N>` fields vsw has: `tun_metadata0`.
 pub const MAX_FIELDS: u16 = 1;
-/// The longest option value `tun_metadata0` holds (half of a 64-bit key word; the
+/// The option value length `tun_metadata0` holds (half of a 64-bit key word; the
 /// other half is `tun_flags`). OVN's options are 4 bytes.
 pub const MAX_OPTION_LEN: u8 = 4;
 
@@ -125,7 +125,7 @@ impl TlvTableMod {
             TlvCommand::Clear => return Ok(Vec::new()),
             TlvCommand::Add => {
                 for m in &self.maps {
-                    if m.len == 0 || m.len % 4 != 0 || m.len > MAX_OPTION_LEN {
+                    if m.len != MAX_OPTION_LEN {
                         return Err(BadTlv::BadOptionLength);
                     }
                     if m.index >= MAX_FIELDS {

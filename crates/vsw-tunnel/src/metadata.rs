@@ -5,16 +5,19 @@
 
 use vsw_packet::wire::geneve;
 
-/// The Geneve option `tun_metadata0` stands for: its class, type and value length
-/// (4 bytes: the flow key holds the value in half a word).
+/// The Geneve option `tun_metadata0` stands for: its class and type. Its value is
+/// [`MetadataOption::LEN`] bytes, the only length the TLV map takes (the flow key
+/// holds the value in half a word).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetadataOption {
     pub class: u16,
     pub kind: u8,
-    pub len: u8,
 }
 
 impl MetadataOption {
+    /// The option's value length, bytes.
+    pub const LEN: usize = 4;
+
     /// Whether an option of `class` and `kind` is this one (a critical option the
     /// switch knows is taken, not dropped).
     pub fn is(&self, class: u16, kind: u8) -> bool {
@@ -27,27 +30,19 @@ impl MetadataOption {
     pub fn value_in(&self, options: &[u8]) -> Option<u32> {
         geneve::options(options)
             .filter_map(Result::ok)
-            .find(|o| self.is(o.class, o.kind) && o.data.len() == usize::from(self.len))
+            .find(|o| self.is(o.class, o.kind) && o.data.len() == Self::LEN)
             .map(|o| o.data.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)))
     }
 
     /// The option's TLV with a zero value, for a header template; the value is
-    /// written per packet over its last [`MetadataOption::len`] bytes.
+    /// written per packet over its last [`MetadataOption::LEN`] bytes.
     pub fn tlv(&self) -> Vec<u8> {
-        let mut t = Vec::with_capacity(4 + usize::from(self.len));
+        let mut t = Vec::with_capacity(4 + Self::LEN);
         t.extend_from_slice(&self.class.to_be_bytes());
         t.push(self.kind);
-        t.push(self.len / 4);
-        t.resize(4 + usize::from(self.len), 0);
+        t.push((Self::LEN / 4) as u8);
+        t.resize(4 + Self::LEN, 0);
         t
-    }
-
-    /// `value`'s last [`MetadataOption::len`] bytes, as the option carries them.
-    pub fn bytes_of(&self, value: u32) -> ([u8; 4], usize) {
-        (
-            value.to_be_bytes(),
-            4usize.saturating_sub(usize::from(self.len)),
-        )
     }
 }
 
@@ -60,20 +55,19 @@ mod tests {
         let m = MetadataOption {
             class: 0xffff,
             kind: 1,
-            len: 4,
         };
         let mut options = vec![0x01, 0x02, 0x80, 0x01, 9, 9, 9, 9];
         let mut mine = m.tlv();
         assert_eq!(&mine[..4], &[0xff, 0xff, 0x01, 0x01]);
-        let (bytes, from) = m.bytes_of(0x1234);
-        mine[4..].copy_from_slice(&bytes[from..]);
+        mine[4..].copy_from_slice(&0x1234u32.to_be_bytes());
         options.extend_from_slice(&mine);
         assert_eq!(m.value_in(&options), Some(0x1234));
         // Another type, or the right one of another length: not this option.
         let other = MetadataOption { kind: 2, ..m };
         assert_eq!(other.value_in(&options), None);
-        let longer = MetadataOption { len: 4 * 2, ..m };
-        assert_eq!(longer.value_in(&options), None);
+        let mut longer = vec![0xff, 0xff, 0x01, 0x02];
+        longer.extend_from_slice(&[0; 8]);
+        assert_eq!(m.value_in(&longer), None);
         assert!(m.is(0xffff, 1) && !m.is(0xfffe, 1));
     }
 }

@@ -717,7 +717,6 @@ mod tests {
         let option = MetadataOption {
             class: 0x0102,
             kind: 0x81,
-            len: 4,
         };
         world().set_metadata0(Some(option));
         let options = BTreeMap::from([

@@ -68,7 +68,7 @@ enum Resolved {
         template: EncapTemplate,
         /// A Geneve port's template with the option `tun_metadata0` stands for
         /// (value zero), for packets a rule gave one.
-        with_metadata: Option<(EncapTemplate, MetadataOption)>,
+        with_metadata: Option<EncapTemplate>,
         inject: Arc<Channel>,
     },
     /// The next hop's MAC is not known: ask for it.
@@ -196,8 +196,7 @@ impl TunnelTx {
                 geneve_options: m.tlv(),
                 ..spec.clone()
             })
-            .ok()
-            .map(|t| (t, m)),
+            .ok(),
             _ => None,
         };
         match EncapTemplate::new(&spec) {
@@ -220,8 +219,8 @@ struct Outer {
     /// `tos=inherit` or `ttl=inherit`: the outer TOS and TTL, copied from the inner
     /// IP header where asked.
     tos_ttl: Option<(u8, u8)>,
-    /// `tun_metadata0`'s value as the option carries it (bytes from the index on).
-    option: Option<([u8; 4], usize)>,
+    /// `tun_metadata0`'s value as the option carries it.
+    option: Option<[u8; MetadataOption::LEN]>,
 }
 
 /// Sends `data` behind `template`'s outer headers into the underlay bridge. A
@@ -253,7 +252,7 @@ fn encapsulate(
             let inner_vnet = meta.vnet.shifted(tag as u16);
             complete_checksum(&mut buf[at..at + n], &inner_vnet).ok()?;
         }
-        let option = outer.option.as_ref().map(|(b, from)| &b[*from..]);
+        let option = outer.option.as_ref().map(|b| &b[..]);
         let len = template.finish_keyed(buf, n, outer.sport, outer.ip_id, outer.vni, option)?;
         if let Some((tos, ttl)) = outer.tos_ttl {
             template.set_tos_ttl(&mut buf[..len], tos, ttl)?;
@@ -310,12 +309,11 @@ fn neighbour_solicitation(
     target: Ipv6Addr,
 ) -> Option<usize> {
     use vsw_packet::ethernet::{field, ETH_HDR_LEN};
+    use vsw_packet::wire::icmp::{ND_NEIGHBOR_SOLICIT, ND_OPT_SOURCE_LLADDR};
     use vsw_packet::wire::ip::IPPROTO_ICMPV6;
     use vsw_packet::wire::ipv6;
     /// Type, code, checksum, reserved, target; then the option (type 1, 8 bytes).
     const NS_LEN: usize = 4 + 4 + 16 + 8;
-    const NEIGHBOUR_SOLICITATION: u8 = 135;
-    const SOURCE_LINK_LAYER: u8 = 1;
     let t = target.octets();
     let group = u128::from_be_bytes([
         0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
@@ -337,9 +335,9 @@ fn neighbour_solicitation(
     }
     .emit(&mut f[ETH_HDR_LEN..]);
     let ns = &mut f[ETH_HDR_LEN + ipv6::HEADER_LEN..];
-    ns[0] = NEIGHBOUR_SOLICITATION;
+    ns[0] = ND_NEIGHBOR_SOLICIT;
     ns[8..24].copy_from_slice(&t);
-    ns[24] = SOURCE_LINK_LAYER;
+    ns[24] = ND_OPT_SOURCE_LLADDR;
     ns[25] = 1;
     ns[26..32].copy_from_slice(&sha.0);
     // Over the pseudo-header: addresses, length, next header.
@@ -406,8 +404,8 @@ impl TxQueue for TunnelTx {
             } => {
                 // A rule gave the packet tun_metadata0: the template with its option.
                 let (template, option) = match with_metadata {
-                    Some((t, m)) if meta.tunnel.metadata0 != 0 => {
-                        (&*t, Some(m.bytes_of(meta.tunnel.metadata0)))
+                    Some(t) if meta.tunnel.metadata0 != 0 => {
+                        (&*t, Some(meta.tunnel.metadata0.to_be_bytes()))
                     }
                     _ => (&*template, None),
                 };

@@ -351,7 +351,7 @@ impl Bridge for SwitchBridge<'_> {
             .map(|m| TlvMap {
                 class: m.class,
                 kind: m.kind,
-                len: m.len,
+                len: MetadataOption::LEN as u8,
                 index: 0,
             })
             .into_iter()
@@ -360,10 +360,10 @@ impl Bridge for SwitchBridge<'_> {
 
     fn tlv_table_mod(&mut self, m: &TlvTableMod) -> Result<(), BadTlv> {
         let next = m.apply(&self.tlv_table())?;
+        // (`apply` took no length but the one vsw has.)
         let option = next.first().map(|e| MetadataOption {
             class: e.class,
             kind: e.kind,
-            len: e.len,
         });
         tracing::info!(?option, "Geneve TLV map changed");
         vsw_netdev::tunnel::world().set_metadata0(option);
