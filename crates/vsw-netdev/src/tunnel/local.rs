@@ -305,19 +305,33 @@ mod tests {
     }
 
     fn vxlan_from(src: Ipv4Addr, inner: &[u8], vni: u32) -> Vec<u8> {
+        let dst = Ipv4Addr::new(198, 18, 77, 2);
+        from_remote(TunnelKind::Vxlan, src, dst, vni, Vec::new(), inner)
+    }
+
+    /// `inner` as the remote end `src` sends it to `dst` through a tunnel of `kind`
+    /// (its default UDP port, no outer checksum), with these Geneve options.
+    fn from_remote(
+        kind: TunnelKind,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        vni: u32,
+        geneve_options: Vec<u8>,
+        inner: &[u8],
+    ) -> Vec<u8> {
         let t = EncapTemplate::new(&EncapSpec {
-            kind: TunnelKind::Vxlan,
+            kind,
             eth_src: MacAddr([2, 0, 0, 0, 0, 1]),
             eth_dst: MacAddr([2, 0, 0, 0, 0, 2]),
             src: IpAddr::V4(src),
-            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 77, 2)),
+            dst: IpAddr::V4(dst),
             tos: 0,
             ttl: 64,
             df: true,
-            udp_dst: 4789,
+            udp_dst: kind.default_port(),
             udp_csum: false,
             vni,
-            geneve_options: Vec::new(),
+            geneve_options,
         })
         .unwrap();
         let mut out = vec![0u8; 70_000];
@@ -490,25 +504,8 @@ mod tests {
         let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-vnivx", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         let from = |src: Ipv4Addr, vni: u32| {
-            let t = EncapTemplate::new(&EncapSpec {
-                kind: TunnelKind::Vxlan,
-                eth_src: MacAddr([2, 0, 0, 0, 0x84, 1]),
-                eth_dst: MacAddr([2, 0, 0, 0, 0x84, 2]),
-                src: IpAddr::V4(src),
-                dst: IpAddr::V4(Ipv4Addr::new(198, 18, 84, 2)),
-                tos: 0,
-                ttl: 64,
-                df: true,
-                udp_dst: 4789,
-                udp_csum: false,
-                vni,
-                geneve_options: Vec::new(),
-            })
-            .unwrap();
-            let mut buf = vec![0u8; 2048];
-            let n = t.push(&inner, &mut buf, 40000, 0).unwrap();
-            buf.truncate(n);
-            buf
+            let dst = Ipv4Addr::new(198, 18, 84, 2);
+            from_remote(TunnelKind::Vxlan, src, dst, vni, Vec::new(), &inner)
         };
         let unknown = || {
             let all = world().drops();
@@ -597,24 +594,9 @@ mod tests {
         let d = decap(&sent, &ports, false, |_, _| false).unwrap();
         assert_eq!((d.meta.tos, d.meta.ttl), (0xb8, 9));
         // In: any VNI from that remote is this port's, and the rules see it as tun_id.
-        let from_remote = EncapTemplate::new(&EncapSpec {
-            kind: TunnelKind::Vxlan,
-            eth_src: MacAddr([2, 0, 0, 0, 0, 0x78]),
-            eth_dst: MacAddr([2, 0, 0, 0, 0, 2]),
-            src: IpAddr::V4(remote),
-            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 78, 2)),
-            tos: 0,
-            ttl: 64,
-            df: true,
-            udp_dst: 4789,
-            udp_csum: false,
-            vni: 99,
-            geneve_options: Vec::new(),
-        })
-        .unwrap();
-        let mut frame = vec![0u8; 2048];
-        let n = from_remote.push(&inner, &mut frame, 40000, 0).unwrap();
-        local.tx.stage(&frame[..n], &PacketMeta::default()).unwrap();
+        let local_end = Ipv4Addr::new(198, 18, 78, 2);
+        let frame = from_remote(TunnelKind::Vxlan, remote, local_end, 99, Vec::new(), &inner);
+        local.tx.stage(&frame, &PacketMeta::default()).unwrap();
         let (got, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the inner frame");
         assert_eq!(got, inner);
         // And its outer addresses as tun_src and tun_dst.
@@ -751,24 +733,9 @@ mod tests {
         // mapped, a critical option is known rather than dropped.
         let mut tlv = option.tlv();
         tlv[4..].copy_from_slice(&0xdead_beefu32.to_be_bytes());
-        let from_remote = EncapTemplate::new(&EncapSpec {
-            kind: TunnelKind::Geneve,
-            eth_src: MacAddr([2, 0, 0, 0, 0x82, 1]),
-            eth_dst: MacAddr([2, 0, 0, 0, 0x82, 2]),
-            src: IpAddr::V4(remote),
-            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 82, 2)),
-            tos: 0,
-            ttl: 64,
-            df: true,
-            udp_dst: 6081,
-            udp_csum: false,
-            vni: 7,
-            geneve_options: tlv,
-        })
-        .unwrap();
-        let mut buf = vec![0u8; 2048];
-        let n = from_remote.push(&inner, &mut buf, 40000, 0).unwrap();
-        let sent = &buf[..n];
+        let local_end = Ipv4Addr::new(198, 18, 82, 2);
+        let frame = from_remote(TunnelKind::Geneve, remote, local_end, 7, tlv, &inner);
+        let sent = &frame[..];
         local.tx.stage(sent, &PacketMeta::default()).unwrap();
         let (got, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the inner frame");
         assert_eq!(got, inner);
