@@ -914,11 +914,7 @@ fn process_batch(
             malformed += 1;
             continue;
         }
-        key.tun_id = pkt.meta.tunnel.id;
-        key.tun_src = pkt.meta.tunnel.src;
-        key.tun_dst = pkt.meta.tunnel.dst;
-        key.tun_metadata0 = pkt.meta.tunnel.metadata0;
-        key.tun_flags = pkt.meta.tunnel.flags;
+        pkt.meta.tunnel.write_into(key);
         let hash = key_hash(key);
         // Each flow of the batch is held once, in the tally (one reference count
         // per flow and batch, not per packet).

@@ -34,6 +34,19 @@ pub struct TunnelKey {
     pub flags: u32,
 }
 
+impl TunnelKey {
+    /// Puts the tunnel's fields into a packet's flow key (extraction reads the frame
+    /// alone, so it leaves them 0).
+    #[inline]
+    pub fn write_into(&self, key: &mut vsw_packet::FlowKey) {
+        key.tun_id = self.id;
+        key.tun_src = self.src;
+        key.tun_dst = self.dst;
+        key.tun_metadata0 = self.metadata0;
+        key.tun_flags = self.flags;
+    }
+}
+
 impl PacketMeta {
     /// The same packet's metadata with nothing left to the device: what each
     /// segment vsw cuts from a super-frame carries.

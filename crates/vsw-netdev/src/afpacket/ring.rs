@@ -23,17 +23,17 @@ use vsw_datapath::{
     TxQueue, BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
+use vsw_packet::tunnel::{segment_udp_tunnel, udp_tunnel_super_frame};
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::{VlanTag, VnetHdr};
 
 use super::tunnel_gso::TunnelGsoTap;
 use super::{attach, offload_socket, set_flag, syscall, transient, RingFrames, MAX_FRAME};
-use vsw_packet::tunnel::{segment_udp_tunnel, udp_tunnel_super_frame};
+use crate::sys::{self, RingMap, TPACKET_V2};
+use crate::NetdevError;
 
 /// The largest outer packet a cut tunnel super-frame yields (a jumbo MTU's).
 const CUT_BUFFER: usize = 16 << 10;
-use crate::sys::{self, RingMap, TPACKET_V2};
-use crate::NetdevError;
 
 /// Where a V2 TX frame's payload (here: virtio-net header, then frame) starts:
 /// TPACKET2_HDRLEN - sizeof(sockaddr_ll) = 32.
