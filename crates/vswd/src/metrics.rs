@@ -6,6 +6,7 @@
 //! side's; no PMD takes it) is held while its counters are copied — atomics the PMDs
 //! write — and let go before anything is encoded.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +33,8 @@ impl fmt::Debug for SwitchCollector {
     }
 }
 
-type Labels<'a> = Vec<(&'static str, &'a str)>;
+/// Label names and values (borrowed from the counters, or made for the scrape).
+type Labels<'a> = Vec<(&'static str, Cow<'a, str>)>;
 
 /// One metric family: its name (without `_total`, which the encoder adds to
 /// counters), help, unit, and a value per label set.
@@ -118,7 +120,6 @@ fn port_drops(p: &PortInfo) -> [(&'static str, &'static str, u64); 8] {
 /// The families of every bridge's counters and the tunnels' drops.
 fn families<'a>(
     bridges: &'a [(String, SwitchMetrics)],
-    cores: &'a [String],
     tunnel_drops: &'a [(&'static str, u64)],
 ) -> Vec<Family<'a>> {
     let mut rx_packets = Family::counter("vsw_port_rx_packets", "Packets received on a port.");
@@ -194,7 +195,7 @@ fn families<'a>(
     for (bridge, m) in bridges {
         let b = bridge.as_str();
         for p in &m.ports {
-            let l = || vec![("bridge", b), ("port", p.name.as_str())];
+            let l = || vec![("bridge", b.into()), ("port", p.name.as_str().into())];
             let s = &p.stats;
             rx_packets.add(l(), s.rx_packets);
             rx_bytes.add(l(), s.rx_bytes);
@@ -204,8 +205,8 @@ fn families<'a>(
             tx_wait.add_real(l(), s.tx_wait_us_sum as f64 / 1e6);
             for (direction, reason, n) in port_drops(p) {
                 let mut with = l();
-                with.push(("direction", direction));
-                with.push(("reason", reason));
+                with.push(("direction", direction.into()));
+                with.push(("reason", reason.into()));
                 drops.add(with, n);
             }
             if let Some(bytes) = p.mtu {
@@ -213,13 +214,13 @@ fn families<'a>(
             }
             link.add(l(), u64::from(p.status == "up"));
         }
-        flow_limit.add(vec![("bridge", b)], m.flow_limit);
+        flow_limit.add(vec![("bridge", b.into())], m.flow_limit);
         for o in &m.offloads {
             let l = || {
                 vec![
-                    ("bridge", b),
-                    ("port", o.port.as_str()),
-                    ("provider", o.provider.as_str()),
+                    ("bridge", b.into()),
+                    ("port", o.port.as_str().into()),
+                    ("provider", o.provider.as_str().into()),
                 ]
             };
             let s = &o.stats;
@@ -230,14 +231,11 @@ fn families<'a>(
             offload_passes.add(l(), s.passes);
         }
     }
-    // PMD families: each PMD's core as a label, named once for all bridges.
-    let mut at = 0;
     for (bridge, m) in bridges {
         let b = bridge.as_str();
         for pmd in &m.pmds {
-            let core = cores[at].as_str();
-            at += 1;
-            let l = || vec![("bridge", b), ("core", core)];
+            let core = pmd.core.to_string();
+            let l = || vec![("bridge", b.into()), ("core", Cow::Owned(core.clone()))];
             pmd_packets.add(l(), pmd.packets);
             for (found, n) in [
                 ("exact_match_cache", pmd.emc_hits),
@@ -245,7 +243,7 @@ fn families<'a>(
                 ("upcall", pmd.upcalls),
             ] {
                 let mut with = l();
-                with.push(("found", found));
+                with.push(("found", found.into()));
                 pmd_lookups.add(with, n);
             }
             pmd_lost.add(l(), pmd.lost);
@@ -255,7 +253,7 @@ fn families<'a>(
                 ("sleep", pmd.sleep_cycles),
             ] {
                 let mut with = l();
-                with.push(("state", state));
+                with.push(("state", state.into()));
                 pmd_cycles.add(with, n);
             }
             pmd_iterations.add(l(), pmd.iterations);
@@ -265,7 +263,7 @@ fn families<'a>(
         }
     }
     for (reason, n) in tunnel_drops {
-        tunnel.add(vec![("reason", reason)], *n);
+        tunnel.add(vec![("reason", (*reason).into())], *n);
     }
     vec![
         rx_packets,
@@ -304,12 +302,8 @@ impl Collector for SwitchCollector {
             .iter()
             .map(|b| (b.name.clone(), b.lock().metrics()))
             .collect();
-        let cores: Vec<String> = bridges
-            .iter()
-            .flat_map(|(_, m)| m.pmds.iter().map(|p| p.core.to_string()))
-            .collect();
         let tunnel_drops = vsw_netdev::tunnel::world().drops();
-        for family in families(&bridges, &cores, &tunnel_drops) {
+        for family in families(&bridges, &tunnel_drops) {
             family.encode(&mut encoder)?;
         }
         Ok(())
@@ -436,8 +430,7 @@ mod tests {
             }],
         };
         let bridges = vec![("br0".to_string(), m)];
-        let cores = vec!["3".to_string()];
-        let fams = families(&bridges, &cores, &[("unknown_vni", 2)]);
+        let fams = families(&bridges, &[("unknown_vni", 2)]);
         for f in &fams {
             assert!(f.name.starts_with("vsw_"), "{}", f.name);
             assert!(
@@ -451,8 +444,7 @@ mod tests {
         struct Fixed(Vec<(String, SwitchMetrics)>);
         impl Collector for Fixed {
             fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
-                let cores = vec!["3".to_string()];
-                for f in families(&self.0, &cores, &[("unknown_vni", 2)]) {
+                for f in families(&self.0, &[("unknown_vni", 2)]) {
                     f.encode(&mut e)?;
                 }
                 Ok(())
