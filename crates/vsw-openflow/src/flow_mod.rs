@@ -278,12 +278,8 @@ impl Action {
                         .and_then(crate::oxm::field_def)
                         .ok_or(BadFlowMod::BadSetField)?;
                     // No mask, a value of the field's length, padding only after.
-                    let fits = if def.field == crate::oxm::TUN_METADATA0 {
-                        (1..=usize::from(def.len)).contains(&flen)
-                    } else {
-                        flen == usize::from(def.len)
-                    };
-                    if fh & 1 != 0 || !fits || len != (4 + 4 + flen).div_ceil(8) * 8 {
+                    if fh & 1 != 0 || !def.takes_len(flen) || len != (4 + 4 + flen).div_ceil(8) * 8
+                    {
                         return Err(BadFlowMod::BadSetField);
                     }
                     Action::SetField(OxmField {

@@ -31,9 +31,16 @@ pub const TUN_METADATA0: u8 = NXM1_BASE + 40;
 /// NXM_NX_TUN_FLAGS (NXM_1 field 104, 16 bits): the OAM flag.
 pub const TUN_FLAGS: u8 = NXM1_BASE + 104;
 
-/// Whether a field's value may be shorter than its length (1 byte to it).
-fn variable_len(field: u8) -> bool {
-    field == TUN_METADATA0
+impl OxmFieldDef {
+    /// Whether a value of `n` bytes is one of this field: its length, or for a field
+    /// of variable length (`tun_metadata0`) 1 byte up to it.
+    pub fn takes_len(&self, n: usize) -> bool {
+        if self.field == TUN_METADATA0 {
+            (1..=usize::from(self.len)).contains(&n)
+        } else {
+            n == usize::from(self.len)
+        }
+    }
 }
 
 /// A field's class and number as they go on the wire.
@@ -317,12 +324,7 @@ impl OxmMatch {
             let def = field_def(field).ok_or(BadMatch::BadField)?;
             let parts = if hasmask { 2 } else { 1 };
             let value_len = flen / parts;
-            let fits = if variable_len(field) {
-                flen % parts == 0 && (1..=usize::from(def.len)).contains(&value_len)
-            } else {
-                value_len == usize::from(def.len) && flen % parts == 0
-            };
-            if !fits {
+            if flen % parts != 0 || !def.takes_len(value_len) {
                 return Err(BadMatch::BadLen);
             }
             if hasmask && !def.maskable {
