@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use vsw_packet::FlowKey;
 
 use crate::assign::{place, QueueToPlace, RxqAssign};
 use crate::dpflow::DpFlow;
@@ -346,6 +347,8 @@ impl Datapath {
                 stats: PmdStats::default(),
                 flows: Mutex::new(Vec::new()),
                 sweep_requested: AtomicU64::new(0),
+                installs: Mutex::new(Vec::new()),
+                installs_requested: AtomicU64::new(0),
                 thread: Mutex::new(None),
             });
             controls.push(control.clone());
@@ -584,6 +587,34 @@ impl Datapath {
 
     pub fn dump_flows(&self) -> Vec<Arc<DpFlow>> {
         revalidate::dump(&self.shared)
+    }
+
+    /// Has the PMD that polls each key's input port translate the key and cache its
+    /// flow, as an upcall would, without a packet: for entries a kernel fast path kept
+    /// forwarding across a restart, whose packets userspace never sees. A key with no
+    /// PMD polling its port is left out; returns how many were handed on.
+    pub fn install_flows(&self, keys: Vec<FlowKey>) -> usize {
+        let cur = self.current();
+        let mut handed = 0;
+        for key in keys {
+            let Some(core) = cur
+                .assignment
+                .iter()
+                .find(|a| a.port == key.in_port)
+                .map(|a| a.core)
+            else {
+                continue;
+            };
+            let Some(pmd) = self.pmds.iter().find(|p| p.control.core == core) else {
+                continue;
+            };
+            lock(&pmd.control.installs).push(key);
+            pmd.control
+                .installs_requested
+                .fetch_add(1, Ordering::AcqRel);
+            handed += 1;
+        }
+        handed
     }
 
     /// How many datapath flows the revalidator has retired so far.

@@ -59,6 +59,17 @@ pub trait OffloadProvider: Send {
     fn delete(&mut self, id: FlowId) -> Result<(), OffloadError>;
     /// Packets the provider forwarded for a flow it holds (since it was put).
     fn packets(&self, id: FlowId) -> Option<u64>;
+    /// Entries an earlier run of vsw left forwarding in this fast path
+    /// (`offload-persist`) that no flow of this run holds yet. A `put` of an equal
+    /// flow takes its entry over without a moment out of the fast path.
+    fn adopted(&mut self) -> Vec<OffloadFlow> {
+        Vec::new()
+    }
+    /// Takes an adopted entry out of the fast path.
+    fn drop_adopted(&mut self, _flow: &OffloadFlow) {}
+    /// From now on, dropping the provider leaves its fast path forwarding (a planned
+    /// restart with `offload-persist`) instead of taking it away.
+    fn keep_in_kernel(&mut self) {}
 }
 
 /// The header fields an exact offload entry pins down: the input port, both MAC
@@ -214,10 +225,11 @@ pub struct OffloadManager {
 }
 
 impl OffloadManager {
-    pub fn new(provider: Box<dyn OffloadProvider>, policy: OffloadPolicy) -> OffloadManager {
+    pub fn new(mut provider: Box<dyn OffloadProvider>, policy: OffloadPolicy) -> OffloadManager {
         OffloadManager {
             stats: OffloadStats {
                 capacity: provider.capacity(),
+                adopted: provider.adopted().len(),
                 ..OffloadStats::default()
             },
             provider,
@@ -232,6 +244,24 @@ impl OffloadManager {
 
     pub fn stats(&self) -> OffloadStats {
         self.stats.clone()
+    }
+
+    /// The provider's adopted entries (see [`OffloadProvider::adopted`]).
+    pub fn adopted(&mut self) -> Vec<OffloadFlow> {
+        let adopted = self.provider.adopted();
+        self.stats.adopted = adopted.len();
+        adopted
+    }
+
+    /// Takes an adopted entry out of the fast path.
+    pub fn drop_adopted(&mut self, flow: &OffloadFlow) {
+        self.provider.drop_adopted(flow);
+        self.stats.adopted = self.stats.adopted.saturating_sub(1);
+    }
+
+    /// The fast path outlives the manager (see [`OffloadProvider::keep_in_kernel`]).
+    pub fn keep_in_kernel(&mut self) {
+        self.provider.keep_in_kernel();
     }
 
     /// A flow's state, rate and exact packet count, given its userspace packets.
@@ -456,6 +486,8 @@ pub struct DummyProvider {
 struct DummyState {
     capacity: usize,
     flows: HashMap<FlowId, (OffloadFlow, u64)>,
+    /// Entries "left by an earlier run" (see [`DummyProvider::leave`]).
+    adopted: Vec<OffloadFlow>,
     fail: Option<String>,
 }
 
@@ -488,6 +520,11 @@ impl DummyProvider {
         self.state().flows.contains_key(&id)
     }
 
+    /// Holds `flow` as if an earlier run had left it (an adopted entry).
+    pub fn leave(&self, flow: OffloadFlow) {
+        self.state().adopted.push(flow);
+    }
+
     /// From now on every put fails with `why` (`None`: works again).
     pub fn fail_with(&self, why: Option<&str>) {
         self.state().fail = why.map(String::from);
@@ -512,11 +549,23 @@ impl OffloadProvider for DummyProvider {
             held.0 = flow.clone();
             return Ok(());
         }
-        if s.flows.len() >= s.capacity {
+        let adopted = s.adopted.iter().position(|a| a == flow);
+        if adopted.is_none() && s.flows.len() + s.adopted.len() >= s.capacity {
             return Err(OffloadError::NoSpace);
+        }
+        if let Some(at) = adopted {
+            s.adopted.remove(at);
         }
         s.flows.insert(id, (flow.clone(), 0));
         Ok(())
+    }
+
+    fn adopted(&mut self) -> Vec<OffloadFlow> {
+        self.state().adopted.clone()
+    }
+
+    fn drop_adopted(&mut self, flow: &OffloadFlow) {
+        self.state().adopted.retain(|a| a != flow);
     }
 
     fn delete(&mut self, id: FlowId) -> Result<(), OffloadError> {

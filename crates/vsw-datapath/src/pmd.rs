@@ -387,6 +387,8 @@ pub(crate) struct Pmd {
     sleep_max_us: u64,
     /// The revalidator's last sweep request this PMD did.
     swept: u64,
+    /// The last `install_flows` request this PMD took.
+    installs_taken: u64,
 }
 
 impl Pmd {
@@ -401,6 +403,7 @@ impl Pmd {
             core_claim: None,
             sleep_max_us: 0,
             swept: 0,
+            installs_taken: 0,
             worker: Worker {
                 outputs: Outputs {
                     by_port: PortMap::default(),
@@ -608,6 +611,11 @@ impl Pmd {
                 self.swept = sweep;
                 self.control.ack_sweep(sweep);
             }
+            let installs = self.control.installs_requested.load(Ordering::Acquire);
+            if installs != self.installs_taken {
+                self.installs_taken = installs;
+                self.install_flows();
+            }
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
             };
@@ -698,6 +706,33 @@ impl Pmd {
         self.shut_down();
     }
 
+    /// Caches a flow for each key handed over by `Datapath::install_flows` that no
+    /// flow of this PMD matches yet, translated as an upcall would (no packet, so
+    /// nothing learned, nothing counted as an upcall).
+    fn install_flows(&mut self) {
+        let keys = std::mem::take(&mut *lock(&self.control.installs));
+        let Some(snap) = self.snapshot.as_deref() else {
+            return;
+        };
+        let w = &mut self.worker;
+        let now_ms = clock::now_ms();
+        for key in keys {
+            if w.flows.lookup(&key).flow.is_some_and(|f| !f.is_dead()) {
+                continue;
+            }
+            let t = snap.upcall.translate(&key, now_ms, false);
+            cache_flow(
+                snap,
+                &self.shared,
+                &self.control,
+                &mut w.flows,
+                &key,
+                t,
+                now_ms,
+            );
+        }
+    }
+
     fn housekeeping(&mut self, now_cycles: u64) {
         for rxq in &mut self.rxqs {
             let stats = &rxq.handle.rxqs[rxq.index].stats;
@@ -758,12 +793,33 @@ fn upcall(
 ) -> Arc<DpFlow> {
     counters.upcalls += 1;
     let t = snap.upcall.translate(key, now_ms, true);
-    let generation = t.generation;
-    if generation != *last_generation {
+    if t.generation != *last_generation {
         // Flows made before may be stale now: the revalidator looks at once.
-        *last_generation = generation;
+        *last_generation = t.generation;
         shared.kick_revalidator();
     }
+    let (flow, cached) = cache_flow(snap, shared, control, flows, key, t, now_ms);
+    if cached {
+        emc.insert(hash, key, Some(&flow));
+    } else {
+        counters.uncached_upcalls += 1;
+    }
+    flow
+}
+
+/// Makes the datapath flow of translation `t` and caches it (in `flows` and the
+/// revalidator's registry) unless the flow limit is reached or the translation is
+/// stale already; says whether it was cached.
+fn cache_flow(
+    snap: &Snapshot,
+    shared: &Shared,
+    control: &PmdControl,
+    flows: &mut FlowTable,
+    key: &FlowKey,
+    t: crate::upcall::Translation,
+    now_ms: u64,
+) -> (Arc<DpFlow>, bool) {
+    let generation = t.generation;
     let id = shared.next_flow_id.fetch_add(1, Ordering::Relaxed);
     let flow = Arc::new(DpFlow::new(id, control.core, key, t, now_ms));
     let cached = flows.len() < snap.flow_limit && {
@@ -777,11 +833,8 @@ fn upcall(
     };
     if cached {
         flows.insert(flow.clone());
-        emc.insert(hash, key, Some(&flow));
-    } else {
-        counters.uncached_upcalls += 1;
     }
-    flow
+    (flow, cached)
 }
 
 /// Where `flow` is in the batch's tally, added if it is not yet.

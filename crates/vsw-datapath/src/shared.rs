@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
+use vsw_packet::FlowKey;
 
 use crate::dpflow::DpFlow;
 use crate::error::DatapathError;
@@ -218,6 +219,11 @@ pub(crate) struct PmdControl {
     /// Raised by the revalidator after it retired flows: the PMD sweeps them out of
     /// its caches and acknowledges (`Acked::swept`).
     pub sweep_requested: AtomicU64,
+    /// Flows to cache without a packet (`Datapath::install_flows`): keys the PMD
+    /// translates and caches as an upcall would; `installs_requested` counts the
+    /// requests, so that the PMD looks at the list only when it grew.
+    pub installs: Mutex<Vec<FlowKey>>,
+    pub installs_requested: AtomicU64,
     /// The PMD's thread, to wake it when it parks with nothing to poll.
     pub thread: Mutex<Option<std::thread::Thread>>,
 }

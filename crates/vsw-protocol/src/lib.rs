@@ -478,6 +478,10 @@ pub struct PmdRxqView {
 pub struct OffloadStats {
     pub capacity: usize,
     pub used: usize,
+    /// Entries an earlier run left in the fast path (`offload-persist`) that no flow
+    /// of this run holds yet: they forward until handed back or withdrawn.
+    #[serde(default)]
+    pub adopted: usize,
     pub oor: bool,
     pub passes: u64,
     pub rebalance_passes: u64,

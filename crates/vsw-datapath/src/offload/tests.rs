@@ -346,3 +346,44 @@ fn flows_the_provider_forwarded_are_reported_active_once() {
     assert_eq!(active, vec![2, 5]);
     assert!(m.active().is_empty(), "no more since");
 }
+
+/// An entry an earlier run left (`offload-persist`) fills a slot until a flow of this
+/// run equal to it is put, which takes it over in place (even with the provider
+/// full); a withdrawn one frees its slot.
+#[test]
+fn a_flow_equal_to_an_adopted_entry_takes_it_over() {
+    let provider = DummyProvider::new(2);
+    let mut left = flow(1);
+    left.key.tp_src = 1000;
+    let mut other = flow(1);
+    other.key.tp_src = 2000;
+    provider.leave(left.clone());
+    provider.leave(other.clone());
+    let mut m = manager(&provider, false);
+    assert_eq!(m.stats().adopted, 2);
+    let mut new = flow(1);
+    new.key.tp_src = 3000;
+    let samples = |ids: &[(FlowId, &OffloadFlow)]| -> Vec<FlowSample> {
+        ids.iter()
+            .map(|(id, f)| FlowSample {
+                id: *id,
+                userspace_packets: 0,
+                offload: Ok((*f).clone()),
+            })
+            .collect()
+    };
+    // Full of adopted entries: a new flow waits, the equal one takes its entry.
+    m.pass(1000, &samples(&[(7, &left), (8, &new)]));
+    assert!(
+        provider.holds(7),
+        "the equal flow took the adopted entry over"
+    );
+    assert!(!provider.holds(8), "no room for another flow");
+    assert_eq!(m.adopted(), vec![other.clone()]);
+    assert_eq!(m.stats().adopted, 1);
+    // The other adopted entry withdrawn: its slot is free for the waiting flow.
+    m.drop_adopted(&other);
+    assert!(m.adopted().is_empty());
+    m.pass(1000, &samples(&[(7, &left), (8, &new)]));
+    assert!(provider.holds(8));
+}
