@@ -1,12 +1,17 @@
-//! Builds the BPF programs (bpf/*.c) with clang: the offload fast path and the
-//! tunnel super-frame redirect.
+//! Builds the BPF programs (bpf/*.c) with clang: the offload fast path (twice: its
+//! maps unpinned, and pinned by name for `offload-persist`) and the tunnel
+//! super-frame redirect.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    for name in ["vsw_offload", "vsw_tunnel_gso"] {
-        let src = format!("bpf/{name}.c");
+    for (name, source, defines) in [
+        ("vsw_offload", "vsw_offload", &[][..]),
+        ("vsw_offload_pinned", "vsw_offload", &["-DVSW_PIN_MAPS"][..]),
+        ("vsw_tunnel_gso", "vsw_tunnel_gso", &[][..]),
+    ] {
+        let src = format!("bpf/{source}.c");
         println!("cargo:rerun-if-changed={src}");
         let out =
             PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join(format!("{name}.o"));
@@ -17,6 +22,7 @@ fn main() {
         };
         let status = Command::new("clang")
             .args(["-O2", "-g", "-target", "bpf", "-Wall"])
+            .args(defines)
             .arg(format!("-I/usr/include/{arch}"))
             .args(["-c", &src, "-o"])
             .arg(&out)

@@ -45,12 +45,22 @@ struct flow_count {
 	__u64 bytes;
 };
 
+// Built twice: as is, and with VSW_PIN_MAPS for `offload-persist`, where the loader
+// finds the maps of an earlier run pinned by name in the port's directory on bpffs
+// (and uses them, entries and all) or pins new ones there.
+#ifdef VSW_PIN_MAPS
+#define PINNED __uint(pinning, LIBBPF_PIN_BY_NAME);
+#else
+#define PINNED
+#endif
+
 // Sizes are set by the loader (offload-capacity).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, struct flow_key);
 	__type(value, struct flow_action);
+	PINNED
 } FLOWS SEC(".maps");
 
 struct {
@@ -58,6 +68,7 @@ struct {
 	__uint(max_entries, 1024);
 	__type(key, struct flow_key);
 	__type(value, struct flow_count);
+	PINNED
 } COUNTS SEC(".maps");
 
 #define ETH_LEN 14

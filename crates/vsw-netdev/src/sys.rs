@@ -755,3 +755,21 @@ pub unsafe fn replace_with_zero_pages(start: usize, len: usize) -> bool {
     };
     p != libc::MAP_FAILED
 }
+
+/// Whether `path` is on a BPF filesystem (bpffs), where BPF objects can be pinned.
+pub fn is_bpffs(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and `st` a buffer of the size statfs fills.
+    let r = unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) };
+    if r != 0 {
+        return false;
+    }
+    // SAFETY: statfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    const BPF_FS_MAGIC: libc::c_long = 0xcafe_4a11;
+    st.f_type as libc::c_long == BPF_FS_MAGIC
+}

@@ -39,9 +39,11 @@ impl RunningBridge {
 
     /// Stops the bridge: OpenFlow connections closed, ports let go (devices vswd made
     /// removed, others left), PMD threads ended, the management socket removed.
-    fn stop(&self) {
+    /// `daemon_ends`: vswd stops (pinned fast paths stay for the next run), rather
+    /// than the bridge being deleted (its fast paths go with it).
+    fn stop(&self, daemon_ends: bool) {
         self.openflow.stop();
-        self.lock().shutdown();
+        self.lock().shutdown(daemon_ends);
         if let Some((path, file)) = &self.mgmt {
             file.remove(path);
         }
@@ -85,7 +87,7 @@ impl Bridges {
             Ok(of) => of,
             Err(e) => {
                 let mut sw = switch.lock().unwrap_or_else(PoisonError::into_inner);
-                sw.shutdown();
+                sw.shutdown(false);
                 if let Some((path, file)) = &mgmt {
                     file.remove(path);
                 }
@@ -100,7 +102,7 @@ impl Bridges {
         });
         tracing::info!(bridge = %name, "bridge running");
         if let Some(old) = self.map().insert(name, bridge.clone()) {
-            old.stop();
+            old.stop(false);
         }
         Ok(bridge)
     }
@@ -120,6 +122,18 @@ impl Bridges {
         self.map().get(name).cloned()
     }
 
+    /// Takes away every kernel fast path pinned by an earlier run that no bridge
+    /// adopted (its port has no persistent offload now, or `offload-persist` is off):
+    /// run once the configuration was first carried out.
+    pub fn remove_unadopted_offloads(&self) {
+        let kept: std::collections::HashSet<String> = self
+            .all()
+            .iter()
+            .flat_map(|b| b.lock().pinned_offload_ports())
+            .collect();
+        vsw_netdev::ebpf::remove_pinned(crate::offload::pin_root(), |ifname| kept.contains(ifname));
+    }
+
     /// Every running bridge, by name.
     pub fn all(&self) -> Vec<Arc<RunningBridge>> {
         self.map().values().cloned().collect()
@@ -129,12 +143,16 @@ impl Bridges {
         self.map().keys().cloned().collect()
     }
 
-    /// Stops bridge `name`; whether it ran.
+    /// Stops bridge `name` (it was deleted); whether it ran.
     pub fn stop(&self, name: &str) -> bool {
+        self.stop_one(name, false)
+    }
+
+    fn stop_one(&self, name: &str, daemon_ends: bool) -> bool {
         let Some(b) = self.map().remove(name) else {
             return false;
         };
-        b.stop();
+        b.stop(daemon_ends);
         tracing::info!(bridge = %name, "bridge stopped");
         true
     }
@@ -142,7 +160,7 @@ impl Bridges {
     /// Stops every bridge (vswd ends).
     pub fn stop_all(&self) {
         for name in self.names() {
-            self.stop(&name);
+            self.stop_one(&name, true);
         }
     }
 

@@ -48,6 +48,10 @@ struct Args {
     /// given; 127.0.0.1:9477, say)
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Where kernel fast paths are pinned with `offload-persist` (a directory on a
+    /// BPF filesystem; one directory per port interface under it)
+    #[arg(long, value_name = "DIR", default_value = vswd::offload::DEFAULT_PIN_ROOT)]
+    bpf_pin_dir: PathBuf,
 }
 
 /// The daemon's own threads (this one and those it starts later) stay off the PMD's
@@ -147,6 +151,7 @@ fn main() -> anyhow::Result<()> {
         .with(text)
         .init();
 
+    vswd::offload::set_pin_root(args.bpf_pin_dir.clone());
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
@@ -190,6 +195,9 @@ fn main() -> anyhow::Result<()> {
                 socket_file.remove(&args.socket);
                 return Err(e).context("cannot run the bridge");
             }
+            // Its fast paths adopted, an earlier run's others go before anything
+            // answers.
+            bridges.remove_unadopted_offloads();
         }
     }
     // vswctl reaches the bridge named by --bridge.

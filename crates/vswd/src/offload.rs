@@ -5,20 +5,37 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use vsw_datapath::offload::{
-    offloadable, DummyProvider, FlowSample, OffloadManager, OffloadPolicy, OffloadProvider,
-    OffloadState, OffloadStats,
+    offloadable, DummyProvider, FlowSample, OffloadFlow, OffloadManager, OffloadPolicy,
+    OffloadProvider, OffloadState, OffloadStats,
 };
 use vsw_datapath::DpFlow;
 use vsw_flow::Rule;
-use vsw_netdev::ebpf::{EbpfProvider, PortIfindex};
+use vsw_netdev::ebpf::{EbpfPort, EbpfProvider, Pins, PortIfindexes};
 use vsw_packet::FlowKey;
 use vsw_protocol::OffloadShowView;
 
 use crate::options::{OffloadKind, PortOptions, SwitchOptions};
+
+/// Where kernel fast paths are pinned with `offload-persist` when vswd is not told
+/// otherwise (`--bpf-pin-dir`).
+pub const DEFAULT_PIN_ROOT: &str = "/sys/fs/bpf/vsw";
+
+static PIN_ROOT: OnceLock<PathBuf> = OnceLock::new();
+
+/// Sets where this process pins its fast paths (once, before any port is attached).
+pub fn set_pin_root(root: PathBuf) {
+    let _ = PIN_ROOT.set(root);
+}
+
+/// Where this process pins its fast paths.
+pub fn pin_root() -> &'static Path {
+    PIN_ROOT.get_or_init(|| PathBuf::from(DEFAULT_PIN_ROOT))
+}
 
 /// Every live datapath flow received on port `no`, as its offload manager sees it.
 /// Two flows (of two PMDs) asking for the same exact entry: the first one holds it.
@@ -56,6 +73,8 @@ struct PortOffload {
     capacity: usize,
     /// The device opening the provider was made for (a new socket needs a new one).
     opened: u64,
+    /// Made with `offload-persist` (its fast path pinned).
+    persist: bool,
     manager: OffloadManager,
 }
 
@@ -77,8 +96,9 @@ pub struct Offloads {
     /// Ports whose provider could not be set up, and why.
     problems: BTreeMap<u32, (String, String)>,
     /// Port numbers to interface indexes, for the kernel fast path's outputs.
-    ifindexes: Arc<Mutex<HashMap<u32, u32>>>,
+    ifindexes: PortIfindexes,
     enabled: bool,
+    persist: bool,
     policy: OffloadPolicy,
     interval_ms: u64,
     last_pass: Option<Instant>,
@@ -91,6 +111,7 @@ impl Default for Offloads {
             problems: BTreeMap::new(),
             ifindexes: Arc::default(),
             enabled: false,
+            persist: false,
             policy: OffloadPolicy::default(),
             interval_ms: u64::from(crate::options::DEFAULT_OFFLOAD_INTERVAL_MS),
             last_pass: None,
@@ -108,6 +129,7 @@ impl Offloads {
         ports: impl Iterator<Item = OffloadPort<'a>>,
     ) {
         self.enabled = switch.hw_offload;
+        self.persist = switch.offload_persist;
         self.policy.rebalance = switch.offload_rebalance;
         self.interval_ms = u64::from(switch.offload_interval_ms);
         let ports: Vec<OffloadPort<'a>> = ports.collect();
@@ -120,13 +142,16 @@ impl Offloads {
             .filter(|p| self.enabled && p.options.offload.is_some())
             .map(|p| (p.no, p))
             .collect();
-        // A provider whose port went, changed provider or capacity, or was opened
-        // again goes (its flows back to the PMDs) and is set up anew.
+        // A provider whose port went, changed provider or capacity, was opened again
+        // or is to be pinned (or no longer) goes (its flows back to the PMDs) and is
+        // set up anew.
+        let persist = self.persist;
         self.ports.retain(|no, p| {
             wanted.get(no).is_some_and(|w| {
                 w.options.offload == Some(p.kind)
                     && w.options.offload_capacity == p.capacity
                     && w.opened == p.opened
+                    && p.persist == persist
             })
         });
         self.problems.retain(|no, _| wanted.contains_key(no));
@@ -152,6 +177,7 @@ impl Offloads {
                             kind,
                             capacity,
                             opened: w.opened,
+                            persist,
                             manager: OffloadManager::new(provider, self.policy),
                         },
                     );
@@ -177,17 +203,65 @@ impl Offloads {
             .ok_or("the ebpf provider needs an afpacket port that is up")?
             .try_clone()
             .map_err(|e| e.to_string())?;
-        let ifindexes = self.ifindexes.clone();
-        let outputs: PortIfindex = Box::new(move |no| {
-            ifindexes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&no)
-                .copied()
-        });
-        EbpfProvider::new(p.name, socket, capacity, outputs)
-            .map(|e| Box::new(e) as Box<dyn OffloadProvider>)
-            .map_err(|e| e.to_string())
+        EbpfProvider::new(EbpfPort {
+            ifname: p.name,
+            port_no: p.no,
+            socket,
+            capacity,
+            ifindexes: self.ifindexes.clone(),
+            pins: Some(Pins {
+                root: pin_root().to_path_buf(),
+                persist: self.persist,
+            }),
+        })
+        .map(|e| Box::new(e) as Box<dyn OffloadProvider>)
+        .map_err(|e| e.to_string())
+    }
+
+    /// The interfaces whose fast path this switch pins (`offload-persist`): what
+    /// [`vsw_netdev::ebpf::remove_pinned`] must leave.
+    pub fn pinned_ports(&self) -> Vec<String> {
+        self.ports
+            .values()
+            .filter(|p| p.persist && p.kind == OffloadKind::Ebpf)
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    /// Whether an earlier run left entries in a fast path that no flow of this run
+    /// holds yet.
+    pub fn any_adopted(&self) -> bool {
+        self.ports.values().any(|p| p.manager.stats().adopted > 0)
+    }
+
+    /// Hands the entries an earlier run left forwarding back to normal management,
+    /// once the pipeline they must agree with is restored: each is translated by
+    /// `translate` (as its first packet would be); one the pipeline gives exactly so
+    /// (the same exact entry, the same action) is returned, for the datapath to
+    /// cache its flow, which the next pass then puts over the entry in place; any
+    /// other leaves the fast path at once. Returns the keys to cache.
+    pub fn hand_back(
+        &mut self,
+        translate: impl Fn(&vsw_packet::FlowKey) -> Result<OffloadFlow, String>,
+    ) -> Vec<vsw_packet::FlowKey> {
+        let mut keep = Vec::new();
+        for p in self.ports.values_mut() {
+            for entry in p.manager.adopted() {
+                match translate(&entry.key) {
+                    Ok(now) if now == entry => keep.push(entry.key),
+                    now => {
+                        tracing::info!(
+                            port = %p.name,
+                            key = ?entry.key,
+                            now = ?now.map(|f| f.action),
+                            "an adopted fast-path entry the restored pipeline does not give: withdrawn"
+                        );
+                        p.manager.drop_adopted(&entry);
+                    }
+                }
+            }
+        }
+        keep
     }
 
     /// The provider of port `no`'s flows ("ebpf", "dummy"), or "ovs".
@@ -269,8 +343,15 @@ impl Offloads {
         }
     }
 
-    /// Lets go of every fast path (the kernel forwards nothing for vsw afterwards).
-    pub fn clear(&mut self) {
+    /// Lets go of every fast path: the kernel forwards nothing for vsw afterwards,
+    /// unless `offload-persist` pinned it (the daemon stops for a planned restart:
+    /// the next run adopts it).
+    pub fn clear(&mut self, keep_pinned: bool) {
+        for p in self.ports.values_mut() {
+            if p.persist && keep_pinned {
+                p.manager.keep_in_kernel();
+            }
+        }
         self.ports.clear();
         self.problems.clear();
     }

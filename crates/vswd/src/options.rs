@@ -7,7 +7,7 @@ use vsw_netdev::class::{join_and, PortClass, PortClasses};
 pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe, protocols, flow-restore-wait";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, offload-persist, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe, protocols, flow-restore-wait";
 /// Options every port takes, whatever its class (a class's own are its).
 pub const COMMON_PORT_OPTIONS: &[&str] = &[
     "type",
@@ -66,6 +66,10 @@ pub struct SwitchOptions {
     pub hw_offload: bool,
     /// `offload-rebalance`: a full provider swaps slow flows for faster waiting ones.
     pub offload_rebalance: bool,
+    /// `offload-persist`: the kernel fast paths stay (pinned on bpffs) while vswd is
+    /// stopped or restarts, and the next run adopts them; off, they never outlive
+    /// the daemon.
+    pub offload_persist: bool,
     /// `offload-interval`: milliseconds between offload passes.
     pub offload_interval_ms: u32,
     /// `flow-limit`: the most datapath flows a PMD caches.
@@ -133,6 +137,7 @@ impl SwitchOptions {
             pmd_sleep_max: 0,
             hw_offload: false,
             offload_rebalance: false,
+            offload_persist: false,
             offload_interval_ms: DEFAULT_OFFLOAD_INTERVAL_MS,
             flow_limit: vsw_datapath::DEFAULT_FLOW_LIMIT,
             max_idle_ms: DEFAULT_MAX_IDLE_MS,
@@ -156,6 +161,7 @@ impl SwitchOptions {
                 }
                 "hw-offload" => out.hw_offload = parse_bool(k, v)?,
                 "offload-rebalance" => out.offload_rebalance = parse_bool(k, v)?,
+                "offload-persist" => out.offload_persist = parse_bool(k, v)?,
                 "offload-interval" => {
                     out.offload_interval_ms = v
                         .parse()

@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use vsw_datapath::txbatch::FlushSetting;
 use vsw_datapath::{
-    format_dp_actions, Datapath, DatapathError, PmdConfig, PortHandle, PortQueues, PortStats,
-    RevalidatorConfig,
+    format_dp_actions, Datapath, DatapathError, DpFlow, PmdConfig, PortHandle, PortQueues,
+    PortStats, RevalidatorConfig,
 };
 use vsw_flow::syntax::{format_actions, format_flow, format_match};
 use vsw_flow::{parse_flow, parse_match, FlowSyntaxError, Pipeline, Selection};
@@ -378,6 +378,7 @@ impl Switch {
             run_dir: Path::new(socket)
                 .parent()
                 .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
+            bpf_pin_root: crate::offload::pin_root().to_path_buf(),
         };
         let sw_opts =
             SwitchOptions::from_options(&saved.options).map_err(|e| bad(e.to_string()))?;
@@ -522,7 +523,31 @@ impl Switch {
         if self.offloads.any() {
             let flows = self.dp.dump_flows();
             self.offloads.withdraw(&flows);
+            self.hand_back_offloads();
         }
+    }
+
+    /// Entries an earlier run left forwarding in the kernel (`offload-persist`) are
+    /// checked against the pipeline once it is restored (never while
+    /// `flow-restore-wait` holds forwarding): what it would not give leaves the fast
+    /// path now, what it gives gets its datapath flow cached, which the next offload
+    /// pass puts over the entry in place. Runs until no entry is left adopted.
+    fn hand_back_offloads(&mut self) {
+        if !self.offloads.any_adopted() || self.ofproto.restore_wait() {
+            return;
+        }
+        let upcall = self.dp.upcall();
+        let now = vsw_datapath::clock::now_ms();
+        let keys = self.offloads.hand_back(|key| {
+            let t = upcall.translate(key, now, false);
+            vsw_datapath::offload::offloadable(&DpFlow::new(0, 0, key, t, now))
+        });
+        self.dp.install_flows(keys);
+    }
+
+    /// The interfaces whose kernel fast path this switch keeps pinned.
+    pub fn pinned_offload_ports(&self) -> Vec<String> {
+        self.offloads.pinned_ports()
     }
 
     /// The offload pass, when its interval has run out; and whenever the revalidator
@@ -531,6 +556,7 @@ impl Switch {
         if !self.offloads.any() {
             return;
         }
+        self.hand_back_offloads();
         let retired = self.dp.retired_flows();
         let due = self.offloads.due();
         if retired == self.retired_seen && !due {
@@ -800,11 +826,13 @@ impl Switch {
         }
     }
 
-    pub fn shutdown(&mut self) {
+    /// Stops the switch; `daemon_ends`: vswd stops, and fast paths pinned with
+    /// `offload-persist` stay forwarding for the next run to adopt.
+    pub fn shutdown(&mut self, daemon_ends: bool) {
         // The process exits without dropping the switch: the last rule changes are
         // made durable here, not by the journal's thread.
         self.journal.sync();
-        self.offloads.clear();
+        self.offloads.clear(daemon_ends);
         let nos: Vec<u32> = self.ports.keys().copied().collect();
         self.detach_many(&nos, "vswd stopped");
     }

@@ -176,7 +176,7 @@ fn ports_are_added_changed_and_deleted() {
     assert!(!memory::is_open("mlife0"));
     assert!(show(&mut sw).ports.is_empty());
     assert!(!saved(&dir).contains("mlife0"));
-    sw.shutdown();
+    sw.shutdown(true);
     memory::remove("mlife0");
 }
 
@@ -214,7 +214,7 @@ fn a_port_follows_its_interface_away_and_back() {
     sw.check_links();
     assert_eq!(port(&mut sw, "mback0").status, "up");
     assert_eq!(memory::opens("mback0"), opens + 1);
-    sw.shutdown();
+    sw.shutdown(true);
     assert!(!memory::is_open("mback0"), "shutdown closes every device");
     memory::remove("mback0");
 }
@@ -254,7 +254,7 @@ fn the_mtu_is_given_while_the_device_is_closed_and_kept_when_refused() {
     assert!(!saved(&dir).contains("mmtu1"));
 
     // At restore, an MTU the interface refuses leaves the port up, with the reason.
-    sw.shutdown();
+    sw.shutdown(true);
     drop(sw);
     memory::remove("mmtu0");
     memory::create("mmtu0");
@@ -268,7 +268,7 @@ fn the_mtu_is_given_while_the_device_is_closed_and_kept_when_refused() {
         problem.contains("cannot set the MTU of mmtu0 to 1400"),
         "{problem}"
     );
-    sw.shutdown();
+    sw.shutdown(true);
     memory::remove("mmtu0");
     memory::remove("mmtu1");
 }
@@ -304,7 +304,7 @@ fn a_guest_port_mtu_changes_live() {
     )
     .unwrap_err();
     assert!(e.contains("control socket"), "{e}");
-    sw.shutdown();
+    sw.shutdown(true);
 }
 
 #[test]
@@ -327,7 +327,7 @@ fn a_restart_restores_ports_numbers_options_and_flows() {
             table: None,
         })
         .unwrap();
-    sw.shutdown();
+    sw.shutdown(true);
     drop(sw);
     assert!(!memory::is_open("mrest0"));
 
@@ -359,7 +359,7 @@ fn a_restart_restores_ports_numbers_options_and_flows() {
     memory::create("mrest1");
     sw.check_links();
     assert_eq!(port(&mut sw, "mrest1").status, "up");
-    sw.shutdown();
+    sw.shutdown(true);
     memory::remove("mrest0");
     memory::remove("mrest1");
 }
@@ -466,7 +466,7 @@ fn tables_trace_and_the_datapath_views() {
     let dpif: vsw_protocol::DpifInfo =
         serde_json::from_value(sw.handle(Request::DpifShow).unwrap()).unwrap();
     assert_eq!(dpif.flow_limit, 10);
-    sw.shutdown();
+    sw.shutdown(true);
 }
 
 /// The flow texts, as dump-flows gives them.
@@ -516,7 +516,7 @@ fn rule_changes_go_to_the_journal_and_come_back_after_a_restart() {
         4
     );
     let before = flow_texts(&mut sw);
-    sw.shutdown();
+    sw.shutdown(true);
     drop(sw);
     let mut sw = start(&dir);
     assert_eq!(flow_texts(&mut sw), before);
@@ -528,11 +528,11 @@ fn rule_changes_go_to_the_journal_and_come_back_after_a_restart() {
     .unwrap();
     assert!(!journal.exists());
     assert!(saved(&dir).contains("cookie=0x7"));
-    sw.shutdown();
+    sw.shutdown(true);
     drop(sw);
     let mut sw = start(&dir);
     assert_eq!(flow_texts(&mut sw), before);
-    sw.shutdown();
+    sw.shutdown(true);
 }
 
 #[test]
@@ -579,7 +579,7 @@ fn ports_added_together_each_stand_or_fall_alone() {
     }
     assert!(!memory::is_open("mbat2") && !saved(&dir).contains("mbat2"));
     // A restart finds the batch's ports as they were numbered.
-    sw.shutdown();
+    sw.shutdown(true);
     drop(sw);
     let mut sw = start(&dir);
     assert_eq!(port(&mut sw, "mbat0").no, 3);
@@ -594,7 +594,7 @@ fn ports_added_together_each_stand_or_fall_alone() {
     assert!(show(&mut sw).ports.is_empty());
     assert!(!memory::is_open("mbat0") && !memory::is_open("mbat1"));
     assert!(!saved(&dir).contains("mbat"), "{}", saved(&dir));
-    sw.shutdown();
+    sw.shutdown(true);
     for n in ["mbat0", "mbat1", "mbat2", "mbat3"] {
         memory::remove(n);
     }

@@ -142,7 +142,7 @@ impl Default for RingFrames {
 
 /// Opens interface `ifname` as a port, with rings of the default size.
 pub fn open(ifname: &str, mode: AfPacketMode) -> Result<PortQueues, NetdevError> {
-    open_tapped(ifname, mode, RingFrames::default()).map(|(q, _)| q)
+    open_tapped(ifname, mode, RingFrames::default(), None).map(|(q, _)| q)
 }
 
 /// Opens interface `ifname` as a port, and gives a second handle on the socket that
@@ -151,6 +151,7 @@ pub fn open_tapped(
     ifname: &str,
     mode: AfPacketMode,
     frames: RingFrames,
+    pinned_fast_path: Option<&std::path::Path>,
 ) -> Result<(PortQueues, OwnedFd), NetdevError> {
     if !crate::interface::valid_name(ifname) {
         return Err(NetdevError::BadInterfaceName(ifname.to_string()));
@@ -165,6 +166,11 @@ pub fn open_tapped(
         ifname,
     )?;
     let tap = fd.try_clone().map_err(syscall("dup", ifname))?;
+    // A fast path an earlier run left forwarding: its flows' frames are the
+    // kernel's from the first one this socket could see (it is not bound yet).
+    if let Some(dir) = pinned_fast_path {
+        crate::ebpf::refuse_pinned_flows(&fd, ifname, dir);
+    }
     // The kernel's VLAN tag of each frame read from the socket (mmsg, and the ring's
     // copy path for frames too large for a slot).
     set_flag(&fd, libc::PACKET_AUXDATA, "PACKET_AUXDATA", ifname)?;

@@ -51,7 +51,7 @@ impl PortClass for Afpacket {
         &self,
         port: &str,
         options: &Options,
-        _env: &ClassEnv,
+        env: &ClassEnv,
     ) -> Result<Box<dyn PortDevice>, OptionError> {
         let mut mode = AfPacketMode::default();
         if let Some(v) = options.get("afpacket-mode") {
@@ -73,6 +73,7 @@ impl PortClass for Afpacket {
             mode,
             frames,
             rx_socket: None,
+            pin_dir: env.bpf_pin_root.join(port),
         }))
     }
 
@@ -99,6 +100,8 @@ struct AfpacketDevice {
     frames: RingFrames,
     /// A second handle on the open socket that receives.
     rx_socket: Option<OwnedFd>,
+    /// Where a kernel fast path of this interface would be pinned.
+    pin_dir: std::path::PathBuf,
 }
 
 impl PortDevice for AfpacketDevice {
@@ -107,7 +110,8 @@ impl PortDevice for AfpacketDevice {
     }
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
-        let (queues, socket) = open_tapped(&self.name, self.mode, self.frames)?;
+        let (queues, socket) =
+            open_tapped(&self.name, self.mode, self.frames, Some(&self.pin_dir))?;
         tracing::debug!(port = %self.name, mode = %self.mode, "afpacket device open");
         self.rx_socket = Some(socket);
         Ok(queues)

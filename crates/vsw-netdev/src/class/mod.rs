@@ -113,6 +113,10 @@ pub struct ClassEnv {
     /// vswd's run directory (where its control socket is): vhost-user sockets go there
     /// by default.
     pub run_dir: PathBuf,
+    /// Where kernel fast paths are pinned (`offload-persist`): an interface whose
+    /// pinned fast path forwards while its port opens keeps those flows' frames off
+    /// vsw's socket from the start.
+    pub bpf_pin_root: PathBuf,
 }
 
 /// One kind of port.
@@ -355,6 +359,7 @@ mod tests {
     fn every_class_checks_its_options() {
         let env = ClassEnv {
             run_dir: PathBuf::from("/nonexistent"),
+            bpf_pin_root: PathBuf::from("/nonexistent"),
         };
         let classes = PortClasses::standard();
         for (class, key, value) in [

@@ -19,6 +19,7 @@ pub const SWITCH_KEYS: &[&str] = &[
     "emc-insert-inv-prob",
     "hw-offload",
     "offload-rebalance",
+    "offload-persist",
     "max-idle",
     "flow-limit",
     "flow-restore-wait",

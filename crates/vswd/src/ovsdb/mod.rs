@@ -170,6 +170,7 @@ impl Sync {
             c.transact(DB, vec![identify])?;
         }
         self.carry_out(c, &replica)?;
+        self.bridges.remove_unadopted_offloads();
         crate::service::ready("carrying out the Open_vSwitch database");
         let mut last_stats = Instant::now();
         loop {
