@@ -347,6 +347,14 @@ impl SplitRings {
         at.store(idx.to_le(), Ordering::Release);
     }
 
+    /// The used index as the ring holds it (what the device published last, in
+    /// this connection or an earlier one).
+    pub(super) fn used_idx(&self) -> u16 {
+        // SAFETY: word 1 of the used ring, in guest memory and 2-aligned (new).
+        let at = unsafe { AtomicU16::from_ptr((self.used as *mut u16).add(1)) };
+        u16::from_le(at.load(Ordering::Acquire))
+    }
+
     /// Sets the used ring's flags (VRING_USED_F_NO_NOTIFY: vsw polls, kicks are
     /// not needed).
     pub(super) fn set_used_flags(&self, flags: u16) {

@@ -83,9 +83,24 @@ pub(super) struct SplitQueue {
 
 impl SplitQueue {
     /// Starts a queue at `base` (both the next available and next used position),
-    /// telling the driver that kicks are not needed.
+    /// telling the driver that kicks are not needed. A ring whose used index is not
+    /// `base` was used before this connection — vswd restarted under a running
+    /// driver, which knows no base to give and gives 0: the queue goes on where the
+    /// ring's used index says (every chain taken before was returned, as vsw returns
+    /// each before it stops), as DPDK's vhost library does.
     pub(super) fn new(rings: SplitRings, base: u16, event_idx: bool) -> SplitQueue {
         rings.set_used_flags(VRING_USED_F_NO_NOTIFY);
+        let used = rings.used_idx();
+        let base = if used != base {
+            tracing::info!(
+                base,
+                used,
+                "vhost-user: a ring used before goes on from its used index"
+            );
+            used
+        } else {
+            base
+        };
         SplitQueue {
             rings,
             next_avail: base,
