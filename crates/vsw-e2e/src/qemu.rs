@@ -140,8 +140,8 @@ fn initramfs(path: &Path, modules_dir: &Path, script: &str) {
 
 impl Guest {
     /// Boots a guest whose NIC uses the vhost-user socket `sock`: QEMU connects to it
-    /// (a `vhostuser` port), or with `qemu_listens` creates it (a `vhostuserclient`
-    /// port). The guest runs `script` after its network is up.
+    /// (a `vhostuser` port; again whenever it goes away), or with `qemu_listens`
+    /// creates it (a `vhostuserclient` port). The guest runs `script` after its network is up.
     pub fn boot(sock: &str, qemu_listens: bool, script: &str) -> Guest {
         let dir = std::env::temp_dir().join(unique("vswq"));
         std::fs::create_dir_all(&dir).expect("guest directory");
@@ -151,7 +151,9 @@ impl Guest {
         let chardev = if qemu_listens {
             format!("socket,id=c0,path={sock},server=on,wait=off")
         } else {
-            format!("socket,id=c0,path={sock}")
+            // Connects again a second after vswd went away (a restart), as a VM
+            // manager configures it for a switch that owns the socket.
+            format!("socket,id=c0,path={sock},reconnect=1")
         };
         let mut child = Command::new("qemu-system-x86_64")
             .args(["-M", "pc", "-accel", "tcg", "-smp", "1", "-m", "512"])

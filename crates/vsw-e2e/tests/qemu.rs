@@ -142,6 +142,40 @@ fn a_restarted_qemu_guest_is_reconnected_by_a_vhostuserclient_port() {
     assert!(d.port("vm").stats.rx_packets >= 6, "pings of both boots");
 }
 
+/// vswd restarts under a running VM whose socket it owns (a `vhostuser` port;
+/// QEMU's chardev reconnects): the guest's ring goes on where it was, and the guest
+/// reaches the host again without anything done to it.
+#[test]
+fn a_qemu_guest_reaches_the_host_again_after_vswd_restarts() {
+    let _g = serial();
+    let mut d = Vswd::start();
+    let host = Host::new(2);
+    d.ctl_ok(&["add-port", &host.port]);
+    d.ctl_ok(&["add-port", "vm", "type=vhostuser"]);
+    let sock = d.port("vm").vhost_server_path.expect("socket");
+    // The second ping waits for the restart (done while the guest sleeps).
+    let script = format!(
+        "ping -c 3 -W 10 {h} > /dev/null && echo VSW-PING-OK || echo VSW-PING-FAILED\n\
+         sleep 20\n\
+         ping -c 3 -W 10 {h} > /dev/null && echo VSW-AGAIN-OK || echo VSW-AGAIN-FAILED",
+        h = host.addr
+    );
+    let guest = Guest::boot(&sock, false, &script);
+    let ping = guest.wait_for("VSW-PING", BOOT).unwrap();
+    assert!(ping.contains("VSW-PING-OK"), "{ping}\n{}", guest.console());
+    d.restart();
+    let again = guest
+        .wait_for("VSW-AGAIN", Duration::from_secs(60))
+        .unwrap();
+    assert!(
+        again.contains("VSW-AGAIN-OK"),
+        "{again}\n{}\n{}",
+        guest.console(),
+        d.log()
+    );
+    assert!(d.port("vm").stats.rx_packets >= 3, "the new vswd's pings");
+}
+
 /// A VM's interface the way Nova and libvirt configure it on Open vSwitch: an
 /// `ovs-vsctl` transaction making a dpdkvhostuserclient interface with QEMU's socket,
 /// carried out by vswd through the database.

@@ -90,6 +90,38 @@ fn a_client_port_follows_a_guest_that_restarts() {
     assert_eq!(d.port("vm1").status, "up");
 }
 
+/// vswd restarts under a running guest that owns its socket (a `vhostuserclient`
+/// port, as QEMU's `server=on` chardev): the new vswd connects again by itself, from
+/// its state file, and the guest's frames flow again without the guest doing
+/// anything.
+#[test]
+fn a_restarted_vswd_reconnects_to_a_guest_that_kept_running() {
+    let _g = serial();
+    let mut d = Vswd::start();
+    let sock = d.dir.join("guest.sock").display().to_string();
+    d.ctl_ok(&[
+        "add-port",
+        "vm1",
+        "type=vhostuserclient",
+        &format!("vhost-server-path={sock}"),
+    ]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    let prefix = vsw_e2e::unique("tr");
+    let guest = vsw_e2e::testpmd(&sock, &prefix, true, 1, "txonly", 40);
+    wait_until("frames from the guest", Duration::from_secs(15), || {
+        d.port("sink").stats.tx_packets > 100_000
+    });
+    d.restart();
+    wait_until(
+        "frames from the same guest through the new vswd",
+        Duration::from_secs(15),
+        || d.port("sink").stats.tx_packets > 100_000,
+    );
+    assert_eq!(d.port("vm1").status, "up");
+    end(guest);
+}
+
 #[test]
 fn a_guest_sends_on_two_queue_pairs() {
     let _g = serial();
