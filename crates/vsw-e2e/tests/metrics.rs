@@ -44,6 +44,7 @@ fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
     let (a, b) = (Host::new(1), Host::new(2));
     d.ctl_ok(&["add-port", &a.port]);
     d.ctl_ok(&["add-port", &b.port]);
+    d.ctl_ok(&["add-port", "vm1", "type=vhostuser"]);
     assert!(a.ping(&b, 3), "{}", d.log());
 
     // Prometheus's classic text format unless OpenMetrics is asked for.
@@ -70,12 +71,42 @@ fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
         "vsw_datapath_flows",
         "vsw_datapath_flow_limit",
         "vsw_tunnel_drops_total",
+        "vsw_offload_adopted_flows",
+        "vsw_control_request_duration_seconds",
     ] {
         assert!(
             text.contains(&format!("# TYPE {family} ")),
             "{family} in\n{text}"
         );
     }
+    // A vhost-user port's guest counters (no guest yet: nothing raised, no fault).
+    let vm = "bridge=\"br0\",port=\"vm1\"";
+    assert_eq!(
+        sample(&text, &format!("vsw_vhost_notifications_total{{{vm}}}")),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("vsw_vhost_guest_faults_total{{{vm},fault=\"memory\"}}")
+        ),
+        Some(0.0),
+        "{text}"
+    );
+    // Control-plane latency: the three add-ports, each observed once.
+    assert!(
+        text.contains("# TYPE vsw_control_request_duration_seconds histogram"),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "vsw_control_request_duration_seconds_count{bridge=\"br0\",request=\"add-port\"}"
+        ),
+        Some(3.0),
+        "{text}"
+    );
     // The pings were forwarded by datapath flows: the PMD counted where it found them.
     let upcalls: f64 = text
         .lines()
@@ -182,6 +213,8 @@ fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .find(|w| w.starts_with("vsw_"))
             .unwrap_or_else(|| panic!("no vsw metric in {expr}"));
+        // A histogram's series are its family's name and a suffix.
+        let metric = metric.strip_suffix("_bucket").unwrap_or(metric);
         assert!(
             text.contains(&format!("# TYPE {metric} ")),
             "{metric} is not exported"

@@ -118,6 +118,45 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// The command's name, as its `cmd` tag spells it (for counting requests by
+    /// kind without serializing them).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Show => "show",
+            Request::Set { .. } => "set",
+            Request::AddPort { .. } => "add-port",
+            Request::DelPort { .. } => "del-port",
+            Request::SetPort { .. } => "set-port",
+            Request::AddFlow { .. } => "add-flow",
+            Request::AddFlows { .. } => "add-flows",
+            Request::DelFlows { .. } => "del-flows",
+            Request::AddGroup { .. } => "add-group",
+            Request::ModGroup { .. } => "mod-group",
+            Request::DelGroups { .. } => "del-groups",
+            Request::DumpGroups => "dump-groups",
+            Request::AddMeter { .. } => "add-meter",
+            Request::ModMeter { .. } => "mod-meter",
+            Request::DelMeters { .. } => "del-meters",
+            Request::DumpMeters => "dump-meters",
+            Request::ModFlows { .. } => "mod-flows",
+            Request::DumpFlows { .. } => "dump-flows",
+            Request::DumpPorts => "dump-ports",
+            Request::PmdStatsShow => "pmd-stats-show",
+            Request::PmdStatsClear => "pmd-stats-clear",
+            Request::PmdRxqShow => "pmd-rxq-show",
+            Request::PmdRxqRebalance => "pmd-rxq-rebalance",
+            Request::OffloadShow => "offload-show",
+            Request::FdbShow => "fdb-show",
+            Request::FdbFlush => "fdb-flush",
+            Request::DumpDpFlows { .. } => "dump-dp-flows",
+            Request::Trace { .. } => "trace",
+            Request::DpifShow => "dpif-show",
+            Request::DebugPmdFailure { .. } => "debug-pmd-failure",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Reply {
     pub ok: bool,
@@ -153,9 +192,29 @@ pub struct PortInfo {
     /// For a vhostuser port: how its guest receives, and what it did wrong.
     #[serde(default)]
     pub vhost_guest: Option<String>,
+    /// For a vhostuser port: its guest's counters.
+    #[serde(default)]
+    pub vhost_counters: Option<GuestCounters>,
     /// The kernel interface's index, for a port on one that is attached.
     #[serde(default)]
     pub ifindex: Option<u32>,
+}
+
+/// What vsw counted of a vhost-user port's guest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestCounters {
+    /// Interrupts vsw raised for the guest (writes to its call eventfds).
+    pub notifications: u64,
+    /// Accesses to guest memory its frontend had taken away (survived).
+    pub memory_faults: u64,
+    /// Frames longer than vsw takes from the guest.
+    pub too_long: u64,
+    /// Descriptor chains that were not well formed.
+    pub bad_chains: u64,
+    /// Queues refused (size or addresses).
+    pub bad_queues: u64,
+    /// Frames for the guest that found no receive buffer posted.
+    pub no_buffer: u64,
 }
 
 /// One host NORMAL learned.
@@ -496,4 +555,35 @@ pub struct OffloadShowView {
     pub provider: String,
     #[serde(flatten)]
     pub stats: OffloadStats,
+}
+
+#[cfg(test)]
+mod request_kind_tests {
+    use super::Request;
+
+    /// `kind` spells each command as its serialized `cmd` tag does.
+    #[test]
+    fn a_request_kind_is_its_cmd_tag() {
+        for req in [
+            Request::Show,
+            Request::Set { options: vec![] },
+            Request::AddFlows { flows: vec![] },
+            Request::DelFlows {
+                matching: None,
+                strict: false,
+            },
+            Request::ModFlows {
+                flow: String::new(),
+                strict: true,
+                reset_counts: false,
+            },
+            Request::PmdStatsShow,
+            Request::PmdRxqRebalance,
+            Request::DumpDpFlows { kind: None },
+            Request::DebugPmdFailure { core: 0 },
+        ] {
+            let v = serde_json::to_value(&req).unwrap();
+            assert_eq!(v["cmd"], req.kind(), "{req:?}");
+        }
+    }
 }

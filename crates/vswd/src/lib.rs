@@ -5,6 +5,7 @@
 
 pub mod bridges;
 pub mod journal;
+pub mod latency;
 pub mod metrics;
 pub mod offload;
 pub mod openflow;

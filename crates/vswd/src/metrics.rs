@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -20,6 +20,7 @@ use prometheus_client::registry::{Registry, Unit};
 use vsw_protocol::PortInfo;
 
 use crate::bridges::Bridges;
+use crate::latency::LatencyHistogram;
 use crate::switch::SwitchMetrics;
 
 /// Every bridge's counters, read at each scrape.
@@ -43,14 +44,15 @@ struct Family<'a> {
     help: &'static str,
     unit: Option<Unit>,
     kind: MetricType,
-    values: Vec<(Labels<'a>, Value)>,
+    values: Vec<(Labels<'a>, Value<'a>)>,
 }
 
-/// A count (exact) or a quantity in a unit (seconds).
+/// A count (exact), a quantity in a unit (seconds), or a histogram of them.
 #[derive(Clone, Copy)]
-enum Value {
+enum Value<'a> {
     Count(u64),
     Real(f64),
+    Histogram(&'a LatencyHistogram),
 }
 
 impl<'a> Family<'a> {
@@ -71,6 +73,13 @@ impl<'a> Family<'a> {
         }
     }
 
+    fn histogram(name: &'static str, help: &'static str) -> Family<'a> {
+        Family {
+            kind: MetricType::Histogram,
+            ..Family::counter(name, help)
+        }
+    }
+
     fn in_unit(mut self, unit: Unit) -> Family<'a> {
         self.unit = Some(unit);
         self
@@ -84,12 +93,22 @@ impl<'a> Family<'a> {
         self.values.push((labels, Value::Real(value)));
     }
 
+    fn add_histogram(&mut self, labels: Labels<'a>, h: &'a LatencyHistogram) {
+        self.values.push((labels, Value::Histogram(h)));
+    }
+
     fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
         let mut m =
             encoder.encode_descriptor(self.name, self.help, self.unit.as_ref(), self.kind)?;
         for (labels, v) in &self.values {
-            let family = m.encode_family(labels)?;
+            let mut family = m.encode_family(labels)?;
             match (self.kind, *v) {
+                (_, Value::Histogram(h)) => family.encode_histogram::<NoLabelSet>(
+                    h.sum_seconds,
+                    h.count,
+                    &h.buckets(),
+                    None,
+                )?,
                 (MetricType::Counter, Value::Count(n)) => ConstCounter::new(n).encode(family)?,
                 (MetricType::Counter, Value::Real(x)) => ConstCounter::new(x).encode(family)?,
                 (_, Value::Count(n)) => {
@@ -188,6 +207,30 @@ fn families<'a>(
         "vsw_offload_passes",
         "Offload passes (placing datapath flows) over a port's provider.",
     );
+    let mut offload_adopted = Family::gauge(
+        "vsw_offload_adopted_flows",
+        "Entries an earlier run left in a port's kernel fast path (offload-persist) that \
+         no flow of this run holds yet.",
+    );
+    let mut vhost_notifications = Family::counter(
+        "vsw_vhost_notifications",
+        "Interrupts vsw raised for a vhost-user guest (writes to its call eventfds).",
+    );
+    let mut vhost_faults = Family::counter(
+        "vsw_vhost_guest_faults",
+        "What a vhost-user guest did wrong, survived and counted: memory its frontend \
+         had taken away, frames too long, malformed descriptor chains, refused queues.",
+    );
+    let mut vhost_no_buffer = Family::counter(
+        "vsw_vhost_rx_no_buffer",
+        "Frames for a vhost-user guest that found no receive buffer posted.",
+    );
+    let mut control_latency = Family::histogram(
+        "vsw_control_request_duration",
+        "How long the switch took to answer a control request (vswctl, OpenFlow, \
+         OVSDB, ovs-appctl), by request kind.",
+    )
+    .in_unit(Unit::Seconds);
     let mut tunnel = Family::counter(
         "vsw_tunnel_drops",
         "Tunnel packets dropped, by reason (malformed, unknown VNI, no route or neighbour).",
@@ -213,6 +256,24 @@ fn families<'a>(
                 mtu.add(l(), u64::from(bytes));
             }
             link.add(l(), u64::from(p.status == "up"));
+            if let Some(g) = &p.vhost_counters {
+                vhost_notifications.add(l(), g.notifications);
+                vhost_no_buffer.add(l(), g.no_buffer);
+                for (fault, n) in [
+                    ("memory", g.memory_faults),
+                    ("too_long", g.too_long),
+                    ("bad_chain", g.bad_chains),
+                    ("bad_queue", g.bad_queues),
+                ] {
+                    let mut with = l();
+                    with.push(("fault", fault.into()));
+                    vhost_faults.add(with, n);
+                }
+            }
+        }
+        for (kind, h) in &m.control_latency {
+            control_latency
+                .add_histogram(vec![("bridge", b.into()), ("request", (*kind).into())], h);
         }
         flow_limit.add(vec![("bridge", b.into())], m.flow_limit);
         for o in &m.offloads {
@@ -229,6 +290,7 @@ fn families<'a>(
             offload_oor.add(l(), u64::from(s.oor));
             offload_swaps.add(l(), s.swaps);
             offload_passes.add(l(), s.passes);
+            offload_adopted.add(l(), s.adopted as u64);
         }
     }
     for (bridge, m) in bridges {
@@ -289,6 +351,11 @@ fn families<'a>(
         offload_oor,
         offload_swaps,
         offload_passes,
+        offload_adopted,
+        vhost_notifications,
+        vhost_faults,
+        vhost_no_buffer,
+        control_latency,
         tunnel,
     ]
 }
@@ -425,9 +492,16 @@ mod tests {
                     used: 1024,
                     oor: true,
                     swaps: 3,
+                    adopted: 5,
                     ..Default::default()
                 },
             }],
+            control_latency: vec![("add-flow", {
+                let mut h = LatencyHistogram::default();
+                h.observe(std::time::Duration::from_micros(700));
+                h.observe(std::time::Duration::from_millis(30));
+                h
+            })],
         };
         let bridges = vec![("br0".to_string(), m)];
         let fams = families(&bridges, &[("unknown_vni", 2)]);
@@ -463,5 +537,19 @@ mod tests {
         ));
         assert!(text
             .contains("vsw_offload_swaps_total{bridge=\"br0\",port=\"eth1\",provider=\"ebpf\"} 3"));
+        assert!(text.contains(
+            "vsw_offload_adopted_flows{bridge=\"br0\",port=\"eth1\",provider=\"ebpf\"} 5"
+        ));
+        // A histogram: cumulative buckets, its sum and count.
+        let l = "bridge=\"br0\",request=\"add-flow\"";
+        for line in [
+            format!("vsw_control_request_duration_seconds_bucket{{{l},le=\"0.0005\"}} 0"),
+            format!("vsw_control_request_duration_seconds_bucket{{{l},le=\"0.001\"}} 1"),
+            format!("vsw_control_request_duration_seconds_bucket{{{l},le=\"0.05\"}} 2"),
+            format!("vsw_control_request_duration_seconds_bucket{{{l},le=\"+Inf\"}} 2"),
+            format!("vsw_control_request_duration_seconds_count{{{l}}} 2"),
+        ] {
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
     }
 }

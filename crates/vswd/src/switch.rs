@@ -119,6 +119,8 @@ pub struct SwitchMetrics {
     pub flow_limit: u64,
     /// Each port's offload provider (`offload-show`).
     pub offloads: Vec<vsw_protocol::OffloadShowView>,
+    /// How long control requests took, by kind.
+    pub control_latency: Vec<(&'static str, crate::latency::LatencyHistogram)>,
 }
 
 pub struct Switch {
@@ -155,6 +157,8 @@ pub struct Switch {
     /// The bridge's name: its management socket and its `internal` port (OpenFlow's
     /// LOCAL) are named after it.
     bridge: String,
+    /// How long requests took to answer, by kind (for `/metrics`).
+    latencies: crate::latency::Latencies,
 }
 
 /// A rule change goes to the journal while it holds fewer entries than this and than
@@ -466,6 +470,7 @@ impl Switch {
             file_current,
             persist,
             bridge: bridge.to_string(),
+            latencies: crate::latency::Latencies::default(),
         };
         // What an earlier run left on the devices (a kernel fast path forwarding with
         // that run's rules, when it was killed) goes before anything is attached.
@@ -838,10 +843,13 @@ impl Switch {
     }
 
     pub fn handle(&mut self, req: Request) -> Result<Value, SwitchError> {
+        let started = std::time::Instant::now();
+        let kind = req.kind();
         let result = self.answer(req);
         // Ports a command attached or detached are flooded to (or not) from the
         // moment it is answered.
         self.sync_flood_ports();
+        self.latencies.observe(kind, started.elapsed());
         result
     }
 
@@ -2076,6 +2084,7 @@ impl Switch {
                     mtu: p.device.mtu(),
                     mtu_problem: p.mtu_problem.clone(),
                     vhost_guest: p.device.peer_status(),
+                    vhost_counters: p.device.guest_counters(),
                     vhost_server_path: p.device.socket_path().map(|s| s.display().to_string()),
                     ifindex: match p.link {
                         Link::Up { ifindex } if ifindex != 0 => Some(ifindex),
@@ -2193,6 +2202,7 @@ impl Switch {
             pmds: self.dp.pmd_stats_total(),
             flow_limit: self.dp.flow_limit() as u64,
             offloads: self.offloads.show(),
+            control_latency: self.latencies.snapshot(),
         }
     }
 

@@ -206,6 +206,11 @@ pub trait PortDevice: Send {
         None
     }
 
+    /// A vhost-user guest's counters.
+    fn guest_counters(&self) -> Option<vsw_protocol::GuestCounters> {
+        None
+    }
+
     /// vsw's receiving socket on the open device, for an offload provider that filters
     /// what reaches it.
     fn offload_socket(&self) -> Option<&OwnedFd> {

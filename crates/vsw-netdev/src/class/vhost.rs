@@ -225,4 +225,16 @@ impl PortDevice for VhostDevice {
             g.memory_faults(),
         ))
     }
+
+    fn guest_counters(&self) -> Option<vsw_protocol::GuestCounters> {
+        let g = self.guest.as_ref()?;
+        Some(vsw_protocol::GuestCounters {
+            notifications: g.notifications.load(Ordering::Relaxed),
+            memory_faults: g.memory_faults(),
+            too_long: g.too_long.load(Ordering::Relaxed),
+            bad_chains: g.bad_chains.load(Ordering::Relaxed),
+            bad_queues: g.bad_queues.load(Ordering::Relaxed),
+            no_buffer: g.no_buffer.load(Ordering::Relaxed),
+        })
+    }
 }
