@@ -870,6 +870,122 @@ mod tests {
         );
     }
 
+    /// An upgrade whose classifier changed: the new provider keeps the pinned maps
+    /// (the entry an earlier run put is adopted), attaches its own classifier, and
+    /// lets the earlier one go (here another program stands for the earlier build's).
+    #[test]
+    fn an_upgrade_adopts_the_pinned_maps_and_replaces_a_changed_classifier() {
+        use aya::programs::tc::TcAttachOptions;
+        use aya::programs::LinkOrder;
+        use std::process::Command;
+        let euid = std::fs::metadata("/proc/self")
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+            .unwrap_or(u32::MAX);
+        assert_eq!(
+            euid, 0,
+            "this test mounts bpffs and attaches tc programs: it needs root"
+        );
+        let name = format!("vswup{}", std::process::id() % 100_000);
+        let peer = format!("{name}p");
+        let fs = std::env::temp_dir().join(format!("vsw-bpffs-{name}"));
+        let run = |cmd: &str, args: &[&str]| {
+            Command::new(cmd)
+                .args(args)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        assert!(run(
+            "ip",
+            &["link", "add", &name, "type", "veth", "peer", "name", &peer]
+        ));
+        std::fs::create_dir_all(&fs).unwrap();
+        assert!(run("mount", &["-t", "bpf", "bpf", fs.to_str().unwrap()]));
+        let result = std::panic::catch_unwind(|| {
+            for i in [&name, &peer] {
+                assert!(run("ip", &["link", "set", i, "up"]));
+            }
+            let root = fs.join("vsw");
+            let out = crate::sys::if_index(&peer).unwrap();
+            let ifindexes: PortIfindexes = Arc::new(Mutex::new([(2, out)].into()));
+            let provider = |ifindexes: &PortIfindexes| {
+                EbpfProvider::new(EbpfPort {
+                    ifname: &name,
+                    port_no: 1,
+                    socket: crate::sys::packet_socket().unwrap(),
+                    capacity: 16,
+                    ifindexes: ifindexes.clone(),
+                    pins: Some(Pins {
+                        root: root.clone(),
+                        persist: true,
+                    }),
+                })
+                .unwrap()
+            };
+            // The earlier run: one flow offloaded, left in the kernel.
+            let mut first = provider(&ifindexes);
+            first.put(7, &flow(exact(), IPPROTO_TCP)).unwrap();
+            first.keep_in_kernel();
+            drop(first);
+            // Its classifier swapped for another program, as an older build's.
+            let dir = root.join(&name);
+            std::fs::remove_file(dir.join(PINNED_LINK)).unwrap();
+            let mut older = EbpfLoader::new()
+                .load(crate::afpacket::tunnel_gso::PROGRAM)
+                .unwrap();
+            let prog: &mut SchedClassifier = older
+                .program_mut("vsw_tunnel_gso_redirect")
+                .unwrap()
+                .try_into()
+                .unwrap();
+            prog.load().unwrap();
+            let id = prog
+                .attach_with_options(
+                    &name,
+                    TcAttachType::Ingress,
+                    TcAttachOptions::TcxOrder(LinkOrder::default()),
+                )
+                .unwrap();
+            let link = FdLink::try_from(prog.take_link(id).unwrap()).unwrap();
+            drop(link.pin(dir.join(PINNED_LINK)).unwrap());
+            drop(older);
+            let names = || -> Vec<String> {
+                SchedClassifier::query_tcx(&name, TcAttachType::Ingress)
+                    .map(|(_, p)| {
+                        p.iter()
+                            .filter_map(|p| p.name_as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            // (the kernel keeps 15 bytes of a program's name)
+            assert_eq!(names(), ["vsw_tunnel_gso_"]);
+            // The upgrade.
+            let mut second = provider(&ifindexes);
+            assert_eq!(
+                names(),
+                [TC_PROGRAM],
+                "the older classifier went, ours came"
+            );
+            let adopted = second.adopted();
+            assert_eq!(adopted.len(), 1, "the pinned entry is adopted");
+            assert_eq!(
+                adopted[0].key,
+                flow(exact(), IPPROTO_TCP).key.masked(&exact())
+            );
+            assert_eq!(adopted[0].action, OffloadAction::Output(2));
+            drop(second);
+            assert!(names().is_empty(), "not kept: the fast path went with it");
+            assert!(!dir.exists());
+        });
+        run("umount", &[fs.to_str().unwrap()]);
+        let _ = std::fs::remove_dir_all(&fs);
+        run("ip", &["link", "del", &name]);
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
+    }
+
     #[test]
     fn flows_the_program_cannot_key_on_are_refused() {
         let mut wild = exact();

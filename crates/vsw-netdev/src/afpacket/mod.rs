@@ -17,7 +17,7 @@ mod mmsg;
 mod ring;
 #[allow(unsafe_code)]
 mod ring_v3;
-mod tunnel_gso;
+pub(crate) mod tunnel_gso;
 
 use std::fmt;
 use std::os::fd::OwnedFd;

@@ -23,7 +23,8 @@ use vsw_packet::vnet::VnetHdr;
 
 use crate::sys;
 
-static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vsw_tunnel_gso.o"));
+pub(crate) static PROGRAM: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vsw_tunnel_gso.o"));
 
 /// `struct virtio_net_hdr_v1_hash_tunnel`: the virtio-net header, `num_buffers`,
 /// the hash fields, then the outer transport and inner network header offsets.
