@@ -224,11 +224,22 @@ impl Host {
 
     /// The same, for at most `seconds`.
     pub fn python_ready_for(&self, script: &str, seconds: u64) -> Child {
+        self.python_started(script, seconds, Stdio::null())
+    }
+
+    /// The same, its standard input a pipe the test writes to (commands to the
+    /// script).
+    pub fn python_ready_with_input(&self, script: &str, seconds: u64) -> Child {
+        self.python_started(script, seconds, Stdio::piped())
+    }
+
+    fn python_started(&self, script: &str, seconds: u64, stdin: Stdio) -> Child {
         let limit = seconds.to_string();
         let mut child = Command::new("ip")
             .args([
                 "netns", "exec", &self.ns, "timeout", &limit, "python3", "-c", script,
             ])
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 in the namespace");

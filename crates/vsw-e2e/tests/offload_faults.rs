@@ -4,7 +4,7 @@
 //! run (stopped, or killed and started again).
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use vsw_e2e::{must, quiet_hosts, run, serial, udp_frame, wait_until, Host, Vswd};
@@ -54,20 +54,7 @@ fn marking_counter(h: &Host) -> Child {
          \x20       else: print(n, n - (mark or 0), flush=True); break\n",
         h.addr
     );
-    let mut child = Command::new("ip")
-        .args([
-            "netns", "exec", &h.ns, "timeout", "60", "python3", "-c", &script,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready");
-    child
+    h.python_ready_with_input(&script, 60)
 }
 
 fn tell(child: &mut Child, what: &str) {

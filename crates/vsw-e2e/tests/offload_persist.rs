@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use vsw_e2e::{must, quiet_hosts, run, serial, udp_frame, unique, wait_until, Host, Vswd};
@@ -82,20 +82,7 @@ fn stream(from: &Host, frame: &str) -> Child {
          \x20   s.send(f); n += 1; time.sleep(0.0005)\n\
          print(n, flush=True)\n"
     );
-    let mut child = Command::new("ip")
-        .args([
-            "netns", "exec", &from.ns, "timeout", "60", "python3", "-c", &script,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready");
-    child
+    from.python_ready_with_input(&script, 60)
 }
 
 /// Stops a `stream`; how many frames it sent.
