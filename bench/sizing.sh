@@ -3,7 +3,9 @@
 # (afpacket, default rings) attached, its resident set (VmRSS) and the kernel memory
 # its packet rings hold (Shmem-like: the rings are mapped into vswd, counted in
 # VmRSS once touched) read after each step. Usage: bench/sizing.sh [steps...]
-# (port counts, default 0 10 50). Root; cleans up after itself.
+# (port counts, default 0 10 50). TYPE=vhostuser: vhost-user ports instead (no guest
+# connected: what vsw holds per port before a VM maps its own memory in).
+# Root; cleans up after itself.
 set -euo pipefail
 steps=("${@:-0 10 50}")
 [ $# -eq 0 ] && steps=(0 10 50)
@@ -21,9 +23,13 @@ rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
 base=$(rss)
 for n in "${steps[@]}"; do
     while [ "$have" -lt "$n" ]; do
-        ip link add "${tag}$have" type veth peer name "p$have" netns "$ns"
-        ip link set "${tag}$have" up
-        "$repo/target/release/vswctl" --socket "$dir/vswd.sock" add-port "${tag}$have" >/dev/null
+        if [ "${TYPE:-afpacket}" = vhostuser ]; then
+            "$repo/target/release/vswctl" --socket "$dir/vswd.sock" add-port "vm$have" type=vhostuser >/dev/null
+        else
+            ip link add "${tag}$have" type veth peer name "p$have" netns "$ns"
+            ip link set "${tag}$have" up
+            "$repo/target/release/vswctl" --socket "$dir/vswd.sock" add-port "${tag}$have" >/dev/null
+        fi
         have=$((have + 1))
     done
     sleep 1
