@@ -612,9 +612,8 @@ impl Pmd {
                 self.control.ack_sweep(sweep);
             }
             let installs = self.control.installs_requested.load(Ordering::Acquire);
-            if installs != self.installs_taken {
+            if installs != self.installs_taken && self.install_flows() {
                 self.installs_taken = installs;
-                self.install_flows();
             }
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
@@ -708,11 +707,18 @@ impl Pmd {
 
     /// Caches a flow for each key handed over by `Datapath::install_flows` that no
     /// flow of this PMD matches yet, translated as an upcall would (no packet, so
-    /// nothing learned, nothing counted as an upcall).
-    fn install_flows(&mut self) {
-        let keys = std::mem::take(&mut *lock(&self.control.installs));
+    /// nothing learned, nothing counted as an upcall) — at most
+    /// `INSTALLS_PER_ITERATION` an iteration, so that a long list does not keep the
+    /// PMD from its queues. Returns whether the list is done.
+    fn install_flows(&mut self) -> bool {
+        let (keys, done) = {
+            let mut list = lock(&self.control.installs);
+            let take = list.len().min(INSTALLS_PER_ITERATION);
+            let keys: Vec<FlowKey> = list.drain(..take).collect();
+            (keys, list.is_empty())
+        };
         let Some(snap) = self.snapshot.as_deref() else {
-            return;
+            return done;
         };
         let w = &mut self.worker;
         let now_ms = clock::now_ms();
@@ -731,6 +737,7 @@ impl Pmd {
                 now_ms,
             );
         }
+        done
     }
 
     fn housekeeping(&mut self, now_cycles: u64) {
@@ -774,6 +781,10 @@ fn give_back_rx(rxq: OwnedRxq) {
 /// are dropped and counted (`lost_upcalls`), so that a burst of new flows cannot hold
 /// the PMD away from its queues for long.
 const UPCALLS_PER_BATCH: usize = 16;
+
+/// The most flows an iteration caches for `Datapath::install_flows` (as many as a
+/// batch's upcalls, and for the same reason).
+const INSTALLS_PER_ITERATION: usize = UPCALLS_PER_BATCH;
 
 /// Translates a packet no cached flow matched, and caches the result unless the
 /// flow limit is reached or the rules changed while translating (then the revalidator

@@ -528,16 +528,17 @@ impl Switch {
         if self.offloads.any() {
             let flows = self.dp.dump_flows();
             self.offloads.withdraw(&flows);
-            self.hand_back_offloads();
+            self.hand_back_offloads(false);
         }
     }
 
     /// Entries an earlier run left forwarding in the kernel (`offload-persist`) are
     /// checked against the pipeline once it is restored (never while
     /// `flow-restore-wait` holds forwarding): what it would not give leaves the fast
-    /// path now, what it gives gets its datapath flow cached, which the next offload
-    /// pass puts over the entry in place. Runs until no entry is left adopted.
-    fn hand_back_offloads(&mut self) {
+    /// path now, what it gives gets its datapath flow cached (`install`: once an
+    /// offload interval, not at every rule change), which the next offload pass puts
+    /// over the entry in place. Runs until no entry is left adopted.
+    fn hand_back_offloads(&mut self, install: bool) {
         if !self.offloads.any_adopted() || self.ofproto.restore_wait() {
             return;
         }
@@ -547,7 +548,9 @@ impl Switch {
             let t = upcall.translate(key, now, false);
             vsw_datapath::offload::offloadable(&DpFlow::new(0, 0, key, t, now))
         });
-        self.dp.install_flows(keys);
+        if install {
+            self.dp.install_flows(keys);
+        }
     }
 
     /// The interfaces whose kernel fast path this switch keeps pinned.
@@ -561,9 +564,9 @@ impl Switch {
         if !self.offloads.any() {
             return;
         }
-        self.hand_back_offloads();
-        let retired = self.dp.retired_flows();
         let due = self.offloads.due();
+        self.hand_back_offloads(due);
+        let retired = self.dp.retired_flows();
         if retired == self.retired_seen && !due {
             return;
         }
