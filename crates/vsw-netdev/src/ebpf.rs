@@ -506,8 +506,15 @@ impl EbpfProvider {
                 "the classifier is not a tcx link (offload-persist needs Linux 6.6 or later)",
             )
         })?;
-        if let Some(old) = pinned.link.take() {
-            let _ = old.unpin();
+        match pinned.link.take() {
+            Some(old) => {
+                let _ = old.unpin();
+            }
+            // A file there that is no link (it could not be opened as one) is in the
+            // way of the pin.
+            None => {
+                let _ = std::fs::remove_file(pinned.dir.join(PINNED_LINK));
+            }
         }
         pinned.link = Some(
             link.pin(pinned.dir.join(PINNED_LINK))
