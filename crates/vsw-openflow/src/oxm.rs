@@ -33,9 +33,9 @@ pub const TUN_FLAGS: u8 = NXM1_BASE + 104;
 
 impl OxmFieldDef {
     /// Whether a value of `n` bytes is one of this field: its length, or for a field
-    /// of variable length (`tun_metadata0`) 1 byte up to it.
+    /// of variable length 1 byte up to it.
     pub fn takes_len(&self, n: usize) -> bool {
-        if self.field == TUN_METADATA0 {
+        if self.var_len {
             (1..=usize::from(self.len)).contains(&n)
         } else {
             n == usize::from(self.len)
@@ -86,8 +86,11 @@ pub enum Prereq {
 pub struct OxmFieldDef {
     pub field: u8,
     pub name: &'static str,
-    /// Value length, bytes (the mask, when present, is as long again).
+    /// Value length, bytes (the mask, when present, is as long again); the most, for
+    /// a field of variable length.
     pub len: u8,
+    /// Of variable length on the wire: as long as the value written, up to `len`.
+    pub var_len: bool,
     pub maskable: bool,
     pub prereq: Prereq,
 }
@@ -105,8 +108,17 @@ const fn f(field: u8, name: &'static str, len: u8, maskable: bool, prereq: Prere
         field,
         name,
         len,
+        var_len: false,
         maskable,
         prereq,
+    }
+}
+
+/// A field of variable length, up to `len` bytes.
+const fn var(field: u8, name: &'static str, len: u8, maskable: bool) -> OxmFieldDef {
+    OxmFieldDef {
+        var_len: true,
+        ..f(field, name, len, maskable, Prereq::None)
     }
 }
 
@@ -170,7 +182,7 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(38, "tunnel_id", 8, true, Prereq::None),
     f(TUN_IPV4_SRC, "tun_ipv4_src", 4, true, Prereq::None),
     f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),
-    f(TUN_METADATA0, "tun_metadata0", 4, true, Prereq::None),
+    var(TUN_METADATA0, "tun_metadata0", 4, true),
     f(TUN_FLAGS, "tun_flags", 2, true, Prereq::None),
 ];
 
