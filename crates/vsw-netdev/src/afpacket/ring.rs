@@ -677,7 +677,9 @@ impl TxQueue for RingTx {
         } else {
             meta.vnet
         };
-        if vnet.is_gso() {
+        // Told apart on the frame as it came (no tag put back yet), so that a plain
+        // super-frame with a tag is not copied for nothing.
+        if vnet.is_gso() && udp_tunnel_super_frame(data, &meta.vnet).is_some() {
             if let Some(sent) = self.stage_tunnel_super_frame(data, meta, vnet) {
                 return sent;
             }
