@@ -29,6 +29,9 @@ use vsw_tunnel::metadata::MetadataOption;
 
 use std::sync::Arc;
 
+// The OpenFlow side refuses any option length but its own: the tunnels' must be it.
+const _: () = assert!(MetadataOption::LEN == vsw_openflow::tlv::MAX_OPTION_LEN as usize);
+
 use super::peers::{Peer, Peers};
 use crate::protocol::Request;
 use crate::switch::{Switch, SwitchError};
@@ -344,7 +347,8 @@ impl Bridge for SwitchBridge<'_> {
     }
 
     /// The switch's one Geneve metadata field, `tun_metadata0`, as the map's one
-    /// entry; it lives with the tunnels (every bridge's Geneve ports read it).
+    /// entry; it lives with the tunnels (every bridge's Geneve ports read it). The
+    /// option length the map takes is the one the tunnels carry (checked below).
     fn tlv_table(&self) -> Vec<TlvMap> {
         vsw_netdev::tunnel::world()
             .metadata0()
