@@ -18,7 +18,7 @@ use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
 use vsw_tunnel::config::FromFlow;
 
-use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot};
+use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop};
 use crate::channel::Channel;
 
 /// Makes internal port `name`'s queues the underlay end of tunnels; the registration
@@ -176,14 +176,14 @@ impl LocalTx {
                     });
                     match sent {
                         Ok(()) => {}
-                        Err(StageError::TooBig) => w.count_drop("inner_too_big"),
-                        Err(StageError::QueueFull) => w.count_drop("tunnel_port_full"),
+                        Err(StageError::TooBig) => w.count_drop(TunnelDrop::InnerTooBig),
+                        Err(StageError::QueueFull) => w.count_drop(TunnelDrop::TunnelPortFull),
                     }
                     true
                 }
                 // A remote end of ours with another VNI: never forwarded.
                 PortFor::UnknownVni => {
-                    w.count_drop("unknown_vni");
+                    w.count_drop(TunnelDrop::UnknownVni);
                     true
                 }
                 // For the host's own socket on that port, not a tunnel port's.
@@ -191,7 +191,9 @@ impl LocalTx {
             },
             Err(DecapError::NotTunnel) => false,
             Err(e) => {
-                w.count_drop(e.reason());
+                if let Some(why) = TunnelDrop::of_decap(&e) {
+                    w.count_drop(why);
+                }
                 true
             }
         }
@@ -218,7 +220,7 @@ impl LocalTx {
             })
         });
         if cut.is_err() {
-            world().count_drop("inner_too_big");
+            world().count_drop(TunnelDrop::InnerTooBig);
         }
         staged
     }

@@ -15,7 +15,7 @@ use vsw_packet::{EtherType, MacAddr, VnetHdr};
 use vsw_tunnel::config::{FromFlow, Inherit, TunnelConfig};
 use vsw_tunnel::metadata::MetadataOption;
 
-use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot};
+use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop};
 use crate::channel::Channel;
 
 /// How often a next hop whose MAC is unknown is asked for it.
@@ -79,7 +79,7 @@ enum Resolved {
         /// When it was last asked for; `None`: not yet.
         asked_ms: Option<u64>,
     },
-    Dropped(&'static str),
+    Dropped(TunnelDrop),
 }
 
 /// Remote ends whose way out a `remote_ip=flow` port remembers at once (a fixed
@@ -151,17 +151,17 @@ impl TunnelTx {
 
     fn resolve(&self, snap: &Snapshot, remote: IpAddr) -> Resolved {
         let Some(route) = snap.routes.lookup(remote) else {
-            return Resolved::Dropped("no_route");
+            return Resolved::Dropped(TunnelDrop::NoRoute);
         };
         let Some(bridge) = snap.bridges.get(&route.dev) else {
-            return Resolved::Dropped("route_not_a_bridge");
+            return Resolved::Dropped(TunnelDrop::RouteNotABridge);
         };
         let src = match self.config.local {
             Some(FromFlow::Fixed(l)) => Some(l),
             _ => snap.routes.source_for(route),
         };
         let Some(src) = src else {
-            return Resolved::Dropped("no_source_address");
+            return Resolved::Dropped(TunnelDrop::NoSourceAddress);
         };
         let next_hop = route.gateway.unwrap_or(remote);
         let now = vsw_datapath::clock::now_ms();
@@ -205,7 +205,7 @@ impl TunnelTx {
                 with_metadata,
                 inject: bridge.inject.clone(),
             },
-            Err(_) => Resolved::Dropped("no_source_address"),
+            Err(_) => Resolved::Dropped(TunnelDrop::NoSourceAddress),
         }
     }
 }
@@ -262,8 +262,8 @@ fn encapsulate(
     // A full underlay is counted as the tunnels' drop, not this port's error.
     match sent {
         Ok(()) => {}
-        Err(StageError::QueueFull) => world().count_drop("underlay_full"),
-        Err(StageError::TooBig) => world().count_drop("inner_too_big"),
+        Err(StageError::QueueFull) => world().count_drop(TunnelDrop::UnderlayFull),
+        Err(StageError::TooBig) => world().count_drop(TunnelDrop::InnerTooBig),
     }
 }
 
@@ -392,7 +392,7 @@ impl TxQueue for TunnelTx {
         let snap = w.snapshot();
         let Some(remote) = self.remote(meta) else {
             // `remote_ip=flow` and no rule said where to.
-            w.count_drop("no_tunnel_destination");
+            w.count_drop(TunnelDrop::NoTunnelDestination);
             return Ok(());
         };
         let way = self.way_to(&snap, remote);
@@ -444,18 +444,18 @@ impl TxQueue for TunnelTx {
                         },
                     );
                     if split.is_err() {
-                        w.count_drop("inner_too_big");
+                        w.count_drop(TunnelDrop::InnerTooBig);
                     }
                 }
             }
-            Resolved::Dropped(why) => w.count_drop(why),
+            Resolved::Dropped(why) => w.count_drop(*why),
             Resolved::Unknown {
                 bridge,
                 src,
                 next_hop,
                 asked_ms,
             } => {
-                w.count_drop("neighbour_unknown");
+                w.count_drop(TunnelDrop::NeighbourUnknown);
                 ask(asked_ms, bridge, *src, *next_hop);
             }
         }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use crossbeam_queue::ArrayQueue;
-use vsw_packet::tunnel::TunnelPorts;
+use vsw_packet::tunnel::{DecapError, TunnelPorts};
 use vsw_packet::MacAddr;
 use vsw_tunnel::config::TunnelConfig;
 use vsw_tunnel::metadata::MetadataOption;
@@ -18,26 +18,89 @@ use vsw_tunnel::route::RouteTable;
 use crate::channel::Channel;
 
 /// Why tunnel traffic was dropped, each counted: the decapsulation's reasons, then
-/// the encapsulation's.
-pub const DROP_REASONS: &[&str] = &[
-    "truncated",
-    "fragment",
-    "bad_ip_checksum",
-    "bad_udp_checksum",
-    "vxlan_no_vni",
-    "geneve_not_ethernet",
-    "unknown_critical_option",
-    "inner_too_short",
-    "inner_too_big",
-    "tunnel_port_full",
-    "no_route",
-    "route_not_a_bridge",
-    "no_source_address",
-    "neighbour_unknown",
-    "underlay_full",
-    "no_tunnel_destination",
-    "unknown_vni",
-];
+/// the encapsulation's. Counted by index (`as usize`), named by [`TunnelDrop::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunnelDrop {
+    Truncated,
+    Fragment,
+    BadIpChecksum,
+    BadUdpChecksum,
+    VxlanNoVni,
+    GeneveNotEthernet,
+    UnknownCriticalOption,
+    InnerTooShort,
+    InnerTooBig,
+    TunnelPortFull,
+    NoRoute,
+    RouteNotABridge,
+    NoSourceAddress,
+    NeighbourUnknown,
+    UnderlayFull,
+    NoTunnelDestination,
+    UnknownVni,
+}
+
+impl TunnelDrop {
+    /// Every reason, in counting order.
+    pub const ALL: [TunnelDrop; 17] = [
+        TunnelDrop::Truncated,
+        TunnelDrop::Fragment,
+        TunnelDrop::BadIpChecksum,
+        TunnelDrop::BadUdpChecksum,
+        TunnelDrop::VxlanNoVni,
+        TunnelDrop::GeneveNotEthernet,
+        TunnelDrop::UnknownCriticalOption,
+        TunnelDrop::InnerTooShort,
+        TunnelDrop::InnerTooBig,
+        TunnelDrop::TunnelPortFull,
+        TunnelDrop::NoRoute,
+        TunnelDrop::RouteNotABridge,
+        TunnelDrop::NoSourceAddress,
+        TunnelDrop::NeighbourUnknown,
+        TunnelDrop::UnderlayFull,
+        TunnelDrop::NoTunnelDestination,
+        TunnelDrop::UnknownVni,
+    ];
+
+    /// The reason as counters and metrics name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelDrop::Truncated => "truncated",
+            TunnelDrop::Fragment => "fragment",
+            TunnelDrop::BadIpChecksum => "bad_ip_checksum",
+            TunnelDrop::BadUdpChecksum => "bad_udp_checksum",
+            TunnelDrop::VxlanNoVni => "vxlan_no_vni",
+            TunnelDrop::GeneveNotEthernet => "geneve_not_ethernet",
+            TunnelDrop::UnknownCriticalOption => "unknown_critical_option",
+            TunnelDrop::InnerTooShort => "inner_too_short",
+            TunnelDrop::InnerTooBig => "inner_too_big",
+            TunnelDrop::TunnelPortFull => "tunnel_port_full",
+            TunnelDrop::NoRoute => "no_route",
+            TunnelDrop::RouteNotABridge => "route_not_a_bridge",
+            TunnelDrop::NoSourceAddress => "no_source_address",
+            TunnelDrop::NeighbourUnknown => "neighbour_unknown",
+            TunnelDrop::UnderlayFull => "underlay_full",
+            TunnelDrop::NoTunnelDestination => "no_tunnel_destination",
+            TunnelDrop::UnknownVni => "unknown_vni",
+        }
+    }
+
+    /// Why decapsulation refused a packet; `None` for one that is no tunnel packet
+    /// (not a drop: it goes to the host).
+    pub fn of_decap(e: &DecapError) -> Option<TunnelDrop> {
+        Some(match e {
+            DecapError::NotTunnel => return None,
+            DecapError::Truncated(_) => TunnelDrop::Truncated,
+            DecapError::Fragment => TunnelDrop::Fragment,
+            DecapError::BadIpChecksum => TunnelDrop::BadIpChecksum,
+            DecapError::BadUdpChecksum => TunnelDrop::BadUdpChecksum,
+            DecapError::VxlanNoVni => TunnelDrop::VxlanNoVni,
+            DecapError::GeneveNotEthernet => TunnelDrop::GeneveNotEthernet,
+            DecapError::UnknownCriticalOption => TunnelDrop::UnknownCriticalOption,
+            DecapError::InnerTooShort => TunnelDrop::InnerTooShort,
+        })
+    }
+}
 
 /// An underlay bridge as tunnels reach it: its MAC (outer source) and the channel
 /// into it (frames as if its LOCAL port had sent them).
@@ -110,7 +173,7 @@ pub struct TunnelWorld {
     state: Mutex<State>,
     /// Neighbours PMDs saw: (address, MAC, bridge).
     learned: ArrayQueue<(IpAddr, MacAddr, Arc<str>)>,
-    drops: Vec<AtomicU64>,
+    drops: [AtomicU64; TunnelDrop::ALL.len()],
 }
 
 /// The process's tunnel state.
@@ -128,7 +191,7 @@ pub fn world() -> &'static TunnelWorld {
         }),
         state: Mutex::new(State::default()),
         learned: ArrayQueue::new(1024),
-        drops: DROP_REASONS.iter().map(|_| AtomicU64::new(0)).collect(),
+        drops: TunnelDrop::ALL.map(|_| AtomicU64::new(0)),
     })
 }
 
@@ -234,21 +297,16 @@ impl TunnelWorld {
         let _ = self.learned.push((ip, mac, bridge.clone()));
     }
 
-    pub(crate) fn count_drop(&self, reason: &str) {
-        let i = DROP_REASONS.iter().position(|r| *r == reason);
-        // A reason missing from the list would be a drop nobody sees.
-        debug_assert!(i.is_some(), "drop reason {reason} is not in DROP_REASONS");
-        if let Some(i) = i {
-            self.drops[i].fetch_add(1, Ordering::Relaxed);
-        }
+    pub(crate) fn count_drop(&self, reason: TunnelDrop) {
+        self.drops[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Tunnel drops by reason, as [`DROP_REASONS`] names them.
+    /// Tunnel drops by reason, as [`TunnelDrop::name`] names them.
     pub fn drops(&self) -> Vec<(&'static str, u64)> {
-        DROP_REASONS
+        TunnelDrop::ALL
             .iter()
             .zip(&self.drops)
-            .map(|(r, n)| (*r, n.load(Ordering::Relaxed)))
+            .map(|(r, n)| (r.name(), n.load(Ordering::Relaxed)))
             .collect()
     }
 
@@ -319,5 +377,27 @@ impl TunnelWorld {
             o.push_str(&format!("Drops: {}\n", drops.join(" ")));
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod drop_tests {
+    use super::*;
+
+    /// Each reason counts in its own slot and has its own name; every refusal of
+    /// decapsulation (but "no tunnel packet") is one of them.
+    #[test]
+    fn every_drop_reason_has_its_slot_and_name() {
+        for (i, r) in TunnelDrop::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "{r:?} out of order in ALL");
+        }
+        let names: std::collections::BTreeSet<_> =
+            TunnelDrop::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(names.len(), TunnelDrop::ALL.len());
+        assert_eq!(
+            TunnelDrop::of_decap(&DecapError::BadUdpChecksum).map(TunnelDrop::name),
+            Some("bad_udp_checksum")
+        );
+        assert_eq!(TunnelDrop::of_decap(&DecapError::NotTunnel), None);
     }
 }

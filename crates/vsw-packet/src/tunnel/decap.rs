@@ -81,23 +81,6 @@ pub enum DecapError {
     InnerTooShort,
 }
 
-impl DecapError {
-    /// The counter's name for this drop.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            DecapError::NotTunnel => "not_tunnel",
-            DecapError::Truncated(_) => "truncated",
-            DecapError::Fragment => "fragment",
-            DecapError::BadIpChecksum => "bad_ip_checksum",
-            DecapError::BadUdpChecksum => "bad_udp_checksum",
-            DecapError::VxlanNoVni => "vxlan_no_vni",
-            DecapError::GeneveNotEthernet => "geneve_not_ethernet",
-            DecapError::UnknownCriticalOption => "unknown_critical_option",
-            DecapError::InnerTooShort => "inner_too_short",
-        }
-    }
-}
-
 /// The outer IP layer as read: addresses, what is after it, and the UDP datagram.
 struct Outer<'a> {
     src: IpAddr,

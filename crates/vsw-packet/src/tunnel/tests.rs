@@ -210,8 +210,6 @@ fn each_malformed_input_is_refused_with_its_reason() {
     // An inner frame too short for Ethernet.
     let f = encap(&spec(TunnelKind::Vxlan, false, false), &[0u8; 10]);
     assert_eq!(refused(&f), DecapError::InnerTooShort);
-    // Every reason has a counter name.
-    assert_eq!(DecapError::BadUdpChecksum.reason(), "bad_udp_checksum");
     assert_eq!(vxlan::HEADER_LEN, 8);
 }
 
