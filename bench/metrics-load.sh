@@ -12,16 +12,8 @@ set -euo pipefail
 ports=${1:-1000}
 flows=${2:-100000}
 rounds=${3:-3}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-dir=$(mktemp -d /tmp/vsw-metrics-load.XXXXXX)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$repo/target/release/vswd" --socket "$dir/vswd.sock" --state-file "$dir/state.json" \
-    --log warn --metrics-addr "127.0.0.1:$port" 2>"$dir/vswd.log" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do [ -S "$dir/vswd.sock" ] && break; sleep 0.1; done
-ctl() { "$repo/target/release/vswctl" --socket "$dir/vswd.sock" "$@"; }
-for i in $(seq "$ports"); do ctl add-port "r$i" type=ring >/dev/null; done
+source "$(dirname "$0")/metrics-common.sh"
+add_ring_ports "$ports"
 ctl add-port gen type=ring ring-flows="$flows" >/dev/null
 ctl add-port sink type=ring >/dev/null
 ctl del-flows >/dev/null
@@ -39,13 +31,7 @@ for _ in $(seq 120); do [ "$(pmd flows)" -ge $((flows - 1)) ] && break; sleep 0.
 sleep 2
 rss2=$(rss); flows2=$(pmd flows)
 echo "datapath flows: $flows2; vswd RSS $rss2 KiB: $(( (rss2 - rss1) * 1024 / (flows2 - flows1) )) bytes a datapath flow"
-bytes=$(curl -s "127.0.0.1:$port/metrics" | wc -c)
-times=$(for _ in $(seq 20); do curl -s -o /dev/null -w '%{time_total}\n' "127.0.0.1:$port/metrics"; sleep 0.2; done)
-python3 - "$bytes" $times <<'PY'
-import sys, statistics
-b = int(sys.argv[1]); t = sorted(float(x) * 1000 for x in sys.argv[2:])
-print(f"/metrics: {b} bytes; scrape {t[0]:.1f} / {statistics.median(t):.1f} / {t[-1]:.1f} ms (min / median / max of {len(t)})")
-PY
+scrape_times 20
 # The PMD's rate, 10 s at a time, alternately without and with a scrape a second.
 rate() {
     local scrape=$1 p0 p1 t0 t1
