@@ -58,6 +58,19 @@ fn end(child: std::process::Child) {
     vsw_e2e::end(child)
 }
 
+/// A `vhostuserclient` port `vm1` to the guest's socket `sock`, its frames to a ring
+/// port `sink`.
+fn client_port_into_sink(d: &Vswd, sock: &str) {
+    d.ctl_ok(&[
+        "add-port",
+        "vm1",
+        "type=vhostuserclient",
+        &format!("vhost-server-path={sock}"),
+    ]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+}
+
 #[test]
 fn a_client_port_follows_a_guest_that_restarts() {
     let _g = serial();
@@ -68,14 +81,7 @@ fn a_client_port_follows_a_guest_that_restarts() {
         !out.status.success(),
         "a client port needs the VM's socket path"
     );
-    d.ctl_ok(&[
-        "add-port",
-        "vm1",
-        "type=vhostuserclient",
-        &format!("vhost-server-path={sock}"),
-    ]);
-    d.ctl_ok(&["add-port", "sink", "type=ring"]);
-    d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    client_port_into_sink(&d, &sock);
     let prefix = vsw_e2e::unique("tc");
     for round in 1..=2u64 {
         let guest = testpmd(&sock, &prefix, true);
@@ -99,14 +105,7 @@ fn a_restarted_vswd_reconnects_to_a_guest_that_kept_running() {
     let _g = serial();
     let mut d = Vswd::start();
     let sock = d.dir.join("guest.sock").display().to_string();
-    d.ctl_ok(&[
-        "add-port",
-        "vm1",
-        "type=vhostuserclient",
-        &format!("vhost-server-path={sock}"),
-    ]);
-    d.ctl_ok(&["add-port", "sink", "type=ring"]);
-    d.ctl_ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    client_port_into_sink(&d, &sock);
     let prefix = vsw_e2e::unique("tr");
     let guest = vsw_e2e::testpmd(&sock, &prefix, true, 1, "txonly", 40);
     wait_until("frames from the guest", Duration::from_secs(15), || {
