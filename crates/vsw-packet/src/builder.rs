@@ -210,6 +210,37 @@ pub fn udp4_frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: u
     )
 }
 
+/// An IPv4 TCP super-frame carrying `payload` behind `spec`'s tunnel headers, as a
+/// Linux tunnel device hands one over: the virtio-net header asks for inner segments
+/// of `mss` bytes and leaves the inner TCP checksum to finish.
+pub fn tunnelled_tcp_super_frame(
+    spec: &crate::tunnel::EncapSpec,
+    payload: &[u8],
+    mss: u16,
+) -> (Vec<u8>, crate::vnet::VnetHdr) {
+    let ip = ipv4(
+        &Ipv4 {
+            proto: IPPROTO_TCP,
+            ..Ipv4::default()
+        },
+        &tcp(40000, 5201, 0x18, payload),
+    );
+    let inner = ethernet(DST_MAC, SRC_MAC, &[], EtherType::IPV4, &ip);
+    let t = crate::tunnel::EncapTemplate::new(spec).expect("a spec a template takes");
+    let mut out = vec![0u8; inner.len() + t.overhead()];
+    let n = t.push(&inner, &mut out, 40001, 9).expect("room for it");
+    out.truncate(n);
+    let vnet = crate::vnet::VnetHdr {
+        flags: crate::vnet::VNET_F_NEEDS_CSUM,
+        gso_type: crate::vnet::VNET_GSO_TCPV4,
+        hdr_len: (t.overhead() + 54) as u16,
+        gso_size: mss,
+        csum_start: (t.overhead() + 34) as u16,
+        csum_offset: 16,
+    };
+    (out, vnet)
+}
+
 /// One frame of every kind the extractor knows: name and frame. Seeds for fuzzing and
 /// the per-protocol truncation tests.
 pub fn samples() -> Vec<(&'static str, Vec<u8>)> {

@@ -748,19 +748,8 @@ mod tests {
     /// 1,398, VXLAN over IPv4 without an outer checksum) and its virtio-net header.
     fn tunnel_super_frame() -> (Vec<u8>, VnetHdr) {
         use std::net::{IpAddr, Ipv4Addr};
-        use vsw_packet::builder::{self, Ipv4, DST_MAC, SRC_MAC};
-        use vsw_packet::tunnel::{EncapSpec, EncapTemplate, TunnelKind};
-        let data = vec![7u8; 20_000];
-        let tcp = builder::tcp(40000, 5201, 0x18, &data);
-        let ip = builder::ipv4(
-            &Ipv4 {
-                proto: vsw_packet::wire::ip::IPPROTO_TCP,
-                ..Ipv4::default()
-            },
-            &tcp,
-        );
-        let inner = builder::ethernet(DST_MAC, SRC_MAC, &[], vsw_packet::EtherType::IPV4, &ip);
-        let t = EncapTemplate::new(&EncapSpec {
+        use vsw_packet::tunnel::{EncapSpec, TunnelKind};
+        let spec = EncapSpec {
             kind: TunnelKind::Vxlan,
             eth_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]),
             eth_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, 2]),
@@ -773,20 +762,8 @@ mod tests {
             udp_csum: false,
             vni: 42,
             geneve_options: Vec::new(),
-        })
-        .unwrap();
-        let mut out = vec![0u8; 70_000];
-        let n = t.push(&inner, &mut out, 40001, 0).unwrap();
-        out.truncate(n);
-        let vnet = VnetHdr {
-            flags: vsw_packet::vnet::VNET_F_NEEDS_CSUM,
-            gso_type: vsw_packet::vnet::VNET_GSO_TCPV4,
-            hdr_len: (t.overhead() + 54) as u16,
-            gso_size: 1398,
-            csum_start: (t.overhead() + 34) as u16,
-            csum_offset: 16,
         };
-        (out, vnet)
+        vsw_packet::builder::tunnelled_tcp_super_frame(&spec, &[7u8; 20_000], 1398)
     }
 
     /// A tunnel super-frame staged on a ring port is cut into outer packets no

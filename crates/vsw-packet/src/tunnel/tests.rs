@@ -388,31 +388,9 @@ fn a_flow_hashes_alike_and_flows_apart() {
 /// A 10,000-byte TCP super-frame inside `spec`'s outer headers, with the virtio-net
 /// header Linux gives it: segments of 1,398 bytes, the inner TCP checksum left.
 fn tunnelled_super_frame(s: &EncapSpec) -> (Vec<u8>, crate::vnet::VnetHdr, Vec<u8>) {
-    use crate::builder::{Ipv4, DST_MAC, SRC_MAC};
-    use crate::wire::ip::IPPROTO_TCP;
     let data: Vec<u8> = (0..10_000).map(|i| (i * 7 + 3) as u8).collect();
-    let tcp = builder::tcp(40000, 5201, 0x18, &data);
-    let ip = builder::ipv4(
-        &Ipv4 {
-            proto: IPPROTO_TCP,
-            ..Ipv4::default()
-        },
-        &tcp,
-    );
-    let inner = builder::ethernet(DST_MAC, SRC_MAC, &[], crate::EtherType::IPV4, &ip);
-    let t = EncapTemplate::new(s).unwrap();
-    let mut out = vec![0u8; 70_000];
-    let n = t.push(&inner, &mut out, 40001, 9).unwrap();
-    out.truncate(n);
-    let vnet = crate::vnet::VnetHdr {
-        flags: crate::vnet::VNET_F_NEEDS_CSUM,
-        gso_type: crate::vnet::VNET_GSO_TCPV4,
-        hdr_len: (t.overhead() + 54) as u16,
-        gso_size: 1398,
-        csum_start: (t.overhead() + 34) as u16,
-        csum_offset: 16,
-    };
-    (out, vnet, data)
+    let (frame, vnet) = builder::tunnelled_tcp_super_frame(s, &data, 1398);
+    (frame, vnet, data)
 }
 
 #[test]
