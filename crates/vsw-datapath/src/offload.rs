@@ -65,6 +65,10 @@ pub trait OffloadProvider: Send {
     fn adopted(&mut self) -> Vec<OffloadFlow> {
         Vec::new()
     }
+    /// How many adopted entries there are.
+    fn adopted_count(&self) -> usize {
+        0
+    }
     /// Takes an adopted entry out of the fast path.
     fn drop_adopted(&mut self, _flow: &OffloadFlow) {}
     /// From now on, dropping the provider leaves its fast path forwarding (a planned
@@ -225,11 +229,10 @@ pub struct OffloadManager {
 }
 
 impl OffloadManager {
-    pub fn new(mut provider: Box<dyn OffloadProvider>, policy: OffloadPolicy) -> OffloadManager {
+    pub fn new(provider: Box<dyn OffloadProvider>, policy: OffloadPolicy) -> OffloadManager {
         OffloadManager {
             stats: OffloadStats {
                 capacity: provider.capacity(),
-                adopted: provider.adopted().len(),
                 ..OffloadStats::default()
             },
             provider,
@@ -243,20 +246,24 @@ impl OffloadManager {
     }
 
     pub fn stats(&self) -> OffloadStats {
-        self.stats.clone()
+        OffloadStats {
+            adopted: self.provider.adopted_count(),
+            ..self.stats.clone()
+        }
     }
 
     /// The provider's adopted entries (see [`OffloadProvider::adopted`]).
     pub fn adopted(&mut self) -> Vec<OffloadFlow> {
-        let adopted = self.provider.adopted();
-        self.stats.adopted = adopted.len();
-        adopted
+        self.provider.adopted()
+    }
+
+    pub fn adopted_count(&self) -> usize {
+        self.provider.adopted_count()
     }
 
     /// Takes an adopted entry out of the fast path.
     pub fn drop_adopted(&mut self, flow: &OffloadFlow) {
         self.provider.drop_adopted(flow);
-        self.stats.adopted = self.stats.adopted.saturating_sub(1);
     }
 
     /// The fast path outlives the manager (see [`OffloadProvider::keep_in_kernel`]).
@@ -562,6 +569,10 @@ impl OffloadProvider for DummyProvider {
 
     fn adopted(&mut self) -> Vec<OffloadFlow> {
         self.state().adopted.clone()
+    }
+
+    fn adopted_count(&self) -> usize {
+        self.state().adopted.len()
     }
 
     fn drop_adopted(&mut self, flow: &OffloadFlow) {

@@ -681,6 +681,10 @@ impl OffloadProvider for EbpfProvider {
         flows
     }
 
+    fn adopted_count(&self) -> usize {
+        self.adopted.len()
+    }
+
     fn drop_adopted(&mut self, flow: &OffloadFlow) {
         if let Ok(key) = key_for(flow, self.ifindex) {
             if self.adopted.remove(&key).is_some() {

@@ -231,7 +231,7 @@ impl Offloads {
     /// Whether an earlier run left entries in a fast path that no flow of this run
     /// holds yet.
     pub fn any_adopted(&self) -> bool {
-        self.ports.values().any(|p| p.manager.stats().adopted > 0)
+        self.ports.values().any(|p| p.manager.adopted_count() > 0)
     }
 
     /// Hands the entries an earlier run left forwarding back to normal management,
