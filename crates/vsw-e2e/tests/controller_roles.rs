@@ -122,6 +122,9 @@ fn two_controllers_take_roles_and_hear_of_ports_and_removed_flows() {
     d.ctl_ok(&["set", "inactivity-probe=60000"]);
     d.ctl_ok(&["set-controller", &target(&l1), &target(&l2)]);
     let (mut c1, mut c2) = (Controller::accept(&l1), Controller::accept(&l2));
+    // Controllers flushed the tables (as Open vSwitch's): one rule for the slave to
+    // try to delete.
+    d.ctl_ok(&["add-flow", "priority=1,actions=NORMAL"]);
 
     // Roles: equal at first; one master; an older generation is stale; a newer
     // master makes the old one a slave, which may not change the switch.

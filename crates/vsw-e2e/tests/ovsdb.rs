@@ -557,3 +557,92 @@ fn vswd_started_inside_a_network_namespace_works_there() {
     assert!(!in_ns("br0"), "its own port removed with the bridge");
     assert!(in_ns(&h1.port), "a system device is never deleted");
 }
+
+/// The flows `ovs-ofctl dump-flows` shows on a bridge of `d`, without the
+/// counters' columns.
+fn ofctl_flows(d: &Vswd, bridge: &str) -> Vec<String> {
+    let out = std::process::Command::new("ovs-ofctl")
+        .args(["-t", "5", "-O", "OpenFlow13", "--no-stats", "dump-flows"])
+        .arg(format!(
+            "unix:{}",
+            d.dir.join(format!("{bridge}.mgmt")).display()
+        ))
+        .output()
+        .expect("ovs-ofctl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with("OFPST_FLOW"))
+        .collect()
+}
+
+/// OVN's br-int is secure: nothing forwards until its controller installs flows,
+/// not even before vswd has set its options, nor after vswd crashed. The learning
+/// switch's rule exists only while a bridge is standalone with no controller, and a
+/// controller vsw cannot use (`ssl:`) is still a controller.
+#[test]
+fn a_secure_bridge_never_forwards_by_a_learning_switch() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let mut d = Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br-int"]);
+    let (h1, h2) = (Host::new(1), Host::new(2));
+    db.vsctl(&[
+        "add-br",
+        "br-int",
+        "--",
+        "set",
+        "bridge",
+        "br-int",
+        "fail_mode=secure",
+        "datapath_type=netdev",
+    ]);
+    db.add_port("br-int", &h1.port, None);
+    db.add_port("br-int", &h2.port, None);
+    assert!(
+        ofctl_flows(&d, "br-int").is_empty(),
+        "{:?}",
+        ofctl_flows(&d, "br-int")
+    );
+    assert!(!h1.ping(&h2, 1), "a secure bridge with no flows forwarded");
+    // Killed and started again: the bridge is born secure, before any option.
+    let pid = d.pid().unwrap().to_string();
+    must("kill", &["-KILL", &pid]);
+    wait_until("vswd to die", Duration::from_secs(5), || !d.is_running());
+    d.restart();
+    db.vsctl(&["set", "Open_vSwitch", ".", "other_config:max-idle=20000"]);
+    assert!(ofctl_flows(&d, "br-int").is_empty());
+    assert!(!h1.ping(&h2, 1), "forwarded after a crash restart");
+    // A controller vsw cannot reach: configured, never connected, said so; going
+    // standalone beside it makes no learning switch.
+    db.vsctl(&["set-controller", "br-int", "ssl:198.18.0.1:6653"]);
+    db.vsctl(&["set-fail-mode", "br-int", "standalone"]);
+    wait_until("the controller's status", Duration::from_secs(10), || {
+        db.vsctl(&["--bare", "--columns=status", "list", "Controller"])
+            .contains("does not speak ssl")
+    });
+    assert_eq!(
+        db.vsctl(&["--bare", "--columns=is_connected", "list", "Controller"]),
+        "false"
+    );
+    assert!(ofctl_flows(&d, "br-int").is_empty());
+    // No controller and standalone: a learning switch, as Open vSwitch's.
+    db.vsctl(&["del-controller", "br-int"]);
+    assert_eq!(ofctl_flows(&d, "br-int"), ["priority=0 actions=NORMAL"]);
+    // The failed pings left the neighbour entries FAILED: resolved afresh.
+    for h in [&h1, &h2] {
+        h.exec_ok(&["ip", "neigh", "flush", "dev", "eth0"]);
+    }
+    assert!(h1.ping(&h2, 3), "standalone without a controller forwards");
+    // Secure again: the tables are flushed.
+    db.vsctl(&["set-fail-mode", "br-int", "secure"]);
+    assert!(ofctl_flows(&d, "br-int").is_empty());
+    for h in [&h1, &h2] {
+        h.exec_ok(&["ip", "neigh", "flush", "dev", "eth0"]);
+    }
+    assert!(!h1.ping(&h2, 1), "forwarded after going secure");
+}

@@ -1,6 +1,9 @@
 //! Where a controller is: `tcp:IP[:PORT]` (6653 by default, the IANA port) or
 //! `unix:PATH`, as Open vSwitch writes controller targets; or where vsw listens
 //! for OpenFlow connections itself, `ptcp:PORT[:IP]` (all addresses by default).
+//! A target Open vSwitch takes that vsw does not speak (`ssl:`, `pssl:`, `punix:`)
+//! is kept as [`Target::Unsupported`]: configured, never connected, so a bridge
+//! that names one counts as having a controller and stays fail-closed.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -17,6 +20,33 @@ pub enum Target {
     /// A listener: whoever connects is a service connection (as the management
     /// socket's), not a controller.
     Ptcp(SocketAddr),
+    /// A target vsw cannot use (a transport it does not speak, or text that is no
+    /// target at all when read with [`Target::lenient`]): it never connects, and it
+    /// still counts as a configured controller.
+    Unsupported {
+        text: String,
+        why: String,
+    },
+}
+
+/// Transports Open vSwitch takes that vsw does not speak.
+const UNSUPPORTED_SCHEMES: &[&str] = &["ssl:", "pssl:", "punix:"];
+
+impl Target {
+    /// `text` as a target, or, when it is none, an [`Target::Unsupported`] one that
+    /// says why: what a database names as a controller stays one, usable or not.
+    pub fn lenient(text: &str) -> Target {
+        text.parse()
+            .unwrap_or_else(|e: BadTarget| Target::Unsupported {
+                text: text.to_string(),
+                why: e.to_string(),
+            })
+    }
+
+    /// Whether vsw can connect to (or listen on) it.
+    pub fn is_usable(&self) -> bool {
+        !matches!(self, Target::Unsupported { .. })
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -28,6 +58,15 @@ impl FromStr for Target {
 
     fn from_str(s: &str) -> Result<Target, BadTarget> {
         let bad = || BadTarget(s.to_string());
+        if let Some(scheme) = UNSUPPORTED_SCHEMES.iter().find(|p| s.starts_with(*p)) {
+            return Ok(Target::Unsupported {
+                text: s.to_string(),
+                why: format!(
+                    "vsw does not speak {}: it connects over tcp: and unix: and listens on ptcp:",
+                    scheme.trim_end_matches(':')
+                ),
+            });
+        }
         if let Some(path) = s.strip_prefix("unix:") {
             return if path.is_empty() {
                 Err(bad())
@@ -66,6 +105,7 @@ impl fmt::Display for Target {
             Target::Unix(p) => write!(f, "unix:{}", p.display()),
             Target::Ptcp(a) if a.is_ipv6() => write!(f, "ptcp:{}:[{}]", a.port(), a.ip()),
             Target::Ptcp(a) => write!(f, "ptcp:{}:{}", a.port(), a.ip()),
+            Target::Unsupported { text, .. } => f.write_str(text),
         }
     }
 }
@@ -90,15 +130,22 @@ mod tests {
             assert_eq!(t.to_string(), shown);
             assert_eq!(shown.parse::<Target>().unwrap(), t);
         }
-        for bad in [
-            "",
-            "tcp:",
-            "tcp:host:1",
-            "ssl:1.2.3.4:6653",
-            "unix:",
-            "tcp:1.2.3.4:99999",
-        ] {
+        for bad in ["", "tcp:", "tcp:host:1", "unix:", "tcp:1.2.3.4:99999"] {
             assert!(bad.parse::<Target>().is_err(), "{bad}");
+            // Kept, as a controller that never connects.
+            let kept = Target::lenient(bad);
+            assert!(!kept.is_usable());
+            assert_eq!(kept.to_string(), bad);
+        }
+        // Transports Open vSwitch has and vsw does not: targets, not usable ones.
+        for text in ["ssl:1.2.3.4:6653", "pssl:6653", "punix:/run/x.sock"] {
+            let t: Target = text.parse().unwrap();
+            assert!(!t.is_usable(), "{text}");
+            assert_eq!(t.to_string(), text);
+            let Target::Unsupported { why, .. } = t else {
+                unreachable!()
+            };
+            assert!(why.contains("does not speak"), "{why}");
         }
     }
 }

@@ -107,14 +107,16 @@ impl Bridges {
         Ok(bridge)
     }
 
-    /// Starts bridge `name` anew, its configuration kept elsewhere (an OVSDB server).
+    /// Starts bridge `name` anew with `options`, its configuration kept elsewhere
+    /// (an OVSDB server).
     pub fn start_unsaved(
         &self,
         name: &str,
         classes: PortClasses,
+        options: &crate::options::Options,
     ) -> Result<Arc<RunningBridge>, BridgeError> {
         let socket = self.socket.display().to_string();
-        let switch = Switch::start_unsaved(&socket, classes, name)?;
+        let switch = Switch::start_unsaved(&socket, classes, name, options)?;
         self.run(switch)
     }
 

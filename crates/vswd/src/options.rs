@@ -81,7 +81,8 @@ pub struct SwitchOptions {
     /// `datapath-id`: the switch's OpenFlow datapath id, when set (16 hex digits).
     pub datapath_id: Option<u64>,
     /// `controller`: the OpenFlow controllers vswd connects to (comma-separated
-    /// targets; empty: none).
+    /// targets; empty: none). Targets vsw cannot use are kept, as
+    /// `Target::Unsupported`.
     pub controllers: Vec<vsw_openflow::Target>,
     /// `fail-mode`: what forwarding does while no controller is connected.
     pub fail_mode: FailMode,
@@ -128,6 +129,14 @@ fn parse_bool(k: &str, v: &str) -> Result<bool, OptionError> {
 }
 
 impl SwitchOptions {
+    /// Whether the bridge is a learning switch by a rule of its own: Open vSwitch
+    /// adds `priority=0,actions=NORMAL` only while the bridge is standalone and
+    /// names no controller (usable or not, listeners included), and flushes the
+    /// tables whenever that changes.
+    pub fn wants_learning_flow(&self) -> bool {
+        self.fail_mode == FailMode::Standalone && self.controllers.is_empty()
+    }
+
     pub fn from_options(opts: &Options) -> Result<SwitchOptions, OptionError> {
         let mut out = SwitchOptions {
             pmd_cores: default_pmd_cores(),
@@ -199,16 +208,15 @@ impl SwitchOptions {
                             .ok_or_else(|| bad(k, v, "16 hex digits, like 0000000000000001"))?,
                     )
                 }
+                // Every target named is a controller, usable or not: a bridge that
+                // names one vsw cannot reach (`ssl:`, a typo) has a controller, so
+                // it never becomes a learning switch by it (fail-closed).
                 "controller" => {
                     out.controllers = v
                         .split(',')
                         .filter(|t| !t.is_empty())
-                        .map(|t| {
-                            t.parse().map_err(|e: vsw_openflow::target::BadTarget| {
-                                bad(k, v, e.to_string())
-                            })
-                        })
-                        .collect::<Result<_, _>>()?
+                        .map(vsw_openflow::Target::lenient)
+                        .collect()
                 }
                 "flow-restore-wait" => {
                     out.flow_restore_wait = match v.as_str() {

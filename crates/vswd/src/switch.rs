@@ -317,17 +317,26 @@ impl Switch {
         socket: &str,
         classes: PortClasses,
     ) -> Result<Switch, SwitchError> {
-        Switch::start_from(Some(state_file), socket, classes, BRIDGE_NAME)
+        Switch::start_from(
+            Some(state_file),
+            socket,
+            classes,
+            BRIDGE_NAME,
+            &Options::new(),
+        )
     }
 
     /// Bridge `bridge`, whose configuration another keeps (an OVSDB server): it
-    /// starts as a new switch and writes no state file.
+    /// starts as a new switch with `options` (its fail mode and controllers, so
+    /// that a secure bridge never starts as a learning switch) and writes no state
+    /// file.
     pub fn start_unsaved(
         socket: &str,
         classes: PortClasses,
         bridge: &str,
+        options: &Options,
     ) -> Result<Switch, SwitchError> {
-        Switch::start_from(None, socket, classes, bridge)
+        Switch::start_from(None, socket, classes, bridge, options)
     }
 
     fn start_from(
@@ -335,26 +344,42 @@ impl Switch {
         socket: &str,
         classes: PortClasses,
         bridge: &str,
+        initial: &Options,
     ) -> Result<Switch, SwitchError> {
         let persist = saved_in.is_some();
         // Never written when not persisting: a name in the run directory, one per
         // bridge, that the datapath id and messages can show.
         let unsaved = Path::new(socket).with_file_name(format!("{bridge}.unsaved"));
         let state_file = saved_in.unwrap_or(&unsaved);
-        // A new switch is a learning switch: one rule sends everything to NORMAL.
         let loaded = match saved_in {
             Some(f) => SavedState::load(f)?,
             None => None,
         };
         let file_current = matches!(loaded, Some((_, None)));
-        let (saved, migrated_from) = loaded.unwrap_or((
-            SavedState {
-                version: STATE_VERSION,
-                flows: vec![LEARNING_SWITCH_FLOW.into()],
-                ..SavedState::default()
-            },
-            None,
-        ));
+        let (saved, migrated_from) = match loaded {
+            Some(l) => l,
+            None => {
+                // A new switch is a learning switch (one rule sends everything to
+                // NORMAL) only while it is standalone with no controller.
+                let wanted =
+                    SwitchOptions::from_options(initial).map_err(|e| SwitchError::BadState {
+                        path: state_file.to_path_buf(),
+                        why: e.to_string(),
+                    })?;
+                let flows = if wanted.wants_learning_flow() {
+                    vec![LEARNING_SWITCH_FLOW.into()]
+                } else {
+                    Vec::new()
+                };
+                let state = SavedState {
+                    version: STATE_VERSION,
+                    options: initial.clone(),
+                    flows,
+                    ..SavedState::default()
+                };
+                (state, None)
+            }
+        };
         if let Some(old) = migrated_from {
             // The file as the older vswd wrote it stays beside the new one, for going
             // back to that vswd.
@@ -943,8 +968,15 @@ impl Switch {
             }
         }
         let parsed = SwitchOptions::from_options(&merged)?;
-        let pending = self.prepare(&self.state_with(Some(&merged), None, None))?;
         let old = SwitchOptions::from_options(&self.options).ok();
+        // As Open vSwitch: the tables are flushed when controllers come or all go,
+        // or when the fail mode changes while there are none; a standalone bridge
+        // with no controller then gets its learning-switch rule (and only then).
+        let flushed = old
+            .as_ref()
+            .filter(|o| flushes_tables(o, &parsed))
+            .map(|_| flushed_pipeline(&parsed));
+        let pending = self.prepare(&self.state_with(Some(&merged), None, flushed.as_ref()))?;
         let undo = |sw: &mut Switch| {
             if let Some(old) = &old {
                 if let Err(e) = sw.apply_switch_options(old) {
@@ -957,14 +989,62 @@ impl Switch {
             return Err(e);
         }
         let previous = std::mem::replace(&mut self.options, merged);
-        if let Err(e) = pending.commit() {
+        let (before, revalidated) = match flushed {
+            Some(p) => {
+                let (old, r) = self.install_pipeline(p);
+                (Some(old), r)
+            }
+            None => (None, Ok(())),
+        };
+        let committed = revalidated.and_then(|()| pending.commit().map_err(SwitchError::from));
+        if let Err(e) = committed {
+            if let Some(old_pipeline) = before {
+                let _ = self.install_pipeline((*old_pipeline).clone());
+            }
             undo(self);
             self.options = previous;
-            return Err(e.into());
+            return Err(e);
+        }
+        if let Some(old_pipeline) = before {
+            tracing::info!(
+                rules = old_pipeline.len(),
+                learning_switch = parsed.wants_learning_flow(),
+                "controllers or fail mode changed: the tables were flushed"
+            );
+            self.forget_meters_of(&old_pipeline);
+            let now = now_ms();
+            for r in old_pipeline.rules() {
+                self.note_removed(&r, Removal::Deleted, now);
+            }
         }
         self.journal_cleared();
         self.sync_offloads();
         Ok(Value::Null)
+    }
+
+    /// Puts `pipeline` in place of the running one, the counts the old rules earned
+    /// pushed to them first, and revalidates (no PMD forwards by the old rules once
+    /// it returns): the old pipeline, and whether the revalidation failed.
+    fn install_pipeline(&mut self, pipeline: Pipeline) -> (Arc<Pipeline>, Result<(), SwitchError>) {
+        self.dp.push_flow_stats();
+        let old = self.ofproto.pipeline();
+        for (m, _) in pipeline.meters() {
+            self.dp.set_meter(m.id, Some(&meter_config(m)));
+        }
+        self.ofproto.set_pipeline(pipeline);
+        let revalidated = self.revalidate_now();
+        self.withdraw_offloads();
+        (old, revalidated)
+    }
+
+    /// The datapath lets go of the meters `old` had that the running pipeline has not.
+    fn forget_meters_of(&mut self, old: &Pipeline) {
+        let now = self.ofproto.pipeline();
+        for (m, _) in old.meters() {
+            if now.meter(m.id).is_none() {
+                self.dp.set_meter(m.id, None);
+            }
+        }
     }
 
     /// Gives the datapath the switch-wide options it does not have yet.
@@ -2255,6 +2335,24 @@ impl Switch {
             ports: self.port_infos(),
             flows: self.ofproto.pipeline().len(),
         }
+    }
+}
+
+/// Whether going from options `old` to `new` flushes the tables, as Open vSwitch's
+/// connection manager does: controllers came where there were none (or all went),
+/// or the fail mode changed while there are none.
+fn flushes_tables(old: &SwitchOptions, new: &SwitchOptions) -> bool {
+    let (had, has) = (!old.controllers.is_empty(), !new.controllers.is_empty());
+    had != has || (old.fail_mode != new.fail_mode && !has)
+}
+
+/// The tables after a flush: nothing, or for a standalone bridge without a
+/// controller the learning switch's rule.
+fn flushed_pipeline(opts: &SwitchOptions) -> Pipeline {
+    if opts.wants_learning_flow() {
+        Pipeline::learning_switch(now_ms())
+    } else {
+        Pipeline::new()
     }
 }
 

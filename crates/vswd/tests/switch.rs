@@ -599,3 +599,61 @@ fn ports_added_together_each_stand_or_fall_alone() {
         memory::remove(n);
     }
 }
+
+fn set(sw: &mut Switch, options: &[&str]) {
+    sw.handle(Request::Set {
+        options: words(options),
+    })
+    .unwrap();
+}
+
+/// Open vSwitch's rule: a bridge is a learning switch by a rule of its own only
+/// while it is standalone with no controller; the tables are flushed when
+/// controllers come or all go, or the fail mode changes while there are none.
+#[test]
+fn only_a_standalone_bridge_without_controllers_is_a_learning_switch() {
+    const NORMAL: &str = "priority=0,actions=NORMAL";
+    let dir = TestDir::new("failmode");
+    let mut sw = start(&dir);
+    assert_eq!(flow_texts(&mut sw), [NORMAL], "a new standalone bridge");
+    add_flow(&mut sw, "priority=5,udp,actions=drop").unwrap();
+    // Secure with no controller: flushed, and nothing forwards by NORMAL.
+    set(&mut sw, &["fail-mode=secure"]);
+    assert!(flow_texts(&mut sw).is_empty(), "{:?}", flow_texts(&mut sw));
+    add_flow(&mut sw, "priority=5,udp,actions=drop").unwrap();
+    // A controller vsw cannot reach still is one: flushed once more, no NORMAL back
+    // when the bridge goes standalone beside it.
+    set(&mut sw, &["controller=ssl:198.18.0.1:6653"]);
+    assert!(flow_texts(&mut sw).is_empty());
+    add_flow(&mut sw, "priority=7,tcp,actions=drop").unwrap();
+    set(&mut sw, &["fail-mode=standalone"]);
+    assert_eq!(
+        flow_texts(&mut sw),
+        ["priority=7,tcp,actions=drop"],
+        "a fail mode change with controllers flushes nothing"
+    );
+    // The controllers go: flushed, and standalone makes it a learning switch.
+    set(&mut sw, &["controller="]);
+    assert_eq!(flow_texts(&mut sw), [NORMAL]);
+    // Saved as it is: a restart brings back what the tables held.
+    set(&mut sw, &["fail-mode=secure"]);
+    sw.shutdown(true);
+    drop(sw);
+    let mut sw = start(&dir);
+    assert!(flow_texts(&mut sw).is_empty());
+    sw.shutdown(true);
+    // A bridge the database starts secure has no rule from its first moment.
+    let other = TestDir::new("failmode-unsaved");
+    let born: vswd::options::Options = [("fail-mode".to_string(), "secure".to_string())]
+        .into_iter()
+        .collect();
+    let mut sw = Switch::start_unsaved(
+        &other.socket(),
+        PortClasses::standard().with(&memory::CLASS),
+        "br-int",
+        &born,
+    )
+    .unwrap();
+    assert!(flow_texts(&mut sw).is_empty());
+    sw.shutdown(false);
+}

@@ -75,6 +75,13 @@ pub fn manage(of: &Arc<OpenFlow>) {
             });
             let (of2, t2, slot2) = (of.clone(), t.clone(), slot.clone());
             let spawned = match t {
+                // Configured, never connected: the bridge has a controller (and
+                // stays fail-closed by it), and says why it is not connected.
+                Target::Unsupported { why, .. } => {
+                    tracing::warn!(controller = %t, why, "a controller vsw cannot connect to");
+                    slots.insert(t.clone(), slot);
+                    continue;
+                }
                 Target::Ptcp(addr) => {
                     let addr = *addr;
                     std::thread::Builder::new()
@@ -99,7 +106,14 @@ pub fn manage(of: &Arc<OpenFlow>) {
         }
         *lock(&of.controllers) = slots
             .iter()
-            .map(|(t, s)| (t.to_string(), s.connected.load(Ordering::Acquire)))
+            .map(|(t, s)| super::ControllerStatus {
+                target: t.to_string(),
+                connected: s.connected.load(Ordering::Acquire),
+                unusable: match t {
+                    Target::Unsupported { why, .. } => Some(why.clone()),
+                    _ => None,
+                },
+            })
             .collect();
         // Listeners are no controllers: only configured controllers fail open.
         let controllers = targets
@@ -140,7 +154,9 @@ fn connect(target: &Target) -> std::io::Result<Stream> {
     Ok(match target {
         Target::Tcp(addr) => Stream::Tcp(TcpStream::connect_timeout(addr, CONNECT_TIMEOUT)?),
         Target::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
-        Target::Ptcp(_) => return Err(std::io::ErrorKind::InvalidInput.into()),
+        Target::Ptcp(_) | Target::Unsupported { .. } => {
+            return Err(std::io::ErrorKind::InvalidInput.into())
+        }
     })
 }
 

@@ -57,27 +57,33 @@ pub struct OpenFlow {
     switch: Arc<Mutex<Switch>>,
     peers: Arc<Peers>,
     mgmt_open: AtomicUsize,
-    /// Each configured controller (as its target prints) and whether it is
-    /// connected now, as the controllers' manager last saw them.
-    controllers: Mutex<Vec<(String, bool)>>,
+    /// Each configured controller, as the controllers' manager last saw them.
+    controllers: Mutex<Vec<ControllerStatus>>,
     /// The bridge went: every thread of this OpenFlow ends.
     stopped: Arc<AtomicBool>,
     /// The management socket's path, for waking its accepting thread.
     mgmt_path: Option<PathBuf>,
 }
 
+/// A configured controller as the controllers' manager last saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerStatus {
+    /// Its target, as it prints.
+    pub target: String,
+    pub connected: bool,
+    /// Why vsw never connects to it, for a target it cannot use.
+    pub unusable: Option<String>,
+}
+
 impl OpenFlow {
-    /// Whether the controller at `target` (as `tcp:IP:PORT` or `unix:PATH` prints)
-    /// is connected; `None` for a target that is not configured.
-    pub fn controller_connected(&self, target: &str) -> Option<bool> {
-        let normal = target
-            .parse::<vsw_openflow::target::Target>()
-            .map(|t| t.to_string())
-            .unwrap_or_else(|_| target.to_string());
+    /// The controller at `target` (as the database or `set-controller` names it)
+    /// as last seen; `None` for a target that is not configured (yet).
+    pub fn controller_status(&self, target: &str) -> Option<ControllerStatus> {
+        let normal = vsw_openflow::Target::lenient(target).to_string();
         lock(&self.controllers)
             .iter()
-            .find(|(t, _)| *t == normal)
-            .map(|(_, c)| *c)
+            .find(|c| c.target == normal)
+            .cloned()
     }
 
     /// Whether the bridge went (its threads end).

@@ -45,6 +45,10 @@ const LINK_INTERVAL: Duration = Duration::from_millis(500);
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
+/// A bridge's options it is started with, not set after: what decides whether its
+/// tables start as a learning switch.
+const FROM_THE_START: &[&str] = &["fail-mode", "controller"];
+
 /// The interface types vswd carries, as `Open_vSwitch:iface_types` lists them.
 const IFACE_TYPES: &[&str] = &[
     "dpdkvhostuser",
@@ -253,25 +257,42 @@ impl Sync {
         for b in &d.bridges {
             let rb = match self.bridges.get(&b.name) {
                 Some(rb) => rb,
-                None => match self
-                    .bridges
-                    .start_unsaved(&b.name, vsw_netdev::class::PortClasses::standard())
-                {
-                    Ok(rb) => {
-                        self.applied.insert(b.name.clone(), Applied::default());
-                        rb
-                    }
-                    Err(e) => {
-                        tracing::warn!(bridge = %b.name, error = %e, "cannot start a bridge of the database");
-                        for i in &b.interfaces {
-                            self.errors.insert(
-                                i.uuid.clone(),
-                                format!("bridge {} cannot start: {e}", b.name),
+                None => {
+                    // Born with its fail mode and controllers: a secure bridge is
+                    // never a learning switch, not even before its options are set.
+                    let born: BTreeMap<String, String> = b
+                        .options
+                        .iter()
+                        .filter(|(k, _)| FROM_THE_START.contains(&k.as_str()))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    match self.bridges.start_unsaved(
+                        &b.name,
+                        vsw_netdev::class::PortClasses::standard(),
+                        &born,
+                    ) {
+                        Ok(rb) => {
+                            self.applied.insert(
+                                b.name.clone(),
+                                Applied {
+                                    options: born,
+                                    ..Applied::default()
+                                },
                             );
+                            rb
                         }
-                        continue;
+                        Err(e) => {
+                            tracing::warn!(bridge = %b.name, error = %e, "cannot start a bridge of the database");
+                            for i in &b.interfaces {
+                                self.errors.insert(
+                                    i.uuid.clone(),
+                                    format!("bridge {} cannot start: {e}", b.name),
+                                );
+                            }
+                            continue;
+                        }
                     }
-                },
+                }
             };
             let applied = self.applied.entry(b.name.clone()).or_default();
             let mut sw = rb.lock();
@@ -422,11 +443,22 @@ impl Sync {
             }
             if let (Some(rb), Some(dpid)) = (&running, dpid) {
                 for (uuid, target) in &b.controllers {
-                    let up = rb.openflow.controller_connected(target).unwrap_or(false);
-                    let state = if up { "ACTIVE" } else { "BACKOFF" };
+                    let status = rb.openflow.controller_status(target);
+                    let up = status.as_ref().is_some_and(|s| s.connected);
+                    let mut st = vec![(
+                        "state".to_string(),
+                        if up { "ACTIVE" } else { "BACKOFF" }.to_string(),
+                    )];
+                    // As Open vSwitch says why a controller is not connected.
+                    if let Some(why) = status.and_then(|s| s.unusable) {
+                        st = vec![
+                            ("last_error".to_string(), why),
+                            ("state".to_string(), "VOID".to_string()),
+                        ];
+                    }
                     let mut row = serde_json::Map::new();
                     row.insert("is_connected".into(), json!(up));
-                    row.insert("status".into(), make_map([("state".to_string(), state)]));
+                    row.insert("status".into(), make_map(st));
                     let current = replica.row("Controller", uuid);
                     row.retain(|k, v| current.and_then(|r| r.get(k)) != Some(v));
                     if !row.is_empty() {
