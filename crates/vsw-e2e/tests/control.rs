@@ -135,25 +135,28 @@ fn the_control_socket_is_never_seen_before_it_has_its_mode() {
     let mut d = Vswd::start_through(&["sh", "-c", "umask 000; exec \"$0\" \"$@\""]);
     d.stop();
     assert!(!d.socket.exists(), "a stopped vswd removes its socket");
-    // Watches the directory: how the socket appears, and its mode at that moment.
+    // Watches the directory: how the control socket and the ovs-appctl socket
+    // (`vswd.<pid>.ctl`) appear, and their modes at that moment.
     let script = format!(
-        "import ctypes, os, select, struct\n\
+        "import ctypes, os, re, select, struct\n\
          libc = ctypes.CDLL('libc.so.6', use_errno=True)\n\
          fd = libc.inotify_init1(0)\n\
          libc.inotify_add_watch(fd, b'{dir}', 0x100 | 0x80)\n\
          print('ready', flush=True)\n\
-         while True:\n\
+         seen = set()\n\
+         while len(seen) < 2:\n\
          \x20   r, _, _ = select.select([fd], [], [], 15)\n\
          \x20   if not r:\n\
          \x20       print('nothing'); break\n\
-         \x20   data = os.read(fd, 65536); i = 0; done = False\n\
+         \x20   data = os.read(fd, 65536); i = 0\n\
          \x20   while i < len(data):\n\
          \x20       wd, mask, cookie, n = struct.unpack_from('iIII', data, i)\n\
-         \x20       name = data[i + 16:i + 16 + n].rstrip(b'\\0'); i += 16 + n\n\
-         \x20       if name == b'vswd.sock':\n\
-         \x20           mode = os.stat('{dir}/vswd.sock').st_mode & 0o777\n\
-         \x20           print('created' if mask & 0x100 else 'moved', oct(mode), flush=True); done = True; break\n\
-         \x20   if done: break\n",
+         \x20       name = data[i + 16:i + 16 + n].rstrip(b'\\0').decode(); i += 16 + n\n\
+         \x20       kind = 'control' if name == 'vswd.sock' else 'appctl' if re.fullmatch(r'vswd\\.[0-9]+\\.ctl', name) else None\n\
+         \x20       if kind and kind not in seen:\n\
+         \x20           seen.add(kind)\n\
+         \x20           mode = os.stat('{dir}/' + name).st_mode & 0o777\n\
+         \x20           print(kind, 'created' if mask & 0x100 else 'moved', oct(mode), flush=True)\n",
         dir = d.dir.display()
     );
     let mut watcher = Command::new("timeout")
@@ -166,13 +169,18 @@ fn the_control_socket_is_never_seen_before_it_has_its_mode() {
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     d.restart();
-    line.clear();
-    out.read_line(&mut line).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        seen.push(line.trim().to_string());
+    }
     let _ = watcher.wait();
+    seen.sort();
     assert_eq!(
-        line.trim(),
-        "moved 0o600",
-        "the socket must appear whole, with its final mode (not be created in place)"
+        seen,
+        ["appctl moved 0o600", "control moved 0o600"],
+        "each socket must appear whole, with its final mode (not be created in place)"
     );
     let m = std::fs::metadata(&d.socket).unwrap();
     assert_eq!(m.permissions().mode() & 0o777, 0o600);

@@ -646,3 +646,30 @@ fn a_secure_bridge_never_forwards_by_a_learning_switch() {
     }
     assert!(!h1.ping(&h2, 1), "forwarded after going secure");
 }
+
+/// A bridge name is checked as an interface name is before anything is made of it:
+/// a database that names one `../vsw-esc/x` makes no directory outside the run
+/// directory, and its ports say why.
+#[test]
+fn a_bridge_name_never_reaches_a_path_unchecked() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let d = vswd_on(&db);
+    let escape = d.dir.parent().unwrap().join("vsw-esc");
+    let _ = std::fs::remove_dir_all(&escape);
+    db.vsctl(&[
+        "add-br",
+        "../vsw-esc/x",
+        "--",
+        "set",
+        "bridge",
+        "../vsw-esc/x",
+        "datapath_type=netdev",
+    ]);
+    assert!(!escape.exists(), "a directory made from a bridge name");
+    let error = db.vsctl(&["get", "Interface", "../vsw-esc/x", "error"]);
+    assert!(error.contains("cannot name a bridge"), "{error}");
+    // The good bridges run on beside it.
+    db.add_netdev_bridge("br0");
+    assert!(d.ports().iter().any(|p| p.name == "br0"));
+}

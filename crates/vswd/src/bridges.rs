@@ -15,8 +15,23 @@ use vsw_netdev::unix_socket::SocketFile;
 use crate::openflow::{self, OpenFlow};
 use crate::switch::{Switch, SwitchError};
 
+/// Whether `name` may name a bridge: as an interface name may (its internal port is
+/// an interface of that name, its management socket `<run dir>/<name>.mgmt`), so no
+/// `/`, no `..`, at most 15 bytes.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if vsw_netdev::interface::valid_name(name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} cannot name a bridge: at most 15 bytes, none of them '/', ':', NUL or white space, and not '.' or '..'"
+        ))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
+    #[error("{0}")]
+    BadName(String),
     #[error(transparent)]
     Switch(#[from] SwitchError),
     #[error("cannot start the bridge's OpenFlow: {0}")]
@@ -72,8 +87,12 @@ impl Bridges {
     /// Runs `switch` as its bridge: its management socket (listening before this
     /// returns; a socket that cannot be bound is said, not fatal — another daemon's,
     /// say) and OpenFlow.
-    pub fn run(&self, switch: Switch) -> Result<Arc<RunningBridge>, BridgeError> {
+    pub fn run(&self, mut switch: Switch) -> Result<Arc<RunningBridge>, BridgeError> {
         let name = switch.bridge_name().to_string();
+        if let Err(why) = check_name(&name) {
+            switch.shutdown(false);
+            return Err(BridgeError::BadName(why));
+        }
         let path = openflow::mgmt_path(&self.socket, &name);
         let (listener, mgmt) = match crate::server::bind(&path) {
             Ok((listener, file)) => (Some((listener, path.clone())), Some((path, file))),
@@ -115,6 +134,8 @@ impl Bridges {
         classes: PortClasses,
         options: &crate::options::Options,
     ) -> Result<Arc<RunningBridge>, BridgeError> {
+        // Before anything is made of it.
+        check_name(name).map_err(BridgeError::BadName)?;
         let socket = self.socket.display().to_string();
         let switch = Switch::start_unsaved(&socket, classes, name, options)?;
         self.run(switch)

@@ -38,7 +38,7 @@ struct Args {
     /// The bridge this vswd is (its management socket `<run dir>/NAME.mgmt`, its
     /// internal port NAME). With --ovsdb vswd runs every bridge of the database,
     /// and this names the one vswctl's requests go to.
-    #[arg(long, default_value = vswd::switch::BRIDGE_NAME)]
+    #[arg(long, default_value = vswd::switch::BRIDGE_NAME, value_parser = bridge_name)]
     bridge: String,
     /// Be configured by the Open_vSwitch database of this ovsdb-server
     /// (`unix:PATH` or `tcp:IP:PORT`), as ovs-vswitchd is; no state file is kept.
@@ -52,6 +52,12 @@ struct Args {
     /// BPF filesystem; one directory per port interface under it)
     #[arg(long, value_name = "DIR", default_value = vswd::offload::DEFAULT_PIN_ROOT)]
     bpf_pin_dir: PathBuf,
+}
+
+/// A bridge name, checked as an interface name is (its internal port bears it, and
+/// its management socket is named after it).
+fn bridge_name(name: &str) -> Result<String, String> {
+    vswd::bridges::check_name(name).map(|()| name.to_string())
 }
 
 /// The daemon's own threads (this one and those it starts later) stay off the PMD's
@@ -241,9 +247,14 @@ fn main() -> anyhow::Result<()> {
         stop: stop.clone(),
         set_log,
     };
+    let mut ctl_file = None;
     match vswd::unixctl::start(&ctl, unixctl) {
-        Ok(()) => {
-            let _ = std::fs::remove_file(&stable_ctl);
+        Ok(file) => {
+            ctl_file = Some(file);
+            // A link (an earlier run's) is replaced; anything else is left alone.
+            if std::fs::symlink_metadata(&stable_ctl).is_ok_and(|m| m.file_type().is_symlink()) {
+                let _ = std::fs::remove_file(&stable_ctl);
+            }
             if let Err(e) = std::os::unix::fs::symlink(&ctl, &stable_ctl) {
                 tracing::warn!(path = %stable_ctl.display(), error = %e, "no stable name for the appctl socket");
             }
@@ -300,8 +311,12 @@ fn main() -> anyhow::Result<()> {
     vswd::service::stopping();
     bridges.stop_all();
     socket_file.remove(&args.socket);
-    for f in [&ctl, &stable_ctl] {
-        let _ = std::fs::remove_file(f);
+    // Only what this vswd made: another's live socket is never removed.
+    if let Some(file) = ctl_file {
+        file.remove(&ctl);
+        if std::fs::read_link(&stable_ctl).is_ok_and(|to| to == ctl) {
+            let _ = std::fs::remove_file(&stable_ctl);
+        }
     }
     if held_pid_file.take().is_some() {
         let _ = std::fs::remove_file(&pid_file);

@@ -5,7 +5,8 @@
 //! same renderers (`vsw_protocol::render`).
 
 use std::io::{self, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use vsw_protocol::{render, Request};
 
 use crate::bridges::{Bridges, RunningBridge};
 use crate::underlay::Underlay;
+use vsw_netdev::unix_socket::SocketFile;
 
 /// Sets the log level from `vlog/set`'s argument (a tracing filter).
 pub type SetLog = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
@@ -56,13 +58,12 @@ const COMMANDS: &[(&str, &str)] = &[
     ("vlog/set", "{spec | PATTERN:destination:pattern}"),
 ];
 
-/// Listens on `path` (a stale socket there is replaced) and answers each connection
-/// on its own thread.
-pub fn start(path: &Path, cx: Context) -> io::Result<()> {
-    let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)?;
-    // Root's only, as the control socket: a command here can stop the daemon.
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+/// Listens on `path` and answers each connection on its own thread; the socket made,
+/// for removing it (and only it) at the end. Bound as the control socket is: with
+/// mode 0600 from its first moment (a command here can stop the daemon), replacing
+/// only a stale socket — never a live one, nor anything that is not a socket.
+pub fn start(path: &Path, cx: Context) -> io::Result<SocketFile> {
+    let (listener, file) = crate::server::bind(path)?;
     let cx = Arc::new(cx);
     std::thread::Builder::new()
         .name("vsw-unixctl".into())
@@ -75,7 +76,7 @@ pub fn start(path: &Path, cx: Context) -> io::Result<()> {
                     .spawn(move || serve(conn, &cx));
             }
         })?;
-    Ok(())
+    Ok(file)
 }
 
 fn serve(mut conn: UnixStream, cx: &Context) {
