@@ -317,3 +317,39 @@ fn without_offload_persist_nothing_pinned_outlives_the_run() {
     // The bpffs is the test's own: nothing of it can be left.
     assert!(!Path::new(&pins.root()).join(&a.port).exists());
 }
+
+/// With a database, what an earlier run pinned goes before vswd waits for the
+/// database: no fast path forwards by a configuration vswd has not read while the
+/// server is down.
+#[test]
+fn pins_no_port_adopts_go_before_vswd_waits_for_its_database() {
+    let _g = serial();
+    let pins = BpfFs::mount();
+    let mut d = vswd(&pins);
+    let (a, b) = quiet_hosts();
+    let frame = udp_frame(&a, &b, 4600);
+    let out = format!("output:{}", b.port);
+    offloaded(&d, &a, &b, &udp_flow(&a, &b, 4600, &out), &frame);
+    assert!(d.stop());
+    assert!(!pins.pinned(&a.port).is_empty(), "pinned for the next run");
+    // The next run is told of a database that is not there.
+    let mut db = vsw_e2e::ovsdb::OvsdbServer::start();
+    let target = db.target();
+    db.stop();
+    let d2 = Vswd::start_with_args(&[
+        "--bpf-pin-dir",
+        pins.root().to_str().unwrap(),
+        "--ovsdb",
+        &target,
+    ]);
+    wait_until(
+        "the earlier run's pins to go",
+        Duration::from_secs(5),
+        || pins.pinned(&a.port).is_empty() && pins.pinned(&b.port).is_empty(),
+    );
+    assert!(
+        vsw_netdev::ebpf::attached_programs(&a.port).is_empty(),
+        "the classifier forwards on with no configuration read"
+    );
+    drop(d2);
+}

@@ -82,8 +82,12 @@ pub fn start(bridges: Arc<Bridges>, target: Target, run_dir: PathBuf) -> std::io
                         backoff = BACKOFF_MIN;
                         let e = sync.session(&c);
                         tracing::warn!(%target, error = %e, "the OVSDB session ended; reconnecting");
+                        sync.before_waiting();
                     }
-                    Err(e) => tracing::warn!(%target, error = %e, "no OVSDB server yet"),
+                    Err(e) => {
+                        tracing::warn!(%target, error = %e, "no OVSDB server yet");
+                        sync.before_waiting();
+                    }
                 }
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -132,6 +136,14 @@ fn monitor_requests() -> Value {
 }
 
 impl Sync {
+    /// Before vswd waits for a database it cannot read yet (no server, or its lock
+    /// held elsewhere): the kernel fast paths an earlier run pinned that no port of
+    /// a running bridge adopted go now. Nothing forwards by a configuration vswd has
+    /// not read, however long the wait.
+    fn before_waiting(&self) {
+        self.bridges.remove_unadopted_offloads();
+    }
+
     /// One connection's life: lock, monitor, carry out every change; the error that
     /// ended it.
     fn session(&mut self, c: &Client) -> OvsdbError {
@@ -147,6 +159,7 @@ impl Sync {
                 lock = LOCK,
                 "another daemon holds the database's lock; waiting"
             );
+            self.before_waiting();
             loop {
                 match c.events().recv() {
                     Ok(Event::Locked(_)) => break,
