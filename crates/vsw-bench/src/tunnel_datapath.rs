@@ -85,10 +85,12 @@ pub fn measure(tunnel: bool, seconds: f64, core: usize, pin: bool) -> anyhow::Re
         w.neighbour_set(IpAddr::V4(B), MacAddr([2, 0, 0, 0, 0x77, 1]), BRIDGE_A);
         let (port_a, reg_a) = open_tunnel(
             "vsw-bench-vxa",
+            "vsw-bench-ovla",
             &vxlan(&[("remote_ip", B.to_string()), ("key", "42".into())])?,
         )?;
         let (port_b, reg_b) = open_tunnel(
             "vsw-bench-vxb",
+            "vsw-bench-ovlb",
             &vxlan(&[
                 ("remote_ip", A.to_string()),
                 ("local_ip", B.to_string()),

@@ -673,3 +673,68 @@ fn a_bridge_name_never_reaches_a_path_unchecked() {
     db.add_netdev_bridge("br0");
     assert!(d.ports().iter().any(|p| p.name == "br0"));
 }
+
+/// `ovs-ofctl` against bridge `bridge` of `d`: its output, and whether it
+/// succeeded.
+fn ofctl_on(d: &Vswd, bridge: &str, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("ovs-ofctl")
+        .args(["-t", "5", "-O", "OpenFlow13"])
+        .arg(args[0])
+        .arg(format!(
+            "unix:{}",
+            d.dir.join(format!("{bridge}.mgmt")).display()
+        ))
+        .args(&args[1..])
+        .output()
+        .expect("ovs-ofctl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Each bridge has a TLV map of its own (as in Open vSwitch): a peer of one bridge
+/// cannot take `tun_metadata0` away from another, and a mapping the bridge's flows
+/// use cannot be taken away at all.
+#[test]
+fn each_bridge_has_its_own_tlv_map() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let d = vswd_on(&db);
+    db.add_netdev_bridge("br-int");
+    db.add_netdev_bridge("br-ex");
+    let map = "{class=0x0102,type=0x80,len=4}->tun_metadata0";
+    assert!(ofctl_on(&d, "br-int", &["add-tlv-map", map]).0);
+    // br-ex's peer clears its own map: br-int keeps its mapping.
+    assert!(ofctl_on(&d, "br-ex", &["del-tlv-map"]).0);
+    let (_, shown) = ofctl_on(&d, "br-int", &["dump-tlv-map"]);
+    assert!(
+        shown.contains("0x102") && shown.contains("tun_metadata0"),
+        "{shown}"
+    );
+    let (_, other) = ofctl_on(&d, "br-ex", &["dump-tlv-map"]);
+    assert!(!other.contains("tun_metadata0"), "{other}");
+    // In use by a flow: refused, kept.
+    assert!(
+        ofctl_on(
+            &d,
+            "br-int",
+            &["add-flow", "tun_metadata0=0x1,actions=drop"]
+        )
+        .0
+    );
+    let (ok, why) = ofctl_on(&d, "br-int", &["del-tlv-map"]);
+    assert!(!ok, "{why}");
+    assert!(why.contains("NXTTMFC_INVALID_TLV_DEL"), "{why}");
+    assert!(ofctl_on(&d, "br-int", &["dump-tlv-map"])
+        .1
+        .contains("tun_metadata0"));
+    // Unused again: it goes.
+    assert!(ofctl_on(&d, "br-int", &["del-flows"]).0);
+    assert!(ofctl_on(&d, "br-int", &["del-tlv-map"]).0);
+    assert!(!ofctl_on(&d, "br-int", &["dump-tlv-map"])
+        .1
+        .contains("tun_metadata0"));
+}

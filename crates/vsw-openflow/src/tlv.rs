@@ -58,8 +58,8 @@ pub enum BadTlv {
     AlreadyMapped,
     #[error("an option or field named twice (NXTTMFC_DUP_ENTRY)")]
     DuplicateEntry,
-    #[error("a deletion of a mapping that is not there (NXTTMFC_INVALID_TLV_DEL)")]
-    NotMapped,
+    #[error("a deletion of a mapping flows use (NXTTMFC_INVALID_TLV_DEL)")]
+    InUse,
 }
 
 impl BadTlv {
@@ -71,7 +71,7 @@ impl BadTlv {
             BadTlv::BadFieldIndex => 18,
             BadTlv::AlreadyMapped => 20,
             BadTlv::DuplicateEntry => 21,
-            BadTlv::NotMapped => 38,
+            BadTlv::InUse => 38,
         }
     }
 }
@@ -140,13 +140,14 @@ impl TlvTableMod {
                     next.push(*m);
                 }
             }
+            // As Open vSwitch: a field vsw does not have is refused, a mapping that
+            // is not there is deleted already.
             TlvCommand::Delete => {
                 for m in &self.maps {
-                    let at = next
-                        .iter()
-                        .position(|n| n.index == m.index)
-                        .ok_or(BadTlv::NotMapped)?;
-                    next.remove(at);
+                    if m.index >= MAX_FIELDS {
+                        return Err(BadTlv::BadFieldIndex);
+                    }
+                    next.retain(|n| n.index != m.index);
                 }
             }
         }
@@ -239,9 +240,10 @@ mod tests {
             maps,
         };
         assert_eq!(del(vec![map(0, 0, 0, 0)]).apply(&table), Ok(vec![]));
+        assert_eq!(del(vec![map(0, 0, 0, 0)]).apply(&[]), Ok(vec![]));
         assert_eq!(
-            del(vec![map(0, 0, 0, 0)]).apply(&[]),
-            Err(BadTlv::NotMapped)
+            del(vec![map(0, 0, 0, 1)]).apply(&table),
+            Err(BadTlv::BadFieldIndex)
         );
         let clear = TlvTableMod {
             command: TlvCommand::Clear,

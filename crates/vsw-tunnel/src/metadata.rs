@@ -34,6 +34,15 @@ impl MetadataOption {
             .map(|o| o.data.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)))
     }
 
+    /// Whether `options` (whole TLVs, checked by decapsulation) hold a critical
+    /// option that is not `known` (the TLV map of the tunnel port's bridge): such a
+    /// packet must be dropped (RFC 8926).
+    pub fn unknown_critical(options: &[u8], known: Option<MetadataOption>) -> bool {
+        geneve::options(options)
+            .filter_map(Result::ok)
+            .any(|o| o.is_critical() && !known.is_some_and(|k| k.is(o.class, o.kind)))
+    }
+
     /// The option's TLV with a zero value, for a header template; the value is
     /// written per packet over its last [`MetadataOption::LEN`] bytes.
     pub fn tlv(&self) -> Vec<u8> {
@@ -69,5 +78,17 @@ mod tests {
         longer.extend_from_slice(&[0; 8]);
         assert_eq!(m.value_in(&longer), None);
         assert!(m.is(0xffff, 1) && !m.is(0xfffe, 1));
+        // Critical options (type 0x80 and up): known only when mapped.
+        let critical = MetadataOption { kind: 0x81, ..m };
+        let mut opts = critical.tlv();
+        assert!(MetadataOption::unknown_critical(&opts, None));
+        assert!(MetadataOption::unknown_critical(&opts, Some(m)));
+        assert!(!MetadataOption::unknown_critical(&opts, Some(critical)));
+        opts.truncate(0);
+        opts.extend_from_slice(&m.tlv());
+        assert!(
+            !MetadataOption::unknown_critical(&opts, None),
+            "not critical"
+        );
     }
 }

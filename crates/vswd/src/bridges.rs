@@ -59,6 +59,9 @@ impl RunningBridge {
     fn stop(&self, daemon_ends: bool) {
         self.openflow.stop();
         self.lock().shutdown(daemon_ends);
+        // Its TLV map goes with it (a bridge made again under its name starts
+        // without one, as in Open vSwitch).
+        vsw_netdev::tunnel::world().set_metadata0(&self.name, None);
         if let Some((path, file)) = &self.mgmt {
             file.remove(path);
         }

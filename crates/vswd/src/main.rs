@@ -186,14 +186,13 @@ fn main() -> anyhow::Result<()> {
         // names them, new, nothing saved.
         Some(_) => keep_off_pmd_cores(&vswd::options::default_pmd_cores()),
         None => {
-            let mut switch = match Switch::start(&args.state_file, &socket) {
+            let switch = match Switch::start_bridge(&args.state_file, &socket, &args.bridge) {
                 Ok(s) => s,
                 Err(e) => {
                     socket_file.remove(&args.socket);
                     return Err(e.into());
                 }
             };
-            switch.set_bridge_name(&args.bridge);
             keep_off_pmd_cores(&switch.pmd_cores());
             // Its OpenFlow management socket listens before the control socket
             // answers (a client that saw vswd answer finds it).

@@ -311,6 +311,22 @@ impl Switch {
         Switch::start_with(state_file, socket, PortClasses::standard())
     }
 
+    /// [`Switch::start`] as bridge `bridge` (its `internal` port of that name is
+    /// LOCAL, its tunnel ports read its TLV map).
+    pub fn start_bridge(
+        state_file: &Path,
+        socket: &str,
+        bridge: &str,
+    ) -> Result<Switch, SwitchError> {
+        Switch::start_from(
+            Some(state_file),
+            socket,
+            PortClasses::standard(),
+            bridge,
+            &Options::new(),
+        )
+    }
+
     /// [`Switch::start`] with these port classes.
     pub fn start_with(
         state_file: &Path,
@@ -408,6 +424,7 @@ impl Switch {
                 .parent()
                 .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
             bpf_pin_root: crate::offload::pin_root().to_path_buf(),
+            bridge: bridge.to_string(),
         };
         let sw_opts =
             SwitchOptions::from_options(&saved.options).map_err(|e| bad(e.to_string()))?;
@@ -689,12 +706,6 @@ impl Switch {
     /// The bridge's name.
     pub fn bridge_name(&self) -> &str {
         &self.bridge
-    }
-
-    /// Names the bridge (before any port is added: its `internal` port takes the
-    /// name to be LOCAL).
-    pub fn set_bridge_name(&mut self, name: &str) {
-        self.bridge = name.to_string();
     }
 
     fn port_no(&self, name: &str) -> Option<u32> {
@@ -1899,6 +1910,24 @@ impl Switch {
                 (t, rules, lookups, matches)
             })
             .collect()
+    }
+
+    /// Whether a rule or group bucket of the bridge reads or writes `tun_metadata0`
+    /// (then its TLV mapping cannot be taken away).
+    pub fn uses_tun_metadata0(&self) -> bool {
+        let writes = |actions: &[vsw_flow::Action]| {
+            actions
+                .iter()
+                .any(|a| matches!(a, vsw_flow::Action::SetTunnelMetadata(_)))
+        };
+        let pipeline = self.ofproto.pipeline();
+        pipeline
+            .rules()
+            .iter()
+            .any(|r| r.spec.matcher.mask().tun_metadata0 != 0 || writes(&r.spec.actions))
+            || pipeline
+                .groups()
+                .any(|g| g.spec.buckets.iter().any(|b| writes(&b.actions)))
     }
 
     /// True when `flow` would overlap a rule of its table and priority (OpenFlow's

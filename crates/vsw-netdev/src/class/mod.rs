@@ -117,6 +117,9 @@ pub struct ClassEnv {
     /// pinned fast path forwards while its port opens keeps those flows' frames off
     /// vsw's socket from the start.
     pub bpf_pin_root: PathBuf,
+    /// The bridge the port is on (a tunnel port's Geneve options follow that
+    /// bridge's TLV map).
+    pub bridge: String,
 }
 
 /// One kind of port.
@@ -365,6 +368,7 @@ mod tests {
         let env = ClassEnv {
             run_dir: PathBuf::from("/nonexistent"),
             bpf_pin_root: PathBuf::from("/nonexistent"),
+            bridge: "br0".into(),
         };
         let classes = PortClasses::standard();
         for (class, key, value) in [

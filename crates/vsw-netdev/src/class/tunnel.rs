@@ -58,7 +58,7 @@ impl PortClass for Tunnel {
         &self,
         port: &str,
         options: &Options,
-        _env: &ClassEnv,
+        env: &ClassEnv,
     ) -> Result<Box<dyn PortDevice>, OptionError> {
         let mine = options
             .iter()
@@ -76,6 +76,7 @@ impl PortClass for Tunnel {
         })?;
         Ok(Box::new(TunnelDevice {
             name: port.to_string(),
+            bridge: env.bridge.clone(),
             config,
             registration: None,
         }))
@@ -84,6 +85,7 @@ impl PortClass for Tunnel {
 
 struct TunnelDevice {
     name: String,
+    bridge: String,
     config: TunnelConfig,
     /// While open.
     registration: Option<crate::tunnel::Registration>,
@@ -95,7 +97,8 @@ impl PortDevice for TunnelDevice {
     }
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
-        let (queues, registration) = crate::tunnel::open_tunnel(&self.name, &self.config)?;
+        let (queues, registration) =
+            crate::tunnel::open_tunnel(&self.name, &self.bridge, &self.config)?;
         self.registration = Some(registration);
         Ok(queues)
     }

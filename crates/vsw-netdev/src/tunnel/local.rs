@@ -17,6 +17,7 @@ use vsw_packet::vnet::{VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM};
 use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
 use vsw_tunnel::config::FromFlow;
+use vsw_tunnel::metadata::MetadataOption;
 
 use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop};
 use crate::channel::Channel;
@@ -152,13 +153,19 @@ impl LocalTx {
         // The sender's device vouches for the checksum (a local sender's, left to
         // finish; or one the kernel checked).
         let vouched = meta.vnet.flags & (VNET_F_NEEDS_CSUM | VNET_F_DATA_VALID) != 0;
-        // A critical option the TLV map names is one this switch knows.
-        let known = |class, kind| snap.metadata0.is_some_and(|m| m.is(class, kind));
-        match decap(data, &snap.listen, vouched, known) {
+        // Critical options are checked once the port is known: by its bridge's TLV
+        // map (a packet for the host's own tunnel device is the host's to judge).
+        match decap(data, &snap.listen, vouched, |_, _| true) {
             Ok(d) => match port_for(&snap, &d) {
+                PortFor::Port(port)
+                    if MetadataOption::unknown_critical(d.options, port.metadata0) =>
+                {
+                    w.count_drop(TunnelDrop::UnknownCriticalOption);
+                    true
+                }
                 PortFor::Port(port) => {
                     let inner = d.inner;
-                    let metadata0 = snap
+                    let metadata0 = port
                         .metadata0
                         .and_then(|m| m.value_in(d.options))
                         .unwrap_or(0);
@@ -354,7 +361,8 @@ mod tests {
             ("key".to_string(), "77".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
-        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-vx", &config).unwrap();
+        let (mut tunnel, tunnel_reg) =
+            crate::tunnel::open_tunnel("vsw-ut-vx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         // A tunnel packet for the port: its inner frame comes out of the port, not
         // out of the host's side.
@@ -503,7 +511,8 @@ mod tests {
             ("key".to_string(), "7".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
-        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-vnivx", &config).unwrap();
+        let (mut tunnel, tunnel_reg) =
+            crate::tunnel::open_tunnel("vsw-ut-vnivx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         let from = |src: Ipv4Addr, vni: u32| {
             let dst = Ipv4Addr::new(198, 18, 84, 2);
@@ -562,7 +571,7 @@ mod tests {
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let (mut tunnel, tunnel_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-flowvx", &config).unwrap();
+            crate::tunnel::open_tunnel("vsw-ut-flowvx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         // Out: the VNI is the one the rules set (`set_field:0x1234->tun_id`).
         let meta = PacketMeta {
@@ -636,7 +645,8 @@ mod tests {
             ("key".to_string(), "5".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
-        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-dstvx", &config).unwrap();
+        let (mut tunnel, tunnel_reg) =
+            crate::tunnel::open_tunnel("vsw-ut-dstvx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         let to = |dst: Ipv4Addr| PacketMeta {
             tunnel: TunnelKey {
@@ -702,13 +712,23 @@ mod tests {
             class: 0x0102,
             kind: 0x81,
         };
-        world().set_metadata0(Some(option));
+        // The overlay bridge the Geneve port is on has the map; another bridge
+        // names another option.
+        world().set_metadata0("vsw-ut-gvovl", Some(option));
+        world().set_metadata0(
+            "vsw-ut-gvother",
+            Some(MetadataOption {
+                class: 0x0102,
+                kind: 0x82,
+            }),
+        );
         let options = BTreeMap::from([
             ("remote_ip".to_string(), remote.to_string()),
             ("key".to_string(), "7".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap();
-        let (mut tunnel, tunnel_reg) = crate::tunnel::open_tunnel("vsw-ut-gv", &config).unwrap();
+        let (mut tunnel, tunnel_reg) =
+            crate::tunnel::open_tunnel("vsw-ut-gv", "vsw-ut-gvovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         let ports = vsw_packet::tunnel::TunnelPorts {
             vxlan: None,
@@ -750,8 +770,15 @@ mod tests {
         local.tx.stage(&oam, &PacketMeta::default()).unwrap();
         let (_, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the OAM packet");
         assert_eq!(m.tunnel.flags, TUN_FLAG_OAM);
-        // Unmapped again, the same packet's critical option is unknown: dropped.
-        world().set_metadata0(None);
+        // Another bridge's map is not this port's: a peer of that bridge clearing
+        // it changes nothing here.
+        world().set_metadata0("vsw-ut-gvother", None);
+        local.tx.stage(sent, &PacketMeta::default()).unwrap();
+        let (_, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("still taken");
+        assert_eq!(m.tunnel.metadata0, 0xdead_beef);
+        // Unmapped on the port's own bridge, the same packet's critical option is
+        // unknown: dropped.
+        world().set_metadata0("vsw-ut-gvovl", None);
         local.tx.stage(sent, &PacketMeta::default()).unwrap();
         assert!(first_with_meta(tunnel.rx[0].as_mut()).is_none());
         drop(tunnel);
@@ -768,8 +795,10 @@ mod tests {
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let listed = || world().ports_show().contains("vsw-ut-reopen");
         // As a switch reopens a device: the new one first, then the old one closed.
-        let (_old, old_reg) = crate::tunnel::open_tunnel("vsw-ut-reopen", &config).unwrap();
-        let (_new, new_reg) = crate::tunnel::open_tunnel("vsw-ut-reopen", &config).unwrap();
+        let (_old, old_reg) =
+            crate::tunnel::open_tunnel("vsw-ut-reopen", "vsw-ut-ovl", &config).unwrap();
+        let (_new, new_reg) =
+            crate::tunnel::open_tunnel("vsw-ut-reopen", "vsw-ut-ovl", &config).unwrap();
         crate::tunnel::close_tunnel("vsw-ut-reopen", old_reg);
         assert!(
             listed(),

@@ -32,11 +32,14 @@ pub fn inner_mtu(config: &TunnelConfig) -> usize {
     1500 - ip - 8 - 8 - 14
 }
 
-/// Opens tunnel port `name`; the registration is what closes it again.
+/// Opens tunnel port `name` of bridge `bridge`; the registration is what closes it
+/// again.
 pub fn open_tunnel(
     name: &str,
+    bridge: &str,
     config: &TunnelConfig,
 ) -> Result<(PortQueues, Registration), crate::NetdevError> {
+    let bridge: Arc<str> = Arc::from(bridge);
     // Decapsulated super-frames (the peer's UDP-tunnel GSO) cross whole.
     let rx_channel = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = rx_channel.reader().expect("a new channel has no reader");
@@ -45,13 +48,16 @@ pub fn open_tunnel(
         PortEnd {
             config: config.clone(),
             rx: rx_channel,
+            bridge: bridge.clone(),
+            metadata0: None,
         },
     );
     let c = config.clone();
+    let b = bridge.clone();
     let queues = PortQueues {
         rx: vec![Box::new(rx)],
-        tx: Box::new(TunnelTx::new(config)),
-        tx_factory: Some(Box::new(move || Ok(Box::new(TunnelTx::new(&c))))),
+        tx: Box::new(TunnelTx::new(config, bridge)),
+        tx_factory: Some(Box::new(move || Ok(Box::new(TunnelTx::new(&c, b.clone()))))),
     };
     Ok((queues, registration))
 }
@@ -91,6 +97,8 @@ const REMOTES_KEPT: usize = 32;
 
 struct TunnelTx {
     config: TunnelConfig,
+    /// The bridge the port is on (whose TLV map its Geneve option follows).
+    bridge: Arc<str>,
     /// The snapshot generation `remotes` were worked out from.
     generation: u64,
     /// Where frames to each remote end go, as last worked out; the oldest is
@@ -103,9 +111,10 @@ struct TunnelTx {
 }
 
 impl TunnelTx {
-    fn new(config: &TunnelConfig) -> TunnelTx {
+    fn new(config: &TunnelConfig, bridge: Arc<str>) -> TunnelTx {
         TunnelTx {
             config: config.clone(),
+            bridge,
             generation: u64::MAX,
             remotes: ArrayVec::new(),
             oldest: 0,
@@ -191,7 +200,7 @@ impl TunnelTx {
             },
             geneve_options: Vec::new(),
         };
-        let with_metadata = match (self.config.kind, snap.metadata0) {
+        let with_metadata = match (self.config.kind, snap.metadata0.get(&*self.bridge)) {
             (TunnelKind::Geneve, Some(m)) => EncapTemplate::new(&EncapSpec {
                 geneve_options: m.tlv(),
                 ..spec.clone()

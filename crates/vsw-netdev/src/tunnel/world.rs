@@ -121,6 +121,11 @@ pub struct Registration(u64);
 pub(crate) struct PortEnd {
     pub config: TunnelConfig,
     pub rx: Arc<Channel>,
+    /// The bridge the port is on: its TLV map reads the port's Geneve options.
+    pub bridge: Arc<str>,
+    /// The Geneve option that bridge's TLV map names `tun_metadata0` (set when the
+    /// snapshot is made).
+    pub metadata0: Option<MetadataOption>,
 }
 
 /// What PMDs read.
@@ -133,8 +138,8 @@ pub(crate) struct Snapshot {
     pub ports: Vec<PortEnd>,
     /// The UDP ports tunnel packets arrive on.
     pub listen: TunnelPorts,
-    /// The Geneve option the TLV map names `tun_metadata0`, if any.
-    pub metadata0: Option<MetadataOption>,
+    /// Each bridge's TLV map: the Geneve option it names `tun_metadata0`.
+    pub metadata0: BTreeMap<String, MetadataOption>,
 }
 
 #[derive(Default)]
@@ -147,7 +152,9 @@ struct State {
     /// Who holds each name of `bridges` and `ports`.
     owners: BTreeMap<String, Registration>,
     registrations: u64,
-    metadata0: Option<MetadataOption>,
+    /// Each bridge's TLV map (Open vSwitch keeps one per bridge): a peer of one
+    /// bridge cannot change what another's tunnels read.
+    metadata0: BTreeMap<String, MetadataOption>,
 }
 
 impl State {
@@ -187,7 +194,7 @@ pub fn world() -> &'static TunnelWorld {
             bridges: BTreeMap::new(),
             ports: Vec::new(),
             listen: TunnelPorts::default(),
-            metadata0: None,
+            metadata0: BTreeMap::new(),
         }),
         state: Mutex::new(State::default()),
         learned: ArrayQueue::new(1024),
@@ -219,25 +226,37 @@ impl TunnelWorld {
             routes: s.routes.clone(),
             neigh: s.neigh.clone(),
             bridges: s.bridges.clone(),
-            ports: s.ports.values().cloned().collect(),
+            ports: s
+                .ports
+                .values()
+                .map(|p| PortEnd {
+                    metadata0: s.metadata0.get(&*p.bridge).copied(),
+                    ..p.clone()
+                })
+                .collect(),
             listen,
-            metadata0: s.metadata0,
+            metadata0: s.metadata0.clone(),
         }));
     }
 
-    /// The Geneve option `tun_metadata0` stands for from now on (`None`: none). One
-    /// map for the whole switch: Open vSwitch keeps one per bridge, but a packet is
-    /// decapsulated on the underlay bridge and matched on the tunnel's.
-    pub fn set_metadata0(&self, option: Option<MetadataOption>) {
+    /// The Geneve option `tun_metadata0` stands for on `bridge` from now on
+    /// (`None`: none): what that bridge's Geneve ports send and read. A packet is
+    /// decapsulated on the underlay bridge by the map of the bridge its tunnel port
+    /// is on.
+    pub fn set_metadata0(&self, bridge: &str, option: Option<MetadataOption>) {
         let mut s = self.state();
-        if s.metadata0 != option {
-            s.metadata0 = option;
+        let changed = match option {
+            Some(o) => s.metadata0.insert(bridge.to_string(), o) != Some(o),
+            None => s.metadata0.remove(bridge).is_some(),
+        };
+        if changed {
             self.publish(&mut s);
         }
     }
 
-    pub fn metadata0(&self) -> Option<MetadataOption> {
-        self.state().metadata0
+    /// What `bridge`'s TLV map names `tun_metadata0`.
+    pub fn metadata0(&self, bridge: &str) -> Option<MetadataOption> {
+        self.state().metadata0.get(bridge).copied()
     }
 
     pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {

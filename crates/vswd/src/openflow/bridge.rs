@@ -346,12 +346,12 @@ impl Bridge for SwitchBridge<'_> {
         self.peer.role()
     }
 
-    /// The switch's one Geneve metadata field, `tun_metadata0`, as the map's one
-    /// entry; it lives with the tunnels (every bridge's Geneve ports read it). The
+    /// The bridge's one Geneve metadata field, `tun_metadata0`, as the map's one
+    /// entry; it lives with the tunnels (this bridge's Geneve ports read it). The
     /// option length the map takes is the one the tunnels carry (checked below).
     fn tlv_table(&self) -> Vec<TlvMap> {
         vsw_netdev::tunnel::world()
-            .metadata0()
+            .metadata0(self.switch.bridge_name())
             .map(|m| TlvMap {
                 class: m.class,
                 kind: m.kind,
@@ -362,15 +362,23 @@ impl Bridge for SwitchBridge<'_> {
             .collect()
     }
 
+    /// Changes this bridge's map only. A mapping the bridge's flows use (a match
+    /// on `tun_metadata0`, a set-field of it) cannot be taken away, as in Open
+    /// vSwitch (NXTTMFC_INVALID_TLV_DEL).
     fn tlv_table_mod(&mut self, m: &TlvTableMod) -> Result<(), BadTlv> {
-        let next = m.apply(&self.tlv_table())?;
+        let now = self.tlv_table();
+        let next = m.apply(&now)?;
+        if next.is_empty() && !now.is_empty() && self.switch.uses_tun_metadata0() {
+            return Err(BadTlv::InUse);
+        }
         // (`apply` took no length but the one vsw has.)
         let option = next.first().map(|e| MetadataOption {
             class: e.class,
             kind: e.kind,
         });
-        tracing::info!(?option, "Geneve TLV map changed");
-        vsw_netdev::tunnel::world().set_metadata0(option);
+        let bridge = self.switch.bridge_name();
+        tracing::info!(bridge, ?option, "Geneve TLV map changed");
+        vsw_netdev::tunnel::world().set_metadata0(bridge, option);
         Ok(())
     }
 
