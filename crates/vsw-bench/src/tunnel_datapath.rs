@@ -81,7 +81,7 @@ pub fn measure(tunnel: bool, seconds: f64, core: usize, pin: bool) -> anyhow::Re
             BRIDGE_A.to_string(),
             format!("src={A}"),
         ])?;
-        w.set_routes(routes);
+        w.set_routes(std::sync::Arc::new(routes));
         w.neighbour_set(IpAddr::V4(B), MacAddr([2, 0, 0, 0, 0x77, 1]), BRIDGE_A);
         let (port_a, reg_a) = open_tunnel(
             "vsw-bench-vxa",

@@ -749,3 +749,152 @@ fn pings_both_ways(w: &Host, there: &Namespace, to: &str, back_to: &str, what: &
         String::from_utf8_lossy(&back.stdout)
     );
 }
+
+/// ARP frames from `ns`'s `dev`: `count` requests for `target`, each from sender
+/// `base + n` for a random `n` below `span` (one MAC for all: the bridge learns one
+/// host, the neighbour table many addresses), at most `rate` a second (evenly
+/// paced: the switch's receive ring is no test subject here).
+fn arp_flood(
+    ns: &Namespace,
+    dev: &str,
+    target: &str,
+    base: &str,
+    span: u32,
+    count: u32,
+    rate: u32,
+) {
+    let script = format!(
+        "import ipaddress, random, socket, struct, time\n\
+         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+         s.bind(('{dev}', 0))\n\
+         tpa = ipaddress.IPv4Address('{target}').packed\n\
+         base = int(ipaddress.IPv4Address('{base}'))\n\
+         t0 = time.monotonic()\n\
+         for i in range({count}):\n\
+         \x20   sha = bytes.fromhex('020000007777')\n\
+         \x20   spa = struct.pack('!I', base + random.randrange({span}))\n\
+         \x20   arp = struct.pack('!HHBBH', 1, 0x0800, 6, 4, 1) + sha + spa + bytes(6) + tpa\n\
+         \x20   s.send(b'\\xff' * 6 + sha + b'\\x08\\x06' + arp)\n\
+         \x20   if i % 100 == 0:\n\
+         \x20       ahead = t0 + i / {rate} - time.monotonic()\n\
+         \x20       if ahead > 0: time.sleep(ahead)\n"
+    );
+    let out = ns.exec(&["python3", "-c", &script]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The MAC `tnl/neigh/show` gives for `ip` on `bridge`.
+fn neighbour(d: &Vswd, ip: &str, bridge: &str) -> Option<String> {
+    appctl(d, &["tnl/neigh/show"]).lines().find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.len() == 3 && cols[0] == ip && cols[2] == bridge).then(|| cols[1].to_string())
+    })
+}
+
+/// A tenant cannot poison the tunnel's neighbour table: its gratuitous ARP for the
+/// remote tunnel end (from br-int) teaches nothing, and tunnel traffic goes on. And
+/// a flood of ARP from the underlay's many senders leaves the table bounded, the
+/// tunnel's own next hop kept, and the control plane answering at once.
+#[test]
+fn tunnel_neighbours_are_learned_only_from_the_underlay_and_stay_bounded() {
+    let _g = serial();
+    let (here, there) = (Namespace::new("vtnb"), Namespace::new("vtnb"));
+    let (u0, u1) = (unique("vtu"), unique("vtu"));
+    veth(&u0, &here, &u1, &there);
+    there.ip(&["addr", "add", "198.18.5.1/24", "dev", &u1]);
+    there.ip(&["link", "set", &u1, "up"]);
+    kernel_vxlan(&there, &u1, "198.18.5.1", "198.18.5.2", "198.19.0.1/24");
+    let w = Host::new(2);
+    w.exec_ok(&["ip", "addr", "add", "198.19.0.2/24", "dev", "eth0"]);
+    let (_db, d) = vsw_host(&here, &u0, "198.18.5.2", "198.18.5.1", &w);
+    pings_both_ways(
+        &w,
+        &there,
+        "198.19.0.1",
+        "198.19.0.2",
+        "a ping through the tunnel",
+    );
+    let vtep_mac = neighbour(&d, "198.18.5.1", "br-phy").expect("the remote end learned");
+    // The tenant claims the remote tunnel end's address, gratuitously (a reply and
+    // a request to itself), three times each.
+    let liar = "020000006666";
+    for op in ["0002", "0001"] {
+        let frame =
+            format!("ffffffffffff{liar}0806000108000604{op}{liar}c6120501000000000000c6120501");
+        w.send_raw(&frame, 3);
+    }
+    // Then the underlay's real host asks for our address from a marker address:
+    // once that is learned, the tenant's frames (sent before) have been looked at.
+    arp_flood(&there, &u1, "198.18.5.2", "198.18.5.77", 1, 1, 1000);
+    wait_until("the marker neighbour", Duration::from_secs(10), || {
+        neighbour(&d, "198.18.5.77", "br-phy").is_some()
+    });
+    assert_eq!(
+        neighbour(&d, "198.18.5.1", "br-phy"),
+        Some(vtep_mac.clone()),
+        "{}",
+        appctl(&d, &["tnl/neigh/show"])
+    );
+    assert!(
+        !appctl(&d, &["tnl/neigh/show"]).contains("02:00:00:00:66:66"),
+        "the tenant taught the table"
+    );
+    pings_both_ways(
+        &w,
+        &there,
+        "198.19.0.1",
+        "198.19.0.2",
+        "the tunnel after the lie",
+    );
+
+    // A /17 on br-phy: 32,766 possible neighbours asking for our address there.
+    here.ip(&["addr", "add", "198.18.128.1/17", "dev", "br-phy"]);
+    wait_until("the new route", Duration::from_secs(5), || {
+        appctl(&d, &["ovs/route/show"]).contains("198.18.128.0/17")
+    });
+    arp_flood(
+        &there,
+        &u1,
+        "198.18.128.1",
+        "198.18.128.2",
+        32_000,
+        100_000,
+        15_000,
+    );
+    arp_flood(&there, &u1, "198.18.128.1", "198.18.255.250", 1, 1, 1000);
+    wait_until("the flood absorbed", Duration::from_secs(10), || {
+        neighbour(&d, "198.18.255.250", "br-phy").is_some()
+    });
+    let rows = appctl(&d, &["tnl/neigh/show"])
+        .lines()
+        .filter(|l| l.contains("br-phy"))
+        .count();
+    eprintln!("{rows} neighbours on br-phy after the flood");
+    assert!(
+        (10_000..=vsw_tunnel::neigh::MAX_NEIGHBOURS).contains(&rows),
+        "{rows} neighbours after the flood"
+    );
+    assert_eq!(
+        neighbour(&d, "198.18.5.1", "br-phy"),
+        Some(vtep_mac),
+        "the tunnel's next hop was evicted"
+    );
+    let started = std::time::Instant::now();
+    d.ctl_ok(&["show"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    pings_both_ways(
+        &w,
+        &there,
+        "198.19.0.1",
+        "198.19.0.2",
+        "the tunnel after the flood",
+    );
+}

@@ -208,6 +208,26 @@ impl RouteTable {
         })
     }
 
+    /// The addresses bridge `dev` holds (its routes' sources).
+    pub fn addresses_of(&self, dev: &str) -> Vec<IpAddr> {
+        let mut own: Vec<IpAddr> = self
+            .routes
+            .iter()
+            .filter(|r| r.dev == dev)
+            .filter_map(|r| r.src)
+            .collect();
+        own.sort_unstable();
+        own.dedup();
+        own
+    }
+
+    /// Whether `ip` is a neighbour of bridge `dev`: the route to it leaves by `dev`
+    /// with no gateway between.
+    pub fn is_neighbour_of(&self, ip: IpAddr, dev: &str) -> bool {
+        self.lookup(ip)
+            .is_some_and(|r| r.dev == dev && r.gateway.is_none())
+    }
+
     /// `ovs-appctl ovs/route/lookup IP`'s answer.
     pub fn lookup_text(&self, dst: &str) -> Result<String, RouteError> {
         let ip = parse_addr(dst)?;

@@ -60,7 +60,7 @@ impl Underlay {
     }
 
     fn publish(&self) {
-        let table = self.table().clone();
+        let table = std::sync::Arc::new(self.table().clone());
         vsw_netdev::tunnel::world().set_routes(table);
     }
 

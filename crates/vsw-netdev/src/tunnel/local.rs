@@ -18,6 +18,7 @@ use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
 use vsw_tunnel::config::FromFlow;
 use vsw_tunnel::metadata::MetadataOption;
+use vsw_tunnel::neigh::neighbour_for;
 
 use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop};
 use crate::channel::Channel;
@@ -29,7 +30,14 @@ pub fn open_local(name: &str, mut queues: PortQueues) -> (PortQueues, Registrati
     // Tunnel ports send super-frames through it whole; this bridge cuts them.
     let inject = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = inject.reader().expect("a new channel has no reader");
-    let registration = world().register_bridge(name, BridgeEnd { mac, inject });
+    let registration = world().register_bridge(
+        name,
+        BridgeEnd {
+            mac,
+            inject,
+            addresses: Vec::new(),
+        },
+    );
     queues.rx.push(Box::new(rx));
     let bridge: Arc<str> = Arc::from(name);
     let factory = queues.tx_factory.take();
@@ -253,11 +261,16 @@ impl TxQueue for LocalTx {
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
         match kind_of(data) {
+            // Only what is addressed to this bridge's own addresses may teach its
+            // neighbour table (never a gratuitous ARP a tenant floods).
             (EtherType::ARP, _) | (EtherType::IPV6, IPPROTO_ICMPV6) => {
                 let mut key = FlowKey::default();
                 if extract(data, 0, meta.vlan, &mut key).is_ok() {
-                    if let Some((ip, mac)) = vsw_tunnel::neigh::neighbour_in(&key) {
-                        world().saw_neighbour(ip, mac, &self.bridge);
+                    let w = world();
+                    let snap = w.snapshot();
+                    let own = snap.bridges.get(&*self.bridge).map(|b| &b.addresses[..]);
+                    if let Some((ip, mac)) = own.and_then(|own| neighbour_for(&key, own)) {
+                        w.saw_neighbour(ip, mac, &self.bridge);
                     }
                 }
             }
@@ -435,27 +448,41 @@ mod tests {
             assert_eq!(got.len(), at as usize + 54 + 1000);
         }
         assert!(host.try_recv().is_none());
-        // ARP to the host teaches the neighbour table, and still reaches the host.
-        let arp = builder::ethernet(
-            MacAddr::BROADCAST,
-            MacAddr([2, 0, 0, 0, 0, 5]),
-            &[],
-            EtherType::ARP,
-            &builder::arp(
-                1,
+        // ARP for the bridge's own address teaches the neighbour table, and still
+        // reaches the host; a gratuitous one (a host announcing itself) teaches
+        // nothing.
+        let mut routes = vsw_tunnel::route::RouteTable::default();
+        routes
+            .add_from_args(&[
+                "198.18.77.0/24".into(),
+                "vsw-ut-local".into(),
+                "src=198.18.77.2".into(),
+            ])
+            .unwrap();
+        world().set_routes(std::sync::Arc::new(routes));
+        let arp = |spa: [u8; 4], tpa: [u8; 4]| {
+            builder::ethernet(
+                MacAddr::BROADCAST,
                 MacAddr([2, 0, 0, 0, 0, 5]),
-                [198, 18, 77, 5],
-                MacAddr::ZERO,
-                [198, 18, 77, 2],
-            ),
-        );
-        local.tx.stage(&arp, &PacketMeta::default()).unwrap();
-        local.tx.flush();
-        assert!(host
-            .recv_timeout(std::time::Duration::from_secs(1))
-            .is_some());
+                &[],
+                EtherType::ARP,
+                &builder::arp(1, MacAddr([2, 0, 0, 0, 0, 5]), spa, MacAddr::ZERO, tpa),
+            )
+        };
+        for frame in [
+            arp([198, 18, 77, 5], [198, 18, 77, 2]),
+            arp([198, 18, 77, 6], [198, 18, 77, 6]),
+        ] {
+            local.tx.stage(&frame, &PacketMeta::default()).unwrap();
+            local.tx.flush();
+            assert!(host
+                .recv_timeout(std::time::Duration::from_secs(1))
+                .is_some());
+        }
         world().absorb_neighbours(vsw_datapath::clock::now_ms());
-        assert!(world().neighbours_show().contains("198.18.77.5"));
+        let shown = world().neighbours_show();
+        assert!(shown.contains("198.18.77.5"), "{shown}");
+        assert!(!shown.contains("198.18.77.6"), "{shown}");
         drop(tunnel);
         crate::tunnel::close_tunnel("vsw-ut-vx", tunnel_reg);
         close_local("vsw-ut-local", local_reg);
@@ -487,7 +514,7 @@ mod tests {
         routes
             .add_from_args(&[subnet.to_string(), bridge.to_string(), format!("src={src}")])
             .unwrap();
-        world().set_routes(routes);
+        world().set_routes(std::sync::Arc::new(routes));
         (turn, host, local, local_reg)
     }
 

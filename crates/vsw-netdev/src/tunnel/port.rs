@@ -173,8 +173,7 @@ impl TunnelTx {
             return Resolved::Dropped(TunnelDrop::NoSourceAddress);
         };
         let next_hop = route.gateway.unwrap_or(remote);
-        let now = vsw_datapath::clock::now_ms();
-        let Some(mac) = snap.neigh.lookup(next_hop, now) else {
+        let Some(mac) = snap.neigh.lookup(&route.dev, next_hop) else {
             return Resolved::Unknown {
                 bridge: bridge.clone(),
                 src,

@@ -12,7 +12,7 @@ use vsw_packet::tunnel::{DecapError, TunnelPorts};
 use vsw_packet::MacAddr;
 use vsw_tunnel::config::TunnelConfig;
 use vsw_tunnel::metadata::MetadataOption;
-use vsw_tunnel::neigh::NeighbourTable;
+use vsw_tunnel::neigh::{Learned, NeighbourTable};
 use vsw_tunnel::route::RouteTable;
 
 use crate::channel::Channel;
@@ -108,6 +108,9 @@ impl TunnelDrop {
 pub(crate) struct BridgeEnd {
     pub mac: MacAddr,
     pub inject: Arc<Channel>,
+    /// Its own addresses (set when the snapshot is made, from the routes): only
+    /// ARP and neighbour discovery addressed to them teach its neighbour table.
+    pub addresses: Vec<IpAddr>,
 }
 
 /// Which opening of a tunnel port or underlay bridge holds its name. A device is
@@ -131,7 +134,8 @@ pub(crate) struct PortEnd {
 /// What PMDs read.
 pub(crate) struct Snapshot {
     pub generation: u64,
-    pub routes: RouteTable,
+    pub routes: Arc<RouteTable>,
+    /// A persistent map: the snapshot's copy shares the control side's.
     pub neigh: NeighbourTable,
     pub bridges: BTreeMap<String, BridgeEnd>,
     /// The open tunnel ports (their names are the control side's).
@@ -145,7 +149,7 @@ pub(crate) struct Snapshot {
 #[derive(Default)]
 struct State {
     generation: u64,
-    routes: RouteTable,
+    routes: Arc<RouteTable>,
     neigh: NeighbourTable,
     bridges: BTreeMap<String, BridgeEnd>,
     ports: BTreeMap<String, PortEnd>,
@@ -189,7 +193,7 @@ pub fn world() -> &'static TunnelWorld {
     WORLD.get_or_init(|| TunnelWorld {
         snapshot: ArcSwap::from_pointee(Snapshot {
             generation: 0,
-            routes: RouteTable::default(),
+            routes: Arc::default(),
             neigh: NeighbourTable::default(),
             bridges: BTreeMap::new(),
             ports: Vec::new(),
@@ -197,7 +201,7 @@ pub fn world() -> &'static TunnelWorld {
             metadata0: BTreeMap::new(),
         }),
         state: Mutex::new(State::default()),
-        learned: ArrayQueue::new(1024),
+        learned: ArrayQueue::new(4096),
         drops: TunnelDrop::ALL.map(|_| AtomicU64::new(0)),
     })
 }
@@ -225,7 +229,17 @@ impl TunnelWorld {
             generation: s.generation,
             routes: s.routes.clone(),
             neigh: s.neigh.clone(),
-            bridges: s.bridges.clone(),
+            bridges: s
+                .bridges
+                .iter()
+                .map(|(name, end)| {
+                    let end = BridgeEnd {
+                        addresses: s.routes.addresses_of(name),
+                        ..end.clone()
+                    };
+                    (name.clone(), end)
+                })
+                .collect(),
             ports: s
                 .ports
                 .values()
@@ -330,7 +344,7 @@ impl TunnelWorld {
     }
 
     /// The underlay routes, as the control side read them.
-    pub fn set_routes(&self, routes: RouteTable) {
+    pub fn set_routes(&self, routes: Arc<RouteTable>) {
         let mut s = self.state();
         if s.routes != routes {
             s.routes = routes;
@@ -338,17 +352,37 @@ impl TunnelWorld {
         }
     }
 
-    /// Takes in the neighbours PMDs saw, and ages the table; whether it changed.
+    /// Takes in the neighbours PMDs saw, and ages the table; whether readers see it
+    /// changed (a neighbour seen again with the MAC it had changes nothing they
+    /// read). A neighbour is learned only on the bridge the route to it leaves by,
+    /// with no gateway between; the next hops of the tunnel ports' remotes are
+    /// never evicted to make room.
     pub fn absorb_neighbours(&self, now_ms: u64) -> bool {
         let mut s = self.state();
         let mut changed = false;
-        while let Some((ip, mac, bridge)) = self.learned.pop() {
-            s.neigh.learn(ip, mac, &bridge, now_ms);
-            changed = true;
+        if !self.learned.is_empty() {
+            let needed: Vec<(String, IpAddr)> = s
+                .ports
+                .values()
+                .filter_map(|p| match p.config.remote {
+                    vsw_tunnel::config::FromFlow::Fixed(r) => s
+                        .routes
+                        .lookup(r)
+                        .map(|route| (route.dev.clone(), route.gateway.unwrap_or(r))),
+                    vsw_tunnel::config::FromFlow::Flow => None,
+                })
+                .collect();
+            let is_needed =
+                |b: &str, ip: IpAddr| needed.iter().any(|(nb, nip)| nb == b && *nip == ip);
+            while let Some((ip, mac, bridge)) = self.learned.pop() {
+                if !s.routes.is_neighbour_of(ip, &bridge) {
+                    continue;
+                }
+                let State { neigh, .. } = &mut *s;
+                changed |= neigh.learn(&bridge, ip, mac, now_ms, is_needed) == Learned::Changed;
+            }
         }
-        let before = s.neigh.len();
-        s.neigh.expire(now_ms);
-        changed |= s.neigh.len() != before;
+        changed |= s.neigh.expire(now_ms);
         if changed {
             self.publish(&mut s);
         }
