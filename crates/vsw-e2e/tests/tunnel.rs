@@ -898,3 +898,75 @@ fn tunnel_neighbours_are_learned_only_from_the_underlay_and_stay_bounded() {
         "the tunnel after the flood",
     );
 }
+
+/// 200,000 kernel routes: read over rtnetlink as they come (the main loop reads
+/// none), looked up in a prefix trie; the tunnel carries on and the control plane
+/// answers at once.
+#[test]
+fn two_hundred_thousand_kernel_routes_slow_nothing() {
+    let _g = serial();
+    let (here, there) = (Namespace::new("vtrt2"), Namespace::new("vtrt2"));
+    let (u0, u1) = (unique("vtu"), unique("vtu"));
+    veth(&u0, &here, &u1, &there);
+    there.ip(&["addr", "add", "198.18.5.1/24", "dev", &u1]);
+    there.ip(&["link", "set", &u1, "up"]);
+    kernel_vxlan(&there, &u1, "198.18.5.1", "198.18.5.2", "198.19.0.1/24");
+    let w = Host::new(2);
+    w.exec_ok(&["ip", "addr", "add", "198.19.0.2/24", "dev", "eth0"]);
+    let (_db, d) = vsw_host(&here, &u0, "198.18.5.2", "198.18.5.1", &w);
+    pings_both_ways(
+        &w,
+        &there,
+        "198.19.0.1",
+        "198.19.0.2",
+        "a ping through the tunnel",
+    );
+    // 200,000 host routes through the remote end, in one batch.
+    let batch: String = (0..200_000u32)
+        .map(|i| {
+            let a = 0x0a00_0000 + i;
+            format!(
+                "route add {}.{}.{}.{}/32 via 198.18.5.1 dev br-phy\n",
+                a >> 24,
+                (a >> 16) & 0xff,
+                (a >> 8) & 0xff,
+                a & 0xff
+            )
+        })
+        .collect();
+    let file = d.dir.join("routes.batch");
+    std::fs::write(&file, batch).unwrap();
+    here.ip(&["-batch", file.to_str().unwrap()]);
+    // The last one is there (read by the watcher or, at the latest, by the lookup).
+    wait_until("the routes read", Duration::from_secs(60), || {
+        appctl(&d, &["ovs/route/lookup", "10.3.13.63"]).contains("gateway 198.18.5.1")
+    });
+    let started = std::time::Instant::now();
+    d.ctl_ok(&["show"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    pings_both_ways(
+        &w,
+        &there,
+        "198.19.0.1",
+        "198.19.0.2",
+        "the tunnel beside 200,000 routes",
+    );
+    // Gone again: the table follows.
+    here.ip(&[
+        "route",
+        "flush",
+        "proto",
+        "boot",
+        "dev",
+        "br-phy",
+        "via",
+        "198.18.5.1",
+    ]);
+    wait_until("the routes gone", Duration::from_secs(60), || {
+        !appctl(&d, &["ovs/route/lookup", "10.3.13.63"]).contains("gateway")
+    });
+}

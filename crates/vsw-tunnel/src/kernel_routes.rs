@@ -1,103 +1,274 @@
-//! The kernel's routes through gateways, read from the text Linux gives in
-//! `/proc/net/route` and `/proc/net/ipv6_route` (the same table `ip route` reads
-//! over netlink; connected routes come from the interfaces' addresses instead). A
+//! The kernel's routes as the tunnels' route table takes them, read from what
+//! rtnetlink dumps and announces (`RTM_NEWLINK`, `RTM_NEWADDR`, `RTM_NEWROUTE`): the
+//! connected routes of the interfaces' addresses (each address's subnet by its
+//! interface, from that address) and the main table's routes through gateways. A
 //! tunnel to a remote behind a router then goes to the router's MAC, as in Open
-//! vSwitch, whose `ovs-router` mirrors the kernel's table.
+//! vSwitch, whose `ovs-router` mirrors the kernel's table. Pure: the caller owns the
+//! socket.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkMessage};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::route::{parse_prefix, Route};
 
-/// The route's next hop is a gateway (`RTF_GATEWAY`).
-const RTF_GATEWAY: u32 = 0x2;
-
-/// The IPv4 routes with a gateway in `/proc/net/route`'s text; lines that do not
-/// read are passed over.
-pub fn gateway_routes_v4(text: &str) -> Vec<Route> {
-    text.lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (dev, dst, gw, flags, mask) =
-                (f.first()?, f.get(1)?, f.get(2)?, f.get(3)?, f.get(7)?);
-            // The kernel prints each address as the hex of its in-memory (network
-            // order) bytes read as a little-endian word.
-            let addr = |h: &str| {
-                u32::from_str_radix(h, 16)
-                    .ok()
-                    .map(|v| Ipv4Addr::from(v.swap_bytes()))
-            };
-            if u32::from_str_radix(flags, 16).ok()? & RTF_GATEWAY == 0 {
-                return None;
-            }
-            let plen = u32::from_str_radix(mask, 16).ok()?.count_ones() as u8;
-            route(IpAddr::V4(addr(dst)?), plen, dev, IpAddr::V4(addr(gw)?))
-        })
-        .collect()
+/// What one dump of the kernel's links, addresses and routes said.
+#[derive(Clone, Debug, Default)]
+pub struct KernelTables {
+    /// Interface index → name.
+    names: BTreeMap<u32, String>,
+    /// (interface index, address, prefix length).
+    addresses: Vec<(u32, IpAddr, u8)>,
+    /// (output interface, destination, prefix length, gateway).
+    gateways: Vec<(u32, IpAddr, u8, IpAddr)>,
 }
 
-/// The IPv6 routes with a gateway in `/proc/net/ipv6_route`'s text.
-pub fn gateway_routes_v6(text: &str) -> Vec<Route> {
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (dst, plen, gw, flags, dev) =
-                (f.first()?, f.get(1)?, f.get(4)?, f.get(8)?, f.get(9)?);
-            let addr = |h: &str| u128::from_str_radix(h, 16).ok().map(Ipv6Addr::from);
-            if u32::from_str_radix(flags, 16).ok()? & RTF_GATEWAY == 0 {
-                return None;
-            }
-            let plen = u8::from_str_radix(plen, 16).ok()?;
-            route(IpAddr::V6(addr(dst)?), plen, dev, IpAddr::V6(addr(gw)?))
-        })
-        .collect()
+fn ip_of(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
 }
 
-fn route(dst: IpAddr, plen: u8, dev: &str, gateway: IpAddr) -> Option<Route> {
-    let (prefix, plen) = parse_prefix(&format!("{dst}/{plen}")).ok()?;
-    Some(Route {
-        prefix,
-        plen,
-        dev: dev.to_string(),
-        gateway: Some(gateway),
-        src: None,
-        user: false,
-    })
+impl KernelTables {
+    /// Takes in one message of a dump; others are passed over.
+    pub fn take(&mut self, msg: &RouteNetlinkMessage) {
+        match msg {
+            RouteNetlinkMessage::NewLink(l) => self.link(l),
+            RouteNetlinkMessage::NewAddress(a) => self.address(a),
+            RouteNetlinkMessage::NewRoute(r) => self.route(r),
+            _ => {}
+        }
+    }
+
+    fn link(&mut self, l: &LinkMessage) {
+        for a in &l.attributes {
+            if let LinkAttribute::IfName(name) = a {
+                self.names.insert(l.header.index, name.clone());
+            }
+        }
+    }
+
+    fn address(&mut self, a: &AddressMessage) {
+        // IPv4's own address is IFA_LOCAL (IFA_ADDRESS is a point-to-point peer's);
+        // IPv6 has IFA_ADDRESS only.
+        let local = a.attributes.iter().find_map(|x| match x {
+            AddressAttribute::Local(ip) => Some(*ip),
+            _ => None,
+        });
+        let address = a.attributes.iter().find_map(|x| match x {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        });
+        if let Some(ip) = local.or(address) {
+            self.addresses
+                .push((a.header.index, ip, a.header.prefix_len));
+        }
+    }
+
+    fn route(&mut self, r: &RouteMessage) {
+        let table = r
+            .attributes
+            .iter()
+            .find_map(|a| match a {
+                RouteAttribute::Table(t) => Some(*t),
+                _ => None,
+            })
+            .unwrap_or(u32::from(r.header.table));
+        if table != u32::from(RouteHeader::RT_TABLE_MAIN) || r.header.kind != RouteType::Unicast {
+            return;
+        }
+        let attr = |want: fn(&RouteAttribute) -> Option<&RouteAddress>| {
+            r.attributes.iter().find_map(want).and_then(ip_of)
+        };
+        let gateway = attr(|a| match a {
+            RouteAttribute::Gateway(g) => Some(g),
+            _ => None,
+        });
+        let oif = r.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Oif(i) => Some(*i),
+            _ => None,
+        });
+        // Several next hops (ECMP): the first through a gateway.
+        let (oif, gateway) = match (oif, gateway) {
+            (Some(o), Some(g)) => (o, g),
+            _ => match r.attributes.iter().find_map(|a| match a {
+                RouteAttribute::MultiPath(hops) => hops.iter().find_map(|h| {
+                    h.attributes.iter().find_map(|a| match a {
+                        RouteAttribute::Gateway(g) => ip_of(g).map(|g| (h.interface_index, g)),
+                        _ => None,
+                    })
+                }),
+                _ => None,
+            }) {
+                Some(hop) => hop,
+                None => return,
+            },
+        };
+        let dst = attr(|a| match a {
+            RouteAttribute::Destination(d) => Some(d),
+            _ => None,
+        })
+        .unwrap_or(match r.header.address_family {
+            AddressFamily::Inet6 => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            _ => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        });
+        self.gateways
+            .push((oif, dst, r.header.destination_prefix_length, gateway));
+    }
+
+    /// The routes: each address's connected route, then the routes through
+    /// gateways, on interfaces that have a name.
+    pub fn routes(&self) -> Vec<Route> {
+        let route = |ifindex: &u32, dst: IpAddr, plen: u8| -> Option<Route> {
+            let dev = self.names.get(ifindex)?;
+            let (prefix, plen) = parse_prefix(&format!("{dst}/{plen}")).ok()?;
+            Some(Route {
+                prefix,
+                plen,
+                dev: dev.clone(),
+                gateway: None,
+                src: None,
+                user: false,
+            })
+        };
+        let connected = self.addresses.iter().filter_map(|(i, ip, plen)| {
+            route(i, *ip, *plen).map(|r| Route {
+                src: Some(*ip),
+                ..r
+            })
+        });
+        let through = self.gateways.iter().filter_map(|(i, dst, plen, gw)| {
+            route(i, *dst, *plen)
+                .filter(|r| r.prefix.is_ipv4() == gw.is_ipv4())
+                .map(|r| Route {
+                    gateway: Some(*gw),
+                    ..r
+                })
+        });
+        connected.chain(through).collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netlink_packet_route::route::RouteProtocol;
+    use std::net::Ipv4Addr;
+
+    fn link(index: u32, name: &str) -> RouteNetlinkMessage {
+        let mut l = LinkMessage::default();
+        l.header.index = index;
+        l.attributes.push(LinkAttribute::IfName(name.into()));
+        RouteNetlinkMessage::NewLink(l)
+    }
+
+    fn address(index: u32, ip: IpAddr, plen: u8) -> RouteNetlinkMessage {
+        let mut a = AddressMessage::default();
+        a.header.index = index;
+        a.header.prefix_len = plen;
+        if ip.is_ipv4() {
+            a.attributes.push(AddressAttribute::Local(ip));
+        }
+        a.attributes.push(AddressAttribute::Address(ip));
+        RouteNetlinkMessage::NewAddress(a)
+    }
+
+    fn route(
+        family: AddressFamily,
+        dst: Option<IpAddr>,
+        plen: u8,
+        gw: Option<IpAddr>,
+        oif: u32,
+    ) -> RouteNetlinkMessage {
+        let mut r = RouteMessage::default();
+        r.header.address_family = family;
+        r.header.destination_prefix_length = plen;
+        r.header.table = RouteHeader::RT_TABLE_MAIN;
+        r.header.kind = RouteType::Unicast;
+        r.header.protocol = RouteProtocol::Static;
+        if let Some(d) = dst {
+            r.attributes.push(RouteAttribute::Destination(d.into()));
+        }
+        if let Some(g) = gw {
+            r.attributes.push(RouteAttribute::Gateway(g.into()));
+        }
+        r.attributes.push(RouteAttribute::Oif(oif));
+        RouteNetlinkMessage::NewRoute(r)
+    }
 
     #[test]
-    fn gateway_routes_are_read_and_the_rest_passed_over() {
-        // `ip route add 198.18.10.0/24 via 198.18.9.254 dev br-phy`, a default
-        // route, a connected route and a line cut short.
-        let v4 =
-            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
-                  br-phy\t000A12C6\tFE0912C6\t0003\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
-                  eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
-                  br-phy\t000912C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
-                  eth0\t0000\n";
-        let r = gateway_routes_v4(v4);
-        assert_eq!(r.len(), 2);
-        assert_eq!(r[0].prefix, IpAddr::V4(Ipv4Addr::new(198, 18, 10, 0)));
-        assert_eq!(r[0].plen, 24);
-        assert_eq!(r[0].dev, "br-phy");
+    fn addresses_and_gateway_routes_become_the_tables_routes() {
+        let mut k = KernelTables::default();
+        let v4 = |a: [u8; 4]| IpAddr::V4(Ipv4Addr::from(a));
+        let v6: IpAddr = "2001:db8::2".parse().unwrap();
+        for m in [
+            link(7, "br-phy"),
+            address(7, v4([198, 18, 5, 2]), 24),
+            address(7, v6, 64),
+            // A connected route the kernel lists too: taken from the address.
+            route(AddressFamily::Inet, Some(v4([198, 18, 5, 0])), 24, None, 7),
+            route(
+                AddressFamily::Inet,
+                Some(v4([198, 18, 10, 0])),
+                24,
+                Some(v4([198, 18, 5, 254])),
+                7,
+            ),
+            route(AddressFamily::Inet, None, 0, Some(v4([198, 18, 5, 1])), 7),
+            route(
+                AddressFamily::Inet6,
+                None,
+                0,
+                Some("2001:db8::1".parse().unwrap()),
+                7,
+            ),
+            // On an interface the dump did not name: passed over.
+            route(
+                AddressFamily::Inet,
+                Some(v4([10, 0, 0, 0])),
+                8,
+                Some(v4([10, 0, 0, 1])),
+                9,
+            ),
+        ] {
+            k.take(&m);
+        }
+        let mut shown: Vec<String> = k
+            .routes()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{} {} {:?} {:?}",
+                    r.prefix, r.plen, r.dev, r.gateway, r.src
+                )
+            })
+            .collect();
+        shown.sort();
         assert_eq!(
-            r[0].gateway,
-            Some(IpAddr::V4(Ipv4Addr::new(198, 18, 9, 254)))
+            shown,
+            [
+                "0.0.0.0/0 br-phy Some(198.18.5.1) None",
+                "198.18.10.0/24 br-phy Some(198.18.5.254) None",
+                "198.18.5.0/24 br-phy None Some(198.18.5.2)",
+                "2001:db8::/64 br-phy None Some(2001:db8::2)",
+                "::/0 br-phy Some(2001:db8::1) None",
+            ]
         );
-        assert_eq!(
-            (r[1].plen, r[1].gateway),
-            (0, Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))))
-        );
-        let v6 = "20010db8000000010000000000000000 40 00000000000000000000000000000000 00 20010db8000000000000000000000001 00000400 00000003 00000000 00000003   br-phy\n\
-                  fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001     eth0\n";
-        let r = gateway_routes_v6(v6);
-        assert_eq!(r.len(), 1);
-        assert_eq!(r[0].prefix, "2001:db8:0:1::".parse::<IpAddr>().unwrap());
-        assert_eq!(r[0].plen, 64);
-        assert_eq!(r[0].gateway, Some("2001:db8::1".parse().unwrap()));
+        // Another table's routes are not the main table's.
+        let mut other = route(AddressFamily::Inet, None, 0, Some(v4([198, 18, 5, 9])), 7);
+        if let RouteNetlinkMessage::NewRoute(r) = &mut other {
+            r.header.table = 100;
+        }
+        let before = k.routes().len();
+        k.take(&other);
+        assert_eq!(k.routes().len(), before);
     }
 }

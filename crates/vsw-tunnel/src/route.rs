@@ -4,8 +4,12 @@
 //! the operator (`ovs/route/add`, `User`); the longest prefix wins, a user route
 //! over a cached one of the same length.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use prefix_trie::PrefixMap;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
@@ -49,19 +53,6 @@ fn bits(a: &IpAddr) -> u128 {
     }
 }
 
-/// Whether `addr` is in `prefix/plen` (of the same family).
-fn contains(prefix: &IpAddr, plen: u8, addr: &IpAddr) -> bool {
-    if prefix.is_ipv4() != addr.is_ipv4() {
-        return false;
-    }
-    let width = u32::from(max_plen(prefix));
-    let shift = width - u32::from(plen.min(max_plen(prefix)));
-    if shift >= width {
-        return true;
-    }
-    bits(prefix) >> shift == bits(addr) >> shift
-}
-
 /// `prefix` with the bits past `plen` cleared.
 fn masked(prefix: IpAddr, plen: u8) -> IpAddr {
     let width = u32::from(max_plen(&prefix));
@@ -99,12 +90,92 @@ pub fn parse_prefix(s: &str) -> Result<(IpAddr, u8), RouteError> {
     Ok((masked(a, plen), plen))
 }
 
+/// The routes of one prefix: the kernel's and the operator's (which wins).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Slot {
+    cached: Option<Route>,
+    user: Option<Route>,
+}
+
+impl Slot {
+    fn best(&self) -> Option<&Route> {
+        self.user.as_ref().or(self.cached.as_ref())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.cached.is_none() && self.user.is_none()
+    }
+
+    fn routes(&self) -> impl Iterator<Item = &Route> {
+        self.user.iter().chain(self.cached.iter())
+    }
+}
+
+/// The table: a prefix trie per family (longest-prefix lookups cost the prefix's
+/// length, not the number of routes: a host with 200,000 kernel routes looks a
+/// tunnel's remote up as fast as one with ten), and each bridge's addresses.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouteTable {
-    routes: Vec<Route>,
+    v4: PrefixMap<Ipv4Net, Slot>,
+    v6: PrefixMap<Ipv6Net, Slot>,
+    /// Each bridge's addresses: the sources of its cached (connected) routes.
+    addresses: BTreeMap<String, Vec<IpAddr>>,
+}
+
+/// `prefix/plen` as the trie's key (the bits past `plen` already cleared).
+enum Net {
+    V4(Ipv4Net),
+    V6(Ipv6Net),
+}
+
+fn net(prefix: IpAddr, plen: u8) -> Net {
+    match prefix {
+        IpAddr::V4(a) => Net::V4(Ipv4Net::new(a, plen.min(32)).expect("a length of at most 32")),
+        IpAddr::V6(a) => Net::V6(Ipv6Net::new(a, plen.min(128)).expect("a length of at most 128")),
+    }
 }
 
 impl RouteTable {
+    fn slot_mut(&mut self, prefix: IpAddr, plen: u8) -> &mut Slot {
+        match net(prefix, plen) {
+            Net::V4(n) => self.v4.entry(n).or_default(),
+            Net::V6(n) => self.v6.entry(n).or_default(),
+        }
+    }
+
+    /// Removes the slot of `prefix/plen` if nothing is left in it.
+    fn tidy(&mut self, prefix: IpAddr, plen: u8) {
+        match net(prefix, plen) {
+            Net::V4(n) => {
+                if self.v4.get(&n).is_some_and(Slot::is_empty) {
+                    self.v4.remove(&n);
+                }
+            }
+            Net::V6(n) => {
+                if self.v6.get(&n).is_some_and(Slot::is_empty) {
+                    self.v6.remove(&n);
+                }
+            }
+        }
+    }
+
+    /// Every route, in no particular order.
+    fn routes(&self) -> impl Iterator<Item = &Route> {
+        self.v4
+            .values()
+            .chain(self.v6.values())
+            .flat_map(Slot::routes)
+    }
+
+    /// How many routes there are.
+    pub fn len(&self) -> usize {
+        self.routes().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.v4.is_empty() && self.v6.is_empty()
+    }
+
     /// Adds (or replaces) a route of the same prefix and origin.
     pub fn add(&mut self, r: Route) -> Result<(), RouteError> {
         let family = r.prefix.is_ipv4();
@@ -113,14 +184,18 @@ impl RouteTable {
         {
             return Err(RouteError::MixedFamilies);
         }
+        let plen = r.plen.min(max_plen(&r.prefix));
         let r = Route {
-            prefix: masked(r.prefix, r.plen.min(max_plen(&r.prefix))),
-            plen: r.plen.min(max_plen(&r.prefix)),
+            prefix: masked(r.prefix, plen),
+            plen,
             ..r
         };
-        self.routes
-            .retain(|o| !(o.prefix == r.prefix && o.plen == r.plen && o.user == r.user));
-        self.routes.push(r);
+        let slot = self.slot_mut(r.prefix, r.plen);
+        if r.user {
+            slot.user = Some(r);
+        } else {
+            slot.cached = Some(r);
+        }
         Ok(())
     }
 
@@ -152,35 +227,58 @@ impl RouteTable {
     /// Removes the user route `IP/LEN` (`ovs/route/del`).
     pub fn del(&mut self, prefix: &str) -> Result<(), RouteError> {
         let (p, plen) = parse_prefix(prefix)?;
-        let before = self.routes.len();
-        self.routes
-            .retain(|r| !(r.user && r.prefix == p && r.plen == plen));
-        if self.routes.len() == before {
+        let gone = match net(p, plen) {
+            Net::V4(n) => self.v4.get_mut(&n).and_then(|s| s.user.take()),
+            Net::V6(n) => self.v6.get_mut(&n).and_then(|s| s.user.take()),
+        };
+        if gone.is_none() {
             return Err(RouteError::NotFound(prefix.to_string()));
         }
+        self.tidy(p, plen);
         Ok(())
     }
 
     /// Replaces the routes learned from the kernel with these.
     pub fn set_cached(&mut self, routes: impl IntoIterator<Item = Route>) {
-        self.routes.retain(|r| r.user);
+        for slot in self.v4.values_mut().chain(self.v6.values_mut()) {
+            slot.cached = None;
+        }
+        self.v4.retain(|_, s| !s.is_empty());
+        self.v6.retain(|_, s| !s.is_empty());
         for r in routes {
             let _ = self.add(Route { user: false, ..r });
         }
+        let mut addresses: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+        for r in self.routes().filter(|r| !r.user) {
+            if let Some(src) = r.src {
+                addresses.entry(r.dev.clone()).or_default().push(src);
+            }
+        }
+        for a in addresses.values_mut() {
+            a.sort_unstable();
+            a.dedup();
+        }
+        self.addresses = addresses;
     }
 
     /// The route to `dst`: the longest prefix holding it, a user route first.
     pub fn lookup(&self, dst: IpAddr) -> Option<&Route> {
-        self.routes
-            .iter()
-            .filter(|r| contains(&r.prefix, r.plen, &dst))
-            .max_by_key(|r| (r.plen, r.user))
+        match dst {
+            IpAddr::V4(a) => self
+                .v4
+                .get_lpm(&Ipv4Net::from(a))
+                .and_then(|(_, s)| s.best()),
+            IpAddr::V6(a) => self
+                .v6
+                .get_lpm(&Ipv6Net::from(a))
+                .and_then(|(_, s)| s.best()),
+        }
     }
 
     /// The table as `ovs-appctl ovs/route/show` prints it.
     pub fn show(&self) -> String {
-        let mut sorted: Vec<&Route> = self.routes.iter().collect();
-        sorted.sort_by_key(|r| (std::cmp::Reverse(r.plen), r.prefix));
+        let mut sorted: Vec<&Route> = self.routes().collect();
+        sorted.sort_by_key(|r| (std::cmp::Reverse(r.plen), r.prefix, !r.user));
         let mut o = String::from("Route Table:\n");
         for r in sorted {
             let origin = if r.user { "User" } else { "Cached" };
@@ -201,24 +299,17 @@ impl RouteTable {
     /// takes the output bridge's.
     pub fn source_for(&self, r: &Route) -> Option<IpAddr> {
         r.src.or_else(|| {
-            self.routes
+            self.addresses
+                .get(&r.dev)?
                 .iter()
-                .filter(|o| !o.user && o.dev == r.dev && o.prefix.is_ipv4() == r.prefix.is_ipv4())
-                .find_map(|o| o.src)
+                .copied()
+                .find(|a| a.is_ipv4() == r.prefix.is_ipv4())
         })
     }
 
-    /// The addresses bridge `dev` holds (its routes' sources).
+    /// The addresses bridge `dev` holds (its connected routes' sources).
     pub fn addresses_of(&self, dev: &str) -> Vec<IpAddr> {
-        let mut own: Vec<IpAddr> = self
-            .routes
-            .iter()
-            .filter(|r| r.dev == dev)
-            .filter_map(|r| r.src)
-            .collect();
-        own.sort_unstable();
-        own.dedup();
-        own
+        self.addresses.get(dev).cloned().unwrap_or_default()
     }
 
     /// Whether `ip` is a neighbour of bridge `dev`: the route to it leaves by `dev`
@@ -352,5 +443,55 @@ mod tests {
             t.lookup("8.8.8.8".parse().unwrap()).unwrap().dev,
             "br-default"
         );
+    }
+}
+
+#[cfg(test)]
+mod lpm {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What the table must answer, by a scan of every route: the longest prefix
+    /// holding the address, a user route over a cached one of the same length.
+    fn reference(routes: &[Route], dst: IpAddr) -> Option<&Route> {
+        routes
+            .iter()
+            .filter(|r| {
+                let width = u32::from(max_plen(&r.prefix));
+                r.prefix.is_ipv4() == dst.is_ipv4()
+                    && (r.plen == 0
+                        || bits(&r.prefix) >> (width - u32::from(r.plen))
+                            == bits(&dst) >> (width - u32::from(r.plen)))
+            })
+            .max_by_key(|r| (r.plen, r.user))
+    }
+
+    proptest! {
+        #[test]
+        fn lookups_agree_with_a_scan_of_every_route(
+            raw in proptest::collection::vec((any::<u32>(), 0u8..=32, any::<bool>(), 0u8..4), 0..200),
+            probes in proptest::collection::vec(any::<u32>(), 1..50),
+        ) {
+            let mut t = RouteTable::default();
+            // Later routes of the same prefix and origin replace earlier ones.
+            let mut kept: Vec<Route> = Vec::new();
+            let (mut cached, mut user) = (Vec::new(), Vec::new());
+            for (addr, plen, is_user, dev) in raw {
+                let prefix = masked(IpAddr::V4(addr.into()), plen);
+                let r = Route { prefix, plen, dev: format!("br{dev}"), gateway: None, src: None, user: is_user };
+                kept.retain(|o| !(o.prefix == r.prefix && o.plen == r.plen && o.user == r.user));
+                kept.push(r.clone());
+                if is_user { user.push(r) } else { cached.push(r) }
+            }
+            for r in user { t.add(r).unwrap(); }
+            t.set_cached(cached);
+            prop_assert_eq!(t.len(), kept.len());
+            // Probes inside the routes' prefixes and anywhere.
+            let inside: Vec<u32> = kept.iter().map(|r| bits(&r.prefix) as u32 | 1).collect();
+            for p in probes.into_iter().chain(inside) {
+                let dst = IpAddr::V4(p.into());
+                prop_assert_eq!(t.lookup(dst), reference(&kept, dst), "{}", dst);
+            }
+        }
     }
 }

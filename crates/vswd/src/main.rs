@@ -240,6 +240,11 @@ fn main() -> anyhow::Result<()> {
             .and_then(|f| log_filter.reload(f).map_err(|e| e.to_string()))
     });
     let underlay = Arc::new(vswd::underlay::Underlay::default());
+    // The kernel's routes, read now and again whenever the kernel announces a
+    // change (never by the main loop).
+    if let Err(e) = underlay.watch() {
+        tracing::warn!(error = %e, "cannot listen for the kernel's route changes; routes are read only when asked");
+    }
     let unixctl = vswd::unixctl::Context {
         bridges: bridges.clone(),
         underlay: underlay.clone(),

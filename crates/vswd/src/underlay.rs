@@ -1,41 +1,107 @@
 //! The underlay as tunnel ports reach it (issue 18): the route table Open vSwitch
-//! calls `ovs-router` — this namespace's connected routes and the kernel's routes
-//! through gateways, read again whenever the table is asked (an address put on a
-//! bridge's LOCAL port with `ip addr add`, a route with `ip route add … via …`, is
-//! seen at once), and the operator's (`ovs/route/add`). `ovs-appctl
-//! ovs/route/show|add|del|lookup` reach it through `unixctl.rs`.
+//! calls `ovs-router` — this namespace's connected routes (the interfaces'
+//! addresses) and the kernel's routes through gateways, read over rtnetlink, and the
+//! operator's (`ovs/route/add`). A thread of its own listens for the kernel's
+//! announcements (links, addresses, routes coming and going) and reads the tables
+//! again after each burst of them, as Open vSwitch's `route-table` does; the main
+//! loop never reads a route. `ovs-appctl ovs/route/show|add|del|lookup` reach it
+//! through `unixctl.rs` (show and lookup read the kernel's tables first, so an
+//! address just added is there).
 
-use std::sync::{Mutex, PoisonError};
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use vsw_tunnel::kernel_routes::{gateway_routes_v4, gateway_routes_v6};
-use vsw_tunnel::route::{parse_prefix, Route, RouteTable};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::AddressMessage;
+use netlink_packet_route::link::LinkMessage;
+use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use vsw_tunnel::kernel_routes::KernelTables;
+use vsw_tunnel::route::RouteTable;
+
+/// How long a burst of the kernel's announcements may go on before the tables are
+/// read again (one read for all of them).
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// The rtnetlink groups announcing what the route table is made of: links,
+/// IPv4 and IPv6 addresses and routes.
+const GROUPS: u32 = (libc::RTMGRP_LINK
+    | libc::RTMGRP_IPV4_IFADDR
+    | libc::RTMGRP_IPV4_ROUTE
+    | libc::RTMGRP_IPV6_IFADDR
+    | libc::RTMGRP_IPV6_ROUTE) as u32;
 
 #[derive(Default)]
 pub struct Underlay {
     routes: Mutex<RouteTable>,
+    /// Serialises reads of the kernel's tables (the watcher's and the commands').
+    reading: Mutex<()>,
 }
 
-/// The connected routes of these interface addresses: each address's subnet, by its
-/// interface, from that address.
-pub fn connected_routes(addrs: &[if_addrs::Interface]) -> Vec<Route> {
-    addrs
-        .iter()
-        .filter_map(|i| {
-            let (ip, plen) = match &i.addr {
-                if_addrs::IfAddr::V4(a) => (std::net::IpAddr::V4(a.ip), a.prefixlen),
-                if_addrs::IfAddr::V6(a) => (std::net::IpAddr::V6(a.ip), a.prefixlen),
-            };
-            let (prefix, plen) = parse_prefix(&format!("{ip}/{plen}")).ok()?;
-            Some(Route {
-                prefix,
-                plen,
-                dev: i.name.clone(),
-                gateway: None,
-                src: Some(ip),
-                user: false,
-            })
-        })
-        .collect()
+/// Sends one dump request and hands every message of the answer to `each`.
+fn dump(
+    socket: &Socket,
+    request: RouteNetlinkMessage,
+    each: &mut impl FnMut(&RouteNetlinkMessage),
+) -> io::Result<()> {
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(request));
+    packet.finalize();
+    let mut buf = vec![0u8; packet.buffer_len()];
+    packet.serialize(&mut buf);
+    socket.send(&buf, 0)?;
+    let mut rx = vec![0u8; 1 << 20];
+    loop {
+        let n = socket.recv(&mut &mut rx[..], 0)?;
+        let mut at = 0;
+        while at < n {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[at..n])
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            let len = msg.header.length as usize;
+            match msg.payload {
+                NetlinkPayload::Done(_) => return Ok(()),
+                NetlinkPayload::Error(e) => {
+                    return Err(io::Error::other(format!("rtnetlink dump: {e:?}")))
+                }
+                NetlinkPayload::InnerMessage(m) => each(&m),
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            at += len;
+        }
+    }
+}
+
+/// The kernel's links, addresses and routes, read now.
+fn read_kernel() -> io::Result<KernelTables> {
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    let mut tables = KernelTables::default();
+    let mut take = |m: &RouteNetlinkMessage| tables.take(m);
+    dump(
+        &socket,
+        RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        &mut take,
+    )?;
+    let mut any_address = AddressMessage::default();
+    any_address.header.family = AddressFamily::Unspec;
+    dump(
+        &socket,
+        RouteNetlinkMessage::GetAddress(any_address),
+        &mut take,
+    )?;
+    let mut any_route = RouteMessage::default();
+    any_route.header.address_family = AddressFamily::Unspec;
+    dump(&socket, RouteNetlinkMessage::GetRoute(any_route), &mut take)?;
+    Ok(tables)
 }
 
 impl Underlay {
@@ -43,31 +109,78 @@ impl Underlay {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reads the interfaces' addresses again; the tunnel ports see the table as it
-    /// is then.
+    /// Reads the kernel's tables again; the tunnel ports see the table as it is
+    /// then (published only when it changed).
     pub fn refresh(&self) {
-        match if_addrs::get_if_addrs() {
-            Ok(addrs) => {
-                let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-                let mut routes = connected_routes(&addrs);
-                routes.extend(gateway_routes_v4(&read("/proc/net/route")));
-                routes.extend(gateway_routes_v6(&read("/proc/net/ipv6_route")));
-                self.table().set_cached(routes);
+        let _one = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
+        match read_kernel() {
+            Ok(k) => {
+                let mut next = self.table().clone();
+                next.set_cached(k.routes());
+                let changed = {
+                    let mut t = self.table();
+                    let changed = *t != next;
+                    *t = next;
+                    changed
+                };
+                if changed {
+                    self.publish();
+                }
             }
-            Err(e) => tracing::warn!(error = %e, "cannot read the interfaces' addresses"),
+            Err(e) => tracing::warn!(error = %e, "cannot read the kernel's routes"),
         }
-        self.publish();
     }
 
     fn publish(&self) {
-        let table = std::sync::Arc::new(self.table().clone());
+        let table = Arc::new(self.table().clone());
         vsw_netdev::tunnel::world().set_routes(table);
     }
 
-    /// Looks after the tunnels' state: routes read again, the neighbours the PMDs
-    /// saw taken in, old ones aged out. Called from vswd's main loop.
-    pub fn tick(&self, now_ms: u64) {
+    /// Reads the kernel's tables, then listens for their changes on a thread of its
+    /// own, reading them again after each burst, until the process ends.
+    pub fn watch(self: &Arc<Self>) -> io::Result<()> {
+        let mut socket = Socket::new(NETLINK_ROUTE)?;
+        socket.bind(&SocketAddr::new(0, GROUPS))?;
+        // Announcements that come faster than they are read are lost (ENOBUFS):
+        // the tables are read whole again anyway.
         self.refresh();
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("vsw-routes".into())
+            .spawn(move || me.listen(&socket))?;
+        Ok(())
+    }
+
+    fn listen(&self, socket: &Socket) {
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            // Anything announced (or an overrun): wait for the burst to end, then
+            // read the tables once.
+            if let Err(e) = socket.recv(&mut &mut buf[..], 0) {
+                if e.raw_os_error() != Some(libc::ENOBUFS) {
+                    tracing::warn!(error = %e, "the kernel's route announcements stopped");
+                    return;
+                }
+            }
+            let _ = socket.set_non_blocking(true);
+            let settle_until = std::time::Instant::now() + SETTLE;
+            while std::time::Instant::now() < settle_until {
+                match socket.recv(&mut &mut buf[..], 0) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Err(_) => {}
+                }
+            }
+            let _ = socket.set_non_blocking(false);
+            self.refresh();
+        }
+    }
+
+    /// Looks after the tunnels' state: the neighbours the PMDs saw taken in, old
+    /// ones aged out, the bridges' MACs. Called from vswd's main loop.
+    pub fn tick(&self, now_ms: u64) {
         let world = vsw_netdev::tunnel::world();
         world.absorb_neighbours(now_ms);
         world.refresh_bridge_macs();
@@ -129,31 +242,10 @@ impl Underlay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
 
     #[test]
-    fn addresses_become_connected_routes() {
-        let addrs = vec![if_addrs::Interface {
-            name: "br-phy".into(),
-            addr: if_addrs::IfAddr::V4(if_addrs::Ifv4Addr {
-                ip: Ipv4Addr::new(198, 18, 5, 2),
-                netmask: Ipv4Addr::new(255, 255, 255, 0),
-                prefixlen: 24,
-                broadcast: None,
-            }),
-            index: Some(7),
-        }];
-        let routes = connected_routes(&addrs);
-        assert_eq!(routes.len(), 1);
-        assert_eq!(
-            routes[0].prefix,
-            "198.18.5.0".parse::<std::net::IpAddr>().unwrap()
-        );
-        assert_eq!((routes[0].plen, routes[0].dev.as_str()), (24, "br-phy"));
-        assert_eq!(routes[0].src, Some("198.18.5.2".parse().unwrap()));
-        // The operator's routes through the commands; a bad one changes nothing.
+    fn the_operators_routes_through_the_commands() {
         let u = Underlay::default();
-        u.table().set_cached(routes);
         let ask = |m: &str, a: &[&str]| {
             u.command(m, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
                 .unwrap()
@@ -170,5 +262,18 @@ mod tests {
         assert!(ask("ovs/route/del", &["10.8.0.0/16"]).is_err());
         assert_eq!(ask("ovs/route/del", &["10.9.0.0/16"]).unwrap(), "OK\n");
         assert!(u.command("fdb/show", &[]).is_none());
+    }
+
+    /// The kernel's own tables, read over rtnetlink: this namespace's loopback
+    /// address is a connected route.
+    #[test]
+    fn the_kernels_tables_are_read() {
+        let routes = read_kernel().unwrap().routes();
+        assert!(
+            routes
+                .iter()
+                .any(|r| r.dev == "lo" && r.src == Some("127.0.0.1".parse().unwrap())),
+            "{routes:?}"
+        );
     }
 }

@@ -343,13 +343,12 @@ impl TunnelWorld {
             .collect()
     }
 
-    /// The underlay routes, as the control side read them.
+    /// The underlay routes, as the control side read them (it calls this when they
+    /// changed: a table of 200,000 routes is not compared here).
     pub fn set_routes(&self, routes: Arc<RouteTable>) {
         let mut s = self.state();
-        if s.routes != routes {
-            s.routes = routes;
-            self.publish(&mut s);
-        }
+        s.routes = routes;
+        self.publish(&mut s);
     }
 
     /// Takes in the neighbours PMDs saw, and ages the table; whether readers see it
