@@ -135,3 +135,67 @@ impl Drop for OvsdbServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A private `ovs-vswitchd` (Open vSwitch itself, the netdev datapath) in namespace
+/// `ns`, configured by `db`: the peer vsw is compared with. Its own run directory;
+/// stopped by its pid when dropped.
+pub struct OvsVswitchd {
+    pub dir: std::path::PathBuf,
+    pid: Option<i32>,
+}
+
+impl OvsVswitchd {
+    pub fn start(ns: &crate::Namespace, db: &OvsdbServer) -> OvsVswitchd {
+        let dir = std::env::temp_dir().join(crate::unique("vsw-ovs-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pidfile = dir.join("ovs-vswitchd.pid");
+        let log = dir.join("ovs-vswitchd.log");
+        let status = std::process::Command::new("ip")
+            .env("OVS_RUNDIR", &dir)
+            .env("OVS_LOGDIR", &dir)
+            .args(["netns", "exec", &ns.0, "ovs-vswitchd", &db.target()])
+            .arg(format!("--pidfile={}", pidfile.display()))
+            .arg(format!("--log-file={}", log.display()))
+            .args(["--detach", "--no-chdir", "-vconsole:off"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "ovs-vswitchd did not start");
+        let pid = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|p| p.trim().parse().ok());
+        OvsVswitchd { dir, pid }
+    }
+
+    /// `ovs-ofctl` against it (bridges by name); its output, once it succeeded.
+    pub fn ofctl(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("ovs-ofctl")
+            .env("OVS_RUNDIR", &self.dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ovs-ofctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for OvsVswitchd {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+            // Gone before its namespace and run directory are.
+            for _ in 0..50 {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use vsw_e2e::ovsdb::OvsdbServer;
+use vsw_e2e::ovsdb::{OvsVswitchd, OvsdbServer};
 use vsw_e2e::{must, run, serial, wait_until, Host, Namespace, Vswd};
 
 fn vswd_on(db: &OvsdbServer) -> Vswd {
@@ -737,4 +737,61 @@ fn each_bridge_has_its_own_tlv_map() {
     assert!(!ofctl_on(&d, "br-int", &["dump-tlv-map"])
         .1
         .contains("tun_metadata0"));
+}
+
+/// A `type=tap` interface's states are the kernel's, as Open vSwitch reports them:
+/// made down (nobody brought it up), no carrier; up once its host side brings it
+/// up. Both switches, side by side, each in a namespace of its own.
+#[test]
+fn a_taps_admin_and_link_state_agree_with_open_vswitch() {
+    let _g = serial();
+    let (ns_vsw, ns_ovs) = (Namespace::new("vttap"), Namespace::new("vttap"));
+    let (db_vsw, db_ovs) = (OvsdbServer::start(), OvsdbServer::start());
+    let _d = Vswd::start_through_with_args(
+        &["ip", "netns", "exec", &ns_vsw.0],
+        &["--ovsdb", &db_vsw.target(), "--bridge", "br0"],
+    );
+    let _ovs = OvsVswitchd::start(&ns_ovs, &db_ovs);
+    let states = |db: &OvsdbServer| {
+        (
+            db.vsctl(&["get", "Interface", "vswtap0", "admin_state"]),
+            db.vsctl(&["get", "Interface", "vswtap0", "link_state"]),
+        )
+    };
+    for db in [&db_vsw, &db_ovs] {
+        db.add_netdev_bridge("br0");
+        db.vsctl(&[
+            "add-port",
+            "br0",
+            "vswtap0",
+            "--",
+            "set",
+            "Interface",
+            "vswtap0",
+            "type=tap",
+        ]);
+    }
+    let down = ("down".to_string(), "down".to_string());
+    wait_until(
+        "Open vSwitch to report the tap",
+        Duration::from_secs(10),
+        || states(&db_ovs) == down,
+    );
+    wait_until(
+        "vsw to report the tap as Open vSwitch does",
+        Duration::from_secs(10),
+        || states(&db_vsw) == states(&db_ovs),
+    );
+    for ns in [&ns_vsw, &ns_ovs] {
+        ns.ip(&["link", "set", "vswtap0", "up"]);
+    }
+    wait_until("Open vSwitch to see it up", Duration::from_secs(10), || {
+        states(&db_ovs) != down
+    });
+    wait_until(
+        "vsw to agree once it is up",
+        Duration::from_secs(10),
+        || states(&db_vsw) == states(&db_ovs),
+    );
+    assert_eq!(states(&db_vsw), ("up".to_string(), "up".to_string()));
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use vsw_e2e::ovsdb::OvsdbServer;
+use vsw_e2e::ovsdb::{OvsVswitchd, OvsdbServer};
 use vsw_e2e::{must, serial, unique, wait_until, Host, Namespace, Vswd};
 
 #[test]
@@ -368,66 +368,6 @@ fn ofctl_br_int(d: &Vswd, args: &[&str]) -> String {
 
 /// Open vSwitch's ovs-vswitchd (Debian's 3.1, netdev datapath) in namespace `ns`,
 /// on a private ovsdb-server, with a run directory of its own; ended by its pid.
-struct OvsVswitchd {
-    dir: std::path::PathBuf,
-    pid: Option<i32>,
-}
-
-impl OvsVswitchd {
-    fn start(ns: &Namespace, db: &OvsdbServer) -> OvsVswitchd {
-        let dir = std::env::temp_dir().join(unique("vsw-ovs-"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let pidfile = dir.join("ovs-vswitchd.pid");
-        let log = dir.join("ovs-vswitchd.log");
-        let status = std::process::Command::new("ip")
-            .env("OVS_RUNDIR", &dir)
-            .env("OVS_LOGDIR", &dir)
-            .args(["netns", "exec", &ns.0, "ovs-vswitchd", &db.target()])
-            .arg(format!("--pidfile={}", pidfile.display()))
-            .arg(format!("--log-file={}", log.display()))
-            .args(["--detach", "--no-chdir", "-vconsole:off"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "ovs-vswitchd did not start");
-        let pid = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|p| p.trim().parse().ok());
-        OvsVswitchd { dir, pid }
-    }
-
-    fn ofctl(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("ovs-ofctl")
-            .env("OVS_RUNDIR", &self.dir)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "ovs-ofctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for OvsVswitchd {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid.take() {
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-            // Gone before its namespace and run directory are.
-            for _ in 0..50 {
-                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
     let _g = serial();

@@ -25,14 +25,19 @@ const TRANSIENT_TRIES: u32 = 64;
 /// A whole super-frame with its header and a tag put back.
 const BUF_LEN: usize = VNET_HDR_LEN + 65_535 + 18;
 
-/// Creates tap `name` (up), or takes over an existing one of that name, as a port.
-pub fn open(name: &str) -> Result<PortQueues, NetdevError> {
+/// Creates tap `name`, or takes over an existing one of that name, as a port; brings
+/// it up when `bring_up` (a bridge's own port). A plain tap is left as it is, as Open
+/// vSwitch leaves it: its host side (libvirt, a container's tooling, the operator)
+/// brings it up, and until then it has no carrier.
+pub fn open(name: &str, bring_up: bool) -> Result<PortQueues, NetdevError> {
     if !crate::interface::valid_name(name) {
         return Err(NetdevError::BadInterfaceName(name.to_string()));
     }
     let offloads = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
     let fd = sys::tap_open(name, offloads).map_err(syscall("TUNSETIFF", name))?;
-    sys::set_link_up(name).map_err(syscall("SIOCSIFFLAGS", name))?;
+    if bring_up {
+        sys::set_link_up(name).map_err(syscall("SIOCSIFFLAGS", name))?;
+    }
     let mtu = sys::interface_mtu(name).map_or(1500, |m| m as usize);
     let fd = Arc::new(fd);
     let for_factory = fd.clone();

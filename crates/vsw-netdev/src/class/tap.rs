@@ -55,7 +55,7 @@ impl PortDevice for TapDevice {
     }
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
-        let queues = crate::tap::open(&self.name)?;
+        let queues = crate::tap::open(&self.name, self.internal)?;
         if !self.internal {
             return Ok(queues);
         }

@@ -13,6 +13,11 @@ pub struct LinkFacts {
     pub speed_bps: Option<u64>,
     pub full_duplex: Option<bool>,
     pub carrier_changes: Option<u64>,
+    /// Administratively up (IFF_UP): Open vSwitch's `admin_state`.
+    pub admin_up: Option<bool>,
+    /// Has a carrier (the kernel's operational state is up): Open vSwitch's
+    /// `link_state`. A tap nobody brought up, or whose file nobody holds, has none.
+    pub carrier: Option<bool>,
 }
 
 impl LinkFacts {
@@ -36,6 +41,11 @@ impl LinkFacts {
                 _ => None,
             }),
             carrier_changes: read("carrier_changes").and_then(|s| s.trim().parse().ok()),
+            admin_up: read("flags")
+                .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
+                .map(|f| f & libc::IFF_UP as u32 != 0),
+            // `carrier` cannot be read while the link is down: no carrier then.
+            carrier: read("operstate").map(|_| read("carrier").is_some_and(|c| c.trim() == "1")),
         }
     }
 }
@@ -52,6 +62,9 @@ mod tests {
         std::fs::write(up.join("speed"), "10000\n").unwrap();
         std::fs::write(up.join("duplex"), "full\n").unwrap();
         std::fs::write(up.join("carrier_changes"), "4\n").unwrap();
+        std::fs::write(up.join("flags"), "0x1003\n").unwrap();
+        std::fs::write(up.join("operstate"), "up\n").unwrap();
+        std::fs::write(up.join("carrier"), "1\n").unwrap();
         let unknown = dir.join("eth0");
         std::fs::create_dir_all(&unknown).unwrap();
         std::fs::write(unknown.join("speed"), "-1\n").unwrap();
@@ -62,9 +75,18 @@ mod tests {
                 speed_bps: Some(10_000_000_000),
                 full_duplex: Some(true),
                 carrier_changes: Some(4),
+                admin_up: Some(true),
+                carrier: Some(true),
             }
         );
         assert_eq!(LinkFacts::read(&dir, "eth0"), LinkFacts::default());
+        // Down: no carrier file to read, the flags without IFF_UP.
+        let down = dir.join("tap9");
+        std::fs::create_dir_all(&down).unwrap();
+        std::fs::write(down.join("flags"), "0x1002\n").unwrap();
+        std::fs::write(down.join("operstate"), "down\n").unwrap();
+        let facts = LinkFacts::read(&dir, "tap9");
+        assert_eq!((facts.admin_up, facts.carrier), (Some(false), Some(false)));
         assert_eq!(LinkFacts::read(&dir, "missing"), LinkFacts::default());
         assert_eq!(LinkFacts::read(&dir, "../veth9"), LinkFacts::default());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -346,7 +346,14 @@ impl Sync {
                 match info {
                     Some(p) => {
                         let no = i64::from(p.no);
-                        let up = p.status == "up";
+                        // An interface's states are the kernel's (a tap nobody brought
+                        // up has no carrier, as Open vSwitch reports it); other ports'
+                        // are vsw's.
+                        let kernel = made
+                            .and_then(|m| m.get(name))
+                            .is_some_and(|o| is_interface(o))
+                            .then(|| LinkFacts::read(Path::new(SYS_CLASS_NET), name));
+                        let up = p.status == "up" && kernel.and_then(|k| k.carrier).unwrap_or(true);
                         // An interface that is not there is the error Open vSwitch
                         // reports; a link that is down is only that.
                         let missing = p.status.contains("does not exist");
@@ -361,9 +368,10 @@ impl Sync {
                                 make_set(vec![])
                             },
                         );
+                        let admin_up = !missing && kernel.and_then(|k| k.admin_up).unwrap_or(true);
                         row.insert(
                             "admin_state".into(),
-                            json!(if missing { "down" } else { "up" }),
+                            json!(if admin_up { "up" } else { "down" }),
                         );
                         row.insert("link_state".into(), json!(if up { "up" } else { "down" }));
                         if let Some(m) = p.mtu {
@@ -519,6 +527,16 @@ impl Sync {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether a port made with these options is a Linux interface (its link is the
+/// kernel's to report): an afpacket port (Open vSwitch's `system`), a tap, an
+/// internal port.
+fn is_interface(options: &BTreeMap<String, String>) -> bool {
+    matches!(
+        options.get("type").map(String::as_str),
+        None | Some("afpacket" | "tap" | "internal")
+    )
 }
 
 fn update(table: &str, uuid: &str, row: Value) -> Value {
