@@ -351,7 +351,7 @@ impl Sync {
                         // are vsw's.
                         let kernel = made
                             .and_then(|m| m.get(name))
-                            .is_some_and(|o| is_interface(o))
+                            .is_some_and(is_interface)
                             .then(|| LinkFacts::read(Path::new(SYS_CLASS_NET), name));
                         let up = p.status == "up" && kernel.and_then(|k| k.carrier).unwrap_or(true);
                         // An interface that is not there is the error Open vSwitch
