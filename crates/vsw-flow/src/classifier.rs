@@ -155,6 +155,13 @@ impl Subtable {
         }
     }
 
+    /// The rules of exactly the masked value `value` (one bucket).
+    fn exact(&self, value: &FlowKey) -> &[Arc<Rule>] {
+        self.buckets
+            .get(&self.pack(value))
+            .map_or(&[], |b| &b.rules[..])
+    }
+
     /// Removes the rules with exactly the masked value `value` that `doomed` picks:
     /// one bucket is looked at, not the whole table (every insert does this, so adding
     /// n rules stays linear in n).
@@ -423,6 +430,17 @@ impl Classifier {
         self.remove_where(|r| pattern.covers(&r.spec.matcher) && prio_ok(r))
     }
 
+    /// The rule of exactly this match and priority, if there is one (one bucket
+    /// looked at).
+    pub fn find_exact(&self, pattern: &Match, priority: u16) -> Option<&Arc<Rule>> {
+        self.subtables
+            .iter()
+            .find(|s| s.mask == *pattern.mask())?
+            .exact(pattern.value())
+            .iter()
+            .find(|r| r.spec.matcher == *pattern && r.spec.priority == priority)
+    }
+
     /// The rules [`Classifier::remove_selected`] would remove, best first.
     pub fn select(
         &self,
@@ -431,6 +449,25 @@ impl Classifier {
         strict: bool,
         also: &dyn Fn(&Rule) -> bool,
     ) -> Vec<Arc<Rule>> {
+        // Strict: one bucket, not the whole table.
+        if strict {
+            return self
+                .subtables
+                .iter()
+                .find(|s| s.mask == *pattern.mask())
+                .map(|s| {
+                    s.exact(pattern.value())
+                        .iter()
+                        .filter(|r| {
+                            r.spec.matcher == *pattern
+                                && priority.is_none_or(|p| p == r.spec.priority)
+                                && also(r)
+                        })
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
         let mut picked = self.rules();
         picked.retain(|r| {
             let m = &r.spec.matcher;

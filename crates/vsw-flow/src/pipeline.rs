@@ -11,6 +11,7 @@ use crate::action::Action;
 use crate::classifier::Classifier;
 use crate::error::FlowSyntaxError;
 use crate::group::{Group, GroupSpec};
+use crate::matching::Match;
 use crate::meter::MeterSpec;
 use crate::rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
 use crate::syntax::Selection;
@@ -266,6 +267,11 @@ impl Pipeline {
             .collect()
     }
 
+    /// The rule of table `table` with exactly this match and priority.
+    pub fn find_exact(&self, table: u8, pattern: &Match, priority: u16) -> Option<&Arc<Rule>> {
+        self.table(table)?.find_exact(pattern, priority)
+    }
+
     /// The rules a selection picks, by table, best first within a table.
     pub fn select(&self, selection: &Selection, strict: bool) -> Vec<Arc<Rule>> {
         let also = |r: &Rule| selection.also(r);
@@ -484,7 +490,35 @@ mod selection_tests {
         assert_eq!(p.remove(&sel("cookie=0x10/0xf0,out_port=2"), false), 1);
         assert_eq!(p.len(), 2);
         assert!(parse_flow("out_port=2,actions=drop", &no_names).is_err());
+        assert!(parse_flow("out_group=2,actions=drop", &no_names).is_err());
         assert!(parse_flow("cookie=1/1,actions=drop", &no_names).is_err());
+    }
+
+    #[test]
+    fn out_group_selects_the_rules_that_hand_packets_to_the_group() {
+        let mut p = pipeline(&["in_port=1,actions=output:2", "in_port=2,actions=output:3"]);
+        p.set_group(
+            crate::parse_group("group_id=5,type=all,bucket=output:1", &no_names).unwrap(),
+            false,
+            0,
+        )
+        .unwrap();
+        p.insert(
+            parse_flow("in_port=3,actions=group:5", &no_names).unwrap(),
+            0,
+        );
+        let picked = p.select(&sel("out_group=5"), false);
+        assert_eq!(picked.len(), 1);
+        assert_eq!(picked[0].spec.actions, vec![Action::Group(5)]);
+        assert!(p.select(&sel("out_group=6"), false).is_empty());
+        assert_eq!(p.remove(&sel("out_group=5"), false), 1);
+        assert_eq!(p.len(), 2);
+        // A strict selection finds its rule in one bucket, as a scan would.
+        let exact = sel("priority=32768,in_port=1");
+        assert_eq!(p.select(&exact, true).len(), 1);
+        let m = exact.matcher;
+        assert!(p.find_exact(0, &m, 32768).is_some());
+        assert!(p.find_exact(0, &m, 1).is_none());
     }
 
     #[test]

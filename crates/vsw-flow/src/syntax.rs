@@ -137,6 +137,7 @@ struct FlowExtras {
     /// (value, mask); a flow takes only a value (mask all ones).
     cookie: Option<(u64, u64)>,
     out_port: Option<u32>,
+    out_group: Option<u32>,
     send_flow_rem: bool,
 }
 
@@ -186,6 +187,12 @@ fn parse_match_part(
                     return Err(FlowSyntaxError::Duplicate(name.into()));
                 }
                 extras.out_port = Some(values::parse_port(name, v, ports)?);
+            }
+            ("out_group", Some(v)) => {
+                if extras.out_group.is_some() {
+                    return Err(FlowSyntaxError::Duplicate(name.into()));
+                }
+                extras.out_group = Some(parse_uint(name, v, u128::from(u32::MAX))? as u32);
             }
             (_, Some(v)) => b.field(name, v, ports)?,
             ("send_flow_rem", None) => extras.send_flow_rem = true,
@@ -291,6 +298,7 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
         send_flow_rem: extras.send_flow_rem,
         cookie: match extras.cookie {
             _ if extras.out_port.is_some() => return Err(FlowSyntaxError::NotInFlow("out_port")),
+            _ if extras.out_group.is_some() => return Err(FlowSyntaxError::NotInFlow("out_group")),
             None => 0,
             Some((v, u64::MAX)) => v,
             Some(_) => return Err(FlowSyntaxError::NotInFlow("a cookie mask")),
@@ -310,6 +318,8 @@ pub struct Selection {
     pub cookie: Option<(u64, u64)>,
     /// Rules that output to this port.
     pub out_port: Option<u32>,
+    /// Rules that hand packets to this group.
+    pub out_group: Option<u32>,
 }
 
 impl Selection {
@@ -321,6 +331,7 @@ impl Selection {
             matcher: Match::any(),
             cookie: None,
             out_port: None,
+            out_group: None,
         }
     }
 
@@ -333,7 +344,13 @@ impl Selection {
                 .iter()
                 .any(|a| matches!(*a, Action::Output(o) if o == p))
         });
-        cookie_ok && out_ok
+        let group_ok = self.out_group.is_none_or(|g| {
+            r.spec
+                .actions
+                .iter()
+                .any(|a| matches!(*a, Action::Group(o) if o == g))
+        });
+        cookie_ok && out_ok && group_ok
     }
 }
 
@@ -360,6 +377,7 @@ pub fn parse_match(text: &str, ports: &dyn PortResolver) -> Result<Selection, Fl
         matcher,
         cookie: extras.cookie,
         out_port: extras.out_port,
+        out_group: extras.out_group,
     })
 }
 

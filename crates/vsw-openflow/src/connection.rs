@@ -6,6 +6,7 @@
 //! messages to the same peer between the answers.
 
 use std::io::{self, ErrorKind, Read};
+use std::time::{Duration, Instant};
 
 use crate::session::{Closed, Session, SessionEvent};
 
@@ -20,8 +21,15 @@ pub enum Ended {
     Closed(Closed),
 }
 
+/// How long a peer has from connecting to its hello: a peer that trickles bytes
+/// without ever saying hello holds a connection slot no longer.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Runs a connection with `session` until it ends. `receive` hands the bytes to the session with
 /// the switch's bridge (`Session::receive`); `event` is told what the session saw.
+/// What the session answers is sent before more is read, and a session that stopped
+/// with work left (its output budget spent) is called again first: a peer's requests
+/// never make more than one budget of answers wait in memory.
 pub fn run<R: Read>(
     mut session: Session,
     conn: &mut R,
@@ -29,12 +37,17 @@ pub fn run<R: Read>(
     mut receive: impl FnMut(&mut Session, &[u8], &mut Vec<u8>) -> Result<Vec<SessionEvent>, Closed>,
     mut event: impl FnMut(SessionEvent),
 ) -> Ended {
+    let connected = Instant::now();
     if send(&session.greeting()).is_err() {
         return Ended::Gone;
     }
     let mut buf = vec![0u8; 64 << 10];
     let mut probed = false;
+    let mut out = Vec::new();
     loop {
+        if session.version().is_none() && connected.elapsed() >= HELLO_DEADLINE {
+            return Ended::Silent;
+        }
         let n = match conn.read(&mut buf) {
             Ok(0) => return Ended::Gone,
             Ok(n) => n,
@@ -56,14 +69,25 @@ pub fn run<R: Read>(
             Err(_) => return Ended::Gone,
         };
         probed = false;
-        let mut out = Vec::new();
-        let result = receive(&mut session, &buf[..n], &mut out);
-        if !out.is_empty() && send(&out).is_err() {
-            return Ended::Gone;
+        let mut input = &buf[..n];
+        loop {
+            out.clear();
+            let result = receive(&mut session, input, &mut out);
+            input = &[];
+            if !out.is_empty() && send(&out).is_err() {
+                return Ended::Gone;
+            }
+            match result {
+                Ok(events) => events.into_iter().for_each(&mut event),
+                Err(why) => return Ended::Closed(why),
+            }
+            if !session.wants_more() {
+                break;
+            }
         }
-        match result {
-            Ok(events) => events.into_iter().for_each(&mut event),
-            Err(why) => return Ended::Closed(why),
+        // A buffer grown by one large reply is not kept for the connection's life.
+        if out.capacity() > 4 * crate::session::OUT_BUDGET {
+            out = Vec::new();
         }
     }
 }

@@ -48,6 +48,6 @@ pub use message::{Features, Message, SwitchConfig};
 pub use multipart::{MultipartReply, MultipartRequest, PortInfo, SwitchDesc};
 pub use packet::{PacketIn, PacketOut};
 pub use role::Role;
-pub use session::{Bridge, Session, SessionEvent};
+pub use session::{Bridge, FlowStatsIter, Session, SessionEvent};
 pub use target::Target;
 pub use version::{negotiate, Version, VersionSet};

@@ -315,6 +315,68 @@ impl MultipartRequest {
 }
 
 /// Each item encoded on its own (a reply splits between items, never inside one).
+/// The most entry bytes one reply message carries (64 KiB less the header and the
+/// multipart header).
+pub const MAX_BODY: usize = 65535 - 8 - 8;
+
+/// A multipart reply's message bodies, made one at a time from its entries as the
+/// caller asks for them, so a dump of 100,000 flows is never held encoded whole:
+/// each body holds as many whole entries as fit, all but the last flagged
+/// REPLY_MORE. An entry that cannot fit any message (over [`MAX_BODY`]) is left out
+/// (the switch refuses rules and groups that would make one).
+pub struct BodyStream {
+    kind: u16,
+    entries: Box<dyn Iterator<Item = Vec<u8>> + Send>,
+    next: Option<Vec<u8>>,
+    started: bool,
+    done: bool,
+}
+
+impl BodyStream {
+    pub fn new(kind: u16, entries: Box<dyn Iterator<Item = Vec<u8>> + Send>) -> BodyStream {
+        BodyStream {
+            kind,
+            entries,
+            next: None,
+            started: false,
+            done: false,
+        }
+    }
+
+    fn advance(&mut self) {
+        self.next = self.entries.by_ref().find(|e| e.len() <= MAX_BODY);
+    }
+
+    /// The next body (type, flags, padding, entries); `None` once the last was given.
+    pub fn next_body(&mut self) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            self.advance();
+        }
+        let mut b = Vec::with_capacity(8 + 1024);
+        b.extend_from_slice(&self.kind.to_be_bytes());
+        b.extend_from_slice(&[0; 6]);
+        while let Some(e) = self.next.take() {
+            if b.len() > 8 && b.len() - 8 + e.len() > MAX_BODY {
+                self.next = Some(e);
+                break;
+            }
+            b.extend(e);
+            self.advance();
+        }
+        let more = self.next.is_some();
+        if more {
+            b[2..4].copy_from_slice(&OFPMPF_REPLY_MORE.to_be_bytes());
+        } else {
+            self.done = true;
+        }
+        Some(b)
+    }
+}
+
 fn each<T>(items: &[T], encode: impl Fn(&T, &mut Vec<u8>)) -> Vec<Vec<u8>> {
     items
         .iter()
@@ -327,7 +389,7 @@ fn each<T>(items: &[T], encode: impl Fn(&T, &mut Vec<u8>)) -> Vec<Vec<u8>> {
 }
 
 impl MultipartReply {
-    fn kind(&self) -> u16 {
+    pub fn kind(&self) -> u16 {
         match self {
             MultipartReply::Desc(_) => OFPMP_DESC,
             MultipartReply::PortDesc(_) => OFPMP_PORT_DESC,
@@ -349,8 +411,18 @@ impl MultipartReply {
     /// The reply's body, as one or more message bodies (each under OpenFlow's 64 KiB
     /// message length, all but the last flagged REPLY_MORE).
     pub fn encode_bodies(&self, version: Version) -> Vec<Vec<u8>> {
-        const MAX_BODY: usize = 65535 - 8 - 8;
-        let entries: Vec<Vec<u8>> = match self {
+        let mut stream = BodyStream::new(self.kind(), Box::new(self.entries(version).into_iter()));
+        std::iter::from_fn(|| stream.next_body()).collect()
+    }
+
+    /// The reply as a stream of bodies made as they are asked for.
+    pub fn into_stream(self, version: Version) -> BodyStream {
+        BodyStream::new(self.kind(), Box::new(self.entries(version).into_iter()))
+    }
+
+    /// Each entry of the reply, encoded.
+    fn entries(&self, version: Version) -> Vec<Vec<u8>> {
+        match self {
             MultipartReply::Desc(d) => {
                 let mut e = Vec::with_capacity(1056);
                 fixed_string(&mut e, &d.manufacturer, 256);
@@ -404,35 +476,12 @@ impl MultipartReply {
                         let len = e.len() - start;
                         e.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
                     }
-                    let len = e.len() as u16;
+                    let len = u16::try_from(e.len()).unwrap_or(0);
                     e[..2].copy_from_slice(&len.to_be_bytes());
                     e
                 })
                 .collect(),
-        };
-        let mut bodies: Vec<Vec<u8>> = Vec::new();
-        let mut cur: Vec<u8> = Vec::new();
-        for e in entries {
-            if !cur.is_empty() && cur.len() + e.len() > MAX_BODY {
-                bodies.push(std::mem::take(&mut cur));
-            }
-            cur.extend(e);
         }
-        bodies.push(cur);
-        let n = bodies.len();
-        bodies
-            .into_iter()
-            .enumerate()
-            .map(|(i, entries)| {
-                let mut b = Vec::with_capacity(8 + entries.len());
-                b.extend_from_slice(&self.kind().to_be_bytes());
-                let flags = if i + 1 < n { OFPMPF_REPLY_MORE } else { 0 };
-                b.extend_from_slice(&flags.to_be_bytes());
-                b.extend_from_slice(&[0; 4]);
-                b.extend(entries);
-                b
-            })
-            .collect()
     }
 
     /// One reply message's body (type, flags, padding, entries); the flags tell

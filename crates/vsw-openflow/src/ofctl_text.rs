@@ -387,6 +387,8 @@ pub struct SelectionParts<'a> {
     pub cookie_mask: u64,
     /// OFPP_ANY: any.
     pub out_port: u32,
+    /// OFPG_ANY: any.
+    pub out_group: u32,
     pub matcher: &'a OxmMatch,
 }
 
@@ -399,6 +401,7 @@ impl SelectionParts<'_> {
             cookie: fm.cookie,
             cookie_mask: fm.cookie_mask,
             out_port: fm.out_port,
+            out_group: fm.out_group,
             matcher: &fm.matcher,
         }
     }
@@ -421,6 +424,9 @@ pub fn selection_text(sel: &SelectionParts) -> Result<String, BadFlowMod> {
         crate::flow_mod::OFPP_ANY => {}
         p if p < OFPP_MAX || p == OFPP_LOCAL => parts.push(format!("out_port={}", to_vsw_port(p))),
         _ => return Err(BadFlowMod::BadOutPort),
+    }
+    if sel.out_group != crate::flow_mod::OFPG_ANY {
+        parts.push(format!("out_group={}", sel.out_group));
     }
     let m = match_text(sel.matcher)?;
     if !m.is_empty() {

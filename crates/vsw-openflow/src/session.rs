@@ -4,7 +4,7 @@
 
 use crate::async_config::AsyncConfig;
 use crate::error::Refusal;
-use crate::flow_mod::{BadFlowMod, Command, FlowMod};
+use crate::flow_mod::{BadFlowMod, FlowMod};
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use crate::frame::HEADER_LEN;
 use crate::frame::{next_message, FrameError, Header};
@@ -12,7 +12,7 @@ use crate::group_mod::{BadGroupMod, GroupDescEntry, GroupMod, GroupStatsEntry};
 use crate::message::{Features, Message, SwitchConfig, OFPT_HELLO};
 use crate::meter_mod::{BadMeterMod, MeterConfigEntry, MeterMod, MeterStatsEntry};
 use crate::multipart::{
-    MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
+    BodyStream, MultipartReply, MultipartRequest, PortInfo, SwitchDesc, OFPT_MULTIPART_REPLY,
 };
 use crate::packet::PacketOut;
 use crate::port_stats::{selects, PortStats};
@@ -31,15 +31,17 @@ pub trait Bridge {
     fn desc(&self) -> SwitchDesc;
     /// Carries out a flow-mod; `Err`: why it was refused (nothing changed).
     fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), BadFlowMod>;
-    /// Carries out several flow-mods, each on its own terms: one refused changes
-    /// nothing of the others. (A switch may do them in one change of its tables.)
+    /// Carries out several consecutive flow-mods (of any command), in order, each on
+    /// its own terms: one refused changes nothing of the others. (A switch may do
+    /// them in one change of its tables.)
     fn flow_mods(&mut self, fms: &[FlowMod]) -> Vec<Result<(), BadFlowMod>> {
         fms.iter().map(|fm| self.flow_mod(fm)).collect()
     }
     /// Every port's counters.
     fn port_stats(&mut self) -> Vec<PortStats>;
-    /// The flows a flow-stats request selects.
-    fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod>;
+    /// The flows a flow-stats request selects, made as they are read (a switch takes
+    /// a snapshot and converts each rule when the reply gets to it).
+    fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<FlowStatsIter, BadFlowMod>;
     /// Sends a controller's packet; `Err`: why not (nothing sent).
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal>;
     /// Tables 0..`n`'s counters.
@@ -81,6 +83,46 @@ pub trait Bridge {
     }
 }
 
+/// A flow-stats reply's entries, made one at a time.
+pub type FlowStatsIter = Box<dyn Iterator<Item = FlowStatsEntry> + Send>;
+
+/// Reply bytes a session writes before it returns to its caller, which sends them
+/// (and may take the switch's lock anew) before it asks for more: a peer's requests
+/// never build more than this at once, whatever they ask.
+pub const OUT_BUDGET: usize = 256 * 1024;
+
+/// Consecutive flow-mods carried out together at most (one change of the tables):
+/// the time one batch holds the switch is bounded.
+pub const MAX_BATCH: usize = 1024;
+
+/// A multipart reply being sent, a body at a time.
+struct Streaming {
+    version: u8,
+    xid: u32,
+    bodies: BodyStream,
+}
+
+impl Streaming {
+    /// Writes reply messages to `out` while it holds less than `budget`; whether the
+    /// reply is done.
+    fn pump(&mut self, out: &mut Vec<u8>, budget: usize) -> bool {
+        while out.len() < budget {
+            let Some(body) = self.bodies.next_body() else {
+                return true;
+            };
+            Header {
+                version: self.version,
+                kind: OFPT_MULTIPART_REPLY,
+                length: u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX),
+                xid: self.xid,
+            }
+            .write(out);
+            out.extend(body);
+        }
+        false
+    }
+}
+
 /// Tables a vsw switch has (0–253; 254 and 255 are reserved numbers).
 pub const N_TABLES: u8 = 254;
 /// What a table's `max_entries` says: the classifier has no fixed size; this is
@@ -118,9 +160,11 @@ pub struct Session {
     version: Option<Version>,
     config: SwitchConfig,
     async_config: AsyncConfig,
-    /// Received bytes not yet a whole message.
+    /// Received bytes not yet carried out.
     pending: Vec<u8>,
     next_xid: u32,
+    /// A multipart reply not yet all written.
+    streaming: Option<Streaming>,
 }
 
 impl Default for Session {
@@ -160,6 +204,7 @@ impl Session {
             async_config: AsyncConfig::DEFAULT,
             pending: Vec::new(),
             next_xid: 1,
+            streaming: None,
         }
     }
 
@@ -200,6 +245,10 @@ impl Session {
 
     /// Takes received bytes: answers go to `out` (to be sent in order), events are
     /// returned. `Err`: the connection is to be closed after `out` is sent.
+    ///
+    /// It stops once `out` holds [`OUT_BUDGET`] bytes, keeping what it has not
+    /// carried out yet: the caller sends `out` and calls again (with no new bytes)
+    /// while [`Session::wants_more`] says so, before it reads more.
     pub fn receive(
         &mut self,
         bytes: &[u8],
@@ -209,10 +258,19 @@ impl Session {
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut used = 0;
-        // Consecutive flow adds are carried out together (one change of the
-        // tables for all of them), each still answered on its own.
-        let mut adds: Vec<(Vec<u8>, FlowMod)> = Vec::new();
+        // Consecutive flow-mods are carried out together (one change of the tables
+        // for all of them, at most MAX_BATCH), each still answered on its own.
+        let mut mods: Vec<(Vec<u8>, FlowMod)> = Vec::new();
         let result = loop {
+            if let Some(s) = &mut self.streaming {
+                if !s.pump(out, OUT_BUDGET) {
+                    break Ok(());
+                }
+                self.streaming = None;
+            }
+            if out.len() >= OUT_BUDGET {
+                break Ok(());
+            }
             let m = match next_message(&self.pending[used..]) {
                 Ok(Some((_, m))) => m.to_vec(),
                 Ok(None) => break Ok(()),
@@ -221,36 +279,45 @@ impl Session {
             used += m.len();
             if let Some(v) = self.version {
                 if let Ok(Message::FlowMod(fm)) = Message::decode(v, &m) {
-                    if fm.command == Command::Add && bridge.role() != Role::Slave {
-                        adds.push((m, fm));
+                    if bridge.role() != Role::Slave {
+                        mods.push((m, fm));
+                        if mods.len() >= MAX_BATCH {
+                            self.flow_mods(&mut mods, bridge, out);
+                        }
                         continue;
                     }
                 }
             }
-            self.add_flows(&mut adds, bridge, out);
+            self.flow_mods(&mut mods, bridge, out);
             if let Err(c) = self.one(&m, bridge, out, &mut events) {
                 break Err(c);
             }
         };
-        self.add_flows(&mut adds, bridge, out);
+        self.flow_mods(&mut mods, bridge, out);
         self.pending.drain(..used);
         result.map(|()| events)
     }
 
-    /// Carries out the flow adds gathered, answering each that failed.
-    fn add_flows(
+    /// Whether [`Session::receive`] stopped with work left: a reply not all
+    /// written, or whole messages not carried out yet.
+    pub fn wants_more(&self) -> bool {
+        self.streaming.is_some() || matches!(next_message(&self.pending), Ok(Some(_)))
+    }
+
+    /// Carries out the flow-mods gathered, answering each that failed.
+    fn flow_mods(
         &mut self,
-        adds: &mut Vec<(Vec<u8>, FlowMod)>,
+        mods: &mut Vec<(Vec<u8>, FlowMod)>,
         bridge: &mut dyn Bridge,
         out: &mut Vec<u8>,
     ) {
-        if adds.is_empty() {
+        if mods.is_empty() {
             return;
         }
         let Some(version) = self.version else { return };
-        let fms: Vec<FlowMod> = adds.iter().map(|(_, fm)| fm.clone()).collect();
+        let fms: Vec<FlowMod> = mods.iter().map(|(_, fm)| fm.clone()).collect();
         let results = bridge.flow_mods(&fms);
-        for ((raw, _), r) in adds.drain(..).zip(results) {
+        for ((raw, _), r) in mods.drain(..).zip(results) {
             if let (Err(e), Some(h)) = (r, Header::parse(&raw)) {
                 out.extend(
                     Refusal::FlowMod(e)
@@ -376,6 +443,29 @@ impl Session {
             })),
             Message::MultipartRequest(req) => {
                 let reply = match req {
+                    // Made as the reply gets to each rule, a body at a time.
+                    MultipartRequest::Flow(f) => match bridge.flow_stats(&f) {
+                        Ok(entries) => {
+                            let encoded = entries.map(move |e| {
+                                let mut b = Vec::with_capacity(256);
+                                e.encode(version, &mut b);
+                                b
+                            });
+                            self.streaming = Some(Streaming {
+                                version: v,
+                                xid: h.xid,
+                                bodies: BodyStream::new(
+                                    crate::flow_stats::OFPMP_FLOW,
+                                    Box::new(encoded),
+                                ),
+                            });
+                            return;
+                        }
+                        Err(e) => {
+                            out.extend(Refusal::FlowMod(e).answer(request).encode(v, h.xid));
+                            return;
+                        }
+                    },
                     MultipartRequest::Desc => MultipartReply::Desc(bridge.desc()),
                     MultipartRequest::PortDesc => MultipartReply::PortDesc(bridge.ports()),
                     MultipartRequest::TableFeatures => MultipartReply::TableFeatures(
@@ -403,35 +493,30 @@ impl Session {
                     }
                     MultipartRequest::MeterFeatures => MultipartReply::MeterFeatures,
                     MultipartRequest::Aggregate(f) => match bridge.flow_stats(&f) {
-                        Ok(entries) => MultipartReply::Aggregate(AggregateStats {
-                            packet_count: entries.iter().map(|e| e.packet_count).sum(),
-                            byte_count: entries.iter().map(|e| e.byte_count).sum(),
-                            flow_count: entries.len() as u32,
-                        }),
-                        Err(e) => {
-                            out.extend(Refusal::FlowMod(e).answer(request).encode(v, h.xid));
-                            return;
+                        Ok(entries) => {
+                            let mut a = AggregateStats {
+                                packet_count: 0,
+                                byte_count: 0,
+                                flow_count: 0,
+                            };
+                            for e in entries {
+                                a.packet_count += e.packet_count;
+                                a.byte_count += e.byte_count;
+                                a.flow_count += 1;
+                            }
+                            MultipartReply::Aggregate(a)
                         }
-                    },
-                    MultipartRequest::Flow(f) => match bridge.flow_stats(&f) {
-                        Ok(entries) => MultipartReply::Flow(entries),
                         Err(e) => {
                             out.extend(Refusal::FlowMod(e).answer(request).encode(v, h.xid));
                             return;
                         }
                     },
                 };
-                for body in reply.encode_bodies(version) {
-                    let len = u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX);
-                    Header {
-                        version: v,
-                        kind: OFPT_MULTIPART_REPLY,
-                        length: len,
-                        xid: h.xid,
-                    }
-                    .write(out);
-                    out.extend(body);
-                }
+                self.streaming = Some(Streaming {
+                    version: v,
+                    xid: h.xid,
+                    bodies: reply.into_stream(version),
+                });
                 None
             }
             Message::GetConfigRequest => Some(Message::GetConfigReply(self.config)),
@@ -538,8 +623,8 @@ mod tests {
         fn flow_mod(&mut self, _: &FlowMod) -> Result<(), BadFlowMod> {
             Err(BadFlowMod::Refused)
         }
-        fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
-            Ok(Vec::new())
+        fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<FlowStatsIter, BadFlowMod> {
+            Ok(Box::new(std::iter::empty()))
         }
         fn packet_out(&mut self, _: &crate::PacketOut) -> Result<(), crate::Refusal> {
             Ok(())

@@ -31,8 +31,11 @@ impl Bridge for NoPorts {
     fn flow_mod(&mut self, _: &FlowMod) -> Result<(), BadFlowMod> {
         Ok(())
     }
-    fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
-        Ok(Vec::new())
+    fn flow_stats(
+        &mut self,
+        _: &FlowStatsRequest,
+    ) -> Result<vsw_openflow::FlowStatsIter, BadFlowMod> {
+        Ok(Box::new(std::iter::empty()))
     }
     fn packet_out(&mut self, _: &vsw_openflow::PacketOut) -> Result<(), vsw_openflow::Refusal> {
         Ok(())

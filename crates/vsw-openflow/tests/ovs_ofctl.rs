@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use vsw_openflow::flow_mod::{BadFlowMod, FlowMod};
-use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
+use vsw_openflow::flow_stats::FlowStatsRequest;
 use vsw_openflow::{Bridge, PortInfo, SwitchDesc};
 
 struct TwoPorts;
@@ -42,8 +42,11 @@ impl Bridge for TwoPorts {
     fn flow_mod(&mut self, _: &FlowMod) -> Result<(), BadFlowMod> {
         Err(BadFlowMod::Refused)
     }
-    fn flow_stats(&mut self, _: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
-        Ok(Vec::new())
+    fn flow_stats(
+        &mut self,
+        _: &FlowStatsRequest,
+    ) -> Result<vsw_openflow::FlowStatsIter, BadFlowMod> {
+        Ok(Box::new(std::iter::empty()))
     }
     fn packet_out(&mut self, _: &vsw_openflow::PacketOut) -> Result<(), vsw_openflow::Refusal> {
         Ok(())

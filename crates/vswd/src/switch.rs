@@ -3,7 +3,7 @@
 //! persists the result. Ports are known through their class (`vsw_netdev::class`):
 //! nothing here depends on what kind of device a port is.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +90,27 @@ pub enum SwitchError {
     FixedOption(&'static str),
     #[error("debug commands are off (vswd started with VSWD_FAULT_INJECTION=1 takes them)")]
     NoFaultInjection,
+    #[error("the flow overlaps one of its table and priority")]
+    Overlap,
+}
+
+/// One flow-mod, as [`Switch::flow_changes`] carries it out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlowChange {
+    /// `add-flow`; `check_overlap`: refused if it overlaps a rule of its table and
+    /// priority (OpenFlow's CHECK_OVERLAP).
+    Add { flow: String, check_overlap: bool },
+    /// `del-flows`: the rules the selection picks (`None`: all).
+    Delete {
+        matching: Option<String>,
+        strict: bool,
+    },
+    /// `mod-flows`: the selected rules get the flow's actions.
+    Modify {
+        flow: String,
+        strict: bool,
+        reset_counts: bool,
+    },
 }
 
 enum Link {
@@ -1669,57 +1690,17 @@ impl Switch {
         for spec in specs {
             pipeline.insert(spec, now);
         }
-        self.replace_rules_noted(pipeline, &[], added)?;
+        self.replace_rules_noted(pipeline, Vec::new(), added)?;
         Ok(json!({ "added": texts.len() }))
     }
 
     fn del_flows(&mut self, matching: Option<&str>, strict: bool) -> Result<Value, SwitchError> {
-        let selection = match matching {
-            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
-            None => Selection::all(),
+        let change = FlowChange::Delete {
+            matching: matching.map(str::to_string),
+            strict,
         };
-        let mut pipeline = (*self.ofproto.pipeline()).clone();
-        let removed = pipeline.remove_rules(&selection, strict);
-        self.replace_rules_noted(pipeline, &removed, Vec::new())?;
-        let now = now_ms();
-        for r in &removed {
-            self.note_removed(r, Removal::Deleted, now);
-        }
-        Ok(json!({ "removed": removed.len() }))
-    }
-
-    /// Adds flows each on its own terms (OpenFlow's flow-mods: one refused changes
-    /// nothing of the others), in one change of the tables: one state write, one
-    /// revalidation. `Err`: the change itself failed, and none was added.
-    pub fn add_flows_each(
-        &mut self,
-        texts: &[String],
-    ) -> Result<Vec<Result<(), SwitchError>>, SwitchError> {
-        let names = |n: &str| self.port_no(n);
-        let mut pipeline = (*self.ofproto.pipeline()).clone();
-        let now = now_ms();
-        let mut results = Vec::with_capacity(texts.len());
-        let mut added = Vec::new();
-        for t in texts {
-            let r = parse_flow(t, &names)
-                .map_err(SwitchError::Flow)
-                .and_then(|spec| {
-                    if let Some(g) = pipeline.missing_group(&spec.actions) {
-                        return Err(SwitchError::NoSuchGroup(g));
-                    }
-                    if let Some(m) = pipeline.missing_meter(&spec.actions) {
-                        return Err(SwitchError::NoSuchMeter(m));
-                    }
-                    added.push(format_flow(&spec));
-                    pipeline.insert(spec, now);
-                    Ok(())
-                });
-            results.push(r);
-        }
-        if !added.is_empty() {
-            self.replace_rules_noted(pipeline, &[], added)?;
-        }
-        Ok(results)
+        let removed = self.flow_changes(&[change])?.remove(0)?;
+        Ok(json!({ "removed": removed }))
     }
 
     fn mod_flows(
@@ -1728,32 +1709,127 @@ impl Switch {
         strict: bool,
         reset_counts: bool,
     ) -> Result<Value, SwitchError> {
-        let (selection, actions) = text
-            .split_once("actions=")
-            .ok_or(SwitchError::Flow(FlowSyntaxError::NoActions))?;
-        let names = |n: &str| self.port_no(n);
-        let selection = parse_match(selection.trim_end_matches(','), &names)?;
-        let mut pipeline = (*self.ofproto.pipeline()).clone();
-        let before = pipeline.select(&selection, strict);
-        let changed = pipeline.modify(&selection, strict, reset_counts, &|r| {
-            vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
-        })?;
-        // The new actions' groups and meters must exist, as an add's must.
-        let any = vsw_flow::parse_actions_unchecked(actions, &names)?;
-        if let Some(g) = pipeline.missing_group(&any) {
-            return Err(SwitchError::NoSuchGroup(g));
-        }
-        if let Some(m) = pipeline.missing_meter(&any) {
-            return Err(SwitchError::NoSuchMeter(m));
-        }
-        // The same rules, with their new actions.
-        let after: Vec<String> = pipeline
-            .select(&selection, strict)
-            .iter()
-            .map(|r| format_flow(&r.spec))
-            .collect();
-        self.replace_rules_noted(pipeline, &before, after)?;
+        let change = FlowChange::Modify {
+            flow: text.to_string(),
+            strict,
+            reset_counts,
+        };
+        let changed = self.flow_changes(&[change])?.remove(0)?;
         Ok(json!({ "modified": changed }))
+    }
+
+    /// Carries out flow-mods (OpenFlow's, in order), each on its own terms — one
+    /// refused changes nothing of the others, and each says how many rules it
+    /// touched — in one change of the tables: one journal line (or state write)
+    /// and one revalidation for all of them. A batch that changes nothing (deletes
+    /// of rules that are not there, say) writes and revalidates nothing. `Err`: the
+    /// change itself could not be made, and none was.
+    pub fn flow_changes(
+        &mut self,
+        changes: &[FlowChange],
+    ) -> Result<Vec<Result<usize, SwitchError>>, SwitchError> {
+        let old = self.ofproto.pipeline();
+        let mut pipeline = (*old).clone();
+        let now = now_ms();
+        let mut touched = HashSet::new();
+        let mut deleted = Vec::new();
+        let results: Vec<Result<usize, SwitchError>> = changes
+            .iter()
+            .map(|c| self.apply_change(&mut pipeline, c, now, &mut touched, &mut deleted))
+            .collect();
+        // What the journal says of the batch: for every rule key it touched, the
+        // rule it had before (removed) and the one it has now (added), when they
+        // differ — so a rule added and deleted again in one batch writes nothing.
+        let (mut del, mut add) = (Vec::new(), Vec::new());
+        for (table, priority, m) in &touched {
+            let before = old.find_exact(*table, m, *priority);
+            let after = pipeline.find_exact(*table, m, *priority);
+            match (before, after) {
+                (Some(b), Some(a)) if Arc::ptr_eq(b, a) => {}
+                (b, a) => {
+                    del.extend(b.map(|r| format_flow(&r.spec)));
+                    add.extend(a.map(|r| format_flow(&r.spec)));
+                }
+            }
+        }
+        if del.is_empty() && add.is_empty() {
+            return Ok(results);
+        }
+        self.replace_rules_noted(pipeline, del, add)?;
+        for r in &deleted {
+            self.note_removed(r, Removal::Deleted, now);
+        }
+        Ok(results)
+    }
+
+    /// One change of [`Switch::flow_changes`], made on `pipeline`: the keys (table,
+    /// priority, match) of the rules it touched go to `touched`, the rules it
+    /// deleted to `deleted`.
+    fn apply_change(
+        &self,
+        pipeline: &mut Pipeline,
+        change: &FlowChange,
+        now: u64,
+        touched: &mut HashSet<(u8, u16, vsw_flow::Match)>,
+        deleted: &mut Vec<Arc<vsw_flow::Rule>>,
+    ) -> Result<usize, SwitchError> {
+        let names = |n: &str| self.port_no(n);
+        let key = |r: &Arc<vsw_flow::Rule>| (r.spec.table, r.spec.priority, r.spec.matcher);
+        match change {
+            FlowChange::Add {
+                flow,
+                check_overlap,
+            } => {
+                let spec = parse_flow(flow, &names)?;
+                if let Some(g) = pipeline.missing_group(&spec.actions) {
+                    return Err(SwitchError::NoSuchGroup(g));
+                }
+                if let Some(m) = pipeline.missing_meter(&spec.actions) {
+                    return Err(SwitchError::NoSuchMeter(m));
+                }
+                if *check_overlap && pipeline.overlaps(&spec) {
+                    return Err(SwitchError::Overlap);
+                }
+                touched.insert((spec.table, spec.priority, spec.matcher));
+                pipeline.insert(spec, now);
+                Ok(1)
+            }
+            FlowChange::Delete { matching, strict } => {
+                let selection = match matching {
+                    Some(text) => parse_match(text, &names)?,
+                    None => Selection::all(),
+                };
+                let removed = pipeline.remove_rules(&selection, *strict);
+                touched.extend(removed.iter().map(key));
+                let n = removed.len();
+                deleted.extend(removed);
+                Ok(n)
+            }
+            FlowChange::Modify {
+                flow,
+                strict,
+                reset_counts,
+            } => {
+                let (selection, actions) = flow
+                    .split_once("actions=")
+                    .ok_or(SwitchError::Flow(FlowSyntaxError::NoActions))?;
+                let selection = parse_match(selection.trim_end_matches(','), &names)?;
+                // The new actions' groups and meters must exist, as an add's must.
+                let any = vsw_flow::parse_actions_unchecked(actions, &names)?;
+                if let Some(g) = pipeline.missing_group(&any) {
+                    return Err(SwitchError::NoSuchGroup(g));
+                }
+                if let Some(m) = pipeline.missing_meter(&any) {
+                    return Err(SwitchError::NoSuchMeter(m));
+                }
+                let picked = pipeline.select(&selection, *strict);
+                let n = pipeline.modify(&selection, *strict, *reset_counts, &|r| {
+                    vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
+                })?;
+                touched.extend(picked.iter().map(key));
+                Ok(n)
+            }
+        }
     }
 
     fn set_group(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
@@ -1971,14 +2047,13 @@ impl Switch {
     fn replace_rules_noted(
         &mut self,
         pipeline: Pipeline,
-        removed: &[Arc<vsw_flow::Rule>],
+        del: Vec<String>,
         added: Vec<String>,
     ) -> Result<(), SwitchError> {
         let limit = JOURNAL_MIN_ENTRIES.max(pipeline.len() as u64);
         if !self.persist || !self.file_current || self.journal.entries() >= limit {
             return self.replace_rules(pipeline);
         }
-        let del = removed.iter().map(|r| format_flow(&r.spec)).collect();
         // Written before the change is made: a journal that cannot be written
         // refuses it.
         self.journal.append(del, added)?;
@@ -2038,7 +2113,8 @@ impl Switch {
         }
         let mut pipeline = (*current).clone();
         let gone = pipeline.remove_expired(now);
-        match self.replace_rules_noted(pipeline, &gone, Vec::new()) {
+        let del = gone.iter().map(|r| format_flow(&r.spec)).collect();
+        match self.replace_rules_noted(pipeline, del, Vec::new()) {
             Ok(()) => {
                 self.expiry_failing = false;
                 for r in &gone {

@@ -24,23 +24,58 @@ use vsw_openflow::ofctl_text::{
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::table_stats::TableStats;
 use vsw_openflow::tlv::{BadTlv, TlvMap, TlvTableMod};
-use vsw_openflow::{Bridge, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
+use vsw_openflow::{Bridge, FlowStatsIter, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
 use vsw_tunnel::metadata::MetadataOption;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 // The OpenFlow side refuses any option length but its own: the tunnels' must be it.
 const _: () = assert!(MetadataOption::LEN == vsw_openflow::tlv::MAX_OPTION_LEN as usize);
 
 use super::peers::{Peer, Peers};
 use crate::protocol::Request;
-use crate::switch::{Switch, SwitchError};
+use crate::switch::{FlowChange, Switch, SwitchError};
 use vsw_flow::FlowSyntaxError;
+
+/// A flow-mod as the switch carries it out.
+fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
+    let strict = matches!(fm.command, Command::DeleteStrict | Command::ModifyStrict);
+    Ok(match fm.command {
+        Command::Add => FlowChange::Add {
+            flow: add_text(fm)?,
+            check_overlap: fm.flags & OFPFF_CHECK_OVERLAP != 0,
+        },
+        Command::Delete | Command::DeleteStrict => {
+            let sel = selection_text(&SelectionParts::of_flow_mod(fm, strict))?;
+            FlowChange::Delete {
+                matching: (!sel.is_empty()).then_some(sel),
+                strict,
+            }
+        }
+        Command::Modify | Command::ModifyStrict => {
+            unbuffered(fm)?;
+            let parts = SelectionParts {
+                out_port: OFPP_ANY,
+                out_group: OFPG_ANY,
+                ..SelectionParts::of_flow_mod(fm, strict)
+            };
+            let sel = selection_text(&parts)?;
+            let actions = actions_text(&fm.instructions)?;
+            let sep = if sel.is_empty() { "" } else { "," };
+            FlowChange::Modify {
+                flow: format!("{sel}{sep}actions={actions}"),
+                strict,
+                reset_counts: fm.flags & OFPFF_RESET_COUNTS != 0,
+            }
+        }
+    })
+}
 
 /// The OpenFlow error for a flow change the switch refused.
 fn flow_mod_error(e: SwitchError) -> BadFlowMod {
     tracing::info!(error = %e, "OpenFlow flow-mod refused");
     match e {
+        SwitchError::Overlap => BadFlowMod::Overlap,
         SwitchError::NoSuchGroup(_) => BadFlowMod::BadOutGroup,
         SwitchError::NoSuchMeter(_) => BadFlowMod::UnknownMeter,
         SwitchError::Flow(FlowSyntaxError::ActionPrerequisite { .. }) => {
@@ -50,20 +85,29 @@ fn flow_mod_error(e: SwitchError) -> BadFlowMod {
     }
 }
 
+/// The switch as one connection's session asks it. Each request takes the switch's
+/// lock for as long as it needs it and no longer (never while an answer is
+/// encoded or sent), so one peer's requests never stall another's.
 pub(super) struct SwitchBridge<'a> {
-    pub(super) switch: &'a mut Switch,
+    pub(super) switch: &'a Mutex<Switch>,
     /// The connection asking, and the others (roles).
     pub(super) peer: &'a Arc<Peer>,
     pub(super) peers: &'a Peers,
 }
 
+impl SwitchBridge<'_> {
+    fn sw(&self) -> MutexGuard<'_, Switch> {
+        self.switch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl Bridge for SwitchBridge<'_> {
     fn datapath_id(&self) -> u64 {
-        self.switch.datapath_id()
+        self.sw().datapath_id()
     }
 
     fn ports(&self) -> Vec<PortInfo> {
-        self.switch.openflow_ports()
+        self.sw().openflow_ports()
     }
 
     fn desc(&self) -> SwitchDesc {
@@ -72,85 +116,40 @@ impl Bridge for SwitchBridge<'_> {
             hardware: "vsw userspace datapath".into(),
             software: env!("CARGO_PKG_VERSION").into(),
             serial: "None".into(),
-            datapath: self.switch.bridge_name().into(),
+            datapath: self.sw().bridge_name().into(),
         }
     }
 
-    /// Through the same requests as `vswctl add-flow` / `mod-flows` / `del-flows`:
-    /// the same tables, the same checks, and the datapath flows revalidated before
-    /// the answer — so a barrier after a flow-mod means the datapath too. Deletes
-    /// select by cookie and output port too; modifies by cookie (OpenFlow has them
-    /// ignore the output port), keep counters unless RESET_COUNTS, and change
-    /// nothing when no flow matches.
     fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), BadFlowMod> {
-        let strict = matches!(fm.command, Command::DeleteStrict | Command::ModifyStrict);
-        let req = match fm.command {
-            Command::Add => {
-                let flow = add_text(fm)?;
-                if fm.flags & OFPFF_CHECK_OVERLAP != 0
-                    && self
-                        .switch
-                        .overlaps(&flow)
-                        .map_err(|_| BadFlowMod::Refused)?
-                {
-                    return Err(BadFlowMod::Overlap);
-                }
-                Request::AddFlow { flow }
-            }
-            // No rule outputs to a group: a delete that asks for one selects nothing.
-            Command::Delete | Command::DeleteStrict if fm.out_group != OFPG_ANY => return Ok(()),
-            Command::Delete | Command::DeleteStrict => {
-                let sel = selection_text(&SelectionParts::of_flow_mod(fm, strict))?;
-                Request::DelFlows {
-                    matching: (!sel.is_empty()).then_some(sel),
-                    strict,
-                }
-            }
-            Command::Modify | Command::ModifyStrict => {
-                unbuffered(fm)?;
-                let parts = SelectionParts {
-                    out_port: OFPP_ANY,
-                    ..SelectionParts::of_flow_mod(fm, strict)
-                };
-                let sel = selection_text(&parts)?;
-                let actions = actions_text(&fm.instructions)?;
-                let sep = if sel.is_empty() { "" } else { "," };
-                Request::ModFlows {
-                    flow: format!("{sel}{sep}actions={actions}"),
-                    strict,
-                    reset_counts: fm.flags & OFPFF_RESET_COUNTS != 0,
-                }
-            }
-        };
-        self.switch.handle(req).map(|_| ()).map_err(flow_mod_error)
+        self.flow_mods(std::slice::from_ref(fm))
+            .pop()
+            .unwrap_or(Err(BadFlowMod::Refused))
     }
 
-    /// Adds (without CHECK_OVERLAP) go in one change of the tables; anything else
-    /// one by one.
+    /// Through the same checks and tables as `vswctl add-flow` / `mod-flows` /
+    /// `del-flows`, in one change of the tables for all of them (one journal line,
+    /// one revalidation: the datapath flows are revalidated before the answers, so a
+    /// barrier after flow-mods means the datapath too), under one hold of the
+    /// switch's lock. Deletes select by cookie, output port and group too; modifies
+    /// by cookie (OpenFlow has them ignore the output port and group), keep counters
+    /// unless RESET_COUNTS, and change nothing when no flow matches.
     fn flow_mods(&mut self, fms: &[FlowMod]) -> Vec<Result<(), BadFlowMod>> {
         tracing::debug!(n = fms.len(), "OpenFlow flow-mods");
-        let together = fms.len() > 1
-            && fms
-                .iter()
-                .all(|fm| fm.command == Command::Add && fm.flags & OFPFF_CHECK_OVERLAP == 0);
-        if !together {
-            return fms.iter().map(|fm| self.flow_mod(fm)).collect();
-        }
-        let texts: Vec<Result<String, BadFlowMod>> = fms.iter().map(add_text).collect();
-        let good: Vec<String> = texts.iter().filter_map(|t| t.clone().ok()).collect();
-        let mut done = match self.switch.add_flows_each(&good) {
+        let changes: Vec<Result<FlowChange, BadFlowMod>> = fms.iter().map(flow_change).collect();
+        let good: Vec<FlowChange> = changes.iter().filter_map(|c| c.clone().ok()).collect();
+        let mut done = match self.sw().flow_changes(&good) {
             Ok(r) => r.into_iter(),
             Err(e) => {
                 tracing::info!(error = %e, "OpenFlow flow-mods refused");
                 return vec![Err(BadFlowMod::Refused); fms.len()];
             }
         };
-        texts
+        changes
             .into_iter()
-            .map(|t| {
-                t?;
+            .map(|c| {
+                c?;
                 match done.next() {
-                    Some(Ok(())) => Ok(()),
+                    Some(Ok(_)) => Ok(()),
                     Some(Err(e)) => Err(flow_mod_error(e)),
                     None => Err(BadFlowMod::Refused),
                 }
@@ -172,7 +171,7 @@ impl Bridge for SwitchBridge<'_> {
                 group_id: (gm.group_id != OFPG_ALL).then_some(gm.group_id),
             },
         };
-        self.switch.handle(req).map(|_| ()).map_err(|e| {
+        self.sw().handle(req).map(|_| ()).map_err(|e| {
             tracing::info!(error = %e, "OpenFlow group-mod refused");
             match e {
                 SwitchError::Group(GroupError::Exists(_)) => BadGroupMod::Exists,
@@ -197,7 +196,7 @@ impl Bridge for SwitchBridge<'_> {
                 meter_id: (mm.meter_id != OFPM_ALL).then_some(mm.meter_id),
             },
         };
-        self.switch.handle(req).map(|_| ()).map_err(|e| {
+        self.sw().handle(req).map(|_| ()).map_err(|e| {
             tracing::info!(error = %e, "OpenFlow meter-mod refused");
             match e {
                 SwitchError::Meter(MeterError::Exists(_)) => BadMeterMod::Exists,
@@ -212,7 +211,7 @@ impl Bridge for SwitchBridge<'_> {
     }
 
     fn meter_stats(&mut self, id: u32) -> Vec<MeterStatsEntry> {
-        self.switch
+        self.sw()
             .dump_meters()
             .into_iter()
             .filter(|m| id == OFPM_ALL || m.meter_id == id)
@@ -229,7 +228,7 @@ impl Bridge for SwitchBridge<'_> {
 
     /// Each meter as configured: without the burst flag its bands say burst 0.
     fn meter_config(&mut self, id: u32) -> Vec<MeterConfigEntry> {
-        self.switch
+        self.sw()
             .meter_specs()
             .iter()
             .filter(|m| id == OFPM_ALL || m.id == id)
@@ -238,7 +237,7 @@ impl Bridge for SwitchBridge<'_> {
     }
 
     fn group_stats(&mut self, id: u32) -> Vec<GroupStatsEntry> {
-        self.switch
+        self.sw()
             .dump_groups()
             .into_iter()
             .filter(|g| id == OFPG_ALL || g.group_id == id)
@@ -254,7 +253,7 @@ impl Bridge for SwitchBridge<'_> {
     }
 
     fn group_desc(&mut self, id: u32) -> Vec<GroupDescEntry> {
-        self.switch
+        self.sw()
             .group_specs()
             .iter()
             .filter(|g| id == OFPG_ALL || g.id == id)
@@ -266,7 +265,7 @@ impl Bridge for SwitchBridge<'_> {
     /// a transmit drop one it could not send (queue full, too big, above the MTU).
     /// How long a port has existed is not kept: duration 0.
     fn port_stats(&mut self) -> Vec<PortStats> {
-        self.switch
+        self.sw()
             .port_counters()
             .into_iter()
             .map(|(no, s)| PortStats {
@@ -285,52 +284,47 @@ impl Bridge for SwitchBridge<'_> {
     }
 
     /// The flows the request selects (table, match, cookie under its mask, output
-    /// port), with their counters up to now. No rule outputs to a group: a request
-    /// for one selects nothing.
-    fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<Vec<FlowStatsEntry>, BadFlowMod> {
-        if req.out_group != OFPG_ANY {
-            return Ok(Vec::new());
-        }
+    /// port and group), with their counters up to now: the rules are picked under
+    /// the switch's lock, each entry made only when the reply gets to it.
+    fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<FlowStatsIter, BadFlowMod> {
         let sel = selection_text(&SelectionParts {
             table_id: req.table_id,
             strict_priority: None,
             cookie: req.cookie,
             cookie_mask: req.cookie_mask,
             out_port: req.out_port,
+            out_group: req.out_group,
             matcher: &req.matcher,
         })?;
         let (rules, now) = self
-            .switch
+            .sw()
             .select_rules((!sel.is_empty()).then_some(sel.as_str()), false)
             .map_err(|_| BadFlowMod::Refused)?;
-        Ok(rules
-            .iter()
-            .map(|r| FlowStatsEntry {
-                table_id: r.spec.table,
-                duration_ms: r.duration_ms(now),
-                idle_ms: r.idle_age_s(now) * 1000,
-                priority: r.spec.priority,
-                idle_timeout: r.spec.idle_timeout,
-                hard_timeout: r.spec.hard_timeout,
-                flags: if r.spec.send_flow_rem {
-                    OFPFF_SEND_FLOW_REM
-                } else {
-                    0
-                },
-                importance: 0,
-                cookie: r.spec.cookie,
-                packet_count: r.stats.packets(),
-                byte_count: r.stats.bytes(),
-                matcher: oxm_from_match(&r.spec.matcher),
-                instructions: instructions_from_actions(&r.spec.actions),
-            })
-            .collect())
+        Ok(Box::new(rules.into_iter().map(move |r| FlowStatsEntry {
+            table_id: r.spec.table,
+            duration_ms: r.duration_ms(now),
+            idle_ms: r.idle_age_s(now) * 1000,
+            priority: r.spec.priority,
+            idle_timeout: r.spec.idle_timeout,
+            hard_timeout: r.spec.hard_timeout,
+            flags: if r.spec.send_flow_rem {
+                OFPFF_SEND_FLOW_REM
+            } else {
+                0
+            },
+            importance: 0,
+            cookie: r.spec.cookie,
+            packet_count: r.stats.packets(),
+            byte_count: r.stats.bytes(),
+            matcher: oxm_from_match(&r.spec.matcher),
+            instructions: instructions_from_actions(&r.spec.actions),
+        })))
     }
 
     /// Each table's flows, and the packets looked up and matched there as the
     /// datapath flows' counts have been credited up to now.
     fn table_stats(&mut self, n: u8) -> Vec<TableStats> {
-        self.switch
+        self.sw()
             .table_counts(n)
             .into_iter()
             .map(|(table_id, active, lookups, matches)| TableStats {
@@ -351,7 +345,7 @@ impl Bridge for SwitchBridge<'_> {
     /// option length the map takes is the one the tunnels carry (checked below).
     fn tlv_table(&self) -> Vec<TlvMap> {
         vsw_netdev::tunnel::world()
-            .metadata0(self.switch.bridge_name())
+            .metadata0(self.sw().bridge_name())
             .map(|m| TlvMap {
                 class: m.class,
                 kind: m.kind,
@@ -368,7 +362,7 @@ impl Bridge for SwitchBridge<'_> {
     fn tlv_table_mod(&mut self, m: &TlvTableMod) -> Result<(), BadTlv> {
         let now = self.tlv_table();
         let next = m.apply(&now)?;
-        if next.is_empty() && !now.is_empty() && self.switch.uses_tun_metadata0() {
+        if next.is_empty() && !now.is_empty() && self.sw().uses_tun_metadata0() {
             return Err(BadTlv::InUse);
         }
         // (`apply` took no length but the one vsw has.)
@@ -376,9 +370,9 @@ impl Bridge for SwitchBridge<'_> {
             class: e.class,
             kind: e.kind,
         });
-        let bridge = self.switch.bridge_name();
+        let bridge = self.sw().bridge_name().to_string();
         tracing::info!(bridge, ?option, "Geneve TLV map changed");
-        vsw_netdev::tunnel::world().set_metadata0(bridge, option);
+        vsw_netdev::tunnel::world().set_metadata0(&bridge, option);
         Ok(())
     }
 
@@ -397,7 +391,7 @@ impl Bridge for SwitchBridge<'_> {
     /// path as if a rule of table 0 held them, and queued for a PMD to send.
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal> {
         let in_port = to_vsw_port(po.in_port);
-        self.switch
+        self.sw()
             .packet_out(in_port, &packet_out_text(&po.actions)?, &po.data)
     }
 }

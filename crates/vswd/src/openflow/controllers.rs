@@ -161,8 +161,9 @@ fn connect(target: &Target) -> std::io::Result<Stream> {
 }
 
 /// Listens on `addr` until the target is removed; each connection is a service
-/// connection, as on the management socket (and counts against the same limit).
+/// connection, as on the management socket, with slots of this listener's own.
 fn listen(of: &Arc<OpenFlow>, addr: std::net::SocketAddr, slot: &Slot) {
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let listener = loop {
         match TcpListener::bind(addr) {
             Ok(l) => break l,
@@ -183,7 +184,7 @@ fn listen(of: &Arc<OpenFlow>, addr: std::net::SocketAddr, slot: &Slot) {
         match listener.accept() {
             Ok((conn, peer)) => {
                 let _ = conn.set_nonblocking(false);
-                super::serve_one(of, Stream::Tcp(conn), format!("tcp:{peer}"));
+                super::serve_one(of, Stream::Tcp(conn), format!("tcp:{peer}"), &open);
             }
             Err(_) => std::thread::sleep(LOOK_INTERVAL),
         }

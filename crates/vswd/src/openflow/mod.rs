@@ -3,13 +3,17 @@
 //! works as it does against `ovs-vswitchd`), the controllers vswd connects to
 //! (`controllers.rs`), and the packets that go up to them (`peers.rs`).
 //!
-//! One thread per connection (at most [`MAX_CONNECTIONS`] on the management socket):
-//! a connection's requests are answered in order, each under the switch's lock for
-//! as long as the answer takes; writes give up after [`WRITE_TIMEOUT`], so a peer that
-//! stops reading loses its connection and holds up nobody; a peer silent for its
-//! probe interval is sent an echo request and closed if it stays silent as long
-//! again. What the protocol says is `vsw_openflow::Session`'s; this module is the
-//! sockets and the switch's side of it (`bridge.rs`, `vsw_openflow::Bridge`).
+//! Each connection has a reader thread and a writer thread (`peers.rs`): a
+//! connection's requests are answered in order, each taking the switch's lock only
+//! for as long as the switch needs it (never while an answer is encoded or sent);
+//! answers and asynchronous messages wait in the peer's bounded queue, so a peer
+//! that reads slowly or stops reading holds up nobody. A peer that has not said
+//! hello within 5 s of connecting is closed; one silent for its probe interval is
+//! sent an echo request and closed if it stays silent as long again. Each listener
+//! (the management socket, every `ptcp:` one) has [`MAX_CONNECTIONS`] slots of its
+//! own, so remote peers never take the local management socket's. What the protocol
+//! says is `vsw_openflow::Session`'s; this module is the sockets and the switch's
+//! side of it (`bridge.rs`, `vsw_openflow::Bridge`).
 
 mod bridge;
 pub mod controllers;
@@ -31,10 +35,9 @@ use bridge::SwitchBridge;
 use peers::{Peer, Peers};
 
 pub use crate::switch::BRIDGE_NAME;
-/// Service connections (management socket, listeners) at once; more are closed at
-/// once.
+/// Connections one listener (the management socket, a `ptcp:` listener) serves at
+/// once; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 64;
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A management connection silent this long is sent an echo request; silent as
 /// long again after it, it is closed (a peer that went away without closing).
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -56,7 +59,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct OpenFlow {
     switch: Arc<Mutex<Switch>>,
     peers: Arc<Peers>,
-    mgmt_open: AtomicUsize,
+    /// The management socket's connections now.
+    mgmt_open: Arc<AtomicUsize>,
     /// Each configured controller, as the controllers' manager last saw them.
     controllers: Mutex<Vec<ControllerStatus>>,
     /// The bridge went: every thread of this OpenFlow ends.
@@ -121,7 +125,7 @@ pub fn start(
     let of = Arc::new(OpenFlow {
         switch,
         peers: Arc::new(Peers::default()),
-        mgmt_open: AtomicUsize::new(0),
+        mgmt_open: Arc::new(AtomicUsize::new(0)),
         controllers: Mutex::new(Vec::new()),
         stopped: Arc::new(AtomicBool::new(false)),
         mgmt_path,
@@ -150,19 +154,21 @@ fn serve(listener: UnixListener, of: &Arc<OpenFlow>) {
             return;
         }
         let Ok(conn) = conn else { continue };
-        serve_one(of, Stream::Unix(conn), "management socket".into());
+        let open = of.mgmt_open.clone();
+        serve_one(of, Stream::Unix(conn), "management socket".into(), &open);
     }
 }
 
 /// Runs a service connection (management socket, `ptcp:` listener) in a thread of
-/// its own; at most [`MAX_CONNECTIONS`] at once, more are closed at once.
-pub(crate) fn serve_one(of: &Arc<OpenFlow>, conn: Stream, label: String) {
-    if of.mgmt_open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-        of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
-        tracing::warn!("OpenFlow: {MAX_CONNECTIONS} connections already; one more refused");
+/// its own; at most [`MAX_CONNECTIONS`] at once per listener (`open` counts its
+/// connections), more are closed at once.
+pub(crate) fn serve_one(of: &Arc<OpenFlow>, conn: Stream, label: String, open: &Arc<AtomicUsize>) {
+    if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+        open.fetch_sub(1, Ordering::AcqRel);
+        tracing::warn!(%label, "OpenFlow: {MAX_CONNECTIONS} connections already; one more refused");
         return;
     }
-    let of2 = of.clone();
+    let (of2, open2) = (of.clone(), open.clone());
     let spawned = std::thread::Builder::new()
         .name("openflow".into())
         .spawn(move || {
@@ -170,11 +176,11 @@ pub(crate) fn serve_one(of: &Arc<OpenFlow>, conn: Stream, label: String) {
             let session = Session::new().restricted_to(versions);
             let ended = of2.run_peer(conn, label, session, PROBE_INTERVAL);
             tracing::info!(?ended, "OpenFlow connection closed");
-            of2.mgmt_open.fetch_sub(1, Ordering::AcqRel);
+            open2.fetch_sub(1, Ordering::AcqRel);
         });
-    if spawned.is_err() {
-        of.mgmt_open.fetch_sub(1, Ordering::AcqRel);
-        tracing::warn!("OpenFlow: cannot start a connection's thread");
+    if let Err(e) = spawned {
+        open.fetch_sub(1, Ordering::AcqRel);
+        tracing::warn!(error = %e, "OpenFlow: cannot start a connection's thread");
     }
 }
 
@@ -196,11 +202,11 @@ impl Stream {
         match self {
             Stream::Unix(s) => {
                 s.set_read_timeout(Some(read))?;
-                s.set_write_timeout(Some(WRITE_TIMEOUT))
+                s.set_write_timeout(Some(peers::WRITE_STEP))
             }
             Stream::Tcp(s) => {
                 s.set_read_timeout(Some(read))?;
-                s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+                s.set_write_timeout(Some(peers::WRITE_STEP))?;
                 s.set_nodelay(true)
             }
         }
@@ -246,41 +252,57 @@ impl OpenFlow {
         session: Session,
         probe: Duration,
     ) -> Ended {
-        let (Ok(writer), Ok(closer)) = (stream.try_clone(), stream.try_clone()) else {
+        let (Ok(writer), Ok(closer), Ok(timer)) =
+            (stream.try_clone(), stream.try_clone(), stream.try_clone())
+        else {
             return Ended::Gone;
         };
-        if stream.set_timeouts(probe).is_err() {
+        // Before its hello, a peer is read at least once a second: the hello
+        // deadline holds however it trickles.
+        if stream
+            .set_timeouts(probe.min(Duration::from_secs(1)))
+            .is_err()
+        {
             return Ended::Gone;
         }
         let peer = Arc::new(Peer::new(
             label,
-            Box::new(writer),
             Box::new(move || closer.shutdown()),
             session.async_config(),
             session.config().miss_send_len,
         ));
+        if let Err(e) = peer.start_writer(Box::new(writer)) {
+            tracing::warn!(peer = %peer.label, error = %e, "OpenFlow: cannot start a connection's writer");
+            return Ended::Gone;
+        }
         self.peers.add(peer.clone());
         let ended = vsw_openflow::connection::run(
             session,
             &mut stream,
             |bytes| peer.send(bytes),
             |session, bytes, out| {
-                let mut sw = lock(&self.switch);
                 let mut bridge = SwitchBridge {
-                    switch: &mut sw,
+                    switch: &self.switch,
                     peer: &peer,
                     peers: &self.peers,
                 };
                 session.receive(bytes, &mut bridge, out)
             },
             |e| match e {
-                SessionEvent::Negotiated(v) => peer.negotiated(v),
+                SessionEvent::Negotiated(v) => {
+                    peer.negotiated(v);
+                    // Said hello: silence is measured by the probe interval now.
+                    if timer.set_timeouts(probe).is_err() {
+                        peer.close();
+                    }
+                }
                 SessionEvent::AsyncConfig(c) => peer.set_async(c),
                 SessionEvent::Config(c) => peer.set_miss_send_len(c.miss_send_len),
                 e => tracing::debug!(peer = %peer.label, event = ?e, "OpenFlow"),
             },
         );
         self.peers.remove(&peer);
+        peer.finish();
         ended
     }
 }

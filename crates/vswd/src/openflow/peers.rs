@@ -1,14 +1,21 @@
 //! The OpenFlow connections that are open, for what the switch says without being
 //! asked: packet-ins, port status, flow removals (and roles, which decide who gets
-//! what). Each peer
-//! has its writer behind its own lock, so a packet-in and an answer never
-//! interleave; a peer is told only what its asynchronous configuration asks for.
+//! what). A peer is told only what its asynchronous configuration asks for.
+//!
+//! Each peer has a bounded queue of whole messages and a writer thread of its own,
+//! so a peer that reads slowly (or not at all) holds up nobody: its answers wait in
+//! its queue — its reader stops taking requests while [`REPLY_QUEUE_BYTES`] wait —
+//! and what the switch says unasked is queued without waiting: a packet-in that
+//! finds [`QUEUE_BYTES`] waiting is dropped (counted), any other message ends the
+//! connection (the controller then learns the state afresh). A message not written
+//! within [`MESSAGE_DEADLINE`] of reaching the front of the queue ends the
+//! connection too, however it trickles.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::switch::{Removal, RemovedFlow};
 use vsw_datapath::{Punted, Punts};
@@ -28,14 +35,71 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Writes `bytes` whole, by `deadline`: a peer that takes them a byte at a time is
+/// given up on then (each write returns within the socket's write timeout).
+fn write_by(w: &mut dyn Write, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        if Instant::now() >= deadline {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        match w.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Bytes a peer's queue holds at most; a packet-in that would pass it is dropped,
+/// any other asynchronous message ends the connection.
+pub const QUEUE_BYTES: usize = 4 << 20;
+/// Bytes of queued messages above which the peer's own requests wait to be read.
+pub const REPLY_QUEUE_BYTES: usize = 1 << 20;
+/// How long a message may take to be written once it is at the front of the queue.
+pub const MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
+/// How long one write to the socket may block (its write timeout): the writer
+/// looks at the message's deadline at least this often.
+pub const WRITE_STEP: Duration = Duration::from_millis(500);
+
+/// What waits to be written to a peer.
+#[derive(Default)]
+struct Outbox {
+    messages: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// The connection ended: nothing more is queued or written.
+    closed: bool,
+    /// The reader is done: what is queued is written (each message by its
+    /// deadline), then the connection ends.
+    finishing: bool,
+}
+
+/// Whether an asynchronous message may be dropped when the peer's queue is full.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Drop,
+    Disconnect,
+}
+
 /// One open connection, as the rest of the switch sees it.
 pub struct Peer {
     /// Where it is (`unix:…`, `tcp:…`), for the log.
     pub label: String,
-    writer: Mutex<Box<dyn Write + Send>>,
+    outbox: Mutex<Outbox>,
+    /// Wakes the writer (something queued) and the reader (room made, or closed).
+    changed: Condvar,
     /// Ends the connection (its reader sees the end), when writing to it failed.
     shutdown: Box<dyn Fn() + Send + Sync>,
     state: Mutex<PeerState>,
+    /// Packet-ins dropped because its queue was full.
+    pub dropped: AtomicU64,
 }
 
 #[derive(Clone, Copy)]
@@ -59,14 +123,14 @@ impl PeerState {
 impl Peer {
     pub fn new(
         label: String,
-        writer: Box<dyn Write + Send>,
         shutdown: Box<dyn Fn() + Send + Sync>,
         async_config: AsyncConfig,
         miss_send_len: u16,
     ) -> Peer {
         Peer {
             label,
-            writer: Mutex::new(writer),
+            outbox: Mutex::new(Outbox::default()),
+            changed: Condvar::new(),
             shutdown,
             state: Mutex::new(PeerState {
                 version: None,
@@ -74,16 +138,111 @@ impl Peer {
                 miss_send_len,
                 role: Role::Equal,
             }),
+            dropped: AtomicU64::new(0),
         }
     }
 
-    /// Writes whole messages; a failed write ends the connection.
-    pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
-        let written = lock(&self.writer).write_all(bytes);
-        if written.is_err() {
+    /// Starts the thread that writes the queue to `writer` (a socket whose write
+    /// timeout is [`WRITE_STEP`]) until the connection ends.
+    pub fn start_writer(self: &Arc<Self>, writer: Box<dyn Write + Send>) -> io::Result<()> {
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("openflow-write".into())
+            .spawn(move || me.write_all_queued(writer))
+            .map(drop)
+    }
+
+    fn write_all_queued(&self, mut writer: Box<dyn Write + Send>) {
+        loop {
+            let message = {
+                let mut o = lock(&self.outbox);
+                while o.messages.is_empty() && !o.closed && !o.finishing {
+                    o = self.changed.wait(o).unwrap_or_else(|e| e.into_inner());
+                }
+                if o.closed {
+                    return;
+                }
+                if o.messages.is_empty() {
+                    drop(o);
+                    self.close();
+                    return;
+                }
+                o.messages.pop_front().expect("not empty")
+            };
+            if let Err(e) = write_by(&mut writer, &message, Instant::now() + MESSAGE_DEADLINE) {
+                tracing::info!(peer = %self.label, error = %e, "OpenFlow: a message not written in time; connection closed");
+                self.close();
+                return;
+            }
+            let mut o = lock(&self.outbox);
+            o.bytes -= message.len();
+            self.changed.notify_all();
+        }
+    }
+
+    /// Ends the connection once what is queued is written (the last answers: a
+    /// refusal before the close, say).
+    pub fn finish(&self) {
+        let mut o = lock(&self.outbox);
+        o.finishing = true;
+        self.changed.notify_all();
+    }
+
+    /// Ends the connection: nothing more is queued or written, the reader sees the
+    /// socket shut.
+    pub fn close(&self) {
+        let mut o = lock(&self.outbox);
+        if !o.closed {
+            o.closed = true;
+            o.messages.clear();
+            o.bytes = 0;
+            self.changed.notify_all();
+            drop(o);
             (self.shutdown)();
         }
-        written
+    }
+
+    /// Queues answers to the peer's own requests: waits while
+    /// [`REPLY_QUEUE_BYTES`] are queued (the peer reads slowly: its next requests
+    /// wait with it). `Err`: the connection ended.
+    pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
+        let mut o = lock(&self.outbox);
+        while o.bytes >= REPLY_QUEUE_BYTES && !o.closed {
+            o = self.changed.wait(o).unwrap_or_else(|e| e.into_inner());
+        }
+        if o.closed {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        o.bytes += bytes.len();
+        o.messages.push_back(bytes.to_vec());
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Queues a message the switch sends unasked, without waiting; on a full queue
+    /// it is dropped (a packet-in) or the connection ends. Whether it was queued.
+    fn send_async(&self, bytes: Vec<u8>, overflow: Overflow) -> bool {
+        let mut o = lock(&self.outbox);
+        if o.closed {
+            return false;
+        }
+        if o.bytes + bytes.len() > QUEUE_BYTES {
+            drop(o);
+            match overflow {
+                Overflow::Drop => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                Overflow::Disconnect => {
+                    tracing::info!(peer = %self.label, "OpenFlow: the peer does not read what it is sent; connection closed");
+                    self.close();
+                }
+            }
+            return false;
+        }
+        o.bytes += bytes.len();
+        o.messages.push_back(bytes);
+        self.changed.notify_all();
+        true
     }
 
     pub fn negotiated(&self, v: Version) {
@@ -127,7 +286,7 @@ impl Peers {
     /// socket closed and returns.
     pub fn close_all(&self) {
         for p in lock(&self.open).iter() {
-            (p.shutdown)();
+            p.close();
         }
     }
 
@@ -181,13 +340,8 @@ impl Peers {
             }
             let in_port = vsw_openflow::flow_mod::to_of_port(p.in_port);
             let pi = PacketIn::of_frame(&p.frame, in_port, wire_reason, table, cookie, max_len);
-            if peer
-                .send(&Message::PacketIn(pi).encode(v.wire(), 0))
-                .is_ok()
-            {
+            if peer.send_async(Message::PacketIn(pi).encode(v.wire(), 0), Overflow::Drop) {
                 sent = true;
-            } else {
-                tracing::info!(peer = %peer.label, "OpenFlow: cannot send a packet-in; connection closed");
             }
         }
         let counter = if sent {
@@ -211,9 +365,7 @@ impl Peers {
                 continue;
             }
             let msg = Message::PortStatus(reason, port.clone()).encode(v.wire(), 0);
-            if peer.send(&msg).is_err() {
-                tracing::info!(peer = %peer.label, "OpenFlow: cannot send a port status; connection closed");
-            }
+            peer.send_async(msg, Overflow::Disconnect);
         }
     }
 }
@@ -257,8 +409,7 @@ impl Peers {
                         bytes: r.stats.bytes(),
                     },
                 });
-                if peer.send(&msg.encode(v.wire(), 0)).is_err() {
-                    tracing::info!(peer = %peer.label, "OpenFlow: cannot send a flow removal; connection closed");
+                if !peer.send_async(msg.encode(v.wire(), 0), Overflow::Disconnect) {
                     break;
                 }
             }
