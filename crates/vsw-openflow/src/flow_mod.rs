@@ -2,6 +2,7 @@
 //! and actions, as OpenFlow 1.3–1.5 put them on the wire (1.4 put `importance` where
 //! 1.3 had padding; the rest is the same).
 
+use crate::frame::len16;
 use crate::oxm::{BadMatch, OxmField, OxmMatch};
 use crate::reader::Reader;
 use crate::version::Version;
@@ -214,7 +215,7 @@ impl Action {
             }
         }
         pad8(out, start);
-        let len = (out.len() - start) as u16;
+        let len = len16(out.len() - start);
         out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
     }
 
@@ -328,7 +329,7 @@ impl Instruction {
             Instruction::ClearActions => out.extend_from_slice(&[0; 4]),
             Instruction::Meter(m) => out.extend_from_slice(&m.to_be_bytes()),
         }
-        let len = (out.len() - start) as u16;
+        let len = len16(out.len() - start);
         out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
     }
 

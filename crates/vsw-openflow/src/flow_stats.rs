@@ -4,6 +4,7 @@
 
 use crate::error::Refusal;
 use crate::flow_mod::Instruction;
+use crate::frame::len16;
 use crate::oxm::OxmMatch;
 use crate::oxs::FlowCounts;
 use crate::reader::Reader;
@@ -111,7 +112,7 @@ impl FlowStatsEntry {
             for i in &meter_as_action(&self.instructions) {
                 i.encode(out);
             }
-            let len = (out.len() - start) as u16;
+            let len = len16(out.len() - start);
             out[start..start + 2].copy_from_slice(&len.to_be_bytes());
             return;
         }
@@ -141,7 +142,7 @@ impl FlowStatsEntry {
         for i in &self.instructions {
             i.encode(out);
         }
-        let len = (out.len() - start) as u16;
+        let len = len16(out.len() - start);
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
 }

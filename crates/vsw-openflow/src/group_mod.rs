@@ -4,6 +4,7 @@
 //! watches as properties.
 
 use crate::flow_mod::{Action, BadFlowMod};
+use crate::frame::len16;
 use crate::reader::Reader;
 use crate::version::Version;
 
@@ -104,7 +105,7 @@ impl OfBucket {
         let actions = encode_actions(&self.actions);
         if version >= Version::V1_5 {
             out.extend_from_slice(&[0, 0]); // length, below
-            out.extend_from_slice(&(actions.len() as u16).to_be_bytes());
+            out.extend_from_slice(&len16(actions.len()).to_be_bytes());
             out.extend_from_slice(&bucket_id.to_be_bytes());
             out.extend_from_slice(&actions);
             // Properties: weight (0), watch port (1), watch group (2).
@@ -124,7 +125,7 @@ impl OfBucket {
             out.extend_from_slice(&[0; 4]);
             out.extend_from_slice(&actions);
         }
-        let len = (out.len() - start) as u16;
+        let len = len16(out.len() - start);
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
 
@@ -201,7 +202,7 @@ impl GroupMod {
         out.extend_from_slice(&self.group_id.to_be_bytes());
         let buckets = encode_buckets(version, &self.buckets);
         if version >= Version::V1_5 {
-            out.extend_from_slice(&(buckets.len() as u16).to_be_bytes());
+            out.extend_from_slice(&len16(buckets.len()).to_be_bytes());
             out.extend_from_slice(&[0, 0]);
             // command_bucket_id: OFPG_BUCKET_ALL.
             out.extend_from_slice(&0xffff_fffcu32.to_be_bytes());
@@ -264,7 +265,7 @@ pub struct GroupStatsEntry {
 impl GroupStatsEntry {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let len = 40 + 16 * self.buckets.len();
-        out.extend_from_slice(&(len as u16).to_be_bytes());
+        out.extend_from_slice(&len16(len).to_be_bytes());
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&self.group_id.to_be_bytes());
         out.extend_from_slice(&self.ref_count.to_be_bytes());
@@ -320,11 +321,11 @@ impl GroupDescEntry {
         out.extend_from_slice(&self.group_id.to_be_bytes());
         let buckets = encode_buckets(version, &self.buckets);
         if version >= Version::V1_5 {
-            out.extend_from_slice(&(buckets.len() as u16).to_be_bytes());
+            out.extend_from_slice(&len16(buckets.len()).to_be_bytes());
             out.extend_from_slice(&[0; 6]);
         }
         out.extend_from_slice(&buckets);
-        let len = (out.len() - start) as u16;
+        let len = len16(out.len() - start);
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
 

@@ -246,7 +246,10 @@ impl Message {
                 p.encode_body(v, &mut out)
             }
         }
-        let len = u16::try_from(out.len()).unwrap_or(u16::MAX);
+        // Nothing vsw sends is longer (packet-ins are cut to fit, replies are
+        // split, oversized rules refused); a length is never wrapped short.
+        debug_assert!(out.len() <= usize::from(u16::MAX), "a message over 64 KiB");
+        let len = crate::frame::len16(out.len());
         out[2..4].copy_from_slice(&len.to_be_bytes());
         out
     }

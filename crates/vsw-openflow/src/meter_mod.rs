@@ -1,6 +1,7 @@
 //! Meters on the wire: OFPT_METER_MOD and the meter multiparts — statistics,
 //! configuration, features (one layout in 1.3 to 1.5, but for 1.5's features).
 
+use crate::frame::len16;
 use crate::reader::Reader;
 
 pub const OFPT_METER_MOD: u8 = 29;
@@ -179,7 +180,7 @@ impl MeterStatsEntry {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let len = 40 + 16 * self.bands.len();
         out.extend_from_slice(&self.meter_id.to_be_bytes());
-        out.extend_from_slice(&(len as u16).to_be_bytes());
+        out.extend_from_slice(&len16(len).to_be_bytes());
         out.extend_from_slice(&[0; 6]);
         out.extend_from_slice(&self.flow_count.to_be_bytes());
         out.extend_from_slice(&self.packet_in_count.to_be_bytes());
@@ -226,7 +227,7 @@ pub struct MeterConfigEntry {
 impl MeterConfigEntry {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let len = 8 + 16 * self.bands.len();
-        out.extend_from_slice(&(len as u16).to_be_bytes());
+        out.extend_from_slice(&len16(len).to_be_bytes());
         out.extend_from_slice(&self.flags.to_be_bytes());
         out.extend_from_slice(&self.meter_id.to_be_bytes());
         encode_bands(&self.bands, out);

@@ -5,6 +5,7 @@
 
 use crate::error::Refusal;
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest, OFPMP_FLOW};
+use crate::frame::len16;
 use crate::group_mod::{
     decode_group_request, group_features_body, GroupDescEntry, GroupStatsEntry, OFPG_ALL,
     OFPMP_GROUP, OFPMP_GROUP_DESC, OFPMP_GROUP_FEATURES,
@@ -471,12 +472,12 @@ impl MultipartReply {
                     for (kind, body) in &t.properties {
                         let start = e.len();
                         e.extend_from_slice(&kind.to_be_bytes());
-                        e.extend_from_slice(&((4 + body.len()) as u16).to_be_bytes());
+                        e.extend_from_slice(&len16(4 + body.len()).to_be_bytes());
                         e.extend_from_slice(body);
                         let len = e.len() - start;
                         e.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
                     }
-                    let len = u16::try_from(e.len()).unwrap_or(0);
+                    let len = len16(e.len());
                     e[..2].copy_from_slice(&len.to_be_bytes());
                     e
                 })

@@ -10,6 +10,7 @@
 //! outside it, a field twice, or a missing prerequisite is refused with the error the
 //! spec names (BAD_MATCH and its code).
 
+use crate::frame::len16;
 use crate::reader::Reader;
 
 /// The basic class, where every OpenFlow-defined field lives.
@@ -307,7 +308,7 @@ impl OxmMatch {
                 out.extend_from_slice(m);
             }
         }
-        let len = (out.len() - start) as u16;
+        let len = len16(out.len() - start);
         out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
         let pad = usize::from(len).div_ceil(8) * 8 - usize::from(len);
         out.extend(std::iter::repeat_n(0u8, pad));

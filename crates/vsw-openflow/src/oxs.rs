@@ -2,6 +2,7 @@
 //! 1.5's flow stats and flow-removed messages carry instead of fixed counters.
 //! vsw says a flow's duration, idle time, packets and bytes.
 
+use crate::frame::len16;
 use crate::reader::Reader;
 
 /// OFPXSC_OPENFLOW_BASIC.
@@ -44,7 +45,7 @@ impl FlowCounts {
         field(out, OXS_PACKET_COUNT, &self.packets.to_be_bytes());
         field(out, OXS_BYTE_COUNT, &self.bytes.to_be_bytes());
         let len = out.len() - start;
-        out[start + 2..start + 4].copy_from_slice(&(len as u16).to_be_bytes());
+        out[start + 2..start + 4].copy_from_slice(&len16(len).to_be_bytes());
         out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
     }
 

@@ -45,7 +45,9 @@ pub struct PacketIn {
 
 impl PacketIn {
     /// A packet-in of `frame`, which came in on `in_port`, cut to `max_len` bytes
-    /// (0xffff, OFPCML_NO_BUFFER: all of it).
+    /// (0xffff, OFPCML_NO_BUFFER: all of it) — and always to what fits one message
+    /// (65,535 bytes with its headers): `total_len` keeps the frame's length, so the
+    /// controller knows it was cut.
     pub fn of_frame(
         frame: &[u8],
         in_port: u32,
@@ -54,12 +56,12 @@ impl PacketIn {
         cookie: u64,
         max_len: u16,
     ) -> PacketIn {
-        let keep = if max_len == 0xffff {
+        let asked = if max_len == 0xffff {
             frame.len()
         } else {
             frame.len().min(usize::from(max_len))
         };
-        PacketIn {
+        let mut pi = PacketIn {
             buffer_id: NO_BUFFER,
             total_len: u16::try_from(frame.len()).unwrap_or(u16::MAX),
             reason,
@@ -72,8 +74,13 @@ impl PacketIn {
                     mask: None,
                 }],
             },
-            data: frame[..keep].to_vec(),
-        }
+            data: Vec::new(),
+        };
+        let mut headers = Vec::new();
+        pi.encode_body(&mut headers);
+        let room = usize::from(u16::MAX) - crate::frame::HEADER_LEN - headers.len();
+        pi.data = frame[..asked.min(room)].to_vec();
+        pi
     }
 
     /// The body after the header (every version the same).
@@ -211,6 +218,13 @@ mod tests {
         // 16 fixed bytes, the match (4 + 8 of in_port, padded to 16), 2 of padding.
         assert_eq!(body.len(), 16 + 16 + 2 + 64);
         assert_eq!(PacketIn::decode_body(&body), Ok(cut));
+        // Never more than one message holds, whatever is asked.
+        let huge = vec![7u8; 65_495];
+        let pi = PacketIn::of_frame(&huge, 3, OFPR_ACTION, 0, 0, 0xffff);
+        assert_eq!(pi.total_len, 65_495);
+        let msg = crate::Message::PacketIn(pi).encode(0x04, 0);
+        assert_eq!(msg.len(), 65_535);
+        assert_eq!(u16::from_be_bytes([msg[2], msg[3]]), 65_535);
     }
 
     #[test]

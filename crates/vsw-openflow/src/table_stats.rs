@@ -1,6 +1,7 @@
 //! Table and aggregate statistics (`OFPMP_TABLE`, `OFPMP_AGGREGATE`), and the queue
 //! statistics of a switch without queues (`OFPMP_QUEUE_STATS`: none).
 
+use crate::frame::len16;
 use crate::reader::Reader;
 use crate::version::Version;
 
@@ -69,7 +70,7 @@ impl AggregateStats {
                 out.extend_from_slice(&value);
             }
             let len = out.len() - start;
-            out[start + 2..start + 4].copy_from_slice(&(len as u16).to_be_bytes());
+            out[start + 2..start + 4].copy_from_slice(&len16(len).to_be_bytes());
             out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
             return;
         }

@@ -92,6 +92,8 @@ pub enum SwitchError {
     NoFaultInjection,
     #[error("the flow overlaps one of its table and priority")]
     Overlap,
+    #[error("the {0} is too large to describe in one OpenFlow message (64 KiB): no controller could read it back")]
+    TooLarge(&'static str),
 }
 
 /// One flow-mod, as [`Switch::flow_changes`] carries it out.
@@ -1679,6 +1681,9 @@ impl Switch {
         {
             return Err(SwitchError::NoSuchGroup(g));
         }
+        if !specs.iter().all(vsw_openflow::from_vsw::rule_fits_openflow) {
+            return Err(SwitchError::TooLarge("flow"));
+        }
         if let Some(m) = specs
             .iter()
             .find_map(|s| pipeline.missing_meter(&s.actions))
@@ -1790,6 +1795,9 @@ impl Switch {
                 if *check_overlap && pipeline.overlaps(&spec) {
                     return Err(SwitchError::Overlap);
                 }
+                if !vsw_openflow::from_vsw::rule_fits_openflow(&spec) {
+                    return Err(SwitchError::TooLarge("flow"));
+                }
                 touched.insert((spec.table, spec.priority, spec.matcher));
                 pipeline.insert(spec, now);
                 Ok(1)
@@ -1823,6 +1831,17 @@ impl Switch {
                     return Err(SwitchError::NoSuchMeter(m));
                 }
                 let picked = pipeline.select(&selection, *strict);
+                let fits = picked.iter().all(|r| {
+                    vsw_flow::parse_actions(actions, &names, &r.spec.matcher).is_ok_and(|a| {
+                        vsw_openflow::from_vsw::rule_fits_openflow(&vsw_flow::FlowSpec {
+                            actions: a,
+                            ..r.spec.clone()
+                        })
+                    })
+                });
+                if !fits {
+                    return Err(SwitchError::TooLarge("flow"));
+                }
                 let n = pipeline.modify(&selection, *strict, *reset_counts, &|r| {
                     vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
                 })?;
@@ -1834,6 +1853,9 @@ impl Switch {
 
     fn set_group(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
         let spec = vsw_flow::parse_group(text, &|n: &str| self.port_no(n))?;
+        if !vsw_openflow::from_vsw::group_fits_openflow(&spec) {
+            return Err(SwitchError::TooLarge("group"));
+        }
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         pipeline.set_group(spec, modify, now_ms())?;
         self.replace_rules(pipeline)?;

@@ -657,3 +657,48 @@ fn only_a_standalone_bridge_without_controllers_is_a_learning_switch() {
     assert!(flow_texts(&mut sw).is_empty());
     sw.shutdown(false);
 }
+
+/// A rule or group too large to describe in one OpenFlow message is refused (no
+/// controller could read it back, and a dump would break on it).
+#[test]
+fn a_rule_or_group_openflow_cannot_carry_is_refused() {
+    let dir = TestDir::new("toolarge");
+    let mut sw = start(&dir);
+    // 5,000 outputs: 80,000 bytes of OpenFlow actions.
+    let outputs: Vec<String> = (1..=5000)
+        .map(|p| format!("output:{}", p % 60 + 1))
+        .collect();
+    let big = format!("priority=9,udp,actions={}", outputs.join(","));
+    let err = add_flow(&mut sw, &big).unwrap_err();
+    assert!(err.contains("too large"), "{err}");
+    // Through a modify too, and a group of as many buckets.
+    add_flow(&mut sw, "priority=9,tcp,actions=drop").unwrap();
+    let err = sw
+        .handle(Request::ModFlows {
+            flow: format!("tcp,actions={}", outputs.join(",")),
+            strict: false,
+            reset_counts: false,
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+    // (64 buckets at most, of 100 outputs each: 102,400 bytes.)
+    let hundred = outputs[..100].join(",");
+    let buckets: Vec<String> = (1..=64).map(|_| format!("bucket={hundred}")).collect();
+    let err = sw
+        .handle(Request::AddGroup {
+            group: format!("group_id=1,type=all,{}", buckets.join(",")),
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+    assert!(flow_texts(&mut sw).contains(&"priority=9,tcp,actions=drop".to_string()));
+    // A large one that fits is taken.
+    let fits: Vec<String> = (1..=1000)
+        .map(|p| format!("output:{}", p % 60 + 1))
+        .collect();
+    add_flow(
+        &mut sw,
+        &format!("priority=9,udp,actions={}", fits.join(",")),
+    )
+    .unwrap();
+    sw.shutdown(true);
+}
