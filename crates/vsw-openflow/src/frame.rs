@@ -57,6 +57,14 @@ pub fn next_message(buf: &[u8]) -> Result<Option<(Header, &[u8])>, FrameError> {
     Ok(buf.get(..len).map(|m| (h, m)))
 }
 
+/// A length as OpenFlow's 16-bit fields carry it, saturated rather than wrapped: a
+/// part longer than 65,535 bytes never gets a length that lies short. (Nothing vsw
+/// sends holds one: entries over a message's room are left out of replies, and the
+/// switch refuses rules and groups that would make them.)
+pub fn len16(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,12 +111,4 @@ mod tests {
         .write(&mut bad);
         assert_eq!(next_message(&bad), Err(FrameError::LengthBelowHeader(4)));
     }
-}
-
-/// A length as OpenFlow's 16-bit fields carry it, saturated rather than wrapped: a
-/// part longer than 65,535 bytes never gets a length that lies short. (Nothing vsw
-/// sends holds one: entries over a message's room are left out of replies, and the
-/// switch refuses rules and groups that would make them.)
-pub fn len16(n: usize) -> u16 {
-    u16::try_from(n).unwrap_or(u16::MAX)
 }

@@ -380,6 +380,43 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
     (apply, goto)
 }
 
+/// Whether a rule can be described in one OpenFlow message (its flow-stats entry,
+/// in the largest layout, within [`crate::multipart::MAX_BODY`]): a switch that
+/// installed one that cannot would have a rule no controller could read back.
+pub fn rule_fits_openflow(spec: &vsw_flow::FlowSpec) -> bool {
+    let entry = crate::flow_stats::FlowStatsEntry {
+        table_id: spec.table,
+        duration_ms: 0,
+        idle_ms: 0,
+        priority: spec.priority,
+        idle_timeout: spec.idle_timeout,
+        hard_timeout: spec.hard_timeout,
+        flags: 0,
+        importance: 0,
+        cookie: spec.cookie,
+        packet_count: 0,
+        byte_count: 0,
+        matcher: oxm_from_match(&spec.matcher),
+        instructions: instructions_from_actions(&spec.actions),
+    };
+    [Version::V1_3, Version::V1_5].iter().all(|v| {
+        let mut b = Vec::new();
+        entry.encode(*v, &mut b);
+        b.len() <= crate::multipart::MAX_BODY
+    })
+}
+
+/// Whether a group can be described in one OpenFlow message (its group
+/// description entry).
+pub fn group_fits_openflow(spec: &vsw_flow::GroupSpec) -> bool {
+    let entry = group_desc_from_vsw(spec);
+    [Version::V1_3, Version::V1_5].iter().all(|v| {
+        let mut b = Vec::new();
+        entry.encode(*v, &mut b);
+        b.len() <= crate::multipart::MAX_BODY
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,41 +520,4 @@ mod tests {
             );
         }
     }
-}
-
-/// Whether a rule can be described in one OpenFlow message (its flow-stats entry,
-/// in the largest layout, within [`crate::multipart::MAX_BODY`]): a switch that
-/// installed one that cannot would have a rule no controller could read back.
-pub fn rule_fits_openflow(spec: &vsw_flow::FlowSpec) -> bool {
-    let entry = crate::flow_stats::FlowStatsEntry {
-        table_id: spec.table,
-        duration_ms: 0,
-        idle_ms: 0,
-        priority: spec.priority,
-        idle_timeout: spec.idle_timeout,
-        hard_timeout: spec.hard_timeout,
-        flags: 0,
-        importance: 0,
-        cookie: spec.cookie,
-        packet_count: 0,
-        byte_count: 0,
-        matcher: oxm_from_match(&spec.matcher),
-        instructions: instructions_from_actions(&spec.actions),
-    };
-    [Version::V1_3, Version::V1_5].iter().all(|v| {
-        let mut b = Vec::new();
-        entry.encode(*v, &mut b);
-        b.len() <= crate::multipart::MAX_BODY
-    })
-}
-
-/// Whether a group can be described in one OpenFlow message (its group
-/// description entry).
-pub fn group_fits_openflow(spec: &vsw_flow::GroupSpec) -> bool {
-    let entry = group_desc_from_vsw(spec);
-    [Version::V1_3, Version::V1_5].iter().all(|v| {
-        let mut b = Vec::new();
-        entry.encode(*v, &mut b);
-        b.len() <= crate::multipart::MAX_BODY
-    })
 }
