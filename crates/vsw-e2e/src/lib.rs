@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use vsw_protocol::{FlowInfo, OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo};
 
+pub mod openflow;
 pub mod ovsdb;
 pub mod qemu;
 

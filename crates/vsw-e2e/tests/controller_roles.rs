@@ -2,110 +2,17 @@
 //! speaking OpenFlow 1.3 through vsw-openflow's codec), who take roles; both hear
 //! of ports coming and going, the master of flows that went.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::net::TcpListener;
+use std::time::Duration;
 
+use vsw_e2e::openflow::OfPeer;
 use vsw_e2e::{serial, Vswd};
 use vsw_openflow::flow_stats::{OFPRR_DELETE, OFPRR_HARD_TIMEOUT};
 use vsw_openflow::message::{OFPPR_ADD, OFPPR_DELETE};
-use vsw_openflow::role::RoleMsg;
-use vsw_openflow::{next_message, Message, Role, Version, VersionSet};
+use vsw_openflow::{Message, Role, Version};
 
-/// One controller connection, from the controller's side.
-struct Controller {
-    conn: TcpStream,
-    pending: Vec<u8>,
-    xid: u32,
-}
-
-impl Controller {
-    /// Waits for vswd to connect to `listener`, then says hello in 1.3.
-    fn accept(listener: &TcpListener) -> Controller {
-        listener.set_nonblocking(true).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let conn = loop {
-            match listener.accept() {
-                Ok((c, _)) => break c,
-                Err(_) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                Err(e) => panic!("vswd did not connect: {e}"),
-            }
-        };
-        conn.set_nonblocking(false).unwrap();
-        conn.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        let mut c = Controller {
-            conn,
-            pending: Vec::new(),
-            xid: 100,
-        };
-        c.send(Message::Hello {
-            versions: Some(VersionSet(1 << 4)),
-        });
-        let hello = c.next(|m| matches!(m, Message::Hello { .. }));
-        assert!(hello.is_some(), "no hello from vswd");
-        c
-    }
-
-    fn send(&mut self, m: Message) -> u32 {
-        self.xid += 1;
-        self.conn.write_all(&m.encode(4, self.xid)).unwrap();
-        self.xid
-    }
-
-    /// The next message `want` picks within 10 s (echo requests answered, others
-    /// passed over).
-    fn next(&mut self, want: impl Fn(&Message) -> bool) -> Option<(u32, Message)> {
-        self.next_within(Duration::from_secs(10), want)
-    }
-
-    fn next_within(
-        &mut self,
-        wait: Duration,
-        want: impl Fn(&Message) -> bool,
-    ) -> Option<(u32, Message)> {
-        let deadline = Instant::now() + wait;
-        let mut buf = [0u8; 65536];
-        while Instant::now() < deadline {
-            while let Ok(Some((h, whole))) = next_message(&self.pending) {
-                let len = whole.len();
-                let m = Message::decode(Version::V1_3, whole);
-                self.pending.drain(..len);
-                match m {
-                    Ok(Message::EchoRequest(d)) => {
-                        let reply = Message::EchoReply(d).encode(4, h.xid);
-                        self.conn.write_all(&reply).unwrap();
-                    }
-                    Ok(m) if want(&m) => return Some((h.xid, m)),
-                    _ => {}
-                }
-            }
-            match self.conn.read(&mut buf) {
-                Ok(0) => return None,
-                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
-                Err(_) => {}
-            }
-        }
-        None
-    }
-
-    /// Asks for a role; the reply or the error's (type, code).
-    fn role(&mut self, role: Option<Role>, generation_id: u64) -> Result<Role, (u16, u16)> {
-        let xid = self.send(Message::RoleRequest(RoleMsg {
-            role,
-            generation_id,
-        }));
-        match self.next(|m| matches!(m, Message::RoleReply(_) | Message::Error(_))) {
-            Some((x, Message::RoleReply(r))) if x == xid => Ok(r.role.expect("a role")),
-            Some((x, Message::Error(e))) if x == xid => Err((e.kind, e.code)),
-            other => panic!("no answer to the role request: {other:?}"),
-        }
-    }
-}
-
-fn port_status(c: &mut Controller, reason: u8, name: &str) -> bool {
+fn port_status(c: &mut OfPeer, reason: u8, name: &str) -> bool {
     c.next(|m| matches!(m, Message::PortStatus(r, p) if *r == reason && p.name == name))
         .is_some()
 }
@@ -121,7 +28,10 @@ fn two_controllers_take_roles_and_hear_of_ports_and_removed_flows() {
     let target = |l: &TcpListener| format!("tcp:{}", l.local_addr().unwrap());
     d.ctl_ok(&["set", "inactivity-probe=60000"]);
     d.ctl_ok(&["set-controller", &target(&l1), &target(&l2)]);
-    let (mut c1, mut c2) = (Controller::accept(&l1), Controller::accept(&l2));
+    let (mut c1, mut c2) = (
+        OfPeer::accept(&l1, Version::V1_3),
+        OfPeer::accept(&l2, Version::V1_3),
+    );
     // Controllers flushed the tables (as Open vSwitch's): one rule for the slave to
     // try to delete.
     d.ctl_ok(&["add-flow", "priority=1,actions=NORMAL"]);

@@ -16,7 +16,7 @@ use crate::meter_mod::{MeterMod, OFPT_METER_MOD};
 use crate::multipart::{MultipartRequest, PortInfo, OFPT_MULTIPART_REQUEST};
 use crate::packet::{PacketIn, PacketOut, OFPT_PACKET_IN, OFPT_PACKET_OUT};
 use crate::reader::Reader;
-use crate::role::{RoleMsg, OFPT_ROLE_REPLY, OFPT_ROLE_REQUEST};
+use crate::role::{RoleMsg, RoleStatus, OFPT_ROLE_REPLY, OFPT_ROLE_REQUEST, OFPT_ROLE_STATUS};
 use crate::tlv::{TlvMap, TlvTableMod};
 use crate::version::{Version, VersionSet};
 
@@ -114,6 +114,8 @@ pub enum Message {
     SetAsync(Vec<u8>),
     RoleRequest(RoleMsg),
     RoleReply(RoleMsg),
+    /// 1.4+: the connection's role was changed (a new master made it a slave).
+    RoleStatus(RoleStatus),
     /// A port was added (0), deleted (1) or changed (2): reason and port.
     PortStatus(u8, PortInfo),
     FlowRemoved(FlowRemoved),
@@ -148,6 +150,7 @@ impl Message {
             Message::SetAsync(_) => OFPT_SET_ASYNC,
             Message::RoleRequest(_) => OFPT_ROLE_REQUEST,
             Message::RoleReply(_) => OFPT_ROLE_REPLY,
+            Message::RoleStatus(_) => OFPT_ROLE_STATUS,
             Message::PortStatus(..) => OFPT_PORT_STATUS,
             Message::FlowRemoved(_) => OFPT_FLOW_REMOVED,
             Message::GroupMod(_) => OFPT_GROUP_MOD,
@@ -215,6 +218,7 @@ impl Message {
             }
             Message::SetAsync(body) => out.extend_from_slice(body),
             Message::RoleRequest(r) | Message::RoleReply(r) => r.encode_body(&mut out),
+            Message::RoleStatus(r) => r.encode_body(&mut out),
             Message::MeterMod(m) => m.encode_body(&mut out),
             Message::TlvTableMod(m) => {
                 experimenter(&mut out, crate::tlv::NXT_TLV_TABLE_MOD);
@@ -356,6 +360,9 @@ impl Message {
             OFPT_GET_ASYNC_REQUEST => exact(&r, Message::GetAsyncRequest),
             OFPT_ROLE_REQUEST => Ok(Message::RoleRequest(RoleMsg::decode_body(body)?)),
             OFPT_ROLE_REPLY => Ok(Message::RoleReply(RoleMsg::decode_body(body)?)),
+            OFPT_ROLE_STATUS if version >= Version::V1_4 => {
+                Ok(Message::RoleStatus(RoleStatus::decode_body(body)?))
+            }
             OFPT_METER_MOD => Ok(Message::MeterMod(MeterMod::decode_body(body)?)),
             OFPT_GROUP_MOD => Ok(Message::GroupMod(GroupMod::decode_body(version, body)?)),
             OFPT_FLOW_REMOVED => Ok(Message::FlowRemoved(
@@ -425,6 +432,21 @@ impl Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_role_status_is_a_message_of_1_4_on() {
+        let m = Message::RoleStatus(RoleStatus {
+            role: crate::role::Role::Slave,
+            reason: crate::role::OFPCRR_MASTER_REQUEST,
+            generation_id: 42,
+        });
+        let wire = m.encode(0x05, 9);
+        assert_eq!((wire[1], wire.len()), (OFPT_ROLE_STATUS, 8 + 16));
+        assert_eq!(Message::decode(Version::V1_4, &wire), Ok(m));
+        let mut v13 = wire.clone();
+        v13[0] = 0x04;
+        assert!(Message::decode(Version::V1_3, &v13).is_err());
+    }
 
     #[test]
     fn a_hello_with_a_bitmap_is_what_ovs_sends() {

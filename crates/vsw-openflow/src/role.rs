@@ -9,6 +9,10 @@ use crate::reader::Reader;
 
 pub const OFPT_ROLE_REQUEST: u8 = 24;
 pub const OFPT_ROLE_REPLY: u8 = 25;
+/// OpenFlow 1.4's (and 1.5's) word to a controller whose role the switch changed.
+pub const OFPT_ROLE_STATUS: u8 = 30;
+/// Why a role changed: another controller asked to be master.
+pub const OFPCRR_MASTER_REQUEST: u8 = 0;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -59,6 +63,42 @@ impl RoleMsg {
         };
         Ok(RoleMsg {
             role,
+            generation_id,
+        })
+    }
+}
+
+/// A role status (1.4+): the connection's role is now `role`, for `reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleStatus {
+    pub role: Role,
+    pub reason: u8,
+    pub generation_id: u64,
+}
+
+impl RoleStatus {
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.role.wire().to_be_bytes());
+        out.push(self.reason);
+        out.extend_from_slice(&[0; 3]);
+        out.extend_from_slice(&self.generation_id.to_be_bytes());
+    }
+
+    /// (Properties after the fixed part are passed over.)
+    pub fn decode_body(body: &[u8]) -> Result<RoleStatus, Refusal> {
+        let mut r = Reader::new(body);
+        let role = match r.u32().ok_or(Refusal::BadLen)? {
+            1 => Role::Equal,
+            2 => Role::Master,
+            3 => Role::Slave,
+            _ => return Err(Refusal::BadRole),
+        };
+        let reason = r.u8().ok_or(Refusal::BadLen)?;
+        r.bytes(3).ok_or(Refusal::BadLen)?;
+        let generation_id = r.u64().ok_or(Refusal::BadLen)?;
+        Ok(RoleStatus {
+            role,
+            reason,
             generation_id,
         })
     }

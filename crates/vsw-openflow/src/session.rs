@@ -584,6 +584,7 @@ impl Session {
             | Message::GetAsyncReply(_)
             | Message::TlvTableReply(_)
             | Message::RoleReply(_)
+            | Message::RoleStatus(_)
             | Message::PortStatus(..)
             | Message::FlowRemoved(_)
             | Message::GroupMod(_)

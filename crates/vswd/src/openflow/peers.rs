@@ -305,11 +305,22 @@ impl Peers {
             generation.take(generation_id)?;
         }
         if role == Role::Master {
+            let id = generation.current();
             for other in lock(&self.open).iter().filter(|o| !Arc::ptr_eq(o, peer)) {
                 let mut s = lock(&other.state);
                 if s.role == Role::Master {
                     s.role = Role::Slave;
                     tracing::info!(peer = %other.label, "OpenFlow: master became slave");
+                    // From 1.4 on, the old master is told (OFPT_ROLE_STATUS).
+                    if let Some(v) = s.version.filter(|v| *v >= Version::V1_4) {
+                        drop(s);
+                        let status = Message::RoleStatus(vsw_openflow::role::RoleStatus {
+                            role: Role::Slave,
+                            reason: vsw_openflow::role::OFPCRR_MASTER_REQUEST,
+                            generation_id: id,
+                        });
+                        other.send_async(status.encode(v.wire(), 0), Overflow::Disconnect);
+                    }
                 }
             }
         }
