@@ -10,8 +10,11 @@ fn vswd_on(db: &OvsdbServer) -> Vswd {
     Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br0"])
 }
 
+/// A statistic of `iface`, 0 until the first statistics are written (every 5 s).
 fn stat(db: &OvsdbServer, iface: &str, key: &str) -> u64 {
-    db.vsctl(&["get", "Interface", iface, &format!("statistics:{key}")])
+    let out = db.vsctl_raw(&["get", "Interface", iface, &format!("statistics:{key}")]);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
         .trim_matches('"')
         .parse()
         .unwrap_or(0)
@@ -794,4 +797,75 @@ fn a_taps_admin_and_link_state_agree_with_open_vswitch() {
         || states(&db_vsw) == states(&db_ovs),
     );
     assert_eq!(states(&db_vsw), ("up".to_string(), "up".to_string()));
+}
+
+/// The lock stolen while vswd carries out a long change: vswd writes nothing more
+/// (every write asserts the lock, and the theft is seen before the write-back),
+/// forwards on by what it has, and carries on once the lock is its again.
+#[test]
+fn a_lock_stolen_during_a_carry_out_stops_every_write() {
+    let _g = serial();
+    let db = OvsdbServer::start();
+    let d = vswd_on(&db);
+    db.add_netdev_bridge("br0");
+    let cfg = |col: &str| db.vsctl(&["get", "Open_vSwitch", ".", col]);
+    assert_eq!(cfg("cur_cfg"), cfg("next_cfg"));
+    // 300 internal ports in one transaction: a carry-out that takes a while.
+    let mut args = Vec::new();
+    let names: Vec<String> = (0..300).map(|i| format!("vswst{i}")).collect();
+    for n in &names {
+        args.extend([
+            "--",
+            "add-port",
+            "br0",
+            n,
+            "--",
+            "set",
+            "Interface",
+            n,
+            "type=internal",
+        ]);
+    }
+    // (Without waiting, but asking for the next configuration as a waiting
+    // ovs-vsctl does.)
+    let mut no_wait = vec!["--no-wait"];
+    no_wait.extend(args.iter().copied());
+    no_wait.extend(["--", "set", "Open_vSwitch", ".", "next_cfg=100"]);
+    db.vsctl(&no_wait);
+    let mut thief = std::process::Command::new("ovsdb-client")
+        .args(["steal", &db.target(), "ovs_vswitchd"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("ovsdb-client");
+    wait_until("vswd to see the theft", Duration::from_secs(30), || {
+        d.log().contains("took the database's lock")
+    });
+    let made = d.ports().len();
+    eprintln!(
+        "{made} ports made when the theft was seen; {}",
+        if d.log().contains("vswd writes nothing more") {
+            "seen before the write-back"
+        } else {
+            "seen while idle"
+        }
+    );
+    // Nothing written after it: not cur_cfg, not the interfaces' numbers.
+    assert_ne!(
+        cfg("cur_cfg"),
+        cfg("next_cfg"),
+        "cur_cfg written without the lock"
+    );
+    assert_eq!(
+        db.vsctl(&["get", "Interface", "vswst299", "ofport"]),
+        "[]",
+        "an interface written without the lock"
+    );
+    // The thief lets go: vswd takes the lock again and writes what came of it.
+    let _ = thief.kill();
+    let _ = thief.wait();
+    wait_until("vswd to write back again", Duration::from_secs(30), || {
+        cfg("cur_cfg") == cfg("next_cfg")
+    });
+    assert_ne!(db.vsctl(&["get", "Interface", "vswst299", "ofport"]), "[]");
 }

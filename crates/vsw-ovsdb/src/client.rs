@@ -34,6 +34,8 @@ pub enum OvsdbError {
     Transaction { error: String, details: String },
     #[error("the server sent what is not OVSDB: {0}")]
     Framing(#[from] FramingError),
+    #[error("the lock {0} is another client's now")]
+    LockLost(String),
 }
 
 /// What the server says unasked.
@@ -206,6 +208,10 @@ impl Client {
                 .iter()
                 .find_map(|r| r.get("details").and_then(Value::as_str))
                 .unwrap_or("");
+            // An `assert` of a lock this client does not hold (RFC 7047 5.2.11).
+            if e.as_str() == Some("not owner") {
+                return Err(OvsdbError::LockLost(details.to_string()));
+            }
             return Err(OvsdbError::Transaction {
                 error: e.as_str().unwrap_or("error").to_string(),
                 details: details.to_string(),

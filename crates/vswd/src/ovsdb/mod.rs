@@ -117,7 +117,11 @@ struct Sync {
 struct Applied {
     /// Ports made from the database: name → the vsw options they were made with.
     ports: BTreeMap<String, BTreeMap<String, String>>,
+    /// Options in effect, as the database gave them.
     options: BTreeMap<String, String>,
+    /// Options the switch refused (key → the value refused, and why): tried again
+    /// at every look until taken, said once per value.
+    refused: BTreeMap<String, (String, String)>,
 }
 
 fn monitor_requests() -> Value {
@@ -184,9 +188,10 @@ impl Sync {
                 "where": [["_uuid", "==", make_uuid(root)]],
                 "mutations": [["external_ids", "delete", make_set(vec![json!("vswd-version")])],
                               ["external_ids", "insert", version]]});
-            c.transact(DB, vec![identify])?;
+            c.transact(DB, vec![lock_assert(), identify])?;
         }
-        self.carry_out(c, &replica)?;
+        let mut events = Events::new(c);
+        self.carry_out(c, &replica, &mut events)?;
         self.bridges.remove_unadopted_offloads();
         crate::service::ready("carrying out the Open_vSwitch database");
         let mut last_stats = Instant::now();
@@ -194,27 +199,23 @@ impl Sync {
             let wait = STATS_INTERVAL
                 .saturating_sub(last_stats.elapsed())
                 .min(LINK_INTERVAL);
-            match c.events().recv_timeout(wait) {
-                Ok(Event::Update { updates, .. }) => {
+            match events.next(wait)? {
+                Some(Event::Update { updates, .. }) => {
                     if let Err(e) = replica.apply(&updates) {
                         tracing::warn!(error = %e, "an OVSDB update vswd cannot read");
                         continue;
                     }
-                    // What else came meanwhile is carried out with it.
-                    while let Ok(Event::Update { updates, .. }) = c.events().try_recv() {
-                        let _ = replica.apply(&updates);
+                    // The updates that came meanwhile are carried out with it; the
+                    // first other event stops the gathering, in its place.
+                    while let Some(updates) = events.next_update()? {
+                        if let Err(e) = replica.apply(&updates) {
+                            tracing::warn!(error = %e, "an OVSDB update vswd cannot read");
+                        }
                     }
-                    self.carry_out(c, &replica)?;
+                    self.carry_out(c, &replica, &mut events)?;
                 }
-                Ok(Event::Stolen(_)) => {
-                    tracing::error!(lock = LOCK, "another daemon took the database's lock");
-                    return Err(OvsdbError::Closed);
-                }
-                Ok(Event::Closed) | Err(RecvTimeoutError::Disconnected) => {
-                    return Err(OvsdbError::Closed)
-                }
-                Ok(Event::Locked(_)) => {}
-                Err(RecvTimeoutError::Timeout) => {
+                Some(_) => {}
+                None => {
                     // Ports that could not be made are tried again (an interface
                     // that appears is taken, as ovs-vswitchd takes it); links that
                     // changed, and the statistics when due, are written.
@@ -226,26 +227,38 @@ impl Sync {
                     if self.waiting(&d) {
                         self.apply(&d);
                     }
+                    events.check_lock()?;
                     self.write_back(c, &replica, &d, stats)?;
                 }
             }
         }
     }
 
-    /// Carries out what the database asks, then writes back what came of it.
-    fn carry_out(&mut self, c: &Client, replica: &Replica) -> Result<(), OvsdbError> {
+    /// Carries out what the database asks, then writes back what came of it — not
+    /// if the lock was stolen meanwhile (then the session ends at once). Statistics
+    /// wait for their tick.
+    fn carry_out(
+        &mut self,
+        c: &Client,
+        replica: &Replica,
+        events: &mut Events<'_>,
+    ) -> Result<(), OvsdbError> {
         let d = desired(replica, &self.run_dir);
         self.apply(&d);
-        self.write_back(c, replica, &d, true)
+        events.check_lock()?;
+        self.write_back(c, replica, &d, false)
     }
 
-    /// Whether an interface that could be a port is not one yet.
+    /// Whether an interface that could be a port is not one yet, or an option the
+    /// switch refused waits to be tried again.
     fn waiting(&self, d: &Desired) -> bool {
         d.bridges.iter().any(|b| {
-            let made = self.applied.get(&b.name).map(|a| &a.ports);
-            b.interfaces
-                .iter()
-                .any(|i| i.port.is_ok() && !made.is_some_and(|m| m.contains_key(&i.name)))
+            let applied = self.applied.get(&b.name);
+            let made = applied.map(|a| &a.ports);
+            applied.is_some_and(|a| !a.refused.is_empty())
+                || b.interfaces
+                    .iter()
+                    .any(|i| i.port.is_ok() && !made.is_some_and(|m| m.contains_key(&i.name)))
         })
     }
 
@@ -404,9 +417,9 @@ impl Sync {
                                 .join(":");
                             row.insert("mac_in_use".into(), json!(mac));
                         }
-                        // The link as the kernel reports it, read with the statistics.
-                        if stats && p.ifindex.is_some() {
-                            let facts = LinkFacts::read(Path::new(SYS_CLASS_NET), name);
+                        // The link as the kernel reports it (only what changed is
+                        // written).
+                        if let Some(facts) = kernel.filter(|_| p.ifindex.is_some()) {
                             row.insert(
                                 "link_speed".into(),
                                 facts
@@ -515,6 +528,7 @@ impl Sync {
         if ops.is_empty() {
             return Ok(());
         }
+        ops.insert(0, lock_assert());
         match c.transact(DB, ops) {
             Ok(_) => Ok(()),
             // Refused (a constraint, a conflict): nothing of it was written. It
@@ -539,50 +553,182 @@ fn is_interface(options: &BTreeMap<String, String>) -> bool {
     )
 }
 
+/// The operation every write transaction starts with: the database refuses the
+/// transaction ("not owner") unless this client holds `ovs_vswitchd`, as
+/// ovs-vswitchd's IDL asserts it.
+fn lock_assert() -> Value {
+    json!({"op": "assert", "lock": LOCK})
+}
+
+/// The session's events, taken in the order the server sent them: an event looked
+/// at early (to see whether the lock went) waits in `backlog` for its turn.
+struct Events<'a> {
+    client: &'a Client,
+    backlog: std::collections::VecDeque<Event>,
+}
+
+impl<'a> Events<'a> {
+    fn new(client: &'a Client) -> Events<'a> {
+        Events {
+            client,
+            backlog: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Everything the server sent so far, into the backlog.
+    fn gather(&mut self) {
+        while let Ok(e) = self.client.events().try_recv() {
+            self.backlog.push_back(e);
+        }
+    }
+
+    /// The lock was stolen, or the connection ended, before anything now waiting:
+    /// nothing more may be written.
+    fn check_lock(&mut self) -> Result<(), OvsdbError> {
+        self.gather();
+        for e in &self.backlog {
+            match e {
+                Event::Stolen(_) => {
+                    tracing::error!(
+                        lock = LOCK,
+                        "another daemon took the database's lock; vswd writes nothing more"
+                    );
+                    return Err(OvsdbError::LockLost(LOCK.into()));
+                }
+                Event::Closed => return Err(OvsdbError::Closed),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The next event within `wait` (`None`: none came); a stolen lock or a closed
+    /// connection ends the session.
+    fn next(&mut self, wait: Duration) -> Result<Option<Event>, OvsdbError> {
+        let e = match self.backlog.pop_front() {
+            Some(e) => e,
+            None => match self.client.events().recv_timeout(wait) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => return Err(OvsdbError::Closed),
+            },
+        };
+        match e {
+            Event::Stolen(_) => {
+                tracing::error!(lock = LOCK, "another daemon took the database's lock");
+                Err(OvsdbError::LockLost(LOCK.into()))
+            }
+            Event::Closed => Err(OvsdbError::Closed),
+            e => Ok(Some(e)),
+        }
+    }
+
+    /// The next event if it is an update waiting already: its table-updates.
+    fn next_update(&mut self) -> Result<Option<Value>, OvsdbError> {
+        self.gather();
+        match self.backlog.front() {
+            Some(Event::Update { .. }) => match self.backlog.pop_front() {
+                Some(Event::Update { updates, .. }) => Ok(Some(updates)),
+                _ => Ok(None),
+            },
+            _ => Ok(None),
+        }
+    }
+}
+
 fn update(table: &str, uuid: &str, row: Value) -> Value {
     json!({"op": "update", "table": table, "where": [["_uuid", "==", make_uuid(uuid)]], "row": row})
 }
 
 /// Sets the switch-wide options and the bridge's, each when it changes; an option
-/// the database no longer sets goes back to its default.
+/// the database no longer sets goes back to its default; one the switch refused is
+/// tried again at every look (what it depends on may have come).
 fn apply_options(
     sw: &mut Switch,
     applied: &mut Applied,
     switch_options: &BTreeMap<String, String>,
     b: &DesiredBridge,
 ) {
-    let mut options = switch_options.clone();
-    options.extend(b.options.clone());
-    for (k, v) in &options {
-        if applied.options.get(k) == Some(v) {
-            continue;
-        }
-        match sw.handle(Request::Set {
-            options: vec![format!("{k}={v}")],
-        }) {
-            Ok(_) => {
+    let mut wanted = switch_options.clone();
+    wanted.extend(b.options.clone());
+    let said = settle_options(
+        &mut applied.options,
+        &mut applied.refused,
+        &wanted,
+        |k, v| {
+            sw.handle(Request::Set {
+                options: vec![format!("{k}={v}")],
+            })
+            .map(drop)
+            .map_err(|e| e.to_string())
+        },
+    );
+    for s in said {
+        match s {
+            Settled::Taken(k, v) => {
                 tracing::info!(bridge = %b.name, key = %k, value = %v, "option from the database")
             }
-            Err(e) => {
-                tracing::warn!(bridge = %b.name, key = %k, value = %v, error = %e, "option from the database refused")
+            Settled::Refused(k, v, e) => {
+                tracing::warn!(bridge = %b.name, key = %k, value = %v, error = %e, "option from the database refused (tried again at every look)")
+            }
+            Settled::NotReset(k, e) => {
+                tracing::warn!(bridge = %b.name, key = %k, error = %e, "cannot take an option back to its default")
             }
         }
-        applied.options.insert(k.clone(), v.clone());
+    }
+}
+
+/// What [`settle_options`] did that is worth saying.
+#[derive(Debug, PartialEq, Eq)]
+enum Settled {
+    Taken(String, String),
+    /// Refused, the first time for this value.
+    Refused(String, String, String),
+    NotReset(String, String),
+}
+
+/// Brings `applied` (options in effect) to `wanted` through `set` (`KEY`, `VALUE`;
+/// an empty value: back to the default), option by option: one refused stays out
+/// of `applied` and in `refused`, so it is tried again at the next call.
+fn settle_options(
+    applied: &mut BTreeMap<String, String>,
+    refused: &mut BTreeMap<String, (String, String)>,
+    wanted: &BTreeMap<String, String>,
+    mut set: impl FnMut(&str, &str) -> Result<(), String>,
+) -> Vec<Settled> {
+    let mut said = Vec::new();
+    refused.retain(|k, (v, _)| wanted.get(k) == Some(v));
+    for (k, v) in wanted {
+        if applied.get(k) == Some(v) {
+            continue;
+        }
+        match set(k, v) {
+            Ok(()) => {
+                applied.insert(k.clone(), v.clone());
+                refused.remove(k);
+                said.push(Settled::Taken(k.clone(), v.clone()));
+            }
+            Err(e) => {
+                let again = refused.get(k).is_some_and(|(rv, re)| rv == v && *re == e);
+                if !again {
+                    said.push(Settled::Refused(k.clone(), v.clone(), e.clone()));
+                }
+                refused.insert(k.clone(), (v.clone(), e));
+            }
+        }
     }
     let dropped: Vec<String> = applied
-        .options
         .keys()
-        .filter(|k| !options.contains_key(*k))
+        .filter(|k| !wanted.contains_key(*k))
         .cloned()
         .collect();
     for k in dropped {
-        if let Err(e) = sw.handle(Request::Set {
-            options: vec![format!("{k}=")],
-        }) {
-            tracing::warn!(bridge = %b.name, key = %k, error = %e, "cannot take an option back to its default");
+        if let Err(e) = set(&k, "") {
+            said.push(Settled::NotReset(k.clone(), e));
         }
-        applied.options.remove(&k);
+        applied.remove(&k);
     }
+    said
 }
 
 /// Removes the ports the bridge no longer has (or that can no longer be ports).
@@ -773,6 +919,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_refused_option_is_tried_again_until_taken_and_said_once() {
+        let (mut applied, mut refused) = (BTreeMap::new(), BTreeMap::new());
+        let wanted: BTreeMap<String, String> = [("flow-limit", "500"), ("max-idle", "20000")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // The switch refuses flow-limit until what it depends on is there.
+        let mut tries = 0;
+        let mut not_yet = |k: &str, _: &str| {
+            if k == "flow-limit" {
+                tries += 1;
+                return Err("not yet".to_string());
+            }
+            Ok(())
+        };
+        let said = settle_options(&mut applied, &mut refused, &wanted, &mut not_yet);
+        assert!(said.contains(&Settled::Refused(
+            "flow-limit".into(),
+            "500".into(),
+            "not yet".into()
+        )));
+        assert!(!applied.contains_key("flow-limit"));
+        // Tried again, not said again.
+        let said = settle_options(&mut applied, &mut refused, &wanted, &mut not_yet);
+        assert!(said.is_empty(), "{said:?}");
+        assert_eq!(tries, 2);
+        let said = settle_options(&mut applied, &mut refused, &wanted, |_, _| Ok(()));
+        assert_eq!(
+            said,
+            vec![Settled::Taken("flow-limit".into(), "500".into())]
+        );
+        assert_eq!(applied.get("flow-limit").map(String::as_str), Some("500"));
+        assert!(refused.is_empty());
     }
 
     #[test]
