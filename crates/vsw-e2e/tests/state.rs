@@ -107,7 +107,7 @@ fn a_change_whose_state_cannot_be_written_changes_nothing() {
     d.ctl_ok(&["add-flow", "priority=10,in_port=gen,actions=output:sink"]);
     d.ctl_ok(&[
         "add-flow",
-        "priority=5,hard_timeout=1,in_port=sink,actions=drop",
+        "priority=5,hard_timeout=4,in_port=sink,actions=drop",
     ]);
     // The state file written whole (its journal emptied), so that the next rule
     // change needs room the disk no longer has (a journal line that fits in space a
@@ -123,18 +123,28 @@ fn a_change_whose_state_cannot_be_written_changes_nothing() {
     refused(&d, &["del-port", "sink"], full);
     refused(&d, &["set-port", "gen", "ring-rate=1000"], full);
     refused(&d, &["set", "tx-flush-interval=100"], full);
-    // The flow with a timeout stays too: removing it cannot be saved either.
-    std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(everything(&d), before, "something changed");
     assert_eq!(
         disk.files(),
         vec!["filler", "state.json", "state.json.lock"]
     );
-    // Room again: changes go through, and the timed-out flow goes.
-    std::fs::remove_file(&filler).unwrap();
-    wait_until("the timed-out flow to go", Duration::from_secs(5), || {
+    // A timeout holds in the running switch whatever the disk says: the flow goes
+    // (the file, which cannot be written, still has it).
+    wait_until("the timed-out flow to go", Duration::from_secs(8), || {
         d.flows().len() == 1
     });
+    assert_eq!(std::fs::read(&d.state).unwrap(), before.2);
+    // Room again: the state file says what runs, and changes go through.
+    std::fs::remove_file(&filler).unwrap();
+    wait_until(
+        "the state file written again",
+        Duration::from_secs(5),
+        || {
+            !std::fs::read_to_string(&d.state)
+                .unwrap()
+                .contains("hard_timeout")
+        },
+    );
     d.ctl_ok(&["add-flow", "priority=1,actions=drop"]);
     assert_eq!(d.flows().len(), 2);
     // A read-only disk.
@@ -235,4 +245,53 @@ fn a_state_file_of_a_newer_schema_is_refused_and_kept() {
     );
     assert_eq!(std::fs::read_to_string(&d.state).unwrap(), newer);
     assert!(!d.socket.exists(), "nothing left listening");
+}
+
+/// A change the full disk refused leaves no fragment in the journal for later
+/// changes to land behind: after room is made, the next change is journaled, and a
+/// vswd killed then finds it at its next start.
+#[test]
+fn a_refused_journal_append_swallows_no_later_change() {
+    let _g = serial();
+    let disk = SmallDisk::new(64);
+    let mut d = Vswd::prepared();
+    d.state = disk.dir.join("state.json");
+    d.restart();
+    d.ctl_ok(&["add-port", "gen", "type=ring"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    d.ctl_ok(&["set", "tx-flush-interval=0"]); // written whole
+    d.ctl_ok(&["add-flow", "priority=10,udp,actions=drop"]); // the journal begins
+    let filler = disk.fill();
+    // A record longer than the room its page has left: part of it is written, and
+    // then the disk says no.
+    let outputs: Vec<&str> = (0..600)
+        .map(|i| {
+            if i % 2 == 0 {
+                "output:gen"
+            } else {
+                "output:sink"
+            }
+        })
+        .collect();
+    let long = format!("priority=11,tcp,actions={}", outputs.join(","));
+    assert!(long.len() > 4096);
+    refused(&d, &["add-flow", &long], "No space left on device");
+    std::fs::remove_file(&filler).unwrap();
+    d.ctl_ok(&["add-flow", "priority=12,arp,actions=drop"]);
+    let pid = d.pid().unwrap().to_string();
+    must("kill", &["-KILL", &pid]);
+    wait_until("vswd to die", Duration::from_secs(5), || !d.is_running());
+    d.restart();
+    let flows: Vec<String> = d.flows().iter().map(|f| f.flow.clone()).collect();
+    assert!(
+        flows.iter().any(|f| f.starts_with("priority=12,arp")),
+        "the change after the refused one is lost: {flows:?}\n{}",
+        d.log()
+    );
+    assert!(flows.iter().any(|f| f.starts_with("priority=10,udp")));
+    assert!(
+        !flows.iter().any(|f| f.starts_with("priority=11")),
+        "the refused change is there"
+    );
+    d.stop();
 }

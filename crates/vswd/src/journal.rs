@@ -1,19 +1,34 @@
 //! The journal of rule changes beside the state file: between full writes of the
-//! state file, each change of the rules is one line appended to it — a cost that does
-//! not grow with the rules installed, where a full write formats every rule.
+//! state file, each change of the rules is one record appended to it — a cost that
+//! does not grow with the rules installed, where a full write formats every rule.
 //!
-//! Durability, in two steps: a line is written (in the kernel's page cache) before
+//! Durability, in two steps: a record is written (in the kernel's page cache) before
 //! its change is applied and answered, so a vswd that crashes or is killed loses no
 //! change; it is synced to the disk within [`SYNC_WINDOW`] by a thread of the
-//! journal's, one sync for every line written in the window (a group commit). A host
-//! that loses power may lose the changes of that last window — the price of taking
-//! an OpenFlow controller's flow-mods at its pace (a synced line costs about 180 µs
-//! on this machine's disk; ovs-vswitchd keeps no flows at all). The state file
-//! itself is written whole and synced on every other change.
+//! journal's, one sync for every record written in the window (a group commit). A
+//! host that loses power may lose the changes of that last window — the price of
+//! taking an OpenFlow controller's flow-mods at its pace (a synced line costs about
+//! 180 µs on this machine's disk; ovs-vswitchd keeps no flows at all). The state
+//! file itself is written whole and synced on every other change.
 //!
-//! The state file says which entries it already holds (`journal_seq`), so an entry
-//! written before a crash between the two files' writes is never applied twice; a
-//! line cut short by a crash is the end of the journal.
+//! The file: a header line naming the format and the state file it extends (that
+//! file's `generation`, new at every full write), then one record a line, each
+//! `CRC32C JSON`. So:
+//! - a journal beside another state file than the one it extends (the state file
+//!   was deleted to start afresh, or written whole after the journal's last record)
+//!   is not replayed: it is moved aside (`.stale`), said in the log;
+//! - a record an append could not finish (a full disk) is cut off again at once; if
+//!   even that fails the journal takes no more records (changes write the state
+//!   file whole) — later records never land behind a fragment;
+//! - a reader skips a damaged line (its checksum, its end) and goes on, as long as
+//!   the records after it follow on in sequence (a refused append leaves a fragment
+//!   whose sequence number the next record takes); any record lost is said loudly,
+//!   and nothing after a gap is replayed;
+//! - a header or record of a newer vswd (its format, fields this vswd does not know)
+//!   is refused with a message, never cut away.
+//!
+//! The state file says which records it already holds (`journal_seq`), so a record
+//! written before a crash between the two files' writes is never applied twice.
 
 use std::fs;
 use std::io::{self, Write};
@@ -26,8 +41,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::StateError;
 
-/// How long a written line may wait for the sync that makes it durable.
+/// How long a written record may wait for the sync that makes it durable.
 pub const SYNC_WINDOW: Duration = Duration::from_millis(100);
+
+/// The journal format this vswd writes (and the newest it reads).
+pub const JOURNAL_FORMAT: u32 = 1;
 
 /// One change of the rules: the rules removed (by their table, priority and match)
 /// and then the rules added, as canonical flow texts.
@@ -41,13 +59,55 @@ pub struct JournalEntry {
     pub add: Vec<String>,
 }
 
+/// The journal's first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Header {
+    vsw_journal: u32,
+    /// The `generation` of the state file the records extend.
+    state_generation: u64,
+}
+
+/// `json` as a line of the journal: its checksum, then itself.
+fn framed(json: &str) -> String {
+    format!("{:08x} {json}\n", crc32c::crc32c(json.as_bytes()))
+}
+
+/// A line's JSON, if its checksum holds.
+fn unframed(line: &str) -> Option<&str> {
+    let (crc, json) = line.split_once(' ')?;
+    let crc = u32::from_str_radix(crc, 16)
+        .ok()
+        .filter(|_| crc.len() == 8)?;
+    (crc32c::crc32c(json.as_bytes()) == crc).then_some(json)
+}
+
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
-    /// Entries in the file now.
+    /// Records in the file now.
     entries: u64,
     last_seq: u64,
+    /// The file's length up to its last whole record (0: no file yet).
+    good_len: u64,
+    /// The state file generation new records extend.
+    generation: u64,
+    /// An append failed and its fragment could not be cut off: no more records
+    /// until the state file is written whole.
+    broken: bool,
     syncer: Syncer,
+}
+
+/// What reading a journal found.
+struct Read {
+    entries: Vec<JournalEntry>,
+    /// Whole, checked records (stale ones included).
+    records: u64,
+    /// Lines dropped (damaged, or cut short at the end), and their bytes.
+    dropped: (u64, u64),
+    /// A record missing before the ones it had to stop at.
+    gap: bool,
+    /// Written by the vswd before framed journals: to be written again framed.
+    legacy: bool,
 }
 
 impl Journal {
@@ -58,59 +118,120 @@ impl Journal {
         state.with_file_name(name)
     }
 
-    /// The journal's entries after `after_seq`, in order, and the journal itself to
-    /// append to.
-    pub fn open(state: &Path, after_seq: u64) -> Result<(Journal, Vec<JournalEntry>), StateError> {
+    /// The journal's records after `after_seq`, in order, for the state file of
+    /// `generation`, and the journal itself to append to. A journal of another
+    /// state file is moved aside, not replayed; one of a newer vswd is refused.
+    pub fn open(
+        state: &Path,
+        after_seq: u64,
+        generation: u64,
+    ) -> Result<(Journal, Vec<JournalEntry>), StateError> {
         let path = Journal::path_of(state);
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
             Err(source) => return Err(StateError::Read { path, source }),
         };
-        let mut entries = 0;
-        let mut last_seq = after_seq;
-        let mut newer = Vec::new();
-        // Where the last whole line ends.
-        let mut good = 0;
-        for line in text.split_inclusive('\n') {
-            // A line a crash cut short ends the journal.
-            let whole = line.ends_with('\n');
-            let Ok(e) = serde_json::from_str::<JournalEntry>(line.trim_end()) else {
-                break;
-            };
-            if !whole {
-                break;
-            }
-            good += line.len();
-            entries += 1;
-            last_seq = last_seq.max(e.seq);
-            if e.seq > after_seq {
-                newer.push(e);
-            }
-        }
-        if good < text.len() {
-            // What follows is not the journal: cut it off, or the next entries would
-            // be appended after it and never read.
-            let cut = fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_len(good as u64).and_then(|()| f.sync_data()));
-            cut.map_err(|source| StateError::Write {
-                path: path.clone(),
-                source,
-            })?;
-        }
-        let journal = Journal {
+        let mut journal = Journal {
             syncer: Syncer::start(path.clone()),
-            path,
-            entries,
-            last_seq,
+            path: path.clone(),
+            entries: 0,
+            last_seq: after_seq,
+            good_len: 0,
+            generation,
+            broken: false,
         };
-        Ok((journal, newer))
+        if text.is_empty() {
+            let _ = fs::remove_file(&path);
+            return Ok((journal, Vec::new()));
+        }
+        let read = match read_journal(&path, &text, after_seq, generation)? {
+            Some(r) => r,
+            None => {
+                // Another state file's: keep it for whoever wants to look, out of
+                // the way.
+                let mut aside = path.clone().into_os_string();
+                aside.push(".stale");
+                tracing::warn!(journal = %path.display(), moved_to = %PathBuf::from(&aside).display(), "the journal extends another state file than this one (deleted or replaced): not replayed");
+                if let Err(e) = fs::rename(&path, &aside) {
+                    tracing::warn!(error = %e, "cannot move the stale journal aside; removing it");
+                    let _ = fs::remove_file(&path);
+                }
+                return Ok((journal, Vec::new()));
+            }
+        };
+        let (lines, bytes) = read.dropped;
+        if lines > 0 {
+            tracing::error!(journal = %path.display(), lines, bytes, "damaged journal lines dropped (a change refused while the disk was full, or a crash mid-write)");
+        }
+        if read.gap {
+            tracing::error!(journal = %path.display(), "a journal record is missing: the records after it are NOT replayed (rule changes made after it are lost)");
+        }
+        journal.last_seq = read
+            .entries
+            .last()
+            .map_or(after_seq, |e| e.seq)
+            .max(after_seq);
+        // Written again clean (header, the records kept) when anything was dropped,
+        // so that what is appended next follows a whole record.
+        if lines > 0 || read.gap || read.legacy {
+            journal.rewrite(&read.entries)?;
+        } else {
+            journal.entries = read.records;
+            journal.good_len = text.len() as u64;
+        }
+        Ok((journal, read.entries))
+    }
+
+    /// The file anew, holding `entries` (after a damaged one was read).
+    fn rewrite(&mut self, entries: &[JournalEntry]) -> Result<(), StateError> {
+        let err = |source| StateError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let mut text = self.header_line();
+        for e in entries {
+            text.push_str(&framed(
+                &serde_json::to_string(e).map_err(|e| err(io::Error::other(e)))?,
+            ));
+        }
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        (|| {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            fs::rename(&tmp, &self.path)?;
+            sync_dir(&self.path)
+        })()
+        .map_err(err)?;
+        self.entries = entries.len() as u64;
+        self.good_len = text.len() as u64;
+        Ok(())
+    }
+
+    fn header_line(&self) -> String {
+        let h = Header {
+            vsw_journal: JOURNAL_FORMAT,
+            state_generation: self.generation,
+        };
+        framed(&serde_json::to_string(&h).expect("a header serializes"))
     }
 
     pub fn entries(&self) -> u64 {
         self.entries
+    }
+
+    /// The journal's size on disk.
+    pub fn bytes(&self) -> u64 {
+        self.good_len
+    }
+
+    /// Whether it takes records (an append whose fragment could not be cut off
+    /// makes it refuse them until the state file is written whole).
+    pub fn usable(&self) -> bool {
+        !self.broken
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -118,34 +239,61 @@ impl Journal {
     }
 
     /// Appends a change, to be synced within [`SYNC_WINDOW`]; `Err`: nothing was
-    /// written that counts. The file is opened for each line and closed after it:
-    /// vswd holds no descriptor on it between changes (a disk can be remounted
-    /// read-only under it).
+    /// written that counts (what was written of it is cut off again). The file is
+    /// opened for each record and closed after it: vswd holds no descriptor on it
+    /// between changes (a disk can be remounted read-only under it).
     pub fn append(&mut self, del: Vec<String>, add: Vec<String>) -> Result<(), StateError> {
         let err = |source| StateError::Write {
             path: self.path.clone(),
             source,
         };
+        if self.broken {
+            return Err(err(io::Error::other(
+                "the journal takes no records until the state file is written whole",
+            )));
+        }
         let entry = JournalEntry {
             seq: self.last_seq + 1,
             del,
             add,
         };
-        let mut line = serde_json::to_string(&entry).map_err(|e| err(io::Error::other(e)))?;
-        line.push('\n');
+        let json = serde_json::to_string(&entry).map_err(|e| err(io::Error::other(e)))?;
+        let mut line = framed(&json);
+        let new_file = self.good_len == 0;
+        if new_file {
+            line = self.header_line() + &line;
+        }
         let written = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)
-            .and_then(|mut f| f.write_all(line.as_bytes()));
+            .and_then(|mut f| {
+                let w = f.write_all(line.as_bytes());
+                if w.is_err() {
+                    // Cut back to the last whole record: nothing of this one stays
+                    // for the next to land behind.
+                    if f.set_len(self.good_len).is_err() {
+                        self.broken = true;
+                    }
+                }
+                w
+            });
         if let Err(e) = written {
-            // What was written of the line is cut short: the end of the journal when
-            // it is read (and cut off then). A journal that holds nothing goes.
-            if self.entries == 0 {
+            if self.broken {
+                tracing::error!(journal = %self.path.display(), "a refused change's fragment cannot be cut off the journal: rule changes write the state file whole until it can be");
+            }
+            if new_file && !self.broken {
                 let _ = fs::remove_file(&self.path);
             }
             return Err(err(e));
         }
+        // A new journal's name is made durable before anything counts on it.
+        if new_file {
+            if let Err(e) = sync_dir(&self.path) {
+                tracing::warn!(error = %e, "cannot sync the journal's directory");
+            }
+        }
+        self.good_len += line.len() as u64;
         self.syncer.written();
         self.entries += 1;
         self.last_seq = entry.seq;
@@ -157,23 +305,126 @@ impl Journal {
         self.syncer.sync_now();
     }
 
-    /// The state file now holds every entry: the journal starts again empty.
-    pub fn clear(&mut self) {
+    /// The state file now holds every record, and is of `generation`: the journal
+    /// starts again empty, extending it.
+    pub fn clear(&mut self, generation: u64) {
         match fs::remove_file(&self.path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
-                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the journal (its entries are in the state file)")
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the journal (its records are in the state file)")
             }
         }
         self.entries = 0;
+        self.good_len = 0;
+        self.broken = false;
+        self.generation = generation;
     }
+}
+
+/// Reads a journal's text: `None` when it extends another state file than the one
+/// of `generation`.
+fn read_journal(
+    path: &Path,
+    text: &str,
+    after_seq: u64,
+    generation: u64,
+) -> Result<Option<Read>, StateError> {
+    let newer = |why: String| StateError::Corrupt {
+        path: path.to_path_buf(),
+        why: format!("{why}: written by a newer vswd (run it, or move the journal away)"),
+    };
+    let mut read = Read {
+        entries: Vec::new(),
+        records: 0,
+        dropped: (0, 0),
+        gap: false,
+        legacy: false,
+    };
+    if !text.lines().any(|l| unframed(l).is_some()) {
+        return Ok(read_legacy(text, after_seq, generation, read));
+    }
+    let mut header = None;
+    let mut expected = after_seq + 1;
+    for line in text.split_inclusive('\n') {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let json = line.strip_suffix('\n').and_then(unframed);
+        let Some(json) = json else {
+            // A fragment, or a line damaged on the disk: passed over.
+            read.dropped.0 += 1;
+            read.dropped.1 += line.len() as u64;
+            continue;
+        };
+        if header.is_none() {
+            // No header: which state file it extends cannot be told.
+            let Ok(h) = serde_json::from_str::<Header>(json) else {
+                return Ok(None);
+            };
+            if h.vsw_journal > JOURNAL_FORMAT {
+                return Err(newer(format!("journal format {}", h.vsw_journal)));
+            }
+            if h.state_generation != generation {
+                return Ok(None);
+            }
+            header = Some(h);
+            continue;
+        }
+        // A checked record this vswd cannot read is a newer vswd's: refused.
+        let e: JournalEntry = serde_json::from_str(json)
+            .map_err(|e| newer(format!("a journal record this vswd cannot read ({e})")))?;
+        read.records += 1;
+        if read.gap || e.seq < expected {
+            continue;
+        }
+        if e.seq > expected {
+            read.gap = true;
+            continue;
+        }
+        expected += 1;
+        read.entries.push(e);
+    }
+    Ok(Some(read))
+}
+
+/// A journal of the vswd before framed journals (plain JSON lines, no header): read
+/// as that vswd read it (up to its first line that does not read) — only beside a
+/// state file of that vswd too (generation 0); else it is another file's.
+fn read_legacy(text: &str, after_seq: u64, generation: u64, mut read: Read) -> Option<Read> {
+    if generation != 0 {
+        return None;
+    }
+    read.legacy = true;
+    for line in text.split_inclusive('\n') {
+        let Ok(e) = serde_json::from_str::<JournalEntry>(line.trim_end()) else {
+            break;
+        };
+        if !line.ends_with('\n') {
+            break;
+        }
+        read.records += 1;
+        if e.seq > after_seq {
+            read.entries.push(e);
+        }
+    }
+    Some(read)
+}
+
+/// Syncs the directory holding `path` (so that a new or renamed name survives a
+/// power loss).
+fn sync_dir(path: &Path) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::File::open(dir)?.sync_all()
 }
 
 /// What the journal and its sync thread share.
 #[derive(Default)]
 struct SyncState {
-    /// Lines were written that no sync has begun to cover.
+    /// Records were written that no sync has begun to cover.
     dirty: bool,
     /// A sync is running.
     syncing: bool,
@@ -196,9 +447,9 @@ impl SyncShared {
     }
 }
 
-/// The thread that syncs the journal: it sleeps until a line is written, gathers the
-/// lines of one window, and syncs them with one `fdatasync`. It stops (syncing what
-/// is left) when the journal is dropped.
+/// The thread that syncs the journal: it sleeps until a record is written, gathers
+/// the records of one window, and syncs them with one `fdatasync`. It stops
+/// (syncing what is left) when the journal is dropped.
 struct Syncer {
     path: PathBuf,
     shared: Arc<SyncShared>,
@@ -212,7 +463,7 @@ impl std::fmt::Debug for Syncer {
 }
 
 /// Syncs the file at `path`, if there is one (the journal is removed when the state
-/// file takes its entries).
+/// file takes its records).
 fn sync_file(path: &Path) {
     match fs::File::open(path).and_then(|f| f.sync_data()) {
         Ok(()) => {}
@@ -230,7 +481,7 @@ impl Syncer {
         let thread = std::thread::Builder::new()
             .name("vsw-journal".into())
             .spawn(move || Syncer::run(&s, &p))
-            .map_err(|e| tracing::error!(error = %e, "no journal sync thread: each line is synced as it is written"))
+            .map_err(|e| tracing::error!(error = %e, "no journal sync thread: each record is synced as it is written"))
             .ok();
         Syncer {
             path,
@@ -248,7 +499,7 @@ impl Syncer {
             if !st.dirty {
                 return;
             }
-            // The window: lines written meanwhile share this sync.
+            // The window: records written meanwhile share this sync.
             st = shared
                 .wake
                 .wait_timeout_while(st, SYNC_WINDOW, |s| !s.stop && !s.hurry)
@@ -282,8 +533,8 @@ impl Syncer {
             return;
         }
         let mut st = self.shared.lock();
-        // The sync that covers the last line: the next to begin while lines wait
-        // (after the running one, which began before them).
+        // The sync that covers the last record: the next to begin while records
+        // wait (after the running one, which began before them).
         let target = match (st.dirty, st.syncing) {
             (false, false) => return,
             (false, true) => st.synced + 1,
@@ -324,11 +575,17 @@ mod tests {
         dir.join("state.json")
     }
 
+    const GEN: u64 = 0x5eed;
+
+    fn seqs(entries: &[JournalEntry]) -> Vec<u64> {
+        entries.iter().map(|e| e.seq).collect()
+    }
+
     #[test]
-    fn a_journal_gives_back_its_entries_after_a_seq_and_stops_at_a_cut_line() {
+    fn a_journal_gives_back_its_records_after_a_seq_and_drops_a_cut_line() {
         let path = temp_path("journal");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let (mut j, none) = Journal::open(&path, 0).unwrap();
+        let (mut j, none) = Journal::open(&path, 0, GEN).unwrap();
         assert!(none.is_empty());
         j.append(vec![], vec!["priority=1,actions=drop".into()])
             .unwrap();
@@ -337,49 +594,151 @@ mod tests {
         j.append(vec![], vec!["priority=2,actions=drop".into()])
             .unwrap();
         assert_eq!((j.entries(), j.last_seq()), (3, 3));
-        // A crash in the middle of a line: that line and anything after it are not
-        // the journal.
+        // A crash in the middle of a record: that line is not the journal.
         let jp = Journal::path_of(&path);
         let mut text = fs::read_to_string(&jp).unwrap();
-        text.push_str("{\"seq\":4,\"add\":[\"prio");
+        text.push_str("0123abcd {\"seq\":4,\"add\":[\"prio");
         fs::write(&jp, &text).unwrap();
-        let (j, all) = Journal::open(&path, 0).unwrap();
-        assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+        let (j, all) = Journal::open(&path, 0, GEN).unwrap();
+        assert_eq!(seqs(&all), vec![1, 2, 3]);
         assert_eq!(j.last_seq(), 3);
         // The cut line is gone: what is appended next is read back.
-        assert_eq!(fs::read_to_string(&jp).unwrap().lines().count(), 3);
+        assert_eq!(fs::read_to_string(&jp).unwrap().lines().count(), 1 + 3);
         let mut j = j;
         j.append(vec![], vec!["priority=4,actions=drop".into()])
             .unwrap();
-        let (_, all) = Journal::open(&path, 0).unwrap();
+        let (_, all) = Journal::open(&path, 0, GEN).unwrap();
         assert_eq!(all.len(), 4);
-        // Entries the state file holds already (its journal_seq) are not given again.
-        let (_, later) = Journal::open(&path, 3).unwrap();
+        // Records the state file holds already (its journal_seq) are not given again.
+        let (_, later) = Journal::open(&path, 3, GEN).unwrap();
         assert_eq!(later.len(), 1);
         assert_eq!(later[0].add, vec!["priority=4,actions=drop".to_string()]);
-        let (mut j, _) = Journal::open(&path, 4).unwrap();
-        j.clear();
+        let (mut j, _) = Journal::open(&path, 4, GEN).unwrap();
+        j.clear(GEN + 1);
         assert!(!jp.exists());
         fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
+    /// A fragment a refused append left (its sequence number taken again by the
+    /// next record) is passed over: the records after it are replayed; a record
+    /// missing outright stops the replay, loudly.
     #[test]
-    fn a_line_is_in_the_file_when_append_returns_and_synced_when_asked() {
+    fn a_reader_goes_on_past_a_fragment_but_never_past_a_gap() {
+        let path = temp_path("resync");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
+        j.append(vec![], vec!["priority=1,actions=drop".into()])
+            .unwrap();
+        let jp = Journal::path_of(&path);
+        let mut text = fs::read_to_string(&jp).unwrap();
+        // The fragment of seq 2, then seq 2 and 3 whole.
+        text.push_str("9999 {\"seq\":2,\"ad");
+        for (seq, p) in [(2, 2), (3, 3)] {
+            let e = JournalEntry {
+                seq,
+                del: vec![],
+                add: vec![format!("priority={p},actions=drop")],
+            };
+            text.push('\n');
+            text.push_str(framed(&serde_json::to_string(&e).unwrap()).trim_end());
+        }
+        text.push('\n');
+        fs::write(&jp, &text).unwrap();
+        let (j, all) = Journal::open(&path, 0, GEN).unwrap();
+        assert_eq!(seqs(&all), vec![1, 2, 3]);
+        assert_eq!(j.entries(), 3);
+        // Written clean: read again, the same.
+        assert_eq!(
+            seqs(&Journal::open(&path, 0, GEN).unwrap().1),
+            vec![1, 2, 3]
+        );
+        // A record missing: nothing after the gap is replayed.
+        let mut text = fs::read_to_string(&jp).unwrap();
+        let e = JournalEntry {
+            seq: 9,
+            ..JournalEntry::default()
+        };
+        text.push_str(&framed(&serde_json::to_string(&e).unwrap()));
+        fs::write(&jp, &text).unwrap();
+        assert_eq!(
+            seqs(&Journal::open(&path, 0, GEN).unwrap().1),
+            vec![1, 2, 3]
+        );
+        fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn another_state_files_journal_is_moved_aside_and_a_newer_one_refused() {
+        let path = temp_path("stale");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
+        j.append(vec![], vec!["priority=1,actions=drop".into()])
+            .unwrap();
+        drop(j);
+        let jp = Journal::path_of(&path);
+        let (_, replay) = Journal::open(&path, 0, GEN + 1).unwrap();
+        assert!(replay.is_empty(), "another state file's journal replayed");
+        assert!(!jp.exists());
+        let mut stale = jp.clone().into_os_string();
+        stale.push(".stale");
+        assert!(PathBuf::from(stale).exists());
+        // A newer vswd's journal: refused, kept as it is.
+        let h = serde_json::json!({"vsw_journal": JOURNAL_FORMAT + 1, "state_generation": GEN});
+        fs::write(&jp, framed(&h.to_string())).unwrap();
+        let e = Journal::open(&path, 0, GEN).unwrap_err().to_string();
+        assert!(e.contains("newer vswd"), "{e}");
+        let h = serde_json::json!({"vsw_journal": JOURNAL_FORMAT, "state_generation": GEN});
+        let r = serde_json::json!({"seq": 1, "add": [], "ttl": 3});
+        fs::write(&jp, framed(&h.to_string()) + &framed(&r.to_string())).unwrap();
+        let e = Journal::open(&path, 0, GEN).unwrap_err().to_string();
+        assert!(e.contains("newer vswd"), "{e}");
+        assert!(jp.exists(), "a newer vswd's journal is never cut away");
+        fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    /// A journal of the vswd before this one is read as it wrote it, and written
+    /// again framed.
+    #[test]
+    fn a_journal_of_the_earlier_vswd_is_read_and_framed() {
+        let path = temp_path("legacy");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let jp = Journal::path_of(&path);
+        fs::write(
+            &jp,
+            "{\"seq\":1,\"add\":[\"priority=1,actions=drop\"]}\n{\"seq\":2,\"del\":[\"priority=1,actions=drop\"]}\n",
+        )
+        .unwrap();
+        let (_, all) = Journal::open(&path, 0, 0).unwrap();
+        assert_eq!(seqs(&all), vec![1, 2]);
+        assert!(fs::read_to_string(&jp)
+            .unwrap()
+            .lines()
+            .all(|l| unframed(l).is_some()));
+        assert_eq!(seqs(&Journal::open(&path, 0, 0).unwrap().1), vec![1, 2]);
+        fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_record_is_in_the_file_when_append_returns_and_synced_when_asked() {
         let path = temp_path("sync");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let (mut j, _) = Journal::open(&path, 0).unwrap();
+        let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
         for i in 0..50 {
             j.append(vec![], vec![format!("priority={i},actions=drop")])
                 .unwrap();
             // Written before the change it carries is applied: a vswd killed now
             // finds it at its next start.
-            let (_, all) = Journal::open(&path, 0).unwrap();
+            let (_, all) = Journal::open(&path, 0, GEN).unwrap();
             assert_eq!(all.len(), i + 1);
         }
-        // Lines written within a window share a sync.
+        assert_eq!(
+            j.bytes(),
+            fs::metadata(Journal::path_of(&path)).unwrap().len()
+        );
+        // Records written within a window share a sync.
         j.sync();
         let synced = j.syncer.shared.lock().synced;
-        assert!((1..=50).contains(&synced), "{synced} syncs for 50 lines");
+        assert!((1..=50).contains(&synced), "{synced} syncs for 50 records");
         // Nothing left to sync: returns at once.
         j.sync();
         assert_eq!(j.syncer.shared.lock().synced, synced);

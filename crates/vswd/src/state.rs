@@ -52,6 +52,24 @@ pub struct SavedState {
     /// The last entry of the journal this file holds (later ones are replayed on it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub journal_seq: u64,
+    /// New at every write of the file: the journal names the generation it
+    /// extends, so a journal left beside another file (this one deleted to start
+    /// afresh, say) is never replayed onto it. 0: written before generations.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u64,
+}
+
+/// A generation no earlier file had (in all likelihood): the clock and the process,
+/// mixed by the standard library's randomly keyed hasher.
+fn fresh_generation() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    h.write_u32(std::process::id());
+    h.finish().max(1)
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -192,12 +210,15 @@ impl SavedState {
         let mut state = self.clone();
         state.version = STATE_VERSION;
         state.written_by = writer();
+        state.generation = fresh_generation();
         let text = serde_json::to_string_pretty(&state).map_err(|e| err(io::Error::other(e)))?;
         let pending = PendingState {
             tmp: temporary(path),
             path: path.to_path_buf(),
             dir: dir.to_path_buf(),
             committed: false,
+            generation: state.generation,
+            bytes: text.len() as u64 + 1,
         };
         let written = (|| {
             let mut f = fs::File::create(&pending.tmp)?;
@@ -225,6 +246,8 @@ pub struct PendingState {
     path: PathBuf,
     dir: PathBuf,
     committed: bool,
+    generation: u64,
+    bytes: u64,
 }
 
 impl PendingState {
@@ -235,7 +258,19 @@ impl PendingState {
             path: PathBuf::new(),
             dir: PathBuf::new(),
             committed: true,
+            generation: 0,
+            bytes: 0,
         }
+    }
+
+    /// The new file's generation (its journal will name it).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The new file's size.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Puts the new file in place of the old (rename, then the directory synced).
@@ -295,13 +330,19 @@ mod tests {
         let (back, migrated) = SavedState::load(&path).unwrap().unwrap();
         assert_eq!(migrated, None);
         assert_eq!(back.written_by, writer());
+        assert_ne!(back.generation, 0, "a generation of its own");
         assert_eq!(
             SavedState {
                 written_by: String::new(),
-                ..back
+                generation: 0,
+                ..back.clone()
             },
             s
         );
+        // Every write, a new one.
+        back.save(&path).unwrap();
+        let (again, _) = SavedState::load(&path).unwrap().unwrap();
+        assert_ne!(again.generation, back.generation);
         fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 

@@ -171,6 +171,13 @@ pub struct Switch {
     removed: VecDeque<RemovedFlow>,
     /// Rule changes since the state file was last written whole.
     journal: Journal,
+    /// The state file's size when last written whole.
+    state_bytes: u64,
+    /// Rules changed (timed out) that neither file says yet: the disk refused them.
+    /// The state file is written whole as soon as it can be.
+    unsaved_rules: bool,
+    /// When writing them was last tried.
+    unsaved_tried_ms: u64,
     /// The state file is this vswd's, whole (not missing, nor an older schema's
     /// awaiting its first write): only then do rule changes go to the journal.
     file_current: bool,
@@ -184,11 +191,12 @@ pub struct Switch {
     latencies: crate::latency::Latencies,
 }
 
-/// A rule change goes to the journal while it holds fewer entries than this and than
-/// the rules installed; then the state file is written whole (and the journal
-/// emptied), so each change costs a constant, and a full write's cost is shared by as
-/// many changes as it writes rules.
-const JOURNAL_MIN_ENTRIES: u64 = 4096;
+/// A rule change goes to the journal while it holds fewer bytes than this and than
+/// twice the state file; then the state file is written whole (and the journal
+/// emptied): each change costs what it says, a full write's cost is shared by the
+/// changes that make as many bytes, and the disk holds at most about three times
+/// the state file.
+const JOURNAL_MIN_BYTES: u64 = 1 << 20;
 
 /// Devices opened together at most, each on a thread of its own.
 const OPEN_AT_ONCE: usize = 64;
@@ -494,7 +502,8 @@ impl Switch {
             pipeline.insert(spec, now_ms());
         }
         // The rule changes made since the file was written whole.
-        let (journal, replay) = Journal::open(state_file, saved.journal_seq)?;
+        let (journal, replay) = Journal::open(state_file, saved.journal_seq, saved.generation)?;
+        let state_bytes = std::fs::metadata(state_file).map_or(0, |m| m.len());
         for e in &replay {
             replay_entry(&mut pipeline, e, &numbers)
                 .map_err(|why| bad(format!("journal entry {}: {why}", e.seq)))?;
@@ -532,6 +541,9 @@ impl Switch {
             expiry_failing: false,
             removed: VecDeque::new(),
             journal,
+            state_bytes,
+            unsaved_rules: false,
+            unsaved_tried_ms: 0,
             file_current,
             persist,
             bridge: bridge.to_string(),
@@ -714,6 +726,8 @@ impl Switch {
                 .map(|(m, _)| vsw_flow::format_meter(m))
                 .collect(),
             journal_seq: self.journal.last_seq(),
+            // (A new one is given when the file is written.)
+            generation: 0,
         }
     }
 
@@ -1002,6 +1016,10 @@ impl Switch {
             }
         }
         let parsed = SwitchOptions::from_options(&merged)?;
+        // Nothing changes: nothing is written.
+        if merged == self.options {
+            return Ok(Value::Null);
+        }
         let old = SwitchOptions::from_options(&self.options).ok();
         // As Open vSwitch: the tables are flushed when controllers come or all go,
         // or when the fail mode changes while there are none; a standalone bridge
@@ -1030,7 +1048,10 @@ impl Switch {
             }
             None => (None, Ok(())),
         };
-        let committed = revalidated.and_then(|()| pending.commit().map_err(SwitchError::from));
+        let committed = match revalidated {
+            Ok(()) => self.commit(pending),
+            Err(e) => Err(e),
+        };
         if let Err(e) = committed {
             if let Some(old_pipeline) = before {
                 let _ = self.install_pipeline((*old_pipeline).clone());
@@ -1051,7 +1072,6 @@ impl Switch {
                 self.note_removed(&r, Removal::Deleted, now);
             }
         }
-        self.journal_cleared();
         self.sync_offloads();
         Ok(Value::Null)
     }
@@ -1197,14 +1217,13 @@ impl Switch {
                             .filter(|p| !later.contains(&p.no))
                             .collect();
                         let pending = self.prepare(&self.state_with(None, Some(ports), None))?;
-                        Ok(pending.commit()?)
+                        self.commit(pending)
                     })
                 }
             };
             let name = &list[*i].0;
             results[*i] = Some(match result {
                 Ok(()) => {
-                    self.journal_cleared();
                     tracing::info!(port = %name, no, "port added");
                     Ok(json!({ "no": no }))
                 }
@@ -1438,9 +1457,8 @@ impl Switch {
             .iter()
             .filter_map(|no| self.ports.remove(no).map(|p| (*no, p)))
             .collect();
-        match pending.commit() {
+        match self.commit(pending) {
             Ok(()) => {
-                self.journal_cleared();
                 for (no, p) in &removed {
                     tracing::info!(port = %p.name, no, "port deleted");
                 }
@@ -1467,6 +1485,10 @@ impl Switch {
         let mut merged = port.options.clone();
         merged.extend(options::parse_pairs(words)?);
         let (parsed, fresh) = self.check_port_change(no, name, &merged)?;
+        // Nothing changes: nothing is written, nothing reopened.
+        if merged == port.options {
+            return Ok(Value::Null);
+        }
         let mut ports = self.saved_ports();
         if let Some(p) = ports.iter_mut().find(|p| p.no == no) {
             p.options = merged.clone();
@@ -1476,11 +1498,7 @@ impl Switch {
         let (old_options, old_parsed) = (port.options.clone(), port.parsed.clone());
         let reopens = fresh.is_some();
         self.apply_port_change(no, merged, parsed, fresh)?;
-        let committed = pending.commit();
-        if committed.is_ok() {
-            self.journal_cleared();
-        }
-        if let Err(e) = committed {
+        if let Err(e) = self.commit(pending) {
             let undo =
                 configure(&self.classes, &self.env, name, &old_options).and_then(|(_, device)| {
                     self.apply_port_change(no, old_options, old_parsed, reopens.then_some(device))
@@ -1489,7 +1507,7 @@ impl Switch {
                 tracing::error!(port = name, error = %undo, "cannot put the port's options back");
             }
             self.sync_offloads();
-            return Err(e.into());
+            return Err(e);
         }
         self.sync_offloads();
         Ok(Value::Null)
@@ -2046,21 +2064,33 @@ impl Switch {
         self.ofproto.set_pipeline(pipeline);
         let revalidated = self.revalidate_now();
         self.withdraw_offloads();
-        if let Err(e) = revalidated.and(pending.commit().map_err(SwitchError::from)) {
+        // The new file goes in place only once the datapath is revalidated.
+        let committed = match revalidated {
+            Ok(()) => self.commit(pending),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = committed {
             self.ofproto.set_pipeline((*old).clone());
             if let Err(undo) = self.revalidate_now() {
                 tracing::error!(error = %undo, "cannot put the rules back");
             }
             return Err(e);
         }
-        self.journal_cleared();
         Ok(())
     }
 
-    /// The state file was written whole: the journal starts again.
-    fn journal_cleared(&mut self) {
-        self.journal.clear();
-        self.file_current = true;
+    /// Puts a state file written beside the old one in its place: it holds
+    /// everything now, and the journal starts again, extending it.
+    fn commit(&mut self, pending: PendingState) -> Result<(), SwitchError> {
+        let (generation, bytes) = (pending.generation(), pending.bytes());
+        pending.commit()?;
+        if self.persist {
+            self.journal.clear(generation);
+            self.state_bytes = bytes;
+            self.file_current = true;
+            self.unsaved_rules = false;
+        }
+        Ok(())
     }
 
     /// [`Switch::replace_rules`] for a change of rules alone, said as the rules it
@@ -2072,8 +2102,14 @@ impl Switch {
         del: Vec<String>,
         added: Vec<String>,
     ) -> Result<(), SwitchError> {
-        let limit = JOURNAL_MIN_ENTRIES.max(pipeline.len() as u64);
-        if !self.persist || !self.file_current || self.journal.entries() >= limit {
+        // The journal is kept within a constant factor of the state file: past it,
+        // the state file is written whole (and the journal starts again).
+        let limit = JOURNAL_MIN_BYTES.max(2 * self.state_bytes);
+        if !self.persist
+            || !self.file_current
+            || !self.journal.usable()
+            || self.journal.bytes() >= limit
+        {
             return self.replace_rules(pipeline);
         }
         // Written before the change is made: a journal that cannot be written
@@ -2116,6 +2152,7 @@ impl Switch {
     pub fn expire_flows(&mut self) {
         let current = self.ofproto.pipeline();
         let now = now_ms();
+        self.save_unsaved_rules(now);
         if !current.has_timeouts() {
             return;
         }
@@ -2136,26 +2173,44 @@ impl Switch {
         let mut pipeline = (*current).clone();
         let gone = pipeline.remove_expired(now);
         let del = gone.iter().map(|r| format_flow(&r.spec)).collect();
-        match self.replace_rules_noted(pipeline, del, Vec::new()) {
-            Ok(()) => {
-                self.expiry_failing = false;
-                for r in &gone {
-                    tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
-                    let why = if r.hard_expired(now) {
-                        Removal::HardTimeout
-                    } else {
-                        Removal::IdleTimeout
-                    };
-                    self.note_removed(r, why, now);
-                }
+        let kept = pipeline.clone();
+        if let Err(e) = self.replace_rules_noted(pipeline, del, Vec::new()) {
+            // A timeout holds in the running switch whatever the disk says: the
+            // rules go now, and the state file is written whole once it can be
+            // (until then a restart brings them back, their timeouts afresh).
+            if !self.expiry_failing {
+                tracing::error!(error = %e, "timed-out flows removed, but not yet from the state file (written whole once the disk takes it)");
             }
-            // Until the state can be written, the flows stay (the file, the switch
-            // and what `dump-flows` says agree); said once, not every look.
-            Err(e) if !self.expiry_failing => {
-                self.expiry_failing = true;
-                tracing::error!(error = %e, "timed-out flows stay until the state file can be written");
+            self.expiry_failing = true;
+            self.unsaved_rules = true;
+            if let (_, Err(e)) = self.install_pipeline(kept) {
+                tracing::error!(error = %e, "cannot revalidate the datapath flows");
             }
-            Err(_) => {}
+        }
+        for r in &gone {
+            tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
+            let why = if r.hard_expired(now) {
+                Removal::HardTimeout
+            } else {
+                Removal::IdleTimeout
+            };
+            self.note_removed(r, why, now);
+        }
+    }
+
+    /// Rules changed that the disk refused to hold: the state file written whole,
+    /// tried at most once a second.
+    fn save_unsaved_rules(&mut self, now: u64) {
+        if !self.unsaved_rules || now.saturating_sub(self.unsaved_tried_ms) < 1000 {
+            return;
+        }
+        self.unsaved_tried_ms = now;
+        let saved = self
+            .prepare(&self.state_with(None, None, None))
+            .and_then(|p| self.commit(p));
+        if saved.is_ok() {
+            tracing::info!("the rules as they run are in the state file again");
+            self.expiry_failing = false;
         }
     }
 

@@ -511,9 +511,10 @@ fn rule_changes_go_to_the_journal_and_come_back_after_a_restart() {
         !saved(&dir).contains("tcp"),
         "the state file itself was not written for rule changes"
     );
+    // A header, then one record a change.
     assert_eq!(
         std::fs::read_to_string(&journal).unwrap().lines().count(),
-        4
+        1 + 4
     );
     let before = flow_texts(&mut sw);
     sw.shutdown(true);
@@ -700,5 +701,84 @@ fn a_rule_or_group_openflow_cannot_carry_is_refused() {
         &format!("priority=9,udp,actions={}", fits.join(",")),
     )
     .unwrap();
+    sw.shutdown(true);
+}
+
+/// A journal left beside a state file deleted to start afresh is not replayed onto
+/// the new switch (it extends another file); it is kept aside.
+#[test]
+fn a_journal_of_a_deleted_state_file_is_not_replayed() {
+    let dir = TestDir::new("stalejournal");
+    let mut sw = start(&dir);
+    add_flow(&mut sw, "priority=5,udp,actions=drop").unwrap();
+    sw.handle(Request::DelFlows {
+        matching: None,
+        strict: false,
+    })
+    .unwrap();
+    sw.shutdown(true);
+    drop(sw);
+    let journal = dir.0.join("state.json.journal");
+    assert!(journal.exists());
+    std::fs::remove_file(dir.state()).unwrap();
+    let mut sw = start(&dir);
+    assert_eq!(
+        flow_texts(&mut sw),
+        ["priority=0,actions=NORMAL"],
+        "an earlier run's del-flows came back"
+    );
+    assert!(dir.0.join("state.json.journal.stale").exists());
+    sw.shutdown(true);
+}
+
+/// The journal stays within a constant factor of the state file however large each
+/// change is (each mod-flows of 2,000 rules is a ~250 KB record); changes that
+/// change nothing write nothing.
+#[test]
+fn the_journal_is_bounded_by_bytes_and_no_op_changes_write_nothing() {
+    let dir = TestDir::new("journalbytes");
+    let mut sw = start(&dir);
+    let flows: Vec<String> = (1..=2000)
+        .map(|i| format!("priority=5,udp,tp_dst={i},actions=drop"))
+        .collect();
+    sw.handle(Request::AddFlows { flows }).unwrap();
+    let journal = dir.0.join("state.json.journal");
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let mut largest = 0;
+    for round in 0..40 {
+        let port = round % 2 + 1;
+        sw.handle(Request::ModFlows {
+            flow: format!("udp,actions=output:{port}"),
+            strict: false,
+            reset_counts: false,
+        })
+        .unwrap();
+        largest = largest.max(size(&journal));
+    }
+    let state = size(&dir.state());
+    assert!(
+        largest <= (1 << 20).max(2 * state) + 300_000,
+        "the journal grew to {largest} bytes beside a state file of {state}"
+    );
+    // Nothing to change: nothing written.
+    let (j, s) = (
+        std::fs::read(&journal).ok(),
+        std::fs::read(dir.state()).unwrap(),
+    );
+    sw.handle(Request::DelFlows {
+        matching: Some("priority=9,tcp".into()),
+        strict: true,
+    })
+    .unwrap();
+    sw.handle(Request::Set {
+        options: words(&["pmd-sleep-max=1000"]),
+    })
+    .unwrap();
+    assert_eq!(std::fs::read(&journal).ok(), j, "the journal was written");
+    assert_eq!(
+        std::fs::read(dir.state()).unwrap(),
+        s,
+        "the state file was written"
+    );
     sw.shutdown(true);
 }
