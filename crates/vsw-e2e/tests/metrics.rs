@@ -236,3 +236,75 @@ impl Drop for PrivateProcess {
         let _ = self.0.wait();
     }
 }
+
+/// vswd's threads now.
+fn threads(d: &mut Vswd) -> usize {
+    let pid = d.pid().expect("running");
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count()
+}
+
+/// 5,000 idle connections and a client that pipelines requests and reads no answer
+/// cost vswd no thread and no scrape: scrapes still answer within a second.
+#[test]
+fn idle_and_unread_connections_never_stall_a_scrape() {
+    let _g = serial();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut d = Vswd::start_with_args(&["--metrics-addr", &addr]);
+    let (head, _) = get(port, "/metrics", None);
+    assert!(head.contains("200"), "{head}");
+    let before = threads(&mut d);
+    // The idle connections and the non-reader, held open by a process of their own
+    // (one with room for 5,000 descriptors).
+    let script = format!(
+        "import resource, socket, sys\n\
+         resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))\n\
+         idle = []\n\
+         for i in range(5000):\n\
+         \x20   s = socket.socket(); s.setblocking(False)\n\
+         \x20   try: s.connect(('127.0.0.1', {port}))\n\
+         \x20   except BlockingIOError: pass\n\
+         \x20   idle.append(s)\n\
+         p = socket.create_connection(('127.0.0.1', {port}))\n\
+         p.setblocking(False)\n\
+         req = b'GET /metrics HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' * 200\n\
+         try: p.send(req)\n\
+         except BlockingIOError: pass\n\
+         print('ready', flush=True)\n\
+         sys.stdin.read()\n"
+    );
+    let mut holder = Command::new("python3")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let t = std::time::Instant::now();
+        let (head, body) = get(port, "/metrics", None);
+        slowest = slowest.max(t.elapsed());
+        assert!(head.contains("200") && body.contains("vsw_"), "{head}");
+    }
+    let during = threads(&mut d);
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    eprintln!("scrapes took at most {slowest:?}; vswd's threads {before} -> {during}");
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a scrape took {slowest:?}"
+    );
+    assert!(
+        during <= before + 2,
+        "threads grew from {before} to {during}"
+    );
+}

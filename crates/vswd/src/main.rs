@@ -205,6 +205,14 @@ fn main() -> anyhow::Result<()> {
             bridges.remove_unadopted_offloads();
         }
     }
+    // /metrics listens before the control socket answers (a client that saw vswd
+    // answer finds it).
+    if let Some(addr) = args.metrics_addr {
+        if let Err(e) = vswd::metrics::serve(addr, bridges.clone()) {
+            socket_file.remove(&args.socket);
+            return Err(e).with_context(|| format!("cannot serve /metrics on {addr}"));
+        }
+    }
     // vswctl reaches the bridge named by --bridge.
     let for_server: vswd::server::Resolve = {
         let (bridges, name) = (bridges.clone(), args.bridge.clone());
@@ -274,10 +282,6 @@ fn main() -> anyhow::Result<()> {
     if let Some(target) = &args.ovsdb {
         vswd::ovsdb::start(bridges.clone(), target.clone(), run_dir.clone())
             .context("cannot start the OVSDB client")?;
-    }
-    if let Some(addr) = args.metrics_addr {
-        vswd::metrics::serve(addr, bridges.clone())
-            .with_context(|| format!("cannot serve /metrics on {addr}"))?;
     }
     tracing::info!(socket = %args.socket.display(), state_file = %args.state_file.display(), bridges = ?bridges.names(), ovsdb = ?args.ovsdb.as_ref().map(ToString::to_string), "vswd ready");
     // With a database, ready once it was first carried out (the OVSDB client says so).

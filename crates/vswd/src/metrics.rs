@@ -1,6 +1,6 @@
 //! `/metrics`: the switch's counters for Prometheus (`vswd --metrics-addr`), in the
 //! OpenMetrics text format, encoded by the `prometheus-client` crate and served by
-//! `tiny_http` on a thread of its own.
+//! a small server of vswd's own (`http.rs`) on a thread of its own.
 //!
 //! Each scrape reads the bridges afresh: each bridge's switch lock (the control
 //! side's; no PMD takes it) is held while its counters are copied — atomics the PMDs
@@ -422,40 +422,27 @@ pub fn render(registry: &Registry, format: Format) -> String {
     out
 }
 
-/// Serves `GET /metrics` on `addr` from a thread of its own, for the life of the
-/// process. Binding happens before this returns, so an address in use is an error
-/// at start-up.
+/// Serves `GET /metrics` on `addr` from a thread of its own (`http.rs`: bounded
+/// connections, deadlines), for the life of the process. Binding happens before
+/// this returns, so an address in use is an error at start-up.
 pub fn serve(addr: SocketAddr, bridges: Arc<Bridges>) -> std::io::Result<()> {
-    let server = tiny_http::Server::http(addr).map_err(std::io::Error::other)?;
+    let listener = std::net::TcpListener::bind(addr)?;
     let registry = registry(bridges);
-    std::thread::Builder::new()
-        .name("metrics".into())
-        .spawn(move || {
-            for request in server.incoming_requests() {
-                let response = match (request.method(), request.url()) {
-                    (tiny_http::Method::Get, "/metrics") => {
-                        let accept = request
-                            .headers()
-                            .iter()
-                            .find(|h| h.field.equiv("Accept"))
-                            .map(|h| h.value.as_str());
-                        let format = Format::accepted(accept);
-                        let content_type = tiny_http::Header::from_bytes(
-                            &b"Content-Type"[..],
-                            format.content_type().as_bytes(),
-                        )
-                        .expect("a valid header");
-                        tiny_http::Response::from_string(render(&registry, format))
-                            .with_header(content_type)
-                    }
-                    _ => tiny_http::Response::from_string("only GET /metrics is here\n")
-                        .with_status_code(404),
-                };
-                if let Err(e) = request.respond(response) {
-                    tracing::debug!(error = %e, "a metrics response was not sent");
-                }
+    crate::http::serve(listener, "metrics", move |r| match (r.method, r.path) {
+        ("GET", "/metrics") => {
+            let format = Format::accepted(r.header("Accept"));
+            crate::http::Response {
+                status: 200,
+                content_type: format.content_type(),
+                body: render(&registry, format),
             }
-        })?;
+        }
+        _ => crate::http::Response {
+            status: 404,
+            content_type: "text/plain; charset=utf-8",
+            body: "only GET /metrics is here\n".into(),
+        },
+    })?;
     tracing::info!(%addr, "serving /metrics");
     Ok(())
 }

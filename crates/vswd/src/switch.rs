@@ -212,7 +212,11 @@ fn drop_at_once<T: Send>(mut items: Vec<T>) {
         let chunk: Vec<T> = items.drain(..items.len().min(OPEN_AT_ONCE)).collect();
         std::thread::scope(|s| {
             for item in chunk {
-                s.spawn(move || drop(item));
+                // A thread that cannot be made drops its item here, on this one
+                // (the closure it was given goes, and the item with it).
+                let _ = std::thread::Builder::new()
+                    .name("vsw-close".into())
+                    .spawn_scoped(s, move || drop(item));
             }
         });
     }
@@ -1279,18 +1283,31 @@ impl Switch {
         while !devices.is_empty() {
             let chunk: Vec<_> = devices.drain(..devices.len().min(OPEN_AT_ONCE)).collect();
             std::thread::scope(|s| {
+                let failed = |why: &str| {
+                    Err(PortError::Netdev(NetdevError::Syscall {
+                        op: "open",
+                        ifname: String::new(),
+                        source: std::io::Error::other(why.to_string()),
+                    }))
+                };
                 let opening: Vec<_> = chunk
                     .into_iter()
-                    .map(|(no, device)| (no, s.spawn(move || device.open())))
+                    .map(|(no, device)| {
+                        let t = std::thread::Builder::new()
+                            .name("vsw-open".into())
+                            .spawn_scoped(s, move || device.open());
+                        (no, t)
+                    })
                     .collect();
                 for (no, t) in opening {
-                    let opened = t.join().unwrap_or_else(|_| {
-                        Err(PortError::Netdev(NetdevError::Syscall {
-                            op: "open",
-                            ifname: String::new(),
-                            source: std::io::Error::other("the thread opening it failed"),
-                        }))
-                    });
+                    // A port whose thread could not be made stays down with the
+                    // reason (and is tried again when its link is looked at).
+                    let opened = match t {
+                        Ok(t) => t
+                            .join()
+                            .unwrap_or_else(|_| failed("the thread opening it failed")),
+                        Err(e) => failed(&format!("no thread to open it: {e}")),
+                    };
                     out.insert(no, opened);
                 }
             });

@@ -139,15 +139,21 @@ pub(super) fn open(
     // on a socket of its own while the receive ring is made on this one, so opening a
     // port waits once rather than twice. The transmit socket receives nothing.
     let (rx, tx) = std::thread::scope(|s| {
-        let tx = s.spawn(|| open_tx_only(ifname, ifindex, frames.tx));
+        let tx = std::thread::Builder::new()
+            .name("vsw-ring".into())
+            .spawn_scoped(s, || open_tx_only(ifname, ifindex, frames.tx));
         let rx = open_rx(fd, ifname, ifindex, frames.rx);
-        let tx = tx.join().unwrap_or_else(|_| {
-            Err(NetdevError::Syscall {
-                op: "PACKET_TX_RING",
-                ifname: ifname.to_string(),
-                source: std::io::Error::other("the thread making the ring failed"),
-            })
-        });
+        let tx = match tx {
+            Ok(t) => t.join().unwrap_or_else(|_| {
+                Err(NetdevError::Syscall {
+                    op: "PACKET_TX_RING",
+                    ifname: ifname.to_string(),
+                    source: std::io::Error::other("the thread making the ring failed"),
+                })
+            }),
+            // No thread to spare: made here, after the other.
+            Err(_) => open_tx_only(ifname, ifindex, frames.tx),
+        };
         (rx, tx)
     });
     let big = || vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice();
