@@ -204,6 +204,37 @@ mod tests {
         RouteNetlinkMessage::NewRoute(r)
     }
 
+    proptest::proptest! {
+        /// Whatever the kernel's socket hands over (here: random bytes, and random
+        /// route messages of every attribute the tables read) reads into routes
+        /// without a panic.
+        #[test]
+        fn any_rtnetlink_message_is_taken_without_panicking(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            plen in proptest::prelude::any::<u8>(),
+            table in proptest::prelude::any::<u8>(),
+            oif in 0u32..4,
+            v6 in proptest::prelude::any::<bool>(),
+        ) {
+            let mut k = KernelTables::default();
+            if let Ok(m) = netlink_packet_core::NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes) {
+                if let netlink_packet_core::NetlinkPayload::InnerMessage(m) = m.payload {
+                    k.take(&m);
+                }
+            }
+            let family = if v6 { AddressFamily::Inet6 } else { AddressFamily::Inet };
+            let gw: IpAddr = if v6 { "2001:db8::1".parse().unwrap() } else { "198.18.0.1".parse().unwrap() };
+            let mut r = route(family, None, plen, Some(gw), oif);
+            if let RouteNetlinkMessage::NewRoute(m) = &mut r {
+                m.header.table = table;
+            }
+            k.take(&link(1, "br-phy"));
+            k.take(&r);
+            k.take(&address(oif, gw, plen));
+            let _ = k.routes();
+        }
+    }
+
     #[test]
     fn addresses_and_gateway_routes_become_the_tables_routes() {
         let mut k = KernelTables::default();

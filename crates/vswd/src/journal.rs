@@ -696,6 +696,45 @@ mod tests {
         fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
+    proptest::proptest! {
+        /// Whatever a disk or a crash does to a journal (cut anywhere, bytes
+        /// changed, garbage inserted), reading it never panics, and what it gives
+        /// back is records it held, in order, from the first on.
+        #[test]
+        fn a_damaged_journal_reads_without_panicking_and_gives_back_a_prefix(
+            n in 1usize..12,
+            cut in 0usize..4000,
+            flips in proptest::collection::vec((0usize..4000, proptest::prelude::any::<u8>()), 0..4),
+            garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            at in 0usize..4000,
+        ) {
+            let path = temp_path(&format!("fuzz-{n}-{cut}-{at}"));
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
+            for i in 0..n {
+                j.append(vec![], vec![format!("priority={i},actions=drop")]).unwrap();
+            }
+            drop(j);
+            let jp = Journal::path_of(&path);
+            let mut bytes = fs::read(&jp).unwrap();
+            bytes.truncate(cut.max(1).min(bytes.len()));
+            for (i, b) in &flips {
+                let len = bytes.len();
+                bytes[i % len] = *b;
+            }
+            let len = bytes.len();
+            bytes.splice(at % (len + 1)..at % (len + 1), garbage);
+            fs::write(&jp, &bytes).unwrap();
+            if let Ok((_, got)) = Journal::open(&path, 0, GEN) {
+                for (i, e) in got.iter().enumerate() {
+                    proptest::prop_assert_eq!(e.seq, i as u64 + 1);
+                    proptest::prop_assert_eq!(&e.add, &vec![format!("priority={i},actions=drop")]);
+                }
+            }
+            let _ = fs::remove_dir_all(path.parent().unwrap());
+        }
+    }
+
     /// A journal of the vswd before this one is read as it wrote it, and written
     /// again framed.
     #[test]

@@ -302,8 +302,13 @@ impl SplitRings {
     /// this (acquire).
     #[inline]
     pub(super) fn avail_idx(&self) -> u16 {
-        // SAFETY: word 1 of the available ring, in guest memory and 2-aligned (new);
-        // the guest writes it only with atomic stores of its own.
+        // SAFETY: word 1 of the available ring, in guest memory mapped for the
+        // queue's life and 2-aligned (new); in this process it is only ever accessed
+        // atomically. The guest is not bound by that: it may write the word any way
+        // it likes, at any moment — from outside this program, so no Rust access
+        // races with it; an aligned 2-byte load is single-copy atomic on the
+        // hardware, so the load yields some u16, which is untrusted: every use of
+        // it is taken modulo the ring size or checked against it (`split_queue`).
         let idx = unsafe { AtomicU16::from_ptr((self.avail as *mut u16).add(1)) };
         u16::from_le(idx.load(Ordering::Acquire))
     }
