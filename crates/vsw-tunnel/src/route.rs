@@ -118,7 +118,8 @@ impl Slot {
 pub struct RouteTable {
     v4: PrefixMap<Ipv4Net, Slot>,
     v6: PrefixMap<Ipv6Net, Slot>,
-    /// Each bridge's addresses: the sources of its cached (connected) routes.
+    /// Each bridge's addresses: the sources of its routes (the connected routes'
+    /// interface addresses, and those the operator's routes send from).
     addresses: BTreeMap<String, Vec<IpAddr>>,
 }
 
@@ -190,13 +191,32 @@ impl RouteTable {
             plen,
             ..r
         };
+        let user = r.user;
         let slot = self.slot_mut(r.prefix, r.plen);
         if r.user {
             slot.user = Some(r);
         } else {
             slot.cached = Some(r);
         }
+        if user {
+            self.reindex();
+        }
         Ok(())
+    }
+
+    /// The bridges' addresses, from the routes as they are.
+    fn reindex(&mut self) {
+        let mut addresses: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+        for r in self.routes() {
+            if let Some(src) = r.src {
+                addresses.entry(r.dev.clone()).or_default().push(src);
+            }
+        }
+        for a in addresses.values_mut() {
+            a.sort_unstable();
+            a.dedup();
+        }
+        self.addresses = addresses;
     }
 
     /// The operator's `ovs/route/add IP/LEN BRIDGE [GW] [src=IP]`.
@@ -235,6 +255,7 @@ impl RouteTable {
             return Err(RouteError::NotFound(prefix.to_string()));
         }
         self.tidy(p, plen);
+        self.reindex();
         Ok(())
     }
 
@@ -248,17 +269,7 @@ impl RouteTable {
         for r in routes {
             let _ = self.add(Route { user: false, ..r });
         }
-        let mut addresses: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
-        for r in self.routes().filter(|r| !r.user) {
-            if let Some(src) = r.src {
-                addresses.entry(r.dev.clone()).or_default().push(src);
-            }
-        }
-        for a in addresses.values_mut() {
-            a.sort_unstable();
-            a.dedup();
-        }
-        self.addresses = addresses;
+        self.reindex();
     }
 
     /// The route to `dst`: the longest prefix holding it, a user route first.
