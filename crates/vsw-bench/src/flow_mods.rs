@@ -121,3 +121,153 @@ pub fn report_markdown(runs: &[FlowModRun]) -> String {
     }
     o
 }
+
+/// The rules strict deletes go after: priority 10, UDP from one source port each
+/// (from 1024, the generator's flows' ports), and below them every packet to port
+/// 2 — so each of the generator's flows is a datapath flow of its own (its source
+/// port looked at).
+pub fn write_source_port_rules(path: &Path, n: u32) -> anyhow::Result<()> {
+    let mut text = String::with_capacity(n as usize * 48);
+    for i in 0..n {
+        text.push_str(&format!(
+            "priority=10,udp,tp_src={},actions=output:2\n",
+            1024 + i
+        ));
+    }
+    text.push_str("priority=1,actions=output:2\n");
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
+/// `ovs-ofctl add-flows` lines deleting those rules one by one.
+pub fn write_strict_deletes(path: &Path, n: u32) -> anyhow::Result<()> {
+    let mut text = String::with_capacity(n as usize * 48);
+    for i in 0..n {
+        text.push_str(&format!(
+            "delete_strict priority=10,udp,tp_src={}\n",
+            1024 + i
+        ));
+    }
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
+/// The same deletes as a controller sends a burst: every DELETE_STRICT written at
+/// once, then one barrier, on a connection of this program's own (OpenFlow 1.3);
+/// seconds from the first byte to the barrier's reply.
+pub fn strict_delete_burst(mgmt: &Path, n: u32) -> anyhow::Result<f64> {
+    use std::io::{Read, Write};
+    use vsw_openflow::flow_mod::{Command, FlowMod, OFPG_ANY, OFPP_ANY};
+    use vsw_openflow::oxm::{OxmField, OxmMatch};
+    use vsw_openflow::{next_message, Message, VersionSet};
+    let mut c = std::os::unix::net::UnixStream::connect(mgmt)?;
+    c.set_read_timeout(Some(std::time::Duration::from_secs(600)))?;
+    let hello = Message::Hello {
+        versions: Some(VersionSet(1 << 4)),
+    };
+    c.write_all(&hello.encode(4, 1))?;
+    // OXM basic fields: ETH_TYPE (5), IP_PROTO (10), UDP_SRC (15).
+    let f = |field: u8, value: Vec<u8>| OxmField {
+        field,
+        value,
+        mask: None,
+    };
+    let mut burst = Vec::with_capacity(n as usize * 96);
+    for i in 0..n {
+        let port = u16::try_from(1024 + i).context("source ports run out")?;
+        let fm = Message::FlowMod(FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command: Command::DeleteStrict,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 10,
+            buffer_id: 0xffff_ffff,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: 0,
+            importance: 0,
+            matcher: OxmMatch {
+                fields: vec![
+                    f(5, vec![8, 0]),
+                    f(10, vec![17]),
+                    f(15, port.to_be_bytes().to_vec()),
+                ],
+            },
+            instructions: Vec::new(),
+        });
+        burst.extend(fm.encode(4, 10 + i));
+    }
+    burst.extend(Message::BarrierRequest.encode(4, 7));
+    let started = Instant::now();
+    c.write_all(&burst)?;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let k = c.read(&mut buf)?;
+        if k == 0 {
+            bail!("the switch closed the connection");
+        }
+        got.extend_from_slice(&buf[..k]);
+        let mut at = 0;
+        while let Ok(Some((h, m))) = next_message(&got[at..]) {
+            let len = m.len();
+            match h.kind {
+                // BARRIER_REPLY
+                21 if h.xid == 7 => return Ok(started.elapsed().as_secs_f64()),
+                // ERROR
+                1 => bail!("a delete was refused: {m:?}"),
+                _ => {}
+            }
+            at += len;
+        }
+        got.drain(..at);
+    }
+}
+
+/// One measurement of strict deletes.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeleteRun {
+    pub switch: String,
+    /// `burst` (one barrier) or `ovs-ofctl` (a barrier after each).
+    pub mode: String,
+    pub rules: u32,
+    /// Datapath flows cached when the deletes began.
+    pub dp_flows: u64,
+    pub seconds: f64,
+}
+
+/// The report: each delete's time, and vsw's against Open vSwitch's in the same
+/// round and mode.
+pub fn report_deletes_markdown(runs: &[DeleteRun]) -> String {
+    let mut o = String::from(
+        "| round | mode | switch | rules deleted | datapath flows | seconds | deletes/s | vsw / ovs (time) |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for (i, pair) in runs.chunks(2).enumerate() {
+        let ratio = match pair {
+            [a, b] => {
+                let (vsw, ovs) = if a.switch.starts_with("vsw") {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                format!("{:.3} ×", vsw.seconds / ovs.seconds)
+            }
+            _ => String::new(),
+        };
+        for r in pair {
+            o.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {:.3} | {:.0} | {ratio} |\n",
+                i + 1,
+                r.mode,
+                r.switch,
+                r.rules,
+                r.dp_flows,
+                r.seconds,
+                f64::from(r.rules) / r.seconds
+            ));
+        }
+    }
+    o
+}

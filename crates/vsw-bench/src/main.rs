@@ -77,6 +77,11 @@ enum Cmd {
     /// flow-mod confirmed by a barrier, as ovs-ofctl sends them) into vsw and into
     /// Open vSwitch's userspace datapath, in interleaved rounds.
     FlowMods(FlowModsArgs),
+    /// Strict deletes of --rules rules beside --dp-flows cached datapath flows (the
+    /// generator's, one a rule's source port): a controller's burst (every delete,
+    /// then one barrier) and `ovs-ofctl add-flows` of `delete_strict` lines (a barrier
+    /// after each); vsw beside Open vSwitch (netdev), the same veths, in one run.
+    FlowDeletes(FlowDeletesArgs),
     /// How fast `ovs-vsctl` changes take effect: add-port to the first packet sent on
     /// the port, and --ports ports in one transaction; vswd --ovsdb beside
     /// ovs-vswitchd (netdev) on the same private ovsdb-server set-up.
@@ -120,6 +125,34 @@ struct FlowModsArgs {
     /// The switches' PMD core.
     #[arg(long, default_value_t = 1)]
     pmd_cpu: usize,
+    /// Where vswd and vswctl are (default: beside this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone)]
+struct FlowDeletesArgs {
+    /// Rules installed, and deleted one by one (DELETE_STRICT).
+    #[arg(long, default_value_t = 10_000)]
+    rules: u32,
+    /// Datapath flows cached when the deletes begin (the generator's flows).
+    #[arg(long, default_value_t = 50_000)]
+    dp_flows: u16,
+    /// The generator's rate while it makes them, frames per second.
+    #[arg(long, default_value_t = 100_000.0)]
+    rate: f64,
+    /// Rounds; each switch once per round and mode.
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+    /// `burst`, `ovs-ofctl`, or `both`.
+    #[arg(long, default_value = "both")]
+    modes: String,
+    /// The switches' PMD core.
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// The generator's core.
+    #[arg(long, default_value_t = 0)]
+    gen_cpu: usize,
     /// Where vswd and vswctl are (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -364,6 +397,131 @@ fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&file);
     result?;
     print!("{}", report_markdown(&runs));
+    Ok(())
+}
+
+fn flow_deletes(a: &FlowDeletesArgs) -> anyhow::Result<()> {
+    use vsw_bench::flow_mods::{
+        report_deletes_markdown, strict_delete_burst, write_source_port_rules,
+        write_strict_deletes, DeleteRun,
+    };
+    require_root()?;
+    if u32::from(a.dp_flows) < a.rules || 1024 + a.rules > 65_535 {
+        bail!("--rules must be at most --dp-flows and leave source ports (1024 up)");
+    }
+    let modes: Vec<&str> = match a.modes.as_str() {
+        "both" => vec!["burst", "ovs-ofctl"],
+        m @ ("burst" | "ovs-ofctl") => vec![m],
+        other => bail!("--modes is burst, ovs-ofctl or both, not {other}"),
+    };
+    let dir = std::env::temp_dir().join(format!("vsw-bench-deletes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (rules, deletes) = (dir.join("rules"), dir.join("deletes"));
+    write_source_port_rules(&rules, a.rules)?;
+    write_strict_deletes(&deletes, a.rules)?;
+    let topo = Topology::create()?;
+    let traffic = Traffic {
+        gen_ns: topo.gen_ns.clone(),
+        rcv_ns: topo.rcv_ns.clone(),
+        ifname: "eth0".into(),
+        addresses: topo.addresses,
+        frame_lens: frame_lens("64")?,
+        flows: a.dp_flows,
+        duration: Duration::from_secs_f64(f64::from(a.dp_flows) / a.rate + 1.0),
+        cpu: Some(a.gen_cpu),
+    };
+    let bin = bin_dir(&a.bin_dir)?;
+    let rules_path = rules.to_str().context("path")?.to_string();
+    let deletes_path = deletes.to_str().context("path")?.to_string();
+    // Rules in, datapath flows made, then the deletes timed, then checked.
+    let measure = |name: &str,
+                   mode: &str,
+                   mgmt: &std::path::Path,
+                   ofctl: &dyn Fn(&[&str]) -> anyhow::Result<String>,
+                   dp_flows: &dyn Fn() -> anyhow::Result<u64>| {
+        ofctl(&["add-flows", &rules_path])?;
+        run_trial(&traffic, a.rate)?;
+        let cached = dp_flows()?;
+        let seconds = match mode {
+            "burst" => strict_delete_burst(mgmt, a.rules)?,
+            _ => {
+                let t = Instant::now();
+                ofctl(&["add-flows", &deletes_path])?;
+                t.elapsed().as_secs_f64()
+            }
+        };
+        let left = ofctl(&["dump-aggregate"])?;
+        if !left.contains("flow_count=1") {
+            bail!("{name} holds {left} after the deletes");
+        }
+        let r = DeleteRun {
+            switch: name.into(),
+            mode: mode.into(),
+            rules: a.rules,
+            dp_flows: cached,
+            seconds,
+        };
+        eprintln!(
+            "{name} ({mode}): {} deletes beside {cached} datapath flows in {:.3} s",
+            a.rules, seconds
+        );
+        anyhow::Ok(r)
+    };
+    let mut runs = Vec::new();
+    for round in 0..a.rounds {
+        for mode in &modes {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for s in order {
+                if s == 0 {
+                    let mut vsw = switches::Vsw::new(bin.clone(), "ring", a.pmd_cpu);
+                    vsw.start(&topo)?;
+                    // The datapath flows stay while the deletes run.
+                    vsw.ctl(&["set", "max-idle=600000"])?;
+                    let target = format!("unix:{}", vsw.mgmt().display());
+                    let r = measure(
+                        "vsw",
+                        mode,
+                        &vsw.mgmt(),
+                        &|args: &[&str]| {
+                            let mut full = vec!["ovs-ofctl", "-O", "OpenFlow13", args[0], &target];
+                            full.extend_from_slice(&args[1..]);
+                            vsw_bench::topology::run(&full)
+                        },
+                        &|| {
+                            let v: serde_json::Value = serde_json::from_str(&vsw.ctl(&[
+                                "--format",
+                                "json",
+                                "dpif-show",
+                            ])?)?;
+                            Ok(v["flows"].as_u64().unwrap_or(0))
+                        },
+                    );
+                    vsw.stop(&topo);
+                    runs.push(r?);
+                } else {
+                    let mut ovs = switches::Ovs::new(false, a.pmd_cpu);
+                    ovs.start(&topo)?;
+                    ovs.vsctl(&["set", "Open_vSwitch", ".", "other_config:max-idle=600000"])?;
+                    let r = measure(
+                        "ovs-netdev",
+                        mode,
+                        &ovs.mgmt(),
+                        &|args: &[&str]| {
+                            let mut full = vec!["-O", "OpenFlow13", args[0], "br0"];
+                            full.extend_from_slice(&args[1..]);
+                            ovs.ofctl(&full)
+                        },
+                        &|| ovs.dp_flow_count(),
+                    );
+                    ovs.stop(&topo);
+                    runs.push(r?);
+                }
+            }
+        }
+    }
+    drop(topo);
+    let _ = std::fs::remove_dir_all(&dir);
+    print!("{}", report_deletes_markdown(&runs));
     Ok(())
 }
 
@@ -1408,6 +1566,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Batching(a) => return batching(&a),
         Cmd::Vhost(a) => return vhost(&a),
         Cmd::FlowMods(a) => return flow_mods(&a),
+        Cmd::FlowDeletes(a) => return flow_deletes(&a),
         Cmd::OvsdbPorts(a) => return ovsdb_ports(&a),
         Cmd::PacketIns(a) => return packet_ins(&a),
         Cmd::Compare(o) => o,

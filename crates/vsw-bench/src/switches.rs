@@ -411,6 +411,12 @@ impl Ovs {
         Some((sum("processing cycles:"), sum("packets received:")))
     }
 
+    /// The datapath flows its userspace datapath caches now.
+    pub fn dp_flow_count(&self) -> anyhow::Result<u64> {
+        let out = self.appctl(&["dpctl/dump-flows"])?;
+        Ok(out.lines().filter(|l| l.contains("actions:")).count() as u64)
+    }
+
     /// Clears OVS's PMD statistics.
     pub fn clear_pmd_statistics(&self) {
         let _ = self.appctl(&["dpif-netdev/pmd-stats-clear"]);
