@@ -252,9 +252,12 @@ impl OpenFlow {
         session: Session,
         probe: Duration,
     ) -> Ended {
-        let (Ok(writer), Ok(closer), Ok(timer)) =
-            (stream.try_clone(), stream.try_clone(), stream.try_clone())
-        else {
+        let (Ok(writer), Ok(answers), Ok(closer), Ok(timer)) = (
+            stream.try_clone(),
+            stream.try_clone(),
+            stream.try_clone(),
+            stream.try_clone(),
+        ) else {
             return Ended::Gone;
         };
         // Before its hello, a peer is read at least once a second: the hello
@@ -271,7 +274,7 @@ impl OpenFlow {
             session.async_config(),
             session.config().miss_send_len,
         ));
-        if let Err(e) = peer.start_writer(Box::new(writer)) {
+        if let Err(e) = peer.start_writer(Box::new(writer), Box::new(answers)) {
             tracing::warn!(peer = %peer.label, error = %e, "OpenFlow: cannot start a connection's writer");
             return Ended::Gone;
         }

@@ -9,7 +9,10 @@
 //! finds [`QUEUE_BYTES`] waiting is dropped (counted), any other message ends the
 //! connection (the controller then learns the state afresh). A message not written
 //! within [`MESSAGE_DEADLINE`] of reaching the front of the queue ends the
-//! connection too, however it trickles.
+//! connection too, however it trickles. An answer that finds the queue empty and
+//! nobody writing is written by the peer's own thread at once (by the same
+//! deadline): a controller that waits for each answer (`ovs-ofctl`, a barrier after
+//! every flow-mod) is not made to wait for a second thread to wake up as well.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Write};
@@ -79,6 +82,9 @@ struct Outbox {
     /// The reader is done: what is queued is written (each message by its
     /// deadline), then the connection ends.
     finishing: bool,
+    /// A message is being written (by the writer thread, or by the peer's own
+    /// thread answering): nobody else writes meanwhile.
+    writing: bool,
 }
 
 /// Whether an asynchronous message may be dropped when the peer's queue is full.
@@ -98,6 +104,8 @@ pub struct Peer {
     /// Ends the connection (its reader sees the end), when writing to it failed.
     shutdown: Box<dyn Fn() + Send + Sync>,
     state: Mutex<PeerState>,
+    /// The socket as the peer's own thread writes answers to it (see `send`).
+    answers: Mutex<Option<Box<dyn Write + Send>>>,
     /// Packet-ins dropped because its queue was full.
     pub dropped: AtomicU64,
 }
@@ -138,13 +146,20 @@ impl Peer {
                 miss_send_len,
                 role: Role::Equal,
             }),
+            answers: Mutex::new(None),
             dropped: AtomicU64::new(0),
         }
     }
 
     /// Starts the thread that writes the queue to `writer` (a socket whose write
-    /// timeout is [`WRITE_STEP`]) until the connection ends.
-    pub fn start_writer(self: &Arc<Self>, writer: Box<dyn Write + Send>) -> io::Result<()> {
+    /// timeout is [`WRITE_STEP`]) until the connection ends; `answers` is the same
+    /// socket, for the answers the peer's own thread writes at once.
+    pub fn start_writer(
+        self: &Arc<Self>,
+        writer: Box<dyn Write + Send>,
+        answers: Box<dyn Write + Send>,
+    ) -> io::Result<()> {
+        *lock(&self.answers) = Some(answers);
         let me = self.clone();
         std::thread::Builder::new()
             .name("openflow-write".into())
@@ -156,27 +171,35 @@ impl Peer {
         loop {
             let message = {
                 let mut o = lock(&self.outbox);
-                while o.messages.is_empty() && !o.closed && !o.finishing {
+                loop {
+                    if o.closed {
+                        return;
+                    }
+                    if !o.writing {
+                        if let Some(m) = o.messages.pop_front() {
+                            o.writing = true;
+                            break m;
+                        }
+                        if o.finishing {
+                            drop(o);
+                            self.close();
+                            return;
+                        }
+                    }
                     o = self.changed.wait(o).unwrap_or_else(|e| e.into_inner());
                 }
-                if o.closed {
-                    return;
-                }
-                if o.messages.is_empty() {
-                    drop(o);
-                    self.close();
-                    return;
-                }
-                o.messages.pop_front().expect("not empty")
             };
-            if let Err(e) = write_by(&mut writer, &message, Instant::now() + MESSAGE_DEADLINE) {
+            let written = write_by(&mut writer, &message, Instant::now() + MESSAGE_DEADLINE);
+            let mut o = lock(&self.outbox);
+            o.writing = false;
+            o.bytes -= message.len();
+            self.changed.notify_all();
+            drop(o);
+            if let Err(e) = written {
                 tracing::info!(peer = %self.label, error = %e, "OpenFlow: a message not written in time; connection closed");
                 self.close();
                 return;
             }
-            let mut o = lock(&self.outbox);
-            o.bytes -= message.len();
-            self.changed.notify_all();
         }
     }
 
@@ -202,9 +225,11 @@ impl Peer {
         }
     }
 
-    /// Queues answers to the peer's own requests: waits while
-    /// [`REPLY_QUEUE_BYTES`] are queued (the peer reads slowly: its next requests
-    /// wait with it). `Err`: the connection ended.
+    /// Sends answers to the peer's own requests: written at once when nothing is
+    /// queued or being written, else queued — waiting while [`REPLY_QUEUE_BYTES`]
+    /// are queued (the peer reads slowly: its next requests wait with it). Only
+    /// the peer's own thread calls this, never holding the switch's lock. `Err`:
+    /// the connection ended.
     pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
         let mut o = lock(&self.outbox);
         while o.bytes >= REPLY_QUEUE_BYTES && !o.closed {
@@ -212,6 +237,23 @@ impl Peer {
         }
         if o.closed {
             return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        if o.messages.is_empty() && !o.writing && !o.finishing {
+            if let Some(answers) = lock(&self.answers).as_mut() {
+                o.writing = true;
+                drop(o);
+                let written = write_by(answers, bytes, Instant::now() + MESSAGE_DEADLINE);
+                let mut o = lock(&self.outbox);
+                o.writing = false;
+                self.changed.notify_all();
+                drop(o);
+                if let Err(e) = written {
+                    tracing::info!(peer = %self.label, error = %e, "OpenFlow: an answer not written in time; connection closed");
+                    self.close();
+                    return Err(io::ErrorKind::BrokenPipe.into());
+                }
+                return Ok(());
+            }
         }
         o.bytes += bytes.len();
         o.messages.push_back(bytes.to_vec());
