@@ -86,6 +86,13 @@ struct Subtable {
     priorities: OrdMap<u16, u32>,
     max_priority: u16,
     n_rules: usize,
+    /// Rules with an idle or hard timeout: the control plane looks at the clock
+    /// only while some rule has one, and asks without a walk over every rule.
+    timed: usize,
+}
+
+fn is_timed(r: &Rule) -> bool {
+    r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0
 }
 
 impl Subtable {
@@ -96,6 +103,7 @@ impl Subtable {
             priorities: OrdMap::new(),
             max_priority: 0,
             n_rules: 0,
+            timed: 0,
         }
     }
 
@@ -135,6 +143,7 @@ impl Subtable {
 
     fn add(&mut self, key: BucketKey, rule: Arc<Rule>) {
         let priority = rule.spec.priority;
+        self.timed += usize::from(is_timed(&rule));
         match self.buckets.get_mut(&key) {
             Some(bucket) => {
                 let at = bucket.rules.partition_point(|r| r.beats(&rule));
@@ -151,6 +160,7 @@ impl Subtable {
     fn forget(&mut self, gone: &[Arc<Rule>]) {
         self.n_rules -= gone.len();
         for r in gone {
+            self.timed -= usize::from(is_timed(r));
             self.count(r.spec.priority, false);
         }
     }
@@ -497,7 +507,9 @@ impl Classifier {
         };
         match bucket.rules.iter_mut().find(|r| Arc::ptr_eq(r, old)) {
             Some(slot) => {
+                let timed = (is_timed(old), is_timed(&new));
                 *slot = Arc::new(new);
+                table.timed = table.timed + usize::from(timed.1) - usize::from(timed.0);
                 true
             }
             None => false,
@@ -539,13 +551,7 @@ impl Classifier {
 
     /// True when some rule has a timeout (so the control plane must watch the clock).
     pub fn has_timeouts(&self) -> bool {
-        self.subtables.iter().any(|s| {
-            s.buckets.values().any(|b| {
-                b.rules
-                    .iter()
-                    .any(|r| r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0)
-            })
-        })
+        self.subtables.iter().any(|s| s.timed > 0)
     }
 }
 
