@@ -13,11 +13,16 @@
 # no virtio-net header, so the checksums a veth leaves unfinished are wrong to it
 # (it drops the kernel's VXLAN packets, and passes the workload's TCP on broken).
 # The iperf3 client and server are pinned to CPU 0 in both cases; vsw's PMDs run on
-# CPU 1. Usage: bench/vxlan-overlay.sh kernel|vsw|ovs [seconds]. Root; cleans up after.
+# CPU 1. ROUTES=N adds N host routes through the underlay (the issue 29 figure: a
+# large routing table must slow neither the tunnel nor vswd) and reports the switch's
+# CPU time over 5 idle seconds and a `vswctl show`'s time with them in place.
+# VSW_BIN=DIR takes vswd and vswctl from DIR (a build before) instead of target/release.
+# Usage: bench/vxlan-overlay.sh kernel|vsw|ovs [seconds]. Root; cleans up after.
 set -euo pipefail
 mode=${1:?kernel or vsw}
 secs=${2:-5}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+bin=${VSW_BIN:-$repo/target/release}
 tag=vxo$$
 A=${tag}a; B=${tag}b; W=${tag}w
 dir=$(mktemp -d /tmp/vsw-vxlan-overlay.XXXXXX)
@@ -55,7 +60,7 @@ vsw|ovs)
     $V --no-wait init
     $V --no-wait set Open_vSwitch . other_config:pmd-cpu-mask=0x2 other_config:pmd-sleep-max=${PMD_SLEEP_MAX:-0}
     if [ "$mode" = vsw ]; then
-        ip netns exec "$A" "$repo/target/release/vswd" --socket "$dir/vswd.sock" \
+        ip netns exec "$A" "$bin/vswd" --socket "$dir/vswd.sock" \
             --state-file "$dir/state.json" --ovsdb unix:"$dir/db.sock" --bridge br-int \
             --log warn 2>"$dir/vswd.log" &
         echo $! > "$dir/vswd.pid"
@@ -84,14 +89,41 @@ fi
 for _ in $(seq 30); do
     ip netns exec "$W" ping -c 1 -W 1 198.19.0.1 >/dev/null 2>&1 && break
 done
-ip netns exec "$B" timeout $((secs + 30)) taskset -c 0 iperf3 -s -1 -B 198.19.0.1 >/dev/null &
-server=$!
-sleep 0.5
-# The switch's CPU time (user + system, all threads) across the test.
 switch_pid=
 [ -f "$dir/vswd.pid" ] && switch_pid=$(cat "$dir/vswd.pid")
 [ -f "$dir/ovs-vswitchd.pid" ] && switch_pid=$(cat "$dir/ovs-vswitchd.pid")
 cpu_ticks() { [ -n "$switch_pid" ] && awk '{print $14 + $15}' "/proc/$switch_pid/stat" || echo 0; }
+# Every thread but the PMDs (which poll all the time).
+control_ticks() {
+    local t=0 task
+    for task in /proc/"$switch_pid"/task/*; do
+        case $(cat "$task/comm") in pmd-*) continue ;; esac
+        t=$(( t + $(awk '{print $14 + $15}' "$task/stat") ))
+    done
+    echo $t
+}
+if [ "${ROUTES:-0}" -gt 0 ]; then
+    python3 -c "
+for i in range(${ROUTES}):
+    a = 0x0a000000 + i
+    print('route add %d.%d.%d.%d/32 via 198.18.5.1' % (a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255))
+" > "$dir/routes.batch"
+    t0=$(date +%s.%N)
+    ip -n "$A" -batch "$dir/routes.batch"
+    echo "routes: ${ROUTES} added in $(python3 -c "print('%.2f' % ($(date +%s.%N) - $t0))") s"
+    sleep 2
+    idle0=$(control_ticks); sleep 5; idle1=$(control_ticks)
+    echo "routes: $mode CPU (all but PMD threads) over 5 idle seconds with them: $(python3 -c "print('%.2f' % (($idle1 - $idle0) / $(getconf CLK_TCK)))") s"
+    if [ "$mode" = vsw ]; then
+        t0=$(date +%s.%N)
+        "$bin/vswctl" --socket "$dir/vswd.sock" show >/dev/null
+        echo "routes: vswctl show in $(python3 -c "print('%.1f' % (($(date +%s.%N) - $t0) * 1e3))") ms"
+    fi
+fi
+ip netns exec "$B" timeout $((secs + 30)) taskset -c 0 iperf3 -s -1 -B 198.19.0.1 >/dev/null &
+server=$!
+sleep 0.5
+# The switch's CPU time (user + system, all threads) across the test.
 cpu_before=$(cpu_ticks)
 ip netns exec "$W" timeout $((secs + 20)) taskset -c 0 iperf3 -c 198.19.0.1 -t "$secs" \
     ${REVERSE:+-R} --connect-timeout 3000 -J > "$dir/iperf.json" || true

@@ -8,6 +8,7 @@ pub mod flow_mods;
 pub mod frame;
 pub mod inmemory;
 pub mod latency;
+pub mod ovsdb_framing;
 pub mod ovsdb_ports;
 pub mod pacing;
 pub mod packet_ins;
