@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn both_framers_take_the_reply_whole() {
-        let stream = monitor_reply(50, 5);
+        let stream = monitor_reply(300, 10);
         assert!(stream.len() > READ, "more than one read");
         for framer in ["linear", "reparsing"] {
             frame(framer, &stream).unwrap();
