@@ -5,12 +5,14 @@
 #![forbid(unsafe_code)]
 
 mod attribution;
+pub mod backer;
 mod generation;
 pub mod ofproto;
 pub mod punt_notes;
 pub mod trace;
 pub mod xlate;
 
+pub use backer::{Backer, BackerError, BridgeSlot};
 pub use ofproto::Ofproto;
 pub use punt_notes::{PuntNote, PuntReason};
 pub use trace::Trace;

@@ -60,14 +60,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Ofproto {
+    /// A bridge's slow path on a datapath of its own.
     pub fn new(pipeline: Pipeline) -> Arc<Ofproto> {
+        Ofproto::with_generation(pipeline, Arc::new(Generation::default()))
+    }
+
+    /// A bridge's slow path counting its changes in `generation` (its backer's:
+    /// [`crate::Backer`]).
+    pub(crate) fn with_generation(pipeline: Pipeline, generation: Arc<Generation>) -> Arc<Ofproto> {
         Arc::new(Ofproto {
             pipeline: ArcSwap::from_pointee(pipeline),
             macs: Arc::new(Mutex::new(MacTable::default())),
             ports: ArcSwap::from_pointee(Vec::new()),
             live_ports: ArcSwap::from_pointee(Vec::new()),
             offload_ports: ArcSwap::from_pointee(Vec::new()),
-            generation: Arc::new(Generation::default()),
+            generation,
             xlate_errors: AtomicU64::new(0),
             punt_notes: PuntNotes::default(),
             table_counters: Arc::new(TableCounters::default()),
