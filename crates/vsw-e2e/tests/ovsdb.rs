@@ -181,7 +181,8 @@ fn every_bridge_of_the_database_is_a_switch_of_its_own() {
     let db = OvsdbServer::start();
     let mut d = vswd_on(&db);
     let pid = d.pid().expect("running");
-    // vswd's threads with this name (a bridge runs one of each).
+    // vswd's threads with this name: a bridge runs one of each of its own; the
+    // datapath, one for every bridge.
     let threads = |name: &str| {
         std::fs::read_dir(format!("/proc/{pid}/task"))
             .unwrap()
@@ -198,9 +199,27 @@ fn every_bridge_of_the_database_is_a_switch_of_its_own() {
     db.add_port("br0", &hosts[1].port, None);
     db.add_port("br1", &hosts[2].port, None);
     db.add_port("br1", &hosts[3].port, None);
-    for name in ["packet-in", "controllers", "revalidator", "openflow-accept"] {
+    for name in ["controllers", "openflow-accept"] {
         assert_eq!(threads(name), 2, "{name}: one per bridge");
     }
+    for name in ["packet-in", "revalidator"] {
+        assert_eq!(threads(name), 1, "{name}: one for the datapath");
+    }
+    // The default pmd-cpu-mask is one core.
+    let pmds = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter(|t| {
+                let comm = t.as_ref().unwrap().path().join("comm");
+                std::fs::read_to_string(comm).is_ok_and(|c| c.starts_with("pmd-"))
+            })
+            .count()
+    };
+    assert_eq!(
+        pmds(),
+        1,
+        "both bridges on one pmd-cpu-mask: one PMD per core"
+    );
     assert!(hosts[0].ping(&hosts[1], 1), "br0 forwards");
     assert!(hosts[2].ping(&hosts[3], 1), "br1 forwards");
     assert!(!hosts[0].ping(&hosts[2], 1), "the bridges are not joined");
@@ -297,6 +316,7 @@ fn every_bridge_of_the_database_is_a_switch_of_its_own() {
             .iter()
             .all(|name| threads(name) == 1)
     });
+    assert_eq!(pmds(), 1, "the datapath goes on for br0");
     assert!(!std::path::Path::new("/sys/class/net/br1").exists());
     assert!(!hosts[2].ping(&hosts[3], 1), "br1 is gone");
     db.add_port("br0", &hosts[2].port, None);

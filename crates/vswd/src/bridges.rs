@@ -1,8 +1,9 @@
-//! The bridges one vswd runs. Each is a switch of its own — datapath with its PMD
-//! threads, pipeline, ports, datapath id — with its OpenFlow management socket
-//! `<run dir>/<name>.mgmt` and its controllers. Without an OVSDB server vswd runs one
-//! (from its state file); with one, a bridge per `Bridge` row, started and stopped as
-//! the database adds and deletes them.
+//! The bridges one vswd runs. Each is a switch of its own — pipeline, ports, MAC
+//! table, datapath id — with its OpenFlow management socket `<run dir>/<name>.mgmt`
+//! and its controllers; all of them are in one datapath (`Dpif`: one set of PMD
+//! threads, one revalidator), made with the first bridge. Without an OVSDB server
+//! vswd runs one (from its state file); with one, a bridge per `Bridge` row,
+//! started and stopped as the database adds and deletes them.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -12,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use vsw_netdev::class::PortClasses;
 use vsw_netdev::unix_socket::SocketFile;
 
+use crate::dpif::Dpif;
 use crate::openflow::{self, OpenFlow};
 use crate::switch::{Switch, SwitchError};
 
@@ -73,6 +75,9 @@ pub struct Bridges {
     /// vswd's control socket: its directory is the run directory.
     socket: PathBuf,
     running: Mutex<BTreeMap<String, Arc<RunningBridge>>>,
+    /// The datapath every bridge is in, once the first has made it (it outlives
+    /// the bridges, as Open vSwitch's datapath does).
+    dpif: Mutex<Option<Arc<Dpif>>>,
 }
 
 impl Bridges {
@@ -80,6 +85,7 @@ impl Bridges {
         Bridges {
             socket: socket.to_path_buf(),
             running: Mutex::new(BTreeMap::new()),
+            dpif: Mutex::new(None),
         }
     }
 
@@ -92,6 +98,10 @@ impl Bridges {
     /// say) and OpenFlow.
     pub fn run(&self, mut switch: Switch) -> Result<Arc<RunningBridge>, BridgeError> {
         let name = switch.bridge_name().to_string();
+        self.dpif
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| switch.dpif());
         if let Err(why) = check_name(&name) {
             switch.shutdown(false);
             return Err(BridgeError::BadName(why));
@@ -140,8 +150,16 @@ impl Bridges {
         // Before anything is made of it.
         check_name(name).map_err(BridgeError::BadName)?;
         let socket = self.socket.display().to_string();
-        let switch = Switch::start_unsaved(&socket, classes, name, options)?;
+        let switch = Switch::start_unsaved(&socket, classes, name, options, self.dpif())?;
         self.run(switch)
+    }
+
+    /// The datapath the bridges are in, once there is one.
+    pub fn dpif(&self) -> Option<Arc<Dpif>> {
+        self.dpif
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<RunningBridge>> {

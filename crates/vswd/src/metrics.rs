@@ -275,7 +275,6 @@ fn families<'a>(
             control_latency
                 .add_histogram(vec![("bridge", b.into()), ("request", (*kind).into())], h);
         }
-        flow_limit.add(vec![("bridge", b.into())], m.flow_limit);
         for o in &m.offloads {
             let l = || {
                 vec![
@@ -293,11 +292,13 @@ fn families<'a>(
             offload_adopted.add(l(), s.adopted as u64);
         }
     }
-    for (bridge, m) in bridges {
-        let b = bridge.as_str();
+    // Every bridge is in the one datapath: its PMDs and flow limit are said once,
+    // by core, not per bridge.
+    if let Some((_, m)) = bridges.first() {
+        flow_limit.add(Vec::new(), m.flow_limit);
         for pmd in &m.pmds {
             let core = pmd.core.to_string();
-            let l = || vec![("bridge", b.into()), ("core", Cow::Owned(core.clone()))];
+            let l = || vec![("core", Cow::Owned(core.clone()))];
             pmd_packets.add(l(), pmd.packets);
             for (found, n) in [
                 ("exact_match_cache", pmd.emc_hits),
@@ -514,10 +515,8 @@ mod tests {
         let (_, m) = bridges.into_iter().next().unwrap();
         r.register_collector(Box::new(Fixed(vec![("br0".into(), m)])));
         let text = render(&r, Format::PrometheusText);
-        assert!(text.contains(
-            "vsw_pmd_lookups_total{bridge=\"br0\",core=\"3\",found=\"exact_match_cache\"} 7"
-        ));
-        assert!(text.contains("vsw_datapath_flow_limit{bridge=\"br0\"} 200000"));
+        assert!(text.contains("vsw_pmd_lookups_total{core=\"3\",found=\"exact_match_cache\"} 7"));
+        assert!(text.contains("vsw_datapath_flow_limit 200000"));
         assert!(text.contains("vsw_tunnel_drops_total{reason=\"unknown_vni\"} 2"));
         assert!(text.contains(
             "vsw_offload_out_of_resources{bridge=\"br0\",port=\"eth1\",provider=\"ebpf\"} 1"

@@ -11,8 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use vsw_datapath::txbatch::FlushSetting;
 use vsw_datapath::{
-    format_dp_actions, Datapath, DatapathError, DpFlow, PmdConfig, PortHandle, PortQueues,
-    PortStats, RevalidatorConfig,
+    format_dp_actions, DatapathError, DpAction, DpFlow, PortHandle, PortQueues, PortStats,
 };
 use vsw_flow::syntax::{format_actions, format_flow, format_match};
 use vsw_flow::{parse_flow, parse_match, FlowSyntaxError, Pipeline, Selection};
@@ -20,7 +19,9 @@ use vsw_netdev::class::{
     join_and, ClassEnv, MtuHandling, OnChange, PortClasses, PortDevice, PortError, Presence,
 };
 use vsw_netdev::{interface, NetdevError};
-use vsw_ofproto::Ofproto;
+use vsw_ofproto::{Backer, BackerError, BridgeSlot, Ofproto};
+
+use crate::dpif::{DaemonSettings, Dpif};
 
 use crate::journal::{Journal, JournalEntry};
 use crate::offload::{OffloadPort, Offloads};
@@ -75,6 +76,8 @@ pub enum SwitchError {
     Port(#[from] PortError),
     #[error(transparent)]
     Datapath(#[from] DatapathError),
+    #[error(transparent)]
+    Backer(#[from] BackerError),
     #[error(transparent)]
     State(#[from] StateError),
     #[error("state file {path}: {why}")]
@@ -132,6 +135,9 @@ struct Port {
     mtu_problem: Option<String>,
     /// How many times the device was opened: a new socket needs a new fast path.
     opened: u64,
+    /// Its number in the datapath, while it has one (from when its device is
+    /// handed to the datapath until the port is detached).
+    dp_no: Option<u32>,
 }
 
 /// One switch's counters at one moment, as `/metrics` exports them.
@@ -147,8 +153,11 @@ pub struct SwitchMetrics {
 }
 
 pub struct Switch {
-    dp: Datapath,
-    /// The pipeline, MAC learning and translation: the datapath's slow path.
+    /// The datapath this bridge's ports are in.
+    dpif: Arc<Dpif>,
+    /// This bridge's number in the datapath's backer.
+    slot: BridgeSlot,
+    /// The pipeline, MAC learning and translation: the bridge's slow path.
     ofproto: Arc<Ofproto>,
     /// The ports NORMAL and FLOOD send to, as last told to `ofproto`.
     flood_ports: Vec<u32>,
@@ -359,6 +368,7 @@ impl Switch {
             PortClasses::standard(),
             bridge,
             &Options::new(),
+            None,
         )
     }
 
@@ -374,20 +384,23 @@ impl Switch {
             classes,
             BRIDGE_NAME,
             &Options::new(),
+            None,
         )
     }
 
     /// Bridge `bridge`, whose configuration another keeps (an OVSDB server): it
     /// starts as a new switch with `options` (its fail mode and controllers, so
     /// that a secure bridge never starts as a learning switch) and writes no state
-    /// file.
+    /// file. It joins datapath `dpif` when given one (the other bridges' of its
+    /// daemon), else starts a datapath of its own with its options.
     pub fn start_unsaved(
         socket: &str,
         classes: PortClasses,
         bridge: &str,
         options: &Options,
+        dpif: Option<Arc<Dpif>>,
     ) -> Result<Switch, SwitchError> {
-        Switch::start_from(None, socket, classes, bridge, options)
+        Switch::start_from(None, socket, classes, bridge, options, dpif)
     }
 
     fn start_from(
@@ -396,6 +409,7 @@ impl Switch {
         classes: PortClasses,
         bridge: &str,
         initial: &Options,
+        dpif: Option<Arc<Dpif>>,
     ) -> Result<Switch, SwitchError> {
         let persist = saved_in.is_some();
         // Never written when not persisting: a name in the run directory, one per
@@ -487,6 +501,7 @@ impl Switch {
                     },
                     mtu_problem: None,
                     opened: 0,
+                    dp_no: None,
                 },
             );
         }
@@ -512,26 +527,24 @@ impl Switch {
             replay_entry(&mut pipeline, e, &numbers)
                 .map_err(|why| bad(format!("journal entry {}: {why}", e.seq)))?;
         }
-        let ofproto = Ofproto::new(pipeline);
-        // Set before the first packet: a restart with it set forwards nothing until
-        // the flows are restored and it is cleared.
+        // A datapath of its own, or the daemon's: whose settings stand (a bridge
+        // joining it brings the same ones: the database's `Open_vSwitch` row).
+        let dpif = match dpif {
+            Some(d) => d,
+            None => Dpif::start(&DaemonSettings::of(&sw_opts))?,
+        };
+        let (slot, ofproto) = dpif.backer().add_bridge(pipeline)?;
+        // Set before the first packet (the bridge has no port in the datapath yet):
+        // a restart with it set forwards nothing until the flows are restored and it
+        // is cleared.
         ofproto.set_restore_wait(sw_opts.flow_restore_wait);
-        let mut dp = Datapath::start(PmdConfig {
-            cores: sw_opts.pmd_cores.clone(),
-            pin: true,
-        })?;
-        dp.set_rxq_assign(sw_opts.rxq_assign)?;
-        dp.set_emc_insert_inv_prob(sw_opts.emc_insert_inv_prob)?;
-        dp.set_tx_flush_interval(sw_opts.tx_flush_interval)?;
-        dp.set_pmd_sleep_max(sw_opts.pmd_sleep_max)?;
-        dp.set_flow_limit(sw_opts.flow_limit)?;
         for (m, _) in ofproto.pipeline().meters() {
-            dp.set_meter(m.id, Some(&meter_config(m)));
+            dpif.dp()
+                .set_meter(Backer::dp_meter(slot, m.id), Some(&meter_config(m)));
         }
-        dp.set_upcall(ofproto.clone())?;
-        dp.start_revalidator(revalidator_config(&sw_opts))?;
         let mut sw = Switch {
-            dp,
+            dpif,
+            slot,
             ofproto,
             flood_ports: Vec::new(),
             retired_seen: 0,
@@ -568,12 +581,12 @@ impl Switch {
     }
 
     pub fn pmd_cores(&self) -> Vec<usize> {
-        self.dp.pmd_cores()
+        self.dpif.dp().pmd_cores()
     }
 
     /// A PMD that failed (its thread panicked), and why.
     pub fn failed_pmd(&self) -> Option<(usize, String)> {
-        self.dp.failed_pmd()
+        self.dpif.dp().failed_pmd()
     }
 
     /// Offload managers as the options now say.
@@ -582,20 +595,30 @@ impl Switch {
         let Ok(sw) = SwitchOptions::from_options(&self.options) else {
             return;
         };
-        let ports = self.ports.iter().map(|(no, p)| OffloadPort {
-            no: *no,
-            name: &p.name,
-            options: &p.parsed,
-            ifindex: match p.link {
-                Link::Up { ifindex } if ifindex != 0 => Some(ifindex),
-                _ => None,
-            },
-            rx_socket: p.device.offload_socket(),
-            opened: p.opened,
+        // The offload side works in datapath numbers (the datapath flows' and their
+        // actions'); a port not in the datapath has none to offload.
+        let ports = self.ports.values().filter_map(|p| {
+            Some(OffloadPort {
+                no: p.dp_no?,
+                name: &p.name,
+                options: &p.parsed,
+                ifindex: match p.link {
+                    Link::Up { ifindex } if ifindex != 0 => Some(ifindex),
+                    _ => None,
+                },
+                rx_socket: p.device.offload_socket(),
+                opened: p.opened,
+            })
         });
         self.offloads.sync(&sw, ports);
         // Flows received on a port with a provider are made exact enough for it.
-        if self.ofproto.set_offload_ports(self.offloads.port_numbers()) {
+        let of_ports = self
+            .offloads
+            .port_numbers()
+            .into_iter()
+            .filter_map(|dp| self.of_no(dp))
+            .collect();
+        if self.ofproto.set_offload_ports(of_ports) {
             if let Err(e) = self.revalidate_now() {
                 tracing::error!(error = %e, "cannot revalidate the datapath flows");
             }
@@ -607,7 +630,7 @@ impl Switch {
     /// revalidator pass).
     fn withdraw_offloads(&mut self) {
         if self.offloads.any() {
-            let flows = self.dp.dump_flows();
+            let flows = self.dpif.dp().dump_flows();
             self.offloads.withdraw(&flows);
             self.hand_back_offloads(false);
         }
@@ -623,14 +646,14 @@ impl Switch {
         if !self.offloads.any_adopted() || self.ofproto.restore_wait() {
             return;
         }
-        let upcall = self.dp.upcall();
+        let upcall = self.dpif.dp().upcall();
         let now = vsw_datapath::clock::now_ms();
         let keys = self.offloads.hand_back(|key| {
             let t = upcall.translate(key, now, false);
             vsw_datapath::offload::offloadable(&DpFlow::new(0, 0, key, t, now))
         });
         if install {
-            self.dp.install_flows(keys);
+            self.dpif.dp().install_flows(keys);
         }
     }
 
@@ -647,12 +670,12 @@ impl Switch {
         }
         let due = self.offloads.due();
         self.hand_back_offloads(due);
-        let retired = self.dp.retired_flows();
+        let retired = self.dpif.dp().retired_flows();
         if retired == self.retired_seen && !due {
             return;
         }
         self.retired_seen = retired;
-        let flows = self.dp.dump_flows();
+        let flows = self.dpif.dp().dump_flows();
         self.offloads.withdraw(&flows);
         self.offloads.revalidate(&flows, false);
     }
@@ -661,8 +684,13 @@ impl Switch {
     /// went (hosts learned on a port that went are forgotten), and revalidates.
     fn sync_flood_ports(&mut self) {
         self.sync_live_ports();
-        let mut ports: Vec<u32> = self.dp.ports().iter().map(|p| p.no).collect();
-        ports.sort_unstable();
+        // This bridge's ports in the datapath, in OpenFlow numbers.
+        let ports: Vec<u32> = self
+            .ports
+            .iter()
+            .filter(|(_, p)| p.dp_no.is_some())
+            .map(|(no, _)| *no)
+            .collect();
         if ports == self.flood_ports {
             return;
         }
@@ -682,7 +710,7 @@ impl Switch {
     fn revalidate_now(&mut self) -> Result<(), SwitchError> {
         let opts = SwitchOptions::from_options(&self.options).ok();
         let max_idle = opts.map_or(crate::options::DEFAULT_MAX_IDLE_MS, |o| o.max_idle_ms);
-        self.dp.revalidate(now_ms(), max_idle)?;
+        self.dpif.dp().revalidate(now_ms(), max_idle)?;
         Ok(())
     }
 
@@ -796,15 +824,86 @@ impl Switch {
         }
     }
 
+    /// Port `no`'s datapath number: the one it has, or a new one the backer maps
+    /// to it (before its queues reach the datapath: its first packet finds it).
+    fn dp_number(&mut self, no: u32) -> Result<u32, SwitchError> {
+        let port = self.ports.get_mut(&no).expect("a port of the switch");
+        if let Some(dp) = port.dp_no {
+            return Ok(dp);
+        }
+        let dp = self.dpif.take_port_number();
+        if let Err(e) = self.dpif.backer().set_port(self.slot, no, dp) {
+            self.dpif.give_back_port_number(dp);
+            return Err(e.into());
+        }
+        port.dp_no = Some(dp);
+        Ok(dp)
+    }
+
+    /// Port `no` lets go of its datapath number (its queues left the datapath).
+    fn release_dp_number(&mut self, no: u32) {
+        if let Some(dp) = self.ports.get_mut(&no).and_then(|p| p.dp_no.take()) {
+            self.dpif.backer().remove_port(dp);
+            self.dpif.give_back_port_number(dp);
+        }
+    }
+
+    /// The OpenFlow number of datapath port `dp`, when it is this bridge's.
+    fn of_no(&self, dp: u32) -> Option<u32> {
+        match self.dpif.backer().of_port(dp) {
+            Some((slot, of)) if slot == self.slot => Some(of),
+            _ => None,
+        }
+    }
+
+    /// A datapath flow's actions with this bridge's ports in OpenFlow numbers (as
+    /// `dump-dp-flows` shows them).
+    fn actions_in_of_numbers(&self, actions: &[DpAction]) -> Vec<DpAction> {
+        actions
+            .iter()
+            .map(|a| match a {
+                DpAction::Output(dp) => DpAction::Output(self.of_no(*dp).unwrap_or(*dp)),
+                other => *other,
+            })
+            .collect()
+    }
+
+    /// The datapath's in_port of a packet the controller sends as from OpenFlow
+    /// port `in_port`: its port's datapath number, a reserved port's number as it
+    /// is (no datapath port is numbered that high), else none (`u32::MAX`).
+    fn injected_in_port(&self, in_port: u32) -> u32 {
+        match self.ports.get(&in_port) {
+            Some(p) => p.dp_no.unwrap_or(u32::MAX),
+            None if in_port > MAX_PORT_NO => in_port,
+            None => u32::MAX,
+        }
+    }
+
+    /// Port `no`'s datapath number; `u32::MAX` (no port) while it has none.
+    fn dp_no(&self, no: u32) -> u32 {
+        self.ports
+            .get(&no)
+            .and_then(|p| p.dp_no)
+            .unwrap_or(u32::MAX)
+    }
+
     /// Opens port `no`'s device and gives its queues to the datapath.
     fn plug(&mut self, no: u32) -> Result<(), SwitchError> {
+        let dp = self.dp_number(no)?;
         let port = self.ports.get_mut(&no).expect("a port of the switch");
         let queues = port.device.open();
         port.opened += 1;
-        let queues: PortQueues = queues?;
-        let handle = PortHandle::new(no, &port.name, queues, port.stats.clone());
-        if let Err(e) = self.dp.add_port(handle) {
-            port.device.close();
+        let handle = match queues {
+            Ok(q) => PortHandle::new(dp, &port.name, q, port.stats.clone()),
+            Err(e) => {
+                self.release_dp_number(no);
+                return Err(e.into());
+            }
+        };
+        let added = self.dpif.dp().add_port(handle);
+        if let Err(e) = added {
+            self.ports.get_mut(&no).expect("checked").device.close();
+            self.release_dp_number(no);
             return Err(e.into());
         }
         Ok(())
@@ -814,11 +913,14 @@ impl Switch {
     /// (or the port's options) say, after its device was (re)opened.
     fn settle(&mut self, no: u32, parsed: Option<&PortOptions>) -> Result<(), SwitchError> {
         let parsed = parsed.unwrap_or(&self.ports[&no].parsed);
+        let dp = self.dp_no(no);
         if parsed.tx_flush != FlushSetting::Switch {
-            self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
+            self.dpif.dp().set_port_tx_flush(dp, parsed.tx_flush)?;
         }
         if !parsed.rxq_affinity.is_empty() {
-            self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
+            self.dpif
+                .dp()
+                .set_rxq_affinity(dp, parsed.rxq_affinity.clone())?;
         }
         Ok(())
     }
@@ -838,13 +940,16 @@ impl Switch {
             .filter(|no| matches!(self.ports.get(no).map(|p| &p.link), Some(Link::Up { .. })))
             .collect();
         let mut handles = Vec::new();
-        if !up.is_empty() {
-            match self.dp.remove_ports(&up) {
+        let in_dp: Vec<u32> = up.iter().filter_map(|no| self.ports[no].dp_no).collect();
+        if !in_dp.is_empty() {
+            let removed = self.dpif.dp().remove_ports(&in_dp);
+            match removed {
                 Ok(h) => handles = h,
                 Err(e) => tracing::error!(ports = ?up, error = %e, "cannot detach ports"),
             }
         }
         for no in nos {
+            self.release_dp_number(*no);
             if let Some(port) = self.ports.get_mut(no) {
                 port.link = Link::Down {
                     why: why.to_string(),
@@ -920,6 +1025,12 @@ impl Switch {
         self.offloads.clear(daemon_ends);
         let nos: Vec<u32> = self.ports.keys().copied().collect();
         self.detach_many(&nos, "vswd stopped");
+        // The datapath may go on for other bridges: this one's meters leave it.
+        for (m, _) in self.ofproto.pipeline().meters() {
+            self.dpif
+                .dp()
+                .set_meter(Backer::dp_meter(self.slot, m.id), None);
+        }
     }
 
     pub fn handle(&mut self, req: Request) -> Result<Value, SwitchError> {
@@ -989,21 +1100,21 @@ impl Switch {
                 Ok(Value::Null)
             }
             Request::DumpPorts => Ok(json!(self.port_infos())),
-            Request::PmdStatsShow => Ok(json!(self.dp.pmd_stats())),
+            Request::PmdStatsShow => Ok(json!(self.dpif.dp().pmd_stats())),
             Request::PmdStatsClear => {
-                self.dp.clear_pmd_stats();
+                self.dpif.dp().clear_pmd_stats();
                 Ok(Value::Null)
             }
-            Request::PmdRxqShow => Ok(json!(self.dp.rxq_show())),
+            Request::PmdRxqShow => Ok(json!(self.rxq_show())),
             Request::PmdRxqRebalance => {
-                self.dp.rebalance()?;
-                Ok(json!(self.dp.rxq_show()))
+                self.dpif.dp().rebalance()?;
+                Ok(json!(self.rxq_show()))
             }
             Request::DebugPmdFailure { core } => {
                 if std::env::var("VSWD_FAULT_INJECTION").as_deref() != Ok("1") {
                     return Err(SwitchError::NoFaultInjection);
                 }
-                self.dp.inject_pmd_failure(core)?;
+                self.dpif.dp().inject_pmd_failure(core)?;
                 Ok(Value::Null)
             }
         }
@@ -1035,12 +1146,12 @@ impl Switch {
         let pending = self.prepare(&self.state_with(Some(&merged), None, flushed.as_ref()))?;
         let undo = |sw: &mut Switch| {
             if let Some(old) = &old {
-                if let Err(e) = sw.apply_switch_options(old) {
+                if let Err(e) = sw.apply_switch_options(Some(&parsed), old) {
                     tracing::error!(error = %e, "cannot put the switch options back");
                 }
             }
         };
-        if let Err(e) = self.apply_switch_options(&parsed) {
+        if let Err(e) = self.apply_switch_options(old.as_ref(), &parsed) {
             undo(self);
             return Err(e);
         }
@@ -1084,10 +1195,12 @@ impl Switch {
     /// pushed to them first, and revalidates (no PMD forwards by the old rules once
     /// it returns): the old pipeline, and whether the revalidation failed.
     fn install_pipeline(&mut self, pipeline: Pipeline) -> (Arc<Pipeline>, Result<(), SwitchError>) {
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         let old = self.ofproto.pipeline();
         for (m, _) in pipeline.meters() {
-            self.dp.set_meter(m.id, Some(&meter_config(m)));
+            self.dpif
+                .dp()
+                .set_meter(Backer::dp_meter(self.slot, m.id), Some(&meter_config(m)));
         }
         self.ofproto.set_pipeline(pipeline);
         let revalidated = self.revalidate_now();
@@ -1100,35 +1213,24 @@ impl Switch {
         let now = self.ofproto.pipeline();
         for (m, _) in old.meters() {
             if now.meter(m.id).is_none() {
-                self.dp.set_meter(m.id, None);
+                self.dpif
+                    .dp()
+                    .set_meter(Backer::dp_meter(self.slot, m.id), None);
             }
         }
     }
 
-    /// Gives the datapath the switch-wide options it does not have yet.
-    fn apply_switch_options(&mut self, parsed: &SwitchOptions) -> Result<(), SwitchError> {
-        if parsed.pmd_cores != self.dp.pmd_cores() {
-            self.dp.set_pmd_cores(parsed.pmd_cores.clone())?;
-        }
-        if parsed.rxq_assign != self.dp.rxq_assign() {
-            self.dp.set_rxq_assign(parsed.rxq_assign)?;
-        }
-        if parsed.emc_insert_inv_prob != self.dp.emc_insert_inv_prob() {
-            self.dp
-                .set_emc_insert_inv_prob(parsed.emc_insert_inv_prob)?;
-        }
-        if parsed.tx_flush_interval != self.dp.tx_flush_interval() {
-            self.dp.set_tx_flush_interval(parsed.tx_flush_interval)?;
-        }
-        if parsed.pmd_sleep_max != self.dp.pmd_sleep_max() {
-            self.dp.set_pmd_sleep_max(parsed.pmd_sleep_max)?;
-        }
-        if parsed.flow_limit != self.dp.flow_limit() {
-            self.dp.set_flow_limit(parsed.flow_limit)?;
-        }
-        let old = SwitchOptions::from_options(&self.options).ok();
-        if old.is_none_or(|o| revalidator_config(&o) != revalidator_config(parsed)) {
-            self.dp.start_revalidator(revalidator_config(parsed))?;
+    /// Going from options `from` to `parsed`: the datapath gets the daemon-wide
+    /// settings when they are what changed (the datapath is the daemon's: another
+    /// bridge's unchanged options never undo them), the bridge its own.
+    fn apply_switch_options(
+        &mut self,
+        from: Option<&SwitchOptions>,
+        parsed: &SwitchOptions,
+    ) -> Result<(), SwitchError> {
+        let wanted = DaemonSettings::of(parsed);
+        if from.is_none_or(|f| DaemonSettings::of(f) != wanted) {
+            self.dpif.apply(&wanted)?;
         }
         if self.ofproto.set_restore_wait(parsed.flow_restore_wait) {
             tracing::info!(
@@ -1175,17 +1277,26 @@ impl Switch {
         let opened_at = started.elapsed();
         // Those that opened go to the datapath together.
         let mut handles = Vec::new();
+        let mut numbered = Vec::new();
         for (_, st) in &staged {
             match opened.remove(&st.no) {
-                Some(Ok(queues)) => {
-                    let port = &self.ports[&st.no];
-                    handles.push(PortHandle::new(
-                        st.no,
-                        &port.name,
-                        queues,
-                        port.stats.clone(),
-                    ));
-                }
+                Some(Ok(queues)) => match self.dp_number(st.no) {
+                    Ok(dp) => {
+                        let port = &self.ports[&st.no];
+                        handles.push(PortHandle::new(dp, &port.name, queues, port.stats.clone()));
+                        numbered.push(st.no);
+                    }
+                    Err(e) => {
+                        opened.insert(
+                            st.no,
+                            Err(PortError::Netdev(NetdevError::Syscall {
+                                op: "number",
+                                ifname: self.ports[&st.no].name.clone(),
+                                source: std::io::Error::other(e.to_string()),
+                            })),
+                        );
+                    }
+                },
                 Some(Err(e)) => {
                     opened.insert(st.no, Err(e));
                 }
@@ -1195,8 +1306,14 @@ impl Switch {
         let handed = if handles.is_empty() {
             Ok(())
         } else {
-            self.dp.add_ports(handles)
+            self.dpif.dp().add_ports(handles)
         };
+        if handed.is_err() {
+            // Not in the datapath: their numbers go back.
+            for no in numbered {
+                self.release_dp_number(no);
+            }
+        }
         let handed_err = handed.err().map(|e| e.to_string());
         let handed_at = started.elapsed();
         // Each finished in order: its link, queue settings, then the state file (as
@@ -1375,6 +1492,7 @@ impl Switch {
                 },
                 mtu_problem: None,
                 opened: 0,
+                dp_no: None,
             },
         );
         Ok(StagedPort {
@@ -1620,11 +1738,14 @@ impl Switch {
             port.device.set_mtu(parsed.mtu_request)?;
         }
         let port = &self.ports[&no];
+        let dp = self.dp_no(no);
         if up && (reopened || parsed.rxq_affinity != port.parsed.rxq_affinity) {
-            self.dp.set_rxq_affinity(no, parsed.rxq_affinity.clone())?;
+            self.dpif
+                .dp()
+                .set_rxq_affinity(dp, parsed.rxq_affinity.clone())?;
         }
         if up && (reopened || parsed.tx_flush != port.parsed.tx_flush) {
-            self.dp.set_port_tx_flush(no, parsed.tx_flush)?;
+            self.dpif.dp().set_port_tx_flush(dp, parsed.tx_flush)?;
         }
         let port = self.ports.get_mut(&no).expect("checked above");
         port.options = merged;
@@ -1640,16 +1761,21 @@ impl Switch {
         mut fresh: Box<dyn PortDevice>,
     ) -> Result<(), SwitchError> {
         let queues = fresh.open()?;
-        self.dp.remove_port(no)?;
+        // The port keeps its datapath number (and the backer its place) while its
+        // queues are swapped.
+        let dp = self.dp_no(no);
+        self.dpif.dp().remove_port(dp)?;
         let port = self.ports.get_mut(&no).expect("a port of the switch");
         let mut old = std::mem::replace(&mut port.device, fresh);
         old.close();
         port.opened += 1;
-        let handle = PortHandle::new(no, &port.name, queues, port.stats.clone());
-        if let Err(e) = self.dp.add_port(handle) {
+        let handle = PortHandle::new(dp, &port.name, queues, port.stats.clone());
+        let added = self.dpif.dp().add_port(handle);
+        if let Err(e) = added {
             let port = self.ports.get_mut(&no).expect("a port of the switch");
             port.device.close();
             port.link = Link::Down { why: e.to_string() };
+            self.release_dp_number(no);
             return Err(e.into());
         }
         Ok(())
@@ -1666,7 +1792,8 @@ impl Switch {
         mtu: u32,
         fresh: Option<Box<dyn PortDevice>>,
     ) -> Result<(), SwitchError> {
-        self.dp.remove_port(no)?;
+        let dp = self.dp_no(no);
+        self.dpif.dp().remove_port(dp)?;
         let port = self.ports.get_mut(&no).expect("a port of the switch");
         port.device.close();
         let changed = port.device.set_mtu(Some(mtu));
@@ -1915,7 +2042,9 @@ impl Switch {
         let (id, config) = (spec.id, meter_config(&spec));
         pipeline.set_meter(spec, modify, now_ms())?;
         self.replace_rules(pipeline)?;
-        self.dp.set_meter(id, Some(&config));
+        self.dpif
+            .dp()
+            .set_meter(Backer::dp_meter(self.slot, id), Some(&config));
         Ok(Value::Null)
     }
 
@@ -1931,7 +2060,9 @@ impl Switch {
         let removed = pipeline.delete_meters(id);
         self.replace_rules(pipeline)?;
         for m in gone {
-            self.dp.set_meter(m, None);
+            self.dpif
+                .dp()
+                .set_meter(Backer::dp_meter(self.slot, m), None);
         }
         let now = now_ms();
         for r in &removed {
@@ -1948,7 +2079,11 @@ impl Switch {
         pipeline
             .meters()
             .map(|(m, since)| {
-                let counts = self.dp.meter_counts(m.id).unwrap_or_default();
+                let counts = self
+                    .dpif
+                    .dp()
+                    .meter_counts(Backer::dp_meter(self.slot, m.id))
+                    .unwrap_or_default();
                 MeterInfo {
                     meter: vsw_flow::format_meter(m),
                     meter_id: m.id,
@@ -1989,7 +2124,7 @@ impl Switch {
 
     /// Every group with its counters (pushed up to now) and its buckets'.
     pub fn dump_groups(&self) -> Vec<GroupInfo> {
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         let now = now_ms();
         let pipeline = self.ofproto.pipeline();
         let uses = |id: u32| {
@@ -2028,13 +2163,13 @@ impl Switch {
             Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
             None => Selection::all(),
         };
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         Ok((self.ofproto.pipeline().select(&selection, strict), now_ms()))
     }
 
     /// Tables 0..`n`: (table, rules, lookups, matches), counts pushed up to now.
     pub fn table_counts(&self, n: u8) -> Vec<(u8, u32, u64, u64)> {
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         let pipeline = self.ofproto.pipeline();
         (0..n)
             .map(|t| {
@@ -2076,7 +2211,7 @@ impl Switch {
     fn replace_rules(&mut self, pipeline: Pipeline) -> Result<(), SwitchError> {
         let pending = self.prepare(&self.state_with(None, None, Some(&pipeline)))?;
         // The counts the old rules earned are theirs, not the new rules'.
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         let old = self.ofproto.pipeline();
         self.ofproto.set_pipeline(pipeline);
         let revalidated = self.revalidate_now();
@@ -2132,7 +2267,7 @@ impl Switch {
         // Written before the change is made: a journal that cannot be written
         // refuses it.
         self.journal.append(del, added)?;
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         let old = self.ofproto.pipeline();
         self.ofproto.set_pipeline(pipeline);
         let revalidated = self.revalidate_now();
@@ -2174,15 +2309,15 @@ impl Switch {
             return;
         }
         // The rules' idle times count what the datapath flows forwarded.
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         if !current.any_expired(now) {
             return;
         }
         // What a fast path forwarded counts as use: looked at before anything goes.
         if self.offloads.any() {
-            let flows = self.dp.dump_flows();
+            let flows = self.dpif.dp().dump_flows();
             self.offloads.note_activity(&flows, now);
-            self.dp.push_flow_stats();
+            self.dpif.dp().push_flow_stats();
             if !current.any_expired(now) {
                 return;
             }
@@ -2241,9 +2376,9 @@ impl Switch {
     /// Counts up to this moment: what the datapath flows (and the fast paths for
     /// them) forwarded goes to the rules. Returns the datapath flows looked at.
     fn push_rule_counts(&self) -> Vec<Arc<vsw_datapath::DpFlow>> {
-        let flows = self.dp.dump_flows();
+        let flows = self.dpif.dp().dump_flows();
         self.offloads.count(&flows);
-        self.dp.push_flow_stats();
+        self.dpif.dp().push_flow_stats();
         flows
     }
 
@@ -2283,23 +2418,26 @@ impl Switch {
 
     fn dump_dp_flows(&self) -> Vec<DpFlowInfo> {
         let now = now_ms();
-        let mut flows = self.dp.dump_flows();
+        let mut flows = self.dpif.dp().dump_flows();
         self.offloads.count(&flows);
-        flows.retain(|f| !f.is_dead());
+        // This bridge's (received on its ports), in its OpenFlow numbers.
+        flows.retain(|f| !f.is_dead() && self.of_no(f.key.in_port).is_some());
         flows.sort_by_key(|f| f.id);
         flows
             .iter()
             .map(|f| {
                 let s = f.stats();
                 let o = self.offloads.dp_flow(f);
+                let (mut value, mask) = (*f.matcher.value(), *f.matcher.mask());
+                value.in_port = self.of_no(value.in_port).unwrap_or(value.in_port);
                 DpFlowInfo {
                     id: f.id,
                     core: f.core,
-                    matching: format_match(&f.matcher),
+                    matching: format_match(&vsw_flow::Match::new(value, mask)),
                     packets: s.packets,
                     bytes: s.bytes,
                     used_s: s.used_ms.map(|t| now.saturating_sub(t) as f64 / 1000.0),
-                    actions: format_dp_actions(&f.actions),
+                    actions: format_dp_actions(&self.actions_in_of_numbers(&f.actions)),
                     offloaded: o.offloaded,
                     offload_reason: (!o.offloaded && o.status != "off").then(|| o.status.clone()),
                     dp: match o.offloaded {
@@ -2311,16 +2449,28 @@ impl Switch {
             .collect()
     }
 
+    /// Which PMD polls which queue, this bridge's ports in OpenFlow numbers.
+    pub fn rxq_show(&self) -> Vec<vsw_datapath::stats::PmdRxqView> {
+        let mut views = self.dpif.dp().rxq_show();
+        for v in &mut views {
+            for q in &mut v.queues {
+                q.port_no = self.of_no(q.port_no).unwrap_or(q.port_no);
+            }
+        }
+        views
+    }
+
     fn dpif_show(&self) -> DpifInfo {
         let (mut hit, mut missed, mut lost) = (0, 0, 0);
-        for p in self.dp.pmd_stats() {
+        let dp = self.dpif.dp();
+        for p in dp.pmd_stats() {
             hit += p.emc_hits + p.megaflow_hits;
             missed += p.upcalls + p.lost_upcalls;
             lost += p.lost_upcalls;
         }
         DpifInfo {
-            flows: self.dp.flow_count(),
-            flow_limit: self.dp.flow_limit(),
+            flows: dp.flow_count(),
+            flow_limit: dp.flow_limit(),
             hit,
             missed,
             lost,
@@ -2348,6 +2498,7 @@ impl Switch {
     }
 
     pub fn port_infos(&self) -> Vec<PortInfo> {
+        let dp = self.dpif.dp();
         self.ports
             .iter()
             .map(|(no, p)| {
@@ -2372,8 +2523,8 @@ impl Switch {
                         Link::Up { ifindex } if ifindex != 0 => Some(ifindex),
                         _ => None,
                     },
-                    tx_flush_interval_us: self.dp.tx_flush_of(*no).0,
-                    tx_flush_interval_from: format!("{:?}", self.dp.tx_flush_of(*no).1)
+                    tx_flush_interval_us: dp.tx_flush_of(self.dp_no(*no)).0,
+                    tx_flush_interval_from: format!("{:?}", dp.tx_flush_of(self.dp_no(*no)).1)
                         .to_lowercase(),
                 }
             })
@@ -2418,9 +2569,20 @@ impl Switch {
         }
     }
 
+    /// The datapath this bridge is in.
+    pub fn dpif(&self) -> Arc<Dpif> {
+        self.dpif.clone()
+    }
+
+    /// The datapath's backer and this bridge's number in it (for what comes up from
+    /// the datapath: the bridge a punted packet's note names, its input port).
+    pub fn backer_slot(&self) -> (Arc<Backer>, BridgeSlot) {
+        (self.dpif.backer().clone(), self.slot)
+    }
+
     /// The datapath's queues of packets to and from the control side.
     pub fn punts(&self) -> vsw_datapath::Punts {
-        self.dp.punts()
+        self.dpif.dp().punts()
     }
 
     /// The controllers to connect to, the fail mode and the inactivity probe (ms).
@@ -2457,14 +2619,15 @@ impl Switch {
                 tracing::info!(error = %e, "OpenFlow packet-out refused");
                 Refusal::BadArgument
             })?;
-        let x = self.ofproto.translate_packet_out(&key, &actions, now_ms());
+        let mut x = self.ofproto.translate_packet_out(&key, &actions, now_ms());
+        self.dpif.backer().to_datapath(self.slot, &mut x.actions);
         let packet = vsw_datapath::Injected {
-            in_port,
+            in_port: self.injected_in_port(in_port),
             actions: x.actions,
             frame: frame.to_vec(),
         };
         // Sent before the answer: a barrier after a packet-out means the packet went.
-        let punts = self.dp.punts();
+        let punts = self.dpif.dp().punts();
         match punts.inject(packet) {
             Ok(ticket) => {
                 if !punts.wait_sent(ticket, Duration::from_millis(100)) {
@@ -2479,10 +2642,14 @@ impl Switch {
     /// What `/metrics` reads of this switch: copies of its ports' and PMDs' counters
     /// (atomics the PMDs write; nothing a PMD locks) and its flow limit.
     pub fn metrics(&self) -> SwitchMetrics {
+        let (pmds, flow_limit) = {
+            let dp = self.dpif.dp();
+            (dp.pmd_stats_total(), dp.flow_limit() as u64)
+        };
         SwitchMetrics {
             ports: self.port_infos(),
-            pmds: self.dp.pmd_stats_total(),
-            flow_limit: self.dp.flow_limit() as u64,
+            pmds,
+            flow_limit,
             offloads: self.offloads.show(),
             control_latency: self.latencies.snapshot(),
         }
@@ -2524,16 +2691,33 @@ impl Switch {
     }
 
     fn show(&self) -> ShowInfo {
+        // One look at the datapath (its lock is taken once: not again while held).
+        let (pmd_cores, pmd_rxq_assign, emc_insert_inv_prob) = {
+            let dp = self.dpif.dp();
+            (
+                dp.pmd_cores(),
+                dp.rxq_assign().to_string(),
+                dp.emc_insert_inv_prob(),
+            )
+        };
         ShowInfo {
             options: self.options.clone().into_iter().collect(),
-            pmd_cores: self.dp.pmd_cores(),
-            pmd_rxq_assign: self.dp.rxq_assign().to_string(),
-            emc_insert_inv_prob: self.dp.emc_insert_inv_prob(),
+            pmd_cores,
+            pmd_rxq_assign,
+            emc_insert_inv_prob,
             socket: self.socket.clone(),
             state_file: self.state_file.display().to_string(),
             ports: self.port_infos(),
             flows: self.ofproto.pipeline().len(),
         }
+    }
+}
+
+impl Drop for Switch {
+    /// The bridge leaves its datapath's backer (its ports left with `shutdown`, or
+    /// go with the datapath when it is the bridge's own).
+    fn drop(&mut self) {
+        self.dpif.backer().remove_bridge(self.slot);
     }
 }
 
@@ -2563,13 +2747,6 @@ fn offloaded_filter(kind: Option<&str>) -> Result<Option<bool>, SwitchError> {
         Some("offloaded") => Ok(Some(true)),
         Some("ovs") => Ok(Some(false)),
         Some(other) => Err(SwitchError::BadDumpType(other.to_string())),
-    }
-}
-
-fn revalidator_config(o: &SwitchOptions) -> RevalidatorConfig {
-    RevalidatorConfig {
-        interval_ms: o.revalidator_interval_ms,
-        max_idle_ms: o.max_idle_ms,
     }
 }
 

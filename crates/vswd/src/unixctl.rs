@@ -144,22 +144,16 @@ fn bridge(cx: &Context, named: Option<&String>) -> Result<Arc<RunningBridge>, St
     }
 }
 
-/// Each bridge's datapath's text: as Open vSwitch prints its one datapath when
-/// there is one bridge; under a line naming the bridge when there are several
-/// (each bridge is a datapath of its own in vsw).
+/// The datapath's text, as Open vSwitch prints its one datapath: every bridge is
+/// in the same one, so any bridge answers for it.
 fn per_datapath(
     cx: &Context,
     text: impl Fn(&RunningBridge) -> Result<String, String>,
 ) -> Result<String, String> {
-    let all = cx.bridges.all();
-    let mut out = String::new();
-    for b in &all {
-        if all.len() > 1 {
-            out.push_str(&format!("bridge {}:\n", b.name));
-        }
-        out.push_str(&text(b)?);
+    match cx.bridges.all().first() {
+        Some(b) => text(b),
+        None => Ok(String::new()),
     }
-    Ok(out)
 }
 
 /// The text of command `method`, or the error text ovs-appctl prints.
@@ -184,18 +178,13 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
             Ok(render::pmd_stats(&ask::<Vec<_>>(b, Request::PmdStatsShow)?))
         }),
         "dpif-netdev/pmd-stats-clear" => {
-            for b in cx.bridges.all() {
-                ask::<Value>(&b, Request::PmdStatsClear)?;
-            }
-            Ok(String::new())
+            per_datapath(cx, |b| ask::<Value>(b, Request::PmdStatsClear).map(|_| String::new()))
         }
         "dpif-netdev/pmd-rxq-show" => per_datapath(cx, |b| {
             Ok(render::rxq_show(&ask::<Vec<_>>(b, Request::PmdRxqShow)?))
         }),
         "dpif-netdev/pmd-rxq-rebalance" => {
-            for b in cx.bridges.all() {
-                ask::<Value>(&b, Request::PmdRxqRebalance)?;
-            }
+            per_datapath(cx, |b| ask::<Value>(b, Request::PmdRxqRebalance).map(|_| String::new()))?;
             Ok("pmd rxq rebalance requested.\n".into())
         }
         // Flows name their ports, whose names no two bridges share: one list.

@@ -653,6 +653,7 @@ fn only_a_standalone_bridge_without_controllers_is_a_learning_switch() {
         PortClasses::standard().with(&memory::CLASS),
         "br-int",
         &born,
+        None,
     )
     .unwrap();
     assert!(flow_texts(&mut sw).is_empty());
@@ -781,4 +782,61 @@ fn the_journal_is_bounded_by_bytes_and_no_op_changes_write_nothing() {
         "the state file was written"
     );
     sw.shutdown(true);
+}
+
+/// Waits (yielding, at most 10 s) until `f` holds.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn two_bridges_share_one_datapath_each_with_its_own_port_numbers() {
+    let (da, db) = (TestDir::new("share-a"), TestDir::new("share-b"));
+    let classes = || PortClasses::standard().with(&memory::CLASS);
+    let opts = vswd::options::Options::from([("pmd-sleep-max".to_string(), "1000".to_string())]);
+    let mut a = Switch::start_unsaved(&da.socket(), classes(), "bra", &opts, None).unwrap();
+    let mut b =
+        Switch::start_unsaved(&db.socket(), classes(), "brb", &opts, Some(a.dpif())).unwrap();
+    // Both bridges number their ports 1 and 2; the datapath numbers them apart.
+    for (sw, gen, sink) in [(&mut a, "gena", "sinka"), (&mut b, "genb", "sinkb")] {
+        assert_eq!(
+            add_port(sw, gen, &["type=ring", "ring-flows=1"]).unwrap(),
+            1
+        );
+        assert_eq!(add_port(sw, sink, &["type=ring"]).unwrap(), 2);
+        add_flow(sw, "priority=10,in_port=1,actions=output:2").unwrap();
+    }
+    assert_eq!(a.dpif().dp().pmd_cores().len(), 1, "one set of PMDs");
+    assert_eq!(a.dpif().dp().ports().len(), 4);
+    let tx = |sw: &mut Switch, name: &str| port(sw, name).stats.tx_packets;
+    eventually("each bridge forwards its own", || {
+        tx(&mut a, "sinka") > 100 && tx(&mut b, "sinkb") > 100
+    });
+    // Each bridge sees its own datapath flow, in its own numbers.
+    for sw in [&mut a, &mut b] {
+        let flows: Vec<vsw_protocol::DpFlowInfo> =
+            serde_json::from_value(sw.handle(Request::DumpDpFlows { kind: None }).unwrap())
+                .unwrap();
+        assert_eq!(flows.len(), 1, "{flows:?}");
+        assert!(flows[0].matching.contains("in_port=1"), "{flows:?}");
+        assert_eq!(flows[0].actions, "2");
+    }
+    // A rule change in one bridge changes nothing in the other.
+    add_flow(&mut b, "priority=20,in_port=1,actions=drop").unwrap();
+    let before = tx(&mut b, "sinkb");
+    eventually("bridge a forwards on", || tx(&mut a, "sinka") > 10_000);
+    assert_eq!(tx(&mut b, "sinkb"), before, "b drops from its drop rule on");
+    // A bridge that goes takes its ports out of the datapath; the other goes on.
+    b.shutdown(false);
+    drop(b);
+    assert_eq!(a.dpif().dp().ports().len(), 2);
+    let now = tx(&mut a, "sinka");
+    eventually("bridge a forwards after b went", || {
+        tx(&mut a, "sinka") > now + 1000
+    });
+    a.shutdown(false);
 }

@@ -67,6 +67,10 @@ pub struct OpenFlow {
     stopped: Arc<AtomicBool>,
     /// The management socket's path, for waking its accepting thread.
     mgmt_path: Option<PathBuf>,
+    /// The datapath that hands this bridge what it sends up, and the bridge's
+    /// number there.
+    dpif: Arc<crate::dpif::Dpif>,
+    slot: vsw_ofproto::BridgeSlot,
 }
 
 /// A configured controller as the controllers' manager last saw it.
@@ -96,10 +100,11 @@ impl OpenFlow {
     }
 
     /// Ends this bridge's OpenFlow: connections closed, controllers let go, the
-    /// management socket's listener and the packet-in thread ended. The caller
+    /// management socket's listener ended, nothing more sent up taken. The caller
     /// removes the management socket.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
+        self.dpif.set_punt_handler(self.slot, None);
         self.peers.close_all();
         // accept() returns to see the flag.
         if let Some(path) = &self.mgmt_path {
@@ -114,9 +119,9 @@ pub fn start(
     switch: Arc<Mutex<Switch>>,
     mgmt: Option<(UnixListener, PathBuf)>,
 ) -> io::Result<Arc<OpenFlow>> {
-    let (punts, ofproto) = {
+    let (dpif, ofproto, (backer, slot)) = {
         let sw = lock(&switch);
-        (sw.punts(), sw.ofproto())
+        (sw.dpif(), sw.ofproto(), sw.backer_slot())
     };
     let (mgmt, mgmt_path) = match mgmt {
         Some((l, p)) => (Some(l), Some(p)),
@@ -129,11 +134,16 @@ pub fn start(
         controllers: Mutex::new(Vec::new()),
         stopped: Arc::new(AtomicBool::new(false)),
         mgmt_path,
+        dpif: dpif.clone(),
+        slot,
     });
-    let (peers, stopped) = (of.peers.clone(), of.stopped.clone());
-    std::thread::Builder::new()
-        .name("packet-in".into())
-        .spawn(move || peers::deliver_punts(punts, ofproto, peers, stopped))?;
+    let peers = of.peers.clone();
+    dpif.set_punt_handler(
+        slot,
+        Some(Arc::new(move |p| {
+            peers::deliver_punt(p, &ofproto, (&backer, slot), &peers)
+        })),
+    );
     if let Some(listener) = mgmt {
         let of = of.clone();
         std::thread::Builder::new()

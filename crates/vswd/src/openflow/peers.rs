@@ -16,13 +16,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::switch::{Removal, RemovedFlow};
-use vsw_datapath::{Punted, Punts};
-use vsw_ofproto::{Ofproto, PuntReason};
+use vsw_datapath::Punted;
+use vsw_ofproto::{Backer, BridgeSlot, Ofproto, PuntReason};
 use vsw_openflow::flow_stats::{
     FlowRemoved, OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
     OFPRR_METER_DELETE,
@@ -502,21 +502,19 @@ impl PortWatch {
     }
 }
 
-/// Takes what the datapath sends up, until the process ends: each packet becomes a
-/// packet-in with what its translation noted (reason, table, cookie, length).
-pub fn deliver_punts(
-    punts: Punts,
-    ofproto: Arc<Ofproto>,
-    peers: Arc<Peers>,
-    stopped: Arc<AtomicBool>,
+/// A packet bridge `slot`'s datapath actions sent up becomes a packet-in with what
+/// its translation noted (reason, table, cookie, length), in the bridge's port
+/// numbers.
+pub fn deliver_punt(
+    mut p: Punted,
+    ofproto: &Ofproto,
+    (backer, slot): (&Backer, BridgeSlot),
+    peers: &Peers,
 ) {
-    while !stopped.load(Ordering::Acquire) {
-        let Some(p) = punts.recv_timeout(Duration::from_secs(1)) else {
-            continue;
-        };
-        match ofproto.punt_note(p.userdata) {
-            Some(n) => peers.packet_in(&p, n.reason, n.table, n.cookie, n.max_len),
-            None => tracing::warn!(note = p.userdata, "a punted packet with no note: dropped"),
-        }
+    let (_, note) = Backer::punt_note(p.userdata);
+    p.in_port = crate::dpif::punted_in_port(backer, slot, p.in_port);
+    match ofproto.punt_note(note) {
+        Some(n) => peers.packet_in(&p, n.reason, n.table, n.cookie, n.max_len),
+        None => tracing::warn!(note = p.userdata, "a punted packet with no note: dropped"),
     }
 }
