@@ -8,7 +8,6 @@
 
 pub mod assign;
 pub mod clock;
-mod core_share;
 pub mod datapath;
 pub mod dpaction;
 pub mod dpflow;

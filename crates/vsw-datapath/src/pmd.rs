@@ -18,7 +18,6 @@ use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
 use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use crate::clock;
-use crate::core_share::CoreClaim;
 use crate::dpaction::MAX_SAVED;
 use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
@@ -378,10 +377,8 @@ pub(crate) struct Pmd {
     rxqs: Vec<OwnedRxq>,
     /// Queues assigned to this PMD that another PMD has not handed back yet.
     pending: Vec<(Arc<PortHandle>, usize)>,
-    /// Set once the PMD was pinned to its core (whether it could be or not); a
-    /// claim on the core when it was.
+    /// Set once the PMD was pinned to its core (whether it could be or not).
     pinned: bool,
-    core_claim: Option<CoreClaim>,
     worker: Worker,
     /// `pmd-sleep-max`: the longest an idle PMD sleeps (µs); 0 never sleeps.
     sleep_max_us: u64,
@@ -400,7 +397,6 @@ impl Pmd {
             rxqs: Vec::new(),
             pending: Vec::new(),
             pinned: false,
-            core_claim: None,
             sleep_max_us: 0,
             swept: 0,
             installs_taken: 0,
@@ -436,7 +432,6 @@ impl Pmd {
         if self.control.pin && !self.pinned {
             if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                 tracing::info!(core, "PMD pinned");
-                self.core_claim = Some(CoreClaim::new(core));
             } else {
                 tracing::warn!(core, "could not pin the PMD to its core");
             }
@@ -673,14 +668,6 @@ impl Pmd {
             c.lost = o.lost + self.worker.malformed;
             c.flows = self.worker.flows.len() as u64;
             self.control.stats.publish(c);
-            if received == 0 && self.core_claim.as_ref().is_some_and(CoreClaim::shared) {
-                // Another PMD polls this core: let it run now rather than at the end
-                // of this thread's time slice.
-                std::thread::yield_now();
-                let back = clock::cycles();
-                self.worker.counters.idle_cycles += back.wrapping_sub(last);
-                last = back;
-            }
             if received > 0 || self.sleep_max_us == 0 {
                 idle_sleep_us = 0;
                 continue;
