@@ -62,6 +62,8 @@ pub(crate) struct FlowCredit {
     /// Each group the translation went through (`None`) and bucket it ran.
     pub groups: Vec<(Arc<Group>, Option<usize>)>,
     pub learned: Vec<(MacAddr, u16, u32)>,
+    /// What NORMAL learned in the bridges a patch port led to, with their tables.
+    pub learned_across: Vec<(Arc<Mutex<MacTable>>, MacAddr, u16, u32)>,
     pub macs: Arc<Mutex<MacTable>>,
     pub generation: Arc<Generation>,
 }
@@ -89,19 +91,28 @@ impl Attribution for FlowCredit {
                 s.add(packets, bytes, used_ms);
             }
         }
-        if self.learned.is_empty() {
-            return;
+        if !self.learned.is_empty() {
+            let mut macs = self.macs.lock().unwrap_or_else(|e| e.into_inner());
+            for &(mac, vlan, port) in &self.learned {
+                self.refresh(&mut macs, mac, vlan, port, used_ms);
+            }
         }
-        let mut macs = self.macs.lock().unwrap_or_else(|e| e.into_inner());
-        for &(mac, vlan, port) in &self.learned {
-            // Refreshed where it still is; a host that moved since is not moved
-            // back by the counts of its old flow.
-            match macs.lookup(mac, vlan, used_ms) {
-                Some(p) if p != port => {}
-                _ => {
-                    if matches!(macs.learn(mac, vlan, port, used_ms), Learned::New) {
-                        self.generation.bump();
-                    }
+        for (table, mac, vlan, port) in &self.learned_across {
+            let mut macs = table.lock().unwrap_or_else(|e| e.into_inner());
+            self.refresh(&mut macs, *mac, *vlan, *port, used_ms);
+        }
+    }
+}
+
+impl FlowCredit {
+    /// A host NORMAL learned for this flow is refreshed where it still is; a host
+    /// that moved since is not moved back by the counts of its old flow.
+    fn refresh(&self, macs: &mut MacTable, mac: MacAddr, vlan: u16, port: u32, used_ms: u64) {
+        match macs.lookup(mac, vlan, used_ms) {
+            Some(p) if p != port => {}
+            _ => {
+                if matches!(macs.learn(mac, vlan, port, used_ms), Learned::New) {
+                    self.generation.bump();
                 }
             }
         }

@@ -1,19 +1,27 @@
 //! The slow path of one datapath that several bridges share (Open vSwitch's
 //! `dpif_backer`): the datapath numbers its ports densely across every bridge, each
 //! bridge numbers its own the OpenFlow way (LOCAL 65534 in each). A miss is handed
-//! to the bridge that owns its input port, translated there in OpenFlow numbers, and
-//! its actions put back into datapath numbers: outputs to the ports' datapath
+//! to the bridge that owns its input port and translated there in OpenFlow numbers;
+//! the bridge emits its actions in datapath numbers: outputs to the ports' datapath
 //! numbers, meters to the datapath's meter of that bridge's meter, packets sent up
 //! with a note that names the bridge.
 //!
 //! Every bridge's `Ofproto` counts its changes in the backer's one generation: a
 //! datapath flow is as fresh as everything it may have been translated through.
+//!
+//! Patch ports (Open vSwitch's `patch_port_output`) are the backer's too: two ports
+//! that name each other as peers, on any bridges of it, join those bridges inside
+//! translation — an output to one continues the translation in the peer's bridge,
+//! as a packet received on the peer port; one datapath flow covers both bridges, no
+//! packet is copied into a queue or looked up twice. Translations of every bridge
+//! are taken one at a time (the backer's lock, before any bridge's MAC table), so a
+//! translation may lock the MAC tables of the bridges it crosses in any order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use vsw_datapath::{DpAction, NoAttribution, Translation, Upcall};
+use vsw_datapath::{NoAttribution, Translation, Upcall};
 use vsw_flow::Pipeline;
 use vsw_packet::FlowKey;
 
@@ -34,18 +42,86 @@ pub const MAX_BRIDGES: u32 = 1 << (32 - NOTE_BITS);
 pub struct BridgeSlot(pub u32);
 
 #[derive(Clone)]
-struct BridgeEntry {
-    ofproto: Arc<Ofproto>,
+pub(crate) struct BridgeEntry {
+    pub name: String,
+    pub ofproto: Arc<Ofproto>,
     /// OpenFlow port → datapath port.
-    to_dp: HashMap<u32, u32>,
+    pub to_dp: HashMap<u32, u32>,
+}
+
+/// One end of a patch: its bridge, its OpenFlow port, the name of its peer port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PatchEnd {
+    slot: BridgeSlot,
+    port: u32,
+    peer: String,
 }
 
 /// Who owns which datapath port; replaced whole on a change.
 #[derive(Clone, Default)]
-struct PortMap {
+pub(crate) struct PortMap {
     /// Datapath port → (bridge, OpenFlow port).
     by_dp: HashMap<u32, (BridgeSlot, u32)>,
-    bridges: BTreeMap<BridgeSlot, BridgeEntry>,
+    pub bridges: BTreeMap<BridgeSlot, BridgeEntry>,
+    /// Patch ports by name.
+    patch_ends: HashMap<String, PatchEnd>,
+    /// (bridge, OpenFlow port) of each patch port whose peer names it back → the
+    /// peer's (made from `patch_ends` at every change).
+    patches: HashMap<(BridgeSlot, u32), (BridgeSlot, u32)>,
+}
+
+impl PortMap {
+    fn join_patches(&mut self) {
+        self.patches = self
+            .patch_ends
+            .iter()
+            .filter_map(|(name, end)| {
+                let peer = self.patch_ends.get(&end.peer)?;
+                (peer.peer == *name).then_some(((end.slot, end.port), (peer.slot, peer.port)))
+            })
+            .collect();
+    }
+
+    fn forget_patches_of(&mut self, gone: impl Fn(&PatchEnd) -> bool) {
+        self.patch_ends.retain(|_, e| !gone(e));
+        self.join_patches();
+    }
+}
+
+/// A translation's view of the backer: every bridge, and the one translating.
+#[derive(Clone, Copy)]
+pub(crate) struct BackerView<'a> {
+    pub map: &'a PortMap,
+    pub slot: BridgeSlot,
+}
+
+impl BackerView<'_> {
+    /// The datapath port of this bridge's OpenFlow port `of_port`.
+    pub fn dp_port(&self, of_port: u32) -> Option<u32> {
+        self.map
+            .bridges
+            .get(&self.slot)?
+            .to_dp
+            .get(&of_port)
+            .copied()
+    }
+
+    /// The far end of this bridge's OpenFlow port `of_port`, when it is a patch
+    /// port whose peer is there.
+    pub fn patch_peer(&self, of_port: u32) -> Option<(BridgeSlot, u32)> {
+        self.map.patches.get(&(self.slot, of_port)).copied()
+    }
+
+    /// The datapath's number of this bridge's meter `id`.
+    pub fn dp_meter(&self, id: u32) -> u32 {
+        Backer::dp_meter(self.slot, id)
+    }
+
+    /// The datapath note of this bridge's punt note `note` (`None`: the bridge has
+    /// more notes than a datapath note can number).
+    pub fn dp_note(&self, note: u32) -> Option<u32> {
+        (note < 1 << NOTE_BITS).then_some((self.slot.0 << NOTE_BITS) | note)
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -63,6 +139,8 @@ pub struct Backer {
     map: ArcSwap<PortMap>,
     /// Serialises changes to `map` (readers never wait).
     changing: Mutex<()>,
+    /// Held by a translation of any bridge (see the module's comment).
+    translating: Mutex<()>,
 }
 
 impl std::fmt::Debug for Backer {
@@ -81,6 +159,7 @@ impl Default for Backer {
             generation: Arc::new(Generation::default()),
             map: ArcSwap::from_pointee(PortMap::default()),
             changing: Mutex::new(()),
+            translating: Mutex::new(()),
         }
     }
 }
@@ -108,10 +187,21 @@ impl Backer {
         Ok(out)
     }
 
-    /// A new bridge with `pipeline`: its slow path, counting in this backer's
-    /// generation, and its number here.
+    /// Held while a translation runs (see the module's comment).
+    pub(crate) fn translating(&self) -> MutexGuard<'_, ()> {
+        self.translating.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The map as it is now.
+    pub(crate) fn map(&self) -> arc_swap::Guard<Arc<PortMap>> {
+        self.map.load()
+    }
+
+    /// A new bridge `name` with `pipeline`: its slow path, counting in this
+    /// backer's generation and translating through it, and its number here.
     pub fn add_bridge(
-        &self,
+        self: &Arc<Self>,
+        name: &str,
         pipeline: Pipeline,
     ) -> Result<(BridgeSlot, Arc<Ofproto>), BackerError> {
         self.change(|m| {
@@ -120,9 +210,11 @@ impl Backer {
                 .find(|s| !m.bridges.contains_key(s))
                 .ok_or(BackerError::TooManyBridges)?;
             let ofproto = Ofproto::with_generation(pipeline, self.generation.clone());
+            ofproto.join_backer(Arc::downgrade(self), slot);
             m.bridges.insert(
                 slot,
                 BridgeEntry {
+                    name: name.to_string(),
                     ofproto: ofproto.clone(),
                     to_dp: HashMap::new(),
                 },
@@ -136,6 +228,7 @@ impl Backer {
         let _ = self.change(|m| {
             m.bridges.remove(&slot);
             m.by_dp.retain(|_, (s, _)| *s != slot);
+            m.forget_patches_of(|e| e.slot == slot);
             Ok(())
         });
     }
@@ -163,13 +256,32 @@ impl Backer {
         })
     }
 
-    /// Datapath port `dp_port` is no bridge's any more.
+    /// Bridge `slot`'s OpenFlow port `of_port`, named `name`, is a patch port to
+    /// the port named `peer` (joined once that one names it back, on any bridge of
+    /// this datapath). It goes with the port's datapath number.
+    pub fn set_patch(&self, slot: BridgeSlot, of_port: u32, name: &str, peer: &str) {
+        let _ = self.change(|m| {
+            m.patch_ends.insert(
+                name.to_string(),
+                PatchEnd {
+                    slot,
+                    port: of_port,
+                    peer: peer.to_string(),
+                },
+            );
+            m.join_patches();
+            Ok(())
+        });
+    }
+
+    /// Datapath port `dp_port` is no bridge's any more (nor a patch).
     pub fn remove_port(&self, dp_port: u32) {
         let _ = self.change(|m| {
             if let Some((slot, of)) = m.by_dp.remove(&dp_port) {
                 if let Some(e) = m.bridges.get_mut(&slot) {
                     e.to_dp.remove(&of);
                 }
+                m.forget_patches_of(|e| e.slot == slot && e.port == of);
             }
             Ok(())
         });
@@ -204,54 +316,10 @@ impl Backer {
         )
     }
 
-    /// The note a packet sent up by bridge `slot` carries for its note `note`, or
-    /// `None` when the bridge has more notes than a datapath note can number.
-    fn dp_note(slot: BridgeSlot, note: u32) -> Option<u32> {
-        (note < 1 << NOTE_BITS).then_some((slot.0 << NOTE_BITS) | note)
-    }
-
     /// Bridge `slot`'s slow path, while it is here.
     pub fn ofproto(&self, slot: BridgeSlot) -> Option<Arc<Ofproto>> {
         Some(self.map.load().bridges.get(&slot)?.ofproto.clone())
     }
-
-    /// Actions in OpenFlow numbers of bridge `slot` in datapath numbers: an output
-    /// to a port with no datapath port is left out (the port is not attached).
-    pub fn to_datapath(&self, slot: BridgeSlot, actions: &mut Vec<DpAction>) {
-        let map = self.map.load();
-        let Some(entry) = map.bridges.get(&slot) else {
-            actions.clear();
-            return;
-        };
-        to_datapath(slot, entry, actions);
-    }
-}
-
-fn to_datapath(slot: BridgeSlot, entry: &BridgeEntry, actions: &mut Vec<DpAction>) {
-    actions.retain_mut(|a| match a {
-        DpAction::Output(p) => match entry.to_dp.get(p) {
-            Some(dp) => {
-                *p = *dp;
-                true
-            }
-            None => false,
-        },
-        DpAction::Meter(m) => {
-            *m = Backer::dp_meter(slot, *m);
-            true
-        }
-        DpAction::Controller(n) => match Backer::dp_note(slot, *n) {
-            Some(dp) => {
-                *n = dp;
-                true
-            }
-            None => {
-                tracing::warn!(note = *n, "a bridge with more packet-in notes than a datapath can number: packet not sent up");
-                false
-            }
-        },
-        _ => true,
-    });
 }
 
 impl Upcall for Backer {
@@ -273,12 +341,12 @@ impl Upcall for Backer {
                 generation: self.generation.get(),
             };
         };
-        let entry = &map.bridges[&slot];
+        let ofproto = map.bridges[&slot].ofproto.clone();
+        drop(map);
         let mut k = *key;
         k.in_port = of_port;
-        let mut t = entry.ofproto.translate(&k, now_ms, learn);
-        to_datapath(slot, entry, &mut t.actions);
-        t
+        // In the bridge's numbers; it emits its actions in the datapath's.
+        ofproto.translate(&k, now_ms, learn)
     }
 
     fn revalidating(&self, now_ms: u64) {
@@ -291,7 +359,7 @@ impl Upcall for Backer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vsw_datapath::DpAction::{Controller, Meter, Output};
+    use vsw_datapath::DpAction::{self, Controller, Meter, Output};
     use vsw_flow::parse_flow;
 
     fn pipeline(flows: &[&str]) -> Pipeline {
@@ -310,14 +378,115 @@ mod tests {
         }
     }
 
+    fn udp_from(in_port: u32, src: u8, dst: u8) -> FlowKey {
+        FlowKey {
+            in_port,
+            dl_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, src]),
+            dl_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, dst]),
+            dl_type: 0x0800,
+            nw_proto: 17,
+            nw_src: 0xc612_0001,
+            nw_dst: 0xc612_0002,
+            nw_ttl: 64,
+            tp_src: 1000,
+            tp_dst: 53,
+            ..FlowKey::default()
+        }
+    }
+
+    /// Bridges a (ports 1, 2 = patch to b's 2) and b (ports 1, 2 = patch), in
+    /// datapath ports a1 = 1, apatch = 2, b1 = 3, bpatch = 4.
+    fn patched(a_flows: &[&str], b_flows: &[&str]) -> (Arc<Backer>, BridgeSlot, BridgeSlot) {
+        let backer = Backer::new();
+        let (a, oa) = backer.add_bridge("bra", pipeline(a_flows)).unwrap();
+        let (b, ob) = backer.add_bridge("brb", pipeline(b_flows)).unwrap();
+        oa.set_ports(vec![1, 2]);
+        ob.set_ports(vec![1, 2]);
+        for (slot, of, dp) in [(a, 1, 1), (a, 2, 2), (b, 1, 3), (b, 2, 4)] {
+            backer.set_port(slot, of, dp).unwrap();
+        }
+        backer.set_patch(a, 2, "pa", "pb");
+        (backer, a, b)
+    }
+
+    #[test]
+    fn a_patch_port_continues_the_translation_in_its_peers_bridge() {
+        let (backer, _a, b) = patched(
+            &["in_port=1,actions=output:2"],
+            &["in_port=2,udp,actions=mod_tp_dst:99,output:1"],
+        );
+        // One end alone joins nothing: the output goes to the patch's own datapath
+        // port (which carries nothing).
+        assert_eq!(
+            backer.translate(&udp_from(1, 1, 2), 0, false).actions,
+            vec![Output(2)]
+        );
+        backer.set_patch(b, 2, "pb", "pa");
+        let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+        // b's rewrite on a copy (nothing of a's follows, but a's actions may).
+        assert_eq!(
+            t.actions,
+            vec![
+                DpAction::Save,
+                DpAction::SetTpDst(99),
+                Output(3),
+                DpAction::Restore
+            ]
+        );
+        // b's tables looked at the packet's protocol: one megaflow for both.
+        assert_eq!(t.mask.nw_proto, u8::MAX);
+        assert_eq!(t.mask.in_port, u32::MAX);
+        // The other way, and NORMAL across.
+        let (backer, _, b) = patched(&["actions=NORMAL"], &["actions=NORMAL"]);
+        backer.set_patch(b, 2, "pb", "pa");
+        // Unknown destination: a floods to its port 1 and across; b floods to its 1.
+        let t = backer.translate(&udp_from(3, 7, 8), 0, true);
+        assert_eq!(
+            t.actions,
+            vec![Output(1)],
+            "from b's 1: b floods across to a's 1"
+        );
+        let t = backer.translate(&udp_from(1, 8, 7), 0, true);
+        assert_eq!(
+            t.actions,
+            vec![Output(3)],
+            "a learned 8 on its 1, b learned 7 on its 1"
+        );
+        // Gone with a port: the patch joins nothing any more.
+        backer.remove_port(4);
+        let t = backer.translate(&udp_from(1, 8, 9), 0, false);
+        assert_eq!(
+            t.actions,
+            vec![Output(2)],
+            "flooded to a's patch port alone"
+        );
+    }
+
+    #[test]
+    fn a_patch_back_into_a_bridge_on_the_way_and_one_within_a_bridge_go_nowhere() {
+        // a's 2 ↔ b's 2, and b sends everything back across.
+        let (backer, _, b) = patched(&["actions=output:2"], &["actions=IN_PORT"]);
+        backer.set_patch(b, 2, "pb", "pa");
+        let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+        assert!(t.actions.is_empty(), "{:?}", t.actions);
+        let (backer, a, _) = patched(&["in_port=1,actions=output:2"], &[]);
+        backer.set_port(a, 3, 5).unwrap();
+        backer.set_patch(a, 2, "pa", "pa3");
+        backer.set_patch(a, 3, "pa3", "pa");
+        assert!(backer
+            .translate(&udp_from(1, 1, 2), 0, false)
+            .actions
+            .is_empty());
+    }
+
     #[test]
     fn each_bridge_translates_its_own_ports_in_its_own_numbers() {
         let b = Backer::new();
         let (a, oa) = b
-            .add_bridge(pipeline(&["in_port=1,actions=output:2"]))
+            .add_bridge("br", pipeline(&["in_port=1,actions=output:2"]))
             .unwrap();
         let (c, oc) = b
-            .add_bridge(pipeline(&["in_port=1,actions=meter:3,output:65534"]))
+            .add_bridge("br", pipeline(&["in_port=1,actions=meter:3,output:65534"]))
             .unwrap();
         assert_ne!(a, c);
         oa.set_ports(vec![1, 2]);
@@ -346,7 +515,7 @@ mod tests {
     fn an_output_to_a_port_with_no_datapath_port_is_left_out() {
         let b = Backer::new();
         let (a, o) = b
-            .add_bridge(pipeline(&["in_port=1,actions=output:2,output:3"]))
+            .add_bridge("br", pipeline(&["in_port=1,actions=output:2,output:3"]))
             .unwrap();
         o.set_ports(vec![1, 2, 3]);
         b.set_port(a, 1, 7).unwrap();
@@ -359,8 +528,10 @@ mod tests {
     #[test]
     fn notes_name_their_bridge_and_every_change_moves_the_generation() {
         let b = Backer::new();
-        let (_, _) = b.add_bridge(Pipeline::new()).unwrap();
-        let (c, o) = b.add_bridge(pipeline(&["actions=controller"])).unwrap();
+        let (_, _) = b.add_bridge("br", Pipeline::new()).unwrap();
+        let (c, o) = b
+            .add_bridge("br", pipeline(&["actions=controller"]))
+            .unwrap();
         o.set_ports(vec![1]);
         let g = b.generation();
         b.set_port(c, 1, 5).unwrap();
@@ -378,5 +549,90 @@ mod tests {
         b.remove_bridge(c);
         assert!(b.translate(&key(5), 0, false).actions.is_empty());
         assert!(b.ofproto(c).is_none());
+    }
+
+    mod megaflows {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A rule of either bridge: a match on a few of the fields the keys vary,
+        /// and actions among outputs (the patch port 2 included), rewrites and
+        /// NORMAL.
+        fn rule() -> impl Strategy<Value = String> {
+            let matching = prop_oneof![
+                Just(String::new()),
+                (1u32..3).prop_map(|p| format!("in_port={p},")),
+                (0u16..4).prop_map(|d| format!("udp,tp_dst={d},")),
+                (0u8..4).prop_map(|s| format!("ip,nw_src=10.0.0.{s},")),
+            ];
+            let action = prop_oneof![
+                (1u32..3).prop_map(|p| format!("output:{p}")),
+                Just("NORMAL".to_string()),
+                Just("mod_tp_dst:3".to_string()),
+                Just("mod_nw_src:10.0.0.1".to_string()),
+                Just("drop".to_string()),
+            ];
+            (matching, 1u16..4, proptest::collection::vec(action, 1..3)).prop_map(
+                |(m, prio, mut acts)| {
+                    if acts.iter().any(|a| a == "drop") {
+                        acts = vec!["drop".to_string()];
+                    }
+                    let m = if acts.iter().any(|a| a.starts_with("mod_tp")) && !m.contains("udp") {
+                        format!("udp,{m}")
+                    } else if acts.iter().any(|a| a.starts_with("mod_nw")) && !m.contains("p,") {
+                        format!("ip,{m}")
+                    } else {
+                        m
+                    };
+                    format!("priority={prio},{m}actions={}", acts.join(","))
+                },
+            )
+        }
+
+        fn key() -> impl Strategy<Value = FlowKey> {
+            (
+                prop_oneof![Just(1u32), Just(3u32)],
+                0u16..4,
+                0u8..4,
+                0u8..3,
+                0u8..3,
+            )
+                .prop_map(|(in_port, tp_dst, src, smac, dmac)| FlowKey {
+                    in_port,
+                    tp_dst,
+                    nw_src: u128::from(0x0a00_0000 + u32::from(src)),
+                    dl_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, smac]),
+                    dl_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, dmac]),
+                    ..udp_from(in_port, 0, 0)
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            /// The megaflow a translation across the patch gives holds for every
+            /// key it covers: a key that agrees with it under its mask translates
+            /// to the same actions (what a cached datapath flow does for it).
+            #[test]
+            fn a_megaflow_across_a_patch_holds_for_every_key_it_covers(
+                a_rules in proptest::collection::vec(rule(), 0..5),
+                b_rules in proptest::collection::vec(rule(), 0..5),
+                keys in proptest::collection::vec(key(), 2..12),
+            ) {
+                let a_rules: Vec<&str> = a_rules.iter().map(String::as_str).collect();
+                let b_rules: Vec<&str> = b_rules.iter().map(String::as_str).collect();
+                let (backer, _, b) = patched(&a_rules, &b_rules);
+                backer.set_patch(b, 2, "pb", "pa");
+                for k1 in &keys {
+                    let t1 = backer.translate(k1, 0, false);
+                    for k2 in &keys {
+                        if k2.masked(&t1.mask) != k1.masked(&t1.mask) {
+                            continue;
+                        }
+                        let t2 = backer.translate(k2, 0, false);
+                        prop_assert_eq!(&t2.actions, &t1.actions, "{:?} covers {:?}", k1, k2);
+                    }
+                }
+            }
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! table and its ports, and the generation that says when any of them changed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use arc_swap::ArcSwap;
 use vsw_datapath::{Translation, Upcall};
@@ -10,6 +10,7 @@ use vsw_flow::{Action, MacTable, Pipeline};
 use vsw_packet::{FlowKey, MacAddr};
 
 use crate::attribution::{FlowCredit, TableCounters};
+use crate::backer::{Backer, BackerView, BridgeSlot};
 use crate::generation::Generation;
 use crate::punt_notes::{PuntNote, PuntNotes};
 use crate::trace::Trace;
@@ -44,6 +45,9 @@ pub struct Ofproto {
     fail_open: AtomicBool,
     /// `flow-restore-wait`: nothing is forwarded until the flows are restored.
     restore_wait: AtomicBool,
+    /// The datapath's backer this bridge is in, and its number there: its
+    /// translations then emit datapath numbers and cross its patch ports.
+    in_backer: OnceLock<(Weak<Backer>, BridgeSlot)>,
 }
 
 impl std::fmt::Debug for Ofproto {
@@ -80,7 +84,35 @@ impl Ofproto {
             table_counters: Arc::new(TableCounters::default()),
             fail_open: AtomicBool::new(false),
             restore_wait: AtomicBool::new(false),
+            in_backer: OnceLock::new(),
         })
+    }
+
+    /// Makes this a bridge of `backer`'s, numbered `slot` there (once).
+    pub(crate) fn join_backer(&self, backer: Weak<Backer>, slot: BridgeSlot) {
+        let _ = self.in_backer.set((backer, slot));
+    }
+
+    /// The backer this bridge is in, while it is.
+    fn backer(&self) -> Option<(Arc<Backer>, BridgeSlot)> {
+        let (b, slot) = self.in_backer.get()?;
+        Some((b.upgrade()?, *slot))
+    }
+
+    pub(crate) fn macs(&self) -> &Arc<Mutex<MacTable>> {
+        &self.macs
+    }
+
+    pub(crate) fn punt_notes(&self) -> &PuntNotes {
+        &self.punt_notes
+    }
+
+    pub(crate) fn ports(&self) -> Arc<Vec<u32>> {
+        self.ports.load_full()
+    }
+
+    pub(crate) fn live_ports(&self) -> Arc<Vec<u32>> {
+        self.live_ports.load_full()
     }
 
     pub fn pipeline(&self) -> Arc<Pipeline> {
@@ -209,6 +241,13 @@ impl Ofproto {
     /// `in_port` the port it counts as coming from), as if a rule of table 0 held
     /// them. NORMAL does not learn from it.
     pub fn translate_packet_out(&self, key: &FlowKey, actions: &[Action], now_ms: u64) -> Xlated {
+        let backer = self.backer();
+        let _one = backer.as_ref().map(|(b, _)| b.translating());
+        let map = backer.as_ref().map(|(b, _)| b.map());
+        let view = backer
+            .as_ref()
+            .zip(map.as_deref())
+            .map(|((_, slot), map)| BackerView { map, slot: *slot });
         let macs = &mut lock(&self.macs);
         let pipeline = self.pipeline.load();
         let ports = self.ports.load();
@@ -224,11 +263,21 @@ impl Ofproto {
             punt_notes: &self.punt_notes,
             fail_open: false,
             restore_wait: false,
+            backer: view,
         };
         translate_actions(&mut env, key, actions)
     }
 
     fn run(&self, key: &FlowKey, now_ms: u64, learn: bool, trace: bool) -> (Xlated, u64) {
+        // In a backer: one translation at a time (it may cross into other bridges),
+        // in the datapath's numbers.
+        let backer = self.backer();
+        let _one = backer.as_ref().map(|(b, _)| b.translating());
+        let map = backer.as_ref().map(|(b, _)| b.map());
+        let view = backer
+            .as_ref()
+            .zip(map.as_deref())
+            .map(|((_, slot), map)| BackerView { map, slot: *slot });
         let mut macs = lock(&self.macs);
         // Read under the MAC table's lock, before the rules: see `set_pipeline`.
         let generation = self.generation.get();
@@ -246,6 +295,7 @@ impl Ofproto {
             punt_notes: &self.punt_notes,
             fail_open: self.fail_open.load(Ordering::Acquire),
             restore_wait: self.restore_wait.load(Ordering::Acquire),
+            backer: view,
         };
         let mut x = translate(&mut env, key);
         if self.offload_ports.load().contains(&key.in_port) {
@@ -328,6 +378,7 @@ impl Upcall for Ofproto {
                 groups: x.groups,
                 table_counters: self.table_counters.clone(),
                 learned: x.learned,
+                learned_across: x.learned_across,
                 macs: self.macs.clone(),
                 generation: self.generation.clone(),
             }),

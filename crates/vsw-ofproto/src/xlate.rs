@@ -5,7 +5,7 @@
 //! table and becomes outputs. Rewrites change the working key, so later tables see
 //! the packet as it will be.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use vsw_datapath::DpAction;
 use vsw_flow::fields::Needs;
@@ -15,6 +15,7 @@ use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
+use crate::backer::{BackerView, BridgeSlot};
 use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
 
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
@@ -124,6 +125,8 @@ pub struct Xlated {
     pub groups: Vec<(Arc<Group>, Option<usize>)>,
     /// The sources NORMAL learned (or would have): (MAC, VLAN, port).
     pub learned: Vec<(MacAddr, u16, u32)>,
+    /// What NORMAL learned in bridges a patch port led to, with their tables.
+    pub learned_across: Vec<(Arc<Mutex<MacTable>>, MacAddr, u16, u32)>,
     /// The key after every rewrite.
     pub final_key: FlowKey,
     pub error: Option<XlateError>,
@@ -151,6 +154,9 @@ pub(crate) struct XlateEnv<'a> {
     pub restore_wait: bool,
     /// Ports whose link is up (a fast-failover bucket watching one is live).
     pub live_ports: &'a [u32],
+    /// The datapath's backer, when the bridge is in one: actions are emitted in
+    /// datapath numbers and patch ports lead into other bridges.
+    pub backer: Option<BackerView<'a>>,
 }
 
 struct Ctx<'a, 'b> {
@@ -169,6 +175,12 @@ struct Ctx<'a, 'b> {
     /// copy_ttl_out gave the packet the inner header's TTL, which the key does not
     /// hold: a table that looks at the TTL after it cannot be answered.
     ttl_unknown: bool,
+    /// In a bridge a patch port led to: its MAC table (what NORMAL learns here is
+    /// refreshed there), and its tables are not the first bridge's to count.
+    across: Option<Arc<Mutex<MacTable>>>,
+    /// The bridges this translation went through before this one (their MAC
+    /// tables are held): a patch back into one of them goes nowhere.
+    path: Vec<BridgeSlot>,
 }
 
 /// OpenFlow's action set: at most one action of each kind (one output, one group,
@@ -238,32 +250,7 @@ impl ActionSet {
 
 /// Translates `key` through the pipeline from table 0.
 pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
-    if env.restore_wait {
-        // No half-built pipeline forwards (nor does NORMAL learn) before the
-        // controller or the operator says the flows are back.
-        return run(env, key, |cx| {
-            cx.step(
-                0,
-                "flow-restore-wait: dropped until the flows are restored".into(),
-            );
-        });
-    }
-    if env.fail_open {
-        return run(env, key, |cx| {
-            cx.step(0, "fail open: NORMAL".into());
-            cx.normal(0)
-        });
-    }
-    run(env, key, |cx| {
-        cx.table(0);
-        // The pipeline ended: the action set runs.
-        for (a, rule, table) in cx.action_set.take() {
-            if cx.out.error.is_some() {
-                break;
-            }
-            cx.action(&a, table, Some(&rule));
-        }
-    })
+    run(env, key, |cx| cx.walk())
 }
 
 /// Translates a list of actions for a packet of `key` (an OpenFlow packet-out's): as
@@ -294,6 +281,8 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
         saves: 0,
         action_set: ActionSet::default(),
         ttl_unknown: false,
+        across: None,
+        path: Vec::new(),
     };
     // Every datapath flow matches one input port exactly.
     cx.out.mask.in_port = u32::MAX;
@@ -306,6 +295,136 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
 }
 
 impl Ctx<'_, '_> {
+    /// The bridge's pipeline from table 0 (or what stands for it), then the action
+    /// set.
+    fn walk(&mut self) {
+        if self.env.restore_wait {
+            // No half-built pipeline forwards (nor does NORMAL learn) before the
+            // controller or the operator says the flows are back.
+            self.step(
+                0,
+                "flow-restore-wait: dropped until the flows are restored".into(),
+            );
+            return;
+        }
+        if self.env.fail_open {
+            self.step(0, "fail open: NORMAL".into());
+            self.normal(0);
+            return;
+        }
+        self.table(0);
+        // The pipeline ended: the action set runs.
+        for (a, rule, table) in self.action_set.take() {
+            if self.out.error.is_some() {
+                break;
+            }
+            self.action(&a, table, Some(&rule));
+        }
+    }
+
+    /// Sends the packet to this bridge's port `of_port`: the port's datapath port,
+    /// on into the peer's bridge for a patch port, nowhere for a port not in the
+    /// datapath (down).
+    fn output(&mut self, of_port: u32) {
+        let Some(b) = self.env.backer else {
+            self.emit(DpAction::Output(of_port));
+            return;
+        };
+        if let Some((slot, port)) = b.patch_peer(of_port) {
+            self.cross(b, of_port, slot, port);
+        } else if let Some(dp) = b.dp_port(of_port) {
+            self.emit(DpAction::Output(dp));
+        }
+    }
+
+    /// Continues the translation in bridge `slot` as a packet received on its port
+    /// `port` (a patch port's peer): its metadata and tunnel fields cleared, its own tables, MAC
+    /// learning and ports, the megaflow's mask and the datapath actions growing on.
+    /// What the peer's actions change of the packet, they change on a copy: what
+    /// this bridge does after sees the packet as it was.
+    fn cross(&mut self, b: BackerView<'_>, of_port: u32, slot: BridgeSlot, port: u32) {
+        let Some(peer) = b.map.bridges.get(&slot) else {
+            return;
+        };
+        if slot == b.slot || self.path.contains(&slot) {
+            // Its MAC table is held by this translation already.
+            self.step(
+                0,
+                format!(
+                    "output to patch port {of_port}: back into bridge {}, which the packet \
+                     went through: dropped",
+                    peer.name
+                ),
+            );
+            return;
+        }
+        if self.depth >= MAX_RESUBMIT_DEPTH || self.saves == MAX_SAVES {
+            self.out.error = Some(XlateError::TooDeep);
+            self.step(0, format!("{}", XlateError::TooDeep));
+            return;
+        }
+        self.step(
+            0,
+            format!(
+                "output to patch port {of_port}: on to bridge {} as from its port {port}",
+                peer.name
+            ),
+        );
+        let o = &peer.ofproto;
+        let (pipeline, ports, live) = (o.pipeline(), o.ports(), o.live_ports());
+        let table = o.macs().clone();
+        let mut macs = table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut env = XlateEnv {
+            pipeline: &pipeline,
+            macs: &mut macs,
+            ports: &ports,
+            now_ms: self.env.now_ms,
+            learn: self.env.learn,
+            trace: self.env.trace,
+            punt_notes: o.punt_notes(),
+            fail_open: o.fail_open(),
+            restore_wait: o.restore_wait(),
+            live_ports: &live,
+            backer: Some(BackerView { map: b.map, slot }),
+        };
+        // As Open vSwitch: the metadata and the tunnel it came from stay behind.
+        let key = FlowKey {
+            in_port: port,
+            metadata: 0,
+            tun_id: 0,
+            tun_src: 0,
+            tun_dst: 0,
+            tun_metadata0: 0,
+            tun_flags: 0,
+            ..self.key
+        };
+        let start = self.out.actions.len();
+        let mut inner = Ctx {
+            env: &mut env,
+            key,
+            out: std::mem::take(&mut self.out),
+            depth: self.depth + 1,
+            learned: false,
+            in_group: 0,
+            // One copy kept for this crossing, should it need one.
+            saves: self.saves + 1,
+            action_set: ActionSet::default(),
+            ttl_unknown: self.ttl_unknown,
+            across: Some(table.clone()),
+            path: self.path.iter().copied().chain([b.slot]).collect(),
+        };
+        inner.walk();
+        self.out = std::mem::take(&mut inner.out);
+        drop(inner);
+        if self.out.actions[start..]
+            .iter()
+            .any(|a| !matches!(a, DpAction::Output(_)))
+        {
+            self.out.actions.insert(start, DpAction::Save);
+            self.out.actions.push(DpAction::Restore);
+        }
+    }
+
     fn step(&mut self, table: u8, text: String) {
         if self.env.trace {
             self.out.steps.push(TraceStep {
@@ -334,7 +453,9 @@ impl Ctx<'_, '_> {
             self.step(id, format!("{}", XlateError::TtlUnknown));
         }
         self.out.mask.nw_ttl |= ttl_mask;
-        self.out.tables.push((id, rule.is_some()));
+        if self.across.is_none() {
+            self.out.tables.push((id, rule.is_some()));
+        }
         match rule {
             None => self.step(id, "no match: drop".into()),
             Some(rule) => {
@@ -384,18 +505,21 @@ impl Ctx<'_, '_> {
             // Never back out of the port it came in on: that is IN_PORT.
             Action::Output(p) => {
                 if p != k.in_port {
-                    self.emit(DpAction::Output(p));
+                    self.output(p);
                 }
             }
             Action::InPort => {
                 let p = k.in_port;
-                self.emit(DpAction::Output(p));
+                self.output(p);
             }
             Action::Flood => self.flood(),
             Action::Normal => self.normal(table),
             Action::Drop => {}
             Action::Group(id) => self.group(id, table, rule),
-            Action::Meter(id) => self.emit(DpAction::Meter(id)),
+            Action::Meter(id) => {
+                let id = self.env.backer.map_or(id, |b| b.dp_meter(id));
+                self.emit(DpAction::Meter(id));
+            }
             // One queue per port: nothing to choose.
             Action::SetQueue(_) => {}
             // The table walk takes these (they hold no packet action of their own).
@@ -418,7 +542,13 @@ impl Ctx<'_, '_> {
                     max_len,
                 };
                 let id = self.env.punt_notes.intern(note);
-                self.emit(DpAction::Controller(id));
+                match self.env.backer.map_or(Some(id), |b| b.dp_note(id)) {
+                    Some(id) => self.emit(DpAction::Controller(id)),
+                    None => self.step(
+                        table,
+                        "more packet-in notes than the datapath can number: not sent up".into(),
+                    ),
+                }
             }
             // Rewrites became datapath actions above.
             Action::SetTunnel(_)
@@ -717,7 +847,7 @@ impl Ctx<'_, '_> {
         for i in 0..self.env.ports.len() {
             let p = self.env.ports[i];
             if p != in_port {
-                self.emit(DpAction::Output(p));
+                self.output(p);
             }
         }
     }
@@ -741,7 +871,13 @@ impl Ctx<'_, '_> {
         // resubmit as from another port) would otherwise move the host it looks up.
         if !k.dl_src.is_multicast() && !self.learned {
             self.learned = true;
-            self.out.learned.push((k.dl_src, vlan, k.in_port));
+            match &self.across {
+                Some(t) => self
+                    .out
+                    .learned_across
+                    .push((t.clone(), k.dl_src, vlan, k.in_port)),
+                None => self.out.learned.push((k.dl_src, vlan, k.in_port)),
+            }
             if self.env.learn {
                 use vsw_flow::Learned;
                 let l = self
@@ -767,7 +903,7 @@ impl Ctx<'_, '_> {
             }
             Some(p) => {
                 self.step(table, format!("NORMAL: {} learned on port {p}", k.dl_dst));
-                self.emit(DpAction::Output(p));
+                self.output(p);
             }
             None => {
                 self.step(table, format!("NORMAL: {} not learned: flood", k.dl_dst));
