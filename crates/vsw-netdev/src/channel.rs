@@ -1,9 +1,9 @@
 //! A one-way channel of frames between threads of one vswd (a PMD and another
-//! bridge's PMD): a free list and a list of filled frames of preallocated buffers,
+//! pass of the datapath): a free list and a list of filled frames of preallocated buffers,
 //! both lock-free bounded queues (`crossbeam-queue`). Sending copies a frame into a
 //! free buffer; the receiving queue lends it to its datapath until the batch is
-//! released. Nothing is allocated and no lock is taken per packet. Patch ports and
-//! tunnel ports are made of them.
+//! released. Nothing is allocated and no lock is taken per packet. Tunnel ports are
+//! made of them.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -39,11 +39,6 @@ struct Frame {
 }
 
 impl Channel {
-    /// A channel for frames up to [`CHANNEL_FRAME`] bytes.
-    pub(crate) fn new() -> Arc<Channel> {
-        Self::with_frames_of(CHANNEL_FRAME)
-    }
-
     /// A channel for frames up to `frame` bytes ([`SUPER_FRAME`]: TCP super-frames
     /// cross it whole, each buffer 64 KiB; they are made only as traffic needs them).
     pub(crate) fn with_frames_of(frame: usize) -> Arc<Channel> {

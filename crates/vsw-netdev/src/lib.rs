@@ -15,7 +15,6 @@ pub mod ebpf;
 #[allow(unsafe_code)]
 pub mod guest_memory;
 pub mod interface;
-pub mod patch;
 #[allow(unsafe_code)]
 mod sys;
 pub mod tap;

@@ -533,7 +533,7 @@ impl Switch {
             Some(d) => d,
             None => Dpif::start(&DaemonSettings::of(&sw_opts))?,
         };
-        let (slot, ofproto) = dpif.backer().add_bridge(pipeline)?;
+        let (slot, ofproto) = dpif.backer().add_bridge(bridge, pipeline)?;
         // Set before the first packet (the bridge has no port in the datapath yet):
         // a restart with it set forwards nothing until the flows are restored and it
         // is cleared.
@@ -837,7 +837,19 @@ impl Switch {
             return Err(e.into());
         }
         port.dp_no = Some(dp);
+        self.join_patch(no);
         Ok(dp)
+    }
+
+    /// A patch port joins its peer (in whichever bridge of the datapath it is, as
+    /// soon as both are there): translation goes on across it.
+    fn join_patch(&self, no: u32) {
+        let port = &self.ports[&no];
+        if let Some(peer) = port.device.patch_peer() {
+            self.dpif
+                .backer()
+                .set_patch(self.slot, no, &port.name, peer);
+        }
     }
 
     /// Port `no` lets go of its datapath number (its queues left the datapath).
@@ -1778,6 +1790,8 @@ impl Switch {
             self.release_dp_number(no);
             return Err(e.into());
         }
+        // A patch port's peer may be another now.
+        self.join_patch(no);
         Ok(())
     }
 
@@ -2619,8 +2633,8 @@ impl Switch {
                 tracing::info!(error = %e, "OpenFlow packet-out refused");
                 Refusal::BadArgument
             })?;
-        let mut x = self.ofproto.translate_packet_out(&key, &actions, now_ms());
-        self.dpif.backer().to_datapath(self.slot, &mut x.actions);
+        // In the datapath's numbers (the bridge is in the backer).
+        let x = self.ofproto.translate_packet_out(&key, &actions, now_ms());
         let packet = vsw_datapath::Injected {
             in_port: self.injected_in_port(in_port),
             actions: x.actions,

@@ -840,3 +840,56 @@ fn two_bridges_share_one_datapath_each_with_its_own_port_numbers() {
     });
     a.shutdown(false);
 }
+
+#[test]
+fn a_patch_pair_joins_two_bridges_inside_one_translation() {
+    let (da, db) = (TestDir::new("patch-a"), TestDir::new("patch-b"));
+    let classes = || PortClasses::standard().with(&memory::CLASS);
+    let opts = vswd::options::Options::from([("pmd-sleep-max".to_string(), "1000".to_string())]);
+    let mut a = Switch::start_unsaved(&da.socket(), classes(), "brpa", &opts, None).unwrap();
+    let mut b =
+        Switch::start_unsaved(&db.socket(), classes(), "brpb", &opts, Some(a.dpif())).unwrap();
+    add_port(&mut a, "genp", &["type=ring", "ring-flows=1"]).unwrap();
+    add_port(&mut a, "ppa", &["type=patch", "peer=ppb"]).unwrap();
+    add_port(&mut b, "sinkp", &["type=ring"]).unwrap();
+    add_port(&mut b, "ppb", &["type=patch", "peer=ppa"]).unwrap();
+    add_flow(&mut a, "priority=10,in_port=genp,actions=output:ppa").unwrap();
+    add_flow(
+        &mut b,
+        "priority=10,in_port=ppb,udp,actions=mod_tp_dst:7,output:sinkp",
+    )
+    .unwrap();
+    let trace = a
+        .handle(Request::Trace {
+            flow: "in_port=genp,udp".into(),
+        })
+        .unwrap();
+    let trace = trace.as_str().unwrap();
+    assert!(
+        trace.contains("on to bridge brpb as from its port 2"),
+        "{trace}"
+    );
+    assert!(trace.contains("mod_tp_dst:7"), "{trace}");
+    let tx = |sw: &mut Switch, name: &str| port(sw, name).stats.tx_packets;
+    eventually("b's sink to get a's packets", || tx(&mut b, "sinkp") > 1000);
+    // One datapath flow for both bridges: the packet is looked up once, on a's port.
+    let flows: Vec<vsw_protocol::DpFlowInfo> =
+        serde_json::from_value(a.handle(Request::DumpDpFlows { kind: None }).unwrap()).unwrap();
+    assert_eq!(flows.len(), 1, "{flows:?}");
+    assert!(flows[0].actions.contains("set(l4(dst=7))"), "{flows:?}");
+    let none: Vec<vsw_protocol::DpFlowInfo> =
+        serde_json::from_value(b.handle(Request::DumpDpFlows { kind: None }).unwrap()).unwrap();
+    assert!(none.is_empty(), "no packet entered b's ports: {none:?}");
+    assert_eq!(a.dpif().dp().flow_count(), 1);
+    // b's rules decide: a drop there stops a's packets before the command returns.
+    add_flow(&mut b, "priority=20,in_port=ppb,actions=drop").unwrap();
+    let before = tx(&mut b, "sinkp");
+    let sent = port(&mut a, "genp").stats.rx_packets;
+    eventually("a to go on receiving", || {
+        port(&mut a, "genp").stats.rx_packets > sent + 1000
+    });
+    assert_eq!(tx(&mut b, "sinkp"), before);
+    b.shutdown(false);
+    drop(b);
+    a.shutdown(false);
+}

@@ -63,8 +63,6 @@ pub enum PortError {
     Mtu { port: String, mtu: u32, why: String },
     #[error("vhost-user socket {path}: {why}")]
     Socket { path: PathBuf, why: String },
-    #[error(transparent)]
-    Patch(#[from] crate::patch::PatchError),
 }
 
 /// What changing one of a class's options on a port does.
@@ -211,6 +209,11 @@ pub trait PortDevice: Send {
 
     /// A vhost-user guest's counters.
     fn guest_counters(&self) -> Option<vsw_protocol::GuestCounters> {
+        None
+    }
+
+    /// The peer port's name, for a patch port (translation goes on in its bridge).
+    fn patch_peer(&self) -> Option<&str> {
         None
     }
 

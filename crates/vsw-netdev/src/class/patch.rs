@@ -1,7 +1,11 @@
-//! `patch`: a port joined in memory to its `peer` port, usually on another bridge of
-//! the same vswd (Open vSwitch's patch ports). See `crate::patch`.
+//! `patch`: a port joined to its `peer` port, usually on another bridge of the same
+//! vswd (Open vSwitch's patch ports). Nothing crosses it as a packet: translation
+//! goes on in the peer's bridge (`vsw_ofproto::Backer`). The port is in the datapath
+//! so that it has a number there, with no receive queue and a transmit queue that
+//! takes nothing (a patch whose peer is not there is a cable with nothing at the
+//! other end).
 
-use vsw_datapath::PortQueues;
+use vsw_datapath::{PacketMeta, PortQueues, StageError, TxOffloads, TxQueue};
 
 use super::{
     bad, ClassEnv, ClassOption, MtuHandling, OnChange, OptionError, Options, PortClass, PortDevice,
@@ -58,14 +62,52 @@ impl PortDevice for PatchDevice {
     }
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
-        Ok(crate::patch::open(&self.name, &self.peer)?)
+        Ok(PortQueues {
+            rx: Vec::new(),
+            tx: Box::new(Unjoined),
+            tx_factory: None,
+        })
     }
 
     fn mtu(&self) -> Option<u32> {
-        Some(crate::patch::PATCH_MTU as u32)
+        Some(PATCH_MTU)
+    }
+
+    fn patch_peer(&self) -> Option<&str> {
+        Some(&self.peer)
     }
 
     fn set_mtu(&mut self, mtu: Option<u32>) -> Result<(), PortError> {
         super::mtu_not_set(&self.name, mtu)
+    }
+}
+
+/// The MTU a patch port reports (nothing limits what crosses it).
+pub const PATCH_MTU: u32 = 9216;
+
+/// A patch port's transmit queue: what is sent to it while its peer is not there
+/// is dropped (counted as a full queue).
+struct Unjoined;
+
+impl TxQueue for Unjoined {
+    fn offloads(&self) -> TxOffloads {
+        TxOffloads {
+            csum: true,
+            tso: true,
+            tunnel_tso: true,
+            mtu: PATCH_MTU as usize,
+        }
+    }
+
+    fn stage(&mut self, _data: &[u8], _meta: &PacketMeta) -> Result<(), StageError> {
+        Err(StageError::QueueFull)
+    }
+
+    fn pending(&self) -> usize {
+        0
+    }
+
+    fn flush(&mut self) -> usize {
+        0
     }
 }
