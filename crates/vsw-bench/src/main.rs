@@ -994,6 +994,10 @@ struct DatapathArgs {
     /// Which scenarios (1-based, comma-separated); all by default.
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<usize>,
+    /// The patch scenarios instead: cache hits, megaflows and upcalls on one
+    /// bridge, each beside the same across a patch pair to a second bridge.
+    #[arg(long)]
+    patch: bool,
     /// Directory for datapath.json and datapath.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -1003,7 +1007,11 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
     if !(64..=1518).contains(&a.frame_size) {
         bail!("--frame-size {} is outside 64..1518", a.frame_size);
     }
-    let all = vsw_bench::inmemory::standard_scenarios();
+    let all = if a.patch {
+        vsw_bench::inmemory::patch_scenarios()
+    } else {
+        vsw_bench::inmemory::standard_scenarios()
+    };
     let chosen: Vec<_> = if a.scenarios.is_empty() {
         all
     } else {
