@@ -2431,6 +2431,18 @@ impl Switch {
     }
 
     fn dump_dp_flows(&self) -> Vec<DpFlowInfo> {
+        self.dp_flow_views(true)
+    }
+
+    /// The datapath flows received on this bridge's ports as `dpctl/dump-flows`
+    /// shows the datapath: in its port numbers.
+    pub fn datapath_flows(&self) -> Vec<DpFlowInfo> {
+        self.dp_flow_views(false)
+    }
+
+    /// The datapath flows received on this bridge's ports, in its OpenFlow numbers
+    /// (`of_numbers`) or the datapath's.
+    fn dp_flow_views(&self, of_numbers: bool) -> Vec<DpFlowInfo> {
         let now = now_ms();
         let mut flows = self.dpif.dp().dump_flows();
         self.offloads.count(&flows);
@@ -2443,7 +2455,12 @@ impl Switch {
                 let s = f.stats();
                 let o = self.offloads.dp_flow(f);
                 let (mut value, mask) = (*f.matcher.value(), *f.matcher.mask());
-                value.in_port = self.of_no(value.in_port).unwrap_or(value.in_port);
+                let actions = if of_numbers {
+                    value.in_port = self.of_no(value.in_port).unwrap_or(value.in_port);
+                    self.actions_in_of_numbers(&f.actions)
+                } else {
+                    f.actions.to_vec()
+                };
                 DpFlowInfo {
                     id: f.id,
                     core: f.core,
@@ -2451,7 +2468,7 @@ impl Switch {
                     packets: s.packets,
                     bytes: s.bytes,
                     used_s: s.used_ms.map(|t| now.saturating_sub(t) as f64 / 1000.0),
-                    actions: format_dp_actions(&self.actions_in_of_numbers(&f.actions)),
+                    actions: format_dp_actions(&actions),
                     offloaded: o.offloaded,
                     offload_reason: (!o.offloaded && o.status != "off").then(|| o.status.clone()),
                     dp: match o.offloaded {

@@ -187,16 +187,17 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
             per_datapath(cx, |b| ask::<Value>(b, Request::PmdRxqRebalance).map(|_| String::new()))?;
             Ok("pmd rxq rebalance requested.\n".into())
         }
-        // Flows name their ports, whose names no two bridges share: one list.
+        // The one datapath, in its port numbers: each bridge's flows (those received
+        // on its ports) together, in the order they were made.
         "dpctl/dump-flows" => {
-            let mut out = String::new();
-            for b in cx.bridges.all() {
-                out.push_str(&render::dp_flows(
-                    &ask::<Vec<_>>(&b, Request::DumpDpFlows { kind: None })?,
-                    false,
-                ));
-            }
-            Ok(out)
+            let mut flows: Vec<_> = cx
+                .bridges
+                .all()
+                .iter()
+                .flat_map(|b| b.lock().datapath_flows())
+                .collect();
+            flows.sort_by_key(|f| f.id);
+            Ok(render::dp_flows(&flows, false))
         }
         "ofproto/trace" => {
             let (named, flow) = match args {
