@@ -1,0 +1,357 @@
+//! Rules, groups and meters: flow-mods of every kind, carried out on a copy of the
+//! pipeline and put in place whole (revalidated before they are answered).
+
+use super::*;
+
+impl Switch {
+    /// A revalidator pass now: when it returns, no PMD forwards by a datapath flow
+    /// the rules, ports or MAC table no longer give.
+    pub(super) fn revalidate_now(&mut self) -> Result<(), SwitchError> {
+        let opts = SwitchOptions::from_options(&self.options).ok();
+        let max_idle = opts.map_or(crate::options::DEFAULT_MAX_IDLE_MS, |o| o.max_idle_ms);
+        self.dpif.dp().revalidate(now_ms(), max_idle)?;
+        Ok(())
+    }
+
+    /// Puts `pipeline` in place of the running one, the counts the old rules earned
+    /// pushed to them first, and revalidates (no PMD forwards by the old rules once
+    /// it returns): the old pipeline, and whether the revalidation failed.
+    pub(super) fn install_pipeline(
+        &mut self,
+        pipeline: Pipeline,
+    ) -> (Arc<Pipeline>, Result<(), SwitchError>) {
+        self.dpif.dp().push_flow_stats();
+        let old = self.ofproto.pipeline();
+        for (m, _) in pipeline.meters() {
+            self.dpif
+                .dp()
+                .set_meter(Backer::dp_meter(self.slot, m.id), Some(&meter_config(m)));
+        }
+        self.ofproto.set_pipeline(pipeline);
+        let revalidated = self.revalidate_now();
+        self.withdraw_offloads();
+        (old, revalidated)
+    }
+
+    /// The datapath lets go of the meters `old` had that the running pipeline has not.
+    pub(super) fn forget_meters_of(&mut self, old: &Pipeline) {
+        let now = self.ofproto.pipeline();
+        for (m, _) in old.meters() {
+            if now.meter(m.id).is_none() {
+                self.dpif
+                    .dp()
+                    .set_meter(Backer::dp_meter(self.slot, m.id), None);
+            }
+        }
+    }
+
+    pub(super) fn add_flows(&mut self, texts: &[String]) -> Result<Value, SwitchError> {
+        let names = |n: &str| self.port_no(n);
+        let mut specs = Vec::with_capacity(texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            let spec = parse_flow(t, &names).map_err(|error| {
+                if texts.len() == 1 {
+                    SwitchError::Flow(error)
+                } else {
+                    SwitchError::FlowLine { line: i + 1, error }
+                }
+            })?;
+            specs.push(spec);
+        }
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        if let Some(g) = specs
+            .iter()
+            .find_map(|s| pipeline.missing_group(&s.actions))
+        {
+            return Err(SwitchError::NoSuchGroup(g));
+        }
+        if !specs.iter().all(vsw_openflow::from_vsw::rule_fits_openflow) {
+            return Err(SwitchError::TooLarge("flow"));
+        }
+        if let Some(m) = specs
+            .iter()
+            .find_map(|s| pipeline.missing_meter(&s.actions))
+        {
+            return Err(SwitchError::NoSuchMeter(m));
+        }
+        let now = now_ms();
+        let added = specs.iter().map(format_flow).collect();
+        for spec in specs {
+            pipeline.insert(spec, now);
+        }
+        self.replace_rules_noted(pipeline, Vec::new(), added)?;
+        Ok(json!({ "added": texts.len() }))
+    }
+
+    pub(super) fn del_flows(
+        &mut self,
+        matching: Option<&str>,
+        strict: bool,
+    ) -> Result<Value, SwitchError> {
+        let change = FlowChange::Delete {
+            matching: matching.map(str::to_string),
+            strict,
+        };
+        let removed = self.flow_changes(&[change])?.remove(0)?;
+        Ok(json!({ "removed": removed }))
+    }
+
+    pub(super) fn mod_flows(
+        &mut self,
+        text: &str,
+        strict: bool,
+        reset_counts: bool,
+    ) -> Result<Value, SwitchError> {
+        let change = FlowChange::Modify {
+            flow: text.to_string(),
+            strict,
+            reset_counts,
+        };
+        let changed = self.flow_changes(&[change])?.remove(0)?;
+        Ok(json!({ "modified": changed }))
+    }
+
+    /// Carries out flow-mods (OpenFlow's, in order), each on its own terms — one
+    /// refused changes nothing of the others, and each says how many rules it
+    /// touched — in one change of the tables: one journal line (or state write)
+    /// and one revalidation for all of them. A batch that changes nothing (deletes
+    /// of rules that are not there, say) writes and revalidates nothing. `Err`: the
+    /// change itself could not be made, and none was.
+    pub fn flow_changes(
+        &mut self,
+        changes: &[FlowChange],
+    ) -> Result<Vec<Result<usize, SwitchError>>, SwitchError> {
+        let old = self.ofproto.pipeline();
+        let mut pipeline = (*old).clone();
+        let now = now_ms();
+        let mut touched = HashSet::new();
+        let mut deleted = Vec::new();
+        let results: Vec<Result<usize, SwitchError>> = changes
+            .iter()
+            .map(|c| self.apply_change(&mut pipeline, c, now, &mut touched, &mut deleted))
+            .collect();
+        // What the journal says of the batch: for every rule key it touched, the
+        // rule it had before (removed) and the one it has now (added), when they
+        // differ — so a rule added and deleted again in one batch writes nothing.
+        let (mut del, mut add) = (Vec::new(), Vec::new());
+        for (table, priority, m) in &touched {
+            let before = old.find_exact(*table, m, *priority);
+            let after = pipeline.find_exact(*table, m, *priority);
+            match (before, after) {
+                (Some(b), Some(a)) if Arc::ptr_eq(b, a) => {}
+                (b, a) => {
+                    del.extend(b.map(|r| format_flow(&r.spec)));
+                    add.extend(a.map(|r| format_flow(&r.spec)));
+                }
+            }
+        }
+        if del.is_empty() && add.is_empty() {
+            return Ok(results);
+        }
+        self.replace_rules_noted(pipeline, del, add)?;
+        for r in &deleted {
+            self.note_removed(r, Removal::Deleted, now);
+        }
+        Ok(results)
+    }
+
+    /// One change of [`Switch::flow_changes`], made on `pipeline`: the keys (table,
+    /// priority, match) of the rules it touched go to `touched`, the rules it
+    /// deleted to `deleted`.
+    pub(super) fn apply_change(
+        &self,
+        pipeline: &mut Pipeline,
+        change: &FlowChange,
+        now: u64,
+        touched: &mut HashSet<(u8, u16, vsw_flow::Match)>,
+        deleted: &mut Vec<Arc<vsw_flow::Rule>>,
+    ) -> Result<usize, SwitchError> {
+        let names = |n: &str| self.port_no(n);
+        let key = |r: &Arc<vsw_flow::Rule>| (r.spec.table, r.spec.priority, r.spec.matcher);
+        match change {
+            FlowChange::Add {
+                flow,
+                check_overlap,
+            } => {
+                let spec = parse_flow(flow, &names)?;
+                if let Some(g) = pipeline.missing_group(&spec.actions) {
+                    return Err(SwitchError::NoSuchGroup(g));
+                }
+                if let Some(m) = pipeline.missing_meter(&spec.actions) {
+                    return Err(SwitchError::NoSuchMeter(m));
+                }
+                if *check_overlap && pipeline.overlaps(&spec) {
+                    return Err(SwitchError::Overlap);
+                }
+                if !vsw_openflow::from_vsw::rule_fits_openflow(&spec) {
+                    return Err(SwitchError::TooLarge("flow"));
+                }
+                touched.insert((spec.table, spec.priority, spec.matcher));
+                pipeline.insert(spec, now);
+                Ok(1)
+            }
+            FlowChange::Delete { matching, strict } => {
+                let selection = match matching {
+                    Some(text) => parse_match(text, &names)?,
+                    None => Selection::all(),
+                };
+                let removed = pipeline.remove_rules(&selection, *strict);
+                touched.extend(removed.iter().map(key));
+                let n = removed.len();
+                deleted.extend(removed);
+                Ok(n)
+            }
+            FlowChange::Modify {
+                flow,
+                strict,
+                reset_counts,
+            } => {
+                let (selection, actions) = flow
+                    .split_once("actions=")
+                    .ok_or(SwitchError::Flow(FlowSyntaxError::NoActions))?;
+                let selection = parse_match(selection.trim_end_matches(','), &names)?;
+                // The new actions' groups and meters must exist, as an add's must.
+                let any = vsw_flow::parse_actions_unchecked(actions, &names)?;
+                if let Some(g) = pipeline.missing_group(&any) {
+                    return Err(SwitchError::NoSuchGroup(g));
+                }
+                if let Some(m) = pipeline.missing_meter(&any) {
+                    return Err(SwitchError::NoSuchMeter(m));
+                }
+                let picked = pipeline.select(&selection, *strict);
+                let fits = picked.iter().all(|r| {
+                    vsw_flow::parse_actions(actions, &names, &r.spec.matcher).is_ok_and(|a| {
+                        vsw_openflow::from_vsw::rule_fits_openflow(&vsw_flow::FlowSpec {
+                            actions: a,
+                            ..r.spec.clone()
+                        })
+                    })
+                });
+                if !fits {
+                    return Err(SwitchError::TooLarge("flow"));
+                }
+                let n = pipeline.modify(&selection, *strict, *reset_counts, &|r| {
+                    vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
+                })?;
+                touched.extend(picked.iter().map(key));
+                Ok(n)
+            }
+        }
+    }
+
+    pub(super) fn set_group(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
+        let spec = vsw_flow::parse_group(text, &|n: &str| self.port_no(n))?;
+        if !vsw_openflow::from_vsw::group_fits_openflow(&spec) {
+            return Err(SwitchError::TooLarge("group"));
+        }
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        pipeline.set_group(spec, modify, now_ms())?;
+        self.replace_rules(pipeline)?;
+        Ok(Value::Null)
+    }
+
+    /// Removes a group (`None`: all) and the rules that hand packets to it.
+    pub(super) fn del_groups(&mut self, id: Option<u32>) -> Result<Value, SwitchError> {
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let removed = pipeline.delete_groups(id);
+        self.replace_rules(pipeline)?;
+        let now = now_ms();
+        for r in &removed {
+            self.note_removed(r, Removal::GroupDeleted, now);
+        }
+        Ok(json!({ "flows_removed": removed.len() }))
+    }
+
+    pub(super) fn set_meter(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
+        let spec = vsw_flow::parse_meter(text)?;
+        let mut pipeline = (*self.ofproto.pipeline()).clone();
+        let (id, config) = (spec.id, meter_config(&spec));
+        pipeline.set_meter(spec, modify, now_ms())?;
+        self.replace_rules(pipeline)?;
+        self.dpif
+            .dp()
+            .set_meter(Backer::dp_meter(self.slot, id), Some(&config));
+        Ok(Value::Null)
+    }
+
+    /// Removes a meter (`None`: all) and the rules that use it.
+    pub(super) fn del_meters(&mut self, id: Option<u32>) -> Result<Value, SwitchError> {
+        let current = self.ofproto.pipeline();
+        let gone: Vec<u32> = current
+            .meters()
+            .map(|(m, _)| m.id)
+            .filter(|m| id.is_none_or(|i| i == *m))
+            .collect();
+        let mut pipeline = (*current).clone();
+        let removed = pipeline.delete_meters(id);
+        self.replace_rules(pipeline)?;
+        for m in gone {
+            self.dpif
+                .dp()
+                .set_meter(Backer::dp_meter(self.slot, m), None);
+        }
+        let now = now_ms();
+        for r in &removed {
+            self.note_removed(r, Removal::MeterDeleted, now);
+        }
+        Ok(json!({ "flows_removed": removed.len() }))
+    }
+
+    /// Every meter as it is.
+    pub fn meter_specs(&self) -> Vec<vsw_flow::MeterSpec> {
+        self.ofproto
+            .pipeline()
+            .meters()
+            .map(|(m, _)| (**m).clone())
+            .collect()
+    }
+
+    /// Every group as it is.
+    pub fn group_specs(&self) -> Vec<vsw_flow::GroupSpec> {
+        self.ofproto
+            .pipeline()
+            .groups()
+            .map(|g| g.spec.clone())
+            .collect()
+    }
+
+    /// The rules a selection (as `del-flows` takes it; `None`: all) picks, with
+    /// their counters up to now, and the time.
+    pub fn select_rules(
+        &self,
+        selection: Option<&str>,
+        strict: bool,
+    ) -> Result<(Vec<Arc<vsw_flow::Rule>>, u64), SwitchError> {
+        let selection = match selection {
+            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
+            None => Selection::all(),
+        };
+        self.dpif.dp().push_flow_stats();
+        Ok((self.ofproto.pipeline().select(&selection, strict), now_ms()))
+    }
+
+    /// Whether a rule or group bucket of the bridge reads or writes `tun_metadata0`
+    /// (then its TLV mapping cannot be taken away).
+    pub fn uses_tun_metadata0(&self) -> bool {
+        let writes = |actions: &[vsw_flow::Action]| {
+            actions
+                .iter()
+                .any(|a| matches!(a, vsw_flow::Action::SetTunnelMetadata(_)))
+        };
+        let pipeline = self.ofproto.pipeline();
+        pipeline
+            .rules()
+            .iter()
+            .any(|r| r.spec.matcher.mask().tun_metadata0 != 0 || writes(&r.spec.actions))
+            || pipeline
+                .groups()
+                .any(|g| g.spec.buckets.iter().any(|b| writes(&b.actions)))
+    }
+
+    /// True when `flow` would overlap a rule of its table and priority (OpenFlow's
+    /// CHECK_OVERLAP).
+    pub fn overlaps(&self, flow: &str) -> Result<bool, SwitchError> {
+        let spec = parse_flow(flow, &|n: &str| self.port_no(n))?;
+        Ok(self.ofproto.pipeline().overlaps(&spec))
+    }
+}
