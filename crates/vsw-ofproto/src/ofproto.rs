@@ -241,13 +241,29 @@ impl Ofproto {
     /// `in_port` the port it counts as coming from), as if a rule of table 0 held
     /// them. NORMAL does not learn from it.
     pub fn translate_packet_out(&self, key: &FlowKey, actions: &[Action], now_ms: u64) -> Xlated {
+        self.in_backer(|view| self.packet_out_in(view, key, actions, now_ms))
+    }
+
+    /// Runs `f` with the view of the backer this bridge is in (`None` on a datapath
+    /// of its own), holding the backer's translation lock: a translation may cross
+    /// into other bridges, and emits the datapath's numbers.
+    fn in_backer<R>(&self, f: impl FnOnce(Option<BackerView<'_>>) -> R) -> R {
         let backer = self.backer();
         let _one = backer.as_ref().map(|(b, _)| b.translating());
         let map = backer.as_ref().map(|(b, _)| b.map());
-        let view = backer
+        f(backer
             .as_ref()
             .zip(map.as_deref())
-            .map(|((_, slot), map)| BackerView { map, slot: *slot });
+            .map(|((_, slot), map)| BackerView { map, slot: *slot }))
+    }
+
+    fn packet_out_in(
+        &self,
+        view: Option<BackerView<'_>>,
+        key: &FlowKey,
+        actions: &[Action],
+        now_ms: u64,
+    ) -> Xlated {
         let macs = &mut lock(&self.macs);
         let pipeline = self.pipeline.load();
         let ports = self.ports.load();
@@ -269,15 +285,17 @@ impl Ofproto {
     }
 
     fn run(&self, key: &FlowKey, now_ms: u64, learn: bool, trace: bool) -> (Xlated, u64) {
-        // In a backer: one translation at a time (it may cross into other bridges),
-        // in the datapath's numbers.
-        let backer = self.backer();
-        let _one = backer.as_ref().map(|(b, _)| b.translating());
-        let map = backer.as_ref().map(|(b, _)| b.map());
-        let view = backer
-            .as_ref()
-            .zip(map.as_deref())
-            .map(|((_, slot), map)| BackerView { map, slot: *slot });
+        self.in_backer(|view| self.run_in(view, key, now_ms, learn, trace))
+    }
+
+    fn run_in(
+        &self,
+        view: Option<BackerView<'_>>,
+        key: &FlowKey,
+        now_ms: u64,
+        learn: bool,
+        trace: bool,
+    ) -> (Xlated, u64) {
         let mut macs = lock(&self.macs);
         // Read under the MAC table's lock, before the rules: see `set_pipeline`.
         let generation = self.generation.get();

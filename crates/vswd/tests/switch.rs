@@ -793,14 +793,21 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn two_bridges_share_one_datapath_each_with_its_own_port_numbers() {
-    let (da, db) = (TestDir::new("share-a"), TestDir::new("share-b"));
+/// Bridges `a` and `b` (idle PMDs sleep), `b` joining `a`'s datapath; their
+/// directories with them (dropped after the switches).
+fn two_bridges(a: &str, b: &str) -> (Switch, Switch, [TestDir; 2]) {
+    let dirs = [TestDir::new(a), TestDir::new(b)];
     let classes = || PortClasses::standard().with(&memory::CLASS);
     let opts = vswd::options::Options::from([("pmd-sleep-max".to_string(), "1000".to_string())]);
-    let mut a = Switch::start_unsaved(&da.socket(), classes(), "bra", &opts, None).unwrap();
-    let mut b =
-        Switch::start_unsaved(&db.socket(), classes(), "brb", &opts, Some(a.dpif())).unwrap();
+    let sa = Switch::start_unsaved(&dirs[0].socket(), classes(), a, &opts, None).unwrap();
+    let sb =
+        Switch::start_unsaved(&dirs[1].socket(), classes(), b, &opts, Some(sa.dpif())).unwrap();
+    (sa, sb, dirs)
+}
+
+#[test]
+fn two_bridges_share_one_datapath_each_with_its_own_port_numbers() {
+    let (mut a, mut b, _dirs) = two_bridges("bra", "brb");
     // Both bridges number their ports 1 and 2; the datapath numbers them apart.
     for (sw, gen, sink) in [(&mut a, "gena", "sinka"), (&mut b, "genb", "sinkb")] {
         assert_eq!(
@@ -843,12 +850,7 @@ fn two_bridges_share_one_datapath_each_with_its_own_port_numbers() {
 
 #[test]
 fn a_patch_pair_joins_two_bridges_inside_one_translation() {
-    let (da, db) = (TestDir::new("patch-a"), TestDir::new("patch-b"));
-    let classes = || PortClasses::standard().with(&memory::CLASS);
-    let opts = vswd::options::Options::from([("pmd-sleep-max".to_string(), "1000".to_string())]);
-    let mut a = Switch::start_unsaved(&da.socket(), classes(), "brpa", &opts, None).unwrap();
-    let mut b =
-        Switch::start_unsaved(&db.socket(), classes(), "brpb", &opts, Some(a.dpif())).unwrap();
+    let (mut a, mut b, _dirs) = two_bridges("brpa", "brpb");
     add_port(&mut a, "genp", &["type=ring", "ring-flows=1"]).unwrap();
     add_port(&mut a, "ppa", &["type=patch", "peer=ppb"]).unwrap();
     add_port(&mut b, "sinkp", &["type=ring"]).unwrap();
