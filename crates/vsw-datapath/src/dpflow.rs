@@ -170,6 +170,17 @@ impl DpFlow {
         lock(&self.pushed).attribution = attribution;
     }
 
+    /// Whether nothing its translation read changed since its generation; if so it
+    /// is right under `current` too (read before asking), and says so.
+    pub(crate) fn right_without_translation(&self, current: u64) -> bool {
+        let p = lock(&self.pushed);
+        let right = p.attribution.unchanged_since(self.generation());
+        if right {
+            self.generation.store(current, Ordering::Relaxed);
+        }
+        right
+    }
+
     /// The rules its translation went through.
     pub fn rules(&self) -> Vec<Arc<vsw_flow::Rule>> {
         lock(&self.pushed).attribution.rules()

@@ -1,6 +1,8 @@
 //! The revalidator: dumps every PMD's datapath flows, pushes their counts to whatever
 //! produced them, retires flows idle too long, and translates again each flow whose
-//! inputs changed since it was made, retiring those whose answer differs. A pass ends
+//! inputs changed since it was made (the slow path may tell that what a flow read is
+//! unchanged, though other inputs moved the generation: such a flow is kept without
+//! a translation), retiring those whose answer differs. A pass ends
 //! only when every PMD has swept what it retired out of its caches, so a rule change
 //! that runs a pass before it is answered never leaves a packet forwarded by the old
 //! result.
@@ -84,7 +86,8 @@ pub(crate) fn pass(
                 retired.push(f.clone());
                 continue;
             }
-            if f.generation() == upcall.generation() {
+            let current = upcall.generation();
+            if f.generation() == current || f.right_without_translation(current) {
                 continue;
             }
             sum.translated += 1;

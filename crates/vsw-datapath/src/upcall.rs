@@ -21,6 +21,14 @@ pub trait Attribution: Send + Sync + fmt::Debug {
     fn rules(&self) -> Vec<Arc<vsw_flow::Rule>> {
         Vec::new()
     }
+
+    /// Whether nothing the translation read has changed after `generation` (the
+    /// generation it was made or last found right under): then it is right under
+    /// the generation now too, without being translated again. Asked after the
+    /// current generation was read. `false` when it cannot tell.
+    fn unchanged_since(&self, _generation: u64) -> bool {
+        false
+    }
 }
 
 /// Credits nobody.

@@ -10,7 +10,7 @@ use vsw_datapath::Attribution;
 use vsw_flow::{Group, Learned, MacTable, Rule};
 use vsw_packet::MacAddr;
 
-use crate::generation::Generation;
+use crate::generation::Changes;
 
 /// Lookups and matches per table, for OpenFlow's table statistics: a packet
 /// counts once per table its translation looked up (a miss is a lookup, not a
@@ -64,13 +64,19 @@ pub(crate) struct FlowCredit {
     pub learned: Vec<(MacAddr, u16, u32)>,
     /// What NORMAL learned in the bridges a patch port led to, with their tables.
     pub learned_across: Vec<(Arc<Mutex<MacTable>>, MacAddr, u16, u32)>,
+    /// Every part of the slow path the translation read: its bridge, the bridges
+    /// patch ports led it to, the backer's map.
+    pub depends: Vec<Arc<Changes>>,
     pub macs: Arc<Mutex<MacTable>>,
-    pub generation: Arc<Generation>,
 }
 
 impl Attribution for FlowCredit {
     fn rules(&self) -> Vec<Arc<Rule>> {
         self.rules.clone()
+    }
+
+    fn unchanged_since(&self, generation: u64) -> bool {
+        self.depends.iter().all(|c| c.unchanged_since(generation))
     }
 
     fn credit(&self, packets: u64, bytes: u64, used_ms: u64) {
@@ -112,7 +118,10 @@ impl FlowCredit {
             Some(p) if p != port => {}
             _ => {
                 if matches!(macs.learn(mac, vlan, port, used_ms), Learned::New) {
-                    self.generation.bump();
+                    // Learned again in one of the bridges it went through.
+                    for c in &self.depends {
+                        c.bump();
+                    }
                 }
             }
         }

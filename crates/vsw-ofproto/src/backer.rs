@@ -25,7 +25,7 @@ use vsw_datapath::{NoAttribution, Translation, Upcall};
 use vsw_flow::Pipeline;
 use vsw_packet::FlowKey;
 
-use crate::generation::Generation;
+use crate::generation::{Changes, Generation};
 use crate::ofproto::Ofproto;
 
 /// Bits of a packet's note that number it within its bridge; the bits above name
@@ -136,6 +136,8 @@ pub enum BackerError {
 
 pub struct Backer {
     generation: Arc<Generation>,
+    /// The map's own changes (every flow depends on them).
+    changes: Arc<Changes>,
     map: ArcSwap<PortMap>,
     /// Serialises changes to `map` (readers never wait).
     changing: Mutex<()>,
@@ -155,8 +157,10 @@ impl std::fmt::Debug for Backer {
 
 impl Default for Backer {
     fn default() -> Self {
+        let generation = Arc::new(Generation::default());
         Backer {
-            generation: Arc::new(Generation::default()),
+            changes: Changes::new(generation.clone()),
+            generation,
             map: ArcSwap::from_pointee(PortMap::default()),
             changing: Mutex::new(()),
             translating: Mutex::new(()),
@@ -183,8 +187,13 @@ impl Backer {
         let out = f(&mut next)?;
         self.map.store(Arc::new(next));
         // After the store: see `Ofproto::set_pipeline`.
-        self.generation.bump();
+        self.changes.bump();
         Ok(out)
+    }
+
+    /// The map's changes.
+    pub(crate) fn changes(&self) -> Arc<Changes> {
+        self.changes.clone()
     }
 
     /// Held while a translation runs (see the module's comment).

@@ -11,7 +11,7 @@ use vsw_packet::{FlowKey, MacAddr};
 
 use crate::attribution::{FlowCredit, TableCounters};
 use crate::backer::{Backer, BackerView, BridgeSlot};
-use crate::generation::Generation;
+use crate::generation::{Changes, Generation};
 use crate::punt_notes::{PuntNote, PuntNotes};
 use crate::trace::Trace;
 use crate::xlate::{translate, translate_actions, XlateEnv, Xlated};
@@ -35,7 +35,8 @@ pub struct Ofproto {
     /// Ports whose flows an offload provider may take: their IPv4 TCP/UDP datapath
     /// flows match an exact entry's fields, so that the provider can express them.
     offload_ports: ArcSwap<Vec<u32>>,
-    generation: Arc<Generation>,
+    /// This bridge's changes, counted in its datapath's generation.
+    generation: Arc<Changes>,
     /// Translations that failed (resubmit loops): their packets were dropped.
     xlate_errors: AtomicU64,
     punt_notes: PuntNotes,
@@ -78,7 +79,7 @@ impl Ofproto {
             ports: ArcSwap::from_pointee(Vec::new()),
             live_ports: ArcSwap::from_pointee(Vec::new()),
             offload_ports: ArcSwap::from_pointee(Vec::new()),
-            generation,
+            generation: Changes::new(generation),
             xlate_errors: AtomicU64::new(0),
             punt_notes: PuntNotes::default(),
             table_counters: Arc::new(TableCounters::default()),
@@ -97,6 +98,11 @@ impl Ofproto {
     fn backer(&self) -> Option<(Arc<Backer>, BridgeSlot)> {
         let (b, slot) = self.in_backer.get()?;
         Some((b.upgrade()?, *slot))
+    }
+
+    /// This bridge's changes (what a flow that went through it depends on).
+    pub(crate) fn changes(&self) -> Arc<Changes> {
+        self.generation.clone()
     }
 
     pub(crate) fn macs(&self) -> &Arc<Mutex<MacTable>> {
@@ -321,8 +327,11 @@ impl Ofproto {
         }
         let generation = if x.mac_changed {
             // This translation saw the table as it learned it; others made before
-            // may have sent the host elsewhere.
+            // may have sent the host elsewhere (in whichever bridge it learned).
             self.generation.bump();
+            for c in &x.crossed {
+                c.bump();
+            }
             self.generation.get()
         } else {
             generation
@@ -397,8 +406,11 @@ impl Upcall for Ofproto {
                 table_counters: self.table_counters.clone(),
                 learned: x.learned,
                 learned_across: x.learned_across,
+                depends: std::iter::once(self.generation.clone())
+                    .chain(x.crossed)
+                    .chain(self.backer().map(|(b, _)| b.changes()))
+                    .collect(),
                 macs: self.macs.clone(),
-                generation: self.generation.clone(),
             }),
             generation,
         }

@@ -127,6 +127,8 @@ pub struct Xlated {
     pub learned: Vec<(MacAddr, u16, u32)>,
     /// What NORMAL learned in bridges a patch port led to, with their tables.
     pub learned_across: Vec<(Arc<Mutex<MacTable>>, MacAddr, u16, u32)>,
+    /// The changes of the bridges patch ports led it to (it depends on them).
+    pub(crate) crossed: Vec<Arc<crate::generation::Changes>>,
     /// The key after every rewrite.
     pub final_key: FlowKey,
     pub error: Option<XlateError>,
@@ -371,6 +373,7 @@ impl Ctx<'_, '_> {
             ),
         );
         let o = &peer.ofproto;
+        self.out.crossed.push(o.changes());
         let (pipeline, ports, live) = (o.pipeline(), o.ports(), o.live_ports());
         let table = o.macs().clone();
         let mut macs = table.lock().unwrap_or_else(|e| e.into_inner());
