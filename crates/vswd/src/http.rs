@@ -196,15 +196,18 @@ impl Conn {
     }
 }
 
-/// Serves `listener` with `handler` on a thread of its own (named `name`), for the
-/// life of the process.
+/// Binds `addr` and serves it with `handler` on a thread of its own (named
+/// `name`), for the life of the process. Binding happens before this returns, so
+/// an address in use is an error at start-up. mio binds with a backlog of 1,024
+/// (std's is 128): a burst of connections waits in the kernel's queue for the
+/// accept loop rather than having its SYNs dropped, which would make a scraper
+/// arriving behind it wait a second for its retransmission.
 pub fn serve(
-    listener: std::net::TcpListener,
+    addr: std::net::SocketAddr,
     name: &str,
     handler: impl Fn(&Request) -> Response + Send + 'static,
 ) -> io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let mut listener = TcpListener::from_std(listener);
+    let mut listener = TcpListener::bind(addr)?;
     let poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;

@@ -427,9 +427,8 @@ pub fn render(registry: &Registry, format: Format) -> String {
 /// connections, deadlines), for the life of the process. Binding happens before
 /// this returns, so an address in use is an error at start-up.
 pub fn serve(addr: SocketAddr, bridges: Arc<Bridges>) -> std::io::Result<()> {
-    let listener = std::net::TcpListener::bind(addr)?;
     let registry = registry(bridges);
-    crate::http::serve(listener, "metrics", move |r| match (r.method, r.path) {
+    crate::http::serve(addr, "metrics", move |r| match (r.method, r.path) {
         ("GET", "/metrics") => {
             let format = Format::accepted(r.header("Accept"));
             crate::http::Response {
