@@ -50,6 +50,15 @@ pub enum DpAction {
     /// The `tun_metadata0` option a Geneve port sends with
     /// (`set_field:…->tun_metadata0`).
     SetTunnelMetadata(u32),
+    /// Compute the packet's `dp_hash` from its addresses and ports as they are now
+    /// ([`vsw_packet::key::l4_hash`]; Open vSwitch's `hash(l4(0))`), for the
+    /// recirculation after it.
+    Hash,
+    /// Look the packet up again, as the actions before left it, with this
+    /// `recirc_id` (and the `dp_hash` a `Hash` before computed), and run that
+    /// flow's actions here; then go on with the actions after this one. On the same
+    /// PMD, within the same batch; at most [`MAX_RECIRC_DEPTH`] deep.
+    Recirc(u32),
 }
 
 impl DpAction {
@@ -84,9 +93,16 @@ impl fmt::Display for DpAction {
             DpAction::SetTunnelMetadata(v) => write!(f, "set(tunnel(tun_metadata0=0x{v:x}))"),
             DpAction::Save => f.write_str("clone("),
             DpAction::Restore => f.write_str(")"),
+            DpAction::Hash => f.write_str("hash(l4(0))"),
+            DpAction::Recirc(id) => write!(f, "recirc(0x{id:x})"),
         }
     }
 }
+
+/// How many recirculations one packet may take (each a lookup and its actions
+/// again): more is dropped and counted (`lost`), so that no chain of frozen states
+/// can hold a PMD on one packet. Open vSwitch's datapath allows 6.
+pub const MAX_RECIRC_DEPTH: usize = 6;
 
 /// Copies of a packet `Save` may hold at once (groups within buckets): translation
 /// keeps to it.

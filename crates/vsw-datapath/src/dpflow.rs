@@ -33,6 +33,8 @@ pub struct DpFlow {
     pub actions: Box<[DpAction]>,
     /// Some action changes the packet.
     pub rewrites: bool,
+    /// Some action looks the packet up again (`DpAction::Recirc`).
+    pub recirculates: bool,
     pub created_ms: u64,
     packets: AtomicU64,
     bytes: AtomicU64,
@@ -78,14 +80,14 @@ pub struct DpFlowStats {
 
 impl DpFlow {
     pub fn new(id: u64, core: usize, key: &FlowKey, t: Translation, now_ms: u64) -> DpFlow {
-        let mut mask = t.mask;
-        mask.in_port = u32::MAX;
+        let mask = DpFlow::mask_of(&t.mask);
         DpFlow {
             id,
             core,
             key: *key,
             matcher: Match::new(*key, mask),
             rewrites: t.actions.iter().any(DpAction::rewrites),
+            recirculates: t.actions.iter().any(|a| matches!(a, DpAction::Recirc(_))),
             actions: t.actions.into_boxed_slice(),
             created_ms: now_ms,
             packets: AtomicU64::new(0),
@@ -105,6 +107,17 @@ impl DpFlow {
 
     /// Counts a batch's packets (the owning PMD, once per batch and flow).
     #[inline]
+    /// The mask a datapath flow of translation mask `translated` has: every flow
+    /// matches its input port, and its pass (a recirculation's pass is never taken
+    /// for the first, nor one for another), exactly.
+    pub fn mask_of(translated: &FlowKey) -> FlowKey {
+        FlowKey {
+            in_port: u32::MAX,
+            recirc_id: u32::MAX,
+            ..*translated
+        }
+    }
+
     pub fn add(&self, packets: u64, bytes: u64, now_ms: u64) {
         self.packets.fetch_add(packets, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);

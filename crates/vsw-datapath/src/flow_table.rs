@@ -14,30 +14,59 @@ use crate::dpflow::DpFlow;
 
 type Packed = [u64; KEY_WORDS];
 
-#[inline]
-fn pack(key: &FlowKey, mask: &FlowKey) -> Packed {
+/// Words of a subtable whose mask leaves the key's last word alone (the IPv6 label
+/// and the datapath's hash, which few flows match): it packs, hashes and compares
+/// those only. Two fixed widths, so that each probe's loops are unrolled.
+const NARROW: usize = KEY_WORDS - 1;
+
+/// `key` under `mask`, its first `N` words (the rest are zero in the mask).
+#[inline(always)]
+fn pack<const N: usize>(key: &FlowKey, mask: &FlowKey) -> Packed {
     let mut packed = [0u64; KEY_WORDS];
-    for ((p, k), m) in packed.iter_mut().zip(key.words()).zip(mask.words()) {
-        *p = k & m;
+    let (k, m) = (key.words(), mask.words());
+    for i in 0..N {
+        packed[i] = k[i] & m[i];
     }
     packed
 }
 
-#[inline]
-fn same(a: &Packed, b: &FlowKey) -> bool {
-    a.iter().zip(b.words()).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+#[inline(always)]
+fn same<const N: usize>(a: &Packed, b: &FlowKey) -> bool {
+    let b = b.words();
+    (0..N).fold(0, |acc, i| acc | (a[i] ^ b[i])) == 0
+}
+
+/// The words a subtable of `mask` looks at: [`NARROW`] unless its last word has a
+/// bit set.
+fn width(mask: &FlowKey) -> usize {
+    if mask.words()[NARROW..].iter().all(|w| *w == 0) {
+        NARROW
+    } else {
+        KEY_WORDS
+    }
+}
+
+/// The flow of `s` that `key` matches, looking at its first `N` words.
+#[inline(always)]
+fn probe<'a, const N: usize>(s: &'a Subtable, key: &FlowKey) -> Option<&'a Arc<DpFlow>> {
+    let packed = pack::<N>(key, &s.mask);
+    let hash = hash_words(&packed, N);
+    s.flows
+        .find(hash, |f| same::<N>(&packed, f.matcher.value()))
 }
 
 struct Subtable {
     mask: FlowKey,
+    /// `width(&mask)`.
+    words: usize,
     flows: HashTable<Arc<DpFlow>>,
     /// Hits since the last reordering (counted through a shared reference: the
     /// table is one PMD's alone).
     hits: Cell<u64>,
 }
 
-fn flow_hash(f: &DpFlow) -> u64 {
-    hash_words(f.matcher.value().words(), KEY_WORDS)
+fn flow_hash(f: &DpFlow, words: usize) -> u64 {
+    hash_words(f.matcher.value().words(), words)
 }
 
 /// What a lookup found and how many subtables it probed.
@@ -50,6 +79,8 @@ pub struct FlowLookup<'a> {
 pub struct FlowTable {
     subtables: Vec<Subtable>,
     len: usize,
+    /// Subtables that look at the key's last word.
+    wide: usize,
 }
 
 impl FlowTable {
@@ -69,12 +100,26 @@ impl FlowTable {
     /// subtables probed.
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> FlowLookup<'_> {
+        // Most tables have no subtable that looks at the last word: their loop
+        // has no choice to make per subtable.
+        if self.wide == 0 {
+            self.lookup_in::<false>(key)
+        } else {
+            self.lookup_in::<true>(key)
+        }
+    }
+
+    #[inline(always)]
+    fn lookup_in<const ANY_WIDE: bool>(&self, key: &FlowKey) -> FlowLookup<'_> {
         let mut probes = 0;
         for s in &self.subtables {
             probes += 1;
-            let packed = pack(key, &s.mask);
-            let hash = hash_words(&packed, KEY_WORDS);
-            if let Some(f) = s.flows.find(hash, |f| same(&packed, f.matcher.value())) {
+            let found = if !ANY_WIDE || s.words == NARROW {
+                probe::<NARROW>(s, key)
+            } else {
+                probe::<KEY_WORDS>(s, key)
+            };
+            if let Some(f) = found {
                 s.hits.set(s.hits.get() + 1);
                 return FlowLookup {
                     flow: Some(f),
@@ -91,8 +136,11 @@ impl FlowTable {
         let pos = match self.subtables.iter().position(|s| s.mask == mask) {
             Some(p) => p,
             None => {
+                let words = width(&mask);
+                self.wide += usize::from(words != NARROW);
                 self.subtables.push(Subtable {
                     mask,
+                    words,
                     flows: HashTable::new(),
                     hits: Cell::new(0),
                 });
@@ -100,12 +148,13 @@ impl FlowTable {
             }
         };
         let s = &mut self.subtables[pos];
-        let hash = flow_hash(&flow);
+        let words = s.words;
+        let hash = flow_hash(&flow, words);
         let value = *flow.matcher.value();
         match s.flows.find_mut(hash, |f| f.matcher.value() == &value) {
             Some(old) => *old = flow,
             None => {
-                s.flows.insert_unique(hash, flow, |f| flow_hash(f));
+                s.flows.insert_unique(hash, flow, |f| flow_hash(f, words));
                 self.len += 1;
             }
         }
@@ -122,6 +171,7 @@ impl FlowTable {
             });
         }
         self.subtables.retain(|s| !s.flows.is_empty());
+        self.wide = self.subtables.iter().filter(|s| s.words != NARROW).count();
         self.len -= gone;
         gone
     }
@@ -130,6 +180,7 @@ impl FlowTable {
     pub fn clear(&mut self) {
         self.subtables.clear();
         self.len = 0;
+        self.wide = 0;
     }
 
     /// Puts the busiest subtables first and halves the counts, so that the order

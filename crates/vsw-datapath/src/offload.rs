@@ -84,6 +84,9 @@ pub trait OffloadProvider: Send {
 pub fn exact_entry_mask() -> FlowKey {
     FlowKey {
         in_port: u32::MAX,
+        // Every datapath flow matches its pass; an entry is a packet's first
+        // (`offloadable` takes no other).
+        recirc_id: u32::MAX,
         dl_src: MacAddr([0xff; 6]),
         dl_dst: MacAddr([0xff; 6]),
         vlan_tci: u16::MAX,
@@ -122,6 +125,10 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
         return Err("megaflow-needs-more-fields".into());
     }
     let k = &flow.key;
+    if k.recirc_id != 0 || flow.recirculates {
+        // The kernel fast path looks a packet up once.
+        return Err("recirculation".into());
+    }
     if k.tun_id != 0
         || k.tun_src != 0
         || k.tun_dst != 0

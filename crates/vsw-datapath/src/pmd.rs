@@ -10,6 +10,7 @@ use arrayvec::ArrayVec;
 use vsw_packet::ethernet::{l3_len, ETH_HDR_LEN};
 use vsw_packet::gro::{Gro, Offer};
 use vsw_packet::gso;
+use vsw_packet::key::l4_hash;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
 use vsw_packet::tunnel::{
     segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, TunnelSuperFrame,
@@ -18,7 +19,7 @@ use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
 use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use crate::clock;
-use crate::dpaction::MAX_SAVED;
+use crate::dpaction::{MAX_RECIRC_DEPTH, MAX_SAVED};
 use crate::dpflow::{DpAction, DpFlow};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
@@ -835,17 +836,110 @@ fn cache_flow(
     (flow, cached)
 }
 
-/// Where `flow` is in the batch's tally, added if it is not yet.
+/// Flows a batch's tally holds: one per pass of each of its packets at most, so it
+/// never fills.
+const TALLY_SIZE: usize = BATCH_SIZE * (1 + MAX_RECIRC_DEPTH);
+
+/// A batch's flows, each with the packets and bytes it forwarded in the batch: one
+/// reference count and one counter update per flow and batch, not per packet.
+type Tally = ArrayVec<(Arc<DpFlow>, u64, u64), TALLY_SIZE>;
+
+/// Counts a packet of `len` bytes on `flow` in the batch's tally (added if it is
+/// not there yet: the only reference count taken), and says where it is.
 #[inline]
-fn held(tally: &mut ArrayVec<(Arc<DpFlow>, u64, u64), BATCH_SIZE>, flow: &Arc<DpFlow>) -> usize {
-    match tally.iter().position(|(t, _, _)| Arc::ptr_eq(t, flow)) {
+fn count(tally: &mut Tally, flow: &Arc<DpFlow>, len: u64) -> usize {
+    let at = match tally.iter().position(|(t, _, _)| Arc::ptr_eq(t, flow)) {
         Some(at) => at,
         None => {
-            // A batch holds at most BATCH_SIZE packets, so never more flows.
+            // At most TALLY_SIZE passes in a batch, so never more flows.
             tally.push((flow.clone(), 0, 0));
             tally.len() - 1
         }
+    };
+    let (_, packets, bytes) = &mut tally[at];
+    *packets += 1;
+    *bytes += len;
+    at
+}
+
+/// What finding a packet's flow takes: the PMD's caches, the slow path for a miss,
+/// and the batch's budget of upcalls. A packet's first lookup and each of its
+/// recirculations go through it.
+struct Finder<'a> {
+    snap: &'a Snapshot,
+    shared: &'a Shared,
+    control: &'a PmdControl,
+    emc: &'a mut Emc<DpFlow>,
+    emc_generation: &'a mut u64,
+    flows: &'a mut FlowTable,
+    counters: &'a mut PmdCounters,
+    last_generation: &'a mut u64,
+    /// Upcalls made in this batch.
+    upcalls: usize,
+    now_ms: u64,
+}
+
+impl Finder<'_> {
+    /// The live flow for `key` — the exact-match cache's, else a megaflow, else a new
+    /// one from an upcall — with a packet of `len` bytes counted on it in `tally`:
+    /// where it is there. `None` when the batch's upcalls are spent (the packet is
+    /// dropped and counted).
+    #[inline]
+    fn find(&mut self, key: &FlowKey, tally: &mut Tally, len: u64) -> Option<usize> {
+        let hash = key_hash(key);
+        let cached = self
+            .emc
+            .lookup(hash, key)
+            .and_then(|slot| self.emc.get(slot))
+            .filter(|f| !f.is_dead());
+        if let Some(f) = cached {
+            self.counters.emc_hits += 1;
+            return Some(count(tally, f, len));
+        }
+        let found = self.flows.lookup(key);
+        let retired = found.flow.is_some_and(|f| f.is_dead());
+        if let Some(f) = found.flow.filter(|f| !f.is_dead()) {
+            self.counters.megaflow_hits += 1;
+            self.counters.subtable_lookups += u64::from(found.probes);
+            self.emc.insert(hash, key, Some(f));
+            return Some(count(tally, f, len));
+        }
+        if retired {
+            // Retired by the revalidator and not swept yet: swept now, and the cache
+            // forgets what it had of them.
+            self.flows.remove_dead();
+            *self.emc_generation += 1;
+            self.emc.invalidate(*self.emc_generation);
+        }
+        if self.upcalls == UPCALLS_PER_BATCH {
+            self.counters.lost_upcalls += 1;
+            return None;
+        }
+        self.upcalls += 1;
+        let f = upcall(
+            self.snap,
+            self.shared,
+            self.control,
+            self.flows,
+            self.emc,
+            self.counters,
+            self.last_generation,
+            key,
+            hash,
+            self.now_ms,
+        );
+        Some(count(tally, &f, len))
     }
+}
+
+/// What a recirculation needs beside the packet: where to find the next flow, the
+/// batch's tally to count it in, and the scratch key to look it up by.
+struct Recirculation<'a, 'b> {
+    finder: &'a mut Finder<'b>,
+    tally: &'a mut Tally,
+    key: &'a mut FlowKey,
+    /// The packet's length as received (what its flows count).
+    len: u64,
 }
 
 /// The copies `DpAction::Save` keeps (a group's buckets run on copies), made once
@@ -905,6 +999,8 @@ impl Worker {
                         in_port: p.in_port,
                         tunnel: Default::default(),
                     },
+                    // Its actions were translated not to recirculate.
+                    None,
                 );
             } else {
                 self.outputs.tally.lost += 1;
@@ -955,9 +1051,20 @@ fn process_batch(
     } = w;
     let mut bytes = 0u64;
     let mut malformed = 0u64;
-    let mut upcalls = 0usize;
+    let mut finder = Finder {
+        snap,
+        shared,
+        control,
+        emc,
+        emc_generation,
+        flows,
+        counters,
+        last_generation,
+        upcalls: 0,
+        now_ms,
+    };
     // Flow counters are added once per batch and flow, not per packet.
-    let mut tally: ArrayVec<(Arc<DpFlow>, u64, u64), BATCH_SIZE> = ArrayVec::new();
+    let mut tally = Tally::new();
     for pkt in &batch {
         let len = pkt.data.len() as u64;
         bytes += len;
@@ -966,65 +1073,11 @@ fn process_batch(
             continue;
         }
         pkt.meta.tunnel.write_into(key);
-        let hash = key_hash(key);
-        // Each flow of the batch is held once, in the tally (one reference count
-        // per flow and batch, not per packet).
-        let cached = emc
-            .lookup(hash, key)
-            .and_then(|slot| emc.get(slot))
-            .filter(|f| !f.is_dead());
-        let at = match cached {
-            Some(f) => {
-                counters.emc_hits += 1;
-                held(&mut tally, f)
-            }
-            None => {
-                let found = flows.lookup(key);
-                let retired = found.flow.is_some_and(|f| f.is_dead());
-                match found.flow.filter(|f| !f.is_dead()) {
-                    Some(f) => {
-                        counters.megaflow_hits += 1;
-                        counters.subtable_lookups += u64::from(found.probes);
-                        emc.insert(hash, key, Some(f));
-                        held(&mut tally, f)
-                    }
-                    None => {
-                        if retired {
-                            // Retired by the revalidator and not swept yet: swept now,
-                            // and the cache forgets what it had of them.
-                            flows.remove_dead();
-                            *emc_generation += 1;
-                            emc.invalidate(*emc_generation);
-                        }
-                        if upcalls == UPCALLS_PER_BATCH {
-                            counters.lost_upcalls += 1;
-                            outputs.tally.lost += 1;
-                            continue;
-                        }
-                        upcalls += 1;
-                        let f = upcall(
-                            snap,
-                            shared,
-                            control,
-                            flows,
-                            emc,
-                            counters,
-                            last_generation,
-                            key,
-                            hash,
-                            now_ms,
-                        );
-                        held(&mut tally, &f)
-                    }
-                }
-            }
-        };
-        let Some((flow, packets, flow_bytes)) = tally.get_mut(at) else {
+        let Some(at) = finder.find(key, &mut tally, len) else {
+            outputs.tally.lost += 1;
             continue;
         };
-        *packets += 1;
-        *flow_bytes += len;
-        let flow = &*flow;
+        let flow = &tally[at].0;
         if !flow.rewrites {
             for action in flow.actions.iter() {
                 match *action {
@@ -1051,7 +1104,9 @@ fn process_batch(
                     | DpAction::SetTunnel(_)
                     | DpAction::SetTunnelDst(_)
                     | DpAction::SetTunnelMetadata(_)
-                    | DpAction::Controller(_) => {}
+                    | DpAction::Controller(_)
+                    | DpAction::Hash
+                    | DpAction::Recirc(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
@@ -1059,7 +1114,29 @@ fn process_batch(
                 in_port,
                 tunnel: pkt.meta.tunnel,
             };
-            run_rewriting(outputs, scratch, saved, &flow.actions, shared, from);
+            if flow.recirculates {
+                // Its later passes count in the tally too: the flow is held on its
+                // own meanwhile (a reference count for these packets only).
+                let flow = flow.clone();
+                let mut again = Recirculation {
+                    finder: &mut finder,
+                    tally: &mut tally,
+                    key,
+                    len,
+                };
+                let actions = &flow.actions;
+                run_rewriting(
+                    outputs,
+                    scratch,
+                    saved,
+                    actions,
+                    shared,
+                    from,
+                    Some(&mut again),
+                );
+            } else {
+                run_rewriting(outputs, scratch, saved, &flow.actions, shared, from, None);
+            }
         } else {
             outputs.tally.lost += 1;
         }
@@ -1069,7 +1146,8 @@ fn process_batch(
     stats.add_rx(received as u64, bytes);
     PortStats::add_drop(&stats.rx_malformed, malformed);
     *malformed_total += malformed;
-    for (flow, packets, bytes) in tally {
+    // Drained in place: the tally is a few kilobytes, not to be moved.
+    for (flow, packets, bytes) in tally.drain(..) {
         flow.add(packets, bytes, now_ms);
         if !flow.is_cached() {
             // No revalidator will see it: its packets go to the rules now (this
@@ -1089,7 +1167,9 @@ struct Origin {
 
 /// Runs actions that change the packet, in order, on the copy in `scratch`: each
 /// output sends the packet as the rewrites before it left it (and so does each
-/// punt, a packet that came in on `from.in_port`).
+/// punt, a packet that came in on `from.in_port`). A recirculation runs the next
+/// flow's actions where it stands (`again` finds it; without it, a packet-out's
+/// actions, the packet is dropped there).
 fn run_rewriting(
     outputs: &mut Outputs,
     scratch: &mut PacketBuf,
@@ -1097,101 +1177,195 @@ fn run_rewriting(
     actions: &[DpAction],
     shared: &Shared,
     from: Origin,
+    again: Option<&mut Recirculation<'_, '_>>,
 ) {
     saved.held = 0;
-    let Origin {
-        in_port,
-        mut tunnel,
-    } = from;
-    for action in actions {
-        let result = match *action {
-            DpAction::Output(port) => {
-                let meta = PacketMeta {
-                    vnet: scratch.vnet,
-                    vlan: None,
-                    tunnel,
-                };
-                outputs.stage(port, scratch.data(), &meta);
-                Ok(())
+    let mut pass = Pass {
+        outputs,
+        scratch,
+        saved,
+        shared,
+        again,
+    };
+    pass.run(actions, from, 0);
+}
+
+/// One packet's way through its flows' actions.
+struct Pass<'a, 'b, 'c> {
+    outputs: &'a mut Outputs,
+    scratch: &'a mut PacketBuf,
+    saved: &'a mut SavedCopies,
+    shared: &'a Shared,
+    again: Option<&'a mut Recirculation<'b, 'c>>,
+}
+
+impl Pass<'_, '_, '_> {
+    /// The flow of the packet's pass `depth + 1`, as it is now, with `recirc_id`
+    /// `id`: counted as the pass's, or `None` (dropped and counted) past the depth
+    /// limit, for a packet-out, or when the batch's upcalls are spent.
+    fn next_flow(
+        &mut self,
+        id: u32,
+        from: Origin,
+        dp_hash: u32,
+        depth: usize,
+        parsed: Option<FlowKey>,
+    ) -> Option<Arc<DpFlow>> {
+        let again = match self.again.as_deref_mut() {
+            Some(a) if depth < MAX_RECIRC_DEPTH => a,
+            _ => {
+                self.outputs.tally.lost += 1;
+                return None;
             }
-            DpAction::SetDlSrc(m) => {
-                scratch.set_dl_src(m);
-                Ok(())
+        };
+        match parsed {
+            Some(key) => *again.key = key,
+            // The tag is in the frame by now (`PacketBuf::load` put it back).
+            None => {
+                if extract(self.scratch.data(), from.in_port, None, again.key).is_err() {
+                    self.outputs.tally.lost += 1;
+                    return None;
+                }
             }
-            DpAction::SetDlDst(m) => {
-                scratch.set_dl_dst(m);
-                Ok(())
+        }
+        from.tunnel.write_into(again.key);
+        again.key.recirc_id = id;
+        again.key.dp_hash = dp_hash;
+        again.finder.counters.recirculations += 1;
+        let Some(at) = again.finder.find(again.key, again.tally, again.len) else {
+            self.outputs.tally.lost += 1;
+            return None;
+        };
+        Some(again.tally[at].0.clone())
+    }
+
+    /// Runs `actions`, `depth` recirculations deep; returns early when the packet
+    /// goes no further on this pass.
+    fn run(&mut self, actions: &[DpAction], from: Origin, depth: usize) {
+        let Origin {
+            in_port,
+            mut tunnel,
+        } = from;
+        let mut dp_hash = 0u32;
+        // The packet's key as a `Hash` extracted it, while nothing changed the
+        // packet since: the recirculation after it need not extract it again.
+        let mut parsed: Option<FlowKey> = None;
+        for action in actions {
+            if !matches!(
+                action,
+                DpAction::Output(_) | DpAction::Hash | DpAction::Recirc(_)
+            ) {
+                parsed = None;
             }
-            DpAction::PushVlan(tpid) => scratch.push_vlan(tpid),
-            DpAction::SetVlanVid(vid) => scratch.set_vlan_vid(vid),
-            DpAction::SetVlanPcp(pcp) => scratch.set_vlan_pcp(pcp),
-            DpAction::PopVlan => {
-                scratch.strip_vlan();
-                Ok(())
-            }
-            DpAction::SetNwSrc(a) => {
-                scratch.set_nw_src(a.octets());
-                Ok(())
-            }
-            DpAction::SetNwDst(a) => {
-                scratch.set_nw_dst(a.octets());
-                Ok(())
-            }
-            DpAction::SetNwTos(t) => {
-                scratch.set_nw_tos(t);
-                Ok(())
-            }
-            DpAction::SetTpSrc(p) => {
-                scratch.set_tp_src(p);
-                Ok(())
-            }
-            DpAction::SetTpDst(p) => {
-                scratch.set_tp_dst(p);
-                Ok(())
-            }
-            DpAction::DecTtl => scratch.dec_ttl(),
-            DpAction::SetField(w) => {
-                scratch.write_field(w);
-                Ok(())
-            }
-            DpAction::Controller(note) => {
-                shared.punts.punt(in_port, note, scratch.data());
-                Ok(())
-            }
-            DpAction::Meter(id) => match shared.meters.apply(id, scratch.data().len()) {
-                Verdict::Pass => Ok(()),
-                // Counted on the meter's band.
-                Verdict::Drop => return,
-                Verdict::Remark(levels) => {
-                    if let Some(tos) = scratch.nw_tos() {
-                        scratch.set_nw_tos(remark_dscp(tos >> 2, levels) << 2);
+            let result = match *action {
+                DpAction::Output(port) => {
+                    let meta = PacketMeta {
+                        vnet: self.scratch.vnet,
+                        vlan: None,
+                        tunnel,
+                    };
+                    self.outputs.stage(port, self.scratch.data(), &meta);
+                    Ok(())
+                }
+                DpAction::SetDlSrc(m) => {
+                    self.scratch.set_dl_src(m);
+                    Ok(())
+                }
+                DpAction::SetDlDst(m) => {
+                    self.scratch.set_dl_dst(m);
+                    Ok(())
+                }
+                DpAction::PushVlan(tpid) => self.scratch.push_vlan(tpid),
+                DpAction::SetVlanVid(vid) => self.scratch.set_vlan_vid(vid),
+                DpAction::SetVlanPcp(pcp) => self.scratch.set_vlan_pcp(pcp),
+                DpAction::PopVlan => {
+                    self.scratch.strip_vlan();
+                    Ok(())
+                }
+                DpAction::SetNwSrc(a) => {
+                    self.scratch.set_nw_src(a.octets());
+                    Ok(())
+                }
+                DpAction::SetNwDst(a) => {
+                    self.scratch.set_nw_dst(a.octets());
+                    Ok(())
+                }
+                DpAction::SetNwTos(t) => {
+                    self.scratch.set_nw_tos(t);
+                    Ok(())
+                }
+                DpAction::SetTpSrc(p) => {
+                    self.scratch.set_tp_src(p);
+                    Ok(())
+                }
+                DpAction::SetTpDst(p) => {
+                    self.scratch.set_tp_dst(p);
+                    Ok(())
+                }
+                DpAction::DecTtl => self.scratch.dec_ttl(),
+                DpAction::SetField(w) => {
+                    self.scratch.write_field(w);
+                    Ok(())
+                }
+                DpAction::Controller(note) => {
+                    self.shared.punts.punt(in_port, note, self.scratch.data());
+                    Ok(())
+                }
+                DpAction::Meter(id) => {
+                    match self.shared.meters.apply(id, self.scratch.data().len()) {
+                        Verdict::Pass => Ok(()),
+                        // Counted on the meter's band.
+                        Verdict::Drop => return,
+                        Verdict::Remark(levels) => {
+                            if let Some(tos) = self.scratch.nw_tos() {
+                                self.scratch.set_nw_tos(remark_dscp(tos >> 2, levels) << 2);
+                            }
+                            Ok(())
+                        }
+                    }
+                }
+                DpAction::SetTunnel(id) => {
+                    tunnel.id = id;
+                    Ok(())
+                }
+                DpAction::SetTunnelDst(a) => {
+                    tunnel.dst = a.into();
+                    Ok(())
+                }
+                DpAction::SetTunnelMetadata(v) => {
+                    tunnel.metadata0 = v;
+                    Ok(())
+                }
+                DpAction::Save => self.saved.save(self.scratch),
+                DpAction::Restore => self.saved.restore(self.scratch),
+                DpAction::Hash => {
+                    // Of the packet as the actions before left it (Open vSwitch
+                    // extracts it again too); a frame that cannot be parsed hashes as 0.
+                    let mut k = FlowKey::default();
+                    if extract(self.scratch.data(), in_port, None, &mut k).is_ok() {
+                        dp_hash = l4_hash(&k);
+                        parsed = Some(k);
                     }
                     Ok(())
                 }
-            },
-            DpAction::SetTunnel(id) => {
-                tunnel.id = id;
-                Ok(())
-            }
-            DpAction::SetTunnelDst(a) => {
-                tunnel.dst = a.into();
-                Ok(())
-            }
-            DpAction::SetTunnelMetadata(v) => {
-                tunnel.metadata0 = v;
-                Ok(())
-            }
-            DpAction::Save => saved.save(scratch),
-            DpAction::Restore => saved.restore(scratch),
-        };
-        match result {
-            Ok(()) => {}
-            // A packet whose TTL ran out goes no further (there is no controller to
-            // tell); it is counted on the flow that matched it.
-            Err(RewriteError::TtlExpired) => return,
-            Err(RewriteError::NoHeadroom | RewriteError::TooBig | RewriteError::Unsaved) => {
-                outputs.tally.lost += 1;
-                return;
+                DpAction::Recirc(id) => {
+                    let from = Origin { in_port, tunnel };
+                    let next = self.next_flow(id, from, dp_hash, depth, parsed.take());
+                    if let Some(flow) = next {
+                        self.run(&flow.actions, from, depth + 1);
+                    }
+                    Ok(())
+                }
+            };
+            match result {
+                Ok(()) => {}
+                // A packet whose TTL ran out goes no further (there is no controller to
+                // tell); it is counted on the flow that matched it.
+                Err(RewriteError::TtlExpired) => return,
+                Err(RewriteError::NoHeadroom | RewriteError::TooBig | RewriteError::Unsaved) => {
+                    self.outputs.tally.lost += 1;
+                    return;
+                }
             }
         }
     }

@@ -92,9 +92,7 @@ pub(crate) fn pass(
             }
             sum.translated += 1;
             let t = upcall.translate(&f.key, now_ms, false);
-            let mut mask = t.mask;
-            mask.in_port = u32::MAX;
-            if mask == *f.matcher.mask() && t.actions[..] == f.actions[..] {
+            if DpFlow::mask_of(&t.mask) == *f.matcher.mask() && t.actions[..] == f.actions[..] {
                 f.confirm(t.generation, t.attribution);
             } else {
                 f.kill();

@@ -111,6 +111,7 @@ pub(crate) struct PmdStats {
     pub megaflow_hits: AtomicU64,
     pub upcalls: AtomicU64,
     pub lost_upcalls: AtomicU64,
+    pub recirculations: AtomicU64,
     pub uncached_upcalls: AtomicU64,
     pub lost: AtomicU64,
     pub subtable_lookups: AtomicU64,
@@ -135,6 +136,8 @@ pub(crate) struct PmdCounters {
     pub megaflow_hits: u64,
     pub upcalls: u64,
     pub lost_upcalls: u64,
+    /// Passes of packets after their first (`DpAction::Recirc`).
+    pub recirculations: u64,
     pub uncached_upcalls: u64,
     pub lost: u64,
     pub subtable_lookups: u64,
@@ -161,6 +164,7 @@ impl PmdStats {
         set(&self.megaflow_hits, c.megaflow_hits);
         set(&self.upcalls, c.upcalls);
         set(&self.lost_upcalls, c.lost_upcalls);
+        set(&self.recirculations, c.recirculations);
         set(&self.uncached_upcalls, c.uncached_upcalls);
         set(&self.lost, c.lost);
         set(&self.subtable_lookups, c.subtable_lookups);
@@ -184,6 +188,7 @@ impl PmdStats {
             megaflow_hits: g(&self.megaflow_hits),
             upcalls: g(&self.upcalls),
             lost_upcalls: g(&self.lost_upcalls),
+            recirculations: g(&self.recirculations),
             uncached_upcalls: g(&self.uncached_upcalls),
             lost: g(&self.lost),
             subtable_lookups: g(&self.subtable_lookups),

@@ -25,6 +25,7 @@ use vsw_datapath::{NoAttribution, Translation, Upcall};
 use vsw_flow::Pipeline;
 use vsw_packet::FlowKey;
 
+use crate::frozen::{Frozen, FrozenStates};
 use crate::generation::{Changes, Generation};
 use crate::ofproto::Ofproto;
 
@@ -93,9 +94,19 @@ impl PortMap {
 pub(crate) struct BackerView<'a> {
     pub map: &'a PortMap,
     pub slot: BridgeSlot,
+    /// Where translations freeze for a recirculation.
+    pub frozen: &'a Mutex<FrozenStates>,
 }
 
 impl BackerView<'_> {
+    /// The `recirc_id` of `state` (`None`: the table is full, do without).
+    pub fn freeze(&self, state: Frozen) -> Option<u32> {
+        self.frozen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .freeze(state)
+    }
+
     /// The datapath port of this bridge's OpenFlow port `of_port`.
     pub fn dp_port(&self, of_port: u32) -> Option<u32> {
         self.map
@@ -143,6 +154,8 @@ pub struct Backer {
     changing: Mutex<()>,
     /// Held by a translation of any bridge (see the module's comment).
     translating: Mutex<()>,
+    /// The translations frozen for a recirculation, by `recirc_id`.
+    frozen: Mutex<FrozenStates>,
 }
 
 impl std::fmt::Debug for Backer {
@@ -164,6 +177,7 @@ impl Default for Backer {
             map: ArcSwap::from_pointee(PortMap::default()),
             changing: Mutex::new(()),
             translating: Mutex::new(()),
+            frozen: Mutex::new(FrozenStates::default()),
         }
     }
 }
@@ -206,6 +220,24 @@ impl Backer {
         self.map.load()
     }
 
+    /// The frozen translations (see `frozen.rs`).
+    pub(crate) fn frozen(&self) -> &Mutex<FrozenStates> {
+        &self.frozen
+    }
+
+    /// The frozen translation of `recirc_id`, if it is still kept.
+    pub fn frozen_state(&self, recirc_id: u32) -> Option<Arc<Frozen>> {
+        self.frozen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(recirc_id)
+    }
+
+    /// How many frozen translations are kept.
+    pub fn frozen_count(&self) -> usize {
+        self.frozen.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// A new bridge `name` with `pipeline`: its slow path, counting in this
     /// backer's generation and translating through it, and its number here.
     pub fn add_bridge(
@@ -234,6 +266,10 @@ impl Backer {
 
     /// The bridge goes, with whatever ports it still had here.
     pub fn remove_bridge(&self, slot: BridgeSlot) {
+        self.frozen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget_bridge(slot);
         let _ = self.change(|m| {
             m.bridges.remove(&slot);
             m.by_dp.retain(|_, (s, _)| *s != slot);
@@ -337,18 +373,31 @@ impl Upcall for Backer {
     }
 
     fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
+        let dropped = || Translation {
+            // For this input port (or recirculation) only.
+            mask: FlowKey {
+                in_port: u32::MAX,
+                recirc_id: u32::MAX,
+                ..FlowKey::default()
+            },
+            actions: Vec::new(),
+            attribution: Arc::new(NoAttribution),
+            generation: self.generation.get(),
+        };
+        if key.recirc_id != 0 {
+            // A later pass: the translation resumes where it froze.
+            let Some(state) = self.frozen_state(key.recirc_id) else {
+                return dropped();
+            };
+            let Some(ofproto) = self.ofproto(state.slot) else {
+                return dropped();
+            };
+            return ofproto.resume(&state, key, now_ms, learn);
+        }
         let map = self.map.load();
         let Some((slot, of_port)) = map.by_dp.get(&key.in_port).copied() else {
-            // No bridge's port (it is going): dropped, for this input port only.
-            return Translation {
-                mask: FlowKey {
-                    in_port: u32::MAX,
-                    ..FlowKey::default()
-                },
-                actions: Vec::new(),
-                attribution: Arc::new(NoAttribution),
-                generation: self.generation.get(),
-            };
+            // No bridge's port (it is going).
+            return dropped();
         };
         let ofproto = map.bridges[&slot].ofproto.clone();
         drop(map);
@@ -371,8 +420,17 @@ mod tests {
     use vsw_datapath::DpAction::{self, Controller, Meter, Output};
     use vsw_flow::parse_flow;
 
+    /// Select group 1 of every test pipeline: three buckets by weight 1, 2, 1;
+    /// the last one out of port 2 (a patch port, where there is one).
+    const SELECT: &str = "group_id=1,type=select,\
+        bucket=weight:1,actions=output:1,\
+        bucket=weight:2,actions=mod_tp_dst:7,output:1,\
+        bucket=weight:1,actions=output:2";
+
     fn pipeline(flows: &[&str]) -> Pipeline {
         let mut p = Pipeline::new();
+        let select = vsw_flow::parse_group(SELECT, &|_: &str| None).unwrap();
+        p.set_group(select, false, 1).unwrap();
         for f in flows {
             p.insert(parse_flow(f, &|_: &str| None).unwrap(), 1);
         }
@@ -432,14 +490,22 @@ mod tests {
         );
         backer.set_patch(b, 2, "pb", "pa");
         let t = backer.translate(&udp_from(1, 1, 2), 0, false);
-        // b's rewrite on a copy (nothing of a's follows, but a's actions may).
+        // b's rewrite: on the packet itself, as nothing of a's follows it.
+        assert_eq!(t.actions, vec![DpAction::SetTpDst(99), Output(3)]);
+        let (backer, _a, b) = patched(
+            &["in_port=1,actions=output:2,in_port"],
+            &["in_port=2,udp,actions=mod_tp_dst:99,output:1"],
+        );
+        backer.set_patch(b, 2, "pb", "pa");
+        // With a's output after it: on a copy.
         assert_eq!(
-            t.actions,
+            backer.translate(&udp_from(1, 1, 2), 0, false).actions,
             vec![
                 DpAction::Save,
                 DpAction::SetTpDst(99),
                 Output(3),
-                DpAction::Restore
+                DpAction::Restore,
+                Output(1)
             ]
         );
         // b's tables looked at the packet's protocol: one megaflow for both.
@@ -560,6 +626,111 @@ mod tests {
         assert!(b.ofproto(c).is_none());
     }
 
+    /// The next pass of `key` after `recirc(id)`, with hash `dp_hash`.
+    fn next_pass(key: &FlowKey, id: u32, dp_hash: u32) -> FlowKey {
+        FlowKey {
+            recirc_id: id,
+            dp_hash,
+            ..*key
+        }
+    }
+
+    fn recirc_of(actions: &[DpAction]) -> Option<u32> {
+        actions.iter().find_map(|a| match a {
+            DpAction::Recirc(id) => Some(*id),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_select_group_is_decided_by_the_datapaths_hash_on_a_second_pass() {
+        let (backer, a, _) = patched(&["in_port=2,ip,actions=mod_nw_tos:8,group:1,output:1"], &[]);
+        // From port 2 (only a's end of the patch is there: a plain port).
+        let k = udp_from(2, 1, 2);
+        let t = backer.translate(&k, 0, false);
+        let Some(id) = recirc_of(&t.actions) else {
+            panic!("{:?}", t.actions)
+        };
+        assert_eq!(
+            t.actions,
+            vec![
+                DpAction::SetNwTos(8),
+                DpAction::Save,
+                DpAction::Hash,
+                DpAction::Recirc(id),
+                DpAction::Restore,
+                Output(1)
+            ],
+            "the group on a copy; what follows it on the packet as it was"
+        );
+        // The first pass looks at no address or port for the group.
+        assert_eq!((t.mask.nw_src, t.mask.tp_src, t.mask.tp_dst), (0, 0, 0));
+        let state = backer.frozen_state(id).unwrap();
+        assert_eq!((state.slot, state.in_port), (a, 2));
+        // The same freeze point gets the same number.
+        let again = backer.translate(&udp_from(2, 5, 6), 0, false);
+        assert_eq!(recirc_of(&again.actions), Some(id));
+        // The second pass: the bucket by the hash's low bits, in proportion to the
+        // weights (1:2:1 over 16 slots: 4, 8, 4).
+        let slots = crate::xlate::hash_slots(3);
+        assert_eq!(slots, 16);
+        let mut chosen = [0; 3];
+        for h in 0..slots {
+            let p = backer.translate(&next_pass(&k, id, h | 0xabc0_0000), 0, false);
+            let (dp_hash, nw_src) = (p.mask.dp_hash, p.mask.nw_src);
+            assert_eq!(dp_hash, slots - 1, "the hash's low bits only");
+            assert_eq!(nw_src, 0);
+            let bucket = match &p.actions[..] {
+                [Output(1)] => 0,
+                [DpAction::SetTpDst(7), Output(1)] => 1,
+                // Out of the port it came in by: nowhere.
+                [] => 2,
+                other => panic!("{other:?}"),
+            };
+            chosen[bucket] += 1;
+        }
+        assert_eq!(chosen, [4, 8, 4]);
+        // A number no state has (or a bridge's that went) drops, for itself alone.
+        let gone = backer.translate(&next_pass(&k, id + 100, 0), 0, false);
+        assert!(gone.actions.is_empty());
+        assert_eq!(gone.mask.recirc_id, u32::MAX);
+        backer.remove_bridge(a);
+        assert!(backer.frozen_state(id).is_none());
+        assert!(backer
+            .translate(&next_pass(&k, id, 0), 0, false)
+            .actions
+            .is_empty());
+    }
+
+    #[test]
+    fn a_select_group_past_a_patch_resumes_in_that_bridge_and_a_packet_out_never_freezes() {
+        let (backer, a, b) = patched(&["in_port=1,actions=output:2"], &["actions=group:1"]);
+        backer.set_patch(b, 2, "pb", "pa");
+        let k = udp_from(1, 1, 2);
+        let t = backer.translate(&k, 0, false);
+        let id = recirc_of(&t.actions).unwrap_or_else(|| panic!("{:?}", t.actions));
+        let state = backer.frozen_state(id).unwrap();
+        assert_eq!(
+            (state.slot, state.in_port, state.path.clone()),
+            (b, 2, vec![a])
+        );
+        // Every bucket resumes in b: its port 1 is datapath port 3; its bucket out
+        // of its patch port back into a (which the packet came through) goes nowhere.
+        let outs: Vec<Vec<DpAction>> = (0..16)
+            .map(|h| backer.translate(&next_pass(&k, id, h), 0, false).actions)
+            .collect();
+        assert!(outs.contains(&vec![Output(3)]), "{outs:?}");
+        assert!(outs.contains(&Vec::new()), "{outs:?}");
+        // A packet-out runs its actions without lookups: the group decides at once.
+        let o = backer.ofproto(b).unwrap();
+        let x = o.translate_packet_out(
+            &FlowKey { in_port: 1, ..k },
+            &[vsw_flow::Action::Group(1)],
+            0,
+        );
+        assert!(recirc_of(&x.actions).is_none(), "{:?}", x.actions);
+    }
+
     mod megaflows {
         use super::*;
         use proptest::prelude::*;
@@ -579,6 +750,7 @@ mod tests {
                 Just("NORMAL".to_string()),
                 Just("mod_tp_dst:3".to_string()),
                 Just("mod_nw_src:10.0.0.1".to_string()),
+                Just("group:1".to_string()),
                 Just("drop".to_string()),
             ];
             (matching, 1u16..4, proptest::collection::vec(action, 1..3)).prop_map(
@@ -626,15 +798,26 @@ mod tests {
                 a_rules in proptest::collection::vec(rule(), 0..5),
                 b_rules in proptest::collection::vec(rule(), 0..5),
                 keys in proptest::collection::vec(key(), 2..12),
+                hashes in proptest::collection::vec(any::<u32>(), 3),
             ) {
                 let a_rules: Vec<&str> = a_rules.iter().map(String::as_str).collect();
                 let b_rules: Vec<&str> = b_rules.iter().map(String::as_str).collect();
                 let (backer, _, b) = patched(&a_rules, &b_rules);
                 backer.set_patch(b, 2, "pb", "pa");
-                for k1 in &keys {
+                // Every first pass, and every pass after a recirculation one made
+                // (select groups: the same keys, each with the hashes).
+                let mut passes: Vec<FlowKey> = keys.clone();
+                for k in &keys {
+                    if let Some(id) = recirc_of(&backer.translate(k, 0, false).actions) {
+                        passes.extend(hashes.iter().map(|h| next_pass(k, id, *h)));
+                    }
+                }
+                for k1 in &passes {
                     let t1 = backer.translate(k1, 0, false);
-                    for k2 in &keys {
-                        if k2.masked(&t1.mask) != k1.masked(&t1.mask) {
+                    // As the datapath makes every flow: its pass exact.
+                    let mask = FlowKey { recirc_id: u32::MAX, ..t1.mask };
+                    for k2 in &passes {
+                        if k2.masked(&mask) != k1.masked(&mask) {
                             continue;
                         }
                         let t2 = backer.translate(k2, 0, false);

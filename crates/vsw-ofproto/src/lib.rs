@@ -6,6 +6,7 @@
 
 mod attribution;
 pub mod backer;
+pub mod frozen;
 mod generation;
 pub mod ofproto;
 pub mod punt_notes;

@@ -11,10 +11,11 @@ use vsw_packet::{FlowKey, MacAddr};
 
 use crate::attribution::{FlowCredit, TableCounters};
 use crate::backer::{Backer, BackerView, BridgeSlot};
+use crate::frozen::Frozen;
 use crate::generation::{Changes, Generation};
 use crate::punt_notes::{PuntNote, PuntNotes};
 use crate::trace::Trace;
-use crate::xlate::{translate, translate_actions, XlateEnv, Xlated};
+use crate::xlate::{resume, translate, translate_actions, XlateEnv, Xlated};
 
 /// A MAC table entry as `fdb/show` lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -260,7 +261,11 @@ impl Ofproto {
         f(backer
             .as_ref()
             .zip(map.as_deref())
-            .map(|((_, slot), map)| BackerView { map, slot: *slot }))
+            .map(|((b, slot), map)| BackerView {
+                map,
+                slot: *slot,
+                frozen: b.frozen(),
+            }))
     }
 
     fn packet_out_in(
@@ -286,14 +291,16 @@ impl Ofproto {
             fail_open: false,
             restore_wait: false,
             backer: view,
+            may_freeze: false,
         };
         translate_actions(&mut env, key, actions)
     }
 
     fn run(&self, key: &FlowKey, now_ms: u64, learn: bool, trace: bool) -> (Xlated, u64) {
-        self.in_backer(|view| self.run_in(view, key, now_ms, learn, trace))
+        self.in_backer(|view| self.run_in(view, key, now_ms, learn, trace, None))
     }
 
+    /// Translates `key` from table 0, or (`from`) from where a translation froze.
     fn run_in(
         &self,
         view: Option<BackerView<'_>>,
@@ -301,6 +308,7 @@ impl Ofproto {
         now_ms: u64,
         learn: bool,
         trace: bool,
+        from: Option<&Frozen>,
     ) -> (Xlated, u64) {
         let mut macs = lock(&self.macs);
         // Read under the MAC table's lock, before the rules: see `set_pipeline`.
@@ -320,8 +328,12 @@ impl Ofproto {
             fail_open: self.fail_open.load(Ordering::Acquire),
             restore_wait: self.restore_wait.load(Ordering::Acquire),
             backer: view,
+            may_freeze: true,
         };
-        let mut x = translate(&mut env, key);
+        let mut x = match from {
+            None => translate(&mut env, key),
+            Some(state) => resume(&mut env, key, state),
+        };
         if self.offload_ports.load().contains(&key.in_port) {
             exact_for_offload(&mut x.mask, key);
         }
@@ -345,14 +357,39 @@ impl Ofproto {
     /// Translates `key` as `vswctl trace` shows it (no learning).
     pub fn trace(&self, key: &FlowKey, now_ms: u64) -> Trace {
         let (x, _) = self.run(key, now_ms, false, true);
-        Trace {
-            key: *key,
-            steps: x.steps,
-            final_key: x.final_key,
-            megaflow: vsw_flow::Match::new(*key, x.mask),
-            actions: x.actions,
-            error: x.error,
+        let mut trace = Trace::of(key, x);
+        // Each recirculation, followed as the datapath takes it: the packet as the
+        // pass before left it, hashed, resumed where its translation froze.
+        let Some((backer, _)) = self.backer() else {
+            return trace;
+        };
+        let mut last = (trace.actions.clone(), trace.final_key);
+        while trace.recirculations.len() < vsw_datapath::MAX_RECIRC_DEPTH {
+            let Some(id) = last.0.iter().find_map(|a| match a {
+                vsw_datapath::DpAction::Recirc(id) => Some(*id),
+                _ => None,
+            }) else {
+                break;
+            };
+            let (Some(state), packet) = (backer.frozen_state(id), last.1) else {
+                break;
+            };
+            let Some(o) = backer.ofproto(state.slot) else {
+                break;
+            };
+            let next = FlowKey {
+                recirc_id: id,
+                dp_hash: vsw_packet::key::l4_hash(&packet),
+                ..packet
+            };
+            let thawed = state.thaw(&next);
+            let (x, _) =
+                o.in_backer(|view| o.run_in(view, &thawed, now_ms, false, true, Some(&state)));
+            let pass = Trace::of(&thawed, x);
+            last = (pass.actions.clone(), pass.final_key);
+            trace.recirculations.push(pass);
         }
+        trace
     }
 
     /// A translation for tests and benchmarks (no learning, no tracing).
@@ -389,7 +426,34 @@ impl Upcall for Ofproto {
     }
 
     fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
-        let (mut x, generation) = self.run(key, now_ms, learn, false);
+        let (x, generation) = self.run(key, now_ms, learn, false);
+        self.credited(x, generation)
+    }
+
+    fn revalidating(&self, now_ms: u64) {
+        self.expire_macs(now_ms);
+    }
+}
+
+impl Ofproto {
+    /// A packet's next pass (`key`, in the datapath's numbers) translated from where
+    /// `state`, one of this bridge's, froze.
+    pub(crate) fn resume(
+        &self,
+        state: &Frozen,
+        key: &FlowKey,
+        now_ms: u64,
+        learn: bool,
+    ) -> Translation {
+        let thawed = state.thaw(key);
+        let (x, generation) =
+            self.in_backer(|view| self.run_in(view, &thawed, now_ms, learn, false, Some(state)));
+        self.credited(x, generation)
+    }
+
+    /// The datapath's view of translation `x`: its mask and actions, and what its
+    /// packets are credited to.
+    fn credited(&self, mut x: Xlated, generation: u64) -> Translation {
         let mut rules: Vec<Arc<vsw_flow::Rule>> = Vec::with_capacity(x.rules.len());
         for r in x.rules.drain(..) {
             if !rules.iter().any(|o| Arc::ptr_eq(o, &r)) {
@@ -414,10 +478,6 @@ impl Upcall for Ofproto {
             }),
             generation,
         }
-    }
-
-    fn revalidating(&self, now_ms: u64) {
-        self.expire_macs(now_ms);
     }
 }
 

@@ -20,9 +20,25 @@ pub struct Trace {
     pub megaflow: Match,
     pub actions: Vec<DpAction>,
     pub error: Option<XlateError>,
+    /// The passes after this one, one per recirculation (`recirc(…)` in the
+    /// actions), each as its own trace.
+    pub recirculations: Vec<Trace>,
 }
 
 impl Trace {
+    /// The trace of translation `x` of `key`.
+    pub(crate) fn of(key: &FlowKey, x: crate::Xlated) -> Trace {
+        Trace {
+            key: *key,
+            steps: x.steps,
+            final_key: x.final_key,
+            megaflow: Match::new(*key, x.mask),
+            actions: x.actions,
+            error: x.error,
+            recirculations: Vec::new(),
+        }
+    }
+
     /// The text `vswctl trace` prints.
     pub fn render(&self) -> String {
         let mut o = String::new();
@@ -43,6 +59,17 @@ impl Trace {
             let _ = writeln!(o, "Translation failed: {e}");
         }
         let _ = writeln!(o, "Datapath actions: {}", format_dp_actions(&self.actions));
+        let rule = "=".repeat(79);
+        for pass in &self.recirculations {
+            let _ = writeln!(o, "\n{rule}");
+            let _ = writeln!(
+                o,
+                "recirc(0x{:x}) - dp_hash 0x{:x}",
+                pass.key.recirc_id, pass.key.dp_hash
+            );
+            let _ = writeln!(o, "{rule}");
+            let _ = write!(o, "{}", pass.render());
+        }
         o
     }
 }
@@ -70,6 +97,9 @@ fn exact(key: &FlowKey) -> Match {
         tun_flags: ones(k.tun_flags, u32::MAX),
         in_port: u32::MAX,
         ipv6_label: ones(k.ipv6_label, u32::MAX),
+        // Not fields a rule matches (a later pass's trace names them in its heading).
+        recirc_id: 0,
+        dp_hash: 0,
         dl_src: mac(k.dl_src),
         dl_dst: mac(k.dl_dst),
         arp_sha: mac(k.arp_sha),

@@ -16,6 +16,7 @@ use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
 use crate::backer::{BackerView, BridgeSlot};
+use crate::frozen::{Frozen, Resume};
 use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
 
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
@@ -159,6 +160,9 @@ pub(crate) struct XlateEnv<'a> {
     /// The datapath's backer, when the bridge is in one: actions are emitted in
     /// datapath numbers and patch ports lead into other bridges.
     pub backer: Option<BackerView<'a>>,
+    /// A select group may be decided by a recirculation (a packet passing through
+    /// the datapath; not a packet-out, whose actions run without lookups).
+    pub may_freeze: bool,
 }
 
 struct Ctx<'a, 'b> {
@@ -255,6 +259,27 @@ pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
     run(env, key, |cx| cx.walk())
 }
 
+/// Resumes the translation `state` froze, for a packet's next pass (`key`, with
+/// what only translation knows put back: [`Frozen::thaw`]).
+pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &FlowKey, state: &Frozen) -> Xlated {
+    run(env, key, |cx| {
+        cx.saves = state.saves;
+        cx.path.clone_from(&state.path);
+        match state.resume {
+            Resume::SelectBucket { group, table } => cx.select_by_hash(group, table),
+        }
+    })
+}
+
+/// The hash slots a select group of `buckets` live buckets is chosen over (a power
+/// of two): four per bucket, at least 16, so that weights get their share to a
+/// quarter of a bucket's; at most 1,024 (as many flows of the next pass).
+pub fn hash_slots(buckets: usize) -> u32 {
+    (buckets.saturating_mul(4))
+        .clamp(16, 1024)
+        .next_power_of_two() as u32
+}
+
 /// Translates a list of actions for a packet of `key` (an OpenFlow packet-out's): as
 /// if a rule of table 0 held them.
 pub(crate) fn translate_actions(
@@ -292,8 +317,31 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
     if cx.out.error.is_some() {
         cx.out.actions.clear();
     }
+    drop_trailing_copies(&mut cx.out.actions);
     cx.out.final_key = cx.key;
     cx.out
+}
+
+/// A copy kept for what follows it, with nothing following, is no copy at all: the
+/// trailing `Save` … `Restore` pairs go (the datapath then changes the packet itself,
+/// with no copy made; a later pass of a recirculation runs last, on it).
+fn drop_trailing_copies(actions: &mut Vec<DpAction>) {
+    while actions.last() == Some(&DpAction::Restore) {
+        let mut open = 0usize;
+        let save = actions.iter().rposition(|a| {
+            match a {
+                DpAction::Restore => open += 1,
+                DpAction::Save => open -= 1,
+                _ => {}
+            }
+            open == 0
+        });
+        let Some(at) = save else {
+            return;
+        };
+        actions.pop();
+        actions.remove(at);
+    }
 }
 
 impl Ctx<'_, '_> {
@@ -388,7 +436,12 @@ impl Ctx<'_, '_> {
             fail_open: o.fail_open(),
             restore_wait: o.restore_wait(),
             live_ports: &live,
-            backer: Some(BackerView { map: b.map, slot }),
+            backer: Some(BackerView {
+                map: b.map,
+                slot,
+                frozen: b.frozen,
+            }),
+            may_freeze: self.env.may_freeze,
         };
         // As Open vSwitch: the metadata and the tunnel it came from stay behind.
         let key = FlowKey {
@@ -714,7 +767,12 @@ impl Ctx<'_, '_> {
                     (0..g.spec.buckets.len()).find(|&i| self.bucket_live(&g.spec.buckets[i], 0));
                 live.into_iter().collect()
             }
-            GroupType::Select => self.select(&g).into_iter().collect(),
+            GroupType::Select => {
+                if self.freeze_select(&g, table) {
+                    return;
+                }
+                self.select(&g).into_iter().collect()
+            }
         };
         self.step(
             table,
@@ -792,19 +850,123 @@ impl Ctx<'_, '_> {
         port_ok && group_ok
     }
 
-    /// A select group's bucket for this packet: among the live buckets with a
-    /// weight, by a hash of its addresses and ports (so one connection stays on one
-    /// bucket), in proportion to the weights. The datapath flow then matches what
-    /// the hash read: one flow per connection, each with its bucket.
-    fn select(&mut self, g: &Group) -> Option<usize> {
-        let live: Vec<(usize, u32)> = g
-            .spec
+    /// Leaves select group `g`'s choice to the datapath, as Open vSwitch's
+    /// `dp_hash` selection does: the datapath hashes the packet's addresses and
+    /// ports and looks it up again, on a copy, with a `recirc_id` that resumes here
+    /// ([`Resume::SelectBucket`]); that pass's flow matches the hash's low bits
+    /// only. So the flow of this pass matches no address or port for the group's
+    /// sake, and the next pass's flows number the hash's buckets, not the
+    /// connections. False (and nothing done) where the datapath cannot: no backer,
+    /// a packet-out, no copy left, or the table of frozen states full.
+    fn freeze_select(&mut self, g: &Arc<Group>, table: u8) -> bool {
+        let Some(b) = self.env.backer else {
+            return false;
+        };
+        if !self.env.may_freeze || self.saves == MAX_SAVES {
+            return false;
+        }
+        let state = Frozen {
+            slot: b.slot,
+            in_port: self.key.in_port,
+            metadata: self.key.metadata,
+            tunnel: Frozen::tunnel_of(&self.key),
+            saves: self.saves + 1,
+            path: self.path.clone(),
+            resume: Resume::SelectBucket {
+                group: g.spec.id,
+                table,
+            },
+        };
+        let Some(id) = b.freeze(state) else {
+            return false;
+        };
+        self.step(
+            table,
+            format!(
+                "group:{} (select): bucket by the datapath's hash: recirc(0x{id:x})",
+                g.spec.id
+            ),
+        );
+        // The group's counters are credited on the next pass, with its bucket's:
+        // one flow counts both, so they always add up.
+        for a in [
+            DpAction::Save,
+            DpAction::Hash,
+            DpAction::Recirc(id),
+            DpAction::Restore,
+        ] {
+            self.emit(a);
+        }
+        true
+    }
+
+    /// The next pass of a packet that froze at select group `group`: the bucket its
+    /// `dp_hash` falls in, run as the group would have. The flow matches the hash's
+    /// low bits: enough for every bucket to get its share by weight
+    /// ([`hash_slots`]).
+    fn select_by_hash(&mut self, group: u32, table: u8) {
+        let Some(g) = self.env.pipeline.group(group).cloned() else {
+            self.step(table, format!("group:{group}: no such group: drop"));
+            return;
+        };
+        self.out.groups.push((g.clone(), None));
+        let live = self.live_weights(&g);
+        let total: u32 = live.iter().map(|(_, w)| w).sum();
+        if total == 0 {
+            self.step(
+                table,
+                format!("group:{group} (select): no live bucket: drop"),
+            );
+            return;
+        }
+        let slots = hash_slots(live.len());
+        self.out.mask.dp_hash |= slots - 1;
+        let at = self.key.dp_hash & (slots - 1);
+        // Slot `at` of `slots` stands for weight `at * total / slots`.
+        let mut weight = (u64::from(at) * u64::from(total) / u64::from(slots)) as u32;
+        let chosen = live.into_iter().find_map(|(i, w)| {
+            if weight < w {
+                Some(i)
+            } else {
+                weight -= w;
+                None
+            }
+        });
+        let Some(i) = chosen else {
+            return;
+        };
+        self.step(
+            table,
+            format!(
+                "group:{group} (select): dp_hash 0x{:x} is bucket {i}",
+                self.key.dp_hash
+            ),
+        );
+        self.out.groups.push((g.clone(), Some(i)));
+        self.depth += 1;
+        self.in_group += 1;
+        self.bucket(&g.spec.buckets[i], table, None);
+        self.in_group -= 1;
+        self.depth -= 1;
+    }
+
+    /// The live buckets of `g` that have a weight, with it.
+    fn live_weights(&self, g: &Group) -> Vec<(usize, u32)> {
+        g.spec
             .buckets
             .iter()
             .enumerate()
             .filter(|(_, b)| b.weight > 0 && self.bucket_live(b, 0))
             .map(|(i, b)| (i, u32::from(b.weight)))
-            .collect();
+            .collect()
+    }
+
+    /// A select group's bucket for this packet: among the live buckets with a
+    /// weight, by a hash of its addresses and ports (so one connection stays on one
+    /// bucket), in proportion to the weights. The datapath flow then matches what
+    /// the hash read: one flow per connection, each with its bucket.
+    fn select(&mut self, g: &Group) -> Option<usize> {
+        let live = self.live_weights(g);
         let total: u32 = live.iter().map(|(_, w)| w).sum();
         if total == 0 {
             return None;

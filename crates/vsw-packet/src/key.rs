@@ -28,7 +28,7 @@ const MAX_IPV6_EXTENSIONS: usize = 8;
 
 /// Words of a [`FlowKey`]: the classifier and the exact-match cache mask, hash and
 /// compare keys as this many `u64`s.
-pub const KEY_WORDS: usize = 16;
+pub const KEY_WORDS: usize = 17;
 
 /// What a rule can match on, laid out without padding so that it can be read as
 /// [`KEY_WORDS`] machine words ([`FlowKey::words`]).
@@ -66,8 +66,11 @@ pub struct FlowKey {
     /// Geneve O bit, as in Open vSwitch.
     pub tun_flags: u32,
     pub in_port: u32,
-    /// The IPv6 flow label (20 bits).
-    pub ipv6_label: u32,
+    /// Which recirculation this pass of the packet is: 0 as it arrives, the number
+    /// a `recirc` datapath action gave it on each later pass (what the slow path
+    /// froze there). Beside `in_port` because every datapath flow matches both
+    /// exactly: the word after them is looked at only by flows that need it.
+    pub recirc_id: u32,
     pub dl_src: MacAddr,
     pub dl_dst: MacAddr,
     pub arp_sha: MacAddr,
@@ -88,6 +91,12 @@ pub struct FlowKey {
     pub nw_ttl: u8,
     /// [`FRAG_ANY`] | [`FRAG_LATER`].
     pub nw_frag: u8,
+    /// The IPv6 flow label (20 bits).
+    pub ipv6_label: u32,
+    /// The hash a `hash` datapath action computed of the packet (its addresses and
+    /// ports) before a recirculation; 0 until then. A select group's buckets are
+    /// chosen by its low bits on the next pass.
+    pub dp_hash: u32,
 }
 
 // A member added to the key must keep it whole words: checked when compiling rather
@@ -141,6 +150,7 @@ const HASH_K: [u64; KEY_WORDS] = [
     0x0801_f2e2_8587_48f7,
     0xba7c_9045_f12c_7f99,
     0x24a1_9947_b391_6cf7,
+    0x0d95_748f_728e_b658,
 ];
 
 /// Hash of the first `n` words of a key (the exact-match cache and the classifier's
@@ -157,6 +167,37 @@ pub fn hash_words(words: &[u64; KEY_WORDS], n: usize) -> u64 {
     }
     let h = (acc ^ (acc >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^ (h >> 33)
+}
+
+/// The packet's addresses and ports hashed into 32 bits (Open vSwitch's
+/// `hash(l4(0))`): IP version, addresses, protocol and — for TCP, UDP and SCTP —
+/// ports; a packet other than IP by its Ethernet addresses and type. Every packet of
+/// one connection direction gets the same value; the datapath's `hash` action
+/// computes it for a select group's recirculation.
+pub fn l4_hash(key: &FlowKey) -> u32 {
+    let mut words = [0u64; KEY_WORDS];
+    let ip = matches!(key.dl_type, crate::EtherType::IPV4 | crate::EtherType::IPV6);
+    words[0] = u64::from(key.dl_type);
+    if ip {
+        let (src, dst) = (key.nw_src, key.nw_dst);
+        words[1] = src as u64;
+        words[2] = (src >> 64) as u64;
+        words[3] = dst as u64;
+        words[4] = (dst >> 64) as u64;
+        words[5] = u64::from(key.nw_proto);
+        if matches!(key.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP) {
+            words[6] = (u64::from(key.tp_src) << 16) | u64::from(key.tp_dst);
+        }
+    } else {
+        words[1] = mac_word(key.dl_src);
+        words[2] = mac_word(key.dl_dst);
+    }
+    let h = hash_words(&words, 7);
+    (h ^ (h >> 32)) as u32
+}
+
+fn mac_word(m: MacAddr) -> u64 {
+    m.0.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b))
 }
 
 /// Why a frame cannot be switched at all.

@@ -414,6 +414,10 @@ pub struct PmdStatsView {
     /// out: the packet was dropped (part of `lost`).
     #[serde(default)]
     pub lost_upcalls: u64,
+    /// Passes packets took after their first (recirculations: a select group's
+    /// bucket chosen by the datapath's hash, …).
+    #[serde(default)]
+    pub recirculations: u64,
     /// Upcalls whose result was executed but not cached (the flow limit was reached,
     /// or the rules changed while translating).
     #[serde(default)]
@@ -493,6 +497,7 @@ impl PmdStatsView {
             megaflow_hits: d(self.megaflow_hits, base.megaflow_hits),
             upcalls: d(self.upcalls, base.upcalls),
             lost_upcalls: d(self.lost_upcalls, base.lost_upcalls),
+            recirculations: d(self.recirculations, base.recirculations),
             uncached_upcalls: d(self.uncached_upcalls, base.uncached_upcalls),
             lost: d(self.lost, base.lost),
             subtable_lookups: d(self.subtable_lookups, base.subtable_lookups),

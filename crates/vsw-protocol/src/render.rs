@@ -246,6 +246,10 @@ pub fn pmd_stats(pmds: &[PmdStatsView]) -> String {
         let pct = |c: u64| 100.0 * c as f64 / total;
         let _ = writeln!(o, "pmd thread core_id {}:", p.core);
         let _ = writeln!(o, "  packets received: {}", p.packets);
+        let _ = writeln!(o, "  packet recirculations: {}", p.recirculations);
+        let passes =
+            (p.packets > 0).then(|| (p.packets + p.recirculations) as f64 / p.packets as f64);
+        let _ = writeln!(o, "  avg. datapath passes per packet: {}", avg(passes));
         let (emc, megaflow, upcall) = match p.shares() {
             Some((e, m, u)) => (
                 format!(" ({e:.1}%)"),

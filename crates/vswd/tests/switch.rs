@@ -371,6 +371,79 @@ fn add_flow(sw: &mut Switch, flow: &str) -> Result<(), String> {
 }
 
 #[test]
+fn a_select_group_recirculates_and_trace_and_dump_flows_follow_it() {
+    let dir = TestDir::new("select");
+    let mut sw = start(&dir);
+    add_port(&mut sw, "gen7", &["type=ring", "ring-flows=64"]).unwrap();
+    add_port(&mut sw, "sinka", &["type=ring"]).unwrap();
+    add_port(&mut sw, "sinkb", &["type=ring"]).unwrap();
+    sw.handle(Request::AddGroup {
+        group: "group_id=1,type=select,bucket=output:sinka,bucket=output:sinkb".into(),
+    })
+    .unwrap();
+    add_flow(&mut sw, "priority=10,in_port=gen7,actions=group:1").unwrap();
+    let trace = sw
+        .handle(Request::Trace {
+            flow: "in_port=gen7,udp,tp_src=5,tp_dst=9".into(),
+        })
+        .unwrap();
+    let trace = trace.as_str().unwrap().to_string();
+    for want in [
+        "group:1 (select): bucket by the datapath's hash: recirc(0x",
+        "Datapath actions: hash(l4(0)),recirc(0x",
+        "=====",
+        " - dp_hash 0x",
+        "(select): dp_hash 0x",
+        "Megaflow: in_port=1",
+    ] {
+        assert!(trace.contains(want), "no '{want}' in\n{trace}");
+    }
+    // The second pass sends it out of one of the two.
+    let last = trace.lines().last().unwrap();
+    assert!(
+        last == "Datapath actions: 2" || last == "Datapath actions: 3",
+        "{trace}"
+    );
+    // The generator's 64 flows: one first-pass flow, the second pass's by the
+    // hash's low bits, both sinks used.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let flows: Vec<vsw_protocol::DpFlowInfo> =
+            serde_json::from_value(sw.handle(Request::DumpDpFlows { kind: None }).unwrap())
+                .unwrap();
+        let first: Vec<_> = flows
+            .iter()
+            .filter(|f| !f.matching.starts_with("recirc_id("))
+            .collect();
+        let later: Vec<_> = flows
+            .iter()
+            .filter(|f| f.matching.starts_with("recirc_id("))
+            .collect();
+        let outs: std::collections::BTreeSet<&str> =
+            later.iter().map(|f| f.actions.as_str()).collect();
+        if first.len() == 1 && outs.len() == 2 {
+            assert!(
+                first[0].actions.starts_with("hash(l4(0)),recirc(0x"),
+                "{flows:?}"
+            );
+            assert!(later.len() <= 16, "{flows:?}");
+            assert!(
+                later.iter().all(|f| f.matching.contains(",dp_hash(0x")),
+                "{flows:?}"
+            );
+            assert!(
+                later.iter().all(|f| f.matching.contains("/0xf),")),
+                "{flows:?}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{flows:?}");
+        std::thread::yield_now();
+    }
+    sw.shutdown(true);
+}
+
+#[test]
 fn tables_trace_and_the_datapath_views() {
     let dir = TestDir::new("tables");
     let mut sw = start(&dir);

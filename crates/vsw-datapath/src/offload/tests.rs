@@ -222,6 +222,20 @@ fn datapath_flows_that_cannot_be_offloaded_say_why() {
         offloadable(&dp(&key, normal, vec![])).map(|f| f.action),
         Ok(OffloadAction::Drop)
     );
+    // The kernel looks a packet up once: no later pass, nor a flow that makes one.
+    let later = FlowKey {
+        recirc_id: 3,
+        ..key
+    };
+    assert_eq!(
+        offloadable(&dp(&later, normal, vec![DpAction::Output(2)])).map(|f| f.action),
+        Err("recirculation".to_string())
+    );
+    let hashing = vec![DpAction::Hash, DpAction::Recirc(3)];
+    assert_eq!(
+        offloadable(&dp(&key, normal, hashing)).map(|f| f.action),
+        Err("recirculation".to_string())
+    );
     let ttl = FlowKey {
         nw_ttl: 0xff,
         ..normal

@@ -164,7 +164,7 @@ impl Switch {
                 DpFlowInfo {
                     id: f.id,
                     core: f.core,
-                    matching: format_match(&vsw_flow::Match::new(value, mask)),
+                    matching: dp_match_text(value, mask),
                     packets: s.packets,
                     bytes: s.bytes,
                     used_s: s.used_ms.map(|t| now.saturating_sub(t) as f64 / 1000.0),
@@ -334,4 +334,22 @@ impl Switch {
             flows: self.ofproto.pipeline().len(),
         }
     }
+}
+
+/// A datapath flow's match as `dpctl/dump-flows` prints it: a later pass's flow
+/// names its recirculation, and a flow that looks at the datapath's hash the bits it
+/// matches, before the fields rules match.
+fn dp_match_text(value: vsw_packet::FlowKey, mask: vsw_packet::FlowKey) -> String {
+    let mut text = String::new();
+    if value.recirc_id != 0 {
+        text.push_str(&format!("recirc_id(0x{:x}),", value.recirc_id));
+    }
+    if mask.dp_hash != 0 {
+        text.push_str(&format!(
+            "dp_hash(0x{:x}/0x{:x}),",
+            value.dp_hash & mask.dp_hash,
+            mask.dp_hash
+        ));
+    }
+    text + &format_match(&vsw_flow::Match::new(value, mask))
 }

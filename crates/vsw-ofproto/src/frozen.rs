@@ -1,0 +1,165 @@
+//! Frozen translations (Open vSwitch's `recirc_id` nodes): where a translation
+//! stopped so that the datapath looks the packet up again, kept under a number the
+//! datapath carries as the packet's `recirc_id` on its next pass. The next pass's
+//! miss resumes the translation from here: same bridge, same view of what the packet
+//! carries only in translation (input port in the bridge's numbers, metadata, the
+//! tunnel as that bridge sees it), same budget of copies.
+//!
+//! A state is kept once: the same freeze point reached again gets its number back,
+//! so a datapath flow of the next pass serves every flow that froze there. Numbers
+//! are never used twice (a flow that outlives its state finds none and drops), and
+//! the table is bounded: when it is full, translation does without recirculation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::backer::BridgeSlot;
+
+/// Frozen states one backer keeps at most.
+pub const MAX_FROZEN: usize = 1 << 16;
+
+/// What the resumed translation does first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Resume {
+    /// Chooses select group `group`'s bucket by the packet's `dp_hash` and runs it
+    /// (the group was reached in `table`).
+    SelectBucket { group: u32, table: u8 },
+}
+
+/// Where a translation stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frozen {
+    pub slot: BridgeSlot,
+    /// The input port in that bridge's numbers (a patch port's peer, after a
+    /// crossing).
+    pub in_port: u32,
+    pub metadata: u64,
+    /// `tun_id`, `tun_src`, `tun_dst`, `tun_metadata0`, `tun_flags` as the bridge
+    /// saw them (cleared by a patch crossing).
+    pub tunnel: (u64, u32, u32, u32, u32),
+    /// Copies of the packet the datapath holds at the recirculation.
+    pub saves: usize,
+    /// The bridges the translation went through before this one.
+    pub path: Vec<BridgeSlot>,
+    pub resume: Resume,
+}
+
+impl Frozen {
+    /// `key` (a packet's next pass) as the translation saw the packet: the fields
+    /// only translation knows put back.
+    pub fn thaw(&self, key: &vsw_packet::FlowKey) -> vsw_packet::FlowKey {
+        let (tun_id, tun_src, tun_dst, tun_metadata0, tun_flags) = self.tunnel;
+        vsw_packet::FlowKey {
+            in_port: self.in_port,
+            metadata: self.metadata,
+            tun_id,
+            tun_src,
+            tun_dst,
+            tun_metadata0,
+            tun_flags,
+            ..*key
+        }
+    }
+
+    /// The tunnel fields of `key`, as `tunnel` keeps them.
+    pub fn tunnel_of(key: &vsw_packet::FlowKey) -> (u64, u32, u32, u32, u32) {
+        (
+            key.tun_id,
+            key.tun_src,
+            key.tun_dst,
+            key.tun_metadata0,
+            key.tun_flags,
+        )
+    }
+}
+
+#[derive(Default)]
+pub struct FrozenStates {
+    ids: HashMap<Arc<Frozen>, u32>,
+    states: HashMap<u32, Arc<Frozen>>,
+    /// The last number given (0 is every packet's first pass).
+    last: u32,
+}
+
+impl FrozenStates {
+    /// The number of `state`: the one it has, or a new one. `None` when the table
+    /// is full or the numbers ran out.
+    pub fn freeze(&mut self, state: Frozen) -> Option<u32> {
+        if let Some(id) = self.ids.get(&state) {
+            return Some(*id);
+        }
+        if self.states.len() >= MAX_FROZEN {
+            return None;
+        }
+        let id = self.last.checked_add(1)?;
+        self.last = id;
+        let state = Arc::new(state);
+        self.ids.insert(state.clone(), id);
+        self.states.insert(id, state);
+        Some(id)
+    }
+
+    pub fn get(&self, id: u32) -> Option<Arc<Frozen>> {
+        self.states.get(&id).cloned()
+    }
+
+    /// Forgets the states of a bridge that goes (their numbers are not given again).
+    pub fn forget_bridge(&mut self, slot: BridgeSlot) {
+        self.ids.retain(|s, _| s.slot != slot);
+        self.states.retain(|_, s| s.slot != slot);
+    }
+
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(group: u32, metadata: u64) -> Frozen {
+        Frozen {
+            slot: BridgeSlot(0),
+            in_port: 1,
+            metadata,
+            tunnel: Default::default(),
+            saves: 1,
+            path: Vec::new(),
+            resume: Resume::SelectBucket { group, table: 0 },
+        }
+    }
+
+    #[test]
+    fn a_state_keeps_its_number_and_a_forgotten_one_is_not_given_again() {
+        let mut f = FrozenStates::default();
+        let a = f.freeze(state(1, 0)).unwrap();
+        let b = f.freeze(state(2, 0)).unwrap();
+        assert_ne!(a, 0);
+        assert_ne!(a, b);
+        assert_eq!(f.freeze(state(1, 0)), Some(a));
+        assert_eq!(f.get(a).unwrap().resume, state(1, 0).resume);
+        f.forget_bridge(BridgeSlot(0));
+        assert!(f.get(a).is_none() && f.is_empty());
+        let c = f.freeze(state(1, 0)).unwrap();
+        assert!(c > b, "{c} after {b}");
+    }
+
+    #[test]
+    fn a_full_table_freezes_nothing_more() {
+        let mut f = FrozenStates::default();
+        for m in 0..MAX_FROZEN as u64 {
+            assert!(f.freeze(state(1, m)).is_some());
+        }
+        assert_eq!(f.freeze(state(1, u64::MAX)), None);
+        assert!(
+            f.freeze(state(1, 0)).is_some(),
+            "a kept state still has its number"
+        );
+        assert_eq!(f.len(), MAX_FROZEN);
+    }
+}
