@@ -46,6 +46,12 @@ pub struct Scenario {
     /// The sink is on a second bridge behind a patch pair (the first bridge's port
     /// 2 is the patch; the second's rule sends what crosses to its sink).
     pub patched: bool,
+    /// Groups the rules may use (`ovs-ofctl add-group` text).
+    pub groups: Vec<String>,
+    /// The bridge translates alone, on no backer: a select group is decided in
+    /// translation (its flows match every connection's addresses and ports), as
+    /// before recirculation.
+    pub standalone: bool,
 }
 
 impl Scenario {
@@ -81,6 +87,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: None,
             max_seconds_ms: None,
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
         Scenario {
             name: "10,000 flows, 100 rules over 10 masks, cache off (megaflows)".into(),
@@ -92,6 +100,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: None,
             max_seconds_ms: None,
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
         Scenario {
             name: "10,000 flows, 100 rules over 10 masks, cache on (1 in 100)".into(),
@@ -103,6 +113,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: None,
             max_seconds_ms: None,
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
         Scenario {
             name: "1 flow while 10,000 rules are added and removed".into(),
@@ -114,6 +126,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: None,
             max_seconds_ms: None,
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
         Scenario {
             name: "10,000 flows, 1 table, cache off".into(),
@@ -125,6 +139,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: None,
             max_seconds_ms: None,
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
         Scenario {
             name: "10,000 flows, 5 tables, cache off".into(),
@@ -136,6 +152,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: None,
             max_seconds_ms: None,
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
         Scenario {
             name: "10,000 flows, 3 tables as a controller installs them, cache off".into(),
@@ -147,6 +165,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: None,
             max_seconds_ms: None,
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
         Scenario {
             name: "upcalls: every packet a new datapath flow".into(),
@@ -164,6 +184,8 @@ pub fn standard_scenarios() -> Vec<Scenario> {
             flow_limit: Some(NEW_FLOWS as usize),
             max_seconds_ms: Some(1000),
             patched: false,
+            groups: Vec::new(),
+            standalone: false,
         },
     ]
 }
@@ -180,6 +202,53 @@ pub fn patch_scenarios() -> Vec<Scenario> {
         two.patched = true;
         out.push(one);
         out.push(two);
+    }
+    out
+}
+
+/// A select group of four buckets, all to the sink, that rule sends everything to;
+/// `flows` connections, each packet a new one when `new` (as the upcall scenario).
+fn select_scenario(name: &str, flows: u32, new: bool, standalone: bool) -> Scenario {
+    Scenario {
+        name: name.into(),
+        flows,
+        layout: Layout::Consecutive,
+        rules: vec!["in_port=1,actions=group:1".into()],
+        emc_insert_inv_prob: 100,
+        churn: 0,
+        flow_limit: new.then_some(flows as usize),
+        max_seconds_ms: new.then_some(1000),
+        patched: false,
+        groups: vec!["group_id=1,type=select,bucket=output:2,bucket=output:2,\
+                      bucket=output:2,bucket=output:2"
+            .into()],
+        standalone,
+    }
+}
+
+/// Connections through a select group (10,000 again and again, then a new one
+/// every packet): decided in translation (a flow and an upcall per connection),
+/// beside decided by the datapath's hash and a recirculation (the flows number the
+/// hash's slots).
+pub fn select_scenarios() -> Vec<Scenario> {
+    let name = |what: &str, how: &str| format!("{what}, select group of 4, {how}");
+    let mut out = Vec::new();
+    for (what, flows, new) in [
+        ("10,000 connections", 10_000, false),
+        ("every packet a new connection", NEW_FLOWS, true),
+    ] {
+        out.push(select_scenario(
+            &name(what, "decided in translation"),
+            flows,
+            new,
+            true,
+        ));
+        out.push(select_scenario(
+            &name(what, "by dp_hash and recirculation"),
+            flows,
+            new,
+            false,
+        ));
     }
     out
 }
@@ -323,6 +392,8 @@ pub enum InMemoryError {
         rule: String,
         error: FlowSyntaxError,
     },
+    #[error("group: {0}")]
+    Group(String),
     #[error("the PMD forwarded nothing in {0:?}")]
     NoTraffic(Duration),
 }
@@ -351,7 +422,24 @@ pub fn measure(
         })?;
         pipeline.insert(spec, 0);
     }
+    for g in &s.groups {
+        let spec =
+            vsw_flow::parse_group(g, &|_: &str| None).map_err(|error| InMemoryError::Rule {
+                rule: g.clone(),
+                error,
+            })?;
+        pipeline
+            .set_group(spec, false, 0)
+            .map_err(|e| InMemoryError::Group(e.to_string()))?;
+    }
     let subtables = pipeline.table(0).map_or(0, |t| t.subtables());
+    if s.standalone {
+        // The bridge alone: the datapath numbers its ports as the bridge does.
+        let ofproto = Ofproto::new(pipeline);
+        ofproto.set_ports(vec![1, 2]);
+        let up = ofproto.clone();
+        return run(s, dp, up, &ofproto, (1, 2), subtables, wire_size, seconds);
+    }
     // The bridge numbers its ports 1 (source) and 2 (sink, or the patch); the
     // datapath numbers them 11 and 12 (the sink on the second bridge: 12 too).
     let backer = Backer::new();
@@ -376,16 +464,41 @@ pub fn measure(
     } else {
         backer.set_port(first, 2, 12)?;
     }
-    dp.set_upcall(backer.clone())?;
+    run(
+        s,
+        dp,
+        backer,
+        &ofproto,
+        (11, 12),
+        subtables,
+        wire_size,
+        seconds,
+    )
+}
+
+/// Runs the traffic of `s` through `dp` translated by `upcall`, from and to the
+/// datapath ports `(source, sink)`, and measures.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    s: &Scenario,
+    mut dp: Datapath,
+    upcall: std::sync::Arc<dyn vsw_datapath::Upcall>,
+    ofproto: &Ofproto,
+    (source, sink_no): (u32, u32),
+    subtables: usize,
+    wire_size: usize,
+    seconds: f64,
+) -> Result<Figures, InMemoryError> {
+    dp.set_upcall(upcall)?;
     let sink = std::sync::Arc::new(PortStats::default());
     dp.add_port(PortHandle::new(
-        12,
+        sink_no,
         "sink",
         ring_port(0, wire_size),
         sink.clone(),
     ))?;
     dp.add_port(PortHandle::new(
-        11,
+        source,
         "source",
         ring_port_with_frames(s.frames(wire_size)),
         std::sync::Arc::new(PortStats::default()),
@@ -397,7 +510,7 @@ pub fn measure(
     dp.clear_pmd_stats();
     let start = Instant::now();
     if s.churn > 0 {
-        churn(&mut dp, &ofproto, s.churn)?;
+        churn(&mut dp, ofproto, s.churn)?;
     } else {
         let seconds = s
             .max_seconds_ms

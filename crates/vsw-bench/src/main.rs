@@ -998,6 +998,10 @@ struct DatapathArgs {
     /// bridge, each beside the same across a patch pair to a second bridge.
     #[arg(long)]
     patch: bool,
+    /// The select-group scenarios instead: 10,000 connections through a select
+    /// group decided in translation, beside decided by the datapath's hash.
+    #[arg(long, conflicts_with = "patch")]
+    select: bool,
     /// Directory for datapath.json and datapath.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -1009,6 +1013,8 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
     }
     let all = if a.patch {
         vsw_bench::inmemory::patch_scenarios()
+    } else if a.select {
+        vsw_bench::inmemory::select_scenarios()
     } else {
         vsw_bench::inmemory::standard_scenarios()
     };
