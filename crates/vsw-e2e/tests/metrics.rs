@@ -237,6 +237,21 @@ impl Drop for PrivateProcess {
     }
 }
 
+/// Whether the kernel holds nothing for the listener on `port`: no connection
+/// waiting to be accepted (a listening socket's Recv-Q), no handshake half done.
+fn listener_settled(port: u16) -> bool {
+    let ss = |args: &[&str]| {
+        let out = Command::new("ss").args(args).output().expect("ss");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let sport = format!("sport = :{port}");
+    let queued = ss(&["-Hltn", &sport])
+        .lines()
+        .all(|l| l.split_whitespace().nth(1) == Some("0"));
+    let half_open = ss(&["-Htn", "state", "syn-recv", &sport]);
+    queued && half_open.trim().is_empty()
+}
+
 /// vswd's threads now.
 fn threads(d: &mut Vswd) -> usize {
     let pid = d.pid().expect("running");
@@ -297,6 +312,14 @@ fn idle_and_unread_connections_never_stall_a_scrape() {
     )
     .unwrap();
     assert_eq!(line.trim(), "ready");
+    // And the kernel's side settled: no handshake half done, nothing waiting in the
+    // listener's queue — every connection offered is vswd's by now (a scrape timed
+    // behind a burst still in the kernel's queues measures the kernel).
+    wait_until(
+        "vswd to have taken every connection offered",
+        Duration::from_secs(30),
+        || listener_settled(port),
+    );
     let mut slowest = Duration::ZERO;
     for _ in 0..10 {
         let t = std::time::Instant::now();

@@ -196,18 +196,31 @@ impl Conn {
     }
 }
 
+/// Connections the kernel holds for the accept loop (the system's `somaxconn`
+/// caps it; 4,096 on Debian 12).
+const BACKLOG: i32 = 4096;
+
 /// Binds `addr` and serves it with `handler` on a thread of its own (named
 /// `name`), for the life of the process. Binding happens before this returns, so
-/// an address in use is an error at start-up. mio binds with a backlog of 1,024
-/// (std's is 128): a burst of connections waits in the kernel's queue for the
-/// accept loop rather than having its SYNs dropped, which would make a scraper
-/// arriving behind it wait a second for its retransmission.
+/// an address in use is an error at start-up. The backlog is deep ([`BACKLOG`];
+/// std and mio listen with 128): a burst of connections waits in the kernel's queue
+/// for the accept loop, where a full queue would drop the handshakes of a scraper
+/// arriving behind it, which then waits a second for its retransmission.
 pub fn serve(
     addr: std::net::SocketAddr,
     name: &str,
     handler: impl Fn(&Request) -> Response + Send + 'static,
 ) -> io::Result<()> {
-    let mut listener = TcpListener::bind(addr)?;
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    socket.set_nonblocking(true)?;
+    let mut listener = TcpListener::from_std(socket.into());
     let poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
