@@ -246,6 +246,11 @@ pub struct Ovs {
     dir: PathBuf,
     /// vswd, when it is the daemon the database drives (`launch_vswd`).
     vswd: Option<Child>,
+    /// As a switch under test: vswd (this binary) in place of ovs-vswitchd.
+    pub vswd_bin: Option<PathBuf>,
+    /// As a switch under test: the generator's port on br0, the receiver's on br1,
+    /// the two bridges joined by a patch pair (OVN's br-int and br-ex).
+    pub patched: bool,
 }
 
 impl Ovs {
@@ -255,7 +260,46 @@ impl Ovs {
             pmd_cpu,
             dir: std::env::temp_dir().join(format!("vsw-bench-ovs-{}", std::process::id())),
             vswd: None,
+            vswd_bin: None,
+            patched: false,
         }
+    }
+
+    /// Bridge br1 beside br0, joined to it by patch ports `patch-br0`/`patch-br1`.
+    fn add_patched_bridge(&self) -> anyhow::Result<()> {
+        self.vsctl(&[
+            "--timeout=20",
+            "add-br",
+            "br1",
+            "--",
+            "set",
+            "bridge",
+            "br1",
+            "datapath_type=netdev",
+        ])?;
+        self.vsctl(&[
+            "--timeout=20",
+            "add-port",
+            "br0",
+            "patch-br0",
+            "--",
+            "set",
+            "interface",
+            "patch-br0",
+            "type=patch",
+            "options:peer=patch-br1",
+            "--",
+            "add-port",
+            "br1",
+            "patch-br1",
+            "--",
+            "set",
+            "interface",
+            "patch-br1",
+            "type=patch",
+            "options:peer=patch-br0",
+        ])?;
+        Ok(())
     }
 
     fn cmd(&self, args: &[&str]) -> anyhow::Result<String> {
@@ -273,6 +317,13 @@ impl Ovs {
     }
 
     fn appctl(&self, args: &[&str]) -> anyhow::Result<String> {
+        if self.vswd.is_some() {
+            // vswd answers ovs-appctl on the socket beside its control socket.
+            let target = self.dir.join("vswd.ctl").display().to_string();
+            let mut full = vec!["ovs-appctl", "-t", target.as_str()];
+            full.extend_from_slice(args);
+            return self.cmd(&full);
+        }
         let pid = self
             .pid("ovs-vswitchd")
             .context("ovs-vswitchd is not running")?;
@@ -424,6 +475,7 @@ impl Ovs {
 
     /// Ends the daemons this started and removes their directory.
     pub fn shut_down(&mut self) {
+        let _ = self.vsctl(&["--if-exists", "del-br", "br1"]);
         let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
         if let Some(mut c) = self.vswd.take() {
             let _ = run(&["kill", "-TERM", &c.id().to_string()]);
@@ -460,10 +512,12 @@ fn installed(program: &str) -> bool {
 
 impl SwitchUnderTest for Ovs {
     fn name(&self) -> String {
-        if self.afxdp {
-            "ovs-afxdp"
-        } else {
-            "ovs-system"
+        match (self.vswd_bin.is_some(), self.patched, self.afxdp) {
+            (true, true, _) => "vsw-patch",
+            (true, false, _) => "vsw-ovsdb",
+            (false, true, _) => "ovs-patch",
+            (false, false, true) => "ovs-afxdp",
+            (false, false, false) => "ovs-system",
         }
         .into()
     }
@@ -472,7 +526,16 @@ impl SwitchUnderTest for Ovs {
         if self.afxdp && !run(&["mount"])?.contains("/sys/fs/bpf") {
             run(&["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"])?;
         }
-        self.launch("ovs-vswitchd", 1u64 << self.pmd_cpu, &[])?;
+        match self.vswd_bin.clone() {
+            Some(vswd) => self.launch_vswd(&vswd, 1u64 << self.pmd_cpu)?,
+            None => self.launch("ovs-vswitchd", 1u64 << self.pmd_cpu, &[])?,
+        }
+        if self.patched {
+            self.add_patched_bridge()?;
+            self.vsctl(&["add-port", "br0", &topo.gen_port])?;
+            self.vsctl(&["add-port", "br1", &topo.rcv_port])?;
+            return Ok(());
+        }
         for p in [&topo.gen_port, &topo.rcv_port] {
             if self.afxdp {
                 self.vsctl(&[
@@ -498,7 +561,10 @@ impl SwitchUnderTest for Ovs {
     }
 
     fn cpu_seconds(&self) -> Option<f64> {
-        process_cpu_seconds(self.pid("ovs-vswitchd")?)
+        match &self.vswd {
+            Some(c) => process_cpu_seconds(c.id()),
+            None => process_cpu_seconds(self.pid("ovs-vswitchd")?),
+        }
     }
 
     fn clear_pmd_stats(&self) {
@@ -559,8 +625,18 @@ pub fn by_name(
         "bridge" => Box::new(Bridge::default()),
         "ovs-system" => Box::new(Ovs::new(false, pmd_cpu)),
         "ovs-afxdp" => Box::new(Ovs::new(true, pmd_cpu)),
+        // Through OVSDB, as Open vSwitch is configured; -patch: the two hosts on
+        // two bridges joined by a patch pair.
+        "vsw-ovsdb" | "vsw-patch" | "ovs-patch" => {
+            let mut o = Ovs::new(false, pmd_cpu);
+            o.patched = name.ends_with("-patch");
+            if name.starts_with("vsw") {
+                o.vswd_bin = Some(bin_dir.join("vswd"));
+            }
+            Box::new(o)
+        }
         other => bail!(
-            "unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, vsw-ebpf, bridge, ovs-system, ovs-afxdp, and vsw@DIR for another build's binaries)"
+            "unknown switch '{other}' (known: vsw, vsw-mmsg, vsw-ring-v3, vsw-ebpf, bridge, ovs-system, ovs-afxdp, vsw-ovsdb, vsw-patch, ovs-patch, and vsw@DIR for another build's binaries)"
         ),
     })
 }
