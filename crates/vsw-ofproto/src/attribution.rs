@@ -76,7 +76,10 @@ impl Attribution for FlowCredit {
     }
 
     fn unchanged_since(&self, generation: u64) -> bool {
-        self.depends.iter().all(|c| c.unchanged_since(generation))
+        let matched = |at: usize| self.rules.iter().any(|r| Arc::as_ptr(r) as usize == at);
+        self.depends
+            .iter()
+            .all(|c| c.right_since(generation, &matched))
     }
 
     fn credit(&self, packets: u64, bytes: u64, used_ms: u64) {

@@ -10,6 +10,12 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
+/// Recent changes that only removed rules, kept per part: a flow older than the
+/// oldest kept is translated again after any change.
+const REMOVALS_KEPT: usize = 64;
+
 /// Counts every change to what translation reads: rules, ports, the MAC tables.
 #[derive(Debug, Default)]
 pub(crate) struct Generation {
@@ -26,13 +32,24 @@ impl Generation {
     }
 }
 
+/// A change that only removed rules: its generation, and the rules (by address).
+type Removal = (u64, Arc<[usize]>);
+
 /// One part of the slow path (a bridge, a backer's map): its changes are counted in
-/// the shared generation, and the count of the last one is kept.
+/// the shared generation, and the count of the last one is kept — and, for the
+/// changes that only removed rules, which rules they removed: a flow whose
+/// translation matched none of them is right still (removing a rule that was not a
+/// lookup's answer changes no answer, for any key the flow covers).
 #[derive(Debug)]
 pub(crate) struct Changes {
     generation: Arc<Generation>,
     /// The generation its last change made.
     last: AtomicU64,
+    /// The generation of its last change that was not only rules removed (or of a
+    /// removal no longer kept in `removals`).
+    last_other: AtomicU64,
+    /// Its last [`REMOVALS_KEPT`] removals, oldest first.
+    removals: ArcSwap<Vec<Removal>>,
     /// Changes under way: their generation may not be in `last` yet.
     changing: AtomicUsize,
 }
@@ -42,6 +59,8 @@ impl Changes {
         Arc::new(Changes {
             generation,
             last: AtomicU64::new(0),
+            last_other: AtomicU64::new(0),
+            removals: ArcSwap::from_pointee(Vec::new()),
             changing: AtomicUsize::new(0),
         })
     }
@@ -52,6 +71,28 @@ impl Changes {
     pub fn bump(&self) {
         self.changing.fetch_add(1, Ordering::SeqCst);
         let g = self.generation.bump();
+        self.last_other.fetch_max(g, Ordering::SeqCst);
+        self.last.fetch_max(g, Ordering::SeqCst);
+        self.changing.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// This part's change removed `rules` (by address) and did nothing else (after
+    /// the change is in place, as `bump`).
+    pub fn bump_removing(&self, rules: &[usize]) {
+        self.changing.fetch_add(1, Ordering::SeqCst);
+        let g = self.generation.bump();
+        let rules: Arc<[usize]> = rules.into();
+        self.removals.rcu(|kept| {
+            let mut next = Vec::with_capacity(REMOVALS_KEPT);
+            let skip = (kept.len() + 1).saturating_sub(REMOVALS_KEPT);
+            for (at, _) in &kept[..skip] {
+                // Forgotten: from now on it counts as a change of any kind.
+                self.last_other.fetch_max(*at, Ordering::SeqCst);
+            }
+            next.extend(kept[skip..].iter().cloned());
+            next.push((g, rules.clone()));
+            next
+        });
         self.last.fetch_max(g, Ordering::SeqCst);
         self.changing.fetch_sub(1, Ordering::SeqCst);
     }
@@ -61,12 +102,29 @@ impl Changes {
         self.generation.get()
     }
 
-    /// Whether nothing of this part changed after generation `g` (a change under
-    /// way counts as changed). A caller reads the shared generation before asking:
-    /// a change it did not see then either shows here or moves the generation past
-    /// what it read.
-    pub fn unchanged_since(&self, g: u64) -> bool {
-        self.changing.load(Ordering::SeqCst) == 0 && self.last.load(Ordering::SeqCst) <= g
+    /// Whether every change of this part after generation `g` (none at all, or
+    /// only removals of rules none of which `matched`: a rule's address → whether
+    /// the flow's translation matched it) leaves a flow made at `g` right (a change
+    /// under way counts as one of any kind). A caller reads the shared generation
+    /// before asking: a change it did not see then either shows here or moves the
+    /// generation past what it read.
+    pub fn right_since(&self, g: u64, matched: &dyn Fn(usize) -> bool) -> bool {
+        if self.changing.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        if self.last.load(Ordering::SeqCst) <= g {
+            return true;
+        }
+        // The removals first, then whether anything else happened: a removal
+        // forgotten meanwhile raised `last_other` before it left the list.
+        let removals = self.removals.load();
+        if self.last_other.load(Ordering::SeqCst) > g {
+            return false;
+        }
+        removals
+            .iter()
+            .filter(|(at, _)| *at > g)
+            .all(|(_, removed)| !removed.iter().any(|r| matched(*r)))
     }
 }
 
@@ -81,10 +139,40 @@ mod tests {
         a.bump();
         let made = g.get();
         b.bump();
-        assert!(a.unchanged_since(made), "only b changed");
-        assert!(!b.unchanged_since(made));
-        assert!(b.unchanged_since(g.get()));
+        assert!(a.right_since(made, &|_| false), "only b changed");
+        assert!(!b.right_since(made, &|_| false));
+        assert!(b.right_since(g.get(), &|_| false));
         a.changing.fetch_add(1, Ordering::SeqCst);
-        assert!(!a.unchanged_since(g.get()), "a change under way");
+        assert!(!a.right_since(g.get(), &|_| false), "a change under way");
+    }
+
+    #[test]
+    fn a_flow_outlives_removals_of_rules_it_did_not_match_and_nothing_else() {
+        let g = Arc::new(Generation::default());
+        let a = Changes::new(g.clone());
+        a.bump();
+        let made = g.get();
+        let matched = |r: usize| r == 7;
+        a.bump_removing(&[1, 2]);
+        assert!(!a.right_since(made, &|_| true), "a removal is a change");
+        assert!(a.right_since(made, &matched), "rules it did not match");
+        a.bump_removing(&[7]);
+        assert!(!a.right_since(made, &matched), "a rule it matched");
+        let later = g.get();
+        assert!(a.right_since(later, &matched));
+        a.bump();
+        assert!(!a.right_since(later, &matched), "any other change");
+        // Removals no longer kept count as changes of any kind.
+        let made = g.get();
+        for i in 0..REMOVALS_KEPT {
+            a.bump_removing(&[100 + i]);
+        }
+        assert!(a.right_since(made, &matched));
+        a.bump_removing(&[1000]);
+        assert!(
+            !a.right_since(made, &matched),
+            "the oldest one after it forgotten"
+        );
+        assert!(a.right_since(made + 1, &matched));
     }
 }

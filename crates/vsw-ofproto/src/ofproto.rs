@@ -135,6 +135,15 @@ impl Ofproto {
         self.generation.bump();
     }
 
+    /// [`Ofproto::set_pipeline`] for a change that only removed `removed` (taken
+    /// from the running pipeline): the datapath flows whose translation matched
+    /// none of them stay right without being translated again.
+    pub fn set_pipeline_removing(&self, pipeline: Pipeline, removed: &[Arc<vsw_flow::Rule>]) {
+        self.pipeline.store(Arc::new(pipeline));
+        let at: Vec<usize> = removed.iter().map(|r| Arc::as_ptr(r) as usize).collect();
+        self.generation.bump_removing(&at);
+    }
+
     /// Fail open (every packet to NORMAL) or not; true when that changed (flows
     /// must be revalidated).
     pub fn set_fail_open(&self, open: bool) -> bool {

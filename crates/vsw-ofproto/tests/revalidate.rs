@@ -79,3 +79,71 @@ fn a_change_in_one_bridge_revalidates_only_the_flows_through_it() {
     let s = pass(&dp);
     assert_eq!(s.translated, 2, "{s:?}");
 }
+
+#[test]
+fn a_delete_revalidates_only_the_flows_that_matched_the_deleted_rules() {
+    let mut dp = Datapath::start(PmdConfig {
+        cores: vec![0],
+        pin: false,
+    })
+    .unwrap();
+    let backer = Backer::new();
+    let rules = [
+        "priority=5,in_port=1,actions=output:2",
+        "priority=5,in_port=3,actions=output:2",
+        "priority=9,in_port=4,actions=drop",
+    ];
+    let (a, oa) = backer.add_bridge("bra", pipeline(&rules)).unwrap();
+    oa.set_ports(vec![1, 2, 3, 4]);
+    for p in 1..=4 {
+        backer.set_port(a, p, p).unwrap();
+    }
+    dp.set_upcall(backer.clone()).unwrap();
+    let stats = Arc::new(PortStats::default());
+    dp.add_port(PortHandle::new(2, "sink", ring_port(0, 64), stats))
+        .unwrap();
+    for src in [1, 3] {
+        let frames = vsw_datapath::ring::flow_frames(1, 64);
+        let stats = Arc::new(PortStats::default());
+        dp.add_port(PortHandle::new(
+            src,
+            "src",
+            ring_port_with_frames(frames),
+            stats,
+        ))
+        .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dp.flow_count() < 2 {
+        assert!(Instant::now() < deadline, "two datapath flows");
+        std::thread::yield_now();
+    }
+    let pass = |dp: &Datapath| {
+        dp.revalidate(vsw_datapath::clock::now_ms(), 600_000)
+            .unwrap()
+    };
+    pass(&dp);
+    let delete = |what: &str| {
+        let mut p = (*oa.pipeline()).clone();
+        let selection = vsw_flow::parse_match(what, &|_: &str| None).unwrap();
+        let removed = p.remove_rules(&selection, true);
+        assert_eq!(removed.len(), 1, "{what}");
+        oa.set_pipeline_removing(p, &removed);
+    };
+    // A rule no flow matched: nothing translated.
+    delete("priority=9,in_port=4");
+    let s = pass(&dp);
+    assert_eq!((s.flows, s.translated, s.stale), (2, 0, 0), "{s:?}");
+    // Port 3's rule: its flow alone is translated (and goes).
+    delete("priority=5,in_port=3");
+    let s = pass(&dp);
+    assert_eq!((s.flows, s.translated, s.stale), (2, 1, 1), "{s:?}");
+    // Any other change: every flow.
+    oa.set_pipeline((*oa.pipeline()).clone());
+    while dp.flow_count() < 2 {
+        assert!(Instant::now() < deadline, "port 3's drop flow");
+        std::thread::yield_now();
+    }
+    oa.set_pipeline((*oa.pipeline()).clone());
+    assert_eq!(pass(&dp).translated, 2);
+}

@@ -87,11 +87,14 @@ impl Switch {
     /// [`Switch::replace_rules`] for a change of rules alone, said as the rules it
     /// removes and adds: one line appended to the journal instead of the whole state
     /// file, while the journal is short enough.
+    /// `removed`: the change only removed these rules of the running pipeline (the
+    /// datapath flows that matched none of them are kept without a translation).
     pub(super) fn replace_rules_noted(
         &mut self,
         pipeline: Pipeline,
         del: Vec<String>,
         added: Vec<String>,
+        removed: Option<&[Arc<vsw_flow::Rule>]>,
     ) -> Result<(), SwitchError> {
         // The journal is kept within a constant factor of the state file: past it,
         // the state file is written whole (and the journal starts again).
@@ -108,7 +111,10 @@ impl Switch {
         self.journal.append(del, added)?;
         self.dpif.dp().push_flow_stats();
         let old = self.ofproto.pipeline();
-        self.ofproto.set_pipeline(pipeline);
+        match removed {
+            Some(rules) => self.ofproto.set_pipeline_removing(pipeline, rules),
+            None => self.ofproto.set_pipeline(pipeline),
+        }
         let revalidated = self.revalidate_now();
         self.withdraw_offloads();
         if let Err(e) = revalidated {
@@ -165,7 +171,7 @@ impl Switch {
         let gone = pipeline.remove_expired(now);
         let del = gone.iter().map(|r| format_flow(&r.spec)).collect();
         let kept = pipeline.clone();
-        if let Err(e) = self.replace_rules_noted(pipeline, del, Vec::new()) {
+        if let Err(e) = self.replace_rules_noted(pipeline, del, Vec::new(), None) {
             // A timeout holds in the running switch whatever the disk says: the
             // rules go now, and the state file is written whole once it can be
             // (until then a restart brings them back, their timeouts afresh).

@@ -79,7 +79,7 @@ impl Switch {
         for spec in specs {
             pipeline.insert(spec, now);
         }
-        self.replace_rules_noted(pipeline, Vec::new(), added)?;
+        self.replace_rules_noted(pipeline, Vec::new(), added, None)?;
         Ok(json!({ "added": texts.len() }))
     }
 
@@ -148,7 +148,10 @@ impl Switch {
         if del.is_empty() && add.is_empty() {
             return Ok(results);
         }
-        self.replace_rules_noted(pipeline, del, add)?;
+        // Only deletes (nothing added or changed): the flows that matched none of
+        // the deleted rules stay as they are.
+        let only_removed = add.is_empty().then_some(&deleted[..]);
+        self.replace_rules_noted(pipeline, del, add, only_removed)?;
         for r in &deleted {
             self.note_removed(r, Removal::Deleted, now);
         }
