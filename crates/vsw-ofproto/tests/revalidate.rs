@@ -18,14 +18,56 @@ fn pipeline(flows: &[&str]) -> Pipeline {
     p
 }
 
-#[test]
-fn a_change_in_one_bridge_revalidates_only_the_flows_through_it() {
+/// A datapath on one PMD (core 0, not pinned) translating through `backer`.
+fn datapath(backer: &Arc<Backer>) -> Datapath {
     let mut dp = Datapath::start(PmdConfig {
         cores: vec![0],
         pin: false,
     })
     .unwrap();
+    dp.set_upcall(backer.clone()).unwrap();
+    dp
+}
+
+/// A ring port `no` that replays one flow's frames.
+fn source(dp: &mut Datapath, no: u32) {
+    let frames = vsw_datapath::ring::flow_frames(1, 64);
+    let stats = Arc::new(PortStats::default());
+    dp.add_port(PortHandle::new(
+        no,
+        "src",
+        ring_port_with_frames(frames),
+        stats,
+    ))
+    .unwrap();
+}
+
+/// A ring port `no` that takes what it is sent.
+fn sink(dp: &mut Datapath, no: u32) {
+    let stats = Arc::new(PortStats::default());
+    dp.add_port(PortHandle::new(no, "sink", ring_port(0, 64), stats))
+        .unwrap();
+}
+
+/// Waits (bounded) until `dp` caches `n` flows.
+fn flows(dp: &Datapath, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dp.flow_count() < n {
+        assert!(Instant::now() < deadline, "{n} datapath flows");
+        std::thread::yield_now();
+    }
+}
+
+/// A revalidator pass now.
+fn pass(dp: &Datapath) -> vsw_datapath::RevalidateSummary {
+    dp.revalidate(vsw_datapath::clock::now_ms(), 600_000)
+        .unwrap()
+}
+
+#[test]
+fn a_change_in_one_bridge_revalidates_only_the_flows_through_it() {
     let backer = Backer::new();
+    let mut dp = datapath(&backer);
     let rule = "in_port=1,actions=output:2";
     let (a, oa) = backer.add_bridge("bra", pipeline(&[rule])).unwrap();
     let (b, ob) = backer.add_bridge("brb", pipeline(&[rule])).unwrap();
@@ -35,30 +77,11 @@ fn a_change_in_one_bridge_revalidates_only_the_flows_through_it() {
         backer.set_port(slot, 1, base).unwrap();
         backer.set_port(slot, 2, base + 1).unwrap();
     }
-    dp.set_upcall(backer.clone()).unwrap();
     for base in [1, 3] {
-        let stats = Arc::new(PortStats::default());
-        dp.add_port(PortHandle::new(base + 1, "sink", ring_port(0, 64), stats))
-            .unwrap();
-        let frames = vsw_datapath::ring::flow_frames(1, 64);
-        let stats = Arc::new(PortStats::default());
-        dp.add_port(PortHandle::new(
-            base,
-            "src",
-            ring_port_with_frames(frames),
-            stats,
-        ))
-        .unwrap();
+        sink(&mut dp, base + 1);
+        source(&mut dp, base);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dp.flow_count() < 2 {
-        assert!(Instant::now() < deadline, "two datapath flows");
-        std::thread::yield_now();
-    }
-    let pass = |dp: &Datapath| {
-        dp.revalidate(vsw_datapath::clock::now_ms(), 600_000)
-            .unwrap()
-    };
+    flows(&dp, 2);
     pass(&dp);
     // b's rules change (to the same answer): b's flow is translated again, a's not.
     ob.set_pipeline(pipeline(&[rule, "priority=1,actions=drop"]));
@@ -71,10 +94,7 @@ fn a_change_in_one_bridge_revalidates_only_the_flows_through_it() {
     let s = pass(&dp);
     assert_eq!((s.translated, s.stale), (1, 1), "{s:?}");
     // The backer's map: every flow depends on it.
-    while dp.flow_count() < 2 {
-        assert!(Instant::now() < deadline, "b's drop flow");
-        std::thread::yield_now();
-    }
+    flows(&dp, 2);
     backer.set_port(a, 7, 9).unwrap();
     let s = pass(&dp);
     assert_eq!(s.translated, 2, "{s:?}");
@@ -82,11 +102,6 @@ fn a_change_in_one_bridge_revalidates_only_the_flows_through_it() {
 
 #[test]
 fn a_delete_revalidates_only_the_flows_that_matched_the_deleted_rules() {
-    let mut dp = Datapath::start(PmdConfig {
-        cores: vec![0],
-        pin: false,
-    })
-    .unwrap();
     let backer = Backer::new();
     let rules = [
         "priority=5,in_port=1,actions=output:2",
@@ -98,30 +113,12 @@ fn a_delete_revalidates_only_the_flows_that_matched_the_deleted_rules() {
     for p in 1..=4 {
         backer.set_port(a, p, p).unwrap();
     }
-    dp.set_upcall(backer.clone()).unwrap();
-    let stats = Arc::new(PortStats::default());
-    dp.add_port(PortHandle::new(2, "sink", ring_port(0, 64), stats))
-        .unwrap();
+    let mut dp = datapath(&backer);
+    sink(&mut dp, 2);
     for src in [1, 3] {
-        let frames = vsw_datapath::ring::flow_frames(1, 64);
-        let stats = Arc::new(PortStats::default());
-        dp.add_port(PortHandle::new(
-            src,
-            "src",
-            ring_port_with_frames(frames),
-            stats,
-        ))
-        .unwrap();
+        source(&mut dp, src);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dp.flow_count() < 2 {
-        assert!(Instant::now() < deadline, "two datapath flows");
-        std::thread::yield_now();
-    }
-    let pass = |dp: &Datapath| {
-        dp.revalidate(vsw_datapath::clock::now_ms(), 600_000)
-            .unwrap()
-    };
+    flows(&dp, 2);
     pass(&dp);
     let delete = |what: &str| {
         let mut p = (*oa.pipeline()).clone();
@@ -140,10 +137,7 @@ fn a_delete_revalidates_only_the_flows_that_matched_the_deleted_rules() {
     assert_eq!((s.flows, s.translated, s.stale), (2, 1, 1), "{s:?}");
     // Any other change: every flow.
     oa.set_pipeline((*oa.pipeline()).clone());
-    while dp.flow_count() < 2 {
-        assert!(Instant::now() < deadline, "port 3's drop flow");
-        std::thread::yield_now();
-    }
+    flows(&dp, 2);
     oa.set_pipeline((*oa.pipeline()).clone());
     assert_eq!(pass(&dp).translated, 2);
 }
