@@ -93,6 +93,7 @@ impl Datapath {
             retired: AtomicU64::new(0),
             pmds: ArcSwap::from_pointee(Vec::new()),
             revalidating: Mutex::new(()),
+            by_rule: Mutex::new(Default::default()),
             kick: Mutex::new(false),
             kick_cv: Condvar::new(),
             punts: Arc::new(PuntQueues::new()),
@@ -648,6 +649,19 @@ impl Datapath {
         max_idle_ms: u64,
     ) -> Result<RevalidateSummary, DatapathError> {
         revalidate::pass(&self.shared, now_ms, max_idle_ms)
+    }
+
+    /// A revalidation after a change that only removed `rules` (by address, as
+    /// [`crate::upcall::Attribution::rules`] gives them): only the flows whose
+    /// translation matched one of them are translated again; when it returns, no
+    /// PMD forwards by one the rules no longer give. The other flows are right as
+    /// they are (the slow path tells later passes so).
+    pub fn revalidate_removed(
+        &self,
+        rules: &[usize],
+        now_ms: u64,
+    ) -> Result<RevalidateSummary, DatapathError> {
+        revalidate::pass_removed(&self.shared, rules, now_ms)
     }
 
     /// Runs the revalidator thread with `config` (restarted with a new one).

@@ -827,6 +827,9 @@ fn cache_flow(
         if current {
             flow.set_cached();
             registry.push(flow.clone());
+            // Under the registry's lock: a removal's pass, which takes it first,
+            // finds the flow in the index or sees it refused for its generation.
+            crate::revalidate::index(shared, &flow, &[]);
         }
         current
     };

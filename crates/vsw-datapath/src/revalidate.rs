@@ -11,8 +11,9 @@
 //! slow path's inputs change (a host learned or moved); a change asks for one itself
 //! ([`Datapath::revalidate`]). Passes never overlap.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,120 @@ pub(crate) fn dump(shared: &Shared) -> Vec<Arc<DpFlow>> {
         .collect()
 }
 
+/// Cached flows by the rules (by address) their translation matched.
+pub(crate) type RuleIndex = HashMap<usize, Vec<Weak<DpFlow>>>;
+
+/// Notes `flow` under each rule its translation matched but those of `already`
+/// (where it is noted: each flow once under a rule).
+pub(crate) fn index(shared: &Shared, flow: &Arc<DpFlow>, already: &[usize]) {
+    let rules = flow.rules();
+    if rules.is_empty() {
+        return;
+    }
+    let mut by_rule = lock(&shared.by_rule);
+    for r in &rules {
+        let at = Arc::as_ptr(r) as usize;
+        if !already.contains(&at) {
+            by_rule.entry(at).or_default().push(Arc::downgrade(flow));
+        }
+    }
+}
+
+/// The addresses of the rules `flow`'s translation matched.
+fn rules_of(flow: &DpFlow) -> Vec<usize> {
+    flow.rules()
+        .iter()
+        .map(|r| Arc::as_ptr(r) as usize)
+        .collect()
+}
+
+/// Translates `f` again: confirmed (and indexed by its rules now) when the answer
+/// is the same, else retired into `retired`.
+fn recheck(
+    shared: &Shared,
+    upcall: &dyn crate::upcall::Upcall,
+    f: &Arc<DpFlow>,
+    now_ms: u64,
+    sum: &mut RevalidateSummary,
+    retired: &mut Vec<Arc<DpFlow>>,
+) {
+    sum.translated += 1;
+    let t = upcall.translate(&f.key, now_ms, false);
+    if DpFlow::mask_of(&t.mask) == *f.matcher.mask() && t.actions[..] == f.actions[..] {
+        let noted = rules_of(f);
+        f.confirm(t.generation, t.attribution);
+        index(shared, f, &noted);
+    } else {
+        f.kill();
+        sum.stale += 1;
+        retired.push(f.clone());
+    }
+}
+
+/// Every PMD drops its retired flows from its registry and sweeps them from its
+/// caches; returns once each has (or the wait timed out: an error).
+fn sweep(shared: &Shared, retired: &[Arc<DpFlow>]) -> Result<(), DatapathError> {
+    if retired.is_empty() {
+        return Ok(());
+    }
+    let pmds = shared.pmds.load_full();
+    for control in pmds.iter() {
+        lock(&control.flows).retain(|f| !f.is_dead());
+    }
+    shared
+        .retired
+        .fetch_add(retired.len() as u64, Ordering::AcqRel);
+    for control in pmds.iter() {
+        let request = control.sweep_requested.fetch_add(1, Ordering::AcqRel) + 1;
+        control.wake();
+        control.wait_for(SWEEP_TIMEOUT, |a| a.swept >= request)?;
+    }
+    // A batch that took a flow before it was retired counts on it after the push
+    // above; once every PMD has swept, nothing counts on it any more: the last of
+    // its packets go to the rules now.
+    for f in retired {
+        f.push_stats();
+    }
+    Ok(())
+}
+
+/// The pass after a change that only removed `rules`: the flows indexed under one
+/// of them are translated again, no other.
+pub(crate) fn pass_removed(
+    shared: &Shared,
+    rules: &[usize],
+    now_ms: u64,
+) -> Result<RevalidateSummary, DatapathError> {
+    let _one_at_a_time = lock(&shared.revalidating);
+    let upcall = shared.snapshot.load().upcall.clone();
+    // Each PMD's registry lock taken once: a flow being cached meanwhile is in the
+    // index by now, or was refused (the removal moved the generation first).
+    for control in shared.pmds.load_full().iter() {
+        drop(lock(&control.flows));
+    }
+    let mut flows: Vec<Arc<DpFlow>> = {
+        let mut by_rule = lock(&shared.by_rule);
+        rules
+            .iter()
+            .filter_map(|r| by_rule.remove(r))
+            .flatten()
+            .filter_map(|w| w.upgrade())
+            .filter(|f| !f.is_dead())
+            .collect()
+    };
+    flows.sort_by_key(|f| Arc::as_ptr(f) as usize);
+    flows.dedup_by(|a, b| Arc::ptr_eq(a, b));
+    let mut sum = RevalidateSummary::default();
+    let mut retired = Vec::new();
+    for f in &flows {
+        sum.flows += 1;
+        f.push_stats();
+        recheck(shared, &*upcall, f, now_ms, &mut sum, &mut retired);
+    }
+    sweep(shared, &retired)?;
+    Ok(sum)
+}
+
 /// One pass, in whichever thread asks.
 pub(crate) fn pass(
     shared: &Shared,
@@ -90,36 +205,18 @@ pub(crate) fn pass(
             if f.generation() == current || f.right_without_translation(current) {
                 continue;
             }
-            sum.translated += 1;
-            let t = upcall.translate(&f.key, now_ms, false);
-            if DpFlow::mask_of(&t.mask) == *f.matcher.mask() && t.actions[..] == f.actions[..] {
-                f.confirm(t.generation, t.attribution);
-            } else {
-                f.kill();
-                sum.stale += 1;
-                retired.push(f.clone());
-            }
+            recheck(shared, &*upcall, f, now_ms, &mut sum, &mut retired);
         }
         if retired.len() > before {
             lock(&control.flows).retain(|f| !f.is_dead());
         }
     }
-    if sum.idle + sum.stale > 0 {
-        shared
-            .retired
-            .fetch_add((sum.idle + sum.stale) as u64, Ordering::AcqRel);
-        for control in pmds.iter() {
-            let request = control.sweep_requested.fetch_add(1, Ordering::AcqRel) + 1;
-            control.wake();
-            control.wait_for(SWEEP_TIMEOUT, |a| a.swept >= request)?;
-        }
-        // A batch that took a flow before it was retired counts on it after the push
-        // above; once every PMD has swept, nothing counts on it any more: the last of
-        // its packets go to the rules now.
-        for f in &retired {
-            f.push_stats();
-        }
-    }
+    // The index forgets the flows that are gone (and the rules they matched).
+    lock(&shared.by_rule).retain(|_, flows| {
+        flows.retain(|w| w.upgrade().is_some_and(|f| !f.is_dead()));
+        !flows.is_empty()
+    });
+    sweep(shared, &retired)?;
     Ok(sum)
 }
 

@@ -120,21 +120,29 @@ fn a_delete_revalidates_only_the_flows_that_matched_the_deleted_rules() {
     }
     flows(&dp, 2);
     pass(&dp);
+    // Deletes a rule as vswd does: the pass of the removal, which looks at the
+    // flows that matched it only.
     let delete = |what: &str| {
         let mut p = (*oa.pipeline()).clone();
         let selection = vsw_flow::parse_match(what, &|_: &str| None).unwrap();
         let removed = p.remove_rules(&selection, true);
         assert_eq!(removed.len(), 1, "{what}");
         oa.set_pipeline_removing(p, &removed);
+        let at: Vec<usize> = removed.iter().map(|r| Arc::as_ptr(r) as usize).collect();
+        dp.revalidate_removed(&at, vsw_datapath::clock::now_ms())
+            .unwrap()
     };
-    // A rule no flow matched: nothing translated.
-    delete("priority=9,in_port=4");
+    // A rule no flow matched: nothing looked at, nothing for a full pass either.
+    let s = delete("priority=9,in_port=4");
+    assert_eq!((s.flows, s.translated, s.stale), (0, 0, 0), "{s:?}");
     let s = pass(&dp);
     assert_eq!((s.flows, s.translated, s.stale), (2, 0, 0), "{s:?}");
-    // Port 3's rule: its flow alone is translated (and goes).
-    delete("priority=5,in_port=3");
-    let s = pass(&dp);
-    assert_eq!((s.flows, s.translated, s.stale), (2, 1, 1), "{s:?}");
+    // Port 3's rule: its flow alone is translated, and goes before the delete
+    // returns.
+    let s = delete("priority=5,in_port=3");
+    assert_eq!((s.flows, s.translated, s.stale), (1, 1, 1), "{s:?}");
+    // Port 1's flow is known right, port 3's new one is newer than the delete.
+    assert_eq!(pass(&dp).translated, 0);
     // Any other change: every flow.
     oa.set_pipeline((*oa.pipeline()).clone());
     flows(&dp, 2);

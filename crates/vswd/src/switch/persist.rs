@@ -109,13 +109,20 @@ impl Switch {
         // Written before the change is made: a journal that cannot be written
         // refuses it.
         self.journal.append(del, added)?;
-        self.dpif.dp().push_flow_stats();
         let old = self.ofproto.pipeline();
-        match removed {
-            Some(rules) => self.ofproto.set_pipeline_removing(pipeline, rules),
-            None => self.ofproto.set_pipeline(pipeline),
-        }
-        let revalidated = self.revalidate_now();
+        let revalidated = match removed {
+            // Only the flows that matched a removed rule are looked at (their
+            // counts pushed to it first, by the pass).
+            Some(rules) => {
+                self.ofproto.set_pipeline_removing(pipeline, rules);
+                self.revalidate_removed(rules)
+            }
+            None => {
+                self.dpif.dp().push_flow_stats();
+                self.ofproto.set_pipeline(pipeline);
+                self.revalidate_now()
+            }
+        };
         self.withdraw_offloads();
         if let Err(e) = revalidated {
             // Only a PMD that is gone fails this (and vswd stops); the journal

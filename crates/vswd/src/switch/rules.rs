@@ -13,6 +13,18 @@ impl Switch {
         Ok(())
     }
 
+    /// A revalidation after a change that only removed `rules`: the flows that
+    /// matched one of them are translated again, and when it returns no PMD
+    /// forwards by a flow the rules no longer give.
+    pub(super) fn revalidate_removed(
+        &mut self,
+        rules: &[Arc<vsw_flow::Rule>],
+    ) -> Result<(), SwitchError> {
+        let at: Vec<usize> = rules.iter().map(|r| Arc::as_ptr(r) as usize).collect();
+        self.dpif.dp().revalidate_removed(&at, now_ms())?;
+        Ok(())
+    }
+
     /// Puts `pipeline` in place of the running one, the counts the old rules earned
     /// pushed to them first, and revalidates (no PMD forwards by the old rules once
     /// it returns): the old pipeline, and whether the revalidation failed.
