@@ -89,6 +89,27 @@ fn rules_of(flow: &DpFlow) -> Vec<usize> {
         .collect()
 }
 
+/// Rules whose entries one turn of [`prune_index`] looks at under the index's lock
+/// (a PMD caching a flow waits for it no longer than that).
+const PRUNE_CHUNK: usize = 256;
+
+/// The index forgets the flows that are gone, and the rules no flow is noted under
+/// any more — a few rules at a time, the lock released between.
+fn prune_index(shared: &Shared) {
+    let rules: Vec<usize> = lock(&shared.by_rule).keys().copied().collect();
+    for chunk in rules.chunks(PRUNE_CHUNK) {
+        let mut by_rule = lock(&shared.by_rule);
+        for r in chunk {
+            if let Some(flows) = by_rule.get_mut(r) {
+                flows.retain(|w| w.upgrade().is_some_and(|f| !f.is_dead()));
+                if flows.is_empty() {
+                    by_rule.remove(r);
+                }
+            }
+        }
+    }
+}
+
 /// Translates `f` again: confirmed (and indexed by its rules now) when the answer
 /// is the same, else retired into `retired`.
 fn recheck(
@@ -211,11 +232,7 @@ pub(crate) fn pass(
             lock(&control.flows).retain(|f| !f.is_dead());
         }
     }
-    // The index forgets the flows that are gone (and the rules they matched).
-    lock(&shared.by_rule).retain(|_, flows| {
-        flows.retain(|w| w.upgrade().is_some_and(|f| !f.is_dead()));
-        !flows.is_empty()
-    });
+    prune_index(shared);
     sweep(shared, &retired)?;
     Ok(sum)
 }
