@@ -105,8 +105,6 @@ impl DpFlow {
         }
     }
 
-    /// Counts a batch's packets (the owning PMD, once per batch and flow).
-    #[inline]
     /// The mask a datapath flow of translation mask `translated` has: every flow
     /// matches its input port, and its pass (a recirculation's pass is never taken
     /// for the first, nor one for another), exactly.
@@ -118,6 +116,8 @@ impl DpFlow {
         }
     }
 
+    /// Counts a batch's packets (the owning PMD, once per batch and flow).
+    #[inline]
     pub fn add(&self, packets: u64, bytes: u64, now_ms: u64) {
         self.packets.fetch_add(packets, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);

@@ -1184,6 +1184,7 @@ fn run_rewriting(
 ) {
     saved.held = 0;
     let mut pass = Pass {
+        recirculations: 0,
         outputs,
         scratch,
         saved,
@@ -1195,6 +1196,9 @@ fn run_rewriting(
 
 /// One packet's way through its flows' actions.
 struct Pass<'a, 'b, 'c> {
+    /// Recirculations the packet took so far: at most [`MAX_RECIRC_DEPTH`] in all,
+    /// however they nest or follow each other (so a batch's tally never fills).
+    recirculations: usize,
     outputs: &'a mut Outputs,
     scratch: &'a mut PacketBuf,
     saved: &'a mut SavedCopies,
@@ -1215,7 +1219,7 @@ impl Pass<'_, '_, '_> {
         parsed: Option<FlowKey>,
     ) -> Option<Arc<DpFlow>> {
         let again = match self.again.as_deref_mut() {
-            Some(a) if depth < MAX_RECIRC_DEPTH => a,
+            Some(a) if depth < MAX_RECIRC_DEPTH && self.recirculations < MAX_RECIRC_DEPTH => a,
             _ => {
                 self.outputs.tally.lost += 1;
                 return None;
@@ -1235,6 +1239,7 @@ impl Pass<'_, '_, '_> {
         again.key.recirc_id = id;
         again.key.dp_hash = dp_hash;
         again.finder.counters.recirculations += 1;
+        self.recirculations += 1;
         let Some(at) = again.finder.find(again.key, again.tally, again.len) else {
             self.outputs.tally.lost += 1;
             return None;
@@ -1355,7 +1360,12 @@ impl Pass<'_, '_, '_> {
                     let from = Origin { in_port, tunnel };
                     let next = self.next_flow(id, from, dp_hash, depth, parsed.take());
                     if let Some(flow) = next {
+                        // A pass that ends early (a meter's drop, a TTL run out)
+                        // leaves the copies it kept: they are let go here, so the
+                        // `Restore` after this puts back this pass's copy.
+                        let held = self.saved.held;
                         self.run(&flow.actions, from, depth + 1);
+                        self.saved.held = held;
                     }
                     Ok(())
                 }

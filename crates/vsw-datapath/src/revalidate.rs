@@ -93,15 +93,21 @@ fn rules_of(flow: &DpFlow) -> Vec<usize> {
 /// (a PMD caching a flow waits for it no longer than that).
 const PRUNE_CHUNK: usize = 256;
 
-/// The index forgets the flows that are gone, and the rules no flow is noted under
-/// any more — a few rules at a time, the lock released between.
+/// The index forgets the flows that are gone or no longer match a rule they are
+/// noted under, and the rules no flow is noted under any more — a few rules at a
+/// time, the lock released between.
 fn prune_index(shared: &Shared) {
     let rules: Vec<usize> = lock(&shared.by_rule).keys().copied().collect();
     for chunk in rules.chunks(PRUNE_CHUNK) {
         let mut by_rule = lock(&shared.by_rule);
         for r in chunk {
             if let Some(flows) = by_rule.get_mut(r) {
-                flows.retain(|w| w.upgrade().is_some_and(|f| !f.is_dead()));
+                // Gone, or confirmed since by a translation that matched other rules.
+                flows.retain(|w| {
+                    w.upgrade().is_some_and(|f| {
+                        !f.is_dead() && f.rules().iter().any(|m| Arc::as_ptr(m) as usize == *r)
+                    })
+                });
                 if flows.is_empty() {
                     by_rule.remove(r);
                 }

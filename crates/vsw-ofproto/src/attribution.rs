@@ -76,7 +76,11 @@ impl Attribution for FlowCredit {
     }
 
     fn unchanged_since(&self, generation: u64) -> bool {
-        let matched = |at: usize| self.rules.iter().any(|r| Arc::as_ptr(r) as usize == at);
+        let matched = |removed: &[usize]| {
+            self.rules
+                .iter()
+                .any(|r| removed.binary_search(&(Arc::as_ptr(r) as usize)).is_ok())
+        };
         self.depends
             .iter()
             .all(|c| c.right_since(generation, &matched))

@@ -703,6 +703,46 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_pass_sees_its_own_packets_tunnel() {
+        // Group 2's one bucket looks at the tunnel ID (table 1): packets of two
+        // tunnels share the first pass's flow and its number, not the second's.
+        let mut p = pipeline(&[
+            "table=0,in_port=2,actions=group:2",
+            "table=1,tun_id=5,actions=output:1",
+            "table=1,tun_id=6,actions=in_port",
+        ]);
+        let group = "group_id=2,type=select,bucket=resubmit(,1)";
+        p.set_group(
+            vsw_flow::parse_group(group, &|_: &str| None).unwrap(),
+            false,
+            1,
+        )
+        .unwrap();
+        let backer = Backer::new();
+        let (a, o) = backer.add_bridge("br", p).unwrap();
+        o.set_ports(vec![1, 2]);
+        backer.set_port(a, 1, 1).unwrap();
+        backer.set_port(a, 2, 2).unwrap();
+        let tunnel = |id: u64| FlowKey {
+            tun_id: id,
+            ..udp_from(2, 1, 2)
+        };
+        let first = |k: &FlowKey| recirc_of(&backer.translate(k, 0, false).actions).unwrap();
+        let id = first(&tunnel(5));
+        assert_eq!(first(&tunnel(6)), id);
+        let five = backer.translate(&next_pass(&tunnel(5), id, 0), 0, false);
+        let six = backer.translate(&next_pass(&tunnel(6), id, 0), 0, false);
+        assert_eq!(five.actions, vec![Output(1)]);
+        assert_eq!(six.actions, vec![Output(2)]);
+        let tun_id = five.mask.tun_id;
+        assert_eq!(
+            tun_id,
+            u64::MAX,
+            "the second pass's flow matches the tunnel"
+        );
+    }
+
+    #[test]
     fn a_select_group_past_a_patch_resumes_in_that_bridge_and_a_packet_out_never_freezes() {
         let (backer, a, b) = patched(&["in_port=1,actions=output:2"], &["actions=group:1"]);
         backer.set_patch(b, 2, "pb", "pa");

@@ -2,8 +2,8 @@
 //! stopped so that the datapath looks the packet up again, kept under a number the
 //! datapath carries as the packet's `recirc_id` on its next pass. The next pass's
 //! miss resumes the translation from here: same bridge, same view of what the packet
-//! carries only in translation (input port in the bridge's numbers, metadata, the
-//! tunnel as that bridge sees it), same budget of copies.
+//! carries only in translation (input port in the bridge's numbers, metadata; no
+//! tunnel past a patch), same budget of copies.
 //!
 //! A state is kept once: the same freeze point reached again gets its number back,
 //! so a datapath flow of the next pass serves every flow that froze there. Numbers
@@ -34,9 +34,6 @@ pub struct Frozen {
     /// crossing).
     pub in_port: u32,
     pub metadata: u64,
-    /// `tun_id`, `tun_src`, `tun_dst`, `tun_metadata0`, `tun_flags` as the bridge
-    /// saw them (cleared by a patch crossing).
-    pub tunnel: (u64, u32, u32, u32, u32),
     /// Copies of the packet the datapath holds at the recirculation.
     pub saves: usize,
     /// The bridges the translation went through before this one.
@@ -46,30 +43,23 @@ pub struct Frozen {
 
 impl Frozen {
     /// `key` (a packet's next pass) as the translation saw the packet: the fields
-    /// only translation knows put back.
+    /// only translation knows put back. The tunnel is the packet's own (the
+    /// datapath carries it, as the actions before left it), or none past a patch
+    /// (a crossing leaves it behind).
     pub fn thaw(&self, key: &vsw_packet::FlowKey) -> vsw_packet::FlowKey {
-        let (tun_id, tun_src, tun_dst, tun_metadata0, tun_flags) = self.tunnel;
-        vsw_packet::FlowKey {
+        let mut k = vsw_packet::FlowKey {
             in_port: self.in_port,
             metadata: self.metadata,
-            tun_id,
-            tun_src,
-            tun_dst,
-            tun_metadata0,
-            tun_flags,
             ..*key
+        };
+        if !self.path.is_empty() {
+            k.tun_id = 0;
+            k.tun_src = 0;
+            k.tun_dst = 0;
+            k.tun_metadata0 = 0;
+            k.tun_flags = 0;
         }
-    }
-
-    /// The tunnel fields of `key`, as `tunnel` keeps them.
-    pub fn tunnel_of(key: &vsw_packet::FlowKey) -> (u64, u32, u32, u32, u32) {
-        (
-            key.tun_id,
-            key.tun_src,
-            key.tun_dst,
-            key.tun_metadata0,
-            key.tun_flags,
-        )
+        k
     }
 }
 
@@ -127,7 +117,6 @@ mod tests {
             slot: BridgeSlot(0),
             in_port: 1,
             metadata,
-            tunnel: Default::default(),
             saves: 1,
             path: Vec::new(),
             resume: Resume::SelectBucket { group, table: 0 },

@@ -81,7 +81,10 @@ impl Changes {
     pub fn bump_removing(&self, rules: &[usize]) {
         self.changing.fetch_add(1, Ordering::SeqCst);
         let g = self.generation.bump();
-        let rules: Arc<[usize]> = rules.into();
+        // Sorted: a flow's few rules are looked up in it, whatever its size.
+        let mut sorted = rules.to_vec();
+        sorted.sort_unstable();
+        let rules: Arc<[usize]> = sorted.into();
         self.removals.rcu(|kept| {
             let mut next = Vec::with_capacity(REMOVALS_KEPT);
             let skip = (kept.len() + 1).saturating_sub(REMOVALS_KEPT);
@@ -103,12 +106,13 @@ impl Changes {
     }
 
     /// Whether every change of this part after generation `g` (none at all, or
-    /// only removals of rules none of which `matched`: a rule's address → whether
-    /// the flow's translation matched it) leaves a flow made at `g` right (a change
+    /// only removals of rules none of which the flow's translation `matched`: given
+    /// removed rules' addresses, sorted, whether one is the flow's) leaves a flow
+    /// made at `g` right (a change
     /// under way counts as one of any kind). A caller reads the shared generation
     /// before asking: a change it did not see then either shows here or moves the
     /// generation past what it read.
-    pub fn right_since(&self, g: u64, matched: &dyn Fn(usize) -> bool) -> bool {
+    pub fn right_since(&self, g: u64, matched: &dyn Fn(&[usize]) -> bool) -> bool {
         if self.changing.load(Ordering::SeqCst) != 0 {
             return false;
         }
@@ -124,7 +128,7 @@ impl Changes {
         removals
             .iter()
             .filter(|(at, _)| *at > g)
-            .all(|(_, removed)| !removed.iter().any(|r| matched(*r)))
+            .all(|(_, removed)| !matched(removed))
     }
 }
 
@@ -139,11 +143,14 @@ mod tests {
         a.bump();
         let made = g.get();
         b.bump();
-        assert!(a.right_since(made, &|_| false), "only b changed");
-        assert!(!b.right_since(made, &|_| false));
-        assert!(b.right_since(g.get(), &|_| false));
+        assert!(a.right_since(made, &|_: &[usize]| false), "only b changed");
+        assert!(!b.right_since(made, &|_: &[usize]| false));
+        assert!(b.right_since(g.get(), &|_: &[usize]| false));
         a.changing.fetch_add(1, Ordering::SeqCst);
-        assert!(!a.right_since(g.get(), &|_| false), "a change under way");
+        assert!(
+            !a.right_since(g.get(), &|_: &[usize]| false),
+            "a change under way"
+        );
     }
 
     #[test]
@@ -152,9 +159,12 @@ mod tests {
         let a = Changes::new(g.clone());
         a.bump();
         let made = g.get();
-        let matched = |r: usize| r == 7;
+        let matched = |removed: &[usize]| removed.binary_search(&7).is_ok();
         a.bump_removing(&[1, 2]);
-        assert!(!a.right_since(made, &|_| true), "a removal is a change");
+        assert!(
+            !a.right_since(made, &|_: &[usize]| true),
+            "a removal is a change"
+        );
         assert!(a.right_since(made, &matched), "rules it did not match");
         a.bump_removing(&[7]);
         assert!(!a.right_since(made, &matched), "a rule it matched");

@@ -869,7 +869,6 @@ impl Ctx<'_, '_> {
             slot: b.slot,
             in_port: self.key.in_port,
             metadata: self.key.metadata,
-            tunnel: Frozen::tunnel_of(&self.key),
             saves: self.saves + 1,
             path: self.path.clone(),
             resume: Resume::SelectBucket {

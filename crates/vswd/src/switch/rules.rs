@@ -146,6 +146,8 @@ impl Switch {
         // rule it had before (removed) and the one it has now (added), when they
         // differ — so a rule added and deleted again in one batch writes nothing.
         let (mut del, mut add) = (Vec::new(), Vec::new());
+        // The running pipeline's rules the batch took away (what its flows matched).
+        let mut gone = Vec::new();
         for (table, priority, m) in &touched {
             let before = old.find_exact(*table, m, *priority);
             let after = pipeline.find_exact(*table, m, *priority);
@@ -154,6 +156,7 @@ impl Switch {
                 (b, a) => {
                     del.extend(b.map(|r| format_flow(&r.spec)));
                     add.extend(a.map(|r| format_flow(&r.spec)));
+                    gone.extend(b.cloned());
                 }
             }
         }
@@ -162,7 +165,7 @@ impl Switch {
         }
         // Only deletes (nothing added or changed): the flows that matched none of
         // the deleted rules stay as they are.
-        let only_removed = add.is_empty().then_some(&deleted[..]);
+        let only_removed = add.is_empty().then_some(&gone[..]);
         self.replace_rules_noted(pipeline, del, add, only_removed)?;
         for r in &deleted {
             self.note_removed(r, Removal::Deleted, now);
