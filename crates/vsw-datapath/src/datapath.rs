@@ -93,7 +93,7 @@ impl Datapath {
             retired: AtomicU64::new(0),
             pmds: ArcSwap::from_pointee(Vec::new()),
             revalidating: Mutex::new(()),
-            by_rule: Mutex::new(Default::default()),
+            by_rule: Default::default(),
             kick: Mutex::new(false),
             kick_cv: Condvar::new(),
             punts: Arc::new(PuntQueues::new()),

@@ -23,6 +23,7 @@ mod port_map;
 pub mod punt;
 pub mod revalidate;
 pub mod ring;
+mod rule_index;
 mod shared;
 pub mod stats;
 pub mod txbatch;

@@ -829,7 +829,7 @@ fn cache_flow(
             registry.push(flow.clone());
             // Under the registry's lock: a removal's pass, which takes it first,
             // finds the flow in the index or sees it refused for its generation.
-            crate::revalidate::index(shared, &flow, &[]);
+            shared.by_rule.note(&flow, &[]);
         }
         current
     };

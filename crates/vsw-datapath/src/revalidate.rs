@@ -11,9 +11,8 @@
 //! slow path's inputs change (a host learned or moved); a change asks for one itself
 //! ([`Datapath::revalidate`]). Passes never overlap.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -62,60 +61,6 @@ pub(crate) fn dump(shared: &Shared) -> Vec<Arc<DpFlow>> {
         .collect()
 }
 
-/// Cached flows by the rules (by address) their translation matched.
-pub(crate) type RuleIndex = HashMap<usize, Vec<Weak<DpFlow>>>;
-
-/// Notes `flow` under each rule its translation matched but those of `already`
-/// (where it is noted: each flow once under a rule).
-pub(crate) fn index(shared: &Shared, flow: &Arc<DpFlow>, already: &[usize]) {
-    let rules = flow.rules();
-    if rules.is_empty() {
-        return;
-    }
-    let mut by_rule = lock(&shared.by_rule);
-    for r in &rules {
-        let at = Arc::as_ptr(r) as usize;
-        if !already.contains(&at) {
-            by_rule.entry(at).or_default().push(Arc::downgrade(flow));
-        }
-    }
-}
-
-/// The addresses of the rules `flow`'s translation matched.
-fn rules_of(flow: &DpFlow) -> Vec<usize> {
-    flow.rules()
-        .iter()
-        .map(|r| Arc::as_ptr(r) as usize)
-        .collect()
-}
-
-/// Rules whose entries one turn of [`prune_index`] looks at under the index's lock
-/// (a PMD caching a flow waits for it no longer than that).
-const PRUNE_CHUNK: usize = 256;
-
-/// The index forgets the flows that are gone or no longer match a rule they are
-/// noted under, and the rules no flow is noted under any more — a few rules at a
-/// time, the lock released between.
-fn prune_index(shared: &Shared) {
-    let rules: Vec<usize> = lock(&shared.by_rule).keys().copied().collect();
-    for chunk in rules.chunks(PRUNE_CHUNK) {
-        let mut by_rule = lock(&shared.by_rule);
-        for r in chunk {
-            if let Some(flows) = by_rule.get_mut(r) {
-                // Gone, or confirmed since by a translation that matched other rules.
-                flows.retain(|w| {
-                    w.upgrade().is_some_and(|f| {
-                        !f.is_dead() && f.rules().iter().any(|m| Arc::as_ptr(m) as usize == *r)
-                    })
-                });
-                if flows.is_empty() {
-                    by_rule.remove(r);
-                }
-            }
-        }
-    }
-}
-
 /// Translates `f` again: confirmed (and indexed by its rules now) when the answer
 /// is the same, else retired into `retired`.
 fn recheck(
@@ -129,9 +74,9 @@ fn recheck(
     sum.translated += 1;
     let t = upcall.translate(&f.key, now_ms, false);
     if DpFlow::mask_of(&t.mask) == *f.matcher.mask() && t.actions[..] == f.actions[..] {
-        let noted = rules_of(f);
+        let noted = crate::rule_index::rules_of(f);
         f.confirm(t.generation, t.attribution);
-        index(shared, f, &noted);
+        shared.by_rule.note(f, &noted);
     } else {
         f.kill();
         sum.stale += 1;
@@ -180,18 +125,7 @@ pub(crate) fn pass_removed(
     for control in shared.pmds.load_full().iter() {
         drop(lock(&control.flows));
     }
-    let mut flows: Vec<Arc<DpFlow>> = {
-        let mut by_rule = lock(&shared.by_rule);
-        rules
-            .iter()
-            .filter_map(|r| by_rule.remove(r))
-            .flatten()
-            .filter_map(|w| w.upgrade())
-            .filter(|f| !f.is_dead())
-            .collect()
-    };
-    flows.sort_by_key(|f| Arc::as_ptr(f) as usize);
-    flows.dedup_by(|a, b| Arc::ptr_eq(a, b));
+    let flows = shared.by_rule.take(rules);
     let mut sum = RevalidateSummary::default();
     let mut retired = Vec::new();
     for f in &flows {
@@ -238,7 +172,7 @@ pub(crate) fn pass(
             lock(&control.flows).retain(|f| !f.is_dead());
         }
     }
-    prune_index(shared);
+    shared.by_rule.prune();
     sweep(shared, &retired)?;
     Ok(sum)
 }

@@ -304,11 +304,8 @@ pub(crate) struct Shared {
     pub pmds: ArcSwap<Vec<Arc<PmdControl>>>,
     /// One revalidator pass at a time (the thread's, or one a change asks for).
     pub revalidating: Mutex<()>,
-    /// The cached flows by the rules their translation matched (a rule's address):
-    /// a change that only removes rules revalidates just theirs
-    /// (`revalidate::pass_removed`). Filled when a flow is cached or confirmed,
-    /// under its PMD's registry lock; dead entries pruned by full passes.
-    pub by_rule: Mutex<crate::revalidate::RuleIndex>,
+    /// The cached flows by the rules their translation matched (`rule_index.rs`).
+    pub by_rule: crate::rule_index::RuleIndex,
     /// Wakes the revalidator thread early: set when the slow path's inputs changed.
     pub kick: Mutex<bool>,
     pub kick_cv: Condvar,

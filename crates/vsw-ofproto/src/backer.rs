@@ -38,9 +38,7 @@ const METER_BITS: u32 = 13;
 /// Bridges one backer holds at most (the widest of the two encodings above).
 pub const MAX_BRIDGES: u32 = 1 << (32 - NOTE_BITS);
 
-/// A bridge's number within its backer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BridgeSlot(pub u32);
+pub use crate::slot::BridgeSlot;
 
 #[derive(Clone)]
 pub(crate) struct BridgeEntry {

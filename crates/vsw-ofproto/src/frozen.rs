@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::backer::BridgeSlot;
+use crate::slot::BridgeSlot;
 
 /// Frozen states one backer keeps at most.
 pub const MAX_FROZEN: usize = 1 << 16;

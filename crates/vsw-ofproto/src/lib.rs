@@ -10,6 +10,7 @@ pub mod frozen;
 mod generation;
 pub mod ofproto;
 pub mod punt_notes;
+mod slot;
 pub mod trace;
 pub mod xlate;
 
