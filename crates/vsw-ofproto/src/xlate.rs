@@ -27,12 +27,17 @@ pub const MAX_RESUBMIT_DEPTH: usize = 64;
 /// within groups' buckets).
 pub const MAX_SAVES: usize = vsw_datapath::MAX_SAVED;
 
-fn mix(h: u64, v: u64) -> u64 {
-    (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
-}
-
-fn mac_bits(m: MacAddr) -> u64 {
-    m.0.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b))
+/// The live bucket (of `(bucket, weight)`, in order) at `weight` of their weights
+/// laid end to end (`weight` below their sum).
+fn weighted(live: Vec<(usize, u32)>, mut weight: u32) -> Option<usize> {
+    live.into_iter().find_map(|(i, w)| {
+        if weight < w {
+            Some(i)
+        } else {
+            weight -= w;
+            None
+        }
+    })
 }
 
 /// The VID and the "tag present" bit: what NORMAL switches by.
@@ -922,16 +927,8 @@ impl Ctx<'_, '_> {
         self.out.mask.dp_hash |= slots - 1;
         let at = self.key.dp_hash & (slots - 1);
         // Slot `at` of `slots` stands for weight `at * total / slots`.
-        let mut weight = (u64::from(at) * u64::from(total) / u64::from(slots)) as u32;
-        let chosen = live.into_iter().find_map(|(i, w)| {
-            if weight < w {
-                Some(i)
-            } else {
-                weight -= w;
-                None
-            }
-        });
-        let Some(i) = chosen else {
+        let weight = (u64::from(at) * u64::from(total) / u64::from(slots)) as u32;
+        let Some(i) = weighted(live, weight) else {
             return;
         };
         self.step(
@@ -970,40 +967,25 @@ impl Ctx<'_, '_> {
         if total == 0 {
             return None;
         }
+        // What the hash reads, as the datapath's `hash` action reads it.
         let (k, m) = (&self.key, &mut self.out.mask);
         m.dl_type = u16::MAX;
-        let mut h = u64::from(k.dl_type);
-        let ip = matches!(
+        if matches!(
             k.dl_type,
             vsw_packet::EtherType::IPV4 | vsw_packet::EtherType::IPV6
-        );
-        if ip {
+        ) {
             m.nw_src = u128::MAX;
             m.nw_dst = u128::MAX;
             m.nw_proto = u8::MAX;
-            h = mix(h, k.nw_src as u64 ^ (k.nw_src >> 64) as u64);
-            h = mix(h, k.nw_dst as u64 ^ (k.nw_dst >> 64) as u64);
-            h = mix(h, u64::from(k.nw_proto));
             if matches!(k.nw_proto, 6 | 17 | 132) {
                 m.tp_src = u16::MAX;
                 m.tp_dst = u16::MAX;
-                h = mix(h, (u64::from(k.tp_src) << 16) | u64::from(k.tp_dst));
             }
         } else {
             m.dl_src = MacAddr([0xff; 6]);
             m.dl_dst = MacAddr([0xff; 6]);
-            h = mix(h, mac_bits(k.dl_src));
-            h = mix(h, mac_bits(k.dl_dst));
         }
-        let mut at = (h % u64::from(total)) as u32;
-        live.into_iter().find_map(|(i, w)| {
-            if at < w {
-                Some(i)
-            } else {
-                at -= w;
-                None
-            }
-        })
+        weighted(live, vsw_packet::key::l4_hash(k) % total)
     }
 
     fn flood(&mut self) {

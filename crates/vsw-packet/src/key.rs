@@ -189,15 +189,11 @@ pub fn l4_hash(key: &FlowKey) -> u32 {
             words[6] = (u64::from(key.tp_src) << 16) | u64::from(key.tp_dst);
         }
     } else {
-        words[1] = mac_word(key.dl_src);
-        words[2] = mac_word(key.dl_dst);
+        words[1] = key.dl_src.to_u64();
+        words[2] = key.dl_dst.to_u64();
     }
     let h = hash_words(&words, 7);
     (h ^ (h >> 32)) as u32
-}
-
-fn mac_word(m: MacAddr) -> u64 {
-    m.0.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b))
 }
 
 /// Why a frame cannot be switched at all.
