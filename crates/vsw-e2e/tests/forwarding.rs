@@ -88,9 +88,20 @@ fn iperf3_tcp_with_default_offloads() {
         let bps = v["end"]["sum_received"]["bits_per_second"]
             .as_f64()
             .unwrap_or(0.0);
-        assert!(bps > 1e9, "{mode}: TCP moved only {bps} bit/s");
         let pb = d.port(&b.port);
-        assert!(pb.stats.tx_bytes > 100_000_000, "{mode}: {pb:?}");
+        // Everything that says where the bytes went, should this ever fail: iperf3's
+        // own report, both ports' counters, the PMD's and the datapath flows.
+        let why = || {
+            format!(
+                "iperf3: {text}\nport a: {:?}\nport b: {pb:?}\n{}\n{}\n{}",
+                d.port(&a.port),
+                d.ctl_ok(&["pmd-stats-show"]),
+                d.ctl_ok(&["dump-dp-flows"]),
+                last_lines(&d.log(), 200)
+            )
+        };
+        assert!(bps > 1e9, "{mode}: TCP moved only {bps} bit/s\n{}", why());
+        assert!(pb.stats.tx_bytes > 100_000_000, "{mode}: {}", why());
         let avg = pb.stats.tx_bytes / pb.stats.tx_packets;
         assert!(
             avg > 3000,
@@ -109,6 +120,12 @@ fn iperf3_tcp_with_default_offloads() {
         );
         assert_eq!(pb.stats.tx_too_big, 0, "{mode}: super-frames must fit");
     }
+}
+
+/// The last `n` lines of `text` (a debug log is long).
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 #[test]
