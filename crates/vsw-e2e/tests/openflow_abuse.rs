@@ -171,7 +171,7 @@ fn malformed_openflow_is_refused_and_changes_nothing() {
         .unwrap();
     let (m, _) = read_until(&mut c, 1, 12);
     assert!(
-        matches!(m, Message::Error(ref e) if (e.kind, e.code) == (2, 14)),
+        matches!(m, Message::Error(ref e) if (e.kind, e.code) == (2, 10)),
         "{m:?}"
     );
 

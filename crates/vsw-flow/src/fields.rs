@@ -142,9 +142,28 @@ impl FieldDef {
         (self.parse)(name, text, value, mask, ports)
     }
 
+    /// Whether the match (value `v`, mask `m`) sets the field and is written under
+    /// this name.
+    pub fn is_set(&self, v: &FlowKey, m: &FlowKey) -> bool {
+        (self.shown)(v, m)
+    }
+
     /// `name=value` when the match sets the field and writes it under this name.
     pub fn format(&self, v: &FlowKey, m: &FlowKey) -> Option<String> {
         (self.shown)(v, m).then(|| format!("{}={}", self.name, (self.print)(v, m)))
+    }
+}
+
+/// Whether every field a match sets has what it needs (OpenFlow's prerequisites),
+/// however the match was made: the first that does not, by name.
+pub fn check_match(m: &crate::Match) -> Result<(), FlowSyntaxError> {
+    let (v, k) = (m.value(), m.mask());
+    match FIELDS.iter().find(|f| f.is_set(v, k) && !f.needs.met(v, k)) {
+        Some(f) => Err(FlowSyntaxError::Prerequisite {
+            field: f.name,
+            needs: f.needs.describe(),
+        }),
+        None => Ok(()),
     }
 }
 

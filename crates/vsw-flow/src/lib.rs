@@ -33,6 +33,6 @@ pub use meter::{format_meter, parse_meter, Band, BandType, MeterSpec};
 pub use pipeline::{GroupError, MeterError, Pipeline};
 pub use rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
 pub use syntax::{
-    parse_actions, parse_actions_unchecked, parse_flow, parse_match, FlowSyntaxError, PortResolver,
-    Selection,
+    check_actions, check_flow, parse_actions, parse_actions_unchecked, parse_flow, parse_match,
+    FlowSyntaxError, PortResolver, Selection,
 };

@@ -245,20 +245,55 @@ fn read_actions(
             }
             None => return Err(FlowSyntaxError::UnknownAction(tok.to_string())),
         };
-        // A rewrite of a header the match does not promise is refused, as OpenFlow
-        // does: `mod_nw_src` needs `ip`, `mod_tp_dst` tcp, udp or sctp.
-        let needs = a.needs();
-        if matcher.is_some_and(|m| !needs.met(m.value(), m.mask())) {
-            return Err(FlowSyntaxError::ActionPrerequisite {
-                action: a.def().name,
-                needs: needs.describe(),
-            });
-        }
         actions.push(a);
     }
     if actions.is_empty() {
         // As in OpenFlow: no actions means drop.
         actions.push(Action::Drop);
+    }
+    check_actions(&actions, matcher)?;
+    Ok(actions)
+}
+
+/// What an action list must be, however it was written (text or OpenFlow): every
+/// rewrite of a header the match promises (`mod_nw_src` needs `ip`, `mod_tp_dst`
+/// tcp, udp or sctp; `None`: a group's bucket, checked per packet instead), `drop`
+/// alone, at most one `goto_table` and last, and in a `write_actions` block only
+/// what an action set holds.
+pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), FlowSyntaxError> {
+    if let Some(m) = matcher {
+        if let Some(a) = actions.iter().find(|a| !a.needs().met(m.value(), m.mask())) {
+            return Err(FlowSyntaxError::ActionPrerequisite {
+                action: a.def().name,
+                needs: a.needs().describe(),
+            });
+        }
+    }
+    let mut rest = actions;
+    while let Some((a, after)) = rest.split_first() {
+        rest = after;
+        let Action::WriteActions(n) = *a else {
+            continue;
+        };
+        let (block, after) = rest.split_at(usize::from(n).min(rest.len()));
+        rest = after;
+        if let Some(bad) = block.iter().find(|a| {
+            matches!(
+                a,
+                Action::GotoTable(_)
+                    | Action::Resubmit { .. }
+                    | Action::WriteActions(_)
+                    | Action::ClearActions
+                    | Action::Meter(_)
+                    | Action::Drop
+            )
+        }) {
+            return Err(values::bad(
+                "write_actions",
+                &bad.to_string(),
+                "an action set holds outputs, groups, queues and header changes",
+            ));
+        }
     }
     if actions.len() > 1 && actions.contains(&Action::Drop) {
         return Err(FlowSyntaxError::DropWithOthers);
@@ -270,7 +305,24 @@ fn read_actions(
     if gotos > 1 || (gotos == 1 && !matches!(actions.last(), Some(Action::GotoTable(_)))) {
         return Err(FlowSyntaxError::GotoNotLast);
     }
-    Ok(actions)
+    Ok(())
+}
+
+/// What a whole flow must be, however it was written: its match's fields with what
+/// they need, its actions as [`check_actions`] has them, and a `goto_table` only to
+/// a later table.
+pub fn check_flow(spec: &FlowSpec) -> Result<(), FlowSyntaxError> {
+    fields::check_match(&spec.matcher)?;
+    check_actions(&spec.actions, Some(&spec.matcher))?;
+    if let Some(Action::GotoTable(to)) = spec.actions.last() {
+        if *to <= spec.table {
+            return Err(FlowSyntaxError::GotoBackwards {
+                from: spec.table,
+                to: *to,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Parses a whole flow as `ovs-ofctl add-flow` takes it.
@@ -280,15 +332,7 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
     let (extras, matcher) = parse_match_part(m, ports)?;
     let table = extras.table.unwrap_or(0);
     let actions = parse_actions(a, ports, &matcher)?;
-    if let Some(Action::GotoTable(to)) = actions.last() {
-        if *to <= table {
-            return Err(FlowSyntaxError::GotoBackwards {
-                from: table,
-                to: *to,
-            });
-        }
-    }
-    Ok(FlowSpec {
+    let spec = FlowSpec {
         table,
         priority: extras.priority.unwrap_or(DEFAULT_PRIORITY),
         actions,
@@ -303,7 +347,9 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
             Some((v, u64::MAX)) => v,
             Some(_) => return Err(FlowSyntaxError::NotInFlow("a cookie mask")),
         },
-    })
+    };
+    check_flow(&spec)?;
+    Ok(spec)
 }
 
 /// What `del-flows`, `mod-flows` and `dump-flows` select by: a match, and optionally
@@ -418,23 +464,6 @@ fn write_actions_block(
     let written = read_actions(text, ports, matcher)?;
     if written.len() > usize::from(u8::MAX) {
         return Err(values::bad("write_actions", text, "at most 255 actions"));
-    }
-    for a in &written {
-        if matches!(
-            a,
-            Action::GotoTable(_)
-                | Action::Resubmit { .. }
-                | Action::WriteActions(_)
-                | Action::ClearActions
-                | Action::Meter(_)
-                | Action::Drop
-        ) {
-            return Err(values::bad(
-                "write_actions",
-                text,
-                "an action set holds outputs, groups, queues and header changes",
-            ));
-        }
     }
     Ok(written)
 }

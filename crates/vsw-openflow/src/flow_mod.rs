@@ -139,6 +139,14 @@ pub enum BadFlowMod {
     BufferUnknown,
     #[error("an action on a header the match does not promise (BAD_ACTION/MATCH_INCONSISTENT)")]
     MatchInconsistent,
+    #[error("an action argument vsw cannot take (BAD_ACTION/BAD_ARGUMENT)")]
+    BadArgument,
+    #[error("a set-field of a value the field cannot hold (BAD_ACTION/BAD_SET_ARGUMENT)")]
+    BadSetArgument,
+    #[error("a goto-table to a table that is not a later one (BAD_INSTRUCTION/BAD_TABLE_ID)")]
+    BadGotoTable,
+    #[error("a flow-mod for a table vsw does not have (FLOW_MOD_FAILED/BAD_TABLE_ID)")]
+    BadTableId,
 }
 
 impl BadFlowMod {
@@ -149,7 +157,7 @@ impl BadFlowMod {
             BadFlowMod::BadLen => (1, 6),
             BadFlowMod::BadCommand => (5, 6),
             BadFlowMod::UnknownInstruction => (3, 0),
-            BadFlowMod::BadInstructionLen => (3, 8),
+            BadFlowMod::BadInstructionLen => (3, 7),
             BadFlowMod::DupInstruction => (3, 9),
             BadFlowMod::BadActionType => (2, 0),
             BadFlowMod::BadActionLen => (2, 1),
@@ -161,7 +169,11 @@ impl BadFlowMod {
             BadFlowMod::BadOutGroup => (2, 9),
             BadFlowMod::UnknownMeter => (12, 3),
             BadFlowMod::BufferUnknown => (1, 8),
-            BadFlowMod::MatchInconsistent => (2, 14),
+            BadFlowMod::MatchInconsistent => (2, 10),
+            BadFlowMod::BadArgument => (2, 5),
+            BadFlowMod::BadSetArgument => (2, 15),
+            BadFlowMod::BadGotoTable => (3, 2),
+            BadFlowMod::BadTableId => (5, 2),
         }
     }
 }

@@ -25,7 +25,6 @@ pub mod group_mod;
 pub mod message;
 pub mod meter_mod;
 pub mod multipart;
-pub mod ofctl_text;
 pub mod oxm;
 pub mod oxs;
 pub mod packet;
@@ -39,6 +38,7 @@ pub mod target;
 #[cfg(test)]
 mod test_support;
 pub mod tlv;
+pub mod to_vsw;
 pub mod version;
 
 pub use async_config::AsyncConfig;

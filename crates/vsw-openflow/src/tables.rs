@@ -1,6 +1,6 @@
 //! What every vsw table can match and do, as a table-features reply says it:
 //! `ovs-ofctl` reads it before any flow-mod and checks flows against it. The lists
-//! are what `ofctl_text` can put into vsw-flow's tables; every table has the same.
+//! are what `to_vsw` can put into vsw-flow's tables; every table has the same.
 
 use crate::multipart::TableFeature;
 use crate::oxm::{field_def, wire_id, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
@@ -20,14 +20,14 @@ const INSTRUCTIONS: &[u16] = &[1, 2, 3, 4, 5, 6];
 /// Actions vsw applies: output, copy-ttl-out, copy-ttl-in, push-vlan, pop-vlan,
 /// set-queue, group, set-nw-ttl, dec-nw-ttl, set-field.
 const APPLY_ACTIONS: &[u16] = &[0, 11, 12, 17, 18, 21, 22, 23, 24, 25];
-/// Fields vsw matches (see `ofctl_text::match_text`).
+/// Fields vsw matches (see `to_vsw::match_to_vsw`).
 #[rustfmt::skip]
 const MATCH_FIELDS: &[u8] = &[
     0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
     23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 38, TUN_IPV4_SRC, TUN_IPV4_DST, TUN_METADATA0,
     TUN_FLAGS,
 ];
-/// Fields vsw's actions set (see `ofctl_text`'s set-field).
+/// Fields vsw's actions set (see `to_vsw`'s set-field).
 #[rustfmt::skip]
 const SET_FIELDS: &[u8] = &[
     3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,

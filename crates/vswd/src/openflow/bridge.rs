@@ -17,13 +17,13 @@ use vsw_openflow::group_mod::{
 use vsw_openflow::meter_mod::{
     BadMeterMod, MeterCommand, MeterConfigEntry, MeterMod, MeterStatsEntry, OFPM_ALL,
 };
-use vsw_openflow::ofctl_text::{
-    actions_text, add_text, group_text, meter_text, packet_out_text, selection_text, unbuffered,
-    SelectionParts,
-};
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::table_stats::TableStats;
 use vsw_openflow::tlv::{BadTlv, TlvMap, TlvTableMod};
+use vsw_openflow::to_vsw::{
+    flow_spec, group_spec, meter_spec, modify_actions, packet_out_actions, selection,
+    SelectionParts,
+};
 use vsw_openflow::{Bridge, FlowStatsIter, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
 use vsw_tunnel::metadata::MetadataOption;
 
@@ -42,32 +42,24 @@ fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
     let strict = matches!(fm.command, Command::DeleteStrict | Command::ModifyStrict);
     Ok(match fm.command {
         Command::Add => FlowChange::Add {
-            flow: add_text(fm)?,
+            spec: flow_spec(fm)?,
             check_overlap: fm.flags & OFPFF_CHECK_OVERLAP != 0,
         },
-        Command::Delete | Command::DeleteStrict => {
-            let sel = selection_text(&SelectionParts::of_flow_mod(fm, strict))?;
-            FlowChange::Delete {
-                matching: (!sel.is_empty()).then_some(sel),
-                strict,
-            }
-        }
-        Command::Modify | Command::ModifyStrict => {
-            unbuffered(fm)?;
-            let parts = SelectionParts {
+        Command::Delete | Command::DeleteStrict => FlowChange::Delete {
+            selection: selection(&SelectionParts::of_flow_mod(fm, strict))?,
+            strict,
+        },
+        Command::Modify | Command::ModifyStrict => FlowChange::Modify {
+            actions: modify_actions(fm)?,
+            // OpenFlow has modifies ignore the output port and group.
+            selection: selection(&SelectionParts {
                 out_port: OFPP_ANY,
                 out_group: OFPG_ANY,
                 ..SelectionParts::of_flow_mod(fm, strict)
-            };
-            let sel = selection_text(&parts)?;
-            let actions = actions_text(&fm.instructions)?;
-            let sep = if sel.is_empty() { "" } else { "," };
-            FlowChange::Modify {
-                flow: format!("{sel}{sep}actions={actions}"),
-                strict,
-                reset_counts: fm.flags & OFPFF_RESET_COUNTS != 0,
-            }
-        }
+            })?,
+            strict,
+            reset_counts: fm.flags & OFPFF_RESET_COUNTS != 0,
+        },
     })
 }
 
@@ -81,6 +73,7 @@ fn flow_mod_error(e: SwitchError) -> BadFlowMod {
         SwitchError::Flow(FlowSyntaxError::ActionPrerequisite { .. }) => {
             BadFlowMod::MatchInconsistent
         }
+        SwitchError::Flow(FlowSyntaxError::GotoBackwards { .. }) => BadFlowMod::BadGotoTable,
         _ => BadFlowMod::Refused,
     }
 }
@@ -160,18 +153,14 @@ impl Bridge for SwitchBridge<'_> {
     /// Through the same requests as `vswctl add-group` / `mod-group` / `del-groups`
     /// (a deleted group takes the flows that use it along).
     fn group_mod(&mut self, gm: &GroupMod) -> Result<(), BadGroupMod> {
-        let req = match gm.command {
-            GroupCommand::Add => Request::AddGroup {
-                group: group_text(gm)?,
-            },
-            GroupCommand::Modify => Request::ModGroup {
-                group: group_text(gm)?,
-            },
-            GroupCommand::Delete => Request::DelGroups {
+        let done = match gm.command {
+            GroupCommand::Add => self.sw().set_group(group_spec(gm)?, false),
+            GroupCommand::Modify => self.sw().set_group(group_spec(gm)?, true),
+            GroupCommand::Delete => self.sw().handle(Request::DelGroups {
                 group_id: (gm.group_id != OFPG_ALL).then_some(gm.group_id),
-            },
+            }),
         };
-        self.sw().handle(req).map(|_| ()).map_err(|e| {
+        done.map(|_| ()).map_err(|e| {
             tracing::info!(error = %e, "OpenFlow group-mod refused");
             match e {
                 SwitchError::Group(GroupError::Exists(_)) => BadGroupMod::Exists,
@@ -182,29 +171,21 @@ impl Bridge for SwitchBridge<'_> {
         })
     }
 
-    /// Through the same requests as `vswctl add-meter` / `mod-meter` / `del-meters`
+    /// Through the same checks as `vswctl add-meter` / `mod-meter` / `del-meters`
     /// (a deleted meter takes the flows that use it along).
     fn meter_mod(&mut self, mm: &MeterMod) -> Result<(), BadMeterMod> {
-        let req = match mm.command {
-            MeterCommand::Add => Request::AddMeter {
-                meter: meter_text(mm)?,
-            },
-            MeterCommand::Modify => Request::ModMeter {
-                meter: meter_text(mm)?,
-            },
-            MeterCommand::Delete => Request::DelMeters {
+        let done = match mm.command {
+            MeterCommand::Add => self.sw().set_meter(meter_spec(mm)?, false),
+            MeterCommand::Modify => self.sw().set_meter(meter_spec(mm)?, true),
+            MeterCommand::Delete => self.sw().handle(Request::DelMeters {
                 meter_id: (mm.meter_id != OFPM_ALL).then_some(mm.meter_id),
-            },
+            }),
         };
-        self.sw().handle(req).map(|_| ()).map_err(|e| {
+        done.map(|_| ()).map_err(|e| {
             tracing::info!(error = %e, "OpenFlow meter-mod refused");
             match e {
                 SwitchError::Meter(MeterError::Exists(_)) => BadMeterMod::Exists,
                 SwitchError::Meter(MeterError::Unknown(_)) => BadMeterMod::Unknown,
-                // The meter's number is what vsw cannot take (1..4096), or a band.
-                _ if !(1..=vsw_flow::meter::MAX_METER_ID).contains(&mm.meter_id) => {
-                    BadMeterMod::Invalid
-                }
                 _ => BadMeterMod::BadBand,
             }
         })
@@ -287,7 +268,7 @@ impl Bridge for SwitchBridge<'_> {
     /// port and group), with their counters up to now: the rules are picked under
     /// the switch's lock, each entry made only when the reply gets to it.
     fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<FlowStatsIter, BadFlowMod> {
-        let sel = selection_text(&SelectionParts {
+        let sel = selection(&SelectionParts {
             table_id: req.table_id,
             strict_priority: None,
             cookie: req.cookie,
@@ -296,10 +277,7 @@ impl Bridge for SwitchBridge<'_> {
             out_group: req.out_group,
             matcher: &req.matcher,
         })?;
-        let (rules, now) = self
-            .sw()
-            .select_rules((!sel.is_empty()).then_some(sel.as_str()), false)
-            .map_err(|_| BadFlowMod::Refused)?;
+        let (rules, now) = self.sw().select_rules(&sel, false);
         Ok(Box::new(rules.into_iter().map(move |r| FlowStatsEntry {
             table_id: r.spec.table,
             duration_ms: r.duration_ms(now),
@@ -392,6 +370,6 @@ impl Bridge for SwitchBridge<'_> {
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal> {
         let in_port = to_vsw_port(po.in_port);
         self.sw()
-            .packet_out(in_port, &packet_out_text(&po.actions)?, &po.data)
+            .packet_out(in_port, &packet_out_actions(&po.actions)?, &po.data)
     }
 }

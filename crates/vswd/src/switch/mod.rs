@@ -120,15 +120,17 @@ pub enum SwitchError {
 pub enum FlowChange {
     /// `add-flow`; `check_overlap`: refused if it overlaps a rule of its table and
     /// priority (OpenFlow's CHECK_OVERLAP).
-    Add { flow: String, check_overlap: bool },
-    /// `del-flows`: the rules the selection picks (`None`: all).
-    Delete {
-        matching: Option<String>,
-        strict: bool,
+    Add {
+        spec: vsw_flow::FlowSpec,
+        check_overlap: bool,
     },
-    /// `mod-flows`: the selected rules get the flow's actions.
+    /// `del-flows`: the rules the selection picks.
+    Delete { selection: Selection, strict: bool },
+    /// `mod-flows`: the selected rules get these actions (checked against each
+    /// rule's match).
     Modify {
-        flow: String,
+        selection: Selection,
+        actions: Vec<vsw_flow::Action>,
         strict: bool,
         reset_counts: bool,
     },
@@ -362,12 +364,12 @@ impl Switch {
                 strict,
                 reset_counts,
             } => self.mod_flows(&flow, strict, reset_counts),
-            Request::AddGroup { group } => self.set_group(&group, false),
-            Request::ModGroup { group } => self.set_group(&group, true),
+            Request::AddGroup { group } => self.set_group_text(&group, false),
+            Request::ModGroup { group } => self.set_group_text(&group, true),
             Request::DelGroups { group_id } => self.del_groups(group_id),
             Request::DumpGroups => Ok(json!(self.dump_groups())),
-            Request::AddMeter { meter } => self.set_meter(&meter, false),
-            Request::ModMeter { meter } => self.set_meter(&meter, true),
+            Request::AddMeter { meter } => self.set_meter(vsw_flow::parse_meter(&meter)?, false),
+            Request::ModMeter { meter } => self.set_meter(vsw_flow::parse_meter(&meter)?, true),
             Request::DelMeters { meter_id } => self.del_meters(meter_id),
             Request::DumpMeters => Ok(json!(self.dump_meters())),
             Request::DumpFlows { kind, table } => {
@@ -491,28 +493,32 @@ impl Switch {
         }
     }
 
-    /// Sends a controller's packet: `actions` (flow syntax) are read against the
-    /// packet's own headers, translated as a rule of table 0 would be, and queued
+    /// Sends a controller's packet: `actions` are checked against the packet's own
+    /// headers, translated as a rule of table 0 would be, and queued
     /// for a PMD, which has sent it when this returns. A packet that finds the
     /// queue full is dropped (said in the log), as a switch drops what it has no
     /// room for.
     pub fn packet_out(
         &self,
         in_port: u32,
-        actions: &str,
+        actions: &[vsw_flow::Action],
         frame: &[u8],
     ) -> Result<(), vsw_openflow::Refusal> {
         use vsw_openflow::Refusal;
         let mut key = vsw_packet::FlowKey::default();
         vsw_packet::extract(frame, in_port, None, &mut key).map_err(|_| Refusal::BadPacket)?;
         let exact = vsw_flow::Match::new(key, vsw_packet::FlowKey::exact());
-        let actions = vsw_flow::parse_actions(actions, &|n: &str| self.port_no(n), &exact)
-            .map_err(|e| {
-                tracing::info!(error = %e, "OpenFlow packet-out refused");
-                Refusal::BadArgument
-            })?;
+        vsw_flow::check_actions(actions, Some(&exact)).map_err(|e| {
+            tracing::info!(error = %e, "OpenFlow packet-out refused");
+            match e {
+                vsw_flow::FlowSyntaxError::ActionPrerequisite { .. } => {
+                    Refusal::FlowMod(vsw_openflow::flow_mod::BadFlowMod::MatchInconsistent)
+                }
+                _ => Refusal::BadArgument,
+            }
+        })?;
         // In the datapath's numbers (the bridge is in the backer).
-        let x = self.ofproto.translate_packet_out(&key, &actions, now_ms());
+        let x = self.ofproto.translate_packet_out(&key, actions, now_ms());
         let packet = vsw_datapath::Injected {
             in_port: self.injected_in_port(in_port),
             actions: x.actions,

@@ -101,26 +101,41 @@ impl Switch {
         strict: bool,
     ) -> Result<Value, SwitchError> {
         let change = FlowChange::Delete {
-            matching: matching.map(str::to_string),
+            selection: self.selection(matching)?,
             strict,
         };
         let removed = self.flow_changes(&[change])?.remove(0)?;
         Ok(json!({ "removed": removed }))
     }
 
+    /// `mod-flows`' text: a selection, then `actions=`.
     pub(super) fn mod_flows(
         &mut self,
         text: &str,
         strict: bool,
         reset_counts: bool,
     ) -> Result<Value, SwitchError> {
+        let (selection, actions) = text
+            .split_once("actions=")
+            .ok_or(SwitchError::Flow(FlowSyntaxError::NoActions))?;
+        let names = |n: &str| self.port_no(n);
         let change = FlowChange::Modify {
-            flow: text.to_string(),
+            selection: parse_match(selection.trim_end_matches(','), &names)?,
+            // Checked against each selected rule's match when they replace its own.
+            actions: vsw_flow::parse_actions_unchecked(actions, &names)?,
             strict,
             reset_counts,
         };
         let changed = self.flow_changes(&[change])?.remove(0)?;
         Ok(json!({ "modified": changed }))
+    }
+
+    /// A selection's text (`None`: every rule) in this bridge's port names.
+    fn selection(&self, text: Option<&str>) -> Result<Selection, SwitchError> {
+        Ok(match text {
+            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
+            None => Selection::all(),
+        })
     }
 
     /// Carries out flow-mods (OpenFlow's, in order), each on its own terms — one
@@ -184,72 +199,65 @@ impl Switch {
         touched: &mut HashSet<(u8, u16, vsw_flow::Match)>,
         deleted: &mut Vec<Arc<vsw_flow::Rule>>,
     ) -> Result<usize, SwitchError> {
-        let names = |n: &str| self.port_no(n);
         let key = |r: &Arc<vsw_flow::Rule>| (r.spec.table, r.spec.priority, r.spec.matcher);
         match change {
             FlowChange::Add {
-                flow,
+                spec,
                 check_overlap,
             } => {
-                let spec = parse_flow(flow, &names)?;
                 if let Some(g) = pipeline.missing_group(&spec.actions) {
                     return Err(SwitchError::NoSuchGroup(g));
                 }
                 if let Some(m) = pipeline.missing_meter(&spec.actions) {
                     return Err(SwitchError::NoSuchMeter(m));
                 }
-                if *check_overlap && pipeline.overlaps(&spec) {
+                if *check_overlap && pipeline.overlaps(spec) {
                     return Err(SwitchError::Overlap);
                 }
-                if !vsw_openflow::from_vsw::rule_fits_openflow(&spec) {
+                if !vsw_openflow::from_vsw::rule_fits_openflow(spec) {
                     return Err(SwitchError::TooLarge("flow"));
                 }
                 touched.insert((spec.table, spec.priority, spec.matcher));
-                pipeline.insert(spec, now);
+                pipeline.insert(spec.clone(), now);
                 Ok(1)
             }
-            FlowChange::Delete { matching, strict } => {
-                let selection = match matching {
-                    Some(text) => parse_match(text, &names)?,
-                    None => Selection::all(),
-                };
-                let removed = pipeline.remove_rules(&selection, *strict);
+            FlowChange::Delete { selection, strict } => {
+                let removed = pipeline.remove_rules(selection, *strict);
                 touched.extend(removed.iter().map(key));
                 let n = removed.len();
                 deleted.extend(removed);
                 Ok(n)
             }
             FlowChange::Modify {
-                flow,
+                selection,
+                actions,
                 strict,
                 reset_counts,
             } => {
-                let (selection, actions) = flow
-                    .split_once("actions=")
-                    .ok_or(SwitchError::Flow(FlowSyntaxError::NoActions))?;
-                let selection = parse_match(selection.trim_end_matches(','), &names)?;
                 // The new actions' groups and meters must exist, as an add's must.
-                let any = vsw_flow::parse_actions_unchecked(actions, &names)?;
-                if let Some(g) = pipeline.missing_group(&any) {
+                if let Some(g) = pipeline.missing_group(actions) {
                     return Err(SwitchError::NoSuchGroup(g));
                 }
-                if let Some(m) = pipeline.missing_meter(&any) {
+                if let Some(m) = pipeline.missing_meter(actions) {
                     return Err(SwitchError::NoSuchMeter(m));
                 }
-                let picked = pipeline.select(&selection, *strict);
+                // Each selected rule with the new actions, checked as a whole flow.
+                let with_actions = |r: &vsw_flow::Rule| {
+                    let spec = vsw_flow::FlowSpec {
+                        actions: actions.clone(),
+                        ..r.spec.clone()
+                    };
+                    vsw_flow::check_flow(&spec).map(|()| spec)
+                };
+                let picked = pipeline.select(selection, *strict);
                 let fits = picked.iter().all(|r| {
-                    vsw_flow::parse_actions(actions, &names, &r.spec.matcher).is_ok_and(|a| {
-                        vsw_openflow::from_vsw::rule_fits_openflow(&vsw_flow::FlowSpec {
-                            actions: a,
-                            ..r.spec.clone()
-                        })
-                    })
+                    with_actions(r).is_ok_and(|s| vsw_openflow::from_vsw::rule_fits_openflow(&s))
                 });
                 if !fits {
                     return Err(SwitchError::TooLarge("flow"));
                 }
-                let n = pipeline.modify(&selection, *strict, *reset_counts, &|r| {
-                    vsw_flow::parse_actions(actions, &names, &r.spec.matcher)
+                let n = pipeline.modify(selection, *strict, *reset_counts, &|r| {
+                    with_actions(r).map(|s| s.actions)
                 })?;
                 touched.extend(picked.iter().map(key));
                 Ok(n)
@@ -257,8 +265,23 @@ impl Switch {
         }
     }
 
-    pub(super) fn set_group(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
+    /// `add-group`'s / `mod-group`'s text, in this bridge's port names.
+    pub(super) fn set_group_text(
+        &mut self,
+        text: &str,
+        modify: bool,
+    ) -> Result<Value, SwitchError> {
         let spec = vsw_flow::parse_group(text, &|n: &str| self.port_no(n))?;
+        self.set_group(spec, modify)
+    }
+
+    /// Adds a group (`modify`: changes one), checked by `GroupSpec::check`.
+    pub fn set_group(
+        &mut self,
+        spec: vsw_flow::GroupSpec,
+        modify: bool,
+    ) -> Result<Value, SwitchError> {
+        spec.check()?;
         if !vsw_openflow::from_vsw::group_fits_openflow(&spec) {
             return Err(SwitchError::TooLarge("group"));
         }
@@ -280,8 +303,13 @@ impl Switch {
         Ok(json!({ "flows_removed": removed.len() }))
     }
 
-    pub(super) fn set_meter(&mut self, text: &str, modify: bool) -> Result<Value, SwitchError> {
-        let spec = vsw_flow::parse_meter(text)?;
+    /// Adds a meter (`modify`: changes one), checked by `MeterSpec::check`.
+    pub fn set_meter(
+        &mut self,
+        spec: vsw_flow::MeterSpec,
+        modify: bool,
+    ) -> Result<Value, SwitchError> {
+        spec.check()?;
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         let (id, config) = (spec.id, meter_config(&spec));
         pipeline.set_meter(spec, modify, now_ms())?;
@@ -337,15 +365,11 @@ impl Switch {
     /// their counters up to now, and the time.
     pub fn select_rules(
         &self,
-        selection: Option<&str>,
+        selection: &Selection,
         strict: bool,
-    ) -> Result<(Vec<Arc<vsw_flow::Rule>>, u64), SwitchError> {
-        let selection = match selection {
-            Some(text) => parse_match(text, &|n: &str| self.port_no(n))?,
-            None => Selection::all(),
-        };
+    ) -> (Vec<Arc<vsw_flow::Rule>>, u64) {
         self.dpif.dp().push_flow_stats();
-        Ok((self.ofproto.pipeline().select(&selection, strict), now_ms()))
+        (self.ofproto.pipeline().select(selection, strict), now_ms())
     }
 
     /// Whether a rule or group bucket of the bridge reads or writes `tun_metadata0`

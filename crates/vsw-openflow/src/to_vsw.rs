@@ -1,0 +1,966 @@
+//! OpenFlow's flows, groups and meters as vsw-flow's values (the other way from
+//! `from_vsw`): a flow-mod becomes a `FlowSpec` or a `Selection` and actions, a
+//! group-mod a `GroupSpec`, a meter-mod a `MeterSpec` — checked by the same rules as
+//! `vswctl`'s text (vsw-flow's `check_flow`, `GroupSpec::check`, `MeterSpec::check`),
+//! with no text between.
+//!
+//! What vsw cannot do yet is refused with the error OpenFlow names for it, never
+//! half-installed: matches on MPLS and other fields vsw does not keep (BAD_FIELD),
+//! output to TABLE outside a packet-out (BAD_OUT_PORT), set-fields of fields vsw
+//! does not keep (MPLS, PBB: BAD_SET_TYPE).
+
+use std::net::Ipv4Addr;
+
+use vsw_flow::{
+    Action as VswAction, Band, BandType, Bucket, FlowSpec, FlowSyntaxError, GroupSpec, GroupType,
+    Match, MeterSpec, Selection,
+};
+use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::{FlowKey, MacAddr};
+
+use crate::flow_mod::{
+    to_vsw_port, Action, BadFlowMod, Command, FlowMod, Instruction, OFPFF_SEND_FLOW_REM, OFPG_ANY,
+    OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX,
+    OFPP_NORMAL, OFPP_TABLE, OFP_NO_BUFFER,
+};
+use crate::group_mod::{
+    BadGroupMod, GroupMod, OFPGT_ALL, OFPGT_FF, OFPGT_INDIRECT, OFPGT_SELECT, OFPG_MAX,
+};
+use crate::meter_mod::{
+    BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
+};
+use crate::oxm::{
+    BadMatch, OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
+};
+
+fn num(b: &[u8]) -> u128 {
+    b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x))
+}
+
+/// A field's value and mask as numbers (an unmasked field: every bit of its bytes).
+fn value_mask(f: &OxmField) -> (u128, u128) {
+    let full = if f.value.len() >= 16 {
+        u128::MAX
+    } else {
+        (1u128 << (8 * f.value.len())) - 1
+    };
+    let mask = f.mask.as_deref().map_or(full, num);
+    (num(&f.value) & mask, mask)
+}
+
+fn mac_of(b: &[u8]) -> MacAddr {
+    let mut m = [0u8; 6];
+    let n = b.len().min(6);
+    m[..n].copy_from_slice(&b[..n]);
+    MacAddr(m)
+}
+
+fn mac_pair(f: &OxmField) -> (MacAddr, MacAddr) {
+    let mask = f.mask.as_deref().map_or(MacAddr([0xff; 6]), mac_of);
+    let value = mac_of(&f.value);
+    let mut v = [0u8; 6];
+    for (i, b) in v.iter_mut().enumerate() {
+        *b = value.0[i] & mask.0[i];
+    }
+    (MacAddr(v), mask)
+}
+
+/// A decoded OXM match (its fields checked by `OxmMatch::decode`) as vsw's match.
+pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
+    let (mut v, mut k) = (FlowKey::default(), FlowKey::default());
+    let eth_type = m.get(5).map(|f| num(&f.value) as u16);
+    for f in &m.fields {
+        let (val, mask) = value_mask(f);
+        match f.field {
+            0 => {
+                v.in_port = to_vsw_port(val as u32);
+                k.in_port = u32::MAX;
+            }
+            2 => (v.metadata, k.metadata) = (val as u64, mask as u64),
+            38 => (v.tun_id, k.tun_id) = (val as u64, mask as u64),
+            TUN_IPV4_SRC => (v.tun_src, k.tun_src) = (val as u32, mask as u32),
+            TUN_IPV4_DST => (v.tun_dst, k.tun_dst) = (val as u32, mask as u32),
+            TUN_METADATA0 => (v.tun_metadata0, k.tun_metadata0) = (val as u32, mask as u32),
+            // The flags vsw knows (OAM): the decoder refused a value with others.
+            TUN_FLAGS => {
+                let known = u128::from(vsw_packet::key::TUN_FLAG_OAM);
+                (v.tun_flags, k.tun_flags) = (val as u32, (mask & known) as u32);
+            }
+            3 => (v.dl_dst, k.dl_dst) = mac_pair(f),
+            4 => (v.dl_src, k.dl_src) = mac_pair(f),
+            5 => (v.dl_type, k.dl_type) = (val as u16, 0xffff),
+            // vlan_vid and vlan_pcp are one field to vsw: the TCI (PCP above
+            // OFPVID_PRESENT, which sits where the TCI's CFI bit does).
+            6 => {
+                v.vlan_tci |= val as u16 & 0x1fff;
+                k.vlan_tci |= mask as u16 & 0x1fff;
+            }
+            7 => {
+                v.vlan_tci |= (val as u16) << 13;
+                k.vlan_tci |= 0xe000;
+            }
+            8 => {
+                v.nw_tos |= (val as u8) << 2;
+                k.nw_tos |= 0xfc;
+            }
+            9 => {
+                v.nw_tos |= val as u8 & 3;
+                k.nw_tos |= 3;
+            }
+            10 => (v.nw_proto, k.nw_proto) = (val as u8, 0xff),
+            // IPv4 addresses (ARP's too) sit in the low bits of the key's 128.
+            11 | 22 => (v.nw_src, k.nw_src) = (val, mask),
+            12 | 23 => (v.nw_dst, k.nw_dst) = (val, mask),
+            13 | 15 | 17 => (v.tp_src, k.tp_src) = (val as u16, mask as u16),
+            14 | 16 | 18 => (v.tp_dst, k.tp_dst) = (val as u16, mask as u16),
+            19 | 29 => (v.tp_src, k.tp_src) = (val as u16, 0xffff),
+            20 | 30 => (v.tp_dst, k.tp_dst) = (val as u16, 0xffff),
+            // An ARP opcode is the key's protocol number, as in Open vSwitch.
+            21 if eth_type == Some(0x0806) => (v.nw_proto, k.nw_proto) = (val as u8, 0xff),
+            24 | 32 => (v.arp_sha, k.arp_sha) = mac_pair(f),
+            25 | 33 => (v.arp_tha, k.arp_tha) = mac_pair(f),
+            26 => (v.nw_src, k.nw_src) = (val, mask),
+            27 => (v.nw_dst, k.nw_dst) = (val, mask),
+            // 20 bits of the 32 on the wire.
+            28 => (v.ipv6_label, k.ipv6_label) = (val as u32, (mask & 0xfffff) as u32),
+            31 => (v.nd_target, k.nd_target) = (val, mask),
+            _ => return Err(BadMatch::BadField),
+        }
+    }
+    let matcher = Match::new(v, k);
+    // OXM's prerequisites were checked when decoding; vsw's own (a field's value
+    // it cannot take) here.
+    vsw_flow::fields::check_match(&matcher).map_err(|_| BadMatch::BadPrereq)?;
+    Ok(matcher)
+}
+
+/// Where an action list is: a flow's, or a packet-out's (which may also send the
+/// packet through the tables, output to TABLE).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Flow,
+    PacketOut,
+}
+
+fn ipv4_of(v: &[u8]) -> Ipv4Addr {
+    Ipv4Addr::from(num(v) as u32)
+}
+
+fn bytes<const N: usize>(v: &[u8]) -> Result<[u8; N], BadFlowMod> {
+    v.try_into().map_err(|_| BadFlowMod::BadSetField)
+}
+
+/// A set-field's value that does not fit the field's bits (BAD_SET_ARGUMENT).
+fn at_most(v: u128, max: u128) -> Result<u128, BadFlowMod> {
+    if v > max {
+        Err(BadFlowMod::BadSetArgument)
+    } else {
+        Ok(v)
+    }
+}
+
+fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
+    let v = &f.value;
+    let n = num(v);
+    let w = VswAction::SetField;
+    Ok(match f.field {
+        3 => VswAction::SetDlDst(mac_of(v)),
+        4 => VswAction::SetDlSrc(mac_of(v)),
+        6 => VswAction::SetVlanVid(n as u16 & 0xfff),
+        7 => VswAction::SetVlanPcp(at_most(n, 7)? as u8),
+        8 => VswAction::SetNwTos((at_most(n, 63)? as u8) << 2),
+        11 => VswAction::SetNwSrc(ipv4_of(v)),
+        12 => VswAction::SetNwDst(ipv4_of(v)),
+        13 | 15 | 17 => VswAction::SetTpSrc(n as u16),
+        14 | 16 | 18 => VswAction::SetTpDst(n as u16),
+        9 => w(FieldWrite::IpEcn(at_most(n, 3)? as u8)),
+        19 => w(FieldWrite::Icmpv4Type(n as u8)),
+        20 => w(FieldWrite::Icmpv4Code(n as u8)),
+        21 => w(FieldWrite::ArpOp(n as u16)),
+        22 => w(FieldWrite::ArpSpa(bytes(v)?)),
+        23 => w(FieldWrite::ArpTpa(bytes(v)?)),
+        24 => w(FieldWrite::ArpSha(mac_of(v))),
+        25 => w(FieldWrite::ArpTha(mac_of(v))),
+        26 => w(FieldWrite::Ipv6Src(bytes(v)?)),
+        27 => w(FieldWrite::Ipv6Dst(bytes(v)?)),
+        28 => w(FieldWrite::Ipv6Label(at_most(n, 0xfffff)? as u32)),
+        29 => w(FieldWrite::Icmpv6Type(n as u8)),
+        30 => w(FieldWrite::Icmpv6Code(n as u8)),
+        31 => w(FieldWrite::NdTarget(bytes(v)?)),
+        32 => w(FieldWrite::NdSll(mac_of(v))),
+        33 => w(FieldWrite::NdTll(mac_of(v))),
+        38 => VswAction::SetTunnel(n as u64),
+        TUN_IPV4_DST => VswAction::SetTunnelDst(ipv4_of(v)),
+        TUN_METADATA0 => VswAction::SetTunnelMetadata(n as u32),
+        _ => return Err(BadFlowMod::BadSetField),
+    })
+}
+
+fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
+    Ok(match a {
+        Action::Output { port, max_len } => match *port {
+            p if p < OFPP_MAX => VswAction::Output(p),
+            OFPP_IN_PORT => VswAction::InPort,
+            OFPP_NORMAL => VswAction::Normal,
+            OFPP_CONTROLLER => VswAction::Controller { max_len: *max_len },
+            OFPP_LOCAL => VswAction::Output(vsw_flow::LOCAL_PORT),
+            OFPP_TABLE if place == Place::PacketOut => VswAction::Resubmit {
+                port: None,
+                table: Some(0),
+            },
+            // vsw's FLOOD is every port but the input, which is also what ALL
+            // means without the input port; vsw does not flood back.
+            OFPP_FLOOD | OFPP_ALL => VswAction::Flood,
+            _ => return Err(BadFlowMod::BadOutPort),
+        },
+        Action::PopVlan => VswAction::StripVlan,
+        Action::DecNwTtl => VswAction::DecTtl,
+        Action::PushVlan(t @ (0x8100 | 0x88a8)) => VswAction::PushVlan(*t),
+        Action::PushVlan(_) => return Err(BadFlowMod::BadArgument),
+        Action::SetField(f) => set_field_to_vsw(f)?,
+        Action::Group(g) if *g <= OFPG_MAX => VswAction::Group(*g),
+        Action::Group(_) => return Err(BadFlowMod::BadOutGroup),
+        Action::Meter(m) if (1..=vsw_flow::meter::MAX_METER_ID).contains(m) => VswAction::Meter(*m),
+        Action::Meter(_) => return Err(BadFlowMod::UnknownMeter),
+        // Accepted: vsw's ports have one queue each.
+        Action::SetQueue(q) => VswAction::SetQueue(*q),
+        Action::CopyTtlOut => VswAction::SetField(FieldWrite::CopyTtlOut),
+        Action::CopyTtlIn => VswAction::SetField(FieldWrite::CopyTtlIn),
+        Action::SetNwTtl(t) => VswAction::SetField(FieldWrite::NwTtl(*t)),
+    })
+}
+
+fn list_to_vsw(actions: &[Action], place: Place) -> Result<Vec<VswAction>, BadFlowMod> {
+    actions.iter().map(|a| action_to_vsw(a, place)).collect()
+}
+
+/// A flow-mod that adds or modifies may name a packet the switch buffered, to run
+/// through the new flow; vsw buffers none (a packet-in carries the whole packet),
+/// so such a flow-mod is refused whole, before it changes anything.
+pub fn unbuffered(fm: &FlowMod) -> Result<(), BadFlowMod> {
+    match fm.command {
+        Command::Delete | Command::DeleteStrict => Ok(()),
+        _ if fm.buffer_id == OFP_NO_BUFFER => Ok(()),
+        _ => Err(BadFlowMod::BufferUnknown),
+    }
+}
+
+/// The instructions as vsw's action list: the meter first, the applied actions,
+/// clear-actions, the written ones as a `write_actions` block, write-metadata, then
+/// goto-table (the spec's order); `drop` when there are none.
+pub fn instructions_to_vsw(instructions: &[Instruction]) -> Result<Vec<VswAction>, BadFlowMod> {
+    let mut out = Vec::new();
+    if let Some(m) = instructions.iter().find_map(|i| match i {
+        Instruction::Meter(m) => Some(*m),
+        _ => None,
+    }) {
+        out.push(action_to_vsw(&Action::Meter(m), Place::Flow)?);
+    }
+    for i in instructions {
+        if let Instruction::ApplyActions(list) = i {
+            out.extend(list_to_vsw(list, Place::Flow)?);
+        }
+    }
+    if instructions.contains(&Instruction::ClearActions) {
+        out.push(VswAction::ClearActions);
+    }
+    if let Some(w) = instructions.iter().find_map(|i| match i {
+        Instruction::WriteActions(w) => Some(w),
+        _ => None,
+    }) {
+        let written = list_to_vsw(w, Place::Flow)?;
+        // An action set holds at most one action of each kind: never 256.
+        let n = u8::try_from(written.len()).map_err(|_| BadFlowMod::BadActionLen)?;
+        out.push(VswAction::WriteActions(n));
+        out.extend(written);
+    }
+    if let Some((value, mask)) = instructions.iter().find_map(|i| match i {
+        Instruction::WriteMetadata { metadata, mask } => Some((*metadata, *mask)),
+        _ => None,
+    }) {
+        out.push(VswAction::WriteMetadata {
+            value: value & mask,
+            mask,
+        });
+    }
+    if let Some(t) = instructions.iter().find_map(|i| match i {
+        Instruction::GotoTable(t) => Some(*t),
+        _ => None,
+    }) {
+        out.push(VswAction::GotoTable(t));
+    }
+    if out.is_empty() {
+        out.push(VswAction::Drop);
+    }
+    Ok(out)
+}
+
+/// The OpenFlow error for a flow vsw-flow's checks refused.
+fn refusal(e: FlowSyntaxError) -> BadFlowMod {
+    match e {
+        FlowSyntaxError::ActionPrerequisite { .. } => BadFlowMod::MatchInconsistent,
+        FlowSyntaxError::Prerequisite { .. } => BadFlowMod::Match(BadMatch::BadPrereq),
+        FlowSyntaxError::GotoBackwards { .. } => BadFlowMod::BadGotoTable,
+        // What OpenFlow's instructions can still say that vsw cannot carry out (a
+        // meter in an action set, say).
+        _ => BadFlowMod::UnsupportedInstruction,
+    }
+}
+
+/// The flow an add installs.
+pub fn flow_spec(fm: &FlowMod) -> Result<FlowSpec, BadFlowMod> {
+    unbuffered(fm)?;
+    if usize::from(fm.table_id) > usize::from(vsw_flow::MAX_TABLE) {
+        return Err(BadFlowMod::BadTableId);
+    }
+    let spec = FlowSpec {
+        table: fm.table_id,
+        priority: fm.priority,
+        matcher: match_to_vsw(&fm.matcher)?,
+        actions: instructions_to_vsw(&fm.instructions)?,
+        idle_timeout: fm.idle_timeout,
+        hard_timeout: fm.hard_timeout,
+        send_flow_rem: fm.flags & OFPFF_SEND_FLOW_REM != 0,
+        cookie: fm.cookie,
+    };
+    vsw_flow::check_flow(&spec).map_err(refusal)?;
+    Ok(spec)
+}
+
+/// A modify's new actions, checked as a flow's without a match (each selected
+/// rule's match checks them again when they replace its actions).
+pub fn modify_actions(fm: &FlowMod) -> Result<Vec<VswAction>, BadFlowMod> {
+    unbuffered(fm)?;
+    let actions = instructions_to_vsw(&fm.instructions)?;
+    vsw_flow::check_actions(&actions, None).map_err(refusal)?;
+    Ok(actions)
+}
+
+/// What a delete, a modify or a statistics request selects by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelectionParts<'a> {
+    /// 255 (OFPTT_ALL): every table.
+    pub table_id: u8,
+    /// Strict: this priority and exactly the match.
+    pub strict_priority: Option<u16>,
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    /// OFPP_ANY: any.
+    pub out_port: u32,
+    /// OFPG_ANY: any.
+    pub out_group: u32,
+    pub matcher: &'a OxmMatch,
+}
+
+impl SelectionParts<'_> {
+    /// A flow-mod's (delete, modify).
+    pub fn of_flow_mod(fm: &FlowMod, strict: bool) -> SelectionParts<'_> {
+        SelectionParts {
+            table_id: fm.table_id,
+            strict_priority: strict.then_some(fm.priority),
+            cookie: fm.cookie,
+            cookie_mask: fm.cookie_mask,
+            out_port: fm.out_port,
+            out_group: fm.out_group,
+            matcher: &fm.matcher,
+        }
+    }
+}
+
+/// The rules a request selects. An out_port that is a reserved port selects by
+/// nothing vsw can name: refused.
+pub fn selection(sel: &SelectionParts) -> Result<Selection, BadFlowMod> {
+    Ok(Selection {
+        table: (sel.table_id != 0xff).then_some(sel.table_id),
+        priority: sel.strict_priority,
+        matcher: match_to_vsw(sel.matcher)?,
+        cookie: (sel.cookie_mask != 0).then_some((sel.cookie, sel.cookie_mask)),
+        out_port: match sel.out_port {
+            OFPP_ANY => None,
+            p if p < OFPP_MAX || p == OFPP_LOCAL => Some(to_vsw_port(p)),
+            _ => return Err(BadFlowMod::BadOutPort),
+        },
+        out_group: (sel.out_group != OFPG_ANY).then_some(sel.out_group),
+    })
+}
+
+/// A group-mod's group (weights only in select groups, as OpenFlow has them;
+/// watches where there are).
+pub fn group_spec(gm: &GroupMod) -> Result<GroupSpec, BadGroupMod> {
+    let kind = match gm.kind {
+        OFPGT_ALL => GroupType::All,
+        OFPGT_SELECT => GroupType::Select,
+        OFPGT_INDIRECT => GroupType::Indirect,
+        OFPGT_FF => GroupType::FastFailover,
+        _ => return Err(BadGroupMod::BadType),
+    };
+    if gm.group_id > OFPG_MAX {
+        return Err(BadGroupMod::Invalid);
+    }
+    let mut buckets = Vec::with_capacity(gm.buckets.len());
+    for b in &gm.buckets {
+        let weight = match kind {
+            GroupType::Select => b.weight,
+            _ if b.weight != 0 => return Err(BadGroupMod::BadBucket),
+            // vsw's other groups give every bucket the weight 1.
+            _ => 1,
+        };
+        let watch_port = match b.watch_port {
+            OFPP_ANY => None,
+            p if p < OFPP_MAX || p == OFPP_LOCAL => Some(to_vsw_port(p)),
+            _ => return Err(BadGroupMod::BadWatch),
+        };
+        let watch_group = match b.watch_group {
+            OFPG_ANY => None,
+            g if g <= OFPG_MAX => Some(g),
+            _ => return Err(BadGroupMod::BadWatch),
+        };
+        let mut actions = list_to_vsw(&b.actions, Place::Flow)?;
+        if actions.is_empty() {
+            actions.push(VswAction::Drop);
+        }
+        buckets.push(Bucket {
+            weight,
+            watch_port,
+            watch_group,
+            actions,
+        });
+    }
+    let spec = GroupSpec {
+        id: gm.group_id,
+        kind,
+        buckets,
+    };
+    spec.check().map_err(|_| match kind {
+        GroupType::FastFailover => BadGroupMod::BadWatch,
+        _ => BadGroupMod::BadBucket,
+    })?;
+    Ok(spec)
+}
+
+/// A meter-mod's meter.
+pub fn meter_spec(mm: &MeterMod) -> Result<MeterSpec, BadMeterMod> {
+    if !(1..=vsw_flow::meter::MAX_METER_ID).contains(&mm.meter_id) {
+        return Err(BadMeterMod::Invalid);
+    }
+    let burst = mm.flags & OFPMF_BURST != 0;
+    let mut bands = Vec::with_capacity(mm.bands.len());
+    for b in &mm.bands {
+        if b.rate == 0 {
+            return Err(BadMeterMod::BadRate);
+        }
+        if !burst && b.burst_size != 0 {
+            return Err(BadMeterMod::BadBurst);
+        }
+        let kind = match b.kind {
+            OFPMBT_DROP => BandType::Drop,
+            OFPMBT_DSCP_REMARK if (1..=3).contains(&b.prec_level) => {
+                BandType::DscpRemark(b.prec_level)
+            }
+            OFPMBT_DSCP_REMARK => return Err(BadMeterMod::BadBandValue),
+            _ => return Err(BadMeterMod::BadBand),
+        };
+        bands.push(Band {
+            kind,
+            rate: b.rate,
+            burst_size: b.burst_size,
+        });
+    }
+    if bands.is_empty() {
+        return Err(BadMeterMod::BadBand);
+    }
+    if bands.len() > vsw_flow::meter::MAX_BANDS {
+        return Err(BadMeterMod::OutOfBands);
+    }
+    let spec = MeterSpec {
+        id: mm.meter_id,
+        pktps: mm.flags & OFPMF_PKTPS != 0,
+        burst,
+        stats: mm.flags & OFPMF_STATS != 0,
+        bands,
+    };
+    spec.check().map_err(|_| BadMeterMod::BadBand)?;
+    Ok(spec)
+}
+
+/// A packet-out's actions (`drop` when there are none), checked as a flow's are
+/// against the packet's own headers by the switch.
+pub fn packet_out_actions(actions: &[Action]) -> Result<Vec<VswAction>, BadFlowMod> {
+    let mut out = list_to_vsw(actions, Place::PacketOut)?;
+    if out.is_empty() {
+        out.push(VswAction::Drop);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::from_vsw::{instructions_from_actions, oxm_from_match};
+    use crate::test_support::{field, flow_mod};
+
+    fn matches() -> Vec<Vec<OxmField>> {
+        let ip = field(5, &[8, 0], None);
+        let ip6 = field(5, &[0x86, 0xdd], None);
+        let arp = field(5, &[8, 6], None);
+        let p = |n: u8| field(10, &[n], None);
+        let v6: Vec<u8> = (1..=16).collect();
+        vec![
+            vec![],
+            vec![field(0, &[0, 0, 0, 3], None)],
+            vec![field(0, &[0xff, 0xff, 0xff, 0xfe], None)],
+            vec![field(
+                2,
+                &[0, 0, 0, 0, 0, 0, 1, 2],
+                Some(&[0, 0, 0, 0, 0, 0, 0xff, 0]),
+            )],
+            vec![
+                field(3, &[2, 0, 0, 0, 0, 1], None),
+                field(4, &[2, 0, 0, 0, 0, 2], Some(&[0xff, 0xff, 0xff, 0, 0, 0])),
+            ],
+            vec![field(6, &[0x10, 10], None)],
+            vec![
+                field(6, &[0x10, 10], Some(&[0x1f, 0xff])),
+                field(7, &[3], None),
+            ],
+            vec![field(6, &[0, 0], None)],
+            vec![ip.clone(), field(8, &[46], None), field(9, &[2], None)],
+            vec![
+                ip.clone(),
+                p(6),
+                field(11, &[198, 18, 0, 1], None),
+                field(12, &[198, 18, 0, 0], Some(&[255, 255, 0, 0])),
+                field(13, &[0, 80], None),
+                field(14, &[1, 0], Some(&[0xff, 0])),
+            ],
+            vec![
+                ip.clone(),
+                p(17),
+                field(15, &[0, 53], None),
+                field(16, &[0, 54], None),
+            ],
+            vec![
+                ip.clone(),
+                p(132),
+                field(17, &[0, 1], None),
+                field(18, &[0, 2], None),
+            ],
+            vec![
+                ip.clone(),
+                p(1),
+                field(19, &[8], None),
+                field(20, &[0], None),
+            ],
+            vec![
+                arp.clone(),
+                field(21, &[0, 2], None),
+                field(22, &[198, 18, 0, 1], None),
+                field(23, &[198, 18, 0, 2], Some(&[255, 255, 255, 0])),
+                field(24, &[2, 0, 0, 0, 0, 3], None),
+                field(25, &[2, 0, 0, 0, 0, 4], None),
+            ],
+            vec![
+                ip6.clone(),
+                field(26, &v6, None),
+                field(27, &v6, Some(&[0xff; 16])),
+                field(28, &[0, 1, 2, 3], None),
+            ],
+            vec![
+                ip6.clone(),
+                p(58),
+                field(29, &[135], None),
+                field(30, &[0], None),
+                field(31, &v6, None),
+                field(32, &[2, 0, 0, 0, 0, 5], None),
+            ],
+            vec![
+                ip6.clone(),
+                p(58),
+                field(29, &[136], None),
+                field(33, &[2, 0, 0, 0, 0, 6], None),
+            ],
+            vec![
+                field(38, &[0, 0, 0, 0, 0, 0, 0x12, 0x34], None),
+                field(TUN_IPV4_SRC, &[198, 18, 0, 1], None),
+                field(TUN_IPV4_DST, &[198, 18, 0, 2], Some(&[255, 255, 255, 0])),
+                field(TUN_METADATA0, &[0, 0, 0, 7], None),
+                field(TUN_FLAGS, &[0, 1], None),
+            ],
+        ]
+    }
+
+    fn actions() -> Vec<Vec<Instruction>> {
+        let out = |port| Action::Output { port, max_len: 0 };
+        let set = |f: u8, v: &[u8]| Action::SetField(field(f, v, None));
+        vec![
+            vec![],
+            vec![Instruction::ApplyActions(vec![
+                out(2),
+                out(OFPP_IN_PORT),
+                out(OFPP_NORMAL),
+                out(OFPP_FLOOD),
+                out(OFPP_ALL),
+                out(OFPP_LOCAL),
+                Action::Output {
+                    port: OFPP_CONTROLLER,
+                    max_len: 128,
+                },
+            ])],
+            vec![
+                Instruction::Meter(3),
+                Instruction::ApplyActions(vec![
+                    Action::Group(4),
+                    Action::SetQueue(1),
+                    Action::PushVlan(0x8100),
+                    set(6, &[0x10, 5]),
+                    set(7, &[3]),
+                    Action::PopVlan,
+                ]),
+                Instruction::GotoTable(5),
+            ],
+            vec![Instruction::ApplyActions(vec![
+                set(3, &[2, 0, 0, 0, 0, 9]),
+                set(4, &[2, 0, 0, 0, 0, 8]),
+                set(38, &[0, 0, 0, 0, 0, 0, 0, 9]),
+                set(TUN_IPV4_DST, &[198, 18, 1, 1]),
+                set(TUN_METADATA0, &[0, 0, 1, 2]),
+            ])],
+            vec![
+                Instruction::ClearActions,
+                Instruction::WriteActions(vec![out(3), Action::Group(2)]),
+                Instruction::WriteMetadata {
+                    metadata: 0xff0f,
+                    mask: 0xff00,
+                },
+            ],
+        ]
+    }
+
+    /// Every match and action vsw takes from OpenFlow reads back as it went in: as
+    /// OpenFlow (decoded again from what flow stats echo), and as vsw's text (what
+    /// `vswctl dump-flows` prints, added again).
+    #[test]
+    fn every_flow_comes_back_as_it_went_in() {
+        let ports = |_: &str| None;
+        let mut n = 0;
+        for m in matches() {
+            for i in actions() {
+                let fm = flow_mod(m.clone(), i.clone());
+                let spec = flow_spec(&fm).unwrap_or_else(|e| panic!("{fm:?}: {e}"));
+                let echoed = OxmMatch {
+                    fields: oxm_from_match(&spec.matcher).fields,
+                };
+                assert_eq!(match_to_vsw(&echoed), Ok(spec.matcher), "{fm:?}");
+                let again = instructions_to_vsw(&instructions_from_actions(&spec.actions));
+                assert_eq!(again, Ok(spec.actions.clone()), "{fm:?}");
+                let text = vsw_flow::syntax::format_flow(&spec);
+                assert_eq!(
+                    vsw_flow::parse_flow(&text, &ports),
+                    Ok(spec.clone()),
+                    "{text}"
+                );
+                let parts = SelectionParts::of_flow_mod(&fm, true);
+                let sel = selection(&parts).unwrap();
+                assert_eq!(
+                    (sel.table, sel.priority, sel.matcher),
+                    (Some(1), Some(100), spec.matcher)
+                );
+                n += 1;
+            }
+        }
+        assert_eq!(n, matches().len() * actions().len());
+    }
+
+    /// Every set-field vsw writes, and the TTL actions, come back as they went in.
+    #[test]
+    fn every_writable_field_comes_back_as_it_went_in() {
+        let v6: Vec<u8> = (1..=16).collect();
+        let mac = vec![2, 0, 0, 0, 0, 7];
+        let set = |f: u8, v: Vec<u8>| Action::SetField(field(f, &v, None));
+        let cases: Vec<(Vec<OxmField>, Vec<Action>)> = vec![
+            (
+                vec![field(5, &[0x86, 0xdd], None)],
+                vec![
+                    set(26, v6.clone()),
+                    set(27, v6.clone()),
+                    set(28, vec![0, 1, 0x23, 0x45]),
+                    set(9, vec![2]),
+                    Action::SetNwTtl(9),
+                    Action::CopyTtlOut,
+                    Action::CopyTtlIn,
+                    Action::DecNwTtl,
+                    set(8, vec![10]),
+                ],
+            ),
+            (
+                vec![field(5, &[8, 6], None)],
+                vec![
+                    set(21, vec![0, 2]),
+                    set(22, vec![198, 18, 0, 1]),
+                    set(23, vec![198, 18, 0, 2]),
+                    set(24, mac.clone()),
+                    set(25, mac.clone()),
+                ],
+            ),
+            (
+                vec![field(5, &[8, 0], None), field(10, &[1], None)],
+                vec![
+                    set(19, vec![0]),
+                    set(20, vec![3]),
+                    set(11, vec![1, 2, 3, 4]),
+                    set(12, vec![5, 6, 7, 8]),
+                ],
+            ),
+            (
+                vec![field(5, &[8, 0], None), field(10, &[6], None)],
+                vec![set(13, vec![0, 1]), set(14, vec![0, 2]), set(8, vec![63])],
+            ),
+            (
+                vec![
+                    field(5, &[0x86, 0xdd], None),
+                    field(10, &[58], None),
+                    field(29, &[135], None),
+                ],
+                vec![
+                    set(29, vec![136]),
+                    set(30, vec![0]),
+                    set(31, v6.clone()),
+                    set(32, mac.clone()),
+                    set(33, mac.clone()),
+                ],
+            ),
+        ];
+        for (fields, mut actions) in cases {
+            actions.push(Action::Output {
+                port: 2,
+                max_len: 0,
+            });
+            let instructions = vec![Instruction::ApplyActions(actions)];
+            let spec = flow_spec(&flow_mod(fields, instructions.clone())).unwrap();
+            assert_eq!(instructions_from_actions(&spec.actions), instructions);
+        }
+    }
+
+    #[test]
+    fn a_tcp_flow_is_what_ovs_ofctl_would_write() {
+        let fm = flow_mod(
+            vec![
+                field(0, &[0, 0, 0, 3], None),
+                field(5, &[8, 0], None),
+                field(10, &[6], None),
+                field(12, &[198, 18, 0, 0], Some(&[255, 255, 255, 0])),
+                field(14, &[0, 80], None),
+                field(6, &[0x10, 10], None),
+            ],
+            vec![
+                Instruction::ApplyActions(vec![
+                    Action::SetField(field(3, &[2, 0, 0, 0, 0, 9], None)),
+                    Action::Output {
+                        port: 2,
+                        max_len: 0,
+                    },
+                ]),
+                Instruction::GotoTable(2),
+            ],
+        );
+        let want = vsw_flow::parse_flow(
+            "table=1,priority=100,idle_timeout=30,tcp,in_port=3,dl_vlan=10,\
+             nw_dst=198.18.0.0/24,tp_dst=80,actions=mod_dl_dst:02:00:00:00:00:09,output:2,\
+             goto_table:2",
+            &|_: &str| None,
+        )
+        .unwrap();
+        assert_eq!(flow_spec(&fm), Ok(want));
+    }
+
+    #[test]
+    fn a_flow_mod_naming_a_buffer_is_refused_unless_it_deletes() {
+        let mut m = flow_mod(vec![], vec![]);
+        assert!(flow_spec(&m).is_ok());
+        m.buffer_id = 7;
+        assert_eq!(flow_spec(&m), Err(BadFlowMod::BufferUnknown));
+        assert_eq!(BadFlowMod::BufferUnknown.type_code(), (1, 8));
+        for (command, refused) in [
+            (Command::Modify, true),
+            (Command::ModifyStrict, true),
+            (Command::Delete, false),
+            (Command::DeleteStrict, false),
+        ] {
+            m.command = command;
+            assert_eq!(unbuffered(&m).is_err(), refused, "{command:?}");
+        }
+    }
+
+    /// What vsw cannot do is refused with the error Open vSwitch gives for it, and
+    /// the reserved ports and instructions read as vsw's own.
+    #[test]
+    fn each_refusal_is_openflows_own_error() {
+        let apply = |a: Action| vec![Instruction::ApplyActions(vec![a])];
+        let refused = |fields: Vec<OxmField>, instructions: Vec<Instruction>| {
+            flow_spec(&flow_mod(fields, instructions)).map_err(BadFlowMod::type_code)
+        };
+        // MPLS: vsw keeps no MPLS label.
+        let mpls = vec![
+            field(5, &[0x88, 0x47], None),
+            field(34, &[0, 0, 1, 0], None),
+        ];
+        assert_eq!(refused(mpls, vec![]), Err((4, 6)));
+        // An IPv6 address written in a flow that matches IPv4.
+        let set_v6 = apply(Action::SetField(field(26, &[0xfe; 16], None)));
+        assert_eq!(refused(vec![field(5, &[8, 0], None)], set_v6), Err((2, 10)));
+        // A TPID that is not 802.1Q's or 802.1ad's.
+        assert_eq!(
+            refused(vec![], apply(Action::PushVlan(0x1234))),
+            Err((2, 5))
+        );
+        // A PCP of 9.
+        let pcp = apply(Action::SetField(field(7, &[9], None)));
+        assert_eq!(refused(vec![], pcp), Err((2, 15)));
+        // Back to table 0 from table 1.
+        assert_eq!(
+            refused(vec![], vec![Instruction::GotoTable(0)]),
+            Err((3, 2))
+        );
+        // A group number above OFPG_MAX, a meter that cannot exist.
+        assert_eq!(
+            refused(vec![], apply(Action::Group(OFPG_MAX + 1))),
+            Err((2, 9))
+        );
+        assert_eq!(refused(vec![], vec![Instruction::Meter(0)]), Err((12, 3)));
+        // A table vsw does not have.
+        let mut all_tables = flow_mod(vec![], vec![]);
+        all_tables.table_id = 255;
+        assert_eq!(flow_spec(&all_tables), Err(BadFlowMod::BadTableId));
+        assert_eq!(BadFlowMod::BadTableId.type_code(), (5, 2));
+        // TABLE only from a packet-out.
+        let table = Action::Output {
+            port: OFPP_TABLE,
+            max_len: 0,
+        };
+        assert_eq!(refused(vec![], apply(table.clone())), Err((2, 4)));
+        assert_eq!(
+            packet_out_actions(&[table]),
+            Ok(vec![VswAction::Resubmit {
+                port: None,
+                table: Some(0),
+            }])
+        );
+        // LOCAL is vsw's port 65534 (the bridge's own).
+        let local = flow_spec(&flow_mod(
+            vec![],
+            apply(Action::Output {
+                port: OFPP_LOCAL,
+                max_len: 0,
+            }),
+        ))
+        .unwrap();
+        assert_eq!(local.actions, [VswAction::Output(vsw_flow::LOCAL_PORT)]);
+        // The action set's instructions: after the applied actions, in the spec's
+        // order; no instruction at all is a drop.
+        let set = flow_spec(&flow_mod(
+            vec![],
+            vec![
+                Instruction::WriteActions(vec![Action::Output {
+                    port: 2,
+                    max_len: 0,
+                }]),
+                Instruction::ClearActions,
+                Instruction::GotoTable(3),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(
+            vsw_flow::syntax::format_actions(&set.actions),
+            "clear_actions,write_actions(output:2),goto_table:3"
+        );
+        assert_eq!(
+            flow_spec(&flow_mod(vec![], vec![])).unwrap().actions,
+            [VswAction::Drop]
+        );
+    }
+
+    #[test]
+    fn groups_and_meters_read_as_vswctl_writes_them() {
+        use crate::group_mod::{GroupCommand, OfBucket};
+        use crate::meter_mod::{MeterCommand, OfBand};
+        let cases = [
+            (
+                OFPGT_SELECT,
+                5,
+                OFPP_ANY,
+                "group_id=7,type=select,bucket=weight:5,actions=output:2",
+            ),
+            (
+                OFPGT_ALL,
+                0,
+                OFPP_ANY,
+                "group_id=7,type=all,bucket=actions=output:2",
+            ),
+            (
+                OFPGT_FF,
+                0,
+                3,
+                "group_id=7,type=fast_failover,bucket=watch_port:3,actions=output:2",
+            ),
+            (
+                OFPGT_INDIRECT,
+                0,
+                OFPP_ANY,
+                "group_id=7,type=indirect,bucket=actions=output:2",
+            ),
+        ];
+        for (kind, weight, watch, text) in cases {
+            let gm = GroupMod {
+                command: GroupCommand::Add,
+                kind,
+                group_id: 7,
+                buckets: vec![OfBucket {
+                    weight,
+                    watch_port: watch,
+                    watch_group: OFPG_ANY,
+                    actions: vec![Action::Output {
+                        port: 2,
+                        max_len: 0,
+                    }],
+                }],
+            };
+            let want = vsw_flow::parse_group(text, &|_: &str| None).unwrap();
+            assert_eq!(group_spec(&gm), Ok(want), "{text}");
+        }
+        let meter = |flags, burst_size| MeterMod {
+            command: MeterCommand::Add,
+            flags,
+            meter_id: 9,
+            bands: vec![
+                OfBand {
+                    kind: OFPMBT_DROP,
+                    rate: 100,
+                    burst_size,
+                    prec_level: 0,
+                },
+                OfBand {
+                    kind: OFPMBT_DSCP_REMARK,
+                    rate: 50,
+                    burst_size: 0,
+                    prec_level: 2,
+                },
+            ],
+        };
+        let want = vsw_flow::parse_meter(
+            "meter=9,pktps,burst,stats,bands=type=drop,rate=100,burst_size=10,\
+             type=dscp_remark,rate=50,prec_level=2",
+        )
+        .unwrap();
+        assert_eq!(
+            meter_spec(&meter(OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS, 10)),
+            Ok(want)
+        );
+        assert_eq!(
+            meter_spec(&meter(OFPMF_PKTPS, 10)),
+            Err(BadMeterMod::BadBurst)
+        );
+        let mut zero = meter(OFPMF_PKTPS, 0);
+        zero.meter_id = 0;
+        assert_eq!(meter_spec(&zero), Err(BadMeterMod::Invalid));
+    }
+}
