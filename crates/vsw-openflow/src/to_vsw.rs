@@ -287,6 +287,9 @@ pub fn instructions_to_vsw(instructions: &[Instruction]) -> Result<Vec<VswAction
         Instruction::GotoTable(t) => Some(*t),
         _ => None,
     }) {
+        if t > vsw_flow::MAX_TABLE {
+            return Err(BadFlowMod::BadGotoTable);
+        }
         out.push(VswAction::GotoTable(t));
     }
     if out.is_empty() {
@@ -816,7 +819,11 @@ mod tests {
         // A PCP of 9.
         let pcp = apply(Action::SetField(field(7, &[9], None)));
         assert_eq!(refused(vec![], pcp), Err((2, 15)));
-        // Back to table 0 from table 1.
+        // Back to table 0 from table 1, or on to a table vsw does not have.
+        assert_eq!(
+            refused(vec![], vec![Instruction::GotoTable(255)]),
+            Err((3, 2))
+        );
         assert_eq!(
             refused(vec![], vec![Instruction::GotoTable(0)]),
             Err((3, 2))
