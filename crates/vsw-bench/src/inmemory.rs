@@ -443,7 +443,7 @@ pub fn measure(
     // The bridge numbers its ports 1 (source) and 2 (sink, or the patch); the
     // datapath numbers them 11 and 12 (the sink on the second bridge: 12 too).
     let backer = Backer::new();
-    let (first, ofproto) = backer.add_bridge("bench", pipeline)?;
+    let (first, ofproto) = Ofproto::join(&backer, "bench", pipeline)?;
     ofproto.set_ports(vec![1, 2]);
     backer.set_port(first, 1, 11)?;
     if s.patched {
@@ -456,7 +456,7 @@ pub fn measure(
             })?,
             0,
         );
-        let (second, peer) = backer.add_bridge("bench-peer", peer)?;
+        let (second, peer) = Ofproto::join(&backer, "bench-peer", peer)?;
         peer.set_ports(vec![1, 2]);
         backer.set_port(second, 1, 12)?;
         backer.set_patch(first, 2, "bench-patch", "bench-peer-patch");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::*;
 use vsw_datapath::{DpAction, NoAttribution, Translation, Upcall, MAX_RECIRC_DEPTH};
 use vsw_flow::Pipeline;
-use vsw_ofproto::Backer;
+use vsw_ofproto::{Backer, Ofproto};
 use vsw_packet::FlowKey;
 
 /// A UDP frame of host 1 to host 2 from source port `sport`.
@@ -31,7 +31,7 @@ fn bridge(sw: &mut Switch, groups: &[&str], flows: &[&str]) -> Arc<Backer> {
         p.insert(vsw_flow::parse_flow(f, &|_: &str| None).unwrap(), 1);
     }
     let backer = Backer::new();
-    let (slot, ofproto) = backer.add_bridge("br", p).unwrap();
+    let (slot, ofproto) = Ofproto::join(&backer, "br", p).unwrap();
     let ports: Vec<u32> = sw.dp.ports().iter().map(|p| p.no).collect();
     ofproto.set_ports(ports.clone());
     for no in ports {

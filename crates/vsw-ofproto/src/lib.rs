@@ -6,12 +6,15 @@
 
 mod attribution;
 pub mod backer;
+pub mod bridge_state;
 pub mod frozen;
 mod generation;
 pub mod ofproto;
 pub mod punt_notes;
+mod run;
 mod slot;
 pub mod trace;
+mod view;
 pub mod xlate;
 
 pub use backer::{Backer, BackerError, BridgeSlot};

@@ -1,52 +1,28 @@
-//! One bridge's slow path: its pipeline (swapped whole on a rule change), its MAC
-//! table and its ports, and the generation that says when any of them changed.
+//! One bridge's slow path: its state (`BridgeState`: pipeline, MAC table, ports)
+//! and its place in a backer, if it is in one. It translates its own traces and
+//! packet-outs, and upcalls when it has a datapath of its own (tests, benches); in a
+//! backer, the backer translates its upcalls.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock, Weak};
 
-use arc_swap::ArcSwap;
 use vsw_datapath::{Translation, Upcall};
-use vsw_flow::{Action, MacTable, Pipeline};
-use vsw_packet::{FlowKey, MacAddr};
+use vsw_flow::{Action, Pipeline};
+use vsw_packet::FlowKey;
 
-use crate::attribution::{FlowCredit, TableCounters};
-use crate::backer::{Backer, BackerView, BridgeSlot};
-use crate::frozen::Frozen;
-use crate::generation::{Changes, Generation};
-use crate::punt_notes::{PuntNote, PuntNotes};
+use crate::backer::{Backer, BackerError};
+use crate::bridge_state::BridgeState;
+use crate::generation::Generation;
+use crate::run;
+use crate::slot::BridgeSlot;
 use crate::trace::Trace;
-use crate::xlate::{resume, translate, translate_actions, XlateEnv, Xlated};
+use crate::view::BackerView;
+use crate::xlate::Xlated;
 
-/// A MAC table entry as `fdb/show` lists it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MacView {
-    pub mac: MacAddr,
-    pub vlan: u16,
-    pub port: u32,
-    pub age_s: u64,
-}
+pub use crate::bridge_state::MacView;
 
 pub struct Ofproto {
-    pipeline: ArcSwap<Pipeline>,
-    /// Taken by translations (upcalls and revalidation, never per packet).
-    macs: Arc<Mutex<MacTable>>,
-    ports: ArcSwap<Vec<u32>>,
-    /// Ports whose link is up (fast-failover groups' liveness).
-    live_ports: ArcSwap<Vec<u32>>,
-    /// Ports whose flows an offload provider may take: their IPv4 TCP/UDP datapath
-    /// flows match an exact entry's fields, so that the provider can express them.
-    offload_ports: ArcSwap<Vec<u32>>,
-    /// This bridge's changes, counted in its datapath's generation.
-    generation: Arc<Changes>,
-    /// Translations that failed (resubmit loops): their packets were dropped.
-    xlate_errors: AtomicU64,
-    punt_notes: PuntNotes,
-    table_counters: Arc<TableCounters>,
-    /// Forwarding as a learning switch whatever the rules say (Open vSwitch's fail
-    /// open: standalone, no controller reachable).
-    fail_open: AtomicBool,
-    /// `flow-restore-wait`: nothing is forwarded until the flows are restored.
-    restore_wait: AtomicBool,
+    state: Arc<BridgeState>,
     /// The datapath's backer this bridge is in, and its number there: its
     /// translations then emit datapath numbers and cross its patch ports.
     in_backer: OnceLock<(Weak<Backer>, BridgeSlot)>,
@@ -54,45 +30,39 @@ pub struct Ofproto {
 
 impl std::fmt::Debug for Ofproto {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ofproto")
-            .field("rules", &self.pipeline.load().len())
-            .field("generation", &self.generation.get())
-            .finish()
+        self.state.fmt(f)
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// An `Ofproto` is its bridge's state (rules, ports, MAC table, switches) and more.
+impl Deref for Ofproto {
+    type Target = BridgeState;
+
+    fn deref(&self) -> &BridgeState {
+        &self.state
+    }
 }
 
 impl Ofproto {
     /// A bridge's slow path on a datapath of its own.
     pub fn new(pipeline: Pipeline) -> Arc<Ofproto> {
-        Ofproto::with_generation(pipeline, Arc::new(Generation::default()))
-    }
-
-    /// A bridge's slow path counting its changes in `generation` (its backer's:
-    /// [`crate::Backer`]).
-    pub(crate) fn with_generation(pipeline: Pipeline, generation: Arc<Generation>) -> Arc<Ofproto> {
         Arc::new(Ofproto {
-            pipeline: ArcSwap::from_pointee(pipeline),
-            macs: Arc::new(Mutex::new(MacTable::default())),
-            ports: ArcSwap::from_pointee(Vec::new()),
-            live_ports: ArcSwap::from_pointee(Vec::new()),
-            offload_ports: ArcSwap::from_pointee(Vec::new()),
-            generation: Changes::new(generation),
-            xlate_errors: AtomicU64::new(0),
-            punt_notes: PuntNotes::default(),
-            table_counters: Arc::new(TableCounters::default()),
-            fail_open: AtomicBool::new(false),
-            restore_wait: AtomicBool::new(false),
+            state: Arc::new(BridgeState::new(pipeline, Arc::new(Generation::default()))),
             in_backer: OnceLock::new(),
         })
     }
 
-    /// Makes this a bridge of `backer`'s, numbered `slot` there (once).
-    pub(crate) fn join_backer(&self, backer: Weak<Backer>, slot: BridgeSlot) {
-        let _ = self.in_backer.set((backer, slot));
+    /// A new bridge `name` with `pipeline` in `backer`: its slow path, counting in
+    /// the backer's generation and translating through it, and its number there.
+    pub fn join(
+        backer: &Arc<Backer>,
+        name: &str,
+        pipeline: Pipeline,
+    ) -> Result<(BridgeSlot, Arc<Ofproto>), BackerError> {
+        let (slot, state) = backer.add_bridge(name, pipeline)?;
+        let in_backer = OnceLock::new();
+        let _ = in_backer.set((Arc::downgrade(backer), slot));
+        Ok((slot, Arc::new(Ofproto { state, in_backer })))
     }
 
     /// The backer this bridge is in, while it is.
@@ -101,271 +71,36 @@ impl Ofproto {
         Some((b.upgrade()?, *slot))
     }
 
-    /// This bridge's changes (what a flow that went through it depends on).
-    pub(crate) fn changes(&self) -> Arc<Changes> {
-        self.generation.clone()
-    }
-
-    pub(crate) fn macs(&self) -> &Arc<Mutex<MacTable>> {
-        &self.macs
-    }
-
-    pub(crate) fn punt_notes(&self) -> &PuntNotes {
-        &self.punt_notes
-    }
-
-    pub(crate) fn ports(&self) -> Arc<Vec<u32>> {
-        self.ports.load_full()
-    }
-
-    pub(crate) fn live_ports(&self) -> Arc<Vec<u32>> {
-        self.live_ports.load_full()
-    }
-
-    pub fn pipeline(&self) -> Arc<Pipeline> {
-        self.pipeline.load_full()
-    }
-
-    /// Puts new rules in place. Flows translated from the old ones are found by the
-    /// next revalidator pass (the caller runs one before it answers).
-    pub fn set_pipeline(&self, pipeline: Pipeline) {
-        self.pipeline.store(Arc::new(pipeline));
-        // After the store: a translation that read the old generation may have seen
-        // the new rules, never the other way round.
-        self.generation.bump();
-    }
-
-    /// [`Ofproto::set_pipeline`] for a change that only removed `removed` (taken
-    /// from the running pipeline): the datapath flows whose translation matched
-    /// none of them stay right without being translated again.
-    pub fn set_pipeline_removing(&self, pipeline: Pipeline, removed: &[Arc<vsw_flow::Rule>]) {
-        self.pipeline.store(Arc::new(pipeline));
-        let at: Vec<usize> = removed.iter().map(|r| Arc::as_ptr(r) as usize).collect();
-        self.generation.bump_removing(&at);
-    }
-
-    /// Fail open (every packet to NORMAL) or not; true when that changed (flows
-    /// must be revalidated).
-    pub fn set_fail_open(&self, open: bool) -> bool {
-        let changed = self.fail_open.swap(open, Ordering::AcqRel) != open;
-        if changed {
-            self.generation.bump();
+    /// Runs `f` with the view of the backer this bridge is in (`None` on a datapath
+    /// of its own), holding the backer's translation lock.
+    fn in_backer<R>(&self, f: impl FnOnce(Option<BackerView<'_>>) -> R) -> R {
+        match self.backer() {
+            Some((b, slot)) => b.with_view(slot, |view| f(Some(view))),
+            None => f(None),
         }
-        changed
-    }
-
-    pub fn fail_open(&self) -> bool {
-        self.fail_open.load(Ordering::Acquire)
-    }
-
-    /// Waits for the flows to be restored (every packet dropped, nothing learned) or
-    /// not; true when that changed (flows must be revalidated).
-    pub fn set_restore_wait(&self, wait: bool) -> bool {
-        let changed = self.restore_wait.swap(wait, Ordering::AcqRel) != wait;
-        if changed {
-            self.generation.bump();
-        }
-        changed
-    }
-
-    pub fn restore_wait(&self) -> bool {
-        self.restore_wait.load(Ordering::Acquire)
-    }
-
-    /// The ports, in the order NORMAL and FLOOD send to them.
-    pub fn set_ports(&self, mut ports: Vec<u32>) {
-        ports.sort_unstable();
-        self.ports.store(Arc::new(ports));
-        self.generation.bump();
-    }
-
-    /// The ports whose link is up; true when that changed (flows must be
-    /// revalidated: a fast-failover group may choose another bucket).
-    pub fn set_live_ports(&self, mut ports: Vec<u32>) -> bool {
-        ports.sort_unstable();
-        if **self.live_ports.load() == ports {
-            return false;
-        }
-        self.live_ports.store(Arc::new(ports));
-        self.generation.bump();
-        true
-    }
-
-    /// The ports with an offload provider; true when that changed (flows must be
-    /// revalidated).
-    pub fn set_offload_ports(&self, mut ports: Vec<u32>) -> bool {
-        ports.sort_unstable();
-        if **self.offload_ports.load() == ports {
-            return false;
-        }
-        self.offload_ports.store(Arc::new(ports));
-        self.generation.bump();
-        true
-    }
-
-    /// Forgets the hosts learned on `port` (it went away).
-    pub fn flush_port(&self, port: u32) {
-        lock(&self.macs).flush_port(port);
-        self.generation.bump();
-    }
-
-    /// Forgets every host learned (`fdb/flush`).
-    pub fn flush_macs(&self) {
-        lock(&self.macs).clear();
-        self.generation.bump();
-    }
-
-    /// Ages out MAC entries; true when some went (flows must be revalidated).
-    pub fn expire_macs(&self, now_ms: u64) -> bool {
-        let gone = lock(&self.macs).expire(now_ms);
-        if gone > 0 {
-            self.generation.bump();
-        }
-        gone > 0
-    }
-
-    pub fn mac_entries(&self, now_ms: u64) -> Vec<MacView> {
-        let mut v: Vec<MacView> = lock(&self.macs)
-            .entries()
-            .map(|(mac, vlan, e)| MacView {
-                mac,
-                vlan,
-                port: e.port,
-                age_s: now_ms.saturating_sub(e.last_seen_ms) / 1000,
-            })
-            .collect();
-        v.sort_by_key(|e| (e.port, e.vlan, e.mac.0));
-        v
-    }
-
-    pub fn xlate_errors(&self) -> u64 {
-        self.xlate_errors.load(Ordering::Relaxed)
-    }
-
-    /// (lookups, matches) of a table so far (counts the revalidator has pushed).
-    pub fn table_counts(&self, table: u8) -> (u64, u64) {
-        self.table_counters.get(table)
-    }
-
-    /// What the translation that sent a packet up noted of it
-    /// ([`vsw_datapath::DpAction::Controller`]'s number).
-    pub fn punt_note(&self, id: u32) -> Option<PuntNote> {
-        self.punt_notes.get(id)
     }
 
     /// The datapath actions of a packet-out: `actions` for a packet of `key` (its
     /// `in_port` the port it counts as coming from), as if a rule of table 0 held
     /// them. NORMAL does not learn from it.
     pub fn translate_packet_out(&self, key: &FlowKey, actions: &[Action], now_ms: u64) -> Xlated {
-        self.in_backer(|view| self.packet_out_in(view, key, actions, now_ms))
+        self.in_backer(|view| run::packet_out(&self.state, view, key, actions, now_ms))
     }
 
-    /// Runs `f` with the view of the backer this bridge is in (`None` on a datapath
-    /// of its own), holding the backer's translation lock: a translation may cross
-    /// into other bridges, and emits the datapath's numbers.
-    fn in_backer<R>(&self, f: impl FnOnce(Option<BackerView<'_>>) -> R) -> R {
-        let backer = self.backer();
-        let _one = backer.as_ref().map(|(b, _)| b.translating());
-        let map = backer.as_ref().map(|(b, _)| b.map());
-        f(backer
-            .as_ref()
-            .zip(map.as_deref())
-            .map(|((b, slot), map)| BackerView {
-                map,
-                slot: *slot,
-                frozen: b.frozen(),
-            }))
-    }
-
-    fn packet_out_in(
+    fn run(
         &self,
-        view: Option<BackerView<'_>>,
-        key: &FlowKey,
-        actions: &[Action],
-        now_ms: u64,
-    ) -> Xlated {
-        let macs = &mut lock(&self.macs);
-        let pipeline = self.pipeline.load();
-        let ports = self.ports.load();
-        let live = self.live_ports.load();
-        let mut env = XlateEnv {
-            pipeline: &pipeline,
-            macs,
-            ports: &ports,
-            live_ports: &live,
-            now_ms,
-            learn: false,
-            trace: false,
-            punt_notes: &self.punt_notes,
-            fail_open: false,
-            restore_wait: false,
-            backer: view,
-            may_freeze: false,
-        };
-        translate_actions(&mut env, key, actions)
-    }
-
-    fn run(&self, key: &FlowKey, now_ms: u64, learn: bool, trace: bool) -> (Xlated, u64) {
-        self.in_backer(|view| self.run_in(view, key, now_ms, learn, trace, None))
-    }
-
-    /// Translates `key` from table 0, or (`from`) from where a translation froze.
-    fn run_in(
-        &self,
-        view: Option<BackerView<'_>>,
         key: &FlowKey,
         now_ms: u64,
         learn: bool,
         trace: bool,
-        from: Option<&Frozen>,
+        from: Option<&crate::frozen::Frozen>,
     ) -> (Xlated, u64) {
-        let mut macs = lock(&self.macs);
-        // Read under the MAC table's lock, before the rules: see `set_pipeline`.
-        let generation = self.generation.get();
-        let pipeline = self.pipeline.load();
-        let ports = self.ports.load();
-        let live = self.live_ports.load();
-        let mut env = XlateEnv {
-            pipeline: &pipeline,
-            macs: &mut macs,
-            ports: &ports,
-            live_ports: &live,
-            now_ms,
-            learn,
-            trace,
-            punt_notes: &self.punt_notes,
-            fail_open: self.fail_open.load(Ordering::Acquire),
-            restore_wait: self.restore_wait.load(Ordering::Acquire),
-            backer: view,
-            may_freeze: true,
-        };
-        let mut x = match from {
-            None => translate(&mut env, key),
-            Some(state) => resume(&mut env, key, state),
-        };
-        if self.offload_ports.load().contains(&key.in_port) {
-            exact_for_offload(&mut x.mask, key);
-        }
-        let generation = if x.mac_changed {
-            // This translation saw the table as it learned it; others made before
-            // may have sent the host elsewhere (in whichever bridge it learned).
-            self.generation.bump();
-            for c in &x.crossed {
-                c.bump();
-            }
-            self.generation.get()
-        } else {
-            generation
-        };
-        if x.error.is_some() {
-            self.xlate_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        (x, generation)
+        self.in_backer(|view| run::run(&self.state, view, key, now_ms, learn, trace, from))
     }
 
     /// Translates `key` as `vswctl trace` shows it (no learning).
     pub fn trace(&self, key: &FlowKey, now_ms: u64) -> Trace {
-        let (x, _) = self.run(key, now_ms, false, true);
+        let (x, _) = self.run(key, now_ms, false, true, None);
         let mut trace = Trace::of(key, x);
         // Each recirculation, followed as the datapath takes it: the packet as the
         // pass before left it, hashed, resumed where its translation froze.
@@ -383,7 +118,7 @@ impl Ofproto {
             let (Some(state), packet) = (backer.frozen_state(id), last.1) else {
                 break;
             };
-            let Some(o) = backer.ofproto(state.slot) else {
+            let Some(bridge) = backer.bridge(state.slot) else {
                 break;
             };
             let next = FlowKey {
@@ -392,8 +127,17 @@ impl Ofproto {
                 ..packet
             };
             let thawed = state.thaw(&next);
-            let (x, _) =
-                o.in_backer(|view| o.run_in(view, &thawed, now_ms, false, true, Some(&state)));
+            let (x, _) = backer.with_view(state.slot, |view| {
+                run::run(
+                    &bridge,
+                    Some(view),
+                    &thawed,
+                    now_ms,
+                    false,
+                    true,
+                    Some(&state),
+                )
+            });
             let pass = Trace::of(&thawed, x);
             last = (pass.actions.clone(), pass.final_key);
             trace.recirculations.push(pass);
@@ -403,90 +147,23 @@ impl Ofproto {
 
     /// A translation for tests and benchmarks (no learning, no tracing).
     pub fn translate_key(&self, key: &FlowKey, now_ms: u64) -> Xlated {
-        self.run(key, now_ms, false, false).0
-    }
-}
-
-/// Widens `mask` to an exact entry's fields for an untagged IPv4 TCP/UDP packet: one
-/// datapath flow per connection, which a provider of exact entries can take whatever
-/// the rules looked at (NORMAL looks at addresses only: its flow would carry every
-/// connection between two hosts, and no exact entry could stand for it). Any other
-/// packet's flow is kept off TCP/UDP (its ethertype and protocol exact), so that it
-/// never carries a connection the provider could have taken.
-fn exact_for_offload(mask: &mut FlowKey, key: &FlowKey) {
-    mask.dl_type = u16::MAX;
-    mask.vlan_tci |= vsw_packet::key::VLAN_CFI;
-    if key.dl_type != vsw_packet::EtherType::IPV4 {
-        return;
-    }
-    mask.nw_proto = u8::MAX;
-    if !vsw_datapath::offload::exact_entry_fits(key) {
-        return;
-    }
-    let exact = vsw_datapath::offload::exact_entry_mask();
-    for (m, e) in mask.words_mut().iter_mut().zip(exact.words()) {
-        *m |= e;
+        self.run(key, now_ms, false, false, None).0
     }
 }
 
 impl Upcall for Ofproto {
     fn generation(&self) -> u64 {
-        self.generation.get()
+        self.state.generation.get()
     }
 
     fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
-        let (x, generation) = self.run(key, now_ms, learn, false);
-        self.credited(x, generation)
+        let (x, generation) = self.run(key, now_ms, learn, false, None);
+        let backer_changes = self.backer().map(|(b, _)| b.changes());
+        run::credited(&self.state, x, generation, backer_changes)
     }
 
     fn revalidating(&self, now_ms: u64) {
         self.expire_macs(now_ms);
-    }
-}
-
-impl Ofproto {
-    /// A packet's next pass (`key`, in the datapath's numbers) translated from where
-    /// `state`, one of this bridge's, froze.
-    pub(crate) fn resume(
-        &self,
-        state: &Frozen,
-        key: &FlowKey,
-        now_ms: u64,
-        learn: bool,
-    ) -> Translation {
-        let thawed = state.thaw(key);
-        let (x, generation) =
-            self.in_backer(|view| self.run_in(view, &thawed, now_ms, learn, false, Some(state)));
-        self.credited(x, generation)
-    }
-
-    /// The datapath's view of translation `x`: its mask and actions, and what its
-    /// packets are credited to.
-    fn credited(&self, mut x: Xlated, generation: u64) -> Translation {
-        let mut rules: Vec<Arc<vsw_flow::Rule>> = Vec::with_capacity(x.rules.len());
-        for r in x.rules.drain(..) {
-            if !rules.iter().any(|o| Arc::ptr_eq(o, &r)) {
-                rules.push(r);
-            }
-        }
-        Translation {
-            mask: x.mask,
-            actions: x.actions,
-            attribution: Arc::new(FlowCredit {
-                rules,
-                tables: x.tables,
-                groups: x.groups,
-                table_counters: self.table_counters.clone(),
-                learned: x.learned,
-                learned_across: x.learned_across,
-                depends: std::iter::once(self.generation.clone())
-                    .chain(x.crossed)
-                    .chain(self.backer().map(|(b, _)| b.changes()))
-                    .collect(),
-                macs: self.macs.clone(),
-            }),
-            generation,
-        }
     }
 }
 
@@ -496,6 +173,7 @@ mod tests {
     use vsw_datapath::DpAction::{self, Output};
     use vsw_flow::parse_flow;
     use vsw_packet::key::VLAN_CFI;
+    use vsw_packet::MacAddr;
 
     fn ofproto(flows: &[&str]) -> Arc<Ofproto> {
         let mut p = Pipeline::new();

@@ -15,9 +15,10 @@ use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
-use crate::backer::{BackerView, BridgeSlot};
 use crate::frozen::{Frozen, Resume};
 use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
+use crate::slot::BridgeSlot;
+use crate::view::BackerView;
 
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
 /// Open vSwitch's limit): a loop of resubmits is caught here, the packet dropped.
@@ -425,7 +426,7 @@ impl Ctx<'_, '_> {
                 peer.name
             ),
         );
-        let o = &peer.ofproto;
+        let o = &peer.state;
         self.out.crossed.push(o.changes());
         let (pipeline, ports, live) = (o.pipeline(), o.ports(), o.live_ports());
         let table = o.macs().clone();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use vsw_datapath::ring::{ring_port, ring_port_with_frames};
 use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
 use vsw_flow::{parse_flow, Pipeline};
-use vsw_ofproto::Backer;
+use vsw_ofproto::{Backer, Ofproto};
 
 fn pipeline(flows: &[&str]) -> Pipeline {
     let mut p = Pipeline::new();
@@ -69,8 +69,8 @@ fn a_change_in_one_bridge_revalidates_only_the_flows_through_it() {
     let backer = Backer::new();
     let mut dp = datapath(&backer);
     let rule = "in_port=1,actions=output:2";
-    let (a, oa) = backer.add_bridge("bra", pipeline(&[rule])).unwrap();
-    let (b, ob) = backer.add_bridge("brb", pipeline(&[rule])).unwrap();
+    let (a, oa) = Ofproto::join(&backer, "bra", pipeline(&[rule])).unwrap();
+    let (b, ob) = Ofproto::join(&backer, "brb", pipeline(&[rule])).unwrap();
     // a: 1 → dp 1, 2 → dp 2; b: 1 → dp 3, 2 → dp 4. Each source replays one flow.
     for (slot, o, base) in [(a, &oa, 1), (b, &ob, 3)] {
         o.set_ports(vec![1, 2]);
@@ -108,7 +108,7 @@ fn a_delete_revalidates_only_the_flows_that_matched_the_deleted_rules() {
         "priority=5,in_port=3,actions=output:2",
         "priority=9,in_port=4,actions=drop",
     ];
-    let (a, oa) = backer.add_bridge("bra", pipeline(&rules)).unwrap();
+    let (a, oa) = Ofproto::join(&backer, "bra", pipeline(&rules)).unwrap();
     oa.set_ports(vec![1, 2, 3, 4]);
     for p in 1..=4 {
         backer.set_port(a, p, p).unwrap();

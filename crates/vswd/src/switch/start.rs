@@ -189,7 +189,7 @@ impl Switch {
             Some(d) => d,
             None => Dpif::start(&DaemonSettings::of(&sw_opts))?,
         };
-        let (slot, ofproto) = dpif.backer().add_bridge(bridge, pipeline)?;
+        let (slot, ofproto) = Ofproto::join(dpif.backer(), bridge, pipeline)?;
         // Set before the first packet (the bridge has no port in the datapath yet):
         // a restart with it set forwards nothing until the flows are restored and it
         // is cleared.

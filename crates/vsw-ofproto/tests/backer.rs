@@ -1,0 +1,460 @@
+//! The backer: several bridges on one datapath, their numbers, patch crossings and
+//! recirculations, through the public API.
+
+use std::sync::Arc;
+
+use vsw_datapath::DpAction::{self, Controller, Meter, Output};
+use vsw_datapath::Upcall;
+use vsw_flow::parse_flow;
+use vsw_flow::Pipeline;
+use vsw_ofproto::{Backer, BackerError, BridgeSlot, Ofproto};
+use vsw_packet::FlowKey;
+
+/// Select group 1 of every test pipeline: three buckets by weight 1, 2, 1;
+/// the last one out of port 2 (a patch port, where there is one).
+const SELECT: &str = "group_id=1,type=select,\
+    bucket=weight:1,actions=output:1,\
+    bucket=weight:2,actions=mod_tp_dst:7,output:1,\
+    bucket=weight:1,actions=output:2";
+
+fn pipeline(flows: &[&str]) -> Pipeline {
+    let mut p = Pipeline::new();
+    let select = vsw_flow::parse_group(SELECT, &|_: &str| None).unwrap();
+    p.set_group(select, false, 1).unwrap();
+    for f in flows {
+        p.insert(parse_flow(f, &|_: &str| None).unwrap(), 1);
+    }
+    p
+}
+
+fn key(in_port: u32) -> FlowKey {
+    FlowKey {
+        in_port,
+        dl_type: 0x0800,
+        ..FlowKey::default()
+    }
+}
+
+fn udp_from(in_port: u32, src: u8, dst: u8) -> FlowKey {
+    FlowKey {
+        in_port,
+        dl_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, src]),
+        dl_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, dst]),
+        dl_type: 0x0800,
+        nw_proto: 17,
+        nw_src: 0xc612_0001,
+        nw_dst: 0xc612_0002,
+        nw_ttl: 64,
+        tp_src: 1000,
+        tp_dst: 53,
+        ..FlowKey::default()
+    }
+}
+
+/// Bridges a (ports 1, 2 = patch to b's 2) and b (ports 1, 2 = patch), in
+/// datapath ports a1 = 1, apatch = 2, b1 = 3, bpatch = 4.
+/// Also each bridge's slow path, `[a, b]`.
+fn patched(
+    a_flows: &[&str],
+    b_flows: &[&str],
+) -> (Arc<Backer>, BridgeSlot, BridgeSlot, [Arc<Ofproto>; 2]) {
+    let backer = Backer::new();
+    let (a, oa) = Ofproto::join(&backer, "bra", pipeline(a_flows)).unwrap();
+    let (b, ob) = Ofproto::join(&backer, "brb", pipeline(b_flows)).unwrap();
+    oa.set_ports(vec![1, 2]);
+    ob.set_ports(vec![1, 2]);
+    for (slot, of, dp) in [(a, 1, 1), (a, 2, 2), (b, 1, 3), (b, 2, 4)] {
+        backer.set_port(slot, of, dp).unwrap();
+    }
+    backer.set_patch(a, 2, "pa", "pb");
+    (backer, a, b, [oa, ob])
+}
+
+#[test]
+fn a_patch_port_continues_the_translation_in_its_peers_bridge() {
+    let (backer, _a, b, _o) = patched(
+        &["in_port=1,actions=output:2"],
+        &["in_port=2,udp,actions=mod_tp_dst:99,output:1"],
+    );
+    // One end alone joins nothing: the output goes to the patch's own datapath
+    // port (which carries nothing).
+    assert_eq!(
+        backer.translate(&udp_from(1, 1, 2), 0, false).actions,
+        vec![Output(2)]
+    );
+    backer.set_patch(b, 2, "pb", "pa");
+    let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+    // b's rewrite: on the packet itself, as nothing of a's follows it.
+    assert_eq!(t.actions, vec![DpAction::SetTpDst(99), Output(3)]);
+    let (backer, _a, b, _o) = patched(
+        &["in_port=1,actions=output:2,in_port"],
+        &["in_port=2,udp,actions=mod_tp_dst:99,output:1"],
+    );
+    backer.set_patch(b, 2, "pb", "pa");
+    // With a's output after it: on a copy.
+    assert_eq!(
+        backer.translate(&udp_from(1, 1, 2), 0, false).actions,
+        vec![
+            DpAction::Save,
+            DpAction::SetTpDst(99),
+            Output(3),
+            DpAction::Restore,
+            Output(1)
+        ]
+    );
+    // b's tables looked at the packet's protocol: one megaflow for both.
+    assert_eq!(t.mask.nw_proto, u8::MAX);
+    assert_eq!(t.mask.in_port, u32::MAX);
+    // The other way, and NORMAL across.
+    let (backer, _, b, _o) = patched(&["actions=NORMAL"], &["actions=NORMAL"]);
+    backer.set_patch(b, 2, "pb", "pa");
+    // Unknown destination: a floods to its port 1 and across; b floods to its 1.
+    let t = backer.translate(&udp_from(3, 7, 8), 0, true);
+    assert_eq!(
+        t.actions,
+        vec![Output(1)],
+        "from b's 1: b floods across to a's 1"
+    );
+    let t = backer.translate(&udp_from(1, 8, 7), 0, true);
+    assert_eq!(
+        t.actions,
+        vec![Output(3)],
+        "a learned 8 on its 1, b learned 7 on its 1"
+    );
+    // Gone with a port: the patch joins nothing any more.
+    backer.remove_port(4);
+    let t = backer.translate(&udp_from(1, 8, 9), 0, false);
+    assert_eq!(
+        t.actions,
+        vec![Output(2)],
+        "flooded to a's patch port alone"
+    );
+}
+
+#[test]
+fn a_patch_back_into_a_bridge_on_the_way_and_one_within_a_bridge_go_nowhere() {
+    // a's 2 ↔ b's 2, and b sends everything back across.
+    let (backer, _, b, _o) = patched(&["actions=output:2"], &["actions=IN_PORT"]);
+    backer.set_patch(b, 2, "pb", "pa");
+    let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+    assert!(t.actions.is_empty(), "{:?}", t.actions);
+    let (backer, a, _, _o) = patched(&["in_port=1,actions=output:2"], &[]);
+    backer.set_port(a, 3, 5).unwrap();
+    backer.set_patch(a, 2, "pa", "pa3");
+    backer.set_patch(a, 3, "pa3", "pa");
+    assert!(backer
+        .translate(&udp_from(1, 1, 2), 0, false)
+        .actions
+        .is_empty());
+}
+
+#[test]
+fn each_bridge_translates_its_own_ports_in_its_own_numbers() {
+    let b = Backer::new();
+    let (a, oa) = Ofproto::join(&b, "br", pipeline(&["in_port=1,actions=output:2"])).unwrap();
+    let (c, oc) = Ofproto::join(
+        &b,
+        "br",
+        pipeline(&["in_port=1,actions=meter:3,output:65534"]),
+    )
+    .unwrap();
+    assert_ne!(a, c);
+    oa.set_ports(vec![1, 2]);
+    oc.set_ports(vec![1, 65534]);
+    // a: 1 → dp 1, 2 → dp 2; c: 1 → dp 3, LOCAL → dp 4.
+    b.set_port(a, 1, 1).unwrap();
+    b.set_port(a, 2, 2).unwrap();
+    b.set_port(c, 1, 3).unwrap();
+    b.set_port(c, 65534, 4).unwrap();
+    assert_eq!(b.translate(&key(1), 0, false).actions, vec![Output(2)]);
+    assert_eq!(
+        b.translate(&key(3), 0, false).actions,
+        vec![Meter(Backer::dp_meter(c, 3)), Output(4)]
+    );
+    assert_ne!(Backer::dp_meter(a, 3), Backer::dp_meter(c, 3));
+    // Not a port of any bridge: dropped, its in_port in the mask.
+    let t = b.translate(&key(9), 0, false);
+    assert!(t.actions.is_empty());
+    assert_eq!(t.mask.in_port, u32::MAX);
+    assert_eq!(b.of_port(4), Some((c, 65534)));
+    assert_eq!(b.dp_port(a, 2), Some(2));
+    assert_eq!(b.set_port(c, 2, 1), Err(BackerError::PortInUse(1)));
+}
+
+#[test]
+fn an_output_to_a_port_with_no_datapath_port_is_left_out() {
+    let b = Backer::new();
+    let (a, o) =
+        Ofproto::join(&b, "br", pipeline(&["in_port=1,actions=output:2,output:3"])).unwrap();
+    o.set_ports(vec![1, 2, 3]);
+    b.set_port(a, 1, 7).unwrap();
+    b.set_port(a, 3, 8).unwrap();
+    assert_eq!(b.translate(&key(7), 0, false).actions, vec![Output(8)]);
+    b.remove_port(8);
+    assert!(b.translate(&key(7), 0, false).actions.is_empty());
+}
+
+#[test]
+fn notes_name_their_bridge_and_every_change_moves_the_generation() {
+    let b = Backer::new();
+    let (_, _) = Ofproto::join(&b, "br", Pipeline::new()).unwrap();
+    let (c, o) = Ofproto::join(&b, "br", pipeline(&["actions=controller"])).unwrap();
+    o.set_ports(vec![1]);
+    let g = b.generation();
+    b.set_port(c, 1, 5).unwrap();
+    assert!(b.generation() > g, "a port mapped");
+    let g = b.generation();
+    o.set_pipeline(pipeline(&["actions=controller:100"]));
+    assert!(b.generation() > g, "a bridge's change is the backer's");
+    let t = b.translate(&key(5), 0, false);
+    let [Controller(n)] = t.actions[..] else {
+        panic!("{:?}", t.actions)
+    };
+    let (slot, note) = Backer::punt_note(n);
+    assert_eq!(slot, c);
+    assert_eq!(o.punt_note(note).unwrap().max_len, 100);
+    b.remove_bridge(c);
+    assert!(b.translate(&key(5), 0, false).actions.is_empty());
+    assert!(!b.has_bridge(c));
+}
+
+/// The next pass of `key` after `recirc(id)`, with hash `dp_hash`.
+fn next_pass(key: &FlowKey, id: u32, dp_hash: u32) -> FlowKey {
+    FlowKey {
+        recirc_id: id,
+        dp_hash,
+        ..*key
+    }
+}
+
+fn recirc_of(actions: &[DpAction]) -> Option<u32> {
+    actions.iter().find_map(|a| match a {
+        DpAction::Recirc(id) => Some(*id),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_select_group_is_decided_by_the_datapaths_hash_on_a_second_pass() {
+    let (backer, a, _, _o) = patched(&["in_port=2,ip,actions=mod_nw_tos:8,group:1,output:1"], &[]);
+    // From port 2 (only a's end of the patch is there: a plain port).
+    let k = udp_from(2, 1, 2);
+    let t = backer.translate(&k, 0, false);
+    let Some(id) = recirc_of(&t.actions) else {
+        panic!("{:?}", t.actions)
+    };
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::SetNwTos(8),
+            DpAction::Save,
+            DpAction::Hash,
+            DpAction::Recirc(id),
+            DpAction::Restore,
+            Output(1)
+        ],
+        "the group on a copy; what follows it on the packet as it was"
+    );
+    // The first pass looks at no address or port for the group.
+    assert_eq!((t.mask.nw_src, t.mask.tp_src, t.mask.tp_dst), (0, 0, 0));
+    let state = backer.frozen_state(id).unwrap();
+    assert_eq!((state.slot, state.in_port), (a, 2));
+    // The same freeze point gets the same number.
+    let again = backer.translate(&udp_from(2, 5, 6), 0, false);
+    assert_eq!(recirc_of(&again.actions), Some(id));
+    // The second pass: the bucket by the hash's low bits, in proportion to the
+    // weights (1:2:1 over 16 slots: 4, 8, 4).
+    let slots = vsw_ofproto::xlate::hash_slots(3);
+    assert_eq!(slots, 16);
+    let mut chosen = [0; 3];
+    for h in 0..slots {
+        let p = backer.translate(&next_pass(&k, id, h | 0xabc0_0000), 0, false);
+        let (dp_hash, nw_src) = (p.mask.dp_hash, p.mask.nw_src);
+        assert_eq!(dp_hash, slots - 1, "the hash's low bits only");
+        assert_eq!(nw_src, 0);
+        let bucket = match &p.actions[..] {
+            [Output(1)] => 0,
+            [DpAction::SetTpDst(7), Output(1)] => 1,
+            // Out of the port it came in by: nowhere.
+            [] => 2,
+            other => panic!("{other:?}"),
+        };
+        chosen[bucket] += 1;
+    }
+    assert_eq!(chosen, [4, 8, 4]);
+    // A number no state has (or a bridge's that went) drops, for itself alone.
+    let gone = backer.translate(&next_pass(&k, id + 100, 0), 0, false);
+    assert!(gone.actions.is_empty());
+    assert_eq!(gone.mask.recirc_id, u32::MAX);
+    backer.remove_bridge(a);
+    assert!(backer.frozen_state(id).is_none());
+    assert!(backer
+        .translate(&next_pass(&k, id, 0), 0, false)
+        .actions
+        .is_empty());
+}
+
+#[test]
+fn a_resumed_pass_sees_its_own_packets_tunnel() {
+    // Group 2's one bucket looks at the tunnel ID (table 1): packets of two
+    // tunnels share the first pass's flow and its number, not the second's.
+    let mut p = pipeline(&[
+        "table=0,in_port=2,actions=group:2",
+        "table=1,tun_id=5,actions=output:1",
+        "table=1,tun_id=6,actions=in_port",
+    ]);
+    let group = "group_id=2,type=select,bucket=resubmit(,1)";
+    p.set_group(
+        vsw_flow::parse_group(group, &|_: &str| None).unwrap(),
+        false,
+        1,
+    )
+    .unwrap();
+    let backer = Backer::new();
+    let (a, o) = Ofproto::join(&backer, "br", p).unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 1, 1).unwrap();
+    backer.set_port(a, 2, 2).unwrap();
+    let tunnel = |id: u64| FlowKey {
+        tun_id: id,
+        ..udp_from(2, 1, 2)
+    };
+    let first = |k: &FlowKey| recirc_of(&backer.translate(k, 0, false).actions).unwrap();
+    let id = first(&tunnel(5));
+    assert_eq!(first(&tunnel(6)), id);
+    let five = backer.translate(&next_pass(&tunnel(5), id, 0), 0, false);
+    let six = backer.translate(&next_pass(&tunnel(6), id, 0), 0, false);
+    assert_eq!(five.actions, vec![Output(1)]);
+    assert_eq!(six.actions, vec![Output(2)]);
+    let tun_id = five.mask.tun_id;
+    assert_eq!(
+        tun_id,
+        u64::MAX,
+        "the second pass's flow matches the tunnel"
+    );
+}
+
+#[test]
+fn a_select_group_past_a_patch_resumes_in_that_bridge_and_a_packet_out_never_freezes() {
+    let (backer, a, b, [_, o]) = patched(&["in_port=1,actions=output:2"], &["actions=group:1"]);
+    backer.set_patch(b, 2, "pb", "pa");
+    let k = udp_from(1, 1, 2);
+    let t = backer.translate(&k, 0, false);
+    let id = recirc_of(&t.actions).unwrap_or_else(|| panic!("{:?}", t.actions));
+    let state = backer.frozen_state(id).unwrap();
+    assert_eq!(
+        (state.slot, state.in_port, state.path.clone()),
+        (b, 2, vec![a])
+    );
+    // Every bucket resumes in b: its port 1 is datapath port 3; its bucket out
+    // of its patch port back into a (which the packet came through) goes nowhere.
+    let outs: Vec<Vec<DpAction>> = (0..16)
+        .map(|h| backer.translate(&next_pass(&k, id, h), 0, false).actions)
+        .collect();
+    assert!(outs.contains(&vec![Output(3)]), "{outs:?}");
+    assert!(outs.contains(&Vec::new()), "{outs:?}");
+    // A packet-out runs its actions without lookups: the group decides at once.
+    let x = o.translate_packet_out(
+        &FlowKey { in_port: 1, ..k },
+        &[vsw_flow::Action::Group(1)],
+        0,
+    );
+    assert!(recirc_of(&x.actions).is_none(), "{:?}", x.actions);
+}
+
+mod megaflows {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A rule of either bridge: a match on a few of the fields the keys vary,
+    /// and actions among outputs (the patch port 2 included), rewrites and
+    /// NORMAL.
+    fn rule() -> impl Strategy<Value = String> {
+        let matching = prop_oneof![
+            Just(String::new()),
+            (1u32..3).prop_map(|p| format!("in_port={p},")),
+            (0u16..4).prop_map(|d| format!("udp,tp_dst={d},")),
+            (0u8..4).prop_map(|s| format!("ip,nw_src=10.0.0.{s},")),
+        ];
+        let action = prop_oneof![
+            (1u32..3).prop_map(|p| format!("output:{p}")),
+            Just("NORMAL".to_string()),
+            Just("mod_tp_dst:3".to_string()),
+            Just("mod_nw_src:10.0.0.1".to_string()),
+            Just("group:1".to_string()),
+            Just("drop".to_string()),
+        ];
+        (matching, 1u16..4, proptest::collection::vec(action, 1..3)).prop_map(
+            |(m, prio, mut acts)| {
+                if acts.iter().any(|a| a == "drop") {
+                    acts = vec!["drop".to_string()];
+                }
+                let m = if acts.iter().any(|a| a.starts_with("mod_tp")) && !m.contains("udp") {
+                    format!("udp,{m}")
+                } else if acts.iter().any(|a| a.starts_with("mod_nw")) && !m.contains("p,") {
+                    format!("ip,{m}")
+                } else {
+                    m
+                };
+                format!("priority={prio},{m}actions={}", acts.join(","))
+            },
+        )
+    }
+
+    fn key() -> impl Strategy<Value = FlowKey> {
+        (
+            prop_oneof![Just(1u32), Just(3u32)],
+            0u16..4,
+            0u8..4,
+            0u8..3,
+            0u8..3,
+        )
+            .prop_map(|(in_port, tp_dst, src, smac, dmac)| FlowKey {
+                in_port,
+                tp_dst,
+                nw_src: u128::from(0x0a00_0000 + u32::from(src)),
+                dl_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, smac]),
+                dl_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, dmac]),
+                ..udp_from(in_port, 0, 0)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// The megaflow a translation across the patch gives holds for every
+        /// key it covers: a key that agrees with it under its mask translates
+        /// to the same actions (what a cached datapath flow does for it).
+        #[test]
+        fn a_megaflow_across_a_patch_holds_for_every_key_it_covers(
+            a_rules in proptest::collection::vec(rule(), 0..5),
+            b_rules in proptest::collection::vec(rule(), 0..5),
+            keys in proptest::collection::vec(key(), 2..12),
+            hashes in proptest::collection::vec(any::<u32>(), 3),
+        ) {
+            let a_rules: Vec<&str> = a_rules.iter().map(String::as_str).collect();
+            let b_rules: Vec<&str> = b_rules.iter().map(String::as_str).collect();
+            let (backer, _, b, _o) = patched(&a_rules, &b_rules);
+            backer.set_patch(b, 2, "pb", "pa");
+            // Every first pass, and every pass after a recirculation one made
+            // (select groups: the same keys, each with the hashes).
+            let mut passes: Vec<FlowKey> = keys.clone();
+            for k in &keys {
+                if let Some(id) = recirc_of(&backer.translate(k, 0, false).actions) {
+                    passes.extend(hashes.iter().map(|h| next_pass(k, id, *h)));
+                }
+            }
+            for k1 in &passes {
+                let t1 = backer.translate(k1, 0, false);
+                // As the datapath makes every flow: its pass exact.
+                let mask = FlowKey { recirc_id: u32::MAX, ..t1.mask };
+                for k2 in &passes {
+                    if k2.masked(&mask) != k1.masked(&mask) {
+                        continue;
+                    }
+                    let t2 = backer.translate(k2, 0, false);
+                    prop_assert_eq!(&t2.actions, &t1.actions, "{:?} covers {:?}", k1, k2);
+                }
+            }
+        }
+    }
+}
