@@ -166,12 +166,27 @@ pub struct Reply {
     pub result: serde_json::Value,
 }
 
+/// Whether a port forwards, as programs read it (`PortInfo::status` says why not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortLink {
+    #[default]
+    Up,
+    Down,
+    /// Down: the interface it is on does not exist.
+    NoDevice,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortInfo {
     pub no: u32,
     pub name: String,
     /// "up", or "down: why".
     pub status: String,
+    /// The same, for programs: up, down, or down because its interface is not
+    /// there (what Open vSwitch reports as the interface's error).
+    #[serde(default)]
+    pub link: PortLink,
     pub options: Vec<(String, String)>,
     pub stats: PortStatsView,
     /// The interface's MTU now (afpacket ports whose interface exists).

@@ -56,9 +56,7 @@ impl Switch {
             Presence::Own => 0,
             Presence::Interface(Some(i)) => i,
             Presence::Interface(None) => {
-                port.link = Link::Down {
-                    why: "interface does not exist".into(),
-                };
+                port.link = Link::NoDevice;
                 return;
             }
         };
@@ -250,7 +248,7 @@ impl Switch {
             };
             let up = match port.link {
                 Link::Up { ifindex } => Some(ifindex),
-                Link::Down { .. } => None,
+                Link::Down { .. } | Link::NoDevice => None,
             };
             let name = port.name.clone();
             changed |= up != now;

@@ -137,8 +137,14 @@ pub enum FlowChange {
 }
 
 enum Link {
-    Up { ifindex: u32 },
-    Down { why: String },
+    Up {
+        ifindex: u32,
+    },
+    Down {
+        why: String,
+    },
+    /// Down: its interface does not exist (yet).
+    NoDevice,
 }
 
 struct Port {

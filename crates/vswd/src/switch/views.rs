@@ -242,6 +242,12 @@ impl Switch {
                     status: match &p.link {
                         Link::Up { .. } => "up".into(),
                         Link::Down { why } => format!("down: {why}"),
+                        Link::NoDevice => "down: interface does not exist".into(),
+                    },
+                    link: match p.link {
+                        Link::Up { .. } => vsw_protocol::PortLink::Up,
+                        Link::Down { .. } => vsw_protocol::PortLink::Down,
+                        Link::NoDevice => vsw_protocol::PortLink::NoDevice,
                     },
                     options: options.into_iter().collect(),
                     stats: p.stats.view(),
