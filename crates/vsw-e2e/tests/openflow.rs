@@ -115,7 +115,7 @@ fn ovs_ofctl_shows_the_switch_its_ports_and_a_datapath_id_that_survives_a_restar
 }
 
 #[test]
-fn flows_from_ovs_ofctl_land_in_vsws_tables_and_forward() {
+fn flows_options_of_ovs_ofctl_land_in_vsws_tables_and_forward() {
     let _g = serial();
     let d = Vswd::start();
     // Everything goes: the learning switch's rule too, as with Open vSwitch.
@@ -497,7 +497,7 @@ fn count_of(text: &str, needle: &str, name: &str) -> u64 {
 }
 
 #[test]
-fn groups_from_ovs_ofctl_share_copy_and_fail_over_traffic() {
+fn groups_options_of_ovs_ofctl_share_copy_and_fail_over_traffic() {
     let _g = serial();
     let mut d = Vswd::start();
     let of = |args: &[&str]| of13(&d, args);
@@ -585,7 +585,7 @@ fn groups_from_ovs_ofctl_share_copy_and_fail_over_traffic() {
 }
 
 #[test]
-fn meters_from_ovs_ofctl_limit_and_count_traffic() {
+fn meters_options_of_ovs_ofctl_limit_and_count_traffic() {
     let _g = serial();
     let d = Vswd::start();
     let of = |version: &str, args: &[&str]| {
@@ -777,7 +777,7 @@ fn write_actions_run_when_the_pipeline_ends() {
 }
 
 #[test]
-fn set_fields_from_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
+fn set_fields_options_of_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
     let _g = serial();
     let d = Vswd::start();
     let of = |args: &[&str]| of13(&d, args);

@@ -22,6 +22,21 @@ impl PortClass for Afpacket {
         "afpacket"
     }
 
+    fn ovs_type(&self) -> Option<&'static str> {
+        Some("system")
+    }
+
+    /// Open vSwitch's descriptor counts per queue are vsw's ring sizes.
+    fn options_of_ovs(&self, iface: &super::OvsInterface) -> Result<Options, String> {
+        Ok([
+            ("n_rxq_desc", "rx-ring-frames"),
+            ("n_txq_desc", "tx-ring-frames"),
+        ]
+        .iter()
+        .filter_map(|(ovs, vsw)| Some((vsw.to_string(), iface.options.get(*ovs)?.clone())))
+        .collect())
+    }
+
     fn options(&self) -> &'static [ClassOption] {
         &[
             ClassOption {

@@ -149,6 +149,35 @@ pub trait PortClass: Sync {
     /// Takes away what an earlier run of vsw that did not stop cleanly left on a port's
     /// device; called before anything is attached.
     fn remove_leftovers(&self, _port: &str) {}
+
+    /// The Open vSwitch interface type (`Interface:type`) this class carries, if
+    /// any: OVSDB's interfaces of that type become its ports.
+    fn ovs_type(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The options of a port made of Open vSwitch interface `iface` (of this class's
+    /// `ovs_type`); `Err`: why such an interface cannot be a port.
+    fn options_of_ovs(&self, _iface: &OvsInterface) -> Result<Options, String> {
+        Ok(Options::new())
+    }
+}
+
+/// An Open vSwitch `Interface` row as a port class reads it.
+pub struct OvsInterface<'a> {
+    pub name: &'a str,
+    /// Its `options` column.
+    pub options: &'a Options,
+    /// Where Open vSwitch puts the sockets it serves (`vhost-server-path` of a
+    /// `dpdkvhostuser` port).
+    pub run_dir: &'a str,
+}
+
+/// `keys` of Open vSwitch's `options`, as this class's options of the same names.
+fn same_options(iface: &OvsInterface, keys: &[&str]) -> Options {
+    keys.iter()
+        .filter_map(|k| Some((k.to_string(), iface.options.get(*k)?.clone())))
+        .collect()
 }
 
 impl fmt::Debug for dyn PortClass {
@@ -264,6 +293,27 @@ impl PortClasses {
     }
 
     /// The class names, for messages: "a, b and c".
+    /// The class that carries Open vSwitch interfaces of type `ovs_type` (`""` is
+    /// `system`, as in Open vSwitch).
+    pub fn by_ovs_type(&self, ovs_type: &str) -> Option<&'static dyn PortClass> {
+        let t = if ovs_type.is_empty() {
+            "system"
+        } else {
+            ovs_type
+        };
+        self.classes
+            .iter()
+            .copied()
+            .find(|c| c.ovs_type() == Some(t))
+    }
+
+    /// Every Open vSwitch interface type these classes carry, sorted.
+    pub fn ovs_types(&self) -> Vec<&'static str> {
+        let mut t: Vec<&'static str> = self.classes.iter().filter_map(|c| c.ovs_type()).collect();
+        t.sort_unstable();
+        t
+    }
+
     pub fn names(&self) -> String {
         join_and(self.classes.iter().map(|c| c.name()))
     }
@@ -346,6 +396,49 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each Open vSwitch interface type is one class's, read into that class's
+    /// options; `""` is `system`, an afpacket port.
+    #[test]
+    fn open_vswitch_types_are_the_classes_own() {
+        let classes = PortClasses::standard();
+        assert_eq!(
+            classes.ovs_types(),
+            [
+                "dpdkvhostuser",
+                "dpdkvhostuserclient",
+                "geneve",
+                "internal",
+                "patch",
+                "system",
+                "tap",
+                "vxlan"
+            ]
+        );
+        assert_eq!(classes.by_ovs_type("").map(|c| c.name()), Some("afpacket"));
+        assert!(classes.by_ovs_type("gre").is_none());
+        let options: Options = [
+            ("n_rxq_desc".to_string(), "2048".to_string()),
+            ("peer".to_string(), "p1".to_string()),
+        ]
+        .into();
+        let iface = OvsInterface {
+            name: "vm1",
+            options: &options,
+            run_dir: "/run/openvswitch",
+        };
+        let of = |t: &str| classes.by_ovs_type(t).unwrap().options_of_ovs(&iface);
+        assert_eq!(of("system").unwrap()["rx-ring-frames"], "2048");
+        assert_eq!(of("patch").unwrap()["peer"], "p1");
+        assert_eq!(
+            of("dpdkvhostuser").unwrap()["vhost-server-path"],
+            "/run/openvswitch/vm1"
+        );
+        assert!(of("dpdkvhostuserclient")
+            .unwrap_err()
+            .contains("vhost-server-path"));
+        assert!(of("vxlan").unwrap().is_empty(), "only tunnel options");
+    }
 
     #[test]
     fn names_and_options_are_unique_per_class() {

@@ -21,6 +21,19 @@ impl PortClass for Patch {
         "patch"
     }
 
+    fn ovs_type(&self) -> Option<&'static str> {
+        Some("patch")
+    }
+
+    /// Joined in memory to its peer, on this bridge or another of this vswd.
+    fn options_of_ovs(&self, iface: &super::OvsInterface) -> Result<Options, String> {
+        let o = super::same_options(iface, &["peer"]);
+        if o.is_empty() {
+            return Err("patch needs options:peer".into());
+        }
+        Ok(o)
+    }
+
     fn options(&self) -> &'static [ClassOption] {
         &[ClassOption {
             key: "peer",

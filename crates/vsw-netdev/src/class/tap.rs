@@ -22,6 +22,11 @@ impl PortClass for Tap {
         self.name
     }
 
+    /// Open vSwitch's names are vsw's.
+    fn ovs_type(&self) -> Option<&'static str> {
+        Some(self.name)
+    }
+
     fn mtu_handling(&self) -> MtuHandling {
         MtuHandling::NotSet
     }

@@ -29,6 +29,15 @@ impl PortClass for Tunnel {
         }
     }
 
+    fn ovs_type(&self) -> Option<&'static str> {
+        Some(self.name())
+    }
+
+    /// Open vSwitch's tunnel options, the same names in vsw (only those).
+    fn options_of_ovs(&self, iface: &super::OvsInterface) -> Result<Options, String> {
+        Ok(super::same_options(iface, OPTION_KEYS))
+    }
+
     fn options(&self) -> &'static [ClassOption] {
         const fn reopen(key: &'static str) -> ClassOption {
             ClassOption {

@@ -56,6 +56,27 @@ impl PortClass for VhostUser {
         }
     }
 
+    fn ovs_type(&self) -> Option<&'static str> {
+        Some(match self.side {
+            Side::Server => "dpdkvhostuser",
+            Side::Client => "dpdkvhostuserclient",
+        })
+    }
+
+    /// A server socket is named after the interface in Open vSwitch's run
+    /// directory; a client's is the one `options:vhost-server-path` names.
+    fn options_of_ovs(&self, iface: &super::OvsInterface) -> Result<Options, String> {
+        let path = match self.side {
+            Side::Server => format!("{}/{}", iface.run_dir, iface.name),
+            Side::Client => iface
+                .options
+                .get("vhost-server-path")
+                .cloned()
+                .ok_or("dpdkvhostuserclient needs options:vhost-server-path")?,
+        };
+        Ok([("vhost-server-path".to_string(), path)].into())
+    }
+
     fn options(&self) -> &'static [ClassOption] {
         const SERVER_OPTIONS: &[ClassOption] = &[
             fixed("vhost-server-path"),

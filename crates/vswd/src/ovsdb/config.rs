@@ -163,77 +163,32 @@ fn interface(uuid: &str, row: &Row, run_dir: &str) -> DesiredInterface {
     let kind = row.get("type").and_then(string).unwrap_or("");
     let options = row.get("options").map(map).unwrap_or_default();
     let other = row.get("other_config").map(map).unwrap_or_default();
-    let mut port = BTreeMap::new();
-    let vsw_type = match kind {
-        "" | "system" => {
-            // Open vSwitch's descriptor counts per queue are vsw's ring sizes.
-            for (ovs, vsw) in [
-                ("n_rxq_desc", "rx-ring-frames"),
-                ("n_txq_desc", "tx-ring-frames"),
-            ] {
-                if let Some(n) = options.get(ovs) {
-                    port.insert(vsw.into(), n.clone());
-                }
-            }
-            None
-        }
-        "internal" => Some("internal"),
-        "tap" => Some("tap"),
-        "dpdkvhostuser" => {
-            // Open vSwitch's server sockets are named after the interface, in its
-            // run directory.
-            port.insert("vhost-server-path".into(), format!("{run_dir}/{name}"));
-            Some("vhostuser")
-        }
-        // Tunnels: Open vSwitch's options, the same names in vsw.
-        "vxlan" | "geneve" => {
-            for key in vsw_tunnel::config::OPTION_KEYS {
-                if let Some(v) = options.get(*key) {
-                    port.insert((*key).into(), v.clone());
-                }
-            }
-            Some(kind)
-        }
-        // Joined in memory to its peer, on this bridge or another of this vswd.
-        "patch" => match options.get("peer") {
-            Some(p) => {
-                port.insert("peer".into(), p.clone());
-                Some("patch")
-            }
-            None => {
-                return DesiredInterface {
-                    uuid: uuid.into(),
-                    name,
-                    port: Err("patch needs options:peer".into()),
-                    ofport_hint: None,
-                }
-            }
-        },
-        "dpdkvhostuserclient" => match options.get("vhost-server-path") {
-            Some(p) => {
-                port.insert("vhost-server-path".into(), p.clone());
-                Some("vhostuserclient")
-            }
-            None => {
-                return DesiredInterface {
-                    uuid: uuid.into(),
-                    name,
-                    port: Err("dpdkvhostuserclient needs options:vhost-server-path".into()),
-                    ofport_hint: None,
-                }
-            }
-        },
-        other => {
+    // The port class that carries the type reads the row's options into its own.
+    let classes = vsw_netdev::class::PortClasses::standard();
+    let made = match classes.by_ovs_type(kind) {
+        Some(class) => class
+            .options_of_ovs(&vsw_netdev::class::OvsInterface {
+                name: &name,
+                options: &options,
+                run_dir,
+            })
+            .map(|o| (class, o)),
+        None => Err(format!("vswd does not carry interfaces of type {kind:?}")),
+    };
+    let (class, mut port) = match made {
+        Ok(made) => made,
+        Err(why) => {
             return DesiredInterface {
                 uuid: uuid.into(),
                 name,
-                port: Err(format!("vswd does not carry interfaces of type {other:?}")),
+                port: Err(why),
                 ofport_hint: None,
             }
         }
     };
-    if let Some(t) = vsw_type {
-        port.insert("type".into(), t.into());
+    // afpacket is the type a port without one has.
+    if class.name() != "afpacket" {
+        port.insert("type".into(), class.name().into());
     }
     if let Some(n) = row.get("ofport_request").and_then(integer) {
         port.insert("ofport_request".into(), n.to_string());

@@ -49,18 +49,6 @@ const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// tables start as a learning switch.
 const FROM_THE_START: &[&str] = &["fail-mode", "controller"];
 
-/// The interface types vswd carries, as `Open_vSwitch:iface_types` lists them.
-const IFACE_TYPES: &[&str] = &[
-    "dpdkvhostuser",
-    "dpdkvhostuserclient",
-    "geneve",
-    "internal",
-    "patch",
-    "system",
-    "tap",
-    "vxlan",
-];
-
 /// Starts the thread that carries out the database at `target`: its bridges run in
 /// `bridges`.
 pub fn start(bridges: Arc<Bridges>, target: Target, run_dir: PathBuf) -> std::io::Result<()> {

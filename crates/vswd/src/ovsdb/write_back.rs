@@ -15,7 +15,7 @@ use vsw_protocol::PortLink;
 
 use super::config::Desired;
 use super::link::LinkFacts;
-use super::{lock_assert, update, Sync, DB, IFACE_TYPES, SYS_CLASS_NET};
+use super::{lock_assert, update, Sync, DB, SYS_CLASS_NET};
 
 impl Sync {
     /// Writes what came of the configuration: interfaces' columns that changed,
@@ -203,7 +203,14 @@ impl Sync {
         }
         let root_row = replica.row("Open_vSwitch", root);
         let mut root_cols = serde_json::Map::new();
-        let types = make_set(IFACE_TYPES.iter().map(|t| json!(t)).collect());
+        // The interface types the port classes carry.
+        let types = make_set(
+            vsw_netdev::class::PortClasses::standard()
+                .ovs_types()
+                .into_iter()
+                .map(|t| json!(t))
+                .collect(),
+        );
         let dp_types = json!("netdev");
         if root_row.and_then(|r| r.get("iface_types")) != Some(&types) {
             root_cols.insert("iface_types".into(), types);
