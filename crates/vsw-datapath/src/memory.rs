@@ -145,6 +145,7 @@ pub fn memory_port(capacity: usize) -> (PortQueues, MemoryPeer) {
 pub const MEMORY_OFFLOADS: TxOffloads = TxOffloads {
     csum: true,
     tso: true,
+    merges: true,
     tunnel_tso: false,
     mtu: 65_535,
 };

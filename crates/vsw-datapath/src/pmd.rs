@@ -344,7 +344,7 @@ fn send(tx: &mut LocalTx, now_us: u64) -> (u64, u64) {
     // What a device finishes may change while it is attached (a vhost-user guest
     // negotiates its offloads when it connects): looked at again after each batch.
     tx.offloads = tx.queue.offloads();
-    if tx.offloads.tso && tx.gro.is_none() {
+    if tx.offloads.tso && tx.offloads.merges && tx.gro.is_none() {
         tx.gro = Some(Box::new(Gro::new()));
     }
     (1, staged)
@@ -499,8 +499,10 @@ impl Pmd {
                                 queue,
                                 staged_packets: 0,
                                 staged_bytes: 0,
-                                // Only a device that takes super-frames gets merged ones.
-                                gro: offloads.tso.then(|| Box::new(Gro::new())),
+                                // Only a device that takes super-frames, on a host's
+                                // stack, gets merged ones.
+                                gro: (offloads.tso && offloads.merges)
+                                    .then(|| Box::new(Gro::new())),
                                 gro_tunnel: Default::default(),
                                 clock: BatchClock::new(snap.tx_interval(port.no)),
                                 auto: false,

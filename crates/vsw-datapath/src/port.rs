@@ -109,6 +109,12 @@ pub struct TxOffloads {
     /// Takes UDP-tunnelled TCP super-frames (outer VXLAN or Geneve headers in front
     /// of an inner super-frame, as Linux's tunnel devices hand them over) whole.
     pub tunnel_tso: bool,
+    /// A sender's TCP segments may be merged into super-frames for it (software
+    /// GRO): its far side is a host's network stack (a veth's, a tap's, a guest's).
+    /// Never for a port whose frames leave for another switch (a tunnel): what
+    /// crosses the wire is what the sender sent, which any peer can take — a
+    /// userspace Open vSwitch reading a veth cannot take a super-frame.
+    pub merges: bool,
     /// The largest IP packet (the interface MTU).
     pub mtu: usize,
 }
@@ -119,6 +125,7 @@ impl Default for TxOffloads {
         TxOffloads {
             csum: false,
             tso: false,
+            merges: false,
             tunnel_tso: false,
             mtu: 1500,
         }

@@ -103,6 +103,7 @@ impl TxQueue for RingSink {
         TxOffloads {
             csum: true,
             tso: false,
+            merges: false,
             tunnel_tso: false,
             mtu: SLOT - 18,
         }

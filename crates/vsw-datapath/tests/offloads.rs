@@ -14,12 +14,14 @@ use vsw_packet::{EtherType, VnetHdr};
 const PLAIN: TxOffloads = TxOffloads {
     csum: false,
     tso: false,
+    merges: false,
     tunnel_tso: false,
     mtu: 1500,
 };
 const FULL: TxOffloads = TxOffloads {
     csum: true,
     tso: true,
+    merges: true,
     tunnel_tso: false,
     mtu: 1500,
 };
@@ -219,7 +221,7 @@ fn one_batch_to_a_tso_port(
     std::sync::Arc<vsw_datapath::PortStats>,
     vsw_datapath::Datapath,
 ) {
-    one_batch_with_tunnel_ids(frames, &vec![0; frames.len()])
+    one_batch_to(frames, &vec![0; frames.len()], FULL)
 }
 
 /// [`one_batch_to_a_tso_port`], each frame received with its tunnel ID.
@@ -231,11 +233,25 @@ fn one_batch_with_tunnel_ids(
     std::sync::Arc<vsw_datapath::PortStats>,
     vsw_datapath::Datapath,
 ) {
+    one_batch_to(frames, tun_ids, FULL)
+}
+
+/// `frames` in one batch (with their tunnel IDs) to port 2, whose device finishes
+/// what `out` says.
+fn one_batch_to(
+    frames: &[Vec<u8>],
+    tun_ids: &[u64],
+    out: TxOffloads,
+) -> (
+    vsw_datapath::memory::MemoryPeer,
+    std::sync::Arc<vsw_datapath::PortStats>,
+    vsw_datapath::Datapath,
+) {
     use std::sync::Arc;
     use vsw_datapath::memory::memory_port_with;
     use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
     let (q1, peer1) = memory_port_with(1, 4096, FULL);
-    let (q2, peer2) = memory_port_with(1, 4096, FULL);
+    let (q2, peer2) = memory_port_with(1, 4096, out);
     for (f, &tun_id) in frames.iter().zip(tun_ids) {
         peer1.send_with(
             f,
@@ -290,6 +306,25 @@ fn segments_of_one_flow_in_one_batch_leave_as_one_super_frame() {
         out_stats.view().tx_gro_segments == 7
     });
     assert_eq!(out_stats.view().tx_packets, 1);
+}
+
+/// A port whose frames leave for another switch (a tunnel port) takes super-frames
+/// but gets a sender's segments as they were sent: never merged.
+#[test]
+fn segments_are_not_merged_for_a_port_that_does_not_merge() {
+    let segs = segments_of_a_transfer();
+    let tunnel_like = TxOffloads {
+        merges: false,
+        ..FULL
+    };
+    let (peer2, out_stats, _dp) = one_batch_to(&segs, &vec![0; segs.len()], tunnel_like);
+    let got: Vec<Vec<u8>> = (0..segs.len())
+        .map(|_| peer2.recv_with(WAIT).expect("a segment").0)
+        .collect();
+    assert_eq!(got, segs);
+    assert!(peer2.recv_timeout(QUIET).is_none());
+    eventually("all sent", || out_stats.view().tx_packets == 7);
+    assert_eq!(out_stats.view().tx_gro_segments, 0);
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub(crate) fn kernel_offloads(mtu: usize) -> TxOffloads {
     TxOffloads {
         csum: true,
         tso: true,
+        merges: true,
         tunnel_tso: false,
         mtu,
     }

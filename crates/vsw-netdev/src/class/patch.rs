@@ -107,6 +107,7 @@ impl TxQueue for Unjoined {
         TxOffloads {
             csum: true,
             tso: true,
+            merges: false,
             tunnel_tso: true,
             mtu: PATCH_MTU as usize,
         }

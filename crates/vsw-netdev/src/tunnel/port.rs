@@ -385,11 +385,14 @@ impl TxQueue for TunnelTx {
     /// Super-frames cross whole (encapsulated as one, the underlay bridge cuts them
     /// into outer packets, or hands them on whole where a port takes them so); other
     /// frames have their checksums finished here. The inner MTU is what a 1,500-byte
-    /// underlay leaves.
+    /// underlay leaves. Segments are never merged for it: they leave the host, and a
+    /// peer switch gets what the sender sent (one that reads its underlay through a
+    /// packet socket, as Open vSwitch's userspace datapath, takes no super-frame).
     fn offloads(&self) -> TxOffloads {
         TxOffloads {
             csum: true,
             tso: true,
+            merges: false,
             tunnel_tso: false,
             mtu: inner_mtu(&self.config),
         }
@@ -483,6 +486,16 @@ impl TxQueue for TunnelTx {
 mod tests {
     use super::*;
     use vsw_packet::key::{extract, FlowKey};
+
+    /// A tunnel takes super-frames whole, but its frames leave the host: a sender's
+    /// segments are never merged for it (a peer switch gets what was sent).
+    #[test]
+    fn a_tunnel_port_takes_super_frames_but_never_merged_ones() {
+        let options = [("remote_ip".to_string(), "198.18.0.1".to_string())].into();
+        let config = TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap();
+        let o = TunnelTx::new(&config, Arc::from("br-int")).offloads();
+        assert!(o.tso && o.csum && !o.merges, "{o:?}");
+    }
 
     #[test]
     fn a_neighbour_solicitation_reads_as_one() {

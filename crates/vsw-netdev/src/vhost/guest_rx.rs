@@ -141,11 +141,13 @@ impl TxQueue for GuestRx {
     /// What the guest's driver negotiated: frames with checksums left to it
     /// (GUEST_CSUM), TCP super-frames (GUEST_TSO4 and 6), and its MTU.
     fn offloads(&self) -> TxOffloads {
+        let tso = self.status.features.load(Ordering::Relaxed)
+            & (VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6)
+            == VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6;
         TxOffloads {
             csum: self.status.has(VIRTIO_NET_F_GUEST_CSUM),
-            tso: self.status.features.load(Ordering::Relaxed)
-                & (VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6)
-                == VIRTIO_NET_F_GUEST_TSO4 | VIRTIO_NET_F_GUEST_TSO6,
+            tso,
+            merges: tso,
             tunnel_tso: false,
             mtu: self.status.mtu.load(Ordering::Relaxed) as usize,
         }
