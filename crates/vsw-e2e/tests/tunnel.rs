@@ -435,6 +435,7 @@ fn geneve_vsw_and_ovs() -> GenevePair {
 #[test]
 fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
     let _g = serial();
+    // Every part bound (`..` would end the rest here and now).
     let GenevePair {
         wa,
         wb,
@@ -442,7 +443,9 @@ fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
         d_a,
         ns_a,
         ua,
-        ..
+        _db_a,
+        _db_b,
+        _ns_b,
     } = geneve_vsw_and_ovs();
     wait_until(
         "a ping across Geneve between vsw and Open vSwitch",
