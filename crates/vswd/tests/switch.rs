@@ -617,7 +617,7 @@ fn ports_added_together_each_stand_or_fall_alone() {
     }
     memory::refuse_open("mbat2", true);
     let mut sw = start(&dir);
-    let list: Vec<(String, Vec<String>)> = [
+    let list: Vec<(String, vswd::options::Options)> = [
         ("mbat0", &["type=memory", "ofport_request=3"][..]),
         ("mbat1", &["type=memory"][..]),
         // Its device refuses to open.
@@ -628,7 +628,12 @@ fn ports_added_together_each_stand_or_fall_alone() {
         ("mbat1", &["type=memory"][..]),
     ]
     .iter()
-    .map(|(n, o)| (n.to_string(), words(o)))
+    .map(|(n, o)| {
+        (
+            n.to_string(),
+            vswd::options::parse_pairs(&words(o)).unwrap(),
+        )
+    })
     .collect();
     let results = sw.add_ports(&list);
     let no = |k: usize| results[k].as_ref().map(|v| v["no"].as_u64().unwrap());

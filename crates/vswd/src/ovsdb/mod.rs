@@ -419,11 +419,9 @@ fn apply_options(
         &mut applied.refused,
         &wanted,
         |k, v| {
-            sw.handle(Request::Set {
-                options: vec![format!("{k}={v}")],
-            })
-            .map(drop)
-            .map_err(|e| e.to_string())
+            sw.set_options(&[(k.to_string(), v.to_string())].into())
+                .map(drop)
+                .map_err(|e| e.to_string())
         },
     );
     for s in said {
@@ -536,18 +534,13 @@ fn make_ports(
             Some(now) => {
                 // Changed in place when it only gains or changes options (an MTU,
                 // an affinity: traffic goes on); made again otherwise.
-                let changes: Vec<String> = opts
+                let changes: BTreeMap<String, String> = opts
                     .iter()
                     .filter(|(k, v)| now.get(*k) != Some(*v))
-                    .map(|(k, v)| format!("{k}={v}"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 let in_place = now.keys().all(|k| opts.contains_key(k))
-                    && sw
-                        .handle(Request::SetPort {
-                            name: i.name.clone(),
-                            options: changes,
-                        })
-                        .is_ok();
+                    && sw.set_port_options(&i.name, &changes).is_ok();
                 if in_place {
                     applied.ports.insert(i.name.clone(), opts.clone());
                     continue;
@@ -566,23 +559,20 @@ fn make_ports(
     }
     // Added together (their devices opened at once). An interface asking for no
     // number gets the one it had when that is free; if not, any.
-    let words = |opts: &BTreeMap<String, String>| -> Vec<String> {
-        opts.iter().map(|(k, v)| format!("{k}={v}")).collect()
-    };
     let hint = |i: &DesiredInterface, opts: &BTreeMap<String, String>| {
         i.ofport_hint
             .filter(|_| !opts.contains_key("ofport_request"))
     };
     // Those asking for a number, or having one, are numbered first.
     to_add.sort_by_key(|(i, opts)| hint(i, opts).is_none() && !opts.contains_key("ofport_request"));
-    let first: Vec<(String, Vec<String>)> = to_add
+    let first: Vec<(String, BTreeMap<String, String>)> = to_add
         .iter()
         .map(|(i, opts)| {
-            let mut w = words(opts);
+            let mut o = (*opts).clone();
             if let Some(n) = hint(i, opts) {
-                w.push(format!("ofport_request={n}"));
+                o.insert("ofport_request".into(), n.to_string());
             }
-            (i.name.clone(), w)
+            (i.name.clone(), o)
         })
         .collect();
     let mut results = sw.add_ports(&first);
@@ -590,9 +580,9 @@ fn make_ports(
         .filter(|&k| results[k].is_err() && hint(to_add[k].0, to_add[k].1).is_some())
         .collect();
     if !again.is_empty() {
-        let second: Vec<(String, Vec<String>)> = again
+        let second: Vec<(String, BTreeMap<String, String>)> = again
             .iter()
-            .map(|&k| (to_add[k].0.name.clone(), words(to_add[k].1)))
+            .map(|&k| (to_add[k].0.name.clone(), to_add[k].1.clone()))
             .collect();
         for (k, r) in again.into_iter().zip(sw.add_ports(&second)) {
             results[k] = r;

@@ -345,11 +345,20 @@ impl Switch {
     }
 
     pub fn handle(&mut self, req: Request) -> Result<Value, SwitchError> {
-        let started = std::time::Instant::now();
         let kind = req.kind();
-        let result = self.answer(req);
-        // Ports a command attached or detached are flooded to (or not) from the
-        // moment it is answered.
+        self.answered(kind, |sw| sw.answer(req))
+    }
+
+    /// Carries out a request of `kind` (whichever front end asked): its latency
+    /// counted, and the ports it attached or detached flooded to (or not) from the
+    /// moment it is answered.
+    pub(super) fn answered(
+        &mut self,
+        kind: &'static str,
+        f: impl FnOnce(&mut Switch) -> Result<Value, SwitchError>,
+    ) -> Result<Value, SwitchError> {
+        let started = std::time::Instant::now();
+        let result = f(self);
         self.sync_flood_ports();
         self.latencies.observe(kind, started.elapsed());
         result
@@ -358,10 +367,15 @@ impl Switch {
     fn answer(&mut self, req: Request) -> Result<Value, SwitchError> {
         match req {
             Request::Show => Ok(json!(self.show())),
-            Request::Set { options } => self.set(&options),
-            Request::AddPort { name, options } => self.add_port(&name, &options),
+            // Options come as `key=value` words: read here, at the edge.
+            Request::Set { options } => self.set(&options::parse_pairs(&options)?),
+            Request::AddPort { name, options } => {
+                self.add_port(&name, options::parse_pairs(&options)?)
+            }
             Request::DelPort { name } => self.del_port(&name),
-            Request::SetPort { name, options } => self.set_port(&name, &options),
+            Request::SetPort { name, options } => {
+                self.set_port(&name, &options::parse_pairs(&options)?)
+            }
             Request::AddFlow { flow } => self.add_flows(&[flow]),
             Request::AddFlows { flows } => self.add_flows(&flows),
             Request::DelFlows { matching, strict } => self.del_flows(matching.as_deref(), strict),

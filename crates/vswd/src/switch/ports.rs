@@ -16,8 +16,8 @@ impl Switch {
             .collect()
     }
 
-    pub(super) fn add_port(&mut self, name: &str, words: &[String]) -> Result<Value, SwitchError> {
-        self.add_ports(&[(name.to_string(), words.to_vec())])
+    pub(super) fn add_port(&mut self, name: &str, options: Options) -> Result<Value, SwitchError> {
+        self.add_ports(&[(name.to_string(), options)])
             .pop()
             .expect("one result per port")
     }
@@ -27,13 +27,13 @@ impl Switch {
     /// the kernel (each AF_PACKET ring for an RCU grace period), so the devices are
     /// opened at once, each on a thread of its own, and handed to the datapath in
     /// one reconfiguration.
-    pub fn add_ports(&mut self, list: &[(String, Vec<String>)]) -> Vec<Result<Value, SwitchError>> {
+    pub fn add_ports(&mut self, list: &[(String, Options)]) -> Vec<Result<Value, SwitchError>> {
         let started = std::time::Instant::now();
         let mut results: Vec<Option<Result<Value, SwitchError>>> =
             list.iter().map(|_| None).collect();
         let mut staged = Vec::new();
-        for (i, (name, words)) in list.iter().enumerate() {
-            match self.stage_port(name, words) {
+        for (i, (name, options)) in list.iter().enumerate() {
+            match self.stage_port(name, options) {
                 Ok(st) => staged.push((i, st)),
                 Err(e) => results[i] = Some(Err(e)),
             }
@@ -152,7 +152,7 @@ impl Switch {
     pub(super) fn stage_port(
         &mut self,
         name: &str,
-        words: &[String],
+        options: &Options,
     ) -> Result<StagedPort, SwitchError> {
         if self.port_no(name).is_some() {
             return Err(SwitchError::PortExists(name.to_string()));
@@ -160,7 +160,7 @@ impl Switch {
         if !interface::valid_name(name) {
             return Err(NetdevError::BadInterfaceName(name.to_string()).into());
         }
-        let mut opts = options::parse_pairs(words)?;
+        let mut opts = options.clone();
         let (parsed, mut device) = configure(&self.classes, &self.env, name, &opts)?;
         // What the port is, written out: a later default cannot change it.
         parsed.write_out_defaults(&mut opts);
@@ -331,13 +331,14 @@ impl Switch {
         results
     }
 
-    pub(super) fn set_port(&mut self, name: &str, words: &[String]) -> Result<Value, SwitchError> {
+    /// Changes port `name`'s options (`changes` over those it has).
+    pub(super) fn set_port(&mut self, name: &str, changes: &Options) -> Result<Value, SwitchError> {
         let no = self
             .port_no(name)
             .ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?;
         let port = &self.ports[&no];
         let mut merged = port.options.clone();
-        merged.extend(options::parse_pairs(words)?);
+        merged.extend(changes.clone());
         let (parsed, fresh) = self.check_port_change(no, name, &merged)?;
         // Nothing changes: nothing is written, nothing reopened.
         if merged == port.options {

@@ -6,10 +6,26 @@
 use super::*;
 
 impl Switch {
-    pub(super) fn set(&mut self, words: &[String]) -> Result<Value, SwitchError> {
+    /// [`Switch::set`] for a front end other than the control socket's (OVSDB's
+    /// `other_config`), as a request is answered: flood ports and latency kept.
+    pub fn set_options(&mut self, changes: &Options) -> Result<Value, SwitchError> {
+        self.answered("set", |sw| sw.set(changes))
+    }
+
+    /// [`Switch::set_port`] for a front end other than the control socket's.
+    pub fn set_port_options(
+        &mut self,
+        name: &str,
+        changes: &Options,
+    ) -> Result<Value, SwitchError> {
+        self.answered("set-port", |sw| sw.set_port(name, changes))
+    }
+
+    /// Changes the switch's options; a key with an empty value (`key=`) goes back to
+    /// its default.
+    pub(super) fn set(&mut self, changes: &Options) -> Result<Value, SwitchError> {
         let mut merged = self.options.clone();
-        // `key=` with nothing after it takes the option back to its default.
-        for (k, v) in options::parse_pairs(words)? {
+        for (k, v) in changes.clone() {
             if v.is_empty() {
                 merged.remove(&k);
             } else {
