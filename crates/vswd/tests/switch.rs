@@ -973,3 +973,33 @@ fn a_patch_pair_joins_two_bridges_inside_one_translation() {
     drop(b);
     a.shutdown(false);
 }
+
+/// A mod-flows whose action the selected rule's match cannot take is refused with
+/// the reason (the action and what it needs), and changes nothing.
+#[test]
+fn a_modify_that_a_rules_match_cannot_take_says_why() {
+    let dir = TestDir::new("modwhy");
+    let mut sw = start(&dir);
+    add_flow(&mut sw, "priority=5,arp,actions=drop").unwrap();
+    let e = sw
+        .handle(Request::ModFlows {
+            flow: "arp,actions=mod_tp_dst:80".into(),
+            strict: false,
+            reset_counts: false,
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            vswd::switch::SwitchError::Flow(vsw_flow::FlowSyntaxError::ActionPrerequisite { .. })
+        ),
+        "{e}"
+    );
+    let flows = sw
+        .handle(Request::DumpFlows {
+            kind: None,
+            table: None,
+        })
+        .unwrap();
+    assert_eq!(flows[0]["actions"], "drop", "{flows}");
+}

@@ -250,11 +250,12 @@ impl Switch {
                     vsw_flow::check_flow(&spec).map(|()| spec)
                 };
                 let picked = pipeline.select(selection, *strict);
-                let fits = picked.iter().all(|r| {
-                    with_actions(r).is_ok_and(|s| vsw_openflow::from_vsw::rule_fits_openflow(&s))
-                });
-                if !fits {
-                    return Err(SwitchError::TooLarge("flow"));
+                // A refusal says why: the action that needs what a match lacks, or
+                // a rule too large to describe.
+                for r in &picked {
+                    if !vsw_openflow::from_vsw::rule_fits_openflow(&with_actions(r)?) {
+                        return Err(SwitchError::TooLarge("flow"));
+                    }
                 }
                 let n = pipeline.modify(selection, *strict, *reset_counts, &|r| {
                     with_actions(r).map(|s| s.actions)
