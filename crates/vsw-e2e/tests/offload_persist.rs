@@ -307,8 +307,11 @@ fn without_offload_persist_nothing_pinned_outlives_the_run() {
     );
     assert!(
         vsw_netdev::ebpf::attached_programs(&a.port).is_empty(),
-        "an earlier run's classifier still attached"
+        "an earlier run's classifier still attached\n{}",
+        d.log()
     );
+    // Detached, not left to the kernel's deferred release of an unlinked pin.
+    assert!(!d.log().contains("pinned link not detached"), "{}", d.log());
     let before = received(&b);
     a.send_raw(&frame, 20);
     // Userspace forwards it now (hw-offload off): each frame once.

@@ -186,8 +186,8 @@ fn attached(ifname: &str) -> Vec<(u32, u64)> {
         .unwrap_or_default()
 }
 
-/// Takes away what is pinned in one port's directory: the classifier's link (the
-/// classifier detaches once no process holds the link either) and the maps. Returns
+/// Takes away what is pinned in one port's directory: the classifier's link (detached
+/// at once, whoever holds it) and the maps. Returns
 /// whether there was anything.
 fn remove_pinned_dir(dir: &Path) -> bool {
     // Emptied first: a socket that opened while it forwarded refuses the frames of
@@ -200,6 +200,13 @@ fn remove_pinned_dir(dir: &Path) -> bool {
             for k in keys {
                 let _ = flows.remove(&k);
             }
+        }
+    }
+    // Detached first: unlinking the pin alone lets the classifier go only after the
+    // kernel's deferred release, and the caller counts on it being gone.
+    if let Err(e) = crate::sys::detach_pinned_bpf_link(&dir.join(PINNED_LINK)) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "pinned link not detached");
         }
     }
     let mut any = false;
@@ -724,7 +731,7 @@ impl Drop for EbpfProvider {
                 tracing::info!(ifname = %self.ifname, dir = %p.dir.display(), "ebpf offload left forwarding in the kernel (offload-persist)");
                 return;
             }
-            // Unpinned, the link detaches when its last descriptor (ours) closes.
+            // Not kept: the classifier is detached and the pins go.
             Some(p) => {
                 remove_pinned_dir(&p.dir);
             }

@@ -773,3 +773,62 @@ pub fn is_bpffs(path: &std::path::Path) -> bool {
     const BPF_FS_MAGIC: libc::c_long = 0xcafe_4a11;
     st.f_type as libc::c_long == BPF_FS_MAGIC
 }
+
+/// `bpf(2)` commands used outside aya: aya has no call that detaches a link
+/// (BPF_LINK_DETACH), and a pinned link released by unlinking its file lets go of the
+/// program only later, after an RCU grace period and a work item, so "the earlier
+/// run's classifier is gone" would not hold when the caller goes on.
+const BPF_OBJ_GET: libc::c_long = 7;
+const BPF_LINK_DETACH: libc::c_long = 34;
+
+/// The `bpf_attr` fields of BPF_OBJ_GET (the kernel zeroes what is not passed).
+#[repr(C)]
+struct BpfObjGet {
+    pathname: u64,
+    bpf_fd: u32,
+    file_flags: u32,
+}
+
+/// Detaches the BPF link pinned at `path` from what it is attached to, at once and
+/// whoever else holds it: its program stops running before this returns. The pin
+/// itself stays (the caller removes it).
+pub fn detach_pinned_bpf_link(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let get = BpfObjGet {
+        pathname: c.as_ptr() as u64,
+        bpf_fd: 0,
+        file_flags: 0,
+    };
+    // SAFETY: `get` is a live bpf_attr prefix of the size passed, and its pathname
+    // points to `c`, a NUL-terminated string alive for the call; the kernel only reads.
+    let raw = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET,
+            &get as *const BpfObjGet,
+            size_of::<BpfObjGet>() as libc::c_uint,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: BPF_OBJ_GET returned a fresh descriptor nobody else owns.
+    let link = unsafe { OwnedFd::from_raw_fd(raw as libc::c_int) };
+    let detach: u32 = link.as_raw_fd() as u32;
+    // SAFETY: the attr is one u32 (link_detach.link_fd), live for the call and of the
+    // size passed; the kernel only reads it. Not a link: the kernel says EINVAL.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_DETACH,
+            &detach as *const u32,
+            size_of::<u32>() as libc::c_uint,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
