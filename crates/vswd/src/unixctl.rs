@@ -1,8 +1,9 @@
 //! Open vSwitch's unixctl protocol, so that `ovs-appctl` (and the scripts around it)
 //! reach vswd: JSON-RPC on a unix socket, a request's method the command and its
-//! params the arguments, the result the text Open vSwitch prints. The commands go to
-//! the switch through the same requests as `vswctl`, and their text comes from the
-//! same renderers (`vsw_protocol::render`).
+//! params the arguments, the result the text Open vSwitch prints. The commands call
+//! the switch's own typed methods (through `Switch::answered`, counted as `vswctl`'s
+//! requests are: no JSON between two parts of one process), and their text comes from
+//! the same renderers as `vswctl`'s (`vsw_protocol::render`).
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -12,10 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use vsw_ovsdb::jsonrpc::{Framer, Message};
-use vsw_protocol::{render, Request};
+use vsw_protocol::render;
 
 use crate::bridges::{Bridges, RunningBridge};
 use crate::underlay::Underlay;
@@ -124,9 +124,14 @@ fn serve(mut conn: UnixStream, cx: &Context) {
     }
 }
 
-fn ask<T: DeserializeOwned>(b: &RunningBridge, req: Request) -> Result<T, String> {
-    let v = b.lock().handle(req).map_err(|e| e.to_string())?;
-    serde_json::from_value(v).map_err(|e| e.to_string())
+/// Runs `f` on bridge `b`'s switch as request `kind` (its latency counted as
+/// `vswctl`'s are); the switch's error as the text ovs-appctl prints.
+fn ask<T>(
+    b: &RunningBridge,
+    kind: &'static str,
+    f: impl FnOnce(&mut crate::switch::Switch) -> Result<T, crate::switch::SwitchError>,
+) -> Result<T, String> {
+    b.lock().answered(kind, f).map_err(|e| e.to_string())
 }
 
 /// The bridge a command names, or the only one when it names none.
@@ -175,16 +180,23 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
         }
         "exit" => Ok(String::new()),
         "dpif-netdev/pmd-stats-show" => per_datapath(cx, |b| {
-            Ok(render::pmd_stats(&ask::<Vec<_>>(b, Request::PmdStatsShow)?))
+            let pmds = ask(b, "pmd-stats-show", |sw| Ok(sw.pmd_stats()))?;
+            Ok(render::pmd_stats(&pmds))
         }),
-        "dpif-netdev/pmd-stats-clear" => {
-            per_datapath(cx, |b| ask::<Value>(b, Request::PmdStatsClear).map(|_| String::new()))
-        }
+        "dpif-netdev/pmd-stats-clear" => per_datapath(cx, |b| {
+            ask(b, "pmd-stats-clear", |sw| {
+                sw.clear_pmd_stats();
+                Ok(String::new())
+            })
+        }),
         "dpif-netdev/pmd-rxq-show" => per_datapath(cx, |b| {
-            Ok(render::rxq_show(&ask::<Vec<_>>(b, Request::PmdRxqShow)?))
+            let queues = ask(b, "pmd-rxq-show", |sw| Ok(sw.rxq_show()))?;
+            Ok(render::rxq_show(&queues))
         }),
         "dpif-netdev/pmd-rxq-rebalance" => {
-            per_datapath(cx, |b| ask::<Value>(b, Request::PmdRxqRebalance).map(|_| String::new()))?;
+            per_datapath(cx, |b| {
+                ask(b, "pmd-rxq-rebalance", |sw| sw.rebalance_rxqs()).map(|_| String::new())
+            })?;
             Ok("pmd rxq rebalance requested.\n".into())
         }
         // The one datapath, in its port numbers: each bridge's flows (those received
@@ -205,19 +217,21 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
                 [b, flow] => (Some(b), flow),
                 _ => return Err("ofproto/trace needs [bridge] flow".into()),
             };
-            ask::<String>(&*bridge(cx, named)?, Request::Trace { flow: flow.clone() })
+            ask(&*bridge(cx, named)?, "trace", |sw| sw.trace(flow))
         }
-        "fdb/show" => Ok(render::fdb(&ask::<Vec<_>>(
-            &*bridge(cx, args.first())?,
-            Request::FdbShow,
-        )?)),
+        "fdb/show" => {
+            let entries = ask(&*bridge(cx, args.first())?, "fdb-show", |sw| {
+                Ok(sw.fdb_show())
+            })?;
+            Ok(render::fdb(&entries))
+        }
         "fdb/flush" => {
             let which = match args.first() {
                 Some(n) => vec![cx.bridges.find(n)?],
                 None => cx.bridges.all(),
             };
             for b in which {
-                ask::<Value>(&b, Request::FdbFlush)?;
+                ask(&b, "fdb-flush", |sw| sw.flush_fdb())?;
             }
             Ok("table successfully flushed\n".into())
         }

@@ -352,11 +352,11 @@ impl Switch {
     /// Carries out a request of `kind` (whichever front end asked): its latency
     /// counted, and the ports it attached or detached flooded to (or not) from the
     /// moment it is answered.
-    pub(super) fn answered(
+    pub fn answered<T>(
         &mut self,
         kind: &'static str,
-        f: impl FnOnce(&mut Switch) -> Result<Value, SwitchError>,
-    ) -> Result<Value, SwitchError> {
+        f: impl FnOnce(&mut Switch) -> Result<T, SwitchError>,
+    ) -> Result<T, SwitchError> {
         let started = std::time::Instant::now();
         let result = f(self);
         self.sync_flood_ports();
@@ -412,29 +412,18 @@ impl Switch {
                     .collect();
                 Ok(json!(flows))
             }
-            Request::Trace { flow } => {
-                let sel = parse_match(&flow, &|n: &str| self.port_no(n))?;
-                let trace = self.ofproto.trace(sel.matcher.value(), now_ms());
-                Ok(json!(trace.render()))
-            }
+            Request::Trace { flow } => Ok(json!(self.trace(&flow)?)),
             Request::DpifShow => Ok(json!(self.dpif_show())),
             Request::FdbShow => Ok(json!(self.fdb_show())),
-            Request::FdbFlush => {
-                self.ofproto.flush_macs();
-                self.revalidate_now()?;
-                Ok(Value::Null)
-            }
+            Request::FdbFlush => self.flush_fdb().map(|()| Value::Null),
             Request::DumpPorts => Ok(json!(self.port_infos())),
-            Request::PmdStatsShow => Ok(json!(self.dpif.dp().pmd_stats())),
+            Request::PmdStatsShow => Ok(json!(self.pmd_stats())),
             Request::PmdStatsClear => {
-                self.dpif.dp().clear_pmd_stats();
+                self.clear_pmd_stats();
                 Ok(Value::Null)
             }
             Request::PmdRxqShow => Ok(json!(self.rxq_show())),
-            Request::PmdRxqRebalance => {
-                self.dpif.dp().rebalance()?;
-                Ok(json!(self.rxq_show()))
-            }
+            Request::PmdRxqRebalance => Ok(json!(self.rebalance_rxqs()?)),
             Request::DebugPmdFailure { core } => {
                 if std::env::var("VSWD_FAULT_INJECTION").as_deref() != Ok("1") {
                     return Err(SwitchError::NoFaultInjection);

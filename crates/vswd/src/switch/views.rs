@@ -180,6 +180,35 @@ impl Switch {
             .collect()
     }
 
+    /// `ofproto/trace`'s text for `flow` (a match, in this bridge's port names).
+    pub fn trace(&self, flow: &str) -> Result<String, SwitchError> {
+        let sel = parse_match(flow, &|n: &str| self.port_no(n))?;
+        Ok(self.ofproto.trace(sel.matcher.value(), now_ms()).render())
+    }
+
+    /// Forgets every host learned (`fdb/flush`); no datapath flow forwards by them
+    /// once it returns.
+    pub fn flush_fdb(&mut self) -> Result<(), SwitchError> {
+        self.ofproto.flush_macs();
+        self.revalidate_now()
+    }
+
+    /// Every PMD's counters (the datapath's: every bridge's packets).
+    pub fn pmd_stats(&self) -> Vec<vsw_datapath::stats::PmdStatsView> {
+        self.dpif.dp().pmd_stats()
+    }
+
+    /// Zeroes every PMD's counters.
+    pub fn clear_pmd_stats(&self) {
+        self.dpif.dp().clear_pmd_stats();
+    }
+
+    /// Places the receive queues on the PMDs again; where they went.
+    pub fn rebalance_rxqs(&self) -> Result<Vec<vsw_datapath::stats::PmdRxqView>, SwitchError> {
+        self.dpif.dp().rebalance()?;
+        Ok(self.rxq_show())
+    }
+
     /// Which PMD polls which queue, this bridge's ports in OpenFlow numbers.
     pub fn rxq_show(&self) -> Vec<vsw_datapath::stats::PmdRxqView> {
         let mut views = self.dpif.dp().rxq_show();
@@ -215,7 +244,7 @@ impl Switch {
         }
     }
 
-    pub(super) fn fdb_show(&self) -> Vec<vsw_protocol::FdbEntryView> {
+    pub fn fdb_show(&self) -> Vec<vsw_protocol::FdbEntryView> {
         self.ofproto
             .mac_entries(now_ms())
             .into_iter()
