@@ -68,6 +68,9 @@ pub(crate) struct FlowCredit {
     /// patch ports led it to, the backer's map.
     pub depends: Vec<Arc<Changes>>,
     pub macs: Arc<Mutex<MacTable>>,
+    /// The frozen states the flow's recirculation resumes (or it resumed from):
+    /// held (never read) while the flow is.
+    pub _frozen: Vec<Arc<crate::frozen::Frozen>>,
 }
 
 impl Attribution for FlowCredit {

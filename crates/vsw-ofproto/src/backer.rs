@@ -281,7 +281,7 @@ impl Backer {
         key: &FlowKey,
         now_ms: u64,
         learn: bool,
-        from: Option<&Frozen>,
+        from: Option<&Arc<Frozen>>,
     ) -> Translation {
         let (x, generation) = self.with_view(slot, |view| {
             run::run(bridge, Some(view), key, now_ms, learn, false, from)
@@ -335,5 +335,10 @@ impl Upcall for Backer {
         for e in self.map.load().bridges.values() {
             e.state.expire_macs(now_ms);
         }
+        // States no datapath flow holds any more.
+        self.frozen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sweep(now_ms);
     }
 }

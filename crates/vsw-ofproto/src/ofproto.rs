@@ -93,7 +93,7 @@ impl Ofproto {
         now_ms: u64,
         learn: bool,
         trace: bool,
-        from: Option<&crate::frozen::Frozen>,
+        from: Option<&Arc<crate::frozen::Frozen>>,
     ) -> (Xlated, u64) {
         self.in_backer(|view| run::run(&self.state, view, key, now_ms, learn, trace, from))
     }

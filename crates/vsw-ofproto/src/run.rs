@@ -55,7 +55,7 @@ pub(crate) fn run(
     now_ms: u64,
     learn: bool,
     trace: bool,
-    from: Option<&Frozen>,
+    from: Option<&Arc<Frozen>>,
 ) -> (Xlated, u64) {
     let mut macs = lock(&bridge.macs);
     // Read under the MAC table's lock, before the rules: see `set_pipeline`.
@@ -131,6 +131,7 @@ pub(crate) fn credited(
                 .chain(backer_changes)
                 .collect(),
             macs: bridge.macs.clone(),
+            _frozen: x.frozen,
         }),
         generation,
     }

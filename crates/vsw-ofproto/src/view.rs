@@ -89,12 +89,13 @@ pub(crate) struct BackerView<'a> {
 }
 
 impl BackerView<'_> {
-    /// The `recirc_id` of `state` (`None`: the table is full, do without).
-    pub fn freeze(&self, state: Frozen) -> Option<u32> {
+    /// The `recirc_id` of `state`, and the state to hold while a flow needs it
+    /// (`None`: the table is full, do without).
+    pub fn freeze(&self, state: Frozen, now_ms: u64) -> Option<(u32, Arc<Frozen>)> {
         self.frozen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .freeze(state)
+            .freeze(state, now_ms)
     }
 
     /// The datapath port of this bridge's OpenFlow port `of_port`.

@@ -136,6 +136,8 @@ pub struct Xlated {
     pub learned_across: Vec<(Arc<Mutex<MacTable>>, MacAddr, u16, u32)>,
     /// The changes of the bridges patch ports led it to (it depends on them).
     pub(crate) crossed: Vec<Arc<crate::generation::Changes>>,
+    /// The frozen states it froze at or resumed from: its datapath flow holds them.
+    pub(crate) frozen: Vec<Arc<Frozen>>,
     /// The key after every rewrite.
     pub final_key: FlowKey,
     pub error: Option<XlateError>,
@@ -267,8 +269,9 @@ pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
 
 /// Resumes the translation `state` froze, for a packet's next pass (`key`, with
 /// what only translation knows put back: [`Frozen::thaw`]).
-pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &FlowKey, state: &Frozen) -> Xlated {
+pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &FlowKey, state: &Arc<Frozen>) -> Xlated {
     run(env, key, |cx| {
+        cx.out.frozen.push(state.clone());
         cx.saves = state.saves;
         cx.path.clone_from(&state.path);
         match state.resume {
@@ -882,9 +885,10 @@ impl Ctx<'_, '_> {
                 table,
             },
         };
-        let Some(id) = b.freeze(state) else {
+        let Some((id, held)) = b.freeze(state, self.env.now_ms) else {
             return false;
         };
+        self.out.frozen.push(held);
         self.step(
             table,
             format!(

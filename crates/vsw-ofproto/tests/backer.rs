@@ -294,6 +294,32 @@ fn a_select_group_is_decided_by_the_datapaths_hash_on_a_second_pass() {
         .is_empty());
 }
 
+/// A frozen state lives while a datapath flow's translation holds it (either pass),
+/// and goes at the revalidator's first pass after its grace once none does.
+#[test]
+fn a_frozen_state_goes_once_no_flow_holds_it() {
+    use vsw_ofproto::frozen::GRACE_MS;
+    let (backer, _, _, _o) = patched(&["in_port=2,ip,actions=group:1"], &[]);
+    let k = udp_from(2, 1, 2);
+    let first = backer.translate(&k, 1_000, false);
+    let id = recirc_of(&first.actions).unwrap();
+    let second = backer.translate(&next_pass(&k, id, 3), 1_000, false);
+    assert!(!second.actions.is_empty());
+    drop(first);
+    // The second pass's flow alone keeps it, past the grace.
+    backer.revalidating(1_000 + GRACE_MS);
+    assert!(backer.frozen_state(id).is_some());
+    drop(second);
+    backer.revalidating(1_000 + GRACE_MS - 1);
+    assert!(backer.frozen_state(id).is_some(), "within its grace");
+    backer.revalidating(1_000 + GRACE_MS);
+    assert!(backer.frozen_state(id).is_none());
+    assert_eq!(backer.frozen_count(), 0);
+    // A packet there again freezes anew, under a number not given before.
+    let again = recirc_of(&backer.translate(&k, 20_000, false).actions).unwrap();
+    assert!(again > id);
+}
+
 #[test]
 fn a_resumed_pass_sees_its_own_packets_tunnel() {
     // Group 2's one bucket looks at the tunnel ID (table 1): packets of two
