@@ -47,6 +47,9 @@ pub struct Frozen {
     pub saves: usize,
     /// The bridges the translation went through before this one.
     pub path: Vec<BridgeSlot>,
+    /// The cookie of the rule it froze under (`u64::MAX`: none), for the packets
+    /// the resumed translation sends up.
+    pub cookie: u64,
     pub resume: Resume,
 }
 
@@ -165,6 +168,7 @@ mod tests {
             metadata,
             saves: 1,
             path: Vec::new(),
+            cookie: u64::MAX,
             resume: Resume::SelectBucket { group, table: 0 },
         }
     }

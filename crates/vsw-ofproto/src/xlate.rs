@@ -195,6 +195,9 @@ struct Ctx<'a, 'b> {
     /// The bridges this translation went through before this one (their MAC
     /// tables are held): a patch back into one of them goes nowhere.
     path: Vec<BridgeSlot>,
+    /// A resumed translation's: the cookie of the rule it froze under (a packet
+    /// sent up from what it runs names that rule, as it would have unfrozen).
+    resumed_cookie: u64,
 }
 
 /// OpenFlow's action set: at most one action of each kind (one output, one group,
@@ -272,6 +275,7 @@ pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
 pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &FlowKey, state: &Arc<Frozen>) -> Xlated {
     run(env, key, |cx| {
         cx.out.frozen.push(state.clone());
+        cx.resumed_cookie = state.cookie;
         cx.saves = state.saves;
         cx.path.clone_from(&state.path);
         match state.resume {
@@ -319,6 +323,7 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
         ttl_unknown: false,
         across: None,
         path: Vec::new(),
+        resumed_cookie: u64::MAX,
     };
     // Every datapath flow matches one input port exactly.
     cx.out.mask.in_port = u32::MAX;
@@ -477,6 +482,8 @@ impl Ctx<'_, '_> {
             ttl_unknown: self.ttl_unknown,
             across: Some(table.clone()),
             path: self.path.iter().copied().chain([b.slot]).collect(),
+            // The peer's own rules send up what it sends.
+            resumed_cookie: u64::MAX,
         };
         inner.walk();
         self.out = std::mem::take(&mut inner.out);
@@ -603,7 +610,7 @@ impl Ctx<'_, '_> {
                         None => PuntReason::PacketOut,
                     },
                     table,
-                    cookie: rule.map_or(u64::MAX, |r| r.spec.cookie),
+                    cookie: rule.map_or(self.resumed_cookie, |r| r.spec.cookie),
                     max_len,
                 };
                 let id = self.env.punt_notes.intern(note);
@@ -777,7 +784,7 @@ impl Ctx<'_, '_> {
                 live.into_iter().collect()
             }
             GroupType::Select => {
-                if self.freeze_select(&g, table) {
+                if self.freeze_select(&g, table, rule) {
                     return;
                 }
                 self.select(&g).into_iter().collect()
@@ -867,7 +874,7 @@ impl Ctx<'_, '_> {
     /// sake, and the next pass's flows number the hash's buckets, not the
     /// connections. False (and nothing done) where the datapath cannot: no backer,
     /// a packet-out, no copy left, or the table of frozen states full.
-    fn freeze_select(&mut self, g: &Arc<Group>, table: u8) -> bool {
+    fn freeze_select(&mut self, g: &Arc<Group>, table: u8, rule: Option<&Rule>) -> bool {
         let Some(b) = self.env.backer else {
             return false;
         };
@@ -880,6 +887,7 @@ impl Ctx<'_, '_> {
             metadata: self.key.metadata,
             saves: self.saves + 1,
             path: self.path.clone(),
+            cookie: rule.map_or(u64::MAX, |r| r.spec.cookie),
             resume: Resume::SelectBucket {
                 group: g.spec.id,
                 table,

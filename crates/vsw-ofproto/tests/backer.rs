@@ -320,6 +320,35 @@ fn a_frozen_state_goes_once_no_flow_holds_it() {
     assert!(again > id);
 }
 
+/// A packet a resumed select bucket sends up names the rule that reached the group
+/// (its cookie), as it would have without the recirculation.
+#[test]
+fn a_packet_in_from_a_resumed_bucket_carries_the_rules_cookie() {
+    let backer = Backer::new();
+    let mut p = pipeline(&["cookie=0x42,in_port=2,ip,actions=group:7"]);
+    let group = "group_id=7,type=select,bucket=actions=controller:99";
+    p.set_group(
+        vsw_flow::parse_group(group, &|_: &str| None).unwrap(),
+        false,
+        1,
+    )
+    .unwrap();
+    let (a, o) = Ofproto::join(&backer, "bra", p).unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 2, 2).unwrap();
+    let k = udp_from(2, 1, 2);
+    let first = backer.translate(&k, 0, false);
+    let id = recirc_of(&first.actions).unwrap();
+    let second = backer.translate(&next_pass(&k, id, 0), 0, false);
+    let [Controller(n)] = second.actions[..] else {
+        panic!("{:?}", second.actions)
+    };
+    let (slot, note) = Backer::punt_note(n);
+    assert_eq!(slot, a);
+    let note = o.punt_note(note).unwrap();
+    assert_eq!((note.cookie, note.max_len), (0x42, 99));
+}
+
 #[test]
 fn a_resumed_pass_sees_its_own_packets_tunnel() {
     // Group 2's one bucket looks at the tunnel ID (table 1): packets of two
