@@ -8,7 +8,7 @@ use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::MacAddr;
 
 /// What the datapath does with a packet of a flow: a small set, each cheap to run.
-/// An empty list drops the packet. Tunnel push/pop and recirculation will join it.
+/// An empty list drops the packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DpAction {
     /// Send to this port as the packet is now.
@@ -59,6 +59,12 @@ pub enum DpAction {
     /// flow's actions here; then go on with the actions after this one. On the same
     /// PMD, within the same batch; at most [`MAX_RECIRC_DEPTH`] deep.
     Recirc(u32),
+    /// Put tunnel header number N (`PushHeaders`) in front of the packet (Open
+    /// vSwitch's `tnl_push`); the actions after it are the underlay bridge's, for
+    /// the packet as it then is. A packet the header cannot take whole (its MTU, a
+    /// super-frame the outer packet cannot hold) goes to the tunnel port's own
+    /// queue instead, and those actions are left out for it.
+    TunnelPush(u32),
 }
 
 impl DpAction {
@@ -95,6 +101,7 @@ impl fmt::Display for DpAction {
             DpAction::Restore => f.write_str(")"),
             DpAction::Hash => f.write_str("hash(l4(0))"),
             DpAction::Recirc(id) => write!(f, "recirc(0x{id:x})"),
+            DpAction::TunnelPush(n) => write!(f, "tnl_push(header({n}))"),
         }
     }
 }

@@ -21,6 +21,7 @@ mod pmd;
 pub mod port;
 mod port_map;
 pub mod punt;
+pub mod push_headers;
 pub mod revalidate;
 pub mod ring;
 mod rule_index;
@@ -38,6 +39,7 @@ pub use port::{
     TxOffloads, TxQueue, BATCH_SIZE,
 };
 pub use punt::{Injected, Punted, Punts};
+pub use push_headers::{PushHeader, PushHeaders};
 pub use revalidate::{RevalidateSummary, RevalidatorConfig};
 pub use shared::PortHandle;
 pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};

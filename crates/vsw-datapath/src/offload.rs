@@ -137,7 +137,10 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
         || flow.actions.iter().any(|a| {
             matches!(
                 a,
-                DpAction::SetTunnel(_) | DpAction::SetTunnelDst(_) | DpAction::SetTunnelMetadata(_)
+                DpAction::SetTunnel(_)
+                    | DpAction::SetTunnelDst(_)
+                    | DpAction::SetTunnelMetadata(_)
+                    | DpAction::TunnelPush(_)
             )
         })
     {

@@ -28,6 +28,7 @@ use crate::port::{
     PacketMeta, RxBatch, RxQueue, StageError, TunnelKey, TxOffloads, TxQueue, BATCH_SIZE,
 };
 use crate::port_map::PortMap;
+use crate::push_headers::PushHeader;
 use crate::shared::{lock, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
 use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
@@ -169,6 +170,8 @@ struct Outputs {
     /// finish a packet themselves.
     fixup: Box<[u8]>,
     tally: TxTally,
+    /// The IPv4 identification of the next tunnel packet this PMD sends.
+    tunnel_ip_id: u16,
 }
 
 /// The largest packet vsw builds a software segment or checksum copy of.
@@ -309,6 +312,30 @@ impl Outputs {
         }
     }
 
+    /// Whether `header` may go in front of `frame` (`vnet` its offload state) here:
+    /// it fits the tunnel port's MTU (a super-frame: its segments do) and one outer
+    /// packet. Then it counts as sent by the tunnel port; otherwise the port's queue
+    /// takes the frame (and cuts, splits or drops it as a tunnel port's queue does).
+    fn tunnel_takes_whole(&mut self, header: &PushHeader, frame: &[u8], vnet: &VnetHdr) -> bool {
+        let Some(tx) = self.by_port.get_mut(header.tunnel_port) else {
+            return false;
+        };
+        let mtu = tx.offloads.mtu;
+        let whole = if vnet.is_gso() {
+            udp_tunnel_super_frame(frame, vnet).is_none()
+                && gso::segment_size(frame, vnet, mtu) == Ok(usize::from(vnet.gso_size))
+                && frame.len() <= header.template.inner_frame_max(usize::from(u16::MAX))
+        } else {
+            l3_len(frame) <= mtu
+        };
+        if whole {
+            tx.staged_packets += 1;
+            tx.staged_bytes += frame.len() as u64;
+            tx.clock.staged(self.tally.now_us);
+        }
+        whole
+    }
+
     /// The earliest time a held batch must leave, if any is held.
     fn earliest_deadline(&self) -> Option<u64> {
         self.by_port
@@ -406,6 +433,7 @@ impl Pmd {
                     by_port: PortMap::default(),
                     fixup: vec![0u8; FIXUP_BUFFER].into_boxed_slice(),
                     tally: TxTally::default(),
+                    tunnel_ip_id: 0,
                 },
                 emc: Emc::new(crate::emc::DEFAULT_INSERT_INV_PROB),
                 emc_generation: 1,
@@ -1111,7 +1139,8 @@ fn process_batch(
                     | DpAction::SetTunnelMetadata(_)
                     | DpAction::Controller(_)
                     | DpAction::Hash
-                    | DpAction::Recirc(_) => {}
+                    | DpAction::Recirc(_)
+                    | DpAction::TunnelPush(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
@@ -1260,7 +1289,9 @@ impl Pass<'_, '_, '_> {
         // The packet's key as a `Hash` extracted it, while nothing changed the
         // packet since: the recirculation after it need not extract it again.
         let mut parsed: Option<FlowKey> = None;
-        for action in actions {
+        let mut next = 0;
+        while let Some(action) = actions.get(next) {
+            next += 1;
             if !matches!(
                 action,
                 DpAction::Output(_) | DpAction::Hash | DpAction::Recirc(_)
@@ -1358,6 +1389,31 @@ impl Pass<'_, '_, '_> {
                     }
                     Ok(())
                 }
+                DpAction::TunnelPush(n) => {
+                    let Some(header) = self.shared.push_headers.get(n) else {
+                        self.outputs.tally.lost += 1;
+                        return;
+                    };
+                    let (frame, vnet) = (self.scratch.data(), self.scratch.vnet);
+                    if self.outputs.tunnel_takes_whole(header, frame, &vnet) {
+                        let id = self.outputs.tunnel_ip_id;
+                        self.outputs.tunnel_ip_id = id.wrapping_add(1);
+                        // The outer packet came through no tunnel.
+                        tunnel = TunnelKey::default();
+                        self.scratch.push_tunnel(&header.template, id)
+                    } else {
+                        let meta = PacketMeta {
+                            vnet,
+                            vlan: None,
+                            tunnel,
+                        };
+                        self.outputs.stage(header.tunnel_port, frame, &meta);
+                        // The underlay's actions were for the outer packet, which
+                        // the tunnel port's queue makes now.
+                        next = end_of_copy(actions, next);
+                        Ok(())
+                    }
+                }
                 DpAction::Recirc(id) => {
                     let from = Origin { in_port, tunnel };
                     let next = self.next_flow(id, from, dp_hash, depth, parsed.take());
@@ -1384,4 +1440,19 @@ impl Pass<'_, '_, '_> {
             }
         }
     }
+}
+
+/// Where the copy open at `actions[at]` ends: the `Restore` that closes the `Save`
+/// last opened before it, or the end of the actions.
+fn end_of_copy(actions: &[DpAction], at: usize) -> usize {
+    let mut open = 0usize;
+    for (i, a) in actions.iter().enumerate().skip(at) {
+        match a {
+            DpAction::Save => open += 1,
+            DpAction::Restore if open == 0 => return i,
+            DpAction::Restore => open -= 1,
+            _ => {}
+        }
+    }
+    actions.len()
 }

@@ -178,6 +178,7 @@ impl Backer {
             m.bridges.remove(&slot);
             m.by_dp.retain(|_, (s, _)| *s != slot);
             m.forget_patches_of(|e| e.slot == slot);
+            m.tunnel_ports.retain(|(s, _), _| *s != slot);
             Ok(())
         });
     }
@@ -223,6 +224,43 @@ impl Backer {
         });
     }
 
+    /// Bridge `slot`'s OpenFlow port `of_port` is tunnel port `name`: packets sent
+    /// to it are encapsulated in their datapath pass when the tunnel side knows
+    /// their way out ([`Backer::set_tunnel_egress`]).
+    pub fn set_tunnel_port(&self, slot: BridgeSlot, of_port: u32, name: &str) {
+        let _ = self.change(|m| {
+            m.tunnel_ports.insert((slot, of_port), name.to_string());
+            Ok(())
+        });
+    }
+
+    /// Sends through tunnel ports natively: `egress` says the outer headers,
+    /// `headers` is the datapath's table (`Datapath::push_headers`).
+    pub fn set_tunnel_egress(
+        &self,
+        egress: Arc<dyn crate::TunnelEgress>,
+        headers: Arc<vsw_datapath::PushHeaders>,
+    ) {
+        let changes = Changes::new(self.generation.clone());
+        let _ = self.change(|m| {
+            m.tunnels = Some(crate::view::NativeTunnels {
+                egress,
+                headers,
+                changes,
+            });
+            Ok(())
+        });
+    }
+
+    /// What the tunnel side reads changed (routes, neighbours, bridges' MACs, a
+    /// tunnel port's options, a TLV map): flows that sent through a tunnel port are
+    /// translated again.
+    pub fn underlay_changed(&self) {
+        if let Some(t) = &self.map.load().tunnels {
+            t.changes.bump();
+        }
+    }
+
     /// Datapath port `dp_port` is no bridge's any more (nor a patch).
     pub fn remove_port(&self, dp_port: u32) {
         let _ = self.change(|m| {
@@ -231,6 +269,7 @@ impl Backer {
                     e.to_dp.remove(&of);
                 }
                 m.forget_patches_of(|e| e.slot == slot && e.port == of);
+                m.tunnel_ports.remove(&(slot, of));
             }
             Ok(())
         });

@@ -59,6 +59,20 @@ pub(crate) struct PortMap {
     /// (bridge, OpenFlow port) of each patch port whose peer names it back → the
     /// peer's (made from `patch_ends` at every change).
     patches: HashMap<(BridgeSlot, u32), (BridgeSlot, u32)>,
+    /// (bridge, OpenFlow port) of each tunnel port → its name.
+    pub tunnel_ports: HashMap<(BridgeSlot, u32), String>,
+    /// Native tunnel output: the tunnel side, and the datapath's header table.
+    pub tunnels: Option<NativeTunnels>,
+}
+
+/// What native tunnel output needs (`tunnel_egress.rs`).
+#[derive(Clone)]
+pub(crate) struct NativeTunnels {
+    pub egress: Arc<dyn crate::TunnelEgress>,
+    pub headers: Arc<vsw_datapath::PushHeaders>,
+    /// The underlay's changes (routes, neighbours, tunnel ports' options): every
+    /// flow that sent through a tunnel port depends on them.
+    pub changes: Arc<crate::generation::Changes>,
 }
 
 impl PortMap {
@@ -88,7 +102,7 @@ pub(crate) struct BackerView<'a> {
     pub frozen: &'a Mutex<FrozenStates>,
 }
 
-impl BackerView<'_> {
+impl<'a> BackerView<'a> {
     /// The `recirc_id` of `state`, and the state to hold while a flow needs it
     /// (`None`: the table is full, do without).
     pub fn freeze(&self, state: Frozen, now_ms: u64) -> Option<(u32, Arc<Frozen>)> {
@@ -106,6 +120,23 @@ impl BackerView<'_> {
             .to_dp
             .get(&of_port)
             .copied()
+    }
+
+    /// The name of this bridge's OpenFlow port `of_port`, when it is a tunnel port.
+    pub fn tunnel_port(&self, of_port: u32) -> Option<&'a str> {
+        self.map
+            .tunnel_ports
+            .get(&(self.slot, of_port))
+            .map(String::as_str)
+    }
+
+    /// The bridge named `name`.
+    pub fn bridge_named(&self, name: &str) -> Option<(BridgeSlot, &'a BridgeEntry)> {
+        self.map
+            .bridges
+            .iter()
+            .find(|(_, e)| e.name == name)
+            .map(|(s, e)| (*s, e))
     }
 
     /// The far end of this bridge's OpenFlow port `of_port`, when it is a patch

@@ -397,8 +397,77 @@ impl Ctx<'_, '_> {
         if let Some((slot, port)) = b.patch_peer(of_port) {
             self.cross(b, of_port, slot, port);
         } else if let Some(dp) = b.dp_port(of_port) {
-            self.emit(DpAction::Output(dp));
+            let native = b
+                .tunnel_port(of_port)
+                .is_some_and(|name| self.tunnel_out(b, of_port, dp, name));
+            if !native {
+                self.emit(DpAction::Output(dp));
+            }
         }
+    }
+
+    /// Sends the packet out of tunnel port `of_port` (datapath port `dp`, named
+    /// `name`) natively (tunnel_egress.rs): its outer headers pushed, then on in the
+    /// underlay bridge as from its LOCAL port. False (nothing emitted) where it
+    /// cannot: no way out known now, an underlay bridge this translation holds
+    /// already, no room; the tunnel port's queue takes the packet then.
+    fn tunnel_out(&mut self, b: BackerView<'_>, of_port: u32, dp: u32, name: &str) -> bool {
+        let Some(native) = b.map.tunnels.as_ref() else {
+            return false;
+        };
+        // Whatever the answer, it holds until the underlay changes.
+        self.out.crossed.push(native.changes.clone());
+        let mut mask = self.out.mask;
+        let Some(way) = native.egress.way_out(name, &self.key, &mut mask) else {
+            return false;
+        };
+        let Ok(template) = vsw_packet::tunnel::EncapTemplate::new(&way.spec) else {
+            return false;
+        };
+        let Some((slot, underlay)) = b.bridge_named(&way.underlay) else {
+            return false;
+        };
+        if template.overhead() > vsw_packet::rewrite::MAX_PUSHED_HEADER
+            || !underlay.to_dp.contains_key(&vsw_flow::LOCAL_PORT)
+            || slot == b.slot
+            || self.path.contains(&slot)
+            || self.depth >= MAX_RESUBMIT_DEPTH
+            || self.saves == MAX_SAVES
+        {
+            return false;
+        }
+        // The outer packet as the underlay bridge's rules see it (its UDP source
+        // port is the inner flow's hash, written per packet: 0 here).
+        let mut sample = [0u8; 512];
+        let inner = [0u8; vsw_packet::ethernet::ETH_HDR_LEN];
+        let Some(n) = template.push(&inner, &mut sample, 0, 0) else {
+            return false;
+        };
+        let mut outer = FlowKey::default();
+        if vsw_packet::extract(&sample[..n], vsw_flow::LOCAL_PORT, None, &mut outer).is_err() {
+            return false;
+        }
+        let header = vsw_datapath::PushHeader {
+            template,
+            tunnel_port: dp,
+        };
+        let Some(number) = native.headers.intern(header) else {
+            return false;
+        };
+        self.out.mask = mask;
+        self.step(
+            0,
+            format!(
+                "output to tunnel port {of_port}: {} → {}, on to bridge {} as from its LOCAL port",
+                way.spec.src, way.spec.dst, way.underlay
+            ),
+        );
+        // The outer packet's fields decide nothing for the inner flow: they follow
+        // from what `way_out` read (in `mask`) and the underlay's state.
+        let kept = self.out.mask;
+        self.continue_in(b, slot, outer, Some(DpAction::TunnelPush(number)));
+        self.out.mask = kept;
+        true
     }
 
     /// Continues the translation in bridge `slot` as a packet received on its port
@@ -434,6 +503,35 @@ impl Ctx<'_, '_> {
                 peer.name
             ),
         );
+        // As Open vSwitch: the metadata and the tunnel it came from stay behind.
+        let key = FlowKey {
+            in_port: port,
+            metadata: 0,
+            tun_id: 0,
+            tun_src: 0,
+            tun_dst: 0,
+            tun_metadata0: 0,
+            tun_flags: 0,
+            ..self.key
+        };
+        self.continue_in(b, slot, key, None);
+    }
+
+    /// Translates on in bridge `slot` for a packet of `key` (a port of that bridge
+    /// received it), after `first` (an action that makes the packet that one): its
+    /// own tables, MAC learning and ports, the megaflow's mask and the datapath
+    /// actions growing on. What happens there to the packet happens to a copy: what
+    /// this bridge does after sees the packet as it was.
+    fn continue_in(
+        &mut self,
+        b: BackerView<'_>,
+        slot: BridgeSlot,
+        key: FlowKey,
+        first: Option<DpAction>,
+    ) {
+        let Some(peer) = b.map.bridges.get(&slot) else {
+            return;
+        };
         let o = &peer.state;
         self.out.crossed.push(o.changes());
         let (pipeline, ports, live) = (o.pipeline(), o.ports(), o.live_ports());
@@ -457,18 +555,10 @@ impl Ctx<'_, '_> {
             }),
             may_freeze: self.env.may_freeze,
         };
-        // As Open vSwitch: the metadata and the tunnel it came from stay behind.
-        let key = FlowKey {
-            in_port: port,
-            metadata: 0,
-            tun_id: 0,
-            tun_src: 0,
-            tun_dst: 0,
-            tun_metadata0: 0,
-            tun_flags: 0,
-            ..self.key
-        };
         let start = self.out.actions.len();
+        if let Some(a) = first {
+            self.emit(a);
+        }
         let mut inner = Ctx {
             env: &mut env,
             key,

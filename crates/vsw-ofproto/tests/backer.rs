@@ -513,3 +513,98 @@ mod megaflows {
         }
     }
 }
+
+/// A tunnel side that knows one port's way out while `known` says so.
+struct OneWay {
+    known: std::sync::atomic::AtomicBool,
+}
+
+impl vsw_ofproto::TunnelEgress for OneWay {
+    fn way_out(
+        &self,
+        port: &str,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+    ) -> Option<vsw_ofproto::TunnelWay> {
+        use std::net::{IpAddr, Ipv4Addr};
+        if port != "vx0" || !self.known.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        // A `key=flow` port: the ID is the packet's.
+        mask.tun_id = u64::MAX;
+        Some(vsw_ofproto::TunnelWay {
+            spec: vsw_packet::tunnel::EncapSpec {
+                kind: vsw_packet::tunnel::TunnelKind::Vxlan,
+                eth_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]),
+                eth_dst: vsw_packet::MacAddr([2, 0, 0, 0, 0, 2]),
+                src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+                dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
+                tos: 0,
+                ttl: 64,
+                df: true,
+                udp_dst: 4789,
+                udp_csum: false,
+                vni: key.tun_id as u32,
+                geneve_options: Vec::new(),
+            },
+            underlay: "phy".into(),
+        })
+    }
+}
+
+/// Output to a tunnel port whose way out is known pushes its header and goes on in
+/// the underlay bridge as from its LOCAL port, in one flow whose mask holds what
+/// the way read, not the outer packet's fields; unknown, the port's queue takes
+/// the packet, until the underlay changes.
+#[test]
+fn a_tunnel_port_pushes_its_header_and_the_underlay_bridge_goes_on() {
+    let backer = Backer::new();
+    let (ovl, o) =
+        Ofproto::join(&backer, "ovl", pipeline(&["in_port=1,actions=output:2"])).unwrap();
+    o.set_ports(vec![1, 2]);
+    // The underlay sends what its host sends out of its uplink, and learns.
+    let (phy, u) = Ofproto::join(
+        &backer,
+        "phy",
+        pipeline(&["in_port=65534,actions=output:1"]),
+    )
+    .unwrap();
+    u.set_ports(vec![1, 65534]);
+    for (slot, of, dp) in [(ovl, 1, 1), (ovl, 2, 2), (phy, 1, 3), (phy, 65534, 4)] {
+        backer.set_port(slot, of, dp).unwrap();
+    }
+    backer.set_tunnel_port(ovl, 2, "vx0");
+    let egress = Arc::new(OneWay {
+        known: false.into(),
+    });
+    let headers = Arc::new(vsw_datapath::PushHeaders::default());
+    backer.set_tunnel_egress(egress.clone(), headers.clone());
+    let k = udp_from(1, 1, 2);
+    let t = backer.translate(&k, 0, false);
+    assert_eq!(t.actions, vec![Output(2)], "not known: the port's queue");
+    let g = backer.generation();
+    egress
+        .known
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    backer.underlay_changed();
+    assert!(
+        backer.generation() > g,
+        "the underlay's change is the backer's"
+    );
+    let t = backer.translate(&k, 0, false);
+    let [DpAction::TunnelPush(n), Output(3)] = t.actions[..] else {
+        panic!("{:?}", t.actions)
+    };
+    let h = headers.get(n).unwrap();
+    assert_eq!(h.tunnel_port, 2);
+    assert_eq!(h.template.overhead(), 50);
+    assert_eq!({ t.mask.tun_id }, u64::MAX, "what the way read");
+    assert_eq!(
+        (t.mask.nw_src, t.mask.tp_dst),
+        (0, 0),
+        "the outer packet's fields are not the flow's"
+    );
+    // Another tunnel ID: another header.
+    let t2 = backer.translate(&FlowKey { tun_id: 7, ..k }, 0, false);
+    assert!(matches!(t2.actions[..], [DpAction::TunnelPush(m), Output(3)] if m != n));
+}

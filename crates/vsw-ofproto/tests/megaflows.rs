@@ -251,7 +251,10 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             | DpAction::SetTunnelMetadata(_) => Ok(()),
             // A bridge on no backer decides its select groups in translation; the
             // backer's property test covers recirculation.
-            DpAction::Hash | DpAction::Recirc(_) => panic!("{a} from a bridge alone"),
+            // A bridge on no backer has no tunnel ports of its own either.
+            DpAction::Hash | DpAction::Recirc(_) | DpAction::TunnelPush(_) => {
+                panic!("{a} from a bridge alone")
+            }
             DpAction::SetDlSrc(m) => {
                 buf.set_dl_src(m);
                 Ok(())

@@ -13,8 +13,13 @@ use crate::wire::ethernet::{self, EtherType, VlanTag, ETH_HDR_LEN, VLAN_TAG_LEN}
 use crate::wire::ip::{IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use crate::wire::{ipv4, ipv6, sctp, tcp, udp};
 
-/// Room in front of the frame for pushed tags.
-pub const HEADROOM: usize = 64;
+/// Room in front of the frame for pushed tags and a tunnel's outer headers
+/// ([`MAX_PUSHED_HEADER`] and a few tags).
+pub const HEADROOM: usize = MAX_PUSHED_HEADER + 32;
+
+/// The longest outer header [`PacketBuf::push_tunnel`] puts in front of a frame: an
+/// IPv6 Geneve header with 16 bytes of options (longer ones are not pushed here).
+pub const MAX_PUSHED_HEADER: usize = 14 + 40 + 8 + 8 + 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RewriteError {
@@ -138,6 +143,48 @@ impl PacketBuf {
             eth.set_outer_tag(VlanTag { tpid, tci });
         }
         self.vnet = self.vnet.shifted(VLAN_TAG_LEN as u16);
+        Ok(())
+    }
+
+    /// Puts `template`'s outer headers in front of the frame (Open vSwitch's
+    /// `tnl_push`): the UDP source port from the inner frame's hash, IPv4 ID
+    /// `ip_id`. A super-frame keeps its segmentation, moved behind the outer
+    /// headers (what takes it cuts it as a UDP tunnel's); any other frame has its
+    /// checksum finished first, before the outer UDP checksum covers it. `TooBig`
+    /// when the outer packet would pass IP's largest (a super-frame then goes in
+    /// parts, [`crate::gso::split_super_frame`]), `NoHeadroom` for a header longer
+    /// than [`MAX_PUSHED_HEADER`].
+    pub fn push_tunnel(
+        &mut self,
+        template: &crate::tunnel::EncapTemplate,
+        ip_id: u16,
+    ) -> Result<(), RewriteError> {
+        let at = template.overhead();
+        if self.start < at {
+            return Err(RewriteError::NoHeadroom);
+        }
+        if self.len > template.inner_frame_max(usize::from(u16::MAX)) {
+            return Err(RewriteError::TooBig);
+        }
+        let gso = self.vnet.is_gso();
+        if !gso {
+            let vnet = self.vnet;
+            crate::gso::complete_checksum(self.data_mut(), &vnet)
+                .map_err(|_| RewriteError::TooBig)?;
+        }
+        let sport = crate::tunnel::udp_source_port(crate::tunnel::flow_hash(self.data()));
+        let inner_len = self.len;
+        self.start -= at;
+        self.len += at;
+        let (start, len) = (self.start, self.len);
+        template
+            .finish(&mut self.buf[start..start + len], inner_len, sport, ip_id)
+            .ok_or(RewriteError::TooBig)?;
+        self.vnet = if gso {
+            self.vnet.shifted(at as u16)
+        } else {
+            VnetHdr::default()
+        };
         Ok(())
     }
 

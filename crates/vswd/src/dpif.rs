@@ -124,6 +124,21 @@ pub struct Dpif {
     stop: Arc<AtomicBool>,
 }
 
+/// The tunnels' state (routes, neighbours, tunnel ports) as translation asks it.
+struct TunnelWorldEgress;
+
+impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
+    fn way_out(
+        &self,
+        port: &str,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<vsw_ofproto::TunnelWay> {
+        let (spec, underlay) = vsw_netdev::tunnel::world().way_out(port, key, mask)?;
+        Some(vsw_ofproto::TunnelWay { spec, underlay })
+    }
+}
+
 impl Dpif {
     /// Starts a datapath with `settings` (its PMDs pinned to their cores), every
     /// miss handed to its backer, and the thread that hands what the datapath sends
@@ -135,6 +150,17 @@ impl Dpif {
         })?;
         let backer = Backer::new();
         dp.set_upcall(backer.clone())?;
+        // Tunnel ports send natively (their outer headers pushed in the packet's
+        // own datapath pass) where the tunnels' state knows the way.
+        backer.set_tunnel_egress(Arc::new(TunnelWorldEgress), dp.push_headers());
+        let watcher = Arc::downgrade(&backer);
+        vsw_netdev::tunnel::world().watch(Box::new(move || match watcher.upgrade() {
+            Some(b) => {
+                b.underlay_changed();
+                true
+            }
+            None => false,
+        }));
         dp.set_rxq_assign(settings.rxq_assign)?;
         dp.set_emc_insert_inv_prob(settings.emc_insert_inv_prob)?;
         dp.set_tx_flush_interval(settings.tx_flush_interval)?;

@@ -246,6 +246,12 @@ pub trait PortDevice: Send {
         None
     }
 
+    /// Whether it is a tunnel port (translation pushes its outer headers itself
+    /// where the tunnels' state knows the way).
+    fn is_tunnel(&self) -> bool {
+        false
+    }
+
     /// vsw's receiving socket on the open device, for an offload provider that filters
     /// what reaches it.
     fn offload_socket(&self) -> Option<&OwnedFd> {

@@ -122,6 +122,10 @@ impl PortDevice for TunnelDevice {
         Some(crate::tunnel::inner_mtu(&self.config) as u32)
     }
 
+    fn is_tunnel(&self) -> bool {
+        true
+    }
+
     fn set_mtu(&mut self, mtu: Option<u32>) -> Result<(), PortError> {
         super::mtu_not_set(&self.name, mtu)
     }

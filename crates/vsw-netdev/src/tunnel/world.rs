@@ -138,8 +138,10 @@ pub(crate) struct Snapshot {
     /// A persistent map: the snapshot's copy shares the control side's.
     pub neigh: NeighbourTable,
     pub bridges: BTreeMap<String, BridgeEnd>,
-    /// The open tunnel ports (their names are the control side's).
+    /// The open tunnel ports.
     pub ports: Vec<PortEnd>,
+    /// Where each port's name is in `ports`.
+    pub by_name: std::collections::HashMap<String, usize>,
     /// The UDP ports tunnel packets arrive on.
     pub listen: TunnelPorts,
     /// Each bridge's TLV map: the Geneve option it names `tun_metadata0`.
@@ -185,7 +187,12 @@ pub struct TunnelWorld {
     /// Neighbours PMDs saw: (address, MAC, bridge).
     learned: ArrayQueue<(IpAddr, MacAddr, Arc<str>)>,
     drops: [AtomicU64; TunnelDrop::ALL.len()],
+    /// Told of every new snapshot (false: it is gone, forget it).
+    watchers: Mutex<Vec<Watcher>>,
 }
+
+/// What a new snapshot is told to (a slow path whose flows send through tunnels).
+pub type Watcher = Box<dyn Fn() -> bool + Send>;
 
 /// The process's tunnel state.
 pub fn world() -> &'static TunnelWorld {
@@ -197,12 +204,14 @@ pub fn world() -> &'static TunnelWorld {
             neigh: NeighbourTable::default(),
             bridges: BTreeMap::new(),
             ports: Vec::new(),
+            by_name: Default::default(),
             listen: TunnelPorts::default(),
             metadata0: BTreeMap::new(),
         }),
         state: Mutex::new(State::default()),
         learned: ArrayQueue::new(4096),
         drops: TunnelDrop::ALL.map(|_| AtomicU64::new(0)),
+        watchers: Mutex::new(Vec::new()),
     })
 }
 
@@ -248,9 +257,100 @@ impl TunnelWorld {
                     ..p.clone()
                 })
                 .collect(),
+            by_name: s
+                .ports
+                .keys()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
+                .collect(),
             listen,
             metadata0: s.metadata0.clone(),
         }));
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|w| w());
+    }
+
+    /// Calls `watcher` after every change of what tunnels read, until it returns
+    /// false.
+    pub fn watch(&self, watcher: Watcher) {
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(watcher);
+    }
+
+    /// The outer headers of a packet (`key`) leaving by tunnel port `port`, and the
+    /// underlay bridge they enter, as the snapshot says now: the way the port's
+    /// queue would send it (`port.rs`). The key's fields read are set in `mask`.
+    /// `None` where the queue is better placed: no such port, no route, no source
+    /// address, no neighbour yet (the queue asks for it), `tos`/`ttl=inherit`.
+    pub fn way_out(
+        &self,
+        port: &str,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<(vsw_packet::tunnel::EncapSpec, String)> {
+        use vsw_tunnel::config::{FromFlow, Inherit};
+        let snap = self.snapshot();
+        let p = snap.ports.get(*snap.by_name.get(port)?)?;
+        let c = &p.config;
+        if matches!(c.tos, Inherit::Inherit) || matches!(c.ttl, Inherit::Inherit) {
+            return None;
+        }
+        let remote = match c.remote {
+            FromFlow::Fixed(r) => r,
+            FromFlow::Flow => {
+                mask.tun_dst = u32::MAX;
+                if key.tun_dst == 0 {
+                    return None;
+                }
+                IpAddr::V4(std::net::Ipv4Addr::from(key.tun_dst))
+            }
+        };
+        let route = snap.routes.lookup(remote)?;
+        let bridge = snap.bridges.get(&route.dev)?;
+        let src = match c.local {
+            Some(FromFlow::Fixed(l)) => l,
+            _ => snap.routes.source_for(route)?,
+        };
+        let mac = snap
+            .neigh
+            .lookup(&route.dev, route.gateway.unwrap_or(remote))?;
+        let vni = match c.key {
+            FromFlow::Fixed(k) => k,
+            FromFlow::Flow => {
+                mask.tun_id = u64::MAX;
+                key.tun_id as u32
+            }
+        };
+        let mut geneve_options = Vec::new();
+        if let (vsw_packet::tunnel::TunnelKind::Geneve, Some(m)) = (c.kind, p.metadata0) {
+            // The option is sent when a rule gave the packet a value.
+            mask.tun_metadata0 = u32::MAX;
+            if key.tun_metadata0 != 0 {
+                geneve_options = m.tlv();
+                let end = geneve_options.len();
+                geneve_options[end - MetadataOption::LEN..]
+                    .copy_from_slice(&key.tun_metadata0.to_be_bytes());
+            }
+        }
+        let spec = vsw_packet::tunnel::EncapSpec {
+            kind: c.kind,
+            eth_src: bridge.mac,
+            eth_dst: mac,
+            src,
+            dst: remote,
+            tos: c.tos.or_inner(0),
+            ttl: c.ttl.or_inner(64),
+            df: c.df,
+            udp_dst: c.dst_port,
+            udp_csum: c.csum,
+            vni,
+            geneve_options,
+        };
+        Some((spec, route.dev.clone()))
     }
 
     /// The Geneve option `tun_metadata0` stands for on `bridge` from now on

@@ -311,3 +311,113 @@ proptest! {
         prop_assert!(l4_valid(p.data(), 14, false));
     }
 }
+
+fn vxlan_template(csum: bool) -> crate::tunnel::EncapTemplate {
+    use std::net::{IpAddr, Ipv4Addr};
+    crate::tunnel::EncapTemplate::new(&crate::tunnel::EncapSpec {
+        kind: crate::tunnel::TunnelKind::Vxlan,
+        eth_src: MacAddr([2, 0, 0, 0, 0, 1]),
+        eth_dst: MacAddr([2, 0, 0, 0, 0, 2]),
+        src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+        dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
+        tos: 0,
+        ttl: 64,
+        df: true,
+        udp_dst: 4789,
+        udp_csum: csum,
+        vni: 42,
+        geneve_options: Vec::new(),
+    })
+    .unwrap()
+}
+
+/// A pushed header decapsulates back to the frame it was pushed on, with its VNI
+/// and checksums right; an unfinished inner checksum is finished first.
+#[test]
+fn a_pushed_tunnel_header_decapsulates_back_to_the_frame() {
+    let ports = crate::tunnel::TunnelPorts {
+        vxlan: Some(4789),
+        geneve: None,
+    };
+    let frame = with_l4_csum(
+        builder::ethernet(
+            DST_MAC,
+            SRC_MAC,
+            &[],
+            EtherType::IPV4,
+            &builder::ipv4(&Ipv4::default(), &builder::udp(1000, 2000, &[7u8; 100])),
+        ),
+        false,
+    );
+    for csum in [false, true] {
+        let mut buf = PacketBuf::new(2048);
+        buf.load(&frame, None, VnetHdr::default()).unwrap();
+        buf.push_tunnel(&vxlan_template(csum), 9).unwrap();
+        assert_eq!(buf.data().len(), frame.len() + 50);
+        assert_eq!(buf.vnet, VnetHdr::default());
+        let d = crate::tunnel::decap(buf.data(), &ports, false, |_, _| false).unwrap();
+        assert_eq!(d.inner, &frame[..]);
+        assert_eq!((d.meta.id, d.meta.csum), (42, csum));
+    }
+    // A partial checksum (left to the device) is finished before the header covers it.
+    let mut partial = frame.clone();
+    // The device's way: the checksum field holds the pseudo-header's sum.
+    let at = 14 + 20 + 6;
+    let seed = pseudo(&partial, 14, false, 17, partial.len() - 34) as u16;
+    partial[at..at + 2].copy_from_slice(&seed.to_be_bytes());
+    let vnet = VnetHdr {
+        flags: VNET_F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 6,
+        ..VnetHdr::default()
+    };
+    let mut buf = PacketBuf::new(2048);
+    buf.load(&partial, None, vnet).unwrap();
+    buf.push_tunnel(&vxlan_template(true), 1).unwrap();
+    let d = crate::tunnel::decap(buf.data(), &ports, false, |_, _| false).unwrap();
+    assert_eq!(
+        sum16(
+            &d.inner[34..],
+            pseudo(d.inner, 14, false, 17, d.inner.len() - 34)
+        ),
+        0xffff
+    );
+}
+
+/// A super-frame keeps its segmentation behind the header; one whose outer packet
+/// would pass IP's largest, and a header longer than the headroom, are refused.
+#[test]
+fn a_pushed_super_frame_keeps_its_segmentation_and_an_oversized_one_is_refused() {
+    let t = vxlan_template(false);
+    let vnet = VnetHdr {
+        gso_type: crate::vnet::VNET_GSO_TCPV4,
+        gso_size: 1448,
+        hdr_len: 66,
+        flags: VNET_F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    let tcp_frame = |payload: &[u8]| {
+        let ip = Ipv4 {
+            proto: IPPROTO_TCP,
+            ..Ipv4::default()
+        };
+        builder::ethernet(
+            DST_MAC,
+            SRC_MAC,
+            &[],
+            EtherType::IPV4,
+            &builder::ipv4(&ip, &builder::tcp(1, 2, 0x10, payload)),
+        )
+    };
+    let small = tcp_frame(&[1u8; 4000]);
+    let mut buf = PacketBuf::new(70_000);
+    buf.load(&small, None, vnet).unwrap();
+    buf.push_tunnel(&t, 0).unwrap();
+    assert_eq!(buf.vnet, vnet.shifted(50));
+    // 65,524 bytes: with 50 more, the outer IP packet would pass 65,535.
+    let big = tcp_frame(&vec![1u8; 65_470]);
+    buf.load(&big, None, vnet).unwrap();
+    assert_eq!(buf.push_tunnel(&t, 0), Err(RewriteError::TooBig));
+    assert_eq!(buf.data(), &big[..], "nothing changed");
+}

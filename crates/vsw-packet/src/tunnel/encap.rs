@@ -53,7 +53,7 @@ pub enum EncapError {
 
 /// A tunnel port's outer headers toward one neighbour, ready to be put in front of
 /// frames.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct EncapTemplate {
     header: Vec<u8>,
     ipv6: bool,

@@ -100,13 +100,19 @@ impl Switch {
     }
 
     /// A patch port joins its peer (in whichever bridge of the datapath it is, as
-    /// soon as both are there): translation goes on across it.
+    /// soon as both are there): translation goes on across it. A tunnel port is
+    /// named to the backer, which pushes its outer headers in translation.
     pub(super) fn join_patch(&self, no: u32) {
         let port = &self.ports[&no];
         if let Some(peer) = port.device.patch_peer() {
             self.dpif
                 .backer()
                 .set_patch(self.slot, no, &port.name, peer);
+        }
+        if port.device.is_tunnel() {
+            self.dpif
+                .backer()
+                .set_tunnel_port(self.slot, no, &port.name);
         }
     }
 

@@ -1,0 +1,33 @@
+//! Native tunnel output (Open vSwitch's `native_tunnel_output`): a packet a bridge
+//! sends to a tunnel port gets its outer headers in the same datapath pass
+//! (`DpAction::TunnelPush`), and translation goes on in the underlay bridge as if
+//! that bridge's LOCAL port had sent the outer packet — one datapath flow from the
+//! workload's port to the wire, no copy into the tunnel port's queue and no second
+//! lookup.
+//!
+//! What the outer headers are (route, source address, next hop's MAC, the port's
+//! options) is the tunnel side's to say, through [`TunnelEgress`]. Where it cannot
+//! say now (no route, the next hop's MAC not known yet), translation outputs to the
+//! tunnel port itself, whose queue asks for the neighbour and counts the drop; the
+//! flow depends on the underlay ([`crate::Backer::underlay_changed`]), so that the
+//! revalidator makes it native once the way is known.
+
+use vsw_packet::tunnel::EncapSpec;
+use vsw_packet::FlowKey;
+
+/// The tunnel side, as translation asks it.
+pub trait TunnelEgress: Send + Sync {
+    /// The outer headers of a packet (`key`, as the actions so far left it)
+    /// leaving by tunnel port `port`, and the underlay bridge they enter; the key's
+    /// fields the answer read are set in `mask` (`tun_dst` of a `remote_ip=flow`
+    /// port, `tun_id` of `key=flow`, …). `None`: not known now.
+    fn way_out(&self, port: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<TunnelWay>;
+}
+
+/// Where a tunnel packet goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TunnelWay {
+    pub spec: EncapSpec,
+    /// The bridge whose LOCAL port the outer packet leaves by.
+    pub underlay: String,
+}
