@@ -99,6 +99,7 @@ impl Datapath {
             punts: Arc::new(PuntQueues::new()),
             meters: Meters::default(),
             push_headers: Arc::default(),
+            decap_drops: Arc::default(),
         });
         // Measured before the PMDs start so that no PMD ever waits for it.
         crate::clock::cycles_per_second();
@@ -291,6 +292,11 @@ impl Datapath {
     /// what translation interns its headers in.
     pub fn push_headers(&self) -> Arc<crate::push_headers::PushHeaders> {
         self.shared.push_headers.clone()
+    }
+
+    /// What this datapath's `TunnelPop` actions refused, by reason.
+    pub fn decap_drops(&self) -> Arc<crate::tunnel_pop::DecapDrops> {
+        self.shared.decap_drops.clone()
     }
 
     pub fn upcall(&self) -> Arc<dyn Upcall> {

@@ -65,6 +65,15 @@ pub enum DpAction {
     /// super-frame the outer packet cannot hold) goes to the tunnel port's own
     /// queue instead, and those actions are left out for it.
     TunnelPush(u32),
+    /// Take off the outer headers of a tunnel packet of this kind to this UDP port
+    /// (Open vSwitch's `tnl_pop`) and look the inner frame up again, as received on
+    /// the kind's receive point (`tunnel_pop::VXLAN_RECEIVE`, `GENEVE_RECEIVE`) with
+    /// its tunnel in the key, running that flow's actions here (as `Recirc`). A
+    /// packet decapsulation refuses is dropped and counted by reason.
+    TunnelPop {
+        geneve: bool,
+        udp_port: u16,
+    },
 }
 
 impl DpAction {
@@ -102,6 +111,10 @@ impl fmt::Display for DpAction {
             DpAction::Hash => f.write_str("hash(l4(0))"),
             DpAction::Recirc(id) => write!(f, "recirc(0x{id:x})"),
             DpAction::TunnelPush(n) => write!(f, "tnl_push(header({n}))"),
+            DpAction::TunnelPop { geneve, udp_port } => {
+                let kind = if *geneve { "genev_sys" } else { "vxlan_sys" };
+                write!(f, "tnl_pop({kind}_{udp_port})")
+            }
         }
     }
 }

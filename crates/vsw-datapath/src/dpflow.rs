@@ -87,7 +87,10 @@ impl DpFlow {
             key: *key,
             matcher: Match::new(*key, mask),
             rewrites: t.actions.iter().any(DpAction::rewrites),
-            recirculates: t.actions.iter().any(|a| matches!(a, DpAction::Recirc(_))),
+            recirculates: t
+                .actions
+                .iter()
+                .any(|a| matches!(a, DpAction::Recirc(_) | DpAction::TunnelPop { .. })),
             actions: t.actions.into_boxed_slice(),
             created_ms: now_ms,
             packets: AtomicU64::new(0),

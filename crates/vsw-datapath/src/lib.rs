@@ -27,6 +27,7 @@ pub mod ring;
 mod rule_index;
 mod shared;
 pub mod stats;
+pub mod tunnel_pop;
 pub mod txbatch;
 pub mod upcall;
 

@@ -1140,7 +1140,8 @@ fn process_batch(
                     | DpAction::Controller(_)
                     | DpAction::Hash
                     | DpAction::Recirc(_)
-                    | DpAction::TunnelPush(_) => {}
+                    | DpAction::TunnelPush(_)
+                    | DpAction::TunnelPop { .. } => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
@@ -1278,6 +1279,64 @@ impl Pass<'_, '_, '_> {
         Some(again.tally[at].0.clone())
     }
 
+    /// Takes the outer headers off the packet (`TunnelPop`): where its next pass
+    /// comes from, or `None` when decapsulation refused it (counted by reason).
+    fn pop(&mut self, geneve: bool, udp_port: u16) -> Option<Origin> {
+        let ports = vsw_packet::tunnel::TunnelPorts {
+            vxlan: (!geneve).then_some(udp_port),
+            geneve: geneve.then_some(udp_port),
+        };
+        let vnet = self.scratch.vnet;
+        // The sender's device vouches for the outer checksum (one left to finish,
+        // or one the kernel checked).
+        let vouched = vnet.flags & (VNET_F_NEEDS_CSUM | vsw_packet::vnet::VNET_F_DATA_VALID) != 0;
+        let data = self.scratch.data();
+        // No bridge names a Geneve option here (translation pops only then): a
+        // critical one is unknown.
+        let (at, len, key) = match vsw_packet::tunnel::decap(data, &ports, vouched, |_, _| false) {
+            Ok(d) => {
+                let at = (d.inner.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+                let v4 = |a: std::net::IpAddr| match a {
+                    std::net::IpAddr::V4(a) => u32::from(a),
+                    std::net::IpAddr::V6(_) => 0,
+                };
+                let key = TunnelKey {
+                    id: u64::from(d.meta.id),
+                    src: v4(d.meta.src),
+                    dst: v4(d.meta.dst),
+                    metadata0: 0,
+                    flags: if d.meta.oam {
+                        vsw_packet::key::TUN_FLAG_OAM
+                    } else {
+                        0
+                    },
+                };
+                (at, d.inner.len(), key)
+            }
+            Err(e) => {
+                self.shared.decap_drops.count(&e);
+                return None;
+            }
+        };
+        // A checksum the sender left to finish inside the inner frame stays so;
+        // one left in the outer headers is gone with them.
+        let inner_vnet = match u16::try_from(at) {
+            Ok(off) if vnet.flags & VNET_F_NEEDS_CSUM != 0 && vnet.csum_start >= off => {
+                vnet.unshifted(off)
+            }
+            _ => VnetHdr::default(),
+        };
+        self.scratch.keep(at, len, inner_vnet);
+        Some(Origin {
+            in_port: if geneve {
+                crate::tunnel_pop::GENEVE_RECEIVE
+            } else {
+                crate::tunnel_pop::VXLAN_RECEIVE
+            },
+            tunnel: key,
+        })
+    }
+
     /// Runs `actions`, `depth` recirculations deep; returns early when the packet
     /// goes no further on this pass.
     fn run(&mut self, actions: &[DpAction], from: Origin, depth: usize) {
@@ -1413,6 +1472,18 @@ impl Pass<'_, '_, '_> {
                         next = end_of_copy(actions, next);
                         Ok(())
                     }
+                }
+                DpAction::TunnelPop { geneve, udp_port } => {
+                    let Some(popped) = self.pop(geneve, udp_port) else {
+                        return;
+                    };
+                    let next = self.next_flow(0, popped, 0, depth, None);
+                    if let Some(flow) = next {
+                        let held = self.saved.held;
+                        self.run(&flow.actions, popped, depth + 1);
+                        self.saved.held = held;
+                    }
+                    Ok(())
                 }
                 DpAction::Recirc(id) => {
                     let from = Origin { in_port, tunnel };

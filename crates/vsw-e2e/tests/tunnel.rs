@@ -69,8 +69,11 @@ fn vxlan_to_the_linux_kernel_both_ways() {
     let appctl = |args: &[&str]| appctl(&d, args);
     // The workload's packets got their outer headers in their own datapath pass
     // (native tunnelling: one flow from the workload's port to the wire).
+    // And the kernel's packets had theirs taken off in theirs (looked up again as
+    // received on the VXLAN receive point).
     let dp_flows = appctl(&["dpctl/dump-flows"]);
     assert!(dp_flows.contains("tnl_push("), "{dp_flows}");
+    assert!(dp_flows.contains("tnl_pop(vxlan_sys_4789)"), "{dp_flows}");
     assert!(appctl(&["tnl/neigh/show"]).contains("198.18.5.1"));
     assert!(appctl(&["ovs/route/show"]).contains("198.18.5.0/24 dev br-phy SRC 198.18.5.2"));
     let ports = appctl(&["tnl/ports/show"]);

@@ -42,6 +42,17 @@ pub enum BackerError {
     PortInUse(u32),
 }
 
+/// Where a translation starts.
+enum Start<'a> {
+    /// Table 0, as a packet received.
+    Table0,
+    /// Where this frozen translation stopped.
+    Resumed(&'a Arc<Frozen>),
+    /// Table 0 of the bridge of the tunnel port the tunnels' state chose for a
+    /// popped packet (the flow depends on that state's changes).
+    Popped(Option<Arc<Changes>>),
+}
+
 pub struct Backer {
     generation: Arc<Generation>,
     /// The map's own changes (every flow depends on them).
@@ -311,20 +322,87 @@ impl Backer {
         self.map.load().bridges.contains_key(&slot)
     }
 
-    /// Translates `key` (in bridge `slot`'s numbers) in that bridge, from table 0 or
-    /// (`from`) where a translation froze: what the datapath caches.
+    /// A drop, for this input port (or recirculation) only.
+    fn dropped(&self) -> Translation {
+        Translation {
+            mask: FlowKey {
+                in_port: u32::MAX,
+                recirc_id: u32::MAX,
+                ..FlowKey::default()
+            },
+            actions: Vec::new(),
+            attribution: Arc::new(NoAttribution),
+            generation: self.generation.get(),
+        }
+    }
+
+    /// Translates a popped tunnel packet's next pass (`key`: the receive point of its
+    /// kind, its tunnel): as received on the tunnel port its tunnel is for, in that
+    /// port's bridge; the flow matches the tunnel fields that chose the port.
+    fn translate_popped(
+        &self,
+        geneve: bool,
+        key: &FlowKey,
+        now_ms: u64,
+        learn: bool,
+    ) -> Translation {
+        let map = self.map.load();
+        let mut chose = FlowKey::default();
+        let port = map
+            .tunnels
+            .as_ref()
+            .and_then(|t| t.egress.receiving_port(geneve, key, &mut chose));
+        let found = port.and_then(|name| {
+            map.tunnel_ports
+                .iter()
+                .find(|(_, n)| **n == name)
+                .map(|((slot, of), _)| (*slot, *of))
+        });
+        let depends = map.tunnels.as_ref().map(|t| t.changes.clone());
+        let Some((slot, of_port)) = found else {
+            // No port's: dropped, for these tunnel fields alone.
+            let mut t = self.dropped();
+            t.mask.tun_src = u32::MAX;
+            t.mask.tun_dst = u32::MAX;
+            t.mask.tun_id = u64::MAX;
+            return t;
+        };
+        let Some(bridge) = map.bridges.get(&slot).map(|e| e.state.clone()) else {
+            return self.dropped();
+        };
+        drop(map);
+        let k = FlowKey {
+            in_port: of_port,
+            ..*key
+        };
+        let mut t = self.translate_in(slot, &bridge, &k, (now_ms, learn), Start::Popped(depends));
+        for (m, c) in t.mask.words_mut().iter_mut().zip(chose.words()) {
+            *m |= c;
+        }
+        t
+    }
+
+    /// Translates `key` (in bridge `slot`'s numbers) in that bridge, from where
+    /// `start` says: what the datapath caches.
     fn translate_in(
         &self,
         slot: BridgeSlot,
         bridge: &BridgeState,
         key: &FlowKey,
-        now_ms: u64,
-        learn: bool,
-        from: Option<&Arc<Frozen>>,
+        (now_ms, learn): (u64, bool),
+        start: Start<'_>,
     ) -> Translation {
-        let (x, generation) = self.with_view(slot, |view| {
+        let from = match &start {
+            Start::Resumed(state) => Some(*state),
+            Start::Table0 | Start::Popped(_) => None,
+        };
+        let (mut x, generation) = self.with_view(slot, |view| {
             run::run(bridge, Some(view), key, now_ms, learn, false, from)
         });
+        // A popped packet's port was chosen by the tunnels' state.
+        if let Start::Popped(underlay) = start {
+            x.crossed.extend(underlay);
+        }
         run::credited(bridge, x, generation, Some(self.changes()))
     }
 }
@@ -335,17 +413,7 @@ impl Upcall for Backer {
     }
 
     fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
-        let dropped = || Translation {
-            // For this input port (or recirculation) only.
-            mask: FlowKey {
-                in_port: u32::MAX,
-                recirc_id: u32::MAX,
-                ..FlowKey::default()
-            },
-            actions: Vec::new(),
-            attribution: Arc::new(NoAttribution),
-            generation: self.generation.get(),
-        };
+        let dropped = || self.dropped();
         if key.recirc_id != 0 {
             // A later pass: the translation resumes where it froze.
             let Some(state) = self.frozen_state(key.recirc_id) else {
@@ -355,7 +423,16 @@ impl Upcall for Backer {
                 return dropped();
             };
             let thawed = state.thaw(key);
-            return self.translate_in(state.slot, &bridge, &thawed, now_ms, learn, Some(&state));
+            return self.translate_in(
+                state.slot,
+                &bridge,
+                &thawed,
+                (now_ms, learn),
+                Start::Resumed(&state),
+            );
+        }
+        if let Some(geneve) = vsw_datapath::tunnel_pop::receive_point(key.in_port) {
+            return self.translate_popped(geneve, key, now_ms, learn);
         }
         let map = self.map.load();
         let Some((slot, of_port)) = map.by_dp.get(&key.in_port).copied() else {
@@ -367,7 +444,7 @@ impl Upcall for Backer {
         let mut k = *key;
         k.in_port = of_port;
         // In the bridge's numbers; it emits its actions in the datapath's.
-        self.translate_in(slot, &bridge, &k, now_ms, learn, None)
+        self.translate_in(slot, &bridge, &k, (now_ms, learn), Start::Table0)
     }
 
     fn revalidating(&self, now_ms: u64) {

@@ -1,4 +1,4 @@
-//! Native tunnel output (Open vSwitch's `native_tunnel_output`): a packet a bridge
+//! Native tunnels. Output (Open vSwitch's `native_tunnel_output`): a packet a bridge
 //! sends to a tunnel port gets its outer headers in the same datapath pass
 //! (`DpAction::TunnelPush`), and translation goes on in the underlay bridge as if
 //! that bridge's LOCAL port had sent the outer packet — one datapath flow from the
@@ -11,6 +11,13 @@
 //! tunnel port itself, whose queue asks for the neighbour and counts the drop; the
 //! flow depends on the underlay ([`crate::Backer::underlay_changed`]), so that the
 //! revalidator makes it native once the way is known.
+//!
+//! Input (`terminate_native_tunnel`): a tunnel packet a bridge sends to its LOCAL
+//! port (the host's address) has its outer headers taken off in the same pass
+//! (`DpAction::TunnelPop`) and is looked up again as received on the kind's
+//! receive point with its tunnel in the key; that lookup's translation asks which
+//! tunnel port it is for ([`TunnelEgress::receiving_port`]) and goes on in that
+//! port's bridge.
 
 use vsw_packet::tunnel::EncapSpec;
 use vsw_packet::FlowKey;
@@ -22,6 +29,27 @@ pub trait TunnelEgress: Send + Sync {
     /// fields the answer read are set in `mask` (`tun_dst` of a `remote_ip=flow`
     /// port, `tun_id` of `key=flow`, …). `None`: not known now.
     fn way_out(&self, port: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<TunnelWay>;
+
+    /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
+    /// tunnel port takes (Open vSwitch's `terminate_native_tunnel`): then its kind
+    /// (`true`: Geneve) and UDP port, and the datapath takes its outer headers off.
+    /// The key's fields read are set in `mask`. `None`: the host's packet (or one
+    /// the LOCAL port's own check is better placed for).
+    fn terminates(
+        &self,
+        _bridge: &str,
+        _key: &FlowKey,
+        _mask: &mut FlowKey,
+    ) -> Option<(bool, u16)> {
+        None
+    }
+
+    /// The tunnel port a popped packet of this kind is for (`key` holds its tunnel:
+    /// VNI, outer addresses), with the fields read set in `mask`; `None`: no port's
+    /// (its VNI is none's), dropped.
+    fn receiving_port(&self, _geneve: bool, _key: &FlowKey, _mask: &mut FlowKey) -> Option<String> {
+        None
+    }
 }
 
 /// Where a tunnel packet goes.

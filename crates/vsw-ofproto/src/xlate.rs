@@ -397,13 +397,41 @@ impl Ctx<'_, '_> {
         if let Some((slot, port)) = b.patch_peer(of_port) {
             self.cross(b, of_port, slot, port);
         } else if let Some(dp) = b.dp_port(of_port) {
-            let native = b
-                .tunnel_port(of_port)
-                .is_some_and(|name| self.tunnel_out(b, of_port, dp, name));
+            let native = match b.tunnel_port(of_port) {
+                Some(name) => self.tunnel_out(b, of_port, dp, name),
+                None => of_port == vsw_flow::LOCAL_PORT && self.tunnel_in(b),
+            };
             if !native {
                 self.emit(DpAction::Output(dp));
             }
         }
+    }
+
+    /// Takes a tunnel packet this bridge sends to its LOCAL port (the host's
+    /// address) out of the host's way: its outer headers come off in the datapath
+    /// and its inner frame is looked up again as its tunnel port received it
+    /// (tunnel_egress.rs). False (nothing emitted) for the host's packets.
+    fn tunnel_in(&mut self, b: BackerView<'_>) -> bool {
+        let (Some(native), Some(me)) = (b.map.tunnels.as_ref(), b.map.bridges.get(&b.slot)) else {
+            return false;
+        };
+        self.out.crossed.push(native.changes.clone());
+        let Some((geneve, udp_port)) =
+            native
+                .egress
+                .terminates(&me.name, &self.key, &mut self.out.mask)
+        else {
+            return false;
+        };
+        self.step(
+            0,
+            "output to LOCAL: a tunnel packet for a tunnel port: tnl_pop, looked up again".into(),
+        );
+        // What follows sees the packet as it was (the copy goes where nothing does).
+        self.emit(DpAction::Save);
+        self.emit(DpAction::TunnelPop { geneve, udp_port });
+        self.emit(DpAction::Restore);
+        true
     }
 
     /// Sends the packet out of tunnel port `of_port` (datapath port `dp`, named

@@ -550,23 +550,42 @@ impl vsw_ofproto::TunnelEgress for OneWay {
             underlay: "phy".into(),
         })
     }
+
+    fn terminates(&self, bridge: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<(bool, u16)> {
+        mask.nw_proto = u8::MAX;
+        mask.tp_dst = u16::MAX;
+        (bridge == "phy" && key.nw_proto == 17 && key.tp_dst == 4789).then_some((false, 4789))
+    }
+
+    fn receiving_port(&self, geneve: bool, key: &FlowKey, mask: &mut FlowKey) -> Option<String> {
+        mask.tun_id = u64::MAX;
+        (!geneve && key.tun_id == 42).then(|| "vx0".to_string())
+    }
 }
 
 /// Output to a tunnel port whose way out is known pushes its header and goes on in
 /// the underlay bridge as from its LOCAL port, in one flow whose mask holds what
 /// the way read, not the outer packet's fields; unknown, the port's queue takes
-/// the packet, until the underlay changes.
+/// the packet, until the underlay changes. A tunnel packet the underlay sends to
+/// its LOCAL port is popped, and its inner frame translated as its tunnel port's.
 #[test]
-fn a_tunnel_port_pushes_its_header_and_the_underlay_bridge_goes_on() {
+fn tunnel_ports_push_and_pop_their_headers_in_translation() {
     let backer = Backer::new();
-    let (ovl, o) =
-        Ofproto::join(&backer, "ovl", pipeline(&["in_port=1,actions=output:2"])).unwrap();
+    let (ovl, o) = Ofproto::join(
+        &backer,
+        "ovl",
+        pipeline(&["in_port=1,actions=output:2", "in_port=2,actions=output:1"]),
+    )
+    .unwrap();
     o.set_ports(vec![1, 2]);
     // The underlay sends what its host sends out of its uplink, and learns.
     let (phy, u) = Ofproto::join(
         &backer,
         "phy",
-        pipeline(&["in_port=65534,actions=output:1"]),
+        pipeline(&[
+            "in_port=65534,actions=output:1",
+            "in_port=1,actions=output:65534",
+        ]),
     )
     .unwrap();
     u.set_ports(vec![1, 65534]);
@@ -607,4 +626,49 @@ fn a_tunnel_port_pushes_its_header_and_the_underlay_bridge_goes_on() {
     // Another tunnel ID: another header.
     let t2 = backer.translate(&FlowKey { tun_id: 7, ..k }, 0, false);
     assert!(matches!(t2.actions[..], [DpAction::TunnelPush(m), Output(3)] if m != n));
+    // From the uplink to the host's address: a tunnel packet a tunnel port takes
+    // is popped (the host gets nothing), and looked up again.
+    let from_wire = FlowKey {
+        tp_dst: 4789,
+        ..udp_from(3, 9, 2)
+    };
+    let p = backer.translate(&from_wire, 0, false);
+    assert_eq!(
+        p.actions,
+        vec![DpAction::TunnelPop {
+            geneve: false,
+            udp_port: 4789
+        }]
+    );
+    assert_eq!({ p.mask.tp_dst }, u16::MAX);
+    let other = backer.translate(&udp_from(3, 9, 2), 0, false);
+    assert_eq!(other.actions, vec![Output(4)], "the host's own");
+    // The inner frame, as vx0 received it: the overlay's rules, matched on the
+    // tunnel fields that chose the port.
+    let popped = FlowKey {
+        in_port: vsw_datapath::tunnel_pop::VXLAN_RECEIVE,
+        tun_id: 42,
+        tun_src: 0xc612_0002,
+        ..udp_from(0, 2, 1)
+    };
+    let t = backer.translate(&popped, 0, false);
+    assert_eq!(t.actions, vec![Output(1)]);
+    assert_eq!(
+        ({ t.mask.in_port }, { t.mask.tun_id }),
+        (u32::MAX, u64::MAX)
+    );
+    let g = backer.generation();
+    backer.underlay_changed();
+    assert!(backer.generation() > g);
+    // A VNI no port has: dropped, for those tunnel fields alone.
+    let none = backer.translate(
+        &FlowKey {
+            tun_id: 7,
+            ..popped
+        },
+        0,
+        false,
+    );
+    assert!(none.actions.is_empty());
+    assert_eq!({ none.mask.tun_id }, u64::MAX);
 }

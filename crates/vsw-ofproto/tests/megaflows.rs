@@ -252,7 +252,10 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             // A bridge on no backer decides its select groups in translation; the
             // backer's property test covers recirculation.
             // A bridge on no backer has no tunnel ports of its own either.
-            DpAction::Hash | DpAction::Recirc(_) | DpAction::TunnelPush(_) => {
+            DpAction::Hash
+            | DpAction::Recirc(_)
+            | DpAction::TunnelPush(_)
+            | DpAction::TunnelPop { .. } => {
                 panic!("{a} from a bridge alone")
             }
             DpAction::SetDlSrc(m) => {

@@ -188,6 +188,15 @@ impl PacketBuf {
         Ok(())
     }
 
+    /// Keeps only the `len` bytes at `at` of the frame (a decapsulated inner frame),
+    /// with offload state `vnet`.
+    pub fn keep(&mut self, at: usize, len: usize, vnet: VnetHdr) {
+        let at = at.min(self.len);
+        self.start += at;
+        self.len = len.min(self.len - at);
+        self.vnet = vnet;
+    }
+
     pub fn strip_vlan(&mut self) {
         if self.outer_tci().is_none() {
             return;

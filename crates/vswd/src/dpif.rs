@@ -137,6 +137,24 @@ impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
         let (spec, underlay) = vsw_netdev::tunnel::world().way_out(port, key, mask)?;
         Some(vsw_ofproto::TunnelWay { spec, underlay })
     }
+
+    fn terminates(
+        &self,
+        bridge: &str,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<(bool, u16)> {
+        vsw_netdev::tunnel::world().terminates(bridge, key, mask)
+    }
+
+    fn receiving_port(
+        &self,
+        geneve: bool,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<String> {
+        vsw_netdev::tunnel::world().receiving_port(geneve, key, mask)
+    }
 }
 
 impl Dpif {
@@ -153,6 +171,7 @@ impl Dpif {
         // Tunnel ports send natively (their outer headers pushed in the packet's
         // own datapath pass) where the tunnels' state knows the way.
         backer.set_tunnel_egress(Arc::new(TunnelWorldEgress), dp.push_headers());
+        vsw_netdev::tunnel::world().count_datapath_drops(dp.decap_drops());
         let watcher = Arc::downgrade(&backer);
         vsw_netdev::tunnel::world().watch(Box::new(move || match watcher.upgrade() {
             Some(b) => {

@@ -140,6 +140,8 @@ pub(crate) struct Snapshot {
     pub bridges: BTreeMap<String, BridgeEnd>,
     /// The open tunnel ports.
     pub ports: Vec<PortEnd>,
+    /// Each port's name, in the order of `ports`.
+    pub names: Vec<String>,
     /// Where each port's name is in `ports`.
     pub by_name: std::collections::HashMap<String, usize>,
     /// The UDP ports tunnel packets arrive on.
@@ -189,6 +191,8 @@ pub struct TunnelWorld {
     drops: [AtomicU64; TunnelDrop::ALL.len()],
     /// Told of every new snapshot (false: it is gone, forget it).
     watchers: Mutex<Vec<Watcher>>,
+    /// What datapaths' `TunnelPop` refused, counted there (added to `drops`).
+    datapath_drops: Mutex<Vec<Arc<vsw_datapath::tunnel_pop::DecapDrops>>>,
 }
 
 /// What a new snapshot is told to (a slow path whose flows send through tunnels).
@@ -204,6 +208,7 @@ pub fn world() -> &'static TunnelWorld {
             neigh: NeighbourTable::default(),
             bridges: BTreeMap::new(),
             ports: Vec::new(),
+            names: Vec::new(),
             by_name: Default::default(),
             listen: TunnelPorts::default(),
             metadata0: BTreeMap::new(),
@@ -212,6 +217,7 @@ pub fn world() -> &'static TunnelWorld {
         learned: ArrayQueue::new(4096),
         drops: TunnelDrop::ALL.map(|_| AtomicU64::new(0)),
         watchers: Mutex::new(Vec::new()),
+        datapath_drops: Mutex::new(Vec::new()),
     })
 }
 
@@ -257,6 +263,7 @@ impl TunnelWorld {
                     ..p.clone()
                 })
                 .collect(),
+            names: s.ports.keys().cloned().collect(),
             by_name: s
                 .ports
                 .keys()
@@ -279,6 +286,90 @@ impl TunnelWorld {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(watcher);
+    }
+
+    /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
+    /// tunnel port takes, decapsulated in the datapath: its kind (`true`: Geneve)
+    /// and UDP port. As the LOCAL port's own check decides (`local.rs`), by the
+    /// outer packet's fields: IPv4 (the key carries IPv4 tunnels), UDP to a port
+    /// tunnels listen on, from the remote end of a port of that kind. `None` for the
+    /// rest, and for every Geneve packet while a bridge's TLV map names an option
+    /// (its value is read where the port is known: the LOCAL port's check).
+    pub fn terminates(
+        &self,
+        bridge: &str,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<(bool, u16)> {
+        use vsw_packet::tunnel::TunnelKind;
+        let snap = self.snapshot();
+        if snap.ports.is_empty() || !snap.bridges.contains_key(bridge) {
+            return None;
+        }
+        mask.dl_type = u16::MAX;
+        if key.dl_type != vsw_packet::EtherType::IPV4 {
+            return None;
+        }
+        mask.nw_proto = u8::MAX;
+        if key.nw_proto != vsw_packet::wire::ip::IPPROTO_UDP {
+            return None;
+        }
+        mask.tp_dst = u16::MAX;
+        let kind = if snap.listen.vxlan == Some(key.tp_dst) {
+            TunnelKind::Vxlan
+        } else if snap.listen.geneve == Some(key.tp_dst) && snap.metadata0.is_empty() {
+            TunnelKind::Geneve
+        } else {
+            return None;
+        };
+        mask.nw_src = u128::MAX;
+        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.nw_src as u32));
+        let from_remote = snap.ports.iter().any(|p| {
+            p.config.kind == kind
+                && match p.config.remote {
+                    vsw_tunnel::config::FromFlow::Fixed(r) => r == src,
+                    vsw_tunnel::config::FromFlow::Flow => true,
+                }
+        });
+        from_remote.then_some((kind == TunnelKind::Geneve, key.tp_dst))
+    }
+
+    /// The tunnel port a packet decapsulated in the datapath is for (`key`: its
+    /// tunnel), as the LOCAL port's check chooses (`local.rs`): of this kind, from
+    /// its remote end, with its VNI. The fields read are set in `mask`.
+    pub fn receiving_port(
+        &self,
+        geneve: bool,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<String> {
+        use vsw_tunnel::config::FromFlow;
+        let kind = if geneve {
+            vsw_packet::tunnel::TunnelKind::Geneve
+        } else {
+            vsw_packet::tunnel::TunnelKind::Vxlan
+        };
+        mask.tun_src = u32::MAX;
+        mask.tun_id = u64::MAX;
+        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.tun_src));
+        let snap = self.snapshot();
+        // In the order the LOCAL port's check looks (the first match).
+        let (name, _) = snap
+            .names
+            .iter()
+            .zip(&snap.ports)
+            .filter(|(_, p)| {
+                p.config.kind == kind
+                    && match p.config.remote {
+                        FromFlow::Fixed(r) => r == src,
+                        FromFlow::Flow => true,
+                    }
+            })
+            .find(|(_, p)| match p.config.key {
+                FromFlow::Fixed(k) => u64::from(k) == key.tun_id,
+                FromFlow::Flow => true,
+            })?;
+        Some(name.clone())
     }
 
     /// The outer headers of a packet (`key`) leaving by tunnel port `port`, and the
@@ -434,12 +525,39 @@ impl TunnelWorld {
         self.drops[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Tunnel drops by reason, as [`TunnelDrop::name`] names them.
+    /// Counts what datapath `drops` (its `TunnelPop`s refused) among the tunnels'
+    /// drops.
+    pub fn count_datapath_drops(&self, drops: Arc<vsw_datapath::tunnel_pop::DecapDrops>) {
+        self.datapath_drops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(drops);
+    }
+
+    /// Tunnel drops by reason, as [`TunnelDrop::name`] names them: the tunnel
+    /// ports' and LOCAL ports' own, and the datapaths' decapsulations.
     pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        let mut counts: Vec<u64> = self
+            .drops
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .collect();
+        for d in self
+            .datapath_drops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            for (e, n) in d.counts() {
+                if let Some(r) = TunnelDrop::of_decap(&e) {
+                    counts[r as usize] += n;
+                }
+            }
+        }
         TunnelDrop::ALL
             .iter()
-            .zip(&self.drops)
-            .map(|(r, n)| (r.name(), n.load(Ordering::Relaxed)))
+            .zip(counts)
+            .map(|(r, n)| (r.name(), n))
             .collect()
     }
 

@@ -1,0 +1,97 @@
+//! What `DpAction::TunnelPop` needs beside the packet: the receive points its next
+//! pass starts from, and the count of what decapsulation refused.
+//!
+//! A popped packet is looked up again as received on a receive point — one
+//! pseudo-port per tunnel kind, Open vSwitch's `vxlan_sys_4789` and
+//! `genev_sys_6081` — with its tunnel (VNI, outer addresses) in the key: the slow
+//! path says which tunnel port of which bridge that is, and the flow matches those
+//! fields, so one flow serves a tunnel port however many remote ends share it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use vsw_packet::tunnel::DecapError;
+
+/// The datapath port a popped VXLAN packet's next pass comes in on.
+pub const VXLAN_RECEIVE: u32 = 0xffff_ff00;
+/// The datapath port a popped Geneve packet's next pass comes in on.
+pub const GENEVE_RECEIVE: u32 = 0xffff_ff01;
+
+/// The kind of receive point `in_port` is (`true`: Geneve), if it is one.
+pub fn receive_point(in_port: u32) -> Option<bool> {
+    match in_port {
+        VXLAN_RECEIVE => Some(false),
+        GENEVE_RECEIVE => Some(true),
+        _ => None,
+    }
+}
+
+/// Every reason decapsulation refuses a packet, in counting order.
+pub const DECAP_DROPS: [DecapError; 8] = [
+    DecapError::Truncated(""),
+    DecapError::Fragment,
+    DecapError::BadIpChecksum,
+    DecapError::BadUdpChecksum,
+    DecapError::VxlanNoVni,
+    DecapError::GeneveNotEthernet,
+    DecapError::UnknownCriticalOption,
+    DecapError::InnerTooShort,
+];
+
+/// Packets `TunnelPop` dropped, by reason.
+#[derive(Debug, Default)]
+pub struct DecapDrops {
+    counts: [AtomicU64; DECAP_DROPS.len()],
+}
+
+fn slot(e: &DecapError) -> Option<usize> {
+    Some(match e {
+        DecapError::NotTunnel => return None,
+        DecapError::Truncated(_) => 0,
+        DecapError::Fragment => 1,
+        DecapError::BadIpChecksum => 2,
+        DecapError::BadUdpChecksum => 3,
+        DecapError::VxlanNoVni => 4,
+        DecapError::GeneveNotEthernet => 5,
+        DecapError::UnknownCriticalOption => 6,
+        DecapError::InnerTooShort => 7,
+    })
+}
+
+impl DecapDrops {
+    /// Counts a refusal; "not a tunnel packet" too, as a truncated one (translation
+    /// saw a tunnel packet: the frame contradicts its own headers).
+    pub fn count(&self, e: &DecapError) {
+        let i = slot(e).unwrap_or(0);
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Each reason with its count.
+    pub fn counts(&self) -> Vec<(DecapError, u64)> {
+        DECAP_DROPS
+            .iter()
+            .zip(&self.counts)
+            .map(|(e, n)| (*e, n.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_reason_counts_in_its_own_slot() {
+        let d = DecapDrops::default();
+        for (i, e) in DECAP_DROPS.iter().enumerate() {
+            assert_eq!(slot(e), Some(i));
+            for _ in 0..=i {
+                d.count(e);
+            }
+        }
+        let counts = d.counts();
+        for (i, (_, n)) in counts.iter().enumerate() {
+            assert_eq!(*n, i as u64 + 1);
+        }
+        assert_eq!(slot(&DecapError::NotTunnel), None);
+    }
+}
