@@ -92,7 +92,7 @@ impl vsw_ofproto::TunnelEgress for WorldEgress {
         bridge: &str,
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
-    ) -> Option<(bool, u16)> {
+    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
         world().terminates(bridge, key, mask)
     }
 

@@ -70,10 +70,7 @@ pub enum DpAction {
     /// the kind's receive point (`tunnel_pop::VXLAN_RECEIVE`, `GENEVE_RECEIVE`) with
     /// its tunnel in the key, running that flow's actions here (as `Recirc`). A
     /// packet decapsulation refuses is dropped and counted by reason.
-    TunnelPop {
-        geneve: bool,
-        udp_port: u16,
-    },
+    TunnelPop(crate::tunnel_pop::Pop),
 }
 
 impl DpAction {
@@ -111,9 +108,13 @@ impl fmt::Display for DpAction {
             DpAction::Hash => f.write_str("hash(l4(0))"),
             DpAction::Recirc(id) => write!(f, "recirc(0x{id:x})"),
             DpAction::TunnelPush(n) => write!(f, "tnl_push(header({n}))"),
-            DpAction::TunnelPop { geneve, udp_port } => {
-                let kind = if *geneve { "genev_sys" } else { "vxlan_sys" };
-                write!(f, "tnl_pop({kind}_{udp_port})")
+            DpAction::TunnelPop(p) => {
+                let kind = if p.geneve { "genev_sys" } else { "vxlan_sys" };
+                write!(f, "tnl_pop({kind}_{}", p.udp_port)?;
+                if let Some((class, kind)) = p.option {
+                    write!(f, ",tun_metadata0=0x{class:04x}/0x{kind:02x}")?;
+                }
+                f.write_str(")")
             }
         }
     }

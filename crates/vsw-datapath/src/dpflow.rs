@@ -90,7 +90,7 @@ impl DpFlow {
             recirculates: t
                 .actions
                 .iter()
-                .any(|a| matches!(a, DpAction::Recirc(_) | DpAction::TunnelPop { .. })),
+                .any(|a| matches!(a, DpAction::Recirc(_) | DpAction::TunnelPop(_))),
             actions: t.actions.into_boxed_slice(),
             created_ms: now_ms,
             packets: AtomicU64::new(0),

@@ -141,7 +141,7 @@ pub fn offloadable(flow: &DpFlow) -> Result<OffloadFlow, String> {
                     | DpAction::SetTunnelDst(_)
                     | DpAction::SetTunnelMetadata(_)
                     | DpAction::TunnelPush(_)
-                    | DpAction::TunnelPop { .. }
+                    | DpAction::TunnelPop(_)
             )
         })
     {

@@ -1141,7 +1141,7 @@ fn process_batch(
                     | DpAction::Hash
                     | DpAction::Recirc(_)
                     | DpAction::TunnelPush(_)
-                    | DpAction::TunnelPop { .. } => {}
+                    | DpAction::TunnelPop(_) => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
@@ -1281,7 +1281,12 @@ impl Pass<'_, '_, '_> {
 
     /// Takes the outer headers off the packet (`TunnelPop`): where its next pass
     /// comes from, or `None` when decapsulation refused it (counted by reason).
-    fn pop(&mut self, geneve: bool, udp_port: u16) -> Option<Origin> {
+    fn pop(&mut self, pop: crate::tunnel_pop::Pop) -> Option<Origin> {
+        let crate::tunnel_pop::Pop {
+            geneve,
+            udp_port,
+            option,
+        } = pop;
         let ports = vsw_packet::tunnel::TunnelPorts {
             vxlan: (!geneve).then_some(udp_port),
             geneve: geneve.then_some(udp_port),
@@ -1291,9 +1296,10 @@ impl Pass<'_, '_, '_> {
         // or one the kernel checked).
         let vouched = vnet.flags & (VNET_F_NEEDS_CSUM | vsw_packet::vnet::VNET_F_DATA_VALID) != 0;
         let data = self.scratch.data();
-        // No bridge names a Geneve option here (translation pops only then): a
-        // critical one is unknown.
-        let (at, len, key) = match vsw_packet::tunnel::decap(data, &ports, vouched, |_, _| false) {
+        // The option the Geneve ports' bridges name is known; any other critical
+        // one is not.
+        let known = |class: u16, kind: u8| option == Some((class, kind));
+        let (at, len, key) = match vsw_packet::tunnel::decap(data, &ports, vouched, known) {
             Ok(d) => {
                 let at = (d.inner.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
                 let v4 = |a: std::net::IpAddr| match a {
@@ -1304,7 +1310,7 @@ impl Pass<'_, '_, '_> {
                     id: u64::from(d.meta.id),
                     src: v4(d.meta.src),
                     dst: v4(d.meta.dst),
-                    metadata0: 0,
+                    metadata0: option.map_or(0, |o| crate::tunnel_pop::option_value(d.options, o)),
                     flags: if d.meta.oam {
                         vsw_packet::key::TUN_FLAG_OAM
                     } else {
@@ -1473,8 +1479,8 @@ impl Pass<'_, '_, '_> {
                         Ok(())
                     }
                 }
-                DpAction::TunnelPop { geneve, udp_port } => {
-                    let Some(popped) = self.pop(geneve, udp_port) else {
+                DpAction::TunnelPop(p) => {
+                    let Some(popped) = self.pop(p) else {
                         return;
                     };
                     let next = self.next_flow(0, popped, 0, depth, None);

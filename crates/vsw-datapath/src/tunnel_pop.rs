@@ -16,6 +16,17 @@ pub const VXLAN_RECEIVE: u32 = 0xffff_ff00;
 /// The datapath port a popped Geneve packet's next pass comes in on.
 pub const GENEVE_RECEIVE: u32 = 0xffff_ff01;
 
+/// What a `TunnelPop` takes off: tunnel packets of this kind to this UDP port, and
+/// for Geneve the option (class, type) every Geneve port's bridge names
+/// `tun_metadata0` (its value goes to the key; any other critical option drops the
+/// packet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pop {
+    pub geneve: bool,
+    pub udp_port: u16,
+    pub option: Option<(u16, u8)>,
+}
+
 /// The kind of receive point `in_port` is (`true`: Geneve), if it is one.
 pub fn receive_point(in_port: u32) -> Option<bool> {
     match in_port {
@@ -23,6 +34,17 @@ pub fn receive_point(in_port: u32) -> Option<bool> {
         GENEVE_RECEIVE => Some(true),
         _ => None,
     }
+}
+
+/// The value of Geneve option `(class, type)` among `options` (whole TLVs), as
+/// `tun_metadata0` holds it: 0 when there is none of its length (4 bytes).
+pub fn option_value(options: &[u8], (class, kind): (u16, u8)) -> u32 {
+    vsw_packet::wire::geneve::options(options)
+        .filter_map(Result::ok)
+        .find(|o| o.class == class && o.kind == kind && o.data.len() == 4)
+        .map_or(0, |o| {
+            o.data.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b))
+        })
 }
 
 /// Every reason decapsulation refuses a packet, in counting order.

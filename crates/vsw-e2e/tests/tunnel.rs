@@ -586,6 +586,13 @@ fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
         || wa.ping(&wb, 1),
     );
     assert!(wb.ping(&wa, 3), "and from Open vSwitch's side");
+    // Popped in the datapath with the option read there (every Geneve port's
+    // bridge names the same one).
+    let dp_flows = appctl(&d_a, &["dpctl/dump-flows"]);
+    assert!(
+        dp_flows.contains("tnl_pop(genev_sys_6081,tun_metadata0=0xffff/0x01)"),
+        "{dp_flows}"
+    );
     let dumped = vsw(&["dump-flows"]);
     assert!(dumped.contains("tun_metadata0=0x1234"), "{dumped}");
     assert!(

@@ -31,8 +31,9 @@ pub trait TunnelEgress: Send + Sync {
     fn way_out(&self, port: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<TunnelWay>;
 
     /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
-    /// tunnel port takes (Open vSwitch's `terminate_native_tunnel`): then its kind
-    /// (`true`: Geneve) and UDP port, and the datapath takes its outer headers off.
+    /// tunnel port takes (Open vSwitch's `terminate_native_tunnel`): then what the
+    /// datapath takes off (the kind, the UDP port, the Geneve option that is
+    /// `tun_metadata0`).
     /// The key's fields read are set in `mask`. `None`: the host's packet (or one
     /// the LOCAL port's own check is better placed for).
     fn terminates(
@@ -40,7 +41,7 @@ pub trait TunnelEgress: Send + Sync {
         _bridge: &str,
         _key: &FlowKey,
         _mask: &mut FlowKey,
-    ) -> Option<(bool, u16)> {
+    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
         None
     }
 

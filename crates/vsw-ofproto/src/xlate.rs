@@ -416,10 +416,9 @@ impl Ctx<'_, '_> {
             return false;
         };
         self.out.crossed.push(native.changes.clone());
-        let Some((geneve, udp_port)) =
-            native
-                .egress
-                .terminates(&me.name, &self.key, &mut self.out.mask)
+        let Some(pop) = native
+            .egress
+            .terminates(&me.name, &self.key, &mut self.out.mask)
         else {
             return false;
         };
@@ -429,7 +428,7 @@ impl Ctx<'_, '_> {
         );
         // What follows sees the packet as it was (the copy goes where nothing does).
         self.emit(DpAction::Save);
-        self.emit(DpAction::TunnelPop { geneve, udp_port });
+        self.emit(DpAction::TunnelPop(pop));
         self.emit(DpAction::Restore);
         true
     }

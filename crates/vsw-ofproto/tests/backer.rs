@@ -514,6 +514,12 @@ mod megaflows {
     }
 }
 
+const VXLAN_POP: vsw_datapath::tunnel_pop::Pop = vsw_datapath::tunnel_pop::Pop {
+    geneve: false,
+    udp_port: 4789,
+    option: None,
+};
+
 /// A tunnel side that knows one port's way out while `known` says so.
 struct OneWay {
     known: std::sync::atomic::AtomicBool,
@@ -551,10 +557,15 @@ impl vsw_ofproto::TunnelEgress for OneWay {
         })
     }
 
-    fn terminates(&self, bridge: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<(bool, u16)> {
+    fn terminates(
+        &self,
+        bridge: &str,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
         mask.nw_proto = u8::MAX;
         mask.tp_dst = u16::MAX;
-        (bridge == "phy" && key.nw_proto == 17 && key.tp_dst == 4789).then_some((false, 4789))
+        (bridge == "phy" && key.nw_proto == 17 && key.tp_dst == 4789).then_some(VXLAN_POP)
     }
 
     fn receiving_port(&self, geneve: bool, key: &FlowKey, mask: &mut FlowKey) -> Option<String> {
@@ -633,13 +644,7 @@ fn tunnel_ports_push_and_pop_their_headers_in_translation() {
         ..udp_from(3, 9, 2)
     };
     let p = backer.translate(&from_wire, 0, false);
-    assert_eq!(
-        p.actions,
-        vec![DpAction::TunnelPop {
-            geneve: false,
-            udp_port: 4789
-        }]
-    );
+    assert_eq!(p.actions, vec![DpAction::TunnelPop(VXLAN_POP)]);
     assert_eq!({ p.mask.tp_dst }, u16::MAX);
     let other = backer.translate(&udp_from(3, 9, 2), 0, false);
     assert_eq!(other.actions, vec![Output(4)], "the host's own");

@@ -84,7 +84,12 @@ impl TunnelEgress for Tunnels {
         })
     }
 
-    fn terminates(&self, bridge: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<(bool, u16)> {
+    fn terminates(
+        &self,
+        bridge: &str,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
         mask.dl_type = u16::MAX;
         mask.nw_proto = u8::MAX;
         mask.tp_dst = u16::MAX;
@@ -94,7 +99,11 @@ impl TunnelEgress for Tunnels {
             && key.nw_proto == 17
             && key.tp_dst == 4789
             && key.nw_src == u128::from(u32::from_be_bytes(REMOTE));
-        tunnel.then_some((false, 4789))
+        tunnel.then_some(vsw_datapath::tunnel_pop::Pop {
+            geneve: false,
+            udp_port: 4789,
+            option: None,
+        })
     }
 
     fn receiving_port(&self, geneve: bool, key: &FlowKey, mask: &mut FlowKey) -> Option<String> {
@@ -412,8 +421,8 @@ fn expected(
                 buf.push_tunnel(&h.template, 0).unwrap();
                 tunnel = TunnelKey::default();
             }
-            DpAction::TunnelPop { geneve, udp_port } => {
-                assert!(!geneve && udp_port == 4789);
+            DpAction::TunnelPop(p) => {
+                assert!(!p.geneve && p.udp_port == 4789 && p.option.is_none());
                 let ports = TunnelPorts {
                     vxlan: Some(4789),
                     geneve: None,

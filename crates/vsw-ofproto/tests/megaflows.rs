@@ -255,7 +255,7 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             DpAction::Hash
             | DpAction::Recirc(_)
             | DpAction::TunnelPush(_)
-            | DpAction::TunnelPop { .. } => {
+            | DpAction::TunnelPop(_) => {
                 panic!("{a} from a bridge alone")
             }
             DpAction::SetDlSrc(m) => {

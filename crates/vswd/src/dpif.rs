@@ -143,7 +143,7 @@ impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
         bridge: &str,
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
-    ) -> Option<(bool, u16)> {
+    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
         vsw_netdev::tunnel::world().terminates(bridge, key, mask)
     }
 

@@ -289,18 +289,19 @@ impl TunnelWorld {
     }
 
     /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
-    /// tunnel port takes, decapsulated in the datapath: its kind (`true`: Geneve)
-    /// and UDP port. As the LOCAL port's own check decides (`local.rs`), by the
-    /// outer packet's fields: IPv4 (the key carries IPv4 tunnels), UDP to a port
-    /// tunnels listen on, from the remote end of a port of that kind. `None` for the
-    /// rest, and for every Geneve packet while a bridge's TLV map names an option
-    /// (its value is read where the port is known: the LOCAL port's check).
+    /// tunnel port takes, decapsulated in the datapath: what to take off. As the
+    /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
+    /// IPv4 (the key carries IPv4 tunnels), UDP to a port tunnels listen on, from the
+    /// remote end of a port of that kind. A Geneve packet is popped while every
+    /// Geneve port's bridge names the same option `tun_metadata0` (or none does): the
+    /// datapath reads that option's value before it knows the port; otherwise the
+    /// LOCAL port's check, which knows the port first, takes it. `None` for the rest.
     pub fn terminates(
         &self,
         bridge: &str,
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
-    ) -> Option<(bool, u16)> {
+    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
         use vsw_packet::tunnel::TunnelKind;
         let snap = self.snapshot();
         if snap.ports.is_empty() || !snap.bridges.contains_key(bridge) {
@@ -315,9 +316,16 @@ impl TunnelWorld {
             return None;
         }
         mask.tp_dst = u16::MAX;
+        let mut geneve_maps = snap
+            .ports
+            .iter()
+            .filter(|p| p.config.kind == TunnelKind::Geneve)
+            .map(|p| p.metadata0);
+        let first_map = geneve_maps.next().flatten();
+        let one_map = geneve_maps.all(|m| m == first_map);
         let kind = if snap.listen.vxlan == Some(key.tp_dst) {
             TunnelKind::Vxlan
-        } else if snap.listen.geneve == Some(key.tp_dst) && snap.metadata0.is_empty() {
+        } else if snap.listen.geneve == Some(key.tp_dst) && one_map {
             TunnelKind::Geneve
         } else {
             return None;
@@ -331,7 +339,12 @@ impl TunnelWorld {
                     vsw_tunnel::config::FromFlow::Flow => true,
                 }
         });
-        from_remote.then_some((kind == TunnelKind::Geneve, key.tp_dst))
+        let geneve = kind == TunnelKind::Geneve;
+        from_remote.then_some(vsw_datapath::tunnel_pop::Pop {
+            geneve,
+            udp_port: key.tp_dst,
+            option: first_map.filter(|_| geneve).map(|m| (m.class, m.kind)),
+        })
     }
 
     /// The tunnel port a packet decapsulated in the datapath is for (`key`: its
