@@ -176,7 +176,7 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
             backer.set_patch(und_b, 10, "vsw-bench-pb", "vsw-bench-pa");
             backer.set_tunnel_port(ovl, 2, "vsw-bench-vxa");
             backer.set_tunnel_port(ovl, 5, "vsw-bench-vxb");
-            backer.set_tunnel_egress(Arc::new(WorldEgress), dp.push_headers());
+            backer.set_tunnel_egress(Arc::new(WorldEgress));
             dp.set_upcall(backer)?;
         }
     }

@@ -98,7 +98,6 @@ impl Datapath {
             kick_cv: Condvar::new(),
             punts: Arc::new(PuntQueues::new()),
             meters: Meters::default(),
-            push_headers: Arc::default(),
             decap_drops: Arc::default(),
         });
         // Measured before the PMDs start so that no PMD ever waits for it.
@@ -286,12 +285,6 @@ impl Datapath {
     pub fn set_upcall(&mut self, upcall: Arc<dyn Upcall>) -> Result<(), DatapathError> {
         let cur = self.current();
         self.publish(cur.ports.clone(), Some(upcall), false, None)
-    }
-
-    /// The numbered tunnel headers this datapath's `TunnelPush` actions name:
-    /// what translation interns its headers in.
-    pub fn push_headers(&self) -> Arc<crate::push_headers::PushHeaders> {
-        self.shared.push_headers.clone()
     }
 
     /// What this datapath's `TunnelPop` actions refused, by reason.

@@ -59,8 +59,8 @@ pub enum DpAction {
     /// flow's actions here; then go on with the actions after this one. On the same
     /// PMD, within the same batch; at most [`MAX_RECIRC_DEPTH`] deep.
     Recirc(u32),
-    /// Put tunnel header number N (`PushHeaders`) in front of the packet (Open
-    /// vSwitch's `tnl_push`); the actions after it are the underlay bridge's, for
+    /// Put the flow's tunnel header N (`DpFlow::headers`) in front of the packet
+    /// (Open vSwitch's `tnl_push`); the actions after it are the underlay bridge's, for
     /// the packet as it then is. A packet the header cannot take whole (its MTU, a
     /// super-frame the outer packet cannot hold) goes to the tunnel port's own
     /// queue instead, and those actions are left out for it.

@@ -49,6 +49,8 @@ pub struct DpFlow {
     generation: AtomicU64,
     /// What the revalidator has pushed to the rules, and whom to credit.
     pushed: Mutex<Pushed>,
+    /// The tunnel headers its `TunnelPush(i)` actions put in front, by index.
+    pub headers: Box<[std::sync::Arc<crate::PushHeader>]>,
 }
 
 struct Pushed {
@@ -92,6 +94,7 @@ impl DpFlow {
                 .iter()
                 .any(|a| matches!(a, DpAction::Recirc(_) | DpAction::TunnelPop(_))),
             actions: t.actions.into_boxed_slice(),
+            headers: t.headers.into_boxed_slice(),
             created_ms: now_ms,
             packets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),

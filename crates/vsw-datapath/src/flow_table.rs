@@ -204,6 +204,7 @@ mod tests {
         let t = Translation {
             mask,
             actions: vec![DpAction::Output(id as u32)],
+            headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 1,
         };

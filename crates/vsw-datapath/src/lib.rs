@@ -21,13 +21,13 @@ mod pmd;
 pub mod port;
 mod port_map;
 pub mod punt;
-pub mod push_headers;
 pub mod revalidate;
 pub mod ring;
 mod rule_index;
 mod shared;
 pub mod stats;
 pub mod tunnel_pop;
+pub mod tunnel_push;
 pub mod txbatch;
 pub mod upcall;
 
@@ -40,8 +40,8 @@ pub use port::{
     TxOffloads, TxQueue, BATCH_SIZE,
 };
 pub use punt::{Injected, Punted, Punts};
-pub use push_headers::{PushHeader, PushHeaders};
 pub use revalidate::{RevalidateSummary, RevalidatorConfig};
 pub use shared::PortHandle;
 pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};
+pub use tunnel_push::PushHeader;
 pub use upcall::{Attribution, DropAll, NoAttribution, Translation, Upcall};

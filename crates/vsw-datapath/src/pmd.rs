@@ -28,9 +28,9 @@ use crate::port::{
     PacketMeta, RxBatch, RxQueue, StageError, TunnelKey, TxOffloads, TxQueue, BATCH_SIZE,
 };
 use crate::port_map::PortMap;
-use crate::push_headers::PushHeader;
 use crate::shared::{lock, PmdControl, PortHandle, Shared, Snapshot};
 use crate::stats::{PmdCounters, PortStats};
+use crate::tunnel_push::PushHeader;
 use crate::txbatch::{BatchClock, AUTO_DEFAULT_US};
 
 /// How long a PMD with nothing to poll sleeps before looking for a change again
@@ -1025,7 +1025,7 @@ impl Worker {
                     &mut self.outputs,
                     &mut self.scratch,
                     &mut self.saved,
-                    &p.actions,
+                    (&p.actions, &p.headers),
                     shared,
                     // A packet-out has no tunnel ID until its actions set one.
                     Origin {
@@ -1159,18 +1159,18 @@ fn process_batch(
                     key,
                     len,
                 };
-                let actions = &flow.actions;
                 run_rewriting(
                     outputs,
                     scratch,
                     saved,
-                    actions,
+                    (&flow.actions, &flow.headers),
                     shared,
                     from,
                     Some(&mut again),
                 );
             } else {
-                run_rewriting(outputs, scratch, saved, &flow.actions, shared, from, None);
+                let todo = (&flow.actions[..], &flow.headers[..]);
+                run_rewriting(outputs, scratch, saved, todo, shared, from, None);
             }
         } else {
             outputs.tally.lost += 1;
@@ -1209,7 +1209,7 @@ fn run_rewriting(
     outputs: &mut Outputs,
     scratch: &mut PacketBuf,
     saved: &mut SavedCopies,
-    actions: &[DpAction],
+    (actions, headers): (&[DpAction], &[Arc<PushHeader>]),
     shared: &Shared,
     from: Origin,
     again: Option<&mut Recirculation<'_, '_>>,
@@ -1223,7 +1223,7 @@ fn run_rewriting(
         shared,
         again,
     };
-    pass.run(actions, from, 0);
+    pass.run(actions, headers, from, 0);
 }
 
 /// One packet's way through its flows' actions.
@@ -1345,7 +1345,13 @@ impl Pass<'_, '_, '_> {
 
     /// Runs `actions`, `depth` recirculations deep; returns early when the packet
     /// goes no further on this pass.
-    fn run(&mut self, actions: &[DpAction], from: Origin, depth: usize) {
+    fn run(
+        &mut self,
+        actions: &[DpAction],
+        headers: &[Arc<PushHeader>],
+        from: Origin,
+        depth: usize,
+    ) {
         let Origin {
             in_port,
             mut tunnel,
@@ -1455,7 +1461,7 @@ impl Pass<'_, '_, '_> {
                     Ok(())
                 }
                 DpAction::TunnelPush(n) => {
-                    let Some(header) = self.shared.push_headers.get(n) else {
+                    let Some(header) = headers.get(n as usize) else {
                         self.outputs.tally.lost += 1;
                         return;
                     };
@@ -1486,7 +1492,7 @@ impl Pass<'_, '_, '_> {
                     let next = self.next_flow(0, popped, 0, depth, None);
                     if let Some(flow) = next {
                         let held = self.saved.held;
-                        self.run(&flow.actions, popped, depth + 1);
+                        self.run(&flow.actions, &flow.headers, popped, depth + 1);
                         self.saved.held = held;
                     }
                     Ok(())
@@ -1499,7 +1505,7 @@ impl Pass<'_, '_, '_> {
                         // leaves the copies it kept: they are let go here, so the
                         // `Restore` after this puts back this pass's copy.
                         let held = self.saved.held;
-                        self.run(&flow.actions, from, depth + 1);
+                        self.run(&flow.actions, &flow.headers, from, depth + 1);
                         self.saved.held = held;
                     }
                     Ok(())

@@ -39,6 +39,8 @@ pub struct Injected {
     /// The port it counts as having come in on (`u32::MAX`: none).
     pub in_port: u32,
     pub actions: Vec<DpAction>,
+    /// The tunnel headers its `TunnelPush(i)` actions put in front.
+    pub headers: Vec<Arc<crate::PushHeader>>,
     pub frame: Vec<u8>,
 }
 

@@ -73,7 +73,12 @@ fn recheck(
 ) {
     sum.translated += 1;
     let t = upcall.translate(&f.key, now_ms, false);
-    if DpFlow::mask_of(&t.mask) == *f.matcher.mask() && t.actions[..] == f.actions[..] {
+    let same_headers = t.headers.len() == f.headers.len()
+        && t.headers.iter().zip(f.headers.iter()).all(|(a, b)| a == b);
+    if DpFlow::mask_of(&t.mask) == *f.matcher.mask()
+        && t.actions[..] == f.actions[..]
+        && same_headers
+    {
         let noted = crate::rule_index::rules_of(f);
         f.confirm(t.generation, t.attribution);
         shared.by_rule.note(f, &noted);

@@ -313,8 +313,6 @@ pub(crate) struct Shared {
     pub punts: Arc<crate::punt::PuntQueues>,
     /// The meters flows measure packets against (`meter.rs`).
     pub meters: crate::meter::Meters,
-    /// The tunnel headers `TunnelPush` puts in front of packets (push_headers.rs).
-    pub push_headers: Arc<crate::push_headers::PushHeaders>,
     /// What `TunnelPop` refused, by reason (tunnel_pop.rs).
     pub decap_drops: Arc<crate::tunnel_pop::DecapDrops>,
 }

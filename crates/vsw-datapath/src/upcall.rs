@@ -46,6 +46,8 @@ pub struct Translation {
     pub mask: FlowKey,
     /// Empty: drop.
     pub actions: Vec<DpAction>,
+    /// The tunnel headers its `TunnelPush(i)` actions put in front, by index.
+    pub headers: Vec<Arc<crate::PushHeader>>,
     pub attribution: Arc<dyn Attribution>,
     /// The generation of the inputs (rules, MAC table, ports) it was made from; see
     /// [`Upcall::generation`].
@@ -80,6 +82,7 @@ impl Upcall for DropAll {
         Translation {
             mask: FlowKey::default(),
             actions: Vec::new(),
+            headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 0,
         }

@@ -132,6 +132,7 @@ fn an_injected_packet_is_sent_by_its_own_actions() {
     let f = frame(1, mac(2), 9);
     let injected = vsw_datapath::Injected {
         in_port: u32::MAX,
+        headers: Vec::new(),
         actions: vec![
             vsw_datapath::DpAction::Output(2),
             vsw_datapath::DpAction::SetTpDst(80),

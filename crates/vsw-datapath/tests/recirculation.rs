@@ -133,6 +133,7 @@ impl Upcall for Loop {
                 ..FlowKey::default()
             },
             actions,
+            headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 0,
         }

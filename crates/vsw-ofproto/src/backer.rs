@@ -245,20 +245,11 @@ impl Backer {
         });
     }
 
-    /// Sends through tunnel ports natively: `egress` says the outer headers,
-    /// `headers` is the datapath's table (`Datapath::push_headers`).
-    pub fn set_tunnel_egress(
-        &self,
-        egress: Arc<dyn crate::TunnelEgress>,
-        headers: Arc<vsw_datapath::PushHeaders>,
-    ) {
+    /// Sends through tunnel ports natively: `egress` says the outer headers.
+    pub fn set_tunnel_egress(&self, egress: Arc<dyn crate::TunnelEgress>) {
         let changes = Changes::new(self.generation.clone());
         let _ = self.change(|m| {
-            m.tunnels = Some(crate::view::NativeTunnels {
-                egress,
-                headers,
-                changes,
-            });
+            m.tunnels = Some(crate::view::NativeTunnels { egress, changes });
             Ok(())
         });
     }
@@ -331,6 +322,7 @@ impl Backer {
                 ..FlowKey::default()
             },
             actions: Vec::new(),
+            headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: self.generation.get(),
         }

@@ -119,6 +119,7 @@ pub(crate) fn credited(
     Translation {
         mask: x.mask,
         actions: x.actions,
+        headers: x.pushed,
         attribution: Arc::new(FlowCredit {
             rules,
             tables: x.tables,

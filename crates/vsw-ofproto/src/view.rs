@@ -65,11 +65,10 @@ pub(crate) struct PortMap {
     pub tunnels: Option<NativeTunnels>,
 }
 
-/// What native tunnel output needs (`tunnel_egress.rs`).
+/// What native tunnels need (`tunnel_egress.rs`).
 #[derive(Clone)]
 pub(crate) struct NativeTunnels {
     pub egress: Arc<dyn crate::TunnelEgress>,
-    pub headers: Arc<vsw_datapath::PushHeaders>,
     /// The underlay's changes (routes, neighbours, tunnel ports' options): every
     /// flow that sent through a tunnel port depends on them.
     pub changes: Arc<crate::generation::Changes>,

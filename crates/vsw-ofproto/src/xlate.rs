@@ -138,6 +138,8 @@ pub struct Xlated {
     pub(crate) crossed: Vec<Arc<crate::generation::Changes>>,
     /// The frozen states it froze at or resumed from: its datapath flow holds them.
     pub(crate) frozen: Vec<Arc<Frozen>>,
+    /// The tunnel headers its `TunnelPush(i)` actions push, by index.
+    pub pushed: Vec<Arc<vsw_datapath::PushHeader>>,
     /// The key after every rewrite.
     pub final_key: FlowKey,
     pub error: Option<XlateError>,
@@ -478,9 +480,14 @@ impl Ctx<'_, '_> {
             template,
             tunnel_port: dp,
         };
-        let Some(number) = native.headers.intern(header) else {
-            return false;
-        };
+        // The flow's own header list: one entry per distinct header.
+        let number = match self.out.pushed.iter().position(|h| **h == header) {
+            Some(i) => i,
+            None => {
+                self.out.pushed.push(Arc::new(header));
+                self.out.pushed.len() - 1
+            }
+        } as u32;
         self.out.mask = mask;
         self.step(
             0,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use vsw_datapath::memory::{memory_port, MemoryPeer};
 use vsw_datapath::{
-    Datapath, DpAction, PmdConfig, PortHandle, PortStats, PushHeaders, TunnelKey, Upcall,
+    Datapath, DpAction, PmdConfig, PortHandle, PortStats, PushHeader, TunnelKey, Upcall,
 };
 use vsw_flow::{parse_flow, parse_group, Pipeline};
 use vsw_ofproto::{Backer, BridgeSlot, Ofproto, TunnelEgress, TunnelWay};
@@ -290,7 +290,6 @@ struct Rig {
     backer: Arc<Backer>,
     overlay: Arc<Ofproto>,
     tunnels: Arc<Tunnels>,
-    headers: Arc<PushHeaders>,
     peers: Vec<MemoryPeer>,
     stats: Vec<Arc<PortStats>>,
     _bridges: Vec<Arc<Ofproto>>,
@@ -339,8 +338,7 @@ fn rig(rules: &[String]) -> Rig {
         next_hop: Mutex::new(mac(0x70)),
         known: AtomicBool::new(true),
     });
-    let headers = dp.push_headers();
-    backer.set_tunnel_egress(tunnels.clone(), headers.clone());
+    backer.set_tunnel_egress(tunnels.clone());
     let (mut peers, mut stats) = (Vec::new(), Vec::new());
     for no in 1..=PORTS {
         let (q, peer) = memory_port(256);
@@ -356,7 +354,6 @@ fn rig(rules: &[String]) -> Rig {
         backer,
         overlay,
         tunnels,
-        headers,
         peers,
         stats,
         _bridges: vec![underlay, patched],
@@ -370,7 +367,7 @@ fn expected(
     r: &Rig,
     buf: &mut PacketBuf,
     key: &FlowKey,
-    actions: &[DpAction],
+    (actions, headers): (&[DpAction], &[Arc<PushHeader>]),
     depth: usize,
 ) -> Vec<(u32, Vec<u8>)> {
     assert!(depth < 8, "recirculation without end");
@@ -411,12 +408,18 @@ fn expected(
                 let next = r.backer.translate(&k, vsw_datapath::clock::now_ms(), false);
                 let mut copy = PacketBuf::new(4096);
                 copy.load(buf.data(), None, VnetHdr::default()).unwrap();
-                out.extend(expected(r, &mut copy, &k, &next.actions, depth + 1));
+                out.extend(expected(
+                    r,
+                    &mut copy,
+                    &k,
+                    (&next.actions, &next.headers),
+                    depth + 1,
+                ));
                 // The recirculated pass ran on the packet itself.
                 buf.load(copy.data(), None, VnetHdr::default()).unwrap();
             }
             DpAction::TunnelPush(n) => {
-                let h = r.headers.get(n).expect("a numbered header");
+                let h = &headers[n as usize];
                 assert_eq!(h.tunnel_port, VX);
                 buf.push_tunnel(&h.template, 0).unwrap();
                 tunnel = TunnelKey::default();
@@ -454,7 +457,13 @@ fn expected(
                 let next = r.backer.translate(&k, vsw_datapath::clock::now_ms(), false);
                 let mut popped = PacketBuf::new(4096);
                 popped.load(d.inner, None, VnetHdr::default()).unwrap();
-                out.extend(expected(r, &mut popped, &k, &next.actions, depth + 1));
+                out.extend(expected(
+                    r,
+                    &mut popped,
+                    &k,
+                    (&next.actions, &next.headers),
+                    depth + 1,
+                ));
                 buf.load(popped.data(), None, VnetHdr::default()).unwrap();
             }
             ref other => panic!("{other} is not in these rules' reach"),
@@ -509,7 +518,8 @@ fn run(ops: &[Op], first: &[String]) -> Result<(), TestCaseError> {
                 let fresh = r.backer.translate(&key, now(), false);
                 let mut buf = PacketBuf::new(4096);
                 buf.load(&frame, None, VnetHdr::default()).unwrap();
-                let mut want = expected(&r, &mut buf, &key, &fresh.actions, 0);
+                let todo = (&fresh.actions[..], &fresh.headers[..]);
+                let mut want = expected(&r, &mut buf, &key, todo, 0);
                 want.sort();
                 prop_assert_eq!(
                     &got,

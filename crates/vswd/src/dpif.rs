@@ -170,7 +170,7 @@ impl Dpif {
         dp.set_upcall(backer.clone())?;
         // Tunnel ports send natively (their outer headers pushed in the packet's
         // own datapath pass) where the tunnels' state knows the way.
-        backer.set_tunnel_egress(Arc::new(TunnelWorldEgress), dp.push_headers());
+        backer.set_tunnel_egress(Arc::new(TunnelWorldEgress));
         vsw_netdev::tunnel::world().count_datapath_drops(dp.decap_drops());
         let watcher = Arc::downgrade(&backer);
         vsw_netdev::tunnel::world().watch(Box::new(move || match watcher.upgrade() {

@@ -208,6 +208,7 @@ fn datapath_flows_that_cannot_be_offloaded_say_why() {
         let t = Translation {
             mask,
             actions,
+            headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 1,
         };

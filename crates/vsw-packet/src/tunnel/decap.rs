@@ -160,6 +160,8 @@ fn outer_ip(frame: &[u8]) -> Result<Outer<'_>, DecapError> {
 /// (NEEDS_CSUM: a frame from a local sender, the Linux vxlan device among them,
 /// whose checksum field holds only the pseudo-header's sum). Otherwise a checksum
 /// present is checked here.
+// A hint for the PMD's pop (its hot caller), where not inlining it cost ~6 %.
+#[inline]
 pub fn decap<'a>(
     frame: &'a [u8],
     ports: &TunnelPorts,

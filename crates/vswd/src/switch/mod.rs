@@ -531,6 +531,7 @@ impl Switch {
         let packet = vsw_datapath::Injected {
             in_port: self.injected_in_port(in_port),
             actions: x.actions,
+            headers: x.pushed,
             frame: frame.to_vec(),
         };
         // Sent before the answer: a barrier after a packet-out means the packet went.
