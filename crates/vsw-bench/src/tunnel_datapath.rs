@@ -17,7 +17,7 @@ use anyhow::Context;
 use vsw_datapath::ring::{flow_frames, ring_port, ring_port_with_frames};
 use vsw_datapath::{Datapath, PmdConfig, PortHandle, PortStats};
 use vsw_flow::{parse_flow, Pipeline};
-use vsw_netdev::tunnel::{close_local, close_tunnel, open_local, open_tunnel, world};
+use vsw_netdev::tunnel::{close_local, close_tunnel, open_local, open_tunnel, TunnelWorld};
 use vsw_ofproto::Ofproto;
 use vsw_packet::tunnel::TunnelKind;
 use vsw_packet::MacAddr;
@@ -34,6 +34,8 @@ pub struct RoundTrip {
     pub cycles_per_frame: f64,
     /// Datapath passes per frame that reached the sink.
     pub passes: f64,
+    /// The tunnels' drops by reason (`reason=count`), those that happened.
+    pub drops: Vec<String>,
 }
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 77, 2);
@@ -74,7 +76,7 @@ impl Case {
 }
 
 /// The tunnels' state as translation asks it (as vswd's).
-struct WorldEgress;
+struct WorldEgress(Arc<TunnelWorld>);
 
 impl vsw_ofproto::TunnelEgress for WorldEgress {
     fn way_out(
@@ -83,7 +85,7 @@ impl vsw_ofproto::TunnelEgress for WorldEgress {
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
     ) -> Option<vsw_ofproto::TunnelWay> {
-        let (spec, underlay) = world().way_out(port, key, mask)?;
+        let (spec, underlay) = self.0.way_out(port, key, mask)?;
         Some(vsw_ofproto::TunnelWay { spec, underlay })
     }
 
@@ -93,7 +95,7 @@ impl vsw_ofproto::TunnelEgress for WorldEgress {
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
     ) -> Option<vsw_datapath::tunnel_pop::Pop> {
-        world().terminates(bridge, key, mask)
+        self.0.terminates(bridge, key, mask)
     }
 
     fn receiving_port(
@@ -102,7 +104,7 @@ impl vsw_ofproto::TunnelEgress for WorldEgress {
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
     ) -> Option<String> {
-        world().receiving_port(geneve, key, mask)
+        self.0.receiving_port(geneve, key, mask)
     }
 }
 
@@ -116,6 +118,8 @@ fn pipeline_of(rules: &[&str]) -> anyhow::Result<Pipeline> {
 
 /// Runs one case for `seconds`.
 pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Result<RoundTrip> {
+    // The case's own tunnels (routes, neighbours, ports).
+    let world = TunnelWorld::new();
     let mut dp = Datapath::start(PmdConfig {
         cores: vec![core],
         pin,
@@ -176,7 +180,7 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
             backer.set_patch(und_b, 10, "vsw-bench-pb", "vsw-bench-pa");
             backer.set_tunnel_port(ovl, 2, "vsw-bench-vxa");
             backer.set_tunnel_port(ovl, 5, "vsw-bench-vxb");
-            backer.set_tunnel_egress(Arc::new(WorldEgress));
+            backer.set_tunnel_egress(Arc::new(WorldEgress(world.clone())));
             dp.set_upcall(backer)?;
         }
     }
@@ -184,7 +188,7 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
     let mut registrations = None;
     dp.add_port(PortHandle::new(6, "sink", ring_port(0, 64), sink.clone()))?;
     if tunnel {
-        let w = world();
+        let w = &world;
         let mut routes = RouteTable::default();
         routes.add_from_args(&[
             "198.18.77.0/24".to_string(),
@@ -194,11 +198,13 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
         w.set_routes(std::sync::Arc::new(routes));
         w.neighbour_set(IpAddr::V4(B), MacAddr([2, 0, 0, 0, 0x77, 1]), BRIDGE_A);
         let (port_a, reg_a) = open_tunnel(
+            &world,
             "vsw-bench-vxa",
             "vsw-bench-ovla",
             &vxlan(&[("remote_ip", B.to_string()), ("key", "42".into())])?,
         )?;
         let (port_b, reg_b) = open_tunnel(
+            &world,
             "vsw-bench-vxb",
             "vsw-bench-ovlb",
             &vxlan(&[
@@ -207,8 +213,8 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
                 ("key", "42".into()),
             ])?,
         )?;
-        let (local_a, reg_la) = open_local(BRIDGE_A, ring_port(0, 64));
-        let (local_b, reg_lb) = open_local(BRIDGE_B, ring_port(0, 64));
+        let (local_a, reg_la) = open_local(&world, BRIDGE_A, ring_port(0, 64));
+        let (local_b, reg_lb) = open_local(&world, BRIDGE_B, ring_port(0, 64));
         registrations = Some((reg_a, reg_b, reg_la, reg_lb));
         let stats = || Arc::new(PortStats::default());
         dp.add_port(PortHandle::new(5, "vxb", port_b, stats()))?;
@@ -232,10 +238,10 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
     let elapsed = start.elapsed().as_secs_f64();
     drop(dp);
     if let Some((a, b, la, lb)) = registrations {
-        close_tunnel("vsw-bench-vxa", a);
-        close_tunnel("vsw-bench-vxb", b);
-        close_local(BRIDGE_A, la);
-        close_local(BRIDGE_B, lb);
+        close_tunnel(&world, "vsw-bench-vxa", a);
+        close_tunnel(&world, "vsw-bench-vxb", b);
+        close_local(&world, BRIDGE_A, la);
+        close_local(&world, BRIDGE_B, lb);
     }
     anyhow::ensure!(delivered > 0, "nothing reached the sink");
     Ok(RoundTrip {
@@ -243,14 +249,22 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
         cycles_per_frame: p.busy_cycles as f64 / delivered as f64,
         // A received packet's pass, and each lookup again (a popped tunnel packet's).
         passes: (p.packets + p.recirculations) as f64 / delivered as f64,
+        drops: world
+            .drops()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{r}={n}"))
+            .collect(),
     })
 }
 
 /// Alternates the two cases for `rounds` rounds and prints each.
 pub fn run(rounds: u32, seconds: f64, core: usize) -> anyhow::Result<()> {
+    let mut drops: Vec<String> = Vec::new();
     for round in 1..=rounds {
         for case in [Case::Straight, Case::Queues, Case::Native] {
             let r = measure(case, seconds, core, true).context("measuring")?;
+            drops.extend(r.drops.iter().cloned());
             let what = case.name();
             println!(
                 "round {round}: {what} {:6.2} Mpps, {:6.1} PMD cycles per frame delivered ({:.2} datapath passes each)",
@@ -258,12 +272,6 @@ pub fn run(rounds: u32, seconds: f64, core: usize) -> anyhow::Result<()> {
             );
         }
     }
-    let drops: Vec<String> = world()
-        .drops()
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(r, n)| format!("{r}={n}"))
-        .collect();
     println!(
         "tunnel drops: {}",
         if drops.is_empty() {

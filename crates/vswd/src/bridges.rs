@@ -63,7 +63,8 @@ impl RunningBridge {
         self.lock().shutdown(daemon_ends);
         // Its TLV map goes with it (a bridge made again under its name starts
         // without one, as in Open vSwitch).
-        vsw_netdev::tunnel::world().set_metadata0(&self.name, None);
+        let tunnels = self.lock().dpif().tunnels().clone();
+        tunnels.set_metadata0(&self.name, None);
         if let Some((path, file)) = &self.mgmt {
             file.remove(path);
         }
@@ -78,6 +79,9 @@ pub struct Bridges {
     /// The datapath every bridge is in, once the first has made it (it outlives
     /// the bridges, as Open vSwitch's datapath does).
     dpif: Mutex<Option<Arc<Dpif>>>,
+    /// The tunnels' state that datapath's tunnel and LOCAL ports open in (made
+    /// with the daemon: the underlay's routes are published to it from the start).
+    tunnels: Arc<vsw_netdev::tunnel::TunnelWorld>,
 }
 
 impl Bridges {
@@ -86,7 +90,13 @@ impl Bridges {
             socket: socket.to_path_buf(),
             running: Mutex::new(BTreeMap::new()),
             dpif: Mutex::new(None),
+            tunnels: vsw_netdev::tunnel::TunnelWorld::new(),
         }
+    }
+
+    /// The tunnels' state of the daemon's datapath.
+    pub fn tunnels(&self) -> &Arc<vsw_netdev::tunnel::TunnelWorld> {
+        &self.tunnels
     }
 
     fn map(&self) -> MutexGuard<'_, BTreeMap<String, Arc<RunningBridge>>> {
@@ -150,7 +160,11 @@ impl Bridges {
         // Before anything is made of it.
         check_name(name).map_err(BridgeError::BadName)?;
         let socket = self.socket.display().to_string();
-        let switch = Switch::start_unsaved(&socket, classes, name, options, self.dpif())?;
+        let join = match self.dpif() {
+            Some(d) => crate::switch::Join::Datapath(d),
+            None => crate::switch::Join::NewDatapath(self.tunnels.clone()),
+        };
+        let switch = Switch::start_unsaved(&socket, classes, name, options, join)?;
         self.run(switch)
     }
 

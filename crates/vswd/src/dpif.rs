@@ -16,6 +16,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use vsw_datapath::assign::RxqAssign;
 use vsw_datapath::{Datapath, DatapathError, PmdConfig, Punted, Punts, RevalidatorConfig};
+use vsw_netdev::tunnel::TunnelWorld;
 use vsw_ofproto::{Backer, BridgeSlot};
 
 use crate::options::SwitchOptions;
@@ -122,10 +123,12 @@ pub struct Dpif {
     punt_handlers: Arc<ArcSwap<HashMap<BridgeSlot, PuntHandler>>>,
     /// Ends the punt thread.
     stop: Arc<AtomicBool>,
+    /// The tunnels' state: routes, neighbours, tunnel ports, TLV maps.
+    tunnels: Arc<TunnelWorld>,
 }
 
 /// The tunnels' state (routes, neighbours, tunnel ports) as translation asks it.
-struct TunnelWorldEgress;
+struct TunnelWorldEgress(Arc<TunnelWorld>);
 
 impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
     fn way_out(
@@ -134,7 +137,7 @@ impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
     ) -> Option<vsw_ofproto::TunnelWay> {
-        let (spec, underlay) = vsw_netdev::tunnel::world().way_out(port, key, mask)?;
+        let (spec, underlay) = self.0.way_out(port, key, mask)?;
         Some(vsw_ofproto::TunnelWay { spec, underlay })
     }
 
@@ -144,7 +147,7 @@ impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
     ) -> Option<vsw_datapath::tunnel_pop::Pop> {
-        vsw_netdev::tunnel::world().terminates(bridge, key, mask)
+        self.0.terminates(bridge, key, mask)
     }
 
     fn receiving_port(
@@ -153,7 +156,7 @@ impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
     ) -> Option<String> {
-        vsw_netdev::tunnel::world().receiving_port(geneve, key, mask)
+        self.0.receiving_port(geneve, key, mask)
     }
 }
 
@@ -161,7 +164,11 @@ impl Dpif {
     /// Starts a datapath with `settings` (its PMDs pinned to their cores), every
     /// miss handed to its backer, and the thread that hands what the datapath sends
     /// up to the bridge it came from.
-    pub fn start(settings: &DaemonSettings) -> Result<Arc<Dpif>, DatapathError> {
+    /// `tunnels` is the state its tunnel ports and LOCAL ports open in.
+    pub fn start(
+        settings: &DaemonSettings,
+        tunnels: Arc<TunnelWorld>,
+    ) -> Result<Arc<Dpif>, DatapathError> {
         let mut dp = Datapath::start(PmdConfig {
             cores: settings.pmd_cores.clone(),
             pin: true,
@@ -170,10 +177,10 @@ impl Dpif {
         dp.set_upcall(backer.clone())?;
         // Tunnel ports send natively (their outer headers pushed in the packet's
         // own datapath pass) where the tunnels' state knows the way.
-        backer.set_tunnel_egress(Arc::new(TunnelWorldEgress));
-        vsw_netdev::tunnel::world().count_datapath_drops(dp.decap_drops());
+        backer.set_tunnel_egress(Arc::new(TunnelWorldEgress(tunnels.clone())));
+        tunnels.count_datapath_drops(dp.decap_drops());
         let watcher = Arc::downgrade(&backer);
-        vsw_netdev::tunnel::world().watch(Box::new(move || match watcher.upgrade() {
+        tunnels.watch(Box::new(move || match watcher.upgrade() {
             Some(b) => {
                 b.underlay_changed();
                 true
@@ -201,7 +208,13 @@ impl Dpif {
             settings: Mutex::new(settings.clone()),
             punt_handlers,
             stop,
+            tunnels,
         }))
+    }
+
+    /// The tunnels' state its ports open in.
+    pub fn tunnels(&self) -> &Arc<TunnelWorld> {
+        &self.tunnels
     }
 
     /// Runs the datapath with `new`: what differs from what it runs with changes

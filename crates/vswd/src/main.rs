@@ -186,13 +186,15 @@ fn main() -> anyhow::Result<()> {
         // names them, new, nothing saved.
         Some(_) => keep_off_pmd_cores(&vswd::options::default_pmd_cores()),
         None => {
-            let switch = match Switch::start_bridge(&args.state_file, &socket, &args.bridge) {
-                Ok(s) => s,
-                Err(e) => {
-                    socket_file.remove(&args.socket);
-                    return Err(e.into());
-                }
-            };
+            let tunnels = bridges.tunnels().clone();
+            let switch =
+                match Switch::start_bridge(&args.state_file, &socket, &args.bridge, tunnels) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        socket_file.remove(&args.socket);
+                        return Err(e.into());
+                    }
+                };
             keep_off_pmd_cores(&switch.pmd_cores());
             // Its OpenFlow management socket listens before the control socket
             // answers (a client that saw vswd answer finds it).
@@ -247,7 +249,7 @@ fn main() -> anyhow::Result<()> {
             .map_err(|e| e.to_string())
             .and_then(|f| log_filter.reload(f).map_err(|e| e.to_string()))
     });
-    let underlay = Arc::new(vswd::underlay::Underlay::default());
+    let underlay = Arc::new(vswd::underlay::Underlay::new(bridges.tunnels().clone()));
     // The kernel's routes, read now and again whenever the kernel announces a
     // change (never by the main loop).
     if let Err(e) = underlay.watch() {

@@ -370,7 +370,7 @@ impl Collector for SwitchCollector {
             .iter()
             .map(|b| (b.name.clone(), b.lock().metrics()))
             .collect();
-        let tunnel_drops = vsw_netdev::tunnel::world().drops();
+        let tunnel_drops = self.bridges.tunnels().drops();
         for family in families(&bridges, &tunnel_drops) {
             family.encode(&mut encoder)?;
         }

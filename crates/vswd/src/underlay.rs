@@ -35,8 +35,9 @@ const GROUPS: u32 = (libc::RTMGRP_LINK
     | libc::RTMGRP_IPV6_IFADDR
     | libc::RTMGRP_IPV6_ROUTE) as u32;
 
-#[derive(Default)]
 pub struct Underlay {
+    /// The tunnels the routes are published to.
+    tunnels: Arc<vsw_netdev::tunnel::TunnelWorld>,
     routes: Mutex<RouteTable>,
     /// Serialises reads of the kernel's tables (the watcher's and the commands').
     reading: Mutex<()>,
@@ -105,6 +106,15 @@ fn read_kernel() -> io::Result<KernelTables> {
 }
 
 impl Underlay {
+    /// The underlay of `tunnels` (its routes published there).
+    pub fn new(tunnels: Arc<vsw_netdev::tunnel::TunnelWorld>) -> Underlay {
+        Underlay {
+            tunnels,
+            routes: Mutex::default(),
+            reading: Mutex::default(),
+        }
+    }
+
     fn table(&self) -> std::sync::MutexGuard<'_, RouteTable> {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -133,7 +143,7 @@ impl Underlay {
 
     fn publish(&self) {
         let table = Arc::new(self.table().clone());
-        vsw_netdev::tunnel::world().set_routes(table);
+        self.tunnels.set_routes(table);
     }
 
     /// Reads the kernel's tables, then listens for their changes on a thread of its
@@ -181,9 +191,8 @@ impl Underlay {
     /// Looks after the tunnels' state: the neighbours the PMDs saw taken in, old
     /// ones aged out, the bridges' MACs. Called from vswd's main loop.
     pub fn tick(&self, now_ms: u64) {
-        let world = vsw_netdev::tunnel::world();
-        world.absorb_neighbours(now_ms);
-        world.refresh_bridge_macs();
+        self.tunnels.absorb_neighbours(now_ms);
+        self.tunnels.refresh_bridge_macs();
     }
 
     /// Answers an `ovs/route/*` command; `None` for any other.
@@ -217,22 +226,22 @@ impl Underlay {
                 }
                 [] => Err("usage: ovs/route/lookup IP".into()),
             },
-            "tnl/neigh/show" => Ok(vsw_netdev::tunnel::world().neighbours_show()),
+            "tnl/neigh/show" => Ok(self.tunnels.neighbours_show()),
             "tnl/neigh/flush" => {
-                vsw_netdev::tunnel::world().neighbours_flush();
+                self.tunnels.neighbours_flush();
                 Ok("OK\n".into())
             }
             "tnl/neigh/set" => match args {
                 [bridge, ip, mac] => match (ip.parse(), mac.parse()) {
                     (Ok(ip), Ok(mac)) => {
-                        vsw_netdev::tunnel::world().neighbour_set(ip, mac, bridge);
+                        self.tunnels.neighbour_set(ip, mac, bridge);
                         Ok("OK\n".into())
                     }
                     _ => Err(format!("bad address {ip} or MAC {mac}")),
                 },
                 _ => Err("usage: tnl/neigh/set BRIDGE IP MAC".into()),
             },
-            "tnl/ports/show" => Ok(vsw_netdev::tunnel::world().ports_show()),
+            "tnl/ports/show" => Ok(self.tunnels.ports_show()),
             _ => return None,
         };
         Some(answer)
@@ -245,7 +254,7 @@ mod tests {
 
     #[test]
     fn the_operators_routes_through_the_commands() {
-        let u = Underlay::default();
+        let u = Underlay::new(vsw_netdev::tunnel::TunnelWorld::new());
         let ask = |m: &str, a: &[&str]| {
             u.command(m, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
                 .unwrap()

@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use vsw_netdev::class::{memory, PortClasses};
+use vsw_netdev::tunnel::TunnelWorld;
 use vsw_protocol::{PortInfo, Request, ShowInfo};
-use vswd::switch::Switch;
+use vswd::switch::{Join, Switch};
 
 /// A private directory for one test's state file and sockets, removed at the end.
 struct TestDir(PathBuf);
@@ -731,7 +732,7 @@ fn only_a_standalone_bridge_without_controllers_is_a_learning_switch() {
         PortClasses::standard().with(&memory::CLASS),
         "br-int",
         &born,
-        None,
+        Join::NewDatapath(TunnelWorld::new()),
     )
     .unwrap();
     assert!(flow_texts(&mut sw).is_empty());
@@ -877,9 +878,22 @@ fn two_bridges(a: &str, b: &str) -> (Switch, Switch, [TestDir; 2]) {
     let dirs = [TestDir::new(a), TestDir::new(b)];
     let classes = || PortClasses::standard().with(&memory::CLASS);
     let opts = vswd::options::Options::from([("pmd-sleep-max".to_string(), "1000".to_string())]);
-    let sa = Switch::start_unsaved(&dirs[0].socket(), classes(), a, &opts, None).unwrap();
-    let sb =
-        Switch::start_unsaved(&dirs[1].socket(), classes(), b, &opts, Some(sa.dpif())).unwrap();
+    let sa = Switch::start_unsaved(
+        &dirs[0].socket(),
+        classes(),
+        a,
+        &opts,
+        Join::NewDatapath(TunnelWorld::new()),
+    )
+    .unwrap();
+    let sb = Switch::start_unsaved(
+        &dirs[1].socket(),
+        classes(),
+        b,
+        &opts,
+        Join::Datapath(sa.dpif()),
+    )
+    .unwrap();
     (sa, sb, dirs)
 }
 

@@ -118,6 +118,8 @@ pub struct ClassEnv {
     /// The bridge the port is on (a tunnel port's Geneve options follow that
     /// bridge's TLV map).
     pub bridge: String,
+    /// The datapath's tunnels: what tunnel ports and `internal` ports open in.
+    pub tunnels: std::sync::Arc<crate::tunnel::TunnelWorld>,
 }
 
 /// One kind of port.
@@ -471,6 +473,7 @@ mod tests {
             run_dir: PathBuf::from("/nonexistent"),
             bpf_pin_root: PathBuf::from("/nonexistent"),
             bridge: "br0".into(),
+            tunnels: crate::tunnel::TunnelWorld::new(),
         };
         let classes = PortClasses::standard();
         for (class, key, value) in [

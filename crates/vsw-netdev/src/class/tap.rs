@@ -35,11 +35,12 @@ impl PortClass for Tap {
         &self,
         port: &str,
         _options: &Options,
-        _env: &ClassEnv,
+        env: &ClassEnv,
     ) -> Result<Box<dyn PortDevice>, OptionError> {
         Ok(Box::new(TapDevice {
             name: port.to_string(),
             internal: self.name == "internal",
+            tunnels: env.tunnels.clone(),
             registration: None,
         }))
     }
@@ -49,6 +50,8 @@ struct TapDevice {
     name: String,
     /// An `internal` port: also the underlay end of tunnels (`crate::tunnel`).
     internal: bool,
+    /// The tunnels it is the underlay end of.
+    tunnels: std::sync::Arc<crate::tunnel::TunnelWorld>,
     /// An open internal port's place among the tunnels' underlay bridges.
     registration: Option<crate::tunnel::Registration>,
 }
@@ -64,14 +67,14 @@ impl PortDevice for TapDevice {
         if !self.internal {
             return Ok(queues);
         }
-        let (queues, registration) = crate::tunnel::open_local(&self.name, queues);
+        let (queues, registration) = crate::tunnel::open_local(&self.tunnels, &self.name, queues);
         self.registration = Some(registration);
         Ok(queues)
     }
 
     fn close(&mut self) {
         if let Some(r) = self.registration.take() {
-            crate::tunnel::close_local(&self.name, r);
+            crate::tunnel::close_local(&self.tunnels, &self.name, r);
         }
     }
 

@@ -86,6 +86,7 @@ impl PortClass for Tunnel {
         Ok(Box::new(TunnelDevice {
             name: port.to_string(),
             bridge: env.bridge.clone(),
+            tunnels: env.tunnels.clone(),
             config,
             registration: None,
         }))
@@ -95,6 +96,8 @@ impl PortClass for Tunnel {
 struct TunnelDevice {
     name: String,
     bridge: String,
+    /// The tunnels' state it opens in.
+    tunnels: std::sync::Arc<crate::tunnel::TunnelWorld>,
     config: TunnelConfig,
     /// While open.
     registration: Option<crate::tunnel::Registration>,
@@ -107,14 +110,14 @@ impl PortDevice for TunnelDevice {
 
     fn open(&mut self) -> Result<PortQueues, PortError> {
         let (queues, registration) =
-            crate::tunnel::open_tunnel(&self.name, &self.bridge, &self.config)?;
+            crate::tunnel::open_tunnel(&self.tunnels, &self.name, &self.bridge, &self.config)?;
         self.registration = Some(registration);
         Ok(queues)
     }
 
     fn close(&mut self) {
         if let Some(r) = self.registration.take() {
-            crate::tunnel::close_tunnel(&self.name, r);
+            crate::tunnel::close_tunnel(&self.tunnels, &self.name, r);
         }
     }
 

@@ -20,17 +20,21 @@ use vsw_tunnel::config::FromFlow;
 use vsw_tunnel::metadata::MetadataOption;
 use vsw_tunnel::neigh::neighbour_for;
 
-use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop};
+use super::world::{BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop, TunnelWorld};
 use crate::channel::Channel;
 
-/// Makes internal port `name`'s queues the underlay end of tunnels; the registration
-/// is what closes it again.
-pub fn open_local(name: &str, mut queues: PortQueues) -> (PortQueues, Registration) {
+/// Makes internal port `name`'s queues the underlay end of `world`'s tunnels; the
+/// registration is what closes it again.
+pub fn open_local(
+    world: &Arc<TunnelWorld>,
+    name: &str,
+    mut queues: PortQueues,
+) -> (PortQueues, Registration) {
     let mac = crate::interface::mac(name).unwrap_or(MacAddr::ZERO);
     // Tunnel ports send super-frames through it whole; this bridge cuts them.
     let inject = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = inject.reader().expect("a new channel has no reader");
-    let registration = world().register_bridge(
+    let registration = world.register_bridge(
         name,
         BridgeEnd {
             mac,
@@ -42,14 +46,17 @@ pub fn open_local(name: &str, mut queues: PortQueues) -> (PortQueues, Registrati
     let bridge: Arc<str> = Arc::from(name);
     let factory = queues.tx_factory.take();
     queues.tx = Box::new(LocalTx {
+        world: world.clone(),
         inner: queues.tx,
         bridge: bridge.clone(),
         scratch: vec![0u8; crate::channel::CHANNEL_FRAME].into_boxed_slice(),
     });
+    let w = world.clone();
     queues.tx_factory = factory.map(|f| -> TxFactory {
         Box::new(move || {
             f().map(|q| -> Box<dyn TxQueue> {
                 Box::new(LocalTx {
+                    world: w.clone(),
                     inner: q,
                     bridge: bridge.clone(),
                     scratch: vec![0u8; crate::channel::CHANNEL_FRAME].into_boxed_slice(),
@@ -62,11 +69,12 @@ pub fn open_local(name: &str, mut queues: PortQueues) -> (PortQueues, Registrati
 
 /// Internal port `name`, opened as `registration`, is closed: tunnels no longer reach
 /// the underlay through it (unless it was opened again since).
-pub fn close_local(name: &str, registration: Registration) {
-    world().unregister_bridge(name, registration);
+pub fn close_local(world: &TunnelWorld, name: &str, registration: Registration) {
+    world.unregister_bridge(name, registration);
 }
 
 struct LocalTx {
+    world: Arc<TunnelWorld>,
     inner: Box<dyn TxQueue>,
     bridge: Arc<str>,
     /// Where a tunnel super-frame for the host is cut into outer frames.
@@ -153,7 +161,7 @@ impl LocalTx {
     /// Takes a tunnel packet for an open tunnel port out of the host's way: `true`
     /// when it was taken (forwarded to its port, or dropped as malformed).
     fn took_tunnel_packet(&mut self, data: &[u8], meta: &PacketMeta) -> bool {
-        let w = world();
+        let w = &*self.world;
         let snap = w.snapshot();
         if snap.ports.is_empty() {
             return false;
@@ -235,7 +243,7 @@ impl LocalTx {
             })
         });
         if cut.is_err() {
-            world().count_drop(TunnelDrop::InnerTooBig);
+            self.world.count_drop(TunnelDrop::InnerTooBig);
         }
         staged
     }
@@ -266,7 +274,7 @@ impl TxQueue for LocalTx {
             (EtherType::ARP, _) | (EtherType::IPV6, IPPROTO_ICMPV6) => {
                 let mut key = FlowKey::default();
                 if extract(data, 0, meta.vlan, &mut key).is_ok() {
-                    let w = world();
+                    let w = &*self.world;
                     let snap = w.snapshot();
                     let own = snap.bridges.get(&*self.bridge).map(|b| &b.addresses[..]);
                     if let Some((ip, mac)) = own.and_then(|own| neighbour_for(&key, own)) {
@@ -364,18 +372,16 @@ mod tests {
 
     #[test]
     fn the_local_port_hands_tunnel_packets_to_their_port_and_learns_neighbours() {
-        let _turn = SHARED_WORLD
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let world = TunnelWorld::new();
         let (host_queues, host) = memory_port(1024);
-        let (mut local, local_reg) = open_local("vsw-ut-local", host_queues);
+        let (mut local, local_reg) = open_local(&world, "vsw-ut-local", host_queues);
         let options = BTreeMap::from([
             ("remote_ip".to_string(), REMOTE.to_string()),
             ("key".to_string(), "77".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let (mut tunnel, tunnel_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-vx", "vsw-ut-ovl", &config).unwrap();
+            crate::tunnel::open_tunnel(&world, "vsw-ut-vx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         // A tunnel packet for the port: its inner frame comes out of the port, not
         // out of the host's side.
@@ -395,13 +401,13 @@ mod tests {
         assert!(received(tunnel.rx[0].as_mut()).is_empty());
         assert!(host.try_recv().is_none());
         // Malformed (the VNI flag cleared): dropped and counted.
-        let before = world().drops();
+        let before = world.drops();
         let mut bad = vxlan(&inner, 77);
         bad[42] = 0;
         local.tx.stage(&bad, &PacketMeta::default()).unwrap();
         local.tx.flush();
         assert!(host.try_recv().is_none());
-        let after = world().drops();
+        let after = world.drops();
         let n = |d: &[(&str, u64)]| d.iter().find(|(r, _)| *r == "vxlan_no_vni").unwrap().1;
         assert_eq!(n(&after), n(&before) + 1);
         // A TCP super-frame its sender cut nothing of (UDP-tunnel GSO): it crosses to
@@ -459,7 +465,7 @@ mod tests {
                 "src=198.18.77.2".into(),
             ])
             .unwrap();
-        world().set_routes(std::sync::Arc::new(routes));
+        world.set_routes(std::sync::Arc::new(routes));
         let arp = |spa: [u8; 4], tpa: [u8; 4]| {
             builder::ethernet(
                 MacAddr::BROADCAST,
@@ -479,43 +485,31 @@ mod tests {
                 .recv_timeout(std::time::Duration::from_secs(1))
                 .is_some());
         }
-        world().absorb_neighbours(vsw_datapath::clock::now_ms());
-        let shown = world().neighbours_show();
+        world.absorb_neighbours(vsw_datapath::clock::now_ms());
+        let shown = world.neighbours_show();
         assert!(shown.contains("198.18.77.5"), "{shown}");
         assert!(!shown.contains("198.18.77.6"), "{shown}");
         drop(tunnel);
-        crate::tunnel::close_tunnel("vsw-ut-vx", tunnel_reg);
-        close_local("vsw-ut-local", local_reg);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-vx", tunnel_reg);
+        close_local(&world, "vsw-ut-local", local_reg);
     }
 
-    /// The route table and the open ports are the process's: tests that set routes,
-    /// open a port taking any remote end, or count on which remotes ports have take
-    /// turns.
-    static SHARED_WORLD: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    /// An underlay bridge `bridge` (its LOCAL port in front of a memory port) whose
-    /// route table is `subnet dev bridge src=src`, the table held for the test.
+    /// An underlay bridge `bridge` of `world` (its LOCAL port in front of a memory
+    /// port) whose route table is `subnet dev bridge src=src`.
     fn underlay(
+        world: &Arc<TunnelWorld>,
         bridge: &str,
         subnet: &str,
         src: &str,
-    ) -> (
-        std::sync::MutexGuard<'static, ()>,
-        vsw_datapath::memory::MemoryPeer,
-        PortQueues,
-        Registration,
-    ) {
-        let turn = SHARED_WORLD
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    ) -> (vsw_datapath::memory::MemoryPeer, PortQueues, Registration) {
         let (host_queues, host) = memory_port(1024);
-        let (local, local_reg) = open_local(bridge, host_queues);
+        let (local, local_reg) = open_local(world, bridge, host_queues);
         let mut routes = vsw_tunnel::route::RouteTable::default();
         routes
             .add_from_args(&[subnet.to_string(), bridge.to_string(), format!("src={src}")])
             .unwrap();
-        world().set_routes(std::sync::Arc::new(routes));
-        (turn, host, local, local_reg)
+        world.set_routes(std::sync::Arc::new(routes));
+        (host, local, local_reg)
     }
 
     /// The first packet of `q` with its metadata.
@@ -530,23 +524,24 @@ mod tests {
 
     #[test]
     fn a_vni_no_port_has_from_a_remote_end_of_ours_is_dropped_and_counted() {
+        let world = TunnelWorld::new();
         let (remote, stranger) = (Ipv4Addr::new(198, 18, 84, 1), Ipv4Addr::new(198, 18, 84, 9));
-        let (_turn, host, mut local, local_reg) =
-            underlay("vsw-ut-vnibr", "198.18.84.0/24", "198.18.84.2");
+        let (host, mut local, local_reg) =
+            underlay(&world, "vsw-ut-vnibr", "198.18.84.0/24", "198.18.84.2");
         let options = BTreeMap::from([
             ("remote_ip".to_string(), remote.to_string()),
             ("key".to_string(), "7".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let (mut tunnel, tunnel_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-vnivx", "vsw-ut-ovl", &config).unwrap();
+            crate::tunnel::open_tunnel(&world, "vsw-ut-vnivx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         let from = |src: Ipv4Addr, vni: u32| {
             let dst = Ipv4Addr::new(198, 18, 84, 2);
             from_remote(TunnelKind::Vxlan, src, dst, vni, Vec::new(), &inner)
         };
         let unknown = || {
-            let all = world().drops();
+            let all = world.drops();
             all.iter()
                 .find(|(r, _)| *r == "unknown_vni")
                 .map_or(0, |(_, n)| *n)
@@ -576,16 +571,17 @@ mod tests {
         assert!(host.try_recv().is_some(), "not handed to the host");
         assert_eq!(unknown(), before + 1);
         drop(tunnel);
-        crate::tunnel::close_tunnel("vsw-ut-vnivx", tunnel_reg);
-        close_local("vsw-ut-vnibr", local_reg);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-vnivx", tunnel_reg);
+        close_local(&world, "vsw-ut-vnibr", local_reg);
     }
 
     #[test]
     fn a_flow_keyed_port_sends_with_the_id_a_rule_set_and_hands_on_the_id_received() {
+        let world = TunnelWorld::new();
         let remote = Ipv4Addr::new(198, 18, 78, 1);
-        let (_turn, _host, mut local, local_reg) =
-            underlay("vsw-ut-flowbr", "198.18.78.0/24", "198.18.78.2");
-        world().neighbour_set(
+        let (_host, mut local, local_reg) =
+            underlay(&world, "vsw-ut-flowbr", "198.18.78.0/24", "198.18.78.2");
+        world.neighbour_set(
             IpAddr::V4(remote),
             MacAddr([2, 0, 0, 0, 0, 0x78]),
             "vsw-ut-flowbr",
@@ -598,7 +594,7 @@ mod tests {
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let (mut tunnel, tunnel_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-flowvx", "vsw-ut-ovl", &config).unwrap();
+            crate::tunnel::open_tunnel(&world, "vsw-ut-flowvx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         // Out: the VNI is the one the rules set (`set_field:0x1234->tun_id`).
         let meta = PacketMeta {
@@ -647,21 +643,22 @@ mod tests {
         };
         assert_eq!(m.tunnel, want);
         drop(tunnel);
-        crate::tunnel::close_tunnel("vsw-ut-flowvx", tunnel_reg);
-        close_local("vsw-ut-flowbr", local_reg);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-flowvx", tunnel_reg);
+        close_local(&world, "vsw-ut-flowbr", local_reg);
     }
 
     #[test]
     fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
-        let (_turn, _host, mut local, local_reg) =
-            underlay("vsw-ut-dstbr", "198.18.81.0/24", "198.18.81.2");
+        let world = TunnelWorld::new();
+        let (_host, mut local, local_reg) =
+            underlay(&world, "vsw-ut-dstbr", "198.18.81.0/24", "198.18.81.2");
         let (a, b, unknown) = (
             Ipv4Addr::new(198, 18, 81, 10),
             Ipv4Addr::new(198, 18, 81, 11),
             Ipv4Addr::new(198, 18, 81, 12),
         );
         for (ip, last) in [(a, 0x0a), (b, 0x0b)] {
-            world().neighbour_set(
+            world.neighbour_set(
                 IpAddr::V4(ip),
                 MacAddr([2, 0, 0, 0, 0x81, last]),
                 "vsw-ut-dstbr",
@@ -673,7 +670,7 @@ mod tests {
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let (mut tunnel, tunnel_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-dstvx", "vsw-ut-ovl", &config).unwrap();
+            crate::tunnel::open_tunnel(&world, "vsw-ut-dstvx", "vsw-ut-ovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         let to = |dst: Ipv4Addr| PacketMeta {
             tunnel: TunnelKey {
@@ -700,7 +697,7 @@ mod tests {
         }
         // No rule said where: dropped and counted, nothing sent.
         let drops = |why: &str| {
-            let all = world().drops();
+            let all = world.drops();
             all.iter().find(|(r, _)| *r == why).map_or(0, |(_, n)| *n)
         };
         let (none_before, unknown_before) =
@@ -719,16 +716,17 @@ mod tests {
             (EtherType::ARP, u128::from(u32::from(unknown)))
         );
         drop(tunnel);
-        crate::tunnel::close_tunnel("vsw-ut-dstvx", tunnel_reg);
-        close_local("vsw-ut-dstbr", local_reg);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-dstvx", tunnel_reg);
+        close_local(&world, "vsw-ut-dstbr", local_reg);
     }
 
     #[test]
     fn a_geneve_option_the_tlv_map_names_is_tun_metadata0_both_ways() {
+        let world = TunnelWorld::new();
         let remote = Ipv4Addr::new(198, 18, 82, 1);
-        let (_turn, _host, mut local, local_reg) =
-            underlay("vsw-ut-gvbr", "198.18.82.0/24", "198.18.82.2");
-        world().neighbour_set(
+        let (_host, mut local, local_reg) =
+            underlay(&world, "vsw-ut-gvbr", "198.18.82.0/24", "198.18.82.2");
+        world.neighbour_set(
             IpAddr::V4(remote),
             MacAddr([2, 0, 0, 0, 0x82, 1]),
             "vsw-ut-gvbr",
@@ -741,8 +739,8 @@ mod tests {
         };
         // The overlay bridge the Geneve port is on has the map; another bridge
         // names another option.
-        world().set_metadata0("vsw-ut-gvovl", Some(option));
-        world().set_metadata0(
+        world.set_metadata0("vsw-ut-gvovl", Some(option));
+        world.set_metadata0(
             "vsw-ut-gvother",
             Some(MetadataOption {
                 class: 0x0102,
@@ -755,7 +753,7 @@ mod tests {
         ]);
         let config = TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap();
         let (mut tunnel, tunnel_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-gv", "vsw-ut-gvovl", &config).unwrap();
+            crate::tunnel::open_tunnel(&world, "vsw-ut-gv", "vsw-ut-gvovl", &config).unwrap();
         let inner = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 7, 18);
         let ports = vsw_packet::tunnel::TunnelPorts {
             vxlan: None,
@@ -799,46 +797,47 @@ mod tests {
         assert_eq!(m.tunnel.flags, TUN_FLAG_OAM);
         // Another bridge's map is not this port's: a peer of that bridge clearing
         // it changes nothing here.
-        world().set_metadata0("vsw-ut-gvother", None);
+        world.set_metadata0("vsw-ut-gvother", None);
         local.tx.stage(sent, &PacketMeta::default()).unwrap();
         let (_, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("still taken");
         assert_eq!(m.tunnel.metadata0, 0xdead_beef);
         // Unmapped on the port's own bridge, the same packet's critical option is
         // unknown: dropped.
-        world().set_metadata0("vsw-ut-gvovl", None);
+        world.set_metadata0("vsw-ut-gvovl", None);
         local.tx.stage(sent, &PacketMeta::default()).unwrap();
         assert!(first_with_meta(tunnel.rx[0].as_mut()).is_none());
         drop(tunnel);
-        crate::tunnel::close_tunnel("vsw-ut-gv", tunnel_reg);
-        close_local("vsw-ut-gvbr", local_reg);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-gv", tunnel_reg);
+        close_local(&world, "vsw-ut-gvbr", local_reg);
     }
 
     #[test]
     fn a_port_opened_again_keeps_its_place_when_the_old_one_closes() {
+        let world = TunnelWorld::new();
         let options = BTreeMap::from([
             ("remote_ip".to_string(), "198.18.79.1".to_string()),
             ("key".to_string(), "7".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
-        let listed = || world().ports_show().contains("vsw-ut-reopen");
+        let listed = || world.ports_show().contains("vsw-ut-reopen");
         // As a switch reopens a device: the new one first, then the old one closed.
         let (_old, old_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-reopen", "vsw-ut-ovl", &config).unwrap();
+            crate::tunnel::open_tunnel(&world, "vsw-ut-reopen", "vsw-ut-ovl", &config).unwrap();
         let (_new, new_reg) =
-            crate::tunnel::open_tunnel("vsw-ut-reopen", "vsw-ut-ovl", &config).unwrap();
-        crate::tunnel::close_tunnel("vsw-ut-reopen", old_reg);
+            crate::tunnel::open_tunnel(&world, "vsw-ut-reopen", "vsw-ut-ovl", &config).unwrap();
+        crate::tunnel::close_tunnel(&world, "vsw-ut-reopen", old_reg);
         assert!(
             listed(),
             "the new opening was taken away by the old one's close"
         );
-        crate::tunnel::close_tunnel("vsw-ut-reopen", new_reg);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-reopen", new_reg);
         assert!(!listed());
         // The same for an underlay bridge.
-        let (_q1, r1) = open_local("vsw-ut-reopenbr", memory_port(16).0);
-        let (_q2, r2) = open_local("vsw-ut-reopenbr", memory_port(16).0);
-        close_local("vsw-ut-reopenbr", r1);
-        assert!(world().snapshot().bridges.contains_key("vsw-ut-reopenbr"));
-        close_local("vsw-ut-reopenbr", r2);
-        assert!(!world().snapshot().bridges.contains_key("vsw-ut-reopenbr"));
+        let (_q1, r1) = open_local(&world, "vsw-ut-reopenbr", memory_port(16).0);
+        let (_q2, r2) = open_local(&world, "vsw-ut-reopenbr", memory_port(16).0);
+        close_local(&world, "vsw-ut-reopenbr", r1);
+        assert!(world.snapshot().bridges.contains_key("vsw-ut-reopenbr"));
+        close_local(&world, "vsw-ut-reopenbr", r2);
+        assert!(!world.snapshot().bridges.contains_key("vsw-ut-reopenbr"));
     }
 }

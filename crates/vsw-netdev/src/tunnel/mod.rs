@@ -25,4 +25,4 @@ mod world;
 
 pub use local::{close_local, open_local};
 pub use port::{close_tunnel, inner_mtu, open_tunnel};
-pub use world::{world, Registration, TunnelDrop, TunnelWorld};
+pub use world::{Registration, TunnelDrop, TunnelWorld, Watcher};

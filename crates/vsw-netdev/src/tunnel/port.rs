@@ -15,7 +15,7 @@ use vsw_packet::{EtherType, MacAddr, VnetHdr};
 use vsw_tunnel::config::{FromFlow, Inherit, TunnelConfig};
 use vsw_tunnel::metadata::MetadataOption;
 
-use super::world::{world, BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop};
+use super::world::{BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop, TunnelWorld};
 use crate::channel::Channel;
 
 /// How often a next hop whose MAC is unknown is asked for it.
@@ -32,9 +32,10 @@ pub fn inner_mtu(config: &TunnelConfig) -> usize {
     1500 - ip - 8 - 8 - 14
 }
 
-/// Opens tunnel port `name` of bridge `bridge`; the registration is what closes it
-/// again.
+/// Opens tunnel port `name` of bridge `bridge` in `world`; the registration is what
+/// closes it again.
 pub fn open_tunnel(
+    world: &Arc<TunnelWorld>,
     name: &str,
     bridge: &str,
     config: &TunnelConfig,
@@ -43,7 +44,7 @@ pub fn open_tunnel(
     // Decapsulated super-frames (the peer's UDP-tunnel GSO) cross whole.
     let rx_channel = Channel::with_frames_of(crate::channel::SUPER_FRAME);
     let rx = rx_channel.reader().expect("a new channel has no reader");
-    let registration = world().register_port(
+    let registration = world.register_port(
         name,
         PortEnd {
             config: config.clone(),
@@ -54,18 +55,21 @@ pub fn open_tunnel(
     );
     let c = config.clone();
     let b = bridge.clone();
+    let w = world.clone();
     let queues = PortQueues {
         rx: vec![Box::new(rx)],
-        tx: Box::new(TunnelTx::new(config, bridge)),
-        tx_factory: Some(Box::new(move || Ok(Box::new(TunnelTx::new(&c, b.clone()))))),
+        tx: Box::new(TunnelTx::new(world.clone(), config, bridge)),
+        tx_factory: Some(Box::new(move || {
+            Ok(Box::new(TunnelTx::new(w.clone(), &c, b.clone())))
+        })),
     };
     Ok((queues, registration))
 }
 
 /// Lets go of tunnel port `name`, opened as `registration` (its device closed),
 /// unless it was opened again since.
-pub fn close_tunnel(name: &str, registration: Registration) {
-    world().unregister_port(name, registration);
+pub fn close_tunnel(world: &TunnelWorld, name: &str, registration: Registration) {
+    world.unregister_port(name, registration);
 }
 
 /// Where this port's frames go now, as worked out from a snapshot.
@@ -96,6 +100,7 @@ enum Resolved {
 const REMOTES_KEPT: usize = 32;
 
 struct TunnelTx {
+    world: Arc<TunnelWorld>,
     config: TunnelConfig,
     /// The bridge the port is on (whose TLV map its Geneve option follows).
     bridge: Arc<str>,
@@ -111,8 +116,9 @@ struct TunnelTx {
 }
 
 impl TunnelTx {
-    fn new(config: &TunnelConfig, bridge: Arc<str>) -> TunnelTx {
+    fn new(world: Arc<TunnelWorld>, config: &TunnelConfig, bridge: Arc<str>) -> TunnelTx {
         TunnelTx {
+            world,
             config: config.clone(),
             bridge,
             generation: u64::MAX,
@@ -236,6 +242,7 @@ struct Outer {
 /// underlay cuts it); any other frame has its checksum finished first, before the
 /// outer UDP checksum covers it.
 fn encapsulate(
+    world: &TunnelWorld,
     template: &EncapTemplate,
     inject: &Channel,
     data: &[u8],
@@ -270,8 +277,8 @@ fn encapsulate(
     // A full underlay is counted as the tunnels' drop, not this port's error.
     match sent {
         Ok(()) => {}
-        Err(StageError::QueueFull) => world().count_drop(TunnelDrop::UnderlayFull),
-        Err(StageError::TooBig) => world().count_drop(TunnelDrop::InnerTooBig),
+        Err(StageError::QueueFull) => world.count_drop(TunnelDrop::UnderlayFull),
+        Err(StageError::TooBig) => world.count_drop(TunnelDrop::InnerTooBig),
     }
 }
 
@@ -399,7 +406,8 @@ impl TxQueue for TunnelTx {
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
-        let w = world();
+        // Its own handle: the ways out below are worked out on `self`.
+        let w = Arc::clone(&self.world);
         let snap = w.snapshot();
         let Some(remote) = self.remote(meta) else {
             // `remote_ip=flow` and no rule said where to.
@@ -435,7 +443,7 @@ impl TxQueue for TunnelTx {
                 if fits || !meta.vnet.is_gso() {
                     self.ip_id = self.ip_id.wrapping_add(1);
                     outer.ip_id = self.ip_id;
-                    encapsulate(template, inject, data, meta, &outer);
+                    encapsulate(&w, template, inject, data, meta, &outer);
                 } else {
                     // A 64 KiB super-frame and the outer headers would pass IP's
                     // largest packet: sent as two (or more) smaller ones.
@@ -451,7 +459,7 @@ impl TxQueue for TunnelTx {
                         |part| {
                             *ip_id = ip_id.wrapping_add(1);
                             outer.ip_id = *ip_id;
-                            encapsulate(template, inject, part, meta, &outer);
+                            encapsulate(&w, template, inject, part, meta, &outer);
                         },
                     );
                     if split.is_err() {
@@ -493,7 +501,7 @@ mod tests {
     fn a_tunnel_port_takes_super_frames_but_never_merged_ones() {
         let options = [("remote_ip".to_string(), "198.18.0.1".to_string())].into();
         let config = TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap();
-        let o = TunnelTx::new(&config, Arc::from("br-int")).offloads();
+        let o = TunnelTx::new(TunnelWorld::new(), &config, Arc::from("br-int")).offloads();
         assert!(o.tso && o.csum && !o.merges, "{o:?}");
     }
 

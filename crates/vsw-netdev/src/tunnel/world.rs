@@ -1,10 +1,11 @@
 //! What tunnel ports and underlay bridges share: a snapshot PMDs read, rebuilt by
-//! the control side.
+//! the control side. One per datapath (vswd's `Dpif` holds it), handed to every
+//! tunnel port and LOCAL port it opens (`ClassEnv::tunnels`) and to translation.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arc_swap::ArcSwap;
 use crossbeam_queue::ArrayQueue;
@@ -198,27 +199,39 @@ pub struct TunnelWorld {
 /// What a new snapshot is told to (a slow path whose flows send through tunnels).
 pub type Watcher = Box<dyn Fn() -> bool + Send>;
 
-/// The process's tunnel state.
-pub fn world() -> &'static TunnelWorld {
-    static WORLD: OnceLock<TunnelWorld> = OnceLock::new();
-    WORLD.get_or_init(|| TunnelWorld {
-        snapshot: ArcSwap::from_pointee(Snapshot {
-            generation: 0,
-            routes: Arc::default(),
-            neigh: NeighbourTable::default(),
-            bridges: BTreeMap::new(),
-            ports: Vec::new(),
-            names: Vec::new(),
-            by_name: Default::default(),
-            listen: TunnelPorts::default(),
-            metadata0: BTreeMap::new(),
-        }),
-        state: Mutex::new(State::default()),
-        learned: ArrayQueue::new(4096),
-        drops: TunnelDrop::ALL.map(|_| AtomicU64::new(0)),
-        watchers: Mutex::new(Vec::new()),
-        datapath_drops: Mutex::new(Vec::new()),
-    })
+impl std::fmt::Debug for TunnelWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let snap = self.snapshot();
+        f.debug_struct("TunnelWorld")
+            .field("ports", &snap.ports.len())
+            .field("bridges", &snap.bridges.len())
+            .finish()
+    }
+}
+
+impl TunnelWorld {
+    /// A datapath's tunnel state, empty: what its tunnel ports, its underlay
+    /// bridges' LOCAL ports, its translation and the control side share.
+    pub fn new() -> Arc<TunnelWorld> {
+        Arc::new(TunnelWorld {
+            snapshot: ArcSwap::from_pointee(Snapshot {
+                generation: 0,
+                routes: Arc::default(),
+                neigh: NeighbourTable::default(),
+                bridges: BTreeMap::new(),
+                ports: Vec::new(),
+                names: Vec::new(),
+                by_name: Default::default(),
+                listen: TunnelPorts::default(),
+                metadata0: BTreeMap::new(),
+            }),
+            state: Mutex::new(State::default()),
+            learned: ArrayQueue::new(4096),
+            drops: TunnelDrop::ALL.map(|_| AtomicU64::new(0)),
+            watchers: Mutex::new(Vec::new()),
+            datapath_drops: Mutex::new(Vec::new()),
+        })
+    }
 }
 
 impl TunnelWorld {

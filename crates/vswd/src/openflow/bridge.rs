@@ -322,8 +322,10 @@ impl Bridge for SwitchBridge<'_> {
     /// entry; it lives with the tunnels (this bridge's Geneve ports read it). The
     /// option length the map takes is the one the tunnels carry (checked below).
     fn tlv_table(&self) -> Vec<TlvMap> {
-        vsw_netdev::tunnel::world()
-            .metadata0(self.sw().bridge_name())
+        let sw = self.sw();
+        sw.dpif()
+            .tunnels()
+            .metadata0(sw.bridge_name())
             .map(|m| TlvMap {
                 class: m.class,
                 kind: m.kind,
@@ -350,7 +352,7 @@ impl Bridge for SwitchBridge<'_> {
         });
         let bridge = self.sw().bridge_name().to_string();
         tracing::info!(bridge, ?option, "Geneve TLV map changed");
-        vsw_netdev::tunnel::world().set_metadata0(&bridge, option);
+        self.sw().dpif().tunnels().set_metadata0(&bridge, option);
         Ok(())
     }
 

@@ -25,6 +25,7 @@ use vsw_flow::{parse_flow, parse_match, FlowSyntaxError, Pipeline, Selection};
 use vsw_netdev::class::{
     join_and, ClassEnv, MtuHandling, OnChange, PortClasses, PortDevice, PortError, Presence,
 };
+use vsw_netdev::tunnel::TunnelWorld;
 use vsw_netdev::{interface, NetdevError};
 use vsw_ofproto::{Backer, BackerError, BridgeSlot, Ofproto};
 
@@ -51,6 +52,8 @@ mod rules;
 mod settings;
 mod start;
 mod views;
+
+pub use start::Join;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {

@@ -17,6 +17,7 @@ impl Switch {
         state_file: &Path,
         socket: &str,
         bridge: &str,
+        tunnels: Arc<TunnelWorld>,
     ) -> Result<Switch, SwitchError> {
         Switch::start_from(
             Some(state_file),
@@ -24,7 +25,7 @@ impl Switch {
             PortClasses::standard(),
             bridge,
             &Options::new(),
-            None,
+            Join::NewDatapath(tunnels),
         )
     }
 
@@ -40,23 +41,23 @@ impl Switch {
             classes,
             BRIDGE_NAME,
             &Options::new(),
-            None,
+            Join::NewDatapath(TunnelWorld::new()),
         )
     }
 
     /// Bridge `bridge`, whose configuration another keeps (an OVSDB server): it
     /// starts as a new switch with `options` (its fail mode and controllers, so
     /// that a secure bridge never starts as a learning switch) and writes no state
-    /// file. It joins datapath `dpif` when given one (the other bridges' of its
-    /// daemon), else starts a datapath of its own with its options.
+    /// file. It joins the daemon's datapath, or starts one of its own with its
+    /// options (`join`).
     pub fn start_unsaved(
         socket: &str,
         classes: PortClasses,
         bridge: &str,
         options: &Options,
-        dpif: Option<Arc<Dpif>>,
+        join: Join,
     ) -> Result<Switch, SwitchError> {
-        Switch::start_from(None, socket, classes, bridge, options, dpif)
+        Switch::start_from(None, socket, classes, bridge, options, join)
     }
 
     pub(super) fn start_from(
@@ -65,7 +66,7 @@ impl Switch {
         classes: PortClasses,
         bridge: &str,
         initial: &Options,
-        dpif: Option<Arc<Dpif>>,
+        join: Join,
     ) -> Result<Switch, SwitchError> {
         let persist = saved_in.is_some();
         // Never written when not persisting: a name in the run directory, one per
@@ -130,6 +131,7 @@ impl Switch {
                 .map_or_else(|| PathBuf::from("/run/vsw"), Path::to_path_buf),
             bpf_pin_root: crate::offload::pin_root().to_path_buf(),
             bridge: bridge.to_string(),
+            tunnels: join.tunnels().clone(),
         };
         let sw_opts =
             SwitchOptions::from_options(&saved.options).map_err(|e| bad(e.to_string()))?;
@@ -185,9 +187,9 @@ impl Switch {
         }
         // A datapath of its own, or the daemon's: whose settings stand (a bridge
         // joining it brings the same ones: the database's `Open_vSwitch` row).
-        let dpif = match dpif {
-            Some(d) => d,
-            None => Dpif::start(&DaemonSettings::of(&sw_opts))?,
+        let dpif = match join {
+            Join::Datapath(d) => d,
+            Join::NewDatapath(tunnels) => Dpif::start(&DaemonSettings::of(&sw_opts), tunnels)?,
         };
         let (slot, ofproto) = Ofproto::join(dpif.backer(), bridge, pipeline)?;
         // Set before the first packet (the bridge has no port in the datapath yet):
@@ -294,4 +296,21 @@ fn restore_groups(
         }
     }
     Ok(())
+}
+
+/// The datapath a starting bridge is in.
+pub enum Join {
+    /// The daemon's (the other bridges').
+    Datapath(Arc<Dpif>),
+    /// One of its own, its tunnel ports and LOCAL port opening in `tunnels`.
+    NewDatapath(Arc<TunnelWorld>),
+}
+
+impl Join {
+    fn tunnels(&self) -> &Arc<TunnelWorld> {
+        match self {
+            Join::Datapath(d) => d.tunnels(),
+            Join::NewDatapath(t) => t,
+        }
+    }
 }
