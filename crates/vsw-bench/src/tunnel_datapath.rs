@@ -75,39 +75,6 @@ impl Case {
     }
 }
 
-/// The tunnels' state as translation asks it (as vswd's).
-struct WorldEgress(Arc<TunnelWorld>);
-
-impl vsw_ofproto::TunnelEgress for WorldEgress {
-    fn way_out(
-        &self,
-        port: &str,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<vsw_ofproto::TunnelWay> {
-        let (spec, underlay) = self.0.way_out(port, key, mask)?;
-        Some(vsw_ofproto::TunnelWay { spec, underlay })
-    }
-
-    fn terminates(
-        &self,
-        bridge: &str,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
-        self.0.terminates(bridge, key, mask)
-    }
-
-    fn receiving_port(
-        &self,
-        geneve: bool,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<String> {
-        self.0.receiving_port(geneve, key, mask)
-    }
-}
-
 fn pipeline_of(rules: &[&str]) -> anyhow::Result<Pipeline> {
     let mut pipeline = Pipeline::new();
     for r in rules {
@@ -180,7 +147,7 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
             backer.set_patch(und_b, 10, "vsw-bench-pb", "vsw-bench-pa");
             backer.set_tunnel_port(ovl, 2, "vsw-bench-vxa");
             backer.set_tunnel_port(ovl, 5, "vsw-bench-vxb");
-            backer.set_tunnel_egress(Arc::new(WorldEgress(world.clone())));
+            backer.set_tunnel_egress(world.clone());
             dp.set_upcall(backer)?;
         }
     }

@@ -14,7 +14,6 @@ pub mod punt_notes;
 mod run;
 mod slot;
 pub mod trace;
-pub mod tunnel_egress;
 mod view;
 pub mod xlate;
 
@@ -22,5 +21,5 @@ pub use backer::{Backer, BackerError, BridgeSlot};
 pub use ofproto::Ofproto;
 pub use punt_notes::{PuntNote, PuntReason};
 pub use trace::Trace;
-pub use tunnel_egress::{TunnelEgress, TunnelWay};
+pub use vsw_datapath::{TunnelEgress, TunnelWay};
 pub use xlate::{TraceStep, XlateError, Xlated, MAX_RESUBMIT_DEPTH};

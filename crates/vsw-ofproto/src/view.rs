@@ -65,7 +65,7 @@ pub(crate) struct PortMap {
     pub tunnels: Option<NativeTunnels>,
 }
 
-/// What native tunnels need (`tunnel_egress.rs`).
+/// What native tunnels need (vsw-datapath's `tunnel_egress.rs`).
 #[derive(Clone)]
 pub(crate) struct NativeTunnels {
     pub egress: Arc<dyn crate::TunnelEgress>,

@@ -412,7 +412,7 @@ impl Ctx<'_, '_> {
     /// Takes a tunnel packet this bridge sends to its LOCAL port (the host's
     /// address) out of the host's way: its outer headers come off in the datapath
     /// and its inner frame is looked up again as its tunnel port received it
-    /// (tunnel_egress.rs). False (nothing emitted) for the host's packets.
+    /// (vsw-datapath's tunnel_egress.rs). False (nothing emitted) for the host's packets.
     fn tunnel_in(&mut self, b: BackerView<'_>) -> bool {
         let (Some(native), Some(me)) = (b.map.tunnels.as_ref(), b.map.bridges.get(&b.slot)) else {
             return false;
@@ -436,7 +436,7 @@ impl Ctx<'_, '_> {
     }
 
     /// Sends the packet out of tunnel port `of_port` (datapath port `dp`, named
-    /// `name`) natively (tunnel_egress.rs): its outer headers pushed, then on in the
+    /// `name`) natively (vsw-datapath's tunnel_egress.rs): its outer headers pushed, then on in the
     /// underlay bridge as from its LOCAL port. False (nothing emitted) where it
     /// cannot: no way out known now, an underlay bridge this translation holds
     /// already, no room; the tunnel port's queue takes the packet then.

@@ -127,39 +127,6 @@ pub struct Dpif {
     tunnels: Arc<TunnelWorld>,
 }
 
-/// The tunnels' state (routes, neighbours, tunnel ports) as translation asks it.
-struct TunnelWorldEgress(Arc<TunnelWorld>);
-
-impl vsw_ofproto::TunnelEgress for TunnelWorldEgress {
-    fn way_out(
-        &self,
-        port: &str,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<vsw_ofproto::TunnelWay> {
-        let (spec, underlay) = self.0.way_out(port, key, mask)?;
-        Some(vsw_ofproto::TunnelWay { spec, underlay })
-    }
-
-    fn terminates(
-        &self,
-        bridge: &str,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
-        self.0.terminates(bridge, key, mask)
-    }
-
-    fn receiving_port(
-        &self,
-        geneve: bool,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<String> {
-        self.0.receiving_port(geneve, key, mask)
-    }
-}
-
 impl Dpif {
     /// Starts a datapath with `settings` (its PMDs pinned to their cores), every
     /// miss handed to its backer, and the thread that hands what the datapath sends
@@ -177,7 +144,7 @@ impl Dpif {
         dp.set_upcall(backer.clone())?;
         // Tunnel ports send natively (their outer headers pushed in the packet's
         // own datapath pass) where the tunnels' state knows the way.
-        backer.set_tunnel_egress(Arc::new(TunnelWorldEgress(tunnels.clone())));
+        backer.set_tunnel_egress(tunnels.clone());
         tunnels.count_datapath_drops(dp.decap_drops());
         let watcher = Arc::downgrade(&backer);
         tunnels.watch(Box::new(move || match watcher.upgrade() {

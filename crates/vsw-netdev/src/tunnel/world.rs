@@ -301,175 +301,6 @@ impl TunnelWorld {
             .push(watcher);
     }
 
-    /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
-    /// tunnel port takes, decapsulated in the datapath: what to take off. As the
-    /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
-    /// IPv4 (the key carries IPv4 tunnels), UDP to a port tunnels listen on, from the
-    /// remote end of a port of that kind. A Geneve packet is popped while every
-    /// Geneve port's bridge names the same option `tun_metadata0` (or none does): the
-    /// datapath reads that option's value before it knows the port; otherwise the
-    /// LOCAL port's check, which knows the port first, takes it. `None` for the rest.
-    pub fn terminates(
-        &self,
-        bridge: &str,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
-        use vsw_packet::tunnel::TunnelKind;
-        let snap = self.snapshot();
-        if snap.ports.is_empty() || !snap.bridges.contains_key(bridge) {
-            return None;
-        }
-        mask.dl_type = u16::MAX;
-        if key.dl_type != vsw_packet::EtherType::IPV4 {
-            return None;
-        }
-        mask.nw_proto = u8::MAX;
-        if key.nw_proto != vsw_packet::wire::ip::IPPROTO_UDP {
-            return None;
-        }
-        mask.tp_dst = u16::MAX;
-        let mut geneve_maps = snap
-            .ports
-            .iter()
-            .filter(|p| p.config.kind == TunnelKind::Geneve)
-            .map(|p| p.metadata0);
-        let first_map = geneve_maps.next().flatten();
-        let one_map = geneve_maps.all(|m| m == first_map);
-        let kind = if snap.listen.vxlan == Some(key.tp_dst) {
-            TunnelKind::Vxlan
-        } else if snap.listen.geneve == Some(key.tp_dst) && one_map {
-            TunnelKind::Geneve
-        } else {
-            return None;
-        };
-        mask.nw_src = u128::MAX;
-        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.nw_src as u32));
-        let from_remote = snap.ports.iter().any(|p| {
-            p.config.kind == kind
-                && match p.config.remote {
-                    vsw_tunnel::config::FromFlow::Fixed(r) => r == src,
-                    vsw_tunnel::config::FromFlow::Flow => true,
-                }
-        });
-        let geneve = kind == TunnelKind::Geneve;
-        from_remote.then_some(vsw_datapath::tunnel_pop::Pop {
-            geneve,
-            udp_port: key.tp_dst,
-            option: first_map.filter(|_| geneve).map(|m| (m.class, m.kind)),
-        })
-    }
-
-    /// The tunnel port a packet decapsulated in the datapath is for (`key`: its
-    /// tunnel), as the LOCAL port's check chooses (`local.rs`): of this kind, from
-    /// its remote end, with its VNI. The fields read are set in `mask`.
-    pub fn receiving_port(
-        &self,
-        geneve: bool,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<String> {
-        use vsw_tunnel::config::FromFlow;
-        let kind = if geneve {
-            vsw_packet::tunnel::TunnelKind::Geneve
-        } else {
-            vsw_packet::tunnel::TunnelKind::Vxlan
-        };
-        mask.tun_src = u32::MAX;
-        mask.tun_id = u64::MAX;
-        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.tun_src));
-        let snap = self.snapshot();
-        // In the order the LOCAL port's check looks (the first match).
-        let (name, _) = snap
-            .names
-            .iter()
-            .zip(&snap.ports)
-            .filter(|(_, p)| {
-                p.config.kind == kind
-                    && match p.config.remote {
-                        FromFlow::Fixed(r) => r == src,
-                        FromFlow::Flow => true,
-                    }
-            })
-            .find(|(_, p)| match p.config.key {
-                FromFlow::Fixed(k) => u64::from(k) == key.tun_id,
-                FromFlow::Flow => true,
-            })?;
-        Some(name.clone())
-    }
-
-    /// The outer headers of a packet (`key`) leaving by tunnel port `port`, and the
-    /// underlay bridge they enter, as the snapshot says now: the way the port's
-    /// queue would send it (`port.rs`). The key's fields read are set in `mask`.
-    /// `None` where the queue is better placed: no such port, no route, no source
-    /// address, no neighbour yet (the queue asks for it), `tos`/`ttl=inherit`.
-    pub fn way_out(
-        &self,
-        port: &str,
-        key: &vsw_packet::FlowKey,
-        mask: &mut vsw_packet::FlowKey,
-    ) -> Option<(vsw_packet::tunnel::EncapSpec, String)> {
-        use vsw_tunnel::config::{FromFlow, Inherit};
-        let snap = self.snapshot();
-        let p = snap.ports.get(*snap.by_name.get(port)?)?;
-        let c = &p.config;
-        if matches!(c.tos, Inherit::Inherit) || matches!(c.ttl, Inherit::Inherit) {
-            return None;
-        }
-        let remote = match c.remote {
-            FromFlow::Fixed(r) => r,
-            FromFlow::Flow => {
-                mask.tun_dst = u32::MAX;
-                if key.tun_dst == 0 {
-                    return None;
-                }
-                IpAddr::V4(std::net::Ipv4Addr::from(key.tun_dst))
-            }
-        };
-        let route = snap.routes.lookup(remote)?;
-        let bridge = snap.bridges.get(&route.dev)?;
-        let src = match c.local {
-            Some(FromFlow::Fixed(l)) => l,
-            _ => snap.routes.source_for(route)?,
-        };
-        let mac = snap
-            .neigh
-            .lookup(&route.dev, route.gateway.unwrap_or(remote))?;
-        let vni = match c.key {
-            FromFlow::Fixed(k) => k,
-            FromFlow::Flow => {
-                mask.tun_id = u64::MAX;
-                key.tun_id as u32
-            }
-        };
-        let mut geneve_options = Vec::new();
-        if let (vsw_packet::tunnel::TunnelKind::Geneve, Some(m)) = (c.kind, p.metadata0) {
-            // The option is sent when a rule gave the packet a value.
-            mask.tun_metadata0 = u32::MAX;
-            if key.tun_metadata0 != 0 {
-                geneve_options = m.tlv();
-                let end = geneve_options.len();
-                geneve_options[end - MetadataOption::LEN..]
-                    .copy_from_slice(&key.tun_metadata0.to_be_bytes());
-            }
-        }
-        let spec = vsw_packet::tunnel::EncapSpec {
-            kind: c.kind,
-            eth_src: bridge.mac,
-            eth_dst: mac,
-            src,
-            dst: remote,
-            tos: c.tos.or_inner(0),
-            ttl: c.ttl.or_inner(64),
-            df: c.df,
-            udp_dst: c.dst_port,
-            udp_csum: c.csum,
-            vni,
-            geneve_options,
-        };
-        Some((spec, route.dev.clone()))
-    }
-
     /// The Geneve option `tun_metadata0` stands for on `bridge` from now on
     /// (`None`: none): what that bridge's Geneve ports send and read. A packet is
     /// decapsulated on the underlay bridge by the map of the bridge its tunnel port
@@ -673,6 +504,182 @@ impl TunnelWorld {
             o.push_str(&format!("Drops: {}\n", drops.join(" ")));
         }
         o
+    }
+}
+
+/// What translation asks of the tunnels (native push and pop), answered from the
+/// snapshot as the tunnel ports' and LOCAL ports' queues would decide.
+impl vsw_datapath::TunnelEgress for TunnelWorld {
+    /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
+    /// tunnel port takes, decapsulated in the datapath: what to take off. As the
+    /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
+    /// IPv4 (the key carries IPv4 tunnels), UDP to a port tunnels listen on, from the
+    /// remote end of a port of that kind. A Geneve packet is popped while every
+    /// Geneve port's bridge names the same option `tun_metadata0` (or none does): the
+    /// datapath reads that option's value before it knows the port; otherwise the
+    /// LOCAL port's check, which knows the port first, takes it. `None` for the rest.
+    fn terminates(
+        &self,
+        bridge: &str,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
+        use vsw_packet::tunnel::TunnelKind;
+        let snap = self.snapshot();
+        if snap.ports.is_empty() || !snap.bridges.contains_key(bridge) {
+            return None;
+        }
+        mask.dl_type = u16::MAX;
+        if key.dl_type != vsw_packet::EtherType::IPV4 {
+            return None;
+        }
+        mask.nw_proto = u8::MAX;
+        if key.nw_proto != vsw_packet::wire::ip::IPPROTO_UDP {
+            return None;
+        }
+        mask.tp_dst = u16::MAX;
+        let mut geneve_maps = snap
+            .ports
+            .iter()
+            .filter(|p| p.config.kind == TunnelKind::Geneve)
+            .map(|p| p.metadata0);
+        let first_map = geneve_maps.next().flatten();
+        let one_map = geneve_maps.all(|m| m == first_map);
+        let kind = if snap.listen.vxlan == Some(key.tp_dst) {
+            TunnelKind::Vxlan
+        } else if snap.listen.geneve == Some(key.tp_dst) && one_map {
+            TunnelKind::Geneve
+        } else {
+            return None;
+        };
+        mask.nw_src = u128::MAX;
+        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.nw_src as u32));
+        let from_remote = snap.ports.iter().any(|p| {
+            p.config.kind == kind
+                && match p.config.remote {
+                    vsw_tunnel::config::FromFlow::Fixed(r) => r == src,
+                    vsw_tunnel::config::FromFlow::Flow => true,
+                }
+        });
+        let geneve = kind == TunnelKind::Geneve;
+        from_remote.then_some(vsw_datapath::tunnel_pop::Pop {
+            geneve,
+            udp_port: key.tp_dst,
+            option: first_map.filter(|_| geneve).map(|m| (m.class, m.kind)),
+        })
+    }
+
+    /// The tunnel port a packet decapsulated in the datapath is for (`key`: its
+    /// tunnel), as the LOCAL port's check chooses (`local.rs`): of this kind, from
+    /// its remote end, with its VNI. The fields read are set in `mask`.
+    fn receiving_port(
+        &self,
+        geneve: bool,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<String> {
+        use vsw_tunnel::config::FromFlow;
+        let kind = if geneve {
+            vsw_packet::tunnel::TunnelKind::Geneve
+        } else {
+            vsw_packet::tunnel::TunnelKind::Vxlan
+        };
+        mask.tun_src = u32::MAX;
+        mask.tun_id = u64::MAX;
+        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.tun_src));
+        let snap = self.snapshot();
+        // In the order the LOCAL port's check looks (the first match).
+        let (name, _) = snap
+            .names
+            .iter()
+            .zip(&snap.ports)
+            .filter(|(_, p)| {
+                p.config.kind == kind
+                    && match p.config.remote {
+                        FromFlow::Fixed(r) => r == src,
+                        FromFlow::Flow => true,
+                    }
+            })
+            .find(|(_, p)| match p.config.key {
+                FromFlow::Fixed(k) => u64::from(k) == key.tun_id,
+                FromFlow::Flow => true,
+            })?;
+        Some(name.clone())
+    }
+
+    /// The outer headers of a packet (`key`) leaving by tunnel port `port`, and the
+    /// underlay bridge they enter, as the snapshot says now: the way the port's
+    /// queue would send it (`port.rs`). The key's fields read are set in `mask`.
+    /// `None` where the queue is better placed: no such port, no route, no source
+    /// address, no neighbour yet (the queue asks for it), `tos`/`ttl=inherit`.
+    fn way_out(
+        &self,
+        port: &str,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+    ) -> Option<vsw_datapath::TunnelWay> {
+        use vsw_tunnel::config::{FromFlow, Inherit};
+        let snap = self.snapshot();
+        let p = snap.ports.get(*snap.by_name.get(port)?)?;
+        let c = &p.config;
+        if matches!(c.tos, Inherit::Inherit) || matches!(c.ttl, Inherit::Inherit) {
+            return None;
+        }
+        let remote = match c.remote {
+            FromFlow::Fixed(r) => r,
+            FromFlow::Flow => {
+                mask.tun_dst = u32::MAX;
+                if key.tun_dst == 0 {
+                    return None;
+                }
+                IpAddr::V4(std::net::Ipv4Addr::from(key.tun_dst))
+            }
+        };
+        let route = snap.routes.lookup(remote)?;
+        let bridge = snap.bridges.get(&route.dev)?;
+        let src = match c.local {
+            Some(FromFlow::Fixed(l)) => l,
+            _ => snap.routes.source_for(route)?,
+        };
+        let mac = snap
+            .neigh
+            .lookup(&route.dev, route.gateway.unwrap_or(remote))?;
+        let vni = match c.key {
+            FromFlow::Fixed(k) => k,
+            FromFlow::Flow => {
+                mask.tun_id = u64::MAX;
+                key.tun_id as u32
+            }
+        };
+        let mut geneve_options = Vec::new();
+        if let (vsw_packet::tunnel::TunnelKind::Geneve, Some(m)) = (c.kind, p.metadata0) {
+            // The option is sent when a rule gave the packet a value.
+            mask.tun_metadata0 = u32::MAX;
+            if key.tun_metadata0 != 0 {
+                geneve_options = m.tlv();
+                let end = geneve_options.len();
+                geneve_options[end - MetadataOption::LEN..]
+                    .copy_from_slice(&key.tun_metadata0.to_be_bytes());
+            }
+        }
+        let spec = vsw_packet::tunnel::EncapSpec {
+            kind: c.kind,
+            eth_src: bridge.mac,
+            eth_dst: mac,
+            src,
+            dst: remote,
+            tos: c.tos.or_inner(0),
+            ttl: c.ttl.or_inner(64),
+            df: c.df,
+            udp_dst: c.dst_port,
+            udp_csum: c.csum,
+            vni,
+            geneve_options,
+        };
+        Some(vsw_datapath::TunnelWay {
+            spec,
+            underlay: route.dev.clone(),
+        })
     }
 }
 

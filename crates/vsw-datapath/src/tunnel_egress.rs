@@ -1,3 +1,6 @@
+//! The seam between translation (vsw-ofproto) and the tunnels' state (vsw-netdev's
+//! `TunnelWorld` implements it), owned here as the datapath owns its other seams.
+//!
 //! Native tunnels. Output (Open vSwitch's `native_tunnel_output`): a packet a bridge
 //! sends to a tunnel port gets its outer headers in the same datapath pass
 //! (`DpAction::TunnelPush`), and translation goes on in the underlay bridge as if
@@ -9,8 +12,8 @@
 //! options) is the tunnel side's to say, through [`TunnelEgress`]. Where it cannot
 //! say now (no route, the next hop's MAC not known yet), translation outputs to the
 //! tunnel port itself, whose queue asks for the neighbour and counts the drop; the
-//! flow depends on the underlay ([`crate::Backer::underlay_changed`]), so that the
-//! revalidator makes it native once the way is known.
+//! flow depends on the underlay (vsw-ofproto's `Backer::underlay_changed`), so that
+//! the revalidator makes it native once the way is known.
 //!
 //! Input (`terminate_native_tunnel`): a tunnel packet a bridge sends to its LOCAL
 //! port (the host's address) has its outer headers taken off in the same pass
@@ -41,7 +44,7 @@ pub trait TunnelEgress: Send + Sync {
         _bridge: &str,
         _key: &FlowKey,
         _mask: &mut FlowKey,
-    ) -> Option<vsw_datapath::tunnel_pop::Pop> {
+    ) -> Option<crate::tunnel_pop::Pop> {
         None
     }
 
