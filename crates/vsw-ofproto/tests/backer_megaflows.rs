@@ -10,12 +10,13 @@
 //! becoming unknown (the tunnel port's own queue then) are interleaved: what keeps
 //! the cached flows right is the revalidation, run as vswd runs it.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use vsw_datapath::memory::{memory_port, MemoryPeer};
+use vsw_datapath::memory::memory_port;
 use vsw_datapath::{
     Datapath, DpAction, PmdConfig, PortHandle, PortStats, PushHeader, TunnelKey, Upcall,
 };
@@ -41,7 +42,6 @@ const HOST: [u8; 4] = [198, 18, 0, 1];
 const REMOTE: [u8; 4] = [198, 18, 0, 2];
 const VNI: u32 = 42;
 const MAX_IDLE_MS: u64 = 600_000;
-const WAIT: Duration = Duration::from_secs(10);
 
 fn mac(n: u8) -> MacAddr {
     MacAddr([2, 0, 0, 0, 0, n])
@@ -290,8 +290,7 @@ struct Rig {
     backer: Arc<Backer>,
     overlay: Arc<Ofproto>,
     tunnels: Arc<Tunnels>,
-    peers: Vec<MemoryPeer>,
-    stats: Vec<Arc<PortStats>>,
+    ports: common::Ports,
     _bridges: Vec<Arc<Ofproto>>,
 }
 
@@ -354,8 +353,11 @@ fn rig(rules: &[String]) -> Rig {
         backer,
         overlay,
         tunnels,
-        peers,
-        stats,
+        ports: common::Ports {
+            peers,
+            stats,
+            sent: vec![0; PORTS as usize],
+        },
         _bridges: vec![underlay, patched],
     }
 }
@@ -475,7 +477,6 @@ fn expected(
 fn run(ops: &[Op], first: &[String]) -> Result<(), TestCaseError> {
     let mut r = rig(first);
     let now = vsw_datapath::clock::now_ms;
-    let mut sent = vec![0u64; PORTS as usize];
     for op in ops {
         match op {
             Op::Rules(rules) => {
@@ -495,24 +496,10 @@ fn run(ops: &[Op], first: &[String]) -> Result<(), TestCaseError> {
             Op::Send(p) => {
                 let generation = r.backer.generation();
                 let frame = p.frame();
-                let i = (p.in_port() - 1) as usize;
-                r.peers[i].send(&frame);
-                sent[i] += 1;
-                let deadline = Instant::now() + WAIT;
-                while r.stats[i].view().rx_packets < sent[i] {
-                    prop_assert!(Instant::now() < deadline, "the PMD never took the frame");
-                    std::thread::yield_now();
-                }
-                // Acknowledged at the top of the PMD's next iteration, after it
-                // sent what the frame's batch staged.
-                r.dp.set_emc_insert_inv_prob(1).unwrap();
-                let mut got = Vec::new();
-                for (n, peer) in r.peers.iter().enumerate() {
-                    while let Some(f) = peer.try_recv() {
-                        got.push((n as u32 + 1, f));
-                    }
-                }
-                got.sort();
+                let got = r
+                    .ports
+                    .forward(&mut r.dp, p.in_port(), &frame, 1)
+                    .map_err(TestCaseError::fail)?;
                 let mut key = FlowKey::default();
                 extract(&frame, p.in_port(), None, &mut key).unwrap();
                 let fresh = r.backer.translate(&key, now(), false);
@@ -540,15 +527,8 @@ fn run(ops: &[Op], first: &[String]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(32)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(32)))]
 
     #[test]
     fn across_bridges_and_tunnels_the_fast_path_forwards_as_fresh_translations_say(

@@ -9,11 +9,12 @@
 //! to groups of each type (buckets that rewrite, a group in a bucket, a select
 //! group's hash, a fast-failover group's live port).
 
+mod common;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use vsw_datapath::memory::{memory_port, MemoryPeer};
+use vsw_datapath::memory::memory_port;
 use vsw_datapath::{Datapath, DpAction, PmdConfig, PortHandle, PortStats, Upcall};
 use vsw_flow::{parse_flow, Pipeline};
 use vsw_ofproto::Ofproto;
@@ -24,7 +25,6 @@ use vsw_packet::{extract, EtherType, FlowKey, MacAddr, VnetHdr};
 const PORTS: u32 = 4;
 const TABLES: u8 = 3;
 const MAX_IDLE_MS: u64 = 600_000;
-const WAIT: Duration = Duration::from_secs(10);
 
 /// A packet from the small space the rules are written over.
 #[derive(Clone, Debug)]
@@ -187,8 +187,7 @@ fn op() -> impl Strategy<Value = Op> {
 struct Rig {
     dp: Datapath,
     ofproto: Arc<Ofproto>,
-    peers: Vec<MemoryPeer>,
-    stats: Vec<Arc<PortStats>>,
+    ports: common::Ports,
 }
 
 fn rig(rules: &[String], emc: u32) -> Rig {
@@ -215,8 +214,11 @@ fn rig(rules: &[String], emc: u32) -> Rig {
     Rig {
         dp,
         ofproto,
-        peers,
-        stats,
+        ports: common::Ports {
+            peers,
+            stats,
+            sent: vec![0; PORTS as usize],
+        },
     }
 }
 
@@ -310,7 +312,6 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
 fn run(ops: &[Op], first: &[String], emc: u32) -> Result<(), TestCaseError> {
     let mut r = rig(first, emc);
     let now = vsw_datapath::clock::now_ms;
-    let mut sent = vec![0u64; PORTS as usize];
     for op in ops {
         match op {
             Op::Rules(rules) => {
@@ -320,24 +321,10 @@ fn run(ops: &[Op], first: &[String], emc: u32) -> Result<(), TestCaseError> {
             Op::Send(p) => {
                 let generation = r.ofproto.generation();
                 let frame = p.frame();
-                let i = (p.in_port - 1) as usize;
-                r.peers[i].send(&frame);
-                sent[i] += 1;
-                let deadline = Instant::now() + WAIT;
-                while r.stats[i].view().rx_packets < sent[i] {
-                    prop_assert!(Instant::now() < deadline, "the PMD never took the frame");
-                    std::thread::yield_now();
-                }
-                // The PMD acknowledges a change at the top of its next iteration,
-                // after it sent what the frame's batch staged.
-                r.dp.set_emc_insert_inv_prob(emc).unwrap();
-                let mut got = Vec::new();
-                for (n, peer) in r.peers.iter().enumerate() {
-                    while let Some(f) = peer.try_recv() {
-                        got.push((n as u32 + 1, f));
-                    }
-                }
-                got.sort();
+                let got = r
+                    .ports
+                    .forward(&mut r.dp, p.in_port, &frame, emc)
+                    .map_err(TestCaseError::fail)?;
                 let mut key = FlowKey::default();
                 extract(&frame, p.in_port, None, &mut key).unwrap();
                 let fresh = r.ofproto.translate_key(&key, now());
@@ -361,15 +348,8 @@ fn run(ops: &[Op], first: &[String], emc: u32) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(48)))]
 
     #[test]
     fn the_fast_path_forwards_as_a_fresh_translation_says(
