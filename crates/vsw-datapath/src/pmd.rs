@@ -1539,3 +1539,30 @@ fn end_of_copy(actions: &[DpAction], at: usize) -> usize {
     }
     actions.len()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A packet the tunnel port's queue takes skips the underlay's actions: up to
+    /// the `Restore` that closes the copy the push opened (copies within it are
+    /// stepped over), or to the end when the copy was trailing (and dropped).
+    #[test]
+    fn the_end_of_a_copy_is_its_own_restore() {
+        use DpAction::{Output, Restore, Save, TunnelPush};
+        let nested = [
+            Save,
+            TunnelPush(0),
+            Save,
+            Output(3),
+            Restore,
+            Output(4),
+            Restore,
+            Output(1),
+        ];
+        // Just after the push (index 1): the copy's Restore is at 6, not 4.
+        assert_eq!(end_of_copy(&nested, 2), 6);
+        let trailing = [Output(1), TunnelPush(0), Output(4)];
+        assert_eq!(end_of_copy(&trailing, 2), 3);
+    }
+}
