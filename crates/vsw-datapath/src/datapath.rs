@@ -287,6 +287,12 @@ impl Datapath {
         self.publish(cur.ports.clone(), Some(upcall), false, None)
     }
 
+    /// A handle that asks this datapath's revalidator for a pass now (for what
+    /// changes the slow path's inputs from outside a request: the tunnels' state).
+    pub fn revalidation_kick(&self) -> RevalidationKick {
+        RevalidationKick(Arc::downgrade(&self.shared))
+    }
+
     /// What this datapath's `TunnelPop` actions refused, by reason.
     pub fn decap_drops(&self) -> Arc<crate::tunnel_pop::DecapDrops> {
         self.shared.decap_drops.clone()
@@ -773,6 +779,23 @@ impl Drop for Datapath {
         }
         for p in &mut self.pmds {
             stop_pmd(p);
+        }
+    }
+}
+
+/// Asks a datapath's revalidator for a pass now, while the datapath runs.
+#[derive(Clone)]
+pub struct RevalidationKick(std::sync::Weak<Shared>);
+
+impl RevalidationKick {
+    /// Wakes the revalidator; false once the datapath is gone.
+    pub fn kick(&self) -> bool {
+        match self.0.upgrade() {
+            Some(shared) => {
+                shared.kick_revalidator();
+                true
+            }
+            None => false,
         }
     }
 }

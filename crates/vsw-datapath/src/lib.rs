@@ -33,7 +33,7 @@ pub mod txbatch;
 pub mod upcall;
 
 pub use assign::RxqAssign;
-pub use datapath::{Datapath, DatapathError, PmdConfig, DEFAULT_FLOW_LIMIT};
+pub use datapath::{Datapath, DatapathError, PmdConfig, RevalidationKick, DEFAULT_FLOW_LIMIT};
 pub use dpaction::{MAX_RECIRC_DEPTH, MAX_SAVED};
 pub use dpflow::{format_dp_actions, DpAction, DpFlow, DpFlowStats};
 pub use port::{

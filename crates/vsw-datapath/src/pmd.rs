@@ -312,14 +312,24 @@ impl Outputs {
         }
     }
 
-    /// Whether `header` may go in front of `frame` (`vnet` its offload state) here:
-    /// it fits the tunnel port's MTU (a super-frame: its segments do) and one outer
-    /// packet. Then it counts as sent by the tunnel port; otherwise the port's queue
-    /// takes the frame (and cuts, splits or drops it as a tunnel port's queue does).
-    fn tunnel_takes_whole(&mut self, header: &PushHeader, frame: &[u8], vnet: &VnetHdr) -> bool {
+    /// Whether `header` may go in front of `frame` (`vnet` its offload state,
+    /// `headroom` the room in front of it) here: it fits the room, the tunnel port's
+    /// MTU (a super-frame: its segments do) and one outer packet. Then it counts as
+    /// sent by the tunnel port; otherwise the port's queue takes the frame (and
+    /// cuts, splits or drops it as a tunnel port's queue does).
+    fn tunnel_takes_whole(
+        &mut self,
+        header: &PushHeader,
+        frame: &[u8],
+        (vnet, headroom): (&VnetHdr, usize),
+    ) -> bool {
         let Some(tx) = self.by_port.get_mut(header.tunnel_port) else {
             return false;
         };
+        if headroom < header.template.overhead() {
+            // Outer headers already in front (a tunnel in a tunnel) left no room.
+            return false;
+        }
         let mtu = tx.offloads.mtu;
         let whole = if vnet.is_gso() {
             udp_tunnel_super_frame(frame, vnet).is_none()
@@ -976,9 +986,14 @@ struct Recirculation<'a, 'b> {
 }
 
 /// The copies `DpAction::Save` keeps (a group's buckets run on copies), made once
-/// per PMD: no allocation per packet.
+/// per PMD: no allocation per packet. Twice a flow's budget: a popped tunnel
+/// packet's pass is translated with a budget of its own while the pass that popped
+/// it holds its copies.
 pub(crate) struct SavedCopies {
     bufs: Vec<PacketBuf>,
+    /// The tunnel each copy's packet had (a push clears it for the outer packet;
+    /// the copy's end gives it back).
+    tunnels: Vec<TunnelKey>,
     /// Copies held for the packet being run.
     held: usize,
 }
@@ -986,23 +1001,27 @@ pub(crate) struct SavedCopies {
 impl SavedCopies {
     fn new() -> SavedCopies {
         SavedCopies {
-            bufs: (0..MAX_SAVED)
+            bufs: (0..2 * MAX_SAVED)
                 .map(|_| PacketBuf::new(MAX_REWRITE_FRAME))
                 .collect(),
+            tunnels: vec![TunnelKey::default(); 2 * MAX_SAVED],
             held: 0,
         }
     }
 
-    fn save(&mut self, scratch: &PacketBuf) -> Result<(), RewriteError> {
+    fn save(&mut self, scratch: &PacketBuf, tunnel: TunnelKey) -> Result<(), RewriteError> {
         let buf = self.bufs.get_mut(self.held).ok_or(RewriteError::Unsaved)?;
         buf.copy_from(scratch)?;
+        self.tunnels[self.held] = tunnel;
         self.held += 1;
         Ok(())
     }
 
-    fn restore(&mut self, scratch: &mut PacketBuf) -> Result<(), RewriteError> {
+    /// Puts the last copy back; the tunnel its packet had.
+    fn restore(&mut self, scratch: &mut PacketBuf) -> Result<TunnelKey, RewriteError> {
         self.held = self.held.checked_sub(1).ok_or(RewriteError::Unsaved)?;
-        scratch.copy_from(&self.bufs[self.held])
+        scratch.copy_from(&self.bufs[self.held])?;
+        Ok(self.tunnels[self.held])
     }
 }
 
@@ -1360,9 +1379,10 @@ impl Pass<'_, '_, '_> {
         // The packet's key as a `Hash` extracted it, while nothing changed the
         // packet since: the recirculation after it need not extract it again.
         let mut parsed: Option<FlowKey> = None;
-        let mut next = 0;
-        while let Some(action) = actions.get(next) {
-            next += 1;
+        // The next action's place (a fallback skips to a copy's end).
+        let mut at = 0;
+        while let Some(action) = actions.get(at) {
+            at += 1;
             if !matches!(
                 action,
                 DpAction::Output(_) | DpAction::Hash | DpAction::Recirc(_)
@@ -1448,8 +1468,8 @@ impl Pass<'_, '_, '_> {
                     tunnel.metadata0 = v;
                     Ok(())
                 }
-                DpAction::Save => self.saved.save(self.scratch),
-                DpAction::Restore => self.saved.restore(self.scratch),
+                DpAction::Save => self.saved.save(self.scratch, tunnel),
+                DpAction::Restore => self.saved.restore(self.scratch).map(|t| tunnel = t),
                 DpAction::Hash => {
                     // Of the packet as the actions before left it (Open vSwitch
                     // extracts it again too); a frame that cannot be parsed hashes as 0.
@@ -1466,7 +1486,11 @@ impl Pass<'_, '_, '_> {
                         return;
                     };
                     let (frame, vnet) = (self.scratch.data(), self.scratch.vnet);
-                    if self.outputs.tunnel_takes_whole(header, frame, &vnet) {
+                    let room = self.scratch.headroom();
+                    if self
+                        .outputs
+                        .tunnel_takes_whole(header, frame, (&vnet, room))
+                    {
                         let id = self.outputs.tunnel_ip_id;
                         self.outputs.tunnel_ip_id = id.wrapping_add(1);
                         // The outer packet came through no tunnel.
@@ -1481,20 +1505,21 @@ impl Pass<'_, '_, '_> {
                         self.outputs.stage(header.tunnel_port, frame, &meta);
                         // The underlay's actions were for the outer packet, which
                         // the tunnel port's queue makes now.
-                        next = end_of_copy(actions, next);
+                        at = end_of_copy(actions, at);
                         Ok(())
                     }
                 }
                 DpAction::TunnelPop(p) => {
-                    let Some(popped) = self.pop(p) else {
-                        return;
-                    };
-                    let next = self.next_flow(0, popped, 0, depth, None);
-                    if let Some(flow) = next {
-                        let held = self.saved.held;
-                        self.run(&flow.actions, &flow.headers, popped, depth + 1);
-                        self.saved.held = held;
+                    // Refused (counted): this copy goes no further, what follows
+                    // the copy's end runs as it would.
+                    if let Some(popped) = self.pop(p) {
+                        if let Some(flow) = self.next_flow(0, popped, 0, depth, None) {
+                            let held = self.saved.held;
+                            self.run(&flow.actions, &flow.headers, popped, depth + 1);
+                            self.saved.held = held;
+                        }
                     }
+                    at = end_of_copy(actions, at);
                     Ok(())
                 }
                 DpAction::Recirc(id) => {

@@ -417,6 +417,11 @@ impl Ctx<'_, '_> {
         let (Some(native), Some(me)) = (b.map.tunnels.as_ref(), b.map.bridges.get(&b.slot)) else {
             return false;
         };
+        // A packet-out's actions are not looked up again (the LOCAL port's check
+        // takes its tunnel packets), and the pop's copy must fit the budget.
+        if !self.env.may_freeze || self.saves == MAX_SAVES {
+            return false;
+        }
         self.out.crossed.push(native.changes.clone());
         let Some(pop) = native
             .egress
@@ -446,8 +451,9 @@ impl Ctx<'_, '_> {
         };
         // Whatever the answer, it holds until the underlay changes.
         self.out.crossed.push(native.changes.clone());
-        let mut mask = self.out.mask;
-        let Some(way) = native.egress.way_out(name, &self.key, &mut mask) else {
+        // What the answer read decides the flow whatever it is (a flow that falls
+        // back to the port's queue must not take packets whose way is known).
+        let Some(way) = native.egress.way_out(name, &self.key, &mut self.out.mask) else {
             return false;
         };
         let Ok(template) = vsw_packet::tunnel::EncapTemplate::new(&way.spec) else {
@@ -488,7 +494,6 @@ impl Ctx<'_, '_> {
                 self.out.pushed.len() - 1
             }
         } as u32;
-        self.out.mask = mask;
         self.step(
             0,
             format!(

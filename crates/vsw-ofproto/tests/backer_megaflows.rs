@@ -73,13 +73,20 @@ struct Tunnels {
 }
 
 impl TunnelEgress for Tunnels {
-    fn way_out(&self, port: &str, _key: &FlowKey, _mask: &mut FlowKey) -> Option<TunnelWay> {
+    fn way_out(&self, port: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<TunnelWay> {
         if port != "vx" || !self.known.load(Ordering::SeqCst) {
             return None;
         }
         let hop = *self.next_hop.lock().unwrap();
+        // `key=flow`'s way: the ID the packet carries, VNI when it has none.
+        mask.tun_id = u64::MAX;
+        let vni = if key.tun_id != 0 {
+            key.tun_id as u32
+        } else {
+            VNI
+        };
         Some(TunnelWay {
-            spec: spec(hop, HOST, REMOTE, VNI),
+            spec: spec(hop, HOST, REMOTE, vni),
             underlay: "und".into(),
         })
     }
@@ -374,7 +381,8 @@ fn expected(
 ) -> Vec<(u32, Vec<u8>)> {
     assert!(depth < 8, "recirculation without end");
     let mut out = Vec::new();
-    let mut saved: Vec<Vec<u8>> = Vec::new();
+    // Each copy with the tunnel its packet had.
+    let mut saved: Vec<(Vec<u8>, TunnelKey)> = Vec::new();
     let mut tunnel = TunnelKey {
         id: key.tun_id,
         src: key.tun_src,
@@ -387,10 +395,11 @@ fn expected(
     while let Some(a) = actions.get(at) {
         at += 1;
         match *a {
-            DpAction::Save => saved.push(buf.data().to_vec()),
+            DpAction::Save => saved.push((buf.data().to_vec(), tunnel)),
             DpAction::Restore => {
-                let copy = saved.pop().expect("a saved copy");
+                let (copy, t) = saved.pop().expect("a saved copy");
                 buf.load(&copy, None, VnetHdr::default()).unwrap();
+                tunnel = t;
             }
             DpAction::Output(p) => out.push((p, buf.data().to_vec())),
             DpAction::SetDlDst(m) => buf.set_dl_dst(m),
@@ -546,7 +555,9 @@ proptest! {
 fn through_the_tunnel_across_the_patch_and_by_the_group() {
     let rules = vec![
         "priority=5,in_port=1,udp,actions=output:3".to_string(),
-        "priority=5,in_port=1,tcp,tp_dst=80,actions=group:1".to_string(),
+        // The group after a push: its next pass carries the tunnel the packet had.
+        "priority=5,in_port=1,tcp,tp_dst=80,actions=set_field:0x7->tun_id,output:3,group:1"
+            .to_string(),
         "priority=4,in_port=3,actions=output:1,output:9".to_string(),
         "priority=1,ip,actions=output:9".to_string(),
     ];

@@ -73,6 +73,11 @@ impl PacketBuf {
         &self.buf[self.start..self.start + self.len]
     }
 
+    /// Room left in front of the frame (for tags and outer headers).
+    pub fn headroom(&self) -> usize {
+        self.start
+    }
+
     /// Becomes a copy of `other` (its frame and offload state).
     pub fn copy_from(&mut self, other: &PacketBuf) -> Result<(), RewriteError> {
         let d = other.data();

@@ -146,11 +146,15 @@ impl Dpif {
         // own datapath pass) where the tunnels' state knows the way.
         backer.set_tunnel_egress(tunnels.clone());
         tunnels.count_datapath_drops(dp.decap_drops());
+        // A change of routes, neighbours or tunnel ports re-translates the flows
+        // that sent through a tunnel, at once (as the tunnel ports' queues followed
+        // it at once).
         let watcher = Arc::downgrade(&backer);
+        let kick = dp.revalidation_kick();
         tunnels.watch(Box::new(move || match watcher.upgrade() {
             Some(b) => {
                 b.underlay_changed();
-                true
+                kick.kick()
             }
             None => false,
         }));
