@@ -1321,21 +1321,8 @@ impl Pass<'_, '_, '_> {
         let (at, len, key) = match vsw_packet::tunnel::decap(data, &ports, vouched, known) {
             Ok(d) => {
                 let at = (d.inner.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
-                let v4 = |a: std::net::IpAddr| match a {
-                    std::net::IpAddr::V4(a) => u32::from(a),
-                    std::net::IpAddr::V6(_) => 0,
-                };
-                let key = TunnelKey {
-                    id: u64::from(d.meta.id),
-                    src: v4(d.meta.src),
-                    dst: v4(d.meta.dst),
-                    metadata0: option.map_or(0, |o| crate::tunnel_pop::option_value(d.options, o)),
-                    flags: if d.meta.oam {
-                        vsw_packet::key::TUN_FLAG_OAM
-                    } else {
-                        0
-                    },
-                };
+                let metadata0 = option.map_or(0, |o| crate::tunnel_pop::option_value(d.options, o));
+                let key = TunnelKey::of_decapsulated(&d.meta, metadata0);
                 (at, d.inner.len(), key)
             }
             Err(e) => {
@@ -1343,15 +1330,7 @@ impl Pass<'_, '_, '_> {
                 return None;
             }
         };
-        // A checksum the sender left to finish inside the inner frame stays so;
-        // one left in the outer headers is gone with them.
-        let inner_vnet = match u16::try_from(at) {
-            Ok(off) if vnet.flags & VNET_F_NEEDS_CSUM != 0 && vnet.csum_start >= off => {
-                vnet.unshifted(off)
-            }
-            _ => VnetHdr::default(),
-        };
-        self.scratch.keep(at, len, inner_vnet);
+        self.scratch.keep(at, len, vnet.of_inner(at));
         Some(Origin {
             in_port: if geneve {
                 crate::tunnel_pop::GENEVE_RECEIVE

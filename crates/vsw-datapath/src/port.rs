@@ -35,6 +35,27 @@ pub struct TunnelKey {
 }
 
 impl TunnelKey {
+    /// What the rules see of the tunnel a decapsulated packet came through: its VNI
+    /// and, over IPv4, its outer addresses (`metadata0`: the mapped Geneve option's
+    /// value, 0 for none).
+    pub fn of_decapsulated(m: &vsw_packet::tunnel::TunnelMeta, metadata0: u32) -> TunnelKey {
+        let v4 = |a: std::net::IpAddr| match a {
+            std::net::IpAddr::V4(a) => u32::from(a),
+            std::net::IpAddr::V6(_) => 0,
+        };
+        TunnelKey {
+            id: u64::from(m.id),
+            src: v4(m.src),
+            dst: v4(m.dst),
+            metadata0,
+            flags: if m.oam {
+                vsw_packet::key::TUN_FLAG_OAM
+            } else {
+                0
+            },
+        }
+    }
+
     /// Puts the tunnel's fields into a packet's flow key (extraction reads the frame
     /// alone, so it leaves them 0).
     #[inline]

@@ -76,6 +76,19 @@ impl VnetHdr {
         h
     }
 
+    /// The offload state a decapsulated inner frame keeps, `at` bytes into the outer
+    /// one: a checksum its sender left to finish inside it (Linux's vxlan device
+    /// leaves the inner TCP or UDP checksum so), moved to where the inner frame
+    /// starts; none when what was left was in the outer headers.
+    pub fn of_inner(&self, at: usize) -> VnetHdr {
+        match u16::try_from(at) {
+            Ok(off) if self.flags & VNET_F_NEEDS_CSUM != 0 && self.csum_start >= off => {
+                self.unshifted(off)
+            }
+            _ => VnetHdr::default(),
+        }
+    }
+
     /// The same offload state for a frame whose headers shrank by `by` bytes in front
     /// of the checksummed region (a VLAN tag taken out).
     pub fn unshifted(&self, by: u16) -> VnetHdr {

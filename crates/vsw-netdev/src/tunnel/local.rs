@@ -4,23 +4,21 @@
 //! (decapsulated, to their port) and learns neighbours from ARP and neighbour
 //! discovery, before the rest goes to the host.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TunnelKey, TxFactory, TxOffloads, TxQueue};
-use vsw_packet::key::{extract, FlowKey, TUN_FLAG_OAM};
+use vsw_packet::key::{extract, FlowKey};
 use vsw_packet::tunnel::{
-    decap, segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, DecapError, Decapped,
-    TunnelMeta, TunnelSuperFrame,
+    decap, segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, DecapError,
+    TunnelSuperFrame,
 };
 use vsw_packet::vnet::{VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM};
 use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
-use vsw_tunnel::config::FromFlow;
 use vsw_tunnel::metadata::MetadataOption;
 use vsw_tunnel::neigh::neighbour_for;
 
-use super::world::{BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop, TunnelWorld};
+use super::world::{BridgeEnd, PortFor, Registration, TunnelDrop, TunnelWorld};
 use crate::channel::Channel;
 
 /// Makes internal port `name`'s queues the underlay end of `world`'s tunnels; the
@@ -98,65 +96,6 @@ fn kind_of(data: &[u8]) -> (u16, u8) {
     (ethertype, data.get(proto_at).copied().unwrap_or(0))
 }
 
-/// The offload state the inner frame keeps: a checksum its sender left to finish
-/// inside it (Linux's vxlan device leaves the inner TCP or UDP checksum so), moved
-/// to where the inner frame starts; none when what was left was the outer one.
-fn inner_meta(outer: &[u8], inner: &[u8], meta: &PacketMeta) -> PacketMeta {
-    let offset = (inner.as_ptr() as usize).wrapping_sub(outer.as_ptr() as usize);
-    let v = meta.vnet;
-    match u16::try_from(offset) {
-        Ok(off) if v.flags & VNET_F_NEEDS_CSUM != 0 && v.csum_start >= off => PacketMeta {
-            vnet: v.unshifted(off),
-            ..PacketMeta::default()
-        },
-        _ => PacketMeta::default(),
-    }
-}
-
-/// Which open tunnel port a decapsulated packet is for.
-enum PortFor<'a> {
-    Port(&'a PortEnd),
-    /// From a remote end of a port of its kind, with a VNI none of them has.
-    UnknownVni,
-    /// From no remote end of any port: the host's own (a tunnel device of its own).
-    Host,
-}
-
-fn port_for<'a>(snap: &'a Snapshot, d: &Decapped<'_>) -> PortFor<'a> {
-    let from_remote = |p: &&PortEnd| {
-        p.config.kind == d.meta.kind
-            && match p.config.remote {
-                FromFlow::Fixed(r) => r == d.meta.src,
-                FromFlow::Flow => true,
-            }
-    };
-    let keyed = |p: &&PortEnd| match p.config.key {
-        FromFlow::Fixed(k) => k == d.meta.id,
-        FromFlow::Flow => true,
-    };
-    match snap.ports.iter().filter(from_remote).find(keyed) {
-        Some(p) => PortFor::Port(p),
-        None if snap.ports.iter().any(|p| from_remote(&p)) => PortFor::UnknownVni,
-        None => PortFor::Host,
-    }
-}
-
-/// What the rules see of the tunnel a packet came through: its VNI and, over IPv4,
-/// its outer addresses.
-fn tunnel_key(m: &TunnelMeta, metadata0: u32) -> TunnelKey {
-    let v4 = |a: IpAddr| match a {
-        IpAddr::V4(a) => u32::from(a),
-        IpAddr::V6(_) => 0,
-    };
-    TunnelKey {
-        id: u64::from(m.id),
-        src: v4(m.src),
-        dst: v4(m.dst),
-        metadata0,
-        flags: if m.oam { TUN_FLAG_OAM } else { 0 },
-    }
-}
-
 impl LocalTx {
     /// Takes a tunnel packet for an open tunnel port out of the host's way: `true`
     /// when it was taken (forwarded to its port, or dropped as malformed).
@@ -172,14 +111,15 @@ impl LocalTx {
         // Critical options are checked once the port is known: by its bridge's TLV
         // map (a packet for the host's own tunnel device is the host's to judge).
         match decap(data, &snap.listen, vouched, |_, _| true) {
-            Ok(d) => match port_for(&snap, &d) {
-                PortFor::Port(port)
-                    if MetadataOption::unknown_critical(d.options, port.metadata0) =>
+            Ok(d) => match snap.port_for(d.meta.kind, d.meta.src, d.meta.id) {
+                PortFor::Port(i)
+                    if MetadataOption::unknown_critical(d.options, snap.ports[i].metadata0) =>
                 {
                     w.count_drop(TunnelDrop::UnknownCriticalOption);
                     true
                 }
-                PortFor::Port(port) => {
+                PortFor::Port(i) => {
+                    let port = &snap.ports[i];
                     let inner = d.inner;
                     let metadata0 = port
                         .metadata0
@@ -190,8 +130,11 @@ impl LocalTx {
                     // The VNI and the outer addresses go with it, for rules to
                     // match as `tun_id`, `tun_src` and `tun_dst`.
                     let m = PacketMeta {
-                        tunnel: tunnel_key(&d.meta, metadata0),
-                        ..inner_meta(data, inner, meta)
+                        tunnel: TunnelKey::of_decapsulated(&d.meta, metadata0),
+                        vnet: meta.vnet.of_inner(
+                            (inner.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize),
+                        ),
+                        vlan: None,
                     };
                     let sent = port.rx.send_with(m, |buf| {
                         buf.get_mut(..inner.len())?.copy_from_slice(inner);
@@ -794,7 +737,7 @@ mod tests {
         oam[14 + 20 + 8 + 1] |= 0x80;
         local.tx.stage(&oam, &PacketMeta::default()).unwrap();
         let (_, m) = first_with_meta(tunnel.rx[0].as_mut()).expect("the OAM packet");
-        assert_eq!(m.tunnel.flags, TUN_FLAG_OAM);
+        assert_eq!(m.tunnel.flags, vsw_packet::key::TUN_FLAG_OAM);
         // Another bridge's map is not this port's: a peer of that bridge clearing
         // it changes nothing here.
         world.set_metadata0("vsw-ut-gvother", None);

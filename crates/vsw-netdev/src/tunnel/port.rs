@@ -101,6 +101,12 @@ const REMOTES_KEPT: usize = 32;
 
 struct TunnelTx {
     world: Arc<TunnelWorld>,
+    /// The rest, apart: a frame's way out is worked out on it while the world's
+    /// snapshot is read.
+    tx: Sender,
+}
+
+struct Sender {
     config: TunnelConfig,
     /// The bridge the port is on (whose TLV map its Geneve option follows).
     bridge: Arc<str>,
@@ -119,16 +125,20 @@ impl TunnelTx {
     fn new(world: Arc<TunnelWorld>, config: &TunnelConfig, bridge: Arc<str>) -> TunnelTx {
         TunnelTx {
             world,
-            config: config.clone(),
-            bridge,
-            generation: u64::MAX,
-            remotes: ArrayVec::new(),
-            oldest: 0,
-            ip_id: 0,
-            split: vec![0u8; crate::channel::SUPER_FRAME].into_boxed_slice(),
+            tx: Sender {
+                config: config.clone(),
+                bridge,
+                generation: u64::MAX,
+                remotes: ArrayVec::new(),
+                oldest: 0,
+                ip_id: 0,
+                split: vec![0u8; crate::channel::SUPER_FRAME].into_boxed_slice(),
+            },
         }
     }
+}
 
+impl Sender {
     /// The remote end a frame goes to: the port's, or with `remote_ip=flow` the one
     /// the rules set (`set_field:…->tun_dst`).
     fn remote(&self, meta: &PacketMeta) -> Option<IpAddr> {
@@ -401,21 +411,20 @@ impl TxQueue for TunnelTx {
             tso: true,
             merges: false,
             tunnel_tso: false,
-            mtu: inner_mtu(&self.config),
+            mtu: inner_mtu(&self.tx.config),
         }
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
-        // Its own handle: the ways out below are worked out on `self`.
-        let w = Arc::clone(&self.world);
+        let w = &*self.world;
         let snap = w.snapshot();
-        let Some(remote) = self.remote(meta) else {
+        let Some(remote) = self.tx.remote(meta) else {
             // `remote_ip=flow` and no rule said where to.
             w.count_drop(TunnelDrop::NoTunnelDestination);
             return Ok(());
         };
-        let way = self.way_to(&snap, remote);
-        match &mut self.remotes[way].1 {
+        let way = self.tx.way_to(&snap, remote);
+        match &mut self.tx.remotes[way].1 {
             Resolved::Ready {
                 template,
                 with_metadata,
@@ -430,36 +439,36 @@ impl TxQueue for TunnelTx {
                 };
                 let sport = udp_source_port(flow_hash(data));
                 // `key=flow`: the ID the rules set (`set_field:…->tun_id`).
-                let vni = (self.config.key == FromFlow::Flow).then_some(meta.tunnel.id as u32);
+                let vni = (self.tx.config.key == FromFlow::Flow).then_some(meta.tunnel.id as u32);
                 let mut outer = Outer {
                     sport,
                     ip_id: 0,
                     vni,
-                    tos_ttl: inherited_tos_ttl(&self.config, data),
+                    tos_ttl: inherited_tos_ttl(&self.tx.config, data),
                     option,
                 };
                 let tag = if meta.vlan.is_some() { 4 } else { 0 };
                 let fits = data.len() + tag <= template.inner_frame_max(usize::from(u16::MAX));
                 if fits || !meta.vnet.is_gso() {
-                    self.ip_id = self.ip_id.wrapping_add(1);
-                    outer.ip_id = self.ip_id;
-                    encapsulate(&w, template, inject, data, meta, &outer);
+                    self.tx.ip_id = self.tx.ip_id.wrapping_add(1);
+                    outer.ip_id = self.tx.ip_id;
+                    encapsulate(w, template, inject, data, meta, &outer);
                 } else {
                     // A 64 KiB super-frame and the outer headers would pass IP's
                     // largest packet: sent as two (or more) smaller ones.
                     let max_ip = template.inner_frame_max(usize::from(u16::MAX))
                         - tag
                         - vsw_packet::ethernet::ETH_HDR_LEN;
-                    let ip_id = &mut self.ip_id;
+                    let ip_id = &mut self.tx.ip_id;
                     let split = vsw_packet::gso::split_super_frame(
                         data,
                         usize::from(meta.vnet.gso_size),
                         max_ip,
-                        &mut self.split,
+                        &mut self.tx.split,
                         |part| {
                             *ip_id = ip_id.wrapping_add(1);
                             outer.ip_id = *ip_id;
-                            encapsulate(&w, template, inject, part, meta, &outer);
+                            encapsulate(w, template, inject, part, meta, &outer);
                         },
                     );
                     if split.is_err() {

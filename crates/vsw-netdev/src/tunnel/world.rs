@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arc_swap::ArcSwap;
 use crossbeam_queue::ArrayQueue;
-use vsw_packet::tunnel::{DecapError, TunnelPorts};
+use vsw_packet::tunnel::{DecapError, TunnelKind, TunnelPorts};
 use vsw_packet::MacAddr;
-use vsw_tunnel::config::TunnelConfig;
+use vsw_tunnel::config::{FromFlow, TunnelConfig};
 use vsw_tunnel::metadata::MetadataOption;
 use vsw_tunnel::neigh::{Learned, NeighbourTable};
 use vsw_tunnel::route::RouteTable;
@@ -149,6 +149,51 @@ pub(crate) struct Snapshot {
     pub listen: TunnelPorts,
     /// Each bridge's TLV map: the Geneve option it names `tun_metadata0`.
     pub metadata0: BTreeMap<String, MetadataOption>,
+}
+
+/// Which open tunnel port a decapsulated packet is for.
+pub(crate) enum PortFor {
+    /// Its place in the snapshot's `ports` (and `names`).
+    Port(usize),
+    /// From a remote end of a port of its kind, with a VNI none of them has.
+    UnknownVni,
+    /// From no remote end of any port: the host's own (a tunnel device of its own).
+    Host,
+}
+
+impl Snapshot {
+    /// Whether `p` takes packets of `kind` from `src`.
+    fn from_remote(p: &PortEnd, kind: TunnelKind, src: IpAddr) -> bool {
+        p.config.kind == kind
+            && match p.config.remote {
+                FromFlow::Fixed(r) => r == src,
+                FromFlow::Flow => true,
+            }
+    }
+
+    /// The port a packet of `kind` from `src` with VNI `vni` is for: the first that
+    /// takes both (ports in name order), as the LOCAL port's check and the native pop
+    /// both choose.
+    pub(crate) fn port_for(&self, kind: TunnelKind, src: IpAddr, vni: u32) -> PortFor {
+        let keyed = |p: &PortEnd| match p.config.key {
+            FromFlow::Fixed(k) => k == vni,
+            FromFlow::Flow => true,
+        };
+        let mut remote = false;
+        for (i, p) in self.ports.iter().enumerate() {
+            if Snapshot::from_remote(p, kind, src) {
+                if keyed(p) {
+                    return PortFor::Port(i);
+                }
+                remote = true;
+            }
+        }
+        if remote {
+            PortFor::UnknownVni
+        } else {
+            PortFor::Host
+        }
+    }
 }
 
 #[derive(Default)]
@@ -554,13 +599,10 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         };
         mask.nw_src = u128::MAX;
         let src = IpAddr::V4(std::net::Ipv4Addr::from(key.nw_src as u32));
-        let from_remote = snap.ports.iter().any(|p| {
-            p.config.kind == kind
-                && match p.config.remote {
-                    vsw_tunnel::config::FromFlow::Fixed(r) => r == src,
-                    vsw_tunnel::config::FromFlow::Flow => true,
-                }
-        });
+        let from_remote = snap
+            .ports
+            .iter()
+            .any(|p| Snapshot::from_remote(p, kind, src));
         let geneve = kind == TunnelKind::Geneve;
         from_remote.then_some(vsw_datapath::tunnel_pop::Pop {
             geneve,
@@ -578,7 +620,6 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
     ) -> Option<String> {
-        use vsw_tunnel::config::FromFlow;
         let kind = if geneve {
             vsw_packet::tunnel::TunnelKind::Geneve
         } else {
@@ -588,23 +629,11 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         mask.tun_id = u64::MAX;
         let src = IpAddr::V4(std::net::Ipv4Addr::from(key.tun_src));
         let snap = self.snapshot();
-        // In the order the LOCAL port's check looks (the first match).
-        let (name, _) = snap
-            .names
-            .iter()
-            .zip(&snap.ports)
-            .filter(|(_, p)| {
-                p.config.kind == kind
-                    && match p.config.remote {
-                        FromFlow::Fixed(r) => r == src,
-                        FromFlow::Flow => true,
-                    }
-            })
-            .find(|(_, p)| match p.config.key {
-                FromFlow::Fixed(k) => u64::from(k) == key.tun_id,
-                FromFlow::Flow => true,
-            })?;
-        Some(name.clone())
+        match snap.port_for(kind, src, key.tun_id as u32) {
+            // The key's tunnel ID is the VNI (24 bits): no other is any port's.
+            PortFor::Port(i) if key.tun_id <= 0x00ff_ffff => snap.names.get(i).cloned(),
+            _ => None,
+        }
     }
 
     /// The outer headers of a packet (`key`) leaving by tunnel port `port`, and the
