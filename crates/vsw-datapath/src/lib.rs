@@ -11,6 +11,7 @@ pub mod clock;
 pub mod datapath;
 pub mod dpaction;
 pub mod dpflow;
+mod egress;
 pub mod emc;
 mod error;
 pub mod flow_table;

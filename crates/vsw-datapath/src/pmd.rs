@@ -7,20 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrayvec::ArrayVec;
-use vsw_packet::ethernet::{l3_len, ETH_HDR_LEN};
 use vsw_packet::gro::{Gro, Offer};
 use vsw_packet::gso;
 use vsw_packet::key::l4_hash;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
-use vsw_packet::tunnel::{
-    segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, TunnelSuperFrame,
-};
+use vsw_packet::tunnel::segment_udp_tunnel;
 use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
 use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use crate::clock;
 use crate::dpaction::{MAX_RECIRC_DEPTH, MAX_SAVED};
 use crate::dpflow::{DpAction, DpFlow};
+use crate::egress::{self, Egress};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
 use crate::meter::{remark_dscp, Verdict};
@@ -178,18 +176,15 @@ struct Outputs {
 const FIXUP_BUFFER: usize = 65_535 + 64;
 
 impl Outputs {
+    /// Stages a packet for `port` as the egress stage decides (egress.rs).
     #[inline]
     fn stage(&mut self, port: u32, data: &[u8], meta: &PacketMeta) {
         let Some(tx) = self.by_port.get_mut(port) else {
             return;
         };
-        let o = tx.offloads;
-        let v = &meta.vnet;
-        let gso = v.is_gso();
-        let partial = v.flags & VNET_F_NEEDS_CSUM != 0;
-        if !gso && (o.csum || !partial) && data.len() <= o.mtu + ETH_HDR_LEN {
-            // The common case: the device takes the packet as it is (TCP segments
-            // may first be merged for it).
+        let plan = egress::plan(data, &meta.vnet, &tx.offloads);
+        if plan == Egress::AsIs {
+            // TCP segments may first be merged for the device.
             if meta.vlan.is_none() && tx.gro.is_some() {
                 tx.stage_merging(data, meta, &mut self.tally);
             } else {
@@ -198,90 +193,66 @@ impl Outputs {
             }
             return;
         }
-        // Anything else leaves after what the merge holds.
-        tx.flush_gro(&mut self.tally);
-        let stats = tx.handle.stats.clone();
-        if gso {
-            if let Some(t) = udp_tunnel_super_frame(data, v) {
-                self.stage_tunnel_super_frame(port, data, meta, &t);
-                return;
-            }
-            let mss = gso::segment_size(data, v, o.mtu);
-            if o.tso && mss == Ok(usize::from(v.gso_size)) {
-                tx.stage_ready(data, meta, &mut self.tally);
-                return;
-            }
-            // The device cannot take it whole, or its MTU is smaller than the
-            // sender's segments: vsw cuts it, each segment complete.
-            let plain = meta.without_offloads();
-            let tally = &mut self.tally;
-            let result = mss.and_then(|mss| {
-                gso::segment_tcp(data, mss, &mut self.fixup, |seg| {
-                    tx.stage_ready(seg, &plain, tally)
-                })
-            });
-            count_cut(result, &stats, &mut self.tally);
-            return;
-        }
-        if l3_len(data) > o.mtu {
-            // Never cut short: dropped and counted.
-            self.tally.lost += 1;
-            PortStats::add_drop(&stats.tx_mtu_drops, 1);
-            return;
-        }
-        // A checksum the device cannot finish is finished here.
-        let Some(copy) = self.fixup.get_mut(..data.len()) else {
-            self.tally.lost += 1;
-            PortStats::add_drop(&stats.tx_too_big, 1);
-            return;
-        };
-        copy.copy_from_slice(data);
-        if gso::complete_checksum(copy, v).is_err() {
-            self.tally.lost += 1;
-            PortStats::add_drop(&stats.tx_errors, 1);
-            return;
-        }
-        PortStats::add_drop(&stats.tx_csum_sw, 1);
-        let done = PacketMeta {
-            vnet: VnetHdr {
-                flags: v.flags & !VNET_F_NEEDS_CSUM,
-                ..VnetHdr::default()
-            },
-            vlan: meta.vlan,
-            tunnel: meta.tunnel,
-        };
-        tx.stage_ready(copy, &done, &mut self.tally);
+        self.stage_prepared(port, data, meta, plan);
     }
 
-    /// A UDP-tunnelled super-frame (Linux's vxlan or geneve device sent it through
-    /// a veth): whole to a port that takes it so, cut into complete outer frames
-    /// for any other.
+    /// Anything but a packet as it is: it leaves after what the merge holds.
     #[cold]
-    fn stage_tunnel_super_frame(
-        &mut self,
-        port: u32,
-        data: &[u8],
-        meta: &PacketMeta,
-        t: &TunnelSuperFrame,
-    ) {
+    fn stage_prepared(&mut self, port: u32, data: &[u8], meta: &PacketMeta, plan: Egress) {
         let Some(tx) = self.by_port.get_mut(port) else {
             return;
         };
-        let (o, v) = (tx.offloads, &meta.vnet);
-        let mss = tunnel_segment_size(data, t, v, o.mtu);
-        if o.tunnel_tso && mss == Ok(usize::from(v.gso_size)) {
-            tx.stage_ready(data, meta, &mut self.tally);
-            return;
-        }
+        tx.flush_gro(&mut self.tally);
         let stats = tx.handle.stats.clone();
-        let plain = meta.without_offloads();
         let tally = &mut self.tally;
-        let result = mss.and_then(|mss| {
-            segment_udp_tunnel(data, t, mss, &mut self.fixup, |seg| {
-                tx.stage_ready(seg, &plain, tally)
-            })
-        });
-        count_cut(result, &stats, &mut self.tally);
+        let lost = |tally: &mut TxTally, counter: &std::sync::atomic::AtomicU64| {
+            tally.lost += 1;
+            PortStats::add_drop(counter, 1);
+        };
+        match plan {
+            Egress::AsIs | Egress::Whole | Egress::TunnelWhole => {
+                tx.stage_ready(data, meta, tally);
+            }
+            Egress::Cut(mss) => {
+                let plain = meta.without_offloads();
+                let result = gso::segment_tcp(data, mss, &mut self.fixup, |seg| {
+                    tx.stage_ready(seg, &plain, tally)
+                });
+                count_cut(result, &stats, tally);
+            }
+            Egress::CutTunnel(t, mss) => {
+                if !tx.offloads.tunnel_tso {
+                    tx.queue.learn_tunnel_tso();
+                }
+                let plain = meta.without_offloads();
+                let result = segment_udp_tunnel(data, &t, mss, &mut self.fixup, |seg| {
+                    tx.stage_ready(seg, &plain, tally)
+                });
+                count_cut(result, &stats, tally);
+            }
+            Egress::Uncuttable(e) => count_cut(Err(e), &stats, tally),
+            Egress::AboveMtu => lost(tally, &stats.tx_mtu_drops),
+            Egress::FinishChecksum => {
+                let v = &meta.vnet;
+                let Some(copy) = self.fixup.get_mut(..data.len()) else {
+                    return lost(tally, &stats.tx_too_big);
+                };
+                copy.copy_from_slice(data);
+                if gso::complete_checksum(copy, v).is_err() {
+                    return lost(tally, &stats.tx_errors);
+                }
+                PortStats::add_drop(&stats.tx_csum_sw, 1);
+                let done = PacketMeta {
+                    vnet: VnetHdr {
+                        flags: v.flags & !VNET_F_NEEDS_CSUM,
+                        ..VnetHdr::default()
+                    },
+                    vlan: meta.vlan,
+                    tunnel: meta.tunnel,
+                };
+                tx.stage_ready(copy, &done, tally);
+            }
+        }
     }
 
     /// Sends every batch, due or not (a port or the PMD goes away).
@@ -313,10 +284,9 @@ impl Outputs {
     }
 
     /// Whether `header` may go in front of `frame` (`vnet` its offload state,
-    /// `headroom` the room in front of it) here: it fits the room, the tunnel port's
-    /// MTU (a super-frame: its segments do) and one outer packet. Then it counts as
-    /// sent by the tunnel port; otherwise the port's queue takes the frame (and
-    /// cuts, splits or drops it as a tunnel port's queue does).
+    /// `headroom` the room in front of it) here (`egress::push_fits`). Then it
+    /// counts as sent by the tunnel port; otherwise the port's queue takes the frame
+    /// (and cuts, splits or drops it as a tunnel port's queue does).
     fn tunnel_takes_whole(
         &mut self,
         header: &PushHeader,
@@ -326,18 +296,7 @@ impl Outputs {
         let Some(tx) = self.by_port.get_mut(header.tunnel_port) else {
             return false;
         };
-        if headroom < header.template.overhead() {
-            // Outer headers already in front (a tunnel in a tunnel) left no room.
-            return false;
-        }
-        let mtu = tx.offloads.mtu;
-        let whole = if vnet.is_gso() {
-            udp_tunnel_super_frame(frame, vnet).is_none()
-                && gso::segment_size(frame, vnet, mtu) == Ok(usize::from(vnet.gso_size))
-                && frame.len() <= header.template.inner_frame_max(usize::from(u16::MAX))
-        } else {
-            l3_len(frame) <= mtu
-        };
+        let whole = egress::push_fits(header, frame, vnet, headroom, tx.offloads.mtu);
         if whole {
             tx.staged_packets += 1;
             tx.staged_bytes += frame.len() as u64;

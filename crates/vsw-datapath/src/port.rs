@@ -120,7 +120,9 @@ pub enum StageError {
 }
 
 /// What a transmit queue's device can finish by itself, and how large a packet it
-/// takes. Fixed for the queue's life (a change of MTU opens new queues).
+/// takes: what the egress stage decides by (egress.rs). The MTU is fixed for the
+/// queue's life (a change opens new queues); the rest may grow while it is attached
+/// (a guest negotiates, a tunnel tap is made), and is read again after each batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxOffloads {
     /// Takes frames whose checksum is left to it (virtio-net NEEDS_CSUM).
@@ -128,7 +130,8 @@ pub struct TxOffloads {
     /// Takes TCP super-frames (virtio-net GSO) and segments them itself.
     pub tso: bool,
     /// Takes UDP-tunnelled TCP super-frames (outer VXLAN or Geneve headers in front
-    /// of an inner super-frame, as Linux's tunnel devices hand them over) whole.
+    /// of an inner super-frame, as Linux's tunnel devices hand them over) whole —
+    /// those with no outer UDP checksum (the only kind a tunnel tap takes).
     pub tunnel_tso: bool,
     /// A sender's TCP segments may be merged into super-frames for it (software
     /// GRO): its far side is a host's network stack (a veth's, a tap's, a guest's).
@@ -154,10 +157,17 @@ impl Default for TxOffloads {
 }
 
 pub trait TxQueue: Send {
-    /// What the device finishes by itself; asked once, when a PMD takes the queue.
+    /// What the device finishes by itself; asked when a PMD takes the queue and
+    /// after each batch it sends.
     fn offloads(&self) -> TxOffloads {
         TxOffloads::default()
     }
+
+    /// The egress stage cut a UDP-tunnelled super-frame for this queue, whose
+    /// offloads said it takes none whole. A queue that can learn to (an underlay
+    /// port's tunnel tap, made on a thread of its own) starts to, and says so in
+    /// [`TxQueue::offloads`] once it can.
+    fn learn_tunnel_tso(&mut self) {}
 
     /// Whether the receiver on the far side may poll instead of waiting to be
     /// notified (a vhost-user guest). `tx-flush-interval=auto` batches only for a

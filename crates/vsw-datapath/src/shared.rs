@@ -137,6 +137,10 @@ impl TxQueue for LockedTx {
         lock(&self.0).offloads()
     }
 
+    fn learn_tunnel_tso(&mut self) {
+        lock(&self.0).learn_tunnel_tso()
+    }
+
     fn receiver_may_poll(&self) -> bool {
         lock(&self.0).receiver_may_poll()
     }

@@ -5,6 +5,8 @@ mod common;
 
 use common::*;
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use vsw_datapath::{PacketMeta, TxOffloads};
 use vsw_packet::builder::{self, Ipv4, DST_MAC, SRC_MAC};
 use vsw_packet::key::IPPROTO_TCP;
@@ -476,6 +478,66 @@ fn a_port_that_takes_tunnelled_super_frames_gets_it_whole() {
     let (out, meta) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
     assert_eq!(out, f);
     assert_eq!(meta.vnet, vnet);
+}
+
+/// A queue that takes tunnel super-frames whole once it was asked to learn to (as
+/// an underlay port's tunnel tap is made): until then, `offloads` says it does not.
+struct Learning {
+    inner: Box<dyn vsw_datapath::TxQueue>,
+    learned: Arc<AtomicBool>,
+}
+
+impl vsw_datapath::TxQueue for Learning {
+    fn offloads(&self) -> TxOffloads {
+        TxOffloads {
+            tunnel_tso: self.learned.load(Ordering::Relaxed),
+            ..FULL
+        }
+    }
+    fn learn_tunnel_tso(&mut self) {
+        self.learned.store(true, Ordering::Relaxed);
+    }
+    fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), vsw_datapath::StageError> {
+        self.inner.stage(data, meta)
+    }
+    fn pending(&self) -> usize {
+        self.inner.pending()
+    }
+    fn flush(&mut self) -> usize {
+        self.inner.flush()
+    }
+}
+
+#[test]
+fn a_port_that_learns_to_take_tunnelled_super_frames_gets_them_whole_after_the_first_cut() {
+    let learned = Arc::new(AtomicBool::new(false));
+    let (mut q, peer) = vsw_datapath::memory::memory_port_with(1, 4096, FULL);
+    q.tx = Box::new(Learning {
+        inner: q.tx,
+        learned: learned.clone(),
+    });
+    q.tx_factory = None;
+    let mut sw = switch_of(vec![
+        vsw_datapath::memory::memory_port_with(1, 4096, FULL),
+        (q, peer),
+    ]);
+    one_rule(&mut sw);
+    let (f, vnet) = vxlan_super_frame(10_000);
+    let meta = PacketMeta {
+        vnet,
+        ..PacketMeta::default()
+    };
+    sw.peers[0].send_with(&f, meta);
+    let (first, m) = sw.peers[1].recv_with(WAIT).expect("a cut packet");
+    assert!(first.len() <= 1514, "cut: {} bytes", first.len());
+    assert_eq!(m.vnet, VnetHdr::default());
+    assert!(learned.load(Ordering::Relaxed), "asked to learn");
+    while sw.peers[1].recv_timeout(QUIET).is_some() {}
+    // The offloads are read again after that batch: the next one goes whole.
+    sw.peers[0].send_with(&f, meta);
+    let (out, m) = sw.peers[1].recv_with(WAIT).expect("the super-frame");
+    assert_eq!(out, f);
+    assert_eq!(m.vnet, vnet);
 }
 
 #[test]

@@ -11,9 +11,6 @@ use std::sync::Arc;
 use crossbeam_queue::ArrayQueue;
 use vsw_datapath::{PacketMeta, RxBatch, RxDrops, RxPacket, RxQueue, StageError, BATCH_SIZE};
 
-/// The largest frame a channel carries: a 9,216-byte MTU's, a VLAN tag put back,
-/// room for a tunnel's outer headers.
-pub const CHANNEL_FRAME: usize = 9216 + 18 + 4 + 160;
 /// The largest frame a channel for super-frames carries: a 64 KiB IP packet behind
 /// its Ethernet header and a VLAN tag.
 pub const SUPER_FRAME: usize = 65_535 + 18 + 4;

@@ -66,13 +66,18 @@ pub fn learning_switch(dp: &mut Datapath) -> Arc<Ofproto> {
 
 /// One port per entry of `offloads` (what its transmit side finishes by itself).
 pub fn switch_with_offloads(offloads: &[TxOffloads]) -> Switch {
+    let ports = offloads.iter().map(|o| memory_port_with(1, 4096, *o));
+    switch_of(ports.collect())
+}
+
+/// A learning switch on one PMD over these ports (numbered from 1).
+pub fn switch_of(ports: Vec<(vsw_datapath::PortQueues, MemoryPeer)>) -> Switch {
     let dp = Datapath::start(PmdConfig {
         cores: vec![0],
         pin: false,
     })
     .unwrap();
-    let ports = offloads.iter().map(|o| memory_port_with(1, 4096, *o));
-    attach(dp, ports.collect())
+    attach(dp, ports)
 }
 
 pub fn switch(ports: u32) -> Switch {

@@ -23,7 +23,7 @@ use vsw_datapath::{
     TxQueue, BATCH_SIZE,
 };
 use vsw_packet::ethernet::copy_frame;
-use vsw_packet::tunnel::{segment_udp_tunnel, udp_tunnel_super_frame};
+use vsw_packet::tunnel::udp_tunnel_super_frame;
 use vsw_packet::vnet::VNET_HDR_LEN;
 use vsw_packet::{VlanTag, VnetHdr};
 
@@ -31,9 +31,6 @@ use super::tunnel_gso::TunnelGsoTap;
 use super::{attach, offload_socket, set_flag, syscall, transient, RingFrames, MAX_FRAME};
 use crate::sys::{self, RingMap, TPACKET_V2};
 use crate::NetdevError;
-
-/// The largest outer packet a cut tunnel super-frame yields (a jumbo MTU's).
-const CUT_BUFFER: usize = 16 << 10;
 
 /// Where a V2 TX frame's payload (here: virtio-net header, then frame) starts:
 /// TPACKET2_HDRLEN - sizeof(sockaddr_ll) = 32.
@@ -437,57 +434,60 @@ struct RingTx {
     ifindex: u32,
     /// Where UDP-tunnelled super-frames go whole.
     tunnel_gso: TunnelGso,
-    /// Where such a frame is cut when they cannot.
-    cut: Box<[u8]>,
 }
 
-/// The way for UDP-tunnelled super-frames (`tunnel_gso.rs`): made the first time one
-/// is sent (most ports never carry one), once, by a thread of its own — making it
-/// takes ~40 ms, which the PMD does not wait for: it cuts such frames meanwhile.
+/// The way for UDP-tunnelled super-frames (`tunnel_gso.rs`): made the first time the
+/// egress stage has one to cut for this port (most ports never carry one), once, by a
+/// thread of its own — making it takes ~40 ms, which the PMD does not wait for: the
+/// egress stage cuts such frames until the port's offloads say it takes them whole.
 enum TunnelGso {
     Untried,
     Making(mpsc::Receiver<std::io::Result<TunnelGsoTap>>),
     Tap(TunnelGsoTap),
-    /// Not on this kernel: such frames are cut here.
+    /// Not on this kernel: such frames stay cut.
     Unavailable,
 }
 
 impl TunnelGso {
-    /// The tap, once made (starting it the first time).
-    fn tap(&mut self, ifindex: u32) -> Option<&TunnelGsoTap> {
+    /// Starts making the tap, the first time it is asked for.
+    fn start(&mut self, ifindex: u32) {
+        if !matches!(self, TunnelGso::Untried) {
+            return;
+        }
+        let (done, made) = mpsc::channel();
+        // The new thread is in the PMD's network namespace, as the port is.
+        let spawned = std::thread::Builder::new()
+            .name("vsw-tunnel-tap".into())
+            .spawn(move || {
+                let _ = done.send(TunnelGsoTap::open(ifindex));
+            });
+        *self = match spawned {
+            Ok(_) => TunnelGso::Making(made),
+            Err(_) => TunnelGso::Unavailable,
+        };
+    }
+
+    /// Takes the tap once it is made (or learns that it cannot be).
+    fn advance(&mut self, ifindex: u32) {
+        let TunnelGso::Making(made) = self else {
+            return;
+        };
+        match made.try_recv() {
+            Ok(Ok(tap)) => *self = TunnelGso::Tap(tap),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, ifindex,
+                    "no tap for tunnel super-frames: they are cut in vsw");
+                *self = TunnelGso::Unavailable;
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+            Err(mpsc::TryRecvError::Disconnected) => *self = TunnelGso::Unavailable,
+        }
+    }
+
+    fn tap(&self) -> Option<&TunnelGsoTap> {
         match self {
-            TunnelGso::Untried => {
-                let (done, made) = mpsc::channel();
-                // The new thread is in the PMD's network namespace, as the port is.
-                let spawned = std::thread::Builder::new()
-                    .name("vsw-tunnel-tap".into())
-                    .spawn(move || {
-                        let _ = done.send(TunnelGsoTap::open(ifindex));
-                    });
-                *self = match spawned {
-                    Ok(_) => TunnelGso::Making(made),
-                    Err(_) => TunnelGso::Unavailable,
-                };
-                None
-            }
-            TunnelGso::Making(made) => {
-                match made.try_recv() {
-                    Ok(Ok(tap)) => *self = TunnelGso::Tap(tap),
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, ifindex,
-                            "no tap for tunnel super-frames: they are cut in vsw");
-                        *self = TunnelGso::Unavailable;
-                    }
-                    Err(mpsc::TryRecvError::Empty) => {}
-                    Err(mpsc::TryRecvError::Disconnected) => *self = TunnelGso::Unavailable,
-                }
-                match self {
-                    TunnelGso::Tap(tap) => Some(tap),
-                    _ => None,
-                }
-            }
             TunnelGso::Tap(tap) => Some(tap),
-            TunnelGso::Unavailable => None,
+            _ => None,
         }
     }
 }
@@ -513,13 +513,13 @@ impl RingTx {
             mtu,
             ifindex,
             tunnel_gso: TunnelGso::Untried,
-            cut: vec![0u8; CUT_BUFFER].into_boxed_slice(),
         }
     }
 
     /// Sends a UDP-tunnelled super-frame (`vnet` describing its inner segmentation,
-    /// offsets as `data` goes out, tag included): whole through the port's tunnel tap,
-    /// or cut into outer packets here. `None`: `data` is no such frame.
+    /// offsets as `data` goes out, tag included) whole through the port's tunnel tap.
+    /// `None`: `data` is no such frame. The egress stage sends one only once
+    /// `offloads` says the tap is there, and cuts any with an outer checksum.
     fn stage_tunnel_super_frame(
         &mut self,
         data: &[u8],
@@ -548,33 +548,17 @@ impl RingTx {
             }
         };
         let t = udp_tunnel_super_frame(frame, &vnet)?;
-        // The tap's header asks the kernel for outer UDP checksums only with a flag
-        // whose meaning for a checksum already present vsw does not rely on: frames
-        // with one are cut here.
-        let outer_csum = frame.get(t.l4 + 6..t.l4 + 8)? != [0, 0];
-        if self.tunnel_gso.tap(self.ifindex).is_some() && !outer_csum {
-            // After what the ring holds, so that a flow's packets keep their order.
-            self.rejected += self.kick();
-            let TunnelGso::Tap(tap) = &self.tunnel_gso else {
-                unreachable!("checked above")
-            };
-            if let Err(e) = tap.send(frame, &vnet, &t) {
-                tracing::debug!(error = %e, "a tunnel super-frame was refused");
-                self.rejected += 1;
-            }
-            return Some(Ok(()));
+        if self.tunnel_gso.tap().is_none() {
+            // A packet socket's header cannot say "UDP tunnel".
+            return Some(Err(StageError::TooBig));
         }
-        let mss = usize::from(vnet.gso_size);
-        let plain = meta.without_offloads();
-        let mut cut = std::mem::take(&mut self.cut);
-        let mut lost = 0;
-        let result = segment_udp_tunnel(frame, &t, mss, &mut cut, |seg| {
-            if self.stage(seg, &plain).is_err() {
-                lost += 1;
-            }
-        });
-        self.cut = cut;
-        self.rejected += lost + usize::from(result.is_err());
+        // After what the ring holds, so that a flow's packets keep their order.
+        self.rejected += self.kick();
+        let tap = self.tunnel_gso.tap().expect("checked above");
+        if let Err(e) = tap.send(frame, &vnet, &t) {
+            tracing::debug!(error = %e, "a tunnel super-frame was refused");
+            self.rejected += 1;
+        }
         Some(Ok(()))
     }
 
@@ -664,13 +648,17 @@ impl RingTx {
 
 impl TxQueue for RingTx {
     /// The kernel finishes checksums and segments super-frames (the virtio-net header
-    /// goes with every frame); UDP-tunnelled ones too, through the port's tunnel tap
-    /// (or cut here where there is none).
+    /// goes with every frame); UDP-tunnelled ones too, once the port's tunnel tap is
+    /// made.
     fn offloads(&self) -> TxOffloads {
         TxOffloads {
-            tunnel_tso: true,
+            tunnel_tso: self.tunnel_gso.tap().is_some(),
             ..crate::vnet_frame::kernel_offloads(self.mtu)
         }
+    }
+
+    fn learn_tunnel_tso(&mut self) {
+        self.tunnel_gso.start(self.ifindex);
     }
 
     fn stage(&mut self, data: &[u8], meta: &PacketMeta) -> Result<(), StageError> {
@@ -742,6 +730,8 @@ impl TxQueue for RingTx {
 
     fn flush(&mut self) -> usize {
         let refused = self.kick();
+        // The PMD reads the offloads again after this batch.
+        self.tunnel_gso.advance(self.ifindex);
         refused + std::mem::take(&mut self.rejected)
     }
 }
@@ -772,12 +762,12 @@ mod tests {
         vsw_packet::builder::tunnelled_tcp_super_frame(&spec, &[7u8; 20_000], 1398)
     }
 
-    /// A tunnel super-frame staged on a ring port is cut into outer packets no
-    /// larger than the underlay's MTU while the port's tunnel tap is being made, and
-    /// reaches the veth's peer whole through the tap once it is. Root: a namespace
-    /// of its own, the test's thread in it.
+    /// A ring port takes no tunnel super-frame (the egress stage cuts them) until it
+    /// is asked to learn to; then, once its tunnel tap is made, its offloads say so
+    /// and such a frame reaches the veth's peer whole. Root: a namespace of its own,
+    /// the test's thread in it.
     #[test]
-    fn tunnel_super_frames_are_cut_until_the_tap_is_made_then_leave_whole() {
+    fn tunnel_super_frames_leave_whole_once_the_port_learned_to_take_them() {
         use std::process::Command;
         use std::time::{Duration, Instant};
         let ns = format!("vswtg{}", std::process::id() % 100_000);
@@ -845,15 +835,18 @@ mod tests {
                         std::thread::yield_now();
                     }
                 };
-                // The first: the tap is only being made, so the frame is cut. 20,000
-                // bytes in segments of 1,398: 15 outer packets.
-                let (packets, bytes) = send(&mut tx);
-                let headers = frame.len() as u64 - 20_000;
-                assert_eq!((packets, bytes), (15, 20_000 + 15 * headers), "cut");
+                // Before: refused, and nothing is made until asked.
+                assert!(!tx.offloads().tunnel_tso);
+                assert_eq!(tx.stage(&frame, &meta), Err(StageError::TooBig));
+                assert_eq!(tx.flush(), 0);
+                assert!(matches!(tx.tunnel_gso, TunnelGso::Untried));
+                tx.learn_tunnel_tso();
                 let deadline = Instant::now() + Duration::from_secs(5);
-                while tx.tunnel_gso.tap(ifindex).is_none() {
+                while !tx.offloads().tunnel_tso {
                     assert!(Instant::now() < deadline, "the tap was not made");
                     std::thread::sleep(Duration::from_millis(5));
+                    // Where the PMD would look: after a batch.
+                    tx.flush();
                 }
                 assert_eq!(send(&mut tx), (1, frame.len() as u64), "whole");
             })

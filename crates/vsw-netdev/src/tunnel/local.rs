@@ -8,10 +8,7 @@ use std::sync::Arc;
 
 use vsw_datapath::{PacketMeta, PortQueues, StageError, TunnelKey, TxFactory, TxOffloads, TxQueue};
 use vsw_packet::key::{extract, FlowKey};
-use vsw_packet::tunnel::{
-    decap, segment_udp_tunnel, tunnel_segment_size, udp_tunnel_super_frame, DecapError,
-    TunnelSuperFrame,
-};
+use vsw_packet::tunnel::{decap, DecapError};
 use vsw_packet::vnet::{VNET_F_DATA_VALID, VNET_F_NEEDS_CSUM};
 use vsw_packet::wire::ip::{IPPROTO_ICMPV6, IPPROTO_UDP};
 use vsw_packet::{EtherType, MacAddr};
@@ -47,7 +44,6 @@ pub fn open_local(
         world: world.clone(),
         inner: queues.tx,
         bridge: bridge.clone(),
-        scratch: vec![0u8; crate::channel::CHANNEL_FRAME].into_boxed_slice(),
     });
     let w = world.clone();
     queues.tx_factory = factory.map(|f| -> TxFactory {
@@ -57,7 +53,6 @@ pub fn open_local(
                     world: w.clone(),
                     inner: q,
                     bridge: bridge.clone(),
-                    scratch: vec![0u8; crate::channel::CHANNEL_FRAME].into_boxed_slice(),
                 })
             })
         })
@@ -75,8 +70,6 @@ struct LocalTx {
     world: Arc<TunnelWorld>,
     inner: Box<dyn TxQueue>,
     bridge: Arc<str>,
-    /// Where a tunnel super-frame for the host is cut into outer frames.
-    scratch: Box<[u8]>,
 }
 
 /// The ethertype and (for IP) the protocol of an untagged frame, cheaply: a look at
@@ -164,42 +157,19 @@ impl LocalTx {
             }
         }
     }
-
-    /// A tunnel super-frame for the host's own socket (a tunnel device of its own):
-    /// cut into outer frames, since the host's end takes no tunnel super-frames.
-    fn stage_cut_for_host(
-        &mut self,
-        data: &[u8],
-        meta: &PacketMeta,
-        t: &TunnelSuperFrame,
-    ) -> Result<(), StageError> {
-        let plain = PacketMeta {
-            vlan: meta.vlan,
-            ..PacketMeta::default()
-        };
-        let mtu = self.inner.offloads().mtu;
-        let inner = &mut self.inner;
-        let mut staged = Ok(());
-        let cut = tunnel_segment_size(data, t, &meta.vnet, mtu).and_then(|mss| {
-            segment_udp_tunnel(data, t, mss, &mut self.scratch, |seg| {
-                staged = staged.and(inner.stage(seg, &plain));
-            })
-        });
-        if cut.is_err() {
-            self.world.count_drop(TunnelDrop::InnerTooBig);
-        }
-        staged
-    }
 }
 
 impl TxQueue for LocalTx {
+    /// The host's device's: tunnel super-frames come cut (by the egress stage), each
+    /// outer packet decapsulated here on its own. Those a tunnel port takes whole are
+    /// popped in the datapath (`DpAction::TunnelPop`); only what translation cannot
+    /// pop (an IPv6 underlay, a TLV map of another bridge) reaches this check.
     fn offloads(&self) -> TxOffloads {
-        // Tunnel super-frames are decapsulated here, or cut for the host if they
-        // are not a tunnel port's.
-        TxOffloads {
-            tunnel_tso: true,
-            ..self.inner.offloads()
-        }
+        self.inner.offloads()
+    }
+
+    fn learn_tunnel_tso(&mut self) {
+        self.inner.learn_tunnel_tso();
     }
 
     fn receiver_may_poll(&self) -> bool {
@@ -230,11 +200,6 @@ impl TxQueue for LocalTx {
             {
                 return Ok(());
             }
-            (EtherType::IPV4 | EtherType::IPV6, IPPROTO_UDP) if meta.vnet.is_gso() => {
-                if let Some(t) = udp_tunnel_super_frame(data, &meta.vnet) {
-                    return self.stage_cut_for_host(data, meta, &t);
-                }
-            }
             _ => {}
         }
         self.inner.stage(data, meta)
@@ -256,9 +221,8 @@ mod tests {
     use std::net::{IpAddr, Ipv4Addr};
     use vsw_datapath::memory::memory_port;
     use vsw_datapath::{RxBatch, RxQueue};
-    use vsw_packet::builder::{self, Ipv4};
+    use vsw_packet::builder;
     use vsw_packet::tunnel::{EncapSpec, EncapTemplate, TunnelKind};
-    use vsw_packet::vnet::{VnetHdr, VNET_GSO_TCPV4};
     use vsw_tunnel::config::TunnelConfig;
     use vsw_tunnel::metadata::MetadataOption;
 
@@ -353,50 +317,10 @@ mod tests {
         let after = world.drops();
         let n = |d: &[(&str, u64)]| d.iter().find(|(r, _)| *r == "vxlan_no_vni").unwrap().1;
         assert_eq!(n(&after), n(&before) + 1);
-        // A TCP super-frame its sender cut nothing of (UDP-tunnel GSO): it crosses to
-        // the tunnel port whole.
-        let payload = vec![7u8; 3000];
-        let super_frame = builder::ethernet(
-            MacAddr([2, 0, 0, 0, 0, 9]),
-            MacAddr([2, 0, 0, 0, 0, 8]),
-            &[],
-            EtherType::IPV4,
-            &builder::ipv4(
-                &Ipv4 {
-                    proto: vsw_packet::key::IPPROTO_TCP,
-                    ..Ipv4::default()
-                },
-                &builder::tcp(40000, 5201, 0x10, &payload),
-            ),
-        );
-        let outer = vxlan(&super_frame, 77);
-        let at = (outer.len() - super_frame.len()) as u16;
-        let meta = PacketMeta {
-            vnet: VnetHdr {
-                flags: VNET_F_NEEDS_CSUM,
-                gso_type: VNET_GSO_TCPV4,
-                hdr_len: at + 54,
-                gso_size: 1000,
-                csum_start: at + 34,
-                csum_offset: 16,
-            },
-            ..PacketMeta::default()
-        };
-        local.tx.stage(&outer, &meta).unwrap();
-        assert_eq!(received(tunnel.rx[0].as_mut()), vec![super_frame.clone()]);
-        // One from an address no tunnel port of this switch's has (the host's own
-        // tunnel's): cut into whole VXLAN packets for the host, which takes no tunnel
-        // super-frames.
-        let other = vxlan_from(Ipv4Addr::new(198, 18, 77, 9), &super_frame, 78);
-        local.tx.stage(&other, &meta).unwrap();
-        local.tx.flush();
-        for _ in 0..3 {
-            let got = host
-                .recv_timeout(std::time::Duration::from_secs(1))
-                .expect("a VXLAN packet for the host");
-            assert_eq!(got.len(), at as usize + 54 + 1000);
-        }
-        assert!(host.try_recv().is_none());
+        // Tunnel super-frames reach it only as the host's device takes them: cut
+        // by the egress stage (whole ones a tunnel port takes are popped in the
+        // datapath).
+        assert!(!local.tx.offloads().tunnel_tso);
         // ARP for the bridge's own address teaches the neighbour table, and still
         // reaches the host; a gratuitous one (a host announcing itself) teaches
         // nothing.

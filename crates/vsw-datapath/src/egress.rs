@@ -1,0 +1,259 @@
+//! The egress stage: how a packet leaves for a port, decided once, here, from what
+//! the port's queue finishes by itself ([`TxOffloads`], read again after every
+//! batch: a guest's driver or an underlay's tunnel tap may change it). A device
+//! then only copies — it cuts, checksums or splits nothing (after Open vSwitch's
+//! `netdev_send`, which segments and checksums in software for a device that
+//! cannot).
+//!
+//! The decision parses each header once: a tunnel super-frame's offsets
+//! ([`TunnelSuperFrame`]) travel from the decision to the cut.
+
+use vsw_packet::ethernet::{l3_len, ETH_HDR_LEN};
+use vsw_packet::gso::{self, GsoError};
+use vsw_packet::tunnel::{tunnel_segment_size, udp_tunnel_super_frame, TunnelSuperFrame};
+use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
+use vsw_packet::VnetHdr;
+
+use crate::port::TxOffloads;
+use crate::tunnel_push::PushHeader;
+
+/// How one packet leaves for a port.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Egress {
+    /// The device takes it as it is (a plain TCP segment may first be merged).
+    AsIs,
+    /// A TCP super-frame the device segments itself.
+    Whole,
+    /// A TCP super-frame cut here into segments of this size.
+    Cut(usize),
+    /// A UDP-tunnelled super-frame the device takes whole.
+    TunnelWhole,
+    /// A UDP-tunnelled super-frame cut here into outer packets whose inner
+    /// segments carry this many bytes.
+    CutTunnel(TunnelSuperFrame, usize),
+    /// A checksum left to a device that cannot finish it: finished here, on a copy.
+    FinishChecksum,
+    /// Above the port's MTU and no super-frame: dropped, never cut short.
+    AboveMtu,
+    /// A super-frame that cannot be cut (malformed, or its segments would not fit).
+    Uncuttable(GsoError),
+}
+
+/// How `data` (with offload state `vnet`) leaves for a port whose queue finishes
+/// what `o` says.
+#[inline]
+pub(crate) fn plan(data: &[u8], vnet: &VnetHdr, o: &TxOffloads) -> Egress {
+    let partial = vnet.flags & VNET_F_NEEDS_CSUM != 0;
+    if !vnet.is_gso() && (o.csum || !partial) && data.len() <= o.mtu + ETH_HDR_LEN {
+        // The common case, decided without parsing anything.
+        return Egress::AsIs;
+    }
+    plan_other(data, vnet, o, partial)
+}
+
+#[cold]
+fn plan_other(data: &[u8], vnet: &VnetHdr, o: &TxOffloads, partial: bool) -> Egress {
+    let segment = usize::from(vnet.gso_size);
+    if vnet.is_gso() {
+        if let Some(t) = udp_tunnel_super_frame(data, vnet) {
+            let mss = tunnel_segment_size(data, &t, vnet, o.mtu);
+            // A device that takes them (a tunnel tap) leaves the outer UDP checksum
+            // alone: one the sender set is kept only by a cut.
+            if o.tunnel_tso && mss == Ok(segment) && !has_outer_checksum(data, &t) {
+                return Egress::TunnelWhole;
+            }
+            return match mss {
+                Ok(mss) => Egress::CutTunnel(t, mss),
+                Err(e) => Egress::Uncuttable(e),
+            };
+        }
+        return match gso::segment_size(data, vnet, o.mtu) {
+            // The device segments it, and its MTU takes the sender's segments.
+            Ok(mss) if o.tso && mss == segment => Egress::Whole,
+            Ok(mss) => Egress::Cut(mss),
+            Err(e) => Egress::Uncuttable(e),
+        };
+    }
+    if l3_len(data) > o.mtu {
+        return Egress::AboveMtu;
+    }
+    if partial && !o.csum {
+        return Egress::FinishChecksum;
+    }
+    // Within the MTU once its VLAN tag is set aside.
+    Egress::AsIs
+}
+
+/// Whether the tunnel super-frame `t` in `frame` carries an outer UDP checksum.
+fn has_outer_checksum(frame: &[u8], t: &TunnelSuperFrame) -> bool {
+    frame.get(t.l4 + 6..t.l4 + 8).is_some_and(|c| c != [0, 0])
+}
+
+/// Whether `header` may be pushed in front of `frame` (offload state `vnet`,
+/// `headroom` bytes free in front of it) and the result leave as one packet through
+/// a tunnel port of MTU `mtu`: the room is there, and the frame (a super-frame: its
+/// segments) fits the port's MTU and, with the outer headers, one IP packet.
+/// Otherwise the tunnel port's queue takes the frame.
+pub(crate) fn push_fits(
+    header: &PushHeader,
+    frame: &[u8],
+    vnet: &VnetHdr,
+    headroom: usize,
+    mtu: usize,
+) -> bool {
+    if headroom < header.template.overhead() {
+        // Outer headers already in front (a tunnel in a tunnel) left no room.
+        return false;
+    }
+    if vnet.is_gso() {
+        udp_tunnel_super_frame(frame, vnet).is_none()
+            && gso::segment_size(frame, vnet, mtu) == Ok(usize::from(vnet.gso_size))
+            && frame.len() <= header.template.inner_frame_max(usize::from(u16::MAX))
+    } else {
+        l3_len(frame) <= mtu
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vsw_packet::builder::{self, Ipv4};
+    use vsw_packet::key::IPPROTO_TCP;
+    use vsw_packet::tunnel::{EncapSpec, EncapTemplate, TunnelKind};
+    use vsw_packet::vnet::VNET_GSO_TCPV4;
+    use vsw_packet::{EtherType, MacAddr};
+
+    const PLAIN: TxOffloads = TxOffloads {
+        csum: false,
+        tso: false,
+        tunnel_tso: false,
+        merges: false,
+        mtu: 1500,
+    };
+    const FULL: TxOffloads = TxOffloads {
+        csum: true,
+        tso: true,
+        tunnel_tso: false,
+        merges: true,
+        mtu: 1500,
+    };
+
+    /// A TCP frame of `payload` bytes whose checksum is left to the device.
+    fn partial_tcp(payload: usize) -> (Vec<u8>, VnetHdr) {
+        let ip = Ipv4 {
+            proto: IPPROTO_TCP,
+            ..Ipv4::default()
+        };
+        let f = builder::ethernet(
+            MacAddr([2, 0, 0, 0, 0, 2]),
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            &[],
+            EtherType::IPV4,
+            &builder::ipv4(&ip, &builder::tcp(40000, 5201, 0x18, &vec![7u8; payload])),
+        );
+        let vnet = VnetHdr {
+            flags: VNET_F_NEEDS_CSUM,
+            csum_start: 34,
+            csum_offset: 16,
+            ..VnetHdr::default()
+        };
+        (f, vnet)
+    }
+
+    fn super_frame(payload: usize, mss: u16) -> (Vec<u8>, VnetHdr) {
+        let (f, v) = partial_tcp(payload);
+        let vnet = VnetHdr {
+            gso_type: VNET_GSO_TCPV4,
+            gso_size: mss,
+            hdr_len: 54,
+            ..v
+        };
+        (f, vnet)
+    }
+
+    /// `inner` behind VXLAN, its offload state moved behind the outer headers;
+    /// with an outer UDP checksum when `outer_csum`.
+    fn vxlan(inner: &[u8], vnet: VnetHdr, outer_csum: bool) -> (Vec<u8>, VnetHdr) {
+        let t = EncapTemplate::new(&EncapSpec {
+            kind: TunnelKind::Vxlan,
+            eth_src: MacAddr([2, 0, 0, 0, 0, 3]),
+            eth_dst: MacAddr([2, 0, 0, 0, 0, 4]),
+            src: "198.18.1.1".parse().unwrap(),
+            dst: "198.18.1.2".parse().unwrap(),
+            tos: 0,
+            ttl: 64,
+            df: false,
+            udp_dst: 4789,
+            udp_csum: false,
+            vni: 7,
+            geneve_options: Vec::new(),
+        })
+        .expect("a template");
+        let mut out = vec![0u8; inner.len() + 200];
+        let n = t.push(inner, &mut out, 40000, 1).expect("fits");
+        out.truncate(n);
+        if outer_csum {
+            // Any non-zero value: the decision reads only whether one is set.
+            out[14 + 20 + 6] = 0x12;
+        }
+        (out, vnet.shifted(t.overhead() as u16))
+    }
+
+    #[test]
+    fn a_packet_the_device_finishes_leaves_as_it_is() {
+        let (f, v) = partial_tcp(100);
+        assert_eq!(plan(&f, &v, &FULL), Egress::AsIs);
+        assert_eq!(plan(&f, &VnetHdr::default(), &PLAIN), Egress::AsIs);
+    }
+
+    #[test]
+    fn a_checksum_the_device_cannot_finish_is_finished_here() {
+        let (f, v) = partial_tcp(100);
+        assert_eq!(plan(&f, &v, &PLAIN), Egress::FinishChecksum);
+    }
+
+    #[test]
+    fn a_packet_above_the_mtu_is_dropped_never_cut() {
+        let (f, v) = partial_tcp(1600);
+        assert_eq!(plan(&f, &v, &FULL), Egress::AboveMtu);
+        assert_eq!(plan(&f, &VnetHdr::default(), &PLAIN), Egress::AboveMtu);
+    }
+
+    #[test]
+    fn a_super_frame_goes_whole_only_where_the_device_cuts_it_to_the_same_size() {
+        let (f, v) = super_frame(10_000, 1448);
+        assert_eq!(plan(&f, &v, &FULL), Egress::Whole);
+        assert_eq!(plan(&f, &v, &PLAIN), Egress::Cut(1448));
+        let small = TxOffloads { mtu: 1000, ..FULL };
+        assert_eq!(plan(&f, &v, &small), Egress::Cut(1000 - 40));
+    }
+
+    #[test]
+    fn a_super_frame_that_cannot_be_cut_says_why() {
+        let (mut f, v) = super_frame(10_000, 1448);
+        f.truncate(30);
+        assert!(matches!(plan(&f, &v, &PLAIN), Egress::Uncuttable(_)));
+        let (f, v) = super_frame(10_000, 0);
+        assert_eq!(
+            plan(&f, &v, &PLAIN),
+            Egress::Uncuttable(GsoError::NoSegmentSize)
+        );
+    }
+
+    #[test]
+    fn a_tunnel_super_frame_goes_whole_only_to_a_port_that_takes_it_without_outer_checksum() {
+        let (inner, v) = super_frame(10_000, 1400);
+        let (f, tv) = vxlan(&inner, v, false);
+        let taker = TxOffloads {
+            tunnel_tso: true,
+            ..FULL
+        };
+        assert_eq!(plan(&f, &tv, &taker), Egress::TunnelWhole);
+        let Egress::CutTunnel(t, mss) = plan(&f, &tv, &FULL) else {
+            panic!("cut for a port that takes no tunnel super-frames")
+        };
+        assert_eq!((t.inner, mss), (50, 1400));
+        let (f, tv) = vxlan(&inner, v, true);
+        assert!(matches!(plan(&f, &tv, &taker), Egress::CutTunnel(_, 1400)));
+    }
+}
