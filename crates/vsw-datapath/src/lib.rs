@@ -45,6 +45,6 @@ pub use punt::{Injected, Punted, Punts};
 pub use revalidate::{RevalidateSummary, RevalidatorConfig};
 pub use shared::PortHandle;
 pub use stats::{PmdRxqView, PmdStatsView, PortStats, PortStatsView, RxqView};
-pub use tunnel_egress::{TunnelEgress, TunnelWay};
+pub use tunnel_egress::{NoWay, TunnelEgress, TunnelWay};
 pub use tunnel_push::PushHeader;
 pub use upcall::{Attribution, DropAll, NoAttribution, Translation, Upcall};

@@ -9,11 +9,13 @@
 //! lookup.
 //!
 //! What the outer headers are (route, source address, next hop's MAC, the port's
-//! options) is the tunnel side's to say, through [`TunnelEgress`]. Where it cannot
-//! say now (no route, the next hop's MAC not known yet), translation outputs to the
-//! tunnel port itself, whose queue asks for the neighbour and counts the drop; the
-//! flow depends on the underlay (vsw-ofproto's `Backer::underlay_changed`), so that
-//! the revalidator makes it native once the way is known.
+//! options) is the tunnel side's to say, through [`TunnelEgress`]. Where there is no
+//! way now (no route, no source address, the next hop's MAC not known yet: the tunnel
+//! side asks for it, as Open vSwitch's `tnl_send_arp_request`), the packet is dropped
+//! in its own pass and counted by the tunnel side; the flow depends on the underlay
+//! (vsw-ofproto's `Backer::underlay_changed`), so that the revalidator makes it
+//! native once the way is known. What this pass cannot do yet (an IPv6 underlay's
+//! receive side, `tos`/`ttl=inherit`) goes to the tunnel port's queue.
 //!
 //! Input (`terminate_native_tunnel`): a tunnel packet a bridge sends to its LOCAL
 //! port (the host's address) has its outer headers taken off in the same pass
@@ -30,8 +32,15 @@ pub trait TunnelEgress: Send + Sync {
     /// The outer headers of a packet (`key`, as the actions so far left it)
     /// leaving by tunnel port `port`, and the underlay bridge they enter; the key's
     /// fields the answer read are set in `mask` (`tun_dst` of a `remote_ip=flow`
-    /// port, `tun_id` of `key=flow`, …). `None`: not known now.
-    fn way_out(&self, port: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<TunnelWay>;
+    /// port, `tun_id` of `key=flow`, …). A packet is really passing when
+    /// `passing` (not a revalidation): only then is a drop counted.
+    fn way_out(
+        &self,
+        port: &str,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+        passing: bool,
+    ) -> Result<TunnelWay, NoWay>;
 
     /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
     /// tunnel port takes (Open vSwitch's `terminate_native_tunnel`): then what the
@@ -54,6 +63,16 @@ pub trait TunnelEgress: Send + Sync {
     fn receiving_port(&self, _geneve: bool, _key: &FlowKey, _mask: &mut FlowKey) -> Option<String> {
         None
     }
+}
+
+/// Why a tunnel packet gets no outer headers in its own pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoWay {
+    /// There is none now (no route, no source address, no neighbour yet; the tunnel
+    /// side counted it and asks for what it can): the packet is dropped.
+    Dropped,
+    /// One this pass does not build: the tunnel port's queue takes the packet.
+    ByQueue,
 }
 
 /// Where a tunnel packet goes.

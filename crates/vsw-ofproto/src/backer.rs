@@ -313,6 +313,32 @@ impl Backer {
         self.map.load().bridges.contains_key(&slot)
     }
 
+    /// A packet bridge `bridge` sends as from its LOCAL port (the host's, as a
+    /// tunnel's neighbour request is: Open vSwitch's `xlate_send_packet`),
+    /// translated as received there, for a PMD to send. `None`: no such bridge, no
+    /// LOCAL port, or not a packet.
+    pub fn from_local(
+        &self,
+        bridge: &str,
+        frame: &[u8],
+        now_ms: u64,
+    ) -> Option<vsw_datapath::Injected> {
+        let dp = {
+            let map = self.map.load();
+            let entry = map.bridges.values().find(|e| e.name == bridge)?;
+            *entry.to_dp.get(&vsw_flow::LOCAL_PORT)?
+        };
+        let mut key = FlowKey::default();
+        vsw_packet::extract(frame, dp, None, &mut key).ok()?;
+        let t = self.translate(&key, now_ms, true);
+        Some(vsw_datapath::Injected {
+            in_port: dp,
+            actions: t.actions,
+            headers: t.headers,
+            frame: frame.to_vec(),
+        })
+    }
+
     /// A drop, for this input port (or recirculation) only.
     fn dropped(&self) -> Translation {
         Translation {

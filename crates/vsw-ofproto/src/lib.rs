@@ -21,5 +21,5 @@ pub use backer::{Backer, BackerError, BridgeSlot};
 pub use ofproto::Ofproto;
 pub use punt_notes::{PuntNote, PuntReason};
 pub use trace::Trace;
-pub use vsw_datapath::{TunnelEgress, TunnelWay};
+pub use vsw_datapath::{NoWay, TunnelEgress, TunnelWay};
 pub use xlate::{TraceStep, XlateError, Xlated, MAX_RESUBMIT_DEPTH};

@@ -453,8 +453,21 @@ impl Ctx<'_, '_> {
         self.out.crossed.push(native.changes.clone());
         // What the answer read decides the flow whatever it is (a flow that falls
         // back to the port's queue must not take packets whose way is known).
-        let Some(way) = native.egress.way_out(name, &self.key, &mut self.out.mask) else {
-            return false;
+        let asked = native
+            .egress
+            .way_out(name, &self.key, &mut self.out.mask, self.env.learn);
+        let way = match asked {
+            Ok(way) => way,
+            Err(vsw_datapath::NoWay::ByQueue) => return false,
+            Err(vsw_datapath::NoWay::Dropped) => {
+                // Open vSwitch's "neighbor cache miss" (or no route): nothing is
+                // sent; the underlay's change re-translates the flow.
+                self.step(
+                    0,
+                    format!("output to tunnel port {of_port}: no way out now, dropped"),
+                );
+                return true;
+            }
         };
         let Ok(template) = vsw_packet::tunnel::EncapTemplate::new(&way.spec) else {
             return false;

@@ -531,14 +531,15 @@ impl vsw_ofproto::TunnelEgress for OneWay {
         port: &str,
         key: &FlowKey,
         mask: &mut FlowKey,
-    ) -> Option<vsw_ofproto::TunnelWay> {
+        _passing: bool,
+    ) -> Result<vsw_ofproto::TunnelWay, vsw_datapath::NoWay> {
         use std::net::{IpAddr, Ipv4Addr};
         if port != "vx0" || !self.known.load(std::sync::atomic::Ordering::SeqCst) {
-            return None;
+            return Err(vsw_datapath::NoWay::ByQueue);
         }
         // A `key=flow` port: the ID is the packet's.
         mask.tun_id = u64::MAX;
-        Some(vsw_ofproto::TunnelWay {
+        Ok(vsw_ofproto::TunnelWay {
             spec: vsw_packet::tunnel::EncapSpec {
                 kind: vsw_packet::tunnel::TunnelKind::Vxlan,
                 eth_src: vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]),
@@ -708,4 +709,73 @@ fn tunnel_ports_push_and_pop_their_headers_in_translation() {
     );
     assert!(none.actions.is_empty());
     assert_eq!({ none.mask.tun_id }, u64::MAX);
+}
+
+/// A tunnel side with no way out for any packet, for this reason.
+struct NoWayOut(vsw_ofproto::NoWay);
+
+impl vsw_ofproto::TunnelEgress for NoWayOut {
+    fn way_out(
+        &self,
+        _port: &str,
+        _key: &FlowKey,
+        mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Result<vsw_ofproto::TunnelWay, vsw_ofproto::NoWay> {
+        // As a `remote_ip=flow` port's answer reads the destination.
+        mask.tun_dst = u32::MAX;
+        Err(self.0)
+    }
+}
+
+/// No way out now (no route, the next hop not known yet): the packet is dropped in
+/// its own pass, and the flow depends on the underlay; what this pass cannot do
+/// goes to the port's queue. A tunnel's neighbour request leaves through the
+/// underlay bridge's rules as from its LOCAL port.
+#[test]
+fn a_tunnel_packet_with_no_way_out_is_dropped_in_its_own_pass() {
+    let backer = Backer::new();
+    let (ovl, o) =
+        Ofproto::join(&backer, "ovl", pipeline(&["in_port=1,actions=output:2"])).unwrap();
+    o.set_ports(vec![1, 2]);
+    let (phy, u) = Ofproto::join(
+        &backer,
+        "phy",
+        pipeline(&["in_port=65534,actions=output:1"]),
+    )
+    .unwrap();
+    u.set_ports(vec![1, 65534]);
+    for (slot, of, dp) in [(ovl, 1, 1), (ovl, 2, 2), (phy, 1, 3), (phy, 65534, 4)] {
+        backer.set_port(slot, of, dp).unwrap();
+    }
+    backer.set_tunnel_port(ovl, 2, "vx0");
+    let k = udp_from(1, 1, 2);
+    backer.set_tunnel_egress(Arc::new(NoWayOut(vsw_ofproto::NoWay::Dropped)));
+    let t = backer.translate(&k, 0, true);
+    assert!(t.actions.is_empty(), "{:?}", t.actions);
+    assert_eq!({ t.mask.tun_dst }, u32::MAX, "what the answer read");
+    let g = backer.generation();
+    backer.underlay_changed();
+    assert!(
+        backer.generation() > g,
+        "re-translated when the underlay changes"
+    );
+    backer.set_tunnel_egress(Arc::new(NoWayOut(vsw_ofproto::NoWay::ByQueue)));
+    let t = backer.translate(&k, 0, true);
+    assert_eq!(t.actions, vec![Output(2)], "the port's queue");
+    // An ARP request from the underlay bridge's host side: its rules send it out.
+    let arp = vsw_packet::builder::ethernet(
+        vsw_packet::MacAddr::BROADCAST,
+        vsw_packet::MacAddr([2, 0, 0, 0, 0, 4]),
+        &[],
+        vsw_packet::EtherType::ARP,
+        &[0u8; 28],
+    );
+    let sent = backer
+        .from_local("phy", &arp, 0)
+        .expect("phy has a LOCAL port");
+    assert_eq!((sent.in_port, sent.actions.clone()), (4, vec![Output(3)]));
+    assert_eq!(sent.frame, arp);
+    assert!(backer.from_local("ovl", &arp, 0).is_none(), "no LOCAL port");
+    assert!(backer.from_local("gone", &arp, 0).is_none());
 }

@@ -73,9 +73,15 @@ struct Tunnels {
 }
 
 impl TunnelEgress for Tunnels {
-    fn way_out(&self, port: &str, key: &FlowKey, mask: &mut FlowKey) -> Option<TunnelWay> {
+    fn way_out(
+        &self,
+        port: &str,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Result<TunnelWay, vsw_datapath::NoWay> {
         if port != "vx" || !self.known.load(Ordering::SeqCst) {
-            return None;
+            return Err(vsw_datapath::NoWay::ByQueue);
         }
         let hop = *self.next_hop.lock().unwrap();
         // `key=flow`'s way: the ID the packet carries, VNI when it has none.
@@ -85,7 +91,7 @@ impl TunnelEgress for Tunnels {
         } else {
             VNI
         };
-        Some(TunnelWay {
+        Ok(TunnelWay {
             spec: spec(hop, HOST, REMOTE, vni),
             underlay: "und".into(),
         })

@@ -172,6 +172,12 @@ impl Dpif {
             .name("packet-in".into())
             .spawn(move || hand_punts_up(&punts, &handlers, &halt))
             .map_err(DatapathError::Spawn)?;
+        let (world, asking_backer) = (Arc::downgrade(&tunnels), Arc::downgrade(&backer));
+        let (punts, halt) = (dp.punts(), stop.clone());
+        std::thread::Builder::new()
+            .name("tunnel-neigh".into())
+            .spawn(move || ask_for_neighbours(&world, &asking_backer, &punts, &halt))
+            .map_err(DatapathError::Spawn)?;
         Ok(Arc::new(Dpif {
             dp: Mutex::new(dp),
             backer,
@@ -281,7 +287,7 @@ impl Dpif {
 
 impl Drop for Dpif {
     fn drop(&mut self) {
-        // The punt thread sees it within its wait (a second).
+        // The punt and neighbour threads see it within their waits (a second).
         self.stop.store(true, Ordering::Release);
     }
 }
@@ -305,6 +311,35 @@ fn hand_punts_up(
                 note = p.userdata,
                 "a packet sent up by a bridge that is gone: dropped"
             ),
+        }
+    }
+}
+
+/// The neighbour thread: the ARP requests and neighbour solicitations the tunnels
+/// need (a translation met a next hop without a MAC), each sent through its
+/// underlay bridge's rules as from its LOCAL port (Open vSwitch's
+/// `tnl_send_arp_request`).
+fn ask_for_neighbours(
+    world: &std::sync::Weak<TunnelWorld>,
+    backer: &std::sync::Weak<Backer>,
+    punts: &Punts,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Acquire) {
+        let Some(asks) = world.upgrade().map(|w| w.next_asks(Duration::from_secs(1))) else {
+            return;
+        };
+        let Some(backer) = backer.upgrade() else {
+            return;
+        };
+        for ask in asks {
+            let now = vsw_datapath::clock::now_ms();
+            let Some(packet) = backer.from_local(&ask.bridge, &ask.frame, now) else {
+                continue;
+            };
+            if punts.inject(packet).is_err() {
+                tracing::debug!(bridge = %ask.bridge, "a neighbour request found the PMDs' queue full");
+            }
         }
     }
 }

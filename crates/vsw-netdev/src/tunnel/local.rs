@@ -514,6 +514,80 @@ mod tests {
         close_local(&world, "vsw-ut-flowbr", local_reg);
     }
 
+    /// Natively (translation asking the tunnels' state): a next hop without a MAC
+    /// drops the packet in its own pass — counted when a packet is passing, not
+    /// when a flow is revalidated — and is asked for, through its bridge; its
+    /// answer gives the way out and ends the asking.
+    #[test]
+    fn a_next_hop_without_a_mac_is_a_native_drop_and_an_ask_through_its_bridge() {
+        use vsw_datapath::{NoWay, TunnelEgress};
+        let world = TunnelWorld::new();
+        let (_host, _local, local_reg) =
+            underlay(&world, "vsw-ut-askbr", "198.18.82.0/24", "198.18.82.2");
+        let options = BTreeMap::from([("remote_ip".to_string(), "198.18.82.9".to_string())]);
+        let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+        let (tunnel, tunnel_reg) =
+            crate::tunnel::open_tunnel(&world, "vsw-ut-askvx", "vsw-ut-ovl", &config).unwrap();
+        let unknown = || {
+            world
+                .drops()
+                .into_iter()
+                .find(|(r, _)| *r == "neighbour_unknown")
+                .unwrap()
+                .1
+        };
+        let before = unknown();
+        let (key, mut mask) = (FlowKey::default(), FlowKey::default());
+        let asked = world.way_out("vsw-ut-askvx", &key, &mut mask, true);
+        assert_eq!(asked, Err(NoWay::Dropped));
+        assert_eq!(unknown(), before + 1);
+        let again = world.way_out("vsw-ut-askvx", &key, &mut mask, false);
+        assert_eq!(again, Err(NoWay::Dropped));
+        assert_eq!(unknown(), before + 1, "a revalidation drops no packet");
+        // One ask, though two translations met the next hop.
+        let asks = world.next_asks(std::time::Duration::ZERO);
+        assert_eq!(asks.len(), 1, "{asks:?}");
+        assert_eq!(asks[0].bridge, "vsw-ut-askbr");
+        let mut k = FlowKey::default();
+        extract(&asks[0].frame, 0, None, &mut k).unwrap();
+        assert_eq!(k.dl_type, EtherType::ARP);
+        assert_eq!(
+            ({ k.nw_src }, { k.nw_dst }),
+            (0xc612_5202, 0xc612_5209),
+            "from the bridge's address, for the remote"
+        );
+        // The answer: the way out is known, and nothing more is asked.
+        let mac = MacAddr([2, 0, 0, 0, 0x82, 9]);
+        world.neighbour_set(
+            IpAddr::V4(Ipv4Addr::new(198, 18, 82, 9)),
+            mac,
+            "vsw-ut-askbr",
+        );
+        let way = world
+            .way_out("vsw-ut-askvx", &key, &mut mask, true)
+            .expect("a way out");
+        assert_eq!(
+            (way.spec.eth_dst, way.underlay.as_str()),
+            (mac, "vsw-ut-askbr")
+        );
+        assert!(world.next_asks(std::time::Duration::ZERO).is_empty());
+        // `tos=inherit` is the port's queue's to do.
+        drop(tunnel);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-askvx", tunnel_reg);
+        let options = BTreeMap::from([
+            ("remote_ip".to_string(), "198.18.82.9".to_string()),
+            ("tos".to_string(), "inherit".to_string()),
+        ]);
+        let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+        let (tunnel, tunnel_reg) =
+            crate::tunnel::open_tunnel(&world, "vsw-ut-askvx", "vsw-ut-ovl", &config).unwrap();
+        let queued = world.way_out("vsw-ut-askvx", &key, &mut mask, true);
+        assert_eq!(queued, Err(NoWay::ByQueue));
+        drop(tunnel);
+        crate::tunnel::close_tunnel(&world, "vsw-ut-askvx", tunnel_reg);
+        close_local(&world, "vsw-ut-askbr", local_reg);
+    }
+
     #[test]
     fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
         let world = TunnelWorld::new();

@@ -8,7 +8,9 @@
 //!   neighbour → the next hop's MAC) and handed to the underlay bridge as if its
 //!   LOCAL port had sent it; the bridge's own rules take it to the wire. A next hop
 //!   whose MAC is not known yet gets an ARP request (at most one a second) and the
-//!   frame is dropped and counted, as in Open vSwitch.
+//!   frame is dropped and counted, as in Open vSwitch. Translation does the same in
+//!   the packet's own pass (`world.rs`'s `TunnelEgress`), its asks sent by vswd
+//!   (`neighbour_ask.rs`).
 //! - In (`local.rs`): what the underlay bridge sends to its LOCAL port passes a
 //!   check first: a packet to a tunnel port's UDP port is decapsulated and its inner
 //!   frame handed to that tunnel port (bad ones are dropped by reason); ARP and
@@ -20,9 +22,11 @@
 //! the control side drains.
 
 mod local;
+mod neighbour_ask;
 mod port;
 mod world;
 
 pub use local::{close_local, open_local};
+pub use neighbour_ask::NeighbourAsk;
 pub use port::{close_tunnel, inner_mtu, open_tunnel};
 pub use world::{Registration, TunnelDrop, TunnelWorld, Watcher};

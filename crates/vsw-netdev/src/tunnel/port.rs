@@ -1,7 +1,7 @@
 //! A tunnel port's queues: what it sends is encapsulated and handed to the underlay
 //! bridge; what it receives is what the underlay bridge decapsulated for it.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use arrayvec::ArrayVec;
@@ -10,16 +10,13 @@ use vsw_packet::ethernet::copy_frame;
 use vsw_packet::gso::complete_checksum;
 use vsw_packet::tunnel::TunnelKind;
 use vsw_packet::tunnel::{flow_hash, inner_tos_ttl, udp_source_port, EncapSpec, EncapTemplate};
-use vsw_packet::wire::arp;
-use vsw_packet::{EtherType, MacAddr, VnetHdr};
+use vsw_packet::VnetHdr;
 use vsw_tunnel::config::{FromFlow, Inherit, TunnelConfig};
 use vsw_tunnel::metadata::MetadataOption;
 
+use super::neighbour_ask::{arp_request, neighbour_solicitation, ASK_INTERVAL_MS};
 use super::world::{BridgeEnd, PortEnd, Registration, Snapshot, TunnelDrop, TunnelWorld};
 use crate::channel::Channel;
-
-/// How often a next hop whose MAC is unknown is asked for it.
-const ARP_INTERVAL_MS: u64 = 1000;
 
 /// The largest inner IP packet, for an underlay MTU of 1,500 and this tunnel's
 /// outer headers (outer IP, UDP, an 8-byte VXLAN or option-less Geneve header, the
@@ -307,11 +304,11 @@ fn inherited_tos_ttl(config: &TunnelConfig, data: &[u8]) -> Option<(u8, u8)> {
 }
 
 /// Asks the underlay for `next_hop`'s MAC (an ARP request from the bridge, or over
-/// IPv6 a neighbour solicitation), at most once every [`ARP_INTERVAL_MS`] for each
+/// IPv6 a neighbour solicitation), at most once every [`ASK_INTERVAL_MS`] for each
 /// remote end (`asked_ms`: when last).
 fn ask(asked_ms: &mut Option<u64>, bridge: &BridgeEnd, src: IpAddr, next_hop: IpAddr) {
     let now = vsw_datapath::clock::now_ms();
-    if asked_ms.is_some_and(|then| now.saturating_sub(then) < ARP_INTERVAL_MS) {
+    if asked_ms.is_some_and(|then| now.saturating_sub(then) < ASK_INTERVAL_MS) {
         return;
     }
     *asked_ms = Some(now);
@@ -322,80 +319,6 @@ fn ask(asked_ms: &mut Option<u64>, bridge: &BridgeEnd, src: IpAddr, next_hop: Ip
             (IpAddr::V6(spa), IpAddr::V6(tpa)) => neighbour_solicitation(buf, bridge.mac, spa, tpa),
             _ => None,
         });
-}
-
-/// Writes an ICMPv6 neighbour solicitation for `target` from `sha`/`src` into `buf`
-/// (RFC 4861: to the target's solicited-node multicast group, hop limit 255, with
-/// the source link-layer address option).
-fn neighbour_solicitation(
-    buf: &mut [u8],
-    sha: MacAddr,
-    src: Ipv6Addr,
-    target: Ipv6Addr,
-) -> Option<usize> {
-    use vsw_packet::ethernet::{field, ETH_HDR_LEN};
-    use vsw_packet::wire::icmp::{ND_NEIGHBOR_SOLICIT, ND_OPT_SOURCE_LLADDR};
-    use vsw_packet::wire::ip::IPPROTO_ICMPV6;
-    use vsw_packet::wire::ipv6;
-    /// Type, code, checksum, reserved, target; then the option (type 1, 8 bytes).
-    const NS_LEN: usize = 4 + 4 + 16 + 8;
-    let t = target.octets();
-    let group = u128::from_be_bytes([
-        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
-    ]);
-    let len = ETH_HDR_LEN + ipv6::HEADER_LEN + NS_LEN;
-    let f = buf.get_mut(..len)?;
-    f.fill(0);
-    f[field::DESTINATION].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
-    f[field::SOURCE].copy_from_slice(&sha.0);
-    f[field::ETHERTYPE].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-    ipv6::Repr {
-        traffic_class: 0,
-        flow_label: 0,
-        payload_len: NS_LEN as u16,
-        next_header: IPPROTO_ICMPV6,
-        hop_limit: 255,
-        src: u128::from(src),
-        dst: group,
-    }
-    .emit(&mut f[ETH_HDR_LEN..]);
-    let ns = &mut f[ETH_HDR_LEN + ipv6::HEADER_LEN..];
-    ns[0] = ND_NEIGHBOR_SOLICIT;
-    ns[8..24].copy_from_slice(&t);
-    ns[24] = ND_OPT_SOURCE_LLADDR;
-    ns[25] = 1;
-    ns[26..32].copy_from_slice(&sha.0);
-    // Over the pseudo-header: addresses, length, next header.
-    let pseudo = vsw_packet::checksum::sum(&src.octets(), 0)
-        + vsw_packet::checksum::sum(&group.to_be_bytes(), 0)
-        + NS_LEN as u64
-        + u64::from(IPPROTO_ICMPV6);
-    let c = !vsw_packet::checksum::fold(vsw_packet::checksum::sum(ns, pseudo));
-    ns[2..4].copy_from_slice(&c.to_be_bytes());
-    Some(len)
-}
-
-/// Writes a broadcast ARP request for `tpa` from `sha`/`spa` into `buf`.
-fn arp_request(buf: &mut [u8], sha: MacAddr, spa: Ipv4Addr, tpa: Ipv4Addr) -> Option<usize> {
-    use vsw_packet::ethernet::{field, ETH_HDR_LEN};
-    /// ARP's opcode for a request.
-    const REQUEST: u16 = 1;
-    // Padded to Ethernet's minimum frame.
-    let len = (ETH_HDR_LEN + arp::ETHERNET_IPV4_LEN).max(60);
-    let f = buf.get_mut(..len)?;
-    f.fill(0);
-    f[field::DESTINATION].copy_from_slice(&MacAddr::BROADCAST.0);
-    f[field::SOURCE].copy_from_slice(&sha.0);
-    f[field::ETHERTYPE].copy_from_slice(&EtherType::ARP.to_be_bytes());
-    arp::emit_ethernet_ipv4(
-        &mut f[ETH_HDR_LEN..],
-        REQUEST,
-        sha.0,
-        spa.octets(),
-        MacAddr::ZERO.0,
-        tpa.octets(),
-    );
-    Some(len)
 }
 
 impl TxQueue for TunnelTx {
@@ -502,7 +425,6 @@ impl TxQueue for TunnelTx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vsw_packet::key::{extract, FlowKey};
 
     /// A tunnel takes super-frames whole, but its frames leave the host: a sender's
     /// segments are never merged for it (a peer switch gets what was sent).
@@ -512,38 +434,5 @@ mod tests {
         let config = TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap();
         let o = TunnelTx::new(TunnelWorld::new(), &config, Arc::from("br-int")).offloads();
         assert!(o.tso && o.csum && !o.merges, "{o:?}");
-    }
-
-    #[test]
-    fn a_neighbour_solicitation_reads_as_one() {
-        let mut buf = [0u8; 128];
-        let (src, target): (Ipv6Addr, Ipv6Addr) = (
-            "2001:db8::1".parse().unwrap(),
-            "2001:db8::2:3".parse().unwrap(),
-        );
-        let n = neighbour_solicitation(&mut buf, MacAddr([2, 0, 0, 0, 0, 1]), src, target).unwrap();
-        let f = &buf[..n];
-        let mut key = FlowKey::default();
-        extract(f, 1, None, &mut key).unwrap();
-        assert_eq!(key.dl_dst, MacAddr([0x33, 0x33, 0xff, 0x02, 0x00, 0x03]));
-        assert_eq!(
-            { key.nw_dst },
-            u128::from("ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap())
-        );
-        assert_eq!((key.nw_proto, key.tp_src, key.nw_ttl), (58, 135, 255));
-        assert_eq!({ key.nd_target }, u128::from(target));
-        assert_eq!(key.arp_sha, MacAddr([2, 0, 0, 0, 0, 1]));
-        // The ICMPv6 checksum verifies over the pseudo-header.
-        let icmp = &f[54..];
-        let pseudo = vsw_packet::checksum::sum(&f[22..54], 0) + icmp.len() as u64 + 58;
-        assert_eq!(
-            vsw_packet::checksum::fold(vsw_packet::checksum::sum(icmp, pseudo)),
-            0xffff
-        );
-        // Too small a buffer: nothing written.
-        assert_eq!(
-            neighbour_solicitation(&mut buf[..60], MacAddr::ZERO, src, target),
-            None
-        );
     }
 }

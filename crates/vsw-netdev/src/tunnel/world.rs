@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use crossbeam_queue::ArrayQueue;
 use vsw_packet::tunnel::{DecapError, TunnelKind, TunnelPorts};
 use vsw_packet::MacAddr;
@@ -16,6 +16,7 @@ use vsw_tunnel::metadata::MetadataOption;
 use vsw_tunnel::neigh::{Learned, NeighbourTable};
 use vsw_tunnel::route::RouteTable;
 
+use super::neighbour_ask::{NeighbourAsk, NeighbourAsks, ASK_INTERVAL_MS};
 use crate::channel::Channel;
 
 /// Why tunnel traffic was dropped, each counted: the decapsulation's reasons, then
@@ -239,6 +240,10 @@ pub struct TunnelWorld {
     watchers: Mutex<Vec<Watcher>>,
     /// What datapaths' `TunnelPop` refused, counted there (added to `drops`).
     datapath_drops: Mutex<Vec<Arc<vsw_datapath::tunnel_pop::DecapDrops>>>,
+    /// Next hops translations met without a MAC (taken only then, and by the
+    /// asker), and the thread that sends the asks, woken when one is due.
+    asks: Mutex<NeighbourAsks>,
+    asker: ArcSwapOption<std::thread::Thread>,
 }
 
 /// What a new snapshot is told to (a slow path whose flows send through tunnels).
@@ -275,6 +280,8 @@ impl TunnelWorld {
             drops: TunnelDrop::ALL.map(|_| AtomicU64::new(0)),
             watchers: Mutex::new(Vec::new()),
             datapath_drops: Mutex::new(Vec::new()),
+            asks: Mutex::new(NeighbourAsks::default()),
+            asker: ArcSwapOption::empty(),
         })
     }
 }
@@ -331,10 +338,66 @@ impl TunnelWorld {
             listen,
             metadata0: s.metadata0.clone(),
         }));
+        self.tell_watchers();
+    }
+
+    fn tell_watchers(&self) {
         self.watchers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|w| w());
+    }
+
+    /// A translation needs `next_hop`'s MAC on `bridge` (MAC `mac`, address `src`):
+    /// asked for by the asker ([`TunnelWorld::next_asks`]), woken if it is due.
+    fn want_neighbour(&self, bridge: &str, mac: MacAddr, src: IpAddr, next_hop: IpAddr) {
+        let now = vsw_datapath::clock::now_ms();
+        let due = self
+            .asks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .want(bridge, mac, src, next_hop, now);
+        if due {
+            if let Some(asker) = &*self.asker.load() {
+                asker.unpark();
+            }
+        }
+    }
+
+    /// The neighbour requests due now (ARP, neighbour solicitations), for the
+    /// caller to send through each bridge as from its LOCAL port; waits up to `wait`
+    /// for one (the caller becomes the thread woken when one is due). Next hops
+    /// forgotten after their tries re-translate the flows that wanted them.
+    pub fn next_asks(&self, wait: std::time::Duration) -> Vec<NeighbourAsk> {
+        let me = std::thread::current();
+        if self.asker.load().as_deref().map(std::thread::Thread::id) != Some(me.id()) {
+            self.asker.store(Some(Arc::new(me)));
+        }
+        let mut parked = false;
+        loop {
+            let snap = self.snapshot();
+            let (due, any) = {
+                let mut asks = self.asks.lock().unwrap_or_else(PoisonError::into_inner);
+                let due = asks.due(vsw_datapath::clock::now_ms(), |bridge, ip| {
+                    snap.neigh.lookup(bridge, ip).is_some()
+                });
+                (due, asks.any())
+            };
+            if due.forgot {
+                self.tell_watchers();
+            }
+            if !due.asks.is_empty() || parked {
+                return due.asks;
+            }
+            // Tries still to come: looked at again when the next may be due.
+            let nap = if any {
+                wait.min(std::time::Duration::from_millis(ASK_INTERVAL_MS))
+            } else {
+                wait
+            };
+            std::thread::park_timeout(nap);
+            parked = true;
+        }
     }
 
     /// Calls `watcher` after every change of what tunnels read, until it returns
@@ -639,40 +702,65 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     /// The outer headers of a packet (`key`) leaving by tunnel port `port`, and the
     /// underlay bridge they enter, as the snapshot says now: the way the port's
     /// queue would send it (`port.rs`). The key's fields read are set in `mask`.
-    /// `None` where the queue is better placed: no such port, no route, no source
-    /// address, no neighbour yet (the queue asks for it), `tos`/`ttl=inherit`.
+    /// No way now (no route, no source address, no destination from the flow, the
+    /// next hop's MAC not known: asked for): dropped, counted when a packet is
+    /// `passing`. To the port's queue: a port the snapshot does not have yet,
+    /// `tos`/`ttl=inherit`.
     fn way_out(
         &self,
         port: &str,
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
-    ) -> Option<vsw_datapath::TunnelWay> {
+        passing: bool,
+    ) -> Result<vsw_datapath::TunnelWay, vsw_datapath::NoWay> {
+        use vsw_datapath::NoWay;
         use vsw_tunnel::config::{FromFlow, Inherit};
         let snap = self.snapshot();
-        let p = snap.ports.get(*snap.by_name.get(port)?)?;
+        let p = snap
+            .by_name
+            .get(port)
+            .and_then(|&i| snap.ports.get(i))
+            .ok_or(NoWay::ByQueue)?;
         let c = &p.config;
         if matches!(c.tos, Inherit::Inherit) || matches!(c.ttl, Inherit::Inherit) {
-            return None;
+            return Err(NoWay::ByQueue);
         }
+        let dropped = |why: TunnelDrop| {
+            if passing {
+                self.count_drop(why);
+            }
+            NoWay::Dropped
+        };
         let remote = match c.remote {
             FromFlow::Fixed(r) => r,
             FromFlow::Flow => {
                 mask.tun_dst = u32::MAX;
                 if key.tun_dst == 0 {
-                    return None;
+                    return Err(dropped(TunnelDrop::NoTunnelDestination));
                 }
                 IpAddr::V4(std::net::Ipv4Addr::from(key.tun_dst))
             }
         };
-        let route = snap.routes.lookup(remote)?;
-        let bridge = snap.bridges.get(&route.dev)?;
+        let route = snap
+            .routes
+            .lookup(remote)
+            .ok_or_else(|| dropped(TunnelDrop::NoRoute))?;
+        let bridge = snap
+            .bridges
+            .get(&route.dev)
+            .ok_or_else(|| dropped(TunnelDrop::RouteNotABridge))?;
         let src = match c.local {
             Some(FromFlow::Fixed(l)) => l,
-            _ => snap.routes.source_for(route)?,
+            _ => snap
+                .routes
+                .source_for(route)
+                .ok_or_else(|| dropped(TunnelDrop::NoSourceAddress))?,
         };
-        let mac = snap
-            .neigh
-            .lookup(&route.dev, route.gateway.unwrap_or(remote))?;
+        let next_hop = route.gateway.unwrap_or(remote);
+        let Some(mac) = snap.neigh.lookup(&route.dev, next_hop) else {
+            self.want_neighbour(&route.dev, bridge.mac, src, next_hop);
+            return Err(dropped(TunnelDrop::NeighbourUnknown));
+        };
         let vni = match c.key {
             FromFlow::Fixed(k) => k,
             FromFlow::Flow => {
@@ -705,7 +793,7 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             vni,
             geneve_options,
         };
-        Some(vsw_datapath::TunnelWay {
+        Ok(vsw_datapath::TunnelWay {
             spec,
             underlay: route.dev.clone(),
         })
