@@ -6,7 +6,9 @@
 //! cannot).
 //!
 //! The decision parses each header once: a tunnel super-frame's offsets
-//! ([`TunnelSuperFrame`]) travel from the decision to the cut.
+//! ([`TunnelSuperFrame`]) travel from the decision to the cut. Whether and how a
+//! tunnel's outer headers go in front of a packet in its own pass is decided here
+//! too ([`push_plan`]).
 
 use vsw_packet::ethernet::{l3_len, ETH_HDR_LEN};
 use vsw_packet::gso::{self, GsoError};
@@ -89,29 +91,63 @@ fn has_outer_checksum(frame: &[u8], t: &TunnelSuperFrame) -> bool {
     frame.get(t.l4 + 6..t.l4 + 8).is_some_and(|c| c != [0, 0])
 }
 
-/// Whether `header` may be pushed in front of `frame` (offload state `vnet`,
-/// `headroom` bytes free in front of it) and the result leave as one packet through
-/// a tunnel port of MTU `mtu`: the room is there, and the frame (a super-frame: its
-/// segments) fits the port's MTU and, with the outer headers, one IP packet.
-/// Otherwise the tunnel port's queue takes the frame.
-pub(crate) fn push_fits(
+/// How a tunnel's outer headers go in front of a packet, in its own pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// As it is.
+    Whole,
+    /// A super-frame whose segments the tunnel's MTU does not take: pushed with
+    /// segments of this size (the device that cuts it later cuts them smaller; the
+    /// bytes on the wire are as if its sender had sent them so).
+    Shrink(usize),
+    /// A super-frame that would pass IP's largest packet with the outer headers:
+    /// split into super-frames whose IP packets are at most this long, each pushed.
+    Split(usize),
+    /// Above the tunnel's MTU and no super-frame: dropped and counted at the tunnel
+    /// port, never fragmented.
+    AboveMtu,
+    /// Not in this pass (no room in front: a tunnel in a tunnel; a tunnel
+    /// super-frame inside; a super-frame that cannot be cut): the tunnel port's
+    /// queue takes it.
+    ByQueue,
+}
+
+/// How `header` goes in front of `frame` (offload state `vnet`, `headroom` bytes
+/// free in front of it) for a tunnel port of MTU `mtu`.
+pub(crate) fn push_plan(
     header: &PushHeader,
     frame: &[u8],
     vnet: &VnetHdr,
     headroom: usize,
     mtu: usize,
-) -> bool {
+) -> Push {
     if headroom < header.template.overhead() {
-        // Outer headers already in front (a tunnel in a tunnel) left no room.
-        return false;
+        return Push::ByQueue;
     }
-    if vnet.is_gso() {
-        udp_tunnel_super_frame(frame, vnet).is_none()
-            && gso::segment_size(frame, vnet, mtu) == Ok(usize::from(vnet.gso_size))
-            && frame.len() <= header.template.inner_frame_max(usize::from(u16::MAX))
-    } else {
-        l3_len(frame) <= mtu
+    if !vnet.is_gso() {
+        return if l3_len(frame) <= mtu {
+            Push::Whole
+        } else {
+            Push::AboveMtu
+        };
     }
+    if udp_tunnel_super_frame(frame, vnet).is_some() {
+        return Push::ByQueue;
+    }
+    let Ok(mss) = gso::segment_size(frame, vnet, mtu) else {
+        return Push::ByQueue;
+    };
+    let max_frame = header.template.inner_frame_max(usize::from(u16::MAX));
+    if frame.len() > max_frame {
+        let Some((_, l3)) = vsw_packet::ethernet::l3(frame) else {
+            return Push::ByQueue;
+        };
+        return Push::Split(max_frame - l3);
+    }
+    if mss < usize::from(vnet.gso_size) {
+        return Push::Shrink(mss);
+    }
+    Push::Whole
 }
 
 #[cfg(test)]
@@ -255,5 +291,57 @@ mod tests {
         assert_eq!((t.inner, mss), (50, 1400));
         let (f, tv) = vxlan(&inner, v, true);
         assert!(matches!(plan(&f, &tv, &taker), Egress::CutTunnel(_, 1400)));
+    }
+
+    fn vxlan_header() -> PushHeader {
+        let template = EncapTemplate::new(&EncapSpec {
+            kind: TunnelKind::Vxlan,
+            eth_src: MacAddr([2, 0, 0, 0, 0, 3]),
+            eth_dst: MacAddr([2, 0, 0, 0, 0, 4]),
+            src: "198.18.1.1".parse().unwrap(),
+            dst: "198.18.1.2".parse().unwrap(),
+            tos: 0,
+            ttl: 64,
+            df: false,
+            udp_dst: 4789,
+            udp_csum: false,
+            vni: 7,
+            geneve_options: Vec::new(),
+        })
+        .unwrap();
+        PushHeader {
+            template,
+            tunnel_port: 9,
+        }
+    }
+
+    #[test]
+    fn a_push_goes_whole_shrunk_split_dropped_or_to_the_queue() {
+        let h = vxlan_header();
+        let room = 100;
+        let (small, v) = partial_tcp(100);
+        assert_eq!(push_plan(&h, &small, &v, room, 1450), Push::Whole);
+        assert_eq!(
+            push_plan(&h, &small, &v, 10, 1450),
+            Push::ByQueue,
+            "no room"
+        );
+        let (big, v) = partial_tcp(1420);
+        assert_eq!(push_plan(&h, &big, &v, room, 1450), Push::AboveMtu);
+        // The sender's segments (1,448) are larger than the tunnel takes (1,410).
+        let (sf, v) = super_frame(10_000, 1448);
+        assert_eq!(push_plan(&h, &sf, &v, room, 1450), Push::Shrink(1450 - 40));
+        let (sf, v) = super_frame(1000, 1000);
+        assert_eq!(push_plan(&h, &sf, &v, room, 1450), Push::Whole);
+        // 64 KiB and the outer headers pass IP's largest packet.
+        let (huge, v) = super_frame(65_535 - 40, 1400);
+        assert_eq!(
+            push_plan(&h, &huge, &v, room, 1450),
+            Push::Split(65_535 + 14 - 50 - 14)
+        );
+        // A tunnel super-frame inside: the port's queue.
+        let (inner, iv) = super_frame(10_000, 1400);
+        let (tf, tv) = vxlan(&inner, iv, false);
+        assert_eq!(push_plan(&h, &tf, &tv, room, 1450), Push::ByQueue);
     }
 }

@@ -18,7 +18,7 @@ use vsw_packet::{extract, FlowKey, VnetHdr};
 use crate::clock;
 use crate::dpaction::{MAX_RECIRC_DEPTH, MAX_SAVED};
 use crate::dpflow::{DpAction, DpFlow};
-use crate::egress::{self, Egress};
+use crate::egress::{self, Egress, Push};
 use crate::emc::{key_hash, Emc};
 use crate::flow_table::FlowTable;
 use crate::meter::{remark_dscp, Verdict};
@@ -283,26 +283,36 @@ impl Outputs {
         }
     }
 
-    /// Whether `header` may go in front of `frame` (`vnet` its offload state,
-    /// `headroom` the room in front of it) here (`egress::push_fits`). Then it
-    /// counts as sent by the tunnel port; otherwise the port's queue takes the frame
-    /// (and cuts, splits or drops it as a tunnel port's queue does).
-    fn tunnel_takes_whole(
+    /// How `header` goes in front of `frame` (`vnet` its offload state, `headroom`
+    /// the room in front of it) for its tunnel port (`egress::push_plan`).
+    fn tunnel_push_plan(
         &mut self,
         header: &PushHeader,
         frame: &[u8],
         (vnet, headroom): (&VnetHdr, usize),
-    ) -> bool {
-        let Some(tx) = self.by_port.get_mut(header.tunnel_port) else {
-            return false;
-        };
-        let whole = egress::push_fits(header, frame, vnet, headroom, tx.offloads.mtu);
-        if whole {
+    ) -> Push {
+        match self.by_port.get_mut(header.tunnel_port) {
+            Some(tx) => egress::push_plan(header, frame, vnet, headroom, tx.offloads.mtu),
+            None => Push::ByQueue,
+        }
+    }
+
+    /// A packet of `len` bytes pushed in front of `header`: it counts as sent by the
+    /// tunnel port.
+    fn count_tunnel_packet(&mut self, header: &PushHeader, len: usize) {
+        if let Some(tx) = self.by_port.get_mut(header.tunnel_port) {
             tx.staged_packets += 1;
-            tx.staged_bytes += frame.len() as u64;
+            tx.staged_bytes += len as u64;
             tx.clock.staged(self.tally.now_us);
         }
-        whole
+    }
+
+    /// A packet above `header`'s tunnel port's MTU: dropped and counted there.
+    fn tunnel_mtu_drop(&mut self, header: &PushHeader) {
+        self.tally.lost += 1;
+        if let Some(tx) = self.by_port.get_mut(header.tunnel_port) {
+            PortStats::add_drop(&tx.handle.stats.tx_mtu_drops, 1);
+        }
     }
 
     /// The earliest time a held batch must leave, if any is held.
@@ -955,7 +965,15 @@ pub(crate) struct SavedCopies {
     tunnels: Vec<TunnelKey>,
     /// Copies held for the packet being run.
     held: usize,
+    /// Where a super-frame too large for a tunnel's outer headers is split: each
+    /// part built in `split_build`, then kept in `split_parts` until it is run.
+    split_build: Box<[u8]>,
+    split_parts: Box<[u8]>,
 }
+
+/// A super-frame split for a tunnel comes in two parts (three for a jumbo frame's
+/// headers at most), each no larger than a rewritten frame.
+const SPLIT_PARTS: usize = 3;
 
 impl SavedCopies {
     fn new() -> SavedCopies {
@@ -965,6 +983,8 @@ impl SavedCopies {
                 .collect(),
             tunnels: vec![TunnelKey::default(); 2 * MAX_SAVED],
             held: 0,
+            split_build: vec![0u8; MAX_REWRITE_FRAME].into_boxed_slice(),
+            split_parts: vec![0u8; SPLIT_PARTS * MAX_REWRITE_FRAME].into_boxed_slice(),
         }
     }
 
@@ -1257,6 +1277,56 @@ impl Pass<'_, '_, '_> {
         Some(again.tally[at].0.clone())
     }
 
+    /// Splits the super-frame in `scratch` into parts whose IP packets are at most
+    /// `max_ip` bytes, and runs `rest` (its tunnel push and what follows it) on
+    /// each. Parts that cannot be made are counted lost.
+    fn push_split(
+        &mut self,
+        rest: &[DpAction],
+        headers: &[Arc<PushHeader>],
+        from: Origin,
+        max_ip: usize,
+        depth: usize,
+    ) {
+        let vnet = self.scratch.vnet;
+        // Taken out while the parts run (a split within a part has none: its
+        // tunnel port's queue takes it).
+        let mut parts = std::mem::take(&mut self.saved.split_parts);
+        let mut ranges = ArrayVec::<(usize, usize), SPLIT_PARTS>::new();
+        let mut fits = true;
+        let split = gso::split_super_frame(
+            self.scratch.data(),
+            usize::from(vnet.gso_size),
+            max_ip,
+            &mut self.saved.split_build,
+            |part| {
+                let at = ranges.last().map_or(0, |(a, l)| a + l);
+                match parts.get_mut(at..at + part.len()) {
+                    Some(out) if !ranges.is_full() => {
+                        out.copy_from_slice(part);
+                        ranges.push((at, part.len()));
+                    }
+                    _ => fits = false,
+                }
+            },
+        );
+        if split.is_err() || !fits {
+            self.outputs.tally.lost += 1;
+        }
+        if split.is_ok() && fits {
+            for &(at, len) in &ranges {
+                if self.scratch.load(&parts[at..at + len], None, vnet).is_err() {
+                    self.outputs.tally.lost += 1;
+                    continue;
+                }
+                let held = self.saved.held;
+                self.run(rest, headers, from, depth);
+                self.saved.held = held;
+            }
+        }
+        self.saved.split_parts = parts;
+    }
+
     /// Takes the outer headers off the packet (`TunnelPop`): where its next pass
     /// comes from, or `None` when decapsulation refused it (counted by reason).
     fn pop(&mut self, pop: crate::tunnel_pop::Pop) -> Option<Origin> {
@@ -1425,26 +1495,52 @@ impl Pass<'_, '_, '_> {
                     };
                     let (frame, vnet) = (self.scratch.data(), self.scratch.vnet);
                     let room = self.scratch.headroom();
-                    if self
-                        .outputs
-                        .tunnel_takes_whole(header, frame, (&vnet, room))
-                    {
-                        let id = self.outputs.tunnel_ip_id;
-                        self.outputs.tunnel_ip_id = id.wrapping_add(1);
-                        // The outer packet came through no tunnel.
-                        tunnel = TunnelKey::default();
-                        self.scratch.push_tunnel(&header.template, id)
-                    } else {
-                        let meta = PacketMeta {
-                            vnet,
-                            vlan: None,
-                            tunnel,
-                        };
-                        self.outputs.stage(header.tunnel_port, frame, &meta);
-                        // The underlay's actions were for the outer packet, which
-                        // the tunnel port's queue makes now.
-                        at = end_of_copy(actions, at);
-                        Ok(())
+                    let plan = self.outputs.tunnel_push_plan(header, frame, (&vnet, room));
+                    match plan {
+                        Push::Whole | Push::Shrink(_) => {
+                            if let Push::Shrink(mss) = plan {
+                                self.scratch.vnet.gso_size = mss as u16;
+                            }
+                            self.outputs
+                                .count_tunnel_packet(header, self.scratch.data().len());
+                            let id = self.outputs.tunnel_ip_id;
+                            self.outputs.tunnel_ip_id = id.wrapping_add(1);
+                            // The outer packet came through no tunnel.
+                            tunnel = TunnelKey::default();
+                            self.scratch.push_tunnel(&header.template, id)
+                        }
+                        Push::Split(max_ip) => {
+                            // Each part runs the push and what follows it in this
+                            // copy; then the copy is done.
+                            let end = end_of_copy(actions, at);
+                            let rest = &actions[at - 1..end];
+                            self.push_split(
+                                rest,
+                                headers,
+                                Origin { in_port, tunnel },
+                                max_ip,
+                                depth,
+                            );
+                            at = end;
+                            Ok(())
+                        }
+                        Push::AboveMtu => {
+                            self.outputs.tunnel_mtu_drop(header);
+                            at = end_of_copy(actions, at);
+                            Ok(())
+                        }
+                        Push::ByQueue => {
+                            let meta = PacketMeta {
+                                vnet,
+                                vlan: None,
+                                tunnel,
+                            };
+                            self.outputs.stage(header.tunnel_port, frame, &meta);
+                            // The underlay's actions were for the outer packet, which
+                            // the tunnel port's queue makes now.
+                            at = end_of_copy(actions, at);
+                            Ok(())
+                        }
                     }
                 }
                 DpAction::TunnelPop(p) => {

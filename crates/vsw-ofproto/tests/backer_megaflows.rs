@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
-use vsw_datapath::memory::memory_port;
 use vsw_datapath::{
     Datapath, DpAction, PmdConfig, PortHandle, PortStats, PushHeader, TunnelKey, Upcall,
 };
@@ -308,6 +307,11 @@ struct Rig {
 }
 
 fn rig(rules: &[String]) -> Rig {
+    rig_with(rules, |_| vsw_datapath::memory::MEMORY_OFFLOADS)
+}
+
+/// [`rig`], each datapath port's transmit side finishing what `offloads` says.
+fn rig_with(rules: &[String], offloads: impl Fn(u32) -> vsw_datapath::TxOffloads) -> Rig {
     let mut dp = Datapath::start(PmdConfig {
         cores: vec![0],
         pin: false,
@@ -353,7 +357,7 @@ fn rig(rules: &[String]) -> Rig {
     backer.set_tunnel_egress(tunnels.clone());
     let (mut peers, mut stats) = (Vec::new(), Vec::new());
     for no in 1..=PORTS {
-        let (q, peer) = memory_port(256);
+        let (q, peer) = vsw_datapath::memory::memory_port_with(1, 256, offloads(no));
         let s = Arc::new(PortStats::default());
         dp.add_port(PortHandle::new(no, &format!("p{no}"), q, s.clone()))
             .unwrap();
@@ -608,4 +612,103 @@ fn through_the_tunnel_across_the_patch_and_by_the_group() {
         }),
     ];
     run(&ops, &rules).unwrap();
+}
+
+/// A TCP super-frame of `payload` bytes in segments of `mss`, its checksum left to
+/// the device, as a kernel with offloads hands one over.
+fn tcp_super_frame(payload: usize, mss: u16) -> (Vec<u8>, VnetHdr) {
+    let ip = Ipv4 {
+        proto: 6,
+        ..Ipv4::default()
+    };
+    let data: Vec<u8> = (0..payload).map(|i| i as u8).collect();
+    let f = ethernet(
+        mac(2),
+        mac(1),
+        &[],
+        EtherType::IPV4,
+        &ipv4(&ip, &tcp(1000, 80, 0x18, &data)),
+    );
+    let vnet = VnetHdr {
+        flags: vsw_packet::vnet::VNET_F_NEEDS_CSUM,
+        gso_type: vsw_packet::vnet::VNET_GSO_TCPV4,
+        hdr_len: 54,
+        gso_size: mss,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    (f, vnet)
+}
+
+/// In the packet's own pass, whatever its size: a super-frame whose segments the
+/// tunnel's MTU does not take is pushed with smaller ones; one that would pass IP's
+/// largest packet with the outer headers is split in two, each pushed; a plain
+/// packet above the tunnel's MTU is dropped and counted at the tunnel port. None
+/// of them reaches the tunnel port's queue.
+#[test]
+fn a_tunnel_push_shrinks_splits_or_drops_what_does_not_fit_in_the_packets_own_pass() {
+    use vsw_datapath::{PacketMeta, TxOffloads};
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+    const QUIET: std::time::Duration = std::time::Duration::from_millis(200);
+    let rules = vec!["priority=5,in_port=1,actions=output:3".to_string()];
+    let mut rig = rig_with(&rules, |no| TxOffloads {
+        // The tunnel's inner MTU; an uplink that takes tunnel super-frames whole.
+        mtu: if no == VX { 1450 } else { 65_535 },
+        tunnel_tso: no == UPLINK,
+        ..vsw_datapath::memory::MEMORY_OFFLOADS
+    });
+    let ports = TunnelPorts {
+        vxlan: Some(4789),
+        geneve: None,
+    };
+    let uplink = (UPLINK - 1) as usize;
+    let send = |rig: &mut Rig, f: &[u8], vnet: VnetHdr| {
+        rig.ports.peers[(A1 - 1) as usize].send_with(
+            f,
+            PacketMeta {
+                vnet,
+                ..PacketMeta::default()
+            },
+        );
+    };
+    // The sender's segments (1,448) are larger than the tunnel takes (1,410).
+    let (f, vnet) = tcp_super_frame(10_000, 1448);
+    send(&mut rig, &f, vnet);
+    let (out, meta) = rig.ports.peers[uplink]
+        .recv_with(WAIT)
+        .expect("one outer super-frame");
+    let d = decap(&out, &ports, true, |_, _| false).unwrap();
+    assert_eq!(d.inner, &f[..]);
+    assert_eq!(meta.vnet.gso_size, 1410, "segments the tunnel's MTU takes");
+    // 65,466 bytes of payload: with the outer headers, past IP's 65,535.
+    let (f, vnet) = tcp_super_frame(65_466, 1448);
+    send(&mut rig, &f, vnet);
+    let mut payload = Vec::new();
+    let (mut seq, mut lens) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        let (out, meta) = rig.ports.peers[uplink].recv_with(WAIT).expect("a part");
+        assert!(out.len() - 14 <= 65_535, "{} bytes", out.len());
+        assert_eq!(meta.vnet.gso_size, 1410);
+        let d = decap(&out, &ports, true, |_, _| false).unwrap();
+        seq.push(u32::from_be_bytes(d.inner[38..42].try_into().unwrap()));
+        payload.extend_from_slice(&d.inner[54..]);
+        lens.push(d.inner.len() - 54);
+    }
+    assert!(
+        rig.ports.peers[uplink].recv_timeout(QUIET).is_none(),
+        "two parts"
+    );
+    assert_eq!(payload, f[54..], "every byte, in order");
+    assert_eq!(
+        seq[1] - seq[0],
+        lens[0] as u32,
+        "the second part follows the first"
+    );
+    // A plain packet above the tunnel's MTU: dropped, counted at the tunnel port.
+    let (f, _) = tcp_super_frame(1420, 1448);
+    send(&mut rig, &f, VnetHdr::default());
+    assert!(rig.ports.peers[uplink].recv_timeout(QUIET).is_none());
+    let vx = rig.ports.stats[(VX - 1) as usize].view();
+    assert_eq!(vx.tx_mtu_drops, 1);
+    assert_eq!(vx.tx_packets, 3, "pushed: one, then two parts");
 }

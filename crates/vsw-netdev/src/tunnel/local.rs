@@ -571,18 +571,42 @@ mod tests {
             (mac, "vsw-ut-askbr")
         );
         assert!(world.next_asks(std::time::Duration::ZERO).is_empty());
-        // `tos=inherit` is the port's queue's to do.
+        // `tos=inherit`, `ttl=inherit`: the inner packet's, which the flow matches.
         drop(tunnel);
         crate::tunnel::close_tunnel(&world, "vsw-ut-askvx", tunnel_reg);
         let options = BTreeMap::from([
             ("remote_ip".to_string(), "198.18.82.9".to_string()),
             ("tos".to_string(), "inherit".to_string()),
+            ("ttl".to_string(), "inherit".to_string()),
         ]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let (tunnel, tunnel_reg) =
             crate::tunnel::open_tunnel(&world, "vsw-ut-askvx", "vsw-ut-ovl", &config).unwrap();
-        let queued = world.way_out("vsw-ut-askvx", &key, &mut mask, true);
-        assert_eq!(queued, Err(NoWay::ByQueue));
+        let ip = FlowKey {
+            dl_type: EtherType::IPV4,
+            nw_tos: 0xb8,
+            nw_ttl: 9,
+            ..FlowKey::default()
+        };
+        let mut mask = FlowKey::default();
+        let way = world.way_out("vsw-ut-askvx", &ip, &mut mask, true).unwrap();
+        assert_eq!((way.spec.tos, way.spec.ttl), (0xb8, 9));
+        assert_eq!(
+            (mask.nw_tos, mask.nw_ttl, mask.dl_type),
+            (0xff, 0xff, 0xffff)
+        );
+        let arp = FlowKey {
+            dl_type: EtherType::ARP,
+            ..FlowKey::default()
+        };
+        let way = world
+            .way_out("vsw-ut-askvx", &arp, &mut mask, true)
+            .unwrap();
+        assert_eq!(
+            (way.spec.tos, way.spec.ttl),
+            (0, 64),
+            "not IP: OVS's defaults"
+        );
         drop(tunnel);
         crate::tunnel::close_tunnel(&world, "vsw-ut-askvx", tunnel_reg);
         close_local(&world, "vsw-ut-askbr", local_reg);

@@ -704,8 +704,10 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     /// queue would send it (`port.rs`). The key's fields read are set in `mask`.
     /// No way now (no route, no source address, no destination from the flow, the
     /// next hop's MAC not known: asked for): dropped, counted when a packet is
-    /// `passing`. To the port's queue: a port the snapshot does not have yet,
-    /// `tos`/`ttl=inherit`.
+    /// `passing`. To the port's queue: a port the snapshot does not have yet.
+    /// `tos`/`ttl=inherit` read the inner packet's (Open vSwitch's defaults, 0 and
+    /// 64, for one that is not IP), which the flow then matches exactly, as Open
+    /// vSwitch's does.
     fn way_out(
         &self,
         port: &str,
@@ -722,9 +724,23 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             .and_then(|&i| snap.ports.get(i))
             .ok_or(NoWay::ByQueue)?;
         let c = &p.config;
-        if matches!(c.tos, Inherit::Inherit) || matches!(c.ttl, Inherit::Inherit) {
-            return Err(NoWay::ByQueue);
-        }
+        let (inherit_tos, inherit_ttl) = (
+            matches!(c.tos, Inherit::Inherit),
+            matches!(c.ttl, Inherit::Inherit),
+        );
+        let (inner_tos, inner_ttl) = if inherit_tos || inherit_ttl {
+            use vsw_packet::EtherType;
+            mask.dl_type = u16::MAX;
+            if matches!(key.dl_type, EtherType::IPV4 | EtherType::IPV6) {
+                mask.nw_tos |= if inherit_tos { u8::MAX } else { 0 };
+                mask.nw_ttl |= if inherit_ttl { u8::MAX } else { 0 };
+                (key.nw_tos, key.nw_ttl)
+            } else {
+                (0, 64)
+            }
+        } else {
+            (0, 64)
+        };
         let dropped = |why: TunnelDrop| {
             if passing {
                 self.count_drop(why);
@@ -785,8 +801,8 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             eth_dst: mac,
             src,
             dst: remote,
-            tos: c.tos.or_inner(0),
-            ttl: c.ttl.or_inner(64),
+            tos: c.tos.or_inner(inner_tos),
+            ttl: c.ttl.or_inner(inner_ttl),
             df: c.df,
             udp_dst: c.dst_port,
             udp_csum: c.csum,
