@@ -46,8 +46,9 @@ pub enum BackerError {
 enum Start<'a> {
     /// Table 0, as a packet received.
     Table0,
-    /// Where this frozen translation stopped.
-    Resumed(&'a Arc<Frozen>),
+    /// Where this frozen translation stopped; whether the datapath's in_port is a
+    /// port of another bridge (or a tunnel's receive point).
+    Resumed(&'a Arc<Frozen>, bool),
     /// Table 0 of the bridge of the tunnel port the tunnels' state chose for a
     /// popped packet (the flow depends on that state's changes).
     Popped(Option<Arc<Changes>>),
@@ -410,12 +411,19 @@ impl Backer {
         (now_ms, learn): (u64, bool),
         start: Start<'_>,
     ) -> Translation {
-        let from = match &start {
-            Start::Resumed(state) => Some(*state),
-            Start::Table0 | Start::Popped(_) => None,
+        let entry = match &start {
+            Start::Resumed(state, elsewhere) => run::Entry {
+                frozen: Some(*state),
+                in_port_elsewhere: *elsewhere,
+            },
+            Start::Table0 => run::Entry::default(),
+            Start::Popped(_) => run::Entry {
+                frozen: None,
+                in_port_elsewhere: true,
+            },
         };
         let (mut x, generation) = self.with_view(slot, |view| {
-            run::run(bridge, Some(view), key, now_ms, learn, false, from)
+            run::run(bridge, Some(view), key, (now_ms, learn, false), entry)
         });
         // A popped packet's port was chosen by the tunnels' state.
         if let Start::Popped(underlay) = start {
@@ -441,12 +449,15 @@ impl Upcall for Backer {
                 return dropped();
             };
             let thawed = state.thaw(key);
+            // The datapath's in_port: one of this bridge's ports, or not (a tunnel's
+            // receive point, a port of the bridge the packet crossed from).
+            let elsewhere = self.of_port(key.in_port).map(|(s, _)| s) != Some(state.slot);
             return self.translate_in(
                 state.slot,
                 &bridge,
                 &thawed,
                 (now_ms, learn),
-                Start::Resumed(&state),
+                Start::Resumed(&state, elsewhere),
             );
         }
         if let Some(geneve) = vsw_datapath::tunnel_pop::receive_point(key.in_port) {

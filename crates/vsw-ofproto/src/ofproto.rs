@@ -95,7 +95,11 @@ impl Ofproto {
         trace: bool,
         from: Option<&Arc<crate::frozen::Frozen>>,
     ) -> (Xlated, u64) {
-        self.in_backer(|view| run::run(&self.state, view, key, now_ms, learn, trace, from))
+        let entry = run::Entry {
+            frozen: from,
+            in_port_elsewhere: false,
+        };
+        self.in_backer(|view| run::run(&self.state, view, key, (now_ms, learn, trace), entry))
     }
 
     /// Translates `key` as `vswctl trace` shows it (no learning).
@@ -132,10 +136,8 @@ impl Ofproto {
                     &bridge,
                     Some(view),
                     &thawed,
-                    now_ms,
-                    false,
-                    true,
-                    Some(&state),
+                    (now_ms, false, true),
+                    run::Entry::resumed(&state),
                 )
             });
             let pass = Trace::of(&thawed, x);

@@ -29,6 +29,10 @@ pub struct PuntNote {
     pub cookie: u64,
     /// Bytes of the packet the controller wants (0xffff: all).
     pub max_len: u16,
+    /// The OpenFlow port the packet came in by, where the datapath's in_port does
+    /// not say it (a patch or a tunnel led it into this bridge; a popped tunnel
+    /// packet's pass, whose receive point stands for every tunnel port of its kind).
+    pub in_port: Option<u32>,
 }
 
 /// Every note handed out, by number. Notes are never taken back: a datapath flow
@@ -77,6 +81,7 @@ mod tests {
             table: 0,
             cookie: 7,
             max_len: 0xffff,
+            in_port: None,
         };
         let b = PuntNote {
             reason: PuntReason::Action,

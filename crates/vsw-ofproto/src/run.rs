@@ -43,19 +43,38 @@ pub(crate) fn packet_out(
         restore_wait: false,
         backer: view,
         may_freeze: false,
+        in_port_elsewhere: false,
     };
     translate_actions(&mut env, key, actions)
 }
 
-/// Translates `key` from table 0, or (`from`) from where a translation froze.
+/// Where a translation starts.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Entry<'a> {
+    /// Where a translation froze (`None`: table 0).
+    pub frozen: Option<&'a Arc<Frozen>>,
+    /// The datapath's in_port is not the packet's port in this bridge (a popped
+    /// tunnel packet's pass, or one resumed in another bridge than it came in by):
+    /// what goes to the controller names its port itself.
+    pub in_port_elsewhere: bool,
+}
+
+impl<'a> Entry<'a> {
+    pub fn resumed(state: &'a Arc<Frozen>) -> Entry<'a> {
+        Entry {
+            frozen: Some(state),
+            in_port_elsewhere: false,
+        }
+    }
+}
+
+/// Translates `key` from table 0, or from where a translation froze (`entry`).
 pub(crate) fn run(
     bridge: &BridgeState,
     view: Option<BackerView<'_>>,
     key: &FlowKey,
-    now_ms: u64,
-    learn: bool,
-    trace: bool,
-    from: Option<&Arc<Frozen>>,
+    (now_ms, learn, trace): (u64, bool, bool),
+    entry: Entry<'_>,
 ) -> (Xlated, u64) {
     let mut macs = lock(&bridge.macs);
     // Read under the MAC table's lock, before the rules: see `set_pipeline`.
@@ -76,8 +95,9 @@ pub(crate) fn run(
         restore_wait: bridge.restore_wait.load(Ordering::Acquire),
         backer: view,
         may_freeze: true,
+        in_port_elsewhere: entry.in_port_elsewhere,
     };
-    let mut x = match from {
+    let mut x = match entry.frozen {
         None => translate(&mut env, key),
         Some(state) => resume(&mut env, key, state),
     };

@@ -173,6 +173,10 @@ pub(crate) struct XlateEnv<'a> {
     /// A select group may be decided by a recirculation (a packet passing through
     /// the datapath; not a packet-out, whose actions run without lookups).
     pub may_freeze: bool,
+    /// The datapath's in_port does not name the packet's port in this bridge (it
+    /// crossed a patch or a tunnel into it, or is a popped tunnel packet's pass):
+    /// notes of packets sent to the controller carry the port.
+    pub in_port_elsewhere: bool,
 }
 
 struct Ctx<'a, 'b> {
@@ -606,6 +610,7 @@ impl Ctx<'_, '_> {
                 frozen: b.frozen,
             }),
             may_freeze: self.env.may_freeze,
+            in_port_elsewhere: true,
         };
         let start = self.out.actions.len();
         if let Some(a) = first {
@@ -754,6 +759,7 @@ impl Ctx<'_, '_> {
                     table,
                     cookie: rule.map_or(self.resumed_cookie, |r| r.spec.cookie),
                     max_len,
+                    in_port: self.env.in_port_elsewhere.then_some(self.key.in_port),
                 };
                 let id = self.env.punt_notes.intern(note);
                 match self.env.backer.map_or(Some(id), |b| b.dp_note(id)) {

@@ -779,3 +779,91 @@ fn a_tunnel_packet_with_no_way_out_is_dropped_in_its_own_pass() {
     assert!(backer.from_local("ovl", &arp, 0).is_none(), "no LOCAL port");
     assert!(backer.from_local("gone", &arp, 0).is_none());
 }
+
+/// The note a translation's `Controller` action carries up.
+fn note_of(
+    bridges: &[(vsw_ofproto::BridgeSlot, &Arc<Ofproto>)],
+    actions: &[DpAction],
+) -> vsw_ofproto::PuntNote {
+    let id = actions
+        .iter()
+        .find_map(|a| match a {
+            DpAction::Controller(id) => Some(*id),
+            _ => None,
+        })
+        .expect("sent to the controller");
+    let (slot, note) = Backer::punt_note(id);
+    let (_, bridge) = bridges
+        .iter()
+        .find(|(s, _)| *s == slot)
+        .expect("a bridge's");
+    bridge.punt_note(note).expect("the bridge's note")
+}
+
+/// A packet-in names the port the packet came in by in the bridge that sent it
+/// up: the datapath's in_port where that is the bridge's own port; the patch port
+/// a crossing led it in by; the tunnel port a popped packet is for (its datapath
+/// in_port is the kind's receive point).
+#[test]
+fn a_packet_in_names_the_port_a_patch_or_a_tunnel_led_the_packet_in_by() {
+    let backer = Backer::new();
+    let (ovl, o) = Ofproto::join(
+        &backer,
+        "ovl",
+        pipeline(&[
+            "in_port=1,udp,tp_dst=53,actions=output:9",
+            "in_port=1,udp,tp_dst=54,actions=controller",
+            "in_port=2,actions=controller",
+        ]),
+    )
+    .unwrap();
+    o.set_ports(vec![1, 2, 9]);
+    let (brb, b) =
+        Ofproto::join(&backer, "brb", pipeline(&["in_port=9,actions=controller"])).unwrap();
+    b.set_ports(vec![1, 9]);
+    let (phy, u) = Ofproto::join(
+        &backer,
+        "phy",
+        pipeline(&["in_port=1,actions=output:65534"]),
+    )
+    .unwrap();
+    u.set_ports(vec![1, 65534]);
+    for (slot, of, dp) in [
+        (ovl, 1, 1),
+        (ovl, 2, 2),
+        (ovl, 9, 7),
+        (brb, 1, 5),
+        (brb, 9, 8),
+        (phy, 1, 3),
+        (phy, 65534, 4),
+    ] {
+        backer.set_port(slot, of, dp).unwrap();
+    }
+    backer.set_patch(ovl, 9, "pa", "pb");
+    backer.set_patch(brb, 9, "pb", "pa");
+    backer.set_tunnel_port(ovl, 2, "vx0");
+    backer.set_tunnel_egress(Arc::new(OneWay { known: true.into() }));
+    let bridges = [(ovl, &o), (brb, &b), (phy, &u)];
+    // The bridge's own port: the datapath's in_port says it.
+    let own = backer.translate(
+        &FlowKey {
+            tp_dst: 54,
+            ..udp_from(1, 1, 2)
+        },
+        0,
+        true,
+    );
+    assert_eq!(note_of(&bridges, &own.actions).in_port, None);
+    // Across the patch: brb's patch port.
+    let crossed = backer.translate(&udp_from(1, 1, 2), 0, true);
+    assert_eq!(note_of(&bridges, &crossed.actions).in_port, Some(9));
+    // A popped VXLAN packet's pass: the tunnel port it is for.
+    let popped = FlowKey {
+        in_port: vsw_datapath::tunnel_pop::VXLAN_RECEIVE,
+        tun_id: 42,
+        tun_src: 0xc612_0002,
+        ..udp_from(0, 2, 1)
+    };
+    let t = backer.translate(&popped, 0, true);
+    assert_eq!(note_of(&bridges, &t.actions).in_port, Some(2));
+}

@@ -512,8 +512,13 @@ pub fn deliver_punt(
     peers: &Peers,
 ) {
     let (_, note) = Backer::punt_note(p.userdata);
-    p.in_port = crate::dpif::punted_in_port(backer, slot, p.in_port);
-    match ofproto.punt_note(note) {
+    let note = ofproto.punt_note(note);
+    // The port the translation named, where the datapath's in_port does not say it.
+    p.in_port = match note.and_then(|n| n.in_port) {
+        Some(of_port) => of_port,
+        None => crate::dpif::punted_in_port(backer, slot, p.in_port),
+    };
+    match note {
         Some(n) => peers.packet_in(&p, n.reason, n.table, n.cookie, n.max_len),
         None => tracing::warn!(note = p.userdata, "a punted packet with no note: dropped"),
     }
