@@ -51,6 +51,8 @@ pub struct DpFlow {
     pushed: Mutex<Pushed>,
     /// The tunnel headers its `TunnelPush(i)` actions put in front, by index.
     pub headers: Box<[std::sync::Arc<crate::PushHeader>]>,
+    /// The port its packets count as received by (`Translation::rx_port`).
+    pub rx_port: Option<u32>,
 }
 
 struct Pushed {
@@ -95,6 +97,7 @@ impl DpFlow {
                 .any(|a| matches!(a, DpAction::Recirc(_) | DpAction::TunnelPop(_))),
             actions: t.actions.into_boxed_slice(),
             headers: t.headers.into_boxed_slice(),
+            rx_port: t.rx_port,
             created_ms: now_ms,
             packets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),

@@ -207,6 +207,7 @@ mod tests {
             headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 1,
+            rx_port: None,
         };
         Arc::new(DpFlow::new(id, 0, &key, t, 1))
     }

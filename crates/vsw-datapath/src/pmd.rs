@@ -950,8 +950,6 @@ struct Recirculation<'a, 'b> {
     finder: &'a mut Finder<'b>,
     tally: &'a mut Tally,
     key: &'a mut FlowKey,
-    /// The packet's length as received (what its flows count).
-    len: u64,
 }
 
 /// The copies `DpAction::Save` keeps (a group's buckets run on copies), made once
@@ -1155,7 +1153,6 @@ fn process_batch(
                     finder: &mut finder,
                     tally: &mut tally,
                     key,
-                    len,
                 };
                 run_rewriting(
                     outputs,
@@ -1182,6 +1179,9 @@ fn process_batch(
     // Drained in place: the tally is a few kilobytes, not to be moved.
     for (flow, packets, bytes) in tally.drain(..) {
         flow.add(packets, bytes, now_ms);
+        if let Some(tx) = flow.rx_port.and_then(|p| outputs.by_port.get_mut(p)) {
+            tx.handle.stats.add_rx(packets, bytes);
+        }
         if !flow.is_cached() {
             // No revalidator will see it: its packets go to the rules now (this
             // follows an upcall, never a cached flow's packet).
@@ -1270,7 +1270,10 @@ impl Pass<'_, '_, '_> {
         again.key.dp_hash = dp_hash;
         again.finder.counters.recirculations += 1;
         self.recirculations += 1;
-        let Some(at) = again.finder.find(again.key, again.tally, again.len) else {
+        // Counted as it is now (a popped packet: its inner frame), as Open vSwitch
+        // counts each pass.
+        let len = self.scratch.data().len() as u64;
+        let Some(at) = again.finder.find(again.key, again.tally, len) else {
             self.outputs.tally.lost += 1;
             return None;
         };

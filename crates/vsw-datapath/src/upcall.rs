@@ -52,6 +52,10 @@ pub struct Translation {
     /// The generation of the inputs (rules, MAC table, ports) it was made from; see
     /// [`Upcall::generation`].
     pub generation: u64,
+    /// The datapath port its packets count as received by, where that is not the
+    /// datapath's in_port: a popped tunnel packet's pass (received on the kind's
+    /// receive point) counts on its tunnel port, as Open vSwitch's do.
+    pub rx_port: Option<u32>,
 }
 
 /// The slow path, as the datapath sees it.
@@ -85,6 +89,7 @@ impl Upcall for DropAll {
             headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 0,
+            rx_port: None,
         }
     }
 }

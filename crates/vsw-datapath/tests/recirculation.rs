@@ -136,6 +136,7 @@ impl Upcall for Loop {
             headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 0,
+            rx_port: None,
         }
     }
 }

@@ -352,6 +352,7 @@ impl Backer {
             headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: self.generation.get(),
+            rx_port: None,
         }
     }
 
@@ -398,6 +399,8 @@ impl Backer {
         for (m, c) in t.mask.words_mut().iter_mut().zip(chose.words()) {
             *m |= c;
         }
+        // Its packets count as the tunnel port's.
+        t.rx_port = self.dp_port(slot, of_port);
         t
     }
 

@@ -155,6 +155,7 @@ pub(crate) fn credited(
             _frozen: x.frozen,
         }),
         generation,
+        rx_port: None,
     }
 }
 

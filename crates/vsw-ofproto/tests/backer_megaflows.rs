@@ -712,3 +712,26 @@ fn a_tunnel_push_shrinks_splits_or_drops_what_does_not_fit_in_the_packets_own_pa
     assert_eq!(vx.tx_mtu_drops, 1);
     assert_eq!(vx.tx_packets, 3, "pushed: one, then two parts");
 }
+
+/// A packet popped in the datapath counts as received by its tunnel port (its
+/// datapath in_port is the kind's receive point), as the port's queue counted it.
+#[test]
+fn a_popped_packet_counts_as_received_by_its_tunnel_port() {
+    let rules = vec!["priority=4,in_port=3,actions=output:1".to_string()];
+    let rig = rig(&rules);
+    let tunnelled = Packet::Tunnelled {
+        from_remote: true,
+        vni: VNI,
+        src: 3,
+        dst: 1,
+    };
+    let inner_len = inner(3, 1, false, 53).len() as u64;
+    for _ in 0..2 {
+        rig.ports.peers[(UPLINK - 1) as usize].send(&tunnelled.frame());
+        rig.ports.peers[(A1 - 1) as usize]
+            .recv_with(std::time::Duration::from_secs(10))
+            .expect("the inner frame");
+    }
+    let vx = rig.ports.stats[(VX - 1) as usize].view();
+    assert_eq!((vx.rx_packets, vx.rx_bytes), (2, 2 * inner_len));
+}

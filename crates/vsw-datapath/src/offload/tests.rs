@@ -211,6 +211,7 @@ fn datapath_flows_that_cannot_be_offloaded_say_why() {
             headers: Vec::new(),
             attribution: Arc::new(NoAttribution),
             generation: 1,
+            rx_port: None,
         };
         DpFlow::new(1, 0, key, t, 1)
     };
