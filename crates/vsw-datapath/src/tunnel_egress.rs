@@ -59,8 +59,15 @@ pub trait TunnelEgress: Send + Sync {
 
     /// The tunnel port a popped packet of this kind is for (`key` holds its tunnel:
     /// VNI, outer addresses), with the fields read set in `mask`; `None`: no port's
-    /// (its VNI is none's), dropped.
-    fn receiving_port(&self, _geneve: bool, _key: &FlowKey, _mask: &mut FlowKey) -> Option<String> {
+    /// (its VNI is none's), dropped — counted when a packet is `passing` (not a
+    /// revalidation).
+    fn receiving_port(
+        &self,
+        _geneve: bool,
+        _key: &FlowKey,
+        _mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Option<String> {
         None
     }
 }

@@ -371,7 +371,7 @@ impl Backer {
         let port = map
             .tunnels
             .as_ref()
-            .and_then(|t| t.egress.receiving_port(geneve, key, &mut chose));
+            .and_then(|t| t.egress.receiving_port(geneve, key, &mut chose, learn));
         let found = port.and_then(|name| {
             map.tunnel_ports
                 .iter()

@@ -569,7 +569,13 @@ impl vsw_ofproto::TunnelEgress for OneWay {
         (bridge == "phy" && key.nw_proto == 17 && key.tp_dst == 4789).then_some(VXLAN_POP)
     }
 
-    fn receiving_port(&self, geneve: bool, key: &FlowKey, mask: &mut FlowKey) -> Option<String> {
+    fn receiving_port(
+        &self,
+        geneve: bool,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Option<String> {
         mask.tun_id = u64::MAX;
         (!geneve && key.tun_id == 42).then(|| "vx0".to_string())
     }

@@ -118,7 +118,13 @@ impl TunnelEgress for Tunnels {
         })
     }
 
-    fn receiving_port(&self, geneve: bool, key: &FlowKey, mask: &mut FlowKey) -> Option<String> {
+    fn receiving_port(
+        &self,
+        geneve: bool,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Option<String> {
         mask.tun_src = u32::MAX;
         mask.tun_id = u64::MAX;
         let ours = !geneve && key.tun_src == u32::from_be_bytes(REMOTE) && key.tun_id == 42;

@@ -571,6 +571,30 @@ mod tests {
             (mac, "vsw-ut-askbr")
         );
         assert!(world.next_asks(std::time::Duration::ZERO).is_empty());
+        // Popped natively: the port its remote and VNI choose; a VNI no port has is
+        // counted when a packet is passing.
+        let unknown_vni = || {
+            world
+                .drops()
+                .into_iter()
+                .find(|(r, _)| *r == "unknown_vni")
+                .unwrap()
+                .1
+        };
+        let before = unknown_vni();
+        let popped = FlowKey {
+            tun_src: u32::from(Ipv4Addr::new(198, 18, 82, 9)),
+            ..FlowKey::default()
+        };
+        let port = world.receiving_port(false, &popped, &mut mask, true);
+        assert_eq!(port.as_deref(), Some("vsw-ut-askvx"));
+        let other = FlowKey {
+            tun_id: 77,
+            ..popped
+        };
+        assert_eq!(world.receiving_port(false, &other, &mut mask, true), None);
+        assert_eq!(world.receiving_port(false, &other, &mut mask, false), None);
+        assert_eq!(unknown_vni(), before + 1, "counted once: one packet passed");
         // `tos=inherit`, `ttl=inherit`: the inner packet's, which the flow matches.
         drop(tunnel);
         crate::tunnel::close_tunnel(&world, "vsw-ut-askvx", tunnel_reg);

@@ -676,12 +676,14 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
 
     /// The tunnel port a packet decapsulated in the datapath is for (`key`: its
     /// tunnel), as the LOCAL port's check chooses (`local.rs`): of this kind, from
-    /// its remote end, with its VNI. The fields read are set in `mask`.
+    /// its remote end, with its VNI. The fields read are set in `mask`. A VNI no
+    /// port has is counted (`unknown_vni`) when a packet is `passing`.
     fn receiving_port(
         &self,
         geneve: bool,
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
+        passing: bool,
     ) -> Option<String> {
         let kind = if geneve {
             vsw_packet::tunnel::TunnelKind::Geneve
@@ -695,7 +697,12 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         match snap.port_for(kind, src, key.tun_id as u32) {
             // The key's tunnel ID is the VNI (24 bits): no other is any port's.
             PortFor::Port(i) if key.tun_id <= 0x00ff_ffff => snap.names.get(i).cloned(),
-            _ => None,
+            _ => {
+                if passing {
+                    self.count_drop(TunnelDrop::UnknownVni);
+                }
+                None
+            }
         }
     }
 
