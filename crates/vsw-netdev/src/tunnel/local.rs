@@ -636,6 +636,63 @@ mod tests {
         close_local(&world, "vsw-ut-askbr", local_reg);
     }
 
+    /// Natively popped Geneve: the option read as `tun_metadata0` is the one the
+    /// TLV map of the bridges of the ports with that remote end names; where those
+    /// maps differ, the LOCAL port's check (which knows the port first) takes it.
+    #[test]
+    fn a_geneve_pop_reads_the_option_the_remote_ends_ports_bridges_name() {
+        use vsw_datapath::TunnelEgress;
+        let world = TunnelWorld::new();
+        let (_host, _local, local_reg) =
+            underlay(&world, "vsw-ut-popbr", "198.18.83.0/24", "198.18.83.2");
+        let geneve_to = |remote: &str| {
+            let options = BTreeMap::from([("remote_ip".to_string(), remote.to_string())]);
+            TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap()
+        };
+        let (a, b) = (
+            MetadataOption {
+                class: 0x0102,
+                kind: 0x80,
+            },
+            MetadataOption {
+                class: 0x0103,
+                kind: 0x81,
+            },
+        );
+        world.set_metadata0("vsw-ut-popa", Some(a));
+        world.set_metadata0("vsw-ut-popb", Some(b));
+        let mut open = Vec::new();
+        for (name, bridge, remote) in [
+            ("vsw-ut-gva", "vsw-ut-popa", "198.18.83.10"),
+            ("vsw-ut-gvb", "vsw-ut-popb", "198.18.83.11"),
+            ("vsw-ut-gvc", "vsw-ut-popb", "198.18.83.10"),
+        ] {
+            let (queues, reg) =
+                crate::tunnel::open_tunnel(&world, name, bridge, &geneve_to(remote)).unwrap();
+            open.push((name, queues, reg));
+        }
+        let from = |last: u8| FlowKey {
+            dl_type: EtherType::IPV4,
+            nw_proto: vsw_packet::wire::ip::IPPROTO_UDP,
+            tp_dst: 6081,
+            nw_src: u128::from(u32::from(Ipv4Addr::new(198, 18, 83, last))),
+            ..FlowKey::default()
+        };
+        let mut mask = FlowKey::default();
+        let pop = world.terminates("vsw-ut-popbr", &from(11), &mut mask);
+        assert_eq!(pop.map(|p| p.option), Some(Some((0x0103, 0x81))), "b's map");
+        assert_eq!({ mask.nw_src }, u128::MAX, "the remote end decided it");
+        // .10 is the remote end of ports on both bridges, whose maps differ.
+        assert_eq!(world.terminates("vsw-ut-popbr", &from(10), &mut mask), None);
+        // No port's remote end: the host's.
+        assert_eq!(world.terminates("vsw-ut-popbr", &from(12), &mut mask), None);
+        for (name, queues, reg) in open {
+            drop(queues);
+            crate::tunnel::close_tunnel(&world, name, reg);
+        }
+        close_local(&world, "vsw-ut-popbr", local_reg);
+    }
+
     #[test]
     fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
         let world = TunnelWorld::new();

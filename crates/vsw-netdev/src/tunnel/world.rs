@@ -623,9 +623,10 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
     /// IPv4 (the key carries IPv4 tunnels), UDP to a port tunnels listen on, from the
     /// remote end of a port of that kind. A Geneve packet is popped while every
-    /// Geneve port's bridge names the same option `tun_metadata0` (or none does): the
-    /// datapath reads that option's value before it knows the port; otherwise the
-    /// LOCAL port's check, which knows the port first, takes it. `None` for the rest.
+    /// Geneve port with that remote end is on a bridge that names the same option
+    /// `tun_metadata0` (or none does): the datapath reads that option's value before
+    /// it knows the port; otherwise the LOCAL port's check, which knows the port
+    /// first, takes it. `None` for the rest.
     fn terminates(
         &self,
         bridge: &str,
@@ -646,28 +647,31 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             return None;
         }
         mask.tp_dst = u16::MAX;
-        let mut geneve_maps = snap
-            .ports
-            .iter()
-            .filter(|p| p.config.kind == TunnelKind::Geneve)
-            .map(|p| p.metadata0);
-        let first_map = geneve_maps.next().flatten();
-        let one_map = geneve_maps.all(|m| m == first_map);
         let kind = if snap.listen.vxlan == Some(key.tp_dst) {
             TunnelKind::Vxlan
-        } else if snap.listen.geneve == Some(key.tp_dst) && one_map {
+        } else if snap.listen.geneve == Some(key.tp_dst) {
             TunnelKind::Geneve
         } else {
             return None;
         };
         mask.nw_src = u128::MAX;
         let src = IpAddr::V4(std::net::Ipv4Addr::from(key.nw_src as u32));
-        let from_remote = snap
+        let mut maps = snap
             .ports
             .iter()
-            .any(|p| Snapshot::from_remote(p, kind, src));
+            .filter(|p| Snapshot::from_remote(p, kind, src))
+            .map(|p| p.metadata0);
+        // No port of this kind has that remote end: the host's own.
+        let first_map = maps.next()?;
         let geneve = kind == TunnelKind::Geneve;
-        from_remote.then_some(vsw_datapath::tunnel_pop::Pop {
+        // Geneve: the ports this remote end may be for must read the same option
+        // as `tun_metadata0` (the datapath reads it before it knows the port); where
+        // their bridges' TLV maps differ, the LOCAL port's check, which knows the
+        // port first, takes the packet.
+        if geneve && !maps.all(|m| m == first_map) {
+            return None;
+        }
+        Some(vsw_datapath::tunnel_pop::Pop {
             geneve,
             udp_port: key.tp_dst,
             option: first_map.filter(|_| geneve).map(|m| (m.class, m.kind)),
