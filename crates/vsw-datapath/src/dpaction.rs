@@ -1,5 +1,5 @@
 //! Datapath actions: what a cached flow does with its packets, as translation wrote
-//! it (the PMD executes them in `pmd.rs`).
+//! it (the PMD executes them in `pmd/pass.rs`).
 
 use std::fmt;
 use std::net::Ipv4Addr;

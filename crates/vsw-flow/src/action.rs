@@ -3,7 +3,7 @@
 //! what the match must promise before it may touch a header. [`Action::def`] and
 //! [`Action::argument`] tie each variant to its definition with exhaustive matches,
 //! so an action added without one does not compile. Executing an action is the
-//! datapath's (`vsw-datapath`, pmd.rs: also an exhaustive match).
+//! datapath's (`vsw-datapath`, pmd/: also an exhaustive match).
 
 use std::fmt;
 use std::net::Ipv4Addr;

@@ -1,0 +1,519 @@
+//! One packet's way through its flow's actions (`Pass::run`): rewrites on the
+//! PMD's copy, outputs staged, copies saved and restored for groups, tunnel headers
+//! pushed (split where they would not fit) and popped, recirculations looked up
+//! again in the same batch.
+
+use std::sync::Arc;
+
+use arrayvec::ArrayVec;
+use vsw_packet::gso;
+use vsw_packet::key::l4_hash;
+use vsw_packet::rewrite::{PacketBuf, RewriteError};
+use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
+use vsw_packet::{extract, FlowKey};
+
+use super::outputs::Outputs;
+use super::{Finder, Tally, MAX_REWRITE_FRAME};
+use crate::dpaction::{MAX_RECIRC_DEPTH, MAX_SAVED};
+use crate::dpflow::{DpAction, DpFlow};
+use crate::egress::Push;
+use crate::meter::{remark_dscp, Verdict};
+use crate::port::{PacketMeta, TunnelKey};
+use crate::shared::Shared;
+use crate::tunnel_push::PushHeader;
+
+/// What a recirculation needs beside the packet: where to find the next flow, the
+/// batch's tally to count it in, and the scratch key to look it up by.
+pub(super) struct Recirculation<'a, 'b> {
+    pub(super) finder: &'a mut Finder<'b>,
+    pub(super) tally: &'a mut Tally,
+    pub(super) key: &'a mut FlowKey,
+}
+
+/// The copies `DpAction::Save` keeps (a group's buckets run on copies), made once
+/// per PMD: no allocation per packet. Twice a flow's budget: a popped tunnel
+/// packet's pass is translated with a budget of its own while the pass that popped
+/// it holds its copies.
+pub(crate) struct SavedCopies {
+    bufs: Vec<PacketBuf>,
+    /// The tunnel each copy's packet had (a push clears it for the outer packet;
+    /// the copy's end gives it back).
+    tunnels: Vec<TunnelKey>,
+    /// Copies held for the packet being run.
+    held: usize,
+    /// Where a super-frame too large for a tunnel's outer headers is split: each
+    /// part built in `split_build`, then kept in `split_parts` until it is run.
+    split_build: Box<[u8]>,
+    split_parts: Box<[u8]>,
+}
+
+/// A super-frame split for a tunnel comes in two parts (three for a jumbo frame's
+/// headers at most), each no larger than a rewritten frame.
+const SPLIT_PARTS: usize = 3;
+
+impl SavedCopies {
+    pub(super) fn new() -> SavedCopies {
+        SavedCopies {
+            bufs: (0..2 * MAX_SAVED)
+                .map(|_| PacketBuf::new(MAX_REWRITE_FRAME))
+                .collect(),
+            tunnels: vec![TunnelKey::default(); 2 * MAX_SAVED],
+            held: 0,
+            split_build: vec![0u8; MAX_REWRITE_FRAME].into_boxed_slice(),
+            split_parts: vec![0u8; SPLIT_PARTS * MAX_REWRITE_FRAME].into_boxed_slice(),
+        }
+    }
+
+    fn save(&mut self, scratch: &PacketBuf, tunnel: TunnelKey) -> Result<(), RewriteError> {
+        let buf = self.bufs.get_mut(self.held).ok_or(RewriteError::Unsaved)?;
+        buf.copy_from(scratch)?;
+        self.tunnels[self.held] = tunnel;
+        self.held += 1;
+        Ok(())
+    }
+
+    /// Puts the last copy back; the tunnel its packet had.
+    fn restore(&mut self, scratch: &mut PacketBuf) -> Result<TunnelKey, RewriteError> {
+        self.held = self.held.checked_sub(1).ok_or(RewriteError::Unsaved)?;
+        scratch.copy_from(&self.bufs[self.held])?;
+        Ok(self.tunnels[self.held])
+    }
+}
+
+/// Where a packet came from: its port, and the tunnel it came through.
+#[derive(Clone, Copy)]
+pub(super) struct Origin {
+    pub(super) in_port: u32,
+    pub(super) tunnel: TunnelKey,
+}
+
+/// Runs actions that change the packet, in order, on the copy in `scratch`: each
+/// output sends the packet as the rewrites before it left it (and so does each
+/// punt, a packet that came in on `from.in_port`). A recirculation runs the next
+/// flow's actions where it stands (`again` finds it; without it, a packet-out's
+/// actions, the packet is dropped there).
+pub(super) fn run_rewriting(
+    outputs: &mut Outputs,
+    scratch: &mut PacketBuf,
+    saved: &mut SavedCopies,
+    (actions, headers): (&[DpAction], &[Arc<PushHeader>]),
+    shared: &Shared,
+    from: Origin,
+    again: Option<&mut Recirculation<'_, '_>>,
+) {
+    saved.held = 0;
+    let mut pass = Pass {
+        recirculations: 0,
+        outputs,
+        scratch,
+        saved,
+        shared,
+        again,
+    };
+    pass.run(actions, headers, from, 0);
+}
+
+/// One packet's way through its flows' actions.
+struct Pass<'a, 'b, 'c> {
+    /// Recirculations the packet took so far: at most [`MAX_RECIRC_DEPTH`] in all,
+    /// however they nest or follow each other (so a batch's tally never fills).
+    recirculations: usize,
+    outputs: &'a mut Outputs,
+    scratch: &'a mut PacketBuf,
+    saved: &'a mut SavedCopies,
+    shared: &'a Shared,
+    again: Option<&'a mut Recirculation<'b, 'c>>,
+}
+
+impl Pass<'_, '_, '_> {
+    /// The flow of the packet's pass `depth + 1`, as it is now, with `recirc_id`
+    /// `id`: counted as the pass's, or `None` (dropped and counted) past the depth
+    /// limit, for a packet-out, or when the batch's upcalls are spent.
+    fn next_flow(
+        &mut self,
+        id: u32,
+        from: Origin,
+        dp_hash: u32,
+        depth: usize,
+        parsed: Option<FlowKey>,
+    ) -> Option<Arc<DpFlow>> {
+        let again = match self.again.as_deref_mut() {
+            Some(a) if depth < MAX_RECIRC_DEPTH && self.recirculations < MAX_RECIRC_DEPTH => a,
+            _ => {
+                self.outputs.tally.lost += 1;
+                return None;
+            }
+        };
+        match parsed {
+            Some(key) => *again.key = key,
+            // The tag is in the frame by now (`PacketBuf::load` put it back).
+            None => {
+                if extract(self.scratch.data(), from.in_port, None, again.key).is_err() {
+                    self.outputs.tally.lost += 1;
+                    return None;
+                }
+            }
+        }
+        from.tunnel.write_into(again.key);
+        again.key.recirc_id = id;
+        again.key.dp_hash = dp_hash;
+        again.finder.counters.recirculations += 1;
+        self.recirculations += 1;
+        // Counted as it is now (a popped packet: its inner frame), as Open vSwitch
+        // counts each pass.
+        let len = self.scratch.data().len() as u64;
+        let Some(at) = again.finder.find(again.key, again.tally, len) else {
+            self.outputs.tally.lost += 1;
+            return None;
+        };
+        Some(again.tally[at].0.clone())
+    }
+
+    /// Splits the super-frame in `scratch` into parts whose IP packets are at most
+    /// `max_ip` bytes, and runs `rest` (its tunnel push and what follows it) on
+    /// each. Parts that cannot be made are counted lost.
+    fn push_split(
+        &mut self,
+        rest: &[DpAction],
+        headers: &[Arc<PushHeader>],
+        from: Origin,
+        max_ip: usize,
+        depth: usize,
+    ) {
+        let vnet = self.scratch.vnet;
+        // Taken out while the parts run (a split within a part has none: its
+        // tunnel port's queue takes it).
+        let mut parts = std::mem::take(&mut self.saved.split_parts);
+        let mut ranges = ArrayVec::<(usize, usize), SPLIT_PARTS>::new();
+        let mut fits = true;
+        let split = gso::split_super_frame(
+            self.scratch.data(),
+            usize::from(vnet.gso_size),
+            max_ip,
+            &mut self.saved.split_build,
+            |part| {
+                let at = ranges.last().map_or(0, |(a, l)| a + l);
+                match parts.get_mut(at..at + part.len()) {
+                    Some(out) if !ranges.is_full() => {
+                        out.copy_from_slice(part);
+                        ranges.push((at, part.len()));
+                    }
+                    _ => fits = false,
+                }
+            },
+        );
+        if split.is_err() || !fits {
+            self.outputs.tally.lost += 1;
+        }
+        if split.is_ok() && fits {
+            for &(at, len) in &ranges {
+                if self.scratch.load(&parts[at..at + len], None, vnet).is_err() {
+                    self.outputs.tally.lost += 1;
+                    continue;
+                }
+                let held = self.saved.held;
+                self.run(rest, headers, from, depth);
+                self.saved.held = held;
+            }
+        }
+        self.saved.split_parts = parts;
+    }
+
+    /// Takes the outer headers off the packet (`TunnelPop`): where its next pass
+    /// comes from, or `None` when decapsulation refused it (counted by reason).
+    fn pop(&mut self, pop: crate::tunnel_pop::Pop) -> Option<Origin> {
+        let crate::tunnel_pop::Pop {
+            geneve,
+            udp_port,
+            option,
+        } = pop;
+        let ports = vsw_packet::tunnel::TunnelPorts {
+            vxlan: (!geneve).then_some(udp_port),
+            geneve: geneve.then_some(udp_port),
+        };
+        let vnet = self.scratch.vnet;
+        // The sender's device vouches for the outer checksum (one left to finish,
+        // or one the kernel checked).
+        let vouched = vnet.flags & (VNET_F_NEEDS_CSUM | vsw_packet::vnet::VNET_F_DATA_VALID) != 0;
+        let data = self.scratch.data();
+        // The option the Geneve ports' bridges name is known; any other critical
+        // one is not.
+        let known = |class: u16, kind: u8| option == Some((class, kind));
+        let (at, len, key) = match vsw_packet::tunnel::decap(data, &ports, vouched, known) {
+            Ok(d) => {
+                let at = (d.inner.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+                let metadata0 = option.map_or(0, |o| crate::tunnel_pop::option_value(d.options, o));
+                let key = TunnelKey::of_decapsulated(&d.meta, metadata0);
+                (at, d.inner.len(), key)
+            }
+            Err(e) => {
+                self.shared.decap_drops.count(&e);
+                return None;
+            }
+        };
+        self.scratch.keep(at, len, vnet.of_inner(at));
+        Some(Origin {
+            in_port: if geneve {
+                crate::tunnel_pop::GENEVE_RECEIVE
+            } else {
+                crate::tunnel_pop::VXLAN_RECEIVE
+            },
+            tunnel: key,
+        })
+    }
+
+    /// Runs `actions`, `depth` recirculations deep; returns early when the packet
+    /// goes no further on this pass.
+    fn run(
+        &mut self,
+        actions: &[DpAction],
+        headers: &[Arc<PushHeader>],
+        from: Origin,
+        depth: usize,
+    ) {
+        let Origin {
+            in_port,
+            mut tunnel,
+        } = from;
+        let mut dp_hash = 0u32;
+        // The packet's key as a `Hash` extracted it, while nothing changed the
+        // packet since: the recirculation after it need not extract it again.
+        let mut parsed: Option<FlowKey> = None;
+        // The next action's place (a fallback skips to a copy's end).
+        let mut at = 0;
+        while let Some(action) = actions.get(at) {
+            at += 1;
+            if !matches!(
+                action,
+                DpAction::Output(_) | DpAction::Hash | DpAction::Recirc(_)
+            ) {
+                parsed = None;
+            }
+            let result = match *action {
+                DpAction::Output(port) => {
+                    let meta = PacketMeta {
+                        vnet: self.scratch.vnet,
+                        vlan: None,
+                        tunnel,
+                    };
+                    self.outputs.stage(port, self.scratch.data(), &meta);
+                    Ok(())
+                }
+                DpAction::SetDlSrc(m) => {
+                    self.scratch.set_dl_src(m);
+                    Ok(())
+                }
+                DpAction::SetDlDst(m) => {
+                    self.scratch.set_dl_dst(m);
+                    Ok(())
+                }
+                DpAction::PushVlan(tpid) => self.scratch.push_vlan(tpid),
+                DpAction::SetVlanVid(vid) => self.scratch.set_vlan_vid(vid),
+                DpAction::SetVlanPcp(pcp) => self.scratch.set_vlan_pcp(pcp),
+                DpAction::PopVlan => {
+                    self.scratch.strip_vlan();
+                    Ok(())
+                }
+                DpAction::SetNwSrc(a) => {
+                    self.scratch.set_nw_src(a.octets());
+                    Ok(())
+                }
+                DpAction::SetNwDst(a) => {
+                    self.scratch.set_nw_dst(a.octets());
+                    Ok(())
+                }
+                DpAction::SetNwTos(t) => {
+                    self.scratch.set_nw_tos(t);
+                    Ok(())
+                }
+                DpAction::SetTpSrc(p) => {
+                    self.scratch.set_tp_src(p);
+                    Ok(())
+                }
+                DpAction::SetTpDst(p) => {
+                    self.scratch.set_tp_dst(p);
+                    Ok(())
+                }
+                DpAction::DecTtl => self.scratch.dec_ttl(),
+                DpAction::SetField(w) => {
+                    self.scratch.write_field(w);
+                    Ok(())
+                }
+                DpAction::Controller(note) => {
+                    self.shared.punts.punt(in_port, note, self.scratch.data());
+                    Ok(())
+                }
+                DpAction::Meter(id) => {
+                    match self.shared.meters.apply(id, self.scratch.data().len()) {
+                        Verdict::Pass => Ok(()),
+                        // Counted on the meter's band.
+                        Verdict::Drop => return,
+                        Verdict::Remark(levels) => {
+                            if let Some(tos) = self.scratch.nw_tos() {
+                                self.scratch.set_nw_tos(remark_dscp(tos >> 2, levels) << 2);
+                            }
+                            Ok(())
+                        }
+                    }
+                }
+                DpAction::SetTunnel(id) => {
+                    tunnel.id = id;
+                    Ok(())
+                }
+                DpAction::SetTunnelDst(a) => {
+                    tunnel.dst = a.into();
+                    Ok(())
+                }
+                DpAction::SetTunnelMetadata(v) => {
+                    tunnel.metadata0 = v;
+                    Ok(())
+                }
+                DpAction::Save => self.saved.save(self.scratch, tunnel),
+                DpAction::Restore => self.saved.restore(self.scratch).map(|t| tunnel = t),
+                DpAction::Hash => {
+                    // Of the packet as the actions before left it (Open vSwitch
+                    // extracts it again too); a frame that cannot be parsed hashes as 0.
+                    let mut k = FlowKey::default();
+                    if extract(self.scratch.data(), in_port, None, &mut k).is_ok() {
+                        dp_hash = l4_hash(&k);
+                        parsed = Some(k);
+                    }
+                    Ok(())
+                }
+                DpAction::TunnelPush(n) => {
+                    let Some(header) = headers.get(n as usize) else {
+                        self.outputs.tally.lost += 1;
+                        return;
+                    };
+                    let (frame, vnet) = (self.scratch.data(), self.scratch.vnet);
+                    let room = self.scratch.headroom();
+                    let plan = self.outputs.tunnel_push_plan(header, frame, (&vnet, room));
+                    match plan {
+                        Push::Whole | Push::Shrink(_) => {
+                            if let Push::Shrink(mss) = plan {
+                                self.scratch.vnet.gso_size = mss as u16;
+                            }
+                            self.outputs
+                                .count_tunnel_packet(header, self.scratch.data().len());
+                            let id = self.outputs.tunnel_ip_id;
+                            self.outputs.tunnel_ip_id = id.wrapping_add(1);
+                            // The outer packet came through no tunnel.
+                            tunnel = TunnelKey::default();
+                            self.scratch.push_tunnel(&header.template, id)
+                        }
+                        Push::Split(max_ip) => {
+                            // Each part runs the push and what follows it in this
+                            // copy; then the copy is done.
+                            let end = end_of_copy(actions, at);
+                            let rest = &actions[at - 1..end];
+                            self.push_split(
+                                rest,
+                                headers,
+                                Origin { in_port, tunnel },
+                                max_ip,
+                                depth,
+                            );
+                            at = end;
+                            Ok(())
+                        }
+                        Push::AboveMtu => {
+                            self.outputs.tunnel_mtu_drop(header);
+                            at = end_of_copy(actions, at);
+                            Ok(())
+                        }
+                        Push::ByQueue => {
+                            let meta = PacketMeta {
+                                vnet,
+                                vlan: None,
+                                tunnel,
+                            };
+                            self.outputs.stage(header.tunnel_port, frame, &meta);
+                            // The underlay's actions were for the outer packet, which
+                            // the tunnel port's queue makes now.
+                            at = end_of_copy(actions, at);
+                            Ok(())
+                        }
+                    }
+                }
+                DpAction::TunnelPop(p) => {
+                    // Refused (counted): this copy goes no further, what follows
+                    // the copy's end runs as it would.
+                    if let Some(popped) = self.pop(p) {
+                        if let Some(flow) = self.next_flow(0, popped, 0, depth, None) {
+                            let held = self.saved.held;
+                            self.run(&flow.actions, &flow.headers, popped, depth + 1);
+                            self.saved.held = held;
+                        }
+                    }
+                    at = end_of_copy(actions, at);
+                    Ok(())
+                }
+                DpAction::Recirc(id) => {
+                    let from = Origin { in_port, tunnel };
+                    let next = self.next_flow(id, from, dp_hash, depth, parsed.take());
+                    if let Some(flow) = next {
+                        // A pass that ends early (a meter's drop, a TTL run out)
+                        // leaves the copies it kept: they are let go here, so the
+                        // `Restore` after this puts back this pass's copy.
+                        let held = self.saved.held;
+                        self.run(&flow.actions, &flow.headers, from, depth + 1);
+                        self.saved.held = held;
+                    }
+                    Ok(())
+                }
+            };
+            match result {
+                Ok(()) => {}
+                // A packet whose TTL ran out goes no further (there is no controller to
+                // tell); it is counted on the flow that matched it.
+                Err(RewriteError::TtlExpired) => return,
+                Err(RewriteError::NoHeadroom | RewriteError::TooBig | RewriteError::Unsaved) => {
+                    self.outputs.tally.lost += 1;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Where the copy open at `actions[at]` ends: the `Restore` that closes the `Save`
+/// last opened before it, or the end of the actions.
+fn end_of_copy(actions: &[DpAction], at: usize) -> usize {
+    let mut open = 0usize;
+    for (i, a) in actions.iter().enumerate().skip(at) {
+        match a {
+            DpAction::Save => open += 1,
+            DpAction::Restore if open == 0 => return i,
+            DpAction::Restore => open -= 1,
+            _ => {}
+        }
+    }
+    actions.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A packet the tunnel port's queue takes skips the underlay's actions: up to
+    /// the `Restore` that closes the copy the push opened (copies within it are
+    /// stepped over), or to the end when the copy was trailing (and dropped).
+    #[test]
+    fn the_end_of_a_copy_is_its_own_restore() {
+        use DpAction::{Output, Restore, Save, TunnelPush};
+        let nested = [
+            Save,
+            TunnelPush(0),
+            Save,
+            Output(3),
+            Restore,
+            Output(4),
+            Restore,
+            Output(1),
+        ];
+        // Just after the push (index 1): the copy's Restore is at 6, not 4.
+        assert_eq!(end_of_copy(&nested, 2), 6);
+        let trailing = [Output(1), TunnelPush(0), Output(4)];
+        assert_eq!(end_of_copy(&trailing, 2), 3);
+    }
+}
