@@ -114,6 +114,9 @@ impl fmt::Display for DpAction {
                 if let Some((class, kind)) = p.option {
                     write!(f, ",tun_metadata0=0x{class:04x}/0x{kind:02x}")?;
                 }
+                if let Some(i) = crate::tunnel_pop::remote6_of(p.receive) {
+                    write!(f, ",ipv6_remote={i}")?;
+                }
                 f.write_str(")")
             }
         }

@@ -6,6 +6,9 @@
 //! `genev_sys_6081` — with its tunnel (VNI, outer addresses) in the key: the slow
 //! path says which tunnel port of which bridge that is, and the flow matches those
 //! fields, so one flow serves a tunnel port however many remote ends share it.
+//! The key's tunnel addresses are IPv4: a packet from an IPv6 remote end comes in
+//! on a receive point of that remote end's own (numbered by the tunnels' state),
+//! which says the address instead.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,16 +18,33 @@ use vsw_packet::tunnel::DecapError;
 pub const VXLAN_RECEIVE: u32 = 0xffff_ff00;
 /// The datapath port a popped Geneve packet's next pass comes in on.
 pub const GENEVE_RECEIVE: u32 = 0xffff_ff01;
+/// The first receive point of IPv6 remote ends: `RECEIVE6_BASE + 2 × index`, one
+/// more for Geneve, for the remote end the tunnels' state numbered `index`.
+pub const RECEIVE6_BASE: u32 = 0xfffe_0000;
+/// IPv6 remote ends numbered at most (the receive points stay below
+/// [`VXLAN_RECEIVE`]).
+pub const MAX_REMOTES6: u32 = 0x7f00;
 
 /// What a `TunnelPop` takes off: tunnel packets of this kind to this UDP port, and
 /// for Geneve the option (class, type) every Geneve port's bridge names
 /// `tun_metadata0` (its value goes to the key; any other critical option drops the
-/// packet).
+/// packet); and the receive point its next pass comes in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pop {
     pub geneve: bool,
     pub udp_port: u16,
     pub option: Option<(u16, u8)>,
+    pub receive: u32,
+}
+
+/// The receive point of this kind (`geneve`) for an IPv4 remote end, or for the
+/// IPv6 remote end numbered `remote6`.
+pub fn receive_point_of(geneve: bool, remote6: Option<u32>) -> u32 {
+    match remote6 {
+        None if geneve => GENEVE_RECEIVE,
+        None => VXLAN_RECEIVE,
+        Some(i) => RECEIVE6_BASE + 2 * i.min(MAX_REMOTES6 - 1) + u32::from(geneve),
+    }
 }
 
 /// The kind of receive point `in_port` is (`true`: Geneve), if it is one.
@@ -32,8 +52,16 @@ pub fn receive_point(in_port: u32) -> Option<bool> {
     match in_port {
         VXLAN_RECEIVE => Some(false),
         GENEVE_RECEIVE => Some(true),
+        p if (RECEIVE6_BASE..RECEIVE6_BASE + 2 * MAX_REMOTES6).contains(&p) => Some(p & 1 == 1),
         _ => None,
     }
+}
+
+/// The number of the IPv6 remote end whose receive point `in_port` is, if it is one.
+pub fn remote6_of(in_port: u32) -> Option<u32> {
+    (RECEIVE6_BASE..RECEIVE6_BASE + 2 * MAX_REMOTES6)
+        .contains(&in_port)
+        .then(|| (in_port - RECEIVE6_BASE) / 2)
 }
 
 /// The value of Geneve option `(class, type)` among `options` (whole TLVs), as
@@ -100,6 +128,21 @@ impl DecapDrops {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receive_points_say_their_kind_and_remote_end() {
+        for geneve in [false, true] {
+            let v4 = receive_point_of(geneve, None);
+            assert_eq!((receive_point(v4), remote6_of(v4)), (Some(geneve), None));
+            for i in [0, 7, MAX_REMOTES6 - 1] {
+                let p = receive_point_of(geneve, Some(i));
+                assert_eq!((receive_point(p), remote6_of(p)), (Some(geneve), Some(i)));
+                assert!(p < VXLAN_RECEIVE);
+            }
+        }
+        assert_eq!(receive_point(7), None);
+        assert_eq!(remote6_of(VXLAN_RECEIVE), None);
+    }
 
     #[test]
     fn each_reason_counts_in_its_own_slot() {

@@ -726,6 +726,14 @@ fn vxlan_over_an_ipv6_underlay_to_the_linux_kernel() {
     );
     let neigh = appctl(&d, &["tnl/neigh/show"]);
     assert!(neigh.contains("2001:db8:9::2"), "{neigh}");
+    // Natively both ways over IPv6 too: pushed, and popped onto the remote end's
+    // own receive point.
+    let dp_flows = appctl(&d, &["dpctl/dump-flows"]);
+    assert!(dp_flows.contains("tnl_push("), "{dp_flows}");
+    assert!(
+        dp_flows.contains("tnl_pop(vxlan_sys_4789,ipv6_remote=0)"),
+        "{dp_flows}"
+    );
 }
 
 /// A veth pair: `a` in namespace `a_ns`, `b` in `b_ns`.

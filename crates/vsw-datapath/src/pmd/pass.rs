@@ -226,6 +226,7 @@ impl Pass<'_, '_, '_> {
             geneve,
             udp_port,
             option,
+            receive,
         } = pop;
         let ports = vsw_packet::tunnel::TunnelPorts {
             vxlan: (!geneve).then_some(udp_port),
@@ -253,11 +254,7 @@ impl Pass<'_, '_, '_> {
         };
         self.scratch.keep(at, len, vnet.of_inner(at));
         Some(Origin {
-            in_port: if geneve {
-                crate::tunnel_pop::GENEVE_RECEIVE
-            } else {
-                crate::tunnel_pop::VXLAN_RECEIVE
-            },
+            in_port: receive,
             tunnel: key,
         })
     }

@@ -693,6 +693,66 @@ mod tests {
         close_local(&world, "vsw-ut-popbr", local_reg);
     }
 
+    /// Over an IPv6 underlay, natively too: the key's tunnel addresses are IPv4, so
+    /// a remote end's packets come in on a receive point of its own, which chooses
+    /// the port.
+    #[test]
+    fn an_ipv6_remote_ends_packets_pop_natively_onto_a_receive_point_of_its_own() {
+        use vsw_datapath::tunnel_pop::{receive_point, remote6_of};
+        use vsw_datapath::TunnelEgress;
+        let world = TunnelWorld::new();
+        let (_host, _local, local_reg) =
+            underlay(&world, "vsw-ut-v6br", "fd00:84::/64", "fd00:84::2");
+        let mut open = Vec::new();
+        for (name, remote) in [("vsw-ut-v6a", "fd00:84::10"), ("vsw-ut-v6b", "fd00:84::11")] {
+            let options = BTreeMap::from([("remote_ip".to_string(), remote.to_string())]);
+            let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
+            let (queues, reg) =
+                crate::tunnel::open_tunnel(&world, name, "vsw-ut-ovl", &config).unwrap();
+            open.push((name, queues, reg));
+        }
+        let from = |remote: &str| FlowKey {
+            dl_type: EtherType::IPV6,
+            nw_proto: vsw_packet::wire::ip::IPPROTO_UDP,
+            tp_dst: 4789,
+            nw_src: u128::from(remote.parse::<std::net::Ipv6Addr>().unwrap()),
+            ..FlowKey::default()
+        };
+        let mut mask = FlowKey::default();
+        let pops: Vec<_> = ["fd00:84::10", "fd00:84::11", "fd00:84::10"]
+            .iter()
+            .map(|r| {
+                world
+                    .terminates("vsw-ut-v6br", &from(r), &mut mask)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(pops[0], pops[2], "one receive point per remote end");
+        assert_ne!(pops[0].receive, pops[1].receive);
+        for (pop, port) in pops.iter().zip(["vsw-ut-v6a", "vsw-ut-v6b"]) {
+            assert_eq!(receive_point(pop.receive), Some(false));
+            assert!(remote6_of(pop.receive).is_some());
+            let popped = FlowKey {
+                in_port: pop.receive,
+                ..FlowKey::default()
+            };
+            let mut m = FlowKey::default();
+            let chose = world.receiving_port(false, &popped, &mut m, true);
+            assert_eq!(chose.as_deref(), Some(port));
+            assert_eq!(m.tun_src, 0, "the receive point said the remote end");
+        }
+        // No port's remote end: the host's.
+        assert_eq!(
+            world.terminates("vsw-ut-v6br", &from("fd00:84::12"), &mut mask),
+            None
+        );
+        for (name, queues, reg) in open {
+            drop(queues);
+            crate::tunnel::close_tunnel(&world, name, reg);
+        }
+        close_local(&world, "vsw-ut-v6br", local_reg);
+    }
+
     #[test]
     fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
         let world = TunnelWorld::new();

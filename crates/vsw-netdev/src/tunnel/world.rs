@@ -244,6 +244,10 @@ pub struct TunnelWorld {
     /// asker), and the thread that sends the asks, woken when one is due.
     asks: Mutex<NeighbourAsks>,
     asker: ArcSwapOption<std::thread::Thread>,
+    /// IPv6 remote ends as natively popped packets' receive points number them
+    /// (`tunnel_pop::RECEIVE6_BASE`): never renumbered, at most
+    /// `tunnel_pop::MAX_REMOTES6`.
+    remotes6: Mutex<Vec<std::net::Ipv6Addr>>,
 }
 
 /// What a new snapshot is told to (a slow path whose flows send through tunnels).
@@ -282,6 +286,7 @@ impl TunnelWorld {
             datapath_drops: Mutex::new(Vec::new()),
             asks: Mutex::new(NeighbourAsks::default()),
             asker: ArcSwapOption::empty(),
+            remotes6: Mutex::new(Vec::new()),
         })
     }
 }
@@ -346,6 +351,26 @@ impl TunnelWorld {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|w| w());
+    }
+
+    /// The number of IPv6 remote end `addr` (given it the first time; `None` when
+    /// all are given).
+    fn remote6_number(&self, addr: std::net::Ipv6Addr) -> Option<u32> {
+        let mut r = self.remotes6.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = r.iter().position(|a| *a == addr) {
+            return Some(i as u32);
+        }
+        if r.len() as u32 >= vsw_datapath::tunnel_pop::MAX_REMOTES6 {
+            return None;
+        }
+        r.push(addr);
+        Some(r.len() as u32 - 1)
+    }
+
+    /// The IPv6 remote end numbered `i`.
+    fn remote6(&self, i: u32) -> Option<std::net::Ipv6Addr> {
+        let r = self.remotes6.lock().unwrap_or_else(PoisonError::into_inner);
+        r.get(i as usize).copied()
     }
 
     /// A translation needs `next_hop`'s MAC on `bridge` (MAC `mac`, address `src`):
@@ -622,7 +647,8 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     /// tunnel port takes, decapsulated in the datapath: what to take off. As the
     /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
     /// IPv4 (the key carries IPv4 tunnels), UDP to a port tunnels listen on, from the
-    /// remote end of a port of that kind. A Geneve packet is popped while every
+    /// remote end of a port of that kind (over IPv4 or IPv6: an IPv6 one comes in on
+    /// a receive point of its own). A Geneve packet is popped while every
     /// Geneve port with that remote end is on a bridge that names the same option
     /// `tun_metadata0` (or none does): the datapath reads that option's value before
     /// it knows the port; otherwise the LOCAL port's check, which knows the port
@@ -639,7 +665,10 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             return None;
         }
         mask.dl_type = u16::MAX;
-        if key.dl_type != vsw_packet::EtherType::IPV4 {
+        if !matches!(
+            key.dl_type,
+            vsw_packet::EtherType::IPV4 | vsw_packet::EtherType::IPV6
+        ) {
             return None;
         }
         mask.nw_proto = u8::MAX;
@@ -655,7 +684,11 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             return None;
         };
         mask.nw_src = u128::MAX;
-        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.nw_src as u32));
+        let src = if key.dl_type == vsw_packet::EtherType::IPV4 {
+            IpAddr::V4(std::net::Ipv4Addr::from(key.nw_src as u32))
+        } else {
+            IpAddr::V6(std::net::Ipv6Addr::from(key.nw_src))
+        };
         let mut maps = snap
             .ports
             .iter()
@@ -671,10 +704,17 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         if geneve && !maps.all(|m| m == first_map) {
             return None;
         }
+        // An IPv6 remote end comes in on a receive point of its own (the key's
+        // tunnel addresses are IPv4).
+        let remote6 = match src {
+            IpAddr::V4(_) => None,
+            IpAddr::V6(a) => Some(self.remote6_number(a)?),
+        };
         Some(vsw_datapath::tunnel_pop::Pop {
             geneve,
             udp_port: key.tp_dst,
             option: first_map.filter(|_| geneve).map(|m| (m.class, m.kind)),
+            receive: vsw_datapath::tunnel_pop::receive_point_of(geneve, remote6),
         })
     }
 
@@ -694,9 +734,16 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         } else {
             vsw_packet::tunnel::TunnelKind::Vxlan
         };
-        mask.tun_src = u32::MAX;
         mask.tun_id = u64::MAX;
-        let src = IpAddr::V4(std::net::Ipv4Addr::from(key.tun_src));
+        // An IPv6 remote end: the receive point says which (in_port is always
+        // matched exactly); an IPv4 one is in the key.
+        let src = match vsw_datapath::tunnel_pop::remote6_of(key.in_port) {
+            Some(i) => IpAddr::V6(self.remote6(i)?),
+            None => {
+                mask.tun_src = u32::MAX;
+                IpAddr::V4(std::net::Ipv4Addr::from(key.tun_src))
+            }
+        };
         let snap = self.snapshot();
         match snap.port_for(kind, src, key.tun_id as u32) {
             // The key's tunnel ID is the VNI (24 bits): no other is any port's.
