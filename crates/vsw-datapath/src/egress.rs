@@ -103,12 +103,14 @@ pub(crate) enum Push {
     /// A super-frame that would pass IP's largest packet with the outer headers:
     /// split into super-frames whose IP packets are at most this long, each pushed.
     Split(usize),
+    /// A tunnel super-frame (a tunnel device's, inside this tunnel): cut into its
+    /// outer packets (inner segments of this size), each pushed.
+    CutTunnel(TunnelSuperFrame, usize),
     /// Above the tunnel's MTU and no super-frame: dropped and counted at the tunnel
     /// port, never fragmented.
     AboveMtu,
-    /// Not in this pass (no room in front: a tunnel in a tunnel; a tunnel
-    /// super-frame inside; a super-frame that cannot be cut): the tunnel port's
-    /// queue takes it.
+    /// Not in this pass (no room in front, even with the frame moved back; a
+    /// super-frame that cannot be cut): the tunnel port's queue takes it.
     ByQueue,
 }
 
@@ -131,8 +133,11 @@ pub(crate) fn push_plan(
             Push::AboveMtu
         };
     }
-    if udp_tunnel_super_frame(frame, vnet).is_some() {
-        return Push::ByQueue;
+    if let Some(t) = udp_tunnel_super_frame(frame, vnet) {
+        return match tunnel_segment_size(frame, &t, vnet, mtu) {
+            Ok(mss) => Push::CutTunnel(t, mss),
+            Err(_) => Push::ByQueue,
+        };
     }
     let Ok(mss) = gso::segment_size(frame, vnet, mtu) else {
         return Push::ByQueue;
@@ -339,9 +344,13 @@ mod tests {
             push_plan(&h, &huge, &v, room, 1450),
             Push::Split(65_535 + 14 - 50 - 14)
         );
-        // A tunnel super-frame inside: the port's queue.
+        // A tunnel super-frame inside: cut into its outer packets, each pushed
+        // (inner segments of what the tunnel's MTU leaves after both headers).
         let (inner, iv) = super_frame(10_000, 1400);
         let (tf, tv) = vxlan(&inner, iv, false);
-        assert_eq!(push_plan(&h, &tf, &tv, room, 1450), Push::ByQueue);
+        let Push::CutTunnel(t, mss) = push_plan(&h, &tf, &tv, room, 1450) else {
+            panic!("not cut")
+        };
+        assert_eq!((t.inner, mss), (50, 1450 - 50 - 40));
     }
 }

@@ -711,13 +711,37 @@ fn a_tunnel_push_shrinks_splits_or_drops_what_does_not_fit_in_the_packets_own_pa
         lens[0] as u32,
         "the second part follows the first"
     );
+    // A tunnel super-frame inside (a tunnel device's in the workload): cut into its
+    // outer packets, each pushed, each within the tunnel's MTU.
+    let (sf, vnet) = tcp_super_frame(10_000, 1448);
+    let inner_tunnel =
+        EncapTemplate::new(&spec(mac(0x33), [10, 0, 0, 1], [10, 0, 0, 2], 5)).unwrap();
+    let mut f = vec![0u8; sf.len() + inner_tunnel.overhead()];
+    let n = inner_tunnel.push(&sf, &mut f, 5000, 1).unwrap();
+    f.truncate(n);
+    send(&mut rig, &f, vnet.shifted(inner_tunnel.overhead() as u16));
+    let mut carried = Vec::new();
+    while carried.len() < 10_000 {
+        let (out, meta) = rig.ports.peers[uplink]
+            .recv_with(WAIT)
+            .expect("an outer packet");
+        assert!(out.len() <= 1450 + 14 + 50, "{} bytes", out.len());
+        assert_eq!(meta.vnet, VnetHdr::default(), "complete");
+        let d = decap(&out, &ports, true, |_, _| false).unwrap();
+        let e = decap(d.inner, &ports, true, |_, _| false).expect("the inner tunnel's packet");
+        carried.extend_from_slice(&e.inner[54..]);
+    }
+    assert_eq!(carried, sf[54..], "every byte, in order");
+    assert!(rig.ports.peers[uplink].recv_timeout(QUIET).is_none());
     // A plain packet above the tunnel's MTU: dropped, counted at the tunnel port.
     let (f, _) = tcp_super_frame(1420, 1448);
     send(&mut rig, &f, VnetHdr::default());
     assert!(rig.ports.peers[uplink].recv_timeout(QUIET).is_none());
     let vx = rig.ports.stats[(VX - 1) as usize].view();
     assert_eq!(vx.tx_mtu_drops, 1);
-    assert_eq!(vx.tx_packets, 3, "pushed: one, then two parts");
+    // One, two parts, then the inner tunnel's packets (segments of 1,450 less both
+    // headers).
+    assert_eq!(vx.tx_packets, 3 + 10_000u64.div_ceil(1450 - 50 - 40));
 }
 
 /// A packet popped in the datapath counts as received by its tunnel port (its

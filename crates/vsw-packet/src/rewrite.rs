@@ -78,6 +78,23 @@ impl PacketBuf {
         self.start
     }
 
+    /// Moves the frame back so that at least `room` bytes are free in front of it,
+    /// where the buffer has the room behind it (outer headers pushed on outer
+    /// headers). Whether there is that much room now.
+    pub fn make_headroom(&mut self, room: usize) -> bool {
+        if self.start >= room {
+            return true;
+        }
+        let shift = room - self.start;
+        if self.start + self.len + shift > self.buf.len() {
+            return false;
+        }
+        self.buf
+            .copy_within(self.start..self.start + self.len, self.start + shift);
+        self.start += shift;
+        true
+    }
+
     /// Becomes a copy of `other` (its frame and offload state).
     pub fn copy_from(&mut self, other: &PacketBuf) -> Result<(), RewriteError> {
         let d = other.data();

@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use arrayvec::ArrayVec;
 use vsw_packet::gso;
 use vsw_packet::key::l4_hash;
 use vsw_packet::rewrite::{PacketBuf, RewriteError};
+use vsw_packet::tunnel::segment_udp_tunnel;
 use vsw_packet::vnet::VNET_F_NEEDS_CSUM;
-use vsw_packet::{extract, FlowKey};
+use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use super::outputs::Outputs;
 use super::{Finder, Tally, MAX_REWRITE_FRAME};
@@ -45,10 +45,14 @@ pub(crate) struct SavedCopies {
     /// part built in `split_build`, then kept in `split_parts` until it is run.
     split_build: Box<[u8]>,
     split_parts: Box<[u8]>,
+    /// Where each part is in `split_parts`.
+    split_ranges: Vec<(usize, usize)>,
 }
 
 /// A super-frame split for a tunnel comes in two parts (three for a jumbo frame's
-/// headers at most), each no larger than a rewritten frame.
+/// headers at most), each no larger than a rewritten frame; a tunnel super-frame
+/// cut for a tunnel, in its outer packets (the headers of each again: room for
+/// three frames' worth).
 const SPLIT_PARTS: usize = 3;
 
 impl SavedCopies {
@@ -61,6 +65,7 @@ impl SavedCopies {
             held: 0,
             split_build: vec![0u8; MAX_REWRITE_FRAME].into_boxed_slice(),
             split_parts: vec![0u8; SPLIT_PARTS * MAX_REWRITE_FRAME].into_boxed_slice(),
+            split_ranges: Vec::with_capacity(gso::MAX_SEGMENTS),
         }
     }
 
@@ -169,45 +174,65 @@ impl Pass<'_, '_, '_> {
         Some(again.tally[at].0.clone())
     }
 
-    /// Splits the super-frame in `scratch` into parts whose IP packets are at most
-    /// `max_ip` bytes, and runs `rest` (its tunnel push and what follows it) on
-    /// each. Parts that cannot be made are counted lost.
-    fn push_split(
+    /// Makes the super-frame in `scratch` into parts as `cut` says — split into
+    /// smaller super-frames, or a tunnel super-frame cut into its outer packets —
+    /// and runs `rest` (its tunnel push and what follows it) on each. A packet whose
+    /// parts cannot be made is counted lost.
+    fn push_parts(
         &mut self,
         rest: &[DpAction],
         headers: &[Arc<PushHeader>],
         from: Origin,
-        max_ip: usize,
+        cut: Push,
         depth: usize,
     ) {
         let vnet = self.scratch.vnet;
-        // Taken out while the parts run (a split within a part has none: its
-        // tunnel port's queue takes it).
+        // Taken out while the parts run (parts within a part have none: lost).
         let mut parts = std::mem::take(&mut self.saved.split_parts);
-        let mut ranges = ArrayVec::<(usize, usize), SPLIT_PARTS>::new();
+        let mut ranges = std::mem::take(&mut self.saved.split_ranges);
+        ranges.clear();
         let mut fits = true;
-        let split = gso::split_super_frame(
-            self.scratch.data(),
-            usize::from(vnet.gso_size),
-            max_ip,
-            &mut self.saved.split_build,
-            |part| {
-                let at = ranges.last().map_or(0, |(a, l)| a + l);
-                match parts.get_mut(at..at + part.len()) {
-                    Some(out) if !ranges.is_full() => {
-                        out.copy_from_slice(part);
-                        ranges.push((at, part.len()));
-                    }
-                    _ => fits = false,
+        let mut keep = |part: &[u8]| {
+            let at = ranges.last().map_or(0, |(a, l)| a + l);
+            match parts.get_mut(at..at + part.len()) {
+                Some(out) if ranges.len() < ranges.capacity() => {
+                    out.copy_from_slice(part);
+                    ranges.push((at, part.len()));
                 }
-            },
-        );
-        if split.is_err() || !fits {
-            self.outputs.tally.lost += 1;
-        }
-        if split.is_ok() && fits {
+                _ => fits = false,
+            }
+        };
+        let (made, part_vnet) = match cut {
+            Push::Split(max_ip) => (
+                gso::split_super_frame(
+                    self.scratch.data(),
+                    usize::from(vnet.gso_size),
+                    max_ip,
+                    &mut self.saved.split_build,
+                    &mut keep,
+                ),
+                vnet,
+            ),
+            Push::CutTunnel(t, mss) => (
+                segment_udp_tunnel(
+                    self.scratch.data(),
+                    &t,
+                    mss,
+                    &mut self.saved.split_build,
+                    &mut keep,
+                ),
+                // Complete outer packets: nothing left to a device.
+                VnetHdr::default(),
+            ),
+            _ => (Err(gso::GsoError::Unsupported), vnet),
+        };
+        if made.is_ok() && fits {
             for &(at, len) in &ranges {
-                if self.scratch.load(&parts[at..at + len], None, vnet).is_err() {
+                if self
+                    .scratch
+                    .load(&parts[at..at + len], None, part_vnet)
+                    .is_err()
+                {
                     self.outputs.tally.lost += 1;
                     continue;
                 }
@@ -215,8 +240,11 @@ impl Pass<'_, '_, '_> {
                 self.run(rest, headers, from, depth);
                 self.saved.held = held;
             }
+        } else {
+            self.outputs.tally.lost += 1;
         }
         self.saved.split_parts = parts;
+        self.saved.split_ranges = ranges;
     }
 
     /// Takes the outer headers off the packet (`TunnelPop`): where its next pass
@@ -382,6 +410,9 @@ impl Pass<'_, '_, '_> {
                         self.outputs.tally.lost += 1;
                         return;
                     };
+                    // A tunnel in a tunnel may have used the room in front: the
+                    // frame moves back to make more, where the buffer has it.
+                    self.scratch.make_headroom(header.template.overhead());
                     let (frame, vnet) = (self.scratch.data(), self.scratch.vnet);
                     let room = self.scratch.headroom();
                     let plan = self.outputs.tunnel_push_plan(header, frame, (&vnet, room));
@@ -398,18 +429,12 @@ impl Pass<'_, '_, '_> {
                             tunnel = TunnelKey::default();
                             self.scratch.push_tunnel(&header.template, id)
                         }
-                        Push::Split(max_ip) => {
+                        Push::Split(_) | Push::CutTunnel(..) => {
                             // Each part runs the push and what follows it in this
                             // copy; then the copy is done.
                             let end = end_of_copy(actions, at);
                             let rest = &actions[at - 1..end];
-                            self.push_split(
-                                rest,
-                                headers,
-                                Origin { in_port, tunnel },
-                                max_ip,
-                                depth,
-                            );
+                            self.push_parts(rest, headers, Origin { in_port, tunnel }, plan, depth);
                             at = end;
                             Ok(())
                         }

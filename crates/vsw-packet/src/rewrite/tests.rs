@@ -421,3 +421,24 @@ fn a_pushed_super_frame_keeps_its_segmentation_and_an_oversized_one_is_refused()
     assert_eq!(buf.push_tunnel(&t, 0), Err(RewriteError::TooBig));
     assert_eq!(buf.data(), &big[..], "nothing changed");
 }
+
+/// Outer headers on outer headers: the frame moves back to make room in front,
+/// where the buffer has it behind; bytes and offload state as they were.
+#[test]
+fn room_in_front_is_made_by_moving_the_frame_back() {
+    let frame: Vec<u8> = (0..200).map(|i| i as u8).collect();
+    let mut buf = PacketBuf::new(2048);
+    buf.load(&frame, None, VnetHdr::default()).unwrap();
+    let had = buf.headroom();
+    assert!(buf.make_headroom(had), "already there");
+    assert_eq!(buf.headroom(), had);
+    assert!(buf.make_headroom(had + 300));
+    assert_eq!(buf.headroom(), had + 300);
+    assert_eq!(buf.data(), &frame[..]);
+    // A frame that fills the buffer has no room to move.
+    let full = vec![7u8; 2048];
+    buf.load(&full, None, VnetHdr::default()).unwrap();
+    let had = buf.headroom();
+    assert!(!buf.make_headroom(had + 100));
+    assert_eq!((buf.headroom(), buf.data()), (had, &full[..]));
+}
