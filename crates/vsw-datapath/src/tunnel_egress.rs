@@ -42,6 +42,13 @@ pub trait TunnelEgress: Send + Sync {
         passing: bool,
     ) -> Result<TunnelWay, NoWay>;
 
+    /// A packet (`key`) bridge `bridge` sends to its LOCAL port may tell of a
+    /// neighbour (ARP, neighbour discovery addressed to the bridge's own
+    /// addresses): learned when a packet is `passing` (Open vSwitch's
+    /// `tnl_neigh_snoop`). The fields it reads are set in `mask`, so that each
+    /// neighbour's message is a flow of its own and is seen.
+    fn snoop(&self, _bridge: &str, _key: &FlowKey, _mask: &mut FlowKey, _passing: bool) {}
+
     /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
     /// tunnel port takes (Open vSwitch's `terminate_native_tunnel`): then what the
     /// datapath takes off (the kind, the UDP port, the Geneve option that is

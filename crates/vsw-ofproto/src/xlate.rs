@@ -421,12 +421,15 @@ impl Ctx<'_, '_> {
         let (Some(native), Some(me)) = (b.map.tunnels.as_ref(), b.map.bridges.get(&b.slot)) else {
             return false;
         };
+        self.out.crossed.push(native.changes.clone());
+        native
+            .egress
+            .snoop(&me.name, &self.key, &mut self.out.mask, self.env.learn);
         // A packet-out's actions are not looked up again (the LOCAL port's check
         // takes its tunnel packets), and the pop's copy must fit the budget.
         if !self.env.may_freeze || self.saves == MAX_SAVES {
             return false;
         }
-        self.out.crossed.push(native.changes.clone());
         let Some(pop) = native
             .egress
             .terminates(&me.name, &self.key, &mut self.out.mask)

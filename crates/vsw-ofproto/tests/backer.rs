@@ -874,3 +874,60 @@ fn a_packet_in_names_the_port_a_patch_or_a_tunnel_led_the_packet_in_by() {
     let t = backer.translate(&popped, 0, true);
     assert_eq!(note_of(&bridges, &t.actions).in_port, Some(2));
 }
+
+/// A tunnel side that notes what it was asked to snoop.
+#[derive(Default)]
+struct Snooping {
+    seen: std::sync::Mutex<Vec<(String, bool)>>,
+}
+
+impl vsw_ofproto::TunnelEgress for Snooping {
+    fn way_out(
+        &self,
+        _port: &str,
+        _key: &FlowKey,
+        _mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Result<vsw_ofproto::TunnelWay, vsw_ofproto::NoWay> {
+        Err(vsw_ofproto::NoWay::ByQueue)
+    }
+
+    fn snoop(&self, bridge: &str, _key: &FlowKey, mask: &mut FlowKey, passing: bool) {
+        mask.arp_sha = vsw_packet::MacAddr([0xff; 6]);
+        self.seen
+            .lock()
+            .unwrap()
+            .push((bridge.to_string(), passing));
+    }
+}
+
+/// What a bridge sends to its LOCAL port is shown to the tunnel side to snoop
+/// (a neighbour's ARP), passing or revalidated, and the flow matches what it read;
+/// what goes elsewhere is not.
+#[test]
+fn what_goes_to_a_local_port_is_snooped_for_neighbours() {
+    let backer = Backer::new();
+    let (phy, u) = Ofproto::join(
+        &backer,
+        "phy",
+        pipeline(&[
+            "in_port=1,actions=output:65534",
+            "in_port=65534,actions=output:1",
+        ]),
+    )
+    .unwrap();
+    u.set_ports(vec![1, 65534]);
+    backer.set_port(phy, 1, 3).unwrap();
+    backer.set_port(phy, 65534, 4).unwrap();
+    let snooping = Arc::new(Snooping::default());
+    backer.set_tunnel_egress(snooping.clone());
+    let t = backer.translate(&udp_from(3, 9, 2), 0, true);
+    assert_eq!(t.actions, vec![Output(4)]);
+    assert_eq!(t.mask.arp_sha, vsw_packet::MacAddr([0xff; 6]));
+    backer.translate(&udp_from(3, 9, 2), 0, false);
+    backer.translate(&udp_from(4, 2, 9), 0, true);
+    assert_eq!(
+        *snooping.seen.lock().unwrap(),
+        vec![("phy".to_string(), true), ("phy".to_string(), false)]
+    );
+}

@@ -753,6 +753,73 @@ mod tests {
         close_local(&world, "vsw-ut-v6br", local_reg);
     }
 
+    /// Natively: ARP an underlay bridge sends to its LOCAL port, addressed to the
+    /// bridge's own address, teaches the neighbour table when it passes (not when
+    /// its flow is revalidated), and its flow matches what decided it.
+    #[test]
+    fn arp_to_an_underlay_bridges_own_address_is_snooped_in_translation() {
+        use vsw_datapath::TunnelEgress;
+        let world = TunnelWorld::new();
+        let (_host, _local, local_reg) =
+            underlay(&world, "vsw-ut-snbr", "198.18.85.0/24", "198.18.85.2");
+        let reply = |spa: [u8; 4], tpa: [u8; 4]| FlowKey {
+            dl_type: EtherType::ARP,
+            nw_proto: 2,
+            nw_src: u128::from(u32::from_be_bytes(spa)),
+            nw_dst: u128::from(u32::from_be_bytes(tpa)),
+            arp_sha: MacAddr([2, 0, 0, 0, 0x85, spa[3]]),
+            ..FlowKey::default()
+        };
+        let mut mask = FlowKey::default();
+        world.snoop(
+            "vsw-ut-snbr",
+            &reply([198, 18, 85, 7], [198, 18, 85, 2]),
+            &mut mask,
+            false,
+        );
+        assert_eq!(
+            (
+                { mask.nw_src },
+                { mask.nw_dst },
+                mask.arp_sha,
+                mask.nw_proto
+            ),
+            (u128::MAX, u128::MAX, MacAddr([0xff; 6]), 0xff)
+        );
+        world.absorb_neighbours(vsw_datapath::clock::now_ms());
+        assert!(
+            !world.neighbours_show().contains("198.18.85.7"),
+            "a revalidation"
+        );
+        world.snoop(
+            "vsw-ut-snbr",
+            &reply([198, 18, 85, 7], [198, 18, 85, 2]),
+            &mut mask,
+            true,
+        );
+        // To another host's address: nothing; and no bridge of the tunnels': nothing.
+        world.snoop(
+            "vsw-ut-snbr",
+            &reply([198, 18, 85, 8], [198, 18, 85, 9]),
+            &mut mask,
+            true,
+        );
+        world.snoop(
+            "vsw-ut-other",
+            &reply([198, 18, 85, 6], [198, 18, 85, 2]),
+            &mut mask,
+            true,
+        );
+        world.absorb_neighbours(vsw_datapath::clock::now_ms());
+        let shown = world.neighbours_show();
+        assert!(shown.contains("198.18.85.7"), "{shown}");
+        assert!(
+            !shown.contains("198.18.85.8") && !shown.contains("198.18.85.6"),
+            "{shown}"
+        );
+        close_local(&world, "vsw-ut-snbr", local_reg);
+    }
+
     #[test]
     fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
         let world = TunnelWorld::new();

@@ -13,7 +13,7 @@ use vsw_packet::tunnel::{DecapError, TunnelKind, TunnelPorts};
 use vsw_packet::MacAddr;
 use vsw_tunnel::config::{FromFlow, TunnelConfig};
 use vsw_tunnel::metadata::MetadataOption;
-use vsw_tunnel::neigh::{Learned, NeighbourTable};
+use vsw_tunnel::neigh::{neighbour_for, Learned, NeighbourTable};
 use vsw_tunnel::route::RouteTable;
 
 use super::neighbour_ask::{NeighbourAsk, NeighbourAsks, ASK_INTERVAL_MS};
@@ -643,6 +643,47 @@ impl TunnelWorld {
 /// What translation asks of the tunnels (native push and pop), answered from the
 /// snapshot as the tunnel ports' and LOCAL ports' queues would decide.
 impl vsw_datapath::TunnelEgress for TunnelWorld {
+    /// ARP and neighbour discovery an underlay bridge sends to its LOCAL port,
+    /// addressed to its own addresses, teach its neighbour table (as the LOCAL
+    /// port's check learns them, `local.rs`); every field that decides it is
+    /// matched, so each neighbour's message is a flow of its own, seen when it
+    /// passes.
+    fn snoop(
+        &self,
+        bridge: &str,
+        key: &vsw_packet::FlowKey,
+        mask: &mut vsw_packet::FlowKey,
+        passing: bool,
+    ) {
+        let snap = self.snapshot();
+        let Some(end) = snap.bridges.get(bridge) else {
+            return;
+        };
+        mask.dl_type = u16::MAX;
+        match key.dl_type {
+            vsw_packet::EtherType::ARP => {}
+            vsw_packet::EtherType::IPV6 => {
+                mask.nw_proto = u8::MAX;
+                if key.nw_proto != vsw_packet::wire::ip::IPPROTO_ICMPV6 {
+                    return;
+                }
+                mask.tp_src = u16::MAX;
+                mask.nd_target = u128::MAX;
+                mask.arp_tha = MacAddr([0xff; 6]);
+            }
+            _ => return,
+        }
+        mask.nw_proto = u8::MAX;
+        mask.nw_src = u128::MAX;
+        mask.nw_dst = u128::MAX;
+        mask.arp_sha = MacAddr([0xff; 6]);
+        if passing {
+            if let Some((ip, mac)) = neighbour_for(key, &end.addresses) {
+                self.saw_neighbour(ip, mac, &Arc::from(bridge));
+            }
+        }
+    }
+
     /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
     /// tunnel port takes, decapsulated in the datapath: what to take off. As the
     /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
