@@ -425,9 +425,10 @@ impl Ctx<'_, '_> {
         native
             .egress
             .snoop(&me.name, &self.key, &mut self.out.mask, self.env.learn);
-        // A packet-out's actions are not looked up again (the LOCAL port's check
-        // takes its tunnel packets), and the pop's copy must fit the budget.
-        if !self.env.may_freeze || self.saves == MAX_SAVES {
+        // The pop's copy must fit the budget (a packet-out's pops are looked up
+        // again too: the PMD finds an injected packet's next pass as a received
+        // one's).
+        if self.saves == MAX_SAVES {
             return false;
         }
         let Some(pop) = native

@@ -676,7 +676,7 @@ fn tunnel_ports_push_and_pop_their_headers_in_translation() {
     let p = backer.translate(&from_wire, 0, false);
     assert_eq!(p.actions, vec![DpAction::TunnelPop(VXLAN_POP)]);
     assert_eq!({ p.mask.tp_dst }, u16::MAX);
-    // A packet-out's is not looked up again: the LOCAL port's own check takes it.
+    // A packet-out's too (the PMD looks its next pass up as a received packet's).
     let out = u.translate_packet_out(
         &FlowKey {
             in_port: 1,
@@ -685,7 +685,7 @@ fn tunnel_ports_push_and_pop_their_headers_in_translation() {
         &[vsw_flow::Action::Output(65534)],
         0,
     );
-    assert_eq!(out.actions, vec![Output(4)]);
+    assert_eq!(out.actions, vec![DpAction::TunnelPop(VXLAN_POP)]);
     let other = backer.translate(&udp_from(3, 9, 2), 0, false);
     assert_eq!(other.actions, vec![Output(4)], "the host's own");
     // The inner frame, as vx0 received it: the overlay's rules, matched on the

@@ -310,7 +310,7 @@ struct Rig {
     overlay: Arc<Ofproto>,
     tunnels: Arc<Tunnels>,
     ports: common::Ports,
-    _bridges: Vec<Arc<Ofproto>>,
+    bridges: Vec<Arc<Ofproto>>,
 }
 
 fn rig(rules: &[String]) -> Rig {
@@ -382,7 +382,7 @@ fn rig_with(rules: &[String], offloads: impl Fn(u32) -> vsw_datapath::TxOffloads
             stats,
             sent: vec![0; PORTS as usize],
         },
-        _bridges: vec![underlay, patched],
+        bridges: vec![underlay, patched],
     }
 }
 
@@ -765,4 +765,46 @@ fn a_popped_packet_counts_as_received_by_its_tunnel_port() {
     }
     let vx = rig.ports.stats[(VX - 1) as usize].view();
     assert_eq!((vx.rx_packets, vx.rx_bytes), (2, 2 * inner_len));
+}
+
+/// A controller's packet-out of a tunnel packet to the underlay's LOCAL port is
+/// popped in the datapath and its next pass looked up as a received packet's: the
+/// inner frame reaches the overlay's workload, counted on the tunnel port.
+#[test]
+fn a_packet_outs_tunnel_packet_is_popped_and_looked_up_again() {
+    let rules = vec!["priority=4,in_port=3,actions=output:1".to_string()];
+    let rig = rig(&rules);
+    let tunnelled = Packet::Tunnelled {
+        from_remote: true,
+        vni: VNI,
+        src: 3,
+        dst: 1,
+    };
+    let frame = tunnelled.frame();
+    let mut key = FlowKey::default();
+    extract(&frame, 1, None, &mut key).unwrap();
+    let underlay = &rig.bridges[0];
+    let x = underlay.translate_packet_out(&key, &[vsw_flow::Action::Output(65534)], 0);
+    assert!(
+        x.actions
+            .iter()
+            .any(|a| matches!(a, DpAction::TunnelPop(_))),
+        "{:?}",
+        x.actions
+    );
+    let punts = rig.dp.punts();
+    let ticket = punts
+        .inject(vsw_datapath::Injected {
+            in_port: UPLINK,
+            actions: x.actions,
+            headers: x.pushed,
+            frame,
+        })
+        .expect("room in the queue");
+    assert!(punts.wait_sent(ticket, std::time::Duration::from_secs(10)));
+    let (got, _) = rig.ports.peers[(A1 - 1) as usize]
+        .recv_with(std::time::Duration::from_secs(10))
+        .expect("the inner frame");
+    assert_eq!(got, inner(3, 1, false, 53));
+    assert_eq!(rig.ports.stats[(VX - 1) as usize].view().rx_packets, 1);
 }

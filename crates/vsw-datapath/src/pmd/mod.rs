@@ -312,7 +312,9 @@ impl Pmd {
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
             };
-            self.worker.send_injected(&self.shared);
+            let injected_at = start_ms + last.wrapping_sub(start_cycles) / cycles_per_ms;
+            self.worker
+                .send_injected((snap, &self.shared, &self.control), injected_at);
             if self.rxqs.is_empty() {
                 std::thread::park_timeout(NO_QUEUES_PARK);
                 last = clock::cycles();
@@ -635,39 +637,70 @@ impl Finder<'_> {
 
 impl Worker {
     /// Sends what the control side injected (at most a batch per call), each
-    /// packet by its own actions, and flushes it out at once.
-    fn send_injected(&mut self, shared: &Shared) {
+    /// packet by its own actions, and flushes it out at once. A packet-out's pass
+    /// after a pop or a recirculation is looked up as a received packet's is.
+    fn send_injected(
+        &mut self,
+        (snap, shared, control): (&Snapshot, &Shared, &PmdControl),
+        now_ms: u64,
+    ) {
+        let Worker {
+            outputs,
+            emc,
+            emc_generation,
+            flows,
+            key,
+            scratch,
+            saved,
+            counters,
+            last_generation,
+            ..
+        } = self;
+        let mut finder = Finder {
+            snap,
+            shared,
+            control,
+            emc,
+            emc_generation,
+            flows,
+            counters,
+            last_generation,
+            upcalls: 0,
+            now_ms,
+        };
+        let mut tally = Tally::new();
         let mut sent = 0;
         while sent < BATCH_SIZE {
             let Some(p) = shared.punts.next_injected() else {
                 break;
             };
             sent += 1;
-            if self
-                .scratch
-                .load(&p.frame, None, VnetHdr::default())
-                .is_ok()
-            {
-                run_rewriting(
-                    &mut self.outputs,
-                    &mut self.scratch,
-                    &mut self.saved,
-                    (&p.actions, &p.headers),
-                    shared,
-                    // A packet-out has no tunnel ID until its actions set one.
-                    Origin {
-                        in_port: p.in_port,
-                        tunnel: Default::default(),
-                    },
-                    // Its actions were translated not to recirculate.
-                    None,
-                );
-            } else {
-                self.outputs.tally.lost += 1;
+            if scratch.load(&p.frame, None, VnetHdr::default()).is_err() {
+                outputs.tally.lost += 1;
+                continue;
             }
+            let mut again = Recirculation {
+                finder: &mut finder,
+                tally: &mut tally,
+                key,
+            };
+            run_rewriting(
+                outputs,
+                scratch,
+                saved,
+                (&p.actions, &p.headers),
+                shared,
+                // A packet-out has no tunnel ID until its actions set one.
+                Origin {
+                    in_port: p.in_port,
+                    tunnel: Default::default(),
+                },
+                Some(&mut again),
+            );
         }
+        credit_tally(&mut tally, outputs, now_ms);
         if sent > 0 {
-            self.outputs.send_all();
+            outputs.send_all();
             shared.punts.injected_done(sent as u64);
         }
     }
@@ -807,6 +840,13 @@ fn process_batch(
     stats.add_rx(received as u64, bytes);
     PortStats::add_drop(&stats.rx_malformed, malformed);
     *malformed_total += malformed;
+    credit_tally(&mut tally, outputs, now_ms);
+    received
+}
+
+/// Adds what a batch's tally counted to each flow (and to the port its packets
+/// count as received by).
+fn credit_tally(tally: &mut Tally, outputs: &mut Outputs, now_ms: u64) {
     // Drained in place: the tally is a few kilobytes, not to be moved.
     for (flow, packets, bytes) in tally.drain(..) {
         flow.add(packets, bytes, now_ms);
@@ -819,5 +859,4 @@ fn process_batch(
             flow.push_stats();
         }
     }
-    received
 }

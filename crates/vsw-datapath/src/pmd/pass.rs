@@ -133,7 +133,7 @@ struct Pass<'a, 'b, 'c> {
 impl Pass<'_, '_, '_> {
     /// The flow of the packet's pass `depth + 1`, as it is now, with `recirc_id`
     /// `id`: counted as the pass's, or `None` (dropped and counted) past the depth
-    /// limit, for a packet-out, or when the batch's upcalls are spent.
+    /// limit, or when the batch's upcalls are spent.
     fn next_flow(
         &mut self,
         id: u32,
