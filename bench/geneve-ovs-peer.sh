@@ -13,6 +13,9 @@
 # ovs-vswitchd shares CPU 0 with both iperf3 ends, the same in both modes.
 # VSW_BIN=DIR takes vswd from DIR instead of target/release.
 # Usage: bench/geneve-ovs-peer.sh vsw|ovs [seconds]. Root; cleans up after.
+# REVERSE=0 (or unset) is the forward direction; any other value reverses it.
+reverse_flag=""
+if [ -n "${REVERSE:-}" ] && [ "${REVERSE}" != 0 ]; then reverse_flag=-R; fi
 set -euo pipefail
 mode=${1:?vsw or ovs}
 secs=${2:-5}
@@ -80,14 +83,14 @@ ip netns exec "$WB" timeout $((secs + 30)) taskset -c 0 iperf3 -s -1 -B 198.19.0
 server=$!
 sleep 0.5
 ip netns exec "$WA" timeout $((secs + 20)) taskset -c 0 iperf3 -c 198.19.0.1 -t "$secs" \
-    ${REVERSE:+-R} --connect-timeout 3000 -J > "$dir/iperf.json" || true
+    $reverse_flag --connect-timeout 3000 -J > "$dir/iperf.json" || true
 wait $server || true
 python3 -c "
 import json,sys
 j=json.load(open('$dir/iperf.json'))
 if 'error' in j: sys.exit('$mode: ' + j['error'])
 r=j['end']
-way = 'from B (OVS) to A' if '${REVERSE:-}' else 'from A to B (OVS)'
+way = 'from B (OVS) to A' if '$reverse_flag' else 'from A to B (OVS)'
 print('$mode <-> ovs, %s: %.2f Gbit/s received, %d retransmits' % (
     way, r['sum_received']['bits_per_second'] / 1e9, r['sum_sent'].get('retransmits', 0)))
 "

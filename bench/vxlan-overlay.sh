@@ -18,6 +18,9 @@
 # CPU time over 5 idle seconds and a `vswctl show`'s time with them in place.
 # VSW_BIN=DIR takes vswd and vswctl from DIR (a build before) instead of target/release.
 # Usage: bench/vxlan-overlay.sh kernel|vsw|ovs [seconds]. Root; cleans up after.
+# REVERSE=0 (or unset) is the forward direction; any other value reverses it.
+reverse_flag=""
+if [ -n "${REVERSE:-}" ] && [ "${REVERSE}" != 0 ]; then reverse_flag=-R; fi
 set -euo pipefail
 mode=${1:?kernel or vsw}
 secs=${2:-5}
@@ -126,7 +129,7 @@ sleep 0.5
 # The switch's CPU time (user + system, all threads) across the test.
 cpu_before=$(cpu_ticks)
 ip netns exec "$W" timeout $((secs + 20)) taskset -c 0 iperf3 -c 198.19.0.1 -t "$secs" \
-    ${REVERSE:+-R} --connect-timeout 3000 -J > "$dir/iperf.json" || true
+    $reverse_flag --connect-timeout 3000 -J > "$dir/iperf.json" || true
 wait $server || true
 cpu_s=$(( $(cpu_ticks) - cpu_before ))
 if [ "$mode" != kernel ]; then
