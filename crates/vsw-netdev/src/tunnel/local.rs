@@ -820,6 +820,98 @@ mod tests {
         close_local(&world, "vsw-ut-snbr", local_reg);
     }
 
+    /// Natively, what the rules set decides the way out: `key=flow` sends with the
+    /// packet's `tun_id`, `remote_ip=flow` to its `tun_dst` (through that remote's
+    /// own next hop; none: dropped, counted), a Geneve port with the bridge's TLV
+    /// map carries `tun_metadata0` as its option when a rule gave one; and the
+    /// flow matches each field read.
+    #[test]
+    fn what_the_rules_set_decides_a_native_way_out() {
+        use vsw_datapath::{NoWay, TunnelEgress};
+        let world = TunnelWorld::new();
+        let (_host, _local, local_reg) =
+            underlay(&world, "vsw-ut-wbr", "198.18.86.0/24", "198.18.86.2");
+        for last in [10u8, 11] {
+            world.neighbour_set(
+                IpAddr::V4(Ipv4Addr::new(198, 18, 86, last)),
+                MacAddr([2, 0, 0, 0, 0x86, last]),
+                "vsw-ut-wbr",
+            );
+        }
+        let option = MetadataOption {
+            class: 0x0102,
+            kind: 0x80,
+        };
+        world.set_metadata0("vsw-ut-wovl", Some(option));
+        let open = |name: &str, kind: TunnelKind, options: &[(&str, &str)]| {
+            let options: BTreeMap<String, String> = options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let config = TunnelConfig::parse(kind, &options).unwrap();
+            crate::tunnel::open_tunnel(&world, name, "vsw-ut-wovl", &config).unwrap()
+        };
+        let keyed = open(
+            "vsw-ut-wkey",
+            TunnelKind::Vxlan,
+            &[("remote_ip", "198.18.86.10"), ("key", "flow")],
+        );
+        let mut mask = FlowKey::default();
+        let k = FlowKey {
+            tun_id: 0x1234,
+            ..FlowKey::default()
+        };
+        let way = world.way_out("vsw-ut-wkey", &k, &mut mask, true).unwrap();
+        assert_eq!((way.spec.vni, { mask.tun_id }), (0x1234, u64::MAX));
+        let to_flow = open(
+            "vsw-ut-wdst",
+            TunnelKind::Vxlan,
+            &[("remote_ip", "flow"), ("key", "5")],
+        );
+        for last in [10u8, 11, 10] {
+            let mut mask = FlowKey::default();
+            let k = FlowKey {
+                tun_dst: u32::from(Ipv4Addr::new(198, 18, 86, last)),
+                ..FlowKey::default()
+            };
+            let way = world.way_out("vsw-ut-wdst", &k, &mut mask, true).unwrap();
+            assert_eq!(way.spec.dst, IpAddr::V4(Ipv4Addr::new(198, 18, 86, last)));
+            assert_eq!(way.spec.eth_dst, MacAddr([2, 0, 0, 0, 0x86, last]));
+            assert_eq!((way.spec.vni, { mask.tun_dst }), (5, u32::MAX));
+        }
+        let nowhere = world.way_out("vsw-ut-wdst", &FlowKey::default(), &mut mask, true);
+        assert_eq!(nowhere, Err(NoWay::Dropped), "no tun_dst");
+        let geneve = open(
+            "vsw-ut-wgv",
+            TunnelKind::Geneve,
+            &[("remote_ip", "198.18.86.11")],
+        );
+        let mut mask = FlowKey::default();
+        let plain = world
+            .way_out("vsw-ut-wgv", &FlowKey::default(), &mut mask, true)
+            .unwrap();
+        assert!(plain.spec.geneve_options.is_empty(), "no value: no option");
+        assert_eq!(mask.tun_metadata0, u32::MAX);
+        let k = FlowKey {
+            tun_metadata0: 0xabcd,
+            ..FlowKey::default()
+        };
+        let with = world.way_out("vsw-ut-wgv", &k, &mut mask, true).unwrap();
+        let tlv = &with.spec.geneve_options;
+        assert_eq!(&tlv[..3], &[0x01, 0x02, 0x80], "the map's class and type");
+        assert_eq!(&tlv[tlv.len() - 4..], &0xabcd_u32.to_be_bytes());
+        for (name, (queues, reg)) in [
+            ("vsw-ut-wkey", keyed),
+            ("vsw-ut-wdst", to_flow),
+            ("vsw-ut-wgv", geneve),
+        ] {
+            drop(queues);
+            crate::tunnel::close_tunnel(&world, name, reg);
+        }
+        world.set_metadata0("vsw-ut-wovl", None);
+        close_local(&world, "vsw-ut-wbr", local_reg);
+    }
+
     #[test]
     fn a_port_whose_remote_the_rules_set_sends_each_frame_to_its_tun_dst() {
         let world = TunnelWorld::new();
