@@ -111,7 +111,7 @@ impl fmt::Display for DpAction {
             DpAction::TunnelPop(p) => {
                 let kind = if p.geneve { "genev_sys" } else { "vxlan_sys" };
                 write!(f, "tnl_pop({kind}_{}", p.udp_port)?;
-                if let Some((class, kind)) = p.option {
+                for (class, kind) in [p.option, p.other_option].into_iter().flatten() {
                     write!(f, ",tun_metadata0=0x{class:04x}/0x{kind:02x}")?;
                 }
                 if let Some(i) = crate::tunnel_pop::remote6_of(p.receive) {

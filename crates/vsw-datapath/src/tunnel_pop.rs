@@ -26,15 +26,35 @@ pub const RECEIVE6_BASE: u32 = 0xfffe_0000;
 pub const MAX_REMOTES6: u32 = 0x7f00;
 
 /// What a `TunnelPop` takes off: tunnel packets of this kind to this UDP port, and
-/// for Geneve the option (class, type) every Geneve port's bridge names
-/// `tun_metadata0` (its value goes to the key; any other critical option drops the
-/// packet); and the receive point its next pass comes in on.
+/// for Geneve the option (class, type) the bridges of the ports with the packet's
+/// remote end name `tun_metadata0` — two, where two bridges' TLV maps differ: the
+/// one the packet carries is read (its value goes to the key; any other critical
+/// option drops the packet); and the receive point its next pass comes in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pop {
     pub geneve: bool,
     pub udp_port: u16,
     pub option: Option<(u16, u8)>,
+    pub other_option: Option<(u16, u8)>,
     pub receive: u32,
+}
+
+impl Pop {
+    /// Whether `(class, type)` is an option this pop reads (a critical one it does
+    /// not is refused).
+    pub fn knows(&self, class: u16, kind: u8) -> bool {
+        self.option == Some((class, kind)) || self.other_option == Some((class, kind))
+    }
+
+    /// `tun_metadata0` of a packet with Geneve `options`: the value of the first of
+    /// its options the packet carries, 0 for none.
+    pub fn metadata0(&self, options: &[u8]) -> u32 {
+        [self.option, self.other_option]
+            .into_iter()
+            .flatten()
+            .find_map(|o| option_found(options, o))
+            .unwrap_or(0)
+    }
 }
 
 /// The receive point of this kind (`geneve`) for an IPv4 remote end, or for the
@@ -66,13 +86,16 @@ pub fn remote6_of(in_port: u32) -> Option<u32> {
 
 /// The value of Geneve option `(class, type)` among `options` (whole TLVs), as
 /// `tun_metadata0` holds it: 0 when there is none of its length (4 bytes).
-pub fn option_value(options: &[u8], (class, kind): (u16, u8)) -> u32 {
+pub fn option_value(options: &[u8], option: (u16, u8)) -> u32 {
+    option_found(options, option).unwrap_or(0)
+}
+
+/// [`option_value`], `None` when the packet carries no such option.
+fn option_found(options: &[u8], (class, kind): (u16, u8)) -> Option<u32> {
     vsw_packet::wire::geneve::options(options)
         .filter_map(Result::ok)
         .find(|o| o.class == class && o.kind == kind && o.data.len() == 4)
-        .map_or(0, |o| {
-            o.data.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b))
-        })
+        .map(|o| o.data.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)))
 }
 
 /// Every reason decapsulation refuses a packet, in counting order.
@@ -128,6 +151,39 @@ impl DecapDrops {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Geneve TLVs: (class, type, 4-byte value) each.
+    fn tlvs(options: &[(u16, u8, u32)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (class, kind, value) in options {
+            out.extend_from_slice(&class.to_be_bytes());
+            out.push(*kind);
+            out.push(1); // one 4-byte word of data
+            out.extend_from_slice(&value.to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn a_pop_reads_whichever_of_its_options_the_packet_carries() {
+        let pop = Pop {
+            geneve: true,
+            udp_port: 6081,
+            option: Some((0x0102, 0x80)),
+            other_option: Some((0x0103, 0x81)),
+            receive: GENEVE_RECEIVE,
+        };
+        assert_eq!(pop.metadata0(&tlvs(&[(0x0102, 0x80, 7)])), 7);
+        assert_eq!(pop.metadata0(&tlvs(&[(0x0103, 0x81, 9)])), 9);
+        assert_eq!(pop.metadata0(&tlvs(&[(0x0104, 0x81, 9)])), 0);
+        assert!(pop.knows(0x0103, 0x81) && !pop.knows(0x0104, 0x81));
+        let one = Pop {
+            other_option: None,
+            ..pop
+        };
+        assert_eq!(one.metadata0(&tlvs(&[(0x0103, 0x81, 9)])), 0);
+        assert!(!one.knows(0x0103, 0x81));
+    }
 
     #[test]
     fn receive_points_say_their_kind_and_remote_end() {

@@ -518,6 +518,7 @@ const VXLAN_POP: vsw_datapath::tunnel_pop::Pop = vsw_datapath::tunnel_pop::Pop {
     geneve: false,
     udp_port: 4789,
     option: None,
+    other_option: None,
     receive: vsw_datapath::tunnel_pop::VXLAN_RECEIVE,
 };
 

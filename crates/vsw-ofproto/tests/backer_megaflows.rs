@@ -115,6 +115,7 @@ impl TunnelEgress for Tunnels {
             geneve: false,
             udp_port: 4789,
             option: None,
+            other_option: None,
             receive: vsw_datapath::tunnel_pop::VXLAN_RECEIVE,
         })
     }

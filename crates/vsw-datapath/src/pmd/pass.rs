@@ -253,8 +253,8 @@ impl Pass<'_, '_, '_> {
         let crate::tunnel_pop::Pop {
             geneve,
             udp_port,
-            option,
             receive,
+            ..
         } = pop;
         let ports = vsw_packet::tunnel::TunnelPorts {
             vxlan: (!geneve).then_some(udp_port),
@@ -265,13 +265,13 @@ impl Pass<'_, '_, '_> {
         // or one the kernel checked).
         let vouched = vnet.flags & (VNET_F_NEEDS_CSUM | vsw_packet::vnet::VNET_F_DATA_VALID) != 0;
         let data = self.scratch.data();
-        // The option the Geneve ports' bridges name is known; any other critical
+        // The options the Geneve ports' bridges name are known; any other critical
         // one is not.
-        let known = |class: u16, kind: u8| option == Some((class, kind));
+        let known = |class: u16, kind: u8| pop.knows(class, kind);
         let (at, len, key) = match vsw_packet::tunnel::decap(data, &ports, vouched, known) {
             Ok(d) => {
                 let at = (d.inner.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
-                let metadata0 = option.map_or(0, |o| crate::tunnel_pop::option_value(d.options, o));
+                let metadata0 = pop.metadata0(d.options);
                 let key = TunnelKey::of_decapsulated(&d.meta, metadata0);
                 (at, d.inner.len(), key)
             }

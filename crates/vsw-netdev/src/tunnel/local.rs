@@ -638,7 +638,7 @@ mod tests {
 
     /// Natively popped Geneve: the option read as `tun_metadata0` is the one the
     /// TLV map of the bridges of the ports with that remote end names; where those
-    /// maps differ, the LOCAL port's check (which knows the port first) takes it.
+    /// maps differ, both (the packet carries the one its port's bridge reads).
     #[test]
     fn a_geneve_pop_reads_the_option_the_remote_ends_ports_bridges_name() {
         use vsw_datapath::TunnelEgress;
@@ -683,7 +683,13 @@ mod tests {
         assert_eq!(pop.map(|p| p.option), Some(Some((0x0103, 0x81))), "b's map");
         assert_eq!({ mask.nw_src }, u128::MAX, "the remote end decided it");
         // .10 is the remote end of ports on both bridges, whose maps differ.
-        assert_eq!(world.terminates("vsw-ut-popbr", &from(10), &mut mask), None);
+        let both = world
+            .terminates("vsw-ut-popbr", &from(10), &mut mask)
+            .unwrap();
+        assert_eq!(
+            (both.option, both.other_option),
+            (Some((0x0102, 0x80)), Some((0x0103, 0x81)))
+        );
         // No port's remote end: the host's.
         assert_eq!(world.terminates("vsw-ut-popbr", &from(12), &mut mask), None);
         for (name, queues, reg) in open {

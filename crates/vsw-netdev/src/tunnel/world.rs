@@ -689,11 +689,10 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
     /// IPv4 (the key carries IPv4 tunnels), UDP to a port tunnels listen on, from the
     /// remote end of a port of that kind (over IPv4 or IPv6: an IPv6 one comes in on
-    /// a receive point of its own). A Geneve packet is popped while every
-    /// Geneve port with that remote end is on a bridge that names the same option
-    /// `tun_metadata0` (or none does): the datapath reads that option's value before
-    /// it knows the port; otherwise the LOCAL port's check, which knows the port
-    /// first, takes it. `None` for the rest.
+    /// a receive point of its own). For Geneve, the options the bridges of the
+    /// ports with that remote end name `tun_metadata0`: the datapath reads the
+    /// value before it knows the port (a third bridge's different option for one
+    /// remote end is not read). `None` for the rest.
     fn terminates(
         &self,
         bridge: &str,
@@ -730,21 +729,23 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         } else {
             IpAddr::V6(std::net::Ipv6Addr::from(key.nw_src))
         };
-        let mut maps = snap
+        let mut ports = snap
             .ports
             .iter()
             .filter(|p| Snapshot::from_remote(p, kind, src))
-            .map(|p| p.metadata0);
+            .peekable();
         // No port of this kind has that remote end: the host's own.
-        let first_map = maps.next()?;
+        ports.peek()?;
         let geneve = kind == TunnelKind::Geneve;
-        // Geneve: the ports this remote end may be for must read the same option
-        // as `tun_metadata0` (the datapath reads it before it knows the port); where
-        // their bridges' TLV maps differ, the LOCAL port's check, which knows the
-        // port first, takes the packet.
-        if geneve && !maps.all(|m| m == first_map) {
-            return None;
-        }
+        // Geneve: the options the bridges of the ports this remote end may be for
+        // name `tun_metadata0` (the datapath reads the value before it knows the
+        // port): at most two different ones are read, whichever the packet carries.
+        let mut options = ports
+            .filter_map(|p| p.metadata0)
+            .map(|m| (m.class, m.kind))
+            .filter(|_| geneve);
+        let option = options.next();
+        let other_option = options.find(|o| Some(*o) != option);
         // An IPv6 remote end comes in on a receive point of its own (the key's
         // tunnel addresses are IPv4).
         let remote6 = match src {
@@ -754,7 +755,8 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         Some(vsw_datapath::tunnel_pop::Pop {
             geneve,
             udp_port: key.tp_dst,
-            option: first_map.filter(|_| geneve).map(|m| (m.class, m.kind)),
+            option,
+            other_option,
             receive: vsw_datapath::tunnel_pop::receive_point_of(geneve, remote6),
         })
     }
