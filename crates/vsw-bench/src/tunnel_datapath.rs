@@ -1,12 +1,11 @@
 //! 64-byte frames encapsulated and decapsulated through the datapath, in memory (the
-//! issue 18 figure): one PMD forwards a `ring` source's frames to VXLAN port A,
-//! whose encapsulated frames enter the underlay "bridge" through its LOCAL port's
-//! inject queue; a rule sends them to a second LOCAL port, which decapsulates them
-//! for VXLAN port B (whose remote is A's source address); B's inner frames go to a
-//! `ring` sink. Every step is vsw's real code (tunnel ports, LOCAL ports, channels,
-//! the datapath); only the devices are in memory. Beside it, in the same run, the
-//! same source forwarded straight to the sink, and (`Case::Native`) the overlay and
-//! underlay as two bridges on one backer, port A pushing its headers natively.
+//! issue 18 figure): one PMD forwards a `ring` source's frames to VXLAN port A of an
+//! overlay bridge, whose translation pushes the outer headers and goes on in host
+//! A's underlay bridge, across a patch to host B's underlay, whose LOCAL port (the
+//! host's address) pops them for VXLAN port B (whose remote is A's source
+//! address); B's inner frames go to a `ring` sink. Every step is vsw's real code
+//! (the tunnels' state, the backer, the datapath); only the devices are in memory.
+//! Beside it, in the same run, the same source forwarded straight to the sink.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -56,9 +55,6 @@ fn vxlan(options: &[(&str, String)]) -> anyhow::Result<TunnelConfig> {
 pub enum Case {
     /// Straight: one rule, no tunnel.
     Straight,
-    /// Through the tunnel ports' queues: port A's queue encapsulates into the
-    /// underlay's inject queue (a bridge on no backer sends no tunnel natively).
-    Queues,
     /// Native: the overlay bridge's translation pushes the outer headers and goes
     /// on in the underlay bridge (two bridges on one backer), in the source
     /// frame's own pass.
@@ -68,9 +64,8 @@ pub enum Case {
 impl Case {
     fn name(self) -> &'static str {
         match self {
-            Case::Straight => "straight to the sink                 ",
-            Case::Queues => "VXLAN through the tunnel ports' queues",
-            Case::Native => "VXLAN natively (tnl_push, tnl_pop)    ",
+            Case::Straight => "straight to the sink              ",
+            Case::Native => "VXLAN natively (tnl_push, tnl_pop)",
         }
     }
 }
@@ -93,17 +88,8 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
     })?;
     let tunnel = case != Case::Straight;
     match case {
-        Case::Straight | Case::Queues => {
-            let rules: &[&str] = if tunnel {
-                &[
-                    "in_port=1,actions=output:2",
-                    "in_port=3,actions=output:4",
-                    "in_port=5,actions=output:6",
-                ]
-            } else {
-                &["in_port=1,actions=output:6"]
-            };
-            let ofproto = Ofproto::new(pipeline_of(rules)?);
+        Case::Straight => {
+            let ofproto = Ofproto::new(pipeline_of(&["in_port=1,actions=output:6"])?);
             ofproto.set_ports(vec![1, 2, 3, 4, 5, 6]);
             dp.set_upcall(ofproto)?;
         }
@@ -229,7 +215,7 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
 pub fn run(rounds: u32, seconds: f64, core: usize) -> anyhow::Result<()> {
     let mut drops: Vec<String> = Vec::new();
     for round in 1..=rounds {
-        for case in [Case::Straight, Case::Queues, Case::Native] {
+        for case in [Case::Straight, Case::Native] {
             let r = measure(case, seconds, core, true).context("measuring")?;
             drops.extend(r.drops.iter().cloned());
             let what = case.name();
@@ -256,16 +242,6 @@ mod tests {
 
     /// The tunnels' state is the process's: one case at a time.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    #[test]
-    fn frames_cross_the_tunnel_in_three_passes_and_arrive() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        let r = measure(Case::Queues, 0.2, 0, false).unwrap();
-        assert!(r.mpps > 0.0);
-        // Source → port A; the encapsulated frame → the decapsulating LOCAL port;
-        // port B's inner frame → the sink. Nothing else.
-        assert!((r.passes - 3.0).abs() < 0.1, "{r:?}");
-    }
 
     /// Native, the source frame's pass pushes, crosses to host B's underlay and
     /// pops; its inner frame's lookup is the second pass: two, and the frames

@@ -110,7 +110,7 @@ pub(crate) enum Push {
     /// port, never fragmented.
     AboveMtu,
     /// Not in this pass (no room in front, even with the frame moved back; a
-    /// super-frame that cannot be cut): the tunnel port's queue takes it.
+    /// super-frame that cannot be cut): the tunnel port's queue drops it, counted.
     ByQueue,
 }
 

@@ -5,8 +5,7 @@
 //! sends to a tunnel port gets its outer headers in the same datapath pass
 //! (`DpAction::TunnelPush`), and translation goes on in the underlay bridge as if
 //! that bridge's LOCAL port had sent the outer packet — one datapath flow from the
-//! workload's port to the wire, no copy into the tunnel port's queue and no second
-//! lookup.
+//! workload's port to the wire, no copy and no second lookup.
 //!
 //! What the outer headers are (route, source address, next hop's MAC, the port's
 //! options) is the tunnel side's to say, through [`TunnelEgress`]. Where there is no
@@ -14,8 +13,7 @@
 //! side asks for it, as Open vSwitch's `tnl_send_arp_request`), the packet is dropped
 //! in its own pass and counted by the tunnel side; the flow depends on the underlay
 //! (vsw-ofproto's `Backer::underlay_changed`), so that the revalidator makes it
-//! native once the way is known. What this pass cannot do yet (an IPv6 underlay's
-//! receive side, `tos`/`ttl=inherit`) goes to the tunnel port's queue.
+//! native once the way is known.
 //!
 //! Input (`terminate_native_tunnel`): a tunnel packet a bridge sends to its LOCAL
 //! port (the host's address) has its outer headers taken off in the same pass
@@ -85,7 +83,8 @@ pub enum NoWay {
     /// There is none now (no route, no source address, no neighbour yet; the tunnel
     /// side counted it and asks for what it can): the packet is dropped.
     Dropped,
-    /// One this pass does not build: the tunnel port's queue takes the packet.
+    /// None known for this port (not in the tunnels' state yet): the packet goes
+    /// to the tunnel port, whose queue drops it (counted).
     ByQueue,
 }
 

@@ -8,7 +8,6 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
-mod channel;
 pub mod class;
 #[allow(unsafe_code)]
 pub mod ebpf;

@@ -451,8 +451,9 @@ impl Ctx<'_, '_> {
     /// Sends the packet out of tunnel port `of_port` (datapath port `dp`, named
     /// `name`) natively (vsw-datapath's tunnel_egress.rs): its outer headers pushed, then on in the
     /// underlay bridge as from its LOCAL port. False (nothing emitted) where it
-    /// cannot: no way out known now, an underlay bridge this translation holds
-    /// already, no room; the tunnel port's queue takes the packet then.
+    /// cannot: a port the tunnels' state does not have yet, an underlay bridge this
+    /// translation holds already, no room; the packet goes to the tunnel port then,
+    /// whose queue drops it (counted).
     fn tunnel_out(&mut self, b: BackerView<'_>, of_port: u32, dp: u32, name: &str) -> bool {
         let Some(native) = b.map.tunnels.as_ref() else {
             return false;

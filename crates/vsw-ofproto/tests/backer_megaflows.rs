@@ -652,7 +652,7 @@ fn tcp_super_frame(payload: usize, mss: u16) -> (Vec<u8>, VnetHdr) {
 /// tunnel's MTU does not take is pushed with smaller ones; one that would pass IP's
 /// largest packet with the outer headers is split in two, each pushed; a plain
 /// packet above the tunnel's MTU is dropped and counted at the tunnel port. None
-/// of them reaches the tunnel port's queue.
+/// of them reaches the tunnel port's queue (which drops what does).
 #[test]
 fn a_tunnel_push_shrinks_splits_or_drops_what_does_not_fit_in_the_packets_own_pass() {
     use vsw_datapath::{PacketMeta, TxOffloads};

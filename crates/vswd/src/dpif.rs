@@ -147,8 +147,7 @@ impl Dpif {
         backer.set_tunnel_egress(tunnels.clone());
         tunnels.count_datapath_drops(dp.decap_drops());
         // A change of routes, neighbours or tunnel ports re-translates the flows
-        // that sent through a tunnel, at once (as the tunnel ports' queues followed
-        // it at once).
+        // that sent through a tunnel, at once.
         let watcher = Arc::downgrade(&backer);
         let kick = dp.revalidation_kick();
         tunnels.watch(Box::new(move || match watcher.upgrade() {

@@ -451,7 +451,7 @@ impl Pass<'_, '_, '_> {
                             };
                             self.outputs.stage(header.tunnel_port, frame, &meta);
                             // The underlay's actions were for the outer packet, which
-                            // the tunnel port's queue makes now.
+                            // is not made (the tunnel port's queue drops the packet).
                             at = end_of_copy(actions, at);
                             Ok(())
                         }
@@ -517,7 +517,7 @@ fn end_of_copy(actions: &[DpAction], at: usize) -> usize {
 mod tests {
     use super::*;
 
-    /// A packet the tunnel port's queue takes skips the underlay's actions: up to
+    /// A packet no push was made for skips the underlay's actions: up to
     /// the `Restore` that closes the copy the push opened (copies within it are
     /// stepped over), or to the end when the copy was trailing (and dropped).
     #[test]

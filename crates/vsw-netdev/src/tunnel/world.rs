@@ -1,6 +1,8 @@
-//! What tunnel ports and underlay bridges share: a snapshot PMDs read, rebuilt by
-//! the control side. One per datapath (vswd's `Dpif` holds it), handed to every
-//! tunnel port and LOCAL port it opens (`ClassEnv::tunnels`) and to translation.
+//! The tunnels' state: routes, neighbours, underlay bridges and tunnel ports, as a
+//! snapshot translation reads (`TunnelEgress`: the way out of a tunnel port, what
+//! a LOCAL port's packet pops to, the neighbours it tells of), rebuilt by the
+//! control side. One per datapath (vswd's `Dpif` holds it), handed to every tunnel
+//! port and LOCAL port it opens (`ClassEnv::tunnels`) and to translation.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -17,7 +19,6 @@ use vsw_tunnel::neigh::{neighbour_for, Learned, NeighbourTable};
 use vsw_tunnel::route::RouteTable;
 
 use super::neighbour_ask::{NeighbourAsk, NeighbourAsks, ASK_INTERVAL_MS};
-use crate::channel::Channel;
 
 /// Why tunnel traffic was dropped, each counted: the decapsulation's reasons, then
 /// the encapsulation's. Counted by index (`as usize`), named by [`TunnelDrop::name`].
@@ -31,20 +32,20 @@ pub enum TunnelDrop {
     GeneveNotEthernet,
     UnknownCriticalOption,
     InnerTooShort,
-    InnerTooBig,
-    TunnelPortFull,
     NoRoute,
     RouteNotABridge,
     NoSourceAddress,
     NeighbourUnknown,
-    UnderlayFull,
     NoTunnelDestination,
     UnknownVni,
+    /// A push the datapath could not make (no room in front of the frame, a
+    /// super-frame that cannot be cut): the tunnel port's queue drops it.
+    NotPushed,
 }
 
 impl TunnelDrop {
     /// Every reason, in counting order.
-    pub const ALL: [TunnelDrop; 17] = [
+    pub const ALL: [TunnelDrop; 15] = [
         TunnelDrop::Truncated,
         TunnelDrop::Fragment,
         TunnelDrop::BadIpChecksum,
@@ -53,15 +54,13 @@ impl TunnelDrop {
         TunnelDrop::GeneveNotEthernet,
         TunnelDrop::UnknownCriticalOption,
         TunnelDrop::InnerTooShort,
-        TunnelDrop::InnerTooBig,
-        TunnelDrop::TunnelPortFull,
         TunnelDrop::NoRoute,
         TunnelDrop::RouteNotABridge,
         TunnelDrop::NoSourceAddress,
         TunnelDrop::NeighbourUnknown,
-        TunnelDrop::UnderlayFull,
         TunnelDrop::NoTunnelDestination,
         TunnelDrop::UnknownVni,
+        TunnelDrop::NotPushed,
     ];
 
     /// The reason as counters and metrics name it.
@@ -75,15 +74,13 @@ impl TunnelDrop {
             TunnelDrop::GeneveNotEthernet => "geneve_not_ethernet",
             TunnelDrop::UnknownCriticalOption => "unknown_critical_option",
             TunnelDrop::InnerTooShort => "inner_too_short",
-            TunnelDrop::InnerTooBig => "inner_too_big",
-            TunnelDrop::TunnelPortFull => "tunnel_port_full",
             TunnelDrop::NoRoute => "no_route",
             TunnelDrop::RouteNotABridge => "route_not_a_bridge",
             TunnelDrop::NoSourceAddress => "no_source_address",
             TunnelDrop::NeighbourUnknown => "neighbour_unknown",
-            TunnelDrop::UnderlayFull => "underlay_full",
             TunnelDrop::NoTunnelDestination => "no_tunnel_destination",
             TunnelDrop::UnknownVni => "unknown_vni",
+            TunnelDrop::NotPushed => "not_pushed",
         }
     }
 
@@ -104,12 +101,10 @@ impl TunnelDrop {
     }
 }
 
-/// An underlay bridge as tunnels reach it: its MAC (outer source) and the channel
-/// into it (frames as if its LOCAL port had sent them).
+/// An underlay bridge as tunnels reach it: its MAC (the outer headers' source).
 #[derive(Clone)]
 pub(crate) struct BridgeEnd {
     pub mac: MacAddr,
-    pub inject: Arc<Channel>,
     /// Its own addresses (set when the snapshot is made, from the routes): only
     /// ARP and neighbour discovery addressed to them teach its neighbour table.
     pub addresses: Vec<IpAddr>,
@@ -121,11 +116,10 @@ pub(crate) struct BridgeEnd {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Registration(u64);
 
-/// An open tunnel port: what it is, and the channel its decapsulated frames go to.
+/// An open tunnel port: what it is.
 #[derive(Clone)]
 pub(crate) struct PortEnd {
     pub config: TunnelConfig,
-    pub rx: Arc<Channel>,
     /// The bridge the port is on: its TLV map reads the port's Geneve options.
     pub bridge: Arc<str>,
     /// The Geneve option that bridge's TLV map names `tun_metadata0` (set when the
@@ -133,9 +127,8 @@ pub(crate) struct PortEnd {
     pub metadata0: Option<MetadataOption>,
 }
 
-/// What PMDs read.
+/// What translation reads (and its neighbour asks and snooping).
 pub(crate) struct Snapshot {
-    pub generation: u64,
     pub routes: Arc<RouteTable>,
     /// A persistent map: the snapshot's copy shares the control side's.
     pub neigh: NeighbourTable,
@@ -148,8 +141,6 @@ pub(crate) struct Snapshot {
     pub by_name: std::collections::HashMap<String, usize>,
     /// The UDP ports tunnel packets arrive on.
     pub listen: TunnelPorts,
-    /// Each bridge's TLV map: the Geneve option it names `tun_metadata0`.
-    pub metadata0: BTreeMap<String, MetadataOption>,
 }
 
 /// Which open tunnel port a decapsulated packet is for.
@@ -173,8 +164,7 @@ impl Snapshot {
     }
 
     /// The port a packet of `kind` from `src` with VNI `vni` is for: the first that
-    /// takes both (ports in name order), as the LOCAL port's check and the native pop
-    /// both choose.
+    /// takes both (ports in name order).
     pub(crate) fn port_for(&self, kind: TunnelKind, src: IpAddr, vni: u32) -> PortFor {
         let keyed = |p: &PortEnd| match p.config.key {
             FromFlow::Fixed(k) => k == vni,
@@ -199,7 +189,6 @@ impl Snapshot {
 
 #[derive(Default)]
 struct State {
-    generation: u64,
     routes: Arc<RouteTable>,
     neigh: NeighbourTable,
     bridges: BTreeMap<String, BridgeEnd>,
@@ -269,7 +258,6 @@ impl TunnelWorld {
     pub fn new() -> Arc<TunnelWorld> {
         Arc::new(TunnelWorld {
             snapshot: ArcSwap::from_pointee(Snapshot {
-                generation: 0,
                 routes: Arc::default(),
                 neigh: NeighbourTable::default(),
                 bridges: BTreeMap::new(),
@@ -277,7 +265,6 @@ impl TunnelWorld {
                 names: Vec::new(),
                 by_name: Default::default(),
                 listen: TunnelPorts::default(),
-                metadata0: BTreeMap::new(),
             }),
             state: Mutex::new(State::default()),
             learned: ArrayQueue::new(4096),
@@ -298,7 +285,6 @@ impl TunnelWorld {
 
     /// Publishes the state as a new snapshot.
     fn publish(&self, s: &mut State) {
-        s.generation += 1;
         let mut listen = TunnelPorts::default();
         for p in s.ports.values() {
             match p.config.kind {
@@ -311,7 +297,6 @@ impl TunnelWorld {
             }
         }
         self.snapshot.store(Arc::new(Snapshot {
-            generation: s.generation,
             routes: s.routes.clone(),
             neigh: s.neigh.clone(),
             bridges: s
@@ -341,7 +326,6 @@ impl TunnelWorld {
                 .map(|(i, n)| (n.clone(), i))
                 .collect(),
             listen,
-            metadata0: s.metadata0.clone(),
         }));
         self.tell_watchers();
     }
@@ -762,8 +746,7 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     }
 
     /// The tunnel port a packet decapsulated in the datapath is for (`key`: its
-    /// tunnel), as the LOCAL port's check chooses (`local.rs`): of this kind, from
-    /// its remote end, with its VNI. The fields read are set in `mask`. A VNI no
+    /// tunnel): of this kind, from its remote end, with its VNI. The fields read are set in `mask`. A VNI no
     /// port has is counted (`unknown_vni`) when a packet is `passing`.
     fn receiving_port(
         &self,
