@@ -31,8 +31,11 @@ pub enum GsoError {
 /// otherwise hold a PMD for as long as 65,535 packets take.
 pub const MAX_SEGMENTS: usize = 512;
 
-/// Where the layers of a TCP frame start.
-struct Layout {
+/// Where the layers of a TCP frame start: parsed once when the segment size is
+/// decided ([`segment_size_and_layout`]), and handed to the cut
+/// ([`segment_tcp_laid_out`]), which then parses nothing again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
     l3: usize,
     v6: bool,
     l4: usize,
@@ -133,13 +136,40 @@ pub(crate) fn segment_tcp_at(
     at: usize,
     mss: usize,
     buf: &mut [u8],
-    mut emit: impl FnMut(&mut [u8], usize),
+    emit: impl FnMut(&mut [u8], usize),
 ) -> Result<usize, GsoError> {
     if mss == 0 {
         return Err(GsoError::NoSegmentSize);
     }
     let inner = frame.get(at..).ok_or(GsoError::Malformed)?;
     let lay = layout(inner)?.shifted(at);
+    segment_tcp_with(frame, &lay, mss, buf, emit)
+}
+
+/// [`segment_tcp`] with the layout [`segment_size_and_layout`] found for `frame`.
+pub fn segment_tcp_laid_out(
+    frame: &[u8],
+    lay: &Layout,
+    mss: usize,
+    buf: &mut [u8],
+    mut emit: impl FnMut(&[u8]),
+) -> Result<usize, GsoError> {
+    if mss == 0 {
+        return Err(GsoError::NoSegmentSize);
+    }
+    if lay.payload > frame.len() {
+        return Err(GsoError::Malformed);
+    }
+    segment_tcp_with(frame, lay, mss, buf, |seg, _| emit(seg))
+}
+
+fn segment_tcp_with(
+    frame: &[u8],
+    lay: &Layout,
+    mss: usize,
+    buf: &mut [u8],
+    mut emit: impl FnMut(&mut [u8], usize),
+) -> Result<usize, GsoError> {
     let hdr = lay.payload;
     let payload = &frame[hdr..];
     if buf.len() < hdr + mss.min(payload.len().max(1)) {
@@ -185,7 +215,7 @@ pub(crate) fn segment_tcp_at(
             f &= !tcp::CWR;
         }
         let tcp_len = seg_len - lay.l4;
-        let pseudo = pseudo_header(seg, &lay, tcp_len);
+        let pseudo = pseudo_header(seg, lay, tcp_len);
         let mut t =
             tcp::Packet::new_checked(&mut seg[lay.l4..]).map_err(|_| GsoError::Malformed)?;
         t.set_seq_number(seq0.wrapping_add(start as u32));
@@ -204,6 +234,15 @@ pub(crate) fn segment_size_at(
     vnet: &VnetHdr,
     mtu: usize,
 ) -> Result<usize, GsoError> {
+    segment_size_and_layout_at(frame, at, vnet, mtu).map(|(mss, _)| mss)
+}
+
+fn segment_size_and_layout_at(
+    frame: &[u8],
+    at: usize,
+    vnet: &VnetHdr,
+    mtu: usize,
+) -> Result<(usize, Layout), GsoError> {
     let inner = frame.get(at..).ok_or(GsoError::Malformed)?;
     let lay = layout(inner)?.shifted(at);
     // Everything in front of the payload counts against the MTU, outer IP on.
@@ -218,7 +257,16 @@ pub(crate) fn segment_size_at(
     if frame.len().saturating_sub(lay.payload).div_ceil(mss) > MAX_SEGMENTS {
         return Err(GsoError::TooManySegments);
     }
-    Ok(mss)
+    Ok((mss, lay))
+}
+
+/// [`segment_size`], and the frame's layout for [`segment_tcp_laid_out`].
+pub fn segment_size_and_layout(
+    frame: &[u8],
+    vnet: &VnetHdr,
+    mtu: usize,
+) -> Result<(usize, Layout), GsoError> {
+    segment_size_and_layout_at(frame, 0, vnet, mtu)
 }
 
 /// Finishes a checksum the sender left to the device (virtio-net NEEDS_CSUM): the

@@ -194,9 +194,9 @@ impl Outputs {
             Egress::AsIs | Egress::Whole | Egress::TunnelWhole => {
                 tx.stage_ready(data, meta, tally);
             }
-            Egress::Cut(mss) => {
+            Egress::Cut(lay, mss) => {
                 let plain = meta.without_offloads();
-                let result = gso::segment_tcp(data, mss, &mut self.fixup, |seg| {
+                let result = gso::segment_tcp_laid_out(data, &lay, mss, &mut self.fixup, |seg| {
                     tx.stage_ready(seg, &plain, tally)
                 });
                 count_cut(result, &stats, tally);

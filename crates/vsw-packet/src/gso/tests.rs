@@ -275,3 +275,28 @@ fn a_super_frame_splits_into_smaller_super_frames_of_whole_segments() {
         assert_eq!(joined, data);
     }
 }
+
+/// The layout the segment size was decided with cuts the frame as a fresh parse
+/// does, over IPv4 with a tag and over IPv6; one that does not fit the frame is
+/// refused, not followed.
+#[test]
+fn a_cut_with_the_decisions_layout_is_the_same_cut() {
+    for (v6, tags) in [(false, &[(0x8100u16, 5u16)][..]), (true, &[][..])] {
+        let f = super_frame(v6, tags, &payload(10_000), 0x18);
+        let vnet = VnetHdr {
+            gso_size: 1448,
+            ..VnetHdr::default()
+        };
+        let (mss, lay) = segment_size_and_layout(&f, &vnet, 1500).unwrap();
+        let mut buf = vec![0u8; 70_000];
+        let mut laid_out = Vec::new();
+        let n =
+            segment_tcp_laid_out(&f, &lay, mss, &mut buf, |s| laid_out.push(s.to_vec())).unwrap();
+        assert_eq!(n, laid_out.len());
+        assert_eq!(laid_out, segments_of(&f, mss));
+        assert_eq!(
+            segment_tcp_laid_out(&f[..40], &lay, mss, &mut buf, |_| {}),
+            Err(GsoError::Malformed)
+        );
+    }
+}
