@@ -44,18 +44,27 @@ pub(crate) enum Egress {
 
 /// How `data` (with offload state `vnet`) leaves for a port whose queue finishes
 /// what `o` says.
-#[inline]
+#[cfg(test)]
 pub(crate) fn plan(data: &[u8], vnet: &VnetHdr, o: &TxOffloads) -> Egress {
-    let partial = vnet.flags & VNET_F_NEEDS_CSUM != 0;
-    if !vnet.is_gso() && (o.csum || !partial) && data.len() <= o.mtu + ETH_HDR_LEN {
-        // The common case, decided without parsing anything.
+    if as_is(data, vnet, o) {
         return Egress::AsIs;
     }
-    plan_other(data, vnet, o, partial)
+    plan_other(data, vnet, o)
 }
 
+/// The common case, decided without parsing anything: no super-frame, a checksum
+/// finished or the device finishes it, within the MTU ([`Egress::AsIs`]).
+#[inline(always)]
+pub(crate) fn as_is(data: &[u8], vnet: &VnetHdr, o: &TxOffloads) -> bool {
+    !vnet.is_gso()
+        && (o.csum || vnet.flags & VNET_F_NEEDS_CSUM == 0)
+        && data.len() <= o.mtu + ETH_HDR_LEN
+}
+
+/// How a packet that is not [`as_is`] leaves.
 #[cold]
-fn plan_other(data: &[u8], vnet: &VnetHdr, o: &TxOffloads, partial: bool) -> Egress {
+pub(crate) fn plan_other(data: &[u8], vnet: &VnetHdr, o: &TxOffloads) -> Egress {
+    let partial = vnet.flags & VNET_F_NEEDS_CSUM != 0;
     let segment = usize::from(vnet.gso_size);
     if vnet.is_gso() {
         if let Some(t) = udp_tunnel_super_frame(data, vnet) {

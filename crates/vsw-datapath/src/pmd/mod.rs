@@ -312,9 +312,10 @@ impl Pmd {
             let Some(snap) = self.snapshot.as_deref() else {
                 break;
             };
-            let injected_at = start_ms + last.wrapping_sub(start_cycles) / cycles_per_ms;
             self.worker
-                .send_injected((snap, &self.shared, &self.control), injected_at);
+                .send_injected((snap, &self.shared, &self.control), || {
+                    start_ms + last.wrapping_sub(start_cycles) / cycles_per_ms
+                });
             if self.rxqs.is_empty() {
                 std::thread::park_timeout(NO_QUEUES_PARK);
                 last = clock::cycles();
@@ -642,8 +643,13 @@ impl Worker {
     fn send_injected(
         &mut self,
         (snap, shared, control): (&Snapshot, &Shared, &PmdControl),
-        now_ms: u64,
+        now_ms: impl FnOnce() -> u64,
     ) {
+        // Nearly always none: nothing is set up for them then.
+        let Some(first) = shared.punts.next_injected() else {
+            return;
+        };
+        let now_ms = now_ms();
         let Worker {
             outputs,
             emc,
@@ -670,11 +676,12 @@ impl Worker {
         };
         let mut tally = Tally::new();
         let mut sent = 0;
-        while sent < BATCH_SIZE {
-            let Some(p) = shared.punts.next_injected() else {
-                break;
-            };
+        let mut next = Some(first);
+        while let Some(p) = next.take() {
             sent += 1;
+            if sent < BATCH_SIZE {
+                next = shared.punts.next_injected();
+            }
             if scratch.load(&p.frame, None, VnetHdr::default()).is_err() {
                 outputs.tally.lost += 1;
                 continue;

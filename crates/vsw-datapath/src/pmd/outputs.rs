@@ -157,8 +157,7 @@ impl Outputs {
         let Some(tx) = self.by_port.get_mut(port) else {
             return;
         };
-        let plan = egress::plan(data, &meta.vnet, &tx.offloads);
-        if plan == Egress::AsIs {
+        if egress::as_is(data, &meta.vnet, &tx.offloads) {
             // TCP segments may first be merged for the device.
             if meta.vlan.is_none() && tx.gro.is_some() {
                 tx.stage_merging(data, meta, &mut self.tally);
@@ -168,6 +167,7 @@ impl Outputs {
             }
             return;
         }
+        let plan = egress::plan_other(data, &meta.vnet, &tx.offloads);
         self.stage_prepared(port, data, meta, plan);
     }
 
