@@ -50,7 +50,7 @@ pub struct DpFlow {
     /// What the revalidator has pushed to the rules, and whom to credit.
     pushed: Mutex<Pushed>,
     /// The tunnel headers its `TunnelPush(i)` actions put in front, by index.
-    pub headers: Box<[std::sync::Arc<crate::PushHeader>]>,
+    pub headers: Box<[std::sync::Arc<crate::tunnel_push::PushHeader>]>,
     /// The port its packets count as received by (`Translation::rx_port`).
     pub rx_port: Option<u32>,
 }

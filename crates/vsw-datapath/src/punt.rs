@@ -40,7 +40,7 @@ pub struct Injected {
     pub in_port: u32,
     pub actions: Vec<DpAction>,
     /// The tunnel headers its `TunnelPush(i)` actions put in front.
-    pub headers: Vec<Arc<crate::PushHeader>>,
+    pub headers: Vec<Arc<crate::tunnel_push::PushHeader>>,
     pub frame: Vec<u8>,
 }
 

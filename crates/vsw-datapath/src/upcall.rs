@@ -47,7 +47,7 @@ pub struct Translation {
     /// Empty: drop.
     pub actions: Vec<DpAction>,
     /// The tunnel headers its `TunnelPush(i)` actions put in front, by index.
-    pub headers: Vec<Arc<crate::PushHeader>>,
+    pub headers: Vec<Arc<crate::tunnel_push::PushHeader>>,
     pub attribution: Arc<dyn Attribution>,
     /// The generation of the inputs (rules, MAC table, ports) it was made from; see
     /// [`Upcall::generation`].
