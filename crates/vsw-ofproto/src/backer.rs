@@ -247,7 +247,7 @@ impl Backer {
     }
 
     /// Sends through tunnel ports natively: `egress` says the outer headers.
-    pub fn set_tunnel_egress(&self, egress: Arc<dyn crate::TunnelEgress>) {
+    pub fn set_tunnel_egress(&self, egress: Arc<dyn vsw_datapath::TunnelEgress>) {
         let changes = Changes::new(self.generation.clone());
         let _ = self.change(|m| {
             m.tunnels = Some(crate::view::NativeTunnels { egress, changes });

@@ -282,7 +282,7 @@ mod tests {
     fn a_resubmit_loop_is_caught_and_the_packet_dropped() {
         let o = ofproto(&["actions=output:2,resubmit(,0)"]);
         let x = o.translate_key(&udp(1, 1, 2, 53), 1);
-        assert_eq!(x.error, Some(crate::XlateError::TooDeep));
+        assert_eq!(x.error, Some(crate::xlate::XlateError::TooDeep));
         assert!(x.actions.is_empty());
         assert_eq!(o.xlate_errors(), 1);
         let t = o.trace(&udp(1, 1, 2, 53), 1).render();

@@ -27,7 +27,7 @@ pub struct Trace {
 
 impl Trace {
     /// The trace of translation `x` of `key`.
-    pub(crate) fn of(key: &FlowKey, x: crate::Xlated) -> Trace {
+    pub(crate) fn of(key: &FlowKey, x: crate::xlate::Xlated) -> Trace {
         Trace {
             key: *key,
             steps: x.steps,

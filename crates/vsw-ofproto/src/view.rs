@@ -68,7 +68,7 @@ pub(crate) struct PortMap {
 /// What native tunnels need (vsw-datapath's `tunnel_egress.rs`).
 #[derive(Clone)]
 pub(crate) struct NativeTunnels {
-    pub egress: Arc<dyn crate::TunnelEgress>,
+    pub egress: Arc<dyn vsw_datapath::TunnelEgress>,
     /// The underlay's changes (routes, neighbours, tunnel ports' options): every
     /// flow that sent through a tunnel port depends on them.
     pub changes: Arc<crate::generation::Changes>,

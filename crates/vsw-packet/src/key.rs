@@ -176,7 +176,10 @@ pub fn hash_words(words: &[u64; KEY_WORDS], n: usize) -> u64 {
 /// computes it for a select group's recirculation.
 pub fn l4_hash(key: &FlowKey) -> u32 {
     let mut words = [0u64; KEY_WORDS];
-    let ip = matches!(key.dl_type, crate::EtherType::IPV4 | crate::EtherType::IPV6);
+    let ip = matches!(
+        key.dl_type,
+        crate::wire::ethernet::EtherType::IPV4 | crate::wire::ethernet::EtherType::IPV6
+    );
     words[0] = u64::from(key.dl_type);
     if ip {
         let (src, dst) = (key.nw_src, key.nw_dst);

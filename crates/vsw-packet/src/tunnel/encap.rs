@@ -261,11 +261,11 @@ pub fn inner_tos_ttl(inner: &[u8]) -> Option<(u8, u8)> {
     let (ethertype, l3) = crate::wire::ethernet::l3(inner)?;
     let ip = inner.get(l3..)?;
     match ethertype {
-        crate::EtherType::IPV4 => {
+        crate::wire::ethernet::EtherType::IPV4 => {
             let p = ipv4::Packet::new_checked(ip).ok()?;
             Some((p.tos(), p.ttl()))
         }
-        crate::EtherType::IPV6 => {
+        crate::wire::ethernet::EtherType::IPV6 => {
             let p = ipv6::Packet::new_checked(ip).ok()?;
             Some((p.traffic_class(), p.hop_limit()))
         }

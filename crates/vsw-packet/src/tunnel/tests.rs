@@ -474,7 +474,7 @@ fn an_inherited_tos_and_ttl_are_written_over_the_template_and_checked() {
         DST_MAC,
         SRC_MAC,
         &[],
-        crate::EtherType::IPV4,
+        crate::wire::ethernet::EtherType::IPV4,
         &builder::ipv4(
             &Ipv4 {
                 tos: 0x28,
