@@ -637,6 +637,46 @@ impl Finder<'_> {
 }
 
 impl Worker {
+    /// The worker taken apart for a batch: its caches as a [`Finder`], and the rest.
+    fn parts<'a>(
+        &'a mut self,
+        (snap, shared, control): (&'a Snapshot, &'a Shared, &'a PmdControl),
+        now_ms: u64,
+    ) -> Parts<'a> {
+        let Worker {
+            outputs,
+            emc,
+            emc_generation,
+            flows,
+            key,
+            scratch,
+            saved,
+            counters,
+            malformed,
+            last_generation,
+            ..
+        } = self;
+        Parts {
+            finder: Finder {
+                snap,
+                shared,
+                control,
+                emc,
+                emc_generation,
+                flows,
+                counters,
+                last_generation,
+                upcalls: 0,
+                now_ms,
+            },
+            outputs,
+            key,
+            scratch,
+            saved,
+            malformed,
+        }
+    }
+
     /// Sends what the control side injected (at most a batch per call), each
     /// packet by its own actions, and flushes it out at once. A packet-out's pass
     /// after a pop or a recirculation is looked up as a received packet's is.
@@ -650,30 +690,14 @@ impl Worker {
             return;
         };
         let now_ms = now_ms();
-        let Worker {
+        let Parts {
+            mut finder,
             outputs,
-            emc,
-            emc_generation,
-            flows,
             key,
             scratch,
             saved,
-            counters,
-            last_generation,
             ..
-        } = self;
-        let mut finder = Finder {
-            snap,
-            shared,
-            control,
-            emc,
-            emc_generation,
-            flows,
-            counters,
-            last_generation,
-            upcalls: 0,
-            now_ms,
-        };
+        } = self.parts((snap, shared, control), now_ms);
         let mut tally = Tally::new();
         let mut sent = 0;
         let mut next = Some(first);
@@ -713,6 +737,17 @@ impl Worker {
     }
 }
 
+/// A [`Worker`]'s parts while a batch is run.
+struct Parts<'a> {
+    finder: Finder<'a>,
+    outputs: &'a mut Outputs,
+    key: &'a mut FlowKey,
+    scratch: &'a mut PacketBuf,
+    saved: &'a mut SavedCopies,
+    /// Received frames dropped for broken headers, in all.
+    malformed: &'a mut u64,
+}
+
 /// Receives one batch from `rxq` and sends each packet on its way; returns how many
 /// packets it received.
 // Kept out of line so that profilers can count its instructions per packet.
@@ -736,33 +771,16 @@ fn process_batch(
         rxq.queue.release();
         return 0;
     }
-    let Worker {
+    let Parts {
+        mut finder,
         outputs,
-        emc,
-        emc_generation,
-        flows,
         key,
         scratch,
         saved,
-        counters,
         malformed: malformed_total,
-        last_generation,
-        ..
-    } = w;
+    } = w.parts((snap, shared, control), now_ms);
     let mut bytes = 0u64;
     let mut malformed = 0u64;
-    let mut finder = Finder {
-        snap,
-        shared,
-        control,
-        emc,
-        emc_generation,
-        flows,
-        counters,
-        last_generation,
-        upcalls: 0,
-        now_ms,
-    };
     // Flow counters are added once per batch and flow, not per packet.
     let mut tally = Tally::new();
     for pkt in &batch {
