@@ -222,10 +222,9 @@ mod tests {
         (f, vnet)
     }
 
-    /// `inner` behind VXLAN, its offload state moved behind the outer headers;
-    /// with an outer UDP checksum when `outer_csum`.
-    fn vxlan(inner: &[u8], vnet: VnetHdr, outer_csum: bool) -> (Vec<u8>, VnetHdr) {
-        let t = EncapTemplate::new(&EncapSpec {
+    /// The VXLAN header these tests push.
+    fn vxlan_template() -> EncapTemplate {
+        EncapTemplate::new(&EncapSpec {
             kind: TunnelKind::Vxlan,
             eth_src: MacAddr([2, 0, 0, 0, 0, 3]),
             eth_dst: MacAddr([2, 0, 0, 0, 0, 4]),
@@ -239,7 +238,13 @@ mod tests {
             vni: 7,
             geneve_options: Vec::new(),
         })
-        .expect("a template");
+        .expect("a template")
+    }
+
+    /// `inner` behind VXLAN, its offload state moved behind the outer headers;
+    /// with an outer UDP checksum when `outer_csum`.
+    fn vxlan(inner: &[u8], vnet: VnetHdr, outer_csum: bool) -> (Vec<u8>, VnetHdr) {
+        let t = vxlan_template();
         let mut out = vec![0u8; inner.len() + 200];
         let n = t.push(inner, &mut out, 40000, 1).expect("fits");
         out.truncate(n);
@@ -309,21 +314,7 @@ mod tests {
     }
 
     fn vxlan_header() -> PushHeader {
-        let template = EncapTemplate::new(&EncapSpec {
-            kind: TunnelKind::Vxlan,
-            eth_src: MacAddr([2, 0, 0, 0, 0, 3]),
-            eth_dst: MacAddr([2, 0, 0, 0, 0, 4]),
-            src: "198.18.1.1".parse().unwrap(),
-            dst: "198.18.1.2".parse().unwrap(),
-            tos: 0,
-            ttl: 64,
-            df: false,
-            udp_dst: 4789,
-            udp_csum: false,
-            vni: 7,
-            geneve_options: Vec::new(),
-        })
-        .unwrap();
+        let template = vxlan_template();
         PushHeader {
             template,
             tunnel_port: 9,

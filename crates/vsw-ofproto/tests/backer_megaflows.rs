@@ -745,18 +745,23 @@ fn a_tunnel_push_shrinks_splits_or_drops_what_does_not_fit_in_the_packets_own_pa
     assert_eq!(vx.tx_packets, 3 + 10_000u64.div_ceil(1450 - 50 - 40));
 }
 
+/// A VXLAN packet from the tunnel port's remote end, with its VNI, for a1.
+fn from_the_remote() -> Packet {
+    Packet::Tunnelled {
+        from_remote: true,
+        vni: VNI,
+        src: 3,
+        dst: 1,
+    }
+}
+
 /// A packet popped in the datapath counts as received by its tunnel port (its
 /// datapath in_port is the kind's receive point), as the port's queue counted it.
 #[test]
 fn a_popped_packet_counts_as_received_by_its_tunnel_port() {
     let rules = vec!["priority=4,in_port=3,actions=output:1".to_string()];
     let rig = rig(&rules);
-    let tunnelled = Packet::Tunnelled {
-        from_remote: true,
-        vni: VNI,
-        src: 3,
-        dst: 1,
-    };
+    let tunnelled = from_the_remote();
     let inner_len = inner(3, 1, false, 53).len() as u64;
     for _ in 0..2 {
         rig.ports.peers[(UPLINK - 1) as usize].send(&tunnelled.frame());
@@ -775,12 +780,7 @@ fn a_popped_packet_counts_as_received_by_its_tunnel_port() {
 fn a_packet_outs_tunnel_packet_is_popped_and_looked_up_again() {
     let rules = vec!["priority=4,in_port=3,actions=output:1".to_string()];
     let rig = rig(&rules);
-    let tunnelled = Packet::Tunnelled {
-        from_remote: true,
-        vni: VNI,
-        src: 3,
-        dst: 1,
-    };
+    let tunnelled = from_the_remote();
     let frame = tunnelled.frame();
     let mut key = FlowKey::default();
     extract(&frame, 1, None, &mut key).unwrap();
