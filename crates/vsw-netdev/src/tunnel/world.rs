@@ -143,16 +143,6 @@ pub(crate) struct Snapshot {
     pub listen: TunnelPorts,
 }
 
-/// Which open tunnel port a decapsulated packet is for.
-pub(crate) enum PortFor {
-    /// Its place in the snapshot's `ports` (and `names`).
-    Port(usize),
-    /// From a remote end of a port of its kind, with a VNI none of them has.
-    UnknownVni,
-    /// From no remote end of any port: the host's own (a tunnel device of its own).
-    Host,
-}
-
 impl Snapshot {
     /// Whether `p` takes packets of `kind` from `src`.
     fn from_remote(p: &PortEnd, kind: TunnelKind, src: IpAddr) -> bool {
@@ -165,25 +155,14 @@ impl Snapshot {
 
     /// The port a packet of `kind` from `src` with VNI `vni` is for: the first that
     /// takes both (ports in name order).
-    pub(crate) fn port_for(&self, kind: TunnelKind, src: IpAddr, vni: u32) -> PortFor {
-        let keyed = |p: &PortEnd| match p.config.key {
-            FromFlow::Fixed(k) => k == vni,
-            FromFlow::Flow => true,
-        };
-        let mut remote = false;
-        for (i, p) in self.ports.iter().enumerate() {
-            if Snapshot::from_remote(p, kind, src) {
-                if keyed(p) {
-                    return PortFor::Port(i);
+    pub(crate) fn port_for(&self, kind: TunnelKind, src: IpAddr, vni: u32) -> Option<usize> {
+        self.ports.iter().position(|p| {
+            Snapshot::from_remote(p, kind, src)
+                && match p.config.key {
+                    FromFlow::Fixed(k) => k == vni,
+                    FromFlow::Flow => true,
                 }
-                remote = true;
-            }
-        }
-        if remote {
-            PortFor::UnknownVni
-        } else {
-            PortFor::Host
-        }
+        })
     }
 }
 
@@ -773,7 +752,7 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         let snap = self.snapshot();
         match snap.port_for(kind, src, key.tun_id as u32) {
             // The key's tunnel ID is the VNI (24 bits): no other is any port's.
-            PortFor::Port(i) if key.tun_id <= 0x00ff_ffff => snap.names.get(i).cloned(),
+            Some(i) if key.tun_id <= 0x00ff_ffff => snap.names.get(i).cloned(),
             _ => {
                 if passing {
                     self.count_drop(TunnelDrop::UnknownVni);
