@@ -72,8 +72,7 @@ pub fn receive_point(in_port: u32) -> Option<bool> {
     match in_port {
         VXLAN_RECEIVE => Some(false),
         GENEVE_RECEIVE => Some(true),
-        p if (RECEIVE6_BASE..RECEIVE6_BASE + 2 * MAX_REMOTES6).contains(&p) => Some(p & 1 == 1),
-        _ => None,
+        p => remote6_of(p).map(|_| p & 1 == 1),
     }
 }
 
@@ -85,12 +84,8 @@ pub fn remote6_of(in_port: u32) -> Option<u32> {
 }
 
 /// The value of Geneve option `(class, type)` among `options` (whole TLVs), as
-/// `tun_metadata0` holds it: 0 when there is none of its length (4 bytes).
-pub fn option_value(options: &[u8], option: (u16, u8)) -> u32 {
-    option_found(options, option).unwrap_or(0)
-}
-
-/// [`option_value`], `None` when the packet carries no such option.
+/// `tun_metadata0` holds it; `None` when the packet carries none of its length (4
+/// bytes).
 fn option_found(options: &[u8], (class, kind): (u16, u8)) -> Option<u32> {
     vsw_packet::wire::geneve::options(options)
         .filter_map(Result::ok)

@@ -202,6 +202,7 @@ impl Pmd {
                                 gro_tunnel: Default::default(),
                                 clock: BatchClock::new(snap.tx_interval(port.no)),
                                 auto: false,
+                                asked_tunnel_tso: false,
                             },
                         )
                     }
@@ -730,10 +731,8 @@ impl Worker {
             );
         }
         credit_tally(&mut tally, outputs, now_ms);
-        if sent > 0 {
-            outputs.send_all();
-            shared.punts.injected_done(sent as u64);
-        }
+        outputs.send_all();
+        shared.punts.injected_done(sent as u64);
     }
 }
 

@@ -34,6 +34,8 @@ pub(super) struct LocalTx {
     pub(super) clock: BatchClock,
     /// `auto` for a receiver that may poll: no batching while it does.
     pub(super) auto: bool,
+    /// The queue was asked to learn to take tunnel super-frames (once is enough).
+    pub(super) asked_tunnel_tso: bool,
 }
 
 /// What staging on a transmit queue sent and lost, and the PMD's time for this
@@ -171,6 +173,19 @@ impl Outputs {
         self.stage_prepared(port, data, meta, plan);
     }
 
+    /// Hands a packet to `port`'s queue as it is, the egress stage not asked (a
+    /// push that could not be made: the tunnel port's queue drops it, once, not
+    /// cut first).
+    #[cold]
+    pub(super) fn stage_as_is(&mut self, port: u32, data: &[u8], meta: &PacketMeta) {
+        let Some(tx) = self.by_port.get_mut(port) else {
+            self.tally.lost += 1;
+            return;
+        };
+        tx.flush_gro(&mut self.tally);
+        tx.stage_ready(data, meta, &mut self.tally);
+    }
+
     /// Anything but a packet as it is: it leaves after what the merge holds.
     #[cold]
     pub(super) fn stage_prepared(
@@ -202,7 +217,8 @@ impl Outputs {
                 count_cut(result, &stats, tally);
             }
             Egress::CutTunnel(t, mss) => {
-                if !tx.offloads.tunnel_tso {
+                if !tx.offloads.tunnel_tso && !tx.asked_tunnel_tso {
+                    tx.asked_tunnel_tso = true;
                     tx.queue.learn_tunnel_tso();
                 }
                 let plain = meta.without_offloads();
@@ -274,6 +290,7 @@ impl Outputs {
     ) -> Push {
         match self.by_port.get_mut(header.tunnel_port) {
             Some(tx) => egress::push_plan(header, frame, vnet, headroom, tx.offloads.mtu),
+            // No such port here: `stage_as_is` counts the loss.
             None => Push::ByQueue,
         }
     }

@@ -421,13 +421,16 @@ impl Pass<'_, '_, '_> {
                             if let Push::Shrink(mss) = plan {
                                 self.scratch.vnet.gso_size = mss as u16;
                             }
-                            self.outputs
-                                .count_tunnel_packet(header, self.scratch.data().len());
+                            let inner_len = self.scratch.data().len();
                             let id = self.outputs.tunnel_ip_id;
                             self.outputs.tunnel_ip_id = id.wrapping_add(1);
                             // The outer packet came through no tunnel.
                             tunnel = TunnelKey::default();
-                            self.scratch.push_tunnel(&header.template, id)
+                            let pushed = self.scratch.push_tunnel(&header.template, id);
+                            if pushed.is_ok() {
+                                self.outputs.count_tunnel_packet(header, inner_len);
+                            }
+                            pushed
                         }
                         Push::Split(_) | Push::CutTunnel(..) => {
                             // Each part runs the push and what follows it in this
@@ -449,7 +452,7 @@ impl Pass<'_, '_, '_> {
                                 vlan: None,
                                 tunnel,
                             };
-                            self.outputs.stage(header.tunnel_port, frame, &meta);
+                            self.outputs.stage_as_is(header.tunnel_port, frame, &meta);
                             // The underlay's actions were for the outer packet, which
                             // is not made (the tunnel port's queue drops the packet).
                             at = end_of_copy(actions, at);

@@ -604,11 +604,11 @@ impl TunnelWorld {
 }
 
 /// What translation asks of the tunnels (native push and pop), answered from the
-/// snapshot as the tunnel ports' and LOCAL ports' queues would decide.
+/// snapshot.
 impl vsw_datapath::TunnelEgress for TunnelWorld {
     /// ARP and neighbour discovery an underlay bridge sends to its LOCAL port,
-    /// addressed to its own addresses, teach its neighbour table (as the LOCAL
-    /// port's check learns them, `local.rs`); every field that decides it is
+    /// addressed to its own addresses, teach its neighbour table; every field that
+    /// decides it is
     /// matched, so each neighbour's message is a flow of its own, seen when it
     /// passes.
     fn snoop(
@@ -648,9 +648,8 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     }
 
     /// Whether a packet (`key`) bridge `bridge` sends to its LOCAL port is one a
-    /// tunnel port takes, decapsulated in the datapath: what to take off. As the
-    /// LOCAL port's own check decides (`local.rs`), by the outer packet's fields:
-    /// IPv4 (the key carries IPv4 tunnels), UDP to a port tunnels listen on, from the
+    /// tunnel port takes, decapsulated in the datapath: what to take off. By the
+    /// outer packet's fields: IPv4 or IPv6, UDP to a port tunnels listen on, from the
     /// remote end of a port of that kind (over IPv4 or IPv6: an IPv6 one comes in on
     /// a receive point of its own). For Geneve, the options the bridges of the
     /// ports with that remote end name `tun_metadata0`: the datapath reads the
