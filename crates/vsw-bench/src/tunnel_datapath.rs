@@ -166,8 +166,8 @@ pub fn measure(case: Case, seconds: f64, core: usize, pin: bool) -> anyhow::Resu
                 ("key", "42".into()),
             ])?,
         )?;
-        let (local_a, reg_la) = open_local(&world, BRIDGE_A, ring_port(0, 64));
-        let (local_b, reg_lb) = open_local(&world, BRIDGE_B, ring_port(0, 64));
+        let (local_a, reg_la) = (ring_port(0, 64), open_local(&world, BRIDGE_A));
+        let (local_b, reg_lb) = (ring_port(0, 64), open_local(&world, BRIDGE_B));
         registrations = Some((reg_a, reg_b, reg_la, reg_lb));
         let stats = || Arc::new(PortStats::default());
         dp.add_port(PortHandle::new(5, "vxb", port_b, stats()))?;

@@ -67,7 +67,7 @@ impl PortDevice for TapDevice {
         if !self.internal {
             return Ok(queues);
         }
-        let (queues, registration) = crate::tunnel::open_local(&self.tunnels, &self.name, queues);
+        let registration = crate::tunnel::open_local(&self.tunnels, &self.name);
         self.registration = Some(registration);
         Ok(queues)
     }

@@ -6,27 +6,21 @@
 
 use std::sync::Arc;
 
-use vsw_datapath::PortQueues;
 use vsw_packet::MacAddr;
 
 use super::world::{BridgeEnd, Registration, TunnelWorld};
 
-/// Makes internal port `name`'s bridge an underlay of `world`'s tunnels; the
-/// registration is what closes it again. Its queues are returned as they are.
-pub fn open_local(
-    world: &Arc<TunnelWorld>,
-    name: &str,
-    queues: PortQueues,
-) -> (PortQueues, Registration) {
+/// Makes internal port `name`'s bridge an underlay of `world`'s tunnels (its
+/// queues stay the host's); the registration is what closes it again.
+pub fn open_local(world: &Arc<TunnelWorld>, name: &str) -> Registration {
     let mac = crate::interface::mac(name).unwrap_or(MacAddr::ZERO);
-    let registration = world.register_bridge(
+    world.register_bridge(
         name,
         BridgeEnd {
             mac,
             addresses: Vec::new(),
         },
-    );
-    (queues, registration)
+    )
 }
 
 /// Internal port `name`, opened as `registration`, is closed: tunnels no longer reach
@@ -40,29 +34,22 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
     use std::net::{IpAddr, Ipv4Addr};
-    use vsw_datapath::memory::memory_port;
     use vsw_packet::key::{extract, FlowKey};
     use vsw_packet::tunnel::TunnelKind;
     use vsw_packet::EtherType;
     use vsw_tunnel::config::TunnelConfig;
     use vsw_tunnel::metadata::MetadataOption;
 
-    /// An underlay bridge `bridge` of `world` (its LOCAL port in front of a memory
-    /// port) whose route table is `subnet dev bridge src=src`.
-    fn underlay(
-        world: &Arc<TunnelWorld>,
-        bridge: &str,
-        subnet: &str,
-        src: &str,
-    ) -> (vsw_datapath::memory::MemoryPeer, PortQueues, Registration) {
-        let (host_queues, host) = memory_port(1024);
-        let (local, local_reg) = open_local(world, bridge, host_queues);
+    /// An underlay bridge `bridge` of `world` whose route table is
+    /// `subnet dev bridge src=src`.
+    fn underlay(world: &Arc<TunnelWorld>, bridge: &str, subnet: &str, src: &str) -> Registration {
+        let local_reg = open_local(world, bridge);
         let mut routes = vsw_tunnel::route::RouteTable::default();
         routes
             .add_from_args(&[subnet.to_string(), bridge.to_string(), format!("src={src}")])
             .unwrap();
         world.set_routes(std::sync::Arc::new(routes));
-        (host, local, local_reg)
+        local_reg
     }
 
     /// Natively (translation asking the tunnels' state): a next hop without a MAC
@@ -73,8 +60,7 @@ mod tests {
     fn a_next_hop_without_a_mac_is_a_native_drop_and_an_ask_through_its_bridge() {
         use vsw_datapath::{NoWay, TunnelEgress};
         let world = TunnelWorld::new();
-        let (_host, _local, local_reg) =
-            underlay(&world, "vsw-ut-askbr", "198.18.82.0/24", "198.18.82.2");
+        let local_reg = underlay(&world, "vsw-ut-askbr", "198.18.82.0/24", "198.18.82.2");
         let options = BTreeMap::from([("remote_ip".to_string(), "198.18.82.9".to_string())]);
         let config = TunnelConfig::parse(TunnelKind::Vxlan, &options).unwrap();
         let (tunnel, tunnel_reg) =
@@ -194,8 +180,7 @@ mod tests {
     fn a_geneve_pop_reads_the_option_the_remote_ends_ports_bridges_name() {
         use vsw_datapath::TunnelEgress;
         let world = TunnelWorld::new();
-        let (_host, _local, local_reg) =
-            underlay(&world, "vsw-ut-popbr", "198.18.83.0/24", "198.18.83.2");
+        let local_reg = underlay(&world, "vsw-ut-popbr", "198.18.83.0/24", "198.18.83.2");
         let geneve_to = |remote: &str| {
             let options = BTreeMap::from([("remote_ip".to_string(), remote.to_string())]);
             TunnelConfig::parse(TunnelKind::Geneve, &options).unwrap()
@@ -258,8 +243,7 @@ mod tests {
         use vsw_datapath::tunnel_pop::{receive_point, remote6_of};
         use vsw_datapath::TunnelEgress;
         let world = TunnelWorld::new();
-        let (_host, _local, local_reg) =
-            underlay(&world, "vsw-ut-v6br", "fd00:84::/64", "fd00:84::2");
+        let local_reg = underlay(&world, "vsw-ut-v6br", "fd00:84::/64", "fd00:84::2");
         let mut open = Vec::new();
         for (name, remote) in [("vsw-ut-v6a", "fd00:84::10"), ("vsw-ut-v6b", "fd00:84::11")] {
             let options = BTreeMap::from([("remote_ip".to_string(), remote.to_string())]);
@@ -317,8 +301,7 @@ mod tests {
     fn arp_to_an_underlay_bridges_own_address_is_snooped_in_translation() {
         use vsw_datapath::TunnelEgress;
         let world = TunnelWorld::new();
-        let (_host, _local, local_reg) =
-            underlay(&world, "vsw-ut-snbr", "198.18.85.0/24", "198.18.85.2");
+        let local_reg = underlay(&world, "vsw-ut-snbr", "198.18.85.0/24", "198.18.85.2");
         let reply = |spa: [u8; 4], tpa: [u8; 4]| FlowKey {
             dl_type: EtherType::ARP,
             nw_proto: 2,
@@ -386,8 +369,7 @@ mod tests {
     fn what_the_rules_set_decides_a_native_way_out() {
         use vsw_datapath::{NoWay, TunnelEgress};
         let world = TunnelWorld::new();
-        let (_host, _local, local_reg) =
-            underlay(&world, "vsw-ut-wbr", "198.18.86.0/24", "198.18.86.2");
+        let local_reg = underlay(&world, "vsw-ut-wbr", "198.18.86.0/24", "198.18.86.2");
         for last in [10u8, 11] {
             world.neighbour_set(
                 IpAddr::V4(Ipv4Addr::new(198, 18, 86, last)),
@@ -491,8 +473,8 @@ mod tests {
         crate::tunnel::close_tunnel(&world, "vsw-ut-reopen", new_reg);
         assert!(!listed());
         // The same for an underlay bridge.
-        let (_q1, r1) = open_local(&world, "vsw-ut-reopenbr", memory_port(16).0);
-        let (_q2, r2) = open_local(&world, "vsw-ut-reopenbr", memory_port(16).0);
+        let r1 = open_local(&world, "vsw-ut-reopenbr");
+        let r2 = open_local(&world, "vsw-ut-reopenbr");
         close_local(&world, "vsw-ut-reopenbr", r1);
         assert!(world.snapshot().bridges.contains_key("vsw-ut-reopenbr"));
         close_local(&world, "vsw-ut-reopenbr", r2);
