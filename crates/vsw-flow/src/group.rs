@@ -57,6 +57,9 @@ pub struct GroupSpec {
     pub id: u32,
     pub kind: GroupType,
     pub buckets: Vec<Bucket>,
+    /// The buckets as the front end that installed the group wrote them, to be
+    /// given back as written (group descriptions); not kept: said from what they do.
+    pub as_written: crate::rule::Written,
 }
 
 /// Counters of one bucket or group.
@@ -151,7 +154,12 @@ pub fn parse_group(text: &str, ports: &dyn PortResolver) -> Result<GroupSpec, Fl
     for part in parts {
         buckets.push(parse_bucket(part.trim().trim_end_matches(','), ports)?);
     }
-    let spec = GroupSpec { id, kind, buckets };
+    let spec = GroupSpec {
+        id,
+        kind,
+        buckets,
+        as_written: Default::default(),
+    };
     spec.check()?;
     Ok(spec)
 }

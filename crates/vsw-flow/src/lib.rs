@@ -31,7 +31,7 @@ pub use mac_table::{Learned, MacTable};
 pub use matching::Match;
 pub use meter::{format_meter, parse_meter, Band, BandType, MeterSpec};
 pub use pipeline::{GroupError, MeterError, Pipeline};
-pub use rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
+pub use rule::{AsWritten, FlowSpec, Rule, RuleStats, Written, MAX_TABLE};
 pub use syntax::{
     check_actions, check_flow, parse_actions, parse_actions_unchecked, parse_flow, parse_match,
     FlowSyntaxError, PortResolver, Selection,

@@ -13,7 +13,7 @@ use crate::error::FlowSyntaxError;
 use crate::group::{Group, GroupSpec};
 use crate::matching::Match;
 use crate::meter::MeterSpec;
-use crate::rule::{FlowSpec, Rule, RuleStats, MAX_TABLE};
+use crate::rule::{FlowSpec, Rule, RuleStats, Written, MAX_TABLE};
 use crate::syntax::Selection;
 
 /// The rule a new switch starts with: every packet to NORMAL, below any other rule.
@@ -285,12 +285,14 @@ impl Pipeline {
 
     /// Gives the selected rules other actions (`ovs-ofctl mod-flows`, an OpenFlow
     /// modify): `actions` says which for each rule (read against its match), and
-    /// may refuse; then nothing changes. Returns how many rules changed.
+    /// may refuse; then nothing changes. `written` is how the front end wrote them
+    /// (not kept: said from what they do). Returns how many rules changed.
     pub fn modify(
         &mut self,
         selection: &Selection,
         strict: bool,
         reset_counts: bool,
+        written: &Written,
         actions: &dyn Fn(&Rule) -> Result<Vec<Action>, FlowSyntaxError>,
     ) -> Result<usize, FlowSyntaxError> {
         let picked = self.select(selection, strict);
@@ -305,7 +307,7 @@ impl Pipeline {
                     });
                 }
             }
-            changed.push(r.with_actions(new, reset_counts));
+            changed.push(r.with_actions(new, written.clone(), reset_counts));
         }
         for (old, new) in picked.iter().zip(changed) {
             let replaced = self.tables[usize::from(old.spec.table)].replace(old, new);
@@ -540,6 +542,7 @@ mod selection_tests {
                 },
                 false,
                 false,
+                &Written::default(),
                 &to_3,
             )
             .unwrap();
@@ -553,26 +556,38 @@ mod selection_tests {
         assert_eq!(kept.seq, before[0].seq, "its place is kept");
         // Strict, reset counts: only the exact match.
         let n = p
-            .modify(&sel("priority=5,in_port=1"), true, true, &|r: &Rule| {
-                parse_actions("drop", &no_names, &r.spec.matcher)
-            })
+            .modify(
+                &sel("priority=5,in_port=1"),
+                true,
+                true,
+                &Written::default(),
+                &|r: &Rule| parse_actions("drop", &no_names, &r.spec.matcher),
+            )
             .unwrap();
         assert_eq!(n, 2, "one per table");
         let reset = p.select(&sel("cookie=7"), false);
         assert_eq!(reset[0].stats.packets(), 0);
         // A refused action changes nothing.
-        let bad = p.modify(&sel("in_port=1"), false, false, &|r: &Rule| {
-            parse_actions("mod_tp_dst:80", &no_names, &r.spec.matcher)
-        });
+        let bad = p.modify(
+            &sel("in_port=1"),
+            false,
+            false,
+            &Written::default(),
+            &|r: &Rule| parse_actions("mod_tp_dst:80", &no_names, &r.spec.matcher),
+        );
         assert!(bad.is_err());
         assert_eq!(
             p.select(&sel("tcp"), false)[0].spec.actions,
             vec![Action::Output(3)]
         );
         // goto_table backwards from table 1.
-        let back = p.modify(&sel("table=1"), false, false, &|_: &Rule| {
-            Ok(vec![Action::GotoTable(1)])
-        });
+        let back = p.modify(
+            &sel("table=1"),
+            false,
+            false,
+            &Written::default(),
+            &|_: &Rule| Ok(vec![Action::GotoTable(1)]),
+        );
         assert!(back.is_err());
     }
 

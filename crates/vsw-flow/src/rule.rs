@@ -1,4 +1,6 @@
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::action::Action;
 use crate::matching::Match;
@@ -23,6 +25,55 @@ pub struct FlowSpec {
     pub cookie: u64,
     /// Tell the OpenFlow controllers when the rule goes (OFPFF_SEND_FLOW_REM).
     pub send_flow_rem: bool,
+    /// How the front end that installed the rule wrote it, to be given back as
+    /// written (not part of what the rule does).
+    pub as_written: AsWritten,
+}
+
+/// One half of a rule (or a group's buckets) as a front end wrote it, in that front
+/// end's own form — or nothing, for what was written another way: opaque here, read
+/// back only by the front end that made it. Equal to every other: two rules that
+/// differ only in how they were written are the same rule.
+#[derive(Clone, Default)]
+pub struct Written(Option<Arc<dyn Any + Send + Sync>>);
+
+impl Written {
+    pub fn new<T: Any + Send + Sync>(form: T) -> Written {
+        Written(Some(Arc::new(form)))
+    }
+
+    /// The form, if one was kept and it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.as_deref()?.downcast_ref()
+    }
+}
+
+impl PartialEq for Written {
+    fn eq(&self, _: &Written) -> bool {
+        true
+    }
+}
+
+impl Eq for Written {}
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Written(..)"
+        } else {
+            "Written(none)"
+        })
+    }
+}
+
+/// A rule as its front end wrote it — for an OpenFlow controller, the match's fields
+/// in their order with exactly the masks it gave, and its instructions with every
+/// argument — so that statistics and removals echo it byte for byte, where vsw's
+/// own [`Match`] and [`Action`]s keep only what a rule does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AsWritten {
+    pub matcher: Written,
+    pub actions: Written,
 }
 
 impl FlowSpec {
@@ -36,6 +87,7 @@ impl FlowSpec {
             hard_timeout: 0,
             cookie: 0,
             send_flow_rem: false,
+            as_written: AsWritten::default(),
         }
     }
 }
@@ -116,13 +168,15 @@ impl Rule {
             > (other.spec.priority, std::cmp::Reverse(other.seq))
     }
 
-    /// The rule with other actions (an OpenFlow modify): the same match, priority,
-    /// cookie, timeouts, age and place; its counters kept unless `reset_counts`.
-    pub fn with_actions(&self, actions: Vec<Action>, reset_counts: bool) -> Rule {
-        let spec = FlowSpec {
+    /// The rule with other actions (an OpenFlow modify), written as `written`: the
+    /// same match, priority, cookie, timeouts, age and place; its counters kept unless
+    /// `reset_counts`.
+    pub fn with_actions(&self, actions: Vec<Action>, written: Written, reset_counts: bool) -> Rule {
+        let mut spec = FlowSpec {
             actions,
             ..self.spec.clone()
         };
+        spec.as_written.actions = written;
         Rule {
             rewrites: spec.actions.iter().any(Action::rewrites),
             spec,

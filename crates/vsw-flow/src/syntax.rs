@@ -347,6 +347,7 @@ pub fn parse_flow(text: &str, ports: &dyn PortResolver) -> Result<FlowSpec, Flow
             Some((v, u64::MAX)) => v,
             Some(_) => return Err(FlowSyntaxError::NotInFlow("a cookie mask")),
         },
+        as_written: Default::default(),
     };
     check_flow(&spec)?;
     Ok(spec)

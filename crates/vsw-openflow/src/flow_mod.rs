@@ -9,11 +9,13 @@ use crate::version::Version;
 
 pub const OFPT_FLOW_MOD: u8 = 14;
 
-/// Special port numbers (`ofp_port_no`).
 /// Flow-mod flags.
 pub const OFPFF_SEND_FLOW_REM: u16 = 1 << 0;
 pub const OFPFF_CHECK_OVERLAP: u16 = 1 << 1;
 pub const OFPFF_RESET_COUNTS: u16 = 1 << 2;
+pub const OFPFF_NO_PKT_COUNTS: u16 = 1 << 3;
+pub const OFPFF_NO_BYT_COUNTS: u16 = 1 << 4;
+/// Special port numbers (`ofp_port_no`).
 pub const OFPP_MAX: u32 = 0xffff_ff00;
 pub const OFPP_IN_PORT: u32 = 0xffff_fff8;
 pub const OFPP_TABLE: u32 = 0xffff_fff9;

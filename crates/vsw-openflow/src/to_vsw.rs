@@ -12,12 +12,13 @@
 use std::net::Ipv4Addr;
 
 use vsw_flow::{
-    Action as VswAction, Band, BandType, Bucket, FlowSpec, FlowSyntaxError, GroupSpec, GroupType,
-    Match, MeterSpec, Selection,
+    Action as VswAction, AsWritten, Band, BandType, Bucket, FlowSpec, FlowSyntaxError, GroupSpec,
+    GroupType, Match, MeterSpec, Selection,
 };
 use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::{FlowKey, MacAddr};
 
+use crate::as_written::{written_buckets, written_instructions, written_match};
 use crate::flow_mod::{
     to_vsw_port, Action, BadFlowMod, Command, FlowMod, Instruction, OFPFF_SEND_FLOW_REM, OFPG_ANY,
     OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX,
@@ -325,6 +326,10 @@ pub fn flow_spec(fm: &FlowMod) -> Result<FlowSpec, BadFlowMod> {
         hard_timeout: fm.hard_timeout,
         send_flow_rem: fm.flags & OFPFF_SEND_FLOW_REM != 0,
         cookie: fm.cookie,
+        as_written: AsWritten {
+            matcher: written_match(fm),
+            actions: written_instructions(fm),
+        },
     };
     vsw_flow::check_flow(&spec).map_err(refusal)?;
     Ok(spec)
@@ -433,6 +438,7 @@ pub fn group_spec(gm: &GroupMod) -> Result<GroupSpec, BadGroupMod> {
         id: gm.group_id,
         kind,
         buckets,
+        as_written: written_buckets(gm),
     };
     spec.check().map_err(|_| match kind {
         GroupType::FastFailover => BadGroupMod::BadWatch,

@@ -3,14 +3,15 @@
 //! slow path and handed to a PMD.
 
 use vsw_flow::{GroupError, MeterError};
+use vsw_openflow::as_written::{
+    echo_group_desc, echo_instructions, echo_match, written_instructions,
+};
 use vsw_openflow::flow_mod::{
     to_of_port, to_vsw_port, BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS,
-    OFPFF_SEND_FLOW_REM, OFPG_ANY, OFPP_ANY,
+    OFPG_ANY, OFPP_ANY,
 };
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
-use vsw_openflow::from_vsw::{
-    group_desc_from_vsw, instructions_from_actions, meter_config_from_vsw, oxm_from_match,
-};
+use vsw_openflow::from_vsw::meter_config_from_vsw;
 use vsw_openflow::group_mod::{
     BadGroupMod, GroupCommand, GroupDescEntry, GroupMod, GroupStatsEntry, OFPG_ALL,
 };
@@ -51,6 +52,7 @@ fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
         },
         Command::Modify | Command::ModifyStrict => FlowChange::Modify {
             actions: modify_actions(fm)?,
+            written: written_instructions(fm),
             // OpenFlow has modifies ignore the output port and group.
             selection: selection(&SelectionParts {
                 out_port: OFPP_ANY,
@@ -238,7 +240,7 @@ impl Bridge for SwitchBridge<'_> {
             .group_specs()
             .iter()
             .filter(|g| id == OFPG_ALL || g.id == id)
-            .map(group_desc_from_vsw)
+            .map(echo_group_desc)
             .collect()
     }
 
@@ -278,24 +280,24 @@ impl Bridge for SwitchBridge<'_> {
             matcher: &req.matcher,
         })?;
         let (rules, now) = self.sw().select_rules(&sel, false);
-        Ok(Box::new(rules.into_iter().map(move |r| FlowStatsEntry {
-            table_id: r.spec.table,
-            duration_ms: r.duration_ms(now),
-            idle_ms: r.idle_age_s(now) * 1000,
-            priority: r.spec.priority,
-            idle_timeout: r.spec.idle_timeout,
-            hard_timeout: r.spec.hard_timeout,
-            flags: if r.spec.send_flow_rem {
-                OFPFF_SEND_FLOW_REM
-            } else {
-                0
-            },
-            importance: 0,
-            cookie: r.spec.cookie,
-            packet_count: r.stats.packets(),
-            byte_count: r.stats.bytes(),
-            matcher: oxm_from_match(&r.spec.matcher),
-            instructions: instructions_from_actions(&r.spec.actions),
+        Ok(Box::new(rules.into_iter().map(move |r| {
+            // As the controller wrote it.
+            let (matcher, flags, importance) = echo_match(&r.spec);
+            FlowStatsEntry {
+                table_id: r.spec.table,
+                duration_ms: r.duration_ms(now),
+                idle_ms: r.idle_age_s(now) * 1000,
+                priority: r.spec.priority,
+                idle_timeout: r.spec.idle_timeout,
+                hard_timeout: r.spec.hard_timeout,
+                flags,
+                importance,
+                cookie: r.spec.cookie,
+                packet_count: r.stats.packets(),
+                byte_count: r.stats.bytes(),
+                matcher,
+                instructions: echo_instructions(&r.spec),
+            }
         })))
     }
 

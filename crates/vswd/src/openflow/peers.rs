@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 use crate::switch::{Removal, RemovedFlow};
 use vsw_datapath::Punted;
 use vsw_ofproto::{Backer, BridgeSlot, Ofproto, PuntReason};
+use vsw_openflow::as_written::echo_match;
 use vsw_openflow::flow_stats::{
     FlowRemoved, OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
     OFPRR_METER_DELETE,
 };
-use vsw_openflow::from_vsw::oxm_from_match;
 use vsw_openflow::message::{OFPPR_ADD, OFPPR_DELETE, OFPPR_MODIFY};
 use vsw_openflow::oxs::FlowCounts;
 use vsw_openflow::packet::{OFPR_ACTION, OFPR_GROUP, OFPR_NO_MATCH, OFPR_PACKET_OUT};
@@ -454,7 +454,7 @@ impl Peers {
                     idle_timeout: r.spec.idle_timeout,
                     hard_timeout: r.spec.hard_timeout,
                     cookie: r.spec.cookie,
-                    matcher: oxm_from_match(&r.spec.matcher),
+                    matcher: echo_match(&r.spec).0,
                     counts: FlowCounts {
                         duration_ms: r.duration_ms(f.at_ms),
                         idle_ms: r.idle_age_s(f.at_ms) * 1000,

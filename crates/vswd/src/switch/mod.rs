@@ -134,6 +134,8 @@ pub enum FlowChange {
     Modify {
         selection: Selection,
         actions: Vec<vsw_flow::Action>,
+        /// How the front end wrote the actions (not kept: said from what they do).
+        written: vsw_flow::Written,
         strict: bool,
         reset_counts: bool,
     },

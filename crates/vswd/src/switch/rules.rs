@@ -123,6 +123,7 @@ impl Switch {
             selection: parse_match(selection.trim_end_matches(','), &names)?,
             // Checked against each selected rule's match when they replace its own.
             actions: vsw_flow::parse_actions_unchecked(actions, &names)?,
+            written: Default::default(),
             strict,
             reset_counts,
         };
@@ -231,6 +232,7 @@ impl Switch {
             FlowChange::Modify {
                 selection,
                 actions,
+                written,
                 strict,
                 reset_counts,
             } => {
@@ -257,7 +259,7 @@ impl Switch {
                         return Err(SwitchError::TooLarge("flow"));
                     }
                 }
-                let n = pipeline.modify(selection, *strict, *reset_counts, &|r| {
+                let n = pipeline.modify(selection, *strict, *reset_counts, written, &|r| {
                     with_actions(r).map(|s| s.actions)
                 })?;
                 touched.extend(picked.iter().map(key));
