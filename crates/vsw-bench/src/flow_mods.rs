@@ -49,15 +49,27 @@ fn flow_count(aggregate: &str) -> Option<u32> {
         .ok()
 }
 
+/// `ovs-ofctl`'s arguments that add the flows of `file` to `target`: one flow-mod
+/// and barrier after another, or (`bundle`) all in one atomic bundle.
+fn add_flows<'a>(target: &'a str, file: &'a str, bundle: bool) -> Vec<&'a str> {
+    if bundle {
+        vec!["-O", "OpenFlow14", "--bundle", "add-flows", target, file]
+    } else {
+        vec!["-O", "OpenFlow13", "add-flows", target, file]
+    }
+}
+
 /// vsw: the flows through its management socket.
-pub fn measure_vsw(vsw: &mut Vsw, file: &Path, n: u32) -> anyhow::Result<FlowModRun> {
+pub fn measure_vsw(vsw: &mut Vsw, file: &Path, n: u32, bundle: bool) -> anyhow::Result<FlowModRun> {
     vsw.launch(1 << vsw.pmd_cpu)?;
     let result = (|| {
         let target = format!("unix:{}", vsw.mgmt().display());
         run(&["ovs-ofctl", "-O", "OpenFlow13", "del-flows", &target])?;
         let file = file.to_str().context("path")?;
         let started = Instant::now();
-        run(&["ovs-ofctl", "-O", "OpenFlow13", "add-flows", &target, file])?;
+        let mut cmd = vec!["ovs-ofctl"];
+        cmd.extend(add_flows(&target, file, bundle));
+        run(&cmd)?;
         let seconds = started.elapsed().as_secs_f64();
         let agg = run(&["ovs-ofctl", "-O", "OpenFlow13", "dump-aggregate", &target])?;
         if flow_count(&agg) != Some(n) {
@@ -74,14 +86,19 @@ pub fn measure_vsw(vsw: &mut Vsw, file: &Path, n: u32) -> anyhow::Result<FlowMod
 }
 
 /// Open vSwitch (netdev): the flows through its bridge's management socket.
-pub fn measure_ovs(pmd_cpu: usize, file: &Path, n: u32) -> anyhow::Result<FlowModRun> {
+pub fn measure_ovs(
+    pmd_cpu: usize,
+    file: &Path,
+    n: u32,
+    bundle: bool,
+) -> anyhow::Result<FlowModRun> {
     let mut ovs = Ovs::new(false, pmd_cpu);
     ovs.launch("ovs-vswitchd", 1u64 << pmd_cpu, &[])?;
     let result = (|| {
         ovs.ofctl(&["-O", "OpenFlow13", "del-flows", "br0"])?;
         let file = file.to_str().context("path")?;
         let started = Instant::now();
-        ovs.ofctl(&["-O", "OpenFlow13", "add-flows", "br0", file])?;
+        ovs.ofctl(&add_flows("br0", file, bundle))?;
         let seconds = started.elapsed().as_secs_f64();
         let agg = ovs.ofctl(&["-O", "OpenFlow13", "dump-aggregate", "br0"])?;
         if flow_count(&agg) != Some(n) {

@@ -142,6 +142,10 @@ struct FlowModsArgs {
     /// The switches' PMD core.
     #[arg(long, default_value_t = 1)]
     pmd_cpu: usize,
+    /// All the flows in one atomic bundle (`ovs-ofctl -O OpenFlow14 --bundle
+    /// add-flows`), committed together.
+    #[arg(long)]
+    bundle: bool,
     /// Where vswd and vswctl are (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -401,9 +405,9 @@ fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
             let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
             for s in order {
                 let r = if s == 0 {
-                    measure_vsw(&mut vsw, &file, a.flows)?
+                    measure_vsw(&mut vsw, &file, a.flows, a.bundle)?
                 } else {
-                    measure_ovs(a.pmd_cpu, &file, a.flows)?
+                    measure_ovs(a.pmd_cpu, &file, a.flows, a.bundle)?
                 };
                 eprintln!("{}: {} flows in {:.2} s", r.switch, r.flows, r.seconds);
                 runs.push(r);

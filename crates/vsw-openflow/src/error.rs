@@ -56,6 +56,8 @@ pub enum Refusal {
     GroupMod(#[from] crate::group_mod::BadGroupMod),
     #[error(transparent)]
     MeterMod(#[from] crate::meter_mod::BadMeterMod),
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BadBundle),
 }
 
 impl Refusal {
@@ -81,6 +83,8 @@ impl Refusal {
             Refusal::FlowMod(e) => e.type_code(),
             Refusal::GroupMod(e) => e.type_code(),
             Refusal::MeterMod(e) => e.type_code(),
+            // As 1.4 on says it (`answer_in` says it in 1.3's words too).
+            Refusal::Bundle(e) => (crate::bundle::OFPET_BUNDLE_FAILED, e as u16),
         }
     }
 }

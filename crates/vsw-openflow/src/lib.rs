@@ -16,6 +16,7 @@
 
 pub mod as_written;
 pub mod async_config;
+pub mod bundle;
 pub mod connection;
 pub mod error;
 pub mod flow_mod;

@@ -7,6 +7,11 @@
 use crate::async_config::{
     AsyncConfig, OFPT_GET_ASYNC_REPLY, OFPT_GET_ASYNC_REQUEST, OFPT_SET_ASYNC,
 };
+use crate::bundle::{
+    BadBundle, BundleAdd, BundleCtrl, OFPET_BUNDLE_FAILED, OFPT_BUNDLE_ADD_MESSAGE,
+    OFPT_BUNDLE_CONTROL, ONFT_BUNDLE_ADD_MESSAGE, ONFT_BUNDLE_CONTROL, ONF_BUNDLE_ERROR_BASE,
+    ONF_VENDOR_ID,
+};
 use crate::error::{Refusal, ERROR_DATA_LEN};
 use crate::flow_mod::{FlowMod, OFPT_FLOW_MOD};
 use crate::flow_stats::FlowRemoved;
@@ -125,6 +130,10 @@ pub enum Message {
     TlvTableMod(TlvTableMod),
     TlvTableRequest,
     TlvTableReply(Vec<TlvMap>),
+    /// OFPT_BUNDLE_CONTROL (1.4 on; ONF's experimenter message in 1.3).
+    BundleControl(BundleCtrl),
+    /// OFPT_BUNDLE_ADD_MESSAGE (likewise).
+    BundleAdd(BundleAdd),
 }
 
 impl Message {
@@ -158,6 +167,19 @@ impl Message {
             Message::TlvTableMod(_) | Message::TlvTableRequest | Message::TlvTableReply(_) => {
                 OFPT_EXPERIMENTER
             }
+            Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
+            Message::BundleAdd(_) => OFPT_BUNDLE_ADD_MESSAGE,
+        }
+    }
+
+    /// Its type on the wire in `version`: 1.3's bundle messages are ONF's
+    /// experimenter messages.
+    fn kind_in(&self, version: u8) -> u8 {
+        match self {
+            Message::BundleControl(_) | Message::BundleAdd(_) if version < Version::V1_4.wire() => {
+                OFPT_EXPERIMENTER
+            }
+            _ => self.kind(),
         }
     }
 
@@ -168,7 +190,7 @@ impl Message {
         let mut out = Vec::with_capacity(32);
         Header {
             version,
-            kind: self.kind(),
+            kind: self.kind_in(version),
             length: 0,
             xid,
         }
@@ -248,6 +270,18 @@ impl Message {
             Message::PacketOut(p) => {
                 let v = Version::from_wire(version).unwrap_or(Version::V1_3);
                 p.encode_body(v, &mut out)
+            }
+            Message::BundleControl(c) => {
+                if version < Version::V1_4.wire() {
+                    onf_experimenter(&mut out, ONFT_BUNDLE_CONTROL);
+                }
+                c.encode_body(&mut out)
+            }
+            Message::BundleAdd(a) => {
+                if version < Version::V1_4.wire() {
+                    onf_experimenter(&mut out, ONFT_BUNDLE_ADD_MESSAGE);
+                }
+                a.encode_body(&mut out)
             }
         }
         // Nothing vsw sends is longer (packet-ins are cut to fit, replies are
@@ -387,9 +421,26 @@ impl Message {
                 let (req, _flags) = MultipartRequest::decode(body)?;
                 Ok(Message::MultipartRequest(req))
             }
+            OFPT_BUNDLE_CONTROL if version >= Version::V1_4 => {
+                Ok(Message::BundleControl(BundleCtrl::decode_body(&mut r)?))
+            }
+            OFPT_BUNDLE_ADD_MESSAGE if version >= Version::V1_4 => {
+                Ok(Message::BundleAdd(BundleAdd::decode_body(version, &mut r)?))
+            }
             OFPT_EXPERIMENTER => {
                 let vendor = r.u32().ok_or(Refusal::BadLen)?;
                 let subtype = r.u32().ok_or(Refusal::BadLen)?;
+                if vendor == ONF_VENDOR_ID && version == Version::V1_3 {
+                    return match subtype {
+                        ONFT_BUNDLE_CONTROL => {
+                            Ok(Message::BundleControl(BundleCtrl::decode_body(&mut r)?))
+                        }
+                        ONFT_BUNDLE_ADD_MESSAGE => {
+                            Ok(Message::BundleAdd(BundleAdd::decode_body(version, &mut r)?))
+                        }
+                        _ => Err(Refusal::BadExperimenterType),
+                    };
+                }
                 if vendor != crate::tlv::NX_VENDOR_ID {
                     return Err(Refusal::BadExperimenter);
                 }
@@ -408,6 +459,12 @@ impl Message {
     }
 }
 
+/// ONF's experimenter header (OpenFlow 1.3's bundle messages).
+fn onf_experimenter(out: &mut Vec<u8>, subtype: u32) {
+    out.extend_from_slice(&ONF_VENDOR_ID.to_be_bytes());
+    out.extend_from_slice(&subtype.to_be_bytes());
+}
+
 /// An experimenter message's header after OpenFlow's: Nicira's vendor ID and the
 /// message's subtype.
 fn experimenter(out: &mut Vec<u8>, subtype: u32) {
@@ -415,7 +472,36 @@ fn experimenter(out: &mut Vec<u8>, subtype: u32) {
     out.extend_from_slice(&subtype.to_be_bytes());
 }
 
+impl BadBundle {
+    /// The error answering `request` in `version`: OFPET_BUNDLE_FAILED from 1.4,
+    /// ONF's experimenter error in 1.3.
+    pub fn answer(self, version: Version, request: &[u8]) -> Message {
+        let code = self as u16;
+        let mut data = Vec::new();
+        let (kind, code) = if version >= Version::V1_4 {
+            (OFPET_BUNDLE_FAILED, code)
+        } else {
+            data.extend_from_slice(&ONF_VENDOR_ID.to_be_bytes());
+            (
+                crate::error::OFPET_EXPERIMENTER,
+                ONF_BUNDLE_ERROR_BASE + code,
+            )
+        };
+        data.extend_from_slice(&request[..request.len().min(ERROR_DATA_LEN)]);
+        Message::Error(ErrorMsg { kind, code, data })
+    }
+}
+
 impl Refusal {
+    /// The error message answering `request` in `version`: as [`Refusal::answer`],
+    /// but a bundle's refusal in 1.3 is ONF's experimenter error.
+    pub fn answer_in(self, version: Version, request: &[u8]) -> Message {
+        match self {
+            Refusal::Bundle(b) => b.answer(version, request),
+            other => other.answer(request),
+        }
+    }
+
     /// The error message answering `request` (the whole message as received).
     pub fn answer(self, request: &[u8]) -> Message {
         let (kind, code) = self.type_code();

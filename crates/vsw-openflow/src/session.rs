@@ -2,7 +2,13 @@
 //! out. The connection manager (to come) owns the socket and the timers; the switch
 //! gets the events this does not answer itself.
 
+use std::time::Instant;
+
 use crate::async_config::AsyncConfig;
+use crate::bundle::{
+    BadBundle, BundleAdd, BundleCtrl, BundleItem, Control, OpenBundles, OFPBCT_COMMIT_REPLY,
+    OFPBCT_COMMIT_REQUEST,
+};
 use crate::error::Refusal;
 use crate::flow_mod::{BadFlowMod, FlowMod};
 use crate::flow_stats::{FlowStatsEntry, FlowStatsRequest};
@@ -67,6 +73,12 @@ pub trait Bridge {
     /// The Geneve TLV map.
     fn tlv_table(&self) -> Vec<TlvMap> {
         Vec::new()
+    }
+    /// Carries out a committed bundle's messages in order, all of them or — when
+    /// one is refused — none (no packet sees part of them). `Err`: the index of the
+    /// message refused and why. A switch without bundles refuses every one.
+    fn commit_bundle(&mut self, _items: &[BundleItem]) -> Result<(), (usize, Refusal)> {
+        Err((0, Refusal::Bundle(BadBundle::MsgUnsup)))
     }
     /// This connection's role now (another's request may have changed it).
     fn role(&self) -> Role {
@@ -165,6 +177,8 @@ pub struct Session {
     next_xid: u32,
     /// A multipart reply not yet all written.
     streaming: Option<Streaming>,
+    /// Bundles opened and not yet committed or discarded.
+    bundles: OpenBundles,
 }
 
 impl Default for Session {
@@ -205,6 +219,7 @@ impl Session {
             pending: Vec::new(),
             next_xid: 1,
             streaming: None,
+            bundles: OpenBundles::default(),
         }
     }
 
@@ -367,13 +382,106 @@ impl Session {
                     out.extend(Refusal::FlowMod(e).answer(m).encode(version.wire(), h.xid));
                 }
             }
+            Ok(Message::BundleControl(c)) => {
+                let answer = self.bundle_control(version, m, &c, bridge);
+                for (msg, xid) in answer {
+                    out.extend(msg.encode(version.wire(), xid.unwrap_or(h.xid)));
+                }
+            }
+            Ok(Message::BundleAdd(a)) => {
+                if let Err(refusal) = self.bundle_add(version, h.xid, a, bridge) {
+                    out.extend(refusal.answer_in(version, m).encode(version.wire(), h.xid));
+                }
+            }
             Ok(msg) => self.answer(version, m, msg, bridge, out, events),
             Err(refusal) => {
                 // In the connection's version, with the request's xid.
-                out.extend(refusal.answer(m).encode(version.wire(), h.xid));
+                out.extend(refusal.answer_in(version, m).encode(version.wire(), h.xid));
             }
         }
         Ok(())
+    }
+
+    /// A bundle-control request: its reply, or its error — and for a commit one
+    /// of whose messages is refused, that message's own error (with its xid) before
+    /// the commit's MSG_FAILED. Each answer with its xid (`None`: the request's).
+    fn bundle_control(
+        &mut self,
+        version: Version,
+        m: &[u8],
+        c: &BundleCtrl,
+        bridge: &mut dyn Bridge,
+    ) -> Vec<(Message, Option<u32>)> {
+        let reply = |kind| {
+            vec![(
+                Message::BundleControl(BundleCtrl {
+                    bundle_id: c.bundle_id,
+                    kind,
+                    flags: c.flags,
+                }),
+                None,
+            )]
+        };
+        let refused = |b: BadBundle| {
+            tracing::info!(bundle = c.bundle_id, error = %b, "OpenFlow bundle request refused");
+            vec![(b.answer(version, m), None)]
+        };
+        if bridge.role() == Role::Slave && c.kind == OFPBCT_COMMIT_REQUEST {
+            return refused(BadBundle::Eperm);
+        }
+        match self.bundles.control(c, Instant::now()) {
+            Err(b) => refused(b),
+            Ok(Control::Reply(kind)) => reply(kind),
+            Ok(Control::Commit(items)) => {
+                let decoded: Vec<BundleItem> = items.iter().map(|(_, i)| i.clone()).collect();
+                match bridge.commit_bundle(&decoded) {
+                    Ok(()) => reply(OFPBCT_COMMIT_REPLY),
+                    Err((i, refusal)) => {
+                        tracing::info!(
+                            bundle = c.bundle_id,
+                            message = i,
+                            of = items.len(),
+                            error = %refusal,
+                            "OpenFlow bundle not committed: a message was refused, none was carried out"
+                        );
+                        let mut out = Vec::new();
+                        if let Some((raw, _)) = items.get(i) {
+                            let xid = Header::parse(raw).map(|h| h.xid);
+                            out.push((refusal.answer_in(version, raw), xid));
+                        }
+                        out.push((BadBundle::MsgFailed.answer(version, m), None));
+                        out
+                    }
+                }
+            }
+        }
+    }
+
+    /// A bundle-add: the message decoded and kept for the commit (flow-mods and
+    /// group-mods only), or why not.
+    fn bundle_add(
+        &mut self,
+        version: Version,
+        xid: u32,
+        a: BundleAdd,
+        bridge: &mut dyn Bridge,
+    ) -> Result<(), Refusal> {
+        if bridge.role() == Role::Slave {
+            return Err(BadBundle::Eperm.into());
+        }
+        let inner = Header::parse(&a.message).ok_or(BadBundle::MsgBadLen)?;
+        if inner.xid != xid {
+            return Err(BadBundle::MsgBadXid.into());
+        }
+        let item = match Message::decode(version, &a.message)? {
+            Message::FlowMod(fm) => BundleItem::Flow(fm),
+            Message::GroupMod(gm) => BundleItem::Group(gm),
+            _ => return Err(BadBundle::MsgUnsup.into()),
+        };
+        let raw = a.message.clone();
+        self.bundles
+            .add(&a, raw, item, Instant::now())
+            .map_err(Refusal::from)
     }
 
     fn hello(
@@ -589,7 +697,9 @@ impl Session {
             | Message::FlowRemoved(_)
             | Message::GroupMod(_)
             | Message::MeterMod(_)
-            | Message::FlowMod(_) => None,
+            | Message::FlowMod(_)
+            | Message::BundleControl(_)
+            | Message::BundleAdd(_) => None,
         };
         if let Some(r) = reply {
             out.extend(r.encode(v, h.xid));

@@ -6,6 +6,7 @@ use vsw_flow::{GroupError, MeterError};
 use vsw_openflow::as_written::{
     echo_group_desc, echo_instructions, echo_match, written_instructions,
 };
+use vsw_openflow::bundle::BundleItem;
 use vsw_openflow::flow_mod::{
     to_of_port, to_vsw_port, BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS,
     OFPG_ANY, OFPP_ANY,
@@ -35,7 +36,7 @@ const _: () = assert!(MetadataOption::LEN == vsw_openflow::tlv::MAX_OPTION_LEN a
 
 use super::peers::{Peer, Peers};
 use crate::protocol::Request;
-use crate::switch::{FlowChange, Switch, SwitchError};
+use crate::switch::{Change, FlowChange, Switch, SwitchError};
 use vsw_flow::FlowSyntaxError;
 
 /// A flow-mod as the switch carries it out.
@@ -78,6 +79,37 @@ fn flow_mod_error(e: SwitchError) -> BadFlowMod {
         SwitchError::Flow(FlowSyntaxError::GotoBackwards { .. }) => BadFlowMod::BadGotoTable,
         _ => BadFlowMod::Refused,
     }
+}
+
+/// The OpenFlow error for a group change the switch refused.
+fn group_mod_error(e: SwitchError) -> BadGroupMod {
+    tracing::info!(error = %e, "OpenFlow group-mod refused");
+    match e {
+        SwitchError::Group(GroupError::Exists(_)) => BadGroupMod::Exists,
+        SwitchError::Group(GroupError::Unknown(_)) => BadGroupMod::Unknown,
+        SwitchError::Group(GroupError::Loop(_)) => BadGroupMod::Loop,
+        _ => BadGroupMod::BadBucket,
+    }
+}
+
+/// A bundled message as the switch carries it out.
+fn bundle_change(item: &BundleItem) -> Result<Change, Refusal> {
+    Ok(match item {
+        BundleItem::Flow(fm) => Change::Flow(Box::new(flow_change(fm)?)),
+        BundleItem::Group(gm) => match gm.command {
+            GroupCommand::Add => Change::SetGroup {
+                spec: group_spec(gm)?,
+                modify: false,
+            },
+            GroupCommand::Modify => Change::SetGroup {
+                spec: group_spec(gm)?,
+                modify: true,
+            },
+            GroupCommand::Delete => {
+                Change::DelGroups((gm.group_id != OFPG_ALL).then_some(gm.group_id))
+            }
+        },
+    })
 }
 
 /// The switch as one connection's session asks it. Each request takes the switch's
@@ -162,14 +194,24 @@ impl Bridge for SwitchBridge<'_> {
                 group_id: (gm.group_id != OFPG_ALL).then_some(gm.group_id),
             }),
         };
-        done.map(|_| ()).map_err(|e| {
-            tracing::info!(error = %e, "OpenFlow group-mod refused");
-            match e {
-                SwitchError::Group(GroupError::Exists(_)) => BadGroupMod::Exists,
-                SwitchError::Group(GroupError::Unknown(_)) => BadGroupMod::Unknown,
-                SwitchError::Group(GroupError::Loop(_)) => BadGroupMod::Loop,
-                _ => BadGroupMod::BadBucket,
-            }
+        done.map(|_| ()).map_err(group_mod_error)
+    }
+
+    /// Through the same checks as flow-mods and group-mods one by one, carried out
+    /// in one change of the tables, all or none.
+    fn commit_bundle(&mut self, items: &[BundleItem]) -> Result<(), (usize, Refusal)> {
+        let changes = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| bundle_change(item).map_err(|e| (i, e)))
+            .collect::<Result<Vec<Change>, _>>()?;
+        tracing::debug!(n = changes.len(), "OpenFlow bundle committed");
+        self.sw().commit_changes(&changes).map_err(|(i, e)| {
+            let refusal = match items.get(i) {
+                Some(BundleItem::Group(_)) => Refusal::GroupMod(group_mod_error(e)),
+                _ => Refusal::FlowMod(flow_mod_error(e)),
+            };
+            (i, refusal)
         })
     }
 

@@ -141,6 +141,19 @@ pub enum FlowChange {
     },
 }
 
+/// One change of a committed bundle ([`Switch::commit_changes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Flow(Box<FlowChange>),
+    /// `add-group` (`modify`: `mod-group`).
+    SetGroup {
+        spec: vsw_flow::GroupSpec,
+        modify: bool,
+    },
+    /// `del-groups` (`None`: all), with the rules that hand packets to them.
+    DelGroups(Option<u32>),
+}
+
 enum Link {
     Up {
         ifindex: u32,

@@ -158,13 +158,79 @@ impl Switch {
             .iter()
             .map(|c| self.apply_change(&mut pipeline, c, now, &mut touched, &mut deleted))
             .collect();
+        self.publish_flow_batch(&old, pipeline, &touched, &deleted, now)?;
+        Ok(results)
+    }
+
+    /// Carries out a committed bundle (OpenFlow's): every change in order, all of
+    /// them or — when one is refused — none, in one change of the tables (one
+    /// revalidation: no packet sees part of it). `Err`: the index of the change
+    /// refused and why; the tables are as they were.
+    pub fn commit_changes(&mut self, changes: &[Change]) -> Result<(), (usize, SwitchError)> {
+        let old = self.ofproto.pipeline();
+        let mut pipeline = (*old).clone();
+        let now = now_ms();
+        let mut touched = HashSet::new();
+        let mut deleted = Vec::new();
+        let mut group_deleted = Vec::new();
+        let mut groups_changed = false;
+        for (i, change) in changes.iter().enumerate() {
+            let done = match change {
+                Change::Flow(c) => self
+                    .apply_change(&mut pipeline, c, now, &mut touched, &mut deleted)
+                    .map(|_| ()),
+                Change::SetGroup { spec, modify } => {
+                    groups_changed = true;
+                    check_group(spec).and_then(|()| {
+                        pipeline
+                            .set_group(spec.clone(), *modify, now)
+                            .map_err(SwitchError::from)
+                    })
+                }
+                Change::DelGroups(id) => {
+                    groups_changed = true;
+                    group_deleted.extend(pipeline.delete_groups(*id));
+                    Ok(())
+                }
+            };
+            done.map_err(|e| (i, e))?;
+        }
+        let last = changes.len().saturating_sub(1);
+        if groups_changed {
+            // Groups are not journalled: the state file is written whole.
+            self.replace_rules(pipeline).map_err(|e| (last, e))?;
+            for r in &deleted {
+                self.note_removed(r, Removal::Deleted, now);
+            }
+        } else {
+            self.publish_flow_batch(&old, pipeline, &touched, &deleted, now)
+                .map_err(|e| (last, e))?;
+        }
+        for r in &group_deleted {
+            self.note_removed(r, Removal::GroupDeleted, now);
+        }
+        Ok(())
+    }
+
+    /// Makes `pipeline`, the running one (`old`) with a batch of flow changes made,
+    /// the running one: one journal line for what the batch touched, one
+    /// revalidation; the rules it deleted are told of. A batch that changed nothing
+    /// writes and revalidates nothing.
+    fn publish_flow_batch(
+        &mut self,
+        old: &Pipeline,
+        pipeline: Pipeline,
+        touched: &HashSet<(u8, u16, vsw_flow::Match)>,
+        deleted: &[Arc<vsw_flow::Rule>],
+        now: u64,
+    ) -> Result<(), SwitchError> {
         // What the journal says of the batch: for every rule key it touched, the
         // rule it had before (removed) and the one it has now (added), when they
         // differ — so a rule added and deleted again in one batch writes nothing.
         let (mut del, mut add) = (Vec::new(), Vec::new());
         // The running pipeline's rules the batch took away (what its flows matched).
         let mut gone = Vec::new();
-        for (table, priority, m) in &touched {
+        for (table, priority, m) in touched {
             let before = old.find_exact(*table, m, *priority);
             let after = pipeline.find_exact(*table, m, *priority);
             match (before, after) {
@@ -177,16 +243,16 @@ impl Switch {
             }
         }
         if del.is_empty() && add.is_empty() {
-            return Ok(results);
+            return Ok(());
         }
         // Only deletes (nothing added or changed): the flows that matched none of
         // the deleted rules stay as they are.
         let only_removed = add.is_empty().then_some(&gone[..]);
         self.replace_rules_noted(pipeline, del, add, only_removed)?;
-        for r in &deleted {
+        for r in deleted {
             self.note_removed(r, Removal::Deleted, now);
         }
-        Ok(results)
+        Ok(())
     }
 
     /// One change of [`Switch::flow_changes`], made on `pipeline`: the keys (table,
@@ -284,10 +350,7 @@ impl Switch {
         spec: vsw_flow::GroupSpec,
         modify: bool,
     ) -> Result<Value, SwitchError> {
-        spec.check()?;
-        if !vsw_openflow::from_vsw::group_fits_openflow(&spec) {
-            return Err(SwitchError::TooLarge("group"));
-        }
+        check_group(&spec)?;
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         pipeline.set_group(spec, modify, now_ms())?;
         self.replace_rules(pipeline)?;
@@ -399,4 +462,14 @@ impl Switch {
         let spec = parse_flow(flow, &|n: &str| self.port_no(n))?;
         Ok(self.ofproto.pipeline().overlaps(&spec))
     }
+}
+
+/// A group as every front end's is checked: its own rules, and small enough to
+/// describe in one OpenFlow message.
+fn check_group(spec: &vsw_flow::GroupSpec) -> Result<(), SwitchError> {
+    spec.check()?;
+    if !vsw_openflow::from_vsw::group_fits_openflow(spec) {
+        return Err(SwitchError::TooLarge("group"));
+    }
+    Ok(())
 }

@@ -1,0 +1,407 @@
+//! Bundles (issue 31, item 4): flow-mods and group-mods committed together, all or
+//! none — through the real `ovs-ofctl --bundle` in OpenFlow 1.3 (ONF's extension),
+//! 1.4 and 1.5, and message by message for every refusal a bundle request can meet.
+
+use std::process::Command;
+use std::time::Duration;
+
+use vsw_e2e::openflow::OfPeer;
+use vsw_e2e::{serial, Vswd};
+use vsw_openflow::bundle::{
+    BundleAdd, BundleCtrl, OFPBCT_CLOSE_REQUEST, OFPBCT_COMMIT_REPLY, OFPBCT_COMMIT_REQUEST,
+    OFPBCT_DISCARD_REPLY, OFPBCT_DISCARD_REQUEST, OFPBCT_OPEN_REPLY, OFPBCT_OPEN_REQUEST,
+    OFPBF_ATOMIC, OFPBF_ORDERED,
+};
+use vsw_openflow::flow_mod::{Action, Command as FlowCommand, FlowMod, Instruction};
+use vsw_openflow::group_mod::{GroupCommand, GroupMod, OfBucket, OFPGT_INDIRECT};
+use vsw_openflow::meter_mod::{MeterCommand, MeterMod, OfBand, OFPMBT_DROP, OFPMF_KBPS};
+use vsw_openflow::oxm::{OxmField, OxmMatch};
+use vsw_openflow::{Message, Version};
+
+fn mgmt(d: &Vswd) -> String {
+    format!("unix:{}", d.dir.join("br0.mgmt").display())
+}
+
+/// `ovs-ofctl -O VERSION [--options] COMMAND <br0> ARGS…`: its exit status, stdout
+/// and stderr.
+fn ofctl(d: &Vswd, version: &str, args: &[&str]) -> (bool, String, String) {
+    let options = args.iter().take_while(|a| a.starts_with("--")).count();
+    let out = Command::new("ovs-ofctl")
+        .args(["-t", "10", "-O", version])
+        .args(&args[..=options])
+        .arg(mgmt(d))
+        .args(&args[options + 1..])
+        .output()
+        .expect("ovs-ofctl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The flows as `ovs-ofctl dump-flows` prints them, without counters, sorted.
+fn flows(d: &Vswd, version: &str) -> Vec<String> {
+    let (ok, out, err) = ofctl(d, version, &["dump-flows", "--no-stats"]);
+    assert!(ok, "dump-flows: {err}");
+    let mut lines: Vec<String> = out
+        .lines()
+        .filter(|l| !l.starts_with("OFPST_FLOW") && !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn ovs_ofctl_bundles_commit_all_or_nothing_in_every_version() {
+    let _g = serial();
+    let d = Vswd::start();
+    let file = d.dir.join("flows.txt");
+    let bad = d.dir.join("bad.txt");
+    let one = d.dir.join("one.txt");
+    std::fs::write(
+        &file,
+        "priority=5,in_port=1,actions=output:2\npriority=6,in_port=2,actions=output:1\ntable=1,priority=7,ip,actions=drop\n",
+    )
+    .unwrap();
+    // The second flow goes back to its own table: refused, so the first is not
+    // installed either.
+    std::fs::write(
+        &bad,
+        "priority=9,in_port=3,actions=output:1\npriority=9,in_port=4,actions=goto_table:0\n",
+    )
+    .unwrap();
+    std::fs::write(&one, "priority=5,in_port=1,actions=output:2\n").unwrap();
+    for version in ["OpenFlow13", "OpenFlow14", "OpenFlow15"] {
+        let (ok, _, err) = ofctl(&d, version, &["del-flows"]);
+        assert!(ok, "{version} del-flows: {err}");
+        let (ok, _, err) = ofctl(
+            &d,
+            version,
+            &["--bundle", "add-flows", file.to_str().unwrap()],
+        );
+        assert!(ok, "{version} --bundle add-flows: {err}");
+        let installed = flows(&d, version);
+        assert_eq!(installed.len(), 3, "{version}: {installed:?}");
+
+        let (ok, _, err) = ofctl(
+            &d,
+            version,
+            &["--bundle", "add-flows", bad.to_str().unwrap()],
+        );
+        assert!(
+            !ok,
+            "{version}: a bundle with a refused flow-mod was committed"
+        );
+        assert!(
+            err.contains("OFPBIC_BAD_TABLE_ID") && err.contains("OFPBFC_MSG_FAILED"),
+            "{version}: the refused flow-mod's own error, then the commit's: {err}"
+        );
+        assert_eq!(
+            flows(&d, version),
+            installed,
+            "{version}: a failed commit changed the tables"
+        );
+
+        let (ok, _, err) = ofctl(
+            &d,
+            version,
+            &["--bundle", "replace-flows", one.to_str().unwrap()],
+        );
+        assert!(ok, "{version} --bundle replace-flows: {err}");
+        assert_eq!(flows(&d, version).len(), 1, "{version}");
+        let (same, out, err) = ofctl(&d, version, &["diff-flows", one.to_str().unwrap()]);
+        assert!(same, "{version} diff-flows after replace-flows: {out}{err}");
+    }
+}
+
+fn field(field: u8, value: &[u8]) -> OxmField {
+    OxmField {
+        field,
+        value: value.to_vec(),
+        mask: None,
+    }
+}
+
+/// An add to table 0 of `in_port=PORT`, applying `actions`.
+fn flow(port: u32, actions: Vec<Action>) -> FlowMod {
+    FlowMod {
+        cookie: u64::from(port),
+        cookie_mask: 0,
+        table_id: 0,
+        command: FlowCommand::Add,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: 100,
+        buffer_id: u32::MAX,
+        out_port: u32::MAX,
+        out_group: u32::MAX,
+        flags: 0,
+        importance: 0,
+        matcher: OxmMatch {
+            fields: vec![field(0, &port.to_be_bytes())],
+        },
+        instructions: vec![Instruction::ApplyActions(actions)],
+    }
+}
+
+struct Peer {
+    p: OfPeer,
+    version: Version,
+    /// The xids of bundle-adds, apart from the peer's own.
+    next_xid: u32,
+}
+
+impl Peer {
+    fn connect(d: &Vswd, version: Version) -> Peer {
+        let conn = std::os::unix::net::UnixStream::connect(d.dir.join("br0.mgmt")).unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut p = OfPeer::over(Box::new(conn), version);
+        p.greet();
+        Peer {
+            p,
+            version,
+            next_xid: 0x7000_0000,
+        }
+    }
+
+    /// A bundle-control request; its reply's type, or the error's (type, code).
+    fn control(&mut self, bundle_id: u32, kind: u16, flags: u16) -> Result<u16, (u16, u16)> {
+        let xid = self.p.send(Message::BundleControl(BundleCtrl {
+            bundle_id,
+            kind,
+            flags,
+        }));
+        match self
+            .p
+            .next(|m| matches!(m, Message::BundleControl(_) | Message::Error(_)))
+        {
+            Some((x, Message::BundleControl(c))) if x == xid => {
+                assert_eq!((c.bundle_id, c.flags), (bundle_id, flags));
+                Ok(c.kind)
+            }
+            Some((x, Message::Error(e))) if x == xid => Err((e.kind, e.code)),
+            other => panic!("no answer to the bundle request {xid}: {other:?}"),
+        }
+    }
+
+    /// Adds `m` to a bundle (its xid the add's, unless `inner_xid`); the error's
+    /// (type, code) if one comes before a barrier's reply.
+    fn add(
+        &mut self,
+        bundle_id: u32,
+        flags: u16,
+        m: Message,
+        inner_xid: Option<u32>,
+    ) -> Option<(u16, u16)> {
+        use std::io::Write;
+        self.next_xid += 1;
+        let xid = self.next_xid;
+        let inner = m.encode(self.version.wire(), inner_xid.unwrap_or(xid));
+        let add = Message::BundleAdd(BundleAdd {
+            bundle_id,
+            flags,
+            message: inner,
+        })
+        .encode(self.version.wire(), xid);
+        self.p.conn.write_all(&add).unwrap();
+        let barrier = self.p.send(Message::BarrierRequest);
+        let mut refused = None;
+        loop {
+            match self
+                .p
+                .next(|m| matches!(m, Message::BarrierReply | Message::Error(_)))
+            {
+                Some((x, Message::Error(e))) if x == xid => refused = Some((e.kind, e.code)),
+                Some((x, Message::BarrierReply)) if x == barrier => return refused,
+                other => panic!("no answer to the bundle add {xid}: {other:?}"),
+            }
+        }
+    }
+}
+
+/// OFPET_BUNDLE_FAILED's code in 1.4 on; ONF's experimenter error in 1.3.
+fn bundle_failed(version: Version, code: u16) -> (u16, u16) {
+    if version >= Version::V1_4 {
+        (17, code)
+    } else {
+        (0xffff, 2300 + code)
+    }
+}
+
+#[test]
+fn bundle_requests_are_answered_and_refused_as_the_spec_says() {
+    let _g = serial();
+    let d = Vswd::start();
+    for version in [Version::V1_3, Version::V1_4, Version::V1_5] {
+        let mut p = Peer::connect(&d, version);
+        let flags = OFPBF_ATOMIC | OFPBF_ORDERED;
+        let failed = |code| Err(bundle_failed(version, code));
+        // Open, add a group and a flow that hands packets to it (order matters: the
+        // group comes first), close, commit.
+        assert_eq!(
+            p.control(1, OFPBCT_OPEN_REQUEST, flags),
+            Ok(OFPBCT_OPEN_REPLY)
+        );
+        assert_eq!(
+            p.control(1, OFPBCT_OPEN_REQUEST, flags),
+            failed(3),
+            "BUNDLE_EXIST"
+        );
+        let group = GroupMod {
+            command: GroupCommand::Add,
+            kind: OFPGT_INDIRECT,
+            group_id: 5,
+            buckets: vec![OfBucket {
+                weight: 0,
+                watch_port: u32::MAX,
+                watch_group: u32::MAX,
+                actions: vec![Action::Output {
+                    port: 2,
+                    max_len: 0,
+                }],
+            }],
+        };
+        assert_eq!(
+            p.add(1, flags, Message::GroupMod(group.clone()), None),
+            None
+        );
+        assert_eq!(
+            p.add(
+                1,
+                flags,
+                Message::FlowMod(flow(1, vec![Action::Group(5)])),
+                None
+            ),
+            None
+        );
+        // Nothing is carried out before the commit.
+        assert!(d.flows().iter().all(|f| !f.flow.contains("group:5")));
+        assert_eq!(
+            p.add(1, OFPBF_ATOMIC, Message::FlowMod(flow(2, vec![])), None),
+            Some(bundle_failed(version, 7)),
+            "BAD_FLAGS"
+        );
+        assert_eq!(p.control(1, OFPBCT_CLOSE_REQUEST, flags), Ok(3));
+        assert_eq!(
+            p.add(1, flags, Message::FlowMod(flow(2, vec![])), None),
+            Some(bundle_failed(version, 4)),
+            "BUNDLE_CLOSED"
+        );
+        assert_eq!(
+            p.control(1, OFPBCT_COMMIT_REQUEST, flags),
+            Ok(OFPBCT_COMMIT_REPLY)
+        );
+        assert!(
+            d.flows().iter().any(|f| f.flow.contains("group:5")),
+            "the committed flow is installed: {:?}",
+            d.flows()
+        );
+        assert_eq!(
+            p.control(1, OFPBCT_COMMIT_REQUEST, flags),
+            failed(2),
+            "BAD_ID"
+        );
+
+        // Refused adds: a meter-mod (not bundled), an inner xid not the add's.
+        let meter = MeterMod {
+            command: MeterCommand::Add,
+            flags: OFPMF_KBPS,
+            meter_id: 1,
+            bands: vec![OfBand {
+                kind: OFPMBT_DROP,
+                rate: 1000,
+                burst_size: 0,
+                prec_level: 0,
+            }],
+        };
+        assert_eq!(
+            p.add(2, flags, Message::MeterMod(meter), None),
+            Some(bundle_failed(version, 10)),
+            "MSG_UNSUP"
+        );
+        assert_eq!(
+            p.add(2, flags, Message::FlowMod(flow(3, vec![])), Some(7)),
+            Some(bundle_failed(version, 9)),
+            "MSG_BAD_XID"
+        );
+        // An add opens the bundle; a discard drops it and what it held.
+        assert_eq!(
+            p.add(2, flags, Message::FlowMod(flow(3, vec![])), None),
+            None
+        );
+        assert_eq!(
+            p.control(2, OFPBCT_DISCARD_REQUEST, flags),
+            Ok(OFPBCT_DISCARD_REPLY)
+        );
+        assert_eq!(p.control(2, OFPBCT_COMMIT_REQUEST, flags), failed(2));
+        assert_eq!(p.control(3, 99, flags), failed(6), "BAD_TYPE");
+        assert_eq!(
+            p.control(3, OFPBCT_OPEN_REQUEST, 0x80),
+            failed(7),
+            "BAD_FLAGS"
+        );
+
+        // A commit whose second message is refused changes nothing: the first
+        // message's group modification is undone with it.
+        let modified = GroupMod {
+            command: GroupCommand::Modify,
+            buckets: vec![OfBucket {
+                actions: vec![Action::Output {
+                    port: 3,
+                    max_len: 0,
+                }],
+                ..group.buckets[0].clone()
+            }],
+            ..group.clone()
+        };
+        assert_eq!(p.add(4, flags, Message::GroupMod(modified), None), None);
+        assert_eq!(
+            p.add(
+                4,
+                flags,
+                Message::FlowMod(flow(4, vec![Action::Group(99)])),
+                None
+            ),
+            None
+        );
+        let xid = p.p.send(Message::BundleControl(BundleCtrl {
+            bundle_id: 4,
+            kind: OFPBCT_COMMIT_REQUEST,
+            flags,
+        }));
+        // The refused flow-mod's own error (BAD_ACTION/BAD_OUT_GROUP: group 99 is
+        // none), then the commit's MSG_FAILED.
+        let first = p.p.next(|m| matches!(m, Message::Error(_)));
+        let Some((inner_xid, Message::Error(inner))) = first else {
+            panic!("no error for the refused message: {first:?}")
+        };
+        assert_ne!(
+            inner_xid, xid,
+            "the refused message's error has its own xid"
+        );
+        assert_eq!((inner.kind, inner.code), (2, 9), "BAD_ACTION/BAD_OUT_GROUP");
+        let second = p.p.next(|m| matches!(m, Message::Error(_)));
+        let Some((x, Message::Error(e))) = second else {
+            panic!("no MSG_FAILED: {second:?}")
+        };
+        assert_eq!(
+            (x, e.kind, e.code),
+            (
+                xid,
+                bundle_failed(version, 13).0,
+                bundle_failed(version, 13).1
+            )
+        );
+        let groups = d.ctl_ok(&["dump-groups"]);
+        assert!(
+            groups.contains("output:2") && !groups.contains("output:3"),
+            "a failed commit left the group changed: {groups}"
+        );
+        // Clean for the next version.
+        d.ctl_ok(&["del-groups"]);
+        d.ctl_ok(&["del-flows"]);
+    }
+}

@@ -1,0 +1,423 @@
+//! Bundles: flow-mods and group-mods a controller gathers and then commits as one
+//! change — all of them, or (when one is refused) none. OpenFlow 1.4 on has them as
+//! OFPT_BUNDLE_CONTROL / OFPT_BUNDLE_ADD_MESSAGE; OpenFlow 1.3 has the same bodies
+//! as ONF's experimenter messages (which `ovs-ofctl --bundle -O OpenFlow13` sends),
+//! and their errors as ONF's experimenter errors.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::flow_mod::FlowMod;
+use crate::frame::{Header, HEADER_LEN};
+use crate::group_mod::GroupMod;
+use crate::reader::Reader;
+use crate::version::Version;
+
+pub const OFPT_BUNDLE_CONTROL: u8 = 33;
+pub const OFPT_BUNDLE_ADD_MESSAGE: u8 = 34;
+/// ONF's experimenter ID, and its bundle messages' types (OpenFlow 1.3).
+pub const ONF_VENDOR_ID: u32 = 0x4f4e_4600;
+pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
+pub const ONFT_BUNDLE_ADD_MESSAGE: u32 = 2301;
+
+/// Bundle flags: carried out all or nothing; in the order added. vsw's commits are
+/// always both.
+pub const OFPBF_ATOMIC: u16 = 1 << 0;
+pub const OFPBF_ORDERED: u16 = 1 << 1;
+
+/// A bundle-control message's type.
+pub const OFPBCT_OPEN_REQUEST: u16 = 0;
+pub const OFPBCT_OPEN_REPLY: u16 = 1;
+pub const OFPBCT_CLOSE_REQUEST: u16 = 2;
+pub const OFPBCT_CLOSE_REPLY: u16 = 3;
+pub const OFPBCT_COMMIT_REQUEST: u16 = 4;
+pub const OFPBCT_COMMIT_REPLY: u16 = 5;
+pub const OFPBCT_DISCARD_REQUEST: u16 = 6;
+pub const OFPBCT_DISCARD_REPLY: u16 = 7;
+
+/// OFPET_BUNDLE_FAILED (1.4 on).
+pub const OFPET_BUNDLE_FAILED: u16 = 17;
+/// ONF's bundle error codes start here (1.3): ONF1.3(2300 + the 1.4 code).
+pub const ONF_BUNDLE_ERROR_BASE: u16 = 2300;
+
+/// A bundle-control message: a request, or vsw's reply to one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BundleCtrl {
+    pub bundle_id: u32,
+    pub kind: u16,
+    pub flags: u16,
+}
+
+/// A message added to a bundle: `message` is all of it, header included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BundleAdd {
+    pub bundle_id: u32,
+    pub flags: u16,
+    pub message: Vec<u8>,
+}
+
+/// Why a bundle request is refused (OFPBFC_*: the code is the 1.4 one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadBundle {
+    #[error("a bundle request a slave controller may not make (BUNDLE_FAILED/EPERM)")]
+    Eperm = 1,
+    #[error("no open bundle has this id (BUNDLE_FAILED/BAD_ID)")]
+    BadId = 2,
+    #[error("a bundle of this id is open already (BUNDLE_FAILED/BUNDLE_EXIST)")]
+    Exists = 3,
+    #[error("the bundle is closed: nothing more can be added (BUNDLE_FAILED/BUNDLE_CLOSED)")]
+    Closed = 4,
+    #[error("too many bundles open on this connection (BUNDLE_FAILED/OUT_OF_BUNDLES)")]
+    OutOfBundles = 5,
+    #[error("a bundle-control type that is none (BUNDLE_FAILED/BAD_TYPE)")]
+    BadType = 6,
+    #[error("bundle flags vsw does not know, or not those the bundle was opened with (BUNDLE_FAILED/BAD_FLAGS)")]
+    BadFlags = 7,
+    #[error("a bundled message whose length does not fit (BUNDLE_FAILED/MSG_BAD_LEN)")]
+    MsgBadLen = 8,
+    #[error("a bundled message whose xid is not its bundle-add's (BUNDLE_FAILED/MSG_BAD_XID)")]
+    MsgBadXid = 9,
+    #[error(
+        "a message a bundle cannot hold: only flow-mods and group-mods (BUNDLE_FAILED/MSG_UNSUP)"
+    )]
+    MsgUnsup = 10,
+    #[error("more messages than a bundle holds (BUNDLE_FAILED/MSG_TOO_MANY)")]
+    MsgTooMany = 12,
+    #[error(
+        "a message of the bundle was refused, so none was carried out (BUNDLE_FAILED/MSG_FAILED)"
+    )]
+    MsgFailed = 13,
+    #[error("a bundle property vsw does not know (BUNDLE_FAILED/BAD_PROPERTY)")]
+    BadProperty = 16,
+}
+
+impl BundleCtrl {
+    pub(crate) fn decode_body(r: &mut Reader) -> Result<BundleCtrl, BadBundle> {
+        let bundle_id = r.u32().ok_or(BadBundle::MsgBadLen)?;
+        let kind = r.u16().ok_or(BadBundle::MsgBadLen)?;
+        let flags = r.u16().ok_or(BadBundle::MsgBadLen)?;
+        // Properties are experimenters' own; vsw knows none.
+        if !r.is_empty() {
+            return Err(BadBundle::BadProperty);
+        }
+        Ok(BundleCtrl {
+            bundle_id,
+            kind,
+            flags,
+        })
+    }
+
+    pub(crate) fn encode_body(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bundle_id.to_be_bytes());
+        out.extend_from_slice(&self.kind.to_be_bytes());
+        out.extend_from_slice(&self.flags.to_be_bytes());
+    }
+}
+
+impl BundleAdd {
+    /// The inner message must be whole, in the connection's version, and end
+    /// where the bundle-add says (properties after it are refused).
+    pub(crate) fn decode_body(version: Version, r: &mut Reader) -> Result<BundleAdd, BadBundle> {
+        let bundle_id = r.u32().ok_or(BadBundle::MsgBadLen)?;
+        r.u16().ok_or(BadBundle::MsgBadLen)?;
+        let flags = r.u16().ok_or(BadBundle::MsgBadLen)?;
+        let rest = r.rest();
+        let h = Header::parse(rest).ok_or(BadBundle::MsgBadLen)?;
+        let len = usize::from(h.length);
+        if len < HEADER_LEN || len > rest.len() {
+            return Err(BadBundle::MsgBadLen);
+        }
+        if h.version != version.wire() {
+            return Err(BadBundle::MsgUnsup);
+        }
+        // Whatever follows the message is padding to 8 (all zero), then properties.
+        let tail = &rest[len..];
+        let (padding, properties) = tail.split_at(tail.len().min((8 - len % 8) % 8));
+        if padding.iter().any(|b| *b != 0) || !properties.is_empty() {
+            return Err(BadBundle::BadProperty);
+        }
+        Ok(BundleAdd {
+            bundle_id,
+            flags,
+            message: rest[..len].to_vec(),
+        })
+    }
+
+    pub(crate) fn encode_body(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bundle_id.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&self.flags.to_be_bytes());
+        out.extend_from_slice(&self.message);
+    }
+}
+
+/// A message a bundle holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BundleItem {
+    Flow(FlowMod),
+    Group(GroupMod),
+}
+
+/// How long a bundle may go unused before it is dropped (Open vSwitch's
+/// `bundle-idle-timeout` default).
+pub const BUNDLE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most bundles one connection has open at once.
+pub const MAX_OPEN_BUNDLES: usize = 64;
+/// The most messages one connection's open bundles hold together: room for a
+/// chassis's whole flow table in one bundle, and a bound on what a connection can
+/// make vswd keep.
+pub const MAX_BUNDLED_MESSAGES: usize = 1 << 20;
+
+/// One open bundle: its flags, whether it was closed, and its messages (each as
+/// it came, for the error that may answer it, and decoded).
+#[derive(Debug)]
+struct OpenBundle {
+    flags: u16,
+    closed: bool,
+    items: Vec<(Vec<u8>, BundleItem)>,
+    used: Instant,
+}
+
+/// What a connection's bundles hold between their messages.
+#[derive(Debug)]
+pub struct OpenBundles {
+    open: BTreeMap<u32, OpenBundle>,
+    messages: usize,
+    max_messages: usize,
+}
+
+impl Default for OpenBundles {
+    fn default() -> Self {
+        OpenBundles {
+            open: BTreeMap::new(),
+            messages: 0,
+            max_messages: MAX_BUNDLED_MESSAGES,
+        }
+    }
+}
+
+/// What a bundle-control request asks the session to do once it is accepted.
+#[derive(Debug)]
+pub enum Control {
+    /// Answer with this reply type.
+    Reply(u16),
+    /// Commit these messages (the bundle is gone already), then answer.
+    Commit(Vec<(Vec<u8>, BundleItem)>),
+}
+
+impl OpenBundles {
+    /// Drops the bundles unused for [`BUNDLE_IDLE_TIMEOUT`] (looked at whenever a
+    /// bundle request comes: a bundle nobody asks about again costs only memory,
+    /// bounded by [`MAX_BUNDLED_MESSAGES`]).
+    fn expire(&mut self, now: Instant) {
+        let messages = &mut self.messages;
+        self.open.retain(|id, b| {
+            let keep = now.duration_since(b.used) < BUNDLE_IDLE_TIMEOUT;
+            if !keep {
+                tracing::info!(
+                    bundle = id,
+                    messages = b.items.len(),
+                    "OpenFlow bundle dropped: unused for 10 s"
+                );
+                *messages -= b.items.len();
+            }
+            keep
+        });
+    }
+
+    /// A bundle-control request: what to do, or why not.
+    pub fn control(&mut self, c: &BundleCtrl, now: Instant) -> Result<Control, BadBundle> {
+        self.expire(now);
+        if c.flags & !(OFPBF_ATOMIC | OFPBF_ORDERED) != 0 {
+            return Err(BadBundle::BadFlags);
+        }
+        let same_flags = |b: &OpenBundle| {
+            if b.flags == c.flags {
+                Ok(())
+            } else {
+                Err(BadBundle::BadFlags)
+            }
+        };
+        match c.kind {
+            OFPBCT_OPEN_REQUEST => {
+                if self.open.contains_key(&c.bundle_id) {
+                    return Err(BadBundle::Exists);
+                }
+                if self.open.len() >= MAX_OPEN_BUNDLES {
+                    return Err(BadBundle::OutOfBundles);
+                }
+                self.open.insert(
+                    c.bundle_id,
+                    OpenBundle {
+                        flags: c.flags,
+                        closed: false,
+                        items: Vec::new(),
+                        used: now,
+                    },
+                );
+                Ok(Control::Reply(OFPBCT_OPEN_REPLY))
+            }
+            OFPBCT_CLOSE_REQUEST => {
+                let b = self.open.get_mut(&c.bundle_id).ok_or(BadBundle::BadId)?;
+                if b.closed {
+                    return Err(BadBundle::Closed);
+                }
+                same_flags(b)?;
+                b.closed = true;
+                b.used = now;
+                Ok(Control::Reply(OFPBCT_CLOSE_REPLY))
+            }
+            OFPBCT_COMMIT_REQUEST => {
+                same_flags(self.open.get(&c.bundle_id).ok_or(BadBundle::BadId)?)?;
+                let b = self.open.remove(&c.bundle_id).ok_or(BadBundle::BadId)?;
+                self.messages -= b.items.len();
+                Ok(Control::Commit(b.items))
+            }
+            OFPBCT_DISCARD_REQUEST => {
+                let b = self.open.remove(&c.bundle_id).ok_or(BadBundle::BadId)?;
+                self.messages -= b.items.len();
+                Ok(Control::Reply(OFPBCT_DISCARD_REPLY))
+            }
+            _ => Err(BadBundle::BadType),
+        }
+    }
+
+    /// Adds a message to a bundle (opening it, as the spec allows, if it is not
+    /// open yet).
+    pub fn add(
+        &mut self,
+        a: &BundleAdd,
+        raw: Vec<u8>,
+        item: BundleItem,
+        now: Instant,
+    ) -> Result<(), BadBundle> {
+        self.expire(now);
+        if a.flags & !(OFPBF_ATOMIC | OFPBF_ORDERED) != 0 {
+            return Err(BadBundle::BadFlags);
+        }
+        if self.messages >= self.max_messages {
+            return Err(BadBundle::MsgTooMany);
+        }
+        if !self.open.contains_key(&a.bundle_id) && self.open.len() >= MAX_OPEN_BUNDLES {
+            return Err(BadBundle::OutOfBundles);
+        }
+        let b = self.open.entry(a.bundle_id).or_insert(OpenBundle {
+            flags: a.flags,
+            closed: false,
+            items: Vec::new(),
+            used: now,
+        });
+        if b.closed {
+            return Err(BadBundle::Closed);
+        }
+        if b.flags != a.flags {
+            return Err(BadBundle::BadFlags);
+        }
+        b.items.push((raw, item));
+        b.used = now;
+        self.messages += 1;
+        Ok(())
+    }
+
+    /// Messages held, over all open bundles.
+    pub fn messages(&self) -> usize {
+        self.messages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::flow_mod;
+
+    const FLAGS: u16 = OFPBF_ATOMIC | OFPBF_ORDERED;
+
+    fn ctrl(bundle_id: u32, kind: u16) -> BundleCtrl {
+        BundleCtrl {
+            bundle_id,
+            kind,
+            flags: FLAGS,
+        }
+    }
+
+    fn add(b: &mut OpenBundles, bundle_id: u32, now: Instant) -> Result<(), BadBundle> {
+        let a = BundleAdd {
+            bundle_id,
+            flags: FLAGS,
+            message: Vec::new(),
+        };
+        b.add(
+            &a,
+            Vec::new(),
+            BundleItem::Flow(flow_mod(Vec::new(), Vec::new())),
+            now,
+        )
+    }
+
+    #[test]
+    fn a_bundle_unused_for_ten_seconds_is_gone_with_its_messages() {
+        let mut b = OpenBundles::default();
+        let t0 = Instant::now();
+        add(&mut b, 1, t0).unwrap();
+        add(&mut b, 1, t0).unwrap();
+        assert_eq!(b.messages(), 2);
+        let later = t0 + BUNDLE_IDLE_TIMEOUT;
+        assert!(matches!(
+            b.control(&ctrl(1, OFPBCT_COMMIT_REQUEST), later),
+            Err(BadBundle::BadId)
+        ));
+        assert_eq!(b.messages(), 0);
+    }
+
+    #[test]
+    fn open_bundles_and_their_messages_are_bounded() {
+        let mut b = OpenBundles {
+            max_messages: 3,
+            ..OpenBundles::default()
+        };
+        let now = Instant::now();
+        for id in 0..MAX_OPEN_BUNDLES as u32 {
+            assert!(matches!(
+                b.control(&ctrl(id, OFPBCT_OPEN_REQUEST), now),
+                Ok(Control::Reply(OFPBCT_OPEN_REPLY))
+            ));
+        }
+        let full = b.control(&ctrl(1000, OFPBCT_OPEN_REQUEST), now);
+        assert!(matches!(full, Err(BadBundle::OutOfBundles)));
+        assert_eq!(
+            add(&mut b, 1000, now),
+            Err(BadBundle::OutOfBundles),
+            "an add opens none either"
+        );
+        for _ in 0..3 {
+            add(&mut b, 0, now).unwrap();
+        }
+        assert_eq!(add(&mut b, 1, now), Err(BadBundle::MsgTooMany));
+        // A discard gives the room back.
+        assert!(b.control(&ctrl(0, OFPBCT_DISCARD_REQUEST), now).is_ok());
+        assert_eq!(add(&mut b, 1, now), Ok(()));
+    }
+
+    #[test]
+    fn a_commit_takes_the_messages_in_the_order_added() {
+        let mut b = OpenBundles::default();
+        let now = Instant::now();
+        for priority in [3, 1, 2] {
+            let a = BundleAdd {
+                bundle_id: 9,
+                flags: FLAGS,
+                message: Vec::new(),
+            };
+            let mut fm = flow_mod(Vec::new(), Vec::new());
+            fm.priority = priority;
+            b.add(&a, vec![priority as u8], BundleItem::Flow(fm), now)
+                .unwrap();
+        }
+        let Ok(Control::Commit(items)) = b.control(&ctrl(9, OFPBCT_COMMIT_REQUEST), now) else {
+            panic!("no commit")
+        };
+        let order: Vec<u8> = items.iter().map(|(raw, _)| raw[0]).collect();
+        assert_eq!(order, vec![3, 1, 2]);
+        assert_eq!(b.messages(), 0);
+    }
+}
