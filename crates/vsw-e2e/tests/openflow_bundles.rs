@@ -405,3 +405,50 @@ fn bundle_requests_are_answered_and_refused_as_the_spec_says() {
         d.ctl_ok(&["del-flows"]);
     }
 }
+
+/// A refused flow-mod is logged at `info` with its message type, xid and the
+/// OpenFlow error it was answered with; a storm of them is logged ten a second,
+/// the rest counted — and every one is still answered.
+#[test]
+fn refused_requests_are_logged_with_their_error_and_rate_limited() {
+    let _g = serial();
+    let d = Vswd::start();
+    let mut p = Peer::connect(&d, Version::V1_3);
+    let mut xids = Vec::new();
+    for port in 1..=50 {
+        // Group 99 does not exist.
+        xids.push(p.p.send(Message::FlowMod(flow(port, vec![Action::Group(99)]))));
+    }
+    let barrier = p.p.send(Message::BarrierRequest);
+    let mut answered = Vec::new();
+    loop {
+        match p
+            .p
+            .next(|m| matches!(m, Message::BarrierReply | Message::Error(_)))
+        {
+            Some((x, Message::Error(e))) => {
+                assert_eq!((e.kind, e.code), (2, 9), "BAD_ACTION/BAD_OUT_GROUP");
+                answered.push(x);
+            }
+            Some((x, Message::BarrierReply)) if x == barrier => break,
+            other => panic!("no barrier reply: {other:?}"),
+        }
+    }
+    assert_eq!(answered, xids, "every refused flow-mod is answered");
+    let log = d.log();
+    let logged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("OpenFlow request refused"))
+        .collect();
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("BAD_OUT_GROUP") && l.contains("message_type=14")),
+        "no refusal logged with its error and type:\n{log}"
+    );
+    assert!(
+        (1..=20).contains(&logged.len()),
+        "{} refusals logged for 50 refused flow-mods within a second or two",
+        logged.len()
+    );
+}

@@ -179,6 +179,50 @@ pub struct Session {
     streaming: Option<Streaming>,
     /// Bundles opened and not yet committed or discarded.
     bundles: OpenBundles,
+    /// Refusals logged this second (a controller that sends nothing but refused
+    /// requests cannot flood the log).
+    refusals: RefusalLog,
+}
+
+/// Refusals logged per connection and second, at most; the others are counted and
+/// the count said with the next one logged.
+const REFUSALS_LOGGED_PER_SECOND: u32 = 10;
+
+#[derive(Default)]
+struct RefusalLog {
+    since: Option<Instant>,
+    logged: u32,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    /// Logs a refused request: its type, xid and why (the error names the field,
+    /// action or limit at fault as closely as the codec knows it).
+    fn note(&mut self, request: &[u8], refusal: &Refusal) {
+        let now = Instant::now();
+        if self
+            .since
+            .is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1))
+        {
+            self.since = Some(now);
+            self.logged = 0;
+        }
+        if self.logged >= REFUSALS_LOGGED_PER_SECOND {
+            self.unlogged += 1;
+            return;
+        }
+        self.logged += 1;
+        let (kind, xid) = Header::parse(request).map_or((0, 0), |h| (h.kind, h.xid));
+        let (error_type, error_code) = refusal.type_code();
+        tracing::info!(
+            message_type = kind,
+            xid,
+            error_type,
+            error_code,
+            not_logged_before = std::mem::take(&mut self.unlogged),
+            "OpenFlow request refused: {refusal}"
+        );
+    }
 }
 
 impl Default for Session {
@@ -220,7 +264,17 @@ impl Session {
             next_xid: 1,
             streaming: None,
             bundles: OpenBundles::default(),
+            refusals: RefusalLog::default(),
         }
+    }
+
+    /// The error answering `request` (its xid), logged.
+    fn refuse(&mut self, version: Version, request: &[u8], refusal: Refusal) -> Vec<u8> {
+        self.refusals.note(request, &refusal);
+        let xid = Header::parse(request).map_or(0, |h| h.xid);
+        refusal
+            .answer_in(version, request)
+            .encode(version.wire(), xid)
     }
 
     fn xid(&mut self) -> u32 {
@@ -333,12 +387,8 @@ impl Session {
         let fms: Vec<FlowMod> = mods.iter().map(|(_, fm)| fm.clone()).collect();
         let results = bridge.flow_mods(&fms);
         for ((raw, _), r) in mods.drain(..).zip(results) {
-            if let (Err(e), Some(h)) = (r, Header::parse(&raw)) {
-                out.extend(
-                    Refusal::FlowMod(e)
-                        .answer(&raw)
-                        .encode(version.wire(), h.xid),
-                );
+            if let Err(e) = r {
+                out.extend(self.refuse(version, &raw, Refusal::FlowMod(e)));
             }
         }
     }
@@ -365,53 +415,56 @@ impl Session {
                 | Message::MeterMod(_)
                 | Message::TlvTableMod(_),
             ) if bridge.role() == Role::Slave => {
-                out.extend(Refusal::IsSlave.answer(m).encode(version.wire(), h.xid));
+                out.extend(self.refuse(version, m, Refusal::IsSlave));
             }
             Ok(Message::MeterMod(mm)) => {
                 if let Err(e) = bridge.meter_mod(&mm) {
-                    out.extend(Refusal::MeterMod(e).answer(m).encode(version.wire(), h.xid));
+                    out.extend(self.refuse(version, m, Refusal::MeterMod(e)));
                 }
             }
             Ok(Message::GroupMod(gm)) => {
                 if let Err(e) = bridge.group_mod(&gm) {
-                    out.extend(Refusal::GroupMod(e).answer(m).encode(version.wire(), h.xid));
+                    out.extend(self.refuse(version, m, Refusal::GroupMod(e)));
                 }
             }
             Ok(Message::FlowMod(fm)) => {
                 if let Err(e) = bridge.flow_mod(&fm) {
-                    out.extend(Refusal::FlowMod(e).answer(m).encode(version.wire(), h.xid));
+                    out.extend(self.refuse(version, m, Refusal::FlowMod(e)));
                 }
             }
-            Ok(Message::BundleControl(c)) => {
-                let answer = self.bundle_control(version, m, &c, bridge);
-                for (msg, xid) in answer {
-                    out.extend(msg.encode(version.wire(), xid.unwrap_or(h.xid)));
+            Ok(Message::BundleControl(c)) => match self.bundle_control(version, m, &c, bridge) {
+                Ok(answer) => {
+                    for (msg, xid) in answer {
+                        out.extend(msg.encode(version.wire(), xid.unwrap_or(h.xid)));
+                    }
                 }
-            }
+                Err(b) => out.extend(self.refuse(version, m, Refusal::Bundle(b))),
+            },
             Ok(Message::BundleAdd(a)) => {
                 if let Err(refusal) = self.bundle_add(version, h.xid, a, bridge) {
-                    out.extend(refusal.answer_in(version, m).encode(version.wire(), h.xid));
+                    out.extend(self.refuse(version, m, refusal));
                 }
             }
             Ok(msg) => self.answer(version, m, msg, bridge, out, events),
             Err(refusal) => {
                 // In the connection's version, with the request's xid.
-                out.extend(refusal.answer_in(version, m).encode(version.wire(), h.xid));
+                out.extend(self.refuse(version, m, refusal));
             }
         }
         Ok(())
     }
 
-    /// A bundle-control request: its reply, or its error — and for a commit one
-    /// of whose messages is refused, that message's own error (with its xid) before
-    /// the commit's MSG_FAILED. Each answer with its xid (`None`: the request's).
+    /// A bundle-control request: its reply, or why it is refused — and for a
+    /// commit one of whose messages is refused, that message's own error (with its
+    /// xid) before the commit's MSG_FAILED. Each answer with its xid (`None`: the
+    /// request's).
     fn bundle_control(
         &mut self,
         version: Version,
         m: &[u8],
         c: &BundleCtrl,
         bridge: &mut dyn Bridge,
-    ) -> Vec<(Message, Option<u32>)> {
+    ) -> Result<Vec<(Message, Option<u32>)>, BadBundle> {
         let reply = |kind| {
             vec![(
                 Message::BundleControl(BundleCtrl {
@@ -422,39 +475,31 @@ impl Session {
                 None,
             )]
         };
-        let refused = |b: BadBundle| {
-            tracing::info!(bundle = c.bundle_id, error = %b, "OpenFlow bundle request refused");
-            vec![(b.answer(version, m), None)]
-        };
         if bridge.role() == Role::Slave && c.kind == OFPBCT_COMMIT_REQUEST {
-            return refused(BadBundle::Eperm);
+            return Err(BadBundle::Eperm);
         }
-        match self.bundles.control(c, Instant::now()) {
-            Err(b) => refused(b),
-            Ok(Control::Reply(kind)) => reply(kind),
-            Ok(Control::Commit(items)) => {
-                let decoded: Vec<BundleItem> = items.iter().map(|(_, i)| i.clone()).collect();
-                match bridge.commit_bundle(&decoded) {
-                    Ok(()) => reply(OFPBCT_COMMIT_REPLY),
-                    Err((i, refusal)) => {
-                        tracing::info!(
-                            bundle = c.bundle_id,
-                            message = i,
-                            of = items.len(),
-                            error = %refusal,
-                            "OpenFlow bundle not committed: a message was refused, none was carried out"
-                        );
-                        let mut out = Vec::new();
-                        if let Some((raw, _)) = items.get(i) {
-                            let xid = Header::parse(raw).map(|h| h.xid);
-                            out.push((refusal.answer_in(version, raw), xid));
-                        }
-                        out.push((BadBundle::MsgFailed.answer(version, m), None));
-                        out
-                    }
-                }
-            }
+        let items = match self.bundles.control(c, Instant::now())? {
+            Control::Reply(kind) => return Ok(reply(kind)),
+            Control::Commit(items) => items,
+        };
+        let decoded: Vec<BundleItem> = items.iter().map(|(_, i)| i.clone()).collect();
+        let Err((i, refusal)) = bridge.commit_bundle(&decoded) else {
+            return Ok(reply(OFPBCT_COMMIT_REPLY));
+        };
+        tracing::info!(
+            bundle = c.bundle_id,
+            message = i,
+            of = items.len(),
+            "OpenFlow bundle not committed: a message was refused, none was carried out"
+        );
+        let mut out = Vec::new();
+        if let Some((raw, _)) = items.get(i) {
+            self.refusals.note(raw, &refusal);
+            let xid = Header::parse(raw).map(|h| h.xid);
+            out.push((refusal.answer_in(version, raw), xid));
         }
+        out.push((BadBundle::MsgFailed.answer(version, m), None));
+        Ok(out)
     }
 
     /// A bundle-add: the message decoded and kept for the commit (flow-mods and
@@ -570,7 +615,7 @@ impl Session {
                             return;
                         }
                         Err(e) => {
-                            out.extend(Refusal::FlowMod(e).answer(request).encode(v, h.xid));
+                            out.extend(self.refuse(version, request, Refusal::FlowMod(e)));
                             return;
                         }
                     },
@@ -615,7 +660,7 @@ impl Session {
                             MultipartReply::Aggregate(a)
                         }
                         Err(e) => {
-                            out.extend(Refusal::FlowMod(e).answer(request).encode(v, h.xid));
+                            out.extend(self.refuse(version, request, Refusal::FlowMod(e)));
                             return;
                         }
                     },
@@ -635,7 +680,7 @@ impl Session {
                     generation_id,
                 })),
                 Err(e) => {
-                    out.extend(e.answer(request).encode(v, h.xid));
+                    out.extend(self.refuse(version, request, e));
                     None
                 }
             },
@@ -645,7 +690,7 @@ impl Session {
                         self.async_config = c;
                         events.push(SessionEvent::AsyncConfig(c));
                     }
-                    Err(e) => out.extend(e.answer(request).encode(v, h.xid)),
+                    Err(e) => out.extend(self.refuse(version, request, e)),
                 }
                 None
             }
@@ -656,7 +701,7 @@ impl Session {
             }
             Message::PacketOut(po) => {
                 if let Err(e) = bridge.packet_out(&po) {
-                    out.extend(e.answer(request).encode(v, h.xid));
+                    out.extend(self.refuse(version, request, e));
                 }
                 None
             }
@@ -666,7 +711,7 @@ impl Session {
             Message::BarrierRequest => Some(Message::BarrierReply),
             Message::TlvTableMod(m) => {
                 if let Err(e) = bridge.tlv_table_mod(&m) {
-                    out.extend(Refusal::Tlv(e).answer(request).encode(v, h.xid));
+                    out.extend(self.refuse(version, request, Refusal::Tlv(e)));
                 }
                 None
             }
@@ -709,6 +754,16 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn refusals_past_ten_a_second_are_counted_not_logged() {
+        let mut log = super::RefusalLog::default();
+        let request = [4u8, 14, 0, 8, 0, 0, 0, 1];
+        for _ in 0..15 {
+            log.note(&request, &crate::Refusal::BadType);
+        }
+        assert_eq!((log.logged, log.unlogged), (10, 5));
+    }
+
     use super::*;
 
     struct TestBridge;

@@ -68,7 +68,8 @@ fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
 
 /// The OpenFlow error for a flow change the switch refused.
 fn flow_mod_error(e: SwitchError) -> BadFlowMod {
-    tracing::info!(error = %e, "OpenFlow flow-mod refused");
+    // The session logs the refusal (rate-limited), as OpenFlow says it.
+    tracing::debug!(error = %e, "OpenFlow flow-mod refused");
     match e {
         SwitchError::Overlap => BadFlowMod::Overlap,
         SwitchError::NoSuchGroup(_) => BadFlowMod::BadOutGroup,
@@ -83,7 +84,7 @@ fn flow_mod_error(e: SwitchError) -> BadFlowMod {
 
 /// The OpenFlow error for a group change the switch refused.
 fn group_mod_error(e: SwitchError) -> BadGroupMod {
-    tracing::info!(error = %e, "OpenFlow group-mod refused");
+    tracing::debug!(error = %e, "OpenFlow group-mod refused");
     match e {
         SwitchError::Group(GroupError::Exists(_)) => BadGroupMod::Exists,
         SwitchError::Group(GroupError::Unknown(_)) => BadGroupMod::Unknown,
@@ -226,7 +227,7 @@ impl Bridge for SwitchBridge<'_> {
             }),
         };
         done.map(|_| ()).map_err(|e| {
-            tracing::info!(error = %e, "OpenFlow meter-mod refused");
+            tracing::debug!(error = %e, "OpenFlow meter-mod refused");
             match e {
                 SwitchError::Meter(MeterError::Exists(_)) => BadMeterMod::Exists,
                 SwitchError::Meter(MeterError::Unknown(_)) => BadMeterMod::Unknown,
