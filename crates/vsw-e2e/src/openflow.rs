@@ -142,3 +142,22 @@ impl OfPeer {
         }
     }
 }
+
+/// Runs `ovs-ofctl [OPTIONS] COMMAND unix:<d's br0.mgmt> ARGS…` (the target after the
+/// command, as ovs-ofctl wants it; `-O` takes a value); its output, whatever its
+/// status.
+pub fn ovs_ofctl(d: &crate::Vswd, args: &[&str]) -> std::process::Output {
+    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
+    let mut cmd = 0;
+    while cmd < args.len() && args[cmd].starts_with('-') {
+        cmd += if args[cmd] == "-O" { 2 } else { 1 };
+    }
+    let (head, tail) = args.split_at((cmd + 1).min(args.len()));
+    std::process::Command::new("ovs-ofctl")
+        .args(["-t", "10"])
+        .args(head)
+        .arg(&target)
+        .args(tail)
+        .output()
+        .expect("ovs-ofctl (openvswitch-common)")
+}

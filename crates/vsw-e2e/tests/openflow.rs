@@ -5,24 +5,9 @@ use std::time::Duration;
 
 use vsw_e2e::{serial, wait_until, Vswd};
 
-/// Runs `ovs-ofctl ARGS[0] unix:… ARGS[1..]` (the target after the command, as
-/// ovs-ofctl wants it); returns its output, whatever its status.
+/// `ovs-ofctl [OPTIONS] COMMAND <br0> ARGS…`, whatever its status.
 fn ofctl_raw(d: &Vswd, args: &[&str]) -> std::process::Output {
-    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
-    // Options (-O takes a value), the command, the target, then the command's
-    // arguments.
-    let mut cmd = 0;
-    while cmd < args.len() && args[cmd].starts_with('-') {
-        cmd += if args[cmd] == "-O" { 2 } else { 1 };
-    }
-    let (head, tail) = args.split_at((cmd + 1).min(args.len()));
-    Command::new("ovs-ofctl")
-        .args(["-t", "5"])
-        .args(head)
-        .arg(&target)
-        .args(tail)
-        .output()
-        .expect("ovs-ofctl (openvswitch-common)")
+    vsw_e2e::openflow::ovs_ofctl(d, args)
 }
 
 fn ofctl(d: &Vswd, args: &[&str]) -> String {
@@ -833,5 +818,55 @@ fn set_fields_options_of_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
     assert!(
         dump.contains("actions=mod_nw_ttl:5,set_field:1->nw_ecn,NORMAL"),
         "{dump}"
+    );
+}
+
+/// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`,
+/// `controller(…)`) come back from `ovs-ofctl` in every version exactly as Open
+/// vSwitch prints the same flow (`ovs-ofctl parse-flow`), and become vsw's own
+/// actions.
+#[test]
+fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
+    let _g = serial();
+    let d = Vswd::start();
+    let flows = [
+        "priority=5,in_port=1,actions=resubmit(,1),resubmit:2,resubmit(3,2)",
+        "priority=6,ip,actions=dec_ttl,note:01.02.03,controller(max_len=100,id=3,reason=no_match)",
+    ];
+    for version in ["OpenFlow13", "OpenFlow14", "OpenFlow15"] {
+        ofctl(&d, &["-O", version, "del-flows"]);
+        for f in flows {
+            ofctl(&d, &["-O", version, "add-flow", f]);
+            // Open vSwitch's own print of the flow: `… ADD <flow>`.
+            let parsed = Command::new("ovs-ofctl")
+                .args(["-O", version, "parse-flow", f])
+                .output()
+                .expect("ovs-ofctl parse-flow");
+            let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
+            let want = parsed
+                .lines()
+                .last()
+                .and_then(|l| l.split_once(" ADD "))
+                .map(|(_, flow)| flow.trim().to_string())
+                .unwrap_or_else(|| panic!("parse-flow printed {parsed}"));
+            let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
+            assert!(
+                dump.lines().any(|l| l.trim() == want),
+                "{version}: {want} not in\n{dump}"
+            );
+        }
+    }
+    let vsw_flows: Vec<String> = d.flows().into_iter().map(|f| f.flow).collect();
+    assert!(
+        vsw_flows
+            .iter()
+            .any(|f| f.contains("resubmit(,1)") && f.contains("resubmit(3,2)")),
+        "{vsw_flows:?}"
+    );
+    assert!(
+        vsw_flows
+            .iter()
+            .any(|f| f.contains("dec_ttl") && f.contains("CONTROLLER:100")),
+        "{vsw_flows:?}"
     );
 }

@@ -2,7 +2,6 @@
 //! none — through the real `ovs-ofctl --bundle` in OpenFlow 1.3 (ONF's extension),
 //! 1.4 and 1.5, and message by message for every refusal a bundle request can meet.
 
-use std::process::Command;
 use std::time::Duration;
 
 use vsw_e2e::openflow::OfPeer;
@@ -18,21 +17,12 @@ use vsw_openflow::meter_mod::{MeterCommand, MeterMod, OfBand, OFPMBT_DROP, OFPMF
 use vsw_openflow::oxm::{OxmField, OxmMatch};
 use vsw_openflow::{Message, Version};
 
-fn mgmt(d: &Vswd) -> String {
-    format!("unix:{}", d.dir.join("br0.mgmt").display())
-}
-
 /// `ovs-ofctl -O VERSION [--options] COMMAND <br0> ARGS…`: its exit status, stdout
 /// and stderr.
 fn ofctl(d: &Vswd, version: &str, args: &[&str]) -> (bool, String, String) {
-    let options = args.iter().take_while(|a| a.starts_with("--")).count();
-    let out = Command::new("ovs-ofctl")
-        .args(["-t", "10", "-O", version])
-        .args(&args[..=options])
-        .arg(mgmt(d))
-        .args(&args[options + 1..])
-        .output()
-        .expect("ovs-ofctl");
+    let mut all = vec!["-O", version];
+    all.extend_from_slice(args);
+    let out = vsw_e2e::openflow::ovs_ofctl(d, &all);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

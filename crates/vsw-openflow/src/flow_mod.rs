@@ -3,12 +3,15 @@
 //! 1.3 had padding; the rest is the same).
 
 use crate::frame::len16;
+use crate::nx_action::{BadNxAction, NxAction};
 use crate::oxm::{BadMatch, OxmField, OxmMatch};
 use crate::reader::Reader;
 use crate::version::Version;
 
 pub const OFPT_FLOW_MOD: u8 = 14;
 
+/// An experimenter action (its vendor and subtype follow).
+pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
 /// Flow-mod flags.
 pub const OFPFF_SEND_FLOW_REM: u16 = 1 << 0;
 pub const OFPFF_CHECK_OVERLAP: u16 = 1 << 1;
@@ -73,6 +76,8 @@ pub enum Action {
     SetField(OxmField),
     /// 1.5's meter action.
     Meter(u32),
+    /// A Nicira extension action.
+    Nx(NxAction),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +154,20 @@ pub enum BadFlowMod {
     BadGotoTable,
     #[error("a flow-mod for a table vsw does not have (FLOW_MOD_FAILED/BAD_TABLE_ID)")]
     BadTableId,
+    #[error("an experimenter action of a vendor vsw does not know (BAD_ACTION/BAD_EXPERIMENTER)")]
+    BadExperimenter,
+    #[error("a Nicira action vsw does not carry out (BAD_ACTION/BAD_EXP_TYPE)")]
+    BadExperimenterType,
+}
+
+impl From<BadNxAction> for BadFlowMod {
+    fn from(e: BadNxAction) -> BadFlowMod {
+        match e {
+            BadNxAction::Len => BadFlowMod::BadActionLen,
+            BadNxAction::Argument => BadFlowMod::BadArgument,
+            BadNxAction::Subtype => BadFlowMod::BadExperimenterType,
+        }
+    }
 }
 
 impl BadFlowMod {
@@ -176,6 +195,8 @@ impl BadFlowMod {
             BadFlowMod::BadSetArgument => (2, 15),
             BadFlowMod::BadGotoTable => (3, 2),
             BadFlowMod::BadTableId => (5, 2),
+            BadFlowMod::BadExperimenter => (2, 3),
+            BadFlowMod::BadExperimenterType => (2, 4),
         }
     }
 }
@@ -200,6 +221,7 @@ impl Action {
             Action::Group(_) => 22,
             Action::SetField(_) => 25,
             Action::Meter(_) => 29,
+            Action::Nx(_) => OFPAT_EXPERIMENTER,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
@@ -226,6 +248,11 @@ impl Action {
                 out.push(number << 1);
                 out.push(f.value.len() as u8);
                 out.extend_from_slice(&f.value);
+            }
+            Action::Nx(a) => {
+                out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
+                out.extend_from_slice(&a.subtype().to_be_bytes());
+                a.encode_body(out);
             }
         }
         pad8(out, start);
@@ -302,6 +329,13 @@ impl Action {
                         value: value.to_vec(),
                         mask: None,
                     })
+                }
+                OFPAT_EXPERIMENTER => {
+                    if b.u32().ok_or(BadFlowMod::BadActionLen)? != crate::tlv::NX_VENDOR_ID {
+                        return Err(BadFlowMod::BadExperimenter);
+                    }
+                    let subtype = b.u16().ok_or(BadFlowMod::BadActionLen)?;
+                    Action::Nx(NxAction::decode(subtype, b.rest(), len)?)
                 }
                 _ => return Err(BadFlowMod::BadActionType),
             };

@@ -2,8 +2,8 @@
 //! instructions — what flow stats echo.
 //!
 //! vsw keys a few things OpenFlow 1.3 cannot match (IP TTL, fragments, TCP flags,
-//! the inner VLAN tag) and has one action it has no word for (`resubmit`); those
-//! are left out of what is echoed (vsw-flow's text keeps them: `vswctl dump-flows`).
+//! the inner VLAN tag); those are left out of what is echoed (vsw-flow's text keeps
+//! them: `vswctl dump-flows`). `resubmit` is Nicira's action.
 
 use vsw_flow::{Action as VswAction, Match};
 use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
@@ -21,6 +21,7 @@ use crate::meter_mod::{
     MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
     OFPMF_PKTPS, OFPMF_STATS,
 };
+use crate::nx_action::{port_to_16, NxAction, OFPP10_IN_PORT};
 use crate::oxm::{OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
 use crate::version::Version;
 
@@ -374,7 +375,17 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 apply.push(set(TUN_METADATA0, v.to_be_bytes().to_vec()))
             }
             VswAction::GotoTable(t) => goto = Some(*t),
-            VswAction::Resubmit { .. } => {}
+            VswAction::Resubmit { port, table } => {
+                // Nicira's resubmit names a 16-bit port: one without (vsw's port
+                // 0xff00) is left out, as other things OpenFlow cannot say.
+                let in_port = port.map_or(Some(OFPP10_IN_PORT), |p| port_to_16(to_of_port(p)));
+                if let Some(in_port) = in_port {
+                    apply.push(Action::Nx(match table {
+                        None => NxAction::Resubmit { in_port },
+                        Some(t) => NxAction::ResubmitTable { in_port, table: *t },
+                    }));
+                }
+            }
         }
     }
     (apply, goto)

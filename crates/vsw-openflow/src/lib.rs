@@ -27,6 +27,7 @@ pub mod group_mod;
 pub mod message;
 pub mod meter_mod;
 pub mod multipart;
+pub mod nx_action;
 pub mod oxm;
 pub mod oxs;
 pub mod packet;

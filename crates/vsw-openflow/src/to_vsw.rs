@@ -30,6 +30,7 @@ use crate::group_mod::{
 use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
+use crate::nx_action::{port_from_16, NxAction, NX_TABLE_CURRENT};
 use crate::oxm::{
     BadMatch, OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
 };
@@ -228,11 +229,52 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::CopyTtlOut => VswAction::SetField(FieldWrite::CopyTtlOut),
         Action::CopyTtlIn => VswAction::SetField(FieldWrite::CopyTtlIn),
         Action::SetNwTtl(t) => VswAction::SetField(FieldWrite::NwTtl(*t)),
+        Action::Nx(nx) => nx_action_to_vsw(nx)?,
+    })
+}
+
+/// A Nicira action vsw carries out (a note has none: `list_to_vsw` leaves it out).
+fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
+    let port = |p: u16| -> Result<Option<u32>, BadFlowMod> {
+        match port_from_16(p) {
+            OFPP_IN_PORT => Ok(None),
+            OFPP_LOCAL => Ok(Some(vsw_flow::LOCAL_PORT)),
+            p if p < OFPP_MAX => Ok(Some(p)),
+            _ => Err(BadFlowMod::BadOutPort),
+        }
+    };
+    let table = |t: u8| -> Result<Option<u8>, BadFlowMod> {
+        match t {
+            NX_TABLE_CURRENT => Ok(None),
+            t if t <= vsw_flow::MAX_TABLE => Ok(Some(t)),
+            _ => Err(BadFlowMod::BadArgument),
+        }
+    };
+    Ok(match *a {
+        NxAction::Resubmit { in_port } => VswAction::Resubmit {
+            port: port(in_port)?,
+            table: None,
+        },
+        NxAction::ResubmitTable { in_port, table: t } => VswAction::Resubmit {
+            port: port(in_port)?,
+            table: table(t)?,
+        },
+        NxAction::DecTtl => VswAction::DecTtl,
+        // The reason and the controller's id are kept as written; vsw's packet-ins
+        // go to every controller that asks for them.
+        NxAction::Controller { max_len, .. } => VswAction::Controller { max_len },
+        NxAction::Note(_) => return Err(BadFlowMod::BadExperimenterType),
     })
 }
 
 fn list_to_vsw(actions: &[Action], place: Place) -> Result<Vec<VswAction>, BadFlowMod> {
-    actions.iter().map(|a| action_to_vsw(a, place)).collect()
+    actions
+        .iter()
+        // A note is the controller's own: kept with the flow (as written), nothing
+        // to carry out.
+        .filter(|a| !matches!(a, Action::Nx(NxAction::Note(_))))
+        .map(|a| action_to_vsw(a, place))
+        .collect()
 }
 
 /// A flow-mod that adds or modifies may name a packet the switch buffered, to run

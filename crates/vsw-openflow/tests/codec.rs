@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use vsw_openflow::flow_mod::{Action, BadFlowMod, Command, FlowMod, Instruction};
 use vsw_openflow::flow_stats::{FlowRemoved, FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::message::ErrorMsg;
+use vsw_openflow::nx_action::NxAction;
 use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS, TUN_METADATA0};
 use vsw_openflow::oxs::FlowCounts;
 use vsw_openflow::packet::NO_BUFFER;
@@ -312,6 +313,21 @@ fn action() -> impl Strategy<Value = Action> {
             value: v,
             mask: None
         })),
+        any::<u16>().prop_map(|in_port| Action::Nx(NxAction::Resubmit { in_port })),
+        (any::<u16>(), any::<u8>())
+            .prop_map(|(in_port, table)| Action::Nx(NxAction::ResubmitTable { in_port, table })),
+        Just(Action::Nx(NxAction::DecTtl)),
+        (any::<u16>(), any::<u16>(), any::<u8>()).prop_map(|(max_len, controller_id, reason)| {
+            Action::Nx(NxAction::Controller {
+                max_len,
+                controller_id,
+                reason,
+            })
+        }),
+        // A note's bytes fill the action to a multiple of 8: 6, 14, 22 …
+        (0usize..3)
+            .prop_flat_map(|k| prop::collection::vec(any::<u8>(), 6 + 8 * k))
+            .prop_map(|v| Action::Nx(NxAction::Note(v))),
     ]
 }
 
