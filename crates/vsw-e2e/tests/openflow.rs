@@ -821,8 +821,7 @@ fn set_fields_options_of_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
     );
 }
 
-/// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`,
-/// `controller(…)`) come back from `ovs-ofctl` in every version exactly as Open
+/// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`) come back from `ovs-ofctl` in every version exactly as Open
 /// vSwitch prints the same flow (`ovs-ofctl parse-flow`), and become vsw's own
 /// actions.
 #[test]
@@ -831,7 +830,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
     let d = Vswd::start();
     let flows = [
         "priority=5,in_port=1,actions=resubmit(,1),resubmit:2,resubmit(3,2)",
-        "priority=6,ip,actions=dec_ttl,note:01.02.03,controller(max_len=100,id=3,reason=no_match)",
+        "priority=6,ip,actions=dec_ttl,note:01.02.03,controller:100",
     ];
     for version in ["OpenFlow13", "OpenFlow14", "OpenFlow15"] {
         ofctl(&d, &["-O", version, "del-flows"]);
@@ -856,6 +855,24 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
             );
         }
     }
+    // A packet-in for one controller or with another reason: vsw's go to every
+    // controller with the reason "action", so it refuses rather than echo what it
+    // would not do.
+    let refused = ofctl_raw(
+        &d,
+        &[
+            "-O",
+            "OpenFlow13",
+            "add-flow",
+            "priority=7,actions=controller(id=3)",
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("OFPBAC_BAD_ARGUMENT"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     let vsw_flows: Vec<String> = d.flows().into_iter().map(|f| f.flow).collect();
     assert!(
         vsw_flows

@@ -12,9 +12,11 @@ use vsw_flow::{FlowSpec, GroupSpec, Written};
 use crate::flow_mod::{
     FlowMod, Instruction, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_SEND_FLOW_REM,
 };
+use crate::flow_stats::FlowStatsEntry;
 use crate::from_vsw::{group_desc_from_vsw, instructions_from_actions, oxm_from_match};
 use crate::group_mod::{GroupDescEntry, GroupMod, OfBucket};
 use crate::oxm::OxmMatch;
+use crate::version::Version;
 
 /// The flags a flow keeps (Open vSwitch's `OFPUTIL_FF_STATE`): those that say how it
 /// lives, not how one flow-mod was to be carried out (CHECK_OVERLAP, RESET_COUNTS).
@@ -96,4 +98,95 @@ pub fn echo_group_desc(spec: &GroupSpec) -> GroupDescEntry {
         desc.buckets = buckets.clone();
     }
     desc
+}
+
+/// At most what a flow-stats entry takes besides its match and instructions, in any
+/// version (1.5's counters included).
+const ENTRY_FIXED_BOUND: usize = 256;
+
+/// Whether a rule can be said in one flow-stats reply, as it is echoed: a rule
+/// kept as written is measured as written (its note, its masks), another as
+/// `from_vsw` says it.
+pub fn rule_fits_openflow(spec: &FlowSpec) -> bool {
+    let matcher = spec.as_written.matcher.get::<WrittenMatch>();
+    let actions = spec.as_written.actions.get::<WrittenInstructions>();
+    if matcher.is_none() && actions.is_none() {
+        return crate::from_vsw::rule_fits_openflow(spec);
+    }
+    // Cheap when it surely fits: the written bytes are what is echoed.
+    if let (Some(m), Some(a)) = (matcher, actions) {
+        if ENTRY_FIXED_BOUND + m.wire.len() + a.0.len() <= crate::multipart::MAX_BODY {
+            return true;
+        }
+    }
+    let (matcher, flags, importance) = echo_match(spec);
+    let entry = FlowStatsEntry {
+        table_id: spec.table,
+        duration_ms: 0,
+        idle_ms: 0,
+        priority: spec.priority,
+        idle_timeout: spec.idle_timeout,
+        hard_timeout: spec.hard_timeout,
+        flags,
+        importance,
+        cookie: spec.cookie,
+        packet_count: 0,
+        byte_count: 0,
+        matcher,
+        instructions: echo_instructions(spec),
+    };
+    [Version::V1_3, Version::V1_5].iter().all(|v| {
+        let mut b = Vec::new();
+        entry.encode(*v, &mut b);
+        b.len() <= crate::multipart::MAX_BODY
+    })
+}
+
+/// Whether a group can be described in one OpenFlow message, as it is echoed.
+pub fn group_fits_openflow(spec: &GroupSpec) -> bool {
+    let entry = echo_group_desc(spec);
+    [Version::V1_3, Version::V1_5].iter().all(|v| {
+        let mut b = Vec::new();
+        entry.encode(*v, &mut b);
+        b.len() <= crate::multipart::MAX_BODY
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_mod::{Action, Instruction};
+    use crate::nx_action::NxAction;
+    use crate::test_support::{field, flow_mod};
+
+    /// A flow-mod that fits one message but whose echo would not (a note of
+    /// nearly 64 KiB, which vsw's own actions leave out) is found too large, so
+    /// that the switch refuses it rather than keep a flow no dump can show.
+    #[test]
+    fn a_rule_is_measured_as_it_is_echoed() {
+        let small = flow_mod(
+            vec![field(0, &[0, 0, 0, 1], None)],
+            vec![Instruction::ApplyActions(vec![Action::Output {
+                port: 2,
+                max_len: 0,
+            }])],
+        );
+        let spec = crate::to_vsw::flow_spec(&small).unwrap();
+        assert!(rule_fits_openflow(&spec));
+        // The flow-mod: 48 bytes, a 16-byte match, the instruction 65,464: 65,528
+        // in all. Its 1.3 entry: 48 + 16 + 65,464, past the 65,519 a reply holds.
+        let note = vec![0u8; 65_446];
+        let big = flow_mod(
+            vec![field(0, &[0, 0, 0, 1], None)],
+            vec![Instruction::ApplyActions(vec![Action::Nx(NxAction::Note(
+                note,
+            ))])],
+        );
+        let spec = crate::to_vsw::flow_spec(&big).unwrap();
+        assert!(
+            crate::from_vsw::rule_fits_openflow(&spec),
+            "vsw's own form is small"
+        );
+        assert!(!rule_fits_openflow(&spec), "the echo is not");
+    }
 }

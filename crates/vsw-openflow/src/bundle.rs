@@ -11,7 +11,6 @@ use crate::flow_mod::FlowMod;
 use crate::frame::{Header, HEADER_LEN};
 use crate::group_mod::GroupMod;
 use crate::reader::Reader;
-use crate::version::Version;
 
 pub const OFPT_BUNDLE_CONTROL: u8 = 33;
 pub const OFPT_BUNDLE_ADD_MESSAGE: u8 = 34;
@@ -87,8 +86,6 @@ pub enum BadBundle {
         "a message of the bundle was refused, so none was carried out (BUNDLE_FAILED/MSG_FAILED)"
     )]
     MsgFailed = 13,
-    #[error("a bundle property vsw does not know (BUNDLE_FAILED/BAD_PROPERTY)")]
-    BadProperty = 16,
 }
 
 impl BundleCtrl {
@@ -96,10 +93,8 @@ impl BundleCtrl {
         let bundle_id = r.u32().ok_or(BadBundle::MsgBadLen)?;
         let kind = r.u16().ok_or(BadBundle::MsgBadLen)?;
         let flags = r.u16().ok_or(BadBundle::MsgBadLen)?;
-        // Properties are experimenters' own; vsw knows none.
-        if !r.is_empty() {
-            return Err(BadBundle::BadProperty);
-        }
+        // Properties (experimenters' own, and 1.5's scheduling) are passed over, as
+        // Open vSwitch passes them over.
         Ok(BundleCtrl {
             bundle_id,
             kind,
@@ -115,9 +110,8 @@ impl BundleCtrl {
 }
 
 impl BundleAdd {
-    /// The inner message must be whole, in the connection's version, and end
-    /// where the bundle-add says (properties after it are refused).
-    pub(crate) fn decode_body(version: Version, r: &mut Reader) -> Result<BundleAdd, BadBundle> {
+    /// The inner message must be whole (its version is the caller's to check).
+    pub(crate) fn decode_body(r: &mut Reader) -> Result<BundleAdd, BadBundle> {
         let bundle_id = r.u32().ok_or(BadBundle::MsgBadLen)?;
         r.u16().ok_or(BadBundle::MsgBadLen)?;
         let flags = r.u16().ok_or(BadBundle::MsgBadLen)?;
@@ -127,15 +121,7 @@ impl BundleAdd {
         if len < HEADER_LEN || len > rest.len() {
             return Err(BadBundle::MsgBadLen);
         }
-        if h.version != version.wire() {
-            return Err(BadBundle::MsgUnsup);
-        }
-        // Whatever follows the message is padding to 8 (all zero), then properties.
-        let tail = &rest[len..];
-        let (padding, properties) = tail.split_at(tail.len().min((8 - len % 8) % 8));
-        if padding.iter().any(|b| *b != 0) || !properties.is_empty() {
-            return Err(BadBundle::BadProperty);
-        }
+        // What follows the message (padding, properties) is passed over.
         Ok(BundleAdd {
             bundle_id,
             flags,
@@ -164,17 +150,24 @@ pub const BUNDLE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most bundles one connection has open at once.
 pub const MAX_OPEN_BUNDLES: usize = 64;
 /// The most messages one connection's open bundles hold together: room for a
-/// chassis's whole flow table in one bundle, and a bound on what a connection can
-/// make vswd keep.
+/// chassis's whole flow table in one bundle.
 pub const MAX_BUNDLED_MESSAGES: usize = 1 << 20;
+/// The most bytes of bundled messages one connection's open bundles hold together
+/// (as they came; the decoded form takes about as much again): what a connection
+/// can make vswd keep.
+pub const MAX_BUNDLED_BYTES: usize = 256 << 20;
 
-/// One open bundle: its flags, whether it was closed, and its messages (each as
-/// it came, for the error that may answer it, and decoded).
+/// One bundled message: the start of the bundle-add that brought it (what an error
+/// for it carries, with its xid) and the message decoded.
+pub type Bundled = (Vec<u8>, BundleItem);
+
+/// One open bundle: its flags, whether it was closed, its messages and their size.
 #[derive(Debug)]
 struct OpenBundle {
     flags: u16,
     closed: bool,
-    items: Vec<(Vec<u8>, BundleItem)>,
+    items: Vec<Bundled>,
+    bytes: usize,
     used: Instant,
 }
 
@@ -183,6 +176,7 @@ struct OpenBundle {
 pub struct OpenBundles {
     open: BTreeMap<u32, OpenBundle>,
     messages: usize,
+    bytes: usize,
     max_messages: usize,
 }
 
@@ -191,6 +185,7 @@ impl Default for OpenBundles {
         OpenBundles {
             open: BTreeMap::new(),
             messages: 0,
+            bytes: 0,
             max_messages: MAX_BUNDLED_MESSAGES,
         }
     }
@@ -202,27 +197,45 @@ pub enum Control {
     /// Answer with this reply type.
     Reply(u16),
     /// Commit these messages (the bundle is gone already), then answer.
-    Commit(Vec<(Vec<u8>, BundleItem)>),
+    Commit(Vec<Bundled>),
 }
 
 impl OpenBundles {
+    /// Takes bundle `id` away (its messages no longer count).
+    fn remove(&mut self, id: u32) -> Option<OpenBundle> {
+        let b = self.open.remove(&id)?;
+        self.messages -= b.items.len();
+        self.bytes -= b.bytes;
+        Some(b)
+    }
+
+    /// Refuses with `why`, taking bundle `id` away as Open vSwitch does when a
+    /// request about it is inconsistent (opened twice, added to or closed once
+    /// closed, other flags).
+    fn drop_for(&mut self, id: u32, why: BadBundle) -> BadBundle {
+        self.remove(id);
+        why
+    }
+
     /// Drops the bundles unused for [`BUNDLE_IDLE_TIMEOUT`] (looked at whenever a
     /// bundle request comes: a bundle nobody asks about again costs only memory,
-    /// bounded by [`MAX_BUNDLED_MESSAGES`]).
+    /// bounded by [`MAX_BUNDLED_BYTES`]).
     fn expire(&mut self, now: Instant) {
-        let messages = &mut self.messages;
-        self.open.retain(|id, b| {
-            let keep = now.duration_since(b.used) < BUNDLE_IDLE_TIMEOUT;
-            if !keep {
+        let idle: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(_, b)| now.duration_since(b.used) >= BUNDLE_IDLE_TIMEOUT)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in idle {
+            if let Some(b) = self.remove(id) {
                 tracing::info!(
                     bundle = id,
                     messages = b.items.len(),
                     "OpenFlow bundle dropped: unused for 10 s"
                 );
-                *messages -= b.items.len();
             }
-            keep
-        });
+        }
     }
 
     /// A bundle-control request: what to do, or why not.
@@ -231,51 +244,48 @@ impl OpenBundles {
         if c.flags & !(OFPBF_ATOMIC | OFPBF_ORDERED) != 0 {
             return Err(BadBundle::BadFlags);
         }
-        let same_flags = |b: &OpenBundle| {
-            if b.flags == c.flags {
-                Ok(())
-            } else {
-                Err(BadBundle::BadFlags)
-            }
-        };
+        let id = c.bundle_id;
         match c.kind {
             OFPBCT_OPEN_REQUEST => {
-                if self.open.contains_key(&c.bundle_id) {
-                    return Err(BadBundle::Exists);
+                if self.open.contains_key(&id) {
+                    return Err(self.drop_for(id, BadBundle::Exists));
                 }
                 if self.open.len() >= MAX_OPEN_BUNDLES {
                     return Err(BadBundle::OutOfBundles);
                 }
                 self.open.insert(
-                    c.bundle_id,
+                    id,
                     OpenBundle {
                         flags: c.flags,
                         closed: false,
                         items: Vec::new(),
+                        bytes: 0,
                         used: now,
                     },
                 );
                 Ok(Control::Reply(OFPBCT_OPEN_REPLY))
             }
             OFPBCT_CLOSE_REQUEST => {
-                let b = self.open.get_mut(&c.bundle_id).ok_or(BadBundle::BadId)?;
+                let b = self.open.get_mut(&id).ok_or(BadBundle::BadId)?;
                 if b.closed {
-                    return Err(BadBundle::Closed);
+                    return Err(self.drop_for(id, BadBundle::Closed));
                 }
-                same_flags(b)?;
+                if b.flags != c.flags {
+                    return Err(self.drop_for(id, BadBundle::BadFlags));
+                }
                 b.closed = true;
                 b.used = now;
                 Ok(Control::Reply(OFPBCT_CLOSE_REPLY))
             }
             OFPBCT_COMMIT_REQUEST => {
-                same_flags(self.open.get(&c.bundle_id).ok_or(BadBundle::BadId)?)?;
-                let b = self.open.remove(&c.bundle_id).ok_or(BadBundle::BadId)?;
-                self.messages -= b.items.len();
+                let b = self.remove(id).ok_or(BadBundle::BadId)?;
+                if b.flags != c.flags {
+                    return Err(BadBundle::BadFlags);
+                }
                 Ok(Control::Commit(b.items))
             }
             OFPBCT_DISCARD_REQUEST => {
-                let b = self.open.remove(&c.bundle_id).ok_or(BadBundle::BadId)?;
-                self.messages -= b.items.len();
+                self.remove(id).ok_or(BadBundle::BadId)?;
                 Ok(Control::Reply(OFPBCT_DISCARD_REPLY))
             }
             _ => Err(BadBundle::BadType),
@@ -283,11 +293,12 @@ impl OpenBundles {
     }
 
     /// Adds a message to a bundle (opening it, as the spec allows, if it is not
-    /// open yet).
+    /// open yet); `len` is the bundle-add's length, `head` its start (for an error).
     pub fn add(
         &mut self,
         a: &BundleAdd,
-        raw: Vec<u8>,
+        head: Vec<u8>,
+        len: usize,
         item: BundleItem,
         now: Instant,
     ) -> Result<(), BadBundle> {
@@ -295,27 +306,28 @@ impl OpenBundles {
         if a.flags & !(OFPBF_ATOMIC | OFPBF_ORDERED) != 0 {
             return Err(BadBundle::BadFlags);
         }
-        if self.messages >= self.max_messages {
+        if self.messages >= self.max_messages || self.bytes + len > MAX_BUNDLED_BYTES {
             return Err(BadBundle::MsgTooMany);
         }
-        if !self.open.contains_key(&a.bundle_id) && self.open.len() >= MAX_OPEN_BUNDLES {
-            return Err(BadBundle::OutOfBundles);
+        let id = a.bundle_id;
+        match self.open.get(&id) {
+            None if self.open.len() >= MAX_OPEN_BUNDLES => return Err(BadBundle::OutOfBundles),
+            Some(b) if b.closed => return Err(self.drop_for(id, BadBundle::Closed)),
+            Some(b) if b.flags != a.flags => return Err(self.drop_for(id, BadBundle::BadFlags)),
+            _ => {}
         }
-        let b = self.open.entry(a.bundle_id).or_insert(OpenBundle {
+        let b = self.open.entry(id).or_insert(OpenBundle {
             flags: a.flags,
             closed: false,
             items: Vec::new(),
+            bytes: 0,
             used: now,
         });
-        if b.closed {
-            return Err(BadBundle::Closed);
-        }
-        if b.flags != a.flags {
-            return Err(BadBundle::BadFlags);
-        }
-        b.items.push((raw, item));
+        b.items.push((head, item));
+        b.bytes += len;
         b.used = now;
         self.messages += 1;
+        self.bytes += len;
         Ok(())
     }
 
@@ -349,6 +361,7 @@ mod tests {
         b.add(
             &a,
             Vec::new(),
+            64,
             BundleItem::Flow(flow_mod(Vec::new(), Vec::new())),
             now,
         )
@@ -410,7 +423,7 @@ mod tests {
             };
             let mut fm = flow_mod(Vec::new(), Vec::new());
             fm.priority = priority;
-            b.add(&a, vec![priority as u8], BundleItem::Flow(fm), now)
+            b.add(&a, vec![priority as u8], 64, BundleItem::Flow(fm), now)
                 .unwrap();
         }
         let Ok(Control::Commit(items)) = b.control(&ctrl(9, OFPBCT_COMMIT_REQUEST), now) else {

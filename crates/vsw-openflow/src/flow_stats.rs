@@ -3,7 +3,7 @@
 //! And `OFPT_FLOW_REMOVED`, which says the same of a flow that went.
 
 use crate::error::Refusal;
-use crate::flow_mod::Instruction;
+use crate::flow_mod::{Action, Instruction};
 use crate::frame::len16;
 use crate::oxm::OxmMatch;
 use crate::oxs::FlowCounts;
@@ -139,12 +139,41 @@ impl FlowStatsEntry {
             out.extend_from_slice(&v.to_be_bytes());
         }
         self.matcher.encode(out);
-        for i in &self.instructions {
+        for i in &meter_as_instruction(&self.instructions) {
             i.encode(out);
         }
         let len = len16(out.len() - start);
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
+}
+
+/// Before 1.5 a meter is an instruction of its own: a flow a 1.5 controller wrote
+/// with a meter action reads, in 1.3 and 1.4, with the meter instruction first (an
+/// apply-actions left empty by it is left out).
+fn meter_as_instruction(instructions: &[Instruction]) -> Vec<Instruction> {
+    let mut meter = None;
+    let mut out: Vec<Instruction> = instructions
+        .iter()
+        .filter_map(|i| match i {
+            Instruction::ApplyActions(list)
+                if meter.is_none() && list.iter().any(|a| matches!(a, Action::Meter(_))) =>
+            {
+                let mut rest = Vec::with_capacity(list.len());
+                for a in list {
+                    match a {
+                        Action::Meter(m) if meter.is_none() => meter = Some(*m),
+                        other => rest.push(other.clone()),
+                    }
+                }
+                (!rest.is_empty()).then_some(Instruction::ApplyActions(rest))
+            }
+            other => Some(other.clone()),
+        })
+        .collect();
+    if let Some(m) = meter {
+        out.insert(0, Instruction::Meter(m));
+    }
+    out
 }
 
 /// 1.5 has no meter instruction: the meter is the first action applied.
@@ -164,11 +193,8 @@ fn meter_as_action(instructions: &[Instruction]) -> Vec<Instruction> {
         .iter_mut()
         .find(|i| matches!(i, Instruction::ApplyActions(_)))
     {
-        Some(Instruction::ApplyActions(list)) => list.insert(0, crate::flow_mod::Action::Meter(m)),
-        _ => out.insert(
-            0,
-            Instruction::ApplyActions(vec![crate::flow_mod::Action::Meter(m)]),
-        ),
+        Some(Instruction::ApplyActions(list)) => list.insert(0, Action::Meter(m)),
+        _ => out.insert(0, Instruction::ApplyActions(vec![Action::Meter(m)])),
     }
     out
 }
@@ -333,5 +359,64 @@ impl FlowRemoved {
             }
         };
         r.is_empty().then_some(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::field;
+
+    fn entry(instructions: Vec<Instruction>) -> FlowStatsEntry {
+        FlowStatsEntry {
+            table_id: 0,
+            duration_ms: 0,
+            idle_ms: 0,
+            priority: 1,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            flags: 0,
+            importance: 0,
+            cookie: 0,
+            packet_count: 0,
+            byte_count: 0,
+            matcher: OxmMatch {
+                fields: vec![field(0, &[0, 0, 0, 1], None)],
+            },
+            instructions,
+        }
+    }
+
+    /// A flow written with 1.5's meter action reads in 1.3 and 1.4 with the meter
+    /// instruction (an action type those versions do not have would fail a whole
+    /// dump), and one written with the instruction reads in 1.5 as the action.
+    #[test]
+    fn a_meter_is_said_in_the_readers_version() {
+        let out = Action::Output {
+            port: 2,
+            max_len: 0,
+        };
+        let as_action = vec![Instruction::ApplyActions(vec![
+            Action::Meter(7),
+            out.clone(),
+        ])];
+        let as_instruction = vec![
+            Instruction::Meter(7),
+            Instruction::ApplyActions(vec![out.clone()]),
+        ];
+        for (written, v, read) in [
+            (&as_action, Version::V1_3, &as_instruction),
+            (&as_action, Version::V1_4, &as_instruction),
+            (&as_instruction, Version::V1_5, &as_action),
+            (&as_action, Version::V1_5, &as_action),
+        ] {
+            let mut b = Vec::new();
+            entry(written.clone()).encode(v, &mut b);
+            let back = decode_entries(v, &b).expect("decodes");
+            assert_eq!(&back[0].instructions, read, "{v:?}");
+        }
+        // A meter alone in its apply-actions leaves none behind.
+        let alone = vec![Instruction::ApplyActions(vec![Action::Meter(7)])];
+        assert_eq!(meter_as_instruction(&alone), vec![Instruction::Meter(7)]);
     }
 }

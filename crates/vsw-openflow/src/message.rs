@@ -424,9 +424,7 @@ impl Message {
             OFPT_BUNDLE_CONTROL if version >= Version::V1_4 => {
                 Ok(Message::BundleControl(BundleCtrl::decode_body(&mut r)?))
             }
-            OFPT_BUNDLE_ADD_MESSAGE if version >= Version::V1_4 => {
-                Ok(Message::BundleAdd(BundleAdd::decode_body(version, &mut r)?))
-            }
+            OFPT_BUNDLE_ADD_MESSAGE if version >= Version::V1_4 => bundle_add(version, &mut r),
             OFPT_EXPERIMENTER => {
                 let vendor = r.u32().ok_or(Refusal::BadLen)?;
                 let subtype = r.u32().ok_or(Refusal::BadLen)?;
@@ -435,9 +433,7 @@ impl Message {
                         ONFT_BUNDLE_CONTROL => {
                             Ok(Message::BundleControl(BundleCtrl::decode_body(&mut r)?))
                         }
-                        ONFT_BUNDLE_ADD_MESSAGE => {
-                            Ok(Message::BundleAdd(BundleAdd::decode_body(version, &mut r)?))
-                        }
+                        ONFT_BUNDLE_ADD_MESSAGE => bundle_add(version, &mut r),
                         _ => Err(Refusal::BadExperimenterType),
                     };
                 }
@@ -457,6 +453,16 @@ impl Message {
             _ => Err(Refusal::BadType),
         }
     }
+}
+
+/// A bundle-add whose message is of the connection's version (another is refused
+/// as Open vSwitch refuses it: BAD_VERSION).
+fn bundle_add(version: Version, r: &mut Reader) -> Result<Message, Refusal> {
+    let add = BundleAdd::decode_body(r)?;
+    if add.message.first() != Some(&version.wire()) {
+        return Err(Refusal::BadVersion);
+    }
+    Ok(Message::BundleAdd(add))
 }
 
 /// ONF's experimenter header (OpenFlow 1.3's bundle messages).

@@ -7,7 +7,6 @@ use std::time::Instant;
 use crate::async_config::AsyncConfig;
 use crate::bundle::{
     BadBundle, BundleAdd, BundleCtrl, BundleItem, Control, OpenBundles, OFPBCT_COMMIT_REPLY,
-    OFPBCT_COMMIT_REQUEST,
 };
 use crate::error::Refusal;
 use crate::flow_mod::{BadFlowMod, FlowMod};
@@ -74,11 +73,18 @@ pub trait Bridge {
     fn tlv_table(&self) -> Vec<TlvMap> {
         Vec::new()
     }
+    /// Checks a message added to a bundle as far as it can be without the switch's
+    /// state (its table, ports, actions), so that it is refused when added, as
+    /// Open vSwitch refuses it; the commit checks it again against the tables.
+    fn check_bundled(&mut self, _item: &BundleItem) -> Result<(), Refusal> {
+        Ok(())
+    }
     /// Carries out a committed bundle's messages in order, all of them or — when
     /// one is refused — none (no packet sees part of them). `Err`: the index of the
-    /// message refused and why. A switch without bundles refuses every one.
-    fn commit_bundle(&mut self, _items: &[BundleItem]) -> Result<(), (usize, Refusal)> {
-        Err((0, Refusal::Bundle(BadBundle::MsgUnsup)))
+    /// message refused (`None`: the commit as a whole could not be made) and why. A
+    /// switch without bundles refuses every one.
+    fn commit_bundle(&mut self, _items: &[BundleItem]) -> Result<(), (Option<usize>, Refusal)> {
+        Err((None, Refusal::Bundle(BadBundle::MsgUnsup)))
     }
     /// This connection's role now (another's request may have changed it).
     fn role(&self) -> Role {
@@ -438,10 +444,10 @@ impl Session {
                         out.extend(msg.encode(version.wire(), xid.unwrap_or(h.xid)));
                     }
                 }
-                Err(b) => out.extend(self.refuse(version, m, Refusal::Bundle(b))),
+                Err(refusal) => out.extend(self.refuse(version, m, refusal)),
             },
             Ok(Message::BundleAdd(a)) => {
-                if let Err(refusal) = self.bundle_add(version, h.xid, a, bridge) {
+                if let Err(refusal) = self.bundle_add(version, m, a, bridge) {
                     out.extend(self.refuse(version, m, refusal));
                 }
             }
@@ -464,58 +470,62 @@ impl Session {
         m: &[u8],
         c: &BundleCtrl,
         bridge: &mut dyn Bridge,
-    ) -> Result<Vec<(Message, Option<u32>)>, BadBundle> {
+    ) -> Result<Vec<(Message, Option<u32>)>, Refusal> {
+        // Replies carry no flags, as Open vSwitch's.
         let reply = |kind| {
             vec![(
                 Message::BundleControl(BundleCtrl {
                     bundle_id: c.bundle_id,
                     kind,
-                    flags: c.flags,
+                    flags: 0,
                 }),
                 None,
             )]
         };
-        if bridge.role() == Role::Slave && c.kind == OFPBCT_COMMIT_REQUEST {
-            return Err(BadBundle::Eperm);
+        if bridge.role() == Role::Slave {
+            return Err(Refusal::IsSlave);
         }
         let items = match self.bundles.control(c, Instant::now())? {
             Control::Reply(kind) => return Ok(reply(kind)),
             Control::Commit(items) => items,
         };
         let decoded: Vec<BundleItem> = items.iter().map(|(_, i)| i.clone()).collect();
-        let Err((i, refusal)) = bridge.commit_bundle(&decoded) else {
+        let Err((at, refusal)) = bridge.commit_bundle(&decoded) else {
             return Ok(reply(OFPBCT_COMMIT_REPLY));
         };
         tracing::info!(
             bundle = c.bundle_id,
-            message = i,
+            message = at,
             of = items.len(),
-            "OpenFlow bundle not committed: a message was refused, none was carried out"
+            error = %refusal,
+            "OpenFlow bundle not committed: none of its messages was carried out"
         );
         let mut out = Vec::new();
-        if let Some((raw, _)) = items.get(i) {
-            self.refusals.note(raw, &refusal);
-            let xid = Header::parse(raw).map(|h| h.xid);
-            out.push((refusal.answer_in(version, raw), xid));
+        // The refused message's own error, with its bundle-add's xid and start.
+        if let Some((head, _)) = at.and_then(|i| items.get(i)) {
+            self.refusals.note(head, &refusal);
+            let xid = Header::parse(head).map(|h| h.xid);
+            out.push((refusal.answer_in(version, head), xid));
         }
         out.push((BadBundle::MsgFailed.answer(version, m), None));
         Ok(out)
     }
 
-    /// A bundle-add: the message decoded and kept for the commit (flow-mods and
-    /// group-mods only), or why not.
+    /// A bundle-add (`m`, all of it): the message decoded, checked as far as it can
+    /// be, and kept for the commit (flow-mods and group-mods only), or why not.
     fn bundle_add(
         &mut self,
         version: Version,
-        xid: u32,
+        m: &[u8],
         a: BundleAdd,
         bridge: &mut dyn Bridge,
     ) -> Result<(), Refusal> {
         if bridge.role() == Role::Slave {
-            return Err(BadBundle::Eperm.into());
+            return Err(Refusal::IsSlave);
         }
+        let outer = Header::parse(m).ok_or(BadBundle::MsgBadLen)?;
         let inner = Header::parse(&a.message).ok_or(BadBundle::MsgBadLen)?;
-        if inner.xid != xid {
+        if inner.xid != outer.xid {
             return Err(BadBundle::MsgBadXid.into());
         }
         let item = match Message::decode(version, &a.message)? {
@@ -523,9 +533,10 @@ impl Session {
             Message::GroupMod(gm) => BundleItem::Group(gm),
             _ => return Err(BadBundle::MsgUnsup.into()),
         };
-        let raw = a.message.clone();
+        bridge.check_bundled(&item)?;
+        let head = m[..m.len().min(crate::error::ERROR_DATA_LEN)].to_vec();
         self.bundles
-            .add(&a, raw, item, Instant::now())
+            .add(&a, head, m.len(), item, Instant::now())
             .map_err(Refusal::from)
     }
 

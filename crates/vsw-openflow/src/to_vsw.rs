@@ -233,6 +233,9 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
     })
 }
 
+/// OFPR_ACTION: a packet-in an action asked for.
+const OFPR_ACTION: u8 = 1;
+
 /// A Nicira action vsw carries out (a note has none: `list_to_vsw` leaves it out).
 fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
     let port = |p: u16| -> Result<Option<u32>, BadFlowMod> {
@@ -260,9 +263,15 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             table: table(t)?,
         },
         NxAction::DecTtl => VswAction::DecTtl,
-        // The reason and the controller's id are kept as written; vsw's packet-ins
-        // go to every controller that asks for them.
-        NxAction::Controller { max_len, .. } => VswAction::Controller { max_len },
+        // vsw's packet-ins are for every controller that asks for them, with the
+        // reason "action": another reason or one controller's id is refused rather
+        // than kept in the echo and not done.
+        NxAction::Controller {
+            max_len,
+            controller_id: 0,
+            reason: OFPR_ACTION,
+        } => VswAction::Controller { max_len },
+        NxAction::Controller { .. } => return Err(BadFlowMod::BadArgument),
         NxAction::Note(_) => return Err(BadFlowMod::BadExperimenterType),
     })
 }

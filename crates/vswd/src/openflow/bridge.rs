@@ -6,7 +6,7 @@ use vsw_flow::{GroupError, MeterError};
 use vsw_openflow::as_written::{
     echo_group_desc, echo_instructions, echo_match, written_instructions,
 };
-use vsw_openflow::bundle::BundleItem;
+use vsw_openflow::bundle::{BadBundle, BundleItem};
 use vsw_openflow::flow_mod::{
     to_of_port, to_vsw_port, BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS,
     OFPG_ANY, OFPP_ANY,
@@ -200,20 +200,30 @@ impl Bridge for SwitchBridge<'_> {
 
     /// Through the same checks as flow-mods and group-mods one by one, carried out
     /// in one change of the tables, all or none.
-    fn commit_bundle(&mut self, items: &[BundleItem]) -> Result<(), (usize, Refusal)> {
+    fn commit_bundle(&mut self, items: &[BundleItem]) -> Result<(), (Option<usize>, Refusal)> {
         let changes = items
             .iter()
             .enumerate()
-            .map(|(i, item)| bundle_change(item).map_err(|e| (i, e)))
+            .map(|(i, item)| bundle_change(item).map_err(|e| (Some(i), e)))
             .collect::<Result<Vec<Change>, _>>()?;
         tracing::debug!(n = changes.len(), "OpenFlow bundle committed");
-        self.sw().commit_changes(&changes).map_err(|(i, e)| {
-            let refusal = match items.get(i) {
+        self.sw().commit_changes(&changes).map_err(|(at, e)| {
+            let refusal = match at.and_then(|i| items.get(i)) {
                 Some(BundleItem::Group(_)) => Refusal::GroupMod(group_mod_error(e)),
-                _ => Refusal::FlowMod(flow_mod_error(e)),
+                Some(BundleItem::Flow(_)) => Refusal::FlowMod(flow_mod_error(e)),
+                None => {
+                    tracing::error!(error = %e, "OpenFlow bundle not committed: the tables could not be changed");
+                    Refusal::Bundle(BadBundle::MsgFailed)
+                }
             };
-            (i, refusal)
+            (at, refusal)
         })
+    }
+
+    /// What a flow-mod or group-mod says alone (its table, ports, actions) is
+    /// checked when it is added to a bundle.
+    fn check_bundled(&mut self, item: &BundleItem) -> Result<(), Refusal> {
+        bundle_change(item).map(|_| ())
     }
 
     /// Through the same checks as `vswctl add-meter` / `mod-meter` / `del-meters`

@@ -77,7 +77,10 @@ impl Switch {
         {
             return Err(SwitchError::NoSuchGroup(g));
         }
-        if !specs.iter().all(vsw_openflow::from_vsw::rule_fits_openflow) {
+        if !specs
+            .iter()
+            .all(vsw_openflow::as_written::rule_fits_openflow)
+        {
             return Err(SwitchError::TooLarge("flow"));
         }
         if let Some(m) = specs
@@ -165,8 +168,12 @@ impl Switch {
     /// Carries out a committed bundle (OpenFlow's): every change in order, all of
     /// them or — when one is refused — none, in one change of the tables (one
     /// revalidation: no packet sees part of it). `Err`: the index of the change
-    /// refused and why; the tables are as they were.
-    pub fn commit_changes(&mut self, changes: &[Change]) -> Result<(), (usize, SwitchError)> {
+    /// refused (`None`: the changed tables could not be saved or put in place) and
+    /// why; the tables are as they were.
+    pub fn commit_changes(
+        &mut self,
+        changes: &[Change],
+    ) -> Result<(), (Option<usize>, SwitchError)> {
         let old = self.ofproto.pipeline();
         let mut pipeline = (*old).clone();
         let now = now_ms();
@@ -193,18 +200,17 @@ impl Switch {
                     Ok(())
                 }
             };
-            done.map_err(|e| (i, e))?;
+            done.map_err(|e| (Some(i), e))?;
         }
-        let last = changes.len().saturating_sub(1);
         if groups_changed {
             // Groups are not journalled: the state file is written whole.
-            self.replace_rules(pipeline).map_err(|e| (last, e))?;
+            self.replace_rules(pipeline).map_err(|e| (None, e))?;
             for r in &deleted {
                 self.note_removed(r, Removal::Deleted, now);
             }
         } else {
             self.publish_flow_batch(&old, pipeline, &touched, &deleted, now)
-                .map_err(|e| (last, e))?;
+                .map_err(|e| (None, e))?;
         }
         for r in &group_deleted {
             self.note_removed(r, Removal::GroupDeleted, now);
@@ -281,7 +287,7 @@ impl Switch {
                 if *check_overlap && pipeline.overlaps(spec) {
                     return Err(SwitchError::Overlap);
                 }
-                if !vsw_openflow::from_vsw::rule_fits_openflow(spec) {
+                if !vsw_openflow::as_written::rule_fits_openflow(spec) {
                     return Err(SwitchError::TooLarge("flow"));
                 }
                 touched.insert((spec.table, spec.priority, spec.matcher));
@@ -311,17 +317,18 @@ impl Switch {
                 }
                 // Each selected rule with the new actions, checked as a whole flow.
                 let with_actions = |r: &vsw_flow::Rule| {
-                    let spec = vsw_flow::FlowSpec {
+                    let mut spec = vsw_flow::FlowSpec {
                         actions: actions.clone(),
                         ..r.spec.clone()
                     };
+                    spec.as_written.actions = written.clone();
                     vsw_flow::check_flow(&spec).map(|()| spec)
                 };
                 let picked = pipeline.select(selection, *strict);
                 // A refusal says why: the action that needs what a match lacks, or
                 // a rule too large to describe.
                 for r in &picked {
-                    if !vsw_openflow::from_vsw::rule_fits_openflow(&with_actions(r)?) {
+                    if !vsw_openflow::as_written::rule_fits_openflow(&with_actions(r)?) {
                         return Err(SwitchError::TooLarge("flow"));
                     }
                 }
@@ -468,7 +475,7 @@ impl Switch {
 /// describe in one OpenFlow message.
 fn check_group(spec: &vsw_flow::GroupSpec) -> Result<(), SwitchError> {
     spec.check()?;
-    if !vsw_openflow::from_vsw::group_fits_openflow(spec) {
+    if !vsw_openflow::as_written::group_fits_openflow(spec) {
         return Err(SwitchError::TooLarge("group"));
     }
     Ok(())
