@@ -489,20 +489,20 @@ impl Session {
             Control::Reply(kind) => return Ok(reply(kind)),
             Control::Commit(items) => items,
         };
-        let decoded: Vec<BundleItem> = items.iter().map(|(_, i)| i.clone()).collect();
+        let (heads, decoded): (Vec<Vec<u8>>, Vec<BundleItem>) = items.into_iter().unzip();
         let Err((at, refusal)) = bridge.commit_bundle(&decoded) else {
             return Ok(reply(OFPBCT_COMMIT_REPLY));
         };
         tracing::info!(
             bundle = c.bundle_id,
             message = at,
-            of = items.len(),
+            of = decoded.len(),
             error = %refusal,
             "OpenFlow bundle not committed: none of its messages was carried out"
         );
         let mut out = Vec::new();
         // The refused message's own error, with its bundle-add's xid and start.
-        if let Some((head, _)) = at.and_then(|i| items.get(i)) {
+        if let Some(head) = at.and_then(|i| heads.get(i)) {
             self.refusals.note(head, &refusal);
             let xid = Header::parse(head).map(|h| h.xid);
             out.push((refusal.answer_in(version, head), xid));

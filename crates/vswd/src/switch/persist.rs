@@ -96,14 +96,7 @@ impl Switch {
         added: Vec<String>,
         removed: Option<&[Arc<vsw_flow::Rule>]>,
     ) -> Result<(), SwitchError> {
-        // The journal is kept within a constant factor of the state file: past it,
-        // the state file is written whole (and the journal starts again).
-        let limit = JOURNAL_MIN_BYTES.max(2 * self.state_bytes);
-        if !self.persist
-            || !self.file_current
-            || !self.journal.usable()
-            || self.journal.bytes() >= limit
-        {
+        if !self.journal_takes_change() {
             return self.replace_rules(pipeline);
         }
         // Written before the change is made: a journal that cannot be written
@@ -131,6 +124,15 @@ impl Switch {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Whether the next change of rules goes to the journal (else the state file
+    /// is written whole): the journal is kept within a constant factor of the
+    /// state file; past it, the state file is written whole and the journal starts
+    /// again.
+    pub(super) fn journal_takes_change(&self) -> bool {
+        let limit = JOURNAL_MIN_BYTES.max(2 * self.state_bytes);
+        self.persist && self.file_current && self.journal.usable() && self.journal.bytes() < limit
     }
 
     pub(super) fn note_removed(&mut self, rule: &Arc<vsw_flow::Rule>, why: Removal, at_ms: u64) {

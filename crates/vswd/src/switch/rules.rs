@@ -230,6 +230,17 @@ impl Switch {
         deleted: &[Arc<vsw_flow::Rule>],
         now: u64,
     ) -> Result<(), SwitchError> {
+        if touched.is_empty() {
+            return Ok(());
+        }
+        if !self.journal_takes_change() {
+            // The state file is written whole: nothing to say rule by rule.
+            self.replace_rules(pipeline)?;
+            for r in deleted {
+                self.note_removed(r, Removal::Deleted, now);
+            }
+            return Ok(());
+        }
         // What the journal says of the batch: for every rule key it touched, the
         // rule it had before (removed) and the one it has now (added), when they
         // differ — so a rule added and deleted again in one batch writes nothing.
