@@ -821,7 +821,7 @@ fn set_fields_options_of_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
     );
 }
 
-/// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`) come back from `ovs-ofctl` in every version exactly as Open
+/// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`, `clone`) come back from `ovs-ofctl` in every version exactly as Open
 /// vSwitch prints the same flow (`ovs-ofctl parse-flow`), and become vsw's own
 /// actions.
 #[test]
@@ -831,6 +831,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
     let flows = [
         "priority=5,in_port=1,actions=resubmit(,1),resubmit:2,resubmit(3,2)",
         "priority=6,ip,actions=dec_ttl,note:01.02.03,controller:100",
+        "priority=7,ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),output:4",
     ];
     for version in ["OpenFlow13", "OpenFlow14", "OpenFlow15"] {
         ofctl(&d, &["-O", version, "del-flows"]);
@@ -884,6 +885,13 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         vsw_flows
             .iter()
             .any(|f| f.contains("dec_ttl") && f.contains("CONTROLLER:100")),
+        "{vsw_flows:?}"
+    );
+    assert!(
+        vsw_flows
+            .iter()
+            .any(|f| f
+                .contains("clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2)")),
         "{vsw_flows:?}"
     );
 }

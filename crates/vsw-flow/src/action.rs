@@ -98,6 +98,10 @@ pub enum Action {
         port: Option<u32>,
         table: Option<u8>,
     },
+    /// The next N actions run on a copy of the packet: what they change does not
+    /// reach the actions after them (Open vSwitch's `clone(…)`; written
+    /// `clone(ACTIONS)`).
+    Clone(u8),
 }
 
 /// Builds an action from its written argument (`None`: written without one).
@@ -243,6 +247,14 @@ static WRITE_ACTIONS: ActionDef = ActionDef {
             "write_actions(ACTIONS) holds actions",
         ))
     },
+};
+static CLONE: ActionDef = ActionDef {
+    name: "clone",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    // Read with the actions it holds, by the flow parser (`syntax.rs`).
+    build: |n, a, _| Err(bad(n, a.unwrap_or(""), "clone(ACTIONS) holds actions")),
 };
 static CLEAR_ACTIONS: ActionDef = ActionDef {
     name: "clear_actions",
@@ -518,6 +530,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &METER,
     &SET_QUEUE,
     &WRITE_ACTIONS,
+    &CLONE,
     &CLEAR_ACTIONS,
     &WRITE_METADATA,
     &SET_TUNNEL,
@@ -564,6 +577,7 @@ impl Action {
             Action::Meter(_) => &METER,
             Action::SetQueue(_) => &SET_QUEUE,
             Action::WriteActions(_) => &WRITE_ACTIONS,
+            Action::Clone(_) => &CLONE,
             Action::ClearActions => &CLEAR_ACTIONS,
             Action::WriteMetadata { .. } => &WRITE_METADATA,
             Action::SetTunnel(_) => &SET_TUNNEL,
@@ -596,7 +610,7 @@ impl Action {
             Action::Output(p) | Action::Group(p) | Action::Meter(p) | Action::SetQueue(p) => {
                 Some(p.to_string())
             }
-            Action::WriteActions(n) => Some(n.to_string()),
+            Action::WriteActions(n) | Action::Clone(n) => Some(n.to_string()),
             Action::WriteMetadata { value, mask } if *mask == u64::MAX => {
                 Some(format!("{value:#x}"))
             }

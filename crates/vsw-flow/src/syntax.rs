@@ -228,6 +228,21 @@ fn read_actions(
     ports: &dyn PortResolver,
     matcher: Option<&Match>,
 ) -> Result<Vec<Action>, FlowSyntaxError> {
+    let mut actions = read_list(text, ports, matcher)?;
+    if actions.is_empty() {
+        // As in OpenFlow: no actions means drop.
+        actions.push(Action::Drop);
+    }
+    check_actions(&actions, matcher)?;
+    Ok(actions)
+}
+
+/// The actions written in `text`, as they are (none is none).
+fn read_list(
+    text: &str,
+    ports: &dyn PortResolver,
+    matcher: Option<&Match>,
+) -> Result<Vec<Action>, FlowSyntaxError> {
     let mut actions = Vec::new();
     for tok in action_tokens(text) {
         let (verb, arg) = split_action(tok);
@@ -235,6 +250,15 @@ fn read_actions(
             let written = write_actions_block(arg.unwrap_or(""), ports, matcher)?;
             actions.push(Action::WriteActions(written.len() as u8));
             actions.extend(written);
+            continue;
+        }
+        if verb.eq_ignore_ascii_case("clone") {
+            let arg = arg.unwrap_or("");
+            let inner = read_list(arg, ports, matcher)?;
+            let n = u8::try_from(inner.len())
+                .map_err(|_| values::bad("clone", arg, "at most 255 actions"))?;
+            actions.push(Action::Clone(n));
+            actions.extend(inner);
             continue;
         }
         let a = match action::action(verb) {
@@ -247,11 +271,6 @@ fn read_actions(
         };
         actions.push(a);
     }
-    if actions.is_empty() {
-        // As in OpenFlow: no actions means drop.
-        actions.push(Action::Drop);
-    }
-    check_actions(&actions, matcher)?;
     Ok(actions)
 }
 
@@ -269,6 +288,31 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
             });
         }
     }
+    // What a clone holds runs as the actions around it do, on a copy: nothing
+    // that ends the pipeline's walk or touches the action set.
+    let mut rest = actions;
+    while let Some((a, after)) = rest.split_first() {
+        rest = after;
+        let Action::Clone(n) = *a else {
+            continue;
+        };
+        let block = &after[..usize::from(n).min(after.len())];
+        if let Some(bad) = block.iter().find(|a| {
+            matches!(
+                a,
+                Action::GotoTable(_)
+                    | Action::WriteActions(_)
+                    | Action::ClearActions
+                    | Action::Drop
+            )
+        }) {
+            return Err(values::bad(
+                "clone",
+                &bad.to_string(),
+                "a clone holds actions a packet goes through, not instructions",
+            ));
+        }
+    }
     let mut rest = actions;
     while let Some((a, after)) = rest.split_first() {
         rest = after;
@@ -283,6 +327,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                 Action::GotoTable(_)
                     | Action::Resubmit { .. }
                     | Action::WriteActions(_)
+                    | Action::Clone(_)
                     | Action::ClearActions
                     | Action::Meter(_)
                     | Action::Drop
@@ -442,10 +487,10 @@ pub fn format_actions(actions: &[Action]) -> String {
     let mut out = Vec::new();
     let mut rest = actions;
     while let Some((a, after)) = rest.split_first() {
-        if let Action::WriteActions(n) = *a {
+        if let Action::WriteActions(n) | Action::Clone(n) = *a {
             let n = usize::from(n).min(after.len());
-            let (written, after) = after.split_at(n);
-            out.push(format!("write_actions({})", format_actions(written)));
+            let (block, after) = after.split_at(n);
+            out.push(format!("{}({})", a.def().name, format_actions(block)));
             rest = after;
             continue;
         }
@@ -703,6 +748,10 @@ mod tests {
                 "priority=1,actions=controller(max_len=128),CONTROLLER:65535",
                 "priority=1,actions=CONTROLLER:128,CONTROLLER",
             ),
+            (
+                "ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),clone(),output:4",
+                "priority=32768,ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),clone(),output:4",
+            ),
         ] {
             let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(format_flow(&f), canon, "{text}");
@@ -876,6 +925,11 @@ mod tests {
             ("actions=resubmit(,300)", "resubmit"),
             ("actions=resubmit(nosuch,1)", "nosuch"),
             ("table=1,table=2,actions=drop", "table"),
+            // A clone holds actions, not instructions, and is not an action set's.
+            ("actions=clone(output:1,goto_table:2)", "clone"),
+            ("actions=clone(write_actions(output:1))", "clone"),
+            ("actions=write_actions(clone(output:1))", "write_actions"),
+            ("actions=clone(mod_tp_dst:80)", "mod_tp_dst"),
         ] {
             let e = parse_flow(text, &names).expect_err(text).to_string();
             assert!(e.contains(needle), "{text}: {e}");

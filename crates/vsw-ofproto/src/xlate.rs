@@ -306,14 +306,7 @@ pub(crate) fn translate_actions(
     key: &FlowKey,
     actions: &[Action],
 ) -> Xlated {
-    run(env, key, |cx| {
-        for a in actions {
-            cx.action(a, 0, None);
-            if cx.out.error.is_some() {
-                break;
-            }
-        }
-    })
+    run(env, key, |cx| cx.actions(actions, 0, None))
 }
 
 fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>)) -> Xlated {
@@ -703,6 +696,13 @@ impl Ctx<'_, '_> {
                             i = end;
                             continue;
                         }
+                        // The next n on a copy of the packet.
+                        Action::Clone(n) => {
+                            let end = (i + 1 + usize::from(n)).min(acts.len());
+                            self.on_copy(&acts[i + 1..end], id, Some(&rule));
+                            i = end;
+                            continue;
+                        }
                         Action::ClearActions => self.action_set.clear(),
                         a => self.action(&a, id, Some(&rule)),
                     }
@@ -746,8 +746,9 @@ impl Ctx<'_, '_> {
             }
             // One queue per port: nothing to choose.
             Action::SetQueue(_) => {}
-            // The table walk takes these (they hold no packet action of their own).
-            Action::WriteActions(_) | Action::ClearActions => {}
+            // The table walk and the action lists take these (they hold no packet
+            // action of their own).
+            Action::WriteActions(_) | Action::Clone(_) | Action::ClearActions => {}
             // For the tables that follow: the packet itself is not changed (and every
             // packet starts with metadata 0, so the datapath flow need not say it).
             Action::WriteMetadata { value, mask } => {
@@ -908,6 +909,7 @@ impl Ctx<'_, '_> {
             | Action::Meter(_)
             | Action::SetQueue(_)
             | Action::WriteActions(_)
+            | Action::Clone(_)
             | Action::ClearActions
             | Action::WriteMetadata { .. }
             | Action::Controller { .. }
@@ -962,23 +964,24 @@ impl Ctx<'_, '_> {
     }
 
     fn bucket(&mut self, b: &Bucket, table: u8, rule: Option<&Rule>) {
-        let key = self.key;
-        // A bucket that may change the packet runs on a copy.
-        let copy = b
-            .actions
-            .iter()
-            .any(|a| a.rewrites() || matches!(a, Action::Group(_)));
-        if copy {
-            if self.saves == MAX_SAVES {
-                self.out.error = Some(XlateError::TooDeep);
-                return;
+        self.on_copy(&b.actions, table, rule);
+    }
+
+    /// Actions with no match of their own to promise their headers (a packet-out's,
+    /// a bucket's), a `clone` block among them run on a copy.
+    fn actions(&mut self, actions: &[Action], table: u8, rule: Option<&Rule>) {
+        let mut i = 0;
+        while i < actions.len() && self.out.error.is_none() {
+            let a = &actions[i];
+            i += 1;
+            if let Action::Clone(n) = *a {
+                let end = (i + usize::from(n)).min(actions.len());
+                self.on_copy(&actions[i..end], table, rule);
+                i = end;
+                continue;
             }
-            self.saves += 1;
-            self.emit(DpAction::Save);
-        }
-        for a in &b.actions {
-            // A bucket has no match of its own: a rewrite of a header this packet
-            // lacks is skipped, and that depended on its protocol.
+            // A rewrite of a header this packet lacks is skipped, and that depended
+            // on its protocol.
             let needs = a.needs();
             if !needs.met(&self.key, &FlowKey::exact()) {
                 self.out.mask.dl_type = u16::MAX;
@@ -990,9 +993,28 @@ impl Ctx<'_, '_> {
                 self.out.mask.nw_proto = u8::MAX;
             }
             self.action(a, table, rule);
-            if self.out.error.is_some() {
+        }
+    }
+
+    /// Runs `actions` on a copy of the packet (a bucket's, a `clone`'s): what they
+    /// change reaches neither the packet nor the working key after them.
+    fn on_copy(&mut self, actions: &[Action], table: u8, rule: Option<&Rule>) {
+        let key = self.key;
+        // Actions that may change the packet run on a copy the datapath makes.
+        let copy = actions
+            .iter()
+            .any(|a| a.rewrites() || matches!(a, Action::Group(_)));
+        if copy {
+            if self.saves == MAX_SAVES {
+                self.out.error = Some(XlateError::TooDeep);
                 return;
             }
+            self.saves += 1;
+            self.emit(DpAction::Save);
+        }
+        self.actions(actions, table, rule);
+        if self.out.error.is_some() {
+            return;
         }
         if copy {
             self.emit(DpAction::Restore);

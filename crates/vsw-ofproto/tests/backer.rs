@@ -932,3 +932,28 @@ fn what_goes_to_a_local_port_is_snooped_for_neighbours() {
         vec![("phy".to_string(), true), ("phy".to_string(), false)]
     );
 }
+
+/// A clone's actions run on a copy: a rewrite in it reaches its own outputs, not
+/// the actions after it; a clone without a rewrite needs no copy.
+#[test]
+fn a_clone_changes_only_its_own_copy() {
+    let backer = Backer::new();
+    let flows = ["in_port=1,udp,actions=clone(mod_tp_dst:99,output:2),clone(output:3),output:2"];
+    let (slot, ofproto) = Ofproto::join(&backer, "br", pipeline(&flows)).unwrap();
+    ofproto.set_ports(vec![1, 2, 3]);
+    for p in 1..=3 {
+        backer.set_port(slot, p, p).unwrap();
+    }
+    let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::Save,
+            DpAction::SetTpDst(99),
+            Output(2),
+            DpAction::Restore,
+            Output(3),
+            Output(2),
+        ]
+    );
+}

@@ -107,6 +107,11 @@ fn rule() -> impl Strategy<Value = String> {
         Just("mod_nw_ecn:2".to_string()),
         Just("copy_ttl_out".to_string()),
         (1u32..=4).prop_map(|g| format!("group:{g}")),
+        // What a clone changes stays in it.
+        ((1u8..=4), (1..=PORTS))
+            .prop_map(|(m, p)| format!("clone(mod_dl_dst:{},output:{p})", mac(m))),
+        ((1..=PORTS), (0..TABLES)).prop_map(|(p, t)| format!("clone(dec_ttl,resubmit({p},{t}))")),
+        (1u32..=4).prop_map(|g| format!("clone(mod_nw_ttl:9,clone(group:{g}))")),
     ];
     (
         0..TABLES,

@@ -78,7 +78,15 @@ pub enum Action {
     Meter(u32),
     /// A Nicira extension action.
     Nx(NxAction),
+    /// Nicira's `clone(…)` (NXAST_CLONE): these actions on a copy of the packet.
+    Clone(Vec<Action>),
 }
+
+/// NXAST_CLONE's subtype.
+pub const NXAST_CLONE: u16 = 42;
+/// How deep clones may nest in one action list (each level takes 16 bytes; a
+/// bound keeps a hostile list from exhausting the stack).
+const MAX_CLONE_DEPTH: usize = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Instruction {
@@ -221,7 +229,7 @@ impl Action {
             Action::Group(_) => 22,
             Action::SetField(_) => 25,
             Action::Meter(_) => 29,
-            Action::Nx(_) => OFPAT_EXPERIMENTER,
+            Action::Nx(_) | Action::Clone(_) => OFPAT_EXPERIMENTER,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
@@ -254,6 +262,14 @@ impl Action {
                 out.extend_from_slice(&a.subtype().to_be_bytes());
                 a.encode_body(out);
             }
+            Action::Clone(actions) => {
+                out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
+                out.extend_from_slice(&NXAST_CLONE.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
+                for a in actions {
+                    a.encode(out);
+                }
+            }
         }
         pad8(out, start);
         let len = len16(out.len() - start);
@@ -261,6 +277,11 @@ impl Action {
     }
 
     pub(crate) fn decode_list(buf: &[u8]) -> Result<Vec<Action>, BadFlowMod> {
+        Action::decode_nested(buf, 0)
+    }
+
+    /// An action list inside `depth` clones.
+    fn decode_nested(buf: &[u8], depth: usize) -> Result<Vec<Action>, BadFlowMod> {
         let mut r = Reader::new(buf);
         let mut out = Vec::new();
         while !r.is_empty() {
@@ -335,7 +356,19 @@ impl Action {
                         return Err(BadFlowMod::BadExperimenter);
                     }
                     let subtype = b.u16().ok_or(BadFlowMod::BadActionLen)?;
-                    Action::Nx(NxAction::decode(subtype, b.rest(), len)?)
+                    if subtype == NXAST_CLONE {
+                        if depth >= MAX_CLONE_DEPTH {
+                            return Err(BadFlowMod::BadArgument);
+                        }
+                        match b.bytes(6) {
+                            Some(pad) if pad.iter().all(|x| *x == 0) => {}
+                            Some(_) => return Err(BadFlowMod::BadArgument),
+                            None => return Err(BadFlowMod::BadActionLen),
+                        }
+                        Action::Clone(Action::decode_nested(b.rest(), depth + 1)?)
+                    } else {
+                        Action::Nx(NxAction::decode(subtype, b.rest(), len)?)
+                    }
                 }
                 _ => return Err(BadFlowMod::BadActionType),
             };

@@ -337,7 +337,15 @@ fn field_write(w: &FieldWrite) -> Action {
 fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
     let mut apply = Vec::new();
     let mut goto = None;
-    for a in actions {
+    let mut rest = actions;
+    while let Some((a, after)) = rest.split_first() {
+        rest = after;
+        if let VswAction::Clone(n) = *a {
+            let (block, after) = rest.split_at(usize::from(n).min(rest.len()));
+            rest = after;
+            apply.push(Action::Clone(actions_and_goto(block).0));
+            continue;
+        }
         let out = |port| Action::Output { port, max_len: 0 };
         match a {
             VswAction::Output(p) => apply.push(out(to_of_port(*p))),
@@ -346,8 +354,9 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::Flood => apply.push(out(OFPP_FLOOD)),
             VswAction::Drop => {}
             VswAction::Group(g) => apply.push(Action::Group(*g)),
-            // Instructions of their own (above).
+            // Instructions of their own (above), and a clone's block (before).
             VswAction::Meter(_)
+            | VswAction::Clone(_)
             | VswAction::WriteActions(_)
             | VswAction::ClearActions
             | VswAction::WriteMetadata { .. } => {}

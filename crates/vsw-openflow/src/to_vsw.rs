@@ -230,6 +230,8 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::CopyTtlIn => VswAction::SetField(FieldWrite::CopyTtlIn),
         Action::SetNwTtl(t) => VswAction::SetField(FieldWrite::NwTtl(*t)),
         Action::Nx(nx) => nx_action_to_vsw(nx)?,
+        // A list of its own (`list_to_vsw`).
+        Action::Clone(_) => return Err(BadFlowMod::BadArgument),
     })
 }
 
@@ -277,13 +279,23 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
 }
 
 fn list_to_vsw(actions: &[Action], place: Place) -> Result<Vec<VswAction>, BadFlowMod> {
-    actions
-        .iter()
-        // A note is the controller's own: kept with the flow (as written), nothing
-        // to carry out.
-        .filter(|a| !matches!(a, Action::Nx(NxAction::Note(_))))
-        .map(|a| action_to_vsw(a, place))
-        .collect()
+    let mut out = Vec::with_capacity(actions.len());
+    for a in actions {
+        match a {
+            // A note is the controller's own: kept with the flow (as written),
+            // nothing to carry out.
+            Action::Nx(NxAction::Note(_)) => {}
+            // vsw's clone counts the actions after it that it holds.
+            Action::Clone(inner) => {
+                let inner = list_to_vsw(inner, place)?;
+                let n = u8::try_from(inner.len()).map_err(|_| BadFlowMod::BadArgument)?;
+                out.push(VswAction::Clone(n));
+                out.extend(inner);
+            }
+            a => out.push(action_to_vsw(a, place)?),
+        }
+    }
+    Ok(out)
 }
 
 /// A flow-mod that adds or modifies may name a packet the switch buffered, to run

@@ -293,7 +293,14 @@ fn tcp_match() -> impl Strategy<Value = OxmMatch> {
         })
 }
 
+/// An action, or a clone of up to three (nested two deep at most).
 fn action() -> impl Strategy<Value = Action> {
+    plain_action().prop_recursive(2, 8, 3, |inner| {
+        prop::collection::vec(inner, 0..3).prop_map(Action::Clone)
+    })
+}
+
+fn plain_action() -> impl Strategy<Value = Action> {
     prop_oneof![
         (any::<u32>(), any::<u16>()).prop_map(|(port, max_len)| Action::Output { port, max_len }),
         Just(Action::PopVlan),
@@ -564,4 +571,43 @@ proptest! {
             }
         }
     }
+}
+
+/// Clones nested past the bound are refused with an error, not followed down the
+/// stack; within it they round-trip.
+#[test]
+fn deeply_nested_clones_are_refused() {
+    let nested = |depth: usize| {
+        let mut a = Action::Output {
+            port: 1,
+            max_len: 0,
+        };
+        for _ in 0..depth {
+            a = Action::Clone(vec![a]);
+        }
+        let fm = FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command: Command::Add,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 1,
+            buffer_id: NO_BUFFER,
+            out_port: u32::MAX,
+            out_group: u32::MAX,
+            flags: 0,
+            importance: 0,
+            matcher: OxmMatch::default(),
+            instructions: vec![Instruction::ApplyActions(vec![a])],
+        };
+        let bytes = Message::FlowMod(fm.clone()).encode(4, 1);
+        (fm, FlowMod::decode_body(Version::V1_3, &bytes[8..]))
+    };
+    let (fm, back) = nested(16);
+    assert_eq!(back, Ok(fm));
+    let (_, back) = nested(17);
+    assert!(back.is_err());
+    let (_, back) = nested(1000);
+    assert!(back.is_err());
 }
