@@ -11,7 +11,9 @@
 # One direction: from host A's workload to host B's; REVERSE=1 the other way.
 # Host A's switch has CPU 1 to itself (vsw's PMD, or ovs-vswitchd); host B's
 # ovs-vswitchd shares CPU 0 with both iperf3 ends, the same in both modes.
-# VSW_BIN=DIR takes vswd from DIR instead of target/release.
+# VSW_BIN=DIR takes vswd from DIR instead of target/release. DIAG=1 also prints, after
+# the run, where packets went: every veth's kernel counters, both workloads' TCP
+# counters and, for vsw, its ports' counters and PMD statistics.
 # Usage: bench/geneve-ovs-peer.sh vsw|ovs [seconds]. Root; cleans up after.
 # REVERSE=0 (or unset) is the forward direction; any other value reverses it.
 reverse_flag=""
@@ -85,6 +87,18 @@ sleep 0.5
 ip netns exec "$WA" timeout $((secs + 20)) taskset -c 0 iperf3 -c 198.19.0.1 -t "$secs" \
     $reverse_flag --connect-timeout 3000 -J > "$dir/iperf.json" || true
 wait $server || true
+if [ "${DIAG:-0}" != 0 ]; then
+    for l in "$A:u0" "$B:u1" "$WA:eth0" "$WB:eth0"; do
+        echo "== ${l#*:} in ${l%%:*}"; ip -s -n "${l%%:*}" link show "${l#*:}" | sed -n 3,6p
+    done
+    for w in "$WA" "$WB"; do
+        echo "== TCP in $w"; ip netns exec "$w" nstat -az TcpInSegs TcpOutSegs TcpRetransSegs
+    done
+    if [ -f "$dir/a/vswd.pid" ]; then
+        ip netns exec "$A" "$bin/vswctl" --socket "$dir/a/vswd.sock" dump-ports
+        ip netns exec "$A" "$bin/vswctl" --socket "$dir/a/vswd.sock" pmd-stats-show
+    fi
+fi
 python3 -c "
 import json,sys
 j=json.load(open('$dir/iperf.json'))
