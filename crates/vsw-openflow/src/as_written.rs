@@ -16,7 +16,6 @@ use crate::flow_stats::FlowStatsEntry;
 use crate::from_vsw::{group_desc_from_vsw, instructions_from_actions, oxm_from_match};
 use crate::group_mod::{GroupDescEntry, GroupMod, OfBucket};
 use crate::oxm::OxmMatch;
-use crate::version::Version;
 
 /// The flags a flow keeps (Open vSwitch's `OFPUTIL_FF_STATE`): those that say how it
 /// lives, not how one flow-mod was to be carried out (CHECK_OVERLAP, RESET_COUNTS).
@@ -120,36 +119,13 @@ pub fn rule_fits_openflow(spec: &FlowSpec) -> bool {
         }
     }
     let (matcher, flags, importance) = echo_match(spec);
-    let entry = FlowStatsEntry {
-        table_id: spec.table,
-        duration_ms: 0,
-        idle_ms: 0,
-        priority: spec.priority,
-        idle_timeout: spec.idle_timeout,
-        hard_timeout: spec.hard_timeout,
-        flags,
-        importance,
-        cookie: spec.cookie,
-        packet_count: 0,
-        byte_count: 0,
-        matcher,
-        instructions: echo_instructions(spec),
-    };
-    [Version::V1_3, Version::V1_5].iter().all(|v| {
-        let mut b = Vec::new();
-        entry.encode(*v, &mut b);
-        b.len() <= crate::multipart::MAX_BODY
-    })
+    FlowStatsEntry::of_rule(spec, matcher, flags, importance, echo_instructions(spec))
+        .fits_one_reply()
 }
 
 /// Whether a group can be described in one OpenFlow message, as it is echoed.
 pub fn group_fits_openflow(spec: &GroupSpec) -> bool {
-    let entry = echo_group_desc(spec);
-    [Version::V1_3, Version::V1_5].iter().all(|v| {
-        let mut b = Vec::new();
-        entry.encode(*v, &mut b);
-        b.len() <= crate::multipart::MAX_BODY
-    })
+    echo_group_desc(spec).fits_one_reply()
 }
 
 #[cfg(test)]

@@ -147,6 +147,44 @@ impl FlowStatsEntry {
     }
 }
 
+impl FlowStatsEntry {
+    /// A rule's entry before any packet: its table, priority, timeouts and cookie,
+    /// with the match, flags, importance and instructions it is said with.
+    pub fn of_rule(
+        spec: &vsw_flow::FlowSpec,
+        matcher: OxmMatch,
+        flags: u16,
+        importance: u16,
+        instructions: Vec<Instruction>,
+    ) -> FlowStatsEntry {
+        FlowStatsEntry {
+            table_id: spec.table,
+            duration_ms: 0,
+            idle_ms: 0,
+            priority: spec.priority,
+            idle_timeout: spec.idle_timeout,
+            hard_timeout: spec.hard_timeout,
+            flags,
+            importance,
+            cookie: spec.cookie,
+            packet_count: 0,
+            byte_count: 0,
+            matcher,
+            instructions,
+        }
+    }
+
+    /// Whether it fits one flow-stats reply in every layout (1.3's and 1.4's, and
+    /// 1.5's with its counters inline).
+    pub fn fits_one_reply(&self) -> bool {
+        [Version::V1_3, Version::V1_5].iter().all(|v| {
+            let mut b = Vec::new();
+            self.encode(*v, &mut b);
+            b.len() <= crate::multipart::MAX_BODY
+        })
+    }
+}
+
 /// Before 1.5 a meter is an instruction of its own: a flow a 1.5 controller wrote
 /// with a meter action reads, in 1.3 and 1.4, with the meter instruction first (an
 /// apply-actions left empty by it is left out).

@@ -23,7 +23,6 @@ use crate::meter_mod::{
 };
 use crate::nx_action::{port_to_16, NxAction, OFPP10_IN_PORT};
 use crate::oxm::{OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
-use crate::version::Version;
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
     v.to_be_bytes()[16 - bytes..].to_vec()
@@ -417,42 +416,26 @@ pub fn rule_fits_openflow(spec: &vsw_flow::FlowSpec) -> bool {
     if ENTRY_BOUND + spec.actions.len() * ACTION_BOUND <= crate::multipart::MAX_BODY {
         return true;
     }
-    let entry = crate::flow_stats::FlowStatsEntry {
-        table_id: spec.table,
-        duration_ms: 0,
-        idle_ms: 0,
-        priority: spec.priority,
-        idle_timeout: spec.idle_timeout,
-        hard_timeout: spec.hard_timeout,
-        flags: 0,
-        importance: 0,
-        cookie: spec.cookie,
-        packet_count: 0,
-        byte_count: 0,
-        matcher: oxm_from_match(&spec.matcher),
-        instructions: instructions_from_actions(&spec.actions),
-    };
-    [Version::V1_3, Version::V1_5].iter().all(|v| {
-        let mut b = Vec::new();
-        entry.encode(*v, &mut b);
-        b.len() <= crate::multipart::MAX_BODY
-    })
+    crate::flow_stats::FlowStatsEntry::of_rule(
+        spec,
+        oxm_from_match(&spec.matcher),
+        0,
+        0,
+        instructions_from_actions(&spec.actions),
+    )
+    .fits_one_reply()
 }
 
 /// Whether a group can be described in one OpenFlow message (its group
 /// description entry).
 pub fn group_fits_openflow(spec: &vsw_flow::GroupSpec) -> bool {
-    let entry = group_desc_from_vsw(spec);
-    [Version::V1_3, Version::V1_5].iter().all(|v| {
-        let mut b = Vec::new();
-        entry.encode(*v, &mut b);
-        b.len() <= crate::multipart::MAX_BODY
-    })
+    group_desc_from_vsw(spec).fits_one_reply()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::Version;
 
     /// The bounds `rule_fits_openflow` trusts without encoding: a match of every
     /// field masked, and each action at its largest, stay within them in every
@@ -460,21 +443,13 @@ mod tests {
     #[test]
     fn size_bounds_hold() {
         let encoded = |spec: &vsw_flow::FlowSpec, v: Version| {
-            let entry = crate::flow_stats::FlowStatsEntry {
-                table_id: 0,
-                duration_ms: 0,
-                idle_ms: 0,
-                priority: 0,
-                idle_timeout: 0,
-                hard_timeout: 0,
-                flags: 0,
-                importance: 0,
-                cookie: 0,
-                packet_count: 0,
-                byte_count: 0,
-                matcher: oxm_from_match(&spec.matcher),
-                instructions: instructions_from_actions(&spec.actions),
-            };
+            let entry = crate::flow_stats::FlowStatsEntry::of_rule(
+                spec,
+                oxm_from_match(&spec.matcher),
+                0,
+                0,
+                instructions_from_actions(&spec.actions),
+            );
             let mut b = Vec::new();
             entry.encode(v, &mut b);
             b.len()
