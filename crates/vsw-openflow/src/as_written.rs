@@ -119,13 +119,18 @@ pub fn rule_fits_openflow(spec: &FlowSpec) -> bool {
         }
     }
     let (matcher, flags, importance) = echo_match(spec);
-    FlowStatsEntry::of_rule(spec, matcher, flags, importance, echo_instructions(spec))
-        .fits_one_reply()
+    crate::from_vsw::entry_fits(&FlowStatsEntry::of_rule(
+        spec,
+        matcher,
+        flags,
+        importance,
+        echo_instructions(spec),
+    ))
 }
 
 /// Whether a group can be described in one OpenFlow message, as it is echoed.
 pub fn group_fits_openflow(spec: &GroupSpec) -> bool {
-    echo_group_desc(spec).fits_one_reply()
+    crate::from_vsw::group_fits(&echo_group_desc(spec))
 }
 
 #[cfg(test)]

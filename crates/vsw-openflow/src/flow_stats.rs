@@ -173,16 +173,6 @@ impl FlowStatsEntry {
             instructions,
         }
     }
-
-    /// Whether it fits one flow-stats reply in every layout (1.3's and 1.4's, and
-    /// 1.5's with its counters inline).
-    pub fn fits_one_reply(&self) -> bool {
-        [Version::V1_3, Version::V1_5].iter().all(|v| {
-            let mut b = Vec::new();
-            self.encode(*v, &mut b);
-            b.len() <= crate::multipart::MAX_BODY
-        })
-    }
 }
 
 /// Before 1.5 a meter is an instruction of its own: a flow a 1.5 controller wrote

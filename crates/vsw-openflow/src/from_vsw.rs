@@ -23,6 +23,7 @@ use crate::meter_mod::{
 };
 use crate::nx_action::{port_to_16, NxAction, OFPP10_IN_PORT};
 use crate::oxm::{OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
+use crate::version::Version;
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
     v.to_be_bytes()[16 - bytes..].to_vec()
@@ -416,26 +417,43 @@ pub fn rule_fits_openflow(spec: &vsw_flow::FlowSpec) -> bool {
     if ENTRY_BOUND + spec.actions.len() * ACTION_BOUND <= crate::multipart::MAX_BODY {
         return true;
     }
-    crate::flow_stats::FlowStatsEntry::of_rule(
+    entry_fits(&crate::flow_stats::FlowStatsEntry::of_rule(
         spec,
         oxm_from_match(&spec.matcher),
         0,
         0,
         instructions_from_actions(&spec.actions),
-    )
-    .fits_one_reply()
+    ))
 }
 
 /// Whether a group can be described in one OpenFlow message (its group
 /// description entry).
 pub fn group_fits_openflow(spec: &vsw_flow::GroupSpec) -> bool {
-    group_desc_from_vsw(spec).fits_one_reply()
+    group_fits(&group_desc_from_vsw(spec))
+}
+
+/// Whether a flow-stats entry fits one reply in every layout (1.3's and 1.4's, and
+/// 1.5's with its counters inline).
+pub(crate) fn entry_fits(entry: &crate::flow_stats::FlowStatsEntry) -> bool {
+    [Version::V1_3, Version::V1_5].iter().all(|v| {
+        let mut b = Vec::new();
+        entry.encode(*v, &mut b);
+        b.len() <= crate::multipart::MAX_BODY
+    })
+}
+
+/// Whether a group description fits one reply in every layout.
+pub(crate) fn group_fits(entry: &GroupDescEntry) -> bool {
+    [Version::V1_3, Version::V1_5].iter().all(|v| {
+        let mut b = Vec::new();
+        entry.encode(*v, &mut b);
+        b.len() <= crate::multipart::MAX_BODY
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::version::Version;
 
     /// The bounds `rule_fits_openflow` trusts without encoding: a match of every
     /// field masked, and each action at its largest, stay within them in every

@@ -313,15 +313,6 @@ pub struct GroupDescEntry {
 }
 
 impl GroupDescEntry {
-    /// Whether it fits one group-description reply in every layout.
-    pub fn fits_one_reply(&self) -> bool {
-        [Version::V1_3, Version::V1_5].iter().all(|v| {
-            let mut b = Vec::new();
-            self.encode(*v, &mut b);
-            b.len() <= crate::multipart::MAX_BODY
-        })
-    }
-
     pub fn encode(&self, version: Version, out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&[0, 0]);
