@@ -204,7 +204,7 @@ struct RefusalLog {
 impl RefusalLog {
     /// Logs a refused request: its type, xid and why (the error names the field,
     /// action or limit at fault as closely as the codec knows it).
-    fn note(&mut self, request: &[u8], refusal: &Refusal) {
+    fn note(&mut self, request: Option<Header>, refusal: &Refusal) {
         let now = Instant::now();
         if self
             .since
@@ -218,7 +218,7 @@ impl RefusalLog {
             return;
         }
         self.logged += 1;
-        let (kind, xid) = Header::parse(request).map_or((0, 0), |h| (h.kind, h.xid));
+        let (kind, xid) = request.map_or((0, 0), |h| (h.kind, h.xid));
         let (error_type, error_code) = refusal.type_code();
         tracing::info!(
             message_type = kind,
@@ -276,8 +276,9 @@ impl Session {
 
     /// The error answering `request` (its xid), logged.
     fn refuse(&mut self, version: Version, request: &[u8], refusal: Refusal) -> Vec<u8> {
-        self.refusals.note(request, &refusal);
-        let xid = Header::parse(request).map_or(0, |h| h.xid);
+        let h = Header::parse(request);
+        self.refusals.note(h, &refusal);
+        let xid = h.map_or(0, |h| h.xid);
         refusal
             .answer_in(version, request)
             .encode(version.wire(), xid)
@@ -503,8 +504,9 @@ impl Session {
         let mut out = Vec::new();
         // The refused message's own error, with its bundle-add's xid and start.
         if let Some(head) = at.and_then(|i| heads.get(i)) {
-            self.refusals.note(head, &refusal);
-            let xid = Header::parse(head).map(|h| h.xid);
+            let h = Header::parse(head);
+            self.refusals.note(h, &refusal);
+            let xid = h.map(|h| h.xid);
             out.push((refusal.answer_in(version, head), xid));
         }
         out.push((BadBundle::MsgFailed.answer(version, m), None));
@@ -765,17 +767,17 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn refusals_past_ten_a_second_are_counted_not_logged() {
-        let mut log = super::RefusalLog::default();
+        let mut log = RefusalLog::default();
         let request = [4u8, 14, 0, 8, 0, 0, 0, 1];
         for _ in 0..15 {
-            log.note(&request, &crate::Refusal::BadType);
+            log.note(Header::parse(&request), &Refusal::BadType);
         }
         assert_eq!((log.logged, log.unlogged), (10, 5));
     }
-
-    use super::*;
 
     struct TestBridge;
 

@@ -701,12 +701,11 @@ impl Worker {
         } = self.parts((snap, shared, control), now_ms);
         let mut tally = Tally::new();
         let mut sent = 0;
-        let mut next = Some(first);
-        while let Some(p) = next.take() {
+        let injected = std::iter::once(first)
+            .chain(std::iter::from_fn(|| shared.punts.next_injected()))
+            .take(BATCH_SIZE);
+        for p in injected {
             sent += 1;
-            if sent < BATCH_SIZE {
-                next = shared.punts.next_injected();
-            }
             if scratch.load(&p.frame, None, VnetHdr::default()).is_err() {
                 outputs.tally.lost += 1;
                 continue;
