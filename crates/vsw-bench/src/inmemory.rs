@@ -567,7 +567,7 @@ mod tests {
             let mut k = vsw_packet::FlowKey::default();
             vsw_packet::extract(f, 1, None, &mut k).unwrap();
             let matching: Vec<usize> = (0..rules.len())
-                .filter(|r| rules[*r].matcher.matches(&k))
+                .filter(|r| rules[*r].matcher.matches(&k.into()))
                 .collect();
             assert_eq!(matching, vec![i / 100], "flow {i}");
         }

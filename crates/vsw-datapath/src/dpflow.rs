@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use vsw_flow::Match;
+use vsw_flow::PacketMatch;
 use vsw_packet::FlowKey;
 
 pub use crate::dpaction::{format_dp_actions, DpAction};
@@ -29,7 +29,7 @@ pub struct DpFlow {
     /// again.
     pub key: FlowKey,
     /// `key` under the translation's mask (in_port always exact).
-    pub matcher: Match,
+    pub matcher: PacketMatch,
     pub actions: Box<[DpAction]>,
     /// Some action changes the packet.
     pub rewrites: bool,
@@ -89,7 +89,7 @@ impl DpFlow {
             id,
             core,
             key: *key,
-            matcher: Match::new(*key, mask),
+            matcher: PacketMatch::new(*key, mask),
             rewrites: t.actions.iter().any(DpAction::rewrites),
             recirculates: t
                 .actions

@@ -13,8 +13,9 @@ use vsw_packet::{EtherType, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
 use crate::fields::Needs;
+use crate::subfield::{ones, Field, Subfield};
 use crate::table::MAX_TABLE;
-use crate::values::{bad, parse_mac, parse_port, parse_uint};
+use crate::values::{bad, c_hex, parse_mac, parse_masked_uint, parse_port, parse_uint};
 
 /// What a rule does with a matching packet. Actions run in order; a header rewrite
 /// applies to the outputs that follow it.
@@ -102,6 +103,40 @@ pub enum Action {
     /// reach the actions after them (Open vSwitch's `clone(…)`; written
     /// `clone(ACTIONS)`).
     Clone(u8),
+    /// Sets the bits of a field under a mask: `load:V->DST[a..b]` (Open vSwitch's
+    /// NXAST_REG_LOAD: a subfield), or `set_field:V[/M]->F` of a field only the
+    /// pipeline has (registers, `pkt_mark`, `metadata`).
+    Load(Load),
+    /// `move:SRC[a..b]->DST[c..d]`: bits of one field copied into another
+    /// (NXAST_REG_MOVE), as wide on both sides.
+    Move {
+        src: Subfield,
+        dst: Subfield,
+    },
+}
+
+/// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Load {
+    pub field: Field,
+    /// In place (not shifted down), within `mask`.
+    pub value: u128,
+    pub mask: u128,
+    /// Written `set_field:V/M->F` (any mask) rather than `load:V->F[a..b]` (a
+    /// subfield): printed as it was written.
+    pub as_set_field: bool,
+}
+
+impl Load {
+    /// The bits it sets, as a subfield: `None` when they are not one run (only a
+    /// set-field's mask can be).
+    pub fn subfield(&self) -> Option<Subfield> {
+        let ofs = self.mask.trailing_zeros();
+        let n = self.mask.count_ones();
+        (self.mask != 0 && (self.mask >> ofs) == ones(n))
+            .then(|| Subfield::new(self.field, ofs, n))
+            .flatten()
+    }
 }
 
 /// Builds an action from its written argument (`None`: written without one).
@@ -438,6 +473,15 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
         .split_once("->")
         .ok_or_else(|| bad("set_field", arg, "written set_field:VALUE->FIELD"))?;
     let (v, f) = (v.trim(), f.trim());
+    if let Some(field) = Field::by_name(f).filter(|g| g.is_pipelines()) {
+        let (value, mask) = parse_masked_uint(f, v, ones(u32::from(field.info().bits)))?;
+        return Ok(Action::Load(Load {
+            field,
+            value: value & mask,
+            mask,
+            as_set_field: true,
+        }));
+    }
     Ok(match f {
         "eth_src" | "dl_src" => Action::SetDlSrc(mac(f, v)?),
         "eth_dst" | "dl_dst" => Action::SetDlDst(mac(f, v)?),
@@ -464,7 +508,8 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
                     "set_field",
                     f,
                     "not a field vsw can write (a match field of Ethernet, VLAN, IP, \
-                     IPv6, ARP, ICMP, neighbour discovery or ports, or tun_id, tun_dst or tun_metadata0)",
+                     IPv6, ARP, ICMP, neighbour discovery or ports, tun_id, tun_dst, \
+                     tun_metadata0, a register, pkt_mark or metadata)",
                 ))
             }
         },
@@ -478,6 +523,63 @@ static SET_FIELD: ActionDef = ActionDef {
     needs: Needs::Nothing,
     rewrites: true,
     build: |n, a, _| set_field(a.ok_or_else(|| bad(n, "", "written set_field:VALUE->FIELD"))?),
+};
+
+/// A subfield `load` or `move` may write.
+fn writable(action: &str, text: &str) -> Result<Subfield, FlowSyntaxError> {
+    let s = Subfield::parse(action, text)?;
+    if !s.field.is_writable() {
+        return Err(bad(action, text, "vsw cannot write this field"));
+    }
+    Ok(s)
+}
+
+static LOAD: ActionDef = ActionDef {
+    name: "load",
+    aliases: &[],
+    // What its field needs: `Action::needs`.
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let (v, d) = a
+            .split_once("->")
+            .ok_or_else(|| bad(n, a, "written load:VALUE->DST[BITS]"))?;
+        let dst = writable(n, d.trim())?;
+        let value = parse_uint(n, v.trim(), ones(u32::from(dst.n_bits)))?;
+        Ok(Action::Load(Load {
+            field: dst.field,
+            value: value << dst.ofs,
+            mask: dst.mask(),
+            as_set_field: false,
+        }))
+    },
+};
+
+static MOVE: ActionDef = ActionDef {
+    name: "move",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let (s, d) = a
+            .split_once("->")
+            .ok_or_else(|| bad(n, a, "written move:SRC[BITS]->DST[BITS]"))?;
+        let src = Subfield::parse(n, s.trim())?;
+        let dst = writable(n, d.trim())?;
+        if src.n_bits != dst.n_bits {
+            return Err(bad(
+                n,
+                a,
+                format!(
+                    "the source has {} bits and the destination {}",
+                    src.n_bits, dst.n_bits
+                ),
+            ));
+        }
+        Ok(Action::Move { src, dst })
+    },
 };
 
 fn table_no(name: &str, a: &str) -> Result<u8, FlowSyntaxError> {
@@ -554,6 +656,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &SET_FIELD,
     &GOTO_TABLE,
     &RESUBMIT,
+    &LOAD,
+    &MOVE,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -601,6 +705,9 @@ impl Action {
             Action::SetField(_) => &SET_FIELD,
             Action::GotoTable(_) => &GOTO_TABLE,
             Action::Resubmit { .. } => &RESUBMIT,
+            Action::Load(l) if l.as_set_field => &SET_FIELD,
+            Action::Load(_) => &LOAD,
+            Action::Move { .. } => &MOVE,
         }
     }
 
@@ -632,6 +739,20 @@ impl Action {
             Action::SetField(FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn) => None,
             Action::SetField(w) => Some(crate::set_field::argument(w)),
             Action::GotoTable(t) => Some(t.to_string()),
+            Action::Load(l) if l.as_set_field => {
+                let v = c_hex(l.value);
+                let full = ones(u32::from(l.field.info().bits));
+                Some(if l.mask == full {
+                    format!("{v}->{}", l.field.info().name)
+                } else {
+                    format!("{v}/{}->{}", c_hex(l.mask), l.field.info().name)
+                })
+            }
+            Action::Load(l) => Some(match l.subfield() {
+                Some(s) => format!("{}->{}", c_hex(l.value >> s.ofs), s.format()),
+                None => format!("{}->{}", c_hex(l.value), l.field.info().nxm_name),
+            }),
+            Action::Move { src, dst } => Some(format!("{}->{}", src.format(), dst.format())),
             Action::Resubmit { port, table } => Some(format!(
                 "{},{}",
                 port.map(|p| p.to_string()).unwrap_or_default(),
@@ -654,13 +775,26 @@ impl Action {
             Action::SetField(w) if std::ptr::eq(self.def(), &SET_FIELD) => {
                 crate::set_field::field_of(w).1
             }
+            Action::Load(l) => l.field.info().needs,
+            // A source's header is what it reads; else the destination's.
+            Action::Move { src, dst } => match src.field.info().needs {
+                Needs::Nothing => dst.field.info().needs,
+                n => n,
+            },
             _ => self.def().needs,
         }
     }
 
     /// True for the actions that change the packet rather than send it somewhere.
     pub fn rewrites(&self) -> bool {
-        self.def().rewrites
+        match self {
+            Action::Load(Load { field, .. })
+            | Action::Move {
+                dst: Subfield { field, .. },
+                ..
+            } => !field.is_pipelines(),
+            _ => self.def().rewrites,
+        }
     }
 }
 

@@ -23,20 +23,20 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::{GenericHashMap, OrdMap};
 use vsw_packet::key::hash_words;
-use vsw_packet::{FlowKey, KEY_WORDS};
+use vsw_packet::KEY_WORDS;
 
+use crate::match_key::{MatchKey, PIPELINE_WORDS};
 use crate::matching::Match;
 use crate::rule::{FlowSpec, Rule};
 
-/// A key with a subtable's mask applied, as words.
-type Packed = [u64; KEY_WORDS];
-
 /// A bucket's key: the masked key and its hash (computed once, by
-/// [`vsw_packet::key::hash_words`], and handed to the map as is).
+/// [`vsw_packet::key::hash_words`], and handed to the map as is). The pipeline's
+/// fields are all zero in a subtable whose mask has none of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BucketKey {
     hash: u64,
-    words: Packed,
+    packet: [u64; KEY_WORDS],
+    pipeline: [u64; PIPELINE_WORDS],
 }
 
 impl Hash for BucketKey {
@@ -80,7 +80,10 @@ type Buckets = GenericHashMap<BucketKey, Bucket, BuildHasherDefault<PassHasher>,
 
 #[derive(Clone, Debug)]
 struct Subtable {
-    mask: FlowKey,
+    mask: MatchKey,
+    /// The mask looks at some pipeline field (a register): only then are they
+    /// masked and hashed, so that rules without registers cost what they did.
+    uses_pipeline: bool,
     buckets: Buckets,
     /// How many rules of each priority (the highest is the subtable's).
     priorities: OrdMap<u16, u32>,
@@ -96,9 +99,10 @@ fn is_timed(r: &Rule) -> bool {
 }
 
 impl Subtable {
-    fn new(mask: FlowKey) -> Subtable {
+    fn new(mask: MatchKey) -> Subtable {
         Subtable {
             mask,
+            uses_pipeline: !mask.pipeline.is_zero(),
             buckets: Buckets::default(),
             priorities: OrdMap::new(),
             max_priority: 0,
@@ -110,20 +114,32 @@ impl Subtable {
     /// The masked key and its hash. All words, masked or not: a fixed-length,
     /// branch-free loop is cheaper than picking out the few words a mask keeps.
     #[inline]
-    fn pack(&self, key: &FlowKey) -> BucketKey {
-        let (k, m) = (key.words(), self.mask.words());
-        let mut packed = [0u64; KEY_WORDS];
-        for ((p, k), m) in packed.iter_mut().zip(k).zip(m) {
+    fn pack(&self, key: &MatchKey) -> BucketKey {
+        let (k, m) = (key.packet.words(), self.mask.packet.words());
+        let mut packet = [0u64; KEY_WORDS];
+        for ((p, k), m) in packet.iter_mut().zip(k).zip(m) {
             *p = k & m;
         }
+        let mut hash = hash_words(&packet, KEY_WORDS);
+        let mut pipeline = [0u64; PIPELINE_WORDS];
+        if self.uses_pipeline {
+            let (k, m) = (key.pipeline.words(), self.mask.pipeline.words());
+            for ((p, k), m) in pipeline.iter_mut().zip(k).zip(m) {
+                *p = k & m;
+                hash = (hash ^ *p)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .rotate_left(27);
+            }
+        }
         BucketKey {
-            hash: hash_words(&packed, KEY_WORDS),
-            words: packed,
+            hash,
+            packet,
+            pipeline,
         }
     }
 
     #[inline]
-    fn find(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
+    fn find(&self, key: &MatchKey) -> Option<&Arc<Rule>> {
         self.buckets
             .get(&self.pack(key))
             .and_then(|b| b.rules.first())
@@ -166,7 +182,7 @@ impl Subtable {
     }
 
     /// The rules of exactly the masked value `value` (one bucket).
-    fn exact(&self, value: &FlowKey) -> &[Arc<Rule>] {
+    fn exact(&self, value: &MatchKey) -> &[Arc<Rule>] {
         self.buckets
             .get(&self.pack(value))
             .map_or(&[], |b| &b.rules[..])
@@ -177,7 +193,7 @@ impl Subtable {
     /// n rules stays linear in n).
     fn remove_exact(
         &mut self,
-        value: &FlowKey,
+        value: &MatchKey,
         doomed: &mut dyn FnMut(&Rule) -> bool,
     ) -> Vec<Arc<Rule>> {
         let key = self.pack(value);
@@ -285,14 +301,14 @@ impl Classifier {
 
     /// The best rule matching `key`.
     #[inline]
-    pub fn lookup(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
+    pub fn lookup(&self, key: &MatchKey) -> Option<&Arc<Rule>> {
         self.search(key, None).rule
     }
 
     /// The best rule matching `key`, visiting subtables in `order` (kept by one PMD)
     /// and counting the hit there.
     #[inline]
-    pub fn lookup_ordered(&self, key: &FlowKey, order: &mut SubtableOrder) -> Lookup<'_> {
+    pub fn lookup_ordered(&self, key: &MatchKey, order: &mut SubtableOrder) -> Lookup<'_> {
         self.search(key, Some(order))
     }
 
@@ -300,7 +316,7 @@ impl Classifier {
     /// for the same rules, whichever thread asks), adding to `wildcards` every bit the
     /// search looked at: the masks of the subtables it probed, hit or not. A packet
     /// that agrees with `key` on those bits gets the same answer.
-    pub fn lookup_wc(&self, key: &FlowKey, wildcards: &mut FlowKey) -> Option<&Arc<Rule>> {
+    pub fn lookup_wc(&self, key: &MatchKey, wildcards: &mut MatchKey) -> Option<&Arc<Rule>> {
         let mut best: Option<&Arc<Rule>> = None;
         for table in &self.subtables {
             if best.is_some_and(|b| table.max_priority <= b.spec.priority) {
@@ -319,7 +335,7 @@ impl Classifier {
         best
     }
 
-    fn search(&self, key: &FlowKey, mut order: Option<&mut SubtableOrder>) -> Lookup<'_> {
+    fn search(&self, key: &MatchKey, mut order: Option<&mut SubtableOrder>) -> Lookup<'_> {
         // An order kept for another classifier does not apply.
         if order
             .as_ref()

@@ -12,8 +12,9 @@ use vsw_packet::key::{
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
+use crate::match_key::MatchKey;
 use crate::values::{
-    bad, format_hex, format_ipv4, format_ipv6, format_mac, format_u16, masked16, parse_ipv4,
+    bad, c_hex, format_hex, format_ipv4, format_ipv6, format_mac, format_u16, masked16, parse_ipv4,
     parse_ipv6, parse_mac, parse_masked_uint, parse_port, parse_tcp_flags, parse_uint,
 };
 
@@ -107,8 +108,8 @@ impl Needs {
 type Parse = fn(
     name: &str,
     text: &str,
-    value: &mut FlowKey,
-    mask: &mut FlowKey,
+    value: &mut MatchKey,
+    mask: &mut MatchKey,
     ports: &dyn PortResolver,
 ) -> Result<(), FlowSyntaxError>;
 
@@ -125,9 +126,9 @@ pub struct FieldDef {
     pub needs: Needs,
     parse: Parse,
     /// Whether a match (value, mask) sets the field, and writes it under this name.
-    shown: fn(&FlowKey, &FlowKey) -> bool,
+    shown: fn(&MatchKey, &MatchKey) -> bool,
     /// The field's value as printed (called only where `shown` says so).
-    print: fn(&FlowKey, &FlowKey) -> String,
+    print: fn(&MatchKey, &MatchKey) -> String,
 }
 
 impl FieldDef {
@@ -135,8 +136,8 @@ impl FieldDef {
         &self,
         name: &str,
         text: &str,
-        value: &mut FlowKey,
-        mask: &mut FlowKey,
+        value: &mut MatchKey,
+        mask: &mut MatchKey,
         ports: &dyn PortResolver,
     ) -> Result<(), FlowSyntaxError> {
         (self.parse)(name, text, value, mask, ports)
@@ -144,12 +145,12 @@ impl FieldDef {
 
     /// Whether the match (value `v`, mask `m`) sets the field and is written under
     /// this name.
-    pub fn is_set(&self, v: &FlowKey, m: &FlowKey) -> bool {
+    pub fn is_set(&self, v: &MatchKey, m: &MatchKey) -> bool {
         (self.shown)(v, m)
     }
 
     /// `name=value` when the match sets the field and writes it under this name.
-    pub fn format(&self, v: &FlowKey, m: &FlowKey) -> Option<String> {
+    pub fn format(&self, v: &MatchKey, m: &MatchKey) -> Option<String> {
         (self.shown)(v, m).then(|| format!("{}={}", self.name, (self.print)(v, m)))
     }
 }
@@ -260,42 +261,126 @@ fn masked_u64(n: &str, t: &str) -> Result<(u64, u64), FlowSyntaxError> {
     Ok(((val & mask) as u64, mask as u64))
 }
 
-/// A 64-bit value in hex, with its mask unless it is exact.
+/// A 64-bit value in hex, with its mask unless it is exact (zero as `0`, as C's
+/// `%#x` prints it).
 fn format_u64(v: u64, m: u64) -> String {
     if m == u64::MAX {
-        format!("{v:#x}")
+        c_hex(v.into())
     } else {
-        format!("{v:#x}/{m:#x}")
+        format!("{}/{}", c_hex(v.into()), c_hex(m.into()))
     }
 }
+
+/// A 32-bit value in hex, with its mask unless it is exact (`reg0=0x5/0xff`).
+fn format_u32(v: u32, m: u32) -> String {
+    if m == u32::MAX {
+        c_hex(v.into())
+    } else {
+        format!("{}/{}", c_hex(v.into()), c_hex(m.into()))
+    }
+}
+
+/// `regN` (printed: Open vSwitch prints every register match as its 32-bit ones).
+macro_rules! reg_field {
+    ($n:literal) => {
+        FieldDef {
+            name: concat!("reg", $n),
+            aliases: &[],
+            slot: concat!("reg", $n),
+            needs: Needs::Nothing,
+            parse: |n, t, v, m, _| {
+                let (val, mask) = parse_masked_uint(n, t, u128::from(u32::MAX))?;
+                v.pipeline.regs[$n] = (val & mask) as u32;
+                m.pipeline.regs[$n] = mask as u32;
+                Ok(())
+            },
+            shown: |_, m| m.pipeline.regs[$n] != 0,
+            print: |v, m| format_u32(v.pipeline.regs[$n], m.pipeline.regs[$n]),
+        }
+    };
+}
+
+/// `xregN` and `xxregN`: read, and printed as the registers they are made of.
+macro_rules! wide_reg_field {
+    ($name:literal, $bits:literal, $get:ident, $set:ident, $n:literal) => {
+        FieldDef {
+            name: $name,
+            aliases: &[],
+            slot: $name,
+            needs: Needs::Nothing,
+            parse: |n, t, v, m, _| {
+                let (val, mask) = parse_masked_uint(n, t, crate::subfield::ones($bits))?;
+                v.pipeline.$set($n, (val & mask) as _);
+                m.pipeline.$set($n, mask as _);
+                Ok(())
+            },
+            shown: |_, _| false,
+            print: |v, _| v.pipeline.$get($n).to_string(),
+        }
+    };
+}
+
+/// How many of [`FIELDS`] are printed before the shorthand (`ip`, `tcp`, …), as
+/// Open vSwitch prints them.
+pub const LEADING_FIELDS: usize = 2;
 
 /// Every match field, in printing order.
 pub static FIELDS: &[FieldDef] = &[
     FieldDef {
-        name: "in_port",
+        name: "pkt_mark",
         aliases: &[],
-        slot: "in_port",
-        needs: Needs::Nothing,
-        parse: |n, t, v, m, ports| {
-            v.in_port = parse_port(n, t, ports)?;
-            m.in_port = u32::MAX;
-            Ok(())
-        },
-        shown: |_, m| m.in_port != 0,
-        print: |v, _| v.in_port.to_string(),
-    },
-    FieldDef {
-        name: "metadata",
-        aliases: &[],
-        slot: "metadata",
+        slot: "pkt_mark",
         needs: Needs::Nothing,
         parse: |n, t, v, m, _| {
-            (v.metadata, m.metadata) = masked_u64(n, t)?;
+            let (val, mask) = parse_masked_uint(n, t, u128::from(u32::MAX))?;
+            (v.pipeline.pkt_mark, m.pipeline.pkt_mark) = ((val & mask) as u32, mask as u32);
             Ok(())
         },
-        shown: |_, m| m.metadata != 0,
-        print: |v, m| format_u64(v.metadata, m.metadata),
+        shown: |_, m| m.pipeline.pkt_mark != 0,
+        print: |v, m| format_u32(v.pipeline.pkt_mark, m.pipeline.pkt_mark),
     },
+    // The conjunction a conjunctive match completed: exact only.
+    FieldDef {
+        name: "conj_id",
+        aliases: &[],
+        slot: "conj_id",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            v.pipeline.conj_id = parse_uint(n, t, u128::from(u32::MAX))? as u32;
+            m.pipeline.conj_id = u32::MAX;
+            Ok(())
+        },
+        shown: |_, m| m.pipeline.conj_id != 0,
+        print: |v, _| v.pipeline.conj_id.to_string(),
+    },
+    reg_field!(0),
+    reg_field!(1),
+    reg_field!(2),
+    reg_field!(3),
+    reg_field!(4),
+    reg_field!(5),
+    reg_field!(6),
+    reg_field!(7),
+    reg_field!(8),
+    reg_field!(9),
+    reg_field!(10),
+    reg_field!(11),
+    reg_field!(12),
+    reg_field!(13),
+    reg_field!(14),
+    reg_field!(15),
+    wide_reg_field!("xreg0", 64, xreg, set_xreg, 0),
+    wide_reg_field!("xreg1", 64, xreg, set_xreg, 1),
+    wide_reg_field!("xreg2", 64, xreg, set_xreg, 2),
+    wide_reg_field!("xreg3", 64, xreg, set_xreg, 3),
+    wide_reg_field!("xreg4", 64, xreg, set_xreg, 4),
+    wide_reg_field!("xreg5", 64, xreg, set_xreg, 5),
+    wide_reg_field!("xreg6", 64, xreg, set_xreg, 6),
+    wide_reg_field!("xreg7", 64, xreg, set_xreg, 7),
+    wide_reg_field!("xxreg0", 128, xxreg, set_xxreg, 0),
+    wide_reg_field!("xxreg1", 128, xxreg, set_xxreg, 1),
+    wide_reg_field!("xxreg2", 128, xxreg, set_xxreg, 2),
+    wide_reg_field!("xxreg3", 128, xxreg, set_xxreg, 3),
     FieldDef {
         name: "tun_id",
         aliases: &["tunnel_id"],
@@ -374,6 +459,31 @@ pub static FIELDS: &[FieldDef] = &[
                 "-oam".into()
             }
         },
+    },
+    FieldDef {
+        name: "metadata",
+        aliases: &[],
+        slot: "metadata",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            (v.metadata, m.metadata) = masked_u64(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.metadata != 0,
+        print: |v, m| format_u64(v.metadata, m.metadata),
+    },
+    FieldDef {
+        name: "in_port",
+        aliases: &[],
+        slot: "in_port",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, ports| {
+            v.in_port = parse_port(n, t, ports)?;
+            m.in_port = u32::MAX;
+            Ok(())
+        },
+        shown: |_, m| m.in_port != 0,
+        print: |v, _| v.in_port.to_string(),
     },
     FieldDef {
         name: "dl_vlan",
@@ -808,6 +918,11 @@ mod tests {
             "ip_frag" => "first",
             "ipv6_label" => "0x12345",
             "tcp_flags" => "+syn-ack",
+            "pkt_mark" => "0x5/0xff",
+            "conj_id" => "7",
+            n if n.starts_with("reg") => "0x5/0xff",
+            n if n.starts_with("xreg") => "0x500000000/0xff00000000",
+            n if n.starts_with("xxreg") => "0x1/0xff",
             other => panic!("no sample for {other}: add one"),
         };
         let shorthand = match f.needs {
@@ -862,6 +977,23 @@ mod tests {
                 "{text}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn registers_print_as_open_vswitch_prints_them() {
+        let flow = parse_flow(
+            "in_port=1,reg3=0x5/0xff,tcp,pkt_mark=1,xreg0=0x100000002,metadata=0x3,\
+             xxreg3=0x7,tun_id=0,actions=drop",
+            &no_ports,
+        )
+        .unwrap();
+        // Open vSwitch's order (lib/match.c): pkt_mark before the shorthand, then
+        // each 32-bit register, the tunnel, metadata and in_port; zero as `0`.
+        assert_eq!(
+            crate::syntax::format_match(&flow.matcher),
+            "pkt_mark=0x1,tcp,reg0=0x1,reg1=0x2,reg3=0x5/0xff,reg12=0,reg13=0,reg14=0,\
+             reg15=0x7,tun_id=0,metadata=0x3,in_port=1"
+        );
     }
 
     #[test]

@@ -10,17 +10,19 @@ mod error;
 pub mod fields;
 pub mod group;
 pub mod mac_table;
+pub mod match_key;
 pub mod matching;
 pub mod meter;
 pub mod pipeline;
 pub mod rule;
 pub mod samples;
 mod set_field;
+pub mod subfield;
 pub mod syntax;
 mod table;
 mod values;
 
-pub use action::Action;
+pub use action::{Action, Load};
 
 /// The bridge's own port (an `internal` port named after the bridge): OpenFlow's
 /// LOCAL, numbered as Open vSwitch numbers it in OpenFlow 1.0.
@@ -28,7 +30,8 @@ pub const LOCAL_PORT: u32 = 65534;
 pub use classifier::{Classifier, Lookup, SubtableOrder};
 pub use group::{format_group, parse_group, Bucket, Group, GroupSpec, GroupType};
 pub use mac_table::{Learned, MacTable};
-pub use matching::Match;
+pub use match_key::{MatchKey, PipelineFields, N_REGS};
+pub use matching::{Match, PacketMatch};
 pub use meter::{format_meter, parse_meter, Band, BandType, MeterSpec};
 pub use pipeline::{GroupError, MeterError, Pipeline};
 pub use rule::{AsWritten, FlowSpec, Rule, RuleStats, Written, MAX_TABLE};

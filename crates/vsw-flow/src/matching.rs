@@ -1,63 +1,94 @@
+use std::hash::Hash;
+
+#[cfg(test)]
 use vsw_packet::FlowKey;
 
-/// A masked flow key: a packet matches when its key, masked, equals the stored
-/// (pre-masked) value. A zero mask bit is a wildcard.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Match {
-    value: FlowKey,
-    mask: FlowKey,
+use crate::match_key::MatchKey;
+
+/// A key a match can be over: plain words, compared and masked as such.
+pub trait MatchWords: bytemuck::Pod + Default + Eq + Hash + std::fmt::Debug {}
+
+impl<K: bytemuck::Pod + Default + Eq + Hash + std::fmt::Debug> MatchWords for K {}
+
+fn words<K: MatchWords>(k: &K) -> &[u64] {
+    bytemuck::cast_slice(std::slice::from_ref(k))
 }
 
-impl Match {
-    /// Matches every packet.
-    pub fn any() -> Match {
-        Match::default()
-    }
+/// A masked key: a packet matches when its key, masked, equals the stored
+/// (pre-masked) value. A zero mask bit is a wildcard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Masked<K> {
+    value: K,
+    mask: K,
+}
 
-    pub fn new(value: FlowKey, mask: FlowKey) -> Match {
+/// What a rule matches: the packet's key and the pipeline's fields.
+pub type Match = Masked<MatchKey>;
+
+/// What a datapath flow matches: the packet's key alone (the pipeline's fields are
+/// translation's: see [`crate::match_key`]).
+pub type PacketMatch = Masked<vsw_packet::FlowKey>;
+
+impl From<PacketMatch> for Match {
+    fn from(m: PacketMatch) -> Match {
         Match {
-            value: value.masked(&mask),
-            mask,
+            value: m.value.into(),
+            mask: m.mask.into(),
         }
     }
+}
 
-    pub fn value(&self) -> &FlowKey {
+impl<K: MatchWords> Masked<K> {
+    /// Matches every packet.
+    pub fn any() -> Masked<K> {
+        Masked::default()
+    }
+
+    /// A match of `value` under `mask` (for a rule's [`Match`]: a packet's key alone,
+    /// a `FlowKey`, with no pipeline field matched, or a [`MatchKey`]).
+    pub fn new(value: impl Into<K>, mask: impl Into<K>) -> Masked<K> {
+        let (mut value, mask) = (value.into(), mask.into());
+        let v: &mut [u64] = bytemuck::cast_slice_mut(std::slice::from_mut(&mut value));
+        for (w, m) in v.iter_mut().zip(words(&mask)) {
+            *w &= m;
+        }
+        Masked { value, mask }
+    }
+
+    pub fn value(&self) -> &K {
         &self.value
     }
 
-    pub fn mask(&self) -> &FlowKey {
+    pub fn mask(&self) -> &K {
         &self.mask
     }
 
     #[inline]
-    pub fn matches(&self, key: &FlowKey) -> bool {
-        key.words()
+    pub fn matches(&self, key: &K) -> bool {
+        words(key)
             .iter()
-            .zip(self.mask.words())
-            .zip(self.value.words())
+            .zip(words(&self.mask))
+            .zip(words(&self.value))
             .all(|((k, m), v)| k & m == *v)
     }
 
     /// True when every packet `other` accepts is also accepted by `self`: `self`
     /// constrains no bit that `other` leaves free, and agrees where it constrains.
-    pub fn covers(&self, other: &Match) -> bool {
-        let subset = self
-            .mask
-            .words()
+    pub fn covers(&self, other: &Masked<K>) -> bool {
+        let subset = words(&self.mask)
             .iter()
-            .zip(other.mask.words())
+            .zip(words(&other.mask))
             .all(|(s, o)| s & o == *s);
         subset && self.matches(&other.value)
     }
 
     /// True when some packet is accepted by both: wherever both constrain a bit,
     /// they agree on it.
-    pub fn overlaps(&self, other: &Match) -> bool {
-        self.value
-            .words()
+    pub fn overlaps(&self, other: &Masked<K>) -> bool {
+        words(&self.value)
             .iter()
-            .zip(other.value.words())
-            .zip(self.mask.words().iter().zip(other.mask.words()))
+            .zip(words(&other.value))
+            .zip(words(&self.mask).iter().zip(words(&other.mask)))
             .all(|((a, b), (ma, mb))| (a ^ b) & ma & mb == 0)
     }
 }
@@ -115,9 +146,9 @@ mod tests {
             in_port: 9,
             ..FlowKey::default()
         };
-        assert!(m.matches(&k));
+        assert!(m.matches(&k.into()));
         k.tp_dst = 0x1300;
-        assert!(!m.matches(&k));
+        assert!(!m.matches(&k.into()));
         assert!(Match::any().covers(&m));
         assert!(!m.covers(&Match::any()));
         assert!(m.covers(&m));

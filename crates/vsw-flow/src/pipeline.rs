@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+#[cfg(test)]
 use vsw_packet::FlowKey;
+
+use crate::match_key::MatchKey;
 
 use crate::action::Action;
 use crate::classifier::Classifier;
@@ -355,7 +358,12 @@ impl Pipeline {
 
     /// The best rule for `key` in table `id`, adding the bits looked at to
     /// `wildcards` (see [`Classifier::lookup_wc`]).
-    pub fn lookup_wc(&self, id: u8, key: &FlowKey, wildcards: &mut FlowKey) -> Option<&Arc<Rule>> {
+    pub fn lookup_wc(
+        &self,
+        id: u8,
+        key: &MatchKey,
+        wildcards: &mut MatchKey,
+    ) -> Option<&Arc<Rule>> {
         self.table(id)?.lookup_wc(key, wildcards)
     }
 }
@@ -392,12 +400,15 @@ mod tests {
             nw_proto: 17,
             ..FlowKey::default()
         };
-        let mut wc = FlowKey::default();
-        let r = p.lookup_wc(3, &key, &mut wc).unwrap();
+        let mut wc = MatchKey::default();
+        let r = p.lookup_wc(3, &key.into(), &mut wc).unwrap();
         assert_eq!(r.spec.priority, 5);
         assert_eq!(wc.nw_proto, 0xff, "the udp rule's mask was looked at");
         assert_eq!(wc.in_port, 0, "no rule of table 3 looks at in_port");
-        assert!(p.lookup_wc(7, &key, &mut wc).is_none(), "an empty table");
+        assert!(
+            p.lookup_wc(7, &key.into(), &mut wc).is_none(),
+            "an empty table"
+        );
     }
 
     #[test]
@@ -412,8 +423,8 @@ mod tests {
             tp_dst: 80,
             ..FlowKey::default()
         };
-        let mut wc = FlowKey::default();
-        let r = p.lookup_wc(0, &key, &mut wc).unwrap();
+        let mut wc = MatchKey::default();
+        let r = p.lookup_wc(0, &key.into(), &mut wc).unwrap();
         assert_eq!(r.spec.priority, 1);
         // The packet missed the tcp rule because of its protocol: a megaflow that
         // ignored nw_proto would wrongly take tcp packets to NORMAL.
@@ -430,8 +441,8 @@ mod tests {
             in_port: 1,
             ..FlowKey::default()
         };
-        let mut wc = FlowKey::default();
-        p.lookup_wc(0, &key, &mut wc).unwrap();
+        let mut wc = MatchKey::default();
+        p.lookup_wc(0, &key.into(), &mut wc).unwrap();
         assert_eq!(wc.tp_dst, 0, "the lower subtable was never probed");
     }
 

@@ -2,7 +2,7 @@
 //! What each match field and action means lives in `fields` and `action`; this reads
 //! and prints whole flows through them.
 
-use vsw_packet::FlowKey;
+use crate::match_key::MatchKey;
 
 use crate::action::{self, Action};
 use crate::fields::{self, FieldDef, FIELDS, SHORTHANDS};
@@ -15,8 +15,8 @@ pub use crate::error::{FlowSyntaxError, PortResolver};
 /// Builds a match field by field, remembering what was given for the checks.
 #[derive(Default)]
 struct MatchBuilder {
-    value: FlowKey,
-    mask: FlowKey,
+    value: MatchKey,
+    mask: MatchKey,
     /// The parts of the key fields were given for (a part given twice is refused).
     slots: Vec<&'static str>,
     given: Vec<&'static FieldDef>,
@@ -281,11 +281,18 @@ fn read_list(
 /// what an action set holds.
 pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), FlowSyntaxError> {
     if let Some(m) = matcher {
-        if let Some(a) = actions.iter().find(|a| !a.needs().met(m.value(), m.mask())) {
-            return Err(FlowSyntaxError::ActionPrerequisite {
-                action: a.def().name,
-                needs: a.needs().describe(),
-            });
+        // A move needs its source's header and its destination's.
+        let needs = |a: &Action| match a {
+            Action::Move { dst, .. } => [a.needs(), dst.field.info().needs],
+            _ => [a.needs(); 2],
+        };
+        for a in actions {
+            if let Some(n) = needs(a).into_iter().find(|n| !n.met(m.value(), m.mask())) {
+                return Err(FlowSyntaxError::ActionPrerequisite {
+                    action: a.def().name,
+                    needs: n.describe(),
+                });
+            }
         }
     }
     // What a clone holds runs as the actions around it do, on a copy: nothing
@@ -331,12 +338,15 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::ClearActions
                     | Action::Meter(_)
                     | Action::Drop
+                    | Action::Load(_)
+                    | Action::Move { .. }
             )
         }) {
             return Err(values::bad(
                 "write_actions",
                 &bad.to_string(),
-                "an action set holds outputs, groups, queues and header changes",
+                "an action set holds outputs, groups, queues and header changes \
+                 (vsw keeps no loads or moves in one)",
             ));
         }
     }
@@ -476,9 +486,12 @@ pub fn parse_match(text: &str, ports: &dyn PortResolver) -> Result<Selection, Fl
 /// Prints a match in the canonical order `ovs-ofctl dump-flows` uses.
 pub fn format_match(mt: &Match) -> String {
     let (v, m) = (mt.value(), mt.mask());
-    fields::shorthand(v, m)
-        .into_iter()
-        .chain(FIELDS.iter().filter_map(|f| f.format(v, m)))
+    let (leading, rest) = FIELDS.split_at(fields::LEADING_FIELDS);
+    leading
+        .iter()
+        .filter_map(|f| f.format(v, m))
+        .chain(fields::shorthand(v, m))
+        .chain(rest.iter().filter_map(|f| f.format(v, m)))
         .collect::<Vec<_>>()
         .join(",")
 }

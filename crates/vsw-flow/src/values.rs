@@ -28,6 +28,15 @@ pub(crate) fn parse_uint(field: &str, s: &str, max: u128) -> Result<u128, FlowSy
     Ok(v)
 }
 
+/// A number in hex as C's `%#x` prints it (`0` for zero), as `ovs-ofctl` does.
+pub(crate) fn c_hex(v: u128) -> String {
+    if v == 0 {
+        "0".into()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
 /// `value` or `value/mask`, both integers.
 pub(crate) fn parse_masked_uint(
     field: &str,

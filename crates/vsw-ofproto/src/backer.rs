@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
 use vsw_datapath::{NoAttribution, Translation, Upcall};
-use vsw_flow::Pipeline;
+use vsw_flow::{MatchKey, Pipeline};
 use vsw_packet::FlowKey;
 
 use crate::bridge_state::BridgeState;
@@ -395,7 +395,13 @@ impl Backer {
             in_port: of_port,
             ..*key
         };
-        let mut t = self.translate_in(slot, &bridge, &k, (now_ms, learn), Start::Popped(depends));
+        let mut t = self.translate_in(
+            slot,
+            &bridge,
+            &k.into(),
+            (now_ms, learn),
+            Start::Popped(depends),
+        );
         for (m, c) in t.mask.words_mut().iter_mut().zip(chose.words()) {
             *m |= c;
         }
@@ -410,7 +416,7 @@ impl Backer {
         &self,
         slot: BridgeSlot,
         bridge: &BridgeState,
-        key: &FlowKey,
+        key: &MatchKey,
         (now_ms, learn): (u64, bool),
         start: Start<'_>,
     ) -> Translation {
@@ -476,7 +482,7 @@ impl Upcall for Backer {
         let mut k = *key;
         k.in_port = of_port;
         // In the bridge's numbers; it emits its actions in the datapath's.
-        self.translate_in(slot, &bridge, &k, (now_ms, learn), Start::Table0)
+        self.translate_in(slot, &bridge, &k.into(), (now_ms, learn), Start::Table0)
     }
 
     fn revalidating(&self, now_ms: u64) {

@@ -43,6 +43,8 @@ pub struct Frozen {
     /// crossing).
     pub in_port: u32,
     pub metadata: u64,
+    /// The registers and the other fields only the pipeline writes.
+    pub pipeline: vsw_flow::PipelineFields,
     /// Copies of the packet the datapath holds at the recirculation.
     pub saves: usize,
     /// The bridges the translation went through before this one.
@@ -58,11 +60,14 @@ impl Frozen {
     /// only translation knows put back. The tunnel is the packet's own (the
     /// datapath carries it, as the actions before left it), or none past a patch
     /// (a crossing leaves it behind).
-    pub fn thaw(&self, key: &vsw_packet::FlowKey) -> vsw_packet::FlowKey {
-        let mut k = vsw_packet::FlowKey {
-            in_port: self.in_port,
-            metadata: self.metadata,
-            ..*key
+    pub fn thaw(&self, key: &vsw_packet::FlowKey) -> vsw_flow::MatchKey {
+        let mut k = vsw_flow::MatchKey {
+            packet: vsw_packet::FlowKey {
+                in_port: self.in_port,
+                metadata: self.metadata,
+                ..*key
+            },
+            pipeline: self.pipeline,
         };
         if !self.path.is_empty() {
             k.tun_id = 0;
@@ -166,6 +171,7 @@ mod tests {
             slot: BridgeSlot(0),
             in_port: 1,
             metadata,
+            pipeline: Default::default(),
             saves: 1,
             path: Vec::new(),
             cookie: u64::MAX,

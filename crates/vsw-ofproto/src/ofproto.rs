@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::sync::{Arc, OnceLock, Weak};
 
 use vsw_datapath::{Translation, Upcall};
-use vsw_flow::{Action, Pipeline};
+use vsw_flow::{Action, MatchKey, Pipeline};
 use vsw_packet::FlowKey;
 
 use crate::backer::{Backer, BackerError};
@@ -99,7 +99,15 @@ impl Ofproto {
             frozen: from,
             in_port_elsewhere: false,
         };
-        self.in_backer(|view| run::run(&self.state, view, key, (now_ms, learn, trace), entry))
+        self.in_backer(|view| {
+            run::run(
+                &self.state,
+                view,
+                &MatchKey::from(*key),
+                (now_ms, learn, trace),
+                entry,
+            )
+        })
     }
 
     /// Translates `key` as `vswctl trace` shows it (no learning).

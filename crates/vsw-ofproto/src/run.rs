@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use vsw_datapath::Translation;
-use vsw_flow::Action;
+use vsw_flow::{Action, MatchKey};
 use vsw_packet::FlowKey;
 
 use crate::attribution::FlowCredit;
@@ -45,7 +45,7 @@ pub(crate) fn packet_out(
         may_freeze: false,
         in_port_elsewhere: false,
     };
-    translate_actions(&mut env, key, actions)
+    translate_actions(&mut env, &MatchKey::from(*key), actions)
 }
 
 /// Where a translation starts.
@@ -72,7 +72,7 @@ impl<'a> Entry<'a> {
 pub(crate) fn run(
     bridge: &BridgeState,
     view: Option<BackerView<'_>>,
-    key: &FlowKey,
+    key: &MatchKey,
     (now_ms, learn, trace): (u64, bool, bool),
     entry: Entry<'_>,
 ) -> (Xlated, u64) {

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use vsw_datapath::DpAction;
 use vsw_flow::fields::Needs;
-use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, Pipeline, Rule};
+use vsw_flow::subfield::{ones, Field};
+use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, MatchKey, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::EtherType;
@@ -181,7 +182,12 @@ pub(crate) struct XlateEnv<'a> {
 
 struct Ctx<'a, 'b> {
     env: &'b mut XlateEnv<'a>,
-    key: FlowKey,
+    /// The packet as the tables see it now, with the pipeline's fields.
+    key: MatchKey,
+    /// Every bit of `key` the translation looked at; its packet part becomes the
+    /// datapath flow's mask (`Xlated::mask`), the pipeline's fields are a function
+    /// of it.
+    mask: MatchKey,
     out: Xlated,
     depth: usize,
     /// A NORMAL of this translation has learned already.
@@ -272,13 +278,13 @@ impl ActionSet {
 }
 
 /// Translates `key` through the pipeline from table 0.
-pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &FlowKey) -> Xlated {
+pub(crate) fn translate(env: &mut XlateEnv<'_>, key: &MatchKey) -> Xlated {
     run(env, key, |cx| cx.walk())
 }
 
 /// Resumes the translation `state` froze, for a packet's next pass (`key`, with
 /// what only translation knows put back: [`Frozen::thaw`]).
-pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &FlowKey, state: &Arc<Frozen>) -> Xlated {
+pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &MatchKey, state: &Arc<Frozen>) -> Xlated {
     run(env, key, |cx| {
         cx.out.frozen.push(state.clone());
         cx.resumed_cookie = state.cookie;
@@ -303,16 +309,17 @@ pub fn hash_slots(buckets: usize) -> u32 {
 /// if a rule of table 0 held them.
 pub(crate) fn translate_actions(
     env: &mut XlateEnv<'_>,
-    key: &FlowKey,
+    key: &MatchKey,
     actions: &[Action],
 ) -> Xlated {
     run(env, key, |cx| cx.actions(actions, 0, None))
 }
 
-fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>)) -> Xlated {
+fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_>)) -> Xlated {
     let mut cx = Ctx {
         env,
         key: *key,
+        mask: MatchKey::default(),
         out: Xlated::default(),
         depth: 0,
         learned: false,
@@ -325,13 +332,14 @@ fn run(env: &mut XlateEnv<'_>, key: &FlowKey, walk: impl FnOnce(&mut Ctx<'_, '_>
         resumed_cookie: u64::MAX,
     };
     // Every datapath flow matches one input port exactly.
-    cx.out.mask.in_port = u32::MAX;
+    cx.mask.in_port = u32::MAX;
     walk(&mut cx);
     if cx.out.error.is_some() {
         cx.out.actions.clear();
     }
     drop_trailing_copies(&mut cx.out.actions);
-    cx.out.final_key = cx.key;
+    cx.out.mask = cx.mask.packet;
+    cx.out.final_key = cx.key.packet;
     cx.out
 }
 
@@ -417,7 +425,7 @@ impl Ctx<'_, '_> {
         self.out.crossed.push(native.changes.clone());
         native
             .egress
-            .snoop(&me.name, &self.key, &mut self.out.mask, self.env.learn);
+            .snoop(&me.name, &self.key, &mut self.mask, self.env.learn);
         // The pop's copy must fit the budget (a packet-out's pops are looked up
         // again too: the PMD finds an injected packet's next pass as a received
         // one's).
@@ -426,7 +434,7 @@ impl Ctx<'_, '_> {
         }
         let Some(pop) = native
             .egress
-            .terminates(&me.name, &self.key, &mut self.out.mask)
+            .terminates(&me.name, &self.key, &mut self.mask)
         else {
             return false;
         };
@@ -457,7 +465,7 @@ impl Ctx<'_, '_> {
         // back to the port's queue must not take packets whose way is known).
         let asked = native
             .egress
-            .way_out(name, &self.key, &mut self.out.mask, self.env.learn);
+            .way_out(name, &self.key, &mut self.mask, self.env.learn);
         let way = match asked {
             Ok(way) => way,
             Err(vsw_datapath::NoWay::ByQueue) => return false,
@@ -518,9 +526,9 @@ impl Ctx<'_, '_> {
         );
         // The outer packet's fields decide nothing for the inner flow: they follow
         // from what `way_out` read (in `mask`) and the underlay's state.
-        let kept = self.out.mask;
-        self.continue_in(b, slot, outer, Some(DpAction::TunnelPush(number)));
-        self.out.mask = kept;
+        let kept = self.mask;
+        self.continue_in(b, slot, outer.into(), Some(DpAction::TunnelPush(number)));
+        self.mask = kept;
         true
     }
 
@@ -557,16 +565,23 @@ impl Ctx<'_, '_> {
                 peer.name
             ),
         );
-        // As Open vSwitch: the metadata and the tunnel it came from stay behind.
-        let key = FlowKey {
-            in_port: port,
-            metadata: 0,
-            tun_id: 0,
-            tun_src: 0,
-            tun_dst: 0,
-            tun_metadata0: 0,
-            tun_flags: 0,
-            ..self.key
+        // As Open vSwitch: the metadata, the registers and the tunnel it came from
+        // stay behind; the packet's mark goes with it.
+        let key = MatchKey {
+            packet: FlowKey {
+                in_port: port,
+                metadata: 0,
+                tun_id: 0,
+                tun_src: 0,
+                tun_dst: 0,
+                tun_metadata0: 0,
+                tun_flags: 0,
+                ..self.key.packet
+            },
+            pipeline: vsw_flow::PipelineFields {
+                pkt_mark: self.key.pipeline.pkt_mark,
+                ..Default::default()
+            },
         };
         self.continue_in(b, slot, key, None);
     }
@@ -580,7 +595,7 @@ impl Ctx<'_, '_> {
         &mut self,
         b: BackerView<'_>,
         slot: BridgeSlot,
-        key: FlowKey,
+        key: MatchKey,
         first: Option<DpAction>,
     ) {
         let Some(peer) = b.map.bridges.get(&slot) else {
@@ -617,6 +632,7 @@ impl Ctx<'_, '_> {
         let mut inner = Ctx {
             env: &mut env,
             key,
+            mask: self.mask,
             out: std::mem::take(&mut self.out),
             depth: self.depth + 1,
             learned: false,
@@ -632,6 +648,7 @@ impl Ctx<'_, '_> {
         };
         inner.walk();
         self.out = std::mem::take(&mut inner.out);
+        self.mask = inner.mask;
         drop(inner);
         if self.out.actions[start..]
             .iter()
@@ -659,17 +676,17 @@ impl Ctx<'_, '_> {
             return;
         }
         self.depth += 1;
-        let ttl_mask = std::mem::take(&mut self.out.mask.nw_ttl);
+        let ttl_mask = std::mem::take(&mut self.mask.nw_ttl);
         let rule = self
             .env
             .pipeline
-            .lookup_wc(id, &self.key, &mut self.out.mask)
+            .lookup_wc(id, &self.key, &mut self.mask)
             .cloned();
-        if self.ttl_unknown && self.out.mask.nw_ttl != 0 {
+        if self.ttl_unknown && self.mask.nw_ttl != 0 {
             self.out.error = Some(XlateError::TtlUnknown);
             self.step(id, format!("{}", XlateError::TtlUnknown));
         }
-        self.out.mask.nw_ttl |= ttl_mask;
+        self.mask.nw_ttl |= ttl_mask;
         if self.across.is_none() {
             self.out.tables.push((id, rule.is_some()));
         }
@@ -793,6 +810,12 @@ impl Ctx<'_, '_> {
             | Action::SetTpDst(_)
             | Action::DecTtl
             | Action::SetField(_) => {}
+            Action::Load(l) => self.load(l.field, l.value, l.mask),
+            Action::Move { src, dst } => {
+                let v = src.read(&self.key);
+                self.looked_at(src.field, src.mask());
+                self.load(dst.field, v << dst.ofs, dst.mask());
+            }
             Action::GotoTable(t) => self.table(t),
             Action::Resubmit { port, table: t } => {
                 let saved = self.key.in_port;
@@ -805,10 +828,39 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// Sets the bits of `mask` in `field` to `value`'s: in the working key for a
+    /// field of the pipeline's, by the field's rewrite (of its whole new value) for
+    /// a field of the packet's.
+    fn load(&mut self, field: Field, value: u128, mask: u128) {
+        let new = (field.read(&self.key) & !mask) | (value & mask);
+        match field.rewrite(new) {
+            None => field.write(&mut self.key, new),
+            Some(a) => {
+                // The bits not loaded are the packet's own, written back as they were.
+                let kept = ones(u32::from(field.info().bits)) & !mask;
+                self.looked_at(field, kept);
+                if let Some(dp) = self.rewrite(&a) {
+                    self.emit(dp);
+                }
+            }
+        }
+    }
+
+    /// The datapath flow depends on these bits of a packet field (what a `move`
+    /// copies, what a partial load keeps). A pipeline field's value follows from
+    /// the packet's, already looked at.
+    fn looked_at(&mut self, field: Field, bits: u128) {
+        if field.is_pipelines() || bits == 0 {
+            return;
+        }
+        let had = field.read(&self.mask);
+        field.write(&mut self.mask, had | bits);
+    }
+
     /// A rewrite changes the working key (later tables see the packet as it will
     /// be) and becomes its datapath action; `None` for every other action.
     fn rewrite(&mut self, a: &Action) -> Option<DpAction> {
-        let (k, mask) = (&mut self.key, &mut self.out.mask);
+        let (k, mask) = (&mut self.key, &mut self.mask);
         match *a {
             Action::SetDlSrc(m) => {
                 k.dl_src = m;
@@ -914,7 +966,9 @@ impl Ctx<'_, '_> {
             | Action::WriteMetadata { .. }
             | Action::Controller { .. }
             | Action::GotoTable(_)
-            | Action::Resubmit { .. } => None,
+            | Action::Resubmit { .. }
+            | Action::Load(_)
+            | Action::Move { .. } => None,
         }
     }
 
@@ -984,13 +1038,13 @@ impl Ctx<'_, '_> {
             // on its protocol.
             let needs = a.needs();
             if !needs.met(&self.key, &FlowKey::exact()) {
-                self.out.mask.dl_type = u16::MAX;
-                self.out.mask.nw_proto = u8::MAX;
+                self.mask.dl_type = u16::MAX;
+                self.mask.nw_proto = u8::MAX;
                 continue;
             }
             if needs != Needs::Nothing {
-                self.out.mask.dl_type = u16::MAX;
-                self.out.mask.nw_proto = u8::MAX;
+                self.mask.dl_type = u16::MAX;
+                self.mask.nw_proto = u8::MAX;
             }
             self.action(a, table, rule);
         }
@@ -1060,6 +1114,7 @@ impl Ctx<'_, '_> {
             slot: b.slot,
             in_port: self.key.in_port,
             metadata: self.key.metadata,
+            pipeline: self.key.pipeline,
             saves: self.saves + 1,
             path: self.path.clone(),
             cookie: rule.map_or(u64::MAX, |r| r.spec.cookie),
@@ -1112,7 +1167,7 @@ impl Ctx<'_, '_> {
             return;
         }
         let slots = hash_slots(live.len());
-        self.out.mask.dp_hash |= slots - 1;
+        self.mask.dp_hash |= slots - 1;
         let at = self.key.dp_hash & (slots - 1);
         // Slot `at` of `slots` stands for weight `at * total / slots`.
         let weight = (u64::from(at) * u64::from(total) / u64::from(slots)) as u32;
@@ -1156,7 +1211,7 @@ impl Ctx<'_, '_> {
             return None;
         }
         // What the hash reads, as the datapath's `hash` action reads it.
-        let (k, m) = (&self.key, &mut self.out.mask);
+        let (k, m) = (&self.key, &mut self.mask);
         m.dl_type = u16::MAX;
         if matches!(
             k.dl_type,
@@ -1189,7 +1244,7 @@ impl Ctx<'_, '_> {
     /// A MAC-learning switch: learn the source, send to where the destination was
     /// seen, flood what is unknown or multicast.
     fn normal(&mut self, table: u8) {
-        let m = &mut self.out.mask;
+        let m = &mut self.mask;
         m.dl_src = MacAddr([0xff; 6]);
         m.dl_dst = MacAddr([0xff; 6]);
         m.vlan_tci |= VLAN_VID_CFI;

@@ -7,7 +7,10 @@
 //! flows right across them is the revalidation, run as vswd runs it (after a rule
 //! change, and when a translation changed the MAC table). Rules also hand packets
 //! to groups of each type (buckets that rewrite, a group in a bucket, a select
-//! group's hash, a fast-failover group's live port).
+//! group's hash, a fast-failover group's live port). Registers are loaded, moved
+//! from and into the packet's fields, and matched by later tables: what a register
+//! holds is translation's alone, so the datapath flow must match the packet bits it
+//! came from.
 
 mod common;
 
@@ -92,6 +95,13 @@ fn rule() -> impl Strategy<Value = String> {
             proptest::option::of(prop_oneof![Just(53u16), Just(80)]),
         )),
         proptest::option::of(0u8..=4),
+        proptest::option::of(prop_oneof![
+            Just(0u32),
+            Just(1),
+            Just(2),
+            Just(4),
+            Just(0xff)
+        ]),
     );
     let action = prop_oneof![
         (1..=PORTS).prop_map(|p| format!("output:{p}")),
@@ -112,6 +122,11 @@ fn rule() -> impl Strategy<Value = String> {
             .prop_map(|(m, p)| format!("clone(mod_dl_dst:{},output:{p})", mac(m))),
         ((1..=PORTS), (0..TABLES)).prop_map(|(p, t)| format!("clone(dec_ttl,resubmit({p},{t}))")),
         (1u32..=4).prop_map(|g| format!("clone(mod_nw_ttl:9,clone(group:{g}))")),
+        (0u32..=4).prop_map(|n| format!("load:{n}->NXM_NX_REG0[0..7]")),
+        (0u32..=4).prop_map(|n| format!("set_field:{n}/0xf->reg0")),
+        Just("move:NXM_OF_ETH_DST[0..7]->NXM_NX_REG0[0..7]".to_string()),
+        Just("move:NXM_NX_REG0[0..7]->NXM_OF_ETH_DST[0..7]".to_string()),
+        Just("move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]".to_string()),
     ];
     (
         0..TABLES,
@@ -120,10 +135,13 @@ fn rule() -> impl Strategy<Value = String> {
         proptest::collection::vec(action, 0..3),
         proptest::option::of(0..TABLES),
     )
-        .prop_map(|(table, prio, (port, l4, dst), actions, goto)| {
+        .prop_map(|(table, prio, (port, l4, dst, reg0), actions, goto)| {
             let mut m = format!("table={table},priority={prio}");
             if let Some(p) = port {
                 m += &format!(",in_port={p}");
+            }
+            if let Some(r) = reg0 {
+                m += &format!(",reg0={r}");
             }
             match l4 {
                 Some((tcp, tp)) => {
@@ -354,7 +372,7 @@ fn run(ops: &[Op], first: &[String], emc: u32) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(common::cases(48)))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(160)))]
 
     #[test]
     fn the_fast_path_forwards_as_a_fresh_translation_says(

@@ -80,7 +80,19 @@ pub enum Action {
     Nx(NxAction),
     /// Nicira's `clone(…)` (NXAST_CLONE): these actions on a copy of the packet.
     Clone(Vec<Action>),
+    /// 1.5's copy-field (`move`): `n_bits` from `src` at `src_ofs` to `dst` at
+    /// `dst_ofs`, fields named by OXM headers of 4 bytes.
+    CopyField {
+        n_bits: u16,
+        src_ofs: u16,
+        dst_ofs: u16,
+        src: u32,
+        dst: u32,
+    },
 }
+
+/// OFPAT_COPY_FIELD (OpenFlow 1.5).
+pub const OFPAT_COPY_FIELD: u16 = 28;
 
 /// NXAST_CLONE's subtype.
 pub const NXAST_CLONE: u16 = 42;
@@ -158,6 +170,8 @@ pub enum BadFlowMod {
     BadArgument,
     #[error("a set-field of a value the field cannot hold (BAD_ACTION/BAD_SET_ARGUMENT)")]
     BadSetArgument,
+    #[error("a set-field with a mask of a field vsw sets only whole (BAD_ACTION/BAD_SET_MASK)")]
+    BadSetMask,
     #[error("a goto-table to a table that is not a later one (BAD_INSTRUCTION/BAD_TABLE_ID)")]
     BadGotoTable,
     #[error("a flow-mod for a table vsw does not have (FLOW_MOD_FAILED/BAD_TABLE_ID)")]
@@ -201,6 +215,7 @@ impl BadFlowMod {
             BadFlowMod::MatchInconsistent => (2, 10),
             BadFlowMod::BadArgument => (2, 5),
             BadFlowMod::BadSetArgument => (2, 15),
+            BadFlowMod::BadSetMask => (2, 14),
             BadFlowMod::BadGotoTable => (3, 2),
             BadFlowMod::BadTableId => (5, 2),
             BadFlowMod::BadExperimenter => (2, 3),
@@ -229,6 +244,7 @@ impl Action {
             Action::Group(_) => 22,
             Action::SetField(_) => 25,
             Action::Meter(_) => 29,
+            Action::CopyField { .. } => OFPAT_COPY_FIELD,
             Action::Nx(_) | Action::Clone(_) => OFPAT_EXPERIMENTER,
         };
         out.extend_from_slice(&kind.to_be_bytes());
@@ -253,9 +269,25 @@ impl Action {
             Action::SetField(f) => {
                 let (class, number) = crate::oxm::wire_id(f.field);
                 out.extend_from_slice(&class.to_be_bytes());
-                out.push(number << 1);
-                out.push(f.value.len() as u8);
+                let mask = f.mask.as_deref().unwrap_or_default();
+                out.push((number << 1) | u8::from(f.mask.is_some()));
+                out.push((f.value.len() + mask.len()) as u8);
                 out.extend_from_slice(&f.value);
+                out.extend_from_slice(mask);
+            }
+            Action::CopyField {
+                n_bits,
+                src_ofs,
+                dst_ofs,
+                src,
+                dst,
+            } => {
+                for n in [n_bits, src_ofs, dst_ofs] {
+                    out.extend_from_slice(&n.to_be_bytes());
+                }
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&src.to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
             }
             Action::Nx(a) => {
                 out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
@@ -327,6 +359,26 @@ impl Action {
                     fixed(8)?;
                     Action::Group(b.u32().ok_or(BadFlowMod::BadActionLen)?)
                 }
+                // Headers of 4 bytes (an experimenter OXM's 8 are not taken).
+                OFPAT_COPY_FIELD => {
+                    fixed(24)?;
+                    let n_bits = b.u16().ok_or(BadFlowMod::BadActionLen)?;
+                    let src_ofs = b.u16().ok_or(BadFlowMod::BadActionLen)?;
+                    let dst_ofs = b.u16().ok_or(BadFlowMod::BadActionLen)?;
+                    b.bytes(2).ok_or(BadFlowMod::BadActionLen)?;
+                    let src = b.u32().ok_or(BadFlowMod::BadActionLen)?;
+                    let dst = b.u32().ok_or(BadFlowMod::BadActionLen)?;
+                    if b.rest().iter().any(|x| *x != 0) {
+                        return Err(BadFlowMod::BadArgument);
+                    }
+                    Action::CopyField {
+                        n_bits,
+                        src_ofs,
+                        dst_ofs,
+                        src,
+                        dst,
+                    }
+                }
                 // 1.5's meter action (1.3 and 1.4 have an instruction).
                 29 => {
                     fixed(8)?;
@@ -336,19 +388,25 @@ impl Action {
                     let class = b.u16().ok_or(BadFlowMod::BadSetField)?;
                     let fh = b.u8().ok_or(BadFlowMod::BadSetField)?;
                     let flen = usize::from(b.u8().ok_or(BadFlowMod::BadSetField)?);
-                    let value = b.bytes(flen).ok_or(BadFlowMod::BadSetField)?;
+                    let payload = b.bytes(flen).ok_or(BadFlowMod::BadSetField)?;
                     let def = crate::oxm::field_of_wire(class, fh >> 1)
                         .and_then(crate::oxm::field_def)
                         .ok_or(BadFlowMod::BadSetField)?;
-                    // No mask, a value of the field's length, padding only after.
-                    if fh & 1 != 0 || !def.takes_len(flen) || len != (4 + 4 + flen).div_ceil(8) * 8
+                    // A value of the field's length (and a mask as long, which
+                    // OpenFlow 1.5 allows), padding only after.
+                    let masked = fh & 1 != 0;
+                    let value_len = if masked { flen / 2 } else { flen };
+                    if (masked && (flen % 2 != 0 || !def.maskable))
+                        || !def.takes_len(value_len)
+                        || len != (4 + 4 + flen).div_ceil(8) * 8
                     {
                         return Err(BadFlowMod::BadSetField);
                     }
+                    let (value, mask) = payload.split_at(value_len);
                     Action::SetField(OxmField {
                         field: def.field,
                         value: value.to_vec(),
-                        mask: None,
+                        mask: masked.then(|| mask.to_vec()),
                     })
                 }
                 OFPAT_EXPERIMENTER => {

@@ -1,10 +1,12 @@
 //! vsw's rules as OpenFlow says them: a vsw-flow match as OXM fields, its actions as
 //! instructions — what flow stats echo.
 //!
-//! vsw keys a few things OpenFlow 1.3 cannot match (IP TTL, fragments, TCP flags,
-//! the inner VLAN tag); those are left out of what is echoed (vsw-flow's text keeps
-//! them: `vswctl dump-flows`). `resubmit` is Nicira's action.
+//! IP TTL, fragments, TCP flags, registers and `pkt_mark` go as Open vSwitch's NXM
+//! fields; the inner VLAN tag, which OpenFlow cannot match, is left out of what is
+//! echoed (vsw-flow's text keeps it: `vswctl dump-flows`). `resubmit`, `load` and
+//! `move` are Nicira's actions.
 
+use vsw_flow::subfield::{ones, Field};
 use vsw_flow::{Action as VswAction, Match};
 use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use vsw_packet::rewrite::FieldWrite;
@@ -21,8 +23,11 @@ use crate::meter_mod::{
     MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
     OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::nx_action::{port_to_16, NxAction, OFPP10_IN_PORT};
-use crate::oxm::{OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0};
+use crate::nx_action::{nxm_header, port_to_16, NxAction, OFPP10_IN_PORT};
+use crate::oxm::{
+    OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TUN_FLAGS,
+    TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
+};
 use crate::version::Version;
 
 fn be(v: u128, bytes: usize) -> Vec<u8> {
@@ -184,6 +189,37 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
         2,
         true,
     ));
+    if matches!(dl, Some(EtherType::IPV4 | EtherType::IPV6)) {
+        f.push(field(IP_TTL, v.nw_ttl.into(), k.nw_ttl.into(), 1, false));
+        f.push(field(IP_FRAG, v.nw_frag.into(), k.nw_frag.into(), 1, true));
+        if proto == Some(IPPROTO_TCP) {
+            f.push(field(
+                NX_TCP_FLAGS,
+                v.tcp_flags.into(),
+                k.tcp_flags.into(),
+                2,
+                true,
+            ));
+        }
+    }
+    let (vp, kp) = (&v.pipeline, &k.pipeline);
+    f.push(field(
+        PKT_MARK,
+        vp.pkt_mark.into(),
+        kp.pkt_mark.into(),
+        4,
+        true,
+    ));
+    f.push(field(
+        CONJ_ID,
+        vp.conj_id.into(),
+        kp.conj_id.into(),
+        4,
+        false,
+    ));
+    for (n, (rv, rk)) in vp.regs.iter().zip(&kp.regs).enumerate() {
+        f.push(field(REG0 + n as u8, (*rv).into(), (*rk).into(), 4, true));
+    }
     OxmMatch {
         fields: f.into_iter().flatten().collect(),
     }
@@ -334,6 +370,38 @@ fn field_write(w: &FieldWrite) -> Action {
     }
 }
 
+fn header_of(f: Field) -> u32 {
+    let (class, number, len) = f.info().header;
+    nxm_header(class, number, len)
+}
+
+/// A load as Open vSwitch sends it: a set-field of a whole field, NXAST_REG_LOAD
+/// of a subfield up to 64 bits, or else a masked set-field; `None` for a field
+/// OpenFlow's set-field cannot name.
+fn load(l: &vsw_flow::Load) -> Option<Action> {
+    let info = l.field.info();
+    let bytes = usize::from(info.header.2);
+    let oxm = crate::oxm::field_of_wire(info.header.0, info.header.1);
+    let full = ones(u32::from(info.bits));
+    if let (Some(id), true) = (oxm, l.as_set_field && l.mask == full) {
+        return Some(set(id, be(l.value, bytes)));
+    }
+    if let Some(s) = l.subfield().filter(|s| s.n_bits <= 64) {
+        return Some(Action::Nx(NxAction::RegLoad {
+            ofs_nbits: (u16::from(s.ofs) << 6) | u16::from(s.n_bits - 1),
+            dst: header_of(l.field),
+            value: (l.value >> s.ofs) as u64,
+        }));
+    }
+    oxm.map(|id| {
+        Action::SetField(OxmField {
+            field: id,
+            value: be(l.value, bytes),
+            mask: (l.mask != full).then(|| be(l.mask, bytes)),
+        })
+    })
+}
+
 fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
     let mut apply = Vec::new();
     let mut goto = None;
@@ -383,6 +451,14 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::SetTunnelMetadata(v) => {
                 apply.push(set(TUN_METADATA0, v.to_be_bytes().to_vec()))
             }
+            VswAction::Load(l) => apply.extend(load(l)),
+            VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove {
+                n_bits: u16::from(src.n_bits),
+                src_ofs: u16::from(src.ofs),
+                dst_ofs: u16::from(dst.ofs),
+                src: header_of(src.field),
+                dst: header_of(dst.field),
+            })),
             VswAction::GotoTable(t) => goto = Some(*t),
             VswAction::Resubmit { port, table } => {
                 // Nicira's resubmit names a 16-bit port: one without (vsw's port

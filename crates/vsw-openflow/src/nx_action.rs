@@ -1,9 +1,11 @@
 //! Nicira's extension actions (experimenter actions of vendor 0x2320) that vsw's
 //! datapath already does, as Open vSwitch encodes them: `resubmit` (NXAST_RESUBMIT,
 //! NXAST_RESUBMIT_TABLE), `note` (NXAST_NOTE: kept and echoed, does nothing),
-//! `dec_ttl` (NXAST_DEC_TTL) and `controller(…)` (NXAST_CONTROLLER). Their ports are
-//! OpenFlow 1.0's 16-bit numbers.
+//! `dec_ttl` (NXAST_DEC_TTL), `controller(…)` (NXAST_CONTROLLER), `load` and `move`
+//! (NXAST_REG_LOAD, NXAST_REG_LOAD2, NXAST_REG_MOVE: fields named by their NXM
+//! headers). Their ports are OpenFlow 1.0's 16-bit numbers.
 
+use crate::oxm::OxmField;
 use crate::reader::Reader;
 
 /// Why a Nicira action cannot be read (the flow-mod's error says it in OpenFlow's
@@ -23,6 +25,25 @@ pub const NXAST_NOTE: u16 = 8;
 pub const NXAST_RESUBMIT_TABLE: u16 = 14;
 pub const NXAST_DEC_TTL: u16 = 18;
 pub const NXAST_CONTROLLER: u16 = 20;
+pub const NXAST_REG_MOVE: u16 = 6;
+pub const NXAST_REG_LOAD: u16 = 7;
+pub const NXAST_REG_LOAD2: u16 = 33;
+
+/// An NXM header's parts: class, field number, whether a mask follows, and the
+/// length (of value and mask).
+pub fn nxm_header_parts(h: u32) -> (u16, u8, bool, u8) {
+    (
+        (h >> 16) as u16,
+        ((h >> 9) & 0x7f) as u8,
+        h & 0x100 != 0,
+        h as u8,
+    )
+}
+
+/// The NXM header of an unmasked field of `len` bytes.
+pub fn nxm_header(class: u16, number: u8, len: u8) -> u32 {
+    (u32::from(class) << 16) | (u32::from(number) << 9) | u32::from(len)
+}
 
 /// OpenFlow 1.0's IN_PORT (a resubmit to "the port it came in on").
 pub const OFPP10_IN_PORT: u16 = 0xfff8;
@@ -51,6 +72,23 @@ pub enum NxAction {
         controller_id: u16,
         reason: u8,
     },
+    /// `load:V->DST[ofs..]`: `ofs_nbits` is `(ofs << 6) | (n_bits - 1)`, `dst` an
+    /// NXM header.
+    RegLoad {
+        ofs_nbits: u16,
+        dst: u32,
+        value: u64,
+    },
+    /// A field's value under a mask, as an OXM/NXM entry (what a set-field holds).
+    RegLoad2(OxmField),
+    /// `move:SRC[src_ofs..]->DST[dst_ofs..]`, `n_bits` wide; NXM headers.
+    RegMove {
+        n_bits: u16,
+        src_ofs: u16,
+        dst_ofs: u16,
+        src: u32,
+        dst: u32,
+    },
 }
 
 impl NxAction {
@@ -61,6 +99,9 @@ impl NxAction {
             NxAction::Note(_) => NXAST_NOTE,
             NxAction::DecTtl => NXAST_DEC_TTL,
             NxAction::Controller { .. } => NXAST_CONTROLLER,
+            NxAction::RegLoad { .. } => NXAST_REG_LOAD,
+            NxAction::RegLoad2(_) => NXAST_REG_LOAD2,
+            NxAction::RegMove { .. } => NXAST_REG_MOVE,
         }
     }
 
@@ -85,6 +126,37 @@ impl NxAction {
                 out.extend_from_slice(&max_len.to_be_bytes());
                 out.extend_from_slice(&controller_id.to_be_bytes());
                 out.extend_from_slice(&[*reason, 0]);
+            }
+            NxAction::RegLoad {
+                ofs_nbits,
+                dst,
+                value,
+            } => {
+                out.extend_from_slice(&ofs_nbits.to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
+                out.extend_from_slice(&value.to_be_bytes());
+            }
+            NxAction::RegLoad2(f) => {
+                let (class, number) = crate::oxm::wire_id(f.field);
+                let mask = f.mask.as_deref().unwrap_or_default();
+                out.extend_from_slice(&class.to_be_bytes());
+                out.push((number << 1) | u8::from(f.mask.is_some()));
+                out.push((f.value.len() + mask.len()) as u8);
+                out.extend_from_slice(&f.value);
+                out.extend_from_slice(mask);
+            }
+            NxAction::RegMove {
+                n_bits,
+                src_ofs,
+                dst_ofs,
+                src,
+                dst,
+            } => {
+                for n in [n_bits, src_ofs, dst_ofs] {
+                    out.extend_from_slice(&n.to_be_bytes());
+                }
+                out.extend_from_slice(&src.to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
             }
         }
     }
@@ -138,6 +210,58 @@ impl NxAction {
                     controller_id,
                     reason,
                 }
+            }
+            NXAST_REG_LOAD => {
+                fixed(24)?;
+                let ofs_nbits = b.u16().ok_or(BadNxAction::Len)?;
+                let dst = b.u32().ok_or(BadNxAction::Len)?;
+                let value = b.u64().ok_or(BadNxAction::Len)?;
+                NxAction::RegLoad {
+                    ofs_nbits,
+                    dst,
+                    value,
+                }
+            }
+            // NXM headers of 4 bytes (an experimenter OXM's 8 are not taken).
+            NXAST_REG_MOVE => {
+                fixed(24)?;
+                let n_bits = b.u16().ok_or(BadNxAction::Len)?;
+                let src_ofs = b.u16().ok_or(BadNxAction::Len)?;
+                let dst_ofs = b.u16().ok_or(BadNxAction::Len)?;
+                let src = b.u32().ok_or(BadNxAction::Len)?;
+                let dst = b.u32().ok_or(BadNxAction::Len)?;
+                NxAction::RegMove {
+                    n_bits,
+                    src_ofs,
+                    dst_ofs,
+                    src,
+                    dst,
+                }
+            }
+            NXAST_REG_LOAD2 => {
+                let class = b.u16().ok_or(BadNxAction::Len)?;
+                let fh = b.u8().ok_or(BadNxAction::Len)?;
+                let flen = usize::from(b.u8().ok_or(BadNxAction::Len)?);
+                let payload = b.bytes(flen).ok_or(BadNxAction::Len)?;
+                // Padding to 8 bytes, zero, and no more.
+                if len != (10 + 4 + flen).div_ceil(8) * 8 {
+                    return Err(BadNxAction::Len);
+                }
+                zero(Some(b.rest()))?;
+                let def = crate::oxm::field_of_wire(class, fh >> 1)
+                    .and_then(crate::oxm::field_def)
+                    .ok_or(BadNxAction::Argument)?;
+                let masked = fh & 1 != 0;
+                let value_len = if masked { flen / 2 } else { flen };
+                if (masked && flen % 2 != 0) || !def.takes_len(value_len) {
+                    return Err(BadNxAction::Argument);
+                }
+                let (value, mask) = payload.split_at(value_len);
+                NxAction::RegLoad2(OxmField {
+                    field: def.field,
+                    value: value.to_vec(),
+                    mask: masked.then(|| mask.to_vec()),
+                })
             }
             _ => return Err(BadNxAction::Subtype),
         })

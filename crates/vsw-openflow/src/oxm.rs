@@ -31,6 +31,33 @@ pub const TUN_IPV4_DST: u8 = NXM1_BASE + 32;
 pub const TUN_METADATA0: u8 = NXM1_BASE + 40;
 /// NXM_NX_TUN_FLAGS (NXM_1 field 104, 16 bits): the OAM flag.
 pub const TUN_FLAGS: u8 = NXM1_BASE + 104;
+/// NXM_NX_REG0 to REG15 (NXM_1 fields 0–15, 32 bits each).
+pub const REG0: u8 = NXM1_BASE;
+/// NXM_NX_XXREG0 to XXREG3 (NXM_1 fields 111–114, 128 bits each).
+pub const XXREG0: u8 = NXM1_BASE + 111;
+/// NXM_NX_IP_FRAG, IP_TTL, PKT_MARK, TCP_FLAGS and CONJ_ID (NXM_1 fields 26, 29,
+/// 33, 34 and 37).
+pub const IP_FRAG: u8 = NXM1_BASE + 26;
+pub const IP_TTL: u8 = NXM1_BASE + 29;
+pub const PKT_MARK: u8 = NXM1_BASE + 33;
+pub const NX_TCP_FLAGS: u8 = NXM1_BASE + 34;
+pub const CONJ_ID: u8 = NXM1_BASE + 37;
+/// OpenFlow 1.5's OXM_OF_TCP_FLAGS (basic class, field 42).
+pub const TCP_FLAGS: u8 = 42;
+/// The packet-register class (OFPXMC_PACKET_REGS), where OpenFlow 1.5 puts the
+/// 64-bit registers Open vSwitch calls `xreg0`–`xreg7` (and sends every register
+/// match in).
+pub const PACKET_REGS_CLASS: u16 = 0x8001;
+/// vsw numbers packet register `n` as field `XREG0 + n`: the basic class's numbers
+/// stop well below it.
+pub const XREG0: u8 = 96;
+/// Open vSwitch's oldest class (NXM_0), whose NXM_OF_IN_PORT (16 bits) a load of
+/// the input port names in OpenFlow 1.5: vsw numbers its field `n` as
+/// `NXM0_BASE + n`.
+pub const NXM0_CLASS: u16 = 0x0000;
+pub const NXM0_BASE: u8 = 110;
+/// NXM_OF_IN_PORT.
+pub const NXM_IN_PORT: u8 = NXM0_BASE;
 
 impl OxmFieldDef {
     /// Whether a value of `n` bytes is one of this field: its length, or for a field
@@ -48,6 +75,10 @@ impl OxmFieldDef {
 pub fn wire_id(field: u8) -> (u16, u8) {
     if field >= NXM1_BASE {
         (NXM1_CLASS, field - NXM1_BASE)
+    } else if (XREG0..XREG0 + 8).contains(&field) {
+        (PACKET_REGS_CLASS, field - XREG0)
+    } else if field >= NXM0_BASE {
+        (NXM0_CLASS, field - NXM0_BASE)
     } else {
         (OFPXMC_OPENFLOW_BASIC, field)
     }
@@ -58,6 +89,8 @@ pub fn field_of_wire(class: u16, number: u8) -> Option<u8> {
     match class {
         OFPXMC_OPENFLOW_BASIC => Some(number),
         NXM1_CLASS if number < NXM1_BASE => Some(NXM1_BASE + number),
+        PACKET_REGS_CLASS if number < 8 => Some(XREG0 + number),
+        NXM0_CLASS if number < NXM1_BASE - NXM0_BASE => Some(NXM0_BASE + number),
         _ => None,
     }
 }
@@ -185,6 +218,41 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),
     var(TUN_METADATA0, "tun_metadata0", 4, true),
     f(TUN_FLAGS, "tun_flags", 2, true, Prereq::None),
+    f(NXM_IN_PORT, "nxm_in_port", 2, false, Prereq::None),
+    f(TCP_FLAGS, "tcp_flags", 2, true, Prereq::IpProto(6)),
+    f(NX_TCP_FLAGS, "nx_tcp_flags", 2, true, Prereq::IpProto(6)),
+    f(IP_FRAG, "nw_frag", 1, true, Prereq::EthType(IP)),
+    f(IP_TTL, "nw_ttl", 1, false, Prereq::EthType(IP)),
+    f(PKT_MARK, "pkt_mark", 4, true, Prereq::None),
+    f(CONJ_ID, "conj_id", 4, false, Prereq::None),
+    f(REG0, "reg0", 4, true, Prereq::None),
+    f(REG0 + 1, "reg1", 4, true, Prereq::None),
+    f(REG0 + 2, "reg2", 4, true, Prereq::None),
+    f(REG0 + 3, "reg3", 4, true, Prereq::None),
+    f(REG0 + 4, "reg4", 4, true, Prereq::None),
+    f(REG0 + 5, "reg5", 4, true, Prereq::None),
+    f(REG0 + 6, "reg6", 4, true, Prereq::None),
+    f(REG0 + 7, "reg7", 4, true, Prereq::None),
+    f(REG0 + 8, "reg8", 4, true, Prereq::None),
+    f(REG0 + 9, "reg9", 4, true, Prereq::None),
+    f(REG0 + 10, "reg10", 4, true, Prereq::None),
+    f(REG0 + 11, "reg11", 4, true, Prereq::None),
+    f(REG0 + 12, "reg12", 4, true, Prereq::None),
+    f(REG0 + 13, "reg13", 4, true, Prereq::None),
+    f(REG0 + 14, "reg14", 4, true, Prereq::None),
+    f(REG0 + 15, "reg15", 4, true, Prereq::None),
+    f(XREG0, "xreg0", 8, true, Prereq::None),
+    f(XREG0 + 1, "xreg1", 8, true, Prereq::None),
+    f(XREG0 + 2, "xreg2", 8, true, Prereq::None),
+    f(XREG0 + 3, "xreg3", 8, true, Prereq::None),
+    f(XREG0 + 4, "xreg4", 8, true, Prereq::None),
+    f(XREG0 + 5, "xreg5", 8, true, Prereq::None),
+    f(XREG0 + 6, "xreg6", 8, true, Prereq::None),
+    f(XREG0 + 7, "xreg7", 8, true, Prereq::None),
+    f(XXREG0, "xxreg0", 16, true, Prereq::None),
+    f(XXREG0 + 1, "xxreg1", 16, true, Prereq::None),
+    f(XXREG0 + 2, "xxreg2", 16, true, Prereq::None),
+    f(XXREG0 + 3, "xxreg3", 16, true, Prereq::None),
 ];
 
 /// The bits a field's value may use, where fewer than its bytes hold (a value with a
@@ -198,6 +266,8 @@ fn value_bits(field: u8) -> Option<u32> {
         28 | 34 => Some(20),  // ipv6_flabel, mpls_label
         TUN_FLAGS => Some(1), // the OAM flag
         36 => Some(1),        // mpls_bos
+        TCP_FLAGS | NX_TCP_FLAGS => Some(12),
+        IP_FRAG => Some(2),
         _ => None,
     }
 }

@@ -11,12 +11,13 @@
 
 use std::net::Ipv4Addr;
 
+use vsw_flow::subfield::{Field, Subfield};
 use vsw_flow::{
     Action as VswAction, AsWritten, Band, BandType, Bucket, FlowSpec, FlowSyntaxError, GroupSpec,
-    GroupType, Match, MeterSpec, Selection,
+    GroupType, Load, Match, MatchKey, MeterSpec, Selection,
 };
 use vsw_packet::rewrite::FieldWrite;
-use vsw_packet::{FlowKey, MacAddr};
+use vsw_packet::MacAddr;
 
 use crate::as_written::{written_buckets, written_instructions, written_match};
 use crate::flow_mod::{
@@ -30,9 +31,10 @@ use crate::group_mod::{
 use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::nx_action::{port_from_16, NxAction, NX_TABLE_CURRENT};
+use crate::nx_action::{nxm_header_parts, port_from_16, NxAction, NX_TABLE_CURRENT};
 use crate::oxm::{
-    BadMatch, OxmField, OxmMatch, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
+    BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
+    TCP_FLAGS, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
 };
 
 fn num(b: &[u8]) -> u128 {
@@ -69,7 +71,7 @@ fn mac_pair(f: &OxmField) -> (MacAddr, MacAddr) {
 
 /// A decoded OXM match (its fields checked by `OxmMatch::decode`) as vsw's match.
 pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
-    let (mut v, mut k) = (FlowKey::default(), FlowKey::default());
+    let (mut v, mut k) = (MatchKey::default(), MatchKey::default());
     let eth_type = m.get(5).map(|f| num(&f.value) as u16);
     for f in &m.fields {
         let (val, mask) = value_mask(f);
@@ -126,6 +128,27 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             // 20 bits of the 32 on the wire.
             28 => (v.ipv6_label, k.ipv6_label) = (val as u32, (mask & 0xfffff) as u32),
             31 => (v.nd_target, k.nd_target) = (val, mask),
+            IP_TTL => (v.nw_ttl, k.nw_ttl) = (val as u8, 0xff),
+            IP_FRAG => (v.nw_frag, k.nw_frag) = (val as u8, mask as u8 & 3),
+            TCP_FLAGS | NX_TCP_FLAGS => {
+                (v.tcp_flags, k.tcp_flags) = (val as u16, mask as u16 & 0xfff)
+            }
+            PKT_MARK => (v.pipeline.pkt_mark, k.pipeline.pkt_mark) = (val as u32, mask as u32),
+            CONJ_ID => (v.pipeline.conj_id, k.pipeline.conj_id) = (val as u32, u32::MAX),
+            r if (REG0..REG0 + 16).contains(&r) => {
+                let n = usize::from(r - REG0);
+                (v.pipeline.regs[n], k.pipeline.regs[n]) = (val as u32, mask as u32);
+            }
+            r if (XREG0..XREG0 + 8).contains(&r) => {
+                let n = usize::from(r - XREG0);
+                v.pipeline.set_xreg(n, val as u64);
+                k.pipeline.set_xreg(n, mask as u64);
+            }
+            r if (XXREG0..XXREG0 + 4).contains(&r) => {
+                let n = usize::from(r - XXREG0);
+                v.pipeline.set_xxreg(n, val);
+                k.pipeline.set_xxreg(n, mask);
+            }
             _ => return Err(BadMatch::BadField),
         }
     }
@@ -161,10 +184,37 @@ fn at_most(v: u128, max: u128) -> Result<u128, BadFlowMod> {
     }
 }
 
+/// The field `load` and `move` know by an OXM field's number, if any.
+fn subfield_of_oxm(id: u8) -> Option<Field> {
+    let (class, number) = crate::oxm::wire_id(id);
+    Field::by_header(class, number)
+}
+
 fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
     let v = &f.value;
     let n = num(v);
     let w = VswAction::SetField;
+    // A masked set-field (OpenFlow 1.5), or one of a field only the pipeline has,
+    // is a load of the bits it sets.
+    let field = subfield_of_oxm(f.field);
+    if let Some(field) = field.filter(|g| f.mask.is_some() || g.is_pipelines()) {
+        if !field.is_writable() {
+            return Err(BadFlowMod::BadSetArgument);
+        }
+        let (value, mask) = value_mask(f);
+        if f.mask.is_some() && num(v) & !mask != 0 {
+            return Err(BadFlowMod::BadSetArgument);
+        }
+        return Ok(VswAction::Load(Load {
+            field,
+            value,
+            mask,
+            as_set_field: true,
+        }));
+    }
+    if f.mask.is_some() {
+        return Err(BadFlowMod::BadSetMask);
+    }
     Ok(match f.field {
         3 => VswAction::SetDlDst(mac_of(v)),
         4 => VswAction::SetDlSrc(mac_of(v)),
@@ -230,6 +280,20 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::CopyTtlIn => VswAction::SetField(FieldWrite::CopyTtlIn),
         Action::SetNwTtl(t) => VswAction::SetField(FieldWrite::NwTtl(*t)),
         Action::Nx(nx) => nx_action_to_vsw(nx)?,
+        // The same move as Nicira's.
+        &Action::CopyField {
+            n_bits,
+            src_ofs,
+            dst_ofs,
+            src,
+            dst,
+        } => nx_action_to_vsw(&NxAction::RegMove {
+            n_bits,
+            src_ofs,
+            dst_ofs,
+            src,
+            dst,
+        })?,
         // A list of its own (`list_to_vsw`).
         Action::Clone(_) => return Err(BadFlowMod::BadArgument),
     })
@@ -275,7 +339,49 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         } => VswAction::Controller { max_len },
         NxAction::Controller { .. } => return Err(BadFlowMod::BadArgument),
         NxAction::Note(_) => return Err(BadFlowMod::BadExperimenterType),
+        NxAction::RegLoad {
+            ofs_nbits,
+            dst,
+            value,
+        } => {
+            let n_bits = u32::from(ofs_nbits & 0x3f) + 1;
+            let dst = nxm_subfield(dst, u32::from(ofs_nbits >> 6), n_bits)?;
+            if !dst.field.is_writable() || (n_bits < 64 && value >> n_bits != 0) {
+                return Err(BadFlowMod::BadArgument);
+            }
+            VswAction::Load(Load {
+                field: dst.field,
+                value: u128::from(value) << dst.ofs,
+                mask: dst.mask(),
+                as_set_field: false,
+            })
+        }
+        NxAction::RegLoad2(ref f) => set_field_to_vsw(f)?,
+        NxAction::RegMove {
+            n_bits,
+            src_ofs,
+            dst_ofs,
+            src,
+            dst,
+        } => {
+            let n = u32::from(n_bits);
+            let src = nxm_subfield(src, u32::from(src_ofs), n)?;
+            let dst = nxm_subfield(dst, u32::from(dst_ofs), n)?;
+            if !dst.field.is_writable() {
+                return Err(BadFlowMod::BadArgument);
+            }
+            VswAction::Move { src, dst }
+        }
     })
+}
+
+/// The bits an NXM header (unmasked, of its field's length) and a range name.
+fn nxm_subfield(header: u32, ofs: u32, n_bits: u32) -> Result<Subfield, BadFlowMod> {
+    let (class, number, masked, len) = nxm_header_parts(header);
+    let field = Field::by_header(class, number)
+        .filter(|f| !masked && f.info().header.2 == len)
+        .ok_or(BadFlowMod::BadArgument)?;
+    Subfield::new(field, ofs, n_bits).ok_or(BadFlowMod::BadArgument)
 }
 
 fn list_to_vsw(actions: &[Action], place: Place) -> Result<Vec<VswAction>, BadFlowMod> {

@@ -2,7 +2,7 @@ use super::*;
 use crate::syntax::{parse_flow, parse_match};
 use crate::Action;
 use proptest::prelude::*;
-use vsw_packet::EtherType;
+use vsw_packet::{EtherType, FlowKey};
 
 fn no_names(_: &str) -> Option<u32> {
     None
@@ -12,7 +12,7 @@ fn add(c: &mut Classifier, text: &str) {
     c.insert(parse_flow(text, &no_names).unwrap(), 0);
 }
 
-fn udp_key(in_port: u32, dport: u16) -> FlowKey {
+fn udp_key(in_port: u32, dport: u16) -> MatchKey {
     FlowKey {
         in_port,
         dl_type: EtherType::IPV4,
@@ -21,6 +21,7 @@ fn udp_key(in_port: u32, dport: u16) -> FlowKey {
         tp_dst: dport,
         ..FlowKey::default()
     }
+    .into()
 }
 
 #[test]
@@ -36,7 +37,7 @@ fn highest_priority_wins() {
     let mut tcp = udp_key(1, 53);
     tcp.nw_proto = 6;
     assert_eq!(hit(tcp), Some(vec![Action::Output(3)]));
-    assert_eq!(hit(FlowKey::default()), None);
+    assert_eq!(hit(MatchKey::default()), None);
 }
 
 #[test]
@@ -182,7 +183,7 @@ fn timeouts_expire_rules() {
 
 /// The linear scan the classifier must agree with: the rules of the highest priority
 /// that match (any of them may be the answer).
-fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &FlowKey) -> Vec<&'a FlowSpec> {
+fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &MatchKey) -> Vec<&'a FlowSpec> {
     let matching: Vec<&FlowSpec> = rules
         .iter()
         .map(|(s, _)| s)
@@ -195,16 +196,21 @@ fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &FlowKey) -> Vec<&'a FlowSpec> {
         .collect()
 }
 
-/// A few masks and values from small ranges, so that rules overlap and packets hit.
-fn arb_field_key() -> impl Strategy<Value = (FlowKey, FlowKey)> {
+/// A few masks and values from small ranges, so that rules overlap and packets hit;
+/// some match a register, as a pipeline's later tables do.
+fn arb_field_key() -> impl Strategy<Value = (MatchKey, MatchKey)> {
     (
         proptest::option::of(0u32..3),
         proptest::option::of(prop_oneof![Just(6u8), Just(17u8)]),
         proptest::option::of((0u16..4, prop_oneof![Just(0xffffu16), Just(0xfffeu16)])),
         proptest::option::of((0u128..4, prop_oneof![Just(u128::MAX), Just(!1u128)])),
+        proptest::option::of((0u32..4, prop_oneof![Just(u32::MAX), Just(!1u32)])),
     )
-        .prop_map(|(port, proto, tp, nw)| {
-            let (mut v, mut m) = (FlowKey::default(), FlowKey::default());
+        .prop_map(|(port, proto, tp, nw, reg)| {
+            let (mut v, mut m) = (MatchKey::default(), MatchKey::default());
+            if let Some((r, mask)) = reg {
+                (v.pipeline.regs[3], m.pipeline.regs[3]) = (r, mask);
+            }
             if let Some(p) = port {
                 (v.in_port, m.in_port) = (p, u32::MAX);
             }
@@ -221,27 +227,32 @@ fn arb_field_key() -> impl Strategy<Value = (FlowKey, FlowKey)> {
         })
 }
 
-fn arb_packet() -> impl Strategy<Value = FlowKey> {
+fn arb_packet() -> impl Strategy<Value = MatchKey> {
     (
         0u32..3,
         prop_oneof![Just(6u8), Just(17u8)],
         0u16..4,
         0u128..4,
+        0u32..4,
     )
-        .prop_map(|(in_port, nw_proto, tp_dst, nw_src)| FlowKey {
-            in_port,
-            nw_proto,
-            tp_dst,
-            nw_src,
-            ..FlowKey::default()
+        .prop_map(|(in_port, nw_proto, tp_dst, nw_src, reg3)| {
+            let mut k = MatchKey::from(FlowKey {
+                in_port,
+                nw_proto,
+                tp_dst,
+                nw_src,
+                ..FlowKey::default()
+            });
+            k.pipeline.regs[3] = reg3;
+            k
         })
 }
 
 #[derive(Clone, Debug)]
 enum Op {
-    Add(u16, (FlowKey, FlowKey), u32),
+    Add(u16, (MatchKey, MatchKey), u32),
     DelStrict(usize),
-    DelLoose((FlowKey, FlowKey)),
+    DelLoose((MatchKey, MatchKey)),
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
