@@ -898,8 +898,9 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
 
 /// Registers carry a decision from table to table, as OVN's pipelines do (the
 /// logical input port in reg14, the output port in reg15), over OpenFlow 1.5 and
-/// 1.3: pings cross only through them. `load`, `move` and `set_field` of registers,
-/// `pkt_mark` and the wide registers come back as Open vSwitch prints the same flow.
+/// 1.3: pings cross only through them. `load`, `move`, `push`, `pop` and
+/// `set_field` of registers, `pkt_mark` and the wide registers come back as Open
+/// vSwitch prints the same flow.
 #[test]
 fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
     let _g = serial();
@@ -908,7 +909,8 @@ fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
     d.ctl_ok(&["add-port", &h1.port]);
     d.ctl_ok(&["add-port", &h2.port]);
     let pipeline = [
-        "table=0,in_port=1,actions=set_field:0x1->reg14,resubmit(,1)",
+        // reg14 = 1 by way of the stack.
+        "table=0,in_port=1,actions=set_field:0x1->reg14,push:NXM_NX_REG14[],load:0->NXM_NX_REG14[],pop:NXM_NX_REG14[],resubmit(,1)",
         "table=0,in_port=2,actions=load:0x2->NXM_NX_REG14[],resubmit(,1)",
         // The output port from the input port: 3 - reg14, by table.
         "table=1,reg14=0x1,actions=move:NXM_NX_REG14[0..1]->NXM_NX_REG15[1..2],resubmit(,2)",
@@ -921,6 +923,7 @@ fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
     let echoed = [
         "priority=9,reg0=0x5/0xff,actions=load:0x5->NXM_NX_REG1[0..7],set_field:0x5->reg2,move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:0xa->pkt_mark,load:0x3->NXM_NX_XXREG0[0..15],set_field:0x7/0xf->reg3,output:2",
         "priority=9,pkt_mark=0x1,ip,xreg4=0x100000002,xxreg3=0x7,actions=move:NXM_OF_IP_SRC[]->NXM_NX_REG5[],load:0->NXM_OF_IN_PORT[],set_field:0x3->metadata,output:1",
+        "priority=9,ip,actions=push:NXM_NX_REG0[],push:NXM_OF_IP_DST[0..15],pop:NXM_NX_REG1[0..15],pop:NXM_NX_REG2[],output:1",
     ];
     for version in ["OpenFlow15", "OpenFlow13"] {
         ofctl(&d, &["-O", version, "del-flows"]);
@@ -934,6 +937,24 @@ fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
             String::from_utf8_lossy(&out.stdout),
             ofctl(&d, &["-O", version, "dump-flows"])
         );
+        if version == "OpenFlow15" {
+            // A packet-out's match carries registers into translation (as OVN's
+            // pinctrl sends them): reg15 alone decides table 3's port.
+            let frame = "020000000002020000000001080045000014000100004011f8d3c6120001c6120002";
+            for (reg15, host) in [("0x3", &h2), ("0x1", &h1)] {
+                let before = d.port(&host.port).stats.tx_packets;
+                let spec =
+                    format!("in_port=CONTROLLER,reg15={reg15} packet={frame} actions=resubmit(,3)");
+                for _ in 0..20 {
+                    ofctl(&d, &["-O", version, "packet-out", &spec]);
+                }
+                wait_until(
+                    "the packet-outs out of reg15's port",
+                    Duration::from_secs(5),
+                    || d.port(&host.port).stats.tx_packets >= before + 20,
+                );
+            }
+        }
         for f in echoed {
             ofctl(&d, &["-O", version, "add-flow", f]);
             let parsed = Command::new("ovs-ofctl")

@@ -3,7 +3,8 @@
 //! field in its order, a mask exactly where one was given, every action with every
 //! argument (an output's `max_len`), the kept flags and the importance — and through
 //! the flow-removed message their deletion sends; and a group's buckets through
-//! group descriptions.
+//! group descriptions. Registers are matched and loaded, moved, pushed and popped
+//! as Open vSwitch sends them.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -20,7 +21,8 @@ use vsw_openflow::flow_mod::{
 use vsw_openflow::flow_stats::{decode_entries, FlowStatsRequest, OFPMP_FLOW};
 use vsw_openflow::group_mod::{GroupCommand, GroupMod, OfBucket, OFPGT_SELECT};
 use vsw_openflow::multipart::OFPT_MULTIPART_REPLY;
-use vsw_openflow::oxm::{OxmField, OxmMatch};
+use vsw_openflow::nx_action::{nxm_header, NxAction};
+use vsw_openflow::oxm::{OxmField, OxmMatch, REG0, XREG0};
 use vsw_openflow::{Message, MultipartReply, MultipartRequest, SwitchConfig, Version};
 
 fn field(field: u8, value: Vec<u8>, mask: Option<Vec<u8>>) -> OxmField {
@@ -92,6 +94,15 @@ fn ipv4_fields() -> impl Strategy<Value = Vec<OxmField>> {
         })
 }
 
+/// A register: a 32-bit one (NXM_NX_REGn, as OpenFlow 1.3 carries them) or a 64-bit
+/// one (the packet-register class, as OpenFlow 1.5 does).
+fn register_field() -> impl Strategy<Value = Vec<OxmField>> {
+    prop_oneof![
+        (0u8..16, maybe_masked(4)).prop_map(|(n, (v, m))| vec![field(REG0 + n, v, m)]),
+        (0u8..8, maybe_masked(8)).prop_map(|(n, (v, m))| vec![field(XREG0 + n, v, m)]),
+    ]
+}
+
 /// A match: groups of fields (a prerequisite chain stays in its order) shuffled.
 fn matcher() -> impl Strategy<Value = OxmMatch> {
     (
@@ -101,8 +112,14 @@ fn matcher() -> impl Strategy<Value = OxmMatch> {
         prop::option::of(vlan_field().prop_map(|f| vec![f])),
         prop::option::of(maybe_masked(8).prop_map(|(v, m)| vec![field(2, v, m)])),
         prop::option::of(ipv4_fields()),
+        prop::option::of(register_field()),
     )
-        .prop_map(|(a, b, c, d, e, f)| [a, b, c, d, e, f].into_iter().flatten().collect::<Vec<_>>())
+        .prop_map(|(a, b, c, d, e, f, g)| {
+            [a, b, c, d, e, f, g]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+        })
         .prop_shuffle()
         .prop_map(|groups| OxmMatch {
             fields: groups.into_iter().flatten().collect(),
@@ -131,6 +148,50 @@ fn action() -> impl Strategy<Value = Vec<Action>> {
             Action::PushVlan(0x8100),
             Action::SetField(field(6, (0x1000 | vid).to_be_bytes().to_vec(), None)),
         ]),
+        register_action(),
+    ]
+}
+
+/// The bits `ofs..ofs + n_bits` of a 32-bit register.
+fn reg_bits() -> impl Strategy<Value = (u8, u16, u16)> {
+    (0u8..16, 0u16..32).prop_flat_map(|(n, ofs)| (Just(n), Just(ofs), 1..=32 - ofs))
+}
+
+/// What Open vSwitch sends for `load`, `move`, `push`, `pop` and `set_field` of a
+/// register.
+fn register_action() -> impl Strategy<Value = Vec<Action>> {
+    let reg = |n: u8| nxm_header(1, n, 4);
+    prop_oneof![
+        (reg_bits(), any::<u64>()).prop_map(move |((n, ofs, bits), v)| {
+            vec![Action::Nx(NxAction::RegLoad {
+                ofs_nbits: (ofs << 6) | (bits - 1),
+                dst: reg(n),
+                value: v & ((1u64 << bits) - 1),
+            })]
+        }),
+        (reg_bits(), 0u8..16, 0u16..32).prop_map(move |((n, ofs, bits), m, dst_ofs)| {
+            let bits = bits.min(32 - dst_ofs);
+            vec![Action::Nx(NxAction::RegMove {
+                n_bits: bits,
+                src_ofs: ofs,
+                dst_ofs,
+                src: reg(n),
+                dst: reg(m),
+            })]
+        }),
+        (reg_bits(), any::<bool>()).prop_map(move |((n, ofs, bits), push)| {
+            vec![Action::Nx(NxAction::Stack {
+                push,
+                ofs,
+                field: reg(n),
+                n_bits: bits,
+            })]
+        }),
+        (0u8..16, any::<[u8; 4]>()).prop_map(|(n, v)| vec![Action::SetField(field(
+            REG0 + n,
+            v.to_vec(),
+            None
+        ))]),
     ]
 }
 

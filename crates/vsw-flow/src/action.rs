@@ -113,6 +113,11 @@ pub enum Action {
         src: Subfield,
         dst: Subfield,
     },
+    /// `push:SRC[a..b]`: the bits onto the translation's stack (NXAST_STACK_PUSH).
+    StackPush(Subfield),
+    /// `pop:DST[a..b]`: the stack's top into the bits (NXAST_STACK_POP); nothing
+    /// when the stack is empty.
+    StackPop(Subfield),
 }
 
 /// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
@@ -582,6 +587,22 @@ static MOVE: ActionDef = ActionDef {
     },
 };
 
+static STACK_PUSH: ActionDef = ActionDef {
+    name: "push",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| Ok(Action::StackPush(Subfield::parse(n, arg(n, a)?.trim())?)),
+};
+
+static STACK_POP: ActionDef = ActionDef {
+    name: "pop",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::StackPop(writable(n, arg(n, a)?.trim())?)),
+};
+
 fn table_no(name: &str, a: &str) -> Result<u8, FlowSyntaxError> {
     Ok(parse_uint(name, a, u128::from(MAX_TABLE))? as u8)
 }
@@ -658,6 +679,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &RESUBMIT,
     &LOAD,
     &MOVE,
+    &STACK_PUSH,
+    &STACK_POP,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -708,6 +731,8 @@ impl Action {
             Action::Load(l) if l.as_set_field => &SET_FIELD,
             Action::Load(_) => &LOAD,
             Action::Move { .. } => &MOVE,
+            Action::StackPush(_) => &STACK_PUSH,
+            Action::StackPop(_) => &STACK_POP,
         }
     }
 
@@ -739,20 +764,17 @@ impl Action {
             Action::SetField(FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn) => None,
             Action::SetField(w) => Some(crate::set_field::argument(w)),
             Action::GotoTable(t) => Some(t.to_string()),
-            Action::Load(l) if l.as_set_field => {
-                let v = c_hex(l.value);
-                let full = ones(u32::from(l.field.info().bits));
-                Some(if l.mask == full {
-                    format!("{v}->{}", l.field.info().name)
-                } else {
-                    format!("{v}/{}->{}", c_hex(l.mask), l.field.info().name)
-                })
-            }
+            Action::Load(l) if l.as_set_field => Some(format!(
+                "{}->{}",
+                l.field.format_value(l.value, l.mask),
+                l.field.info().name
+            )),
             Action::Load(l) => Some(match l.subfield() {
                 Some(s) => format!("{}->{}", c_hex(l.value >> s.ofs), s.format()),
                 None => format!("{}->{}", c_hex(l.value), l.field.info().nxm_name),
             }),
             Action::Move { src, dst } => Some(format!("{}->{}", src.format(), dst.format())),
+            Action::StackPush(s) | Action::StackPop(s) => Some(s.format()),
             Action::Resubmit { port, table } => Some(format!(
                 "{},{}",
                 port.map(|p| p.to_string()).unwrap_or_default(),
@@ -765,6 +787,15 @@ impl Action {
             | Action::ClearActions
             | Action::StripVlan
             | Action::DecTtl => None,
+        }
+    }
+
+    /// What a rule's match must promise for the action, for each field it touches
+    /// (a move: its source's and its destination's).
+    pub fn needs_both(&self) -> [Needs; 2] {
+        match self {
+            Action::Move { src, dst } => [src.field.info().needs, dst.field.info().needs],
+            _ => [self.needs(); 2],
         }
     }
 
@@ -781,6 +812,7 @@ impl Action {
                 Needs::Nothing => dst.field.info().needs,
                 n => n,
             },
+            Action::StackPush(s) | Action::StackPop(s) => s.field.info().needs,
             _ => self.def().needs,
         }
     }
@@ -919,6 +951,50 @@ mod tests {
                 let read = action(name).unwrap().build(name, arg, &ports);
                 assert_eq!(read.unwrap(), a, "{text}");
             }
+        }
+    }
+
+    #[test]
+    fn register_actions_print_as_they_read_and_refuse_what_does_not_fit() {
+        let ports = |_: &str| None;
+        let read = |text: &str| {
+            let (name, arg) = text.split_once(':').unwrap();
+            action(name).unwrap().build(name, Some(arg), &ports)
+        };
+        // As `ovs-ofctl parse-flow` prints each (OpenFlow 1.3).
+        for text in [
+            "load:0x5->NXM_NX_REG1[0..7]",
+            "load:0->NXM_OF_IN_PORT[]",
+            "load:0x3->NXM_NX_XXREG0[0..15]",
+            "set_field:0x5->reg2",
+            "set_field:0x7/0xf->reg3",
+            "set_field:0xa->pkt_mark",
+            "set_field:0x5->xxreg1",
+            "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]",
+            "move:NXM_NX_REG14[0..1]->NXM_NX_REG15[1..2]",
+            "push:NXM_NX_REG0[]",
+            "pop:NXM_NX_XXREG1[0..15]",
+        ] {
+            assert_eq!(read(text).unwrap().to_string(), text);
+        }
+        // Only a write into the packet changes it.
+        assert!(!read("load:1->NXM_NX_REG0[]").unwrap().rewrites());
+        assert!(read("load:1->NXM_OF_ETH_DST[0]").unwrap().rewrites());
+        assert!(read("pop:NXM_OF_IP_DST[]").unwrap().rewrites());
+        assert!(!read("push:NXM_OF_IP_DST[]").unwrap().rewrites());
+        assert_eq!(
+            read("move:NXM_OF_IP_SRC[]->NXM_NX_REG0[]").unwrap().needs(),
+            Needs::Ipv4
+        );
+        for bad in [
+            "load:0x100->NXM_NX_REG0[0..7]",
+            "load:1->NXM_NX_REG0[32]",
+            "load:1->NXM_OF_ETH_TYPE[]",
+            "load:1->NXM_NX_NOPE[]",
+            "move:NXM_NX_REG0[0..7]->NXM_NX_REG1[0..8]",
+            "pop:NXM_OF_ETH_TYPE[]",
+        ] {
+            assert!(read(bad).is_err(), "{bad}");
         }
     }
 }

@@ -290,6 +290,9 @@ macro_rules! reg_field {
             needs: Needs::Nothing,
             parse: |n, t, v, m, _| {
                 let (val, mask) = parse_masked_uint(n, t, u128::from(u32::MAX))?;
+                if m.pipeline.regs[$n] != 0 {
+                    return Err(FlowSyntaxError::Duplicate(n.to_string()));
+                }
                 v.pipeline.regs[$n] = (val & mask) as u32;
                 m.pipeline.regs[$n] = mask as u32;
                 Ok(())
@@ -310,6 +313,10 @@ macro_rules! wide_reg_field {
             needs: Needs::Nothing,
             parse: |n, t, v, m, _| {
                 let (val, mask) = parse_masked_uint(n, t, crate::subfield::ones($bits))?;
+                // The registers it is made of, given already (by any name).
+                if m.pipeline.$get($n) != 0 {
+                    return Err(FlowSyntaxError::Duplicate(n.to_string()));
+                }
                 v.pipeline.$set($n, (val & mask) as _);
                 m.pipeline.$set($n, mask as _);
                 Ok(())
@@ -421,19 +428,6 @@ pub static FIELDS: &[FieldDef] = &[
         shown: |_, m| m.tun_dst != 0,
         print: |v, m| format_ipv4(v.tun_dst.into(), m.tun_dst.into()),
     },
-    FieldDef {
-        name: "tun_metadata0",
-        aliases: &[],
-        slot: "tun_metadata0",
-        needs: Needs::Nothing,
-        parse: |n, t, v, m, _| {
-            let (val, mask) = parse_masked_uint(n, t, u128::from(u32::MAX))?;
-            (v.tun_metadata0, m.tun_metadata0) = ((val & mask) as u32, mask as u32);
-            Ok(())
-        },
-        shown: |_, m| m.tun_metadata0 != 0,
-        print: |v, m| format_u64(v.tun_metadata0.into(), m.tun_metadata0.into()),
-    },
     // Open vSwitch's syntax: `+oam` (the flag set), `-oam` (clear), or a number.
     FieldDef {
         name: "tun_flags",
@@ -459,6 +453,19 @@ pub static FIELDS: &[FieldDef] = &[
                 "-oam".into()
             }
         },
+    },
+    FieldDef {
+        name: "tun_metadata0",
+        aliases: &[],
+        slot: "tun_metadata0",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, u128::from(u32::MAX))?;
+            (v.tun_metadata0, m.tun_metadata0) = ((val & mask) as u32, mask as u32);
+            Ok(())
+        },
+        shown: |_, m| m.tun_metadata0 != 0,
+        print: |v, m| format_u64(v.tun_metadata0.into(), m.tun_metadata0.into()),
     },
     FieldDef {
         name: "metadata",
@@ -1000,6 +1007,8 @@ mod tests {
     fn a_field_given_twice_is_refused_under_any_name() {
         for text in [
             "nw_src=10.0.0.1,arp,arp_spa=10.0.0.2,actions=drop",
+            "reg1=5,xreg0=0x100000000/0xffffffff00000000,actions=drop",
+            "xxreg0=1,reg3=1,actions=drop",
             "udp,tp_src=1,tp_src=2,actions=drop",
             "ip,nw_tos=4,ip_dscp=1,actions=drop",
         ] {

@@ -16,7 +16,7 @@ use crate::action::Action;
 use crate::error::FlowSyntaxError;
 use crate::fields::Needs;
 use crate::match_key::MatchKey;
-use crate::values::{bad, parse_uint};
+use crate::values::{bad, c_hex, format_ipv4, format_ipv6, format_mac, parse_uint};
 
 /// A field `load` and `move` reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -486,6 +486,41 @@ impl Field {
             Field::TcpDst | Field::UdpDst | Field::IcmpCode => k.tp_dst = v as u16,
             Field::ArpSha | Field::NdSll => k.arp_sha = mac(v),
             Field::ArpTha | Field::NdTll => k.arp_tha = mac(v),
+        }
+    }
+
+    /// `value[/mask]` as `ovs-ofctl` prints a set-field of the field: addresses as
+    /// addresses, ports and small numbers in decimal, the rest in hex (masks in hex,
+    /// left out when whole).
+    pub fn format_value(self, v: u128, m: u128) -> String {
+        let full = ones(u32::from(self.info().bits));
+        let hex_mask = || {
+            if m == full {
+                String::new()
+            } else {
+                format!("/{}", c_hex(m))
+            }
+        };
+        match self {
+            Field::EthSrc
+            | Field::EthDst
+            | Field::ArpSha
+            | Field::ArpTha
+            | Field::NdSll
+            | Field::NdTll => format_mac(mac(v), mac(m)),
+            Field::IpSrc | Field::IpDst | Field::ArpSpa | Field::ArpTpa => format_ipv4(v, m),
+            Field::Ipv6Src | Field::Ipv6Dst | Field::NdTarget => format_ipv6(v, m),
+            Field::InPort
+            | Field::NwProto
+            | Field::NwTtl
+            | Field::TcpSrc
+            | Field::TcpDst
+            | Field::UdpSrc
+            | Field::UdpDst
+            | Field::IcmpType
+            | Field::IcmpCode
+            | Field::ArpOp => format!("{v}{}", hex_mask()),
+            _ => format!("{}{}", c_hex(v), hex_mask()),
         }
     }
 

@@ -282,12 +282,12 @@ fn read_list(
 pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), FlowSyntaxError> {
     if let Some(m) = matcher {
         // A move needs its source's header and its destination's.
-        let needs = |a: &Action| match a {
-            Action::Move { dst, .. } => [a.needs(), dst.field.info().needs],
-            _ => [a.needs(); 2],
-        };
         for a in actions {
-            if let Some(n) = needs(a).into_iter().find(|n| !n.met(m.value(), m.mask())) {
+            if let Some(n) = a
+                .needs_both()
+                .into_iter()
+                .find(|n| !n.met(m.value(), m.mask()))
+            {
                 return Err(FlowSyntaxError::ActionPrerequisite {
                     action: a.def().name,
                     needs: n.describe(),
@@ -340,13 +340,15 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::Drop
                     | Action::Load(_)
                     | Action::Move { .. }
+                    | Action::StackPush(_)
+                    | Action::StackPop(_)
             )
         }) {
             return Err(values::bad(
                 "write_actions",
                 &bad.to_string(),
                 "an action set holds outputs, groups, queues and header changes \
-                 (vsw keeps no loads or moves in one)",
+                 (vsw keeps no loads, moves, pushes or pops in one)",
             ));
         }
     }

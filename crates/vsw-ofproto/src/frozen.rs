@@ -45,6 +45,8 @@ pub struct Frozen {
     pub metadata: u64,
     /// The registers and the other fields only the pipeline writes.
     pub pipeline: vsw_flow::PipelineFields,
+    /// What `push` left on the stack.
+    pub stack: Vec<u128>,
     /// Copies of the packet the datapath holds at the recirculation.
     pub saves: usize,
     /// The bridges the translation went through before this one.
@@ -172,6 +174,7 @@ mod tests {
             in_port: 1,
             metadata,
             pipeline: Default::default(),
+            stack: Vec::new(),
             saves: 1,
             path: Vec::new(),
             cookie: u64::MAX,

@@ -83,7 +83,7 @@ impl Ofproto {
     /// The datapath actions of a packet-out: `actions` for a packet of `key` (its
     /// `in_port` the port it counts as coming from), as if a rule of table 0 held
     /// them. NORMAL does not learn from it.
-    pub fn translate_packet_out(&self, key: &FlowKey, actions: &[Action], now_ms: u64) -> Xlated {
+    pub fn translate_packet_out(&self, key: &MatchKey, actions: &[Action], now_ms: u64) -> Xlated {
         self.in_backer(|view| run::packet_out(&self.state, view, key, actions, now_ms))
     }
 

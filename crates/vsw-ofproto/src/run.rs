@@ -22,7 +22,7 @@ use crate::xlate::{resume, translate, translate_actions, XlateEnv, Xlated};
 pub(crate) fn packet_out(
     bridge: &BridgeState,
     view: Option<BackerView<'_>>,
-    key: &FlowKey,
+    key: &MatchKey,
     actions: &[Action],
     now_ms: u64,
 ) -> Xlated {
@@ -45,7 +45,7 @@ pub(crate) fn packet_out(
         may_freeze: false,
         in_port_elsewhere: false,
     };
-    translate_actions(&mut env, &MatchKey::from(*key), actions)
+    translate_actions(&mut env, key, actions)
 }
 
 /// Where a translation starts.

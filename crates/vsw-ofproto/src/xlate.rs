@@ -112,11 +112,16 @@ pub enum XlateError {
     #[error("resubmits nested deeper than {MAX_RESUBMIT_DEPTH} (a loop?): dropped")]
     TooDeep,
     #[error(
-        "a table matched on the TTL that copy_ttl_out took from the inner IP header, \
-         which translation does not see: dropped"
+        "a table or an action read the TTL that copy_ttl_out took from the inner IP \
+         header, which translation does not see: dropped"
     )]
     TtlUnknown,
+    #[error("more than {MAX_STACK} values pushed on the stack: dropped")]
+    StackFull,
 }
+
+/// Values `push` may hold on a translation's stack.
+pub const MAX_STACK: usize = 1024;
 
 /// A translation's result.
 #[derive(Clone, Debug, Default)]
@@ -210,6 +215,8 @@ struct Ctx<'a, 'b> {
     /// A resumed translation's: the cookie of the rule it froze under (a packet
     /// sent up from what it runs names that rule, as it would have unfrozen).
     resumed_cookie: u64,
+    /// What `push` saved for `pop` (a clone's and a crossing's own copy).
+    stack: Vec<u128>,
 }
 
 /// OpenFlow's action set: at most one action of each kind (one output, one group,
@@ -288,6 +295,7 @@ pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &MatchKey, state: &Arc<Frozen>
     run(env, key, |cx| {
         cx.out.frozen.push(state.clone());
         cx.resumed_cookie = state.cookie;
+        cx.stack.clone_from(&state.stack);
         cx.saves = state.saves;
         cx.path.clone_from(&state.path);
         match state.resume {
@@ -330,6 +338,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         across: None,
         path: Vec::new(),
         resumed_cookie: u64::MAX,
+        stack: Vec::new(),
     };
     // Every datapath flow matches one input port exactly.
     cx.mask.in_port = u32::MAX;
@@ -645,6 +654,8 @@ impl Ctx<'_, '_> {
             path: self.path.iter().copied().chain([b.slot]).collect(),
             // The peer's own rules send up what it sends.
             resumed_cookie: u64::MAX,
+            // Its own stack, as Open vSwitch gives a patch port's peer.
+            stack: Vec::new(),
         };
         inner.walk();
         self.out = std::mem::take(&mut inner.out);
@@ -816,6 +827,22 @@ impl Ctx<'_, '_> {
                 self.looked_at(src.field, src.mask());
                 self.load(dst.field, v << dst.ofs, dst.mask());
             }
+            Action::StackPush(src) => {
+                if self.stack.len() == MAX_STACK {
+                    self.out.error = Some(XlateError::StackFull);
+                    return;
+                }
+                self.looked_at(src.field, src.mask());
+                let v = src.read(&self.key);
+                self.stack.push(v);
+            }
+            // An empty stack leaves the field as it is, as in Open vSwitch.
+            Action::StackPop(dst) => {
+                if let Some(v) = self.stack.pop() {
+                    let v = v & ones(u32::from(dst.n_bits));
+                    self.load(dst.field, v << dst.ofs, dst.mask());
+                }
+            }
             Action::GotoTable(t) => self.table(t),
             Action::Resubmit { port, table: t } => {
                 let saved = self.key.in_port;
@@ -852,6 +879,10 @@ impl Ctx<'_, '_> {
     fn looked_at(&mut self, field: Field, bits: u128) {
         if field.is_pipelines() || bits == 0 {
             return;
+        }
+        if field == Field::NwTtl && self.ttl_unknown {
+            // The TTL copy_ttl_out gave the packet is not in the key.
+            self.out.error = Some(XlateError::TtlUnknown);
         }
         let had = field.read(&self.mask);
         field.write(&mut self.mask, had | bits);
@@ -968,7 +999,9 @@ impl Ctx<'_, '_> {
             | Action::GotoTable(_)
             | Action::Resubmit { .. }
             | Action::Load(_)
-            | Action::Move { .. } => None,
+            | Action::Move { .. }
+            | Action::StackPush(_)
+            | Action::StackPop(_) => None,
         }
     }
 
@@ -1036,13 +1069,14 @@ impl Ctx<'_, '_> {
             }
             // A rewrite of a header this packet lacks is skipped, and that depended
             // on its protocol.
-            let needs = a.needs();
-            if !needs.met(&self.key, &FlowKey::exact()) {
+            // (A move: its source's header and its destination's.)
+            let needs = a.needs_both();
+            if needs.iter().any(|n| !n.met(&self.key, &FlowKey::exact())) {
                 self.mask.dl_type = u16::MAX;
                 self.mask.nw_proto = u8::MAX;
                 continue;
             }
-            if needs != Needs::Nothing {
+            if needs.iter().any(|n| *n != Needs::Nothing) {
                 self.mask.dl_type = u16::MAX;
                 self.mask.nw_proto = u8::MAX;
             }
@@ -1054,6 +1088,7 @@ impl Ctx<'_, '_> {
     /// change reaches neither the packet nor the working key after them.
     fn on_copy(&mut self, actions: &[Action], table: u8, rule: Option<&Rule>) {
         let key = self.key;
+        let stack = self.stack.clone();
         // Actions that may change the packet run on a copy the datapath makes.
         let copy = actions
             .iter()
@@ -1075,6 +1110,7 @@ impl Ctx<'_, '_> {
             self.saves -= 1;
         }
         self.key = key;
+        self.stack = stack;
     }
 
     /// A bucket is live when its watched port's link is up and its watched group
@@ -1115,6 +1151,7 @@ impl Ctx<'_, '_> {
             in_port: self.key.in_port,
             metadata: self.key.metadata,
             pipeline: self.key.pipeline,
+            stack: self.stack.clone(),
             saves: self.saves + 1,
             path: self.path.clone(),
             cookie: rule.map_or(u64::MAX, |r| r.spec.cookie),

@@ -389,6 +389,42 @@ fn a_resumed_pass_sees_its_own_packets_tunnel() {
     );
 }
 
+/// What the registers and the stack held when a select group froze the translation
+/// is what its resumed bucket sees: two values of reg0 freeze under two numbers, and
+/// the second pass's flows need not match anything for it.
+#[test]
+fn a_resumed_pass_sees_the_registers_and_the_stack_it_froze_with() {
+    let mut p = pipeline(&[
+        "table=0,in_port=2,udp,actions=move:NXM_OF_ETH_SRC[0..7]->NXM_NX_REG0[0..7],push:NXM_NX_REG0[],group:2",
+        "table=1,reg0=1,reg1=1,actions=output:1",
+        "table=1,reg0=3,reg1=3,actions=in_port",
+    ]);
+    let group = "group_id=2,type=select,bucket=pop:NXM_NX_REG1[],resubmit(,1)";
+    p.set_group(
+        vsw_flow::parse_group(group, &|_: &str| None).unwrap(),
+        false,
+        1,
+    )
+    .unwrap();
+    let backer = Backer::new();
+    let (a, o) = Ofproto::join(&backer, "br", p).unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 1, 1).unwrap();
+    backer.set_port(a, 2, 2).unwrap();
+    let first = backer.translate(&udp_from(2, 1, 2), 0, false);
+    let one = recirc_of(&first.actions).unwrap();
+    let three = recirc_of(&backer.translate(&udp_from(2, 3, 2), 0, false).actions).unwrap();
+    assert_ne!(one, three, "frozen with different registers");
+    assert_eq!(
+        first.mask.dl_src.0[5], 0xff,
+        "the first pass matches what reg0 came from"
+    );
+    let resumed = backer.translate(&next_pass(&udp_from(2, 1, 2), one, 0), 0, false);
+    assert_eq!(resumed.actions, vec![Output(1)]);
+    let resumed = backer.translate(&next_pass(&udp_from(2, 3, 2), three, 0), 0, false);
+    assert_eq!(resumed.actions, vec![Output(2)]);
+}
+
 #[test]
 fn a_select_group_past_a_patch_resumes_in_that_bridge_and_a_packet_out_never_freezes() {
     let (backer, a, b, [_, o]) = patched(&["in_port=1,actions=output:2"], &["actions=group:1"]);
@@ -410,7 +446,7 @@ fn a_select_group_past_a_patch_resumes_in_that_bridge_and_a_packet_out_never_fre
     assert!(outs.contains(&Vec::new()), "{outs:?}");
     // A packet-out runs its actions without lookups: the group decides at once.
     let x = o.translate_packet_out(
-        &FlowKey { in_port: 1, ..k },
+        &FlowKey { in_port: 1, ..k }.into(),
         &[vsw_flow::Action::Group(1)],
         0,
     );
@@ -682,7 +718,8 @@ fn tunnel_ports_push_and_pop_their_headers_in_translation() {
         &FlowKey {
             in_port: 1,
             ..from_wire
-        },
+        }
+        .into(),
         &[vsw_flow::Action::Output(65534)],
         0,
     );

@@ -785,7 +785,7 @@ fn a_packet_outs_tunnel_packet_is_popped_and_looked_up_again() {
     let mut key = FlowKey::default();
     extract(&frame, 1, None, &mut key).unwrap();
     let underlay = &rig.bridges[0];
-    let x = underlay.translate_packet_out(&key, &[vsw_flow::Action::Output(65534)], 0);
+    let x = underlay.translate_packet_out(&key.into(), &[vsw_flow::Action::Output(65534)], 0);
     assert!(
         x.actions
             .iter()

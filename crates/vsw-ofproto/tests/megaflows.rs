@@ -8,9 +8,9 @@
 //! change, and when a translation changed the MAC table). Rules also hand packets
 //! to groups of each type (buckets that rewrite, a group in a bucket, a select
 //! group's hash, a fast-failover group's live port). Registers are loaded, moved
-//! from and into the packet's fields, and matched by later tables: what a register
-//! holds is translation's alone, so the datapath flow must match the packet bits it
-//! came from.
+//! from and into the packet's fields, pushed and popped, and matched by later
+//! tables: what a register holds is translation's alone, so the datapath flow must
+//! match the packet bits it came from.
 
 mod common;
 
@@ -127,6 +127,8 @@ fn rule() -> impl Strategy<Value = String> {
         Just("move:NXM_OF_ETH_DST[0..7]->NXM_NX_REG0[0..7]".to_string()),
         Just("move:NXM_NX_REG0[0..7]->NXM_OF_ETH_DST[0..7]".to_string()),
         Just("move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]".to_string()),
+        Just("push:NXM_OF_ETH_DST[0..7]".to_string()),
+        Just("pop:NXM_NX_REG0[0..7]".to_string()),
     ];
     (
         0..TABLES,

@@ -215,7 +215,7 @@ impl BadFlowMod {
             BadFlowMod::MatchInconsistent => (2, 10),
             BadFlowMod::BadArgument => (2, 5),
             BadFlowMod::BadSetArgument => (2, 15),
-            BadFlowMod::BadSetMask => (2, 14),
+            BadFlowMod::BadSetMask => (2, 16),
             BadFlowMod::BadGotoTable => (3, 2),
             BadFlowMod::BadTableId => (5, 2),
             BadFlowMod::BadExperimenter => (2, 3),

@@ -376,8 +376,8 @@ fn header_of(f: Field) -> u32 {
 }
 
 /// A load as Open vSwitch sends it: a set-field of a whole field, NXAST_REG_LOAD
-/// of a subfield up to 64 bits, or else a masked set-field; `None` for a field
-/// OpenFlow's set-field cannot name.
+/// of a subfield up to 64 bits, or else NXAST_REG_LOAD2 (a field and a mask);
+/// `None` for a field OpenFlow's set-field cannot name.
 fn load(l: &vsw_flow::Load) -> Option<Action> {
     let info = l.field.info();
     let bytes = usize::from(info.header.2);
@@ -393,12 +393,14 @@ fn load(l: &vsw_flow::Load) -> Option<Action> {
             value: (l.value >> s.ofs) as u64,
         }));
     }
+    // A mask set-field takes only from OpenFlow 1.5: NXAST_REG_LOAD2 in every
+    // version.
     oxm.map(|id| {
-        Action::SetField(OxmField {
+        Action::Nx(NxAction::RegLoad2(OxmField {
             field: id,
             value: be(l.value, bytes),
             mask: (l.mask != full).then(|| be(l.mask, bytes)),
-        })
+        }))
     })
 }
 
@@ -452,6 +454,14 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 apply.push(set(TUN_METADATA0, v.to_be_bytes().to_vec()))
             }
             VswAction::Load(l) => apply.extend(load(l)),
+            VswAction::StackPush(s) | VswAction::StackPop(s) => {
+                apply.push(Action::Nx(NxAction::Stack {
+                    push: matches!(a, VswAction::StackPush(_)),
+                    ofs: u16::from(s.ofs),
+                    field: header_of(s.field),
+                    n_bits: u16::from(s.n_bits),
+                }))
+            }
             VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove {
                 n_bits: u16::from(src.n_bits),
                 src_ofs: u16::from(src.ofs),

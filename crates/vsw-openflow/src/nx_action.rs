@@ -28,6 +28,8 @@ pub const NXAST_CONTROLLER: u16 = 20;
 pub const NXAST_REG_MOVE: u16 = 6;
 pub const NXAST_REG_LOAD: u16 = 7;
 pub const NXAST_REG_LOAD2: u16 = 33;
+pub const NXAST_STACK_PUSH: u16 = 27;
+pub const NXAST_STACK_POP: u16 = 28;
 
 /// An NXM header's parts: class, field number, whether a mask follows, and the
 /// length (of value and mask).
@@ -89,6 +91,13 @@ pub enum NxAction {
         src: u32,
         dst: u32,
     },
+    /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
+    Stack {
+        push: bool,
+        ofs: u16,
+        field: u32,
+        n_bits: u16,
+    },
 }
 
 impl NxAction {
@@ -102,6 +111,8 @@ impl NxAction {
             NxAction::RegLoad { .. } => NXAST_REG_LOAD,
             NxAction::RegLoad2(_) => NXAST_REG_LOAD2,
             NxAction::RegMove { .. } => NXAST_REG_MOVE,
+            NxAction::Stack { push: true, .. } => NXAST_STACK_PUSH,
+            NxAction::Stack { push: false, .. } => NXAST_STACK_POP,
         }
     }
 
@@ -157,6 +168,14 @@ impl NxAction {
                 }
                 out.extend_from_slice(&src.to_be_bytes());
                 out.extend_from_slice(&dst.to_be_bytes());
+            }
+            NxAction::Stack {
+                ofs, field, n_bits, ..
+            } => {
+                out.extend_from_slice(&ofs.to_be_bytes());
+                out.extend_from_slice(&field.to_be_bytes());
+                out.extend_from_slice(&n_bits.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
             }
         }
     }
@@ -236,6 +255,19 @@ impl NxAction {
                     dst_ofs,
                     src,
                     dst,
+                }
+            }
+            NXAST_STACK_PUSH | NXAST_STACK_POP => {
+                fixed(24)?;
+                let ofs = b.u16().ok_or(BadNxAction::Len)?;
+                let field = b.u32().ok_or(BadNxAction::Len)?;
+                let n_bits = b.u16().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(6))?;
+                NxAction::Stack {
+                    push: subtype == NXAST_STACK_PUSH,
+                    ofs,
+                    field,
+                    n_bits,
                 }
             }
             NXAST_REG_LOAD2 => {

@@ -87,7 +87,7 @@ pub fn wire_id(field: u8) -> (u16, u8) {
 /// The field a class and number on the wire are, when vsw knows the class.
 pub fn field_of_wire(class: u16, number: u8) -> Option<u8> {
     match class {
-        OFPXMC_OPENFLOW_BASIC => Some(number),
+        OFPXMC_OPENFLOW_BASIC if number < XREG0 => Some(number),
         NXM1_CLASS if number < NXM1_BASE => Some(NXM1_BASE + number),
         PACKET_REGS_CLASS if number < 8 => Some(XREG0 + number),
         NXM0_CLASS if number < NXM1_BASE - NXM0_BASE => Some(NXM0_BASE + number),

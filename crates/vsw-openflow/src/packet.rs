@@ -121,8 +121,22 @@ pub struct PacketOut {
     pub buffer_id: u32,
     /// The port the packet counts as coming in on (OFPP_CONTROLLER: none).
     pub in_port: u32,
+    /// What else the packet carries into translation (OpenFlow 1.5's match):
+    /// metadata, registers, `pkt_mark`, the tunnel it came from — as OVN's
+    /// pinctrl sends them.
+    pub metadata: Vec<OxmField>,
     pub actions: Vec<Action>,
     pub data: Vec<u8>,
+}
+
+/// The fields a 1.5 packet-out's match may carry besides `in_port`: what only the
+/// pipeline or a tunnel gives a packet, never its own headers.
+fn is_packet_out_metadata(field: u8) -> bool {
+    use crate::oxm::{PKT_MARK, REG0, TUN_IPV4_DST, TUN_IPV4_SRC, XREG0, XXREG0};
+    matches!(field, 2 | 38 | TUN_IPV4_SRC | TUN_IPV4_DST | PKT_MARK)
+        || (REG0..REG0 + 16).contains(&field)
+        || (XREG0..XREG0 + 8).contains(&field)
+        || (XXREG0..XXREG0 + 4).contains(&field)
 }
 
 impl PacketOut {
@@ -136,12 +150,15 @@ impl PacketOut {
         if version >= Version::V1_5 {
             out.extend_from_slice(&actions_len.to_be_bytes());
             out.extend_from_slice(&[0, 0]);
+            let in_port = OxmField {
+                field: OXM_IN_PORT,
+                value: self.in_port.to_be_bytes().to_vec(),
+                mask: None,
+            };
             OxmMatch {
-                fields: vec![OxmField {
-                    field: OXM_IN_PORT,
-                    value: self.in_port.to_be_bytes().to_vec(),
-                    mask: None,
-                }],
+                fields: std::iter::once(in_port)
+                    .chain(self.metadata.iter().cloned())
+                    .collect(),
             }
             .encode(out);
         } else {
@@ -158,7 +175,7 @@ impl PacketOut {
     pub fn decode_body(version: Version, body: &[u8]) -> Result<PacketOut, Refusal> {
         let mut r = Reader::new(body);
         let buffer_id = r.u32().ok_or(Refusal::BadLen)?;
-        let (in_port, actions_len) = if version >= Version::V1_5 {
+        let (in_port, actions_len, metadata) = if version >= Version::V1_5 {
             let actions_len = r.u16().ok_or(Refusal::BadLen)?;
             r.bytes(2).ok_or(Refusal::BadLen)?;
             let m = OxmMatch::decode(&mut r).map_err(|e| Refusal::FlowMod(e.into()))?;
@@ -169,12 +186,23 @@ impl PacketOut {
                 }
                 None => OFPP_CONTROLLER,
             };
-            (in_port, actions_len)
+            let (rest, other): (Vec<OxmField>, Vec<OxmField>) = m
+                .fields
+                .into_iter()
+                .filter(|f| f.field != OXM_IN_PORT)
+                .partition(|f| is_packet_out_metadata(f.field));
+            if !other.is_empty() {
+                // A packet's own headers are in its bytes.
+                return Err(Refusal::FlowMod(BadFlowMod::Match(
+                    crate::oxm::BadMatch::BadField,
+                )));
+            }
+            (in_port, actions_len, rest)
         } else {
             let in_port = r.u32().ok_or(Refusal::BadLen)?;
             let actions_len = r.u16().ok_or(Refusal::BadLen)?;
             r.bytes(6).ok_or(Refusal::BadLen)?;
-            (in_port, actions_len)
+            (in_port, actions_len, Vec::new())
         };
         let actions = r
             .bytes(usize::from(actions_len))
@@ -195,6 +223,7 @@ impl PacketOut {
             } else {
                 in_port
             },
+            metadata,
             actions,
             data: r.rest().to_vec(),
         })
@@ -232,6 +261,7 @@ mod tests {
         let po = PacketOut {
             buffer_id: NO_BUFFER,
             in_port: 2,
+            metadata: Vec::new(),
             actions: vec![Action::Output {
                 port: OFPP_FLOOD,
                 max_len: 0,
@@ -243,6 +273,36 @@ mod tests {
             po.encode_body(v, &mut body);
             assert_eq!(PacketOut::decode_body(v, &body), Ok(po.clone()), "{v:?}");
         }
+        // 1.5's match carries the registers and metadata as OVN's pinctrl sends
+        // them; a header field is the packet's own, and refused.
+        let reg = |field: u8| OxmField {
+            field,
+            value: vec![0, 0, 0, 7],
+            mask: None,
+        };
+        let carried = PacketOut {
+            metadata: vec![reg(crate::oxm::REG0 + 14), reg(crate::oxm::PKT_MARK)],
+            ..po.clone()
+        };
+        let mut body = Vec::new();
+        carried.encode_body(Version::V1_5, &mut body);
+        assert_eq!(PacketOut::decode_body(Version::V1_5, &body), Ok(carried));
+        let header = PacketOut {
+            metadata: vec![OxmField {
+                field: 3,
+                value: vec![2, 0, 0, 0, 0, 1],
+                mask: None,
+            }],
+            ..po
+        };
+        let mut body = Vec::new();
+        header.encode_body(Version::V1_5, &mut body);
+        assert_eq!(
+            PacketOut::decode_body(Version::V1_5, &body),
+            Err(Refusal::FlowMod(BadFlowMod::Match(
+                crate::oxm::BadMatch::BadField
+            )))
+        );
     }
 
     #[test]
@@ -250,6 +310,7 @@ mod tests {
         let mut po = PacketOut {
             buffer_id: 5,
             in_port: 2,
+            metadata: Vec::new(),
             actions: vec![],
             data: vec![],
         };

@@ -372,6 +372,21 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             }
             VswAction::Move { src, dst }
         }
+        NxAction::Stack {
+            push,
+            ofs,
+            field,
+            n_bits,
+        } => {
+            let s = nxm_subfield(field, u32::from(ofs), u32::from(n_bits))?;
+            if push {
+                VswAction::StackPush(s)
+            } else if s.field.is_writable() {
+                VswAction::StackPop(s)
+            } else {
+                return Err(BadFlowMod::BadArgument);
+            }
+        }
     })
 }
 

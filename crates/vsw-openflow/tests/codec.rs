@@ -188,6 +188,7 @@ fn message() -> impl Strategy<Value = Message> {
             .prop_map(|(in_port, actions, data)| Message::PacketOut(PacketOut {
                 buffer_id: NO_BUFFER,
                 in_port,
+                metadata: Vec::new(),
                 actions,
                 data,
             })),

@@ -423,10 +423,19 @@ impl Bridge for SwitchBridge<'_> {
 
     /// The packet's actions, read as a flow's are (the packet's own headers are what
     /// a set-field's prerequisites are checked against), translated by the slow
-    /// path as if a rule of table 0 held them, and queued for a PMD to send.
+    /// path as if a rule of table 0 held them — with the metadata and registers
+    /// its match gave it —, and queued for a PMD to send.
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal> {
         let in_port = to_vsw_port(po.in_port);
-        self.sw()
-            .packet_out(in_port, &packet_out_actions(&po.actions)?, &po.data)
+        let metadata = vsw_openflow::to_vsw::match_to_vsw(&vsw_openflow::oxm::OxmMatch {
+            fields: po.metadata.clone(),
+        })
+        .map_err(|e| Refusal::FlowMod(e.into()))?;
+        self.sw().packet_out(
+            in_port,
+            &metadata,
+            &packet_out_actions(&po.actions)?,
+            &po.data,
+        )
     }
 }

@@ -521,13 +521,15 @@ impl Switch {
     }
 
     /// Sends a controller's packet: `actions` are checked against the packet's own
-    /// headers, translated as a rule of table 0 would be, and queued
+    /// headers, translated as a rule of table 0 would be (with what `metadata`
+    /// matches: registers, metadata, a tunnel), and queued
     /// for a PMD, which has sent it when this returns. A packet that finds the
     /// queue full is dropped (said in the log), as a switch drops what it has no
     /// room for.
     pub fn packet_out(
         &self,
         in_port: u32,
+        metadata: &vsw_flow::Match,
         actions: &[vsw_flow::Action],
         frame: &[u8],
     ) -> Result<(), vsw_openflow::Refusal> {
@@ -544,8 +546,17 @@ impl Switch {
                 _ => Refusal::BadArgument,
             }
         })?;
+        // What the controller says the packet carries besides its bytes (metadata,
+        // registers, a tunnel): the match's value where it has a mask.
+        let mut carried = vsw_flow::MatchKey::from(key);
+        let given = metadata.value().words().iter().zip(metadata.mask().words());
+        for (w, (v, m)) in carried.words_mut().iter_mut().zip(given) {
+            *w = (*w & !m) | (v & m);
+        }
         // In the datapath's numbers (the bridge is in the backer).
-        let x = self.ofproto.translate_packet_out(&key, actions, now_ms());
+        let x = self
+            .ofproto
+            .translate_packet_out(&carried, actions, now_ms());
         let packet = vsw_datapath::Injected {
             in_port: self.injected_in_port(in_port),
             actions: x.actions,
