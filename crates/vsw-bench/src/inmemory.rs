@@ -206,6 +206,53 @@ pub fn patch_scenarios() -> Vec<Scenario> {
     out
 }
 
+/// Cache hits and upcalls through two tables, beside the same with every register
+/// loaded in the first table and matched in the second (OVN's pipelines carry their
+/// decisions so): what 16 registers cost a packet the cache holds, and one it
+/// translates. The registers live only in translation, so both give the same
+/// datapath flows.
+pub fn register_scenarios() -> Vec<Scenario> {
+    let all = standard_scenarios();
+    let loads: Vec<String> = (0..16)
+        .map(|r| format!("set_field:{:#x}->reg{r}", r + 1))
+        .collect();
+    let matches: Vec<String> = (0..16).map(|r| format!("reg{r}={:#x}", r + 1)).collect();
+    let mut out = Vec::new();
+    for i in [0, 7] {
+        let base = all[i].clone();
+        let two_tables = |regs: bool| -> Vec<String> {
+            base.rules
+                .iter()
+                .map(|r| {
+                    if !r.contains("output:2") {
+                        return r.clone();
+                    }
+                    let (m, _) = r.split_once(",actions=").expect("a rule with actions");
+                    if regs {
+                        format!("{m},actions={},resubmit(,1)", loads.join(","))
+                    } else {
+                        format!("{m},actions=resubmit(,1)")
+                    }
+                })
+                .chain(std::iter::once(if regs {
+                    format!("table=1,{},actions=output:2", matches.join(","))
+                } else {
+                    "table=1,actions=output:2".to_string()
+                }))
+                .collect()
+        };
+        let mut plain = base.clone();
+        plain.name = format!("{}, two tables", base.name);
+        plain.rules = two_tables(false);
+        let mut regs = base.clone();
+        regs.name = format!("{}, two tables, 16 registers", base.name);
+        regs.rules = two_tables(true);
+        out.push(plain);
+        out.push(regs);
+    }
+    out
+}
+
 /// A select group of four buckets, all to the sink, that rule sends everything to;
 /// `flows` connections, each packet a new one when `new` (as the upcall scenario).
 fn select_scenario(name: &str, flows: u32, new: bool, standalone: bool) -> Scenario {
@@ -571,6 +618,21 @@ mod tests {
                 .collect();
             assert_eq!(matching, vec![i / 100], "flow {i}");
         }
+    }
+
+    #[test]
+    fn the_register_scenarios_parse_and_forward_through_their_registers() {
+        let s = register_scenarios();
+        assert_eq!(s.len(), 4);
+        for sc in &s {
+            for r in &sc.rules {
+                parse_flow(r, &|_: &str| None).unwrap_or_else(|e| panic!("{r}: {e}"));
+            }
+        }
+        assert!(s[1].rules.iter().any(|r| r.contains("reg15=0x10")));
+        // Only a packet whose registers table 1 matched reaches the sink.
+        let f = measure(&s[1], 64, 0.2, 0, false).unwrap();
+        assert!(f.packets > 0 && f.mpps > 0.0, "{f:?}");
     }
 
     #[test]

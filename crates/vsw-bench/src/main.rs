@@ -1006,6 +1006,11 @@ struct DatapathArgs {
     /// group decided in translation, beside decided by the datapath's hash.
     #[arg(long, conflicts_with = "patch")]
     select: bool,
+    /// The register scenarios instead: cache hits and upcalls through two tables,
+    /// beside the same with all 16 registers loaded in the first and matched in the
+    /// second.
+    #[arg(long, conflicts_with_all = ["patch", "select"])]
+    registers: bool,
     /// Directory for datapath.json and datapath.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -1019,6 +1024,8 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
         vsw_bench::inmemory::patch_scenarios()
     } else if a.select {
         vsw_bench::inmemory::select_scenarios()
+    } else if a.registers {
+        vsw_bench::inmemory::register_scenarios()
     } else {
         vsw_bench::inmemory::standard_scenarios()
     };
