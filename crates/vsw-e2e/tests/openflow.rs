@@ -994,3 +994,86 @@ fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
     );
     assert!(!refused.status.success());
 }
+
+/// A conjunctive match (Open vSwitch's `conjunction`, as OVN writes its ACLs over
+/// address sets and port groups): a ping crosses only while both clauses match its
+/// packets, and the rule of `conj_id` answers; the flows come back as Open vSwitch
+/// prints them.
+#[test]
+fn a_conjunction_forwards_only_while_every_clause_matches() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
+    d.ctl_ok(&["add-port", &h1.port]);
+    d.ctl_ok(&["add-port", &h2.port]);
+    let clause_two = format!(
+        "priority=10,ip,nw_dst={},actions=conjunction(7,2/2)",
+        h2.addr
+    );
+    let flows = [
+        "priority=20,arp,actions=NORMAL".to_string(),
+        format!(
+            "priority=10,ip,nw_src={},actions=conjunction(7,1/2)",
+            h1.addr
+        ),
+        clause_two.clone(),
+        "priority=10,conj_id=7,ip,actions=output:2".to_string(),
+        format!("priority=10,ip,nw_src={},actions=output:1", h2.addr),
+        "priority=1,actions=drop".to_string(),
+    ];
+    let ping = || {
+        h1.exec(&["ping", "-c", "1", "-W", "1", &h2.addr])
+            .status
+            .success()
+    };
+    for version in ["OpenFlow15", "OpenFlow13"] {
+        ofctl(&d, &["-O", version, "del-flows"]);
+        for f in &flows {
+            ofctl(&d, &["-O", version, "add-flow", f]);
+        }
+        assert!(
+            ping(),
+            "{version}: {}",
+            ofctl(&d, &["-O", version, "dump-flows"])
+        );
+        let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
+        for f in &flows[1..4] {
+            let parsed = Command::new("ovs-ofctl")
+                .args(["-O", version, "parse-flow", f])
+                .output()
+                .expect("ovs-ofctl parse-flow");
+            let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
+            let want = parsed
+                .lines()
+                .last()
+                .and_then(|l| l.split_once(" ADD "))
+                .map(|(_, flow)| flow.trim().to_string())
+                .unwrap_or_else(|| panic!("parse-flow printed {parsed}"));
+            assert!(
+                dump.lines().any(|l| l.trim() == want),
+                "{version}: {want} not in\n{dump}"
+            );
+        }
+        // One clause gone: the conjunction is incomplete, the drop rule decides.
+        ofctl(
+            &d,
+            &[
+                "-O",
+                version,
+                "del-flows",
+                "--strict",
+                &clause_two.replace(",actions=conjunction(7,2/2)", ""),
+            ],
+        );
+        assert!(!ping(), "{version}: a ping crossed a half conjunction");
+    }
+    // A clause with another action beside is refused.
+    let refused = ofctl_raw(
+        &d,
+        &[
+            "add-flow",
+            "priority=9,ip,actions=conjunction(1,1/2),output:1",
+        ],
+    );
+    assert!(!refused.status.success());
+}

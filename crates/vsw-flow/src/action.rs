@@ -118,6 +118,15 @@ pub enum Action {
     /// `pop:DST[a..b]`: the stack's top into the bits (NXAST_STACK_POP); nothing
     /// when the stack is empty.
     StackPop(Subfield),
+    /// `conjunction(ID,K/N)`: this rule's match is clause K (1-based) of N of
+    /// conjunctive match ID; a packet that matches a rule of each clause (all of
+    /// one priority) is looked up again with `conj_id=ID` (NXAST_CONJUNCTION). A
+    /// rule with one has nothing but these.
+    Conjunction {
+        id: u32,
+        clause: u8,
+        n_clauses: u8,
+    },
 }
 
 /// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
@@ -603,6 +612,34 @@ static STACK_POP: ActionDef = ActionDef {
     build: |n, a, _| Ok(Action::StackPop(writable(n, arg(n, a)?.trim())?)),
 };
 
+static CONJUNCTION: ActionDef = ActionDef {
+    name: "conjunction",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    // `conjunction(ID,K/N)`: the parentheses arrive as the argument "ID,K/N".
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let parts = a
+            .split_once(',')
+            .and_then(|(id, kn)| Some((id.trim(), kn.split_once('/')?)));
+        let Some((id, (k, of))) = parts else {
+            return Err(bad(n, a, "written conjunction(ID,K/N)"));
+        };
+        let id = parse_uint(n, id, u128::from(u32::MAX))? as u32;
+        let n_clauses = parse_uint(n, of.trim(), 64)? as u8;
+        let clause = parse_uint(n, k.trim(), 64)? as u8;
+        if n_clauses < 2 || clause == 0 || clause > n_clauses {
+            return Err(bad(n, a, "clause K of N: 1 <= K <= N, 2 <= N <= 64"));
+        }
+        Ok(Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        })
+    },
+};
+
 fn table_no(name: &str, a: &str) -> Result<u8, FlowSyntaxError> {
     Ok(parse_uint(name, a, u128::from(MAX_TABLE))? as u8)
 }
@@ -681,6 +718,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &MOVE,
     &STACK_PUSH,
     &STACK_POP,
+    &CONJUNCTION,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -733,6 +771,7 @@ impl Action {
             Action::Move { .. } => &MOVE,
             Action::StackPush(_) => &STACK_PUSH,
             Action::StackPop(_) => &STACK_POP,
+            Action::Conjunction { .. } => &CONJUNCTION,
         }
     }
 
@@ -775,6 +814,11 @@ impl Action {
             }),
             Action::Move { src, dst } => Some(format!("{}->{}", src.format(), dst.format())),
             Action::StackPush(s) | Action::StackPop(s) => Some(s.format()),
+            Action::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => Some(format!("{id},{clause}/{n_clauses}")),
             Action::Resubmit { port, table } => Some(format!(
                 "{},{}",
                 port.map(|p| p.to_string()).unwrap_or_default(),
@@ -834,7 +878,7 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.argument() {
             // Written with parentheses: its argument holds a comma.
-            Some(a) if matches!(self, Action::Resubmit { .. }) => {
+            Some(a) if matches!(self, Action::Resubmit { .. } | Action::Conjunction { .. }) => {
                 write!(f, "{}({a})", self.def().name)
             }
             Some(a) => write!(f, "{}:{a}", self.def().name),
@@ -995,6 +1039,30 @@ mod tests {
             "pop:NXM_OF_ETH_TYPE[]",
         ] {
             assert!(read(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn conjunction_clauses_read_print_and_stand_alone() {
+        let ports = |_: &str| None;
+        let flow = crate::syntax::parse_flow(
+            "priority=5,ip,actions=conjunction(7,2/3),conjunction(8,1/2)",
+            &ports,
+        )
+        .unwrap();
+        assert_eq!(
+            crate::syntax::format_flow(&flow),
+            "priority=5,ip,actions=conjunction(7,2/3),conjunction(8,1/2)"
+        );
+        for bad in [
+            "ip,actions=conjunction(1,0/2)",
+            "ip,actions=conjunction(1,3/2)",
+            "ip,actions=conjunction(1,1/1)",
+            "ip,actions=conjunction(1,1/65)",
+            "ip,actions=conjunction(1,1/2),output:1",
+            "conj_id=1,actions=conjunction(1,1/2)",
+        ] {
+            assert!(crate::syntax::parse_flow(bad, &ports).is_err(), "{bad}");
         }
     }
 }

@@ -92,10 +92,17 @@ struct Subtable {
     /// Rules with an idle or hard timeout: the control plane looks at the clock
     /// only while some rule has one, and asks without a walk over every rule.
     timed: usize,
+    /// Rules that are clauses of conjunctive matches: only while some subtable has
+    /// one does a lookup gather them.
+    conjunctive: usize,
 }
 
 fn is_timed(r: &Rule) -> bool {
     r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0
+}
+
+fn is_clause(r: &Rule) -> bool {
+    r.is_conjunction_clause()
 }
 
 impl Subtable {
@@ -108,6 +115,7 @@ impl Subtable {
             max_priority: 0,
             n_rules: 0,
             timed: 0,
+            conjunctive: 0,
         }
     }
 
@@ -145,6 +153,13 @@ impl Subtable {
             .and_then(|b| b.rules.first())
     }
 
+    /// Every rule of `key`'s bucket, best first.
+    fn bucket(&self, key: &MatchKey) -> &[Arc<Rule>] {
+        self.buckets
+            .get(&self.pack(key))
+            .map_or(&[], |b| &b.rules[..])
+    }
+
     fn count(&mut self, priority: u16, added: bool) {
         let n = self.priorities.get(&priority).copied().unwrap_or(0);
         if added {
@@ -160,6 +175,7 @@ impl Subtable {
     fn add(&mut self, key: BucketKey, rule: Arc<Rule>) {
         let priority = rule.spec.priority;
         self.timed += usize::from(is_timed(&rule));
+        self.conjunctive += usize::from(is_clause(&rule));
         match self.buckets.get_mut(&key) {
             Some(bucket) => {
                 let at = bucket.rules.partition_point(|r| r.beats(&rule));
@@ -177,6 +193,7 @@ impl Subtable {
         self.n_rules -= gone.len();
         for r in gone {
             self.timed -= usize::from(is_timed(r));
+            self.conjunctive -= usize::from(is_clause(r));
             self.count(r.spec.priority, false);
         }
     }
@@ -302,6 +319,9 @@ impl Classifier {
     /// The best rule matching `key`.
     #[inline]
     pub fn lookup(&self, key: &MatchKey) -> Option<&Arc<Rule>> {
+        if self.subtables.iter().any(|s| s.conjunctive > 0) {
+            return self.lookup_wc(key, &mut MatchKey::default());
+        }
         self.search(key, None).rule
     }
 
@@ -309,6 +329,12 @@ impl Classifier {
     /// and counting the hit there.
     #[inline]
     pub fn lookup_ordered(&self, key: &MatchKey, order: &mut SubtableOrder) -> Lookup<'_> {
+        if self.subtables.iter().any(|s| s.conjunctive > 0) {
+            return Lookup {
+                rule: self.lookup_wc(key, &mut MatchKey::default()),
+                probes: self.subtables.len() as u32,
+            };
+        }
         self.search(key, Some(order))
     }
 
@@ -317,6 +343,15 @@ impl Classifier {
     /// search looked at: the masks of the subtables it probed, hit or not. A packet
     /// that agrees with `key` on those bits gets the same answer.
     pub fn lookup_wc(&self, key: &MatchKey, wildcards: &mut MatchKey) -> Option<&Arc<Rule>> {
+        if self.subtables.iter().any(|s| s.conjunctive > 0) {
+            return self.lookup_conjunctive(key, wildcards);
+        }
+        self.lookup_hard_wc(key, wildcards)
+    }
+
+    /// [`Classifier::lookup_wc`] of the rules that are no clause of a conjunction
+    /// (the only kind, in a table without them).
+    fn lookup_hard_wc(&self, key: &MatchKey, wildcards: &mut MatchKey) -> Option<&Arc<Rule>> {
         let mut best: Option<&Arc<Rule>> = None;
         for table in &self.subtables {
             if best.is_some_and(|b| table.max_priority <= b.spec.priority) {
@@ -326,10 +361,77 @@ impl Classifier {
             for (w, m) in wildcards.words_mut().iter_mut().zip(table.mask.words()) {
                 *w |= m;
             }
-            if let Some(r) = table.find(key) {
+            let found = if table.conjunctive == 0 {
+                table.find(key)
+            } else {
+                table.bucket(key).iter().find(|r| !is_clause(r))
+            };
+            if let Some(r) = found {
                 if best.is_none_or(|b| r.spec.priority > b.spec.priority) {
                     best = Some(r);
                 }
+            }
+        }
+        best
+    }
+
+    /// A lookup where some rules are clauses of conjunctive matches (Open vSwitch's
+    /// `conjunction`): the best ordinary rule, unless a conjunction of higher
+    /// priority is complete — every one of its clauses matched by a rule of that
+    /// priority — and a rule matches the packet with `conj_id` set to it; the
+    /// highest such conjunction wins. The search stops where ordinary rules alone
+    /// would, so the clauses looked at are those above the best ordinary rule, and
+    /// the wildcards cover every subtable probed.
+    fn lookup_conjunctive(&self, key: &MatchKey, wildcards: &mut MatchKey) -> Option<&Arc<Rule>> {
+        let mut best: Option<&Arc<Rule>> = None;
+        // (priority, id, clause, of n): the clauses matched above `best`.
+        let mut clauses: Vec<(u16, u32, u8, u8)> = Vec::new();
+        for table in &self.subtables {
+            if best.is_some_and(|b| table.max_priority <= b.spec.priority) {
+                break;
+            }
+            for (w, m) in wildcards.words_mut().iter_mut().zip(table.mask.words()) {
+                *w |= m;
+            }
+            for r in table.bucket(key) {
+                if best.is_some_and(|b| r.spec.priority <= b.spec.priority) {
+                    break;
+                }
+                if !is_clause(r) {
+                    best = Some(r);
+                    break;
+                }
+                for a in &r.spec.actions {
+                    if let crate::Action::Conjunction {
+                        id,
+                        clause,
+                        n_clauses,
+                    } = *a
+                    {
+                        clauses.push((r.spec.priority, id, clause, n_clauses));
+                    }
+                }
+            }
+        }
+        let floor = best.map_or(0, |b| u32::from(b.spec.priority) + 1);
+        clauses.retain(|(p, ..)| u32::from(*p) >= floor);
+        // Highest priority first, then by id: a conjunction's clauses together.
+        clauses.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for group in clauses.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let n = group[0].3;
+            let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+            let seen = group
+                .iter()
+                .filter(|c| c.3 == n)
+                .fold(0u64, |m, c| m | (1u64 << (c.2 - 1)));
+            if seen != all {
+                continue;
+            }
+            let mut answered = *key;
+            answered.pipeline.conj_id = group[0].1;
+            wildcards.pipeline.conj_id = u32::MAX;
+            if let Some(r) = self.lookup_hard_wc(&answered, wildcards) {
+                return Some(r);
             }
         }
         best
@@ -524,8 +626,11 @@ impl Classifier {
         match bucket.rules.iter_mut().find(|r| Arc::ptr_eq(r, old)) {
             Some(slot) => {
                 let timed = (is_timed(old), is_timed(&new));
+                let clause = (is_clause(old), is_clause(&new));
                 *slot = Arc::new(new);
                 table.timed = table.timed + usize::from(timed.1) - usize::from(timed.0);
+                table.conjunctive =
+                    table.conjunctive + usize::from(clause.1) - usize::from(clause.0);
                 true
             }
             None => false,

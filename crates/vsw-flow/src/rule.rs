@@ -163,6 +163,15 @@ impl Rule {
     }
 
     /// Precedes `other` in a list of rules: higher priority, then earlier installed.
+    /// A clause of a conjunctive match (its actions are `conjunction(…)`): a
+    /// lookup's answer never, but what decides whether the rule of `conj_id` is.
+    pub fn is_conjunction_clause(&self) -> bool {
+        matches!(
+            self.spec.actions.first(),
+            Some(crate::Action::Conjunction { .. })
+        )
+    }
+
     pub fn beats(&self, other: &Rule) -> bool {
         (self.spec.priority, std::cmp::Reverse(self.seq))
             > (other.spec.priority, std::cmp::Reverse(other.seq))

@@ -295,6 +295,26 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
             }
         }
     }
+    // A clause of a conjunctive match does nothing else (the match it completes
+    // decides), and is not itself a conjunction's answer.
+    let conjunctive = actions
+        .iter()
+        .filter(|a| matches!(a, Action::Conjunction { .. }))
+        .count();
+    if conjunctive > 0 && conjunctive < actions.len() {
+        return Err(values::bad(
+            "conjunction",
+            &format_actions(actions),
+            "a rule with conjunction(…) has no other actions",
+        ));
+    }
+    if conjunctive > 0 && matcher.is_some_and(|m| m.mask().pipeline.conj_id != 0) {
+        return Err(values::bad(
+            "conjunction",
+            &format_actions(actions),
+            "a rule matching conj_id is a conjunction's answer, not one of its clauses",
+        ));
+    }
     // What a clone holds runs as the actions around it do, on a copy: nothing
     // that ends the pipeline's walk or touches the action set.
     let mut rest = actions;
@@ -342,6 +362,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::Move { .. }
                     | Action::StackPush(_)
                     | Action::StackPop(_)
+                    | Action::Conjunction { .. }
             )
         }) {
             return Err(values::bad(

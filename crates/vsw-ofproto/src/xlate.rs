@@ -843,6 +843,9 @@ impl Ctx<'_, '_> {
                     self.load(dst.field, v << dst.ofs, dst.mask());
                 }
             }
+            // A clause's rule is never a lookup's answer (the classifier's
+            // conjunctive match is).
+            Action::Conjunction { .. } => {}
             Action::GotoTable(t) => self.table(t),
             Action::Resubmit { port, table: t } => {
                 let saved = self.key.in_port;
@@ -1001,7 +1004,8 @@ impl Ctx<'_, '_> {
             | Action::Load(_)
             | Action::Move { .. }
             | Action::StackPush(_)
-            | Action::StackPop(_) => None,
+            | Action::StackPop(_)
+            | Action::Conjunction { .. } => None,
         }
     }
 

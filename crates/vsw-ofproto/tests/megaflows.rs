@@ -10,7 +10,8 @@
 //! group's hash, a fast-failover group's live port). Registers are loaded, moved
 //! from and into the packet's fields, pushed and popped, and matched by later
 //! tables: what a register holds is translation's alone, so the datapath flow must
-//! match the packet bits it came from.
+//! match the packet bits it came from. Some rules are clauses of conjunctions,
+//! answered by rules of `conj_id`.
 
 mod common;
 
@@ -136,40 +137,54 @@ fn rule() -> impl Strategy<Value = String> {
         matching,
         proptest::collection::vec(action, 0..3),
         proptest::option::of(0..TABLES),
+        proptest::option::of((1u32..=2, 1u8..=2)),
     )
-        .prop_map(|(table, prio, (port, l4, dst, reg0), actions, goto)| {
-            let mut m = format!("table={table},priority={prio}");
-            if let Some(p) = port {
-                m += &format!(",in_port={p}");
-            }
-            if let Some(r) = reg0 {
-                m += &format!(",reg0={r}");
-            }
-            match l4 {
-                Some((tcp, tp)) => {
-                    m += if tcp { ",tcp" } else { ",udp" };
-                    if let Some(tp) = tp {
-                        m += &format!(",tp_dst={tp}");
-                    }
+        .prop_map(
+            |(table, prio, (port, l4, dst, reg0), actions, goto, clause)| {
+                let mut m = format!("table={table},priority={prio}");
+                if let Some(p) = port {
+                    m += &format!(",in_port={p}");
                 }
-                // dec_ttl and mod_tp_dst need a protocol in the match.
-                None => m += ",ip",
-            }
-            if let Some(d) = dst {
-                m += &format!(",dl_dst={}", mac(d));
-            }
-            let mut a: Vec<String> = actions
-                .into_iter()
-                .filter(|a| l4.is_some() || a != "mod_tp_dst:443")
-                .collect();
-            if let Some(g) = goto.filter(|g| *g > table) {
-                a.push(format!("goto_table:{g}"));
-            }
-            if a.is_empty() {
-                a.push("drop".into());
-            }
-            format!("{m},actions={}", a.join(","))
-        })
+                if let Some(r) = reg0 {
+                    m += &format!(",reg0={r}");
+                }
+                match l4 {
+                    Some((tcp, tp)) => {
+                        m += if tcp { ",tcp" } else { ",udp" };
+                        if let Some(tp) = tp {
+                            m += &format!(",tp_dst={tp}");
+                        }
+                    }
+                    // dec_ttl and mod_tp_dst need a protocol in the match.
+                    None => m += ",ip",
+                }
+                if let Some(d) = dst {
+                    m += &format!(",dl_dst={}", mac(d));
+                }
+                let mut a: Vec<String> = actions
+                    .into_iter()
+                    .filter(|a| l4.is_some() || a != "mod_tp_dst:443")
+                    .collect();
+                if let Some(g) = goto.filter(|g| *g > table) {
+                    a.push(format!("goto_table:{g}"));
+                }
+                if a.is_empty() {
+                    a.push("drop".into());
+                }
+                // A clause of a conjunction has nothing else.
+                if let Some((id, k)) = clause {
+                    return format!("{m},actions=conjunction({id},{k}/2)");
+                }
+                format!("{m},actions={}", a.join(","))
+            },
+        )
+}
+
+/// A rule answering conjunction 1 or 2.
+fn answer() -> impl Strategy<Value = String> {
+    (0..TABLES, 1u16..=5, 1u32..=2, 1..=PORTS).prop_map(|(table, prio, id, port)| {
+        format!("table={table},priority={prio},conj_id={id},actions=output:{port}")
+    })
 }
 
 /// The groups every rule set has.
@@ -205,7 +220,8 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => packet().prop_map(Op::Send),
-        1 => proptest::collection::vec(rule(), 0..8).prop_map(Op::Rules),
+        1 => proptest::collection::vec(prop_oneof![4 => rule(), 1 => answer()], 0..8)
+            .prop_map(Op::Rules),
     ]
 }
 

@@ -454,6 +454,15 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 apply.push(set(TUN_METADATA0, v.to_be_bytes().to_vec()))
             }
             VswAction::Load(l) => apply.extend(load(l)),
+            VswAction::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => apply.push(Action::Nx(NxAction::Conjunction {
+                clause: clause.saturating_sub(1),
+                n_clauses: *n_clauses,
+                id: *id,
+            })),
             VswAction::StackPush(s) | VswAction::StackPop(s) => {
                 apply.push(Action::Nx(NxAction::Stack {
                     push: matches!(a, VswAction::StackPush(_)),

@@ -30,6 +30,7 @@ pub const NXAST_REG_LOAD: u16 = 7;
 pub const NXAST_REG_LOAD2: u16 = 33;
 pub const NXAST_STACK_PUSH: u16 = 27;
 pub const NXAST_STACK_POP: u16 = 28;
+pub const NXAST_CONJUNCTION: u16 = 34;
 
 /// An NXM header's parts: class, field number, whether a mask follows, and the
 /// length (of value and mask).
@@ -91,6 +92,12 @@ pub enum NxAction {
         src: u32,
         dst: u32,
     },
+    /// `conjunction(id,clause+1/n_clauses)`: `clause` counts from 0 on the wire.
+    Conjunction {
+        clause: u8,
+        n_clauses: u8,
+        id: u32,
+    },
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -113,6 +120,7 @@ impl NxAction {
             NxAction::RegMove { .. } => NXAST_REG_MOVE,
             NxAction::Stack { push: true, .. } => NXAST_STACK_PUSH,
             NxAction::Stack { push: false, .. } => NXAST_STACK_POP,
+            NxAction::Conjunction { .. } => NXAST_CONJUNCTION,
         }
     }
 
@@ -168,6 +176,14 @@ impl NxAction {
                 }
                 out.extend_from_slice(&src.to_be_bytes());
                 out.extend_from_slice(&dst.to_be_bytes());
+            }
+            NxAction::Conjunction {
+                clause,
+                n_clauses,
+                id,
+            } => {
+                out.extend_from_slice(&[*clause, *n_clauses]);
+                out.extend_from_slice(&id.to_be_bytes());
             }
             NxAction::Stack {
                 ofs, field, n_bits, ..
@@ -255,6 +271,20 @@ impl NxAction {
                     dst_ofs,
                     src,
                     dst,
+                }
+            }
+            NXAST_CONJUNCTION => {
+                fixed(16)?;
+                let clause = b.u8().ok_or(BadNxAction::Len)?;
+                let n_clauses = b.u8().ok_or(BadNxAction::Len)?;
+                let id = b.u32().ok_or(BadNxAction::Len)?;
+                if !(2..=64).contains(&n_clauses) || clause >= n_clauses {
+                    return Err(BadNxAction::Argument);
+                }
+                NxAction::Conjunction {
+                    clause,
+                    n_clauses,
+                    id,
                 }
             }
             NXAST_STACK_PUSH | NXAST_STACK_POP => {

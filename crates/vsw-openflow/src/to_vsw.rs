@@ -372,6 +372,16 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             }
             VswAction::Move { src, dst }
         }
+        // The decoder checked 2 <= n <= 64 and clause < n.
+        NxAction::Conjunction {
+            clause,
+            n_clauses,
+            id,
+        } => VswAction::Conjunction {
+            id,
+            clause: clause + 1,
+            n_clauses,
+        },
         NxAction::Stack {
             push,
             ofs,

@@ -181,19 +181,66 @@ fn timeouts_expire_rules() {
     assert!(!c.has_timeouts());
 }
 
-/// The linear scan the classifier must agree with: the rules of the highest priority
-/// that match (any of them may be the answer).
-fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &MatchKey) -> Vec<&'a FlowSpec> {
+fn clause_of(s: &FlowSpec) -> Option<(u32, u8, u8)> {
+    match s.actions.first() {
+        Some(Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        }) => Some((*id, *clause, *n_clauses)),
+        _ => None,
+    }
+}
+
+/// The ordinary rules of the highest priority that match (any may be the answer).
+fn scan_hard<'a>(rules: &'a [(FlowSpec, u64)], key: &MatchKey) -> Vec<&'a FlowSpec> {
     let matching: Vec<&FlowSpec> = rules
         .iter()
         .map(|(s, _)| s)
-        .filter(|s| s.matcher.matches(key))
+        .filter(|s| clause_of(s).is_none() && s.matcher.matches(key))
         .collect();
     let top = matching.iter().map(|s| s.priority).max();
     matching
         .into_iter()
         .filter(|s| Some(s.priority) == top)
         .collect()
+}
+
+/// The linear scan the classifier must agree with, conjunctions as Open vSwitch
+/// defines them: a conjunction above the best ordinary rule, all of whose clauses
+/// match at its priority, answers with the rules of `conj_id` = its id.
+fn scan<'a>(rules: &'a [(FlowSpec, u64)], key: &MatchKey) -> Vec<&'a FlowSpec> {
+    let hard = scan_hard(rules, key);
+    let floor = hard.first().map_or(0, |s| u32::from(s.priority) + 1);
+    let mut complete: Vec<(u16, u32)> = Vec::new();
+    for (s, _) in rules {
+        let Some((id, _, n)) = clause_of(s) else {
+            continue;
+        };
+        if u32::from(s.priority) < floor || complete.contains(&(s.priority, id)) {
+            continue;
+        }
+        let all = (1..=n).all(|k| {
+            rules.iter().any(|(t, _)| {
+                t.priority == s.priority
+                    && clause_of(t) == Some((id, k, n))
+                    && t.matcher.matches(key)
+            })
+        });
+        if all {
+            complete.push((s.priority, id));
+        }
+    }
+    complete.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, id) in complete {
+        let mut k = *key;
+        k.pipeline.conj_id = id;
+        let answer = scan_hard(rules, &k);
+        if !answer.is_empty() {
+            return answer;
+        }
+    }
+    hard
 }
 
 /// A few masks and values from small ranges, so that rules overlap and packets hit;
@@ -251,6 +298,10 @@ fn arb_packet() -> impl Strategy<Value = MatchKey> {
 #[derive(Clone, Debug)]
 enum Op {
     Add(u16, (MatchKey, MatchKey), u32),
+    /// A clause (k of 2) of conjunction 1 or 2.
+    AddClause(u16, (MatchKey, MatchKey), u32, u8),
+    /// A rule answering conjunction `id`.
+    AddAnswer(u16, u32, u32),
     DelStrict(usize),
     DelLoose((MatchKey, MatchKey)),
 }
@@ -258,6 +309,9 @@ enum Op {
 fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0u16..4, arb_field_key(), 0u32..100).prop_map(|(p, m, o)| Op::Add(p, m, o)),
+        2 => (0u16..4, arb_field_key(), 1u32..=2, 1u8..=2)
+            .prop_map(|(p, m, id, k)| Op::AddClause(p, m, id, k)),
+        1 => (0u16..4, 1u32..=2, 0u32..100).prop_map(|(p, id, o)| Op::AddAnswer(p, id, o)),
         2 => any::<usize>().prop_map(Op::DelStrict),
         1 => arb_field_key().prop_map(Op::DelLoose),
     ]
@@ -275,6 +329,23 @@ proptest! {
         for op in ops {
             match op {
                 Op::Add(prio, (v, m), out) => {
+                    let spec = FlowSpec::new(prio, Match::new(v, m), vec![Action::Output(out)]);
+                    model.retain(|(s, _)| !(s.priority == prio && s.matcher == spec.matcher));
+                    seq += 1;
+                    model.push((spec.clone(), seq));
+                    c.insert(spec, 0);
+                }
+                Op::AddClause(prio, (v, m), id, k) => {
+                    let clause = Action::Conjunction { id, clause: k, n_clauses: 2 };
+                    let spec = FlowSpec::new(prio, Match::new(v, m), vec![clause]);
+                    model.retain(|(s, _)| !(s.priority == prio && s.matcher == spec.matcher));
+                    seq += 1;
+                    model.push((spec.clone(), seq));
+                    c.insert(spec, 0);
+                }
+                Op::AddAnswer(prio, id, out) => {
+                    let (mut v, mut m) = (MatchKey::default(), MatchKey::default());
+                    (v.pipeline.conj_id, m.pipeline.conj_id) = (id, u32::MAX);
                     let spec = FlowSpec::new(prio, Match::new(v, m), vec![Action::Output(out)]);
                     model.retain(|(s, _)| !(s.priority == prio && s.matcher == spec.matcher));
                     seq += 1;
@@ -309,6 +380,23 @@ proptest! {
             }
             if round % 7 == 6 {
                 order.resort(&c);
+            }
+            // The bits the lookup says it looked at decide: any packet that agrees
+            // with this one on them has this answer among its own.
+            let mut wc = MatchKey::default();
+            let got = c.lookup_wc(p, &mut wc).cloned();
+            for q in &packets {
+                if q.masked(&wc) != p.masked(&wc) {
+                    continue;
+                }
+                let want = scan(&model, q);
+                match &got {
+                    None => prop_assert!(want.is_empty(), "{:?} under {:?}: {:?}", q, wc, want),
+                    Some(r) => prop_assert!(
+                        want.iter().any(|s| **s == r.spec),
+                        "{:?} (for {:?}) is not among {:?} for {:?}", r.spec, p, want, q
+                    ),
+                }
             }
         }
     }

@@ -103,6 +103,9 @@ impl Switch {
         // refuses it.
         self.journal.append(del, added)?;
         let old = self.ofproto.pipeline();
+        // A clause of a conjunction is in no flow's attribution (the rule of its
+        // conj_id is): removing one looks at every flow.
+        let removed = removed.filter(|r| !r.iter().any(|r| r.is_conjunction_clause()));
         let revalidated = match removed {
             // Only the flows that matched a removed rule are looked at (their
             // counts pushed to it first, by the pass).
