@@ -26,6 +26,9 @@ pub enum Layout {
     /// 100 ports from each multiple of 128: flow i has port (i / 100) * 128 + i % 100,
     /// so that the 100 flows of block b fall under one rule `tp_src=b*128/0xff80`.
     Blocks,
+    /// A grid of sources and destination ports (the conjunction scenarios): flow i
+    /// comes from 198.18.1.(i / 100) to UDP port 1000 + i % 100.
+    Grid,
 }
 
 /// One measured configuration.
@@ -66,6 +69,17 @@ impl Scenario {
                         [198, 18, 0, 2],
                         sport,
                         9,
+                        wire_size.saturating_sub(46),
+                    )
+                })
+                .collect(),
+            Layout::Grid => (0..self.flows)
+                .map(|i| {
+                    vsw_packet::builder::udp4_frame(
+                        [198, 18, 1, (i / 100) as u8],
+                        [198, 18, 0, 2],
+                        7,
+                        (1000 + i % 100) as u16,
                         wire_size.saturating_sub(46),
                     )
                 })
@@ -249,6 +263,54 @@ pub fn register_scenarios() -> Vec<Scenario> {
         regs.rules = two_tables(true);
         out.push(plain);
         out.push(regs);
+    }
+    out
+}
+
+/// One policy over 100 sources × 100 UDP ports, written as a conjunction (100 + 100
+/// clauses and the rule of its `conj_id`) and as the cross product (10,000 rules),
+/// each measured on cache hits (EMC on) and on misses (`flow-limit` 0: every packet
+/// translated).
+pub fn conjunction_scenarios() -> Vec<Scenario> {
+    let conjunction: Vec<String> = (0..100)
+        .map(|a| format!("priority=10,ip,nw_src=198.18.1.{a},actions=conjunction(1,1/2)"))
+        .chain((0..100).map(|p| {
+            format!(
+                "priority=10,udp,tp_dst={},actions=conjunction(1,2/2)",
+                1000 + p
+            )
+        }))
+        .chain(std::iter::once(
+            "priority=10,conj_id=1,actions=output:2".to_string(),
+        ))
+        .collect();
+    let cross: Vec<String> = (0..100)
+        .flat_map(|a| {
+            (0..100).map(move |p| {
+                format!(
+                    "priority=10,udp,nw_src=198.18.1.{a},tp_dst={},actions=output:2",
+                    1000 + p
+                )
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (how, misses) in [("cache hits", false), ("every packet translated", true)] {
+        for (written, rules) in [("conjunction", &conjunction), ("cross product", &cross)] {
+            out.push(Scenario {
+                name: format!("100 x 100 policy as a {written}, 10,000 flows, {how}"),
+                flows: 10_000,
+                layout: Layout::Grid,
+                rules: rules.clone(),
+                emc_insert_inv_prob: 1,
+                churn: 0,
+                flow_limit: misses.then_some(0),
+                max_seconds_ms: None,
+                patched: false,
+                groups: Vec::new(),
+                standalone: false,
+            });
+        }
     }
     out
 }
@@ -633,6 +695,17 @@ mod tests {
         // Only a packet whose registers table 1 matched reaches the sink.
         let f = measure(&s[1], 64, 0.2, 0, false).unwrap();
         assert!(f.packets > 0 && f.mpps > 0.0, "{f:?}");
+    }
+
+    #[test]
+    fn both_policies_reach_the_sink() {
+        let s = conjunction_scenarios();
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[1].rules.len(), 10_000);
+        for sc in [&s[0], &s[2]] {
+            // Only a completed conjunction sends anything to the sink.
+            measure(sc, 64, 0.2, 0, false).unwrap();
+        }
     }
 
     #[test]

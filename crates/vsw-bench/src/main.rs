@@ -1011,6 +1011,10 @@ struct DatapathArgs {
     /// second.
     #[arg(long, conflicts_with_all = ["patch", "select"])]
     registers: bool,
+    /// The conjunction scenarios instead: one policy over 100 sources × 100 ports
+    /// as a conjunction and as the cross product, on cache hits and on misses.
+    #[arg(long, conflicts_with_all = ["patch", "select", "registers"])]
+    conjunction: bool,
     /// Directory for datapath.json and datapath.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -1026,6 +1030,8 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
         vsw_bench::inmemory::select_scenarios()
     } else if a.registers {
         vsw_bench::inmemory::register_scenarios()
+    } else if a.conjunction {
+        vsw_bench::inmemory::conjunction_scenarios()
     } else {
         vsw_bench::inmemory::standard_scenarios()
     };
