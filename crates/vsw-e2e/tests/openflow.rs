@@ -27,6 +27,21 @@ fn of13(d: &Vswd, args: &[&str]) -> String {
     ofctl(d, &a)
 }
 
+/// How Open vSwitch prints `flow` (`ovs-ofctl -O VERSION parse-flow`: `… ADD <flow>`).
+fn ovs_prints(version: &str, flow: &str) -> String {
+    let parsed = Command::new("ovs-ofctl")
+        .args(["-O", version, "parse-flow", flow])
+        .output()
+        .expect("ovs-ofctl parse-flow");
+    let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
+    parsed
+        .lines()
+        .last()
+        .and_then(|l| l.split_once(" ADD "))
+        .map(|(_, flow)| flow.trim().to_string())
+        .unwrap_or_else(|| panic!("parse-flow printed {parsed}"))
+}
+
 fn dpid(show: &str) -> String {
     show.split("dpid:")
         .nth(1)
@@ -837,18 +852,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         ofctl(&d, &["-O", version, "del-flows"]);
         for f in flows {
             ofctl(&d, &["-O", version, "add-flow", f]);
-            // Open vSwitch's own print of the flow: `… ADD <flow>`.
-            let parsed = Command::new("ovs-ofctl")
-                .args(["-O", version, "parse-flow", f])
-                .output()
-                .expect("ovs-ofctl parse-flow");
-            let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
-            let want = parsed
-                .lines()
-                .last()
-                .and_then(|l| l.split_once(" ADD "))
-                .map(|(_, flow)| flow.trim().to_string())
-                .unwrap_or_else(|| panic!("parse-flow printed {parsed}"));
+            let want = ovs_prints(version, f);
             let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
             assert!(
                 dump.lines().any(|l| l.trim() == want),
@@ -957,17 +961,7 @@ fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
         }
         for f in echoed {
             ofctl(&d, &["-O", version, "add-flow", f]);
-            let parsed = Command::new("ovs-ofctl")
-                .args(["-O", version, "parse-flow", f])
-                .output()
-                .expect("ovs-ofctl parse-flow");
-            let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
-            let want = parsed
-                .lines()
-                .last()
-                .and_then(|l| l.split_once(" ADD "))
-                .map(|(_, flow)| flow.trim().to_string())
-                .unwrap_or_else(|| panic!("parse-flow printed {parsed}"));
+            let want = ovs_prints(version, f);
             let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
             assert!(
                 dump.lines().any(|l| l.trim() == want),
@@ -1038,17 +1032,7 @@ fn a_conjunction_forwards_only_while_every_clause_matches() {
         );
         let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
         for f in &flows[1..4] {
-            let parsed = Command::new("ovs-ofctl")
-                .args(["-O", version, "parse-flow", f])
-                .output()
-                .expect("ovs-ofctl parse-flow");
-            let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
-            let want = parsed
-                .lines()
-                .last()
-                .and_then(|l| l.split_once(" ADD "))
-                .map(|(_, flow)| flow.trim().to_string())
-                .unwrap_or_else(|| panic!("parse-flow printed {parsed}"));
+            let want = ovs_prints(version, f);
             assert!(
                 dump.lines().any(|l| l.trim() == want),
                 "{version}: {want} not in\n{dump}"

@@ -21,7 +21,7 @@ use vsw_openflow::flow_mod::{
 use vsw_openflow::flow_stats::{decode_entries, FlowStatsRequest, OFPMP_FLOW};
 use vsw_openflow::group_mod::{GroupCommand, GroupMod, OfBucket, OFPGT_SELECT};
 use vsw_openflow::multipart::OFPT_MULTIPART_REPLY;
-use vsw_openflow::nx_action::{nxm_header, NxAction};
+use vsw_openflow::nx_action::{nxm_header, FieldCopy, NxAction};
 use vsw_openflow::oxm::{OxmField, OxmMatch, REG0, XREG0};
 use vsw_openflow::{Message, MultipartReply, MultipartRequest, SwitchConfig, Version};
 
@@ -171,13 +171,13 @@ fn register_action() -> impl Strategy<Value = Vec<Action>> {
         }),
         (reg_bits(), 0u8..16, 0u16..32).prop_map(move |((n, ofs, bits), m, dst_ofs)| {
             let bits = bits.min(32 - dst_ofs);
-            vec![Action::Nx(NxAction::RegMove {
+            vec![Action::Nx(NxAction::RegMove(FieldCopy {
                 n_bits: bits,
                 src_ofs: ofs,
                 dst_ofs,
                 src: reg(n),
                 dst: reg(m),
-            })]
+            }))]
         }),
         (reg_bits(), any::<bool>()).prop_map(move |((n, ofs, bits), push)| {
             vec![Action::Nx(NxAction::Stack {

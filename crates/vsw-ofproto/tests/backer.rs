@@ -219,6 +219,23 @@ fn notes_name_their_bridge_and_every_change_moves_the_generation() {
 }
 
 /// The next pass of `key` after `recirc(id)`, with hash `dp_hash`.
+/// A backer with one bridge of `p` and `group`, its ports 1 and 2 datapath ports 1
+/// and 2.
+fn one_bridge(mut p: Pipeline, group: &str) -> Arc<Backer> {
+    p.set_group(
+        vsw_flow::parse_group(group, &|_: &str| None).unwrap(),
+        false,
+        1,
+    )
+    .unwrap();
+    let backer = Backer::new();
+    let (a, o) = Ofproto::join(&backer, "br", p).unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 1, 1).unwrap();
+    backer.set_port(a, 2, 2).unwrap();
+    backer
+}
+
 fn next_pass(key: &FlowKey, id: u32, dp_hash: u32) -> FlowKey {
     FlowKey {
         recirc_id: id,
@@ -353,23 +370,13 @@ fn a_packet_in_from_a_resumed_bucket_carries_the_rules_cookie() {
 fn a_resumed_pass_sees_its_own_packets_tunnel() {
     // Group 2's one bucket looks at the tunnel ID (table 1): packets of two
     // tunnels share the first pass's flow and its number, not the second's.
-    let mut p = pipeline(&[
+    let p = pipeline(&[
         "table=0,in_port=2,actions=group:2",
         "table=1,tun_id=5,actions=output:1",
         "table=1,tun_id=6,actions=in_port",
     ]);
     let group = "group_id=2,type=select,bucket=resubmit(,1)";
-    p.set_group(
-        vsw_flow::parse_group(group, &|_: &str| None).unwrap(),
-        false,
-        1,
-    )
-    .unwrap();
-    let backer = Backer::new();
-    let (a, o) = Ofproto::join(&backer, "br", p).unwrap();
-    o.set_ports(vec![1, 2]);
-    backer.set_port(a, 1, 1).unwrap();
-    backer.set_port(a, 2, 2).unwrap();
+    let backer = one_bridge(p, group);
     let tunnel = |id: u64| FlowKey {
         tun_id: id,
         ..udp_from(2, 1, 2)
@@ -394,23 +401,13 @@ fn a_resumed_pass_sees_its_own_packets_tunnel() {
 /// the second pass's flows need not match anything for it.
 #[test]
 fn a_resumed_pass_sees_the_registers_and_the_stack_it_froze_with() {
-    let mut p = pipeline(&[
+    let p = pipeline(&[
         "table=0,in_port=2,udp,actions=move:NXM_OF_ETH_SRC[0..7]->NXM_NX_REG0[0..7],push:NXM_NX_REG0[],group:2",
         "table=1,reg0=1,reg1=1,actions=output:1",
         "table=1,reg0=3,reg1=3,actions=in_port",
     ]);
     let group = "group_id=2,type=select,bucket=pop:NXM_NX_REG1[],resubmit(,1)";
-    p.set_group(
-        vsw_flow::parse_group(group, &|_: &str| None).unwrap(),
-        false,
-        1,
-    )
-    .unwrap();
-    let backer = Backer::new();
-    let (a, o) = Ofproto::join(&backer, "br", p).unwrap();
-    o.set_ports(vec![1, 2]);
-    backer.set_port(a, 1, 1).unwrap();
-    backer.set_port(a, 2, 2).unwrap();
+    let backer = one_bridge(p, group);
     let first = backer.translate(&udp_from(2, 1, 2), 0, false);
     let one = recirc_of(&first.actions).unwrap();
     let three = recirc_of(&backer.translate(&udp_from(2, 3, 2), 0, false).actions).unwrap();

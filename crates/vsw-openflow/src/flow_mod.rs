@@ -3,7 +3,7 @@
 //! 1.3 had padding; the rest is the same).
 
 use crate::frame::len16;
-use crate::nx_action::{BadNxAction, NxAction};
+use crate::nx_action::{BadNxAction, FieldCopy, NxAction};
 use crate::oxm::{BadMatch, OxmField, OxmMatch};
 use crate::reader::Reader;
 use crate::version::Version;
@@ -80,15 +80,8 @@ pub enum Action {
     Nx(NxAction),
     /// Nicira's `clone(…)` (NXAST_CLONE): these actions on a copy of the packet.
     Clone(Vec<Action>),
-    /// 1.5's copy-field (`move`): `n_bits` from `src` at `src_ofs` to `dst` at
-    /// `dst_ofs`, fields named by OXM headers of 4 bytes.
-    CopyField {
-        n_bits: u16,
-        src_ofs: u16,
-        dst_ofs: u16,
-        src: u32,
-        dst: u32,
-    },
+    /// 1.5's copy-field (`move`).
+    CopyField(FieldCopy),
 }
 
 /// OFPAT_COPY_FIELD (OpenFlow 1.5).
@@ -244,7 +237,7 @@ impl Action {
             Action::Group(_) => 22,
             Action::SetField(_) => 25,
             Action::Meter(_) => 29,
-            Action::CopyField { .. } => OFPAT_COPY_FIELD,
+            Action::CopyField(_) => OFPAT_COPY_FIELD,
             Action::Nx(_) | Action::Clone(_) => OFPAT_EXPERIMENTER,
         };
         out.extend_from_slice(&kind.to_be_bytes());
@@ -275,20 +268,7 @@ impl Action {
                 out.extend_from_slice(&f.value);
                 out.extend_from_slice(mask);
             }
-            Action::CopyField {
-                n_bits,
-                src_ofs,
-                dst_ofs,
-                src,
-                dst,
-            } => {
-                for n in [n_bits, src_ofs, dst_ofs] {
-                    out.extend_from_slice(&n.to_be_bytes());
-                }
-                out.extend_from_slice(&[0, 0]);
-                out.extend_from_slice(&src.to_be_bytes());
-                out.extend_from_slice(&dst.to_be_bytes());
-            }
+            Action::CopyField(copy) => copy.encode(true, out),
             Action::Nx(a) => {
                 out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
                 out.extend_from_slice(&a.subtype().to_be_bytes());
@@ -359,25 +339,13 @@ impl Action {
                     fixed(8)?;
                     Action::Group(b.u32().ok_or(BadFlowMod::BadActionLen)?)
                 }
-                // Headers of 4 bytes (an experimenter OXM's 8 are not taken).
                 OFPAT_COPY_FIELD => {
                     fixed(24)?;
-                    let n_bits = b.u16().ok_or(BadFlowMod::BadActionLen)?;
-                    let src_ofs = b.u16().ok_or(BadFlowMod::BadActionLen)?;
-                    let dst_ofs = b.u16().ok_or(BadFlowMod::BadActionLen)?;
-                    b.bytes(2).ok_or(BadFlowMod::BadActionLen)?;
-                    let src = b.u32().ok_or(BadFlowMod::BadActionLen)?;
-                    let dst = b.u32().ok_or(BadFlowMod::BadActionLen)?;
+                    let copy = FieldCopy::decode(&mut b, true).ok_or(BadFlowMod::BadArgument)?;
                     if b.rest().iter().any(|x| *x != 0) {
                         return Err(BadFlowMod::BadArgument);
                     }
-                    Action::CopyField {
-                        n_bits,
-                        src_ofs,
-                        dst_ofs,
-                        src,
-                        dst,
-                    }
+                    Action::CopyField(copy)
                 }
                 // 1.5's meter action (1.3 and 1.4 have an instruction).
                 29 => {

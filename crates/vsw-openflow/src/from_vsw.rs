@@ -23,7 +23,7 @@ use crate::meter_mod::{
     MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
     OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::nx_action::{nxm_header, port_to_16, NxAction, OFPP10_IN_PORT};
+use crate::nx_action::{nxm_header, port_to_16, FieldCopy, NxAction, OFPP10_IN_PORT};
 use crate::oxm::{
     OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TUN_FLAGS,
     TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
@@ -471,13 +471,13 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                     n_bits: u16::from(s.n_bits),
                 }))
             }
-            VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove {
+            VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove(FieldCopy {
                 n_bits: u16::from(src.n_bits),
                 src_ofs: u16::from(src.ofs),
                 dst_ofs: u16::from(dst.ofs),
                 src: header_of(src.field),
                 dst: header_of(dst.field),
-            })),
+            }))),
             VswAction::GotoTable(t) => goto = Some(*t),
             VswAction::Resubmit { port, table } => {
                 // Nicira's resubmit names a 16-bit port: one without (vsw's port

@@ -32,6 +32,51 @@ pub const NXAST_STACK_PUSH: u16 = 27;
 pub const NXAST_STACK_POP: u16 = 28;
 pub const NXAST_CONJUNCTION: u16 = 34;
 
+/// `n_bits` bits copied from `src` at `src_ofs` to `dst` at `dst_ofs`, fields named
+/// by NXM/OXM headers of 4 bytes (an experimenter OXM's 8 are not taken): Nicira's
+/// NXAST_REG_MOVE and OpenFlow 1.5's copy-field say the same, the latter with two
+/// bytes of padding after the offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldCopy {
+    pub n_bits: u16,
+    pub src_ofs: u16,
+    pub dst_ofs: u16,
+    pub src: u32,
+    pub dst: u32,
+}
+
+impl FieldCopy {
+    pub(crate) fn encode(&self, padded: bool, out: &mut Vec<u8>) {
+        for n in [self.n_bits, self.src_ofs, self.dst_ofs] {
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        if padded {
+            out.extend_from_slice(&[0, 0]);
+        }
+        out.extend_from_slice(&self.src.to_be_bytes());
+        out.extend_from_slice(&self.dst.to_be_bytes());
+    }
+
+    /// The copy at the front of `b`; `None` when it is short or a pad is not zero.
+    pub(crate) fn decode(b: &mut Reader, padded: bool) -> Option<FieldCopy> {
+        let n_bits = b.u16()?;
+        let src_ofs = b.u16()?;
+        let dst_ofs = b.u16()?;
+        if padded && b.bytes(2)? != [0, 0] {
+            return None;
+        }
+        let src = b.u32()?;
+        let dst = b.u32()?;
+        Some(FieldCopy {
+            n_bits,
+            src_ofs,
+            dst_ofs,
+            src,
+            dst,
+        })
+    }
+}
+
 /// An NXM header's parts: class, field number, whether a mask follows, and the
 /// length (of value and mask).
 pub fn nxm_header_parts(h: u32) -> (u16, u8, bool, u8) {
@@ -84,14 +129,8 @@ pub enum NxAction {
     },
     /// A field's value under a mask, as an OXM/NXM entry (what a set-field holds).
     RegLoad2(OxmField),
-    /// `move:SRC[src_ofs..]->DST[dst_ofs..]`, `n_bits` wide; NXM headers.
-    RegMove {
-        n_bits: u16,
-        src_ofs: u16,
-        dst_ofs: u16,
-        src: u32,
-        dst: u32,
-    },
+    /// `move:SRC[src_ofs..]->DST[dst_ofs..]` (NXAST_REG_MOVE).
+    RegMove(FieldCopy),
     /// `conjunction(id,clause+1/n_clauses)`: `clause` counts from 0 on the wire.
     Conjunction {
         clause: u8,
@@ -117,7 +156,7 @@ impl NxAction {
             NxAction::Controller { .. } => NXAST_CONTROLLER,
             NxAction::RegLoad { .. } => NXAST_REG_LOAD,
             NxAction::RegLoad2(_) => NXAST_REG_LOAD2,
-            NxAction::RegMove { .. } => NXAST_REG_MOVE,
+            NxAction::RegMove(_) => NXAST_REG_MOVE,
             NxAction::Stack { push: true, .. } => NXAST_STACK_PUSH,
             NxAction::Stack { push: false, .. } => NXAST_STACK_POP,
             NxAction::Conjunction { .. } => NXAST_CONJUNCTION,
@@ -164,19 +203,7 @@ impl NxAction {
                 out.extend_from_slice(&f.value);
                 out.extend_from_slice(mask);
             }
-            NxAction::RegMove {
-                n_bits,
-                src_ofs,
-                dst_ofs,
-                src,
-                dst,
-            } => {
-                for n in [n_bits, src_ofs, dst_ofs] {
-                    out.extend_from_slice(&n.to_be_bytes());
-                }
-                out.extend_from_slice(&src.to_be_bytes());
-                out.extend_from_slice(&dst.to_be_bytes());
-            }
+            NxAction::RegMove(copy) => copy.encode(false, out),
             NxAction::Conjunction {
                 clause,
                 n_clauses,
@@ -257,21 +284,9 @@ impl NxAction {
                     value,
                 }
             }
-            // NXM headers of 4 bytes (an experimenter OXM's 8 are not taken).
             NXAST_REG_MOVE => {
                 fixed(24)?;
-                let n_bits = b.u16().ok_or(BadNxAction::Len)?;
-                let src_ofs = b.u16().ok_or(BadNxAction::Len)?;
-                let dst_ofs = b.u16().ok_or(BadNxAction::Len)?;
-                let src = b.u32().ok_or(BadNxAction::Len)?;
-                let dst = b.u32().ok_or(BadNxAction::Len)?;
-                NxAction::RegMove {
-                    n_bits,
-                    src_ofs,
-                    dst_ofs,
-                    src,
-                    dst,
-                }
+                NxAction::RegMove(FieldCopy::decode(&mut b, false).ok_or(BadNxAction::Len)?)
             }
             NXAST_CONJUNCTION => {
                 fixed(16)?;

@@ -31,7 +31,7 @@ use crate::group_mod::{
 use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::nx_action::{nxm_header_parts, port_from_16, NxAction, NX_TABLE_CURRENT};
+use crate::nx_action::{nxm_header_parts, port_from_16, FieldCopy, NxAction, NX_TABLE_CURRENT};
 use crate::oxm::{
     BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
     TCP_FLAGS, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
@@ -281,19 +281,7 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::SetNwTtl(t) => VswAction::SetField(FieldWrite::NwTtl(*t)),
         Action::Nx(nx) => nx_action_to_vsw(nx)?,
         // The same move as Nicira's.
-        &Action::CopyField {
-            n_bits,
-            src_ofs,
-            dst_ofs,
-            src,
-            dst,
-        } => nx_action_to_vsw(&NxAction::RegMove {
-            n_bits,
-            src_ofs,
-            dst_ofs,
-            src,
-            dst,
-        })?,
+        Action::CopyField(copy) => nx_action_to_vsw(&NxAction::RegMove(*copy))?,
         // A list of its own (`list_to_vsw`).
         Action::Clone(_) => return Err(BadFlowMod::BadArgument),
     })
@@ -357,13 +345,13 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             })
         }
         NxAction::RegLoad2(ref f) => set_field_to_vsw(f)?,
-        NxAction::RegMove {
+        NxAction::RegMove(FieldCopy {
             n_bits,
             src_ofs,
             dst_ofs,
             src,
             dst,
-        } => {
+        }) => {
             let n = u32::from(n_bits);
             let src = nxm_subfield(src, u32::from(src_ofs), n)?;
             let dst = nxm_subfield(dst, u32::from(dst_ofs), n)?;
