@@ -834,6 +834,36 @@ impl Action {
         }
     }
 
+    /// The rewrite that gives packet field `field` the whole value `v`; `None` for
+    /// a pipeline field (or one vsw cannot write).
+    pub fn writing(field: Field, v: u128) -> Option<Action> {
+        let v4 = || Ipv4Addr::from(v as u32);
+        let w = Action::SetField;
+        Some(match field {
+            Field::TunId => Action::SetTunnel(v as u64),
+            Field::EthSrc => Action::SetDlSrc(crate::subfield::mac(v)),
+            Field::EthDst => Action::SetDlDst(crate::subfield::mac(v)),
+            Field::IpSrc => Action::SetNwSrc(v4()),
+            Field::IpDst => Action::SetNwDst(v4()),
+            Field::TcpSrc | Field::UdpSrc => Action::SetTpSrc(v as u16),
+            Field::TcpDst | Field::UdpDst => Action::SetTpDst(v as u16),
+            Field::NwTtl => w(FieldWrite::NwTtl(v as u8)),
+            Field::Ipv6Src => w(FieldWrite::Ipv6Src(v.to_be_bytes())),
+            Field::Ipv6Dst => w(FieldWrite::Ipv6Dst(v.to_be_bytes())),
+            Field::IcmpType => w(FieldWrite::Icmpv4Type(v as u8)),
+            Field::IcmpCode => w(FieldWrite::Icmpv4Code(v as u8)),
+            Field::ArpOp => w(FieldWrite::ArpOp(v as u16)),
+            Field::ArpSpa => w(FieldWrite::ArpSpa((v as u32).to_be_bytes())),
+            Field::ArpTpa => w(FieldWrite::ArpTpa((v as u32).to_be_bytes())),
+            Field::ArpSha => w(FieldWrite::ArpSha(crate::subfield::mac(v))),
+            Field::ArpTha => w(FieldWrite::ArpTha(crate::subfield::mac(v))),
+            Field::NdTarget => w(FieldWrite::NdTarget(v.to_be_bytes())),
+            Field::NdSll => w(FieldWrite::NdSll(crate::subfield::mac(v))),
+            Field::NdTll => w(FieldWrite::NdTll(crate::subfield::mac(v))),
+            _ => return None,
+        })
+    }
+
     /// What a rule's match must promise for the action, for each field it touches
     /// (a move: its source's and its destination's).
     pub fn needs_both(&self) -> [Needs; 2] {

@@ -312,7 +312,7 @@ macro_rules! wide_reg_field {
             slot: $name,
             needs: Needs::Nothing,
             parse: |n, t, v, m, _| {
-                let (val, mask) = parse_masked_uint(n, t, crate::subfield::ones($bits))?;
+                let (val, mask) = parse_masked_uint(n, t, crate::values::ones($bits))?;
                 // The registers it is made of, given already (by any name).
                 if m.pipeline.$get($n) != 0 {
                     return Err(FlowSyntaxError::Duplicate(n.to_string()));

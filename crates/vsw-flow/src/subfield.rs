@@ -7,15 +7,12 @@
 //! actions see) or the packet's (writing it is the rewrite action that field has,
 //! with the whole new value). A field of neither kind here is read-only.
 
-use std::net::Ipv4Addr;
-
-use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::MacAddr;
 
-use crate::action::Action;
 use crate::error::FlowSyntaxError;
 use crate::fields::Needs;
 use crate::match_key::MatchKey;
+pub use crate::values::ones;
 use crate::values::{bad, c_hex, format_ipv4, format_ipv6, format_mac, parse_uint};
 
 /// A field `load` and `move` reach.
@@ -339,22 +336,14 @@ const ALIASES: &[(&str, Field)] = &[
     ("ipv6_nd_target", Field::NdTarget),
 ];
 
-fn mac(v: u128) -> MacAddr {
+/// A 48-bit value as a MAC address.
+pub fn mac(v: u128) -> MacAddr {
     let b = v.to_be_bytes();
     MacAddr(b[10..16].try_into().expect("6 bytes"))
 }
 
 fn mac_num(m: MacAddr) -> u128 {
     m.0.iter().fold(0u128, |n, b| (n << 8) | u128::from(*b))
-}
-
-/// All ones in the low `bits` bits.
-pub fn ones(bits: u32) -> u128 {
-    if bits >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << bits) - 1
-    }
 }
 
 impl Field {
@@ -522,36 +511,6 @@ impl Field {
             | Field::ArpOp => format!("{v}{}", hex_mask()),
             _ => format!("{}{}", c_hex(v), hex_mask()),
         }
-    }
-
-    /// The rewrite that gives a packet field the whole value `v`; `None` for a
-    /// pipeline field (or one vsw cannot write).
-    pub fn rewrite(self, v: u128) -> Option<Action> {
-        let v4 = || Ipv4Addr::from(v as u32);
-        let w = Action::SetField;
-        Some(match self {
-            Field::TunId => Action::SetTunnel(v as u64),
-            Field::EthSrc => Action::SetDlSrc(mac(v)),
-            Field::EthDst => Action::SetDlDst(mac(v)),
-            Field::IpSrc => Action::SetNwSrc(v4()),
-            Field::IpDst => Action::SetNwDst(v4()),
-            Field::TcpSrc | Field::UdpSrc => Action::SetTpSrc(v as u16),
-            Field::TcpDst | Field::UdpDst => Action::SetTpDst(v as u16),
-            Field::NwTtl => w(FieldWrite::NwTtl(v as u8)),
-            Field::Ipv6Src => w(FieldWrite::Ipv6Src(v.to_be_bytes())),
-            Field::Ipv6Dst => w(FieldWrite::Ipv6Dst(v.to_be_bytes())),
-            Field::IcmpType => w(FieldWrite::Icmpv4Type(v as u8)),
-            Field::IcmpCode => w(FieldWrite::Icmpv4Code(v as u8)),
-            Field::ArpOp => w(FieldWrite::ArpOp(v as u16)),
-            Field::ArpSpa => w(FieldWrite::ArpSpa((v as u32).to_be_bytes())),
-            Field::ArpTpa => w(FieldWrite::ArpTpa((v as u32).to_be_bytes())),
-            Field::ArpSha => w(FieldWrite::ArpSha(mac(v))),
-            Field::ArpTha => w(FieldWrite::ArpTha(mac(v))),
-            Field::NdTarget => w(FieldWrite::NdTarget(v.to_be_bytes())),
-            Field::NdSll => w(FieldWrite::NdSll(mac(v))),
-            Field::NdTll => w(FieldWrite::NdTll(mac(v))),
-            _ => return None,
-        })
     }
 }
 

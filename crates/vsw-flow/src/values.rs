@@ -28,6 +28,15 @@ pub(crate) fn parse_uint(field: &str, s: &str, max: u128) -> Result<u128, FlowSy
     Ok(v)
 }
 
+/// All ones in the low `bits` bits.
+pub fn ones(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
 /// A number in hex as C's `%#x` prints it (`0` for zero), as `ovs-ofctl` does.
 pub(crate) fn c_hex(v: u128) -> String {
     if v == 0 {

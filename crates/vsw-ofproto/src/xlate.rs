@@ -863,7 +863,7 @@ impl Ctx<'_, '_> {
     /// a field of the packet's.
     fn load(&mut self, field: Field, value: u128, mask: u128) {
         let new = (field.read(&self.key) & !mask) | (value & mask);
-        match field.rewrite(new) {
+        match Action::writing(field, new) {
             None => field.write(&mut self.key, new),
             Some(a) => {
                 // The bits not loaded are the packet's own, written back as they were.
