@@ -325,7 +325,7 @@ fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
             "-O",
             "OpenFlow13",
             "add-flow",
-            "cookie=0x5,in_port=1,actions=controller:32",
+            "cookie=0x5,in_port=1,actions=set_field:0x2a->reg3,set_field:0x7->metadata,controller:32",
         ],
     );
     // A service connection gets packet-ins once it sets a miss_send_len (the
@@ -355,7 +355,10 @@ fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
     vsw_e2e::end(monitor);
     let first = first.expect("a packet-in before the monitor's time ran out");
     assert!(
-        first.contains("cookie=0x5 total_len=60 in_port=1 (via action) data_len=32"),
+        // What only translation knew (registers, metadata) is in the match.
+        first.contains(
+            "cookie=0x5 total_len=60 reg3=0x2a,metadata=0x7,in_port=1 (via action) data_len=32"
+        ),
         "{first}"
     );
     // Cut to the action's 32 bytes; the whole length is said.

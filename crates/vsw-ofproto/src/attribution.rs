@@ -71,6 +71,9 @@ pub(crate) struct FlowCredit {
     /// The frozen states the flow's recirculation resumes (or it resumed from):
     /// held (never read) while the flow is.
     pub _frozen: Vec<Arc<crate::frozen::Frozen>>,
+    /// The notes of the packets the flow sends up: held (never read) while the
+    /// flow is.
+    pub _notes: Vec<Arc<crate::punt_notes::PuntNote>>,
 }
 
 impl Attribution for FlowCredit {

@@ -488,6 +488,8 @@ impl Upcall for Backer {
     fn revalidating(&self, now_ms: u64) {
         for e in self.map.load().bridges.values() {
             e.state.expire_macs(now_ms);
+            // Notes no datapath flow holds any more.
+            e.state.punt_notes().sweep(now_ms);
         }
         // States no datapath flow holds any more.
         self.frozen

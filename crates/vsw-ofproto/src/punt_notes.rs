@@ -1,11 +1,24 @@
 //! What a packet sent to the controller carries up with it: why it was sent, from
-//! which table, the rule's cookie and how much of it the controller wants. The
-//! datapath action carries only a number ([`vsw_datapath::DpAction::Controller`]);
-//! the notes are kept here, each distinct one once, and read back when the packet
-//! arrives on the control side.
+//! which table, the rule's cookie, how much of it the controller wants, and what
+//! only translation knew of it (metadata, registers, `pkt_mark`: the packet-in's
+//! match says them). The datapath action carries only a number
+//! ([`vsw_datapath::DpAction::Controller`]); the notes are kept here, each distinct
+//! one once, and read back when the packet arrives on the control side.
+//!
+//! A note lives while a datapath flow holds it (its attribution keeps a reference,
+//! as with frozen translations) or for [`GRACE_MS`] after a translation last asked
+//! for it (a packet on its way up still names it); then its number is free for
+//! another. Notes differ by the registers a rule set gives packets, so they come
+//! and go with the flows.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use vsw_flow::PipelineFields;
+
+/// How long a note no datapath flow holds is kept after a translation last asked
+/// for it.
+pub const GRACE_MS: u64 = 10_000;
 
 /// Why a packet went to the controller (OpenFlow's packet-in reasons).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,11 +46,24 @@ pub struct PuntNote {
     /// not say it (a patch or a tunnel led it into this bridge; a popped tunnel
     /// packet's pass, whose receive point stands for every tunnel port of its kind).
     pub in_port: Option<u32>,
+    /// OpenFlow's metadata where the packet was sent up.
+    pub metadata: u64,
+    /// The registers, `pkt_mark` and `conj_id` there.
+    pub pipeline: PipelineFields,
 }
 
-/// Every note handed out, by number. Notes are never taken back: a datapath flow
-/// may hold a number until the revalidator retires it, and the kinds of note a
-/// pipeline makes are few (one per rule cookie, table and length at most).
+/// One kept note.
+#[derive(Debug)]
+struct Kept {
+    note: Arc<PuntNote>,
+    /// When a translation last asked for it.
+    asked_ms: u64,
+    /// When a sweep first found no datapath flow holding it (a packet that flow
+    /// sent up may still be on its way).
+    unheld_since: Option<u64>,
+}
+
+/// Every note handed out, by number.
 #[derive(Debug, Default)]
 pub struct PuntNotes {
     inner: Mutex<Interned>,
@@ -45,27 +71,94 @@ pub struct PuntNotes {
 
 #[derive(Debug, Default)]
 struct Interned {
-    by_id: Vec<PuntNote>,
-    ids: HashMap<PuntNote, u32>,
+    by_id: Vec<Option<Kept>>,
+    ids: HashMap<Arc<PuntNote>, u32>,
+    /// Numbers of notes let go, for new ones.
+    free: Vec<u32>,
 }
 
+/// References the table itself holds to a kept note (its two maps).
+const TABLE_REFS: usize = 2;
+
 impl PuntNotes {
-    /// The number of `note` (the same one every time).
-    pub fn intern(&self, note: PuntNote) -> u32 {
+    /// The number of `note` (the same one while it is kept), and the note to hold
+    /// while a datapath flow needs it.
+    pub fn intern(&self, note: PuntNote, now_ms: u64) -> (u32, Arc<PuntNote>) {
         let mut i = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&id) = i.ids.get(&note) {
-            return id;
+            let kept = i.by_id[id as usize]
+                .as_mut()
+                .expect("a numbered note is kept");
+            kept.asked_ms = kept.asked_ms.max(now_ms);
+            return (id, kept.note.clone());
         }
-        let id = i.by_id.len() as u32;
-        i.by_id.push(note);
-        i.ids.insert(note, id);
-        id
+        let note = Arc::new(note);
+        let kept = Kept {
+            note: note.clone(),
+            asked_ms: now_ms,
+            unheld_since: None,
+        };
+        let id = match i.free.pop() {
+            Some(id) => {
+                i.by_id[id as usize] = Some(kept);
+                id
+            }
+            None => {
+                i.by_id.push(Some(kept));
+                (i.by_id.len() - 1) as u32
+            }
+        };
+        i.ids.insert(note.clone(), id);
+        (id, note)
     }
 
     /// The note numbered `id`.
     pub fn get(&self, id: u32) -> Option<PuntNote> {
         let i = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        i.by_id.get(id as usize).copied()
+        i.by_id
+            .get(id as usize)
+            .and_then(|k| k.as_ref())
+            .map(|k| *k.note)
+    }
+
+    /// Lets go of every note nothing outside this table has held for [`GRACE_MS`]
+    /// (by the sweeps' count) and no translation asked for in as long; returns how
+    /// many went.
+    pub fn sweep(&self, now_ms: u64) -> usize {
+        let mut i = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Interned { by_id, ids, free } = &mut *i;
+        let mut gone = 0;
+        for (id, slot) in by_id.iter_mut().enumerate() {
+            let idle = slot.as_mut().is_some_and(|k| {
+                if Arc::strong_count(&k.note) > TABLE_REFS {
+                    k.unheld_since = None;
+                    return false;
+                }
+                let since = *k.unheld_since.get_or_insert(now_ms);
+                now_ms.saturating_sub(since.max(k.asked_ms)) >= GRACE_MS
+            });
+            if idle {
+                if let Some(k) = slot.take() {
+                    ids.remove(&k.note);
+                }
+                free.push(id as u32);
+                gone += 1;
+            }
+        }
+        gone
+    }
+
+    /// Notes kept.
+    pub fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ids
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -73,25 +166,51 @@ impl PuntNotes {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_note_keeps_its_number() {
-        let n = PuntNotes::default();
-        let a = PuntNote {
-            reason: PuntReason::NoMatch,
+    fn note(reason: PuntReason, reg0: u32) -> PuntNote {
+        let mut pipeline = PipelineFields::default();
+        pipeline.regs[0] = reg0;
+        PuntNote {
+            reason,
             table: 0,
             cookie: 7,
             max_len: 0xffff,
             in_port: None,
-        };
-        let b = PuntNote {
-            reason: PuntReason::Action,
-            ..a
-        };
-        let (ia, ib) = (n.intern(a), n.intern(b));
+            metadata: 0,
+            pipeline,
+        }
+    }
+
+    #[test]
+    fn a_note_keeps_its_number_while_held_and_its_number_serves_again_after() {
+        let n = PuntNotes::default();
+        let a = note(PuntReason::NoMatch, 0);
+        let b = note(PuntReason::Action, 5);
+        let (ia, held) = n.intern(a, 0);
+        let (ib, _) = n.intern(b, 0);
         assert_ne!(ia, ib);
-        assert_eq!(n.intern(a), ia);
+        assert_eq!(n.intern(a, 1).0, ia);
         assert_eq!(n.get(ia), Some(a));
         assert_eq!(n.get(ib), Some(b));
         assert_eq!(n.get(99), None);
+        // Unheld from the first sweep on: kept for the grace after it, then only
+        // the one a flow holds stays.
+        assert_eq!(n.sweep(1), 0);
+        assert_eq!(n.sweep(GRACE_MS), 0);
+        assert_eq!(n.sweep(GRACE_MS + 1), 1);
+        assert_eq!((n.get(ia), n.get(ib)), (Some(a), None));
+        let c = note(PuntReason::Action, 6);
+        assert_eq!(
+            n.intern(c, GRACE_MS + 2).0,
+            ib,
+            "a free number is used again"
+        );
+        drop(held);
+        assert_eq!(
+            n.sweep(3 * GRACE_MS),
+            0,
+            "a packet of its last flow may be on its way"
+        );
+        assert_eq!(n.sweep(4 * GRACE_MS), 2);
+        assert!(n.is_empty());
     }
 }

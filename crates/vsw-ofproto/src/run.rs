@@ -153,6 +153,7 @@ pub(crate) fn credited(
                 .collect(),
             macs: bridge.macs.clone(),
             _frozen: x.frozen,
+            _notes: x.notes,
         }),
         generation,
         rx_port: None,

@@ -144,6 +144,8 @@ pub struct Xlated {
     pub(crate) crossed: Vec<Arc<crate::generation::Changes>>,
     /// The frozen states it froze at or resumed from: its datapath flow holds them.
     pub(crate) frozen: Vec<Arc<Frozen>>,
+    /// The notes of the packets it sends up: its datapath flow holds them.
+    pub(crate) notes: Vec<Arc<PuntNote>>,
     /// The tunnel headers its `TunnelPush(i)` actions push, by index.
     pub pushed: Vec<Arc<vsw_datapath::PushHeader>>,
     /// The key after every rewrite.
@@ -794,8 +796,13 @@ impl Ctx<'_, '_> {
                     cookie: rule.map_or(self.resumed_cookie, |r| r.spec.cookie),
                     max_len,
                     in_port: self.env.in_port_elsewhere.then_some(self.key.in_port),
+                    // What only translation knows goes up in the note: a function of
+                    // the flow's match, as the registers are.
+                    metadata: self.key.metadata,
+                    pipeline: self.key.pipeline,
                 };
-                let id = self.env.punt_notes.intern(note);
+                let (id, held) = self.env.punt_notes.intern(note, self.env.now_ms);
+                self.out.notes.push(held);
                 match self.env.backer.map_or(Some(id), |b| b.dp_note(id)) {
                     Some(id) => self.emit(DpAction::Controller(id)),
                     None => self.step(

@@ -225,6 +225,29 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
     }
 }
 
+/// What a packet-in's match says besides the input port, as Open vSwitch says it:
+/// metadata, `pkt_mark` and each register, where not zero.
+pub fn packet_in_metadata(metadata: u64, pipeline: &vsw_flow::PipelineFields) -> Vec<OxmField> {
+    let exact = |field: u8, value: Vec<u8>| OxmField {
+        field,
+        value,
+        mask: None,
+    };
+    let mut out = Vec::new();
+    if metadata != 0 {
+        out.push(exact(2, metadata.to_be_bytes().to_vec()));
+    }
+    if pipeline.pkt_mark != 0 {
+        out.push(exact(PKT_MARK, pipeline.pkt_mark.to_be_bytes().to_vec()));
+    }
+    for (n, r) in pipeline.regs.iter().enumerate() {
+        if *r != 0 {
+            out.push(exact(REG0 + n as u8, r.to_be_bytes().to_vec()));
+        }
+    }
+    out
+}
+
 fn set(id: u8, value: Vec<u8>) -> Action {
     Action::SetField(OxmField {
         field: id,

@@ -55,6 +55,7 @@ impl PacketIn {
         table_id: u8,
         cookie: u64,
         max_len: u16,
+        metadata: Vec<OxmField>,
     ) -> PacketIn {
         let asked = if max_len == 0xffff {
             frame.len()
@@ -68,11 +69,13 @@ impl PacketIn {
             table_id,
             cookie,
             matcher: OxmMatch {
-                fields: vec![OxmField {
+                fields: std::iter::once(OxmField {
                     field: OXM_IN_PORT,
                     value: in_port.to_be_bytes().to_vec(),
                     mask: None,
-                }],
+                })
+                .chain(metadata)
+                .collect(),
             },
             data: Vec::new(),
         };
@@ -238,9 +241,9 @@ mod tests {
     #[test]
     fn a_packet_in_carries_as_much_as_asked() {
         let frame = [7u8; 100];
-        let all = PacketIn::of_frame(&frame, 3, OFPR_NO_MATCH, 0, 9, 0xffff);
+        let all = PacketIn::of_frame(&frame, 3, OFPR_NO_MATCH, 0, 9, 0xffff, Vec::new());
         assert_eq!((all.data.len(), all.total_len), (100, 100));
-        let cut = PacketIn::of_frame(&frame, 3, OFPR_ACTION, 2, 9, 64);
+        let cut = PacketIn::of_frame(&frame, 3, OFPR_ACTION, 2, 9, 64, Vec::new());
         assert_eq!((cut.data.len(), cut.total_len), (64, 100));
         let mut body = Vec::new();
         cut.encode_body(&mut body);
@@ -249,7 +252,7 @@ mod tests {
         assert_eq!(PacketIn::decode_body(&body), Ok(cut));
         // Never more than one message holds, whatever is asked.
         let huge = vec![7u8; 65_495];
-        let pi = PacketIn::of_frame(&huge, 3, OFPR_ACTION, 0, 0, 0xffff);
+        let pi = PacketIn::of_frame(&huge, 3, OFPR_ACTION, 0, 0, 0xffff, Vec::new());
         assert_eq!(pi.total_len, 65_495);
         let msg = crate::Message::PacketIn(pi).encode(0x04, 0);
         assert_eq!(msg.len(), 65_535);

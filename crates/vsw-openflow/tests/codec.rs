@@ -174,8 +174,15 @@ fn message() -> impl Strategy<Value = Message> {
         )
             .prop_map(
                 |(total_len, reason, table_id, cookie, in_port, max_len, data)| {
-                    let mut p =
-                        PacketIn::of_frame(&data, in_port, reason, table_id, cookie, max_len);
+                    let mut p = PacketIn::of_frame(
+                        &data,
+                        in_port,
+                        reason,
+                        table_id,
+                        cookie,
+                        max_len,
+                        Vec::new(),
+                    );
                     p.total_len = total_len;
                     Message::PacketIn(p)
                 }

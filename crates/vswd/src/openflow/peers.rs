@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::switch::{Removal, RemovedFlow};
 use vsw_datapath::Punted;
-use vsw_ofproto::{Backer, BridgeSlot, Ofproto, PuntReason};
+use vsw_ofproto::{Backer, BridgeSlot, Ofproto, PuntNote, PuntReason};
 use vsw_openflow::as_written::echo_match;
 use vsw_openflow::flow_stats::{
     FlowRemoved, OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
@@ -373,7 +373,9 @@ impl Peers {
 
     /// Sends a packet that came up to every connection that asked for packet-ins of
     /// its reason.
-    fn packet_in(&self, p: &Punted, reason: PuntReason, table: u8, cookie: u64, max_len: u16) {
+    fn packet_in(&self, p: &Punted, note: &PuntNote) {
+        let (reason, table, cookie, max_len) = (note.reason, note.table, note.cookie, note.max_len);
+        let metadata = vsw_openflow::from_vsw::packet_in_metadata(note.metadata, &note.pipeline);
         let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
         let mut sent = false;
         for peer in peers {
@@ -392,7 +394,15 @@ impl Peers {
                 continue;
             }
             let in_port = vsw_openflow::flow_mod::to_of_port(p.in_port);
-            let pi = PacketIn::of_frame(&p.frame, in_port, wire_reason, table, cookie, max_len);
+            let pi = PacketIn::of_frame(
+                &p.frame,
+                in_port,
+                wire_reason,
+                table,
+                cookie,
+                max_len,
+                metadata.clone(),
+            );
             if peer.send_async(Message::PacketIn(pi).encode(v.wire(), 0), Overflow::Drop) {
                 sent = true;
             }
@@ -503,8 +513,8 @@ impl PortWatch {
 }
 
 /// A packet bridge `slot`'s datapath actions sent up becomes a packet-in with what
-/// its translation noted (reason, table, cookie, length), in the bridge's port
-/// numbers.
+/// its translation noted (reason, table, cookie, length, metadata and registers),
+/// in the bridge's port numbers.
 pub fn deliver_punt(
     mut p: Punted,
     ofproto: &Ofproto,
@@ -519,7 +529,7 @@ pub fn deliver_punt(
         None => crate::dpif::punted_in_port(backer, slot, p.in_port),
     };
     match note {
-        Some(n) => peers.packet_in(&p, n.reason, n.table, n.cookie, n.max_len),
+        Some(n) => peers.packet_in(&p, &n),
         None => tracing::warn!(note = p.userdata, "a punted packet with no note: dropped"),
     }
 }
