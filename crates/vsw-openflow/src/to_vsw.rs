@@ -244,6 +244,13 @@ fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
         38 => VswAction::SetTunnel(n as u64),
         TUN_IPV4_DST => VswAction::SetTunnelDst(ipv4_of(v)),
         TUN_METADATA0 => VswAction::SetTunnelMetadata(n as u32),
+        IP_TTL => w(FieldWrite::NwTtl(n as u8)),
+        // Fields no switch writes (the input port, the Ethernet type, the IP
+        // protocol, what the packet's bytes say of it, a conjunction's answer):
+        // refused as Open vSwitch refuses them.
+        0 | 1 | 5 | 10 | TCP_FLAGS | NX_TCP_FLAGS | IP_FRAG | CONJ_ID => {
+            return Err(BadFlowMod::BadSetArgument)
+        }
         _ => return Err(BadFlowMod::BadSetField),
     })
 }
@@ -1007,6 +1014,14 @@ mod tests {
         // A PCP of 9.
         let pcp = apply(Action::SetField(field(7, &[9], None)));
         assert_eq!(refused(vec![], pcp), Err((2, 15)));
+        // A field no switch writes: BAD_SET_ARGUMENT, as Open vSwitch answers.
+        for (id, value) in [(5u8, &[8u8, 0][..]), (10, &[6][..]), (0, &[0, 0, 0, 1][..])] {
+            let set = apply(Action::SetField(field(id, value, None)));
+            assert_eq!(refused(vec![], set), Err((2, 15)), "field {id}");
+        }
+        // A masked set-field of a field vsw sets only whole.
+        let masked = apply(Action::SetField(field(6, &[0x10, 1], Some(&[0x10, 0xff]))));
+        assert_eq!(refused(vec![], masked), Err((2, 16)));
         // Back to table 0 from table 1, or on to a table vsw does not have.
         assert_eq!(
             refused(vec![], vec![Instruction::GotoTable(255)]),
