@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use vsw_openflow::flow_mod::{Action, BadFlowMod, Command, FlowMod, Instruction};
 use vsw_openflow::flow_stats::{FlowRemoved, FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::message::ErrorMsg;
-use vsw_openflow::nx_action::NxAction;
-use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS, TUN_METADATA0};
+use vsw_openflow::nx_action::{nxm_header, FieldCopy, NxAction};
+use vsw_openflow::oxm::{field_def, OxmField, OxmMatch, OXM_FIELDS, REG0, TUN_METADATA0};
 use vsw_openflow::oxs::FlowCounts;
 use vsw_openflow::packet::NO_BUFFER;
 use vsw_openflow::role::RoleMsg;
@@ -343,6 +343,61 @@ fn plain_action() -> impl Strategy<Value = Action> {
         (0usize..3)
             .prop_flat_map(|k| prop::collection::vec(any::<u8>(), 6 + 8 * k))
             .prop_map(|v| Action::Nx(NxAction::Note(v))),
+        // Registers: load, load2 (a masked entry), move, copy-field, push/pop, and
+        // a conjunction's clause.
+        (any::<u16>(), 0u8..16, any::<u64>()).prop_map(|(ofs_nbits, n, value)| {
+            Action::Nx(NxAction::RegLoad {
+                ofs_nbits,
+                dst: nxm_header(1, n, 4),
+                value,
+            })
+        }),
+        (0u8..16, any::<[u8; 4]>(), any::<[u8; 4]>()).prop_map(|(n, v, m)| {
+            Action::Nx(NxAction::RegLoad2(OxmField {
+                field: REG0 + n,
+                value: v.to_vec(),
+                mask: Some(m.to_vec()),
+            }))
+        }),
+        any::<(u16, u16, u16, u32, u32)>().prop_map(|(n_bits, src_ofs, dst_ofs, src, dst)| {
+            let copy = FieldCopy {
+                n_bits,
+                src_ofs,
+                dst_ofs,
+                src,
+                dst,
+            };
+            Action::Nx(NxAction::RegMove(copy))
+        }),
+        any::<(u16, u16, u16, u32, u32)>().prop_map(|(n_bits, src_ofs, dst_ofs, src, dst)| {
+            Action::CopyField(FieldCopy {
+                n_bits,
+                src_ofs,
+                dst_ofs,
+                src,
+                dst,
+            })
+        }),
+        any::<(bool, u16, u32, u16)>().prop_map(|(push, ofs, field, n_bits)| {
+            Action::Nx(NxAction::Stack {
+                push,
+                ofs,
+                field,
+                n_bits,
+            })
+        }),
+        (2u8..=64, any::<u8>(), any::<u32>()).prop_map(|(n_clauses, c, id)| {
+            Action::Nx(NxAction::Conjunction {
+                clause: c % n_clauses,
+                n_clauses,
+                id,
+            })
+        }),
+        (0u8..16, any::<[u8; 4]>()).prop_map(|(n, v)| Action::SetField(OxmField {
+            field: REG0 + n,
+            value: v.to_vec(),
+            mask: None
+        })),
     ]
 }
 
@@ -540,6 +595,27 @@ proptest! {
             }
         }
         let _ = OxmMatch::decode_from(&garbage);
+    }
+
+    #[test]
+    fn hostile_flow_mods_are_refused_not_panicked_on(
+        fm in flow_mod(),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        v in 4u8..=6,
+    ) {
+        // Bytes of a well-formed flow-mod (its actions Nicira's too) changed here
+        // and there: decoded or refused, and what is decoded becomes vsw's rule or
+        // a refusal, never a panic.
+        let version = Version::from_wire(v).unwrap();
+        let mut wire = Vec::new();
+        fm.encode_body(version, &mut wire);
+        for (at, b) in &flips {
+            let i = at.index(wire.len());
+            wire[i] = *b;
+        }
+        if let Ok(fm) = FlowMod::decode_body(version, &wire) {
+            let _ = vsw_openflow::to_vsw::flow_spec(&fm);
+        }
     }
 
     #[test]
