@@ -330,7 +330,8 @@ fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
     );
     // A service connection gets packet-ins once it sets a miss_send_len (the
     // monitor's argument), as with Open vSwitch. (The monitor prints them on its
-    // standard error.)
+    // standard error.) OpenFlow's own packet-in: the monitor asks for
+    // NXT_PACKET_IN2 unless told otherwise (that one has a test of its own).
     let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
     let mut monitor = Command::new("timeout")
         .args([
@@ -338,6 +339,8 @@ fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
             "ovs-ofctl",
             "-O",
             "OpenFlow13",
+            "-P",
+            "standard",
             "monitor",
             &target,
             "65535",
@@ -1063,4 +1066,60 @@ fn a_conjunction_forwards_only_while_every_clause_matches() {
         ],
     );
     assert!(!refused.status.success());
+}
+
+/// A connection that asks for NXT_PACKET_IN2 (as OVN's ovn-controller does) gets
+/// its packet-ins so, with the controller action's userdata and what translation
+/// gave the packet; the action comes back as installed.
+#[test]
+fn packet_in2_carries_the_userdata_and_the_registers() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let _g = serial();
+    let d = Vswd::start();
+    ofctl(&d, &["-O", "OpenFlow13", "del-flows"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=1"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    let flow = "cookie=0x6,in_port=1,actions=set_field:0x2a->reg3,controller(userdata=01.02.0a)";
+    ofctl(&d, &["-O", "OpenFlow13", "add-flow", flow]);
+    let dump = ofctl(&d, &["-O", "OpenFlow13", "dump-flows", "--no-stats"]);
+    // (parse-flow prints the cookie apart: its actions are what is compared.)
+    let want = ovs_prints("OpenFlow13", flow);
+    let actions = want.split_once("actions=").expect("actions").1;
+    assert!(
+        dump.contains(&format!(" actions={actions}")),
+        "{want} not in\n{dump}"
+    );
+    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
+    let mut monitor = Command::new("timeout")
+        .args([
+            "20",
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+            "-P",
+            "nxt_packet_in2",
+            "monitor",
+            &target,
+            "65535",
+        ])
+        .env("OVS_RUNDIR", &d.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ovs-ofctl monitor");
+    let out = std::io::BufReader::new(monitor.stderr.take().expect("stderr"));
+    let mut lines = out.lines().map_while(Result::ok);
+    let first = lines.find(|l| l.starts_with("NXT_PACKET_IN2"));
+    let userdata = lines.by_ref().take(4).find(|l| l.contains("userdata="));
+    // The pipe closed first: a monitor blocked writing to it would not end.
+    drop(lines);
+    vsw_e2e::end(monitor);
+    let first = first.expect("an NXT_PACKET_IN2 before the monitor's time ran out");
+    assert!(
+        first.contains("cookie=0x6 total_len=60 reg3=0x2a,in_port=1 (via action)"),
+        "{first}"
+    );
+    let userdata = userdata.expect("the userdata line");
+    assert!(userdata.contains("userdata=01.02.0a"), "{userdata}");
 }

@@ -19,7 +19,7 @@ use crate::values::{bad, c_hex, parse_mac, parse_masked_uint, parse_port, parse_
 
 /// What a rule does with a matching packet. Actions run in order; a header rewrite
 /// applies to the outputs that follow it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Send to one port (never back to the port it came from; see `InPort`).
     Output(u32),
@@ -61,9 +61,12 @@ pub enum Action {
     /// `tun_metadata0`: `set_field:V->tun_metadata0`); later tables match it.
     SetTunnelMetadata(u32),
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
-    /// it ([`CONTROLLER_NO_BUFFER`]: all of it).
+    /// it ([`CONTROLLER_NO_BUFFER`]: all of it), with the controller's own bytes
+    /// (`controller(userdata=…)`, which a packet-in in NXT_PACKET_IN2's format
+    /// carries).
     Controller {
         max_len: u16,
+        userdata: Option<std::sync::Arc<[u8]>>,
     },
     SetDlSrc(MacAddr),
     SetDlDst(MacAddr),
@@ -235,16 +238,37 @@ static CONTROLLER: ActionDef = ActionDef {
     aliases: &[],
     needs: Needs::Nothing,
     rewrites: false,
-    // `controller`, `controller:LEN` or `controller(max_len=LEN)`, as ovs-ofctl.
+    // `controller`, `controller:LEN` or `controller(max_len=LEN,userdata=HEX.HEX…)`,
+    // as ovs-ofctl; a reason but `action`, a controller id, `pause` or a meter are
+    // not carried out, and refused.
     build: |n, a, _| {
-        let max_len = match a {
-            None => CONTROLLER_NO_BUFFER,
-            Some(a) => {
-                let len = a.strip_prefix("max_len=").unwrap_or(a);
-                parse_uint(n, len, 0xffff)? as u16
+        let (mut max_len, mut userdata) = (CONTROLLER_NO_BUFFER, None);
+        for part in a.into_iter().flat_map(|a| a.split(',')).map(str::trim) {
+            match part.split_once('=') {
+                None if !part.is_empty() => max_len = parse_uint(n, part, 0xffff)? as u16,
+                None => {}
+                Some(("max_len", v)) => max_len = parse_uint(n, v, 0xffff)? as u16,
+                Some(("reason", "action")) | Some(("id", "0")) => {}
+                Some(("userdata", v)) => {
+                    let bytes = v
+                        .split('.')
+                        .filter(|b| !b.is_empty())
+                        .map(|b| u8::from_str_radix(b, 16))
+                        .collect::<Result<Vec<u8>, _>>()
+                        .map_err(|_| bad(n, v, "userdata is hex bytes: 01.02.0a"))?;
+                    userdata = Some(std::sync::Arc::from(bytes));
+                }
+                Some(_) => {
+                    return Err(bad(
+                        n,
+                        part,
+                        "vsw sends packet-ins with the reason action to every controller, \
+                         unpaused and unmetered: max_len and userdata are all it takes",
+                    ))
+                }
             }
-        };
-        Ok(Action::Controller { max_len })
+        }
+        Ok(Action::Controller { max_len, userdata })
     },
 };
 static GROUP: ActionDef = ActionDef {
@@ -789,8 +813,22 @@ impl Action {
             Action::SetTunnel(id) => Some(format!("{id:#x}")),
             Action::SetTunnelDst(a) => Some(format!("{a}->tun_dst")),
             Action::SetTunnelMetadata(v) => Some(format!("{v:#x}->tun_metadata0")),
-            Action::Controller { max_len } => {
-                (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string())
+            Action::Controller {
+                max_len,
+                userdata: None,
+            } => (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string()),
+            // As ovs-ofctl: `controller(max_len=N,userdata=01.02)`.
+            Action::Controller {
+                max_len,
+                userdata: Some(u),
+            } => {
+                let hex: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
+                let len = if *max_len == CONTROLLER_NO_BUFFER {
+                    String::new()
+                } else {
+                    format!("max_len={max_len},")
+                };
+                Some(format!("{len}userdata={}", hex.join(".")))
             }
             Action::SetDlSrc(m) | Action::SetDlDst(m) => Some(m.to_string()),
             Action::PushVlan(t) => Some(format!("0x{t:04x}")),
@@ -911,6 +949,17 @@ impl fmt::Display for Action {
             Some(a) if matches!(self, Action::Resubmit { .. } | Action::Conjunction { .. }) => {
                 write!(f, "{}({a})", self.def().name)
             }
+            Some(a)
+                if matches!(
+                    self,
+                    Action::Controller {
+                        userdata: Some(_),
+                        ..
+                    }
+                ) =>
+            {
+                write!(f, "controller({a})")
+            }
             Some(a) => write!(f, "{}:{a}", self.def().name),
             None => f.write_str(self.def().name),
         }
@@ -947,8 +996,12 @@ mod tests {
             Action::Drop,
             Action::Controller {
                 max_len: CONTROLLER_NO_BUFFER,
+                userdata: None,
             },
-            Action::Controller { max_len: 128 },
+            Action::Controller {
+                max_len: 128,
+                userdata: None,
+            },
             Action::Group(7),
             Action::Meter(3),
             Action::SetQueue(1),
@@ -1091,6 +1144,27 @@ mod tests {
             "ip,actions=conjunction(1,1/65)",
             "ip,actions=conjunction(1,1/2),output:1",
             "conj_id=1,actions=conjunction(1,1/2)",
+        ] {
+            assert!(crate::syntax::parse_flow(bad, &ports).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_controller_action_with_userdata_reads_and_prints_as_ovs_ofctl() {
+        let ports = |_: &str| None;
+        for text in [
+            "priority=5,actions=controller(userdata=01.02.0a)",
+            "priority=5,actions=controller(max_len=100,userdata=ff)",
+            "priority=5,actions=CONTROLLER:64",
+        ] {
+            let flow = crate::syntax::parse_flow(text, &ports).unwrap();
+            assert_eq!(crate::syntax::format_flow(&flow), text);
+        }
+        for bad in [
+            "actions=controller(pause)",
+            "actions=controller(meter_id=1)",
+            "actions=controller(reason=no_match)",
+            "actions=controller(userdata=zz)",
         ] {
             assert!(crate::syntax::parse_flow(bad, &ports).is_err(), "{bad}");
         }

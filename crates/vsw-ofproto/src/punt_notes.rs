@@ -34,7 +34,7 @@ pub enum PuntReason {
     Group,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PuntNote {
     pub reason: PuntReason,
     pub table: u8,
@@ -50,6 +50,8 @@ pub struct PuntNote {
     pub metadata: u64,
     /// The registers, `pkt_mark` and `conj_id` there.
     pub pipeline: PipelineFields,
+    /// The controller action's own bytes (`controller(userdata=…)`).
+    pub userdata: Option<Arc<[u8]>>,
 }
 
 /// One kept note.
@@ -118,7 +120,7 @@ impl PuntNotes {
         i.by_id
             .get(id as usize)
             .and_then(|k| k.as_ref())
-            .map(|k| *k.note)
+            .map(|k| (*k.note).clone())
     }
 
     /// Lets go of every note nothing outside this table has held for [`GRACE_MS`]
@@ -177,6 +179,7 @@ mod tests {
             in_port: None,
             metadata: 0,
             pipeline,
+            userdata: None,
         }
     }
 
@@ -185,11 +188,11 @@ mod tests {
         let n = PuntNotes::default();
         let a = note(PuntReason::NoMatch, 0);
         let b = note(PuntReason::Action, 5);
-        let (ia, held) = n.intern(a, 0);
-        let (ib, _) = n.intern(b, 0);
+        let (ia, held) = n.intern(a.clone(), 0);
+        let (ib, _) = n.intern(b.clone(), 0);
         assert_ne!(ia, ib);
-        assert_eq!(n.intern(a, 1).0, ia);
-        assert_eq!(n.get(ia), Some(a));
+        assert_eq!(n.intern(a.clone(), 1).0, ia);
+        assert_eq!(n.get(ia), Some(a.clone()));
         assert_eq!(n.get(ib), Some(b));
         assert_eq!(n.get(99), None);
         // Unheld from the first sweep on: kept for the grace after it, then only

@@ -716,25 +716,25 @@ impl Ctx<'_, '_> {
                 let acts = &rule.spec.actions;
                 let mut i = 0;
                 while i < acts.len() && self.out.error.is_none() {
-                    match acts[i] {
+                    match &acts[i] {
                         // The next n go into the action set, for the pipeline's end.
-                        Action::WriteActions(n) => {
+                        &Action::WriteActions(n) => {
                             let end = (i + 1 + usize::from(n)).min(acts.len());
                             for a in &acts[i + 1..end] {
-                                self.action_set.write(*a, id, &rule);
+                                self.action_set.write(a.clone(), id, &rule);
                             }
                             i = end;
                             continue;
                         }
                         // The next n on a copy of the packet.
-                        Action::Clone(n) => {
+                        &Action::Clone(n) => {
                             let end = (i + 1 + usize::from(n)).min(acts.len());
                             self.on_copy(&acts[i + 1..end], id, Some(&rule));
                             i = end;
                             continue;
                         }
                         Action::ClearActions => self.action_set.clear(),
-                        a => self.action(&a, id, Some(&rule)),
+                        a => self.action(a, id, Some(&rule)),
                     }
                     i += 1;
                 }
@@ -784,7 +784,10 @@ impl Ctx<'_, '_> {
             Action::WriteMetadata { value, mask } => {
                 self.key.metadata = (self.key.metadata & !mask) | (value & mask);
             }
-            Action::Controller { max_len } => {
+            Action::Controller {
+                max_len,
+                ref userdata,
+            } => {
                 let note = PuntNote {
                     reason: match rule {
                         _ if self.in_group > 0 => PuntReason::Group,
@@ -800,6 +803,7 @@ impl Ctx<'_, '_> {
                     // the flow's match, as the registers are.
                     metadata: self.key.metadata,
                     pipeline: self.key.pipeline,
+                    userdata: userdata.clone(),
                 };
                 let (id, held) = self.env.punt_notes.intern(note, self.env.now_ms);
                 self.out.notes.push(held);

@@ -269,7 +269,7 @@ pub fn instructions_from_actions(actions: &[VswAction]) -> Vec<Instruction> {
             rest = after;
             continue;
         }
-        applied.push(*a);
+        applied.push(a.clone());
         rest = after;
     }
     let (apply, goto) = actions_and_goto(&applied);
@@ -454,10 +454,24 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             | VswAction::ClearActions
             | VswAction::WriteMetadata { .. } => {}
             VswAction::SetQueue(q) => apply.push(Action::SetQueue(*q)),
-            VswAction::Controller { max_len } => apply.push(Action::Output {
+            VswAction::Controller {
+                max_len,
+                userdata: None,
+            } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,
                 max_len: *max_len,
             }),
+            VswAction::Controller {
+                max_len,
+                userdata: Some(u),
+            } => apply.push(Action::Nx(NxAction::Controller2 {
+                max_len: (*max_len != vsw_flow::action::CONTROLLER_NO_BUFFER).then_some(*max_len),
+                controller_id: None,
+                reason: None,
+                userdata: Some(u.to_vec()),
+                pause: false,
+                meter_id: None,
+            })),
             VswAction::SetDlSrc(m) => apply.push(set(4, m.0.to_vec())),
             VswAction::SetDlDst(m) => apply.push(set(3, m.0.to_vec())),
             VswAction::PushVlan(t) => apply.push(Action::PushVlan(*t)),

@@ -130,6 +130,11 @@ pub enum Message {
     TlvTableMod(TlvTableMod),
     TlvTableRequest,
     TlvTableReply(Vec<TlvMap>),
+    /// Nicira's NXT_SET_PACKET_IN_FORMAT: which packet-in message the connection
+    /// wants (`NXPIF_*`).
+    SetPacketInFormat(u32),
+    /// Nicira's NXT_PACKET_IN2 (sent only).
+    PacketIn2(crate::packet::PacketIn2),
     /// OFPT_BUNDLE_CONTROL (1.4 on; ONF's experimenter message in 1.3).
     BundleControl(BundleCtrl),
     /// OFPT_BUNDLE_ADD_MESSAGE (likewise).
@@ -164,9 +169,11 @@ impl Message {
             Message::FlowRemoved(_) => OFPT_FLOW_REMOVED,
             Message::GroupMod(_) => OFPT_GROUP_MOD,
             Message::MeterMod(_) => OFPT_METER_MOD,
-            Message::TlvTableMod(_) | Message::TlvTableRequest | Message::TlvTableReply(_) => {
-                OFPT_EXPERIMENTER
-            }
+            Message::TlvTableMod(_)
+            | Message::TlvTableRequest
+            | Message::TlvTableReply(_)
+            | Message::SetPacketInFormat(_)
+            | Message::PacketIn2(_) => OFPT_EXPERIMENTER,
             Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
             Message::BundleAdd(_) => OFPT_BUNDLE_ADD_MESSAGE,
         }
@@ -250,6 +257,14 @@ impl Message {
             Message::TlvTableReply(maps) => {
                 experimenter(&mut out, crate::tlv::NXT_TLV_TABLE_REPLY);
                 crate::tlv::encode_reply_body(maps, &mut out);
+            }
+            Message::SetPacketInFormat(f) => {
+                experimenter(&mut out, NXT_SET_PACKET_IN_FORMAT);
+                out.extend_from_slice(&f.to_be_bytes());
+            }
+            Message::PacketIn2(pi) => {
+                experimenter(&mut out, crate::packet::NXT_PACKET_IN2);
+                pi.encode_body(&mut out);
             }
             Message::GroupMod(g) => g.encode_body(
                 Version::from_wire(version).unwrap_or(Version::V1_3),
@@ -447,6 +462,10 @@ impl Message {
                         None => Err(Refusal::BadLen),
                     },
                     crate::tlv::NXT_TLV_TABLE_REQUEST => exact(&r, Message::TlvTableRequest),
+                    NXT_SET_PACKET_IN_FORMAT => {
+                        let f = r.u32().ok_or(Refusal::BadLen)?;
+                        exact(&r, Message::SetPacketInFormat(f))
+                    }
                     _ => Err(Refusal::BadExperimenterType),
                 }
             }
@@ -473,6 +492,9 @@ fn onf_experimenter(out: &mut Vec<u8>, subtype: u32) {
 
 /// An experimenter message's header after OpenFlow's: Nicira's vendor ID and the
 /// message's subtype.
+/// Nicira's NXT_SET_PACKET_IN_FORMAT subtype.
+pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
+
 fn experimenter(out: &mut Vec<u8>, subtype: u32) {
     out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
     out.extend_from_slice(&subtype.to_be_bytes());

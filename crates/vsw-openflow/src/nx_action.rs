@@ -31,6 +31,15 @@ pub const NXAST_REG_LOAD2: u16 = 33;
 pub const NXAST_STACK_PUSH: u16 = 27;
 pub const NXAST_STACK_POP: u16 = 28;
 pub const NXAST_CONJUNCTION: u16 = 34;
+pub const NXAST_CONTROLLER2: u16 = 37;
+
+/// NXAST_CONTROLLER2's properties.
+const NXAC2PT_MAX_LEN: u16 = 0;
+const NXAC2PT_CONTROLLER_ID: u16 = 1;
+const NXAC2PT_REASON: u16 = 2;
+const NXAC2PT_USERDATA: u16 = 3;
+const NXAC2PT_PAUSE: u16 = 4;
+const NXAC2PT_METER_ID: u16 = 5;
 
 /// `n_bits` bits copied from `src` at `src_ofs` to `dst` at `dst_ofs`, fields named
 /// by NXM/OXM headers of 4 bytes (an experimenter OXM's 8 are not taken): Nicira's
@@ -131,6 +140,16 @@ pub enum NxAction {
     RegLoad2(OxmField),
     /// `move:SRC[src_ofs..]->DST[dst_ofs..]` (NXAST_REG_MOVE).
     RegMove(FieldCopy),
+    /// `controller(…)` with what NXAST_CONTROLLER cannot say (NXAST_CONTROLLER2):
+    /// its properties, each as given (`None`: absent).
+    Controller2 {
+        max_len: Option<u16>,
+        controller_id: Option<u16>,
+        reason: Option<u8>,
+        userdata: Option<Vec<u8>>,
+        pause: bool,
+        meter_id: Option<u32>,
+    },
     /// `conjunction(id,clause+1/n_clauses)`: `clause` counts from 0 on the wire.
     Conjunction {
         clause: u8,
@@ -160,6 +179,7 @@ impl NxAction {
             NxAction::Stack { push: true, .. } => NXAST_STACK_PUSH,
             NxAction::Stack { push: false, .. } => NXAST_STACK_POP,
             NxAction::Conjunction { .. } => NXAST_CONJUNCTION,
+            NxAction::Controller2 { .. } => NXAST_CONTROLLER2,
         }
     }
 
@@ -211,6 +231,42 @@ impl NxAction {
             } => {
                 out.extend_from_slice(&[*clause, *n_clauses]);
                 out.extend_from_slice(&id.to_be_bytes());
+            }
+            NxAction::Controller2 {
+                max_len,
+                controller_id,
+                reason,
+                userdata,
+                pause,
+                meter_id,
+            } => {
+                out.extend_from_slice(&[0; 6]);
+                // Each property: type, length (without padding), value, zeros to 8.
+                let mut prop = |kind: u16, value: &[u8]| {
+                    let len = 4 + value.len();
+                    out.extend_from_slice(&kind.to_be_bytes());
+                    out.extend_from_slice(&(len as u16).to_be_bytes());
+                    out.extend_from_slice(value);
+                    out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
+                };
+                if let Some(m) = max_len {
+                    prop(NXAC2PT_MAX_LEN, &m.to_be_bytes());
+                }
+                if let Some(id) = controller_id {
+                    prop(NXAC2PT_CONTROLLER_ID, &id.to_be_bytes());
+                }
+                if let Some(r) = reason {
+                    prop(NXAC2PT_REASON, &[*r]);
+                }
+                if let Some(u) = userdata {
+                    prop(NXAC2PT_USERDATA, u);
+                }
+                if *pause {
+                    prop(NXAC2PT_PAUSE, &[]);
+                }
+                if let Some(m) = meter_id {
+                    prop(NXAC2PT_METER_ID, &m.to_be_bytes());
+                }
             }
             NxAction::Stack {
                 ofs, field, n_bits, ..
@@ -287,6 +343,57 @@ impl NxAction {
             NXAST_REG_MOVE => {
                 fixed(24)?;
                 NxAction::RegMove(FieldCopy::decode(&mut b, false).ok_or(BadNxAction::Len)?)
+            }
+            NXAST_CONTROLLER2 => {
+                zero(b.bytes(6))?;
+                let mut a = NxAction::Controller2 {
+                    max_len: None,
+                    controller_id: None,
+                    reason: None,
+                    userdata: None,
+                    pause: false,
+                    meter_id: None,
+                };
+                let NxAction::Controller2 {
+                    max_len,
+                    controller_id,
+                    reason,
+                    userdata,
+                    pause,
+                    meter_id,
+                } = &mut a
+                else {
+                    unreachable!("made just above")
+                };
+                while !b.is_empty() {
+                    let kind = b.u16().ok_or(BadNxAction::Len)?;
+                    let len = usize::from(b.u16().ok_or(BadNxAction::Len)?);
+                    let value = b
+                        .bytes(len.checked_sub(4).ok_or(BadNxAction::Len)?)
+                        .ok_or(BadNxAction::Len)?;
+                    zero(b.bytes(len.div_ceil(8) * 8 - len))?;
+                    let n = |k: usize| (value.len() == k).then_some(value).ok_or(BadNxAction::Len);
+                    match kind {
+                        NXAC2PT_MAX_LEN => {
+                            *max_len = Some(u16::from_be_bytes([n(2)?[0], value[1]]))
+                        }
+                        NXAC2PT_CONTROLLER_ID => {
+                            *controller_id = Some(u16::from_be_bytes([n(2)?[0], value[1]]))
+                        }
+                        NXAC2PT_REASON => *reason = Some(n(1)?[0]),
+                        NXAC2PT_USERDATA => *userdata = Some(value.to_vec()),
+                        NXAC2PT_PAUSE => {
+                            n(0)?;
+                            *pause = true;
+                        }
+                        NXAC2PT_METER_ID => {
+                            let v = n(4)?;
+                            *meter_id = Some(u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+                        }
+                        _ => return Err(BadNxAction::Argument),
+                    }
+                }
+                a
             }
             NXAST_CONJUNCTION => {
                 fixed(16)?;

@@ -366,6 +366,15 @@ impl OxmMatch {
         let start = out.len();
         out.extend_from_slice(&OFPMT_OXM.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
+        self.encode_fields(out);
+        let len = len16(out.len() - start);
+        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+        let pad = usize::from(len).div_ceil(8) * 8 - usize::from(len);
+        out.extend(std::iter::repeat_n(0u8, pad));
+    }
+
+    /// The fields alone, each header, value and mask (NXT_PACKET_IN2's metadata).
+    pub fn encode_fields(&self, out: &mut Vec<u8>) {
         for f in &self.fields {
             let (class, number) = wire_id(f.field);
             out.extend_from_slice(&class.to_be_bytes());
@@ -378,10 +387,6 @@ impl OxmMatch {
                 out.extend_from_slice(m);
             }
         }
-        let len = len16(out.len() - start);
-        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
-        let pad = usize::from(len).div_ceil(8) * 8 - usize::from(len);
-        out.extend(std::iter::repeat_n(0u8, pad));
     }
 
     /// The match at the front of `r` (padding included), checked field by field.

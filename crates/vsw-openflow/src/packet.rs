@@ -9,6 +9,7 @@
 
 use crate::error::Refusal;
 use crate::flow_mod::{Action, BadFlowMod, OFPP_ANY, OFPP_CONTROLLER, OFPP_MAX};
+use crate::frame::len16;
 use crate::oxm::{OxmField, OxmMatch};
 use crate::reader::Reader;
 use crate::version::Version;
@@ -116,6 +117,74 @@ impl PacketIn {
             matcher,
             data: r.rest().to_vec(),
         })
+    }
+}
+
+/// How a connection wants its packet-ins (NXT_SET_PACKET_IN_FORMAT): OpenFlow's
+/// own message, or Nicira's NXT_PACKET_IN2, which also carries the controller
+/// action's userdata (what OVN's ovn-controller asks for).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PacketInFormat {
+    #[default]
+    Standard,
+    NxtPacketIn2,
+}
+
+/// NXT_SET_PACKET_IN_FORMAT's formats.
+pub const NXPIF_STANDARD: u32 = 0;
+pub const NXPIF_NXT_PACKET_IN: u32 = 1;
+pub const NXPIF_NXT_PACKET_IN2: u32 = 2;
+
+/// NXT_PACKET_IN2's subtype and properties.
+pub const NXT_PACKET_IN2: u32 = 30;
+const NXPINT_PACKET: u16 = 0;
+const NXPINT_FULL_LEN: u16 = 1;
+const NXPINT_TABLE_ID: u16 = 3;
+const NXPINT_COOKIE: u16 = 4;
+const NXPINT_REASON: u16 = 5;
+const NXPINT_METADATA: u16 = 6;
+const NXPINT_USERDATA: u16 = 7;
+
+/// A packet-in as NXT_PACKET_IN2 says it: a packet-in's parts as properties, with
+/// the controller action's userdata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketIn2 {
+    pub packet_in: PacketIn,
+    pub userdata: Option<Vec<u8>>,
+}
+
+impl PacketIn2 {
+    /// The body after Nicira's experimenter header: each property its type, its
+    /// length (without padding), its value, zeros to 8 bytes (a 64-bit value after
+    /// 4 of them, aligned), in Open vSwitch's order.
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        let pi = &self.packet_in;
+        let prop = |out: &mut Vec<u8>, kind: u16, value: &[u8]| {
+            let len = 4 + value.len();
+            out.extend_from_slice(&kind.to_be_bytes());
+            out.extend_from_slice(&len16(len).to_be_bytes());
+            out.extend_from_slice(value);
+            out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
+        };
+        prop(out, NXPINT_PACKET, &pi.data);
+        if usize::from(pi.total_len) > pi.data.len() {
+            prop(out, NXPINT_FULL_LEN, &u32::from(pi.total_len).to_be_bytes());
+        }
+        if pi.table_id != 0 {
+            prop(out, NXPINT_TABLE_ID, &[pi.table_id]);
+        }
+        if pi.cookie != u64::MAX {
+            let mut v = vec![0; 4];
+            v.extend_from_slice(&pi.cookie.to_be_bytes());
+            prop(out, NXPINT_COOKIE, &v);
+        }
+        prop(out, NXPINT_REASON, &[pi.reason]);
+        let mut metadata = Vec::new();
+        pi.matcher.encode_fields(&mut metadata);
+        prop(out, NXPINT_METADATA, &metadata);
+        if let Some(u) = &self.userdata {
+            prop(out, NXPINT_USERDATA, u);
+        }
     }
 }
 

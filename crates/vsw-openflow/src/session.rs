@@ -160,6 +160,8 @@ pub enum SessionEvent {
     AsyncConfig(AsyncConfig),
     /// The peer set the switch configuration (`miss_send_len`).
     Config(SwitchConfig),
+    /// The peer chose how its packet-ins are sent (NXT_SET_PACKET_IN_FORMAT).
+    PacketInFormat(crate::packet::PacketInFormat),
 }
 
 /// Why a connection ends.
@@ -733,6 +735,22 @@ impl Session {
                 events.push(SessionEvent::Alive);
                 None
             }
+            // Standard packet-ins or NXT_PACKET_IN2 (Nicira's older NXT_PACKET_IN
+            // is not sent: refused, as a format the switch does not have).
+            Message::SetPacketInFormat(f) => {
+                let format = match f {
+                    crate::packet::NXPIF_STANDARD => Some(crate::packet::PacketInFormat::Standard),
+                    crate::packet::NXPIF_NXT_PACKET_IN2 => {
+                        Some(crate::packet::PacketInFormat::NxtPacketIn2)
+                    }
+                    _ => None,
+                };
+                match format {
+                    Some(f) => events.push(SessionEvent::PacketInFormat(f)),
+                    None => out.extend(self.refuse(version, request, Refusal::BadArgument)),
+                }
+                None
+            }
             Message::Error(e) => {
                 events.push(SessionEvent::PeerError {
                     xid: h.xid,
@@ -747,6 +765,7 @@ impl Session {
             | Message::GetConfigReply(_)
             | Message::BarrierReply
             | Message::PacketIn(_)
+            | Message::PacketIn2(_)
             | Message::GetAsyncReply(_)
             | Message::TlvTableReply(_)
             | Message::RoleReply(_)

@@ -261,7 +261,10 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
             p if p < OFPP_MAX => VswAction::Output(p),
             OFPP_IN_PORT => VswAction::InPort,
             OFPP_NORMAL => VswAction::Normal,
-            OFPP_CONTROLLER => VswAction::Controller { max_len: *max_len },
+            OFPP_CONTROLLER => VswAction::Controller {
+                max_len: *max_len,
+                userdata: None,
+            },
             OFPP_LOCAL => VswAction::Output(vsw_flow::LOCAL_PORT),
             OFPP_TABLE if place == Place::PacketOut => VswAction::Resubmit {
                 port: None,
@@ -331,8 +334,25 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             max_len,
             controller_id: 0,
             reason: OFPR_ACTION,
-        } => VswAction::Controller { max_len },
+        } => VswAction::Controller {
+            max_len,
+            userdata: None,
+        },
         NxAction::Controller { .. } => return Err(BadFlowMod::BadArgument),
+        // Only what vsw carries out: for every controller, with the reason
+        // "action", neither paused nor metered.
+        NxAction::Controller2 {
+            max_len,
+            controller_id: None | Some(0),
+            reason: None | Some(OFPR_ACTION),
+            ref userdata,
+            pause: false,
+            meter_id: None,
+        } => VswAction::Controller {
+            max_len: max_len.unwrap_or(vsw_flow::action::CONTROLLER_NO_BUFFER),
+            userdata: userdata.as_deref().map(std::sync::Arc::from),
+        },
+        NxAction::Controller2 { .. } => return Err(BadFlowMod::BadArgument),
         NxAction::Note(_) => return Err(BadFlowMod::BadExperimenterType),
         NxAction::RegLoad {
             ofs_nbits,

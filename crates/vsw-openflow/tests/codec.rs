@@ -94,6 +94,7 @@ fn message() -> impl Strategy<Value = Message> {
         prop::collection::vec(any::<u8>(), 0..200).prop_map(Message::EchoReply),
         Just(Message::FeaturesRequest),
         Just(Message::TlvTableRequest),
+        any::<u32>().prop_map(Message::SetPacketInFormat),
         (
             prop_oneof![
                 Just(TlvCommand::Add),
@@ -398,6 +399,22 @@ fn plain_action() -> impl Strategy<Value = Action> {
             value: v.to_vec(),
             mask: None
         })),
+        (
+            any::<(Option<u16>, Option<u16>, Option<u8>, bool, Option<u32>)>(),
+            prop::option::of(prop::collection::vec(any::<u8>(), 0..20)),
+        )
+            .prop_map(
+                |((max_len, controller_id, reason, pause, meter_id), userdata)| {
+                    Action::Nx(NxAction::Controller2 {
+                        max_len,
+                        controller_id,
+                        reason,
+                        userdata,
+                        pause,
+                        meter_id,
+                    })
+                }
+            ),
     ]
 }
 
@@ -647,6 +664,9 @@ proptest! {
             | Message::MultipartRequest(_) | Message::GetAsyncRequest | Message::RoleRequest(_)
             // A switch without Geneve metadata refuses every TLV table change.
             | Message::TlvTableRequest | Message::TlvTableMod(_)
+        ) || matches!(m,
+            // A packet-in format but OpenFlow's and NXT_PACKET_IN2 is refused.
+            Message::SetPacketInFormat(f) if *f != 0 && *f != 2
         )).count();
         prop_assert_eq!(answered, expected);
         for c in &chunks {

@@ -310,6 +310,7 @@ impl OpenFlow {
                     }
                 }
                 SessionEvent::AsyncConfig(c) => peer.set_async(c),
+                SessionEvent::PacketInFormat(f) => peer.set_packet_in_format(f),
                 SessionEvent::Config(c) => peer.set_miss_send_len(c.miss_send_len),
                 e => tracing::debug!(peer = %peer.label, event = ?e, "OpenFlow"),
             },

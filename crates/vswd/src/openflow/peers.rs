@@ -30,7 +30,9 @@ use vsw_openflow::flow_stats::{
 };
 use vsw_openflow::message::{OFPPR_ADD, OFPPR_DELETE, OFPPR_MODIFY};
 use vsw_openflow::oxs::FlowCounts;
-use vsw_openflow::packet::{OFPR_ACTION, OFPR_GROUP, OFPR_NO_MATCH, OFPR_PACKET_OUT};
+use vsw_openflow::packet::{
+    PacketIn2, PacketInFormat, OFPR_ACTION, OFPR_GROUP, OFPR_NO_MATCH, OFPR_PACKET_OUT,
+};
 use vsw_openflow::role::Generation;
 use vsw_openflow::{AsyncConfig, Message, PacketIn, PortInfo, Refusal, Role, Version};
 
@@ -118,6 +120,8 @@ struct PeerState {
     /// connection starts with).
     miss_send_len: u16,
     role: Role,
+    /// OpenFlow's packet-in or Nicira's NXT_PACKET_IN2.
+    packet_in_format: PacketInFormat,
 }
 
 impl PeerState {
@@ -145,6 +149,7 @@ impl Peer {
                 async_config,
                 miss_send_len,
                 role: Role::Equal,
+                packet_in_format: PacketInFormat::Standard,
             }),
             answers: Mutex::new(None),
             dropped: AtomicU64::new(0),
@@ -295,6 +300,10 @@ impl Peer {
         lock(&self.state).async_config = c;
     }
 
+    pub fn set_packet_in_format(&self, f: PacketInFormat) {
+        lock(&self.state).packet_in_format = f;
+    }
+
     pub fn set_miss_send_len(&self, n: u16) {
         lock(&self.state).miss_send_len = n;
     }
@@ -403,7 +412,14 @@ impl Peers {
                 max_len,
                 metadata.clone(),
             );
-            if peer.send_async(Message::PacketIn(pi).encode(v.wire(), 0), Overflow::Drop) {
+            let msg = match state.packet_in_format {
+                PacketInFormat::Standard => Message::PacketIn(pi),
+                PacketInFormat::NxtPacketIn2 => Message::PacketIn2(PacketIn2 {
+                    packet_in: pi,
+                    userdata: note.userdata.as_deref().map(<[u8]>::to_vec),
+                }),
+            };
+            if peer.send_async(msg.encode(v.wire(), 0), Overflow::Drop) {
                 sent = true;
             }
         }
@@ -524,7 +540,7 @@ pub fn deliver_punt(
     let (_, note) = Backer::punt_note(p.userdata);
     let note = ofproto.punt_note(note);
     // The port the translation named, where the datapath's in_port does not say it.
-    p.in_port = match note.and_then(|n| n.in_port) {
+    p.in_port = match note.as_ref().and_then(|n| n.in_port) {
         Some(of_port) => of_port,
         None => crate::dpif::punted_in_port(backer, slot, p.in_port),
     };
