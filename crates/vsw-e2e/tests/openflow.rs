@@ -42,6 +42,42 @@ fn ovs_prints(version: &str, flow: &str) -> String {
         .unwrap_or_else(|| panic!("parse-flow printed {parsed}"))
 }
 
+/// What `ovs-ofctl monitor` (OpenFlow 1.3, packet-ins in `format`) prints of
+/// `d`'s asynchronous messages, read by `read` for at most 20 s.
+fn monitor_lines<T>(
+    d: &Vswd,
+    format: &str,
+    read: impl FnOnce(&mut Box<dyn Iterator<Item = String>>) -> T,
+) -> T {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
+    let mut monitor = Command::new("timeout")
+        .args([
+            "20",
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+            "-P",
+            format,
+            "monitor",
+            &target,
+            "65535",
+        ])
+        .env("OVS_RUNDIR", &d.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ovs-ofctl monitor");
+    let out = std::io::BufReader::new(monitor.stderr.take().expect("stderr"));
+    let mut lines: Box<dyn Iterator<Item = String>> = Box::new(out.lines().map_while(Result::ok));
+    let got = read(&mut lines);
+    drop(lines);
+    // The pipe is closed by now: a monitor blocked writing to it ends.
+    vsw_e2e::end(monitor);
+    got
+}
+
 fn dpid(show: &str) -> String {
     show.split("dpid:")
         .nth(1)
@@ -312,8 +348,6 @@ fn a_silent_peer_is_probed_then_closed_and_an_old_one_refused() {
 
 #[test]
 fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
-    use std::io::BufRead;
-    use std::process::Stdio;
     let _g = serial();
     let d = Vswd::start();
     ofctl(&d, &["-O", "OpenFlow13", "del-flows"]);
@@ -332,30 +366,9 @@ fn packet_ins_reach_ovs_ofctl_monitor_and_packet_outs_are_sent() {
     // monitor's argument), as with Open vSwitch. (The monitor prints them on its
     // standard error.) OpenFlow's own packet-in: the monitor asks for
     // NXT_PACKET_IN2 unless told otherwise (that one has a test of its own).
-    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
-    let mut monitor = Command::new("timeout")
-        .args([
-            "20",
-            "ovs-ofctl",
-            "-O",
-            "OpenFlow13",
-            "-P",
-            "standard",
-            "monitor",
-            &target,
-            "65535",
-        ])
-        .env("OVS_RUNDIR", &d.dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ovs-ofctl monitor");
-    let out = std::io::BufReader::new(monitor.stderr.take().expect("stderr"));
-    let first = out
-        .lines()
-        .map_while(Result::ok)
-        .find(|l| l.starts_with("OFPT_PACKET_IN"));
-    vsw_e2e::end(monitor);
+    let first = monitor_lines(&d, "standard", |lines| {
+        lines.find(|l| l.starts_with("OFPT_PACKET_IN"))
+    });
     let first = first.expect("a packet-in before the monitor's time ran out");
     assert!(
         // What only translation knew (registers, metadata) is in the match.
@@ -1073,8 +1086,6 @@ fn a_conjunction_forwards_only_while_every_clause_matches() {
 /// gave the packet; the action comes back as installed.
 #[test]
 fn packet_in2_carries_the_userdata_and_the_registers() {
-    use std::io::BufRead;
-    use std::process::Stdio;
     let _g = serial();
     let d = Vswd::start();
     ofctl(&d, &["-O", "OpenFlow13", "del-flows"]);
@@ -1090,31 +1101,10 @@ fn packet_in2_carries_the_userdata_and_the_registers() {
         dump.contains(&format!(" actions={actions}")),
         "{want} not in\n{dump}"
     );
-    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
-    let mut monitor = Command::new("timeout")
-        .args([
-            "20",
-            "ovs-ofctl",
-            "-O",
-            "OpenFlow13",
-            "-P",
-            "nxt_packet_in2",
-            "monitor",
-            &target,
-            "65535",
-        ])
-        .env("OVS_RUNDIR", &d.dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ovs-ofctl monitor");
-    let out = std::io::BufReader::new(monitor.stderr.take().expect("stderr"));
-    let mut lines = out.lines().map_while(Result::ok);
-    let first = lines.find(|l| l.starts_with("NXT_PACKET_IN2"));
-    let userdata = lines.by_ref().take(4).find(|l| l.contains("userdata="));
-    // The pipe closed first: a monitor blocked writing to it would not end.
-    drop(lines);
-    vsw_e2e::end(monitor);
+    let (first, userdata) = monitor_lines(&d, "nxt_packet_in2", |lines| {
+        let first = lines.find(|l| l.starts_with("NXT_PACKET_IN2"));
+        (first, lines.take(4).find(|l| l.contains("userdata=")))
+    });
     let first = first.expect("an NXT_PACKET_IN2 before the monitor's time ran out");
     assert!(
         first.contains("cookie=0x6 total_len=60 reg3=0x2a,in_port=1 (via action)"),

@@ -65,6 +65,16 @@ pub fn len16(n: usize) -> u16 {
     u16::try_from(n).unwrap_or(u16::MAX)
 }
 
+/// One OpenFlow property (`ofp_prop_header` and its value): type, length without
+/// the padding, the value, zeros to 8 bytes.
+pub fn put_property(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
+    let len = 4 + value.len();
+    out.extend_from_slice(&kind.to_be_bytes());
+    out.extend_from_slice(&len16(len).to_be_bytes());
+    out.extend_from_slice(value);
+    out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

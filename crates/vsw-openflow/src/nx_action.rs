@@ -5,6 +5,7 @@
 //! (NXAST_REG_LOAD, NXAST_REG_LOAD2, NXAST_REG_MOVE: fields named by their NXM
 //! headers). Their ports are OpenFlow 1.0's 16-bit numbers.
 
+use crate::frame::put_property;
 use crate::oxm::OxmField;
 use crate::reader::Reader;
 
@@ -241,14 +242,7 @@ impl NxAction {
                 meter_id,
             } => {
                 out.extend_from_slice(&[0; 6]);
-                // Each property: type, length (without padding), value, zeros to 8.
-                let mut prop = |kind: u16, value: &[u8]| {
-                    let len = 4 + value.len();
-                    out.extend_from_slice(&kind.to_be_bytes());
-                    out.extend_from_slice(&(len as u16).to_be_bytes());
-                    out.extend_from_slice(value);
-                    out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
-                };
+                let mut prop = |kind: u16, value: &[u8]| put_property(out, kind, value);
                 if let Some(m) = max_len {
                     prop(NXAC2PT_MAX_LEN, &m.to_be_bytes());
                 }

@@ -9,7 +9,6 @@
 
 use crate::error::Refusal;
 use crate::flow_mod::{Action, BadFlowMod, OFPP_ANY, OFPP_CONTROLLER, OFPP_MAX};
-use crate::frame::len16;
 use crate::oxm::{OxmField, OxmMatch};
 use crate::reader::Reader;
 use crate::version::Version;
@@ -159,13 +158,7 @@ impl PacketIn2 {
     /// 4 of them, aligned), in Open vSwitch's order.
     pub fn encode_body(&self, out: &mut Vec<u8>) {
         let pi = &self.packet_in;
-        let prop = |out: &mut Vec<u8>, kind: u16, value: &[u8]| {
-            let len = 4 + value.len();
-            out.extend_from_slice(&kind.to_be_bytes());
-            out.extend_from_slice(&len16(len).to_be_bytes());
-            out.extend_from_slice(value);
-            out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
-        };
+        let prop = crate::frame::put_property;
         prop(out, NXPINT_PACKET, &pi.data);
         if usize::from(pi.total_len) > pi.data.len() {
             prop(out, NXPINT_FULL_LEN, &u32::from(pi.total_len).to_be_bytes());
