@@ -300,6 +300,8 @@ fn flows_options_of_ovs_ofctl_land_in_vsws_tables_and_forward() {
 fn a_silent_peer_is_probed_then_closed_and_an_old_one_refused() {
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
+    // Timed by the probe interval: not beside the tests that flood packet-ins.
+    let _g = serial();
     let d = Vswd::start();
     let path = d.dir.join("br0.mgmt");
     // An OpenFlow 1.3 hello without a bitmap, then silence.
@@ -1112,4 +1114,40 @@ fn packet_in2_carries_the_userdata_and_the_registers() {
     );
     let userdata = userdata.expect("the userdata line");
     assert!(userdata.contains("userdata=01.02.0a"), "{userdata}");
+}
+
+/// A meter on a controller action limits the packet-ins alone (as OVN meters its
+/// controller actions): the packets the flow forwards pass whatever the band drops.
+#[test]
+fn a_metered_controller_action_limits_only_the_packet_ins() {
+    let _g = serial();
+    let d = Vswd::start();
+    let of = |args: &[&str]| of13(&d, args);
+    of(&["del-flows"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=64"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    of(&["add-meter", "meter=1,pktps,bands=type=drop,rate=10"]);
+    let flow = "in_port=1,actions=controller(userdata=01,meter_id=1),output:2";
+    of(&["add-flow", flow]);
+    let dump = of(&["dump-flows"]);
+    assert!(
+        dump.contains("controller(userdata=01,meter_id=1),output:2"),
+        "{dump}"
+    );
+    // Far above 10 packets a second reach the sink, while the band drops the
+    // packet-ins above its rate.
+    wait_until(
+        "the sink to get the packets the meter drops",
+        Duration::from_secs(10),
+        || {
+            let stats = of(&["meter-stats"]);
+            let dropped = stats
+                .split("0: packet_count:")
+                .nth(1)
+                .and_then(|n| n.split_whitespace().next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            dropped > 1_000 && d.port("sink").stats.tx_packets > 1_000
+        },
+    );
 }

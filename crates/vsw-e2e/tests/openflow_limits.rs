@@ -41,13 +41,17 @@ fn frame_hex(len: usize) -> String {
 /// total_len says how long the frame was), and the monitoring peer's stream stays
 /// whole: the packet-in after it reads as well.
 /// `ovs-ofctl monitor` on `d` (miss_send_len 65535), its packet-in lines as they come.
-fn monitor(d: &Vswd) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+/// `ovs-ofctl monitor` with packet-ins in `format`, and the packet-in lines it
+/// prints.
+fn monitor(d: &Vswd, format: &str) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new("timeout")
         .args([
             "60",
             "ovs-ofctl",
             "-O",
             "OpenFlow13",
+            "-P",
+            format,
             "monitor",
             &mgmt(d),
             "65535",
@@ -61,7 +65,8 @@ fn monitor(d: &Vswd) -> (std::process::Child, std::sync::mpsc::Receiver<String>)
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for l in lines.map_while(Result::ok) {
-            if l.starts_with("OFPT_PACKET_IN") && tx.send(l).is_err() {
+            let packet_in = l.starts_with("OFPT_PACKET_IN") || l.starts_with("NXT_PACKET_IN2");
+            if packet_in && tx.send(l).is_err() {
                 return;
             }
         }
@@ -88,37 +93,40 @@ fn a_maximal_packet_out_to_the_controller_leaves_every_stream_whole() {
     let _g = serial();
     let d = Vswd::start();
     of13(&d, &["del-flows"]);
-    let (child, packet_ins) = monitor(&d);
-    let (big, small) = (frame_hex(65_495), frame_hex(60));
-    // The monitor listens once it has set its miss_send_len: small packet-outs
-    // until one reaches it.
-    wait_until("the monitor to listen", Duration::from_secs(20), || {
+    // OpenFlow's packet-in, and NXT_PACKET_IN2 (its properties around the packet).
+    for format in ["standard", "nxt_packet_in2"] {
+        let (child, packet_ins) = monitor(&d, format);
+        let (big, small) = (frame_hex(65_495), frame_hex(60));
+        // The monitor listens once it has set its miss_send_len: small packet-outs
+        // until one reaches it.
+        wait_until("the monitor to listen", Duration::from_secs(20), || {
+            packet_out_to_controller(&d, &small);
+            packet_ins.recv_timeout(Duration::from_millis(300)).is_ok()
+        });
+        while packet_ins.try_recv().is_ok() {}
+        packet_out_to_controller(&d, &big);
         packet_out_to_controller(&d, &small);
-        packet_ins.recv_timeout(Duration::from_millis(300)).is_ok()
-    });
-    while packet_ins.try_recv().is_ok() {}
-    packet_out_to_controller(&d, &big);
-    packet_out_to_controller(&d, &small);
-    let next = || packet_ins.recv_timeout(Duration::from_secs(10));
-    let (first, second) = (next(), next());
-    vsw_e2e::end(child);
-    let big_in = first.expect("the large frame's packet-in");
-    assert!(big_in.contains("total_len=65495"), "{big_in}");
-    let data_len: usize = big_in
-        .split("data_len=")
-        .nth(1)
-        .and_then(|t| t.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(
-        (65_000..65_495).contains(&data_len),
-        "cut to what fits one message: {big_in}"
-    );
-    let after = second.expect("the stream after the large packet-in reads on");
-    assert!(
-        after.contains("total_len=60") && after.contains("data_len=60"),
-        "{after}"
-    );
+        let next = || packet_ins.recv_timeout(Duration::from_secs(10));
+        let (first, second) = (next(), next());
+        vsw_e2e::end(child);
+        let big_in = first.expect("the large frame's packet-in");
+        assert!(big_in.contains("total_len=65495"), "{format}: {big_in}");
+        let data_len: usize = big_in
+            .split("data_len=")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            (65_000..65_495).contains(&data_len),
+            "{format}: cut to what fits one message: {big_in}"
+        );
+        let after = second.expect("the stream after the large packet-in reads on");
+        assert!(
+            after.contains("total_len=60") && after.contains("data_len=60"),
+            "{format}: {after}"
+        );
+    }
 }
 
 fn mgmt_socket(d: &Vswd) -> std::os::unix::net::UnixStream {

@@ -63,10 +63,12 @@ pub enum Action {
     /// Send to the OpenFlow controllers as a packet-in, at most `max_len` bytes of
     /// it ([`CONTROLLER_NO_BUFFER`]: all of it), with the controller's own bytes
     /// (`controller(userdata=…)`, which a packet-in in NXT_PACKET_IN2's format
-    /// carries).
+    /// carries), through a meter that limits the packet-ins alone
+    /// (`controller(meter_id=…)`).
     Controller {
         max_len: u16,
         userdata: Option<std::sync::Arc<[u8]>>,
+        meter: Option<u32>,
     },
     SetDlSrc(MacAddr),
     SetDlDst(MacAddr),
@@ -238,11 +240,11 @@ static CONTROLLER: ActionDef = ActionDef {
     aliases: &[],
     needs: Needs::Nothing,
     rewrites: false,
-    // `controller`, `controller:LEN` or `controller(max_len=LEN,userdata=HEX.HEX…)`,
-    // as ovs-ofctl; a reason but `action`, a controller id, `pause` or a meter are
-    // not carried out, and refused.
+    // `controller`, `controller:LEN` or
+    // `controller(max_len=LEN,userdata=HEX.HEX…,meter_id=M)`, as ovs-ofctl; a reason
+    // but `action`, a controller id or `pause` are not carried out, and refused.
     build: |n, a, _| {
-        let (mut max_len, mut userdata) = (CONTROLLER_NO_BUFFER, None);
+        let (mut max_len, mut userdata, mut meter) = (CONTROLLER_NO_BUFFER, None, None);
         for part in a.into_iter().flat_map(|a| a.split(',')).map(str::trim) {
             match part.split_once('=') {
                 None if !part.is_empty() => max_len = parse_uint(n, part, 0xffff)? as u16,
@@ -258,17 +260,24 @@ static CONTROLLER: ActionDef = ActionDef {
                         .map_err(|_| bad(n, v, "userdata is hex bytes: 01.02.0a"))?;
                     userdata = Some(std::sync::Arc::from(bytes));
                 }
+                Some(("meter_id", v)) => {
+                    meter = Some(parse_uint(n, v, u128::from(crate::table::MAX_METER_ID))? as u32)
+                }
                 Some(_) => {
                     return Err(bad(
                         n,
                         part,
                         "vsw sends packet-ins with the reason action to every controller, \
-                         unpaused and unmetered: max_len and userdata are all it takes",
+                         unpaused: max_len, userdata and meter_id are all it takes",
                     ))
                 }
             }
         }
-        Ok(Action::Controller { max_len, userdata })
+        Ok(Action::Controller {
+            max_len,
+            userdata,
+            meter,
+        })
     },
 };
 static GROUP: ActionDef = ActionDef {
@@ -816,19 +825,26 @@ impl Action {
             Action::Controller {
                 max_len,
                 userdata: None,
+                meter: None,
             } => (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string()),
-            // As ovs-ofctl: `controller(max_len=N,userdata=01.02)`.
+            // As ovs-ofctl: `controller(max_len=N,userdata=01.02,meter_id=M)`.
             Action::Controller {
                 max_len,
-                userdata: Some(u),
+                userdata,
+                meter,
             } => {
-                let hex: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
-                let len = if *max_len == CONTROLLER_NO_BUFFER {
-                    String::new()
-                } else {
-                    format!("max_len={max_len},")
-                };
-                Some(format!("{len}userdata={}", hex.join(".")))
+                let mut parts = Vec::new();
+                if *max_len != CONTROLLER_NO_BUFFER {
+                    parts.push(format!("max_len={max_len}"));
+                }
+                if let Some(u) = userdata {
+                    let hex: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
+                    parts.push(format!("userdata={}", hex.join(".")));
+                }
+                if let Some(m) = meter {
+                    parts.push(format!("meter_id={m}"));
+                }
+                Some(parts.join(","))
             }
             Action::SetDlSrc(m) | Action::SetDlDst(m) => Some(m.to_string()),
             Action::PushVlan(t) => Some(format!("0x{t:04x}")),
@@ -952,10 +968,8 @@ impl fmt::Display for Action {
             Some(a)
                 if matches!(
                     self,
-                    Action::Controller {
-                        userdata: Some(_),
-                        ..
-                    }
+                    Action::Controller { userdata, meter, .. }
+                        if userdata.is_some() || meter.is_some()
                 ) =>
             {
                 write!(f, "controller({a})")
@@ -997,10 +1011,12 @@ mod tests {
             Action::Controller {
                 max_len: CONTROLLER_NO_BUFFER,
                 userdata: None,
+                meter: None,
             },
             Action::Controller {
                 max_len: 128,
                 userdata: None,
+                meter: None,
             },
             Action::Group(7),
             Action::Meter(3),
@@ -1155,6 +1171,7 @@ mod tests {
         for text in [
             "priority=5,actions=controller(userdata=01.02.0a)",
             "priority=5,actions=controller(max_len=100,userdata=ff)",
+            "priority=5,actions=controller(userdata=01,meter_id=3)",
             "priority=5,actions=CONTROLLER:64",
         ] {
             let flow = crate::syntax::parse_flow(text, &ports).unwrap();
@@ -1162,7 +1179,6 @@ mod tests {
         }
         for bad in [
             "actions=controller(pause)",
-            "actions=controller(meter_id=1)",
             "actions=controller(reason=no_match)",
             "actions=controller(userdata=zz)",
         ] {

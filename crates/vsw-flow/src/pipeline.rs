@@ -90,7 +90,11 @@ impl Pipeline {
     /// The first meter `actions` name that does not exist.
     pub fn missing_meter(&self, actions: &[Action]) -> Option<u32> {
         actions.iter().find_map(|a| match a {
-            Action::Meter(m) if !self.meters.contains_key(m) => Some(*m),
+            Action::Meter(m) | Action::Controller { meter: Some(m), .. }
+                if !self.meters.contains_key(m) =>
+            {
+                Some(*m)
+            }
             _ => None,
         })
     }
@@ -123,10 +127,10 @@ impl Pipeline {
             return Vec::new();
         }
         let uses = |r: &Rule| {
-            r.spec
-                .actions
-                .iter()
-                .any(|a| matches!(a, Action::Meter(m) if gone.contains(m)))
+            r.spec.actions.iter().any(|a| {
+                matches!(a, Action::Meter(m) | Action::Controller { meter: Some(m), .. }
+                        if gone.contains(m))
+            })
         };
         self.selected(None)
             .flat_map(|c| c.remove_if(&uses))

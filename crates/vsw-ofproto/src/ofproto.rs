@@ -174,6 +174,8 @@ impl Upcall for Ofproto {
 
     fn revalidating(&self, now_ms: u64) {
         self.expire_macs(now_ms);
+        // Notes no datapath flow holds any more (a backer sweeps its bridges').
+        self.state.punt_notes().sweep(now_ms);
     }
 }
 
@@ -271,6 +273,42 @@ mod tests {
         );
         o.set_pipeline(p);
         assert_eq!(actions(&o, &udp(2, 1, 2, 80)), vec![Output(4)]);
+    }
+
+    #[test]
+    fn a_metered_packet_in_is_metered_on_a_copy() {
+        let mut p = Pipeline::new();
+        p.set_meter(
+            vsw_flow::parse_meter("meter=1,pktps,bands=type=drop,rate=1").unwrap(),
+            false,
+            1,
+        )
+        .unwrap();
+        p.insert(
+            parse_flow(
+                "in_port=1,actions=controller(userdata=01,meter_id=1),output:2",
+                &|_: &str| None,
+            )
+            .unwrap(),
+            1,
+        );
+        let o = Ofproto::new(p);
+        o.set_ports(vec![1, 2]);
+        // The meter's drop takes the packet-in only: the output after it stays.
+        let got = actions(&o, &udp(1, 1, 2, 53));
+        assert!(
+            matches!(
+                got.as_slice(),
+                [
+                    DpAction::Save,
+                    DpAction::Meter(1),
+                    DpAction::Controller(_),
+                    DpAction::Restore,
+                    Output(2)
+                ]
+            ),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -20,6 +20,10 @@ use vsw_flow::PipelineFields;
 /// for it.
 pub const GRACE_MS: u64 = 10_000;
 
+/// Notes a bridge keeps at most: as many as the datapath can number
+/// (`view::NOTE_BITS`).
+pub const MAX_NOTES: usize = 1 << crate::view::NOTE_BITS;
+
 /// Why a packet went to the controller (OpenFlow's packet-in reasons).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PuntReason {
@@ -84,15 +88,18 @@ const TABLE_REFS: usize = 2;
 
 impl PuntNotes {
     /// The number of `note` (the same one while it is kept), and the note to hold
-    /// while a datapath flow needs it.
-    pub fn intern(&self, note: PuntNote, now_ms: u64) -> (u32, Arc<PuntNote>) {
+    /// while a datapath flow needs it; `None` when [`MAX_NOTES`] are kept.
+    pub fn intern(&self, note: PuntNote, now_ms: u64) -> Option<(u32, Arc<PuntNote>)> {
         let mut i = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&id) = i.ids.get(&note) {
             let kept = i.by_id[id as usize]
                 .as_mut()
                 .expect("a numbered note is kept");
             kept.asked_ms = kept.asked_ms.max(now_ms);
-            return (id, kept.note.clone());
+            return Some((id, kept.note.clone()));
+        }
+        if i.free.is_empty() && i.by_id.len() >= MAX_NOTES {
+            return None;
         }
         let note = Arc::new(note);
         let kept = Kept {
@@ -111,7 +118,7 @@ impl PuntNotes {
             }
         };
         i.ids.insert(note.clone(), id);
-        (id, note)
+        Some((id, note))
     }
 
     /// The note numbered `id`.
@@ -188,10 +195,10 @@ mod tests {
         let n = PuntNotes::default();
         let a = note(PuntReason::NoMatch, 0);
         let b = note(PuntReason::Action, 5);
-        let (ia, held) = n.intern(a.clone(), 0);
-        let (ib, _) = n.intern(b.clone(), 0);
+        let (ia, held) = n.intern(a.clone(), 0).unwrap();
+        let (ib, _) = n.intern(b.clone(), 0).unwrap();
         assert_ne!(ia, ib);
-        assert_eq!(n.intern(a.clone(), 1).0, ia);
+        assert_eq!(n.intern(a.clone(), 1).unwrap().0, ia);
         assert_eq!(n.get(ia), Some(a.clone()));
         assert_eq!(n.get(ib), Some(b));
         assert_eq!(n.get(99), None);
@@ -203,7 +210,7 @@ mod tests {
         assert_eq!((n.get(ia), n.get(ib)), (Some(a), None));
         let c = note(PuntReason::Action, 6);
         assert_eq!(
-            n.intern(c, GRACE_MS + 2).0,
+            n.intern(c, GRACE_MS + 2).unwrap().0,
             ib,
             "a free number is used again"
         );

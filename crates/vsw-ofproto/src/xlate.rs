@@ -787,6 +787,7 @@ impl Ctx<'_, '_> {
             Action::Controller {
                 max_len,
                 ref userdata,
+                meter,
             } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -805,9 +806,26 @@ impl Ctx<'_, '_> {
                     pipeline: self.key.pipeline,
                     userdata: userdata.clone(),
                 };
-                let (id, held) = self.env.punt_notes.intern(note, self.env.now_ms);
-                self.out.notes.push(held);
-                match self.env.backer.map_or(Some(id), |b| b.dp_note(id)) {
+                let interned = self.env.punt_notes.intern(note, self.env.now_ms);
+                let dp = interned.and_then(|(id, held)| {
+                    self.out.notes.push(held);
+                    self.env.backer.map_or(Some(id), |b| b.dp_note(id))
+                });
+                match dp {
+                    // A meter of the packet-in's alone: on a copy, whose drop ends
+                    // only the copy.
+                    Some(id) if meter.is_some() => {
+                        if self.saves == MAX_SAVES {
+                            self.out.error = Some(XlateError::TooDeep);
+                            return;
+                        }
+                        let m = meter.unwrap_or_default();
+                        let m = self.env.backer.map_or(m, |b| b.dp_meter(m));
+                        self.emit(DpAction::Save);
+                        self.emit(DpAction::Meter(m));
+                        self.emit(DpAction::Controller(id));
+                        self.emit(DpAction::Restore);
+                    }
                     Some(id) => self.emit(DpAction::Controller(id)),
                     None => self.step(
                         table,

@@ -457,20 +457,22 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::Controller {
                 max_len,
                 userdata: None,
+                meter: None,
             } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,
                 max_len: *max_len,
             }),
             VswAction::Controller {
                 max_len,
-                userdata: Some(u),
+                userdata,
+                meter,
             } => apply.push(Action::Nx(NxAction::Controller2 {
                 max_len: (*max_len != vsw_flow::action::CONTROLLER_NO_BUFFER).then_some(*max_len),
                 controller_id: None,
                 reason: None,
-                userdata: Some(u.to_vec()),
+                userdata: userdata.as_deref().map(<[u8]>::to_vec),
                 pause: false,
-                meter_id: None,
+                meter_id: *meter,
             })),
             VswAction::SetDlSrc(m) => apply.push(set(4, m.0.to_vec())),
             VswAction::SetDlDst(m) => apply.push(set(3, m.0.to_vec())),

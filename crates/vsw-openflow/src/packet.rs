@@ -149,10 +149,44 @@ const NXPINT_USERDATA: u16 = 7;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PacketIn2 {
     pub packet_in: PacketIn,
+    /// The whole packet's length (its data may be cut).
+    pub full_len: u32,
     pub userdata: Option<Vec<u8>>,
 }
 
 impl PacketIn2 {
+    /// A packet-in of `frame` as NXT_PACKET_IN2 says it, cut to `max_len` and to
+    /// what one message holds with its properties; `None` when even its properties
+    /// do not fit one message (userdata of nearly 64 KiB).
+    #[allow(clippy::too_many_arguments)]
+    pub fn of_frame(
+        frame: &[u8],
+        in_port: u32,
+        reason: u8,
+        table_id: u8,
+        cookie: u64,
+        max_len: u16,
+        metadata: Vec<OxmField>,
+        userdata: Option<Vec<u8>>,
+    ) -> Option<PacketIn2> {
+        let pi = PacketIn::of_frame(frame, in_port, reason, table_id, cookie, max_len, metadata);
+        let mut p2 = PacketIn2 {
+            full_len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
+            packet_in: pi,
+            userdata,
+        };
+        let data = std::mem::take(&mut p2.packet_in.data);
+        let mut bare = Vec::new();
+        p2.encode_body(&mut bare);
+        // The message's header and Nicira's, the properties without the packet,
+        // the full length's property a cut adds, the packet's padding.
+        let overhead = crate::frame::HEADER_LEN + 8 + bare.len() + 8 + 7;
+        let room = usize::from(u16::MAX).checked_sub(overhead)?;
+        p2.packet_in.data = data;
+        p2.packet_in.data.truncate(room);
+        Some(p2)
+    }
+
     /// The body after Nicira's experimenter header: each property its type, its
     /// length (without padding), its value, zeros to 8 bytes (a 64-bit value after
     /// 4 of them, aligned), in Open vSwitch's order.
@@ -160,8 +194,8 @@ impl PacketIn2 {
         let pi = &self.packet_in;
         let prop = crate::frame::put_property;
         prop(out, NXPINT_PACKET, &pi.data);
-        if usize::from(pi.total_len) > pi.data.len() {
-            prop(out, NXPINT_FULL_LEN, &u32::from(pi.total_len).to_be_bytes());
+        if self.full_len as usize > pi.data.len() {
+            prop(out, NXPINT_FULL_LEN, &self.full_len.to_be_bytes());
         }
         if pi.table_id != 0 {
             prop(out, NXPINT_TABLE_ID, &[pi.table_id]);
@@ -319,6 +353,38 @@ mod tests {
         let msg = crate::Message::PacketIn(pi).encode(0x04, 0);
         assert_eq!(msg.len(), 65_535);
         assert_eq!(u16::from_be_bytes([msg[2], msg[3]]), 65_535);
+    }
+
+    #[test]
+    fn a_packet_in2_of_a_huge_frame_fits_one_message_and_says_its_whole_length() {
+        let huge = vec![7u8; 70_000];
+        let p2 = PacketIn2::of_frame(
+            &huge,
+            3,
+            OFPR_ACTION,
+            2,
+            9,
+            0xffff,
+            Vec::new(),
+            Some(vec![1; 1000]),
+        )
+        .unwrap();
+        assert_eq!(p2.full_len, 70_000);
+        let msg = crate::Message::PacketIn2(p2).encode(0x04, 0);
+        assert!(msg.len() <= 65_535, "{}", msg.len());
+        assert_eq!(usize::from(u16::from_be_bytes([msg[2], msg[3]])), msg.len());
+        // No room left for a packet beside 65,000 bytes of userdata: not sent.
+        let none = PacketIn2::of_frame(
+            &huge,
+            3,
+            OFPR_ACTION,
+            2,
+            9,
+            0xffff,
+            Vec::new(),
+            Some(vec![1; 65_500]),
+        );
+        assert!(none.is_none());
     }
 
     #[test]

@@ -264,6 +264,7 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
             OFPP_CONTROLLER => VswAction::Controller {
                 max_len: *max_len,
                 userdata: None,
+                meter: None,
             },
             OFPP_LOCAL => VswAction::Output(vsw_flow::LOCAL_PORT),
             OFPP_TABLE if place == Place::PacketOut => VswAction::Resubmit {
@@ -337,20 +338,26 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         } => VswAction::Controller {
             max_len,
             userdata: None,
+            meter: None,
         },
         NxAction::Controller { .. } => return Err(BadFlowMod::BadArgument),
         // Only what vsw carries out: for every controller, with the reason
-        // "action", neither paused nor metered.
+        // "action", not paused; a meter of the packet-ins (NX_CTLR_NO_METER: none).
         NxAction::Controller2 {
             max_len,
             controller_id: None | Some(0),
             reason: None | Some(OFPR_ACTION),
             ref userdata,
             pause: false,
-            meter_id: None,
+            meter_id,
         } => VswAction::Controller {
             max_len: max_len.unwrap_or(vsw_flow::action::CONTROLLER_NO_BUFFER),
             userdata: userdata.as_deref().map(std::sync::Arc::from),
+            meter: match meter_id {
+                None | Some(u32::MAX) => None,
+                Some(m) if (1..=vsw_flow::meter::MAX_METER_ID).contains(&m) => Some(m),
+                Some(_) => return Err(BadFlowMod::UnknownMeter),
+            },
         },
         NxAction::Controller2 { .. } => return Err(BadFlowMod::BadArgument),
         NxAction::Note(_) => return Err(BadFlowMod::BadExperimenterType),

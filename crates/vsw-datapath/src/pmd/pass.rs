@@ -371,8 +371,16 @@ impl Pass<'_, '_, '_> {
                 DpAction::Meter(id) => {
                     match self.shared.meters.apply(id, self.scratch.data().len()) {
                         Verdict::Pass => Ok(()),
-                        // Counted on the meter's band.
-                        Verdict::Drop => return,
+                        // Counted on the meter's band. Within a copy (a bucket,
+                        // a metered packet-in) only the copy goes.
+                        Verdict::Drop => {
+                            let end = end_of_copy(actions, at);
+                            if end == actions.len() {
+                                return;
+                            }
+                            at = end;
+                            Ok(())
+                        }
                         Verdict::Remark(levels) => {
                             if let Some(tos) = self.scratch.nw_tos() {
                                 self.scratch.set_nw_tos(remark_dscp(tos >> 2, levels) << 2);
