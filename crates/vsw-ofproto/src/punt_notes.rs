@@ -20,9 +20,12 @@ use vsw_flow::PipelineFields;
 /// for it.
 pub const GRACE_MS: u64 = 10_000;
 
-/// Notes a bridge keeps at most: as many as the datapath can number
-/// (`view::NOTE_BITS`).
-pub const MAX_NOTES: usize = 1 << crate::view::NOTE_BITS;
+/// Bits of a packet's note that number it within its bridge (in the datapath's
+/// action); the bits above name the bridge (`view.rs`).
+pub(crate) const NOTE_BITS: u32 = 20;
+
+/// Notes a bridge keeps at most: as many as the datapath can number.
+pub const MAX_NOTES: usize = 1 << NOTE_BITS;
 
 /// Why a packet went to the controller (OpenFlow's packet-in reasons).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -10,9 +10,7 @@ use crate::bridge_state::BridgeState;
 use crate::frozen::{Frozen, FrozenStates};
 use crate::slot::BridgeSlot;
 
-/// Bits of a packet's note that number it within its bridge; the bits above name
-/// the bridge.
-pub(crate) const NOTE_BITS: u32 = 20;
+pub(crate) use crate::punt_notes::NOTE_BITS;
 /// Bits of a datapath meter number that number the meter within its bridge
 /// (meters are 1..=4096); the bits above name the bridge.
 pub(crate) const METER_BITS: u32 = 13;
