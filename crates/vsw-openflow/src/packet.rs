@@ -155,23 +155,13 @@ pub struct PacketIn2 {
 }
 
 impl PacketIn2 {
-    /// A packet-in of `frame` as NXT_PACKET_IN2 says it, cut to `max_len` and to
-    /// what one message holds with its properties; `None` when even its properties
-    /// do not fit one message (userdata of nearly 64 KiB).
-    #[allow(clippy::too_many_arguments)]
-    pub fn of_frame(
-        frame: &[u8],
-        in_port: u32,
-        reason: u8,
-        table_id: u8,
-        cookie: u64,
-        max_len: u16,
-        metadata: Vec<OxmField>,
-        userdata: Option<Vec<u8>>,
-    ) -> Option<PacketIn2> {
-        let pi = PacketIn::of_frame(frame, in_port, reason, table_id, cookie, max_len, metadata);
+    /// `pi` (a packet-in of a frame of `full_len` bytes, [`PacketIn::of_frame`]) as
+    /// NXT_PACKET_IN2 says it, its packet cut further to what one message holds
+    /// with its properties; `None` when even its properties do not fit one message
+    /// (userdata of nearly 64 KiB).
+    pub fn of(pi: PacketIn, full_len: usize, userdata: Option<Vec<u8>>) -> Option<PacketIn2> {
         let mut p2 = PacketIn2 {
-            full_len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
+            full_len: u32::try_from(full_len).unwrap_or(u32::MAX),
             packet_in: pi,
             userdata,
         };
@@ -358,32 +348,14 @@ mod tests {
     #[test]
     fn a_packet_in2_of_a_huge_frame_fits_one_message_and_says_its_whole_length() {
         let huge = vec![7u8; 70_000];
-        let p2 = PacketIn2::of_frame(
-            &huge,
-            3,
-            OFPR_ACTION,
-            2,
-            9,
-            0xffff,
-            Vec::new(),
-            Some(vec![1; 1000]),
-        )
-        .unwrap();
+        let pi = || PacketIn::of_frame(&huge, 3, OFPR_ACTION, 2, 9, 0xffff, Vec::new());
+        let p2 = PacketIn2::of(pi(), huge.len(), Some(vec![1; 1000])).unwrap();
         assert_eq!(p2.full_len, 70_000);
         let msg = crate::Message::PacketIn2(p2).encode(0x04, 0);
         assert!(msg.len() <= 65_535, "{}", msg.len());
         assert_eq!(usize::from(u16::from_be_bytes([msg[2], msg[3]])), msg.len());
         // No room left for a packet beside 65,000 bytes of userdata: not sent.
-        let none = PacketIn2::of_frame(
-            &huge,
-            3,
-            OFPR_ACTION,
-            2,
-            9,
-            0xffff,
-            Vec::new(),
-            Some(vec![1; 65_500]),
-        );
+        let none = PacketIn2::of(pi(), huge.len(), Some(vec![1; 65_500]));
         assert!(none.is_none());
     }
 

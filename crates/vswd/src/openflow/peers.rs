@@ -403,29 +403,24 @@ impl Peers {
                 continue;
             }
             let in_port = vsw_openflow::flow_mod::to_of_port(p.in_port);
+            let pi = PacketIn::of_frame(
+                &p.frame,
+                in_port,
+                wire_reason,
+                table,
+                cookie,
+                max_len,
+                metadata.clone(),
+            );
             let msg = match state.packet_in_format {
-                PacketInFormat::Standard => Message::PacketIn(PacketIn::of_frame(
-                    &p.frame,
-                    in_port,
-                    wire_reason,
-                    table,
-                    cookie,
-                    max_len,
-                    metadata.clone(),
-                )),
-                PacketInFormat::NxtPacketIn2 => match PacketIn2::of_frame(
-                    &p.frame,
-                    in_port,
-                    wire_reason,
-                    table,
-                    cookie,
-                    max_len,
-                    metadata.clone(),
-                    note.userdata.as_deref().map(<[u8]>::to_vec),
-                ) {
-                    Some(p2) => Message::PacketIn2(p2),
-                    None => continue,
-                },
+                PacketInFormat::Standard => Message::PacketIn(pi),
+                PacketInFormat::NxtPacketIn2 => {
+                    let userdata = note.userdata.as_deref().map(<[u8]>::to_vec);
+                    match PacketIn2::of(pi, p.frame.len(), userdata) {
+                        Some(p2) => Message::PacketIn2(p2),
+                        None => continue,
+                    }
+                }
             };
             if peer.send_async(msg.encode(v.wire(), 0), Overflow::Drop) {
                 sent = true;
