@@ -132,6 +132,9 @@ pub enum Action {
         clause: u8,
         n_clauses: u8,
     },
+    /// `learn(…)`: makes a rule from the packet and puts it in a table
+    /// (NXAST_LEARN; see [`crate::learn`]).
+    Learn(std::sync::Arc<crate::learn::Learn>),
 }
 
 /// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
@@ -673,6 +676,20 @@ static CONJUNCTION: ActionDef = ActionDef {
     },
 };
 
+static LEARN: ActionDef = ActionDef {
+    name: "learn",
+    aliases: &[],
+    // What it reads and makes: `Learn::check`.
+    needs: Needs::Nothing,
+    rewrites: false,
+    // `learn(ARGS)`: the parentheses arrive as the argument.
+    build: |_, a, ports| {
+        Ok(Action::Learn(std::sync::Arc::new(
+            crate::learn::Learn::parse(a.unwrap_or(""), ports)?,
+        )))
+    },
+};
+
 fn table_no(name: &str, a: &str) -> Result<u8, FlowSyntaxError> {
     Ok(parse_uint(name, a, u128::from(MAX_TABLE))? as u8)
 }
@@ -752,6 +769,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &STACK_PUSH,
     &STACK_POP,
     &CONJUNCTION,
+    &LEARN,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -805,6 +823,7 @@ impl Action {
             Action::StackPush(_) => &STACK_PUSH,
             Action::StackPop(_) => &STACK_POP,
             Action::Conjunction { .. } => &CONJUNCTION,
+            Action::Learn(_) => &LEARN,
         }
     }
 
@@ -873,6 +892,7 @@ impl Action {
                 clause,
                 n_clauses,
             } => Some(format!("{id},{clause}/{n_clauses}")),
+            Action::Learn(l) => Some(l.to_string()),
             Action::Resubmit { port, table } => Some(format!(
                 "{},{}",
                 port.map(|p| p.to_string()).unwrap_or_default(),
@@ -962,6 +982,8 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.argument() {
             // Written with parentheses: its argument holds a comma.
+            // Its argument is the whole of it, parentheses and all.
+            Some(a) if matches!(self, Action::Learn(_)) => f.write_str(&a),
             Some(a) if matches!(self, Action::Resubmit { .. } | Action::Conjunction { .. }) => {
                 write!(f, "{}({a})", self.def().name)
             }

@@ -481,11 +481,25 @@ impl Classifier {
     /// Installs a rule. A rule with the same match and priority is replaced (its
     /// counters start again), as `ovs-ofctl add-flow` does.
     pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) {
+        self.insert_rule(spec, now_ms, Rule::new);
+    }
+
+    /// [`Classifier::insert`] of a rule a `learn` action made; the rule in place.
+    pub fn insert_learned(&mut self, spec: FlowSpec, now_ms: u64) -> Arc<Rule> {
+        self.insert_rule(spec, now_ms, Rule::new_learned)
+    }
+
+    fn insert_rule(
+        &mut self,
+        spec: FlowSpec,
+        now_ms: u64,
+        make: fn(FlowSpec, u64, u64) -> Rule,
+    ) -> Arc<Rule> {
         let pattern = spec.matcher;
         let priority = spec.priority;
         self.remove(&pattern, Some(priority), true);
         self.next_seq += 1;
-        let rule = Arc::new(Rule::new(spec, now_ms, self.next_seq));
+        let rule = Arc::new(make(spec, now_ms, self.next_seq));
         let mask = *pattern.mask();
         let pos = match self.subtables.iter().position(|s| s.mask == mask) {
             Some(p) => p,
@@ -496,10 +510,11 @@ impl Classifier {
         };
         let table = &mut self.subtables[pos];
         let key = table.pack(pattern.value());
-        table.add(key, rule);
+        table.add(key, rule.clone());
         debug_assert!(table.max_priority >= priority);
         self.n_rules += 1;
         self.sort_subtables();
+        rule
     }
 
     fn sort_subtables(&mut self) {
@@ -653,6 +668,21 @@ impl Classifier {
             in_match || in_actions
         })
         .len()
+    }
+
+    /// Removes the rules with exactly this cookie; returns them.
+    pub fn remove_cookie(&mut self, cookie: u64) -> Vec<Arc<Rule>> {
+        self.remove_where(|r| r.spec.cookie == cookie)
+    }
+
+    /// How many rules have exactly this cookie.
+    pub fn count_cookie(&self, cookie: u64) -> usize {
+        self.subtables
+            .iter()
+            .flat_map(|s| s.buckets.values())
+            .flat_map(|b| b.rules.iter())
+            .filter(|r| r.spec.cookie == cookie)
+            .count()
     }
 
     /// Removes the rules whose idle or hard timeout has run out; returns them.

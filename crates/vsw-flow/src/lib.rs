@@ -9,6 +9,7 @@ pub mod classifier;
 mod error;
 pub mod fields;
 pub mod group;
+pub mod learn;
 pub mod mac_table;
 pub mod match_key;
 pub mod matching;
@@ -23,6 +24,7 @@ mod table;
 mod values;
 
 pub use action::{Action, Load};
+pub use learn::{Learn, LearnSource, LearnSpec};
 
 /// The bridge's own port (an `internal` port named after the bridge): OpenFlow's
 /// LOCAL, numbered as Open vSwitch numbers it in OpenFlow 1.0.
@@ -33,7 +35,7 @@ pub use mac_table::{Learned, MacTable};
 pub use match_key::{MatchKey, PipelineFields, N_REGS};
 pub use matching::{Match, PacketMatch};
 pub use meter::{format_meter, parse_meter, Band, BandType, MeterSpec};
-pub use pipeline::{GroupError, MeterError, Pipeline};
+pub use pipeline::{GroupError, LearnOutcome, MeterError, Pipeline};
 pub use rule::{AsWritten, FlowSpec, Rule, RuleStats, Written, MAX_TABLE};
 pub use syntax::{
     check_actions, check_flow, parse_actions, parse_actions_unchecked, parse_flow, parse_match,

@@ -22,6 +22,17 @@ use crate::syntax::Selection;
 /// The rule a new switch starts with: every packet to NORMAL, below any other rule.
 pub const LEARNING_SWITCH_FLOW: &str = "priority=0,actions=NORMAL";
 
+/// What a `learn` did ([`Pipeline::learn`]).
+#[derive(Clone, Debug)]
+pub enum LearnOutcome {
+    /// The rule was in place as it would be made (its hard timeout starts over).
+    InPlace(Arc<Rule>),
+    /// The rule is new, or changed one of its match and priority.
+    Added(Arc<Rule>),
+    /// `limit` rules of its table have its cookie: nothing was done.
+    OverLimit,
+}
+
 /// Every table's rules, and the groups they may hand packets to. Immutable once
 /// published, like a classifier: the control side changes a copy.
 #[derive(Clone, Debug, Default)]
@@ -338,6 +349,88 @@ impl Pipeline {
     /// Removes every rule naming `port` (the port is gone).
     pub fn remove_port(&mut self, port: u32) -> usize {
         self.selected(None).map(|c| c.remove_port(port)).sum()
+    }
+
+    /// The rule `spec` (a rule a `learn` makes) would be, if it is in place as it
+    /// is: same match and priority, same actions, timeouts, cookie and flags.
+    pub fn learned_in_place(&self, spec: &FlowSpec) -> Option<&Arc<Rule>> {
+        self.find_exact(spec.table, &spec.matcher, spec.priority)
+            .filter(|r| r.spec == *spec)
+    }
+
+    /// Carries out what a `learn` makes, `spec`, as Open vSwitch does (a strict
+    /// modify that may add): a rule of its match and priority in place takes its
+    /// actions and cookie (keeping its own timeouts and flags); else it is added,
+    /// unless `limit` (non-zero) rules of its table have its cookie already.
+    pub fn learn(&mut self, spec: FlowSpec, limit: u32, now_ms: u64) -> LearnOutcome {
+        let table = usize::from(spec.table);
+        let next = match self.find_exact(spec.table, &spec.matcher, spec.priority) {
+            Some(old) => {
+                let next = FlowSpec {
+                    actions: spec.actions,
+                    cookie: spec.cookie,
+                    as_written: Default::default(),
+                    ..old.spec.clone()
+                };
+                if next == old.spec {
+                    old.refresh(now_ms);
+                    return LearnOutcome::InPlace(old.clone());
+                }
+                next
+            }
+            None => {
+                let full = limit != 0
+                    && self
+                        .tables
+                        .get(table)
+                        .is_some_and(|c| c.count_cookie(spec.cookie) >= limit as usize);
+                if full {
+                    return LearnOutcome::OverLimit;
+                }
+                spec
+            }
+        };
+        if self.tables.len() <= table {
+            self.tables.resize_with(table + 1, Classifier::new);
+        }
+        LearnOutcome::Added(self.tables[table].insert_learned(next, now_ms))
+    }
+
+    /// The (table, cookie) of every `learn(…, delete_learned)` in `rules`' actions.
+    pub fn learn_owners(rules: &[Arc<Rule>]) -> Vec<(u8, u64)> {
+        let mut owners: Vec<(u8, u64)> = rules
+            .iter()
+            .flat_map(|r| r.spec.actions.iter())
+            .filter_map(|a| match a {
+                Action::Learn(l) if l.delete_learned => Some((l.table, l.cookie)),
+                _ => None,
+            })
+            .collect();
+        owners.sort_unstable();
+        owners.dedup();
+        owners
+    }
+
+    /// After rules were removed or changed (`gone`: their old selves): for each
+    /// (table, cookie) a `learn(…, delete_learned)` of theirs owned that no rule
+    /// now in place owns, the rules of that table with that cookie go (Open
+    /// vSwitch's learned cookies); returns them.
+    pub fn delete_learned_of(&mut self, gone: &[Arc<Rule>]) -> Vec<Arc<Rule>> {
+        let lost = Self::learn_owners(gone);
+        if lost.is_empty() {
+            return Vec::new();
+        }
+        let owned = Self::learn_owners(&self.rules());
+        let mut removed = Vec::new();
+        for (table, cookie) in lost {
+            if owned.binary_search(&(table, cookie)).is_ok() {
+                continue;
+            }
+            if let Some(c) = self.tables.get_mut(usize::from(table)) {
+                removed.extend(c.remove_cookie(cookie));
+            }
+        }
+        removed
     }
 
     /// Removes the rules whose timeout has run out; returns them.

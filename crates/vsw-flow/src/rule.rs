@@ -149,6 +149,11 @@ pub struct Rule {
     /// Some action changes the packet, so the datapath works on a copy.
     pub rewrites: bool,
     pub stats: RuleStats,
+    /// A `learn` action made it (not a front end): not saved, gone on a restart.
+    pub learned: bool,
+    /// When its hard timeout starts: its installation, or the last time a packet
+    /// that learned it again passed (Open vSwitch's `modified`).
+    refreshed_ms: AtomicU64,
 }
 
 impl Rule {
@@ -159,7 +164,26 @@ impl Rule {
             installed_ms: now_ms,
             seq,
             stats: RuleStats::default(),
+            learned: false,
+            refreshed_ms: AtomicU64::new(now_ms),
         }
+    }
+
+    /// [`Rule::new`] for a rule a `learn` action made.
+    pub fn new_learned(spec: FlowSpec, now_ms: u64, seq: u64) -> Rule {
+        Rule {
+            learned: true,
+            ..Rule::new(spec, now_ms, seq)
+        }
+    }
+
+    /// A packet learned it again at `now_ms`: its hard timeout starts over.
+    pub fn refresh(&self, now_ms: u64) {
+        self.refreshed_ms.fetch_max(now_ms, Ordering::Relaxed);
+    }
+
+    fn hard_from_ms(&self) -> u64 {
+        self.refreshed_ms.load(Ordering::Relaxed)
     }
 
     /// Precedes `other` in a list of rules: higher priority, then earlier installed.
@@ -196,6 +220,8 @@ impl Rule {
             } else {
                 RuleStats::copy_of(&self.stats)
             },
+            learned: self.learned,
+            refreshed_ms: AtomicU64::new(self.hard_from_ms()),
         }
     }
 
@@ -209,14 +235,14 @@ impl Rule {
         let hard = u64::from(self.spec.hard_timeout) * 1000;
         let idle = u64::from(self.spec.idle_timeout) * 1000;
         let last = self.stats.last_hit_ms().unwrap_or(self.installed_ms);
-        (hard != 0 && now_ms.saturating_sub(self.installed_ms) >= hard)
+        (hard != 0 && now_ms.saturating_sub(self.hard_from_ms()) >= hard)
             || (idle != 0 && now_ms.saturating_sub(last) >= idle)
     }
 
     /// Whether the hard timeout (rather than the idle one) ran out at `now_ms`.
     pub fn hard_expired(&self, now_ms: u64) -> bool {
         let hard = u64::from(self.spec.hard_timeout) * 1000;
-        hard != 0 && now_ms.saturating_sub(self.installed_ms) >= hard
+        hard != 0 && now_ms.saturating_sub(self.hard_from_ms()) >= hard
     }
 
     /// Seconds since the rule last matched a packet, or since it was installed.

@@ -334,6 +334,32 @@ const ALIASES: &[(&str, Field)] = &[
     ("ip_proto", Field::NwProto),
     ("tunnel_id", Field::TunId),
     ("ipv6_nd_target", Field::NdTarget),
+    // OpenFlow 1.2's OXM names, which `ovs-ofctl` reads in subfields too.
+    ("OXM_OF_IN_PORT", Field::InPort),
+    ("OXM_OF_METADATA", Field::Metadata),
+    ("OXM_OF_ETH_DST", Field::EthDst),
+    ("OXM_OF_ETH_SRC", Field::EthSrc),
+    ("OXM_OF_ETH_TYPE", Field::EthType),
+    ("OXM_OF_IP_PROTO", Field::NwProto),
+    ("OXM_OF_IPV4_SRC", Field::IpSrc),
+    ("OXM_OF_IPV4_DST", Field::IpDst),
+    ("OXM_OF_TCP_SRC", Field::TcpSrc),
+    ("OXM_OF_TCP_DST", Field::TcpDst),
+    ("OXM_OF_UDP_SRC", Field::UdpSrc),
+    ("OXM_OF_UDP_DST", Field::UdpDst),
+    ("OXM_OF_ICMPV4_TYPE", Field::IcmpType),
+    ("OXM_OF_ICMPV4_CODE", Field::IcmpCode),
+    ("OXM_OF_ARP_OP", Field::ArpOp),
+    ("OXM_OF_ARP_SPA", Field::ArpSpa),
+    ("OXM_OF_ARP_TPA", Field::ArpTpa),
+    ("OXM_OF_ARP_SHA", Field::ArpSha),
+    ("OXM_OF_ARP_THA", Field::ArpTha),
+    ("OXM_OF_IPV6_SRC", Field::Ipv6Src),
+    ("OXM_OF_IPV6_DST", Field::Ipv6Dst),
+    ("OXM_OF_IPV6_ND_TARGET", Field::NdTarget),
+    ("OXM_OF_IPV6_ND_SLL", Field::NdSll),
+    ("OXM_OF_IPV6_ND_TLL", Field::NdTll),
+    ("OXM_OF_TUNNEL_ID", Field::TunId),
 ];
 
 /// A 48-bit value as a MAC address.
@@ -342,7 +368,7 @@ pub fn mac(v: u128) -> MacAddr {
     MacAddr(b[10..16].try_into().expect("6 bytes"))
 }
 
-fn mac_num(m: MacAddr) -> u128 {
+pub(crate) fn mac_num(m: MacAddr) -> u128 {
     m.0.iter().fold(0u128, |n, b| (n << 8) | u128::from(*b))
 }
 
@@ -375,7 +401,12 @@ impl Field {
                 let i = f.info();
                 i.name == name || i.nxm_name.eq_ignore_ascii_case(name)
             })
-            .or_else(|| ALIASES.iter().find(|(n, _)| *n == name).map(|(_, f)| *f))
+            .or_else(|| {
+                ALIASES
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|(_, f)| *f)
+            })
     }
 
     /// The field of an NXM/OXM class and number, when vsw knows it.

@@ -280,6 +280,11 @@ fn read_list(
 /// alone, at most one `goto_table` and last, and in a `write_actions` block only
 /// what an action set holds.
 pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), FlowSyntaxError> {
+    for a in actions {
+        if let Action::Learn(l) = a {
+            l.check(matcher)?;
+        }
+    }
     if let Some(m) = matcher {
         // A move needs its source's header and its destination's.
         for a in actions {
