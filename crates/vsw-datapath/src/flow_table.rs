@@ -208,6 +208,7 @@ mod tests {
             attribution: Arc::new(NoAttribution),
             generation: 1,
             rx_port: None,
+            cacheable: true,
         };
         Arc::new(DpFlow::new(id, 0, &key, t, 1))
     }

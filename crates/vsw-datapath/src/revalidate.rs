@@ -75,7 +75,8 @@ fn recheck(
     let t = upcall.translate(&f.key, now_ms, false);
     let same_headers = t.headers.len() == f.headers.len()
         && t.headers.iter().zip(f.headers.iter()).all(|(a, b)| a == b);
-    if DpFlow::mask_of(&t.mask) == *f.matcher.mask()
+    if t.cacheable
+        && DpFlow::mask_of(&t.mask) == *f.matcher.mask()
         && t.actions[..] == f.actions[..]
         && same_headers
     {

@@ -56,6 +56,11 @@ pub struct Translation {
     /// datapath's in_port: a popped tunnel packet's pass (received on the kind's
     /// receive point) counts on its tunnel port, as Open vSwitch's do.
     pub rx_port: Option<u32>,
+    /// Whether its flow may be cached. Not when the answer holds only for the
+    /// packet translated (its `learn` put a rule in place that later packets may
+    /// meet, or could not do what the rules say): then every packet of the flow is
+    /// translated, and a cached flow the revalidator finds so is retired.
+    pub cacheable: bool,
 }
 
 /// The slow path, as the datapath sees it.
@@ -90,6 +95,7 @@ impl Upcall for DropAll {
             attribution: Arc::new(NoAttribution),
             generation: 0,
             rx_port: None,
+            cacheable: true,
         }
     }
 }

@@ -137,6 +137,7 @@ impl Upcall for Loop {
             attribution: Arc::new(NoAttribution),
             generation: 0,
             rx_port: None,
+            cacheable: true,
         }
     }
 }

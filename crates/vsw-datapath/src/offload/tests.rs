@@ -212,6 +212,7 @@ fn datapath_flows_that_cannot_be_offloaded_say_why() {
             attribution: Arc::new(NoAttribution),
             generation: 1,
             rx_port: None,
+            cacheable: true,
         };
         DpFlow::new(1, 0, key, t, 1)
     };

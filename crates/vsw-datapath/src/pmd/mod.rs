@@ -520,10 +520,10 @@ fn cache_flow(
     t: crate::upcall::Translation,
     now_ms: u64,
 ) -> (Arc<DpFlow>, bool) {
-    let generation = t.generation;
+    let (generation, t_cacheable) = (t.generation, t.cacheable);
     let id = shared.next_flow_id.fetch_add(1, Ordering::Relaxed);
     let flow = Arc::new(DpFlow::new(id, control.core, key, t, now_ms));
-    let cached = flows.len() < snap.flow_limit && {
+    let cached = t_cacheable && flows.len() < snap.flow_limit && {
         let mut registry = lock(&control.flows);
         let current = snap.upcall.generation() == generation;
         if current {
