@@ -68,6 +68,9 @@ pub(crate) struct FlowCredit {
     /// patch ports led it to, the backer's map.
     pub depends: Vec<Arc<Changes>>,
     pub macs: Arc<Mutex<MacTable>>,
+    /// The rules its `learn`s made (or found in place): their hard timeouts start
+    /// over while it is used; removing one makes it be translated again.
+    pub learned_rules: Vec<Arc<Rule>>,
     /// The frozen states the flow's recirculation resumes (or it resumed from):
     /// held (never read) while the flow is.
     pub _frozen: Vec<Arc<crate::frozen::Frozen>>,
@@ -85,6 +88,7 @@ impl Attribution for FlowCredit {
         let matched = |removed: &[usize]| {
             self.rules
                 .iter()
+                .chain(&self.learned_rules)
                 .any(|r| removed.binary_search(&(Arc::as_ptr(r) as usize)).is_ok())
         };
         self.depends
@@ -97,6 +101,9 @@ impl Attribution for FlowCredit {
             r.stats.add(packets, bytes, used_ms);
         }
         if packets > 0 {
+            for r in &self.learned_rules {
+                r.refresh(used_ms);
+            }
             for &(table, matched) in &self.tables {
                 self.table_counters.add(table, matched, packets);
             }

@@ -353,6 +353,7 @@ impl Backer {
             attribution: Arc::new(NoAttribution),
             generation: self.generation.get(),
             rx_port: None,
+            cacheable: true,
         }
     }
 

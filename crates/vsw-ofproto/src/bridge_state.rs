@@ -7,12 +7,27 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use vsw_flow::{MacTable, Pipeline};
+use vsw_flow::{FlowSpec, LearnOutcome, MacTable, Pipeline, Rule};
 use vsw_packet::MacAddr;
 
 use crate::attribution::TableCounters;
 use crate::generation::{Changes, Generation};
 use crate::punt_notes::{PuntNote, PuntNotes};
+
+/// What a `learn` found or did ([`BridgeState::learn`]).
+#[derive(Debug)]
+pub(crate) enum Learning {
+    /// The rule is in place as the learn would make it.
+    InPlace(Arc<Rule>),
+    /// The learn put it in place (new, or changed the rule of its match).
+    Added(Arc<Rule>),
+    /// Not in place, and nothing was done (no packet is passing).
+    NotInPlace,
+    /// The control side is changing the rules: nothing was done.
+    Busy,
+    /// The learn's limit kept it out.
+    OverLimit,
+}
 
 /// A MAC table entry as `fdb/show` lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +44,10 @@ pub struct MacView {
 /// these (its `PortMap`), and translation reads a peer bridge's through it.
 pub struct BridgeState {
     pub(crate) pipeline: ArcSwap<Pipeline>,
+    /// Held by whoever changes the pipeline from the one in place: the control
+    /// side for the whole of a change (read, copy, put in place), a `learn` for
+    /// the rule it adds — tried only, so that no packet waits for a controller.
+    rules_writer: Mutex<()>,
     /// Taken by translations (upcalls and revalidation, never per packet).
     pub(crate) macs: Arc<Mutex<MacTable>>,
     pub(crate) ports: ArcSwap<Vec<u32>>,
@@ -68,6 +87,7 @@ impl BridgeState {
     pub(crate) fn new(pipeline: Pipeline, generation: Arc<Generation>) -> BridgeState {
         BridgeState {
             pipeline: ArcSwap::from_pointee(pipeline),
+            rules_writer: Mutex::new(()),
             macs: Arc::new(Mutex::new(MacTable::default())),
             ports: ArcSwap::from_pointee(Vec::new()),
             live_ports: ArcSwap::from_pointee(Vec::new()),
@@ -104,6 +124,42 @@ impl BridgeState {
 
     pub fn pipeline(&self) -> Arc<Pipeline> {
         self.pipeline.load_full()
+    }
+
+    /// Held while the control side changes the rules from the ones in place
+    /// (read them, change a copy, put it in place): no `learn` adds a rule
+    /// meanwhile that the copy would not have.
+    pub fn writing_rules(&self) -> MutexGuard<'_, ()> {
+        lock(&self.rules_writer)
+    }
+
+    /// What a `learn` makes, `spec` (at most `limit` rules of its table with its
+    /// cookie, 0: no limit): put in place when a packet is passing (`doing`),
+    /// only looked for otherwise (a revalidation, a trace).
+    pub(crate) fn learn(&self, spec: FlowSpec, limit: u32, now_ms: u64, doing: bool) -> Learning {
+        if let Some(r) = self.pipeline.load().learned_in_place(&spec) {
+            if doing {
+                r.refresh(now_ms);
+            }
+            return Learning::InPlace(r.clone());
+        }
+        if !doing {
+            return Learning::NotInPlace;
+        }
+        let Ok(_writing) = self.rules_writer.try_lock() else {
+            return Learning::Busy;
+        };
+        let mut next = (**self.pipeline.load()).clone();
+        match next.learn(spec, limit, now_ms) {
+            LearnOutcome::InPlace(r) => Learning::InPlace(r),
+            LearnOutcome::OverLimit => Learning::OverLimit,
+            LearnOutcome::Added(r) => {
+                self.pipeline.store(Arc::new(next));
+                // After the store, as `set_pipeline`.
+                self.generation.bump();
+                Learning::Added(r)
+            }
+        }
     }
 
     /// Puts new rules in place. Flows translated from the old ones are found by the

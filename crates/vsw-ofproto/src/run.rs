@@ -32,6 +32,7 @@ pub(crate) fn packet_out(
     let live = bridge.live_ports.load();
     let mut env = XlateEnv {
         pipeline: &pipeline,
+        bridge,
         macs,
         ports: &ports,
         live_ports: &live,
@@ -84,6 +85,7 @@ pub(crate) fn run(
     let live = bridge.live_ports.load();
     let mut env = XlateEnv {
         pipeline: &pipeline,
+        bridge,
         macs: &mut macs,
         ports: &ports,
         live_ports: &live,
@@ -111,6 +113,10 @@ pub(crate) fn run(
         for c in &x.crossed {
             c.bump();
         }
+        bridge.generation.get()
+    } else if x.rules_learned {
+        // Its learn moved the generation: the PMD has the revalidator look at once
+        // (the flow itself is not cached).
         bridge.generation.get()
     } else {
         generation
@@ -152,11 +158,13 @@ pub(crate) fn credited(
                 .chain(backer_changes)
                 .collect(),
             macs: bridge.macs.clone(),
+            learned_rules: x.learned_rules,
             _frozen: x.frozen,
             _notes: x.notes,
         }),
         generation,
         rx_port: None,
+        cacheable: !x.uncacheable,
     }
 }
 

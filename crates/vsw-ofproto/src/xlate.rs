@@ -16,6 +16,7 @@ use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
+use crate::bridge_state::{BridgeState, Learning};
 use crate::frozen::{Frozen, Resume};
 use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
 use crate::slot::BridgeSlot;
@@ -153,6 +154,14 @@ pub struct Xlated {
     pub error: Option<XlateError>,
     /// Whether learning changed the MAC table (new or moved host).
     pub mac_changed: bool,
+    /// The rules its `learn`s found in place or put there (a packet of its flow
+    /// keeps them: their hard timeouts start over; if one goes, the flow is
+    /// translated again and learns it again).
+    pub learned_rules: Vec<Arc<Rule>>,
+    /// A `learn` put a rule in place.
+    pub rules_learned: bool,
+    /// The answer holds for this packet only (see `Translation::cacheable`).
+    pub uncacheable: bool,
     /// Each table visited and what happened there (only when tracing).
     pub steps: Vec<TraceStep>,
 }
@@ -160,6 +169,8 @@ pub struct Xlated {
 /// What a translation reads and may change.
 pub(crate) struct XlateEnv<'a> {
     pub pipeline: &'a Pipeline,
+    /// The bridge whose pipeline it is: where a `learn` puts its rule.
+    pub bridge: &'a BridgeState,
     pub macs: &'a mut MacTable,
     /// Every port, in flood order.
     pub ports: &'a [u32],
@@ -627,6 +638,7 @@ impl Ctx<'_, '_> {
             punt_notes: o.punt_notes(),
             fail_open: o.fail_open(),
             restore_wait: o.restore_wait(),
+            bridge: o,
             live_ports: &live,
             backer: Some(BackerView {
                 map: b.map,
@@ -875,6 +887,7 @@ impl Ctx<'_, '_> {
             // A clause's rule is never a lookup's answer (the classifier's
             // conjunctive match is).
             Action::Conjunction { .. } => {}
+            Action::Learn(ref l) => self.learn(l, table),
             Action::GotoTable(t) => self.table(t),
             Action::Resubmit { port, table: t } => {
                 let saved = self.key.in_port;
@@ -884,6 +897,55 @@ impl Ctx<'_, '_> {
                 self.table(t.unwrap_or(table));
                 self.key.in_port = saved;
             }
+        }
+    }
+
+    /// `learn(…)`: the rule it makes for the packet as it is now, put in place when
+    /// a packet is passing. The flow depends on every bit the rule was made from;
+    /// the packet that put a rule in place is not cached (its translation saw the
+    /// tables without it, as Open vSwitch's does; the next packet's sees them with).
+    fn learn(&mut self, l: &vsw_flow::Learn, table: u8) {
+        for s in l.sources() {
+            self.looked_at(s.field, s.mask());
+        }
+        let spec = l.rule_for(&self.key);
+        let text = self.env.trace.then(|| vsw_flow::syntax::format_flow(&spec));
+        let learning = self
+            .env
+            .bridge
+            .learn(spec, l.limit, self.env.now_ms, self.env.learn);
+        let (placed, what) = match learning {
+            Learning::InPlace(r) => {
+                self.out.learned_rules.push(r);
+                (true, "in place already")
+            }
+            Learning::Added(r) => {
+                self.out.learned_rules.push(r);
+                self.out.rules_learned = true;
+                self.out.uncacheable = true;
+                (true, "learned")
+            }
+            Learning::NotInPlace => {
+                self.out.uncacheable = true;
+                (true, "not in place: a packet passing learns it")
+            }
+            Learning::Busy => {
+                self.out.uncacheable = true;
+                (
+                    true,
+                    "not learned now (the rules are being changed): the next packet tries",
+                )
+            }
+            Learning::OverLimit => {
+                self.out.uncacheable = true;
+                (false, "not learned: its limit is reached")
+            }
+        };
+        if let Some(r) = l.result_dst {
+            self.load(r.field, u128::from(placed) << r.ofs, r.mask());
+        }
+        if let Some(text) = text {
+            self.step(table, format!("learn: {text}: {what}"));
         }
     }
 
@@ -1034,7 +1096,8 @@ impl Ctx<'_, '_> {
             | Action::Move { .. }
             | Action::StackPush(_)
             | Action::StackPop(_)
-            | Action::Conjunction { .. } => None,
+            | Action::Conjunction { .. }
+            | Action::Learn(_) => None,
         }
     }
 
