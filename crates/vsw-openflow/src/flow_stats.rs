@@ -109,7 +109,9 @@ impl FlowStatsEntry {
             out.extend_from_slice(&self.cookie.to_be_bytes());
             self.matcher.encode(out);
             self.counts().encode(out);
-            for i in &meter_as_action(&self.instructions) {
+            let mut instructions = meter_as_action(&self.instructions);
+            loads_as_set_fields(&mut instructions);
+            for i in &instructions {
                 i.encode(out);
             }
             let len = len16(out.len() - start);
@@ -205,6 +207,51 @@ fn meter_as_instruction(instructions: &[Instruction]) -> Vec<Instruction> {
 }
 
 /// 1.5 has no meter instruction: the meter is the first action applied.
+/// OpenFlow 1.5 has no NXAST_REG_LOAD: a load is the masked set-field it is (as
+/// Open vSwitch sends it to a 1.5 reader), wherever it stands.
+fn loads_as_set_fields(instructions: &mut [Instruction]) {
+    fn actions(list: &mut [Action]) {
+        for a in list {
+            match a {
+                Action::Nx(crate::nx_action::NxAction::RegLoad {
+                    ofs_nbits,
+                    dst,
+                    value,
+                }) => {
+                    if let Some(set) = reg_load_as_set_field(*ofs_nbits, *dst, *value) {
+                        *a = set;
+                    }
+                }
+                Action::Clone(inner) => actions(inner),
+                _ => {}
+            }
+        }
+    }
+    for i in instructions {
+        if let Instruction::ApplyActions(list) | Instruction::WriteActions(list) = i {
+            actions(list);
+        }
+    }
+}
+
+/// NXAST_REG_LOAD's bits as a masked set-field of its field, if OXM names it.
+fn reg_load_as_set_field(ofs_nbits: u16, dst: u32, value: u64) -> Option<Action> {
+    let (class, number, _, len) = crate::nx_action::nxm_header_parts(dst);
+    let id = crate::oxm::field_of_wire(class, number)?;
+    let (ofs, n_bits) = (u32::from(ofs_nbits >> 6), u32::from(ofs_nbits & 0x3f) + 1);
+    let bytes = usize::from(len);
+    if bytes == 0 || bytes > 16 || ofs + n_bits > 8 * bytes as u32 {
+        return None;
+    }
+    let mask = vsw_flow::subfield::ones(n_bits) << ofs;
+    let be = |v: u128| v.to_be_bytes()[16 - bytes..].to_vec();
+    Some(Action::SetField(crate::oxm::OxmField {
+        field: id,
+        value: be((u128::from(value) << ofs) & mask),
+        mask: (mask != vsw_flow::subfield::ones(8 * bytes as u32)).then(|| be(mask)),
+    }))
+}
+
 fn meter_as_action(instructions: &[Instruction]) -> Vec<Instruction> {
     let Some(m) = instructions.iter().find_map(|i| match i {
         Instruction::Meter(m) => Some(*m),

@@ -24,6 +24,10 @@ use crate::meter_mod::{
     OFPMF_PKTPS, OFPMF_STATS,
 };
 use crate::nx_action::{nxm_header, port_to_16, FieldCopy, NxAction, OFPP10_IN_PORT};
+use crate::nx_learn::{
+    LearnAction, LearnDst, LearnSpecWire, LearnSrc, NX_LEARN_F_DELETE_LEARNED,
+    NX_LEARN_F_SEND_FLOW_REM,
+};
 use crate::oxm::{
     OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TUN_FLAGS,
     TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
@@ -398,6 +402,73 @@ fn header_of(f: Field) -> u32 {
     nxm_header(class, number, len)
 }
 
+/// A `learn` as Open vSwitch sends it: NXAST_LEARN2 when it came so or says what
+/// only that says (a limit, a result).
+fn learn(l: &vsw_flow::Learn) -> LearnAction {
+    use vsw_flow::{LearnSource, LearnSpec};
+    let field = |s: vsw_flow::subfield::Subfield| (header_of(s.field), u16::from(s.ofs));
+    let src = |s: LearnSource| match s {
+        LearnSource::Field(f) => {
+            let (header, ofs) = field(f);
+            LearnSrc::Field { header, ofs }
+        }
+        LearnSource::Value(v) => LearnSrc::Immediate(v),
+    };
+    let specs = l
+        .specs
+        .iter()
+        .map(|s| {
+            let n_bits = u16::from(s.n_bits());
+            match *s {
+                LearnSpec::Match { dst, src: from } => {
+                    let (header, ofs) = field(dst);
+                    LearnSpecWire {
+                        n_bits,
+                        src: src(from),
+                        dst: LearnDst::Match { header, ofs },
+                    }
+                }
+                LearnSpec::Load { dst, src: from } => {
+                    let (header, ofs) = field(dst);
+                    LearnSpecWire {
+                        n_bits,
+                        src: src(from),
+                        dst: LearnDst::Load { header, ofs },
+                    }
+                }
+                LearnSpec::Output { src: from } => LearnSpecWire {
+                    n_bits,
+                    src: src(LearnSource::Field(from)),
+                    dst: LearnDst::Output,
+                },
+            }
+        })
+        .collect();
+    let flags = if l.send_flow_rem {
+        NX_LEARN_F_SEND_FLOW_REM
+    } else {
+        0
+    } | if l.delete_learned {
+        NX_LEARN_F_DELETE_LEARNED
+    } else {
+        0
+    };
+    LearnAction {
+        learn2: l.learn2 || l.limit != 0 || l.result_dst.is_some(),
+        idle_timeout: l.idle_timeout,
+        hard_timeout: l.hard_timeout,
+        priority: l.priority,
+        cookie: l.cookie,
+        flags,
+        table: l.table,
+        fin_idle_timeout: l.fin_idle_timeout,
+        fin_hard_timeout: l.fin_hard_timeout,
+        limit: l.limit,
+        result_dst: l.result_dst.map(field),
+        specs,
+    }
+}
+
 /// A load as Open vSwitch sends it: a set-field of a whole field, NXAST_REG_LOAD
 /// of a subfield up to 64 bits, or else NXAST_REG_LOAD2 (a field and a mask);
 /// `None` for a field OpenFlow's set-field cannot name.
@@ -510,6 +581,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                     n_bits: u16::from(s.n_bits),
                 }))
             }
+            VswAction::Learn(l) => apply.push(Action::Nx(NxAction::Learn(Box::new(learn(l))))),
             VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove(FieldCopy {
                 n_bits: u16::from(src.n_bits),
                 src_ofs: u16::from(src.ofs),

@@ -157,6 +157,8 @@ pub enum NxAction {
         n_clauses: u8,
         id: u32,
     },
+    /// `learn(…)` (NXAST_LEARN, NXAST_LEARN2).
+    Learn(Box<crate::nx_learn::LearnAction>),
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -181,6 +183,7 @@ impl NxAction {
             NxAction::Stack { push: false, .. } => NXAST_STACK_POP,
             NxAction::Conjunction { .. } => NXAST_CONJUNCTION,
             NxAction::Controller2 { .. } => NXAST_CONTROLLER2,
+            NxAction::Learn(l) => l.subtype(),
         }
     }
 
@@ -225,6 +228,7 @@ impl NxAction {
                 out.extend_from_slice(mask);
             }
             NxAction::RegMove(copy) => copy.encode(false, out),
+            NxAction::Learn(l) => l.encode_body(out),
             NxAction::Conjunction {
                 clause,
                 n_clauses,
@@ -441,6 +445,9 @@ impl NxAction {
                     mask: masked.then(|| mask.to_vec()),
                 })
             }
+            crate::nx_learn::NXAST_LEARN | crate::nx_learn::NXAST_LEARN2 => NxAction::Learn(
+                Box::new(crate::nx_learn::LearnAction::decode(subtype, body, len)?),
+            ),
             _ => return Err(BadNxAction::Subtype),
         })
     }

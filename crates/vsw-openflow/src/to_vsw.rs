@@ -32,6 +32,9 @@ use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
 use crate::nx_action::{nxm_header_parts, port_from_16, FieldCopy, NxAction, NX_TABLE_CURRENT};
+use crate::nx_learn::{
+    LearnAction, LearnDst, LearnSrc, NX_LEARN_F_DELETE_LEARNED, NX_LEARN_F_SEND_FLOW_REM,
+};
 use crate::oxm::{
     BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
     TCP_FLAGS, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
@@ -301,6 +304,62 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
 /// OFPR_ACTION: a packet-in an action asked for.
 const OFPR_ACTION: u8 = 1;
 
+/// A `learn` as vsw says it: its fields named, its table one vsw has.
+fn learn_to_vsw(l: &LearnAction) -> Result<vsw_flow::Learn, BadFlowMod> {
+    use vsw_flow::{LearnSource, LearnSpec};
+    let writable = |s: Subfield| {
+        if s.field.is_writable() {
+            Ok(s)
+        } else {
+            Err(BadFlowMod::BadSetArgument)
+        }
+    };
+    let mut specs = Vec::with_capacity(l.specs.len());
+    for s in &l.specs {
+        let n = u32::from(s.n_bits);
+        let src = match s.src {
+            LearnSrc::Field { header, ofs } => {
+                LearnSource::Field(nxm_subfield(header, u32::from(ofs), n)?)
+            }
+            LearnSrc::Immediate(v) => LearnSource::Value(v & vsw_flow::subfield::ones(n)),
+        };
+        specs.push(match (s.dst, src) {
+            (LearnDst::Match { header, ofs }, src) => LearnSpec::Match {
+                dst: nxm_subfield(header, u32::from(ofs), n)?,
+                src,
+            },
+            (LearnDst::Load { header, ofs }, src) => LearnSpec::Load {
+                dst: writable(nxm_subfield(header, u32::from(ofs), n)?)?,
+                src,
+            },
+            (LearnDst::Output, LearnSource::Field(src)) => LearnSpec::Output { src },
+            (LearnDst::Output, LearnSource::Value(_)) => return Err(BadFlowMod::BadArgument),
+        });
+    }
+    let result_dst = match l.result_dst {
+        Some((header, ofs)) => Some(writable(nxm_subfield(header, u32::from(ofs), 1)?)?),
+        None => None,
+    };
+    if l.table > vsw_flow::MAX_TABLE {
+        return Err(BadFlowMod::BadArgument);
+    }
+    Ok(vsw_flow::Learn {
+        table: l.table,
+        priority: l.priority,
+        idle_timeout: l.idle_timeout,
+        hard_timeout: l.hard_timeout,
+        fin_idle_timeout: l.fin_idle_timeout,
+        fin_hard_timeout: l.fin_hard_timeout,
+        cookie: l.cookie,
+        send_flow_rem: l.flags & NX_LEARN_F_SEND_FLOW_REM != 0,
+        delete_learned: l.flags & NX_LEARN_F_DELETE_LEARNED != 0,
+        limit: l.limit,
+        result_dst,
+        specs,
+        learn2: l.learn2,
+    })
+}
+
 /// A Nicira action vsw carries out (a note has none: `list_to_vsw` leaves it out).
 fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
     let port = |p: u16| -> Result<Option<u32>, BadFlowMod> {
@@ -319,6 +378,7 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         }
     };
     Ok(match *a {
+        NxAction::Learn(ref l) => VswAction::Learn(std::sync::Arc::new(learn_to_vsw(l)?)),
         NxAction::Resubmit { in_port } => VswAction::Resubmit {
             port: port(in_port)?,
             table: None,
