@@ -1151,3 +1151,93 @@ fn a_metered_controller_action_limits_only_the_packet_ins() {
         },
     );
 }
+
+/// `learn(…)` as Open vSwitch's MAC-learning example uses it: each host's frames
+/// put a rule in table 1 that sends frames to it out of its port; the replies go by
+/// them, `ovs-ofctl` sees them, and they go when the rule that learns them does
+/// (`delete_learned`). The learning rule comes back as installed.
+#[test]
+fn learned_flows_forward_the_replies_and_go_with_the_rule_that_learned_them() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
+    d.ctl_ok(&["add-port", &h1.port]);
+    d.ctl_ok(&["add-port", &h2.port]);
+    let learning = "priority=10,actions=learn(table=1,hard_timeout=60,priority=5,cookie=0x42,\
+                    delete_learned,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
+                    load:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],output:NXM_OF_IN_PORT[]),\
+                    resubmit(,1)";
+    let ping = || {
+        h1.exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", &h2.addr])
+            .status
+            .success()
+    };
+    for version in ["OpenFlow15", "OpenFlow13"] {
+        ofctl(&d, &["-O", version, "del-flows"]);
+        ofctl(&d, &["-O", version, "add-flow", learning]);
+        ofctl(
+            &d,
+            &[
+                "-O",
+                version,
+                "add-flow",
+                "table=1,priority=0,actions=flood",
+            ],
+        );
+        assert!(
+            ping(),
+            "{version}: {}",
+            ofctl(&d, &["-O", version, "dump-flows"])
+        );
+        let table0 = ofctl(&d, &["-O", version, "dump-flows", "--no-stats", "table=0"]);
+        let want = ovs_prints(version, learning);
+        assert!(
+            table0.lines().any(|l| l.trim() == want),
+            "{version}: {want} not in\n{table0}"
+        );
+        let table1 = ofctl(&d, &["-O", version, "dump-flows", "table=1"]);
+        for (host, port) in [(&h1, 1), (&h2, 2)] {
+            let line = table1
+                .lines()
+                .find(|l| l.contains(&format!("dl_dst={}", host.mac)))
+                .unwrap_or_else(|| panic!("{version}: no flow to {} in\n{table1}", host.mac));
+            assert!(line.contains("cookie=0x42"), "{line}");
+            assert!(line.contains("hard_timeout=60"), "{line}");
+            assert!(line.contains("priority=5"), "{line}");
+            // As Open vSwitch says a load: OpenFlow 1.5 has only the set-field.
+            let load = if version == "OpenFlow15" {
+                format!("set_field:{port:#x}/0xffff->reg1")
+            } else {
+                format!("load:{port:#x}->NXM_NX_REG1[0..15]")
+            };
+            assert!(
+                line.contains(&format!("actions={load},output:{port}")),
+                "{line}"
+            );
+        }
+        // The replies to h1 went by what h1's frames taught.
+        assert!(
+            packets_of(&table1, &format!("dl_dst={}", h1.mac)) > 0,
+            "{version}: {table1}"
+        );
+        // The rule that learned them goes: so do they.
+        ofctl(&d, &["-O", version, "del-flows", "--strict", "priority=10"]);
+        let table1 = ofctl(&d, &["-O", version, "dump-flows", "--no-stats", "table=1"]);
+        assert_eq!(
+            table1.lines().filter(|l| l.contains("priority=")).count(),
+            1,
+            "{version}: only the flood rule stays:\n{table1}"
+        );
+    }
+    // A learn whose new rule could not be a flow is refused, as Open vSwitch does.
+    let refused = ofctl_raw(
+        &d,
+        &[
+            "-O",
+            "OpenFlow13",
+            "add-flow",
+            "actions=learn(load:5->NXM_OF_IP_DST[])",
+        ],
+    );
+    assert!(!refused.status.success());
+}

@@ -20,7 +20,12 @@ impl Switch {
             written_by: String::new(),
             options: options.unwrap_or(&self.options).clone(),
             ports: ports.unwrap_or_else(|| self.saved_ports()),
-            flows: rules.iter().map(|r| format_flow(&r.spec)).collect(),
+            // What a `learn` made is gone on a restart, as in Open vSwitch.
+            flows: rules
+                .iter()
+                .filter(|r| !r.learned)
+                .map(|r| format_flow(&r.spec))
+                .collect(),
             groups: pipeline
                 .groups()
                 .map(|g| vsw_flow::format_group(&g.spec))
@@ -96,12 +101,15 @@ impl Switch {
         added: Vec<String>,
         removed: Option<&[Arc<vsw_flow::Rule>]>,
     ) -> Result<(), SwitchError> {
-        if !self.journal_takes_change() {
-            return self.replace_rules(pipeline);
+        // Nothing to save (only rules a `learn` made changed): no line.
+        if !del.is_empty() || !added.is_empty() {
+            if !self.journal_takes_change() {
+                return self.replace_rules(pipeline);
+            }
+            // Written before the change is made: a journal that cannot be written
+            // refuses it.
+            self.journal.append(del, added)?;
         }
-        // Written before the change is made: a journal that cannot be written
-        // refuses it.
-        self.journal.append(del, added)?;
         let old = self.ofproto.pipeline();
         // A clause of a conjunction is in no flow's attribution (the rule of its
         // conj_id is): removing one looks at every flow.
@@ -179,11 +187,24 @@ impl Switch {
                 return;
             }
         }
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
+        // Read again under the lock: a learn may have added a rule since.
+        let current = self.ofproto.pipeline();
         let mut pipeline = (*current).clone();
         let gone = pipeline.remove_expired(now);
-        let del = gone.iter().map(|r| format_flow(&r.spec)).collect();
+        // The rules the last learn(…, delete_learned) of theirs made go with it.
+        let cascade = pipeline.delete_learned_of(&gone);
+        let del = gone
+            .iter()
+            .chain(&cascade)
+            .filter(|r| !r.learned)
+            .map(|r| format_flow(&r.spec))
+            .collect();
         let kept = pipeline.clone();
-        if let Err(e) = self.replace_rules_noted(pipeline, del, Vec::new(), None) {
+        // Only removals: the flows that matched none of them stay.
+        let removed: Vec<Arc<vsw_flow::Rule>> = gone.iter().chain(&cascade).cloned().collect();
+        if let Err(e) = self.replace_rules_noted(pipeline, del, Vec::new(), Some(&removed)) {
             // A timeout holds in the running switch whatever the disk says: the
             // rules go now, and the state file is written whole once it can be
             // (until then a restart brings them back, their timeouts afresh).
@@ -196,8 +217,16 @@ impl Switch {
                 tracing::error!(error = %e, "cannot revalidate the datapath flows");
             }
         }
+        for r in &cascade {
+            self.note_removed(r, Removal::Deleted, now);
+        }
         for r in &gone {
-            tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
+            // What learns made comes and goes with the traffic: not news.
+            if r.learned {
+                tracing::debug!(flow = %format_flow(&r.spec), "learned flow timed out");
+            } else {
+                tracing::info!(flow = %format_flow(&r.spec), "flow timed out");
+            }
             let why = if r.hard_expired(now) {
                 Removal::HardTimeout
             } else {

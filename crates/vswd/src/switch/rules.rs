@@ -70,6 +70,8 @@ impl Switch {
             })?;
             specs.push(spec);
         }
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         if let Some(g) = specs
             .iter()
@@ -152,6 +154,8 @@ impl Switch {
         &mut self,
         changes: &[FlowChange],
     ) -> Result<Vec<Result<usize, SwitchError>>, SwitchError> {
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let old = self.ofproto.pipeline();
         let mut pipeline = (*old).clone();
         let now = now_ms();
@@ -161,6 +165,7 @@ impl Switch {
             .iter()
             .map(|c| self.apply_change(&mut pipeline, c, now, &mut touched, &mut deleted))
             .collect();
+        delete_learned(&old, &mut pipeline, &mut touched, &mut deleted);
         self.publish_flow_batch(&old, pipeline, &touched, &deleted, now)?;
         Ok(results)
     }
@@ -174,6 +179,8 @@ impl Switch {
         &mut self,
         changes: &[Change],
     ) -> Result<(), (Option<usize>, SwitchError)> {
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let old = self.ofproto.pipeline();
         let mut pipeline = (*old).clone();
         let now = now_ms();
@@ -202,6 +209,8 @@ impl Switch {
             };
             done.map_err(|e| (Some(i), e))?;
         }
+        delete_learned(&old, &mut pipeline, &mut touched, &mut deleted);
+        deleted.extend(pipeline.delete_learned_of(&group_deleted));
         if groups_changed {
             // Groups are not journalled: the state file is written whole.
             self.replace_rules(pipeline).map_err(|e| (None, e))?;
@@ -247,24 +256,28 @@ impl Switch {
         let (mut del, mut add) = (Vec::new(), Vec::new());
         // The running pipeline's rules the batch took away (what its flows matched).
         let mut gone = Vec::new();
+        // Rules a `learn` made are not saved: they change the tables, not the file.
+        let saved = |r: &&Arc<vsw_flow::Rule>| !r.learned;
+        let mut added_any = false;
         for (table, priority, m) in touched {
             let before = old.find_exact(*table, m, *priority);
             let after = pipeline.find_exact(*table, m, *priority);
             match (before, after) {
                 (Some(b), Some(a)) if Arc::ptr_eq(b, a) => {}
                 (b, a) => {
-                    del.extend(b.map(|r| format_flow(&r.spec)));
-                    add.extend(a.map(|r| format_flow(&r.spec)));
+                    del.extend(b.filter(saved).map(|r| format_flow(&r.spec)));
+                    add.extend(a.filter(saved).map(|r| format_flow(&r.spec)));
+                    added_any |= a.is_some();
                     gone.extend(b.cloned());
                 }
             }
         }
-        if del.is_empty() && add.is_empty() {
+        if gone.is_empty() && !added_any {
             return Ok(());
         }
         // Only deletes (nothing added or changed): the flows that matched none of
         // the deleted rules stay as they are.
-        let only_removed = add.is_empty().then_some(&gone[..]);
+        let only_removed = (!added_any).then_some(&gone[..]);
         self.replace_rules_noted(pipeline, del, add, only_removed)?;
         for r in deleted {
             self.note_removed(r, Removal::Deleted, now);
@@ -369,6 +382,8 @@ impl Switch {
         modify: bool,
     ) -> Result<Value, SwitchError> {
         check_group(&spec)?;
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         pipeline.set_group(spec, modify, now_ms())?;
         self.replace_rules(pipeline)?;
@@ -377,6 +392,8 @@ impl Switch {
 
     /// Removes a group (`None`: all) and the rules that hand packets to it.
     pub(super) fn del_groups(&mut self, id: Option<u32>) -> Result<Value, SwitchError> {
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         let removed = pipeline.delete_groups(id);
         self.replace_rules(pipeline)?;
@@ -394,6 +411,8 @@ impl Switch {
         modify: bool,
     ) -> Result<Value, SwitchError> {
         spec.check()?;
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         let (id, config) = (spec.id, meter_config(&spec));
         pipeline.set_meter(spec, modify, now_ms())?;
@@ -406,6 +425,8 @@ impl Switch {
 
     /// Removes a meter (`None`: all) and the rules that use it.
     pub(super) fn del_meters(&mut self, id: Option<u32>) -> Result<Value, SwitchError> {
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let current = self.ofproto.pipeline();
         let gone: Vec<u32> = current
             .meters()
@@ -490,4 +511,32 @@ fn check_group(spec: &vsw_flow::GroupSpec) -> Result<(), SwitchError> {
         return Err(SwitchError::TooLarge("group"));
     }
     Ok(())
+}
+
+/// The rules a batch took away or changed (`old`'s rules it touched that
+/// `pipeline` no longer has) may have been the last to `learn(…, delete_learned)`
+/// into a table with a cookie: then the rules of that table with that cookie go
+/// too, in the same change (Open vSwitch's learned cookies).
+fn delete_learned(
+    old: &Pipeline,
+    pipeline: &mut Pipeline,
+    touched: &mut HashSet<(u8, u16, vsw_flow::Match)>,
+    deleted: &mut Vec<Arc<vsw_flow::Rule>>,
+) {
+    let replaced: Vec<Arc<vsw_flow::Rule>> = touched
+        .iter()
+        .filter_map(|(t, p, m)| {
+            let before = old.find_exact(*t, m, *p)?;
+            let same = pipeline
+                .find_exact(*t, m, *p)
+                .is_some_and(|a| Arc::ptr_eq(a, before));
+            (!same).then(|| before.clone())
+        })
+        .collect();
+    let gone = pipeline.delete_learned_of(&replaced);
+    touched.extend(
+        gone.iter()
+            .map(|r| (r.spec.table, r.spec.priority, r.spec.matcher)),
+    );
+    deleted.extend(gone);
 }

@@ -45,6 +45,8 @@ impl Switch {
             .as_ref()
             .filter(|o| flushes_tables(o, &parsed))
             .map(|_| flushed_pipeline(&parsed));
+        let ofproto = self.ofproto.clone();
+        let _writing = ofproto.writing_rules();
         let pending = self.prepare(&self.state_with(Some(&merged), None, flushed.as_ref()))?;
         let undo = |sw: &mut Switch| {
             if let Some(old) = &old {
