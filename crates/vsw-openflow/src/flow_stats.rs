@@ -209,7 +209,7 @@ fn meter_as_instruction(instructions: &[Instruction]) -> Vec<Instruction> {
 /// 1.5 has no meter instruction: the meter is the first action applied.
 /// OpenFlow 1.5 has no NXAST_REG_LOAD: a load is the masked set-field it is (as
 /// Open vSwitch sends it to a 1.5 reader), wherever it stands.
-fn loads_as_set_fields(instructions: &mut [Instruction]) {
+pub fn loads_as_set_fields(instructions: &mut [Instruction]) {
     fn actions(list: &mut [Action]) {
         for a in list {
             match a {
