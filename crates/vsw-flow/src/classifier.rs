@@ -66,10 +66,12 @@ impl Hasher for PassHasher {
     }
 }
 
-/// The rules of one masked key, best first (see [`Rule::beats`]).
+/// The rules of one masked key, best first (see [`Rule::beats`]). Shared: a change
+/// of the map copies the nodes on its path, every bucket of them — a reference
+/// count each, not a list.
 #[derive(Clone, Debug)]
 struct Bucket {
-    rules: Vec<Arc<Rule>>,
+    rules: Arc<Vec<Arc<Rule>>>,
 }
 
 /// A persistent hash map (a hash array mapped trie): a copy costs nothing, and a
@@ -176,13 +178,23 @@ impl Subtable {
         let priority = rule.spec.priority;
         self.timed += usize::from(is_timed(&rule));
         self.conjunctive += usize::from(is_clause(&rule));
-        match self.buckets.get_mut(&key) {
-            Some(bucket) => {
-                let at = bucket.rules.partition_point(|r| r.beats(&rule));
-                bucket.rules.insert(at, rule);
+        // Looked up first: a change through `get_mut` copies its path even when
+        // the key is absent.
+        match self.buckets.contains_key(&key) {
+            true => {
+                if let Some(bucket) = self.buckets.get_mut(&key) {
+                    let rules = Arc::make_mut(&mut bucket.rules);
+                    let at = rules.partition_point(|r| r.beats(&rule));
+                    rules.insert(at, rule);
+                }
             }
-            None => {
-                self.buckets.insert(key, Bucket { rules: vec![rule] });
+            false => {
+                self.buckets.insert(
+                    key,
+                    Bucket {
+                        rules: Arc::new(vec![rule]),
+                    },
+                );
             }
         }
         self.n_rules += 1;
@@ -214,11 +226,16 @@ impl Subtable {
         doomed: &mut dyn FnMut(&Rule) -> bool,
     ) -> Vec<Arc<Rule>> {
         let key = self.pack(value);
+        // Nothing to remove (an insert's usual case): the map is not touched.
+        match self.buckets.get(&key) {
+            Some(b) if b.rules.iter().any(|r| doomed(r)) => {}
+            _ => return Vec::new(),
+        }
         let Some(bucket) = self.buckets.get_mut(&key) else {
             return Vec::new();
         };
         let mut gone = Vec::new();
-        bucket.rules.retain(|r| {
+        Arc::make_mut(&mut bucket.rules).retain(|r| {
             let d = doomed(r);
             if d {
                 gone.push(r.clone());
@@ -258,7 +275,12 @@ impl Subtable {
             if kept.is_empty() {
                 self.buckets.remove(&k);
             } else {
-                self.buckets.insert(k, Bucket { rules: kept });
+                self.buckets.insert(
+                    k,
+                    Bucket {
+                        rules: Arc::new(kept),
+                    },
+                );
             }
         }
         self.forget(&gone);
@@ -638,7 +660,10 @@ impl Classifier {
         let Some(bucket) = table.buckets.get_mut(&key) else {
             return false;
         };
-        match bucket.rules.iter_mut().find(|r| Arc::ptr_eq(r, old)) {
+        match Arc::make_mut(&mut bucket.rules)
+            .iter_mut()
+            .find(|r| Arc::ptr_eq(r, old))
+        {
             Some(slot) => {
                 let timed = (is_timed(old), is_timed(&new));
                 let clause = (is_clause(old), is_clause(&new));
