@@ -267,6 +267,50 @@ pub fn register_scenarios() -> Vec<Scenario> {
     out
 }
 
+/// `learn` on the upcall path: every packet a new flow (as the upcall scenario),
+/// forwarded by one rule, beside the same rule learning from each packet a rule of
+/// its own (keyed on the flow's source address and port, so that each is new):
+/// learned rules per second on one PMD.
+pub fn learn_scenarios() -> Vec<Scenario> {
+    // As the upcall scenario's: each generated flow its own datapath flow.
+    let drops = [
+        "priority=20,udp,tp_src=0,actions=drop",
+        "priority=20,ip,nw_src=198.18.255.1,actions=drop",
+    ];
+    let learning = "priority=10,in_port=1,udp,actions=learn(table=1,idle_timeout=60,\
+                    eth_type=0x800,nw_proto=17,NXM_OF_IP_DST[]=NXM_OF_IP_SRC[],\
+                    NXM_OF_UDP_DST[]=NXM_OF_UDP_SRC[],output:NXM_OF_IN_PORT[]),output:2";
+    [
+        (
+            "upcalls: every packet a new flow, no learn",
+            "priority=10,in_port=1,actions=output:2",
+        ),
+        (
+            "upcalls: every packet a new flow, each learning a rule",
+            learning,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, rule)| Scenario {
+        name: name.into(),
+        flows: NEW_FLOWS,
+        layout: Layout::Consecutive,
+        rules: drops
+            .iter()
+            .map(|d| d.to_string())
+            .chain([rule.into()])
+            .collect(),
+        emc_insert_inv_prob: 100,
+        churn: 0,
+        flow_limit: Some(NEW_FLOWS as usize),
+        max_seconds_ms: Some(1000),
+        patched: false,
+        groups: Vec::new(),
+        standalone: false,
+    })
+    .collect()
+}
+
 /// One policy over 100 sources × 100 UDP ports, written as a conjunction (100 + 100
 /// clauses and the rule of its `conj_id`) and as the cross product (10,000 rules),
 /// each measured on cache hits (EMC on) and on misses (`flow-limit` 0: every packet
@@ -488,6 +532,8 @@ pub struct Figures {
     pub upcall_percent: f64,
     /// Datapath flows cached at the end.
     pub megaflows: usize,
+    /// Rules `learn` actions put in the bridge's tables per second while measuring.
+    pub rules_learned_per_second: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -617,6 +663,7 @@ fn run(
     std::thread::sleep(Duration::from_millis(warm_up));
     let warm_up = dp.pmd_stats()[0].packets;
     dp.clear_pmd_stats();
+    let rules_before = ofproto.pipeline().len();
     let start = Instant::now();
     if s.churn > 0 {
         churn(&mut dp, ofproto, s.churn)?;
@@ -628,6 +675,7 @@ fn run(
     }
     let p = dp.pmd_stats()[0];
     let elapsed = start.elapsed().as_secs_f64();
+    let learned = ofproto.pipeline().len().saturating_sub(rules_before);
     let megaflows = dp.flow_count();
     drop(dp);
     // Forwarded: received by the PMD and sent to the sink (the drop rules of the
@@ -653,6 +701,7 @@ fn run(
         upcalls_per_second: p.upcalls as f64 / elapsed,
         upcall_percent: 100.0 * p.upcalls as f64 / p.packets as f64,
         megaflows,
+        rules_learned_per_second: learned as f64 / elapsed,
     })
 }
 
@@ -695,6 +744,15 @@ mod tests {
         // Only a packet whose registers table 1 matched reaches the sink.
         let f = measure(&s[1], 64, 0.2, 0, false).unwrap();
         assert!(f.packets > 0 && f.mpps > 0.0, "{f:?}");
+    }
+
+    #[test]
+    fn each_new_flow_of_the_learn_scenario_learns_a_rule() {
+        let s = learn_scenarios();
+        let plain = measure(&s[0], 64, 0.2, 0, false).unwrap();
+        assert_eq!(plain.rules_learned_per_second, 0.0);
+        let learning = measure(&s[1], 64, 0.2, 0, false).unwrap();
+        assert!(learning.rules_learned_per_second > 0.0);
     }
 
     #[test]

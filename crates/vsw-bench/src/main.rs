@@ -1015,6 +1015,10 @@ struct DatapathArgs {
     /// as a conjunction and as the cross product, on cache hits and on misses.
     #[arg(long, conflicts_with_all = ["patch", "select", "registers"])]
     conjunction: bool,
+    /// The learn scenarios instead: every packet a new flow, beside the same with
+    /// each learning a rule of its own (learned rules per second).
+    #[arg(long, conflicts_with_all = ["patch", "select", "registers", "conjunction"])]
+    learn: bool,
     /// Directory for datapath.json and datapath.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -1032,6 +1036,8 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
         vsw_bench::inmemory::register_scenarios()
     } else if a.conjunction {
         vsw_bench::inmemory::conjunction_scenarios()
+    } else if a.learn {
+        vsw_bench::inmemory::learn_scenarios()
     } else {
         vsw_bench::inmemory::standard_scenarios()
     };
@@ -1072,6 +1078,14 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
         eprintln!("{line}");
         md += &line;
         md.push('\n');
+        if f.rules_learned_per_second > 0.0 {
+            let learned = format!(
+                "| ↳ rules learned per second | {:.0} |\n",
+                f.rules_learned_per_second
+            );
+            eprint!("{learned}");
+            md += &learned;
+        }
         figures.push(f);
     }
     std::fs::create_dir_all(&a.out)?;
