@@ -97,6 +97,16 @@ struct Subtable {
     /// Rules that are clauses of conjunctive matches: only while some subtable has
     /// one does a lookup gather them.
     conjunctive: usize,
+    /// Rules whose `learn(…, delete_learned)` owns the rules it makes: only while
+    /// some rule has one does a change look for what goes with a rule it removes.
+    learn_owners: usize,
+}
+
+fn is_learn_owner(r: &Rule) -> bool {
+    r.spec
+        .actions
+        .iter()
+        .any(|a| matches!(a, crate::Action::Learn(l) if l.delete_learned))
 }
 
 fn is_timed(r: &Rule) -> bool {
@@ -118,6 +128,7 @@ impl Subtable {
             n_rules: 0,
             timed: 0,
             conjunctive: 0,
+            learn_owners: 0,
         }
     }
 
@@ -178,6 +189,7 @@ impl Subtable {
         let priority = rule.spec.priority;
         self.timed += usize::from(is_timed(&rule));
         self.conjunctive += usize::from(is_clause(&rule));
+        self.learn_owners += usize::from(is_learn_owner(&rule));
         // Looked up first: a change through `get_mut` copies its path even when
         // the key is absent.
         match self.buckets.contains_key(&key) {
@@ -206,6 +218,7 @@ impl Subtable {
         for r in gone {
             self.timed -= usize::from(is_timed(r));
             self.conjunctive -= usize::from(is_clause(r));
+            self.learn_owners -= usize::from(is_learn_owner(r));
             self.count(r.spec.priority, false);
         }
     }
@@ -667,7 +680,10 @@ impl Classifier {
             Some(slot) => {
                 let timed = (is_timed(old), is_timed(&new));
                 let clause = (is_clause(old), is_clause(&new));
+                let owner = (is_learn_owner(old), is_learn_owner(&new));
                 *slot = Arc::new(new);
+                table.learn_owners =
+                    table.learn_owners + usize::from(owner.1) - usize::from(owner.0);
                 table.timed = table.timed + usize::from(timed.1) - usize::from(timed.0);
                 table.conjunctive =
                     table.conjunctive + usize::from(clause.1) - usize::from(clause.0);
@@ -728,6 +744,11 @@ impl Classifier {
     /// True when some rule has a timeout (so the control plane must watch the clock).
     pub fn has_timeouts(&self) -> bool {
         self.subtables.iter().any(|s| s.timed > 0)
+    }
+
+    /// True when some rule has a `learn(…, delete_learned)`.
+    pub fn has_learn_owners(&self) -> bool {
+        self.subtables.iter().any(|s| s.learn_owners > 0)
     }
 }
 

@@ -416,6 +416,9 @@ impl Pipeline {
     /// now in place owns, the rules of that table with that cookie go (Open
     /// vSwitch's learned cookies); returns them.
     pub fn delete_learned_of(&mut self, gone: &[Arc<Rule>]) -> Vec<Arc<Rule>> {
+        if gone.is_empty() {
+            return Vec::new();
+        }
         let lost = Self::learn_owners(gone);
         if lost.is_empty() {
             return Vec::new();
@@ -442,6 +445,12 @@ impl Pipeline {
 
     pub fn any_expired(&self, now_ms: u64) -> bool {
         self.tables.iter().any(|c| c.any_expired(now_ms))
+    }
+
+    /// Whether some rule has a `learn(…, delete_learned)` (else removing rules
+    /// takes nothing else with them).
+    pub fn has_learn_owners(&self) -> bool {
+        self.tables.iter().any(Classifier::has_learn_owners)
     }
 
     pub fn has_timeouts(&self) -> bool {

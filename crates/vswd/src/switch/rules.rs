@@ -523,6 +523,11 @@ fn delete_learned(
     touched: &mut HashSet<(u8, u16, vsw_flow::Match)>,
     deleted: &mut Vec<Arc<vsw_flow::Rule>>,
 ) {
+    // Counted as rules come and go: a batch of adds to tables with no such learn
+    // looks at nothing.
+    if !old.has_learn_owners() {
+        return;
+    }
     let replaced: Vec<Arc<vsw_flow::Rule>> = touched
         .iter()
         .filter_map(|(t, p, m)| {
