@@ -4,6 +4,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use vsw_e2e::{serial, wait_until, Vswd};
+use vsw_openflow::{Message, Version};
 
 /// `ovs-ofctl [OPTIONS] COMMAND <br0> ARGS…`, whatever its status.
 fn ofctl_raw(d: &Vswd, args: &[&str]) -> std::process::Output {
@@ -49,6 +50,16 @@ fn monitor_lines<T>(
     format: &str,
     read: impl FnOnce(&mut Box<dyn Iterator<Item = String>>) -> T,
 ) -> T {
+    monitor_lines_with(d, format, &[], read)
+}
+
+/// [`monitor_lines`] with more of `ovs-ofctl monitor`'s arguments (`resume`).
+fn monitor_lines_with<T>(
+    d: &Vswd,
+    format: &str,
+    more: &[&str],
+    read: impl FnOnce(&mut Box<dyn Iterator<Item = String>>) -> T,
+) -> T {
     use std::io::BufRead;
     use std::process::Stdio;
     let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
@@ -64,6 +75,7 @@ fn monitor_lines<T>(
             &target,
             "65535",
         ])
+        .args(more)
         .env("OVS_RUNDIR", &d.dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -1240,4 +1252,64 @@ fn learned_flows_forward_the_replies_and_go_with_the_rule_that_learned_them() {
         ],
     );
     assert!(!refused.status.success());
+}
+
+/// `controller(pause)` with the real `ovs-ofctl monitor … resume`: a paused packet
+/// goes no further until the controller sends it back (NXT_RESUME), then continues
+/// where it stopped with the registers it was sent up with.
+#[test]
+fn a_paused_packet_continues_when_the_controller_resumes_it() {
+    let _g = serial();
+    let d = Vswd::start();
+    let of = |args: &[&str]| of13(&d, args);
+    of(&["del-flows"]);
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=1"]);
+    d.ctl_ok(&["add-port", "sink", "type=ring"]);
+    // The meter keeps the monitor's share of the generator's packets small.
+    of(&["add-meter", "meter=1,pktps,bands=type=drop,rate=20"]);
+    let pausing =
+        "in_port=1,actions=load:0x5->NXM_NX_REG0[],controller(userdata=01,pause,meter_id=1),resubmit(,1)";
+    of(&["add-flow", pausing]);
+    of(&["add-flow", "table=1,reg0=5,actions=output:2"]);
+    let dump = of(&["dump-flows", "--no-stats", "table=0"]);
+    let want = ovs_prints("OpenFlow13", pausing);
+    assert!(
+        dump.lines().any(|l| l.trim() == want),
+        "{want} not in\n{dump}"
+    );
+    // Paused, and nobody resumes: nothing reaches the sink.
+    wait_until("packets to pause", Duration::from_secs(10), || {
+        packets_of(&of(&["dump-flows", "table=0"]), "pause") > 100
+    });
+    assert_eq!(d.port("sink").stats.tx_packets, 0);
+    let resumed = monitor_lines_with(&d, "nxt_packet_in2", &["resume"], |lines| {
+        let sent = lines.find(|l| l.contains("NXT_RESUME")).is_some();
+        wait_until(
+            "resumed packets at the sink",
+            Duration::from_secs(10),
+            || d.port("sink").stats.tx_packets > 0,
+        );
+        sent
+    });
+    assert!(resumed, "ovs-ofctl sent no NXT_RESUME");
+    // A continuation that is no paused translation of this switch is refused, with
+    // the request's xid.
+    let conn = std::os::unix::net::UnixStream::connect(d.dir.join("br0.mgmt")).unwrap();
+    let mut p = vsw_e2e::openflow::OfPeer::over(Box::new(conn), Version::V1_3);
+    p.greet();
+    let in_port = vsw_openflow::oxm::OxmField {
+        field: 0,
+        value: 1u32.to_be_bytes().to_vec(),
+        mask: None,
+    };
+    let frame = vsw_datapath::ring::flow_frames(1, 64).remove(0);
+    let xid = p.send(Message::Resume(vsw_openflow::packet::Resume {
+        packet: frame,
+        metadata: vsw_openflow::oxm::OxmMatch {
+            fields: vec![in_port],
+        },
+        continuation: [0xee; 16],
+    }));
+    let answer = p.next(|m| matches!(m, Message::Error(_)));
+    assert!(matches!(answer, Some((x, _)) if x == xid), "{answer:?}");
 }

@@ -69,6 +69,9 @@ pub enum Action {
         max_len: u16,
         userdata: Option<std::sync::Arc<[u8]>>,
         meter: Option<u32>,
+        /// `controller(pause)`: the translation stops here, and the controller
+        /// resumes it (NXT_RESUME) with the packet and the fields it sends back.
+        pause: bool,
     },
     SetDlSrc(MacAddr),
     SetDlDst(MacAddr),
@@ -248,8 +251,10 @@ static CONTROLLER: ActionDef = ActionDef {
     // but `action`, a controller id or `pause` are not carried out, and refused.
     build: |n, a, _| {
         let (mut max_len, mut userdata, mut meter) = (CONTROLLER_NO_BUFFER, None, None);
+        let mut pause = false;
         for part in a.into_iter().flat_map(|a| a.split(',')).map(str::trim) {
             match part.split_once('=') {
+                None if part == "pause" => pause = true,
                 None if !part.is_empty() => max_len = parse_uint(n, part, 0xffff)? as u16,
                 None => {}
                 Some(("max_len", v)) => max_len = parse_uint(n, v, 0xffff)? as u16,
@@ -270,8 +275,8 @@ static CONTROLLER: ActionDef = ActionDef {
                     return Err(bad(
                         n,
                         part,
-                        "vsw sends packet-ins with the reason action to every controller, \
-                         unpaused: max_len, userdata and meter_id are all it takes",
+                        "vsw sends packet-ins with the reason action to every controller: \
+                         max_len, userdata, pause and meter_id are all it takes",
                     ))
                 }
             }
@@ -280,6 +285,7 @@ static CONTROLLER: ActionDef = ActionDef {
             max_len,
             userdata,
             meter,
+            pause,
         })
     },
 };
@@ -845,12 +851,14 @@ impl Action {
                 max_len,
                 userdata: None,
                 meter: None,
+                pause: false,
             } => (*max_len != CONTROLLER_NO_BUFFER).then(|| max_len.to_string()),
             // As ovs-ofctl: `controller(max_len=N,userdata=01.02,meter_id=M)`.
             Action::Controller {
                 max_len,
                 userdata,
                 meter,
+                pause,
             } => {
                 let mut parts = Vec::new();
                 if *max_len != CONTROLLER_NO_BUFFER {
@@ -859,6 +867,9 @@ impl Action {
                 if let Some(u) = userdata {
                     let hex: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
                     parts.push(format!("userdata={}", hex.join(".")));
+                }
+                if *pause {
+                    parts.push("pause".into());
                 }
                 if let Some(m) = meter {
                     parts.push(format!("meter_id={m}"));
@@ -990,8 +1001,8 @@ impl fmt::Display for Action {
             Some(a)
                 if matches!(
                     self,
-                    Action::Controller { userdata, meter, .. }
-                        if userdata.is_some() || meter.is_some()
+                    Action::Controller { userdata, meter, pause, .. }
+                        if userdata.is_some() || meter.is_some() || *pause
                 ) =>
             {
                 write!(f, "controller({a})")
@@ -1034,11 +1045,13 @@ mod tests {
                 max_len: CONTROLLER_NO_BUFFER,
                 userdata: None,
                 meter: None,
+                pause: false,
             },
             Action::Controller {
                 max_len: 128,
                 userdata: None,
                 meter: None,
+                pause: false,
             },
             Action::Group(7),
             Action::Meter(3),
@@ -1194,13 +1207,14 @@ mod tests {
             "priority=5,actions=controller(userdata=01.02.0a)",
             "priority=5,actions=controller(max_len=100,userdata=ff)",
             "priority=5,actions=controller(userdata=01,meter_id=3)",
+            "priority=5,actions=controller(max_len=100,userdata=ff,pause,meter_id=2)",
+            "priority=5,actions=controller(pause)",
             "priority=5,actions=CONTROLLER:64",
         ] {
             let flow = crate::syntax::parse_flow(text, &ports).unwrap();
             assert_eq!(crate::syntax::format_flow(&flow), text);
         }
         for bad in [
-            "actions=controller(pause)",
             "actions=controller(reason=no_match)",
             "actions=controller(userdata=zz)",
         ] {

@@ -87,6 +87,26 @@ impl Ofproto {
         self.in_backer(|view| run::packet_out(&self.state, view, key, actions, now_ms))
     }
 
+    /// The datapath actions that continue the translation a `controller(pause)`
+    /// stopped: note `note` of this bridge, whose check (`PuntNote::
+    /// continuation_check`) the controller gave back, for the packet it sent back
+    /// (`key`, with the fields it said). `None`: no such paused translation (its
+    /// note is gone, or the check is another's).
+    pub fn translate_resume(
+        &self,
+        key: &MatchKey,
+        note: u32,
+        check: u64,
+        now_ms: u64,
+    ) -> Option<Xlated> {
+        let n = self.state.punt_notes.get(note)?;
+        if n.continuation_check() != Some(check) {
+            return None;
+        }
+        let c = n.continuation?;
+        Some(self.in_backer(|view| run::resumed(&self.state, view, key, &c, now_ms)))
+    }
+
     fn run(
         &self,
         key: &FlowKey,

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use vsw_flow::PipelineFields;
+use vsw_flow::{Action, PipelineFields, Rule};
 
 /// How long a note no datapath flow holds is kept after a translation last asked
 /// for it.
@@ -59,6 +59,62 @@ pub struct PuntNote {
     pub pipeline: PipelineFields,
     /// The controller action's own bytes (`controller(userdata=…)`).
     pub userdata: Option<Arc<[u8]>>,
+    /// What the translation had left when `controller(pause)` stopped it: the
+    /// controller resumes it (NXT_RESUME) by the note's number.
+    pub continuation: Option<Arc<Continuation>>,
+}
+
+impl PuntNote {
+    /// What a controller's NXT_RESUME must give back besides the note's number for
+    /// this continuation: its hash (a number used again for another note is not
+    /// taken for this one's).
+    pub fn continuation_check(&self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let c = self.continuation.as_ref()?;
+        // SipHash with fixed keys: the same continuation, the same check, across
+        // translations and revalidations.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        c.hash(&mut h);
+        Some(h.finish())
+    }
+}
+
+/// A rule, compared and hashed as the rule it is (by address).
+#[derive(Clone, Debug)]
+pub struct RuleRef(pub Arc<Rule>);
+
+impl PartialEq for RuleRef {
+    fn eq(&self, other: &RuleRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for RuleRef {}
+
+impl std::hash::Hash for RuleRef {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // The rule's match, priority and table, not its address: a check must not
+        // change from one run of vswd to the next (it is the same rule's).
+        let s = &self.0.spec;
+        (s.table, s.priority, s.matcher, s.cookie, self.0.seq).hash(h);
+    }
+}
+
+/// What a paused translation had left to do (`controller(pause)`): the rest of each
+/// action list it was in, innermost first, the action set, the stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Continuation {
+    pub frames: Vec<Frame>,
+    pub action_set: Vec<(Action, RuleRef, u8)>,
+    pub stack: Vec<u128>,
+}
+
+/// The rest of one action list: of `rule` (none: a packet-out's) in `table`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub table: u8,
+    pub rule: Option<RuleRef>,
+    pub actions: Vec<Action>,
 }
 
 /// One kept note.
@@ -190,6 +246,7 @@ mod tests {
             metadata: 0,
             pipeline,
             userdata: None,
+            continuation: None,
         }
     }
 

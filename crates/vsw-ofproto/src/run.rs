@@ -49,6 +49,38 @@ pub(crate) fn packet_out(
     translate_actions(&mut env, key, actions)
 }
 
+/// The datapath actions of a resumed translation (NXT_RESUME): what `c` had left,
+/// for the packet the controller sent back (`key`).
+pub(crate) fn resumed(
+    bridge: &BridgeState,
+    view: Option<BackerView<'_>>,
+    key: &MatchKey,
+    c: &crate::punt_notes::Continuation,
+    now_ms: u64,
+) -> Xlated {
+    let macs = &mut lock(&bridge.macs);
+    let pipeline = bridge.pipeline.load();
+    let ports = bridge.ports.load();
+    let live = bridge.live_ports.load();
+    let mut env = XlateEnv {
+        pipeline: &pipeline,
+        bridge,
+        macs,
+        ports: &ports,
+        live_ports: &live,
+        now_ms,
+        learn: false,
+        trace: false,
+        punt_notes: &bridge.punt_notes,
+        fail_open: false,
+        restore_wait: false,
+        backer: view,
+        may_freeze: false,
+        in_port_elsewhere: false,
+    };
+    crate::xlate::translate_resumed(&mut env, key, c)
+}
+
 /// Where a translation starts.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Entry<'a> {

@@ -18,7 +18,7 @@ use vsw_packet::{FlowKey, MacAddr};
 
 use crate::bridge_state::{BridgeState, Learning};
 use crate::frozen::{Frozen, Resume};
-use crate::punt_notes::{PuntNote, PuntNotes, PuntReason};
+use crate::punt_notes::{Continuation, Frame, PuntNote, PuntNotes, PuntReason, RuleRef};
 use crate::slot::BridgeSlot;
 use crate::view::BackerView;
 
@@ -119,6 +119,11 @@ pub enum XlateError {
     TtlUnknown,
     #[error("more than {MAX_STACK} values pushed on the stack: dropped")]
     StackFull,
+    #[error(
+        "controller(pause) in a clone, a group bucket, the action set or a bridge a patch \
+         port led to: nothing one resume could continue, dropped"
+    )]
+    PauseNested,
 }
 
 /// Values `push` may hold on a translation's stack.
@@ -230,6 +235,22 @@ struct Ctx<'a, 'b> {
     resumed_cookie: u64,
     /// What `push` saved for `pop` (a clone's and a crossing's own copy).
     stack: Vec<u128>,
+    /// Action lists run on a copy now (clones, buckets).
+    copies: usize,
+    /// The action set is running (the pipeline ended).
+    in_action_set: bool,
+    /// `controller(pause)` stopped the translation: what it had left, gathered as
+    /// it unwinds.
+    paused: Option<Paused>,
+}
+
+/// A translation `controller(pause)` stopped, unwinding.
+struct Paused {
+    note: PuntNote,
+    meter: Option<u32>,
+    table: u8,
+    /// The rests of the action lists it was in, innermost first.
+    frames: Vec<Frame>,
 }
 
 /// OpenFlow's action set: at most one action of each kind (one output, one group,
@@ -326,6 +347,16 @@ pub fn hash_slots(buckets: usize) -> u32 {
         .next_power_of_two() as u32
 }
 
+/// Continues what `controller(pause)` stopped (`c`) for the packet the controller
+/// sent back (`key`, with the fields it said).
+pub(crate) fn translate_resumed(
+    env: &mut XlateEnv<'_>,
+    key: &MatchKey,
+    c: &Continuation,
+) -> Xlated {
+    run(env, key, |cx| cx.resume_paused(c))
+}
+
 /// Translates a list of actions for a packet of `key` (an OpenFlow packet-out's): as
 /// if a rule of table 0 held them.
 pub(crate) fn translate_actions(
@@ -352,10 +383,14 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         path: Vec::new(),
         resumed_cookie: u64::MAX,
         stack: Vec::new(),
+        copies: 0,
+        in_action_set: false,
+        paused: None,
     };
     // Every datapath flow matches one input port exactly.
     cx.mask.in_port = u32::MAX;
     walk(&mut cx);
+    cx.finish_pause();
     if cx.out.error.is_some() {
         cx.out.actions.clear();
     }
@@ -406,13 +441,48 @@ impl Ctx<'_, '_> {
             return;
         }
         self.table(0);
-        // The pipeline ended: the action set runs.
+        self.end_of_pipeline();
+    }
+
+    /// The pipeline ended: the action set runs (unless a pause stopped it: the
+    /// action set is the continuation's).
+    fn end_of_pipeline(&mut self) {
+        if self.paused.is_some() {
+            return;
+        }
+        self.in_action_set = true;
         for (a, rule, table) in self.action_set.take() {
             if self.out.error.is_some() {
                 break;
             }
             self.action(&a, table, Some(&rule));
         }
+        self.in_action_set = false;
+    }
+
+    /// Resumes what `c` had left: each action list's rest, innermost first, then
+    /// the action set (what was written before the pause, and since).
+    fn resume_paused(&mut self, c: &Continuation) {
+        self.stack.clone_from(&c.stack);
+        for (a, r, t) in &c.action_set {
+            self.action_set.write(a.clone(), *t, &r.0);
+        }
+        for (k, f) in c.frames.iter().enumerate() {
+            let rule = f.rule.as_ref().map(|r| r.0.clone());
+            if let Some(r) = &rule {
+                self.out.rules.push(r.clone());
+            }
+            self.rule_actions(&f.actions, f.table, rule.as_ref());
+            if self.out.error.is_some() {
+                return;
+            }
+            if let Some(p) = self.paused.as_mut() {
+                // Paused again: what the outer lists had left stays to do.
+                p.frames.extend(c.frames[k + 1..].iter().cloned());
+                return;
+            }
+        }
+        self.end_of_pipeline();
     }
 
     /// Sends the packet to this bridge's port `of_port`: the port's datapath port,
@@ -670,6 +740,9 @@ impl Ctx<'_, '_> {
             resumed_cookie: u64::MAX,
             // Its own stack, as Open vSwitch gives a patch port's peer.
             stack: Vec::new(),
+            copies: 0,
+            in_action_set: false,
+            paused: None,
         };
         inner.walk();
         self.out = std::mem::take(&mut inner.out);
@@ -725,34 +798,45 @@ impl Ctx<'_, '_> {
                     self.step(id, vsw_flow::syntax::format_flow(&spec));
                 }
                 self.out.rules.push(rule.clone());
-                let acts = &rule.spec.actions;
-                let mut i = 0;
-                while i < acts.len() && self.out.error.is_none() {
-                    match &acts[i] {
-                        // The next n go into the action set, for the pipeline's end.
-                        &Action::WriteActions(n) => {
-                            let end = (i + 1 + usize::from(n)).min(acts.len());
-                            for a in &acts[i + 1..end] {
-                                self.action_set.write(a.clone(), id, &rule);
-                            }
-                            i = end;
-                            continue;
-                        }
-                        // The next n on a copy of the packet.
-                        &Action::Clone(n) => {
-                            let end = (i + 1 + usize::from(n)).min(acts.len());
-                            self.on_copy(&acts[i + 1..end], id, Some(&rule));
-                            i = end;
-                            continue;
-                        }
-                        Action::ClearActions => self.action_set.clear(),
-                        a => self.action(a, id, Some(&rule)),
-                    }
-                    i += 1;
-                }
+                self.rule_actions(&rule.spec.actions, id, Some(&rule));
             }
         }
         self.depth -= 1;
+    }
+
+    /// A rule's actions (`None`: a resumed packet-out's), as the pipeline runs them:
+    /// write-actions blocks into the action set, clones on a copy. A pause keeps
+    /// what follows it.
+    fn rule_actions(&mut self, acts: &[Action], id: u8, rule: Option<&Arc<Rule>>) {
+        let mut i = 0;
+        while i < acts.len() && self.out.error.is_none() {
+            match &acts[i] {
+                // The next n go into the action set, for the pipeline's end.
+                &Action::WriteActions(n) => {
+                    let end = (i + 1 + usize::from(n)).min(acts.len());
+                    if let Some(rule) = rule {
+                        for a in &acts[i + 1..end] {
+                            self.action_set.write(a.clone(), id, rule);
+                        }
+                    }
+                    i = end;
+                    continue;
+                }
+                // The next n on a copy of the packet.
+                &Action::Clone(n) => {
+                    let end = (i + 1 + usize::from(n)).min(acts.len());
+                    self.on_copy(&acts[i + 1..end], id, rule.map(|r| &**r));
+                    i = end;
+                    continue;
+                }
+                Action::ClearActions => self.action_set.clear(),
+                a => self.action(a, id, rule.map(|r| &**r)),
+            }
+            i += 1;
+            if self.rest_of(acts, i, id, rule) {
+                return;
+            }
+        }
     }
 
     fn emit(&mut self, a: DpAction) {
@@ -800,6 +884,7 @@ impl Ctx<'_, '_> {
                 max_len,
                 ref userdata,
                 meter,
+                pause,
             } => {
                 let note = PuntNote {
                     reason: match rule {
@@ -817,32 +902,12 @@ impl Ctx<'_, '_> {
                     metadata: self.key.metadata,
                     pipeline: self.key.pipeline,
                     userdata: userdata.clone(),
+                    continuation: None,
                 };
-                let interned = self.env.punt_notes.intern(note, self.env.now_ms);
-                let dp = interned.and_then(|(id, held)| {
-                    self.out.notes.push(held);
-                    self.env.backer.map_or(Some(id), |b| b.dp_note(id))
-                });
-                match dp {
-                    // A meter of the packet-in's alone: on a copy, whose drop ends
-                    // only the copy.
-                    Some(id) if meter.is_some() => {
-                        if self.saves == MAX_SAVES {
-                            self.out.error = Some(XlateError::TooDeep);
-                            return;
-                        }
-                        let m = meter.unwrap_or_default();
-                        let m = self.env.backer.map_or(m, |b| b.dp_meter(m));
-                        self.emit(DpAction::Save);
-                        self.emit(DpAction::Meter(m));
-                        self.emit(DpAction::Controller(id));
-                        self.emit(DpAction::Restore);
-                    }
-                    Some(id) => self.emit(DpAction::Controller(id)),
-                    None => self.step(
-                        table,
-                        "more packet-in notes than the datapath can number: not sent up".into(),
-                    ),
+                if pause {
+                    self.pause(note, meter, table);
+                } else {
+                    self.punt(note, meter, table);
                 }
             }
             // Rewrites became datapath actions above.
@@ -898,6 +963,96 @@ impl Ctx<'_, '_> {
                 self.key.in_port = saved;
             }
         }
+    }
+
+    /// Sends the packet up with `note` (through `meter`, which limits the packet-ins
+    /// alone).
+    fn punt(&mut self, note: PuntNote, meter: Option<u32>, table: u8) {
+        let interned = self.env.punt_notes.intern(note, self.env.now_ms);
+        let dp = interned.and_then(|(id, held)| {
+            self.out.notes.push(held);
+            self.env.backer.map_or(Some(id), |b| b.dp_note(id))
+        });
+        match dp {
+            // A meter of the packet-in's alone: on a copy, whose drop ends only
+            // the copy.
+            Some(id) if meter.is_some() => {
+                if self.saves == MAX_SAVES {
+                    self.out.error = Some(XlateError::TooDeep);
+                    return;
+                }
+                let m = meter.unwrap_or_default();
+                let m = self.env.backer.map_or(m, |b| b.dp_meter(m));
+                self.emit(DpAction::Save);
+                self.emit(DpAction::Meter(m));
+                self.emit(DpAction::Controller(id));
+                self.emit(DpAction::Restore);
+            }
+            Some(id) => self.emit(DpAction::Controller(id)),
+            None => self.step(
+                table,
+                "more packet-in notes than the datapath can number: not sent up".into(),
+            ),
+        }
+    }
+
+    /// `controller(pause)`: the translation stops here. Each action list it is in
+    /// keeps its rest as it unwinds (`rest_of`), and the packet goes up at the end
+    /// with all of it (`finish_pause`). Only from the pipeline's own lists: in a
+    /// copy (a clone, a bucket), the action set or another bridge there is no one
+    /// rest to resume, and the packet is dropped (counted) as Open vSwitch cannot
+    /// either.
+    fn pause(&mut self, note: PuntNote, meter: Option<u32>, table: u8) {
+        if self.in_group > 0 || self.copies > 0 || self.across.is_some() || self.in_action_set {
+            self.out.error = Some(XlateError::PauseNested);
+            self.step(table, format!("{}", XlateError::PauseNested));
+            return;
+        }
+        self.step(
+            table,
+            "controller(pause): the translation stops here".into(),
+        );
+        self.paused = Some(Paused {
+            note,
+            meter,
+            table,
+            frames: Vec::new(),
+        });
+    }
+
+    /// A paused translation unwinding through an action list: its rest, from
+    /// `at`, is kept to be resumed. True when paused (the list stops).
+    fn rest_of(&mut self, acts: &[Action], at: usize, table: u8, rule: Option<&Arc<Rule>>) -> bool {
+        let Some(p) = self.paused.as_mut() else {
+            return false;
+        };
+        if at < acts.len() {
+            p.frames.push(Frame {
+                table,
+                rule: rule.map(|r| RuleRef(r.clone())),
+                actions: acts[at..].to_vec(),
+            });
+        }
+        true
+    }
+
+    /// The translation paused: the packet goes up with what it had left.
+    fn finish_pause(&mut self) {
+        let Some(p) = self.paused.take() else {
+            return;
+        };
+        let mut note = p.note;
+        note.continuation = Some(Arc::new(Continuation {
+            frames: p.frames,
+            action_set: self
+                .action_set
+                .take()
+                .into_iter()
+                .map(|(a, r, t)| (a, RuleRef(r), t))
+                .collect(),
+            stack: self.stack.clone(),
+        }));
+        self.punt(note, p.meter, p.table);
     }
 
     /// `learn(…)`: the rule it makes for the packet as it is now, put in place when
@@ -1155,6 +1310,11 @@ impl Ctx<'_, '_> {
     fn actions(&mut self, actions: &[Action], table: u8, rule: Option<&Rule>) {
         let mut i = 0;
         while i < actions.len() && self.out.error.is_none() {
+            // A pause (a packet-out's list: nowhere else may one stop here) keeps
+            // the rest.
+            if self.rest_of(actions, i, table, None) {
+                return;
+            }
             let a = &actions[i];
             i += 1;
             if let Action::Clone(n) = *a {
@@ -1197,7 +1357,9 @@ impl Ctx<'_, '_> {
             self.saves += 1;
             self.emit(DpAction::Save);
         }
+        self.copies += 1;
         self.actions(actions, table, rule);
+        self.copies -= 1;
         if self.out.error.is_some() {
             return;
         }

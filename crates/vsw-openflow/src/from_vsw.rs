@@ -529,6 +529,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 max_len,
                 userdata: None,
                 meter: None,
+                pause: false,
             } => apply.push(Action::Output {
                 port: OFPP_CONTROLLER,
                 max_len: *max_len,
@@ -537,12 +538,13 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 max_len,
                 userdata,
                 meter,
+                pause,
             } => apply.push(Action::Nx(NxAction::Controller2 {
                 max_len: (*max_len != vsw_flow::action::CONTROLLER_NO_BUFFER).then_some(*max_len),
                 controller_id: None,
                 reason: None,
                 userdata: userdata.as_deref().map(<[u8]>::to_vec),
-                pause: false,
+                pause: *pause,
                 meter_id: *meter,
             })),
             VswAction::SetDlSrc(m) => apply.push(set(4, m.0.to_vec())),

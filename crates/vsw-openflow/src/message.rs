@@ -135,6 +135,8 @@ pub enum Message {
     SetPacketInFormat(u32),
     /// Nicira's NXT_PACKET_IN2 (sent only).
     PacketIn2(crate::packet::PacketIn2),
+    /// Nicira's NXT_RESUME: a paused translation continued.
+    Resume(crate::packet::Resume),
     /// OFPT_BUNDLE_CONTROL (1.4 on; ONF's experimenter message in 1.3).
     BundleControl(BundleCtrl),
     /// OFPT_BUNDLE_ADD_MESSAGE (likewise).
@@ -173,7 +175,8 @@ impl Message {
             | Message::TlvTableRequest
             | Message::TlvTableReply(_)
             | Message::SetPacketInFormat(_)
-            | Message::PacketIn2(_) => OFPT_EXPERIMENTER,
+            | Message::PacketIn2(_)
+            | Message::Resume(_) => OFPT_EXPERIMENTER,
             Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
             Message::BundleAdd(_) => OFPT_BUNDLE_ADD_MESSAGE,
         }
@@ -261,6 +264,10 @@ impl Message {
             Message::SetPacketInFormat(f) => {
                 experimenter(&mut out, NXT_SET_PACKET_IN_FORMAT);
                 out.extend_from_slice(&f.to_be_bytes());
+            }
+            Message::Resume(r) => {
+                experimenter(&mut out, crate::packet::NXT_RESUME);
+                r.encode_body(&mut out);
             }
             Message::PacketIn2(pi) => {
                 experimenter(&mut out, crate::packet::NXT_PACKET_IN2);
@@ -466,6 +473,9 @@ impl Message {
                         let f = r.u32().ok_or(Refusal::BadLen)?;
                         exact(&r, Message::SetPacketInFormat(f))
                     }
+                    crate::packet::NXT_RESUME => Ok(Message::Resume(
+                        crate::packet::Resume::decode_body(r.rest())?,
+                    )),
                     _ => Err(Refusal::BadExperimenterType),
                 }
             }

@@ -143,6 +143,19 @@ const NXPINT_COOKIE: u16 = 4;
 const NXPINT_REASON: u16 = 5;
 const NXPINT_METADATA: u16 = 6;
 const NXPINT_USERDATA: u16 = 7;
+const NXPINT_BUFFER_ID: u16 = 2;
+const NXPINT_CONTINUATION: u16 = 8;
+/// Open vSwitch's first continuation property (a bridge's UUID): vsw's own
+/// continuation is one such property, its 16 bytes vsw's token — opaque to a
+/// controller, and read as a continuation by any that looks into one.
+const NXCPT_BRIDGE: u16 = 0x8000;
+
+/// NXT_RESUME's subtype.
+pub const NXT_RESUME: u32 = 28;
+
+/// What a paused packet's packet-in carries for the controller to give back
+/// (NXT_RESUME): vsw's name of the paused translation.
+pub type ContinuationToken = [u8; 16];
 
 /// A packet-in as NXT_PACKET_IN2 says it: a packet-in's parts as properties, with
 /// the controller action's userdata.
@@ -152,6 +165,16 @@ pub struct PacketIn2 {
     /// The whole packet's length (its data may be cut).
     pub full_len: u32,
     pub userdata: Option<Vec<u8>>,
+    /// A `controller(pause)`'s packet: what resumes it.
+    pub continuation: Option<ContinuationToken>,
+}
+
+/// `token` as NXPINT_CONTINUATION's value: 4 bytes of padding (a nested property
+/// list starts 8-aligned), then one property holding it.
+fn continuation_value(token: &ContinuationToken) -> Vec<u8> {
+    let mut v = vec![0; 4];
+    crate::frame::put_property(&mut v, NXCPT_BRIDGE, token);
+    v
 }
 
 impl PacketIn2 {
@@ -159,11 +182,17 @@ impl PacketIn2 {
     /// NXT_PACKET_IN2 says it, its packet cut further to what one message holds
     /// with its properties; `None` when even its properties do not fit one message
     /// (userdata of nearly 64 KiB).
-    pub fn of(pi: PacketIn, full_len: usize, userdata: Option<Vec<u8>>) -> Option<PacketIn2> {
+    pub fn of(
+        pi: PacketIn,
+        full_len: usize,
+        userdata: Option<Vec<u8>>,
+        continuation: Option<ContinuationToken>,
+    ) -> Option<PacketIn2> {
         let mut p2 = PacketIn2 {
             full_len: u32::try_from(full_len).unwrap_or(u32::MAX),
             packet_in: pi,
             userdata,
+            continuation,
         };
         let data = std::mem::take(&mut p2.packet_in.data);
         let mut bare = Vec::new();
@@ -202,7 +231,99 @@ impl PacketIn2 {
         if let Some(u) = &self.userdata {
             prop(out, NXPINT_USERDATA, u);
         }
+        if let Some(c) = &self.continuation {
+            prop(out, NXPINT_CONTINUATION, &continuation_value(c));
+        }
     }
+}
+
+/// NXT_RESUME: a paused packet sent back, maybe changed, with the fields it is to
+/// carry on with (its packet-in's metadata, maybe changed) and its continuation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resume {
+    pub packet: Vec<u8>,
+    /// `in_port`, metadata, registers, … as a packet-in's metadata says them.
+    pub metadata: OxmMatch,
+    pub continuation: ContinuationToken,
+}
+
+impl Resume {
+    /// The body after Nicira's experimenter header: a packet-in's properties (as
+    /// NXT_PACKET_IN2 has them), the continuation among them. Table, cookie,
+    /// reason, userdata and lengths are read past: the continuation says where
+    /// the packet was.
+    pub fn decode_body(body: &[u8]) -> Result<Resume, Refusal> {
+        let mut r = Reader::new(body);
+        let (mut packet, mut metadata, mut continuation) = (None, None, None);
+        while !r.is_empty() {
+            let kind = r.u16().ok_or(Refusal::BadLen)?;
+            let len = usize::from(r.u16().ok_or(Refusal::BadLen)?);
+            let value = r
+                .bytes(len.checked_sub(4).ok_or(Refusal::BadLen)?)
+                .ok_or(Refusal::BadLen)?;
+            // Padding to 8 (the last property's may be cut off).
+            let pad = len.div_ceil(8) * 8 - len;
+            let _ = r.bytes(pad.min(r.rest_len()));
+            match kind {
+                NXPINT_PACKET => packet = Some(value.to_vec()),
+                NXPINT_METADATA => metadata = Some(oxm_fields(value)?),
+                NXPINT_CONTINUATION => continuation = Some(token_of(value)?),
+                NXPINT_FULL_LEN | NXPINT_BUFFER_ID | NXPINT_TABLE_ID | NXPINT_COOKIE
+                | NXPINT_REASON | NXPINT_USERDATA => {}
+                _ => return Err(Refusal::BadArgument),
+            }
+        }
+        match (packet, continuation) {
+            (Some(packet), Some(continuation)) if !packet.is_empty() => Ok(Resume {
+                packet,
+                metadata: metadata.unwrap_or_default(),
+                continuation,
+            }),
+            _ => Err(Refusal::BadLen),
+        }
+    }
+
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        let prop = crate::frame::put_property;
+        prop(out, NXPINT_PACKET, &self.packet);
+        let mut fields = Vec::new();
+        self.metadata.encode_fields(&mut fields);
+        prop(out, NXPINT_METADATA, &fields);
+        prop(
+            out,
+            NXPINT_CONTINUATION,
+            &continuation_value(&self.continuation),
+        );
+    }
+}
+
+/// A packet-in's metadata (OXM fields, no match header) as a match.
+fn oxm_fields(fields: &[u8]) -> Result<OxmMatch, Refusal> {
+    let len = u16::try_from(4 + fields.len()).map_err(|_| Refusal::BadLen)?;
+    let mut m = Vec::with_capacity(fields.len() + 8);
+    m.extend_from_slice(&1u16.to_be_bytes());
+    m.extend_from_slice(&len.to_be_bytes());
+    m.extend_from_slice(fields);
+    m.resize(m.len().div_ceil(8) * 8, 0);
+    OxmMatch::decode_from(&m)
+        .map(|(m, _)| m)
+        .map_err(|e| Refusal::FlowMod(BadFlowMod::Match(e)))
+}
+
+/// vsw's token out of a continuation (its padding, then one NXCPT_BRIDGE
+/// property); anything else is no continuation of vsw's.
+fn token_of(value: &[u8]) -> Result<ContinuationToken, Refusal> {
+    let mut r = Reader::new(value);
+    if r.bytes(4) != Some(&[0, 0, 0, 0][..]) {
+        return Err(Refusal::BadArgument);
+    }
+    let kind = r.u16().ok_or(Refusal::BadLen)?;
+    let len = r.u16().ok_or(Refusal::BadLen)?;
+    if kind != NXCPT_BRIDGE || len != 20 {
+        return Err(Refusal::BadArgument);
+    }
+    let token = r.bytes(16).ok_or(Refusal::BadLen)?;
+    Ok(token.try_into().expect("16 bytes"))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -349,13 +470,13 @@ mod tests {
     fn a_packet_in2_of_a_huge_frame_fits_one_message_and_says_its_whole_length() {
         let huge = vec![7u8; 70_000];
         let pi = || PacketIn::of_frame(&huge, 3, OFPR_ACTION, 2, 9, 0xffff, Vec::new());
-        let p2 = PacketIn2::of(pi(), huge.len(), Some(vec![1; 1000])).unwrap();
+        let p2 = PacketIn2::of(pi(), huge.len(), Some(vec![1; 1000]), Some([9; 16])).unwrap();
         assert_eq!(p2.full_len, 70_000);
         let msg = crate::Message::PacketIn2(p2).encode(0x04, 0);
         assert!(msg.len() <= 65_535, "{}", msg.len());
         assert_eq!(usize::from(u16::from_be_bytes([msg[2], msg[3]])), msg.len());
         // No room left for a packet beside 65,000 bytes of userdata: not sent.
-        let none = PacketIn2::of(pi(), huge.len(), Some(vec![1; 65_500]));
+        let none = PacketIn2::of(pi(), huge.len(), Some(vec![1; 65_500]), None);
         assert!(none.is_none());
     }
 

@@ -39,6 +39,11 @@ impl<'a> Reader<'a> {
         std::mem::take(&mut self.buf)
     }
 
+    /// Bytes left.
+    pub(crate) fn rest_len(&self) -> usize {
+        self.buf.len()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }

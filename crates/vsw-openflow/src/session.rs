@@ -49,6 +49,9 @@ pub trait Bridge {
     fn flow_stats(&mut self, req: &FlowStatsRequest) -> Result<FlowStatsIter, BadFlowMod>;
     /// Sends a controller's packet; `Err`: why not (nothing sent).
     fn packet_out(&mut self, po: &PacketOut) -> Result<(), Refusal>;
+    /// Continues a paused translation with the packet the controller sent back
+    /// (NXT_RESUME); `Err`: why not (nothing sent).
+    fn resume(&mut self, r: &crate::packet::Resume) -> Result<(), Refusal>;
     /// Tables 0..`n`'s counters.
     fn table_stats(&mut self, n: u8) -> Vec<TableStats>;
     /// Carries out a group-mod; `Err`: why it was refused (nothing changed).
@@ -420,6 +423,7 @@ impl Session {
             Ok(
                 Message::FlowMod(_)
                 | Message::PacketOut(_)
+                | Message::Resume(_)
                 | Message::GroupMod(_)
                 | Message::MeterMod(_)
                 | Message::TlvTableMod(_),
@@ -720,6 +724,12 @@ impl Session {
                 }
                 None
             }
+            Message::Resume(r) => {
+                if let Err(e) = bridge.resume(&r) {
+                    out.extend(self.refuse(version, request, e));
+                }
+                None
+            }
             // Every request before it was carried out before it was answered (a
             // flow-mod once the datapath flows were revalidated), so a barrier
             // needs no waiting.
@@ -825,6 +835,9 @@ mod tests {
             Ok(Box::new(std::iter::empty()))
         }
         fn packet_out(&mut self, _: &crate::PacketOut) -> Result<(), crate::Refusal> {
+            Ok(())
+        }
+        fn resume(&mut self, _: &crate::packet::Resume) -> Result<(), crate::Refusal> {
             Ok(())
         }
         fn table_stats(&mut self, _: u8) -> Vec<crate::table_stats::TableStats> {

@@ -268,6 +268,7 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
                 max_len: *max_len,
                 userdata: None,
                 meter: None,
+                pause: false,
             },
             OFPP_LOCAL => VswAction::Output(vsw_flow::LOCAL_PORT),
             OFPP_TABLE if place == Place::PacketOut => VswAction::Resubmit {
@@ -399,18 +400,21 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             max_len,
             userdata: None,
             meter: None,
+            pause: false,
         },
         NxAction::Controller { .. } => return Err(BadFlowMod::BadArgument),
         // Only what vsw carries out: for every controller, with the reason
-        // "action", not paused; a meter of the packet-ins (NX_CTLR_NO_METER: none).
+        // "action", paused or not; a meter of the packet-ins (NX_CTLR_NO_METER:
+        // none).
         NxAction::Controller2 {
             max_len,
             controller_id: None | Some(0),
             reason: None | Some(OFPR_ACTION),
             ref userdata,
-            pause: false,
+            pause,
             meter_id,
         } => VswAction::Controller {
+            pause,
             max_len: max_len.unwrap_or(vsw_flow::action::CONTROLLER_NO_BUFFER),
             userdata: userdata.as_deref().map(std::sync::Arc::from),
             meter: match meter_id {

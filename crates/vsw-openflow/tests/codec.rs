@@ -42,6 +42,9 @@ impl Bridge for NoPorts {
     fn packet_out(&mut self, _: &vsw_openflow::PacketOut) -> Result<(), vsw_openflow::Refusal> {
         Ok(())
     }
+    fn resume(&mut self, _: &vsw_openflow::packet::Resume) -> Result<(), vsw_openflow::Refusal> {
+        Ok(())
+    }
     fn table_stats(&mut self, _: u8) -> Vec<vsw_openflow::table_stats::TableStats> {
         Vec::new()
     }
@@ -96,6 +99,24 @@ fn message() -> impl Strategy<Value = Message> {
         Just(Message::FeaturesRequest),
         Just(Message::TlvTableRequest),
         any::<u32>().prop_map(Message::SetPacketInFormat),
+        (
+            prop::collection::vec(any::<u8>(), 1..200),
+            any::<u32>(),
+            any::<[u8; 16]>()
+        )
+            .prop_map(|(packet, port, continuation)| {
+                Message::Resume(vsw_openflow::packet::Resume {
+                    packet,
+                    metadata: OxmMatch {
+                        fields: vec![OxmField {
+                            field: 0,
+                            value: port.to_be_bytes().to_vec(),
+                            mask: None,
+                        }],
+                    },
+                    continuation,
+                })
+            }),
         (
             prop_oneof![
                 Just(TlvCommand::Add),

@@ -51,6 +51,9 @@ impl Bridge for TwoPorts {
     fn packet_out(&mut self, _: &vsw_openflow::PacketOut) -> Result<(), vsw_openflow::Refusal> {
         Ok(())
     }
+    fn resume(&mut self, _: &vsw_openflow::packet::Resume) -> Result<(), vsw_openflow::Refusal> {
+        Ok(())
+    }
     fn table_stats(&mut self, _: u8) -> Vec<vsw_openflow::table_stats::TableStats> {
         Vec::new()
     }

@@ -438,4 +438,14 @@ impl Bridge for SwitchBridge<'_> {
             &po.data,
         )
     }
+
+    /// The packet a paused translation sent up, back from the controller: its
+    /// continuation names the translation (vsw's token: the note's number and its
+    /// check), its metadata the port and fields it carries on with.
+    fn resume(&mut self, r: &vsw_openflow::packet::Resume) -> Result<(), Refusal> {
+        let metadata = vsw_openflow::to_vsw::match_to_vsw(&r.metadata)
+            .map_err(|e| Refusal::FlowMod(e.into()))?;
+        let (note, check) = crate::openflow::peers::untoken(&r.continuation);
+        self.sw().resume(&metadata, (note, check), &r.packet)
+    }
 }

@@ -382,7 +382,8 @@ impl Peers {
 
     /// Sends a packet that came up to every connection that asked for packet-ins of
     /// its reason.
-    fn packet_in(&self, p: &Punted, note: &PuntNote) {
+    fn packet_in(&self, p: &Punted, (id, note): (u32, &PuntNote)) {
+        let continuation = note.continuation_check().map(|check| token(id, check));
         let (reason, table, cookie, max_len) = (note.reason, note.table, note.cookie, note.max_len);
         let metadata = vsw_openflow::from_vsw::packet_in_metadata(note.metadata, &note.pipeline);
         let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
@@ -416,7 +417,7 @@ impl Peers {
                 PacketInFormat::Standard => Message::PacketIn(pi),
                 PacketInFormat::NxtPacketIn2 => {
                     let userdata = note.userdata.as_deref().map(<[u8]>::to_vec);
-                    match PacketIn2::of(pi, p.frame.len(), userdata) {
+                    match PacketIn2::of(pi, p.frame.len(), userdata, continuation) {
                         Some(p2) => Message::PacketIn2(p2),
                         None => continue,
                     }
@@ -540,15 +541,32 @@ pub fn deliver_punt(
     (backer, slot): (&Backer, BridgeSlot),
     peers: &Peers,
 ) {
-    let (_, note) = Backer::punt_note(p.userdata);
-    let note = ofproto.punt_note(note);
+    let (_, id) = Backer::punt_note(p.userdata);
+    let note = ofproto.punt_note(id);
     // The port the translation named, where the datapath's in_port does not say it.
     p.in_port = match note.as_ref().and_then(|n| n.in_port) {
         Some(of_port) => of_port,
         None => crate::dpif::punted_in_port(backer, slot, p.in_port),
     };
     match note {
-        Some(n) => peers.packet_in(&p, &n),
+        Some(n) => peers.packet_in(&p, (id, &n)),
         None => tracing::warn!(note = p.userdata, "a punted packet with no note: dropped"),
     }
+}
+
+/// A paused packet's continuation as vsw gives it to the controller: its note's
+/// number and its continuation's check (a note number used again for another note
+/// does not resume this one's).
+fn token(note: u32, check: u64) -> vsw_openflow::packet::ContinuationToken {
+    let mut t = [0u8; 16];
+    t[..4].copy_from_slice(&note.to_be_bytes());
+    t[4..12].copy_from_slice(&check.to_be_bytes());
+    t
+}
+
+/// [`token`]'s parts.
+pub(crate) fn untoken(t: &vsw_openflow::packet::ContinuationToken) -> (u32, u64) {
+    let note = u32::from_be_bytes(t[..4].try_into().expect("4 bytes"));
+    let check = u64::from_be_bytes(t[4..12].try_into().expect("8 bytes"));
+    (note, check)
 }

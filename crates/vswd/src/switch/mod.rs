@@ -546,17 +546,50 @@ impl Switch {
                 _ => Refusal::BadArgument,
             }
         })?;
-        // What the controller says the packet carries besides its bytes (metadata,
-        // registers, a tunnel): the match's value where it has a mask.
-        let mut carried = vsw_flow::MatchKey::from(key);
-        let given = metadata.value().words().iter().zip(metadata.mask().words());
-        for (w, (v, m)) in carried.words_mut().iter_mut().zip(given) {
-            *w = (*w & !m) | (v & m);
-        }
+        let carried = carried(key, metadata);
         // In the datapath's numbers (the bridge is in the backer).
         let x = self
             .ofproto
             .translate_packet_out(&carried, actions, now_ms());
+        self.inject(in_port, x, frame);
+        Ok(())
+    }
+
+    /// Continues the translation a `controller(pause)` stopped (its note `note`,
+    /// `check` its continuation's) for the packet the controller sent back, with
+    /// the fields it said (`metadata`, its `in_port` among them), and queues what
+    /// that gives for a PMD, as a packet-out's.
+    pub fn resume(
+        &self,
+        metadata: &vsw_flow::Match,
+        (note, check): (u32, u64),
+        frame: &[u8],
+    ) -> Result<(), vsw_openflow::Refusal> {
+        use vsw_openflow::Refusal;
+        if metadata.mask().in_port == 0 {
+            return Err(Refusal::BadArgument);
+        }
+        let in_port = metadata.value().in_port;
+        let mut key = vsw_packet::FlowKey::default();
+        vsw_packet::extract(frame, in_port, None, &mut key).map_err(|_| Refusal::BadPacket)?;
+        let carried = carried(key, metadata);
+        let Some(x) = self
+            .ofproto
+            .translate_resume(&carried, note, check, now_ms())
+        else {
+            tracing::info!(
+                note,
+                "OpenFlow resume of no paused translation (gone, or another's): refused"
+            );
+            return Err(Refusal::BadArgument);
+        };
+        self.inject(in_port, x, frame);
+        Ok(())
+    }
+
+    /// Queues `frame` with its translation `x` for a PMD, and waits (briefly) until
+    /// it is sent: a barrier after a packet-out means the packet went.
+    fn inject(&self, in_port: u32, x: vsw_ofproto::Xlated, frame: &[u8]) {
         let packet = vsw_datapath::Injected {
             in_port: self.injected_in_port(in_port),
             actions: x.actions,
@@ -573,8 +606,18 @@ impl Switch {
             }
             Err(_) => tracing::warn!("OpenFlow packet-out dropped: the PMDs' queue is full"),
         }
-        Ok(())
     }
+}
+
+/// A packet's key with what a controller says it carries besides its bytes
+/// (metadata, registers, a tunnel): `metadata`'s value where it has a mask.
+fn carried(key: vsw_packet::FlowKey, metadata: &vsw_flow::Match) -> vsw_flow::MatchKey {
+    let mut carried = vsw_flow::MatchKey::from(key);
+    let given = metadata.value().words().iter().zip(metadata.mask().words());
+    for (w, (v, m)) in carried.words_mut().iter_mut().zip(given) {
+        *w = (*w & !m) | (v & m);
+    }
+    carried
 }
 
 impl Drop for Switch {
