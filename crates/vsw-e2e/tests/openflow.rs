@@ -880,6 +880,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         "priority=5,in_port=1,actions=resubmit(,1),resubmit:2,resubmit(3,2)",
         "priority=6,ip,actions=dec_ttl,note:01.02.03,controller:100",
         "priority=7,ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),output:4",
+        "priority=8,actions=output:NXM_NX_REG0[0..15],pop_queue,exit",
     ];
     for version in ["OpenFlow13", "OpenFlow14", "OpenFlow15"] {
         ofctl(&d, &["-O", version, "del-flows"]);
@@ -1312,4 +1313,46 @@ fn a_paused_packet_continues_when_the_controller_resumes_it() {
     }));
     let answer = p.next(|m| matches!(m, Message::Error(_)));
     assert!(matches!(answer, Some((x, _)) if x == xid), "{answer:?}");
+}
+
+/// `output:SRC[…]` sends out of the port a register names, and `exit` stops every
+/// action after it — in its list and in those it was resubmitted from.
+#[test]
+fn an_output_from_a_register_and_an_exit_forward_as_open_vswitch_does() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
+    d.ctl_ok(&["add-port", &h1.port]);
+    d.ctl_ok(&["add-port", &h2.port]);
+    let ping = || {
+        h1.exec(&["ping", "-c", "1", "-W", "1", &h2.addr])
+            .status
+            .success()
+    };
+    let of = |args: &[&str]| of13(&d, args);
+    of(&["del-flows"]);
+    // Each port's frames go out of the port reg0 names: the other one.
+    of(&[
+        "add-flow",
+        "in_port=1,actions=load:2->NXM_NX_REG0[0..15],resubmit(,1)",
+    ]);
+    of(&[
+        "add-flow",
+        "in_port=2,actions=load:1->NXM_NX_REG0[0..15],resubmit(,1)",
+    ]);
+    of(&["add-flow", "table=1,actions=output:NXM_NX_REG0[0..15]"]);
+    assert!(ping(), "{}", of(&["dump-flows"]));
+    // An exit in table 1 before the output: nothing after it runs, not even what
+    // table 0 had after its resubmit.
+    of(&["add-flow", "table=1,actions=exit,output:NXM_NX_REG0[0..15]"]);
+    of(&[
+        "add-flow",
+        "in_port=2,actions=load:1->NXM_NX_REG0[0..15],resubmit(,1),output:1",
+    ]);
+    assert!(!ping(), "an exit did not stop the pipeline");
+    of(&[
+        "add-flow",
+        "table=1,actions=output:NXM_NX_REG0[0..15],exit,output:2",
+    ]);
+    assert!(ping(), "{}", of(&["dump-flows"]));
 }

@@ -138,6 +138,17 @@ pub enum Action {
     /// `learn(…)`: makes a rule from the packet and puts it in a table
     /// (NXAST_LEARN; see [`crate::learn`]).
     Learn(std::sync::Arc<crate::learn::Learn>),
+    /// `output:SRC[a..b]`: out of the port the bits name (NXAST_OUTPUT_REG), an
+    /// OpenFlow 1.0 number (0xfff8 IN_PORT, 0xfffb FLOOD, 0xfffe LOCAL …).
+    OutputReg {
+        src: Subfield,
+        max_len: u16,
+    },
+    /// `exit`: nothing after it runs, in this list or any it was resubmitted from
+    /// (a clone's or a bucket's ends only that copy); the action set still does.
+    Exit,
+    /// `pop_queue`: back to the queue the packet came with — vsw's ports have one.
+    PopQueue,
 }
 
 /// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
@@ -215,7 +226,43 @@ static OUTPUT: ActionDef = ActionDef {
     aliases: &[],
     needs: Needs::Nothing,
     rewrites: false,
-    build: |n, a, ports| Ok(Action::Output(parse_port(n, arg(n, a)?, ports)?)),
+    // `output:PORT`, `output:SRC[a..b]` (a port from a field) or
+    // `output(port=SRC[a..b],max_len=N)`; truncating a port's packets is not had.
+    build: |n, a, ports| {
+        let a = arg(n, a)?;
+        let (port, max_len) = match a.strip_prefix("port=") {
+            Some(rest) => match rest.split_once(",max_len=") {
+                Some((p, m)) => (p.trim(), parse_uint(n, m.trim(), 0xffff)? as u16),
+                None => (rest.trim(), u16::MAX),
+            },
+            None => (a.trim(), u16::MAX),
+        };
+        if port.contains('[') {
+            let src = Subfield::parse(n, port)?;
+            if src.n_bits > 64 {
+                return Err(bad(n, port, "a port number has at most 64 bits"));
+            }
+            return Ok(Action::OutputReg { src, max_len });
+        }
+        if max_len != u16::MAX {
+            return Err(bad(n, a, "vsw does not truncate what a port sends"));
+        }
+        Ok(Action::Output(parse_port(n, port, ports)?))
+    },
+};
+static EXIT: ActionDef = ActionDef {
+    name: "exit",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| bare(n, a, Action::Exit),
+};
+static POP_QUEUE: ActionDef = ActionDef {
+    name: "pop_queue",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |n, a, _| bare(n, a, Action::PopQueue),
 };
 static IN_PORT: ActionDef = ActionDef {
     name: "IN_PORT",
@@ -776,6 +823,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &STACK_POP,
     &CONJUNCTION,
     &LEARN,
+    &EXIT,
+    &POP_QUEUE,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -830,6 +879,9 @@ impl Action {
             Action::StackPop(_) => &STACK_POP,
             Action::Conjunction { .. } => &CONJUNCTION,
             Action::Learn(_) => &LEARN,
+            Action::OutputReg { .. } => &OUTPUT,
+            Action::Exit => &EXIT,
+            Action::PopQueue => &POP_QUEUE,
         }
     }
 
@@ -904,6 +956,13 @@ impl Action {
                 n_clauses,
             } => Some(format!("{id},{clause}/{n_clauses}")),
             Action::Learn(l) => Some(l.to_string()),
+            Action::OutputReg {
+                src,
+                max_len: u16::MAX,
+            } => Some(src.format()),
+            Action::OutputReg { src, max_len } => {
+                Some(format!("port={},max_len={max_len}", src.format()))
+            }
             Action::Resubmit { port, table } => Some(format!(
                 "{},{}",
                 port.map(|p| p.to_string()).unwrap_or_default(),
@@ -915,7 +974,9 @@ impl Action {
             | Action::Drop
             | Action::ClearActions
             | Action::StripVlan
-            | Action::DecTtl => None,
+            | Action::DecTtl
+            | Action::Exit
+            | Action::PopQueue => None,
         }
     }
 
@@ -995,6 +1056,9 @@ impl fmt::Display for Action {
             // Written with parentheses: its argument holds a comma.
             // Its argument is the whole of it, parentheses and all.
             Some(a) if matches!(self, Action::Learn(_)) => f.write_str(&a),
+            Some(a) if matches!(self, Action::OutputReg { max_len, .. } if *max_len != u16::MAX) => {
+                write!(f, "output({a})")
+            }
             Some(a) if matches!(self, Action::Resubmit { .. } | Action::Conjunction { .. }) => {
                 write!(f, "{}({a})", self.def().name)
             }
@@ -1037,6 +1101,12 @@ mod tests {
         let ports = |_: &str| None;
         for a in [
             Action::Output(7),
+            Action::OutputReg {
+                src: Subfield::parse("output", "NXM_NX_REG3[0..15]").unwrap(),
+                max_len: u16::MAX,
+            },
+            Action::Exit,
+            Action::PopQueue,
             Action::InPort,
             Action::Normal,
             Action::Flood,
@@ -1198,6 +1268,20 @@ mod tests {
         ] {
             assert!(crate::syntax::parse_flow(bad, &ports).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn output_from_a_field_reads_and_prints_as_ovs_ofctl() {
+        let ports = |_: &str| None;
+        for text in [
+            "priority=5,actions=output:NXM_NX_REG0[0..15]",
+            "priority=5,actions=output(port=NXM_NX_REG1[16..31],max_len=128)",
+            "priority=5,actions=pop_queue,exit",
+        ] {
+            let flow = crate::syntax::parse_flow(text, &ports).unwrap();
+            assert_eq!(crate::syntax::format_flow(&flow), text);
+        }
+        assert!(crate::syntax::parse_flow("actions=output(port=1,max_len=64)", &ports).is_err());
     }
 
     #[test]

@@ -242,6 +242,8 @@ struct Ctx<'a, 'b> {
     /// `controller(pause)` stopped the translation: what it had left, gathered as
     /// it unwinds.
     paused: Option<Paused>,
+    /// `exit`: no action list runs on (but the action set).
+    exiting: bool,
 }
 
 /// A translation `controller(pause)` stopped, unwinding.
@@ -386,6 +388,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         copies: 0,
         in_action_set: false,
         paused: None,
+        exiting: false,
     };
     // Every datapath flow matches one input port exactly.
     cx.mask.in_port = u32::MAX;
@@ -450,6 +453,8 @@ impl Ctx<'_, '_> {
         if self.paused.is_some() {
             return;
         }
+        // After an exit too.
+        self.exiting = false;
         self.in_action_set = true;
         for (a, rule, table) in self.action_set.take() {
             if self.out.error.is_some() {
@@ -480,6 +485,9 @@ impl Ctx<'_, '_> {
                 // Paused again: what the outer lists had left stays to do.
                 p.frames.extend(c.frames[k + 1..].iter().cloned());
                 return;
+            }
+            if self.exiting {
+                break;
             }
         }
         self.end_of_pipeline();
@@ -743,6 +751,7 @@ impl Ctx<'_, '_> {
             copies: 0,
             in_action_set: false,
             paused: None,
+            exiting: false,
         };
         inner.walk();
         self.out = std::mem::take(&mut inner.out);
@@ -833,7 +842,7 @@ impl Ctx<'_, '_> {
                 a => self.action(a, id, rule.map(|r| &**r)),
             }
             i += 1;
-            if self.rest_of(acts, i, id, rule) {
+            if self.exiting || self.rest_of(acts, i, id, rule) {
                 return;
             }
         }
@@ -952,6 +961,14 @@ impl Ctx<'_, '_> {
             // A clause's rule is never a lookup's answer (the classifier's
             // conjunctive match is).
             Action::Conjunction { .. } => {}
+            Action::Exit => self.exiting = true,
+            // One queue per port.
+            Action::PopQueue => {}
+            Action::OutputReg { src, .. } => {
+                self.looked_at(src.field, src.mask());
+                let port = src.read(&self.key);
+                self.output_numbered(port, table, rule);
+            }
             Action::Learn(ref l) => self.learn(l, table),
             Action::GotoTable(t) => self.table(t),
             Action::Resubmit { port, table: t } => {
@@ -963,6 +980,26 @@ impl Ctx<'_, '_> {
                 self.key.in_port = saved;
             }
         }
+    }
+
+    /// An output to the OpenFlow 1.0 port number `port` (what `output:SRC[…]`
+    /// read): its special ports as their actions, a number past 16 bits nowhere.
+    fn output_numbered(&mut self, port: u128, table: u8, rule: Option<&Rule>) {
+        let a = match port {
+            0xfff8 => Action::InPort,
+            0xfffa => Action::Normal,
+            0xfffb | 0xfffc => Action::Flood,
+            0xfffd => Action::Controller {
+                max_len: vsw_flow::action::CONTROLLER_NO_BUFFER,
+                userdata: None,
+                meter: None,
+                pause: false,
+            },
+            0xfffe => Action::Output(vsw_flow::LOCAL_PORT),
+            p if p < 0xff00 => Action::Output(p as u32),
+            _ => return,
+        };
+        self.action(&a, table, rule);
     }
 
     /// Sends the packet up with `note` (through `meter`, which limits the packet-ins
@@ -1252,7 +1289,10 @@ impl Ctx<'_, '_> {
             | Action::StackPush(_)
             | Action::StackPop(_)
             | Action::Conjunction { .. }
-            | Action::Learn(_) => None,
+            | Action::Learn(_)
+            | Action::OutputReg { .. }
+            | Action::Exit
+            | Action::PopQueue => None,
         }
     }
 
@@ -1311,8 +1351,8 @@ impl Ctx<'_, '_> {
         let mut i = 0;
         while i < actions.len() && self.out.error.is_none() {
             // A pause (a packet-out's list: nowhere else may one stop here) keeps
-            // the rest.
-            if self.rest_of(actions, i, table, None) {
+            // the rest; an exit drops it.
+            if self.exiting || self.rest_of(actions, i, table, None) {
                 return;
             }
             let a = &actions[i];
@@ -1360,6 +1400,8 @@ impl Ctx<'_, '_> {
         self.copies += 1;
         self.actions(actions, table, rule);
         self.copies -= 1;
+        // An exit in a copy ends the copy alone.
+        self.exiting = false;
         if self.out.error.is_some() {
             return;
         }

@@ -584,6 +584,14 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 }))
             }
             VswAction::Learn(l) => apply.push(Action::Nx(NxAction::Learn(Box::new(learn(l))))),
+            VswAction::OutputReg { src, max_len } => apply.push(Action::Nx(NxAction::OutputReg {
+                ofs_nbits: (u16::from(src.ofs) << 6) | u16::from(src.n_bits - 1),
+                src: header_of(src.field),
+                max_len: *max_len,
+                reg2: false,
+            })),
+            VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
+            VswAction::PopQueue => apply.push(Action::Nx(NxAction::PopQueue)),
             VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove(FieldCopy {
                 n_bits: u16::from(src.n_bits),
                 src_ofs: u16::from(src.ofs),

@@ -33,6 +33,10 @@ pub const NXAST_STACK_PUSH: u16 = 27;
 pub const NXAST_STACK_POP: u16 = 28;
 pub const NXAST_CONJUNCTION: u16 = 34;
 pub const NXAST_CONTROLLER2: u16 = 37;
+pub const NXAST_POP_QUEUE: u16 = 5;
+pub const NXAST_OUTPUT_REG: u16 = 15;
+pub const NXAST_EXIT: u16 = 17;
+pub const NXAST_OUTPUT_REG2: u16 = 32;
 
 /// NXAST_CONTROLLER2's properties.
 const NXAC2PT_MAX_LEN: u16 = 0;
@@ -159,6 +163,16 @@ pub enum NxAction {
     },
     /// `learn(…)` (NXAST_LEARN, NXAST_LEARN2).
     Learn(Box<crate::nx_learn::LearnAction>),
+    /// `output:SRC[ofs..]` (NXAST_OUTPUT_REG; NXAST_OUTPUT_REG2 when `reg2`, as
+    /// it came): `ofs_nbits` as a load's, `src` an NXM header.
+    OutputReg {
+        ofs_nbits: u16,
+        src: u32,
+        max_len: u16,
+        reg2: bool,
+    },
+    Exit,
+    PopQueue,
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -184,6 +198,10 @@ impl NxAction {
             NxAction::Conjunction { .. } => NXAST_CONJUNCTION,
             NxAction::Controller2 { .. } => NXAST_CONTROLLER2,
             NxAction::Learn(l) => l.subtype(),
+            NxAction::OutputReg { reg2: false, .. } => NXAST_OUTPUT_REG,
+            NxAction::OutputReg { reg2: true, .. } => NXAST_OUTPUT_REG2,
+            NxAction::Exit => NXAST_EXIT,
+            NxAction::PopQueue => NXAST_POP_QUEUE,
         }
     }
 
@@ -229,6 +247,28 @@ impl NxAction {
             }
             NxAction::RegMove(copy) => copy.encode(false, out),
             NxAction::Learn(l) => l.encode_body(out),
+            NxAction::OutputReg {
+                ofs_nbits,
+                src,
+                max_len,
+                reg2: false,
+            } => {
+                out.extend_from_slice(&ofs_nbits.to_be_bytes());
+                out.extend_from_slice(&src.to_be_bytes());
+                out.extend_from_slice(&max_len.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
+            }
+            NxAction::OutputReg {
+                ofs_nbits,
+                src,
+                max_len,
+                reg2: true,
+            } => {
+                out.extend_from_slice(&ofs_nbits.to_be_bytes());
+                out.extend_from_slice(&max_len.to_be_bytes());
+                out.extend_from_slice(&src.to_be_bytes());
+            }
+            NxAction::Exit | NxAction::PopQueue => out.extend_from_slice(&[0; 6]),
             NxAction::Conjunction {
                 clause,
                 n_clauses,
@@ -444,6 +484,41 @@ impl NxAction {
                     value: value.to_vec(),
                     mask: masked.then(|| mask.to_vec()),
                 })
+            }
+            NXAST_OUTPUT_REG => {
+                fixed(24)?;
+                let ofs_nbits = b.u16().ok_or(BadNxAction::Len)?;
+                let src = b.u32().ok_or(BadNxAction::Len)?;
+                let max_len = b.u16().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(6))?;
+                NxAction::OutputReg {
+                    ofs_nbits,
+                    src,
+                    max_len,
+                    reg2: false,
+                }
+            }
+            NXAST_OUTPUT_REG2 => {
+                fixed(24)?;
+                let ofs_nbits = b.u16().ok_or(BadNxAction::Len)?;
+                let max_len = b.u16().ok_or(BadNxAction::Len)?;
+                let src = b.u32().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(4))?;
+                NxAction::OutputReg {
+                    ofs_nbits,
+                    src,
+                    max_len,
+                    reg2: true,
+                }
+            }
+            NXAST_EXIT | NXAST_POP_QUEUE => {
+                fixed(16)?;
+                zero(b.bytes(6))?;
+                if subtype == NXAST_EXIT {
+                    NxAction::Exit
+                } else {
+                    NxAction::PopQueue
+                }
             }
             crate::nx_learn::NXAST_LEARN | crate::nx_learn::NXAST_LEARN2 => NxAction::Learn(
                 Box::new(crate::nx_learn::LearnAction::decode(subtype, body, len)?),

@@ -380,6 +380,21 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
     };
     Ok(match *a {
         NxAction::Learn(ref l) => VswAction::Learn(std::sync::Arc::new(learn_to_vsw(l)?)),
+        NxAction::OutputReg {
+            ofs_nbits,
+            src,
+            max_len,
+            ..
+        } => VswAction::OutputReg {
+            src: nxm_subfield(
+                src,
+                u32::from(ofs_nbits >> 6),
+                u32::from(ofs_nbits & 0x3f) + 1,
+            )?,
+            max_len,
+        },
+        NxAction::Exit => VswAction::Exit,
+        NxAction::PopQueue => VswAction::PopQueue,
         NxAction::Resubmit { in_port } => VswAction::Resubmit {
             port: port(in_port)?,
             table: None,

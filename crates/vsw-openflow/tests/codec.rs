@@ -410,6 +410,16 @@ fn plain_action() -> impl Strategy<Value = Action> {
             })
         }),
         learn().prop_map(|l| Action::Nx(NxAction::Learn(Box::new(l)))),
+        (any::<u16>(), any::<u32>(), any::<u16>(), any::<bool>()).prop_map(
+            |(ofs_nbits, src, max_len, reg2)| Action::Nx(NxAction::OutputReg {
+                ofs_nbits,
+                src,
+                max_len,
+                reg2
+            })
+        ),
+        Just(Action::Nx(NxAction::Exit)),
+        Just(Action::Nx(NxAction::PopQueue)),
         (2u8..=64, any::<u8>(), any::<u32>()).prop_map(|(n_clauses, c, id)| {
             Action::Nx(NxAction::Conjunction {
                 clause: c % n_clauses,
