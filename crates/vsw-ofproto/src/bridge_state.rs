@@ -144,7 +144,18 @@ impl BridgeState {
             return Learning::InPlace(r.clone());
         }
         if !doing {
-            return Learning::NotInPlace;
+            // What a packet would get: kept out by the limit, or learned.
+            let full = limit != 0
+                && self
+                    .pipeline
+                    .load()
+                    .table(spec.table)
+                    .is_some_and(|t| t.count_cookie(spec.cookie) >= limit as usize);
+            return if full {
+                Learning::OverLimit
+            } else {
+                Learning::NotInPlace
+            };
         }
         let Ok(_writing) = self.rules_writer.try_lock() else {
             return Learning::Busy;

@@ -11,7 +11,9 @@
 //! from and into the packet's fields, pushed and popped, and matched by later
 //! tables: what a register holds is translation's alone, so the datapath flow must
 //! match the packet bits it came from. Some rules are clauses of conjunctions,
-//! answered by rules of `conj_id`.
+//! answered by rules of `conj_id`. Some learn one rule per source at most, and
+//! later tables read whether the packet's source was the one learned: a flow must
+//! match the source it learned from.
 
 mod common;
 
@@ -130,6 +132,9 @@ fn rule() -> impl Strategy<Value = String> {
         Just("move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]".to_string()),
         Just("push:NXM_OF_ETH_DST[0..7]".to_string()),
         Just("pop:NXM_NX_REG0[0..7]".to_string()),
+        // A rule learned per source, in a table nothing looks up, one at most: the
+        // result bit tells later tables whether this source's was.
+        Just("learn(table=7,limit=1,result_dst=NXM_NX_REG0[1],NXM_OF_ETH_SRC[])".to_string()),
     ];
     (
         0..TABLES,
@@ -430,4 +435,29 @@ fn a_learning_switch_through_moves_and_rule_changes() {
         p(2, 2, 1),
     ];
     run(&ops, &normal, 1).unwrap();
+}
+
+#[test]
+fn a_flow_that_learned_matches_the_source_it_learned_from() {
+    let rules = vec![
+        "table=0,priority=1,ip,actions=learn(table=7,limit=1,result_dst=NXM_NX_REG0[1],\
+         NXM_OF_ETH_SRC[]),resubmit(,1)"
+            .to_string(),
+        "table=1,priority=2,ip,reg0=2,actions=output:2".into(),
+        "table=1,priority=1,ip,actions=output:3".into(),
+    ];
+    let p = |src| {
+        Op::Send(Packet {
+            in_port: 1,
+            src,
+            dst: 9,
+            tcp: false,
+            tp_dst: 53,
+        })
+    };
+    // Source 1 learns (to port 2), and its flow is cached on its next packet;
+    // source 2 is over the limit (to port 3) whatever source 1's flow says.
+    for emc in [1, 0] {
+        run(&[p(1), p(1), p(1), p(2), p(2), p(1)], &rules, emc).unwrap();
+    }
 }
