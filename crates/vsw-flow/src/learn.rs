@@ -502,6 +502,19 @@ mod tests {
     }
 
     #[test]
+    fn ovns_load_balancer_hairpin_learn_reads_and_checks() {
+        // As ovn-controller writes it (lflow.c, the LB hairpin reply flows).
+        let text = "table=69,delete_learned,cookie=0x5c1a,OXM_OF_METADATA[],eth_type=0x800,\
+                    NXM_OF_IP_SRC[],ip_dst=198.18.0.10,nw_proto=6,\
+                    NXM_OF_TCP_SRC[]=NXM_OF_TCP_DST[],load:0x1->NXM_NX_REG10[7]";
+        let l = Learn::parse(text, &none).unwrap();
+        let tcp = crate::syntax::parse_match("tcp", &none).unwrap();
+        l.check(Some(&tcp.matcher)).unwrap();
+        // As `ovs-ofctl parse-flow` prints it.
+        assert_eq!(format!("learn({text})").replace(['\n', ' '], ""), l.to_string());
+    }
+
+    #[test]
     fn bad_learns_are_refused_with_the_reason() {
         for bad in [
             "table=255",
