@@ -511,7 +511,10 @@ mod tests {
         let tcp = crate::syntax::parse_match("tcp", &none).unwrap();
         l.check(Some(&tcp.matcher)).unwrap();
         // As `ovs-ofctl parse-flow` prints it.
-        assert_eq!(format!("learn({text})").replace(['\n', ' '], ""), l.to_string());
+        assert_eq!(
+            format!("learn({text})").replace(['\n', ' '], ""),
+            l.to_string()
+        );
     }
 
     #[test]
