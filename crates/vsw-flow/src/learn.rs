@@ -542,6 +542,9 @@ mod tests {
         assert!(load.check(None).is_err());
         let fin = Learn::parse("fin_idle_timeout=5", &none).unwrap();
         assert!(fin.check(None).is_err());
+        // Not in an action set, as Open vSwitch has it.
+        let set = "actions=write_actions(learn(table=1,NXM_OF_ETH_SRC[]))";
+        assert!(crate::syntax::parse_flow(set, &none).is_err());
     }
 
     #[test]
@@ -646,6 +649,25 @@ mod tests {
             (5, &[Action::Output(4)][..])
         );
         assert_eq!(p.len(), 2);
+        // Learned again with other timeouts: in place (a learn would change only
+        // actions and cookie).
+        let mut again = l.rule_for(&key(1));
+        again.actions = vec![Action::Output(4)];
+        again.hard_timeout = 7;
+        assert!(p.learned_in_place(&again).is_some());
+        assert!(matches!(p.learn(again, 0, 4_000), LearnOutcome::InPlace(_)));
+        // A controller's rule a learn changes stays the controller's, with its
+        // counters.
+        let mut theirs = l.rule_for(&key(9));
+        theirs.actions = vec![Action::Output(1)];
+        p.insert(theirs.clone(), 1);
+        let r = p.learned_in_place(&theirs).unwrap().clone();
+        r.stats.add(3, 300, 2);
+        let LearnOutcome::Added(m) = p.learn(l.rule_for(&key(9)), 0, 5_000) else {
+            panic!("modified");
+        };
+        assert!(!m.learned);
+        assert_eq!((m.stats.packets(), m.seq), (3, r.seq));
     }
 
     #[test]

@@ -5,6 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// Whether `old` is what a learn of `spec` leaves a rule of its match and priority:
+/// the learn's actions and cookie.
+fn learned_as(old: &Rule, spec: &FlowSpec) -> bool {
+    old.spec.actions == spec.actions && old.spec.cookie == spec.cookie
+}
+
 #[cfg(test)]
 use vsw_packet::FlowKey;
 
@@ -351,49 +357,52 @@ impl Pipeline {
         self.selected(None).map(|c| c.remove_port(port)).sum()
     }
 
-    /// The rule `spec` (a rule a `learn` makes) would be, if it is in place as it
-    /// is: same match and priority, same actions, timeouts, cookie and flags.
+    /// The rule `spec` (a rule a `learn` makes) would leave in place, if it is in
+    /// place as the learn would leave it: its match and priority, the learn's
+    /// actions and cookie (a learn changes nothing else of a rule in place).
     pub fn learned_in_place(&self, spec: &FlowSpec) -> Option<&Arc<Rule>> {
         self.find_exact(spec.table, &spec.matcher, spec.priority)
-            .filter(|r| r.spec == *spec)
+            .filter(|r| learned_as(r, spec))
     }
 
     /// Carries out what a `learn` makes, `spec`, as Open vSwitch does (a strict
     /// modify that may add): a rule of its match and priority in place takes its
-    /// actions and cookie (keeping its own timeouts and flags); else it is added,
+    /// actions and cookie (keeping its own timeouts, flags, counters, age and
+    /// origin: a controller's rule stays a controller's); else it is added,
     /// unless `limit` (non-zero) rules of its table have its cookie already.
     pub fn learn(&mut self, spec: FlowSpec, limit: u32, now_ms: u64) -> LearnOutcome {
         let table = usize::from(spec.table);
-        let next = match self.find_exact(spec.table, &spec.matcher, spec.priority) {
-            Some(old) => {
-                let next = FlowSpec {
-                    actions: spec.actions,
-                    cookie: spec.cookie,
-                    as_written: Default::default(),
-                    ..old.spec.clone()
-                };
-                if next == old.spec {
-                    old.refresh(now_ms);
-                    return LearnOutcome::InPlace(old.clone());
-                }
-                next
+        if let Some(old) = self
+            .find_exact(spec.table, &spec.matcher, spec.priority)
+            .cloned()
+        {
+            if learned_as(&old, &spec) {
+                old.refresh(now_ms);
+                return LearnOutcome::InPlace(old);
             }
-            None => {
-                let full = limit != 0
-                    && self
-                        .tables
-                        .get(table)
-                        .is_some_and(|c| c.count_cookie(spec.cookie) >= limit as usize);
-                if full {
-                    return LearnOutcome::OverLimit;
-                }
-                spec
-            }
-        };
+            let mut new = old.with_actions(spec.actions, Written::default(), false);
+            new.spec.cookie = spec.cookie;
+            new.refresh(now_ms);
+            let replaced = self.tables[table].replace(&old, new);
+            debug_assert!(replaced, "a rule just found is in its table");
+            let placed = self
+                .find_exact(spec.table, &spec.matcher, spec.priority)
+                .cloned()
+                .expect("the rule just put in place");
+            return LearnOutcome::Added(placed);
+        }
+        let full = limit != 0
+            && self
+                .tables
+                .get(table)
+                .is_some_and(|c| c.count_cookie(spec.cookie) >= limit as usize);
+        if full {
+            return LearnOutcome::OverLimit;
+        }
         if self.tables.len() <= table {
             self.tables.resize_with(table + 1, Classifier::new);
         }
-        LearnOutcome::Added(self.tables[table].insert_learned(next, now_ms))
+        LearnOutcome::Added(self.tables[table].insert_learned(spec, now_ms))
     }
 
     /// The (table, cookie) of every `learn(…, delete_learned)` in `rules`' actions.

@@ -368,6 +368,11 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::StackPush(_)
                     | Action::StackPop(_)
                     | Action::Conjunction { .. }
+                    | Action::Learn(_)
+                    | Action::Exit
+                    | Action::PopQueue
+                    | Action::OutputReg { .. }
+                    | Action::Controller { pause: true, .. }
             )
         }) {
             return Err(values::bad(

@@ -157,8 +157,12 @@ impl BridgeState {
                 Learning::NotInPlace
             };
         }
-        let Ok(_writing) = self.rules_writer.try_lock() else {
-            return Learning::Busy;
+        let _writing = match self.rules_writer.try_lock() {
+            Ok(w) => w,
+            // A panic while it was held (a PMD's, caught and restarted) leaves
+            // nothing half-done: the pipeline is swapped whole.
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Learning::Busy,
         };
         let mut next = (**self.pipeline.load()).clone();
         match next.learn(spec, limit, now_ms) {

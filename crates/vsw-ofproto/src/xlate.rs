@@ -182,6 +182,9 @@ pub(crate) struct XlateEnv<'a> {
     pub now_ms: u64,
     /// A packet is passing: NORMAL learns its source.
     pub learn: bool,
+    /// A packet is passing (a packet-out's and a resumed one too): a `learn`
+    /// puts its rule in place.
+    pub learn_rules: bool,
     pub trace: bool,
     /// Where notes of packets sent to the controller are kept.
     pub punt_notes: &'a PuntNotes,
@@ -712,6 +715,7 @@ impl Ctx<'_, '_> {
             ports: &ports,
             now_ms: self.env.now_ms,
             learn: self.env.learn,
+            learn_rules: self.env.learn_rules,
             trace: self.env.trace,
             punt_notes: o.punt_notes(),
             fail_open: o.fail_open(),
@@ -1105,7 +1109,7 @@ impl Ctx<'_, '_> {
         let learning = self
             .env
             .bridge
-            .learn(spec, l.limit, self.env.now_ms, self.env.learn);
+            .learn(spec, l.limit, self.env.now_ms, self.env.learn_rules);
         let (placed, what) = match learning {
             Learning::InPlace(r) => {
                 self.out.learned_rules.push(r);
@@ -1119,19 +1123,18 @@ impl Ctx<'_, '_> {
             }
             Learning::NotInPlace => {
                 self.out.uncacheable = true;
-                (true, "not in place: a packet passing learns it")
+                (false, "not in place: a packet passing learns it")
             }
             Learning::Busy => {
                 self.out.uncacheable = true;
                 (
-                    true,
+                    false,
                     "not learned now (the rules are being changed): the next packet tries",
                 )
             }
-            Learning::OverLimit => {
-                self.out.uncacheable = true;
-                (false, "not learned: its limit is reached")
-            }
+            // Cached: a rule of its table going (the only way room is made) has
+            // every flow of the bridge looked at again (vswd's revalidation).
+            Learning::OverLimit => (false, "not learned: its limit is reached"),
         };
         if let Some(r) = l.result_dst {
             self.load(r.field, u128::from(placed) << r.ofs, r.mask());

@@ -156,7 +156,8 @@ fn a_limit_keeps_rules_out_and_result_dst_says_so() {
     assert_eq!(first.actions, vec![Output(2)], "learned: result 1");
     let second = backer.translate(&frame(1, 0xc, 0xb), 1_001, true);
     assert_eq!(second.actions, vec![Output(3)], "over the limit: result 0");
-    assert!(!second.cacheable, "it may learn once room is made");
+    // Cached: room is made only by a rule going, which looks at every flow.
+    assert!(second.cacheable);
     assert_eq!(
         rules_of(&o, 1),
         ["cookie=0x5,table=1,priority=32768,dl_src=02:00:00:00:00:0a,actions=drop"]
@@ -200,4 +201,19 @@ fn a_learn_across_a_patch_port_puts_its_rule_in_the_peers_bridge() {
     assert!(rules_of(&ob, 1)[0].contains("actions=output:2"));
     assert!(rules_of(&oa, 1).is_empty());
     assert!(backer.translate(&frame(1, 0xa, 0xb), 1_001, true).cacheable);
+}
+
+#[test]
+fn a_packet_out_learns_as_a_packet_passing_does() {
+    let (_backer, o) = bridge(&["table=1,priority=0,actions=drop"]);
+    let actions = vsw_flow::parse_actions(
+        "learn(table=1,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),output:2",
+        &|_: &str| None,
+        &vsw_flow::Match::any(),
+    )
+    .unwrap();
+    let key = vsw_flow::MatchKey::from(frame(1, 0xa, 0xb));
+    let x = o.translate_packet_out(&key, &actions, 1_000);
+    assert_eq!(x.actions, vec![Output(2)]);
+    assert_eq!(rules_of(&o, 1).len(), 2, "{:?}", rules_of(&o, 1));
 }

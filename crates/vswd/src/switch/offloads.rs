@@ -66,6 +66,12 @@ impl Switch {
         let now = vsw_datapath::clock::now_ms();
         let keys = self.offloads.hand_back(|key| {
             let t = upcall.translate(key, now, false);
+            // A flow whose answer holds for one packet only (a learn not in
+            // place) is not cached, so not kept in the kernel either: its packets
+            // must reach a PMD.
+            if !t.cacheable {
+                return Err("translated-per-packet".to_string());
+            }
             vsw_datapath::offload::offloadable(&DpFlow::new(0, 0, key, t, now))
         });
         if install {

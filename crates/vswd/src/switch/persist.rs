@@ -112,8 +112,9 @@ impl Switch {
         }
         let old = self.ofproto.pipeline();
         // A clause of a conjunction is in no flow's attribution (the rule of its
-        // conj_id is): removing one looks at every flow.
-        let removed = removed.filter(|r| !r.iter().any(|r| r.is_conjunction_clause()));
+        // conj_id is), and a learned rule going makes room that flows a learn's
+        // limit kept out may take: removing one looks at every flow.
+        let removed = removed.filter(|r| !r.iter().any(|r| r.is_conjunction_clause() || r.learned));
         let revalidated = match removed {
             // Only the flows that matched a removed rule are looked at (their
             // counts pushed to it first, by the pass).

@@ -93,10 +93,24 @@ impl Switch {
         }
         let now = now_ms();
         let added = specs.iter().map(format_flow).collect();
+        // The rules the adds replace (same match and priority) may have been the
+        // last to learn with delete_learned.
+        let replaced: Vec<Arc<vsw_flow::Rule>> = specs
+            .iter()
+            .filter_map(|s| {
+                pipeline
+                    .find_exact(s.table, &s.matcher, s.priority)
+                    .cloned()
+            })
+            .collect();
         for spec in specs {
             pipeline.insert(spec, now);
         }
+        let learned_gone = pipeline.delete_learned_of(&replaced);
         self.replace_rules_noted(pipeline, Vec::new(), added, None)?;
+        for r in &learned_gone {
+            self.note_removed(r, Removal::Deleted, now);
+        }
         Ok(json!({ "added": texts.len() }))
     }
 
@@ -396,10 +410,14 @@ impl Switch {
         let _writing = ofproto.writing_rules();
         let mut pipeline = (*self.ofproto.pipeline()).clone();
         let removed = pipeline.delete_groups(id);
+        let learned_gone = pipeline.delete_learned_of(&removed);
         self.replace_rules(pipeline)?;
         let now = now_ms();
         for r in &removed {
             self.note_removed(r, Removal::GroupDeleted, now);
+        }
+        for r in &learned_gone {
+            self.note_removed(r, Removal::Deleted, now);
         }
         Ok(json!({ "flows_removed": removed.len() }))
     }
@@ -435,7 +453,11 @@ impl Switch {
             .collect();
         let mut pipeline = (*current).clone();
         let removed = pipeline.delete_meters(id);
+        let learned_gone = pipeline.delete_learned_of(&removed);
         self.replace_rules(pipeline)?;
+        for r in &learned_gone {
+            self.note_removed(r, Removal::Deleted, now_ms());
+        }
         for m in gone {
             self.dpif
                 .dp()
