@@ -149,6 +149,9 @@ pub enum Action {
     Exit,
     /// `pop_queue`: back to the queue the packet came with — vsw's ports have one.
     PopQueue,
+    /// `bundle(…)` / `bundle_load(…)`: a live member port chosen, sent to or loaded
+    /// into a field (NXAST_BUNDLE, NXAST_BUNDLE_LOAD; see [`crate::member_bundle`]).
+    Bundle(std::sync::Arc<crate::member_bundle::MemberBundle>),
 }
 
 /// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
@@ -248,6 +251,29 @@ static OUTPUT: ActionDef = ActionDef {
             return Err(bad(n, a, "vsw does not truncate what a port sends"));
         }
         Ok(Action::Output(parse_port(n, port, ports)?))
+    },
+};
+static BUNDLE: ActionDef = ActionDef {
+    name: "bundle",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    // `bundle(ARGS)`: the parentheses arrive as the argument.
+    build: |_, a, ports| {
+        Ok(Action::Bundle(std::sync::Arc::new(
+            crate::member_bundle::MemberBundle::parse(a.unwrap_or(""), false, ports)?,
+        )))
+    },
+};
+static BUNDLE_LOAD: ActionDef = ActionDef {
+    name: "bundle_load",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |_, a, ports| {
+        Ok(Action::Bundle(std::sync::Arc::new(
+            crate::member_bundle::MemberBundle::parse(a.unwrap_or(""), true, ports)?,
+        )))
     },
 };
 static EXIT: ActionDef = ActionDef {
@@ -825,6 +851,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &LEARN,
     &EXIT,
     &POP_QUEUE,
+    &BUNDLE,
+    &BUNDLE_LOAD,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -882,6 +910,8 @@ impl Action {
             Action::OutputReg { .. } => &OUTPUT,
             Action::Exit => &EXIT,
             Action::PopQueue => &POP_QUEUE,
+            Action::Bundle(b) if b.dst.is_some() => &BUNDLE_LOAD,
+            Action::Bundle(_) => &BUNDLE,
         }
     }
 
@@ -956,6 +986,7 @@ impl Action {
                 n_clauses,
             } => Some(format!("{id},{clause}/{n_clauses}")),
             Action::Learn(l) => Some(l.to_string()),
+            Action::Bundle(b) => Some(b.to_string()),
             Action::OutputReg {
                 src,
                 max_len: u16::MAX,
@@ -1045,6 +1076,7 @@ impl Action {
                 dst: Subfield { field, .. },
                 ..
             } => !field.is_pipelines(),
+            Action::Bundle(b) => b.dst.is_some_and(|d| !d.field.is_pipelines()),
             _ => self.def().rewrites,
         }
     }
@@ -1055,7 +1087,7 @@ impl fmt::Display for Action {
         match self.argument() {
             // Written with parentheses: its argument holds a comma.
             // Its argument is the whole of it, parentheses and all.
-            Some(a) if matches!(self, Action::Learn(_)) => f.write_str(&a),
+            Some(a) if matches!(self, Action::Learn(_) | Action::Bundle(_)) => f.write_str(&a),
             Some(a) if matches!(self, Action::OutputReg { max_len, .. } if *max_len != u16::MAX) => {
                 write!(f, "output({a})")
             }

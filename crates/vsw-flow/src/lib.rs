@@ -13,6 +13,7 @@ pub mod learn;
 pub mod mac_table;
 pub mod match_key;
 pub mod matching;
+pub mod member_bundle;
 pub mod meter;
 pub mod pipeline;
 pub mod rule;

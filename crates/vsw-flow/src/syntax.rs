@@ -372,6 +372,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::Exit
                     | Action::PopQueue
                     | Action::OutputReg { .. }
+                    | Action::Bundle(_)
                     | Action::Controller { pause: true, .. }
             )
         }) {

@@ -966,6 +966,21 @@ impl Ctx<'_, '_> {
             // conjunctive match is).
             Action::Conjunction { .. } => {}
             Action::Exit => self.exiting = true,
+            Action::Bundle(ref b) => {
+                let live_ports = self.env.live_ports;
+                let live = |p: u32| live_ports.contains(&p);
+                let port = b.choose(&self.key, &mut self.mask, &live);
+                match b.dst {
+                    Some(d) => {
+                        let v = u128::from(port & 0xffff) & ones(u32::from(d.n_bits));
+                        self.load(d.field, v << d.ofs, d.mask());
+                    }
+                    None if port != vsw_flow::member_bundle::OFPP_NONE => {
+                        self.output_numbered(u128::from(port), table, rule)
+                    }
+                    None => self.step(table, "bundle: no live member, dropped".into()),
+                }
+            }
             // One queue per port.
             Action::PopQueue => {}
             Action::OutputReg { src, .. } => {
@@ -1295,7 +1310,8 @@ impl Ctx<'_, '_> {
             | Action::Learn(_)
             | Action::OutputReg { .. }
             | Action::Exit
-            | Action::PopQueue => None,
+            | Action::PopQueue
+            | Action::Bundle(_) => None,
         }
     }
 

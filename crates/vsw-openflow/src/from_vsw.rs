@@ -591,6 +591,21 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 reg2: false,
             })),
             VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
+            VswAction::Bundle(b) => apply.push(Action::Nx(NxAction::Bundle {
+                load: b.dst.is_some(),
+                algorithm: b.algorithm as u16,
+                fields: b.fields as u16,
+                basis: b.basis,
+                ofs_nbits: b.dst.map_or(0, |d| {
+                    (u16::from(d.ofs) << 6) | u16::from(d.n_bits.min(64) - 1)
+                }),
+                dst: b.dst.map_or(0, |d| header_of(d.field)),
+                members: b
+                    .members
+                    .iter()
+                    .map(|p| port_to_16(to_of_port(*p)).unwrap_or(0xffff))
+                    .collect(),
+            })),
             VswAction::PopQueue => apply.push(Action::Nx(NxAction::PopQueue)),
             VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove(FieldCopy {
                 n_bits: u16::from(src.n_bits),

@@ -34,6 +34,10 @@ pub const NXAST_STACK_POP: u16 = 28;
 pub const NXAST_CONJUNCTION: u16 = 34;
 pub const NXAST_CONTROLLER2: u16 = 37;
 pub const NXAST_POP_QUEUE: u16 = 5;
+pub const NXAST_BUNDLE: u16 = 12;
+pub const NXAST_BUNDLE_LOAD: u16 = 13;
+/// A bundle's member type: OpenFlow ports (NXM_OF_IN_PORT's header).
+pub const NX_BUNDLE_OFPORT: u32 = 0x0000_0002;
 pub const NXAST_OUTPUT_REG: u16 = 15;
 pub const NXAST_EXIT: u16 = 17;
 pub const NXAST_OUTPUT_REG2: u16 = 32;
@@ -173,6 +177,18 @@ pub enum NxAction {
     },
     Exit,
     PopQueue,
+    /// `bundle(…)` (`bundle_load(…)` when `load`: its destination `dst` at
+    /// `ofs_nbits`, else both 0): algorithm and fields by Open vSwitch's numbers,
+    /// members as 16-bit ports.
+    Bundle {
+        load: bool,
+        algorithm: u16,
+        fields: u16,
+        basis: u16,
+        ofs_nbits: u16,
+        dst: u32,
+        members: Vec<u16>,
+    },
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -202,6 +218,8 @@ impl NxAction {
             NxAction::OutputReg { reg2: true, .. } => NXAST_OUTPUT_REG2,
             NxAction::Exit => NXAST_EXIT,
             NxAction::PopQueue => NXAST_POP_QUEUE,
+            NxAction::Bundle { load: false, .. } => NXAST_BUNDLE,
+            NxAction::Bundle { load: true, .. } => NXAST_BUNDLE_LOAD,
         }
     }
 
@@ -269,6 +287,27 @@ impl NxAction {
                 out.extend_from_slice(&src.to_be_bytes());
             }
             NxAction::Exit | NxAction::PopQueue => out.extend_from_slice(&[0; 6]),
+            NxAction::Bundle {
+                algorithm,
+                fields,
+                basis,
+                ofs_nbits,
+                dst,
+                members,
+                ..
+            } => {
+                for v in [*algorithm, *fields, *basis] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                out.extend_from_slice(&NX_BUNDLE_OFPORT.to_be_bytes());
+                out.extend_from_slice(&(members.len() as u16).to_be_bytes());
+                out.extend_from_slice(&ofs_nbits.to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+                for m in members {
+                    out.extend_from_slice(&m.to_be_bytes());
+                }
+            }
             NxAction::Conjunction {
                 clause,
                 n_clauses,
@@ -509,6 +548,41 @@ impl NxAction {
                     src,
                     max_len,
                     reg2: true,
+                }
+            }
+            NXAST_BUNDLE | NXAST_BUNDLE_LOAD => {
+                let load = subtype == NXAST_BUNDLE_LOAD;
+                let algorithm = b.u16().ok_or(BadNxAction::Len)?;
+                let fields = b.u16().ok_or(BadNxAction::Len)?;
+                let basis = b.u16().ok_or(BadNxAction::Len)?;
+                let member_type = b.u32().ok_or(BadNxAction::Len)?;
+                let n = usize::from(b.u16().ok_or(BadNxAction::Len)?);
+                let ofs_nbits = b.u16().ok_or(BadNxAction::Len)?;
+                let dst = b.u32().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(4))?;
+                if len != (32 + 2 * n).div_ceil(8) * 8 {
+                    return Err(BadNxAction::Len);
+                }
+                let members = (0..n)
+                    .map(|_| b.u16().ok_or(BadNxAction::Len))
+                    .collect::<Result<Vec<u16>, _>>()?;
+                // The rest is padding to 8 bytes, zero.
+                zero(Some(b.rest()))?;
+                if algorithm > 1
+                    || fields > 6
+                    || member_type != NX_BUNDLE_OFPORT
+                    || (!load && (ofs_nbits != 0 || dst != 0))
+                {
+                    return Err(BadNxAction::Argument);
+                }
+                NxAction::Bundle {
+                    load,
+                    algorithm,
+                    fields,
+                    basis,
+                    ofs_nbits,
+                    dst,
+                    members,
                 }
             }
             NXAST_EXIT | NXAST_POP_QUEUE => {

@@ -394,6 +394,44 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             max_len,
         },
         NxAction::Exit => VswAction::Exit,
+        NxAction::Bundle {
+            load,
+            algorithm,
+            fields,
+            basis,
+            ofs_nbits,
+            dst,
+            ref members,
+        } => {
+            use vsw_flow::member_bundle::{BundleAlgorithm, HashFields, MemberBundle};
+            let dst = if load {
+                let n_bits = u32::from(ofs_nbits & 0x3f) + 1;
+                let d = nxm_subfield(dst, u32::from(ofs_nbits >> 6), n_bits)?;
+                if d.n_bits < 16 || !d.field.is_writable() {
+                    return Err(BadFlowMod::BadArgument);
+                }
+                Some(d)
+            } else {
+                None
+            };
+            VswAction::Bundle(std::sync::Arc::new(MemberBundle {
+                fields: HashFields::from_wire(fields).ok_or(BadFlowMod::BadArgument)?,
+                basis,
+                algorithm: match algorithm {
+                    0 => BundleAlgorithm::ActiveBackup,
+                    1 => BundleAlgorithm::Hrw,
+                    _ => return Err(BadFlowMod::BadArgument),
+                },
+                dst,
+                members: members
+                    .iter()
+                    .map(|p| match port_from_16(*p) {
+                        OFPP_LOCAL => vsw_flow::LOCAL_PORT,
+                        p => p,
+                    })
+                    .collect(),
+            }))
+        }
         NxAction::PopQueue => VswAction::PopQueue,
         NxAction::Resubmit { in_port } => VswAction::Resubmit {
             port: port(in_port)?,

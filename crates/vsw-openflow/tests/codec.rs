@@ -419,6 +419,27 @@ fn plain_action() -> impl Strategy<Value = Action> {
             })
         ),
         Just(Action::Nx(NxAction::Exit)),
+        (
+            any::<bool>(),
+            0u16..=1,
+            0u16..=6,
+            any::<u16>(),
+            any::<(u16, u32)>(),
+            prop::collection::vec(any::<u16>(), 0..6)
+        )
+            .prop_map(
+                |(load, algorithm, fields, basis, (ofs_nbits, dst), members)| {
+                    Action::Nx(NxAction::Bundle {
+                        load,
+                        algorithm,
+                        fields,
+                        basis,
+                        ofs_nbits: if load { ofs_nbits } else { 0 },
+                        dst: if load { dst } else { 0 },
+                        members,
+                    })
+                }
+            ),
         Just(Action::Nx(NxAction::PopQueue)),
         (2u8..=64, any::<u8>(), any::<u32>()).prop_map(|(n_clauses, c, id)| {
             Action::Nx(NxAction::Conjunction {
