@@ -152,6 +152,9 @@ pub enum Action {
     /// `bundle(…)` / `bundle_load(…)`: a live member port chosen, sent to or loaded
     /// into a field (NXAST_BUNDLE, NXAST_BUNDLE_LOAD; see [`crate::member_bundle`]).
     Bundle(std::sync::Arc<crate::member_bundle::MemberBundle>),
+    /// `multipath(…)`: a link number from a hash of the packet's fields, loaded
+    /// into a field (NXAST_MULTIPATH; see [`crate::multipath`]).
+    Multipath(std::sync::Arc<crate::multipath::Multipath>),
 }
 
 /// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
@@ -273,6 +276,18 @@ static BUNDLE_LOAD: ActionDef = ActionDef {
     build: |_, a, ports| {
         Ok(Action::Bundle(std::sync::Arc::new(
             crate::member_bundle::MemberBundle::parse(a.unwrap_or(""), true, ports)?,
+        )))
+    },
+};
+static MULTIPATH: ActionDef = ActionDef {
+    name: "multipath",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    // `multipath(ARGS)`: the parentheses arrive as the argument.
+    build: |_, a, _| {
+        Ok(Action::Multipath(std::sync::Arc::new(
+            crate::multipath::Multipath::parse(a.unwrap_or(""))?,
         )))
     },
 };
@@ -853,6 +868,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &POP_QUEUE,
     &BUNDLE,
     &BUNDLE_LOAD,
+    &MULTIPATH,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -912,6 +928,7 @@ impl Action {
             Action::PopQueue => &POP_QUEUE,
             Action::Bundle(b) if b.dst.is_some() => &BUNDLE_LOAD,
             Action::Bundle(_) => &BUNDLE,
+            Action::Multipath(_) => &MULTIPATH,
         }
     }
 
@@ -987,6 +1004,7 @@ impl Action {
             } => Some(format!("{id},{clause}/{n_clauses}")),
             Action::Learn(l) => Some(l.to_string()),
             Action::Bundle(b) => Some(b.to_string()),
+            Action::Multipath(m) => Some(m.to_string()),
             Action::OutputReg {
                 src,
                 max_len: u16::MAX,
@@ -1077,6 +1095,7 @@ impl Action {
                 ..
             } => !field.is_pipelines(),
             Action::Bundle(b) => b.dst.is_some_and(|d| !d.field.is_pipelines()),
+            Action::Multipath(m) => !m.dst.field.is_pipelines(),
             _ => self.def().rewrites,
         }
     }
@@ -1087,7 +1106,14 @@ impl fmt::Display for Action {
         match self.argument() {
             // Written with parentheses: its argument holds a comma.
             // Its argument is the whole of it, parentheses and all.
-            Some(a) if matches!(self, Action::Learn(_) | Action::Bundle(_)) => f.write_str(&a),
+            Some(a)
+                if matches!(
+                    self,
+                    Action::Learn(_) | Action::Bundle(_) | Action::Multipath(_)
+                ) =>
+            {
+                f.write_str(&a)
+            }
             Some(a) if matches!(self, Action::OutputReg { max_len, .. } if *max_len != u16::MAX) => {
                 write!(f, "output({a})")
             }

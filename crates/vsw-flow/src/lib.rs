@@ -15,6 +15,7 @@ pub mod match_key;
 pub mod matching;
 pub mod member_bundle;
 pub mod meter;
+pub mod multipath;
 pub mod pipeline;
 pub mod rule;
 pub mod samples;

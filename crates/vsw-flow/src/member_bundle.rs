@@ -41,11 +41,19 @@ const FIELD_NAMES: &[(HashFields, &str)] = &[
 ];
 
 impl HashFields {
+    /// By its name in `ovs-ofctl`'s syntax.
+    pub fn by_name(name: &str) -> Option<HashFields> {
+        FIELD_NAMES
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
+            .map(|(f, _)| *f)
+    }
+
     pub fn from_wire(n: u16) -> Option<HashFields> {
         FIELD_NAMES.iter().map(|(f, _)| *f).find(|f| *f as u16 == n)
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         FIELD_NAMES
             .iter()
             .find(|(f, _)| *f == self)
@@ -124,7 +132,7 @@ impl HashFields {
 
 /// A small multiply-rotate hash (translation's only: its values are never seen
 /// outside one choice).
-struct Mixer(u64);
+pub(crate) struct Mixer(u64);
 
 impl Mixer {
     fn new(basis: u16) -> Mixer {
@@ -150,7 +158,7 @@ impl Mixer {
     }
 
     /// Member `i`'s weight for a flow of hash `flow` (highest random weight).
-    fn member(flow: u64, i: usize) -> u64 {
+    pub(crate) fn member(flow: u64, i: usize) -> u64 {
         let mut m = Mixer(flow);
         m.add(i as u64);
         m.finish()

@@ -373,6 +373,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::PopQueue
                     | Action::OutputReg { .. }
                     | Action::Bundle(_)
+                    | Action::Multipath(_)
                     | Action::Controller { pause: true, .. }
             )
         }) {

@@ -966,6 +966,11 @@ impl Ctx<'_, '_> {
             // conjunctive match is).
             Action::Conjunction { .. } => {}
             Action::Exit => self.exiting = true,
+            Action::Multipath(ref m) => {
+                let link = m.link(&self.key, &mut self.mask);
+                let d = m.dst;
+                self.load(d.field, u128::from(link) << d.ofs, d.mask());
+            }
             Action::Bundle(ref b) => {
                 let live_ports = self.env.live_ports;
                 let live = |p: u32| live_ports.contains(&p);
@@ -1311,7 +1316,8 @@ impl Ctx<'_, '_> {
             | Action::OutputReg { .. }
             | Action::Exit
             | Action::PopQueue
-            | Action::Bundle(_) => None,
+            | Action::Bundle(_)
+            | Action::Multipath(_) => None,
         }
     }
 

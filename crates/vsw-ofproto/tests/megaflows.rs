@@ -135,6 +135,8 @@ fn rule() -> impl Strategy<Value = String> {
         // A rule learned per source, in a table nothing looks up, one at most: the
         // result bit tells later tables whether this source's was.
         Just("learn(table=7,limit=1,result_dst=NXM_NX_REG0[1],NXM_OF_ETH_SRC[])".to_string()),
+        // A link by the source's hash, into the bits later tables match.
+        Just("multipath(eth_src,0,modulo_n,3,0,NXM_NX_REG0[0..1])".to_string()),
     ];
     (
         0..TABLES,
@@ -459,5 +461,30 @@ fn a_flow_that_learned_matches_the_source_it_learned_from() {
     // source 2 is over the limit (to port 3) whatever source 1's flow says.
     for emc in [1, 0] {
         run(&[p(1), p(1), p(1), p(2), p(2), p(1)], &rules, emc).unwrap();
+    }
+}
+
+#[test]
+fn a_flow_through_multipath_matches_the_fields_it_hashed() {
+    let rules = vec![
+        "table=0,priority=1,ip,actions=multipath(eth_src,0,modulo_n,3,0,NXM_NX_REG0[0..1]),\
+         resubmit(,1)"
+            .to_string(),
+        "table=1,priority=1,ip,reg0=0,actions=output:2".into(),
+        "table=1,priority=1,ip,reg0=1,actions=output:3".into(),
+        "table=1,priority=1,ip,reg0=2,actions=output:4".into(),
+    ];
+    let p = |src| {
+        Op::Send(Packet {
+            in_port: 1,
+            src,
+            dst: 9,
+            tcp: false,
+            tp_dst: 53,
+        })
+    };
+    let ops: Vec<Op> = (1..=4).flat_map(|s| [p(s), p(s)]).collect();
+    for emc in [1, 0] {
+        run(&ops, &rules, emc).unwrap();
     }
 }

@@ -591,6 +591,15 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 reg2: false,
             })),
             VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
+            VswAction::Multipath(m) => apply.push(Action::Nx(NxAction::Multipath {
+                fields: m.fields as u16,
+                basis: m.basis,
+                algorithm: m.algorithm as u16,
+                max_link: (m.n_links - 1) as u16,
+                arg: m.arg,
+                ofs_nbits: (u16::from(m.dst.ofs) << 6) | u16::from(m.dst.n_bits.min(64) - 1),
+                dst: header_of(m.dst.field),
+            })),
             VswAction::Bundle(b) => apply.push(Action::Nx(NxAction::Bundle {
                 load: b.dst.is_some(),
                 algorithm: b.algorithm as u16,

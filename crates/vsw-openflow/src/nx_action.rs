@@ -34,6 +34,7 @@ pub const NXAST_STACK_POP: u16 = 28;
 pub const NXAST_CONJUNCTION: u16 = 34;
 pub const NXAST_CONTROLLER2: u16 = 37;
 pub const NXAST_POP_QUEUE: u16 = 5;
+pub const NXAST_MULTIPATH: u16 = 10;
 pub const NXAST_BUNDLE: u16 = 12;
 pub const NXAST_BUNDLE_LOAD: u16 = 13;
 /// A bundle's member type: OpenFlow ports (NXM_OF_IN_PORT's header).
@@ -189,6 +190,17 @@ pub enum NxAction {
         dst: u32,
         members: Vec<u16>,
     },
+    /// `multipath(…)`: fields and algorithm by Open vSwitch's numbers, `max_link`
+    /// the links less one, the destination as a load's.
+    Multipath {
+        fields: u16,
+        basis: u16,
+        algorithm: u16,
+        max_link: u16,
+        arg: u32,
+        ofs_nbits: u16,
+        dst: u32,
+    },
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -218,6 +230,7 @@ impl NxAction {
             NxAction::OutputReg { reg2: true, .. } => NXAST_OUTPUT_REG2,
             NxAction::Exit => NXAST_EXIT,
             NxAction::PopQueue => NXAST_POP_QUEUE,
+            NxAction::Multipath { .. } => NXAST_MULTIPATH,
             NxAction::Bundle { load: false, .. } => NXAST_BUNDLE,
             NxAction::Bundle { load: true, .. } => NXAST_BUNDLE_LOAD,
         }
@@ -287,6 +300,23 @@ impl NxAction {
                 out.extend_from_slice(&src.to_be_bytes());
             }
             NxAction::Exit | NxAction::PopQueue => out.extend_from_slice(&[0; 6]),
+            NxAction::Multipath {
+                fields,
+                basis,
+                algorithm,
+                max_link,
+                arg,
+                ofs_nbits,
+                dst,
+            } => {
+                for v in [*fields, *basis, 0, *algorithm, *max_link] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                out.extend_from_slice(&arg.to_be_bytes());
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&ofs_nbits.to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
+            }
             NxAction::Bundle {
                 algorithm,
                 fields,
@@ -548,6 +578,30 @@ impl NxAction {
                     src,
                     max_len,
                     reg2: true,
+                }
+            }
+            NXAST_MULTIPATH => {
+                fixed(32)?;
+                let fields = b.u16().ok_or(BadNxAction::Len)?;
+                let basis = b.u16().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(2))?;
+                let algorithm = b.u16().ok_or(BadNxAction::Len)?;
+                let max_link = b.u16().ok_or(BadNxAction::Len)?;
+                let arg = b.u32().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(2))?;
+                let ofs_nbits = b.u16().ok_or(BadNxAction::Len)?;
+                let dst = b.u32().ok_or(BadNxAction::Len)?;
+                if fields > 6 || algorithm > 3 {
+                    return Err(BadNxAction::Argument);
+                }
+                NxAction::Multipath {
+                    fields,
+                    basis,
+                    algorithm,
+                    max_link,
+                    arg,
+                    ofs_nbits,
+                    dst,
                 }
             }
             NXAST_BUNDLE | NXAST_BUNDLE_LOAD => {

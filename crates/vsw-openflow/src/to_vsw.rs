@@ -394,6 +394,30 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             max_len,
         },
         NxAction::Exit => VswAction::Exit,
+        NxAction::Multipath {
+            fields,
+            basis,
+            algorithm,
+            max_link,
+            arg,
+            ofs_nbits,
+            dst,
+        } => {
+            use vsw_flow::member_bundle::HashFields;
+            use vsw_flow::multipath::{Multipath, MultipathAlgorithm};
+            let n_bits = u32::from(ofs_nbits & 0x3f) + 1;
+            let mp = Multipath {
+                fields: HashFields::from_wire(fields).ok_or(BadFlowMod::BadArgument)?,
+                basis,
+                algorithm: MultipathAlgorithm::from_wire(algorithm)
+                    .ok_or(BadFlowMod::BadArgument)?,
+                n_links: u32::from(max_link) + 1,
+                arg,
+                dst: nxm_subfield(dst, u32::from(ofs_nbits >> 6), n_bits)?,
+            };
+            mp.check().map_err(|_| BadFlowMod::BadArgument)?;
+            VswAction::Multipath(std::sync::Arc::new(mp))
+        }
         NxAction::Bundle {
             load,
             algorithm,

@@ -420,6 +420,27 @@ fn plain_action() -> impl Strategy<Value = Action> {
         ),
         Just(Action::Nx(NxAction::Exit)),
         (
+            0u16..=6,
+            any::<u16>(),
+            0u16..=3,
+            any::<u16>(),
+            any::<u32>(),
+            any::<(u16, u32)>()
+        )
+            .prop_map(
+                |(fields, basis, algorithm, max_link, arg, (ofs_nbits, dst))| {
+                    Action::Nx(NxAction::Multipath {
+                        fields,
+                        basis,
+                        algorithm,
+                        max_link,
+                        arg,
+                        ofs_nbits,
+                        dst,
+                    })
+                }
+            ),
+        (
             any::<bool>(),
             0u16..=1,
             0u16..=6,
