@@ -882,6 +882,8 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         "priority=7,ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),output:4",
         "priority=8,actions=output:NXM_NX_REG0[0..15],pop_queue,exit",
         "priority=10,actions=bundle(eth_src,0,active_backup,ofport,members:1,2)",
+        "priority=13,actions=sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3),output:1",
+        "priority=14,actions=sample(probability=65535,collector_set_id=0,obs_domain_id=0,obs_point_id=7,sampling_port=2,ingress)",
         "priority=12,actions=multipath(symmetric_l4,1024,hash_threshold,4,0,NXM_NX_REG0[0..1]),resubmit(,1)",
         "priority=11,actions=bundle_load(symmetric_l4,60,hrw,ofport,NXM_NX_REG0[],members:2,3),resubmit(,1)",
     ];

@@ -155,6 +155,70 @@ pub enum Action {
     /// `multipath(…)`: a link number from a hash of the packet's fields, loaded
     /// into a field (NXAST_MULTIPATH; see [`crate::multipath`]).
     Multipath(std::sync::Arc<crate::multipath::Multipath>),
+    /// `sample(…)`: a packet for an IPFIX collector set (NXAST_SAMPLE…). vsw has no
+    /// IPFIX exporter yet: kept, echoed, and it does nothing.
+    Sample(Sample),
+}
+
+/// [`Action::Sample`]'s arguments, as Open vSwitch names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sample {
+    /// Packets sampled in 65,535 (never 0).
+    pub probability: u16,
+    pub collector_set_id: u32,
+    pub obs_domain_id: u32,
+    pub obs_point_id: u32,
+    pub sampling_port: Option<u32>,
+    /// 0: the default, 1: ingress, 2: egress.
+    pub direction: u8,
+}
+
+impl fmt::Display for Sample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sample(probability={},collector_set_id={},obs_domain_id={},obs_point_id={}",
+            self.probability, self.collector_set_id, self.obs_domain_id, self.obs_point_id
+        )?;
+        if let Some(p) = self.sampling_port {
+            write!(f, ",sampling_port={p}")?;
+        }
+        match self.direction {
+            1 => f.write_str(",ingress")?,
+            2 => f.write_str(",egress")?,
+            _ => {}
+        }
+        f.write_str(")")
+    }
+}
+
+fn parse_sample(text: &str, ports: &dyn PortResolver) -> Result<Sample, FlowSyntaxError> {
+    let n = "sample";
+    let mut s = Sample {
+        probability: 0,
+        collector_set_id: 0,
+        obs_domain_id: 0,
+        obs_point_id: 0,
+        sampling_port: None,
+        direction: 0,
+    };
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let u32_of = |v: &str| parse_uint(n, v, u128::from(u32::MAX)).map(|v| v as u32);
+        match part.split_once('=') {
+            Some(("probability", v)) => s.probability = parse_uint(n, v, 0xffff)? as u16,
+            Some(("collector_set_id", v)) => s.collector_set_id = u32_of(v)?,
+            Some(("obs_domain_id", v)) => s.obs_domain_id = u32_of(v)?,
+            Some(("obs_point_id", v)) => s.obs_point_id = u32_of(v)?,
+            Some(("sampling_port", v)) => s.sampling_port = Some(parse_port(n, v, ports)?),
+            None if part == "ingress" => s.direction = 1,
+            None if part == "egress" => s.direction = 2,
+            _ => return Err(bad(n, part, "not an argument of sample")),
+        }
+    }
+    if s.probability == 0 {
+        return Err(bad(n, text, "a non-zero probability is needed"));
+    }
+    Ok(s)
 }
 
 /// A [`Action::Load`]: the bits of `mask` in `field` become `value`'s.
@@ -290,6 +354,13 @@ static MULTIPATH: ActionDef = ActionDef {
             crate::multipath::Multipath::parse(a.unwrap_or(""))?,
         )))
     },
+};
+static SAMPLE: ActionDef = ActionDef {
+    name: "sample",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: false,
+    build: |_, a, ports| Ok(Action::Sample(parse_sample(a.unwrap_or(""), ports)?)),
 };
 static EXIT: ActionDef = ActionDef {
     name: "exit",
@@ -869,6 +940,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &BUNDLE,
     &BUNDLE_LOAD,
     &MULTIPATH,
+    &SAMPLE,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -929,6 +1001,7 @@ impl Action {
             Action::Bundle(b) if b.dst.is_some() => &BUNDLE_LOAD,
             Action::Bundle(_) => &BUNDLE,
             Action::Multipath(_) => &MULTIPATH,
+            Action::Sample(_) => &SAMPLE,
         }
     }
 
@@ -1005,6 +1078,7 @@ impl Action {
             Action::Learn(l) => Some(l.to_string()),
             Action::Bundle(b) => Some(b.to_string()),
             Action::Multipath(m) => Some(m.to_string()),
+            Action::Sample(sa) => Some(sa.to_string()),
             Action::OutputReg {
                 src,
                 max_len: u16::MAX,
@@ -1109,7 +1183,7 @@ impl fmt::Display for Action {
             Some(a)
                 if matches!(
                     self,
-                    Action::Learn(_) | Action::Bundle(_) | Action::Multipath(_)
+                    Action::Learn(_) | Action::Bundle(_) | Action::Multipath(_) | Action::Sample(_)
                 ) =>
             {
                 f.write_str(&a)
@@ -1340,6 +1414,11 @@ mod tests {
             assert_eq!(crate::syntax::format_flow(&flow), text);
         }
         assert!(crate::syntax::parse_flow("actions=output(port=1,max_len=64)", &ports).is_err());
+        let sample = "priority=5,actions=sample(probability=10,collector_set_id=1,\
+                      obs_domain_id=2,obs_point_id=3,sampling_port=4,egress)";
+        let flow = crate::syntax::parse_flow(sample, &ports).unwrap();
+        assert_eq!(crate::syntax::format_flow(&flow), sample.replace(' ', ""));
+        assert!(crate::syntax::parse_flow("actions=sample(probability=0)", &ports).is_err());
     }
 
     #[test]

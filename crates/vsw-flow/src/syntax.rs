@@ -374,6 +374,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::OutputReg { .. }
                     | Action::Bundle(_)
                     | Action::Multipath(_)
+                    | Action::Sample(_)
                     | Action::Controller { pause: true, .. }
             )
         }) {

@@ -966,6 +966,8 @@ impl Ctx<'_, '_> {
             // conjunctive match is).
             Action::Conjunction { .. } => {}
             Action::Exit => self.exiting = true,
+            // No IPFIX exporter: nothing is sampled.
+            Action::Sample(_) => {}
             Action::Multipath(ref m) => {
                 let link = m.link(&self.key, &mut self.mask);
                 let d = m.dst;
@@ -1317,7 +1319,8 @@ impl Ctx<'_, '_> {
             | Action::Exit
             | Action::PopQueue
             | Action::Bundle(_)
-            | Action::Multipath(_) => None,
+            | Action::Multipath(_)
+            | Action::Sample(_) => None,
         }
     }
 

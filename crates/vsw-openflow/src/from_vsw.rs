@@ -591,6 +591,23 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 reg2: false,
             })),
             VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
+            VswAction::Sample(sa) => apply.push(Action::Nx(NxAction::Sample {
+                // As Open vSwitch: the oldest form that says it all.
+                subtype: if sa.sampling_port.is_some() || sa.direction != 0 {
+                    crate::nx_action::NXAST_SAMPLE3
+                } else {
+                    crate::nx_action::NXAST_SAMPLE
+                },
+                probability: sa.probability,
+                collector_set_id: sa.collector_set_id,
+                obs_domain_id: sa.obs_domain_id,
+                obs_point_id: sa.obs_point_id,
+                sampling_port: sa
+                    .sampling_port
+                    .and_then(|p| port_to_16(to_of_port(p)))
+                    .unwrap_or(0xffff),
+                direction: sa.direction,
+            })),
             VswAction::Multipath(m) => apply.push(Action::Nx(NxAction::Multipath {
                 fields: m.fields as u16,
                 basis: m.basis,

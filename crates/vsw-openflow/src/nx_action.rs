@@ -35,6 +35,9 @@ pub const NXAST_CONJUNCTION: u16 = 34;
 pub const NXAST_CONTROLLER2: u16 = 37;
 pub const NXAST_POP_QUEUE: u16 = 5;
 pub const NXAST_MULTIPATH: u16 = 10;
+pub const NXAST_SAMPLE: u16 = 29;
+pub const NXAST_SAMPLE2: u16 = 38;
+pub const NXAST_SAMPLE3: u16 = 41;
 pub const NXAST_BUNDLE: u16 = 12;
 pub const NXAST_BUNDLE_LOAD: u16 = 13;
 /// A bundle's member type: OpenFlow ports (NXM_OF_IN_PORT's header).
@@ -190,6 +193,17 @@ pub enum NxAction {
         dst: u32,
         members: Vec<u16>,
     },
+    /// `sample(…)` as NXAST_SAMPLE, SAMPLE2 or SAMPLE3 (`subtype`, as it came):
+    /// SAMPLE has neither port (0xffff here) nor direction (0).
+    Sample {
+        subtype: u16,
+        probability: u16,
+        collector_set_id: u32,
+        obs_domain_id: u32,
+        obs_point_id: u32,
+        sampling_port: u16,
+        direction: u8,
+    },
     /// `multipath(…)`: fields and algorithm by Open vSwitch's numbers, `max_link`
     /// the links less one, the destination as a load's.
     Multipath {
@@ -231,6 +245,7 @@ impl NxAction {
             NxAction::Exit => NXAST_EXIT,
             NxAction::PopQueue => NXAST_POP_QUEUE,
             NxAction::Multipath { .. } => NXAST_MULTIPATH,
+            NxAction::Sample { subtype, .. } => *subtype,
             NxAction::Bundle { load: false, .. } => NXAST_BUNDLE,
             NxAction::Bundle { load: true, .. } => NXAST_BUNDLE_LOAD,
         }
@@ -300,6 +315,29 @@ impl NxAction {
                 out.extend_from_slice(&src.to_be_bytes());
             }
             NxAction::Exit | NxAction::PopQueue => out.extend_from_slice(&[0; 6]),
+            NxAction::Sample {
+                subtype,
+                probability,
+                collector_set_id,
+                obs_domain_id,
+                obs_point_id,
+                sampling_port,
+                direction,
+            } => {
+                out.extend_from_slice(&probability.to_be_bytes());
+                for v in [*collector_set_id, *obs_domain_id, *obs_point_id] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                if *subtype != NXAST_SAMPLE {
+                    out.extend_from_slice(&sampling_port.to_be_bytes());
+                    out.push(if *subtype == NXAST_SAMPLE3 {
+                        *direction
+                    } else {
+                        0
+                    });
+                    out.extend_from_slice(&[0; 5]);
+                }
+            }
             NxAction::Multipath {
                 fields,
                 basis,
@@ -578,6 +616,34 @@ impl NxAction {
                     src,
                     max_len,
                     reg2: true,
+                }
+            }
+            NXAST_SAMPLE | NXAST_SAMPLE2 | NXAST_SAMPLE3 => {
+                fixed(if subtype == NXAST_SAMPLE { 24 } else { 32 })?;
+                let probability = b.u16().ok_or(BadNxAction::Len)?;
+                let collector_set_id = b.u32().ok_or(BadNxAction::Len)?;
+                let obs_domain_id = b.u32().ok_or(BadNxAction::Len)?;
+                let obs_point_id = b.u32().ok_or(BadNxAction::Len)?;
+                let (mut sampling_port, mut direction) = (0xffff, 0);
+                if subtype != NXAST_SAMPLE {
+                    sampling_port = b.u16().ok_or(BadNxAction::Len)?;
+                    let d = b.u8().ok_or(BadNxAction::Len)?;
+                    if subtype == NXAST_SAMPLE3 {
+                        direction = d;
+                        zero(b.bytes(5))?;
+                    }
+                }
+                if probability == 0 || direction > 2 {
+                    return Err(BadNxAction::Argument);
+                }
+                NxAction::Sample {
+                    subtype,
+                    probability,
+                    collector_set_id,
+                    obs_domain_id,
+                    obs_point_id,
+                    sampling_port,
+                    direction,
                 }
             }
             NXAST_MULTIPATH => {

@@ -394,6 +394,29 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             max_len,
         },
         NxAction::Exit => VswAction::Exit,
+        NxAction::Sample {
+            probability,
+            collector_set_id,
+            obs_domain_id,
+            obs_point_id,
+            sampling_port,
+            direction,
+            ..
+        } => VswAction::Sample(vsw_flow::action::Sample {
+            probability,
+            collector_set_id,
+            obs_domain_id,
+            obs_point_id,
+            // OpenFlow 1.0's OFPP_NONE: no port.
+            sampling_port: match sampling_port {
+                0xffff => None,
+                p => Some(match port_from_16(p) {
+                    OFPP_LOCAL => vsw_flow::LOCAL_PORT,
+                    p => p,
+                }),
+            },
+            direction,
+        }),
         NxAction::Multipath {
             fields,
             basis,

@@ -420,6 +420,24 @@ fn plain_action() -> impl Strategy<Value = Action> {
         ),
         Just(Action::Nx(NxAction::Exit)),
         (
+            prop_oneof![Just(29u16), Just(38), Just(41)],
+            1u16..,
+            any::<(u32, u32, u32)>(),
+            any::<u16>(),
+            0u8..=2
+        )
+            .prop_map(|(subtype, probability, (c, d, p), port, dir)| {
+                Action::Nx(NxAction::Sample {
+                    subtype,
+                    probability,
+                    collector_set_id: c,
+                    obs_domain_id: d,
+                    obs_point_id: p,
+                    sampling_port: if subtype == 29 { 0xffff } else { port },
+                    direction: if subtype == 41 { dir } else { 0 },
+                })
+            }),
+        (
             0u16..=6,
             any::<u16>(),
             0u16..=3,
