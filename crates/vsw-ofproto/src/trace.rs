@@ -17,6 +17,8 @@ pub struct Trace {
     pub key: FlowKey,
     pub steps: Vec<TraceStep>,
     pub final_key: FlowKey,
+    /// The registers, `pkt_mark` and `conj_id` where the pipeline ended.
+    pub final_pipeline: vsw_flow::PipelineFields,
     pub megaflow: Match,
     pub actions: Vec<DpAction>,
     pub error: Option<XlateError>,
@@ -32,6 +34,7 @@ impl Trace {
             key: *key,
             steps: x.steps,
             final_key: x.final_key,
+            final_pipeline: x.final_pipeline,
             megaflow: Match::new(*key, x.mask),
             actions: x.actions,
             error: x.error,
@@ -49,10 +52,14 @@ impl Trace {
             let _ = writeln!(o, "{indent}{:>2}. {}", s.table, s.text);
         }
         let _ = writeln!(o);
-        if self.final_key == self.key {
+        if self.final_key == self.key && self.final_pipeline.is_zero() {
             let _ = writeln!(o, "Final flow: unchanged");
         } else {
-            let _ = writeln!(o, "Final flow: {}", format_match(&exact(&self.final_key)));
+            let _ = writeln!(
+                o,
+                "Final flow: {}",
+                format_match(&with_pipeline(exact(&self.final_key), &self.final_pipeline))
+            );
         }
         let _ = writeln!(o, "Megaflow: {}", format_match(&self.megaflow));
         if let Some(e) = &self.error {
@@ -72,6 +79,20 @@ impl Trace {
         }
         o
     }
+}
+
+/// `m` with each non-zero word of the pipeline's fields matched exactly (the
+/// registers a translation left show as `ovs-appctl ofproto/trace` shows them).
+fn with_pipeline(m: Match, p: &vsw_flow::PipelineFields) -> Match {
+    let (mut value, mut mask) = (*m.value(), *m.mask());
+    value.pipeline = *p;
+    let seen = |v: u32| if v == 0 { 0 } else { u32::MAX };
+    for (m, v) in mask.pipeline.regs.iter_mut().zip(p.regs) {
+        *m = seen(v);
+    }
+    mask.pipeline.pkt_mark = seen(p.pkt_mark);
+    mask.pipeline.conj_id = seen(p.conj_id);
+    Match::new(value, mask)
 }
 
 /// The key as a match showing each field it sets (and always the input port).

@@ -156,6 +156,8 @@ pub struct Xlated {
     pub pushed: Vec<Arc<vsw_datapath::PushHeader>>,
     /// The key after every rewrite.
     pub final_key: FlowKey,
+    /// The pipeline's fields where the translation ended.
+    pub final_pipeline: vsw_flow::PipelineFields,
     pub error: Option<XlateError>,
     /// Whether learning changed the MAC table (new or moved host).
     pub mac_changed: bool,
@@ -403,6 +405,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
     drop_trailing_copies(&mut cx.out.actions);
     cx.out.mask = cx.mask.packet;
     cx.out.final_key = cx.key.packet;
+    cx.out.final_pipeline = cx.key.pipeline;
     cx.out
 }
 

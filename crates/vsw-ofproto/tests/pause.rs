@@ -107,3 +107,15 @@ fn a_pause_in_a_clone_or_a_bucket_drops_the_packet() {
     let (backer, _o) = bridge(&["table=0,actions=clone(controller(pause)),output:2"]);
     assert!(backer.translate(&frame(), 1_000, true).actions.is_empty());
 }
+
+#[test]
+fn a_trace_shows_the_registers_the_pipeline_left() {
+    let (_backer, o) = bridge(&["table=0,in_port=1,actions=load:0x5->NXM_NX_REG0[],output:2"]);
+    let text = o.trace(&frame(), 1_000).render();
+    let last = text
+        .lines()
+        .find(|l| l.starts_with("Final flow:"))
+        .expect("a final flow");
+    assert!(last.contains("reg0=0x5"), "{text}");
+    assert!(!last.contains("reg1"), "{text}");
+}
