@@ -209,7 +209,14 @@ fn parse_sample(text: &str, ports: &dyn PortResolver) -> Result<Sample, FlowSynt
             Some(("collector_set_id", v)) => s.collector_set_id = u32_of(v)?,
             Some(("obs_domain_id", v)) => s.obs_domain_id = u32_of(v)?,
             Some(("obs_point_id", v)) => s.obs_point_id = u32_of(v)?,
-            Some(("sampling_port", v)) => s.sampling_port = Some(parse_port(n, v, ports)?),
+            Some(("sampling_port", v)) => {
+                s.sampling_port = match parse_port(n, v, ports)? {
+                    // OpenFlow 1.0's OFPP_NONE, and OpenFlow's ANY: no port.
+                    0xffff | 0xffff_ffff => None,
+                    p if p < 0xff00 || p == crate::LOCAL_PORT => Some(p),
+                    _ => return Err(bad(n, v, "a port a packet is received on")),
+                }
+            }
             None if part == "ingress" => s.direction = 1,
             None if part == "egress" => s.direction = 2,
             _ => return Err(bad(n, part, "not an argument of sample")),
@@ -1156,6 +1163,10 @@ impl Action {
                 n => n,
             },
             Action::StackPush(s) | Action::StackPop(s) => s.field.info().needs,
+            // What they load into must be there (a field of a header the match
+            // does not promise is refused, as a load's is).
+            Action::Bundle(b) => b.dst.map_or(Needs::Nothing, |d| d.field.info().needs),
+            Action::Multipath(m) => m.dst.field.info().needs,
             _ => self.def().needs,
         }
     }

@@ -69,6 +69,9 @@ impl HashFields {
         let mac =
             |m: vsw_packet::MacAddr| m.0.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
         let ip = matches!(key.dl_type, EtherType::IPV4 | EtherType::IPV6);
+        // A fragment's ports are not its datagram's (later ones have none): every
+        // fragment goes the same way.
+        let fragment = ip && key.nw_frag != 0;
         let l3 = |h: &mut Mixer, mask: &mut MatchKey| {
             mask.dl_type = u16::MAX;
             if ip {
@@ -82,10 +85,11 @@ impl HashFields {
                 return;
             }
             mask.nw_proto = u8::MAX;
+            mask.nw_frag = u8::MAX;
             h.add(u64::from(key.nw_proto));
             let ports = matches!(key.nw_proto, IPPROTO_TCP | IPPROTO_SCTP)
                 || (udp && key.nw_proto == IPPROTO_UDP);
-            if ports {
+            if ports && !fragment {
                 mask.tp_src = u16::MAX;
                 mask.tp_dst = u16::MAX;
                 h.add(u64::from(key.tp_src ^ key.tp_dst));
@@ -104,7 +108,8 @@ impl HashFields {
                 h.add(u64::from(key.dl_type));
                 h.add(u64::from(key.vlan_tci & VLAN_VID_MASK));
                 l3(&mut h, mask);
-                l4(&mut h, mask, true);
+                // UDP's ports are not hashed here, as in Open vSwitch.
+                l4(&mut h, mask, false);
             }
             HashFields::SymmetricL3L4 | HashFields::SymmetricL3L4Udp => {
                 l3(&mut h, mask);
@@ -247,7 +252,10 @@ impl MemberBundle {
             .split([',', ' ', '[', ']'])
             .map(str::trim)
             .filter(|m| !m.is_empty())
-            .map(|m| parse_port(name, m, ports))
+            .map(|m| match parse_port(name, m, ports)? {
+                p if p < 0xff00 || p == crate::LOCAL_PORT => Ok(p),
+                _ => Err(bad(name, m, "a member is a port of the bridge")),
+            })
             .collect::<Result<Vec<u32>, _>>()?;
         if members.len() > MAX_MEMBERS {
             return Err(bad(name, text, format!("at most {MAX_MEMBERS} members")));
@@ -353,6 +361,30 @@ mod tests {
         ] {
             assert!(MemberBundle::parse(bad, load, &none).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn symmetric_hashes_skip_udp_and_fragments_ports_as_open_vswitch_does() {
+        let key = |proto: u8, frag: u8, sport: u16| {
+            MatchKey::from(FlowKey {
+                dl_type: 0x0800,
+                nw_proto: proto,
+                nw_frag: frag,
+                tp_src: sport,
+                ..FlowKey::default()
+            })
+        };
+        let hash = |f: HashFields, k: &MatchKey| f.hash(k, 0, &mut MatchKey::default());
+        let l4 = HashFields::SymmetricL4;
+        assert_eq!(hash(l4, &key(17, 0, 1)), hash(l4, &key(17, 0, 2)), "udp");
+        assert_ne!(hash(l4, &key(6, 0, 1)), hash(l4, &key(6, 0, 2)), "tcp");
+        let udp = HashFields::SymmetricL3L4Udp;
+        assert_ne!(hash(udp, &key(17, 0, 1)), hash(udp, &key(17, 0, 2)));
+        assert_eq!(
+            hash(udp, &key(17, 1, 1)),
+            hash(udp, &key(17, 1, 2)),
+            "a fragment"
+        );
     }
 
     #[test]

@@ -103,22 +103,30 @@ impl Multipath {
         match self.algorithm {
             MultipathAlgorithm::ModuloN => (hash % n) as u32,
             MultipathAlgorithm::HashThreshold => (((hash >> 32) * n) >> 32) as u32,
-            MultipathAlgorithm::Hrw => (0..self.n_links as usize)
+            // Past 64 links, iter_hash, as Open vSwitch does (one hash per link
+            // is too many for an upcall).
+            MultipathAlgorithm::Hrw if self.n_links <= 64 => (0..self.n_links as usize)
                 .max_by_key(|i| (Mixer::member(hash, *i), std::cmp::Reverse(*i)))
                 .unwrap_or(0) as u32,
-            MultipathAlgorithm::IterHash => {
-                // A power of two at least as large as the links (and 2^arg): the
-                // hash is hashed again until it falls on a link.
-                let bits = u32::from(bits_for(self.n_links)).max(self.arg.min(32));
-                let modulus = 1u64 << bits;
-                let mut h = hash;
-                for i in 0.. {
-                    if h % modulus < n || i == 64 {
+            MultipathAlgorithm::Hrw | MultipathAlgorithm::IterHash => {
+                // `arg` is the modulus, as in Open vSwitch: the links' power of two
+                // when it is smaller than the links or more than twice them. The
+                // hash is hashed again until it falls on a link (each round does
+                // with a chance of one half at least; bounded all the same).
+                let arg = u64::from(self.arg);
+                let modulus = if arg < n || arg / 2 > n {
+                    n.next_power_of_two()
+                } else {
+                    arg
+                };
+                let mut link = n;
+                for i in 0..64 {
+                    link = Mixer::member(hash, i) % modulus;
+                    if link < n {
                         break;
                     }
-                    h = Mixer::member(h, i);
                 }
-                (h % modulus % n) as u32
+                (link % n) as u32
             }
         }
     }
@@ -156,6 +164,11 @@ mod tests {
         assert!(Multipath::parse("eth_src,0,modulo_n,5,0,NXM_NX_REG0[0..1]").is_err());
         assert!(Multipath::parse("eth_src,0,modulo_n,0,0,NXM_NX_REG0[]").is_err());
         assert!(Multipath::parse("eth_src,0,round,2,0,NXM_NX_REG0[]").is_err());
+        // Into a header the rule's match does not promise: refused, as a load is.
+        let none = |_: &str| None;
+        let into_tcp = "multipath(eth_src,0,modulo_n,2,0,NXM_OF_TCP_SRC[])";
+        assert!(crate::syntax::parse_flow(&format!("actions={into_tcp}"), &none).is_err());
+        assert!(crate::syntax::parse_flow(&format!("tcp,actions={into_tcp}"), &none).is_ok());
     }
 
     #[test]

@@ -978,8 +978,20 @@ impl Ctx<'_, '_> {
             }
             Action::Bundle(ref b) => {
                 let live_ports = self.env.live_ports;
-                let live = |p: u32| live_ports.contains(&p);
+                // As Open vSwitch: a reserved port but CONTROLLER is always live.
+                // (A member from the wire names one in 32 bits, from 0xffffff00.)
+                let live = |p: u32| match p {
+                    0xffff_fffd => false,
+                    p if p >= 0xffff_ff00 => true,
+                    p => live_ports.contains(&p),
+                };
                 let port = b.choose(&self.key, &mut self.mask, &live);
+                // The 16-bit number of a 32-bit reserved port.
+                let port = if port >= 0xffff_ff00 {
+                    port & 0xffff
+                } else {
+                    port
+                };
                 match b.dst {
                     Some(d) => {
                         let v = u128::from(port & 0xffff) & ones(u32::from(d.n_bits));

@@ -593,10 +593,10 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
             VswAction::Sample(sa) => apply.push(Action::Nx(NxAction::Sample {
                 // As Open vSwitch: the oldest form that says it all.
-                subtype: if sa.sampling_port.is_some() || sa.direction != 0 {
-                    crate::nx_action::NXAST_SAMPLE3
-                } else {
-                    crate::nx_action::NXAST_SAMPLE
+                subtype: match (sa.sampling_port, sa.direction) {
+                    (_, 1 | 2) => crate::nx_action::NXAST_SAMPLE3,
+                    (Some(_), _) => crate::nx_action::NXAST_SAMPLE2,
+                    (None, _) => crate::nx_action::NXAST_SAMPLE,
                 },
                 probability: sa.probability,
                 collector_set_id: sa.collector_set_id,

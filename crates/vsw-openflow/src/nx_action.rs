@@ -680,7 +680,7 @@ impl NxAction {
                 let ofs_nbits = b.u16().ok_or(BadNxAction::Len)?;
                 let dst = b.u32().ok_or(BadNxAction::Len)?;
                 zero(b.bytes(4))?;
-                if len != (32 + 2 * n).div_ceil(8) * 8 {
+                if len < 32 + 2 * n {
                     return Err(BadNxAction::Len);
                 }
                 let members = (0..n)
@@ -688,9 +688,12 @@ impl NxAction {
                     .collect::<Result<Vec<u16>, _>>()?;
                 // The rest is padding to 8 bytes, zero.
                 zero(Some(b.rest()))?;
+                // At most Open vSwitch's 2,048 members, none CONTROLLER.
                 if algorithm > 1
                     || fields > 6
                     || member_type != NX_BUNDLE_OFPORT
+                    || n > 2048
+                    || members.contains(&0xfffd)
                     || (!load && (ofs_nbits != 0 || dst != 0))
                 {
                     return Err(BadNxAction::Argument);
