@@ -10,6 +10,7 @@ mod error;
 pub mod fields;
 pub mod group;
 pub mod learn;
+mod learned_rule;
 pub mod mac_table;
 pub mod match_key;
 pub mod matching;

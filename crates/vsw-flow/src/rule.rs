@@ -6,8 +6,7 @@ use crate::action::Action;
 use crate::matching::Match;
 pub use crate::table::MAX_TABLE;
 
-/// OpenFlow's default priority, used when a flow names none.
-pub const DEFAULT_PRIORITY: u16 = 32768;
+pub use crate::table::DEFAULT_PRIORITY;
 
 /// A rule as a user writes it: table, priority, match, actions, timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]

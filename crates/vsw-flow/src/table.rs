@@ -9,3 +9,6 @@ pub const MAX_GROUP_ID: u32 = 0xffff_ff00;
 
 /// Meters are numbered 1..=MAX_METER_ID (the datapath keeps that many).
 pub const MAX_METER_ID: u32 = 4096;
+
+/// OpenFlow's default priority, used when a flow names none.
+pub const DEFAULT_PRIORITY: u16 = 32768;

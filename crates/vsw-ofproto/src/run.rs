@@ -26,28 +26,9 @@ pub(crate) fn packet_out(
     actions: &[Action],
     now_ms: u64,
 ) -> Xlated {
-    let macs = &mut lock(&bridge.macs);
-    let pipeline = bridge.pipeline.load();
-    let ports = bridge.ports.load();
-    let live = bridge.live_ports.load();
-    let mut env = XlateEnv {
-        pipeline: &pipeline,
-        bridge,
-        macs,
-        ports: &ports,
-        live_ports: &live,
-        now_ms,
-        learn: false,
-        learn_rules: true,
-        trace: false,
-        punt_notes: &bridge.punt_notes,
-        fail_open: false,
-        restore_wait: false,
-        backer: view,
-        may_freeze: false,
-        in_port_elsewhere: false,
-    };
-    translate_actions(&mut env, key, actions)
+    from_controller(bridge, view, now_ms, |env| {
+        translate_actions(env, key, actions)
+    })
 }
 
 /// The datapath actions of a resumed translation (NXT_RESUME): what `c` had left,
@@ -58,6 +39,20 @@ pub(crate) fn resumed(
     key: &MatchKey,
     c: &crate::punt_notes::Continuation,
     now_ms: u64,
+) -> Xlated {
+    from_controller(bridge, view, now_ms, |env| {
+        crate::xlate::translate_resumed(env, key, c)
+    })
+}
+
+/// Runs `f` over the bridge as a packet a controller sent translates: nothing
+/// frozen (it never passes the datapath's lookup), NORMAL learns nothing, a `learn`
+/// puts its rule in place.
+fn from_controller(
+    bridge: &BridgeState,
+    view: Option<BackerView<'_>>,
+    now_ms: u64,
+    f: impl FnOnce(&mut XlateEnv<'_>) -> Xlated,
 ) -> Xlated {
     let macs = &mut lock(&bridge.macs);
     let pipeline = bridge.pipeline.load();
@@ -80,7 +75,7 @@ pub(crate) fn resumed(
         may_freeze: false,
         in_port_elsewhere: false,
     };
-    crate::xlate::translate_resumed(&mut env, key, c)
+    f(&mut env)
 }
 
 /// Where a translation starts.

@@ -28,6 +28,7 @@ pub mod message;
 pub mod meter_mod;
 pub mod multipart;
 pub mod nx_action;
+mod nx_error;
 pub mod nx_learn;
 pub mod oxm;
 pub mod oxs;

@@ -9,17 +9,7 @@ use crate::frame::put_property;
 use crate::oxm::OxmField;
 use crate::reader::Reader;
 
-/// Why a Nicira action cannot be read (the flow-mod's error says it in OpenFlow's
-/// words).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadNxAction {
-    /// Its length is not its kind's.
-    Len,
-    /// A pad that is not zero.
-    Argument,
-    /// A subtype vsw does not carry out.
-    Subtype,
-}
+pub use crate::nx_error::BadNxAction;
 
 pub const NXAST_RESUBMIT: u16 = 1;
 pub const NXAST_NOTE: u16 = 8;

@@ -4,7 +4,7 @@
 //! (bits, where from, where to) and its fields named by NXM headers; the action
 //! zero-padded to 8 bytes. Fields stay headers here (`to_vsw` names them).
 
-use crate::nx_action::BadNxAction;
+use crate::nx_error::BadNxAction;
 use crate::reader::Reader;
 
 pub const NXAST_LEARN: u16 = 16;
