@@ -464,7 +464,11 @@ fn plain_action() -> impl Strategy<Value = Action> {
             0u16..=6,
             any::<u16>(),
             any::<(u16, u32)>(),
-            prop::collection::vec(any::<u16>(), 0..6)
+            // Any port but CONTROLLER, which no bundle may name.
+            prop::collection::vec(
+                any::<u16>().prop_filter("not CONTROLLER", |p| *p != 0xfffd),
+                0..6
+            )
         )
             .prop_map(
                 |(load, algorithm, fields, basis, (ofs_nbits, dst), members)| {
