@@ -32,6 +32,22 @@ pub enum DpAction {
     DecTtl,
     /// Any other header field OpenFlow's set-field writes, or a TTL copy.
     SetField(FieldWrite),
+    /// Push this MPLS label stack entry after the Ethernet header and its tags, the
+    /// ethertype becoming `ethertype` (0x8847 or 0x8848).
+    PushMpls {
+        ethertype: u16,
+        lse: u32,
+    },
+    /// Take off the outermost label stack entry; what follows is of this ethertype.
+    PopMpls(u16),
+    /// Set the outermost label stack entry's bits under `mask` to `lse`'s.
+    SetMpls {
+        lse: u32,
+        mask: u32,
+    },
+    /// Decrement the outermost entry's TTL; a packet whose TTL runs out goes no
+    /// further.
+    DecMplsTtl,
     /// Measure the packet against this meter, which may drop it or remark its DSCP.
     Meter(u32),
     /// Keep a copy of the packet as it is now (a group bucket that rewrites runs
@@ -98,6 +114,22 @@ impl fmt::Display for DpAction {
             DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
             DpAction::DecTtl => f.write_str("dec_ttl"),
             DpAction::SetField(w) => write!(f, "{w}"),
+            DpAction::PushMpls { ethertype, lse } => {
+                use vsw_packet::wire::mpls;
+                write!(
+                    f,
+                    "push_mpls(label={},tc={},ttl={},bos={},eth_type=0x{ethertype:x})",
+                    mpls::label(*lse),
+                    mpls::tc(*lse),
+                    mpls::ttl(*lse),
+                    u8::from(mpls::bos(*lse))
+                )
+            }
+            DpAction::PopMpls(t) => write!(f, "pop_mpls(eth_type=0x{t:x})"),
+            DpAction::SetMpls { lse, mask } => {
+                write!(f, "set(mpls(lse=0x{lse:08x}/0x{mask:08x}))")
+            }
+            DpAction::DecMplsTtl => f.write_str("dec_mpls_ttl"),
             DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
             DpAction::SetTunnel(id) => write!(f, "set(tunnel(tun_id=0x{id:x}))"),

@@ -3,7 +3,7 @@
 use crate::mac::MacAddr;
 use crate::wire::ethernet::{self, EtherType, VlanTag, MAX_TAGS};
 use crate::wire::icmp::{self, ND_OPT_SOURCE_LLADDR, ND_OPT_TARGET_LLADDR};
-use crate::wire::{arp, ipv4, ipv6, tcp, udp};
+use crate::wire::{arp, ipv4, ipv6, mpls, tcp, udp};
 
 pub use crate::wire::icmp::{ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT};
 pub use crate::wire::ip::{
@@ -91,8 +91,11 @@ pub struct FlowKey {
     pub nw_ttl: u8,
     /// [`FRAG_ANY`] | [`FRAG_LATER`].
     pub nw_frag: u8,
-    /// The IPv6 flow label (20 bits).
-    pub ipv6_label: u32,
+    /// IPv6: the flow label (20 bits). MPLS (`dl_type` 0x8847 or 0x8848): the
+    /// outermost label stack entry as on the wire (label, TC, bottom of stack, TTL:
+    /// [`crate::wire::mpls`]), the only MPLS header the key holds. One slot for
+    /// both: a packet is one or the other, and `dl_type` is in every match.
+    pub label: u32,
     /// The hash a `hash` datapath action computed of the packet (its addresses and
     /// ports) before a recirculation; 0 until then. A select group's buckets are
     /// chosen by its low bits on the next pass.
@@ -212,6 +215,8 @@ pub enum Malformed {
     BadIpv6,
     #[error("truncated ARP packet")]
     BadArp,
+    #[error("truncated MPLS label stack entry")]
+    ShortMpls,
 }
 
 /// Extracts the flow key of `frame` received on `in_port` into `key`. `stripped` is a
@@ -258,6 +263,12 @@ pub fn extract(
         EtherType::IPV4 => extract_ipv4(key, l3),
         EtherType::IPV6 => extract_ipv6(key, l3),
         EtherType::ARP => extract_arp(key, l3),
+        // As Open vSwitch: nothing behind the labels is looked at (what they carry
+        // is the label's to say); a pop and a recirculation show it.
+        EtherType::MPLS | EtherType::MPLS_MULTICAST => {
+            key.label = mpls::top_entry(l3).ok_or(Malformed::ShortMpls)?;
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
@@ -287,7 +298,7 @@ fn extract_ipv4(key: &mut FlowKey, l3: &[u8]) -> Result<(), Malformed> {
 fn extract_ipv6(key: &mut FlowKey, l3: &[u8]) -> Result<(), Malformed> {
     let ip = ipv6::Packet::new_checked(l3).map_err(|_| Malformed::BadIpv6)?;
     key.nw_tos = ip.traffic_class();
-    key.ipv6_label = ip.flow_label();
+    key.label = ip.flow_label();
     key.nw_ttl = ip.hop_limit();
     key.nw_src = ip.src_addr();
     key.nw_dst = ip.dst_addr();

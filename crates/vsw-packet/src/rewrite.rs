@@ -509,7 +509,9 @@ fn update_l4_csum(l4: &mut [u8], proto: u8, old: &[u16], new: &[u16], seed: bool
 }
 
 mod field_write;
+mod mpls;
 pub use field_write::{csum_adjust, FieldWrite};
+pub use mpls::is_mpls;
 
 #[cfg(test)]
 mod tests;

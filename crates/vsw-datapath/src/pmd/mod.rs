@@ -814,6 +814,10 @@ fn process_batch(
                     | DpAction::SetTpDst(_)
                     | DpAction::DecTtl
                     | DpAction::SetField(_)
+                    | DpAction::PushMpls { .. }
+                    | DpAction::PopMpls(_)
+                    | DpAction::SetMpls { .. }
+                    | DpAction::DecMplsTtl
                     | DpAction::Save
                     | DpAction::Restore
                     | DpAction::Meter(_)

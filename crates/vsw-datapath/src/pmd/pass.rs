@@ -360,6 +360,16 @@ impl Pass<'_, '_, '_> {
                     Ok(())
                 }
                 DpAction::DecTtl => self.scratch.dec_ttl(),
+                DpAction::PushMpls { ethertype, lse } => self.scratch.push_mpls(ethertype, lse),
+                DpAction::PopMpls(ethertype) => {
+                    self.scratch.pop_mpls(ethertype);
+                    Ok(())
+                }
+                DpAction::SetMpls { lse, mask } => {
+                    self.scratch.set_mpls(lse, mask);
+                    Ok(())
+                }
+                DpAction::DecMplsTtl => self.scratch.dec_mpls_ttl(),
                 DpAction::SetField(w) => {
                     self.scratch.write_field(w);
                     Ok(())

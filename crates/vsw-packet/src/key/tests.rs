@@ -105,7 +105,7 @@ fn a_stripped_tag_is_the_outer_tag() {
 #[test]
 fn ipv6_fields_and_extension_headers() {
     let k = key_of(&sample("udp6"));
-    assert_eq!((k.nw_tos, k.ipv6_label, k.nw_ttl), (0x20, 0xabcde, 64));
+    assert_eq!((k.nw_tos, k.label, k.nw_ttl), (0x20, 0xabcde, 64));
     assert_eq!({ k.nw_dst }, V6_DST);
     let k = key_of(&sample("tcp6"));
     assert_eq!(
@@ -123,6 +123,26 @@ fn ipv6_fields_and_extension_headers() {
         (IPPROTO_UDP, FRAG_ANY | FRAG_LATER)
     );
     assert_eq!((k.tp_src, k.tp_dst), (0, 0));
+}
+
+#[test]
+fn an_mpls_packet_gives_its_outermost_entry_and_nothing_behind_it() {
+    // A label stack entry in front of a UDP packet, the ethertype made MPLS.
+    let udp = sample("udp4");
+    let mut f = udp[..ETH_HDR_LEN].to_vec();
+    f[12..14].copy_from_slice(&EtherType::MPLS.to_be_bytes());
+    f.extend_from_slice(&crate::wire::mpls::entry(1000, 5, true, 63).to_be_bytes());
+    f.extend_from_slice(&udp[ETH_HDR_LEN..]);
+    let k = key_of(&f);
+    assert_eq!(k.dl_type, EtherType::MPLS);
+    assert_eq!(k.label, crate::wire::mpls::entry(1000, 5, true, 63));
+    // The IP header behind the label is not parsed.
+    assert_eq!(({ k.nw_src }, k.nw_proto, k.tp_dst), (0, 0, 0));
+    let mut cut = FlowKey::default();
+    assert_eq!(
+        extract(&f[..ETH_HDR_LEN + 3], 1, None, &mut cut),
+        Err(Malformed::ShortMpls)
+    );
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::wire::icmp::{
     self, ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, ND_OPT_SOURCE_LLADDR, ND_OPT_TARGET_LLADDR,
 };
 use crate::wire::ip::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
-use crate::wire::{arp, ipv4, ipv6};
+use crate::wire::{arp, ipv4, ipv6, mpls};
 
 /// IP-in-IP: an IPv4 header inside (IPPROTO_IPIP).
 const IPPROTO_IPIP: u8 = 4;
@@ -330,6 +330,10 @@ impl PacketBuf {
     /// Copies the TTL between the outer and inner IP header of an IP-in-IP packet
     /// (IPv4 or IPv6 in IPv4 or IPv6); a packet with one IP header keeps its TTL.
     fn copy_ttl(&mut self, outwards: bool) {
+        if let Some(top) = self.mpls_top() {
+            self.copy_mpls_ttl(top, outwards);
+            return;
+        }
         let (Some((proto, inner)), Some((_, outer))) = (self.l4(), self.l3()) else {
             return;
         };
@@ -366,6 +370,40 @@ impl PacketBuf {
         let ttl = self.data()[from];
         let csum = if to_v4 { Self::ipv4_csum(to_off) } else { None };
         self.patch(to, &[ttl], csum);
+    }
+
+    /// The TTL copies of an MPLS packet (whose outermost entry is at `top`):
+    /// between that entry and the next one, or — below the bottom of the stack —
+    /// the IP header its first nibble says is there.
+    fn copy_mpls_ttl(&mut self, top: usize, outwards: bool) {
+        let d = self.data();
+        let ttl_of_entry = |at: usize| at + mpls::LSE_LEN - 1;
+        let outer = ttl_of_entry(top);
+        let next = top + mpls::LSE_LEN;
+        let bottom = mpls::top_entry(&d[top..]).is_some_and(mpls::bos);
+        let (inner, csum) = if !bottom {
+            if d.len() < next + mpls::LSE_LEN {
+                return;
+            }
+            (ttl_of_entry(next), None)
+        } else {
+            match d.get(next).map(|b| b >> 4) {
+                Some(4) if ipv4::Packet::new_checked(&d[next..]).is_ok() => {
+                    (next + 8, Self::ipv4_csum(next))
+                }
+                Some(6) if ipv6::Packet::new_checked(&d[next..]).is_ok() => {
+                    (next + ipv6::field::HOP_LIMIT, None)
+                }
+                _ => return,
+            }
+        };
+        if outwards {
+            let ttl = d[inner];
+            self.patch(outer, &[ttl], None);
+        } else {
+            let ttl = d[outer];
+            self.patch(inner, &[ttl], csum);
+        }
     }
 }
 

@@ -31,6 +31,9 @@ impl EtherType {
     pub const QINQ: u16 = 0x88a8;
     pub const IPV6: u16 = 0x86dd;
     pub const TEB: u16 = 0x6558;
+    /// MPLS unicast and multicast (RFC 5332).
+    pub const MPLS: u16 = 0x8847;
+    pub const MPLS_MULTICAST: u16 = 0x8848;
 
     /// Whether `t` is the TPID of a VLAN tag.
     #[inline]

@@ -15,6 +15,7 @@ pub mod icmp;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod mpls;
 pub mod sctp;
 pub mod tcp;
 pub mod udp;
