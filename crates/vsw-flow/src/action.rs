@@ -93,6 +93,24 @@ pub enum Action {
     SetTpDst(u16),
     /// Decrement the IPv4 TTL / IPv6 hop limit; a packet at 0 or 1 is dropped.
     DecTtl,
+    /// Push an MPLS label stack entry after the Ethernet header and its tags, the
+    /// ethertype becoming this one (0x8847 or 0x8848): `push_mpls:ETHERTYPE`. The
+    /// entry starts as Open vSwitch's does: on an MPLS packet a copy of the
+    /// outermost (bottom of stack clear); else label 0 (IPv6: 2), TC from the DSCP,
+    /// TTL from the IP header (64 without one), bottom of stack set.
+    PushMpls(u16),
+    /// Take off the outermost label stack entry; what follows is of this ethertype
+    /// (`pop_mpls:ETHERTYPE`).
+    PopMpls(u16),
+    /// The outermost label (`set_mpls_label(N)`, `set_field:N->mpls_label`).
+    SetMplsLabel(u32),
+    /// The outermost entry's traffic class (`set_mpls_tc(N)`).
+    SetMplsTc(u8),
+    /// The outermost entry's TTL (`set_mpls_ttl(N)`).
+    SetMplsTtl(u8),
+    /// Decrement the outermost entry's TTL; a packet whose TTL runs out is dropped
+    /// (`dec_mpls_ttl`).
+    DecMplsTtl,
     /// Every other field OpenFlow's set-field writes (`set_field:V->F`, and
     /// `mod_nw_ecn`, `mod_nw_ttl`), and the TTL copies of IP-in-IP (`copy_ttl_out`,
     /// `copy_ttl_in`).
@@ -687,6 +705,60 @@ static COPY_TTL_IN: ActionDef = ActionDef {
     build: |n, a, _| bare(n, a, Action::SetField(FieldWrite::CopyTtlIn)),
 };
 
+static PUSH_MPLS: ActionDef = ActionDef {
+    name: "push_mpls",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let t = parse_uint(n, a, 0xffff)? as u16;
+        if t != EtherType::MPLS && t != EtherType::MPLS_MULTICAST {
+            return Err(bad(n, a, "the ethertype is 0x8847 or 0x8848"));
+        }
+        Ok(Action::PushMpls(t))
+    },
+};
+static POP_MPLS: ActionDef = ActionDef {
+    name: "pop_mpls",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::PopMpls(parse_uint(n, arg(n, a)?, 0xffff)? as u16)),
+};
+static SET_MPLS_LABEL: ActionDef = ActionDef {
+    name: "set_mpls_label",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| {
+        Ok(Action::SetMplsLabel(
+            parse_uint(n, arg(n, a)?, 0xfffff)? as u32
+        ))
+    },
+};
+static SET_MPLS_TC: ActionDef = ActionDef {
+    name: "set_mpls_tc",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetMplsTc(parse_uint(n, arg(n, a)?, 7)? as u8)),
+};
+static SET_MPLS_TTL: ActionDef = ActionDef {
+    name: "set_mpls_ttl",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| Ok(Action::SetMplsTtl(parse_uint(n, arg(n, a)?, 255)? as u8)),
+};
+static DEC_MPLS_TTL: ActionDef = ActionDef {
+    name: "dec_mpls_ttl",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::DecMplsTtl),
+};
+
 /// `set_field:VALUE->FIELD`: a classic field becomes its own action (as it prints);
 /// the rest are `FieldWrite`s (set_field.rs).
 fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
@@ -723,6 +795,9 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
         "tun_id" | "tunnel_id" => Action::SetTunnel(uint(f, v, u128::from(u64::MAX))? as u64),
         "tun_dst" | "tun_ipv4_dst" => Action::SetTunnelDst(v4(f, v)?.into()),
         "tun_metadata0" => Action::SetTunnelMetadata(uint(f, v, u128::from(u32::MAX))? as u32),
+        "mpls_label" => Action::SetMplsLabel(uint(f, v, 0xfffff)? as u32),
+        "mpls_tc" => Action::SetMplsTc(uint(f, v, 7)? as u8),
+        "mpls_ttl" => Action::SetMplsTtl(uint(f, v, 255)? as u8),
         _ => match parse_write(f, v) {
             Some(w) => Action::SetField(w?),
             None => {
@@ -730,8 +805,8 @@ fn set_field(arg: &str) -> Result<Action, FlowSyntaxError> {
                     "set_field",
                     f,
                     "not a field vsw can write (a match field of Ethernet, VLAN, IP, \
-                     IPv6, ARP, ICMP, neighbour discovery or ports, tun_id, tun_dst, \
-                     tun_metadata0, a register, pkt_mark or metadata)",
+                     IPv6, ARP, ICMP, neighbour discovery, MPLS or ports, tun_id, \
+                     tun_dst, tun_metadata0, a register, pkt_mark or metadata)",
                 ))
             }
         },
@@ -948,6 +1023,12 @@ pub static ACTIONS: &[&ActionDef] = &[
     &BUNDLE_LOAD,
     &MULTIPATH,
     &SAMPLE,
+    &PUSH_MPLS,
+    &POP_MPLS,
+    &SET_MPLS_LABEL,
+    &SET_MPLS_TC,
+    &SET_MPLS_TTL,
+    &DEC_MPLS_TTL,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -988,6 +1069,12 @@ impl Action {
             Action::SetTpSrc(_) => &MOD_TP_SRC,
             Action::SetTpDst(_) => &MOD_TP_DST,
             Action::DecTtl => &DEC_TTL,
+            Action::PushMpls(_) => &PUSH_MPLS,
+            Action::PopMpls(_) => &POP_MPLS,
+            Action::SetMplsLabel(_) => &SET_MPLS_LABEL,
+            Action::SetMplsTc(_) => &SET_MPLS_TC,
+            Action::SetMplsTtl(_) => &SET_MPLS_TTL,
+            Action::DecMplsTtl => &DEC_MPLS_TTL,
             Action::SetField(FieldWrite::IpEcn(_)) => &MOD_NW_ECN,
             Action::SetField(FieldWrite::NwTtl(_)) => &MOD_NW_TTL,
             Action::SetField(FieldWrite::CopyTtlOut) => &COPY_TTL_OUT,
@@ -1056,7 +1143,11 @@ impl Action {
                 Some(parts.join(","))
             }
             Action::SetDlSrc(m) | Action::SetDlDst(m) => Some(m.to_string()),
-            Action::PushVlan(t) => Some(format!("0x{t:04x}")),
+            Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) => {
+                Some(format!("0x{t:04x}"))
+            }
+            Action::SetMplsLabel(l) => Some(l.to_string()),
+            Action::SetMplsTc(n) | Action::SetMplsTtl(n) => Some(n.to_string()),
             Action::SetVlanVid(v) => Some(v.to_string()),
             Action::SetVlanPcp(p) => Some(p.to_string()),
             Action::SetNwSrc(a) | Action::SetNwDst(a) => Some(a.to_string()),
@@ -1105,6 +1196,7 @@ impl Action {
             | Action::ClearActions
             | Action::StripVlan
             | Action::DecTtl
+            | Action::DecMplsTtl
             | Action::Exit
             | Action::PopQueue => None,
         }
@@ -1136,6 +1228,9 @@ impl Action {
             Field::NdTarget => w(FieldWrite::NdTarget(v.to_be_bytes())),
             Field::NdSll => w(FieldWrite::NdSll(crate::subfield::mac(v))),
             Field::NdTll => w(FieldWrite::NdTll(crate::subfield::mac(v))),
+            Field::MplsLabel => Action::SetMplsLabel(v as u32),
+            Field::MplsTc => Action::SetMplsTc(v as u8),
+            Field::MplsTtl => Action::SetMplsTtl(v as u8),
             _ => return None,
         })
     }
@@ -1202,7 +1297,16 @@ impl fmt::Display for Action {
             Some(a) if matches!(self, Action::OutputReg { max_len, .. } if *max_len != u16::MAX) => {
                 write!(f, "output({a})")
             }
-            Some(a) if matches!(self, Action::Resubmit { .. } | Action::Conjunction { .. }) => {
+            Some(a)
+                if matches!(
+                    self,
+                    Action::Resubmit { .. }
+                        | Action::Conjunction { .. }
+                        | Action::SetMplsLabel(_)
+                        | Action::SetMplsTc(_)
+                        | Action::SetMplsTtl(_)
+                ) =>
+            {
                 write!(f, "{}({a})", self.def().name)
             }
             Some(a)

@@ -9,6 +9,9 @@ use vsw_packet::key::{
     FRAG_ANY, FRAG_LATER, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
     ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, TUN_FLAG_OAM, VLAN_CFI,
 };
+use vsw_packet::wire::mpls::{
+    BOS_MASK, BOS_SHIFT, LABEL_MASK, LABEL_SHIFT, TC_MASK, TC_SHIFT, TTL_MASK,
+};
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
@@ -47,6 +50,8 @@ pub enum Needs {
     Icmpv4,
     /// ICMPv6 (`icmp6`).
     Icmpv6,
+    /// MPLS (`mpls` or `mplsm`: ethertype 0x8847 or 0x8848).
+    Mpls,
 }
 
 impl Needs {
@@ -80,6 +85,7 @@ impl Needs {
             Needs::Arp => dl == Some(EtherType::ARP),
             Needs::Icmpv4 => dl == Some(EtherType::IPV4) && proto == Some(IPPROTO_ICMP),
             Needs::Icmpv6 => dl == Some(EtherType::IPV6) && proto == Some(IPPROTO_ICMPV6),
+            Needs::Mpls => matches!(dl, Some(EtherType::MPLS | EtherType::MPLS_MULTICAST)),
         }
     }
 
@@ -100,8 +106,30 @@ impl Needs {
             Needs::Arp => "arp",
             Needs::Icmpv4 => "icmp",
             Needs::Icmpv6 => "icmp6",
+            Needs::Mpls => "mpls or mplsm (dl_type=0x8847 or 0x8848)",
         }
     }
+}
+
+/// A part of an MPLS packet's outermost label stack entry (the key's `label`),
+/// matched whole and printed in decimal, as Open vSwitch has them.
+macro_rules! mpls_field {
+    ($name:literal, $mask:expr, $shift:expr, $max:literal) => {
+        FieldDef {
+            name: $name,
+            aliases: &[],
+            slot: $name,
+            needs: Needs::Mpls,
+            parse: |n, t, v, m, _| {
+                let x = parse_uint(n, t, $max)? as u32;
+                v.label = (v.label & !$mask) | (x << $shift);
+                m.label |= $mask;
+                Ok(())
+            },
+            shown: |v, m| m.label & $mask != 0 && Needs::Mpls.met(v, m),
+            print: |v, _| ((v.label & $mask) >> $shift).to_string(),
+        }
+    };
 }
 
 /// Reads one field's written value into a match being built (`value`, `mask`).
@@ -220,6 +248,8 @@ pub fn shorthand(v: &FlowKey, m: &FlowKey) -> Option<String> {
             }
         }
         EtherType::ARP => "arp".into(),
+        EtherType::MPLS => "mpls".into(),
+        EtherType::MPLS_MULTICAST => "mplsm".into(),
         t => format!("dl_type=0x{t:04x}"),
     })
 }
@@ -229,6 +259,8 @@ pub const SHORTHANDS: &[(&str, u16, Option<u8>)] = &[
     ("ip", EtherType::IPV4, None),
     ("ipv6", EtherType::IPV6, None),
     ("arp", EtherType::ARP, None),
+    ("mpls", EtherType::MPLS, None),
+    ("mplsm", EtherType::MPLS_MULTICAST, None),
     ("tcp", EtherType::IPV4, Some(IPPROTO_TCP)),
     ("udp", EtherType::IPV4, Some(IPPROTO_UDP)),
     ("sctp", EtherType::IPV4, Some(IPPROTO_SCTP)),
@@ -772,6 +804,10 @@ pub static FIELDS: &[FieldDef] = &[
         shown: |_, m| m.nw_ttl != 0,
         print: |v, _| v.nw_ttl.to_string(),
     },
+    mpls_field!("mpls_label", LABEL_MASK, LABEL_SHIFT, 0xfffff),
+    mpls_field!("mpls_tc", TC_MASK, TC_SHIFT, 7),
+    mpls_field!("mpls_ttl", TTL_MASK, 0, 255),
+    mpls_field!("mpls_bos", BOS_MASK, BOS_SHIFT, 1),
     FieldDef {
         name: "ip_frag",
         aliases: &[],
@@ -807,12 +843,13 @@ pub static FIELDS: &[FieldDef] = &[
         needs: Needs::Ipv6,
         parse: |n, t, v, m, _| {
             let (val, mask) = parse_masked_uint(n, t, 0xfffff)?;
-            v.ipv6_label = val as u32;
-            m.ipv6_label = mask as u32;
+            v.label = val as u32;
+            m.label = mask as u32;
             Ok(())
         },
-        shown: |_, m| m.ipv6_label != 0,
-        print: |v, m| format_hex(v.ipv6_label, m.ipv6_label, 0xfffff, 5),
+        // The slot holds an MPLS packet's label stack entry too.
+        shown: |v, m| m.label != 0 && dl(v, m) == Some(EtherType::IPV6),
+        print: |v, m| format_hex(v.label, m.label, 0xfffff, 5),
     },
     FieldDef {
         name: "tcp_flags",
@@ -927,6 +964,10 @@ mod tests {
             "tcp_flags" => "+syn-ack",
             "pkt_mark" => "0x5/0xff",
             "conj_id" => "7",
+            "mpls_label" => "1000",
+            "mpls_tc" => "5",
+            "mpls_ttl" => "63",
+            "mpls_bos" => "1",
             n if n.starts_with("reg") => "0x5/0xff",
             n if n.starts_with("xreg") => "0x500000000/0xff00000000",
             n if n.starts_with("xxreg") => "0x1/0xff",
@@ -942,8 +983,26 @@ mod tests {
             Needs::Arp => "arp,",
             Needs::Icmpv4 => "icmp,",
             Needs::Icmpv6 => "icmp6,",
+            Needs::Mpls => "mpls,",
         };
         (value, shorthand)
+    }
+
+    #[test]
+    fn the_mpls_fields_share_the_label_slot_without_overlapping() {
+        let flow = parse_flow(
+            "mplsm,mpls_label=0xfffff,mpls_tc=7,mpls_bos=1,mpls_ttl=255,actions=drop",
+            &no_ports,
+        )
+        .unwrap();
+        assert_eq!(flow.matcher.value().label, u32::MAX);
+        assert_eq!(flow.matcher.mask().label, u32::MAX);
+        assert_eq!(
+            format_flow(&flow),
+            "priority=32768,mplsm,mpls_label=1048575,mpls_tc=7,mpls_ttl=255,mpls_bos=1,actions=drop"
+        );
+        let err = parse_flow("ip,mpls_label=1,actions=drop", &no_ports).unwrap_err();
+        assert!(err.to_string().contains("mpls"), "{err}");
     }
 
     #[test]

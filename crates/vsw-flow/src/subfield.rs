@@ -7,6 +7,7 @@
 //! actions see) or the packet's (writing it is the rewrite action that field has,
 //! with the whole new value). A field of neither kind here is read-only.
 
+use vsw_packet::wire::mpls;
 use vsw_packet::MacAddr;
 
 use crate::error::FlowSyntaxError;
@@ -52,6 +53,11 @@ pub enum Field {
     NdTarget,
     NdSll,
     NdTll,
+    /// The parts of an MPLS packet's outermost label stack entry.
+    MplsLabel,
+    MplsTc,
+    MplsBos,
+    MplsTtl,
 }
 
 /// What a field is, besides how it is read and written.
@@ -294,6 +300,28 @@ static OTHERS: &[(Field, FieldInfo)] = &[
         Field::NdTll,
         info("nd_tll", "NXM_NX_ND_TLL", (NXM1, 25, 6), 48, Needs::Nd),
     ),
+    (
+        Field::MplsLabel,
+        info(
+            "mpls_label",
+            "OXM_OF_MPLS_LABEL",
+            (OXM, 34, 4),
+            20,
+            Needs::Mpls,
+        ),
+    ),
+    (
+        Field::MplsTc,
+        info("mpls_tc", "OXM_OF_MPLS_TC", (OXM, 35, 1), 3, Needs::Mpls),
+    ),
+    (
+        Field::MplsBos,
+        info("mpls_bos", "OXM_OF_MPLS_BOS", (OXM, 36, 1), 1, Needs::Mpls),
+    ),
+    (
+        Field::MplsTtl,
+        info("mpls_ttl", "NXM_NX_MPLS_TTL", (NXM1, 30, 1), 8, Needs::Mpls),
+    ),
 ];
 
 /// The fields OpenFlow's basic class names too (OpenFlow 1.2 on sends these headers
@@ -321,6 +349,9 @@ const OXM_BASIC: &[(u8, Field)] = &[
     (31, Field::NdTarget),
     (32, Field::NdSll),
     (33, Field::NdTll),
+    (34, Field::MplsLabel),
+    (35, Field::MplsTc),
+    (36, Field::MplsBos),
     (38, Field::TunId),
 ];
 
@@ -361,6 +392,11 @@ const ALIASES: &[(&str, Field)] = &[
     ("OXM_OF_IPV6_ND_TLL", Field::NdTll),
     ("OXM_OF_TUNNEL_ID", Field::TunId),
 ];
+
+/// Sets the bits of `word` under `mask` to `v` shifted up by `shift`.
+fn set_bits(word: &mut u32, mask: u32, shift: u32, v: u128) {
+    *word = (*word & !mask) | (((v as u32) << shift) & mask);
+}
 
 /// A 48-bit value as a MAC address.
 pub fn mac(v: u128) -> MacAddr {
@@ -446,7 +482,10 @@ impl Field {
 
     /// May be written (a pipeline field, or a packet field with a rewrite).
     pub fn is_writable(self) -> bool {
-        !matches!(self, Field::EthType | Field::VlanTci | Field::NwProto)
+        !matches!(
+            self,
+            Field::EthType | Field::VlanTci | Field::NwProto | Field::MplsBos
+        )
     }
 
     /// Its value in `k`, as a number of [`FieldInfo::bits`] bits.
@@ -475,6 +514,10 @@ impl Field {
             Field::TcpDst | Field::UdpDst | Field::IcmpCode => u128::from(k.tp_dst),
             Field::ArpSha | Field::NdSll => mac_num(k.arp_sha),
             Field::ArpTha | Field::NdTll => mac_num(k.arp_tha),
+            Field::MplsLabel => u128::from(mpls::label(k.label)),
+            Field::MplsTc => u128::from(mpls::tc(k.label)),
+            Field::MplsBos => u128::from(mpls::bos(k.label)),
+            Field::MplsTtl => u128::from(mpls::ttl(k.label)),
         }
     }
 
@@ -506,6 +549,10 @@ impl Field {
             Field::TcpDst | Field::UdpDst | Field::IcmpCode => k.tp_dst = v as u16,
             Field::ArpSha | Field::NdSll => k.arp_sha = mac(v),
             Field::ArpTha | Field::NdTll => k.arp_tha = mac(v),
+            Field::MplsLabel => set_bits(&mut k.label, mpls::LABEL_MASK, mpls::LABEL_SHIFT, v),
+            Field::MplsTc => set_bits(&mut k.label, mpls::TC_MASK, mpls::TC_SHIFT, v),
+            Field::MplsBos => set_bits(&mut k.label, mpls::BOS_MASK, mpls::BOS_SHIFT, v),
+            Field::MplsTtl => set_bits(&mut k.label, mpls::TTL_MASK, 0, v),
         }
     }
 
@@ -539,7 +586,11 @@ impl Field {
             | Field::UdpDst
             | Field::IcmpType
             | Field::IcmpCode
-            | Field::ArpOp => format!("{v}{}", hex_mask()),
+            | Field::ArpOp
+            | Field::MplsLabel
+            | Field::MplsTc
+            | Field::MplsBos
+            | Field::MplsTtl => format!("{v}{}", hex_mask()),
             _ => format!("{}{}", c_hex(v), hex_mask()),
         }
     }

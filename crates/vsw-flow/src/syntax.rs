@@ -5,7 +5,7 @@
 use crate::match_key::MatchKey;
 
 use crate::action::{self, Action};
-use crate::fields::{self, FieldDef, FIELDS, SHORTHANDS};
+use crate::fields::{self, FieldDef, Needs, FIELDS, SHORTHANDS};
 use crate::matching::Match;
 use crate::rule::{FlowSpec, Rule, DEFAULT_PRIORITY, MAX_TABLE};
 use crate::values::{self, parse_uint};
@@ -279,6 +279,38 @@ fn read_list(
 /// tcp, udp or sctp; `None`: a group's bucket, checked per packet instead), `drop`
 /// alone, at most one `goto_table` and last, and in a `write_actions` block only
 /// what an action set holds.
+/// The MPLS actions need an MPLS packet where they run: the match's, or one a
+/// `push_mpls` before them made (a `pop_mpls` makes it what it names), as Open
+/// vSwitch checks them: `ip,actions=push_mpls:0x8847,set_mpls_label(5)` holds,
+/// `ip,actions=pop_mpls:0x0800` does not.
+fn check_mpls(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
+    let mut dl = (m.mask().dl_type == 0xffff).then_some(m.value().dl_type);
+    for a in actions {
+        let needs_mpls = match a {
+            Action::PushMpls(t) => {
+                dl = Some(*t);
+                false
+            }
+            Action::PopMpls(_)
+            | Action::SetMplsLabel(_)
+            | Action::SetMplsTc(_)
+            | Action::SetMplsTtl(_)
+            | Action::DecMplsTtl => true,
+            _ => false,
+        };
+        if needs_mpls && !dl.is_some_and(vsw_packet::rewrite::is_mpls) {
+            return Err(FlowSyntaxError::ActionPrerequisite {
+                action: a.def().name,
+                needs: Needs::Mpls.describe(),
+            });
+        }
+        if let Action::PopMpls(t) = a {
+            dl = Some(*t);
+        }
+    }
+    Ok(())
+}
+
 pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), FlowSyntaxError> {
     for a in actions {
         if let Action::Learn(l) = a {
@@ -286,6 +318,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         }
     }
     if let Some(m) = matcher {
+        check_mpls(actions, m)?;
         // A move needs its source's header and its destination's.
         for a in actions {
             if let Some(n) = a
@@ -809,6 +842,42 @@ mod tests {
     }
 
     #[test]
+    fn mpls_actions_read_print_and_check_the_packet_they_run_on() {
+        for (text, canon) in [
+            (
+                "ip,actions=push_mpls:0x8847,set_mpls_label(10),set_mpls_tc:3,set_mpls_ttl(9),dec_mpls_ttl,output:2",
+                "priority=32768,ip,actions=push_mpls:0x8847,set_mpls_label(10),set_mpls_tc(3),set_mpls_ttl(9),dec_mpls_ttl,output:2",
+            ),
+            (
+                "mpls,mpls_label=10,actions=set_field:20->mpls_label,pop_mpls:0x0800,output:1",
+                "priority=32768,mpls,mpls_label=10,actions=set_mpls_label(20),pop_mpls:0x0800,output:1",
+            ),
+            (
+                "mplsm,actions=push_mpls:0x8848,copy_ttl_in,copy_ttl_out,set_field:7->mpls_tc",
+                "priority=32768,mplsm,actions=push_mpls:0x8848,copy_ttl_in,copy_ttl_out,set_mpls_tc(7)",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_flow(&f), canon, "{text}");
+            assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+        for (text, needle) in [
+            ("ip,actions=pop_mpls:0x0800", "pop_mpls needs mpls"),
+            ("actions=set_mpls_label(1)", "set_mpls_label needs mpls"),
+            (
+                "mpls,actions=pop_mpls:0x0800,dec_mpls_ttl",
+                "dec_mpls_ttl needs mpls",
+            ),
+            ("ip,actions=push_mpls:0x0800", "0x8847 or 0x8848"),
+            ("mpls,actions=set_mpls_label(1048576)", "larger than"),
+            ("mpls,actions=set_field:1->mpls_bos", "vsw can write"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn field_prerequisites_and_bad_values() {
         for (text, needle) in [
             ("nw_ttl=3,actions=drop", "nw_ttl needs ip or ipv6"),
@@ -843,6 +912,10 @@ mod tests {
             ("arp,actions=mod_nw_ttl:3", "needs ip or ipv6"),
             (
                 "ipv6,actions=set_field:1->mpls_label",
+                "set_mpls_label needs mpls",
+            ),
+            (
+                "ipv6,actions=set_field:1->pbb_isid",
                 "not a field vsw can write",
             ),
             ("ipv6,actions=set_field:1", "VALUE->FIELD"),

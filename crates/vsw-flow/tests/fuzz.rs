@@ -169,6 +169,12 @@ const GOOD_MATCH: &[&str] = &[
     "table=3",
     "table=254",
     "dl_type=0x88cc",
+    "mpls",
+    "mplsm",
+    "mpls_label=100",
+    "mpls_tc=5",
+    "mpls_bos=1",
+    "mpls_ttl=64",
 ];
 
 const GOOD_ACTIONS: &[&str] = &[
@@ -190,6 +196,13 @@ const GOOD_ACTIONS: &[&str] = &[
     "mod_tp_src:1",
     "mod_tp_dst:2",
     "dec_ttl",
+    "push_mpls:0x8847",
+    "pop_mpls:0x0800",
+    "set_mpls_label(7)",
+    "set_mpls_tc:2",
+    "set_mpls_ttl(9)",
+    "dec_mpls_ttl",
+    "set_field:100->mpls_label",
     "set_field:2001:db8::1->ipv6_dst",
     "set_field:0x1->ipv6_label",
     "set_field:2->arp_op",

@@ -28,11 +28,15 @@ pub const MAX_FROZEN: usize = 1 << 16;
 pub const GRACE_MS: u64 = 10_000;
 
 /// What the resumed translation does first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Resume {
     /// Chooses select group `group`'s bucket by the packet's `dp_hash` and runs it
     /// (the group was reached in `table`).
     SelectBucket { group: u32, table: u8 },
+    /// Runs what the translation had left when it stopped to see the packet
+    /// behind the MPLS labels it popped (the action lists' rests, innermost first,
+    /// the action set, the stack), as a resume after a pause does.
+    Continue(Arc<crate::punt_notes::Continuation>),
 }
 
 /// Where a translation stopped.
@@ -135,6 +139,9 @@ impl FrozenStates {
     /// attribution, no translation under way) that was last frozen `GRACE_MS` or
     /// more before `now_ms`. Returns how many went; their numbers are not given
     /// again.
+    // A continuation's rules have counters inside (atomics), but a key hashes and
+    // compares a rule by its spec and sequence number, which never change.
+    #[allow(clippy::mutable_key_type)]
     pub fn sweep(&mut self, now_ms: u64) -> usize {
         let before = self.states.len();
         let ids = &mut self.ids;

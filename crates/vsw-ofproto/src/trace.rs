@@ -117,7 +117,7 @@ fn exact(key: &FlowKey) -> Match {
         tun_metadata0: ones(k.tun_metadata0, u32::MAX),
         tun_flags: ones(k.tun_flags, u32::MAX),
         in_port: u32::MAX,
-        ipv6_label: ones(k.ipv6_label, u32::MAX),
+        label: ones(k.label, u32::MAX),
         // Not fields a rule matches (a later pass's trace names them in its heading).
         recirc_id: 0,
         dp_hash: 0,

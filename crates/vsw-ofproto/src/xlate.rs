@@ -12,7 +12,8 @@ use vsw_flow::fields::Needs;
 use vsw_flow::subfield::{ones, Field};
 use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, MatchKey, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
-use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::rewrite::{is_mpls, FieldWrite};
+use vsw_packet::wire::mpls;
 use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
@@ -83,7 +84,7 @@ fn write_key(k: &mut FlowKey, w: FieldWrite) {
     match w {
         FieldWrite::Ipv6Src(a) => k.nw_src = u128::from_be_bytes(a),
         FieldWrite::Ipv6Dst(a) => k.nw_dst = u128::from_be_bytes(a),
-        FieldWrite::Ipv6Label(l) => k.ipv6_label = l & 0xfffff,
+        FieldWrite::Ipv6Label(l) => k.label = l & 0xfffff,
         FieldWrite::IpEcn(e) => k.nw_tos = (k.nw_tos & !3) | (e & 3),
         FieldWrite::NwTtl(t) => k.nw_ttl = t,
         // The key keeps ARP's opcode where IP's protocol is, in 8 bits.
@@ -124,6 +125,12 @@ pub enum XlateError {
          port led to: nothing one resume could continue, dropped"
     )]
     PauseNested,
+    #[error(
+        "after pop_mpls, an action in a clone, a group bucket or the action set (or the \
+         first table of a bridge a patch port led to) needs the packet behind the label, \
+         which only a recirculation from the pipeline's own actions shows: dropped"
+    )]
+    MplsNested,
 }
 
 /// Values `push` may hold on a translation's stack.
@@ -249,11 +256,16 @@ struct Ctx<'a, 'b> {
     paused: Option<Paused>,
     /// `exit`: no action list runs on (but the action set).
     exiting: bool,
+    /// A `pop_mpls` took off a label: the key holds nothing of what is behind it
+    /// (the datapath never parsed it), so a table or an action that may look at it
+    /// needs the packet looked up again (Open vSwitch's `was_mpls`).
+    mpls_popped: bool,
 }
 
-/// A translation `controller(pause)` stopped, unwinding.
+/// A translation `controller(pause)` stopped (or a recirculation after `pop_mpls`:
+/// no note), unwinding.
 struct Paused {
-    note: PuntNote,
+    note: Option<PuntNote>,
     meter: Option<u32>,
     table: u8,
     /// The rests of the action lists it was in, innermost first.
@@ -277,9 +289,12 @@ impl ActionSet {
         match a {
             Action::SetField(FieldWrite::CopyTtlIn) => 0,
             Action::StripVlan => 1,
-            Action::PushVlan(_) => 2,
-            Action::SetField(FieldWrite::CopyTtlOut) => 3,
-            Action::DecTtl => 4,
+            Action::PopMpls(_) => 2,
+            Action::PushMpls(_) => 3,
+            Action::PushVlan(_) => 4,
+            Action::SetField(FieldWrite::CopyTtlOut) => 5,
+            Action::DecTtl => 6,
+            Action::DecMplsTtl => 7,
             Action::SetDlSrc(_) => 10,
             Action::SetDlDst(_) => 11,
             Action::SetVlanVid(_) => 12,
@@ -292,6 +307,9 @@ impl ActionSet {
             Action::SetTunnel(_) => 19,
             Action::SetTunnelDst(_) => 40,
             Action::SetTunnelMetadata(_) => 41,
+            Action::SetMplsLabel(_) => 42,
+            Action::SetMplsTc(_) => 43,
+            Action::SetMplsTtl(_) => 44,
             Action::SetField(w) => 20 + field_write_kind(w),
             Action::SetQueue(_) => Self::QUEUE,
             Action::Group(_) => Self::GROUP,
@@ -339,8 +357,9 @@ pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &MatchKey, state: &Arc<Frozen>
         cx.stack.clone_from(&state.stack);
         cx.saves = state.saves;
         cx.path.clone_from(&state.path);
-        match state.resume {
-            Resume::SelectBucket { group, table } => cx.select_by_hash(group, table),
+        match &state.resume {
+            Resume::SelectBucket { group, table } => cx.select_by_hash(*group, *table),
+            Resume::Continue(c) => cx.resume_paused(c),
         }
     })
 }
@@ -394,6 +413,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         in_action_set: false,
         paused: None,
         exiting: false,
+        mpls_popped: false,
     };
     // Every datapath flow matches one input port exactly.
     cx.mask.in_port = u32::MAX;
@@ -464,6 +484,11 @@ impl Ctx<'_, '_> {
         self.in_action_set = true;
         for (a, rule, table) in self.action_set.take() {
             if self.out.error.is_some() {
+                break;
+            }
+            if self.needs_recirculation(&a) {
+                self.out.error = Some(XlateError::MplsNested);
+                self.step(table, format!("{}", XlateError::MplsNested));
                 break;
             }
             self.action(&a, table, Some(&rule));
@@ -759,8 +784,11 @@ impl Ctx<'_, '_> {
             in_action_set: false,
             paused: None,
             exiting: false,
+            mpls_popped: self.mpls_popped,
         };
         inner.walk();
+        // A stop for the next pass after a pop_mpls there.
+        inner.finish_pause();
         self.out = std::mem::take(&mut inner.out);
         self.mask = inner.mask;
         drop(inner);
@@ -789,6 +817,13 @@ impl Ctx<'_, '_> {
             self.step(id, format!("{}", XlateError::TooDeep));
             return;
         }
+        if self.mpls_popped {
+            // Only a bridge a patch port led to looks a table up before an action
+            // could stop for the next pass.
+            self.out.error = Some(XlateError::MplsNested);
+            self.step(id, format!("{}", XlateError::MplsNested));
+            return;
+        }
         self.depth += 1;
         let ttl_mask = std::mem::take(&mut self.mask.nw_ttl);
         let rule = self
@@ -796,7 +831,8 @@ impl Ctx<'_, '_> {
             .pipeline
             .lookup_wc(id, &self.key, &mut self.mask)
             .cloned();
-        if self.ttl_unknown && self.mask.nw_ttl != 0 {
+        let mpls_ttl_read = is_mpls(self.key.dl_type) && self.mask.label & mpls::TTL_MASK != 0;
+        if self.ttl_unknown && (self.mask.nw_ttl != 0 || mpls_ttl_read) {
             self.out.error = Some(XlateError::TtlUnknown);
             self.step(id, format!("{}", XlateError::TtlUnknown));
         }
@@ -826,6 +862,9 @@ impl Ctx<'_, '_> {
     fn rule_actions(&mut self, acts: &[Action], id: u8, rule: Option<&Arc<Rule>>) {
         let mut i = 0;
         while i < acts.len() && self.out.error.is_none() {
+            if self.stop_for_mpls(acts, i, id, rule) {
+                return;
+            }
             match &acts[i] {
                 // The next n go into the action set, for the pipeline's end.
                 &Action::WriteActions(n) => {
@@ -942,6 +981,12 @@ impl Ctx<'_, '_> {
             | Action::SetTpSrc(_)
             | Action::SetTpDst(_)
             | Action::DecTtl
+            | Action::PushMpls(_)
+            | Action::PopMpls(_)
+            | Action::SetMplsLabel(_)
+            | Action::SetMplsTc(_)
+            | Action::SetMplsTtl(_)
+            | Action::DecMplsTtl
             | Action::SetField(_) => {}
             Action::Load(l) => self.load(l.field, l.value, l.mask),
             Action::Move { src, dst } => {
@@ -1091,7 +1136,7 @@ impl Ctx<'_, '_> {
             "controller(pause): the translation stops here".into(),
         );
         self.paused = Some(Paused {
-            note,
+            note: Some(note),
             meter,
             table,
             frames: Vec::new(),
@@ -1119,8 +1164,12 @@ impl Ctx<'_, '_> {
         let Some(p) = self.paused.take() else {
             return;
         };
-        let mut note = p.note;
-        note.continuation = Some(Arc::new(Continuation {
+        let cookie = p
+            .frames
+            .first()
+            .and_then(|f| f.rule.as_ref())
+            .map_or(self.resumed_cookie, |r| r.0.spec.cookie);
+        let continuation = Arc::new(Continuation {
             frames: p.frames,
             action_set: self
                 .action_set
@@ -1129,8 +1178,110 @@ impl Ctx<'_, '_> {
                 .map(|(a, r, t)| (a, RuleRef(r), t))
                 .collect(),
             stack: self.stack.clone(),
-        }));
-        self.punt(note, p.meter, p.table);
+        });
+        match p.note {
+            Some(mut note) => {
+                note.continuation = Some(continuation);
+                self.punt(note, p.meter, p.table);
+            }
+            None => self.recirculate(continuation, cookie, p.table),
+        }
+    }
+
+    /// The packet is looked up again as the actions so far left it (its labels
+    /// popped), and the next pass runs `rest` for it.
+    fn recirculate(&mut self, rest: Arc<Continuation>, cookie: u64, table: u8) {
+        let Some(b) = self.env.backer else {
+            self.out.error = Some(XlateError::MplsNested);
+            return;
+        };
+        let state = Frozen {
+            slot: b.slot,
+            in_port: self.key.in_port,
+            metadata: self.key.metadata,
+            pipeline: self.key.pipeline,
+            stack: self.stack.clone(),
+            saves: self.saves,
+            path: self.path.clone(),
+            cookie,
+            resume: Resume::Continue(rest),
+        };
+        let Some((id, held)) = b.freeze(state, self.env.now_ms) else {
+            self.step(table, "no recirculation number left: dropped".into());
+            self.out.error = Some(XlateError::MplsNested);
+            return;
+        };
+        self.out.frozen.push(held);
+        self.step(
+            table,
+            format!(
+                "after pop_mpls: the packet behind the label is looked up again: recirc(0x{id:x})"
+            ),
+        );
+        self.emit(DpAction::Recirc(id));
+    }
+
+    /// After a `pop_mpls`, whether `a` may look at what is behind the label (and so
+    /// must run on the packet's next pass). As Open vSwitch: outputs, groups and
+    /// rewrites of Ethernet, VLAN, tunnel and pipeline fields need not.
+    fn needs_recirculation(&self, a: &Action) -> bool {
+        if !self.mpls_popped {
+            return false;
+        }
+        match a {
+            Action::Output(_)
+            | Action::InPort
+            | Action::Normal
+            | Action::Flood
+            | Action::Drop
+            | Action::Group(_)
+            | Action::SetQueue(_)
+            | Action::SetDlSrc(_)
+            | Action::SetDlDst(_)
+            | Action::SetVlanVid(_)
+            | Action::SetVlanPcp(_)
+            | Action::SetTunnel(_)
+            | Action::SetTunnelDst(_)
+            | Action::SetTunnelMetadata(_)
+            | Action::Exit => false,
+            Action::Load(l) => {
+                !(l.field.is_pipelines()
+                    || matches!(l.field, Field::EthSrc | Field::EthDst | Field::TunId))
+            }
+            _ => true,
+        }
+    }
+
+    /// After a `pop_mpls`, `a` (at `at` of `acts`) needs the next pass: from the
+    /// pipeline's own lists the translation stops here, keeping `a` and what
+    /// follows (as a pause does); anywhere else it cannot, and the packet is
+    /// dropped. True when the list stops.
+    fn stop_for_mpls(
+        &mut self,
+        acts: &[Action],
+        at: usize,
+        table: u8,
+        rule: Option<&Arc<Rule>>,
+    ) -> bool {
+        if !self.needs_recirculation(&acts[at]) {
+            return false;
+        }
+        // A bridge a patch port led to may stop too (its next pass resumes there,
+        // as a select group's does); a copy or the action set has no one rest.
+        let nested = self.in_group > 0 || self.copies > 0 || self.in_action_set;
+        if nested || !self.env.may_freeze {
+            self.out.error = Some(XlateError::MplsNested);
+            self.step(table, format!("{}", XlateError::MplsNested));
+            return true;
+        }
+        self.paused = Some(Paused {
+            note: None,
+            meter: None,
+            table,
+            frames: Vec::new(),
+        });
+        self.rest_of(acts, at, table, rule);
+        true
     }
 
     /// `learn(…)`: the rule it makes for the packet as it is now, put in place when
@@ -1206,7 +1357,7 @@ impl Ctx<'_, '_> {
         if field.is_pipelines() || bits == 0 {
             return;
         }
-        if field == Field::NwTtl && self.ttl_unknown {
+        if matches!(field, Field::NwTtl | Field::MplsTtl) && self.ttl_unknown {
             // The TTL copy_ttl_out gave the packet is not in the key.
             self.out.error = Some(XlateError::TtlUnknown);
         }
@@ -1295,7 +1446,87 @@ impl Ctx<'_, '_> {
                 k.tun_metadata0 = v;
                 Some(DpAction::SetTunnelMetadata(v))
             }
+            Action::PushMpls(t) => {
+                mask.dl_type = u16::MAX;
+                let lse = if is_mpls(k.dl_type) {
+                    // A copy of the outermost entry, no longer the bottom one.
+                    mask.label = u32::MAX;
+                    k.label & !mpls::BOS_MASK
+                } else {
+                    let ip = matches!(k.dl_type, EtherType::IPV4 | EtherType::IPV6);
+                    let label = if k.dl_type == EtherType::IPV6 {
+                        mpls::IPV6_EXPLICIT_NULL
+                    } else {
+                        mpls::IPV4_EXPLICIT_NULL
+                    };
+                    let (tc, ttl) = if ip {
+                        mask.nw_tos |= 0xfc;
+                        mask.nw_ttl = u8::MAX;
+                        // As Open vSwitch: the DSCP's low 3 bits.
+                        let ttl = if k.nw_ttl != 0 { k.nw_ttl } else { 64 };
+                        ((k.nw_tos >> 2) & 7, ttl)
+                    } else {
+                        (0, 64)
+                    };
+                    // What was behind the Ethernet header is behind the label now:
+                    // no table sees it.
+                    let l2 = *k;
+                    k.packet = FlowKey {
+                        in_port: l2.in_port,
+                        recirc_id: l2.recirc_id,
+                        metadata: l2.metadata,
+                        tun_id: l2.tun_id,
+                        tun_src: l2.tun_src,
+                        tun_dst: l2.tun_dst,
+                        tun_metadata0: l2.tun_metadata0,
+                        tun_flags: l2.tun_flags,
+                        dl_src: l2.dl_src,
+                        dl_dst: l2.dl_dst,
+                        vlan_tci: l2.vlan_tci,
+                        inner_vlan_tci: l2.inner_vlan_tci,
+                        ..FlowKey::default()
+                    };
+                    mpls::entry(label, tc, true, ttl)
+                };
+                k.label = lse;
+                k.dl_type = t;
+                Some(DpAction::PushMpls { ethertype: t, lse })
+            }
+            Action::PopMpls(t) => {
+                mask.dl_type = u16::MAX;
+                if !is_mpls(k.dl_type) {
+                    return None;
+                }
+                k.dl_type = t;
+                k.label = 0;
+                self.mpls_popped = true;
+                Some(DpAction::PopMpls(t))
+            }
+            Action::SetMplsLabel(l) => {
+                Self::set_mpls(k, mask, l << mpls::LABEL_SHIFT, mpls::LABEL_MASK)
+            }
+            Action::SetMplsTc(tc) => {
+                Self::set_mpls(k, mask, u32::from(tc) << mpls::TC_SHIFT, mpls::TC_MASK)
+            }
+            Action::SetMplsTtl(ttl) => Self::set_mpls(k, mask, u32::from(ttl), mpls::TTL_MASK),
+            Action::DecMplsTtl => {
+                mask.dl_type = u16::MAX;
+                if !is_mpls(k.dl_type) {
+                    return None;
+                }
+                // As dec_ttl: the datapath checks each packet's TTL itself (one at
+                // 0 or 1 goes no further), so the megaflow need not match on it.
+                let ttl = mpls::ttl(k.label).saturating_sub(1);
+                k.label = (k.label & !mpls::TTL_MASK) | u32::from(ttl);
+                Some(DpAction::DecMplsTtl)
+            }
             Action::SetField(w) => {
+                if w == FieldWrite::CopyTtlOut && is_mpls(k.dl_type) {
+                    // The TTL comes from behind the label, which the key does not
+                    // hold.
+                    mask.dl_type = u16::MAX;
+                    self.ttl_unknown = true;
+                }
                 if w == FieldWrite::CopyTtlOut {
                     // Whether there is an inner header to copy from is the IP
                     // protocol's to say.
@@ -1337,6 +1568,20 @@ impl Ctx<'_, '_> {
             | Action::Multipath(_)
             | Action::Sample(_) => None,
         }
+    }
+
+    /// A set of bits of the outermost MPLS label stack entry: nothing on a packet
+    /// without one (as Open vSwitch).
+    fn set_mpls(k: &mut MatchKey, mask: &mut MatchKey, value: u32, bits: u32) -> Option<DpAction> {
+        mask.dl_type = u16::MAX;
+        if !is_mpls(k.dl_type) {
+            return None;
+        }
+        k.label = (k.label & !bits) | (value & bits);
+        Some(DpAction::SetMpls {
+            lse: value & bits,
+            mask: bits,
+        })
     }
 
     /// Runs group `id`'s chosen buckets, each on a copy of the packet: what a bucket
@@ -1399,6 +1644,11 @@ impl Ctx<'_, '_> {
                 return;
             }
             let a = &actions[i];
+            if self.needs_recirculation(a) {
+                self.out.error = Some(XlateError::MplsNested);
+                self.step(table, format!("{}", XlateError::MplsNested));
+                return;
+            }
             i += 1;
             if let Action::Clone(n) = *a {
                 let end = (i + usize::from(n)).min(actions.len());

@@ -119,6 +119,9 @@ fn rule() -> impl Strategy<Value = String> {
         Just("mod_nw_ttl:9".to_string()),
         Just("mod_nw_ecn:2".to_string()),
         Just("copy_ttl_out".to_string()),
+        // The entry a push starts with comes from the IP header: the flow matches
+        // what it was made of.
+        Just("push_mpls:0x8847,set_mpls_label(7),dec_mpls_ttl".to_string()),
         (1u32..=4).prop_map(|g| format!("group:{g}")),
         // What a clone changes stays in it.
         ((1u8..=4), (1..=PORTS))
@@ -317,6 +320,16 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
                 Ok(())
             }
             DpAction::PushVlan(t) => buf.push_vlan(t),
+            DpAction::PushMpls { ethertype, lse } => buf.push_mpls(ethertype, lse),
+            DpAction::PopMpls(t) => {
+                buf.pop_mpls(t);
+                Ok(())
+            }
+            DpAction::SetMpls { lse, mask } => {
+                buf.set_mpls(lse, mask);
+                Ok(())
+            }
+            DpAction::DecMplsTtl => buf.dec_mpls_ttl(),
             DpAction::SetVlanVid(v) => buf.set_vlan_vid(v),
             DpAction::SetVlanPcp(p) => buf.set_vlan_pcp(p),
             DpAction::PopVlan => {

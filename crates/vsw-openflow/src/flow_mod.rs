@@ -69,6 +69,11 @@ pub enum Action {
     CopyTtlIn,
     SetNwTtl(u8),
     DecNwTtl,
+    /// OFPAT_SET_MPLS_TTL, OFPAT_DEC_MPLS_TTL, OFPAT_PUSH_MPLS, OFPAT_POP_MPLS.
+    SetMplsTtl(u8),
+    DecMplsTtl,
+    PushMpls(u16),
+    PopMpls(u16),
     PushVlan(u16),
     PopVlan,
     SetQueue(u32),
@@ -231,6 +236,10 @@ impl Action {
             Action::CopyTtlIn => 12,
             Action::SetNwTtl(_) => 23,
             Action::DecNwTtl => 24,
+            Action::SetMplsTtl(_) => 15,
+            Action::DecMplsTtl => 16,
+            Action::PushMpls(_) => 19,
+            Action::PopMpls(_) => 20,
             Action::PushVlan(_) => 17,
             Action::PopVlan => 18,
             Action::SetQueue(_) => 21,
@@ -248,17 +257,19 @@ impl Action {
                 out.extend_from_slice(&max_len.to_be_bytes());
                 out.extend_from_slice(&[0; 6]);
             }
-            Action::SetNwTtl(t) => out.extend_from_slice(&[*t, 0, 0, 0]),
-            Action::PushVlan(t) => {
+            Action::SetNwTtl(t) | Action::SetMplsTtl(t) => out.extend_from_slice(&[*t, 0, 0, 0]),
+            Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) => {
                 out.extend_from_slice(&t.to_be_bytes());
                 out.extend_from_slice(&[0, 0]);
             }
             Action::SetQueue(n) | Action::Group(n) | Action::Meter(n) => {
                 out.extend_from_slice(&n.to_be_bytes())
             }
-            Action::CopyTtlOut | Action::CopyTtlIn | Action::DecNwTtl | Action::PopVlan => {
-                out.extend_from_slice(&[0; 4])
-            }
+            Action::CopyTtlOut
+            | Action::CopyTtlIn
+            | Action::DecNwTtl
+            | Action::DecMplsTtl
+            | Action::PopVlan => out.extend_from_slice(&[0; 4]),
             Action::SetField(f) => {
                 let (class, number) = crate::oxm::wire_id(f.field);
                 out.extend_from_slice(&class.to_be_bytes());
@@ -326,6 +337,19 @@ impl Action {
                     Action::SetNwTtl(b.u8().ok_or(BadFlowMod::BadActionLen)?)
                 }
                 24 => fixed(8).map(|()| Action::DecNwTtl)?,
+                15 => {
+                    fixed(8)?;
+                    Action::SetMplsTtl(b.u8().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                16 => fixed(8).map(|()| Action::DecMplsTtl)?,
+                19 => {
+                    fixed(8)?;
+                    Action::PushMpls(b.u16().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                20 => {
+                    fixed(8)?;
+                    Action::PopMpls(b.u16().ok_or(BadFlowMod::BadActionLen)?)
+                }
                 17 => {
                     fixed(8)?;
                     Action::PushVlan(b.u16().ok_or(BadFlowMod::BadActionLen)?)

@@ -10,6 +10,7 @@ use vsw_flow::subfield::{ones, Field};
 use vsw_flow::{Action as VswAction, Match};
 use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::wire::mpls;
 use vsw_packet::{EtherType, MacAddr};
 
 use crate::flow_mod::{
@@ -29,8 +30,8 @@ use crate::nx_learn::{
     NX_LEARN_F_SEND_FLOW_REM,
 };
 use crate::oxm::{
-    OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TUN_FLAGS,
-    TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
+    OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
+    TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
 };
 use crate::version::Version;
 
@@ -99,7 +100,7 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
             } else {
                 f.push(field(26, v.nw_src, k.nw_src, 16, true));
                 f.push(field(27, v.nw_dst, k.nw_dst, 16, true));
-                f.push(field(28, v.ipv6_label.into(), k.ipv6_label.into(), 4, true));
+                f.push(field(28, v.label.into(), k.label.into(), 4, true));
             }
             let ports = |src: u8, dst: u8| {
                 [
@@ -153,6 +154,20 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
                     }
                 }
                 _ => {}
+            }
+        }
+        // As Open vSwitch puts them: TC, bottom of stack, TTL, label.
+        Some(EtherType::MPLS | EtherType::MPLS_MULTICAST) => {
+            for (id, bits, shift, len) in [
+                (35, mpls::TC_MASK, mpls::TC_SHIFT, 1),
+                (36, mpls::BOS_MASK, mpls::BOS_SHIFT, 1),
+                (MPLS_TTL, mpls::TTL_MASK, 0, 1),
+                (34, mpls::LABEL_MASK, mpls::LABEL_SHIFT, 4),
+            ] {
+                if k.label & bits == bits {
+                    let part = (v.label & bits) >> shift;
+                    f.push(field(id, part.into(), u128::MAX, len, false));
+                }
             }
         }
         Some(EtherType::ARP) => {
@@ -559,6 +574,12 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::SetTpSrc(p) => apply.push(set(13, p.to_be_bytes().to_vec())),
             VswAction::SetTpDst(p) => apply.push(set(14, p.to_be_bytes().to_vec())),
             VswAction::DecTtl => apply.push(Action::DecNwTtl),
+            VswAction::PushMpls(t) => apply.push(Action::PushMpls(*t)),
+            VswAction::PopMpls(t) => apply.push(Action::PopMpls(*t)),
+            VswAction::SetMplsLabel(l) => apply.push(set(34, l.to_be_bytes().to_vec())),
+            VswAction::SetMplsTc(tc) => apply.push(set(35, vec![*tc])),
+            VswAction::SetMplsTtl(t) => apply.push(Action::SetMplsTtl(*t)),
+            VswAction::DecMplsTtl => apply.push(Action::DecMplsTtl),
             VswAction::SetField(w) => apply.push(field_write(w)),
             VswAction::SetTunnel(id) => apply.push(set(38, id.to_be_bytes().to_vec())),
             VswAction::SetTunnelDst(a) => apply.push(set(TUN_IPV4_DST, a.octets().to_vec())),

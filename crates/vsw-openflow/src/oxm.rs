@@ -42,6 +42,8 @@ pub const IP_TTL: u8 = NXM1_BASE + 29;
 pub const PKT_MARK: u8 = NXM1_BASE + 33;
 pub const NX_TCP_FLAGS: u8 = NXM1_BASE + 34;
 pub const CONJ_ID: u8 = NXM1_BASE + 37;
+/// NXM_NX_MPLS_TTL (NXM_1 field 30): the outermost MPLS entry's TTL.
+pub const MPLS_TTL: u8 = NXM1_BASE + 30;
 /// OpenFlow 1.5's OXM_OF_TCP_FLAGS (basic class, field 42).
 pub const TCP_FLAGS: u8 = 42;
 /// The packet-register class (OFPXMC_PACKET_REGS), where OpenFlow 1.5 puts the
@@ -213,6 +215,7 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(34, "mpls_label", 4, false, Prereq::EthType(MPLS)),
     f(35, "mpls_tc", 1, false, Prereq::EthType(MPLS)),
     f(36, "mpls_bos", 1, false, Prereq::EthType(MPLS)),
+    f(MPLS_TTL, "mpls_ttl", 1, false, Prereq::EthType(MPLS)),
     f(38, "tunnel_id", 8, true, Prereq::None),
     f(TUN_IPV4_SRC, "tun_ipv4_src", 4, true, Prereq::None),
     f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),

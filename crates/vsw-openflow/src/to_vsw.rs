@@ -17,6 +17,7 @@ use vsw_flow::{
     GroupType, Load, Match, MatchKey, MeterSpec, Selection,
 };
 use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::wire::mpls;
 use vsw_packet::MacAddr;
 
 use crate::as_written::{written_buckets, written_instructions, written_match};
@@ -36,7 +37,7 @@ use crate::nx_learn::{
     LearnAction, LearnDst, LearnSrc, NX_LEARN_F_DELETE_LEARNED, NX_LEARN_F_SEND_FLOW_REM,
 };
 use crate::oxm::{
-    BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
+    BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
     TCP_FLAGS, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
 };
 
@@ -70,6 +71,12 @@ fn mac_pair(f: &OxmField) -> (MacAddr, MacAddr) {
         *b = value.0[i] & mask.0[i];
     }
     (MacAddr(v), mask)
+}
+
+/// One part of the outermost MPLS entry matched exactly.
+fn mpls_part(v: &mut MatchKey, k: &mut MatchKey, val: u128, bits: u32, shift: u32) {
+    v.label = (v.label & !bits) | (((val as u32) << shift) & bits);
+    k.label |= bits;
 }
 
 /// A decoded OXM match (its fields checked by `OxmMatch::decode`) as vsw's match.
@@ -129,8 +136,13 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             26 => (v.nw_src, k.nw_src) = (val, mask),
             27 => (v.nw_dst, k.nw_dst) = (val, mask),
             // 20 bits of the 32 on the wire.
-            28 => (v.ipv6_label, k.ipv6_label) = (val as u32, (mask & 0xfffff) as u32),
+            28 => (v.label, k.label) = (val as u32, (mask & 0xfffff) as u32),
             31 => (v.nd_target, k.nd_target) = (val, mask),
+            // The parts of the outermost MPLS entry, in the key's `label`.
+            34 => mpls_part(&mut v, &mut k, val, mpls::LABEL_MASK, mpls::LABEL_SHIFT),
+            35 => mpls_part(&mut v, &mut k, val, mpls::TC_MASK, mpls::TC_SHIFT),
+            36 => mpls_part(&mut v, &mut k, val, mpls::BOS_MASK, mpls::BOS_SHIFT),
+            MPLS_TTL => mpls_part(&mut v, &mut k, val, mpls::TTL_MASK, 0),
             IP_TTL => (v.nw_ttl, k.nw_ttl) = (val as u8, 0xff),
             IP_FRAG => (v.nw_frag, k.nw_frag) = (val as u8, mask as u8 & 3),
             TCP_FLAGS | NX_TCP_FLAGS => {
@@ -244,6 +256,9 @@ fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
         31 => w(FieldWrite::NdTarget(bytes(v)?)),
         32 => w(FieldWrite::NdSll(mac_of(v))),
         33 => w(FieldWrite::NdTll(mac_of(v))),
+        34 => VswAction::SetMplsLabel(at_most(n, 0xfffff)? as u32),
+        35 => VswAction::SetMplsTc(at_most(n, 7)? as u8),
+        MPLS_TTL => VswAction::SetMplsTtl(n as u8),
         38 => VswAction::SetTunnel(n as u64),
         TUN_IPV4_DST => VswAction::SetTunnelDst(ipv4_of(v)),
         TUN_METADATA0 => VswAction::SetTunnelMetadata(n as u32),
@@ -251,7 +266,7 @@ fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
         // Fields no switch writes (the input port, the Ethernet type, the IP
         // protocol, what the packet's bytes say of it, a conjunction's answer):
         // refused as Open vSwitch refuses them.
-        0 | 1 | 5 | 10 | TCP_FLAGS | NX_TCP_FLAGS | IP_FRAG | CONJ_ID => {
+        0 | 1 | 5 | 10 | 36 | TCP_FLAGS | NX_TCP_FLAGS | IP_FRAG | CONJ_ID => {
             return Err(BadFlowMod::BadSetArgument)
         }
         _ => return Err(BadFlowMod::BadSetField),
@@ -294,6 +309,11 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::CopyTtlOut => VswAction::SetField(FieldWrite::CopyTtlOut),
         Action::CopyTtlIn => VswAction::SetField(FieldWrite::CopyTtlIn),
         Action::SetNwTtl(t) => VswAction::SetField(FieldWrite::NwTtl(*t)),
+        Action::SetMplsTtl(t) => VswAction::SetMplsTtl(*t),
+        Action::DecMplsTtl => VswAction::DecMplsTtl,
+        Action::PushMpls(t @ (0x8847 | 0x8848)) => VswAction::PushMpls(*t),
+        Action::PushMpls(_) => return Err(BadFlowMod::BadArgument),
+        Action::PopMpls(t) => VswAction::PopMpls(*t),
         Action::Nx(nx) => nx_action_to_vsw(nx)?,
         // The same move as Nicira's.
         Action::CopyField(copy) => nx_action_to_vsw(&NxAction::RegMove(*copy))?,
@@ -1188,12 +1208,17 @@ mod tests {
         let refused = |fields: Vec<OxmField>, instructions: Vec<Instruction>| {
             flow_spec(&flow_mod(fields, instructions)).map_err(BadFlowMod::type_code)
         };
-        // MPLS: vsw keeps no MPLS label.
+        // MPLS's bottom-of-stack bit is the packet's to say (BAD_SET_ARGUMENT),
+        // and a pop needs an MPLS packet (BAD_ACTION MATCH_INCONSISTENT).
         let mpls = vec![
             field(5, &[0x88, 0x47], None),
             field(34, &[0, 0, 1, 0], None),
         ];
-        assert_eq!(refused(mpls, vec![]), Err((4, 6)));
+        let set_bos = apply(Action::SetField(field(36, &[1], None)));
+        assert_eq!(refused(mpls.clone(), set_bos), Err((2, 15)));
+        assert!(refused(mpls, apply(Action::PopMpls(0x0800))).is_ok());
+        let pop_ip = apply(Action::PopMpls(0x0800));
+        assert_eq!(refused(vec![field(5, &[8, 0], None)], pop_ip), Err((2, 10)));
         // An IPv6 address written in a flow that matches IPv4.
         let set_v6 = apply(Action::SetField(field(26, &[0xfe; 16], None)));
         assert_eq!(refused(vec![field(5, &[8, 0], None)], set_v6), Err((2, 10)));
