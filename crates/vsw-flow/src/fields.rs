@@ -991,16 +991,19 @@ mod tests {
     #[test]
     fn the_mpls_fields_share_the_label_slot_without_overlapping() {
         let flow = parse_flow(
-            "mplsm,mpls_label=0xfffff,mpls_tc=7,mpls_bos=1,mpls_ttl=255,actions=drop",
+            "mplsm,mpls_label=0xabcde,mpls_tc=5,mpls_bos=1,mpls_ttl=63,actions=drop",
             &no_ports,
         )
         .unwrap();
-        assert_eq!(flow.matcher.value().label, u32::MAX);
+        assert_eq!(flow.matcher.value().label, 0xabcd_eb3f);
         assert_eq!(flow.matcher.mask().label, u32::MAX);
         assert_eq!(
             format_flow(&flow),
-            "priority=32768,mplsm,mpls_label=1048575,mpls_tc=7,mpls_ttl=255,mpls_bos=1,actions=drop"
+            "priority=32768,mplsm,mpls_label=703710,mpls_tc=5,mpls_ttl=63,mpls_bos=1,actions=drop"
         );
+        // Each part alone masks its own bits only.
+        let tc = parse_flow("mpls,mpls_tc=5,actions=drop", &no_ports).unwrap();
+        assert_eq!(tc.matcher.mask().label, 0x0000_0e00);
         let err = parse_flow("ip,mpls_label=1,actions=drop", &no_ports).unwrap_err();
         assert!(err.to_string().contains("mpls"), "{err}");
     }

@@ -274,43 +274,59 @@ fn read_list(
     Ok(actions)
 }
 
-/// What an action list must be, however it was written (text or OpenFlow): every
-/// rewrite of a header the match promises (`mod_nw_src` needs `ip`, `mod_tp_dst`
-/// tcp, udp or sctp; `None`: a group's bucket, checked per packet instead), `drop`
-/// alone, at most one `goto_table` and last, and in a `write_actions` block only
-/// what an action set holds.
-/// The MPLS actions need an MPLS packet where they run: the match's, or one a
-/// `push_mpls` before them made (a `pop_mpls` makes it what it names), as Open
-/// vSwitch checks them: `ip,actions=push_mpls:0x8847,set_mpls_label(5)` holds,
-/// `ip,actions=pop_mpls:0x0800` does not.
-fn check_mpls(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
-    let mut dl = (m.mask().dl_type == 0xffff).then_some(m.value().dl_type);
-    for a in actions {
-        let needs_mpls = match a {
-            Action::PushMpls(t) => {
-                dl = Some(*t);
-                false
+/// Every action's headers, as the packet is where it runs: the match's, changed by
+/// the pushes and pops of MPLS before it (a push makes an MPLS packet of the
+/// ethertype it names, whose IP header no action reaches; a pop makes what it
+/// names), each `clone(…)` or `write_actions(…)` block starting from the packet as
+/// it is there and leaving it as it was — as Open vSwitch checks them:
+/// `ip,actions=push_mpls:0x8847,set_mpls_label(5)` and
+/// `mpls,actions=pop_mpls:0x0800,dec_ttl` hold, `ip,actions=pop_mpls:0x0800` and
+/// `ip,actions=push_mpls:0x8847,mod_nw_dst:…` do not. A move needs its source's
+/// header and its destination's.
+fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
+    let (mut v, mut k) = (m.value().packet, m.mask().packet);
+    // Where each open block ends, and the packet as it was before it.
+    let mut blocks: Vec<(usize, (u16, u16, u8))> = Vec::new();
+    for (i, a) in actions.iter().enumerate() {
+        while let Some(&(_, (t, tm, pm))) = blocks.last().filter(|(end, _)| *end <= i) {
+            (v.dl_type, k.dl_type, k.nw_proto) = (t, tm, pm);
+            blocks.pop();
+        }
+        let needs = match a {
+            Action::Clone(n) | Action::WriteActions(n) => {
+                blocks.push((i + 1 + usize::from(*n), (v.dl_type, k.dl_type, k.nw_proto)));
+                continue;
             }
             Action::PopMpls(_)
             | Action::SetMplsLabel(_)
             | Action::SetMplsTc(_)
             | Action::SetMplsTtl(_)
-            | Action::DecMplsTtl => true,
-            _ => false,
+            | Action::DecMplsTtl => [Needs::Mpls; 2],
+            _ => a.needs_both(),
         };
-        if needs_mpls && !dl.is_some_and(vsw_packet::rewrite::is_mpls) {
+        if let Some(n) = needs.into_iter().find(|n| !n.met(&v, &k)) {
             return Err(FlowSyntaxError::ActionPrerequisite {
                 action: a.def().name,
-                needs: Needs::Mpls.describe(),
+                needs: n.describe(),
             });
         }
-        if let Action::PopMpls(t) = a {
-            dl = Some(*t);
+        match a {
+            Action::PushMpls(t) => {
+                (v.dl_type, k.dl_type) = (*t, u16::MAX);
+                k.nw_proto = 0;
+            }
+            Action::PopMpls(t) => (v.dl_type, k.dl_type) = (*t, u16::MAX),
+            _ => {}
         }
     }
     Ok(())
 }
 
+/// What an action list must be, however it was written (text or OpenFlow): every
+/// rewrite of a header the packet has where it runs (`mod_nw_src` needs `ip`,
+/// `mod_tp_dst` tcp, udp or sctp: [`check_needs`]; `None`: a group's bucket,
+/// checked per packet instead), `drop` alone, at most one `goto_table` and last,
+/// and in a `write_actions` block only what an action set holds.
 pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), FlowSyntaxError> {
     for a in actions {
         if let Action::Learn(l) = a {
@@ -318,20 +334,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         }
     }
     if let Some(m) = matcher {
-        check_mpls(actions, m)?;
-        // A move needs its source's header and its destination's.
-        for a in actions {
-            if let Some(n) = a
-                .needs_both()
-                .into_iter()
-                .find(|n| !n.met(m.value(), m.mask()))
-            {
-                return Err(FlowSyntaxError::ActionPrerequisite {
-                    action: a.def().name,
-                    needs: n.describe(),
-                });
-            }
-        }
+        check_needs(actions, m)?;
     }
     // A clause of a conjunctive match does nothing else (the match it completes
     // decides), and is not itself a conjunction's answer.
@@ -853,6 +856,10 @@ mod tests {
                 "priority=32768,mpls,mpls_label=10,actions=set_mpls_label(20),pop_mpls:0x0800,output:1",
             ),
             (
+                "mpls,actions=pop_mpls:0x0800,dec_ttl,clone(push_mpls:0x8847,set_mpls_ttl(1)),mod_nw_dst:198.18.0.1,output:1",
+                "priority=32768,mpls,actions=pop_mpls:0x0800,dec_ttl,clone(push_mpls:0x8847,set_mpls_ttl(1)),mod_nw_dst:198.18.0.1,output:1",
+            ),
+            (
                 "mplsm,actions=push_mpls:0x8848,copy_ttl_in,copy_ttl_out,set_field:7->mpls_tc",
                 "priority=32768,mplsm,actions=push_mpls:0x8848,copy_ttl_in,copy_ttl_out,set_mpls_tc(7)",
             ),
@@ -869,6 +876,14 @@ mod tests {
                 "dec_mpls_ttl needs mpls",
             ),
             ("ip,actions=push_mpls:0x0800", "0x8847 or 0x8848"),
+            (
+                "ip,actions=push_mpls:0x8847,mod_nw_dst:198.18.0.1",
+                "mod_nw_dst needs ip",
+            ),
+            (
+                "mpls,actions=clone(pop_mpls:0x0800),dec_ttl",
+                "dec_ttl needs ip",
+            ),
             ("mpls,actions=set_mpls_label(1048576)", "larger than"),
             ("mpls,actions=set_field:1->mpls_bos", "vsw can write"),
         ] {

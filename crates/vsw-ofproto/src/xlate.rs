@@ -359,7 +359,8 @@ pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &MatchKey, state: &Arc<Frozen>
         cx.path.clone_from(&state.path);
         match &state.resume {
             Resume::SelectBucket { group, table } => cx.select_by_hash(*group, *table),
-            Resume::Continue(c) => cx.resume_paused(c),
+            // The first pass credited the rules whose rests these are.
+            Resume::Continue(c) => cx.resume_paused(c, false),
         }
     })
 }
@@ -380,7 +381,7 @@ pub(crate) fn translate_resumed(
     key: &MatchKey,
     c: &Continuation,
 ) -> Xlated {
-    run(env, key, |cx| cx.resume_paused(c))
+    run(env, key, |cx| cx.resume_paused(c, true))
 }
 
 /// Translates a list of actions for a packet of `key` (an OpenFlow packet-out's): as
@@ -498,14 +499,14 @@ impl Ctx<'_, '_> {
 
     /// Resumes what `c` had left: each action list's rest, innermost first, then
     /// the action set (what was written before the pause, and since).
-    fn resume_paused(&mut self, c: &Continuation) {
+    fn resume_paused(&mut self, c: &Continuation, credit_rules: bool) {
         self.stack.clone_from(&c.stack);
         for (a, r, t) in &c.action_set {
             self.action_set.write(a.clone(), *t, &r.0);
         }
         for (k, f) in c.frames.iter().enumerate() {
             let rule = f.rule.as_ref().map(|r| r.0.clone());
-            if let Some(r) = &rule {
+            if let Some(r) = rule.as_ref().filter(|_| credit_rules) {
                 self.out.rules.push(r.clone());
             }
             self.rule_actions(&f.actions, f.table, rule.as_ref());
@@ -819,13 +820,29 @@ impl Ctx<'_, '_> {
         }
         if self.mpls_popped {
             // Only a bridge a patch port led to looks a table up before an action
-            // could stop for the next pass.
-            self.out.error = Some(XlateError::MplsNested);
-            self.step(id, format!("{}", XlateError::MplsNested));
+            // could stop for the next pass: it stops here, its next pass starting
+            // with this lookup (as Open vSwitch freezes before a table).
+            if self.in_group > 0 || self.copies > 0 || self.in_action_set || !self.env.may_freeze {
+                self.out.error = Some(XlateError::MplsNested);
+                self.step(id, format!("{}", XlateError::MplsNested));
+            } else {
+                self.paused = Some(Paused {
+                    note: None,
+                    meter: None,
+                    table: id,
+                    frames: vec![Frame {
+                        table: id,
+                        rule: None,
+                        actions: vec![Action::GotoTable(id)],
+                    }],
+                });
+            }
             return;
         }
         self.depth += 1;
         let ttl_mask = std::mem::take(&mut self.mask.nw_ttl);
+        let label_ttl_mask = self.mask.label & mpls::TTL_MASK;
+        self.mask.label &= !mpls::TTL_MASK;
         let rule = self
             .env
             .pipeline
@@ -837,6 +854,7 @@ impl Ctx<'_, '_> {
             self.step(id, format!("{}", XlateError::TtlUnknown));
         }
         self.mask.nw_ttl |= ttl_mask;
+        self.mask.label |= label_ttl_mask;
         if self.across.is_none() {
             self.out.tables.push((id, rule.is_some()));
         }
@@ -1242,8 +1260,7 @@ impl Ctx<'_, '_> {
             | Action::SetVlanPcp(_)
             | Action::SetTunnel(_)
             | Action::SetTunnelDst(_)
-            | Action::SetTunnelMetadata(_)
-            | Action::Exit => false,
+            | Action::SetTunnelMetadata(_) => false,
             Action::Load(l) => {
                 !(l.field.is_pipelines()
                     || matches!(l.field, Field::EthSrc | Field::EthDst | Field::TunId))
@@ -1446,6 +1463,11 @@ impl Ctx<'_, '_> {
                 k.tun_metadata0 = v;
                 Some(DpAction::SetTunnelMetadata(v))
             }
+            Action::PushMpls(_) if self.ttl_unknown => {
+                // The entry's TTL would be one the key does not hold.
+                self.out.error = Some(XlateError::TtlUnknown);
+                None
+            }
             Action::PushMpls(t) => {
                 mask.dl_type = u16::MAX;
                 let lse = if is_mpls(k.dl_type) {
@@ -1519,6 +1541,15 @@ impl Ctx<'_, '_> {
                 let ttl = mpls::ttl(k.label).saturating_sub(1);
                 k.label = (k.label & !mpls::TTL_MASK) | u32::from(ttl);
                 Some(DpAction::DecMplsTtl)
+            }
+            // A header behind a label is not the key's to write (the checks keep
+            // rules from asking; a packet-out's are skipped too).
+            Action::SetField(w)
+                if is_mpls(k.dl_type)
+                    && !matches!(w, FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn) =>
+            {
+                mask.dl_type = u16::MAX;
+                None
             }
             Action::SetField(w) => {
                 if w == FieldWrite::CopyTtlOut && is_mpls(k.dl_type) {
@@ -1678,6 +1709,7 @@ impl Ctx<'_, '_> {
     fn on_copy(&mut self, actions: &[Action], table: u8, rule: Option<&Rule>) {
         let key = self.key;
         let stack = self.stack.clone();
+        let popped = self.mpls_popped;
         // Actions that may change the packet run on a copy the datapath makes.
         let copy = actions
             .iter()
@@ -1704,6 +1736,7 @@ impl Ctx<'_, '_> {
         }
         self.key = key;
         self.stack = stack;
+        self.mpls_popped = popped;
     }
 
     /// A bucket is live when its watched port's link is up and its watched group

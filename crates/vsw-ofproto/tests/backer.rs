@@ -991,3 +991,139 @@ fn a_clone_changes_only_its_own_copy() {
         ]
     );
 }
+
+/// An MPLS packet of label `label`, bottom of stack, TTL 64, from `in_port`.
+fn mpls_from(in_port: u32, label: u32) -> FlowKey {
+    FlowKey {
+        in_port,
+        dl_type: 0x8847,
+        label: vsw_packet::wire::mpls::entry(label, 0, true, 64),
+        ..FlowKey::default()
+    }
+}
+
+/// After `pop_mpls`, the first action that may look behind the label (here the
+/// goto) stops the translation: the packet is looked up again, and the next pass
+/// runs the rest — the goto, the action after it in the rule, then the action set
+/// — on the packet now parsed behind the popped label. The popping rule is
+/// credited on the first pass only.
+#[test]
+fn a_pop_mpls_before_a_table_is_answered_on_a_second_pass() {
+    let backer = Backer::new();
+    let (a, o) = Ofproto::join(
+        &backer,
+        "br",
+        pipeline(&[
+            "table=0,mpls,mpls_label=100,actions=write_actions(output:2),pop_mpls:0x0800,\
+             mod_dl_src:02:00:00:00:00:09,goto_table:1",
+            "table=1,ip,nw_dst=198.18.0.2,actions=mod_nw_tos:8",
+        ]),
+    )
+    .unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 1, 1).unwrap();
+    backer.set_port(a, 2, 2).unwrap();
+    let first = backer.translate(&mpls_from(1, 100), 0, false);
+    let Some(id) = recirc_of(&first.actions) else {
+        panic!("{:?}", first.actions)
+    };
+    assert_eq!(
+        first.actions,
+        vec![
+            DpAction::PopMpls(0x0800),
+            DpAction::SetDlSrc(vsw_packet::MacAddr([2, 0, 0, 0, 0, 9])),
+            DpAction::Recirc(id),
+        ],
+        "what needs nothing behind the label runs on the first pass"
+    );
+    // The next pass: the packet as the datapath parses it after the pop.
+    let again = FlowKey {
+        recirc_id: id,
+        ..udp_from(1, 1, 2)
+    };
+    let second = backer.translate(&again, 0, false);
+    assert_eq!(
+        second.actions,
+        vec![DpAction::SetNwTos(8), Output(2)],
+        "table 1 saw the IP header, then the action set ran"
+    );
+    assert_eq!({ second.mask.nw_dst }, 0xffff_ffff);
+    // One packet through both passes: each rule counts it once.
+    first.attribution.credit(1, 100, 10);
+    second.attribution.credit(1, 100, 10);
+    let counts: Vec<(u8, u64)> = o
+        .pipeline()
+        .rules()
+        .iter()
+        .map(|r| (r.spec.table, r.stats.packets()))
+        .collect();
+    assert!(
+        counts.contains(&(0, 1)) && counts.contains(&(1, 1)),
+        "{counts:?}"
+    );
+    // Another destination: table 1 misses, the action set still runs.
+    let other = FlowKey {
+        nw_dst: 0xc612_0009,
+        ..again
+    };
+    assert_eq!(backer.translate(&other, 0, false).actions, vec![Output(2)]);
+}
+
+/// A pop in a bridge a patch port led to, then its next table, and a pop in a
+/// clone whose "popped" state stays in the clone.
+#[test]
+fn a_pop_mpls_across_a_patch_recirculates_in_the_peers_bridge() {
+    let (backer, _a, b, _o) = patched(
+        &["table=0,in_port=1,mpls,actions=clone(pop_mpls:0x0800,IN_PORT),output:2"],
+        &[
+            "table=0,in_port=2,mpls,actions=pop_mpls:0x0800,resubmit(,3)",
+            "table=3,ip,actions=output:1",
+        ],
+    );
+    backer.set_patch(b, 2, "pb", "pa");
+    let first = backer.translate(&mpls_from(1, 7), 0, false);
+    let Some(id) = recirc_of(&first.actions) else {
+        panic!("{:?}", first.actions)
+    };
+    assert_eq!(backer.frozen_state(id).unwrap().slot, b);
+    assert!(
+        first.actions.starts_with(&[
+            DpAction::Save,
+            DpAction::PopMpls(0x0800),
+            Output(1),
+            DpAction::Restore,
+        ]),
+        "{:?}",
+        first.actions
+    );
+    // The peer's next pass: resubmit to table 3, out of b's port 1 (datapath 3).
+    let second = backer.translate(
+        &FlowKey {
+            recirc_id: id,
+            ..udp_from(2, 1, 2)
+        },
+        0,
+        false,
+    );
+    assert_eq!(second.actions, vec![Output(3)]);
+    // Popped before the patch: the peer's first lookup is its next pass's.
+    let (backer, _a, b, _o) = patched(
+        &["table=0,in_port=1,mpls,actions=pop_mpls:0x0800,output:2"],
+        &["table=0,in_port=2,ip,actions=output:1"],
+    );
+    backer.set_patch(b, 2, "pb", "pa");
+    let first = backer.translate(&mpls_from(1, 7), 0, false);
+    let Some(id) = recirc_of(&first.actions) else {
+        panic!("{:?}", first.actions)
+    };
+    assert_eq!(backer.frozen_state(id).unwrap().slot, b);
+    let second = backer.translate(
+        &FlowKey {
+            recirc_id: id,
+            ..udp_from(2, 1, 2)
+        },
+        0,
+        false,
+    );
+    assert_eq!(second.actions, vec![Output(3)]);
+}

@@ -175,6 +175,8 @@ fn rule() -> impl Strategy<Value = String> {
                     .into_iter()
                     .filter(|a| l4.is_some() || a != "mod_tp_dst:443")
                     .collect();
+                // After a push the packet is MPLS: no IP rewrite may follow it.
+                a.sort_by_key(|x| x.starts_with("push_mpls"));
                 if let Some(g) = goto.filter(|g| *g > table) {
                     a.push(format!("goto_table:{g}"));
                 }
