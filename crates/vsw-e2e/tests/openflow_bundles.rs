@@ -12,7 +12,10 @@ use vsw_openflow::bundle::{
     OFPBF_ATOMIC, OFPBF_ORDERED,
 };
 use vsw_openflow::flow_mod::{Action, Command as FlowCommand, FlowMod, Instruction};
-use vsw_openflow::group_mod::{GroupCommand, GroupMod, OfBucket, OFPGT_INDIRECT};
+use vsw_openflow::group_mod::{
+    GroupCommand, GroupMod, OfBucket, OFPG15_BUCKET_ALL, OFPG15_BUCKET_LAST, OFPGT_INDIRECT,
+    OFPGT_SELECT,
+};
 use vsw_openflow::meter_mod::{MeterCommand, MeterMod, OfBand, OFPMBT_DROP, OFPMF_KBPS};
 use vsw_openflow::oxm::{OxmField, OxmMatch};
 use vsw_openflow::{Message, Role, Version};
@@ -241,6 +244,7 @@ fn bundle_requests_are_answered_and_refused_as_the_spec_says() {
             kind: OFPGT_INDIRECT,
             group_id: 5,
             buckets: vec![OfBucket {
+                bucket_id: 0,
                 weight: 0,
                 watch_port: u32::MAX,
                 watch_group: u32::MAX,
@@ -249,6 +253,8 @@ fn bundle_requests_are_answered_and_refused_as_the_spec_says() {
                     max_len: 0,
                 }],
             }],
+            command_bucket_id: OFPG15_BUCKET_ALL,
+            properties: Vec::new(),
         };
         assert_eq!(
             p.add(1, flags, Message::GroupMod(group.clone()), None),
@@ -439,9 +445,81 @@ fn bundle_requests_are_answered_and_refused_as_the_spec_says() {
     );
 }
 
+/// An insert of buckets works on the group as the messages before it in the
+/// bundle left it: ovn-controller adds a large group and inserts the rest of its
+/// buckets in the same bundle.
+#[test]
+fn a_bundle_inserts_buckets_into_the_group_it_added() {
+    let _g = serial();
+    let d = Vswd::start();
+    let mut p = Peer::connect(&d, Version::V1_5);
+    let flags = OFPBF_ATOMIC | OFPBF_ORDERED;
+    let bucket = |bucket_id, port| OfBucket {
+        bucket_id,
+        weight: 1,
+        watch_port: u32::MAX,
+        watch_group: u32::MAX,
+        actions: vec![Action::Output { port, max_len: 0 }],
+    };
+    let add = GroupMod {
+        command: GroupCommand::Add,
+        kind: OFPGT_SELECT,
+        group_id: 6,
+        buckets: vec![bucket(0, 1)],
+        command_bucket_id: OFPG15_BUCKET_ALL,
+        properties: Vec::new(),
+    };
+    let insert = GroupMod {
+        command: GroupCommand::InsertBucket,
+        buckets: vec![bucket(1, 2), bucket(2, 3)],
+        command_bucket_id: OFPG15_BUCKET_LAST,
+        ..add.clone()
+    };
+    assert_eq!(
+        p.control(1, OFPBCT_OPEN_REQUEST, flags),
+        Ok(OFPBCT_OPEN_REPLY)
+    );
+    assert_eq!(p.add(1, flags, Message::GroupMod(add), None), None);
+    assert_eq!(
+        p.add(1, flags, Message::GroupMod(insert.clone()), None),
+        None
+    );
+    assert_eq!(
+        p.control(1, OFPBCT_COMMIT_REQUEST, flags),
+        Ok(OFPBCT_COMMIT_REPLY)
+    );
+    let group_line = || {
+        let groups = d.ctl_ok(&["dump-groups"]);
+        let line = groups.lines().find(|l| l.contains("group_id=6"));
+        line.unwrap_or_default().to_string()
+    };
+    let groups = group_line();
+    assert_eq!(groups.matches("bucket=").count(), 3, "{groups}");
+    // The same insert again: its bucket ids are the group's already, and the
+    // bundle changes nothing.
+    assert_eq!(
+        p.control(2, OFPBCT_OPEN_REQUEST, flags),
+        Ok(OFPBCT_OPEN_REPLY)
+    );
+    assert_eq!(p.add(2, flags, Message::GroupMod(insert), None), None);
+    p.p.send(Message::BundleControl(BundleCtrl {
+        bundle_id: 2,
+        kind: OFPBCT_COMMIT_REQUEST,
+        flags,
+    }));
+    // The insert's own error (GROUP_MOD_FAILED/BUCKET_EXISTS), then MSG_FAILED.
+    let first = p.p.next(|m| matches!(m, Message::Error(_)));
+    let Some((_, Message::Error(inner))) = first else {
+        panic!("no error for the refused insert: {first:?}")
+    };
+    assert_eq!((inner.kind, inner.code), (6, 16), "BUCKET_EXISTS");
+    assert_eq!(group_line(), groups);
+}
+
 /// A refused flow-mod is logged at `info` with its message type, xid and the
 /// OpenFlow error it was answered with; a storm of them is logged ten a second,
 /// the rest counted — and every one is still answered.
+
 #[test]
 fn refused_requests_are_logged_with_their_error_and_rate_limited() {
     let _g = serial();

@@ -19,7 +19,7 @@ use vsw_openflow::flow_mod::{
     OFPP_NORMAL,
 };
 use vsw_openflow::flow_stats::{decode_entries, FlowStatsRequest, OFPMP_FLOW};
-use vsw_openflow::group_mod::{GroupCommand, GroupMod, OfBucket, OFPGT_SELECT};
+use vsw_openflow::group_mod::{GroupCommand, GroupMod, OfBucket, OFPG15_BUCKET_ALL, OFPGT_SELECT};
 use vsw_openflow::multipart::OFPT_MULTIPART_REPLY;
 use vsw_openflow::nx_action::{nxm_header, FieldCopy, NxAction};
 use vsw_openflow::oxm::{OxmField, OxmMatch, REG0, XREG0};
@@ -447,6 +447,7 @@ fn group_mod(group_id: u32) -> impl Strategy<Value = GroupMod> {
             ),
         )
             .prop_map(|(weight, watch_port, actions)| OfBucket {
+                bucket_id: 0,
                 weight,
                 watch_port,
                 watch_group: OFPG_ANY,
@@ -454,11 +455,19 @@ fn group_mod(group_id: u32) -> impl Strategy<Value = GroupMod> {
             }),
         1..=4,
     )
-    .prop_map(move |buckets| GroupMod {
-        command: GroupCommand::Add,
-        kind: OFPGT_SELECT,
-        group_id,
-        buckets,
+    .prop_map(move |mut buckets| {
+        // Ids as 1.3 and 1.4 give them back (their places).
+        for (i, b) in buckets.iter_mut().enumerate() {
+            b.bucket_id = i as u32;
+        }
+        GroupMod {
+            command: GroupCommand::Add,
+            kind: OFPGT_SELECT,
+            group_id,
+            buckets,
+            command_bucket_id: OFPG15_BUCKET_ALL,
+            properties: Vec::new(),
+        }
     })
 }
 

@@ -84,17 +84,27 @@ pub fn echo_instructions(spec: &FlowSpec) -> Vec<Instruction> {
         .unwrap_or_else(|| instructions_from_actions(&spec.actions))
 }
 
-/// The buckets of a group-mod, to keep with its group.
+/// A group-mod's buckets (with their ids) and its properties.
+struct WrittenGroup {
+    buckets: Vec<OfBucket>,
+    properties: Vec<u8>,
+}
+
+/// The buckets and properties of a group-mod, to keep with its group.
 pub fn written_buckets(gm: &GroupMod) -> Written {
-    Written::new(gm.buckets.clone())
+    Written::new(WrittenGroup {
+        buckets: gm.buckets.clone(),
+        properties: gm.properties.clone(),
+    })
 }
 
 /// A group's description, its buckets as written; for a group not written over
 /// OpenFlow, said from what it does.
 pub fn echo_group_desc(spec: &GroupSpec) -> GroupDescEntry {
     let mut desc = group_desc_from_vsw(spec);
-    if let Some(buckets) = spec.as_written.get::<Vec<OfBucket>>() {
-        desc.buckets = buckets.clone();
+    if let Some(w) = spec.as_written.get::<WrittenGroup>() {
+        desc.buckets = w.buckets.clone();
+        desc.properties = w.properties.clone();
     }
     desc
 }

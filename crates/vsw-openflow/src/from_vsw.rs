@@ -340,7 +340,9 @@ pub fn group_desc_from_vsw(g: &vsw_flow::GroupSpec) -> GroupDescEntry {
         buckets: g
             .buckets
             .iter()
-            .map(|b| OfBucket {
+            .enumerate()
+            .map(|(i, b)| OfBucket {
+                bucket_id: i as u32,
                 // Only a select group's buckets have weights on the wire.
                 weight: if g.kind == GroupType::Select {
                     b.weight
@@ -352,6 +354,7 @@ pub fn group_desc_from_vsw(g: &vsw_flow::GroupSpec) -> GroupDescEntry {
                 actions: actions_from_vsw(&b.actions),
             })
             .collect(),
+        properties: Vec::new(),
     }
 }
 

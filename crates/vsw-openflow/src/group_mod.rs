@@ -21,6 +21,13 @@ pub const OFPG_MAX: u32 = 0xffff_ff00;
 /// No port (a bucket that watches none).
 const OFPP_ANY: u32 = 0xffff_ffff;
 
+/// OpenFlow 1.5's bucket ids: the largest a bucket may have, and what a group-mod's
+/// `command_bucket_id` says besides one bucket.
+pub const OFPG15_BUCKET_MAX: u32 = 0xffff_ff00;
+pub const OFPG15_BUCKET_FIRST: u32 = 0xffff_fffd;
+pub const OFPG15_BUCKET_LAST: u32 = 0xffff_fffe;
+pub const OFPG15_BUCKET_ALL: u32 = 0xffff_ffff;
+
 /// Group types on the wire.
 pub const OFPGT_ALL: u8 = 0;
 pub const OFPGT_SELECT: u8 = 1;
@@ -32,10 +39,17 @@ pub enum GroupCommand {
     Add,
     Modify,
     Delete,
+    /// OpenFlow 1.5: the group-mod's buckets go into the group's, where
+    /// `command_bucket_id` says (first, last, or after that bucket).
+    InsertBucket,
+    /// OpenFlow 1.5: the bucket `command_bucket_id` names (first, last, all) goes.
+    RemoveBucket,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OfBucket {
+    /// OpenFlow 1.5's bucket id (earlier versions have none: their place).
+    pub bucket_id: u32,
     pub weight: u16,
     /// OFPP_ANY: none.
     pub watch_port: u32,
@@ -50,6 +64,12 @@ pub struct GroupMod {
     pub kind: u8,
     pub group_id: u32,
     pub buckets: Vec<OfBucket>,
+    /// OpenFlow 1.5: which bucket an insert or a remove is about
+    /// ([`OFPG15_BUCKET_ALL`] for the other commands).
+    pub command_bucket_id: u32,
+    /// OpenFlow 1.5's group properties as they came (Netronome's selection
+    /// method: `selection_method=`, `fields(…)`), kept and given back.
+    pub properties: Vec<u8>,
 }
 
 /// Why a group-mod was refused: the error (type, code) it is answered with.
@@ -71,6 +91,10 @@ pub enum BadGroupMod {
     BadBucket,
     #[error("a watch that does not fit its group (GROUP_MOD_FAILED/BAD_WATCH)")]
     BadWatch,
+    #[error("no bucket of that id in the group (GROUP_MOD_FAILED/UNKNOWN_BUCKET)")]
+    UnknownBucket,
+    #[error("a bucket id the group has already (GROUP_MOD_FAILED/BUCKET_EXISTS)")]
+    BucketExists,
     #[error(transparent)]
     Action(#[from] BadFlowMod),
 }
@@ -86,6 +110,8 @@ impl BadGroupMod {
             BadGroupMod::BadCommand => (6, 11),
             BadGroupMod::BadBucket => (6, 12),
             BadGroupMod::BadWatch => (6, 13),
+            BadGroupMod::UnknownBucket => (6, 15),
+            BadGroupMod::BucketExists => (6, 16),
             BadGroupMod::Action(a) => a.type_code(),
         }
     }
@@ -100,13 +126,13 @@ fn encode_actions(actions: &[Action]) -> Vec<u8> {
 }
 
 impl OfBucket {
-    fn encode(&self, version: Version, out: &mut Vec<u8>, bucket_id: u32) {
+    fn encode(&self, version: Version, out: &mut Vec<u8>) {
         let start = out.len();
         let actions = encode_actions(&self.actions);
         if version >= Version::V1_5 {
             out.extend_from_slice(&[0, 0]); // length, below
             out.extend_from_slice(&len16(actions.len()).to_be_bytes());
-            out.extend_from_slice(&bucket_id.to_be_bytes());
+            out.extend_from_slice(&self.bucket_id.to_be_bytes());
             out.extend_from_slice(&actions);
             // Properties: weight (0), watch port (1), watch group (2).
             out.extend_from_slice(&[0, 0, 0, 8]);
@@ -140,9 +166,16 @@ impl OfBucket {
             let mut b = Reader::new(body);
             let bucket = if version >= Version::V1_5 {
                 let actions_len = usize::from(b.u16().ok_or(BadGroupMod::BadBucket)?);
-                b.u32().ok_or(BadGroupMod::BadBucket)?; // bucket id: vsw numbers them in order
+                let bucket_id = b.u32().ok_or(BadGroupMod::BadBucket)?;
+                if bucket_id > OFPG15_BUCKET_MAX {
+                    return Err(BadGroupMod::BadBucket);
+                }
+                if out.iter().any(|o: &OfBucket| o.bucket_id == bucket_id) {
+                    return Err(BadGroupMod::BucketExists);
+                }
                 let actions = b.bytes(actions_len).ok_or(BadGroupMod::BadBucket)?;
                 let mut bucket = OfBucket {
+                    bucket_id,
                     weight: 1,
                     watch_port: OFPP_ANY,
                     watch_group: OFPG_ANY,
@@ -169,6 +202,7 @@ impl OfBucket {
                 let watch_group = b.u32().ok_or(BadGroupMod::BadBucket)?;
                 b.bytes(4).ok_or(BadGroupMod::BadBucket)?;
                 OfBucket {
+                    bucket_id: out.len() as u32,
                     weight,
                     watch_port,
                     watch_group,
@@ -183,8 +217,8 @@ impl OfBucket {
 
 fn encode_buckets(version: Version, buckets: &[OfBucket]) -> Vec<u8> {
     let mut out = Vec::new();
-    for (i, b) in buckets.iter().enumerate() {
-        b.encode(version, &mut out, i as u32);
+    for b in buckets {
+        b.encode(version, &mut out);
     }
     out
 }
@@ -195,6 +229,8 @@ impl GroupMod {
             GroupCommand::Add => 0,
             GroupCommand::Modify => 1,
             GroupCommand::Delete => 2,
+            GroupCommand::InsertBucket => 3,
+            GroupCommand::RemoveBucket => 5,
         };
         out.extend_from_slice(&command.to_be_bytes());
         out.push(self.kind);
@@ -204,10 +240,12 @@ impl GroupMod {
         if version >= Version::V1_5 {
             out.extend_from_slice(&len16(buckets.len()).to_be_bytes());
             out.extend_from_slice(&[0, 0]);
-            // command_bucket_id: OFPG_BUCKET_ALL.
-            out.extend_from_slice(&0xffff_fffcu32.to_be_bytes());
+            out.extend_from_slice(&self.command_bucket_id.to_be_bytes());
         }
         out.extend_from_slice(&buckets);
+        if version >= Version::V1_5 {
+            out.extend_from_slice(&self.properties);
+        }
     }
 
     pub fn decode_body(version: Version, body: &[u8]) -> Result<GroupMod, BadGroupMod> {
@@ -217,24 +255,35 @@ impl GroupMod {
             0 => GroupCommand::Add,
             1 => GroupCommand::Modify,
             2 => GroupCommand::Delete,
+            3 if version >= Version::V1_5 => GroupCommand::InsertBucket,
+            5 if version >= Version::V1_5 => GroupCommand::RemoveBucket,
             _ => return Err(BadGroupMod::BadCommand),
         };
         let kind = r.u8().ok_or(short)?;
         r.u8().ok_or(short)?;
         let group_id = r.u32().ok_or(short)?;
-        let buckets = if version >= Version::V1_5 {
+        let (buckets, command_bucket_id, properties) = if version >= Version::V1_5 {
             let len = usize::from(r.u16().ok_or(short)?);
             r.bytes(2).ok_or(short)?;
-            let command_bucket = r.u32().ok_or(short)?;
-            // Insert/remove-bucket commands and a bucket id for them: not taken.
-            if command_bucket != 0xffff_fffc && command_bucket != 0xffff_ffff {
-                return Err(BadGroupMod::BadCommand);
+            let id = r.u32().ok_or(short)?;
+            // As Open vSwitch checks it: one bucket, first or last for an insert
+            // (and all for a remove); all for the other commands.
+            let one =
+                id <= OFPG15_BUCKET_MAX || id == OFPG15_BUCKET_FIRST || id == OFPG15_BUCKET_LAST;
+            let fits = match command {
+                GroupCommand::InsertBucket => one,
+                GroupCommand::RemoveBucket => one || id == OFPG15_BUCKET_ALL,
+                _ => id == OFPG15_BUCKET_ALL,
+            };
+            if !fits {
+                return Err(BadGroupMod::BadBucket);
             }
             let buckets = r.bytes(len).ok_or(short)?;
-            // Group properties (experimenter only, in 1.5): skipped.
-            OfBucket::decode_list(version, buckets)?
+            let buckets = OfBucket::decode_list(version, buckets)?;
+            (buckets, id, check_group_properties(r.rest())?.to_vec())
         } else {
-            OfBucket::decode_list(version, r.rest())?
+            let buckets = OfBucket::decode_list(version, r.rest())?;
+            (buckets, OFPG15_BUCKET_ALL, Vec::new())
         };
         if kind > OFPGT_FF {
             return Err(BadGroupMod::BadType);
@@ -247,7 +296,104 @@ impl GroupMod {
             kind,
             group_id,
             buckets,
+            command_bucket_id,
+            properties,
         })
+    }
+}
+
+/// An insert or a remove of buckets (`gm`) on the group as it is (`current`, as a
+/// group description says it; `None`: no such group) as the modify it comes to:
+/// the group's type and properties, its buckets after the command.
+pub fn resolve_bucket_command(
+    current: Option<&GroupDescEntry>,
+    gm: &GroupMod,
+) -> Result<GroupMod, BadGroupMod> {
+    let cur = current.ok_or(BadGroupMod::Unknown)?;
+    Ok(GroupMod {
+        command: GroupCommand::Modify,
+        kind: cur.kind,
+        group_id: gm.group_id,
+        buckets: apply_bucket_command(&cur.buckets, gm)?,
+        command_bucket_id: OFPG15_BUCKET_ALL,
+        properties: cur.properties.clone(),
+    })
+}
+
+impl GroupMod {
+    /// The group an add or a modify makes, as its description says it.
+    pub fn described(&self) -> GroupDescEntry {
+        GroupDescEntry {
+            kind: self.kind,
+            group_id: self.group_id,
+            buckets: self.buckets.clone(),
+            properties: self.properties.clone(),
+        }
+    }
+}
+
+/// OpenFlow 1.5's group properties, each whole (a type, a length of at least 4,
+/// padded to 8): kept as they came.
+fn check_group_properties(p: &[u8]) -> Result<&[u8], BadGroupMod> {
+    let mut r = Reader::new(p);
+    while !r.is_empty() {
+        r.u16().ok_or(BadGroupMod::BadBucket)?;
+        let len = usize::from(r.u16().ok_or(BadGroupMod::BadBucket)?);
+        if len < 4 {
+            return Err(BadGroupMod::BadBucket);
+        }
+        // The length leaves out the padding to 8.
+        r.bytes(len.div_ceil(8) * 8 - 4)
+            .ok_or(BadGroupMod::BadBucket)?;
+    }
+    Ok(p)
+}
+
+/// The buckets a group has after an insert or a remove (`gm`) on the buckets it
+/// had, as Open vSwitch places them: an insert puts its buckets first, last, or
+/// right after the bucket named; a remove takes the first, the last, the one
+/// named, or all. A bucket id the group has already, or a named bucket it does
+/// not have, is refused.
+pub fn apply_bucket_command(had: &[OfBucket], gm: &GroupMod) -> Result<Vec<OfBucket>, BadGroupMod> {
+    let id = gm.command_bucket_id;
+    let named = || {
+        had.iter()
+            .position(|b| b.bucket_id == id)
+            .ok_or(BadGroupMod::UnknownBucket)
+    };
+    match gm.command {
+        GroupCommand::InsertBucket => {
+            if gm
+                .buckets
+                .iter()
+                .any(|n| had.iter().any(|b| b.bucket_id == n.bucket_id))
+            {
+                return Err(BadGroupMod::BucketExists);
+            }
+            let at = match id {
+                OFPG15_BUCKET_FIRST => 0,
+                OFPG15_BUCKET_LAST => had.len(),
+                _ => named()? + 1,
+            };
+            let mut out = had[..at].to_vec();
+            out.extend(gm.buckets.iter().cloned());
+            out.extend_from_slice(&had[at..]);
+            Ok(out)
+        }
+        GroupCommand::RemoveBucket => {
+            let gone = match id {
+                OFPG15_BUCKET_ALL => return Ok(Vec::new()),
+                OFPG15_BUCKET_FIRST => (!had.is_empty()).then_some(0),
+                OFPG15_BUCKET_LAST => had.len().checked_sub(1),
+                _ => Some(named()?),
+            };
+            let mut out = had.to_vec();
+            if let Some(i) = gone {
+                out.remove(i);
+            }
+            Ok(out)
+        }
+        _ => Ok(gm.buckets.clone()),
     }
 }
 
@@ -310,6 +456,8 @@ pub struct GroupDescEntry {
     pub kind: u8,
     pub group_id: u32,
     pub buckets: Vec<OfBucket>,
+    /// OpenFlow 1.5's group properties, as the group-mod gave them.
+    pub properties: Vec<u8>,
 }
 
 impl GroupDescEntry {
@@ -325,6 +473,9 @@ impl GroupDescEntry {
             out.extend_from_slice(&[0; 6]);
         }
         out.extend_from_slice(&buckets);
+        if version >= Version::V1_5 {
+            out.extend_from_slice(&self.properties);
+        }
         let len = len16(out.len() - start);
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
@@ -335,17 +486,19 @@ impl GroupDescEntry {
         let kind = e.u8()?;
         e.u8()?;
         let group_id = e.u32()?;
-        let buckets = if version >= Version::V1_5 {
+        let (buckets, properties) = if version >= Version::V1_5 {
             let blen = usize::from(e.u16()?);
             e.bytes(6)?;
-            OfBucket::decode_list(version, e.bytes(blen)?).ok()?
+            let buckets = OfBucket::decode_list(version, e.bytes(blen)?).ok()?;
+            (buckets, check_group_properties(e.rest()).ok()?.to_vec())
         } else {
-            OfBucket::decode_list(version, e.rest()).ok()?
+            (OfBucket::decode_list(version, e.rest()).ok()?, Vec::new())
         };
         Some(GroupDescEntry {
             kind,
             group_id,
             buckets,
+            properties,
         })
     }
 }
@@ -388,6 +541,7 @@ mod tests {
             group_id: 7,
             buckets: vec![
                 OfBucket {
+                    bucket_id: 0,
                     weight: 3,
                     watch_port: 2,
                     watch_group: OFPG_ANY,
@@ -397,13 +551,116 @@ mod tests {
                     }],
                 },
                 OfBucket {
+                    bucket_id: 1,
                     weight: 1,
                     watch_port: OFPP_ANY,
                     watch_group: 9,
                     actions: vec![Action::PopVlan, Action::Group(9)],
                 },
             ],
+            command_bucket_id: OFPG15_BUCKET_ALL,
+            properties: Vec::new(),
         }
+    }
+
+    /// Buckets of these ids, each sending to its own id.
+    fn buckets(ids: &[u32]) -> Vec<OfBucket> {
+        ids.iter()
+            .map(|&bucket_id| OfBucket {
+                bucket_id,
+                weight: 1,
+                watch_port: OFPP_ANY,
+                watch_group: OFPG_ANY,
+                actions: vec![Action::Output {
+                    port: bucket_id,
+                    max_len: 0,
+                }],
+            })
+            .collect()
+    }
+
+    fn ids(b: &[OfBucket]) -> Vec<u32> {
+        b.iter().map(|b| b.bucket_id).collect()
+    }
+
+    #[test]
+    fn buckets_go_in_and_out_where_open_vswitch_puts_them() {
+        let had = buckets(&[1, 2, 3]);
+        let command = |command, command_bucket_id, new: &[u32]| GroupMod {
+            command,
+            command_bucket_id,
+            buckets: buckets(new),
+            ..gm(OFPGT_SELECT)
+        };
+        let insert = |at, new: &[u32]| {
+            apply_bucket_command(&had, &command(GroupCommand::InsertBucket, at, new))
+                .map(|b| ids(&b))
+        };
+        let remove = |at| {
+            apply_bucket_command(&had, &command(GroupCommand::RemoveBucket, at, &[]))
+                .map(|b| ids(&b))
+        };
+        assert_eq!(
+            insert(OFPG15_BUCKET_FIRST, &[7, 8]),
+            Ok(vec![7, 8, 1, 2, 3])
+        );
+        assert_eq!(insert(OFPG15_BUCKET_LAST, &[7]), Ok(vec![1, 2, 3, 7]));
+        assert_eq!(insert(2, &[7, 8]), Ok(vec![1, 2, 7, 8, 3]));
+        assert_eq!(insert(9, &[7]), Err(BadGroupMod::UnknownBucket));
+        assert_eq!(
+            insert(OFPG15_BUCKET_LAST, &[2]),
+            Err(BadGroupMod::BucketExists)
+        );
+        assert_eq!(remove(OFPG15_BUCKET_FIRST), Ok(vec![2, 3]));
+        assert_eq!(remove(OFPG15_BUCKET_LAST), Ok(vec![1, 2]));
+        assert_eq!(remove(2), Ok(vec![1, 3]));
+        assert_eq!(remove(OFPG15_BUCKET_ALL), Ok(vec![]));
+        assert_eq!(remove(9), Err(BadGroupMod::UnknownBucket));
+        // On the wire: 1.5 only, with a bucket the command may name.
+        let mut body = Vec::new();
+        command(GroupCommand::InsertBucket, 2, &[7]).encode_body(Version::V1_5, &mut body);
+        let back = GroupMod::decode_body(Version::V1_5, &body).unwrap();
+        assert_eq!(
+            (back.command, back.command_bucket_id),
+            (GroupCommand::InsertBucket, 2)
+        );
+        assert_eq!(
+            GroupMod::decode_body(Version::V1_4, &body),
+            Err(BadGroupMod::BadCommand)
+        );
+        let mut all = Vec::new();
+        command(GroupCommand::InsertBucket, OFPG15_BUCKET_ALL, &[7])
+            .encode_body(Version::V1_5, &mut all);
+        assert_eq!(
+            GroupMod::decode_body(Version::V1_5, &all),
+            Err(BadGroupMod::BadBucket)
+        );
+        // Two buckets of one id in one group-mod.
+        let mut twice = Vec::new();
+        command(GroupCommand::Add, OFPG15_BUCKET_ALL, &[4, 4])
+            .encode_body(Version::V1_5, &mut twice);
+        assert_eq!(
+            GroupMod::decode_body(Version::V1_5, &twice),
+            Err(BadGroupMod::BucketExists)
+        );
+    }
+
+    #[test]
+    fn group_properties_are_kept_whole_or_refused() {
+        let mut g = gm(OFPGT_SELECT);
+        // An experimenter property (24 bytes, padded to 24).
+        let mut prop = vec![0xff, 0xff, 0, 24, 0, 0, 0x15, 0x4d, 0, 0, 0, 1];
+        prop.extend_from_slice(b"hash\0\0\0\0");
+        prop.extend_from_slice(&[0; 4]);
+        g.properties = prop;
+        let mut body = Vec::new();
+        g.encode_body(Version::V1_5, &mut body);
+        assert_eq!(GroupMod::decode_body(Version::V1_5, &body), Ok(g.clone()));
+        body.truncate(body.len() - 4);
+        assert_eq!(
+            GroupMod::decode_body(Version::V1_5, &body),
+            Err(BadGroupMod::BadBucket)
+        );
     }
 
     #[test]
@@ -417,6 +674,7 @@ mod tests {
                 kind: OFPGT_FF,
                 group_id: 7,
                 buckets: gm(0).buckets,
+                properties: Vec::new(),
             };
             let mut out = Vec::new();
             d.encode(v, &mut out);

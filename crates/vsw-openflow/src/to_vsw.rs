@@ -1341,6 +1341,7 @@ mod tests {
                 kind,
                 group_id: 7,
                 buckets: vec![OfBucket {
+                    bucket_id: 0,
                     weight,
                     watch_port: watch,
                     watch_group: OFPG_ANY,
@@ -1349,6 +1350,8 @@ mod tests {
                         max_len: 0,
                     }],
                 }],
+                command_bucket_id: crate::group_mod::OFPG15_BUCKET_ALL,
+                properties: Vec::new(),
             };
             let want = vsw_flow::parse_group(text, &|_: &str| None).unwrap();
             assert_eq!(group_spec(&gm), Ok(want), "{text}");

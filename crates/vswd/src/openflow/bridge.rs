@@ -14,7 +14,8 @@ use vsw_openflow::flow_mod::{
 use vsw_openflow::flow_stats::{FlowStatsEntry, FlowStatsRequest};
 use vsw_openflow::from_vsw::meter_config_from_vsw;
 use vsw_openflow::group_mod::{
-    BadGroupMod, GroupCommand, GroupDescEntry, GroupMod, GroupStatsEntry, OFPG_ALL,
+    resolve_bucket_command, BadGroupMod, GroupCommand, GroupDescEntry, GroupMod, GroupStatsEntry,
+    OFPG_ALL,
 };
 use vsw_openflow::meter_mod::{
     BadMeterMod, MeterCommand, MeterConfigEntry, MeterMod, MeterStatsEntry, OFPM_ALL,
@@ -29,6 +30,7 @@ use vsw_openflow::to_vsw::{
 use vsw_openflow::{Bridge, FlowStatsIter, PacketOut, PortInfo, Refusal, Role, SwitchDesc};
 use vsw_tunnel::metadata::MetadataOption;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 // The OpenFlow side refuses any option length but its own: the tunnels' must be it.
@@ -93,23 +95,96 @@ fn group_mod_error(e: SwitchError) -> BadGroupMod {
     }
 }
 
-/// A bundled message as the switch carries it out.
-fn bundle_change(item: &BundleItem) -> Result<Change, Refusal> {
+/// The groups as a bundle's messages leave them, one after the other: an insert
+/// or a remove of buckets works on the group as the messages before it made it.
+struct BundleGroups {
+    /// The groups before the bundle.
+    before: Vec<vsw_flow::GroupSpec>,
+    /// Each group a message of the bundle made (`Some`) or deleted (`None`).
+    made: HashMap<u32, Option<GroupDescEntry>>,
+    /// A message deleted every group.
+    all_gone: bool,
+}
+
+impl BundleGroups {
+    /// What `gm` (an insert or a remove) comes to: a modify of the group.
+    fn resolve(&mut self, gm: &GroupMod) -> Result<GroupMod, BadGroupMod> {
+        let current = match self.made.get(&gm.group_id) {
+            Some(made) => made.clone(),
+            None if self.all_gone => None,
+            None => self
+                .before
+                .iter()
+                .find(|g| g.id == gm.group_id)
+                .map(echo_group_desc),
+        };
+        let modify = resolve_bucket_command(current.as_ref(), gm)?;
+        self.made.insert(gm.group_id, Some(modify.described()));
+        Ok(modify)
+    }
+
+    /// Notes what an add, a modify or a delete leaves.
+    fn note(&mut self, gm: &GroupMod) {
+        match gm.command {
+            GroupCommand::Delete if gm.group_id == OFPG_ALL => {
+                self.made.clear();
+                self.all_gone = true;
+            }
+            GroupCommand::Delete => {
+                self.made.insert(gm.group_id, None);
+            }
+            GroupCommand::Add | GroupCommand::Modify => {
+                self.made.insert(gm.group_id, Some(gm.described()));
+            }
+            GroupCommand::InsertBucket | GroupCommand::RemoveBucket => {}
+        }
+    }
+}
+
+/// A bundled message as the switch carries it out (`groups`: the groups as the
+/// messages before it leave them; `None` when only checking the message alone).
+fn bundle_change(item: &BundleItem, groups: Option<&mut BundleGroups>) -> Result<Change, Refusal> {
     Ok(match item {
         BundleItem::Flow(fm) => Change::Flow(Box::new(flow_change(fm)?)),
-        BundleItem::Group(gm) => match gm.command {
-            GroupCommand::Add => Change::SetGroup {
-                spec: group_spec(gm)?,
-                modify: false,
-            },
-            GroupCommand::Modify => Change::SetGroup {
-                spec: group_spec(gm)?,
+        BundleItem::Group(gm)
+            if matches!(
+                gm.command,
+                GroupCommand::InsertBucket | GroupCommand::RemoveBucket
+            ) =>
+        {
+            let Some(groups) = groups else {
+                // Alone, an insert's buckets are checked as a select group's.
+                group_spec(&GroupMod {
+                    command: GroupCommand::Add,
+                    kind: vsw_openflow::group_mod::OFPGT_SELECT,
+                    ..gm.clone()
+                })?;
+                return Ok(Change::DelGroups(None));
+            };
+            Change::SetGroup {
+                spec: group_spec(&groups.resolve(gm)?)?,
                 modify: true,
-            },
-            GroupCommand::Delete => {
-                Change::DelGroups((gm.group_id != OFPG_ALL).then_some(gm.group_id))
             }
-        },
+        }
+        BundleItem::Group(gm) => {
+            if let Some(groups) = groups {
+                groups.note(gm);
+            }
+            match gm.command {
+                GroupCommand::Add => Change::SetGroup {
+                    spec: group_spec(gm)?,
+                    modify: false,
+                },
+                GroupCommand::Modify => Change::SetGroup {
+                    spec: group_spec(gm)?,
+                    modify: true,
+                },
+                GroupCommand::Delete => {
+                    Change::DelGroups((gm.group_id != OFPG_ALL).then_some(gm.group_id))
+                }
+                GroupCommand::InsertBucket | GroupCommand::RemoveBucket => unreachable!("above"),
+            }
+        }
     })
 }
 
@@ -194,6 +269,17 @@ impl Bridge for SwitchBridge<'_> {
             GroupCommand::Delete => self.sw().handle(Request::DelGroups {
                 group_id: (gm.group_id != OFPG_ALL).then_some(gm.group_id),
             }),
+            // On the group as it is, under one take of the lock.
+            GroupCommand::InsertBucket | GroupCommand::RemoveBucket => {
+                let mut sw = self.sw();
+                let current = sw
+                    .group_specs()
+                    .iter()
+                    .find(|g| g.id == gm.group_id)
+                    .map(echo_group_desc);
+                let modify = resolve_bucket_command(current.as_ref(), gm)?;
+                sw.set_group(group_spec(&modify)?, true)
+            }
         };
         done.map(|_| ()).map_err(group_mod_error)
     }
@@ -201,13 +287,21 @@ impl Bridge for SwitchBridge<'_> {
     /// Through the same checks as flow-mods and group-mods one by one, carried out
     /// in one change of the tables, all or none.
     fn commit_bundle(&mut self, items: &[BundleItem]) -> Result<(), (Option<usize>, Refusal)> {
+        // One take of the lock: the groups the bundle starts from are those it
+        // changes.
+        let mut sw = self.sw();
+        let mut groups = BundleGroups {
+            before: sw.group_specs(),
+            made: HashMap::new(),
+            all_gone: false,
+        };
         let changes = items
             .iter()
             .enumerate()
-            .map(|(i, item)| bundle_change(item).map_err(|e| (Some(i), e)))
+            .map(|(i, item)| bundle_change(item, Some(&mut groups)).map_err(|e| (Some(i), e)))
             .collect::<Result<Vec<Change>, _>>()?;
         tracing::debug!(n = changes.len(), "OpenFlow bundle committed");
-        self.sw().commit_changes(&changes).map_err(|(at, e)| {
+        sw.commit_changes(&changes).map_err(|(at, e)| {
             let refusal = match at.and_then(|i| items.get(i)) {
                 Some(BundleItem::Group(_)) => Refusal::GroupMod(group_mod_error(e)),
                 Some(BundleItem::Flow(_)) => Refusal::FlowMod(flow_mod_error(e)),
@@ -223,7 +317,7 @@ impl Bridge for SwitchBridge<'_> {
     /// What a flow-mod or group-mod says alone (its table, ports, actions) is
     /// checked when it is added to a bundle.
     fn check_bundled(&mut self, item: &BundleItem) -> Result<(), Refusal> {
-        bundle_change(item).map(|_| ())
+        bundle_change(item, None).map(|_| ())
     }
 
     /// Through the same checks as `vswctl add-meter` / `mod-meter` / `del-meters`
