@@ -74,6 +74,10 @@ pub enum Action {
     DecMplsTtl,
     PushMpls(u16),
     PopMpls(u16),
+    /// OpenFlow 1.1's OFPAT_SET_MPLS_LABEL and SET_MPLS_TC, which Open vSwitch
+    /// still takes from 1.2 on (deprecated for set-field).
+    SetMplsLabel(u32),
+    SetMplsTc(u8),
     PushVlan(u16),
     PopVlan,
     SetQueue(u32),
@@ -240,6 +244,8 @@ impl Action {
             Action::DecMplsTtl => 16,
             Action::PushMpls(_) => 19,
             Action::PopMpls(_) => 20,
+            Action::SetMplsLabel(_) => 13,
+            Action::SetMplsTc(_) => 14,
             Action::PushVlan(_) => 17,
             Action::PopVlan => 18,
             Action::SetQueue(_) => 21,
@@ -257,7 +263,10 @@ impl Action {
                 out.extend_from_slice(&max_len.to_be_bytes());
                 out.extend_from_slice(&[0; 6]);
             }
-            Action::SetNwTtl(t) | Action::SetMplsTtl(t) => out.extend_from_slice(&[*t, 0, 0, 0]),
+            Action::SetNwTtl(t) | Action::SetMplsTtl(t) | Action::SetMplsTc(t) => {
+                out.extend_from_slice(&[*t, 0, 0, 0])
+            }
+            Action::SetMplsLabel(l) => out.extend_from_slice(&l.to_be_bytes()),
             Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) => {
                 out.extend_from_slice(&t.to_be_bytes());
                 out.extend_from_slice(&[0, 0]);
@@ -342,6 +351,14 @@ impl Action {
                     Action::SetMplsTtl(b.u8().ok_or(BadFlowMod::BadActionLen)?)
                 }
                 16 => fixed(8).map(|()| Action::DecMplsTtl)?,
+                13 => {
+                    fixed(8)?;
+                    Action::SetMplsLabel(b.u32().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                14 => {
+                    fixed(8)?;
+                    Action::SetMplsTc(b.u8().ok_or(BadFlowMod::BadActionLen)?)
+                }
                 19 => {
                     fixed(8)?;
                     Action::PushMpls(b.u16().ok_or(BadFlowMod::BadActionLen)?)

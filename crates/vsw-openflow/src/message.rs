@@ -133,6 +133,9 @@ pub enum Message {
     /// Nicira's NXT_SET_PACKET_IN_FORMAT: which packet-in message the connection
     /// wants (`NXPIF_*`).
     SetPacketInFormat(u32),
+    /// Nicira's NXT_SET_CONTROLLER_ID: the number `controller(id=…)` actions name
+    /// this connection by.
+    SetControllerId(u16),
     /// Nicira's NXT_PACKET_IN2 (sent only).
     PacketIn2(crate::packet::PacketIn2),
     /// Nicira's NXT_RESUME: a paused translation continued.
@@ -175,6 +178,7 @@ impl Message {
             | Message::TlvTableRequest
             | Message::TlvTableReply(_)
             | Message::SetPacketInFormat(_)
+            | Message::SetControllerId(_)
             | Message::PacketIn2(_)
             | Message::Resume(_) => OFPT_EXPERIMENTER,
             Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
@@ -264,6 +268,11 @@ impl Message {
             Message::SetPacketInFormat(f) => {
                 experimenter(&mut out, NXT_SET_PACKET_IN_FORMAT);
                 out.extend_from_slice(&f.to_be_bytes());
+            }
+            Message::SetControllerId(id) => {
+                experimenter(&mut out, NXT_SET_CONTROLLER_ID);
+                out.extend_from_slice(&[0; 6]);
+                out.extend_from_slice(&id.to_be_bytes());
             }
             Message::Resume(r) => {
                 experimenter(&mut out, crate::packet::NXT_RESUME);
@@ -473,6 +482,11 @@ impl Message {
                         let f = r.u32().ok_or(Refusal::BadLen)?;
                         exact(&r, Message::SetPacketInFormat(f))
                     }
+                    NXT_SET_CONTROLLER_ID => {
+                        r.bytes(6).ok_or(Refusal::BadLen)?;
+                        let id = r.u16().ok_or(Refusal::BadLen)?;
+                        exact(&r, Message::SetControllerId(id))
+                    }
                     crate::packet::NXT_RESUME => Ok(Message::Resume(
                         crate::packet::Resume::decode_body(r.rest())?,
                     )),
@@ -504,6 +518,8 @@ fn onf_experimenter(out: &mut Vec<u8>, subtype: u32) {
 /// message's subtype.
 /// Nicira's NXT_SET_PACKET_IN_FORMAT subtype.
 pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
+/// Nicira's NXT_SET_CONTROLLER_ID subtype.
+pub const NXT_SET_CONTROLLER_ID: u32 = 20;
 
 fn experimenter(out: &mut Vec<u8>, subtype: u32) {
     out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());

@@ -35,6 +35,13 @@ pub const NX_BUNDLE_OFPORT: u32 = 0x0000_0002;
 pub const NXAST_OUTPUT_REG: u16 = 15;
 pub const NXAST_EXIT: u16 = 17;
 pub const NXAST_OUTPUT_REG2: u16 = 32;
+/// Nicira's MPLS actions (what OpenFlow 1.1 on has as its own).
+pub const NXAST_PUSH_MPLS: u16 = 23;
+pub const NXAST_POP_MPLS: u16 = 24;
+pub const NXAST_SET_MPLS_TTL: u16 = 25;
+pub const NXAST_DEC_MPLS_TTL: u16 = 26;
+pub const NXAST_SET_MPLS_LABEL: u16 = 30;
+pub const NXAST_SET_MPLS_TC: u16 = 31;
 
 /// NXAST_CONTROLLER2's properties.
 const NXAC2PT_MAX_LEN: u16 = 0;
@@ -205,6 +212,14 @@ pub enum NxAction {
         ofs_nbits: u16,
         dst: u32,
     },
+    /// The MPLS actions as Nicira's: each argument right after the subtype (a
+    /// label aligned to 4), 16 bytes in all.
+    PushMpls(u16),
+    PopMpls(u16),
+    SetMplsTtl(u8),
+    DecMplsTtl,
+    SetMplsLabel(u32),
+    SetMplsTc(u8),
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -234,6 +249,12 @@ impl NxAction {
             NxAction::OutputReg { reg2: true, .. } => NXAST_OUTPUT_REG2,
             NxAction::Exit => NXAST_EXIT,
             NxAction::PopQueue => NXAST_POP_QUEUE,
+            NxAction::PushMpls(_) => NXAST_PUSH_MPLS,
+            NxAction::PopMpls(_) => NXAST_POP_MPLS,
+            NxAction::SetMplsTtl(_) => NXAST_SET_MPLS_TTL,
+            NxAction::DecMplsTtl => NXAST_DEC_MPLS_TTL,
+            NxAction::SetMplsLabel(_) => NXAST_SET_MPLS_LABEL,
+            NxAction::SetMplsTc(_) => NXAST_SET_MPLS_TC,
             NxAction::Multipath { .. } => NXAST_MULTIPATH,
             NxAction::Sample { subtype, .. } => *subtype,
             NxAction::Bundle { load: false, .. } => NXAST_BUNDLE,
@@ -304,7 +325,21 @@ impl NxAction {
                 out.extend_from_slice(&max_len.to_be_bytes());
                 out.extend_from_slice(&src.to_be_bytes());
             }
-            NxAction::Exit | NxAction::PopQueue => out.extend_from_slice(&[0; 6]),
+            NxAction::Exit | NxAction::PopQueue | NxAction::DecMplsTtl => {
+                out.extend_from_slice(&[0; 6])
+            }
+            NxAction::PushMpls(t) | NxAction::PopMpls(t) => {
+                out.extend_from_slice(&t.to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
+            NxAction::SetMplsTtl(n) | NxAction::SetMplsTc(n) => {
+                out.push(*n);
+                out.extend_from_slice(&[0; 5]);
+            }
+            NxAction::SetMplsLabel(l) => {
+                out.extend_from_slice(&[0; 2]);
+                out.extend_from_slice(&l.to_be_bytes());
+            }
             NxAction::Sample {
                 subtype,
                 probability,
@@ -706,6 +741,36 @@ impl NxAction {
                 } else {
                     NxAction::PopQueue
                 }
+            }
+            NXAST_PUSH_MPLS | NXAST_POP_MPLS => {
+                fixed(16)?;
+                let t = b.u16().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(4))?;
+                if subtype == NXAST_PUSH_MPLS {
+                    NxAction::PushMpls(t)
+                } else {
+                    NxAction::PopMpls(t)
+                }
+            }
+            NXAST_SET_MPLS_TTL | NXAST_SET_MPLS_TC => {
+                fixed(16)?;
+                let n = b.u8().ok_or(BadNxAction::Len)?;
+                zero(b.bytes(5))?;
+                if subtype == NXAST_SET_MPLS_TTL {
+                    NxAction::SetMplsTtl(n)
+                } else {
+                    NxAction::SetMplsTc(n)
+                }
+            }
+            NXAST_DEC_MPLS_TTL => {
+                fixed(16)?;
+                zero(b.bytes(6))?;
+                NxAction::DecMplsTtl
+            }
+            NXAST_SET_MPLS_LABEL => {
+                fixed(16)?;
+                zero(b.bytes(2))?;
+                NxAction::SetMplsLabel(b.u32().ok_or(BadNxAction::Len)?)
             }
             crate::nx_learn::NXAST_LEARN | crate::nx_learn::NXAST_LEARN2 => NxAction::Learn(
                 Box::new(crate::nx_learn::LearnAction::decode(subtype, body, len)?),

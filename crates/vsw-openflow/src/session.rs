@@ -193,6 +193,8 @@ pub struct Session {
     /// Refusals logged this second (a controller that sends nothing but refused
     /// requests cannot flood the log).
     refusals: RefusalLog,
+    /// The number NXT_SET_CONTROLLER_ID gave the connection (0 until then).
+    controller_id: u16,
 }
 
 /// Refusals logged per connection and second, at most; the others are counted and
@@ -258,6 +260,11 @@ impl Session {
         Session::with_config(SwitchConfig::default())
     }
 
+    /// The number the controller gave this connection (NXT_SET_CONTROLLER_ID).
+    pub fn controller_id(&self) -> u16 {
+        self.controller_id
+    }
+
     /// Speaks only the versions of `allowed` (a bridge's `protocols`) that vsw
     /// speaks; a peer with none of them is refused at hello (HELLO_FAILED).
     pub fn restricted_to(mut self, allowed: VersionSet) -> Session {
@@ -276,6 +283,7 @@ impl Session {
             streaming: None,
             bundles: OpenBundles::default(),
             refusals: RefusalLog::default(),
+            controller_id: 0,
         }
     }
 
@@ -747,6 +755,12 @@ impl Session {
             }
             // Standard packet-ins or NXT_PACKET_IN2 (Nicira's older NXT_PACKET_IN
             // is not sent: refused, as a format the switch does not have).
+            // Kept: vsw's `controller` actions send to every controller (none
+            // names an id yet), so it routes nothing.
+            Message::SetControllerId(id) => {
+                self.controller_id = id;
+                None
+            }
             Message::SetPacketInFormat(f) => {
                 let format = match f {
                     crate::packet::NXPIF_STANDARD => Some(crate::packet::PacketInFormat::Standard),
@@ -978,6 +992,25 @@ mod tests {
         )
         .unwrap();
         assert_eq!(next_message(&out).unwrap().unwrap().0.xid, 78);
+    }
+
+    #[test]
+    fn a_controller_id_is_kept_and_not_answered() {
+        let mut s = switch();
+        let mut out = Vec::new();
+        s.receive(
+            &Message::Hello { versions: None }.encode(0x04, 1),
+            &mut TestBridge,
+            &mut out,
+        )
+        .unwrap();
+        out.clear();
+        let mut input = Message::SetControllerId(7).encode(0x04, 5);
+        input.extend(Message::BarrierRequest.encode(0x04, 6));
+        s.receive(&input, &mut TestBridge, &mut out).unwrap();
+        assert_eq!(s.controller_id(), 7);
+        // Only the barrier's reply: the id itself has none.
+        assert_eq!(next_message(&out).unwrap().unwrap().0.xid, 6);
     }
 
     #[test]

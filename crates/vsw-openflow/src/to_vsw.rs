@@ -314,6 +314,8 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::PushMpls(t @ (0x8847 | 0x8848)) => VswAction::PushMpls(*t),
         Action::PushMpls(_) => return Err(BadFlowMod::BadArgument),
         Action::PopMpls(t) => VswAction::PopMpls(*t),
+        Action::SetMplsLabel(l) => VswAction::SetMplsLabel(at_most((*l).into(), 0xfffff)? as u32),
+        Action::SetMplsTc(tc) => VswAction::SetMplsTc(at_most((*tc).into(), 7)? as u8),
         Action::Nx(nx) => nx_action_to_vsw(nx)?,
         // The same move as Nicira's.
         Action::CopyField(copy) => nx_action_to_vsw(&NxAction::RegMove(*copy))?,
@@ -414,6 +416,13 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             max_len,
         },
         NxAction::Exit => VswAction::Exit,
+        NxAction::PushMpls(t @ (0x8847 | 0x8848)) => VswAction::PushMpls(t),
+        NxAction::PushMpls(_) => return Err(BadFlowMod::BadArgument),
+        NxAction::PopMpls(t) => VswAction::PopMpls(t),
+        NxAction::SetMplsTtl(t) => VswAction::SetMplsTtl(t),
+        NxAction::DecMplsTtl => VswAction::DecMplsTtl,
+        NxAction::SetMplsLabel(l) => VswAction::SetMplsLabel(at_most(l.into(), 0xfffff)? as u32),
+        NxAction::SetMplsTc(tc) => VswAction::SetMplsTc(at_most(tc.into(), 7)? as u8),
         NxAction::Sample {
             probability,
             collector_set_id,
@@ -1216,7 +1225,25 @@ mod tests {
         ];
         let set_bos = apply(Action::SetField(field(36, &[1], None)));
         assert_eq!(refused(mpls.clone(), set_bos), Err((2, 15)));
-        assert!(refused(mpls, apply(Action::PopMpls(0x0800))).is_ok());
+        assert!(refused(mpls.clone(), apply(Action::PopMpls(0x0800))).is_ok());
+        // Nicira's MPLS actions and OpenFlow 1.1's numbers for two of them are the
+        // same actions; a push of an ethertype other than MPLS's is refused.
+        for (a, want) in [
+            (
+                Action::Nx(NxAction::SetMplsLabel(100)),
+                VswAction::SetMplsLabel(100),
+            ),
+            (Action::Nx(NxAction::SetMplsTc(5)), VswAction::SetMplsTc(5)),
+            (Action::Nx(NxAction::DecMplsTtl), VswAction::DecMplsTtl),
+            (Action::SetMplsLabel(7), VswAction::SetMplsLabel(7)),
+            (Action::SetMplsTc(2), VswAction::SetMplsTc(2)),
+        ] {
+            assert_eq!(action_to_vsw(&a, Place::Flow), Ok(want));
+        }
+        assert_eq!(
+            refused(mpls, apply(Action::Nx(NxAction::PushMpls(0x0800)))),
+            Err((2, 5))
+        );
         let pop_ip = apply(Action::PopMpls(0x0800));
         assert_eq!(refused(vec![field(5, &[8, 0], None)], pop_ip), Err((2, 10)));
         // An IPv6 address written in a flow that matches IPv4.

@@ -98,6 +98,7 @@ fn message() -> impl Strategy<Value = Message> {
         prop::collection::vec(any::<u8>(), 0..200).prop_map(Message::EchoReply),
         Just(Message::FeaturesRequest),
         Just(Message::TlvTableRequest),
+        any::<u16>().prop_map(Message::SetControllerId),
         any::<u32>().prop_map(Message::SetPacketInFormat),
         (
             prop::collection::vec(any::<u8>(), 1..200),
@@ -423,6 +424,14 @@ fn plain_action() -> impl Strategy<Value = Action> {
             })
         ),
         Just(Action::Nx(NxAction::Exit)),
+        any::<u16>().prop_map(|t| Action::Nx(NxAction::PushMpls(t))),
+        any::<u16>().prop_map(|t| Action::Nx(NxAction::PopMpls(t))),
+        any::<u8>().prop_map(|t| Action::Nx(NxAction::SetMplsTtl(t))),
+        Just(Action::Nx(NxAction::DecMplsTtl)),
+        any::<u32>().prop_map(|l| Action::Nx(NxAction::SetMplsLabel(l))),
+        any::<u8>().prop_map(|t| Action::Nx(NxAction::SetMplsTc(t))),
+        any::<u32>().prop_map(Action::SetMplsLabel),
+        any::<u8>().prop_map(Action::SetMplsTc),
         (
             prop_oneof![Just(29u16), Just(38), Just(41)],
             1u16..,
