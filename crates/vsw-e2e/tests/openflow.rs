@@ -1020,6 +1020,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
     let flows = [
         "priority=5,in_port=1,actions=resubmit(,1),resubmit:2,resubmit(3,2)",
         "priority=6,ip,actions=dec_ttl,note:01.02.03,controller:100",
+        "priority=9,ip,actions=dec_ttl(1,2,7),output:1",
         "priority=7,ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),output:4",
         "priority=8,actions=output:NXM_NX_REG0[0..15],pop_queue,exit",
         "priority=10,actions=bundle(eth_src,0,active_backup,ofport,members:1,2)",

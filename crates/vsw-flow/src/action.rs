@@ -93,6 +93,10 @@ pub enum Action {
     SetTpDst(u16),
     /// Decrement the IPv4 TTL / IPv6 hop limit; a packet at 0 or 1 is dropped.
     DecTtl,
+    /// `dec_ttl(ID,…)` (NXAST_DEC_TTL_CNT_IDS): as `dec_ttl`, naming the
+    /// controllers an expired packet would go to. vsw sends none (as for
+    /// `dec_ttl`, the datapath drops it): kept and echoed.
+    DecTtlIds(std::sync::Arc<[u16]>),
     /// Push an MPLS label stack entry after the Ethernet header and its tags, the
     /// ethertype becoming this one (0x8847 or 0x8848): `push_mpls:ETHERTYPE`. The
     /// entry starts as Open vSwitch's does: on an MPLS packet a copy of the
@@ -665,7 +669,21 @@ static DEC_TTL: ActionDef = ActionDef {
     aliases: &[],
     needs: Needs::Ip,
     rewrites: true,
-    build: |n, a, _| bare(n, a, Action::DecTtl),
+    // `dec_ttl(ID,…)`: the parentheses arrive as the argument.
+    build: |n, a, _| match a {
+        None => Ok(Action::DecTtl),
+        Some(ids) => {
+            let ids = ids
+                .split([',', ' '])
+                .filter(|s| !s.is_empty())
+                .map(|id| parse_uint(n, id, 0xffff).map(|v| v as u16))
+                .collect::<Result<Vec<u16>, _>>()?;
+            if ids.is_empty() {
+                return Err(bad(n, "", "dec_ttl(ID,…) names at least one controller id"));
+            }
+            Ok(Action::DecTtlIds(ids.into()))
+        }
+    },
 };
 
 static MOD_NW_ECN: ActionDef = ActionDef {
@@ -1068,7 +1086,7 @@ impl Action {
             Action::SetNwTos(_) => &MOD_NW_TOS,
             Action::SetTpSrc(_) => &MOD_TP_SRC,
             Action::SetTpDst(_) => &MOD_TP_DST,
-            Action::DecTtl => &DEC_TTL,
+            Action::DecTtl | Action::DecTtlIds(_) => &DEC_TTL,
             Action::PushMpls(_) => &PUSH_MPLS,
             Action::PopMpls(_) => &POP_MPLS,
             Action::SetMplsLabel(_) => &SET_MPLS_LABEL,
@@ -1147,6 +1165,9 @@ impl Action {
                 Some(format!("0x{t:04x}"))
             }
             Action::SetMplsLabel(l) => Some(l.to_string()),
+            Action::DecTtlIds(ids) => {
+                Some(ids.iter().map(u16::to_string).collect::<Vec<_>>().join(","))
+            }
             Action::SetMplsTc(n) | Action::SetMplsTtl(n) => Some(n.to_string()),
             Action::SetVlanVid(v) => Some(v.to_string()),
             Action::SetVlanPcp(p) => Some(p.to_string()),
@@ -1302,6 +1323,7 @@ impl fmt::Display for Action {
                     self,
                     Action::Resubmit { .. }
                         | Action::Conjunction { .. }
+                        | Action::DecTtlIds(_)
                         | Action::SetMplsLabel(_)
                         | Action::SetMplsTc(_)
                         | Action::SetMplsTtl(_)

@@ -860,6 +860,10 @@ mod tests {
                 "priority=32768,mpls,actions=pop_mpls:0x0800,dec_ttl,clone(push_mpls:0x8847,set_mpls_ttl(1)),mod_nw_dst:198.18.0.1,output:1",
             ),
             (
+                "ip,actions=dec_ttl(1, 2),dec_ttl,output:1",
+                "priority=32768,ip,actions=dec_ttl(1,2),dec_ttl,output:1",
+            ),
+            (
                 "mplsm,actions=push_mpls:0x8848,copy_ttl_in,copy_ttl_out,set_field:7->mpls_tc",
                 "priority=32768,mplsm,actions=push_mpls:0x8848,copy_ttl_in,copy_ttl_out,set_mpls_tc(7)",
             ),
@@ -876,6 +880,8 @@ mod tests {
                 "dec_mpls_ttl needs mpls",
             ),
             ("ip,actions=push_mpls:0x0800", "0x8847 or 0x8848"),
+            ("ip,actions=dec_ttl()", "at least one controller id"),
+            ("arp,actions=dec_ttl(1)", "dec_ttl needs ip"),
             (
                 "ip,actions=push_mpls:0x8847,mod_nw_dst:198.18.0.1",
                 "mod_nw_dst needs ip",

@@ -293,7 +293,7 @@ impl ActionSet {
             Action::PushMpls(_) => 3,
             Action::PushVlan(_) => 4,
             Action::SetField(FieldWrite::CopyTtlOut) => 5,
-            Action::DecTtl => 6,
+            Action::DecTtl | Action::DecTtlIds(_) => 6,
             Action::DecMplsTtl => 7,
             Action::SetDlSrc(_) => 10,
             Action::SetDlDst(_) => 11,
@@ -999,6 +999,7 @@ impl Ctx<'_, '_> {
             | Action::SetTpSrc(_)
             | Action::SetTpDst(_)
             | Action::DecTtl
+            | Action::DecTtlIds(_)
             | Action::PushMpls(_)
             | Action::PopMpls(_)
             | Action::SetMplsLabel(_)
@@ -1439,7 +1440,7 @@ impl Ctx<'_, '_> {
                 k.tp_dst = p;
                 Some(DpAction::SetTpDst(p))
             }
-            Action::DecTtl => {
+            Action::DecTtl | Action::DecTtlIds(_) => {
                 // The datapath checks each packet's TTL itself (one at 0 or 1 goes
                 // no further), so the megaflow need not match on it.
                 k.nw_ttl = k.nw_ttl.saturating_sub(1);

@@ -577,6 +577,7 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::SetTpSrc(p) => apply.push(set(13, p.to_be_bytes().to_vec())),
             VswAction::SetTpDst(p) => apply.push(set(14, p.to_be_bytes().to_vec())),
             VswAction::DecTtl => apply.push(Action::DecNwTtl),
+            VswAction::DecTtlIds(ids) => apply.push(Action::Nx(NxAction::DecTtlIds(ids.to_vec()))),
             VswAction::PushMpls(t) => apply.push(Action::PushMpls(*t)),
             VswAction::PopMpls(t) => apply.push(Action::PopMpls(*t)),
             VswAction::SetMplsLabel(l) => apply.push(set(34, l.to_be_bytes().to_vec())),

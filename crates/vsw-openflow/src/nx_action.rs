@@ -15,6 +15,7 @@ pub const NXAST_RESUBMIT: u16 = 1;
 pub const NXAST_NOTE: u16 = 8;
 pub const NXAST_RESUBMIT_TABLE: u16 = 14;
 pub const NXAST_DEC_TTL: u16 = 18;
+pub const NXAST_DEC_TTL_CNT_IDS: u16 = 21;
 pub const NXAST_CONTROLLER: u16 = 20;
 pub const NXAST_REG_MOVE: u16 = 6;
 pub const NXAST_REG_LOAD: u16 = 7;
@@ -132,6 +133,8 @@ pub enum NxAction {
     /// Bytes for the controller's own use: kept with the flow, changes nothing.
     Note(Vec<u8>),
     DecTtl,
+    /// `dec_ttl(ID,…)` (NXAST_DEC_TTL_CNT_IDS): the controllers' ids.
+    DecTtlIds(Vec<u16>),
     /// A packet-in of at most `max_len` bytes, to controller `controller_id`, with
     /// this reason.
     Controller {
@@ -236,6 +239,7 @@ impl NxAction {
             NxAction::ResubmitTable { .. } => NXAST_RESUBMIT_TABLE,
             NxAction::Note(_) => NXAST_NOTE,
             NxAction::DecTtl => NXAST_DEC_TTL,
+            NxAction::DecTtlIds(_) => NXAST_DEC_TTL_CNT_IDS,
             NxAction::Controller { .. } => NXAST_CONTROLLER,
             NxAction::RegLoad { .. } => NXAST_REG_LOAD,
             NxAction::RegLoad2(_) => NXAST_REG_LOAD2,
@@ -275,6 +279,14 @@ impl NxAction {
             }
             NxAction::Note(bytes) => out.extend_from_slice(bytes),
             NxAction::DecTtl => out.extend_from_slice(&[0; 6]),
+            // The ids after the fixed part, padded by the caller.
+            NxAction::DecTtlIds(ids) => {
+                out.extend_from_slice(&(ids.len() as u16).to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+                for id in ids {
+                    out.extend_from_slice(&id.to_be_bytes());
+                }
+            }
             NxAction::Controller {
                 max_len,
                 controller_id,
@@ -486,6 +498,19 @@ impl NxAction {
                 fixed(16)?;
                 zero(b.bytes(6))?;
                 NxAction::DecTtl
+            }
+            NXAST_DEC_TTL_CNT_IDS => {
+                let n = usize::from(b.u16().ok_or(BadNxAction::Len)?);
+                zero(b.bytes(4))?;
+                let room = b.rest_len() / 2;
+                if n == 0 || n > room {
+                    return Err(BadNxAction::Len);
+                }
+                let ids = (0..n)
+                    .map(|_| b.u16().ok_or(BadNxAction::Len))
+                    .collect::<Result<_, _>>()?;
+                zero(Some(b.rest()))?;
+                NxAction::DecTtlIds(ids)
             }
             NXAST_CONTROLLER => {
                 fixed(16)?;

@@ -518,6 +518,7 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             table: table(t)?,
         },
         NxAction::DecTtl => VswAction::DecTtl,
+        NxAction::DecTtlIds(ref ids) => VswAction::DecTtlIds(ids.as_slice().into()),
         // vsw's packet-ins are for every controller that asks for them, with the
         // reason "action": another reason or one controller's id is refused rather
         // than kept in the echo and not done.

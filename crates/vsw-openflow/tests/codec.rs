@@ -428,6 +428,8 @@ fn plain_action() -> impl Strategy<Value = Action> {
         any::<u16>().prop_map(|t| Action::Nx(NxAction::PopMpls(t))),
         any::<u8>().prop_map(|t| Action::Nx(NxAction::SetMplsTtl(t))),
         Just(Action::Nx(NxAction::DecMplsTtl)),
+        prop::collection::vec(any::<u16>(), 1..6)
+            .prop_map(|ids| Action::Nx(NxAction::DecTtlIds(ids))),
         any::<u32>().prop_map(|l| Action::Nx(NxAction::SetMplsLabel(l))),
         any::<u8>().prop_map(|t| Action::Nx(NxAction::SetMplsTc(t))),
         any::<u32>().prop_map(Action::SetMplsLabel),
