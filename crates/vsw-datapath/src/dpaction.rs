@@ -48,6 +48,15 @@ pub enum DpAction {
     /// Decrement the outermost entry's TTL; a packet whose TTL runs out goes no
     /// further.
     DecMplsTtl,
+    /// Two ways on by the packet's length (Open vSwitch's `check_pkt_len`): a
+    /// packet longer than `size` bytes runs the `gt` actions after this one and
+    /// skips the `le` after those; any other skips the `gt` and runs the `le`.
+    /// Then both go on with what follows. At most [`MAX_FORKS`] nested.
+    CheckPktLen {
+        size: u16,
+        gt: u32,
+        le: u32,
+    },
     /// Measure the packet against this meter, which may drop it or remark its DSCP.
     Meter(u32),
     /// Keep a copy of the packet as it is now (a group bucket that rewrites runs
@@ -130,6 +139,9 @@ impl fmt::Display for DpAction {
                 write!(f, "set(mpls(lse=0x{lse:08x}/0x{mask:08x}))")
             }
             DpAction::DecMplsTtl => f.write_str("dec_mpls_ttl"),
+            DpAction::CheckPktLen { size, gt, le } => {
+                write!(f, "check_pkt_len(size={size},gt={gt},le={le})")
+            }
             DpAction::Controller(note) => write!(f, "userspace(controller,{note})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
             DpAction::SetTunnel(id) => write!(f, "set(tunnel(tun_id=0x{id:x}))"),
@@ -159,6 +171,9 @@ impl fmt::Display for DpAction {
 /// again): more is dropped and counted (`lost`), so that no chain of frozen states
 /// can hold a PMD on one packet. Open vSwitch's datapath allows 6.
 pub const MAX_RECIRC_DEPTH: usize = 6;
+
+/// `CheckPktLen`s one may be within at once: translation keeps to it.
+pub const MAX_FORKS: usize = 8;
 
 /// Copies of a packet `Save` may hold at once (groups within buckets): translation
 /// keeps to it.

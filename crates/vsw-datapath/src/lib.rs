@@ -35,7 +35,7 @@ pub mod upcall;
 
 pub use assign::RxqAssign;
 pub use datapath::{Datapath, DatapathError, PmdConfig, RevalidationKick, DEFAULT_FLOW_LIMIT};
-pub use dpaction::{MAX_RECIRC_DEPTH, MAX_SAVED};
+pub use dpaction::{MAX_FORKS, MAX_RECIRC_DEPTH, MAX_SAVED};
 pub use dpflow::{format_dp_actions, DpAction, DpFlow, DpFlowStats};
 pub use port::{
     PacketMeta, PortQueues, RxBatch, RxDrops, RxPacket, RxQueue, StageError, TunnelKey, TxFactory,

@@ -1010,6 +1010,41 @@ fn mpls_labels_are_pushed_matched_and_popped_between_namespaces() {
     assert_eq!(d.all_flows().len(), flows.len());
 }
 
+/// `check_pkt_larger` as OVN uses it for a gateway's MTU: the datapath decides by
+/// each packet's length. Pings of 100 bytes cross; of 1,000 bytes, which the rule
+/// sends elsewhere, do not — over the same datapath flow.
+#[test]
+fn check_pkt_larger_sends_each_packet_the_way_its_length_says() {
+    let _g = serial();
+    let d = Vswd::start();
+    let of = |args: &[&str]| of13(&d, args);
+    of(&["del-flows"]);
+    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
+    d.ctl_ok(&["add-port", &h1.port]);
+    d.ctl_ok(&["add-port", &h2.port]);
+    for flow in [
+        "table=0,priority=0,actions=NORMAL",
+        "table=0,priority=10,icmp,actions=check_pkt_larger(500)->NXM_NX_REG0[0],resubmit(,1)",
+        "table=1,priority=10,reg0=0x1/0x1,actions=drop",
+        "table=1,priority=1,actions=NORMAL",
+    ] {
+        of(&["add-flow", flow]);
+    }
+    let ping = |size: &str| {
+        h1.exec(&[
+            "ping", "-c", "2", "-i", "0.2", "-W", "1", "-s", size, &h2.addr,
+        ])
+        .status
+        .success()
+    };
+    assert!(ping("100"), "short pings cross");
+    assert!(!ping("1000"), "long pings are dropped");
+    assert!(ping("100"), "and short ones still cross");
+    // One datapath flow per direction holds both ways.
+    let dp = d.ctl_ok(&["dump-dp-flows"]);
+    assert!(dp.contains("check_pkt_len(size=500,"), "{dp}");
+}
+
 /// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`, `clone`) come back from `ovs-ofctl` in every version exactly as Open
 /// vSwitch prints the same flow (`ovs-ofctl parse-flow`), and become vsw's own
 /// actions.
@@ -1021,6 +1056,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         "priority=5,in_port=1,actions=resubmit(,1),resubmit:2,resubmit(3,2)",
         "priority=6,ip,actions=dec_ttl,note:01.02.03,controller:100",
         "priority=9,ip,actions=dec_ttl(1,2,7),output:1",
+        "priority=15,ip,actions=check_pkt_larger(1500)->NXM_NX_REG0[0],resubmit(,1)",
         "priority=7,ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),output:4",
         "priority=8,actions=output:NXM_NX_REG0[0..15],pop_queue,exit",
         "priority=10,actions=bundle(eth_src,0,active_backup,ofport,members:1,2)",

@@ -177,6 +177,13 @@ pub enum Action {
     /// `multipath(…)`: a link number from a hash of the packet's fields, loaded
     /// into a field (NXAST_MULTIPATH; see [`crate::multipath`]).
     Multipath(std::sync::Arc<crate::multipath::Multipath>),
+    /// `check_pkt_larger(LEN)->DST`: one bit, 1 when the packet is longer than
+    /// LEN bytes, 0 when not, for the actions after it (NXAST_CHECK_PKT_LARGER;
+    /// the datapath decides per packet, translation follows both ways).
+    CheckPktLarger {
+        len: u16,
+        dst: Subfield,
+    },
     /// `sample(…)`: a packet for an IPFIX collector set (NXAST_SAMPLE…). vsw has no
     /// IPFIX exporter yet: kept, echoed, and it does nothing.
     Sample(Sample),
@@ -905,6 +912,27 @@ static STACK_PUSH: ActionDef = ActionDef {
     build: |n, a, _| Ok(Action::StackPush(Subfield::parse(n, arg(n, a)?.trim())?)),
 };
 
+static CHECK_PKT_LARGER: ActionDef = ActionDef {
+    name: "check_pkt_larger",
+    aliases: &[],
+    // What its field needs: `Action::needs`.
+    needs: Needs::Nothing,
+    rewrites: false,
+    // `check_pkt_larger(LEN)->DST`: the argument arrives as "LEN)->DST".
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let Some((len, dst)) = a.split_once(")->") else {
+            return Err(bad(n, a, "written check_pkt_larger(LEN)->DST"));
+        };
+        let len = parse_uint(n, len.trim(), 0xffff)? as u16;
+        let dst = writable(n, dst.trim())?;
+        if dst.n_bits != 1 {
+            return Err(bad(n, a, "the destination is one bit"));
+        }
+        Ok(Action::CheckPktLarger { len, dst })
+    },
+};
+
 static STACK_POP: ActionDef = ActionDef {
     name: "pop",
     aliases: &[],
@@ -1041,6 +1069,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &BUNDLE_LOAD,
     &MULTIPATH,
     &SAMPLE,
+    &CHECK_PKT_LARGER,
     &PUSH_MPLS,
     &POP_MPLS,
     &SET_MPLS_LABEL,
@@ -1114,6 +1143,7 @@ impl Action {
             Action::Bundle(_) => &BUNDLE,
             Action::Multipath(_) => &MULTIPATH,
             Action::Sample(_) => &SAMPLE,
+            Action::CheckPktLarger { .. } => &CHECK_PKT_LARGER,
         }
     }
 
@@ -1189,6 +1219,9 @@ impl Action {
             }),
             Action::Move { src, dst } => Some(format!("{}->{}", src.format(), dst.format())),
             Action::StackPush(s) | Action::StackPop(s) => Some(s.format()),
+            Action::CheckPktLarger { len, dst } => {
+                Some(format!("check_pkt_larger({len})->{}", dst.format()))
+            }
             Action::Conjunction {
                 id,
                 clause,
@@ -1279,6 +1312,7 @@ impl Action {
                 n => n,
             },
             Action::StackPush(s) | Action::StackPop(s) => s.field.info().needs,
+            Action::CheckPktLarger { dst, .. } => dst.field.info().needs,
             // What they load into must be there (a field of a header the match
             // does not promise is refused, as a load's is).
             Action::Bundle(b) => b.dst.map_or(Needs::Nothing, |d| d.field.info().needs),
@@ -1297,6 +1331,7 @@ impl Action {
             } => !field.is_pipelines(),
             Action::Bundle(b) => b.dst.is_some_and(|d| !d.field.is_pipelines()),
             Action::Multipath(m) => !m.dst.field.is_pipelines(),
+            Action::CheckPktLarger { dst, .. } => !dst.field.is_pipelines(),
             _ => self.def().rewrites,
         }
     }
@@ -1310,7 +1345,11 @@ impl fmt::Display for Action {
             Some(a)
                 if matches!(
                     self,
-                    Action::Learn(_) | Action::Bundle(_) | Action::Multipath(_) | Action::Sample(_)
+                    Action::Learn(_)
+                        | Action::Bundle(_)
+                        | Action::Multipath(_)
+                        | Action::Sample(_)
+                        | Action::CheckPktLarger { .. }
                 ) =>
             {
                 f.write_str(&a)

@@ -860,6 +860,10 @@ mod tests {
                 "priority=32768,mpls,actions=pop_mpls:0x0800,dec_ttl,clone(push_mpls:0x8847,set_mpls_ttl(1)),mod_nw_dst:198.18.0.1,output:1",
             ),
             (
+                "ip,actions=check_pkt_larger(1500)->NXM_NX_REG9[1],resubmit(,2)",
+                "priority=32768,ip,actions=check_pkt_larger(1500)->NXM_NX_REG9[1],resubmit(,2)",
+            ),
+            (
                 "ip,actions=dec_ttl(1, 2),dec_ttl,output:1",
                 "priority=32768,ip,actions=dec_ttl(1,2),dec_ttl,output:1",
             ),
@@ -881,6 +885,14 @@ mod tests {
             ),
             ("ip,actions=push_mpls:0x0800", "0x8847 or 0x8848"),
             ("ip,actions=dec_ttl()", "at least one controller id"),
+            (
+                "actions=check_pkt_larger(1500)->NXM_NX_REG0[0..1]",
+                "one bit",
+            ),
+            (
+                "actions=check_pkt_larger(1500)",
+                "check_pkt_larger(LEN)->DST",
+            ),
             ("arp,actions=dec_ttl(1)", "dec_ttl needs ip"),
             (
                 "ip,actions=push_mpls:0x8847,mod_nw_dst:198.18.0.1",

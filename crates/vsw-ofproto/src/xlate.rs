@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use vsw_datapath::DpAction;
 use vsw_flow::fields::Needs;
-use vsw_flow::subfield::{ones, Field};
+use vsw_flow::subfield::{ones, Field, Subfield};
 use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, MatchKey, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::rewrite::{is_mpls, FieldWrite};
@@ -260,6 +260,9 @@ struct Ctx<'a, 'b> {
     /// (the datapath never parsed it), so a table or an action that may look at it
     /// needs the packet looked up again (Open vSwitch's `was_mpls`).
     mpls_popped: bool,
+    /// `check_pkt_larger` ways being translated now (the rest of an action list
+    /// twice, once for each answer).
+    forks: usize,
 }
 
 /// A translation `controller(pause)` stopped (or a recirculation after `pop_mpls`:
@@ -415,6 +418,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         paused: None,
         exiting: false,
         mpls_popped: false,
+        forks: 0,
     };
     // Every datapath flow matches one input port exactly.
     cx.mask.in_port = u32::MAX;
@@ -434,6 +438,13 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
 /// trailing `Save` … `Restore` pairs go (the datapath then changes the packet itself,
 /// with no copy made; a later pass of a recirculation runs last, on it).
 fn drop_trailing_copies(actions: &mut Vec<DpAction>) {
+    // A fork's ways are counted: nothing in them moves.
+    if actions
+        .iter()
+        .any(|a| matches!(a, DpAction::CheckPktLen { .. }))
+    {
+        return;
+    }
     while actions.last() == Some(&DpAction::Restore) {
         let mut open = 0usize;
         let save = actions.iter().rposition(|a| {
@@ -786,6 +797,7 @@ impl Ctx<'_, '_> {
             paused: None,
             exiting: false,
             mpls_popped: self.mpls_popped,
+            forks: self.forks,
         };
         inner.walk();
         // A stop for the next pass after a pop_mpls there.
@@ -822,7 +834,12 @@ impl Ctx<'_, '_> {
             // Only a bridge a patch port led to looks a table up before an action
             // could stop for the next pass: it stops here, its next pass starting
             // with this lookup (as Open vSwitch freezes before a table).
-            if self.in_group > 0 || self.copies > 0 || self.in_action_set || !self.env.may_freeze {
+            if self.in_group > 0
+                || self.copies > 0
+                || self.forks > 0
+                || self.in_action_set
+                || !self.env.may_freeze
+            {
                 self.out.error = Some(XlateError::MplsNested);
                 self.step(id, format!("{}", XlateError::MplsNested));
             } else {
@@ -903,6 +920,13 @@ impl Ctx<'_, '_> {
                     continue;
                 }
                 Action::ClearActions => self.action_set.clear(),
+                // The rest of the list, once for each answer (nothing after it:
+                // no answer is read, as Open vSwitch leaves it out).
+                &Action::CheckPktLarger { len, dst } if i + 1 < acts.len() => {
+                    let rest = &acts[i + 1..];
+                    self.fork_on_length(len, dst, id, |cx| cx.rule_actions(rest, id, rule));
+                    return;
+                }
                 a => self.action(a, id, rule.map(|r| &**r)),
             }
             i += 1;
@@ -910,6 +934,63 @@ impl Ctx<'_, '_> {
                 return;
             }
         }
+    }
+
+    /// `check_pkt_larger(LEN)->DST` with `rest` after it (as Open vSwitch's
+    /// `check_pkt_len`): the datapath decides by each packet's length, so the rest
+    /// is translated twice — DST set to 1, then to 0, each way ending with the
+    /// action set — into the two ways of one `CheckPktLen`. The flow's mask is
+    /// both ways'; what follows the list runs after either.
+    fn fork_on_length(&mut self, len: u16, dst: Subfield, table: u8, rest: impl Fn(&mut Self)) {
+        if self.forks == vsw_datapath::MAX_FORKS {
+            self.out.error = Some(XlateError::TooDeep);
+            return;
+        }
+        let at = self.out.actions.len();
+        self.emit(DpAction::CheckPktLen {
+            size: len,
+            gt: 0,
+            le: 0,
+        });
+        let (key, stack, ttl_unknown, popped) = (
+            self.key,
+            self.stack.clone(),
+            self.ttl_unknown,
+            self.mpls_popped,
+        );
+        let action_set = self.action_set.actions.clone();
+        self.forks += 1;
+        let mut ways = [0u32; 2];
+        for (way, answer) in ways.iter_mut().zip([1u128, 0]) {
+            self.key = key;
+            self.stack.clone_from(&stack);
+            self.ttl_unknown = ttl_unknown;
+            self.mpls_popped = popped;
+            self.action_set.actions.clone_from(&action_set);
+            self.step(table, format!("check_pkt_larger({len}): {answer}"));
+            let start = self.out.actions.len();
+            self.load(dst.field, answer << dst.ofs, dst.mask());
+            rest(self);
+            self.end_of_pipeline();
+            *way = (self.out.actions.len() - start) as u32;
+            if self.out.error.is_some() {
+                break;
+            }
+        }
+        self.forks -= 1;
+        self.out.actions[at] = DpAction::CheckPktLen {
+            size: len,
+            gt: ways[0],
+            le: ways[1],
+        };
+        // Both ways ran the action set and the list's rest: what follows (an
+        // outer list's rest) sees the packet as before the fork.
+        self.key = key;
+        self.stack = stack;
+        self.ttl_unknown = ttl_unknown;
+        self.mpls_popped = popped;
+        self.action_set.clear();
+        self.exiting = false;
     }
 
     fn emit(&mut self, a: DpAction) {
@@ -1035,6 +1116,8 @@ impl Ctx<'_, '_> {
             Action::Exit => self.exiting = true,
             // No IPFIX exporter: nothing is sampled.
             Action::Sample(_) => {}
+            // Last in its list: nothing reads its answer.
+            Action::CheckPktLarger { .. } => {}
             Action::Multipath(ref m) => {
                 let link = m.link(&self.key, &mut self.mask);
                 let d = m.dst;
@@ -1145,7 +1228,12 @@ impl Ctx<'_, '_> {
     /// rest to resume, and the packet is dropped (counted) as Open vSwitch cannot
     /// either.
     fn pause(&mut self, note: PuntNote, meter: Option<u32>, table: u8) {
-        if self.in_group > 0 || self.copies > 0 || self.across.is_some() || self.in_action_set {
+        if self.in_group > 0
+            || self.copies > 0
+            || self.forks > 0
+            || self.across.is_some()
+            || self.in_action_set
+        {
             self.out.error = Some(XlateError::PauseNested);
             self.step(table, format!("{}", XlateError::PauseNested));
             return;
@@ -1286,7 +1374,7 @@ impl Ctx<'_, '_> {
         }
         // A bridge a patch port led to may stop too (its next pass resumes there,
         // as a select group's does); a copy or the action set has no one rest.
-        let nested = self.in_group > 0 || self.copies > 0 || self.in_action_set;
+        let nested = self.in_group > 0 || self.copies > 0 || self.forks > 0 || self.in_action_set;
         if nested || !self.env.may_freeze {
             self.out.error = Some(XlateError::MplsNested);
             self.step(table, format!("{}", XlateError::MplsNested));
@@ -1598,6 +1686,7 @@ impl Ctx<'_, '_> {
             | Action::PopQueue
             | Action::Bundle(_)
             | Action::Multipath(_)
+            | Action::CheckPktLarger { .. }
             | Action::Sample(_) => None,
         }
     }
@@ -1682,6 +1771,14 @@ impl Ctx<'_, '_> {
                 return;
             }
             i += 1;
+            if let Action::CheckPktLarger { len, dst } = *a {
+                if i < actions.len() {
+                    let rest = &actions[i..];
+                    self.fork_on_length(len, dst, table, |cx| cx.actions(rest, table, rule));
+                    return;
+                }
+                continue;
+            }
             if let Action::Clone(n) = *a {
                 let end = (i + usize::from(n)).min(actions.len());
                 self.on_copy(&actions[i..end], table, rule);

@@ -140,6 +140,8 @@ fn rule() -> impl Strategy<Value = String> {
         Just("learn(table=7,limit=1,result_dst=NXM_NX_REG0[1],NXM_OF_ETH_SRC[])".to_string()),
         // A link by the source's hash, into the bits later tables match.
         Just("multipath(eth_src,0,modulo_n,3,0,NXM_NX_REG0[0..1])".to_string()),
+        // The datapath decides by the packet's length: both ways translated.
+        (45u16..=61).prop_map(|l| format!("check_pkt_larger({l})->NXM_NX_REG0[0]")),
     ];
     (
         0..TABLES,
@@ -281,8 +283,26 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
     buf.load(frame, None, VnetHdr::default()).unwrap();
     let mut out = Vec::new();
     let mut saved: Vec<Vec<u8>> = Vec::new();
-    for a in actions {
+    // Where a longer packet's way ends, and where to go on from there.
+    let mut forks: Vec<(usize, usize)> = Vec::new();
+    let mut at = 0;
+    loop {
+        if forks.last().is_some_and(|f| f.0 == at) {
+            at = forks.pop().unwrap().1;
+            continue;
+        }
+        let Some(a) = actions.get(at) else { break };
+        at += 1;
         let r = match *a {
+            DpAction::CheckPktLen { size, gt, le } => {
+                let (gt, le) = (gt as usize, le as usize);
+                if buf.data().len() > usize::from(size) {
+                    forks.push((at + gt, at + gt + le));
+                } else {
+                    at += gt;
+                }
+                Ok(())
+            }
             DpAction::Save => {
                 saved.push(buf.data().to_vec());
                 Ok(())
@@ -499,6 +519,71 @@ fn a_flow_through_multipath_matches_the_fields_it_hashed() {
         })
     };
     let ops: Vec<Op> = (1..=4).flat_map(|s| [p(s), p(s)]).collect();
+    for emc in [1, 0] {
+        run(&ops, &rules, emc).unwrap();
+    }
+}
+
+/// `check_pkt_larger`: one datapath flow for both lengths, each packet the way
+/// its own length says — a TCP frame (58 bytes) is longer than 50, a UDP one
+/// (46) is not, the same rules for both.
+#[test]
+fn a_packet_goes_the_way_its_length_says() {
+    let rules = vec![
+        "table=0,priority=1,ip,actions=check_pkt_larger(50)->NXM_NX_REG0[0],resubmit(,1)"
+            .to_string(),
+        "table=1,priority=2,reg0=1,actions=output:2".into(),
+        "table=1,priority=1,actions=output:3".into(),
+    ];
+    for (tcp, port) in [(true, 2), (false, 3)] {
+        let p = Packet {
+            in_port: 1,
+            src: 1,
+            dst: 9,
+            tcp,
+            tp_dst: 53,
+        };
+        let frame = p.frame();
+        let mut key = FlowKey::default();
+        extract(&frame, 1, None, &mut key).unwrap();
+        let r = rig(&rules, 1);
+        let fresh = r.ofproto.translate_key(&key, vsw_datapath::clock::now_ms());
+        assert!(
+            matches!(
+                fresh.actions[..],
+                [
+                    DpAction::CheckPktLen {
+                        size: 50,
+                        gt: 1,
+                        le: 1
+                    },
+                    ..
+                ]
+            ),
+            "{:?}",
+            fresh.actions
+        );
+        let out = expected(&frame, &fresh.actions);
+        assert_eq!(
+            out.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+            vec![port],
+            "{} bytes",
+            frame.len()
+        );
+    }
+    // Through the datapath's own caches too.
+    let ops: Vec<Op> = [true, false, true, false]
+        .into_iter()
+        .map(|tcp| {
+            Op::Send(Packet {
+                in_port: 1,
+                src: 1,
+                dst: 9,
+                tcp,
+                tp_dst: 53,
+            })
+        })
+        .collect();
     for emc in [1, 0] {
         run(&ops, &rules, emc).unwrap();
     }

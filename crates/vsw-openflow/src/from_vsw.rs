@@ -600,6 +600,13 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 n_clauses: *n_clauses,
                 id: *id,
             })),
+            VswAction::CheckPktLarger { len, dst } => {
+                apply.push(Action::Nx(NxAction::CheckPktLarger {
+                    pkt_len: *len,
+                    offset: u16::from(dst.ofs),
+                    dst: header_of(dst.field),
+                }))
+            }
             VswAction::StackPush(s) | VswAction::StackPop(s) => {
                 apply.push(Action::Nx(NxAction::Stack {
                     push: matches!(a, VswAction::StackPush(_)),

@@ -16,6 +16,7 @@ pub const NXAST_NOTE: u16 = 8;
 pub const NXAST_RESUBMIT_TABLE: u16 = 14;
 pub const NXAST_DEC_TTL: u16 = 18;
 pub const NXAST_DEC_TTL_CNT_IDS: u16 = 21;
+pub const NXAST_CHECK_PKT_LARGER: u16 = 49;
 pub const NXAST_CONTROLLER: u16 = 20;
 pub const NXAST_REG_MOVE: u16 = 6;
 pub const NXAST_REG_LOAD: u16 = 7;
@@ -135,6 +136,13 @@ pub enum NxAction {
     DecTtl,
     /// `dec_ttl(ID,…)` (NXAST_DEC_TTL_CNT_IDS): the controllers' ids.
     DecTtlIds(Vec<u16>),
+    /// `check_pkt_larger(LEN)->DST[OFS]` (NXAST_CHECK_PKT_LARGER): the one bit at
+    /// `offset` of NXM field `dst`.
+    CheckPktLarger {
+        pkt_len: u16,
+        offset: u16,
+        dst: u32,
+    },
     /// A packet-in of at most `max_len` bytes, to controller `controller_id`, with
     /// this reason.
     Controller {
@@ -240,6 +248,7 @@ impl NxAction {
             NxAction::Note(_) => NXAST_NOTE,
             NxAction::DecTtl => NXAST_DEC_TTL,
             NxAction::DecTtlIds(_) => NXAST_DEC_TTL_CNT_IDS,
+            NxAction::CheckPktLarger { .. } => NXAST_CHECK_PKT_LARGER,
             NxAction::Controller { .. } => NXAST_CONTROLLER,
             NxAction::RegLoad { .. } => NXAST_REG_LOAD,
             NxAction::RegLoad2(_) => NXAST_REG_LOAD2,
@@ -279,6 +288,15 @@ impl NxAction {
             }
             NxAction::Note(bytes) => out.extend_from_slice(bytes),
             NxAction::DecTtl => out.extend_from_slice(&[0; 6]),
+            NxAction::CheckPktLarger {
+                pkt_len,
+                offset,
+                dst,
+            } => {
+                out.extend_from_slice(&pkt_len.to_be_bytes());
+                out.extend_from_slice(&offset.to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
+            }
             // The ids after the fixed part, padded by the caller.
             NxAction::DecTtlIds(ids) => {
                 out.extend_from_slice(&(ids.len() as u16).to_be_bytes());
@@ -498,6 +516,18 @@ impl NxAction {
                 fixed(16)?;
                 zero(b.bytes(6))?;
                 NxAction::DecTtl
+            }
+            NXAST_CHECK_PKT_LARGER => {
+                fixed(24)?;
+                let pkt_len = b.u16().ok_or(BadNxAction::Len)?;
+                let offset = b.u16().ok_or(BadNxAction::Len)?;
+                let dst = b.u32().ok_or(BadNxAction::Len)?;
+                zero(Some(b.rest()))?;
+                NxAction::CheckPktLarger {
+                    pkt_len,
+                    offset,
+                    dst,
+                }
             }
             NXAST_DEC_TTL_CNT_IDS => {
                 let n = usize::from(b.u16().ok_or(BadNxAction::Len)?);

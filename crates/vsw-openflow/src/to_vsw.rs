@@ -519,6 +519,17 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         },
         NxAction::DecTtl => VswAction::DecTtl,
         NxAction::DecTtlIds(ref ids) => VswAction::DecTtlIds(ids.as_slice().into()),
+        NxAction::CheckPktLarger {
+            pkt_len,
+            offset,
+            dst,
+        } => {
+            let dst = nxm_subfield(dst, u32::from(offset), 1)?;
+            if !dst.field.is_writable() {
+                return Err(BadFlowMod::BadSetArgument);
+            }
+            VswAction::CheckPktLarger { len: pkt_len, dst }
+        }
         // vsw's packet-ins are for every controller that asks for them, with the
         // reason "action": another reason or one controller's id is refused rather
         // than kept in the echo and not done.

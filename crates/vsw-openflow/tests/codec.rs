@@ -428,6 +428,13 @@ fn plain_action() -> impl Strategy<Value = Action> {
         any::<u16>().prop_map(|t| Action::Nx(NxAction::PopMpls(t))),
         any::<u8>().prop_map(|t| Action::Nx(NxAction::SetMplsTtl(t))),
         Just(Action::Nx(NxAction::DecMplsTtl)),
+        (any::<u16>(), 0u16..32, 0u32..16).prop_map(|(pkt_len, offset, reg)| {
+            Action::Nx(NxAction::CheckPktLarger {
+                pkt_len,
+                offset,
+                dst: nxm_header(1, reg as u8, 4),
+            })
+        }),
         prop::collection::vec(any::<u16>(), 1..6)
             .prop_map(|ids| Action::Nx(NxAction::DecTtlIds(ids))),
         any::<u32>().prop_map(|l| Action::Nx(NxAction::SetMplsLabel(l))),

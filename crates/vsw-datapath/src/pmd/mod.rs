@@ -818,6 +818,7 @@ fn process_batch(
                     | DpAction::PopMpls(_)
                     | DpAction::SetMpls { .. }
                     | DpAction::DecMplsTtl
+                    | DpAction::CheckPktLen { .. }
                     | DpAction::Save
                     | DpAction::Restore
                     | DpAction::Meter(_)

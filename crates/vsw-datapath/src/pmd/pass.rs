@@ -306,7 +306,19 @@ impl Pass<'_, '_, '_> {
         let mut parsed: Option<FlowKey> = None;
         // The next action's place (a fallback skips to a copy's end).
         let mut at = 0;
-        while let Some(action) = actions.get(at) {
+        // Where a longer packet's way of each `CheckPktLen` ends, and where the
+        // shorter one's (skipped) ends, innermost last.
+        let mut forks = [(0usize, 0usize); crate::dpaction::MAX_FORKS];
+        let mut open_forks = 0;
+        loop {
+            if open_forks > 0 && forks[open_forks - 1].0 == at {
+                open_forks -= 1;
+                at = forks[open_forks].1;
+                continue;
+            }
+            let Some(action) = actions.get(at) else {
+                break;
+            };
             at += 1;
             if !matches!(
                 action,
@@ -370,6 +382,21 @@ impl Pass<'_, '_, '_> {
                     Ok(())
                 }
                 DpAction::DecMplsTtl => self.scratch.dec_mpls_ttl(),
+                DpAction::CheckPktLen { size, gt, le } => {
+                    let (gt, le) = (gt as usize, le as usize);
+                    if self.scratch.data().len() > usize::from(size) {
+                        if open_forks == forks.len() {
+                            // Deeper than translation makes: not run.
+                            self.outputs.tally.lost += 1;
+                            return;
+                        }
+                        forks[open_forks] = (at + gt, at + gt + le);
+                        open_forks += 1;
+                    } else {
+                        at += gt;
+                    }
+                    Ok(())
+                }
                 DpAction::SetField(w) => {
                     self.scratch.write_field(w);
                     Ok(())
