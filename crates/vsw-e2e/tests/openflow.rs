@@ -907,6 +907,10 @@ fn set_fields_options_of_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
             "set_field:2->arp_op,set_field:198.18.0.9->arp_spa,set_field:198.18.0.1->arp_tpa,set_field:02:00:00:00:00:09->arp_sha,set_field:02:00:00:00:00:01->arp_tha,output:2",
         ),
         (
+            "table=5,rarp,arp_op=3,actions=set_field:4->arp_op,set_field:02:00:00:00:00:01->arp_tha,output:2",
+            "set_field:4->arp_op,set_field:02:00:00:00:00:01->arp_tha,output:2",
+        ),
+        (
             "table=5,icmp,actions=set_field:0->icmp_type,set_field:3->icmp_code,output:2",
             "set_field:0->icmp_type,set_field:3->icmp_code,output:2",
         ),

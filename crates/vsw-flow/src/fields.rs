@@ -60,6 +60,8 @@ impl Needs {
         let dl = (m.dl_type == 0xffff).then_some(v.dl_type);
         let proto = (m.nw_proto == 0xff).then_some(v.nw_proto);
         let ip = matches!(dl, Some(EtherType::IPV4 | EtherType::IPV6));
+        // Reverse ARP has ARP's fields (Open vSwitch's ARP prerequisite is either).
+        let arp = dl.is_some_and(EtherType::is_arp);
         let nd = dl == Some(EtherType::IPV6)
             && proto == Some(IPPROTO_ICMPV6)
             && m.tp_src == 0xffff
@@ -70,8 +72,8 @@ impl Needs {
             Needs::Ipv4 => dl == Some(EtherType::IPV4),
             Needs::Ipv6 => dl == Some(EtherType::IPV6),
             Needs::Ip => ip,
-            Needs::Ipv4OrArp => matches!(dl, Some(EtherType::IPV4 | EtherType::ARP)),
-            Needs::IpOrArp => ip || dl == Some(EtherType::ARP),
+            Needs::Ipv4OrArp => dl == Some(EtherType::IPV4) || arp,
+            Needs::IpOrArp => ip || arp,
             Needs::Transport => {
                 ip && matches!(
                     proto,
@@ -80,9 +82,9 @@ impl Needs {
             }
             Needs::Ports => ip && matches!(proto, Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)),
             Needs::Tcp => ip && proto == Some(IPPROTO_TCP),
-            Needs::ArpOrNd => dl == Some(EtherType::ARP) || nd,
+            Needs::ArpOrNd => arp || nd,
             Needs::Nd => nd,
-            Needs::Arp => dl == Some(EtherType::ARP),
+            Needs::Arp => arp,
             Needs::Icmpv4 => dl == Some(EtherType::IPV4) && proto == Some(IPPROTO_ICMP),
             Needs::Icmpv6 => dl == Some(EtherType::IPV6) && proto == Some(IPPROTO_ICMPV6),
             Needs::Mpls => matches!(dl, Some(EtherType::MPLS | EtherType::MPLS_MULTICAST)),
@@ -96,14 +98,14 @@ impl Needs {
             Needs::Ipv4 => "ip",
             Needs::Ipv6 => "ipv6 (dl_type=0x86dd)",
             Needs::Ip => "ip or ipv6",
-            Needs::Ipv4OrArp => "ip or arp (dl_type=0x0800 or 0x0806)",
+            Needs::Ipv4OrArp => "ip, arp or rarp (dl_type=0x0800, 0x0806 or 0x8035)",
             Needs::IpOrArp => "ip, ipv6 or arp",
             Needs::Transport => "a transport protocol (tcp, udp, sctp or icmp)",
             Needs::Ports => "tcp, udp or sctp",
             Needs::Tcp => "tcp or tcp6",
             Needs::ArpOrNd => "arp, or icmp6 with icmp_type=135 or 136",
             Needs::Nd => "icmp6 with icmp_type=135 or 136",
-            Needs::Arp => "arp",
+            Needs::Arp => "arp or rarp",
             Needs::Icmpv4 => "icmp",
             Needs::Icmpv6 => "icmp6",
             Needs::Mpls => "mpls or mplsm (dl_type=0x8847 or 0x8848)",
@@ -248,6 +250,7 @@ pub fn shorthand(v: &FlowKey, m: &FlowKey) -> Option<String> {
             }
         }
         EtherType::ARP => "arp".into(),
+        EtherType::RARP => "rarp".into(),
         EtherType::MPLS => "mpls".into(),
         EtherType::MPLS_MULTICAST => "mplsm".into(),
         t => format!("dl_type=0x{t:04x}"),
@@ -259,6 +262,7 @@ pub const SHORTHANDS: &[(&str, u16, Option<u8>)] = &[
     ("ip", EtherType::IPV4, None),
     ("ipv6", EtherType::IPV6, None),
     ("arp", EtherType::ARP, None),
+    ("rarp", EtherType::RARP, None),
     ("mpls", EtherType::MPLS, None),
     ("mplsm", EtherType::MPLS_MULTICAST, None),
     ("tcp", EtherType::IPV4, Some(IPPROTO_TCP)),
@@ -884,7 +888,7 @@ pub static FIELDS: &[FieldDef] = &[
             (v.arp_sha, m.arp_sha) = parse_mac(n, t)?;
             Ok(())
         },
-        shown: |v, m| m.arp_sha != MacAddr::ZERO && dl(v, m) == Some(EtherType::ARP),
+        shown: |v, m| m.arp_sha != MacAddr::ZERO && dl(v, m).is_some_and(EtherType::is_arp),
         print: |v, m| format_mac(v.arp_sha, m.arp_sha),
     },
     FieldDef {
@@ -896,7 +900,7 @@ pub static FIELDS: &[FieldDef] = &[
             (v.arp_tha, m.arp_tha) = parse_mac(n, t)?;
             Ok(())
         },
-        shown: |v, m| m.arp_tha != MacAddr::ZERO && dl(v, m) == Some(EtherType::ARP),
+        shown: |v, m| m.arp_tha != MacAddr::ZERO && dl(v, m).is_some_and(EtherType::is_arp),
         print: |v, m| format_mac(v.arp_tha, m.arp_tha),
     },
     FieldDef {
@@ -908,7 +912,7 @@ pub static FIELDS: &[FieldDef] = &[
             (v.arp_sha, m.arp_sha) = parse_mac(n, t)?;
             Ok(())
         },
-        shown: |v, m| m.arp_sha != MacAddr::ZERO && dl(v, m) != Some(EtherType::ARP),
+        shown: |v, m| m.arp_sha != MacAddr::ZERO && !dl(v, m).is_some_and(EtherType::is_arp),
         print: |v, m| format_mac(v.arp_sha, m.arp_sha),
     },
     FieldDef {
@@ -920,7 +924,7 @@ pub static FIELDS: &[FieldDef] = &[
             (v.arp_tha, m.arp_tha) = parse_mac(n, t)?;
             Ok(())
         },
-        shown: |v, m| m.arp_tha != MacAddr::ZERO && dl(v, m) != Some(EtherType::ARP),
+        shown: |v, m| m.arp_tha != MacAddr::ZERO && !dl(v, m).is_some_and(EtherType::is_arp),
         print: |v, m| format_mac(v.arp_tha, m.arp_tha),
     },
 ];

@@ -253,7 +253,10 @@ impl MemberBundle {
             .map(str::trim)
             .filter(|m| !m.is_empty())
             .map(|m| match parse_port(name, m, ports)? {
-                p if p < 0xff00 || p == crate::LOCAL_PORT => Ok(p),
+                // A port of the bridge, or a reserved port Open vSwitch takes as
+                // a member (IN_PORT, TABLE, NORMAL, FLOOD, ALL, LOCAL, NONE).
+                p if p < 0xff00 || (0xffff_fff8..=0xffff_fffc).contains(&p) => Ok(p),
+                p if p == crate::LOCAL_PORT || p == 0xffff_ffff => Ok(p),
                 _ => Err(bad(name, m, "a member is a port of the bridge")),
             })
             .collect::<Result<Vec<u32>, _>>()?;

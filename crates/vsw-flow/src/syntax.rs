@@ -864,6 +864,10 @@ mod tests {
                 "priority=32768,ip,actions=check_pkt_larger(1500)->NXM_NX_REG9[1],resubmit(,2)",
             ),
             (
+                "rarp,arp_op=3,arp_sha=02:00:00:00:00:01,actions=set_field:4->arp_op,output:1",
+                "priority=32768,rarp,nw_proto=3,arp_sha=02:00:00:00:00:01,actions=set_field:4->arp_op,output:1",
+            ),
+            (
                 "ip,actions=dec_ttl(1, 2),dec_ttl,output:1",
                 "priority=32768,ip,actions=dec_ttl(1,2),dec_ttl,output:1",
             ),

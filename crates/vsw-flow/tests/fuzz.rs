@@ -171,6 +171,7 @@ const GOOD_MATCH: &[&str] = &[
     "dl_type=0x88cc",
     "mpls",
     "mplsm",
+    "rarp",
     "mpls_label=100",
     "mpls_tc=5",
     "mpls_bos=1",

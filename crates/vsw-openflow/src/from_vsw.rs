@@ -170,7 +170,7 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
                 }
             }
         }
-        Some(EtherType::ARP) => {
+        Some(EtherType::ARP | EtherType::RARP) => {
             f.push(field(21, v.nw_proto.into(), k.nw_proto.into(), 2, false));
             f.push(field(22, v.nw_src, k.nw_src, 4, true));
             f.push(field(23, v.nw_dst, k.nw_dst, 4, true));

@@ -134,7 +134,8 @@ pub struct OxmFieldDef {
 const IP: &[u16] = &[0x0800, 0x86dd];
 const IPV4: &[u16] = &[0x0800];
 const IPV6: &[u16] = &[0x86dd];
-const ARP: &[u16] = &[0x0806];
+/// ARP and reverse ARP (Open vSwitch's ARP prerequisite takes either).
+const ARP: &[u16] = &[0x0806, 0x8035];
 const MPLS: &[u16] = &[0x8847, 0x8848];
 const ND_SOLICIT: u8 = 135;
 const ND_ADVERT: u8 = 136;

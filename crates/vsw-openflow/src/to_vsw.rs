@@ -18,7 +18,7 @@ use vsw_flow::{
 };
 use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::wire::mpls;
-use vsw_packet::MacAddr;
+use vsw_packet::{EtherType, MacAddr};
 
 use crate::as_written::{written_buckets, written_instructions, written_match};
 use crate::flow_mod::{
@@ -130,7 +130,9 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             19 | 29 => (v.tp_src, k.tp_src) = (val as u16, 0xffff),
             20 | 30 => (v.tp_dst, k.tp_dst) = (val as u16, 0xffff),
             // An ARP opcode is the key's protocol number, as in Open vSwitch.
-            21 if eth_type == Some(0x0806) => (v.nw_proto, k.nw_proto) = (val as u8, 0xff),
+            21 if eth_type.is_some_and(EtherType::is_arp) => {
+                (v.nw_proto, k.nw_proto) = (val as u8, 0xff)
+            }
             24 | 32 => (v.arp_sha, k.arp_sha) = mac_pair(f),
             25 | 33 => (v.arp_tha, k.arp_tha) = mac_pair(f),
             26 => (v.nw_src, k.nw_src) = (val, mask),
@@ -499,13 +501,16 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
                     _ => return Err(BadFlowMod::BadArgument),
                 },
                 dst,
+                // As Open vSwitch checks an output port: one below OFPP_MAX or a
+                // reserved one (CONTROLLER refused when decoding).
                 members: members
                     .iter()
                     .map(|p| match port_from_16(*p) {
-                        OFPP_LOCAL => vsw_flow::LOCAL_PORT,
-                        p => p,
+                        OFPP_LOCAL => Ok(vsw_flow::LOCAL_PORT),
+                        p if (0xffff_ff00..0xffff_fff8).contains(&p) => Err(BadFlowMod::BadOutPort),
+                        p => Ok(p),
                     })
-                    .collect(),
+                    .collect::<Result<_, _>>()?,
             }))
         }
         NxAction::PopQueue => VswAction::PopQueue,

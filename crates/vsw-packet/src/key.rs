@@ -262,7 +262,7 @@ pub fn extract(
     match tags.ethertype {
         EtherType::IPV4 => extract_ipv4(key, l3),
         EtherType::IPV6 => extract_ipv6(key, l3),
-        EtherType::ARP => extract_arp(key, l3),
+        EtherType::ARP | EtherType::RARP => extract_arp(key, l3),
         // As Open vSwitch: nothing behind the labels is looked at (what they carry
         // is the label's to say); a pop and a recirculation show it.
         EtherType::MPLS | EtherType::MPLS_MULTICAST => {

@@ -161,6 +161,15 @@ fn arp_addresses() {
     assert_eq!(k.nw_proto, 1);
     assert_eq!((k.nw_src, k.nw_dst), (0xc612_0001, 0xc612_0002));
     assert_eq!((k.arp_sha, k.arp_tha), (SRC_MAC, MacAddr::ZERO));
+    // Reverse ARP has ARP's layout: the same fields.
+    let mut rarp = sample("arp request");
+    rarp[12..14].copy_from_slice(&EtherType::RARP.to_be_bytes());
+    let r = key_of(&rarp);
+    assert_eq!(r.dl_type, EtherType::RARP);
+    assert_eq!(
+        (r.nw_proto, { r.nw_src }, r.arp_sha),
+        (1, 0xc612_0001, SRC_MAC)
+    );
 }
 
 #[test]

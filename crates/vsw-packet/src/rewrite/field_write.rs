@@ -260,7 +260,7 @@ impl PacketBuf {
 
     /// Ethernet/IPv4 ARP's fixed layout only.
     fn set_arp(&mut self, field: usize, value: &[u8]) {
-        let Some((EtherType::ARP, off)) = self.l3() else {
+        let Some((EtherType::ARP | EtherType::RARP, off)) = self.l3() else {
             return;
         };
         let Ok(p) = arp::Packet::new_checked(&self.data()[off..]) else {

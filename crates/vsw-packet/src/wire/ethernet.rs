@@ -27,6 +27,8 @@ pub struct EtherType;
 impl EtherType {
     pub const IPV4: u16 = 0x0800;
     pub const ARP: u16 = 0x0806;
+    /// Reverse ARP (RFC 903): ARP's layout, opcodes 3 and 4.
+    pub const RARP: u16 = 0x8035;
     pub const VLAN: u16 = 0x8100;
     pub const QINQ: u16 = 0x88a8;
     pub const IPV6: u16 = 0x86dd;
@@ -34,6 +36,12 @@ impl EtherType {
     /// MPLS unicast and multicast (RFC 5332).
     pub const MPLS: u16 = 0x8847;
     pub const MPLS_MULTICAST: u16 = 0x8848;
+
+    /// Whether `t` is ARP or reverse ARP (same layout, the same fields).
+    #[inline]
+    pub fn is_arp(t: u16) -> bool {
+        t == EtherType::ARP || t == EtherType::RARP
+    }
 
     /// Whether `t` is the TPID of a VLAN tag.
     #[inline]
