@@ -577,23 +577,39 @@ fn buckets_are_inserted_and_removed_by_id_in_openflow_15() {
     assert_eq!(order(&dump), vec![5, 15], "{dump}");
     assert!(dump.contains("selection_method=hash"), "{dump}");
     // A bucket id the group has, or a bucket it does not: refused, nothing changed.
-    for bad in [
-        "group_id=1,command_bucket_id=last,bucket=bucket_id:5,actions=output:1",
-        "group_id=1,command_bucket_id=99,bucket=bucket_id:6,actions=output:1",
+    for (bad, code) in [
+        (
+            "group_id=1,command_bucket_id=last,bucket=bucket_id:5,actions=output:1",
+            "OFPGMFC_BUCKET_EXISTS",
+        ),
+        (
+            "group_id=1,command_bucket_id=99,bucket=bucket_id:6,actions=output:1",
+            "OFPGMFC_UNKNOWN_BUCKET",
+        ),
     ] {
         let out = ofctl_raw(&d, &["-O", "OpenFlow15", "insert-buckets", bad]);
         assert!(!out.status.success(), "{bad}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("BUCKET"), "{bad}: {err}");
+        assert!(err.contains(code), "{bad}: {err}");
     }
-    assert_eq!(order(&of(&["dump-groups"])), vec![5, 15]);
+    // An all group's buckets, inserted as ovs-ofctl sends them (no weight).
+    of(&[
+        "add-group",
+        "group_id=3,type=all,bucket=bucket_id:1,actions=output:1",
+    ]);
+    of(&[
+        "insert-buckets",
+        "group_id=3,command_bucket_id=last,bucket=bucket_id:2,actions=output:2",
+    ]);
+    assert_eq!(order(&of(&["dump-groups", "3"])), vec![1, 2]);
+    assert_eq!(order(&of(&["dump-groups", "1"])), vec![5, 15]);
     // In a bundle (as ovn-controller sends every change): on the group as it is.
     of(&[
         "--bundle",
         "insert-buckets",
         "group_id=1,command_bucket_id=last,bucket=bucket_id:30,actions=output:1",
     ]);
-    assert_eq!(order(&of(&["dump-groups"])), vec![5, 15, 30]);
+    assert_eq!(order(&of(&["dump-groups", "1"])), vec![5, 15, 30]);
 }
 
 #[test]

@@ -685,8 +685,9 @@ static DEC_TTL: ActionDef = ActionDef {
                 .filter(|s| !s.is_empty())
                 .map(|id| parse_uint(n, id, 0xffff).map(|v| v as u16))
                 .collect::<Result<Vec<u16>, _>>()?;
+            // `dec_ttl()` is plain `dec_ttl`, as in Open vSwitch.
             if ids.is_empty() {
-                return Err(bad(n, "", "dec_ttl(ID,…) names at least one controller id"));
+                return Ok(Action::DecTtl);
             }
             Ok(Action::DecTtlIds(ids.into()))
         }

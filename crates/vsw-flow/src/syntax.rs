@@ -409,6 +409,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::PopQueue
                     | Action::OutputReg { .. }
                     | Action::Bundle(_)
+                    | Action::CheckPktLarger { .. }
                     | Action::Multipath(_)
                     | Action::Sample(_)
                     | Action::Controller { pause: true, .. }
@@ -888,7 +889,10 @@ mod tests {
                 "dec_mpls_ttl needs mpls",
             ),
             ("ip,actions=push_mpls:0x0800", "0x8847 or 0x8848"),
-            ("ip,actions=dec_ttl()", "at least one controller id"),
+            (
+                "ip,actions=write_actions(check_pkt_larger(9)->NXM_NX_REG0[0])",
+                "write_actions",
+            ),
             (
                 "actions=check_pkt_larger(1500)->NXM_NX_REG0[0..1]",
                 "one bit",

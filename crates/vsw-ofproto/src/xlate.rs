@@ -131,6 +131,11 @@ pub enum XlateError {
          which only a recirculation from the pipeline's own actions shows: dropped"
     )]
     MplsNested,
+    #[error(
+        "check_pkt_larger nested more than {} deep: dropped",
+        vsw_datapath::MAX_FORKS
+    )]
+    TooManyForks,
 }
 
 /// Values `push` may hold on a translation's stack.
@@ -943,7 +948,8 @@ impl Ctx<'_, '_> {
     /// both ways'; what follows the list runs after either.
     fn fork_on_length(&mut self, len: u16, dst: Subfield, table: u8, rest: impl Fn(&mut Self)) {
         if self.forks == vsw_datapath::MAX_FORKS {
-            self.out.error = Some(XlateError::TooDeep);
+            self.out.error = Some(XlateError::TooManyForks);
+            self.step(table, format!("{}", XlateError::TooManyForks));
             return;
         }
         let at = self.out.actions.len();
@@ -958,7 +964,10 @@ impl Ctx<'_, '_> {
             self.ttl_unknown,
             self.mpls_popped,
         );
-        let action_set = self.action_set.actions.clone();
+        // As Open vSwitch since 2.17: each way starts with an empty action set
+        // and runs what it writes; the set from before the fork is back after.
+        let action_set = std::mem::take(&mut self.action_set.actions);
+        let in_action_set = self.in_action_set;
         self.forks += 1;
         let mut ways = [0u32; 2];
         for (way, answer) in ways.iter_mut().zip([1u128, 0]) {
@@ -966,7 +975,8 @@ impl Ctx<'_, '_> {
             self.stack.clone_from(&stack);
             self.ttl_unknown = ttl_unknown;
             self.mpls_popped = popped;
-            self.action_set.actions.clone_from(&action_set);
+            self.action_set.clear();
+            self.in_action_set = false;
             self.step(table, format!("check_pkt_larger({len}): {answer}"));
             let start = self.out.actions.len();
             self.load(dst.field, answer << dst.ofs, dst.mask());
@@ -983,13 +993,14 @@ impl Ctx<'_, '_> {
             gt: ways[0],
             le: ways[1],
         };
-        // Both ways ran the action set and the list's rest: what follows (an
-        // outer list's rest) sees the packet as before the fork.
+        // Both ways ran the list's rest: what follows (an outer list's rest, the
+        // action set from before) sees the packet as before the fork.
         self.key = key;
         self.stack = stack;
         self.ttl_unknown = ttl_unknown;
         self.mpls_popped = popped;
-        self.action_set.clear();
+        self.action_set.actions = action_set;
+        self.in_action_set = in_action_set;
         self.exiting = false;
     }
 
@@ -1809,9 +1820,10 @@ impl Ctx<'_, '_> {
         let stack = self.stack.clone();
         let popped = self.mpls_popped;
         // Actions that may change the packet run on a copy the datapath makes.
+        // (A fork's ways may rewrite, whatever its own bit is.)
         let copy = actions
             .iter()
-            .any(|a| a.rewrites() || matches!(a, Action::Group(_)));
+            .any(|a| a.rewrites() || matches!(a, Action::Group(_) | Action::CheckPktLarger { .. }));
         if copy {
             if self.saves == MAX_SAVES {
                 self.out.error = Some(XlateError::TooDeep);

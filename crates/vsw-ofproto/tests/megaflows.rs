@@ -571,6 +571,36 @@ fn a_packet_goes_the_way_its_length_says() {
             frame.len()
         );
     }
+    // In a clone, beside an action set written before it: the clone's ways run
+    // on a copy; the action set runs once, at the pipeline's end.
+    let in_clone = vec![
+        "table=0,priority=1,ip,actions=write_actions(output:4),\
+         clone(check_pkt_larger(50)->NXM_NX_REG0[0],resubmit(,1))"
+            .to_string(),
+        "table=1,priority=2,reg0=1,actions=output:2".into(),
+        "table=1,priority=1,actions=output:3".into(),
+    ];
+    for (tcp, port) in [(true, 2), (false, 3)] {
+        let p = Packet {
+            in_port: 1,
+            src: 1,
+            dst: 9,
+            tcp,
+            tp_dst: 53,
+        };
+        let frame = p.frame();
+        let mut key = FlowKey::default();
+        extract(&frame, 1, None, &mut key).unwrap();
+        let r = rig(&in_clone, 1);
+        let fresh = r.ofproto.translate_key(&key, vsw_datapath::clock::now_ms());
+        let out = expected(&frame, &fresh.actions);
+        assert_eq!(
+            out.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+            vec![port, 4],
+            "{:?}",
+            fresh.actions
+        );
+    }
     // Through the datapath's own caches too.
     let ops: Vec<Op> = [true, false, true, false]
         .into_iter()

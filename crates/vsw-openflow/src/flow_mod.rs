@@ -220,8 +220,8 @@ impl BadFlowMod {
             BadFlowMod::BadSetMask => (2, 16),
             BadFlowMod::BadGotoTable => (3, 2),
             BadFlowMod::BadTableId => (5, 2),
-            BadFlowMod::BadExperimenter => (2, 3),
-            BadFlowMod::BadExperimenterType => (2, 4),
+            BadFlowMod::BadExperimenter => (2, 2),
+            BadFlowMod::BadExperimenterType => (2, 3),
         }
     }
 }

@@ -155,7 +155,10 @@ impl OfBucket {
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
 
-    fn decode_list(version: Version, buf: &[u8]) -> Result<Vec<OfBucket>, BadGroupMod> {
+    /// The buckets of a group of type `kind` (1.5's weight, when no property
+    /// gives one, is 1 for a select group's bucket and 0 for another's, as Open
+    /// vSwitch reads it).
+    fn decode_list(version: Version, kind: u8, buf: &[u8]) -> Result<Vec<OfBucket>, BadGroupMod> {
         let mut r = Reader::new(buf);
         let mut out = Vec::new();
         while !r.is_empty() {
@@ -170,13 +173,14 @@ impl OfBucket {
                 if bucket_id > OFPG15_BUCKET_MAX {
                     return Err(BadGroupMod::BadBucket);
                 }
+                // Two of one id in one message: BAD_BUCKET, as Open vSwitch.
                 if out.iter().any(|o: &OfBucket| o.bucket_id == bucket_id) {
-                    return Err(BadGroupMod::BucketExists);
+                    return Err(BadGroupMod::BadBucket);
                 }
                 let actions = b.bytes(actions_len).ok_or(BadGroupMod::BadBucket)?;
                 let mut bucket = OfBucket {
                     bucket_id,
-                    weight: 1,
+                    weight: u16::from(kind == OFPGT_SELECT),
                     watch_port: OFPP_ANY,
                     watch_group: OFPG_ANY,
                     actions: Action::decode_list(actions)?,
@@ -279,10 +283,14 @@ impl GroupMod {
                 return Err(BadGroupMod::BadBucket);
             }
             let buckets = r.bytes(len).ok_or(short)?;
-            let buckets = OfBucket::decode_list(version, buckets)?;
+            let buckets = OfBucket::decode_list(version, kind, buckets)?;
+            // A remove names its bucket; it carries none.
+            if command == GroupCommand::RemoveBucket && !buckets.is_empty() {
+                return Err(BadGroupMod::BadBucket);
+            }
             (buckets, id, check_group_properties(r.rest())?.to_vec())
         } else {
-            let buckets = OfBucket::decode_list(version, r.rest())?;
+            let buckets = OfBucket::decode_list(version, kind, r.rest())?;
             (buckets, OFPG15_BUCKET_ALL, Vec::new())
         };
         if kind > OFPGT_FF {
@@ -489,10 +497,13 @@ impl GroupDescEntry {
         let (buckets, properties) = if version >= Version::V1_5 {
             let blen = usize::from(e.u16()?);
             e.bytes(6)?;
-            let buckets = OfBucket::decode_list(version, e.bytes(blen)?).ok()?;
+            let buckets = OfBucket::decode_list(version, kind, e.bytes(blen)?).ok()?;
             (buckets, check_group_properties(e.rest()).ok()?.to_vec())
         } else {
-            (OfBucket::decode_list(version, e.rest()).ok()?, Vec::new())
+            (
+                OfBucket::decode_list(version, kind, e.rest()).ok()?,
+                Vec::new(),
+            )
         };
         Some(GroupDescEntry {
             kind,
@@ -641,7 +652,14 @@ mod tests {
             .encode_body(Version::V1_5, &mut twice);
         assert_eq!(
             GroupMod::decode_body(Version::V1_5, &twice),
-            Err(BadGroupMod::BucketExists)
+            Err(BadGroupMod::BadBucket)
+        );
+        // A remove that carries buckets.
+        let mut carrying = Vec::new();
+        command(GroupCommand::RemoveBucket, 1, &[4]).encode_body(Version::V1_5, &mut carrying);
+        assert_eq!(
+            GroupMod::decode_body(Version::V1_5, &carrying),
+            Err(BadGroupMod::BadBucket)
         );
     }
 

@@ -73,6 +73,16 @@ impl PacketBuf {
         &self.buf[self.start..self.start + self.len]
     }
 
+    /// The length of the packets the frame goes out as: a super-frame's are its
+    /// headers and one segment (as Open vSwitch's `check_pkt_len` measures).
+    pub fn wire_len(&self) -> usize {
+        if self.vnet.is_gso() && self.vnet.gso_size > 0 {
+            (usize::from(self.vnet.hdr_len) + usize::from(self.vnet.gso_size)).min(self.len)
+        } else {
+            self.len
+        }
+    }
+
     /// Room left in front of the frame (for tags and outer headers).
     pub fn headroom(&self) -> usize {
         self.start

@@ -311,6 +311,10 @@ impl Pass<'_, '_, '_> {
         let mut forks = [(0usize, 0usize); crate::dpaction::MAX_FORKS];
         let mut open_forks = 0;
         loop {
+            // A fork left by a jump past it (a copy's end): gone.
+            while open_forks > 0 && forks[open_forks - 1].0 < at {
+                open_forks -= 1;
+            }
             if open_forks > 0 && forks[open_forks - 1].0 == at {
                 open_forks -= 1;
                 at = forks[open_forks].1;
@@ -384,7 +388,7 @@ impl Pass<'_, '_, '_> {
                 DpAction::DecMplsTtl => self.scratch.dec_mpls_ttl(),
                 DpAction::CheckPktLen { size, gt, le } => {
                     let (gt, le) = (gt as usize, le as usize);
-                    if self.scratch.data().len() > usize::from(size) {
+                    if self.scratch.wire_len() > usize::from(size) {
                         if open_forks == forks.len() {
                             // Deeper than translation makes: not run.
                             self.outputs.tally.lost += 1;
