@@ -74,12 +74,22 @@ pub fn run<R: Read>(
             out.clear();
             let result = receive(&mut session, input, &mut out);
             input = &[];
+            // What the session learned (its version, above all) takes effect
+            // before its answers go out: a peer that reads an answer and acts on
+            // it finds the connection as the answer says (another controller's
+            // role request then tells this one of its demotion).
+            let closed = match result {
+                Ok(events) => {
+                    events.into_iter().for_each(&mut event);
+                    None
+                }
+                Err(why) => Some(why),
+            };
             if !out.is_empty() && send(&out).is_err() {
                 return Ended::Gone;
             }
-            match result {
-                Ok(events) => events.into_iter().for_each(&mut event),
-                Err(why) => return Ended::Closed(why),
+            if let Some(why) = closed {
+                return Ended::Closed(why);
             }
             if !session.wants_more() {
                 break;

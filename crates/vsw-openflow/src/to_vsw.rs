@@ -438,11 +438,13 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             collector_set_id,
             obs_domain_id,
             obs_point_id,
-            // OpenFlow 1.0's OFPP_NONE: no port.
+            // OpenFlow 1.0's OFPP_NONE: no port; otherwise a port packets come in
+            // on (the same as written in text: no other reserved port).
             sampling_port: match sampling_port {
                 0xffff => None,
                 p => Some(match port_from_16(p) {
                     OFPP_LOCAL => vsw_flow::LOCAL_PORT,
+                    p if p >= 0xffff_ff00 => return Err(BadFlowMod::BadArgument),
                     p => p,
                 }),
             },
