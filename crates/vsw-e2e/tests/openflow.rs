@@ -90,6 +90,14 @@ fn monitor_lines_with<T>(
     got
 }
 
+/// Hosts 1 and 2 in namespaces of their own, their ports vswd's ports 1 and 2.
+fn two_hosts(d: &Vswd) -> (vsw_e2e::Host, vsw_e2e::Host) {
+    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
+    d.ctl_ok(&["add-port", &h1.port]);
+    d.ctl_ok(&["add-port", &h2.port]);
+    (h1, h2)
+}
+
 fn dpid(show: &str) -> String {
     show.split("dpid:")
         .nth(1)
@@ -898,9 +906,7 @@ fn set_fields_options_of_ovs_ofctl_are_installed_echoed_and_rewrite_packets() {
     let d = Vswd::start();
     let of = |args: &[&str]| of13(&d, args);
     of(&["del-flows"]);
-    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
-    d.ctl_ok(&["add-port", &h1.port]);
-    d.ctl_ok(&["add-port", &h2.port]);
+    let (h1, h2) = two_hosts(&d);
     // Replies from h2 leave with TTL 5 and ECN 1 (the IPv4 checksum follows: the
     // kernel would drop them otherwise).
     of(&["add-flow", "priority=0,actions=NORMAL"]);
@@ -968,9 +974,7 @@ fn mpls_labels_are_pushed_matched_and_popped_between_namespaces() {
     let d = Vswd::start();
     let of = |args: &[&str]| of13(&d, args);
     of(&["del-flows"]);
-    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
-    d.ctl_ok(&["add-port", &h1.port]);
-    d.ctl_ok(&["add-port", &h2.port]);
+    let (h1, h2) = two_hosts(&d);
     let flows = [
         (
             "table=0,priority=0,actions=NORMAL",
@@ -1039,9 +1043,7 @@ fn check_pkt_larger_sends_each_packet_the_way_its_length_says() {
     let d = Vswd::start();
     let of = |args: &[&str]| of13(&d, args);
     of(&["del-flows"]);
-    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
-    d.ctl_ok(&["add-port", &h1.port]);
-    d.ctl_ok(&["add-port", &h2.port]);
+    let (h1, h2) = two_hosts(&d);
     for flow in [
         "table=0,priority=0,actions=NORMAL",
         "table=0,priority=10,icmp,actions=check_pkt_larger(500)->NXM_NX_REG0[0],resubmit(,1)",
@@ -1146,9 +1148,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
 fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
     let _g = serial();
     let d = Vswd::start();
-    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
-    d.ctl_ok(&["add-port", &h1.port]);
-    d.ctl_ok(&["add-port", &h2.port]);
+    let (h1, h2) = two_hosts(&d);
     let pipeline = [
         // reg14 = 1 by way of the stack.
         "table=0,in_port=1,actions=set_field:0x1->reg14,push:NXM_NX_REG14[],load:0->NXM_NX_REG14[],pop:NXM_NX_REG14[],resubmit(,1)",
@@ -1234,9 +1234,7 @@ fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
 fn a_conjunction_forwards_only_while_every_clause_matches() {
     let _g = serial();
     let d = Vswd::start();
-    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
-    d.ctl_ok(&["add-port", &h1.port]);
-    d.ctl_ok(&["add-port", &h2.port]);
+    let (h1, h2) = two_hosts(&d);
     let clause_two = format!(
         "priority=10,ip,nw_dst={},actions=conjunction(7,2/2)",
         h2.addr
@@ -1376,9 +1374,7 @@ fn a_metered_controller_action_limits_only_the_packet_ins() {
 fn learned_flows_forward_the_replies_and_go_with_the_rule_that_learned_them() {
     let _g = serial();
     let d = Vswd::start();
-    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
-    d.ctl_ok(&["add-port", &h1.port]);
-    d.ctl_ok(&["add-port", &h2.port]);
+    let (h1, h2) = two_hosts(&d);
     let learning = "priority=10,actions=learn(table=1,hard_timeout=60,priority=5,cookie=0x42,\
                     delete_learned,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
                     load:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],output:NXM_OF_IN_PORT[]),\
@@ -1524,9 +1520,7 @@ fn a_paused_packet_continues_when_the_controller_resumes_it() {
 fn an_output_from_a_register_and_an_exit_forward_as_open_vswitch_does() {
     let _g = serial();
     let d = Vswd::start();
-    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
-    d.ctl_ok(&["add-port", &h1.port]);
-    d.ctl_ok(&["add-port", &h2.port]);
+    let (h1, h2) = two_hosts(&d);
     let ping = || {
         h1.exec(&["ping", "-c", "1", "-W", "1", &h2.addr])
             .status

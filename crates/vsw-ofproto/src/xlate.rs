@@ -839,12 +839,7 @@ impl Ctx<'_, '_> {
             // Only a bridge a patch port led to looks a table up before an action
             // could stop for the next pass: it stops here, its next pass starting
             // with this lookup (as Open vSwitch freezes before a table).
-            if self.in_group > 0
-                || self.copies > 0
-                || self.forks > 0
-                || self.in_action_set
-                || !self.env.may_freeze
-            {
+            if !self.in_one_rest() || !self.env.may_freeze {
                 self.out.error = Some(XlateError::MplsNested);
                 self.step(id, format!("{}", XlateError::MplsNested));
             } else {
@@ -1239,12 +1234,7 @@ impl Ctx<'_, '_> {
     /// rest to resume, and the packet is dropped (counted) as Open vSwitch cannot
     /// either.
     fn pause(&mut self, note: PuntNote, meter: Option<u32>, table: u8) {
-        if self.in_group > 0
-            || self.copies > 0
-            || self.forks > 0
-            || self.across.is_some()
-            || self.in_action_set
-        {
+        if !self.in_one_rest() || self.across.is_some() {
             self.out.error = Some(XlateError::PauseNested);
             self.step(table, format!("{}", XlateError::PauseNested));
             return;
@@ -1259,6 +1249,13 @@ impl Ctx<'_, '_> {
             table,
             frames: Vec::new(),
         });
+    }
+
+    /// Whether what follows here is one rest that a stop (a pause, a freeze after
+    /// `pop_mpls`) can keep and resume: not in a copy (a clone, a group bucket), a
+    /// `check_pkt_larger` way, or the action set.
+    fn in_one_rest(&self) -> bool {
+        self.in_group == 0 && self.copies == 0 && self.forks == 0 && !self.in_action_set
     }
 
     /// A paused translation unwinding through an action list: its rest, from
@@ -1385,8 +1382,7 @@ impl Ctx<'_, '_> {
         }
         // A bridge a patch port led to may stop too (its next pass resumes there,
         // as a select group's does); a copy or the action set has no one rest.
-        let nested = self.in_group > 0 || self.copies > 0 || self.forks > 0 || self.in_action_set;
-        if nested || !self.env.may_freeze {
+        if !self.in_one_rest() || !self.env.may_freeze {
             self.out.error = Some(XlateError::MplsNested);
             self.step(table, format!("{}", XlateError::MplsNested));
             return true;

@@ -1037,10 +1037,7 @@ fn a_pop_mpls_before_a_table_is_answered_on_a_second_pass() {
         "what needs nothing behind the label runs on the first pass"
     );
     // The next pass: the packet as the datapath parses it after the pop.
-    let again = FlowKey {
-        recirc_id: id,
-        ..udp_from(1, 1, 2)
-    };
+    let again = next_pass(&udp_from(1, 1, 2), id, 0);
     let second = backer.translate(&again, 0, false);
     assert_eq!(
         second.actions,
@@ -1097,14 +1094,7 @@ fn a_pop_mpls_across_a_patch_recirculates_in_the_peers_bridge() {
         first.actions
     );
     // The peer's next pass: resubmit to table 3, out of b's port 1 (datapath 3).
-    let second = backer.translate(
-        &FlowKey {
-            recirc_id: id,
-            ..udp_from(2, 1, 2)
-        },
-        0,
-        false,
-    );
+    let second = backer.translate(&next_pass(&udp_from(2, 1, 2), id, 0), 0, false);
     assert_eq!(second.actions, vec![Output(3)]);
     // Popped before the patch: the peer's first lookup is its next pass's.
     let (backer, _a, b, _o) = patched(
@@ -1117,13 +1107,6 @@ fn a_pop_mpls_across_a_patch_recirculates_in_the_peers_bridge() {
         panic!("{:?}", first.actions)
     };
     assert_eq!(backer.frozen_state(id).unwrap().slot, b);
-    let second = backer.translate(
-        &FlowKey {
-            recirc_id: id,
-            ..udp_from(2, 1, 2)
-        },
-        0,
-        false,
-    );
+    let second = backer.translate(&next_pass(&udp_from(2, 1, 2), id, 0), 0, false);
     assert_eq!(second.actions, vec![Output(3)]);
 }
