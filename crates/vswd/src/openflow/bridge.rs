@@ -97,16 +97,16 @@ fn group_mod_error(e: SwitchError) -> BadGroupMod {
 
 /// The groups as a bundle's messages leave them, one after the other: an insert
 /// or a remove of buckets works on the group as the messages before it made it.
-struct BundleGroups {
-    /// The groups before the bundle.
-    before: Vec<vsw_flow::GroupSpec>,
+struct BundleGroups<'a> {
+    /// The switch, its groups as they were before the bundle.
+    before: &'a Switch,
     /// Each group a message of the bundle made (`Some`) or deleted (`None`).
     made: HashMap<u32, Option<GroupDescEntry>>,
     /// A message deleted every group.
     all_gone: bool,
 }
 
-impl BundleGroups {
+impl BundleGroups<'_> {
     /// What `gm` (an insert or a remove) comes to: a modify of the group.
     fn resolve(&mut self, gm: &GroupMod) -> Result<GroupMod, BadGroupMod> {
         let current = match self.made.get(&gm.group_id) {
@@ -114,8 +114,8 @@ impl BundleGroups {
             None if self.all_gone => None,
             None => self
                 .before
-                .iter()
-                .find(|g| g.id == gm.group_id)
+                .group_spec(gm.group_id)
+                .as_ref()
                 .map(echo_group_desc),
         };
         let modify = resolve_bucket_command(current.as_ref(), gm)?;
@@ -272,11 +272,7 @@ impl Bridge for SwitchBridge<'_> {
             // On the group as it is, under one take of the lock.
             GroupCommand::InsertBucket | GroupCommand::RemoveBucket => {
                 let mut sw = self.sw();
-                let current = sw
-                    .group_specs()
-                    .iter()
-                    .find(|g| g.id == gm.group_id)
-                    .map(echo_group_desc);
+                let current = sw.group_spec(gm.group_id).as_ref().map(echo_group_desc);
                 let modify = resolve_bucket_command(current.as_ref(), gm)?;
                 sw.set_group(group_spec(&modify)?, true)
             }
@@ -288,10 +284,10 @@ impl Bridge for SwitchBridge<'_> {
     /// in one change of the tables, all or none.
     fn commit_bundle(&mut self, items: &[BundleItem]) -> Result<(), (Option<usize>, Refusal)> {
         // One take of the lock: the groups the bundle starts from are those it
-        // changes.
+        // changes (a group is looked up only for an insert or a remove of buckets).
         let mut sw = self.sw();
         let mut groups = BundleGroups {
-            before: sw.group_specs(),
+            before: &sw,
             made: HashMap::new(),
             all_gone: false,
         };

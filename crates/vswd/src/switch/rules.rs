@@ -479,6 +479,11 @@ impl Switch {
             .collect()
     }
 
+    /// Group `id` as it is.
+    pub fn group_spec(&self, id: u32) -> Option<vsw_flow::GroupSpec> {
+        self.ofproto.pipeline().group(id).map(|g| g.spec.clone())
+    }
+
     /// Every group as it is.
     pub fn group_specs(&self) -> Vec<vsw_flow::GroupSpec> {
         self.ofproto
