@@ -17,7 +17,6 @@ use vsw_flow::{
     GroupType, Load, Match, MatchKey, MeterSpec, Selection,
 };
 use vsw_packet::rewrite::FieldWrite;
-use vsw_packet::wire::mpls;
 use vsw_packet::{EtherType, MacAddr};
 
 use crate::as_written::{written_buckets, written_instructions, written_match};
@@ -73,10 +72,11 @@ fn mac_pair(f: &OxmField) -> (MacAddr, MacAddr) {
     (MacAddr(v), mask)
 }
 
-/// One part of the outermost MPLS entry matched exactly.
-fn mpls_part(v: &mut MatchKey, k: &mut MatchKey, val: u128, bits: u32, shift: u32) {
-    v.label = (v.label & !bits) | (((val as u32) << shift) & bits);
-    k.label |= bits;
+/// One part of the outermost MPLS entry matched exactly (each is a field of its
+/// own to vsw-flow, bits of the key's `label`).
+fn mpls_part(v: &mut MatchKey, k: &mut MatchKey, val: u128, field: Field) {
+    field.write(v, val);
+    field.write(k, vsw_flow::subfield::ones(u32::from(field.info().bits)));
 }
 
 /// A decoded OXM match (its fields checked by `OxmMatch::decode`) as vsw's match.
@@ -141,10 +141,10 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             28 => (v.label, k.label) = (val as u32, (mask & 0xfffff) as u32),
             31 => (v.nd_target, k.nd_target) = (val, mask),
             // The parts of the outermost MPLS entry, in the key's `label`.
-            34 => mpls_part(&mut v, &mut k, val, mpls::LABEL_MASK, mpls::LABEL_SHIFT),
-            35 => mpls_part(&mut v, &mut k, val, mpls::TC_MASK, mpls::TC_SHIFT),
-            36 => mpls_part(&mut v, &mut k, val, mpls::BOS_MASK, mpls::BOS_SHIFT),
-            MPLS_TTL => mpls_part(&mut v, &mut k, val, mpls::TTL_MASK, 0),
+            34 => mpls_part(&mut v, &mut k, val, Field::MplsLabel),
+            35 => mpls_part(&mut v, &mut k, val, Field::MplsTc),
+            36 => mpls_part(&mut v, &mut k, val, Field::MplsBos),
+            MPLS_TTL => mpls_part(&mut v, &mut k, val, Field::MplsTtl),
             IP_TTL => (v.nw_ttl, k.nw_ttl) = (val as u8, 0xff),
             IP_FRAG => (v.nw_frag, k.nw_frag) = (val as u8, mask as u8 & 3),
             TCP_FLAGS | NX_TCP_FLAGS => {
