@@ -9,6 +9,9 @@ use vsw_packet::key::{
     FRAG_ANY, FRAG_LATER, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
     ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, TUN_FLAG_OAM, VLAN_CFI,
 };
+use vsw_packet::wire::mpls::{
+    BOS_MASK, BOS_SHIFT, LABEL_MASK, LABEL_SHIFT, TC_MASK, TC_SHIFT, TTL_MASK,
+};
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
@@ -111,23 +114,24 @@ impl Needs {
 }
 
 /// A part of an MPLS packet's outermost label stack entry (the key's `label`),
-/// matched whole and printed in decimal, as Open vSwitch has them; its bits are
-/// read and written as `load` reaches the same field (subfield.rs).
+/// matched whole and printed in decimal, as Open vSwitch has them. (Its masks,
+/// not subfield.rs's `Field`: subfield.rs takes `Needs` from here, and the other
+/// way round would make the two modules import each other.)
 macro_rules! mpls_field {
-    ($name:literal, $field:expr) => {
+    ($name:literal, $mask:expr, $shift:expr, $max:literal) => {
         FieldDef {
             name: $name,
             aliases: &[],
             slot: $name,
             needs: Needs::Mpls,
             parse: |n, t, v, m, _| {
-                let bits = u32::from($field.info().bits);
-                $field.write(v, parse_uint(n, t, crate::subfield::ones(bits))?);
-                $field.write(m, crate::subfield::ones(bits));
+                let x = parse_uint(n, t, $max)? as u32;
+                v.label = (v.label & !$mask) | (x << $shift);
+                m.label |= $mask;
                 Ok(())
             },
-            shown: |v, m| $field.read(m) != 0 && Needs::Mpls.met(v, m),
-            print: |v, _| $field.read(v).to_string(),
+            shown: |v, m| m.label & $mask != 0 && Needs::Mpls.met(v, m),
+            print: |v, _| ((v.label & $mask) >> $shift).to_string(),
         }
     };
 }
@@ -806,10 +810,10 @@ pub static FIELDS: &[FieldDef] = &[
         shown: |_, m| m.nw_ttl != 0,
         print: |v, _| v.nw_ttl.to_string(),
     },
-    mpls_field!("mpls_label", crate::subfield::Field::MplsLabel),
-    mpls_field!("mpls_tc", crate::subfield::Field::MplsTc),
-    mpls_field!("mpls_ttl", crate::subfield::Field::MplsTtl),
-    mpls_field!("mpls_bos", crate::subfield::Field::MplsBos),
+    mpls_field!("mpls_label", LABEL_MASK, LABEL_SHIFT, 0xfffff),
+    mpls_field!("mpls_tc", TC_MASK, TC_SHIFT, 7),
+    mpls_field!("mpls_ttl", TTL_MASK, 0, 255),
+    mpls_field!("mpls_bos", BOS_MASK, BOS_SHIFT, 1),
     FieldDef {
         name: "ip_frag",
         aliases: &[],
