@@ -1087,7 +1087,7 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         "priority=12,actions=multipath(symmetric_l4,1024,hash_threshold,4,0,NXM_NX_REG0[0..1]),resubmit(,1)",
         "priority=11,actions=bundle_load(symmetric_l4,60,hrw,ofport,NXM_NX_REG0[],members:2,3),resubmit(,1)",
     ];
-    for version in ["OpenFlow13", "OpenFlow14", "OpenFlow15"] {
+    for version in ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"] {
         ofctl(&d, &["-O", version, "del-flows"]);
         for f in flows {
             ofctl(&d, &["-O", version, "add-flow", f]);
@@ -1137,6 +1137,119 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
                 .contains("clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2)")),
         "{vsw_flows:?}"
     );
+}
+
+/// `ovs-ofctl` without `-O` speaks OpenFlow 1.0 only: the ports come in the
+/// features reply, a flow `ofp10_match` can say goes as OFPT_FLOW_MOD, one it
+/// cannot (registers, IPv6, a table) through Nicira's NXM format, and dumps come
+/// back as NXST_FLOW — each flow as Open vSwitch prints it, and the same flows
+/// through OpenFlow 1.3. Port and aggregate statistics, flow removals and
+/// standard packet-ins have 1.0's layouts.
+#[test]
+fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
+    let _g = serial();
+    let d = Vswd::start();
+    d.ctl_ok(&["add-port", "p1", "type=ring"]);
+    d.ctl_ok(&["add-port", "p2", "type=ring"]);
+    let show = ofctl(&d, &["show"]);
+    assert!(show.contains("OFPT_FEATURES_REPLY (xid="), "{show}");
+    assert!(show.contains(" 2(p2): addr:"), "{show}");
+    assert!(show.contains("OFPT_GET_CONFIG_REPLY"), "{show}");
+    ofctl(&d, &["del-flows"]);
+    let flows = [
+        "priority=5,in_port=1,ip,nw_src=198.18.0.0/24,actions=mod_vlan_vid:9,output:2",
+        "priority=6,tcp,dl_vlan=7,dl_vlan_pcp=3,tp_dst=80,actions=strip_vlan,mod_dl_src:02:00:00:00:00:09,mod_nw_tos:16,mod_tp_src:99,output:1",
+        "priority=7,arp,arp_tpa=198.18.0.1,actions=CONTROLLER:64",
+        "table=3,priority=8,ipv6,reg3=0x7,actions=resubmit(,4)",
+        "table=4,priority=9,udp,ipv6_src=2001:db8::/32,reg0=0x1/0x1,actions=load:0x5->NXM_NX_REG1[],output:2",
+    ];
+    for f in flows {
+        ofctl(&d, &["add-flow", f]);
+    }
+    let with_stats = ofctl(&d, &["dump-flows"]);
+    assert!(with_stats.starts_with("NXST_FLOW reply"), "{with_stats}");
+    let dump = ofctl(&d, &["dump-flows", "--no-stats"]);
+    let of13 = of13(&d, &["dump-flows", "--no-stats"]);
+    for f in flows {
+        let want = ovs_prints("OpenFlow10", f);
+        // A table other than 0 is printed before the match in a dump.
+        let want = want.split_once("table:").map_or(want.clone(), |(_, rest)| {
+            let (table, flow) = rest.split_once(' ').expect("table:N FLOW");
+            format!("table={table}, {flow}")
+        });
+        assert!(
+            dump.lines().any(|l| l.trim() == want),
+            "{want} not in\n{dump}"
+        );
+        let priority = f.split(',').find(|w| w.starts_with("priority=")).unwrap();
+        assert!(of13.contains(priority), "{priority} not in 1.3's\n{of13}");
+    }
+    let aggregate = ofctl(&d, &["dump-aggregate"]);
+    assert!(aggregate.contains("flow_count=5"), "{aggregate}");
+    ofctl(
+        &d,
+        &["del-flows", "--strict", "table=3,priority=8,ipv6,reg3=0x7"],
+    );
+    ofctl(&d, &["del-flows", "ip"]);
+    let left = ofctl(&d, &["dump-flows", "--no-stats"]);
+    assert!(
+        !left.contains("reg3=0x7") && !left.contains("nw_src=198.18.0.0/24"),
+        "{left}"
+    );
+    assert!(left.contains("arp_tpa=198.18.0.1"), "{left}");
+    let ports = ofctl(&d, &["dump-ports"]);
+    assert!(
+        ports.contains("OFPST_PORT reply") && ports.contains("port  2: rx pkts=0"),
+        "{ports}"
+    );
+    // A standard 1.0 packet-in of what a generator port sends, and a flow
+    // removal when a flow's idle timeout ends it.
+    d.ctl_ok(&["add-port", "gen", "type=ring", "ring-flows=1"]);
+    ofctl(
+        &d,
+        &["add-flow", "priority=20,in_port=3,actions=CONTROLLER:64"],
+    );
+    ofctl(
+        &d,
+        &[
+            "add-flow",
+            "idle_timeout=1,priority=3,in_port=1,send_flow_rem,actions=drop",
+        ],
+    );
+    use std::io::BufRead;
+    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
+    let mut monitor = Command::new("timeout")
+        .args([
+            "20",
+            "ovs-ofctl",
+            "-P",
+            "standard",
+            "monitor",
+            &target,
+            "65535",
+        ])
+        .env("OVS_RUNDIR", &d.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ovs-ofctl monitor");
+    // The monitor prints what it receives on its standard error.
+    let mut lines = std::io::BufReader::new(monitor.stderr.take().expect("stderr"))
+        .lines()
+        .map_while(Result::ok);
+    let packet_in = lines
+        .find(|l| l.starts_with("OFPT_PACKET_IN"))
+        .expect("a packet-in before the monitor's time ran out");
+    assert!(packet_in.contains("in_port=3 (via action)"), "{packet_in}");
+    let removed = lines
+        .find(|l| l.starts_with("OFPT_FLOW_REMOVED"))
+        .expect("a flow removal before the monitor's time ran out");
+    assert!(
+        removed.contains("priority=3,in_port=1 reason=idle"),
+        "{removed}"
+    );
+    drop(lines);
+    vsw_e2e::end(monitor);
 }
 
 /// Registers carry a decision from table to table, as OVN's pipelines do (the

@@ -50,6 +50,8 @@ pub enum Refusal {
     BadRole,
     #[error("a role request with a generation id older than one seen (ROLE_REQUEST_FAILED/STALE)")]
     StaleRole,
+    #[error("an NXT_SET_FLOW_FORMAT naming no format vsw has (BAD_REQUEST/EPERM)")]
+    BadFlowFormat,
     #[error(transparent)]
     FlowMod(#[from] crate::flow_mod::BadFlowMod),
     #[error(transparent)]
@@ -75,9 +77,10 @@ impl Refusal {
             Refusal::BadConfigFlags => (OFPET_SWITCH_CONFIG_FAILED, 0),
             Refusal::BufferUnknown => (OFPET_BAD_REQUEST, 8),
             Refusal::BadPort => (OFPET_BAD_REQUEST, 11),
-            Refusal::BadPacket => (OFPET_BAD_REQUEST, 14),
+            Refusal::BadPacket => (OFPET_BAD_REQUEST, 12),
             Refusal::BadArgument => (2, 5),
             Refusal::IsSlave => (OFPET_BAD_REQUEST, 10),
+            Refusal::BadFlowFormat => (OFPET_BAD_REQUEST, 5),
             Refusal::BadRole => (OFPET_ROLE_REQUEST_FAILED, 2),
             Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),
             Refusal::FlowMod(e) => e.type_code(),

@@ -30,6 +30,7 @@ pub mod multipart;
 pub mod nx_action;
 mod nx_error;
 pub mod nx_learn;
+pub mod of10;
 pub mod oxm;
 pub mod oxs;
 pub mod packet;

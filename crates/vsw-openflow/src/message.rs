@@ -48,15 +48,17 @@ pub const OFPT_BARRIER_REPLY: u8 = 21;
 /// A hello element: the versions bitmap.
 const OFPHET_VERSIONBITMAP: u16 = 1;
 
-/// What a switch says of itself (`ofp_switch_features`, 1.3 on: ports are in the
-/// port-desc multipart, not here).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// What a switch says of itself (`ofp_switch_features`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Features {
     pub datapath_id: u64,
     pub n_buffers: u32,
     pub n_tables: u8,
     pub auxiliary_id: u8,
     pub capabilities: u32,
+    /// Every port: OpenFlow 1.0 lists them here; from 1.3 on they are in the
+    /// port-desc multipart instead, and this is not sent.
+    pub ports: Vec<PortInfo>,
 }
 
 /// `ofp_switch_config`: fragment handling flags and how much of a packet a
@@ -144,6 +146,12 @@ pub enum Message {
     BundleControl(BundleCtrl),
     /// OFPT_BUNDLE_ADD_MESSAGE (likewise).
     BundleAdd(BundleAdd),
+    /// Nicira's NXT_SET_FLOW_FORMAT (OpenFlow 1.0): `ofp10_match` or NXM in
+    /// flow-mods and flow statistics (`NXFF_*`).
+    SetFlowFormat(u32),
+    /// Nicira's NXT_FLOW_MOD_TABLE_ID (OpenFlow 1.0): whether a flow-mod's command
+    /// carries its table id in its high byte.
+    FlowModTableId(bool),
 }
 
 impl Message {
@@ -180,7 +188,9 @@ impl Message {
             | Message::SetPacketInFormat(_)
             | Message::SetControllerId(_)
             | Message::PacketIn2(_)
-            | Message::Resume(_) => OFPT_EXPERIMENTER,
+            | Message::Resume(_)
+            | Message::SetFlowFormat(_)
+            | Message::FlowModTableId(_) => OFPT_EXPERIMENTER,
             Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
             Message::BundleAdd(_) => OFPT_BUNDLE_ADD_MESSAGE,
         }
@@ -189,6 +199,9 @@ impl Message {
     /// Its type on the wire in `version`: 1.3's bundle messages are ONF's
     /// experimenter messages.
     fn kind_in(&self, version: u8) -> u8 {
+        if version == Version::V1_0.wire() {
+            return crate::of10::kind(self);
+        }
         match self {
             Message::BundleControl(_) | Message::BundleAdd(_) if version < Version::V1_4.wire() => {
                 OFPT_EXPERIMENTER
@@ -209,6 +222,9 @@ impl Message {
             xid,
         }
         .write(&mut out);
+        if version == Version::V1_0.wire() && crate::of10::encode_body(self, &mut out) {
+            return finish(out);
+        }
         match self {
             Message::Hello { versions } => {
                 if let Some(set) = versions {
@@ -314,13 +330,12 @@ impl Message {
                 }
                 a.encode_body(&mut out)
             }
+            // 1.0's messages: a 1.3+ connection is never sent them.
+            Message::SetFlowFormat(_) | Message::FlowModTableId(_) => {
+                crate::of10::encode_body(self, &mut out);
+            }
         }
-        // Nothing vsw sends is longer (packet-ins are cut to fit, replies are
-        // split, oversized rules refused); a length is never wrapped short.
-        debug_assert!(out.len() <= usize::from(u16::MAX), "a message over 64 KiB");
-        let len = crate::frame::len16(out.len());
-        out[2..4].copy_from_slice(&len.to_be_bytes());
-        out
+        finish(out)
     }
 
     /// A hello, whatever its version (it comes before one is agreed).
@@ -352,6 +367,9 @@ impl Message {
     /// A message of a connection that speaks `version`; `message` is all of it,
     /// header included (as `next_message` cut it).
     pub fn decode(version: Version, message: &[u8]) -> Result<Message, Refusal> {
+        if version == Version::V1_0 {
+            return crate::of10::decode(message, crate::of10::Dialect::default());
+        }
         let h = Header::parse(message).ok_or(Refusal::BadLen)?;
         let body = message
             .get(HEADER_LEN..usize::from(h.length))
@@ -371,19 +389,12 @@ impl Message {
             }
         };
         match h.kind {
-            OFPT_ERROR => {
-                let kind = r.u16().ok_or(Refusal::BadLen)?;
-                let code = r.u16().ok_or(Refusal::BadLen)?;
-                Ok(Message::Error(ErrorMsg {
-                    kind,
-                    code,
-                    data: r.rest().to_vec(),
-                }))
-            }
-            OFPT_ECHO_REQUEST => Ok(Message::EchoRequest(body.to_vec())),
-            OFPT_ECHO_REPLY => Ok(Message::EchoReply(body.to_vec())),
-            OFPT_FEATURES_REQUEST => exact(&r, Message::FeaturesRequest),
-            OFPT_GET_CONFIG_REQUEST => exact(&r, Message::GetConfigRequest),
+            OFPT_ERROR
+            | OFPT_ECHO_REQUEST
+            | OFPT_ECHO_REPLY
+            | OFPT_FEATURES_REQUEST
+            | OFPT_GET_CONFIG_REQUEST
+            | OFPT_SET_CONFIG => Message::decode_common(h.kind, body),
             OFPT_BARRIER_REQUEST => exact(&r, Message::BarrierRequest),
             OFPT_BARRIER_REPLY => exact(&r, Message::BarrierReply),
             OFPT_FEATURES_REPLY => {
@@ -401,25 +412,18 @@ impl Message {
                         n_tables,
                         auxiliary_id,
                         capabilities,
+                        ports: Vec::new(),
                     })
                 })()
                 .ok_or(Refusal::BadLen)?;
                 exact(&r, Message::FeaturesReply(f))
             }
-            OFPT_GET_CONFIG_REPLY | OFPT_SET_CONFIG => {
+            OFPT_GET_CONFIG_REPLY => {
                 let c = SwitchConfig {
                     flags: r.u16().ok_or(Refusal::BadLen)?,
                     miss_send_len: r.u16().ok_or(Refusal::BadLen)?,
                 };
-                let m = if h.kind == OFPT_SET_CONFIG {
-                    if c.flags & !SwitchConfig::FRAG_MASK != 0 {
-                        return Err(Refusal::BadConfigFlags);
-                    }
-                    Message::SetConfig(c)
-                } else {
-                    Message::GetConfigReply(c)
-                };
-                exact(&r, m)
+                exact(&r, Message::GetConfigReply(c))
             }
             OFPT_FLOW_MOD => Ok(Message::FlowMod(FlowMod::decode_body(version, body)?)),
             OFPT_GET_ASYNC_REQUEST => exact(&r, Message::GetAsyncRequest),
@@ -471,29 +475,80 @@ impl Message {
                 if vendor != crate::tlv::NX_VENDOR_ID {
                     return Err(Refusal::BadExperimenter);
                 }
-                match subtype {
-                    crate::tlv::NXT_TLV_TABLE_MOD => match TlvTableMod::decode_body(r.rest()) {
-                        Some(Ok(m)) => Ok(Message::TlvTableMod(m)),
-                        Some(Err(e)) => Err(Refusal::Tlv(e)),
-                        None => Err(Refusal::BadLen),
-                    },
-                    crate::tlv::NXT_TLV_TABLE_REQUEST => exact(&r, Message::TlvTableRequest),
-                    NXT_SET_PACKET_IN_FORMAT => {
-                        let f = r.u32().ok_or(Refusal::BadLen)?;
-                        exact(&r, Message::SetPacketInFormat(f))
-                    }
-                    NXT_SET_CONTROLLER_ID => {
-                        r.bytes(6).ok_or(Refusal::BadLen)?;
-                        let id = r.u16().ok_or(Refusal::BadLen)?;
-                        exact(&r, Message::SetControllerId(id))
-                    }
-                    crate::packet::NXT_RESUME => Ok(Message::Resume(
-                        crate::packet::Resume::decode_body(r.rest())?,
-                    )),
-                    _ => Err(Refusal::BadExperimenterType),
-                }
+                Message::decode_nicira(subtype, &mut r)
             }
             _ => Err(Refusal::BadType),
+        }
+    }
+
+    /// The messages whose layout every version shares, by type: error, echo,
+    /// features request, get-config request, set-config.
+    pub(crate) fn decode_common(kind: u8, body: &[u8]) -> Result<Message, Refusal> {
+        let mut r = Reader::new(body);
+        let exact = |r: &Reader, m: Message| {
+            if r.is_empty() {
+                Ok(m)
+            } else {
+                Err(Refusal::BadLen)
+            }
+        };
+        match kind {
+            OFPT_ERROR => {
+                let kind = r.u16().ok_or(Refusal::BadLen)?;
+                let code = r.u16().ok_or(Refusal::BadLen)?;
+                Ok(Message::Error(ErrorMsg {
+                    kind,
+                    code,
+                    data: r.rest().to_vec(),
+                }))
+            }
+            OFPT_ECHO_REQUEST => Ok(Message::EchoRequest(body.to_vec())),
+            OFPT_ECHO_REPLY => Ok(Message::EchoReply(body.to_vec())),
+            OFPT_FEATURES_REQUEST => exact(&r, Message::FeaturesRequest),
+            OFPT_GET_CONFIG_REQUEST => exact(&r, Message::GetConfigRequest),
+            OFPT_SET_CONFIG => {
+                let c = SwitchConfig {
+                    flags: r.u16().ok_or(Refusal::BadLen)?,
+                    miss_send_len: r.u16().ok_or(Refusal::BadLen)?,
+                };
+                if c.flags & !SwitchConfig::FRAG_MASK != 0 {
+                    return Err(Refusal::BadConfigFlags);
+                }
+                exact(&r, Message::SetConfig(c))
+            }
+            _ => Err(Refusal::BadType),
+        }
+    }
+
+    /// A Nicira message every version shares (after its vendor id and subtype).
+    pub(crate) fn decode_nicira(subtype: u32, r: &mut Reader) -> Result<Message, Refusal> {
+        let exact = |r: &Reader, m: Message| {
+            if r.is_empty() {
+                Ok(m)
+            } else {
+                Err(Refusal::BadLen)
+            }
+        };
+        match subtype {
+            crate::tlv::NXT_TLV_TABLE_MOD => match TlvTableMod::decode_body(r.rest()) {
+                Some(Ok(m)) => Ok(Message::TlvTableMod(m)),
+                Some(Err(e)) => Err(Refusal::Tlv(e)),
+                None => Err(Refusal::BadLen),
+            },
+            crate::tlv::NXT_TLV_TABLE_REQUEST => exact(r, Message::TlvTableRequest),
+            NXT_SET_PACKET_IN_FORMAT => {
+                let f = r.u32().ok_or(Refusal::BadLen)?;
+                exact(r, Message::SetPacketInFormat(f))
+            }
+            NXT_SET_CONTROLLER_ID => {
+                r.bytes(6).ok_or(Refusal::BadLen)?;
+                let id = r.u16().ok_or(Refusal::BadLen)?;
+                exact(r, Message::SetControllerId(id))
+            }
+            crate::packet::NXT_RESUME => Ok(Message::Resume(crate::packet::Resume::decode_body(
+                r.rest(),
+            )?)),
+            _ => Err(Refusal::BadExperimenterType),
         }
     }
 }
@@ -512,6 +567,16 @@ fn bundle_add(version: Version, r: &mut Reader) -> Result<Message, Refusal> {
 fn onf_experimenter(out: &mut Vec<u8>, subtype: u32) {
     out.extend_from_slice(&ONF_VENDOR_ID.to_be_bytes());
     out.extend_from_slice(&subtype.to_be_bytes());
+}
+
+/// A message's length written into its header, once its body is.
+fn finish(mut out: Vec<u8>) -> Vec<u8> {
+    // Nothing vsw sends is longer (packet-ins are cut to fit, replies are
+    // split, oversized rules refused); a length is never wrapped short.
+    debug_assert!(out.len() <= usize::from(u16::MAX), "a message over 64 KiB");
+    let len = crate::frame::len16(out.len());
+    out[2..4].copy_from_slice(&len.to_be_bytes());
+    out
 }
 
 /// An experimenter message's header after OpenFlow's: Nicira's vendor ID and the
@@ -550,6 +615,9 @@ impl Refusal {
     /// The error message answering `request` in `version`: as [`Refusal::answer`],
     /// but a bundle's refusal in 1.3 is ONF's experimenter error.
     pub fn answer_in(self, version: Version, request: &[u8]) -> Message {
+        if version == Version::V1_0 {
+            return crate::of10::answer(self, request);
+        }
         match self {
             Refusal::Bundle(b) => b.answer(version, request),
             other => other.answer(request),

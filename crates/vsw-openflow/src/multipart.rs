@@ -113,7 +113,7 @@ pub struct TableFeature {
     pub properties: Vec<(u16, Vec<u8>)>,
 }
 
-fn fixed_string(out: &mut Vec<u8>, s: &str, len: usize) {
+pub(crate) fn fixed_string(out: &mut Vec<u8>, s: &str, len: usize) {
     // Always zero-terminated, cut at a character boundary.
     let mut end = s.len().min(len - 1);
     while !s.is_char_boundary(end) {
@@ -327,6 +327,9 @@ pub const MAX_BODY: usize = 65535 - 8 - 8;
 /// (the switch refuses rules and groups that would make one).
 pub struct BodyStream {
     kind: u16,
+    /// What follows the flags before the entries: 1.3's padding, nothing in 1.0,
+    /// a vendor's id and subtype in Nicira's 1.0 statistics.
+    after_flags: Vec<u8>,
     entries: Box<dyn Iterator<Item = Vec<u8>> + Send>,
     next: Option<Vec<u8>>,
     started: bool,
@@ -335,8 +338,18 @@ pub struct BodyStream {
 
 impl BodyStream {
     pub fn new(kind: u16, entries: Box<dyn Iterator<Item = Vec<u8>> + Send>) -> BodyStream {
+        BodyStream::with_head(kind, vec![0; 4], entries)
+    }
+
+    /// A stream whose bodies start with `kind`, the flags and `after_flags`.
+    pub fn with_head(
+        kind: u16,
+        after_flags: Vec<u8>,
+        entries: Box<dyn Iterator<Item = Vec<u8>> + Send>,
+    ) -> BodyStream {
         BodyStream {
             kind,
+            after_flags,
             entries,
             next: None,
             started: false,
@@ -344,8 +357,14 @@ impl BodyStream {
         }
     }
 
+    /// The most entry bytes one message holds after its header and this head.
+    fn room(&self) -> usize {
+        usize::from(u16::MAX) - crate::frame::HEADER_LEN - 4 - self.after_flags.len()
+    }
+
     fn advance(&mut self) {
-        self.next = self.entries.by_ref().find(|e| e.len() <= MAX_BODY);
+        let room = self.room();
+        self.next = self.entries.by_ref().find(|e| e.len() <= room);
     }
 
     /// The next body (type, flags, padding, entries); `None` once the last was given.
@@ -357,11 +376,13 @@ impl BodyStream {
             self.started = true;
             self.advance();
         }
-        let mut b = Vec::with_capacity(8 + 1024);
+        let mut b = Vec::with_capacity(16 + 1024);
         b.extend_from_slice(&self.kind.to_be_bytes());
-        b.extend_from_slice(&[0; 6]);
+        b.extend_from_slice(&[0; 2]);
+        b.extend_from_slice(&self.after_flags);
+        let head = b.len();
         while let Some(e) = self.next.take() {
-            if b.len() > 8 && b.len() - 8 + e.len() > MAX_BODY {
+            if b.len() > head && b.len() - head + e.len() > self.room() {
                 self.next = Some(e);
                 break;
             }
@@ -412,17 +433,18 @@ impl MultipartReply {
     /// The reply's body, as one or more message bodies (each under OpenFlow's 64 KiB
     /// message length, all but the last flagged REPLY_MORE).
     pub fn encode_bodies(&self, version: Version) -> Vec<Vec<u8>> {
-        let mut stream = BodyStream::new(self.kind(), Box::new(self.entries(version).into_iter()));
+        let mut stream =
+            BodyStream::new(self.kind(), Box::new(self.entries_in(version).into_iter()));
         std::iter::from_fn(|| stream.next_body()).collect()
     }
 
     /// The reply as a stream of bodies made as they are asked for.
     pub fn into_stream(self, version: Version) -> BodyStream {
-        BodyStream::new(self.kind(), Box::new(self.entries(version).into_iter()))
+        BodyStream::new(self.kind(), Box::new(self.entries_in(version).into_iter()))
     }
 
     /// Each entry of the reply, encoded.
-    fn entries(&self, version: Version) -> Vec<Vec<u8>> {
+    pub(crate) fn entries_in(&self, version: Version) -> Vec<Vec<u8>> {
         match self {
             MultipartReply::Desc(d) => {
                 let mut e = Vec::with_capacity(1056);

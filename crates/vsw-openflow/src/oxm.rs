@@ -404,43 +404,18 @@ impl OxmMatch {
             .bytes(len.checked_sub(4).ok_or(BadMatch::BadLen)?)
             .ok_or(BadMatch::BadLen)?;
         r.bytes(len.div_ceil(8) * 8 - len).ok_or(BadMatch::BadLen)?;
-        let mut fields = Reader::new(body);
+        OxmMatch::checked(decode_fields(body, field_of_wire)?)
+    }
+
+    /// `fields` as one match: none given twice, each with what it needs in the rest
+    /// (the prerequisites), as every match vsw reads is checked.
+    pub(crate) fn checked(fields: Vec<OxmField>) -> Result<OxmMatch, BadMatch> {
         let mut m = OxmMatch::default();
-        while !fields.is_empty() {
-            let class = fields.u16().ok_or(BadMatch::BadLen)?;
-            let fh = fields.u8().ok_or(BadMatch::BadLen)?;
-            let flen = usize::from(fields.u8().ok_or(BadMatch::BadLen)?);
-            let payload = fields.bytes(flen).ok_or(BadMatch::BadLen)?;
-            let field = field_of_wire(class, fh >> 1).ok_or(BadMatch::BadField)?;
-            let hasmask = fh & 1 == 1;
-            let def = field_def(field).ok_or(BadMatch::BadField)?;
-            let parts = if hasmask { 2 } else { 1 };
-            let value_len = flen / parts;
-            if flen % parts != 0 || !def.takes_len(value_len) {
-                return Err(BadMatch::BadLen);
-            }
-            if hasmask && !def.maskable {
-                return Err(BadMatch::BadMask);
-            }
-            if m.get(field).is_some() {
+        for f in fields {
+            if m.get(f.field).is_some() {
                 return Err(BadMatch::DupField);
             }
-            let (value, mask) = payload.split_at(value_len);
-            if hasmask && value.iter().zip(mask).any(|(v, k)| v & !k != 0) {
-                // A value bit outside its mask: the spec makes it an error.
-                return Err(BadMatch::BadValue);
-            }
-            if let Some(bits) = value_bits(field) {
-                let n = value.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b));
-                if n >> bits != 0 {
-                    return Err(BadMatch::BadValue);
-                }
-            }
-            m.fields.push(OxmField {
-                field,
-                value: value.to_vec(),
-                mask: hasmask.then(|| mask.to_vec()),
-            });
+            m.fields.push(f);
         }
         for f in &m.fields {
             let def = field_def(f.field).ok_or(BadMatch::BadField)?;
@@ -458,6 +433,60 @@ impl OxmMatch {
         let m = OxmMatch::decode(&mut r)?;
         Ok((m, r.rest()))
     }
+}
+
+/// The type-length-value fields of `body` (a match without its header and
+/// padding), each named through `name` (which field a class and number are) and
+/// checked against its definition: length, mask, value bits.
+pub(crate) fn decode_fields(
+    body: &[u8],
+    name: impl Fn(u16, u8) -> Option<u8>,
+) -> Result<Vec<OxmField>, BadMatch> {
+    let mut fields = Reader::new(body);
+    let mut out = Vec::new();
+    while !fields.is_empty() {
+        let class = fields.u16().ok_or(BadMatch::BadLen)?;
+        let fh = fields.u8().ok_or(BadMatch::BadLen)?;
+        let flen = usize::from(fields.u8().ok_or(BadMatch::BadLen)?);
+        let payload = fields.bytes(flen).ok_or(BadMatch::BadLen)?;
+        let field = name(class, fh >> 1).ok_or(BadMatch::BadField)?;
+        out.push(checked_field(field, fh & 1 == 1, payload)?);
+    }
+    Ok(out)
+}
+
+/// One field's value (and mask, when `hasmask`: the second half of `payload`),
+/// checked against the field's definition.
+pub(crate) fn checked_field(
+    field: u8,
+    hasmask: bool,
+    payload: &[u8],
+) -> Result<OxmField, BadMatch> {
+    let def = field_def(field).ok_or(BadMatch::BadField)?;
+    let parts = if hasmask { 2 } else { 1 };
+    let value_len = payload.len() / parts;
+    if !payload.len().is_multiple_of(parts) || !def.takes_len(value_len) {
+        return Err(BadMatch::BadLen);
+    }
+    if hasmask && !def.maskable {
+        return Err(BadMatch::BadMask);
+    }
+    let (value, mask) = payload.split_at(value_len);
+    if hasmask && value.iter().zip(mask).any(|(v, k)| v & !k != 0) {
+        // A value bit outside its mask: the spec makes it an error.
+        return Err(BadMatch::BadValue);
+    }
+    if let Some(bits) = value_bits(field) {
+        let n = value.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b));
+        if n >> bits != 0 {
+            return Err(BadMatch::BadValue);
+        }
+    }
+    Ok(OxmField {
+        field,
+        value: value.to_vec(),
+        mask: hasmask.then(|| mask.to_vec()),
+    })
 }
 
 #[cfg(test)]

@@ -418,6 +418,19 @@ impl PacketOut {
             .bytes(usize::from(actions_len))
             .ok_or(Refusal::FlowMod(BadFlowMod::BadActionLen))?;
         let actions = Action::decode_list(actions)?;
+        let mut po = PacketOut::checked(buffer_id, in_port, actions, r.rest().to_vec())?;
+        po.metadata = metadata;
+        Ok(po)
+    }
+
+    /// A packet-out of these parts, or why not: a buffer (vsw keeps none), an
+    /// input port that is no port.
+    pub(crate) fn checked(
+        buffer_id: u32,
+        in_port: u32,
+        actions: Vec<Action>,
+        data: Vec<u8>,
+    ) -> Result<PacketOut, Refusal> {
         if buffer_id != NO_BUFFER {
             return Err(Refusal::BufferUnknown);
         }
@@ -433,9 +446,9 @@ impl PacketOut {
             } else {
                 in_port
             },
-            metadata,
+            metadata: Vec::new(),
             actions,
-            data: r.rest().to_vec(),
+            data,
         })
     }
 }

@@ -119,6 +119,8 @@ pub const MAX_BATCH: usize = 1024;
 /// A multipart reply being sent, a body at a time.
 struct Streaming {
     version: u8,
+    /// The reply's message type: OFPT_MULTIPART_REPLY, 1.0's OFPT_STATS_REPLY.
+    kind: u8,
     xid: u32,
     bodies: BodyStream,
 }
@@ -133,7 +135,7 @@ impl Streaming {
             };
             Header {
                 version: self.version,
-                kind: OFPT_MULTIPART_REPLY,
+                kind: self.kind,
                 length: u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX),
                 xid: self.xid,
             }
@@ -195,6 +197,8 @@ pub struct Session {
     refusals: RefusalLog,
     /// The number NXT_SET_CONTROLLER_ID gave the connection (0 until then).
     controller_id: u16,
+    /// What a 1.0 connection asked for that changes how its flow-mods read.
+    of10: crate::of10::Dialect,
 }
 
 /// Refusals logged per connection and second, at most; the others are counted and
@@ -284,6 +288,7 @@ impl Session {
             bundles: OpenBundles::default(),
             refusals: RefusalLog::default(),
             controller_id: 0,
+            of10: crate::of10::Dialect::default(),
         }
     }
 
@@ -295,6 +300,43 @@ impl Session {
         refusal
             .answer_in(version, request)
             .encode(version.wire(), xid)
+    }
+
+    /// A message of the connection, read as its version (and, in 1.0, what it
+    /// asked for) lays it out.
+    fn decode(&self, version: Version, m: &[u8]) -> Result<Message, Refusal> {
+        if version == Version::V1_0 {
+            crate::of10::decode(m, self.of10)
+        } else {
+            Message::decode(version, m)
+        }
+    }
+
+    /// A multipart (1.0: statistics) reply to `request`, streamed a body at a
+    /// time, its entries made by `entries` (1.3 on) as they are asked for.
+    fn stream_reply(
+        &mut self,
+        version: Version,
+        request: &[u8],
+        kind: u16,
+        entries: Box<dyn Iterator<Item = Vec<u8>> + Send>,
+    ) {
+        let xid = Header::parse(request).map_or(0, |h| h.xid);
+        let (msg_kind, bodies) = if version == Version::V1_0 {
+            let (kind, after_flags) = crate::of10::reply_head(request, kind);
+            (
+                crate::of10::OFPT10_STATS_REPLY,
+                BodyStream::with_head(kind, after_flags, entries),
+            )
+        } else {
+            (OFPT_MULTIPART_REPLY, BodyStream::new(kind, entries))
+        };
+        self.streaming = Some(Streaming {
+            version: version.wire(),
+            kind: msg_kind,
+            xid,
+            bodies,
+        });
     }
 
     fn xid(&mut self) -> u32 {
@@ -367,7 +409,7 @@ impl Session {
             };
             used += m.len();
             if let Some(v) = self.version {
-                if let Ok(Message::FlowMod(fm)) = Message::decode(v, &m) {
+                if let Ok(Message::FlowMod(fm)) = self.decode(v, &m) {
                     if bridge.role() != Role::Slave {
                         mods.push((m, fm));
                         if mods.len() >= MAX_BATCH {
@@ -426,7 +468,7 @@ impl Session {
         let Some(version) = self.version else {
             return self.hello(h, m, out, events);
         };
-        match Message::decode(version, m) {
+        match self.decode(version, m) {
             // A slave reads; it changes nothing.
             Ok(
                 Message::FlowMod(_)
@@ -620,25 +662,30 @@ impl Session {
                 n_tables: N_TABLES,
                 auxiliary_id: 0,
                 capabilities: 0,
+                // 1.0 lists the ports here; later versions ask for them apart.
+                ports: if version == Version::V1_0 {
+                    bridge.ports()
+                } else {
+                    Vec::new()
+                },
             })),
             Message::MultipartRequest(req) => {
                 let reply = match req {
                     // Made as the reply gets to each rule, a body at a time.
                     MultipartRequest::Flow(f) => match bridge.flow_stats(&f) {
                         Ok(entries) => {
+                            let nicira = crate::of10::is_nicira_stats(request);
                             let encoded = entries.map(move |e| {
                                 let mut b = Vec::with_capacity(256);
-                                e.encode(version, &mut b);
+                                if version == Version::V1_0 {
+                                    crate::of10::encode_flow_entry(&e, nicira, &mut b);
+                                } else {
+                                    e.encode(version, &mut b);
+                                }
                                 b
                             });
-                            self.streaming = Some(Streaming {
-                                version: v,
-                                xid: h.xid,
-                                bodies: BodyStream::new(
-                                    crate::flow_stats::OFPMP_FLOW,
-                                    Box::new(encoded),
-                                ),
-                            });
+                            let kind = crate::flow_stats::OFPMP_FLOW;
+                            self.stream_reply(version, request, kind, Box::new(encoded));
                             return;
                         }
                         Err(e) => {
@@ -692,11 +739,17 @@ impl Session {
                         }
                     },
                 };
-                self.streaming = Some(Streaming {
-                    version: v,
-                    xid: h.xid,
-                    bodies: reply.into_stream(version),
-                });
+                let entries = if version == Version::V1_0 {
+                    crate::of10::reply_entries(&reply, request)
+                } else {
+                    reply.entries_in(version)
+                };
+                self.stream_reply(
+                    version,
+                    request,
+                    reply.kind(),
+                    Box::new(entries.into_iter()),
+                );
                 None
             }
             Message::GetConfigRequest => Some(Message::GetConfigReply(self.config)),
@@ -757,6 +810,18 @@ impl Session {
             // is not sent: refused, as a format the switch does not have).
             // Kept: vsw's `controller` actions send to every controller (none
             // names an id yet), so it routes nothing.
+            Message::SetFlowFormat(f) => {
+                // Both formats are always read (their flow-mods and statistics
+                // are messages of their own); anything else is none.
+                if !matches!(f, crate::of10::NXFF_OPENFLOW10 | crate::of10::NXFF_NXM) {
+                    out.extend(self.refuse(version, request, Refusal::BadFlowFormat));
+                }
+                None
+            }
+            Message::FlowModTableId(on) => {
+                self.of10.table_in_command = on;
+                None
+            }
             Message::SetControllerId(id) => {
                 self.controller_id = id;
                 None
@@ -897,7 +962,7 @@ mod tests {
         assert_eq!(
             (hello[0], hello[1]),
             (0x06, OFPT_HELLO),
-            "1.5 header, bitmap of 1.3–1.5"
+            "1.5 header, bitmap of 1.0 and 1.3–1.5"
         );
         let mut out = Vec::new();
         let mut input = Message::Hello {
@@ -949,7 +1014,8 @@ mod tests {
                         n_buffers: 0,
                         n_tables: N_TABLES,
                         auxiliary_id: 0,
-                        capabilities: 0
+                        capabilities: 0,
+                        ports: Vec::new(),
                     })
                 ),
                 (3, Message::EchoReply(b"hi".to_vec())),
@@ -1018,7 +1084,7 @@ mod tests {
         let mut s = switch();
         let mut out = Vec::new();
         let r = s.receive(
-            &Message::Hello { versions: None }.encode(0x01, 5),
+            &Message::Hello { versions: None }.encode(0x02, 5),
             &mut TestBridge,
             &mut out,
         );
@@ -1026,11 +1092,11 @@ mod tests {
         let (h, m) = next_message(&out).unwrap().unwrap();
         assert_eq!(
             (h.version, h.kind, h.xid),
-            (0x01, 1, 5),
+            (0x02, 1, 5),
             "an error in the peer's version"
         );
         assert_eq!(&m[8..12], &[0, 0, 0, 0], "HELLO_FAILED/INCOMPATIBLE");
-        assert!(String::from_utf8_lossy(&m[12..]).contains("1.3 to 1.5"));
+        assert!(String::from_utf8_lossy(&m[12..]).contains("1.0 and 1.3 to 1.5"));
         let mut s = switch();
         let r = s.receive(
             &Message::FeaturesRequest.encode(0x04, 1),

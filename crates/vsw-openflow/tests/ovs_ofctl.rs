@@ -165,8 +165,21 @@ fn ovs_ofctl_negotiates_probes_and_reads_the_configuration() {
         text.contains("Software: vsw test") && text.contains("DP Description: br0"),
         "{text}"
     );
-    // A peer that speaks only 1.0 is refused, and told so.
-    let out = ofctl(&["-O", "OpenFlow10", "probe", &target]);
+    // Without -O, ovs-ofctl speaks only 1.0: the ports are in the features reply.
+    let out = ofctl(&["show", &target]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("OFPT_FEATURES_REPLY (xid="), "{text}");
+    assert!(text.contains("dpid:00000000000000ab"), "{text}");
+    assert!(text.contains(" 2(vm2): addr:02:00:00:00:00:02"), "{text}");
+    assert!(text.contains("10GB-FD"), "port 2's speed: {text}");
+    assert!(text.contains("OFPT_GET_CONFIG_REPLY"), "{text}");
+    // A peer that speaks only 1.1 is refused, and told so.
+    let out = ofctl(&["-O", "OpenFlow11", "probe", &target]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("version negotiation failed"), "{err}");

@@ -247,7 +247,7 @@ impl SwitchOptions {
                         return Err(bad(
                             k,
                             v,
-                            "none that vsw speaks (OpenFlow13, OpenFlow14, OpenFlow15)",
+                            "none that vsw speaks (OpenFlow10, OpenFlow13, OpenFlow14, OpenFlow15)",
                         ));
                     }
                     out.protocols = vsw_openflow::VersionSet(set.0 & vsw.0);
@@ -580,11 +580,11 @@ mod tests {
     fn protocols_are_open_vswitchs_names_of_what_vsw_speaks() {
         let o = |v: &str| SwitchOptions::from_options(&parse_pairs(&words(&[v])).unwrap());
         assert_eq!(
-            o("protocols=OpenFlow10,OpenFlow13,OpenFlow15")
+            o("protocols=OpenFlow10,OpenFlow11,OpenFlow13,OpenFlow15")
                 .unwrap()
                 .protocols,
-            vsw_openflow::VersionSet((1 << 4) | (1 << 6)),
-            "1.0 is dropped: vsw does not speak it"
+            vsw_openflow::VersionSet((1 << 1) | (1 << 4) | (1 << 6)),
+            "1.1 is dropped: vsw does not speak it"
         );
         assert_eq!(
             SwitchOptions::from_options(&Options::new())
@@ -592,7 +592,7 @@ mod tests {
                 .protocols,
             vsw_openflow::VersionSet::VSW
         );
-        assert!(o("protocols=OpenFlow10")
+        assert!(o("protocols=OpenFlow11,OpenFlow12")
             .unwrap_err()
             .to_string()
             .contains("none that vsw speaks"));
