@@ -1209,13 +1209,6 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
         &d,
         &["add-flow", "priority=20,in_port=3,actions=CONTROLLER:64"],
     );
-    ofctl(
-        &d,
-        &[
-            "add-flow",
-            "idle_timeout=1,priority=3,in_port=1,send_flow_rem,actions=drop",
-        ],
-    );
     use std::io::BufRead;
     let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
     let mut monitor = Command::new("timeout")
@@ -1241,6 +1234,14 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
         .find(|l| l.starts_with("OFPT_PACKET_IN"))
         .expect("a packet-in before the monitor's time ran out");
     assert!(packet_in.contains("in_port=3 (via action)"), "{packet_in}");
+    // Added once the monitor is listening, so that its going is heard.
+    ofctl(
+        &d,
+        &[
+            "add-flow",
+            "idle_timeout=1,priority=3,in_port=1,send_flow_rem,actions=drop",
+        ],
+    );
     let removed = lines
         .find(|l| l.starts_with("OFPT_FLOW_REMOVED"))
         .expect("a flow removal before the monitor's time ran out");
@@ -1477,6 +1478,72 @@ fn a_metered_controller_action_limits_only_the_packet_ins() {
             dropped > 1_000 && d.port("sink").stats.tx_packets > 1_000
         },
     );
+}
+
+/// `ovs-ofctl monitor br0 watch:` (Nicira's flow monitor, OpenFlow 1.0): the
+/// flows there first, then each change whoever makes it — a controller's, a
+/// `learn` action's as packets pass, and the learned flows' going with the rule
+/// that learned them.
+#[test]
+fn a_flow_monitor_hears_of_every_change_learned_flows_too() {
+    use std::io::BufRead;
+    let _g = serial();
+    let d = Vswd::start();
+    let (h1, h2) = two_hosts(&d);
+    ofctl(&d, &["del-flows"]);
+    let learning = "priority=10,actions=learn(table=1,priority=5,delete_learned,\
+                    NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)";
+    ofctl(&d, &["add-flow", learning]);
+    ofctl(&d, &["add-flow", "table=1,priority=0,actions=flood"]);
+    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
+    // The monitor prints on both of its outputs: one pipe for both.
+    let mut monitor = Command::new("sh")
+        .args([
+            "-c",
+            "exec timeout 20 ovs-ofctl monitor \"$0\" watch:table=1 2>&1",
+            &target,
+        ])
+        .env("OVS_RUNDIR", &d.dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ovs-ofctl monitor");
+    let mut lines = std::io::BufReader::new(monitor.stdout.take().expect("stdout"))
+        .lines()
+        .map_while(Result::ok);
+    let mut upto = |what: &str| -> Vec<String> {
+        let mut seen = Vec::new();
+        for l in lines.by_ref() {
+            let done = l.contains(what);
+            seen.push(l);
+            if done {
+                return seen;
+            }
+        }
+        panic!("no {what} before the monitor's time ran out: {seen:?}")
+    };
+    // The initial reply: the flood rule, with its actions.
+    let initial = upto("actions=FLOOD");
+    assert!(
+        initial
+            .iter()
+            .any(|l| l.starts_with("NXST_FLOW_MONITOR reply (xid=")),
+        "{initial:?}"
+    );
+    assert!(h1
+        .exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", &h2.addr])
+        .status
+        .success());
+    let learned = upto(&format!("dl_dst={}", h2.mac));
+    let line = learned.last().unwrap();
+    assert!(
+        line.contains("event=ADDED table=1") && line.contains("actions=output:2"),
+        "{learned:?}"
+    );
+    ofctl(&d, &["del-flows", "--strict", "priority=10"]);
+    let gone = upto("event=DELETED");
+    assert!(gone.last().unwrap().contains("reason=delete"), "{gone:?}");
+    drop(lines);
+    vsw_e2e::end(monitor);
 }
 
 /// `learn(…)` as Open vSwitch's MAC-learning example uses it: each host's frames

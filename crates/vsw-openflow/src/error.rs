@@ -6,6 +6,7 @@ const OFPET_HELLO_FAILED: u16 = 0;
 const OFPET_BAD_REQUEST: u16 = 1;
 const OFPET_SWITCH_CONFIG_FAILED: u16 = 10;
 const OFPET_ROLE_REQUEST_FAILED: u16 = 11;
+const OFPET_FLOW_MONITOR_FAILED: u16 = 16;
 /// Experimenter errors (OpenFlow 1.2 on): the code is the experimenter's, and the
 /// experimenter ID leads the data.
 pub const OFPET_EXPERIMENTER: u16 = 0xffff;
@@ -50,6 +51,12 @@ pub enum Refusal {
     BadRole,
     #[error("a role request with a generation id older than one seen (ROLE_REQUEST_FAILED/STALE)")]
     StaleRole,
+    #[error("a flow monitor with an id already in use (FLOW_MONITOR_FAILED/MONITOR_EXISTS)")]
+    MonitorExists,
+    #[error("a flow monitor cancelled that is none (FLOW_MONITOR_FAILED/UNKNOWN_MONITOR)")]
+    MonitorUnknown,
+    #[error("a flow monitor with flags vsw does not know (FLOW_MONITOR_FAILED/BAD_FLAGS)")]
+    MonitorBadFlags,
     #[error("an NXT_SET_FLOW_FORMAT naming no format vsw has (BAD_REQUEST/EPERM)")]
     BadFlowFormat,
     #[error(transparent)]
@@ -81,6 +88,10 @@ impl Refusal {
             Refusal::BadArgument => (2, 5),
             Refusal::IsSlave => (OFPET_BAD_REQUEST, 10),
             Refusal::BadFlowFormat => (OFPET_BAD_REQUEST, 5),
+            // As 1.4 says them (OFPET_FLOW_MONITOR_FAILED); 1.0 has Nicira's.
+            Refusal::MonitorExists => (OFPET_FLOW_MONITOR_FAILED, 1),
+            Refusal::MonitorUnknown => (OFPET_FLOW_MONITOR_FAILED, 2),
+            Refusal::MonitorBadFlags => (OFPET_FLOW_MONITOR_FAILED, 5),
             Refusal::BadRole => (OFPET_ROLE_REQUEST_FAILED, 2),
             Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),
             Refusal::FlowMod(e) => e.type_code(),

@@ -20,6 +20,7 @@ pub mod bundle;
 pub mod connection;
 pub mod error;
 pub mod flow_mod;
+pub mod flow_monitor;
 pub mod flow_stats;
 pub mod frame;
 pub mod from_vsw;

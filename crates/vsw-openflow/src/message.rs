@@ -152,6 +152,10 @@ pub enum Message {
     /// Nicira's NXT_FLOW_MOD_TABLE_ID (OpenFlow 1.0): whether a flow-mod's command
     /// carries its table id in its high byte.
     FlowModTableId(bool),
+    /// Nicira's NXST_FLOW_MONITOR request (OpenFlow 1.0): monitors to start.
+    FlowMonitorRequest(Vec<crate::flow_monitor::FlowMonitor>),
+    /// Nicira's NXT_FLOW_MONITOR_CANCEL: a monitor to end.
+    FlowMonitorCancel(u32),
 }
 
 impl Message {
@@ -190,7 +194,9 @@ impl Message {
             | Message::PacketIn2(_)
             | Message::Resume(_)
             | Message::SetFlowFormat(_)
-            | Message::FlowModTableId(_) => OFPT_EXPERIMENTER,
+            | Message::FlowModTableId(_)
+            | Message::FlowMonitorCancel(_) => OFPT_EXPERIMENTER,
+            Message::FlowMonitorRequest(_) => crate::of10::OFPT10_STATS_REQUEST,
             Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
             Message::BundleAdd(_) => OFPT_BUNDLE_ADD_MESSAGE,
         }
@@ -331,7 +337,10 @@ impl Message {
                 a.encode_body(&mut out)
             }
             // 1.0's messages: a 1.3+ connection is never sent them.
-            Message::SetFlowFormat(_) | Message::FlowModTableId(_) => {
+            Message::SetFlowFormat(_)
+            | Message::FlowModTableId(_)
+            | Message::FlowMonitorRequest(_)
+            | Message::FlowMonitorCancel(_) => {
                 crate::of10::encode_body(self, &mut out);
             }
         }

@@ -167,6 +167,9 @@ pub enum SessionEvent {
     Config(SwitchConfig),
     /// The peer chose how its packet-ins are sent (NXT_SET_PACKET_IN_FORMAT).
     PacketInFormat(crate::packet::PacketInFormat),
+    /// The peer's flow monitors now (it started or cancelled one): the switch
+    /// tells it of each change to the flows they name from here on.
+    FlowMonitors(Vec<crate::flow_monitor::FlowMonitor>),
 }
 
 /// Why a connection ends.
@@ -199,6 +202,8 @@ pub struct Session {
     controller_id: u16,
     /// What a 1.0 connection asked for that changes how its flow-mods read.
     of10: crate::of10::Dialect,
+    /// The flow monitors the connection started (NXST_FLOW_MONITOR).
+    monitors: crate::flow_monitor::Monitors,
 }
 
 /// Refusals logged per connection and second, at most; the others are counted and
@@ -289,6 +294,7 @@ impl Session {
             refusals: RefusalLog::default(),
             controller_id: 0,
             of10: crate::of10::Dialect::default(),
+            monitors: crate::flow_monitor::Monitors::default(),
         }
     }
 
@@ -820,6 +826,66 @@ impl Session {
             }
             Message::FlowModTableId(on) => {
                 self.of10.table_in_command = on;
+                None
+            }
+            Message::FlowMonitorRequest(requests) => {
+                if let Err(e) = self.monitors.add(&requests) {
+                    out.extend(self.refuse(version, request, e));
+                    return;
+                }
+                events.push(SessionEvent::FlowMonitors(self.monitors.list()));
+                // The flows there now, for the monitors that asked for them: each
+                // once, with its actions if one of them asked for those.
+                let mut initial: Vec<(crate::flow_monitor::FlowUpdate, bool)> = Vec::new();
+                for m in requests
+                    .iter()
+                    .filter(|m| m.flags & crate::flow_monitor::NXFMF_INITIAL != 0)
+                {
+                    let sel = FlowStatsRequest {
+                        table_id: m.table_id,
+                        out_port: m.out_port,
+                        out_group: crate::flow_mod::OFPG_ANY,
+                        cookie: 0,
+                        cookie_mask: 0,
+                        matcher: m.matcher.clone(),
+                    };
+                    let Ok(entries) = bridge.flow_stats(&sel) else {
+                        continue;
+                    };
+                    for e in entries {
+                        let u = crate::flow_monitor::FlowUpdate::added(e);
+                        // A flow two monitors select is told once.
+                        let place = (u.table_id, u.priority, &u.matcher);
+                        if initial
+                            .iter()
+                            .any(|(v, _)| (v.table_id, v.priority, &v.matcher) == place)
+                        {
+                            continue;
+                        }
+                        if let Some(actions) = self.monitors.wants(&u, true) {
+                            initial.push((u, actions));
+                        }
+                    }
+                }
+                let entries = initial.into_iter().map(|(u, actions)| {
+                    let mut b = Vec::with_capacity(128);
+                    u.encode_nx(actions, &mut b);
+                    b
+                });
+                let kind = crate::flow_stats::OFPMP_FLOW;
+                self.stream_reply(
+                    version,
+                    request,
+                    kind,
+                    Box::new(entries.collect::<Vec<_>>().into_iter()),
+                );
+                None
+            }
+            Message::FlowMonitorCancel(id) => {
+                match self.monitors.cancel(id) {
+                    Ok(()) => events.push(SessionEvent::FlowMonitors(self.monitors.list())),
+                    Err(e) => out.extend(self.refuse(version, request, e)),
+                }
                 None
             }
             Message::SetControllerId(id) => {

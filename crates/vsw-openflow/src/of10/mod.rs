@@ -82,7 +82,10 @@ pub fn kind(m: &Message) -> u8 {
         Message::BarrierRequest => OFPT10_BARRIER_REQUEST,
         Message::BarrierReply => OFPT10_BARRIER_REPLY,
         Message::MultipartRequest(_) => OFPT10_STATS_REQUEST,
-        Message::SetFlowFormat(_) | Message::FlowModTableId(_) => crate::message::OFPT_EXPERIMENTER,
+        Message::SetFlowFormat(_) | Message::FlowModTableId(_) | Message::FlowMonitorCancel(_) => {
+            crate::message::OFPT_EXPERIMENTER
+        }
+        Message::FlowMonitorRequest(_) => OFPT10_STATS_REQUEST,
         other => other.kind(),
     }
 }
@@ -129,12 +132,16 @@ pub fn decode(m: &[u8], dialect: Dialect) -> Result<Message, Refusal> {
                     exact(&r, Message::FlowModTableId(on != 0))
                 }
                 NXT_FLOW_MOD => Ok(Message::FlowMod(nx_flow_mod(&mut r, dialect)?)),
+                crate::flow_monitor::NXT_FLOW_MONITOR_CANCEL => {
+                    let id = r.u32().ok_or_else(refused_len)?;
+                    exact(&r, Message::FlowMonitorCancel(id))
+                }
                 _ => Message::decode_nicira(subtype, &mut r),
             }
         }
         crate::flow_mod::OFPT_FLOW_MOD => Ok(Message::FlowMod(flow_mod(&mut r, dialect)?)),
         crate::packet::OFPT_PACKET_OUT => Ok(Message::PacketOut(packet_out(&mut r)?)),
-        OFPT10_STATS_REQUEST => Ok(Message::MultipartRequest(stats_request(&mut r)?)),
+        OFPT10_STATS_REQUEST => stats_request(&mut r),
         OFPT10_BARRIER_REQUEST => exact(&r, Message::BarrierRequest),
         _ => Err(Refusal::BadType),
     }
@@ -279,7 +286,7 @@ fn packet_out(r: &mut Reader) -> Result<PacketOut, Refusal> {
 }
 
 /// A 1.0 statistics request: type, flags, body (no padding after the flags).
-fn stats_request(r: &mut Reader) -> Result<MultipartRequest, Refusal> {
+fn stats_request(r: &mut Reader) -> Result<Message, Refusal> {
     let kind = r.u16().ok_or_else(refused_len)?;
     r.u16().ok_or_else(refused_len)?;
     let req = match kind {
@@ -322,6 +329,10 @@ fn stats_request(r: &mut Reader) -> Result<MultipartRequest, Refusal> {
             }
             let subtype = r.u32().ok_or_else(refused_len)?;
             r.bytes(4).ok_or_else(refused_len)?;
+            if subtype == crate::flow_monitor::NXST_FLOW_MONITOR {
+                let monitors = crate::flow_monitor::decode_nx_requests(r)?;
+                return Ok(Message::FlowMonitorRequest(monitors));
+            }
             if !matches!(subtype, NXST_FLOW | NXST_AGGREGATE) {
                 return Err(Refusal::BadExperimenterType);
             }
@@ -350,7 +361,7 @@ fn stats_request(r: &mut Reader) -> Result<MultipartRequest, Refusal> {
     if !r.is_empty() {
         return Err(Refusal::BadLen);
     }
-    Ok(req)
+    Ok(Message::MultipartRequest(req))
 }
 
 /// Whether a 1.0 statistics request is one of Nicira's (its reply is too).
@@ -369,11 +380,11 @@ pub fn reply_head(request: &[u8], reply_kind: u16) -> (u16, Vec<u8>) {
         };
         return (kind, Vec::new());
     }
-    let subtype = if reply_kind == crate::flow_stats::OFPMP_FLOW {
-        NXST_FLOW
-    } else {
-        NXST_AGGREGATE
-    };
+    // The reply's subtype is the request's.
+    let subtype = request
+        .get(HEADER_LEN + 8..HEADER_LEN + 12)
+        .and_then(|b| b.try_into().ok())
+        .map_or(NXST_FLOW, u32::from_be_bytes);
     let mut tail = NX_VENDOR_ID.to_be_bytes().to_vec();
     tail.extend_from_slice(&subtype.to_be_bytes());
     tail.extend_from_slice(&[0; 4]);
@@ -549,6 +560,16 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
             out.extend_from_slice(&NXT_SET_FLOW_FORMAT.to_be_bytes());
             out.extend_from_slice(&f.to_be_bytes());
         }
+        Message::FlowMonitorRequest(monitors) => {
+            // The stats header and the monitors, after the message header.
+            let wire = crate::flow_monitor::encode_nx_request(monitors, 0);
+            out.extend_from_slice(&wire[HEADER_LEN..]);
+        }
+        Message::FlowMonitorCancel(id) => {
+            out.extend_from_slice(&NX_VENDOR_ID.to_be_bytes());
+            out.extend_from_slice(&crate::flow_monitor::NXT_FLOW_MONITOR_CANCEL.to_be_bytes());
+            out.extend_from_slice(&id.to_be_bytes());
+        }
         Message::FlowModTableId(on) => {
             out.extend_from_slice(&NX_VENDOR_ID.to_be_bytes());
             out.extend_from_slice(&NXT_FLOW_MOD_TABLE_ID.to_be_bytes());
@@ -677,6 +698,9 @@ fn code_in_1_0(kind: u16, code: u16) -> Result<(u16, u16), (u16, u16)> {
         (7, c @ 0..=1) => Ok((4, c)),
         (9, c @ 0..=2) => Ok((5, c)),
         (11, 2) => nx((1, 513)),
+        (16, 1) => nx((1, 517)),
+        (16, 2) => nx((1, 519)),
+        (16, 5) => nx((1, 518)),
         (crate::error::OFPET_EXPERIMENTER, c) => nx(match c {
             2 => (1, 256),
             3 => (1, 257),

@@ -481,3 +481,73 @@ fn a_1_0_packet_out_is_read_with_its_16_bit_port() {
         Err(Refusal::BufferUnknown)
     );
 }
+
+#[test]
+fn a_flow_monitor_starts_with_the_flows_there_and_is_cancelled_by_id() {
+    use crate::flow_monitor::{
+        encode_nx_request, FlowMonitor, NXFMF_ACTIONS, NXFMF_ADD, NXFMF_INITIAL,
+    };
+    let mut b = Recorder::default();
+    b.mods.push(add(
+        vec![field(5, &[8, 0], None)],
+        vec![Action::Output {
+            port: 2,
+            max_len: 0,
+        }],
+    ));
+    let mut s = connected(&mut b);
+    let watch = FlowMonitor {
+        id: 7,
+        flags: NXFMF_INITIAL | NXFMF_ADD | NXFMF_ACTIONS,
+        out_port: crate::flow_mod::OFPP_ANY,
+        table_id: OFPTT_ALL,
+        matcher: OxmMatch::default(),
+    };
+    let mut out = Vec::new();
+    let events = s
+        .receive(
+            &encode_nx_request(std::slice::from_ref(&watch), 4),
+            &mut b,
+            &mut out,
+        )
+        .unwrap();
+    assert_eq!(
+        events,
+        vec![SessionEvent::FlowMonitors(vec![watch.clone()])]
+    );
+    while s.wants_more() {
+        s.receive(&[], &mut b, &mut out).unwrap();
+    }
+    let (h, reply) = next_message(&out).unwrap().unwrap();
+    assert_eq!((h.kind, h.xid), (OFPT10_STATS_REPLY, 4));
+    assert_eq!(
+        &reply[16..20],
+        &crate::flow_monitor::NXST_FLOW_MONITOR.to_be_bytes()
+    );
+    let update = &reply[24..];
+    // ADDED, priority 100, eth_type in NXM, then the output action.
+    assert_eq!(&update[2..4], &[0, 0]);
+    assert_eq!(&update[6..8], &[0, 100]);
+    assert_eq!(&update[update.len() - 8..][..4], &[0, 0, 0, 8], "an output");
+    // The same id again, and a cancel of an id that is none: Nicira's errors.
+    let mut input = encode_nx_request(&[watch], 5);
+    input.extend(Message::FlowMonitorCancel(8).encode(1, 6));
+    input.extend(Message::FlowMonitorCancel(7).encode(1, 7));
+    let mut out = Vec::new();
+    let events = s.receive(&input, &mut b, &mut out).unwrap();
+    assert_eq!(events, vec![SessionEvent::FlowMonitors(vec![])]);
+    let mut errors = Vec::new();
+    let mut at = 0;
+    while let Some((h, m)) = next_message(&out[at..]).unwrap() {
+        errors.push((h.xid, m[8..12].to_vec(), m[16..20].to_vec()));
+        at += m.len();
+    }
+    assert_eq!(
+        errors,
+        [
+            (5, vec![0xb0, 0xc2, 0, 0], vec![0, 1, 2, 5]),
+            (6, vec![0xb0, 0xc2, 0, 0], vec![0, 1, 2, 7]),
+        ],
+        "MONITOR_EXISTS (1,517), UNKNOWN_MONITOR (1,519)"
+    );
+}

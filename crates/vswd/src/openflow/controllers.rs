@@ -42,13 +42,15 @@ pub fn manage(of: &Arc<OpenFlow>) {
     let mut fail_open = false;
     let mut ports = PortWatch::default();
     while !of.stopped() {
-        let (targets, mode, probe_ms, now_ports, removed) = {
+        let (targets, mode, probe_ms, now_ports, removed, tables) = {
             let mut sw = lock(&of.switch);
             let (t, m, p) = sw.controller_config();
-            (t, m, p, sw.openflow_ports(), sw.take_removed())
+            let tables = sw.ofproto().pipeline();
+            (t, m, p, sw.openflow_ports(), sw.take_removed(), tables)
         };
         ports.look(now_ports, &of.peers);
         of.peers.flows_removed(&removed);
+        of.peers.flow_updates(&tables, crate::switch::now_ms());
         let probe = Duration::from_millis(probe_ms);
         slots.retain(|t, slot| {
             let keep = targets.contains(t);

@@ -17,7 +17,8 @@
 
 mod bridge;
 pub mod controllers;
-pub mod peers;
+mod flow_watch;
+mod peers;
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -289,6 +290,7 @@ impl OpenFlow {
             return Ended::Gone;
         }
         self.peers.add(peer.clone());
+        let ofproto = lock(&self.switch).ofproto();
         let ended = vsw_openflow::connection::run(
             session,
             &mut stream,
@@ -299,7 +301,12 @@ impl OpenFlow {
                     peer: &peer,
                     peers: &self.peers,
                 };
-                session.receive(bytes, &mut bridge, out)
+                let received = session.receive(bytes, &mut bridge, out);
+                // Monitors hear of this connection's changes at once, not at the
+                // next look (a flow added and deleted between two would be lost).
+                self.peers
+                    .flow_updates(&ofproto.pipeline(), crate::switch::now_ms());
+                received
             },
             |e| match e {
                 SessionEvent::Negotiated(v) => {
@@ -312,6 +319,7 @@ impl OpenFlow {
                 SessionEvent::AsyncConfig(c) => peer.set_async(c),
                 SessionEvent::PacketInFormat(f) => peer.set_packet_in_format(f),
                 SessionEvent::Config(c) => peer.set_miss_send_len(c.miss_send_len),
+                SessionEvent::FlowMonitors(m) => peer.set_monitors(m, ofproto.pipeline()),
                 e => tracing::debug!(peer = %peer.label, event = ?e, "OpenFlow"),
             },
         );

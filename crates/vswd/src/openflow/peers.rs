@@ -24,6 +24,7 @@ use crate::switch::{Removal, RemovedFlow};
 use vsw_datapath::Punted;
 use vsw_ofproto::{Backer, BridgeSlot, Ofproto, PuntNote, PuntReason};
 use vsw_openflow::as_written::echo_match;
+use vsw_openflow::flow_monitor::{nx_update_messages, FlowMonitor, Monitors};
 use vsw_openflow::flow_stats::{
     FlowRemoved, OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
     OFPRR_METER_DELETE,
@@ -110,6 +111,15 @@ pub struct Peer {
     answers: Mutex<Option<Box<dyn Write + Send>>>,
     /// Packet-ins dropped because its queue was full.
     pub dropped: AtomicU64,
+    /// The flow monitors the peer started, and the pipeline it was last told of.
+    monitors: Mutex<Watched>,
+}
+
+/// A peer's flow monitors and the tables as it last heard of them.
+#[derive(Default)]
+struct Watched {
+    monitors: Monitors,
+    seen: Option<Arc<vsw_flow::Pipeline>>,
 }
 
 #[derive(Clone, Copy)]
@@ -153,6 +163,20 @@ impl Peer {
             }),
             answers: Mutex::new(None),
             dropped: AtomicU64::new(0),
+            monitors: Mutex::new(Watched::default()),
+        }
+    }
+
+    /// The peer's flow monitors now; `tables` are the flows its initial replies
+    /// told it of (a peer that already monitored keeps the tables it was last told
+    /// of, so no change between falls out).
+    pub fn set_monitors(&self, monitors: Vec<FlowMonitor>, tables: Arc<vsw_flow::Pipeline>) {
+        let mut w = lock(&self.monitors);
+        w.monitors = Monitors::from(monitors);
+        if w.monitors.is_empty() {
+            w.seen = None;
+        } else if w.seen.is_none() {
+            w.seen = Some(tables);
         }
     }
 
@@ -454,6 +478,39 @@ impl Peers {
 }
 
 impl Peers {
+    /// Tells every connection that monitors flows of the changes since it was last
+    /// told, up to `tables` (the pipeline now).
+    pub fn flow_updates(&self, tables: &Arc<vsw_flow::Pipeline>, now_ms: u64) {
+        let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
+        for peer in peers {
+            // Flow monitors are Nicira's 1.0 messages (the only version vsw takes
+            // them in).
+            if lock(&peer.state).version != Some(Version::V1_0) {
+                continue;
+            }
+            // Held while the updates are queued: two threads that look at once
+            // tell the peer in the order the tables changed.
+            let mut w = lock(&peer.monitors);
+            let Some(seen) = w.seen.as_ref() else {
+                continue;
+            };
+            if Arc::ptr_eq(seen, tables) {
+                continue;
+            }
+            let changes = super::flow_watch::changes(seen, tables, now_ms);
+            w.seen = Some(tables.clone());
+            let updates: Vec<_> = changes
+                .into_iter()
+                .filter_map(|u| w.monitors.wants(&u, false).map(|a| (u, a)))
+                .collect();
+            for msg in nx_update_messages(&updates) {
+                if !peer.send_async(msg, Overflow::Disconnect) {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Tells every connection that wants it that these rules went.
     pub fn flows_removed(&self, removed: &[RemovedFlow]) {
         if removed.is_empty() {

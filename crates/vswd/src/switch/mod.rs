@@ -326,7 +326,7 @@ pub const BRIDGE_NAME: &str = "br0";
 /// Removed rules kept for the controllers at most (nobody may be taking them).
 pub const MAX_REMOVED_QUEUED: usize = 10_000;
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     vsw_datapath::clock::now_ms()
 }
 
