@@ -1480,13 +1480,52 @@ fn a_metered_controller_action_limits_only_the_packet_ins() {
     );
 }
 
-/// `ovs-ofctl monitor br0 watch:` (Nicira's flow monitor, OpenFlow 1.0): the
-/// flows there first, then each change whoever makes it — a controller's, a
-/// `learn` action's as packets pass, and the learned flows' going with the rule
-/// that learned them.
+/// `ovs-ofctl monitor br0 watch:ARGS` in `version`: the lines it prints (on
+/// both of its outputs), and the process to end.
+fn watch(
+    d: &Vswd,
+    version: &str,
+    args: &str,
+) -> (impl Iterator<Item = String>, std::process::Child) {
+    use std::io::BufRead;
+    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
+    let mut monitor = Command::new("sh")
+        .args([
+            "-c",
+            "exec timeout 20 ovs-ofctl -O \"$0\" monitor \"$1\" \"watch:$2\" 2>&1",
+            version,
+            &target,
+            args,
+        ])
+        .env("OVS_RUNDIR", &d.dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ovs-ofctl monitor");
+    let lines = std::io::BufReader::new(monitor.stdout.take().expect("stdout"))
+        .lines()
+        .map_while(Result::ok);
+    (lines, monitor)
+}
+
+/// The lines up to and with the first that contains `what`.
+fn upto(lines: &mut impl Iterator<Item = String>, what: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let done = l.contains(what);
+        seen.push(l);
+        if done {
+            return seen;
+        }
+    }
+    panic!("no {what} before the monitor's time ran out: {seen:?}")
+}
+
+/// `ovs-ofctl monitor br0 watch:` (flow monitors: Nicira's in OpenFlow 1.0, ONF's
+/// in 1.3, 1.4's own after): the flows there first, then each change whoever
+/// makes it — a controller's, a `learn` action's as packets pass, and the learned
+/// flows' going with the rule that learned them.
 #[test]
 fn a_flow_monitor_hears_of_every_change_learned_flows_too() {
-    use std::io::BufRead;
     let _g = serial();
     let d = Vswd::start();
     let (h1, h2) = two_hosts(&d);
@@ -1495,34 +1534,9 @@ fn a_flow_monitor_hears_of_every_change_learned_flows_too() {
                     NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)";
     ofctl(&d, &["add-flow", learning]);
     ofctl(&d, &["add-flow", "table=1,priority=0,actions=flood"]);
-    let target = format!("unix:{}", d.dir.join("br0.mgmt").display());
-    // The monitor prints on both of its outputs: one pipe for both.
-    let mut monitor = Command::new("sh")
-        .args([
-            "-c",
-            "exec timeout 20 ovs-ofctl monitor \"$0\" watch:table=1 2>&1",
-            &target,
-        ])
-        .env("OVS_RUNDIR", &d.dir)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("ovs-ofctl monitor");
-    let mut lines = std::io::BufReader::new(monitor.stdout.take().expect("stdout"))
-        .lines()
-        .map_while(Result::ok);
-    let mut upto = |what: &str| -> Vec<String> {
-        let mut seen = Vec::new();
-        for l in lines.by_ref() {
-            let done = l.contains(what);
-            seen.push(l);
-            if done {
-                return seen;
-            }
-        }
-        panic!("no {what} before the monitor's time ran out: {seen:?}")
-    };
+    let (mut lines, monitor) = watch(&d, "OpenFlow10", "table=1");
     // The initial reply: the flood rule, with its actions.
-    let initial = upto("actions=FLOOD");
+    let initial = upto(&mut lines, "actions=FLOOD");
     assert!(
         initial
             .iter()
@@ -1533,17 +1547,53 @@ fn a_flow_monitor_hears_of_every_change_learned_flows_too() {
         .exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", &h2.addr])
         .status
         .success());
-    let learned = upto(&format!("dl_dst={}", h2.mac));
+    let learned = upto(&mut lines, &format!("dl_dst={}", h2.mac));
     let line = learned.last().unwrap();
     assert!(
         line.contains("event=ADDED table=1") && line.contains("actions=output:2"),
         "{learned:?}"
     );
     ofctl(&d, &["del-flows", "--strict", "priority=10"]);
-    let gone = upto("event=DELETED");
+    let gone = upto(&mut lines, "event=DELETED");
     assert!(gone.last().unwrap().contains("reason=delete"), "{gone:?}");
     drop(lines);
     vsw_e2e::end(monitor);
+    // The same through 1.3 (ONF's experimenter messages) and 1.4/1.5's own.
+    for (version, reply, initial) in [
+        (
+            "OpenFlow13",
+            "ONFST_FLOW_MONITOR reply (OF1.3)",
+            "event=ADDED",
+        ),
+        (
+            "OpenFlow14",
+            "OFPST_FLOW_MONITOR reply (OF1.4)",
+            "event=INITIAL",
+        ),
+        (
+            "OpenFlow15",
+            "OFPST_FLOW_MONITOR reply (OF1.5)",
+            "event=INITIAL",
+        ),
+    ] {
+        let (mut lines, monitor) = watch(&d, version, "udp");
+        ofctl(&d, &["add-flow", "priority=20,udp,actions=output:1"]);
+        // The flow came before or after the monitor started: told either way.
+        let added = upto(&mut lines, "udp actions=output:1");
+        let line = added.last().unwrap();
+        assert!(
+            line.contains(initial) || line.contains("event=ADDED"),
+            "{version}: {added:?}"
+        );
+        assert!(
+            added.iter().any(|l| l.starts_with(reply)),
+            "{version}: {added:?}"
+        );
+        ofctl(&d, &["del-flows", "udp"]);
+        upto(&mut lines, "event=DELETED reason=delete");
+        drop(lines);
+        vsw_e2e::end(monitor);
+    }
 }
 
 /// `learn(…)` as Open vSwitch's MAC-learning example uses it: each host's frames

@@ -55,8 +55,12 @@ pub enum Refusal {
     MonitorExists,
     #[error("a flow monitor cancelled that is none (FLOW_MONITOR_FAILED/UNKNOWN_MONITOR)")]
     MonitorUnknown,
-    #[error("a flow monitor with flags vsw does not know (FLOW_MONITOR_FAILED/BAD_FLAGS)")]
+    #[error("a flow monitor with flags that ask for no change or that vsw does not know (FLOW_MONITOR_FAILED/BAD_FLAGS)")]
     MonitorBadFlags,
+    #[error(
+        "a flow monitor request with a command that is none (FLOW_MONITOR_FAILED/BAD_COMMAND)"
+    )]
+    MonitorBadCommand,
     #[error("an NXT_SET_FLOW_FORMAT naming no format vsw has (BAD_REQUEST/EPERM)")]
     BadFlowFormat,
     #[error(transparent)]
@@ -70,6 +74,18 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The error type and code in OpenFlow 1.3: as [`Refusal::type_code`], but 1.3
+    /// has no flow monitor errors of its own, and says them as Nicira's
+    /// experimenter codes (as Open vSwitch does).
+    pub fn type_code_1_3(self) -> (u16, u16) {
+        match self {
+            Refusal::MonitorExists => (OFPET_EXPERIMENTER, 6),
+            Refusal::MonitorBadFlags => (OFPET_EXPERIMENTER, 7),
+            Refusal::MonitorUnknown => (OFPET_EXPERIMENTER, 8),
+            other => other.type_code(),
+        }
+    }
+
     /// The error type and code on the wire.
     pub fn type_code(self) -> (u16, u16) {
         match self {
@@ -90,7 +106,8 @@ impl Refusal {
             Refusal::BadFlowFormat => (OFPET_BAD_REQUEST, 5),
             // As 1.4 says them (OFPET_FLOW_MONITOR_FAILED); 1.0 has Nicira's.
             Refusal::MonitorExists => (OFPET_FLOW_MONITOR_FAILED, 1),
-            Refusal::MonitorUnknown => (OFPET_FLOW_MONITOR_FAILED, 2),
+            Refusal::MonitorUnknown => (OFPET_FLOW_MONITOR_FAILED, 3),
+            Refusal::MonitorBadCommand => (OFPET_FLOW_MONITOR_FAILED, 4),
             Refusal::MonitorBadFlags => (OFPET_FLOW_MONITOR_FAILED, 5),
             Refusal::BadRole => (OFPET_ROLE_REQUEST_FAILED, 2),
             Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),

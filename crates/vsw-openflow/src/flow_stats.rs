@@ -109,11 +109,7 @@ impl FlowStatsEntry {
             out.extend_from_slice(&self.cookie.to_be_bytes());
             self.matcher.encode(out);
             self.counts().encode(out);
-            let mut instructions = meter_as_action(&self.instructions);
-            loads_as_set_fields(&mut instructions);
-            for i in &instructions {
-                i.encode(out);
-            }
+            encode_instructions(version, &self.instructions, out);
             let len = len16(out.len() - start);
             out[start..start + 2].copy_from_slice(&len.to_be_bytes());
             return;
@@ -141,11 +137,28 @@ impl FlowStatsEntry {
             out.extend_from_slice(&v.to_be_bytes());
         }
         self.matcher.encode(out);
-        for i in &meter_as_instruction(&self.instructions) {
-            i.encode(out);
-        }
+        encode_instructions(version, &self.instructions, out);
         let len = len16(out.len() - start);
         out[start..start + 2].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// A flow's instructions as `version` says them: 1.5 has the meter as an action
+/// and loads as set-fields; 1.3 and 1.4 the meter as an instruction.
+pub(crate) fn encode_instructions(
+    version: Version,
+    instructions: &[Instruction],
+    out: &mut Vec<u8>,
+) {
+    let instructions = if version >= Version::V1_5 {
+        let mut i = meter_as_action(instructions);
+        loads_as_set_fields(&mut i);
+        i
+    } else {
+        meter_as_instruction(instructions)
+    };
+    for i in &instructions {
+        i.encode(out);
     }
 }
 

@@ -196,7 +196,7 @@ impl Message {
             | Message::SetFlowFormat(_)
             | Message::FlowModTableId(_)
             | Message::FlowMonitorCancel(_) => OFPT_EXPERIMENTER,
-            Message::FlowMonitorRequest(_) => crate::of10::OFPT10_STATS_REQUEST,
+            Message::FlowMonitorRequest(_) => OFPT_MULTIPART_REQUEST,
             Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
             Message::BundleAdd(_) => OFPT_BUNDLE_ADD_MESSAGE,
         }
@@ -337,11 +337,17 @@ impl Message {
                 a.encode_body(&mut out)
             }
             // 1.0's messages: a 1.3+ connection is never sent them.
-            Message::SetFlowFormat(_)
-            | Message::FlowModTableId(_)
-            | Message::FlowMonitorRequest(_)
-            | Message::FlowMonitorCancel(_) => {
+            Message::SetFlowFormat(_) | Message::FlowModTableId(_) => {
                 crate::of10::encode_body(self, &mut out);
+            }
+            Message::FlowMonitorRequest(monitors) => {
+                let v = Version::from_wire(version).unwrap_or(Version::V1_3);
+                crate::flow_monitor::encode_request_body(v, monitors, &mut out);
+            }
+            // ONF's (1.3; 1.4 deletes a monitor by a request's command instead).
+            Message::FlowMonitorCancel(id) => {
+                onf_experimenter(&mut out, crate::flow_monitor::ONF_FLOW_MONITOR);
+                out.extend_from_slice(&id.to_be_bytes());
             }
         }
         finish(out)
@@ -461,6 +467,17 @@ impl Message {
             }
             OFPT_PACKET_IN => Ok(Message::PacketIn(PacketIn::decode_body(body)?)),
             OFPT_PACKET_OUT => Ok(Message::PacketOut(PacketOut::decode_body(version, body)?)),
+            OFPT_MULTIPART_REQUEST if is_flow_monitor_request(version, body) => {
+                // The multipart header (and 1.3's experimenter header) first.
+                let head = if version == Version::V1_3 { 16 } else { 8 };
+                let mut r = Reader::new(body.get(head..).ok_or(Refusal::BadLen)?);
+                let monitors = if version == Version::V1_3 {
+                    crate::flow_monitor::decode_onf_requests(&mut r)?
+                } else {
+                    crate::flow_monitor::decode_of14_requests(&mut r)?
+                };
+                Ok(Message::FlowMonitorRequest(monitors))
+            }
             OFPT_MULTIPART_REQUEST => {
                 let (req, _flags) = MultipartRequest::decode(body)?;
                 Ok(Message::MultipartRequest(req))
@@ -478,6 +495,10 @@ impl Message {
                             Ok(Message::BundleControl(BundleCtrl::decode_body(&mut r)?))
                         }
                         ONFT_BUNDLE_ADD_MESSAGE => bundle_add(version, &mut r),
+                        crate::flow_monitor::ONF_FLOW_MONITOR => {
+                            let id = r.u32().ok_or(Refusal::BadLen)?;
+                            exact(&r, Message::FlowMonitorCancel(id))
+                        }
                         _ => Err(Refusal::BadExperimenterType),
                     };
                 }
@@ -562,6 +583,18 @@ impl Message {
     }
 }
 
+/// Whether a multipart request's body is a flow monitor request: 1.4's own type,
+/// or ONF's experimenter multipart in 1.3.
+fn is_flow_monitor_request(version: Version, body: &[u8]) -> bool {
+    let kind = body.get(..2).map(|k| u16::from_be_bytes([k[0], k[1]]));
+    if version >= Version::V1_4 {
+        return kind == Some(crate::flow_monitor::OFPMP_FLOW_MONITOR);
+    }
+    let mut onf = ONF_VENDOR_ID.to_be_bytes().to_vec();
+    onf.extend_from_slice(&crate::flow_monitor::ONF_FLOW_MONITOR.to_be_bytes());
+    version == Version::V1_3 && kind == Some(0xffff) && body.get(8..16) == Some(&onf[..])
+}
+
 /// A bundle-add whose message is of the connection's version (another is refused
 /// as Open vSwitch refuses it: BAD_VERSION).
 fn bundle_add(version: Version, r: &mut Reader) -> Result<Message, Refusal> {
@@ -629,6 +662,14 @@ impl Refusal {
         }
         match self {
             Refusal::Bundle(b) => b.answer(version, request),
+            Refusal::MonitorExists | Refusal::MonitorBadFlags | Refusal::MonitorUnknown
+                if version == Version::V1_3 =>
+            {
+                let (kind, code) = self.type_code_1_3();
+                let mut data = crate::tlv::NX_VENDOR_ID.to_be_bytes().to_vec();
+                data.extend_from_slice(&request[..request.len().min(ERROR_DATA_LEN)]);
+                Message::Error(ErrorMsg { kind, code, data })
+            }
             other => other.answer(request),
         }
     }

@@ -327,20 +327,27 @@ impl Session {
         kind: u16,
         entries: Box<dyn Iterator<Item = Vec<u8>> + Send>,
     ) {
-        let xid = Header::parse(request).map_or(0, |h| h.xid);
-        let (msg_kind, bodies) = if version == Version::V1_0 {
+        let bodies = if version == Version::V1_0 {
             let (kind, after_flags) = crate::of10::reply_head(request, kind);
-            (
-                crate::of10::OFPT10_STATS_REPLY,
-                BodyStream::with_head(kind, after_flags, entries),
-            )
+            BodyStream::with_head(kind, after_flags, entries)
         } else {
-            (OFPT_MULTIPART_REPLY, BodyStream::new(kind, entries))
+            BodyStream::new(kind, entries)
+        };
+        self.stream(version, request, bodies);
+    }
+
+    /// Streams `bodies` as the reply to `request`: statistics replies in 1.0,
+    /// multipart replies after.
+    fn stream(&mut self, version: Version, request: &[u8], bodies: BodyStream) {
+        let kind = if version == Version::V1_0 {
+            crate::of10::OFPT10_STATS_REPLY
+        } else {
+            OFPT_MULTIPART_REPLY
         };
         self.streaming = Some(Streaming {
             version: version.wire(),
-            kind: msg_kind,
-            xid,
+            kind,
+            xid: Header::parse(request).map_or(0, |h| h.xid),
             bodies,
         });
     }
@@ -829,7 +836,7 @@ impl Session {
                 None
             }
             Message::FlowMonitorRequest(requests) => {
-                if let Err(e) = self.monitors.add(&requests) {
+                if let Err(e) = self.monitors.apply(&requests) {
                     out.extend(self.refuse(version, request, e));
                     return;
                 }
@@ -837,10 +844,10 @@ impl Session {
                 // The flows there now, for the monitors that asked for them: each
                 // once, with its actions if one of them asked for those.
                 let mut initial: Vec<(crate::flow_monitor::FlowUpdate, bool)> = Vec::new();
-                for m in requests
-                    .iter()
-                    .filter(|m| m.flags & crate::flow_monitor::NXFMF_INITIAL != 0)
-                {
+                for m in requests.iter().filter(|m| {
+                    m.command != crate::flow_monitor::MonitorCommand::Delete
+                        && m.flags & crate::flow_monitor::NXFMF_INITIAL != 0
+                }) {
                     let sel = FlowStatsRequest {
                         table_id: m.table_id,
                         out_port: m.out_port,
@@ -869,16 +876,14 @@ impl Session {
                 }
                 let entries = initial.into_iter().map(|(u, actions)| {
                     let mut b = Vec::with_capacity(128);
-                    u.encode_nx(actions, &mut b);
+                    u.encode(version, actions, true, &mut b);
                     b
                 });
-                let kind = crate::flow_stats::OFPMP_FLOW;
-                self.stream_reply(
-                    version,
-                    request,
-                    kind,
-                    Box::new(entries.collect::<Vec<_>>().into_iter()),
-                );
+                let (kind, after_flags) = crate::flow_monitor::reply_head(version);
+                let entries: Vec<Vec<u8>> = entries.collect();
+                let bodies =
+                    BodyStream::with_head(kind, after_flags, Box::new(entries.into_iter()));
+                self.stream(version, request, bodies);
                 None
             }
             Message::FlowMonitorCancel(id) => {

@@ -875,6 +875,36 @@ proptest! {
     }
 
     #[test]
+    fn flow_monitor_requests_round_trip_and_hostile_ones_are_refused(
+        ids in prop::collection::vec(any::<u32>(), 1..4),
+        flags in 1u16..64,
+        table_id in any::<u8>(),
+        m in tcp_match(),
+        v in prop_oneof![Just(1u8), Just(4), Just(5), Just(6)],
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        use vsw_openflow::flow_monitor::{encode_request, FlowMonitor, MonitorCommand};
+        let version = Version::from_wire(v).unwrap();
+        let monitors: Vec<FlowMonitor> = ids.iter().map(|&id| FlowMonitor {
+            id,
+            command: MonitorCommand::Add,
+            // OWN goes as 1.4's ONLY_OWN and comes back as OWN.
+            flags,
+            out_port: 0xffff_ffff,
+            table_id,
+            matcher: m.clone(),
+        }).collect();
+        let wire = encode_request(version, &monitors, 7);
+        prop_assert_eq!(Message::decode(version, &wire), Ok(Message::FlowMonitorRequest(monitors)));
+        let mut bad = wire.clone();
+        for (at, b) in &flips {
+            let i = 8 + at.index(bad.len() - 8);
+            bad[i] = *b;
+        }
+        let _ = Message::decode(version, &bad);
+    }
+
+    #[test]
     fn hostile_bytes_never_panic_and_every_request_is_answered_or_ends_the_session(
         chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 0..20),
         requests in prop::collection::vec(message(), 0..10),

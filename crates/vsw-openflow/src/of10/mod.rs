@@ -561,9 +561,7 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
             out.extend_from_slice(&f.to_be_bytes());
         }
         Message::FlowMonitorRequest(monitors) => {
-            // The stats header and the monitors, after the message header.
-            let wire = crate::flow_monitor::encode_nx_request(monitors, 0);
-            out.extend_from_slice(&wire[HEADER_LEN..]);
+            crate::flow_monitor::encode_request_body(Version::V1_0, monitors, out);
         }
         Message::FlowMonitorCancel(id) => {
             out.extend_from_slice(&NX_VENDOR_ID.to_be_bytes());
@@ -699,7 +697,7 @@ fn code_in_1_0(kind: u16, code: u16) -> Result<(u16, u16), (u16, u16)> {
         (9, c @ 0..=2) => Ok((5, c)),
         (11, 2) => nx((1, 513)),
         (16, 1) => nx((1, 517)),
-        (16, 2) => nx((1, 519)),
+        (16, 3) => nx((1, 519)),
         (16, 5) => nx((1, 518)),
         (crate::error::OFPET_EXPERIMENTER, c) => nx(match c {
             2 => (1, 256),

@@ -485,8 +485,9 @@ fn a_1_0_packet_out_is_read_with_its_16_bit_port() {
 #[test]
 fn a_flow_monitor_starts_with_the_flows_there_and_is_cancelled_by_id() {
     use crate::flow_monitor::{
-        encode_nx_request, FlowMonitor, NXFMF_ACTIONS, NXFMF_ADD, NXFMF_INITIAL,
+        encode_request, FlowMonitor, MonitorCommand, NXFMF_ACTIONS, NXFMF_ADD, NXFMF_INITIAL,
     };
+    let encode_nx_request = |m: &[FlowMonitor], xid| encode_request(Version::V1_0, m, xid);
     let mut b = Recorder::default();
     b.mods.push(add(
         vec![field(5, &[8, 0], None)],
@@ -498,6 +499,7 @@ fn a_flow_monitor_starts_with_the_flows_there_and_is_cancelled_by_id() {
     let mut s = connected(&mut b);
     let watch = FlowMonitor {
         id: 7,
+        command: MonitorCommand::Add,
         flags: NXFMF_INITIAL | NXFMF_ADD | NXFMF_ACTIONS,
         out_port: crate::flow_mod::OFPP_ANY,
         table_id: OFPTT_ALL,

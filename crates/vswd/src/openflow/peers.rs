@@ -24,7 +24,7 @@ use crate::switch::{Removal, RemovedFlow};
 use vsw_datapath::Punted;
 use vsw_ofproto::{Backer, BridgeSlot, Ofproto, PuntNote, PuntReason};
 use vsw_openflow::as_written::echo_match;
-use vsw_openflow::flow_monitor::{nx_update_messages, FlowMonitor, Monitors};
+use vsw_openflow::flow_monitor::{update_messages, FlowMonitor, Monitors};
 use vsw_openflow::flow_stats::{
     FlowRemoved, OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
     OFPRR_METER_DELETE,
@@ -483,11 +483,9 @@ impl Peers {
     pub fn flow_updates(&self, tables: &Arc<vsw_flow::Pipeline>, now_ms: u64) {
         let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
         for peer in peers {
-            // Flow monitors are Nicira's 1.0 messages (the only version vsw takes
-            // them in).
-            if lock(&peer.state).version != Some(Version::V1_0) {
+            let Some(version) = lock(&peer.state).version else {
                 continue;
-            }
+            };
             // Held while the updates are queued: two threads that look at once
             // tell the peer in the order the tables changed.
             let mut w = lock(&peer.monitors);
@@ -503,7 +501,7 @@ impl Peers {
                 .into_iter()
                 .filter_map(|u| w.monitors.wants(&u, false).map(|a| (u, a)))
                 .collect();
-            for msg in nx_update_messages(&updates) {
+            for msg in update_messages(version, &updates) {
                 if !peer.send_async(msg, Overflow::Disconnect) {
                     break;
                 }
