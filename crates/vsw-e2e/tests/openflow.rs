@@ -1087,7 +1087,13 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         "priority=12,actions=multipath(symmetric_l4,1024,hash_threshold,4,0,NXM_NX_REG0[0..1]),resubmit(,1)",
         "priority=11,actions=bundle_load(symmetric_l4,60,hrw,ofport,NXM_NX_REG0[],members:2,3),resubmit(,1)",
     ];
-    for version in ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"] {
+    for version in [
+        "OpenFlow10",
+        "OpenFlow12",
+        "OpenFlow13",
+        "OpenFlow14",
+        "OpenFlow15",
+    ] {
         ofctl(&d, &["-O", version, "del-flows"]);
         for f in flows {
             ofctl(&d, &["-O", version, "add-flow", f]);

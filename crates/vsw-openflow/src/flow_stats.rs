@@ -119,12 +119,13 @@ impl FlowStatsEntry {
         out.push(0);
         out.extend_from_slice(&((self.duration_ms / 1000) as u32).to_be_bytes());
         out.extend_from_slice(&(((self.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
-        for v in [
-            self.priority,
-            self.idle_timeout,
-            self.hard_timeout,
-            self.flags,
-        ] {
+        // 1.2 has padding where 1.3 put the flags.
+        let flags = if version >= Version::V1_3 {
+            self.flags
+        } else {
+            0
+        };
+        for v in [self.priority, self.idle_timeout, self.hard_timeout, flags] {
             out.extend_from_slice(&v.to_be_bytes());
         }
         if version >= Version::V1_4 {

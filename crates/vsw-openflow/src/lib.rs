@@ -32,6 +32,7 @@ pub mod nx_action;
 mod nx_error;
 pub mod nx_learn;
 pub mod of10;
+pub mod of12;
 pub mod oxm;
 pub mod oxs;
 pub mod packet;

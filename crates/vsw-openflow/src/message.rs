@@ -231,6 +231,9 @@ impl Message {
         if version == Version::V1_0.wire() && crate::of10::encode_body(self, &mut out) {
             return finish(out);
         }
+        if version == Version::V1_2.wire() && crate::of12::encode_body(self, &mut out) {
+            return finish(out);
+        }
         match self {
             Message::Hello { versions } => {
                 if let Some(set) = versions {
@@ -394,6 +397,11 @@ impl Message {
         }
         if h.version != version.wire() && h.kind != OFPT_ERROR {
             return Err(Refusal::BadVersion);
+        }
+        if version == Version::V1_2 {
+            if let Some(refusal) = crate::of12::refused(h.kind, body) {
+                return Err(refusal);
+            }
         }
         let mut r = Reader::new(body);
         let exact = |r: &Reader, m: Message| {

@@ -676,7 +676,7 @@ impl Session {
                 auxiliary_id: 0,
                 capabilities: 0,
                 // 1.0 lists the ports here; later versions ask for them apart.
-                ports: if version == Version::V1_0 {
+                ports: if version <= Version::V1_2 {
                     bridge.ports()
                 } else {
                     Vec::new()
@@ -752,10 +752,11 @@ impl Session {
                         }
                     },
                 };
-                let entries = if version == Version::V1_0 {
-                    crate::of10::reply_entries(&reply, request)
-                } else {
-                    reply.entries_in(version)
+                let entries = match version {
+                    Version::V1_0 => crate::of10::reply_entries(&reply, request),
+                    Version::V1_2 => crate::of12::reply_entries(&reply)
+                        .unwrap_or_else(|| reply.entries_in(version)),
+                    _ => reply.entries_in(version),
                 };
                 self.stream_reply(
                     version,
@@ -1167,7 +1168,7 @@ mod tests {
             "an error in the peer's version"
         );
         assert_eq!(&m[8..12], &[0, 0, 0, 0], "HELLO_FAILED/INCOMPATIBLE");
-        assert!(String::from_utf8_lossy(&m[12..]).contains("1.0 and 1.3 to 1.5"));
+        assert!(String::from_utf8_lossy(&m[12..]).contains("1.0 and 1.2 to 1.5"));
         let mut s = switch();
         let r = s.receive(
             &Message::FeaturesRequest.encode(0x04, 1),

@@ -247,7 +247,7 @@ impl SwitchOptions {
                         return Err(bad(
                             k,
                             v,
-                            "none that vsw speaks (OpenFlow10, OpenFlow13, OpenFlow14, OpenFlow15)",
+                            "none that vsw speaks (OpenFlow10, OpenFlow12 to OpenFlow15)",
                         ));
                     }
                     out.protocols = vsw_openflow::VersionSet(set.0 & vsw.0);
@@ -592,7 +592,7 @@ mod tests {
                 .protocols,
             vsw_openflow::VersionSet::VSW
         );
-        assert!(o("protocols=OpenFlow11,OpenFlow12")
+        assert!(o("protocols=OpenFlow11")
             .unwrap_err()
             .to_string()
             .contains("none that vsw speaks"));
