@@ -140,6 +140,8 @@ pub enum Message {
     SetControllerId(u16),
     /// Nicira's NXT_PACKET_IN2 (sent only).
     PacketIn2(crate::packet::PacketIn2),
+    /// Nicira's older NXT_PACKET_IN (sent only).
+    NxPacketIn(PacketIn),
     /// Nicira's NXT_RESUME: a paused translation continued.
     Resume(crate::packet::Resume),
     /// OFPT_BUNDLE_CONTROL (1.4 on; ONF's experimenter message in 1.3).
@@ -192,6 +194,7 @@ impl Message {
             | Message::SetPacketInFormat(_)
             | Message::SetControllerId(_)
             | Message::PacketIn2(_)
+            | Message::NxPacketIn(_)
             | Message::Resume(_)
             | Message::SetFlowFormat(_)
             | Message::FlowModTableId(_)
@@ -306,6 +309,10 @@ impl Message {
             Message::PacketIn2(pi) => {
                 experimenter(&mut out, crate::packet::NXT_PACKET_IN2);
                 pi.encode_body(&mut out);
+            }
+            Message::NxPacketIn(pi) => {
+                experimenter(&mut out, crate::packet::NXT_PACKET_IN);
+                pi.encode_nx_body(&mut out);
             }
             Message::GroupMod(g) => g.encode_body(
                 Version::from_wire(version).unwrap_or(Version::V1_3),

@@ -126,7 +126,31 @@ impl PacketIn {
 pub enum PacketInFormat {
     #[default]
     Standard,
+    /// Nicira's older NXT_PACKET_IN: the packet-in's fields and an NXM match.
+    NxtPacketIn,
     NxtPacketIn2,
+}
+
+/// NXT_PACKET_IN's subtype.
+pub const NXT_PACKET_IN: u32 = 17;
+
+impl PacketIn {
+    /// Nicira's NXT_PACKET_IN body (after the vendor header): buffer, lengths,
+    /// reason, table, cookie, the match in NXM padded to 8, two zero bytes, the
+    /// packet.
+    pub fn encode_nx_body(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buffer_id.to_be_bytes());
+        out.extend_from_slice(&self.total_len.to_be_bytes());
+        out.extend_from_slice(&[self.reason, self.table_id]);
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        let match_len_at = out.len();
+        out.extend_from_slice(&[0; 8]);
+        let n = crate::of10::nxm::encode(&self.matcher, out);
+        out[match_len_at..match_len_at + 2].copy_from_slice(&crate::frame::len16(n).to_be_bytes());
+        out.extend(std::iter::repeat_n(0u8, n.div_ceil(8) * 8 - n));
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&self.data);
+    }
 }
 
 /// NXT_SET_PACKET_IN_FORMAT's formats.

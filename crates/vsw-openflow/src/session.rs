@@ -820,10 +820,6 @@ impl Session {
                 events.push(SessionEvent::Alive);
                 None
             }
-            // Standard packet-ins or NXT_PACKET_IN2 (Nicira's older NXT_PACKET_IN
-            // is not sent: refused, as a format the switch does not have).
-            // Kept: vsw's `controller` actions send to every controller (none
-            // names an id yet), so it routes nothing.
             Message::SetFlowFormat(f) => {
                 // Both formats are always read (their flow-mods and statistics
                 // are messages of their own); anything else is none.
@@ -894,15 +890,21 @@ impl Session {
                 }
                 None
             }
+            // Kept: vsw's `controller` actions send to every controller (none
+            // names an id yet), so it routes nothing.
             Message::SetControllerId(id) => {
                 self.controller_id = id;
                 None
             }
+            // OpenFlow's packet-ins, Nicira's NXT_PACKET_IN or NXT_PACKET_IN2.
             Message::SetPacketInFormat(f) => {
                 let format = match f {
                     crate::packet::NXPIF_STANDARD => Some(crate::packet::PacketInFormat::Standard),
                     crate::packet::NXPIF_NXT_PACKET_IN2 => {
                         Some(crate::packet::PacketInFormat::NxtPacketIn2)
+                    }
+                    crate::packet::NXPIF_NXT_PACKET_IN => {
+                        Some(crate::packet::PacketInFormat::NxtPacketIn)
                     }
                     _ => None,
                 };
@@ -927,6 +929,7 @@ impl Session {
             | Message::BarrierReply
             | Message::PacketIn(_)
             | Message::PacketIn2(_)
+            | Message::NxPacketIn(_)
             | Message::GetAsyncReply(_)
             | Message::TlvTableReply(_)
             | Message::RoleReply(_)

@@ -553,3 +553,19 @@ fn a_flow_monitor_starts_with_the_flows_there_and_is_cancelled_by_id() {
         "MONITOR_EXISTS (1,517), UNKNOWN_MONITOR (1,519)"
     );
 }
+
+#[test]
+fn nicira_s_older_packet_in_carries_an_nxm_match() {
+    let md = vec![field(crate::oxm::REG0 + 3, &[0, 0, 0, 0x2a], None)];
+    let pi = PacketIn::of_frame(&[1; 20], 2, 1, 4, 9, 0xffff, md);
+    let m = Message::NxPacketIn(pi).encode(1, 0);
+    // Vendor header, then buffer, total_len, reason, table, cookie.
+    assert_eq!(&m[12..16], &crate::packet::NXT_PACKET_IN.to_be_bytes());
+    assert_eq!(&m[20..24], &[0, 20, 1, 4]);
+    assert_eq!(&m[24..32], &9u64.to_be_bytes());
+    // match_len 14: NXM_OF_IN_PORT (6) and NXM_NX_REG3 (8), padded to 16.
+    assert_eq!(&m[32..34], &[0, 14]);
+    assert_eq!(&m[40..46], &[0, 0, 0, 2, 0, 2]);
+    assert_eq!(&m[56..58], &[0, 0], "two zero bytes before the packet");
+    assert_eq!(&m[58..], &[1; 20]);
+}

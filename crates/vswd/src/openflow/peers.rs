@@ -439,6 +439,7 @@ impl Peers {
             );
             let msg = match state.packet_in_format {
                 PacketInFormat::Standard => Message::PacketIn(pi),
+                PacketInFormat::NxtPacketIn => Message::NxPacketIn(pi),
                 PacketInFormat::NxtPacketIn2 => {
                     let userdata = note.userdata.as_deref().map(<[u8]>::to_vec);
                     match PacketIn2::of(pi, p.frame.len(), userdata, continuation) {
