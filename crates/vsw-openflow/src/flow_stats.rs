@@ -405,6 +405,26 @@ impl FlowRemoved {
         self.matcher.encode(out);
     }
 
+    /// Nicira's NXT_FLOW_REMOVED body (after the vendor header), for a 1.0
+    /// connection that chose the NXM flow format: the fixed fields (the table
+    /// plus one), then the match in NXM padded to 8.
+    pub fn encode_nx_body(&self, out: &mut Vec<u8>) {
+        let c = &self.counts;
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        out.extend_from_slice(&self.priority.to_be_bytes());
+        out.extend_from_slice(&[self.reason, self.table_id.wrapping_add(1)]);
+        out.extend_from_slice(&((c.duration_ms / 1000) as u32).to_be_bytes());
+        out.extend_from_slice(&(((c.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+        out.extend_from_slice(&self.idle_timeout.to_be_bytes());
+        let match_len_at = out.len();
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&c.packets.to_be_bytes());
+        out.extend_from_slice(&c.bytes.to_be_bytes());
+        let n = crate::of10::nxm::encode(&self.matcher, out);
+        out[match_len_at..match_len_at + 2].copy_from_slice(&len16(n).to_be_bytes());
+        out.extend(std::iter::repeat_n(0u8, n.div_ceil(8) * 8 - n));
+    }
+
     pub fn decode_body(version: Version, body: &[u8]) -> Option<FlowRemoved> {
         let mut r = Reader::new(body);
         let m = if version >= Version::V1_5 {

@@ -142,6 +142,9 @@ pub enum Message {
     PacketIn2(crate::packet::PacketIn2),
     /// Nicira's older NXT_PACKET_IN (sent only).
     NxPacketIn(PacketIn),
+    /// Nicira's NXT_FLOW_REMOVED (sent only, to a connection in the NXM flow
+    /// format).
+    NxFlowRemoved(FlowRemoved),
     /// Nicira's NXT_RESUME: a paused translation continued.
     Resume(crate::packet::Resume),
     /// OFPT_BUNDLE_CONTROL (1.4 on; ONF's experimenter message in 1.3).
@@ -195,6 +198,7 @@ impl Message {
             | Message::SetControllerId(_)
             | Message::PacketIn2(_)
             | Message::NxPacketIn(_)
+            | Message::NxFlowRemoved(_)
             | Message::Resume(_)
             | Message::SetFlowFormat(_)
             | Message::FlowModTableId(_)
@@ -313,6 +317,10 @@ impl Message {
             Message::NxPacketIn(pi) => {
                 experimenter(&mut out, crate::packet::NXT_PACKET_IN);
                 pi.encode_nx_body(&mut out);
+            }
+            Message::NxFlowRemoved(f) => {
+                experimenter(&mut out, NXT_FLOW_REMOVED);
+                f.encode_nx_body(&mut out);
             }
             Message::GroupMod(g) => g.encode_body(
                 Version::from_wire(version).unwrap_or(Version::V1_3),
@@ -640,6 +648,8 @@ fn finish(mut out: Vec<u8>) -> Vec<u8> {
 /// message's subtype.
 /// Nicira's NXT_SET_PACKET_IN_FORMAT subtype.
 pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
+/// Nicira's NXT_FLOW_REMOVED subtype.
+pub const NXT_FLOW_REMOVED: u32 = 14;
 /// Nicira's NXT_SET_CONTROLLER_ID subtype.
 pub const NXT_SET_CONTROLLER_ID: u32 = 20;
 

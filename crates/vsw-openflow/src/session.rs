@@ -170,6 +170,9 @@ pub enum SessionEvent {
     /// The peer's flow monitors now (it started or cancelled one): the switch
     /// tells it of each change to the flows they name from here on.
     FlowMonitors(Vec<crate::flow_monitor::FlowMonitor>),
+    /// A 1.0 peer chose its flow format (NXT_SET_FLOW_FORMAT): with NXM (`true`),
+    /// the flows it is told went are Nicira's NXT_FLOW_REMOVED.
+    NxmFlowFormat(bool),
 }
 
 /// Why a connection ends.
@@ -823,7 +826,9 @@ impl Session {
             Message::SetFlowFormat(f) => {
                 // Both formats are always read (their flow-mods and statistics
                 // are messages of their own); anything else is none.
-                if !matches!(f, crate::of10::NXFF_OPENFLOW10 | crate::of10::NXFF_NXM) {
+                if matches!(f, crate::of10::NXFF_OPENFLOW10 | crate::of10::NXFF_NXM) {
+                    events.push(SessionEvent::NxmFlowFormat(f == crate::of10::NXFF_NXM));
+                } else {
                     out.extend(self.refuse(version, request, Refusal::BadFlowFormat));
                 }
                 None
@@ -930,6 +935,7 @@ impl Session {
             | Message::PacketIn(_)
             | Message::PacketIn2(_)
             | Message::NxPacketIn(_)
+            | Message::NxFlowRemoved(_)
             | Message::GetAsyncReply(_)
             | Message::TlvTableReply(_)
             | Message::RoleReply(_)

@@ -196,3 +196,75 @@ fn ovs_ofctl_negotiates_probes_and_reads_the_configuration() {
     assert!(err.contains("version negotiation failed"), "{err}");
     let _ = std::fs::remove_file(&path);
 }
+
+/// How `ovs-ofctl ofp-print` reads a message vsw writes.
+fn ofp_print(message: &[u8]) -> String {
+    let hex: String = message.iter().map(|b| format!("{b:02x}")).collect();
+    let out = Command::new("ovs-ofctl")
+        .args(["ofp-print", &hex])
+        .output()
+        .expect("ovs-ofctl ofp-print");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Messages vsw sends a 1.0 connection, as Open vSwitch's own decoder reads them.
+#[test]
+fn open_vswitch_reads_the_1_0_and_nicira_messages_vsw_sends() {
+    use vsw_openflow::flow_stats::FlowRemoved;
+    use vsw_openflow::oxm::{OxmField, OxmMatch};
+    use vsw_openflow::oxs::FlowCounts;
+    use vsw_openflow::{Message, PacketIn};
+    let reg3 = OxmField {
+        field: vsw_openflow::oxm::REG0 + 3,
+        value: vec![0, 0, 0, 0x2a],
+        mask: None,
+    };
+    let frame = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 2, 2, 2, 2, 2, 0x08, 0x06,
+    ];
+    let pi = PacketIn::of_frame(&frame, 2, 1, 3, 9, 0xffff, vec![reg3.clone()]);
+    let text = ofp_print(&Message::NxPacketIn(pi.clone()).encode(1, 5));
+    assert!(
+        text.contains("NXT_PACKET_IN (xid=0x5): table_id=3 cookie=0x9 total_len=14 reg3=0x2a,in_port=2 (via action)"),
+        "{text}"
+    );
+    let text = ofp_print(&Message::PacketIn(pi).encode(1, 6));
+    assert!(
+        text.contains("OFPT_PACKET_IN (xid=0x6): total_len=14 in_port=2 (via action)"),
+        "{text}"
+    );
+    let removed = FlowRemoved {
+        table_id: 4,
+        reason: 0,
+        priority: 7,
+        idle_timeout: 10,
+        hard_timeout: 0,
+        cookie: 0x11,
+        matcher: OxmMatch {
+            fields: vec![
+                reg3,
+                OxmField {
+                    field: 5,
+                    value: vec![8, 0],
+                    mask: None,
+                },
+            ],
+        },
+        counts: FlowCounts {
+            duration_ms: 2500,
+            idle_ms: 0,
+            packets: 3,
+            bytes: 180,
+        },
+    };
+    let text = ofp_print(&Message::NxFlowRemoved(removed.clone()).encode(1, 7));
+    assert!(
+        text.contains("NXT_FLOW_REMOVED (xid=0x7): priority=7,ip,reg3=0x2a reason=idle table_id=4 cookie:0x11 duration2.500s idle10 pkts3 bytes180"),
+        "{text}"
+    );
+    let text = ofp_print(&Message::FlowRemoved(removed).encode(1, 8));
+    assert!(
+        text.contains("OFPT_FLOW_REMOVED (xid=0x8): priority=7,ip reason=idle cookie:0x11 duration2.500s idle10 pkts3 bytes180"),
+        "{text}"
+    );
+}

@@ -318,6 +318,7 @@ impl OpenFlow {
                 }
                 SessionEvent::AsyncConfig(c) => peer.set_async(c),
                 SessionEvent::PacketInFormat(f) => peer.set_packet_in_format(f),
+                SessionEvent::NxmFlowFormat(nxm) => peer.set_nxm_flow_format(nxm),
                 SessionEvent::Config(c) => peer.set_miss_send_len(c.miss_send_len),
                 SessionEvent::FlowMonitors(m) => peer.set_monitors(m, ofproto.pipeline()),
                 e => tracing::debug!(peer = %peer.label, event = ?e, "OpenFlow"),

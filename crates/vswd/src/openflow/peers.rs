@@ -132,6 +132,8 @@ struct PeerState {
     role: Role,
     /// OpenFlow's packet-in or Nicira's NXT_PACKET_IN2.
     packet_in_format: PacketInFormat,
+    /// A 1.0 peer in the NXM flow format: flow removals are NXT_FLOW_REMOVED.
+    nxm: bool,
 }
 
 impl PeerState {
@@ -160,6 +162,7 @@ impl Peer {
                 miss_send_len,
                 role: Role::Equal,
                 packet_in_format: PacketInFormat::Standard,
+                nxm: false,
             }),
             answers: Mutex::new(None),
             dropped: AtomicU64::new(0),
@@ -326,6 +329,10 @@ impl Peer {
 
     pub fn set_packet_in_format(&self, f: PacketInFormat) {
         lock(&self.state).packet_in_format = f;
+    }
+
+    pub fn set_nxm_flow_format(&self, nxm: bool) {
+        lock(&self.state).nxm = nxm;
     }
 
     pub fn set_miss_send_len(&self, n: u16) {
@@ -533,7 +540,7 @@ impl Peers {
                     continue;
                 }
                 let r = &f.rule;
-                let msg = Message::FlowRemoved(FlowRemoved {
+                let removed = FlowRemoved {
                     table_id: r.spec.table,
                     reason,
                     priority: r.spec.priority,
@@ -547,7 +554,12 @@ impl Peers {
                         packets: r.stats.packets(),
                         bytes: r.stats.bytes(),
                     },
-                });
+                };
+                let msg = if state.nxm && v == Version::V1_0 {
+                    Message::NxFlowRemoved(removed)
+                } else {
+                    Message::FlowRemoved(removed)
+                };
                 if !peer.send_async(msg.encode(v.wire(), 0), Overflow::Disconnect) {
                     break;
                 }
