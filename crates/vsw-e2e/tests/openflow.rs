@@ -1486,6 +1486,53 @@ fn a_metered_controller_action_limits_only_the_packet_ins() {
     );
 }
 
+/// `ovs-ofctl mod-port`: a port backed by a kernel interface goes
+/// administratively down (its interface too, as Open vSwitch does to a netdev) and
+/// carries nothing, then up again; `show` says PORT_DOWN meanwhile. What vsw does
+/// not carry out (a ring port's link, `no-flood`) is refused, naming the problem.
+#[test]
+fn mod_port_takes_a_port_down_and_up() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (h1, h2) = two_hosts(&d);
+    d.ctl_ok(&["add-port", "r3", "type=ring"]);
+    let ping = || {
+        h1.exec(&["ping", "-c", "1", "-W", "1", &h2.addr])
+            .status
+            .success()
+    };
+    assert!(ping());
+    let admin_up = |name: &str| {
+        let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap();
+        u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap() & 1 != 0
+    };
+    ofctl(&d, &["mod-port", &h1.port, "down"]);
+    assert!(!admin_up(&h1.port));
+    let show = ofctl(&d, &["show"]);
+    let port = show
+        .split(&format!("({})", h1.port))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{show}"));
+    assert!(port.lines().nth(1).unwrap().contains("PORT_DOWN"), "{show}");
+    assert!(!ping(), "a port that is down carries nothing");
+    of13(&d, &["mod-port", "1", "up"]);
+    assert!(admin_up(&h1.port));
+    wait_until("the port carries again", Duration::from_secs(10), ping);
+    for (version, what) in [("OpenFlow15", "down"), ("OpenFlow10", "no-flood")] {
+        let port = if what == "down" { "r3" } else { &h1.port };
+        let refused = ofctl_raw(&d, &["-O", version, "mod-port", port, what]);
+        assert!(!refused.status.success());
+        let err = String::from_utf8_lossy(&refused.stderr);
+        // 1.0 has no code for it: Open vSwitch's own says it cannot say it.
+        let code = if version == "OpenFlow10" {
+            "NXBRC_UNENCODABLE_ERROR"
+        } else {
+            "OFPPMFC_BAD_CONFIG"
+        };
+        assert!(err.contains(code), "{version} {what}: {err}");
+    }
+}
+
 /// `ovs-ofctl monitor br0 watch:ARGS` in `version`: the lines it prints (on
 /// both of its outputs), and the process to end.
 fn watch(

@@ -28,6 +28,22 @@ pub fn set_mtu(name: &str, mtu: u32) -> std::io::Result<()> {
     sys::set_interface_mtu(name, mtu)
 }
 
+/// Whether interface `name` is administratively up (IFF_UP); `None` when there
+/// is no such interface.
+pub fn admin_up(name: &str) -> Option<bool> {
+    if !valid_name(name) {
+        return None;
+    }
+    let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/flags")).ok()?;
+    let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).ok()?;
+    Some(flags & libc::IFF_UP as u32 != 0)
+}
+
+/// Sets interface `name` administratively up or down (`ip link set … up|down`).
+pub fn set_admin_up(name: &str, up: bool) -> std::io::Result<()> {
+    sys::set_link_admin(name, up)
+}
+
 /// The hardware address of interface `name`, or `None` when there is no such
 /// interface (or it has none of six bytes).
 pub fn mac(name: &str) -> Option<vsw_packet::MacAddr> {

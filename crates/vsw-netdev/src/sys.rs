@@ -224,12 +224,23 @@ pub fn tap_open_with(
 
 /// Sets interface `name` up.
 pub fn set_link_up(name: &str) -> io::Result<()> {
+    set_link_admin(name, true)
+}
+
+/// Sets interface `name` administratively up or down (IFF_UP).
+pub fn set_link_admin(name: &str, up: bool) -> io::Result<()> {
     let mut req = ifreq(name)?;
     let sock = control_socket()?;
     // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into `req`.
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
     // SAFETY: after SIOCGIFFLAGS the union holds the flags.
-    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    unsafe {
+        if up {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        } else {
+            req.ifr_ifru.ifru_flags &= !(libc::IFF_UP as libc::c_short);
+        }
+    }
     // SAFETY: SIOCSIFFLAGS reads name and flags from `req`, which lives for the call.
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(|_| ())
 }

@@ -68,6 +68,8 @@ pub enum Refusal {
     #[error(transparent)]
     GroupMod(#[from] crate::group_mod::BadGroupMod),
     #[error(transparent)]
+    PortMod(#[from] crate::port_mod::BadPortMod),
+    #[error(transparent)]
     MeterMod(#[from] crate::meter_mod::BadMeterMod),
     #[error(transparent)]
     Bundle(#[from] crate::bundle::BadBundle),
@@ -113,6 +115,7 @@ impl Refusal {
             Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),
             Refusal::FlowMod(e) => e.type_code(),
             Refusal::GroupMod(e) => e.type_code(),
+            Refusal::PortMod(e) => e.type_code(),
             Refusal::MeterMod(e) => e.type_code(),
             // As 1.4 on says it (`answer_in` says it in 1.3's words too).
             Refusal::Bundle(e) => (crate::bundle::OFPET_BUNDLE_FAILED, e as u16),

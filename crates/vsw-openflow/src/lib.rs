@@ -36,6 +36,7 @@ pub mod of12;
 pub mod oxm;
 pub mod oxs;
 pub mod packet;
+pub mod port_mod;
 pub mod port_stats;
 mod reader;
 pub mod role;

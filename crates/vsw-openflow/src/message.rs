@@ -157,6 +157,8 @@ pub enum Message {
     /// Nicira's NXT_FLOW_MOD_TABLE_ID (OpenFlow 1.0): whether a flow-mod's command
     /// carries its table id in its high byte.
     FlowModTableId(bool),
+    /// OFPT_PORT_MOD: a port's configuration bits changed.
+    PortMod(crate::port_mod::PortMod),
     /// Nicira's NXST_FLOW_MONITOR request (OpenFlow 1.0): monitors to start.
     FlowMonitorRequest(Vec<crate::flow_monitor::FlowMonitor>),
     /// Nicira's NXT_FLOW_MONITOR_CANCEL: a monitor to end.
@@ -204,6 +206,7 @@ impl Message {
             | Message::FlowModTableId(_)
             | Message::FlowMonitorCancel(_) => OFPT_EXPERIMENTER,
             Message::FlowMonitorRequest(_) => OFPT_MULTIPART_REQUEST,
+            Message::PortMod(_) => crate::port_mod::OFPT_PORT_MOD,
             Message::BundleControl(_) => OFPT_BUNDLE_CONTROL,
             Message::BundleAdd(_) => OFPT_BUNDLE_ADD_MESSAGE,
         }
@@ -362,6 +365,10 @@ impl Message {
                 let v = Version::from_wire(version).unwrap_or(Version::V1_3);
                 crate::flow_monitor::encode_request_body(v, monitors, &mut out);
             }
+            Message::PortMod(pm) => {
+                let v = Version::from_wire(version).unwrap_or(Version::V1_3);
+                pm.encode_body(v, &mut out);
+            }
             // ONF's (1.3; 1.4 deletes a monitor by a request's command instead).
             Message::FlowMonitorCancel(id) => {
                 onf_experimenter(&mut out, crate::flow_monitor::ONF_FLOW_MONITOR);
@@ -471,6 +478,9 @@ impl Message {
                 Ok(Message::RoleStatus(RoleStatus::decode_body(body)?))
             }
             OFPT_METER_MOD => Ok(Message::MeterMod(MeterMod::decode_body(body)?)),
+            crate::port_mod::OFPT_PORT_MOD => Ok(Message::PortMod(
+                crate::port_mod::PortMod::decode_body(version, body)?,
+            )),
             OFPT_GROUP_MOD => Ok(Message::GroupMod(GroupMod::decode_body(version, body)?)),
             OFPT_FLOW_REMOVED => Ok(Message::FlowRemoved(
                 FlowRemoved::decode_body(version, body).ok_or(Refusal::BadLen)?,

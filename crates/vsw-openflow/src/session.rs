@@ -60,6 +60,14 @@ pub trait Bridge {
     fn group_stats(&mut self, id: u32) -> Vec<GroupStatsEntry>;
     /// Group `id` as it is (OFPG_ALL: every group).
     fn group_desc(&mut self, id: u32) -> Vec<GroupDescEntry>;
+    /// Changes a port's configuration (`ovs-ofctl mod-port`); `Err`: why not
+    /// (nothing changed). A switch that changes none refuses every change.
+    fn port_mod(
+        &mut self,
+        _pm: &crate::port_mod::PortMod,
+    ) -> Result<(), crate::port_mod::BadPortMod> {
+        Err(crate::port_mod::BadPortMod::BadConfig)
+    }
     /// Carries out a meter-mod; `Err`: why it was refused (nothing changed).
     fn meter_mod(&mut self, mm: &MeterMod) -> Result<(), BadMeterMod>;
     /// Meter `id`'s statistics (OFPM_ALL: every meter's).
@@ -492,6 +500,7 @@ impl Session {
                 | Message::Resume(_)
                 | Message::GroupMod(_)
                 | Message::MeterMod(_)
+                | Message::PortMod(_)
                 | Message::TlvTableMod(_),
             ) if bridge.role() == Role::Slave => {
                 out.extend(self.refuse(version, m, Refusal::IsSlave));
@@ -830,6 +839,12 @@ impl Session {
                     events.push(SessionEvent::NxmFlowFormat(f == crate::of10::NXFF_NXM));
                 } else {
                     out.extend(self.refuse(version, request, Refusal::BadFlowFormat));
+                }
+                None
+            }
+            Message::PortMod(pm) => {
+                if let Err(e) = bridge.port_mod(&pm) {
+                    out.extend(self.refuse(version, request, Refusal::PortMod(e)));
                 }
                 None
             }

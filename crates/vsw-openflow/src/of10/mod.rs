@@ -30,7 +30,6 @@ use crate::version::Version;
 
 use matching::{port_from_16, port_to_16};
 
-pub const OFPT10_PORT_MOD: u8 = 15;
 pub const OFPT10_STATS_REQUEST: u8 = 16;
 pub const OFPT10_STATS_REPLY: u8 = 17;
 pub const OFPT10_BARRIER_REQUEST: u8 = 18;
@@ -86,6 +85,7 @@ pub fn kind(m: &Message) -> u8 {
             crate::message::OFPT_EXPERIMENTER
         }
         Message::FlowMonitorRequest(_) => OFPT10_STATS_REQUEST,
+        Message::PortMod(_) => crate::port_mod::OFPT10_PORT_MOD,
         other => other.kind(),
     }
 }
@@ -143,6 +143,9 @@ pub fn decode(m: &[u8], dialect: Dialect) -> Result<Message, Refusal> {
         crate::packet::OFPT_PACKET_OUT => Ok(Message::PacketOut(packet_out(&mut r)?)),
         OFPT10_STATS_REQUEST => stats_request(&mut r),
         OFPT10_BARRIER_REQUEST => exact(&r, Message::BarrierRequest),
+        crate::port_mod::OFPT10_PORT_MOD => Ok(Message::PortMod(
+            crate::port_mod::PortMod::decode_body(Version::V1_0, body)?,
+        )),
         _ => Err(Refusal::BadType),
     }
 }

@@ -20,6 +20,7 @@ use vsw_openflow::group_mod::{
 use vsw_openflow::meter_mod::{
     BadMeterMod, MeterCommand, MeterConfigEntry, MeterMod, MeterStatsEntry, OFPM_ALL,
 };
+use vsw_openflow::port_mod::{BadPortMod, PortMod, OFPPC_PORT_DOWN};
 use vsw_openflow::port_stats::PortStats;
 use vsw_openflow::table_stats::TableStats;
 use vsw_openflow::tlv::{BadTlv, TlvMap, TlvTableMod};
@@ -318,6 +319,39 @@ impl Bridge for SwitchBridge<'_> {
 
     /// Through the same checks as `vswctl add-meter` / `mod-meter` / `del-meters`
     /// (a deleted meter takes the flows that use it along).
+    /// `ovs-ofctl mod-port PORT up|down`: a port backed by a kernel interface is
+    /// set administratively up or down (as Open vSwitch does to a netdev); the
+    /// port-status that follows comes from the port watch. The other bits
+    /// (`no-flood`, `no-receive`, `no-forward`, `no-packet-in`) vsw does not carry
+    /// out: refused, as a configuration the port cannot take.
+    fn port_mod(&mut self, pm: &PortMod) -> Result<(), BadPortMod> {
+        let port = self
+            .sw()
+            .openflow_ports()
+            .into_iter()
+            .find(|p| p.port_no == pm.port_no)
+            .ok_or(BadPortMod::BadPort)?;
+        if port.hw_addr != pm.hw_addr {
+            return Err(BadPortMod::BadHwAddr);
+        }
+        if pm.mask & !OFPPC_PORT_DOWN != 0 {
+            return Err(BadPortMod::BadConfig);
+        }
+        if pm.mask & OFPPC_PORT_DOWN != 0 {
+            let up = pm.config & OFPPC_PORT_DOWN == 0;
+            if vsw_netdev::interface::admin_up(&port.name).is_none() {
+                // A ring, vhost-user or tunnel port has no link to set.
+                return Err(BadPortMod::BadConfig);
+            }
+            vsw_netdev::interface::set_admin_up(&port.name, up).map_err(|e| {
+                tracing::info!(port = %port.name, error = %e, "OpenFlow port-mod not carried out");
+                BadPortMod::BadConfig
+            })?;
+            tracing::info!(port = %port.name, up, "OpenFlow port-mod");
+        }
+        Ok(())
+    }
+
     fn meter_mod(&mut self, mm: &MeterMod) -> Result<(), BadMeterMod> {
         let done = match mm.command {
             MeterCommand::Add => self.sw().set_meter(meter_spec(mm)?, false),

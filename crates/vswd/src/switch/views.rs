@@ -339,7 +339,7 @@ impl Switch {
                     port_no: vsw_openflow::flow_mod::to_of_port(*no),
                     hw_addr,
                     name: p.name.clone(),
-                    admin_down: false,
+                    admin_down: vsw_netdev::interface::admin_up(&p.name) == Some(false),
                     link_up: matches!(p.link, Link::Up { .. }),
                     curr_speed_kbps: 0,
                     max_speed_kbps: 0,
