@@ -1264,6 +1264,7 @@ impl Action {
         let w = Action::SetField;
         Some(match field {
             Field::TunId => Action::SetTunnel(v as u64),
+            Field::TunMetadata0 => Action::SetTunnelMetadata(v as u32),
             Field::EthSrc => Action::SetDlSrc(crate::subfield::mac(v)),
             Field::EthDst => Action::SetDlDst(crate::subfield::mac(v)),
             Field::IpSrc => Action::SetNwSrc(v4()),

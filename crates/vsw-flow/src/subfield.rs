@@ -29,6 +29,8 @@ pub enum Field {
     Metadata,
     InPort,
     TunId,
+    /// The Geneve option the TLV map names `tun_metadata0` (32 bits in vsw).
+    TunMetadata0,
     EthSrc,
     EthDst,
     EthType,
@@ -149,6 +151,18 @@ static OTHERS: &[(Field, FieldInfo)] = &[
     (
         Field::TunId,
         info("tun_id", "NXM_NX_TUN_ID", (NXM1, 16, 8), 64, Needs::Nothing),
+    ),
+    (
+        // Open vSwitch names it in NXM with its longest length (124 bytes), as
+        // in `move` and `load`; vsw holds 32 bits of it.
+        Field::TunMetadata0,
+        info(
+            "tun_metadata0",
+            "NXM_NX_TUN_METADATA0",
+            (NXM1, 40, 124),
+            32,
+            Needs::Nothing,
+        ),
     ),
     (
         Field::EthSrc,
@@ -499,6 +513,7 @@ impl Field {
             Field::Metadata => u128::from(k.metadata),
             Field::InPort => u128::from(k.in_port & 0xffff),
             Field::TunId => u128::from(k.tun_id),
+            Field::TunMetadata0 => u128::from(k.tun_metadata0),
             Field::EthSrc => mac_num(k.dl_src),
             Field::EthDst => mac_num(k.dl_dst),
             Field::EthType => u128::from(k.dl_type),
@@ -533,6 +548,7 @@ impl Field {
             Field::Metadata => k.metadata = v as u64,
             Field::InPort => k.in_port = (v & 0xffff) as u32,
             Field::TunId => k.tun_id = v as u64,
+            Field::TunMetadata0 => k.tun_metadata0 = v as u32,
             Field::EthSrc => k.dl_src = mac(v),
             Field::EthDst => k.dl_dst = mac(v),
             Field::EthType => k.dl_type = v as u16,

@@ -1360,7 +1360,10 @@ impl Ctx<'_, '_> {
             | Action::SetTunnelMetadata(_) => false,
             Action::Load(l) => {
                 !(l.field.is_pipelines()
-                    || matches!(l.field, Field::EthSrc | Field::EthDst | Field::TunId))
+                    || matches!(
+                        l.field,
+                        Field::EthSrc | Field::EthDst | Field::TunId | Field::TunMetadata0
+                    ))
             }
             _ => true,
         }

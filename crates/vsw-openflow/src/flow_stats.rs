@@ -156,7 +156,9 @@ pub(crate) fn encode_instructions(
         loads_as_set_fields(&mut i);
         i
     } else {
-        meter_as_instruction(instructions)
+        let mut i = meter_as_instruction(instructions);
+        copies_as_nicira(&mut i);
+        i
     };
     for i in &instructions {
         i.encode(out);
@@ -220,9 +222,33 @@ fn meter_as_instruction(instructions: &[Instruction]) -> Vec<Instruction> {
     out
 }
 
+/// Before 1.5 there is no copy-field and no masked set-field: a flow written in
+/// 1.5 is read in 1.2–1.4 as Open vSwitch writes it there, NXAST_REG_MOVE and
+/// NXAST_REG_LOAD2.
+pub fn copies_as_nicira(instructions: &mut [Instruction]) {
+    fn actions(list: &mut [Action]) {
+        for a in list {
+            match a {
+                Action::CopyField(c) => *a = Action::Nx(crate::nx_action::NxAction::RegMove(*c)),
+                Action::SetField(f) if f.mask.is_some() => {
+                    *a = Action::Nx(crate::nx_action::masked_set_field_as_load(f));
+                }
+                Action::Clone(inner) => actions(inner),
+                _ => {}
+            }
+        }
+    }
+    for i in instructions {
+        if let Instruction::ApplyActions(list) | Instruction::WriteActions(list) = i {
+            actions(list);
+        }
+    }
+}
+
 /// 1.5 has no meter instruction: the meter is the first action applied.
-/// OpenFlow 1.5 has no NXAST_REG_LOAD: a load is the masked set-field it is (as
-/// Open vSwitch sends it to a 1.5 reader), wherever it stands.
+/// OpenFlow 1.5 has no NXAST_REG_LOAD, REG_LOAD2 or REG_MOVE (Open vSwitch's 1.5
+/// reader refuses them): a load is the masked set-field it is, a move the
+/// copy-field, as Open vSwitch sends them to a 1.5 reader, wherever they stand.
 pub fn loads_as_set_fields(instructions: &mut [Instruction]) {
     fn actions(list: &mut [Action]) {
         for a in list {
@@ -235,6 +261,14 @@ pub fn loads_as_set_fields(instructions: &mut [Instruction]) {
                     if let Some(set) = reg_load_as_set_field(*ofs_nbits, *dst, *value) {
                         *a = set;
                     }
+                }
+                // 1.5 has no NXAST_REG_LOAD2 either: its masked set-field is it;
+                // nor NXAST_REG_MOVE: its copy-field is it.
+                Action::Nx(crate::nx_action::NxAction::RegLoad2(f)) => {
+                    *a = Action::SetField(f.clone());
+                }
+                Action::Nx(crate::nx_action::NxAction::RegMove(c)) => {
+                    *a = Action::CopyField(*c);
                 }
                 Action::Clone(inner) => actions(inner),
                 _ => {}
@@ -253,7 +287,12 @@ fn reg_load_as_set_field(ofs_nbits: u16, dst: u32, value: u64) -> Option<Action>
     let (class, number, _, len) = crate::nx_action::nxm_header_parts(dst);
     let id = crate::oxm::field_of_wire(class, number)?;
     let (ofs, n_bits) = (u32::from(ofs_nbits >> 6), u32::from(ofs_nbits & 0x3f) + 1);
-    let bytes = usize::from(len);
+    // NXM names tun_metadata0 with its longest length; vsw's value is 4 bytes.
+    let bytes = if id == crate::oxm::TUN_METADATA0 {
+        4
+    } else {
+        usize::from(len)
+    };
     if bytes == 0 || bytes > 16 || ofs + n_bits > 8 * bytes as u32 {
         return None;
     }

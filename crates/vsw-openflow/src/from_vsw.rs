@@ -492,7 +492,13 @@ fn learn(l: &vsw_flow::Learn) -> LearnAction {
 /// `None` for a field OpenFlow's set-field cannot name.
 fn load(l: &vsw_flow::Load) -> Option<Action> {
     let info = l.field.info();
-    let bytes = usize::from(info.header.2);
+    // A set-field's value is the field's own length (NXM names tun_metadata0
+    // with its longest, 124, which is no value's).
+    let bytes = if l.field == vsw_flow::subfield::Field::TunMetadata0 {
+        4
+    } else {
+        usize::from(info.header.2)
+    };
     let oxm = crate::oxm::field_of_wire(info.header.0, info.header.1);
     let full = ones(u32::from(info.bits));
     if let (Some(id), true) = (oxm, l.as_set_field && l.mask == full) {

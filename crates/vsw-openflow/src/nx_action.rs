@@ -110,6 +110,31 @@ pub fn nxm_header_parts(h: u32) -> (u16, u8, bool, u8) {
 }
 
 /// The NXM header of an unmasked field of `len` bytes.
+/// A set-field as Open vSwitch writes it as Nicira's (a masked one before 1.5, any
+/// 1.0 has no action for): NXAST_REG_LOAD when
+/// its mask is one run of bits in a fixed-length field of up to 64 bits, else
+/// NXAST_REG_LOAD2.
+pub fn masked_set_field_as_load(f: &OxmField) -> NxAction {
+    let num = |b: &[u8]| b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x));
+    let len = f.value.len();
+    let whole = vsw_flow::subfield::ones(8 * len as u32);
+    let (value, mask) = (num(&f.value), f.mask.as_deref().map_or(whole, num));
+    let fixed = crate::oxm::field_def(f.field).is_some_and(|d| !d.var_len);
+    if fixed && len <= 8 && mask != 0 {
+        let ofs = mask.trailing_zeros();
+        let n_bits = 128 - mask.leading_zeros() - ofs;
+        if n_bits <= 64 && mask == vsw_flow::subfield::ones(n_bits) << ofs {
+            let (class, number) = crate::oxm::wire_id(f.field);
+            return NxAction::RegLoad {
+                ofs_nbits: ((ofs as u16) << 6) | (n_bits as u16 - 1),
+                dst: nxm_header(class, number, len as u8),
+                value: (value >> ofs) as u64,
+            };
+        }
+    }
+    NxAction::RegLoad2(f.clone())
+}
+
 pub fn nxm_header(class: u16, number: u8, len: u8) -> u32 {
     (u32::from(class) << 16) | (u32::from(number) << 9) | u32::from(len)
 }
@@ -533,7 +558,9 @@ impl NxAction {
                 let n = usize::from(b.u16().ok_or(BadNxAction::Len)?);
                 zero(b.bytes(4))?;
                 let room = b.rest_len() / 2;
-                if n == 0 || n > room {
+                // None is allowed: OVN writes `dec_ttl()` so (no controller is
+                // told of an expired packet).
+                if n > room {
                     return Err(BadNxAction::Len);
                 }
                 let ids = (0..n)

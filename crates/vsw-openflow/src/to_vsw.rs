@@ -525,6 +525,8 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             table: table(t)?,
         },
         NxAction::DecTtl => VswAction::DecTtl,
+        // No ids (OVN's `dec_ttl()`): plain `dec_ttl`, as vsw-flow reads it too.
+        NxAction::DecTtlIds(ref ids) if ids.is_empty() => VswAction::DecTtl,
         NxAction::DecTtlIds(ref ids) => VswAction::DecTtlIds(ids.as_slice().into()),
         NxAction::CheckPktLarger {
             pkt_len,

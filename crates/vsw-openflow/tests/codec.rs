@@ -436,7 +436,7 @@ fn plain_action() -> impl Strategy<Value = Action> {
                 dst: nxm_header(1, reg as u8, 4),
             })
         }),
-        prop::collection::vec(any::<u16>(), 1..6)
+        prop::collection::vec(any::<u16>(), 0..6)
             .prop_map(|ids| Action::Nx(NxAction::DecTtlIds(ids))),
         any::<u32>().prop_map(|l| Action::Nx(NxAction::SetMplsLabel(l))),
         any::<u8>().prop_map(|t| Action::Nx(NxAction::SetMplsTc(t))),
@@ -737,11 +737,14 @@ proptest! {
                 other => prop_assert!(false, "{other:?}"),
             }
         }
-        // A 1.5 reader is sent a load as the masked set-field it is.
+        // A 1.5 reader is sent a load as the masked set-field it is; an earlier
+        // one a copy-field or masked set-field as Nicira's move and load.
         let mut entries = entries;
-        if version >= Version::V1_5 {
-            for e in &mut entries {
+        for e in &mut entries {
+            if version >= Version::V1_5 {
                 vsw_openflow::flow_stats::loads_as_set_fields(&mut e.instructions);
+            } else {
+                vsw_openflow::flow_stats::copies_as_nicira(&mut e.instructions);
             }
         }
         prop_assert_eq!(back, entries);
@@ -984,4 +987,47 @@ fn deeply_nested_clones_are_refused() {
     assert!(back.is_err());
     let (_, back) = nested(1000);
     assert!(back.is_err());
+}
+
+/// OVN writes `dec_ttl()` as NXAST_DEC_TTL_CNT_IDS with no controller ids (every
+/// router route has one): taken, and written back the same.
+#[test]
+fn a_dec_ttl_with_no_controller_ids_is_taken_as_ovn_writes_it() {
+    let ovn = [
+        0xff, 0xff, 0, 0x10, 0, 0, 0x23, 0x20, 0, 0x15, 0, 0, 0, 0, 0, 0,
+    ];
+    let fm = FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: 21,
+        command: Command::Add,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: 74,
+        buffer_id: u32::MAX,
+        out_port: u32::MAX,
+        out_group: u32::MAX,
+        flags: 0,
+        importance: 0,
+        matcher: OxmMatch {
+            fields: vec![OxmField {
+                field: 5,
+                value: vec![8, 0],
+                mask: None,
+            }],
+        },
+        instructions: vec![Instruction::ApplyActions(vec![Action::Nx(
+            NxAction::DecTtlIds(vec![]),
+        )])],
+    };
+    let wire = Message::FlowMod(fm.clone()).encode(6, 1);
+    assert!(
+        wire.windows(ovn.len()).any(|w| w == ovn),
+        "as OVN writes it"
+    );
+    assert_eq!(
+        Message::decode(Version::V1_5, &wire),
+        Ok(Message::FlowMod(fm.clone()))
+    );
+    assert!(vsw_openflow::to_vsw::flow_spec(&fm).is_ok());
 }

@@ -243,9 +243,15 @@ fn encode_one(a: &Action, out: &mut Vec<u8>) {
             (8, [dscp]) => simple(SET_NW_TOS, &[dscp << 2, 0, 0, 0], out),
             (13 | 15 | 17, [hi, lo]) => simple(SET_TP_SRC, &[*hi, *lo, 0, 0], out),
             (14 | 16 | 18, [hi, lo]) => simple(SET_TP_DST, &[*hi, *lo, 0, 0], out),
-            _ => encode_one(&Action::Nx(NxAction::RegLoad2(f.clone())), out),
+            _ => encode_one(
+                &Action::Nx(crate::nx_action::masked_set_field_as_load(f)),
+                out,
+            ),
         },
-        Action::SetField(f) => encode_one(&Action::Nx(NxAction::RegLoad2(f.clone())), out),
+        Action::SetField(f) => encode_one(
+            &Action::Nx(crate::nx_action::masked_set_field_as_load(f)),
+            out,
+        ),
         Action::PopVlan => simple(STRIP_VLAN, &[0; 4], out),
         Action::SetQueue(q) => {
             let start = nx_header(NXAST_SET_QUEUE, out);
