@@ -157,6 +157,8 @@ pub enum Message {
     /// Nicira's NXT_FLOW_MOD_TABLE_ID (OpenFlow 1.0): whether a flow-mod's command
     /// carries its table id in its high byte.
     FlowModTableId(bool),
+    /// Nicira's NXT_CT_FLUSH_ZONE: the connection tracker's entries of a zone go.
+    CtFlushZone(u16),
     /// OFPT_PORT_MOD: a port's configuration bits changed.
     PortMod(crate::port_mod::PortMod),
     /// Nicira's NXST_FLOW_MONITOR request (OpenFlow 1.0): monitors to start.
@@ -201,6 +203,7 @@ impl Message {
             | Message::PacketIn2(_)
             | Message::NxPacketIn(_)
             | Message::NxFlowRemoved(_)
+            | Message::CtFlushZone(_)
             | Message::Resume(_)
             | Message::SetFlowFormat(_)
             | Message::FlowModTableId(_)
@@ -324,6 +327,11 @@ impl Message {
             Message::NxFlowRemoved(f) => {
                 experimenter(&mut out, NXT_FLOW_REMOVED);
                 f.encode_nx_body(&mut out);
+            }
+            Message::CtFlushZone(zone) => {
+                experimenter(&mut out, NXT_CT_FLUSH_ZONE);
+                out.extend_from_slice(&[0; 6]);
+                out.extend_from_slice(&zone.to_be_bytes());
             }
             Message::GroupMod(g) => g.encode_body(
                 Version::from_wire(version).unwrap_or(Version::V1_3),
@@ -608,6 +616,13 @@ impl Message {
                 let id = r.u16().ok_or(Refusal::BadLen)?;
                 exact(r, Message::SetControllerId(id))
             }
+            NXT_CT_FLUSH_ZONE => {
+                if r.bytes(6).ok_or(Refusal::BadLen)?.iter().any(|b| *b != 0) {
+                    return Err(Refusal::BadArgument);
+                }
+                let zone = r.u16().ok_or(Refusal::BadLen)?;
+                exact(r, Message::CtFlushZone(zone))
+            }
             crate::packet::NXT_RESUME => Ok(Message::Resume(crate::packet::Resume::decode_body(
                 r.rest(),
             )?)),
@@ -658,6 +673,8 @@ fn finish(mut out: Vec<u8>) -> Vec<u8> {
 /// message's subtype.
 /// Nicira's NXT_SET_PACKET_IN_FORMAT subtype.
 pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
+/// Nicira's NXT_CT_FLUSH_ZONE subtype.
+pub const NXT_CT_FLUSH_ZONE: u32 = 29;
 /// Nicira's NXT_FLOW_REMOVED subtype.
 pub const NXT_FLOW_REMOVED: u32 = 14;
 /// Nicira's NXT_SET_CONTROLLER_ID subtype.

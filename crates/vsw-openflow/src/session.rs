@@ -501,6 +501,7 @@ impl Session {
                 | Message::GroupMod(_)
                 | Message::MeterMod(_)
                 | Message::PortMod(_)
+                | Message::CtFlushZone(_)
                 | Message::TlvTableMod(_),
             ) if bridge.role() == Role::Slave => {
                 out.extend(self.refuse(version, m, Refusal::IsSlave));
@@ -842,6 +843,10 @@ impl Session {
                 }
                 None
             }
+            // vsw has no connection tracker yet: a zone has no entries to flush,
+            // and the flush is done (ovn-controller sends one for every zone it
+            // assigns, and starts over on an error).
+            Message::CtFlushZone(_) => None,
             Message::PortMod(pm) => {
                 if let Err(e) = bridge.port_mod(&pm) {
                     out.extend(self.refuse(version, request, Refusal::PortMod(e)));

@@ -99,6 +99,7 @@ fn message() -> impl Strategy<Value = Message> {
         Just(Message::FeaturesRequest),
         Just(Message::TlvTableRequest),
         any::<u16>().prop_map(Message::SetControllerId),
+        any::<u16>().prop_map(Message::CtFlushZone),
         any::<u32>().prop_map(Message::SetPacketInFormat),
         (
             prop::collection::vec(any::<u8>(), 1..200),
