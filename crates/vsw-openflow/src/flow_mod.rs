@@ -180,6 +180,8 @@ pub enum BadFlowMod {
     BadTableId,
     #[error("an experimenter action of a vendor vsw does not know (BAD_ACTION/BAD_EXPERIMENTER)")]
     BadExperimenter,
+    #[error("a flow-mod with flags its version does not have (FLOW_MOD_FAILED/BAD_FLAGS)")]
+    BadFlags,
     #[error("a Nicira action vsw does not carry out (BAD_ACTION/BAD_EXP_TYPE)")]
     BadExperimenterType,
 }
@@ -221,6 +223,7 @@ impl BadFlowMod {
             BadFlowMod::BadGotoTable => (3, 2),
             BadFlowMod::BadTableId => (5, 2),
             BadFlowMod::BadExperimenter => (2, 2),
+            BadFlowMod::BadFlags => (5, 7),
             BadFlowMod::BadExperimenterType => (2, 3),
         }
     }

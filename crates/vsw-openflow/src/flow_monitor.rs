@@ -175,9 +175,11 @@ impl FlowUpdate {
                 out.extend(std::iter::repeat_n(0u8, n.div_ceil(8) * 8 - n));
                 n
             } else {
+                // ONF's match_len: the match's own length (header and fields,
+                // without the padding), as Open vSwitch writes it.
                 let at = out.len();
                 self.matcher.encode(out);
-                out.len() - at
+                usize::from(u16::from_be_bytes([out[at + 2], out[at + 3]]))
             };
             out[match_len_at..match_len_at + 2].copy_from_slice(&len16(n).to_be_bytes());
             if actions {
@@ -411,8 +413,9 @@ pub fn encode_request_body(version: Version, monitors: &[FlowMonitor], out: &mut
             out.extend_from_slice(&[m.table_id, 0, 0, 0]);
             let start = out.len();
             m.matcher.encode(out);
-            let n = len16(out.len() - start);
-            out[at..at + 2].copy_from_slice(&n.to_be_bytes());
+            // The match's own length, without its padding.
+            let n = [out[start + 2], out[start + 3]];
+            out[at..at + 2].copy_from_slice(&n);
         } else {
             out.extend_from_slice(&m.id.to_be_bytes());
             out.extend_from_slice(&m.flags.to_be_bytes());

@@ -44,9 +44,12 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
             out.extend_from_slice(&[f.n_tables, 0, 0, 0]);
             out.extend_from_slice(&f.capabilities.to_be_bytes());
             out.extend_from_slice(&0u32.to_be_bytes());
-            for p in &f.ports {
-                // 1.2's ofp_port is 1.3's.
-                p.encode(crate::version::Version::V1_3, out);
+            // Ports that would not fit one message are left out, as in 1.0.
+            if 8 + 24 + 64 * f.ports.len() <= usize::from(u16::MAX) {
+                for p in &f.ports {
+                    // 1.2's ofp_port is 1.3's.
+                    p.encode(crate::version::Version::V1_3, out);
+                }
             }
         }
         Message::PacketIn(p) => {
@@ -98,8 +101,8 @@ pub fn reply_entries(reply: &MultipartReply) -> Option<Vec<Vec<u8>>> {
 fn table_stats(t: &TableStats, out: &mut Vec<u8>) {
     out.extend_from_slice(&[t.table_id, 0, 0, 0, 0, 0, 0, 0]);
     crate::multipart::fixed_string(out, &format!("table{}", t.table_id), 32);
-    // match, wildcards: every basic OXM field (0–39).
-    let fields: u64 = (1 << 40) - 1;
+    // match, wildcards: every basic OXM field 1.2 has (0–35).
+    let fields: u64 = (1 << 36) - 1;
     out.extend_from_slice(&fields.to_be_bytes());
     out.extend_from_slice(&fields.to_be_bytes());
     // write_actions, apply_actions: every 1.2 action (bits 0, 11–12, 15–25).

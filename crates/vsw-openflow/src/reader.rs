@@ -1,6 +1,7 @@
 //! Big-endian fields read from a message body, each one bounds-checked.
 
 /// Reads fields in order; every read fails (None) past the end instead of panicking.
+#[derive(Clone)]
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
 }

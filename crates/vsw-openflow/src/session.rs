@@ -60,6 +60,10 @@ pub trait Bridge {
     fn group_stats(&mut self, id: u32) -> Vec<GroupStatsEntry>;
     /// Group `id` as it is (OFPG_ALL: every group).
     fn group_desc(&mut self, id: u32) -> Vec<GroupDescEntry>;
+    /// The connection's flow monitors now (it started or cancelled one): from the
+    /// tables as they are now, the switch tells it of each change to the flows
+    /// they name. A switch that tells nothing has no monitors.
+    fn set_flow_monitors(&mut self, _monitors: &[crate::flow_monitor::FlowMonitor]) {}
     /// Changes a port's configuration (`ovs-ofctl mod-port`); `Err`: why not
     /// (nothing changed). A switch that changes none refuses every change.
     fn port_mod(
@@ -175,9 +179,6 @@ pub enum SessionEvent {
     Config(SwitchConfig),
     /// The peer chose how its packet-ins are sent (NXT_SET_PACKET_IN_FORMAT).
     PacketInFormat(crate::packet::PacketInFormat),
-    /// The peer's flow monitors now (it started or cancelled one): the switch
-    /// tells it of each change to the flows they name from here on.
-    FlowMonitors(Vec<crate::flow_monitor::FlowMonitor>),
     /// A 1.0 peer chose its flow format (NXT_SET_FLOW_FORMAT): with NXM (`true`),
     /// the flows it is told went are Nicira's NXT_FLOW_REMOVED.
     NxmFlowFormat(bool),
@@ -862,7 +863,10 @@ impl Session {
                     out.extend(self.refuse(version, request, e));
                     return;
                 }
-                events.push(SessionEvent::FlowMonitors(self.monitors.list()));
+                // The switch starts comparing from the tables as they are now,
+                // before the initial flows are read from them: a change between
+                // is told twice at worst, never lost.
+                bridge.set_flow_monitors(&self.monitors.list());
                 // The flows there now, for the monitors that asked for them: each
                 // once, with its actions if one of them asked for those.
                 let mut initial: Vec<(crate::flow_monitor::FlowUpdate, bool)> = Vec::new();
@@ -910,7 +914,7 @@ impl Session {
             }
             Message::FlowMonitorCancel(id) => {
                 match self.monitors.cancel(id) {
-                    Ok(()) => events.push(SessionEvent::FlowMonitors(self.monitors.list())),
+                    Ok(()) => bridge.set_flow_monitors(&self.monitors.list()),
                     Err(e) => out.extend(self.refuse(version, request, e)),
                 }
                 None

@@ -49,6 +49,10 @@ const ICMP_CODE: u8 = 20;
 const ARP_OP: u8 = 21;
 const ARP_SPA: u8 = 22;
 const ARP_TPA: u8 = 23;
+const SCTP_SRC: u8 = 17;
+const SCTP_DST: u8 = 18;
+const ICMPV6_TYPE: u8 = 29;
+const ICMPV6_CODE: u8 = 30;
 
 /// OpenFlow 1.0's 16-bit port numbers as 1.1 on's 32-bit ones: the reserved ports
 /// (0xff00 up) move to the top of the wider space.
@@ -91,6 +95,13 @@ fn prefix(field: u8, addr: u32, wild: u32) -> Option<OxmField> {
         }
         _ => None,
     }
+}
+
+/// Whether the `ofp10_match` at the front of `r` wildcards nothing (without
+/// reading it).
+pub(crate) fn is_exact(r: &Reader) -> bool {
+    let mut peek = r.clone();
+    peek.u32().is_some_and(|w| w & W_ALL == 0)
 }
 
 /// Reads an `ofp10_match` from the front of `r` as OXM fields, checked as any match.
@@ -152,45 +163,54 @@ pub(crate) fn decode(r: &mut Reader) -> Result<OxmMatch, BadMatch> {
         fields.push(exact(ETH_TYPE, &dl_type.to_be_bytes()));
         let nw_src_wild = (wildcards >> NW_SRC_SHIFT) & 0x3f;
         let nw_dst_wild = (wildcards >> NW_DST_SHIFT) & 0x3f;
-        match dl_type {
-            0x0800 => {
-                if given(W_NW_TOS) {
-                    fields.push(exact(IP_DSCP, &[nw_tos >> 2]));
-                }
+        // As Open vSwitch normalizes a 1.0 match: addresses for IPv4 and ARP
+        // (RARP too), TOS and protocol for IPv4 and IPv6 (ARP's opcode), ports for
+        // TCP, UDP and SCTP, type and code for ICMP and ICMPv6.
+        let ip = matches!(dl_type, 0x0800 | 0x86dd);
+        if ip {
+            if given(W_NW_TOS) {
+                fields.push(exact(IP_DSCP, &[nw_tos >> 2]));
+            }
+            if dl_type == 0x0800 {
                 fields.extend(prefix(IPV4_SRC, nw_src, nw_src_wild));
                 fields.extend(prefix(IPV4_DST, nw_dst, nw_dst_wild));
-                if given(W_NW_PROTO) {
-                    fields.push(exact(IP_PROTO, &[nw_proto]));
-                    let ports = match nw_proto {
-                        6 => Some((TCP_SRC, TCP_DST)),
-                        17 => Some((UDP_SRC, UDP_DST)),
-                        _ => None,
+            }
+            if given(W_NW_PROTO) {
+                fields.push(exact(IP_PROTO, &[nw_proto]));
+                let icmp = match dl_type {
+                    0x0800 => 1,
+                    _ => 58,
+                };
+                let fields_of = match nw_proto {
+                    6 => Some((TCP_SRC, TCP_DST, false)),
+                    17 => Some((UDP_SRC, UDP_DST, false)),
+                    132 => Some((SCTP_SRC, SCTP_DST, false)),
+                    p if p == icmp && dl_type == 0x0800 => Some((ICMP_TYPE, ICMP_CODE, true)),
+                    p if p == icmp => Some((ICMPV6_TYPE, ICMPV6_CODE, true)),
+                    _ => None,
+                };
+                if let Some((src, dst, one_byte)) = fields_of {
+                    let put = |f: u8, v: u16| {
+                        if one_byte {
+                            exact(f, &[v as u8])
+                        } else {
+                            exact(f, &v.to_be_bytes())
+                        }
                     };
-                    if let Some((src, dst)) = ports {
-                        if given(W_TP_SRC) {
-                            fields.push(exact(src, &tp_src.to_be_bytes()));
-                        }
-                        if given(W_TP_DST) {
-                            fields.push(exact(dst, &tp_dst.to_be_bytes()));
-                        }
-                    } else if nw_proto == 1 {
-                        if given(W_TP_SRC) {
-                            fields.push(exact(ICMP_TYPE, &[tp_src as u8]));
-                        }
-                        if given(W_TP_DST) {
-                            fields.push(exact(ICMP_CODE, &[tp_dst as u8]));
-                        }
+                    if given(W_TP_SRC) {
+                        fields.push(put(src, tp_src));
+                    }
+                    if given(W_TP_DST) {
+                        fields.push(put(dst, tp_dst));
                     }
                 }
             }
-            0x0806 => {
-                if given(W_NW_PROTO) {
-                    fields.push(exact(ARP_OP, &u16::from(nw_proto).to_be_bytes()));
-                }
-                fields.extend(prefix(ARP_SPA, nw_src, nw_src_wild));
-                fields.extend(prefix(ARP_TPA, nw_dst, nw_dst_wild));
+        } else if matches!(dl_type, 0x0806 | 0x8035) {
+            if given(W_NW_PROTO) {
+                fields.push(exact(ARP_OP, &u16::from(nw_proto).to_be_bytes()));
             }
-            _ => {}
+            fields.extend(prefix(ARP_SPA, nw_src, nw_src_wild));
+            fields.extend(prefix(ARP_TPA, nw_dst, nw_dst_wild));
         }
     }
     // The fields were made to fit; their values are still checked as any match's.
@@ -277,11 +297,11 @@ pub fn encode(m: &OxmMatch, out: &mut Vec<u8>) {
                     }
                 }
             }
-            TCP_SRC | UDP_SRC | ICMP_TYPE if unmasked => {
+            TCP_SRC | UDP_SRC | SCTP_SRC | ICMP_TYPE | ICMPV6_TYPE if unmasked => {
                 tp_src = n as u16;
                 wildcards &= !W_TP_SRC;
             }
-            TCP_DST | UDP_DST | ICMP_CODE if unmasked => {
+            TCP_DST | UDP_DST | SCTP_DST | ICMP_CODE | ICMPV6_CODE if unmasked => {
                 tp_dst = n as u16;
                 wildcards &= !W_TP_DST;
             }
@@ -366,6 +386,33 @@ mod tests {
         all[..4].copy_from_slice(&W_ALL.to_be_bytes());
         assert_eq!(decode(&mut Reader::new(&all)).unwrap(), OxmMatch::default());
         assert_eq!(decode(&mut Reader::new(&all[..39])), Err(BadMatch::BadLen));
+    }
+
+    #[test]
+    fn ipv6_sctp_and_icmpv6_keep_what_1_0_can_say_of_them() {
+        // As Open vSwitch reads a 1.0 match: IPv6 keeps its protocol and ports.
+        for (dl_type, proto, src, dst) in [
+            ([0x86, 0xdd], 6, TCP_SRC, TCP_DST),
+            ([0x08, 0x00], 132, SCTP_SRC, SCTP_DST),
+        ] {
+            let m = OxmMatch {
+                fields: vec![
+                    field(ETH_TYPE, &dl_type, None),
+                    field(IP_PROTO, &[proto], None),
+                    field(src, &[0, 9], None),
+                    field(dst, &[0, 80], None),
+                ],
+            };
+            assert_eq!(round_trip(&m), m);
+        }
+        let icmpv6 = OxmMatch {
+            fields: vec![
+                field(ETH_TYPE, &[0x86, 0xdd], None),
+                field(IP_PROTO, &[58], None),
+                field(ICMPV6_TYPE, &[135], None),
+            ],
+        };
+        assert_eq!(round_trip(&icmpv6), icmpv6);
     }
 
     #[test]

@@ -66,6 +66,8 @@ const UNENCODABLE: (u16, u16) = (1, 521);
 /// `OFPFF_EMERG`: 1.0's emergency flow cache, which 1.0.1 made optional and vsw
 /// does not have.
 const OFPFF10_EMERG: u16 = 1 << 2;
+/// 1.0's flags: SEND_FLOW_REM, CHECK_OVERLAP, EMERG.
+const OFPFF10_ALL: u16 = 0b111;
 
 /// What a 1.0 connection has asked for that changes how its messages read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -161,6 +163,9 @@ fn exact(r: &Reader, m: Message) -> Result<Message, Refusal> {
 /// The command (and table) of a 1.0 flow-mod: without NXT_FLOW_MOD_TABLE_ID an
 /// add goes to table 0 and the others look in every table, as in Open vSwitch.
 fn command(raw: u16, dialect: Dialect) -> Result<(Command, u8), BadFlowMod> {
+    if !dialect.table_in_command && raw > 0xff {
+        return Err(BadFlowMod::BadCommand);
+    }
     let command = match raw & 0xff {
         0 => Command::Add,
         1 => Command::Modify,
@@ -212,6 +217,9 @@ impl FlowModHead {
         cookie_match: Option<(u64, u64)>,
         actions: &[u8],
     ) -> Result<FlowMod, BadFlowMod> {
+        if self.flags & !OFPFF10_ALL != 0 {
+            return Err(BadFlowMod::BadFlags);
+        }
         if self.flags & OFPFF10_EMERG != 0 {
             return Err(BadFlowMod::Refused);
         }
@@ -246,10 +254,15 @@ impl FlowModHead {
     }
 }
 
-/// OFPT_FLOW_MOD: an `ofp10_match`, the fixed fields, 1.0 actions.
+/// OFPT_FLOW_MOD: an `ofp10_match`, the fixed fields, 1.0 actions. A match with
+/// nothing wildcarded outranks every other (priority 65535), as 1.0 says.
 fn flow_mod(r: &mut Reader, dialect: Dialect) -> Result<FlowMod, Refusal> {
+    let exact = matching::is_exact(r);
     let matcher = matching::decode(r).map_err(|e| Refusal::FlowMod(e.into()))?;
-    let head = FlowModHead::read(r).ok_or_else(refused_len)?;
+    let mut head = FlowModHead::read(r).ok_or_else(refused_len)?;
+    if exact {
+        head.priority = u16::MAX;
+    }
     Ok(head.into_flow_mod(dialect, matcher, None, r.rest())?)
 }
 
@@ -587,8 +600,12 @@ fn features(f: &Features, out: &mut Vec<u8>) {
     out.extend_from_slice(&[f.n_tables, 0, 0, 0]);
     out.extend_from_slice(&f.capabilities.to_be_bytes());
     out.extend_from_slice(&OFPAT10_ALL.to_be_bytes());
-    for p in &f.ports {
-        phy_port(p, out);
+    // Ports that would not fit one message are left out, all of them, as Open
+    // vSwitch does: a reader asks for the port description then.
+    if HEADER_LEN + 24 + 48 * f.ports.len() <= usize::from(u16::MAX) {
+        for p in &f.ports {
+            phy_port(p, out);
+        }
     }
 }
 

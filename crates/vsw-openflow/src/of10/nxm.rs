@@ -146,7 +146,11 @@ fn vlan_from_tci(payload: &[u8], hasmask: bool) -> Result<Vec<OxmField>, BadMatc
     if mask == 0 {
         return Ok(Vec::new());
     }
-    if mask == 0xffff && value == 0 {
+    // No CFI bit where the mask asks for it: untagged (0/0x1000, 0/0x1fff, 0).
+    if mask & 0x1000 != 0 && value & 0x1000 == 0 {
+        if value != 0 {
+            return Err(BadMatch::BadValue);
+        }
         return Ok(vec![OxmField {
             field: OXM_VLAN_VID,
             value: vec![0, 0],
@@ -291,6 +295,11 @@ mod tests {
             vec![field(OXM_VLAN_VID, &[0x10, 0], Some(&[0x10, 0]))]
         );
         assert_eq!(tci(0, Some(0)).unwrap(), vec![]);
+        assert_eq!(
+            tci(0, Some(0x1000)).unwrap(),
+            vec![field(OXM_VLAN_VID, &[0, 0], None)],
+            "no CFI: untagged"
+        );
         assert_eq!(tci(0x2000, Some(0x2000)), Err(BadMatch::BadMask));
         assert_eq!(tci(0x1001, Some(0x1000)), Err(BadMatch::BadValue));
     }

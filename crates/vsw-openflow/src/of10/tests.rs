@@ -16,6 +16,7 @@ use crate::test_support::field;
 #[derive(Default)]
 struct Recorder {
     mods: Vec<FlowMod>,
+    monitors: Vec<crate::flow_monitor::FlowMonitor>,
 }
 
 impl Bridge for Recorder {
@@ -113,6 +114,9 @@ impl Bridge for Recorder {
     }
     fn meter_config(&mut self, _: u32) -> Vec<MeterConfigEntry> {
         Vec::new()
+    }
+    fn set_flow_monitors(&mut self, m: &[crate::flow_monitor::FlowMonitor]) {
+        self.monitors = m.to_vec();
     }
 }
 
@@ -513,10 +517,8 @@ fn a_flow_monitor_starts_with_the_flows_there_and_is_cancelled_by_id() {
             &mut out,
         )
         .unwrap();
-    assert_eq!(
-        events,
-        vec![SessionEvent::FlowMonitors(vec![watch.clone()])]
-    );
+    assert!(events.is_empty());
+    assert_eq!(b.monitors, vec![watch.clone()], "the switch was told");
     while s.wants_more() {
         s.receive(&[], &mut b, &mut out).unwrap();
     }
@@ -537,7 +539,8 @@ fn a_flow_monitor_starts_with_the_flows_there_and_is_cancelled_by_id() {
     input.extend(Message::FlowMonitorCancel(7).encode(1, 7));
     let mut out = Vec::new();
     let events = s.receive(&input, &mut b, &mut out).unwrap();
-    assert_eq!(events, vec![SessionEvent::FlowMonitors(vec![])]);
+    assert!(events.is_empty());
+    assert_eq!(b.monitors, vec![], "the cancel was told");
     let mut errors = Vec::new();
     let mut at = 0;
     while let Some((h, m)) = next_message(&out[at..]).unwrap() {
@@ -568,4 +571,36 @@ fn nicira_s_older_packet_in_carries_an_nxm_match() {
     assert_eq!(&m[40..46], &[0, 0, 0, 2, 0, 2]);
     assert_eq!(&m[56..58], &[0, 0], "two zero bytes before the packet");
     assert_eq!(&m[58..], &[1; 20]);
+}
+
+#[test]
+fn a_1_0_exact_match_outranks_all_and_bad_flags_or_commands_are_refused() {
+    let fm = add(
+        vec![],
+        vec![Action::Output {
+            port: 1,
+            max_len: 0,
+        }],
+    );
+    let mut wire = Message::FlowMod(fm).encode(1, 2);
+    // Nothing wildcarded: 1.0 gives the flow the highest priority.
+    wire[8..12].copy_from_slice(&[0; 4]);
+    let Ok(Message::FlowMod(exact)) = decode(&wire, Dialect::default()) else {
+        panic!("an exact 1.0 flow-mod");
+    };
+    assert_eq!(exact.priority, u16::MAX);
+    // A flag 1.0 does not have (8 is 1.3's NO_PKT_COUNTS).
+    let mut flags = wire.clone();
+    flags[70..72].copy_from_slice(&8u16.to_be_bytes());
+    assert_eq!(
+        decode(&flags, Dialect::default()),
+        Err(Refusal::FlowMod(BadFlowMod::BadFlags))
+    );
+    // A table in the command without NXT_FLOW_MOD_TABLE_ID.
+    let mut command = wire.clone();
+    command[56..58].copy_from_slice(&0x0100u16.to_be_bytes());
+    assert_eq!(
+        decode(&command, Dialect::default()),
+        Err(Refusal::FlowMod(BadFlowMod::BadCommand))
+    );
 }

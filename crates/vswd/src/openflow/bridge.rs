@@ -319,6 +319,11 @@ impl Bridge for SwitchBridge<'_> {
 
     /// Through the same checks as `vswctl add-meter` / `mod-meter` / `del-meters`
     /// (a deleted meter takes the flows that use it along).
+    fn set_flow_monitors(&mut self, monitors: &[vsw_openflow::flow_monitor::FlowMonitor]) {
+        let ofproto = self.sw().ofproto();
+        self.peers.set_monitors(self.peer, monitors, &ofproto);
+    }
+
     /// `ovs-ofctl mod-port PORT up|down`: a port backed by a kernel interface is
     /// set administratively up or down (as Open vSwitch does to a netdev); the
     /// port-status that follows comes from the port watch. The other bits

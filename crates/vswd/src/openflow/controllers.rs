@@ -42,15 +42,21 @@ pub fn manage(of: &Arc<OpenFlow>) {
     let mut fail_open = false;
     let mut ports = PortWatch::default();
     while !of.stopped() {
-        let (targets, mode, probe_ms, now_ports, removed, tables) = {
+        let (targets, mode, probe_ms, now_ports, removed, ofproto) = {
             let mut sw = lock(&of.switch);
             let (t, m, p) = sw.controller_config();
-            let tables = sw.ofproto().pipeline();
-            (t, m, p, sw.openflow_ports(), sw.take_removed(), tables)
+            (
+                t,
+                m,
+                p,
+                sw.openflow_ports(),
+                sw.take_removed(),
+                sw.ofproto(),
+            )
         };
         ports.look(now_ports, &of.peers);
         of.peers.flows_removed(&removed);
-        of.peers.flow_updates(&tables, crate::switch::now_ms());
+        of.peers.flow_updates(&ofproto, crate::switch::now_ms());
         let probe = Duration::from_millis(probe_ms);
         slots.retain(|t, slot| {
             let keep = targets.contains(t);

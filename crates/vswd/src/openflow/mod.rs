@@ -304,8 +304,7 @@ impl OpenFlow {
                 let received = session.receive(bytes, &mut bridge, out);
                 // Monitors hear of this connection's changes at once, not at the
                 // next look (a flow added and deleted between two would be lost).
-                self.peers
-                    .flow_updates(&ofproto.pipeline(), crate::switch::now_ms());
+                self.peers.flow_updates(&ofproto, crate::switch::now_ms());
                 received
             },
             |e| match e {
@@ -320,7 +319,6 @@ impl OpenFlow {
                 SessionEvent::PacketInFormat(f) => peer.set_packet_in_format(f),
                 SessionEvent::NxmFlowFormat(nxm) => peer.set_nxm_flow_format(nxm),
                 SessionEvent::Config(c) => peer.set_miss_send_len(c.miss_send_len),
-                SessionEvent::FlowMonitors(m) => peer.set_monitors(m, ofproto.pipeline()),
                 e => tracing::debug!(peer = %peer.label, event = ?e, "OpenFlow"),
             },
         );

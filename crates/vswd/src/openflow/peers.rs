@@ -170,19 +170,6 @@ impl Peer {
         }
     }
 
-    /// The peer's flow monitors now; `tables` are the flows its initial replies
-    /// told it of (a peer that already monitored keeps the tables it was last told
-    /// of, so no change between falls out).
-    pub fn set_monitors(&self, monitors: Vec<FlowMonitor>, tables: Arc<vsw_flow::Pipeline>) {
-        let mut w = lock(&self.monitors);
-        w.monitors = Monitors::from(monitors);
-        if w.monitors.is_empty() {
-            w.seen = None;
-        } else if w.seen.is_none() {
-            w.seen = Some(tables);
-        }
-    }
-
     /// Starts the thread that writes the queue to `writer` (a socket whose write
     /// timeout is [`WRITE_STEP`]) until the connection ends; `answers` is the same
     /// socket, for the answers the peer's own thread writes at once.
@@ -353,6 +340,8 @@ pub struct Peers {
     /// Packet-ins sent, and those no connection wanted.
     pub packet_ins: AtomicU64,
     pub unwanted: AtomicU64,
+    /// Held by each look for flow monitors (see [`Peers::flow_updates`]).
+    watch: Mutex<()>,
 }
 
 impl Peers {
@@ -486,24 +475,36 @@ impl Peers {
 }
 
 impl Peers {
+    /// `peer`'s flow monitors now, told of the changes from the tables as they
+    /// are now (read under the watch's lock, so that no look compares against
+    /// older tables after it).
+    pub fn set_monitors(&self, peer: &Peer, monitors: &[FlowMonitor], ofproto: &Ofproto) {
+        let _watch = lock(&self.watch);
+        let mut w = lock(&peer.monitors);
+        w.monitors = Monitors::from(monitors.to_vec());
+        w.seen = (!w.monitors.is_empty()).then(|| ofproto.pipeline());
+    }
+
     /// Tells every connection that monitors flows of the changes since it was last
-    /// told, up to `tables` (the pipeline now).
-    pub fn flow_updates(&self, tables: &Arc<vsw_flow::Pipeline>, now_ms: u64) {
+    /// told, up to the tables now. One look at a time, each reading the tables
+    /// under the watch's lock: a look never compares against tables older than a
+    /// connection was last told of, so changes go out in the order they were made.
+    pub fn flow_updates(&self, ofproto: &Ofproto, now_ms: u64) {
+        let _watch = lock(&self.watch);
+        let tables = ofproto.pipeline();
         let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
         for peer in peers {
             let Some(version) = lock(&peer.state).version else {
                 continue;
             };
-            // Held while the updates are queued: two threads that look at once
-            // tell the peer in the order the tables changed.
             let mut w = lock(&peer.monitors);
             let Some(seen) = w.seen.as_ref() else {
                 continue;
             };
-            if Arc::ptr_eq(seen, tables) {
+            if Arc::ptr_eq(seen, &tables) {
                 continue;
             }
-            let changes = super::flow_watch::changes(seen, tables, now_ms);
+            let changes = super::flow_watch::changes(seen, &tables, now_ms);
             w.seen = Some(tables.clone());
             let updates: Vec<_> = changes
                 .into_iter()
