@@ -1693,6 +1693,12 @@ fn a_flow_monitor_hears_of_every_change_learned_flows_too() {
             added.iter().any(|l| l.starts_with(reply)),
             "{version}: {added:?}"
         );
+        ofctl(&d, &["mod-flows", "udp,actions=output:2"]);
+        let modified = upto(&mut lines, "udp actions=output:2");
+        assert!(
+            modified.last().unwrap().contains("event=MODIFIED"),
+            "{version}: {modified:?}"
+        );
         ofctl(&d, &["del-flows", "udp"]);
         upto(&mut lines, "event=DELETED reason=delete");
         drop(lines);
