@@ -229,6 +229,18 @@ impl BadFlowMod {
     }
 }
 
+/// The action at the front of `r`: its type, its length (a multiple of 8, at
+/// least 8) and its body after type and length — the layout of every version's.
+pub(crate) fn next_action<'a>(r: &mut Reader<'a>) -> Result<(u16, usize, &'a [u8]), BadFlowMod> {
+    let kind = r.u16().ok_or(BadFlowMod::BadActionLen)?;
+    let len = usize::from(r.u16().ok_or(BadFlowMod::BadActionLen)?);
+    if len < 8 || len % 8 != 0 {
+        return Err(BadFlowMod::BadActionLen);
+    }
+    let body = r.bytes(len - 4).ok_or(BadFlowMod::BadActionLen)?;
+    Ok((kind, len, body))
+}
+
 fn pad8(out: &mut Vec<u8>, start: usize) {
     let len = out.len() - start;
     out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
@@ -320,12 +332,7 @@ impl Action {
         let mut r = Reader::new(buf);
         let mut out = Vec::new();
         while !r.is_empty() {
-            let kind = r.u16().ok_or(BadFlowMod::BadActionLen)?;
-            let len = usize::from(r.u16().ok_or(BadFlowMod::BadActionLen)?);
-            if len < 8 || len % 8 != 0 {
-                return Err(BadFlowMod::BadActionLen);
-            }
-            let body = r.bytes(len - 4).ok_or(BadFlowMod::BadActionLen)?;
+            let (kind, len, body) = next_action(&mut r)?;
             let mut b = Reader::new(body);
             let fixed = |want: usize| {
                 if len == want {

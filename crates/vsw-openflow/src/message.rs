@@ -434,13 +434,6 @@ impl Message {
             }
         }
         let mut r = Reader::new(body);
-        let exact = |r: &Reader, m: Message| {
-            if r.is_empty() {
-                Ok(m)
-            } else {
-                Err(Refusal::BadLen)
-            }
-        };
         match h.kind {
             OFPT_ERROR
             | OFPT_ECHO_REQUEST
@@ -556,13 +549,6 @@ impl Message {
     /// features request, get-config request, set-config.
     pub(crate) fn decode_common(kind: u8, body: &[u8]) -> Result<Message, Refusal> {
         let mut r = Reader::new(body);
-        let exact = |r: &Reader, m: Message| {
-            if r.is_empty() {
-                Ok(m)
-            } else {
-                Err(Refusal::BadLen)
-            }
-        };
         match kind {
             OFPT_ERROR => {
                 let kind = r.u16().ok_or(Refusal::BadLen)?;
@@ -593,13 +579,6 @@ impl Message {
 
     /// A Nicira message every version shares (after its vendor id and subtype).
     pub(crate) fn decode_nicira(subtype: u32, r: &mut Reader) -> Result<Message, Refusal> {
-        let exact = |r: &Reader, m: Message| {
-            if r.is_empty() {
-                Ok(m)
-            } else {
-                Err(Refusal::BadLen)
-            }
-        };
         match subtype {
             crate::tlv::NXT_TLV_TABLE_MOD => match TlvTableMod::decode_body(r.rest()) {
                 Some(Ok(m)) => Ok(Message::TlvTableMod(m)),
@@ -628,6 +607,15 @@ impl Message {
             )?)),
             _ => Err(Refusal::BadExperimenterType),
         }
+    }
+}
+
+/// `m`, if its body was all read: bytes left over are a length that does not fit.
+pub(crate) fn exact(r: &Reader, m: Message) -> Result<Message, Refusal> {
+    if r.is_empty() {
+        Ok(m)
+    } else {
+        Err(Refusal::BadLen)
     }
 }
 

@@ -399,7 +399,8 @@ impl BodyStream {
     }
 }
 
-fn each<T>(items: &[T], encode: impl Fn(&T, &mut Vec<u8>)) -> Vec<Vec<u8>> {
+/// Each item encoded, an entry of a reply each.
+pub(crate) fn each<T>(items: &[T], encode: impl Fn(&T, &mut Vec<u8>)) -> Vec<Vec<u8>> {
     items
         .iter()
         .map(|x| {

@@ -67,26 +67,18 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
 
 /// A reply's entries where 1.2's differ from 1.3's (`None`: 1.3's).
 pub fn reply_entries(reply: &MultipartReply) -> Option<Vec<Vec<u8>>> {
-    let each = |n: usize, f: &dyn Fn(usize, &mut Vec<u8>)| {
-        (0..n)
-            .map(|i| {
-                let mut b = Vec::with_capacity(128);
-                f(i, &mut b);
-                b
-            })
-            .collect()
-    };
+    use crate::multipart::each;
     Some(match reply {
-        MultipartReply::Table(tables) => each(tables.len(), &|i, b| table_stats(&tables[i], b)),
-        MultipartReply::PortStats(ports) => each(ports.len(), &|i, b| {
+        MultipartReply::Table(tables) => each(tables, table_stats),
+        MultipartReply::PortStats(ports) => each(ports, |p, b| {
             // 1.3's entry without its duration (the last 8 bytes).
-            ports[i].encode(crate::version::Version::V1_3, b);
+            p.encode(crate::version::Version::V1_3, b);
             b.truncate(b.len() - 8);
         }),
-        MultipartReply::Group(groups) => each(groups.len(), &|i, b| {
+        MultipartReply::Group(groups) => each(groups, |g, b| {
             // 1.3's entry without its duration (8 bytes after the counts).
             let mut e = Vec::with_capacity(64);
-            groups[i].encode(&mut e);
+            g.encode(&mut e);
             let len = e.len() - 8;
             b.extend_from_slice(&crate::frame::len16(len).to_be_bytes());
             b.extend_from_slice(&e[2..32]);

@@ -54,12 +54,7 @@ fn decode_nested(buf: &[u8], depth: usize) -> Result<Vec<Action>, BadFlowMod> {
     let mut out = Vec::new();
     while !r.is_empty() {
         let whole = r.rest_len();
-        let kind = r.u16().ok_or(BadFlowMod::BadActionLen)?;
-        let len = usize::from(r.u16().ok_or(BadFlowMod::BadActionLen)?);
-        if len < 8 || len % 8 != 0 || len > whole {
-            return Err(BadFlowMod::BadActionLen);
-        }
-        let body = r.bytes(len - 4).ok_or(BadFlowMod::BadActionLen)?;
+        let (kind, len, body) = crate::flow_mod::next_action(&mut r)?;
         let mut b = Reader::new(body);
         let fixed = |want: usize| {
             if len == want {

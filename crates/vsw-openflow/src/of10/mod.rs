@@ -19,7 +19,7 @@ use crate::error::{Refusal, ERROR_DATA_LEN};
 use crate::flow_mod::{BadFlowMod, Command, FlowMod, Instruction, OFPG_ANY};
 use crate::flow_stats::{FlowRemoved, FlowStatsEntry, FlowStatsRequest, OFPTT_ALL};
 use crate::frame::{len16, Header, HEADER_LEN};
-use crate::message::{ErrorMsg, Features, Message};
+use crate::message::{exact, ErrorMsg, Features, Message};
 use crate::multipart::{MultipartReply, MultipartRequest, PortInfo};
 use crate::packet::PacketOut;
 use crate::port_stats::PortStats;
@@ -149,14 +149,6 @@ pub fn decode(m: &[u8], dialect: Dialect) -> Result<Message, Refusal> {
             crate::port_mod::PortMod::decode_body(Version::V1_0, body)?,
         )),
         _ => Err(Refusal::BadType),
-    }
-}
-
-fn exact(r: &Reader, m: Message) -> Result<Message, Refusal> {
-    if r.is_empty() {
-        Ok(m)
-    } else {
-        Err(Refusal::BadLen)
     }
 }
 
@@ -452,24 +444,14 @@ pub fn encode_flow_entry(e: &FlowStatsEntry, nicira: bool, out: &mut Vec<u8>) {
 /// A reply's entries in 1.0's layouts (flow statistics are made by
 /// [`encode_flow_entry`] as the reply streams).
 pub fn reply_entries(reply: &MultipartReply, request: &[u8]) -> Vec<Vec<u8>> {
-    let each = |n: usize, f: &dyn Fn(usize, &mut Vec<u8>)| {
-        (0..n)
-            .map(|i| {
-                let mut b = Vec::with_capacity(128);
-                f(i, &mut b);
-                b
-            })
-            .collect()
-    };
+    use crate::multipart::each;
     match reply {
-        MultipartReply::PortDesc(ports) => each(ports.len(), &|i, b| phy_port(&ports[i], b)),
-        MultipartReply::PortStats(ports) => each(ports.len(), &|i, b| port_stats(&ports[i], b)),
-        MultipartReply::Table(tables) => each(tables.len(), &|i, b| table_stats(&tables[i], b)),
+        MultipartReply::PortDesc(ports) => each(ports, phy_port),
+        MultipartReply::PortStats(ports) => each(ports, port_stats),
+        MultipartReply::Table(tables) => each(tables, table_stats),
         MultipartReply::Flow(entries) => {
             let nicira = is_nicira_stats(request);
-            each(entries.len(), &|i, b| {
-                encode_flow_entry(&entries[i], nicira, b)
-            })
+            each(entries, |e, b| encode_flow_entry(e, nicira, b))
         }
         // Desc, aggregate and queue statistics are laid out as in 1.3.
         other => other.entries_in(Version::V1_3),
