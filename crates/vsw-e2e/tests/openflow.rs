@@ -353,14 +353,14 @@ fn a_silent_peer_is_probed_then_closed_and_an_old_one_refused() {
         started.elapsed() >= Duration::from_secs(9),
         "probed, then given time"
     );
-    // A peer that speaks only OpenFlow 1.0 is told why and closed.
+    // A peer that speaks only OpenFlow 1.1 is told why and closed.
     let mut c = UnixStream::connect(&path).unwrap();
-    c.write_all(&[1, 0, 0, 8, 0, 0, 0, 7]).unwrap();
+    c.write_all(&[2, 0, 0, 8, 0, 0, 0, 7]).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut got = Vec::new();
     let _ = c.read_to_end(&mut got);
     let error_at = usize::from(u16::from_be_bytes([got[2], got[3]]));
-    assert_eq!(&got[error_at..error_at + 2], &[1, 1], "a 1.0 error message");
+    assert_eq!(&got[error_at..error_at + 2], &[2, 1], "a 1.1 error message");
     assert_eq!(
         &got[error_at + 8..error_at + 12],
         &[0, 0, 0, 0],
@@ -1240,7 +1240,10 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
         .find(|l| l.starts_with("OFPT_PACKET_IN"))
         .expect("a packet-in before the monitor's time ran out");
     assert!(packet_in.contains("in_port=3 (via action)"), "{packet_in}");
-    // Added once the monitor is listening, so that its going is heard.
+    // The generator's packet-ins stop (a queue they filled would end the
+    // connection before the flow removal got in), and the flow is added once the
+    // monitor is listening, so that its going is heard.
+    ofctl(&d, &["del-flows", "in_port=3"]);
     ofctl(
         &d,
         &[

@@ -480,7 +480,7 @@ fn finish(mut out: Vec<u8>) -> Vec<u8> {
 
 fn reply_kind(version: Version) -> u8 {
     if version == Version::V1_0 {
-        crate::of10::OFPT10_STATS_REPLY
+        crate::multipart::OFPT10_STATS_REPLY
     } else {
         crate::multipart::OFPT_MULTIPART_REPLY
     }
@@ -489,7 +489,7 @@ fn reply_kind(version: Version) -> u8 {
 /// A whole flow monitor request message (for tests and tools).
 pub fn encode_request(version: Version, monitors: &[FlowMonitor], xid: u32) -> Vec<u8> {
     let kind = if version == Version::V1_0 {
-        crate::of10::OFPT10_STATS_REQUEST
+        crate::multipart::OFPT10_STATS_REQUEST
     } else {
         crate::multipart::OFPT_MULTIPART_REQUEST
     };

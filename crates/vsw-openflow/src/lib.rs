@@ -17,6 +17,7 @@
 pub mod as_written;
 pub mod async_config;
 pub mod bundle;
+mod codec;
 pub mod connection;
 pub mod error;
 pub mod flow_mod;

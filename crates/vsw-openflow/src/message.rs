@@ -215,12 +215,9 @@ impl Message {
         }
     }
 
-    /// Its type on the wire in `version`: 1.3's bundle messages are ONF's
-    /// experimenter messages.
-    fn kind_in(&self, version: u8) -> u8 {
-        if version == Version::V1_0.wire() {
-            return crate::of10::kind(self);
-        }
+    /// Its type on the wire in `version` from 1.2 on: 1.3's bundle messages are
+    /// ONF's experimenter messages.
+    pub(crate) fn kind_from_1_2(&self, version: u8) -> u8 {
         match self {
             Message::BundleControl(_) | Message::BundleAdd(_) if version < Version::V1_4.wire() => {
                 OFPT_EXPERIMENTER
@@ -229,24 +226,9 @@ impl Message {
         }
     }
 
-    /// The message on the wire, header included, in `version` (a raw wire number:
-    /// a hello goes out before any version is agreed, an error perhaps in the
-    /// peer's own).
-    pub fn encode(&self, version: u8, xid: u32) -> Vec<u8> {
-        let mut out = Vec::with_capacity(32);
-        Header {
-            version,
-            kind: self.kind_in(version),
-            length: 0,
-            xid,
-        }
-        .write(&mut out);
-        if version == Version::V1_0.wire() && crate::of10::encode_body(self, &mut out) {
-            return finish(out);
-        }
-        if version == Version::V1_2.wire() && crate::of12::encode_body(self, &mut out) {
-            return finish(out);
-        }
+    /// The body after the header `out` holds, as 1.2 on (and, for the messages
+    /// 1.0 lays out as they do, 1.0) write it; then the length in the header.
+    pub(crate) fn encode_common(&self, version: u8, mut out: Vec<u8>) -> Vec<u8> {
         match self {
             Message::Hello { versions } => {
                 if let Some(set) = versions {
@@ -366,8 +348,13 @@ impl Message {
                 a.encode_body(&mut out)
             }
             // 1.0's messages: a 1.3+ connection is never sent them.
-            Message::SetFlowFormat(_) | Message::FlowModTableId(_) => {
-                crate::of10::encode_body(self, &mut out);
+            Message::SetFlowFormat(f) => {
+                experimenter(&mut out, NXT_SET_FLOW_FORMAT);
+                out.extend_from_slice(&f.to_be_bytes());
+            }
+            Message::FlowModTableId(on) => {
+                experimenter(&mut out, NXT_FLOW_MOD_TABLE_ID);
+                out.extend_from_slice(&[u8::from(*on), 0, 0, 0, 0, 0, 0, 0]);
             }
             Message::FlowMonitorRequest(monitors) => {
                 let v = Version::from_wire(version).unwrap_or(Version::V1_3);
@@ -412,12 +399,9 @@ impl Message {
         Message::Hello { versions }
     }
 
-    /// A message of a connection that speaks `version`; `message` is all of it,
-    /// header included (as `next_message` cut it).
-    pub fn decode(version: Version, message: &[u8]) -> Result<Message, Refusal> {
-        if version == Version::V1_0 {
-            return crate::of10::decode(message, crate::of10::Dialect::default());
-        }
+    /// A message of a connection that speaks `version` (1.2 on); `message` is all
+    /// of it, header included.
+    pub(crate) fn decode_from_1_2(version: Version, message: &[u8]) -> Result<Message, Refusal> {
         let h = Header::parse(message).ok_or(Refusal::BadLen)?;
         let body = message
             .get(HEADER_LEN..usize::from(h.length))
@@ -427,11 +411,6 @@ impl Message {
         }
         if h.version != version.wire() && h.kind != OFPT_ERROR {
             return Err(Refusal::BadVersion);
-        }
-        if version == Version::V1_2 {
-            if let Some(refusal) = crate::of12::refused(h.kind, body) {
-                return Err(refusal);
-            }
         }
         let mut r = Reader::new(body);
         match h.kind {
@@ -480,7 +459,7 @@ impl Message {
             }
             OFPT_METER_MOD => Ok(Message::MeterMod(MeterMod::decode_body(body)?)),
             crate::port_mod::OFPT_PORT_MOD => Ok(Message::PortMod(
-                crate::port_mod::PortMod::decode_body(version, body)?,
+                crate::port_mod::PortMod::decode_body(version, body).ok_or(Refusal::BadLen)?,
             )),
             OFPT_GROUP_MOD => Ok(Message::GroupMod(GroupMod::decode_body(version, body)?)),
             OFPT_FLOW_REMOVED => Ok(Message::FlowRemoved(
@@ -648,7 +627,7 @@ fn onf_experimenter(out: &mut Vec<u8>, subtype: u32) {
 }
 
 /// A message's length written into its header, once its body is.
-fn finish(mut out: Vec<u8>) -> Vec<u8> {
+pub(crate) fn finish(mut out: Vec<u8>) -> Vec<u8> {
     // Nothing vsw sends is longer (packet-ins are cut to fit, replies are
     // split, oversized rules refused); a length is never wrapped short.
     debug_assert!(out.len() <= usize::from(u16::MAX), "a message over 64 KiB");
@@ -661,6 +640,10 @@ fn finish(mut out: Vec<u8>) -> Vec<u8> {
 /// message's subtype.
 /// Nicira's NXT_SET_PACKET_IN_FORMAT subtype.
 pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
+/// Nicira's 1.0 messages: NXT_SET_FLOW_FORMAT, NXT_FLOW_MOD, NXT_FLOW_MOD_TABLE_ID.
+pub const NXT_SET_FLOW_FORMAT: u32 = 12;
+pub const NXT_FLOW_MOD: u32 = 13;
+pub const NXT_FLOW_MOD_TABLE_ID: u32 = 15;
 /// Nicira's NXT_CT_FLUSH_ZONE subtype.
 pub const NXT_CT_FLUSH_ZONE: u32 = 29;
 /// Nicira's NXT_FLOW_REMOVED subtype.
@@ -694,12 +677,10 @@ impl BadBundle {
 }
 
 impl Refusal {
-    /// The error message answering `request` in `version`: as [`Refusal::answer`],
-    /// but a bundle's refusal in 1.3 is ONF's experimenter error.
-    pub fn answer_in(self, version: Version, request: &[u8]) -> Message {
-        if version == Version::V1_0 {
-            return crate::of10::answer(self, request);
-        }
+    /// The error message answering `request` in `version` from 1.2 on: as
+    /// [`Refusal::answer`], but a bundle's refusal in 1.3 is ONF's experimenter
+    /// error.
+    pub(crate) fn answer_from_1_2(self, version: Version, request: &[u8]) -> Message {
         match self {
             Refusal::Bundle(b) => b.answer(version, request),
             Refusal::MonitorExists | Refusal::MonitorBadFlags | Refusal::MonitorUnknown

@@ -22,6 +22,9 @@ use crate::table_stats::{
 use crate::version::Version;
 
 pub const OFPT_MULTIPART_REQUEST: u8 = 18;
+/// OpenFlow 1.0's numbers for them (statistics requests and replies).
+pub const OFPT10_STATS_REQUEST: u8 = 16;
+pub const OFPT10_STATS_REPLY: u8 = 17;
 pub const OFPT_MULTIPART_REPLY: u8 = 19;
 pub const OFPMP_DESC: u16 = 0;
 pub const OFPMP_PORT_DESC: u16 = 13;

@@ -112,7 +112,7 @@ fn table_stats(t: &TableStats, out: &mut Vec<u8>) {
     // config: a miss drops (OFPTC_TABLE_MISS_DROP), as from 1.3 on; 1.2's 0
     // would say it goes to the controller.
     out.extend_from_slice(&2u32.to_be_bytes());
-    out.extend_from_slice(&crate::session::MAX_ENTRIES.to_be_bytes());
+    out.extend_from_slice(&crate::tables::MAX_ENTRIES.to_be_bytes());
     out.extend_from_slice(&t.active_count.to_be_bytes());
     out.extend_from_slice(&t.lookup_count.to_be_bytes());
     out.extend_from_slice(&t.matched_count.to_be_bytes());

@@ -3,7 +3,6 @@
 //! layouts: 1.0's (16-bit port, type 15), 1.1–1.3's and 1.4's (properties instead
 //! of the advertised features; type 16).
 
-use crate::error::Refusal;
 use crate::reader::Reader;
 use crate::version::Version;
 
@@ -45,36 +44,32 @@ impl BadPortMod {
 }
 
 impl PortMod {
-    /// The body in `version` (after the header).
-    pub fn decode_body(version: Version, body: &[u8]) -> Result<PortMod, Refusal> {
+    /// The body in `version` (after the header); `None`: its length does not
+    /// fit.
+    pub fn decode_body(version: Version, body: &[u8]) -> Option<PortMod> {
         let mut r = Reader::new(body);
-        let short = Refusal::BadLen;
         let port_no = if version == Version::V1_0 {
-            crate::of10::matching::port_from_16(r.u16().ok_or(short)?)
+            crate::of10::matching::port_from_16(r.u16()?)
         } else {
-            let p = r.u32().ok_or(short)?;
-            r.bytes(4).ok_or(short)?;
+            let p = r.u32()?;
+            r.bytes(4)?;
             p
         };
-        let hw_addr: [u8; 6] = r
-            .bytes(6)
-            .ok_or(short)?
-            .try_into()
-            .map_err(|_| Refusal::BadLen)?;
+        let hw_addr: [u8; 6] = r.bytes(6)?.try_into().ok()?;
         if version > Version::V1_0 {
-            r.bytes(2).ok_or(short)?;
+            r.bytes(2)?;
         }
-        let config = r.u32().ok_or(short)?;
-        let mask = r.u32().ok_or(short)?;
+        let config = r.u32()?;
+        let mask = r.u32()?;
         if version < Version::V1_4 {
             // advertise and padding: vsw advertises nothing.
-            r.bytes(8).ok_or(short)?;
+            r.bytes(8)?;
             if !r.is_empty() {
-                return Err(Refusal::BadLen);
+                return None;
             }
         }
         // 1.4's properties (the advertised features) are skipped likewise.
-        Ok(PortMod {
+        Some(PortMod {
             port_no,
             hw_addr,
             config,
@@ -121,9 +116,9 @@ mod tests {
             let mut body = Vec::new();
             pm.encode_body(v, &mut body);
             assert_eq!(body.len(), len, "{v}");
-            assert_eq!(PortMod::decode_body(v, &body), Ok(pm.clone()), "{v}");
+            assert_eq!(PortMod::decode_body(v, &body), Some(pm.clone()), "{v}");
             assert!(
-                PortMod::decode_body(v, &body[..body.len() - 1]).is_err(),
+                PortMod::decode_body(v, &body[..body.len() - 1]).is_none(),
                 "{v}: cut short"
             );
         }

@@ -160,9 +160,7 @@ impl Streaming {
 
 /// Tables a vsw switch has (0–253; 254 and 255 are reserved numbers).
 pub const N_TABLES: u8 = 254;
-/// What a table's `max_entries` says: the classifier has no fixed size; this is
-/// Open vSwitch's figure.
-pub const MAX_ENTRIES: u32 = 1_000_000;
+pub use crate::tables::MAX_ENTRIES;
 
 /// What the switch is told of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -323,11 +321,7 @@ impl Session {
     /// A message of the connection, read as its version (and, in 1.0, what it
     /// asked for) lays it out.
     fn decode(&self, version: Version, m: &[u8]) -> Result<Message, Refusal> {
-        if version == Version::V1_0 {
-            crate::of10::decode(m, self.of10)
-        } else {
-            Message::decode(version, m)
-        }
+        Message::decode_in(version, m, self.of10)
     }
 
     /// A multipart (1.0: statistics) reply to `request`, streamed a body at a

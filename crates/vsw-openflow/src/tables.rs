@@ -62,6 +62,10 @@ fn oxm_list(fields: &[u8], with_masks: bool) -> Vec<u8> {
 }
 
 /// Table `id`'s features, of `n_tables` tables.
+/// What a table's `max_entries` says: the classifier has no fixed size; this is
+/// Open vSwitch's figure.
+pub const MAX_ENTRIES: u32 = 1_000_000;
+
 pub fn table_feature(id: u8, n_tables: u8, max_entries: u32) -> TableFeature {
     let next: Vec<u8> = (id.saturating_add(1)..n_tables).collect();
     TableFeature {

@@ -30,8 +30,7 @@ use crate::version::Version;
 
 use matching::{port_from_16, port_to_16};
 
-pub const OFPT10_STATS_REQUEST: u8 = 16;
-pub const OFPT10_STATS_REPLY: u8 = 17;
+pub use crate::multipart::{OFPT10_STATS_REPLY, OFPT10_STATS_REQUEST};
 pub const OFPT10_BARRIER_REQUEST: u8 = 18;
 pub const OFPT10_BARRIER_REPLY: u8 = 19;
 
@@ -50,9 +49,7 @@ const NXST_FLOW: u32 = 0;
 const NXST_AGGREGATE: u32 = 1;
 
 /// Nicira's 1.0 messages.
-pub const NXT_SET_FLOW_FORMAT: u32 = 12;
-pub const NXT_FLOW_MOD: u32 = 13;
-pub const NXT_FLOW_MOD_TABLE_ID: u32 = 15;
+pub use crate::message::{NXT_FLOW_MOD, NXT_FLOW_MOD_TABLE_ID, NXT_SET_FLOW_FORMAT};
 /// Flow formats NXT_SET_FLOW_FORMAT names.
 pub const NXFF_OPENFLOW10: u32 = 0;
 pub const NXFF_NXM: u32 = 2;
@@ -146,7 +143,7 @@ pub fn decode(m: &[u8], dialect: Dialect) -> Result<Message, Refusal> {
         OFPT10_STATS_REQUEST => stats_request(&mut r),
         OFPT10_BARRIER_REQUEST => exact(&r, Message::BarrierRequest),
         crate::port_mod::OFPT10_PORT_MOD => Ok(Message::PortMod(
-            crate::port_mod::PortMod::decode_body(Version::V1_0, body)?,
+            crate::port_mod::PortMod::decode_body(Version::V1_0, body).ok_or(Refusal::BadLen)?,
         )),
         _ => Err(Refusal::BadType),
     }
@@ -494,7 +491,7 @@ fn table_stats(t: &TableStats, out: &mut Vec<u8>) {
     crate::multipart::fixed_string(out, &format!("table{}", t.table_id), 32);
     // Every field can be wildcarded.
     out.extend_from_slice(&((1u32 << 22) - 1).to_be_bytes());
-    out.extend_from_slice(&crate::session::MAX_ENTRIES.to_be_bytes());
+    out.extend_from_slice(&crate::tables::MAX_ENTRIES.to_be_bytes());
     out.extend_from_slice(&t.active_count.to_be_bytes());
     out.extend_from_slice(&t.lookup_count.to_be_bytes());
     out.extend_from_slice(&t.matched_count.to_be_bytes());
@@ -553,11 +550,7 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
             out.extend_from_slice(&p.data);
         }
         Message::MultipartRequest(req) => stats_request_body(req, out),
-        Message::SetFlowFormat(f) => {
-            out.extend_from_slice(&NX_VENDOR_ID.to_be_bytes());
-            out.extend_from_slice(&NXT_SET_FLOW_FORMAT.to_be_bytes());
-            out.extend_from_slice(&f.to_be_bytes());
-        }
+
         Message::FlowMonitorRequest(monitors) => {
             crate::flow_monitor::encode_request_body(Version::V1_0, monitors, out);
         }
@@ -565,11 +558,6 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
             out.extend_from_slice(&NX_VENDOR_ID.to_be_bytes());
             out.extend_from_slice(&crate::flow_monitor::NXT_FLOW_MONITOR_CANCEL.to_be_bytes());
             out.extend_from_slice(&id.to_be_bytes());
-        }
-        Message::FlowModTableId(on) => {
-            out.extend_from_slice(&NX_VENDOR_ID.to_be_bytes());
-            out.extend_from_slice(&NXT_FLOW_MOD_TABLE_ID.to_be_bytes());
-            out.extend_from_slice(&[u8::from(*on), 0, 0, 0, 0, 0, 0, 0]);
         }
         _ => return false,
     }
