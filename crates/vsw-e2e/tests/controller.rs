@@ -22,12 +22,14 @@ fn free_port() -> u16 {
 
 /// The controller app, listening on `port`; its output lines come on the channel.
 fn start_controller(port: u16) -> (Child, mpsc::Receiver<String>) {
-    let app = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/osken/learning_switch_13.py"
-    );
+    start_app("learning_switch_13.py", port)
+}
+
+/// os-ken app `name` (in tests/osken/), listening on `port`.
+fn start_app(name: &str, port: u16) -> (Child, mpsc::Receiver<String>) {
+    let app = format!("{}/tests/osken/{name}", env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new("timeout")
-        .args(["300", &osken_python(), app, &port.to_string()])
+        .args(["300", &osken_python(), &app, &port.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -146,4 +148,53 @@ fn an_os_ken_learning_switch_drives_vsw_and_the_fail_modes_hold_without_it() {
         d.log()
     );
     d.ctl_ok(&["del-controller"]);
+}
+
+/// An os-ken app installs flows with Nicira's extensions through os-ken's own
+/// classes (REG_LOAD2, REG_MOVE, DEC_TTL, RESUBMIT_TABLE, CONJUNCTION and conj_id,
+/// LEARN naming fields by OXM headers, NOTE) over OpenFlow 1.3: every one is taken
+/// (no error before the barrier's reply), and `ovs-ofctl` reads them back in 1.0,
+/// 1.3 and 1.5 as Open vSwitch prints them.
+#[test]
+fn an_os_ken_app_installs_nicira_actions_and_ovs_ofctl_reads_them() {
+    let _g = serial();
+    let d = Vswd::start();
+    d.ctl_ok(&["del-flows"]);
+    let port = free_port();
+    let (ctrl, lines) = start_app("nicira_actions_13.py", port);
+    d.ctl_ok(&["set-controller", &format!("tcp:127.0.0.1:{port}")]);
+    let mut said = Vec::new();
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("the app said {said:?}, then {e}"));
+        if line == "installed" {
+            break;
+        }
+        said.push(line);
+    }
+    assert!(said.iter().all(|l| !l.starts_with("error")), "{said:?}");
+    end(ctrl);
+    let want = [
+        "priority=10,ip,reg0=0x1 actions=set_field:0x5->reg1,move:NXM_NX_REG1[]->NXM_NX_REG2[],dec_ttl,resubmit(,3)",
+        "priority=20,ip,nw_src=198.18.0.1 actions=conjunction(7,1/2)",
+        "priority=20,tcp,tp_dst=80 actions=conjunction(7,2/2)",
+        "priority=20,conj_id=7,ip actions=output:1",
+        "table=1, priority=5 actions=learn(table=10,priority=5,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:OXM_OF_IN_PORT[0..15]),note:01.02.03.00.00.00",
+    ];
+    for version in ["OpenFlow10", "OpenFlow13", "OpenFlow15"] {
+        let out = vsw_e2e::openflow::ovs_ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
+        let dump = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for w in want {
+            assert!(
+                dump.lines().any(|l| l.trim() == w),
+                "{version}: {w} not in\n{dump}"
+            );
+        }
+    }
 }

@@ -341,6 +341,9 @@ static OTHERS: &[(Field, FieldInfo)] = &[
 /// The fields OpenFlow's basic class names too (OpenFlow 1.2 on sends these headers
 /// rather than the NXM ones), by number; of the same length.
 const OXM_BASIC: &[(u8, Field)] = &[
+    // OXM_OF_IN_PORT (32 bits) names NXM_OF_IN_PORT's field: os-ken's learn
+    // specs say it so.
+    (0, Field::InPort),
     (3, Field::EthDst),
     (4, Field::EthSrc),
     (5, Field::EthType),

@@ -151,12 +151,14 @@ pub(crate) fn encode_instructions(
     instructions: &[Instruction],
     out: &mut Vec<u8>,
 ) {
+    let mut instructions = instructions.to_vec();
+    nicira_1_0_as_openflow(&mut instructions);
     let instructions = if version >= Version::V1_5 {
-        let mut i = meter_as_action(instructions);
+        let mut i = meter_as_action(&instructions);
         loads_as_set_fields(&mut i);
         i
     } else {
-        let mut i = meter_as_instruction(instructions);
+        let mut i = meter_as_instruction(&instructions);
         copies_as_nicira(&mut i);
         i
     };
@@ -220,6 +222,37 @@ fn meter_as_instruction(instructions: &[Instruction]) -> Vec<Instruction> {
         out.insert(0, Instruction::Meter(m));
     }
     out
+}
+
+/// Nicira's actions Open vSwitch takes in 1.0 only (`dec_ttl` and the MPLS ones;
+/// 1.1 on has OpenFlow's own, and Open vSwitch's reader refuses Nicira's there):
+/// a flow written with them (os-ken sends them in 1.3) is read as OpenFlow's.
+pub fn nicira_1_0_as_openflow(instructions: &mut [Instruction]) {
+    use crate::nx_action::NxAction;
+    fn actions(list: &mut [Action]) {
+        for a in list {
+            let of = match a {
+                Action::Nx(NxAction::DecTtl) => Action::DecNwTtl,
+                Action::Nx(NxAction::PushMpls(t)) => Action::PushMpls(*t),
+                Action::Nx(NxAction::PopMpls(t)) => Action::PopMpls(*t),
+                Action::Nx(NxAction::SetMplsTtl(t)) => Action::SetMplsTtl(*t),
+                Action::Nx(NxAction::DecMplsTtl) => Action::DecMplsTtl,
+                Action::Nx(NxAction::SetMplsLabel(l)) => Action::SetMplsLabel(*l),
+                Action::Nx(NxAction::SetMplsTc(t)) => Action::SetMplsTc(*t),
+                Action::Clone(inner) => {
+                    actions(inner);
+                    continue;
+                }
+                _ => continue,
+            };
+            *a = of;
+        }
+    }
+    for i in instructions {
+        if let Instruction::ApplyActions(list) | Instruction::WriteActions(list) = i {
+            actions(list);
+        }
+    }
 }
 
 /// Before 1.5 there is no copy-field and no masked set-field: a flow written in

@@ -213,7 +213,9 @@ fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
     let w = VswAction::SetField;
     // A masked set-field (OpenFlow 1.5), or one of a field only the pipeline has,
     // is a load of the bits it sets.
-    let field = subfield_of_oxm(f.field);
+    // OXM_OF_IN_PORT names the input port for a learn's spec to read, but a
+    // set-field of it is refused, as Open vSwitch refuses it.
+    let field = subfield_of_oxm(f.field).filter(|_| f.field != 0);
     if let Some(field) = field.filter(|g| f.mask.is_some() || g.is_pipelines()) {
         if !field.is_writable() {
             return Err(BadFlowMod::BadSetArgument);
@@ -636,11 +638,17 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
     })
 }
 
-/// The bits an NXM header (unmasked, of its field's length) and a range name.
+/// The bits an NXM header (unmasked, of its field's length) and a range name. An
+/// OXM header (os-ken names fields so) has the OXM field's own length:
+/// OXM_OF_IN_PORT's 32 bits are NXM_OF_IN_PORT's 16 and more.
 fn nxm_subfield(header: u32, ofs: u32, n_bits: u32) -> Result<Subfield, BadFlowMod> {
     let (class, number, masked, len) = nxm_header_parts(header);
+    let oxm_len = (class == crate::oxm::OFPXMC_OPENFLOW_BASIC)
+        .then(|| crate::oxm::field_of_wire(class, number).and_then(crate::oxm::field_def))
+        .flatten()
+        .map(|d| d.len);
     let field = Field::by_header(class, number)
-        .filter(|f| !masked && f.info().header.2 == len)
+        .filter(|f| !masked && (f.info().header.2 == len || oxm_len == Some(len)))
         .ok_or(BadFlowMod::BadArgument)?;
     Subfield::new(field, ofs, n_bits).ok_or(BadFlowMod::BadArgument)
 }

@@ -742,6 +742,8 @@ proptest! {
         // one a copy-field or masked set-field as Nicira's move and load.
         let mut entries = entries;
         for e in &mut entries {
+            // Nicira's 1.0-only actions are read as OpenFlow's own from 1.1 on.
+            vsw_openflow::flow_stats::nicira_1_0_as_openflow(&mut e.instructions);
             if version >= Version::V1_5 {
                 vsw_openflow::flow_stats::loads_as_set_fields(&mut e.instructions);
             } else {
