@@ -205,6 +205,7 @@ pub fn strict_delete_burst(mgmt: &Path, n: u32) -> anyhow::Result<f64> {
             out_group: OFPG_ANY,
             flags: 0,
             importance: 0,
+            modify_like_1_0: false,
             matcher: OxmMatch {
                 fields: vec![
                     f(5, vec![8, 0]),

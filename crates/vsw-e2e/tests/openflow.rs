@@ -1175,7 +1175,7 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
     let with_stats = ofctl(&d, &["dump-flows"]);
     assert!(with_stats.starts_with("NXST_FLOW reply"), "{with_stats}");
     let dump = ofctl(&d, &["dump-flows", "--no-stats"]);
-    let of13 = of13(&d, &["dump-flows", "--no-stats"]);
+    let dump13 = of13(&d, &["dump-flows", "--no-stats"]);
     for f in flows {
         let want = ovs_prints("OpenFlow10", f);
         // A table other than 0 is printed before the match in a dump.
@@ -1188,7 +1188,7 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
             "{want} not in\n{dump}"
         );
         let priority = f.split(',').find(|w| w.starts_with("priority=")).unwrap();
-        assert!(of13.contains(priority), "{priority} not in 1.3's\n{of13}");
+        assert!(dump13.contains(priority), "{priority} not in 1.3's\n{dump13}");
     }
     let aggregate = ofctl(&d, &["dump-aggregate"]);
     assert!(aggregate.contains("flow_count=5"), "{aggregate}");
@@ -1203,6 +1203,12 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
         "{left}"
     );
     assert!(left.contains("arp_tpa=198.18.0.1"), "{left}");
+    // A 1.0 modify that selects no flow adds it (1.1 on, it changes nothing).
+    ofctl(&d, &["mod-flows", "priority=9,udp,actions=drop"]);
+    of13(&d, &["mod-flows", "priority=8,tcp,actions=drop"]);
+    let after = ofctl(&d, &["dump-flows", "--no-stats"]);
+    assert!(after.contains("priority=9,udp actions=drop"), "{after}");
+    assert!(!after.contains("priority=8,tcp"), "{after}");
     let ports = ofctl(&d, &["dump-ports"]);
     assert!(
         ports.contains("OFPST_PORT reply") && ports.contains("port  2: rx pkts=0"),

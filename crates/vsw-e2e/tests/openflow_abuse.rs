@@ -58,6 +58,7 @@ fn add(i: u32) -> FlowMod {
         out_group: OFPG_ANY,
         flags: 0,
         importance: 0,
+        modify_like_1_0: false,
         matcher: OxmMatch {
             fields: vec![
                 OxmField {

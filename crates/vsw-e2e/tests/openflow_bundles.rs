@@ -132,6 +132,7 @@ fn flow(port: u32, actions: Vec<Action>) -> FlowMod {
         out_group: u32::MAX,
         flags: 0,
         importance: 0,
+        modify_like_1_0: false,
         matcher: OxmMatch {
             fields: vec![field(0, &port.to_be_bytes())],
         },

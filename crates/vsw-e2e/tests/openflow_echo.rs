@@ -284,6 +284,7 @@ fn flow_mod(with_importance: bool) -> impl Strategy<Value = FlowMod> {
                     out_group: OFPG_ANY,
                     flags: flags.into_iter().fold(0, |a, f| a | f),
                     importance: if with_importance { importance } else { 0 },
+                    modify_like_1_0: false,
                     matcher,
                     instructions,
                 }

@@ -453,6 +453,7 @@ fn udp_flow_mod(
         out_group: OFPG_ANY,
         flags: 0,
         importance: 0,
+        modify_like_1_0: false,
         matcher: OxmMatch {
             fields: vec![f(5, &[8, 0]), f(10, &[17]), f(16, &tp_dst.to_be_bytes())],
         },

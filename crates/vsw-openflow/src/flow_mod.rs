@@ -127,6 +127,9 @@ pub struct FlowMod {
     pub flags: u16,
     /// 1.4 on (0 in 1.3).
     pub importance: u16,
+    /// OpenFlow 1.0's modify: one that selects no flow adds it, and the flows it
+    /// changes take its cookie (1.1 on, a modify changes only actions).
+    pub modify_like_1_0: bool,
     pub matcher: OxmMatch,
     pub instructions: Vec<Instruction>,
 }
@@ -620,6 +623,7 @@ impl FlowMod {
             } else {
                 0
             },
+            modify_like_1_0: false,
             matcher,
             instructions,
         })

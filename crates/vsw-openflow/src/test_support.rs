@@ -26,6 +26,7 @@ pub(crate) fn flow_mod(fields: Vec<OxmField>, instructions: Vec<Instruction>) ->
         out_group: u32::MAX,
         flags: 0,
         importance: 0,
+        modify_like_1_0: false,
         matcher: OxmMatch { fields },
         instructions,
     }

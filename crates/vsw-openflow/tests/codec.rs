@@ -591,6 +591,7 @@ fn flow_mod() -> impl Strategy<Value = FlowMod> {
                     out_group,
                     flags,
                     importance,
+                    modify_like_1_0: false,
                     matcher,
                     instructions,
                 }
@@ -978,6 +979,7 @@ fn deeply_nested_clones_are_refused() {
             out_group: u32::MAX,
             flags: 0,
             importance: 0,
+            modify_like_1_0: false,
             matcher: OxmMatch::default(),
             instructions: vec![Instruction::ApplyActions(vec![a])],
         };
@@ -1012,6 +1014,7 @@ fn a_dec_ttl_with_no_controller_ids_is_taken_as_ovn_writes_it() {
         out_group: u32::MAX,
         flags: 0,
         importance: 0,
+        modify_like_1_0: false,
         matcher: OxmMatch {
             fields: vec![OxmField {
                 field: 5,

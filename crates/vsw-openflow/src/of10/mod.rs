@@ -233,6 +233,7 @@ impl FlowModHead {
             out_group: OFPG_ANY,
             flags: self.flags,
             importance: 0,
+            modify_like_1_0: matches!(command, Command::Modify | Command::ModifyStrict),
             matcher,
             instructions: if actions.is_empty() {
                 Vec::new()

@@ -177,6 +177,7 @@ fn add(fields: Vec<crate::oxm::OxmField>, actions: Vec<Action>) -> FlowMod {
         out_group: OFPG_ANY,
         flags: 0,
         importance: 0,
+        modify_like_1_0: false,
         matcher: OxmMatch { fields },
         instructions: vec![Instruction::ApplyActions(actions)],
     }

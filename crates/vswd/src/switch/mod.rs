@@ -138,6 +138,8 @@ pub enum FlowChange {
         written: vsw_flow::Written,
         strict: bool,
         reset_counts: bool,
+        /// OpenFlow 1.0's modify: selecting no rule, it adds this one.
+        or_add: Option<Box<vsw_flow::FlowSpec>>,
     },
 }
 

@@ -145,6 +145,7 @@ impl Switch {
             written: Default::default(),
             strict,
             reset_counts,
+            or_add: None,
         };
         let changed = self.flow_changes(&[change])?.remove(0)?;
         Ok(json!({ "modified": changed }))
@@ -345,7 +346,17 @@ impl Switch {
                 written,
                 strict,
                 reset_counts,
+                or_add,
             } => {
+                if let Some(spec) = or_add {
+                    if pipeline.select(selection, *strict).is_empty() {
+                        let add = FlowChange::Add {
+                            spec: (**spec).clone(),
+                            check_overlap: false,
+                        };
+                        return self.apply_change(pipeline, &add, now, touched, deleted);
+                    }
+                }
                 // The new actions' groups and meters must exist, as an add's must.
                 if let Some(g) = pipeline.missing_group(actions) {
                     return Err(SwitchError::NoSuchGroup(g));
