@@ -1188,7 +1188,10 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
             "{want} not in\n{dump}"
         );
         let priority = f.split(',').find(|w| w.starts_with("priority=")).unwrap();
-        assert!(dump13.contains(priority), "{priority} not in 1.3's\n{dump13}");
+        assert!(
+            dump13.contains(priority),
+            "{priority} not in 1.3's\n{dump13}"
+        );
     }
     let aggregate = ofctl(&d, &["dump-aggregate"]);
     assert!(aggregate.contains("flow_count=5"), "{aggregate}");
