@@ -127,8 +127,9 @@ pub struct FlowMod {
     pub flags: u16,
     /// 1.4 on (0 in 1.3).
     pub importance: u16,
-    /// OpenFlow 1.0's modify: one that selects no flow adds it, and the flows it
-    /// changes take its cookie (1.1 on, a modify changes only actions).
+    /// OpenFlow 1.0's modify: one that selects no flow adds it (1.1 on, a modify
+    /// changes only the flows it selects). Its cookie is not given to the flows it
+    /// changes, as Open vSwitch gives it.
     pub modify_like_1_0: bool,
     pub matcher: OxmMatch,
     pub instructions: Vec<Instruction>,

@@ -109,18 +109,20 @@ pub fn nxm_header_parts(h: u32) -> (u16, u8, bool, u8) {
     )
 }
 
-/// The NXM header of an unmasked field of `len` bytes.
 /// A set-field as Open vSwitch writes it as Nicira's (a masked one before 1.5, any
-/// 1.0 has no action for): NXAST_REG_LOAD when
-/// its mask is one run of bits in a fixed-length field of up to 64 bits, else
-/// NXAST_REG_LOAD2.
+/// 1.0 has no action for): NXAST_REG_LOAD when its mask is one run of bits within
+/// the field's own width (MPLS label 20 bits, ECN 2, …) in a fixed-length field of
+/// up to 64 bits, else NXAST_REG_LOAD2. `vlan_vid` (whose present bit is no bit of
+/// the VID) always goes as REG_LOAD2.
 pub fn masked_set_field_as_load(f: &OxmField) -> NxAction {
     let num = |b: &[u8]| b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x));
     let len = f.value.len();
-    let whole = vsw_flow::subfield::ones(8 * len as u32);
+    let width = crate::oxm::value_bits(f.field).unwrap_or(8 * len as u32);
+    let whole = vsw_flow::subfield::ones(width);
     let (value, mask) = (num(&f.value), f.mask.as_deref().map_or(whole, num));
     let fixed = crate::oxm::field_def(f.field).is_some_and(|d| !d.var_len);
-    if fixed && len <= 8 && mask != 0 {
+    let vlan_vid = f.field == 6;
+    if fixed && !vlan_vid && len <= 8 && mask != 0 && mask & !whole == 0 {
         let ofs = mask.trailing_zeros();
         let n_bits = 128 - mask.leading_zeros() - ofs;
         if n_bits <= 64 && mask == vsw_flow::subfield::ones(n_bits) << ofs {
@@ -135,6 +137,7 @@ pub fn masked_set_field_as_load(f: &OxmField) -> NxAction {
     NxAction::RegLoad2(f.clone())
 }
 
+/// The NXM header of an unmasked field of `len` bytes.
 pub fn nxm_header(class: u16, number: u8, len: u8) -> u32 {
     (u32::from(class) << 16) | (u32::from(number) << 9) | u32::from(len)
 }

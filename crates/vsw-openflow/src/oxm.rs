@@ -261,7 +261,7 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
 
 /// The bits a field's value may use, where fewer than its bytes hold (a value with a
 /// bit above them is BAD_VALUE).
-fn value_bits(field: u8) -> Option<u32> {
+pub(crate) fn value_bits(field: u8) -> Option<u32> {
     match field {
         6 => Some(13),        // vlan_vid: 12 bits and OFPVID_PRESENT
         7 | 35 => Some(3),    // vlan_pcp, mpls_tc

@@ -648,7 +648,7 @@ fn nxm_subfield(header: u32, ofs: u32, n_bits: u32) -> Result<Subfield, BadFlowM
         .flatten()
         .map(|d| d.len);
     let field = Field::by_header(class, number)
-        .filter(|f| !masked && (f.info().header.2 == len || oxm_len == Some(len)))
+        .filter(|f| !masked && oxm_len.map_or(f.info().header.2 == len, |l| l == len))
         .ok_or(BadFlowMod::BadArgument)?;
     Subfield::new(field, ofs, n_bits).ok_or(BadFlowMod::BadArgument)
 }

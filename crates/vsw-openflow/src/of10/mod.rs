@@ -233,7 +233,11 @@ impl FlowModHead {
             out_group: OFPG_ANY,
             flags: self.flags,
             importance: 0,
-            modify_like_1_0: matches!(command, Command::Modify | Command::ModifyStrict),
+            // As Open vSwitch: only a modify that selects by no cookie, and whose
+            // cookie is one a flow can have, may add.
+            modify_like_1_0: matches!(command, Command::Modify | Command::ModifyStrict)
+                && cookie_mask == 0
+                && self.cookie != u64::MAX,
             matcher,
             instructions: if actions.is_empty() {
                 Vec::new()

@@ -605,3 +605,23 @@ fn a_1_0_exact_match_outranks_all_and_bad_flags_or_commands_are_refused() {
         Err(Refusal::FlowMod(BadFlowMod::BadCommand))
     );
 }
+
+#[test]
+fn a_set_field_as_nicira_s_load_has_the_field_s_own_width() {
+    use crate::nx_action::{masked_set_field_as_load, NxAction};
+    // mpls_label: 20 bits, not the value's 32; ip_ecn: 2 bits, not 8.
+    for (f, bytes, n_bits, want) in [(34u8, vec![0, 0, 0, 5], 20u16, 5u64), (9, vec![1], 2, 1)] {
+        match masked_set_field_as_load(&field(f, &bytes, None)) {
+            NxAction::RegLoad {
+                ofs_nbits, value, ..
+            } => assert_eq!((ofs_nbits, value), (n_bits - 1, want), "field {f}"),
+            other => panic!("field {f}: {other:?}"),
+        }
+    }
+    // A VID's present bit is no bit of the VID: as REG_LOAD2, whole.
+    let vid = field(6, &[0x10, 5], None);
+    assert_eq!(masked_set_field_as_load(&vid), NxAction::RegLoad2(vid));
+    // A mask past the field's width: REG_LOAD2 too.
+    let wide = field(9, &[1], Some(&[0xff]));
+    assert_eq!(masked_set_field_as_load(&wide), NxAction::RegLoad2(wide));
+}

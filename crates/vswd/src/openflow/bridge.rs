@@ -66,15 +66,18 @@ fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
             strict,
             reset_counts: fm.flags & OFPFF_RESET_COUNTS != 0,
             // As 1.0 says (and Open vSwitch does): a modify that selects nothing
-            // adds its flow.
+            // adds its flow — when it is one that could be added (its actions
+            // checked against its own match); the modify of the rules it selects
+            // is checked rule by rule either way.
             or_add: if fm.modify_like_1_0 {
-                Some(Box::new(flow_spec(&FlowMod {
+                flow_spec(&FlowMod {
                     command: Command::Add,
-                    cookie_mask: 0,
                     // A 1.0 modify looks in every table; its add goes to table 0.
                     table_id: if fm.table_id == 0xff { 0 } else { fm.table_id },
                     ..fm.clone()
-                })?))
+                })
+                .ok()
+                .map(|spec| (Box::new(spec), fm.flags & OFPFF_CHECK_OVERLAP != 0))
             } else {
                 None
             },

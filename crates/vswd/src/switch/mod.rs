@@ -138,8 +138,9 @@ pub enum FlowChange {
         written: vsw_flow::Written,
         strict: bool,
         reset_counts: bool,
-        /// OpenFlow 1.0's modify: selecting no rule, it adds this one.
-        or_add: Option<Box<vsw_flow::FlowSpec>>,
+        /// OpenFlow 1.0's modify: selecting no rule, it adds this one (and
+        /// whether it is refused if it overlaps one, CHECK_OVERLAP).
+        or_add: Option<(Box<vsw_flow::FlowSpec>, bool)>,
     },
 }
 

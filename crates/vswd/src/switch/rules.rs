@@ -348,11 +348,11 @@ impl Switch {
                 reset_counts,
                 or_add,
             } => {
-                if let Some(spec) = or_add {
+                if let Some((spec, check_overlap)) = or_add {
                     if pipeline.select(selection, *strict).is_empty() {
                         let add = FlowChange::Add {
                             spec: (**spec).clone(),
-                            check_overlap: false,
+                            check_overlap: *check_overlap,
                         };
                         return self.apply_change(pipeline, &add, now, touched, deleted);
                     }
