@@ -1527,6 +1527,29 @@ fn ovn_s_tunnel_flows_are_taken_and_read_in_every_version() {
         "OpenFlow14",
         "OpenFlow15",
     ];
+    // A group's buckets too: written in 1.5, read from 1.2 on (1.0 has no groups).
+    ofctl(
+        &d,
+        &[
+            "-O",
+            "OpenFlow15",
+            "add-group",
+            "group_id=9,type=all,bucket=actions=move:NXM_NX_REG1[]->NXM_NX_REG2[],\
+             set_field:0x5/0xff->reg3,output:1",
+        ],
+    );
+    for reader in &readers[1..] {
+        let groups = ofctl(&d, &["-O", reader, "dump-groups"]);
+        // Before 1.5, the masked set-field is Nicira's load, as Open vSwitch
+        // writes it there.
+        let load = if *reader == "OpenFlow15" {
+            "set_field:0x5/0xff->reg3"
+        } else {
+            "load:0x5->NXM_NX_REG3[0..7]"
+        };
+        let want = format!("move:NXM_NX_REG1[]->NXM_NX_REG2[],{load},output:1");
+        assert!(groups.contains(&want), "{reader}: {want} not in {groups}");
+    }
     for writer in ["OpenFlow15", "OpenFlow13", "OpenFlow10"] {
         ofctl(&d, &["-O", writer, "del-flows"]);
         for f in flows {

@@ -224,6 +224,22 @@ fn meter_as_instruction(instructions: &[Instruction]) -> Vec<Instruction> {
     out
 }
 
+/// A group bucket's actions as `version` reads them: the conversions a flow's
+/// instructions get ([`encode_instructions`]), on one action list.
+pub(crate) fn actions_as_version(version: Version, actions: &[Action]) -> Vec<Action> {
+    let mut i = vec![Instruction::ApplyActions(actions.to_vec())];
+    nicira_1_0_as_openflow(&mut i);
+    if version >= Version::V1_5 {
+        loads_as_set_fields(&mut i);
+    } else {
+        copies_as_nicira(&mut i);
+    }
+    match i.pop() {
+        Some(Instruction::ApplyActions(list)) => list,
+        _ => actions.to_vec(),
+    }
+}
+
 /// Nicira's actions Open vSwitch takes in 1.0 only (`dec_ttl` and the MPLS ones;
 /// 1.1 on has OpenFlow's own, and Open vSwitch's reader refuses Nicira's there):
 /// a flow written with them (os-ken sends them in 1.3) is read as OpenFlow's.

@@ -475,7 +475,17 @@ impl GroupDescEntry {
         out.push(self.kind);
         out.push(0);
         out.extend_from_slice(&self.group_id.to_be_bytes());
-        let buckets = encode_buckets(version, &self.buckets);
+        // Each bucket's actions as this version reads them (a bucket written in
+        // 1.5 with a copy-field is Nicira's move before 1.5, and so on).
+        let as_read: Vec<OfBucket> = self
+            .buckets
+            .iter()
+            .map(|b| OfBucket {
+                actions: crate::flow_stats::actions_as_version(version, &b.actions),
+                ..b.clone()
+            })
+            .collect();
+        let buckets = encode_buckets(version, &as_read);
         if version >= Version::V1_5 {
             out.extend_from_slice(&len16(buckets.len()).to_be_bytes());
             out.extend_from_slice(&[0; 6]);
