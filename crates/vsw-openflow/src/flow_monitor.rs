@@ -154,7 +154,7 @@ impl FlowUpdate {
             out.extend_from_slice(&self.cookie.to_be_bytes());
             self.matcher.encode(out);
             if actions {
-                crate::flow_stats::encode_instructions(version, &self.instructions, out);
+                crate::as_read::encode_instructions(version, &self.instructions, out);
             }
         } else {
             out.extend_from_slice(&[0, 0]);
@@ -186,7 +186,7 @@ impl FlowUpdate {
                 if version == Version::V1_0 {
                     crate::of10::actions::encode_instructions(&self.instructions, out);
                 } else {
-                    crate::flow_stats::encode_instructions(version, &self.instructions, out);
+                    crate::as_read::encode_instructions(version, &self.instructions, out);
                 }
             }
         }

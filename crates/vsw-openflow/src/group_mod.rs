@@ -481,7 +481,7 @@ impl GroupDescEntry {
             .buckets
             .iter()
             .map(|b| OfBucket {
-                actions: crate::flow_stats::actions_as_version(version, &b.actions),
+                actions: crate::as_read::actions_as_version(version, &b.actions),
                 ..b.clone()
             })
             .collect();

@@ -14,6 +14,7 @@
 //! cannot take is an error to answer, not a panic.
 #![forbid(unsafe_code)]
 
+pub mod as_read;
 pub mod as_written;
 pub mod async_config;
 pub mod bundle;
