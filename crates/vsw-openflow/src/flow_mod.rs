@@ -59,6 +59,21 @@ pub enum Command {
     DeleteStrict = 4,
 }
 
+impl Command {
+    /// The command a flow-mod's number names (every version numbers them alike).
+    pub fn from_wire(n: u8) -> Option<Command> {
+        [
+            Command::Add,
+            Command::Modify,
+            Command::ModifyStrict,
+            Command::Delete,
+            Command::DeleteStrict,
+        ]
+        .get(usize::from(n))
+        .copied()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     Output {
@@ -245,6 +260,15 @@ pub(crate) fn next_action<'a>(r: &mut Reader<'a>) -> Result<(u16, usize, &'a [u8
     Ok((kind, len, body))
 }
 
+/// An action of a fixed length has that length (BAD_ACTION/BAD_LEN otherwise).
+pub(crate) fn action_len_is(len: usize, want: usize) -> Result<(), BadFlowMod> {
+    if len == want {
+        Ok(())
+    } else {
+        Err(BadFlowMod::BadActionLen)
+    }
+}
+
 fn pad8(out: &mut Vec<u8>, start: usize) {
     let len = out.len() - start;
     out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
@@ -338,13 +362,7 @@ impl Action {
         while !r.is_empty() {
             let (kind, len, body) = next_action(&mut r)?;
             let mut b = Reader::new(body);
-            let fixed = |want: usize| {
-                if len == want {
-                    Ok(())
-                } else {
-                    Err(BadFlowMod::BadActionLen)
-                }
-            };
+            let fixed = |want: usize| action_len_is(len, want);
             let a = match kind {
                 0 => {
                     fixed(16)?;
@@ -597,14 +615,7 @@ impl FlowMod {
             flags,
             importance,
         ) = fixed().ok_or(BadFlowMod::BadLen)?;
-        let command = match command {
-            0 => Command::Add,
-            1 => Command::Modify,
-            2 => Command::ModifyStrict,
-            3 => Command::Delete,
-            4 => Command::DeleteStrict,
-            _ => return Err(BadFlowMod::BadCommand),
-        };
+        let command = Command::from_wire(command).ok_or(BadFlowMod::BadCommand)?;
         let (matcher, rest) = OxmMatch::decode_from(r.rest())?;
         let instructions = Instruction::decode_list(rest)?;
         Ok(FlowMod {

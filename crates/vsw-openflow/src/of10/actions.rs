@@ -56,13 +56,7 @@ fn decode_nested(buf: &[u8], depth: usize) -> Result<Vec<Action>, BadFlowMod> {
         let whole = r.rest_len();
         let (kind, len, body) = crate::flow_mod::next_action(&mut r)?;
         let mut b = Reader::new(body);
-        let fixed = |want: usize| {
-            if len == want {
-                Ok(())
-            } else {
-                Err(BadFlowMod::BadActionLen)
-            }
-        };
+        let fixed = |want: usize| crate::flow_mod::action_len_is(len, want);
         let short = BadFlowMod::BadActionLen;
         match kind {
             OUTPUT => {

@@ -155,14 +155,7 @@ fn command(raw: u16, dialect: Dialect) -> Result<(Command, u8), BadFlowMod> {
     if !dialect.table_in_command && raw > 0xff {
         return Err(BadFlowMod::BadCommand);
     }
-    let command = match raw & 0xff {
-        0 => Command::Add,
-        1 => Command::Modify,
-        2 => Command::ModifyStrict,
-        3 => Command::Delete,
-        4 => Command::DeleteStrict,
-        _ => return Err(BadFlowMod::BadCommand),
-    };
+    let command = Command::from_wire(raw as u8).ok_or(BadFlowMod::BadCommand)?;
     let table = match (dialect.table_in_command, command) {
         // 255 in an add's command is no table named: table 0, as without one.
         (true, Command::Add) if raw >> 8 == u16::from(OFPTT_ALL) => 0,
