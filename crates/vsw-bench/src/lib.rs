@@ -4,6 +4,7 @@
 //! send pacing (`pacing`), latency bookkeeping (`latency`) and the report (`report`).
 #![forbid(unsafe_code)]
 
+pub mod bundle_commit;
 pub mod flow_mods;
 pub mod frame;
 pub mod inmemory;

@@ -82,6 +82,10 @@ enum Cmd {
     /// then one barrier) and `ovs-ofctl add-flows` of `delete_strict` lines (a barrier
     /// after each); vsw beside Open vSwitch (netdev), the same veths, in one run.
     FlowDeletes(FlowDeletesArgs),
+    /// One atomic bundle of --flows flow-mods (OpenFlow 1.4, sent by this program's
+    /// own controller): the adds, the commit (request to reply) and the first packet
+    /// the new rules forward; vsw beside Open vSwitch (netdev), the same veths.
+    BundleCommit(BundleCommitArgs),
     /// How fast `ovs-vsctl` changes take effect: add-port to the first packet sent on
     /// the port, and --ports ports in one transaction; vswd --ovsdb beside
     /// ovs-vswitchd (netdev) on the same private ovsdb-server set-up.
@@ -146,6 +150,28 @@ struct FlowModsArgs {
     /// add-flows`), committed together.
     #[arg(long)]
     bundle: bool,
+    /// Where vswd and vswctl are (default: beside this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone)]
+struct BundleCommitArgs {
+    /// Flow-mods in the bundle (into an empty table).
+    #[arg(long, default_value_t = 100_000)]
+    flows: u32,
+    /// Rounds; each switch once per round.
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+    /// The switches' PMD core.
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// The probe's core.
+    #[arg(long, default_value_t = 0)]
+    gen_cpu: usize,
+    /// Measure only vsw (to profile it), not Open vSwitch beside it.
+    #[arg(long)]
+    vsw_only: bool,
     /// Where vswd and vswctl are (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -417,6 +443,60 @@ fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
     })();
     let _ = std::fs::remove_file(&file);
     result?;
+    print!("{}", report_markdown(&runs));
+    Ok(())
+}
+
+fn bundle_commit(a: &BundleCommitArgs) -> anyhow::Result<()> {
+    use vsw_bench::bundle_commit::{measure, report_markdown};
+    require_root()?;
+    let topo = Topology::create()?;
+    let traffic = Traffic {
+        gen_ns: topo.gen_ns.clone(),
+        rcv_ns: topo.rcv_ns.clone(),
+        ifname: "eth0".into(),
+        addresses: topo.addresses,
+        frame_lens: frame_lens("64")?,
+        flows: 1,
+        duration: Duration::ZERO,
+        cpu: Some(a.gen_cpu),
+    };
+    let bin = bin_dir(&a.bin_dir)?;
+    let mut runs = Vec::new();
+    for round in 0..a.rounds {
+        // Who goes first alternates.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for s in order {
+            if s == 1 && a.vsw_only {
+                continue;
+            }
+            let r = if s == 0 {
+                let mut vsw = switches::Vsw::new(bin.clone(), "ring", a.pmd_cpu);
+                let target = format!("unix:{}", vsw.mgmt().display());
+                // A new bridge's NORMAL rule would forward the probe at once.
+                let r = vsw
+                    .start(&topo)
+                    .and_then(|_| vsw_bench::topology::run(&["ovs-ofctl", "del-flows", &target]))
+                    .and_then(|_| measure("vsw", &vsw.mgmt(), a.flows, &traffic));
+                vsw.stop(&topo);
+                r?
+            } else {
+                let mut ovs = switches::Ovs::new(false, a.pmd_cpu);
+                let r = ovs
+                    .start(&topo)
+                    .and_then(|_| ovs.ofctl(&["del-flows", "br0"]))
+                    .and_then(|_| measure("ovs-netdev", &ovs.mgmt(), a.flows, &traffic));
+                ovs.stop(&topo);
+                r?
+            };
+            eprintln!(
+                "{}: adds {:.3} s, commit {:.3} s, first packet {:?} s",
+                r.switch, r.add_seconds, r.commit_seconds, r.first_packet_seconds
+            );
+            runs.push(r);
+        }
+    }
+    drop(topo);
     print!("{}", report_markdown(&runs));
     Ok(())
 }
@@ -1667,6 +1747,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Vhost(a) => return vhost(&a),
         Cmd::FlowMods(a) => return flow_mods(&a),
         Cmd::FlowDeletes(a) => return flow_deletes(&a),
+        Cmd::BundleCommit(a) => return bundle_commit(&a),
         Cmd::OvsdbPorts(a) => return ovsdb_ports(&a),
         Cmd::PacketIns(a) => return packet_ins(&a),
         Cmd::OvsdbFraming {

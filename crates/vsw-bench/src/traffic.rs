@@ -55,7 +55,7 @@ pub struct TrialStats {
     pub bytes_sent: u64,
 }
 
-fn open_in(ns: &str, ifname: &str) -> Result<PortQueues, TrafficError> {
+pub(crate) fn open_in(ns: &str, ifname: &str) -> Result<PortQueues, TrafficError> {
     vsw_netdev::enter_netns(ns).map_err(|source| TrafficError::Netns {
         ns: ns.into(),
         source,
