@@ -45,6 +45,25 @@ impl Hash for BucketKey {
     }
 }
 
+/// A bucket's key as the map holds it: out of line, so that the map's nodes hold a
+/// pointer a key and not 216 bytes (a node has room for 32 entries; inline keys
+/// made each 7 KiB, and adding 100,000 rules allocated and touched hundreds of MiB).
+/// Looked up by a [`BucketKey`] (as `Borrow`): the same hash, the same equality.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SharedKey(Arc<BucketKey>);
+
+impl Hash for SharedKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.hash(h);
+    }
+}
+
+impl std::borrow::Borrow<BucketKey> for SharedKey {
+    fn borrow(&self) -> &BucketKey {
+        &self.0
+    }
+}
+
 /// Passes a [`BucketKey`]'s own hash through.
 #[derive(Clone, Copy, Default)]
 struct PassHasher(u64);
@@ -78,7 +97,15 @@ struct Bucket {
 /// change of a copy copies only the path to what changed — so a new pipeline with
 /// one rule more is made in time that does not grow with the rules (the control
 /// side changes a copy while translations read the published one).
-type Buckets = GenericHashMap<BucketKey, Bucket, BuildHasherDefault<PassHasher>, DefaultSharedPtr>;
+type Buckets = GenericHashMap<SharedKey, Bucket, BuildHasherDefault<PassHasher>, DefaultSharedPtr>;
+
+/// What an insert did: the rule put in, and the rule of the same match and priority
+/// it took the place of (the caller says so to the journal and the revalidator).
+#[derive(Debug)]
+pub struct Inserted {
+    pub rule: Arc<Rule>,
+    pub replaced: Vec<Arc<Rule>>,
+}
 
 #[derive(Clone, Debug)]
 struct Subtable {
@@ -190,19 +217,17 @@ impl Subtable {
         self.timed += usize::from(is_timed(&rule));
         self.conjunctive += usize::from(is_clause(&rule));
         self.learn_owners += usize::from(is_learn_owner(&rule));
-        // Looked up first: a change through `get_mut` copies its path even when
-        // the key is absent.
-        match self.buckets.contains_key(&key) {
-            true => {
-                if let Some(bucket) = self.buckets.get_mut(&key) {
-                    let rules = Arc::make_mut(&mut bucket.rules);
-                    let at = rules.partition_point(|r| r.beats(&rule));
-                    rules.insert(at, rule);
-                }
+        // (`get_mut` copies the path of a shared map even when the key is absent:
+        // the insert that follows then needs no copy of its own.)
+        match self.buckets.get_mut(&key) {
+            Some(bucket) => {
+                let rules = Arc::make_mut(&mut bucket.rules);
+                let at = rules.partition_point(|r| r.beats(&rule));
+                rules.insert(at, rule);
             }
-            false => {
+            None => {
                 self.buckets.insert(
-                    key,
+                    SharedKey(Arc::new(key)),
                     Bucket {
                         rules: Arc::new(vec![rule]),
                     },
@@ -239,12 +264,21 @@ impl Subtable {
         doomed: &mut dyn FnMut(&Rule) -> bool,
     ) -> Vec<Arc<Rule>> {
         let key = self.pack(value);
+        self.remove_packed(&key, doomed)
+    }
+
+    /// [`Subtable::remove_exact`] of a value packed already.
+    fn remove_packed(
+        &mut self,
+        key: &BucketKey,
+        doomed: &mut dyn FnMut(&Rule) -> bool,
+    ) -> Vec<Arc<Rule>> {
         // Nothing to remove (an insert's usual case): the map is not touched.
-        match self.buckets.get(&key) {
+        match self.buckets.get(key) {
             Some(b) if b.rules.iter().any(|r| doomed(r)) => {}
             _ => return Vec::new(),
         }
-        let Some(bucket) = self.buckets.get_mut(&key) else {
+        let Some(bucket) = self.buckets.get_mut(key) else {
             return Vec::new();
         };
         let mut gone = Vec::new();
@@ -256,7 +290,7 @@ impl Subtable {
             !d
         });
         if bucket.rules.is_empty() {
-            self.buckets.remove(&key);
+            self.buckets.remove(key);
         }
         self.forget(&gone);
         gone
@@ -281,7 +315,7 @@ impl Subtable {
                 .cloned()
                 .collect();
             if gone.len() > before {
-                changed.push((*k, kept));
+                changed.push((k.clone(), kept));
             }
         }
         for (k, kept) in changed {
@@ -515,13 +549,13 @@ impl Classifier {
 
     /// Installs a rule. A rule with the same match and priority is replaced (its
     /// counters start again), as `ovs-ofctl add-flow` does.
-    pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) {
-        self.insert_rule(spec, now_ms, Rule::new);
+    pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) -> Inserted {
+        self.insert_rule(spec, now_ms, Rule::new)
     }
 
     /// [`Classifier::insert`] of a rule a `learn` action made; the rule in place.
     pub fn insert_learned(&mut self, spec: FlowSpec, now_ms: u64) -> Arc<Rule> {
-        self.insert_rule(spec, now_ms, Rule::new_learned)
+        self.insert_rule(spec, now_ms, Rule::new_learned).rule
     }
 
     fn insert_rule(
@@ -529,27 +563,35 @@ impl Classifier {
         spec: FlowSpec,
         now_ms: u64,
         make: fn(FlowSpec, u64, u64) -> Rule,
-    ) -> Arc<Rule> {
+    ) -> Inserted {
         let pattern = spec.matcher;
         let priority = spec.priority;
-        self.remove(&pattern, Some(priority), true);
         self.next_seq += 1;
         let rule = Arc::new(make(spec, now_ms, self.next_seq));
         let mask = *pattern.mask();
-        let pos = match self.subtables.iter().position(|s| s.mask == mask) {
-            Some(p) => p,
+        let (pos, created) = match self.subtables.iter().position(|s| s.mask == mask) {
+            Some(p) => (p, false),
             None => {
                 self.subtables.push(Subtable::new(mask));
-                self.subtables.len() - 1
+                (self.subtables.len() - 1, true)
             }
         };
         let table = &mut self.subtables[pos];
+        let highest_before = table.max_priority;
         let key = table.pack(pattern.value());
+        // The rule of the same match and priority goes (one bucket looked at).
+        let replaced = table.remove_packed(&key, &mut |r| {
+            r.spec.priority == priority && r.spec.matcher == pattern
+        });
         table.add(key, rule.clone());
         debug_assert!(table.max_priority >= priority);
-        self.n_rules += 1;
-        self.sort_subtables();
-        rule
+        self.n_rules = self.n_rules + 1 - replaced.len();
+        // The order only changes with a new subtable or a new highest priority (a
+        // bulk add of rules of one mask sorts nothing).
+        if created || table.max_priority != highest_before {
+            self.sort_subtables();
+        }
+        Inserted { rule, replaced }
     }
 
     fn sort_subtables(&mut self) {

@@ -17,7 +17,7 @@ use vsw_packet::FlowKey;
 use crate::match_key::MatchKey;
 
 use crate::action::Action;
-use crate::classifier::Classifier;
+use crate::classifier::{Classifier, Inserted};
 use crate::error::FlowSyntaxError;
 use crate::group::{Group, GroupSpec};
 use crate::matching::Match;
@@ -260,13 +260,13 @@ impl Pipeline {
     }
 
     /// Installs a rule in its table (replacing one of equal match and priority there).
-    pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) {
+    pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) -> Inserted {
         debug_assert!(spec.table <= MAX_TABLE);
         let id = usize::from(spec.table);
         if self.tables.len() <= id {
             self.tables.resize_with(id + 1, Classifier::new);
         }
-        self.tables[id].insert(spec, now_ms);
+        self.tables[id].insert(spec, now_ms)
     }
 
     fn selected(&mut self, table: Option<u8>) -> impl Iterator<Item = &mut Classifier> {
