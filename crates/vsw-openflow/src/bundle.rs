@@ -157,9 +157,20 @@ pub const MAX_BUNDLED_MESSAGES: usize = 1 << 20;
 /// can make vswd keep.
 pub const MAX_BUNDLED_BYTES: usize = 256 << 20;
 
+/// What the switch made of a bundled message when it was added (its own form of
+/// the change, checked), handed back at the commit so that the commit does not
+/// make it again; `None`: made at the commit.
+pub type Prepared = Option<Box<dyn std::any::Any + Send>>;
+
 /// One bundled message: the start of the bundle-add that brought it (what an error
-/// for it carries, with its xid) and the message decoded.
-pub type Bundled = (Vec<u8>, BundleItem);
+/// for it carries, with its xid), the message decoded, and what the switch made
+/// of it.
+#[derive(Debug)]
+pub struct Bundled {
+    pub head: Vec<u8>,
+    pub item: BundleItem,
+    pub prepared: Prepared,
+}
 
 /// One open bundle: its flags, whether it was closed, its messages and their size.
 #[derive(Debug)]
@@ -300,6 +311,7 @@ impl OpenBundles {
         head: Vec<u8>,
         len: usize,
         item: BundleItem,
+        prepared: Prepared,
         now: Instant,
     ) -> Result<(), BadBundle> {
         self.expire(now);
@@ -323,7 +335,11 @@ impl OpenBundles {
             bytes: 0,
             used: now,
         });
-        b.items.push((head, item));
+        b.items.push(Bundled {
+            head,
+            item,
+            prepared,
+        });
         b.bytes += len;
         b.used = now;
         self.messages += 1;
@@ -363,6 +379,7 @@ mod tests {
             Vec::new(),
             64,
             BundleItem::Flow(flow_mod(Vec::new(), Vec::new())),
+            None,
             now,
         )
     }
@@ -423,13 +440,20 @@ mod tests {
             };
             let mut fm = flow_mod(Vec::new(), Vec::new());
             fm.priority = priority;
-            b.add(&a, vec![priority as u8], 64, BundleItem::Flow(fm), now)
-                .unwrap();
+            b.add(
+                &a,
+                vec![priority as u8],
+                64,
+                BundleItem::Flow(fm),
+                None,
+                now,
+            )
+            .unwrap();
         }
         let Ok(Control::Commit(items)) = b.control(&ctrl(9, OFPBCT_COMMIT_REQUEST), now) else {
             panic!("no commit")
         };
-        let order: Vec<u8> = items.iter().map(|(raw, _)| raw[0]).collect();
+        let order: Vec<u8> = items.iter().map(|b| b.head[0]).collect();
         assert_eq!(order, vec![3, 1, 2]);
         assert_eq!(b.messages(), 0);
     }

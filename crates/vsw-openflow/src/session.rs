@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use crate::async_config::AsyncConfig;
 use crate::bundle::{
-    BadBundle, BundleAdd, BundleCtrl, BundleItem, Control, OpenBundles, OFPBCT_COMMIT_REPLY,
+    BadBundle, BundleAdd, BundleCtrl, BundleItem, Bundled, Control, OpenBundles, Prepared,
+    OFPBCT_COMMIT_REPLY,
 };
 use crate::error::Refusal;
 use crate::flow_mod::{BadFlowMod, FlowMod};
@@ -91,14 +92,16 @@ pub trait Bridge {
     /// Checks a message added to a bundle as far as it can be without the switch's
     /// state (its table, ports, actions), so that it is refused when added, as
     /// Open vSwitch refuses it; the commit checks it again against the tables.
-    fn check_bundled(&mut self, _item: &BundleItem) -> Result<(), Refusal> {
-        Ok(())
+    /// What it makes of the message (its own form of the change) comes back at the
+    /// commit, beside the message.
+    fn check_bundled(&mut self, _item: &BundleItem) -> Result<Prepared, Refusal> {
+        Ok(None)
     }
     /// Carries out a committed bundle's messages in order, all of them or — when
     /// one is refused — none (no packet sees part of them). `Err`: the index of the
     /// message refused (`None`: the commit as a whole could not be made) and why. A
     /// switch without bundles refuses every one.
-    fn commit_bundle(&mut self, _items: &[BundleItem]) -> Result<(), (Option<usize>, Refusal)> {
+    fn commit_bundle(&mut self, _items: &mut [Bundled]) -> Result<(), (Option<usize>, Refusal)> {
         Err((None, Refusal::Bundle(BadBundle::MsgUnsup)))
     }
     /// This connection's role now (another's request may have changed it).
@@ -563,24 +566,23 @@ impl Session {
         if bridge.role() == Role::Slave {
             return Err(Refusal::IsSlave);
         }
-        let items = match self.bundles.control(c, Instant::now())? {
+        let mut items = match self.bundles.control(c, Instant::now())? {
             Control::Reply(kind) => return Ok(reply(kind)),
             Control::Commit(items) => items,
         };
-        let (heads, decoded): (Vec<Vec<u8>>, Vec<BundleItem>) = items.into_iter().unzip();
-        let Err((at, refusal)) = bridge.commit_bundle(&decoded) else {
+        let Err((at, refusal)) = bridge.commit_bundle(&mut items) else {
             return Ok(reply(OFPBCT_COMMIT_REPLY));
         };
         tracing::info!(
             bundle = c.bundle_id,
             message = at,
-            of = decoded.len(),
+            of = items.len(),
             error = %refusal,
             "OpenFlow bundle not committed: none of its messages was carried out"
         );
         let mut out = Vec::new();
         // The refused message's own error, with its bundle-add's xid and start.
-        if let Some(head) = at.and_then(|i| heads.get(i)) {
+        if let Some(head) = at.and_then(|i| items.get(i)).map(|b| &b.head) {
             let h = Header::parse(head);
             self.refusals.note(h, &refusal);
             let xid = h.map(|h| h.xid);
@@ -612,10 +614,10 @@ impl Session {
             Message::GroupMod(gm) => BundleItem::Group(gm),
             _ => return Err(BadBundle::MsgUnsup.into()),
         };
-        bridge.check_bundled(&item)?;
+        let prepared = bridge.check_bundled(&item)?;
         let head = m[..m.len().min(crate::error::ERROR_DATA_LEN)].to_vec();
         self.bundles
-            .add(&a, head, m.len(), item, Instant::now())
+            .add(&a, head, m.len(), item, prepared, Instant::now())
             .map_err(Refusal::from)
     }
 

@@ -6,7 +6,7 @@ use vsw_flow::{GroupError, MeterError};
 use vsw_openflow::as_written::{
     echo_group_desc, echo_instructions, echo_match, written_instructions,
 };
-use vsw_openflow::bundle::{BadBundle, BundleItem};
+use vsw_openflow::bundle::{BadBundle, BundleItem, Bundled, Prepared};
 use vsw_openflow::flow_mod::{
     to_of_port, to_vsw_port, BadFlowMod, Command, FlowMod, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS,
     OFPG_ANY, OFPP_ANY,
@@ -49,6 +49,7 @@ fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
         Command::Add => FlowChange::Add {
             spec: flow_spec(fm)?,
             check_overlap: fm.flags & OFPFF_CHECK_OVERLAP != 0,
+            saved_as: None,
         },
         Command::Delete | Command::DeleteStrict => FlowChange::Delete {
             selection: selection(&SelectionParts::of_flow_mod(fm, strict))?,
@@ -257,7 +258,7 @@ impl Bridge for SwitchBridge<'_> {
         tracing::debug!(n = fms.len(), "OpenFlow flow-mods");
         let changes: Vec<Result<FlowChange, BadFlowMod>> = fms.iter().map(flow_change).collect();
         let good: Vec<FlowChange> = changes.iter().filter_map(|c| c.clone().ok()).collect();
-        let mut done = match self.sw().flow_changes(&good) {
+        let mut done = match self.sw().flow_changes(good) {
             Ok(r) => r.into_iter(),
             Err(e) => {
                 tracing::info!(error = %e, "OpenFlow flow-mods refused");
@@ -299,7 +300,7 @@ impl Bridge for SwitchBridge<'_> {
 
     /// Through the same checks as flow-mods and group-mods one by one, carried out
     /// in one change of the tables, all or none.
-    fn commit_bundle(&mut self, items: &[BundleItem]) -> Result<(), (Option<usize>, Refusal)> {
+    fn commit_bundle(&mut self, items: &mut [Bundled]) -> Result<(), (Option<usize>, Refusal)> {
         // One take of the lock: the groups the bundle starts from are those it
         // changes (a group is looked up only for an insert or a remove of buckets).
         let mut sw = self.sw();
@@ -308,14 +309,23 @@ impl Bridge for SwitchBridge<'_> {
             made: HashMap::new(),
             all_gone: false,
         };
+        // A flow-mod's change was made when it was added (it depends on nothing
+        // the commit changes); a group-mod's is made now, against the groups as
+        // the bundle has left them.
         let changes = items
-            .iter()
+            .iter_mut()
             .enumerate()
-            .map(|(i, item)| bundle_change(item, Some(&mut groups)).map_err(|e| (Some(i), e)))
+            .map(|(i, b)| {
+                match b.prepared.take().map(|p| p.downcast::<Change>()) {
+                    Some(Ok(change)) => Ok(*change),
+                    _ => bundle_change(&b.item, Some(&mut groups)),
+                }
+                .map_err(|e| (Some(i), e))
+            })
             .collect::<Result<Vec<Change>, _>>()?;
         tracing::debug!(n = changes.len(), "OpenFlow bundle committed");
-        sw.commit_changes(&changes).map_err(|(at, e)| {
-            let refusal = match at.and_then(|i| items.get(i)) {
+        sw.commit_changes(changes).map_err(|(at, e)| {
+            let refusal = match at.and_then(|i| items.get(i)).map(|b| &b.item) {
                 Some(BundleItem::Group(_)) => Refusal::GroupMod(group_mod_error(e)),
                 Some(BundleItem::Flow(_)) => Refusal::FlowMod(flow_mod_error(e)),
                 None => {
@@ -329,8 +339,20 @@ impl Bridge for SwitchBridge<'_> {
 
     /// What a flow-mod or group-mod says alone (its table, ports, actions) is
     /// checked when it is added to a bundle.
-    fn check_bundled(&mut self, item: &BundleItem) -> Result<(), Refusal> {
-        bundle_change(item, None).map(|_| ())
+    fn check_bundled(&mut self, item: &BundleItem) -> Result<Prepared, Refusal> {
+        let mut change = bundle_change(item, None)?;
+        // An add's line in the state file depends only on the rule: made now, not
+        // at the commit (which then does only what depends on the tables).
+        if let Change::Flow(flow) = &mut change {
+            if let FlowChange::Add { spec, saved_as, .. } = &mut **flow {
+                *saved_as = Some(vsw_flow::syntax::format_flow(spec));
+            }
+        }
+        Ok(match item {
+            BundleItem::Flow(_) => Some(Box::new(change)),
+            // Made again at the commit, against the groups the bundle leaves.
+            BundleItem::Group(_) => None,
+        })
     }
 
     /// Through the same checks as `vswctl add-meter` / `mod-meter` / `del-meters`

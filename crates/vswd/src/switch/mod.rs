@@ -126,6 +126,10 @@ pub enum FlowChange {
     Add {
         spec: vsw_flow::FlowSpec,
         check_overlap: bool,
+        /// The rule's line in the state file, when it was made beforehand (a
+        /// bundled flow-mod's, when it was added: the commit then does only what
+        /// depends on the tables).
+        saved_as: Option<String>,
     },
     /// `del-flows`: the rules the selection picks.
     Delete { selection: Selection, strict: bool },

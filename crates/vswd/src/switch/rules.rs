@@ -123,7 +123,7 @@ impl Switch {
             selection: self.selection(matching)?,
             strict,
         };
-        let removed = self.flow_changes(&[change])?.remove(0)?;
+        let removed = self.flow_changes(vec![change])?.remove(0)?;
         Ok(json!({ "removed": removed }))
     }
 
@@ -147,7 +147,7 @@ impl Switch {
             reset_counts,
             or_add: None,
         };
-        let changed = self.flow_changes(&[change])?.remove(0)?;
+        let changed = self.flow_changes(vec![change])?.remove(0)?;
         Ok(json!({ "modified": changed }))
     }
 
@@ -167,21 +167,21 @@ impl Switch {
     /// change itself could not be made, and none was.
     pub fn flow_changes(
         &mut self,
-        changes: &[FlowChange],
+        changes: Vec<FlowChange>,
     ) -> Result<Vec<Result<usize, SwitchError>>, SwitchError> {
         let ofproto = self.ofproto.clone();
         let _writing = ofproto.writing_rules();
         let old = self.ofproto.pipeline();
         let mut pipeline = (*old).clone();
         let now = now_ms();
-        let mut touched = HashSet::new();
+        let mut log = RuleChanges::default();
         let mut deleted = Vec::new();
         let results: Vec<Result<usize, SwitchError>> = changes
-            .iter()
-            .map(|c| self.apply_change(&mut pipeline, c, now, &mut touched, &mut deleted))
+            .into_iter()
+            .map(|c| self.apply_change(&mut pipeline, c, now, &mut log, &mut deleted))
             .collect();
-        delete_learned(&old, &mut pipeline, &mut touched, &mut deleted);
-        self.publish_flow_batch(&old, pipeline, &touched, &deleted, now)?;
+        delete_learned(&mut pipeline, &mut log, &mut deleted);
+        self.publish_flow_batch(pipeline, &log, &deleted, now)?;
         Ok(results)
     }
 
@@ -192,39 +192,39 @@ impl Switch {
     /// why; the tables are as they were.
     pub fn commit_changes(
         &mut self,
-        changes: &[Change],
+        changes: Vec<Change>,
     ) -> Result<(), (Option<usize>, SwitchError)> {
         let ofproto = self.ofproto.clone();
         let _writing = ofproto.writing_rules();
         let old = self.ofproto.pipeline();
         let mut pipeline = (*old).clone();
         let now = now_ms();
-        let mut touched = HashSet::new();
+        let mut log = RuleChanges::default();
         let mut deleted = Vec::new();
         let mut group_deleted = Vec::new();
         let mut groups_changed = false;
-        for (i, change) in changes.iter().enumerate() {
+        for (i, change) in changes.into_iter().enumerate() {
             let done = match change {
                 Change::Flow(c) => self
-                    .apply_change(&mut pipeline, c, now, &mut touched, &mut deleted)
+                    .apply_change(&mut pipeline, *c, now, &mut log, &mut deleted)
                     .map(|_| ()),
                 Change::SetGroup { spec, modify } => {
                     groups_changed = true;
-                    check_group(spec).and_then(|()| {
+                    check_group(&spec).and_then(|()| {
                         pipeline
-                            .set_group(spec.clone(), *modify, now)
+                            .set_group(spec, modify, now)
                             .map_err(SwitchError::from)
                     })
                 }
                 Change::DelGroups(id) => {
                     groups_changed = true;
-                    group_deleted.extend(pipeline.delete_groups(*id));
+                    group_deleted.extend(pipeline.delete_groups(id));
                     Ok(())
                 }
             };
             done.map_err(|e| (Some(i), e))?;
         }
-        delete_learned(&old, &mut pipeline, &mut touched, &mut deleted);
+        delete_learned(&mut pipeline, &mut log, &mut deleted);
         deleted.extend(pipeline.delete_learned_of(&group_deleted));
         if groups_changed {
             // Groups are not journalled: the state file is written whole.
@@ -233,7 +233,7 @@ impl Switch {
                 self.note_removed(r, Removal::Deleted, now);
             }
         } else {
-            self.publish_flow_batch(&old, pipeline, &touched, &deleted, now)
+            self.publish_flow_batch(pipeline, &log, &deleted, now)
                 .map_err(|e| (None, e))?;
         }
         for r in &group_deleted {
@@ -242,19 +242,18 @@ impl Switch {
         Ok(())
     }
 
-    /// Makes `pipeline`, the running one (`old`) with a batch of flow changes made,
-    /// the running one: one journal line for what the batch touched, one
+    /// Makes `pipeline`, the running one with a batch of flow changes made (`log`),
+    /// the running one: one journal line for what the batch changed, one
     /// revalidation; the rules it deleted are told of. A batch that changed nothing
     /// writes and revalidates nothing.
     fn publish_flow_batch(
         &mut self,
-        old: &Pipeline,
         pipeline: Pipeline,
-        touched: &HashSet<(u8, u16, vsw_flow::Match)>,
+        log: &RuleChanges,
         deleted: &[Arc<vsw_flow::Rule>],
         now: u64,
     ) -> Result<(), SwitchError> {
-        if touched.is_empty() {
+        if log.is_empty() {
             return Ok(());
         }
         if !self.journal_takes_change() {
@@ -265,34 +264,31 @@ impl Switch {
             }
             return Ok(());
         }
-        // What the journal says of the batch: for every rule key it touched, the
-        // rule it had before (removed) and the one it has now (added), when they
-        // differ — so a rule added and deleted again in one batch writes nothing.
-        let (mut del, mut add) = (Vec::new(), Vec::new());
-        // The running pipeline's rules the batch took away (what its flows matched).
-        let mut gone = Vec::new();
-        // Rules a `learn` made are not saved: they change the tables, not the file.
-        let saved = |r: &&Arc<vsw_flow::Rule>| !r.learned;
-        let mut added_any = false;
-        for (table, priority, m) in touched {
-            let before = old.find_exact(*table, m, *priority);
-            let after = pipeline.find_exact(*table, m, *priority);
-            match (before, after) {
-                (Some(b), Some(a)) if Arc::ptr_eq(b, a) => {}
-                (b, a) => {
-                    del.extend(b.filter(saved).map(|r| format_flow(&r.spec)));
-                    add.extend(a.filter(saved).map(|r| format_flow(&r.spec)));
-                    added_any |= a.is_some();
-                    gone.extend(b.cloned());
-                }
-            }
-        }
-        if gone.is_empty() && !added_any {
+        // What the journal says of the batch: the running pipeline's rules it took
+        // away, and the rules it put in that stayed — so a rule added and deleted
+        // again in one batch writes nothing.
+        let (gone, stayed) = log.net();
+        if gone.is_empty() && stayed.is_empty() {
             return Ok(());
         }
+        // Rules a `learn` made are not saved: they change the tables, not the file.
+        let del = gone
+            .iter()
+            .filter(|r| !r.learned)
+            .map(|r| format_flow(&r.spec))
+            .collect();
+        let add = stayed
+            .iter()
+            .filter(|a| !a.rule.learned)
+            .map(|a| {
+                a.saved_as
+                    .clone()
+                    .unwrap_or_else(|| format_flow(&a.rule.spec))
+            })
+            .collect();
         // Only deletes (nothing added or changed): the flows that matched none of
         // the deleted rules stay as they are.
-        let only_removed = (!added_any).then_some(&gone[..]);
+        let only_removed = stayed.is_empty().then_some(&gone[..]);
         self.replace_rules_noted(pipeline, del, add, only_removed)?;
         for r in deleted {
             self.note_removed(r, Removal::Deleted, now);
@@ -300,22 +296,21 @@ impl Switch {
         Ok(())
     }
 
-    /// One change of [`Switch::flow_changes`], made on `pipeline`: the keys (table,
-    /// priority, match) of the rules it touched go to `touched`, the rules it
-    /// deleted to `deleted`.
+    /// One change of [`Switch::flow_changes`], made on `pipeline`: the rules it
+    /// put in and took out go to `log`, the rules it deleted to `deleted`.
     pub(super) fn apply_change(
         &self,
         pipeline: &mut Pipeline,
-        change: &FlowChange,
+        change: FlowChange,
         now: u64,
-        touched: &mut HashSet<(u8, u16, vsw_flow::Match)>,
+        log: &mut RuleChanges,
         deleted: &mut Vec<Arc<vsw_flow::Rule>>,
     ) -> Result<usize, SwitchError> {
-        let key = |r: &Arc<vsw_flow::Rule>| (r.spec.table, r.spec.priority, r.spec.matcher);
         match change {
             FlowChange::Add {
                 spec,
                 check_overlap,
+                saved_as,
             } => {
                 if let Some(g) = pipeline.missing_group(&spec.actions) {
                     return Err(SwitchError::NoSuchGroup(g));
@@ -323,19 +318,23 @@ impl Switch {
                 if let Some(m) = pipeline.missing_meter(&spec.actions) {
                     return Err(SwitchError::NoSuchMeter(m));
                 }
-                if *check_overlap && pipeline.overlaps(spec) {
+                if check_overlap && pipeline.overlaps(&spec) {
                     return Err(SwitchError::Overlap);
                 }
-                if !vsw_openflow::as_written::rule_fits_openflow(spec) {
+                if !vsw_openflow::as_written::rule_fits_openflow(&spec) {
                     return Err(SwitchError::TooLarge("flow"));
                 }
-                touched.insert((spec.table, spec.priority, spec.matcher));
-                pipeline.insert(spec.clone(), now);
+                let done = pipeline.insert(spec, now);
+                log.removed.extend(done.replaced);
+                log.added.push(AddedRule {
+                    rule: done.rule,
+                    saved_as,
+                });
                 Ok(1)
             }
             FlowChange::Delete { selection, strict } => {
-                let removed = pipeline.remove_rules(selection, *strict);
-                touched.extend(removed.iter().map(key));
+                let removed = pipeline.remove_rules(&selection, strict);
+                log.removed.extend(removed.iter().cloned());
                 let n = removed.len();
                 deleted.extend(removed);
                 Ok(n)
@@ -349,19 +348,20 @@ impl Switch {
                 or_add,
             } => {
                 if let Some((spec, check_overlap)) = or_add {
-                    if pipeline.select(selection, *strict).is_empty() {
+                    if pipeline.select(&selection, strict).is_empty() {
                         let add = FlowChange::Add {
-                            spec: (**spec).clone(),
-                            check_overlap: *check_overlap,
+                            spec: *spec,
+                            check_overlap,
+                            saved_as: None,
                         };
-                        return self.apply_change(pipeline, &add, now, touched, deleted);
+                        return self.apply_change(pipeline, add, now, log, deleted);
                     }
                 }
                 // The new actions' groups and meters must exist, as an add's must.
-                if let Some(g) = pipeline.missing_group(actions) {
+                if let Some(g) = pipeline.missing_group(&actions) {
                     return Err(SwitchError::NoSuchGroup(g));
                 }
-                if let Some(m) = pipeline.missing_meter(actions) {
+                if let Some(m) = pipeline.missing_meter(&actions) {
                     return Err(SwitchError::NoSuchMeter(m));
                 }
                 // Each selected rule with the new actions, checked as a whole flow.
@@ -373,7 +373,7 @@ impl Switch {
                     spec.as_written.actions = written.clone();
                     vsw_flow::check_flow(&spec).map(|()| spec)
                 };
-                let picked = pipeline.select(selection, *strict);
+                let picked = pipeline.select(&selection, strict);
                 // A refusal says why: the action that needs what a match lacks, or
                 // a rule too large to describe.
                 for r in &picked {
@@ -381,10 +381,20 @@ impl Switch {
                         return Err(SwitchError::TooLarge("flow"));
                     }
                 }
-                let n = pipeline.modify(selection, *strict, *reset_counts, written, &|r| {
+                let n = pipeline.modify(&selection, strict, reset_counts, &written, &|r| {
                     with_actions(r).map(|s| s.actions)
                 })?;
-                touched.extend(picked.iter().map(key));
+                // Each picked rule was replaced by one with the new actions.
+                log.added.extend(picked.iter().filter_map(|r| {
+                    let rule = pipeline
+                        .find_exact(r.spec.table, &r.spec.matcher, r.spec.priority)?
+                        .clone();
+                    Some(AddedRule {
+                        rule,
+                        saved_as: None,
+                    })
+                }));
+                log.removed.extend(picked);
                 Ok(n)
             }
         }
@@ -551,35 +561,74 @@ fn check_group(spec: &vsw_flow::GroupSpec) -> Result<(), SwitchError> {
     Ok(())
 }
 
-/// The rules a batch took away or changed (`old`'s rules it touched that
+/// The rules a batch took away or changed (the running pipeline's rules that
 /// `pipeline` no longer has) may have been the last to `learn(…, delete_learned)`
 /// into a table with a cookie: then the rules of that table with that cookie go
 /// too, in the same change (Open vSwitch's learned cookies).
 fn delete_learned(
-    old: &Pipeline,
     pipeline: &mut Pipeline,
-    touched: &mut HashSet<(u8, u16, vsw_flow::Match)>,
+    log: &mut RuleChanges,
     deleted: &mut Vec<Arc<vsw_flow::Rule>>,
 ) {
-    // Counted as rules come and go: a batch of adds to tables with no such learn
-    // looks at nothing.
-    if !old.has_learn_owners() {
+    // Only a removed rule with such a learn can take others along: a batch of
+    // adds looks at nothing.
+    let owner = |r: &Arc<vsw_flow::Rule>| r.spec.actions.iter().any(is_delete_learned);
+    if !log.removed.iter().any(owner) {
         return;
     }
-    let replaced: Vec<Arc<vsw_flow::Rule>> = touched
-        .iter()
-        .filter_map(|(t, p, m)| {
-            let before = old.find_exact(*t, m, *p)?;
-            let same = pipeline
-                .find_exact(*t, m, *p)
-                .is_some_and(|a| Arc::ptr_eq(a, before));
-            (!same).then(|| before.clone())
-        })
-        .collect();
+    let (replaced, _) = log.net();
     let gone = pipeline.delete_learned_of(&replaced);
-    touched.extend(
-        gone.iter()
-            .map(|r| (r.spec.table, r.spec.priority, r.spec.matcher)),
-    );
+    log.removed.extend(gone.iter().cloned());
     deleted.extend(gone);
+}
+
+fn is_delete_learned(a: &vsw_flow::Action) -> bool {
+    matches!(a, vsw_flow::Action::Learn(l) if l.delete_learned)
+}
+
+/// What a batch of flow changes did, rule by rule: every rule it put in (an add, a
+/// modify's new version) and every rule it took out (deleted, replaced, a modify's
+/// old version) — the journal's line and the revalidation come from these, with no
+/// lookup of the tables.
+#[derive(Default)]
+pub(super) struct RuleChanges {
+    added: Vec<AddedRule>,
+    removed: Vec<Arc<vsw_flow::Rule>>,
+}
+
+/// A rule a batch put in, with its line in the state file when that was made
+/// beforehand.
+pub(super) struct AddedRule {
+    rule: Arc<vsw_flow::Rule>,
+    saved_as: Option<String>,
+}
+
+impl RuleChanges {
+    fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+
+    /// The running pipeline's rules the batch took away (those it removed that it
+    /// had not put in itself), and the rules it put in that are still there.
+    fn net(&self) -> (Vec<Arc<vsw_flow::Rule>>, Vec<&AddedRule>) {
+        let at = |r: &Arc<vsw_flow::Rule>| Arc::as_ptr(r) as usize;
+        // A batch of adds removes nothing: nothing is hashed.
+        if self.removed.is_empty() {
+            return (Vec::new(), self.added.iter().collect());
+        }
+        let removed: HashSet<usize> = self.removed.iter().map(at).collect();
+        let added: HashSet<usize> = self.added.iter().map(|a| at(&a.rule)).collect();
+        let gone = self
+            .removed
+            .iter()
+            .filter(|r| !added.contains(&at(r)))
+            .cloned()
+            .collect();
+        let stayed = self
+            .added
+            .iter()
+            .filter(|a| !removed.contains(&at(&a.rule)))
+            .collect();
+        (gone, stayed)
+    }
 }
