@@ -118,6 +118,29 @@ fn same_match_and_priority_replaces() {
 }
 
 #[test]
+fn an_insert_says_which_rule_it_replaced() {
+    let mut c = Classifier::new();
+    let spec = |t: &str| parse_flow(t, &no_names).unwrap();
+    let first = c.insert(spec("priority=5,in_port=1,actions=drop"), 0);
+    assert!(first.replaced.is_empty());
+    let second = c.insert(spec("priority=5,in_port=1,actions=output:2"), 0);
+    assert_eq!(second.replaced.len(), 1);
+    assert!(Arc::ptr_eq(&second.replaced[0], &first.rule));
+    // Another priority, or another value under the same mask: nothing replaced.
+    assert!(c
+        .insert(spec("priority=6,in_port=1,actions=drop"), 0)
+        .replaced
+        .is_empty());
+    assert!(c
+        .insert(spec("priority=5,in_port=2,actions=drop"), 0)
+        .replaced
+        .is_empty());
+    assert_eq!(c.len(), 3);
+    let found = c.find_exact(&second.rule.spec.matcher, 5).unwrap();
+    assert!(Arc::ptr_eq(found, &second.rule));
+}
+
+#[test]
 fn del_flows_non_strict_and_strict() {
     let mut c = Classifier::new();
     add(&mut c, "priority=5,in_port=1,udp,actions=drop");
