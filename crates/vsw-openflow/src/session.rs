@@ -217,6 +217,9 @@ pub struct Session {
     of10: crate::of10::Dialect,
     /// The flow monitors the connection started (NXST_FLOW_MONITOR).
     monitors: crate::flow_monitor::Monitors,
+    /// The messages of the bundle last committed: let go when the next bytes come
+    /// (its reply is out by then), not between the commit and its reply.
+    committed: Vec<Bundled>,
 }
 
 /// Refusals logged per connection and second, at most; the others are counted and
@@ -308,6 +311,7 @@ impl Session {
             controller_id: 0,
             of10: crate::of10::Dialect::default(),
             monitors: crate::flow_monitor::Monitors::default(),
+            committed: Vec::new(),
         }
     }
 
@@ -408,6 +412,7 @@ impl Session {
         bridge: &mut dyn Bridge,
         out: &mut Vec<u8>,
     ) -> Result<Vec<SessionEvent>, Closed> {
+        self.committed = Vec::new();
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut used = 0;
@@ -571,6 +576,7 @@ impl Session {
             Control::Commit(items) => items,
         };
         let Err((at, refusal)) = bridge.commit_bundle(&mut items) else {
+            self.committed = items;
             return Ok(reply(OFPBCT_COMMIT_REPLY));
         };
         tracing::info!(

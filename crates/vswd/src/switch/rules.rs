@@ -181,7 +181,7 @@ impl Switch {
             .map(|c| self.apply_change(&mut pipeline, c, now, &mut log, &mut deleted))
             .collect();
         delete_learned(&mut pipeline, &mut log, &mut deleted);
-        self.publish_flow_batch(pipeline, &log, &deleted, now)?;
+        self.publish_flow_batch(pipeline, log, &deleted, now)?;
         Ok(results)
     }
 
@@ -233,7 +233,7 @@ impl Switch {
                 self.note_removed(r, Removal::Deleted, now);
             }
         } else {
-            self.publish_flow_batch(pipeline, &log, &deleted, now)
+            self.publish_flow_batch(pipeline, log, &deleted, now)
                 .map_err(|e| (None, e))?;
         }
         for r in &group_deleted {
@@ -249,7 +249,7 @@ impl Switch {
     fn publish_flow_batch(
         &mut self,
         pipeline: Pipeline,
-        log: &RuleChanges,
+        log: RuleChanges,
         deleted: &[Arc<vsw_flow::Rule>],
         now: u64,
     ) -> Result<(), SwitchError> {
@@ -267,10 +267,13 @@ impl Switch {
         // What the journal says of the batch: the running pipeline's rules it took
         // away, and the rules it put in that stayed — so a rule added and deleted
         // again in one batch writes nothing.
-        let (gone, stayed) = log.net();
+        let (gone, stayed) = log.into_net();
         if gone.is_empty() && stayed.is_empty() {
             return Ok(());
         }
+        // Only deletes (nothing added or changed): the flows that matched none of
+        // the deleted rules stay as they are.
+        let only_removes = stayed.is_empty();
         // Rules a `learn` made are not saved: they change the tables, not the file.
         let del = gone
             .iter()
@@ -278,17 +281,11 @@ impl Switch {
             .map(|r| format_flow(&r.spec))
             .collect();
         let add = stayed
-            .iter()
+            .into_iter()
             .filter(|a| !a.rule.learned)
-            .map(|a| {
-                a.saved_as
-                    .clone()
-                    .unwrap_or_else(|| format_flow(&a.rule.spec))
-            })
+            .map(|a| a.saved_as.unwrap_or_else(|| format_flow(&a.rule.spec)))
             .collect();
-        // Only deletes (nothing added or changed): the flows that matched none of
-        // the deleted rules stay as they are.
-        let only_removed = stayed.is_empty().then_some(&gone[..]);
+        let only_removed = only_removes.then_some(&gone[..]);
         self.replace_rules_noted(pipeline, del, add, only_removed)?;
         for r in deleted {
             self.note_removed(r, Removal::Deleted, now);
@@ -576,8 +573,7 @@ fn delete_learned(
     if !log.removed.iter().any(owner) {
         return;
     }
-    let (replaced, _) = log.net();
-    let gone = pipeline.delete_learned_of(&replaced);
+    let gone = pipeline.delete_learned_of(&log.taken_from_running());
     log.removed.extend(gone.iter().cloned());
     deleted.extend(gone);
 }
@@ -596,6 +592,11 @@ pub(super) struct RuleChanges {
     removed: Vec<Arc<vsw_flow::Rule>>,
 }
 
+/// A rule's address: which rule it is, whatever its match.
+fn address(r: &Arc<vsw_flow::Rule>) -> usize {
+    Arc::as_ptr(r) as usize
+}
+
 /// A rule a batch put in, with its line in the state file when that was made
 /// beforehand.
 pub(super) struct AddedRule {
@@ -608,26 +609,33 @@ impl RuleChanges {
         self.added.is_empty() && self.removed.is_empty()
     }
 
-    /// The running pipeline's rules the batch took away (those it removed that it
-    /// had not put in itself), and the rules it put in that are still there.
-    fn net(&self) -> (Vec<Arc<vsw_flow::Rule>>, Vec<&AddedRule>) {
-        let at = |r: &Arc<vsw_flow::Rule>| Arc::as_ptr(r) as usize;
+    /// The running pipeline's rules the batch took away: those it removed that it
+    /// had not put in itself.
+    fn taken_from_running(&self) -> Vec<Arc<vsw_flow::Rule>> {
+        if self.removed.is_empty() {
+            return Vec::new();
+        }
+        let added: HashSet<usize> = self.added.iter().map(|a| address(&a.rule)).collect();
+        self.removed
+            .iter()
+            .filter(|r| !added.contains(&address(r)))
+            .cloned()
+            .collect()
+    }
+
+    /// [`RuleChanges::taken_from_running`], and the rules the batch put in that are
+    /// still there.
+    fn into_net(self) -> (Vec<Arc<vsw_flow::Rule>>, Vec<AddedRule>) {
         // A batch of adds removes nothing: nothing is hashed.
         if self.removed.is_empty() {
-            return (Vec::new(), self.added.iter().collect());
+            return (Vec::new(), self.added);
         }
-        let removed: HashSet<usize> = self.removed.iter().map(at).collect();
-        let added: HashSet<usize> = self.added.iter().map(|a| at(&a.rule)).collect();
-        let gone = self
-            .removed
-            .iter()
-            .filter(|r| !added.contains(&at(r)))
-            .cloned()
-            .collect();
+        let gone = self.taken_from_running();
+        let removed: HashSet<usize> = self.removed.iter().map(address).collect();
         let stayed = self
             .added
-            .iter()
-            .filter(|a| !removed.contains(&at(&a.rule)))
+            .into_iter()
+            .filter(|a| !removed.contains(&address(&a.rule)))
             .collect();
         (gone, stayed)
     }
