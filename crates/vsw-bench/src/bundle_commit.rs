@@ -42,6 +42,8 @@ pub fn rule_address(i: u32) -> [u8; 4] {
 /// One measurement.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct CommitRun {
+    /// The round it was measured in (1 on).
+    pub round: u32,
     pub switch: String,
     pub flows: u32,
     /// From the first bundle-add written to the barrier's reply behind the last.
@@ -230,6 +232,7 @@ pub fn measure(switch: &str, mgmt: &Path, n: u32, traffic: &Traffic) -> anyhow::
         bail!("{switch} forwarded a probe frame before the commit");
     }
     Ok(CommitRun {
+        round: 0,
         switch: switch.into(),
         flows: n,
         add_seconds,
@@ -245,9 +248,9 @@ pub fn report_markdown(runs: &[CommitRun]) -> String {
         "| round | switch | flows | adds (to barrier) s | commit s | first packet s | vsw / ovs commit time | vsw / ovs first packet |\n|---|---|---|---|---|---|---|---|\n",
     );
     let secs = |s: Option<f64>| s.map_or("none".to_string(), |s| format!("{s:.3}"));
-    for (i, pair) in runs.chunks(2).enumerate() {
+    for pair in runs.chunk_by(|a, b| a.round == b.round) {
         let (commit_ratio, first_ratio) = match pair {
-            [a, b] => {
+            [a, b] if a.switch != b.switch => {
                 let (vsw, ovs) = if a.switch == "vsw" { (a, b) } else { (b, a) };
                 let first = match (vsw.first_packet_seconds, ovs.first_packet_seconds) {
                     (Some(v), Some(o)) => format!("{:.3} ×", v / o),
@@ -263,7 +266,7 @@ pub fn report_markdown(runs: &[CommitRun]) -> String {
         for r in pair {
             o.push_str(&format!(
                 "| {} | {} | {} | {:.3} | {:.3} | {} | {commit_ratio} | {first_ratio} |\n",
-                i + 1,
+                r.round,
                 r.switch,
                 r.flows,
                 r.add_seconds,
@@ -273,4 +276,43 @@ pub fn report_markdown(runs: &[CommitRun]) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(round: u32, switch: &str, commit: f64) -> CommitRun {
+        CommitRun {
+            round,
+            switch: switch.into(),
+            flows: 10,
+            add_seconds: 0.1,
+            commit_seconds: commit,
+            first_packet_seconds: Some(commit),
+        }
+    }
+
+    #[test]
+    fn rounds_pair_vsw_with_open_vswitch_and_a_round_of_one_has_no_ratio() {
+        let both = report_markdown(&[run(1, "vsw", 0.3), run(1, "ovs-netdev", 0.1)]);
+        assert_eq!(both.matches("3.000 ×").count(), 4, "{both}");
+        let alone = report_markdown(&[run(1, "vsw", 0.3), run(2, "vsw", 0.2)]);
+        assert!(!alone.contains('×'), "{alone}");
+        assert!(alone.contains("| 2 | vsw |"), "{alone}");
+    }
+
+    #[test]
+    fn the_bundle_is_open_adds_and_a_barrier_then_the_commit() {
+        let (adds, commit) = bundle_bytes(3);
+        let kinds: Vec<u8> = std::iter::successors(Some(0usize), |at| {
+            let len = u16::from_be_bytes([adds[at + 2], adds[at + 3]]) as usize;
+            (at + len < adds.len()).then_some(at + len)
+        })
+        .map(|at| adds[at + 1])
+        .collect();
+        // BUNDLE_CONTROL (33), three BUNDLE_ADD_MESSAGEs (34), BARRIER_REQUEST (20).
+        assert_eq!(kinds, vec![33, 34, 34, 34, 20]);
+        assert_eq!((commit[0], commit[1]), (VERSION, 33));
+    }
 }

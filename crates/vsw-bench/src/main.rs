@@ -493,7 +493,10 @@ fn bundle_commit(a: &BundleCommitArgs) -> anyhow::Result<()> {
                 "{}: adds {:.3} s, commit {:.3} s, first packet {:?} s",
                 r.switch, r.add_seconds, r.commit_seconds, r.first_packet_seconds
             );
-            runs.push(r);
+            runs.push(vsw_bench::bundle_commit::CommitRun {
+                round: round + 1,
+                ..r
+            });
         }
     }
     drop(topo);
