@@ -1067,7 +1067,8 @@ fn check_pkt_larger_sends_each_packet_the_way_its_length_says() {
     assert!(dp.contains("check_pkt_len(size=500,"), "{dp}");
 }
 
-/// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`, `clone`) come back from `ovs-ofctl` in every version exactly as Open
+/// Nicira's actions vsw carries out (`resubmit`, `note`, `dec_ttl`, `clone`,
+/// `fin_timeout`, …) come back from `ovs-ofctl` in every version exactly as Open
 /// vSwitch prints the same flow (`ovs-ofctl parse-flow`), and become vsw's own
 /// actions.
 #[test]
@@ -1081,6 +1082,8 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         "priority=15,ip,actions=check_pkt_larger(1500)->NXM_NX_REG0[0],resubmit(,1)",
         "priority=7,ip,actions=clone(mod_dl_dst:02:00:00:00:00:09,clone(dec_ttl,output:3),output:2),output:4",
         "priority=8,actions=output:NXM_NX_REG0[0..15],pop_queue,exit",
+        "priority=16,tcp,actions=fin_timeout(idle_timeout=10,hard_timeout=20),output:1",
+        "priority=17,tcp6,actions=fin_timeout(hard_timeout=5),fin_timeout()",
         "priority=10,actions=bundle(eth_src,0,active_backup,ofport,members:1,2)",
         "priority=13,actions=sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3),output:1",
         "priority=14,actions=sample(probability=65535,collector_set_id=0,obs_domain_id=0,obs_point_id=7,sampling_port=2,ingress)",
@@ -1739,6 +1742,44 @@ fn a_flow_monitor_hears_of_every_change_learned_flows_too() {
         drop(lines);
         vsw_e2e::end(monitor);
     }
+}
+
+/// `fin_timeout`: the TCP reset a refused connection gets cuts the timeouts of
+/// the rule it passes (its idle timeout, none before, to 2 s: `ovs-ofctl` shows
+/// it), and the rule then times out; the rule only the connection's SYN passed
+/// keeps none.
+#[test]
+fn a_tcp_reset_cuts_the_timeouts_of_the_fin_timeout_rule_it_passes() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (h1, h2) = two_hosts(&d);
+    ofctl(&d, &["del-flows"]);
+    for f in [
+        "priority=10,tcp,tp_dst=80,actions=fin_timeout(idle_timeout=2),NORMAL",
+        "priority=10,tcp,tp_src=80,actions=fin_timeout(idle_timeout=2),NORMAL",
+        "priority=0,actions=NORMAL",
+    ] {
+        ofctl(&d, &["-O", "OpenFlow13", "add-flow", f]);
+    }
+    // Nobody listens on h2's port 80: its kernel answers the SYN with a reset.
+    let connect = h1.exec(&["bash", "-c", &format!("exec 3<>/dev/tcp/{}/80", h2.addr)]);
+    let said = String::from_utf8_lossy(&connect.stderr);
+    assert!(said.contains("refused"), "{said}");
+    let dump = ofctl(&d, &["-O", "OpenFlow13", "dump-flows", "--no-stats"]);
+    let line = |dump: &str, m: &str| dump.lines().find(|l| l.contains(m)).map(str::to_string);
+    // What the rule is now, before its actions.
+    let head = |l: String| l.split("actions=").next().unwrap_or_default().to_string();
+    let reset = head(line(&dump, "tp_src=80").unwrap_or_else(|| panic!("{dump}")));
+    assert!(reset.contains("idle_timeout=2"), "{reset}");
+    let syn = head(line(&dump, "tp_dst=80").unwrap_or_else(|| panic!("{dump}")));
+    assert!(!syn.contains("timeout="), "{syn}");
+    wait_until(
+        "the rule the reset passed times out",
+        Duration::from_secs(15),
+        || line(&ofctl(&d, &["dump-flows"]), "tp_src=80").is_none(),
+    );
+    let dump = ofctl(&d, &["-O", "OpenFlow13", "dump-flows"]);
+    assert!(line(&dump, "tp_dst=80").is_some(), "{dump}");
 }
 
 /// `learn(…)` as Open vSwitch's MAC-learning example uses it: each host's frames

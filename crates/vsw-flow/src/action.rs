@@ -187,6 +187,13 @@ pub enum Action {
     /// `sample(…)`: a packet for an IPFIX collector set (NXAST_SAMPLE…). vsw has no
     /// IPFIX exporter yet: kept, echoed, and it does nothing.
     Sample(Sample),
+    /// `fin_timeout(idle_timeout=IDLE,hard_timeout=HARD)`: a TCP FIN or RST that
+    /// passes the rule cuts its timeouts to these (seconds; 0 leaves that one) when
+    /// they are longer (NXAST_FIN_TIMEOUT).
+    FinTimeout {
+        idle: u16,
+        hard: u16,
+    },
 }
 
 /// [`Action::Sample`]'s arguments, as Open vSwitch names them.
@@ -397,6 +404,28 @@ static SAMPLE: ActionDef = ActionDef {
     needs: Needs::Nothing,
     rewrites: false,
     build: |_, a, ports| Ok(Action::Sample(parse_sample(a.unwrap_or(""), ports)?)),
+};
+static FIN_TIMEOUT: ActionDef = ActionDef {
+    name: "fin_timeout",
+    aliases: &[],
+    needs: Needs::Tcp,
+    rewrites: false,
+    build: |n, a, _| {
+        let (mut idle, mut hard) = (0, 0);
+        for part in a
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            match part.split_once('=') {
+                Some(("idle_timeout", v)) => idle = parse_uint(n, v, 0xffff)? as u16,
+                Some(("hard_timeout", v)) => hard = parse_uint(n, v, 0xffff)? as u16,
+                _ => return Err(bad(n, part, "idle_timeout=SECONDS or hard_timeout=SECONDS")),
+            }
+        }
+        Ok(Action::FinTimeout { idle, hard })
+    },
 };
 static EXIT: ActionDef = ActionDef {
     name: "exit",
@@ -1071,6 +1100,7 @@ pub static ACTIONS: &[&ActionDef] = &[
     &MULTIPATH,
     &SAMPLE,
     &CHECK_PKT_LARGER,
+    &FIN_TIMEOUT,
     &PUSH_MPLS,
     &POP_MPLS,
     &SET_MPLS_LABEL,
@@ -1145,6 +1175,7 @@ impl Action {
             Action::Multipath(_) => &MULTIPATH,
             Action::Sample(_) => &SAMPLE,
             Action::CheckPktLarger { .. } => &CHECK_PKT_LARGER,
+            Action::FinTimeout { .. } => &FIN_TIMEOUT,
         }
     }
 
@@ -1232,6 +1263,15 @@ impl Action {
             Action::Bundle(b) => Some(b.to_string()),
             Action::Multipath(m) => Some(m.to_string()),
             Action::Sample(sa) => Some(sa.to_string()),
+            // As Open vSwitch writes it: the timeouts that are not 0.
+            Action::FinTimeout { idle, hard } => {
+                let set = [("idle_timeout", idle), ("hard_timeout", hard)]
+                    .iter()
+                    .filter(|(_, t)| **t != 0)
+                    .map(|(k, t)| format!("{k}={t}"))
+                    .collect::<Vec<_>>();
+                Some(format!("fin_timeout({})", set.join(",")))
+            }
             Action::OutputReg {
                 src,
                 max_len: u16::MAX,
@@ -1352,6 +1392,7 @@ impl fmt::Display for Action {
                         | Action::Multipath(_)
                         | Action::Sample(_)
                         | Action::CheckPktLarger { .. }
+                        | Action::FinTimeout { .. }
                 ) =>
             {
                 f.write_str(&a)

@@ -136,8 +136,14 @@ fn is_learn_owner(r: &Rule) -> bool {
         .any(|a| matches!(a, crate::Action::Learn(l) if l.delete_learned))
 }
 
+/// A rule that may time out: with a timeout, or one a `fin_timeout` may give it.
 fn is_timed(r: &Rule) -> bool {
-    r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0
+    r.spec.idle_timeout != 0
+        || r.spec.hard_timeout != 0
+        || r.spec
+            .actions
+            .iter()
+            .any(|a| matches!(a, crate::Action::FinTimeout { .. }))
 }
 
 fn is_clause(r: &Rule) -> bool {

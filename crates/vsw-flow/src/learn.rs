@@ -67,8 +67,7 @@ pub struct Learn {
     pub priority: u16,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
-    /// Kept and given back; a non-zero one is refused when checked (the learned
-    /// rule would need `fin_timeout`, which vsw does not have).
+    /// Non-zero: the learned rule's actions start with `fin_timeout(…)` of these.
     pub fin_idle_timeout: u16,
     pub fin_hard_timeout: u16,
     pub cookie: u64,
@@ -173,13 +172,6 @@ impl Learn {
             action: "learn",
             needs: needs.describe(),
         };
-        if self.fin_idle_timeout != 0 || self.fin_hard_timeout != 0 {
-            return Err(bad(
-                "learn",
-                &self.to_string(),
-                "fin_idle_timeout and fin_hard_timeout need fin_timeout, which vsw does not have",
-            ));
-        }
         if let Some(m) = matcher {
             for s in self.sources() {
                 let needs = s.field.info().needs;
@@ -489,8 +481,19 @@ mod tests {
         );
         let load = Learn::parse("load:5->NXM_OF_IP_DST[]", &none).unwrap();
         assert!(load.check(None).is_err());
-        let fin = Learn::parse("fin_idle_timeout=5", &none).unwrap();
-        assert!(fin.check(None).is_err());
+        // A learned rule's fin_timeout comes first among its actions, as in Open
+        // vSwitch.
+        let fin = Learn::parse(
+            "fin_idle_timeout=5,fin_hard_timeout=7,NXM_OF_ETH_DST[],output:NXM_OF_IN_PORT[]",
+            &none,
+        )
+        .unwrap();
+        assert!(fin.check(None).is_ok());
+        let rule = fin.rule_for(&MatchKey::default());
+        assert_eq!(
+            rule.actions.first(),
+            Some(&crate::Action::FinTimeout { idle: 5, hard: 7 })
+        );
         // Not in an action set, as Open vSwitch has it.
         let set = "actions=write_actions(learn(table=1,NXM_OF_ETH_SRC[]))";
         assert!(crate::syntax::parse_flow(set, &none).is_err());

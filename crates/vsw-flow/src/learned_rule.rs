@@ -18,6 +18,13 @@ impl Learn {
     pub fn rule_for(&self, key: &MatchKey) -> FlowSpec {
         let (mut value, mut mask) = (MatchKey::default(), MatchKey::default());
         let mut actions = Vec::new();
+        // First, as Open vSwitch puts it.
+        if self.fin_idle_timeout != 0 || self.fin_hard_timeout != 0 {
+            actions.push(Action::FinTimeout {
+                idle: self.fin_idle_timeout,
+                hard: self.fin_hard_timeout,
+            });
+        }
         let read = |src: LearnSource| match src {
             LearnSource::Field(s) => s.read(key),
             LearnSource::Value(v) => v,

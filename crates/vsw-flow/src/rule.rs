@@ -1,5 +1,5 @@
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::action::Action;
@@ -153,6 +153,9 @@ pub struct Rule {
     /// When its hard timeout starts: its installation, or the last time a packet
     /// that learned it again passed (Open vSwitch's `modified`).
     refreshed_ms: AtomicU64,
+    /// Timeouts a `fin_timeout` action cut when a TCP FIN or RST passed: the idle
+    /// timeout in the low 16 bits, the hard in the high (0: not cut).
+    cut_timeouts: AtomicU32,
 }
 
 impl Rule {
@@ -165,6 +168,7 @@ impl Rule {
             stats: RuleStats::default(),
             learned: false,
             refreshed_ms: AtomicU64::new(now_ms),
+            cut_timeouts: AtomicU32::new(0),
         }
     }
 
@@ -221,6 +225,7 @@ impl Rule {
             },
             learned: self.learned,
             refreshed_ms: AtomicU64::new(self.hard_from_ms()),
+            cut_timeouts: AtomicU32::new(self.cut_timeouts.load(Ordering::Relaxed)),
         }
     }
 
@@ -229,10 +234,47 @@ impl Rule {
         self.spec.priority == 0 && self.spec.matcher.mask().words().iter().all(|w| *w == 0)
     }
 
+    /// `fin_timeout(idle_timeout=IDLE,hard_timeout=HARD)` saw a TCP FIN or RST:
+    /// each timeout that is not already shorter becomes the one given (0: that one
+    /// is left as it is), as Open vSwitch reduces a rule's timeouts.
+    pub fn cut_timeouts(&self, idle: u16, hard: u16) {
+        let _ = self
+            .cut_timeouts
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                let (i, h) = (now as u16, (now >> 16) as u16);
+                let cut = |max: u16, t: u16| {
+                    if max != 0 && (t == 0 || t > max) {
+                        max
+                    } else {
+                        t
+                    }
+                };
+                let (i, h) = (cut(idle, i), cut(hard, h));
+                Some(u32::from(i) | (u32::from(h) << 16))
+            });
+    }
+
+    /// The idle timeout in seconds now: the rule's, or shorter where a
+    /// `fin_timeout` cut it (0: none).
+    pub fn idle_timeout(&self) -> u16 {
+        shorter(
+            self.spec.idle_timeout,
+            self.cut_timeouts.load(Ordering::Relaxed) as u16,
+        )
+    }
+
+    /// The hard timeout in seconds now (see [`Rule::idle_timeout`]).
+    pub fn hard_timeout(&self) -> u16 {
+        shorter(
+            self.spec.hard_timeout,
+            (self.cut_timeouts.load(Ordering::Relaxed) >> 16) as u16,
+        )
+    }
+
     /// True when a timeout has run out at `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
-        let hard = u64::from(self.spec.hard_timeout) * 1000;
-        let idle = u64::from(self.spec.idle_timeout) * 1000;
+        let hard = u64::from(self.hard_timeout()) * 1000;
+        let idle = u64::from(self.idle_timeout()) * 1000;
         let last = self.stats.last_hit_ms().unwrap_or(self.installed_ms);
         (hard != 0 && now_ms.saturating_sub(self.hard_from_ms()) >= hard)
             || (idle != 0 && now_ms.saturating_sub(last) >= idle)
@@ -240,7 +282,7 @@ impl Rule {
 
     /// Whether the hard timeout (rather than the idle one) ran out at `now_ms`.
     pub fn hard_expired(&self, now_ms: u64) -> bool {
-        let hard = u64::from(self.spec.hard_timeout) * 1000;
+        let hard = u64::from(self.hard_timeout()) * 1000;
         hard != 0 && now_ms.saturating_sub(self.hard_from_ms()) >= hard
     }
 
@@ -252,5 +294,13 @@ impl Rule {
 
     pub fn duration_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_sub(self.installed_ms)
+    }
+}
+
+/// Of two timeouts (0: none), the one that runs out first.
+fn shorter(a: u16, b: u16) -> u16 {
+    match (a, b) {
+        (0, t) | (t, 0) => t,
+        (a, b) => a.min(b),
     }
 }

@@ -412,6 +412,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::CheckPktLarger { .. }
                     | Action::Multipath(_)
                     | Action::Sample(_)
+                    | Action::FinTimeout { .. }
                     | Action::Controller { pause: true, .. }
             )
         }) {
@@ -842,6 +843,43 @@ mod tests {
             let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(format_flow(&f), canon, "{text}");
             assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+    }
+
+    #[test]
+    fn fin_timeout_reads_and_prints_as_open_vswitch_and_needs_tcp() {
+        for (text, canon) in [
+            (
+                "tcp,actions=fin_timeout(idle_timeout=10, hard_timeout=20),output:1",
+                "priority=32768,tcp,actions=fin_timeout(idle_timeout=10,hard_timeout=20),output:1",
+            ),
+            (
+                "tcp,actions=fin_timeout(hard_timeout=5)",
+                "priority=32768,tcp,actions=fin_timeout(hard_timeout=5)",
+            ),
+            (
+                "tcp6,actions=fin_timeout()",
+                "priority=32768,tcp6,actions=fin_timeout()",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_flow(&f), canon, "{text}");
+            assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+        for (text, needle) in [
+            (
+                "udp,actions=fin_timeout(idle_timeout=1)",
+                "fin_timeout needs tcp",
+            ),
+            ("tcp,actions=fin_timeout(idle=1)", "idle_timeout=SECONDS"),
+            ("tcp,actions=fin_timeout(idle_timeout=65536)", "larger than"),
+            (
+                "tcp,actions=write_actions(fin_timeout(idle_timeout=1))",
+                "write_actions",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text}: {e}");
         }
     }
 

@@ -71,6 +71,9 @@ pub(crate) struct FlowCredit {
     /// The rules its `learn`s made (or found in place): their hard timeouts start
     /// over while it is used; removing one makes it be translated again.
     pub learned_rules: Vec<Arc<Rule>>,
+    /// The rules whose `fin_timeout(…)` the flow's packets (TCP FIN or RST) cut,
+    /// with the timeouts.
+    pub fin_timeouts: Vec<(Arc<Rule>, u16, u16)>,
     /// The frozen states the flow's recirculation resumes (or it resumed from):
     /// held (never read) while the flow is.
     pub _frozen: Vec<Arc<crate::frozen::Frozen>>,
@@ -103,6 +106,9 @@ impl Attribution for FlowCredit {
         if packets > 0 {
             for r in &self.learned_rules {
                 r.refresh(used_ms);
+            }
+            for (r, idle, hard) in &self.fin_timeouts {
+                r.cut_timeouts(*idle, *hard);
             }
             for &(table, matched) in &self.tables {
                 self.table_counters.add(table, matched, packets);

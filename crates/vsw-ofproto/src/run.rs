@@ -189,6 +189,7 @@ pub(crate) fn credited(
                 .collect(),
             macs: bridge.macs.clone(),
             learned_rules: x.learned_rules,
+            fin_timeouts: x.fin_timeouts,
             _frozen: x.frozen,
             _notes: x.notes,
         }),

@@ -177,6 +177,9 @@ pub struct Xlated {
     /// keeps them: their hard timeouts start over; if one goes, the flow is
     /// translated again and learns it again).
     pub learned_rules: Vec<Arc<Rule>>,
+    /// The rules whose `fin_timeout(…)` a TCP FIN or RST of this flow passed,
+    /// with the timeouts it gives (each packet of the flow cuts them).
+    pub fin_timeouts: Vec<(Arc<Rule>, u16, u16)>,
     /// A `learn` put a rule in place.
     pub rules_learned: bool,
     /// The answer holds for this packet only (see `Translation::cacheable`).
@@ -920,6 +923,7 @@ impl Ctx<'_, '_> {
                     continue;
                 }
                 Action::ClearActions => self.action_set.clear(),
+                &Action::FinTimeout { idle, hard } => self.fin_timeout(idle, hard, rule),
                 // The rest of the list, once for each answer (nothing after it:
                 // no answer is read, as Open vSwitch leaves it out).
                 &Action::CheckPktLarger { len, dst } if i + 1 < acts.len() => {
@@ -1158,6 +1162,9 @@ impl Ctx<'_, '_> {
             }
             // One queue per port.
             Action::PopQueue => {}
+            // A rule's own list takes it (`rule_actions`); in a clone or a bucket
+            // it names no rule (Open vSwitch's cuts the rule's there too).
+            Action::FinTimeout { .. } => {}
             Action::OutputReg { src, .. } => {
                 self.looked_at(src.field, src.mask());
                 let port = src.read(&self.key);
@@ -1398,6 +1405,33 @@ impl Ctx<'_, '_> {
         });
         self.rest_of(acts, at, table, rule);
         true
+    }
+
+    /// `fin_timeout(…)` of `rule`: a TCP FIN or RST cuts the rule's timeouts. The
+    /// flow tells those packets from the connection's others (they get flows of
+    /// their own), and such a flow cuts them for each packet it forwards (as Open
+    /// vSwitch's cache of translations does with the TCP flags a flow saw), this
+    /// packet's at once.
+    fn fin_timeout(&mut self, idle: u16, hard: u16, rule: Option<&Arc<Rule>>) {
+        const FIN_OR_RST: u16 = 0x001 | 0x004;
+        let Some(rule) = rule else {
+            return;
+        };
+        // The rule's match promises TCP (the action needs it).
+        self.mask.tcp_flags |= FIN_OR_RST;
+        if self.key.tcp_flags & FIN_OR_RST == 0 {
+            return;
+        }
+        if self.env.learn_rules {
+            rule.cut_timeouts(idle, hard);
+        }
+        self.out.fin_timeouts.push((rule.clone(), idle, hard));
+        if self.env.trace {
+            self.step(
+                rule.spec.table,
+                format!("fin_timeout: a FIN or RST cuts the rule's timeouts to idle {idle} s, hard {hard} s"),
+            );
+        }
     }
 
     /// `learn(…)`: the rule it makes for the packet as it is now, put in place when
@@ -1697,6 +1731,7 @@ impl Ctx<'_, '_> {
             | Action::Bundle(_)
             | Action::Multipath(_)
             | Action::CheckPktLarger { .. }
+            | Action::FinTimeout { .. }
             | Action::Sample(_) => None,
         }
     }

@@ -671,6 +671,9 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                     .collect(),
             })),
             VswAction::PopQueue => apply.push(Action::Nx(NxAction::PopQueue)),
+            &VswAction::FinTimeout { idle, hard } => {
+                apply.push(Action::Nx(NxAction::FinTimeout { idle, hard }))
+            }
             VswAction::Move { src, dst } => apply.push(Action::Nx(NxAction::RegMove(FieldCopy {
                 n_bits: u16::from(src.n_bits),
                 src_ofs: u16::from(src.ofs),

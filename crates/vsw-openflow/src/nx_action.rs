@@ -36,6 +36,7 @@ pub const NXAST_BUNDLE_LOAD: u16 = 13;
 pub const NX_BUNDLE_OFPORT: u32 = 0x0000_0002;
 pub const NXAST_OUTPUT_REG: u16 = 15;
 pub const NXAST_EXIT: u16 = 17;
+pub const NXAST_FIN_TIMEOUT: u16 = 19;
 pub const NXAST_OUTPUT_REG2: u16 = 32;
 /// Nicira's MPLS actions (what OpenFlow 1.1 on has as its own).
 pub const NXAST_PUSH_MPLS: u16 = 23;
@@ -217,6 +218,12 @@ pub enum NxAction {
     },
     Exit,
     PopQueue,
+    /// `fin_timeout(…)` (NXAST_FIN_TIMEOUT): the idle and hard timeouts a TCP FIN
+    /// or RST gives the rule, then 2 pad bytes; 16 bytes in all.
+    FinTimeout {
+        idle: u16,
+        hard: u16,
+    },
     /// `bundle(…)` (`bundle_load(…)` when `load`: its destination `dst` at
     /// `ofs_nbits`, else both 0): algorithm and fields by Open vSwitch's numbers,
     /// members as 16-bit ports.
@@ -290,6 +297,7 @@ impl NxAction {
             NxAction::OutputReg { reg2: true, .. } => NXAST_OUTPUT_REG2,
             NxAction::Exit => NXAST_EXIT,
             NxAction::PopQueue => NXAST_POP_QUEUE,
+            NxAction::FinTimeout { .. } => NXAST_FIN_TIMEOUT,
             NxAction::PushMpls(_) => NXAST_PUSH_MPLS,
             NxAction::PopMpls(_) => NXAST_POP_MPLS,
             NxAction::SetMplsTtl(_) => NXAST_SET_MPLS_TTL,
@@ -385,6 +393,11 @@ impl NxAction {
             }
             NxAction::Exit | NxAction::PopQueue | NxAction::DecMplsTtl => {
                 out.extend_from_slice(&[0; 6])
+            }
+            NxAction::FinTimeout { idle, hard } => {
+                out.extend_from_slice(&idle.to_be_bytes());
+                out.extend_from_slice(&hard.to_be_bytes());
+                out.extend_from_slice(&[0; 2]);
             }
             NxAction::PushMpls(t) | NxAction::PopMpls(t) => {
                 out.extend_from_slice(&t.to_be_bytes());
@@ -817,6 +830,13 @@ impl NxAction {
                     dst,
                     members,
                 }
+            }
+            // The pad is not looked at (Open vSwitch's is not).
+            NXAST_FIN_TIMEOUT => {
+                fixed(16)?;
+                let idle = b.u16().ok_or(BadNxAction::Len)?;
+                let hard = b.u16().ok_or(BadNxAction::Len)?;
+                NxAction::FinTimeout { idle, hard }
             }
             NXAST_EXIT | NXAST_POP_QUEUE => {
                 fixed(16)?;

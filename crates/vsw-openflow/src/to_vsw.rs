@@ -518,6 +518,7 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             }))
         }
         NxAction::PopQueue => VswAction::PopQueue,
+        NxAction::FinTimeout { idle, hard } => VswAction::FinTimeout { idle, hard },
         NxAction::Resubmit { in_port } => VswAction::Resubmit {
             port: port(in_port)?,
             table: None,

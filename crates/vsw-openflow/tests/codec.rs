@@ -508,6 +508,8 @@ fn plain_action() -> impl Strategy<Value = Action> {
                 }
             ),
         Just(Action::Nx(NxAction::PopQueue)),
+        (any::<u16>(), any::<u16>())
+            .prop_map(|(idle, hard)| Action::Nx(NxAction::FinTimeout { idle, hard })),
         (2u8..=64, any::<u8>(), any::<u32>()).prop_map(|(n_clauses, c, id)| {
             Action::Nx(NxAction::Conjunction {
                 clause: c % n_clauses,

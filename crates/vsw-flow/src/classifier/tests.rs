@@ -204,6 +204,39 @@ fn timeouts_expire_rules() {
     assert!(!c.has_timeouts());
 }
 
+#[test]
+fn a_fin_timeout_cuts_timeouts_and_never_lengthens_them() {
+    let mut c = Classifier::new();
+    let spec = |t: &str| parse_flow(t, &no_names).unwrap();
+    let r = c
+        .insert(
+            spec("hard_timeout=30,tcp,tp_dst=80,actions=fin_timeout(idle_timeout=2,hard_timeout=60),output:1"),
+            1_000,
+        )
+        .rule;
+    // Without a timeout of its own, a rule with a fin_timeout is watched too.
+    c.insert(
+        spec("tcp,tp_dst=81,actions=fin_timeout(idle_timeout=5)"),
+        1_000,
+    );
+    assert!(c.has_timeouts());
+    assert_eq!((r.idle_timeout(), r.hard_timeout()), (0, 30));
+    r.cut_timeouts(2, 60);
+    assert_eq!(
+        (r.idle_timeout(), r.hard_timeout()),
+        (2, 30),
+        "60 s is longer than 30"
+    );
+    r.cut_timeouts(4, 10);
+    assert_eq!((r.idle_timeout(), r.hard_timeout()), (2, 10), "2 s stays");
+    // The spec keeps what the rule was installed with (it is what is saved).
+    assert_eq!((r.spec.idle_timeout, r.spec.hard_timeout), (0, 30));
+    assert!(c.remove_expired(2_999).is_empty());
+    let gone = c.remove_expired(3_000);
+    assert_eq!(gone.len(), 1);
+    assert!(Arc::ptr_eq(&gone[0], &r));
+}
+
 fn clause_of(s: &FlowSpec) -> Option<(u32, u8, u8)> {
     match s.actions.first() {
         Some(Action::Conjunction {

@@ -25,8 +25,8 @@ fn update(r: &Rule, event: UpdateEvent, reason: u8) -> FlowUpdate {
         reason: u16::from(reason),
         table_id: r.spec.table,
         priority: r.spec.priority,
-        idle_timeout: r.spec.idle_timeout,
-        hard_timeout: r.spec.hard_timeout,
+        idle_timeout: r.idle_timeout(),
+        hard_timeout: r.hard_timeout(),
         cookie: r.spec.cookie,
         matcher: echo_match(&r.spec).0,
         instructions: echo_instructions(&r.spec),
@@ -36,8 +36,8 @@ fn update(r: &Rule, event: UpdateEvent, reason: u8) -> FlowUpdate {
 /// Why a rule that went went, as far as its own clocks tell: its hard or idle
 /// timeout if one has run out, else a delete.
 fn why_gone(r: &Rule, now_ms: u64) -> u8 {
-    let hard = u64::from(r.spec.hard_timeout) * 1000;
-    let idle = u64::from(r.spec.idle_timeout);
+    let hard = u64::from(r.hard_timeout()) * 1000;
+    let idle = u64::from(r.idle_timeout());
     if hard != 0 && r.duration_ms(now_ms) >= hard {
         OFPRR_HARD_TIMEOUT
     } else if idle != 0 && r.idle_age_s(now_ms) >= idle {

@@ -545,8 +545,8 @@ impl Peers {
                     table_id: r.spec.table,
                     reason,
                     priority: r.spec.priority,
-                    idle_timeout: r.spec.idle_timeout,
-                    hard_timeout: r.spec.hard_timeout,
+                    idle_timeout: r.idle_timeout(),
+                    hard_timeout: r.hard_timeout(),
                     cookie: r.spec.cookie,
                     matcher: echo_match(&r.spec).0,
                     counts: FlowCounts {
