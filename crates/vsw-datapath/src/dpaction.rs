@@ -13,6 +13,12 @@ use vsw_packet::MacAddr;
 pub enum DpAction {
     /// Send to this port as the packet is now.
     Output(u32),
+    /// Send to this port the packet's first `max_len` bytes (Open vSwitch's
+    /// `trunc(max_len)` before an output); what follows sees the packet whole.
+    OutputTrunc {
+        port: u32,
+        max_len: u32,
+    },
     SetDlSrc(MacAddr),
     SetDlDst(MacAddr),
     /// Push an outer tag with this TPID (VID and PCP 0 until set).
@@ -110,6 +116,7 @@ impl fmt::Display for DpAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DpAction::Output(p) => write!(f, "{p}"),
+            DpAction::OutputTrunc { port, max_len } => write!(f, "trunc({max_len}),{port}"),
             DpAction::SetDlSrc(m) => write!(f, "set(eth(src={m}))"),
             DpAction::SetDlDst(m) => write!(f, "set(eth(dst={m}))"),
             DpAction::PushVlan(t) => write!(f, "push_vlan(tpid=0x{t:04x})"),

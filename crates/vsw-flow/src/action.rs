@@ -187,6 +187,12 @@ pub enum Action {
     /// `sample(…)`: a packet for an IPFIX collector set (NXAST_SAMPLE…). vsw has no
     /// IPFIX exporter yet: kept, echoed, and it does nothing.
     Sample(Sample),
+    /// `output(port=PORT,max_len=N)`: out of PORT, cut to its first N bytes (at
+    /// least 14); the actions after it see the packet whole (NXAST_OUTPUT_TRUNC).
+    OutputTrunc {
+        port: u32,
+        max_len: u32,
+    },
     /// `fin_timeout(idle_timeout=IDLE,hard_timeout=HARD)`: a TCP FIN or RST that
     /// passes the rule cuts its timeouts to these (seconds; 0 leaves that one) when
     /// they are longer (NXAST_FIN_TIMEOUT).
@@ -339,28 +345,41 @@ static OUTPUT: ActionDef = ActionDef {
     aliases: &[],
     needs: Needs::Nothing,
     rewrites: false,
-    // `output:PORT`, `output:SRC[a..b]` (a port from a field) or
-    // `output(port=SRC[a..b],max_len=N)`; truncating a port's packets is not had.
+    // `output:PORT`, `output:SRC[a..b]` (a port from a field),
+    // `output(port=PORT,max_len=N)` (cut to N bytes) or
+    // `output(port=SRC[a..b],max_len=N)`.
     build: |n, a, ports| {
         let a = arg(n, a)?;
         let (port, max_len) = match a.strip_prefix("port=") {
             Some(rest) => match rest.split_once(",max_len=") {
-                Some((p, m)) => (p.trim(), parse_uint(n, m.trim(), 0xffff)? as u16),
-                None => (rest.trim(), u16::MAX),
+                Some((p, m)) => (p.trim(), Some(m.trim())),
+                None => (rest.trim(), None),
             },
-            None => (a.trim(), u16::MAX),
+            None => (a.trim(), None),
         };
         if port.contains('[') {
             let src = Subfield::parse(n, port)?;
             if src.n_bits > 64 {
                 return Err(bad(n, port, "a port number has at most 64 bits"));
             }
+            let max_len = match max_len {
+                Some(m) => parse_uint(n, m, 0xffff)? as u16,
+                None => u16::MAX,
+            };
             return Ok(Action::OutputReg { src, max_len });
         }
-        if max_len != u16::MAX {
-            return Err(bad(n, a, "vsw does not truncate what a port sends"));
+        let port = parse_port(n, port, ports)?;
+        let Some(max_len) = max_len else {
+            return Ok(Action::Output(port));
+        };
+        let max_len = parse_uint(n, max_len, u128::from(u32::MAX))? as u32;
+        if max_len < 14 {
+            return Err(bad(n, a, "max_len of at least 14, an Ethernet header"));
         }
-        Ok(Action::Output(parse_port(n, port, ports)?))
+        if port >= 0xff00 && port != crate::LOCAL_PORT {
+            return Err(bad(n, a, "a port a packet is sent from, or LOCAL"));
+        }
+        Ok(Action::OutputTrunc { port, max_len })
     },
 };
 static BUNDLE: ActionDef = ActionDef {
@@ -1167,7 +1186,7 @@ impl Action {
             Action::StackPop(_) => &STACK_POP,
             Action::Conjunction { .. } => &CONJUNCTION,
             Action::Learn(_) => &LEARN,
-            Action::OutputReg { .. } => &OUTPUT,
+            Action::OutputReg { .. } | Action::OutputTrunc { .. } => &OUTPUT,
             Action::Exit => &EXIT,
             Action::PopQueue => &POP_QUEUE,
             Action::Bundle(b) if b.dst.is_some() => &BUNDLE_LOAD,
@@ -1279,6 +1298,7 @@ impl Action {
             Action::OutputReg { src, max_len } => {
                 Some(format!("port={},max_len={max_len}", src.format()))
             }
+            Action::OutputTrunc { port, max_len } => Some(format!("port={port},max_len={max_len}")),
             Action::Resubmit { port, table } => Some(format!(
                 "{},{}",
                 port.map(|p| p.to_string()).unwrap_or_default(),
@@ -1397,7 +1417,10 @@ impl fmt::Display for Action {
             {
                 f.write_str(&a)
             }
-            Some(a) if matches!(self, Action::OutputReg { max_len, .. } if *max_len != u16::MAX) => {
+            Some(a)
+                if matches!(self, Action::OutputReg { max_len, .. } if *max_len != u16::MAX)
+                    || matches!(self, Action::OutputTrunc { .. }) =>
+            {
                 write!(f, "output({a})")
             }
             Some(a)
@@ -1632,7 +1655,16 @@ mod tests {
             let flow = crate::syntax::parse_flow(text, &ports).unwrap();
             assert_eq!(crate::syntax::format_flow(&flow), text);
         }
-        assert!(crate::syntax::parse_flow("actions=output(port=1,max_len=64)", &ports).is_err());
+        // A port's packets cut: read (it is `OutputTrunc`), not refused.
+        assert_eq!(
+            crate::syntax::parse_flow("actions=output(port=1,max_len=64)", &ports)
+                .unwrap()
+                .actions,
+            vec![Action::OutputTrunc {
+                port: 1,
+                max_len: 64
+            }]
+        );
         let sample = "priority=5,actions=sample(probability=10,collector_set_id=1,\
                       obs_domain_id=2,obs_point_id=3,sampling_port=4,egress)";
         let flow = crate::syntax::parse_flow(sample, &ports).unwrap();

@@ -752,7 +752,9 @@ impl Classifier {
             let m = &r.spec.matcher;
             let in_match = m.mask().in_port != 0 && m.value().in_port == port;
             let in_actions = r.spec.actions.iter().any(|a| {
-                matches!(a, crate::Action::Output(p) | crate::Action::Resubmit { port: Some(p), .. } if *p == port)
+                matches!(a, crate::Action::Output(p)
+                    | crate::Action::OutputTrunc { port: p, .. }
+                    | crate::Action::Resubmit { port: Some(p), .. } if *p == port)
             });
             in_match || in_actions
         })

@@ -515,10 +515,9 @@ impl Selection {
     pub fn also(&self, r: &Rule) -> bool {
         let cookie_ok = self.cookie.is_none_or(|(v, m)| r.spec.cookie & m == v & m);
         let out_ok = self.out_port.is_none_or(|p| {
-            r.spec
-                .actions
-                .iter()
-                .any(|a| matches!(*a, Action::Output(o) if o == p))
+            r.spec.actions.iter().any(
+                |a| matches!(*a, Action::Output(o) | Action::OutputTrunc { port: o, .. } if o == p),
+            )
         });
         let group_ok = self.out_group.is_none_or(|g| {
             r.spec
@@ -847,7 +846,7 @@ mod tests {
     }
 
     #[test]
-    fn fin_timeout_reads_and_prints_as_open_vswitch_and_needs_tcp() {
+    fn fin_timeout_and_truncation_read_and_print_as_open_vswitch() {
         for (text, canon) in [
             (
                 "tcp,actions=fin_timeout(idle_timeout=10, hard_timeout=20),output:1",
@@ -865,6 +864,18 @@ mod tests {
             let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(format_flow(&f), canon, "{text}");
             assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+        // Truncation: a port and a length of at least an Ethernet header.
+        let cut = parse("actions=output(port=2,max_len=100),output:3").unwrap();
+        assert_eq!(
+            format_flow(&cut),
+            "priority=32768,actions=output(port=2,max_len=100),output:3"
+        );
+        for bad in [
+            "actions=output(port=2,max_len=13)",
+            "actions=output(port=65533,max_len=100)",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
         }
         for (text, needle) in [
             (

@@ -565,6 +565,36 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// `output(port=P,max_len=N)`: out of P cut to N bytes; what follows sees the
+    /// packet whole. As Open vSwitch: never back out of the port it came in on, and
+    /// not to a patch port (what the peer bridge would make of a cut packet) or a
+    /// tunnel port (the cut would fall on the outer packet).
+    fn output_truncated(&mut self, port: u32, max_len: u32, table: u8) {
+        if port == self.key.in_port {
+            self.step(
+                table,
+                "output with max_len: not back out of the input port".into(),
+            );
+            return;
+        }
+        if let Some(b) = self.env.backer {
+            if b.patch_peer(port).is_some() || b.tunnel_port(port).is_some() {
+                self.step(
+                    table,
+                    format!("output(port={port},max_len={max_len}): not to a patch or tunnel port"),
+                );
+                return;
+            }
+        }
+        let start = self.out.actions.len();
+        self.output(port);
+        for a in &mut self.out.actions[start..] {
+            if let DpAction::Output(p) = *a {
+                *a = DpAction::OutputTrunc { port: p, max_len };
+            }
+        }
+    }
+
     /// Takes a tunnel packet this bridge sends to its LOCAL port (the host's
     /// address) out of the host's way: its outer headers come off in the datapath
     /// and its inner frame is looked up again as its tunnel port received it
@@ -1026,6 +1056,7 @@ impl Ctx<'_, '_> {
                 let p = k.in_port;
                 self.output(p);
             }
+            Action::OutputTrunc { port, max_len } => self.output_truncated(port, max_len, table),
             Action::Flood => self.flood(),
             Action::Normal => self.normal(table),
             Action::Drop => {}
@@ -1732,6 +1763,7 @@ impl Ctx<'_, '_> {
             | Action::Multipath(_)
             | Action::CheckPktLarger { .. }
             | Action::FinTimeout { .. }
+            | Action::OutputTrunc { .. }
             | Action::Sample(_) => None,
         }
     }

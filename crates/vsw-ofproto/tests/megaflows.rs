@@ -108,6 +108,7 @@ fn rule() -> impl Strategy<Value = String> {
     );
     let action = prop_oneof![
         (1..=PORTS).prop_map(|p| format!("output:{p}")),
+        ((1..=PORTS), 14u32..120).prop_map(|(p, n)| format!("output(port={p},max_len={n})")),
         Just("NORMAL".to_string()),
         Just("FLOOD".to_string()),
         Just("IN_PORT".to_string()),
@@ -315,6 +316,13 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             DpAction::Output(p) => {
                 if (1..=PORTS).contains(&p) {
                     out.push((p, buf.data().to_vec()));
+                }
+                Ok(())
+            }
+            DpAction::OutputTrunc { port, max_len } => {
+                if (1..=PORTS).contains(&port) {
+                    let data = buf.data();
+                    out.push((port, data[..data.len().min(max_len as usize)].to_vec()));
                 }
                 Ok(())
             }

@@ -671,6 +671,13 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                     .collect(),
             })),
             VswAction::PopQueue => apply.push(Action::Nx(NxAction::PopQueue)),
+            // vsw's port numbers are OpenFlow 1.0's (LOCAL 0xfffe).
+            &VswAction::OutputTrunc { port, max_len } => {
+                apply.push(Action::Nx(NxAction::OutputTrunc {
+                    port: port as u16,
+                    max_len,
+                }))
+            }
             &VswAction::FinTimeout { idle, hard } => {
                 apply.push(Action::Nx(NxAction::FinTimeout { idle, hard }))
             }

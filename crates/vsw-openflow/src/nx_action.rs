@@ -37,6 +37,7 @@ pub const NX_BUNDLE_OFPORT: u32 = 0x0000_0002;
 pub const NXAST_OUTPUT_REG: u16 = 15;
 pub const NXAST_EXIT: u16 = 17;
 pub const NXAST_FIN_TIMEOUT: u16 = 19;
+pub const NXAST_OUTPUT_TRUNC: u16 = 39;
 pub const NXAST_OUTPUT_REG2: u16 = 32;
 /// Nicira's MPLS actions (what OpenFlow 1.1 on has as its own).
 pub const NXAST_PUSH_MPLS: u16 = 23;
@@ -224,6 +225,12 @@ pub enum NxAction {
         idle: u16,
         hard: u16,
     },
+    /// `output(port=P,max_len=N)` (NXAST_OUTPUT_TRUNC): a 16-bit port, then the
+    /// length (at least 14); 16 bytes in all.
+    OutputTrunc {
+        port: u16,
+        max_len: u32,
+    },
     /// `bundle(…)` (`bundle_load(…)` when `load`: its destination `dst` at
     /// `ofs_nbits`, else both 0): algorithm and fields by Open vSwitch's numbers,
     /// members as 16-bit ports.
@@ -298,6 +305,7 @@ impl NxAction {
             NxAction::Exit => NXAST_EXIT,
             NxAction::PopQueue => NXAST_POP_QUEUE,
             NxAction::FinTimeout { .. } => NXAST_FIN_TIMEOUT,
+            NxAction::OutputTrunc { .. } => NXAST_OUTPUT_TRUNC,
             NxAction::PushMpls(_) => NXAST_PUSH_MPLS,
             NxAction::PopMpls(_) => NXAST_POP_MPLS,
             NxAction::SetMplsTtl(_) => NXAST_SET_MPLS_TTL,
@@ -398,6 +406,10 @@ impl NxAction {
                 out.extend_from_slice(&idle.to_be_bytes());
                 out.extend_from_slice(&hard.to_be_bytes());
                 out.extend_from_slice(&[0; 2]);
+            }
+            NxAction::OutputTrunc { port, max_len } => {
+                out.extend_from_slice(&port.to_be_bytes());
+                out.extend_from_slice(&max_len.to_be_bytes());
             }
             NxAction::PushMpls(t) | NxAction::PopMpls(t) => {
                 out.extend_from_slice(&t.to_be_bytes());
@@ -830,6 +842,16 @@ impl NxAction {
                     dst,
                     members,
                 }
+            }
+            NXAST_OUTPUT_TRUNC => {
+                fixed(16)?;
+                let port = b.u16().ok_or(BadNxAction::Len)?;
+                let max_len = b.u32().ok_or(BadNxAction::Len)?;
+                // Shorter than an Ethernet header: BAD_ARGUMENT, as Open vSwitch.
+                if max_len < 14 {
+                    return Err(BadNxAction::Argument);
+                }
+                NxAction::OutputTrunc { port, max_len }
             }
             // The pad is not looked at (Open vSwitch's is not).
             NXAST_FIN_TIMEOUT => {

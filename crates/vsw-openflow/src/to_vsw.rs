@@ -519,6 +519,12 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         }
         NxAction::PopQueue => VswAction::PopQueue,
         NxAction::FinTimeout { idle, hard } => VswAction::FinTimeout { idle, hard },
+        // The input port is not one a cut packet goes to (Open vSwitch's sends
+        // none there either).
+        NxAction::OutputTrunc { port: p, max_len } => VswAction::OutputTrunc {
+            port: port(p)?.ok_or(BadFlowMod::BadOutPort)?,
+            max_len,
+        },
         NxAction::Resubmit { in_port } => VswAction::Resubmit {
             port: port(in_port)?,
             table: None,

@@ -510,6 +510,8 @@ fn plain_action() -> impl Strategy<Value = Action> {
         Just(Action::Nx(NxAction::PopQueue)),
         (any::<u16>(), any::<u16>())
             .prop_map(|(idle, hard)| Action::Nx(NxAction::FinTimeout { idle, hard })),
+        (any::<u16>(), 14u32..)
+            .prop_map(|(port, max_len)| Action::Nx(NxAction::OutputTrunc { port, max_len })),
         (2u8..=64, any::<u8>(), any::<u32>()).prop_map(|(n_clauses, c, id)| {
             Action::Nx(NxAction::Conjunction {
                 clause: c % n_clauses,

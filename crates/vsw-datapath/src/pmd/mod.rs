@@ -801,7 +801,8 @@ fn process_batch(
                     // A flow with any of these takes the rewriting way below
                     // (`DpFlow::rewrites`); listed so that a new action must say which
                     // way it takes.
-                    DpAction::SetDlSrc(_)
+                    DpAction::OutputTrunc { .. }
+                    | DpAction::SetDlSrc(_)
                     | DpAction::SetDlDst(_)
                     | DpAction::PushVlan(_)
                     | DpAction::SetVlanVid(_)

@@ -340,6 +340,24 @@ impl Pass<'_, '_, '_> {
                     self.outputs.stage(port, self.scratch.data(), &meta);
                     Ok(())
                 }
+                DpAction::OutputTrunc { port, max_len } => {
+                    let data = self.scratch.data();
+                    let keep = data.len().min(max_len as usize);
+                    // A cut frame is no longer what its offload state describes
+                    // (a checksum or segments past its end): it goes as it is.
+                    let vnet = if keep < data.len() {
+                        vsw_packet::VnetHdr::default()
+                    } else {
+                        self.scratch.vnet
+                    };
+                    let meta = PacketMeta {
+                        vnet,
+                        vlan: None,
+                        tunnel,
+                    };
+                    self.outputs.stage(port, &data[..keep], &meta);
+                    Ok(())
+                }
                 DpAction::SetDlSrc(m) => {
                     self.scratch.set_dl_src(m);
                     Ok(())

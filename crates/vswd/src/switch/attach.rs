@@ -139,6 +139,10 @@ impl Switch {
             .iter()
             .map(|a| match a {
                 DpAction::Output(dp) => DpAction::Output(self.of_no(*dp).unwrap_or(*dp)),
+                DpAction::OutputTrunc { port, max_len } => DpAction::OutputTrunc {
+                    port: self.of_no(*port).unwrap_or(*port),
+                    max_len: *max_len,
+                },
                 other => *other,
             })
             .collect()
