@@ -21,7 +21,7 @@ use vsw_datapath::{PacketMeta, RxBatch};
 use vsw_openflow::bundle::{
     BundleAdd, BundleCtrl, OFPBCT_COMMIT_REQUEST, OFPBCT_OPEN_REQUEST, OFPBF_ATOMIC,
 };
-use vsw_openflow::flow_mod::{Action, Command, FlowMod, Instruction, OFPG_ANY, OFPP_ANY};
+use vsw_openflow::flow_mod::{Action, Command, FlowMod, Instruction};
 use vsw_openflow::oxm::{OxmField, OxmMatch};
 use vsw_openflow::{next_message, Message, VersionSet};
 
@@ -72,28 +72,17 @@ fn bundle_bytes(n: u32) -> (Vec<u8>, Vec<u8>) {
     let mut adds = ctrl(OFPBCT_OPEN_REQUEST).encode(VERSION, 2);
     adds.reserve(n as usize * 112);
     for i in 0..n {
+        // OXM basic fields: ETH_TYPE (5), IPV4_DST (12).
+        let matcher = OxmMatch {
+            fields: vec![field(5, vec![8, 0]), field(12, rule_address(i).to_vec())],
+        };
         let fm = Message::FlowMod(FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: Command::Add,
-            idle_timeout: 0,
-            hard_timeout: 0,
             priority: 10,
-            buffer_id: 0xffff_ffff,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            importance: 0,
-            modify_like_1_0: false,
-            // OXM basic fields: ETH_TYPE (5), IPV4_DST (12).
-            matcher: OxmMatch {
-                fields: vec![field(5, vec![8, 0]), field(12, rule_address(i).to_vec())],
-            },
             instructions: vec![Instruction::ApplyActions(vec![Action::Output {
                 port: RECEIVER_PORT,
                 max_len: 0,
             }])],
+            ..FlowMod::new(Command::Add, matcher)
         });
         let add = Message::BundleAdd(BundleAdd {
             bundle_id: 1,

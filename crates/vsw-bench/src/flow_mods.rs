@@ -174,7 +174,7 @@ pub fn write_strict_deletes(path: &Path, n: u32) -> anyhow::Result<()> {
 /// seconds from the first byte to the barrier's reply.
 pub fn strict_delete_burst(mgmt: &Path, n: u32) -> anyhow::Result<f64> {
     use std::io::{Read, Write};
-    use vsw_openflow::flow_mod::{Command, FlowMod, OFPG_ANY, OFPP_ANY};
+    use vsw_openflow::flow_mod::{Command, FlowMod};
     use vsw_openflow::oxm::{OxmField, OxmMatch};
     use vsw_openflow::{next_message, Message, VersionSet};
     let mut c = std::os::unix::net::UnixStream::connect(mgmt)?;
@@ -192,28 +192,16 @@ pub fn strict_delete_burst(mgmt: &Path, n: u32) -> anyhow::Result<f64> {
     let mut burst = Vec::with_capacity(n as usize * 96);
     for i in 0..n {
         let port = u16::try_from(1024 + i).context("source ports run out")?;
+        let matcher = OxmMatch {
+            fields: vec![
+                f(5, vec![8, 0]),
+                f(10, vec![17]),
+                f(15, port.to_be_bytes().to_vec()),
+            ],
+        };
         let fm = Message::FlowMod(FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: Command::DeleteStrict,
-            idle_timeout: 0,
-            hard_timeout: 0,
             priority: 10,
-            buffer_id: 0xffff_ffff,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            importance: 0,
-            modify_like_1_0: false,
-            matcher: OxmMatch {
-                fields: vec![
-                    f(5, vec![8, 0]),
-                    f(10, vec![17]),
-                    f(15, port.to_be_bytes().to_vec()),
-                ],
-            },
-            instructions: Vec::new(),
+            ..FlowMod::new(Command::DeleteStrict, matcher)
         });
         burst.extend(fm.encode(4, 10 + i));
     }

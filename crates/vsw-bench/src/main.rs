@@ -451,16 +451,7 @@ fn bundle_commit(a: &BundleCommitArgs) -> anyhow::Result<()> {
     use vsw_bench::bundle_commit::{measure, report_markdown};
     require_root()?;
     let topo = Topology::create()?;
-    let traffic = Traffic {
-        gen_ns: topo.gen_ns.clone(),
-        rcv_ns: topo.rcv_ns.clone(),
-        ifname: "eth0".into(),
-        addresses: topo.addresses,
-        frame_lens: frame_lens("64")?,
-        flows: 1,
-        duration: Duration::ZERO,
-        cpu: Some(a.gen_cpu),
-    };
+    let traffic = topo.traffic(frame_lens("64")?, 1, Duration::ZERO, a.gen_cpu);
     let bin = bin_dir(&a.bin_dir)?;
     let mut runs = Vec::new();
     for round in 0..a.rounds {
@@ -524,16 +515,12 @@ fn flow_deletes(a: &FlowDeletesArgs) -> anyhow::Result<()> {
     write_source_port_rules(&rules, a.rules)?;
     write_strict_deletes(&deletes, a.rules)?;
     let topo = Topology::create()?;
-    let traffic = Traffic {
-        gen_ns: topo.gen_ns.clone(),
-        rcv_ns: topo.rcv_ns.clone(),
-        ifname: "eth0".into(),
-        addresses: topo.addresses,
-        frame_lens: frame_lens("64")?,
-        flows: a.dp_flows,
-        duration: Duration::from_secs_f64(f64::from(a.dp_flows) / a.rate + 1.0),
-        cpu: Some(a.gen_cpu),
-    };
+    let traffic = topo.traffic(
+        frame_lens("64")?,
+        a.dp_flows,
+        Duration::from_secs_f64(f64::from(a.dp_flows) / a.rate + 1.0),
+        a.gen_cpu,
+    );
     let bin = bin_dir(&a.bin_dir)?;
     let rules_path = rules.to_str().context("path")?.to_string();
     let deletes_path = deletes.to_str().context("path")?.to_string();
@@ -671,16 +658,12 @@ fn packet_ins(a: &PacketInsArgs) -> anyhow::Result<()> {
     use vsw_bench::packet_ins::{report_markdown, Counter, PacketInRun};
     require_root()?;
     let topo = Topology::create()?;
-    let traffic = Traffic {
-        gen_ns: topo.gen_ns.clone(),
-        rcv_ns: topo.rcv_ns.clone(),
-        ifname: "eth0".into(),
-        addresses: topo.addresses,
-        frame_lens: frame_lens("64")?,
-        flows: 64,
-        duration: Duration::from_secs_f64(a.seconds),
-        cpu: Some(a.gen_cpu),
-    };
+    let traffic = topo.traffic(
+        frame_lens("64")?,
+        64,
+        Duration::from_secs_f64(a.seconds),
+        a.gen_cpu,
+    );
     let bin = bin_dir(&a.bin_dir)?;
     // Sends the stream with a table-miss rule to the controller and counts.
     let measure =
@@ -859,16 +842,12 @@ fn sweep(
     vsw: &switches::Vsw,
     stop: &AtomicBool,
 ) -> anyhow::Result<BatchSweep> {
-    let traffic = Traffic {
-        gen_ns: topo.gen_ns.clone(),
-        rcv_ns: topo.rcv_ns.clone(),
-        ifname: "eth0".into(),
-        addresses: topo.addresses,
-        frame_lens: frame_lens("64")?,
-        flows: 1,
-        duration: Duration::from_secs_f64(a.trial_seconds),
-        cpu: Some(a.gen_cpu),
-    };
+    let traffic = topo.traffic(
+        frame_lens("64")?,
+        1,
+        Duration::from_secs_f64(a.trial_seconds),
+        a.gen_cpu,
+    );
     let _ = topo.exec(false, &["ping", "-c", "1", "-W", "2", "198.18.0.1"]);
     vsw.ctl(&["set", &format!("pmd-sleep-max={}", a.pmd_sleep_max)])?;
     let cfg = SearchConfig {
@@ -1797,16 +1776,12 @@ fn main() -> anyhow::Result<()> {
     }
     let started = Instant::now();
     let topo = Topology::create()?;
-    let traffic = Traffic {
-        gen_ns: topo.gen_ns.clone(),
-        rcv_ns: topo.rcv_ns.clone(),
-        ifname: "eth0".into(),
-        addresses: topo.addresses,
-        frame_lens: lens,
-        flows: o.flows,
-        duration: Duration::from_secs_f64(o.trial_seconds),
-        cpu: Some(o.gen_cpu),
-    };
+    let traffic = topo.traffic(
+        lens,
+        o.flows,
+        Duration::from_secs_f64(o.trial_seconds),
+        o.gen_cpu,
+    );
     let mut results = Vec::new();
     let search_cfg = search_config(&o);
     let mut progress = Progress::new(Plan {

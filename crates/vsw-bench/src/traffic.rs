@@ -46,6 +46,29 @@ pub struct Traffic {
     pub cpu: Option<usize>,
 }
 
+impl crate::topology::Topology {
+    /// Traffic from the generator host to the receiver host (through their
+    /// `eth0`s), from a thread on `cpu`.
+    pub fn traffic(
+        &self,
+        frame_lens: Vec<usize>,
+        flows: u16,
+        duration: Duration,
+        cpu: usize,
+    ) -> Traffic {
+        Traffic {
+            gen_ns: self.gen_ns.clone(),
+            rcv_ns: self.rcv_ns.clone(),
+            ifname: "eth0".into(),
+            addresses: self.addresses,
+            frame_lens,
+            flows,
+            duration,
+            cpu: Some(cpu),
+        }
+    }
+}
+
 /// What one trial measured.
 #[derive(Debug)]
 pub struct TrialStats {

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use vsw_e2e::{serial, wait_until, Vswd};
-use vsw_openflow::flow_mod::{Action, Command, FlowMod, Instruction, OFPG_ANY, OFPP_ANY};
+use vsw_openflow::flow_mod::{Action, Command, FlowMod, Instruction};
 use vsw_openflow::oxm::{OxmField, OxmMatch};
 use vsw_openflow::{next_message, Message, Version, VersionSet};
 
@@ -45,38 +45,29 @@ fn read_until(c: &mut UnixStream, kind: u8, xid: u32) -> (Message, Vec<Message>)
 }
 
 fn add(i: u32) -> FlowMod {
+    // OXM basic fields: ETH_TYPE (5), IPV4_DST (12).
+    let matcher = OxmMatch {
+        fields: vec![
+            OxmField {
+                field: 5,
+                value: vec![0x08, 0x00],
+                mask: None,
+            },
+            OxmField {
+                field: 12,
+                value: (0x0a00_0000 | i).to_be_bytes().to_vec(),
+                mask: None,
+            },
+        ],
+    };
     FlowMod {
         cookie: u64::from(i),
-        cookie_mask: 0,
-        table_id: 0,
-        command: Command::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
         priority: 10,
-        buffer_id: 0xffff_ffff,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        importance: 0,
-        modify_like_1_0: false,
-        matcher: OxmMatch {
-            fields: vec![
-                OxmField {
-                    field: 5,
-                    value: vec![0x08, 0x00],
-                    mask: None,
-                },
-                OxmField {
-                    field: 12,
-                    value: (0x0a00_0000 | i).to_be_bytes().to_vec(),
-                    mask: None,
-                },
-            ],
-        },
         instructions: vec![Instruction::ApplyActions(vec![Action::Output {
             port: 3,
             max_len: 0,
         }])],
+        ..FlowMod::new(Command::Add, matcher)
     }
 }
 

@@ -432,7 +432,7 @@ fn udp_flow_mod(
     tp_dst: u16,
     actions: Vec<vsw_openflow::flow_mod::Action>,
 ) -> vsw_openflow::Message {
-    use vsw_openflow::flow_mod::{FlowMod, Instruction, OFPG_ANY, OFPP_ANY};
+    use vsw_openflow::flow_mod::{FlowMod, Instruction};
     use vsw_openflow::oxm::{OxmField, OxmMatch};
     // OXM basic fields: ETH_TYPE (5), IP_PROTO (10), UDP_DST (16).
     let f = |field: u8, value: &[u8]| OxmField {
@@ -440,24 +440,13 @@ fn udp_flow_mod(
         value: value.to_vec(),
         mask: None,
     };
+    let matcher = OxmMatch {
+        fields: vec![f(5, &[8, 0]), f(10, &[17]), f(16, &tp_dst.to_be_bytes())],
+    };
     vsw_openflow::Message::FlowMod(FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command,
-        idle_timeout: 0,
-        hard_timeout: 0,
         priority: 10,
-        buffer_id: 0xffff_ffff,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        importance: 0,
-        modify_like_1_0: false,
-        matcher: OxmMatch {
-            fields: vec![f(5, &[8, 0]), f(10, &[17]), f(16, &tp_dst.to_be_bytes())],
-        },
         instructions: vec![Instruction::ApplyActions(actions)],
+        ..FlowMod::new(command, matcher)
     })
 }
 

@@ -558,6 +558,29 @@ impl Instruction {
 }
 
 impl FlowMod {
+    /// A flow-mod of `command` selecting or adding `matcher` in table 0, with what a
+    /// controller leaves unsaid: no buffer, any output port and group, priority 0,
+    /// no cookie, timeouts, flags or instructions.
+    pub fn new(command: Command, matcher: OxmMatch) -> FlowMod {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 0,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: 0,
+            importance: 0,
+            modify_like_1_0: false,
+            matcher,
+            instructions: Vec::new(),
+        }
+    }
+
     /// The body after the header, as `version` frames it.
     pub fn encode_body(&self, version: Version, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.cookie.to_be_bytes());
