@@ -19,6 +19,9 @@ pub enum DpAction {
         port: u32,
         max_len: u32,
     },
+    /// Cut the packet to its first N bytes (its offload state dropped if it was
+    /// cut): the inner frame of a truncated output to a tunnel port, on a copy.
+    Truncate(u32),
     SetDlSrc(MacAddr),
     SetDlDst(MacAddr),
     /// Push an outer tag with this TPID (VID and PCP 0 until set).
@@ -117,6 +120,7 @@ impl fmt::Display for DpAction {
         match self {
             DpAction::Output(p) => write!(f, "{p}"),
             DpAction::OutputTrunc { port, max_len } => write!(f, "trunc({max_len}),{port}"),
+            DpAction::Truncate(n) => write!(f, "trunc({n})"),
             DpAction::SetDlSrc(m) => write!(f, "set(eth(src={m}))"),
             DpAction::SetDlDst(m) => write!(f, "set(eth(dst={m}))"),
             DpAction::PushVlan(t) => write!(f, "push_vlan(tpid=0x{t:04x})"),

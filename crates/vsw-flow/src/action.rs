@@ -350,13 +350,19 @@ static OUTPUT: ActionDef = ActionDef {
     // `output(port=SRC[a..b],max_len=N)`.
     build: |n, a, ports| {
         let a = arg(n, a)?;
-        let (port, max_len) = match a.strip_prefix("port=") {
-            Some(rest) => match rest.split_once(",max_len=") {
-                Some((p, m)) => (p.trim(), Some(m.trim())),
-                None => (rest.trim(), None),
-            },
-            None => (a.trim(), None),
-        };
+        // `port=…` and `max_len=…` in either order (a field's `[a..b]` holds no
+        // comma), or the port alone.
+        let (mut port, mut max_len) = (a.trim(), None);
+        if a.contains('=') {
+            port = "";
+            for part in a.split(',').map(str::trim) {
+                match part.split_once('=') {
+                    Some(("port", p)) => port = p.trim(),
+                    Some(("max_len", m)) => max_len = Some(m.trim()),
+                    _ => return Err(bad(n, part, "port=PORT and max_len=N")),
+                }
+            }
+        }
         if port.contains('[') {
             let src = Subfield::parse(n, port)?;
             if src.n_bits > 64 {

@@ -45,6 +45,97 @@ impl Hash for BucketKey {
     }
 }
 
+/// `key` under `mask`, and its hash: a bucket's key in the subtable of `mask`
+/// (`uses_pipeline`: the mask looks at a pipeline field). All words, masked or not:
+/// a fixed-length, branch-free loop is cheaper than picking out the few words a
+/// mask keeps.
+#[inline]
+fn pack(mask: &MatchKey, uses_pipeline: bool, key: &MatchKey) -> BucketKey {
+    let (k, m) = (key.packet.words(), mask.packet.words());
+    let mut packet = [0u64; KEY_WORDS];
+    for ((p, k), m) in packet.iter_mut().zip(k).zip(m) {
+        *p = k & m;
+    }
+    let mut hash = hash_words(&packet, KEY_WORDS);
+    let mut pipeline = [0u64; PIPELINE_WORDS];
+    if uses_pipeline {
+        let (k, m) = (key.pipeline.words(), mask.pipeline.words());
+        for ((p, k), m) in pipeline.iter_mut().zip(k).zip(m) {
+            *p = k & m;
+            hash = (hash ^ *p)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(27);
+        }
+    }
+    BucketKey {
+        hash,
+        packet,
+        pipeline,
+    }
+}
+
+/// A rule made whole before it is put in a table (a bundled flow-mod's, when it
+/// is added to the bundle; Open vSwitch builds a bundle's rules then too): the rule
+/// and its bucket's key, so that putting it in allocates nothing of its own. Its
+/// place (installation time and order) is given when it is put in.
+pub struct PreparedRule {
+    /// Held by nothing else until it is put in (a copy is made anew), so that its
+    /// place can be written then.
+    rule: Arc<Rule>,
+    key: SharedKey,
+}
+
+impl PreparedRule {
+    pub fn new(spec: FlowSpec) -> PreparedRule {
+        Self::of(Rule::new(spec, 0, 0))
+    }
+
+    /// [`PreparedRule::new`] of a rule a `learn` action made.
+    pub fn learned(spec: FlowSpec) -> PreparedRule {
+        Self::of(Rule::new_learned(spec, 0, 0))
+    }
+
+    fn of(rule: Rule) -> PreparedRule {
+        let mask = rule.spec.matcher.mask();
+        let key = pack(mask, !mask.pipeline.is_zero(), rule.spec.matcher.value());
+        PreparedRule {
+            rule: Arc::new(rule),
+            key: SharedKey(Arc::new(key)),
+        }
+    }
+
+    pub fn spec(&self) -> &FlowSpec {
+        &self.rule.spec
+    }
+}
+
+impl Clone for PreparedRule {
+    fn clone(&self) -> PreparedRule {
+        let spec = self.rule.spec.clone();
+        if self.rule.learned {
+            PreparedRule::learned(spec)
+        } else {
+            PreparedRule::new(spec)
+        }
+    }
+}
+
+impl PartialEq for PreparedRule {
+    fn eq(&self, other: &PreparedRule) -> bool {
+        self.rule.spec == other.rule.spec && self.rule.learned == other.rule.learned
+    }
+}
+
+impl Eq for PreparedRule {}
+
+impl std::fmt::Debug for PreparedRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PreparedRule")
+            .field(&self.rule.spec)
+            .finish()
+    }
+}
+
 /// A bucket's key as the map holds it: out of line, so that the map's nodes hold a
 /// pointer a key and not 216 bytes (a node has room for 32 entries; inline keys
 /// made each 7 KiB, and adding 100,000 rules allocated and touched hundreds of MiB).
@@ -136,10 +227,11 @@ fn is_learn_owner(r: &Rule) -> bool {
         .any(|a| matches!(a, crate::Action::Learn(l) if l.delete_learned))
 }
 
-/// A rule that may time out: with a timeout, or one a `fin_timeout` may give it.
+/// A rule that may time out: with a timeout, one a `fin_timeout` may give it, or
+/// one a `fin_timeout` gave it before a modify took the action away.
 fn is_timed(r: &Rule) -> bool {
-    r.spec.idle_timeout != 0
-        || r.spec.hard_timeout != 0
+    r.idle_timeout() != 0
+        || r.hard_timeout() != 0
         || r.spec
             .actions
             .iter()
@@ -165,31 +257,9 @@ impl Subtable {
         }
     }
 
-    /// The masked key and its hash. All words, masked or not: a fixed-length,
-    /// branch-free loop is cheaper than picking out the few words a mask keeps.
     #[inline]
     fn pack(&self, key: &MatchKey) -> BucketKey {
-        let (k, m) = (key.packet.words(), self.mask.packet.words());
-        let mut packet = [0u64; KEY_WORDS];
-        for ((p, k), m) in packet.iter_mut().zip(k).zip(m) {
-            *p = k & m;
-        }
-        let mut hash = hash_words(&packet, KEY_WORDS);
-        let mut pipeline = [0u64; PIPELINE_WORDS];
-        if self.uses_pipeline {
-            let (k, m) = (key.pipeline.words(), self.mask.pipeline.words());
-            for ((p, k), m) in pipeline.iter_mut().zip(k).zip(m) {
-                *p = k & m;
-                hash = (hash ^ *p)
-                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                    .rotate_left(27);
-            }
-        }
-        BucketKey {
-            hash,
-            packet,
-            pipeline,
-        }
+        pack(&self.mask, self.uses_pipeline, key)
     }
 
     #[inline]
@@ -218,14 +288,14 @@ impl Subtable {
         self.max_priority = self.priorities.get_max().map_or(0, |(p, _)| *p);
     }
 
-    fn add(&mut self, key: BucketKey, rule: Arc<Rule>) {
+    fn add(&mut self, key: SharedKey, rule: Arc<Rule>) {
         let priority = rule.spec.priority;
         self.timed += usize::from(is_timed(&rule));
         self.conjunctive += usize::from(is_clause(&rule));
         self.learn_owners += usize::from(is_learn_owner(&rule));
         // (`get_mut` copies the path of a shared map even when the key is absent:
         // the insert that follows then needs no copy of its own.)
-        match self.buckets.get_mut(&key) {
+        match self.buckets.get_mut(&*key.0) {
             Some(bucket) => {
                 let rules = Arc::make_mut(&mut bucket.rules);
                 let at = rules.partition_point(|r| r.beats(&rule));
@@ -233,7 +303,7 @@ impl Subtable {
             }
             None => {
                 self.buckets.insert(
-                    SharedKey(Arc::new(key)),
+                    key,
                     Bucket {
                         rules: Arc::new(vec![rule]),
                     },
@@ -556,24 +626,34 @@ impl Classifier {
     /// Installs a rule. A rule with the same match and priority is replaced (its
     /// counters start again), as `ovs-ofctl add-flow` does.
     pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) -> Inserted {
-        self.insert_rule(spec, now_ms, Rule::new)
+        self.insert_prepared(PreparedRule::new(spec), now_ms)
     }
 
     /// [`Classifier::insert`] of a rule a `learn` action made; the rule in place.
     pub fn insert_learned(&mut self, spec: FlowSpec, now_ms: u64) -> Arc<Rule> {
-        self.insert_rule(spec, now_ms, Rule::new_learned).rule
+        self.insert_prepared(PreparedRule::learned(spec), now_ms)
+            .rule
     }
 
-    fn insert_rule(
-        &mut self,
-        spec: FlowSpec,
-        now_ms: u64,
-        make: fn(FlowSpec, u64, u64) -> Rule,
-    ) -> Inserted {
-        let pattern = spec.matcher;
-        let priority = spec.priority;
+    /// [`Classifier::insert`] of a rule made before.
+    pub fn insert_prepared(&mut self, prepared: PreparedRule, now_ms: u64) -> Inserted {
+        let PreparedRule { mut rule, key } = prepared;
         self.next_seq += 1;
-        let rule = Arc::new(make(spec, now_ms, self.next_seq));
+        match Arc::get_mut(&mut rule) {
+            Some(r) => r.place(now_ms, self.next_seq),
+            // (Nothing else holds a prepared rule: never taken.)
+            None => {
+                let mut copy = if rule.learned {
+                    Rule::new_learned(rule.spec.clone(), 0, 0)
+                } else {
+                    Rule::new(rule.spec.clone(), 0, 0)
+                };
+                copy.place(now_ms, self.next_seq);
+                rule = Arc::new(copy);
+            }
+        }
+        let pattern = rule.spec.matcher;
+        let priority = rule.spec.priority;
         let mask = *pattern.mask();
         let (pos, created) = match self.subtables.iter().position(|s| s.mask == mask) {
             Some(p) => (p, false),
@@ -584,9 +664,8 @@ impl Classifier {
         };
         let table = &mut self.subtables[pos];
         let highest_before = table.max_priority;
-        let key = table.pack(pattern.value());
         // The rule of the same match and priority goes (one bucket looked at).
-        let replaced = table.remove_packed(&key, &mut |r| {
+        let replaced = table.remove_packed(&key.0, &mut |r| {
             r.spec.priority == priority && r.spec.matcher == pattern
         });
         table.add(key, rule.clone());

@@ -17,7 +17,7 @@ use vsw_packet::FlowKey;
 use crate::match_key::MatchKey;
 
 use crate::action::Action;
-use crate::classifier::{Classifier, Inserted};
+use crate::classifier::{Classifier, Inserted, PreparedRule};
 use crate::error::FlowSyntaxError;
 use crate::group::{Group, GroupSpec};
 use crate::matching::Match;
@@ -261,12 +261,18 @@ impl Pipeline {
 
     /// Installs a rule in its table (replacing one of equal match and priority there).
     pub fn insert(&mut self, spec: FlowSpec, now_ms: u64) -> Inserted {
-        debug_assert!(spec.table <= MAX_TABLE);
-        let id = usize::from(spec.table);
+        self.insert_prepared(PreparedRule::new(spec), now_ms)
+    }
+
+    /// [`Pipeline::insert`] of a rule made before.
+    pub fn insert_prepared(&mut self, rule: PreparedRule, now_ms: u64) -> Inserted {
+        let table = rule.spec().table;
+        debug_assert!(table <= MAX_TABLE);
+        let id = usize::from(table);
         if self.tables.len() <= id {
             self.tables.resize_with(id + 1, Classifier::new);
         }
-        self.tables[id].insert(spec, now_ms)
+        self.tables[id].insert_prepared(rule, now_ms)
     }
 
     fn selected(&mut self, table: Option<u8>) -> impl Iterator<Item = &mut Classifier> {

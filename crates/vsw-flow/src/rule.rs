@@ -172,6 +172,14 @@ impl Rule {
         }
     }
 
+    /// Its place among the rules, given when it is put in a table (a rule made
+    /// before, [`crate::PreparedRule`]): installed at `now_ms`, `seq`-th.
+    pub(crate) fn place(&mut self, now_ms: u64, seq: u64) {
+        self.installed_ms = now_ms;
+        self.seq = seq;
+        *self.refreshed_ms.get_mut() = now_ms;
+    }
+
     /// [`Rule::new`] for a rule a `learn` action made.
     pub fn new_learned(spec: FlowSpec, now_ms: u64, seq: u64) -> Rule {
         Rule {

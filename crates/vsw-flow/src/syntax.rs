@@ -408,6 +408,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::Exit
                     | Action::PopQueue
                     | Action::OutputReg { .. }
+                    | Action::OutputTrunc { .. }
                     | Action::Bundle(_)
                     | Action::CheckPktLarger { .. }
                     | Action::Multipath(_)
@@ -871,9 +872,14 @@ mod tests {
             format_flow(&cut),
             "priority=32768,actions=output(port=2,max_len=100),output:3"
         );
+        // The keys in either order, spaces between, as Open vSwitch reads them.
+        let again = parse("actions=output(max_len=100, port=2),output:3").unwrap();
+        assert_eq!(again, cut);
         for bad in [
             "actions=output(port=2,max_len=13)",
             "actions=output(port=65533,max_len=100)",
+            "actions=output(port=2,max=100)",
+            "actions=write_actions(output(port=2,max_len=100))",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

@@ -566,9 +566,10 @@ impl Ctx<'_, '_> {
     }
 
     /// `output(port=P,max_len=N)`: out of P cut to N bytes; what follows sees the
-    /// packet whole. As Open vSwitch: never back out of the port it came in on, and
-    /// not to a patch port (what the peer bridge would make of a cut packet) or a
-    /// tunnel port (the cut would fall on the outer packet).
+    /// packet whole. As Open vSwitch: never back out of the port it came in on, nor
+    /// to a patch port (what the peer bridge would make of a cut packet is not
+    /// said); to a tunnel port the inner frame is cut, on a copy, and then
+    /// encapsulated.
     fn output_truncated(&mut self, port: u32, max_len: u32, table: u8) {
         if port == self.key.in_port {
             self.step(
@@ -578,11 +579,24 @@ impl Ctx<'_, '_> {
             return;
         }
         if let Some(b) = self.env.backer {
-            if b.patch_peer(port).is_some() || b.tunnel_port(port).is_some() {
+            if b.patch_peer(port).is_some() {
                 self.step(
                     table,
-                    format!("output(port={port},max_len={max_len}): not to a patch or tunnel port"),
+                    format!("output(port={port},max_len={max_len}): not to a patch port"),
                 );
+                return;
+            }
+            if b.tunnel_port(port).is_some() {
+                if self.saves == MAX_SAVES {
+                    self.out.error = Some(XlateError::TooDeep);
+                    return;
+                }
+                self.saves += 1;
+                self.emit(DpAction::Save);
+                self.emit(DpAction::Truncate(max_len));
+                self.output(port);
+                self.emit(DpAction::Restore);
+                self.saves -= 1;
                 return;
             }
         }
@@ -948,12 +962,11 @@ impl Ctx<'_, '_> {
                 // The next n on a copy of the packet.
                 &Action::Clone(n) => {
                     let end = (i + 1 + usize::from(n)).min(acts.len());
-                    self.on_copy(&acts[i + 1..end], id, rule.map(|r| &**r));
+                    self.on_copy(&acts[i + 1..end], id, rule);
                     i = end;
                     continue;
                 }
                 Action::ClearActions => self.action_set.clear(),
-                &Action::FinTimeout { idle, hard } => self.fin_timeout(idle, hard, rule),
                 // The rest of the list, once for each answer (nothing after it:
                 // no answer is read, as Open vSwitch leaves it out).
                 &Action::CheckPktLarger { len, dst } if i + 1 < acts.len() => {
@@ -961,7 +974,7 @@ impl Ctx<'_, '_> {
                     self.fork_on_length(len, dst, id, |cx| cx.rule_actions(rest, id, rule));
                     return;
                 }
-                a => self.action(a, id, rule.map(|r| &**r)),
+                a => self.action(a, id, rule),
             }
             i += 1;
             if self.exiting || self.rest_of(acts, i, id, rule) {
@@ -1038,7 +1051,7 @@ impl Ctx<'_, '_> {
     }
 
     /// Translates one action of `rule` (none: a packet-out's) in `table`.
-    fn action(&mut self, a: &Action, table: u8, rule: Option<&Rule>) {
+    fn action(&mut self, a: &Action, table: u8, rule: Option<&Arc<Rule>>) {
         let dp = self.rewrite(a);
         if let Some(dp) = dp {
             self.emit(dp);
@@ -1193,9 +1206,9 @@ impl Ctx<'_, '_> {
             }
             // One queue per port.
             Action::PopQueue => {}
-            // A rule's own list takes it (`rule_actions`); in a clone or a bucket
-            // it names no rule (Open vSwitch's cuts the rule's there too).
-            Action::FinTimeout { .. } => {}
+            // The rule's, from its own list, a clone in it or a group bucket it
+            // sent to (a packet-out's names no rule: nothing to cut).
+            Action::FinTimeout { idle, hard } => self.fin_timeout(idle, hard, rule),
             Action::OutputReg { src, .. } => {
                 self.looked_at(src.field, src.mask());
                 let port = src.read(&self.key);
@@ -1216,7 +1229,7 @@ impl Ctx<'_, '_> {
 
     /// An output to the OpenFlow 1.0 port number `port` (what `output:SRC[…]`
     /// read): its special ports as their actions, a number past 16 bits nowhere.
-    fn output_numbered(&mut self, port: u128, table: u8, rule: Option<&Rule>) {
+    fn output_numbered(&mut self, port: u128, table: u8, rule: Option<&Arc<Rule>>) {
         let a = match port {
             0xfff8 => Action::InPort,
             0xfffa => Action::Normal,
@@ -1395,7 +1408,9 @@ impl Ctx<'_, '_> {
             | Action::SetVlanPcp(_)
             | Action::SetTunnel(_)
             | Action::SetTunnelDst(_)
-            | Action::SetTunnelMetadata(_) => false,
+            | Action::SetTunnelMetadata(_)
+            | Action::OutputReg { .. }
+            | Action::OutputTrunc { .. } => false,
             Action::Load(l) => {
                 !(l.field.is_pipelines()
                     || matches!(
@@ -1785,7 +1800,7 @@ impl Ctx<'_, '_> {
     /// Runs group `id`'s chosen buckets, each on a copy of the packet: what a bucket
     /// rewrites stays in it (the datapath saves the packet before such a bucket and
     /// puts it back after), and so does the working key here.
-    fn group(&mut self, id: u32, table: u8, rule: Option<&Rule>) {
+    fn group(&mut self, id: u32, table: u8, rule: Option<&Arc<Rule>>) {
         let Some(g) = self.env.pipeline.group(id).cloned() else {
             self.step(table, format!("group:{id}: no such group: drop"));
             return;
@@ -1827,13 +1842,13 @@ impl Ctx<'_, '_> {
         self.depth -= 1;
     }
 
-    fn bucket(&mut self, b: &Bucket, table: u8, rule: Option<&Rule>) {
+    fn bucket(&mut self, b: &Bucket, table: u8, rule: Option<&Arc<Rule>>) {
         self.on_copy(&b.actions, table, rule);
     }
 
     /// Actions with no match of their own to promise their headers (a packet-out's,
     /// a bucket's), a `clone` block among them run on a copy.
-    fn actions(&mut self, actions: &[Action], table: u8, rule: Option<&Rule>) {
+    fn actions(&mut self, actions: &[Action], table: u8, rule: Option<&Arc<Rule>>) {
         let mut i = 0;
         while i < actions.len() && self.out.error.is_none() {
             // A pause (a packet-out's list: nowhere else may one stop here) keeps
@@ -1881,7 +1896,7 @@ impl Ctx<'_, '_> {
 
     /// Runs `actions` on a copy of the packet (a bucket's, a `clone`'s): what they
     /// change reaches neither the packet nor the working key after them.
-    fn on_copy(&mut self, actions: &[Action], table: u8, rule: Option<&Rule>) {
+    fn on_copy(&mut self, actions: &[Action], table: u8, rule: Option<&Arc<Rule>>) {
         let key = self.key;
         let stack = self.stack.clone();
         let popped = self.mpls_popped;
@@ -1941,7 +1956,7 @@ impl Ctx<'_, '_> {
     /// sake, and the next pass's flows number the hash's buckets, not the
     /// connections. False (and nothing done) where the datapath cannot: no backer,
     /// a packet-out, no copy left, or the table of frozen states full.
-    fn freeze_select(&mut self, g: &Arc<Group>, table: u8, rule: Option<&Rule>) -> bool {
+    fn freeze_select(&mut self, g: &Arc<Group>, table: u8, rule: Option<&Arc<Rule>>) -> bool {
         let Some(b) = self.env.backer else {
             return false;
         };

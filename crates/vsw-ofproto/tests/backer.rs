@@ -616,6 +616,56 @@ impl vsw_ofproto::TunnelEgress for OneWay {
     }
 }
 
+/// `output(port=P,max_len=N)` to a tunnel port cuts the inner frame, on a copy,
+/// before it is encapsulated; to a plain port the output itself is cut.
+#[test]
+fn a_truncated_output_to_a_tunnel_port_cuts_the_inner_frame() {
+    let backer = Backer::new();
+    let (ovl, o) = Ofproto::join(
+        &backer,
+        "ovl",
+        pipeline(&["in_port=1,actions=output(port=2,max_len=100),output(port=3,max_len=64)"]),
+    )
+    .unwrap();
+    o.set_ports(vec![1, 2, 3]);
+    let (phy, u) = Ofproto::join(
+        &backer,
+        "phy",
+        pipeline(&["in_port=65534,actions=output:1"]),
+    )
+    .unwrap();
+    u.set_ports(vec![1, 65534]);
+    for (slot, of, dp) in [
+        (ovl, 1, 1),
+        (ovl, 2, 2),
+        (ovl, 3, 5),
+        (phy, 1, 3),
+        (phy, 65534, 4),
+    ] {
+        backer.set_port(slot, of, dp).unwrap();
+    }
+    backer.set_tunnel_port(ovl, 2, "vx0");
+    backer.set_tunnel_egress(Arc::new(OneWay { known: true.into() }));
+    let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::Save,
+            DpAction::Truncate(100),
+            // (The tunnel's own copy.)
+            DpAction::Save,
+            DpAction::TunnelPush(0),
+            Output(3),
+            DpAction::Restore,
+            DpAction::Restore,
+            DpAction::OutputTrunc {
+                port: 5,
+                max_len: 64
+            },
+        ]
+    );
+}
+
 /// Output to a tunnel port whose way out is known pushes its header and goes on in
 /// the underlay bridge as from its LOCAL port, in one flow whose mask holds what
 /// the way read, not the outer packet's fields; unknown, the port's queue takes

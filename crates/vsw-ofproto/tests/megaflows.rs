@@ -319,6 +319,11 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
                 }
                 Ok(())
             }
+            DpAction::Truncate(n) => {
+                let cut = buf.data()[..buf.data().len().min(n as usize)].to_vec();
+                buf.load(&cut, None, VnetHdr::default()).unwrap();
+                Ok(())
+            }
             DpAction::OutputTrunc { port, max_len } => {
                 if (1..=PORTS).contains(&port) {
                     let data = buf.data();

@@ -152,10 +152,14 @@ pub const MAX_OPEN_BUNDLES: usize = 64;
 /// The most messages one connection's open bundles hold together: room for a
 /// chassis's whole flow table in one bundle.
 pub const MAX_BUNDLED_MESSAGES: usize = 1 << 20;
-/// The most bytes of bundled messages one connection's open bundles hold together
-/// (as they came; the decoded form takes about as much again): what a connection
-/// can make vswd keep.
-pub const MAX_BUNDLED_BYTES: usize = 256 << 20;
+/// The most bytes one connection's open bundles hold together, counted as the
+/// messages came and [`PREPARED_BYTES`] for each the switch made its own form of:
+/// what a connection can make vswd keep (the decoded messages take about as much
+/// again as they came).
+pub const MAX_BUNDLED_BYTES: usize = 512 << 20;
+/// What the switch's own form of a bundled message is counted as (vsw's: the rule,
+/// its bucket's key and its state-file line, about 1.5 KiB).
+pub const PREPARED_BYTES: usize = 2 << 10;
 
 /// What the switch made of a bundled message when it was added (its own form of
 /// the change, checked), handed back at the commit so that the commit does not
@@ -304,7 +308,8 @@ impl OpenBundles {
     }
 
     /// Adds a message to a bundle (opening it, as the spec allows, if it is not
-    /// open yet); `len` is the bundle-add's length, `head` its start (for an error).
+    /// open yet); `len` is the bundle-add's length, `head` its start (for an error),
+    /// `prepared` what the switch made of it.
     pub fn add(
         &mut self,
         a: &BundleAdd,
@@ -318,6 +323,12 @@ impl OpenBundles {
         if a.flags & !(OFPBF_ATOMIC | OFPBF_ORDERED) != 0 {
             return Err(BadBundle::BadFlags);
         }
+        let len = len
+            + if prepared.is_some() {
+                PREPARED_BYTES
+            } else {
+                0
+            };
         if self.messages >= self.max_messages || self.bytes + len > MAX_BUNDLED_BYTES {
             return Err(BadBundle::MsgTooMany);
         }
@@ -426,6 +437,29 @@ mod tests {
         // A discard gives the room back.
         assert!(b.control(&ctrl(0, OFPBCT_DISCARD_REQUEST), now).is_ok());
         assert_eq!(add(&mut b, 1, now), Ok(()));
+    }
+
+    #[test]
+    fn what_the_switch_made_of_a_message_counts_against_what_a_connection_may_keep() {
+        let mut b = OpenBundles::default();
+        let now = Instant::now();
+        let a = BundleAdd {
+            bundle_id: 1,
+            flags: FLAGS,
+            message: Vec::new(),
+        };
+        let fm = flow_mod(Vec::new(), Vec::new());
+        let mut add = |prepared: bool| {
+            let p: Prepared = prepared.then(|| Box::new(()) as Box<dyn std::any::Any + Send>);
+            b.add(&a, Vec::new(), 64, BundleItem::Flow(fm.clone()), p, now)
+        };
+        let fits = MAX_BUNDLED_BYTES / (64 + PREPARED_BYTES);
+        for _ in 0..fits {
+            add(true).unwrap();
+        }
+        assert_eq!(add(true), Err(BadBundle::MsgTooMany));
+        // The room left takes a message the switch made nothing of.
+        assert_eq!(add(false), Ok(()));
     }
 
     #[test]

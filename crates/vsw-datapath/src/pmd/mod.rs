@@ -802,6 +802,7 @@ fn process_batch(
                     // (`DpFlow::rewrites`); listed so that a new action must say which
                     // way it takes.
                     DpAction::OutputTrunc { .. }
+                    | DpAction::Truncate(_)
                     | DpAction::SetDlSrc(_)
                     | DpAction::SetDlDst(_)
                     | DpAction::PushVlan(_)

@@ -358,6 +358,13 @@ impl Pass<'_, '_, '_> {
                     self.outputs.stage(port, &data[..keep], &meta);
                     Ok(())
                 }
+                DpAction::Truncate(n) => {
+                    if self.scratch.data().len() > n as usize {
+                        self.scratch
+                            .keep(0, n as usize, vsw_packet::VnetHdr::default());
+                    }
+                    Ok(())
+                }
                 DpAction::SetDlSrc(m) => {
                     self.scratch.set_dl_src(m);
                     Ok(())

@@ -47,7 +47,7 @@ fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
     let strict = matches!(fm.command, Command::DeleteStrict | Command::ModifyStrict);
     Ok(match fm.command {
         Command::Add => FlowChange::Add {
-            spec: flow_spec(fm)?,
+            rule: vsw_flow::PreparedRule::new(flow_spec(fm)?),
             check_overlap: fm.flags & OFPFF_CHECK_OVERLAP != 0,
             saved_as: None,
         },
@@ -256,8 +256,18 @@ impl Bridge for SwitchBridge<'_> {
     /// unless RESET_COUNTS, and change nothing when no flow matches.
     fn flow_mods(&mut self, fms: &[FlowMod]) -> Vec<Result<(), BadFlowMod>> {
         tracing::debug!(n = fms.len(), "OpenFlow flow-mods");
-        let changes: Vec<Result<FlowChange, BadFlowMod>> = fms.iter().map(flow_change).collect();
-        let good: Vec<FlowChange> = changes.iter().filter_map(|c| c.clone().ok()).collect();
+        // Each flow-mod's refusal, if it could not be read; the others' changes.
+        let mut refused = Vec::with_capacity(fms.len());
+        let mut good = Vec::with_capacity(fms.len());
+        for fm in fms {
+            match flow_change(fm) {
+                Ok(c) => {
+                    good.push(c);
+                    refused.push(None);
+                }
+                Err(e) => refused.push(Some(e)),
+            }
+        }
         let mut done = match self.sw().flow_changes(good) {
             Ok(r) => r.into_iter(),
             Err(e) => {
@@ -265,10 +275,12 @@ impl Bridge for SwitchBridge<'_> {
                 return vec![Err(BadFlowMod::Refused); fms.len()];
             }
         };
-        changes
+        refused
             .into_iter()
-            .map(|c| {
-                c?;
+            .map(|r| {
+                if let Some(e) = r {
+                    return Err(e);
+                }
                 match done.next() {
                     Some(Ok(_)) => Ok(()),
                     Some(Err(e)) => Err(flow_mod_error(e)),
@@ -344,8 +356,8 @@ impl Bridge for SwitchBridge<'_> {
         // An add's line in the state file depends only on the rule: made now, not
         // at the commit (which then does only what depends on the tables).
         if let Change::Flow(flow) = &mut change {
-            if let FlowChange::Add { spec, saved_as, .. } = &mut **flow {
-                *saved_as = Some(vsw_flow::syntax::format_flow(spec));
+            if let FlowChange::Add { rule, saved_as, .. } = &mut **flow {
+                *saved_as = Some(vsw_flow::syntax::format_flow(rule.spec()));
             }
         }
         Ok(match item {

@@ -124,7 +124,8 @@ pub enum FlowChange {
     /// `add-flow`; `check_overlap`: refused if it overlaps a rule of its table and
     /// priority (OpenFlow's CHECK_OVERLAP).
     Add {
-        spec: vsw_flow::FlowSpec,
+        /// The rule, made whole before the tables are changed.
+        rule: vsw_flow::PreparedRule,
         check_overlap: bool,
         /// The rule's line in the state file, when it was made beforehand (a
         /// bundled flow-mod's, when it was added: the commit then does only what

@@ -305,23 +305,24 @@ impl Switch {
     ) -> Result<usize, SwitchError> {
         match change {
             FlowChange::Add {
-                spec,
+                rule,
                 check_overlap,
                 saved_as,
             } => {
+                let spec = rule.spec();
                 if let Some(g) = pipeline.missing_group(&spec.actions) {
                     return Err(SwitchError::NoSuchGroup(g));
                 }
                 if let Some(m) = pipeline.missing_meter(&spec.actions) {
                     return Err(SwitchError::NoSuchMeter(m));
                 }
-                if check_overlap && pipeline.overlaps(&spec) {
+                if check_overlap && pipeline.overlaps(spec) {
                     return Err(SwitchError::Overlap);
                 }
-                if !vsw_openflow::as_written::rule_fits_openflow(&spec) {
+                if !vsw_openflow::as_written::rule_fits_openflow(spec) {
                     return Err(SwitchError::TooLarge("flow"));
                 }
-                let done = pipeline.insert(spec, now);
+                let done = pipeline.insert_prepared(rule, now);
                 log.removed.extend(done.replaced);
                 log.added.push(AddedRule {
                     rule: done.rule,
@@ -347,7 +348,7 @@ impl Switch {
                 if let Some((spec, check_overlap)) = or_add {
                     if pipeline.select(&selection, strict).is_empty() {
                         let add = FlowChange::Add {
-                            spec: *spec,
+                            rule: vsw_flow::PreparedRule::new(*spec),
                             check_overlap,
                             saved_as: None,
                         };
@@ -638,5 +639,56 @@ impl RuleChanges {
             .filter(|a| !removed.contains(&address(&a.rule)))
             .collect();
         (gone, stayed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(text: &str) -> Arc<vsw_flow::Rule> {
+        let spec = parse_flow(text, &|_: &str| None).unwrap();
+        Arc::new(vsw_flow::Rule::new(spec, 0, 0))
+    }
+
+    fn added(r: &Arc<vsw_flow::Rule>) -> AddedRule {
+        AddedRule {
+            rule: r.clone(),
+            saved_as: None,
+        }
+    }
+
+    fn same(a: &[Arc<vsw_flow::Rule>], b: &[&Arc<vsw_flow::Rule>]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
+    }
+
+    #[test]
+    fn a_batch_says_the_running_rules_it_took_and_the_rules_it_left() {
+        let old = [1, 2].map(|p| rule(&format!("priority=1,in_port={p},actions=drop")));
+        let new = [1, 3, 4].map(|p| rule(&format!("priority=1,in_port={p},actions=output:9")));
+        // old[0] replaced by new[0]; new[1] added and deleted again; new[2]
+        // added; old[1] deleted.
+        let log = RuleChanges {
+            added: new.iter().map(added).collect(),
+            removed: vec![old[0].clone(), new[1].clone(), old[1].clone()],
+        };
+        assert!(same(&log.taken_from_running(), &[&old[0], &old[1]]));
+        let (gone, stayed) = log.into_net();
+        assert!(same(&gone, &[&old[0], &old[1]]));
+        let stayed: Vec<_> = stayed.into_iter().map(|a| a.rule).collect();
+        assert!(same(&stayed, &[&new[0], &new[2]]));
+    }
+
+    #[test]
+    fn a_batch_of_adds_takes_nothing_and_leaves_them_all() {
+        let new = [1, 2].map(|p| rule(&format!("priority=1,in_port={p},actions=drop")));
+        let log = RuleChanges {
+            added: new.iter().map(added).collect(),
+            removed: Vec::new(),
+        };
+        assert!(log.taken_from_running().is_empty());
+        let (gone, stayed) = log.into_net();
+        assert!(gone.is_empty());
+        assert_eq!(stayed.len(), 2);
     }
 }

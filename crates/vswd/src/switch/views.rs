@@ -109,8 +109,20 @@ impl Switch {
                     .get(&Arc::as_ptr(r))
                     .cloned()
                     .unwrap_or_else(|| self.offloads.rule_without_flows());
+                // With the timeouts it has now (a fin_timeout may have cut them),
+                // as the fields below say them.
+                let timeouts = (r.idle_timeout(), r.hard_timeout());
+                let flow = if timeouts == (r.spec.idle_timeout, r.spec.hard_timeout) {
+                    format_flow(&r.spec)
+                } else {
+                    format_flow(&vsw_flow::FlowSpec {
+                        idle_timeout: timeouts.0,
+                        hard_timeout: timeouts.1,
+                        ..r.spec.clone()
+                    })
+                };
                 FlowInfo {
-                    flow: format_flow(&r.spec),
+                    flow,
                     table: r.spec.table,
                     priority: r.spec.priority,
                     matching: format_match(&r.spec.matcher),
