@@ -83,6 +83,8 @@ pub struct PreparedRule {
     /// place can be written then.
     rule: Arc<Rule>,
     key: SharedKey,
+    /// The bucket it makes when its key is new, empty until then.
+    bucket: Arc<Vec<Arc<Rule>>>,
 }
 
 impl PreparedRule {
@@ -101,6 +103,7 @@ impl PreparedRule {
         PreparedRule {
             rule: Arc::new(rule),
             key: SharedKey(Arc::new(key)),
+            bucket: Arc::new(Vec::with_capacity(1)),
         }
     }
 
@@ -277,6 +280,14 @@ impl Subtable {
     }
 
     fn count(&mut self, priority: u16, added: bool) {
+        // One more of a priority there is already (a bulk add's usual case): the
+        // count changes in place, the highest priority does not.
+        if added {
+            if let Some(n) = self.priorities.get_mut(&priority) {
+                *n += 1;
+                return;
+            }
+        }
         let n = self.priorities.get(&priority).copied().unwrap_or(0);
         if added {
             self.priorities.insert(priority, n + 1);
@@ -288,7 +299,8 @@ impl Subtable {
         self.max_priority = self.priorities.get_max().map_or(0, |(p, _)| *p);
     }
 
-    fn add(&mut self, key: SharedKey, rule: Arc<Rule>) {
+    /// Adds `rule` under `key`; a new bucket is `bucket` (empty, made before).
+    fn add(&mut self, key: SharedKey, rule: Arc<Rule>, mut bucket: Arc<Vec<Arc<Rule>>>) {
         let priority = rule.spec.priority;
         self.timed += usize::from(is_timed(&rule));
         self.conjunctive += usize::from(is_clause(&rule));
@@ -302,12 +314,14 @@ impl Subtable {
                 rules.insert(at, rule);
             }
             None => {
-                self.buckets.insert(
-                    key,
-                    Bucket {
-                        rules: Arc::new(vec![rule]),
-                    },
-                );
+                match Arc::get_mut(&mut bucket) {
+                    Some(rules) => {
+                        rules.clear();
+                        rules.push(rule);
+                    }
+                    None => bucket = Arc::new(vec![rule]),
+                }
+                self.buckets.insert(key, Bucket { rules: bucket });
             }
         }
         self.n_rules += 1;
@@ -637,7 +651,11 @@ impl Classifier {
 
     /// [`Classifier::insert`] of a rule made before.
     pub fn insert_prepared(&mut self, prepared: PreparedRule, now_ms: u64) -> Inserted {
-        let PreparedRule { mut rule, key } = prepared;
+        let PreparedRule {
+            mut rule,
+            key,
+            bucket,
+        } = prepared;
         self.next_seq += 1;
         match Arc::get_mut(&mut rule) {
             Some(r) => r.place(now_ms, self.next_seq),
@@ -668,7 +686,7 @@ impl Classifier {
         let replaced = table.remove_packed(&key.0, &mut |r| {
             r.spec.priority == priority && r.spec.matcher == pattern
         });
-        table.add(key, rule.clone());
+        table.add(key, rule.clone(), bucket);
         debug_assert!(table.max_priority >= priority);
         self.n_rules = self.n_rules + 1 - replaced.len();
         // The order only changes with a new subtable or a new highest priority (a

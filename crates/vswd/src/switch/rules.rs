@@ -200,6 +200,7 @@ impl Switch {
         let mut pipeline = (*old).clone();
         let now = now_ms();
         let mut log = RuleChanges::default();
+        log.added.reserve(changes.len());
         let mut deleted = Vec::new();
         let mut group_deleted = Vec::new();
         let mut groups_changed = false;
