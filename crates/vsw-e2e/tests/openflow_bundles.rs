@@ -119,24 +119,14 @@ fn field(field: u8, value: &[u8]) -> OxmField {
 
 /// An add to table 0 of `in_port=PORT`, applying `actions`.
 fn flow(port: u32, actions: Vec<Action>) -> FlowMod {
+    let matcher = OxmMatch {
+        fields: vec![field(0, &port.to_be_bytes())],
+    };
     FlowMod {
         cookie: u64::from(port),
-        cookie_mask: 0,
-        table_id: 0,
-        command: FlowCommand::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
         priority: 100,
-        buffer_id: u32::MAX,
-        out_port: u32::MAX,
-        out_group: u32::MAX,
-        flags: 0,
-        importance: 0,
-        modify_like_1_0: false,
-        matcher: OxmMatch {
-            fields: vec![field(0, &port.to_be_bytes())],
-        },
         instructions: vec![Instruction::ApplyActions(actions)],
+        ..FlowMod::new(FlowCommand::Add, matcher)
     }
 }
 

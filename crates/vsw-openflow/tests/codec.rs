@@ -971,21 +971,9 @@ fn deeply_nested_clones_are_refused() {
             a = Action::Clone(vec![a]);
         }
         let fm = FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: Command::Add,
-            idle_timeout: 0,
-            hard_timeout: 0,
             priority: 1,
-            buffer_id: NO_BUFFER,
-            out_port: u32::MAX,
-            out_group: u32::MAX,
-            flags: 0,
-            importance: 0,
-            modify_like_1_0: false,
-            matcher: OxmMatch::default(),
             instructions: vec![Instruction::ApplyActions(vec![a])],
+            ..FlowMod::new(Command::Add, OxmMatch::default())
         };
         let bytes = Message::FlowMod(fm.clone()).encode(4, 1);
         (fm, FlowMod::decode_body(Version::V1_3, &bytes[8..]))
@@ -1005,30 +993,20 @@ fn a_dec_ttl_with_no_controller_ids_is_taken_as_ovn_writes_it() {
     let ovn = [
         0xff, 0xff, 0, 0x10, 0, 0, 0x23, 0x20, 0, 0x15, 0, 0, 0, 0, 0, 0,
     ];
+    let matcher = OxmMatch {
+        fields: vec![OxmField {
+            field: 5,
+            value: vec![8, 0],
+            mask: None,
+        }],
+    };
     let fm = FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
         table_id: 21,
-        command: Command::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
         priority: 74,
-        buffer_id: u32::MAX,
-        out_port: u32::MAX,
-        out_group: u32::MAX,
-        flags: 0,
-        importance: 0,
-        modify_like_1_0: false,
-        matcher: OxmMatch {
-            fields: vec![OxmField {
-                field: 5,
-                value: vec![8, 0],
-                mask: None,
-            }],
-        },
         instructions: vec![Instruction::ApplyActions(vec![Action::Nx(
             NxAction::DecTtlIds(vec![]),
         )])],
+        ..FlowMod::new(Command::Add, matcher)
     };
     let wire = Message::FlowMod(fm.clone()).encode(6, 1);
     assert!(

@@ -166,20 +166,9 @@ fn nicira(subtype: u32, body: &[u8], xid: u32) -> Vec<u8> {
 fn add(fields: Vec<crate::oxm::OxmField>, actions: Vec<Action>) -> FlowMod {
     FlowMod {
         cookie: 0x77,
-        cookie_mask: 0,
-        table_id: 0,
-        command: Command::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
         priority: 100,
-        buffer_id: u32::MAX,
-        out_port: u32::MAX,
-        out_group: OFPG_ANY,
-        flags: 0,
-        importance: 0,
-        modify_like_1_0: false,
-        matcher: OxmMatch { fields },
         instructions: vec![Instruction::ApplyActions(actions)],
+        ..FlowMod::new(Command::Add, OxmMatch { fields })
     }
 }
 
