@@ -77,10 +77,11 @@ fn pack(mask: &MatchKey, uses_pipeline: bool, key: &MatchKey) -> BucketKey {
 /// A rule made whole before it is put in a table (a bundled flow-mod's, when it
 /// is added to the bundle; Open vSwitch builds a bundle's rules then too): the rule
 /// and its bucket's key, so that putting it in allocates nothing of its own. Its
-/// place (installation time and order) is given when it is put in.
+/// place (installation time and order) is given when it is put in. Not `Clone`:
+/// its rule and bucket are its own until then.
 pub struct PreparedRule {
-    /// Held by nothing else until it is put in (a copy is made anew), so that its
-    /// place can be written then.
+    /// Held by nothing else until it is put in, so that its place can be written
+    /// then.
     rule: Arc<Rule>,
     key: SharedKey,
     /// The bucket it makes when its key is new, empty until then.
@@ -111,25 +112,6 @@ impl PreparedRule {
         &self.rule.spec
     }
 }
-
-impl Clone for PreparedRule {
-    fn clone(&self) -> PreparedRule {
-        let spec = self.rule.spec.clone();
-        if self.rule.learned {
-            PreparedRule::learned(spec)
-        } else {
-            PreparedRule::new(spec)
-        }
-    }
-}
-
-impl PartialEq for PreparedRule {
-    fn eq(&self, other: &PreparedRule) -> bool {
-        self.rule.spec == other.rule.spec && self.rule.learned == other.rule.learned
-    }
-}
-
-impl Eq for PreparedRule {}
 
 impl std::fmt::Debug for PreparedRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -223,13 +205,6 @@ struct Subtable {
     learn_owners: usize,
 }
 
-fn is_learn_owner(r: &Rule) -> bool {
-    r.spec
-        .actions
-        .iter()
-        .any(|a| matches!(a, crate::Action::Learn(l) if l.delete_learned))
-}
-
 /// A rule that may time out: with a timeout, one a `fin_timeout` may give it, or
 /// one a `fin_timeout` gave it before a modify took the action away.
 fn is_timed(r: &Rule) -> bool {
@@ -304,7 +279,7 @@ impl Subtable {
         let priority = rule.spec.priority;
         self.timed += usize::from(is_timed(&rule));
         self.conjunctive += usize::from(is_clause(&rule));
-        self.learn_owners += usize::from(is_learn_owner(&rule));
+        self.learn_owners += usize::from(rule.owns_learned());
         // (`get_mut` copies the path of a shared map even when the key is absent:
         // the insert that follows then needs no copy of its own.)
         match self.buckets.get_mut(&*key.0) {
@@ -314,13 +289,9 @@ impl Subtable {
                 rules.insert(at, rule);
             }
             None => {
-                match Arc::get_mut(&mut bucket) {
-                    Some(rules) => {
-                        rules.clear();
-                        rules.push(rule);
-                    }
-                    None => bucket = Arc::new(vec![rule]),
-                }
+                Arc::get_mut(&mut bucket)
+                    .expect("a prepared bucket is held by nothing else")
+                    .push(rule);
                 self.buckets.insert(key, Bucket { rules: bucket });
             }
         }
@@ -333,7 +304,7 @@ impl Subtable {
         for r in gone {
             self.timed -= usize::from(is_timed(r));
             self.conjunctive -= usize::from(is_clause(r));
-            self.learn_owners -= usize::from(is_learn_owner(r));
+            self.learn_owners -= usize::from(r.owns_learned());
             self.count(r.spec.priority, false);
         }
     }
@@ -657,19 +628,9 @@ impl Classifier {
             bucket,
         } = prepared;
         self.next_seq += 1;
-        match Arc::get_mut(&mut rule) {
-            Some(r) => r.place(now_ms, self.next_seq),
-            // (Nothing else holds a prepared rule: never taken.)
-            None => {
-                let mut copy = if rule.learned {
-                    Rule::new_learned(rule.spec.clone(), 0, 0)
-                } else {
-                    Rule::new(rule.spec.clone(), 0, 0)
-                };
-                copy.place(now_ms, self.next_seq);
-                rule = Arc::new(copy);
-            }
-        }
+        Arc::get_mut(&mut rule)
+            .expect("a prepared rule is held by nothing else")
+            .place(now_ms, self.next_seq);
         let pattern = rule.spec.matcher;
         let priority = rule.spec.priority;
         let mask = *pattern.mask();
@@ -825,7 +786,7 @@ impl Classifier {
             Some(slot) => {
                 let timed = (is_timed(old), is_timed(&new));
                 let clause = (is_clause(old), is_clause(&new));
-                let owner = (is_learn_owner(old), is_learn_owner(&new));
+                let owner = (old.owns_learned(), new.owns_learned());
                 *slot = Arc::new(new);
                 table.learn_owners =
                     table.learn_owners + usize::from(owner.1) - usize::from(owner.0);

@@ -197,6 +197,15 @@ impl Rule {
         self.refreshed_ms.load(Ordering::Relaxed)
     }
 
+    /// Its `learn(…, delete_learned)` owns the rules it makes: they go when it
+    /// does.
+    pub fn owns_learned(&self) -> bool {
+        self.spec
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Learn(l) if l.delete_learned))
+    }
+
     /// Precedes `other` in a list of rules: higher priority, then earlier installed.
     /// A clause of a conjunctive match (its actions are `conjunction(…)`): a
     /// lookup's answer never, but what decides whether the rule of `conj_id` is.

@@ -548,28 +548,61 @@ impl Ctx<'_, '_> {
     /// on into the peer's bridge for a patch port, nowhere for a port not in the
     /// datapath (down).
     fn output(&mut self, of_port: u32) {
+        self.output_cut(of_port, None);
+    }
+
+    /// [`Self::output`], the packet cut to `max_len` bytes when there is one
+    /// (`output(port=P,max_len=N)`; what follows sees it whole). As Open vSwitch:
+    /// not to a patch port (what the peer bridge would make of a cut packet is not
+    /// said); to a tunnel port the inner frame is cut, on a copy, and then
+    /// encapsulated; to LOCAL the packet goes to the host as it is cut, never into
+    /// a tunnel port's decapsulation.
+    fn output_cut(&mut self, of_port: u32, max_len: Option<u32>) {
+        let out = |dp: u32| match max_len {
+            Some(max_len) => DpAction::OutputTrunc { port: dp, max_len },
+            None => DpAction::Output(dp),
+        };
         let Some(b) = self.env.backer else {
-            self.emit(DpAction::Output(of_port));
+            self.emit(out(of_port));
             return;
         };
         if let Some((slot, port)) = b.patch_peer(of_port) {
+            if let Some(n) = max_len {
+                self.step(
+                    0,
+                    format!("output(port={of_port},max_len={n}): not to a patch port"),
+                );
+                return;
+            }
             self.cross(b, of_port, slot, port);
         } else if let Some(dp) = b.dp_port(of_port) {
-            let native = match b.tunnel_port(of_port) {
-                Some(name) => self.tunnel_out(b, of_port, dp, name),
-                None => of_port == vsw_flow::LOCAL_PORT && self.tunnel_in(b),
+            let native = match (b.tunnel_port(of_port), max_len) {
+                (Some(name), None) => self.tunnel_out(b, of_port, dp, name),
+                (Some(name), Some(n)) => {
+                    if self.saves == MAX_SAVES {
+                        self.out.error = Some(XlateError::TooDeep);
+                        return;
+                    }
+                    self.saves += 1;
+                    self.emit(DpAction::Save);
+                    self.emit(DpAction::Truncate(n));
+                    if !self.tunnel_out(b, of_port, dp, name) {
+                        self.emit(DpAction::Output(dp));
+                    }
+                    self.emit(DpAction::Restore);
+                    self.saves -= 1;
+                    true
+                }
+                (None, None) => of_port == vsw_flow::LOCAL_PORT && self.tunnel_in(b),
+                (None, Some(_)) => false,
             };
             if !native {
-                self.emit(DpAction::Output(dp));
+                self.emit(out(dp));
             }
         }
     }
 
-    /// `output(port=P,max_len=N)`: out of P cut to N bytes; what follows sees the
-    /// packet whole. As Open vSwitch: never back out of the port it came in on, nor
-    /// to a patch port (what the peer bridge would make of a cut packet is not
-    /// said); to a tunnel port the inner frame is cut, on a copy, and then
-    /// encapsulated.
+    /// `output(port=P,max_len=N)`: never back out of the port it came in on.
     fn output_truncated(&mut self, port: u32, max_len: u32, table: u8) {
         if port == self.key.in_port {
             self.step(
@@ -578,35 +611,7 @@ impl Ctx<'_, '_> {
             );
             return;
         }
-        if let Some(b) = self.env.backer {
-            if b.patch_peer(port).is_some() {
-                self.step(
-                    table,
-                    format!("output(port={port},max_len={max_len}): not to a patch port"),
-                );
-                return;
-            }
-            if b.tunnel_port(port).is_some() {
-                if self.saves == MAX_SAVES {
-                    self.out.error = Some(XlateError::TooDeep);
-                    return;
-                }
-                self.saves += 1;
-                self.emit(DpAction::Save);
-                self.emit(DpAction::Truncate(max_len));
-                self.output(port);
-                self.emit(DpAction::Restore);
-                self.saves -= 1;
-                return;
-            }
-        }
-        let start = self.out.actions.len();
-        self.output(port);
-        for a in &mut self.out.actions[start..] {
-            if let DpAction::Output(p) = *a {
-                *a = DpAction::OutputTrunc { port: p, max_len };
-            }
-        }
+        self.output_cut(port, Some(max_len));
     }
 
     /// Takes a tunnel packet this bridge sends to its LOCAL port (the host's

@@ -119,7 +119,7 @@ pub enum SwitchError {
 }
 
 /// One flow-mod, as [`Switch::flow_changes`] carries it out.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum FlowChange {
     /// `add-flow`; `check_overlap`: refused if it overlaps a rule of its table and
     /// priority (OpenFlow's CHECK_OVERLAP).
@@ -150,7 +150,7 @@ pub enum FlowChange {
 }
 
 /// One change of a committed bundle ([`Switch::commit_changes`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Change {
     Flow(Box<FlowChange>),
     /// `add-group` (`modify`: `mod-group`).

@@ -571,17 +571,12 @@ fn delete_learned(
 ) {
     // Only a removed rule with such a learn can take others along: a batch of
     // adds looks at nothing.
-    let owner = |r: &Arc<vsw_flow::Rule>| r.spec.actions.iter().any(is_delete_learned);
-    if !log.removed.iter().any(owner) {
+    if !log.removed.iter().any(|r| r.owns_learned()) {
         return;
     }
     let gone = pipeline.delete_learned_of(&log.taken_from_running());
     log.removed.extend(gone.iter().cloned());
     deleted.extend(gone);
-}
-
-fn is_delete_learned(a: &vsw_flow::Action) -> bool {
-    matches!(a, vsw_flow::Action::Learn(l) if l.delete_learned)
 }
 
 /// What a batch of flow changes did, rule by rule: every rule it put in (an add, a
