@@ -36,11 +36,9 @@ fn update(r: &Rule, event: UpdateEvent, reason: u8) -> FlowUpdate {
 /// Why a rule that went went, as far as its own clocks tell: its hard or idle
 /// timeout if one has run out, else a delete.
 fn why_gone(r: &Rule, now_ms: u64) -> u8 {
-    let hard = u64::from(r.hard_timeout()) * 1000;
-    let idle = u64::from(r.idle_timeout());
-    if hard != 0 && r.duration_ms(now_ms) >= hard {
+    if r.hard_expired(now_ms) {
         OFPRR_HARD_TIMEOUT
-    } else if idle != 0 && r.idle_age_s(now_ms) >= idle {
+    } else if r.expired(now_ms) {
         OFPRR_IDLE_TIMEOUT
     } else {
         OFPRR_DELETE

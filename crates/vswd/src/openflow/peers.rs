@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -342,6 +342,9 @@ pub struct Peers {
     pub unwanted: AtomicU64,
     /// Held by each look for flow monitors (see [`Peers::flow_updates`]).
     watch: Mutex<()>,
+    /// Connections with flow monitors: while none has, a change of the tables
+    /// looks at no connection.
+    monitoring: AtomicUsize,
 }
 
 impl Peers {
@@ -351,6 +354,13 @@ impl Peers {
 
     pub fn remove(&self, p: &Arc<Peer>) {
         lock(&self.open).retain(|o| !Arc::ptr_eq(o, p));
+        let _watch = lock(&self.watch);
+        let mut w = lock(&p.monitors);
+        if !w.monitors.is_empty() {
+            self.monitoring.fetch_sub(1, Ordering::SeqCst);
+            w.monitors = Monitors::default();
+            w.seen = None;
+        }
     }
 
     /// Ends every open connection (the bridge goes): each one's thread sees its
@@ -481,8 +491,14 @@ impl Peers {
     pub fn set_monitors(&self, peer: &Peer, monitors: &[FlowMonitor], ofproto: &Ofproto) {
         let _watch = lock(&self.watch);
         let mut w = lock(&peer.monitors);
+        let had = !w.monitors.is_empty();
         w.monitors = Monitors::from(monitors.to_vec());
         w.seen = (!w.monitors.is_empty()).then(|| ofproto.pipeline());
+        match (had, w.seen.is_some()) {
+            (false, true) => _ = self.monitoring.fetch_add(1, Ordering::SeqCst),
+            (true, false) => _ = self.monitoring.fetch_sub(1, Ordering::SeqCst),
+            _ => {}
+        }
     }
 
     /// Tells every connection that monitors flows of the changes since it was last
@@ -490,6 +506,9 @@ impl Peers {
     /// under the watch's lock: a look never compares against tables older than a
     /// connection was last told of, so changes go out in the order they were made.
     pub fn flow_updates(&self, ofproto: &Ofproto, now_ms: u64) {
+        if self.monitoring.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let _watch = lock(&self.watch);
         let tables = ofproto.pipeline();
         let peers: Vec<Arc<Peer>> = lock(&self.open).clone();
