@@ -172,12 +172,10 @@ fn reg_load_as_set_field(ofs_nbits: u16, dst: u32, value: u64) -> Option<Action>
     let (class, number, _, len) = crate::nx_action::nxm_header_parts(dst);
     let id = crate::oxm::field_of_wire(class, number)?;
     let (ofs, n_bits) = (u32::from(ofs_nbits >> 6), u32::from(ofs_nbits & 0x3f) + 1);
-    // NXM names tun_metadata0 with its longest length; vsw's value is 4 bytes.
-    let bytes = if id == crate::oxm::TUN_METADATA0 {
-        4
-    } else {
-        usize::from(len)
-    };
+    // The field's own value length where the OXM table has it (NXM names
+    // tun_metadata0 with its longest, 124, where vsw's value is 4 bytes), else the
+    // header's.
+    let bytes = crate::oxm::field_def(id).map_or(usize::from(len), |d| usize::from(d.len));
     if bytes == 0 || bytes > 16 || ofs + n_bits > 8 * bytes as u32 {
         return None;
     }

@@ -76,10 +76,10 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The error type and code in OpenFlow 1.3: as [`Refusal::type_code`], but 1.3
-    /// has no flow monitor errors of its own, and says them as Nicira's
+    /// The error type and code in OpenFlow 1.2 and 1.3: as [`Refusal::type_code`],
+    /// but they have no flow monitor errors of their own, and say them as Nicira's
     /// experimenter codes (as Open vSwitch does).
-    pub fn type_code_1_3(self) -> (u16, u16) {
+    pub fn type_code_before_1_4(self) -> (u16, u16) {
         match self {
             Refusal::MonitorExists => (OFPET_EXPERIMENTER, 6),
             Refusal::MonitorBadFlags => (OFPET_EXPERIMENTER, 7),

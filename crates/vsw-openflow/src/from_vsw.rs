@@ -492,14 +492,12 @@ fn learn(l: &vsw_flow::Learn) -> LearnAction {
 /// `None` for a field OpenFlow's set-field cannot name.
 fn load(l: &vsw_flow::Load) -> Option<Action> {
     let info = l.field.info();
+    let oxm = crate::oxm::field_of_wire(info.header.0, info.header.1);
     // A set-field's value is the field's own length (NXM names tun_metadata0
     // with its longest, 124, which is no value's).
-    let bytes = if l.field == vsw_flow::subfield::Field::TunMetadata0 {
-        4
-    } else {
-        usize::from(info.header.2)
-    };
-    let oxm = crate::oxm::field_of_wire(info.header.0, info.header.1);
+    let bytes = oxm
+        .and_then(crate::oxm::field_def)
+        .map_or(usize::from(info.header.2), |d| usize::from(d.len));
     let full = ones(u32::from(info.bits));
     if let (Some(id), true) = (oxm, l.as_set_field && l.mask == full) {
         return Some(set(id, be(l.value, bytes)));

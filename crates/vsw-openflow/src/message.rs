@@ -679,38 +679,57 @@ impl BadBundle {
 impl Refusal {
     /// The error message answering `request` in `version` from 1.2 on: as
     /// [`Refusal::answer`], but a bundle's refusal in 1.3 is ONF's experimenter
-    /// error.
+    /// error, and before 1.4 a flow monitor's is Nicira's.
     pub(crate) fn answer_from_1_2(self, version: Version, request: &[u8]) -> Message {
         match self {
             Refusal::Bundle(b) => b.answer(version, request),
-            Refusal::MonitorExists | Refusal::MonitorBadFlags | Refusal::MonitorUnknown
-                if version == Version::V1_3 =>
-            {
-                let (kind, code) = self.type_code_1_3();
-                let mut data = crate::tlv::NX_VENDOR_ID.to_be_bytes().to_vec();
-                data.extend_from_slice(&request[..request.len().min(ERROR_DATA_LEN)]);
-                Message::Error(ErrorMsg { kind, code, data })
-            }
+            _ if version < Version::V1_4 => error_message(self.type_code_before_1_4(), request),
             other => other.answer(request),
         }
     }
 
     /// The error message answering `request` (the whole message as received).
     pub fn answer(self, request: &[u8]) -> Message {
-        let (kind, code) = self.type_code();
-        let mut data = Vec::new();
-        if kind == crate::error::OFPET_EXPERIMENTER {
-            // An experimenter error names its experimenter before the data.
-            data.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
-        }
-        data.extend_from_slice(&request[..request.len().min(ERROR_DATA_LEN)]);
-        Message::Error(ErrorMsg { kind, code, data })
+        error_message(self.type_code(), request)
     }
+}
+
+/// An error message of `(kind, code)` carrying the start of `request`.
+fn error_message((kind, code): (u16, u16), request: &[u8]) -> Message {
+    let mut data = Vec::new();
+    if kind == crate::error::OFPET_EXPERIMENTER {
+        // An experimenter error names its experimenter before the data.
+        data.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
+    }
+    data.extend_from_slice(&request[..request.len().min(ERROR_DATA_LEN)]);
+    Message::Error(ErrorMsg { kind, code, data })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flow_monitor_error_is_nicira_s_before_1_4_and_its_own_from_then() {
+        let request = [0u8; 16];
+        for (version, want) in [
+            (Version::V1_2, (crate::error::OFPET_EXPERIMENTER, 6)),
+            (Version::V1_3, (crate::error::OFPET_EXPERIMENTER, 6)),
+            (Version::V1_4, Refusal::MonitorExists.type_code()),
+        ] {
+            let Message::Error(e) = Refusal::MonitorExists.answer_from_1_2(version, &request)
+            else {
+                panic!("not an error")
+            };
+            assert_eq!((e.kind, e.code), want, "{version:?}");
+            let vendor = e.kind == crate::error::OFPET_EXPERIMENTER;
+            assert_eq!(
+                e.data.starts_with(&crate::tlv::NX_VENDOR_ID.to_be_bytes()),
+                vendor,
+                "{version:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_role_status_is_a_message_of_1_4_on() {
