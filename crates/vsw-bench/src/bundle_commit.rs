@@ -96,7 +96,12 @@ fn bundle_bytes(n: u32) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Reads messages until one of `kind` with `xid` arrives; an error message fails.
-fn await_reply(c: &mut UnixStream, got: &mut Vec<u8>, kind: u8, xid: u32) -> anyhow::Result<()> {
+pub(crate) fn await_reply(
+    c: &mut UnixStream,
+    got: &mut Vec<u8>,
+    kind: u8,
+    xid: u32,
+) -> anyhow::Result<()> {
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let mut at = 0;

@@ -173,10 +173,10 @@ pub fn write_strict_deletes(path: &Path, n: u32) -> anyhow::Result<()> {
 /// once, then one barrier, on a connection of this program's own (OpenFlow 1.3);
 /// seconds from the first byte to the barrier's reply.
 pub fn strict_delete_burst(mgmt: &Path, n: u32) -> anyhow::Result<f64> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     use vsw_openflow::flow_mod::{Command, FlowMod};
     use vsw_openflow::oxm::{OxmField, OxmMatch};
-    use vsw_openflow::{next_message, Message, VersionSet};
+    use vsw_openflow::{Message, VersionSet};
     let mut c = std::os::unix::net::UnixStream::connect(mgmt)?;
     c.set_read_timeout(Some(std::time::Duration::from_secs(600)))?;
     let hello = Message::Hello {
@@ -208,28 +208,9 @@ pub fn strict_delete_burst(mgmt: &Path, n: u32) -> anyhow::Result<f64> {
     burst.extend(Message::BarrierRequest.encode(4, 7));
     let started = Instant::now();
     c.write_all(&burst)?;
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let k = c.read(&mut buf)?;
-        if k == 0 {
-            bail!("the switch closed the connection");
-        }
-        got.extend_from_slice(&buf[..k]);
-        let mut at = 0;
-        while let Ok(Some((h, m))) = next_message(&got[at..]) {
-            let len = m.len();
-            match h.kind {
-                // BARRIER_REPLY
-                21 if h.xid == 7 => return Ok(started.elapsed().as_secs_f64()),
-                // ERROR
-                1 => bail!("a delete was refused: {m:?}"),
-                _ => {}
-            }
-            at += len;
-        }
-        got.drain(..at);
-    }
+    // BARRIER_REPLY; an error (a delete refused) fails.
+    crate::bundle_commit::await_reply(&mut c, &mut Vec::new(), 21, 7)?;
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// One measurement of strict deletes.
