@@ -274,29 +274,53 @@ impl Subtable {
         self.max_priority = self.priorities.get_max().map_or(0, |(p, _)| *p);
     }
 
-    /// Adds `rule` under `key`; a new bucket is `bucket` (empty, made before).
-    fn add(&mut self, key: SharedKey, rule: Arc<Rule>, mut bucket: Arc<Vec<Arc<Rule>>>) {
+    /// Adds `rule` under `key`, taking out the rules of its bucket that `replaced`
+    /// picks (returned); a new bucket is `bucket` (empty, made before). One walk
+    /// of the map: the bucket found is changed in place.
+    fn add_replacing(
+        &mut self,
+        key: SharedKey,
+        rule: Arc<Rule>,
+        mut bucket: Arc<Vec<Arc<Rule>>>,
+        replaced: &mut dyn FnMut(&Rule) -> bool,
+    ) -> Vec<Arc<Rule>> {
         let priority = rule.spec.priority;
         self.timed += usize::from(is_timed(&rule));
         self.conjunctive += usize::from(is_clause(&rule));
         self.learn_owners += usize::from(rule.owns_learned());
-        // (`get_mut` copies the path of a shared map even when the key is absent:
-        // the insert that follows then needs no copy of its own.)
-        match self.buckets.get_mut(&*key.0) {
-            Some(bucket) => {
-                let rules = Arc::make_mut(&mut bucket.rules);
-                let at = rules.partition_point(|r| r.beats(&rule));
-                rules.insert(at, rule);
+        let mut gone = Vec::new();
+        // The new bucket goes in first: a key new to the table (a bulk add's
+        // usual case) then costs one walk of the map, not a look-up and an insert.
+        Arc::get_mut(&mut bucket)
+            .expect("a prepared bucket is held by nothing else")
+            .push(rule);
+        let again = key.clone();
+        if let Some(before) = self.buckets.insert(key, Bucket { rules: bucket }) {
+            // The key had a bucket: the new rule joins its rules there, in place
+            // of those `replaced` picks.
+            let slot = self.buckets.get_mut(&*again.0).expect("just put in");
+            let rule = Arc::get_mut(&mut slot.rules)
+                .and_then(|new| new.pop())
+                .expect("a bucket of the new rule alone, held by the map only");
+            let mut kept = before.rules;
+            let rules = Arc::make_mut(&mut kept);
+            if rules.iter().any(|r| replaced(r)) {
+                rules.retain(|r| {
+                    let doomed = replaced(r);
+                    if doomed {
+                        gone.push(r.clone());
+                    }
+                    !doomed
+                });
             }
-            None => {
-                Arc::get_mut(&mut bucket)
-                    .expect("a prepared bucket is held by nothing else")
-                    .push(rule);
-                self.buckets.insert(key, Bucket { rules: bucket });
-            }
+            let at = rules.partition_point(|r| r.beats(&rule));
+            rules.insert(at, rule);
+            slot.rules = kept;
         }
+        self.forget(&gone);
         self.n_rules += 1;
         self.count(priority, true);
+        gone
     }
 
     fn forget(&mut self, gone: &[Arc<Rule>]) {
@@ -631,24 +655,24 @@ impl Classifier {
         Arc::get_mut(&mut rule)
             .expect("a prepared rule is held by nothing else")
             .place(now_ms, self.next_seq);
-        let pattern = rule.spec.matcher;
-        let priority = rule.spec.priority;
-        let mask = *pattern.mask();
-        let (pos, created) = match self.subtables.iter().position(|s| s.mask == mask) {
+        // (The rule's match is looked at where it is: it is large, and a bundle
+        // puts in many rules.)
+        let spec = &rule.spec;
+        let mask = spec.matcher.mask();
+        let (pos, created) = match self.subtables.iter().position(|s| s.mask == *mask) {
             Some(p) => (p, false),
             None => {
-                self.subtables.push(Subtable::new(mask));
+                self.subtables.push(Subtable::new(*mask));
                 (self.subtables.len() - 1, true)
             }
         };
         let table = &mut self.subtables[pos];
         let highest_before = table.max_priority;
         // The rule of the same match and priority goes (one bucket looked at).
-        let replaced = table.remove_packed(&key.0, &mut |r| {
-            r.spec.priority == priority && r.spec.matcher == pattern
+        let replaced = table.add_replacing(key, rule.clone(), bucket, &mut |r| {
+            r.spec.priority == spec.priority && r.spec.matcher == spec.matcher
         });
-        table.add(key, rule.clone(), bucket);
-        debug_assert!(table.max_priority >= priority);
+        debug_assert!(table.max_priority >= spec.priority);
         self.n_rules = self.n_rules + 1 - replaced.len();
         // The order only changes with a new subtable or a new highest priority (a
         // bulk add of rules of one mask sorts nothing).
