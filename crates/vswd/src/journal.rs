@@ -59,6 +59,44 @@ pub struct JournalEntry {
     pub add: Vec<String>,
 }
 
+/// A rule's text as a record holds it: a JSON string, quoted and escaped when it
+/// is made — a bundle's adds are made when each arrives, so that its commit, which
+/// may carry 100,000 of them, only copies them into its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordText(String);
+
+impl RecordText {
+    pub fn new(text: &str) -> RecordText {
+        RecordText(serde_json::to_string(text).expect("a string serializes"))
+    }
+}
+
+/// The JSON of the record `{seq, del, add}`, as serde_json writes a
+/// [`JournalEntry`] (empty lists left out), from texts quoted beforehand.
+fn record_json(seq: u64, del: &[RecordText], add: &[RecordText]) -> String {
+    let texts: usize = del.iter().chain(add).map(|t| t.0.len() + 1).sum();
+    let mut json = String::with_capacity(texts + 48);
+    json.push_str("{\"seq\":");
+    json.push_str(&seq.to_string());
+    for (name, list) in [("del", del), ("add", add)] {
+        if list.is_empty() {
+            continue;
+        }
+        json.push_str(",\"");
+        json.push_str(name);
+        json.push_str("\":[");
+        for (i, t) in list.iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            json.push_str(&t.0);
+        }
+        json.push(']');
+    }
+    json.push('}');
+    json
+}
+
 /// The journal's first line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Header {
@@ -242,7 +280,7 @@ impl Journal {
     /// written that counts (what was written of it is cut off again). The file is
     /// opened for each record and closed after it: vswd holds no descriptor on it
     /// between changes (a disk can be remounted read-only under it).
-    pub fn append(&mut self, del: Vec<String>, add: Vec<String>) -> Result<(), StateError> {
+    pub fn append(&mut self, del: &[RecordText], add: &[RecordText]) -> Result<(), StateError> {
         let err = |source| StateError::Write {
             path: self.path.clone(),
             source,
@@ -252,13 +290,8 @@ impl Journal {
                 "the journal takes no records until the state file is written whole",
             )));
         }
-        let entry = JournalEntry {
-            seq: self.last_seq + 1,
-            del,
-            add,
-        };
-        let json = serde_json::to_string(&entry).map_err(|e| err(io::Error::other(e)))?;
-        let mut line = framed(&json);
+        let seq = self.last_seq + 1;
+        let mut line = framed(&record_json(seq, del, add));
         let new_file = self.good_len == 0;
         if new_file {
             line = self.header_line() + &line;
@@ -296,7 +329,7 @@ impl Journal {
         self.good_len += line.len() as u64;
         self.syncer.written();
         self.entries += 1;
-        self.last_seq = entry.seq;
+        self.last_seq = seq;
         Ok(())
     }
 
@@ -581,17 +614,35 @@ mod tests {
         entries.iter().map(|e| e.seq).collect()
     }
 
+    proptest::proptest! {
+        /// A record made from texts quoted beforehand is the line serde_json
+        /// writes of the same entry (and reads back as it): any text, escapes
+        /// and empty lists included.
+        #[test]
+        fn a_record_of_quoted_texts_is_what_serde_writes(
+            seq in proptest::prelude::any::<u64>(),
+            del in proptest::collection::vec(".{0,40}", 0..4),
+            add in proptest::collection::vec(".{0,40}", 0..4),
+        ) {
+            let quoted = |v: &[String]| v.iter().map(|t| RecordText::new(t)).collect::<Vec<_>>();
+            let json = record_json(seq, &quoted(&del), &quoted(&add));
+            let entry = JournalEntry { seq, del, add };
+            proptest::prop_assert_eq!(&json, &serde_json::to_string(&entry).unwrap());
+            proptest::prop_assert_eq!(serde_json::from_str::<JournalEntry>(&json).unwrap(), entry);
+        }
+    }
+
     #[test]
     fn a_journal_gives_back_its_records_after_a_seq_and_drops_a_cut_line() {
         let path = temp_path("journal");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         let (mut j, none) = Journal::open(&path, 0, GEN).unwrap();
         assert!(none.is_empty());
-        j.append(vec![], vec!["priority=1,actions=drop".into()])
+        j.append(&[], &[RecordText::new("priority=1,actions=drop")])
             .unwrap();
-        j.append(vec!["priority=1,actions=drop".into()], vec![])
+        j.append(&[RecordText::new("priority=1,actions=drop")], &[])
             .unwrap();
-        j.append(vec![], vec!["priority=2,actions=drop".into()])
+        j.append(&[], &[RecordText::new("priority=2,actions=drop")])
             .unwrap();
         assert_eq!((j.entries(), j.last_seq()), (3, 3));
         // A crash in the middle of a record: that line is not the journal.
@@ -605,7 +656,7 @@ mod tests {
         // The cut line is gone: what is appended next is read back.
         assert_eq!(fs::read_to_string(&jp).unwrap().lines().count(), 1 + 3);
         let mut j = j;
-        j.append(vec![], vec!["priority=4,actions=drop".into()])
+        j.append(&[], &[RecordText::new("priority=4,actions=drop")])
             .unwrap();
         let (_, all) = Journal::open(&path, 0, GEN).unwrap();
         assert_eq!(all.len(), 4);
@@ -627,7 +678,7 @@ mod tests {
         let path = temp_path("resync");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
-        j.append(vec![], vec!["priority=1,actions=drop".into()])
+        j.append(&[], &[RecordText::new("priority=1,actions=drop")])
             .unwrap();
         let jp = Journal::path_of(&path);
         let mut text = fs::read_to_string(&jp).unwrap();
@@ -672,7 +723,7 @@ mod tests {
         let path = temp_path("stale");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
-        j.append(vec![], vec!["priority=1,actions=drop".into()])
+        j.append(&[], &[RecordText::new("priority=1,actions=drop")])
             .unwrap();
         drop(j);
         let jp = Journal::path_of(&path);
@@ -712,7 +763,7 @@ mod tests {
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
             for i in 0..n {
-                j.append(vec![], vec![format!("priority={i},actions=drop")]).unwrap();
+                j.append(&[], &[RecordText::new(&format!("priority={i},actions=drop"))]).unwrap();
             }
             drop(j);
             let jp = Journal::path_of(&path);
@@ -763,8 +814,11 @@ mod tests {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         let (mut j, _) = Journal::open(&path, 0, GEN).unwrap();
         for i in 0..50 {
-            j.append(vec![], vec![format!("priority={i},actions=drop")])
-                .unwrap();
+            j.append(
+                &[],
+                &[RecordText::new(&format!("priority={i},actions=drop"))],
+            )
+            .unwrap();
             // Written before the change it carries is applied: a vswd killed now
             // finds it at its next start.
             let (_, all) = Journal::open(&path, 0, GEN).unwrap();

@@ -46,11 +46,8 @@ use vsw_flow::FlowSyntaxError;
 fn flow_change(fm: &FlowMod) -> Result<FlowChange, BadFlowMod> {
     let strict = matches!(fm.command, Command::DeleteStrict | Command::ModifyStrict);
     Ok(match fm.command {
-        Command::Add => FlowChange::Add {
-            rule: vsw_flow::PreparedRule::new(flow_spec(fm)?),
-            check_overlap: fm.flags & OFPFF_CHECK_OVERLAP != 0,
-            saved_as: None,
-        },
+        Command::Add => FlowChange::add(flow_spec(fm)?, fm.flags & OFPFF_CHECK_OVERLAP != 0)
+            .map_err(flow_mod_error)?,
         Command::Delete | Command::DeleteStrict => FlowChange::Delete {
             selection: selection(&SelectionParts::of_flow_mod(fm, strict))?,
             strict,
@@ -336,7 +333,7 @@ impl Bridge for SwitchBridge<'_> {
             })
             .collect::<Result<Vec<Change>, _>>()?;
         tracing::debug!(n = changes.len(), "OpenFlow bundle committed");
-        sw.commit_changes(changes).map_err(|(at, e)| {
+        let leftovers = sw.commit_changes(changes).map_err(|(at, e)| {
             let refusal = match at.and_then(|i| items.get(i)).map(|b| &b.item) {
                 Some(BundleItem::Group(_)) => Refusal::GroupMod(group_mod_error(e)),
                 Some(BundleItem::Flow(_)) => Refusal::FlowMod(flow_mod_error(e)),
@@ -346,7 +343,12 @@ impl Bridge for SwitchBridge<'_> {
                 }
             };
             (at, refusal)
-        })
+        })?;
+        // Freed with the committed messages, after the reply.
+        if let Some(first) = items.first_mut() {
+            first.prepared = Some(Box::new(leftovers));
+        }
+        Ok(())
     }
 
     /// What a flow-mod or group-mod says alone (its table, ports, actions) is
@@ -357,7 +359,7 @@ impl Bridge for SwitchBridge<'_> {
         // at the commit (which then does only what depends on the tables).
         if let Change::Flow(flow) = &mut change {
             if let FlowChange::Add { rule, saved_as, .. } = &mut **flow {
-                *saved_as = Some(vsw_flow::syntax::format_flow(rule.spec()));
+                *saved_as = Some(crate::switch::record_text(rule.spec()));
             }
         }
         Ok(match item {

@@ -31,7 +31,7 @@ use vsw_ofproto::{Backer, BackerError, BridgeSlot, Ofproto};
 
 use crate::dpif::{DaemonSettings, Dpif};
 
-use crate::journal::{Journal, JournalEntry};
+use crate::journal::{Journal, JournalEntry, RecordText};
 use crate::offload::{OffloadPort, Offloads};
 use crate::options::{
     self, FailMode, OptionError, Options, PortOptions, SwitchOptions, DEFAULT_INACTIVITY_PROBE_MS,
@@ -53,6 +53,7 @@ mod settings;
 mod start;
 mod views;
 
+pub use persist::record_text;
 pub use start::Join;
 
 #[derive(Debug, thiserror::Error)]
@@ -130,7 +131,7 @@ pub enum FlowChange {
         /// The rule's line in the state file, when it was made beforehand (a
         /// bundled flow-mod's, when it was added: the commit then does only what
         /// depends on the tables).
-        saved_as: Option<String>,
+        saved_as: Option<RecordText>,
     },
     /// `del-flows`: the rules the selection picks.
     Delete { selection: Selection, strict: bool },
@@ -147,6 +148,34 @@ pub enum FlowChange {
         /// whether it is refused if it overlaps one, CHECK_OVERLAP).
         or_add: Option<(Box<vsw_flow::FlowSpec>, bool)>,
     },
+}
+
+impl FlowChange {
+    /// An add of `spec`, refused here if no OpenFlow message could describe the
+    /// rule again (so a bundle's commit, which carries out adds made earlier, has
+    /// nothing left to check of the rule alone).
+    pub fn add(spec: vsw_flow::FlowSpec, check_overlap: bool) -> Result<FlowChange, SwitchError> {
+        if !vsw_openflow::as_written::rule_fits_openflow(&spec) {
+            return Err(SwitchError::TooLarge("flow"));
+        }
+        Ok(FlowChange::Add {
+            rule: vsw_flow::PreparedRule::new(spec),
+            check_overlap,
+            saved_as: None,
+        })
+    }
+}
+
+/// What a change of the tables no longer needs, whose freeing can wait until the
+/// change is answered: a bundle of 100,000 adds lets go of as many texts and rule
+/// handles, and freeing them took a tenth of its commit.
+#[derive(Default)]
+pub struct Leftovers(Vec<Box<dyn std::any::Any + Send>>);
+
+impl Leftovers {
+    fn keep<T: Send + 'static>(&mut self, t: T) {
+        self.0.push(Box::new(t));
+    }
 }
 
 /// One change of a committed bundle ([`Switch::commit_changes`]).

@@ -97,8 +97,8 @@ impl Switch {
     pub(super) fn replace_rules_noted(
         &mut self,
         pipeline: Pipeline,
-        del: Vec<String>,
-        added: Vec<String>,
+        del: &[RecordText],
+        added: &[RecordText],
         removed: Option<&[Arc<vsw_flow::Rule>]>,
     ) -> Result<(), SwitchError> {
         // Nothing to save (only rules a `learn` made changed): no line.
@@ -196,16 +196,16 @@ impl Switch {
         let gone = pipeline.remove_expired(now);
         // The rules the last learn(…, delete_learned) of theirs made go with it.
         let cascade = pipeline.delete_learned_of(&gone);
-        let del = gone
+        let del: Vec<RecordText> = gone
             .iter()
             .chain(&cascade)
             .filter(|r| !r.learned)
-            .map(|r| format_flow(&r.spec))
+            .map(|r| record_text(&r.spec))
             .collect();
         let kept = pipeline.clone();
         // Only removals: the flows that matched none of them stay.
         let removed: Vec<Arc<vsw_flow::Rule>> = gone.iter().chain(&cascade).cloned().collect();
-        if let Err(e) = self.replace_rules_noted(pipeline, del, Vec::new(), Some(&removed)) {
+        if let Err(e) = self.replace_rules_noted(pipeline, &del, &[], Some(&removed)) {
             // A timeout holds in the running switch whatever the disk says: the
             // rules go now, and the state file is written whole once it can be
             // (until then a restart brings them back, their timeouts afresh).
@@ -252,4 +252,10 @@ impl Switch {
             self.expiry_failing = false;
         }
     }
+}
+
+/// A rule's text in the journal (and the state file): what `format_flow` says of
+/// it, quoted.
+pub fn record_text(spec: &vsw_flow::FlowSpec) -> RecordText {
+    RecordText::new(&format_flow(spec))
 }

@@ -92,7 +92,7 @@ impl Switch {
             return Err(SwitchError::NoSuchMeter(m));
         }
         let now = now_ms();
-        let added = specs.iter().map(format_flow).collect();
+        let added: Vec<RecordText> = specs.iter().map(record_text).collect();
         // The rules the adds replace (same match and priority) may have been the
         // last to learn with delete_learned.
         let replaced: Vec<Arc<vsw_flow::Rule>> = specs
@@ -107,7 +107,7 @@ impl Switch {
             pipeline.insert(spec, now);
         }
         let learned_gone = pipeline.delete_learned_of(&replaced);
-        self.replace_rules_noted(pipeline, Vec::new(), added, None)?;
+        self.replace_rules_noted(pipeline, &[], &added, None)?;
         for r in &learned_gone {
             self.note_removed(r, Removal::Deleted, now);
         }
@@ -178,7 +178,7 @@ impl Switch {
         let mut deleted = Vec::new();
         let results: Vec<Result<usize, SwitchError>> = changes
             .into_iter()
-            .map(|c| self.apply_change(&mut pipeline, c, now, &mut log, &mut deleted))
+            .map(|c| self.apply_change(&mut pipeline, Box::new(c), now, &mut log, &mut deleted))
             .collect();
         delete_learned(&mut pipeline, &mut log, &mut deleted);
         self.publish_flow_batch(pipeline, log, &deleted, now)?;
@@ -193,7 +193,7 @@ impl Switch {
     pub fn commit_changes(
         &mut self,
         changes: Vec<Change>,
-    ) -> Result<(), (Option<usize>, SwitchError)> {
+    ) -> Result<Leftovers, (Option<usize>, SwitchError)> {
         let ofproto = self.ofproto.clone();
         let _writing = ofproto.writing_rules();
         let old = self.ofproto.pipeline();
@@ -207,7 +207,7 @@ impl Switch {
         for (i, change) in changes.into_iter().enumerate() {
             let done = match change {
                 Change::Flow(c) => self
-                    .apply_change(&mut pipeline, *c, now, &mut log, &mut deleted)
+                    .apply_change(&mut pipeline, c, now, &mut log, &mut deleted)
                     .map(|_| ()),
                 Change::SetGroup { spec, modify } => {
                     groups_changed = true;
@@ -227,6 +227,7 @@ impl Switch {
         }
         delete_learned(&mut pipeline, &mut log, &mut deleted);
         deleted.extend(pipeline.delete_learned_of(&group_deleted));
+        let mut leftovers = Leftovers::default();
         if groups_changed {
             // Groups are not journalled: the state file is written whole.
             self.replace_rules(pipeline).map_err(|e| (None, e))?;
@@ -234,13 +235,14 @@ impl Switch {
                 self.note_removed(r, Removal::Deleted, now);
             }
         } else {
-            self.publish_flow_batch(pipeline, log, &deleted, now)
+            leftovers = self
+                .publish_flow_batch(pipeline, log, &deleted, now)
                 .map_err(|e| (None, e))?;
         }
         for r in &group_deleted {
             self.note_removed(r, Removal::GroupDeleted, now);
         }
-        Ok(())
+        Ok(leftovers)
     }
 
     /// Makes `pipeline`, the running one with a batch of flow changes made (`log`),
@@ -253,9 +255,10 @@ impl Switch {
         log: RuleChanges,
         deleted: &[Arc<vsw_flow::Rule>],
         now: u64,
-    ) -> Result<(), SwitchError> {
+    ) -> Result<Leftovers, SwitchError> {
+        let mut leftovers = Leftovers::default();
         if log.is_empty() {
-            return Ok(());
+            return Ok(leftovers);
         }
         if !self.journal_takes_change() {
             // The state file is written whole: nothing to say rule by rule.
@@ -263,35 +266,43 @@ impl Switch {
             for r in deleted {
                 self.note_removed(r, Removal::Deleted, now);
             }
-            return Ok(());
+            return Ok(leftovers);
         }
         // What the journal says of the batch: the running pipeline's rules it took
         // away, and the rules it put in that stayed — so a rule added and deleted
         // again in one batch writes nothing.
-        let (gone, stayed) = log.into_net();
+        let (gone, mut stayed) = log.into_net();
         if gone.is_empty() && stayed.is_empty() {
-            return Ok(());
+            return Ok(leftovers);
         }
         // Only deletes (nothing added or changed): the flows that matched none of
         // the deleted rules stay as they are.
         let only_removes = stayed.is_empty();
         // Rules a `learn` made are not saved: they change the tables, not the file.
-        let del = gone
+        let del: Vec<RecordText> = gone
             .iter()
             .filter(|r| !r.learned)
-            .map(|r| format_flow(&r.spec))
+            .map(|r| record_text(&r.spec))
             .collect();
-        let add = stayed
-            .into_iter()
+        let add: Vec<RecordText> = stayed
+            .iter_mut()
             .filter(|a| !a.rule.learned)
-            .map(|a| a.saved_as.unwrap_or_else(|| format_flow(&a.rule.spec)))
+            .map(|a| {
+                a.saved_as
+                    .take()
+                    .unwrap_or_else(|| record_text(&a.rule.spec))
+            })
             .collect();
         let only_removed = only_removes.then_some(&gone[..]);
-        self.replace_rules_noted(pipeline, del, add, only_removed)?;
+        self.replace_rules_noted(pipeline, &del, &add, only_removed)?;
         for r in deleted {
             self.note_removed(r, Removal::Deleted, now);
         }
-        Ok(())
+        leftovers.keep(del);
+        leftovers.keep(add);
+        leftovers.keep(stayed);
+        leftovers.keep(gone);
+        Ok(leftovers)
     }
 
     /// One change of [`Switch::flow_changes`], made on `pipeline`: the rules it
@@ -299,12 +310,14 @@ impl Switch {
     pub(super) fn apply_change(
         &self,
         pipeline: &mut Pipeline,
-        change: FlowChange,
+        change: Box<FlowChange>,
         now: u64,
         log: &mut RuleChanges,
         deleted: &mut Vec<Arc<vsw_flow::Rule>>,
     ) -> Result<usize, SwitchError> {
-        match change {
+        // (Taken apart in its box: a change is large, and a bundle's commit has
+        // many.)
+        match *change {
             FlowChange::Add {
                 rule,
                 check_overlap,
@@ -319,9 +332,6 @@ impl Switch {
                 }
                 if check_overlap && pipeline.overlaps(spec) {
                     return Err(SwitchError::Overlap);
-                }
-                if !vsw_openflow::as_written::rule_fits_openflow(spec) {
-                    return Err(SwitchError::TooLarge("flow"));
                 }
                 let done = pipeline.insert_prepared(rule, now);
                 log.removed.extend(done.replaced);
@@ -348,12 +358,8 @@ impl Switch {
             } => {
                 if let Some((spec, check_overlap)) = or_add {
                     if pipeline.select(&selection, strict).is_empty() {
-                        let add = FlowChange::Add {
-                            rule: vsw_flow::PreparedRule::new(*spec),
-                            check_overlap,
-                            saved_as: None,
-                        };
-                        return self.apply_change(pipeline, add, now, log, deleted);
+                        let add = FlowChange::add(*spec, check_overlap)?;
+                        return self.apply_change(pipeline, Box::new(add), now, log, deleted);
                     }
                 }
                 // The new actions' groups and meters must exist, as an add's must.
@@ -598,7 +604,7 @@ fn address(r: &Arc<vsw_flow::Rule>) -> usize {
 /// beforehand.
 pub(super) struct AddedRule {
     rule: Arc<vsw_flow::Rule>,
-    saved_as: Option<String>,
+    saved_as: Option<RecordText>,
 }
 
 impl RuleChanges {
