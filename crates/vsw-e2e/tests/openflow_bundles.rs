@@ -554,3 +554,80 @@ fn refused_requests_are_logged_with_their_error_and_rate_limited() {
         logged.len()
     );
 }
+
+/// A bundle's adds are put in whole when their tables have no rules of their
+/// masks (into empty tables, after a delete of everything in the same bundle), and
+/// one by one when they do or when one add replaces another of the bundle: the
+/// flows and the traffic are those of the adds carried out in order either way.
+#[test]
+fn a_bundles_adds_put_in_whole_or_one_by_one_forward_as_the_adds_say() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (h1, h2) = (vsw_e2e::Host::new(1), vsw_e2e::Host::new(2));
+    d.ctl_ok(&["add-port", &h1.port]);
+    d.ctl_ok(&["add-port", &h2.port]);
+    let bundle = |name: &str, lines: &str| {
+        let file = d.dir.join(name);
+        std::fs::write(&file, lines).unwrap();
+        ofctl(
+            &d,
+            "OpenFlow14",
+            &["--bundle", "add-flows", file.to_str().unwrap()],
+        )
+    };
+    let forwarding = "priority=10,arp,actions=NORMAL\npriority=10,ip,nw_dst=198.18.0.2,actions=output:2\npriority=10,ip,nw_dst=198.18.0.1,actions=output:1\n";
+    // Into the empty table: whole.
+    let (ok, _, err) = bundle("a.txt", &format!("priority=0,actions=drop\n{forwarding}"));
+    assert!(ok, "{err}");
+    assert_eq!(flows(&d, "OpenFlow14").len(), 4);
+    assert!(h1.ping(&h2, 1), "the adds put in whole forward");
+
+    // A mask the table has rules of: one by one.
+    let (ok, _, err) = bundle("b.txt", "priority=20,ip,nw_dst=198.18.0.2,actions=drop\n");
+    assert!(ok, "{err}");
+    assert!(
+        !h1.ping(&h2, 1),
+        "the drop put in one by one is carried out"
+    );
+
+    // One add replaces another of the bundle: one by one, the later stays.
+    let (ok, _, err) = bundle(
+        "c.txt",
+        "priority=30,ip,nw_src=198.18.0.1,actions=drop\npriority=30,ip,nw_src=198.18.0.1,actions=output:2\n",
+    );
+    assert!(ok, "{err}");
+    let now = flows(&d, "OpenFlow14");
+    let thirty: Vec<&String> = now.iter().filter(|f| f.contains("priority=30")).collect();
+    assert_eq!(thirty.len(), 1, "{now:?}");
+    assert!(thirty[0].ends_with("actions=output:2"), "{now:?}");
+    assert!(
+        h1.ping(&h2, 1),
+        "the later of the two adds is the one carried out"
+    );
+
+    // A staged add whose group is not there: refused with its own error, nothing
+    // changed.
+    let (ok, _, err) = bundle("d.txt", "priority=40,tcp,actions=group:9\n");
+    assert!(!ok);
+    assert!(err.contains("OFPBAC_BAD_OUT_GROUP"), "{err}");
+    assert_eq!(
+        flows(&d, "OpenFlow14"),
+        now,
+        "a failed commit changed the tables"
+    );
+
+    // A delete of everything, then adds of the masks it took away: whole, after
+    // the delete.
+    let (ok, _, err) = bundle("e.txt", &format!("delete\n{forwarding}"));
+    assert!(ok, "{err}");
+    let after = flows(&d, "OpenFlow14");
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert!(after.iter().all(|f| f.contains("priority=10")), "{after:?}");
+    assert!(h1.ping(&h2, 2), "the adds after the delete forward");
+    let (ok, out, _) = ofctl(&d, "OpenFlow14", &["dump-flows", "ip,nw_dst=198.18.0.2"]);
+    assert!(ok);
+    assert!(
+        out.contains("n_packets=2") || out.contains("n_packets=3"),
+        "the rule put in whole counts the pings it passed: {out}"
+    );
+}

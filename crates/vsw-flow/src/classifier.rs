@@ -78,10 +78,10 @@ fn pack(mask: &MatchKey, uses_pipeline: bool, key: &MatchKey) -> BucketKey {
 /// is added to the bundle; Open vSwitch builds a bundle's rules then too): the rule
 /// and its bucket's key, so that putting it in allocates nothing of its own. Its
 /// place (installation time and order) is given when it is put in. Not `Clone`:
-/// its rule and bucket are its own until then.
+/// its bucket is its own until then.
 pub struct PreparedRule {
-    /// Held by nothing else until it is put in, so that its place can be written
-    /// then.
+    /// Seen by no lookup until it is put in (a [`StagedRules`] may hold it too),
+    /// so that its place can be written then.
     rule: Arc<Rule>,
     key: SharedKey,
     /// The bucket it makes when its key is new, empty until then.
@@ -110,6 +110,11 @@ impl PreparedRule {
 
     pub fn spec(&self) -> &FlowSpec {
         &self.rule.spec
+    }
+
+    /// The rule it puts in.
+    pub fn rule(&self) -> &Arc<Rule> {
+        &self.rule
     }
 }
 
@@ -465,7 +470,7 @@ impl Classifier {
             b.spec
                 .priority
                 .cmp(&a.spec.priority)
-                .then(a.seq.cmp(&b.seq))
+                .then(a.seq().cmp(&b.seq()))
         });
         all
     }
@@ -646,15 +651,9 @@ impl Classifier {
 
     /// [`Classifier::insert`] of a rule made before.
     pub fn insert_prepared(&mut self, prepared: PreparedRule, now_ms: u64) -> Inserted {
-        let PreparedRule {
-            mut rule,
-            key,
-            bucket,
-        } = prepared;
+        let PreparedRule { rule, key, bucket } = prepared;
         self.next_seq += 1;
-        Arc::get_mut(&mut rule)
-            .expect("a prepared rule is held by nothing else")
-            .place(now_ms, self.next_seq);
+        rule.place(now_ms, self.next_seq);
         // (The rule's match is looked at where it is: it is large, and a bundle
         // puts in many rules.)
         let spec = &rule.spec;
@@ -920,6 +919,9 @@ impl SubtableOrder {
         }
     }
 }
+
+mod staged;
+pub use staged::StagedRules;
 
 #[cfg(test)]
 mod tests;

@@ -199,7 +199,7 @@ mod tests {
             panic!("modified");
         };
         assert!(!m.learned);
-        assert_eq!((m.stats.packets(), m.seq), (3, r.seq));
+        assert_eq!((m.stats.packets(), m.seq()), (3, r.seq()));
     }
 
     #[test]

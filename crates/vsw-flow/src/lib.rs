@@ -32,7 +32,7 @@ pub use learn::{Learn, LearnSource, LearnSpec};
 /// The bridge's own port (an `internal` port named after the bridge): OpenFlow's
 /// LOCAL, numbered as Open vSwitch numbers it in OpenFlow 1.0.
 pub const LOCAL_PORT: u32 = 65534;
-pub use classifier::{Classifier, Inserted, Lookup, PreparedRule, SubtableOrder};
+pub use classifier::{Classifier, Inserted, Lookup, PreparedRule, StagedRules, SubtableOrder};
 pub use group::{format_group, parse_group, Bucket, Group, GroupSpec, GroupType};
 pub use mac_table::{Learned, MacTable};
 pub use match_key::{MatchKey, PipelineFields, N_REGS};

@@ -17,7 +17,7 @@ use vsw_packet::FlowKey;
 use crate::match_key::MatchKey;
 
 use crate::action::Action;
-use crate::classifier::{Classifier, Inserted, PreparedRule};
+use crate::classifier::{Classifier, Inserted, PreparedRule, StagedRules};
 use crate::error::FlowSyntaxError;
 use crate::group::{Group, GroupSpec};
 use crate::matching::Match;
@@ -165,6 +165,18 @@ impl Pipeline {
     }
 
     /// The first group `actions` name that does not exist.
+    /// Whether `actions` name a group or a meter (whose being there a change of
+    /// the tables checks).
+    pub fn names_groups_or_meters(actions: &[Action]) -> bool {
+        groups_named(actions).next().is_some()
+            || actions.iter().any(|a| {
+                matches!(
+                    a,
+                    Action::Meter(_) | Action::Controller { meter: Some(_), .. }
+                )
+            })
+    }
+
     pub fn missing_group(&self, actions: &[Action]) -> Option<u32> {
         groups_named(actions).find(|g| !self.groups.contains_key(g))
     }
@@ -273,6 +285,18 @@ impl Pipeline {
             self.tables.resize_with(id + 1, Classifier::new);
         }
         self.tables[id].insert_prepared(rule, now_ms)
+    }
+
+    /// Puts in a bundle's staged adds whole, at `now_ms`, after every rule of
+    /// their tables (`staged` keeps only its list of them). `false` (nothing
+    /// changed): some table has rules of a mask they have, or an add took
+    /// another's place — they are to be put in one by one.
+    pub fn adopt_staged(&mut self, staged: &mut StagedRules, now_ms: u64) -> bool {
+        if !staged.fits(&self.tables) {
+            return false;
+        }
+        staged.put_in(&mut self.tables, now_ms);
+        true
     }
 
     fn selected(&mut self, table: Option<u8>) -> impl Iterator<Item = &mut Classifier> {
@@ -685,7 +709,7 @@ mod selection_tests {
             .all(|r| r.spec.actions == vec![Action::Output(3)]));
         let kept = after.iter().find(|r| r.spec.cookie == 7).unwrap();
         assert_eq!((kept.spec.idle_timeout, kept.stats.packets()), (9, 3));
-        assert_eq!(kept.seq, before[0].seq, "its place is kept");
+        assert_eq!(kept.seq(), before[0].seq(), "its place is kept");
         // Strict, reset counts: only the exact match.
         let n = p
             .modify(

@@ -142,9 +142,13 @@ impl RuleStats {
 #[derive(Debug)]
 pub struct Rule {
     pub spec: FlowSpec,
-    pub installed_ms: u64,
-    /// Installation order (rules of one match are kept in it).
-    pub seq: u64,
+    /// When it was put in (set once, before any reader sees it: atomic so that a
+    /// rule staged in a bundle, held by the stage too, can be placed at the
+    /// commit).
+    installed_ms: AtomicU64,
+    /// Installation order (rules of one match are kept in it); set as
+    /// `installed_ms` is.
+    seq: AtomicU64,
     /// Some action changes the packet, so the datapath works on a copy.
     pub rewrites: bool,
     pub stats: RuleStats,
@@ -163,8 +167,8 @@ impl Rule {
         Rule {
             rewrites: spec.actions.iter().any(Action::rewrites),
             spec,
-            installed_ms: now_ms,
-            seq,
+            installed_ms: AtomicU64::new(now_ms),
+            seq: AtomicU64::new(seq),
             stats: RuleStats::default(),
             learned: false,
             refreshed_ms: AtomicU64::new(now_ms),
@@ -174,10 +178,21 @@ impl Rule {
 
     /// Its place among the rules, given when it is put in a table (a rule made
     /// before, [`crate::PreparedRule`]): installed at `now_ms`, `seq`-th.
-    pub(crate) fn place(&mut self, now_ms: u64, seq: u64) {
-        self.installed_ms = now_ms;
-        self.seq = seq;
-        *self.refreshed_ms.get_mut() = now_ms;
+    /// Not to be called once a lookup may find it.
+    pub(crate) fn place(&self, now_ms: u64, seq: u64) {
+        self.installed_ms.store(now_ms, Ordering::Relaxed);
+        self.seq.store(seq, Ordering::Relaxed);
+        self.refreshed_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// When it was put in a table.
+    pub fn installed_ms(&self) -> u64 {
+        self.installed_ms.load(Ordering::Relaxed)
+    }
+
+    /// Its place in installation order.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Relaxed)
     }
 
     /// [`Rule::new`] for a rule a `learn` action made.
@@ -217,8 +232,8 @@ impl Rule {
     }
 
     pub fn beats(&self, other: &Rule) -> bool {
-        (self.spec.priority, std::cmp::Reverse(self.seq))
-            > (other.spec.priority, std::cmp::Reverse(other.seq))
+        (self.spec.priority, std::cmp::Reverse(self.seq()))
+            > (other.spec.priority, std::cmp::Reverse(other.seq()))
     }
 
     /// The rule with other actions (an OpenFlow modify), written as `written`: the
@@ -233,8 +248,8 @@ impl Rule {
         Rule {
             rewrites: spec.actions.iter().any(Action::rewrites),
             spec,
-            installed_ms: self.installed_ms,
-            seq: self.seq,
+            installed_ms: AtomicU64::new(self.installed_ms()),
+            seq: AtomicU64::new(self.seq()),
             stats: if reset_counts {
                 RuleStats::default()
             } else {
@@ -292,7 +307,7 @@ impl Rule {
     pub fn expired(&self, now_ms: u64) -> bool {
         let hard = u64::from(self.hard_timeout()) * 1000;
         let idle = u64::from(self.idle_timeout()) * 1000;
-        let last = self.stats.last_hit_ms().unwrap_or(self.installed_ms);
+        let last = self.stats.last_hit_ms().unwrap_or(self.installed_ms());
         (hard != 0 && now_ms.saturating_sub(self.hard_from_ms()) >= hard)
             || (idle != 0 && now_ms.saturating_sub(last) >= idle)
     }
@@ -305,12 +320,12 @@ impl Rule {
 
     /// Seconds since the rule last matched a packet, or since it was installed.
     pub fn idle_age_s(&self, now_ms: u64) -> u64 {
-        let since = self.stats.last_hit_ms().unwrap_or(self.installed_ms);
+        let since = self.stats.last_hit_ms().unwrap_or(self.installed_ms());
         now_ms.saturating_sub(since) / 1000
     }
 
     pub fn duration_ms(&self, now_ms: u64) -> u64 {
-        now_ms.saturating_sub(self.installed_ms)
+        now_ms.saturating_sub(self.installed_ms())
     }
 }
 

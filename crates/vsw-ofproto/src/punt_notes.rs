@@ -96,7 +96,7 @@ impl std::hash::Hash for RuleRef {
         // The rule's match, priority and table, not its address: a check must not
         // change from one run of vswd to the next (it is the same rule's).
         let s = &self.0.spec;
-        (s.table, s.priority, s.matcher, s.cookie, self.0.seq).hash(h);
+        (s.table, s.priority, s.matcher, s.cookie, self.0.seq()).hash(h);
     }
 }
 

@@ -182,6 +182,9 @@ struct OpenBundle {
     flags: u16,
     closed: bool,
     items: Vec<Bundled>,
+    /// What the switch made of the messages together as they came (its
+    /// [`crate::Bridge::stage_bundled`]), for the commit.
+    stage: Prepared,
     bytes: usize,
     used: Instant,
 }
@@ -211,8 +214,9 @@ impl Default for OpenBundles {
 pub enum Control {
     /// Answer with this reply type.
     Reply(u16),
-    /// Commit these messages (the bundle is gone already), then answer.
-    Commit(Vec<Bundled>),
+    /// Commit these messages, with what the switch staged of them (the bundle is
+    /// gone already), then answer.
+    Commit(Vec<Bundled>, Prepared),
 }
 
 impl OpenBundles {
@@ -274,6 +278,7 @@ impl OpenBundles {
                         flags: c.flags,
                         closed: false,
                         items: Vec::new(),
+                        stage: None,
                         bytes: 0,
                         used: now,
                     },
@@ -297,7 +302,7 @@ impl OpenBundles {
                 if b.flags != c.flags {
                     return Err(BadBundle::BadFlags);
                 }
-                Ok(Control::Commit(b.items))
+                Ok(Control::Commit(b.items, b.stage))
             }
             OFPBCT_DISCARD_REQUEST => {
                 self.remove(id).ok_or(BadBundle::BadId)?;
@@ -308,23 +313,22 @@ impl OpenBundles {
     }
 
     /// Adds a message to a bundle (opening it, as the spec allows, if it is not
-    /// open yet); `len` is the bundle-add's length, `head` its start (for an error),
-    /// `prepared` what the switch made of it.
+    /// open yet); `len` is the bundle-add's length. Once it is taken, `stage` is
+    /// given the bundle's stage with what the switch made of the message.
     pub fn add(
         &mut self,
         a: &BundleAdd,
-        head: Vec<u8>,
         len: usize,
-        item: BundleItem,
-        prepared: Prepared,
+        message: Bundled,
         now: Instant,
+        stage: impl FnOnce(&mut Prepared, &Prepared),
     ) -> Result<(), BadBundle> {
         self.expire(now);
         if a.flags & !(OFPBF_ATOMIC | OFPBF_ORDERED) != 0 {
             return Err(BadBundle::BadFlags);
         }
         let len = len
-            + if prepared.is_some() {
+            + if message.prepared.is_some() {
                 PREPARED_BYTES
             } else {
                 0
@@ -343,14 +347,12 @@ impl OpenBundles {
             flags: a.flags,
             closed: false,
             items: Vec::new(),
+            stage: None,
             bytes: 0,
             used: now,
         });
-        b.items.push(Bundled {
-            head,
-            item,
-            prepared,
-        });
+        stage(&mut b.stage, &message.prepared);
+        b.items.push(message);
         b.bytes += len;
         b.used = now;
         self.messages += 1;
@@ -385,14 +387,15 @@ mod tests {
             flags: FLAGS,
             message: Vec::new(),
         };
-        b.add(
-            &a,
-            Vec::new(),
-            64,
-            BundleItem::Flow(flow_mod(Vec::new(), Vec::new())),
-            None,
-            now,
-        )
+        b.add(&a, 64, bundled(Vec::new(), None), now, |_, _| {})
+    }
+
+    fn bundled(head: Vec<u8>, prepared: Prepared) -> Bundled {
+        Bundled {
+            head,
+            item: BundleItem::Flow(flow_mod(Vec::new(), Vec::new())),
+            prepared,
+        }
     }
 
     #[test]
@@ -448,10 +451,9 @@ mod tests {
             flags: FLAGS,
             message: Vec::new(),
         };
-        let fm = flow_mod(Vec::new(), Vec::new());
         let mut add = |prepared: bool| {
             let p: Prepared = prepared.then(|| Box::new(()) as Box<dyn std::any::Any + Send>);
-            b.add(&a, Vec::new(), 64, BundleItem::Flow(fm.clone()), p, now)
+            b.add(&a, 64, bundled(Vec::new(), p), now, |_, _| {})
         };
         let fits = MAX_BUNDLED_BYTES / (64 + PREPARED_BYTES);
         for _ in 0..fits {
@@ -463,32 +465,41 @@ mod tests {
     }
 
     #[test]
-    fn a_commit_takes_the_messages_in_the_order_added() {
-        let mut b = OpenBundles::default();
+    fn a_commit_takes_the_messages_in_the_order_added_with_the_stage_of_those_taken() {
+        let mut b = OpenBundles {
+            max_messages: 3,
+            ..OpenBundles::default()
+        };
         let now = Instant::now();
-        for priority in [3, 1, 2] {
-            let a = BundleAdd {
-                bundle_id: 9,
-                flags: FLAGS,
-                message: Vec::new(),
-            };
-            let mut fm = flow_mod(Vec::new(), Vec::new());
-            fm.priority = priority;
-            b.add(
-                &a,
-                vec![priority as u8],
-                64,
-                BundleItem::Flow(fm),
-                None,
-                now,
-            )
-            .unwrap();
+        let a = BundleAdd {
+            bundle_id: 9,
+            flags: FLAGS,
+            message: Vec::new(),
+        };
+        // The stage lists the messages it was given.
+        let stage = |stage: &mut Prepared, p: &Prepared| {
+            let seen = stage.get_or_insert_with(|| Box::new(Vec::<u8>::new()));
+            let of = p.as_ref().and_then(|p| p.downcast_ref::<u8>()).copied();
+            seen.downcast_mut::<Vec<u8>>().unwrap().push(of.unwrap());
+        };
+        for priority in [3u8, 1, 2] {
+            let p: Prepared = Some(Box::new(priority));
+            b.add(&a, 64, bundled(vec![priority], p), now, stage)
+                .unwrap();
         }
-        let Ok(Control::Commit(items)) = b.control(&ctrl(9, OFPBCT_COMMIT_REQUEST), now) else {
+        // Refused (too many): not staged.
+        let refused = b.add(&a, 64, bundled(vec![4], Some(Box::new(4u8))), now, stage);
+        assert_eq!(refused, Err(BadBundle::MsgTooMany));
+        let Ok(Control::Commit(items, stage)) = b.control(&ctrl(9, OFPBCT_COMMIT_REQUEST), now)
+        else {
             panic!("no commit")
         };
         let order: Vec<u8> = items.iter().map(|b| b.head[0]).collect();
         assert_eq!(order, vec![3, 1, 2]);
+        assert_eq!(
+            *stage.unwrap().downcast::<Vec<u8>>().unwrap(),
+            vec![3, 1, 2]
+        );
         assert_eq!(b.messages(), 0);
     }
 }

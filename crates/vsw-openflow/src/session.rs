@@ -97,11 +97,20 @@ pub trait Bridge {
     fn check_bundled(&mut self, _item: &BundleItem) -> Result<Prepared, Refusal> {
         Ok(None)
     }
-    /// Carries out a committed bundle's messages in order, all of them or — when
-    /// one is refused — none (no packet sees part of them). `Err`: the index of the
+    /// Gives the stage of a bundle (what the switch makes of its messages
+    /// together, `None` at first) a message just taken into it, with what
+    /// [`Bridge::check_bundled`] made of it: called for each message taken, in
+    /// order.
+    fn stage_bundled(&mut self, _stage: &mut Prepared, _prepared: &Prepared) {}
+    /// Carries out a committed bundle's messages in order, with their stage, all of
+    /// them or — when one is refused — none (no packet sees part of them). `Err`: the index of the
     /// message refused (`None`: the commit as a whole could not be made) and why. A
     /// switch without bundles refuses every one.
-    fn commit_bundle(&mut self, _items: &mut [Bundled]) -> Result<(), (Option<usize>, Refusal)> {
+    fn commit_bundle(
+        &mut self,
+        _items: &mut [Bundled],
+        _stage: Prepared,
+    ) -> Result<(), (Option<usize>, Refusal)> {
         Err((None, Refusal::Bundle(BadBundle::MsgUnsup)))
     }
     /// This connection's role now (another's request may have changed it).
@@ -571,11 +580,11 @@ impl Session {
         if bridge.role() == Role::Slave {
             return Err(Refusal::IsSlave);
         }
-        let mut items = match self.bundles.control(c, Instant::now())? {
+        let (mut items, stage) = match self.bundles.control(c, Instant::now())? {
             Control::Reply(kind) => return Ok(reply(kind)),
-            Control::Commit(items) => items,
+            Control::Commit(items, stage) => (items, stage),
         };
-        let Err((at, refusal)) = bridge.commit_bundle(&mut items) else {
+        let Err((at, refusal)) = bridge.commit_bundle(&mut items, stage) else {
             self.committed = items;
             return Ok(reply(OFPBCT_COMMIT_REPLY));
         };
@@ -621,9 +630,15 @@ impl Session {
             _ => return Err(BadBundle::MsgUnsup.into()),
         };
         let prepared = bridge.check_bundled(&item)?;
-        let head = m[..m.len().min(crate::error::ERROR_DATA_LEN)].to_vec();
+        let message = Bundled {
+            head: m[..m.len().min(crate::error::ERROR_DATA_LEN)].to_vec(),
+            item,
+            prepared,
+        };
         self.bundles
-            .add(&a, head, m.len(), item, prepared, Instant::now())
+            .add(&a, m.len(), message, Instant::now(), |stage, prepared| {
+                bridge.stage_bundled(stage, prepared)
+            })
             .map_err(Refusal::from)
     }
 

@@ -62,12 +62,17 @@ pub struct JournalEntry {
 /// A rule's text as a record holds it: a JSON string, quoted and escaped when it
 /// is made — a bundle's adds are made when each arrives, so that its commit, which
 /// may carry 100,000 of them, only copies them into its record.
+/// Shared: a bundle's stage holds its adds' texts beside the adds themselves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordText(String);
+pub struct RecordText(Arc<str>);
 
 impl RecordText {
     pub fn new(text: &str) -> RecordText {
-        RecordText(serde_json::to_string(text).expect("a string serializes"))
+        RecordText(
+            serde_json::to_string(text)
+                .expect("a string serializes")
+                .into(),
+        )
     }
 }
 

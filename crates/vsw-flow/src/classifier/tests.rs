@@ -457,3 +457,77 @@ proptest! {
         }
     }
 }
+
+fn table_rule(table: u8, priority: u16, (v, m): (MatchKey, MatchKey), out: u32) -> FlowSpec {
+    let mut spec = FlowSpec::new(priority, Match::new(v, m), vec![Action::Output(out)]);
+    spec.table = table;
+    spec
+}
+
+/// A table's rules as a dump gives them: spec, place and age, best first.
+fn dump(p: &crate::Pipeline, table: u8) -> Vec<(FlowSpec, u64, u64)> {
+    p.table(table).map_or(Vec::new(), |c| {
+        c.rules()
+            .iter()
+            .map(|r| (r.spec.clone(), r.seq(), r.installed_ms()))
+            .collect()
+    })
+}
+
+proptest! {
+    /// A bundle's adds staged and put in whole are the rules that putting each in
+    /// one by one makes — the same specs, places and ages, and lookups of the same
+    /// priority. They are refused whole (nothing changed; the caller puts them in
+    /// one by one) exactly when a table has rules of one of their masks or an add
+    /// took another's place.
+    #[test]
+    fn staged_adds_put_in_whole_are_the_adds_one_by_one(
+        before in proptest::collection::vec((0u16..4, arb_field_key(), 0u32..100), 0..6),
+        adds in proptest::collection::vec((0u8..2, 0u16..4, arb_field_key(), 0u32..100), 1..30),
+        packets in proptest::collection::vec(arb_packet(), 1..20),
+    ) {
+        let mut one_by_one = crate::Pipeline::default();
+        for (p, k, o) in &before {
+            one_by_one.insert(table_rule(0, *p, *k, *o), 1);
+        }
+        let mut whole = one_by_one.clone();
+        let specs: Vec<FlowSpec> =
+            adds.iter().map(|(t, p, k, o)| table_rule(*t, *p, *k, *o)).collect();
+        let prepared: Vec<PreparedRule> = specs.iter().cloned().map(PreparedRule::new).collect();
+        let mut staged = StagedRules::default();
+        for r in &prepared {
+            staged.stage(r);
+        }
+        prop_assert_eq!(staged.len(), specs.len() as u64);
+        for s in &specs {
+            one_by_one.insert(s.clone(), 2);
+        }
+        let replaced_within = specs.iter().enumerate().any(|(i, a)| {
+            specs[..i].iter().any(|b| (a.table, a.priority, a.matcher) == (b.table, b.priority, b.matcher))
+        });
+        let mask_taken = specs.iter().any(|a| {
+            a.table == 0 && dump(&whole, 0).iter().any(|(b, _, _)| b.matcher.mask() == a.matcher.mask())
+        });
+        let before_dump = dump(&whole, 0);
+        match whole.adopt_staged(&mut staged, 2) {
+            true => prop_assert!(!replaced_within && !mask_taken),
+            false => {
+                prop_assert!(replaced_within || mask_taken);
+                prop_assert_eq!(dump(&whole, 0), before_dump);
+                prop_assert!(dump(&whole, 1).is_empty());
+                for r in prepared {
+                    whole.insert_prepared(r, 2);
+                }
+            }
+        }
+        for t in 0..2u8 {
+            prop_assert_eq!(dump(&whole, t), dump(&one_by_one, t));
+            let (w, o) = (whole.table(t), one_by_one.table(t));
+            prop_assert_eq!(w.map_or(0, Classifier::len), o.map_or(0, Classifier::len));
+            for p in &packets {
+                let best = |c: Option<&Classifier>| c.and_then(|c| c.lookup(p)).map(|r| r.spec.priority);
+                prop_assert_eq!(best(w), best(o));
+            }
+        }
+    }
+}

@@ -39,7 +39,7 @@ const _: () = assert!(MetadataOption::LEN == vsw_openflow::tlv::MAX_OPTION_LEN a
 
 use super::peers::{Peer, Peers};
 use crate::protocol::Request;
-use crate::switch::{Change, FlowChange, Switch, SwitchError};
+use crate::switch::{BundleStage, Change, FlowChange, StagedRun, Switch, SwitchError};
 use vsw_flow::FlowSyntaxError;
 
 /// A flow-mod as the switch carries it out.
@@ -309,7 +309,23 @@ impl Bridge for SwitchBridge<'_> {
 
     /// Through the same checks as flow-mods and group-mods one by one, carried out
     /// in one change of the tables, all or none.
-    fn commit_bundle(&mut self, items: &mut [Bundled]) -> Result<(), (Option<usize>, Refusal)> {
+    fn commit_bundle(
+        &mut self,
+        items: &mut [Bundled],
+        stage: Prepared,
+    ) -> Result<(), (Option<usize>, Refusal)> {
+        // The adds staged as they came, when the stage is to be used: the messages
+        // from its first add on are all adds.
+        let stage = stage
+            .and_then(|s| s.downcast::<BundleStage>().ok())
+            .and_then(|s| Some((s.first_add()?, s)));
+        tracing::debug!(
+            n = items.len(),
+            staged = stage.is_some(),
+            "OpenFlow bundle committed"
+        );
+        let from = stage.as_ref().map_or(items.len(), |(from, _)| *from);
+        let (before, adds) = items.split_at_mut(from);
         // One take of the lock: the groups the bundle starts from are those it
         // changes (a group is looked up only for an insert or a remove of buckets).
         let mut sw = self.sw();
@@ -321,7 +337,7 @@ impl Bridge for SwitchBridge<'_> {
         // A flow-mod's change was made when it was added (it depends on nothing
         // the commit changes); a group-mod's is made now, against the groups as
         // the bundle has left them.
-        let changes = items
+        let changes = before
             .iter_mut()
             .enumerate()
             .map(|(i, b)| {
@@ -332,8 +348,21 @@ impl Bridge for SwitchBridge<'_> {
                 .map_err(|e| (Some(i), e))
             })
             .collect::<Result<Vec<Change>, _>>()?;
-        tracing::debug!(n = changes.len(), "OpenFlow bundle committed");
-        let leftovers = sw.commit_changes(changes).map_err(|(at, e)| {
+        let staged = stage.map(|(from, stage)| StagedRun {
+            stage: *stage,
+            from,
+            one_by_one: Box::new(move || {
+                adds.iter_mut()
+                    .map(|b| {
+                        let change = b.prepared.take().map(|p| p.downcast::<Change>());
+                        *change
+                            .and_then(Result::ok)
+                            .expect("a staged add keeps its change")
+                    })
+                    .collect()
+            }),
+        });
+        let leftovers = sw.commit_changes(changes, staged).map_err(|(at, e)| {
             let refusal = match at.and_then(|i| items.get(i)).map(|b| &b.item) {
                 Some(BundleItem::Group(_)) => Refusal::GroupMod(group_mod_error(e)),
                 Some(BundleItem::Flow(_)) => Refusal::FlowMod(flow_mod_error(e)),
@@ -367,6 +396,13 @@ impl Bridge for SwitchBridge<'_> {
             // Made again at the commit, against the groups the bundle leaves.
             BundleItem::Group(_) => None,
         })
+    }
+
+    fn stage_bundled(&mut self, stage: &mut Prepared, prepared: &Prepared) {
+        let stage = stage.get_or_insert_with(|| Box::new(BundleStage::default()));
+        if let Some(stage) = stage.downcast_mut::<BundleStage>() {
+            stage.take(prepared.as_ref().and_then(|p| p.downcast_ref::<Change>()));
+        }
     }
 
     /// Through the same checks as `vswctl add-meter` / `mod-meter` / `del-meters`

@@ -45,6 +45,7 @@ use crate::state::{
 };
 
 mod attach;
+mod bundle_stage;
 mod offloads;
 mod persist;
 mod ports;
@@ -53,7 +54,9 @@ mod settings;
 mod start;
 mod views;
 
+pub use bundle_stage::BundleStage;
 pub use persist::record_text;
+pub use rules::StagedRun;
 pub use start::Join;
 
 #[derive(Debug, thiserror::Error)]

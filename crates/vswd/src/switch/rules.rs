@@ -187,62 +187,94 @@ impl Switch {
 
     /// Carries out a committed bundle (OpenFlow's): every change in order, all of
     /// them or — when one is refused — none, in one change of the tables (one
-    /// revalidation: no packet sees part of it). `Err`: the index of the change
-    /// refused (`None`: the changed tables could not be saved or put in place) and
-    /// why; the tables are as they were.
+    /// revalidation: no packet sees part of it); then its staged adds, when it
+    /// has them (they are the messages after `changes`). `Err`: the index of the
+    /// change refused (`None`: the changed tables could not be saved or put in
+    /// place) and why; the tables are as they were.
     pub fn commit_changes(
         &mut self,
         changes: Vec<Change>,
+        staged: Option<StagedRun<'_>>,
     ) -> Result<Leftovers, (Option<usize>, SwitchError)> {
         let ofproto = self.ofproto.clone();
         let _writing = ofproto.writing_rules();
         let old = self.ofproto.pipeline();
         let mut pipeline = (*old).clone();
         let now = now_ms();
-        let mut log = RuleChanges::default();
-        log.added.reserve(changes.len());
-        let mut deleted = Vec::new();
-        let mut group_deleted = Vec::new();
-        let mut groups_changed = false;
+        let mut done = BundleDone::default();
+        done.log.added.reserve(changes.len());
         for (i, change) in changes.into_iter().enumerate() {
-            let done = match change {
-                Change::Flow(c) => self
-                    .apply_change(&mut pipeline, c, now, &mut log, &mut deleted)
-                    .map(|_| ()),
-                Change::SetGroup { spec, modify } => {
-                    groups_changed = true;
-                    check_group(&spec).and_then(|()| {
-                        pipeline
-                            .set_group(spec, modify, now)
-                            .map_err(SwitchError::from)
-                    })
-                }
-                Change::DelGroups(id) => {
-                    groups_changed = true;
-                    group_deleted.extend(pipeline.delete_groups(id));
-                    Ok(())
-                }
-            };
-            done.map_err(|e| (Some(i), e))?;
+            self.apply_bundled(&mut pipeline, change, now, &mut done)
+                .map_err(|e| (Some(i), e))?;
         }
+        let mut leftovers = Leftovers::default();
+        if let Some(mut run) = staged {
+            let put = run
+                .stage
+                .put_in(&mut pipeline, now, &mut done.log.added)
+                .map_err(|(at, e)| (Some(at), e))?;
+            leftovers.keep(run.stage);
+            if !put {
+                // The tables have rules of the staged masks: one by one.
+                for (i, change) in (run.one_by_one)().into_iter().enumerate() {
+                    self.apply_bundled(&mut pipeline, change, now, &mut done)
+                        .map_err(|e| (Some(run.from + i), e))?;
+                }
+            }
+        }
+        let BundleDone {
+            mut log,
+            mut deleted,
+            group_deleted,
+            groups_changed,
+        } = done;
         delete_learned(&mut pipeline, &mut log, &mut deleted);
         deleted.extend(pipeline.delete_learned_of(&group_deleted));
-        let mut leftovers = Leftovers::default();
         if groups_changed {
             // Groups are not journalled: the state file is written whole.
             self.replace_rules(pipeline).map_err(|e| (None, e))?;
             for r in &deleted {
                 self.note_removed(r, Removal::Deleted, now);
             }
+            leftovers.keep(log);
         } else {
-            leftovers = self
-                .publish_flow_batch(pipeline, log, &deleted, now)
-                .map_err(|e| (None, e))?;
+            leftovers.keep(
+                self.publish_flow_batch(pipeline, log, &deleted, now)
+                    .map_err(|e| (None, e))?,
+            );
         }
         for r in &group_deleted {
             self.note_removed(r, Removal::GroupDeleted, now);
         }
         Ok(leftovers)
+    }
+
+    /// One change of a committed bundle, made on `pipeline`.
+    fn apply_bundled(
+        &self,
+        pipeline: &mut Pipeline,
+        change: Change,
+        now: u64,
+        done: &mut BundleDone,
+    ) -> Result<(), SwitchError> {
+        match change {
+            Change::Flow(c) => self
+                .apply_change(pipeline, c, now, &mut done.log, &mut done.deleted)
+                .map(|_| ()),
+            Change::SetGroup { spec, modify } => {
+                done.groups_changed = true;
+                check_group(&spec).and_then(|()| {
+                    pipeline
+                        .set_group(spec, modify, now)
+                        .map_err(SwitchError::from)
+                })
+            }
+            Change::DelGroups(id) => {
+                done.groups_changed = true;
+                done.group_deleted.extend(pipeline.delete_groups(id));
+                Ok(())
+            }
+        }
     }
 
     /// Makes `pipeline`, the running one with a batch of flow changes made (`log`),
@@ -605,6 +637,30 @@ fn address(r: &Arc<vsw_flow::Rule>) -> usize {
 pub(super) struct AddedRule {
     rule: Arc<vsw_flow::Rule>,
     saved_as: Option<RecordText>,
+}
+
+impl AddedRule {
+    pub(super) fn new(rule: Arc<vsw_flow::Rule>, saved_as: Option<RecordText>) -> AddedRule {
+        AddedRule { rule, saved_as }
+    }
+}
+
+/// What a bundle's commit did so far.
+#[derive(Default)]
+struct BundleDone {
+    log: RuleChanges,
+    deleted: Vec<Arc<vsw_flow::Rule>>,
+    group_deleted: Vec<Arc<vsw_flow::Rule>>,
+    groups_changed: bool,
+}
+
+/// A bundle's staged adds at its commit ([`Switch::commit_changes`]): the stage,
+/// where the adds start among the bundle's messages, and their changes, to be
+/// made one by one when the stage cannot be put in whole.
+pub struct StagedRun<'a> {
+    pub stage: BundleStage,
+    pub from: usize,
+    pub one_by_one: Box<dyn FnOnce() -> Vec<Change> + 'a>,
 }
 
 impl RuleChanges {
