@@ -264,7 +264,13 @@ impl Peer {
                 let written = write_by(answers, bytes, Instant::now() + MESSAGE_DEADLINE);
                 let mut o = lock(&self.outbox);
                 o.writing = false;
-                self.changed.notify_all();
+                // Only the writer thread can wait on this write (no other thread
+                // sends answers), and only when a message or a finish came
+                // meanwhile: else it is not woken (waking it for nothing, on every
+                // answer, cost two context switches each).
+                if !o.messages.is_empty() || o.finishing {
+                    self.changed.notify_all();
+                }
                 drop(o);
                 if let Err(e) = written {
                     tracing::info!(peer = %self.label, error = %e, "OpenFlow: an answer not written in time; connection closed");
@@ -657,4 +663,77 @@ pub(crate) fn untoken(t: &vsw_openflow::packet::ContinuationToken) -> (u32, u64)
     let note = u32::from_be_bytes(t[..4].try_into().expect("4 bytes"));
     let check = u64::from_be_bytes(t[4..12].try_into().expect("8 bytes"));
     (note, check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// Writes nothing until told to go, and says when a write began.
+    struct Held {
+        began: mpsc::Sender<()>,
+        go: mpsc::Receiver<()>,
+    }
+
+    impl Write for Held {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let _ = self.began.send(());
+            let _ = self.go.recv();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Hands on each write.
+    struct Told(mpsc::Sender<Vec<u8>>);
+
+    impl Write for Told {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let _ = self.0.send(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The peer's own thread writes an answer at once; a message queued while it
+    /// writes is written by the writer thread once the answer is out (the answer
+    /// wakes it only then).
+    #[test]
+    fn a_message_queued_during_an_answer_is_written_after_it() {
+        let peer = Arc::new(Peer::new(
+            "test".into(),
+            Box::new(|| {}),
+            AsyncConfig::default(),
+            128,
+        ));
+        let (began, began_rx) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        let (written, written_rx) = mpsc::channel();
+        peer.start_writer(Box::new(Told(written)), Box::new(Held { began, go: go_rx }))
+            .unwrap();
+        let answering = {
+            let peer = peer.clone();
+            std::thread::spawn(move || peer.send(b"answer"))
+        };
+        began_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the answer is being written");
+        assert!(peer.send_async(b"queued".to_vec(), Overflow::Drop));
+        assert!(
+            written_rx.recv_timeout(Duration::from_millis(50)).is_err(),
+            "nothing is written beside an answer being written"
+        );
+        go.send(()).unwrap();
+        answering.join().unwrap().unwrap();
+        assert_eq!(
+            written_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            b"queued"
+        );
+        peer.close();
+    }
 }
