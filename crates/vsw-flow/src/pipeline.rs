@@ -70,6 +70,14 @@ pub enum MeterError {
     Unknown(u32),
 }
 
+/// The meters a list of actions hands packets to.
+fn meters_named(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
+    actions.iter().filter_map(|a| match a {
+        Action::Meter(m) | Action::Controller { meter: Some(m), .. } => Some(*m),
+        _ => None,
+    })
+}
+
 /// The groups a list of actions hands packets to.
 fn groups_named(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
     actions.iter().filter_map(|a| match a {
@@ -106,14 +114,7 @@ impl Pipeline {
 
     /// The first meter `actions` name that does not exist.
     pub fn missing_meter(&self, actions: &[Action]) -> Option<u32> {
-        actions.iter().find_map(|a| match a {
-            Action::Meter(m) | Action::Controller { meter: Some(m), .. }
-                if !self.meters.contains_key(m) =>
-            {
-                Some(*m)
-            }
-            _ => None,
-        })
+        meters_named(actions).find(|m| !self.meters.contains_key(m))
     }
 
     /// Adds a meter (`modify`: replaces one, which keeps its age).
@@ -164,19 +165,13 @@ impl Pipeline {
         self.groups.values()
     }
 
-    /// The first group `actions` name that does not exist.
     /// Whether `actions` name a group or a meter (whose being there a change of
-    /// the tables checks).
+    /// the tables checks: [`Pipeline::missing_group`], [`Pipeline::missing_meter`]).
     pub fn names_groups_or_meters(actions: &[Action]) -> bool {
-        groups_named(actions).next().is_some()
-            || actions.iter().any(|a| {
-                matches!(
-                    a,
-                    Action::Meter(_) | Action::Controller { meter: Some(_), .. }
-                )
-            })
+        groups_named(actions).next().is_some() || meters_named(actions).next().is_some()
     }
 
+    /// The first group `actions` name that does not exist.
     pub fn missing_group(&self, actions: &[Action]) -> Option<u32> {
         groups_named(actions).find(|g| !self.groups.contains_key(g))
     }

@@ -180,6 +180,11 @@ impl Rule {
     /// before, [`crate::PreparedRule`]): installed at `now_ms`, `seq`-th.
     /// Not to be called once a lookup may find it.
     pub(crate) fn place(&self, now_ms: u64, seq: u64) {
+        debug_assert_eq!(
+            self.installed_ms(),
+            0,
+            "a rule is placed before it is in a table"
+        );
         self.installed_ms.store(now_ms, Ordering::Relaxed);
         self.seq.store(seq, Ordering::Relaxed);
         self.refreshed_ms.store(now_ms, Ordering::Relaxed);

@@ -158,7 +158,8 @@ pub const MAX_BUNDLED_MESSAGES: usize = 1 << 20;
 /// again as they came).
 pub const MAX_BUNDLED_BYTES: usize = 512 << 20;
 /// What the switch's own form of a bundled message is counted as (vsw's: the rule,
-/// its bucket's key and its state-file line, about 1.5 KiB).
+/// its bucket's key, its state-file line and its place in the bundle's stage,
+/// about 1.6 KiB).
 pub const PREPARED_BYTES: usize = 2 << 10;
 
 /// What the switch made of a bundled message when it was added (its own form of

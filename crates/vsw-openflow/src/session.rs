@@ -106,11 +106,13 @@ pub trait Bridge {
     /// them or — when one is refused — none (no packet sees part of them). `Err`: the index of the
     /// message refused (`None`: the commit as a whole could not be made) and why. A
     /// switch without bundles refuses every one.
+    /// `Ok`: what the commit left to let go of, freed with the messages after
+    /// the reply.
     fn commit_bundle(
         &mut self,
         _items: &mut [Bundled],
         _stage: Prepared,
-    ) -> Result<(), (Option<usize>, Refusal)> {
+    ) -> Result<Prepared, (Option<usize>, Refusal)> {
         Err((None, Refusal::Bundle(BadBundle::MsgUnsup)))
     }
     /// This connection's role now (another's request may have changed it).
@@ -226,9 +228,10 @@ pub struct Session {
     of10: crate::of10::Dialect,
     /// The flow monitors the connection started (NXST_FLOW_MONITOR).
     monitors: crate::flow_monitor::Monitors,
-    /// The messages of the bundle last committed: let go when the next bytes come
-    /// (its reply is out by then), not between the commit and its reply.
-    committed: Vec<Bundled>,
+    /// The messages of the bundle last committed, and what its commit left to
+    /// let go of: let go when the next bytes come (its reply is out by then), not
+    /// between the commit and its reply.
+    committed: (Vec<Bundled>, Prepared),
 }
 
 /// Refusals logged per connection and second, at most; the others are counted and
@@ -320,7 +323,7 @@ impl Session {
             controller_id: 0,
             of10: crate::of10::Dialect::default(),
             monitors: crate::flow_monitor::Monitors::default(),
-            committed: Vec::new(),
+            committed: (Vec::new(), None),
         }
     }
 
@@ -421,7 +424,7 @@ impl Session {
         bridge: &mut dyn Bridge,
         out: &mut Vec<u8>,
     ) -> Result<Vec<SessionEvent>, Closed> {
-        self.committed = Vec::new();
+        self.committed = (Vec::new(), None);
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut used = 0;
@@ -584,9 +587,12 @@ impl Session {
             Control::Reply(kind) => return Ok(reply(kind)),
             Control::Commit(items, stage) => (items, stage),
         };
-        let Err((at, refusal)) = bridge.commit_bundle(&mut items, stage) else {
-            self.committed = items;
-            return Ok(reply(OFPBCT_COMMIT_REPLY));
+        let (at, refusal) = match bridge.commit_bundle(&mut items, stage) {
+            Ok(leftovers) => {
+                self.committed = (items, leftovers);
+                return Ok(reply(OFPBCT_COMMIT_REPLY));
+            }
+            Err(refused) => refused,
         };
         tracing::info!(
             bundle = c.bundle_id,

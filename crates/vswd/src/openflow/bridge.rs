@@ -313,7 +313,7 @@ impl Bridge for SwitchBridge<'_> {
         &mut self,
         items: &mut [Bundled],
         stage: Prepared,
-    ) -> Result<(), (Option<usize>, Refusal)> {
+    ) -> Result<Prepared, (Option<usize>, Refusal)> {
         // The adds staged as they came, when the stage is to be used: the messages
         // from its first add on are all adds.
         let stage = stage
@@ -354,6 +354,8 @@ impl Bridge for SwitchBridge<'_> {
             one_by_one: Box::new(move || {
                 adds.iter_mut()
                     .map(|b| {
+                        // The stage took only messages whose change is an add,
+                        // and nothing before this takes their changes.
                         let change = b.prepared.take().map(|p| p.downcast::<Change>());
                         *change
                             .and_then(Result::ok)
@@ -373,11 +375,7 @@ impl Bridge for SwitchBridge<'_> {
             };
             (at, refusal)
         })?;
-        // Freed with the committed messages, after the reply.
-        if let Some(first) = items.first_mut() {
-            first.prepared = Some(Box::new(leftovers));
-        }
-        Ok(())
+        Ok(Some(Box::new(leftovers)))
     }
 
     /// What a flow-mod or group-mod says alone (its table, ports, actions) is

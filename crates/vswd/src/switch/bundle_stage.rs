@@ -63,18 +63,21 @@ impl BundleStage {
             Some((rule, saved_as)) => self.stage(at, rule, saved_as.clone()),
             // Before the first add: carried out as without a stage.
             None if self.first_add.is_none() => {}
-            None => {
-                tracing::debug!(
-                    message = at,
-                    "a bundle's adds are followed by another change: its commit inserts them one by one"
-                );
-                *self = BundleStage {
-                    messages: self.messages,
-                    spoiled: true,
-                    ..BundleStage::default()
-                };
-            }
+            None => self.spoil(at, "a bundle's adds are followed by another change"),
         }
+    }
+
+    /// Not to be used: what it holds is let go of, and it stages nothing more.
+    fn spoil(&mut self, at: usize, why: &str) {
+        tracing::debug!(
+            message = at,
+            "{why}: its commit carries out its adds one by one"
+        );
+        *self = BundleStage {
+            messages: self.messages,
+            spoiled: true,
+            ..BundleStage::default()
+        };
     }
 
     fn stage(
@@ -85,6 +88,9 @@ impl BundleStage {
     ) {
         self.first_add.get_or_insert(at);
         self.rules.stage(rule);
+        if !self.rules.usable() {
+            return self.spoil(at, "an add of a bundle replaces another of it");
+        }
         if Pipeline::names_groups_or_meters(&rule.spec().actions) {
             self.naming.push((at, rule.rule().clone()));
         }
@@ -159,9 +165,12 @@ mod tests {
     #[test]
     fn a_stage_is_used_only_when_every_message_from_the_first_add_is_a_plain_add() {
         let a = || Some(add("priority=1,in_port=1,actions=drop", false));
-        assert_eq!(first_add(&[a(), a()]), Some(0));
+        let b = || Some(add("priority=1,in_port=2,actions=drop", false));
+        assert_eq!(first_add(&[a(), b()]), Some(0));
         // What comes before the adds is carried out first, as without a stage.
-        assert_eq!(first_add(&[Some(delete_all()), None, a(), a()]), Some(2));
+        assert_eq!(first_add(&[Some(delete_all()), None, a(), b()]), Some(2));
+        // An add replacing an earlier one of the bundle (same match and priority).
+        assert_eq!(first_add(&[a(), b(), a()]), None);
         // A delete, a group-mod or a CHECK_OVERLAP add after an add: not used.
         assert_eq!(first_add(&[a(), Some(delete_all()), a()]), None);
         assert_eq!(first_add(&[a(), None]), None);
