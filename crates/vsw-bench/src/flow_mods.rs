@@ -2,7 +2,10 @@
 //! flows into an empty table 0 — as ovs-ofctl 3.1 sends them, each flow-mod followed
 //! by a barrier it waits for — timed from start to the last barrier reply, then the
 //! switch's flow count checked. vsw and Open vSwitch's userspace datapath (netdev),
-//! each started privately, in rounds that interleave them.
+//! each started privately, in rounds that interleave them; ovs-ofctl pinned to the
+//! same core for both. (Unpinned, the scheduler put it on the PMD's core, idle
+//! between packets, for vsw: every barrier and its reply then crossed cores, a
+//! wake-up that costs a VM exit here, and that decided the figure.)
 
 use std::path::Path;
 use std::time::Instant;
@@ -60,14 +63,21 @@ fn add_flows<'a>(target: &'a str, file: &'a str, bundle: bool) -> Vec<&'a str> {
 }
 
 /// vsw: the flows through its management socket.
-pub fn measure_vsw(vsw: &mut Vsw, file: &Path, n: u32, bundle: bool) -> anyhow::Result<FlowModRun> {
+pub fn measure_vsw(
+    vsw: &mut Vsw,
+    file: &Path,
+    n: u32,
+    bundle: bool,
+    ofctl_cpu: usize,
+) -> anyhow::Result<FlowModRun> {
     vsw.launch(1 << vsw.pmd_cpu)?;
     let result = (|| {
         let target = format!("unix:{}", vsw.mgmt().display());
         run(&["ovs-ofctl", "-O", "OpenFlow13", "del-flows", &target])?;
         let file = file.to_str().context("path")?;
         let started = Instant::now();
-        let mut cmd = vec!["ovs-ofctl"];
+        let cpu = ofctl_cpu.to_string();
+        let mut cmd = vec!["taskset", "-c", &cpu, "ovs-ofctl"];
         cmd.extend(add_flows(&target, file, bundle));
         run(&cmd)?;
         let seconds = started.elapsed().as_secs_f64();
@@ -91,6 +101,7 @@ pub fn measure_ovs(
     file: &Path,
     n: u32,
     bundle: bool,
+    ofctl_cpu: usize,
 ) -> anyhow::Result<FlowModRun> {
     let mut ovs = Ovs::new(false, pmd_cpu);
     ovs.launch("ovs-vswitchd", 1u64 << pmd_cpu, &[])?;
@@ -98,7 +109,7 @@ pub fn measure_ovs(
         ovs.ofctl(&["-O", "OpenFlow13", "del-flows", "br0"])?;
         let file = file.to_str().context("path")?;
         let started = Instant::now();
-        ovs.ofctl(&add_flows("br0", file, bundle))?;
+        ovs.ofctl_on(ofctl_cpu, &add_flows("br0", file, bundle))?;
         let seconds = started.elapsed().as_secs_f64();
         let agg = ovs.ofctl(&["-O", "OpenFlow13", "dump-aggregate", "br0"])?;
         if flow_count(&agg) != Some(n) {

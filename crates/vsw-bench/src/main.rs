@@ -150,6 +150,9 @@ struct FlowModsArgs {
     /// add-flows`), committed together.
     #[arg(long)]
     bundle: bool,
+    /// The core ovs-ofctl runs on, for both switches.
+    #[arg(long, default_value_t = 0)]
+    ofctl_cpu: usize,
     /// Where vswd and vswctl are (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -431,9 +434,9 @@ fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
             let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
             for s in order {
                 let r = if s == 0 {
-                    measure_vsw(&mut vsw, &file, a.flows, a.bundle)?
+                    measure_vsw(&mut vsw, &file, a.flows, a.bundle, a.ofctl_cpu)?
                 } else {
-                    measure_ovs(a.pmd_cpu, &file, a.flows, a.bundle)?
+                    measure_ovs(a.pmd_cpu, &file, a.flows, a.bundle, a.ofctl_cpu)?
                 };
                 eprintln!("{}: {} flows in {:.2} s", r.switch, r.flows, r.seconds);
                 runs.push(r);

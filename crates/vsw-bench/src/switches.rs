@@ -442,6 +442,14 @@ impl Ovs {
         self.cmd(&full)
     }
 
+    /// [`Ovs::ofctl`] pinned to core `cpu`.
+    pub fn ofctl_on(&self, cpu: usize, args: &[&str]) -> anyhow::Result<String> {
+        let cpu = cpu.to_string();
+        let mut full = vec!["taskset", "-c", &cpu, "ovs-ofctl"];
+        full.extend_from_slice(args);
+        self.cmd(&full)
+    }
+
     /// PMD processing cycles and packets received, summed over the PMDs since the
     /// last reset (`dpif-netdev/pmd-stats-show`).
     pub fn pmd_totals(&self) -> Option<(f64, f64)> {
