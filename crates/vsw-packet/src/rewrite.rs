@@ -298,6 +298,19 @@ impl PacketBuf {
         Some((ip.next_header(), off + ipv6::HEADER_LEN))
     }
 
+    /// Where the IP packet's payload ends: before the frame's end when the frame
+    /// is padded (a short packet in a 60-byte frame).
+    fn ip_payload_end(&self) -> Option<usize> {
+        let len = self.data().len();
+        if let Some(off) = self.ipv4() {
+            let ip = ipv4::Packet::new_checked(&self.data()[off..]).ok()?;
+            return Some((off + ip.total_len()).min(len));
+        }
+        let off = self.ipv6()?;
+        let ip = ipv6::Packet::new_checked(&self.data()[off..]).ok()?;
+        Some((off + ipv6::HEADER_LEN + ip.payload_len()).min(len))
+    }
+
     fn set_ipv4_addr(&mut self, dst: bool, addr: [u8; 4]) {
         let Some(off) = self.ipv4() else { return };
         let partial = self.partial_csum();
@@ -377,8 +390,13 @@ impl PacketBuf {
 
     fn set_port(&mut self, dst: bool, port: u16) {
         let Some((proto, l4)) = self.l4() else { return };
+        let Some(end) = self.ip_payload_end().filter(|end| *end >= l4) else {
+            return;
+        };
         let partial = self.partial_csum();
-        let d = &mut self.data_mut()[l4..];
+        // (Not past the IP payload: SCTP's checksum covers its packet, not the
+        // frame's padding.)
+        let d = &mut self.data_mut()[l4..end];
         match proto {
             IPPROTO_TCP => {
                 let Ok(mut t) = tcp::Packet::new_checked(&mut *d) else {

@@ -157,6 +157,33 @@ fn sctp_ports_get_a_new_crc() {
     assert_ne!(stored, crc, "the port change must change the CRC");
 }
 
+/// A short SCTP packet padded to Ethernet's 60 bytes: the CRC covers the SCTP
+/// packet (the IP payload), not the padding after it.
+#[test]
+fn a_padded_frame_s_sctp_crc_covers_only_the_sctp_packet() {
+    let ip = Ipv4 {
+        proto: IPPROTO_SCTP,
+        ..Ipv4::default()
+    };
+    let mut f = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[],
+        EtherType::IPV4,
+        &builder::ipv4(&ip, &builder::sctp(5000, 6000)),
+    );
+    let sctp_end = f.len();
+    f.resize(60, 0);
+    let mut p = loaded(&f);
+    p.set_tp_src(7000);
+    let d = p.data().to_vec();
+    assert_eq!(d.len(), 60, "the padding stays");
+    let stored = u32::from_le_bytes(d[42..46].try_into().unwrap());
+    let mut zeroed = d[34..sctp_end].to_vec();
+    zeroed[8..12].fill(0);
+    assert_eq!(stored, crc32c::crc32c(&zeroed));
+}
+
 #[test]
 fn ttl_and_hop_limit() {
     let mut p = loaded(&tcp4([1, 1, 1, 1], [2, 2, 2, 2], 1, 2));
