@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle_commit;
+pub mod conformance;
 pub mod flow_mods;
 pub mod frame;
 pub mod inmemory;

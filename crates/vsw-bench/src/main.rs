@@ -86,6 +86,9 @@ enum Cmd {
     /// own controller): the adds, the commit (request to reply) and the first packet
     /// the new rules forward; vsw beside Open vSwitch (netdev), the same veths.
     BundleCommit(BundleCommitArgs),
+    /// The OpenFlow 1.3 switch test tool of os-ken (Ryu's tester.py and its 991
+    /// tests) against vswd, Open vSwitch (netdev) the tester switch: tests passed.
+    Conformance(ConformanceArgs),
     /// How fast `ovs-vsctl` changes take effect: add-port to the first packet sent on
     /// the port, and --ports ports in one transaction; vswd --ovsdb beside
     /// ovs-vswitchd (netdev) on the same private ovsdb-server set-up.
@@ -175,6 +178,26 @@ struct BundleCommitArgs {
     /// Measure only vsw (to profile it), not Open vSwitch beside it.
     #[arg(long)]
     vsw_only: bool,
+    /// Where vswd and vswctl are (default: beside this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone)]
+struct ConformanceArgs {
+    /// The tests of one directory of the tool's (`match`, `action`, `group`,
+    /// `meter`); all when not given.
+    #[arg(long, default_value = "")]
+    tests: String,
+    /// The switches' PMD core.
+    #[arg(long, default_value_t = 1)]
+    pmd_cpu: usize,
+    /// The longest the run may take, in minutes.
+    #[arg(long, default_value_t = 120)]
+    minutes: u64,
+    /// Where the tool's output goes.
+    #[arg(long, default_value = "/tmp/vsw-conformance.log")]
+    log: PathBuf,
     /// Where vswd and vswctl are (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -447,6 +470,25 @@ fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&file);
     result?;
     print!("{}", report_markdown(&runs));
+    Ok(())
+}
+
+fn conformance(a: &ConformanceArgs) -> anyhow::Result<()> {
+    require_root()?;
+    let r = vsw_bench::conformance::run_suite(
+        bin_dir(&a.bin_dir)?,
+        a.pmd_cpu,
+        &a.tests,
+        &a.log,
+        Duration::from_secs(a.minutes * 60),
+    )?;
+    println!(
+        "vsw: {} of {} tests passed ({} failed; output: {})",
+        r.ok,
+        r.ok + r.errors,
+        r.errors,
+        a.log.display()
+    );
     Ok(())
 }
 
@@ -1733,6 +1775,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::FlowMods(a) => return flow_mods(&a),
         Cmd::FlowDeletes(a) => return flow_deletes(&a),
         Cmd::BundleCommit(a) => return bundle_commit(&a),
+        Cmd::Conformance(a) => return conformance(&a),
         Cmd::OvsdbPorts(a) => return ovsdb_ports(&a),
         Cmd::PacketIns(a) => return packet_ins(&a),
         Cmd::OvsdbFraming {

@@ -255,10 +255,15 @@ pub struct Ovs {
 
 impl Ovs {
     pub fn new(afxdp: bool, pmd_cpu: usize) -> Ovs {
+        Ovs::named(afxdp, pmd_cpu, "ovs")
+    }
+
+    /// [`Ovs::new`] with a directory of its own, `vsw-bench-NAME-PID` (two at once).
+    pub fn named(afxdp: bool, pmd_cpu: usize, name: &str) -> Ovs {
         Ovs {
             afxdp,
             pmd_cpu,
-            dir: std::env::temp_dir().join(format!("vsw-bench-ovs-{}", std::process::id())),
+            dir: std::env::temp_dir().join(format!("vsw-bench-{name}-{}", std::process::id())),
             vswd: None,
             vswd_bin: None,
             patched: false,
