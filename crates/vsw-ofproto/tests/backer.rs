@@ -1160,3 +1160,17 @@ fn a_pop_mpls_across_a_patch_recirculates_in_the_peers_bridge() {
     let second = backer.translate(&next_pass(&udp_from(2, 1, 2), id, 0), 0, false);
     assert_eq!(second.actions, vec![Output(3)]);
 }
+
+/// A select group's hash slots go to its buckets by the weight at each slot's
+/// middle: weights 1:2 over 16 slots are 5 and 11 slots (the first bucket within
+/// 7 % of its third), and no slot stands for the whole weight.
+#[test]
+fn hash_slots_go_to_buckets_by_the_weight_at_their_middle() {
+    use vsw_ofproto::xlate::slot_weight;
+    let first = (0..16).filter(|at| slot_weight(*at, 16, 3) < 1).count();
+    assert_eq!(first, 5);
+    assert!((0..16).all(|at| slot_weight(at, 16, 3) < 3));
+    for total in 1..50 {
+        assert!((0..64).all(|at| slot_weight(at, 64, total) < total));
+    }
+}
