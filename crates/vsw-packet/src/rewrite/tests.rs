@@ -132,19 +132,24 @@ fn ports_over_ipv4_and_ipv6() {
     assert!(l4_valid(p.data(), 14, true), "UDP over IPv6");
 }
 
-#[test]
-fn sctp_ports_get_a_new_crc() {
+/// An SCTP header from port 5000 to 6000 over IPv4 (its CRC not filled in).
+fn sctp4() -> Vec<u8> {
     let ip = Ipv4 {
         proto: IPPROTO_SCTP,
         ..Ipv4::default()
     };
-    let mut f = builder::ethernet(
+    builder::ethernet(
         DST_MAC,
         SRC_MAC,
         &[],
         EtherType::IPV4,
         &builder::ipv4(&ip, &builder::sctp(5000, 6000)),
-    );
+    )
+}
+
+#[test]
+fn sctp_ports_get_a_new_crc() {
+    let mut f = sctp4();
     let crc = crc32c::crc32c(&f[34..]);
     f[42..46].copy_from_slice(&crc.to_le_bytes());
     let mut p = loaded(&f);
@@ -161,17 +166,7 @@ fn sctp_ports_get_a_new_crc() {
 /// packet (the IP payload), not the padding after it.
 #[test]
 fn a_padded_frame_s_sctp_crc_covers_only_the_sctp_packet() {
-    let ip = Ipv4 {
-        proto: IPPROTO_SCTP,
-        ..Ipv4::default()
-    };
-    let mut f = builder::ethernet(
-        DST_MAC,
-        SRC_MAC,
-        &[],
-        EtherType::IPV4,
-        &builder::ipv4(&ip, &builder::sctp(5000, 6000)),
-    );
+    let mut f = sctp4();
     let sctp_end = f.len();
     f.resize(60, 0);
     let mut p = loaded(&f);
