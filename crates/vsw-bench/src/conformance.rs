@@ -10,7 +10,7 @@
 //! network namespace: not done yet.)
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -126,10 +126,7 @@ fn open_vswitch(
         1 << pmd_cpu,
         &["other_config:pmd-maxsleep=500".to_string()],
     )?;
-    for (i, p) in ports.iter().enumerate() {
-        let of_port = format!("ofport_request={}", i + 1);
-        ovs.vsctl(&["add-port", "br0", p, "--", "set", "interface", p, &of_port])?;
-    }
+    // Secure before the ports: no NORMAL across the three links meanwhile.
     ovs.vsctl(&[
         "set",
         "bridge",
@@ -138,6 +135,10 @@ fn open_vswitch(
         "protocols=OpenFlow13",
         "fail_mode=secure",
     ])?;
+    for (i, p) in ports.iter().enumerate() {
+        let of_port = format!("ofport_request={}", i + 1);
+        ovs.vsctl(&["add-port", "br0", p, "--", "set", "interface", p, &of_port])?;
+    }
     ovs.vsctl(&["set-controller", "br0", &format!("tcp:127.0.0.1:{port}")])?;
     Ok(())
 }
@@ -152,25 +153,18 @@ fn vswd(
     port: u16,
 ) -> anyhow::Result<()> {
     vsw.launch(1 << pmd_cpu)?;
+    vsw.ctl(&["set", &format!("datapath-id={dpid}"), "fail-mode=secure"])?;
     for (i, p) in ports.iter().enumerate() {
         vsw.ctl(&["add-port", p, &format!("ofport_request={}", i + 1)])?;
     }
-    vsw.ctl(&["set", &format!("datapath-id={dpid}"), "fail-mode=secure"])?;
     vsw.ctl(&["set-controller", &format!("tcp:127.0.0.1:{port}")])?;
     Ok(())
 }
 
-/// Runs the tool to its end (it ends itself after its report) or `timeout`;
-/// whether it ended.
-fn run_tool(
-    python: &str,
-    port: u16,
-    subdir: &str,
-    log: &Path,
-    timeout: Duration,
-) -> anyhow::Result<bool> {
+/// Starts the tool, listening on 127.0.0.1:`port` once it has set up.
+fn start_tool(python: &str, port: u16, subdir: &str, log: &Path) -> anyhow::Result<Child> {
     let out = std::fs::File::create(log).with_context(|| log.display().to_string())?;
-    let mut tool = Command::new(python)
+    Command::new(python)
         .args([
             "-c",
             TOOL,
@@ -187,16 +181,32 @@ fn run_tool(
         .stdout(out.try_clone()?)
         .stderr(out)
         .spawn()
-        .context("cannot start the test tool")?;
+        .context("cannot start the test tool")
+}
+
+/// Whether something listens on TCP port `port` of 127.0.0.1 (`/proc/net/tcp`).
+fn listening(port: u16) -> bool {
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(1) == Some(&local.as_str()) && f.get(3) == Some(&"0A")
+        })
+    })
+}
+
+/// Waits for the tool to end (it ends itself after its report) or `timeout`;
+/// whether it ended. It is killed if it did not.
+fn wait_tool(tool: &mut Child, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        if tool.try_wait()?.is_some() {
-            return Ok(true);
+        if !matches!(tool.try_wait(), Ok(None)) {
+            return true;
         }
         if Instant::now() > deadline {
             let _ = tool.kill();
             let _ = tool.wait();
-            return Ok(false);
+            return false;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -225,11 +235,27 @@ pub fn run_suite(
     let tester_ports: Vec<String> = (1..=3).map(|i| links.tester(i)).collect();
     let mut tester = Ovs::named(false, pmd_cpu, "tester");
     let mut vsw = Vsw::new(bin_dir, "ring", pmd_cpu);
+    // The tool listens before the switches are told of it: the port stays its.
+    let mut tool = start_tool(&python, port, subdir, log)?;
     let finished = (|| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !listening(port) {
+            if Instant::now() > deadline || !matches!(tool.try_wait(), Ok(None)) {
+                bail!(
+                    "the test tool did not listen on port {port} (its output: {})",
+                    log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         open_vswitch(&tester, pmd_cpu, &tester_ports, TESTER_DPID, port)?;
         vswd(&mut vsw, pmd_cpu, &target_ports, TARGET_DPID, port)?;
-        run_tool(&python, port, subdir, log, timeout)
+        Ok(wait_tool(&mut tool, timeout))
     })();
+    if !matches!(tool.try_wait(), Ok(Some(_))) {
+        let _ = tool.kill();
+        let _ = tool.wait();
+    }
     vsw.shut_down();
     tester.shut_down();
     drop(links);

@@ -447,6 +447,12 @@ fn ovsdb_ports(a: &OvsdbPortsArgs) -> anyhow::Result<()> {
 fn flow_mods(a: &FlowModsArgs) -> anyhow::Result<()> {
     use vsw_bench::flow_mods::{measure_ovs, measure_vsw, report_markdown, write_flows};
     require_root()?;
+    if a.ofctl_cpu == a.pmd_cpu {
+        anyhow::bail!(
+            "--ofctl-cpu {} is the PMD's core: choose another",
+            a.ofctl_cpu
+        );
+    }
     let file = std::env::temp_dir().join(format!("vsw-bench-flows-{}.txt", std::process::id()));
     write_flows(&file, a.flows)?;
     let mut vsw = switches::Vsw::new(bin_dir(&a.bin_dir)?, "ring", a.pmd_cpu);

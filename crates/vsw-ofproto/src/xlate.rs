@@ -387,8 +387,8 @@ pub fn hash_slots(buckets: usize) -> u32 {
 
 /// The weight (of `total`) hash slot `at` of `slots` stands for: the weight at the
 /// slot's middle, so that each bucket gets the slots nearest its share (weights 1:2
-/// over 16 slots: 5 and 11; the slot's start gave 6 and 10, the first bucket 12 %
-/// over its share, outside the ±10 % a controller's test allows).
+/// over 16 slots: 5 and 11, the first bucket 6 % under its third; the slot's start
+/// gave 6 and 10, 12 % over). Finer shares need more slots.
 pub fn slot_weight(at: u32, slots: u32, total: u32) -> u32 {
     ((2 * u64::from(at) + 1) * u64::from(total) / (2 * u64::from(slots))) as u32
 }

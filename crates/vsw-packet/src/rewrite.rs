@@ -299,16 +299,24 @@ impl PacketBuf {
     }
 
     /// Where the IP packet's payload ends: before the frame's end when the frame
-    /// is padded (a short packet in a 60-byte frame).
+    /// is padded (a short packet in a 60-byte frame); the frame's end when the
+    /// header's length is 0 (a super-frame's, or an IPv6 jumbogram's).
     fn ip_payload_end(&self) -> Option<usize> {
         let len = self.data().len();
+        let end = |off: usize, said: usize| {
+            if said == 0 {
+                len
+            } else {
+                (off + said).min(len)
+            }
+        };
         if let Some(off) = self.ipv4() {
             let ip = ipv4::Packet::new_checked(&self.data()[off..]).ok()?;
-            return Some((off + ip.total_len()).min(len));
+            return Some(end(off, ip.total_len()));
         }
         let off = self.ipv6()?;
         let ip = ipv6::Packet::new_checked(&self.data()[off..]).ok()?;
-        Some((off + ipv6::HEADER_LEN + ip.payload_len()).min(len))
+        Some(end(off + ipv6::HEADER_LEN, ip.payload_len()))
     }
 
     fn set_ipv4_addr(&mut self, dst: bool, addr: [u8; 4]) {

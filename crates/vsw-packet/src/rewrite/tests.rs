@@ -464,3 +464,15 @@ fn room_in_front_is_made_by_moving_the_frame_back() {
     assert!(!buf.make_headroom(had + 100));
     assert_eq!((buf.headroom(), buf.data()), (had, &full[..]));
 }
+
+/// An IPv4 header that says length 0 (a super-frame's, its length left to the
+/// segmentation): the ports are rewritten all the same, the payload taken to run
+/// to the frame's end.
+#[test]
+fn a_zero_ip_length_still_has_its_ports_rewritten() {
+    let mut f = tcp4([198, 18, 0, 1], [198, 18, 0, 2], 1000, 80);
+    f[16..18].fill(0);
+    let mut p = loaded(&f);
+    p.set_tp_dst(8080);
+    assert_eq!(&p.data()[36..38], &8080u16.to_be_bytes());
+}

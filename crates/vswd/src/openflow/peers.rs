@@ -264,10 +264,11 @@ impl Peer {
                 let written = write_by(answers, bytes, Instant::now() + MESSAGE_DEADLINE);
                 let mut o = lock(&self.outbox);
                 o.writing = false;
-                // Only the writer thread can wait on this write (no other thread
-                // sends answers), and only when a message or a finish came
-                // meanwhile: else it is not woken (waking it for nothing, on every
-                // answer, cost two context switches each).
+                // Only the writer thread can wait on this write, and only when a
+                // message or a finish came meanwhile (the reader waits on the
+                // queue's bytes, which a direct write leaves as they were): else
+                // it is not woken (waking it for nothing, on every answer, cost
+                // two context switches each).
                 if !o.messages.is_empty() || o.finishing {
                     self.changed.notify_all();
                 }
