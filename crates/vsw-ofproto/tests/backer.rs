@@ -27,6 +27,22 @@ fn pipeline(flows: &[&str]) -> Pipeline {
     p
 }
 
+/// Bridge `name` of `backer` with these rules, its OpenFlow ports `(of, dp)`: each
+/// with its datapath port.
+fn bridge(
+    backer: &Arc<Backer>,
+    name: &str,
+    flows: &[&str],
+    ports: &[(u32, u32)],
+) -> (BridgeSlot, Arc<Ofproto>) {
+    let (slot, o) = Ofproto::join(backer, name, pipeline(flows)).unwrap();
+    o.set_ports(ports.iter().map(|(of, _)| *of).collect());
+    for (of, dp) in ports {
+        backer.set_port(slot, *of, *dp).unwrap();
+    }
+    (slot, o)
+}
+
 fn key(in_port: u32) -> FlowKey {
     FlowKey {
         in_port,
@@ -621,29 +637,18 @@ impl vsw_ofproto::TunnelEgress for OneWay {
 #[test]
 fn a_truncated_output_to_a_tunnel_port_cuts_the_inner_frame() {
     let backer = Backer::new();
-    let (ovl, o) = Ofproto::join(
+    let (ovl, _o) = bridge(
         &backer,
         "ovl",
-        pipeline(&["in_port=1,actions=output(port=2,max_len=100),output(port=3,max_len=64)"]),
-    )
-    .unwrap();
-    o.set_ports(vec![1, 2, 3]);
-    let (phy, u) = Ofproto::join(
+        &["in_port=1,actions=output(port=2,max_len=100),output(port=3,max_len=64)"],
+        &[(1, 1), (2, 2), (3, 5)],
+    );
+    let (_phy, _u) = bridge(
         &backer,
         "phy",
-        pipeline(&["in_port=65534,actions=output:1"]),
-    )
-    .unwrap();
-    u.set_ports(vec![1, 65534]);
-    for (slot, of, dp) in [
-        (ovl, 1, 1),
-        (ovl, 2, 2),
-        (ovl, 3, 5),
-        (phy, 1, 3),
-        (phy, 65534, 4),
-    ] {
-        backer.set_port(slot, of, dp).unwrap();
-    }
+        &["in_port=65534,actions=output:1"],
+        &[(1, 3), (65534, 4)],
+    );
     backer.set_tunnel_port(ovl, 2, "vx0");
     backer.set_tunnel_egress(Arc::new(OneWay { known: true.into() }));
     let t = backer.translate(&udp_from(1, 1, 2), 0, false);
@@ -674,27 +679,22 @@ fn a_truncated_output_to_a_tunnel_port_cuts_the_inner_frame() {
 #[test]
 fn tunnel_ports_push_and_pop_their_headers_in_translation() {
     let backer = Backer::new();
-    let (ovl, o) = Ofproto::join(
+    let (ovl, _o) = bridge(
         &backer,
         "ovl",
-        pipeline(&["in_port=1,actions=output:2", "in_port=2,actions=output:1"]),
-    )
-    .unwrap();
-    o.set_ports(vec![1, 2]);
+        &["in_port=1,actions=output:2", "in_port=2,actions=output:1"],
+        &[(1, 1), (2, 2)],
+    );
     // The underlay sends what its host sends out of its uplink, and learns.
-    let (phy, u) = Ofproto::join(
+    let (_phy, u) = bridge(
         &backer,
         "phy",
-        pipeline(&[
+        &[
             "in_port=65534,actions=output:1",
             "in_port=1,actions=output:65534",
-        ]),
-    )
-    .unwrap();
-    u.set_ports(vec![1, 65534]);
-    for (slot, of, dp) in [(ovl, 1, 1), (ovl, 2, 2), (phy, 1, 3), (phy, 65534, 4)] {
-        backer.set_port(slot, of, dp).unwrap();
-    }
+        ],
+        &[(1, 3), (65534, 4)],
+    );
     backer.set_tunnel_port(ovl, 2, "vx0");
     let egress = Arc::new(OneWay {
         known: false.into(),
@@ -827,19 +827,18 @@ impl vsw_ofproto::TunnelEgress for NoWayOut {
 #[test]
 fn a_tunnel_packet_with_no_way_out_is_dropped_in_its_own_pass() {
     let backer = Backer::new();
-    let (ovl, o) =
-        Ofproto::join(&backer, "ovl", pipeline(&["in_port=1,actions=output:2"])).unwrap();
-    o.set_ports(vec![1, 2]);
-    let (phy, u) = Ofproto::join(
+    let (ovl, _o) = bridge(
+        &backer,
+        "ovl",
+        &["in_port=1,actions=output:2"],
+        &[(1, 1), (2, 2)],
+    );
+    let (_phy, _u) = bridge(
         &backer,
         "phy",
-        pipeline(&["in_port=65534,actions=output:1"]),
-    )
-    .unwrap();
-    u.set_ports(vec![1, 65534]);
-    for (slot, of, dp) in [(ovl, 1, 1), (ovl, 2, 2), (phy, 1, 3), (phy, 65534, 4)] {
-        backer.set_port(slot, of, dp).unwrap();
-    }
+        &["in_port=65534,actions=output:1"],
+        &[(1, 3), (65534, 4)],
+    );
     backer.set_tunnel_port(ovl, 2, "vx0");
     let k = udp_from(1, 1, 2);
     backer.set_tunnel_egress(Arc::new(NoWayOut(vsw_ofproto::NoWay::Dropped)));
@@ -899,38 +898,28 @@ fn note_of(
 #[test]
 fn a_packet_in_names_the_port_a_patch_or_a_tunnel_led_the_packet_in_by() {
     let backer = Backer::new();
-    let (ovl, o) = Ofproto::join(
+    let (ovl, o) = bridge(
         &backer,
         "ovl",
-        pipeline(&[
+        &[
             "in_port=1,udp,tp_dst=53,actions=output:9",
             "in_port=1,udp,tp_dst=54,actions=controller",
             "in_port=2,actions=controller",
-        ]),
-    )
-    .unwrap();
-    o.set_ports(vec![1, 2, 9]);
-    let (brb, b) =
-        Ofproto::join(&backer, "brb", pipeline(&["in_port=9,actions=controller"])).unwrap();
-    b.set_ports(vec![1, 9]);
-    let (phy, u) = Ofproto::join(
+        ],
+        &[(1, 1), (2, 2), (9, 7)],
+    );
+    let (brb, b) = bridge(
+        &backer,
+        "brb",
+        &["in_port=9,actions=controller"],
+        &[(1, 5), (9, 8)],
+    );
+    let (phy, u) = bridge(
         &backer,
         "phy",
-        pipeline(&["in_port=1,actions=output:65534"]),
-    )
-    .unwrap();
-    u.set_ports(vec![1, 65534]);
-    for (slot, of, dp) in [
-        (ovl, 1, 1),
-        (ovl, 2, 2),
-        (ovl, 9, 7),
-        (brb, 1, 5),
-        (brb, 9, 8),
-        (phy, 1, 3),
-        (phy, 65534, 4),
-    ] {
-        backer.set_port(slot, of, dp).unwrap();
-    }
+        &["in_port=1,actions=output:65534"],
+        &[(1, 3), (65534, 4)],
+    );
     backer.set_patch(ovl, 9, "pa", "pb");
     backer.set_patch(brb, 9, "pb", "pa");
     backer.set_tunnel_port(ovl, 2, "vx0");
