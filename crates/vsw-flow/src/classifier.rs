@@ -668,9 +668,7 @@ impl Classifier {
         let table = &mut self.subtables[pos];
         let highest_before = table.max_priority;
         // The rule of the same match and priority goes (one bucket looked at).
-        let replaced = table.add_replacing(key, rule.clone(), bucket, &mut |r| {
-            r.spec.priority == spec.priority && r.spec.matcher == spec.matcher
-        });
+        let replaced = table.add_replacing(key, rule.clone(), bucket, &mut |r| r.same_place(spec));
         debug_assert!(table.max_priority >= spec.priority);
         self.n_rules = self.n_rules + 1 - replaced.len();
         // The order only changes with a new subtable or a new highest priority (a

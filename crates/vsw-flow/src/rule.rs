@@ -236,6 +236,12 @@ impl Rule {
         )
     }
 
+    /// Whether it has `spec`'s place: the same match and priority (an add of
+    /// `spec` replaces it).
+    pub fn same_place(&self, spec: &FlowSpec) -> bool {
+        self.spec.priority == spec.priority && self.spec.matcher == spec.matcher
+    }
+
     pub fn beats(&self, other: &Rule) -> bool {
         (self.spec.priority, std::cmp::Reverse(self.seq()))
             > (other.spec.priority, std::cmp::Reverse(other.seq()))

@@ -289,19 +289,13 @@ impl PacketBuf {
     /// a first (or only) fragment, or an IPv6 packet without extension headers (what
     /// the rewrite actions' prerequisites allow).
     fn l4(&self) -> Option<(u8, usize)> {
-        if let Some(off) = self.ipv4() {
-            let ip = ipv4::Packet::new_checked(&self.data()[off..]).ok()?;
-            return (ip.frag_offset() == 0).then(|| (ip.protocol(), off + ip.header_len()));
-        }
-        let off = self.ipv6()?;
-        let ip = ipv6::Packet::new_checked(&self.data()[off..]).ok()?;
-        Some((ip.next_header(), off + ipv6::HEADER_LEN))
+        self.l4_span().map(|(proto, start, _)| (proto, start))
     }
 
-    /// Where the IP packet's payload ends: before the frame's end when the frame
-    /// is padded (a short packet in a 60-byte frame); the frame's end when the
-    /// header's length is 0 (a super-frame's, or an IPv6 jumbogram's).
-    fn ip_payload_end(&self) -> Option<usize> {
+    /// [`Self::l4`], and where the IP payload ends: before the frame's end when the
+    /// frame is padded (a short packet in a 60-byte frame); the frame's end when
+    /// the header's length is 0 (a super-frame's, or an IPv6 jumbogram's).
+    fn l4_span(&self) -> Option<(u8, usize, usize)> {
         let len = self.data().len();
         let end = |off: usize, said: usize| {
             if said == 0 {
@@ -312,11 +306,18 @@ impl PacketBuf {
         };
         if let Some(off) = self.ipv4() {
             let ip = ipv4::Packet::new_checked(&self.data()[off..]).ok()?;
-            return Some(end(off, ip.total_len()));
+            return (ip.frag_offset() == 0).then(|| {
+                (
+                    ip.protocol(),
+                    off + ip.header_len(),
+                    end(off, ip.total_len()),
+                )
+            });
         }
         let off = self.ipv6()?;
         let ip = ipv6::Packet::new_checked(&self.data()[off..]).ok()?;
-        Some(end(off + ipv6::HEADER_LEN, ip.payload_len()))
+        let start = off + ipv6::HEADER_LEN;
+        Some((ip.next_header(), start, end(start, ip.payload_len())))
     }
 
     fn set_ipv4_addr(&mut self, dst: bool, addr: [u8; 4]) {
@@ -397,8 +398,7 @@ impl PacketBuf {
     }
 
     fn set_port(&mut self, dst: bool, port: u16) {
-        let Some((proto, l4)) = self.l4() else { return };
-        let Some(end) = self.ip_payload_end().filter(|end| *end >= l4) else {
+        let Some((proto, l4, end)) = self.l4_span().filter(|(_, l4, end)| end >= l4) else {
             return;
         };
         let partial = self.partial_csum();

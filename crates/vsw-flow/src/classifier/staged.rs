@@ -76,7 +76,7 @@ impl StagedRules {
             prepared.key.clone(),
             rule.clone(),
             Arc::new(Vec::with_capacity(1)),
-            &mut |r| r.spec.priority == spec.priority && r.spec.matcher == spec.matcher,
+            &mut |r| r.same_place(spec),
         );
         if highest_before.is_none_or(|p| sub.max_priority > p) {
             *raised_at = at;
