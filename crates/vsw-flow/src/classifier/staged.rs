@@ -24,7 +24,7 @@ pub struct StagedRules {
     last: usize,
     /// Rules staged, by table: each has its place among its table's as its `seq`
     /// until the commit places it after the table's rules.
-    per_table: HashMap<u8, u64>,
+    per_table: Vec<u64>,
     /// The staged rules in the order staged (placed in it: a walk of a vector,
     /// not of the subtables' tries).
     in_order: Vec<Arc<crate::Rule>>,
@@ -53,7 +53,11 @@ impl StagedRules {
         }
         let rule = &prepared.rule;
         let spec = &rule.spec;
-        let nth = self.per_table.entry(spec.table).or_default();
+        let table = usize::from(spec.table);
+        if self.per_table.len() <= table {
+            self.per_table.resize(table + 1, 0);
+        }
+        let nth = &mut self.per_table[table];
         *nth += 1;
         rule.place(0, *nth);
         self.in_order.push(rule.clone());
@@ -134,10 +138,12 @@ impl StagedRules {
         }
         self.index.clear();
         self.replaced_within = true;
-        for (id, n) in std::mem::take(&mut self.per_table) {
-            let t = &mut tables[usize::from(id)];
-            t.next_seq += n;
-            t.sort_subtables();
+        for (id, n) in std::mem::take(&mut self.per_table).into_iter().enumerate() {
+            if n > 0 {
+                let t = &mut tables[id];
+                t.next_seq += n;
+                t.sort_subtables();
+            }
         }
         for r in &self.in_order {
             r.place(now_ms, base[usize::from(r.spec.table)] + r.seq());
