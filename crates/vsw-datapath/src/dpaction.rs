@@ -49,6 +49,14 @@ pub enum DpAction {
     },
     /// Take off the outermost label stack entry; what follows is of this ethertype.
     PopMpls(u16),
+    /// Put a backbone header of this ethertype and this I-TAG in front of the
+    /// frame, its addresses the frame's own.
+    PushPbb {
+        ethertype: u16,
+        itag: u32,
+    },
+    /// Take off the backbone header and I-TAG: the customer's frame is left.
+    PopPbb,
     /// Set the outermost label stack entry's bits under `mask` to `lse`'s.
     SetMpls {
         lse: u32,
@@ -146,6 +154,10 @@ impl fmt::Display for DpAction {
                 )
             }
             DpAction::PopMpls(t) => write!(f, "pop_mpls(eth_type=0x{t:x})"),
+            DpAction::PushPbb { ethertype, itag } => {
+                write!(f, "push_pbb(itag=0x{itag:08x},eth_type=0x{ethertype:x})")
+            }
+            DpAction::PopPbb => f.write_str("pop_pbb"),
             DpAction::SetMpls { lse, mask } => {
                 write!(f, "set(mpls(lse=0x{lse:08x}/0x{mask:08x}))")
             }

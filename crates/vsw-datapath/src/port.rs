@@ -31,7 +31,7 @@ pub struct TunnelKey {
     /// none).
     pub metadata0: u32,
     /// `tun_flags`: the OAM bit (`vsw_packet::key::TUN_FLAG_OAM`).
-    pub flags: u32,
+    pub flags: u16,
 }
 
 impl TunnelKey {

@@ -1034,6 +1034,48 @@ fn mpls_labels_are_pushed_matched_and_popped_between_namespaces() {
     assert_eq!(d.all_flows().len(), flows.len());
 }
 
+/// PBB (OpenFlow 1.3's, which Open vSwitch lacks), through vsw's own `vswctl`: each
+/// host's IP packets get a backbone header and an I-SID, a later table matches the
+/// I-SID and pops the header — one way with a table after the pop (a
+/// recirculation shows the customer's frame), the other straight out. Pings cross
+/// both ways only if the customer's frame comes out whole.
+#[test]
+fn pbb_headers_are_pushed_matched_and_popped_between_namespaces() {
+    let _g = serial();
+    let d = Vswd::start();
+    of13(&d, &["del-flows"]);
+    let (h1, h2) = two_hosts(&d);
+    let flows = [
+        "table=0,priority=0,actions=NORMAL",
+        "table=0,priority=10,ip,in_port=1,actions=push_pbb:0x88e7,set_field:100->pbb_isid,goto_table:1",
+        "table=0,priority=10,ip,in_port=2,actions=push_pbb:0x88e7,set_field:200->pbb_isid,goto_table:1",
+        "table=1,priority=10,dl_type=0x88e7,pbb_isid=100,actions=pop_pbb,goto_table:2",
+        "table=1,priority=10,dl_type=0x88e7,pbb_isid=200,actions=pop_pbb,output:1",
+        "table=2,priority=10,icmp,actions=output:2",
+    ];
+    for flow in flows {
+        d.ctl_ok(&["add-flow", flow]);
+    }
+    assert!(h1.ping(&h2, 3), "{}", d.ctl_ok(&["dump-flows"]));
+    let all = d.all_flows();
+    for needle in ["pbb_isid=0x000064", "pbb_isid=0x0000c8", "icmp"] {
+        let f = all.iter().find(|f| f.matching.contains(needle));
+        assert!(f.is_some_and(|f| f.n_packets >= 3), "{needle}: {all:#?}");
+    }
+    let dp = d.ctl_ok(&["dump-dp-flows"]);
+    assert!(
+        dp.contains("push_pbb(itag=0x00000000,eth_type=0x88e7)"),
+        "{dp}"
+    );
+    assert!(dp.contains("pop_pbb") && dp.contains("recirc("), "{dp}");
+    // A pop needs a PBB frame where it runs: refused, the tables as they were.
+    let out = d.ctl(&["add-flow", "table=3,ip,actions=pop_pbb"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pop_pbb needs dl_type=0x88e7"), "{err}");
+    assert_eq!(d.all_flows().len(), flows.len());
+}
+
 /// `check_pkt_larger` as OVN uses it for a gateway's MTU: the datapath decides by
 /// each packet's length. Pings of 100 bytes cross; of 1,000 bytes, which the rule
 /// sends elsewhere, do not — over the same datapath flow.

@@ -106,6 +106,14 @@ pub enum Action {
     /// Take off the outermost label stack entry; what follows is of this ethertype
     /// (`pop_mpls:ETHERTYPE`).
     PopMpls(u16),
+    /// Put a PBB backbone header of this ethertype (0x88e7) and an I-TAG in front
+    /// of the frame: `push_pbb:ETHERTYPE`. As OpenFlow's: the backbone addresses
+    /// are the frame's own, the I-TAG a copy of the frame's outermost one, or 0.
+    /// Open vSwitch has no PBB; vsw takes OpenFlow 1.3's.
+    PushPbb(u16),
+    /// Take off the backbone header and its I-TAG (`pop_pbb`): what is behind is
+    /// seen after a recirculation, as after `pop_mpls`.
+    PopPbb,
     /// The outermost label (`set_mpls_label(N)`, `set_field:N->mpls_label`).
     SetMplsLabel(u32),
     /// The outermost entry's traffic class (`set_mpls_tc(N)`).
@@ -806,6 +814,27 @@ static POP_MPLS: ActionDef = ActionDef {
     rewrites: true,
     build: |n, a, _| Ok(Action::PopMpls(parse_uint(n, arg(n, a)?, 0xffff)? as u16)),
 };
+static PUSH_PBB: ActionDef = ActionDef {
+    name: "push_pbb",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let t = parse_uint(n, a, 0xffff)? as u16;
+        if t != EtherType::PBB {
+            return Err(bad(n, a, "the ethertype is 0x88e7"));
+        }
+        Ok(Action::PushPbb(t))
+    },
+};
+static POP_PBB: ActionDef = ActionDef {
+    name: "pop_pbb",
+    aliases: &[],
+    needs: Needs::Pbb,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::PopPbb),
+};
 static SET_MPLS_LABEL: ActionDef = ActionDef {
     name: "set_mpls_label",
     aliases: &[],
@@ -1128,6 +1157,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &FIN_TIMEOUT,
     &PUSH_MPLS,
     &POP_MPLS,
+    &PUSH_PBB,
+    &POP_PBB,
     &SET_MPLS_LABEL,
     &SET_MPLS_TC,
     &SET_MPLS_TTL,
@@ -1174,6 +1205,8 @@ impl Action {
             Action::DecTtl | Action::DecTtlIds(_) => &DEC_TTL,
             Action::PushMpls(_) => &PUSH_MPLS,
             Action::PopMpls(_) => &POP_MPLS,
+            Action::PushPbb(_) => &PUSH_PBB,
+            Action::PopPbb => &POP_PBB,
             Action::SetMplsLabel(_) => &SET_MPLS_LABEL,
             Action::SetMplsTc(_) => &SET_MPLS_TC,
             Action::SetMplsTtl(_) => &SET_MPLS_TTL,
@@ -1248,7 +1281,7 @@ impl Action {
                 Some(parts.join(","))
             }
             Action::SetDlSrc(m) | Action::SetDlDst(m) => Some(m.to_string()),
-            Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) => {
+            Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) | Action::PushPbb(t) => {
                 Some(format!("0x{t:04x}"))
             }
             Action::SetMplsLabel(l) => Some(l.to_string()),
@@ -1318,6 +1351,7 @@ impl Action {
             | Action::StripVlan
             | Action::DecTtl
             | Action::DecMplsTtl
+            | Action::PopPbb
             | Action::Exit
             | Action::PopQueue => None,
         }

@@ -9,9 +9,11 @@ use vsw_packet::key::{
     FRAG_ANY, FRAG_LATER, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
     ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, TUN_FLAG_OAM, VLAN_CFI,
 };
+use vsw_packet::wire::ipv6::exthdr;
 use vsw_packet::wire::mpls::{
     BOS_MASK, BOS_SHIFT, LABEL_MASK, LABEL_SHIFT, TC_MASK, TC_SHIFT, TTL_MASK,
 };
+use vsw_packet::wire::pbb::ISID_MASK;
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use crate::error::{FlowSyntaxError, PortResolver};
@@ -52,6 +54,8 @@ pub enum Needs {
     Icmpv6,
     /// MPLS (`mpls` or `mplsm`: ethertype 0x8847 or 0x8848).
     Mpls,
+    /// PBB (ethertype 0x88e7).
+    Pbb,
 }
 
 impl Needs {
@@ -88,6 +92,7 @@ impl Needs {
             Needs::Icmpv4 => dl == Some(EtherType::IPV4) && proto == Some(IPPROTO_ICMP),
             Needs::Icmpv6 => dl == Some(EtherType::IPV6) && proto == Some(IPPROTO_ICMPV6),
             Needs::Mpls => matches!(dl, Some(EtherType::MPLS | EtherType::MPLS_MULTICAST)),
+            Needs::Pbb => dl == Some(EtherType::PBB),
         }
     }
 
@@ -109,6 +114,7 @@ impl Needs {
             Needs::Icmpv4 => "icmp",
             Needs::Icmpv6 => "icmp6",
             Needs::Mpls => "mpls or mplsm (dl_type=0x8847 or 0x8848)",
+            Needs::Pbb => "dl_type=0x88e7",
         }
     }
 }
@@ -478,7 +484,7 @@ pub static FIELDS: &[FieldDef] = &[
                 "-oam" => (0, TUN_FLAG_OAM),
                 _ => {
                     let (val, mask) = parse_masked_uint(n, t, u128::from(TUN_FLAG_OAM))?;
-                    ((val & mask) as u32, mask as u32)
+                    ((val & mask) as u16, mask as u16)
                 }
             };
             Ok(())
@@ -853,9 +859,48 @@ pub static FIELDS: &[FieldDef] = &[
             m.label = mask as u32;
             Ok(())
         },
-        // The slot holds an MPLS packet's label stack entry too.
+        // The slot holds an MPLS packet's label stack entry and a PBB packet's
+        // I-TAG too.
         shown: |v, m| m.label != 0 && dl(v, m) == Some(EtherType::IPV6),
         print: |v, m| format_hex(v.label, m.label, 0xfffff, 5),
+    },
+    // OpenFlow's IPv6 extension header bits (OFPIEH_*); Open vSwitch has no such
+    // field, so vsw writes it under OpenFlow's name, as a number.
+    FieldDef {
+        name: "ipv6_exthdr",
+        aliases: &[],
+        slot: "ipv6_exthdr",
+        needs: Needs::Ipv6,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, u128::from(exthdr::ALL))?;
+            (v.ipv6_exthdr, m.ipv6_exthdr) = (val as u16, mask as u16);
+            Ok(())
+        },
+        shown: |_, m| m.ipv6_exthdr != 0,
+        print: |v, m| {
+            format_hex(
+                v.ipv6_exthdr.into(),
+                m.ipv6_exthdr.into(),
+                exthdr::ALL.into(),
+                3,
+            )
+        },
+    },
+    // A PBB packet's service instance (the I-TAG's low 24 bits, in the key's
+    // `label`). Open vSwitch has none; written under OpenFlow's name.
+    FieldDef {
+        name: "pbb_isid",
+        aliases: &[],
+        slot: "pbb_isid",
+        needs: Needs::Pbb,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, u128::from(ISID_MASK))?;
+            v.label = (v.label & !ISID_MASK) | val as u32;
+            m.label = (m.label & !ISID_MASK) | mask as u32;
+            Ok(())
+        },
+        shown: |v, m| m.label & ISID_MASK != 0 && Needs::Pbb.met(v, m),
+        print: |v, m| format_hex(v.label & ISID_MASK, m.label & ISID_MASK, ISID_MASK, 6),
     },
     FieldDef {
         name: "tcp_flags",
@@ -974,6 +1019,8 @@ mod tests {
             "mpls_tc" => "5",
             "mpls_ttl" => "63",
             "mpls_bos" => "1",
+            "ipv6_exthdr" => "0x044/0x1f4",
+            "pbb_isid" => "0x000064",
             n if n.starts_with("reg") => "0x5/0xff",
             n if n.starts_with("xreg") => "0x500000000/0xff00000000",
             n if n.starts_with("xxreg") => "0x1/0xff",
@@ -990,6 +1037,7 @@ mod tests {
             Needs::Icmpv4 => "icmp,",
             Needs::Icmpv6 => "icmp6,",
             Needs::Mpls => "mpls,",
+            Needs::Pbb => "dl_type=0x88e7,",
         };
         (value, shorthand)
     }

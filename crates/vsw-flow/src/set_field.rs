@@ -72,6 +72,7 @@ pub(crate) fn parse_write(f: &str, v: &str) -> Option<Result<FieldWrite, FlowSyn
             "nd_target" | "ipv6_nd_target" => FieldWrite::NdTarget(v6(f, v)?),
             "nd_sll" | "ipv6_nd_sll" => FieldWrite::NdSll(mac(f, v)?),
             "nd_tll" | "ipv6_nd_tll" => FieldWrite::NdTll(mac(f, v)?),
+            "pbb_isid" => FieldWrite::PbbIsid(uint(f, v, 0xff_ffff)? as u32),
             _ => return Ok(None),
         }))
     };
@@ -98,6 +99,7 @@ pub(crate) fn field_of(w: &FieldWrite) -> (&'static str, Needs) {
         FieldWrite::NdTarget(_) => ("nd_target", Needs::Nd),
         FieldWrite::NdSll(_) => ("nd_sll", Needs::Nd),
         FieldWrite::NdTll(_) => ("nd_tll", Needs::Nd),
+        FieldWrite::PbbIsid(_) => ("pbb_isid", Needs::Pbb),
         FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => ("", Needs::Nothing),
     }
 }
@@ -116,6 +118,7 @@ pub(crate) fn argument(w: &FieldWrite) -> String {
         | FieldWrite::Icmpv6Type(n)
         | FieldWrite::Icmpv6Code(n) => n.to_string(),
         FieldWrite::ArpOp(o) => o.to_string(),
+        FieldWrite::PbbIsid(i) => i.to_string(),
         FieldWrite::ArpSpa(a) | FieldWrite::ArpTpa(a) => std::net::Ipv4Addr::from(*a).to_string(),
         FieldWrite::ArpSha(m)
         | FieldWrite::ArpTha(m)

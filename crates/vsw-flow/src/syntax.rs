@@ -316,6 +316,12 @@ fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
                 k.nw_proto = 0;
             }
             Action::PopMpls(t) => (v.dl_type, k.dl_type) = (*t, u16::MAX),
+            Action::PushPbb(t) => {
+                (v.dl_type, k.dl_type) = (*t, u16::MAX);
+                k.nw_proto = 0;
+            }
+            // The customer's frame is of any type.
+            Action::PopPbb => (v.dl_type, k.dl_type, k.nw_proto) = (0, 0, 0),
             _ => {}
         }
     }
@@ -974,6 +980,62 @@ mod tests {
     }
 
     #[test]
+    fn pbb_actions_and_fields_read_print_and_check_the_packet_they_run_on() {
+        for (text, canon) in [
+            (
+                "ip,actions=push_pbb:0x88e7,push_pbb:0x88e7,output:2",
+                "priority=32768,ip,actions=push_pbb:0x88e7,push_pbb:0x88e7,output:2",
+            ),
+            (
+                "dl_type=0x88e7,pbb_isid=100,actions=pop_pbb,goto_table:1",
+                "priority=32768,dl_type=0x88e7,pbb_isid=0x000064,actions=pop_pbb,goto_table:1",
+            ),
+            (
+                "dl_type=0x88e7,pbb_isid=0x60/0xf0,actions=pop_pbb,output:1",
+                "priority=32768,dl_type=0x88e7,pbb_isid=0x000060/0x0000f0,actions=pop_pbb,output:1",
+            ),
+            (
+                "ipv6,ipv6_exthdr=68,actions=output:1",
+                "priority=32768,ipv6,ipv6_exthdr=0x044,actions=output:1",
+            ),
+            (
+                "ipv6,ipv6_exthdr=0x40/0x1f0,actions=output:1",
+                "priority=32768,ipv6,ipv6_exthdr=0x040/0x1f0,actions=output:1",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_flow(&f), canon, "{text}");
+            assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+        for (text, needle) in [
+            ("ip,actions=pop_pbb", "pop_pbb needs dl_type=0x88e7"),
+            ("ip,actions=push_pbb:0x8100", "0x88e7"),
+            (
+                "ip,pbb_isid=1,actions=drop",
+                "pbb_isid needs dl_type=0x88e7",
+            ),
+            ("ip,ipv6_exthdr=1,actions=drop", "ipv6_exthdr needs ipv6"),
+            ("ipv6,ipv6_exthdr=0x200,actions=drop", "larger than"),
+            (
+                "dl_type=0x88e7,pbb_isid=0x1000000,actions=drop",
+                "larger than",
+            ),
+            // What the customer's frame is, is not known after the pop.
+            (
+                "dl_type=0x88e7,actions=pop_pbb,mod_nw_dst:198.18.0.1",
+                "mod_nw_dst needs ip",
+            ),
+            (
+                "ip,actions=push_pbb:0x88e7,mod_nw_dst:198.18.0.1",
+                "mod_nw_dst needs ip",
+            ),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn field_prerequisites_and_bad_values() {
         for (text, needle) in [
             ("nw_ttl=3,actions=drop", "nw_ttl needs ip or ipv6"),
@@ -1012,7 +1074,11 @@ mod tests {
             ),
             (
                 "ipv6,actions=set_field:1->pbb_isid",
-                "not a field vsw can write",
+                "set_field needs dl_type=0x88e7",
+            ),
+            (
+                "dl_type=0x88e7,actions=set_field:0x1000000->pbb_isid",
+                "larger than",
             ),
             ("ipv6,actions=set_field:1", "VALUE->FIELD"),
             ("ipv6,actions=set_field:0x100000->ipv6_label", "larger than"),

@@ -198,6 +198,8 @@ const GOOD_ACTIONS: &[&str] = &[
     "mod_tp_dst:2",
     "dec_ttl",
     "push_mpls:0x8847",
+    "push_pbb:0x88e7",
+    "pop_pbb",
     "pop_mpls:0x0800",
     "set_mpls_label(7)",
     "set_mpls_tc:2",

@@ -115,7 +115,8 @@ fn exact(key: &FlowKey) -> Match {
         tun_src: ones(k.tun_src, u32::MAX),
         tun_dst: ones(k.tun_dst, u32::MAX),
         tun_metadata0: ones(k.tun_metadata0, u32::MAX),
-        tun_flags: ones(k.tun_flags, u32::MAX),
+        tun_flags: ones(k.tun_flags, u16::MAX),
+        ipv6_exthdr: ones(k.ipv6_exthdr, u16::MAX),
         in_port: u32::MAX,
         label: ones(k.label, u32::MAX),
         // Not fields a rule matches (a later pass's trace names them in its heading).

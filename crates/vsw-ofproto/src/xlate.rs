@@ -13,7 +13,7 @@ use vsw_flow::subfield::{ones, Field, Subfield};
 use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, MatchKey, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
 use vsw_packet::rewrite::{is_mpls, FieldWrite};
-use vsw_packet::wire::mpls;
+use vsw_packet::wire::{mpls, pbb};
 use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
@@ -71,6 +71,7 @@ fn field_write_kind(w: &FieldWrite) -> u8 {
         FieldWrite::NdTarget(_) => 14,
         FieldWrite::NdSll(_) => 15,
         FieldWrite::NdTll(_) => 16,
+        FieldWrite::PbbIsid(_) => 19,
         // Ordered among the pops and pushes (`ActionSet::kind`).
         FieldWrite::CopyTtlOut => 17,
         FieldWrite::CopyTtlIn => 18,
@@ -96,6 +97,7 @@ fn write_key(k: &mut FlowKey, w: FieldWrite) {
         FieldWrite::Icmpv4Type(t) | FieldWrite::Icmpv6Type(t) => k.tp_src = u16::from(t),
         FieldWrite::Icmpv4Code(c) | FieldWrite::Icmpv6Code(c) => k.tp_dst = u16::from(c),
         FieldWrite::NdTarget(a) => k.nd_target = u128::from_be_bytes(a),
+        FieldWrite::PbbIsid(i) => k.label = (k.label & !pbb::ISID_MASK) | (i & pbb::ISID_MASK),
         FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => {}
     }
 }
@@ -126,9 +128,10 @@ pub enum XlateError {
     )]
     PauseNested,
     #[error(
-        "after pop_mpls, an action in a clone, a group bucket or the action set (or the \
-         first table of a bridge a patch port led to) needs the packet behind the label, \
-         which only a recirculation from the pipeline's own actions shows: dropped"
+        "after pop_mpls or pop_pbb, an action in a clone, a group bucket or the action set \
+         (or the first table of a bridge a patch port led to) needs the packet behind the \
+         label or I-TAG, which only a recirculation from the pipeline's own actions shows: \
+         dropped"
     )]
     MplsNested,
     #[error(
@@ -136,6 +139,26 @@ pub enum XlateError {
         vsw_datapath::MAX_FORKS
     )]
     TooManyForks,
+}
+
+/// What a pop took off, leaving the key blind to what is behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Popped {
+    Nothing,
+    /// An MPLS label (`pop_mpls`): the Ethernet header is still the key's.
+    Mpls,
+    /// A PBB backbone header and I-TAG (`pop_pbb`): the whole frame is new.
+    Pbb,
+}
+
+impl Popped {
+    fn action(self) -> &'static str {
+        match self {
+            Popped::Nothing => "nothing",
+            Popped::Mpls => "pop_mpls",
+            Popped::Pbb => "pop_pbb",
+        }
+    }
 }
 
 /// Values `push` may hold on a translation's stack.
@@ -264,10 +287,11 @@ struct Ctx<'a, 'b> {
     paused: Option<Paused>,
     /// `exit`: no action list runs on (but the action set).
     exiting: bool,
-    /// A `pop_mpls` took off a label: the key holds nothing of what is behind it
-    /// (the datapath never parsed it), so a table or an action that may look at it
-    /// needs the packet looked up again (Open vSwitch's `was_mpls`).
-    mpls_popped: bool,
+    /// A `pop_mpls` took off a label, or a `pop_pbb` a backbone header: the key
+    /// holds nothing of what is behind it (the datapath never parsed it), so a
+    /// table or an action that may look at it needs the packet looked up again
+    /// (Open vSwitch's `was_mpls`).
+    popped: Popped,
     /// `check_pkt_larger` ways being translated now (the rest of an action list
     /// twice, once for each answer).
     forks: usize,
@@ -294,18 +318,20 @@ struct ActionSet {
 
 impl ActionSet {
     /// Which kind an action is, and where its kind runs (lower first): the spec's
-    /// order is copy TTL inwards, pop, push, copy TTL outwards, decrement TTL,
-    /// set-fields, queue, then group or output.
+    /// order is copy TTL inwards, pop, push (MPLS, PBB, VLAN), copy TTL outwards,
+    /// decrement TTL, set-fields, queue, then group or output.
     fn kind(a: &Action) -> u8 {
         match a {
             Action::SetField(FieldWrite::CopyTtlIn) => 0,
             Action::StripVlan => 1,
             Action::PopMpls(_) => 2,
-            Action::PushMpls(_) => 3,
-            Action::PushVlan(_) => 4,
-            Action::SetField(FieldWrite::CopyTtlOut) => 5,
-            Action::DecTtl | Action::DecTtlIds(_) => 6,
-            Action::DecMplsTtl => 7,
+            Action::PopPbb => 3,
+            Action::PushMpls(_) => 4,
+            Action::PushPbb(_) => 5,
+            Action::PushVlan(_) => 6,
+            Action::SetField(FieldWrite::CopyTtlOut) => 7,
+            Action::DecTtl | Action::DecTtlIds(_) => 8,
+            Action::DecMplsTtl => 9,
             Action::SetDlSrc(_) => 10,
             Action::SetDlDst(_) => 11,
             Action::SetVlanVid(_) => 12,
@@ -433,7 +459,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         in_action_set: false,
         paused: None,
         exiting: false,
-        mpls_popped: false,
+        popped: Popped::Nothing,
         forks: 0,
     };
     // Every datapath flow matches one input port exactly.
@@ -861,7 +887,7 @@ impl Ctx<'_, '_> {
             in_action_set: false,
             paused: None,
             exiting: false,
-            mpls_popped: self.mpls_popped,
+            popped: self.popped,
             forks: self.forks,
         };
         inner.walk();
@@ -895,7 +921,7 @@ impl Ctx<'_, '_> {
             self.step(id, format!("{}", XlateError::TooDeep));
             return;
         }
-        if self.mpls_popped {
+        if self.popped != Popped::Nothing {
             // Only a bridge a patch port led to looks a table up before an action
             // could stop for the next pass: it stops here, its next pass starting
             // with this lookup (as Open vSwitch freezes before a table).
@@ -1013,12 +1039,8 @@ impl Ctx<'_, '_> {
             gt: 0,
             le: 0,
         });
-        let (key, stack, ttl_unknown, popped) = (
-            self.key,
-            self.stack.clone(),
-            self.ttl_unknown,
-            self.mpls_popped,
-        );
+        let (key, stack, ttl_unknown, popped) =
+            (self.key, self.stack.clone(), self.ttl_unknown, self.popped);
         // As Open vSwitch since 2.17: each way starts with an empty action set
         // and runs what it writes; the set from before the fork is back after.
         let action_set = std::mem::take(&mut self.action_set.actions);
@@ -1029,7 +1051,7 @@ impl Ctx<'_, '_> {
             self.key = key;
             self.stack.clone_from(&stack);
             self.ttl_unknown = ttl_unknown;
-            self.mpls_popped = popped;
+            self.popped = popped;
             self.action_set.clear();
             self.in_action_set = false;
             self.step(table, format!("check_pkt_larger({len}): {answer}"));
@@ -1053,7 +1075,7 @@ impl Ctx<'_, '_> {
         self.key = key;
         self.stack = stack;
         self.ttl_unknown = ttl_unknown;
-        self.mpls_popped = popped;
+        self.popped = popped;
         self.action_set.actions = action_set;
         self.in_action_set = in_action_set;
         self.exiting = false;
@@ -1150,6 +1172,8 @@ impl Ctx<'_, '_> {
             | Action::DecTtlIds(_)
             | Action::PushMpls(_)
             | Action::PopMpls(_)
+            | Action::PushPbb(_)
+            | Action::PopPbb
             | Action::SetMplsLabel(_)
             | Action::SetMplsTc(_)
             | Action::SetMplsTtl(_)
@@ -1394,18 +1418,24 @@ impl Ctx<'_, '_> {
         self.step(
             table,
             format!(
-                "after pop_mpls: the packet behind the label is looked up again: recirc(0x{id:x})"
+                "after {}: the packet behind it is looked up again: recirc(0x{id:x})",
+                self.popped.action()
             ),
         );
         self.emit(DpAction::Recirc(id));
     }
 
-    /// After a `pop_mpls`, whether `a` may look at what is behind the label (and so
-    /// must run on the packet's next pass). As Open vSwitch: outputs, groups and
-    /// rewrites of Ethernet, VLAN, tunnel and pipeline fields need not.
+    /// After a `pop_mpls` or `pop_pbb`, whether `a` may look at what is behind
+    /// the label or I-TAG (and so must run on the packet's next pass). After a
+    /// label, as Open vSwitch: outputs, groups and rewrites of Ethernet, VLAN,
+    /// tunnel and pipeline fields need not. After a backbone header every action
+    /// does: the customer's addresses and tags are new to the key too (what an
+    /// output to a tagged port or NORMAL reads).
     fn needs_recirculation(&self, a: &Action) -> bool {
-        if !self.mpls_popped {
-            return false;
+        match self.popped {
+            Popped::Nothing => return false,
+            Popped::Pbb => return !matches!(a, Action::Drop),
+            Popped::Mpls => {}
         }
         match a {
             Action::Output(_)
@@ -1713,8 +1743,45 @@ impl Ctx<'_, '_> {
                 }
                 k.dl_type = t;
                 k.label = 0;
-                self.mpls_popped = true;
+                self.popped = Popped::Mpls;
                 Some(DpAction::PopMpls(t))
+            }
+            Action::PushPbb(t) => {
+                // As OpenFlow's: the I-TAG is a copy of the outermost one, or 0.
+                mask.dl_type = u16::MAX;
+                let itag = if k.dl_type == EtherType::PBB {
+                    mask.label = u32::MAX;
+                    k.label
+                } else {
+                    0
+                };
+                // The whole frame is behind the I-TAG now: the key keeps its
+                // addresses (the backbone header's, copied) and nothing behind them.
+                let l2 = *k;
+                k.packet = FlowKey {
+                    in_port: l2.in_port,
+                    recirc_id: l2.recirc_id,
+                    metadata: l2.metadata,
+                    tun_id: l2.tun_id,
+                    tun_src: l2.tun_src,
+                    tun_dst: l2.tun_dst,
+                    tun_metadata0: l2.tun_metadata0,
+                    tun_flags: l2.tun_flags,
+                    dl_src: l2.dl_src,
+                    dl_dst: l2.dl_dst,
+                    dl_type: t,
+                    label: itag,
+                    ..FlowKey::default()
+                };
+                Some(DpAction::PushPbb { ethertype: t, itag })
+            }
+            Action::PopPbb => {
+                mask.dl_type = u16::MAX;
+                if k.dl_type != EtherType::PBB {
+                    return None;
+                }
+                self.popped = Popped::Pbb;
+                Some(DpAction::PopPbb)
             }
             Action::SetMplsLabel(l) => {
                 Self::set_mpls(k, mask, l << mpls::LABEL_SHIFT, mpls::LABEL_MASK)
@@ -1740,6 +1807,12 @@ impl Ctx<'_, '_> {
                 if is_mpls(k.dl_type)
                     && !matches!(w, FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn) =>
             {
+                mask.dl_type = u16::MAX;
+                None
+            }
+            // The I-SID of a frame that is not PBB (a group's bucket is checked
+            // per packet): nothing to write.
+            Action::SetField(FieldWrite::PbbIsid(_)) if k.dl_type != EtherType::PBB => {
                 mask.dl_type = u16::MAX;
                 None
             }
@@ -1912,7 +1985,7 @@ impl Ctx<'_, '_> {
     fn on_copy(&mut self, actions: &[Action], table: u8, rule: Option<&Arc<Rule>>) {
         let key = self.key;
         let stack = self.stack.clone();
-        let popped = self.mpls_popped;
+        let popped = self.popped;
         // Actions that may change the packet run on a copy the datapath makes.
         // (A fork's ways may rewrite, whatever its own bit is.)
         let copy = actions
@@ -1940,7 +2013,7 @@ impl Ctx<'_, '_> {
         }
         self.key = key;
         self.stack = stack;
-        self.mpls_popped = popped;
+        self.popped = popped;
     }
 
     /// A bucket is live when its watched port's link is up and its watched group

@@ -8,6 +8,7 @@ use vsw_datapath::Upcall;
 use vsw_flow::parse_flow;
 use vsw_flow::Pipeline;
 use vsw_ofproto::{Backer, BackerError, BridgeSlot, Ofproto};
+use vsw_packet::rewrite::FieldWrite;
 use vsw_packet::FlowKey;
 
 /// Select group 1 of every test pipeline: three buckets by weight 1, 2, 1;
@@ -1103,6 +1104,73 @@ fn a_pop_mpls_before_a_table_is_answered_on_a_second_pass() {
         ..again
     };
     assert_eq!(backer.translate(&other, 0, false).actions, vec![Output(2)]);
+}
+
+/// A PBB frame of I-SID `isid` from `in_port`.
+fn pbb_from(in_port: u32, isid: u32) -> FlowKey {
+    FlowKey {
+        in_port,
+        dl_type: 0x88e7,
+        label: isid,
+        ..FlowKey::default()
+    }
+}
+
+/// After `pop_pbb` every action waits for the next pass (the customer's
+/// addresses and tags are new to the key, not only what is behind them); a push
+/// copies the outermost I-TAG, or starts at 0; an I-SID is written only into a
+/// PBB frame; a pop of a frame that is not PBB does nothing.
+#[test]
+fn pbb_pushes_copy_the_itag_and_a_pop_is_answered_on_a_second_pass() {
+    let backer = Backer::new();
+    let (a, o) = Ofproto::join(
+        &backer,
+        "br",
+        pipeline(&[
+            "table=0,in_port=1,dl_type=0x88e7,pbb_isid=100,actions=pop_pbb,output:2",
+            "table=0,in_port=2,dl_type=0x88e7,actions=set_field:203->pbb_isid,push_pbb:0x88e7,output:1",
+            "table=0,in_port=2,ip,actions=push_pbb:0x88e7,set_field:7->pbb_isid,output:1",
+        ]),
+    )
+    .unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 1, 1).unwrap();
+    backer.set_port(a, 2, 2).unwrap();
+    let first = backer.translate(&pbb_from(1, 100), 0, false);
+    let Some(id) = recirc_of(&first.actions) else {
+        panic!("{:?}", first.actions)
+    };
+    assert_eq!(first.actions, vec![DpAction::PopPbb, DpAction::Recirc(id)]);
+    let second = backer.translate(&next_pass(&udp_from(1, 1, 2), id, 0), 0, false);
+    assert_eq!(second.actions, vec![Output(2)]);
+    // Another I-SID misses.
+    assert!(recirc_of(&backer.translate(&pbb_from(1, 101), 0, false).actions).is_none());
+    // The push copies the I-TAG the set-field wrote.
+    let pushed = backer.translate(&pbb_from(2, 100), 0, false);
+    assert_eq!(
+        pushed.actions,
+        vec![
+            DpAction::SetField(FieldWrite::PbbIsid(203)),
+            DpAction::PushPbb {
+                ethertype: 0x88e7,
+                itag: 203
+            },
+            Output(1)
+        ]
+    );
+    // Over an IP packet the I-TAG starts at 0; the I-SID is written after.
+    let pushed = backer.translate(&udp_from(2, 1, 2), 0, false);
+    assert_eq!(
+        pushed.actions,
+        vec![
+            DpAction::PushPbb {
+                ethertype: 0x88e7,
+                itag: 0
+            },
+            DpAction::SetField(FieldWrite::PbbIsid(7)),
+            Output(1)
+        ]
+    );
 }
 
 /// A pop in a bridge a patch port led to, then its next table, and a pop in a

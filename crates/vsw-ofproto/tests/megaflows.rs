@@ -123,6 +123,8 @@ fn rule() -> impl Strategy<Value = String> {
         // The entry a push starts with comes from the IP header: the flow matches
         // what it was made of.
         Just("push_mpls:0x8847,set_mpls_label(7),dec_mpls_ttl".to_string()),
+        // A backbone header over the frame: what follows sees a PBB frame.
+        Just("push_pbb:0x88e7,set_field:5->pbb_isid".to_string()),
         (1u32..=4).prop_map(|g| format!("group:{g}")),
         // What a clone changes stays in it.
         ((1u8..=4), (1..=PORTS))
@@ -178,8 +180,8 @@ fn rule() -> impl Strategy<Value = String> {
                     .into_iter()
                     .filter(|a| l4.is_some() || a != "mod_tp_dst:443")
                     .collect();
-                // After a push the packet is MPLS: no IP rewrite may follow it.
-                a.sort_by_key(|x| x.starts_with("push_mpls"));
+                // After a push the packet is MPLS or PBB: no IP rewrite may follow it.
+                a.sort_by_key(|x| x.starts_with("push_"));
                 if let Some(g) = goto.filter(|g| *g > table) {
                     a.push(format!("goto_table:{g}"));
                 }
@@ -362,6 +364,11 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             }
             DpAction::SetMpls { lse, mask } => {
                 buf.set_mpls(lse, mask);
+                Ok(())
+            }
+            DpAction::PushPbb { ethertype, itag } => buf.push_pbb(ethertype, itag),
+            DpAction::PopPbb => {
+                buf.pop_pbb();
                 Ok(())
             }
             DpAction::DecMplsTtl => buf.dec_mpls_ttl(),

@@ -89,6 +89,9 @@ pub enum Action {
     DecMplsTtl,
     PushMpls(u16),
     PopMpls(u16),
+    /// OFPAT_PUSH_PBB and OFPAT_POP_PBB (OpenFlow 1.3 on).
+    PushPbb(u16),
+    PopPbb,
     /// OpenFlow 1.1's OFPAT_SET_MPLS_LABEL and SET_MPLS_TC, which Open vSwitch
     /// still takes from 1.2 on (deprecated for set-field).
     SetMplsLabel(u32),
@@ -287,6 +290,8 @@ impl Action {
             Action::DecMplsTtl => 16,
             Action::PushMpls(_) => 19,
             Action::PopMpls(_) => 20,
+            Action::PushPbb(_) => 26,
+            Action::PopPbb => 27,
             Action::SetMplsLabel(_) => 13,
             Action::SetMplsTc(_) => 14,
             Action::PushVlan(_) => 17,
@@ -310,7 +315,7 @@ impl Action {
                 out.extend_from_slice(&[*t, 0, 0, 0])
             }
             Action::SetMplsLabel(l) => out.extend_from_slice(&l.to_be_bytes()),
-            Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) => {
+            Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) | Action::PushPbb(t) => {
                 out.extend_from_slice(&t.to_be_bytes());
                 out.extend_from_slice(&[0, 0]);
             }
@@ -321,6 +326,7 @@ impl Action {
             | Action::CopyTtlIn
             | Action::DecNwTtl
             | Action::DecMplsTtl
+            | Action::PopPbb
             | Action::PopVlan => out.extend_from_slice(&[0; 4]),
             Action::SetField(f) => {
                 let (class, number) = crate::oxm::wire_id(f.field);
@@ -403,6 +409,11 @@ impl Action {
                     fixed(8)?;
                     Action::PushVlan(b.u16().ok_or(BadFlowMod::BadActionLen)?)
                 }
+                26 => {
+                    fixed(8)?;
+                    Action::PushPbb(b.u16().ok_or(BadFlowMod::BadActionLen)?)
+                }
+                27 => fixed(8).map(|()| Action::PopPbb)?,
                 18 => fixed(8).map(|()| Action::PopVlan)?,
                 21 => {
                     fixed(8)?;

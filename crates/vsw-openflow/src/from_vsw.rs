@@ -101,6 +101,13 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
                 f.push(field(26, v.nw_src, k.nw_src, 16, true));
                 f.push(field(27, v.nw_dst, k.nw_dst, 16, true));
                 f.push(field(28, v.label.into(), k.label.into(), 4, true));
+                f.push(field(
+                    39,
+                    v.ipv6_exthdr.into(),
+                    k.ipv6_exthdr.into(),
+                    2,
+                    true,
+                ));
             }
             let ports = |src: u8, dst: u8| {
                 [
@@ -169,6 +176,10 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
                     f.push(field(id, part.into(), u128::MAX, len, false));
                 }
             }
+        }
+        Some(EtherType::PBB) => {
+            let isid = |l: u32| u128::from(l & vsw_packet::wire::pbb::ISID_MASK);
+            f.push(field(37, isid(v.label), isid(k.label), 3, true));
         }
         Some(EtherType::ARP | EtherType::RARP) => {
             f.push(field(21, v.nw_proto.into(), k.nw_proto.into(), 2, false));
@@ -412,6 +423,7 @@ fn field_write(w: &FieldWrite) -> Action {
         FieldWrite::NdTarget(a) => set(31, a.to_vec()),
         FieldWrite::NdSll(m) => set(32, m.0.to_vec()),
         FieldWrite::NdTll(m) => set(33, m.0.to_vec()),
+        FieldWrite::PbbIsid(i) => set(37, i.to_be_bytes()[1..].to_vec()),
     }
 }
 
@@ -584,6 +596,8 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
             VswAction::DecTtlIds(ids) => apply.push(Action::Nx(NxAction::DecTtlIds(ids.to_vec()))),
             VswAction::PushMpls(t) => apply.push(Action::PushMpls(*t)),
             VswAction::PopMpls(t) => apply.push(Action::PopMpls(*t)),
+            VswAction::PushPbb(t) => apply.push(Action::PushPbb(*t)),
+            VswAction::PopPbb => apply.push(Action::PopPbb),
             VswAction::SetMplsLabel(l) => apply.push(set(34, l.to_be_bytes().to_vec())),
             VswAction::SetMplsTc(tc) => apply.push(set(35, vec![*tc])),
             VswAction::SetMplsTtl(t) => apply.push(Action::SetMplsTtl(*t)),

@@ -137,6 +137,7 @@ const IPV6: &[u16] = &[0x86dd];
 /// ARP and reverse ARP (Open vSwitch's ARP prerequisite takes either).
 const ARP: &[u16] = &[0x0806, 0x8035];
 const MPLS: &[u16] = &[0x8847, 0x8848];
+const PBB: &[u16] = &[0x88e7];
 const ND_SOLICIT: u8 = 135;
 const ND_ADVERT: u8 = 136;
 
@@ -217,7 +218,9 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(35, "mpls_tc", 1, false, Prereq::EthType(MPLS)),
     f(36, "mpls_bos", 1, false, Prereq::EthType(MPLS)),
     f(MPLS_TTL, "mpls_ttl", 1, false, Prereq::EthType(MPLS)),
+    f(37, "pbb_isid", 3, true, Prereq::EthType(PBB)),
     f(38, "tunnel_id", 8, true, Prereq::None),
+    f(39, "ipv6_exthdr", 2, true, Prereq::EthType(IPV6)),
     f(TUN_IPV4_SRC, "tun_ipv4_src", 4, true, Prereq::None),
     f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),
     var(TUN_METADATA0, "tun_metadata0", 4, true),
@@ -543,9 +546,15 @@ mod tests {
             enc(vec![field(5, &[8, 0], None), field(5, &[8, 0], None)]),
             Err(BadMatch::DupField)
         );
+        // OpenFlow 1.5's actset_output, which vsw does not match.
+        assert_eq!(
+            enc(vec![field(43, &[0, 0, 0, 1], None)]),
+            Err(BadMatch::BadField)
+        );
         assert_eq!(
             enc(vec![field(37, &[0, 0, 1], None)]),
-            Err(BadMatch::BadField)
+            Err(BadMatch::BadPrereq),
+            "pbb_isid without eth_type 0x88e7"
         );
         assert_eq!(
             enc(vec![field(6, &[0x10, 5], None), field(7, &[3], None)]),

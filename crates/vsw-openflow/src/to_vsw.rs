@@ -98,7 +98,7 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             // The flags vsw knows (OAM): the decoder refused a value with others.
             TUN_FLAGS => {
                 let known = u128::from(vsw_packet::key::TUN_FLAG_OAM);
-                (v.tun_flags, k.tun_flags) = (val as u32, (mask & known) as u32);
+                (v.tun_flags, k.tun_flags) = (val as u16, (mask & known) as u16);
             }
             3 => (v.dl_dst, k.dl_dst) = mac_pair(f),
             4 => (v.dl_src, k.dl_src) = mac_pair(f),
@@ -139,6 +139,13 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             27 => (v.nw_dst, k.nw_dst) = (val, mask),
             // 20 bits of the 32 on the wire.
             28 => (v.label, k.label) = (val as u32, (mask & 0xfffff) as u32),
+            // The I-SID: the low 24 bits of the I-TAG the key's `label` holds.
+            37 => (v.label, k.label) = (val as u32, mask as u32),
+            // 9 bits of the 16 on the wire.
+            39 => {
+                let bits = u128::from(vsw_packet::wire::ipv6::exthdr::ALL);
+                (v.ipv6_exthdr, k.ipv6_exthdr) = ((val & bits) as u16, (mask & bits) as u16)
+            }
             31 => (v.nd_target, k.nd_target) = (val, mask),
             // The parts of the outermost MPLS entry, in the key's `label`.
             34 => mpls_part(&mut v, &mut k, val, Field::MplsLabel),
@@ -262,6 +269,7 @@ fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
         33 => w(FieldWrite::NdTll(mac_of(v))),
         34 => VswAction::SetMplsLabel(at_most(n, 0xfffff)? as u32),
         35 => VswAction::SetMplsTc(at_most(n, 7)? as u8),
+        37 => w(FieldWrite::PbbIsid(at_most(n, 0xff_ffff)? as u32)),
         MPLS_TTL => VswAction::SetMplsTtl(n as u8),
         38 => VswAction::SetTunnel(n as u64),
         TUN_IPV4_DST => VswAction::SetTunnelDst(ipv4_of(v)),
@@ -318,6 +326,9 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::PushMpls(t @ (0x8847 | 0x8848)) => VswAction::PushMpls(*t),
         Action::PushMpls(_) => return Err(BadFlowMod::BadArgument),
         Action::PopMpls(t) => VswAction::PopMpls(*t),
+        Action::PushPbb(t @ 0x88e7) => VswAction::PushPbb(*t),
+        Action::PushPbb(_) => return Err(BadFlowMod::BadArgument),
+        Action::PopPbb => VswAction::PopPbb,
         Action::SetMplsLabel(l) => VswAction::SetMplsLabel(at_most((*l).into(), 0xfffff)? as u32),
         Action::SetMplsTc(tc) => VswAction::SetMplsTc(at_most((*tc).into(), 7)? as u8),
         Action::Nx(nx) => nx_action_to_vsw(nx)?,
@@ -1033,6 +1044,12 @@ mod tests {
                 field(29, &[136], None),
                 field(33, &[2, 0, 0, 0, 0, 6], None),
             ],
+            vec![ip6.clone(), field(39, &[0, 0x44], None)],
+            vec![ip6.clone(), field(39, &[0, 0x40], Some(&[1, 0xf0]))],
+            vec![
+                field(5, &[0x88, 0xe7], None),
+                field(37, &[0, 0, 0x60], Some(&[0, 0, 0xf0])),
+            ],
             vec![
                 field(38, &[0, 0, 0, 0, 0, 0, 0x12, 0x34], None),
                 field(TUN_IPV4_SRC, &[198, 18, 0, 1], None),
@@ -1072,6 +1089,11 @@ mod tests {
                 ]),
                 Instruction::GotoTable(5),
             ],
+            vec![Instruction::ApplyActions(vec![
+                Action::PushPbb(0x88e7),
+                Action::PushPbb(0x88e7),
+                out(2),
+            ])],
             vec![Instruction::ApplyActions(vec![
                 set(3, &[2, 0, 0, 0, 0, 9]),
                 set(4, &[2, 0, 0, 0, 0, 8]),
@@ -1280,6 +1302,19 @@ mod tests {
             refused(mpls, apply(Action::Nx(NxAction::PushMpls(0x0800)))),
             Err((2, 5))
         );
+        // PBB: a pop and an I-SID written need a PBB packet; a push takes
+        // 0x88e7 alone; an I-SID is 24 bits.
+        let pbb = vec![field(5, &[0x88, 0xe7], None)];
+        let pop_set = apply(Action::PopPbb);
+        assert!(refused(pbb.clone(), pop_set.clone()).is_ok());
+        assert_eq!(
+            refused(vec![field(5, &[8, 0], None)], pop_set),
+            Err((2, 10))
+        );
+        let set_isid = |v: &[u8]| apply(Action::SetField(field(37, v, None)));
+        assert!(refused(pbb.clone(), set_isid(&[0, 0, 203])).is_ok());
+        assert_eq!(refused(vec![], set_isid(&[0, 0, 203])), Err((2, 10)));
+        assert_eq!(refused(pbb, apply(Action::PushPbb(0x8100))), Err((2, 5)));
         let pop_ip = apply(Action::PopMpls(0x0800));
         assert_eq!(refused(vec![field(5, &[8, 0], None)], pop_ip), Err((2, 10)));
         // An IPv6 address written in a flow that matches IPv4.

@@ -345,6 +345,8 @@ fn plain_action() -> impl Strategy<Value = Action> {
         Just(Action::DecMplsTtl),
         any::<u16>().prop_map(Action::PushMpls),
         any::<u16>().prop_map(Action::PopMpls),
+        any::<u16>().prop_map(Action::PushPbb),
+        Just(Action::PopPbb),
         any::<u16>().prop_map(Action::PushVlan),
         any::<u32>().prop_map(Action::Group),
         any::<u32>().prop_map(Action::SetQueue),

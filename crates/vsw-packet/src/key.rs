@@ -3,7 +3,7 @@
 use crate::mac::MacAddr;
 use crate::wire::ethernet::{self, EtherType, VlanTag, MAX_TAGS};
 use crate::wire::icmp::{self, ND_OPT_SOURCE_LLADDR, ND_OPT_TARGET_LLADDR};
-use crate::wire::{arp, ipv4, ipv6, mpls, tcp, udp};
+use crate::wire::{arp, ipv4, ipv6, mpls, pbb, tcp, udp};
 
 pub use crate::wire::icmp::{ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT};
 pub use crate::wire::ip::{
@@ -16,7 +16,7 @@ pub use crate::wire::ip::{
 pub const VLAN_CFI: u16 = 0x1000;
 
 /// `tun_flags` bit: the packet came in as a tunnel's control (OAM) packet.
-pub const TUN_FLAG_OAM: u32 = 1;
+pub const TUN_FLAG_OAM: u16 = 1;
 
 /// `nw_frag` bits: the packet is a fragment; it is a fragment other than the first.
 pub const FRAG_ANY: u8 = 1;
@@ -63,8 +63,11 @@ pub struct FlowKey {
     /// (up to 4 bytes, as a big-endian number); 0 when the packet carried none.
     pub tun_metadata0: u32,
     /// The tunnel's flags the rules may match (`tun_flags`): [`TUN_FLAG_OAM`], the
-    /// Geneve O bit, as in Open vSwitch.
-    pub tun_flags: u32,
+    /// Geneve O bit, as in Open vSwitch (16 bits, as NXM_NX_TUN_FLAGS).
+    pub tun_flags: u16,
+    /// IPv6: which extension headers the packet has, as OpenFlow's `ipv6_exthdr`
+    /// bits ([`crate::wire::ipv6::exthdr`]); 0 for every other packet.
+    pub ipv6_exthdr: u16,
     pub in_port: u32,
     /// Which recirculation this pass of the packet is: 0 as it arrives, the number
     /// a `recirc` datapath action gave it on each later pass (what the slow path
@@ -93,8 +96,10 @@ pub struct FlowKey {
     pub nw_frag: u8,
     /// IPv6: the flow label (20 bits). MPLS (`dl_type` 0x8847 or 0x8848): the
     /// outermost label stack entry as on the wire (label, TC, bottom of stack, TTL:
-    /// [`crate::wire::mpls`]), the only MPLS header the key holds. One slot for
-    /// both: a packet is one or the other, and `dl_type` is in every match.
+    /// [`crate::wire::mpls`]), the only MPLS header the key holds. PBB (`dl_type`
+    /// 0x88e7): the I-TAG as on the wire ([`crate::wire::pbb`]), the I-SID in its
+    /// low 24 bits. One slot for all three: a packet is one of them, and `dl_type`
+    /// is in every match.
     pub label: u32,
     /// The hash a `hash` datapath action computed of the packet (its addresses and
     /// ports) before a recirculation; 0 until then. A select group's buckets are
@@ -217,6 +222,8 @@ pub enum Malformed {
     BadArp,
     #[error("truncated MPLS label stack entry")]
     ShortMpls,
+    #[error("truncated PBB I-TAG")]
+    ShortItag,
 }
 
 /// Extracts the flow key of `frame` received on `in_port` into `key`. `stripped` is a
@@ -269,6 +276,12 @@ pub fn extract(
             key.label = mpls::top_entry(l3).ok_or(Malformed::ShortMpls)?;
             Ok(())
         }
+        // The I-TAG only: the customer's frame behind it is seen after a pop_pbb
+        // and a recirculation, as what an MPLS label carries is.
+        EtherType::PBB => {
+            key.label = pbb::itag(l3).ok_or(Malformed::ShortItag)?;
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
@@ -312,6 +325,7 @@ fn extract_ipv6(key: &mut FlowKey, l3: &[u8]) -> Result<(), Malformed> {
     let up = ipv6::Packet::new_checked(l3)
         .and_then(|ip| ip.upper_layer(MAX_IPV6_EXTENSIONS))
         .map_err(|_| Malformed::BadIpv6)?;
+    key.ipv6_exthdr = up.exthdr;
     if let Some((offset, _)) = up.fragment {
         key.nw_frag = FRAG_ANY | if offset != 0 { FRAG_LATER } else { 0 };
     }

@@ -818,6 +818,8 @@ fn process_batch(
                     | DpAction::SetField(_)
                     | DpAction::PushMpls { .. }
                     | DpAction::PopMpls(_)
+                    | DpAction::PushPbb { .. }
+                    | DpAction::PopPbb
                     | DpAction::SetMpls { .. }
                     | DpAction::DecMplsTtl
                     | DpAction::CheckPktLen { .. }

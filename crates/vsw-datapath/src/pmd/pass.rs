@@ -406,6 +406,11 @@ impl Pass<'_, '_, '_> {
                     self.scratch.pop_mpls(ethertype);
                     Ok(())
                 }
+                DpAction::PushPbb { ethertype, itag } => self.scratch.push_pbb(ethertype, itag),
+                DpAction::PopPbb => {
+                    self.scratch.pop_pbb();
+                    Ok(())
+                }
                 DpAction::SetMpls { lse, mask } => {
                     self.scratch.set_mpls(lse, mask);
                     Ok(())

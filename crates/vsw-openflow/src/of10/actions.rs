@@ -265,6 +265,8 @@ fn encode_one(a: &Action, out: &mut Vec<u8>) {
         }
         Action::Nx(_) => a.encode(out),
         Action::PushVlan(_)
+        | Action::PushPbb(_)
+        | Action::PopPbb
         | Action::CopyTtlOut
         | Action::CopyTtlIn
         | Action::Group(_)

@@ -117,6 +117,9 @@ fn ipv6_fields_and_extension_headers() {
     ));
     assert_eq!((k.nw_proto, k.nw_frag), (IPPROTO_TCP, FRAG_ANY));
     assert_eq!((k.tp_src, k.tp_dst, k.tcp_flags), (7, 8, 0x018));
+    use crate::wire::ipv6::exthdr;
+    assert_eq!(k.ipv6_exthdr, exthdr::HOP | exthdr::DEST | exthdr::FRAG);
+    assert_eq!(key_of(&sample("tcp6")).ipv6_exthdr, 0);
     let k = key_of(&sample("ipv6 later fragment"));
     assert_eq!(
         (k.nw_proto, k.nw_frag),
@@ -142,6 +145,27 @@ fn an_mpls_packet_gives_its_outermost_entry_and_nothing_behind_it() {
     assert_eq!(
         extract(&f[..ETH_HDR_LEN + 3], 1, None, &mut cut),
         Err(Malformed::ShortMpls)
+    );
+}
+
+#[test]
+fn a_pbb_frame_gives_its_itag_and_nothing_behind_it() {
+    // A backbone header and an I-TAG (priority 3, I-SID 100) in front of a
+    // customer's UDP frame.
+    let customer = sample("udp4");
+    let mut f = customer[..12].to_vec();
+    f.extend_from_slice(&EtherType::PBB.to_be_bytes());
+    f.extend_from_slice(&[0x60, 0, 0, 100]);
+    f.extend_from_slice(&customer);
+    let k = key_of(&f);
+    assert_eq!(k.dl_type, EtherType::PBB);
+    assert_eq!(k.label, 0x6000_0064);
+    assert_eq!(crate::wire::pbb::isid(k.label), 100);
+    assert_eq!(({ k.nw_src }, k.nw_proto, k.tp_dst), (0, 0, 0));
+    let mut cut = FlowKey::default();
+    assert_eq!(
+        extract(&f[..ETH_HDR_LEN + 3], 1, None, &mut cut),
+        Err(Malformed::ShortItag)
     );
 }
 

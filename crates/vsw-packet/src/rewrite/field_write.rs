@@ -18,7 +18,7 @@ use crate::wire::icmp::{
     self, ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, ND_OPT_SOURCE_LLADDR, ND_OPT_TARGET_LLADDR,
 };
 use crate::wire::ip::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
-use crate::wire::{arp, ipv4, ipv6, mpls};
+use crate::wire::{arp, ipv4, ipv6, mpls, pbb};
 
 /// IP-in-IP: an IPv4 header inside (IPPROTO_IPIP).
 const IPPROTO_IPIP: u8 = 4;
@@ -50,6 +50,8 @@ pub enum FieldWrite {
     NdSll(MacAddr),
     /// The target link-layer address option of a neighbour advertisement.
     NdTll(MacAddr),
+    /// A PBB frame's I-SID (the I-TAG's low 24 bits).
+    PbbIsid(u32),
     /// The inner header's TTL to the outer one (OpenFlow's copy-TTL-outwards).
     CopyTtlOut,
     /// The outer header's TTL to the inner one (copy-TTL-inwards).
@@ -78,6 +80,7 @@ impl fmt::Display for FieldWrite {
             FieldWrite::NdTarget(a) => write!(f, "set(nd(target={}))", v6(a)),
             FieldWrite::NdSll(m) => write!(f, "set(nd(sll={m}))"),
             FieldWrite::NdTll(m) => write!(f, "set(nd(tll={m}))"),
+            FieldWrite::PbbIsid(i) => write!(f, "set(pbb(isid={i}))"),
             FieldWrite::CopyTtlOut => f.write_str("copy_ttl_out"),
             FieldWrite::CopyTtlIn => f.write_str("copy_ttl_in"),
         }
@@ -157,6 +160,7 @@ impl PacketBuf {
                 self.set_nd_lladdr(ND_NEIGHBOR_SOLICIT, ND_OPT_SOURCE_LLADDR, m)
             }
             FieldWrite::NdTll(m) => self.set_nd_lladdr(ND_NEIGHBOR_ADVERT, ND_OPT_TARGET_LLADDR, m),
+            FieldWrite::PbbIsid(i) => self.set_pbb_isid(i),
             FieldWrite::CopyTtlOut => self.copy_ttl(true),
             FieldWrite::CopyTtlIn => self.copy_ttl(false),
         }
@@ -233,6 +237,18 @@ impl PacketBuf {
         let w = u32::from_be_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]);
         let w = (w & !0xfffff) | (label & 0xfffff);
         d[off..off + 4].copy_from_slice(&w.to_be_bytes());
+    }
+
+    fn set_pbb_isid(&mut self, isid: u32) {
+        let Some((EtherType::PBB, off)) = self.l3() else {
+            return;
+        };
+        let Some(tag) = self.data_mut().get_mut(off..off + pbb::ITAG_LEN) else {
+            return;
+        };
+        let old = u32::from_be_bytes([tag[0], tag[1], tag[2], tag[3]]);
+        let new = (old & !pbb::ISID_MASK) | (isid & pbb::ISID_MASK);
+        tag.copy_from_slice(&new.to_be_bytes());
     }
 
     fn set_ip_ecn(&mut self, ecn: u8) {

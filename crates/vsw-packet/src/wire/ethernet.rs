@@ -36,6 +36,8 @@ impl EtherType {
     /// MPLS unicast and multicast (RFC 5332).
     pub const MPLS: u16 = 0x8847;
     pub const MPLS_MULTICAST: u16 = 0x8848;
+    /// Provider backbone bridging's I-TAG (IEEE 802.1ah).
+    pub const PBB: u16 = 0x88e7;
 
     /// Whether `t` is ARP or reverse ARP (same layout, the same fields).
     #[inline]

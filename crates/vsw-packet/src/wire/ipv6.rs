@@ -1,6 +1,9 @@
 //! The IPv6 header (RFC 8200) and the walk over its extension headers.
 
-use super::ip::{IPPROTO_AH, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT, IPPROTO_HOPOPTS, IPPROTO_ROUTING};
+use super::ip::{
+    IPPROTO_AH, IPPROTO_DSTOPTS, IPPROTO_ESP, IPPROTO_FRAGMENT, IPPROTO_HOPOPTS, IPPROTO_NONE,
+    IPPROTO_ROUTING,
+};
 use super::{check_len, get_u128, get_u16, get_u32, set_u16, set_u32, Field, Truncated};
 
 pub mod field {
@@ -40,6 +43,73 @@ pub struct UpperLayer {
     pub offset: usize,
     /// The fragment header's offset (bytes) and M flag, if there is one.
     pub fragment: Option<(u16, bool)>,
+    /// Which extension headers the walk met, as OpenFlow's `ipv6_exthdr` bits
+    /// ([`exthdr`]).
+    pub exthdr: u16,
+}
+
+/// OpenFlow's `ipv6_exthdr` bits (OFPIEH_*): which extension headers a packet has,
+/// and whether they repeat or stray from RFC 8200's recommended order.
+pub mod exthdr {
+    pub const NONEXT: u16 = 1 << 0;
+    pub const ESP: u16 = 1 << 1;
+    pub const AUTH: u16 = 1 << 2;
+    pub const DEST: u16 = 1 << 3;
+    pub const FRAG: u16 = 1 << 4;
+    pub const ROUTER: u16 = 1 << 5;
+    pub const HOP: u16 = 1 << 6;
+    /// A header other than destination options twice, or those three times.
+    pub const UNREP: u16 = 1 << 7;
+    /// A header out of the recommended order.
+    pub const UNSEQ: u16 = 1 << 8;
+    pub const ALL: u16 = (1 << 9) - 1;
+}
+
+/// Keeps the `ipv6_exthdr` bits along the walk: each header's bit, and whether it
+/// came twice or out of order.
+#[derive(Default)]
+struct ExthdrSeen {
+    bits: u16,
+    /// The recommended place of the last header met (hop-by-hop 1, destination
+    /// options before routing 2, routing 3, fragment 4, AH 5, ESP 6, destination
+    /// options at the end 7).
+    place: u8,
+    dest_options: u8,
+}
+
+impl ExthdrSeen {
+    fn meet(&mut self, protocol: u8) {
+        let (bit, place) = match protocol {
+            IPPROTO_HOPOPTS => (exthdr::HOP, 1),
+            // The first one may come before routing; a second only at the end.
+            IPPROTO_DSTOPTS if self.dest_options == 0 && self.place < 3 => (exthdr::DEST, 2),
+            IPPROTO_DSTOPTS => (exthdr::DEST, 7),
+            IPPROTO_ROUTING => (exthdr::ROUTER, 3),
+            IPPROTO_FRAGMENT => (exthdr::FRAG, 4),
+            IPPROTO_AH => (exthdr::AUTH, 5),
+            IPPROTO_ESP => (exthdr::ESP, 6),
+            IPPROTO_NONE => {
+                self.bits |= exthdr::NONEXT;
+                return;
+            }
+            _ => return,
+        };
+        let repeated = if bit == exthdr::DEST {
+            self.dest_options += 1;
+            self.dest_options > 2
+        } else {
+            self.bits & bit != 0
+        };
+        if repeated {
+            self.bits |= exthdr::UNREP;
+        }
+        // Hop-by-hop options only right after the IPv6 header.
+        if place < self.place || (bit == exthdr::HOP && self.place != 0) {
+            self.bits |= exthdr::UNSEQ;
+        }
+        self.place = self.place.max(place);
+        self.bits |= bit;
+    }
 }
 
 impl UpperLayer {
@@ -106,9 +176,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
             protocol: self.next_header(),
             offset: HEADER_LEN,
             fragment: None,
+            exthdr: 0,
         };
+        let mut seen = ExthdrSeen::default();
         for _ in 0..max {
             let at = up.offset;
+            seen.meet(up.protocol);
+            up.exthdr = seen.bits;
             let len = match up.protocol {
                 IPPROTO_HOPOPTS | IPPROTO_ROUTING | IPPROTO_DSTOPTS => {
                     (usize::from(*b.get(at + field::EXT_LEN).ok_or(Truncated)?) + 1) * 8
@@ -220,5 +294,81 @@ mod tests {
             Err(Truncated)
         );
         assert!(Packet::new_checked(&b[..39]).is_err());
+    }
+
+    /// An IPv6 packet whose extension headers are `chain` (8 bytes each), then UDP.
+    fn chained(chain: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 40 + 8 * chain.len() + 8];
+        Repr {
+            traffic_class: 0,
+            flow_label: 0,
+            payload_len: (8 * chain.len() + 8) as u16,
+            next_header: chain.first().copied().unwrap_or(IPPROTO_UDP),
+            hop_limit: 64,
+            src: 1,
+            dst: 2,
+        }
+        .emit(&mut b);
+        // A length byte of 0 is 8 bytes for each: AH counts 4-byte words less
+        // two, the others 8-byte units less one.
+        for i in 0..chain.len() {
+            b[40 + 8 * i] = chain.get(i + 1).copied().unwrap_or(IPPROTO_UDP);
+        }
+        b
+    }
+
+    fn exthdr_of(chain: &[u8]) -> u16 {
+        let b = chained(chain);
+        Packet::new_checked(&b[..])
+            .unwrap()
+            .upper_layer(8)
+            .unwrap()
+            .exthdr
+    }
+
+    #[test]
+    fn the_walk_names_the_extension_headers_as_openflow_does() {
+        assert_eq!(exthdr_of(&[]), 0);
+        // os-ken's conformance packet: hop-by-hop, then AH.
+        assert_eq!(
+            exthdr_of(&[IPPROTO_HOPOPTS, IPPROTO_AH]),
+            exthdr::HOP | exthdr::AUTH
+        );
+        // The recommended order, destination options at both places.
+        assert_eq!(
+            exthdr_of(&[
+                IPPROTO_HOPOPTS,
+                IPPROTO_DSTOPTS,
+                IPPROTO_ROUTING,
+                IPPROTO_FRAGMENT,
+                IPPROTO_AH,
+                IPPROTO_DSTOPTS
+            ]),
+            exthdr::HOP | exthdr::DEST | exthdr::ROUTER | exthdr::FRAG | exthdr::AUTH
+        );
+        // Out of order: routing after AH; hop-by-hop not first.
+        assert_eq!(
+            exthdr_of(&[IPPROTO_AH, IPPROTO_ROUTING]),
+            exthdr::AUTH | exthdr::ROUTER | exthdr::UNSEQ
+        );
+        assert_eq!(
+            exthdr_of(&[IPPROTO_ROUTING, IPPROTO_HOPOPTS]),
+            exthdr::ROUTER | exthdr::HOP | exthdr::UNSEQ
+        );
+        // Repeated: routing twice; destination options three times.
+        assert_eq!(
+            exthdr_of(&[IPPROTO_ROUTING, IPPROTO_ROUTING]) & exthdr::UNREP,
+            exthdr::UNREP
+        );
+        assert_eq!(
+            exthdr_of(&[IPPROTO_DSTOPTS, IPPROTO_DSTOPTS, IPPROTO_DSTOPTS]) & exthdr::UNREP,
+            exthdr::UNREP
+        );
+        // ESP and "no next header" end the walk, each with its bit.
+        assert_eq!(
+            exthdr_of(&[IPPROTO_HOPOPTS, IPPROTO_ESP]),
+            exthdr::HOP | exthdr::ESP
+        );
+        assert_eq!(exthdr_of(&[IPPROTO_NONE]), exthdr::NONEXT);
     }
 }

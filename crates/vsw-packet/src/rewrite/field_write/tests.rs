@@ -270,6 +270,7 @@ fn any_write() -> impl Strategy<Value = FieldWrite> {
         any::<[u8; 16]>().prop_map(FieldWrite::Ipv6Src),
         any::<[u8; 16]>().prop_map(FieldWrite::Ipv6Dst),
         any::<u32>().prop_map(FieldWrite::Ipv6Label),
+        any::<u32>().prop_map(FieldWrite::PbbIsid),
         any::<u8>().prop_map(FieldWrite::IpEcn),
         any::<u8>().prop_map(FieldWrite::NwTtl),
         any::<u16>().prop_map(FieldWrite::ArpOp),
