@@ -13,6 +13,9 @@ use crate::wire::ethernet::{self, EtherType, VlanTag, ETH_HDR_LEN, VLAN_TAG_LEN}
 use crate::wire::ip::{IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use crate::wire::{ipv4, ipv6, sctp, tcp, udp};
 
+/// Ethernet's shortest frame, without its FCS: 60 bytes.
+pub const ETH_MIN_FRAME: usize = 60;
+
 /// Room in front of the frame for pushed tags and a tunnel's outer headers
 /// ([`MAX_PUSHED_HEADER`] and a few tags).
 pub const HEADROOM: usize = MAX_PUSHED_HEADER + 32;
@@ -233,12 +236,30 @@ impl PacketBuf {
         if self.outer_tci().is_none() {
             return;
         }
+        let before = self.len;
         let addrs = ethernet::field::ETHERTYPE.start;
         self.buf
             .copy_within(self.start..self.start + addrs, self.start + VLAN_TAG_LEN);
         self.start += VLAN_TAG_LEN;
         self.len -= VLAN_TAG_LEN;
         self.vnet = self.vnet.unshifted(VLAN_TAG_LEN as u16);
+        self.pad_after_pop(before);
+    }
+
+    /// After a pop shortened a frame that was at least Ethernet's shortest
+    /// ([`ETH_MIN_FRAME`]): zeros after it up to that length again, as a NIC pads
+    /// it on the wire (a switch's port would; a veth or a tap does not, and a
+    /// receiver comparing frames sees the difference). A frame that was shorter
+    /// stays as it came.
+    pub(crate) fn pad_after_pop(&mut self, before: usize) {
+        if before < ETH_MIN_FRAME || self.len >= ETH_MIN_FRAME {
+            return;
+        }
+        let (end, at) = (self.start + ETH_MIN_FRAME, self.start + self.len);
+        if let Some(pad) = self.buf.get_mut(at..end) {
+            pad.fill(0);
+            self.len = ETH_MIN_FRAME;
+        }
     }
 
     fn set_tci(&mut self, keep: u16, set: u16) -> Result<(), RewriteError> {

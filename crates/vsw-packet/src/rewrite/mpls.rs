@@ -57,6 +57,7 @@ impl PacketBuf {
         let Some(off) = self.mpls_top() else {
             return;
         };
+        let before = self.len;
         self.buf
             .copy_within(self.start..self.start + off, self.start + LSE_LEN);
         self.start += LSE_LEN;
@@ -64,6 +65,7 @@ impl PacketBuf {
         self.vnet = self.vnet.unshifted(LSE_LEN as u16);
         let d = self.data_mut();
         d[off - 2..off].copy_from_slice(&ethertype.to_be_bytes());
+        self.pad_after_pop(before);
     }
 
     /// Sets the outermost entry's bits under `mask` to `value`'s.

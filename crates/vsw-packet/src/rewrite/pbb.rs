@@ -52,9 +52,11 @@ impl PacketBuf {
         if self.len < customer + ETH_HDR_LEN {
             return;
         }
+        let before = self.len;
         self.start += customer;
         self.len -= customer;
         self.vnet = self.vnet.unshifted(customer as u16);
+        self.pad_after_pop(before);
     }
 }
 
@@ -69,9 +71,10 @@ mod tests {
         b
     }
 
-    /// A customer frame: addresses, a VLAN tag, IPv4's ethertype, 20 bytes.
+    /// A customer frame: addresses, a VLAN tag, IPv4's ethertype, 46 bytes (64 in
+    /// all: above Ethernet's shortest, so that a pop pads nothing).
     fn customer() -> Vec<u8> {
-        let mut f = vec![0u8; 18 + 20];
+        let mut f = vec![0u8; 18 + 46];
         f[..6].copy_from_slice(&[0x22; 6]);
         f[6..12].copy_from_slice(&[0x12, 0x11, 0x11, 0x11, 0x11, 0x11]);
         f[12..14].copy_from_slice(&EtherType::VLAN.to_be_bytes());
@@ -123,5 +126,27 @@ mod tests {
         let mut b = loaded(cut);
         b.pop_pbb();
         assert_eq!(b.data(), cut);
+    }
+
+    #[test]
+    fn a_pop_keeps_a_frame_of_ethernets_shortest_at_that_length() {
+        // A 42-byte ARP frame in a backbone frame of 60: popped, it is padded
+        // back to 60 with zeros, as a NIC would send it.
+        let mut arp = vec![0x11u8; 42];
+        arp[12..14].copy_from_slice(&EtherType::ARP.to_be_bytes());
+        let mut f = arp[..12].to_vec();
+        f.extend_from_slice(&EtherType::PBB.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0, 100]);
+        f.extend_from_slice(&arp);
+        assert_eq!(f.len(), 60);
+        let mut b = loaded(&f);
+        b.pop_pbb();
+        assert_eq!(b.data().len(), crate::rewrite::ETH_MIN_FRAME);
+        assert_eq!(&b.data()[..42], &arp[..]);
+        assert!(b.data()[42..].iter().all(|x| *x == 0));
+        // A frame that came shorter than that is not padded.
+        let mut b = loaded(&f[..59]);
+        b.pop_pbb();
+        assert_eq!(b.data(), &arp[..41]);
     }
 }
