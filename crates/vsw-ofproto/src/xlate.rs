@@ -403,12 +403,45 @@ pub(crate) fn resume(env: &mut XlateEnv<'_>, key: &MatchKey, state: &Arc<Frozen>
 }
 
 /// The hash slots a select group of `buckets` live buckets is chosen over (a power
-/// of two): four per bucket, at least 16, so that weights get their share to a
-/// quarter of a bucket's; at most 1,024 (as many flows of the next pass).
+/// of two): 64 per bucket, at least 256, so that each bucket's share is within
+/// half a percent of its weight's; at most 65,536. The next pass's flows do not
+/// number the slots: each matches the largest aligned run of slots of one bucket
+/// its hash falls in ([`bucket_block`]).
 pub fn hash_slots(buckets: usize) -> u32 {
-    (buckets.saturating_mul(4))
-        .clamp(16, 1024)
+    (buckets.saturating_mul(64))
+        .clamp(256, 65_536)
         .next_power_of_two() as u32
+}
+
+/// The first of `slots` whose weight ([`slot_weight`], which grows with the slot)
+/// is `weight` or more; `slots` when none is.
+fn first_slot_at(weight: u32, slots: u32, total: u32) -> u32 {
+    let (mut lo, mut hi) = (0, slots);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if slot_weight(mid, slots, total) >= weight {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// The mask of the hash's bits a flow of the next pass matches for slot `at` of
+/// `slots`, when the slots `lo..hi` are its bucket's: the largest power-of-two run
+/// of slots, aligned, holding `at` and no other bucket's. Weights 1:2 over 256
+/// slots are 9 flows (runs of 64, 16, 4, 1 … slots), not 256.
+pub fn bucket_block(at: u32, slots: u32, lo: u32, hi: u32) -> u32 {
+    let mut size = slots;
+    while size > 1 {
+        let base = at & !(size - 1);
+        if base >= lo && base + size <= hi {
+            break;
+        }
+        size /= 2;
+    }
+    (slots - 1) & !(size - 1)
 }
 
 /// The weight (of `total`) hash slot `at` of `slots` stands for: the weight at the
@@ -1428,13 +1461,25 @@ impl Ctx<'_, '_> {
     /// After a `pop_mpls` or `pop_pbb`, whether `a` may look at what is behind
     /// the label or I-TAG (and so must run on the packet's next pass). After a
     /// label, as Open vSwitch: outputs, groups and rewrites of Ethernet, VLAN,
-    /// tunnel and pipeline fields need not. After a backbone header every action
-    /// does: the customer's addresses and tags are new to the key too (what an
-    /// output to a tagged port or NORMAL reads).
+    /// tunnel and pipeline fields need not. After a backbone header the
+    /// customer's addresses and tags are new to the key too: only what sends the
+    /// packet out as it is goes on in the same pass (not NORMAL, which learns
+    /// and looks up addresses, nor a group, whose buckets may hash or rewrite).
     fn needs_recirculation(&self, a: &Action) -> bool {
         match self.popped {
             Popped::Nothing => return false,
-            Popped::Pbb => return !matches!(a, Action::Drop),
+            Popped::Pbb => {
+                return !matches!(
+                    a,
+                    Action::Output(_)
+                        | Action::InPort
+                        | Action::Flood
+                        | Action::Drop
+                        | Action::SetQueue(_)
+                        | Action::OutputReg { .. }
+                        | Action::OutputTrunc { .. }
+                )
+            }
             Popped::Mpls => {}
         }
         match a {
@@ -2107,12 +2152,22 @@ impl Ctx<'_, '_> {
             return;
         }
         let slots = hash_slots(live.len());
-        self.mask.dp_hash |= slots - 1;
         let at = self.key.dp_hash & (slots - 1);
         let weight = slot_weight(at, slots, total);
-        let Some(i) = weighted(live, weight) else {
+        // The bucket's weights, laid end to end, and the slots that fall in them
+        // (slot_weight grows with the slot).
+        let mut below = 0;
+        let Some((i, w)) = live.iter().copied().find(|&(_, w)| {
+            below += w;
+            weight < below
+        }) else {
             return;
         };
+        let (lo, hi) = (
+            first_slot_at(below - w, slots, total),
+            first_slot_at(below, slots, total),
+        );
+        self.mask.dp_hash |= bucket_block(at, slots, lo, hi);
         self.step(
             table,
             format!(
@@ -2152,20 +2207,19 @@ impl Ctx<'_, '_> {
         // What the hash reads, as the datapath's `hash` action reads it.
         let (k, m) = (&self.key, &mut self.mask);
         m.dl_type = u16::MAX;
-        if matches!(
-            k.dl_type,
-            vsw_packet::EtherType::IPV4 | vsw_packet::EtherType::IPV6
-        ) {
+        m.dl_src = MacAddr([0xff; 6]);
+        m.dl_dst = MacAddr([0xff; 6]);
+        let ip = matches!(k.dl_type, EtherType::IPV4 | EtherType::IPV6);
+        if ip || EtherType::is_arp(k.dl_type) {
             m.nw_src = u128::MAX;
             m.nw_dst = u128::MAX;
+        }
+        if ip {
             m.nw_proto = u8::MAX;
             if matches!(k.nw_proto, 6 | 17 | 132) {
                 m.tp_src = u16::MAX;
                 m.tp_dst = u16::MAX;
             }
-        } else {
-            m.dl_src = MacAddr([0xff; 6]);
-            m.dl_dst = MacAddr([0xff; 6]);
         }
         weighted(live, vsw_packet::key::l4_hash(k) % total)
     }

@@ -297,14 +297,17 @@ fn a_select_group_is_decided_by_the_datapaths_hash_on_a_second_pass() {
     let again = backer.translate(&udp_from(2, 5, 6), 0, false);
     assert_eq!(recirc_of(&again.actions), Some(id));
     // The second pass: the bucket by the hash's low bits, in proportion to the
-    // weights (1:2:1 over 16 slots: 4, 8, 4).
+    // weights (1:2:1 over 256 slots: 64, 128, 64), each flow matching the largest
+    // aligned run of its bucket's slots (4 flows: 0–63, 64–127, 128–191, 192–255).
     let slots = vsw_ofproto::xlate::hash_slots(3);
-    assert_eq!(slots, 16);
+    assert_eq!(slots, 256);
     let mut chosen = [0; 3];
+    let mut flows = std::collections::BTreeSet::new();
     for h in 0..slots {
         let p = backer.translate(&next_pass(&k, id, h | 0xabc0_0000), 0, false);
         let (dp_hash, nw_src) = (p.mask.dp_hash, p.mask.nw_src);
-        assert_eq!(dp_hash, slots - 1, "the hash's low bits only");
+        assert_eq!(dp_hash & !(slots - 1), 0, "the hash's low bits only");
+        flows.insert((dp_hash, h & dp_hash));
         assert_eq!(nw_src, 0);
         let bucket = match &p.actions[..] {
             [Output(1)] => 0,
@@ -315,7 +318,8 @@ fn a_select_group_is_decided_by_the_datapaths_hash_on_a_second_pass() {
         };
         chosen[bucket] += 1;
     }
-    assert_eq!(chosen, [4, 8, 4]);
+    assert_eq!(chosen, [64, 128, 64]);
+    assert_eq!(flows.len(), 4, "{flows:?}");
     // A number no state has (or a bridge's that went) drops, for itself alone.
     let gone = backer.translate(&next_pass(&k, id + 100, 0), 0, false);
     assert!(gone.actions.is_empty());
@@ -453,7 +457,8 @@ fn a_select_group_past_a_patch_resumes_in_that_bridge_and_a_packet_out_never_fre
     );
     // Every bucket resumes in b: its port 1 is datapath port 3; its bucket out
     // of its patch port back into a (which the packet came through) goes nowhere.
-    let outs: Vec<Vec<DpAction>> = (0..16)
+    let slots = vsw_ofproto::xlate::hash_slots(2);
+    let outs: Vec<Vec<DpAction>> = (0..slots)
         .map(|h| backer.translate(&next_pass(&k, id, h), 0, false).actions)
         .collect();
     assert!(outs.contains(&vec![Output(3)]), "{outs:?}");
@@ -1116,10 +1121,10 @@ fn pbb_from(in_port: u32, isid: u32) -> FlowKey {
     }
 }
 
-/// After `pop_pbb` every action waits for the next pass (the customer's
-/// addresses and tags are new to the key, not only what is behind them); a push
-/// copies the outermost I-TAG, or starts at 0; an I-SID is written only into a
-/// PBB frame; a pop of a frame that is not PBB does nothing.
+/// After `pop_pbb` an output goes on in the same pass, but a table or NORMAL
+/// waits for the next (the customer's addresses and tags are new to the key, not
+/// only what is behind them); a push copies the outermost I-TAG, or starts at 0;
+/// an I-SID is written only into a PBB frame.
 #[test]
 fn pbb_pushes_copy_the_itag_and_a_pop_is_answered_on_a_second_pass() {
     let backer = Backer::new();
@@ -1127,7 +1132,8 @@ fn pbb_pushes_copy_the_itag_and_a_pop_is_answered_on_a_second_pass() {
         &backer,
         "br",
         pipeline(&[
-            "table=0,in_port=1,dl_type=0x88e7,pbb_isid=100,actions=pop_pbb,output:2",
+            "table=0,in_port=1,dl_type=0x88e7,pbb_isid=100,actions=pop_pbb,output:2,NORMAL",
+            "table=0,in_port=1,dl_type=0x88e7,pbb_isid=101,actions=write_actions(pop_pbb,output:2)",
             "table=0,in_port=2,dl_type=0x88e7,actions=set_field:203->pbb_isid,push_pbb:0x88e7,output:1",
             "table=0,in_port=2,ip,actions=push_pbb:0x88e7,set_field:7->pbb_isid,output:1",
         ]),
@@ -1140,11 +1146,20 @@ fn pbb_pushes_copy_the_itag_and_a_pop_is_answered_on_a_second_pass() {
     let Some(id) = recirc_of(&first.actions) else {
         panic!("{:?}", first.actions)
     };
-    assert_eq!(first.actions, vec![DpAction::PopPbb, DpAction::Recirc(id)]);
+    assert_eq!(
+        first.actions,
+        vec![DpAction::PopPbb, Output(2), DpAction::Recirc(id)]
+    );
+    // The next pass: NORMAL on the customer's frame, as the datapath parses it.
     let second = backer.translate(&next_pass(&udp_from(1, 1, 2), id, 0), 0, false);
-    assert_eq!(second.actions, vec![Output(2)]);
+    assert!(recirc_of(&second.actions).is_none(), "{:?}", second.actions);
+    // An action set's pop and output: one pass.
+    assert_eq!(
+        backer.translate(&pbb_from(1, 101), 0, false).actions,
+        vec![DpAction::PopPbb, Output(2)]
+    );
     // Another I-SID misses.
-    assert!(recirc_of(&backer.translate(&pbb_from(1, 101), 0, false).actions).is_none());
+    assert!(recirc_of(&backer.translate(&pbb_from(1, 102), 0, false).actions).is_none());
     // The push copies the I-TAG the set-field wrote.
     let pushed = backer.translate(&pbb_from(2, 100), 0, false);
     assert_eq!(
@@ -1219,14 +1234,33 @@ fn a_pop_mpls_across_a_patch_recirculates_in_the_peers_bridge() {
 }
 
 /// A select group's hash slots go to its buckets by the weight at each slot's
-/// middle: weights 1:2 over 16 slots are 5 and 11 slots (the first bucket within
-/// 7 % of its third), and no slot stands for the whole weight.
+/// middle: weights 1:2 over 256 slots are 85 and 171 slots (the first bucket
+/// within 0.4 % of its third), and no slot stands for the whole weight. A flow of
+/// the next pass matches the largest aligned run of one bucket's slots: 9 flows
+/// for those two buckets.
 #[test]
 fn hash_slots_go_to_buckets_by_the_weight_at_their_middle() {
-    use vsw_ofproto::xlate::slot_weight;
-    let first = (0..16).filter(|at| slot_weight(*at, 16, 3) < 1).count();
-    assert_eq!(first, 5);
-    assert!((0..16).all(|at| slot_weight(at, 16, 3) < 3));
+    use vsw_ofproto::xlate::{bucket_block, hash_slots, slot_weight};
+    let slots = hash_slots(2);
+    assert_eq!(slots, 256);
+    let first = (0..slots)
+        .filter(|at| slot_weight(*at, slots, 3) < 1)
+        .count();
+    assert_eq!(first, 85);
+    assert!((0..slots).all(|at| slot_weight(at, slots, 3) < 3));
+    let runs: std::collections::BTreeSet<(u32, u32)> = (0..slots)
+        .map(|at| {
+            let (lo, hi) = if at < 85 { (0, 85) } else { (85, slots) };
+            let mask = bucket_block(at, slots, lo, hi);
+            (mask, at & mask)
+        })
+        .collect();
+    assert_eq!(runs.len(), 9, "{runs:?}");
+    // Every slot falls in exactly one run, and each run in one bucket.
+    for at in 0..slots {
+        let holding: Vec<_> = runs.iter().filter(|(m, v)| at & m == *v).collect();
+        assert_eq!(holding.len(), 1, "slot {at}");
+    }
     for total in 1..50 {
         assert!((0..64).all(|at| slot_weight(at, 64, total) < total));
     }

@@ -177,33 +177,33 @@ pub fn hash_words(words: &[u64; KEY_WORDS], n: usize) -> u64 {
     h ^ (h >> 33)
 }
 
-/// The packet's addresses and ports hashed into 32 bits (Open vSwitch's
-/// `hash(l4(0))`): IP version, addresses, protocol and — for TCP, UDP and SCTP —
-/// ports; a packet other than IP by its Ethernet addresses and type. Every packet of
+/// The packet's addresses and ports hashed into 32 bits (as Open vSwitch's
+/// select groups hash by default, `sym_l4`'s fields though not symmetric):
+/// Ethernet addresses and type, then for IP the addresses, the protocol and — for
+/// TCP, UDP and SCTP — the ports; for ARP its protocol addresses. Every packet of
 /// one connection direction gets the same value; the datapath's `hash` action
 /// computes it for a select group's recirculation.
 pub fn l4_hash(key: &FlowKey) -> u32 {
     let mut words = [0u64; KEY_WORDS];
-    let ip = matches!(
-        key.dl_type,
-        crate::wire::ethernet::EtherType::IPV4 | crate::wire::ethernet::EtherType::IPV6
-    );
-    words[0] = u64::from(key.dl_type);
-    if ip {
+    let dl_type = key.dl_type;
+    words[0] = u64::from(dl_type);
+    words[1] = key.dl_src.to_u64();
+    words[2] = key.dl_dst.to_u64();
+    let ip = matches!(dl_type, EtherType::IPV4 | EtherType::IPV6);
+    if ip || EtherType::is_arp(dl_type) {
         let (src, dst) = (key.nw_src, key.nw_dst);
-        words[1] = src as u64;
-        words[2] = (src >> 64) as u64;
-        words[3] = dst as u64;
-        words[4] = (dst >> 64) as u64;
-        words[5] = u64::from(key.nw_proto);
-        if matches!(key.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP) {
-            words[6] = (u64::from(key.tp_src) << 16) | u64::from(key.tp_dst);
-        }
-    } else {
-        words[1] = key.dl_src.to_u64();
-        words[2] = key.dl_dst.to_u64();
+        words[3] = src as u64;
+        words[4] = (src >> 64) as u64;
+        words[5] = dst as u64;
+        words[6] = (dst >> 64) as u64;
     }
-    let h = hash_words(&words, 7);
+    if ip {
+        words[7] = u64::from(key.nw_proto);
+        if matches!(key.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP) {
+            words[8] = (u64::from(key.tp_src) << 16) | u64::from(key.tp_dst);
+        }
+    }
+    let h = hash_words(&words, 9);
     (h ^ (h >> 32)) as u32
 }
 

@@ -300,3 +300,37 @@ proptest! {
         prop_assert_eq!(k.in_port, port);
     }
 }
+
+/// The select-group hash reads what Open vSwitch's `sym_l4` reads: packets that
+/// differ only in their MAC addresses, in ARP's addresses, in IP addresses or in
+/// ports hash apart; fields it does not read (TTL, TOS, the input port) do not
+/// move it.
+#[test]
+fn the_l4_hash_reads_addresses_and_ports_and_nothing_else() {
+    let udp = key_of(&sample("udp4"));
+    let arp = key_of(&sample("arp request"));
+    let spread = |base: FlowKey, vary: &dyn Fn(&mut FlowKey, u8)| {
+        (0..64u8)
+            .map(|i| {
+                let mut k = base;
+                vary(&mut k, i);
+                l4_hash(&k) & 3
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    assert_eq!(
+        spread(udp, &|k, i| k.dl_src = MacAddr([2, 0, 0, 0, 0, i])),
+        4
+    );
+    assert_eq!(
+        spread(udp, &|k, i| k.dl_dst = MacAddr([2, 0, 0, 0, i, 1])),
+        4
+    );
+    assert_eq!(spread(udp, &|k, i| k.tp_src = u16::from(i)), 4);
+    assert_eq!(spread(udp, &|k, i| k.nw_dst = u128::from(i)), 4);
+    assert_eq!(spread(arp, &|k, i| k.nw_src = u128::from(i)), 4);
+    assert_eq!(spread(udp, &|k, i| k.nw_ttl = i), 1);
+    assert_eq!(spread(udp, &|k, i| k.nw_tos = i), 1);
+    assert_eq!(spread(udp, &|k, i| k.in_port = u32::from(i)), 1);
+}
