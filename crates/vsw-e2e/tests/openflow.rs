@@ -353,14 +353,16 @@ fn a_silent_peer_is_probed_then_closed_and_an_old_one_refused() {
         started.elapsed() >= Duration::from_secs(9),
         "probed, then given time"
     );
-    // A peer that speaks only OpenFlow 1.1 is told why and closed.
+    // A peer that speaks only a later OpenFlow (its hello's bitmap says 1.6) is
+    // told why and closed.
     let mut c = UnixStream::connect(&path).unwrap();
-    c.write_all(&[2, 0, 0, 8, 0, 0, 0, 7]).unwrap();
+    c.write_all(&[7, 0, 0, 16, 0, 0, 0, 7, 0, 1, 0, 8, 0, 0, 0, 0x80])
+        .unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut got = Vec::new();
     let _ = c.read_to_end(&mut got);
     let error_at = usize::from(u16::from_be_bytes([got[2], got[3]]));
-    assert_eq!(&got[error_at..error_at + 2], &[2, 1], "a 1.1 error message");
+    assert_eq!(&got[error_at..error_at + 2], &[6, 1], "an error, in 1.5");
     assert_eq!(
         &got[error_at + 8..error_at + 12],
         &[0, 0, 0, 0],
@@ -1032,6 +1034,84 @@ fn mpls_labels_are_pushed_matched_and_popped_between_namespaces() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("pop_mpls needs mpls"), "{err}");
     assert_eq!(d.all_flows().len(), flows.len());
+}
+
+/// OpenFlow 1.1, through the real `ovs-ofctl -O OpenFlow11`: each 1.1 match field
+/// (the fixed `ofp11_match`, masks and all) and each of 1.1's own set actions goes
+/// in and comes back as Open vSwitch prints it; a flow 1.1 cannot say in full
+/// (written in 1.3) reads with what 1.1 has; traffic crosses a 1.1 NORMAL flow and
+/// is counted; a 1.1 delete takes the flows away.
+#[test]
+fn openflow_1_1_flows_go_in_come_back_and_forward() {
+    let _g = serial();
+    let d = Vswd::start();
+    let of11 = |args: &[&str]| {
+        let mut a = vec!["-O", "OpenFlow11"];
+        a.extend_from_slice(args);
+        ofctl(&d, &a)
+    };
+    of11(&["del-flows"]);
+    let flows = [
+        "priority=5,in_port=1,dl_vlan=10,dl_vlan_pcp=3,actions=mod_vlan_vid:20,mod_vlan_pcp:5,output:2",
+        "priority=6,ip,nw_src=198.18.0.0/16,nw_tos=32,actions=mod_nw_src:198.18.1.1,mod_nw_dst:198.18.1.2,mod_nw_tos:64,mod_nw_ecn:1,dec_ttl,output:1",
+        "priority=7,tcp,tp_src=80,actions=mod_tp_src:8080,mod_tp_dst:443,goto_table:1",
+        "priority=8,arp,arp_op=1,arp_tpa=198.18.0.0/24,actions=mod_dl_src:02:00:00:00:00:01,mod_dl_dst:02:00:00:00:00:02,NORMAL",
+        "priority=9,mpls,mpls_label=7,mpls_tc=1,actions=pop_mpls:0x0800,output:3",
+        "priority=10,icmp,icmp_type=8,icmp_code=0,actions=write_actions(output:2)",
+        "priority=11,dl_src=02:00:00:00:00:00/ff:ff:ff:00:00:00,metadata=0x1/0xff,actions=write_metadata:0x5/0xff,goto_table:2",
+        "priority=12,dl_vlan=0xffff,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:2",
+    ];
+    for f in flows {
+        of11(&["add-flow", f]);
+        let want = ovs_prints("OpenFlow11", f);
+        let dump = of11(&["dump-flows", "--no-stats"]);
+        assert!(
+            dump.lines().any(|l| l.trim() == want),
+            "{want} not in\n{dump}"
+        );
+    }
+    // Written in 1.3 with what 1.1 has not (a register, IPv6): 1.1 reads the rest,
+    // and the set-field as Nicira's load.
+    of13(
+        &d,
+        &[
+            "add-flow",
+            "priority=13,ipv6,reg1=5,actions=set_field:::1->ipv6_src,output:1",
+        ],
+    );
+    let dump = of11(&["dump-flows", "--no-stats"]);
+    let line = dump
+        .lines()
+        .find(|l| l.contains("priority=13"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("priority=13,ipv6 actions=")
+            && line.to_lowercase().contains("ipv6_src")
+            && line.ends_with(",output:1"),
+        "{dump}"
+    );
+    of11(&["del-flows"]);
+    assert_eq!(d.all_flows().len(), 0);
+    let (h1, h2) = two_hosts(&d);
+    of11(&["add-flow", "actions=NORMAL"]);
+    let out = h1.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", &h2.addr]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let dump = of11(&["dump-flows"]);
+    let line = dump
+        .lines()
+        .find(|l| l.contains("actions=NORMAL"))
+        .unwrap_or("");
+    let packets: u64 = line
+        .split("n_packets=")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(packets >= 6, "{dump}");
 }
 
 /// PBB (OpenFlow 1.3's, which Open vSwitch lacks), through vsw's own `vswctl`: each

@@ -1,5 +1,6 @@
 //! A message on the wire in any version vsw speaks: 1.2 on through `message.rs`'s
-//! codec, 1.0 through `of10/`, and 1.2's few layouts of its own through `of12.rs`.
+//! codec, 1.0 through `of10/`, 1.1 rewritten into 1.2's layout and back by
+//! `of11.rs`, and 1.2's few layouts of its own through `of12.rs`.
 //! Here only the choice of which: the version codecs depend on the messages, not
 //! on each other.
 
@@ -31,6 +32,7 @@ impl Message {
         }
         .write(&mut out);
         let own = (version == Version::V1_0.wire() && crate::of10::encode_body(self, &mut out))
+            || (version == Version::V1_1.wire() && crate::of11::encode_body(self, &mut out))
             || (version == Version::V1_2.wire() && crate::of12::encode_body(self, &mut out));
         if own {
             return crate::message::finish(out);
@@ -52,6 +54,18 @@ impl Message {
     ) -> Result<Message, Refusal> {
         match version {
             Version::V1_0 => crate::of10::decode(message, dialect),
+            Version::V1_1 => {
+                // What 1.2 on added, 1.1 refuses; the rest is read in 1.2's layout.
+                let h = Header::parse(message).ok_or(Refusal::BadLen)?;
+                let body = message.get(crate::frame::HEADER_LEN..).unwrap_or_default();
+                if h.version != version.wire() || h.kind == crate::message::OFPT_HELLO {
+                    return Message::decode_from_1_2(version, message);
+                }
+                if let Some(refusal) = crate::of11::refused(h.kind, body) {
+                    return Err(refusal);
+                }
+                Message::decode_from_1_2(Version::V1_2, &crate::of11::to_1_2(message)?)
+            }
             Version::V1_2 => {
                 // What 1.3 added, 1.2 refuses before 1.3's codec reads it.
                 let h = Header::parse(message).ok_or(Refusal::BadLen)?;

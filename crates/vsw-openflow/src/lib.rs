@@ -34,6 +34,7 @@ pub mod nx_action;
 mod nx_error;
 pub mod nx_learn;
 pub mod of10;
+pub mod of11;
 pub mod of12;
 pub mod oxm;
 pub mod oxs;

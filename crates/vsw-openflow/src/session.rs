@@ -727,10 +727,12 @@ impl Session {
                             let nicira = crate::of10::is_nicira_stats(request);
                             let encoded = entries.map(move |e| {
                                 let mut b = Vec::with_capacity(256);
-                                if version == Version::V1_0 {
-                                    crate::of10::encode_flow_entry(&e, nicira, &mut b);
-                                } else {
-                                    e.encode(version, &mut b);
+                                match version {
+                                    Version::V1_0 => {
+                                        crate::of10::encode_flow_entry(&e, nicira, &mut b)
+                                    }
+                                    Version::V1_1 => crate::of11::flow_entry(&e, &mut b),
+                                    _ => e.encode(version, &mut b),
                                 }
                                 b
                             });
@@ -791,6 +793,8 @@ impl Session {
                 };
                 let entries = match version {
                     Version::V1_0 => crate::of10::reply_entries(&reply, request),
+                    Version::V1_1 => crate::of11::reply_entries(&reply)
+                        .unwrap_or_else(|| reply.entries_in(version)),
                     Version::V1_2 => crate::of12::reply_entries(&reply)
                         .unwrap_or_else(|| reply.entries_in(version)),
                     _ => reply.entries_in(version),
@@ -1211,8 +1215,12 @@ mod tests {
     fn an_old_peer_is_told_why_and_closed() {
         let mut s = switch();
         let mut out = Vec::new();
+        // A peer of OpenFlow 1.6 alone (its bitmap says so).
         let r = s.receive(
-            &Message::Hello { versions: None }.encode(0x02, 5),
+            &Message::Hello {
+                versions: Some(crate::version::VersionSet(1 << 7)),
+            }
+            .encode(0x07, 5),
             &mut TestBridge,
             &mut out,
         );
@@ -1220,11 +1228,11 @@ mod tests {
         let (h, m) = next_message(&out).unwrap().unwrap();
         assert_eq!(
             (h.version, h.kind, h.xid),
-            (0x02, 1, 5),
-            "an error in the peer's version"
+            (0x06, 1, 5),
+            "an error in the latest version both could read"
         );
         assert_eq!(&m[8..12], &[0, 0, 0, 0], "HELLO_FAILED/INCOMPATIBLE");
-        assert!(String::from_utf8_lossy(&m[12..]).contains("1.0 and 1.2 to 1.5"));
+        assert!(String::from_utf8_lossy(&m[12..]).contains("1.0 to 1.5"));
         let mut s = switch();
         let r = s.receive(
             &Message::FeaturesRequest.encode(0x04, 1),

@@ -56,9 +56,9 @@ pub struct VersionSet(pub u32);
 
 impl VersionSet {
     /// What vsw speaks: OpenFlow 1.0 (with Nicira's extensions, what `ovs-ofctl`
-    /// speaks without `-O`) and 1.2 to 1.5. 1.1 (its own fixed match and action
-    /// set, which no tool of Open vSwitch's asks for by default) is not spoken.
-    pub const VSW: VersionSet = VersionSet((1 << 1) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6));
+    /// speaks without `-O`) to 1.5.
+    pub const VSW: VersionSet =
+        VersionSet((1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6));
 
     pub fn of(versions: &[Version]) -> VersionSet {
         VersionSet(versions.iter().fold(0, |m, v| m | 1 << v.wire()))
@@ -105,7 +105,7 @@ impl VersionSet {
 /// No version both sides speak: the connection is answered with
 /// HELLO_FAILED/INCOMPATIBLE and closed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("no common OpenFlow version: the peer offers {peer}, vsw speaks 1.0 and 1.2 to 1.5")]
+#[error("no common OpenFlow version: the peer offers {peer}, vsw speaks 1.0 to 1.5")]
 pub struct Incompatible {
     pub peer: String,
 }
@@ -164,7 +164,12 @@ mod tests {
             Ok(Version::V1_2)
         );
         let v11 = VersionSet::of(&[Version::V1_1]);
-        assert!(negotiate(VersionSet::VSW, 0x02, Some(v11)).is_err());
+        assert_eq!(
+            negotiate(VersionSet::VSW, 0x02, Some(v11)),
+            Ok(Version::V1_1)
+        );
+        let only_1_0 = VersionSet::of(&[Version::V1_0]);
+        assert!(negotiate(only_1_0, 0x02, Some(v11)).is_err());
     }
 
     #[test]
@@ -174,7 +179,9 @@ mod tests {
         assert_eq!(negotiate(VersionSet::VSW, 0x09, None), Ok(Version::V1_5));
         // ovs-ofctl without -O: a 1.0 hello without a bitmap.
         assert_eq!(negotiate(VersionSet::VSW, 0x01, None), Ok(Version::V1_0));
-        let e = negotiate(VersionSet::VSW, 0x02, None).unwrap_err();
+        assert_eq!(negotiate(VersionSet::VSW, 0x02, None), Ok(Version::V1_1));
+        let only_1_3 = VersionSet::of(&[Version::V1_3]);
+        let e = negotiate(only_1_3, 0x02, None).unwrap_err();
         assert!(e.to_string().contains("version 0x02"), "{e}");
     }
 
@@ -182,7 +189,7 @@ mod tests {
     fn sets_and_names() {
         assert_eq!(VersionSet::VSW.highest(), Some(Version::V1_5));
         assert!(VersionSet::VSW.contains(4) && VersionSet::VSW.contains(1));
-        assert!(!VersionSet::VSW.contains(2) && VersionSet::VSW.contains(3));
+        assert!(VersionSet::VSW.contains(2) && VersionSet::VSW.contains(3));
         assert!(!VersionSet::VSW.contains(200));
         assert_eq!(Version::V1_3.to_string(), "OpenFlow 1.3");
         assert_eq!(Version::from_wire(7), None);

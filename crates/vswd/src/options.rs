@@ -242,15 +242,10 @@ impl SwitchOptions {
                 "protocols" => {
                     let set =
                         vsw_openflow::VersionSet::parse_protocols(v).map_err(|e| bad(k, v, e))?;
-                    let vsw = vsw_openflow::VersionSet::VSW;
-                    if set.0 & vsw.0 == 0 {
-                        return Err(bad(
-                            k,
-                            v,
-                            "none that vsw speaks (OpenFlow10, OpenFlow12 to OpenFlow15)",
-                        ));
+                    if set.0 == 0 {
+                        return Err(bad(k, v, "at least one of OpenFlow10 to OpenFlow15"));
                     }
-                    out.protocols = vsw_openflow::VersionSet(set.0 & vsw.0);
+                    out.protocols = set;
                 }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v
@@ -583,8 +578,7 @@ mod tests {
             o("protocols=OpenFlow10,OpenFlow11,OpenFlow13,OpenFlow15")
                 .unwrap()
                 .protocols,
-            vsw_openflow::VersionSet((1 << 1) | (1 << 4) | (1 << 6)),
-            "1.1 is dropped: vsw does not speak it"
+            vsw_openflow::VersionSet((1 << 1) | (1 << 2) | (1 << 4) | (1 << 6)),
         );
         assert_eq!(
             SwitchOptions::from_options(&Options::new())
@@ -592,10 +586,14 @@ mod tests {
                 .protocols,
             vsw_openflow::VersionSet::VSW
         );
-        assert!(o("protocols=OpenFlow11")
+        assert_eq!(
+            o("protocols=OpenFlow11").unwrap().protocols,
+            vsw_openflow::VersionSet(1 << 2)
+        );
+        assert!(o("protocols=,")
             .unwrap_err()
             .to_string()
-            .contains("none that vsw speaks"));
+            .contains("at least one"));
         assert!(o("protocols=OpenFlow16").is_err());
     }
 
