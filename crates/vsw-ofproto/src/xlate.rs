@@ -71,10 +71,28 @@ fn field_write_kind(w: &FieldWrite) -> u8 {
         FieldWrite::NdTarget(_) => 14,
         FieldWrite::NdSll(_) => 15,
         FieldWrite::NdTll(_) => 16,
-        FieldWrite::PbbIsid(_) => 19,
         // Ordered among the pops and pushes (`ActionSet::kind`).
         FieldWrite::CopyTtlOut => 17,
         FieldWrite::CopyTtlIn => 18,
+        FieldWrite::PbbIsid(_) => 19,
+    }
+}
+
+/// What of `k` a push leaves the key knowing: the pipeline's and the tunnel's
+/// fields and the Ethernet addresses; what the pushed header covers is hidden.
+fn addresses_only(k: &FlowKey) -> FlowKey {
+    FlowKey {
+        in_port: k.in_port,
+        recirc_id: k.recirc_id,
+        metadata: k.metadata,
+        tun_id: k.tun_id,
+        tun_src: k.tun_src,
+        tun_dst: k.tun_dst,
+        tun_metadata0: k.tun_metadata0,
+        tun_flags: k.tun_flags,
+        dl_src: k.dl_src,
+        dl_dst: k.dl_dst,
+        ..FlowKey::default()
     }
 }
 
@@ -1016,7 +1034,7 @@ impl Ctx<'_, '_> {
     fn rule_actions(&mut self, acts: &[Action], id: u8, rule: Option<&Arc<Rule>>) {
         let mut i = 0;
         while i < acts.len() && self.out.error.is_none() {
-            if self.stop_for_mpls(acts, i, id, rule) {
+            if self.stop_for_pop(acts, i, id, rule) {
                 return;
             }
             match &acts[i] {
@@ -1469,16 +1487,13 @@ impl Ctx<'_, '_> {
         match self.popped {
             Popped::Nothing => return false,
             Popped::Pbb => {
-                return !matches!(
-                    a,
-                    Action::Output(_)
-                        | Action::InPort
-                        | Action::Flood
-                        | Action::Drop
-                        | Action::SetQueue(_)
-                        | Action::OutputReg { .. }
-                        | Action::OutputTrunc { .. }
-                )
+                return match a {
+                    Action::Drop | Action::SetQueue(_) => false,
+                    Action::Output(p) | Action::OutputTrunc { port: p, .. } => {
+                        !self.sends_as_it_is(*p)
+                    }
+                    _ => true,
+                }
             }
             Popped::Mpls => {}
         }
@@ -1510,11 +1525,23 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// After a `pop_mpls`, `a` (at `at` of `acts`) needs the next pass: from the
-    /// pipeline's own lists the translation stops here, keeping `a` and what
-    /// follows (as a pause does); anywhere else it cannot, and the packet is
-    /// dropped. True when the list stops.
-    fn stop_for_mpls(
+    /// Whether an output to `of_port` sends the packet as it is, reading nothing
+    /// of its headers from the key: not LOCAL (whose output may decapsulate a
+    /// tunnel packet for the host), a tunnel port (whose header and route come
+    /// from the inner packet) or a patch port (whose bridge goes on translating).
+    fn sends_as_it_is(&self, of_port: u32) -> bool {
+        of_port != vsw_flow::LOCAL_PORT
+            && self
+                .env
+                .backer
+                .is_none_or(|b| b.tunnel_port(of_port).is_none() && b.patch_peer(of_port).is_none())
+    }
+
+    /// After a `pop_mpls` or `pop_pbb`, `a` (at `at` of `acts`) needs the next
+    /// pass: from the pipeline's own lists the translation stops here, keeping
+    /// `a` and what follows (as a pause does); anywhere else it cannot, and the
+    /// packet is dropped. True when the list stops.
+    fn stop_for_pop(
         &mut self,
         acts: &[Action],
         at: usize,
@@ -1759,21 +1786,10 @@ impl Ctx<'_, '_> {
                     };
                     // What was behind the Ethernet header is behind the label now:
                     // no table sees it.
-                    let l2 = *k;
                     k.packet = FlowKey {
-                        in_port: l2.in_port,
-                        recirc_id: l2.recirc_id,
-                        metadata: l2.metadata,
-                        tun_id: l2.tun_id,
-                        tun_src: l2.tun_src,
-                        tun_dst: l2.tun_dst,
-                        tun_metadata0: l2.tun_metadata0,
-                        tun_flags: l2.tun_flags,
-                        dl_src: l2.dl_src,
-                        dl_dst: l2.dl_dst,
-                        vlan_tci: l2.vlan_tci,
-                        inner_vlan_tci: l2.inner_vlan_tci,
-                        ..FlowKey::default()
+                        vlan_tci: k.vlan_tci,
+                        inner_vlan_tci: k.inner_vlan_tci,
+                        ..addresses_only(k)
                     };
                     mpls::entry(label, tc, true, ttl)
                 };
@@ -1802,21 +1818,10 @@ impl Ctx<'_, '_> {
                 };
                 // The whole frame is behind the I-TAG now: the key keeps its
                 // addresses (the backbone header's, copied) and nothing behind them.
-                let l2 = *k;
                 k.packet = FlowKey {
-                    in_port: l2.in_port,
-                    recirc_id: l2.recirc_id,
-                    metadata: l2.metadata,
-                    tun_id: l2.tun_id,
-                    tun_src: l2.tun_src,
-                    tun_dst: l2.tun_dst,
-                    tun_metadata0: l2.tun_metadata0,
-                    tun_flags: l2.tun_flags,
-                    dl_src: l2.dl_src,
-                    dl_dst: l2.dl_dst,
                     dl_type: t,
                     label: itag,
-                    ..FlowKey::default()
+                    ..addresses_only(k)
                 };
                 Some(DpAction::PushPbb { ethertype: t, itag })
             }
@@ -2205,23 +2210,11 @@ impl Ctx<'_, '_> {
             return None;
         }
         // What the hash reads, as the datapath's `hash` action reads it.
-        let (k, m) = (&self.key, &mut self.mask);
-        m.dl_type = u16::MAX;
-        m.dl_src = MacAddr([0xff; 6]);
-        m.dl_dst = MacAddr([0xff; 6]);
-        let ip = matches!(k.dl_type, EtherType::IPV4 | EtherType::IPV6);
-        if ip || EtherType::is_arp(k.dl_type) {
-            m.nw_src = u128::MAX;
-            m.nw_dst = u128::MAX;
+        let reads = vsw_packet::key::l4_hash_mask(&self.key);
+        for (m, r) in self.mask.packet.words_mut().iter_mut().zip(reads.words()) {
+            *m |= r;
         }
-        if ip {
-            m.nw_proto = u8::MAX;
-            if matches!(k.nw_proto, 6 | 17 | 132) {
-                m.tp_src = u16::MAX;
-                m.tp_dst = u16::MAX;
-            }
-        }
-        weighted(live, vsw_packet::key::l4_hash(k) % total)
+        weighted(live, vsw_packet::key::l4_hash(&self.key) % total)
     }
 
     fn flood(&mut self) {

@@ -4,8 +4,8 @@
 //! that names its ports instead of carrying a match, and shorter tables of
 //! statistics. A 1.1 request is rewritten into 1.2's layout and read by 1.2's
 //! codec ([`to_1_2`]); what 1.1 lays out its own way is written here. What 1.2
-//! added — roles, group features, set-field — is not 1.1's: refused as a type or
-//! a statistic it does not have.
+//! on added — roles, group features, set-field and the later actions — is not
+//! 1.1's: refused as a type, a statistic or an action it does not have.
 
 use crate::error::Refusal;
 use crate::flow_mod::{Action, BadFlowMod, Instruction};
@@ -78,6 +78,15 @@ fn bad_len() -> Refusal {
     Refusal::BadLen
 }
 
+/// A length the rewrite made, where a 16-bit length field must hold it: 1.2's
+/// set-fields and OXM are longer than 1.1's own, so a 1.1 message near 64 KiB
+/// may not fit one 1.2 message (BAD_LEN, as one that long would be).
+fn length16(n: usize) -> Result<[u8; 2], Refusal> {
+    u16::try_from(n)
+        .map(u16::to_be_bytes)
+        .map_err(|_| bad_len())
+}
+
 fn bad_match(e: BadMatch) -> Refusal {
     Refusal::FlowMod(BadFlowMod::Match(e))
 }
@@ -138,7 +147,7 @@ pub fn to_1_2(message: &[u8]) -> Result<Vec<u8>, Refusal> {
             let mut rewritten = Vec::with_capacity(n + 16);
             actions_to_1_2(actions, &mut rewritten)?;
             out.extend_from_slice(&fixed[..8]);
-            out.extend_from_slice(&len16(rewritten.len()).to_be_bytes());
+            out.extend_from_slice(&length16(rewritten.len())?);
             out.extend_from_slice(&fixed[10..]);
             out.extend_from_slice(&rewritten);
             out.extend_from_slice(&body[16 + n..]);
@@ -155,13 +164,14 @@ pub fn to_1_2(message: &[u8]) -> Result<Vec<u8>, Refusal> {
                 let start = out.len();
                 out.extend_from_slice(&rest[..16]);
                 actions_to_1_2(&rest[16..len], &mut out)?;
-                let n = len16(out.len() - start);
-                out[start..start + 2].copy_from_slice(&n.to_be_bytes());
+                let n = length16(out.len() - start)?;
+                out[start..start + 2].copy_from_slice(&n);
                 rest = &rest[len..];
             }
         }
         _ => out.extend_from_slice(body),
     }
+    length16(out.len())?;
     Ok(crate::message::finish(out))
 }
 
@@ -178,8 +188,8 @@ fn instructions_to_1_2(mut rest: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal
             let start = out.len();
             out.extend_from_slice(&rest[..8]);
             actions_to_1_2(&rest[8..len], out)?;
-            let n = len16(out.len() - start);
-            out[start + 2..start + 4].copy_from_slice(&n.to_be_bytes());
+            let n = length16(out.len() - start)?;
+            out[start + 2..start + 4].copy_from_slice(&n);
         } else {
             out.extend_from_slice(&rest[..len]);
         }
@@ -208,24 +218,49 @@ fn actions_to_1_2(mut rest: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
             })
         };
         let want = |n: usize| if len == n { Ok(()) } else { Err(bad()) };
+        // A value wider than its field: BAD_ARGUMENT, as Open vSwitch answers.
+        let at_most = |v: u16, max: u16| {
+            if v <= max {
+                Ok(())
+            } else {
+                Err(Refusal::FlowMod(BadFlowMod::BadArgument))
+            }
+        };
         let action = match kind {
             SET_VLAN_VID => {
                 want(8)?;
-                let vid = 0x1000 | (u16_at(a, 4) & 0x0fff);
-                Some(set(6, vid.to_be_bytes().to_vec()))
+                let vid = u16_at(a, 4);
+                at_most(vid, 0x0fff)?;
+                Some(set(6, (0x1000 | vid).to_be_bytes().to_vec()))
             }
-            SET_VLAN_PCP => want(8).map(|()| Some(set(7, vec![a[4]])))?,
+            SET_VLAN_PCP => {
+                want(8)?;
+                at_most(a[4].into(), 7)?;
+                Some(set(7, vec![a[4]]))
+            }
             SET_DL_SRC => want(16).map(|()| Some(set(4, a[4..10].to_vec())))?,
             SET_DL_DST => want(16).map(|()| Some(set(3, a[4..10].to_vec())))?,
             SET_NW_SRC => want(8).map(|()| Some(set(11, a[4..8].to_vec())))?,
             SET_NW_DST => want(8).map(|()| Some(set(12, a[4..8].to_vec())))?,
-            // The TOS byte's DSCP bits.
-            SET_NW_TOS => want(8).map(|()| Some(set(8, vec![a[4] >> 2])))?,
-            SET_NW_ECN => want(8).map(|()| Some(set(9, vec![a[4] & 3])))?,
+            // The TOS byte's DSCP bits; its ECN bits are SET_NW_ECN's.
+            SET_NW_TOS => {
+                want(8)?;
+                at_most((a[4] & 3).into(), 0)?;
+                Some(set(8, vec![a[4] >> 2]))
+            }
+            SET_NW_ECN => {
+                want(8)?;
+                at_most(a[4].into(), 3)?;
+                Some(set(9, vec![a[4]]))
+            }
             // A port whichever the transport: 1.2's TCP field, as vsw takes any.
             SET_TP_SRC => want(8).map(|()| Some(set(13, a[4..6].to_vec())))?,
             SET_TP_DST => want(8).map(|()| Some(set(14, a[4..6].to_vec())))?,
-            _ => None,
+            // 1.1's others (output, TTLs, MPLS, VLAN push and pop, queue, group)
+            // are numbered as 1.2's, and Nicira's are Nicira's; set-field and the
+            // actions after it are not 1.1's.
+            0 | 11..=24 | 0xffff => None,
+            _ => return Err(Refusal::FlowMod(BadFlowMod::BadActionType)),
         };
         match action {
             Some(x) => x.encode(out),
@@ -280,9 +315,10 @@ pub fn decode_match(m: &[u8]) -> Result<OxmMatch, BadMatch> {
     if let Some(t) = dl_type {
         fields.push(exact(5, &t.to_be_bytes()));
     }
-    let vid = u16_at(m, 36);
-    let tagged = if on(FW_DL_VLAN) {
-        match vid {
+    // As Open vSwitch reads 1.1: the priority only of a tag the match asks for
+    // (any VID, or one); a VID or priority past its bits is BAD_VALUE.
+    if on(FW_DL_VLAN) {
+        let tagged = match u16_at(m, 36) {
             VID_NONE => {
                 fields.push(exact(6, &[0, 0]));
                 false
@@ -295,29 +331,27 @@ pub fn decode_match(m: &[u8]) -> Result<OxmMatch, BadMatch> {
                 });
                 true
             }
-            v => {
-                fields.push(exact(6, &(0x1000 | (v & 0x0fff)).to_be_bytes()));
+            v if v < 0x1000 => {
+                fields.push(exact(6, &(0x1000 | v).to_be_bytes()));
                 true
             }
+            _ => return Err(BadMatch::BadValue),
+        };
+        if tagged && on(FW_DL_VLAN_PCP) {
+            if m[38] > 7 {
+                return Err(BadMatch::BadValue);
+            }
+            fields.push(exact(7, &[m[38]]));
         }
-    } else {
-        false
-    };
-    if on(FW_DL_VLAN_PCP) && !(on(FW_DL_VLAN) && vid == VID_NONE) {
-        if !tagged {
-            // A priority is a tag's: the match asks for one.
-            fields.push(OxmField {
-                field: 6,
-                value: vec![0x10, 0],
-                mask: Some(vec![0x10, 0]),
-            });
-        }
-        fields.push(exact(7, &[m[38] & 7]));
     }
     let proto = on(FW_NW_PROTO).then_some(m[43]);
     match dl_type {
         Some(0x0800) => {
             if on(FW_NW_TOS) {
+                // The DSCP bits of the TOS byte: ECN's are not 1.1's to match.
+                if m[42] & 3 != 0 {
+                    return Err(BadMatch::BadValue);
+                }
                 fields.push(exact(8, &[m[42] >> 2]));
             }
             if let Some(p) = proto {
@@ -562,13 +596,18 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
     true
 }
 
+/// A duration as seconds and nanoseconds.
+fn duration(ms: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&((ms / 1000) as u32).to_be_bytes());
+    out.extend_from_slice(&(((ms % 1000) * 1_000_000) as u32).to_be_bytes());
+}
+
 fn flow_removed(f: &FlowRemoved, out: &mut Vec<u8>) {
     let c = &f.counts;
     out.extend_from_slice(&f.cookie.to_be_bytes());
     out.extend_from_slice(&f.priority.to_be_bytes());
     out.extend_from_slice(&[f.reason, f.table_id]);
-    out.extend_from_slice(&((c.duration_ms / 1000) as u32).to_be_bytes());
-    out.extend_from_slice(&(((c.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+    duration(c.duration_ms, out);
     out.extend_from_slice(&f.idle_timeout.to_be_bytes());
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&c.packets.to_be_bytes());
@@ -581,8 +620,7 @@ fn flow_removed(f: &FlowRemoved, out: &mut Vec<u8>) {
 pub fn flow_entry(e: &FlowStatsEntry, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0, 0, e.table_id, 0]);
-    out.extend_from_slice(&((e.duration_ms / 1000) as u32).to_be_bytes());
-    out.extend_from_slice(&(((e.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+    duration(e.duration_ms, out);
     for v in [e.priority, e.idle_timeout, e.hard_timeout] {
         out.extend_from_slice(&v.to_be_bytes());
     }

@@ -273,6 +273,7 @@ pub(crate) fn value_bits(field: u8) -> Option<u32> {
         28 | 34 => Some(20),  // ipv6_flabel, mpls_label
         TUN_FLAGS => Some(1), // the OAM flag
         36 => Some(1),        // mpls_bos
+        39 => Some(9),        // ipv6_exthdr: OFPIEH_NONEXT .. OFPIEH_UNSEQ
         TCP_FLAGS | NX_TCP_FLAGS => Some(12),
         IP_FRAG => Some(2),
         _ => None,
@@ -556,6 +557,13 @@ mod tests {
             Err(BadMatch::BadPrereq),
             "pbb_isid without eth_type 0x88e7"
         );
+        let v6 = field(5, &[0x86, 0xdd], None);
+        assert_eq!(
+            enc(vec![v6.clone(), field(39, &[2, 0], None)]),
+            Err(BadMatch::BadValue),
+            "an ipv6_exthdr bit past OFPIEH_UNSEQ"
+        );
+        assert!(enc(vec![v6, field(39, &[1, 0x44], Some(&[1, 0xff]))]).is_ok());
         assert_eq!(
             enc(vec![field(6, &[0x10, 5], None), field(7, &[3], None)]),
             Ok(OxmMatch {

@@ -273,3 +273,99 @@ fn open_vswitch_reads_the_1_0_and_nicira_messages_vsw_sends() {
         "{text}"
     );
 }
+
+/// Messages vsw writes in OpenFlow 1.1, as Open vSwitch's own decoder reads them:
+/// the packet-in that names its ports, the flow removal and the flow-mod with the
+/// 88-byte `ofp11_match` and 1.1's own set actions — an independent check of the
+/// layouts vsw's 1.1 reader and writer share.
+#[test]
+fn open_vswitch_reads_the_1_1_messages_vsw_writes() {
+    use vsw_openflow::flow_mod::{Action, Command, FlowMod, Instruction};
+    use vsw_openflow::flow_stats::FlowRemoved;
+    use vsw_openflow::oxm::{OxmField, OxmMatch};
+    use vsw_openflow::oxs::FlowCounts;
+    use vsw_openflow::{Message, PacketIn};
+    let field = |field: u8, value: &[u8], mask: Option<&[u8]>| OxmField {
+        field,
+        value: value.to_vec(),
+        mask: mask.map(<[u8]>::to_vec),
+    };
+    let frame = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 2, 2, 2, 2, 2, 0x08, 0x06,
+    ];
+    let pi = PacketIn::of_frame(&frame, 2, 1, 3, 9, 0xffff, Vec::new());
+    let text = ofp_print(&Message::PacketIn(pi).encode(2, 6));
+    assert!(
+        text.contains(
+            "OFPT_PACKET_IN (OF1.1) (xid=0x6): table_id=3 total_len=14 in_port=2 (via action)"
+        ),
+        "{text}"
+    );
+    let udp = vec![
+        field(5, &[8, 0], None),
+        field(10, &[17], None),
+        field(11, &[198, 18, 0, 0], Some(&[255, 255, 0, 0])),
+        field(16, &[0, 53], None),
+    ];
+    let removed = FlowRemoved {
+        table_id: 4,
+        reason: 0,
+        priority: 7,
+        idle_timeout: 10,
+        hard_timeout: 0,
+        cookie: 0x11,
+        matcher: OxmMatch {
+            fields: udp.clone(),
+        },
+        counts: FlowCounts {
+            duration_ms: 2500,
+            idle_ms: 0,
+            packets: 3,
+            bytes: 180,
+        },
+    };
+    let text = ofp_print(&Message::FlowRemoved(removed).encode(2, 7));
+    assert!(
+        text.contains("OFPT_FLOW_REMOVED (OF1.1) (xid=0x7): priority=7,udp,nw_src=198.18.0.0/16,tp_dst=53 reason=idle table_id=4 cookie:0x11 duration2.500s idle10 pkts3 bytes180"),
+        "{text}"
+    );
+    let set = |f: u8, v: &[u8]| Action::SetField(field(f, v, None));
+    let fm = FlowMod {
+        table_id: 1,
+        priority: 100,
+        instructions: vec![Instruction::ApplyActions(vec![
+            set(6, &[0x10, 9]),
+            set(4, &[2, 0, 0, 0, 0, 8]),
+            set(12, &[198, 18, 0, 2]),
+            set(8, &[10]),
+            set(9, &[1]),
+            set(15, &[0, 99]),
+            Action::Output {
+                port: 2,
+                max_len: 0,
+            },
+        ])],
+        ..FlowMod::new(
+            Command::Add,
+            OxmMatch {
+                fields: vec![
+                    field(0, &[0, 0, 0, 3], None),
+                    field(6, &[0x10, 10], None),
+                    field(7, &[5], None),
+                ]
+                .into_iter()
+                .chain(udp)
+                .collect(),
+            },
+        )
+    };
+    let text = ofp_print(&Message::FlowMod(fm).encode(2, 8));
+    assert!(
+        text.contains("OFPT_FLOW_MOD (OF1.1) (xid=0x8): ADD table:1 priority=100,udp,in_port=3,dl_vlan=10,dl_vlan_pcp=5,nw_src=198.18.0.0/16,tp_dst=53"),
+        "{text}"
+    );
+    assert!(
+        text.contains("actions=set_vlan_vid:9,mod_dl_src:02:00:00:00:00:08,mod_nw_dst:198.18.0.2,mod_nw_tos:40,mod_nw_ecn:1,mod_tp_src:99,output:2"),
+        "{text}"
+    );
+}

@@ -207,6 +207,31 @@ pub fn l4_hash(key: &FlowKey) -> u32 {
     (h ^ (h >> 32)) as u32
 }
 
+/// The fields [`l4_hash`] reads of `key` (a mask): what a flow that chose by the
+/// hash in translation must match.
+pub fn l4_hash_mask(key: &FlowKey) -> FlowKey {
+    let dl_type = key.dl_type;
+    let mut m = FlowKey {
+        dl_type: u16::MAX,
+        dl_src: MacAddr([0xff; 6]),
+        dl_dst: MacAddr([0xff; 6]),
+        ..FlowKey::default()
+    };
+    let ip = matches!(dl_type, EtherType::IPV4 | EtherType::IPV6);
+    if ip || EtherType::is_arp(dl_type) {
+        m.nw_src = u128::MAX;
+        m.nw_dst = u128::MAX;
+    }
+    if ip {
+        m.nw_proto = u8::MAX;
+        if matches!(key.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP) {
+            m.tp_src = u16::MAX;
+            m.tp_dst = u16::MAX;
+        }
+    }
+    m
+}
+
 /// Why a frame cannot be switched at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Malformed {

@@ -246,6 +246,25 @@ impl PacketBuf {
         self.pad_after_pop(before);
     }
 
+    /// Before a push of `len` bytes that hides the packet's headers from a device
+    /// (an MPLS label, a PBB backbone header): room in front of the frame, and
+    /// its checksum finished here (nothing behind the pushed header is the
+    /// device's to find). A super-frame is refused (`TooBig`): cutting it would
+    /// need a segmentation that looks behind the pushed header, which vsw's does
+    /// not.
+    pub(crate) fn before_opaque_push(&mut self, len: usize) -> Result<(), RewriteError> {
+        if self.vnet.is_gso() {
+            return Err(RewriteError::TooBig);
+        }
+        if !self.make_headroom(len) {
+            return Err(RewriteError::NoHeadroom);
+        }
+        let vnet = self.vnet;
+        crate::gso::complete_checksum(self.data_mut(), &vnet).map_err(|_| RewriteError::TooBig)?;
+        self.vnet = Default::default();
+        Ok(())
+    }
+
     /// After a pop shortened a frame that was at least Ethernet's shortest
     /// ([`ETH_MIN_FRAME`]): zeros after it up to that length again, as a NIC pads
     /// it on the wire (a switch's port would; a veth or a tap does not, and a

@@ -88,6 +88,78 @@ fn what_1_1_has_not_is_left_out_and_fields_without_their_type_are_not_read() {
     bad[3] = 80;
     assert_eq!(decode_match(&bad), Err(BadMatch::BadLen));
     assert_eq!(decode_match(&b[..87]), Err(BadMatch::BadLen));
+    // A VID past 12 bits, a priority past 3, ECN bits in the TOS: BAD_VALUE.
+    let with = |at: usize, bytes: &[u8], clear: u32| {
+        let mut m = Vec::new();
+        encode_match(&oxm(vec![field(5, &[8, 0], None)]), &mut m);
+        m[at..at + bytes.len()].copy_from_slice(bytes);
+        let wc = u32_at(&m, 8) & !clear;
+        m[8..12].copy_from_slice(&wc.to_be_bytes());
+        decode_match(&m)
+    };
+    assert_eq!(with(36, &[0x10, 0], FW_DL_VLAN), Err(BadMatch::BadValue));
+    assert_eq!(
+        with(36, &[0, 5, 8], FW_DL_VLAN | FW_DL_VLAN_PCP),
+        Err(BadMatch::BadValue)
+    );
+    assert_eq!(with(42, &[0x21], FW_NW_TOS), Err(BadMatch::BadValue));
+    // A priority without a VID asked for is not read, as Open vSwitch reads it.
+    assert_eq!(
+        with(38, &[5], FW_DL_VLAN_PCP),
+        Ok(oxm(vec![field(5, &[8, 0], None)]))
+    );
+}
+
+/// 1.1's set actions with values past their fields, and actions 1.1 has not
+/// (set-field, 25), are refused; a message the rewrite would grow past 64 KiB is
+/// BAD_LEN, not cut.
+#[test]
+fn bad_1_1_actions_and_overgrown_messages_are_refused() {
+    let action = |kind: u16, body: &[u8]| {
+        let mut a = kind.to_be_bytes().to_vec();
+        a.extend_from_slice(&8u16.to_be_bytes());
+        a.extend_from_slice(body);
+        a.resize(8, 0);
+        a
+    };
+    let argument = Err(Refusal::FlowMod(BadFlowMod::BadArgument));
+    for (kind, body) in [
+        (SET_VLAN_VID, vec![0x10, 0]),
+        (SET_VLAN_PCP, vec![8]),
+        (SET_NW_TOS, vec![0x21]),
+        (SET_NW_ECN, vec![4]),
+    ] {
+        assert_eq!(
+            actions_to_1_2(&action(kind, &body), &mut Vec::new()),
+            argument
+        );
+    }
+    assert_eq!(
+        actions_to_1_2(&action(25, &[]), &mut Vec::new()),
+        Err(Refusal::FlowMod(BadFlowMod::BadActionType))
+    );
+    assert!(actions_to_1_2(&action(SET_VLAN_VID, &[0, 9]), &mut Vec::new()).is_ok());
+    // A packet-out of 8,000 SET_VLAN_VID actions (64,000 bytes) grows to 128,000
+    // as set-fields.
+    let mut m = Vec::new();
+    Header {
+        version: 2,
+        kind: OFPT_PACKET_OUT,
+        length: 0,
+        xid: 1,
+    }
+    .write(&mut m);
+    let actions: Vec<u8> = (0..8000)
+        .flat_map(|_| action(SET_VLAN_VID, &[0, 9]))
+        .collect();
+    m.extend_from_slice(&0xffff_ffffu32.to_be_bytes());
+    m.extend_from_slice(&0xffff_fffdu32.to_be_bytes());
+    m.extend_from_slice(&(actions.len() as u16).to_be_bytes());
+    m.extend_from_slice(&[0; 6]);
+    m.extend_from_slice(&actions);
+    let n = m.len() as u16;
+    m[2..4].copy_from_slice(&n.to_be_bytes());
+    assert_eq!(to_1_2(&m), Err(Refusal::BadLen));
 }
 
 /// A 1.1 flow-mod, its set actions 1.1's own, reads as the 1.2 flow-mod of
@@ -230,5 +302,37 @@ proptest! {
         let m = crate::message::finish(m);
         let _ = Message::decode(Version::V1_1, &m);
         let _ = decode_match(&body);
+    }
+
+    /// The same for flow-mods whose match is well framed: the bytes past it
+    /// (instructions and their actions) are what gets rewritten.
+    #[test]
+    fn hostile_1_1_instructions_are_refused_not_panicked_on(
+        fixed in proptest::collection::vec(any::<u8>(), 40),
+        wildcards in any::<[u8; 84]>(),
+        kinds in proptest::collection::vec(
+            (prop_oneof![Just(3u16), Just(4), any::<u16>()], 0u16..48,
+             prop_oneof![Just(1u16), Just(3), Just(7), Just(8), Just(25), any::<u16>()], 0u16..24),
+            0..6,
+        ),
+        tail in proptest::collection::vec(any::<u8>(), 0..40),
+    ) {
+        let mut body = fixed;
+        body.extend_from_slice(&[0, 0, 0, 88]);
+        body.extend_from_slice(&wildcards);
+        for (ik, ilen, ak, alen) in kinds {
+            body.extend_from_slice(&ik.to_be_bytes());
+            body.extend_from_slice(&ilen.to_be_bytes());
+            body.extend_from_slice(&[0; 4]);
+            body.extend_from_slice(&ak.to_be_bytes());
+            body.extend_from_slice(&alen.to_be_bytes());
+            body.extend_from_slice(&[0x10, 1, 2, 3]);
+        }
+        body.extend_from_slice(&tail);
+        let mut m = Vec::new();
+        Header { version: 2, kind: OFPT_FLOW_MOD, length: 0, xid: 1 }.write(&mut m);
+        m.extend_from_slice(&body);
+        let m = crate::message::finish(m);
+        let _ = Message::decode(Version::V1_1, &m);
     }
 }

@@ -334,3 +334,24 @@ fn the_l4_hash_reads_addresses_and_ports_and_nothing_else() {
     assert_eq!(spread(udp, &|k, i| k.nw_tos = i), 1);
     assert_eq!(spread(udp, &|k, i| k.in_port = u32::from(i)), 1);
 }
+
+proptest! {
+    /// What the hash reads is all in its mask: a key cut to the mask hashes as
+    /// the whole key does (a flow that matched less would hash packets apart).
+    #[test]
+    fn the_l4_hash_reads_only_what_its_mask_says(
+        words in any::<[u64; KEY_WORDS]>(),
+        dl_type in prop_oneof![
+            Just(EtherType::IPV4), Just(EtherType::IPV6), Just(EtherType::ARP),
+            Just(EtherType::RARP), any::<u16>()
+        ],
+        nw_proto in prop_oneof![Just(IPPROTO_TCP), Just(IPPROTO_UDP), Just(IPPROTO_SCTP), any::<u8>()],
+    ) {
+        let mut k: FlowKey = bytemuck::cast(words);
+        k.dl_type = dl_type;
+        k.nw_proto = nw_proto;
+        let cut = k.masked(&l4_hash_mask(&k));
+        prop_assert_eq!(l4_hash(&cut), l4_hash(&k));
+        prop_assert_eq!(l4_hash_mask(&cut), l4_hash_mask(&k));
+    }
+}

@@ -30,15 +30,7 @@ impl PacketBuf {
         let Some((_, off)) = self.l3() else {
             return Ok(());
         };
-        if self.vnet.is_gso() {
-            return Err(RewriteError::TooBig);
-        }
-        if self.start < LSE_LEN {
-            return Err(RewriteError::NoHeadroom);
-        }
-        let vnet = self.vnet;
-        crate::gso::complete_checksum(self.data_mut(), &vnet).map_err(|_| RewriteError::TooBig)?;
-        self.vnet = Default::default();
+        self.before_opaque_push(LSE_LEN)?;
         // Everything up to the ethertype moves forward by an entry's length; the
         // entry goes between the ethertype and what followed it.
         self.buf

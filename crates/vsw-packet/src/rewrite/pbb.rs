@@ -21,15 +21,7 @@ impl PacketBuf {
         if self.len < ETH_HDR_LEN {
             return Ok(());
         }
-        if self.vnet.is_gso() {
-            return Err(RewriteError::TooBig);
-        }
-        if !self.make_headroom(PBB_HDR_LEN) {
-            return Err(RewriteError::NoHeadroom);
-        }
-        let vnet = self.vnet;
-        crate::gso::complete_checksum(self.data_mut(), &vnet).map_err(|_| RewriteError::TooBig)?;
-        self.vnet = Default::default();
+        self.before_opaque_push(PBB_HDR_LEN)?;
         let addrs = ethernet::field::ETHERTYPE.start;
         self.buf
             .copy_within(self.start..self.start + addrs, self.start - PBB_HDR_LEN);
