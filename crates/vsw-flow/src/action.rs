@@ -656,17 +656,34 @@ static MOD_DL_DST: ActionDef = ActionDef {
     rewrites: true,
     build: |n, a, _| Ok(Action::SetDlDst(parse_mac(n, arg(n, a)?)?.0)),
 };
+/// A push's argument: the ethertype (or TPID) of the header it pushes, one of
+/// `allowed` (`says` names them when it is not).
+fn pushed_type(
+    n: &str,
+    a: Option<&str>,
+    allowed: &[u16],
+    says: &str,
+) -> Result<u16, FlowSyntaxError> {
+    let a = arg(n, a)?;
+    let t = parse_uint(n, a, 0xffff)? as u16;
+    if !allowed.contains(&t) {
+        return Err(bad(n, a, says));
+    }
+    Ok(t)
+}
+
 static PUSH_VLAN: ActionDef = ActionDef {
     name: "push_vlan",
     aliases: &[],
     needs: Needs::Nothing,
     rewrites: true,
     build: |n, a, _| {
-        let a = arg(n, a)?;
-        let tpid = parse_uint(n, a, 0xffff)? as u16;
-        if tpid != EtherType::VLAN && tpid != EtherType::QINQ {
-            return Err(bad(n, a, "the TPID is 0x8100 or 0x88a8"));
-        }
+        let tpid = pushed_type(
+            n,
+            a,
+            &[EtherType::VLAN, EtherType::QINQ],
+            "the TPID is 0x8100 or 0x88a8",
+        )?;
         Ok(Action::PushVlan(tpid))
     },
 };
@@ -799,11 +816,12 @@ static PUSH_MPLS: ActionDef = ActionDef {
     needs: Needs::Nothing,
     rewrites: true,
     build: |n, a, _| {
-        let a = arg(n, a)?;
-        let t = parse_uint(n, a, 0xffff)? as u16;
-        if t != EtherType::MPLS && t != EtherType::MPLS_MULTICAST {
-            return Err(bad(n, a, "the ethertype is 0x8847 or 0x8848"));
-        }
+        let t = pushed_type(
+            n,
+            a,
+            &[EtherType::MPLS, EtherType::MPLS_MULTICAST],
+            "the ethertype is 0x8847 or 0x8848",
+        )?;
         Ok(Action::PushMpls(t))
     },
 };
@@ -820,11 +838,7 @@ static PUSH_PBB: ActionDef = ActionDef {
     needs: Needs::Nothing,
     rewrites: true,
     build: |n, a, _| {
-        let a = arg(n, a)?;
-        let t = parse_uint(n, a, 0xffff)? as u16;
-        if t != EtherType::PBB {
-            return Err(bad(n, a, "the ethertype is 0x88e7"));
-        }
+        let t = pushed_type(n, a, &[EtherType::PBB], "the ethertype is 0x88e7")?;
         Ok(Action::PushPbb(t))
     },
 };
