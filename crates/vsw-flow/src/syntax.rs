@@ -311,15 +311,12 @@ fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
             });
         }
         match a {
-            Action::PushMpls(t) => {
+            // What the pushed header covers is no longer the packet's type.
+            Action::PushMpls(t) | Action::PushPbb(t) => {
                 (v.dl_type, k.dl_type) = (*t, u16::MAX);
                 k.nw_proto = 0;
             }
             Action::PopMpls(t) => (v.dl_type, k.dl_type) = (*t, u16::MAX),
-            Action::PushPbb(t) => {
-                (v.dl_type, k.dl_type) = (*t, u16::MAX);
-                k.nw_proto = 0;
-            }
             // The customer's frame is of any type.
             Action::PopPbb => (v.dl_type, k.dl_type, k.nw_proto) = (0, 0, 0),
             _ => {}

@@ -403,9 +403,7 @@ impl Backer {
             (now_ms, learn),
             Start::Popped(depends),
         );
-        for (m, c) in t.mask.words_mut().iter_mut().zip(chose.words()) {
-            *m |= c;
-        }
+        t.mask.widen(&chose);
         // Its packets count as the tunnel port's.
         t.rx_port = self.dp_port(slot, of_port);
         t

@@ -215,8 +215,5 @@ fn exact_for_offload(mask: &mut FlowKey, key: &FlowKey) {
     if !vsw_datapath::offload::exact_entry_fits(key) {
         return;
     }
-    let exact = vsw_datapath::offload::exact_entry_mask();
-    for (m, e) in mask.words_mut().iter_mut().zip(exact.words()) {
-        *m |= e;
-    }
+    mask.widen(&vsw_datapath::offload::exact_entry_mask());
 }

@@ -32,13 +32,15 @@ pub const MAX_RESUBMIT_DEPTH: usize = 64;
 pub const MAX_SAVES: usize = vsw_datapath::MAX_SAVED;
 
 /// The live bucket (of `(bucket, weight)`, in order) at `weight` of their weights
-/// laid end to end (`weight` below their sum).
-fn weighted(live: Vec<(usize, u32)>, mut weight: u32) -> Option<usize> {
-    live.into_iter().find_map(|(i, w)| {
-        if weight < w {
-            Some(i)
+/// laid end to end (`weight` below their sum), and the weights that are its.
+fn weighted(live: &[(usize, u32)], weight: u32) -> Option<(usize, std::ops::Range<u32>)> {
+    let mut start = 0;
+    live.iter().find_map(|&(i, w)| {
+        let end = start + w;
+        if weight < end {
+            Some((i, start..end))
         } else {
-            weight -= w;
+            start = end;
             None
         }
     })
@@ -2158,19 +2160,14 @@ impl Ctx<'_, '_> {
         }
         let slots = hash_slots(live.len());
         let at = self.key.dp_hash & (slots - 1);
-        let weight = slot_weight(at, slots, total);
-        // The bucket's weights, laid end to end, and the slots that fall in them
-        // (slot_weight grows with the slot).
-        let mut below = 0;
-        let Some((i, w)) = live.iter().copied().find(|&(_, w)| {
-            below += w;
-            weight < below
-        }) else {
+        // The bucket and the slots that fall in its weights (slot_weight grows
+        // with the slot).
+        let Some((i, its)) = weighted(&live, slot_weight(at, slots, total)) else {
             return;
         };
         let (lo, hi) = (
-            first_slot_at(below - w, slots, total),
-            first_slot_at(below, slots, total),
+            first_slot_at(its.start, slots, total),
+            first_slot_at(its.end, slots, total),
         );
         self.mask.dp_hash |= bucket_block(at, slots, lo, hi);
         self.step(
@@ -2210,11 +2207,10 @@ impl Ctx<'_, '_> {
             return None;
         }
         // What the hash reads, as the datapath's `hash` action reads it.
-        let reads = vsw_packet::key::l4_hash_mask(&self.key);
-        for (m, r) in self.mask.packet.words_mut().iter_mut().zip(reads.words()) {
-            *m |= r;
-        }
-        weighted(live, vsw_packet::key::l4_hash(&self.key) % total)
+        self.mask
+            .packet
+            .widen(&vsw_packet::key::l4_hash_mask(&self.key));
+        weighted(&live, vsw_packet::key::l4_hash(&self.key) % total).map(|(i, _)| i)
     }
 
     fn flood(&mut self) {

@@ -129,6 +129,14 @@ impl FlowKey {
         bytemuck::cast_mut(self)
     }
 
+    /// As a mask: also looks at every bit `other` looks at.
+    #[inline]
+    pub fn widen(&mut self, other: &FlowKey) {
+        for (m, o) in self.words_mut().iter_mut().zip(other.words()) {
+            *m |= o;
+        }
+    }
+
     /// The key with only the bits of `mask` kept.
     #[inline]
     pub fn masked(&self, mask: &FlowKey) -> FlowKey {
