@@ -594,6 +594,16 @@ impl FlowMod {
 
     /// The body after the header, as `version` frames it.
     pub fn encode_body(&self, version: Version, out: &mut Vec<u8>) {
+        self.encode_fixed(version, out);
+        self.matcher.encode(out);
+        for i in &self.instructions {
+            i.encode(out);
+        }
+    }
+
+    /// The 40 bytes before the match, laid out alike from 1.1 to 1.5 (1.4 put
+    /// the importance where the others pad).
+    pub(crate) fn encode_fixed(&self, version: Version, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.cookie.to_be_bytes());
         out.extend_from_slice(&self.cookie_mask.to_be_bytes());
         out.push(self.table_id);
@@ -611,10 +621,6 @@ impl FlowMod {
             0
         };
         out.extend_from_slice(&importance.to_be_bytes());
-        self.matcher.encode(out);
-        for i in &self.instructions {
-            i.encode(out);
-        }
     }
 
     pub fn decode_body(version: Version, body: &[u8]) -> Result<FlowMod, BadFlowMod> {

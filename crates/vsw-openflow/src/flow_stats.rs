@@ -117,11 +117,20 @@ impl FlowStatsEntry {
             out[start..start + 2].copy_from_slice(&len.to_be_bytes());
             return;
         }
+        self.encode_head(version, out);
+        self.matcher.encode(out);
+        encode_instructions(version, &self.instructions, out);
+        let len = len16(out.len() - start);
+        out[start..start + 2].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// The entry up to its match, before 1.5 (1.1 to 1.4 lay it out alike, but
+    /// for what later versions put where earlier ones pad): its length left 0.
+    pub(crate) fn encode_head(&self, version: Version, out: &mut Vec<u8>) {
         out.extend_from_slice(&[0, 0]); // length, below
         out.push(self.table_id);
         out.push(0);
-        out.extend_from_slice(&((self.duration_ms / 1000) as u32).to_be_bytes());
-        out.extend_from_slice(&(((self.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+        crate::frame::put_duration(self.duration_ms, out);
         // 1.2 has padding where 1.3 put the flags.
         let flags = if version >= Version::V1_3 {
             self.flags
@@ -140,10 +149,6 @@ impl FlowStatsEntry {
         for v in [self.cookie, self.packet_count, self.byte_count] {
             out.extend_from_slice(&v.to_be_bytes());
         }
-        self.matcher.encode(out);
-        encode_instructions(version, &self.instructions, out);
-        let len = len16(out.len() - start);
-        out[start..start + 2].copy_from_slice(&len.to_be_bytes());
     }
 }
 
@@ -283,8 +288,7 @@ impl FlowRemoved {
         out.extend_from_slice(&self.priority.to_be_bytes());
         out.push(self.reason);
         out.push(self.table_id);
-        out.extend_from_slice(&((c.duration_ms / 1000) as u32).to_be_bytes());
-        out.extend_from_slice(&(((c.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+        crate::frame::put_duration(c.duration_ms, out);
         out.extend_from_slice(&self.idle_timeout.to_be_bytes());
         out.extend_from_slice(&self.hard_timeout.to_be_bytes());
         out.extend_from_slice(&c.packets.to_be_bytes());
@@ -300,8 +304,7 @@ impl FlowRemoved {
         out.extend_from_slice(&self.cookie.to_be_bytes());
         out.extend_from_slice(&self.priority.to_be_bytes());
         out.extend_from_slice(&[self.reason, self.table_id.wrapping_add(1)]);
-        out.extend_from_slice(&((c.duration_ms / 1000) as u32).to_be_bytes());
-        out.extend_from_slice(&(((c.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+        crate::frame::put_duration(c.duration_ms, out);
         out.extend_from_slice(&self.idle_timeout.to_be_bytes());
         let match_len_at = out.len();
         out.extend_from_slice(&[0, 0]);

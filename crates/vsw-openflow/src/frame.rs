@@ -75,6 +75,13 @@ pub fn put_property(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
     out.extend(std::iter::repeat_n(0u8, len.div_ceil(8) * 8 - len));
 }
 
+/// A duration of `ms` milliseconds as OpenFlow's statistics say one: seconds, then
+/// the nanoseconds beyond them (32 bits each).
+pub(crate) fn put_duration(ms: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&((ms / 1000) as u32).to_be_bytes());
+    out.extend_from_slice(&(((ms % 1000) * 1_000_000) as u32).to_be_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

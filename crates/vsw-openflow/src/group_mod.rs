@@ -426,8 +426,7 @@ impl GroupStatsEntry {
         out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(&self.packet_count.to_be_bytes());
         out.extend_from_slice(&self.byte_count.to_be_bytes());
-        out.extend_from_slice(&((self.duration_ms / 1000) as u32).to_be_bytes());
-        out.extend_from_slice(&(((self.duration_ms % 1000) * 1_000_000) as u32).to_be_bytes());
+        crate::frame::put_duration(self.duration_ms, out);
         for (p, b) in &self.buckets {
             out.extend_from_slice(&p.to_be_bytes());
             out.extend_from_slice(&b.to_be_bytes());

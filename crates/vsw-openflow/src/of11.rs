@@ -584,10 +584,7 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
         }
         Message::FlowRemoved(f) => flow_removed(f, out),
         Message::FlowMod(f) => {
-            // 1.1's fixed part is 1.3's (its padding where 1.4 put importance).
-            let mut v12 = Vec::new();
-            f.encode_body(Version::V1_3, &mut v12);
-            out.extend_from_slice(&v12[..40]);
+            f.encode_fixed(Version::V1_1, out);
             encode_match(&f.matcher, out);
             encode_instructions(&f.instructions, out);
         }
@@ -596,18 +593,12 @@ pub fn encode_body(m: &Message, out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// A duration as seconds and nanoseconds.
-fn duration(ms: u64, out: &mut Vec<u8>) {
-    out.extend_from_slice(&((ms / 1000) as u32).to_be_bytes());
-    out.extend_from_slice(&(((ms % 1000) * 1_000_000) as u32).to_be_bytes());
-}
-
 fn flow_removed(f: &FlowRemoved, out: &mut Vec<u8>) {
     let c = &f.counts;
     out.extend_from_slice(&f.cookie.to_be_bytes());
     out.extend_from_slice(&f.priority.to_be_bytes());
     out.extend_from_slice(&[f.reason, f.table_id]);
-    duration(c.duration_ms, out);
+    crate::frame::put_duration(c.duration_ms, out);
     out.extend_from_slice(&f.idle_timeout.to_be_bytes());
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&c.packets.to_be_bytes());
@@ -619,15 +610,7 @@ fn flow_removed(f: &FlowRemoved, out: &mut Vec<u8>) {
 /// the flags), the `ofp11_match`, the instructions in 1.1's words.
 pub fn flow_entry(e: &FlowStatsEntry, out: &mut Vec<u8>) {
     let start = out.len();
-    out.extend_from_slice(&[0, 0, e.table_id, 0]);
-    duration(e.duration_ms, out);
-    for v in [e.priority, e.idle_timeout, e.hard_timeout] {
-        out.extend_from_slice(&v.to_be_bytes());
-    }
-    out.extend_from_slice(&[0; 6]);
-    out.extend_from_slice(&e.cookie.to_be_bytes());
-    out.extend_from_slice(&e.packet_count.to_be_bytes());
-    out.extend_from_slice(&e.byte_count.to_be_bytes());
+    e.encode_head(Version::V1_1, out);
     encode_match(&e.matcher, out);
     encode_instructions(&e.instructions, out);
     let len = len16(out.len() - start);
