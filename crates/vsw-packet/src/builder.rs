@@ -184,6 +184,122 @@ pub fn icmpv6_nd(icmp_type: u8, target: u128, lladdr: Option<MacAddr>) -> Vec<u8
     h
 }
 
+/// An IGMPv1/v2 message (query, report or leave) about `group`, its checksum right.
+pub fn igmp(msg_type: u8, group: [u8; 4]) -> Vec<u8> {
+    let mut m = vec![msg_type, 0, 0, 0];
+    m.extend_from_slice(&group);
+    with_checksum_at_2(m)
+}
+
+/// An IGMPv3 or MLDv2 group record: its type, the group, its sources.
+pub type GroupRecord<'a, A> = (u8, A, &'a [A]);
+
+/// An IGMPv3 report of `records`.
+pub fn igmp_v3_report(records: &[GroupRecord<'_, [u8; 4]>]) -> Vec<u8> {
+    let mut m = vec![crate::mcast::igmp::V3_REPORT, 0, 0, 0, 0, 0];
+    m.extend_from_slice(&(records.len() as u16).to_be_bytes());
+    for (kind, group, sources) in records {
+        m.extend_from_slice(&[*kind, 0]);
+        m.extend_from_slice(&(sources.len() as u16).to_be_bytes());
+        m.extend_from_slice(group);
+        for s in *sources {
+            m.extend_from_slice(s);
+        }
+    }
+    with_checksum_at_2(m)
+}
+
+fn with_checksum_at_2(mut m: Vec<u8>) -> Vec<u8> {
+    let c = checksum(&m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    m
+}
+
+/// The Ethernet address of IP multicast group `dst` (RFC 1112 6.4, RFC 2464 7).
+pub fn multicast_mac(dst: std::net::IpAddr) -> MacAddr {
+    match dst {
+        std::net::IpAddr::V4(a) => {
+            let o = a.octets();
+            MacAddr([0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]])
+        }
+        std::net::IpAddr::V6(a) => {
+            let o = a.octets();
+            MacAddr([0x33, 0x33, o[12], o[13], o[14], o[15]])
+        }
+    }
+}
+
+/// An IGMP message from `src` (MAC and address) to `dst` in its frame: TTL 1, as
+/// hosts send them.
+pub fn igmp_frame(src: (MacAddr, [u8; 4]), dst: [u8; 4], msg: &[u8]) -> Vec<u8> {
+    let ip = ipv4(
+        &Ipv4 {
+            src: src.1,
+            dst,
+            proto: crate::wire::ip::IPPROTO_IGMP,
+            ttl: 1,
+            ..Ipv4::default()
+        },
+        msg,
+    );
+    let mac = multicast_mac(std::net::Ipv4Addr::from(dst).into());
+    ethernet(mac, src.0, &[], EtherType::IPV4, &ip)
+}
+
+/// An MLD message (ICMPv6 `msg_type`) with `body` after its first 8 bytes (for
+/// MLDv1 the group, for an MLDv2 report its records: `mld_v2_records`), from `src`
+/// to `dst` behind a hop-by-hop header (the router alert hosts send), its
+/// checksum right.
+pub fn mld_frame(
+    src: (MacAddr, u128),
+    dst: u128,
+    msg_type: u8,
+    records: u16,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut m = vec![msg_type, 0, 0, 0, 0, 0];
+    m.extend_from_slice(&records.to_be_bytes());
+    m.extend_from_slice(body);
+    let mut acc = crate::checksum::sum(&src.1.to_be_bytes(), 0);
+    acc = crate::checksum::sum(&dst.to_be_bytes(), acc);
+    acc = crate::checksum::sum(&(m.len() as u32).to_be_bytes(), acc);
+    acc = crate::checksum::sum(&[0, 0, 0, IPPROTO_ICMPV6], acc);
+    acc = crate::checksum::sum(&m, acc);
+    m[2..4].copy_from_slice(&(!crate::checksum::fold(acc)).to_be_bytes());
+    let hop = {
+        // Router alert (type 5, MLD), then a two-byte pad.
+        let mut h = vec![IPPROTO_ICMPV6, 0, 5, 2, 0, 0, 1, 0];
+        h.extend_from_slice(&m);
+        h
+    };
+    let ip = ipv6(
+        &Ipv6 {
+            src: src.1,
+            dst,
+            next: crate::wire::ip::IPPROTO_HOPOPTS,
+            hop_limit: 1,
+            ..Ipv6::default()
+        },
+        &hop,
+    );
+    let mac = multicast_mac(std::net::Ipv6Addr::from(dst).into());
+    ethernet(mac, src.0, &[], EtherType::IPV6, &ip)
+}
+
+/// MLDv2 group records.
+pub fn mld_v2_records(records: &[GroupRecord<'_, u128>]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (kind, group, sources) in records {
+        b.extend_from_slice(&[*kind, 0]);
+        b.extend_from_slice(&(sources.len() as u16).to_be_bytes());
+        b.extend_from_slice(&group.to_be_bytes());
+        for s in *sources {
+            b.extend_from_slice(&s.to_be_bytes());
+        }
+    }
+    b
+}
+
 /// An Ethernet/IPv4 ARP packet.
 pub fn arp(op: u16, sha: MacAddr, spa: [u8; 4], tha: MacAddr, tpa: [u8; 4]) -> Vec<u8> {
     let mut a = vec![0u8; arp::ETHERNET_IPV4_LEN];

@@ -8,7 +8,7 @@ use crate::wire::{arp, ipv4, ipv6, mpls, pbb, tcp, udp};
 pub use crate::wire::icmp::{ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT};
 pub use crate::wire::ip::{
     IPPROTO_AH, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT, IPPROTO_HOPOPTS, IPPROTO_ICMP, IPPROTO_ICMPV6,
-    IPPROTO_ROUTING, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
+    IPPROTO_IGMP, IPPROTO_ROUTING, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
 };
 
 /// The OpenFlow "CFI" bit: set in `vlan_tci` when the frame carries a tag, so that
@@ -36,7 +36,7 @@ pub const KEY_WORDS: usize = 17;
 /// Addresses are `u128` so that IPv4 and IPv6 share one field; `dl_type` says which.
 /// As in OpenFlow: for ARP, `nw_src`/`nw_dst` are the sender/target protocol
 /// addresses, `nw_proto` the opcode (low 8 bits) and `arp_sha`/`arp_tha` the hardware
-/// addresses; for ICMP and ICMPv6, `tp_src`/`tp_dst` are the type and code; for IPv6
+/// addresses; for ICMP, ICMPv6 and IGMP, `tp_src`/`tp_dst` are the type and code; for IPv6
 /// neighbour discovery, `arp_sha`/`arp_tha` hold the source/target link-layer
 /// address options and `nd_target` the target.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
@@ -406,6 +406,14 @@ fn extract_l4(key: &mut FlowKey, l4: &[u8]) {
                 if key.nw_proto == IPPROTO_ICMPV6 && i.is_nd() {
                     extract_nd(key, &i);
                 }
+            }
+        }
+        // As Open vSwitch's flow: the type and the code (the maximum response
+        // time), which a snooping NORMAL tells reports from queries by.
+        IPPROTO_IGMP if key.dl_type == EtherType::IPV4 => {
+            if let [msg_type, code, ..] = *l4 {
+                key.tp_src = u16::from(msg_type);
+                key.tp_dst = u16::from(code);
             }
         }
         _ => {}

@@ -10,6 +10,7 @@ pub mod gro;
 pub mod gso;
 pub mod key;
 pub mod mac;
+pub mod mcast;
 pub mod rewrite;
 pub mod tunnel;
 pub mod vnet;

@@ -2,6 +2,7 @@
 
 pub const IPPROTO_HOPOPTS: u8 = 0;
 pub const IPPROTO_ICMP: u8 = 1;
+pub const IPPROTO_IGMP: u8 = 2;
 pub const IPPROTO_TCP: u8 = 6;
 pub const IPPROTO_UDP: u8 = 17;
 pub const IPPROTO_ROUTING: u8 = 43;
