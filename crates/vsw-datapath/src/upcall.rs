@@ -74,6 +74,14 @@ pub trait Upcall: Send + Sync {
     /// a packet is really passing, so MAC learning may take note of it.
     fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation;
 
+    /// Translates the key of a packet passing now, `frame` the bytes it was
+    /// extracted from: as [`Upcall::translate`] with `learn`, and the slow path may
+    /// read the packet itself (multicast snooping reads the IGMP and MLD reports).
+    fn translate_packet(&self, key: &FlowKey, frame: &[u8], now_ms: u64) -> Translation {
+        let _ = frame;
+        self.translate(key, now_ms, true)
+    }
+
     /// A revalidator pass begins at `now_ms`: what ages (MAC entries) may age now.
     fn revalidating(&self, _now_ms: u64) {}
 }

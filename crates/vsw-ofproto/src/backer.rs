@@ -365,14 +365,14 @@ impl Backer {
         geneve: bool,
         key: &FlowKey,
         now_ms: u64,
-        learn: bool,
+        passing: run::Passing<'_>,
     ) -> Translation {
         let map = self.map.load();
         let mut chose = FlowKey::default();
-        let port = map
-            .tunnels
-            .as_ref()
-            .and_then(|t| t.egress.receiving_port(geneve, key, &mut chose, learn));
+        let port = map.tunnels.as_ref().and_then(|t| {
+            t.egress
+                .receiving_port(geneve, key, &mut chose, passing.learn)
+        });
         let found = port.and_then(|name| {
             map.tunnel_ports
                 .iter()
@@ -400,7 +400,7 @@ impl Backer {
             slot,
             &bridge,
             &k.into(),
-            (now_ms, learn),
+            (now_ms, passing),
             Start::Popped(depends),
         );
         t.mask.widen(&chose);
@@ -416,7 +416,7 @@ impl Backer {
         slot: BridgeSlot,
         bridge: &BridgeState,
         key: &MatchKey,
-        (now_ms, learn): (u64, bool),
+        (now_ms, passing): (u64, run::Passing<'_>),
         start: Start<'_>,
     ) -> Translation {
         let entry = match &start {
@@ -431,7 +431,7 @@ impl Backer {
             },
         };
         let (mut x, generation) = self.with_view(slot, |view| {
-            run::run(bridge, Some(view), key, (now_ms, learn, false), entry)
+            run::run(bridge, Some(view), key, (now_ms, passing, false), entry)
         });
         // A popped packet's port was chosen by the tunnels' state.
         if let Start::Popped(underlay) = start {
@@ -439,14 +439,16 @@ impl Backer {
         }
         run::credited(bridge, x, generation, Some(self.changes()))
     }
-}
 
-impl Upcall for Backer {
-    fn generation(&self) -> u64 {
-        self.generation.get()
-    }
-
-    fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
+    /// Translates `key` as its datapath pass says: a later pass where its
+    /// translation froze, a popped tunnel packet as its tunnel port's, any other
+    /// in the bridge of its port.
+    fn translate_passing(
+        &self,
+        key: &FlowKey,
+        now_ms: u64,
+        passing: run::Passing<'_>,
+    ) -> Translation {
         let dropped = || self.dropped();
         if key.recirc_id != 0 {
             // A later pass: the translation resumes where it froze.
@@ -464,12 +466,12 @@ impl Upcall for Backer {
                 state.slot,
                 &bridge,
                 &thawed,
-                (now_ms, learn),
+                (now_ms, passing),
                 Start::Resumed(&state, elsewhere),
             );
         }
         if let Some(geneve) = vsw_datapath::tunnel_pop::receive_point(key.in_port) {
-            return self.translate_popped(geneve, key, now_ms, learn);
+            return self.translate_popped(geneve, key, now_ms, passing);
         }
         let map = self.map.load();
         let Some((slot, of_port)) = map.by_dp.get(&key.in_port).copied() else {
@@ -481,12 +483,30 @@ impl Upcall for Backer {
         let mut k = *key;
         k.in_port = of_port;
         // In the bridge's numbers; it emits its actions in the datapath's.
-        self.translate_in(slot, &bridge, &k.into(), (now_ms, learn), Start::Table0)
+        self.translate_in(slot, &bridge, &k.into(), (now_ms, passing), Start::Table0)
+    }
+}
+
+impl Upcall for Backer {
+    fn generation(&self) -> u64 {
+        self.generation.get()
+    }
+
+    fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
+        self.translate_passing(key, now_ms, run::Passing::keyed(learn))
+    }
+
+    fn translate_packet(&self, key: &FlowKey, frame: &[u8], now_ms: u64) -> Translation {
+        let passing = run::Passing {
+            learn: true,
+            frame: Some(frame),
+        };
+        self.translate_passing(key, now_ms, passing)
     }
 
     fn revalidating(&self, now_ms: u64) {
         for e in self.map.load().bridges.values() {
-            e.state.expire_macs(now_ms);
+            e.state.expire_learned(now_ms);
             // Notes no datapath flow holds any more.
             e.state.punt_notes().sweep(now_ms);
         }

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use vsw_flow::{FlowSpec, LearnOutcome, MacTable, Pipeline, Rule};
+use vsw_flow::{
+    FlowSpec, LearnOutcome, MacTable, McastConfig, McastEntry, McastTable, Pipeline, Rule,
+};
 use vsw_packet::MacAddr;
 
 use crate::attribution::TableCounters;
@@ -50,6 +52,9 @@ pub struct BridgeState {
     rules_writer: Mutex<()>,
     /// Taken by translations (upcalls and revalidation, never per packet).
     pub(crate) macs: Arc<Mutex<MacTable>>,
+    /// NORMAL's multicast snooping: its settings, the groups' members and the
+    /// router ports. Taken by translations after `macs`, never per packet.
+    pub(crate) mcast: Mutex<McastTable>,
     pub(crate) ports: ArcSwap<Vec<u32>>,
     /// Ports whose link is up (fast-failover groups' liveness).
     pub(crate) live_ports: ArcSwap<Vec<u32>>,
@@ -89,6 +94,7 @@ impl BridgeState {
             pipeline: ArcSwap::from_pointee(pipeline),
             rules_writer: Mutex::new(()),
             macs: Arc::new(Mutex::new(MacTable::default())),
+            mcast: Mutex::new(McastTable::default()),
             ports: ArcSwap::from_pointee(Vec::new()),
             live_ports: ArcSwap::from_pointee(Vec::new()),
             offload_ports: ArcSwap::from_pointee(Vec::new()),
@@ -254,10 +260,36 @@ impl BridgeState {
         true
     }
 
-    /// Forgets the hosts learned on `port` (it went away).
+    /// Forgets the hosts, memberships and router learned on `port` (it went away).
     pub fn flush_port(&self, port: u32) {
         lock(&self.macs).flush_port(port);
+        lock(&self.mcast).flush_port(port);
         self.generation.bump();
+    }
+
+    /// Multicast snooping on or off, and how; true when that changed (flows must
+    /// be revalidated). Switched off, what it learned is forgotten.
+    pub fn set_mcast_snooping(&self, config: McastConfig) -> bool {
+        let changed = lock(&self.mcast).set_config(config);
+        if changed {
+            self.generation.bump();
+        }
+        changed
+    }
+
+    pub fn mcast_snooping(&self) -> McastConfig {
+        lock(&self.mcast).config()
+    }
+
+    /// Forgets every membership and router port (`mdb/flush`).
+    pub fn flush_mcast(&self) {
+        lock(&self.mcast).clear();
+        self.generation.bump();
+    }
+
+    /// The memberships, then the router ports, as `mdb/show` lists them.
+    pub fn mcast_entries(&self, now_ms: u64) -> Vec<McastEntry> {
+        lock(&self.mcast).entries(now_ms)
     }
 
     /// Forgets every host learned (`fdb/flush`).
@@ -266,13 +298,15 @@ impl BridgeState {
         self.generation.bump();
     }
 
-    /// Ages out MAC entries; true when some went (flows must be revalidated).
-    pub fn expire_macs(&self, now_ms: u64) -> bool {
-        let gone = lock(&self.macs).expire(now_ms);
-        if gone > 0 {
+    /// Ages out MAC entries, multicast memberships and router ports; true when
+    /// some went (flows must be revalidated).
+    pub fn expire_learned(&self, now_ms: u64) -> bool {
+        let gone = lock(&self.macs).expire(now_ms) > 0;
+        let gone = lock(&self.mcast).expire(now_ms) || gone;
+        if gone {
             self.generation.bump();
         }
-        gone > 0
+        gone
     }
 
     pub fn mac_entries(&self, now_ms: u64) -> Vec<MacView> {

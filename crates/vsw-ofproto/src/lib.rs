@@ -1,5 +1,5 @@
-//! The slow path (Open vSwitch's ofproto-dpif): the pipeline of rule tables and the
-//! MAC learning table, and the translation of a packet's key through them into
+//! The slow path (Open vSwitch's ofproto-dpif): the pipeline of rule tables, the
+//! MAC learning and multicast snooping tables, and the translation of a packet's key through them into
 //! datapath actions plus the mask of every bit that decided them. The datapath calls
 //! it on a cache miss through [`vsw_datapath::Upcall`] and never imports it.
 #![forbid(unsafe_code)]
@@ -13,6 +13,7 @@ pub mod ofproto;
 pub mod punt_notes;
 mod run;
 mod slot;
+mod snooping;
 pub mod trace;
 mod view;
 pub mod xlate;

@@ -111,7 +111,7 @@ impl Ofproto {
         &self,
         key: &FlowKey,
         now_ms: u64,
-        learn: bool,
+        passing: run::Passing<'_>,
         trace: bool,
         from: Option<&Arc<crate::frozen::Frozen>>,
     ) -> (Xlated, u64) {
@@ -124,7 +124,7 @@ impl Ofproto {
                 &self.state,
                 view,
                 &MatchKey::from(*key),
-                (now_ms, learn, trace),
+                (now_ms, passing, trace),
                 entry,
             )
         })
@@ -132,7 +132,7 @@ impl Ofproto {
 
     /// Translates `key` as `vswctl trace` shows it (no learning).
     pub fn trace(&self, key: &FlowKey, now_ms: u64) -> Trace {
-        let (x, _) = self.run(key, now_ms, false, true, None);
+        let (x, _) = self.run(key, now_ms, run::Passing::keyed(false), true, None);
         let mut trace = Trace::of(key, x);
         // Each recirculation, followed as the datapath takes it: the packet as the
         // pass before left it, hashed, resumed where its translation froze.
@@ -164,7 +164,7 @@ impl Ofproto {
                     &bridge,
                     Some(view),
                     &thawed,
-                    (now_ms, false, true),
+                    (now_ms, run::Passing::keyed(false), true),
                     run::Entry::resumed(&state),
                 )
             });
@@ -175,9 +175,21 @@ impl Ofproto {
         trace
     }
 
+    fn translate_passing(
+        &self,
+        key: &FlowKey,
+        now_ms: u64,
+        passing: run::Passing<'_>,
+    ) -> Translation {
+        let (x, generation) = self.run(key, now_ms, passing, false, None);
+        let backer_changes = self.backer().map(|(b, _)| b.changes());
+        run::credited(&self.state, x, generation, backer_changes)
+    }
+
     /// A translation for tests and benchmarks (no learning, no tracing).
     pub fn translate_key(&self, key: &FlowKey, now_ms: u64) -> Xlated {
-        self.run(key, now_ms, false, false, None).0
+        self.run(key, now_ms, run::Passing::keyed(false), false, None)
+            .0
     }
 }
 
@@ -187,13 +199,19 @@ impl Upcall for Ofproto {
     }
 
     fn translate(&self, key: &FlowKey, now_ms: u64, learn: bool) -> Translation {
-        let (x, generation) = self.run(key, now_ms, learn, false, None);
-        let backer_changes = self.backer().map(|(b, _)| b.changes());
-        run::credited(&self.state, x, generation, backer_changes)
+        self.translate_passing(key, now_ms, run::Passing::keyed(learn))
+    }
+
+    fn translate_packet(&self, key: &FlowKey, frame: &[u8], now_ms: u64) -> Translation {
+        let passing = run::Passing {
+            learn: true,
+            frame: Some(frame),
+        };
+        self.translate_passing(key, now_ms, passing)
     }
 
     fn revalidating(&self, now_ms: u64) {
-        self.expire_macs(now_ms);
+        self.expire_learned(now_ms);
         // Notes no datapath flow holds any more (a backer sweeps its bridges').
         self.state.punt_notes().sweep(now_ms);
     }
@@ -397,6 +415,54 @@ mod tests {
         let mut bcast = udp(1, 1, 2, 53);
         bcast.dl_dst = MacAddr([0xff; 6]);
         assert_eq!(actions(&o, &bcast).len(), 3);
+    }
+
+    #[test]
+    fn normal_snoops_reports_and_sends_a_group_to_its_members_only() {
+        use vsw_packet::builder::{igmp, igmp_frame, multicast_mac, udp4_frame};
+        let o = ofproto(&["priority=0,actions=NORMAL"]);
+        let group = [239, 1, 1, 1];
+        let mut data = udp4_frame([198, 18, 0, 1], group, 5000, 5001, 20);
+        data[..6].copy_from_slice(&multicast_mac(group.into()).0);
+        let key_of = |frame: &[u8], port| {
+            let mut k = FlowKey::default();
+            vsw_packet::extract(frame, port, None, &mut k).unwrap();
+            k
+        };
+        assert_eq!(
+            actions(&o, &key_of(&data, 1)).len(),
+            3,
+            "snooping off: flooded"
+        );
+        assert!(o.set_mcast_snooping(vsw_flow::McastConfig {
+            enabled: true,
+            ..Default::default()
+        }));
+        let report = igmp_frame(
+            (mac(3), [198, 18, 0, 3]),
+            group,
+            &igmp(vsw_packet::mcast::igmp::V2_REPORT, group),
+        );
+        // A report's key without its bytes (a revalidation's) teaches nothing.
+        o.translate(&key_of(&report, 3), 1, true);
+        assert!(o.mcast_entries(1).is_empty());
+        let g = o.generation();
+        let t = o.translate_packet(&key_of(&report, 3), &report, 1);
+        assert!(!t.cacheable, "every report passes through the slow path");
+        assert!(
+            o.generation() > g,
+            "a new member changes what flows may say"
+        );
+        assert_eq!(actions(&o, &key_of(&data, 1)), vec![Output(3)]);
+        let shown = o.mcast_entries(1);
+        assert_eq!(shown.len(), 1);
+        assert_eq!(
+            (shown[0].port, shown[0].group.map(|g| g.to_string())),
+            (3, Some("239.1.1.1".into()))
+        );
+        // The member's port goes: the group is unregistered again.
+        o.flush_port(3);
+        assert_eq!(actions(&o, &key_of(&data, 1)).len(), 3);
     }
 
     #[test]

@@ -67,6 +67,7 @@ fn from_controller(
         now_ms,
         learn: false,
         learn_rules: true,
+        frame: None,
         trace: false,
         punt_notes: &bridge.punt_notes,
         fail_open: false,
@@ -98,14 +99,31 @@ impl<'a> Entry<'a> {
     }
 }
 
+/// Whether a packet is passing through the datapath now (not a revalidation's
+/// key): then NORMAL learns, snooping reads it and a `learn` takes effect.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Passing<'a> {
+    pub learn: bool,
+    /// The packet's bytes, when the datapath gave them (`Upcall::translate_packet`).
+    pub frame: Option<&'a [u8]>,
+}
+
+impl Passing<'_> {
+    /// A packet passing without its bytes (`learn`), or no packet.
+    pub fn keyed(learn: bool) -> Passing<'static> {
+        Passing { learn, frame: None }
+    }
+}
+
 /// Translates `key` from table 0, or from where a translation froze (`entry`).
 pub(crate) fn run(
     bridge: &BridgeState,
     view: Option<BackerView<'_>>,
     key: &MatchKey,
-    (now_ms, learn, trace): (u64, bool, bool),
+    (now_ms, passing, trace): (u64, Passing<'_>, bool),
     entry: Entry<'_>,
 ) -> (Xlated, u64) {
+    let learn = passing.learn;
     let mut macs = lock(&bridge.macs);
     // Read under the MAC table's lock, before the rules: see `set_pipeline`.
     let generation = bridge.generation.get();
@@ -121,6 +139,7 @@ pub(crate) fn run(
         now_ms,
         learn,
         learn_rules: learn,
+        frame: passing.frame.filter(|_| learn),
         trace,
         punt_notes: &bridge.punt_notes,
         fail_open: bridge.fail_open.load(Ordering::Acquire),
@@ -136,7 +155,7 @@ pub(crate) fn run(
     if bridge.offload_ports.load().contains(&key.in_port) {
         exact_for_offload(&mut x.mask, key);
     }
-    let generation = if x.mac_changed {
+    let generation = if x.learning_changed {
         // This translation saw the table as it learned it; others made before
         // may have sent the host elsewhere (in whichever bridge it learned).
         bridge.generation.bump();

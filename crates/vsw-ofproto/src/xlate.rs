@@ -17,7 +17,7 @@ use vsw_packet::wire::{mpls, pbb};
 use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
 
-use crate::bridge_state::{BridgeState, Learning};
+use crate::bridge_state::{lock, BridgeState, Learning};
 use crate::frozen::{Frozen, Resume};
 use crate::punt_notes::{Continuation, Frame, PuntNote, PuntNotes, PuntReason, RuleRef};
 use crate::slot::BridgeSlot;
@@ -214,8 +214,9 @@ pub struct Xlated {
     /// The pipeline's fields where the translation ended.
     pub final_pipeline: vsw_flow::PipelineFields,
     pub error: Option<XlateError>,
-    /// Whether learning changed the MAC table (new or moved host).
-    pub mac_changed: bool,
+    /// Whether learning changed the MAC table (new or moved host) or snooping
+    /// the multicast table (a new member or router port, a member gone).
+    pub learning_changed: bool,
     /// The rules its `learn`s found in place or put there (a packet of its flow
     /// keeps them: their hard timeouts start over; if one goes, the flow is
     /// translated again and learns it again).
@@ -242,6 +243,9 @@ pub(crate) struct XlateEnv<'a> {
     pub now_ms: u64,
     /// A packet is passing: NORMAL learns its source.
     pub learn: bool,
+    /// The bytes of the packet passing, when the datapath gave them: NORMAL's
+    /// multicast snooping reads the IGMP and MLD reports in them.
+    pub frame: Option<&'a [u8]>,
     /// A packet is passing (a packet-out's and a resumed one too): a `learn`
     /// puts its rule in place.
     pub learn_rules: bool,
@@ -899,6 +903,7 @@ impl Ctx<'_, '_> {
             ports: &ports,
             now_ms: self.env.now_ms,
             learn: self.env.learn,
+            frame: self.env.frame,
             learn_rules: self.env.learn_rules,
             trace: self.env.trace,
             punt_notes: o.punt_notes(),
@@ -2223,8 +2228,42 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// NORMAL's way for a multicast packet when the bridge snoops
+    /// (crate::snooping); false when snooping does not decide. The frame is read
+    /// by the first NORMAL only.
+    fn snooped(&mut self, table: u8, vlan: u16) -> bool {
+        let bridge = self.env.bridge;
+        let frame = self.env.frame;
+        let decided = crate::snooping::snoop(
+            &mut lock(&bridge.mcast),
+            &self.key.packet,
+            &mut self.mask.packet,
+            frame,
+            (vlan, self.env.now_ms),
+        );
+        let Some(s) = decided else {
+            return false;
+        };
+        self.env.frame = None;
+        self.out.learning_changed |= s.changed;
+        self.out.uncacheable |= s.per_packet;
+        match s.way {
+            crate::snooping::Way::Flood(why) => {
+                self.step(table, format!("NORMAL: {why}"));
+                self.flood();
+            }
+            crate::snooping::Way::Ports(ports, why) => {
+                self.step(table, format!("NORMAL: {why}"));
+                for p in ports {
+                    self.output(p);
+                }
+            }
+        }
+        true
+    }
+
     /// A MAC-learning switch: learn the source, send to where the destination was
-    /// seen, flood what is unknown or multicast.
+    /// seen, flood what is unknown or multicast (unless snooping says where).
     fn normal(&mut self, table: u8) {
         let m = &mut self.mask;
         m.dl_src = MacAddr([0xff; 6]);
@@ -2256,13 +2295,15 @@ impl Ctx<'_, '_> {
                     .macs
                     .learn(k.dl_src, vlan, k.in_port, self.env.now_ms);
                 if matches!(l, Learned::New | Learned::Moved) {
-                    self.out.mac_changed = true;
+                    self.out.learning_changed = true;
                 }
             }
         }
         if k.dl_dst.is_multicast() {
-            self.step(table, "NORMAL: multicast destination: flood".into());
-            self.flood();
+            if !self.snooped(table, vlan) {
+                self.step(table, "NORMAL: multicast destination: flood".into());
+                self.flood();
+            }
             return;
         }
         match self.env.macs.lookup(k.dl_dst, vlan, self.env.now_ms) {

@@ -488,12 +488,12 @@ fn upcall(
     emc: &mut Emc<DpFlow>,
     counters: &mut PmdCounters,
     last_generation: &mut u64,
-    key: &FlowKey,
+    (key, frame): (&FlowKey, &[u8]),
     hash: u64,
     now_ms: u64,
 ) -> Arc<DpFlow> {
     counters.upcalls += 1;
-    let t = snap.upcall.translate(key, now_ms, true);
+    let t = snap.upcall.translate_packet(key, frame, now_ms);
     if t.generation != *last_generation {
         // Flows made before may be stale now: the revalidator looks at once.
         *last_generation = t.generation;
@@ -586,11 +586,13 @@ struct Finder<'a> {
 
 impl Finder<'_> {
     /// The live flow for `key` — the exact-match cache's, else a megaflow, else a new
-    /// one from an upcall — with a packet of `len` bytes counted on it in `tally`:
-    /// where it is there. `None` when the batch's upcalls are spent (the packet is
+    /// one from an upcall — with the packet counted on it in `tally`: where it is
+    /// there. `frame`: the bytes `key` came from (a tag the device took out is in
+    /// the key only), which an upcall lets the slow path read. `None` when the batch's upcalls are spent (the packet is
     /// dropped and counted).
     #[inline]
-    fn find(&mut self, key: &FlowKey, tally: &mut Tally, len: u64) -> Option<usize> {
+    fn find(&mut self, key: &FlowKey, frame: &[u8], tally: &mut Tally) -> Option<usize> {
+        let len = frame.len() as u64;
         let hash = key_hash(key);
         let cached = self
             .emc
@@ -629,7 +631,7 @@ impl Finder<'_> {
             self.emc,
             self.counters,
             self.last_generation,
-            key,
+            (key, frame),
             hash,
             self.now_ms,
         );
@@ -789,7 +791,7 @@ fn process_batch(
             continue;
         }
         pkt.meta.tunnel.write_into(key);
-        let Some(at) = finder.find(key, &mut tally, len) else {
+        let Some(at) = finder.find(key, pkt.data, &mut tally) else {
             outputs.tally.lost += 1;
             continue;
         };

@@ -166,8 +166,10 @@ impl Pass<'_, '_, '_> {
         self.recirculations += 1;
         // Counted as it is now (a popped packet: its inner frame), as Open vSwitch
         // counts each pass.
-        let len = self.scratch.data().len() as u64;
-        let Some(at) = again.finder.find(again.key, again.tally, len) else {
+        let Some(at) = again
+            .finder
+            .find(again.key, self.scratch.data(), again.tally)
+        else {
             self.outputs.tally.lost += 1;
             return None;
         };
