@@ -241,6 +241,16 @@ pub struct FdbEntryView {
     pub age_s: u64,
 }
 
+/// One group membership or multicast router port snooping learned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdbEntryView {
+    pub port: u32,
+    pub vlan: u16,
+    /// The group's address; `None` for a router's port (a query came in on it).
+    pub group: Option<String>,
+    pub age_s: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShowInfo {
     pub options: Vec<(String, String)>,

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use crate::{
-    DpFlowInfo, DpifInfo, FdbEntryView, FlowInfo, GroupInfo, MeterInfo, OffloadShowView,
-    PmdRxqView, PmdStatsView, PortInfo, ShowInfo,
+    DpFlowInfo, DpifInfo, FdbEntryView, FlowInfo, GroupInfo, MdbEntryView, MeterInfo,
+    OffloadShowView, PmdRxqView, PmdStatsView, PortInfo, ShowInfo,
 };
 
 pub fn show(s: ShowInfo) -> String {
@@ -346,6 +346,22 @@ pub fn offload_show(providers: &[OffloadShowView]) -> String {
             p.stats.swaps,
             p.stats.last_pass_us
         );
+    }
+    o
+}
+
+/// As `ovs-appctl mdb/show` prints it: the memberships, then the router ports
+/// ("querier").
+pub fn mdb(entries: &[MdbEntryView]) -> String {
+    let mut o = String::from(" port  VLAN  GROUP                Age\n");
+    for e in entries {
+        let port = if e.port == 65534 {
+            "LOCAL".to_string()
+        } else {
+            e.port.to_string()
+        };
+        let group = e.group.as_deref().unwrap_or("querier");
+        let _ = writeln!(o, "{port:>5}  {:>4}  {group:<19}  {:>3}", e.vlan, e.age_s);
     }
     o
 }

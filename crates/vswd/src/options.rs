@@ -7,7 +7,7 @@ use vsw_netdev::class::{join_and, PortClass, PortClasses};
 pub use vsw_netdev::class::{bad, OptionError, Options};
 
 pub const SWITCH_OPTIONS: &str =
-    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, offload-persist, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe, protocols, flow-restore-wait";
+    "pmd-cpu-mask, pmd-rxq-assign, emc-insert-inv-prob, tx-flush-interval, pmd-sleep-max, hw-offload, offload-rebalance, offload-interval, offload-persist, flow-limit, max-idle, revalidator-interval, datapath-id, controller, fail-mode, inactivity-probe, protocols, flow-restore-wait, mcast-snooping-enable, mcast-snooping-aging-time, mcast-snooping-table-size, mcast-snooping-disable-flood-unregistered";
 /// Options every port takes, whatever its class (a class's own are its).
 pub const COMMON_PORT_OPTIONS: &[&str] = &[
     "type",
@@ -96,6 +96,9 @@ pub struct SwitchOptions {
     /// restart, while a controller or `ovs-ofctl add-flows` restores the flows), as
     /// Open vSwitch's.
     pub flow_restore_wait: bool,
+    /// NORMAL's multicast snooping (Open vSwitch's `mcast_snooping_enable` and its
+    /// `mcast-snooping-*` keys, the aging time in seconds there).
+    pub mcast_snooping: vsw_flow::McastConfig,
 }
 
 /// Open vSwitch's `fail_mode`.
@@ -157,6 +160,7 @@ impl SwitchOptions {
             inactivity_probe_ms: DEFAULT_INACTIVITY_PROBE_MS,
             protocols: vsw_openflow::VersionSet::VSW,
             flow_restore_wait: false,
+            mcast_snooping: vsw_flow::McastConfig::default(),
         };
         for (k, v) in opts {
             match k.as_str() {
@@ -246,6 +250,26 @@ impl SwitchOptions {
                         return Err(bad(k, v, "at least one of OpenFlow10 to OpenFlow15"));
                     }
                     out.protocols = set;
+                }
+                "mcast-snooping-enable" => out.mcast_snooping.enabled = parse_bool(k, v)?,
+                "mcast-snooping-disable-flood-unregistered" => {
+                    out.mcast_snooping.flood_unregistered = !parse_bool(k, v)?
+                }
+                // Seconds, as Open vSwitch's (which takes 15..3600).
+                "mcast-snooping-aging-time" => {
+                    out.mcast_snooping.aging_ms = v
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| (15..=3600).contains(n))
+                        .ok_or_else(|| bad(k, v, "seconds, 15..3600"))?
+                        * 1000
+                }
+                "mcast-snooping-table-size" => {
+                    out.mcast_snooping.capacity = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=1_000_000).contains(n))
+                        .ok_or_else(|| bad(k, v, "groups, 1..1000000"))?
                 }
                 "emc-insert-inv-prob" => {
                     out.emc_insert_inv_prob = v

@@ -45,6 +45,8 @@ const COMMANDS: &[(&str, &str)] = &[
     ("fdb/flush", "[bridge]"),
     ("fdb/show", "bridge"),
     ("list-commands", ""),
+    ("mdb/flush", "bridge"),
+    ("mdb/show", "bridge"),
     ("ofproto/trace", "[bridge] flow"),
     ("ovs/route/add", "ip/plen output_bridge [GW] [src=IP]"),
     ("ovs/route/del", "ip/plen"),
@@ -233,6 +235,16 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
             for b in which {
                 ask(&b, "fdb-flush", |sw| sw.flush_fdb())?;
             }
+            Ok("table successfully flushed\n".into())
+        }
+        "mdb/show" => {
+            let entries = ask(&*bridge(cx, args.first())?, "mdb-show", |sw| {
+                Ok(sw.mdb_show())
+            })?;
+            Ok(render::mdb(&entries))
+        }
+        "mdb/flush" => {
+            ask(&*bridge(cx, args.first())?, "mdb-flush", |sw| sw.flush_mdb())?;
             Ok("table successfully flushed\n".into())
         }
         "vlog/set" => {

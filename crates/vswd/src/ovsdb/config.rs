@@ -136,6 +136,19 @@ fn bridge_options(r: &Replica, row: &Row) -> BTreeMap<String, String> {
     if let Some(mode) = row.get("fail_mode").and_then(string) {
         o.insert("fail-mode".into(), mode.to_string());
     }
+    // Multicast snooping: the column turns it on, other_config says how.
+    if let Some(on) = row.get("mcast_snooping_enable").and_then(|v| v.as_bool()) {
+        o.insert("mcast-snooping-enable".into(), on.to_string());
+    }
+    for key in [
+        "mcast-snooping-aging-time",
+        "mcast-snooping-table-size",
+        "mcast-snooping-disable-flood-unregistered",
+    ] {
+        if let Some(v) = other.get(key) {
+            o.insert(key.into(), v.clone());
+        }
+    }
     let protocols: Vec<&str> = row
         .get("protocols")
         .map(set_items)
@@ -229,7 +242,9 @@ mod tests {
             }}},
             "Bridge": {
                 "b0": {"new": {"name": "br-int", "ports": ["set", [["uuid", "p0"], ["uuid", "p1"]]],
-                                "fail_mode": "secure", "other_config": ["map", [["datapath-id", "0000000000000001"]]],
+                                "fail_mode": "secure", "mcast_snooping_enable": true,
+                                "other_config": ["map", [["datapath-id", "0000000000000001"],
+                                                         ["mcast-snooping-aging-time", "60"]]],
                                 "controller": ["uuid", "c0"]}},
                 "b1": {"new": {"name": "br-ex", "ports": ["uuid", "p2"], "fail_mode": ["set", []],
                                 "other_config": ["map", []], "controller": ["set", []]}},
@@ -272,6 +287,8 @@ mod tests {
         assert_eq!(b.name, "br-int");
         assert_eq!(b.options["fail-mode"], "secure");
         assert_eq!(b.options["datapath-id"], "0000000000000001");
+        assert_eq!(b.options["mcast-snooping-enable"], "true");
+        assert_eq!(b.options["mcast-snooping-aging-time"], "60");
         assert_eq!(b.options["controller"], "tcp:127.0.0.1:6653");
         assert_eq!(
             b.controllers,
@@ -381,6 +398,7 @@ mod tests {
             "target",
             "fail_mode",
             "protocols",
+            "mcast_snooping_enable",
         ];
 
         /// Any datum-looking value: atoms, UUID references to the rows there are,

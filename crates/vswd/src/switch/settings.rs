@@ -107,6 +107,13 @@ impl Switch {
         if from.is_none_or(|f| DaemonSettings::of(f) != wanted) {
             self.dpif.apply(&wanted)?;
         }
+        if self.ofproto.set_mcast_snooping(parsed.mcast_snooping) {
+            tracing::info!(
+                enabled = parsed.mcast_snooping.enabled,
+                "multicast snooping changed"
+            );
+            self.revalidate_now()?;
+        }
         if self.ofproto.set_restore_wait(parsed.flow_restore_wait) {
             tracing::info!(
                 wait = parsed.flow_restore_wait,

@@ -196,6 +196,7 @@ impl Switch {
         // a restart with it set forwards nothing until the flows are restored and it
         // is cleared.
         ofproto.set_restore_wait(sw_opts.flow_restore_wait);
+        ofproto.set_mcast_snooping(sw_opts.mcast_snooping);
         for (m, _) in ofproto.pipeline().meters() {
             dpif.dp()
                 .set_meter(Backer::dp_meter(slot, m.id), Some(&meter_config(m)));

@@ -269,6 +269,27 @@ impl Switch {
             .collect()
     }
 
+    /// What multicast snooping learned (`mdb/show`).
+    pub fn mdb_show(&self) -> Vec<vsw_protocol::MdbEntryView> {
+        self.ofproto
+            .mcast_entries(now_ms())
+            .into_iter()
+            .map(|e| vsw_protocol::MdbEntryView {
+                port: e.port,
+                vlan: e.vlan,
+                group: e.group.map(|g| g.to_string()),
+                age_s: e.age_ms / 1000,
+            })
+            .collect()
+    }
+
+    /// Forgets every membership and router port (`mdb/flush`); no datapath flow
+    /// forwards by them once it returns.
+    pub fn flush_mdb(&mut self) -> Result<(), SwitchError> {
+        self.ofproto.flush_mcast();
+        self.revalidate_now()
+    }
+
     pub fn port_infos(&self) -> Vec<PortInfo> {
         let dp = self.dpif.dp();
         self.ports
