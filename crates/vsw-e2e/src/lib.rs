@@ -579,6 +579,29 @@ impl Vswd {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `ovs-appctl` against vswd's appctl socket by its stable name (`vswd.ctl`,
+    /// there with or without a database).
+    pub fn appctl(&self, args: &[&str]) -> Output {
+        Command::new("ovs-appctl")
+            .arg("--timeout=10")
+            .arg("-t")
+            .arg(self.dir.join("vswd.ctl"))
+            .args(args)
+            .output()
+            .expect("ovs-appctl (openvswitch-common)")
+    }
+
+    /// `ovs-appctl`, required to succeed; its standard output.
+    pub fn appctl_ok(&self, args: &[&str]) -> String {
+        let out = self.appctl(args);
+        assert!(
+            out.status.success(),
+            "ovs-appctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     fn json<T: serde::de::DeserializeOwned>(&self, cmd: &str) -> T {
         let text = self.ctl_ok(&["--format", "json", cmd]);
         serde_json::from_str(&text)
