@@ -3,7 +3,7 @@
 use crate::mac::MacAddr;
 use crate::wire::ethernet::{self, EtherType, VlanTag, MAX_TAGS};
 use crate::wire::icmp::{self, ND_OPT_SOURCE_LLADDR, ND_OPT_TARGET_LLADDR};
-use crate::wire::{arp, ipv4, ipv6, mpls, pbb, tcp, udp};
+use crate::wire::{arp, ipv4, ipv6, mpls, nsh, pbb, tcp, udp};
 
 pub use crate::wire::icmp::{ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT};
 pub use crate::wire::ip::{
@@ -17,6 +17,15 @@ pub const VLAN_CFI: u16 = 0x1000;
 
 /// `tun_flags` bit: the packet came in as a tunnel's control (OAM) packet.
 pub const TUN_FLAG_OAM: u16 = 1;
+
+/// NSH (`dl_type` 0x894f) has no addresses, so its fields take their slots: the
+/// base header's flags, TTL, MD type and next protocol in `nw_dst`'s low 32 bits
+/// (shifted by these), the service path (SPI and SI, as on the wire) in `label`,
+/// and the MD type 1 context C1–C4 in `nw_src` (C1 the most significant word).
+pub const NSH_FLAGS_SHIFT: u32 = 24;
+pub const NSH_TTL_SHIFT: u32 = 16;
+pub const NSH_MDTYPE_SHIFT: u32 = 8;
+pub const NSH_NP_SHIFT: u32 = 0;
 
 /// `nw_frag` bits: the packet is a fragment; it is a fragment other than the first.
 pub const FRAG_ANY: u8 = 1;
@@ -98,8 +107,9 @@ pub struct FlowKey {
     /// outermost label stack entry as on the wire (label, TC, bottom of stack, TTL:
     /// [`crate::wire::mpls`]), the only MPLS header the key holds. PBB (`dl_type`
     /// 0x88e7): the I-TAG as on the wire ([`crate::wire::pbb`]), the I-SID in its
-    /// low 24 bits. One slot for all three: a packet is one of them, and `dl_type`
-    /// is in every match.
+    /// low 24 bits. NSH (0x894f): the service path header ([`NSH_FLAGS_SHIFT`]).
+    /// One slot for all four: a packet is one of them, and `dl_type` is in every
+    /// match.
     pub label: u32,
     /// The hash a `hash` datapath action computed of the packet (its addresses and
     /// ports) before a recirculation; 0 until then. A select group's buckets are
@@ -113,6 +123,39 @@ const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
 const _: () = assert!(std::mem::align_of::<FlowKey>() >= std::mem::align_of::<u64>());
 
 impl FlowKey {
+    /// Puts an NSH header's fields in their slots ([`NSH_FLAGS_SHIFT`]).
+    pub fn set_nsh(&mut self, h: &nsh::Nsh) {
+        self.nw_dst = u128::from(
+            u32::from(h.flags) << NSH_FLAGS_SHIFT
+                | u32::from(h.ttl) << NSH_TTL_SHIFT
+                | u32::from(h.md_type) << NSH_MDTYPE_SHIFT
+                | u32::from(h.next_proto) << NSH_NP_SHIFT,
+        );
+        self.label = h.path;
+        self.nw_src = h
+            .context
+            .iter()
+            .fold(0u128, |acc, c| acc << 32 | u128::from(*c));
+    }
+
+    /// The NSH header's fields, from their slots.
+    pub fn nsh(&self) -> nsh::Nsh {
+        let base = self.nw_dst as u32;
+        let byte = |shift: u32| (base >> shift) as u8;
+        let mut context = [0u32; 4];
+        for (i, c) in context.iter_mut().enumerate() {
+            *c = (self.nw_src >> (96 - 32 * i)) as u32;
+        }
+        nsh::Nsh {
+            flags: byte(NSH_FLAGS_SHIFT),
+            ttl: byte(NSH_TTL_SHIFT),
+            md_type: byte(NSH_MDTYPE_SHIFT),
+            next_proto: byte(NSH_NP_SHIFT),
+            path: self.label,
+            context,
+        }
+    }
+
     /// A mask that looks at every bit.
     pub fn exact() -> FlowKey {
         bytemuck::cast([u64::MAX; KEY_WORDS])
@@ -313,6 +356,15 @@ pub fn extract(
         // and a recirculation, as what an MPLS label carries is.
         EtherType::PBB => {
             key.label = pbb::itag(l3).ok_or(Malformed::ShortItag)?;
+            Ok(())
+        }
+        // The header's fields only: what it carries is seen after a decap and a
+        // recirculation. A header that is not NSH vsw switches by leaves them 0
+        // (Open vSwitch forwards it so too).
+        EtherType::NSH => {
+            if let Some((h, _)) = nsh::Nsh::parse(l3) {
+                key.set_nsh(&h);
+            }
             Ok(())
         }
         _ => Ok(()),

@@ -586,9 +586,11 @@ fn update_l4_csum(l4: &mut [u8], proto: u8, old: &[u16], new: &[u16], seed: bool
 
 mod field_write;
 mod mpls;
+mod nsh;
 mod pbb;
 pub use field_write::{csum_adjust, FieldWrite};
 pub use mpls::is_mpls;
+pub use nsh::{is_nsh, NshField};
 
 #[cfg(test)]
 mod tests;

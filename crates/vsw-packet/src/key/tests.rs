@@ -197,6 +197,34 @@ fn arp_addresses() {
 }
 
 #[test]
+fn nsh_fields_take_their_slots() {
+    use crate::wire::nsh::{Nsh, MD1_LEN};
+    let h = Nsh {
+        flags: 1,
+        ttl: 40,
+        md_type: 1,
+        next_proto: 3,
+        path: 0x0001_23fe,
+        context: [0x11, 0x22, 0x33, 0x44],
+    };
+    let mut f = sample("arp request")[..12].to_vec();
+    f.extend_from_slice(&EtherType::NSH.to_be_bytes());
+    f.extend_from_slice(&h.base_bytes(MD1_LEN));
+    for c in h.context {
+        f.extend_from_slice(&c.to_be_bytes());
+    }
+    f.extend_from_slice(&sample("arp request"));
+    let k = key_of(&f);
+    assert_eq!(k.dl_type, EtherType::NSH);
+    assert_eq!(k.nsh(), h);
+    assert_eq!({ k.label }, 0x0001_23fe);
+    // A header vsw does not switch by (MD type 7) leaves them 0, and is no error.
+    f[14 + 2] = 7;
+    let k = key_of(&f);
+    assert_eq!((k.nsh(), k.dl_type), (Nsh::default(), EtherType::NSH));
+}
+
+#[test]
 fn ethernet_padding_is_not_read_as_payload() {
     // A later-fragment-free IPv4 packet whose total length ends before the frame:
     // the padding after it must not become a TCP header.

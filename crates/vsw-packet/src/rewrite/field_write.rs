@@ -52,6 +52,8 @@ pub enum FieldWrite {
     NdTll(MacAddr),
     /// A PBB frame's I-SID (the I-TAG's low 24 bits).
     PbbIsid(u32),
+    /// A field of an NSH header.
+    Nsh(super::NshField, u32),
     /// The inner header's TTL to the outer one (OpenFlow's copy-TTL-outwards).
     CopyTtlOut,
     /// The outer header's TTL to the inner one (copy-TTL-inwards).
@@ -81,6 +83,13 @@ impl fmt::Display for FieldWrite {
             FieldWrite::NdSll(m) => write!(f, "set(nd(sll={m}))"),
             FieldWrite::NdTll(m) => write!(f, "set(nd(tll={m}))"),
             FieldWrite::PbbIsid(i) => write!(f, "set(pbb(isid={i}))"),
+            FieldWrite::Nsh(field, v) => match field {
+                super::NshField::Flags => write!(f, "set(nsh(flags={v}))"),
+                super::NshField::Ttl => write!(f, "set(nsh(ttl={v}))"),
+                super::NshField::Spi => write!(f, "set(nsh(spi=0x{v:x}))"),
+                super::NshField::Si => write!(f, "set(nsh(si={v}))"),
+                super::NshField::Context(i) => write!(f, "set(nsh(c{}=0x{v:x}))", i + 1),
+            },
             FieldWrite::CopyTtlOut => f.write_str("copy_ttl_out"),
             FieldWrite::CopyTtlIn => f.write_str("copy_ttl_in"),
         }
@@ -161,6 +170,7 @@ impl PacketBuf {
             }
             FieldWrite::NdTll(m) => self.set_nd_lladdr(ND_NEIGHBOR_ADVERT, ND_OPT_TARGET_LLADDR, m),
             FieldWrite::PbbIsid(i) => self.set_pbb_isid(i),
+            FieldWrite::Nsh(field, v) => self.set_nsh(field, v),
             FieldWrite::CopyTtlOut => self.copy_ttl(true),
             FieldWrite::CopyTtlIn => self.copy_ttl(false),
         }

@@ -38,6 +38,8 @@ impl EtherType {
     pub const MPLS_MULTICAST: u16 = 0x8848;
     /// Provider backbone bridging's I-TAG (IEEE 802.1ah).
     pub const PBB: u16 = 0x88e7;
+    /// The Network Service Header (RFC 8300).
+    pub const NSH: u16 = 0x894f;
 
     /// Whether `t` is ARP or reverse ARP (same layout, the same fields).
     #[inline]

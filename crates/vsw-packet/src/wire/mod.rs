@@ -16,6 +16,7 @@ pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mpls;
+pub mod nsh;
 pub mod pbb;
 pub mod sctp;
 pub mod tcp;

@@ -1,6 +1,7 @@
 use super::*;
 use crate::builder::{self, Ipv4, Ipv6, DST_MAC, SRC_MAC};
 use crate::checksum;
+use crate::rewrite::NshField;
 use crate::vnet::VnetHdr;
 use proptest::prelude::*;
 
@@ -271,6 +272,16 @@ fn any_write() -> impl Strategy<Value = FieldWrite> {
         any::<[u8; 16]>().prop_map(FieldWrite::Ipv6Dst),
         any::<u32>().prop_map(FieldWrite::Ipv6Label),
         any::<u32>().prop_map(FieldWrite::PbbIsid),
+        (0u8..6, any::<u32>()).prop_map(|(f, v)| {
+            let field = match f {
+                0 => NshField::Flags,
+                1 => NshField::Ttl,
+                2 => NshField::Spi,
+                3 => NshField::Si,
+                n => NshField::Context(n * 2 - 8),
+            };
+            FieldWrite::Nsh(field, v)
+        }),
         any::<u8>().prop_map(FieldWrite::IpEcn),
         any::<u8>().prop_map(FieldWrite::NwTtl),
         any::<u16>().prop_map(FieldWrite::ArpOp),
@@ -309,7 +320,7 @@ proptest! {
     #[test]
     fn any_write_on_any_frame_is_safe(
         mut f in proptest::collection::vec(any::<u8>(), 0..200),
-        ethertype in prop_oneof![Just(0x0800u16), Just(0x86dd), Just(0x0806), any::<u16>()],
+        ethertype in prop_oneof![Just(0x0800u16), Just(0x86dd), Just(0x0806), Just(0x894f), any::<u16>()],
         proto in prop_oneof![Just(4u8), Just(41), Just(58), Just(1), Just(6), Just(17), any::<u8>()],
         w in any_write(),
     ) {
@@ -318,11 +329,20 @@ proptest! {
             f[14] = if ethertype == 0x86dd { 0x60 } else { 0x45 };
             f[23] = proto;
             if f.len() > 20 { f[20] = proto; }
+            if ethertype == 0x894f {
+                // NSH version 0, MD type 1 or 2 by `proto`'s low bit.
+                f[14] &= 0x3f;
+                f[15] = (f[15] & 0xc0) | if proto & 1 == 0 { 6 } else { 2 + (proto >> 6) };
+                f[16] = 1 + (proto & 1);
+            }
         }
         let mut p = PacketBuf::new(2048);
         if p.load(&f, None, VnetHdr::default()).is_ok() {
             p.write_field(w);
             prop_assert_eq!(p.data().len(), f.len());
+            // A pop takes off no more than the frame, and leaves an Ethernet frame.
+            p.pop_nsh_ethernet();
+            prop_assert!(p.data().len() == f.len() || p.data().len() >= 14);
         }
     }
 }

@@ -1,0 +1,206 @@
+//! NSH rewrites (RFC 8300): a new Ethernet header and NSH header put in front of
+//! the whole frame (Open vSwitch's `encap(nsh)` then `encap(ethernet)`), both taken
+//! off again (`decap()` twice), and the header's fields written in place.
+//!
+//! The datapath keeps every frame Ethernet between actions: translation turns
+//! the two encaps into one push and the two decaps into one pop, so no action
+//! ever meets a frame that starts with a bare NSH header.
+
+use super::{PacketBuf, RewriteError};
+use crate::wire::ethernet::{self, EtherType, ETH_HDR_LEN};
+use crate::wire::nsh::{self, Nsh, MD1_LEN, MD_TYPE1};
+
+/// Which field of an NSH header a write sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NshField {
+    /// The O and U bits.
+    Flags,
+    Ttl,
+    /// The service path identifier (24 bits).
+    Spi,
+    /// The service index.
+    Si,
+    /// MD type 1 context word C1–C4 (0–3).
+    Context(u8),
+}
+
+impl PacketBuf {
+    /// Puts an Ethernet header (addresses 0, ethertype NSH) and the NSH header
+    /// `h` (an MD type 1 header with `h`'s context, or an MD type 2 header with no
+    /// TLVs) in front of the frame, which becomes what the NSH header carries. A
+    /// checksum left to the device is finished first and a super-frame refused
+    /// (`TooBig`): no device looks behind an NSH header.
+    pub fn push_nsh_ethernet(&mut self, h: &Nsh) -> Result<(), RewriteError> {
+        let nsh_len = if h.md_type == MD_TYPE1 {
+            MD1_LEN
+        } else {
+            nsh::BASE_LEN
+        };
+        let total = ETH_HDR_LEN + nsh_len;
+        if self.vnet.is_gso() {
+            return Err(RewriteError::TooBig);
+        }
+        if !self.make_headroom(total) {
+            return Err(RewriteError::NoHeadroom);
+        }
+        let vnet = self.vnet;
+        crate::gso::complete_checksum(self.data_mut(), &vnet).map_err(|_| RewriteError::TooBig)?;
+        self.vnet = Default::default();
+        self.start -= total;
+        self.len += total;
+        let d = self.data_mut();
+        d[..12].fill(0);
+        d[12..14].copy_from_slice(&EtherType::NSH.to_be_bytes());
+        d[ETH_HDR_LEN..ETH_HDR_LEN + nsh::BASE_LEN].copy_from_slice(&h.base_bytes(nsh_len));
+        if nsh_len == MD1_LEN {
+            for (i, c) in h.context.iter().enumerate() {
+                let at = ETH_HDR_LEN + nsh::field::context(i).start;
+                d[at..at + 4].copy_from_slice(&c.to_be_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes off the Ethernet header (with its tags) and the NSH header behind it,
+    /// leaving the frame the NSH header carries. Nothing on a frame that is not NSH
+    /// vsw switches by, or whose payload is too short to be an Ethernet frame.
+    pub fn pop_nsh_ethernet(&mut self) {
+        let Some((EtherType::NSH, off)) = self.l3() else {
+            return;
+        };
+        let Some((_, len)) = Nsh::parse(&self.data()[off..]) else {
+            return;
+        };
+        let inner = off + len;
+        if self.len < inner + ETH_HDR_LEN {
+            return;
+        }
+        self.start += inner;
+        self.len -= inner;
+        self.vnet = self.vnet.unshifted(inner as u16);
+    }
+
+    /// Writes `value` into the NSH header's `field` (no checksum covers it).
+    /// Nothing on a frame that is not NSH, or a context word of an MD type 2
+    /// header.
+    pub fn set_nsh(&mut self, field: NshField, value: u32) {
+        let Some((EtherType::NSH, off)) = self.l3() else {
+            return;
+        };
+        let Some((h, _)) = Nsh::parse(&self.data()[off..]) else {
+            return;
+        };
+        let d = self.data_mut();
+        match field {
+            NshField::Flags => d[off] = (d[off] & !0x30) | ((value as u8 & 0x3) << 4),
+            NshField::Ttl => {
+                let ttl = value as u8 & 0x3f;
+                d[off] = (d[off] & !0x0f) | (ttl >> 2);
+                d[off + 1] = (d[off + 1] & 0x3f) | (ttl << 6);
+            }
+            NshField::Spi => {
+                let path = (value << 8) | u32::from(h.si());
+                d[off + 4..off + 8].copy_from_slice(&path.to_be_bytes());
+            }
+            NshField::Si => d[off + nsh::field::SI] = value as u8,
+            NshField::Context(i) if h.md_type == MD_TYPE1 && i < 4 => {
+                let at = off + nsh::field::context(usize::from(i)).start;
+                d[at..at + 4].copy_from_slice(&value.to_be_bytes());
+            }
+            NshField::Context(_) => {}
+        }
+    }
+}
+
+/// Whether `frame` is an Ethernet frame carrying NSH.
+pub fn is_nsh(frame: &[u8]) -> bool {
+    matches!(ethernet::l3(frame), Some((EtherType::NSH, _)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::nsh::NP_ETHERNET;
+
+    fn loaded(frame: &[u8]) -> PacketBuf {
+        let mut b = PacketBuf::new(2048);
+        b.load(frame, None, Default::default()).unwrap();
+        b
+    }
+
+    fn inner() -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20];
+        f[..6].copy_from_slice(&[0x22; 6]);
+        f[6..12].copy_from_slice(&[0x12; 6]);
+        f[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+        f[14] = 0x45;
+        f
+    }
+
+    fn md1() -> Nsh {
+        Nsh {
+            flags: 0,
+            ttl: 63,
+            md_type: MD_TYPE1,
+            next_proto: NP_ETHERNET,
+            path: 0x0001_23ff,
+            context: [0, 0xabc, 0, 0],
+        }
+    }
+
+    #[test]
+    fn a_push_covers_the_frame_and_a_pop_gives_it_back() {
+        let f = inner();
+        let mut b = loaded(&f);
+        b.push_nsh_ethernet(&md1()).unwrap();
+        let d = b.data().to_vec();
+        assert_eq!(d.len(), f.len() + ETH_HDR_LEN + MD1_LEN);
+        assert_eq!(&d[..12], &[0; 12]);
+        assert!(is_nsh(&d));
+        assert_eq!(Nsh::parse(&d[14..]).unwrap(), (md1(), MD1_LEN));
+        assert_eq!(&d[14 + MD1_LEN..], &f[..]);
+        b.pop_nsh_ethernet();
+        assert_eq!(b.data(), &f[..]);
+        // Not NSH: left alone.
+        b.pop_nsh_ethernet();
+        assert_eq!(b.data(), &f[..]);
+        // MD type 2 (no TLVs): 8 bytes of header.
+        let mut b = loaded(&f);
+        let md2 = Nsh {
+            md_type: 2,
+            context: [0; 4],
+            ..md1()
+        };
+        b.push_nsh_ethernet(&md2).unwrap();
+        assert_eq!(Nsh::parse(&b.data()[14..]).unwrap(), (md2, 8));
+        b.pop_nsh_ethernet();
+        assert_eq!(b.data(), &f[..]);
+    }
+
+    #[test]
+    fn writes_set_one_field_each() {
+        let mut b = loaded(&inner());
+        b.push_nsh_ethernet(&md1()).unwrap();
+        b.set_nsh(NshField::Si, 254);
+        b.set_nsh(NshField::Spi, 0x456);
+        b.set_nsh(NshField::Ttl, 7);
+        b.set_nsh(NshField::Flags, 3);
+        b.set_nsh(NshField::Context(3), 0xdead_beef);
+        let (h, _) = Nsh::parse(&b.data()[14..]).unwrap();
+        assert_eq!(
+            h,
+            Nsh {
+                flags: 3,
+                ttl: 7,
+                path: 0x0004_56fe,
+                context: [0, 0xabc, 0, 0xdead_beef],
+                ..md1()
+            }
+        );
+        // Not NSH: nothing written.
+        let f = inner();
+        let mut b = loaded(&f);
+        b.set_nsh(NshField::Si, 1);
+        assert_eq!(b.data(), &f[..]);
+    }
+}
