@@ -57,6 +57,20 @@ pub enum DpAction {
     },
     /// Take off the backbone header and I-TAG: the customer's frame is left.
     PopPbb,
+    /// Put an Ethernet header (addresses 0, ethertype 0x894f) and an NSH header
+    /// with these fields and a zero context in front of the frame (Open vSwitch's
+    /// `push_nsh` and `push_eth` in one: the frame stays Ethernet between actions).
+    /// The context words that are not 0 follow as set-fields.
+    PushNsh {
+        flags: u8,
+        ttl: u8,
+        md_type: u8,
+        next_proto: u8,
+        path: u32,
+    },
+    /// Take off the Ethernet and NSH headers: the frame the NSH header carried is
+    /// left (`pop_eth` and `pop_nsh`).
+    PopNsh,
     /// Set the outermost label stack entry's bits under `mask` to `lse`'s.
     SetMpls {
         lse: u32,
@@ -158,6 +172,19 @@ impl fmt::Display for DpAction {
                 write!(f, "push_pbb(itag=0x{itag:08x},eth_type=0x{ethertype:x})")
             }
             DpAction::PopPbb => f.write_str("pop_pbb"),
+            DpAction::PushNsh {
+                flags,
+                ttl,
+                md_type,
+                next_proto,
+                path,
+            } => write!(
+                f,
+                "push_nsh(flags={flags},ttl={ttl},mdtype={md_type},np={next_proto},spi=0x{:x},si={}),push_eth(src=00:00:00:00:00:00,dst=00:00:00:00:00:00)",
+                path >> 8,
+                path & 0xff
+            ),
+            DpAction::PopNsh => f.write_str("pop_eth,pop_nsh()"),
             DpAction::SetMpls { lse, mask } => {
                 write!(f, "set(mpls(lse=0x{lse:08x}/0x{mask:08x}))")
             }

@@ -822,6 +822,8 @@ fn process_batch(
                     | DpAction::PopMpls(_)
                     | DpAction::PushPbb { .. }
                     | DpAction::PopPbb
+                    | DpAction::PushNsh { .. }
+                    | DpAction::PopNsh
                     | DpAction::SetMpls { .. }
                     | DpAction::DecMplsTtl
                     | DpAction::CheckPktLen { .. }

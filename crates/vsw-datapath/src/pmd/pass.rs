@@ -413,6 +413,24 @@ impl Pass<'_, '_, '_> {
                     self.scratch.pop_pbb();
                     Ok(())
                 }
+                DpAction::PushNsh {
+                    flags,
+                    ttl,
+                    md_type,
+                    next_proto,
+                    path,
+                } => self.scratch.push_nsh_ethernet(&vsw_packet::wire::nsh::Nsh {
+                    flags,
+                    ttl,
+                    md_type,
+                    next_proto,
+                    path,
+                    context: [0; 4],
+                }),
+                DpAction::PopNsh => {
+                    self.scratch.pop_nsh_ethernet();
+                    Ok(())
+                }
                 DpAction::SetMpls { lse, mask } => {
                     self.scratch.set_mpls(lse, mask);
                     Ok(())
