@@ -17,6 +17,16 @@ use crate::subfield::{ones, Field, Subfield};
 use crate::table::MAX_TABLE;
 use crate::values::{bad, c_hex, parse_mac, parse_masked_uint, parse_port, parse_uint};
 
+/// The header an `encap` puts in front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encap {
+    /// An NSH header; `md_type` as written (`encap(nsh)`: MD type 1, none shown).
+    Nsh {
+        md_type: Option<u8>,
+    },
+    Ethernet,
+}
+
 /// What a rule does with a matching packet. Actions run in order; a header rewrite
 /// applies to the outputs that follow it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -114,6 +124,18 @@ pub enum Action {
     /// Take off the backbone header and its I-TAG (`pop_pbb`): what is behind is
     /// seen after a recirculation, as after `pop_mpls`.
     PopPbb,
+    /// Put a header in front of the packet (`encap(nsh)`, `encap(nsh(md_type=N))`,
+    /// `encap(ethernet)`), as Open vSwitch's generic encapsulation: an NSH header
+    /// makes the packet NSH without an Ethernet header until an `encap(ethernet)`.
+    Encap(Encap),
+    /// Take off the outermost header (`decap()`): an Ethernet header in front of
+    /// NSH, or the NSH header (what it carried is seen after a recirculation).
+    /// The packet type it may name (`decap(packet_type(ns=N,type=T))`) is kept and
+    /// shown; for NSH, as in Open vSwitch, the header's next protocol decides.
+    Decap(Option<(u16, u16)>),
+    /// Decrement the NSH header's TTL (`dec_nsh_ttl`); at 1 or 0 the packet goes
+    /// to the controllers (reason invalid_ttl) and the action list stops.
+    DecNshTtl,
     /// The outermost label (`set_mpls_label(N)`, `set_field:N->mpls_label`).
     SetMplsLabel(u32),
     /// The outermost entry's traffic class (`set_mpls_tc(N)`).
@@ -849,6 +871,94 @@ static POP_PBB: ActionDef = ActionDef {
     rewrites: true,
     build: |n, a, _| bare(n, a, Action::PopPbb),
 };
+static ENCAP: ActionDef = ActionDef {
+    name: "encap",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| {
+        let a = arg(n, a)?;
+        let header = match a.split_once('(') {
+            None => a,
+            Some((h, _)) => h,
+        };
+        match header.trim() {
+            "ethernet" if header.len() == a.len() => Ok(Action::Encap(Encap::Ethernet)),
+            "nsh" if header.len() == a.len() => Ok(Action::Encap(Encap::Nsh { md_type: None })),
+            "nsh" => {
+                let props = a[header.len() + 1..]
+                    .strip_suffix(')')
+                    .ok_or_else(|| bad(n, a, "an unclosed parenthesis"))?;
+                let mut md_type = None;
+                for prop in props.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    match prop.split_once('=') {
+                        Some(("md_type", v)) => {
+                            let t = parse_uint(n, v, 0xff)? as u8;
+                            if !matches!(t, 1 | 2) {
+                                return Err(bad(n, a, "invalid md_type: MD types are 1 and 2"));
+                            }
+                            md_type = Some(t);
+                        }
+                        _ if prop.starts_with("tlv(") => {
+                            return Err(bad(
+                                n,
+                                a,
+                                "MD type 2 metadata TLVs are not built: vsw pushes MD type 2 \
+                                 headers without context",
+                            ))
+                        }
+                        _ => return Err(bad(n, a, format!("Invalid property: {prop}"))),
+                    }
+                }
+                Ok(Action::Encap(Encap::Nsh { md_type }))
+            }
+            other => Err(bad(
+                n,
+                a,
+                format!("Encap hdr not supported: {other} (vsw: nsh, ethernet)"),
+            )),
+        }
+    },
+};
+static DECAP: ActionDef = ActionDef {
+    name: "decap",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| match a.map(str::trim) {
+        None | Some("") => Ok(Action::Decap(None)),
+        Some(t) => {
+            let inner = t
+                .strip_prefix("packet_type(")
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(|| bad(n, t, "Invalid decap argument"))?;
+            let (mut ns, mut ty) = (None, None);
+            for part in inner.split(',').map(str::trim) {
+                match part.split_once('=') {
+                    Some(("ns", v)) => {
+                        let v = parse_uint(n, v, 0xffff)? as u16;
+                        if v >= 5 {
+                            return Err(bad(n, t, format!("Unsupported ns value: {v}")));
+                        }
+                        ns = Some(v);
+                    }
+                    Some(("type", v)) => ty = Some(parse_uint(n, v, 0xffff)? as u16),
+                    _ => return Err(bad(n, t, "Invalid decap argument")),
+                }
+            }
+            let ns = ns.ok_or_else(|| bad(n, t, "Missing packet_type attribute ns"))?;
+            let ty = ty.ok_or_else(|| bad(n, t, "Missing packet_type attribute type"))?;
+            Ok(Action::Decap(Some((ns, ty))))
+        }
+    },
+};
+static DEC_NSH_TTL: ActionDef = ActionDef {
+    name: "dec_nsh_ttl",
+    aliases: &[],
+    needs: Needs::Nsh,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::DecNshTtl),
+};
 static SET_MPLS_LABEL: ActionDef = ActionDef {
     name: "set_mpls_label",
     aliases: &[],
@@ -1173,6 +1283,9 @@ pub static ACTIONS: &[&ActionDef] = &[
     &POP_MPLS,
     &PUSH_PBB,
     &POP_PBB,
+    &ENCAP,
+    &DECAP,
+    &DEC_NSH_TTL,
     &SET_MPLS_LABEL,
     &SET_MPLS_TC,
     &SET_MPLS_TTL,
@@ -1221,6 +1334,9 @@ impl Action {
             Action::PopMpls(_) => &POP_MPLS,
             Action::PushPbb(_) => &PUSH_PBB,
             Action::PopPbb => &POP_PBB,
+            Action::Encap(_) => &ENCAP,
+            Action::Decap(_) => &DECAP,
+            Action::DecNshTtl => &DEC_NSH_TTL,
             Action::SetMplsLabel(_) => &SET_MPLS_LABEL,
             Action::SetMplsTc(_) => &SET_MPLS_TC,
             Action::SetMplsTtl(_) => &SET_MPLS_TTL,
@@ -1298,6 +1414,14 @@ impl Action {
             Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) | Action::PushPbb(t) => {
                 Some(format!("0x{t:04x}"))
             }
+            Action::Encap(Encap::Ethernet) => Some("ethernet".into()),
+            Action::Encap(Encap::Nsh { md_type: None }) => Some("nsh".into()),
+            Action::Encap(Encap::Nsh { md_type: Some(t) }) => Some(format!("nsh(md_type={t})")),
+            Action::Decap(None) => Some(String::new()),
+            Action::Decap(Some((ns, t))) => Some(format!(
+                "packet_type(ns={ns},type={})",
+                crate::values::c_hex((*t).into())
+            )),
             Action::SetMplsLabel(l) => Some(l.to_string()),
             Action::DecTtlIds(ids) => {
                 Some(ids.iter().map(u16::to_string).collect::<Vec<_>>().join(","))
@@ -1366,6 +1490,7 @@ impl Action {
             | Action::DecTtl
             | Action::DecMplsTtl
             | Action::PopPbb
+            | Action::DecNshTtl
             | Action::Exit
             | Action::PopQueue => None,
         }
@@ -1483,6 +1608,8 @@ impl fmt::Display for Action {
                     Action::Resubmit { .. }
                         | Action::Conjunction { .. }
                         | Action::DecTtlIds(_)
+                        | Action::Encap(_)
+                        | Action::Decap(_)
                         | Action::SetMplsLabel(_)
                         | Action::SetMplsTc(_)
                         | Action::SetMplsTtl(_)

@@ -7,7 +7,8 @@
 
 use vsw_packet::key::{
     FRAG_ANY, FRAG_LATER, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
-    ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, TUN_FLAG_OAM, VLAN_CFI,
+    ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, NSH_FLAGS_SHIFT, NSH_MDTYPE_SHIFT, NSH_NP_SHIFT,
+    NSH_TTL_SHIFT, TUN_FLAG_OAM, VLAN_CFI,
 };
 use vsw_packet::wire::ipv6::exthdr;
 use vsw_packet::wire::mpls::{
@@ -56,6 +57,8 @@ pub enum Needs {
     Mpls,
     /// PBB (ethertype 0x88e7).
     Pbb,
+    /// NSH (ethertype 0x894f).
+    Nsh,
 }
 
 impl Needs {
@@ -93,6 +96,7 @@ impl Needs {
             Needs::Icmpv6 => dl == Some(EtherType::IPV6) && proto == Some(IPPROTO_ICMPV6),
             Needs::Mpls => matches!(dl, Some(EtherType::MPLS | EtherType::MPLS_MULTICAST)),
             Needs::Pbb => dl == Some(EtherType::PBB),
+            Needs::Nsh => dl == Some(EtherType::NSH),
         }
     }
 
@@ -115,6 +119,7 @@ impl Needs {
             Needs::Icmpv6 => "icmp6",
             Needs::Mpls => "mpls or mplsm (dl_type=0x8847 or 0x8848)",
             Needs::Pbb => "dl_type=0x88e7",
+            Needs::Nsh => "dl_type=0x894f",
         }
     }
 }
@@ -138,6 +143,48 @@ macro_rules! mpls_field {
             },
             shown: |v, m| m.label & $mask != 0 && Needs::Mpls.met(v, m),
             print: |v, _| ((v.label & $mask) >> $shift).to_string(),
+        }
+    };
+}
+
+/// A field of an NSH header, kept in bits `$shift..` of the key's `$slot`
+/// (vsw_packet's `NSH_FLAGS_SHIFT` says where), as Open vSwitch reads and prints
+/// it: in hex when `$hex`, with a mask when `$maskable` and one is given.
+macro_rules! nsh_field {
+    ($name:literal, $aliases:expr, $slot:ident, $shift:expr, $max:expr, $maskable:literal, $hex:literal) => {
+        FieldDef {
+            name: $name,
+            aliases: $aliases,
+            slot: $name,
+            needs: Needs::Nsh,
+            parse: |n, t, v, m, _| {
+                let max: u128 = $max;
+                let (val, mask) = if $maskable {
+                    parse_masked_uint(n, t, max)?
+                } else {
+                    (parse_uint(n, t, max)?, max)
+                };
+                // Open vSwitch knows MD types 1 and 2 only, in a match too.
+                if n == "nsh_mdtype" && !matches!(val, 1 | 2) {
+                    return Err(bad(n, t, "MD types are 1 and 2"));
+                }
+                let at = max << $shift;
+                v.$slot = ((v.$slot as u128 & !at) | ((val & mask) << $shift)) as _;
+                m.$slot = ((m.$slot as u128 & !at) | (mask << $shift)) as _;
+                Ok(())
+            },
+            shown: |v, m| (m.$slot as u128 >> $shift) & $max != 0 && Needs::Nsh.met(v, m),
+            print: |v, m| {
+                let max: u128 = $max;
+                let val = (v.$slot as u128 >> $shift) & max;
+                let mask = (m.$slot as u128 >> $shift) & max;
+                match ($hex, mask == max) {
+                    (true, true) => format!("{val:#x}"),
+                    (true, false) => format!("{val:#x}/{mask:#x}"),
+                    (false, true) => val.to_string(),
+                    (false, false) => format!("0x{val:02x}/0x{mask:02x}"),
+                }
+            },
         }
     };
 }
@@ -642,7 +689,8 @@ pub static FIELDS: &[FieldDef] = &[
             (v.nw_src, m.nw_src) = parse_ipv4(n, t)?;
             Ok(())
         },
-        shown: |v, m| m.nw_src != 0 && dl(v, m) != Some(EtherType::IPV6),
+        // The slot holds an IPv6 packet's address and NSH's fields too.
+        shown: |v, m| m.nw_src != 0 && !matches!(dl(v, m), Some(EtherType::IPV6 | EtherType::NSH)),
         print: |v, m| format_ipv4(v.nw_src, m.nw_src),
     },
     FieldDef {
@@ -654,7 +702,8 @@ pub static FIELDS: &[FieldDef] = &[
             (v.nw_dst, m.nw_dst) = parse_ipv4(n, t)?;
             Ok(())
         },
-        shown: |v, m| m.nw_dst != 0 && dl(v, m) != Some(EtherType::IPV6),
+        // The slot holds an IPv6 packet's address and NSH's fields too.
+        shown: |v, m| m.nw_dst != 0 && !matches!(dl(v, m), Some(EtherType::IPV6 | EtherType::NSH)),
         print: |v, m| format_ipv4(v.nw_dst, m.nw_dst),
     },
     FieldDef {
@@ -902,6 +951,24 @@ pub static FIELDS: &[FieldDef] = &[
         shown: |v, m| m.label & ISID_MASK != 0 && Needs::Pbb.met(v, m),
         print: |v, m| format_hex(v.label & ISID_MASK, m.label & ISID_MASK, ISID_MASK, 6),
     },
+    nsh_field!("nsh_flags", &[], nw_dst, NSH_FLAGS_SHIFT, 0xff, true, false),
+    nsh_field!("nsh_ttl", &[], nw_dst, NSH_TTL_SHIFT, 0x3f, false, false),
+    nsh_field!(
+        "nsh_mdtype",
+        &[],
+        nw_dst,
+        NSH_MDTYPE_SHIFT,
+        0xff,
+        false,
+        false
+    ),
+    nsh_field!("nsh_np", &[], nw_dst, NSH_NP_SHIFT, 0xff, false, false),
+    nsh_field!("nsh_spi", &["nsp"], label, 8, 0xff_ffff, false, true),
+    nsh_field!("nsh_si", &["nsi"], label, 0, 0xff, false, false),
+    nsh_field!("nsh_c1", &["nshc1"], nw_src, 96, 0xffff_ffff, true, true),
+    nsh_field!("nsh_c2", &["nshc2"], nw_src, 64, 0xffff_ffff, true, true),
+    nsh_field!("nsh_c3", &["nshc3"], nw_src, 32, 0xffff_ffff, true, true),
+    nsh_field!("nsh_c4", &["nshc4"], nw_src, 0, 0xffff_ffff, true, true),
     FieldDef {
         name: "tcp_flags",
         aliases: &[],
@@ -1021,6 +1088,13 @@ mod tests {
             "mpls_bos" => "1",
             "ipv6_exthdr" => "0x044/0x1f4",
             "pbb_isid" => "0x000064",
+            "nsh_flags" => "0x02/0x02",
+            "nsh_ttl" => "63",
+            "nsh_mdtype" => "1",
+            "nsh_np" => "3",
+            "nsh_spi" => "0x123456",
+            "nsh_si" => "255",
+            n if n.starts_with("nsh_c") => "0x11223344/0xffff0000",
             n if n.starts_with("reg") => "0x5/0xff",
             n if n.starts_with("xreg") => "0x500000000/0xff00000000",
             n if n.starts_with("xxreg") => "0x1/0xff",
@@ -1038,8 +1112,48 @@ mod tests {
             Needs::Icmpv6 => "icmp6,",
             Needs::Mpls => "mpls,",
             Needs::Pbb => "dl_type=0x88e7,",
+            Needs::Nsh => "dl_type=0x894f,",
         };
         (value, shorthand)
+    }
+
+    #[test]
+    fn the_nsh_fields_read_print_and_keep_to_their_bits() {
+        let text = "dl_type=0x894f,nsh_flags=0x02/0x02,nsh_ttl=63,nsh_mdtype=1,nsh_np=3,\
+                    nsh_spi=0x123456,nsh_si=255,nsh_c1=0x11223344,nsh_c4=0x5/0xff,actions=drop";
+        let flow = parse_flow(text, &no_ports).unwrap();
+        let (v, m) = (flow.matcher.value(), flow.matcher.mask());
+        assert_eq!(v.nsh().path, 0x1234_56ff);
+        assert_eq!(v.nsh().context, [0x1122_3344, 0, 0, 5]);
+        assert_eq!({ m.label }, u32::MAX);
+        assert_eq!({ m.nw_src }, 0xffff_ffff << 96 | 0xff);
+        // Printed back as written (Open vSwitch's order).
+        assert_eq!(format_flow(&flow), format!("priority=32768,{text}"));
+        // Aliases, as Open vSwitch reads them; values past their bits are refused.
+        let flow = parse_flow(
+            "dl_type=0x894f,nsp=0x10,nsi=3,nshc2=1,actions=drop",
+            &no_ports,
+        )
+        .unwrap();
+        assert_eq!(
+            format_flow(&flow),
+            "priority=32768,dl_type=0x894f,nsh_spi=0x10,nsh_si=3,nsh_c2=0x1,actions=drop"
+        );
+        for (text, needle) in [
+            ("dl_type=0x894f,nsh_ttl=64,actions=drop", "larger than"),
+            (
+                "dl_type=0x894f,nsh_spi=0x1000000,actions=drop",
+                "larger than",
+            ),
+            (
+                "dl_type=0x894f,nsh_mdtype=3,actions=drop",
+                "MD types are 1 and 2",
+            ),
+            ("ip,nsh_si=1,actions=drop", "nsh_si needs dl_type=0x894f"),
+        ] {
+            let e = parse_flow(text, &no_ports).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

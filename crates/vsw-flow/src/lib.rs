@@ -27,7 +27,7 @@ pub mod syntax;
 mod table;
 mod values;
 
-pub use action::{Action, Load};
+pub use action::{Action, Encap, Load};
 pub use learn::{Learn, LearnSource, LearnSpec};
 
 /// The bridge's own port (an `internal` port named after the bridge): OpenFlow's

@@ -5,7 +5,7 @@
 
 use std::net::Ipv6Addr;
 
-use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::rewrite::{FieldWrite, NshField};
 use vsw_packet::MacAddr;
 
 use crate::error::FlowSyntaxError;
@@ -73,6 +73,14 @@ pub(crate) fn parse_write(f: &str, v: &str) -> Option<Result<FieldWrite, FlowSyn
             "nd_sll" | "ipv6_nd_sll" => FieldWrite::NdSll(mac(f, v)?),
             "nd_tll" | "ipv6_nd_tll" => FieldWrite::NdTll(mac(f, v)?),
             "pbb_isid" => FieldWrite::PbbIsid(uint(f, v, 0xff_ffff)? as u32),
+            "nsh_flags" => FieldWrite::Nsh(NshField::Flags, uint(f, v, 0xff)? as u32),
+            "nsh_ttl" => FieldWrite::Nsh(NshField::Ttl, uint(f, v, 0x3f)? as u32),
+            "nsh_spi" => FieldWrite::Nsh(NshField::Spi, uint(f, v, 0xff_ffff)? as u32),
+            "nsh_si" => FieldWrite::Nsh(NshField::Si, uint(f, v, 0xff)? as u32),
+            "nsh_c1" | "nsh_c2" | "nsh_c3" | "nsh_c4" => {
+                let i = f.as_bytes()[5] - b'1';
+                FieldWrite::Nsh(NshField::Context(i), uint(f, v, 0xffff_ffff)? as u32)
+            }
             _ => return Ok(None),
         }))
     };
@@ -100,6 +108,7 @@ pub(crate) fn field_of(w: &FieldWrite) -> (&'static str, Needs) {
         FieldWrite::NdSll(_) => ("nd_sll", Needs::Nd),
         FieldWrite::NdTll(_) => ("nd_tll", Needs::Nd),
         FieldWrite::PbbIsid(_) => ("pbb_isid", Needs::Pbb),
+        FieldWrite::Nsh(field, _) => (nsh_name(*field), Needs::Nsh),
         FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => ("", Needs::Nothing),
     }
 }
@@ -119,6 +128,8 @@ pub(crate) fn argument(w: &FieldWrite) -> String {
         | FieldWrite::Icmpv6Code(n) => n.to_string(),
         FieldWrite::ArpOp(o) => o.to_string(),
         FieldWrite::PbbIsid(i) => i.to_string(),
+        FieldWrite::Nsh(NshField::Spi | NshField::Context(_), v) => format!("{v:#x}"),
+        FieldWrite::Nsh(_, v) => v.to_string(),
         FieldWrite::ArpSpa(a) | FieldWrite::ArpTpa(a) => std::net::Ipv4Addr::from(*a).to_string(),
         FieldWrite::ArpSha(m)
         | FieldWrite::ArpTha(m)
@@ -127,4 +138,18 @@ pub(crate) fn argument(w: &FieldWrite) -> String {
         FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => String::new(),
     };
     format!("{value}->{}", field_of(w).0)
+}
+
+/// The name an NSH field is written under.
+pub(crate) fn nsh_name(field: NshField) -> &'static str {
+    match field {
+        NshField::Flags => "nsh_flags",
+        NshField::Ttl => "nsh_ttl",
+        NshField::Spi => "nsh_spi",
+        NshField::Si => "nsh_si",
+        NshField::Context(0) => "nsh_c1",
+        NshField::Context(1) => "nsh_c2",
+        NshField::Context(2) => "nsh_c3",
+        NshField::Context(_) => "nsh_c4",
+    }
 }

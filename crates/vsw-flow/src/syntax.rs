@@ -287,6 +287,9 @@ fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
     let (mut v, mut k) = (m.value().packet, m.mask().packet);
     // Where each open block ends, and the packet as it was before it.
     let mut blocks: Vec<(usize, (u16, u16, u8))> = Vec::new();
+    // The packet is NSH without an Ethernet header (after `encap(nsh)`, or a
+    // `decap()` of the Ethernet header in front of NSH).
+    let mut bare_nsh = false;
     for (i, a) in actions.iter().enumerate() {
         while let Some(&(_, (t, tm, pm))) = blocks.last().filter(|(end, _)| *end <= i) {
             (v.dl_type, k.dl_type, k.nw_proto) = (t, tm, pm);
@@ -319,6 +322,23 @@ fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
             Action::PopMpls(t) => (v.dl_type, k.dl_type) = (*t, u16::MAX),
             // The customer's frame is of any type.
             Action::PopPbb => (v.dl_type, k.dl_type, k.nw_proto) = (0, 0, 0),
+            // NSH in front: its fields are the packet's now, Ethernet or not.
+            Action::Encap(crate::action::Encap::Nsh { .. }) => {
+                (v.dl_type, k.dl_type, k.nw_proto) = (vsw_packet::EtherType::NSH, u16::MAX, 0);
+                bare_nsh = true;
+            }
+            Action::Encap(crate::action::Encap::Ethernet) => bare_nsh = false,
+            // An Ethernet header off NSH leaves NSH; NSH off leaves what it
+            // carried, of any type.
+            Action::Decap(_)
+                if !bare_nsh && v.dl_type == vsw_packet::EtherType::NSH && k.dl_type != 0 =>
+            {
+                bare_nsh = true
+            }
+            Action::Decap(_) => {
+                (v.dl_type, k.dl_type, k.nw_proto) = (0, 0, 0);
+                bare_nsh = false;
+            }
             _ => {}
         }
     }
@@ -417,6 +437,9 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     | Action::Multipath(_)
                     | Action::Sample(_)
                     | Action::FinTimeout { .. }
+                    | Action::Encap(_)
+                    | Action::Decap(_)
+                    | Action::DecNshTtl
                     | Action::Controller { pause: true, .. }
             )
         }) {
@@ -970,6 +993,59 @@ mod tests {
             ),
             ("mpls,actions=set_mpls_label(1048576)", "larger than"),
             ("mpls,actions=set_field:1->mpls_bos", "vsw can write"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn nsh_actions_read_print_and_check_the_packet_they_run_on() {
+        for (text, canon) in [
+            (
+                "ip,actions=encap(nsh(md_type=1)),set_field:0x1234->nsh_spi,set_field:0x11223344->nsh_c1,encap(ethernet),set_field:11:22:33:44:55:66->eth_dst,output:2",
+                "priority=32768,ip,actions=encap(nsh(md_type=1)),set_field:0x1234->nsh_spi,set_field:0x11223344->nsh_c1,encap(ethernet),mod_dl_dst:11:22:33:44:55:66,output:2",
+            ),
+            (
+                "in_port=1,actions=encap(nsh),encap(ethernet),output:2",
+                "priority=32768,in_port=1,actions=encap(nsh),encap(ethernet),output:2",
+            ),
+            (
+                "dl_type=0x894f,nsh_spi=0x1234,nsh_si=255,actions=dec_nsh_ttl,set_field:254->nsh_si,decap(),decap(),output:3",
+                "priority=32768,dl_type=0x894f,nsh_spi=0x1234,nsh_si=255,actions=dec_nsh_ttl,set_field:254->nsh_si,decap(),decap(),output:3",
+            ),
+            (
+                "dl_type=0x894f,actions=decap(packet_type(ns=1,type=0x894f)),decap(packet_type(ns=0,type=0)),output:3",
+                "priority=32768,dl_type=0x894f,actions=decap(packet_type(ns=1,type=0x894f)),decap(packet_type(ns=0,type=0)),output:3",
+            ),
+        ] {
+            let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_flow(&f), canon, "{text}");
+            assert_eq!(parse(&format_flow(&f)).unwrap(), f, "{text}");
+        }
+        for (text, needle) in [
+            ("ip,actions=dec_nsh_ttl", "dec_nsh_ttl needs dl_type=0x894f"),
+            ("ip,actions=set_field:1->nsh_si", "needs dl_type=0x894f"),
+            ("ip,actions=encap(nsh(md_type=3))", "invalid md_type"),
+            ("ip,actions=encap(mpls)", "Encap hdr not supported"),
+            (
+                "ip,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678)))",
+                "not built",
+            ),
+            (
+                "ip,actions=decap(packet_type(ns=9,type=0))",
+                "Unsupported ns value",
+            ),
+            ("ip,actions=decap(foo)", "Invalid decap argument"),
+            // After both decaps, what the NSH header carried is of any type.
+            (
+                "dl_type=0x894f,actions=decap(),decap(),set_field:1->nsh_si",
+                "needs dl_type=0x894f",
+            ),
+            (
+                "ip,actions=encap(nsh),mod_nw_dst:198.18.0.1",
+                "mod_nw_dst needs ip",
+            ),
         ] {
             let e = parse(text).expect_err(text).to_string();
             assert!(e.contains(needle), "{text}: {e}");
