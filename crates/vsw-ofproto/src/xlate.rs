@@ -23,6 +23,8 @@ use crate::punt_notes::{Continuation, Frame, PuntNote, PuntNotes, PuntReason, Ru
 use crate::slot::BridgeSlot;
 use crate::view::BackerView;
 
+mod nsh;
+
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
 /// Open vSwitch's limit): a loop of resubmits is caught here, the packet dropped.
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
@@ -77,6 +79,8 @@ fn field_write_kind(w: &FieldWrite) -> u8 {
         FieldWrite::CopyTtlOut => 17,
         FieldWrite::CopyTtlIn => 18,
         FieldWrite::PbbIsid(_) => 19,
+        // After the tunnel's and MPLS's (40–44), before the queue (60).
+        FieldWrite::Nsh(f, _) => 25 + nsh::field_index(*f),
     }
 }
 
@@ -118,6 +122,7 @@ fn write_key(k: &mut FlowKey, w: FieldWrite) {
         FieldWrite::Icmpv4Code(c) | FieldWrite::Icmpv6Code(c) => k.tp_dst = u16::from(c),
         FieldWrite::NdTarget(a) => k.nd_target = u128::from_be_bytes(a),
         FieldWrite::PbbIsid(i) => k.label = (k.label & !pbb::ISID_MASK) | (i & pbb::ISID_MASK),
+        FieldWrite::Nsh(f, v) => nsh::write_key(k, f, v),
         FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => {}
     }
 }
@@ -159,9 +164,13 @@ pub enum XlateError {
         vsw_datapath::MAX_FORKS
     )]
     TooManyForks,
+    /// An `encap`/`decap` on a packet type vsw does not carry.
+    #[error("{0}: dropped")]
+    Nsh(&'static str),
 }
 
-/// What a pop took off, leaving the key blind to what is behind it.
+/// What a pop took off, leaving the key blind to what is behind it; or an NSH
+/// header the packet has without an Ethernet header in front.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Popped {
     Nothing,
@@ -169,14 +178,36 @@ enum Popped {
     Mpls,
     /// A PBB backbone header and I-TAG (`pop_pbb`): the whole frame is new.
     Pbb,
+    /// An Ethernet and NSH header (`decap()` twice): the whole frame is new.
+    Nsh,
+    /// `encap(nsh)`: the key is the new NSH header's, which the datapath pushes
+    /// with the `encap(ethernet)` that must follow (nothing is pushed before).
+    NshPending,
+    /// `decap()` of the Ethernet header in front of NSH: the datapath takes it
+    /// off with the NSH header at the next `decap()` (the frame keeps it until).
+    EthernetDecapped,
 }
 
 impl Popped {
+    /// The key holds nothing of what is behind the pop: tables and most actions
+    /// wait for a recirculation.
+    fn blind(self) -> bool {
+        matches!(self, Popped::Mpls | Popped::Pbb | Popped::Nsh)
+    }
+
+    /// The packet is NSH without an Ethernet header: nothing may send it out.
+    fn bare_nsh(self) -> bool {
+        matches!(self, Popped::NshPending | Popped::EthernetDecapped)
+    }
+
     fn action(self) -> &'static str {
         match self {
             Popped::Nothing => "nothing",
             Popped::Mpls => "pop_mpls",
             Popped::Pbb => "pop_pbb",
+            Popped::Nsh => "decap() of NSH",
+            Popped::NshPending => "encap(nsh)",
+            Popped::EthernetDecapped => "decap() of Ethernet",
         }
     }
 }
@@ -979,7 +1010,7 @@ impl Ctx<'_, '_> {
             self.step(id, format!("{}", XlateError::TooDeep));
             return;
         }
-        if self.popped != Popped::Nothing {
+        if self.popped.blind() {
             // Only a bridge a patch port led to looks a table up before an action
             // could stop for the next pass: it stops here, its next pass starting
             // with this lookup (as Open vSwitch freezes before a table).
@@ -1150,8 +1181,22 @@ impl Ctx<'_, '_> {
             self.emit(dp);
             return;
         }
+        if self.popped.bare_nsh() && nsh::sends(a) {
+            self.step(
+                table,
+                format!(
+                    "{a}: after {}, the packet is NSH without an Ethernet header, which \
+                     no Ethernet port takes: dropped (encap(ethernet) first)",
+                    self.popped.action()
+                ),
+            );
+            return;
+        }
         let k = &self.key;
         match *a {
+            Action::Encap(e) => self.encap(e, table),
+            Action::Decap(_) => self.decap(table),
+            Action::DecNshTtl => self.dec_nsh_ttl(table),
             // Never back out of the port it came in on: that is IN_PORT.
             Action::Output(p) => {
                 if p != k.in_port {
@@ -1492,8 +1537,8 @@ impl Ctx<'_, '_> {
     /// and looks up addresses, nor a group, whose buckets may hash or rewrite).
     fn needs_recirculation(&self, a: &Action) -> bool {
         match self.popped {
-            Popped::Nothing => return false,
-            Popped::Pbb => {
+            Popped::Nothing | Popped::NshPending | Popped::EthernetDecapped => return false,
+            Popped::Pbb | Popped::Nsh => {
                 return match a {
                     Action::Drop | Action::SetQueue(_) => false,
                     Action::Output(p) | Action::OutputTrunc { port: p, .. } => {
@@ -1867,6 +1912,16 @@ impl Ctx<'_, '_> {
                 mask.dl_type = u16::MAX;
                 None
             }
+            // An NSH field of a frame that is not NSH: nothing to write. Of an
+            // NSH header not pushed yet: the push will carry it.
+            Action::SetField(FieldWrite::Nsh(..)) if k.dl_type != EtherType::NSH => {
+                mask.dl_type = u16::MAX;
+                None
+            }
+            Action::SetField(w @ FieldWrite::Nsh(..)) if self.popped == Popped::NshPending => {
+                write_key(k, w);
+                None
+            }
             // The I-SID of a frame that is not PBB (a group's bucket is checked
             // per packet): nothing to write.
             Action::SetField(FieldWrite::PbbIsid(_)) if k.dl_type != EtherType::PBB => {
@@ -1922,6 +1977,9 @@ impl Ctx<'_, '_> {
             | Action::CheckPktLarger { .. }
             | Action::FinTimeout { .. }
             | Action::OutputTrunc { .. }
+            | Action::Encap(_)
+            | Action::Decap(_)
+            | Action::DecNshTtl
             | Action::Sample(_) => None,
         }
     }

@@ -8,7 +8,8 @@ use vsw_datapath::Upcall;
 use vsw_flow::parse_flow;
 use vsw_flow::Pipeline;
 use vsw_ofproto::{Backer, BackerError, BridgeSlot, Ofproto};
-use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::rewrite::{FieldWrite, NshField};
+use vsw_packet::wire::nsh::Nsh;
 use vsw_packet::FlowKey;
 
 /// Select group 1 of every test pipeline: three buckets by weight 1, 2, 1;
@@ -1189,6 +1190,100 @@ fn pbb_pushes_copy_the_itag_and_a_pop_is_answered_on_a_second_pass() {
             Output(1)
         ]
     );
+}
+
+/// An NSH frame (MD type 1, next protocol Ethernet) from `in_port`.
+fn nsh_from(in_port: u32, spi: u32, si: u8, ttl: u8) -> FlowKey {
+    let mut k = FlowKey {
+        in_port,
+        dl_type: 0x894f,
+        ..FlowKey::default()
+    };
+    k.set_nsh(&Nsh {
+        flags: 0,
+        ttl,
+        md_type: 1,
+        next_proto: 3,
+        path: spi << 8 | u32::from(si),
+        context: [0xabc, 0, 0, 0],
+    });
+    k
+}
+
+/// `encap(nsh)` … `encap(ethernet)` is one push carrying what the set-fields
+/// between wrote; `decap()` twice is one pop and a second pass; a bare NSH packet
+/// goes nowhere; `dec_nsh_ttl` stops at 1.
+#[test]
+fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
+    let backer = Backer::new();
+    let (a, o) = Ofproto::join(
+        &backer,
+        "br",
+        pipeline(&[
+            "table=0,priority=100,in_port=1,ip,actions=encap(nsh(md_type=1)),set_field:0x1234->nsh_spi,set_field:254->nsh_si,set_field:0x11223344->nsh_c2,dec_nsh_ttl,encap(ethernet),set_field:02:00:00:00:00:09->eth_dst,output:2",
+            "table=0,priority=200,in_port=1,udp,actions=encap(nsh),output:2",
+            "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=254,nsh_c1=0xabc,actions=dec_nsh_ttl,decap(),decap(),output:1",
+            "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=253,actions=decap(),output:1",
+            "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=252,actions=decap(),decap(),goto_table:1",
+            "table=1,in_port=2,udp,actions=output:1",
+        ]),
+    )
+    .unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 1, 1).unwrap();
+    backer.set_port(a, 2, 2).unwrap();
+    let mut tcp = udp_from(1, 1, 2);
+    tcp.nw_proto = 6;
+    let pushed = backer.translate(&tcp, 0, false);
+    assert_eq!(
+        pushed.actions,
+        vec![
+            DpAction::PushNsh {
+                flags: 0,
+                ttl: 62,
+                md_type: 1,
+                next_proto: 3,
+                path: 0x1234 << 8 | 254,
+            },
+            DpAction::SetField(FieldWrite::Nsh(NshField::Context(1), 0x1122_3344)),
+            DpAction::SetDlDst(vsw_packet::MacAddr([2, 0, 0, 0, 0, 9])),
+            Output(2)
+        ]
+    );
+    // Without encap(ethernet) the NSH packet has no Ethernet header: not sent.
+    assert!(backer
+        .translate(&udp_from(1, 1, 2), 0, false)
+        .actions
+        .is_empty());
+    // Both decaps: the TTL written, one pop; an output sends the frame as it is.
+    assert_eq!(
+        backer
+            .translate(&nsh_from(2, 0x1234, 254, 10), 0, false)
+            .actions,
+        vec![
+            DpAction::SetField(FieldWrite::Nsh(NshField::Ttl, 9)),
+            DpAction::PopNsh,
+            Output(1)
+        ]
+    );
+    // A table after the decaps looks at the inner frame on the next pass.
+    let first = backer.translate(&nsh_from(2, 0x1234, 252, 10), 0, false);
+    let Some(id) = recirc_of(&first.actions) else {
+        panic!("{:?}", first.actions)
+    };
+    assert_eq!(first.actions, vec![DpAction::PopNsh, DpAction::Recirc(id)]);
+    let second = backer.translate(&next_pass(&udp_from(2, 2, 1), id, 0), 0, false);
+    assert_eq!(second.actions, vec![Output(1)]);
+    // TTL 1 runs out: nothing more is done.
+    assert!(backer
+        .translate(&nsh_from(2, 0x1234, 254, 1), 0, false)
+        .actions
+        .is_empty());
+    // One decap leaves NSH without Ethernet: not sent.
+    assert!(backer
+        .translate(&nsh_from(2, 0x1234, 253, 10), 0, false)
+        .actions
+        .is_empty());
 }
 
 /// A pop in a bridge a patch port led to, then its next table, and a pop in a

@@ -125,6 +125,13 @@ fn rule() -> impl Strategy<Value = String> {
         Just("push_mpls:0x8847,set_mpls_label(7),dec_mpls_ttl".to_string()),
         // A backbone header over the frame: what follows sees a PBB frame.
         Just("push_pbb:0x88e7,set_field:5->pbb_isid".to_string()),
+        // NSH over the frame, pushed with its Ethernet header at encap(ethernet);
+        // and both taken off again (a later table sees the inner frame).
+        Just(
+            "encap(nsh),set_field:0x12->nsh_spi,set_field:7->nsh_c1,encap(ethernet),dec_nsh_ttl"
+                .to_string()
+        ),
+        Just("decap(),decap()".to_string()),
         (1u32..=4).prop_map(|g| format!("group:{g}")),
         // What a clone changes stays in it.
         ((1u8..=4), (1..=PORTS))
@@ -180,8 +187,17 @@ fn rule() -> impl Strategy<Value = String> {
                     .into_iter()
                     .filter(|a| l4.is_some() || a != "mod_tp_dst:443")
                     .collect();
-                // After a push the packet is MPLS or PBB: no IP rewrite may follow it.
-                a.sort_by_key(|x| x.starts_with("push_"));
+                // After a decap the packet is of any type, after a push or an
+                // encap MPLS, PBB or NSH: no IP rewrite may follow them.
+                a.sort_by_key(|x| {
+                    if x.starts_with("decap(") {
+                        1
+                    } else if x.starts_with("push_") || x.starts_with("encap(") {
+                        2
+                    } else {
+                        0
+                    }
+                });
                 if let Some(g) = goto.filter(|g| *g > table) {
                     a.push(format!("goto_table:{g}"));
                 }
@@ -369,6 +385,24 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             DpAction::PushPbb { ethertype, itag } => buf.push_pbb(ethertype, itag),
             DpAction::PopPbb => {
                 buf.pop_pbb();
+                Ok(())
+            }
+            DpAction::PushNsh {
+                flags,
+                ttl,
+                md_type,
+                next_proto,
+                path,
+            } => buf.push_nsh_ethernet(&vsw_packet::wire::nsh::Nsh {
+                flags,
+                ttl,
+                md_type,
+                next_proto,
+                path,
+                context: [0; 4],
+            }),
+            DpAction::PopNsh => {
+                buf.pop_nsh_ethernet();
                 Ok(())
             }
             DpAction::DecMplsTtl => buf.dec_mpls_ttl(),

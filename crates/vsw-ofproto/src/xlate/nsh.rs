@@ -1,0 +1,227 @@
+//! NSH in translation: Open vSwitch's generic `encap(nsh)`, `encap(ethernet)`,
+//! `decap()` and `dec_nsh_ttl`.
+//!
+//! Between an `encap(nsh)` and its `encap(ethernet)`, or between the two
+//! `decap()`s, the packet is NSH without an Ethernet header (Open vSwitch's
+//! packet type (1,0x894f)). vsw's datapath never holds such a frame: as Open
+//! vSwitch commits its pending encap and decap lazily, translation keeps the NSH
+//! header in the key (its set-fields and TTL too) and pushes Ethernet and NSH in
+//! one action at `encap(ethernet)`, and pops both at the second `decap()`. Nothing
+//! sends a bare NSH packet out (Open vSwitch drops it at a port of Ethernet too).
+
+use vsw_datapath::DpAction;
+use vsw_flow::{Action, Encap};
+use vsw_packet::key::{NSH_NP_SHIFT, NSH_TTL_SHIFT};
+use vsw_packet::rewrite::{FieldWrite, NshField};
+use vsw_packet::wire::nsh::{Nsh, DEFAULT_TTL, MD_TYPE1, NP_ETHERNET};
+use vsw_packet::{EtherType, FlowKey, MacAddr};
+
+use super::{Ctx, Popped};
+
+/// Where an NSH field's write sorts among its kind in an action set.
+pub(super) fn field_index(f: NshField) -> u8 {
+    match f {
+        NshField::Flags => 0,
+        NshField::Ttl => 1,
+        NshField::Spi => 2,
+        NshField::Si => 3,
+        NshField::Context(i) => 4 + i.min(3),
+    }
+}
+
+/// The key as the packet is after the write of `v` to `f`.
+pub(super) fn write_key(k: &mut FlowKey, f: NshField, v: u32) {
+    let mut h = k.nsh();
+    match f {
+        NshField::Flags => h.flags = v as u8,
+        NshField::Ttl => h.ttl = v as u8 & 0x3f,
+        NshField::Spi => h.path = (v << 8) | (h.path & 0xff),
+        NshField::Si => h.path = (h.path & !0xff) | (v & 0xff),
+        NshField::Context(i) if h.md_type == MD_TYPE1 => h.context[usize::from(i.min(3))] = v,
+        NshField::Context(_) => {}
+    }
+    k.set_nsh(&h);
+}
+
+/// Whether `a` sends the packet out of the bridge as it is (which a bare NSH
+/// packet may not be).
+pub(super) fn sends(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::Output(_)
+            | Action::InPort
+            | Action::OutputTrunc { .. }
+            | Action::OutputReg { .. }
+            | Action::Flood
+            | Action::Normal
+            | Action::Group(_)
+            | Action::Controller { .. }
+    )
+}
+
+/// The bits of the key's `nw_dst` an NSH base field takes.
+fn base_bits(shift: u32) -> u128 {
+    0xff << shift
+}
+
+impl Ctx<'_, '_> {
+    /// Fails the translation (the packet is dropped and counted): `why` in the
+    /// trace, the error's words in the log.
+    fn nsh_refused(&mut self, table: u8, why: String) {
+        self.step(table, format!("{why}: dropped"));
+        self.out.error = Some(super::XlateError::Nsh(
+            "an encap or decap vsw does not carry (the trace says which)",
+        ));
+    }
+
+    pub(super) fn encap(&mut self, e: Encap, table: u8) {
+        match (e, self.popped) {
+            (Encap::Nsh { md_type }, Popped::Nothing) => {
+                // Whatever the frame was, it is behind the header now: the key
+                // holds the header's defaults (Open vSwitch's) and the pipeline's
+                // and tunnel's fields, nothing of the frame.
+                let k = &mut self.key;
+                k.packet = FlowKey {
+                    in_port: k.in_port,
+                    recirc_id: k.recirc_id,
+                    metadata: k.metadata,
+                    tun_id: k.tun_id,
+                    tun_src: k.tun_src,
+                    tun_dst: k.tun_dst,
+                    tun_metadata0: k.tun_metadata0,
+                    tun_flags: k.tun_flags,
+                    dl_type: EtherType::NSH,
+                    ..FlowKey::default()
+                };
+                k.set_nsh(&Nsh {
+                    flags: 0,
+                    ttl: DEFAULT_TTL,
+                    md_type: md_type.unwrap_or(MD_TYPE1),
+                    next_proto: NP_ETHERNET,
+                    path: 0xff,
+                    context: [0; 4],
+                });
+                self.popped = Popped::NshPending;
+            }
+            (Encap::Nsh { .. }, p) => self.nsh_refused(
+                table,
+                format!(
+                    "encap(nsh) after {}: NSH in front of a packet that is not Ethernet \
+                     is not built",
+                    p.action()
+                ),
+            ),
+            (Encap::Ethernet, Popped::NshPending) => {
+                let h = self.key.nsh();
+                self.emit(DpAction::PushNsh {
+                    flags: h.flags,
+                    ttl: h.ttl,
+                    md_type: h.md_type,
+                    next_proto: h.next_proto,
+                    path: h.path,
+                });
+                if h.md_type == MD_TYPE1 {
+                    for (i, c) in h.context.iter().enumerate().filter(|(_, c)| **c != 0) {
+                        self.emit(DpAction::SetField(FieldWrite::Nsh(
+                            NshField::Context(i as u8),
+                            *c,
+                        )));
+                    }
+                }
+                (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
+                self.popped = Popped::Nothing;
+            }
+            (Encap::Ethernet, Popped::EthernetDecapped) => {
+                // The frame still has the Ethernet header decap() left on it: a
+                // new one is that one with Open vSwitch's zero addresses.
+                (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
+                self.emit(DpAction::SetDlSrc(MacAddr::ZERO));
+                self.emit(DpAction::SetDlDst(MacAddr::ZERO));
+                self.popped = Popped::Nothing;
+            }
+            (Encap::Ethernet, _) => self.nsh_refused(
+                table,
+                "encap(ethernet) of a packet that has an Ethernet header".into(),
+            ),
+        }
+    }
+
+    pub(super) fn decap(&mut self, table: u8) {
+        match self.popped {
+            Popped::Nothing => {
+                self.mask.dl_type = u16::MAX;
+                if self.key.dl_type != EtherType::NSH {
+                    let t = self.key.dl_type;
+                    return self.nsh_refused(
+                        table,
+                        format!(
+                            "decap() of an Ethernet packet of type 0x{t:04x}: vsw's bridges \
+                             carry Ethernet and NSH, not bare IP"
+                        ),
+                    );
+                }
+                self.mask.vlan_tci |= super::VLAN_CFI;
+                if self.key.vlan_tci & super::VLAN_CFI != 0 {
+                    return self.nsh_refused(
+                        table,
+                        "decap() of an Ethernet header with a VLAN tag".into(),
+                    );
+                }
+                (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
+                self.popped = Popped::EthernetDecapped;
+            }
+            Popped::EthernetDecapped => {
+                self.mask.nw_dst |= base_bits(NSH_NP_SHIFT);
+                let np = self.key.nsh().next_proto;
+                if np != NP_ETHERNET {
+                    return self.nsh_refused(
+                        table,
+                        format!(
+                            "decap() of NSH carrying next protocol {np}: vsw's bridges carry \
+                             Ethernet frames only"
+                        ),
+                    );
+                }
+                self.emit(DpAction::PopNsh);
+                // What the header carried is new to the key: a recirculation
+                // shows it to whatever looks next.
+                let k = &mut self.key;
+                k.packet = FlowKey {
+                    in_port: k.in_port,
+                    recirc_id: k.recirc_id,
+                    metadata: k.metadata,
+                    tun_id: k.tun_id,
+                    tun_src: k.tun_src,
+                    tun_dst: k.tun_dst,
+                    tun_metadata0: k.tun_metadata0,
+                    tun_flags: k.tun_flags,
+                    ..FlowKey::default()
+                };
+                self.popped = Popped::Nsh;
+            }
+            p => self.nsh_refused(table, format!("decap() after {} is not built", p.action())),
+        }
+    }
+
+    pub(super) fn dec_nsh_ttl(&mut self, table: u8) {
+        self.mask.dl_type = u16::MAX;
+        if self.key.dl_type != EtherType::NSH {
+            return;
+        }
+        self.mask.nw_dst |= base_bits(NSH_TTL_SHIFT);
+        let ttl = self.key.nsh().ttl;
+        if ttl <= 1 {
+            // Open vSwitch sends it to the controllers (invalid_ttl); vsw has no
+            // such reason yet: the action list stops and the packet goes no
+            // further, as after dec_ttl.
+            self.step(table, format!("dec_nsh_ttl: TTL {ttl} ran out: stop"));
+            self.exiting = true;
+            return;
+        }
+        let w = FieldWrite::Nsh(NshField::Ttl, u32::from(ttl - 1));
+        super::write_key(&mut self.key, w);
+        if self.popped != Popped::NshPending {
+            self.emit(DpAction::SetField(w));
+        }
+    }
+}
