@@ -400,10 +400,16 @@ pub fn meter_config_from_vsw(m: &vsw_flow::MeterSpec) -> MeterConfigEntry {
     }
 }
 
+/// A note naming an action vsw has no OpenFlow form for (`vsw: ACTION`).
+fn no_openflow_form(a: &VswAction) -> Action {
+    Action::Nx(NxAction::Note(format!("vsw: {a}").into_bytes()))
+}
+
 /// A set-field write as OpenFlow says it: a set-field of the OXM field, or (TTLs,
 /// which OpenFlow 1.3 has no field for) an action of its own.
 fn field_write(w: &FieldWrite) -> Action {
     match *w {
+        FieldWrite::Nsh(..) => no_openflow_form(&VswAction::SetField(*w)),
         FieldWrite::CopyTtlOut => Action::CopyTtlOut,
         FieldWrite::CopyTtlIn => Action::CopyTtlIn,
         FieldWrite::NwTtl(t) => Action::SetNwTtl(t),
@@ -641,6 +647,12 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 reg2: false,
             })),
             VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
+            // NSH has no OpenFlow form in vsw yet (Open vSwitch's NXAST_ENCAP,
+            // NXAST_DECAP and its experimenter OXMs): a note says what is there,
+            // so that a dump does not hide it (its set-fields: `field_write`).
+            VswAction::Encap(_) | VswAction::Decap(_) | VswAction::DecNshTtl => {
+                apply.push(no_openflow_form(a))
+            }
             VswAction::Sample(sa) => apply.push(Action::Nx(NxAction::Sample {
                 // As Open vSwitch: the oldest form that says it all.
                 subtype: match (sa.sampling_port, sa.direction) {
