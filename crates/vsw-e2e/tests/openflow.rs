@@ -1156,6 +1156,54 @@ fn pbb_headers_are_pushed_matched_and_popped_between_namespaces() {
     assert_eq!(d.all_flows().len(), flows.len());
 }
 
+/// NSH as a service function chain's classifier and last hop use it: pings
+/// from each side are wrapped in NSH and Ethernet (`encap(nsh)` … `encap(ethernet)`),
+/// matched by their path, index and context in the next table, unwrapped
+/// (`decap()` twice) and sent on — one way after a recirculation (a table looks
+/// at the inner frame), the other straight out. Pings cross both ways only if
+/// the frame comes out of NSH whole.
+#[test]
+fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
+    let _g = serial();
+    let d = Vswd::start();
+    of13(&d, &["del-flows"]);
+    let (h1, h2) = two_hosts(&d);
+    let flows = [
+        "table=0,priority=0,actions=NORMAL",
+        "table=0,priority=10,ip,in_port=1,actions=encap(nsh(md_type=1)),set_field:0x123->nsh_spi,set_field:0xabc->nsh_c1,encap(ethernet),goto_table:1",
+        "table=0,priority=10,ip,in_port=2,actions=encap(nsh),set_field:0x456->nsh_spi,set_field:7->nsh_si,encap(ethernet),goto_table:1",
+        "table=1,priority=10,dl_type=0x894f,nsh_mdtype=1,nsh_np=3,nsh_spi=0x123,nsh_si=255,nsh_c1=0xabc,actions=dec_nsh_ttl,decap(),decap(),goto_table:2",
+        "table=1,priority=10,dl_type=0x894f,nsh_ttl=63,nsh_spi=0x456,nsh_si=7,actions=decap(),decap(),output:1",
+        "table=2,priority=10,icmp,actions=output:2",
+    ];
+    for flow in flows {
+        d.ctl_ok(&["add-flow", flow]);
+    }
+    assert!(h1.ping(&h2, 3), "{}", d.ctl_ok(&["dump-flows"]));
+    let all = d.all_flows();
+    for needle in ["nsh_spi=0x123", "nsh_spi=0x456", "icmp"] {
+        let f = all.iter().find(|f| f.matching.contains(needle));
+        assert!(f.is_some_and(|f| f.n_packets >= 3), "{needle}: {all:#?}");
+    }
+    let dp = d.ctl_ok(&["dump-dp-flows"]);
+    assert!(
+        dp.contains("push_nsh(flags=0,ttl=63,mdtype=1,np=3,spi=0x123,si=255)"),
+        "{dp}"
+    );
+    assert!(dp.contains("set(nsh(c1=0xabc))"), "{dp}");
+    assert!(dp.contains("set(nsh(ttl=62))"), "{dp}");
+    assert!(
+        dp.contains("pop_eth,pop_nsh()") && dp.contains("recirc("),
+        "{dp}"
+    );
+    // An NSH field needs NSH where it is written: refused, the tables as they were.
+    let out = d.ctl(&["add-flow", "table=3,ip,actions=set_field:1->nsh_si"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs dl_type=0x894f"), "{err}");
+    assert_eq!(d.all_flows().len(), flows.len());
+}
+
 /// `check_pkt_larger` as OVN uses it for a gateway's MTU: the datapath decides by
 /// each packet's length. Pings of 100 bytes cross; of 1,000 bytes, which the rule
 /// sends elsewhere, do not — over the same datapath flow.
