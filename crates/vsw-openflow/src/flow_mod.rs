@@ -329,11 +329,8 @@ impl Action {
             | Action::PopPbb
             | Action::PopVlan => out.extend_from_slice(&[0; 4]),
             Action::SetField(f) => {
-                let (class, number) = crate::oxm::wire_id(f.field);
-                out.extend_from_slice(&class.to_be_bytes());
                 let mask = f.mask.as_deref().unwrap_or_default();
-                out.push((number << 1) | u8::from(f.mask.is_some()));
-                out.push((f.value.len() + mask.len()) as u8);
+                crate::oxm::put_header(out, f.field, f.mask.is_some(), f.value.len() + mask.len());
                 out.extend_from_slice(&f.value);
                 out.extend_from_slice(mask);
             }
@@ -437,20 +434,19 @@ impl Action {
                     Action::Meter(b.u32().ok_or(BadFlowMod::BadActionLen)?)
                 }
                 25 => {
-                    let class = b.u16().ok_or(BadFlowMod::BadSetField)?;
-                    let fh = b.u8().ok_or(BadFlowMod::BadSetField)?;
-                    let flen = usize::from(b.u8().ok_or(BadFlowMod::BadSetField)?);
-                    let payload = b.bytes(flen).ok_or(BadFlowMod::BadSetField)?;
-                    let def = crate::oxm::field_of_wire(class, fh >> 1)
+                    let f = crate::oxm::read_field(&mut b).ok_or(BadFlowMod::BadSetField)?;
+                    let def = f
+                        .field
                         .and_then(crate::oxm::field_def)
                         .ok_or(BadFlowMod::BadSetField)?;
                     // A value of the field's length (and a mask as long, which
                     // OpenFlow 1.5 allows), padding only after.
-                    let masked = fh & 1 != 0;
+                    let (masked, payload) = (f.hasmask, f.payload);
+                    let flen = payload.len();
                     let value_len = if masked { flen / 2 } else { flen };
                     if (masked && (flen % 2 != 0 || !def.maskable))
                         || !def.takes_len(value_len)
-                        || len != (4 + 4 + flen).div_ceil(8) * 8
+                        || len != (4 + f.wire_len).div_ceil(8) * 8
                     {
                         return Err(BadFlowMod::BadSetField);
                     }

@@ -9,7 +9,7 @@
 use vsw_flow::subfield::{ones, Field};
 use vsw_flow::{Action as VswAction, Match};
 use vsw_packet::key::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
-use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::rewrite::{FieldWrite, NshField};
 use vsw_packet::wire::mpls;
 use vsw_packet::{EtherType, MacAddr};
 
@@ -24,14 +24,17 @@ use crate::meter_mod::{
     MeterConfigEntry, OfBand, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS,
     OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::nx_action::{nxm_header, port_to_16, FieldCopy, NxAction, OFPP10_IN_PORT};
+use crate::nx_action::{
+    nxm_header, port_to_16, FieldCopy, NxAction, OFPP10_IN_PORT, PT_ETH, PT_NSH, PT_USE_NEXT_PROTO,
+};
 use crate::nx_learn::{
     LearnAction, LearnDst, LearnSpecWire, LearnSrc, NX_LEARN_F_DELETE_LEARNED,
     NX_LEARN_F_SEND_FLOW_REM,
 };
 use crate::oxm::{
-    OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
-    TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0,
+    OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NSH_C1, NSH_FLAGS, NSH_MDTYPE, NSH_NP,
+    NSH_SI, NSH_SPI, NSH_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC,
+    TUN_METADATA0,
 };
 use crate::version::Version;
 
@@ -180,6 +183,45 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
         Some(EtherType::PBB) => {
             let isid = |l: u32| u128::from(l & vsw_packet::wire::pbb::ISID_MASK);
             f.push(field(37, isid(v.label), isid(k.label), 3, true));
+        }
+        // In the order Open vSwitch prints them.
+        Some(EtherType::NSH) => {
+            let (hv, hk) = (v.nsh(), k.nsh());
+            let ttl_mask = if hk.ttl != 0 { 0xff } else { 0 };
+            f.push(field(NSH_FLAGS, hv.flags.into(), hk.flags.into(), 1, true));
+            f.push(field(NSH_TTL, hv.ttl.into(), ttl_mask, 1, false));
+            f.push(field(
+                NSH_MDTYPE,
+                hv.md_type.into(),
+                hk.md_type.into(),
+                1,
+                false,
+            ));
+            f.push(field(
+                NSH_NP,
+                hv.next_proto.into(),
+                hk.next_proto.into(),
+                1,
+                false,
+            ));
+            f.push(field(
+                NSH_SPI,
+                (hv.path >> 8).into(),
+                (hk.path >> 8).into(),
+                4,
+                false,
+            ));
+            f.push(field(
+                NSH_SI,
+                (hv.path & 0xff).into(),
+                (hk.path & 0xff).into(),
+                1,
+                false,
+            ));
+            for i in 0..4 {
+                let (cv, ck) = (hv.context[i].into(), hk.context[i].into());
+                f.push(field(NSH_C1 + i as u8, cv, ck, 4, true));
+            }
         }
         Some(EtherType::ARP | EtherType::RARP) => {
             f.push(field(21, v.nw_proto.into(), k.nw_proto.into(), 2, false));
@@ -400,16 +442,15 @@ pub fn meter_config_from_vsw(m: &vsw_flow::MeterSpec) -> MeterConfigEntry {
     }
 }
 
-/// A note naming an action vsw has no OpenFlow form for (`vsw: ACTION`).
-fn no_openflow_form(a: &VswAction) -> Action {
-    Action::Nx(NxAction::Note(format!("vsw: {a}").into_bytes()))
-}
-
 /// A set-field write as OpenFlow says it: a set-field of the OXM field, or (TTLs,
 /// which OpenFlow 1.3 has no field for) an action of its own.
 fn field_write(w: &FieldWrite) -> Action {
     match *w {
-        FieldWrite::Nsh(..) => no_openflow_form(&VswAction::SetField(*w)),
+        FieldWrite::Nsh(NshField::Flags, v) => set(NSH_FLAGS, vec![v as u8]),
+        FieldWrite::Nsh(NshField::Ttl, v) => set(NSH_TTL, vec![v as u8]),
+        FieldWrite::Nsh(NshField::Spi, v) => set(NSH_SPI, v.to_be_bytes().to_vec()),
+        FieldWrite::Nsh(NshField::Si, v) => set(NSH_SI, vec![v as u8]),
+        FieldWrite::Nsh(NshField::Context(i), v) => set(NSH_C1 + i, v.to_be_bytes().to_vec()),
         FieldWrite::CopyTtlOut => Action::CopyTtlOut,
         FieldWrite::CopyTtlIn => Action::CopyTtlIn,
         FieldWrite::NwTtl(t) => Action::SetNwTtl(t),
@@ -647,12 +688,22 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 reg2: false,
             })),
             VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
-            // NSH has no OpenFlow form in vsw yet (Open vSwitch's NXAST_ENCAP,
-            // NXAST_DECAP and its experimenter OXMs): a note says what is there,
-            // so that a dump does not hide it (its set-fields: `field_write`).
-            VswAction::Encap(_) | VswAction::Decap(_) | VswAction::DecNshTtl => {
-                apply.push(no_openflow_form(a))
-            }
+            VswAction::Encap(e) => apply.push(Action::Nx(match *e {
+                vsw_flow::Encap::Ethernet => NxAction::Encap {
+                    packet_type: PT_ETH,
+                    md_type: None,
+                },
+                vsw_flow::Encap::Nsh { md_type } => NxAction::Encap {
+                    packet_type: PT_NSH,
+                    md_type,
+                },
+            })),
+            VswAction::Decap(t) => apply.push(Action::Nx(NxAction::Decap(
+                t.map_or(PT_USE_NEXT_PROTO, |(ns, t)| {
+                    u32::from(ns) << 16 | u32::from(t)
+                }),
+            ))),
+            VswAction::DecNshTtl => apply.push(Action::Nx(NxAction::DecNshTtl)),
             VswAction::Sample(sa) => apply.push(Action::Nx(NxAction::Sample {
                 // As Open vSwitch: the oldest form that says it all.
                 subtype: match (sa.sampling_port, sa.direction) {

@@ -46,6 +46,19 @@ pub const NXAST_SET_MPLS_TTL: u16 = 25;
 pub const NXAST_DEC_MPLS_TTL: u16 = 26;
 pub const NXAST_SET_MPLS_LABEL: u16 = 30;
 pub const NXAST_SET_MPLS_TC: u16 = 31;
+/// Open vSwitch's generic encapsulation: `encap(…)`, `decap(…)`, `dec_nsh_ttl`.
+pub const NXAST_ENCAP: u16 = 46;
+pub const NXAST_DECAP: u16 = 47;
+pub const NXAST_DEC_NSH_TTL: u16 = 48;
+/// Packet types (namespace << 16 | type): Ethernet, NSH, and `decap()`'s "what
+/// the header's next protocol says".
+pub const PT_ETH: u32 = 0;
+pub const PT_NSH: u32 = 0x0001_894f;
+pub const PT_USE_NEXT_PROTO: u32 = 0x0000_fffe;
+/// An encap property: class NSH (OFPPPC_NSH), types MD type and TLV.
+const OFPPPC_NSH: u16 = 4;
+const OFPPPT_PROP_NSH_MDTYPE: u8 = 1;
+const OFPPPT_PROP_NSH_TLV: u8 = 2;
 
 /// NXAST_CONTROLLER2's properties.
 const NXAC2PT_MAX_LEN: u16 = 0;
@@ -273,6 +286,17 @@ pub enum NxAction {
     DecMplsTtl,
     SetMplsLabel(u32),
     SetMplsTc(u8),
+    /// `encap(ethernet)`, `encap(nsh)`, `encap(nsh(md_type=N))` (NXAST_ENCAP):
+    /// header size 0, the new packet type, and the MD type property when given.
+    Encap {
+        packet_type: u32,
+        md_type: Option<u8>,
+    },
+    /// `decap()` ([`PT_USE_NEXT_PROTO`]) or `decap(packet_type(…))`
+    /// (NXAST_DECAP): 2 pad bytes and the packet type, 16 bytes in all.
+    Decap(u32),
+    /// `dec_nsh_ttl` (NXAST_DEC_NSH_TTL): 6 pad bytes.
+    DecNshTtl,
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -310,6 +334,9 @@ impl NxAction {
             NxAction::PopMpls(_) => NXAST_POP_MPLS,
             NxAction::SetMplsTtl(_) => NXAST_SET_MPLS_TTL,
             NxAction::DecMplsTtl => NXAST_DEC_MPLS_TTL,
+            NxAction::Encap { .. } => NXAST_ENCAP,
+            NxAction::Decap(_) => NXAST_DECAP,
+            NxAction::DecNshTtl => NXAST_DEC_NSH_TTL,
             NxAction::SetMplsLabel(_) => NXAST_SET_MPLS_LABEL,
             NxAction::SetMplsTc(_) => NXAST_SET_MPLS_TC,
             NxAction::Multipath { .. } => NXAST_MULTIPATH,
@@ -368,11 +395,8 @@ impl NxAction {
                 out.extend_from_slice(&value.to_be_bytes());
             }
             NxAction::RegLoad2(f) => {
-                let (class, number) = crate::oxm::wire_id(f.field);
                 let mask = f.mask.as_deref().unwrap_or_default();
-                out.extend_from_slice(&class.to_be_bytes());
-                out.push((number << 1) | u8::from(f.mask.is_some()));
-                out.push((f.value.len() + mask.len()) as u8);
+                crate::oxm::put_header(out, f.field, f.mask.is_some(), f.value.len() + mask.len());
                 out.extend_from_slice(&f.value);
                 out.extend_from_slice(mask);
             }
@@ -399,8 +423,24 @@ impl NxAction {
                 out.extend_from_slice(&max_len.to_be_bytes());
                 out.extend_from_slice(&src.to_be_bytes());
             }
-            NxAction::Exit | NxAction::PopQueue | NxAction::DecMplsTtl => {
+            NxAction::Exit | NxAction::PopQueue | NxAction::DecMplsTtl | NxAction::DecNshTtl => {
                 out.extend_from_slice(&[0; 6])
+            }
+            NxAction::Encap {
+                packet_type,
+                md_type,
+            } => {
+                out.extend_from_slice(&0u16.to_be_bytes());
+                out.extend_from_slice(&packet_type.to_be_bytes());
+                if let Some(t) = md_type {
+                    // Its length, 5, does not count the padding to 8.
+                    out.extend_from_slice(&OFPPPC_NSH.to_be_bytes());
+                    out.extend_from_slice(&[OFPPPT_PROP_NSH_MDTYPE, 5, *t, 0, 0, 0]);
+                }
+            }
+            NxAction::Decap(packet_type) => {
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&packet_type.to_be_bytes());
             }
             NxAction::FinTimeout { idle, hard } => {
                 out.extend_from_slice(&idle.to_be_bytes());
@@ -703,19 +743,18 @@ impl NxAction {
                 }
             }
             NXAST_REG_LOAD2 => {
-                let class = b.u16().ok_or(BadNxAction::Len)?;
-                let fh = b.u8().ok_or(BadNxAction::Len)?;
-                let flen = usize::from(b.u8().ok_or(BadNxAction::Len)?);
-                let payload = b.bytes(flen).ok_or(BadNxAction::Len)?;
+                let f = crate::oxm::read_field(&mut b).ok_or(BadNxAction::Len)?;
                 // Padding to 8 bytes, zero, and no more.
-                if len != (10 + 4 + flen).div_ceil(8) * 8 {
+                if len != (10 + f.wire_len).div_ceil(8) * 8 {
                     return Err(BadNxAction::Len);
                 }
                 zero(Some(b.rest()))?;
-                let def = crate::oxm::field_of_wire(class, fh >> 1)
+                let def = f
+                    .field
                     .and_then(crate::oxm::field_def)
                     .ok_or(BadNxAction::Argument)?;
-                let masked = fh & 1 != 0;
+                let (masked, payload) = (f.hasmask, f.payload);
+                let flen = payload.len();
                 let value_len = if masked { flen / 2 } else { flen };
                 if (masked && flen % 2 != 0) || !def.takes_len(value_len) {
                     return Err(BadNxAction::Argument);
@@ -889,10 +928,54 @@ impl NxAction {
                     NxAction::SetMplsTc(n)
                 }
             }
-            NXAST_DEC_MPLS_TTL => {
+            NXAST_DEC_MPLS_TTL | NXAST_DEC_NSH_TTL => {
                 fixed(16)?;
                 zero(b.bytes(6))?;
-                NxAction::DecMplsTtl
+                if subtype == NXAST_DEC_MPLS_TTL {
+                    NxAction::DecMplsTtl
+                } else {
+                    NxAction::DecNshTtl
+                }
+            }
+            NXAST_DECAP => {
+                fixed(16)?;
+                b.bytes(2).ok_or(BadNxAction::Len)?;
+                NxAction::Decap(b.u32().ok_or(BadNxAction::Len)?)
+            }
+            NXAST_ENCAP => {
+                if len < 16 || !len.is_multiple_of(8) {
+                    return Err(BadNxAction::Len);
+                }
+                b.u16().ok_or(BadNxAction::Len)?;
+                let packet_type = b.u32().ok_or(BadNxAction::Len)?;
+                // Ethernet and NSH: what vsw pushes (MPLS's types are Open
+                // vSwitch's too, not vsw's).
+                if !matches!(packet_type, PT_ETH | PT_NSH) {
+                    return Err(BadNxAction::Argument);
+                }
+                let mut md_type = None;
+                while !b.is_empty() {
+                    let class = b.u16().ok_or(BadNxAction::Len)?;
+                    let kind = b.u8().ok_or(BadNxAction::Len)?;
+                    let plen = usize::from(b.u8().ok_or(BadNxAction::Len)?);
+                    let body = b
+                        .bytes((plen.max(4).div_ceil(8) * 8).saturating_sub(4))
+                        .ok_or(BadNxAction::Len)?;
+                    match (class, kind) {
+                        (OFPPPC_NSH, OFPPPT_PROP_NSH_MDTYPE)
+                            if packet_type == PT_NSH && (5..=8).contains(&plen) =>
+                        {
+                            md_type = Some(body[0]);
+                        }
+                        // MD type 2 metadata (OFPPPT_PROP_NSH_TLV) is not built.
+                        (OFPPPC_NSH, OFPPPT_PROP_NSH_TLV) => return Err(BadNxAction::Argument),
+                        _ => return Err(BadNxAction::Argument),
+                    }
+                }
+                NxAction::Encap {
+                    packet_type,
+                    md_type,
+                }
             }
             NXAST_SET_MPLS_LABEL => {
                 fixed(16)?;
@@ -923,5 +1006,58 @@ pub fn port_to_16(p: u32) -> Option<u16> {
         p if p < 0xff00 => u16::try_from(p).ok(),
         p if p >= 0xffff_ff00 => u16::try_from(p & 0xffff).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::flow_mod::Action;
+    use crate::nx_action::{NxAction, PT_ETH, PT_NSH, PT_USE_NEXT_PROTO};
+
+    fn wire(a: NxAction) -> Vec<u8> {
+        let mut out = Vec::new();
+        Action::Nx(a).encode(&mut out);
+        out
+    }
+
+    /// The bytes Open vSwitch's own tests give for each (tests/ofp-actions.at).
+    #[test]
+    fn encap_decap_and_dec_nsh_ttl_are_open_vswitchs_bytes() {
+        let hex = |s: &str| {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect::<Vec<u8>>()
+        };
+        for (a, bytes) in [
+            (
+                NxAction::Encap {
+                    packet_type: PT_NSH,
+                    md_type: Some(1),
+                },
+                "ffff001800002320002e00000001894f0004010501000000",
+            ),
+            (
+                NxAction::Encap {
+                    packet_type: PT_ETH,
+                    md_type: None,
+                },
+                "ffff001000002320002e000000000000",
+            ),
+            (
+                NxAction::Decap(PT_USE_NEXT_PROTO),
+                "ffff001000002320002f00000000fffe",
+            ),
+            (NxAction::DecNshTtl, "ffff0010000023200030000000000000"),
+        ] {
+            let w = wire(a.clone());
+            assert_eq!(w, hex(bytes), "{a:?}");
+            assert_eq!(Action::decode_list(&w).unwrap(), vec![Action::Nx(a)]);
+        }
+        // MD type 2 metadata (a TLV property) and MPLS's packet type: refused.
+        let tlv = hex("ffff002000002320002e00000001894f000402101000040a041234567800000000");
+        assert!(Action::decode_list(&tlv).is_err());
+        let mpls = hex("ffff001000002320002e000000018847");
+        assert!(Action::decode_list(&mpls).is_err());
     }
 }

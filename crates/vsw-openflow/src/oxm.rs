@@ -60,6 +60,24 @@ pub const NXM0_CLASS: u16 = 0x0000;
 pub const NXM0_BASE: u8 = 110;
 /// NXM_OF_IN_PORT.
 pub const NXM_IN_PORT: u8 = NXM0_BASE;
+/// The experimenter class: the field's number is the experimenter's, whose ID
+/// follows the header (and counts in its length).
+pub const OFPXMC_EXPERIMENTER: u16 = 0xffff;
+/// Open vSwitch's NSH fields (NXOXM_NSH): `nsh_flags` is its field 1, `nsh_mdtype`
+/// 2, `nsh_np` 3, `nsh_spi` 4, `nsh_si` 5, `nsh_c1`–`nsh_c4` 6–9, `nsh_ttl` 10.
+pub const NXOXM_NSH: u32 = 0x005a_d650;
+/// vsw numbers NSH field `n` as `NSH_BASE + n`: above every basic field OpenFlow
+/// defines (to 44), which the basic class is read up to.
+pub const NSH_BASE: u8 = 80;
+pub const NSH_FLAGS: u8 = NSH_BASE + 1;
+pub const NSH_MDTYPE: u8 = NSH_BASE + 2;
+pub const NSH_NP: u8 = NSH_BASE + 3;
+pub const NSH_SPI: u8 = NSH_BASE + 4;
+pub const NSH_SI: u8 = NSH_BASE + 5;
+pub const NSH_C1: u8 = NSH_BASE + 6;
+pub const NSH_TTL: u8 = NSH_BASE + 10;
+/// The basic class's numbers read as its own (OpenFlow 1.5 defines 0–44).
+const BASIC_END: u8 = 45;
 
 impl OxmFieldDef {
     /// Whether a value of `n` bytes is one of this field: its length, or for a field
@@ -73,9 +91,12 @@ impl OxmFieldDef {
     }
 }
 
-/// A field's class and number as they go on the wire.
+/// A field's class and number as they go on the wire (an experimenter field's
+/// experimenter: [`experimenter_of`]).
 pub fn wire_id(field: u8) -> (u16, u8) {
-    if field >= NXM1_BASE {
+    if (NSH_FLAGS..=NSH_TTL).contains(&field) {
+        (OFPXMC_EXPERIMENTER, field - NSH_BASE)
+    } else if field >= NXM1_BASE {
         (NXM1_CLASS, field - NXM1_BASE)
     } else if (XREG0..XREG0 + 8).contains(&field) {
         (PACKET_REGS_CLASS, field - XREG0)
@@ -89,12 +110,69 @@ pub fn wire_id(field: u8) -> (u16, u8) {
 /// The field a class and number on the wire are, when vsw knows the class.
 pub fn field_of_wire(class: u16, number: u8) -> Option<u8> {
     match class {
-        OFPXMC_OPENFLOW_BASIC if number < XREG0 => Some(number),
+        OFPXMC_OPENFLOW_BASIC if number < BASIC_END => Some(number),
         NXM1_CLASS if number < NXM1_BASE => Some(NXM1_BASE + number),
         PACKET_REGS_CLASS if number < 8 => Some(XREG0 + number),
         NXM0_CLASS if number < NXM1_BASE - NXM0_BASE => Some(NXM0_BASE + number),
         _ => None,
     }
+}
+
+/// The experimenter ID an experimenter field's header carries after it.
+pub fn experimenter_of(field: u8) -> Option<u32> {
+    (NSH_FLAGS..=NSH_TTL).contains(&field).then_some(NXOXM_NSH)
+}
+
+/// The field an experimenter's ID and field number are, when vsw knows it.
+pub fn field_of_experimenter(experimenter: u32, number: u8) -> Option<u8> {
+    (experimenter == NXOXM_NSH && (1..=10).contains(&number)).then(|| NSH_BASE + number)
+}
+
+/// Writes a field's header: class, number, has-mask, the length of what follows
+/// (`payload_len`: value and mask), and for an experimenter field its ID (which
+/// the length counts).
+pub fn put_header(out: &mut Vec<u8>, field: u8, hasmask: bool, payload_len: usize) {
+    let (class, number) = wire_id(field);
+    out.extend_from_slice(&class.to_be_bytes());
+    out.push((number << 1) | u8::from(hasmask));
+    match experimenter_of(field) {
+        Some(exp) => {
+            out.push((payload_len + 4) as u8);
+            out.extend_from_slice(&exp.to_be_bytes());
+        }
+        None => out.push(payload_len as u8),
+    }
+}
+
+/// A field as read off the wire: which one (`None`: one vsw does not know), whether
+/// masked, its value and mask, and the bytes it took (header included).
+pub(crate) struct RawField<'a> {
+    pub field: Option<u8>,
+    pub hasmask: bool,
+    pub payload: &'a [u8],
+    pub wire_len: usize,
+}
+
+/// Reads one field (header, an experimenter's ID, value and mask) off `r`;
+/// `None` when the bytes end first.
+pub(crate) fn read_field<'a>(r: &mut Reader<'a>) -> Option<RawField<'a>> {
+    let class = r.u16()?;
+    let fh = r.u8()?;
+    let flen = usize::from(r.u8()?);
+    let mut payload = r.bytes(flen)?;
+    let field = if class == OFPXMC_EXPERIMENTER {
+        let (exp, rest) = payload.split_first_chunk::<4>()?;
+        payload = rest;
+        field_of_experimenter(u32::from_be_bytes(*exp), fh >> 1)
+    } else {
+        field_of_wire(class, fh >> 1)
+    };
+    Some(RawField {
+        field,
+        hasmask: fh & 1 == 1,
+        payload,
+        wire_len: 4 + flen,
+    })
 }
 
 /// `ofp_match` type: OXM (the only one from 1.2 on).
@@ -138,6 +216,7 @@ const IPV6: &[u16] = &[0x86dd];
 const ARP: &[u16] = &[0x0806, 0x8035];
 const MPLS: &[u16] = &[0x8847, 0x8848];
 const PBB: &[u16] = &[0x88e7];
+const NSH: &[u16] = &[0x894f];
 const ND_SOLICIT: u8 = 135;
 const ND_ADVERT: u8 = 136;
 
@@ -260,6 +339,16 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(XXREG0 + 1, "xxreg1", 16, true, Prereq::None),
     f(XXREG0 + 2, "xxreg2", 16, true, Prereq::None),
     f(XXREG0 + 3, "xxreg3", 16, true, Prereq::None),
+    f(NSH_FLAGS, "nsh_flags", 1, true, Prereq::EthType(NSH)),
+    f(NSH_MDTYPE, "nsh_mdtype", 1, false, Prereq::EthType(NSH)),
+    f(NSH_NP, "nsh_np", 1, false, Prereq::EthType(NSH)),
+    f(NSH_SPI, "nsh_spi", 4, false, Prereq::EthType(NSH)),
+    f(NSH_SI, "nsh_si", 1, false, Prereq::EthType(NSH)),
+    f(NSH_C1, "nsh_c1", 4, true, Prereq::EthType(NSH)),
+    f(NSH_C1 + 1, "nsh_c2", 4, true, Prereq::EthType(NSH)),
+    f(NSH_C1 + 2, "nsh_c3", 4, true, Prereq::EthType(NSH)),
+    f(NSH_C1 + 3, "nsh_c4", 4, true, Prereq::EthType(NSH)),
+    f(NSH_TTL, "nsh_ttl", 1, false, Prereq::EthType(NSH)),
 ];
 
 /// The bits a field's value may use, where fewer than its bytes hold (a value with a
@@ -276,6 +365,8 @@ pub(crate) fn value_bits(field: u8) -> Option<u32> {
         39 => Some(9),        // ipv6_exthdr: OFPIEH_NONEXT .. OFPIEH_UNSEQ
         TCP_FLAGS | NX_TCP_FLAGS => Some(12),
         IP_FRAG => Some(2),
+        NSH_SPI => Some(24),
+        NSH_TTL => Some(6),
         _ => None,
     }
 }
@@ -384,12 +475,8 @@ impl OxmMatch {
     /// The fields alone, each header, value and mask (NXT_PACKET_IN2's metadata).
     pub fn encode_fields(&self, out: &mut Vec<u8>) {
         for f in &self.fields {
-            let (class, number) = wire_id(f.field);
-            out.extend_from_slice(&class.to_be_bytes());
-            let hasmask = f.mask.is_some();
-            out.push((number << 1) | u8::from(hasmask));
             let len = f.value.len() + f.mask.as_ref().map_or(0, Vec::len);
-            out.push(len as u8);
+            put_header(out, f.field, f.mask.is_some(), len);
             out.extend_from_slice(&f.value);
             if let Some(m) = &f.mask {
                 out.extend_from_slice(m);
@@ -408,7 +495,7 @@ impl OxmMatch {
             .bytes(len.checked_sub(4).ok_or(BadMatch::BadLen)?)
             .ok_or(BadMatch::BadLen)?;
         r.bytes(len.div_ceil(8) * 8 - len).ok_or(BadMatch::BadLen)?;
-        OxmMatch::checked(decode_fields(body, field_of_wire)?)
+        OxmMatch::checked(decode_fields(body)?)
     }
 
     /// `fields` as one match: none given twice, each with what it needs in the rest
@@ -440,21 +527,14 @@ impl OxmMatch {
 }
 
 /// The type-length-value fields of `body` (a match without its header and
-/// padding), each named through `name` (which field a class and number are) and
-/// checked against its definition: length, mask, value bits.
-pub(crate) fn decode_fields(
-    body: &[u8],
-    name: impl Fn(u16, u8) -> Option<u8>,
-) -> Result<Vec<OxmField>, BadMatch> {
+/// padding), each checked against its definition: length, mask, value bits.
+pub(crate) fn decode_fields(body: &[u8]) -> Result<Vec<OxmField>, BadMatch> {
     let mut fields = Reader::new(body);
     let mut out = Vec::new();
     while !fields.is_empty() {
-        let class = fields.u16().ok_or(BadMatch::BadLen)?;
-        let fh = fields.u8().ok_or(BadMatch::BadLen)?;
-        let flen = usize::from(fields.u8().ok_or(BadMatch::BadLen)?);
-        let payload = fields.bytes(flen).ok_or(BadMatch::BadLen)?;
-        let field = name(class, fh >> 1).ok_or(BadMatch::BadField)?;
-        out.push(checked_field(field, fh & 1 == 1, payload)?);
+        let f = read_field(&mut fields).ok_or(BadMatch::BadLen)?;
+        let field = f.field.ok_or(BadMatch::BadField)?;
+        out.push(checked_field(field, f.hasmask, f.payload)?);
     }
     Ok(out)
 }
@@ -630,6 +710,46 @@ mod tests {
         let mut other_class = wire;
         other_class[5] = 0x02;
         assert_eq!(OxmMatch::decode_from(&other_class), Err(BadMatch::BadField));
+    }
+
+    #[test]
+    fn nsh_fields_are_open_vswitchs_experimenter_fields() {
+        let m = OxmMatch {
+            fields: vec![
+                field(5, &[0x89, 0x4f], None),
+                field(NSH_SPI, &[0, 0, 1, 0x23], None),
+                field(NSH_C1, &[0, 0, 0x0a, 0xbc], Some(&[0, 0, 0xff, 0xff])),
+            ],
+        };
+        let mut wire = Vec::new();
+        m.encode(&mut wire);
+        // Class 0xffff, field 4, length 4 + 4, NXOXM_NSH, then the value: as
+        // Open vSwitch writes nsh_spi.
+        assert_eq!(
+            &wire[10..22],
+            &[0xff, 0xff, 4 << 1, 8, 0x00, 0x5a, 0xd6, 0x50, 0, 0, 1, 0x23]
+        );
+        assert_eq!(&wire[22..26], &[0xff, 0xff, (6 << 1) | 1, 12]);
+        assert_eq!(OxmMatch::decode_from(&wire).unwrap().0, m);
+        // Another experimenter's field 4, and NSH's without NSH.
+        let mut other = wire.clone();
+        other[17] = 0x51;
+        assert_eq!(OxmMatch::decode_from(&other), Err(BadMatch::BadField));
+        let bare = OxmMatch {
+            fields: vec![field(NSH_SI, &[255], None)],
+        };
+        let mut w = Vec::new();
+        bare.encode(&mut w);
+        assert_eq!(OxmMatch::decode_from(&w), Err(BadMatch::BadPrereq));
+        // An SPI past 24 bits; a header too short for its experimenter ID.
+        let mut big = wire.clone();
+        big[18] = 1;
+        assert_eq!(OxmMatch::decode_from(&big), Err(BadMatch::BadValue));
+        let mut short = wire;
+        short[13] = 3;
+        assert!(OxmMatch::decode_from(&short).is_err());
+        // The basic class past OpenFlow's own numbers is not read as NSH's.
+        assert_eq!(field_of_wire(OFPXMC_OPENFLOW_BASIC, NSH_SPI), None);
     }
 
     #[test]

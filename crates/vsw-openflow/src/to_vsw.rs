@@ -13,10 +13,10 @@ use std::net::Ipv4Addr;
 
 use vsw_flow::subfield::{Field, Subfield};
 use vsw_flow::{
-    Action as VswAction, AsWritten, Band, BandType, Bucket, FlowSpec, FlowSyntaxError, GroupSpec,
-    GroupType, Load, Match, MatchKey, MeterSpec, Selection,
+    Action as VswAction, AsWritten, Band, BandType, Bucket, Encap, FlowSpec, FlowSyntaxError,
+    GroupSpec, GroupType, Load, Match, MatchKey, MeterSpec, Selection,
 };
-use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::rewrite::{FieldWrite, NshField};
 use vsw_packet::{EtherType, MacAddr};
 
 use crate::as_written::{written_buckets, written_instructions, written_match};
@@ -31,13 +31,17 @@ use crate::group_mod::{
 use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
-use crate::nx_action::{nxm_header_parts, port_from_16, FieldCopy, NxAction, NX_TABLE_CURRENT};
+use crate::nx_action::{
+    nxm_header_parts, port_from_16, FieldCopy, NxAction, NX_TABLE_CURRENT, PT_ETH, PT_NSH,
+    PT_USE_NEXT_PROTO,
+};
 use crate::nx_learn::{
     LearnAction, LearnDst, LearnSrc, NX_LEARN_F_DELETE_LEARNED, NX_LEARN_F_SEND_FLOW_REM,
 };
 use crate::oxm::{
-    BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NX_TCP_FLAGS, PKT_MARK, REG0,
-    TCP_FLAGS, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
+    BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NSH_C1, NSH_FLAGS,
+    NSH_MDTYPE, NSH_NP, NSH_SI, NSH_SPI, NSH_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TCP_FLAGS,
+    TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
 };
 
 fn num(b: &[u8]) -> u128 {
@@ -77,6 +81,41 @@ fn mac_pair(f: &OxmField) -> (MacAddr, MacAddr) {
 fn mpls_part(v: &mut MatchKey, k: &mut MatchKey, val: u128, field: Field) {
     field.write(v, val);
     field.write(k, vsw_flow::subfield::ones(u32::from(field.info().bits)));
+}
+
+/// One of Open vSwitch's NSH fields, in the slots the key keeps NSH's fields in.
+fn nsh_part(
+    v: &mut MatchKey,
+    k: &mut MatchKey,
+    field: u8,
+    val: u128,
+    mask: u128,
+) -> Result<(), BadMatch> {
+    let (mut hv, mut hk) = (v.nsh(), k.nsh());
+    let (val32, mask32) = (val as u32, mask as u32);
+    match field {
+        NSH_FLAGS => (hv.flags, hk.flags) = (val as u8, mask as u8),
+        NSH_TTL => (hv.ttl, hk.ttl) = (val as u8, 0x3f),
+        // Open vSwitch takes MD types 1 and 2 only, in a match too.
+        NSH_MDTYPE if !matches!(val, 1 | 2) => return Err(BadMatch::BadValue),
+        NSH_MDTYPE => (hv.md_type, hk.md_type) = (val as u8, 0xff),
+        NSH_NP => (hv.next_proto, hk.next_proto) = (val as u8, 0xff),
+        NSH_SPI => {
+            hv.path = (hv.path & 0xff) | (val32 << 8);
+            hk.path |= 0xffff_ff00;
+        }
+        NSH_SI => {
+            hv.path = (hv.path & !0xff) | (val32 & 0xff);
+            hk.path |= 0xff;
+        }
+        c => {
+            let i = usize::from(c - NSH_C1);
+            (hv.context[i], hk.context[i]) = (val32, mask32);
+        }
+    }
+    v.set_nsh(&hv);
+    k.set_nsh(&hk);
+    Ok(())
 }
 
 /// A decoded OXM match (its fields checked by `OxmMatch::decode`) as vsw's match.
@@ -173,6 +212,7 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
                 v.pipeline.set_xxreg(n, val);
                 k.pipeline.set_xxreg(n, mask);
             }
+            n if (NSH_FLAGS..=NSH_TTL).contains(&n) => nsh_part(&mut v, &mut k, n, val, mask)?,
             _ => return Err(BadMatch::BadField),
         }
     }
@@ -275,12 +315,21 @@ fn set_field_to_vsw(f: &OxmField) -> Result<VswAction, BadFlowMod> {
         TUN_IPV4_DST => VswAction::SetTunnelDst(ipv4_of(v)),
         TUN_METADATA0 => VswAction::SetTunnelMetadata(n as u32),
         IP_TTL => w(FieldWrite::NwTtl(n as u8)),
+        NSH_FLAGS => w(FieldWrite::Nsh(NshField::Flags, n as u32)),
+        NSH_TTL => w(FieldWrite::Nsh(NshField::Ttl, at_most(n, 0x3f)? as u32)),
+        NSH_SPI => w(FieldWrite::Nsh(
+            NshField::Spi,
+            at_most(n, 0xff_ffff)? as u32,
+        )),
+        NSH_SI => w(FieldWrite::Nsh(NshField::Si, n as u32)),
+        c if (NSH_C1..NSH_C1 + 4).contains(&c) => {
+            w(FieldWrite::Nsh(NshField::Context(c - NSH_C1), n as u32))
+        }
         // Fields no switch writes (the input port, the Ethernet type, the IP
         // protocol, what the packet's bytes say of it, a conjunction's answer):
         // refused as Open vSwitch refuses them.
-        0 | 1 | 5 | 10 | 36 | TCP_FLAGS | NX_TCP_FLAGS | IP_FRAG | CONJ_ID => {
-            return Err(BadFlowMod::BadSetArgument)
-        }
+        0 | 1 | 5 | 10 | 36 | TCP_FLAGS | NX_TCP_FLAGS | IP_FRAG | CONJ_ID | NSH_MDTYPE
+        | NSH_NP => return Err(BadFlowMod::BadSetArgument),
         _ => return Err(BadFlowMod::BadSetField),
     })
 }
@@ -436,6 +485,19 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         NxAction::PopMpls(t) => VswAction::PopMpls(t),
         NxAction::SetMplsTtl(t) => VswAction::SetMplsTtl(t),
         NxAction::DecMplsTtl => VswAction::DecMplsTtl,
+        NxAction::Encap {
+            packet_type: PT_ETH,
+            md_type: None,
+        } => VswAction::Encap(Encap::Ethernet),
+        NxAction::Encap {
+            packet_type: PT_NSH,
+            md_type,
+        } if md_type.is_none_or(|t| matches!(t, 1 | 2)) => VswAction::Encap(Encap::Nsh { md_type }),
+        NxAction::Encap { .. } => return Err(BadFlowMod::BadArgument),
+        NxAction::Decap(PT_USE_NEXT_PROTO) => VswAction::Decap(None),
+        NxAction::Decap(t) if t >> 16 < 5 => VswAction::Decap(Some(((t >> 16) as u16, t as u16))),
+        NxAction::Decap(_) => return Err(BadFlowMod::BadArgument),
+        NxAction::DecNshTtl => VswAction::DecNshTtl,
         NxAction::SetMplsLabel(l) => VswAction::SetMplsLabel(at_most(l.into(), 0xfffff)? as u32),
         NxAction::SetMplsTc(tc) => VswAction::SetMplsTc(at_most(tc.into(), 7)? as u8),
         NxAction::Sample {

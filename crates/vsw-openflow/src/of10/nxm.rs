@@ -83,6 +83,14 @@ pub fn decode_with_cookie(body: &[u8]) -> Result<(OxmMatch, Option<(u64, u64)>),
         let len = usize::from(r.u8().ok_or(BadMatch::BadLen)?);
         let payload = r.bytes(len).ok_or(BadMatch::BadLen)?;
         let (number, hasmask) = (fh >> 1, fh & 1 == 1);
+        // An experimenter's field (Open vSwitch's NSH fields): its ID first.
+        if class == crate::oxm::OFPXMC_EXPERIMENTER {
+            let (exp, rest) = payload.split_first_chunk::<4>().ok_or(BadMatch::BadLen)?;
+            let field = crate::oxm::field_of_experimenter(u32::from_be_bytes(*exp), number)
+                .ok_or(BadMatch::BadField)?;
+            fields.push(checked_field(field, hasmask, rest)?);
+            continue;
+        }
         if (class, number) == (NXM1, NXM_COOKIE) && matches!(len, 8 | 16) {
             let mut c = Reader::new(payload);
             let value = c.u64().ok_or(BadMatch::BadLen)?;
@@ -228,6 +236,12 @@ pub fn encode(m: &OxmMatch, out: &mut Vec<u8>) -> usize {
             OXM_IP_DSCP => {
                 let dscp = f.value.first().copied().unwrap_or(0);
                 put(out, NXM0, NXM_IP_TOS, &[dscp << 2], None);
+            }
+            field if crate::oxm::experimenter_of(field).is_some() => {
+                let len = f.value.len() + mask.map_or(0, <[u8]>::len);
+                crate::oxm::put_header(out, field, mask.is_some(), len);
+                out.extend_from_slice(&f.value);
+                out.extend_from_slice(mask.unwrap_or_default());
             }
             field => {
                 let (class, number) = TWINS
