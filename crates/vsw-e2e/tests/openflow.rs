@@ -1156,12 +1156,14 @@ fn pbb_headers_are_pushed_matched_and_popped_between_namespaces() {
     assert_eq!(d.all_flows().len(), flows.len());
 }
 
-/// NSH as a service function chain's classifier and last hop use it: pings
-/// from each side are wrapped in NSH and Ethernet (`encap(nsh)` … `encap(ethernet)`),
-/// matched by their path, index and context in the next table, unwrapped
-/// (`decap()` twice) and sent on — one way after a recirculation (a table looks
-/// at the inner frame), the other straight out. Pings cross both ways only if
-/// the frame comes out of NSH whole.
+/// NSH as a service function chain's classifier and last hop use it, installed
+/// with the real `ovs-ofctl` in OpenFlow 1.3 (Nicira's encap and decap, Open
+/// vSwitch's experimenter NSH fields) and read back in 1.3 and 1.5 as Open
+/// vSwitch prints them: pings from each side are wrapped in NSH and Ethernet
+/// (`encap(nsh)` … `encap(ethernet)`), matched by their path, index and context
+/// in the next table, unwrapped (`decap()` twice) and sent on — one way after a
+/// recirculation (a table looks at the inner frame), the other straight out.
+/// Pings cross both ways only if the frame comes out of NSH whole.
 #[test]
 fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
     let _g = serial();
@@ -1173,11 +1175,26 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
         "table=0,priority=10,ip,in_port=1,actions=encap(nsh(md_type=1)),set_field:0x123->nsh_spi,set_field:0xabc->nsh_c1,encap(ethernet),goto_table:1",
         "table=0,priority=10,ip,in_port=2,actions=encap(nsh),set_field:0x456->nsh_spi,set_field:7->nsh_si,encap(ethernet),goto_table:1",
         "table=1,priority=10,dl_type=0x894f,nsh_mdtype=1,nsh_np=3,nsh_spi=0x123,nsh_si=255,nsh_c1=0xabc,actions=dec_nsh_ttl,decap(),decap(),goto_table:2",
-        "table=1,priority=10,dl_type=0x894f,nsh_ttl=63,nsh_spi=0x456,nsh_si=7,actions=decap(),decap(),output:1",
+        "table=1,priority=10,dl_type=0x894f,nsh_flags=0/0x2,nsh_ttl=63,nsh_spi=0x456,nsh_si=7,actions=decap(packet_type(ns=1,type=0x894f)),decap(),output:1",
         "table=2,priority=10,icmp,actions=output:2",
     ];
-    for flow in flows {
-        d.ctl_ok(&["add-flow", flow]);
+    for f in flows {
+        of13(&d, &["add-flow", f]);
+    }
+    for version in ["OpenFlow13", "OpenFlow15"] {
+        let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
+        for f in flows {
+            // parse-flow says `table:1 …` where a dump says `table=1, …`.
+            let want = ovs_prints(version, f);
+            let want = match want.strip_prefix("table:").and_then(|r| r.split_once(' ')) {
+                Some((t, rest)) => format!("table={t}, {rest}"),
+                None => want,
+            };
+            assert!(
+                dump.lines().any(|l| l.trim() == want),
+                "{version}: {want} not in\n{dump}"
+            );
+        }
     }
     assert!(h1.ping(&h2, 3), "{}", d.ctl_ok(&["dump-flows"]));
     let all = d.all_flows();
