@@ -1175,15 +1175,27 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
         "table=0,priority=10,ip,in_port=1,actions=encap(nsh(md_type=1)),set_field:0x123->nsh_spi,set_field:0xabc->nsh_c1,encap(ethernet),goto_table:1",
         "table=0,priority=10,ip,in_port=2,actions=encap(nsh),set_field:0x456->nsh_spi,set_field:7->nsh_si,encap(ethernet),goto_table:1",
         "table=1,priority=10,dl_type=0x894f,nsh_mdtype=1,nsh_np=3,nsh_spi=0x123,nsh_si=255,nsh_c1=0xabc,actions=dec_nsh_ttl,decap(),decap(),goto_table:2",
-        "table=1,priority=10,dl_type=0x894f,nsh_flags=0/0x2,nsh_ttl=63,nsh_spi=0x456,nsh_si=7,actions=decap(packet_type(ns=1,type=0x894f)),decap(),output:1",
+        "table=1,priority=10,dl_type=0x894f,nsh_flags=0/0x2,nsh_ttl=63,nsh_spi=0x456,nsh_si=7,actions=decap(packet_type(ns=1,type=0x894f)),goto_table:3",
         "table=2,priority=10,icmp,actions=output:2",
+    ];
+    // The packet type is OpenFlow 1.5's: after one decap, table 3 sees NSH
+    // without Ethernet.
+    let of15_flows = [
+        "table=3,priority=10,packet_type=(1,0x894f),nsh_spi=0x456,actions=decap(),output:1",
+        "table=3,priority=5,packet_type=(0,0),actions=drop",
     ];
     for f in flows {
         of13(&d, &["add-flow", f]);
     }
-    for version in ["OpenFlow13", "OpenFlow15"] {
+    for f in of15_flows {
+        ofctl(&d, &["-O", "OpenFlow15", "add-flow", f]);
+    }
+    for (version, written) in [
+        ("OpenFlow13", &flows[..]),
+        ("OpenFlow15", &[&flows[..], &of15_flows[..]].concat()[..]),
+    ] {
         let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
-        for f in flows {
+        for f in written.iter().copied() {
             // parse-flow says `table:1 …` where a dump says `table=1, …`.
             let want = ovs_prints(version, f);
             let want = match want.strip_prefix("table:").and_then(|r| r.split_once(' ')) {
@@ -1198,7 +1210,12 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
     }
     assert!(h1.ping(&h2, 3), "{}", d.ctl_ok(&["dump-flows"]));
     let all = d.all_flows();
-    for needle in ["nsh_spi=0x123", "nsh_spi=0x456", "icmp"] {
+    for needle in [
+        "nsh_spi=0x123",
+        "nsh_spi=0x456,nsh_si=7",
+        "packet_type=(1,0x894f)",
+        "icmp",
+    ] {
         let f = all.iter().find(|f| f.matching.contains(needle));
         assert!(f.is_some_and(|f| f.n_packets >= 3), "{needle}: {all:#?}");
     }
@@ -1218,7 +1235,7 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("needs dl_type=0x894f"), "{err}");
-    assert_eq!(d.all_flows().len(), flows.len());
+    assert_eq!(d.all_flows().len(), flows.len() + of15_flows.len());
 }
 
 /// `check_pkt_larger` as OVN uses it for a gateway's MTU: the datapath decides by

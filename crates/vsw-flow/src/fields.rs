@@ -346,6 +346,25 @@ pub fn set_dl_type(
     Ok(())
 }
 
+/// `(NS,TYPE)`, each part in decimal up to 9 and in hex above, as Open vSwitch
+/// prints a packet type.
+pub fn format_packet_type(pt: u32) -> String {
+    let part = |n: u32| {
+        if n <= 9 {
+            n.to_string()
+        } else {
+            format!("{n:#x}")
+        }
+    };
+    format!("({},{})", part(pt >> 16), part(pt & 0xffff))
+}
+
+/// Whether a match's packet type is of the Ethernet-type namespace (1,T): T is
+/// then its `dl_type`, which is not printed again.
+pub fn packet_type_says_dl_type(v: &MatchKey, m: &MatchKey) -> bool {
+    m.pipeline.packet_type == u32::MAX && v.pipeline.packet_type >> 16 == 1
+}
+
 /// A 64-bit `value[/mask]`: the value with only the mask's bits, and the mask.
 fn masked_u64(n: &str, t: &str) -> Result<(u64, u64), FlowSyntaxError> {
     let (val, mask) = parse_masked_uint(n, t, u128::from(u64::MAX))?;
@@ -420,7 +439,7 @@ macro_rules! wide_reg_field {
 
 /// How many of [`FIELDS`] are printed before the shorthand (`ip`, `tcp`, …), as
 /// Open vSwitch prints them.
-pub const LEADING_FIELDS: usize = 2;
+pub const LEADING_FIELDS: usize = 3;
 
 /// Every match field, in printing order.
 pub static FIELDS: &[FieldDef] = &[
@@ -450,6 +469,32 @@ pub static FIELDS: &[FieldDef] = &[
         },
         shown: |_, m| m.pipeline.conj_id != 0,
         print: |v, _| v.pipeline.conj_id.to_string(),
+    },
+    // A packet's type (OpenFlow 1.5's): `(NS,TYPE)`, exact; (1,T) says the
+    // Ethernet type T too, which is then not printed (as Open vSwitch prints it).
+    FieldDef {
+        name: "packet_type",
+        aliases: &[],
+        slot: "packet_type",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let inner = t
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(|| bad(n, t, "written (NS,TYPE), as (1,0x894f)"))?;
+            let (ns, ty) = inner
+                .split_once(',')
+                .ok_or_else(|| bad(n, t, "written (NS,TYPE), as (1,0x894f)"))?;
+            let ns = parse_uint(n, ns.trim(), 0xffff)? as u32;
+            let ty = parse_uint(n, ty.trim(), 0xffff)? as u32;
+            (v.pipeline.packet_type, m.pipeline.packet_type) = (ns << 16 | ty, u32::MAX);
+            if ns == 1 {
+                set_dl_type(n, ty as u16, v, m)?;
+            }
+            Ok(())
+        },
+        shown: |_, m| m.pipeline.packet_type != 0,
+        print: |v, _| format_packet_type(v.pipeline.packet_type),
     },
     reg_field!(0),
     reg_field!(1),
@@ -1088,6 +1133,7 @@ mod tests {
             "mpls_bos" => "1",
             "ipv6_exthdr" => "0x044/0x1f4",
             "pbb_isid" => "0x000064",
+            "packet_type" => "(0,0)",
             "nsh_flags" => "0x02/0x02",
             "nsh_ttl" => "63",
             "nsh_mdtype" => "1",

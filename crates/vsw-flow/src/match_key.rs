@@ -1,5 +1,5 @@
 //! What rules match: a packet's flow key, and the fields only the pipeline writes
-//! (registers, `pkt_mark`, `conj_id`).
+//! (registers, `pkt_mark`, `conj_id`, `packet_type`).
 //!
 //! The pipeline's fields start at zero for every packet and change only by actions,
 //! so their value is a function of the packet's key and the rules: the datapath never
@@ -17,7 +17,7 @@ use vsw_packet::{FlowKey, KEY_WORDS};
 pub const N_REGS: usize = 16;
 
 /// The words of [`PipelineFields`].
-pub const PIPELINE_WORDS: usize = 9;
+pub const PIPELINE_WORDS: usize = 10;
 
 /// The words of a [`MatchKey`].
 pub const MATCH_WORDS: usize = KEY_WORDS + PIPELINE_WORDS;
@@ -34,6 +34,13 @@ pub struct PipelineFields {
     pub pkt_mark: u32,
     /// `conj_id`: the conjunction a conjunctive match completed.
     pub conj_id: u32,
+    /// `packet_type`: namespace << 16 | type, 0 (Ethernet) as every packet arrives
+    /// (vsw's ports are all Ethernet); (1,0x894f) while translation holds an NSH
+    /// packet without its Ethernet header (after `encap(nsh)`, or a `decap()` of
+    /// the Ethernet header).
+    pub packet_type: u32,
+    /// Keeps the fields whole words.
+    pub reserved: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<PipelineFields>() == PIPELINE_WORDS * 8);

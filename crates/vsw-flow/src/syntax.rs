@@ -77,14 +77,9 @@ impl MatchBuilder {
     }
 }
 
-fn tokens(s: &str) -> impl Iterator<Item = &str> {
-    s.split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|t| !t.is_empty())
-}
-
-/// The actions' tokens: split at commas and blanks outside parentheses, so that
-/// `resubmit(,2)` stays one action.
-fn action_tokens(s: &str) -> Vec<&str> {
+/// A flow's tokens: split at commas and blanks outside parentheses, so that the
+/// action `resubmit(,2)` and the field `packet_type=(1,0x894f)` stay one each.
+fn tokens(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0usize, 0usize);
     for (i, c) in s.char_indices() {
@@ -244,7 +239,7 @@ fn read_list(
     matcher: Option<&Match>,
 ) -> Result<Vec<Action>, FlowSyntaxError> {
     let mut actions = Vec::new();
-    for tok in action_tokens(text) {
+    for tok in tokens(text) {
         let (verb, arg) = split_action(tok);
         if verb.eq_ignore_ascii_case("write_actions") {
             let written = write_actions_block(arg.unwrap_or(""), ports, matcher)?;
@@ -587,10 +582,15 @@ pub fn parse_match(text: &str, ports: &dyn PortResolver) -> Result<Selection, Fl
 pub fn format_match(mt: &Match) -> String {
     let (v, m) = (mt.value(), mt.mask());
     let (leading, rest) = FIELDS.split_at(fields::LEADING_FIELDS);
+    let shorthand = if fields::packet_type_says_dl_type(v, m) {
+        None
+    } else {
+        fields::shorthand(v, m)
+    };
     leading
         .iter()
         .filter_map(|f| f.format(v, m))
-        .chain(fields::shorthand(v, m))
+        .chain(shorthand)
         .chain(rest.iter().filter_map(|f| f.format(v, m)))
         .collect::<Vec<_>>()
         .join(",")
@@ -1018,6 +1018,15 @@ mod tests {
                 "dl_type=0x894f,actions=decap(packet_type(ns=1,type=0x894f)),decap(packet_type(ns=0,type=0)),output:3",
                 "priority=32768,dl_type=0x894f,actions=decap(packet_type(ns=1,type=0x894f)),decap(packet_type(ns=0,type=0)),output:3",
             ),
+            // A packet type (1,T) says the Ethernet type: not printed again.
+            (
+                "table=1,packet_type=(1,0x894f),nsh_spi=0x5,actions=decap(),output:3",
+                "table=1,priority=32768,packet_type=(1,0x894f),nsh_spi=0x5,actions=decap(),output:3",
+            ),
+            (
+                "packet_type=(0,0),ip,actions=output:3",
+                "priority=32768,packet_type=(0,0),ip,actions=output:3",
+            ),
         ] {
             let f = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(format_flow(&f), canon, "{text}");
@@ -1037,6 +1046,11 @@ mod tests {
                 "Unsupported ns value",
             ),
             ("ip,actions=decap(foo)", "Invalid decap argument"),
+            ("packet_type=1,actions=drop", "written (NS,TYPE)"),
+            (
+                "packet_type=(1,0x800),ipv6,actions=drop",
+                "conflicts with an earlier dl_type",
+            ),
             // After both decaps, what the NSH header carried is of any type.
             (
                 "dl_type=0x894f,actions=decap(),decap(),set_field:1->nsh_si",

@@ -1226,6 +1226,9 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=253,actions=decap(),output:1",
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=252,actions=decap(),decap(),goto_table:1",
             "table=1,in_port=2,udp,actions=output:1",
+            "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=251,actions=decap(),goto_table:3",
+            "table=3,priority=5,packet_type=(0,0),actions=output:2",
+            "table=3,priority=10,packet_type=(1,0x894f),nsh_si=251,actions=decap(),output:1",
         ]),
     )
     .unwrap();
@@ -1279,6 +1282,13 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
         .translate(&nsh_from(2, 0x1234, 254, 1), 0, false)
         .actions
         .is_empty());
+    // After one decap the next table sees packet type (1,0x894f), not Ethernet's.
+    assert_eq!(
+        backer
+            .translate(&nsh_from(2, 0x1234, 251, 10), 0, false)
+            .actions,
+        vec![DpAction::PopNsh, Output(1)]
+    );
     // One decap leaves NSH without Ethernet: not sent.
     assert!(backer
         .translate(&nsh_from(2, 0x1234, 253, 10), 0, false)

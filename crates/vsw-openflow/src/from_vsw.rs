@@ -33,8 +33,8 @@ use crate::nx_learn::{
 };
 use crate::oxm::{
     OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NSH_C1, NSH_FLAGS, NSH_MDTYPE, NSH_NP,
-    NSH_SI, NSH_SPI, NSH_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC,
-    TUN_METADATA0,
+    NSH_SI, NSH_SPI, NSH_TTL, NX_TCP_FLAGS, PACKET_TYPE, PKT_MARK, REG0, TUN_FLAGS, TUN_IPV4_DST,
+    TUN_IPV4_SRC, TUN_METADATA0,
 };
 use crate::version::Version;
 
@@ -69,12 +69,21 @@ fn mac(id: u8, v: MacAddr, m: MacAddr) -> Option<OxmField> {
 /// The OXM fields of a vsw-flow match, prerequisites first, as `ovs-ofctl` orders them.
 pub fn oxm_from_match(m: &Match) -> OxmMatch {
     let (v, k) = (m.value(), m.mask());
+    // A packet type (1,T) says the Ethernet type T: not said again.
+    let by_type = vsw_flow::fields::packet_type_says_dl_type(v, m.mask());
     let mut f: Vec<Option<OxmField>> = vec![
+        field(
+            PACKET_TYPE,
+            v.pipeline.packet_type.into(),
+            k.pipeline.packet_type.into(),
+            4,
+            false,
+        ),
         field(0, to_of_port(v.in_port).into(), k.in_port.into(), 4, false),
         field(2, v.metadata.into(), k.metadata.into(), 8, true),
         mac(3, v.dl_dst, k.dl_dst),
         mac(4, v.dl_src, k.dl_src),
-        field(5, v.dl_type.into(), k.dl_type.into(), 2, false),
+        field(5, v.dl_type.into(), k.dl_type.into(), 2, false).filter(|_| !by_type),
         field(
             6,
             (v.vlan_tci & 0x1fff).into(),

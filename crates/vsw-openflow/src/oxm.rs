@@ -44,6 +44,8 @@ pub const NX_TCP_FLAGS: u8 = NXM1_BASE + 34;
 pub const CONJ_ID: u8 = NXM1_BASE + 37;
 /// NXM_NX_MPLS_TTL (NXM_1 field 30): the outermost MPLS entry's TTL.
 pub const MPLS_TTL: u8 = NXM1_BASE + 30;
+/// OpenFlow 1.5's OXM_OF_PACKET_TYPE (basic class, field 44): namespace and type.
+pub const PACKET_TYPE: u8 = 44;
 /// OpenFlow 1.5's OXM_OF_TCP_FLAGS (basic class, field 42).
 pub const TCP_FLAGS: u8 = 42;
 /// The packet-register class (OFPXMC_PACKET_REGS), where OpenFlow 1.5 puts the
@@ -299,6 +301,7 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(MPLS_TTL, "mpls_ttl", 1, false, Prereq::EthType(MPLS)),
     f(37, "pbb_isid", 3, true, Prereq::EthType(PBB)),
     f(38, "tunnel_id", 8, true, Prereq::None),
+    f(PACKET_TYPE, "packet_type", 4, false, Prereq::None),
     f(39, "ipv6_exthdr", 2, true, Prereq::EthType(IPV6)),
     f(TUN_IPV4_SRC, "tun_ipv4_src", 4, true, Prereq::None),
     f(TUN_IPV4_DST, "tun_ipv4_dst", 4, true, Prereq::None),
@@ -439,7 +442,13 @@ impl OxmMatch {
     }
 
     fn prereq_met(&self, p: Prereq) -> bool {
-        let eth = self.exact(5).map(|t| t as u16);
+        // A packet type of the Ethernet-type namespace (1,T) says T (as Open
+        // vSwitch takes `packet_type=(1,0x894f)` for NSH's fields).
+        let by_type = self
+            .exact(PACKET_TYPE)
+            .filter(|pt| pt >> 16 == 1)
+            .map(|pt| pt as u16);
+        let eth = self.exact(5).map(|t| t as u16).or(by_type);
         let proto = self.exact(10).map(|p| p as u8);
         let ip = matches!(eth, Some(0x0800 | 0x86dd));
         match p {
@@ -741,6 +750,16 @@ mod tests {
         let mut w = Vec::new();
         bare.encode(&mut w);
         assert_eq!(OxmMatch::decode_from(&w), Err(BadMatch::BadPrereq));
+        // A packet type of (1,0x894f) says NSH, as an Ethernet type would.
+        let typed = OxmMatch {
+            fields: vec![
+                field(PACKET_TYPE, &[0, 1, 0x89, 0x4f], None),
+                field(NSH_SI, &[255], None),
+            ],
+        };
+        let mut w = Vec::new();
+        typed.encode(&mut w);
+        assert_eq!(OxmMatch::decode_from(&w).unwrap().0, typed);
         // An SPI past 24 bits; a header too short for its experimenter ID.
         let mut big = wire.clone();
         big[18] = 1;

@@ -40,8 +40,8 @@ use crate::nx_learn::{
 };
 use crate::oxm::{
     BadMatch, OxmField, OxmMatch, CONJ_ID, IP_FRAG, IP_TTL, MPLS_TTL, NSH_C1, NSH_FLAGS,
-    NSH_MDTYPE, NSH_NP, NSH_SI, NSH_SPI, NSH_TTL, NX_TCP_FLAGS, PKT_MARK, REG0, TCP_FLAGS,
-    TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
+    NSH_MDTYPE, NSH_NP, NSH_SI, NSH_SPI, NSH_TTL, NX_TCP_FLAGS, PACKET_TYPE, PKT_MARK, REG0,
+    TCP_FLAGS, TUN_FLAGS, TUN_IPV4_DST, TUN_IPV4_SRC, TUN_METADATA0, XREG0, XXREG0,
 };
 
 fn num(b: &[u8]) -> u128 {
@@ -213,6 +213,12 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
                 k.pipeline.set_xxreg(n, mask);
             }
             n if (NSH_FLAGS..=NSH_TTL).contains(&n) => nsh_part(&mut v, &mut k, n, val, mask)?,
+            PACKET_TYPE => {
+                (v.pipeline.packet_type, k.pipeline.packet_type) = (val as u32, u32::MAX);
+                if val >> 16 == 1 {
+                    (v.dl_type, k.dl_type) = (val as u16, 0xffff);
+                }
+            }
             _ => return Err(BadMatch::BadField),
         }
     }

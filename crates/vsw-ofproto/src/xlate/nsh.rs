@@ -18,6 +18,10 @@ use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use super::{Ctx, Popped};
 
+/// Packet types (namespace << 16 | type), as `packet_type` matches them.
+const PT_ETH: u32 = 0;
+const PT_NSH: u32 = 0x0001_0000 | EtherType::NSH as u32;
+
 /// Where an NSH field's write sorts among its kind in an action set.
 pub(super) fn field_index(f: NshField) -> u8 {
     match f {
@@ -101,6 +105,7 @@ impl Ctx<'_, '_> {
                     path: 0xff,
                     context: [0; 4],
                 });
+                self.key.pipeline.packet_type = PT_NSH;
                 self.popped = Popped::NshPending;
             }
             (Encap::Nsh { .. }, p) => self.nsh_refused(
@@ -129,6 +134,7 @@ impl Ctx<'_, '_> {
                     }
                 }
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
+                self.key.pipeline.packet_type = PT_ETH;
                 self.popped = Popped::Nothing;
             }
             (Encap::Ethernet, Popped::EthernetDecapped) => {
@@ -137,6 +143,7 @@ impl Ctx<'_, '_> {
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
                 self.emit(DpAction::SetDlSrc(MacAddr::ZERO));
                 self.emit(DpAction::SetDlDst(MacAddr::ZERO));
+                self.key.pipeline.packet_type = PT_ETH;
                 self.popped = Popped::Nothing;
             }
             (Encap::Ethernet, _) => self.nsh_refused(
@@ -168,6 +175,7 @@ impl Ctx<'_, '_> {
                     );
                 }
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
+                self.key.pipeline.packet_type = PT_NSH;
                 self.popped = Popped::EthernetDecapped;
             }
             Popped::EthernetDecapped => {
@@ -197,6 +205,7 @@ impl Ctx<'_, '_> {
                     tun_flags: k.tun_flags,
                     ..FlowKey::default()
                 };
+                self.key.pipeline.packet_type = PT_ETH;
                 self.popped = Popped::Nsh;
             }
             p => self.nsh_refused(table, format!("decap() after {} is not built", p.action())),
