@@ -61,13 +61,7 @@ pub enum DpAction {
     /// with these fields and a zero context in front of the frame (Open vSwitch's
     /// `push_nsh` and `push_eth` in one: the frame stays Ethernet between actions).
     /// The context words that are not 0 follow as set-fields.
-    PushNsh {
-        flags: u8,
-        ttl: u8,
-        md_type: u8,
-        next_proto: u8,
-        path: u32,
-    },
+    PushNsh(vsw_packet::wire::nsh::NshBase),
     /// Take off the Ethernet and NSH headers: the frame the NSH header carried is
     /// left (`pop_eth` and `pop_nsh`).
     PopNsh,
@@ -172,17 +166,15 @@ impl fmt::Display for DpAction {
                 write!(f, "push_pbb(itag=0x{itag:08x},eth_type=0x{ethertype:x})")
             }
             DpAction::PopPbb => f.write_str("pop_pbb"),
-            DpAction::PushNsh {
-                flags,
-                ttl,
-                md_type,
-                next_proto,
-                path,
-            } => write!(
+            DpAction::PushNsh(h) => write!(
                 f,
-                "push_nsh(flags={flags},ttl={ttl},mdtype={md_type},np={next_proto},spi=0x{:x},si={}),push_eth(src=00:00:00:00:00:00,dst=00:00:00:00:00:00)",
-                path >> 8,
-                path & 0xff
+                "push_nsh(flags={},ttl={},mdtype={},np={},spi=0x{:x},si={}),push_eth(src=00:00:00:00:00:00,dst=00:00:00:00:00:00)",
+                h.flags,
+                h.ttl,
+                h.md_type,
+                h.next_proto,
+                h.path >> 8,
+                h.path & 0xff
             ),
             DpAction::PopNsh => f.write_str("pop_eth,pop_nsh()"),
             DpAction::SetMpls { lse, mask } => {

@@ -88,6 +88,16 @@ fn field_write_kind(w: &FieldWrite) -> u8 {
 /// fields and the Ethernet addresses; what the pushed header covers is hidden.
 fn addresses_only(k: &FlowKey) -> FlowKey {
     FlowKey {
+        dl_src: k.dl_src,
+        dl_dst: k.dl_dst,
+        ..metadata_only(k)
+    }
+}
+
+/// What of `k` a packet with none of its headers keeps: where it came in, its
+/// pass, metadata and tunnel (an encap's new packet, or what a decap uncovered).
+fn metadata_only(k: &FlowKey) -> FlowKey {
+    FlowKey {
         in_port: k.in_port,
         recirc_id: k.recirc_id,
         metadata: k.metadata,
@@ -96,8 +106,6 @@ fn addresses_only(k: &FlowKey) -> FlowKey {
         tun_dst: k.tun_dst,
         tun_metadata0: k.tun_metadata0,
         tun_flags: k.tun_flags,
-        dl_src: k.dl_src,
-        dl_dst: k.dl_dst,
         ..FlowKey::default()
     }
 }

@@ -9,7 +9,7 @@ use vsw_flow::parse_flow;
 use vsw_flow::Pipeline;
 use vsw_ofproto::{Backer, BackerError, BridgeSlot, Ofproto};
 use vsw_packet::rewrite::{FieldWrite, NshField};
-use vsw_packet::wire::nsh::Nsh;
+use vsw_packet::wire::nsh::{Nsh, NshBase};
 use vsw_packet::FlowKey;
 
 /// Select group 1 of every test pipeline: three buckets by weight 1, 2, 1;
@@ -1241,13 +1241,13 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
     assert_eq!(
         pushed.actions,
         vec![
-            DpAction::PushNsh {
+            DpAction::PushNsh(NshBase {
                 flags: 0,
                 ttl: 62,
                 md_type: 1,
                 next_proto: 3,
                 path: 0x1234 << 8 | 254,
-            },
+            }),
             DpAction::SetField(FieldWrite::Nsh(NshField::Context(1), 0x1122_3344)),
             DpAction::SetDlDst(vsw_packet::MacAddr([2, 0, 0, 0, 0, 9])),
             Output(2)

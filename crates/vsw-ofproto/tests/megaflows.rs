@@ -387,20 +387,7 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
                 buf.pop_pbb();
                 Ok(())
             }
-            DpAction::PushNsh {
-                flags,
-                ttl,
-                md_type,
-                next_proto,
-                path,
-            } => buf.push_nsh_ethernet(&vsw_packet::wire::nsh::Nsh {
-                flags,
-                ttl,
-                md_type,
-                next_proto,
-                path,
-                context: [0; 4],
-            }),
+            DpAction::PushNsh(h) => buf.push_nsh_ethernet(&h.with_context([0; 4])),
             DpAction::PopNsh => {
                 buf.pop_nsh_ethernet();
                 Ok(())

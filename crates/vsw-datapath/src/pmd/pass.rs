@@ -413,20 +413,7 @@ impl Pass<'_, '_, '_> {
                     self.scratch.pop_pbb();
                     Ok(())
                 }
-                DpAction::PushNsh {
-                    flags,
-                    ttl,
-                    md_type,
-                    next_proto,
-                    path,
-                } => self.scratch.push_nsh_ethernet(&vsw_packet::wire::nsh::Nsh {
-                    flags,
-                    ttl,
-                    md_type,
-                    next_proto,
-                    path,
-                    context: [0; 4],
-                }),
+                DpAction::PushNsh(h) => self.scratch.push_nsh_ethernet(&h.with_context([0; 4])),
                 DpAction::PopNsh => {
                     self.scratch.pop_nsh_ethernet();
                     Ok(())

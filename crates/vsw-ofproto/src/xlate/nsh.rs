@@ -86,16 +86,8 @@ impl Ctx<'_, '_> {
                 // and tunnel's fields, nothing of the frame.
                 let k = &mut self.key;
                 k.packet = FlowKey {
-                    in_port: k.in_port,
-                    recirc_id: k.recirc_id,
-                    metadata: k.metadata,
-                    tun_id: k.tun_id,
-                    tun_src: k.tun_src,
-                    tun_dst: k.tun_dst,
-                    tun_metadata0: k.tun_metadata0,
-                    tun_flags: k.tun_flags,
                     dl_type: EtherType::NSH,
-                    ..FlowKey::default()
+                    ..super::metadata_only(k)
                 };
                 k.set_nsh(&Nsh {
                     flags: 0,
@@ -118,13 +110,7 @@ impl Ctx<'_, '_> {
             ),
             (Encap::Ethernet, Popped::NshPending) => {
                 let h = self.key.nsh();
-                self.emit(DpAction::PushNsh {
-                    flags: h.flags,
-                    ttl: h.ttl,
-                    md_type: h.md_type,
-                    next_proto: h.next_proto,
-                    path: h.path,
-                });
+                self.emit(DpAction::PushNsh(h.base()));
                 if h.md_type == MD_TYPE1 {
                     for (i, c) in h.context.iter().enumerate().filter(|(_, c)| **c != 0) {
                         self.emit(DpAction::SetField(FieldWrite::Nsh(
@@ -193,18 +179,7 @@ impl Ctx<'_, '_> {
                 self.emit(DpAction::PopNsh);
                 // What the header carried is new to the key: a recirculation
                 // shows it to whatever looks next.
-                let k = &mut self.key;
-                k.packet = FlowKey {
-                    in_port: k.in_port,
-                    recirc_id: k.recirc_id,
-                    metadata: k.metadata,
-                    tun_id: k.tun_id,
-                    tun_src: k.tun_src,
-                    tun_dst: k.tun_dst,
-                    tun_metadata0: k.tun_metadata0,
-                    tun_flags: k.tun_flags,
-                    ..FlowKey::default()
-                };
+                self.key.packet = super::metadata_only(&self.key);
                 self.key.pipeline.packet_type = PT_ETH;
                 self.popped = Popped::Nsh;
             }

@@ -50,7 +50,43 @@ pub struct Nsh {
     pub context: [u32; 4],
 }
 
+/// An NSH header's fields but its context: what a push needs to say (the
+/// context words follow as writes of their own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NshBase {
+    pub flags: u8,
+    pub ttl: u8,
+    pub md_type: u8,
+    pub next_proto: u8,
+    pub path: u32,
+}
+
+impl NshBase {
+    /// The header of these fields and `context`.
+    pub fn with_context(self, context: [u32; 4]) -> Nsh {
+        Nsh {
+            flags: self.flags,
+            ttl: self.ttl,
+            md_type: self.md_type,
+            next_proto: self.next_proto,
+            path: self.path,
+            context,
+        }
+    }
+}
+
 impl Nsh {
+    /// Its fields but the context.
+    pub fn base(&self) -> NshBase {
+        NshBase {
+            flags: self.flags,
+            ttl: self.ttl,
+            md_type: self.md_type,
+            next_proto: self.next_proto,
+            path: self.path,
+        }
+    }
+
     pub fn spi(&self) -> u32 {
         self.path >> 8
     }
