@@ -584,13 +584,15 @@ fn update_l4_csum(l4: &mut [u8], proto: u8, old: &[u16], new: &[u16], seed: bool
     }
 }
 
+mod encap;
 mod field_write;
 mod mpls;
 mod nsh;
 mod pbb;
+pub use encap::is_encapsulated;
 pub use field_write::{csum_adjust, FieldWrite};
 pub use mpls::is_mpls;
-pub use nsh::{is_nsh, NshField};
+pub use nsh::NshField;
 
 #[cfg(test)]
 mod tests;

@@ -1,13 +1,11 @@
 //! NSH rewrites (RFC 8300): a new Ethernet header and NSH header put in front of
 //! the whole frame (Open vSwitch's `encap(nsh)` then `encap(ethernet)`), both taken
 //! off again (`decap()` twice), and the header's fields written in place.
-//!
-//! The datapath keeps every frame Ethernet between actions: translation turns
-//! the two encaps into one push and the two decaps into one pop, so no action
-//! ever meets a frame that starts with a bare NSH header.
 
 use super::{PacketBuf, RewriteError};
-use crate::wire::ethernet::{self, EtherType, ETH_HDR_LEN};
+use crate::wire::ethernet::EtherType;
+#[cfg(test)]
+use crate::wire::ethernet::ETH_HDR_LEN;
 use crate::wire::nsh::{self, Nsh, MD1_LEN, MD_TYPE1};
 
 /// Which field of an NSH header a write sets.
@@ -27,57 +25,33 @@ pub enum NshField {
 impl PacketBuf {
     /// Puts an Ethernet header (addresses 0, ethertype NSH) and the NSH header
     /// `h` (an MD type 1 header with `h`'s context, or an MD type 2 header with no
-    /// TLVs) in front of the frame, which becomes what the NSH header carries. A
-    /// checksum left to the device is finished first and a super-frame refused
-    /// (`TooBig`): no device looks behind an NSH header.
+    /// TLVs) in front of the frame, which becomes what the NSH header carries.
     pub fn push_nsh_ethernet(&mut self, h: &Nsh) -> Result<(), RewriteError> {
-        let nsh_len = if h.md_type == MD_TYPE1 {
+        let mut header = [0u8; MD1_LEN];
+        let len = if h.md_type == MD_TYPE1 {
             MD1_LEN
         } else {
             nsh::BASE_LEN
         };
-        let total = ETH_HDR_LEN + nsh_len;
-        if self.vnet.is_gso() {
-            return Err(RewriteError::TooBig);
-        }
-        if !self.make_headroom(total) {
-            return Err(RewriteError::NoHeadroom);
-        }
-        let vnet = self.vnet;
-        crate::gso::complete_checksum(self.data_mut(), &vnet).map_err(|_| RewriteError::TooBig)?;
-        self.vnet = Default::default();
-        self.start -= total;
-        self.len += total;
-        let d = self.data_mut();
-        d[..12].fill(0);
-        d[12..14].copy_from_slice(&EtherType::NSH.to_be_bytes());
-        d[ETH_HDR_LEN..ETH_HDR_LEN + nsh::BASE_LEN].copy_from_slice(&h.base_bytes(nsh_len));
-        if nsh_len == MD1_LEN {
+        header[..nsh::BASE_LEN].copy_from_slice(&h.base_bytes(len));
+        if len == MD1_LEN {
             for (i, c) in h.context.iter().enumerate() {
-                let at = ETH_HDR_LEN + nsh::field::context(i).start;
-                d[at..at + 4].copy_from_slice(&c.to_be_bytes());
+                header[nsh::field::context(i)].copy_from_slice(&c.to_be_bytes());
             }
         }
-        Ok(())
+        self.push_outer(EtherType::NSH, &header[..len])
     }
 
     /// Takes off the Ethernet header (with its tags) and the NSH header behind it,
     /// leaving the frame the NSH header carries. Nothing on a frame that is not NSH
-    /// vsw switches by, or whose payload is too short to be an Ethernet frame.
+    /// vsw switches by.
     pub fn pop_nsh_ethernet(&mut self) {
         let Some((EtherType::NSH, off)) = self.l3() else {
             return;
         };
-        let Some((_, len)) = Nsh::parse(&self.data()[off..]) else {
-            return;
-        };
-        let inner = off + len;
-        if self.len < inner + ETH_HDR_LEN {
-            return;
+        if let Some((_, len)) = Nsh::parse(&self.data()[off..]) {
+            self.pop_outer(off + len);
         }
-        self.start += inner;
-        self.len -= inner;
-        self.vnet = self.vnet.unshifted(inner as u16);
     }
 
     /// Writes `value` into the NSH header's `field` (no checksum covers it).
@@ -112,11 +86,6 @@ impl PacketBuf {
     }
 }
 
-/// Whether `frame` is an Ethernet frame carrying NSH.
-pub fn is_nsh(frame: &[u8]) -> bool {
-    matches!(ethernet::l3(frame), Some((EtherType::NSH, _)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,7 +98,7 @@ mod tests {
     }
 
     fn inner() -> Vec<u8> {
-        let mut f = vec![0u8; 14 + 20];
+        let mut f = vec![0u8; 14 + 46];
         f[..6].copy_from_slice(&[0x22; 6]);
         f[6..12].copy_from_slice(&[0x12; 6]);
         f[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
@@ -156,7 +125,7 @@ mod tests {
         let d = b.data().to_vec();
         assert_eq!(d.len(), f.len() + ETH_HDR_LEN + MD1_LEN);
         assert_eq!(&d[..12], &[0; 12]);
-        assert!(is_nsh(&d));
+        assert!(crate::rewrite::is_encapsulated(&d));
         assert_eq!(Nsh::parse(&d[14..]).unwrap(), (md1(), MD1_LEN));
         assert_eq!(&d[14 + MD1_LEN..], &f[..]);
         b.pop_nsh_ethernet();
