@@ -65,6 +65,16 @@ pub enum DpAction {
     /// Take off the Ethernet and NSH headers: the frame the NSH header carried is
     /// left (`pop_eth` and `pop_nsh`).
     PopNsh,
+    /// Put an Ethernet header (addresses 0, this ethertype) and this label stack
+    /// entry in front of the whole frame: Ethernet over MPLS (Open vSwitch's
+    /// `add_mpls` and `push_eth` in one).
+    PushMplsEthernet {
+        ethertype: u16,
+        lse: u32,
+    },
+    /// Take off the Ethernet header and the bottom label stack entry behind it:
+    /// the Ethernet frame it carried is left (`pop_eth`, `pop_mpls(eth_type=0x6558)`).
+    PopMplsEthernet,
     /// Set the outermost label stack entry's bits under `mask` to `lse`'s.
     SetMpls {
         lse: u32,
@@ -177,6 +187,15 @@ impl fmt::Display for DpAction {
                 h.path & 0xff
             ),
             DpAction::PopNsh => f.write_str("pop_eth,pop_nsh()"),
+            DpAction::PushMplsEthernet { ethertype, lse } => write!(
+                f,
+                "add_mpls(label={},tc={},ttl={},bos={},eth_type=0x{ethertype:x}),push_eth(src=00:00:00:00:00:00,dst=00:00:00:00:00:00)",
+                lse >> 12,
+                (lse >> 9) & 7,
+                lse & 0xff,
+                (lse >> 8) & 1
+            ),
+            DpAction::PopMplsEthernet => f.write_str("pop_eth,pop_mpls(eth_type=0x6558)"),
             DpAction::SetMpls { lse, mask } => {
                 write!(f, "set(mpls(lse=0x{lse:08x}/0x{mask:08x}))")
             }

@@ -822,8 +822,10 @@ fn process_batch(
                     | DpAction::PopMpls(_)
                     | DpAction::PushPbb { .. }
                     | DpAction::PopPbb
-                    | DpAction::PushNsh { .. }
+                    | DpAction::PushNsh(_)
                     | DpAction::PopNsh
+                    | DpAction::PushMplsEthernet { .. }
+                    | DpAction::PopMplsEthernet
                     | DpAction::SetMpls { .. }
                     | DpAction::DecMplsTtl
                     | DpAction::CheckPktLen { .. }

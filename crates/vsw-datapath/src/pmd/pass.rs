@@ -414,6 +414,13 @@ impl Pass<'_, '_, '_> {
                     Ok(())
                 }
                 DpAction::PushNsh(h) => self.scratch.push_nsh_ethernet(&h.with_context([0; 4])),
+                DpAction::PushMplsEthernet { ethertype, lse } => {
+                    self.scratch.push_mpls_ethernet(ethertype, lse)
+                }
+                DpAction::PopMplsEthernet => {
+                    self.scratch.pop_mpls_ethernet();
+                    Ok(())
+                }
                 DpAction::PopNsh => {
                     self.scratch.pop_nsh_ethernet();
                     Ok(())
