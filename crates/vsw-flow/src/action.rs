@@ -24,6 +24,11 @@ pub enum Encap {
     Nsh {
         md_type: Option<u8>,
     },
+    /// A label stack entry in front of the whole frame (`encap(mpls)`: ethertype
+    /// 0x8847, `encap(mpls_mc)`: 0x8848), Ethernet over MPLS.
+    Mpls {
+        ethertype: u16,
+    },
     Ethernet,
 }
 
@@ -885,6 +890,12 @@ static ENCAP: ActionDef = ActionDef {
         match header.trim() {
             "ethernet" if header.len() == a.len() => Ok(Action::Encap(Encap::Ethernet)),
             "nsh" if header.len() == a.len() => Ok(Action::Encap(Encap::Nsh { md_type: None })),
+            "mpls" if header.len() == a.len() => Ok(Action::Encap(Encap::Mpls {
+                ethertype: EtherType::MPLS,
+            })),
+            "mpls_mc" if header.len() == a.len() => Ok(Action::Encap(Encap::Mpls {
+                ethertype: EtherType::MPLS_MULTICAST,
+            })),
             "nsh" => {
                 let props = a[header.len() + 1..]
                     .strip_suffix(')')
@@ -915,7 +926,7 @@ static ENCAP: ActionDef = ActionDef {
             other => Err(bad(
                 n,
                 a,
-                format!("Encap hdr not supported: {other} (vsw: nsh, ethernet)"),
+                format!("Encap hdr not supported: {other} (vsw: nsh, mpls, mpls_mc, ethernet)"),
             )),
         }
     },
@@ -1415,6 +1426,14 @@ impl Action {
                 Some(format!("0x{t:04x}"))
             }
             Action::Encap(Encap::Ethernet) => Some("ethernet".into()),
+            Action::Encap(Encap::Mpls { ethertype }) => Some(
+                if *ethertype == EtherType::MPLS_MULTICAST {
+                    "mpls_mc"
+                } else {
+                    "mpls"
+                }
+                .into(),
+            ),
             Action::Encap(Encap::Nsh { md_type: None }) => Some("nsh".into()),
             Action::Encap(Encap::Nsh { md_type: Some(t) }) => Some(format!("nsh(md_type={t})")),
             Action::Decap(None) => Some(String::new()),

@@ -4,7 +4,7 @@
 
 use crate::match_key::MatchKey;
 
-use crate::action::{self, Action};
+use crate::action::{self, Action, Encap};
 use crate::fields::{self, FieldDef, Needs, FIELDS, SHORTHANDS};
 use crate::matching::Match;
 use crate::rule::{FlowSpec, Rule, DEFAULT_PRIORITY, MAX_TABLE};
@@ -282,9 +282,9 @@ fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
     let (mut v, mut k) = (m.value().packet, m.mask().packet);
     // Where each open block ends, and the packet as it was before it.
     let mut blocks: Vec<(usize, (u16, u16, u8))> = Vec::new();
-    // The packet is NSH without an Ethernet header (after `encap(nsh)`, or a
-    // `decap()` of the Ethernet header in front of NSH).
-    let mut bare_nsh = false;
+    // The packet is NSH or MPLS without an Ethernet header (after an `encap`, or
+    // a `decap()` of the Ethernet header in front of it).
+    let mut bare = false;
     for (i, a) in actions.iter().enumerate() {
         while let Some(&(_, (t, tm, pm))) = blocks.last().filter(|(end, _)| *end <= i) {
             (v.dl_type, k.dl_type, k.nw_proto) = (t, tm, pm);
@@ -317,22 +317,30 @@ fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
             Action::PopMpls(t) => (v.dl_type, k.dl_type) = (*t, u16::MAX),
             // The customer's frame is of any type.
             Action::PopPbb => (v.dl_type, k.dl_type, k.nw_proto) = (0, 0, 0),
-            // NSH in front: its fields are the packet's now, Ethernet or not.
-            Action::Encap(crate::action::Encap::Nsh { .. }) => {
-                (v.dl_type, k.dl_type, k.nw_proto) = (vsw_packet::EtherType::NSH, u16::MAX, 0);
-                bare_nsh = true;
+            // NSH or a label in front: its fields are the packet's now, Ethernet
+            // or not.
+            Action::Encap(e @ (Encap::Nsh { .. } | Encap::Mpls { .. })) => {
+                let t = match e {
+                    Encap::Mpls { ethertype } => *ethertype,
+                    _ => vsw_packet::EtherType::NSH,
+                };
+                (v.dl_type, k.dl_type, k.nw_proto) = (t, u16::MAX, 0);
+                bare = true;
             }
-            Action::Encap(crate::action::Encap::Ethernet) => bare_nsh = false,
-            // An Ethernet header off NSH leaves NSH; NSH off leaves what it
-            // carried, of any type.
+            Action::Encap(Encap::Ethernet) => bare = false,
+            // An Ethernet header off NSH or MPLS leaves that; NSH or a label off
+            // leaves what it carried, of any type.
             Action::Decap(_)
-                if !bare_nsh && v.dl_type == vsw_packet::EtherType::NSH && k.dl_type != 0 =>
+                if !bare
+                    && k.dl_type != 0
+                    && (v.dl_type == vsw_packet::EtherType::NSH
+                        || vsw_packet::rewrite::is_mpls(v.dl_type)) =>
             {
-                bare_nsh = true
+                bare = true
             }
             Action::Decap(_) => {
                 (v.dl_type, k.dl_type, k.nw_proto) = (0, 0, 0);
-                bare_nsh = false;
+                bare = false;
             }
             _ => {}
         }
@@ -1018,6 +1026,14 @@ mod tests {
                 "dl_type=0x894f,actions=decap(packet_type(ns=1,type=0x894f)),decap(packet_type(ns=0,type=0)),output:3",
                 "priority=32768,dl_type=0x894f,actions=decap(packet_type(ns=1,type=0x894f)),decap(packet_type(ns=0,type=0)),output:3",
             ),
+            (
+                "ip,actions=encap(mpls),set_field:100->mpls_label,dec_mpls_ttl,encap(ethernet),output:2",
+                "priority=32768,ip,actions=encap(mpls),set_mpls_label(100),dec_mpls_ttl,encap(ethernet),output:2",
+            ),
+            (
+                "mplsm,actions=decap(),decap(packet_type(ns=0,type=0)),encap(mpls_mc),encap(ethernet),output:2",
+                "priority=32768,mplsm,actions=decap(),decap(packet_type(ns=0,type=0)),encap(mpls_mc),encap(ethernet),output:2",
+            ),
             // A packet type (1,T) says the Ethernet type: not printed again.
             (
                 "table=1,packet_type=(1,0x894f),nsh_spi=0x5,actions=decap(),output:3",
@@ -1036,7 +1052,7 @@ mod tests {
             ("ip,actions=dec_nsh_ttl", "dec_nsh_ttl needs dl_type=0x894f"),
             ("ip,actions=set_field:1->nsh_si", "needs dl_type=0x894f"),
             ("ip,actions=encap(nsh(md_type=3))", "invalid md_type"),
-            ("ip,actions=encap(mpls)", "Encap hdr not supported"),
+            ("ip,actions=encap(gre)", "Encap hdr not supported"),
             (
                 "ip,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678)))",
                 "not built",

@@ -23,7 +23,7 @@ use crate::punt_notes::{Continuation, Frame, PuntNote, PuntNotes, PuntReason, Ru
 use crate::slot::BridgeSlot;
 use crate::view::BackerView;
 
-mod nsh;
+mod encap;
 
 /// How deep `resubmit` and `goto_table` may nest before translation gives up (as
 /// Open vSwitch's limit): a loop of resubmits is caught here, the packet dropped.
@@ -80,7 +80,7 @@ fn field_write_kind(w: &FieldWrite) -> u8 {
         FieldWrite::CopyTtlIn => 18,
         FieldWrite::PbbIsid(_) => 19,
         // After the tunnel's and MPLS's (40–44), before the queue (60).
-        FieldWrite::Nsh(f, _) => 25 + nsh::field_index(*f),
+        FieldWrite::Nsh(f, _) => 25 + encap::field_index(*f),
     }
 }
 
@@ -130,7 +130,7 @@ fn write_key(k: &mut FlowKey, w: FieldWrite) {
         FieldWrite::Icmpv4Code(c) | FieldWrite::Icmpv6Code(c) => k.tp_dst = u16::from(c),
         FieldWrite::NdTarget(a) => k.nd_target = u128::from_be_bytes(a),
         FieldWrite::PbbIsid(i) => k.label = (k.label & !pbb::ISID_MASK) | (i & pbb::ISID_MASK),
-        FieldWrite::Nsh(f, v) => nsh::write_key(k, f, v),
+        FieldWrite::Nsh(f, v) => encap::write_key(k, f, v),
         FieldWrite::CopyTtlOut | FieldWrite::CopyTtlIn => {}
     }
 }
@@ -186,13 +186,15 @@ enum Popped {
     Mpls,
     /// A PBB backbone header and I-TAG (`pop_pbb`): the whole frame is new.
     Pbb,
-    /// An Ethernet and NSH header (`decap()` twice): the whole frame is new.
-    Nsh,
-    /// `encap(nsh)`: the key is the new NSH header's, which the datapath pushes
-    /// with the `encap(ethernet)` that must follow (nothing is pushed before).
-    NshPending,
-    /// `decap()` of the Ethernet header in front of NSH: the datapath takes it
-    /// off with the NSH header at the next `decap()` (the frame keeps it until).
+    /// An Ethernet header and the NSH header or label behind it (`decap()`
+    /// twice): the whole frame is new.
+    Decapped,
+    /// `encap(nsh)` or `encap(mpls)`: the key is the new header's, which the
+    /// datapath pushes with the `encap(ethernet)` that must follow (nothing is
+    /// pushed before; rewrites change the key the push is made from).
+    EncapPending,
+    /// `decap()` of the Ethernet header in front of NSH or MPLS: the datapath takes
+    /// it off with that header at the next `decap()` (the frame keeps it until).
     EthernetDecapped,
 }
 
@@ -200,12 +202,13 @@ impl Popped {
     /// The key holds nothing of what is behind the pop: tables and most actions
     /// wait for a recirculation.
     fn blind(self) -> bool {
-        matches!(self, Popped::Mpls | Popped::Pbb | Popped::Nsh)
+        matches!(self, Popped::Mpls | Popped::Pbb | Popped::Decapped)
     }
 
-    /// The packet is NSH without an Ethernet header: nothing may send it out.
-    fn bare_nsh(self) -> bool {
-        matches!(self, Popped::NshPending | Popped::EthernetDecapped)
+    /// The packet is NSH or MPLS without an Ethernet header: nothing may send
+    /// it out.
+    fn bare(self) -> bool {
+        matches!(self, Popped::EncapPending | Popped::EthernetDecapped)
     }
 
     fn action(self) -> &'static str {
@@ -213,8 +216,8 @@ impl Popped {
             Popped::Nothing => "nothing",
             Popped::Mpls => "pop_mpls",
             Popped::Pbb => "pop_pbb",
-            Popped::Nsh => "decap() of NSH",
-            Popped::NshPending => "encap(nsh)",
+            Popped::Decapped => "decap()",
+            Popped::EncapPending => "encap",
             Popped::EthernetDecapped => "decap() of Ethernet",
         }
     }
@@ -1186,15 +1189,19 @@ impl Ctx<'_, '_> {
     fn action(&mut self, a: &Action, table: u8, rule: Option<&Arc<Rule>>) {
         let dp = self.rewrite(a);
         if let Some(dp) = dp {
-            self.emit(dp);
+            // Before encap(ethernet) nothing is pushed yet: the push carries the
+            // header as the key now has it.
+            if self.popped != Popped::EncapPending {
+                self.emit(dp);
+            }
             return;
         }
-        if self.popped.bare_nsh() && nsh::sends(a) {
+        if self.popped.bare() && encap::sends(a) {
             self.step(
                 table,
                 format!(
-                    "{a}: after {}, the packet is NSH without an Ethernet header, which \
-                     no Ethernet port takes: dropped (encap(ethernet) first)",
+                    "{a}: after {}, the packet has no Ethernet header, which no \
+                     Ethernet port takes: dropped (encap(ethernet) first)",
                     self.popped.action()
                 ),
             );
@@ -1203,7 +1210,7 @@ impl Ctx<'_, '_> {
         let k = &self.key;
         match *a {
             Action::Encap(e) => self.encap(e, table),
-            Action::Decap(_) => self.decap(table),
+            Action::Decap(pt) => self.decap(pt, table),
             Action::DecNshTtl => self.dec_nsh_ttl(table),
             // Never back out of the port it came in on: that is IN_PORT.
             Action::Output(p) => {
@@ -1545,8 +1552,8 @@ impl Ctx<'_, '_> {
     /// and looks up addresses, nor a group, whose buckets may hash or rewrite).
     fn needs_recirculation(&self, a: &Action) -> bool {
         match self.popped {
-            Popped::Nothing | Popped::NshPending | Popped::EthernetDecapped => return false,
-            Popped::Pbb | Popped::Nsh => {
+            Popped::Nothing | Popped::EncapPending | Popped::EthernetDecapped => return false,
+            Popped::Pbb | Popped::Decapped => {
                 return match a {
                     Action::Drop | Action::SetQueue(_) => false,
                     Action::Output(p) | Action::OutputTrunc { port: p, .. } => {
@@ -1920,14 +1927,9 @@ impl Ctx<'_, '_> {
                 mask.dl_type = u16::MAX;
                 None
             }
-            // An NSH field of a frame that is not NSH: nothing to write. Of an
-            // NSH header not pushed yet: the push will carry it.
+            // An NSH field of a frame that is not NSH: nothing to write.
             Action::SetField(FieldWrite::Nsh(..)) if k.dl_type != EtherType::NSH => {
                 mask.dl_type = u16::MAX;
-                None
-            }
-            Action::SetField(w @ FieldWrite::Nsh(..)) if self.popped == Popped::NshPending => {
-                write_key(k, w);
                 None
             }
             // The I-SID of a frame that is not PBB (a group's bucket is checked

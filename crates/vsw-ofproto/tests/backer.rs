@@ -1296,6 +1296,72 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
         .is_empty());
 }
 
+/// `encap(mpls)` … `encap(ethernet)` is one push of Ethernet and a label in
+/// front of the frame, carrying what the MPLS rewrites between wrote; `decap()`
+/// then `decap(packet_type(ns=0,type=0))` one pop; other decaps are refused.
+#[test]
+fn ethernet_over_mpls_is_one_push_and_two_decaps_one_pop() {
+    let backer = Backer::new();
+    let (a, o) = Ofproto::join(
+        &backer,
+        "br",
+        pipeline(&[
+            "table=0,priority=100,in_port=1,ip,actions=encap(mpls),set_field:100->mpls_label,dec_mpls_ttl,encap(ethernet),output:2",
+            "table=0,priority=200,in_port=1,ipv6,actions=encap(mpls_mc),encap(ethernet),output:2",
+            "table=0,in_port=2,mpls,mpls_label=100,actions=decap(),decap(packet_type(ns=0,type=0)),output:1",
+            "table=0,in_port=2,mpls,mpls_label=101,actions=decap(),decap(),output:1",
+        ]),
+    )
+    .unwrap();
+    o.set_ports(vec![1, 2]);
+    backer.set_port(a, 1, 1).unwrap();
+    backer.set_port(a, 2, 2).unwrap();
+    let lse = |label: u32, ttl: u32| label << 12 | 1 << 8 | ttl;
+    assert_eq!(
+        backer.translate(&udp_from(1, 1, 2), 0, false).actions,
+        vec![
+            DpAction::PushMplsEthernet {
+                ethertype: 0x8847,
+                lse: lse(100, 63)
+            },
+            Output(2)
+        ]
+    );
+    let v6 = FlowKey {
+        dl_type: 0x86dd,
+        ..udp_from(1, 1, 2)
+    };
+    assert_eq!(
+        backer.translate(&v6, 0, false).actions,
+        vec![
+            DpAction::PushMplsEthernet {
+                ethertype: 0x8848,
+                lse: lse(2, 64)
+            },
+            Output(2)
+        ]
+    );
+    let labelled = |label: u32| FlowKey {
+        in_port: 2,
+        dl_type: 0x8847,
+        label: lse(label, 63),
+        ..FlowKey::default()
+    };
+    assert_eq!(
+        backer.translate(&labelled(100), 0, false).actions,
+        vec![DpAction::PopMplsEthernet, Output(1)]
+    );
+    // decap() names no packet type: the label's payload is not known to be a frame.
+    assert!(backer
+        .translate(&labelled(101), 0, false)
+        .actions
+        .is_empty());
+    // Not the bottom of its stack: refused.
+    let mut stacked = labelled(100);
+    stacked.label &= !(1 << 8);
+    assert!(backer.translate(&stacked, 0, false).actions.is_empty());
+}
+
 /// A pop in a bridge a patch port led to, then its next table, and a pop in a
 /// clone whose "popped" state stays in the clone.
 #[test]

@@ -132,6 +132,8 @@ fn rule() -> impl Strategy<Value = String> {
                 .to_string()
         ),
         Just("decap(),decap()".to_string()),
+        // Ethernet over MPLS: a label and an Ethernet header in front of the frame.
+        Just("encap(mpls),set_field:5->mpls_label,encap(ethernet)".to_string()),
         (1u32..=4).prop_map(|g| format!("group:{g}")),
         // What a clone changes stays in it.
         ((1u8..=4), (1..=PORTS))
@@ -388,6 +390,11 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
                 Ok(())
             }
             DpAction::PushNsh(h) => buf.push_nsh_ethernet(&h.with_context([0; 4])),
+            DpAction::PushMplsEthernet { ethertype, lse } => buf.push_mpls_ethernet(ethertype, lse),
+            DpAction::PopMplsEthernet => {
+                buf.pop_mpls_ethernet();
+                Ok(())
+            }
             DpAction::PopNsh => {
                 buf.pop_nsh_ethernet();
                 Ok(())

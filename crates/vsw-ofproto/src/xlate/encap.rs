@@ -1,26 +1,31 @@
-//! NSH in translation: Open vSwitch's generic `encap(nsh)`, `encap(ethernet)`,
-//! `decap()` and `dec_nsh_ttl`.
+//! Open vSwitch's generic encapsulation in translation: `encap(nsh)`,
+//! `encap(mpls)`, `encap(ethernet)`, `decap()`, and `dec_nsh_ttl`.
 //!
-//! Between an `encap(nsh)` and its `encap(ethernet)`, or between the two
-//! `decap()`s, the packet is NSH without an Ethernet header (Open vSwitch's
-//! packet type (1,0x894f)). vsw's datapath never holds such a frame: as Open
-//! vSwitch commits its pending encap and decap lazily, translation keeps the NSH
-//! header in the key (its set-fields and TTL too) and pushes Ethernet and NSH in
-//! one action at `encap(ethernet)`, and pops both at the second `decap()`. Nothing
-//! sends a bare NSH packet out (Open vSwitch drops it at a port of Ethernet too).
+//! Between an `encap(nsh|mpls)` and its `encap(ethernet)`, or between the two
+//! `decap()`s, the packet is NSH or MPLS without an Ethernet header (Open
+//! vSwitch's packet types (1,0x894f), (1,0x8847)). vsw's datapath never holds such
+//! a frame: as Open vSwitch commits its pending encap and decap lazily,
+//! translation keeps the new header in the key (its set-fields and TTLs too) and
+//! pushes Ethernet and that header in one action at `encap(ethernet)`, and pops
+//! both at the second `decap()`. Nothing sends a bare packet out (Open vSwitch
+//! drops it at a port of Ethernet too).
 
 use vsw_datapath::DpAction;
 use vsw_flow::{Action, Encap};
 use vsw_packet::key::{NSH_NP_SHIFT, NSH_TTL_SHIFT};
-use vsw_packet::rewrite::{FieldWrite, NshField};
+use vsw_packet::rewrite::{is_mpls, FieldWrite, NshField};
+use vsw_packet::wire::mpls;
 use vsw_packet::wire::nsh::{Nsh, DEFAULT_TTL, MD_TYPE1, NP_ETHERNET};
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use super::{Ctx, Popped};
 
-/// Packet types (namespace << 16 | type), as `packet_type` matches them.
+/// Packet types (namespace << 16 | type), as `packet_type` matches them: Ethernet,
+/// and a header of this ethertype without Ethernet.
 const PT_ETH: u32 = 0;
-const PT_NSH: u32 = 0x0001_0000 | EtherType::NSH as u32;
+fn pt_of(ethertype: u16) -> u32 {
+    0x0001_0000 | u32::from(ethertype)
+}
 
 /// Where an NSH field's write sorts among its kind in an action set.
 pub(super) fn field_index(f: NshField) -> u8 {
@@ -71,7 +76,7 @@ fn base_bits(shift: u32) -> u128 {
 impl Ctx<'_, '_> {
     /// Fails the translation (the packet is dropped and counted): `why` in the
     /// trace, the error's words in the log.
-    fn nsh_refused(&mut self, table: u8, why: String) {
+    fn refused(&mut self, table: u8, why: String) {
         self.step(table, format!("{why}: dropped"));
         self.out.error = Some(super::XlateError::Nsh(
             "an encap or decap vsw does not carry (the trace says which)",
@@ -97,18 +102,44 @@ impl Ctx<'_, '_> {
                     path: 0xff,
                     context: [0; 4],
                 });
-                self.key.pipeline.packet_type = PT_NSH;
-                self.popped = Popped::NshPending;
+                self.key.pipeline.packet_type = pt_of(self.key.dl_type);
+                self.popped = Popped::EncapPending;
             }
-            (Encap::Nsh { .. }, p) => self.nsh_refused(
+            (Encap::Mpls { ethertype }, Popped::Nothing) => {
+                // As Open vSwitch's: label 2 (IPv6 explicit null) over IPv6, else
+                // 0; TC 0, TTL 64, bottom of the stack.
+                self.mask.dl_type = u16::MAX;
+                let label = if self.key.dl_type == EtherType::IPV6 {
+                    mpls::IPV6_EXPLICIT_NULL
+                } else {
+                    mpls::IPV4_EXPLICIT_NULL
+                };
+                let k = &mut self.key;
+                k.packet = FlowKey {
+                    dl_type: ethertype,
+                    label: (label << mpls::LABEL_SHIFT) | mpls::BOS_MASK | 64,
+                    ..super::metadata_only(k)
+                };
+                self.key.pipeline.packet_type = pt_of(ethertype);
+                self.popped = Popped::EncapPending;
+            }
+            (Encap::Nsh { .. } | Encap::Mpls { .. }, p) => self.refused(
                 table,
                 format!(
-                    "encap(nsh) after {}: NSH in front of a packet that is not Ethernet \
-                     is not built",
+                    "{} after {}: a header in front of a packet that is not Ethernet (or \
+                     a second one before encap(ethernet)) is not built",
+                    Action::Encap(e),
                     p.action()
                 ),
             ),
-            (Encap::Ethernet, Popped::NshPending) => {
+            (Encap::Ethernet, Popped::EncapPending) if is_mpls(self.key.dl_type) => {
+                let (ethertype, lse) = (self.key.dl_type, self.key.label);
+                self.emit(DpAction::PushMplsEthernet { ethertype, lse });
+                (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
+                self.key.pipeline.packet_type = PT_ETH;
+                self.popped = Popped::Nothing;
+            }
+            (Encap::Ethernet, Popped::EncapPending) => {
                 let h = self.key.nsh();
                 self.emit(DpAction::PushNsh(h.base()));
                 if h.md_type == MD_TYPE1 {
@@ -132,43 +163,69 @@ impl Ctx<'_, '_> {
                 self.key.pipeline.packet_type = PT_ETH;
                 self.popped = Popped::Nothing;
             }
-            (Encap::Ethernet, _) => self.nsh_refused(
+            (Encap::Ethernet, _) => self.refused(
                 table,
                 "encap(ethernet) of a packet that has an Ethernet header".into(),
             ),
         }
     }
 
-    pub(super) fn decap(&mut self, table: u8) {
+    pub(super) fn decap(&mut self, packet_type: Option<(u16, u16)>, table: u8) {
         match self.popped {
             Popped::Nothing => {
                 self.mask.dl_type = u16::MAX;
-                if self.key.dl_type != EtherType::NSH {
+                if self.key.dl_type != EtherType::NSH && !is_mpls(self.key.dl_type) {
                     let t = self.key.dl_type;
-                    return self.nsh_refused(
+                    return self.refused(
                         table,
                         format!(
                             "decap() of an Ethernet packet of type 0x{t:04x}: vsw's bridges \
-                             carry Ethernet and NSH, not bare IP"
+                             carry Ethernet, NSH and MPLS, not bare IP"
                         ),
                     );
                 }
                 self.mask.vlan_tci |= super::VLAN_CFI;
                 if self.key.vlan_tci & super::VLAN_CFI != 0 {
-                    return self.nsh_refused(
+                    return self.refused(
                         table,
                         "decap() of an Ethernet header with a VLAN tag".into(),
                     );
                 }
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
-                self.key.pipeline.packet_type = PT_NSH;
+                self.key.pipeline.packet_type = pt_of(self.key.dl_type);
                 self.popped = Popped::EthernetDecapped;
+            }
+            Popped::EthernetDecapped if is_mpls(self.key.dl_type) => {
+                // The label must carry an Ethernet frame: so the decap says, and
+                // so the bottom-of-stack bit (a label stack would be popped whole
+                // by Open vSwitch; vsw pops one entry).
+                self.mask.label |= mpls::BOS_MASK;
+                if packet_type != Some((0, 0)) {
+                    return self.refused(
+                        table,
+                        format!(
+                            "{} of MPLS: only decap(packet_type(ns=0,type=0)), an Ethernet \
+                             frame behind the label, is built",
+                            Action::Decap(packet_type)
+                        ),
+                    );
+                }
+                if self.key.label & mpls::BOS_MASK == 0 {
+                    return self.refused(
+                        table,
+                        "decap() of a label that is not the bottom of its stack".into(),
+                    );
+                }
+                self.emit(DpAction::PopMplsEthernet);
+                self.key.packet = super::metadata_only(&self.key);
+                self.key.pipeline.packet_type = PT_ETH;
+                self.popped = Popped::Decapped;
             }
             Popped::EthernetDecapped => {
                 self.mask.nw_dst |= base_bits(NSH_NP_SHIFT);
                 let np = self.key.nsh().next_proto;
                 if np != NP_ETHERNET {
-                    return self.nsh_refused(
+                    return self.refused(
                         table,
                         format!(
                             "decap() of NSH carrying next protocol {np}: vsw's bridges carry \
@@ -181,9 +238,9 @@ impl Ctx<'_, '_> {
                 // shows it to whatever looks next.
                 self.key.packet = super::metadata_only(&self.key);
                 self.key.pipeline.packet_type = PT_ETH;
-                self.popped = Popped::Nsh;
+                self.popped = Popped::Decapped;
             }
-            p => self.nsh_refused(table, format!("decap() after {} is not built", p.action())),
+            p => self.refused(table, format!("decap() after {} is not built", p.action())),
         }
     }
 
@@ -204,7 +261,7 @@ impl Ctx<'_, '_> {
         }
         let w = FieldWrite::Nsh(NshField::Ttl, u32::from(ttl - 1));
         super::write_key(&mut self.key, w);
-        if self.popped != Popped::NshPending {
+        if self.popped != Popped::EncapPending {
             self.emit(DpAction::SetField(w));
         }
     }
