@@ -706,6 +706,10 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                     packet_type: PT_NSH,
                     md_type,
                 },
+                vsw_flow::Encap::Mpls { ethertype } => NxAction::Encap {
+                    packet_type: 0x0001_0000 | u32::from(ethertype),
+                    md_type: None,
+                },
             })),
             VswAction::Decap(t) => apply.push(Action::Nx(NxAction::Decap(
                 t.map_or(PT_USE_NEXT_PROTO, |(ns, t)| {

@@ -54,6 +54,8 @@ pub const NXAST_DEC_NSH_TTL: u16 = 48;
 /// the header's next protocol says".
 pub const PT_ETH: u32 = 0;
 pub const PT_NSH: u32 = 0x0001_894f;
+pub const PT_MPLS: u32 = 0x0001_8847;
+pub const PT_MPLS_MC: u32 = 0x0001_8848;
 pub const PT_USE_NEXT_PROTO: u32 = 0x0000_fffe;
 /// An encap property: class NSH (OFPPPC_NSH), types MD type and TLV.
 const OFPPPC_NSH: u16 = 4;
@@ -948,9 +950,8 @@ impl NxAction {
                 }
                 b.u16().ok_or(BadNxAction::Len)?;
                 let packet_type = b.u32().ok_or(BadNxAction::Len)?;
-                // Ethernet and NSH: what vsw pushes (MPLS's types are Open
-                // vSwitch's too, not vsw's).
-                if !matches!(packet_type, PT_ETH | PT_NSH) {
+                // What Open vSwitch pushes (its decoder takes these four).
+                if !matches!(packet_type, PT_ETH | PT_NSH | PT_MPLS | PT_MPLS_MC) {
                     return Err(BadNxAction::Argument);
                 }
                 let mut md_type = None;
@@ -1012,7 +1013,7 @@ pub fn port_to_16(p: u32) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use crate::flow_mod::Action;
-    use crate::nx_action::{NxAction, PT_ETH, PT_NSH, PT_USE_NEXT_PROTO};
+    use crate::nx_action::{NxAction, PT_ETH, PT_MPLS, PT_NSH, PT_USE_NEXT_PROTO};
 
     fn wire(a: NxAction) -> Vec<u8> {
         let mut out = Vec::new();
@@ -1054,10 +1055,17 @@ mod tests {
             assert_eq!(w, hex(bytes), "{a:?}");
             assert_eq!(Action::decode_list(&w).unwrap(), vec![Action::Nx(a)]);
         }
-        // MD type 2 metadata (a TLV property) and MPLS's packet type: refused.
+        let mpls = hex("ffff001000002320002e000000018847");
+        let a = NxAction::Encap {
+            packet_type: PT_MPLS,
+            md_type: None,
+        };
+        assert_eq!(wire(a.clone()), mpls);
+        assert_eq!(Action::decode_list(&mpls).unwrap(), vec![Action::Nx(a)]);
+        // MD type 2 metadata (a TLV property) and IPv4's packet type: refused.
         let tlv = hex("ffff002000002320002e00000001894f000402101000040a041234567800000000");
         assert!(Action::decode_list(&tlv).is_err());
-        let mpls = hex("ffff001000002320002e000000018847");
-        assert!(Action::decode_list(&mpls).is_err());
+        let ipv4 = hex("ffff001000002320002e000000010800");
+        assert!(Action::decode_list(&ipv4).is_err());
     }
 }

@@ -32,8 +32,8 @@ use crate::meter_mod::{
     BadMeterMod, MeterMod, OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
 };
 use crate::nx_action::{
-    nxm_header_parts, port_from_16, FieldCopy, NxAction, NX_TABLE_CURRENT, PT_ETH, PT_NSH,
-    PT_USE_NEXT_PROTO,
+    nxm_header_parts, port_from_16, FieldCopy, NxAction, NX_TABLE_CURRENT, PT_ETH, PT_MPLS,
+    PT_MPLS_MC, PT_NSH, PT_USE_NEXT_PROTO,
 };
 use crate::nx_learn::{
     LearnAction, LearnDst, LearnSrc, NX_LEARN_F_DELETE_LEARNED, NX_LEARN_F_SEND_FLOW_REM,
@@ -499,6 +499,12 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
             packet_type: PT_NSH,
             md_type,
         } if md_type.is_none_or(|t| matches!(t, 1 | 2)) => VswAction::Encap(Encap::Nsh { md_type }),
+        NxAction::Encap {
+            packet_type: pt @ (PT_MPLS | PT_MPLS_MC),
+            md_type: None,
+        } => VswAction::Encap(Encap::Mpls {
+            ethertype: pt as u16,
+        }),
         NxAction::Encap { .. } => return Err(BadFlowMod::BadArgument),
         NxAction::Decap(PT_USE_NEXT_PROTO) => VswAction::Decap(None),
         NxAction::Decap(t) if t >> 16 < 5 => VswAction::Decap(Some(((t >> 16) as u16, t as u16))),
