@@ -108,9 +108,8 @@ pub enum MessageKind {
 /// `msg_type` (the key's `tp_src`) is; `None` for a packet that is neither IGMP nor
 /// ICMPv6.
 pub fn message_kind(dl_type: u16, nw_proto: u8, msg_type: u16) -> Option<MessageKind> {
-    let Ok(t) = u8::try_from(msg_type) else {
-        return Some(MessageKind::NotMembership);
-    };
+    // A type past 8 bits is no IGMP's or ICMPv6's (the key holds 8).
+    let t = u8::try_from(msg_type).unwrap_or(u8::MAX);
     match (dl_type, nw_proto) {
         (EtherType::IPV4, IPPROTO_IGMP) => Some(match t {
             igmp::QUERY => MessageKind::Query,

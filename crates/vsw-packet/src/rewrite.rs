@@ -34,6 +34,10 @@ pub enum RewriteError {
     TtlExpired,
     #[error("no saved copy of the packet to go back to, or no room for another")]
     Unsaved,
+    /// A decap met a frame that does not carry what its flow said (cut short
+    /// behind the header, or not the bottom of a label stack).
+    #[error("the frame does not hold the headers a decap takes off")]
+    NotDecapsulable,
 }
 
 /// A frame being rewritten, with its offload state.

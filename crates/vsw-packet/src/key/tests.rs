@@ -218,8 +218,8 @@ fn nsh_fields_take_their_slots() {
     assert_eq!(k.dl_type, EtherType::NSH);
     assert_eq!(k.nsh(), h);
     assert_eq!({ k.label }, 0x0001_23fe);
-    // A header vsw does not switch by (MD type 7) leaves them 0, and is no error.
-    f[14 + 2] = 7;
+    // A header vsw does not switch by (version 1) leaves them 0, and is no error.
+    f[14] |= 0x40;
     let k = key_of(&f);
     assert_eq!((k.nsh(), k.dl_type), (Nsh::default(), EtherType::NSH));
 }

@@ -117,6 +117,13 @@ fn mld_v1_v2_and_queries() {
 fn the_key_names_the_kind_of_message() {
     use crate::wire::ip::{IPPROTO_ICMPV6, IPPROTO_IGMP, IPPROTO_UDP};
     let k = |t, p, ty| message_kind(t, p, ty);
+    // UDP from any source port is no message, however high the port.
+    assert_eq!(k(EtherType::IPV4, IPPROTO_UDP, 5000), None);
+    assert_eq!(k(EtherType::IPV4, IPPROTO_UDP, 17), None);
+    assert_eq!(
+        k(EtherType::IPV4, IPPROTO_IGMP, 0x1ff),
+        Some(MessageKind::NotMembership)
+    );
     assert_eq!(
         k(EtherType::IPV4, IPPROTO_IGMP, 0x11),
         Some(MessageKind::Query)

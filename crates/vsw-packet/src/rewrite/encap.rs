@@ -29,15 +29,16 @@ impl PacketBuf {
 
     /// Takes off the frame's first `len` bytes (its Ethernet header and what
     /// follows it up to the carried frame), when an Ethernet header is left.
-    pub(super) fn pop_outer(&mut self, len: usize) {
+    pub(super) fn pop_outer(&mut self, len: usize) -> Result<(), RewriteError> {
         if self.len < len + ETH_HDR_LEN {
-            return;
+            return Err(RewriteError::NotDecapsulable);
         }
         let before = self.len;
         self.start += len;
         self.len -= len;
         self.vnet = self.vnet.unshifted(len as u16);
         self.pad_after_pop(before);
+        Ok(())
     }
 
     /// Puts an Ethernet header of `ethertype` (one of MPLS's) and the label stack
@@ -49,15 +50,14 @@ impl PacketBuf {
 
     /// Takes off the Ethernet header (with its tags) and the outermost label
     /// stack entry, which must be the bottom of its stack: the Ethernet frame it
-    /// carried is left. Nothing on any other frame.
-    pub fn pop_mpls_ethernet(&mut self) {
-        let Some(off) = self.mpls_top() else {
-            return;
-        };
+    /// carried is left. Any other frame is refused, unchanged.
+    pub fn pop_mpls_ethernet(&mut self) -> Result<(), RewriteError> {
+        let off = self.mpls_top().ok_or(RewriteError::NotDecapsulable)?;
         let bottom = mpls::top_entry(&self.data()[off..]).is_some_and(|l| l & mpls::BOS_MASK != 0);
-        if bottom {
-            self.pop_outer(off + LSE_LEN);
+        if !bottom {
+            return Err(RewriteError::NotDecapsulable);
         }
+        self.pop_outer(off + LSE_LEN)
     }
 }
 
@@ -97,14 +97,22 @@ mod tests {
         assert_eq!(mpls::top_entry(&d[14..]), Some(lse));
         assert_eq!(&d[18..], &f[..]);
         assert!(is_encapsulated(&d));
-        b.pop_mpls_ethernet();
+        b.pop_mpls_ethernet().unwrap();
         assert_eq!(b.data(), &f[..]);
         // Not the bottom of its stack: what follows is a label, not a frame.
         let mut b = loaded(&f);
         b.push_mpls_ethernet(EtherType::MPLS, lse & !mpls::BOS_MASK)
             .unwrap();
         let pushed = b.data().to_vec();
-        b.pop_mpls_ethernet();
+        assert_eq!(b.pop_mpls_ethernet(), Err(RewriteError::NotDecapsulable));
         assert_eq!(b.data(), &pushed[..]);
+        // Not MPLS at all; and a label with less than an Ethernet header behind.
+        let mut b = loaded(&f);
+        assert_eq!(b.pop_mpls_ethernet(), Err(RewriteError::NotDecapsulable));
+        let mut cut = pushed[..14 + 4 + 10].to_vec();
+        cut[14 + 2] |= 1;
+        let mut b = loaded(&cut);
+        assert_eq!(b.pop_mpls_ethernet(), Err(RewriteError::NotDecapsulable));
+        assert_eq!(b.data(), &cut[..]);
     }
 }

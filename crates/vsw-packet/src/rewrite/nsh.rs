@@ -43,15 +43,14 @@ impl PacketBuf {
     }
 
     /// Takes off the Ethernet header (with its tags) and the NSH header behind it,
-    /// leaving the frame the NSH header carries. Nothing on a frame that is not NSH
-    /// vsw switches by.
-    pub fn pop_nsh_ethernet(&mut self) {
+    /// leaving the frame the NSH header carries. A frame that is not NSH vsw
+    /// switches by, or carries less than an Ethernet header, is refused unchanged.
+    pub fn pop_nsh_ethernet(&mut self) -> Result<(), RewriteError> {
         let Some((EtherType::NSH, off)) = self.l3() else {
-            return;
+            return Err(RewriteError::NotDecapsulable);
         };
-        if let Some((_, len)) = Nsh::parse(&self.data()[off..]) {
-            self.pop_outer(off + len);
-        }
+        let (_, len) = Nsh::parse(&self.data()[off..]).ok_or(RewriteError::NotDecapsulable)?;
+        self.pop_outer(off + len)
     }
 
     /// Writes `value` into the NSH header's `field` (no checksum covers it).
@@ -128,10 +127,10 @@ mod tests {
         assert!(crate::rewrite::is_encapsulated(&d));
         assert_eq!(Nsh::parse(&d[14..]).unwrap(), (md1(), MD1_LEN));
         assert_eq!(&d[14 + MD1_LEN..], &f[..]);
-        b.pop_nsh_ethernet();
+        b.pop_nsh_ethernet().unwrap();
         assert_eq!(b.data(), &f[..]);
-        // Not NSH: left alone.
-        b.pop_nsh_ethernet();
+        // Not NSH: refused, left alone.
+        assert_eq!(b.pop_nsh_ethernet(), Err(RewriteError::NotDecapsulable));
         assert_eq!(b.data(), &f[..]);
         // MD type 2 (no TLVs): 8 bytes of header.
         let mut b = loaded(&f);
@@ -142,7 +141,7 @@ mod tests {
         };
         b.push_nsh_ethernet(&md2).unwrap();
         assert_eq!(Nsh::parse(&b.data()[14..]).unwrap(), (md2, 8));
-        b.pop_nsh_ethernet();
+        b.pop_nsh_ethernet().unwrap();
         assert_eq!(b.data(), &f[..]);
     }
 

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! Length counts 4-byte words, the base and path headers included: 6 for MD type
-//! 1, at least 2 for MD type 2. As Open vSwitch: version 0 only, and a header of
-//! another MD type or a length that does not fit is not NSH to switch by.
+//! 1, at least 2 for any other. As Open vSwitch: version 0 only, and a header
+//! whose length does not fit is not NSH to switch by; a header of an MD type
+//! other than 1 keeps its base and path fields, its context read as 0.
 
 /// The base and service path headers, without context.
 pub const BASE_LEN: usize = 8;
@@ -106,8 +107,7 @@ impl Nsh {
         let md_type = b[2] & 0x0f;
         let fits = match md_type {
             MD_TYPE1 => len == MD1_LEN,
-            MD_TYPE2 => len >= BASE_LEN,
-            _ => false,
+            _ => len >= BASE_LEN,
         };
         if !fits || h.len() < len {
             return None;
@@ -193,9 +193,17 @@ mod tests {
         let mut v1 = h.clone();
         v1[0] |= 0x40;
         assert!(Nsh::parse(&v1).is_none(), "version 1");
+        // MD type 3 of 6 words: its base and path, no context.
         let mut md3 = h.clone();
         md3[2] = 3;
-        assert!(Nsh::parse(&md3).is_none(), "MD type 3");
+        let (n, len) = Nsh::parse(&md3).unwrap();
+        assert_eq!((n.md_type, n.spi(), n.context, len), (3, 0x123, [0; 4], 24));
+        let mut short = h.clone();
+        short[1] = 0xc0 | 1;
+        assert!(
+            Nsh::parse(&short).is_none(),
+            "1 word: shorter than the base"
+        );
         let mut long_md1 = h.clone();
         long_md1[1] = 0xc0 | 7;
         assert!(Nsh::parse(&long_md1).is_none(), "MD type 1 of 7 words");

@@ -341,7 +341,7 @@ proptest! {
             p.write_field(w);
             prop_assert_eq!(p.data().len(), f.len());
             // A pop takes off no more than the frame, and leaves an Ethernet frame.
-            p.pop_nsh_ethernet();
+            let _ = p.pop_nsh_ethernet();
             prop_assert!(p.data().len() == f.len() || p.data().len() >= 14);
         }
     }
