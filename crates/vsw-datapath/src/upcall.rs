@@ -82,7 +82,8 @@ pub trait Upcall: Send + Sync {
         self.translate(key, now_ms, true)
     }
 
-    /// A revalidator pass begins at `now_ms`: what ages (MAC entries) may age now.
+    /// A revalidator pass begins at `now_ms`: what ages (MAC and multicast group
+    /// entries) may age now.
     fn revalidating(&self, _now_ms: u64) {}
 }
 

@@ -417,14 +417,8 @@ impl Pass<'_, '_, '_> {
                 DpAction::PushMplsEthernet { ethertype, lse } => {
                     self.scratch.push_mpls_ethernet(ethertype, lse)
                 }
-                DpAction::PopMplsEthernet => {
-                    self.scratch.pop_mpls_ethernet();
-                    Ok(())
-                }
-                DpAction::PopNsh => {
-                    self.scratch.pop_nsh_ethernet();
-                    Ok(())
-                }
+                DpAction::PopMplsEthernet => self.scratch.pop_mpls_ethernet(),
+                DpAction::PopNsh => self.scratch.pop_nsh_ethernet(),
                 DpAction::SetMpls { lse, mask } => {
                     self.scratch.set_mpls(lse, mask);
                     Ok(())
@@ -585,6 +579,9 @@ impl Pass<'_, '_, '_> {
                 // A packet whose TTL ran out goes no further (there is no controller to
                 // tell); it is counted on the flow that matched it.
                 Err(RewriteError::TtlExpired) => return,
+                // Its flow said the frame carries what a decap takes off, and it
+                // does not (cut short): dropped, counted on that flow.
+                Err(RewriteError::NotDecapsulable) => return,
                 Err(RewriteError::NoHeadroom | RewriteError::TooBig | RewriteError::Unsaved) => {
                     self.outputs.tally.lost += 1;
                     return;
