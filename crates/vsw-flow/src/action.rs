@@ -130,16 +130,20 @@ pub enum Action {
     /// seen after a recirculation, as after `pop_mpls`.
     PopPbb,
     /// Put a header in front of the packet (`encap(nsh)`, `encap(nsh(md_type=N))`,
-    /// `encap(ethernet)`), as Open vSwitch's generic encapsulation: an NSH header
-    /// makes the packet NSH without an Ethernet header until an `encap(ethernet)`.
+    /// `encap(mpls)`, `encap(mpls_mc)`, `encap(ethernet)`), as Open vSwitch's
+    /// generic encapsulation: an NSH header or a label makes the packet NSH or
+    /// MPLS without an Ethernet header until an `encap(ethernet)`.
     Encap(Encap),
     /// Take off the outermost header (`decap()`): an Ethernet header in front of
-    /// NSH, or the NSH header (what it carried is seen after a recirculation).
-    /// The packet type it may name (`decap(packet_type(ns=N,type=T))`) is kept and
-    /// shown; for NSH, as in Open vSwitch, the header's next protocol decides.
+    /// NSH or MPLS, or then the NSH header or label (what it carried is seen
+    /// after a recirculation). The packet type it may name
+    /// (`decap(packet_type(ns=N,type=T))`) says what a label carries (vsw takes
+    /// (0,0), Ethernet); for NSH, as in Open vSwitch, the header's next protocol
+    /// decides.
     Decap(Option<(u16, u16)>),
-    /// Decrement the NSH header's TTL (`dec_nsh_ttl`); at 1 or 0 the packet goes
-    /// to the controllers (reason invalid_ttl) and the action list stops.
+    /// Decrement the NSH header's TTL (`dec_nsh_ttl`); at 1 or 0 the action list
+    /// stops (Open vSwitch also sends a packet-in of reason invalid_ttl; vsw has
+    /// no such reason yet).
     DecNshTtl,
     /// The outermost label (`set_mpls_label(N)`, `set_field:N->mpls_label`).
     SetMplsLabel(u32),

@@ -35,9 +35,9 @@ pub struct PipelineFields {
     /// `conj_id`: the conjunction a conjunctive match completed.
     pub conj_id: u32,
     /// `packet_type`: namespace << 16 | type, 0 (Ethernet) as every packet arrives
-    /// (vsw's ports are all Ethernet); (1,0x894f) while translation holds an NSH
-    /// packet without its Ethernet header (after `encap(nsh)`, or a `decap()` of
-    /// the Ethernet header).
+    /// (vsw's ports are all Ethernet); (1,0x894f), (1,0x8847) or (1,0x8848) while
+    /// translation holds an NSH or MPLS packet without its Ethernet header (after
+    /// an `encap`, or a `decap()` of the Ethernet header).
     pub packet_type: u32,
     /// Keeps the fields whole words.
     pub reserved: u32,

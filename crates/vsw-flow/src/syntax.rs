@@ -281,18 +281,20 @@ fn read_list(
 fn check_needs(actions: &[Action], m: &Match) -> Result<(), FlowSyntaxError> {
     let (mut v, mut k) = (m.value().packet, m.mask().packet);
     // Where each open block ends, and the packet as it was before it.
-    let mut blocks: Vec<(usize, (u16, u16, u8))> = Vec::new();
     // The packet is NSH or MPLS without an Ethernet header (after an `encap`, or
-    // a `decap()` of the Ethernet header in front of it).
-    let mut bare = false;
+    // a `decap()` of the Ethernet header in front of it, or as the match's
+    // packet type (1,T) says).
+    let mut bare = fields::packet_type_says_dl_type(m.value(), m.mask());
+    let mut blocks: Vec<(usize, (u16, u16, u8, bool))> = Vec::new();
     for (i, a) in actions.iter().enumerate() {
-        while let Some(&(_, (t, tm, pm))) = blocks.last().filter(|(end, _)| *end <= i) {
-            (v.dl_type, k.dl_type, k.nw_proto) = (t, tm, pm);
+        while let Some(&(_, (t, tm, pm, b))) = blocks.last().filter(|(end, _)| *end <= i) {
+            (v.dl_type, k.dl_type, k.nw_proto, bare) = (t, tm, pm, b);
             blocks.pop();
         }
         let needs = match a {
             Action::Clone(n) | Action::WriteActions(n) => {
-                blocks.push((i + 1 + usize::from(*n), (v.dl_type, k.dl_type, k.nw_proto)));
+                let before = (v.dl_type, k.dl_type, k.nw_proto, bare);
+                blocks.push((i + 1 + usize::from(*n), before));
                 continue;
             }
             Action::PopMpls(_)

@@ -6,7 +6,7 @@
 use vsw_flow::McastTable;
 use vsw_packet::mcast::{self, Group, Membership, MessageKind};
 use vsw_packet::wire::ip::IPPROTO_IGMP;
-use vsw_packet::FlowKey;
+use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 /// Where NORMAL sends the packet.
 #[derive(Debug, PartialEq, Eq)]
@@ -44,9 +44,19 @@ pub(crate) fn snoop(
     if !table.enabled() {
         return None;
     }
+    // A broadcast is flooded, whatever it carries (Open vSwitch snoops no
+    // broadcast either).
+    mask.dl_dst = MacAddr::BROADCAST;
+    if key.dl_dst == MacAddr::BROADCAST {
+        return None;
+    }
+    // Whether an IP packet is to a group (and which) is its destination's to
+    // say, snooped or not: a flow that floods one must not flood a group too.
     mask.dl_type = u16::MAX;
+    if matches!(key.dl_type, EtherType::IPV4 | EtherType::IPV6) {
+        mask.nw_dst = u128::MAX;
+    }
     let group = Group::of_key(key.dl_type, key.nw_dst)?;
-    mask.nw_dst = u128::MAX;
     mask.nw_proto = u8::MAX;
     let in_port = key.in_port;
     let kind = mcast::message_kind(key.dl_type, key.nw_proto, key.tp_src);
@@ -228,5 +238,17 @@ mod tests {
         let mut arp = key;
         arp.dl_type = vsw_packet::EtherType::ARP;
         assert!(snoop(&mut t, &arp, &mut FlowKey::default(), None, (0, 0)).is_none());
+        // An IP packet to no group: not decided, but its destination is in the
+        // flow, so that it cannot flood a group's packets too.
+        let mut mask = FlowKey::default();
+        let unicast = key_of(&data([198, 18, 0, 2]), 1);
+        assert!(snoop(&mut t, &unicast, &mut mask, None, (0, 0)).is_none());
+        assert_eq!({ mask.nw_dst }, u128::MAX);
+        // A broadcast is flooded, whatever it carries: its address says so.
+        let mut mask = FlowKey::default();
+        let mut broadcast = key;
+        broadcast.dl_dst = MacAddr::BROADCAST;
+        assert!(snoop(&mut t, &broadcast, &mut mask, None, (0, 0)).is_none());
+        assert_eq!(mask.dl_dst, MacAddr::BROADCAST);
     }
 }

@@ -12,7 +12,7 @@ use vsw_flow::fields::Needs;
 use vsw_flow::subfield::{ones, Field, Subfield};
 use vsw_flow::{Action, Bucket, Group, GroupType, MacTable, MatchKey, Pipeline, Rule};
 use vsw_packet::key::VLAN_CFI;
-use vsw_packet::rewrite::{is_mpls, FieldWrite};
+use vsw_packet::rewrite::{is_mpls, FieldWrite, NshField};
 use vsw_packet::wire::{mpls, pbb};
 use vsw_packet::EtherType;
 use vsw_packet::{FlowKey, MacAddr};
@@ -172,7 +172,8 @@ pub enum XlateError {
         vsw_datapath::MAX_FORKS
     )]
     TooManyForks,
-    /// An `encap`/`decap` on a packet type vsw does not carry.
+    /// An `encap`, `decap` or rewrite on a packet type vsw does not carry (NSH or
+    /// MPLS without Ethernet, bare L3).
     #[error("{0}: dropped")]
     Nsh(&'static str),
 }
@@ -353,10 +354,15 @@ struct Ctx<'a, 'b> {
     paused: Option<Paused>,
     /// `exit`: no action list runs on (but the action set).
     exiting: bool,
-    /// A `pop_mpls` took off a label, or a `pop_pbb` a backbone header: the key
-    /// holds nothing of what is behind it (the datapath never parsed it), so a
-    /// table or an action that may look at it needs the packet looked up again
-    /// (Open vSwitch's `was_mpls`).
+    /// The action list being run stops here (`dec_nsh_ttl` at TTL 1); the lists
+    /// around it go on.
+    stop_list: bool,
+    /// A `pop_mpls` took off a label, a `pop_pbb` a backbone header, or two
+    /// `decap()`s an Ethernet header and what it carried: the key holds nothing
+    /// of what is behind it (the datapath never parsed it), so a table or an
+    /// action that may look at it needs the packet looked up again (Open
+    /// vSwitch's `was_mpls`). Or the packet has no Ethernet header just now (an
+    /// `encap` pending, or one `decap()`).
     popped: Popped,
     /// `check_pkt_larger` ways being translated now (the rest of an action list
     /// twice, once for each answer).
@@ -558,6 +564,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         in_action_set: false,
         paused: None,
         exiting: false,
+        stop_list: false,
         popped: Popped::Nothing,
         forks: 0,
     };
@@ -987,6 +994,7 @@ impl Ctx<'_, '_> {
             in_action_set: false,
             paused: None,
             exiting: false,
+            stop_list: false,
             popped: self.popped,
             forks: self.forks,
         };
@@ -1116,7 +1124,10 @@ impl Ctx<'_, '_> {
                 a => self.action(a, id, rule),
             }
             i += 1;
-            if self.exiting || self.rest_of(acts, i, id, rule) {
+            if std::mem::take(&mut self.stop_list)
+                || self.exiting
+                || self.rest_of(acts, i, id, rule)
+            {
                 return;
             }
         }
@@ -1187,13 +1198,12 @@ impl Ctx<'_, '_> {
 
     /// Translates one action of `rule` (none: a packet-out's) in `table`.
     fn action(&mut self, a: &Action, table: u8, rule: Option<&Arc<Rule>>) {
+        if self.bare_rewrite(a, table) {
+            return;
+        }
         let dp = self.rewrite(a);
         if let Some(dp) = dp {
-            // Before encap(ethernet) nothing is pushed yet: the push carries the
-            // header as the key now has it.
-            if self.popped != Popped::EncapPending {
-                self.emit(dp);
-            }
+            self.emit(dp);
             return;
         }
         if self.popped.bare() && encap::sends(a) {
@@ -1543,13 +1553,14 @@ impl Ctx<'_, '_> {
         self.emit(DpAction::Recirc(id));
     }
 
-    /// After a `pop_mpls` or `pop_pbb`, whether `a` may look at what is behind
-    /// the label or I-TAG (and so must run on the packet's next pass). After a
-    /// label, as Open vSwitch: outputs, groups and rewrites of Ethernet, VLAN,
-    /// tunnel and pipeline fields need not. After a backbone header the
-    /// customer's addresses and tags are new to the key too: only what sends the
-    /// packet out as it is goes on in the same pass (not NORMAL, which learns
-    /// and looks up addresses, nor a group, whose buckets may hash or rewrite).
+    /// After a `pop_mpls`, `pop_pbb` or two `decap()`s, whether `a` may look at
+    /// what is behind the label, I-TAG or NSH header (and so must run on the
+    /// packet's next pass). After a label, as Open vSwitch: outputs, groups and
+    /// rewrites of Ethernet, VLAN, tunnel and pipeline fields need not. After a
+    /// backbone header or the decaps, the frame's addresses and tags are new to
+    /// the key too: only what sends the packet out as it is goes on in the same
+    /// pass (not NORMAL, which learns and looks up addresses, nor a group, whose
+    /// buckets may hash or rewrite).
     fn needs_recirculation(&self, a: &Action) -> bool {
         match self.popped {
             Popped::Nothing | Popped::EncapPending | Popped::EthernetDecapped => return false,
@@ -1604,7 +1615,7 @@ impl Ctx<'_, '_> {
                 .is_none_or(|b| b.tunnel_port(of_port).is_none() && b.patch_peer(of_port).is_none())
     }
 
-    /// After a `pop_mpls` or `pop_pbb`, `a` (at `at` of `acts`) needs the next
+    /// After a `pop_mpls`, `pop_pbb` or the decaps, `a` (at `at` of `acts`) needs the next
     /// pass: from the pipeline's own lists the translation stops here, keeping
     /// `a` and what follows (as a pause does); anywhere else it cannot, and the
     /// packet is dropped. True when the list stops.
@@ -1721,6 +1732,9 @@ impl Ctx<'_, '_> {
                 // The bits not loaded are the packet's own, written back as they were.
                 let kept = ones(u32::from(field.info().bits)) & !mask;
                 self.looked_at(field, kept);
+                if self.bare_rewrite(&a, 0) {
+                    return;
+                }
                 if let Some(dp) = self.rewrite(&a) {
                     self.emit(dp);
                 }
@@ -1932,6 +1946,12 @@ impl Ctx<'_, '_> {
                 mask.dl_type = u16::MAX;
                 None
             }
+            // A context word is written into an MD type 1 header only.
+            Action::SetField(w @ FieldWrite::Nsh(NshField::Context(_), _)) => {
+                mask.nw_dst |= 0xff << vsw_packet::key::NSH_MDTYPE_SHIFT;
+                write_key(k, w);
+                Some(DpAction::SetField(w))
+            }
             // The I-SID of a frame that is not PBB (a group's bucket is checked
             // per packet): nothing to write.
             Action::SetField(FieldWrite::PbbIsid(_)) if k.dl_type != EtherType::PBB => {
@@ -2102,6 +2122,9 @@ impl Ctx<'_, '_> {
                 self.mask.nw_proto = u8::MAX;
             }
             self.action(a, table, rule);
+            if std::mem::take(&mut self.stop_list) {
+                return;
+            }
         }
     }
 

@@ -1229,6 +1229,8 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=251,actions=decap(),goto_table:3",
             "table=3,priority=5,packet_type=(0,0),actions=output:2",
             "table=3,priority=10,packet_type=(1,0x894f),nsh_si=251,actions=decap(),output:1",
+            "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=250,actions=resubmit(,4),output:1",
+            "table=4,dl_type=0x894f,actions=dec_nsh_ttl,IN_PORT",
         ]),
     )
     .unwrap();
@@ -1278,16 +1280,32 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
     let second = backer.translate(&next_pass(&udp_from(2, 2, 1), id, 0), 0, false);
     assert_eq!(second.actions, vec![Output(1)]);
     // TTL 1 runs out: nothing more is done.
-    assert!(backer
-        .translate(&nsh_from(2, 0x1234, 254, 1), 0, false)
-        .actions
-        .is_empty());
+    let ran_out = backer.translate(&nsh_from(2, 0x1234, 254, 1), 0, false);
+    assert!(ran_out.actions.is_empty(), "{:?}", ran_out.actions);
     // After one decap the next table sees packet type (1,0x894f), not Ethernet's.
     assert_eq!(
         backer
             .translate(&nsh_from(2, 0x1234, 251, 10), 0, false)
             .actions,
         vec![DpAction::PopNsh, Output(1)]
+    );
+    // TTL 1 in a resubmitted table stops that table's list only: the caller
+    // goes on.
+    assert_eq!(
+        backer
+            .translate(&nsh_from(2, 0x1234, 250, 1), 0, false)
+            .actions,
+        vec![Output(1)]
+    );
+    assert_eq!(
+        backer
+            .translate(&nsh_from(2, 0x1234, 250, 9), 0, false)
+            .actions,
+        vec![
+            DpAction::SetField(FieldWrite::Nsh(NshField::Ttl, 8)),
+            Output(2),
+            Output(1)
+        ]
     );
     // One decap leaves NSH without Ethernet: not sent.
     assert!(backer
@@ -1310,6 +1328,8 @@ fn ethernet_over_mpls_is_one_push_and_two_decaps_one_pop() {
             "table=0,priority=200,in_port=1,ipv6,actions=encap(mpls_mc),encap(ethernet),output:2",
             "table=0,in_port=2,mpls,mpls_label=100,actions=decap(),decap(packet_type(ns=0,type=0)),output:1",
             "table=0,in_port=2,mpls,mpls_label=101,actions=decap(),decap(),output:1",
+            "table=0,in_port=2,mpls,mpls_label=102,actions=decap(),mod_dl_dst:02:00:00:00:00:09,decap(packet_type(ns=0,type=0)),output:1",
+            "table=0,priority=300,in_port=1,udp,tp_dst=5353,actions=encap(mpls),set_tunnel:5,encap(ethernet),output:2",
         ]),
     )
     .unwrap();
@@ -1356,6 +1376,25 @@ fn ethernet_over_mpls_is_one_push_and_two_decaps_one_pop() {
         .translate(&labelled(101), 0, false)
         .actions
         .is_empty());
+    // Nothing to rewrite an Ethernet address in between the decaps: refused.
+    assert!(backer
+        .translate(&labelled(102), 0, false)
+        .actions
+        .is_empty());
+    // The tunnel's metadata is no header of the packet's: set as ever.
+    let mut dns = udp_from(1, 1, 2);
+    dns.tp_dst = 5353;
+    assert_eq!(
+        backer.translate(&dns, 0, false).actions,
+        vec![
+            DpAction::SetTunnel(5),
+            DpAction::PushMplsEthernet {
+                ethertype: 0x8847,
+                lse: lse(0, 64)
+            },
+            Output(2)
+        ]
+    );
     // Not the bottom of its stack: refused.
     let mut stacked = labelled(100);
     stacked.label &= !(1 << 8);

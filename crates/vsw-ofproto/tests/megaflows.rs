@@ -391,14 +391,8 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             }
             DpAction::PushNsh(h) => buf.push_nsh_ethernet(&h.with_context([0; 4])),
             DpAction::PushMplsEthernet { ethertype, lse } => buf.push_mpls_ethernet(ethertype, lse),
-            DpAction::PopMplsEthernet => {
-                buf.pop_mpls_ethernet();
-                Ok(())
-            }
-            DpAction::PopNsh => {
-                buf.pop_nsh_ethernet();
-                Ok(())
-            }
+            DpAction::PopMplsEthernet => buf.pop_mpls_ethernet(),
+            DpAction::PopNsh => buf.pop_nsh_ethernet(),
             DpAction::DecMplsTtl => buf.dec_mpls_ttl(),
             DpAction::SetVlanVid(v) => buf.set_vlan_vid(v),
             DpAction::SetVlanPcp(p) => buf.set_vlan_pcp(p),

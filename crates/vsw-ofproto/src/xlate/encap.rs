@@ -52,8 +52,38 @@ pub(super) fn write_key(k: &mut FlowKey, f: NshField, v: u32) {
     k.set_nsh(&h);
 }
 
-/// Whether `a` sends the packet out of the bridge as it is (which a bare NSH
-/// packet may not be).
+/// Whether `a` rewrites one of the packet's headers (the actions `rewrite`
+/// turns into datapath rewrites, the tunnel's metadata aside).
+fn rewrites_a_header(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::SetDlSrc(_)
+            | Action::SetDlDst(_)
+            | Action::PushVlan(_)
+            | Action::SetVlanVid(_)
+            | Action::SetVlanPcp(_)
+            | Action::StripVlan
+            | Action::SetNwSrc(_)
+            | Action::SetNwDst(_)
+            | Action::SetNwTos(_)
+            | Action::SetTpSrc(_)
+            | Action::SetTpDst(_)
+            | Action::DecTtl
+            | Action::DecTtlIds(_)
+            | Action::PushMpls(_)
+            | Action::PopMpls(_)
+            | Action::PushPbb(_)
+            | Action::PopPbb
+            | Action::SetMplsLabel(_)
+            | Action::SetMplsTc(_)
+            | Action::SetMplsTtl(_)
+            | Action::DecMplsTtl
+            | Action::SetField(_)
+    )
+}
+
+/// Whether `a` sends the packet out of the bridge as it is (which a packet
+/// without an Ethernet header may not be).
 pub(super) fn sends(a: &Action) -> bool {
     matches!(
         a,
@@ -74,13 +104,58 @@ fn base_bits(shift: u32) -> u128 {
 }
 
 impl Ctx<'_, '_> {
-    /// Fails the translation (the packet is dropped and counted): `why` in the
-    /// trace, the error's words in the log.
+    /// Fails the translation (the packet is dropped and counted; nothing after
+    /// runs): `why` in the trace, the error's words in the log.
     fn refused(&mut self, table: u8, why: String) {
         self.step(table, format!("{why}: dropped"));
         self.out.error = Some(super::XlateError::Nsh(
-            "an encap or decap vsw does not carry (the trace says which)",
+            "an encap, decap or rewrite of a packet vsw does not carry (the trace says which)",
         ));
+        self.exiting = true;
+    }
+
+    /// A rewrite `a` while the packet has no Ethernet header: the new header's
+    /// own writes (NSH's fields, MPLS's entry and TTL) change the key, which the
+    /// pending push will carry (after `encap`), or the header behind the
+    /// Ethernet header the frame keeps (after one `decap()`); any other rewrite
+    /// of the packet has no header to act on and is refused. The tunnel's
+    /// metadata is not the packet's and is set as ever. True when `a` was dealt
+    /// with here.
+    pub(super) fn bare_rewrite(&mut self, a: &Action, table: u8) -> bool {
+        if !self.popped.bare() || !rewrites_a_header(a) {
+            return false;
+        }
+        let own = matches!(
+            a,
+            Action::SetMplsLabel(_)
+                | Action::SetMplsTc(_)
+                | Action::SetMplsTtl(_)
+                | Action::DecMplsTtl
+                | Action::SetField(FieldWrite::Nsh(..))
+        );
+        if !own {
+            self.refused(
+                table,
+                format!(
+                    "{a} after {}: the packet has no Ethernet header, and not the \
+                     header {a} changes",
+                    self.popped.action()
+                ),
+            );
+            return true;
+        }
+        if matches!(a, Action::DecMplsTtl)
+            && is_mpls(self.key.dl_type)
+            && mpls::ttl(self.key.label) <= 1
+        {
+            self.refused(table, "dec_mpls_ttl: the label's TTL ran out".into());
+            return true;
+        }
+        let dp = self.rewrite(a);
+        if let (Some(dp), Popped::EthernetDecapped) = (dp, self.popped) {
+            self.emit(dp);
+        }
+        true
     }
 
     pub(super) fn encap(&mut self, e: Encap, table: u8) {
@@ -106,8 +181,9 @@ impl Ctx<'_, '_> {
                 self.popped = Popped::EncapPending;
             }
             (Encap::Mpls { ethertype }, Popped::Nothing) => {
-                // As Open vSwitch's: label 2 (IPv6 explicit null) over IPv6, else
-                // 0; TC 0, TTL 64, bottom of the stack.
+                // As Open vSwitch 3.1's (traced): label 2 (IPv6 explicit null)
+                // over IPv6, else 0; TC 0, TTL 64 whatever the IP header says
+                // (unlike push_mpls); bottom of the stack.
                 self.mask.dl_type = u16::MAX;
                 let label = if self.key.dl_type == EtherType::IPV6 {
                     mpls::IPV6_EXPLICIT_NULL
@@ -252,11 +328,14 @@ impl Ctx<'_, '_> {
         self.mask.nw_dst |= base_bits(NSH_TTL_SHIFT);
         let ttl = self.key.nsh().ttl;
         if ttl <= 1 {
-            // Open vSwitch sends it to the controllers (invalid_ttl); vsw has no
-            // such reason yet: the action list stops and the packet goes no
-            // further, as after dec_ttl.
-            self.step(table, format!("dec_nsh_ttl: TTL {ttl} ran out: stop"));
-            self.exiting = true;
+            // Open vSwitch sends it to the controllers (invalid_ttl) and stops
+            // this action list; vsw has no such reason yet: the list stops, the
+            // lists around it go on.
+            self.step(
+                table,
+                format!("dec_nsh_ttl: TTL {ttl} ran out: this list stops"),
+            );
+            self.stop_list = true;
             return;
         }
         let w = FieldWrite::Nsh(NshField::Ttl, u32::from(ttl - 1));
