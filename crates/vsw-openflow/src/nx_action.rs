@@ -130,7 +130,7 @@ pub fn nxm_header_parts(h: u32) -> (u16, u8, bool, u8) {
 /// 1.0 has no action for): NXAST_REG_LOAD when its mask is one run of bits within
 /// the field's own width (MPLS label 20 bits, ECN 2, …) in a fixed-length field of
 /// up to 64 bits, else NXAST_REG_LOAD2. `vlan_vid` (whose present bit is no bit of
-/// the VID) always goes as REG_LOAD2.
+/// the VID) and an experimenter's field always go as REG_LOAD2.
 pub fn masked_set_field_as_load(f: &OxmField) -> NxAction {
     let num = |b: &[u8]| b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x));
     let len = f.value.len();
@@ -139,7 +139,10 @@ pub fn masked_set_field_as_load(f: &OxmField) -> NxAction {
     let (value, mask) = (num(&f.value), f.mask.as_deref().map_or(whole, num));
     let fixed = crate::oxm::field_def(f.field).is_some_and(|d| !d.var_len);
     let vlan_vid = f.field == 6;
-    if fixed && !vlan_vid && len <= 8 && mask != 0 && mask & !whole == 0 {
+    // An experimenter's field (NSH's) has no 32-bit NXM header: REG_LOAD2's OXM
+    // carries its experimenter ID, as Open vSwitch writes it.
+    let experimenter = crate::oxm::experimenter_of(f.field).is_some();
+    if fixed && !vlan_vid && !experimenter && len <= 8 && mask != 0 && mask & !whole == 0 {
         let ofs = mask.trailing_zeros();
         let n_bits = 128 - mask.leading_zeros() - ofs;
         if n_bits <= 64 && mask == vsw_flow::subfield::ones(n_bits) << ofs {
@@ -1067,5 +1070,17 @@ mod tests {
         assert!(Action::decode_list(&tlv).is_err());
         let ipv4 = hex("ffff001000002320002e000000010800");
         assert!(Action::decode_list(&ipv4).is_err());
+        // An NSH set-field where the version has no set-field action (1.0) goes
+        // as REG_LOAD2, whose OXM carries the experimenter: no 32-bit NXM header
+        // names an experimenter's field.
+        let spi = crate::oxm::OxmField {
+            field: crate::oxm::NSH_SPI,
+            value: vec![0, 0, 1, 0x23],
+            mask: None,
+        };
+        assert_eq!(
+            crate::nx_action::masked_set_field_as_load(&spi),
+            NxAction::RegLoad2(spi)
+        );
     }
 }
