@@ -1208,6 +1208,23 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
             );
         }
     }
+    // OpenFlow 1.0 (ovs-ofctl's default): an NSH set-field has no 1.0 action and
+    // goes as Nicira's REG_LOAD2, whose field carries its experimenter ID. (The
+    // encaps are Nicira's 1.3 actions: ovs-ofctl reads no 1.0 reply holding one,
+    // from Open vSwitch either, so this flow has none.)
+    of13(
+        &d,
+        &[
+            "add-flow",
+            "table=5,dl_type=0x894f,actions=set_field:5->nsh_si,output:1",
+        ],
+    );
+    let dump10 = ofctl(&d, &["dump-flows", "--no-stats", "table=5"]);
+    assert!(
+        dump10.contains("actions=set_field:5->nsh_si,output:1"),
+        "{dump10}"
+    );
+    of13(&d, &["del-flows", "table=5"]);
     assert!(h1.ping(&h2, 3), "{}", d.ctl_ok(&["dump-flows"]));
     let all = d.all_flows();
     for needle in [
