@@ -357,6 +357,10 @@ struct Ctx<'a, 'b> {
     /// The action list being run stops here (`dec_nsh_ttl` at TTL 1); the lists
     /// around it go on.
     stop_list: bool,
+    /// This bridge's NORMAL read the passing frame's membership message already
+    /// (once a bridge: a second NORMAL would count a leave twice; a bridge a
+    /// patch port leads to reads it for its own table).
+    frame_read: bool,
     /// A `pop_mpls` took off a label, a `pop_pbb` a backbone header, or two
     /// `decap()`s an Ethernet header and what it carried: the key holds nothing
     /// of what is behind it (the datapath never parsed it), so a table or an
@@ -565,6 +569,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         paused: None,
         exiting: false,
         stop_list: false,
+        frame_read: false,
         popped: Popped::Nothing,
         forks: 0,
     };
@@ -995,6 +1000,7 @@ impl Ctx<'_, '_> {
             paused: None,
             exiting: false,
             stop_list: false,
+            frame_read: false,
             popped: self.popped,
             forks: self.forks,
         };
@@ -2324,7 +2330,7 @@ impl Ctx<'_, '_> {
     /// by the first NORMAL only.
     fn snooped(&mut self, table: u8, vlan: u16) -> bool {
         let bridge = self.env.bridge;
-        let frame = self.env.frame;
+        let frame = self.env.frame.filter(|_| !self.frame_read);
         let decided = crate::snooping::snoop(
             &mut lock(&bridge.mcast),
             &self.key.packet,
@@ -2335,7 +2341,7 @@ impl Ctx<'_, '_> {
         let Some(s) = decided else {
             return false;
         };
-        self.env.frame = None;
+        self.frame_read = true;
         self.out.learning_changed |= s.changed;
         self.out.uncacheable |= s.per_packet;
         match s.way {
