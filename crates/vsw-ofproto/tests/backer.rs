@@ -88,6 +88,57 @@ fn patched(
     (backer, a, b, [oa, ob])
 }
 
+/// Snooping on two bridges joined by a patch: a query from b's router crosses
+/// into a (which learns the patch as its router), a's member reports back across
+/// it (b learns the patch as the member's way), and the group's data from the
+/// router reaches the member, through both bridges' tables.
+#[test]
+fn membership_messages_crossing_a_patch_teach_both_bridges() {
+    use vsw_packet::builder::{igmp, igmp_frame, multicast_mac, udp4_frame};
+    use vsw_packet::mcast::igmp::{QUERY, V2_REPORT};
+    let (backer, _a, b, [oa, ob]) = patched(&["actions=NORMAL"], &["actions=NORMAL"]);
+    backer.set_patch(b, 2, "pb", "pa");
+    for o in [&oa, &ob] {
+        assert!(o.set_mcast_snooping(vsw_flow::McastConfig {
+            enabled: true,
+            ..Default::default()
+        }));
+    }
+    let key_of = |frame: &[u8], port| {
+        let mut k = FlowKey::default();
+        vsw_packet::extract(frame, port, None, &mut k).unwrap();
+        k
+    };
+    let group = [239, 1, 1, 1];
+    let host = |n: u8| (vsw_packet::MacAddr([2, 0, 0, 0, 0, n]), [198, 18, 0, n]);
+    // The router is on b's port 1 (datapath port 3); the member on a's port 1.
+    let query = igmp_frame(host(9), [224, 0, 0, 1], &igmp(QUERY, [0; 4]));
+    backer.translate_packet(&key_of(&query, 3), &query, 1);
+    let report = igmp_frame(host(1), group, &igmp(V2_REPORT, group));
+    let sent = backer.translate_packet(&key_of(&report, 1), &report, 1);
+    // a sends it to its router, the patch; b to its own, port 1.
+    assert_eq!(sent.actions, vec![Output(3)]);
+    let member_of = |o: &Ofproto| {
+        o.mcast_entries(1)
+            .iter()
+            .filter(|e| e.group.is_some())
+            .map(|e| e.port)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(member_of(&oa), vec![1]);
+    assert_eq!(
+        member_of(&ob),
+        vec![2],
+        "b learns the patch as the member's way"
+    );
+    let mut data = udp4_frame([198, 18, 0, 9], group, 5000, 5001, 20);
+    data[..6].copy_from_slice(&multicast_mac(group.into()).0);
+    assert_eq!(
+        backer.translate(&key_of(&data, 3), 1, true).actions,
+        vec![Output(1)]
+    );
+}
+
 #[test]
 fn a_patch_port_continues_the_translation_in_its_peers_bridge() {
     let (backer, _a, b, _o) = patched(
