@@ -89,6 +89,7 @@ impl fmt::Display for FieldWrite {
                 super::NshField::Spi => write!(f, "set(nsh(spi=0x{v:x}))"),
                 super::NshField::Si => write!(f, "set(nsh(si={v}))"),
                 super::NshField::Context(i) => write!(f, "set(nsh(c{}=0x{v:x}))", i + 1),
+                super::NshField::Md2Word(i) => write!(f, "set(nsh(md2[{i}]=0x{v:08x}))"),
             },
             FieldWrite::CopyTtlOut => f.write_str("copy_ttl_out"),
             FieldWrite::CopyTtlIn => f.write_str("copy_ttl_in"),

@@ -6,7 +6,7 @@ use super::{PacketBuf, RewriteError};
 use crate::wire::ethernet::EtherType;
 #[cfg(test)]
 use crate::wire::ethernet::ETH_HDR_LEN;
-use crate::wire::nsh::{self, Nsh, MD1_LEN, MD_TYPE1};
+use crate::wire::nsh::{self, Nsh, NshBase, MD1_LEN, MD_TYPE1};
 
 /// Which field of an NSH header a write sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -20,6 +20,8 @@ pub enum NshField {
     Si,
     /// MD type 1 context word C1–C4 (0–3).
     Context(u8),
+    /// Word N of another MD type's context (its TLVs, as a push writes them).
+    Md2Word(u8),
 }
 
 impl PacketBuf {
@@ -42,6 +44,20 @@ impl PacketBuf {
         self.push_outer(EtherType::NSH, &header[..len])
     }
 
+    /// Puts an Ethernet header and the NSH header of `b` with a zero context in
+    /// front of the frame: MD type 1's 16 bytes, or `b.context_len` bytes for
+    /// another MD type (its TLVs follow as [`NshField::Md2Word`] writes).
+    pub fn push_nsh_base(&mut self, b: &NshBase) -> Result<(), RewriteError> {
+        if b.md_type == MD_TYPE1 {
+            return self.push_nsh_ethernet(&b.with_context([0; 4]));
+        }
+        let ctx = usize::from(b.context_len).min(nsh::MAX_CONTEXT) & !3;
+        let mut header = [0u8; nsh::MAX_LEN];
+        let len = nsh::BASE_LEN + ctx;
+        header[..nsh::BASE_LEN].copy_from_slice(&b.with_context([0; 4]).base_bytes(len));
+        self.push_outer(EtherType::NSH, &header[..len])
+    }
+
     /// Takes off the Ethernet header (with its tags) and the NSH header behind it,
     /// leaving the frame the NSH header carries. A frame that is not NSH vsw
     /// switches by, or carries less than an Ethernet header, is refused unchanged.
@@ -60,7 +76,7 @@ impl PacketBuf {
         let Some((EtherType::NSH, off)) = self.l3() else {
             return;
         };
-        let Some((h, _)) = Nsh::parse(&self.data()[off..]) else {
+        let Some((h, len)) = Nsh::parse(&self.data()[off..]) else {
             return;
         };
         let d = self.data_mut();
@@ -81,6 +97,15 @@ impl PacketBuf {
                 d[at..at + 4].copy_from_slice(&value.to_be_bytes());
             }
             NshField::Context(_) => {}
+            NshField::Md2Word(i) if h.md_type != MD_TYPE1 => {
+                let at = off + nsh::field::context(usize::from(i)).start;
+                if let Some(w) = d.get_mut(at..(at + 4).min(off + len)) {
+                    if w.len() == 4 {
+                        w.copy_from_slice(&value.to_be_bytes());
+                    }
+                }
+            }
+            NshField::Md2Word(_) => {}
         }
     }
 }
@@ -143,6 +168,28 @@ mod tests {
         assert_eq!(Nsh::parse(&b.data()[14..]).unwrap(), (md2, 8));
         b.pop_nsh_ethernet().unwrap();
         assert_eq!(b.data(), &f[..]);
+    }
+
+    #[test]
+    fn an_md2_push_reserves_its_context_for_word_writes() {
+        let f = inner();
+        let mut b = loaded(&f);
+        let base = NshBase {
+            md_type: 2,
+            context_len: 8,
+            ..md1().base()
+        };
+        b.push_nsh_base(&base).unwrap();
+        b.set_nsh(NshField::Md2Word(0), 0x1000_0a04);
+        b.set_nsh(NshField::Md2Word(1), 0x1234_5678);
+        // Past the context: nothing. A context word of MD type 1's: not MD 2's.
+        b.set_nsh(NshField::Md2Word(2), 0xffff_ffff);
+        b.set_nsh(NshField::Context(0), 0xffff_ffff);
+        let d = b.data();
+        let (h, len) = Nsh::parse(&d[14..]).unwrap();
+        assert_eq!((h.md_type, len), (2, 16));
+        assert_eq!(&d[22..30], &[0x10, 0, 0x0a, 0x04, 0x12, 0x34, 0x56, 0x78]);
+        assert_eq!(&d[30..], &f[..]);
     }
 
     #[test]

@@ -60,7 +60,15 @@ pub struct NshBase {
     pub md_type: u8,
     pub next_proto: u8,
     pub path: u32,
+    /// Bytes of context after the base and path headers, for an MD type other
+    /// than 1 (a multiple of 4, at most [`MAX_CONTEXT`]); MD type 1's is always
+    /// 16.
+    pub context_len: u8,
 }
+
+/// The most context an MD type 2 header holds (the length field's 63 words
+/// less the base and path headers).
+pub const MAX_CONTEXT: usize = MAX_LEN - BASE_LEN;
 
 impl NshBase {
     /// The header of these fields and `context`.
@@ -85,6 +93,7 @@ impl Nsh {
             md_type: self.md_type,
             next_proto: self.next_proto,
             path: self.path,
+            context_len: 0,
         }
     }
 
@@ -148,7 +157,7 @@ pub mod field {
     use crate::wire::Field;
     pub const PATH: Field = 4..8;
     pub const SI: usize = 7;
-    /// Context word `i` (0–3) of an MD type 1 header.
+    /// Context word `i` (of an MD type 1 header: 0–3).
     pub const fn context(i: usize) -> Field {
         8 + 4 * i..12 + 4 * i
     }
