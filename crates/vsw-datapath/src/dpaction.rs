@@ -176,16 +176,22 @@ impl fmt::Display for DpAction {
                 write!(f, "push_pbb(itag=0x{itag:08x},eth_type=0x{ethertype:x})")
             }
             DpAction::PopPbb => f.write_str("pop_pbb"),
-            DpAction::PushNsh(h) => write!(
-                f,
-                "push_nsh(flags={},ttl={},mdtype={},np={},spi=0x{:x},si={}),push_eth(src=00:00:00:00:00:00,dst=00:00:00:00:00:00)",
-                h.flags,
-                h.ttl,
-                h.md_type,
-                h.next_proto,
-                h.path >> 8,
-                h.path & 0xff
-            ),
+            DpAction::PushNsh(h) => {
+                write!(
+                    f,
+                    "push_nsh(flags={},ttl={},mdtype={},np={},spi=0x{:x},si={}",
+                    h.flags,
+                    h.ttl,
+                    h.md_type,
+                    h.next_proto,
+                    h.path >> 8,
+                    h.path & 0xff
+                )?;
+                if h.md_type != 1 && h.context_len != 0 {
+                    write!(f, ",md2_len={}", h.context_len)?;
+                }
+                f.write_str("),push_eth(src=00:00:00:00:00:00,dst=00:00:00:00:00:00)")
+            }
             DpAction::PopNsh => f.write_str("pop_eth,pop_nsh()"),
             DpAction::PushMplsEthernet { ethertype, lse } => write!(
                 f,

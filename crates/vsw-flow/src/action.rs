@@ -18,11 +18,14 @@ use crate::table::MAX_TABLE;
 use crate::values::{bad, c_hex, parse_mac, parse_masked_uint, parse_port, parse_uint};
 
 /// The header an `encap` puts in front.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Encap {
     /// An NSH header; `md_type` as written (`encap(nsh)`: MD type 1, none shown).
     Nsh {
         md_type: Option<u8>,
+        /// MD type 2 metadata, RFC 8300's TLVs as the header carries them
+        /// (`tlv(0xCLASS,TYPE,0xVALUE)`, at most 244 bytes).
+        tlvs: Option<std::sync::Arc<[u8]>>,
     },
     /// A label stack entry in front of the whole frame (`encap(mpls)`: ethertype
     /// 0x8847, `encap(mpls_mc)`: 0x8848), Ethernet over MPLS.
@@ -893,7 +896,10 @@ static ENCAP: ActionDef = ActionDef {
         };
         match header.trim() {
             "ethernet" if header.len() == a.len() => Ok(Action::Encap(Encap::Ethernet)),
-            "nsh" if header.len() == a.len() => Ok(Action::Encap(Encap::Nsh { md_type: None })),
+            "nsh" if header.len() == a.len() => Ok(Action::Encap(Encap::Nsh {
+                md_type: None,
+                tlvs: None,
+            })),
             "mpls" if header.len() == a.len() => Ok(Action::Encap(Encap::Mpls {
                 ethertype: EtherType::MPLS,
             })),
@@ -904,8 +910,8 @@ static ENCAP: ActionDef = ActionDef {
                 let props = a[header.len() + 1..]
                     .strip_suffix(')')
                     .ok_or_else(|| bad(n, a, "an unclosed parenthesis"))?;
-                let mut md_type = None;
-                for prop in props.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (mut md_type, mut tlvs) = (None, Vec::new());
+                for prop in split_outside_parens(props) {
                     match prop.split_once('=') {
                         Some(("md_type", v)) => {
                             let t = parse_uint(n, v, 0xff)? as u8;
@@ -914,18 +920,15 @@ static ENCAP: ActionDef = ActionDef {
                             }
                             md_type = Some(t);
                         }
-                        _ if prop.starts_with("tlv(") => {
-                            return Err(bad(
-                                n,
-                                a,
-                                "MD type 2 metadata TLVs are not built: vsw pushes MD type 2 \
-                                 headers without context",
-                            ))
-                        }
+                        _ if prop.starts_with("tlv(") => tlvs.extend(nsh_tlv(n, prop)?),
                         _ => return Err(bad(n, a, format!("Invalid property: {prop}"))),
                     }
                 }
-                Ok(Action::Encap(Encap::Nsh { md_type }))
+                if tlvs.len() > vsw_packet::wire::nsh::MAX_CONTEXT {
+                    return Err(bad(n, a, "more TLVs than an NSH header holds (244 bytes)"));
+                }
+                let tlvs = (!tlvs.is_empty()).then(|| tlvs.into());
+                Ok(Action::Encap(Encap::Nsh { md_type, tlvs }))
             }
             other => Err(bad(
                 n,
@@ -935,6 +938,81 @@ static ENCAP: ActionDef = ActionDef {
         }
     },
 };
+/// `props` split at the commas outside parentheses (`md_type=2,tlv(0x1,2,0x3)`).
+fn split_outside_parens(props: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
+    for (i, c) in props.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(props[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(props[start..].trim());
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// `tlv(0xCLASS,TYPE,0xVALUE)` as Open vSwitch writes an MD type 2 TLV: the
+/// TLV as RFC 8300 lays it out (class, type, length in bytes, the value padded
+/// to 4 bytes).
+fn nsh_tlv(n: &str, prop: &str) -> Result<Vec<u8>, FlowSyntaxError> {
+    let inner = prop
+        .strip_prefix("tlv(")
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| bad(n, prop, "Invalid NSH TLV header"))?;
+    let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+    let [class, kind, value] = parts[..] else {
+        return Err(bad(
+            n,
+            prop,
+            "Invalid NSH TLV header: tlv(0xCLASS,TYPE,0xVALUE)",
+        ));
+    };
+    if !class.starts_with("0x") {
+        return Err(bad(n, prop, "the TLV's class is written in hex (0x…)"));
+    }
+    let class = parse_uint(n, class, 0xffff)? as u16;
+    let kind = parse_uint(n, kind, 0xff)? as u8;
+    let hex = value
+        .strip_prefix("0x")
+        .filter(|h| !h.is_empty() && h.len() % 2 == 0)
+        .ok_or_else(|| bad(n, prop, "the TLV's value is 0x and whole bytes of hex"))?;
+    let value = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| bad(n, prop, "the TLV's value is 0x and whole bytes of hex"))?;
+    if value.len() > 127 {
+        return Err(bad(n, prop, "a TLV's value is at most 127 bytes"));
+    }
+    let mut tlv = class.to_be_bytes().to_vec();
+    tlv.extend([kind, value.len() as u8]);
+    tlv.extend(&value);
+    tlv.resize(tlv.len().div_ceil(4) * 4, 0);
+    Ok(tlv)
+}
+
+/// `tlv(…)` for each TLV of RFC 8300's layout in `tlvs`, as [`nsh_tlv`] reads.
+fn format_tlvs(tlvs: &[u8]) -> String {
+    let mut out = String::new();
+    let mut rest = tlvs;
+    while let [c0, c1, kind, len, tail @ ..] = rest {
+        let len = usize::from(*len & 0x7f).min(tail.len());
+        let hex: String = tail[..len].iter().map(|b| format!("{b:02x}")).collect();
+        out += &format!(
+            ",tlv(0x{:04x},{kind},0x{hex})",
+            u16::from_be_bytes([*c0, *c1])
+        );
+        rest = &tail[len.div_ceil(4) * 4..];
+    }
+    out
+}
+
 static DECAP: ActionDef = ActionDef {
     name: "decap",
     aliases: &[],
@@ -1438,8 +1516,16 @@ impl Action {
                 }
                 .into(),
             ),
-            Action::Encap(Encap::Nsh { md_type: None }) => Some("nsh".into()),
-            Action::Encap(Encap::Nsh { md_type: Some(t) }) => Some(format!("nsh(md_type={t})")),
+            Action::Encap(Encap::Nsh {
+                md_type: None,
+                tlvs: None,
+            }) => Some("nsh".into()),
+            Action::Encap(Encap::Nsh { md_type, tlvs }) => {
+                let t = md_type.map(|t| format!("md_type={t}")).unwrap_or_default();
+                let tlvs = tlvs.as_deref().map(format_tlvs).unwrap_or_default();
+                let props = format!("{t}{tlvs}");
+                Some(format!("nsh({})", props.trim_start_matches(',')))
+            }
             Action::Decap(None) => Some(String::new()),
             Action::Decap(Some((ns, t))) => Some(format!(
                 "packet_type(ns={ns},type={})",

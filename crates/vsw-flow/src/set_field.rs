@@ -151,5 +151,7 @@ pub(crate) fn nsh_name(field: NshField) -> &'static str {
         NshField::Context(1) => "nsh_c2",
         NshField::Context(2) => "nsh_c3",
         NshField::Context(_) => "nsh_c4",
+        // Only a push writes these (its MD type 2 TLVs): no rule names them.
+        NshField::Md2Word(_) => "",
     }
 }

@@ -1021,6 +1021,10 @@ mod tests {
                 "priority=32768,in_port=1,actions=encap(nsh),encap(ethernet),output:2",
             ),
             (
+                "in_port=1,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678),tlv(0x2000,20,0xfedcba9876543210))),encap(ethernet),output:2",
+                "priority=32768,in_port=1,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678),tlv(0x2000,20,0xfedcba9876543210))),encap(ethernet),output:2",
+            ),
+            (
                 "dl_type=0x894f,nsh_spi=0x1234,nsh_si=255,actions=dec_nsh_ttl,set_field:254->nsh_si,decap(),decap(),output:3",
                 "priority=32768,dl_type=0x894f,nsh_spi=0x1234,nsh_si=255,actions=dec_nsh_ttl,set_field:254->nsh_si,decap(),decap(),output:3",
             ),
@@ -1056,8 +1060,16 @@ mod tests {
             ("ip,actions=encap(nsh(md_type=3))", "invalid md_type"),
             ("ip,actions=encap(gre)", "Encap hdr not supported"),
             (
-                "ip,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678)))",
-                "not built",
+                "ip,actions=encap(nsh(md_type=2,tlv(1000,10,0x12345678)))",
+                "class is written in hex",
+            ),
+            (
+                "ip,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x123)))",
+                "whole bytes of hex",
+            ),
+            (
+                "ip,actions=encap(nsh(md_type=2,tlv(0x1000,10)))",
+                "Invalid NSH TLV header",
             ),
             (
                 "ip,actions=decap(packet_type(ns=9,type=0))",

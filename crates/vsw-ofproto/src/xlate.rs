@@ -361,6 +361,9 @@ struct Ctx<'a, 'b> {
     /// (once a bridge: a second NORMAL would count a leave twice; a bridge a
     /// patch port leads to reads it for its own table).
     frame_read: bool,
+    /// MD type 2 TLVs an `encap(nsh)` waits to push at `encap(ethernet)` (set
+    /// by every `encap(nsh)`).
+    pending_tlvs: Option<Arc<[u8]>>,
     /// A `pop_mpls` took off a label, a `pop_pbb` a backbone header, or two
     /// `decap()`s an Ethernet header and what it carried: the key holds nothing
     /// of what is behind it (the datapath never parsed it), so a table or an
@@ -570,6 +573,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         exiting: false,
         stop_list: false,
         frame_read: false,
+        pending_tlvs: None,
         popped: Popped::Nothing,
         forks: 0,
     };
@@ -1001,6 +1005,7 @@ impl Ctx<'_, '_> {
             exiting: false,
             stop_list: false,
             frame_read: false,
+            pending_tlvs: None,
             popped: self.popped,
             forks: self.forks,
         };
@@ -1225,7 +1230,7 @@ impl Ctx<'_, '_> {
         }
         let k = &self.key;
         match *a {
-            Action::Encap(e) => self.encap(e, table),
+            Action::Encap(ref e) => self.encap(e, table),
             Action::Decap(pt) => self.decap(pt, table),
             Action::DecNshTtl => self.dec_nsh_ttl(table),
             // Never back out of the port it came in on: that is IN_PORT.

@@ -1273,6 +1273,7 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
         pipeline(&[
             "table=0,priority=100,in_port=1,ip,actions=encap(nsh(md_type=1)),set_field:0x1234->nsh_spi,set_field:254->nsh_si,set_field:0x11223344->nsh_c2,dec_nsh_ttl,encap(ethernet),set_field:02:00:00:00:00:09->eth_dst,output:2",
             "table=0,priority=200,in_port=1,udp,actions=encap(nsh),output:2",
+            "table=0,priority=300,in_port=1,udp,tp_dst=4789,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678))),encap(ethernet),output:2",
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=254,nsh_c1=0xabc,actions=dec_nsh_ttl,decap(),decap(),output:1",
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=253,actions=decap(),output:1",
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=252,actions=decap(),decap(),goto_table:1",
@@ -1300,9 +1301,29 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
                 md_type: 1,
                 next_proto: 3,
                 path: 0x1234 << 8 | 254,
+                context_len: 0,
             }),
             DpAction::SetField(FieldWrite::Nsh(NshField::Context(1), 0x1122_3344)),
             DpAction::SetDlDst(vsw_packet::MacAddr([2, 0, 0, 0, 0, 9])),
+            Output(2)
+        ]
+    );
+    // MD type 2: its TLVs reserved by the push and written word by word.
+    let mut vxlan = udp_from(1, 1, 2);
+    vxlan.tp_dst = 4789;
+    assert_eq!(
+        backer.translate(&vxlan, 0, false).actions,
+        vec![
+            DpAction::PushNsh(NshBase {
+                flags: 0,
+                ttl: 63,
+                md_type: 2,
+                next_proto: 3,
+                path: 0xff,
+                context_len: 8,
+            }),
+            DpAction::SetField(FieldWrite::Nsh(NshField::Md2Word(0), 0x1000_0a04)),
+            DpAction::SetField(FieldWrite::Nsh(NshField::Md2Word(1), 0x1234_5678)),
             Output(2)
         ]
     );

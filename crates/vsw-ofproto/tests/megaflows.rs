@@ -389,7 +389,7 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
                 buf.pop_pbb();
                 Ok(())
             }
-            DpAction::PushNsh(h) => buf.push_nsh_ethernet(&h.with_context([0; 4])),
+            DpAction::PushNsh(h) => buf.push_nsh_base(&h),
             DpAction::PushMplsEthernet { ethertype, lse } => buf.push_mpls_ethernet(ethertype, lse),
             DpAction::PopMplsEthernet => buf.pop_mpls_ethernet(),
             DpAction::PopNsh => buf.pop_nsh_ethernet(),

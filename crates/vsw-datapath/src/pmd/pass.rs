@@ -413,7 +413,7 @@ impl Pass<'_, '_, '_> {
                     self.scratch.pop_pbb();
                     Ok(())
                 }
-                DpAction::PushNsh(h) => self.scratch.push_nsh_ethernet(&h.with_context([0; 4])),
+                DpAction::PushNsh(h) => self.scratch.push_nsh_base(&h),
                 DpAction::PushMplsEthernet { ethertype, lse } => {
                     self.scratch.push_mpls_ethernet(ethertype, lse)
                 }

@@ -15,7 +15,7 @@ use vsw_flow::{Action, Encap};
 use vsw_packet::key::{NSH_NP_SHIFT, NSH_TTL_SHIFT};
 use vsw_packet::rewrite::{is_mpls, FieldWrite, NshField};
 use vsw_packet::wire::mpls;
-use vsw_packet::wire::nsh::{Nsh, DEFAULT_TTL, MD_TYPE1, NP_ETHERNET};
+use vsw_packet::wire::nsh::{Nsh, NshBase, DEFAULT_TTL, MD_TYPE1, NP_ETHERNET};
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use super::{Ctx, Popped};
@@ -35,6 +35,7 @@ pub(super) fn field_index(f: NshField) -> u8 {
         NshField::Spi => 2,
         NshField::Si => 3,
         NshField::Context(i) => 4 + i.min(3),
+        NshField::Md2Word(_) => 8,
     }
 }
 
@@ -47,7 +48,7 @@ pub(super) fn write_key(k: &mut FlowKey, f: NshField, v: u32) {
         NshField::Spi => h.path = (v << 8) | (h.path & 0xff),
         NshField::Si => h.path = (h.path & !0xff) | (v & 0xff),
         NshField::Context(i) if h.md_type == MD_TYPE1 => h.context[usize::from(i.min(3))] = v,
-        NshField::Context(_) => {}
+        NshField::Context(_) | NshField::Md2Word(_) => {}
     }
     k.set_nsh(&h);
 }
@@ -158,9 +159,13 @@ impl Ctx<'_, '_> {
         true
     }
 
-    pub(super) fn encap(&mut self, e: Encap, table: u8) {
+    pub(super) fn encap(&mut self, e: &Encap, table: u8) {
         match (e, self.popped) {
-            (Encap::Nsh { md_type }, Popped::Nothing) => {
+            (Encap::Nsh { md_type, tlvs }, Popped::Nothing) => {
+                let md_type = md_type.unwrap_or(MD_TYPE1);
+                // MD type 2's TLVs go into the push; MD type 1 has no room for
+                // them (Open vSwitch leaves them out too).
+                self.pending_tlvs = tlvs.clone().filter(|_| md_type != MD_TYPE1);
                 // Whatever the frame was, it is behind the header now: the key
                 // holds the header's defaults (Open vSwitch's) and the pipeline's
                 // and tunnel's fields, nothing of the frame.
@@ -172,7 +177,7 @@ impl Ctx<'_, '_> {
                 k.set_nsh(&Nsh {
                     flags: 0,
                     ttl: DEFAULT_TTL,
-                    md_type: md_type.unwrap_or(MD_TYPE1),
+                    md_type,
                     next_proto: NP_ETHERNET,
                     path: 0xff,
                     context: [0; 4],
@@ -192,11 +197,11 @@ impl Ctx<'_, '_> {
                 };
                 let k = &mut self.key;
                 k.packet = FlowKey {
-                    dl_type: ethertype,
+                    dl_type: *ethertype,
                     label: (label << mpls::LABEL_SHIFT) | mpls::BOS_MASK | 64,
                     ..super::metadata_only(k)
                 };
-                self.key.pipeline.packet_type = pt_of(ethertype);
+                self.key.pipeline.packet_type = pt_of(*ethertype);
                 self.popped = Popped::EncapPending;
             }
             (Encap::Nsh { .. } | Encap::Mpls { .. }, p) => self.refused(
@@ -204,7 +209,7 @@ impl Ctx<'_, '_> {
                 format!(
                     "{} after {}: a header in front of a packet that is not Ethernet (or \
                      a second one before encap(ethernet)) is not built",
-                    Action::Encap(e),
+                    Action::Encap(e.clone()),
                     p.action()
                 ),
             ),
@@ -217,14 +222,29 @@ impl Ctx<'_, '_> {
             }
             (Encap::Ethernet, Popped::EncapPending) => {
                 let h = self.key.nsh();
-                self.emit(DpAction::PushNsh(h.base()));
-                if h.md_type == MD_TYPE1 {
-                    for (i, c) in h.context.iter().enumerate().filter(|(_, c)| **c != 0) {
-                        self.emit(DpAction::SetField(FieldWrite::Nsh(
-                            NshField::Context(i as u8),
-                            *c,
-                        )));
-                    }
+                let tlvs = self.pending_tlvs.take().filter(|_| h.md_type != MD_TYPE1);
+                let tlvs = tlvs.as_deref().unwrap_or_default();
+                self.emit(DpAction::PushNsh(NshBase {
+                    context_len: tlvs.len() as u8,
+                    ..h.base()
+                }));
+                // The context that is not 0: MD type 1's words, or MD type 2's
+                // TLVs, word by word.
+                let words: Vec<(NshField, u32)> = if h.md_type == MD_TYPE1 {
+                    (0..4)
+                        .map(|i| (NshField::Context(i as u8), h.context[i]))
+                        .collect()
+                } else {
+                    tlvs.chunks_exact(4)
+                        .enumerate()
+                        .map(|(i, w)| {
+                            let w = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+                            (NshField::Md2Word(i as u8), w)
+                        })
+                        .collect()
+                };
+                for (field, w) in words.into_iter().filter(|(_, w)| *w != 0) {
+                    self.emit(DpAction::SetField(FieldWrite::Nsh(field, w)));
                 }
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
                 self.key.pipeline.packet_type = PT_ETH;
