@@ -460,6 +460,11 @@ fn field_write(w: &FieldWrite) -> Action {
         FieldWrite::Nsh(NshField::Spi, v) => set(NSH_SPI, v.to_be_bytes().to_vec()),
         FieldWrite::Nsh(NshField::Si, v) => set(NSH_SI, vec![v as u8]),
         FieldWrite::Nsh(NshField::Context(i), v) => set(NSH_C1 + i, v.to_be_bytes().to_vec()),
+        // Only translation writes these (an MD type 2 push's TLVs), never a rule:
+        // no OpenFlow field names them.
+        FieldWrite::Nsh(NshField::Md2Word(_), _) => {
+            Action::Nx(NxAction::Note(w.to_string().into_bytes()))
+        }
         FieldWrite::CopyTtlOut => Action::CopyTtlOut,
         FieldWrite::CopyTtlIn => Action::CopyTtlIn,
         FieldWrite::NwTtl(t) => Action::SetNwTtl(t),
@@ -697,18 +702,21 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 reg2: false,
             })),
             VswAction::Exit => apply.push(Action::Nx(NxAction::Exit)),
-            VswAction::Encap(e) => apply.push(Action::Nx(match *e {
+            VswAction::Encap(e) => apply.push(Action::Nx(match e {
                 vsw_flow::Encap::Ethernet => NxAction::Encap {
                     packet_type: PT_ETH,
                     md_type: None,
+                    tlvs: Vec::new(),
                 },
-                vsw_flow::Encap::Nsh { md_type } => NxAction::Encap {
+                vsw_flow::Encap::Nsh { md_type, tlvs } => NxAction::Encap {
                     packet_type: PT_NSH,
-                    md_type,
+                    md_type: *md_type,
+                    tlvs: tlvs.as_deref().unwrap_or_default().to_vec(),
                 },
                 vsw_flow::Encap::Mpls { ethertype } => NxAction::Encap {
-                    packet_type: 0x0001_0000 | u32::from(ethertype),
+                    packet_type: 0x0001_0000 | u32::from(*ethertype),
                     md_type: None,
+                    tlvs: Vec::new(),
                 },
             })),
             VswAction::Decap(t) => apply.push(Action::Nx(NxAction::Decap(

@@ -291,11 +291,14 @@ pub enum NxAction {
     DecMplsTtl,
     SetMplsLabel(u32),
     SetMplsTc(u8),
-    /// `encap(ethernet)`, `encap(nsh)`, `encap(nsh(md_type=N))` (NXAST_ENCAP):
-    /// header size 0, the new packet type, and the MD type property when given.
+    /// `encap(ethernet)`, `encap(nsh)`, `encap(nsh(md_type=N,tlv(…)))`,
+    /// `encap(mpls)` (NXAST_ENCAP): header size 0, the new packet type, the MD
+    /// type property when given, and a TLV property for each of `tlvs` (MD type
+    /// 2 metadata, kept as RFC 8300 lays it out in the header).
     Encap {
         packet_type: u32,
         md_type: Option<u8>,
+        tlvs: Vec<u8>,
     },
     /// `decap()` ([`PT_USE_NEXT_PROTO`]) or `decap(packet_type(…))`
     /// (NXAST_DECAP): 2 pad bytes and the packet type, 16 bytes in all.
@@ -434,6 +437,7 @@ impl NxAction {
             NxAction::Encap {
                 packet_type,
                 md_type,
+                tlvs,
             } => {
                 out.extend_from_slice(&0u16.to_be_bytes());
                 out.extend_from_slice(&packet_type.to_be_bytes());
@@ -441,6 +445,18 @@ impl NxAction {
                     // Its length, 5, does not count the padding to 8.
                     out.extend_from_slice(&OFPPPC_NSH.to_be_bytes());
                     out.extend_from_slice(&[OFPPPT_PROP_NSH_MDTYPE, 5, *t, 0, 0, 0]);
+                }
+                // Each TLV's property: its length counts the padding to 8.
+                let mut rest = &tlvs[..];
+                while let [c0, c1, kind, len, tail @ ..] = rest {
+                    let n = usize::from(*len & 0x7f).min(tail.len());
+                    let padded = n.div_ceil(8) * 8;
+                    out.extend_from_slice(&OFPPPC_NSH.to_be_bytes());
+                    out.extend_from_slice(&[OFPPPT_PROP_NSH_TLV, (8 + padded) as u8]);
+                    out.extend_from_slice(&[*c0, *c1, *kind, n as u8]);
+                    out.extend_from_slice(&tail[..n]);
+                    out.extend(std::iter::repeat_n(0, padded - n));
+                    rest = &tail[n.div_ceil(4) * 4..];
                 }
             }
             NxAction::Decap(packet_type) => {
@@ -957,7 +973,7 @@ impl NxAction {
                 if !matches!(packet_type, PT_ETH | PT_NSH | PT_MPLS | PT_MPLS_MC) {
                     return Err(BadNxAction::Argument);
                 }
-                let mut md_type = None;
+                let (mut md_type, mut tlvs) = (None, Vec::new());
                 while !b.is_empty() {
                     let class = b.u16().ok_or(BadNxAction::Len)?;
                     let kind = b.u8().ok_or(BadNxAction::Len)?;
@@ -971,14 +987,29 @@ impl NxAction {
                         {
                             md_type = Some(body[0]);
                         }
-                        // MD type 2 metadata (OFPPPT_PROP_NSH_TLV) is not built.
-                        (OFPPPC_NSH, OFPPPT_PROP_NSH_TLV) => return Err(BadNxAction::Argument),
+                        // An MD type 2 TLV: its length counts the padding to 8.
+                        (OFPPPC_NSH, OFPPPT_PROP_NSH_TLV) if packet_type == PT_NSH => {
+                            let [c0, c1, kind, n, value @ ..] = body else {
+                                return Err(BadNxAction::Len);
+                            };
+                            let n = usize::from(*n);
+                            if plen != 8 + n.div_ceil(8) * 8 || n > 127 {
+                                return Err(BadNxAction::Len);
+                            }
+                            tlvs.extend_from_slice(&[*c0, *c1, *kind, n as u8]);
+                            tlvs.extend_from_slice(&value[..n]);
+                            tlvs.resize(tlvs.len().div_ceil(4) * 4, 0);
+                        }
                         _ => return Err(BadNxAction::Argument),
                     }
+                }
+                if tlvs.len() > crate::oxm::MAX_NSH_CONTEXT {
+                    return Err(BadNxAction::Argument);
                 }
                 NxAction::Encap {
                     packet_type,
                     md_type,
+                    tlvs,
                 }
             }
             NXAST_SET_MPLS_LABEL => {
@@ -1038,6 +1069,7 @@ mod tests {
                 NxAction::Encap {
                     packet_type: PT_NSH,
                     md_type: Some(1),
+                    tlvs: Vec::new(),
                 },
                 "ffff001800002320002e00000001894f0004010501000000",
             ),
@@ -1045,6 +1077,7 @@ mod tests {
                 NxAction::Encap {
                     packet_type: PT_ETH,
                     md_type: None,
+                    tlvs: Vec::new(),
                 },
                 "ffff001000002320002e000000000000",
             ),
@@ -1062,12 +1095,34 @@ mod tests {
         let a = NxAction::Encap {
             packet_type: PT_MPLS,
             md_type: None,
+            tlvs: Vec::new(),
         };
         assert_eq!(wire(a.clone()), mpls);
         assert_eq!(Action::decode_list(&mpls).unwrap(), vec![Action::Nx(a)]);
-        // MD type 2 metadata (a TLV property) and IPv4's packet type: refused.
-        let tlv = hex("ffff002000002320002e00000001894f000402101000040a041234567800000000");
-        assert!(Action::decode_list(&tlv).is_err());
+        // MD type 2 with two TLVs: Open vSwitch's bytes (ofp-actions.at),
+        // `encap(nsh(md_type=2,tlv(0x1000,10,0x12345678),tlv(0x2000,20,0xfedcba9876543210)))`.
+        let md2 = hex(concat!(
+            "ffff003800002320002e00000001894f",
+            "0004010502000000",
+            "00040210",
+            "10000a04",
+            "1234567800000000",
+            "00040210",
+            "20001408",
+            "fedcba9876543210",
+        ));
+        let a = NxAction::Encap {
+            packet_type: PT_NSH,
+            md_type: Some(2),
+            tlvs: hex("10000a041234567820001408fedcba9876543210"),
+        };
+        assert_eq!(wire(a.clone()), md2);
+        assert_eq!(Action::decode_list(&md2).unwrap(), vec![Action::Nx(a)]);
+        // A TLV property whose length does not count its padding; IPv4's packet
+        // type: refused.
+        let mut short = md2.clone();
+        short[27] = 0x0c;
+        assert!(Action::decode_list(&short).is_err());
         let ipv4 = hex("ffff001000002320002e000000010800");
         assert!(Action::decode_list(&ipv4).is_err());
         // An NSH set-field where the version has no set-field action (1.0) goes

@@ -494,15 +494,21 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         NxAction::Encap {
             packet_type: PT_ETH,
             md_type: None,
-        } => VswAction::Encap(Encap::Ethernet),
+            ref tlvs,
+        } if tlvs.is_empty() => VswAction::Encap(Encap::Ethernet),
         NxAction::Encap {
             packet_type: PT_NSH,
             md_type,
-        } if md_type.is_none_or(|t| matches!(t, 1 | 2)) => VswAction::Encap(Encap::Nsh { md_type }),
+            ref tlvs,
+        } if md_type.is_none_or(|t| matches!(t, 1 | 2)) => VswAction::Encap(Encap::Nsh {
+            md_type,
+            tlvs: (!tlvs.is_empty()).then(|| tlvs.as_slice().into()),
+        }),
         NxAction::Encap {
             packet_type: pt @ (PT_MPLS | PT_MPLS_MC),
             md_type: None,
-        } => VswAction::Encap(Encap::Mpls {
+            ref tlvs,
+        } if tlvs.is_empty() => VswAction::Encap(Encap::Mpls {
             ethertype: pt as u16,
         }),
         NxAction::Encap { .. } => return Err(BadFlowMod::BadArgument),
