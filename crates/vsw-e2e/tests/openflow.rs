@@ -1173,7 +1173,7 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
     let flows = [
         "table=0,priority=0,actions=NORMAL",
         "table=0,priority=10,ip,in_port=1,actions=encap(nsh(md_type=1)),set_field:0x123->nsh_spi,set_field:0xabc->nsh_c1,encap(ethernet),goto_table:1",
-        "table=0,priority=10,ip,in_port=2,actions=encap(nsh),set_field:0x456->nsh_spi,set_field:7->nsh_si,encap(ethernet),goto_table:1",
+        "table=0,priority=10,ip,in_port=2,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678))),set_field:0x456->nsh_spi,set_field:7->nsh_si,encap(ethernet),goto_table:1",
         "table=1,priority=10,dl_type=0x894f,nsh_mdtype=1,nsh_np=3,nsh_spi=0x123,nsh_si=255,nsh_c1=0xabc,actions=dec_nsh_ttl,decap(),decap(),goto_table:2",
         "table=1,priority=10,dl_type=0x894f,nsh_flags=0/0x2,nsh_ttl=63,nsh_spi=0x456,nsh_si=7,actions=decap(packet_type(ns=1,type=0x894f)),goto_table:3",
         "table=2,priority=10,icmp,actions=output:2",
@@ -1242,6 +1242,12 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
         "{dp}"
     );
     assert!(dp.contains("set(nsh(c1=0xabc))"), "{dp}");
+    // MD type 2: the push reserves the TLV's 8 bytes, written word by word.
+    assert!(
+        dp.contains("mdtype=2,np=3,spi=0x456,si=7,md2_len=8"),
+        "{dp}"
+    );
+    assert!(dp.contains("set(nsh(md2[1]=0x12345678))"), "{dp}");
     assert!(dp.contains("set(nsh(ttl=62))"), "{dp}");
     assert!(
         dp.contains("pop_eth,pop_nsh()") && dp.contains("recirc("),
