@@ -1099,7 +1099,8 @@ mod tests {
         };
         assert_eq!(wire(a.clone()), mpls);
         assert_eq!(Action::decode_list(&mpls).unwrap(), vec![Action::Nx(a)]);
-        // MD type 2 with two TLVs: Open vSwitch's bytes (ofp-actions.at),
+        // MD type 2 with two TLVs, laid out as Open vSwitch's encoder lays them
+        // out (the e2e NSH test has ovs-ofctl read them back),
         // `encap(nsh(md_type=2,tlv(0x1000,10,0x12345678),tlv(0x2000,20,0xfedcba9876543210)))`.
         let md2 = hex(concat!(
             "ffff003800002320002e00000001894f",
