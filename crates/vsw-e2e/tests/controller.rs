@@ -181,6 +181,7 @@ fn an_os_ken_app_installs_nicira_actions_and_ovs_ofctl_reads_them() {
         "priority=20,tcp,tp_dst=80 actions=conjunction(7,2/2)",
         "priority=20,conj_id=7,ip actions=output:1",
         "table=1, priority=5 actions=learn(table=10,priority=5,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:OXM_OF_IN_PORT[0..15]),note:01.02.03.00.00.00",
+        "table=2, priority=10,dl_type=0x894f,nsh_mdtype=1,nsh_spi=0x123,nsh_c1=0xabc actions=set_field:254->nsh_si,set_field:0x7->nsh_c2,output:1",
     ];
     for version in ["OpenFlow10", "OpenFlow13", "OpenFlow15"] {
         let out = vsw_e2e::openflow::ovs_ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);

@@ -1,6 +1,7 @@
 """An os-ken controller app for OpenFlow 1.3 that installs flows with Nicira's
 extensions, through os-ken's own classes: registers in matches, REG_LOAD2,
-REG_MOVE, RESUBMIT_TABLE, DEC_TTL, CONJUNCTION with conj_id, LEARN and NOTE.
+REG_MOVE, RESUBMIT_TABLE, DEC_TTL, CONJUNCTION with conj_id, LEARN and NOTE, and
+Open vSwitch's NSH fields (experimenter OXMs) in a match and in set-fields.
 
 Usage: python nicira_actions_13.py PORT  (listens on 127.0.0.1:PORT; prints
 "listening", then, for a switch that connects, "installed" once a barrier after
@@ -76,6 +77,17 @@ class NiciraActions13(app_manager.OSKenApp):
                     ],
                 ),
                 p.NXActionNote(note=[1, 2, 3]),
+            ],
+        )
+        self.add_flow(
+            dp,
+            2,
+            10,
+            p.OFPMatch(eth_type=0x894F, nsh_mdtype=1, nsh_spi=0x123, nsh_c1=0xABC),
+            [
+                p.OFPActionSetField(nsh_si=254),
+                p.OFPActionSetField(nsh_c2=7),
+                p.OFPActionOutput(1),
             ],
         )
         dp.send_msg(p.OFPBarrierRequest(dp))
