@@ -978,15 +978,19 @@ fn nsh_tlv(n: &str, prop: &str) -> Result<Vec<u8>, FlowSyntaxError> {
     }
     let class = parse_uint(n, class, 0xffff)? as u16;
     let kind = parse_uint(n, kind, 0xff)? as u8;
+    // Hex digits only, checked before any slicing (a multi-byte character must
+    // not be cut, nor a sign taken for a digit); an empty value is a TLV of
+    // length 0, as Open vSwitch takes it.
     let hex = value
         .strip_prefix("0x")
-        .filter(|h| !h.is_empty() && h.len() % 2 == 0)
+        .filter(|h| h.len() % 2 == 0 && h.bytes().all(|b| b.is_ascii_hexdigit()))
         .ok_or_else(|| bad(n, prop, "the TLV's value is 0x and whole bytes of hex"))?;
-    let value = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .map_err(|_| bad(n, prop, "the TLV's value is 0x and whole bytes of hex"))?;
+    let digit = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+    let value: Vec<u8> = hex
+        .as_bytes()
+        .chunks_exact(2)
+        .map(|p| digit(p[0]) << 4 | digit(p[1]))
+        .collect();
     if value.len() > 127 {
         return Err(bad(n, prop, "a TLV's value is at most 127 bytes"));
     }
@@ -1008,7 +1012,7 @@ fn format_tlvs(tlvs: &[u8]) -> String {
             ",tlv(0x{:04x},{kind},0x{hex})",
             u16::from_be_bytes([*c0, *c1])
         );
-        rest = &tail[len.div_ceil(4) * 4..];
+        rest = tail.get(len.div_ceil(4) * 4..).unwrap_or_default();
     }
     out
 }

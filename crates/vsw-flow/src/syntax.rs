@@ -1021,6 +1021,10 @@ mod tests {
                 "priority=32768,in_port=1,actions=encap(nsh),encap(ethernet),output:2",
             ),
             (
+                "in_port=1,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x),tlv(0x2,3,0x0001))),encap(ethernet),output:2",
+                "priority=32768,in_port=1,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x),tlv(0x0002,3,0x0001))),encap(ethernet),output:2",
+            ),
+            (
                 "in_port=1,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678),tlv(0x2000,20,0xfedcba9876543210))),encap(ethernet),output:2",
                 "priority=32768,in_port=1,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678),tlv(0x2000,20,0xfedcba9876543210))),encap(ethernet),output:2",
             ),
@@ -1065,6 +1069,15 @@ mod tests {
             ),
             (
                 "ip,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x123)))",
+                "whole bytes of hex",
+            ),
+            // A character of two bytes, and a sign, are no hex digits.
+            (
+                "ip,actions=encap(nsh(md_type=2,tlv(0x1,2,0x1\u{e9}1)))",
+                "whole bytes of hex",
+            ),
+            (
+                "ip,actions=encap(nsh(md_type=2,tlv(0x1,2,0x+f+f)))",
                 "whole bytes of hex",
             ),
             (

@@ -1274,6 +1274,7 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
             "table=0,priority=100,in_port=1,ip,actions=encap(nsh(md_type=1)),set_field:0x1234->nsh_spi,set_field:254->nsh_si,set_field:0x11223344->nsh_c2,dec_nsh_ttl,encap(ethernet),set_field:02:00:00:00:00:09->eth_dst,output:2",
             "table=0,priority=200,in_port=1,udp,actions=encap(nsh),output:2",
             "table=0,priority=300,in_port=1,udp,tp_dst=4789,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678))),encap(ethernet),output:2",
+            "table=0,priority=300,in_port=1,udp,tp_dst=4790,actions=encap(nsh(md_type=2,tlv(0x1000,10,0x12345678))),check_pkt_larger(200)->NXM_NX_REG0[0],encap(ethernet),output:2",
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=254,nsh_c1=0xabc,actions=dec_nsh_ttl,decap(),decap(),output:1",
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=253,actions=decap(),output:1",
             "table=0,in_port=2,dl_type=0x894f,nsh_spi=0x1234,nsh_si=252,actions=decap(),decap(),goto_table:1",
@@ -1327,6 +1328,19 @@ fn nsh_encap_is_one_push_and_two_decaps_one_pop_and_a_second_pass() {
             Output(2)
         ]
     );
+    // Both ways of a fork push the TLVs.
+    vxlan.tp_dst = 4790;
+    let forked = backer.translate(&vxlan, 0, false).actions;
+    let words = forked
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                DpAction::SetField(FieldWrite::Nsh(NshField::Md2Word(_), _))
+            )
+        })
+        .count();
+    assert_eq!(words, 4, "{forked:?}");
     // Without encap(ethernet) the NSH packet has no Ethernet header: not sent.
     assert!(backer
         .translate(&udp_from(1, 1, 2), 0, false)

@@ -456,7 +456,7 @@ impl NxAction {
                     out.extend_from_slice(&[*c0, *c1, *kind, n as u8]);
                     out.extend_from_slice(&tail[..n]);
                     out.extend(std::iter::repeat_n(0, padded - n));
-                    rest = &tail[n.div_ceil(4) * 4..];
+                    rest = tail.get(n.div_ceil(4) * 4..).unwrap_or_default();
                 }
             }
             NxAction::Decap(packet_type) => {
@@ -1003,7 +1003,7 @@ impl NxAction {
                         _ => return Err(BadNxAction::Argument),
                     }
                 }
-                if tlvs.len() > crate::oxm::MAX_NSH_CONTEXT {
+                if tlvs.len() > vsw_packet::wire::nsh::MAX_CONTEXT {
                     return Err(BadNxAction::Argument);
                 }
                 NxAction::Encap {

@@ -78,8 +78,6 @@ pub const NSH_SPI: u8 = NSH_BASE + 4;
 pub const NSH_SI: u8 = NSH_BASE + 5;
 pub const NSH_C1: u8 = NSH_BASE + 6;
 pub const NSH_TTL: u8 = NSH_BASE + 10;
-/// The most MD type 2 context (TLVs) an NSH header holds, in bytes.
-pub const MAX_NSH_CONTEXT: usize = 244;
 /// The basic class's numbers read as its own (OpenFlow 1.5 defines 0–44).
 const BASIC_END: u8 = 45;
 

@@ -222,8 +222,11 @@ impl Ctx<'_, '_> {
             }
             (Encap::Ethernet, Popped::EncapPending) => {
                 let h = self.key.nsh();
-                let tlvs = self.pending_tlvs.take().filter(|_| h.md_type != MD_TYPE1);
+                // Cloned, not taken: each way of a fork, and the packet after a
+                // clone, push them too (every encap(nsh) sets them anew).
+                let tlvs = self.pending_tlvs.clone().filter(|_| h.md_type != MD_TYPE1);
                 let tlvs = tlvs.as_deref().unwrap_or_default();
+                let tlvs = &tlvs[..tlvs.len().min(vsw_packet::wire::nsh::MAX_CONTEXT)];
                 self.emit(DpAction::PushNsh(NshBase {
                     context_len: tlvs.len() as u8,
                     ..h.base()
