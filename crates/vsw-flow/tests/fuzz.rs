@@ -179,6 +179,12 @@ const GOOD_MATCH: &[&str] = &[
 ];
 
 const GOOD_ACTIONS: &[&str] = &[
+    "encap(nsh)",
+    "encap(nsh(md_type=2,tlv(0x1000,10,0x12345678)))",
+    "encap(mpls)",
+    "encap(ethernet)",
+    "decap()",
+    "decap(packet_type(ns=0,type=0))",
     "output:1",
     "2",
     "drop",
@@ -236,6 +242,10 @@ fn piece(good: &'static [&'static str]) -> impl Strategy<Value = String> {
             .prop_map(|(w, v)| format!("{w}:{v}")),
         1 => proptest::sample::select(WORDS).prop_map(str::to_string),
         1 => "[ -~]{0,8}",
+        // Any characters, those of several bytes among them.
+        1 => "\\PC{0,8}",
+        // An MD type 2 TLV whose value is anything.
+        1 => "\\PC{0,6}".prop_map(|v| format!("encap(nsh(md_type=2,tlv(0x1,2,0x{v})))")),
     ]
 }
 
