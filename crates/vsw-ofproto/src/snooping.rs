@@ -64,7 +64,11 @@ pub(crate) fn snoop(
         mask.tp_src = u16::MAX;
     }
     let mut changed = false;
-    let read = frame.and_then(mcast::membership);
+    // The frame is read only where it is still the packet the key describes (a
+    // bridge before may have rewritten it, a tunnel wrapped it).
+    let read = frame
+        .filter(|f| describes(key, f))
+        .and_then(mcast::membership);
     let without_input = |mut ports: Vec<u32>| {
         ports.retain(|p| *p != in_port);
         ports.sort_unstable();
@@ -129,6 +133,23 @@ fn is_link_scope_control(g: Group) -> bool {
         Group::V4(a) => mcast::is_ipv4_link_local_multicast(a),
         Group::V6(a) => a == mcast::IPV6_ALL_NODES,
     }
+}
+
+/// Whether `frame` is still the packet of `key`, as far as snooping reads it:
+/// the same protocol, addresses and message type.
+fn describes(key: &FlowKey, frame: &[u8]) -> bool {
+    let mut k = FlowKey::default();
+    if vsw_packet::extract(frame, key.in_port, None, &mut k).is_err() {
+        return false;
+    }
+    (k.dl_type, k.nw_src, k.nw_dst, k.nw_proto, k.tp_src)
+        == (
+            key.dl_type,
+            key.nw_src,
+            key.nw_dst,
+            key.nw_proto,
+            key.tp_src,
+        )
 }
 
 #[cfg(test)]
@@ -250,5 +271,23 @@ mod tests {
         broadcast.dl_dst = MacAddr::BROADCAST;
         assert!(snoop(&mut t, &broadcast, &mut mask, None, (0, 0)).is_none());
         assert_eq!(mask.dl_dst, MacAddr::BROADCAST);
+    }
+
+    #[test]
+    fn a_frame_the_key_no_longer_describes_is_not_read() {
+        let mut t = table(true);
+        let report = igmp_frame(host(3), G, &igmp(igmp_type::V2_REPORT, G));
+        // A rewrite before made it another message (another group): the key
+        // says what the packet is now, the frame what it was.
+        let mut key = key_of(&report, 3);
+        key.nw_dst = u128::from(u32::from_be_bytes([239, 9, 9, 9]));
+        snoop(&mut t, &key, &mut FlowKey::default(), Some(&report), (0, 1)).unwrap();
+        assert!(
+            t.entries(1).iter().all(|e| e.group.is_none()),
+            "nothing joined"
+        );
+        let key = key_of(&report, 3);
+        snoop(&mut t, &key, &mut FlowKey::default(), Some(&report), (0, 1)).unwrap();
+        assert_eq!(t.entries(1).iter().filter(|e| e.group.is_some()).count(), 1);
     }
 }
