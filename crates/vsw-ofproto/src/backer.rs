@@ -497,11 +497,7 @@ impl Upcall for Backer {
     }
 
     fn translate_packet(&self, key: &FlowKey, frame: &[u8], now_ms: u64) -> Translation {
-        let passing = run::Passing {
-            learn: true,
-            frame: Some(frame),
-        };
-        self.translate_passing(key, now_ms, passing)
+        self.translate_passing(key, now_ms, run::Passing::packet(frame))
     }
 
     fn revalidating(&self, now_ms: u64) {

@@ -108,10 +108,18 @@ pub(crate) struct Passing<'a> {
     pub frame: Option<&'a [u8]>,
 }
 
-impl Passing<'_> {
+impl<'a> Passing<'a> {
     /// A packet passing without its bytes (`learn`), or no packet.
     pub fn keyed(learn: bool) -> Passing<'static> {
         Passing { learn, frame: None }
+    }
+
+    /// A packet passing with its bytes.
+    pub fn packet(frame: &'a [u8]) -> Passing<'a> {
+        Passing {
+            learn: true,
+            frame: Some(frame),
+        }
     }
 }
 
