@@ -149,10 +149,7 @@ fn igmp_membership(l3: &[u8]) -> Option<Membership> {
     if msg.len() < 8 || checksum::checksum(msg) != 0 {
         return None;
     }
-    let group = |at: usize| -> Option<Group> {
-        let a = u32::from_be_bytes(msg.get(at..at + 4)?.try_into().ok()?);
-        is_ipv4_multicast(a).then_some(Group::V4(a))
-    };
+    let group = |at: usize| group_v4(msg.get(at..at + 4)?);
     match msg[0] {
         igmp::QUERY => Some(Membership::Query),
         igmp::V1_REPORT | igmp::V2_REPORT => Some(Membership::Report(

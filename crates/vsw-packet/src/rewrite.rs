@@ -593,7 +593,6 @@ mod field_write;
 mod mpls;
 mod nsh;
 mod pbb;
-pub use encap::is_encapsulated;
 pub use field_write::{csum_adjust, FieldWrite};
 pub use mpls::is_mpls;
 pub use nsh::NshField;

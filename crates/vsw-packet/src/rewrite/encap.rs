@@ -7,23 +7,31 @@
 //! ever meets a frame that starts with a bare NSH or MPLS header.
 
 use super::{PacketBuf, RewriteError};
-use crate::wire::ethernet::{EtherType, ETH_HDR_LEN};
+use crate::wire::ethernet::ETH_HDR_LEN;
 use crate::wire::mpls::{self, LSE_LEN};
 
 impl PacketBuf {
-    /// Puts an Ethernet header (addresses 0, ethertype `ethertype`) and `header`
-    /// in front of the frame. As for MPLS's push, a checksum left to the device is
+    /// Puts an Ethernet header (addresses 0, ethertype `ethertype`) and a header
+    /// of `len` bytes in front of the frame, `write` filling that header where it
+    /// lies (zeroed first). As for MPLS's push, a checksum left to the device is
     /// finished first and a super-frame refused (`TooBig`): no device looks
     /// behind the pushed header.
-    pub(super) fn push_outer(&mut self, ethertype: u16, header: &[u8]) -> Result<(), RewriteError> {
-        let total = ETH_HDR_LEN + header.len();
+    pub(super) fn push_outer(
+        &mut self,
+        ethertype: u16,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> Result<(), RewriteError> {
+        let total = ETH_HDR_LEN + len;
         self.before_opaque_push(total)?;
         self.start -= total;
         self.len += total;
         let d = self.data_mut();
         d[..12].fill(0);
         d[12..ETH_HDR_LEN].copy_from_slice(&ethertype.to_be_bytes());
-        d[ETH_HDR_LEN..total].copy_from_slice(header);
+        let header = &mut d[ETH_HDR_LEN..total];
+        header.fill(0);
+        write(header);
         Ok(())
     }
 
@@ -45,7 +53,9 @@ impl PacketBuf {
     /// entry `lse` in front of the whole frame: Ethernet over MPLS (Open vSwitch's
     /// `encap(mpls)` then `encap(ethernet)`).
     pub fn push_mpls_ethernet(&mut self, ethertype: u16, lse: u32) -> Result<(), RewriteError> {
-        self.push_outer(ethertype, &lse.to_be_bytes())
+        self.push_outer(ethertype, LSE_LEN, |h| {
+            h.copy_from_slice(&lse.to_be_bytes())
+        })
     }
 
     /// Takes off the Ethernet header (with its tags) and the outermost label
@@ -53,7 +63,7 @@ impl PacketBuf {
     /// carried is left. Any other frame is refused, unchanged.
     pub fn pop_mpls_ethernet(&mut self) -> Result<(), RewriteError> {
         let off = self.mpls_top().ok_or(RewriteError::NotDecapsulable)?;
-        let bottom = mpls::top_entry(&self.data()[off..]).is_some_and(|l| l & mpls::BOS_MASK != 0);
+        let bottom = mpls::top_entry(&self.data()[off..]).is_some_and(mpls::bos);
         if !bottom {
             return Err(RewriteError::NotDecapsulable);
         }
@@ -61,20 +71,10 @@ impl PacketBuf {
     }
 }
 
-/// Whether `frame` is an Ethernet frame carrying MPLS or NSH.
-pub fn is_encapsulated(frame: &[u8]) -> bool {
-    matches!(
-        crate::wire::ethernet::l3(frame),
-        Some((
-            EtherType::NSH | EtherType::MPLS | EtherType::MPLS_MULTICAST,
-            _
-        ))
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ethernet::EtherType;
 
     fn loaded(frame: &[u8]) -> PacketBuf {
         let mut b = PacketBuf::new(2048);
@@ -96,7 +96,6 @@ mod tests {
         assert_eq!(&d[12..14], &EtherType::MPLS.to_be_bytes());
         assert_eq!(mpls::top_entry(&d[14..]), Some(lse));
         assert_eq!(&d[18..], &f[..]);
-        assert!(is_encapsulated(&d));
         b.pop_mpls_ethernet().unwrap();
         assert_eq!(b.data(), &f[..]);
         // Not the bottom of its stack: what follows is a label, not a frame.

@@ -25,37 +25,21 @@ pub enum NshField {
 }
 
 impl PacketBuf {
-    /// Puts an Ethernet header (addresses 0, ethertype NSH) and the NSH header
-    /// `h` (an MD type 1 header with `h`'s context, or an MD type 2 header with no
-    /// TLVs) in front of the frame, which becomes what the NSH header carries.
-    pub fn push_nsh_ethernet(&mut self, h: &Nsh) -> Result<(), RewriteError> {
-        let mut header = [0u8; MD1_LEN];
-        let len = if h.md_type == MD_TYPE1 {
-            MD1_LEN
-        } else {
-            nsh::BASE_LEN
-        };
-        header[..nsh::BASE_LEN].copy_from_slice(&h.base_bytes(len));
-        if len == MD1_LEN {
-            for (i, c) in h.context.iter().enumerate() {
-                header[nsh::field::context(i)].copy_from_slice(&c.to_be_bytes());
-            }
-        }
-        self.push_outer(EtherType::NSH, &header[..len])
-    }
-
     /// Puts an Ethernet header and the NSH header of `b` with a zero context in
     /// front of the frame: MD type 1's 16 bytes, or `b.context_len` bytes for
-    /// another MD type (its TLVs follow as [`NshField::Md2Word`] writes).
+    /// another MD type (its TLVs follow as [`NshField::Md2Word`] writes). Written
+    /// in place, nothing copied through the stack.
     pub fn push_nsh_base(&mut self, b: &NshBase) -> Result<(), RewriteError> {
-        if b.md_type == MD_TYPE1 {
-            return self.push_nsh_ethernet(&b.with_context([0; 4]));
-        }
-        let ctx = usize::from(b.context_len).min(nsh::MAX_CONTEXT) & !3;
-        let mut header = [0u8; nsh::MAX_LEN];
+        let ctx = if b.md_type == MD_TYPE1 {
+            MD1_LEN - nsh::BASE_LEN
+        } else {
+            usize::from(b.context_len).min(nsh::MAX_CONTEXT) & !3
+        };
         let len = nsh::BASE_LEN + ctx;
-        header[..nsh::BASE_LEN].copy_from_slice(&b.with_context([0; 4]).base_bytes(len));
-        self.push_outer(EtherType::NSH, &header[..len])
+        let base = b.base_bytes(len);
+        self.push_outer(EtherType::NSH, len, |d| {
+            d[..nsh::BASE_LEN].copy_from_slice(&base)
+        })
     }
 
     /// Takes off the Ethernet header (with its tags) and the NSH header behind it,
@@ -79,19 +63,26 @@ impl PacketBuf {
         let Some((h, len)) = Nsh::parse(&self.data()[off..]) else {
             return;
         };
-        let d = self.data_mut();
+        // The base and path headers are written back whole, in the layout the
+        // reader reads (`Nsh::base_bytes`).
+        let mut base = h;
         match field {
-            NshField::Flags => d[off] = (d[off] & !0x30) | ((value as u8 & 0x3) << 4),
-            NshField::Ttl => {
-                let ttl = value as u8 & 0x3f;
-                d[off] = (d[off] & !0x0f) | (ttl >> 2);
-                d[off + 1] = (d[off + 1] & 0x3f) | (ttl << 6);
-            }
-            NshField::Spi => {
-                let path = (value << 8) | u32::from(h.si());
-                d[off + 4..off + 8].copy_from_slice(&path.to_be_bytes());
-            }
-            NshField::Si => d[off + nsh::field::SI] = value as u8,
+            NshField::Flags => base.flags = value as u8 & 0x3,
+            NshField::Ttl => base.ttl = value as u8 & 0x3f,
+            NshField::Spi => base.path = (value << 8) | u32::from(h.si()),
+            NshField::Si => base.path = (h.path & !0xff) | (value & 0xff),
+            NshField::Context(_) | NshField::Md2Word(_) => {}
+        }
+        let d = self.data_mut();
+        if base != h {
+            // The unassigned bits beside the MD type stay as they came.
+            let unassigned = d[off + 2] & 0xf0;
+            d[off..off + nsh::BASE_LEN].copy_from_slice(&base.base_bytes(len));
+            d[off + 2] |= unassigned;
+            return;
+        }
+        match field {
+            NshField::Flags | NshField::Ttl | NshField::Spi | NshField::Si => {}
             NshField::Context(i) if h.md_type == MD_TYPE1 && i < 4 => {
                 let at = off + nsh::field::context(usize::from(i)).start;
                 d[at..at + 4].copy_from_slice(&value.to_be_bytes());
@@ -130,6 +121,14 @@ mod tests {
         f
     }
 
+    /// Pushes `h` as translation does: the header, then its context word by word.
+    fn push(b: &mut PacketBuf, h: &Nsh) {
+        b.push_nsh_base(&h.base()).unwrap();
+        for (i, c) in h.context.iter().enumerate() {
+            b.set_nsh(NshField::Context(i as u8), *c);
+        }
+    }
+
     fn md1() -> Nsh {
         Nsh {
             flags: 0,
@@ -145,11 +144,14 @@ mod tests {
     fn a_push_covers_the_frame_and_a_pop_gives_it_back() {
         let f = inner();
         let mut b = loaded(&f);
-        b.push_nsh_ethernet(&md1()).unwrap();
+        push(&mut b, &md1());
         let d = b.data().to_vec();
         assert_eq!(d.len(), f.len() + ETH_HDR_LEN + MD1_LEN);
         assert_eq!(&d[..12], &[0; 12]);
-        assert!(crate::rewrite::is_encapsulated(&d));
+        assert_eq!(
+            crate::wire::ethernet::l3(&d).map(|(t, _)| t),
+            Some(EtherType::NSH)
+        );
         assert_eq!(Nsh::parse(&d[14..]).unwrap(), (md1(), MD1_LEN));
         assert_eq!(&d[14 + MD1_LEN..], &f[..]);
         b.pop_nsh_ethernet().unwrap();
@@ -164,7 +166,7 @@ mod tests {
             context: [0; 4],
             ..md1()
         };
-        b.push_nsh_ethernet(&md2).unwrap();
+        push(&mut b, &md2);
         assert_eq!(Nsh::parse(&b.data()[14..]).unwrap(), (md2, 8));
         b.pop_nsh_ethernet().unwrap();
         assert_eq!(b.data(), &f[..]);
@@ -195,7 +197,7 @@ mod tests {
     #[test]
     fn writes_set_one_field_each() {
         let mut b = loaded(&inner());
-        b.push_nsh_ethernet(&md1()).unwrap();
+        push(&mut b, &md1());
         b.set_nsh(NshField::Si, 254);
         b.set_nsh(NshField::Spi, 0x456);
         b.set_nsh(NshField::Ttl, 7);

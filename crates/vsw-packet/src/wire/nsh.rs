@@ -26,12 +26,9 @@ pub const MAX_LEN: usize = 63 * 4;
 pub const MD_TYPE1: u8 = 1;
 pub const MD_TYPE2: u8 = 2;
 
-/// Next protocol values.
-pub const NP_IPV4: u8 = 1;
-pub const NP_IPV6: u8 = 2;
+/// The next protocol value of an Ethernet frame (RFC 8300: 1 IPv4, 2 IPv6, 3
+/// Ethernet, 4 NSH, 5 MPLS; vsw's bridges carry Ethernet only).
 pub const NP_ETHERNET: u8 = 3;
-pub const NP_NSH: u8 = 4;
-pub const NP_MPLS: u8 = 5;
 
 /// The TTL a new header starts with (RFC 8300's recommended 63).
 pub const DEFAULT_TTL: u8 = 63;
@@ -71,16 +68,17 @@ pub struct NshBase {
 pub const MAX_CONTEXT: usize = MAX_LEN - BASE_LEN;
 
 impl NshBase {
-    /// The header of these fields and `context`.
-    pub fn with_context(self, context: [u32; 4]) -> Nsh {
-        Nsh {
-            flags: self.flags,
-            ttl: self.ttl,
-            md_type: self.md_type,
-            next_proto: self.next_proto,
-            path: self.path,
-            context,
-        }
+    /// The base and path headers for a header of `len` bytes (a multiple of 4).
+    pub fn base_bytes(&self, len: usize) -> [u8; BASE_LEN] {
+        let words = (len / 4) as u8 & 0x3f;
+        let ttl = self.ttl & 0x3f;
+        let mut b = [0u8; BASE_LEN];
+        b[0] = ((self.flags & 0x3) << 4) | (ttl >> 2);
+        b[1] = (ttl << 6) | words;
+        b[2] = self.md_type & 0x0f;
+        b[3] = self.next_proto;
+        b[4..].copy_from_slice(&self.path.to_be_bytes());
+        b
     }
 }
 
@@ -140,23 +138,13 @@ impl Nsh {
 
     /// The base and path headers for a header of `len` bytes (a multiple of 4).
     pub fn base_bytes(&self, len: usize) -> [u8; BASE_LEN] {
-        let words = (len / 4) as u8 & 0x3f;
-        let ttl = self.ttl & 0x3f;
-        let mut b = [0u8; BASE_LEN];
-        b[0] = ((self.flags & 0x3) << 4) | (ttl >> 2);
-        b[1] = (ttl << 6) | words;
-        b[2] = self.md_type & 0x0f;
-        b[3] = self.next_proto;
-        b[4..].copy_from_slice(&self.path.to_be_bytes());
-        b
+        self.base().base_bytes(len)
     }
 }
 
 /// Byte offsets inside a header, for rewrites.
 pub mod field {
     use crate::wire::Field;
-    pub const PATH: Field = 4..8;
-    pub const SI: usize = 7;
     /// Context word `i` (of an MD type 1 header: 0–3).
     pub const fn context(i: usize) -> Field {
         8 + 4 * i..12 + 4 * i
