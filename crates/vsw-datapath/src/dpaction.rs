@@ -5,6 +5,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 
 use vsw_packet::rewrite::FieldWrite;
+use vsw_packet::wire::mpls;
 use vsw_packet::MacAddr;
 
 /// What the datapath does with a packet of a flow: a small set, each cheap to run.
@@ -161,7 +162,6 @@ impl fmt::Display for DpAction {
             DpAction::DecTtl => f.write_str("dec_ttl"),
             DpAction::SetField(w) => write!(f, "{w}"),
             DpAction::PushMpls { ethertype, lse } => {
-                use vsw_packet::wire::mpls;
                 write!(
                     f,
                     "push_mpls(label={},tc={},ttl={},bos={},eth_type=0x{ethertype:x})",
@@ -196,10 +196,10 @@ impl fmt::Display for DpAction {
             DpAction::PushMplsEthernet { ethertype, lse } => write!(
                 f,
                 "add_mpls(label={},tc={},ttl={},bos={},eth_type=0x{ethertype:x}),push_eth(src=00:00:00:00:00:00,dst=00:00:00:00:00:00)",
-                lse >> 12,
-                (lse >> 9) & 7,
-                lse & 0xff,
-                (lse >> 8) & 1
+                mpls::label(*lse),
+                mpls::tc(*lse),
+                mpls::ttl(*lse),
+                u8::from(mpls::bos(*lse))
             ),
             DpAction::PopMplsEthernet => f.write_str("pop_eth,pop_mpls(eth_type=0x6558)"),
             DpAction::SetMpls { lse, mask } => {
