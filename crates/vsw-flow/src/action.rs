@@ -911,7 +911,7 @@ static ENCAP: ActionDef = ActionDef {
                     .strip_suffix(')')
                     .ok_or_else(|| bad(n, a, "an unclosed parenthesis"))?;
                 let (mut md_type, mut tlvs) = (None, Vec::new());
-                for prop in split_outside_parens(props) {
+                for prop in crate::syntax::tokens(props) {
                     match prop.split_once('=') {
                         Some(("md_type", v)) => {
                             let t = parse_uint(n, v, 0xff)? as u8;
@@ -938,25 +938,6 @@ static ENCAP: ActionDef = ActionDef {
         }
     },
 };
-/// `props` split at the commas outside parentheses (`md_type=2,tlv(0x1,2,0x3)`).
-fn split_outside_parens(props: &str) -> Vec<&str> {
-    let (mut out, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
-    for (i, c) in props.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                out.push(props[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(props[start..].trim());
-    out.retain(|p| !p.is_empty());
-    out
-}
-
 /// `tlv(0xCLASS,TYPE,0xVALUE)` as Open vSwitch writes an MD type 2 TLV: the
 /// TLV as RFC 8300 lays it out (class, type, length in bytes, the value padded
 /// to 4 bytes).

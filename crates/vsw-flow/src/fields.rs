@@ -356,13 +356,15 @@ pub fn format_packet_type(pt: u32) -> String {
             format!("{n:#x}")
         }
     };
-    format!("({},{})", part(pt >> 16), part(pt & 0xffff))
+    let (ns, ty) = crate::packet_type::parts(pt);
+    format!("({},{})", part(ns.into()), part(ty.into()))
 }
 
 /// Whether a match's packet type is of the Ethernet-type namespace (1,T): T is
 /// then its `dl_type`, which is not printed again.
 pub fn packet_type_says_dl_type(v: &MatchKey, m: &MatchKey) -> bool {
-    m.pipeline.packet_type == u32::MAX && v.pipeline.packet_type >> 16 == 1
+    m.pipeline.packet_type == u32::MAX
+        && crate::packet_type::ethertype(v.pipeline.packet_type).is_some()
 }
 
 /// A 64-bit `value[/mask]`: the value with only the mask's bits, and the mask.
@@ -485,11 +487,12 @@ pub static FIELDS: &[FieldDef] = &[
             let (ns, ty) = inner
                 .split_once(',')
                 .ok_or_else(|| bad(n, t, "written (NS,TYPE), as (1,0x894f)"))?;
-            let ns = parse_uint(n, ns.trim(), 0xffff)? as u32;
-            let ty = parse_uint(n, ty.trim(), 0xffff)? as u32;
-            (v.pipeline.packet_type, m.pipeline.packet_type) = (ns << 16 | ty, u32::MAX);
-            if ns == 1 {
-                set_dl_type(n, ty as u16, v, m)?;
+            let ns = parse_uint(n, ns.trim(), 0xffff)? as u16;
+            let ty = parse_uint(n, ty.trim(), 0xffff)? as u16;
+            let pt = crate::packet_type::new(ns, ty);
+            (v.pipeline.packet_type, m.pipeline.packet_type) = (pt, u32::MAX);
+            if let Some(t) = crate::packet_type::ethertype(pt) {
+                set_dl_type(n, t, v, m)?;
             }
             Ok(())
         },

@@ -36,7 +36,7 @@ pub const LOCAL_PORT: u32 = 65534;
 pub use classifier::{Classifier, Inserted, Lookup, PreparedRule, StagedRules, SubtableOrder};
 pub use group::{format_group, parse_group, Bucket, Group, GroupSpec, GroupType};
 pub use mac_table::{Learned, MacTable};
-pub use match_key::{MatchKey, PipelineFields, N_REGS};
+pub use match_key::{packet_type, MatchKey, PipelineFields, N_REGS};
 pub use matching::{Match, PacketMatch};
 pub use mcast_table::{McastConfig, McastEntry, McastTable};
 pub use meter::{format_meter, parse_meter, Band, BandType, MeterSpec};

@@ -22,6 +22,33 @@ pub const PIPELINE_WORDS: usize = 10;
 /// The words of a [`MatchKey`].
 pub const MATCH_WORDS: usize = KEY_WORDS + PIPELINE_WORDS;
 
+/// Packet types as `PipelineFields::packet_type` holds them (OpenFlow 1.5's):
+/// namespace << 16 | type.
+pub mod packet_type {
+    /// Ethernet, (0,0): every packet as it arrives.
+    pub const ETHERNET: u32 = 0;
+
+    /// (NS,TYPE).
+    pub fn new(ns: u16, ty: u16) -> u32 {
+        u32::from(ns) << 16 | u32::from(ty)
+    }
+
+    /// (1,T): a header of Ethernet type T without an Ethernet header.
+    pub fn of_ethertype(t: u16) -> u32 {
+        new(1, t)
+    }
+
+    /// T of a (1,T) packet type.
+    pub fn ethertype(pt: u32) -> Option<u16> {
+        (pt >> 16 == 1).then_some(pt as u16)
+    }
+
+    /// Its namespace and type.
+    pub fn parts(pt: u32) -> (u16, u16) {
+        ((pt >> 16) as u16, pt as u16)
+    }
+}
+
 /// What only the pipeline reads and writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]

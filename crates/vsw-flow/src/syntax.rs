@@ -78,8 +78,9 @@ impl MatchBuilder {
 }
 
 /// A flow's tokens: split at commas and blanks outside parentheses, so that the
-/// action `resubmit(,2)` and the field `packet_type=(1,0x894f)` stay one each.
-fn tokens(s: &str) -> Vec<&str> {
+/// action `resubmit(,2)` and the field `packet_type=(1,0x894f)` stay one each
+/// (and `encap(nsh(…))`'s properties, `tlv(…)` among them).
+pub(crate) fn tokens(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0usize, 0usize);
     for (i, c) in s.char_indices() {

@@ -714,14 +714,14 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                     tlvs: tlvs.as_deref().unwrap_or_default().to_vec(),
                 },
                 vsw_flow::Encap::Mpls { ethertype } => NxAction::Encap {
-                    packet_type: 0x0001_0000 | u32::from(*ethertype),
+                    packet_type: vsw_flow::packet_type::of_ethertype(*ethertype),
                     md_type: None,
                     tlvs: Vec::new(),
                 },
             })),
             VswAction::Decap(t) => apply.push(Action::Nx(NxAction::Decap(
                 t.map_or(PT_USE_NEXT_PROTO, |(ns, t)| {
-                    u32::from(ns) << 16 | u32::from(t)
+                    vsw_flow::packet_type::new(ns, t)
                 }),
             ))),
             VswAction::DecNshTtl => apply.push(Action::Nx(NxAction::DecNshTtl)),

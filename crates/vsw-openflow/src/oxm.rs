@@ -446,8 +446,7 @@ impl OxmMatch {
         // vSwitch takes `packet_type=(1,0x894f)` for NSH's fields).
         let by_type = self
             .exact(PACKET_TYPE)
-            .filter(|pt| pt >> 16 == 1)
-            .map(|pt| pt as u16);
+            .and_then(|pt| vsw_flow::packet_type::ethertype(pt as u32));
         let eth = self.exact(5).map(|t| t as u16).or(by_type);
         let proto = self.exact(10).map(|p| p as u8);
         let ip = matches!(eth, Some(0x0800 | 0x86dd));

@@ -215,8 +215,8 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             n if (NSH_FLAGS..=NSH_TTL).contains(&n) => nsh_part(&mut v, &mut k, n, val, mask)?,
             PACKET_TYPE => {
                 (v.pipeline.packet_type, k.pipeline.packet_type) = (val as u32, u32::MAX);
-                if val >> 16 == 1 {
-                    (v.dl_type, k.dl_type) = (val as u16, 0xffff);
+                if let Some(t) = vsw_flow::packet_type::ethertype(val as u32) {
+                    (v.dl_type, k.dl_type) = (t, 0xffff);
                 }
             }
             _ => return Err(BadMatch::BadField),
@@ -513,7 +513,9 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         }),
         NxAction::Encap { .. } => return Err(BadFlowMod::BadArgument),
         NxAction::Decap(PT_USE_NEXT_PROTO) => VswAction::Decap(None),
-        NxAction::Decap(t) if t >> 16 < 5 => VswAction::Decap(Some(((t >> 16) as u16, t as u16))),
+        NxAction::Decap(t) if t >> 16 < 5 => {
+            VswAction::Decap(Some(vsw_flow::packet_type::parts(t)))
+        }
         NxAction::Decap(_) => return Err(BadFlowMod::BadArgument),
         NxAction::DecNshTtl => VswAction::DecNshTtl,
         NxAction::SetMplsLabel(l) => VswAction::SetMplsLabel(at_most(l.into(), 0xfffff)? as u32),

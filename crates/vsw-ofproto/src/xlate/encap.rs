@@ -11,7 +11,7 @@
 //! drops it at a port of Ethernet too).
 
 use vsw_datapath::DpAction;
-use vsw_flow::{Action, Encap};
+use vsw_flow::{packet_type, Action, Encap};
 use vsw_packet::key::{NSH_NP_SHIFT, NSH_TTL_SHIFT};
 use vsw_packet::rewrite::{is_mpls, FieldWrite, NshField};
 use vsw_packet::wire::mpls;
@@ -19,13 +19,6 @@ use vsw_packet::wire::nsh::{Nsh, NshBase, DEFAULT_TTL, MD_TYPE1, NP_ETHERNET};
 use vsw_packet::{EtherType, FlowKey, MacAddr};
 
 use super::{Ctx, Popped};
-
-/// Packet types (namespace << 16 | type), as `packet_type` matches them: Ethernet,
-/// and a header of this ethertype without Ethernet.
-const PT_ETH: u32 = 0;
-fn pt_of(ethertype: u16) -> u32 {
-    0x0001_0000 | u32::from(ethertype)
-}
 
 /// Where an NSH field's write sorts among its kind in an action set.
 pub(super) fn field_index(f: NshField) -> u8 {
@@ -182,7 +175,7 @@ impl Ctx<'_, '_> {
                     path: 0xff,
                     context: [0; 4],
                 });
-                self.key.pipeline.packet_type = pt_of(self.key.dl_type);
+                self.key.pipeline.packet_type = packet_type::of_ethertype(self.key.dl_type);
                 self.popped = Popped::EncapPending;
             }
             (Encap::Mpls { ethertype }, Popped::Nothing) => {
@@ -198,10 +191,10 @@ impl Ctx<'_, '_> {
                 let k = &mut self.key;
                 k.packet = FlowKey {
                     dl_type: *ethertype,
-                    label: (label << mpls::LABEL_SHIFT) | mpls::BOS_MASK | 64,
+                    label: mpls::entry(label, 0, true, 64),
                     ..super::metadata_only(k)
                 };
-                self.key.pipeline.packet_type = pt_of(*ethertype);
+                self.key.pipeline.packet_type = packet_type::of_ethertype(*ethertype);
                 self.popped = Popped::EncapPending;
             }
             (Encap::Nsh { .. } | Encap::Mpls { .. }, p) => self.refused(
@@ -217,7 +210,7 @@ impl Ctx<'_, '_> {
                 let (ethertype, lse) = (self.key.dl_type, self.key.label);
                 self.emit(DpAction::PushMplsEthernet { ethertype, lse });
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
-                self.key.pipeline.packet_type = PT_ETH;
+                self.key.pipeline.packet_type = packet_type::ETHERNET;
                 self.popped = Popped::Nothing;
             }
             (Encap::Ethernet, Popped::EncapPending) => {
@@ -250,7 +243,7 @@ impl Ctx<'_, '_> {
                     self.emit(DpAction::SetField(FieldWrite::Nsh(field, w)));
                 }
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
-                self.key.pipeline.packet_type = PT_ETH;
+                self.key.pipeline.packet_type = packet_type::ETHERNET;
                 self.popped = Popped::Nothing;
             }
             (Encap::Ethernet, Popped::EthernetDecapped) => {
@@ -259,7 +252,7 @@ impl Ctx<'_, '_> {
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
                 self.emit(DpAction::SetDlSrc(MacAddr::ZERO));
                 self.emit(DpAction::SetDlDst(MacAddr::ZERO));
-                self.key.pipeline.packet_type = PT_ETH;
+                self.key.pipeline.packet_type = packet_type::ETHERNET;
                 self.popped = Popped::Nothing;
             }
             (Encap::Ethernet, _) => self.refused(
@@ -291,7 +284,7 @@ impl Ctx<'_, '_> {
                     );
                 }
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
-                self.key.pipeline.packet_type = pt_of(self.key.dl_type);
+                self.key.pipeline.packet_type = packet_type::of_ethertype(self.key.dl_type);
                 self.popped = Popped::EthernetDecapped;
             }
             Popped::EthernetDecapped if is_mpls(self.key.dl_type) => {
@@ -317,7 +310,7 @@ impl Ctx<'_, '_> {
                 }
                 self.emit(DpAction::PopMplsEthernet);
                 self.key.packet = super::metadata_only(&self.key);
-                self.key.pipeline.packet_type = PT_ETH;
+                self.key.pipeline.packet_type = packet_type::ETHERNET;
                 self.popped = Popped::Decapped;
             }
             Popped::EthernetDecapped => {
@@ -336,7 +329,7 @@ impl Ctx<'_, '_> {
                 // What the header carried is new to the key: a recirculation
                 // shows it to whatever looks next.
                 self.key.packet = super::metadata_only(&self.key);
-                self.key.pipeline.packet_type = PT_ETH;
+                self.key.pipeline.packet_type = packet_type::ETHERNET;
                 self.popped = Popped::Decapped;
             }
             p => self.refused(table, format!("decap() after {} is not built", p.action())),
