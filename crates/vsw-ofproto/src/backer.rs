@@ -331,7 +331,8 @@ impl Backer {
         };
         let mut key = FlowKey::default();
         vsw_packet::extract(frame, dp, None, &mut key).ok()?;
-        let t = self.translate(&key, now_ms, true);
+        // With its bytes: the host's own IGMP and MLD reports are snooped too.
+        let t = self.translate_packet(&key, frame, now_ms);
         Some(vsw_datapath::Injected {
             in_port: dp,
             actions: t.actions,

@@ -137,6 +137,17 @@ fn membership_messages_crossing_a_patch_teach_both_bridges() {
         backer.translate(&key_of(&data, 3), 1, true).actions,
         vec![Output(1)]
     );
+    // The host joins through b's LOCAL port: its report is read too.
+    backer.set_port(b, vsw_flow::LOCAL_PORT, 9).unwrap();
+    let from_host = igmp_frame(host(7), group, &igmp(V2_REPORT, group));
+    backer
+        .from_local("brb", &from_host, 1)
+        .expect("brb has a LOCAL port");
+    assert_eq!(
+        member_of(&ob),
+        vec![2, vsw_flow::LOCAL_PORT],
+        "the host's report joins LOCAL"
+    );
 }
 
 #[test]
