@@ -48,6 +48,16 @@ fn ovs_prints(version: &str, flow: &str) -> String {
     }
 }
 
+/// Asserts that `dump` (what `ovs-ofctl dump-flows --no-stats` printed) holds
+/// `flow` as Open vSwitch's `ovs-ofctl` prints it in `version`; `what` says where.
+fn assert_dumped_as_ovs_prints(dump: &str, version: &str, flow: &str, what: &str) {
+    let want = ovs_prints(version, flow);
+    assert!(
+        dump.lines().any(|l| l.trim() == want),
+        "{what}: {want} not in\n{dump}"
+    );
+}
+
 /// What `ovs-ofctl monitor` (OpenFlow 1.3, packet-ins in `format`) prints of
 /// `d`'s asynchronous messages, read by `read` for at most 20 s.
 fn monitor_lines<T>(
@@ -1068,12 +1078,8 @@ fn openflow_1_1_flows_go_in_come_back_and_forward() {
     ];
     for f in flows {
         of11(&["add-flow", f]);
-        let want = ovs_prints("OpenFlow11", f);
         let dump = of11(&["dump-flows", "--no-stats"]);
-        assert!(
-            dump.lines().any(|l| l.trim() == want),
-            "{want} not in\n{dump}"
-        );
+        assert_dumped_as_ovs_prints(&dump, "OpenFlow11", f, "OpenFlow11");
     }
     // Written in 1.3 with what 1.1 has not (a register, IPv6): 1.1 reads the rest,
     // and the set-field as Nicira's load.
@@ -1201,11 +1207,7 @@ fn nsh_headers_are_pushed_matched_and_popped_between_namespaces() {
     ] {
         let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
         for f in written.iter().copied() {
-            let want = ovs_prints(version, f);
-            assert!(
-                dump.lines().any(|l| l.trim() == want),
-                "{version}: {want} not in\n{dump}"
-            );
+            assert_dumped_as_ovs_prints(&dump, version, f, version);
         }
     }
     // OpenFlow 1.0 (ovs-ofctl's default): an NSH set-field has no 1.0 action and
@@ -1286,11 +1288,7 @@ fn ethernet_over_mpls_is_encapsulated_matched_and_decapsulated() {
     }
     let dump = of13(&d, &["dump-flows", "--no-stats"]);
     for f in flows {
-        let want = ovs_prints("OpenFlow13", f);
-        assert!(
-            dump.lines().any(|l| l.trim() == want),
-            "{want} not in\n{dump}"
-        );
+        assert_dumped_as_ovs_prints(&dump, "OpenFlow13", f, "OpenFlow13");
     }
     assert!(h1.ping(&h2, 3), "{}", d.ctl_ok(&["dump-flows"]));
     let all = d.all_flows();
@@ -1377,12 +1375,8 @@ fn nicira_actions_are_taken_and_come_back_as_open_vswitch_prints_them() {
         ofctl(&d, &["-O", version, "del-flows"]);
         for f in flows {
             ofctl(&d, &["-O", version, "add-flow", f]);
-            let want = ovs_prints(version, f);
             let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
-            assert!(
-                dump.lines().any(|l| l.trim() == want),
-                "{version}: {want} not in\n{dump}"
-            );
+            assert_dumped_as_ovs_prints(&dump, version, f, version);
         }
     }
     // A packet-in for one controller or with another reason: vsw's go to every
@@ -1457,16 +1451,7 @@ fn ovs_ofctl_without_o_speaks_openflow_1_0_with_nxm() {
     let dump = ofctl(&d, &["dump-flows", "--no-stats"]);
     let dump13 = of13(&d, &["dump-flows", "--no-stats"]);
     for f in flows {
-        let want = ovs_prints("OpenFlow10", f);
-        // A table other than 0 is printed before the match in a dump.
-        let want = want.split_once("table:").map_or(want.clone(), |(_, rest)| {
-            let (table, flow) = rest.split_once(' ').expect("table:N FLOW");
-            format!("table={table}, {flow}")
-        });
-        assert!(
-            dump.lines().any(|l| l.trim() == want),
-            "{want} not in\n{dump}"
-        );
+        assert_dumped_as_ovs_prints(&dump, "OpenFlow10", f, "OpenFlow10");
         let priority = f.split(',').find(|w| w.starts_with("priority=")).unwrap();
         assert!(
             dump13.contains(priority),
@@ -1610,12 +1595,8 @@ fn registers_carry_a_decision_between_tables_and_come_back_as_installed() {
         }
         for f in echoed {
             ofctl(&d, &["-O", version, "add-flow", f]);
-            let want = ovs_prints(version, f);
             let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
-            assert!(
-                dump.lines().any(|l| l.trim() == want),
-                "{version}: {want} not in\n{dump}"
-            );
+            assert_dumped_as_ovs_prints(&dump, version, f, version);
         }
     }
     // vswctl prints the registers as ovs-ofctl does.
@@ -1679,11 +1660,7 @@ fn a_conjunction_forwards_only_while_every_clause_matches() {
         );
         let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
         for f in &flows[1..4] {
-            let want = ovs_prints(version, f);
-            assert!(
-                dump.lines().any(|l| l.trim() == want),
-                "{version}: {want} not in\n{dump}"
-            );
+            assert_dumped_as_ovs_prints(&dump, version, f, version);
         }
         // One clause gone: the conjunction is incomplete, the drop rule decides.
         ofctl(
@@ -1838,15 +1815,8 @@ fn ovn_s_tunnel_flows_are_taken_and_read_in_every_version() {
         for reader in readers {
             let dump = ofctl(&d, &["-O", reader, "dump-flows", "--no-stats"]);
             for f in flows {
-                let want = ovs_prints(reader, f);
-                let want = want.split_once("table:").map_or(want.clone(), |(_, rest)| {
-                    let (table, flow) = rest.split_once(' ').expect("table:N FLOW");
-                    format!("table={table}, {flow}")
-                });
-                assert!(
-                    dump.lines().any(|l| l.trim() == want),
-                    "written in {writer}, read in {reader}: {want} not in\n{dump}"
-                );
+                let what = format!("written in {writer}, read in {reader}");
+                assert_dumped_as_ovs_prints(&dump, reader, f, &what);
             }
         }
     }
@@ -2080,11 +2050,7 @@ fn output_with_max_len_sends_packets_cut_to_that_length() {
     assert!(dp.contains("trunc(100),2"), "{dp}");
     for version in ["OpenFlow10", "OpenFlow13", "OpenFlow15"] {
         let dump = ofctl(&d, &["-O", version, "dump-flows", "--no-stats"]);
-        let want = ovs_prints(version, cut);
-        assert!(
-            dump.lines().any(|l| l.trim() == want),
-            "{version}: {want} not in\n{dump}"
-        );
+        assert_dumped_as_ovs_prints(&dump, version, cut, version);
     }
 }
 
@@ -2232,11 +2198,7 @@ fn a_paused_packet_continues_when_the_controller_resumes_it() {
     of(&["add-flow", pausing]);
     of(&["add-flow", "table=1,reg0=5,actions=output:2"]);
     let dump = of(&["dump-flows", "--no-stats", "table=0"]);
-    let want = ovs_prints("OpenFlow13", pausing);
-    assert!(
-        dump.lines().any(|l| l.trim() == want),
-        "{want} not in\n{dump}"
-    );
+    assert_dumped_as_ovs_prints(&dump, "OpenFlow13", pausing, "OpenFlow13");
     // Paused, and nobody resumes: nothing reaches the sink.
     wait_until("packets to pause", Duration::from_secs(10), || {
         packets_of(&of(&["dump-flows", "table=0"]), "pause") > 100
