@@ -240,6 +240,16 @@ impl Subtable {
         }
     }
 
+    /// Whether this subtable's rules may match `key`'s packet type: a rule that
+    /// names no `packet_type` is for Ethernet frames (Open vSwitch's implied
+    /// `packet_type=(0,0)`), so a packet without Ethernet (an L3 tunnel port's, or
+    /// after a `decap()`) skips it. `packet_type` is never masked in part.
+    #[inline]
+    fn takes_type_of(&self, key: &MatchKey) -> bool {
+        key.pipeline.packet_type == crate::packet_type::ETHERNET
+            || self.mask.pipeline.packet_type != 0
+    }
+
     #[inline]
     fn pack(&self, key: &MatchKey) -> BucketKey {
         pack(&self.mask, self.uses_pipeline, key)
@@ -517,6 +527,10 @@ impl Classifier {
                 // No later subtable can hold a better rule, whatever the packet.
                 break;
             }
+            wildcards.pipeline.packet_type = u32::MAX;
+            if !table.takes_type_of(key) {
+                continue;
+            }
             for (w, m) in wildcards.words_mut().iter_mut().zip(table.mask.words()) {
                 *w |= m;
             }
@@ -548,6 +562,10 @@ impl Classifier {
         for table in &self.subtables {
             if best.is_some_and(|b| table.max_priority <= b.spec.priority) {
                 break;
+            }
+            wildcards.pipeline.packet_type = u32::MAX;
+            if !table.takes_type_of(key) {
+                continue;
             }
             for (w, m) in wildcards.words_mut().iter_mut().zip(table.mask.words()) {
                 *w |= m;
@@ -620,6 +638,9 @@ impl Classifier {
                 if table.max_priority <= b.spec.priority {
                     break;
                 }
+            }
+            if !table.takes_type_of(key) {
+                continue;
             }
             probes += 1;
             if let Some(r) = table.find(key) {

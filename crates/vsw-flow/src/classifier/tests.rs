@@ -40,6 +40,31 @@ fn highest_priority_wins() {
     assert_eq!(hit(MatchKey::default()), None);
 }
 
+/// A rule that names no packet_type is for Ethernet frames (Open vSwitch's
+/// implied `packet_type=(0,0)`): an IP packet without Ethernet (1,0x800) passes
+/// it by for a rule that names its type, or for none.
+#[test]
+fn a_rule_without_packet_type_takes_ethernet_frames_only() {
+    let mut c = Classifier::new();
+    add(&mut c, "priority=100,ip,actions=output:1");
+    add(&mut c, "priority=50,packet_type=(1,0x800),actions=output:2");
+    let mut bare = udp_key(1, 53);
+    bare.pipeline.packet_type = crate::packet_type::of_ethertype(EtherType::IPV4);
+    let hit = |c: &Classifier, k: &MatchKey| c.lookup(k).map(|r| r.spec.actions.clone());
+    assert_eq!(hit(&c, &udp_key(1, 53)), Some(vec![Action::Output(1)]));
+    assert_eq!(hit(&c, &bare), Some(vec![Action::Output(2)]));
+    let mut wc = MatchKey::default();
+    c.lookup_wc(&bare, &mut wc);
+    assert_eq!(
+        wc.pipeline.packet_type,
+        u32::MAX,
+        "the answer read the type"
+    );
+    add(&mut c, "priority=10,actions=output:3");
+    bare.pipeline.packet_type = crate::packet_type::of_ethertype(EtherType::IPV6);
+    assert_eq!(hit(&c, &bare), None);
+}
+
 #[test]
 fn equal_priorities_give_one_of_the_matching_rules() {
     let mut c = Classifier::new();
@@ -254,6 +279,8 @@ fn scan_hard<'a>(rules: &'a [(FlowSpec, u64)], key: &MatchKey) -> Vec<&'a FlowSp
         .iter()
         .map(|(s, _)| s)
         .filter(|s| clause_of(s).is_none() && s.matcher.matches(key))
+        // A rule without packet_type is for Ethernet frames only.
+        .filter(|s| key.pipeline.packet_type == 0 || s.matcher.mask().pipeline.packet_type != 0)
         .collect();
     let top = matching.iter().map(|s| s.priority).max();
     matching
@@ -308,9 +335,13 @@ fn arb_field_key() -> impl Strategy<Value = (MatchKey, MatchKey)> {
         proptest::option::of((0u16..4, prop_oneof![Just(0xffffu16), Just(0xfffeu16)])),
         proptest::option::of((0u128..4, prop_oneof![Just(u128::MAX), Just(!1u128)])),
         proptest::option::of((0u32..4, prop_oneof![Just(u32::MAX), Just(!1u32)])),
+        proptest::option::of(prop_oneof![Just(0u32), Just(0x1_0800u32)]),
     )
-        .prop_map(|(port, proto, tp, nw, reg)| {
+        .prop_map(|(port, proto, tp, nw, reg, packet_type)| {
             let (mut v, mut m) = (MatchKey::default(), MatchKey::default());
+            if let Some(t) = packet_type {
+                (v.pipeline.packet_type, m.pipeline.packet_type) = (t, u32::MAX);
+            }
             if let Some((r, mask)) = reg {
                 (v.pipeline.regs[3], m.pipeline.regs[3]) = (r, mask);
             }
@@ -337,8 +368,9 @@ fn arb_packet() -> impl Strategy<Value = MatchKey> {
         0u16..4,
         0u128..4,
         0u32..4,
+        prop_oneof![3 => Just(0u32), 1 => Just(0x1_0800u32)],
     )
-        .prop_map(|(in_port, nw_proto, tp_dst, nw_src, reg3)| {
+        .prop_map(|(in_port, nw_proto, tp_dst, nw_src, reg3, packet_type)| {
             let mut k = MatchKey::from(FlowKey {
                 in_port,
                 nw_proto,
@@ -347,6 +379,7 @@ fn arb_packet() -> impl Strategy<Value = MatchKey> {
                 ..FlowKey::default()
             });
             k.pipeline.regs[3] = reg3;
+            k.pipeline.packet_type = packet_type;
             k
         })
 }
