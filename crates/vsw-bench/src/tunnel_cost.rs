@@ -35,6 +35,7 @@ fn cases() -> Vec<Case> {
         udp_csum: csum,
         vni: 42,
         geneve_options: options,
+        gpe: None,
     };
     let mut option = [0u8; 8];
     vsw_packet::wire::geneve::emit_option(&mut option, 0xffff, 1, &[1, 2, 3, 4]);

@@ -116,6 +116,10 @@ pub(crate) enum Push {
     /// A tunnel super-frame (a tunnel device's, inside this tunnel): cut into its
     /// outer packets (inner segments of this size), each pushed.
     CutTunnel(TunnelSuperFrame, usize),
+    /// A super-frame for a header that takes its Ethernet header off (VXLAN-GPE
+    /// carrying IP), which no device would cut: cut here into complete packets of
+    /// segments of this size, each pushed.
+    Segment(usize),
     /// Above the tunnel's MTU and no super-frame: dropped and counted at the tunnel
     /// port, never fragmented.
     AboveMtu,
@@ -152,6 +156,9 @@ pub(crate) fn push_plan(
     let Ok(mss) = gso::segment_size(frame, vnet, mtu) else {
         return Push::ByQueue;
     };
+    if header.template.strips_ethernet() {
+        return Push::Segment(mss.min(usize::from(vnet.gso_size)));
+    }
     let max_frame = header.template.inner_frame_max(usize::from(u16::MAX));
     if frame.len() > max_frame {
         let Some((_, l3)) = vsw_packet::ethernet::l3(frame) else {
@@ -224,7 +231,11 @@ mod tests {
 
     /// The VXLAN header these tests push.
     fn vxlan_template() -> EncapTemplate {
-        EncapTemplate::new(&EncapSpec {
+        EncapTemplate::new(&vxlan_spec()).expect("a template")
+    }
+
+    fn vxlan_spec() -> EncapSpec {
+        EncapSpec {
             kind: TunnelKind::Vxlan,
             eth_src: MacAddr([2, 0, 0, 0, 0, 3]),
             eth_dst: MacAddr([2, 0, 0, 0, 0, 4]),
@@ -237,8 +248,8 @@ mod tests {
             udp_csum: false,
             vni: 7,
             geneve_options: Vec::new(),
-        })
-        .expect("a template")
+            gpe: None,
+        }
     }
 
     /// `inner` behind VXLAN, its offload state moved behind the outer headers;
@@ -353,5 +364,27 @@ mod tests {
             panic!("not cut")
         };
         assert_eq!((t.inner, mss), (50, 1450 - 50 - 40));
+    }
+
+    /// A header that takes the Ethernet header off (VXLAN-GPE carrying IP): a
+    /// super-frame is cut here into complete packets, at most the sender's
+    /// segment size, within the tunnel's MTU.
+    #[test]
+    fn a_push_without_ethernet_cuts_a_super_frame_into_packets() {
+        let template = EncapTemplate::new(&EncapSpec {
+            gpe: Some(vsw_packet::wire::vxlan::NP_IPV4),
+            ..vxlan_spec()
+        })
+        .expect("a template");
+        let h = PushHeader {
+            template,
+            tunnel_port: 9,
+        };
+        let (sf, v) = super_frame(10_000, 1000);
+        assert_eq!(push_plan(&h, &sf, &v, 100, 1450), Push::Segment(1000));
+        let (sf, v) = super_frame(10_000, 1448);
+        assert_eq!(push_plan(&h, &sf, &v, 100, 1450), Push::Segment(1410));
+        let (small, v) = partial_tcp(100);
+        assert_eq!(push_plan(&h, &small, &v, 100, 1450), Push::Whole);
     }
 }

@@ -30,12 +30,15 @@ pub trait TunnelEgress: Send + Sync {
     /// The outer headers of a packet (`key`, as the actions so far left it)
     /// leaving by tunnel port `port`, and the underlay bridge they enter; the key's
     /// fields the answer read are set in `mask` (`tun_dst` of a `remote_ip=flow`
-    /// port, `tun_id` of `key=flow`, …). A packet is really passing when
-    /// `passing` (not a revalidation): only then is a drop counted.
+    /// port, `tun_id` of `key=flow`, …). `l3`: the packet has no Ethernet header of
+    /// its own, and this is its Ethernet type (the frame's header is a
+    /// placeholder). A packet is really passing when `passing` (not a
+    /// revalidation): only then is a drop counted.
     fn way_out(
         &self,
         port: &str,
         key: &FlowKey,
+        l3: Option<u16>,
         mask: &mut FlowKey,
         passing: bool,
     ) -> Result<TunnelWay, NoWay>;
@@ -62,17 +65,18 @@ pub trait TunnelEgress: Send + Sync {
         None
     }
 
-    /// The tunnel port a popped packet of this kind is for (`key` holds its tunnel:
-    /// VNI, outer addresses), with the fields read set in `mask`; `None`: no port's
-    /// (its VNI is none's), dropped — counted when a packet is `passing` (not a
-    /// revalidation).
+    /// The tunnel port a popped packet that came in on receive point `point` is
+    /// for (`key` holds its tunnel: VNI, outer addresses), and how that port takes
+    /// packets without Ethernet; the fields read are set in `mask`. `None`: no
+    /// port's (its VNI is none's, or no port takes what it carries), dropped —
+    /// counted when a packet is `passing` (not a revalidation).
     fn receiving_port(
         &self,
-        _geneve: bool,
+        _point: crate::tunnel_pop::ReceivePoint,
         _key: &FlowKey,
         _mask: &mut FlowKey,
         _passing: bool,
-    ) -> Option<String> {
+    ) -> Option<(String, vsw_packet::tunnel::PacketTypeMode)> {
         None
     }
 }
@@ -86,6 +90,10 @@ pub enum NoWay {
     /// None known for this port (not in the tunnels' state yet): the packet goes
     /// to the tunnel port, whose queue drops it (counted).
     ByQueue,
+    /// The port does not carry packets of this type (one without an Ethernet
+    /// header to an Ethernet-only port, ARP to an L3 port): not sent, as Open
+    /// vSwitch's output skips it.
+    NotCarried,
 }
 
 /// Where a tunnel packet goes.

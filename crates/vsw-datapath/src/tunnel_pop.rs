@@ -18,8 +18,13 @@ use vsw_packet::tunnel::DecapError;
 pub const VXLAN_RECEIVE: u32 = 0xffff_ff00;
 /// The datapath port a popped Geneve packet's next pass comes in on.
 pub const GENEVE_RECEIVE: u32 = 0xffff_ff01;
-/// The first receive point of IPv6 remote ends: `RECEIVE6_BASE + 2 × index`, one
-/// more for Geneve, for the remote end the tunnels' state numbered `index`.
+/// The datapath port a popped VXLAN-GPE packet that carries no Ethernet frame (IP,
+/// NSH) comes in on, behind a placeholder Ethernet header: the flow's `in_port`
+/// (always matched) tells such a packet from an Ethernet frame.
+pub const VXLAN_L3_RECEIVE: u32 = 0xffff_ff02;
+/// The first receive point of IPv6 remote ends: `RECEIVE6_BASE + 3 × index`, one
+/// more for Geneve, two more for VXLAN-GPE without Ethernet, for the remote end the
+/// tunnels' state numbered `index`.
 pub const RECEIVE6_BASE: u32 = 0xfffe_0000;
 /// IPv6 remote ends numbered at most (the receive points stay below
 /// [`VXLAN_RECEIVE`]).
@@ -63,24 +68,44 @@ pub fn receive_point_of(geneve: bool, remote6: Option<u32>) -> u32 {
     match remote6 {
         None if geneve => GENEVE_RECEIVE,
         None => VXLAN_RECEIVE,
-        Some(i) => RECEIVE6_BASE + 2 * i.min(MAX_REMOTES6 - 1) + u32::from(geneve),
+        Some(i) => RECEIVE6_BASE + 3 * i.min(MAX_REMOTES6 - 1) + u32::from(geneve),
     }
 }
 
-/// The kind of receive point `in_port` is (`true`: Geneve), if it is one.
-pub fn receive_point(in_port: u32) -> Option<bool> {
-    match in_port {
-        VXLAN_RECEIVE => Some(false),
-        GENEVE_RECEIVE => Some(true),
-        p => remote6_of(p).map(|_| p & 1 == 1),
-    }
+/// The receive point of VXLAN receive point `vxlan`'s packets that carry no
+/// Ethernet frame.
+pub fn l3_point_of(vxlan: u32) -> u32 {
+    vxlan + 2
+}
+
+/// What the packets that come in on a receive point are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceivePoint {
+    pub geneve: bool,
+    /// VXLAN-GPE's IP or NSH, behind a placeholder Ethernet header.
+    pub l3: bool,
+}
+
+/// What kind of receive point `in_port` is, if it is one.
+pub fn receive_point(in_port: u32) -> Option<ReceivePoint> {
+    let which = match in_port {
+        VXLAN_RECEIVE..=VXLAN_L3_RECEIVE => in_port - VXLAN_RECEIVE,
+        p => {
+            remote6_of(p)?;
+            (p - RECEIVE6_BASE) % 3
+        }
+    };
+    Some(ReceivePoint {
+        geneve: which == 1,
+        l3: which == 2,
+    })
 }
 
 /// The number of the IPv6 remote end whose receive point `in_port` is, if it is one.
 pub fn remote6_of(in_port: u32) -> Option<u32> {
-    (RECEIVE6_BASE..RECEIVE6_BASE + 2 * MAX_REMOTES6)
+    (RECEIVE6_BASE..RECEIVE6_BASE + 3 * MAX_REMOTES6)
         .contains(&in_port)
-        .then(|| (in_port - RECEIVE6_BASE) / 2)
+        .then(|| (in_port - RECEIVE6_BASE) / 3)
 }
 
 /// The value of Geneve option `(class, type)` among `options` (whole TLVs), as
@@ -94,7 +119,7 @@ fn option_found(options: &[u8], (class, kind): (u16, u8)) -> Option<u32> {
 }
 
 /// Every reason decapsulation refuses a packet, in counting order.
-pub const DECAP_DROPS: [DecapError; 8] = [
+pub const DECAP_DROPS: [DecapError; 9] = [
     DecapError::Truncated(""),
     DecapError::Fragment,
     DecapError::BadIpChecksum,
@@ -103,6 +128,7 @@ pub const DECAP_DROPS: [DecapError; 8] = [
     DecapError::GeneveNotEthernet,
     DecapError::UnknownCriticalOption,
     DecapError::InnerTooShort,
+    DecapError::GpeNotCarried,
 ];
 
 /// Packets `TunnelPop` dropped, by reason.
@@ -122,6 +148,7 @@ fn slot(e: &DecapError) -> Option<usize> {
         DecapError::GeneveNotEthernet => 5,
         DecapError::UnknownCriticalOption => 6,
         DecapError::InnerTooShort => 7,
+        DecapError::GpeNotCarried => 8,
     })
 }
 
@@ -183,16 +210,32 @@ mod tests {
     #[test]
     fn receive_points_say_their_kind_and_remote_end() {
         for geneve in [false, true] {
+            let what = |l3| Some(ReceivePoint { geneve, l3 });
             let v4 = receive_point_of(geneve, None);
-            assert_eq!((receive_point(v4), remote6_of(v4)), (Some(geneve), None));
+            assert_eq!((receive_point(v4), remote6_of(v4)), (what(false), None));
             for i in [0, 7, MAX_REMOTES6 - 1] {
                 let p = receive_point_of(geneve, Some(i));
-                assert_eq!((receive_point(p), remote6_of(p)), (Some(geneve), Some(i)));
+                assert_eq!((receive_point(p), remote6_of(p)), (what(false), Some(i)));
                 assert!(p < VXLAN_RECEIVE);
+                if !geneve {
+                    let l3 = l3_point_of(p);
+                    assert_eq!((receive_point(l3), remote6_of(l3)), (what(true), Some(i)));
+                }
             }
         }
+        let l3 = l3_point_of(VXLAN_RECEIVE);
+        assert_eq!(l3, VXLAN_L3_RECEIVE);
+        assert_eq!(
+            receive_point(l3),
+            Some(ReceivePoint {
+                geneve: false,
+                l3: true
+            })
+        );
         assert_eq!(receive_point(7), None);
+        assert_eq!(receive_point(VXLAN_L3_RECEIVE + 1), None);
         assert_eq!(remote6_of(VXLAN_RECEIVE), None);
+        assert_eq!(remote6_of(l3), None);
     }
 
     #[test]

@@ -417,6 +417,7 @@ fn vxlan_super_frame(len: usize) -> (Vec<u8>, VnetHdr) {
         udp_csum: false,
         vni: 42,
         geneve_options: Vec::new(),
+        gpe: None,
     })
     .unwrap();
     let mut out = vec![0u8; len + 200];

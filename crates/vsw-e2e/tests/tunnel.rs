@@ -201,12 +201,13 @@ fn vsw_host(
     remote_ip: &str,
     w: &Host,
 ) -> (OvsdbServer, Vswd) {
-    vsw_host_of("vxlan", here, underlay, local_ip, remote_ip, w)
+    vsw_host_of(("vxlan", &[]), here, underlay, local_ip, remote_ip, w)
 }
 
-/// [`vsw_host`] with a tunnel port of type `kind` (`vxlan` or `geneve`).
+/// [`vsw_host`] with a tunnel port of type `kind` (`vxlan` or `geneve`) and these
+/// options besides (`options:…=…`).
 fn vsw_host_of(
-    kind: &str,
+    (kind, options): (&str, &[&str]),
     here: &Namespace,
     underlay: &str,
     local_ip: &str,
@@ -234,7 +235,11 @@ fn vsw_host_of(
     here.ip(&["link", "set", "br-phy", "up"]);
     db.add_netdev_bridge("br-int");
     db.add_port("br-int", &w.port, None);
-    db.vsctl(&[
+    let (port_type, remote) = (
+        format!("type={kind}"),
+        format!("options:remote_ip={remote_ip}"),
+    );
+    let mut add = vec![
         "add-port",
         "br-int",
         "vx0",
@@ -242,10 +247,12 @@ fn vsw_host_of(
         "set",
         "Interface",
         "vx0",
-        &format!("type={kind}"),
-        &format!("options:remote_ip={remote_ip}"),
+        &port_type,
+        &remote,
         "options:key=42",
-    ]);
+    ];
+    add.extend_from_slice(options);
+    db.vsctl(&add);
     (db, d)
 }
 
@@ -373,12 +380,12 @@ fn ofctl_br_int(d: &Vswd, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Two hosts joined by Geneve (VNI 42) over a veth: A runs vsw (`vsw_host_of`), B
+/// Two hosts joined by a tunnel (VNI 42) over a veth: A runs vsw (`vsw_host_of`), B
 /// Open vSwitch's ovs-vswitchd (Debian's 3.1, netdev datapath, userspace tunneling)
 /// on a private ovsdb-server, configured the same way; workload `wa` on A, `wb` on
 /// B, both with an MTU of 1,400. Everything ends when it is dropped.
 /// (Fields end in the order the test's locals used to: the daemons first.)
-struct GenevePair {
+struct OvsPair {
     ovs: OvsVswitchd,
     _db_b: OvsdbServer,
     d_a: Vswd,
@@ -390,13 +397,18 @@ struct GenevePair {
     ns_a: Namespace,
 }
 
-fn geneve_vsw_and_ovs() -> GenevePair {
+fn geneve_vsw_and_ovs() -> OvsPair {
+    vsw_and_ovs(("geneve", &[]))
+}
+
+/// [`OvsPair`] with ports of this type and options (`options:…=…`) on both sides.
+fn vsw_and_ovs((kind, options): (&str, &[&str])) -> OvsPair {
     let (ns_a, ns_b) = (Namespace::new("vtgv"), Namespace::new("vtgv"));
     let (ua, ub) = (unique("vtu"), unique("vtu"));
     veth(&ua, &ns_a, &ub, &ns_b);
     let (wa, wb) = (Host::new(1), Host::new(2));
-    // Host A: vsw with a Geneve port.
-    let (_db_a, d_a) = vsw_host_of("geneve", &ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
+    // Host A: vsw with the tunnel port.
+    let (_db_a, d_a) = vsw_host_of((kind, options), &ns_a, &ua, "198.18.9.1", "198.18.9.2", &wa);
     // Host B: Open vSwitch, configured the same way.
     let db_b = OvsdbServer::start();
     let ovs = OvsVswitchd::start(&ns_b, &db_b);
@@ -411,7 +423,8 @@ fn geneve_vsw_and_ovs() -> GenevePair {
     ns_b.ip(&["link", "set", "br-phy", "up"]);
     db_b.add_netdev_bridge("br-int");
     db_b.add_port("br-int", &wb.port, Some(1));
-    db_b.vsctl(&[
+    let port_type = format!("type={kind}");
+    let mut add = vec![
         "add-port",
         "br-int",
         "gv0",
@@ -419,12 +432,14 @@ fn geneve_vsw_and_ovs() -> GenevePair {
         "set",
         "Interface",
         "gv0",
-        "type=geneve",
+        &port_type,
         "options:remote_ip=198.18.9.1",
         "options:key=42",
         "ofport_request=2",
-    ]);
-    GenevePair {
+    ];
+    add.extend_from_slice(options);
+    db_b.vsctl(&add);
+    OvsPair {
         wa,
         wb,
         ovs,
@@ -443,7 +458,7 @@ fn geneve_vsw_and_ovs() -> GenevePair {
 fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
     let _g = serial();
     // Every part bound (`..` would end the rest here and now).
-    let GenevePair {
+    let OvsPair {
         wa,
         wb,
         ovs,
@@ -606,6 +621,141 @@ fn geneve_to_open_vswitch_netdev_with_an_option_it_sends() {
         "in_port=1,actions=set_field:0x5679->tun_metadata0,output:2",
     ]);
     assert!(!wa.ping(&wb, 2), "tun_metadata0=0x5679 matched 0x5678");
+}
+
+/// VXLAN-GPE between vsw and Open vSwitch (Debian's 3.1, netdev): Ethernet frames
+/// between the two ports' default (legacy_l2) modes, with ARP and NORMAL; then IP
+/// without an Ethernet header, Open vSwitch's port an L3 one (legacy_l3), vsw's
+/// packet-type-aware (ptap: its rules see packet_type=(1,0x800), take the Ethernet
+/// header off with decap() and put one on with encap(ethernet)), then vsw's an L3
+/// one too (its rules see Ethernet frames of zero addresses); then NSH, both
+/// ports packet-type-aware. Open vSwitch's L3 port takes only GPE packets that
+/// say IPv4, so every ping that crosses it carried IP without Ethernet.
+#[test]
+fn vxlan_gpe_to_open_vswitch_carries_ethernet_bare_ip_and_nsh() {
+    let _g = serial();
+    let OvsPair {
+        wa,
+        wb,
+        ovs,
+        d_a,
+        ns_a: _ns_a,
+        ua: _ua,
+        _db_a: db_a,
+        _db_b: db_b,
+        _ns_b,
+    } = vsw_and_ovs(("vxlan", &["options:exts=gpe"]));
+    wait_until(
+        "a ping across VXLAN-GPE (Ethernet) between vsw and Open vSwitch",
+        Duration::from_secs(20),
+        || wa.ping(&wb, 1),
+    );
+    assert!(wb.ping(&wa, 3), "and from Open vSwitch's side");
+    // IP without Ethernet: no ARP crosses, so each workload knows the other's
+    // address (any MAC: the switches replace the header).
+    wa.exec_ok(&[
+        "ip", "neigh", "replace", &wb.addr, "lladdr", &wb.mac, "dev", "eth0",
+    ]);
+    wb.exec_ok(&[
+        "ip", "neigh", "replace", &wa.addr, "lladdr", &wa.mac, "dev", "eth0",
+    ]);
+    db_b.vsctl(&["set", "Interface", "gv0", "options:packet_type=legacy_l3"]);
+    ovs.ofctl(&["del-flows", "br-int"]);
+    let to_b = format!(
+        "in_port=2,ip,actions=mod_dl_src:{},mod_dl_dst:{},output:1",
+        wa.mac, wb.mac
+    );
+    ovs.ofctl(&["add-flow", "br-int", "in_port=1,ip,actions=output:2"]);
+    ovs.ofctl(&["add-flow", "br-int", &to_b]);
+    db_a.vsctl(&["set", "Interface", "vx0", "options:packet_type=ptap"]);
+    let vsw = |args: &[&str]| ofctl_br_int(&d_a, args);
+    vsw(&["del-flows"]);
+    vsw(&["add-flow", "in_port=1,ip,actions=decap(),output:2"]);
+    let to_a = format!(
+        "in_port=2,packet_type=(1,0x800),actions=encap(ethernet),mod_dl_src:{},mod_dl_dst:{},output:1",
+        wb.mac, wa.mac
+    );
+    vsw(&["add-flow", &to_a]);
+    // (Were the frames Ethernet, this rule without packet_type would take them.)
+    vsw(&["add-flow", "priority=1,in_port=2,actions=output:1"]);
+    wait_until(
+        "a ping as IP without Ethernet, vsw's port packet-type-aware",
+        Duration::from_secs(20),
+        || wa.ping(&wb, 1),
+    );
+    assert!(wb.ping(&wa, 3), "and from Open vSwitch's side");
+    let dumped = vsw(&["dump-flows"]);
+    let counted = |rule: &str| {
+        dumped
+            .lines()
+            .find(|l| l.contains(rule))
+            .and_then(|l| l.split("n_packets=").nth(1))
+            .and_then(|n| n.split(',').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(counted("packet_type=(1,0x800)") >= 4, "{dumped}");
+    assert_eq!(counted("priority=1,in_port=2"), 0, "{dumped}");
+    // vsw's port an L3 one: its rules see Ethernet frames of zero addresses, and
+    // its Ethernet frames leave without their header.
+    db_a.vsctl(&["set", "Interface", "vx0", "options:packet_type=legacy_l3"]);
+    vsw(&["del-flows"]);
+    vsw(&["add-flow", "in_port=1,ip,actions=output:2"]);
+    let to_a = format!(
+        "in_port=2,ip,dl_src=00:00:00:00:00:00,actions=mod_dl_src:{},mod_dl_dst:{},output:1",
+        wb.mac, wa.mac
+    );
+    vsw(&["add-flow", &to_a]);
+    wait_until(
+        "a ping as IP without Ethernet, vsw's port an L3 one",
+        Duration::from_secs(20),
+        || wa.ping(&wb, 1),
+    );
+    assert!(wb.ping(&wa, 3), "and from Open vSwitch's side");
+    // NSH over GPE, both ports packet-type-aware: each side puts its service
+    // path on the Ethernet frame and takes the other's off; an encap(nsh) goes
+    // out of the GPE port as NSH (no encap(ethernet) between).
+    db_b.vsctl(&["set", "Interface", "gv0", "options:packet_type=ptap"]);
+    db_a.vsctl(&["set", "Interface", "vx0", "options:packet_type=ptap"]);
+    let of13 = |args: &[&str]| {
+        let mut all = vec!["-O", "OpenFlow13"];
+        all.extend_from_slice(args);
+        ovs.ofctl(&all)
+    };
+    of13(&["del-flows", "br-int"]);
+    of13(&[
+        "add-flow",
+        "br-int",
+        "in_port=1,actions=encap(nsh(md_type=1)),set_field:0x1234->nsh_spi,output:2",
+    ]);
+    of13(&[
+        "add-flow",
+        "br-int",
+        "in_port=2,packet_type=(1,0x894f),nsh_spi=0x4321,actions=decap(),output:1",
+    ]);
+    vsw(&["del-flows"]);
+    vsw(&[
+        "add-flow",
+        "in_port=1,actions=encap(nsh(md_type=1)),set_field:0x4321->nsh_spi,output:2",
+    ]);
+    vsw(&[
+        "add-flow",
+        "in_port=2,packet_type=(1,0x894f),nsh_spi=0x1234,actions=decap(),output:1",
+    ]);
+    wait_until(
+        "a ping as Ethernet in NSH over VXLAN-GPE",
+        Duration::from_secs(20),
+        || wa.ping(&wb, 1),
+    );
+    assert!(wb.ping(&wa, 3), "and from Open vSwitch's side");
+    let dumped = vsw(&["dump-flows"]);
+    assert!(dumped.contains("nsh_spi=0x1234"), "{dumped}");
+    let ports = appctl(&d_a, &["tnl/ports/show"]);
+    assert!(
+        ports.contains("vx0 (4789) vxlan_sys_4789, gpe, ptap"),
+        "{ports}"
+    );
+    assert!(!ports.contains("gpe_not_carried="), "{ports}");
 }
 
 /// TCP across Geneve between vsw and Open vSwitch, both ways, with the workloads'

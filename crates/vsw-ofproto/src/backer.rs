@@ -363,7 +363,7 @@ impl Backer {
     /// port's bridge; the flow matches the tunnel fields that chose the port.
     fn translate_popped(
         &self,
-        geneve: bool,
+        point: vsw_datapath::tunnel_pop::ReceivePoint,
         key: &FlowKey,
         now_ms: u64,
         passing: run::Passing<'_>,
@@ -372,16 +372,16 @@ impl Backer {
         let mut chose = FlowKey::default();
         let port = map.tunnels.as_ref().and_then(|t| {
             t.egress
-                .receiving_port(geneve, key, &mut chose, passing.learn)
+                .receiving_port(point, key, &mut chose, passing.learn)
         });
-        let found = port.and_then(|name| {
+        let found = port.and_then(|(name, mode)| {
             map.tunnel_ports
                 .iter()
                 .find(|(_, n)| **n == name)
-                .map(|((slot, of), _)| (*slot, *of))
+                .map(|((slot, of), _)| (*slot, *of, mode))
         });
         let depends = map.tunnels.as_ref().map(|t| t.changes.clone());
-        let Some((slot, of_port)) = found else {
+        let Some((slot, of_port, mode)) = found else {
             // No port's: dropped, for these tunnel fields alone.
             let mut t = self.dropped();
             t.mask.tun_src = u32::MAX;
@@ -393,17 +393,18 @@ impl Backer {
             return self.dropped();
         };
         drop(map);
-        let k = FlowKey {
+        let mut k: MatchKey = FlowKey {
             in_port: of_port,
             ..*key
-        };
-        let mut t = self.translate_in(
-            slot,
-            &bridge,
-            &k.into(),
-            (now_ms, passing),
-            Start::Popped(depends),
-        );
+        }
+        .into();
+        // A packet without Ethernet (behind the datapath's placeholder header): a
+        // packet-type-aware port shows the rules its type; an L3 port shows them
+        // an Ethernet frame of zero addresses, as Open vSwitch's does.
+        if point.l3 && mode == vsw_packet::tunnel::PacketTypeMode::Ptap {
+            k.pipeline.packet_type = vsw_flow::packet_type::of_ethertype(key.dl_type);
+        }
+        let mut t = self.translate_in(slot, &bridge, &k, (now_ms, passing), Start::Popped(depends));
         t.mask.widen(&chose);
         // Its packets count as the tunnel port's.
         t.rx_port = self.dp_port(slot, of_port);
@@ -471,8 +472,8 @@ impl Backer {
                 Start::Resumed(&state, elsewhere),
             );
         }
-        if let Some(geneve) = vsw_datapath::tunnel_pop::receive_point(key.in_port) {
-            return self.translate_popped(geneve, key, now_ms, passing);
+        if let Some(point) = vsw_datapath::tunnel_pop::receive_point(key.in_port) {
+            return self.translate_popped(point, key, now_ms, passing);
         }
         let map = self.map.load();
         let Some((slot, of_port)) = map.by_dp.get(&key.in_port).copied() else {

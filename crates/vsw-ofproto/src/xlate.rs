@@ -574,7 +574,14 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         stop_list: false,
         frame_read: false,
         pending_tlvs: None,
-        popped: Popped::Nothing,
+        // A packet that comes in without Ethernet (a packet-type-aware tunnel
+        // port's IP or NSH, or one thawed after a decap()) is behind the
+        // datapath's placeholder header, as after a decap() of Ethernet.
+        popped: if key.pipeline.packet_type == vsw_flow::packet_type::ETHERNET {
+            Popped::Nothing
+        } else {
+            Popped::EthernetDecapped
+        },
         forks: 0,
     };
     // Every datapath flow matches one input port exactly.
@@ -725,6 +732,18 @@ impl Ctx<'_, '_> {
             }
             self.cross(b, of_port, slot, port);
         } else if let Some(dp) = b.dp_port(of_port) {
+            if self.popped.bare() && b.tunnel_port(of_port).is_none() {
+                // As Open vSwitch: a legacy L2 port sends no packet without
+                // Ethernet; the rest of the actions go on.
+                self.step(
+                    0,
+                    format!(
+                        "output to port {of_port}: a packet without an Ethernet header \
+                         through an Ethernet port: skipped"
+                    ),
+                );
+                return;
+            }
             let native = match (b.tunnel_port(of_port), max_len) {
                 (Some(name), None) => self.tunnel_out(b, of_port, dp, name),
                 (Some(name), Some(n)) => {
@@ -812,12 +831,28 @@ impl Ctx<'_, '_> {
         self.out.crossed.push(native.changes.clone());
         // What the answer read decides the flow whatever it is (a flow that falls
         // back to the port's queue must not take packets whose way is known).
+        // A packet without Ethernet says its type (its frame's header is the
+        // datapath's placeholder).
+        let l3 = (self.popped == Popped::EthernetDecapped).then_some(self.key.dl_type);
         let asked = native
             .egress
-            .way_out(name, &self.key, &mut self.mask, self.env.learn);
+            .way_out(name, &self.key, l3, &mut self.mask, self.env.learn);
         let way = match asked {
             Ok(way) => way,
             Err(vsw_datapath::NoWay::ByQueue) => return false,
+            Err(vsw_datapath::NoWay::NotCarried) => {
+                // Open vSwitch's "Trying to send non-Ethernet packet through
+                // legacy L2 port" (and GPE's protocols): this output is skipped.
+                let what = match l3 {
+                    Some(t) => format!("a packet of type (1,0x{t:04x})"),
+                    None => format!("an Ethernet frame of type 0x{:04x}", self.key.dl_type),
+                };
+                self.step(
+                    0,
+                    format!("output to tunnel port {of_port}: it does not carry {what}: skipped"),
+                );
+                return true;
+            }
             Err(vsw_datapath::NoWay::Dropped) => {
                 // Open vSwitch's "neighbor cache miss" (or no route): nothing is
                 // sent; the underlay's change re-translates the flow.
@@ -929,6 +964,8 @@ impl Ctx<'_, '_> {
             },
             pipeline: vsw_flow::PipelineFields {
                 pkt_mark: self.key.pipeline.pkt_mark,
+                // The packet is what it was (its type too); only metadata goes.
+                packet_type: self.key.pipeline.packet_type,
                 ..Default::default()
             },
         };
@@ -1006,7 +1043,12 @@ impl Ctx<'_, '_> {
             stop_list: false,
             frame_read: false,
             pending_tlvs: None,
-            popped: self.popped,
+            // After a push, the outer packet: Ethernet, with nothing popped.
+            popped: if first.is_some() {
+                Popped::Nothing
+            } else {
+                self.popped
+            },
             forks: self.forks,
         };
         inner.walk();
@@ -1217,7 +1259,8 @@ impl Ctx<'_, '_> {
             self.emit(dp);
             return;
         }
-        if self.popped.bare() && encap::sends(a) {
+        self.push_pending_for(a);
+        if self.popped.bare() && encap::sends(a) && !self.sends_to_ports(a) {
             self.step(
                 table,
                 format!(
@@ -2381,7 +2424,9 @@ impl Ctx<'_, '_> {
         // table as it is once this packet has passed, so a translation made again
         // later (by the revalidator) gives the same answer. A second NORMAL (after a
         // resubmit as from another port) would otherwise move the host it looks up.
-        if !k.dl_src.is_multicast() && !self.learned {
+        // Nor is the zero address learned: what an L3 tunnel port's packets carry
+        // in front (Open vSwitch learns nothing from such a port either).
+        if !k.dl_src.is_multicast() && k.dl_src != MacAddr::ZERO && !self.learned {
             self.learned = true;
             match &self.across {
                 Some(t) => self

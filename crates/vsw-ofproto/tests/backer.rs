@@ -650,6 +650,7 @@ impl vsw_ofproto::TunnelEgress for OneWay {
         &self,
         port: &str,
         key: &FlowKey,
+        _l3: Option<u16>,
         mask: &mut FlowKey,
         _passing: bool,
     ) -> Result<vsw_ofproto::TunnelWay, vsw_datapath::NoWay> {
@@ -673,6 +674,7 @@ impl vsw_ofproto::TunnelEgress for OneWay {
                 udp_csum: false,
                 vni: key.tun_id as u32,
                 geneve_options: Vec::new(),
+                gpe: None,
             },
             underlay: "phy".into(),
         })
@@ -691,14 +693,225 @@ impl vsw_ofproto::TunnelEgress for OneWay {
 
     fn receiving_port(
         &self,
-        geneve: bool,
+        point: vsw_datapath::tunnel_pop::ReceivePoint,
         key: &FlowKey,
         mask: &mut FlowKey,
         _passing: bool,
-    ) -> Option<String> {
+    ) -> Option<(String, vsw_packet::tunnel::PacketTypeMode)> {
         mask.tun_id = u64::MAX;
-        (!geneve && key.tun_id == 42).then(|| "vx0".to_string())
+        (!point.geneve && !point.l3 && key.tun_id == 42)
+            .then(|| ("vx0".to_string(), Default::default()))
     }
+}
+
+/// A VXLAN-GPE port "gpe0" of packet type mode `mode` (VNI 42), whose way out is
+/// always known; it records what each way out was asked for (`l3`).
+struct GpeWay {
+    mode: vsw_packet::tunnel::PacketTypeMode,
+    asked: std::sync::Mutex<Vec<Option<u16>>>,
+}
+
+impl vsw_ofproto::TunnelEgress for GpeWay {
+    fn way_out(
+        &self,
+        port: &str,
+        _key: &FlowKey,
+        l3: Option<u16>,
+        _mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Result<vsw_ofproto::TunnelWay, vsw_datapath::NoWay> {
+        use vsw_packet::tunnel::PacketTypeMode;
+        use vsw_packet::wire::vxlan;
+        assert_eq!(port, "gpe0");
+        self.asked.lock().unwrap().push(l3);
+        let np = match (self.mode, l3) {
+            (PacketTypeMode::LegacyL2, Some(_)) => return Err(vsw_datapath::NoWay::NotCarried),
+            (_, Some(t)) => vxlan::next_protocol_of(t).unwrap(),
+            (PacketTypeMode::LegacyL3, None) => vxlan::NP_IPV4,
+            (_, None) => vxlan::NP_ETHERNET,
+        };
+        let mut way = OneWay { known: true.into() }
+            .way_out(
+                "vx0",
+                &FlowKey::default(),
+                None,
+                &mut FlowKey::default(),
+                false,
+            )
+            .unwrap();
+        way.spec.gpe = Some(np);
+        Ok(way)
+    }
+
+    fn receiving_port(
+        &self,
+        point: vsw_datapath::tunnel_pop::ReceivePoint,
+        key: &FlowKey,
+        mask: &mut FlowKey,
+        _passing: bool,
+    ) -> Option<(String, vsw_packet::tunnel::PacketTypeMode)> {
+        use vsw_packet::tunnel::PacketTypeMode;
+        mask.tun_id = u64::MAX;
+        let takes = match self.mode {
+            PacketTypeMode::Ptap => true,
+            PacketTypeMode::LegacyL2 => !point.l3,
+            PacketTypeMode::LegacyL3 => point.l3,
+        };
+        (takes && key.tun_id == 42).then(|| ("gpe0".to_string(), self.mode))
+    }
+}
+
+/// An overlay bridge ("ovl": ports 1 and 3 plain, dp 1 and 5; 2 the GPE port
+/// gpe0, dp 2) over "phy" (port 1 dp 3, LOCAL dp 4), with `rules`, and the GPE
+/// port's tunnel side.
+fn gpe_bridges(
+    mode: vsw_packet::tunnel::PacketTypeMode,
+    rules: &[&str],
+) -> (Arc<Backer>, Arc<GpeWay>, [Arc<Ofproto>; 2]) {
+    let backer = Backer::new();
+    let (ovl, o) = bridge(&backer, "ovl", rules, &[(1, 1), (2, 2), (3, 5)]);
+    let (_phy, u) = bridge(
+        &backer,
+        "phy",
+        &["in_port=65534,actions=output:1"],
+        &[(1, 3), (65534, 4)],
+    );
+    backer.set_tunnel_port(ovl, 2, "gpe0");
+    let way = Arc::new(GpeWay {
+        mode,
+        asked: Default::default(),
+    });
+    backer.set_tunnel_egress(way.clone());
+    (backer, way, [o, u])
+}
+
+/// The inner packet of a VXLAN-GPE packet from VNI 42 as the datapath pops it:
+/// IPv4 behind the placeholder Ethernet header on the L3 receive point, or an
+/// Ethernet frame on VXLAN's.
+fn gpe_popped(l3: bool) -> FlowKey {
+    FlowKey {
+        in_port: if l3 {
+            vsw_datapath::tunnel_pop::VXLAN_L3_RECEIVE
+        } else {
+            vsw_datapath::tunnel_pop::VXLAN_RECEIVE
+        },
+        tun_id: 42,
+        tun_src: 0xc612_0002,
+        dl_src: if l3 {
+            vsw_packet::MacAddr::ZERO
+        } else {
+            vsw_packet::MacAddr([2, 0, 0, 0, 0, 7])
+        },
+        dl_dst: if l3 {
+            vsw_packet::MacAddr::ZERO
+        } else {
+            vsw_packet::MacAddr([2, 0, 0, 0, 0, 1])
+        },
+        ..udp_from(0, 0, 0)
+    }
+}
+
+/// A packet-type-aware (ptap) VXLAN-GPE port: its IP packets reach the rules as
+/// packet_type=(1,0x800), which a rule without packet_type does not match; an
+/// Ethernet frame it receives is (0,0). Out of it, a decap()'d packet goes without
+/// its Ethernet header (the header strips it), an Ethernet port skips it, and an
+/// Ethernet frame goes as GPE's Ethernet.
+#[test]
+fn a_packet_type_aware_gpe_port_shows_the_rules_its_packets_types() {
+    use vsw_packet::tunnel::PacketTypeMode;
+    let (backer, way, _keep) = gpe_bridges(
+        PacketTypeMode::Ptap,
+        &[
+            "priority=20,in_port=2,packet_type=(1,0x800),actions=encap(ethernet),mod_dl_dst:02:00:00:00:00:01,output:1",
+            "priority=10,in_port=2,actions=output:3",
+            "priority=10,in_port=1,ip,actions=decap(),output:2,output:3",
+            "priority=10,in_port=3,actions=output:2",
+            "priority=20,in_port=3,udp,actions=encap(nsh),output:2,output:1",
+        ],
+    );
+    let t = backer.translate(&gpe_popped(true), 0, false);
+    assert_eq!(t.actions.last(), Some(&Output(1)), "{:?}", t.actions);
+    assert!(t
+        .actions
+        .contains(&DpAction::SetDlDst(vsw_packet::MacAddr([2, 0, 0, 0, 0, 1]))));
+    assert_eq!(
+        { t.mask.in_port },
+        u32::MAX,
+        "the receive point says it is IP"
+    );
+    let t = backer.translate(&gpe_popped(false), 0, false);
+    assert_eq!(t.actions, vec![Output(5)], "an Ethernet frame is (0,0)");
+    // Out: without Ethernet to the GPE port, nothing to the Ethernet port.
+    let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+    let [DpAction::TunnelPush(0), Output(3)] = t.actions[..] else {
+        panic!("{:?}", t.actions)
+    };
+    assert!(t.headers[0].template.strips_ethernet());
+    let t = backer.translate(
+        &FlowKey {
+            nw_proto: 6,
+            ..udp_from(5, 1, 2)
+        },
+        0,
+        false,
+    );
+    assert!(!t.headers[0].template.strips_ethernet(), "{:?}", t.actions);
+    // An encap(nsh) goes out as NSH (pushed behind the placeholder header, which
+    // the tunnel's push takes off); the Ethernet port skips it.
+    let t = backer.translate(&udp_from(5, 1, 2), 0, false);
+    assert!(
+        matches!(t.actions[0], DpAction::PushNsh(_)),
+        "{:?}",
+        t.actions
+    );
+    assert!(
+        t.actions.contains(&DpAction::TunnelPush(0)),
+        "{:?}",
+        t.actions
+    );
+    assert!(!t.actions.contains(&Output(1)), "{:?}", t.actions);
+    assert!(t.headers[0].template.strips_ethernet());
+    assert_eq!(
+        *way.asked.lock().unwrap(),
+        vec![Some(0x0800), None, Some(0x894f)]
+    );
+}
+
+/// An L3 VXLAN-GPE port (legacy_l3): its IP packets reach the rules as Ethernet
+/// frames of zero addresses, and NORMAL learns no address from them; out of it,
+/// Ethernet frames go without their Ethernet header. A legacy L2 GPE port takes
+/// no IP packet (no port's: dropped) and sends none (skipped).
+#[test]
+fn an_l3_gpe_port_shows_its_packets_as_ethernet() {
+    use vsw_packet::tunnel::PacketTypeMode;
+    let (backer, way, _keep) = gpe_bridges(
+        PacketTypeMode::LegacyL3,
+        &[
+            "priority=10,in_port=2,ip,dl_src=00:00:00:00:00:00,actions=mod_dl_dst:02:00:00:00:00:01,NORMAL",
+            "priority=10,in_port=1,ip,actions=output:2",
+        ],
+    );
+    let t = backer.translate(&gpe_popped(true), 0, false);
+    assert!(t.actions.contains(&Output(1)), "{:?}", t.actions);
+    let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+    assert!(t.headers[0].template.strips_ethernet(), "{:?}", t.actions);
+    assert_eq!(*way.asked.lock().unwrap(), vec![None]);
+    // NORMAL flooded (nothing learned from the zero address): port 3 too.
+    let t = backer.translate(&gpe_popped(true), 0, false);
+    assert!(t.actions.contains(&Output(5)), "{:?}", t.actions);
+    let (backer, _, _keep) = gpe_bridges(
+        PacketTypeMode::LegacyL2,
+        &[
+            "in_port=1,ip,actions=decap(),output:2",
+            "in_port=2,actions=output:1",
+        ],
+    );
+    assert!(backer
+        .translate(&gpe_popped(true), 0, false)
+        .actions
+        .is_empty());
+    let t = backer.translate(&udp_from(1, 1, 2), 0, false);
+    assert!(t.actions.is_empty(), "{:?}", t.actions);
 }
 
 /// `output(port=P,max_len=N)` to a tunnel port cuts the inner frame, on a copy,
@@ -880,6 +1093,7 @@ impl vsw_ofproto::TunnelEgress for NoWayOut {
         &self,
         _port: &str,
         _key: &FlowKey,
+        _l3: Option<u16>,
         mask: &mut FlowKey,
         _passing: bool,
     ) -> Result<vsw_ofproto::TunnelWay, vsw_ofproto::NoWay> {
@@ -1029,6 +1243,7 @@ impl vsw_ofproto::TunnelEgress for Snooping {
         &self,
         _port: &str,
         _key: &FlowKey,
+        _l3: Option<u16>,
         _mask: &mut FlowKey,
         _passing: bool,
     ) -> Result<vsw_ofproto::TunnelWay, vsw_ofproto::NoWay> {

@@ -61,6 +61,7 @@ fn spec(next_hop: MacAddr, src: [u8; 4], dst: [u8; 4], vni: u32) -> EncapSpec {
         udp_csum: false,
         vni,
         geneve_options: Vec::new(),
+        gpe: None,
     }
 }
 
@@ -76,6 +77,7 @@ impl TunnelEgress for Tunnels {
         &self,
         port: &str,
         key: &FlowKey,
+        _l3: Option<u16>,
         mask: &mut FlowKey,
         _passing: bool,
     ) -> Result<TunnelWay, vsw_datapath::NoWay> {
@@ -122,15 +124,18 @@ impl TunnelEgress for Tunnels {
 
     fn receiving_port(
         &self,
-        geneve: bool,
+        point: vsw_datapath::tunnel_pop::ReceivePoint,
         key: &FlowKey,
         mask: &mut FlowKey,
         _passing: bool,
-    ) -> Option<String> {
+    ) -> Option<(String, vsw_packet::tunnel::PacketTypeMode)> {
         mask.tun_src = u32::MAX;
         mask.tun_id = u64::MAX;
-        let ours = !geneve && key.tun_src == u32::from_be_bytes(REMOTE) && key.tun_id == 42;
-        ours.then(|| "vx".to_string())
+        let ours = !point.geneve
+            && !point.l3
+            && key.tun_src == u32::from_be_bytes(REMOTE)
+            && key.tun_id == 42;
+        ours.then(|| ("vx".to_string(), Default::default()))
     }
 }
 

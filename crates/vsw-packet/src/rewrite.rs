@@ -187,7 +187,8 @@ impl PacketBuf {
 
     /// Puts `template`'s outer headers in front of the frame (Open vSwitch's
     /// `tnl_push`): the UDP source port from the inner frame's hash, IPv4 ID
-    /// `ip_id`. A super-frame keeps its segmentation, moved behind the outer
+    /// `ip_id`; the frame's Ethernet header and tags first taken off for a
+    /// template that [strips them](crate::tunnel::EncapTemplate::strips_ethernet). A super-frame keeps its segmentation, moved behind the outer
     /// headers (what takes it cuts it as a UDP tunnel's); any other frame has its
     /// checksum finished first, before the outer UDP checksum covers it. `TooBig`
     /// when the outer packet would pass IP's largest (a super-frame then goes in
@@ -206,12 +207,23 @@ impl PacketBuf {
             return Err(RewriteError::TooBig);
         }
         let gso = self.vnet.is_gso();
+        // A super-frame without its Ethernet header is no frame a device cuts: the
+        // datapath cuts it first (`egress::push_plan`).
+        if gso && template.strips_ethernet() {
+            return Err(RewriteError::TooBig);
+        }
         if !gso {
             let vnet = self.vnet;
             crate::gso::complete_checksum(self.data_mut(), &vnet)
                 .map_err(|_| RewriteError::TooBig)?;
         }
         let sport = crate::tunnel::udp_source_port(crate::tunnel::flow_hash(self.data()));
+        if template.strips_ethernet() {
+            // VXLAN-GPE carrying IP or NSH: what follows the tags goes in.
+            let (_, l2) = crate::ethernet::l3(self.data()).ok_or(RewriteError::NotDecapsulable)?;
+            self.start += l2;
+            self.len -= l2;
+        }
         let inner_len = self.len;
         self.start -= at;
         self.len += at;
@@ -234,6 +246,29 @@ impl PacketBuf {
         self.start += at;
         self.len = len.min(self.len - at);
         self.vnet = vnet;
+    }
+
+    /// [`PacketBuf::keep`] of a decapsulated packet without an Ethernet header
+    /// (VXLAN-GPE's IP or NSH), behind an Ethernet header of zero addresses and
+    /// type `ethertype` written in front of it, in room the outer headers leave:
+    /// vsw's datapath carries Ethernet frames only, and the packet's type says the
+    /// header is not the packet's (the push of an L3 tunnel takes it off again).
+    /// `NoHeadroom` when fewer than 14 bytes come before `at`.
+    pub fn keep_behind_ethernet(
+        &mut self,
+        at: usize,
+        len: usize,
+        ethertype: u16,
+        vnet: VnetHdr,
+    ) -> Result<(), RewriteError> {
+        let Some(header_at) = at.checked_sub(ETH_HDR_LEN) else {
+            return Err(RewriteError::NoHeadroom);
+        };
+        self.keep(header_at, len + ETH_HDR_LEN, vnet);
+        let h = &mut self.data_mut()[..ETH_HDR_LEN];
+        h[..12].fill(0);
+        h[12..].copy_from_slice(&ethertype.to_be_bytes());
+        Ok(())
     }
 
     pub fn strip_vlan(&mut self) {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use vsw_packet::tunnel::TunnelKind;
+use vsw_packet::tunnel::{PacketTypeMode, TunnelKind};
 
 /// The options tunnel ports take, under Open vSwitch's names.
 pub const OPTION_KEYS: &[&str] = &[
@@ -18,6 +18,8 @@ pub const OPTION_KEYS: &[&str] = &[
     "df_default",
     "tos",
     "ttl",
+    "exts",
+    "packet_type",
 ];
 
 /// A value fixed by the port, or taken from the flow.
@@ -56,6 +58,11 @@ pub struct TunnelConfig {
     pub df: bool,
     pub tos: Inherit,
     pub ttl: Inherit,
+    /// VXLAN with the Generic Protocol Extension (`exts=gpe`): it carries IP and
+    /// NSH packets without an Ethernet header too.
+    pub gpe: bool,
+    /// What the port does with packets that are not Ethernet (`packet_type`).
+    pub packet_type: PacketTypeMode,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -132,6 +139,8 @@ impl TunnelConfig {
             df: true,
             tos: Inherit::Fixed(0),
             ttl: Inherit::Fixed(64),
+            gpe: false,
+            packet_type: PacketTypeMode::LegacyL2,
         };
         let mut remote = None;
         for (k, v) in options {
@@ -160,8 +169,34 @@ impl TunnelConfig {
                 "df_default" => c.df = boolean(k, v)?,
                 "tos" => c.tos = byte_or_inherit(k, v, 255)?,
                 "ttl" => c.ttl = byte_or_inherit(k, v, 255)?,
+                "exts" if kind == TunnelKind::Vxlan => {
+                    for ext in v.split(',').map(str::trim) {
+                        match ext {
+                            "gpe" => c.gpe = true,
+                            "gbp" => return Err(bad(k, v, "gbp (group policy) is not built")),
+                            _ => return Err(bad(k, v, "an extension of VXLAN: gpe")),
+                        }
+                    }
+                }
+                "packet_type" => {
+                    c.packet_type = match v.as_str() {
+                        "legacy_l2" => PacketTypeMode::LegacyL2,
+                        "legacy_l3" => PacketTypeMode::LegacyL3,
+                        "ptap" => PacketTypeMode::Ptap,
+                        _ => return Err(bad(k, v, "legacy_l2, legacy_l3 or ptap")),
+                    }
+                }
                 _ => return Err(bad(k, v, "not an option of tunnel ports")),
             }
+        }
+        // As Open vSwitch: only a tunnel that carries packets without Ethernet
+        // (VXLAN-GPE here) may be an L3 port.
+        if c.packet_type == PacketTypeMode::LegacyL3 && !c.gpe {
+            return Err(bad(
+                "packet_type",
+                "legacy_l3",
+                "only a tunnel that carries L3 packets (VXLAN with exts=gpe) takes it",
+            ));
         }
         c.remote = remote.ok_or(TunnelConfigError::NoRemote(name))?;
         if let (FromFlow::Fixed(r), Some(FromFlow::Fixed(l))) = (c.remote, c.local) {
@@ -250,5 +285,37 @@ mod tests {
             assert!(e.contains(k), "{k}={v}: {e}");
         }
         assert!(parse(&[("remote_ip", "198.18.0.1"), ("local_ip", "::1")]).contains("one family"));
+        for (k, v) in [
+            ("exts", "gbp"),
+            ("exts", "gpe,nonsense"),
+            ("packet_type", "l3"),
+            ("packet_type", "legacy_l3"),
+        ] {
+            let e = parse(&[("remote_ip", "198.18.0.1"), (k, v)]);
+            assert!(e.contains(k), "{k}={v}: {e}");
+        }
+        let e = TunnelConfig::parse(
+            TunnelKind::Geneve,
+            &opts(&[("remote_ip", "198.18.0.1"), ("exts", "gpe")]),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("exts"), "{e}");
+    }
+
+    #[test]
+    fn vxlan_gpe_takes_every_packet_type_mode() {
+        let parse = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("remote_ip", "198.18.0.1")];
+            all.extend_from_slice(pairs);
+            TunnelConfig::parse(TunnelKind::Vxlan, &opts(&all)).unwrap()
+        };
+        let c = parse(&[("exts", "gpe")]);
+        assert_eq!((c.gpe, c.packet_type), (true, PacketTypeMode::LegacyL2));
+        assert_eq!(c.dst_port, 4789, "Open vSwitch's default for GPE too");
+        for mode in [PacketTypeMode::LegacyL3, PacketTypeMode::Ptap] {
+            let c = parse(&[("exts", "gpe"), ("packet_type", mode.name())]);
+            assert_eq!((c.gpe, c.packet_type), (true, mode));
+        }
+        assert!(!parse(&[]).gpe);
     }
 }

@@ -215,6 +215,16 @@ impl Pass<'_, '_, '_> {
                 ),
                 vnet,
             ),
+            Push::Segment(mss) => (
+                gso::segment_tcp(
+                    self.scratch.data(),
+                    mss,
+                    &mut self.saved.split_build,
+                    &mut keep,
+                ),
+                // Complete packets: nothing left to a device.
+                VnetHdr::default(),
+            ),
             Push::CutTunnel(t, mss) => (
                 segment_udp_tunnel(
                     self.scratch.data(),
@@ -270,21 +280,41 @@ impl Pass<'_, '_, '_> {
         // The options the Geneve ports' bridges name are known; any other critical
         // one is not.
         let known = |class: u16, kind: u8| pop.knows(class, kind);
-        let (at, len, key) = match vsw_packet::tunnel::decap(data, &ports, vouched, known) {
+        let (at, len, key, l3) = match vsw_packet::tunnel::decap(data, &ports, vouched, known) {
             Ok(d) => {
                 let at = (d.inner.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
                 let metadata0 = pop.metadata0(d.options);
                 let key = TunnelKey::of_decapsulated(&d.meta, metadata0);
-                (at, d.inner.len(), key)
+                (at, d.inner.len(), key, d.l3)
             }
             Err(e) => {
                 self.shared.decap_drops.count(&e);
                 return None;
             }
         };
-        self.scratch.keep(at, len, vnet.of_inner(at));
+        let in_port = match l3 {
+            None => {
+                self.scratch.keep(at, len, vnet.of_inner(at));
+                receive
+            }
+            // VXLAN-GPE's IP or NSH: behind a placeholder Ethernet header, on the
+            // receive point that says so.
+            Some(ethertype) => {
+                let front = at.saturating_sub(vsw_packet::ethernet::ETH_HDR_LEN);
+                let kept =
+                    self.scratch
+                        .keep_behind_ethernet(at, len, ethertype, vnet.of_inner(front));
+                if kept.is_err() {
+                    self.shared
+                        .decap_drops
+                        .count(&vsw_packet::tunnel::DecapError::Truncated("outer"));
+                    return None;
+                }
+                crate::tunnel_pop::l3_point_of(receive)
+            }
+        };
         Some(Origin {
-            in_port: receive,
+            in_port,
             tunnel: key,
         })
     }
@@ -519,7 +549,7 @@ impl Pass<'_, '_, '_> {
                             }
                             pushed
                         }
-                        Push::Split(_) | Push::CutTunnel(..) => {
+                        Push::Split(_) | Push::CutTunnel(..) | Push::Segment(_) => {
                             // Each part runs the push and what follows it in this
                             // copy; then the copy is done.
                             let end = end_of_copy(actions, at);

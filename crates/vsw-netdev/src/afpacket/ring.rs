@@ -758,6 +758,7 @@ mod tests {
             udp_csum: false,
             vni: 42,
             geneve_options: Vec::new(),
+            gpe: None,
         };
         vsw_packet::builder::tunnelled_tcp_super_frame(&spec, &[7u8; 20_000], 1398)
     }

@@ -55,6 +55,8 @@ impl PortClass for Tunnel {
             reopen("df_default"),
             reopen("tos"),
             reopen("ttl"),
+            reopen("exts"),
+            reopen("packet_type"),
         ];
         OPTIONS
     }

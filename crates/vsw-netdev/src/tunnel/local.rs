@@ -40,6 +40,13 @@ mod tests {
     use vsw_tunnel::config::TunnelConfig;
     use vsw_tunnel::metadata::MetadataOption;
 
+    /// VXLAN's receive point of Ethernet frames.
+    const ETHERNET_VXLAN: vsw_datapath::tunnel_pop::ReceivePoint =
+        vsw_datapath::tunnel_pop::ReceivePoint {
+            geneve: false,
+            l3: false,
+        };
+
     /// An underlay bridge `bridge` of `world` whose route table is
     /// `subnet dev bridge src=src`.
     fn underlay(world: &Arc<TunnelWorld>, bridge: &str, subnet: &str, src: &str) -> Registration {
@@ -75,10 +82,10 @@ mod tests {
         };
         let before = unknown();
         let (key, mut mask) = (FlowKey::default(), FlowKey::default());
-        let asked = world.way_out("vsw-ut-askvx", &key, &mut mask, true);
+        let asked = world.way_out("vsw-ut-askvx", &key, None, &mut mask, true);
         assert_eq!(asked, Err(NoWay::Dropped));
         assert_eq!(unknown(), before + 1);
-        let again = world.way_out("vsw-ut-askvx", &key, &mut mask, false);
+        let again = world.way_out("vsw-ut-askvx", &key, None, &mut mask, false);
         assert_eq!(again, Err(NoWay::Dropped));
         assert_eq!(unknown(), before + 1, "a revalidation drops no packet");
         // One ask, though two translations met the next hop.
@@ -101,7 +108,7 @@ mod tests {
             "vsw-ut-askbr",
         );
         let way = world
-            .way_out("vsw-ut-askvx", &key, &mut mask, true)
+            .way_out("vsw-ut-askvx", &key, None, &mut mask, true)
             .expect("a way out");
         assert_eq!(
             (way.spec.eth_dst, way.underlay.as_str()),
@@ -123,14 +130,20 @@ mod tests {
             tun_src: u32::from(Ipv4Addr::new(198, 18, 82, 9)),
             ..FlowKey::default()
         };
-        let port = world.receiving_port(false, &popped, &mut mask, true);
-        assert_eq!(port.as_deref(), Some("vsw-ut-askvx"));
+        let port = world.receiving_port(ETHERNET_VXLAN, &popped, &mut mask, true);
+        assert_eq!(port.map(|(p, _)| p).as_deref(), Some("vsw-ut-askvx"));
         let other = FlowKey {
             tun_id: 77,
             ..popped
         };
-        assert_eq!(world.receiving_port(false, &other, &mut mask, true), None);
-        assert_eq!(world.receiving_port(false, &other, &mut mask, false), None);
+        assert_eq!(
+            world.receiving_port(ETHERNET_VXLAN, &other, &mut mask, true),
+            None
+        );
+        assert_eq!(
+            world.receiving_port(ETHERNET_VXLAN, &other, &mut mask, false),
+            None
+        );
         assert_eq!(unknown_vni(), before + 1, "counted once: one packet passed");
         // `tos=inherit`, `ttl=inherit`: the inner packet's, which the flow matches.
         drop(tunnel);
@@ -150,7 +163,9 @@ mod tests {
             ..FlowKey::default()
         };
         let mut mask = FlowKey::default();
-        let way = world.way_out("vsw-ut-askvx", &ip, &mut mask, true).unwrap();
+        let way = world
+            .way_out("vsw-ut-askvx", &ip, None, &mut mask, true)
+            .unwrap();
         assert_eq!((way.spec.tos, way.spec.ttl), (0xb8, 9));
         assert_eq!(
             (mask.nw_tos, mask.nw_ttl, mask.dl_type),
@@ -161,7 +176,7 @@ mod tests {
             ..FlowKey::default()
         };
         let way = world
-            .way_out("vsw-ut-askvx", &arp, &mut mask, true)
+            .way_out("vsw-ut-askvx", &arp, None, &mut mask, true)
             .unwrap();
         assert_eq!(
             (way.spec.tos, way.spec.ttl),
@@ -271,15 +286,15 @@ mod tests {
         assert_eq!(pops[0], pops[2], "one receive point per remote end");
         assert_ne!(pops[0].receive, pops[1].receive);
         for (pop, port) in pops.iter().zip(["vsw-ut-v6a", "vsw-ut-v6b"]) {
-            assert_eq!(receive_point(pop.receive), Some(false));
+            assert_eq!(receive_point(pop.receive), Some(ETHERNET_VXLAN));
             assert!(remote6_of(pop.receive).is_some());
             let popped = FlowKey {
                 in_port: pop.receive,
                 ..FlowKey::default()
             };
             let mut m = FlowKey::default();
-            let chose = world.receiving_port(false, &popped, &mut m, true);
-            assert_eq!(chose.as_deref(), Some(port));
+            let chose = world.receiving_port(ETHERNET_VXLAN, &popped, &mut m, true);
+            assert_eq!(chose.map(|(p, _)| p).as_deref(), Some(port));
             assert_eq!(m.tun_src, 0, "the receive point said the remote end");
         }
         // No port's remote end: the host's.
@@ -400,7 +415,9 @@ mod tests {
             tun_id: 0x1234,
             ..FlowKey::default()
         };
-        let way = world.way_out("vsw-ut-wkey", &k, &mut mask, true).unwrap();
+        let way = world
+            .way_out("vsw-ut-wkey", &k, None, &mut mask, true)
+            .unwrap();
         assert_eq!((way.spec.vni, { mask.tun_id }), (0x1234, u64::MAX));
         let to_flow = open(
             "vsw-ut-wdst",
@@ -413,12 +430,14 @@ mod tests {
                 tun_dst: u32::from(Ipv4Addr::new(198, 18, 86, last)),
                 ..FlowKey::default()
             };
-            let way = world.way_out("vsw-ut-wdst", &k, &mut mask, true).unwrap();
+            let way = world
+                .way_out("vsw-ut-wdst", &k, None, &mut mask, true)
+                .unwrap();
             assert_eq!(way.spec.dst, IpAddr::V4(Ipv4Addr::new(198, 18, 86, last)));
             assert_eq!(way.spec.eth_dst, MacAddr([2, 0, 0, 0, 0x86, last]));
             assert_eq!((way.spec.vni, { mask.tun_dst }), (5, u32::MAX));
         }
-        let nowhere = world.way_out("vsw-ut-wdst", &FlowKey::default(), &mut mask, true);
+        let nowhere = world.way_out("vsw-ut-wdst", &FlowKey::default(), None, &mut mask, true);
         assert_eq!(nowhere, Err(NoWay::Dropped), "no tun_dst");
         let geneve = open(
             "vsw-ut-wgv",
@@ -427,7 +446,7 @@ mod tests {
         );
         let mut mask = FlowKey::default();
         let plain = world
-            .way_out("vsw-ut-wgv", &FlowKey::default(), &mut mask, true)
+            .way_out("vsw-ut-wgv", &FlowKey::default(), None, &mut mask, true)
             .unwrap();
         assert!(plain.spec.geneve_options.is_empty(), "no value: no option");
         assert_eq!(mask.tun_metadata0, u32::MAX);
@@ -435,14 +454,99 @@ mod tests {
             tun_metadata0: 0xabcd,
             ..FlowKey::default()
         };
-        let with = world.way_out("vsw-ut-wgv", &k, &mut mask, true).unwrap();
+        let with = world
+            .way_out("vsw-ut-wgv", &k, None, &mut mask, true)
+            .unwrap();
         let tlv = &with.spec.geneve_options;
         assert_eq!(&tlv[..3], &[0x01, 0x02, 0x80], "the map's class and type");
         assert_eq!(&tlv[tlv.len() - 4..], &0xabcd_u32.to_be_bytes());
+        // VXLAN-GPE: a packet-type-aware port says what it carries; an L3 port
+        // carries IP and NSH only, its Ethernet frames' type read (the flow
+        // matches it); an Ethernet-only port carries no packet without Ethernet.
+        let ptap = open(
+            "vsw-ut-wgpe",
+            TunnelKind::Vxlan,
+            &[
+                ("remote_ip", "198.18.86.11"),
+                ("key", "42"),
+                ("exts", "gpe"),
+                ("packet_type", "ptap"),
+            ],
+        );
+        let l3 = open(
+            "vsw-ut-wl3",
+            TunnelKind::Vxlan,
+            &[
+                ("remote_ip", "198.18.86.11"),
+                ("key", "42"),
+                ("exts", "gpe"),
+                ("packet_type", "legacy_l3"),
+            ],
+        );
+        use vsw_packet::wire::vxlan::{NP_ETHERNET, NP_IPV4, NP_NSH};
+        let gpe = |port: &str, k: &FlowKey, l3: Option<u16>, mask: &mut FlowKey| {
+            world.way_out(port, k, l3, mask, true).map(|w| w.spec.gpe)
+        };
+        let ip = FlowKey {
+            dl_type: EtherType::IPV4,
+            ..FlowKey::default()
+        };
+        let arp = FlowKey {
+            dl_type: EtherType::ARP,
+            ..FlowKey::default()
+        };
+        let mut mask = FlowKey::default();
+        assert_eq!(
+            gpe("vsw-ut-wgpe", &ip, None, &mut mask),
+            Ok(Some(NP_ETHERNET))
+        );
+        assert_eq!(mask.dl_type, 0, "an Ethernet frame goes whatever its type");
+        assert_eq!(
+            gpe("vsw-ut-wgpe", &ip, Some(0x894f), &mut mask),
+            Ok(Some(NP_NSH))
+        );
+        assert_eq!(
+            gpe("vsw-ut-wgpe", &arp, Some(0x0806), &mut mask),
+            Err(NoWay::NotCarried)
+        );
+        assert_eq!(gpe("vsw-ut-wl3", &ip, None, &mut mask), Ok(Some(NP_IPV4)));
+        assert_eq!(mask.dl_type, u16::MAX);
+        assert_eq!(
+            gpe("vsw-ut-wl3", &arp, None, &mut mask),
+            Err(NoWay::NotCarried)
+        );
+        assert_eq!(
+            gpe("vsw-ut-wgv", &ip, Some(0x0800), &mut mask),
+            Err(NoWay::NotCarried)
+        );
+        assert_eq!(gpe("vsw-ut-wgv", &ip, None, &mut mask), Ok(None));
+        // In: a packet without Ethernet to the L3 port before the aware one; an
+        // Ethernet frame to the aware one (no legacy L2 port has that remote).
+        use vsw_datapath::tunnel_pop::ReceivePoint;
+        let popped = FlowKey {
+            tun_id: 42,
+            tun_src: u32::from(Ipv4Addr::new(198, 18, 86, 11)),
+            ..FlowKey::default()
+        };
+        let chose = |l3: bool| {
+            let point = ReceivePoint { geneve: false, l3 };
+            world.receiving_port(point, &popped, &mut FlowKey::default(), false)
+        };
+        use vsw_packet::tunnel::PacketTypeMode;
+        assert_eq!(
+            chose(true),
+            Some(("vsw-ut-wl3".into(), PacketTypeMode::LegacyL3))
+        );
+        assert_eq!(
+            chose(false),
+            Some(("vsw-ut-wgpe".into(), PacketTypeMode::Ptap))
+        );
         for (name, (queues, reg)) in [
             ("vsw-ut-wkey", keyed),
             ("vsw-ut-wdst", to_flow),
             ("vsw-ut-wgv", geneve),
+            ("vsw-ut-wgpe", ptap),
+            ("vsw-ut-wl3", l3),
         ] {
             drop(queues);
             crate::tunnel::close_tunnel(&world, name, reg);

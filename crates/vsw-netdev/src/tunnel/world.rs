@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use crossbeam_queue::ArrayQueue;
-use vsw_packet::tunnel::{DecapError, TunnelKind, TunnelPorts};
+use vsw_packet::tunnel::{DecapError, PacketTypeMode, TunnelKind, TunnelPorts};
 use vsw_packet::MacAddr;
 use vsw_tunnel::config::{FromFlow, TunnelConfig};
 use vsw_tunnel::metadata::MetadataOption;
@@ -32,6 +32,7 @@ pub enum TunnelDrop {
     GeneveNotEthernet,
     UnknownCriticalOption,
     InnerTooShort,
+    GpeNotCarried,
     NoRoute,
     RouteNotABridge,
     NoSourceAddress,
@@ -45,7 +46,7 @@ pub enum TunnelDrop {
 
 impl TunnelDrop {
     /// Every reason, in counting order.
-    pub const ALL: [TunnelDrop; 15] = [
+    pub const ALL: [TunnelDrop; 16] = [
         TunnelDrop::Truncated,
         TunnelDrop::Fragment,
         TunnelDrop::BadIpChecksum,
@@ -54,6 +55,7 @@ impl TunnelDrop {
         TunnelDrop::GeneveNotEthernet,
         TunnelDrop::UnknownCriticalOption,
         TunnelDrop::InnerTooShort,
+        TunnelDrop::GpeNotCarried,
         TunnelDrop::NoRoute,
         TunnelDrop::RouteNotABridge,
         TunnelDrop::NoSourceAddress,
@@ -74,6 +76,7 @@ impl TunnelDrop {
             TunnelDrop::GeneveNotEthernet => "geneve_not_ethernet",
             TunnelDrop::UnknownCriticalOption => "unknown_critical_option",
             TunnelDrop::InnerTooShort => "inner_too_short",
+            TunnelDrop::GpeNotCarried => "gpe_not_carried",
             TunnelDrop::NoRoute => "no_route",
             TunnelDrop::RouteNotABridge => "route_not_a_bridge",
             TunnelDrop::NoSourceAddress => "no_source_address",
@@ -97,6 +100,7 @@ impl TunnelDrop {
             DecapError::GeneveNotEthernet => TunnelDrop::GeneveNotEthernet,
             DecapError::UnknownCriticalOption => TunnelDrop::UnknownCriticalOption,
             DecapError::InnerTooShort => TunnelDrop::InnerTooShort,
+            DecapError::GpeNotCarried => TunnelDrop::GpeNotCarried,
         })
     }
 }
@@ -154,14 +158,30 @@ impl Snapshot {
     }
 
     /// The port a packet of `kind` from `src` with VNI `vni` is for: the first that
-    /// takes both (ports in name order).
-    pub(crate) fn port_for(&self, kind: TunnelKind, src: IpAddr, vni: u32) -> Option<usize> {
-        self.ports.iter().position(|p| {
-            Snapshot::from_remote(p, kind, src)
-                && match p.config.key {
-                    FromFlow::Fixed(k) => k == vni,
-                    FromFlow::Flow => true,
-                }
+    /// takes all three (ports in name order) and what it carries (`l3`: a packet
+    /// without Ethernet) — as Open vSwitch, a legacy port of that layer before a
+    /// packet-type-aware one.
+    pub(crate) fn port_for(
+        &self,
+        kind: TunnelKind,
+        src: IpAddr,
+        vni: u32,
+        l3: bool,
+    ) -> Option<usize> {
+        let legacy = if l3 {
+            PacketTypeMode::LegacyL3
+        } else {
+            PacketTypeMode::LegacyL2
+        };
+        [legacy, PacketTypeMode::Ptap].into_iter().find_map(|mode| {
+            self.ports.iter().position(|p| {
+                p.config.packet_type == mode
+                    && Snapshot::from_remote(p, kind, src)
+                    && match p.config.key {
+                        FromFlow::Fixed(k) => k == vni,
+                        FromFlow::Flow => true,
+                    }
+            })
         })
     }
 }
@@ -584,8 +604,15 @@ impl TunnelWorld {
                 vsw_packet::tunnel::TunnelKind::Vxlan => "vxlan",
                 vsw_packet::tunnel::TunnelKind::Geneve => "geneve",
             };
+            // VXLAN-GPE and a packet type mode other than the default, as Open
+            // vSwitch's `tnl/ports/show -v` names them.
+            let gpe = if p.config.gpe { ", gpe" } else { "" };
+            let mode = match p.config.packet_type {
+                PacketTypeMode::LegacyL2 => String::new(),
+                m => format!(", {}", m.name()),
+            };
             o.push_str(&format!(
-                "{name} ({}) {kind}_sys_{}\n",
+                "{name} ({}) {kind}_sys_{}{gpe}{mode}\n",
                 p.config.dst_port, p.config.dst_port
             ));
         }
@@ -728,12 +755,12 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
     /// port has is counted (`unknown_vni`) when a packet is `passing`.
     fn receiving_port(
         &self,
-        geneve: bool,
+        point: vsw_datapath::tunnel_pop::ReceivePoint,
         key: &vsw_packet::FlowKey,
         mask: &mut vsw_packet::FlowKey,
         passing: bool,
-    ) -> Option<String> {
-        let kind = if geneve {
+    ) -> Option<(String, PacketTypeMode)> {
+        let kind = if point.geneve {
             vsw_packet::tunnel::TunnelKind::Geneve
         } else {
             vsw_packet::tunnel::TunnelKind::Vxlan
@@ -749,9 +776,12 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             }
         };
         let snap = self.snapshot();
-        match snap.port_for(kind, src, key.tun_id as u32) {
+        match snap.port_for(kind, src, key.tun_id as u32, point.l3) {
             // The key's tunnel ID is the VNI (24 bits): no other is any port's.
-            Some(i) if key.tun_id <= 0x00ff_ffff => snap.names.get(i).cloned(),
+            Some(i) if key.tun_id <= 0x00ff_ffff => {
+                let mode = snap.ports.get(i)?.config.packet_type;
+                snap.names.get(i).map(|n| (n.clone(), mode))
+            }
             _ => {
                 if passing {
                     self.count_drop(TunnelDrop::UnknownVni);
@@ -774,6 +804,7 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
         &self,
         port: &str,
         key: &vsw_packet::FlowKey,
+        l3: Option<u16>,
         mask: &mut vsw_packet::FlowKey,
         passing: bool,
     ) -> Result<vsw_datapath::TunnelWay, vsw_datapath::NoWay> {
@@ -786,6 +817,7 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             .and_then(|&i| snap.ports.get(i))
             .ok_or(NoWay::ByQueue)?;
         let c = &p.config;
+        let gpe = gpe_next_protocol(c, key, l3, mask)?;
         let (inherit_tos, inherit_ttl) = (
             matches!(c.tos, Inherit::Inherit),
             matches!(c.ttl, Inherit::Inherit),
@@ -870,11 +902,46 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             udp_csum: c.csum,
             vni,
             geneve_options,
+            gpe,
         };
         Ok(vsw_datapath::TunnelWay {
             spec,
             underlay: route.dev.clone(),
         })
+    }
+}
+
+/// What a packet (`key`; `l3`: its Ethernet type when it has no Ethernet header)
+/// leaving by a port of config `c` carries: VXLAN-GPE's next protocol (`None`:
+/// plain VXLAN or Geneve), or `NotCarried` — as Open vSwitch: an Ethernet-only
+/// port sends no packet without Ethernet, an L3 port's Ethernet frames lose their
+/// Ethernet header (and say their type, which the flow then matches), and GPE
+/// carries IPv4, IPv6 and NSH only.
+fn gpe_next_protocol(
+    c: &vsw_tunnel::config::TunnelConfig,
+    key: &vsw_packet::FlowKey,
+    l3: Option<u16>,
+    mask: &mut vsw_packet::FlowKey,
+) -> Result<Option<u8>, vsw_datapath::NoWay> {
+    use vsw_packet::wire::vxlan;
+    let l3 = match (c.packet_type, l3) {
+        (PacketTypeMode::LegacyL2, Some(_)) => return Err(vsw_datapath::NoWay::NotCarried),
+        (_, Some(t)) => Some(t),
+        (PacketTypeMode::LegacyL3, None) => {
+            mask.dl_type = u16::MAX;
+            Some(key.dl_type)
+        }
+        (_, None) => None,
+    };
+    if !c.gpe {
+        return Ok(None);
+    }
+    match l3 {
+        None => Ok(Some(vxlan::NP_ETHERNET)),
+        Some(t) => vxlan::next_protocol_of(t)
+            .filter(|np| *np != vxlan::NP_ETHERNET)
+            .map(Some)
+            .ok_or(vsw_datapath::NoWay::NotCarried),
     }
 }
 

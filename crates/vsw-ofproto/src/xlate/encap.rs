@@ -92,12 +92,57 @@ pub(super) fn sends(a: &Action) -> bool {
     )
 }
 
+/// The actions of [`sends`] that name ports, each of which says whether it
+/// carries a packet without Ethernet (an L3 or packet-type-aware tunnel port
+/// does; an Ethernet port skips it).
+fn names_ports(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::Output(_)
+            | Action::InPort
+            | Action::OutputTrunc { .. }
+            | Action::OutputReg { .. }
+            | Action::Flood
+            | Action::Group(_)
+    )
+}
+
+/// Whether `a`, an action that changes an Ethernet frame's link layer (addresses,
+/// tags, labels), has no header to change on a packet without Ethernet.
+fn rewrites_link_layer(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::SetDlSrc(_)
+            | Action::SetDlDst(_)
+            | Action::PushVlan(_)
+            | Action::SetVlanVid(_)
+            | Action::SetVlanPcp(_)
+            | Action::StripVlan
+            | Action::PushMpls(_)
+            | Action::PopMpls(_)
+            | Action::PushPbb(_)
+            | Action::PopPbb
+            | Action::SetMplsLabel(_)
+            | Action::SetMplsTc(_)
+            | Action::SetMplsTtl(_)
+            | Action::DecMplsTtl
+    )
+}
+
 /// The bits of the key's `nw_dst` an NSH base field takes.
 fn base_bits(shift: u32) -> u128 {
     0xff << shift
 }
 
 impl Ctx<'_, '_> {
+    /// Whether `a` sends a packet without Ethernet to ports that each decide:
+    /// only once its frame holds its header behind the placeholder (after a
+    /// `decap()` of Ethernet, or as an L3 tunnel port received it), not while an
+    /// `encap` is pending.
+    pub(super) fn sends_to_ports(&self, a: &Action) -> bool {
+        self.popped == Popped::EthernetDecapped && names_ports(a)
+    }
+
     /// Fails the translation (the packet is dropped and counted; nothing after
     /// runs): `why` in the trace, the error's words in the log.
     fn refused(&mut self, table: u8, why: String) {
@@ -119,6 +164,11 @@ impl Ctx<'_, '_> {
         if !self.popped.bare() || !rewrites_a_header(a) {
             return false;
         }
+        // An IP packet without Ethernet (an L3 tunnel port's, or after a decap()
+        // of Ethernet) is behind the datapath's placeholder header: its IP and
+        // transport fields are rewritten there as ever.
+        let ip = self.popped == Popped::EthernetDecapped
+            && matches!(self.key.dl_type, EtherType::IPV4 | EtherType::IPV6);
         let own = matches!(
             a,
             Action::SetMplsLabel(_)
@@ -126,7 +176,7 @@ impl Ctx<'_, '_> {
                 | Action::SetMplsTtl(_)
                 | Action::DecMplsTtl
                 | Action::SetField(FieldWrite::Nsh(..))
-        );
+        ) || (ip && !rewrites_link_layer(a));
         if !own {
             self.refused(
                 table,
@@ -150,6 +200,59 @@ impl Ctx<'_, '_> {
             self.emit(dp);
         }
         true
+    }
+
+    /// Pushes what a pending `encap(nsh|mpls)` keeps in the key, behind an
+    /// Ethernet header of zero addresses, in one datapath action (and NSH's
+    /// context words after it): at `encap(ethernet)`, or where the packet
+    /// leaves by a port that carries it without Ethernet (the tunnel's push
+    /// takes that header off again).
+    fn push_pending(&mut self) {
+        if is_mpls(self.key.dl_type) {
+            let (ethertype, lse) = (self.key.dl_type, self.key.label);
+            self.emit(DpAction::PushMplsEthernet { ethertype, lse });
+            return;
+        }
+        let h = self.key.nsh();
+        // Cloned, not taken: each way of a fork, and the packet after a
+        // clone, push them too (every encap(nsh) sets them anew).
+        let tlvs = self.pending_tlvs.clone().filter(|_| h.md_type != MD_TYPE1);
+        let tlvs = tlvs.as_deref().unwrap_or_default();
+        let tlvs = &tlvs[..tlvs.len().min(vsw_packet::wire::nsh::MAX_CONTEXT)];
+        self.emit(DpAction::PushNsh(NshBase {
+            context_len: tlvs.len() as u8,
+            ..h.base()
+        }));
+        // The context that is not 0: MD type 1's words, or MD type 2's
+        // TLVs, word by word.
+        let words: Vec<(NshField, u32)> = if h.md_type == MD_TYPE1 {
+            (0..4)
+                .map(|i| (NshField::Context(i as u8), h.context[i]))
+                .collect()
+        } else {
+            tlvs.chunks_exact(4)
+                .enumerate()
+                .map(|(i, w)| {
+                    let w = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+                    (NshField::Md2Word(i as u8), w)
+                })
+                .collect()
+        };
+        for (field, w) in words.into_iter().filter(|(_, w)| *w != 0) {
+            self.emit(DpAction::SetField(FieldWrite::Nsh(field, w)));
+        }
+    }
+
+    /// Before `a`, an action that sends a packet whose `encap` is pending to
+    /// ports: the new header goes into the frame, behind a placeholder Ethernet
+    /// header, as after a `decap()` of Ethernet (a port that carries the packet
+    /// without Ethernet takes it so; an Ethernet port skips it).
+    pub(super) fn push_pending_for(&mut self, a: &Action) {
+        if self.popped == Popped::EncapPending && names_ports(a) {
+            self.push_pending();
+            (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
+            self.popped = Popped::EthernetDecapped;
+        }
     }
 
     pub(super) fn encap(&mut self, e: &Encap, table: u8) {
@@ -206,42 +309,8 @@ impl Ctx<'_, '_> {
                     p.action()
                 ),
             ),
-            (Encap::Ethernet, Popped::EncapPending) if is_mpls(self.key.dl_type) => {
-                let (ethertype, lse) = (self.key.dl_type, self.key.label);
-                self.emit(DpAction::PushMplsEthernet { ethertype, lse });
-                (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
-                self.key.pipeline.packet_type = packet_type::ETHERNET;
-                self.popped = Popped::Nothing;
-            }
             (Encap::Ethernet, Popped::EncapPending) => {
-                let h = self.key.nsh();
-                // Cloned, not taken: each way of a fork, and the packet after a
-                // clone, push them too (every encap(nsh) sets them anew).
-                let tlvs = self.pending_tlvs.clone().filter(|_| h.md_type != MD_TYPE1);
-                let tlvs = tlvs.as_deref().unwrap_or_default();
-                let tlvs = &tlvs[..tlvs.len().min(vsw_packet::wire::nsh::MAX_CONTEXT)];
-                self.emit(DpAction::PushNsh(NshBase {
-                    context_len: tlvs.len() as u8,
-                    ..h.base()
-                }));
-                // The context that is not 0: MD type 1's words, or MD type 2's
-                // TLVs, word by word.
-                let words: Vec<(NshField, u32)> = if h.md_type == MD_TYPE1 {
-                    (0..4)
-                        .map(|i| (NshField::Context(i as u8), h.context[i]))
-                        .collect()
-                } else {
-                    tlvs.chunks_exact(4)
-                        .enumerate()
-                        .map(|(i, w)| {
-                            let w = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-                            (NshField::Md2Word(i as u8), w)
-                        })
-                        .collect()
-                };
-                for (field, w) in words.into_iter().filter(|(_, w)| *w != 0) {
-                    self.emit(DpAction::SetField(FieldWrite::Nsh(field, w)));
-                }
+                self.push_pending();
                 (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
                 self.key.pipeline.packet_type = packet_type::ETHERNET;
                 self.popped = Popped::Nothing;
@@ -265,17 +334,8 @@ impl Ctx<'_, '_> {
     pub(super) fn decap(&mut self, packet_type: Option<(u16, u16)>, table: u8) {
         match self.popped {
             Popped::Nothing => {
+                // The packet is of type (1,dl_type) now: its type is the flow's.
                 self.mask.dl_type = u16::MAX;
-                if self.key.dl_type != EtherType::NSH && !is_mpls(self.key.dl_type) {
-                    let t = self.key.dl_type;
-                    return self.refused(
-                        table,
-                        format!(
-                            "decap() of an Ethernet packet of type 0x{t:04x}: vsw's bridges \
-                             carry Ethernet, NSH and MPLS, not bare IP"
-                        ),
-                    );
-                }
                 self.mask.vlan_tci |= super::VLAN_CFI;
                 if self.key.vlan_tci & super::VLAN_CFI != 0 {
                     return self.refused(
@@ -312,6 +372,16 @@ impl Ctx<'_, '_> {
                 self.key.packet = super::metadata_only(&self.key);
                 self.key.pipeline.packet_type = packet_type::ETHERNET;
                 self.popped = Popped::Decapped;
+            }
+            Popped::EthernetDecapped if self.key.dl_type != EtherType::NSH => {
+                let t = self.key.dl_type;
+                self.refused(
+                    table,
+                    format!(
+                        "decap() of a packet of type (1,0x{t:04x}): only NSH's and MPLS's \
+                         headers come off a packet without Ethernet"
+                    ),
+                )
             }
             Popped::EthernetDecapped => {
                 self.mask.nw_dst |= base_bits(NSH_NP_SHIFT);

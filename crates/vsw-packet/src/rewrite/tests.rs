@@ -335,6 +335,11 @@ proptest! {
 }
 
 fn vxlan_template(csum: bool) -> crate::tunnel::EncapTemplate {
+    gpe_template(csum, None)
+}
+
+/// VXLAN's template, with GPE's next protocol `gpe` when there is one.
+fn gpe_template(csum: bool, gpe: Option<u8>) -> crate::tunnel::EncapTemplate {
     use std::net::{IpAddr, Ipv4Addr};
     crate::tunnel::EncapTemplate::new(&crate::tunnel::EncapSpec {
         kind: crate::tunnel::TunnelKind::Vxlan,
@@ -349,8 +354,77 @@ fn vxlan_template(csum: bool) -> crate::tunnel::EncapTemplate {
         udp_csum: csum,
         vni: 42,
         geneve_options: Vec::new(),
+        gpe,
     })
     .unwrap()
+}
+
+/// A decapsulated packet without Ethernet is kept behind a placeholder Ethernet
+/// header of zero addresses and its type, written where the outer headers were;
+/// with no room before it, refused.
+#[test]
+fn a_packet_without_ethernet_is_kept_behind_a_placeholder() {
+    let ip = builder::ipv4(&Ipv4::default(), &builder::udp(1000, 2000, &[7u8; 20]));
+    let mut outer = vec![0xaa; 50];
+    outer.extend_from_slice(&ip);
+    let mut buf = PacketBuf::new(2048);
+    buf.load(&outer, None, VnetHdr::default()).unwrap();
+    buf.keep_behind_ethernet(50, ip.len(), EtherType::IPV4, VnetHdr::default())
+        .unwrap();
+    assert_eq!(&buf.data()[..12], &[0; 12]);
+    assert_eq!(&buf.data()[12..14], &[0x08, 0x00]);
+    assert_eq!(&buf.data()[14..], &ip[..]);
+    let mut buf = PacketBuf::new(2048);
+    buf.load(&outer, None, VnetHdr::default()).unwrap();
+    assert_eq!(
+        buf.keep_behind_ethernet(10, 5, EtherType::IPV4, VnetHdr::default()),
+        Err(RewriteError::NoHeadroom)
+    );
+}
+
+/// VXLAN-GPE carrying IPv4: the frame's Ethernet header and tag come off before
+/// the push, and the receiver gets the IP packet as its next protocol; carrying
+/// Ethernet, the frame goes in whole. A super-frame is refused (the datapath cuts
+/// it first).
+#[test]
+fn a_gpe_push_of_ip_takes_the_ethernet_header_off() {
+    use crate::wire::vxlan;
+    let ports = crate::tunnel::TunnelPorts {
+        vxlan: Some(4789),
+        geneve: None,
+    };
+    let ip = builder::ipv4(&Ipv4::default(), &builder::udp(1000, 2000, &[7u8; 100]));
+    let frame = builder::ethernet(
+        DST_MAC,
+        SRC_MAC,
+        &[(EtherType::VLAN, 5)],
+        EtherType::IPV4,
+        &ip,
+    );
+    let mut buf = PacketBuf::new(2048);
+    buf.load(&frame, None, VnetHdr::default()).unwrap();
+    buf.push_tunnel(&gpe_template(true, Some(vxlan::NP_IPV4)), 3)
+        .unwrap();
+    assert_eq!(buf.data().len(), ip.len() + 50);
+    let d = crate::tunnel::decap(buf.data(), &ports, false, |_, _| false).unwrap();
+    assert_eq!((d.inner, d.l3), (&ip[..], Some(EtherType::IPV4)));
+    let mut buf = PacketBuf::new(2048);
+    buf.load(&frame, None, VnetHdr::default()).unwrap();
+    buf.push_tunnel(&gpe_template(false, Some(vxlan::NP_ETHERNET)), 3)
+        .unwrap();
+    let d = crate::tunnel::decap(buf.data(), &ports, false, |_, _| false).unwrap();
+    assert_eq!((d.inner, d.l3), (&frame[..], None));
+    let mut buf = PacketBuf::new(2048);
+    let gso = VnetHdr {
+        gso_type: crate::vnet::VNET_GSO_TCPV4,
+        gso_size: 1000,
+        ..VnetHdr::default()
+    };
+    buf.load(&frame, None, gso).unwrap();
+    assert_eq!(
+        buf.push_tunnel(&gpe_template(false, Some(vxlan::NP_IPV4)), 3),
+        Err(RewriteError::TooBig)
+    );
 }
 
 /// A pushed header decapsulates back to the frame it was pushed on, with its VNI

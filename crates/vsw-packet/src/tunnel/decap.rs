@@ -49,12 +49,14 @@ pub struct TunnelMeta {
 }
 
 /// A decapsulated packet: its metadata, the Geneve options (whole TLVs, checked),
-/// and the inner Ethernet frame.
+/// and the inner packet: an Ethernet frame, or (VXLAN-GPE) a packet of Ethernet
+/// type `l3` without an Ethernet header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decapped<'a> {
     pub meta: TunnelMeta,
     pub options: &'a [u8],
     pub inner: &'a [u8],
+    pub l3: Option<u16>,
 }
 
 /// Why a frame was not decapsulated. [`DecapError::NotTunnel`] is no error: the frame
@@ -79,6 +81,8 @@ pub enum DecapError {
     UnknownCriticalOption,
     #[error("the inner frame is shorter than an Ethernet header")]
     InnerTooShort,
+    #[error("VXLAN-GPE OAM, or a next protocol other than Ethernet, IPv4, IPv6 and NSH")]
+    GpeNotCarried,
 }
 
 /// The outer IP layer as read: addresses, what is after it, and the UDP datagram.
@@ -195,12 +199,23 @@ pub fn decap<'a>(
         df: outer.df,
         oam,
     };
+    let mut l3 = None;
     let (meta, options, inner) = match kind {
         TunnelKind::Vxlan => {
             let v =
                 vxlan::Packet::new_checked(tunnel).map_err(|_| DecapError::Truncated("VXLAN"))?;
             if !v.vni_valid() {
                 return Err(DecapError::VxlanNoVni);
+            }
+            // GPE, on the same port (as Open vSwitch pops it): which tunnel port
+            // takes the packet depends on what it carries.
+            if let Some(np) = v.gpe_next_protocol() {
+                if v.gpe_oam() {
+                    return Err(DecapError::GpeNotCarried);
+                }
+                if np != vxlan::NP_ETHERNET {
+                    l3 = Some(vxlan::ethertype_of(np).ok_or(DecapError::GpeNotCarried)?);
+                }
             }
             (meta(v.vni(), false), &[][..], &tunnel[vxlan::HEADER_LEN..])
         }
@@ -225,12 +240,13 @@ pub fn decap<'a>(
             )
         }
     };
-    if inner.len() < ETH_HDR_LEN {
+    if inner.len() < if l3.is_some() { 1 } else { ETH_HDR_LEN } {
         return Err(DecapError::InnerTooShort);
     }
     Ok(Decapped {
         meta,
         options,
         inner,
+        l3,
     })
 }

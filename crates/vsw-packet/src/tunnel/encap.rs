@@ -36,6 +36,10 @@ pub struct EncapSpec {
     pub vni: u32,
     /// Geneve option TLVs, whole (a multiple of 4 bytes); none for VXLAN.
     pub geneve_options: Vec<u8>,
+    /// VXLAN-GPE: the next protocol (`None`: plain VXLAN). Any but Ethernet's
+    /// carries the inner packet without its Ethernet header (and tags), which the
+    /// push takes off.
+    pub gpe: Option<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +53,8 @@ pub enum EncapError {
     BadGeneveOptions,
     #[error("VXLAN carries no options")]
     VxlanOptions,
+    #[error("only VXLAN has the GPE extension")]
+    GpeNotVxlan,
 }
 
 /// A tunnel port's outer headers toward one neighbour, ready to be put in front of
@@ -61,11 +67,14 @@ pub struct EncapTemplate {
     df: bool,
     /// The IPv4 header checksum with the total length and identification at zero.
     ip_csum_base: u16,
+    /// The inner frame's Ethernet header and tags come off before the push.
+    strips_ethernet: bool,
 }
 
 impl EncapTemplate {
     pub fn new(spec: &EncapSpec) -> Result<EncapTemplate, EncapError> {
         let tunnel_len = match spec.kind {
+            TunnelKind::Geneve if spec.gpe.is_some() => return Err(EncapError::GpeNotVxlan),
             TunnelKind::Vxlan if !spec.geneve_options.is_empty() => {
                 return Err(EncapError::VxlanOptions)
             }
@@ -129,7 +138,10 @@ impl EncapTemplate {
         udp::emit(&mut h[at..], 0, spec.udp_dst, 0);
         let at = at + udp::HEADER_LEN;
         match spec.kind {
-            TunnelKind::Vxlan => vxlan::emit(&mut h[at..], spec.vni),
+            TunnelKind::Vxlan => match spec.gpe {
+                Some(np) => vxlan::emit_gpe(&mut h[at..], spec.vni, np),
+                None => vxlan::emit(&mut h[at..], spec.vni),
+            },
             TunnelKind::Geneve => geneve::emit_with_options(
                 &mut h[at..],
                 EtherType::TEB,
@@ -145,7 +157,14 @@ impl EncapTemplate {
             udp_csum: spec.udp_csum || ipv6,
             df: spec.df,
             ip_csum_base,
+            strips_ethernet: spec.gpe.is_some_and(|np| np != vxlan::NP_ETHERNET),
         })
+    }
+
+    /// Whether the inner frame's Ethernet header and tags come off before the push
+    /// (VXLAN-GPE carrying IP or NSH).
+    pub fn strips_ethernet(&self) -> bool {
+        self.strips_ethernet
     }
 
     /// The outer headers' length: what the tunnel adds to a frame.

@@ -29,6 +29,31 @@ impl TunnelKind {
     }
 }
 
+/// How a tunnel port takes packets without an Ethernet header (Open vSwitch's
+/// `options:packet_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PacketTypeMode {
+    /// Ethernet frames only, both ways (every port's default here).
+    #[default]
+    LegacyL2,
+    /// IP and NSH only: what arrives gets an Ethernet header of zero addresses for
+    /// the bridge's rules, and what leaves loses its Ethernet header.
+    LegacyL3,
+    /// Both, as they are: the bridge's rules see the packet's type.
+    Ptap,
+}
+
+impl PacketTypeMode {
+    /// Open vSwitch's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PacketTypeMode::LegacyL2 => "legacy_l2",
+            PacketTypeMode::LegacyL3 => "legacy_l3",
+            PacketTypeMode::Ptap => "ptap",
+        }
+    }
+}
+
 /// The UDP source ports tunnel packets are sent from (Linux's default ephemeral
 /// range, which its vxlan and geneve devices use).
 pub const UDP_SOURCE_PORTS: (u16, u16) = (32768, 61000);

@@ -41,6 +41,7 @@ fn spec(kind: TunnelKind, ipv6: bool, csum: bool) -> EncapSpec {
         udp_csum: csum,
         vni: 0x00ab_cdef,
         geneve_options: options,
+        gpe: None,
     }
 }
 
@@ -213,6 +214,47 @@ fn each_malformed_input_is_refused_with_its_reason() {
     assert_eq!(vxlan::HEADER_LEN, 8);
 }
 
+/// VXLAN-GPE arrives on VXLAN's port: Ethernet as ever, IPv4, IPv6 and NSH as
+/// packets of their Ethernet type without an Ethernet header; OAM and any other
+/// next protocol are refused with their reason; a GPE template refuses Geneve.
+#[test]
+fn gpe_packets_say_what_they_carry() {
+    let gpe = |np: u8| EncapSpec {
+        gpe: Some(np),
+        ..spec(TunnelKind::Vxlan, false, false)
+    };
+    let ip = &inner()[14..];
+    for (np, t) in [
+        (vxlan::NP_IPV4, 0x0800),
+        (vxlan::NP_IPV6, 0x86dd),
+        (vxlan::NP_NSH, 0x894f),
+    ] {
+        let f = encap(&gpe(np), ip);
+        let d = decap(&f, &PORTS, false, |_, _| false).unwrap();
+        assert_eq!((d.inner, d.l3, d.meta.id), (ip, Some(t), 0x00ab_cdef));
+        assert!(EncapTemplate::new(&gpe(np)).unwrap().strips_ethernet());
+    }
+    let f = encap(&gpe(vxlan::NP_ETHERNET), &inner());
+    let d = decap(&f, &PORTS, false, |_, _| false).unwrap();
+    assert_eq!((d.inner, d.l3), (&inner()[..], None));
+    assert!(!EncapTemplate::new(&gpe(vxlan::NP_ETHERNET))
+        .unwrap()
+        .strips_ethernet());
+    let refused = |f: &[u8]| decap(f, &PORTS, false, |_, _| false).unwrap_err();
+    let mut f = encap(&gpe(vxlan::NP_IPV4), ip);
+    f[42] |= 0x01;
+    assert_eq!(refused(&f), DecapError::GpeNotCarried, "OAM");
+    let f = encap(&gpe(5), ip);
+    assert_eq!(refused(&f), DecapError::GpeNotCarried, "MPLS");
+    let f = encap(&gpe(vxlan::NP_IPV4), &[]);
+    assert_eq!(refused(&f), DecapError::InnerTooShort);
+    let s = EncapSpec {
+        gpe: Some(vxlan::NP_IPV4),
+        ..spec(TunnelKind::Geneve, false, false)
+    };
+    assert_eq!(EncapTemplate::new(&s), Err(EncapError::GpeNotVxlan));
+}
+
 fn fix_ip_checksum(f: &mut [u8]) {
     f[24..26].fill(0);
     let c = checksum::checksum(&f[14..34]);
@@ -232,11 +274,17 @@ proptest! {
     fn mutated_tunnel_packets_are_taken_or_refused(
         geneve in any::<bool>(),
         ipv6 in any::<bool>(),
+        gpe in proptest::option::of(0u8..6),
         flips in proptest::collection::vec((0usize..200, any::<u8>()), 0..4),
         cut in 0usize..220,
     ) {
         let kind = if geneve { TunnelKind::Geneve } else { TunnelKind::Vxlan };
-        let mut f = encap(&spec(kind, ipv6, true), &inner());
+        // VXLAN-GPE too, of any next protocol (IP without its Ethernet header).
+        let (s, payload) = match gpe {
+            Some(np) if !geneve => (EncapSpec { gpe: Some(np), ..spec(kind, ipv6, true) }, &inner()[14..]),
+            _ => (spec(kind, ipv6, true), &inner()[..]),
+        };
+        let mut f = encap(&s, payload);
         for (at, b) in flips {
             if let Some(x) = f.get_mut(at) {
                 *x ^= b;
@@ -246,7 +294,9 @@ proptest! {
         if let Ok(d) = decap(&f, &PORTS, false, |_, _| false) {
             let range = f.as_ptr_range();
             prop_assert!(range.contains(&d.inner.as_ptr()));
-            prop_assert!(d.inner.len() >= 14);
+            let least = if d.l3.is_some() { 1 } else { 14 };
+            prop_assert!(d.inner.len() >= least);
+            prop_assert!(d.l3.is_none() || !geneve);
         }
     }
 
@@ -307,6 +357,7 @@ fn rebuilt(f: &[u8], d: &Decapped<'_>, udp_src: u16, ip_id: u16) -> Vec<u8> {
         udp_csum: false,
         vni: d.meta.id,
         geneve_options: d.options.to_vec(),
+        gpe: None,
     })
     .unwrap();
     let mut out = vec![0u8; 256];
