@@ -128,9 +128,11 @@ pub enum DpAction {
     TunnelPush(u32),
     /// Take off the outer headers of a tunnel packet of this kind to this UDP port
     /// (Open vSwitch's `tnl_pop`) and look the inner frame up again, as received on
-    /// the kind's receive point (`tunnel_pop::VXLAN_RECEIVE`, `GENEVE_RECEIVE`) with
-    /// its tunnel in the key, running that flow's actions here (as `Recirc`). A
-    /// packet decapsulation refuses is dropped and counted by reason.
+    /// the kind's receive point (`tunnel_pop::VXLAN_RECEIVE`, `GENEVE_RECEIVE`;
+    /// `VXLAN_L3_RECEIVE` for VXLAN-GPE's IP and NSH, behind a placeholder
+    /// Ethernet header) with its tunnel in the key, running that flow's actions
+    /// here (as `Recirc`). A packet decapsulation refuses is dropped and counted by
+    /// reason.
     TunnelPop(crate::tunnel_pop::Pop),
 }
 

@@ -79,6 +79,12 @@ pub trait TunnelEgress: Send + Sync {
     ) -> Option<(String, vsw_packet::tunnel::PacketTypeMode)> {
         None
     }
+
+    /// How tunnel port `port` takes packets without Ethernet (`LegacyL2`, the
+    /// default, for a port the tunnels' state does not have).
+    fn packet_type_mode(&self, _port: &str) -> vsw_packet::tunnel::PacketTypeMode {
+        vsw_packet::tunnel::PacketTypeMode::LegacyL2
+    }
 }
 
 /// Why a tunnel packet gets no outer headers in its own pass.

@@ -522,12 +522,13 @@ impl Classifier {
     /// (the only kind, in a table without them).
     fn lookup_hard_wc(&self, key: &MatchKey, wildcards: &mut MatchKey) -> Option<&Arc<Rule>> {
         let mut best: Option<&Arc<Rule>> = None;
+        // Which subtables apply depends on the packet's type.
+        wildcards.pipeline.packet_type = u32::MAX;
         for table in &self.subtables {
             if best.is_some_and(|b| table.max_priority <= b.spec.priority) {
                 // No later subtable can hold a better rule, whatever the packet.
                 break;
             }
-            wildcards.pipeline.packet_type = u32::MAX;
             if !table.takes_type_of(key) {
                 continue;
             }
@@ -559,11 +560,11 @@ impl Classifier {
         let mut best: Option<&Arc<Rule>> = None;
         // (priority, id, clause, of n): the clauses matched above `best`.
         let mut clauses: Vec<(u16, u32, u8, u8)> = Vec::new();
+        wildcards.pipeline.packet_type = u32::MAX;
         for table in &self.subtables {
             if best.is_some_and(|b| table.max_priority <= b.spec.priority) {
                 break;
             }
-            wildcards.pipeline.packet_type = u32::MAX;
             if !table.takes_type_of(key) {
                 continue;
             }

@@ -194,8 +194,11 @@ enum Popped {
     /// datapath pushes with the `encap(ethernet)` that must follow (nothing is
     /// pushed before; rewrites change the key the push is made from).
     EncapPending,
-    /// `decap()` of the Ethernet header in front of NSH or MPLS: the datapath takes
-    /// it off with that header at the next `decap()` (the frame keeps it until).
+    /// A packet without Ethernet whose frame holds it behind an Ethernet header
+    /// that is not the packet's: after a `decap()` of Ethernet (the datapath takes
+    /// that header off with NSH's or MPLS's at the next `decap()`), or as a
+    /// packet-type-aware VXLAN-GPE port received it (the datapath's placeholder);
+    /// the push of an L3 tunnel port takes the header off.
     EthernetDecapped,
 }
 
@@ -206,8 +209,9 @@ impl Popped {
         matches!(self, Popped::Mpls | Popped::Pbb | Popped::Decapped)
     }
 
-    /// The packet is NSH or MPLS without an Ethernet header: nothing may send
-    /// it out.
+    /// The packet has no Ethernet header of its own: no Ethernet port, LOCAL or
+    /// controller takes it; only a tunnel port that carries it does (and only
+    /// once the frame holds the packet: `EthernetDecapped`).
     fn bare(self) -> bool {
         matches!(self, Popped::EncapPending | Popped::EthernetDecapped)
     }
@@ -719,7 +723,10 @@ impl Ctx<'_, '_> {
             None => DpAction::Output(dp),
         };
         let Some(b) = self.env.backer else {
-            self.emit(out(of_port));
+            // (No backer, no tunnel ports: a packet without Ethernet goes nowhere.)
+            if !self.popped.bare() {
+                self.emit(out(of_port));
+            }
             return;
         };
         if let Some((slot, port)) = b.patch_peer(of_port) {
@@ -834,6 +841,10 @@ impl Ctx<'_, '_> {
         // A packet without Ethernet says its type (its frame's header is the
         // datapath's placeholder).
         let l3 = (self.popped == Popped::EthernetDecapped).then_some(self.key.dl_type);
+        if l3.is_some() {
+            // The type the GPE header says is read.
+            self.mask.dl_type = u16::MAX;
+        }
         let asked = native
             .egress
             .way_out(name, &self.key, l3, &mut self.mask, self.env.learn);
@@ -1198,11 +1209,14 @@ impl Ctx<'_, '_> {
             return;
         }
         let at = self.out.actions.len();
-        self.emit(DpAction::CheckPktLen {
-            size: len,
-            gt: 0,
-            le: 0,
-        });
+        // A packet without Ethernet is measured without the header its frame
+        // holds in front (exactly 14 bytes: decap() takes no tagged header).
+        let size = if self.popped == Popped::EthernetDecapped {
+            len.saturating_add(vsw_packet::ethernet::ETH_HDR_LEN as u16)
+        } else {
+            len
+        };
+        self.emit(DpAction::CheckPktLen { size, gt: 0, le: 0 });
         let (key, stack, ttl_unknown, popped) =
             (self.key, self.stack.clone(), self.ttl_unknown, self.popped);
         // As Open vSwitch since 2.17: each way starts with an empty action set
@@ -2189,10 +2203,12 @@ impl Ctx<'_, '_> {
         let stack = self.stack.clone();
         let popped = self.popped;
         // Actions that may change the packet run on a copy the datapath makes.
-        // (A fork's ways may rewrite, whatever its own bit is.)
-        let copy = actions
-            .iter()
-            .any(|a| a.rewrites() || matches!(a, Action::Group(_) | Action::CheckPktLarger { .. }));
+        // (A fork's ways may rewrite, whatever its own bit is; while an encap is
+        // pending, an output pushes the new header.)
+        let copy = popped == Popped::EncapPending
+            || actions.iter().any(|a| {
+                a.rewrites() || matches!(a, Action::Group(_) | Action::CheckPktLarger { .. })
+            });
         if copy {
             if self.saves == MAX_SAVES {
                 self.out.error = Some(XlateError::TooDeep);
@@ -2407,6 +2423,18 @@ impl Ctx<'_, '_> {
         true
     }
 
+    /// Whether the packet came in by an L3 tunnel port (`legacy_l3`).
+    fn in_port_is_l3(&self) -> bool {
+        let Some(b) = self.env.backer else {
+            return false;
+        };
+        let (Some(name), Some(native)) = (b.tunnel_port(self.key.in_port), b.map.tunnels.as_ref())
+        else {
+            return false;
+        };
+        native.egress.packet_type_mode(name) == vsw_packet::tunnel::PacketTypeMode::LegacyL3
+    }
+
     /// A MAC-learning switch: learn the source, send to where the destination was
     /// seen, flood what is unknown or multicast (unless snooping says where).
     fn normal(&mut self, table: u8) {
@@ -2424,9 +2452,9 @@ impl Ctx<'_, '_> {
         // table as it is once this packet has passed, so a translation made again
         // later (by the revalidator) gives the same answer. A second NORMAL (after a
         // resubmit as from another port) would otherwise move the host it looks up.
-        // Nor is the zero address learned: what an L3 tunnel port's packets carry
-        // in front (Open vSwitch learns nothing from such a port either).
-        if !k.dl_src.is_multicast() && k.dl_src != MacAddr::ZERO && !self.learned {
+        // Nor from an L3 tunnel port (legacy_l3), whose packets' addresses are
+        // none of a host's, as Open vSwitch.
+        if !k.dl_src.is_multicast() && !self.learned && !self.in_port_is_l3() {
             self.learned = true;
             match &self.across {
                 Some(t) => self

@@ -759,6 +759,14 @@ impl vsw_ofproto::TunnelEgress for GpeWay {
         };
         (takes && key.tun_id == 42).then(|| ("gpe0".to_string(), self.mode))
     }
+
+    fn packet_type_mode(&self, port: &str) -> vsw_packet::tunnel::PacketTypeMode {
+        if port == "gpe0" {
+            self.mode
+        } else {
+            Default::default()
+        }
+    }
 }
 
 /// An overlay bridge ("ovl": ports 1 and 3 plain, dp 1 and 5; 2 the GPE port
@@ -827,6 +835,7 @@ fn a_packet_type_aware_gpe_port_shows_the_rules_its_packets_types() {
             "priority=10,in_port=1,ip,actions=decap(),output:2,output:3",
             "priority=10,in_port=3,actions=output:2",
             "priority=20,in_port=3,udp,actions=encap(nsh),output:2,output:1",
+            "priority=20,in_port=3,tcp,tp_dst=9,actions=encap(nsh),clone(output:2),encap(ethernet),output:1",
         ],
     );
     let t = backer.translate(&gpe_popped(true), 0, false);
@@ -875,10 +884,28 @@ fn a_packet_type_aware_gpe_port_shows_the_rules_its_packets_types() {
         *way.asked.lock().unwrap(),
         vec![Some(0x0800), None, Some(0x894f)]
     );
+    // Pushed for the clone's output on the clone's copy: the packet after it
+    // gets its own push at encap(ethernet), one NSH header each.
+    let t = backer.translate(
+        &FlowKey {
+            nw_proto: 6,
+            tp_dst: 9,
+            ..udp_from(5, 1, 2)
+        },
+        0,
+        false,
+    );
+    let pushes: Vec<usize> = (0..t.actions.len())
+        .filter(|&i| matches!(t.actions[i], DpAction::PushNsh(_)))
+        .collect();
+    assert_eq!(pushes.len(), 2, "{:?}", t.actions);
+    assert_eq!(t.actions[pushes[0] - 1], DpAction::Save, "{:?}", t.actions);
+    assert_eq!(t.actions.last(), Some(&Output(1)), "{:?}", t.actions);
 }
 
 /// An L3 VXLAN-GPE port (legacy_l3): its IP packets reach the rules as Ethernet
-/// frames of zero addresses, and NORMAL learns no address from them; out of it,
+/// frames of zero addresses, and NORMAL learns no address from that port (as Open
+/// vSwitch; here the rule even gives them a source); out of it,
 /// Ethernet frames go without their Ethernet header. A legacy L2 GPE port takes
 /// no IP packet (no port's: dropped) and sends none (skipped).
 #[test]
@@ -887,7 +914,7 @@ fn an_l3_gpe_port_shows_its_packets_as_ethernet() {
     let (backer, way, _keep) = gpe_bridges(
         PacketTypeMode::LegacyL3,
         &[
-            "priority=10,in_port=2,ip,dl_src=00:00:00:00:00:00,actions=mod_dl_dst:02:00:00:00:00:01,NORMAL",
+            "priority=10,in_port=2,ip,dl_src=00:00:00:00:00:00,actions=mod_dl_src:02:00:00:00:00:09,mod_dl_dst:02:00:00:00:00:01,NORMAL",
             "priority=10,in_port=1,ip,actions=output:2",
         ],
     );
@@ -896,7 +923,7 @@ fn an_l3_gpe_port_shows_its_packets_as_ethernet() {
     let t = backer.translate(&udp_from(1, 1, 2), 0, false);
     assert!(t.headers[0].template.strips_ethernet(), "{:?}", t.actions);
     assert_eq!(*way.asked.lock().unwrap(), vec![None]);
-    // NORMAL flooded (nothing learned from the zero address): port 3 too.
+    // NORMAL flooded (nothing learned from the L3 port): port 3 too.
     let t = backer.translate(&gpe_popped(true), 0, false);
     assert!(t.actions.contains(&Output(5)), "{:?}", t.actions);
     let (backer, _, _keep) = gpe_bridges(

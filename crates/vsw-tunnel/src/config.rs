@@ -178,6 +178,7 @@ impl TunnelConfig {
                         }
                     }
                 }
+                "exts" => return Err(bad(k, v, "only VXLAN takes extensions")),
                 "packet_type" => {
                     c.packet_type = match v.as_str() {
                         "legacy_l2" => PacketTypeMode::LegacyL2,

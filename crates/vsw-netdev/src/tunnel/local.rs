@@ -541,12 +541,56 @@ mod tests {
             chose(false),
             Some(("vsw-ut-wgpe".into(), PacketTypeMode::Ptap))
         );
+        assert_eq!(
+            world.packet_type_mode("vsw-ut-wl3"),
+            PacketTypeMode::LegacyL3
+        );
+        // A ptap port of plain VXLAN carries nothing without Ethernet, either way:
+        // a GPE packet of IP for its VNI is not its (counted as such).
+        let plain = open(
+            "vsw-ut-wpl",
+            TunnelKind::Vxlan,
+            &[
+                ("remote_ip", "198.18.86.10"),
+                ("key", "43"),
+                ("packet_type", "ptap"),
+            ],
+        );
+        assert_eq!(
+            gpe("vsw-ut-wpl", &ip, Some(0x0800), &mut mask),
+            Err(NoWay::NotCarried)
+        );
+        assert_eq!(gpe("vsw-ut-wpl", &ip, None, &mut mask), Ok(None));
+        let not_taken = || {
+            world
+                .drops()
+                .into_iter()
+                .find(|(r, _)| *r == "packet_type_not_taken")
+                .unwrap()
+                .1
+        };
+        let before = not_taken();
+        let ip_for_plain = FlowKey {
+            tun_id: 43,
+            tun_src: u32::from(Ipv4Addr::new(198, 18, 86, 10)),
+            ..FlowKey::default()
+        };
+        let point = ReceivePoint {
+            geneve: false,
+            l3: true,
+        };
+        assert_eq!(
+            world.receiving_port(point, &ip_for_plain, &mut FlowKey::default(), true),
+            None
+        );
+        assert_eq!(not_taken(), before + 1);
         for (name, (queues, reg)) in [
             ("vsw-ut-wkey", keyed),
             ("vsw-ut-wdst", to_flow),
             ("vsw-ut-wgv", geneve),
             ("vsw-ut-wgpe", ptap),
             ("vsw-ut-wl3", l3),
+            ("vsw-ut-wpl", plain),
         ] {
             drop(queues);
             crate::tunnel::close_tunnel(&world, name, reg);

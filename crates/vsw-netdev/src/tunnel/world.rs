@@ -39,6 +39,9 @@ pub enum TunnelDrop {
     NeighbourUnknown,
     NoTunnelDestination,
     UnknownVni,
+    /// A popped packet whose VNI's port takes no packet of its layer (IP or NSH
+    /// without Ethernet to an Ethernet-only port, or the reverse).
+    PacketTypeNotTaken,
     /// A push the datapath could not make (no room in front of the frame, a
     /// super-frame that cannot be cut): the tunnel port's queue drops it.
     NotPushed,
@@ -46,7 +49,7 @@ pub enum TunnelDrop {
 
 impl TunnelDrop {
     /// Every reason, in counting order.
-    pub const ALL: [TunnelDrop; 16] = [
+    pub const ALL: [TunnelDrop; 17] = [
         TunnelDrop::Truncated,
         TunnelDrop::Fragment,
         TunnelDrop::BadIpChecksum,
@@ -62,6 +65,7 @@ impl TunnelDrop {
         TunnelDrop::NeighbourUnknown,
         TunnelDrop::NoTunnelDestination,
         TunnelDrop::UnknownVni,
+        TunnelDrop::PacketTypeNotTaken,
         TunnelDrop::NotPushed,
     ];
 
@@ -83,6 +87,7 @@ impl TunnelDrop {
             TunnelDrop::NeighbourUnknown => "neighbour_unknown",
             TunnelDrop::NoTunnelDestination => "no_tunnel_destination",
             TunnelDrop::UnknownVni => "unknown_vni",
+            TunnelDrop::PacketTypeNotTaken => "packet_type_not_taken",
             TunnelDrop::NotPushed => "not_pushed",
         }
     }
@@ -159,8 +164,8 @@ impl Snapshot {
 
     /// The port a packet of `kind` from `src` with VNI `vni` is for: the first that
     /// takes all three (ports in name order) and what it carries (`l3`: a packet
-    /// without Ethernet) — as Open vSwitch, a legacy port of that layer before a
-    /// packet-type-aware one.
+    /// without Ethernet, which only VXLAN-GPE carries) — as Open vSwitch, a legacy
+    /// port of that layer before a packet-type-aware one.
     pub(crate) fn port_for(
         &self,
         kind: TunnelKind,
@@ -176,6 +181,7 @@ impl Snapshot {
         [legacy, PacketTypeMode::Ptap].into_iter().find_map(|mode| {
             self.ports.iter().position(|p| {
                 p.config.packet_type == mode
+                    && (p.config.gpe || !l3)
                     && Snapshot::from_remote(p, kind, src)
                     && match p.config.key {
                         FromFlow::Fixed(k) => k == vni,
@@ -784,11 +790,26 @@ impl vsw_datapath::TunnelEgress for TunnelWorld {
             }
             _ => {
                 if passing {
-                    self.count_drop(TunnelDrop::UnknownVni);
+                    // A port of that VNI that takes the other layer only (an
+                    // Ethernet-only port, a GPE packet of IP; or the reverse).
+                    let other = snap.port_for(kind, src, key.tun_id as u32, !point.l3);
+                    self.count_drop(if other.is_some() && key.tun_id <= 0x00ff_ffff {
+                        TunnelDrop::PacketTypeNotTaken
+                    } else {
+                        TunnelDrop::UnknownVni
+                    });
                 }
                 None
             }
         }
+    }
+
+    fn packet_type_mode(&self, port: &str) -> PacketTypeMode {
+        let snap = self.snapshot();
+        snap.by_name
+            .get(port)
+            .and_then(|&i| snap.ports.get(i))
+            .map_or(PacketTypeMode::LegacyL2, |p| p.config.packet_type)
     }
 
     /// The outer headers of a packet (`key`) leaving by tunnel port `port`, and the
@@ -934,7 +955,11 @@ fn gpe_next_protocol(
         (_, None) => None,
     };
     if !c.gpe {
-        return Ok(None);
+        // (A ptap port of a tunnel that carries Ethernet only.)
+        return match l3 {
+            Some(_) => Err(vsw_datapath::NoWay::NotCarried),
+            None => Ok(None),
+        };
     }
     match l3 {
         None => Ok(Some(vxlan::NP_ETHERNET)),

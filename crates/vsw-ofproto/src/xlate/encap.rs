@@ -3,12 +3,15 @@
 //!
 //! Between an `encap(nsh|mpls)` and its `encap(ethernet)`, or between the two
 //! `decap()`s, the packet is NSH or MPLS without an Ethernet header (Open
-//! vSwitch's packet types (1,0x894f), (1,0x8847)). vsw's datapath never holds such
-//! a frame: as Open vSwitch commits its pending encap and decap lazily,
-//! translation keeps the new header in the key (its set-fields and TTLs too) and
-//! pushes Ethernet and that header in one action at `encap(ethernet)`, and pops
-//! both at the second `decap()`. Nothing sends a bare packet out (Open vSwitch
-//! drops it at a port of Ethernet too).
+//! vSwitch's packet types (1,0x894f), (1,0x8847)); after one `decap()` of
+//! Ethernet, or from a packet-type-aware VXLAN-GPE port, any type (1,T). vsw's
+//! datapath frames are always Ethernet: as Open vSwitch commits its pending encap
+//! and decap lazily, translation keeps the new header in the key (its set-fields
+//! and TTLs too) and pushes Ethernet and that header in one action at
+//! `encap(ethernet)` (or where a port is named), and pops both at the second
+//! `decap()`; until then the frame keeps an Ethernet header that is not the
+//! packet's. Such a packet leaves only by a tunnel port that carries it, whose push
+//! takes that header off; an Ethernet port skips it, as Open vSwitch's does.
 
 use vsw_datapath::DpAction;
 use vsw_flow::{packet_type, Action, Encap};
