@@ -1,0 +1,23 @@
+//! Connection tracking as Open vSwitch's userspace datapath does it
+//! (lib/conntrack.c): connections per zone, TCP followed end by end with its
+//! sequence windows, UDP and ICMP by what was seen each way, ICMP errors related to
+//! the connection they quote; `ct_state`, `ct_mark`, `ct_label` and the original
+//! direction as Open vSwitch gives them to rules. Pure: no I/O, no clock of its own
+//! (the caller says the time); the datapath calls it per packet.
+//!
+//! Not yet here: NAT, fragment reassembly, the FTP and TFTP helpers, SCTP's own
+//! state, timeout policies per zone (one policy for all, Open vSwitch's defaults).
+
+#![forbid(unsafe_code)]
+
+pub mod state;
+pub mod tcp;
+pub mod timeouts;
+mod tracker;
+pub mod tuple;
+
+pub use state::{CtState, TcpState};
+pub use tcp::TcpSegment;
+pub use timeouts::{TimeoutKind, Timeouts};
+pub use tracker::{Commit, ConnView, Conntrack, CtOutcome, CtPacket, DEFAULT_LIMIT};
+pub use tuple::{Key, Tuple};

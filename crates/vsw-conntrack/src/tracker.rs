@@ -1,0 +1,715 @@
+//! The connection table: every connection under both directions' keys, in zones
+//! whose members are listed (so a zone's flush is the work of its own
+//! connections), with the global and per-zone limits and expiry.
+//!
+//! Concurrency: the table is a lock-free map (papaya), so a lookup takes no lock
+//! and many PMDs read it at once; a connection's expiry, mark and label are atomics;
+//! UDP's and ICMP's state is one atomic byte. Only a TCP connection's two ends,
+//! which a segment updates together, sit behind a lock of that connection's own
+//! (Open vSwitch's `conn->lock`), held for the update alone. Nothing is held
+//! across connections: no table-wide lock on the packet path.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::state::{CtState, TcpState};
+use crate::tcp::{self, TcpPeer, TcpSegment, Update};
+use crate::timeouts::{TimeoutKind, Timeouts};
+use crate::tuple::{Key, Tuple, IPPROTO_TCP};
+
+/// Seeded per process: the keys are what any sender picks, so no sender may pick
+/// colliding ones ahead.
+type Hasher = foldhash::fast::RandomState;
+
+/// Open vSwitch's default limit of connections, all zones together.
+pub const DEFAULT_LIMIT: usize = 3_000_000;
+
+/// What a packet tells the tracker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtPacket {
+    /// Its direction's tuple.
+    pub tuple: Tuple,
+    /// TCP's segment (a TCP packet without one is invalid).
+    pub tcp: Option<TcpSegment>,
+    /// An ICMP error: the tuple of the packet it quotes, as that packet's headers
+    /// say (its sender's direction).
+    pub quoted: Option<Tuple>,
+}
+
+/// What `ct(commit, exec(set_field:…->ct_mark, …->ct_label))` writes into its
+/// connection: (value, mask) each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Commit {
+    pub mark: Option<(u32, u32)>,
+    pub label: Option<(u128, u128)>,
+}
+
+/// What the tracker says of a packet: its `ct_state`, `ct_zone`, `ct_mark`,
+/// `ct_label`, and the connection's original direction (`ct_nw_src`, …): the
+/// packet's own when it is new and not committed; none when invalid.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtOutcome {
+    pub state: CtState,
+    pub zone: u16,
+    pub mark: u32,
+    pub label: u128,
+    pub orig: Option<Tuple>,
+}
+
+/// UDP's and other protocols' state (Open vSwitch's `other_state`), and ICMP's.
+const OTHER_FIRST: u8 = 0;
+const OTHER_MULTIPLE: u8 = 1;
+const OTHER_BIDIR: u8 = 2;
+const ICMP_FIRST: u8 = 0;
+const ICMP_REPLY: u8 = 1;
+
+enum ProtoState {
+    Tcp(Mutex<[TcpPeer; 2]>),
+    Other(AtomicU8),
+    Icmp(AtomicU8),
+}
+
+struct Conn {
+    orig: Key,
+    reply: Key,
+    expires_ms: AtomicU64,
+    mark: AtomicU32,
+    label_hi: AtomicU64,
+    label_lo: AtomicU64,
+    proto: ProtoState,
+}
+
+impl Conn {
+    fn label(&self) -> u128 {
+        (u128::from(self.label_hi.load(Ordering::Relaxed)) << 64)
+            | u128::from(self.label_lo.load(Ordering::Relaxed))
+    }
+
+    fn commit(&self, c: &Commit) {
+        if let Some((v, m)) = c.mark {
+            let old = self.mark.load(Ordering::Relaxed);
+            self.mark.store((old & !m) | (v & m), Ordering::Relaxed);
+        }
+        if let Some((v, m)) = c.label {
+            let l = (self.label() & !m) | (v & m);
+            self.label_hi.store((l >> 64) as u64, Ordering::Relaxed);
+            self.label_lo.store(l as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn expired(&self, now_ms: u64) -> bool {
+        self.expires_ms.load(Ordering::Relaxed) <= now_ms
+    }
+}
+
+/// A zone: its connections' original tuples, and how many.
+#[derive(Default)]
+struct Zone {
+    members: papaya::HashSet<Tuple, Hasher>,
+    count: AtomicU32,
+}
+
+/// One connection as `dpctl/dump-conntrack` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnView {
+    pub zone: u16,
+    pub orig: Tuple,
+    pub reply: Tuple,
+    pub mark: u32,
+    pub label: u128,
+    /// Milliseconds left.
+    pub expires_in_ms: u64,
+    /// TCP: the original and reply ends' states.
+    pub tcp: Option<(TcpState, TcpState)>,
+}
+
+/// The connection tracker: no I/O; the datapath calls it per packet.
+pub struct Conntrack {
+    conns: papaya::HashMap<Key, Arc<Conn>, Hasher>,
+    zones: papaya::HashMap<u16, Arc<Zone>, Hasher>,
+    zone_limits: papaya::HashMap<u16, u32, Hasher>,
+    count: AtomicUsize,
+    limit: AtomicUsize,
+    seq_check: AtomicBool,
+    timeouts: Timeouts,
+}
+
+impl Default for Conntrack {
+    fn default() -> Conntrack {
+        Conntrack::new(Timeouts::default())
+    }
+}
+
+impl Conntrack {
+    pub fn new(timeouts: Timeouts) -> Conntrack {
+        Conntrack {
+            conns: papaya::HashMap::default(),
+            zones: papaya::HashMap::default(),
+            zone_limits: papaya::HashMap::default(),
+            count: AtomicUsize::new(0),
+            limit: AtomicUsize::new(DEFAULT_LIMIT),
+            seq_check: AtomicBool::new(true),
+            timeouts,
+        }
+    }
+
+    /// Tracks `pkt` in `zone` at `now_ms`: what it is to the connection it belongs
+    /// to, or would start. `commit` makes a new connection of it (unless a limit is
+    /// reached: then the packet stays new and nothing is kept) and writes its mark
+    /// and label.
+    pub fn execute(
+        &self,
+        pkt: &CtPacket,
+        zone: u16,
+        commit: Option<&Commit>,
+        now_ms: u64,
+    ) -> CtOutcome {
+        let invalid = CtOutcome {
+            state: CtState(CtState::INVALID | CtState::TRACKED),
+            zone,
+            ..CtOutcome::default()
+        };
+        let conns = self.conns.pin();
+        if let Some(quoted) = pkt.quoted {
+            // An ICMP error travels against the packet it quotes.
+            let Some(back) = quoted.reverse() else {
+                return invalid;
+            };
+            let key = Key { zone, tuple: back };
+            return match self.live(&conns, &key, now_ms) {
+                Some(c) => {
+                    let reply = if key != c.orig { CtState::REPLY } else { 0 };
+                    seen(&c, CtState::RELATED | reply, zone)
+                }
+                None => invalid,
+            };
+        }
+        if pkt.tuple.is_icmp() && pkt.tuple.reverse().is_none() {
+            // ICMP that is neither a query, an answer nor an error.
+            return invalid;
+        }
+        let key = Key {
+            zone,
+            tuple: pkt.tuple,
+        };
+        if let Some(c) = self.live(&conns, &key, now_ms) {
+            let reply = key != c.orig;
+            match self.update(&c, pkt, reply, now_ms) {
+                Update::Valid => {
+                    if let Some(cm) = commit {
+                        c.commit(cm);
+                    }
+                    let r = if reply { CtState::REPLY } else { 0 };
+                    return seen(&c, CtState::ESTABLISHED | r, zone);
+                }
+                Update::ValidNew => {
+                    if let Some(cm) = commit {
+                        c.commit(cm);
+                    }
+                    return seen(&c, CtState::NEW, zone);
+                }
+                Update::Invalid => return invalid,
+                // A new connection on the closed one's tuple.
+                Update::New => self.remove(&conns, &c),
+            }
+        }
+        let may_start = match pkt.tuple.proto {
+            IPPROTO_TCP => pkt.tcp.as_ref().is_some_and(tcp::valid_new),
+            _ if pkt.tuple.is_icmp() => pkt.tuple.is_icmp_query(),
+            _ => true,
+        };
+        if !may_start {
+            return invalid;
+        }
+        let fresh = CtOutcome {
+            state: CtState(CtState::NEW | CtState::TRACKED),
+            zone,
+            orig: Some(pkt.tuple),
+            ..CtOutcome::default()
+        };
+        match commit.and_then(|cm| self.create(&conns, pkt, zone, cm, now_ms)) {
+            Some(c) => seen(&c, CtState::NEW, zone),
+            None => fresh,
+        }
+    }
+
+    /// The connection `key` names, unless it expired (then it goes).
+    fn live(
+        &self,
+        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        key: &Key,
+        now_ms: u64,
+    ) -> Option<Arc<Conn>> {
+        let c = conns.get(key)?.clone();
+        if c.expired(now_ms) {
+            self.remove(conns, &c);
+            return None;
+        }
+        Some(c)
+    }
+
+    fn update(&self, c: &Conn, pkt: &CtPacket, reply: bool, now_ms: u64) -> Update {
+        let (update, kind) = match &c.proto {
+            ProtoState::Tcp(peers) => {
+                let Some(seg) = pkt.tcp else {
+                    return Update::Invalid;
+                };
+                let seq_check = self.seq_check.load(Ordering::Relaxed);
+                tcp::update(&mut peers.lock(), &seg, reply, seq_check)
+            }
+            ProtoState::Other(s) => {
+                let now = if reply {
+                    OTHER_BIDIR
+                } else {
+                    s.load(Ordering::Relaxed).max(OTHER_MULTIPLE)
+                };
+                let now = s.fetch_max(now, Ordering::Relaxed).max(now);
+                let (u, k) = match now {
+                    OTHER_BIDIR => (Update::Valid, TimeoutKind::OtherBidir),
+                    _ => (Update::ValidNew, TimeoutKind::OtherMultiple),
+                };
+                (u, Some(k))
+            }
+            ProtoState::Icmp(s) => {
+                if reply {
+                    s.store(ICMP_REPLY, Ordering::Relaxed);
+                }
+                match s.load(Ordering::Relaxed) {
+                    ICMP_REPLY => (Update::Valid, Some(TimeoutKind::IcmpReply)),
+                    _ => (Update::ValidNew, Some(TimeoutKind::IcmpFirst)),
+                }
+            }
+        };
+        if let Some(kind) = kind {
+            c.expires_ms
+                .store(now_ms + self.timeouts.ms(kind), Ordering::Relaxed);
+        }
+        update
+    }
+
+    /// Makes a connection of `pkt` in `zone`; `None` when a limit is reached (or
+    /// another packet made the other direction's at the same time).
+    fn create(
+        &self,
+        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        pkt: &CtPacket,
+        zone: u16,
+        commit: &Commit,
+        now_ms: u64,
+    ) -> Option<Arc<Conn>> {
+        let reply = pkt.tuple.reverse()?;
+        if self.count.load(Ordering::Relaxed) >= self.limit.load(Ordering::Relaxed) {
+            return None;
+        }
+        let zones = self.zones.pin();
+        let z = zones
+            .get_or_insert_with(zone, || Arc::new(Zone::default()))
+            .clone();
+        if let Some(&limit) = self.zone_limits.pin().get(&zone) {
+            if z.count.load(Ordering::Relaxed) >= limit {
+                return None;
+            }
+        }
+        let (proto, kind) = match pkt.tuple.proto {
+            IPPROTO_TCP => {
+                let (peers, kind) = tcp::new_conn(pkt.tcp.as_ref()?);
+                (ProtoState::Tcp(Mutex::new(peers)), kind)
+            }
+            _ if pkt.tuple.is_icmp() => (
+                ProtoState::Icmp(AtomicU8::new(ICMP_FIRST)),
+                TimeoutKind::IcmpFirst,
+            ),
+            _ => (
+                ProtoState::Other(AtomicU8::new(OTHER_FIRST)),
+                TimeoutKind::OtherFirst,
+            ),
+        };
+        let conn = Arc::new(Conn {
+            orig: Key {
+                zone,
+                tuple: pkt.tuple,
+            },
+            reply: Key { zone, tuple: reply },
+            expires_ms: AtomicU64::new(now_ms + self.timeouts.ms(kind)),
+            mark: AtomicU32::new(0),
+            label_hi: AtomicU64::new(0),
+            label_lo: AtomicU64::new(0),
+            proto,
+        });
+        conn.commit(commit);
+        if let Err(e) = conns.try_insert(conn.orig, conn.clone()) {
+            // Another packet of this direction made it first: that one counts.
+            return Some(e.current.clone());
+        }
+        // (A packet to its own address and port is its own reply: one key.)
+        if conn.reply != conn.orig && conns.try_insert(conn.reply, conn.clone()).is_err() {
+            conns.remove(&conn.orig);
+            return None;
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        z.count.fetch_add(1, Ordering::Relaxed);
+        z.members.pin().insert(conn.orig.tuple);
+        Some(conn)
+    }
+
+    /// Takes connection `c` out (once, whoever else tries too).
+    fn remove(
+        &self,
+        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        c: &Arc<Conn>,
+    ) {
+        let ours = conns
+            .remove_if(&c.orig, |_, v| Arc::ptr_eq(v, c))
+            .is_ok_and(|r| r.is_some());
+        if !ours {
+            return;
+        }
+        let _ = conns.remove_if(&c.reply, |_, v| Arc::ptr_eq(v, c));
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        if let Some(z) = self.zones.pin().get(&c.orig.zone) {
+            z.members.pin().remove(&c.orig.tuple);
+            z.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Removes what expired by `now_ms`; how many. (A lookup of an expired
+    /// connection removes it too: this bounds what nothing looks up.)
+    pub fn sweep(&self, now_ms: u64) -> usize {
+        let conns = self.conns.pin();
+        let doomed: Vec<Arc<Conn>> = conns
+            .iter()
+            .filter(|(k, c)| **k == c.orig && c.expired(now_ms))
+            .map(|(_, c)| c.clone())
+            .collect();
+        for c in &doomed {
+            self.remove(&conns, c);
+        }
+        doomed.len()
+    }
+
+    /// Removes every connection of `zone`; how many. The work of that zone's
+    /// connections alone.
+    pub fn flush_zone(&self, zone: u16) -> usize {
+        let Some(z) = self.zones.pin().get(&zone).cloned() else {
+            return 0;
+        };
+        let conns = self.conns.pin();
+        let members: Vec<Tuple> = z.members.pin().iter().copied().collect();
+        let mut n = 0;
+        for t in members {
+            if let Some(c) = conns.get(&Key { zone, tuple: t }).cloned() {
+                self.remove(&conns, &c);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Removes every connection; how many.
+    pub fn flush(&self) -> usize {
+        let zones: Vec<u16> = self.zones.pin().keys().copied().collect();
+        zones.into_iter().map(|z| self.flush_zone(z)).sum()
+    }
+
+    /// Connections, all zones.
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Connections in `zone`.
+    pub fn zone_len(&self, zone: u16) -> usize {
+        self.zones
+            .pin()
+            .get(&zone)
+            .map_or(0, |z| z.count.load(Ordering::Relaxed) as usize)
+    }
+
+    /// The limit of connections, all zones (`ct-set-maxconns`).
+    pub fn set_limit(&self, n: usize) {
+        self.limit.store(n, Ordering::Relaxed);
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// A zone's limit (`ct-set-limits zone=N,limit=M`); `None` removes it.
+    pub fn set_zone_limit(&self, zone: u16, limit: Option<u32>) {
+        let limits = self.zone_limits.pin();
+        match limit {
+            Some(l) => {
+                limits.insert(zone, l);
+            }
+            None => {
+                limits.remove(&zone);
+            }
+        }
+    }
+
+    pub fn zone_limit(&self, zone: u16) -> Option<u32> {
+        self.zone_limits.pin().get(&zone).copied()
+    }
+
+    /// Sequence checking of TCP (`ct-enable-tcp-seq-chk`; on by default).
+    pub fn set_tcp_seq_check(&self, on: bool) {
+        self.seq_check.store(on, Ordering::Relaxed);
+    }
+
+    pub fn tcp_seq_check(&self) -> bool {
+        self.seq_check.load(Ordering::Relaxed)
+    }
+
+    /// Every live connection (of `zone`, when given), ordered by zone and tuple.
+    pub fn connections(&self, zone: Option<u16>, now_ms: u64) -> Vec<ConnView> {
+        let conns = self.conns.pin();
+        let mut v: Vec<ConnView> = conns
+            .iter()
+            .filter(|(k, c)| **k == c.orig && !c.expired(now_ms))
+            .filter(|(k, _)| zone.is_none_or(|z| k.zone == z))
+            .map(|(_, c)| ConnView {
+                zone: c.orig.zone,
+                orig: c.orig.tuple,
+                reply: c.reply.tuple,
+                mark: c.mark.load(Ordering::Relaxed),
+                label: c.label(),
+                expires_in_ms: c.expires_ms.load(Ordering::Relaxed).saturating_sub(now_ms),
+                tcp: match &c.proto {
+                    ProtoState::Tcp(p) => {
+                        let p = p.lock();
+                        Some((p[0].state, p[1].state))
+                    }
+                    _ => None,
+                },
+            })
+            .collect();
+        v.sort_by_key(|c| (c.zone, c.orig));
+        v
+    }
+}
+
+/// The outcome for a packet of connection `c`: `bits`, tracked, its mark, label
+/// and original direction.
+fn seen(c: &Conn, bits: u8, zone: u16) -> CtOutcome {
+    CtOutcome {
+        state: CtState(bits | CtState::TRACKED),
+        zone,
+        mark: c.mark.load(Ordering::Relaxed),
+        label: c.label(),
+        orig: Some(c.orig.tuple),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tuple::{IPPROTO_ICMP, IPPROTO_UDP};
+
+    fn udp(src: u128, dst: u128, sp: u16, dp: u16) -> CtPacket {
+        CtPacket {
+            tuple: Tuple {
+                src,
+                dst,
+                src_port: sp,
+                dst_port: dp,
+                proto: IPPROTO_UDP,
+                ..Tuple::default()
+            },
+            ..CtPacket::default()
+        }
+    }
+
+    const COMMIT: Commit = Commit {
+        mark: None,
+        label: None,
+    };
+
+    fn bits(o: &CtOutcome) -> String {
+        o.state.to_string()
+    }
+
+    /// UDP: new until a reply, then established both ways; an uncommitted packet
+    /// keeps nothing; the timeouts are Open vSwitch's (60 s, then 30 s).
+    #[test]
+    fn udp_is_new_until_answered() {
+        let ct = Conntrack::default();
+        let a = udp(1, 2, 1000, 53);
+        let b = udp(2, 1, 53, 1000);
+        assert_eq!(bits(&ct.execute(&a, 0, None, 0)), "new|trk");
+        assert!(ct.is_empty(), "not committed: nothing kept");
+        let first = ct.execute(&a, 0, Some(&COMMIT), 0);
+        assert_eq!(
+            (bits(&first), first.orig),
+            ("new|trk".into(), Some(a.tuple))
+        );
+        assert_eq!(bits(&ct.execute(&a, 0, None, 10)), "new|trk");
+        assert_eq!(bits(&ct.execute(&b, 0, None, 20)), "est|rpl|trk");
+        let again = ct.execute(&a, 0, None, 30);
+        assert_eq!(
+            (bits(&again), again.orig),
+            ("est|trk".into(), Some(a.tuple))
+        );
+        assert_eq!(ct.connections(None, 30)[0].expires_in_ms, 30_000);
+        // Another zone knows nothing of it.
+        assert_eq!(bits(&ct.execute(&b, 1, None, 40)), "new|trk");
+        // Expired after 30 s of silence.
+        assert_eq!(bits(&ct.execute(&b, 0, None, 30 + 30_000)), "new|trk");
+        assert!(ct.is_empty());
+    }
+
+    /// An ICMP error quoting a connection's packet is related to it, as the reply
+    /// when it comes back against the packet; quoting nothing known, invalid.
+    #[test]
+    fn icmp_errors_are_related_to_what_they_quote() {
+        let ct = Conntrack::default();
+        let a = udp(1, 2, 1000, 53);
+        ct.execute(&a, 7, Some(&COMMIT), 0);
+        let err = |quoted: Tuple| CtPacket {
+            tuple: Tuple {
+                src: 2,
+                dst: 1,
+                proto: IPPROTO_ICMP,
+                icmp_type: 3,
+                icmp_code: 3,
+                ..Tuple::default()
+            },
+            tcp: None,
+            quoted: Some(quoted),
+        };
+        assert_eq!(bits(&ct.execute(&err(a.tuple), 7, None, 1)), "rel|rpl|trk");
+        let other = udp(1, 2, 1001, 53);
+        assert_eq!(bits(&ct.execute(&err(other.tuple), 7, None, 1)), "inv|trk");
+        // An echo and its answer; an ICMP type that is neither is invalid.
+        let echo = |src, dst, t| CtPacket {
+            tuple: Tuple {
+                src,
+                dst,
+                src_port: 9,
+                dst_port: 9,
+                proto: IPPROTO_ICMP,
+                icmp_type: t,
+                ..Tuple::default()
+            },
+            ..CtPacket::default()
+        };
+        assert_eq!(
+            bits(&ct.execute(&echo(1, 2, 8), 0, Some(&COMMIT), 1)),
+            "new|trk"
+        );
+        assert_eq!(bits(&ct.execute(&echo(2, 1, 0), 0, None, 2)), "est|rpl|trk");
+        assert_eq!(bits(&ct.execute(&echo(2, 1, 0), 0, None, 2)), "est|rpl|trk");
+        assert_eq!(
+            bits(&ct.execute(&echo(3, 1, 0), 0, None, 2)),
+            "inv|trk",
+            "an answer to nothing"
+        );
+        assert_eq!(bits(&ct.execute(&echo(1, 2, 9), 0, None, 2)), "inv|trk");
+    }
+
+    /// A commit writes the mark and label under their masks; every packet of the
+    /// connection reads them.
+    #[test]
+    fn marks_and_labels_are_written_under_their_masks() {
+        let ct = Conntrack::default();
+        let a = udp(1, 2, 1000, 53);
+        let c = Commit {
+            mark: Some((0x1234, 0xffff)),
+            label: Some((1 << 100 | 5, u128::MAX)),
+        };
+        ct.execute(&a, 0, Some(&c), 0);
+        let c2 = Commit {
+            mark: Some((0xab00_0000, 0xff00_0000)),
+            label: Some((0, 0xf)),
+        };
+        let o = ct.execute(&a, 0, Some(&c2), 1);
+        assert_eq!((o.mark, o.label), (0xab00_1234, 1 << 100));
+        let r = ct.execute(&udp(2, 1, 53, 1000), 0, None, 2);
+        assert_eq!((r.mark, r.label), (0xab00_1234, 1 << 100));
+    }
+
+    /// The global limit and a zone's: past them a commit keeps nothing (the packet
+    /// is new all the same); a zone's flush takes its connections alone.
+    #[test]
+    fn limits_hold_and_a_zone_flush_takes_its_own() {
+        let ct = Conntrack::default();
+        ct.set_limit(3);
+        ct.set_zone_limit(5, Some(1));
+        assert_eq!((ct.limit(), ct.zone_limit(5)), (3, Some(1)));
+        for p in 1..=2 {
+            ct.execute(&udp(1, 2, p, 53), 5, Some(&COMMIT), 0);
+        }
+        assert_eq!(ct.zone_len(5), 1, "the zone's limit");
+        for p in 1..=4 {
+            let o = ct.execute(&udp(1, 2, p, 53), 6, Some(&COMMIT), 0);
+            assert_eq!(bits(&o), "new|trk");
+        }
+        assert_eq!((ct.len(), ct.zone_len(6)), (3, 2));
+        ct.set_zone_limit(5, None);
+        assert_eq!(ct.zone_limit(5), None);
+        assert_eq!(ct.flush_zone(6), 2);
+        assert_eq!((ct.len(), ct.zone_len(5), ct.zone_len(6)), (1, 1, 0));
+        assert_eq!(ct.flush_zone(9), 0);
+        assert_eq!(ct.flush(), 1);
+        assert!(ct.is_empty());
+    }
+
+    /// A TCP handshake and data as the dump shows it.
+    #[test]
+    fn a_tcp_connection_is_listed_with_its_ends() {
+        use crate::tcp::{ACK, SYN};
+        let ct = Conntrack::default();
+        let t = Tuple {
+            src: 1,
+            dst: 2,
+            src_port: 40000,
+            dst_port: 80,
+            proto: IPPROTO_TCP,
+            ..Tuple::default()
+        };
+        let seg = |flags, seq, ack| TcpSegment {
+            flags,
+            seq,
+            ack,
+            window: 64000,
+            wscale: None,
+            payload_len: 0,
+        };
+        let go = |t: Tuple, s: TcpSegment, commit: bool| {
+            let pkt = CtPacket {
+                tuple: t,
+                tcp: Some(s),
+                quoted: None,
+            };
+            bits(&ct.execute(&pkt, 0, commit.then_some(&COMMIT), 0))
+        };
+        let r = t.reverse().unwrap();
+        assert_eq!(
+            go(t, seg(ACK | SYN, 1, 1), true),
+            "inv|trk",
+            "SYN|ACK opens nothing"
+        );
+        assert_eq!(go(t, seg(SYN, 100, 0), true), "new|trk");
+        assert_eq!(go(r, seg(SYN | ACK, 500, 101), false), "est|rpl|trk");
+        assert_eq!(go(t, seg(ACK, 101, 501), false), "est|trk");
+        let v = ct.connections(Some(0), 0);
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            v[0].tcp,
+            Some((TcpState::Established, TcpState::Established))
+        );
+        assert_eq!((v[0].orig, v[0].reply), (t, r));
+        assert_eq!(v[0].expires_in_ms, 24 * 3600 * 1000);
+        // Data far out of the window: invalid, the connection kept as it was.
+        let wild = TcpSegment {
+            payload_len: 100,
+            ..seg(ACK, 101 + 0x1000_0000, 501)
+        };
+        assert_eq!(go(t, wild, false), "inv|trk");
+        assert_eq!(ct.len(), 1);
+    }
+}
