@@ -5,19 +5,23 @@
 //! direction as Open vSwitch gives them to rules. Pure: no I/O, no clock of its own
 //! (the caller says the time); the datapath calls it per packet.
 //!
-//! Not yet here: NAT, fragment reassembly, the FTP and TFTP helpers, SCTP's own
+//! NAT (`nat(src|dst=…)`) chooses a new connection's translated tuple once; both
+//! directions are one connection. Not yet here: NAT of the headers an ICMP error
+//! quotes, fragment reassembly, the FTP and TFTP helpers, SCTP's own
 //! state, timeout policies per zone (one policy for all, Open vSwitch's defaults).
 
 #![forbid(unsafe_code)]
 
+pub mod nat;
 pub mod state;
 pub mod tcp;
 pub mod timeouts;
 mod tracker;
 pub mod tuple;
 
+pub use nat::{NatKind, NatRange, NatRewrite};
 pub use state::{CtState, TcpState};
 pub use tcp::TcpSegment;
 pub use timeouts::{TimeoutKind, Timeouts};
-pub use tracker::{Commit, ConnView, Conntrack, CtOutcome, CtPacket, DEFAULT_LIMIT};
+pub use tracker::{Commit, ConnView, Conntrack, Ct, CtOutcome, CtPacket, DEFAULT_LIMIT};
 pub use tuple::{Key, Tuple};

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::nat::{self, NatKind, NatRange, NatRewrite};
 use crate::state::{CtState, TcpState};
 use crate::tcp::{self, TcpPeer, TcpSegment, Update};
 use crate::timeouts::{TimeoutKind, Timeouts};
@@ -38,17 +39,29 @@ pub struct CtPacket {
     pub quoted: Option<Tuple>,
 }
 
-/// What `ct(commit, exec(set_field:…->ct_mark, …->ct_label))` writes into its
-/// connection: (value, mask) each.
+/// What `ct(commit, exec(set_field:…->ct_mark, …->ct_label), nat(…))` writes into
+/// its connection: mark and label as (value, mask) each; a new connection's NAT.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Commit {
     pub mark: Option<(u32, u32)>,
     pub label: Option<(u128, u128)>,
+    pub nat: Option<NatRange>,
+}
+
+/// One `ct(…)`: its zone, its commit, and whether it applies the connection's NAT
+/// (`nat`, with or without a range: a committed range sets it up).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ct<'a> {
+    pub zone: u16,
+    pub commit: Option<&'a Commit>,
+    pub nat: bool,
 }
 
 /// What the tracker says of a packet: its `ct_state`, `ct_zone`, `ct_mark`,
 /// `ct_label`, and the connection's original direction (`ct_nw_src`, …): the
-/// packet's own when it is new and not committed; none when invalid.
+/// packet's own when it is new and not committed; none when invalid. `rewrite`:
+/// what the connection's NAT makes of the packet's headers, when the `ct` applies
+/// NAT.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtOutcome {
     pub state: CtState,
@@ -56,6 +69,7 @@ pub struct CtOutcome {
     pub mark: u32,
     pub label: u128,
     pub orig: Option<Tuple>,
+    pub rewrite: Option<NatRewrite>,
 }
 
 /// UDP's and other protocols' state (Open vSwitch's `other_state`), and ICMP's.
@@ -79,6 +93,8 @@ struct Conn {
     label_hi: AtomicU64,
     label_lo: AtomicU64,
     proto: ProtoState,
+    /// Its NAT: which end, and the original direction's tuple as translated.
+    nat: Option<(NatKind, Tuple)>,
 }
 
 impl Conn {
@@ -134,6 +150,8 @@ pub struct Conntrack {
     limit: AtomicUsize,
     seq_check: AtomicBool,
     timeouts: Timeouts,
+    /// New connections NAT found no free tuple for.
+    nat_exhausted: AtomicU64,
 }
 
 impl Default for Conntrack {
@@ -152,6 +170,7 @@ impl Conntrack {
             limit: AtomicUsize::new(DEFAULT_LIMIT),
             seq_check: AtomicBool::new(true),
             timeouts,
+            nat_exhausted: AtomicU64::new(0),
         }
     }
 
@@ -160,6 +179,49 @@ impl Conntrack {
     /// reached: then the packet stays new and nothing is kept) and writes its mark
     /// and label.
     pub fn execute(
+        &self,
+        pkt: &CtPacket,
+        zone: u16,
+        commit: Option<&Commit>,
+        now_ms: u64,
+    ) -> CtOutcome {
+        let ct = Ct {
+            zone,
+            commit,
+            nat: false,
+        };
+        self.track(pkt, &ct, now_ms)
+    }
+
+    /// [`Conntrack::execute`] of a whole `ct(…)`: with NAT applied when it asks
+    /// (`ct.nat`): the outcome's `rewrite` and `+snat`/`+dnat`.
+    pub fn track(&self, pkt: &CtPacket, ct: &Ct<'_>, now_ms: u64) -> CtOutcome {
+        let mut out = self.track_state(pkt, ct.zone, ct.commit, now_ms);
+        if !ct.nat {
+            out.rewrite = None;
+        } else if out.rewrite.is_some() {
+            let bit = self.nat_bit(&out);
+            out.state.0 |= bit;
+        }
+        out
+    }
+
+    fn nat_bit(&self, out: &CtOutcome) -> u8 {
+        match out.rewrite {
+            // The original direction's rewrite of SNAT sets a source; its reply's
+            // a destination; DNAT the reverse.
+            Some(r) => {
+                let reply = out.state.has(CtState::REPLY);
+                match (r.src.is_some(), reply) {
+                    (true, false) | (false, true) => CtState::SNAT,
+                    _ => CtState::DNAT,
+                }
+            }
+            None => 0,
+        }
+    }
+
+    fn track_state(
         &self,
         pkt: &CtPacket,
         zone: u16,
@@ -202,13 +264,13 @@ impl Conntrack {
                         c.commit(cm);
                     }
                     let r = if reply { CtState::REPLY } else { 0 };
-                    return seen(&c, CtState::ESTABLISHED | r, zone);
+                    return with_rewrite(&c, seen(&c, CtState::ESTABLISHED | r, zone), reply);
                 }
                 Update::ValidNew => {
                     if let Some(cm) = commit {
                         c.commit(cm);
                     }
-                    return seen(&c, CtState::NEW, zone);
+                    return with_rewrite(&c, seen(&c, CtState::NEW, zone), reply);
                 }
                 Update::Invalid => return invalid,
                 // A new connection on the closed one's tuple.
@@ -230,7 +292,10 @@ impl Conntrack {
             ..CtOutcome::default()
         };
         match commit.and_then(|cm| self.create(&conns, pkt, zone, cm, now_ms)) {
-            Some(c) => seen(&c, CtState::NEW, zone),
+            Some(c) => {
+                let reply = key != c.orig;
+                with_rewrite(&c, seen(&c, CtState::NEW, zone), reply)
+            }
             None => fresh,
         }
     }
@@ -326,6 +391,24 @@ impl Conntrack {
                 TimeoutKind::OtherFirst,
             ),
         };
+        // NAT: the translated tuple whose reverse no connection holds.
+        let (reply, nat) = match commit.nat {
+            None => (reply, None),
+            Some(range) => {
+                let seed = conn_seed(&pkt.tuple);
+                let found = nat::candidates(&pkt.tuple, &range, seed).find_map(|t| {
+                    let back = t.reverse()?;
+                    (!conns.contains_key(&Key { zone, tuple: back })).then_some((back, t))
+                });
+                match found {
+                    Some((back, t)) => (back, Some((range.kind, t))),
+                    None => {
+                        self.nat_exhausted.fetch_add(1, Ordering::Relaxed);
+                        return None;
+                    }
+                }
+            }
+        };
         let conn = Arc::new(Conn {
             orig: Key {
                 zone,
@@ -337,6 +420,7 @@ impl Conntrack {
             label_hi: AtomicU64::new(0),
             label_lo: AtomicU64::new(0),
             proto,
+            nat,
         });
         conn.commit(commit);
         if let Err(e) = conns.try_insert(conn.orig, conn.clone()) {
@@ -411,6 +495,11 @@ impl Conntrack {
     pub fn flush(&self) -> usize {
         let zones: Vec<u16> = self.zones.pin().keys().copied().collect();
         zones.into_iter().map(|z| self.flush_zone(z)).sum()
+    }
+
+    /// New connections NAT found no free tuple for (left uncommitted).
+    pub fn nat_exhausted(&self) -> u64 {
+        self.nat_exhausted.load(Ordering::Relaxed)
     }
 
     /// Connections, all zones.
@@ -502,7 +591,28 @@ fn seen(c: &Conn, bits: u8, zone: u16) -> CtOutcome {
         mark: c.mark.load(Ordering::Relaxed),
         label: c.label(),
         orig: Some(c.orig.tuple),
+        rewrite: None,
     }
+}
+
+/// `out` with the rewrite connection `c`'s NAT makes of a packet of it (of the
+/// reply direction when `reply`).
+fn with_rewrite(c: &Conn, mut out: CtOutcome, reply: bool) -> CtOutcome {
+    out.rewrite = c
+        .nat
+        .map(|(kind, translated)| nat::rewrite(kind, &c.orig.tuple, &translated, reply));
+    out
+}
+
+/// A connection's own number, to start its NAT search from.
+fn conn_seed(t: &Tuple) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher as _};
+    // Fixed, so that a client's connections tend to the same address.
+    let mut h = foldhash::fast::FixedState::default().build_hasher();
+    t.src.hash(&mut h);
+    let a = h.finish();
+    t.hash(&mut h);
+    (a & 0xffff_0000_0000_0000) | (h.finish() & 0x0000_ffff_ffff_ffff)
 }
 
 #[cfg(test)]
@@ -527,6 +637,7 @@ mod tests {
     const COMMIT: Commit = Commit {
         mark: None,
         label: None,
+        nat: None,
     };
 
     fn bits(o: &CtOutcome) -> String {
@@ -620,11 +731,13 @@ mod tests {
         let c = Commit {
             mark: Some((0x1234, 0xffff)),
             label: Some((1 << 100 | 5, u128::MAX)),
+            nat: None,
         };
         ct.execute(&a, 0, Some(&c), 0);
         let c2 = Commit {
             mark: Some((0xab00_0000, 0xff00_0000)),
             label: Some((0, 0xf)),
+            nat: None,
         };
         let o = ct.execute(&a, 0, Some(&c2), 1);
         assert_eq!((o.mark, o.label), (0xab00_1234, 1 << 100));

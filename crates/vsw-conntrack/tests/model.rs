@@ -339,6 +339,7 @@ proptest! {
                     let c = commit.map(|(mark, label)| Commit {
                         mark: Some((mark, u32::MAX)),
                         label: Some((label, u128::MAX)),
+                        nat: None,
                     });
                     let got = ct.execute(&pkt, zone, c.as_ref(), now);
                     prop_assert_eq!(

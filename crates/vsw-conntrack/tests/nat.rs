@@ -1,0 +1,213 @@
+//! NAT: every connection gets a translated tuple no other connection's reply
+//! holds; its packets are rewritten there and its replies back; a full range
+//! refuses the rest (counted), which stay new and uncommitted.
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+use vsw_conntrack::tuple::{IPPROTO_ICMP, IPPROTO_UDP};
+use vsw_conntrack::{
+    Commit, Conntrack, Ct, CtPacket, CtState, NatKind, NatRange, NatRewrite, Tuple,
+};
+
+fn pkt(t: Tuple) -> CtPacket {
+    CtPacket {
+        tuple: t,
+        ..CtPacket::default()
+    }
+}
+
+/// The packet `t` as rewritten by `r`.
+fn rewritten(mut t: Tuple, r: &NatRewrite) -> Tuple {
+    if let Some((a, p)) = r.src {
+        t.src = a;
+        t.src_port = p;
+        if t.proto == IPPROTO_ICMP {
+            t.dst_port = p;
+        }
+    }
+    if let Some((a, p)) = r.dst {
+        t.dst = a;
+        t.dst_port = p;
+        if t.proto == IPPROTO_ICMP {
+            t.src_port = p;
+        }
+    }
+    t
+}
+
+#[test]
+fn snat_rewrites_out_and_back_and_sets_its_bits() {
+    let ct = Conntrack::default();
+    let snat = Commit {
+        nat: Some(NatRange {
+            kind: NatKind::Src,
+            addr_min: 500,
+            addr_max: 500,
+            ports: None,
+        }),
+        ..Commit::default()
+    };
+    let out = Tuple {
+        src: 10,
+        dst: 20,
+        src_port: 4000,
+        dst_port: 53,
+        proto: IPPROTO_UDP,
+        ..Tuple::default()
+    };
+    let commit = Ct {
+        zone: 3,
+        commit: Some(&snat),
+        nat: true,
+    };
+    let first = ct.track(&pkt(out), &commit, 0);
+    assert_eq!(first.state.to_string(), "new|trk|snat");
+    let r = first.rewrite.unwrap();
+    assert_eq!(
+        r,
+        NatRewrite {
+            src: Some((500, 4000)),
+            dst: None
+        },
+        "the port kept"
+    );
+    // The reply, to the translated address: back to the client.
+    let translated = rewritten(out, &r);
+    let reply = translated.reverse().unwrap();
+    let lookup = Ct {
+        zone: 3,
+        commit: None,
+        nat: true,
+    };
+    let back = ct.track(&pkt(reply), &lookup, 1);
+    assert_eq!(back.state.to_string(), "est|rpl|trk|snat");
+    assert_eq!(
+        rewritten(reply, &back.rewrite.unwrap()),
+        out.reverse().unwrap()
+    );
+    // Without `nat` in the ct(), the packet is tracked but not rewritten.
+    let plain = ct.track(
+        &pkt(reply),
+        &Ct {
+            nat: false,
+            ..lookup
+        },
+        2,
+    );
+    assert_eq!(
+        (plain.state.to_string().as_str(), plain.rewrite),
+        ("est|rpl|trk", None)
+    );
+    // A second client on the same port takes another (ephemeral) port.
+    let other = Tuple { src: 11, ..out };
+    let second = ct.track(&pkt(other), &commit, 3).rewrite.unwrap();
+    let (addr, port) = second.src.unwrap();
+    assert_eq!(addr, 500);
+    assert!(port >= 1024 && port != 4000, "{port}");
+}
+
+#[test]
+fn dnat_balances_to_a_backend_and_answers_as_the_service() {
+    let ct = Conntrack::default();
+    let dnat = Commit {
+        nat: Some(NatRange {
+            kind: NatKind::Dst,
+            addr_min: 30,
+            addr_max: 32,
+            ports: Some((8080, 8080)),
+        }),
+        ..Commit::default()
+    };
+    let vip = Tuple {
+        src: 10,
+        dst: 99,
+        src_port: 4000,
+        dst_port: 80,
+        proto: IPPROTO_UDP,
+        ..Tuple::default()
+    };
+    let c = Ct {
+        zone: 0,
+        commit: Some(&dnat),
+        nat: true,
+    };
+    let o = ct.track(&pkt(vip), &c, 0);
+    assert_eq!(o.state.to_string(), "new|trk|dnat");
+    let to = rewritten(vip, &o.rewrite.unwrap());
+    assert!((30..=32).contains(&to.dst) && to.dst_port == 8080, "{to:?}");
+    let answer = ct.track(&pkt(to.reverse().unwrap()), &Ct { commit: None, ..c }, 1);
+    assert_eq!(answer.state.to_string(), "est|rpl|trk|dnat");
+    assert_eq!(
+        rewritten(to.reverse().unwrap(), &answer.rewrite.unwrap()),
+        vip.reverse().unwrap(),
+        "the client hears the service's address"
+    );
+    assert_eq!(answer.orig, Some(vip));
+}
+
+proptest! {
+    /// Clients (ICMP echo and UDP) SNATed into a pool of `addrs` × `ports`: every
+    /// committed connection's translated tuple is its own, each reply finds its
+    /// connection and is rewritten to the client; past the pool's size commits
+    /// are refused and counted.
+    #[test]
+    fn no_two_connections_share_a_translated_tuple(
+        clients in proptest::collection::vec((0u128..6, 1u16..6, any::<bool>()), 1..40),
+        addrs in 1u128..3,
+        ports in 1u16..4,
+    ) {
+        let ct = Conntrack::default();
+        let snat = Commit {
+            nat: Some(NatRange {
+                kind: NatKind::Src,
+                addr_min: 1000,
+                addr_max: 1000 + addrs - 1,
+                ports: Some((2000, 2000 + ports - 1)),
+            }),
+            ..Commit::default()
+        };
+        let c = Ct { zone: 0, commit: Some(&snat), nat: true };
+        let mut translated: HashSet<Tuple> = HashSet::new();
+        let (mut committed, mut refused) = (0usize, 0u64);
+        let mut seen: HashSet<Tuple> = HashSet::new();
+        for (host, port, icmp) in clients {
+            let t = if icmp {
+                Tuple { src: host, dst: 50, src_port: port, dst_port: port,
+                        proto: IPPROTO_ICMP, icmp_type: 8, ..Tuple::default() }
+            } else {
+                Tuple { src: host, dst: 50, src_port: port, dst_port: 53,
+                        proto: IPPROTO_UDP, ..Tuple::default() }
+            };
+            let first = seen.insert(t);
+            let before = ct.len();
+            let o = ct.track(&pkt(t), &c, 0);
+            prop_assert!(o.state.has(CtState::TRACKED));
+            if !first {
+                continue;
+            }
+            match o.rewrite {
+                Some(r) => {
+                    prop_assert_eq!(ct.len(), before + 1);
+                    committed += 1;
+                    let to = rewritten(t, &r);
+                    prop_assert!(translated.insert(to), "{:?} twice", to);
+                    let back = ct.track(&pkt(to.reverse().unwrap()), &Ct { commit: None, ..c }, 1);
+                    prop_assert!(back.state.has(CtState::REPLY));
+                    prop_assert_eq!(rewritten(to.reverse().unwrap(), &back.rewrite.unwrap()),
+                                    t.reverse().unwrap());
+                }
+                None => {
+                    refused += 1;
+                    prop_assert_eq!(ct.len(), before);
+                    prop_assert_eq!(o.state.to_string(), "new|trk");
+                }
+            }
+        }
+        // ICMP and UDP each have the pool (their tuples differ by protocol).
+        prop_assert!(committed as u128 <= 2 * addrs * u128::from(ports));
+        prop_assert_eq!(refused as usize + committed, seen.len());
+        // (Each refused packet is counted, the same client's again too.)
+        prop_assert!(ct.nat_exhausted() >= refused);
+    }
+}
