@@ -751,6 +751,9 @@ impl Ctx<'_, '_> {
                 );
                 return;
             }
+            if b.tunnel_port(of_port).is_some() {
+                self.push_pending_now();
+            }
             let native = match (b.tunnel_port(of_port), max_len) {
                 (Some(name), None) => self.tunnel_out(b, of_port, dp, name),
                 (Some(name), Some(n)) => {
@@ -1273,7 +1276,6 @@ impl Ctx<'_, '_> {
             self.emit(dp);
             return;
         }
-        self.push_pending_for(a);
         if self.popped.bare() && encap::sends(a) && !self.sends_to_ports(a) {
             self.step(
                 table,

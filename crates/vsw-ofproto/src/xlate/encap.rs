@@ -138,12 +138,11 @@ fn base_bits(shift: u32) -> u128 {
 }
 
 impl Ctx<'_, '_> {
-    /// Whether `a` sends a packet without Ethernet to ports that each decide:
-    /// only once its frame holds its header behind the placeholder (after a
-    /// `decap()` of Ethernet, or as an L3 tunnel port received it), not while an
-    /// `encap` is pending.
+    /// Whether `a` sends a packet without Ethernet to ports that each decide (a
+    /// tunnel port that carries it takes it, pushing a pending `encap` first; an
+    /// Ethernet port skips it).
     pub(super) fn sends_to_ports(&self, a: &Action) -> bool {
-        self.popped == Popped::EthernetDecapped && names_ports(a)
+        self.popped.bare() && names_ports(a)
     }
 
     /// Fails the translation (the packet is dropped and counted; nothing after
@@ -246,12 +245,12 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// Before `a`, an action that sends a packet whose `encap` is pending to
-    /// ports: the new header goes into the frame, behind a placeholder Ethernet
-    /// header, as after a `decap()` of Ethernet (a port that carries the packet
-    /// without Ethernet takes it so; an Ethernet port skips it).
-    pub(super) fn push_pending_for(&mut self, a: &Action) {
-        if self.popped == Popped::EncapPending && names_ports(a) {
+    /// Where a packet whose `encap` is pending leaves by a tunnel port: the new
+    /// header goes into the frame now, behind a placeholder Ethernet header, as
+    /// after a `decap()` of Ethernet (the tunnel's push takes the placeholder off;
+    /// what follows sees the packet so).
+    pub(super) fn push_pending_now(&mut self) {
+        if self.popped == Popped::EncapPending {
             self.push_pending();
             (self.key.dl_src, self.key.dl_dst) = (MacAddr::ZERO, MacAddr::ZERO);
             self.popped = Popped::EthernetDecapped;
