@@ -8,16 +8,17 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 use vsw_packet::key::hash_words;
-use vsw_packet::{FlowKey, KEY_WORDS};
+use vsw_packet::{FlowKey, COMMON_WORDS, KEY_WORDS};
 
 use crate::dpflow::DpFlow;
 
 type Packed = [u64; KEY_WORDS];
 
-/// Words of a subtable whose mask leaves the key's last word alone (the IPv6 label
-/// and the datapath's hash, which few flows match): it packs, hashes and compares
-/// those only. Two fixed widths, so that each probe's loops are unrolled.
-const NARROW: usize = KEY_WORDS - 1;
+/// Words of a subtable whose mask leaves the key's last words alone (the label slot,
+/// the datapath's hash and the connection tracker's fields, which few flows match):
+/// it packs, hashes and compares those only. Two fixed widths, so that each probe's
+/// loops are unrolled.
+const NARROW: usize = COMMON_WORDS;
 
 /// `key` under `mask`, its first `N` words (the rest are zero in the mask).
 #[inline(always)]
@@ -36,8 +37,8 @@ fn same<const N: usize>(a: &Packed, b: &FlowKey) -> bool {
     (0..N).fold(0, |acc, i| acc | (a[i] ^ b[i])) == 0
 }
 
-/// The words a subtable of `mask` looks at: [`NARROW`] unless its last word has a
-/// bit set.
+/// The words a subtable of `mask` looks at: [`NARROW`] unless one of its last words
+/// has a bit set.
 fn width(mask: &FlowKey) -> usize {
     if mask.words()[NARROW..].iter().all(|w| *w == 0) {
         NARROW

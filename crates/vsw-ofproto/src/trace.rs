@@ -136,6 +136,11 @@ fn exact(key: &FlowKey) -> Match {
         nw_tos: ones(k.nw_tos, u8::MAX),
         nw_ttl: ones(k.nw_ttl, u8::MAX),
         nw_frag: ones(k.nw_frag, u8::MAX),
+        ct_mark: ones(k.ct_mark, u32::MAX),
+        ct_zone: ones(k.ct_zone, u16::MAX),
+        ct_state: ones(k.ct_state, u8::MAX),
+        ct_nw_proto: ones(k.ct_nw_proto, u8::MAX),
+        ct_label: ones(k.ct_label, u128::MAX),
     };
     Match::new(*key, mask)
 }

@@ -37,7 +37,11 @@ const MAX_IPV6_EXTENSIONS: usize = 8;
 
 /// Words of a [`FlowKey`]: the classifier and the exact-match cache mask, hash and
 /// compare keys as this many `u64`s.
-pub const KEY_WORDS: usize = 17;
+pub const KEY_WORDS: usize = 20;
+
+/// The words before the ones few flows match (the label slot and `dp_hash`, and
+/// the connection tracker's fields): what most lookups pack, hash and compare.
+pub const COMMON_WORDS: usize = 16;
 
 /// What a rule can match on, laid out without padding so that it can be read as
 /// [`KEY_WORDS`] machine words ([`FlowKey::words`]).
@@ -115,6 +119,15 @@ pub struct FlowKey {
     /// ports) before a recirculation; 0 until then. A select group's buckets are
     /// chosen by its low bits on the next pass.
     pub dp_hash: u32,
+    /// What the connection tracker said of the packet at its last `ct` action (Open
+    /// vSwitch's `ct_*` fields, carried to the pass after it): the connection's mark,
+    /// its zone, `ct_state`'s bits, its original direction's protocol, and its
+    /// label. All 0 for a packet no `ct` has seen.
+    pub ct_mark: u32,
+    pub ct_zone: u16,
+    pub ct_state: u8,
+    pub ct_nw_proto: u8,
+    pub ct_label: u128,
 }
 
 // A member added to the key must keep it whole words: checked when compiling rather
@@ -210,6 +223,9 @@ const HASH_K: [u64; KEY_WORDS] = [
     0xba7c_9045_f12c_7f99,
     0x24a1_9947_b391_6cf7,
     0x0d95_748f_728e_b658,
+    0x7182_6e2d_ab98_9517,
+    0x9e37_79b9_7f4a_7c15,
+    0xc2b2_ae3d_27d4_eb4f,
 ];
 
 /// Hash of the first `n` words of a key (the exact-match cache and the classifier's

@@ -19,6 +19,6 @@ pub mod wire;
 pub use wire::ethernet;
 
 pub use ethernet::{EtherType, VlanTag};
-pub use key::{extract, FlowKey, Malformed, KEY_WORDS};
+pub use key::{extract, FlowKey, Malformed, COMMON_WORDS, KEY_WORDS};
 pub use mac::MacAddr;
 pub use vnet::VnetHdr;
