@@ -440,8 +440,9 @@ macro_rules! wide_reg_field {
 }
 
 /// How many of [`FIELDS`] are printed before the shorthand (`ip`, `tcp`, …), as
-/// Open vSwitch prints them.
-pub const LEADING_FIELDS: usize = 3;
+/// Open vSwitch prints them: `pkt_mark`, `conj_id`, the tracker's five and
+/// `packet_type`.
+pub const LEADING_FIELDS: usize = 8;
 
 /// Every match field, in printing order.
 pub static FIELDS: &[FieldDef] = &[
@@ -471,6 +472,84 @@ pub static FIELDS: &[FieldDef] = &[
         },
         shown: |_, m| m.pipeline.conj_id != 0,
         print: |v, _| v.pipeline.conj_id.to_string(),
+    },
+    // The connection tracker's fields (what the last `ct` said of the packet),
+    // printed as Open vSwitch prints them.
+    FieldDef {
+        name: "ct_state",
+        aliases: &[],
+        slot: "ct_state",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            (v.ct_state, m.ct_state) = crate::values::parse_ct_state(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.ct_state != 0,
+        print: |v, m| crate::values::format_ct_state(v.ct_state, m.ct_state),
+    },
+    FieldDef {
+        name: "ct_zone",
+        aliases: &[],
+        slot: "ct_zone",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            (v.ct_zone, m.ct_zone) = masked16(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.ct_zone != 0,
+        print: |v, m| {
+            if m.ct_zone == u16::MAX {
+                v.ct_zone.to_string()
+            } else {
+                format!("{}/{}", c_hex(v.ct_zone.into()), c_hex(m.ct_zone.into()))
+            }
+        },
+    },
+    FieldDef {
+        name: "ct_mark",
+        aliases: &[],
+        slot: "ct_mark",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, u128::from(u32::MAX))?;
+            (v.ct_mark, m.ct_mark) = ((val & mask) as u32, mask as u32);
+            Ok(())
+        },
+        shown: |_, m| m.ct_mark != 0,
+        print: |v, m| format_u32(v.ct_mark, m.ct_mark),
+    },
+    FieldDef {
+        name: "ct_label",
+        aliases: &[],
+        slot: "ct_label",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_masked_uint(n, t, u128::MAX)?;
+            (v.ct_label, m.ct_label) = (val & mask, mask);
+            Ok(())
+        },
+        shown: |_, m| m.ct_label != 0,
+        print: |v, m| {
+            let (val, mask) = (v.ct_label, m.ct_label);
+            if mask == u128::MAX {
+                format!("{val:#x}")
+            } else {
+                format!("{val:#x}/{mask:#x}")
+            }
+        },
+    },
+    FieldDef {
+        name: "ct_nw_proto",
+        aliases: &[],
+        slot: "ct_nw_proto",
+        needs: Needs::Nothing,
+        parse: |n, t, v, m, _| {
+            v.ct_nw_proto = parse_uint(n, t, 0xff)? as u8;
+            m.ct_nw_proto = u8::MAX;
+            Ok(())
+        },
+        shown: |_, m| m.ct_nw_proto != 0,
+        print: |v, _| v.ct_nw_proto.to_string(),
     },
     // A packet's type (OpenFlow 1.5's): `(NS,TYPE)`, exact; (1,T) says the
     // Ethernet type T too, which is then not printed (as Open vSwitch prints it).
@@ -1130,6 +1209,11 @@ mod tests {
             "tcp_flags" => "+syn-ack",
             "pkt_mark" => "0x5/0xff",
             "conj_id" => "7",
+            "ct_state" => "+est+trk",
+            "ct_zone" => "5",
+            "ct_mark" => "0x5/0xff",
+            "ct_label" => "0x1/0x1",
+            "ct_nw_proto" => "6",
             "mpls_label" => "1000",
             "mpls_tc" => "5",
             "mpls_ttl" => "63",
@@ -1164,6 +1248,52 @@ mod tests {
             Needs::Nsh => "dl_type=0x894f,",
         };
         (value, shorthand)
+    }
+
+    /// The connection tracker's fields read and print as Open vSwitch writes them.
+    #[test]
+    fn the_ct_fields_read_and_print_as_open_vswitch_writes_them() {
+        for (text, printed) in [
+            ("ct_state=+trk+new", "ct_state=+new+trk"),
+            ("ct_state=-trk", "ct_state=-trk"),
+            ("ct_state=+est-rel+trk-inv", "ct_state=+est-rel-inv+trk"),
+            ("ct_state=new|trk", "ct_state=new|trk"),
+            ("ct_state=0x21/0x21", "ct_state=+new+trk"),
+            ("ct_state=0", "ct_state=0"),
+            ("ct_zone=1", "ct_zone=1"),
+            ("ct_mark=0x1", "ct_mark=0x1"),
+            ("ct_mark=0x2/0x3", "ct_mark=0x2/0x3"),
+            ("ct_label=0x1", "ct_label=0x1"),
+            (
+                "ct_label=0x80000000000000000000000000000000/0x80000000000000000000000000000000",
+                "ct_label=0x80000000000000000000000000000000/0x80000000000000000000000000000000",
+            ),
+            ("ct_nw_proto=17", "ct_nw_proto=17"),
+        ] {
+            let flow = parse_flow(&format!("{text},actions=drop"), &no_ports).unwrap();
+            assert_eq!(
+                format_flow(&flow),
+                format!("priority=32768,{printed},actions=drop"),
+                "{text}"
+            );
+        }
+        let flow = parse_flow("ct_state=+trk,ct_zone=3,ip,actions=drop", &no_ports).unwrap();
+        let (v, m) = (flow.matcher.value(), flow.matcher.mask());
+        assert_eq!(
+            (v.ct_state, m.ct_state, v.ct_zone, m.ct_zone),
+            (0x20, 0x20, 3, 0xffff)
+        );
+        for bad in [
+            "ct_state=+foo",
+            "ct_state=+trk+trk",
+            "ct_state=0x100",
+            "ct_zone=65536",
+        ] {
+            assert!(
+                parse_flow(&format!("{bad},actions=drop"), &no_ports).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -230,3 +230,76 @@ pub(crate) fn format_mac(val: MacAddr, mask: MacAddr) -> String {
         format!("{val}/{mask}")
     }
 }
+
+/// `ct_state`'s bits in Open vSwitch's order and names.
+pub(crate) const CT_STATE_NAMES: [(&str, u8); 8] = [
+    ("new", 0x01),
+    ("est", 0x02),
+    ("rel", 0x04),
+    ("rpl", 0x08),
+    ("inv", 0x10),
+    ("trk", 0x20),
+    ("snat", 0x40),
+    ("dnat", 0x80),
+];
+
+/// `ct_state=+trk+new-est` (the bits named, set or clear), `new|trk` (exactly
+/// these), or a number with an optional mask.
+pub(crate) fn parse_ct_state(field: &str, v: &str) -> Result<(u8, u8), FlowSyntaxError> {
+    let name_bit = |name: &str| {
+        CT_STATE_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b)
+            .ok_or_else(|| bad(field, v, format!("unknown connection state '{name}'")))
+    };
+    if v.starts_with(['+', '-']) {
+        let (mut val, mut mask) = (0u8, 0u8);
+        let mut rest = v;
+        while let Some(sign) = rest.chars().next() {
+            let body = &rest[1..];
+            let end = body.find(['+', '-']).unwrap_or(body.len());
+            let bit = name_bit(&body[..end])?;
+            if mask & bit != 0 {
+                return Err(bad(field, v, "a state named twice"));
+            }
+            if sign == '+' {
+                val |= bit;
+            }
+            mask |= bit;
+            rest = &body[end..];
+        }
+        return Ok((val, mask));
+    }
+    if v.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        let mut val = 0u8;
+        for name in v.split('|') {
+            val |= name_bit(name)?;
+        }
+        return Ok((val, u8::MAX));
+    }
+    let (val, mask) = parse_masked_uint(field, v, 0xff)?;
+    Ok(((val & mask) as u8, mask as u8))
+}
+
+/// As Open vSwitch prints `ct_state`: every bit given as `+name`/`-name`, lowest
+/// first; an exact match as the names set joined by `|` (`0` for none).
+pub(crate) fn format_ct_state(v: u8, m: u8) -> String {
+    if m == u8::MAX {
+        let names: Vec<&str> = CT_STATE_NAMES
+            .iter()
+            .filter(|(_, b)| v & b != 0)
+            .map(|(n, _)| *n)
+            .collect();
+        return if names.is_empty() {
+            "0".into()
+        } else {
+            names.join("|")
+        };
+    }
+    CT_STATE_NAMES
+        .iter()
+        .filter(|(_, b)| m & b != 0)
+        .map(|(n, b)| format!("{}{n}", if v & b != 0 { '+' } else { '-' }))
+        .collect()
+}
