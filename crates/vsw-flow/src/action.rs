@@ -157,6 +157,11 @@ pub enum Action {
     /// Decrement the outermost entry's TTL; a packet whose TTL runs out is dropped
     /// (`dec_mpls_ttl`).
     DecMplsTtl,
+    /// `ct(…)`: the connection tracker's verdict on the packet (and a commit, NAT,
+    /// a recirculation to `table`).
+    Ct(Box<crate::ct_action::CtAction>),
+    /// `ct_clear`: the packet as no `ct` had seen it.
+    CtClear,
     /// Every other field OpenFlow's set-field writes (`set_field:V->F`, and
     /// `mod_nw_ecn`, `mod_nw_ttl`), and the TTL copies of IP-in-IP (`copy_ttl_out`,
     /// `copy_ttl_in`).
@@ -1062,6 +1067,25 @@ static SET_MPLS_TTL: ActionDef = ActionDef {
     rewrites: true,
     build: |n, a, _| Ok(Action::SetMplsTtl(parse_uint(n, arg(n, a)?, 255)? as u8)),
 };
+static CT: ActionDef = ActionDef {
+    name: "ct",
+    aliases: &[],
+    // Open vSwitch refuses ct() of a packet that is not IP (MATCH_INCONSISTENT).
+    needs: Needs::Ip,
+    rewrites: true,
+    build: |_, a, _| {
+        Ok(Action::Ct(Box::new(crate::ct_action::parse_ct(
+            a.unwrap_or(""),
+        )?)))
+    },
+};
+static CT_CLEAR: ActionDef = ActionDef {
+    name: "ct_clear",
+    aliases: &[],
+    needs: Needs::Nothing,
+    rewrites: true,
+    build: |n, a, _| bare(n, a, Action::CtClear),
+};
 static DEC_MPLS_TTL: ActionDef = ActionDef {
     name: "dec_mpls_ttl",
     aliases: &[],
@@ -1368,6 +1392,8 @@ pub static ACTIONS: &[&ActionDef] = &[
     &SET_MPLS_TC,
     &SET_MPLS_TTL,
     &DEC_MPLS_TTL,
+    &CT,
+    &CT_CLEAR,
 ];
 
 /// The action written under `name`, in either case (as `ovs-ofctl` takes it).
@@ -1419,6 +1445,8 @@ impl Action {
             Action::SetMplsTc(_) => &SET_MPLS_TC,
             Action::SetMplsTtl(_) => &SET_MPLS_TTL,
             Action::DecMplsTtl => &DEC_MPLS_TTL,
+            Action::Ct(_) => &CT,
+            Action::CtClear => &CT_CLEAR,
             Action::SetField(FieldWrite::IpEcn(_)) => &MOD_NW_ECN,
             Action::SetField(FieldWrite::NwTtl(_)) => &MOD_NW_TTL,
             Action::SetField(FieldWrite::CopyTtlOut) => &COPY_TTL_OUT,
@@ -1448,6 +1476,7 @@ impl Action {
     /// Its argument as written, if it has one.
     pub fn argument(&self) -> Option<String> {
         match self {
+            Action::Ct(ct) => Some(ct.format_args()),
             Action::Output(p) | Action::Group(p) | Action::Meter(p) | Action::SetQueue(p) => {
                 Some(p.to_string())
             }
@@ -1583,6 +1612,7 @@ impl Action {
             | Action::StripVlan
             | Action::DecTtl
             | Action::DecMplsTtl
+            | Action::CtClear
             | Action::PopPbb
             | Action::DecNshTtl
             | Action::Exit
@@ -1704,6 +1734,7 @@ impl fmt::Display for Action {
                         | Action::DecTtlIds(_)
                         | Action::Encap(_)
                         | Action::Decap(_)
+                        | Action::Ct(_)
                         | Action::SetMplsLabel(_)
                         | Action::SetMplsTc(_)
                         | Action::SetMplsTtl(_)

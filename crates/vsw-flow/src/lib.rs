@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod classifier;
+pub mod ct_action;
 mod error;
 pub mod fields;
 pub mod group;

@@ -361,6 +361,15 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         if let Action::Learn(l) = a {
             l.check(matcher)?;
         }
+        // Read and printed, refused until the datapath carries the tracker out (a
+        // rule taken and then not done would be worse than a refusal).
+        if matches!(a, Action::Ct(_) | Action::CtClear) {
+            return Err(values::bad(
+                a.def().name,
+                &a.to_string(),
+                "connection tracking is not in vsw's datapath yet (vsw-conntrack is built; its action is not)",
+            ));
+        }
     }
     if let Some(m) = matcher {
         check_needs(actions, m)?;

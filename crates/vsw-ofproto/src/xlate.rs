@@ -176,6 +176,9 @@ pub enum XlateError {
     /// MPLS without Ethernet, bare L3).
     #[error("{0}: dropped")]
     Nsh(&'static str),
+    /// An action the datapath does not carry out yet.
+    #[error("{0}() is not carried out by the datapath yet: dropped")]
+    NotCarried(&'static str),
 }
 
 /// What a pop took off, leaving the key blind to what is behind it; or an NSH
@@ -1292,6 +1295,16 @@ impl Ctx<'_, '_> {
             Action::Encap(ref e) => self.encap(e, table),
             Action::Decap(pt) => self.decap(pt, table),
             Action::DecNshTtl => self.dec_nsh_ttl(table),
+            // Refused when a rule is installed (vsw-flow's check_actions): the
+            // datapath does not carry the tracker out yet.
+            Action::Ct(_) | Action::CtClear => {
+                self.step(
+                    table,
+                    format!("{a}: connection tracking is not in the datapath yet: dropped"),
+                );
+                self.out.error = Some(XlateError::NotCarried("ct"));
+                self.exiting = true;
+            }
             // Never back out of the port it came in on: that is IN_PORT.
             Action::Output(p) => {
                 if p != k.in_port {
@@ -2080,6 +2093,8 @@ impl Ctx<'_, '_> {
             | Action::Encap(_)
             | Action::Decap(_)
             | Action::DecNshTtl
+            | Action::Ct(_)
+            | Action::CtClear
             | Action::Sample(_) => None,
         }
     }

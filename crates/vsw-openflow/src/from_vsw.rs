@@ -725,6 +725,8 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 }),
             ))),
             VswAction::DecNshTtl => apply.push(Action::Nx(NxAction::DecNshTtl)),
+            // Refused on every way in (vsw-flow's check_actions): no rule holds one.
+            VswAction::Ct(_) | VswAction::CtClear => {}
             VswAction::Sample(sa) => apply.push(Action::Nx(NxAction::Sample {
                 // As Open vSwitch: the oldest form that says it all.
                 subtype: match (sa.sampling_port, sa.direction) {
