@@ -98,6 +98,7 @@ impl Datapath {
             kick_cv: Condvar::new(),
             punts: Arc::new(PuntQueues::new()),
             meters: Meters::default(),
+            conntrack: Arc::new(vsw_conntrack::Conntrack::default()),
             decap_drops: Arc::default(),
         });
         // Measured before the PMDs start so that no PMD ever waits for it.
@@ -291,6 +292,11 @@ impl Datapath {
     /// changes the slow path's inputs from outside a request: the tunnels' state).
     pub fn revalidation_kick(&self) -> RevalidationKick {
         RevalidationKick(Arc::downgrade(&self.shared))
+    }
+
+    /// The connection tracker of this datapath's `Ct` actions.
+    pub fn conntrack(&self) -> Arc<vsw_conntrack::Conntrack> {
+        self.shared.conntrack.clone()
     }
 
     /// What this datapath's `TunnelPop` actions refused, by reason.

@@ -134,6 +134,29 @@ pub enum DpAction {
     /// here (as `Recirc`). A packet decapsulation refuses is dropped and counted by
     /// reason.
     TunnelPop(crate::tunnel_pop::Pop),
+    /// Stages a mark for the next `Ct`'s commit (`ct(commit,exec(set_field:…->ct_mark))`):
+    /// the bits of `mask` set to `value`'s.
+    CtMark {
+        value: u32,
+        mask: u32,
+    },
+    /// Stages half of a label for the next `Ct`'s commit: the high 64 bits when
+    /// `high`, else the low.
+    CtLabel {
+        high: bool,
+        value: u64,
+        mask: u64,
+    },
+    /// Tracks the packet in `zone` (Open vSwitch's `ct`), committing its connection
+    /// when `commit` with what the `CtMark`/`CtLabel` before it staged: the
+    /// tracker's verdict becomes the packet's `ct_*` fields, which the passes
+    /// after it (a `Recirc`) are looked up by.
+    Ct {
+        zone: u16,
+        commit: bool,
+    },
+    /// The packet as no `Ct` had seen it (`ct_clear`).
+    CtClear,
 }
 
 impl DpAction {
@@ -221,6 +244,16 @@ impl fmt::Display for DpAction {
             DpAction::Hash => f.write_str("hash(l4(0))"),
             DpAction::Recirc(id) => write!(f, "recirc(0x{id:x})"),
             DpAction::TunnelPush(n) => write!(f, "tnl_push(header({n}))"),
+            DpAction::CtMark { value, mask } => write!(f, "ct_mark(0x{value:x}/0x{mask:x})"),
+            DpAction::CtLabel { high, value, mask } => {
+                let half = if *high { "hi" } else { "lo" };
+                write!(f, "ct_label_{half}(0x{value:x}/0x{mask:x})")
+            }
+            DpAction::Ct { zone, commit } => {
+                let c = if *commit { "commit," } else { "" };
+                write!(f, "ct({c}zone={zone})")
+            }
+            DpAction::CtClear => f.write_str("ct_clear"),
             DpAction::TunnelPop(p) => {
                 let kind = if p.geneve { "genev_sys" } else { "vxlan_sys" };
                 write!(f, "tnl_pop({kind}_{}", p.udp_port)?;

@@ -8,6 +8,7 @@
 
 pub mod assign;
 pub mod clock;
+mod ct;
 pub mod datapath;
 pub mod dpaction;
 pub mod dpflow;

@@ -319,6 +319,8 @@ pub(crate) struct Shared {
     pub meters: crate::meter::Meters,
     /// What `TunnelPop` refused, by reason (tunnel_pop.rs).
     pub decap_drops: Arc<crate::tunnel_pop::DecapDrops>,
+    /// The connection tracker `Ct` actions ask (one per datapath: every zone).
+    pub conntrack: Arc<vsw_conntrack::Conntrack>,
 }
 
 impl Shared {

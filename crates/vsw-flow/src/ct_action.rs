@@ -447,14 +447,29 @@ mod tests {
             assert_eq!(ct.format_args(), printed, "{text}");
             assert_eq!(parse_ct(printed).unwrap(), ct, "{text}");
         }
-        // Read as actions, but refused in a rule until the datapath carries them out.
+        // In rules: what the datapath carries out; NAT, force and helpers refused.
         let no_ports = |_: &str| None;
-        for text in ["ip,actions=ct(commit,zone=1)", "actions=ct_clear"] {
+        for text in [
+            "ip,actions=ct(commit,zone=1)",
+            "actions=ct_clear",
+            "ipv6,actions=ct(table=3)",
+        ] {
+            assert!(crate::syntax::parse_flow(text, &no_ports).is_ok(), "{text}");
+        }
+        for text in [
+            "ip,actions=ct(commit,nat(src=10.0.0.1))",
+            "ip,actions=ct(commit,force)",
+            "ip,actions=ct(commit,alg=ftp)",
+        ] {
             let e = crate::syntax::parse_flow(text, &no_ports)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("not in vsw's datapath yet"), "{text}: {e}");
         }
+        assert!(
+            crate::syntax::parse_flow("arp,actions=ct(commit)", &no_ports).is_err(),
+            "ct needs IP"
+        );
         let build = |name: &str, arg| {
             let def = crate::action::action(name).unwrap();
             def.build(name, arg, &no_ports).unwrap().to_string()

@@ -361,14 +361,25 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         if let Action::Learn(l) = a {
             l.check(matcher)?;
         }
-        // Read and printed, refused until the datapath carries the tracker out (a
-        // rule taken and then not done would be worse than a refusal).
-        if matches!(a, Action::Ct(_) | Action::CtClear) {
-            return Err(values::bad(
-                a.def().name,
-                &a.to_string(),
-                "connection tracking is not in vsw's datapath yet (vsw-conntrack is built; its action is not)",
-            ));
+        // Read and printed, refused until the datapath carries them out (a rule
+        // taken and then not done would be worse than a refusal).
+        if let Action::Ct(ct) = a {
+            let missing = if ct.nat.is_some() {
+                Some("nat")
+            } else if ct.force {
+                Some("force")
+            } else if ct.alg != 0 {
+                Some("alg")
+            } else {
+                None
+            };
+            if let Some(what) = missing {
+                return Err(values::bad(
+                    "ct",
+                    &a.to_string(),
+                    format!("ct's {what} is not in vsw's datapath yet"),
+                ));
+            }
         }
     }
     if let Some(m) = matcher {

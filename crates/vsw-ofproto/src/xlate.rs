@@ -1295,15 +1295,10 @@ impl Ctx<'_, '_> {
             Action::Encap(ref e) => self.encap(e, table),
             Action::Decap(pt) => self.decap(pt, table),
             Action::DecNshTtl => self.dec_nsh_ttl(table),
-            // Refused when a rule is installed (vsw-flow's check_actions): the
-            // datapath does not carry the tracker out yet.
-            Action::Ct(_) | Action::CtClear => {
-                self.step(
-                    table,
-                    format!("{a}: connection tracking is not in the datapath yet: dropped"),
-                );
-                self.out.error = Some(XlateError::NotCarried("ct"));
-                self.exiting = true;
+            Action::Ct(ref ct) => self.ct(ct, table),
+            Action::CtClear => {
+                self.emit(DpAction::CtClear);
+                self.forget_conntrack();
             }
             // Never back out of the port it came in on: that is IN_PORT.
             Action::Output(p) => {
@@ -2450,6 +2445,89 @@ impl Ctx<'_, '_> {
             return false;
         };
         native.egress.packet_type_mode(name) == vsw_packet::tunnel::PacketTypeMode::LegacyL3
+    }
+
+    /// `ct(…)` (Open vSwitch's `compose_conntrack_action`): the datapath asks the
+    /// tracker (committing, with the mark and label `exec` writes); the rest of
+    /// this pass sees the packet as untracked; with `table=T` the packet is looked
+    /// up again, with the tracker's verdict, from table T (what followed the `ct`
+    /// runs after that table's actions, on the next pass).
+    fn ct(&mut self, ct: &vsw_flow::ct_action::CtAction, table: u8) {
+        use vsw_flow::ct_action::{CtExec, CtZone};
+        if ct.nat.is_some() || ct.force || ct.alg != 0 {
+            // Refused when the rule went in (vsw-flow's check_actions).
+            self.step(
+                table,
+                format!("ct({}): not carried out yet: dropped", ct.format_args()),
+            );
+            self.out.error = Some(XlateError::NotCarried("ct"));
+            self.exiting = true;
+            return;
+        }
+        let zone = match ct.zone {
+            CtZone::Imm(z) => z,
+            CtZone::Field(sf) => {
+                self.looked_at(sf.field, sf.mask());
+                sf.read(&self.key) as u16
+            }
+        };
+        if ct.commit {
+            for e in &ct.exec {
+                match *e {
+                    CtExec::Mark(value, mask) => self.emit(DpAction::CtMark { value, mask }),
+                    CtExec::Label(value, mask) => {
+                        for high in [true, false] {
+                            let shift = if high { 64 } else { 0 };
+                            let (v, m) = ((value >> shift) as u64, (mask >> shift) as u64);
+                            if m != 0 {
+                                self.emit(DpAction::CtLabel {
+                                    high,
+                                    value: v,
+                                    mask: m,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.emit(DpAction::Ct {
+            zone,
+            commit: ct.commit,
+        });
+        self.step(
+            table,
+            format!("ct({}): tracked in zone {zone}", ct.format_args()),
+        );
+        self.forget_conntrack();
+        let Some(next) = ct.table else {
+            return;
+        };
+        if !self.in_one_rest() || !self.env.may_freeze {
+            self.out.error = Some(XlateError::MplsNested);
+            self.step(table, format!("{}", XlateError::MplsNested));
+            return;
+        }
+        self.paused = Some(Paused {
+            note: None,
+            meter: None,
+            table: next,
+            frames: vec![Frame {
+                table: next,
+                rule: None,
+                actions: vec![Action::Resubmit {
+                    port: None,
+                    table: Some(next),
+                }],
+            }],
+        });
+    }
+
+    /// The packet as no `ct` has seen it, for what follows in this pass (Open
+    /// vSwitch's `flow_clear_conntrack`).
+    fn forget_conntrack(&mut self) {
+        let k = &mut self.key;
+        (k.ct_state, k.ct_zone, k.ct_mark, k.ct_label, k.ct_nw_proto) = (0, 0, 0, 0, 0);
     }
 
     /// A MAC-learning switch: learn the source, send to where the destination was

@@ -727,6 +727,7 @@ impl Worker {
                 Origin {
                     in_port: p.in_port,
                     tunnel: Default::default(),
+                    ct: Default::default(),
                 },
                 Some(&mut again),
             );
@@ -839,13 +840,18 @@ fn process_batch(
                     | DpAction::Hash
                     | DpAction::Recirc(_)
                     | DpAction::TunnelPush(_)
-                    | DpAction::TunnelPop(_) => {}
+                    | DpAction::TunnelPop(_)
+                    | DpAction::CtMark { .. }
+                    | DpAction::CtLabel { .. }
+                    | DpAction::Ct { .. }
+                    | DpAction::CtClear => {}
                 }
             }
         } else if scratch.load(pkt.data, pkt.meta.vlan, pkt.meta.vnet).is_ok() {
             let from = Origin {
                 in_port,
                 tunnel: pkt.meta.tunnel,
+                ct: Default::default(),
             };
             if flow.recirculates {
                 // Its later passes count in the tally too: the flow is held on its

@@ -14,6 +14,7 @@ use vsw_packet::{extract, FlowKey, VnetHdr};
 
 use super::outputs::Outputs;
 use super::{Finder, Tally, MAX_REWRITE_FRAME};
+use crate::ct::CtMeta;
 use crate::dpaction::{MAX_RECIRC_DEPTH, MAX_SAVED};
 use crate::dpflow::{DpAction, DpFlow};
 use crate::egress::Push;
@@ -85,11 +86,13 @@ impl SavedCopies {
     }
 }
 
-/// Where a packet came from: its port, and the tunnel it came through.
+/// Where a packet came from: its port, the tunnel it came through, and what the
+/// connection tracker said of it (`ct_*`, after a `Ct`).
 #[derive(Clone, Copy)]
 pub(super) struct Origin {
     pub(super) in_port: u32,
     pub(super) tunnel: TunnelKey,
+    pub(super) ct: CtMeta,
 }
 
 /// Runs actions that change the packet, in order, on the copy in `scratch`: each
@@ -160,6 +163,7 @@ impl Pass<'_, '_, '_> {
             }
         }
         from.tunnel.write_into(again.key);
+        from.ct.write_into(again.key);
         again.key.recirc_id = id;
         again.key.dp_hash = dp_hash;
         again.finder.counters.recirculations += 1;
@@ -316,7 +320,26 @@ impl Pass<'_, '_, '_> {
         Some(Origin {
             in_port,
             tunnel: key,
+            // Decapsulated: a packet no `Ct` has seen.
+            ct: CtMeta::default(),
         })
+    }
+
+    /// The tracker's verdict on the packet as it is now, in `zone` (committing its
+    /// connection with `commit`).
+    fn track(&mut self, in_port: u32, zone: u16, commit: Option<&vsw_conntrack::Commit>) -> CtMeta {
+        let mut k = FlowKey::default();
+        let data = self.scratch.data();
+        let pkt = extract(data, in_port, None, &mut k)
+            .ok()
+            .and_then(|()| crate::ct::ct_packet(data, &k));
+        match pkt {
+            Some(p) => {
+                let now_ms = self.outputs.tally.now_us / 1000;
+                CtMeta::of(&self.shared.conntrack.execute(&p, zone, commit, now_ms))
+            }
+            None => CtMeta::invalid(zone),
+        }
     }
 
     /// Runs `actions`, `depth` recirculations deep; returns early when the packet
@@ -331,7 +354,10 @@ impl Pass<'_, '_, '_> {
         let Origin {
             in_port,
             mut tunnel,
+            mut ct,
         } = from;
+        // What `CtMark`/`CtLabel` staged for the next `Ct`'s commit.
+        let mut staged = vsw_conntrack::Commit::default();
         let mut dp_hash = 0u32;
         // The packet's key as a `Hash` extracted it, while nothing changed the
         // packet since: the recirculation after it need not extract it again.
@@ -554,7 +580,12 @@ impl Pass<'_, '_, '_> {
                             // copy; then the copy is done.
                             let end = end_of_copy(actions, at);
                             let rest = &actions[at - 1..end];
-                            self.push_parts(rest, headers, Origin { in_port, tunnel }, plan, depth);
+                            let from = Origin {
+                                in_port,
+                                tunnel,
+                                ct,
+                            };
+                            self.push_parts(rest, headers, from, plan, depth);
                             at = end;
                             Ok(())
                         }
@@ -577,6 +608,32 @@ impl Pass<'_, '_, '_> {
                         }
                     }
                 }
+                DpAction::CtMark { value, mask } => {
+                    staged.mark = Some((value, mask));
+                    Ok(())
+                }
+                DpAction::CtLabel { high, value, mask } => {
+                    let (v, m) = staged.label.unwrap_or((0, 0));
+                    let (value, mask) = (u128::from(value), u128::from(mask));
+                    staged.label = Some(if high {
+                        (
+                            (v & !(u128::from(u64::MAX) << 64)) | value << 64,
+                            m | mask << 64,
+                        )
+                    } else {
+                        ((v & (u128::from(u64::MAX) << 64)) | value, m | mask)
+                    });
+                    Ok(())
+                }
+                DpAction::Ct { zone, commit } => {
+                    ct = self.track(in_port, zone, commit.then_some(&staged));
+                    staged = vsw_conntrack::Commit::default();
+                    Ok(())
+                }
+                DpAction::CtClear => {
+                    ct = CtMeta::default();
+                    Ok(())
+                }
                 DpAction::TunnelPop(p) => {
                     // Refused (counted): this copy goes no further, what follows
                     // the copy's end runs as it would.
@@ -591,7 +648,11 @@ impl Pass<'_, '_, '_> {
                     Ok(())
                 }
                 DpAction::Recirc(id) => {
-                    let from = Origin { in_port, tunnel };
+                    let from = Origin {
+                        in_port,
+                        tunnel,
+                        ct,
+                    };
                     let next = self.next_flow(id, from, dp_hash, depth, parsed.take());
                     if let Some(flow) = next {
                         // A pass that ends early (a meter's drop, a TTL run out)
