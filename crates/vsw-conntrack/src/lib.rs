@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod dump;
 pub mod nat;
 pub mod state;
 pub mod tcp;

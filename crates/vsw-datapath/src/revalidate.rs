@@ -221,9 +221,13 @@ fn run(shared: &Shared, stop: &std::sync::atomic::AtomicBool, config: Revalidato
             break;
         }
         next = Instant::now() + interval;
-        if let Err(e) = pass(shared, crate::clock::now_ms(), config.max_idle_ms) {
+        let now_ms = crate::clock::now_ms();
+        if let Err(e) = pass(shared, now_ms, config.max_idle_ms) {
             tracing::warn!(error = %e, "revalidator pass failed");
         }
+        // Connections no packet looked up since they expired (a lookup takes
+        // an expired one out itself); the PMDs wait for nothing of this.
+        shared.conntrack.sweep(now_ms);
     }
 }
 

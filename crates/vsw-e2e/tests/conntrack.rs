@@ -57,6 +57,46 @@ fn a_stateful_firewall_lets_answers_in_and_new_connections_from_outside_not() {
         outside.iperf_to(&inside, 1).is_err(),
         "TCP from outside got in"
     );
+    // The connections, as Open vSwitch's dpctl/dump-conntrack prints them.
+    let dump = d.appctl_ok(&["dpctl/dump-conntrack"]);
+    let icmp = format!(
+        "icmp,orig=(src={a},dst={b},id=",
+        a = inside.addr,
+        b = outside.addr
+    );
+    assert!(
+        dump.contains(&icmp) && dump.contains(",zone=7,mark=42"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("tcp,orig=") && dump.contains("protoinfo=(state="),
+        "{dump}"
+    );
+    assert_eq!(d.appctl_ok(&["dpctl/dump-conntrack", "zone=8"]), "");
+    let n: usize = d
+        .appctl_ok(&["dpctl/ct-get-nconns"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        n >= 3,
+        "the pings, iperf3's control and data connections: {n}"
+    );
+    // A full table takes no new connection: the answer to a ping is new then,
+    // and from outside.
+    d.appctl_ok(&["dpctl/flush-conntrack", "zone=7"]);
+    assert_eq!(d.appctl_ok(&["dpctl/ct-get-nconns"]).trim(), "0");
+    d.appctl_ok(&["dpctl/ct-set-maxconns", "0"]);
+    assert!(
+        !inside.ping(&outside, 2),
+        "answers got in with nothing committed"
+    );
+    d.appctl_ok(&["dpctl/ct-set-maxconns", "3000000"]);
+    assert!(inside.ping(&outside, 2));
+    assert_eq!(
+        d.appctl_ok(&["dpctl/ct-get-tcp-seq-chk"]),
+        "TCP sequence checking: enabled\n"
+    );
     // What the datapath runs: the tracker, then a second pass.
     let dp = d.ctl_ok(&["dump-dp-flows"]);
     assert!(dp.contains("ct(zone=7)") && dp.contains("recirc("), "{dp}");

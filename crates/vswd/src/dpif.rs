@@ -125,6 +125,8 @@ pub struct Dpif {
     stop: Arc<AtomicBool>,
     /// The tunnels' state: routes, neighbours, tunnel ports, TLV maps.
     tunnels: Arc<TunnelWorld>,
+    /// The datapath's connection tracker (`dpctl/*conntrack*`).
+    conntrack: Arc<vsw_conntrack::Conntrack>,
 }
 
 impl Dpif {
@@ -177,7 +179,9 @@ impl Dpif {
             .name("tunnel-neigh".into())
             .spawn(move || ask_for_neighbours(&world, &asking_backer, &punts, &halt))
             .map_err(DatapathError::Spawn)?;
+        let conntrack = dp.conntrack();
         Ok(Arc::new(Dpif {
+            conntrack,
             dp: Mutex::new(dp),
             backer,
             numbers: Mutex::new(PortNumbers::default()),
@@ -186,6 +190,11 @@ impl Dpif {
             stop,
             tunnels,
         }))
+    }
+
+    /// The datapath's connection tracker.
+    pub fn conntrack(&self) -> &Arc<vsw_conntrack::Conntrack> {
+        &self.conntrack
     }
 
     /// The tunnels' state its ports open in.

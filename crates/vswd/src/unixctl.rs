@@ -36,7 +36,15 @@ pub struct Context {
 
 /// The commands, with their arguments as `list-commands` shows them.
 const COMMANDS: &[(&str, &str)] = &[
+    ("dpctl/ct-disable-tcp-seq-chk", "[dp]"),
+    ("dpctl/ct-enable-tcp-seq-chk", "[dp]"),
+    ("dpctl/ct-get-maxconns", "[dp]"),
+    ("dpctl/ct-get-nconns", "[dp]"),
+    ("dpctl/ct-get-tcp-seq-chk", "[dp]"),
+    ("dpctl/ct-set-maxconns", "[dp] maxconns"),
+    ("dpctl/dump-conntrack", "[dp] [zone=N]"),
     ("dpctl/dump-flows", "[dp]"),
+    ("dpctl/flush-conntrack", "[dp] [zone=N]"),
     ("dpif-netdev/pmd-rxq-rebalance", "[dp]"),
     ("dpif-netdev/pmd-rxq-show", "[dp]"),
     ("dpif-netdev/pmd-stats-clear", "[dp]"),
@@ -213,6 +221,9 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
             flows.sort_by_key(|f| f.id);
             Ok(render::dp_flows(&flows, false))
         }
+        c if c.starts_with("dpctl/") && (c.contains("conntrack") || c.contains("/ct-")) => {
+            conntrack_command(cx, c, args)
+        }
         "ofproto/trace" => {
             let (named, flow) = match args {
                 [flow] => (None, flow),
@@ -271,4 +282,68 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
 /// `run_dir` (Open vSwitch's `<program>.<pid>.ctl`).
 pub fn socket_path(run_dir: &Path, program: &str) -> PathBuf {
     run_dir.join(format!("{program}.{}.ctl", std::process::id()))
+}
+
+/// `dpctl/*conntrack*` and `dpctl/ct-*`, answered as Open vSwitch answers them. A
+/// datapath name first (`netdev@ovs-netdev`) is taken and ignored: vswd has one.
+fn conntrack_command(cx: &Context, command: &str, args: &[String]) -> Result<String, String> {
+    let dpif = cx
+        .bridges
+        .dpif()
+        .ok_or_else(|| "no datapath: no bridge runs".to_string())?;
+    let ct = dpif.conntrack();
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.contains('@') && !a.starts_with("ovs-"))
+        .collect();
+    let zone = || -> Result<Option<u16>, String> {
+        match args.iter().find_map(|a| a.strip_prefix("zone=")) {
+            None => Ok(None),
+            Some(z) => z
+                .parse::<u16>()
+                .map(Some)
+                .map_err(|_| format!("invalid zone: {z}")),
+        }
+    };
+    let now = vsw_datapath::clock::now_ms();
+    match command {
+        "dpctl/dump-conntrack" => Ok(ct
+            .connections(zone()?, now)
+            .iter()
+            .map(|c| vsw_conntrack::dump::format_entry(c) + "\n")
+            .collect()),
+        "dpctl/flush-conntrack" => {
+            match zone()? {
+                Some(z) => ct.flush_zone(z),
+                None => ct.flush(),
+            };
+            Ok(String::new())
+        }
+        "dpctl/ct-get-nconns" => Ok(format!("{}\n", ct.len())),
+        "dpctl/ct-get-maxconns" => Ok(format!("{}\n", ct.limit())),
+        "dpctl/ct-set-maxconns" => {
+            let n = args
+                .last()
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| "ct-set-maxconns needs a number".to_string())?;
+            ct.set_limit(n as usize);
+            Ok("setting maxconns successful".into())
+        }
+        "dpctl/ct-enable-tcp-seq-chk" | "dpctl/ct-disable-tcp-seq-chk" => {
+            let on = command.ends_with("enable-tcp-seq-chk");
+            ct.set_tcp_seq_check(on);
+            let what = if on { "enabling" } else { "disabling" };
+            Ok(format!("{what} TCP sequence checking successful"))
+        }
+        "dpctl/ct-get-tcp-seq-chk" => Ok(format!(
+            "TCP sequence checking: {}\n",
+            if ct.tcp_seq_check() {
+                "enabled"
+            } else {
+                "disabled"
+            }
+        )),
+        _ => Err(format!("unknown command '{command}'")),
+    }
 }

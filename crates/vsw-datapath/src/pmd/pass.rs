@@ -335,7 +335,9 @@ impl Pass<'_, '_, '_> {
             .and_then(|()| crate::ct::ct_packet(data, &k));
         match pkt {
             Some(p) => {
-                let now_ms = self.outputs.tally.now_us / 1000;
+                // The clock every PMD and the sweeper share (a PMD's own counts
+                // from its start).
+                let now_ms = crate::clock::now_ms();
                 CtMeta::of(&self.shared.conntrack.execute(&p, zone, commit, now_ms))
             }
             None => CtMeta::invalid(zone),
