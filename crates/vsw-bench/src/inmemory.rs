@@ -267,6 +267,35 @@ pub fn register_scenarios() -> Vec<Scenario> {
     out
 }
 
+/// Connection tracking on the packet path: one flow's cache hits and 10,000 flows
+/// with the cache off, each through two tables, beside the same through
+/// `ct(commit,table=1,zone=1)` between them (the tracker asked per packet, then a
+/// second pass matching `ct_state=+trk`). The generator sends one way, so each
+/// packet is of a committed connection the tracker finds (UDP stays `new` until a
+/// reply): one lookup and update per packet, as an established connection's.
+pub fn conntrack_scenarios() -> Vec<Scenario> {
+    let all = standard_scenarios();
+    let mut out = Vec::new();
+    for i in [0, 4] {
+        let base = all[i].clone();
+        let mut plain = base.clone();
+        plain.name = format!("{}, two tables", base.name);
+        plain.rules = vec![
+            "in_port=1,udp,actions=resubmit(,1)".into(),
+            "table=1,actions=output:2".into(),
+        ];
+        let mut ct = base.clone();
+        ct.name = format!("{}, ct(commit,table=1) between two tables", base.name);
+        ct.rules = vec![
+            "in_port=1,udp,ct_state=-trk,actions=ct(commit,table=1,zone=1)".into(),
+            "table=1,ct_state=+trk,actions=output:2".into(),
+        ];
+        out.push(plain);
+        out.push(ct);
+    }
+    out
+}
+
 /// `learn` on the upcall path: every packet a new flow (as the upcall scenario),
 /// forwarded by one rule, beside the same rule learning from each packet a rule of
 /// its own (keyed on the flow's source address and port, so that each is new):
@@ -744,6 +773,18 @@ mod tests {
         // Only a packet whose registers table 1 matched reaches the sink.
         let f = measure(&s[1], 64, 0.2, 0, false).unwrap();
         assert!(f.packets > 0 && f.mpps > 0.0, "{f:?}");
+    }
+
+    /// Only a packet the tracker saw (`ct_state=+trk` on its second pass) reaches
+    /// the sink.
+    #[test]
+    fn the_conntrack_scenarios_forward_through_the_tracker() {
+        let s = conntrack_scenarios();
+        assert_eq!(s.len(), 4);
+        for sc in [&s[1], &s[3]] {
+            let f = measure(sc, 64, 0.2, 0, false).unwrap();
+            assert!(f.packets > 0 && f.mpps > 0.0, "{}: {f:?}", sc.name);
+        }
     }
 
     #[test]

@@ -1132,6 +1132,10 @@ struct DatapathArgs {
     /// each learning a rule of its own (learned rules per second).
     #[arg(long, conflicts_with_all = ["patch", "select", "registers", "conjunction"])]
     learn: bool,
+    /// The connection tracking scenarios instead: cache hits and misses through two
+    /// tables, beside the same through ct(commit,table=1) between them.
+    #[arg(long, conflicts_with_all = ["patch", "select", "registers", "conjunction", "learn"])]
+    conntrack: bool,
     /// Directory for datapath.json and datapath.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -1151,6 +1155,8 @@ fn datapath(a: &DatapathArgs) -> anyhow::Result<()> {
         vsw_bench::inmemory::conjunction_scenarios()
     } else if a.learn {
         vsw_bench::inmemory::learn_scenarios()
+    } else if a.conntrack {
+        vsw_bench::inmemory::conntrack_scenarios()
     } else {
         vsw_bench::inmemory::standard_scenarios()
     };

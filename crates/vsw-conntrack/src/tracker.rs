@@ -243,7 +243,7 @@ impl Conntrack {
             return match self.live(&conns, &key, now_ms) {
                 Some(c) => {
                     let reply = if key != c.orig { CtState::REPLY } else { 0 };
-                    seen(&c, CtState::RELATED | reply, zone)
+                    seen(c, CtState::RELATED | reply, zone)
                 }
                 None => invalid,
             };
@@ -258,23 +258,23 @@ impl Conntrack {
         };
         if let Some(c) = self.live(&conns, &key, now_ms) {
             let reply = key != c.orig;
-            match self.update(&c, pkt, reply, now_ms) {
+            match self.update(c, pkt, reply, now_ms) {
                 Update::Valid => {
                     if let Some(cm) = commit {
                         c.commit(cm);
                     }
                     let r = if reply { CtState::REPLY } else { 0 };
-                    return with_rewrite(&c, seen(&c, CtState::ESTABLISHED | r, zone), reply);
+                    return with_rewrite(c, seen(c, CtState::ESTABLISHED | r, zone), reply);
                 }
                 Update::ValidNew => {
                     if let Some(cm) = commit {
                         c.commit(cm);
                     }
-                    return with_rewrite(&c, seen(&c, CtState::NEW, zone), reply);
+                    return with_rewrite(c, seen(c, CtState::NEW, zone), reply);
                 }
                 Update::Invalid => return invalid,
                 // A new connection on the closed one's tuple.
-                Update::New => self.remove(&conns, &c),
+                Update::New => self.remove(&conns, c),
             }
         }
         let may_start = match pkt.tuple.proto {
@@ -301,14 +301,17 @@ impl Conntrack {
     }
 
     /// The connection `key` names, unless it expired (then it goes).
-    fn live(
+    /// (Borrowed while the caller's guard holds the map: no reference count
+    /// moves per packet.)
+    fn live<'g>(
         &self,
-        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        conns: &'g papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
         key: &Key,
         now_ms: u64,
-    ) -> Option<Arc<Conn>> {
-        let c = conns.get(key)?.clone();
+    ) -> Option<&'g Arc<Conn>> {
+        let c = conns.get(key)?;
         if c.expired(now_ms) {
+            let c = c.clone();
             self.remove(conns, &c);
             return None;
         }

@@ -326,6 +326,7 @@ impl Pmd {
             let now_ms = start_ms + since_start / cycles_per_ms;
             let now_us = since_start / cycles_per_us;
             self.worker.outputs.tally.now_us = now_us;
+            self.worker.outputs.tally.now_ms = now_ms;
             let mut received = 0;
             for rxq in &mut self.rxqs {
                 let start = clock::cycles();

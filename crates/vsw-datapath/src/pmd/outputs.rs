@@ -46,6 +46,9 @@ pub(super) struct TxTally {
     pub(super) packets: u64,
     pub(super) lost: u64,
     pub(super) now_us: u64,
+    /// The same time on `clock::now_ms`'s scale, which every PMD shares (the
+    /// connection tracker's timeouts are read on it).
+    pub(super) now_ms: u64,
 }
 
 impl LocalTx {

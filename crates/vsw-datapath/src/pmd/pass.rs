@@ -327,21 +327,29 @@ impl Pass<'_, '_, '_> {
 
     /// The tracker's verdict on the packet as it is now, in `zone` (committing its
     /// connection with `commit`).
-    fn track(&mut self, in_port: u32, zone: u16, commit: Option<&vsw_conntrack::Commit>) -> CtMeta {
+    /// Also the packet's key as extracted, for the next pass to look up by (the
+    /// frame does not change between).
+    fn track(
+        &mut self,
+        in_port: u32,
+        zone: u16,
+        commit: Option<&vsw_conntrack::Commit>,
+    ) -> (CtMeta, Option<FlowKey>) {
         let mut k = FlowKey::default();
         let data = self.scratch.data();
-        let pkt = extract(data, in_port, None, &mut k)
-            .ok()
-            .and_then(|()| crate::ct::ct_packet(data, &k));
-        match pkt {
+        if extract(data, in_port, None, &mut k).is_err() {
+            return (CtMeta::invalid(zone), None);
+        }
+        let meta = match crate::ct::ct_packet(data, &k) {
             Some(p) => {
-                // The clock every PMD and the sweeper share (a PMD's own counts
-                // from its start).
-                let now_ms = crate::clock::now_ms();
+                // On the clock every PMD and the sweeper share (a PMD's own
+                // microseconds count from its start).
+                let now_ms = self.outputs.tally.now_ms;
                 CtMeta::of(&self.shared.conntrack.execute(&p, zone, commit, now_ms))
             }
             None => CtMeta::invalid(zone),
-        }
+        };
+        (meta, Some(k))
     }
 
     /// Runs `actions`, `depth` recirculations deep; returns early when the packet
@@ -386,7 +394,7 @@ impl Pass<'_, '_, '_> {
             at += 1;
             if !matches!(
                 action,
-                DpAction::Output(_) | DpAction::Hash | DpAction::Recirc(_)
+                DpAction::Output(_) | DpAction::Hash | DpAction::Recirc(_) | DpAction::Ct { .. }
             ) {
                 parsed = None;
             }
@@ -628,8 +636,10 @@ impl Pass<'_, '_, '_> {
                     Ok(())
                 }
                 DpAction::Ct { zone, commit } => {
-                    ct = self.track(in_port, zone, commit.then_some(&staged));
+                    let key;
+                    (ct, key) = self.track(in_port, zone, commit.then_some(&staged));
                     staged = vsw_conntrack::Commit::default();
+                    parsed = key;
                     Ok(())
                 }
                 DpAction::CtClear => {
