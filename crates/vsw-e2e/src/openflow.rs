@@ -161,3 +161,32 @@ pub fn ovs_ofctl(d: &crate::Vswd, args: &[&str]) -> std::process::Output {
         .output()
         .expect("ovs-ofctl (openvswitch-common)")
 }
+
+/// How `ovs-ofctl -O VERSION parse-flow` prints `flow`, as a dump prints it.
+pub fn ovs_prints(version: &str, flow: &str) -> String {
+    let parsed = std::process::Command::new("ovs-ofctl")
+        .args(["-O", version, "parse-flow", flow])
+        .output()
+        .expect("ovs-ofctl parse-flow");
+    let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
+    let flow = parsed
+        .lines()
+        .last()
+        .and_then(|l| l.split_once(" ADD "))
+        .map(|(_, flow)| flow.trim().to_string())
+        .unwrap_or_else(|| panic!("parse-flow printed {parsed}"));
+    // parse-flow says `table:1 …` where a dump says `table=1, …`.
+    match flow.strip_prefix("table:").and_then(|r| r.split_once(' ')) {
+        Some((t, rest)) => format!("table={t}, {rest}"),
+        None => flow,
+    }
+}
+
+/// `flow` is in `dump` exactly as Open vSwitch prints it (`what` says which).
+pub fn assert_dumped_as_ovs_prints(dump: &str, version: &str, flow: &str, what: &str) {
+    let want = ovs_prints(version, flow);
+    assert!(
+        dump.lines().any(|l| l.trim() == want),
+        "{what}: {want} not in\n{dump}"
+    );
+}

@@ -29,37 +29,8 @@ fn of13(d: &Vswd, args: &[&str]) -> String {
 }
 
 /// How Open vSwitch prints `flow` (`ovs-ofctl -O VERSION parse-flow`: `… ADD <flow>`).
-fn ovs_prints(version: &str, flow: &str) -> String {
-    let parsed = Command::new("ovs-ofctl")
-        .args(["-O", version, "parse-flow", flow])
-        .output()
-        .expect("ovs-ofctl parse-flow");
-    let parsed = String::from_utf8_lossy(&parsed.stdout).into_owned();
-    let flow = parsed
-        .lines()
-        .last()
-        .and_then(|l| l.split_once(" ADD "))
-        .map(|(_, flow)| flow.trim().to_string())
-        .unwrap_or_else(|| panic!("parse-flow printed {parsed}"));
-    // parse-flow says `table:1 …` where a dump says `table=1, …`.
-    match flow.strip_prefix("table:").and_then(|r| r.split_once(' ')) {
-        Some((t, rest)) => format!("table={t}, {rest}"),
-        None => flow,
-    }
-}
+use vsw_e2e::openflow::{assert_dumped_as_ovs_prints, ovs_prints};
 
-/// Asserts that `dump` (what `ovs-ofctl dump-flows --no-stats` printed) holds
-/// `flow` as Open vSwitch's `ovs-ofctl` prints it in `version`; `what` says where.
-fn assert_dumped_as_ovs_prints(dump: &str, version: &str, flow: &str, what: &str) {
-    let want = ovs_prints(version, flow);
-    assert!(
-        dump.lines().any(|l| l.trim() == want),
-        "{what}: {want} not in\n{dump}"
-    );
-}
-
-/// What `ovs-ofctl monitor` (OpenFlow 1.3, packet-ins in `format`) prints of
-/// `d`'s asynchronous messages, read by `read` for at most 20 s.
 fn monitor_lines<T>(
     d: &Vswd,
     format: &str,
@@ -303,7 +274,7 @@ fn flows_options_of_ovs_ofctl_land_in_vsws_tables_and_forward() {
             "-O",
             "OpenFlow13",
             "add-flow",
-            "table=0,ct_state=+trk,actions=drop",
+            "table=0,tun_gbp_id=1,actions=drop",
         ],
     );
     assert!(!out.status.success());

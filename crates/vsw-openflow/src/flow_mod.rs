@@ -109,6 +109,10 @@ pub enum Action {
     Clone(Vec<Action>),
     /// 1.5's copy-field (`move`).
     CopyField(FieldCopy),
+    /// Nicira's `ct(…)` (NXAST_CT), its own actions nested.
+    Ct(Box<crate::nx_ct::CtWire>),
+    /// Nicira's `nat(…)` (NXAST_NAT): only within a `ct`.
+    Nat(crate::nx_ct::NatWire),
 }
 
 /// OFPAT_COPY_FIELD (OpenFlow 1.5).
@@ -301,7 +305,7 @@ impl Action {
             Action::SetField(_) => 25,
             Action::Meter(_) => 29,
             Action::CopyField(_) => OFPAT_COPY_FIELD,
-            Action::Nx(_) | Action::Clone(_) => OFPAT_EXPERIMENTER,
+            Action::Nx(_) | Action::Clone(_) | Action::Ct(_) | Action::Nat(_) => OFPAT_EXPERIMENTER,
         };
         out.extend_from_slice(&kind.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
@@ -347,6 +351,19 @@ impl Action {
                 for a in actions {
                     a.encode(out);
                 }
+            }
+            Action::Ct(ct) => {
+                out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
+                out.extend_from_slice(&crate::nx_ct::NXAST_CT.to_be_bytes());
+                ct.encode_head(out);
+                for a in &ct.actions {
+                    a.encode(out);
+                }
+            }
+            Action::Nat(nat) => {
+                out.extend_from_slice(&crate::tlv::NX_VENDOR_ID.to_be_bytes());
+                out.extend_from_slice(&crate::nx_ct::NXAST_NAT.to_be_bytes());
+                nat.encode_body(out);
             }
         }
         pad8(out, start);
@@ -472,6 +489,15 @@ impl Action {
                             None => return Err(BadFlowMod::BadActionLen),
                         }
                         Action::Clone(Action::decode_nested(b.rest(), depth + 1)?)
+                    } else if subtype == crate::nx_ct::NXAST_CT {
+                        if depth >= MAX_CLONE_DEPTH {
+                            return Err(BadFlowMod::BadArgument);
+                        }
+                        let mut ct = crate::nx_ct::CtWire::decode_head(&mut b)?;
+                        ct.actions = Action::decode_nested(b.rest(), depth + 1)?;
+                        Action::Ct(Box::new(ct))
+                    } else if subtype == crate::nx_ct::NXAST_NAT {
+                        Action::Nat(crate::nx_ct::NatWire::decode(&mut b)?)
                     } else {
                         Action::Nx(NxAction::decode(subtype, b.rest(), len)?)
                     }

@@ -301,6 +301,25 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
     for (n, (rv, rk)) in vp.regs.iter().zip(&kp.regs).enumerate() {
         f.push(field(REG0 + n as u8, (*rv).into(), (*rk).into(), 4, true));
     }
+    use crate::oxm::{CT_LABEL, CT_MARK, CT_NW_PROTO, CT_STATE, CT_ZONE};
+    // ct_state: 8 bits in a 32-bit field, masked unless all 32 would be.
+    f.push(field(
+        CT_STATE,
+        v.ct_state.into(),
+        k.ct_state.into(),
+        4,
+        true,
+    ));
+    f.push(field(CT_ZONE, v.ct_zone.into(), k.ct_zone.into(), 2, false));
+    f.push(field(CT_MARK, v.ct_mark.into(), k.ct_mark.into(), 4, true));
+    f.push(field(CT_LABEL, v.ct_label, k.ct_label, 16, true));
+    f.push(field(
+        CT_NW_PROTO,
+        v.ct_nw_proto.into(),
+        k.ct_nw_proto.into(),
+        1,
+        false,
+    ));
     OxmMatch {
         fields: f.into_iter().flatten().collect(),
     }
@@ -725,8 +744,8 @@ fn actions_and_goto(actions: &[VswAction]) -> (Vec<Action>, Option<u8>) {
                 }),
             ))),
             VswAction::DecNshTtl => apply.push(Action::Nx(NxAction::DecNshTtl)),
-            // Refused on every way in (vsw-flow's check_actions): no rule holds one.
-            VswAction::Ct(_) | VswAction::CtClear => {}
+            VswAction::Ct(ct) => apply.push(Action::Ct(Box::new(ct_from_vsw(ct)))),
+            VswAction::CtClear => apply.push(Action::Nx(NxAction::CtClear)),
             VswAction::Sample(sa) => apply.push(Action::Nx(NxAction::Sample {
                 // As Open vSwitch: the oldest form that says it all.
                 subtype: match (sa.sampling_port, sa.direction) {
@@ -852,6 +871,84 @@ pub(crate) fn group_fits(entry: &GroupDescEntry) -> bool {
         entry.encode(*v, &mut b);
         b.len() <= crate::multipart::MAX_BODY
     })
+}
+
+/// vsw's `ct(…)` as NXAST_CT: NAT first within it, then the `exec` set-fields.
+pub(crate) fn ct_from_vsw(ct: &vsw_flow::ct_action::CtAction) -> crate::nx_ct::CtWire {
+    use crate::nx_ct::{
+        CtWire, NatWire, NX_CT_F_COMMIT, NX_CT_F_FORCE, NX_CT_RECIRC_NONE, NX_NAT_F_DST,
+        NX_NAT_F_PERSISTENT, NX_NAT_F_PROTO_HASH, NX_NAT_F_PROTO_RANDOM, NX_NAT_F_SRC,
+    };
+    use vsw_flow::ct_action::{CtExec, CtZone, NatEnd};
+    let (zone_src, zone) = match ct.zone {
+        CtZone::Imm(z) => (0, z),
+        CtZone::Field(sf) => (
+            header_of(sf.field),
+            (u16::from(sf.ofs) << 6) | u16::from(sf.n_bits - 1),
+        ),
+    };
+    let mut actions = Vec::new();
+    if let Some(n) = &ct.nat {
+        let mut flags = match n.end {
+            Some(NatEnd::Src) => NX_NAT_F_SRC,
+            Some(NatEnd::Dst) => NX_NAT_F_DST,
+            None => 0,
+        };
+        for (on, bit) in [
+            (n.persistent, NX_NAT_F_PERSISTENT),
+            (n.hash, NX_NAT_F_PROTO_HASH),
+            (n.random, NX_NAT_F_PROTO_RANDOM),
+        ] {
+            if on {
+                flags |= bit;
+            }
+        }
+        let mut w = NatWire {
+            flags,
+            ..NatWire::default()
+        };
+        match n.addrs {
+            Some((std::net::IpAddr::V4(a), std::net::IpAddr::V4(b))) => {
+                w.ipv4 = Some((a.into(), (a != b).then_some(b.into())));
+            }
+            Some((std::net::IpAddr::V6(a), std::net::IpAddr::V6(b))) => {
+                w.ipv6 = Some((a.into(), (a != b).then_some(b.into())));
+            }
+            _ => {}
+        }
+        w.ports = n.ports.map(|(lo, hi)| (lo, (hi != lo).then_some(hi)));
+        actions.push(Action::Nat(w));
+    }
+    for e in &ct.exec {
+        let (field, value, mask) = match *e {
+            CtExec::Mark(v, m) => (
+                crate::oxm::CT_MARK,
+                v.to_be_bytes().to_vec(),
+                (m != u32::MAX).then(|| m.to_be_bytes().to_vec()),
+            ),
+            CtExec::Label(v, m) => (
+                crate::oxm::CT_LABEL,
+                v.to_be_bytes().to_vec(),
+                (m != u128::MAX).then(|| m.to_be_bytes().to_vec()),
+            ),
+        };
+        actions.push(Action::SetField(OxmField { field, value, mask }));
+    }
+    let mut flags = 0;
+    if ct.commit {
+        flags |= NX_CT_F_COMMIT;
+    }
+    if ct.force {
+        flags |= NX_CT_F_FORCE;
+    }
+    CtWire {
+        flags,
+        zone_src,
+        zone,
+        recirc_table: ct.table.unwrap_or(NX_CT_RECIRC_NONE),
+        alg: ct.alg,
+        actions,
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod message;
 pub mod meter_mod;
 pub mod multipart;
 pub mod nx_action;
+pub mod nx_ct;
 mod nx_error;
 pub mod nx_learn;
 pub mod of10;

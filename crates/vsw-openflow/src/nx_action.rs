@@ -305,6 +305,8 @@ pub enum NxAction {
     Decap(u32),
     /// `dec_nsh_ttl` (NXAST_DEC_NSH_TTL): 6 pad bytes.
     DecNshTtl,
+    /// `ct_clear` (NXAST_CT_CLEAR): 6 pad bytes.
+    CtClear,
     /// `push:FIELD[ofs..]` (`pop` with `push: false`), `n_bits` wide; an NXM header.
     Stack {
         push: bool,
@@ -345,6 +347,7 @@ impl NxAction {
             NxAction::Encap { .. } => NXAST_ENCAP,
             NxAction::Decap(_) => NXAST_DECAP,
             NxAction::DecNshTtl => NXAST_DEC_NSH_TTL,
+            NxAction::CtClear => crate::nx_ct::NXAST_CT_CLEAR,
             NxAction::SetMplsLabel(_) => NXAST_SET_MPLS_LABEL,
             NxAction::SetMplsTc(_) => NXAST_SET_MPLS_TC,
             NxAction::Multipath { .. } => NXAST_MULTIPATH,
@@ -431,9 +434,11 @@ impl NxAction {
                 out.extend_from_slice(&max_len.to_be_bytes());
                 out.extend_from_slice(&src.to_be_bytes());
             }
-            NxAction::Exit | NxAction::PopQueue | NxAction::DecMplsTtl | NxAction::DecNshTtl => {
-                out.extend_from_slice(&[0; 6])
-            }
+            NxAction::Exit
+            | NxAction::PopQueue
+            | NxAction::DecMplsTtl
+            | NxAction::DecNshTtl
+            | NxAction::CtClear => out.extend_from_slice(&[0; 6]),
             NxAction::Encap {
                 packet_type,
                 md_type,
@@ -949,13 +954,13 @@ impl NxAction {
                     NxAction::SetMplsTc(n)
                 }
             }
-            NXAST_DEC_MPLS_TTL | NXAST_DEC_NSH_TTL => {
+            NXAST_DEC_MPLS_TTL | NXAST_DEC_NSH_TTL | crate::nx_ct::NXAST_CT_CLEAR => {
                 fixed(16)?;
                 zero(b.bytes(6))?;
-                if subtype == NXAST_DEC_MPLS_TTL {
-                    NxAction::DecMplsTtl
-                } else {
-                    NxAction::DecNshTtl
+                match subtype {
+                    NXAST_DEC_MPLS_TTL => NxAction::DecMplsTtl,
+                    NXAST_DEC_NSH_TTL => NxAction::DecNshTtl,
+                    _ => NxAction::CtClear,
                 }
             }
             NXAST_DECAP => {
@@ -1086,6 +1091,7 @@ mod tests {
                 "ffff001000002320002f00000000fffe",
             ),
             (NxAction::DecNshTtl, "ffff0010000023200030000000000000"),
+            (NxAction::CtClear, "ffff001000002320002b000000000000"),
         ] {
             let w = wire(a.clone());
             assert_eq!(w, hex(bytes), "{a:?}");

@@ -42,6 +42,14 @@ pub const IP_TTL: u8 = NXM1_BASE + 29;
 pub const PKT_MARK: u8 = NXM1_BASE + 33;
 pub const NX_TCP_FLAGS: u8 = NXM1_BASE + 34;
 pub const CONJ_ID: u8 = NXM1_BASE + 37;
+/// The connection tracker's fields: NXM_NX_CT_STATE (NXM_1 field 105, 32 bits of
+/// which 8 are used), CT_ZONE (106), CT_MARK (107), CT_LABEL (108, 128 bits) and
+/// CT_NW_PROTO (119).
+pub const CT_STATE: u8 = NXM1_BASE + 105;
+pub const CT_ZONE: u8 = NXM1_BASE + 106;
+pub const CT_MARK: u8 = NXM1_BASE + 107;
+pub const CT_LABEL: u8 = NXM1_BASE + 108;
+pub const CT_NW_PROTO: u8 = NXM1_BASE + 119;
 /// NXM_NX_MPLS_TTL (NXM_1 field 30): the outermost MPLS entry's TTL.
 pub const MPLS_TTL: u8 = NXM1_BASE + 30;
 /// OpenFlow 1.5's OXM_OF_PACKET_TYPE (basic class, field 44): namespace and type.
@@ -314,6 +322,11 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(IP_TTL, "nw_ttl", 1, false, Prereq::EthType(IP)),
     f(PKT_MARK, "pkt_mark", 4, true, Prereq::None),
     f(CONJ_ID, "conj_id", 4, false, Prereq::None),
+    f(CT_STATE, "ct_state", 4, true, Prereq::None),
+    f(CT_ZONE, "ct_zone", 2, false, Prereq::None),
+    f(CT_MARK, "ct_mark", 4, true, Prereq::None),
+    f(CT_LABEL, "ct_label", 16, true, Prereq::None),
+    f(CT_NW_PROTO, "ct_nw_proto", 1, false, Prereq::None),
     f(REG0, "reg0", 4, true, Prereq::None),
     f(REG0 + 1, "reg1", 4, true, Prereq::None),
     f(REG0 + 2, "reg2", 4, true, Prereq::None),

@@ -198,6 +198,12 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             }
             PKT_MARK => (v.pipeline.pkt_mark, k.pipeline.pkt_mark) = (val as u32, mask as u32),
             CONJ_ID => (v.pipeline.conj_id, k.pipeline.conj_id) = (val as u32, u32::MAX),
+            // ct_state's 8 bits of the 32 on the wire.
+            crate::oxm::CT_STATE => (v.ct_state, k.ct_state) = (val as u8, mask as u8),
+            crate::oxm::CT_ZONE => (v.ct_zone, k.ct_zone) = (val as u16, u16::MAX),
+            crate::oxm::CT_MARK => (v.ct_mark, k.ct_mark) = (val as u32, mask as u32),
+            crate::oxm::CT_LABEL => (v.ct_label, k.ct_label) = (val, mask),
+            crate::oxm::CT_NW_PROTO => (v.ct_nw_proto, k.ct_nw_proto) = (val as u8, u8::MAX),
             r if (REG0..REG0 + 16).contains(&r) => {
                 let n = usize::from(r - REG0);
                 (v.pipeline.regs[n], k.pipeline.regs[n]) = (val as u32, mask as u32);
@@ -391,7 +397,117 @@ fn action_to_vsw(a: &Action, place: Place) -> Result<VswAction, BadFlowMod> {
         Action::CopyField(copy) => nx_action_to_vsw(&NxAction::RegMove(*copy))?,
         // A list of its own (`list_to_vsw`).
         Action::Clone(_) => return Err(BadFlowMod::BadArgument),
+        Action::Ct(ct) => VswAction::Ct(Box::new(ct_to_vsw(ct)?)),
+        // Only within a ct.
+        Action::Nat(_) => return Err(BadFlowMod::BadArgument),
     })
+}
+
+/// [`ct_to_vsw`] of an `Action::Ct` (tests of the codec reach it so).
+#[cfg(test)]
+pub(crate) fn ct_to_vsw_for_tests(a: &Action) -> Result<vsw_flow::ct_action::CtAction, BadFlowMod> {
+    match a {
+        Action::Ct(ct) => ct_to_vsw(ct),
+        _ => Err(BadFlowMod::BadArgument),
+    }
+}
+
+/// A set-field within a ct (of `ct_mark` or `ct_label`, masked or not).
+fn ct_exec_of(f: &OxmField) -> Result<vsw_flow::ct_action::CtExec, BadFlowMod> {
+    use vsw_flow::ct_action::CtExec;
+    let num = |b: &[u8]| b.iter().fold(0u128, |n, x| (n << 8) | u128::from(*x));
+    let v = num(&f.value);
+    match (f.field, f.value.len()) {
+        (crate::oxm::CT_MARK, 4) => {
+            let m = f.mask.as_deref().map_or(u128::from(u32::MAX), num);
+            Ok(CtExec::Mark((v & m) as u32, m as u32))
+        }
+        (crate::oxm::CT_LABEL, 16) => {
+            let m = f.mask.as_deref().map_or(u128::MAX, num);
+            Ok(CtExec::Label(v & m, m))
+        }
+        _ => Err(BadFlowMod::BadArgument),
+    }
+}
+
+/// NXAST_CT as vsw's `ct(…)`: its zone (a number, or an NXM subfield), its
+/// table, its NAT and its `exec`'s set-fields of `ct_mark` and `ct_label`.
+fn ct_to_vsw(w: &crate::nx_ct::CtWire) -> Result<vsw_flow::ct_action::CtAction, BadFlowMod> {
+    use crate::nx_ct::{
+        NX_CT_F_COMMIT, NX_CT_F_FORCE, NX_CT_RECIRC_NONE, NX_NAT_F_DST, NX_NAT_F_PERSISTENT,
+        NX_NAT_F_PROTO_HASH, NX_NAT_F_PROTO_RANDOM, NX_NAT_F_SRC,
+    };
+    use vsw_flow::ct_action::{CtAction, CtExec, CtZone, NatAction, NatEnd};
+    let zone = if w.zone_src == 0 {
+        CtZone::Imm(w.zone)
+    } else {
+        let n_bits = u32::from(w.zone & 0x3f) + 1;
+        CtZone::Field(nxm_subfield(w.zone_src, u32::from(w.zone >> 6), n_bits)?)
+    };
+    let mut ct = CtAction {
+        commit: w.flags & NX_CT_F_COMMIT != 0,
+        force: w.flags & NX_CT_F_FORCE != 0,
+        table: (w.recirc_table != NX_CT_RECIRC_NONE).then_some(w.recirc_table),
+        zone,
+        nat: None,
+        exec: Vec::new(),
+        alg: w.alg,
+    };
+    for a in &w.actions {
+        match a {
+            Action::Nat(n) if ct.nat.is_none() => {
+                let end = if n.flags & NX_NAT_F_SRC != 0 {
+                    Some(NatEnd::Src)
+                } else if n.flags & NX_NAT_F_DST != 0 {
+                    Some(NatEnd::Dst)
+                } else {
+                    None
+                };
+                let v4 = |a: u32| std::net::IpAddr::V4(a.into());
+                let v6 = |a: u128| std::net::IpAddr::V6(a.into());
+                let addrs = match (n.ipv4, n.ipv6) {
+                    (Some((min, max)), None) => Some((v4(min), v4(max.unwrap_or(min)))),
+                    (None, Some((min, max))) => Some((v6(min), v6(max.unwrap_or(min)))),
+                    _ => None,
+                };
+                ct.nat = Some(NatAction {
+                    end,
+                    addrs,
+                    ports: n.ports.map(|(lo, hi)| (lo, hi.unwrap_or(lo))),
+                    persistent: n.flags & NX_NAT_F_PERSISTENT != 0,
+                    hash: n.flags & NX_NAT_F_PROTO_HASH != 0,
+                    random: n.flags & NX_NAT_F_PROTO_RANDOM != 0,
+                });
+            }
+            Action::SetField(f) | Action::Nx(NxAction::RegLoad2(f)) => ct.exec.push(ct_exec_of(f)?),
+            // 1.0's way (`load:V->NXM_NX_CT_MARK[…]`).
+            Action::Nx(NxAction::RegLoad {
+                ofs_nbits,
+                dst,
+                value,
+            }) => {
+                let (class, number, _, _) = crate::nx_action::nxm_header_parts(*dst);
+                let (ofs, n_bits) = (u32::from(ofs_nbits >> 6), u32::from(ofs_nbits & 0x3f) + 1);
+                let bits = if n_bits >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << n_bits) - 1
+                };
+                let (v, m) = ((u128::from(*value) & bits) << ofs, bits << ofs);
+                let field = crate::oxm::field_of_wire(class, number);
+                ct.exec.push(match field {
+                    Some(crate::oxm::CT_MARK) if ofs + n_bits <= 32 => {
+                        CtExec::Mark(v as u32, m as u32)
+                    }
+                    Some(crate::oxm::CT_LABEL) if ofs + n_bits <= 128 => CtExec::Label(v, m),
+                    _ => return Err(BadFlowMod::BadArgument),
+                });
+            }
+            // Open vSwitch takes only these within a ct.
+            _ => return Err(BadFlowMod::BadArgument),
+        }
+    }
+    Ok(ct)
 }
 
 /// OFPR_ACTION: a packet-in an action asked for.
@@ -518,6 +634,7 @@ fn nx_action_to_vsw(a: &NxAction) -> Result<VswAction, BadFlowMod> {
         }
         NxAction::Decap(_) => return Err(BadFlowMod::BadArgument),
         NxAction::DecNshTtl => VswAction::DecNshTtl,
+        NxAction::CtClear => VswAction::CtClear,
         NxAction::SetMplsLabel(l) => VswAction::SetMplsLabel(at_most(l.into(), 0xfffff)? as u32),
         NxAction::SetMplsTc(tc) => VswAction::SetMplsTc(at_most(tc.into(), 7)? as u8),
         NxAction::Sample {

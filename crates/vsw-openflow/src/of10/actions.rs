@@ -132,6 +132,14 @@ fn decode_nested(buf: &[u8], depth: usize) -> Result<Vec<Action>, BadFlowMod> {
                         }
                         out.push(Action::Clone(decode_nested(b.rest(), depth + 1)?));
                     }
+                    crate::nx_ct::NXAST_CT => {
+                        if depth >= MAX_CLONE_DEPTH {
+                            return Err(BadFlowMod::BadArgument);
+                        }
+                        let mut ct = crate::nx_ct::CtWire::decode_head(&mut b)?;
+                        ct.actions = decode_nested(b.rest(), depth + 1)?;
+                        out.push(Action::Ct(Box::new(ct)));
+                    }
                     NXAST_SET_QUEUE => {
                         fixed(16)?;
                         b.bytes(2).ok_or(short)?;
@@ -263,7 +271,13 @@ fn encode_one(a: &Action, out: &mut Vec<u8>) {
             encode(inner, out);
             finish(start, out);
         }
-        Action::Nx(_) => a.encode(out),
+        Action::Ct(ct) => {
+            let start = nx_header(crate::nx_ct::NXAST_CT, out);
+            ct.encode_head(out);
+            encode(&ct.actions, out);
+            finish(start, out);
+        }
+        Action::Nx(_) | Action::Nat(_) => a.encode(out),
         Action::PushVlan(_)
         | Action::PushPbb(_)
         | Action::PopPbb
