@@ -28,7 +28,7 @@ pub struct NatRange {
 }
 
 /// What a packet's headers become: a new source, destination, or both (address
-/// and port each; the port is the ICMP identifier for ICMP).
+/// and port each; ICMP's identifier is kept, so its "port" is unchanged).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NatRewrite {
     pub src: Option<(u128, u16)>,
@@ -55,9 +55,9 @@ pub fn candidates(orig: &Tuple, range: &NatRange, seed: u64) -> impl Iterator<It
         NatKind::Src => orig.src_port,
         NatKind::Dst => orig.dst_port,
     };
-    // Ports without data to keep (ICMP keeps its identifier; a port of 0, a
-    // protocol without ports) are never changed.
-    let has_ports = own_port != 0;
+    // ICMP keeps its identifier (a datapath rewrites addresses and ports only),
+    // and a protocol without ports has none to change.
+    let has_ports = own_port != 0 && !orig.is_icmp();
     let port_ranges: Vec<(u16, u16)> = match (range.ports, has_ports) {
         (_, false) => vec![(own_port, own_port)],
         (Some(p), true) => vec![p],
@@ -78,17 +78,10 @@ pub fn candidates(orig: &Tuple, range: &NatRange, seed: u64) -> impl Iterator<It
                     NatKind::Src => {
                         t.src = addr;
                         t.src_port = port;
-                        // ICMP: the identifier is both ports.
-                        if orig.is_icmp() {
-                            t.dst_port = port;
-                        }
                     }
                     NatKind::Dst => {
                         t.dst = addr;
                         t.dst_port = port;
-                        if orig.is_icmp() {
-                            t.src_port = port;
-                        }
                     }
                 }
                 t

@@ -189,6 +189,38 @@ pub(crate) fn ct_packet(frame: &[u8], key: &FlowKey) -> Option<CtPacket> {
     Some(pkt)
 }
 
+/// Writes NAT's rewrite `r` into the frame in `buf` (whose key is `key`): the
+/// addresses, and the ports of TCP, UDP and SCTP, checksums kept right.
+pub(crate) fn apply_nat(
+    buf: &mut vsw_packet::rewrite::PacketBuf,
+    key: &FlowKey,
+    r: &vsw_conntrack::NatRewrite,
+) {
+    use vsw_packet::rewrite::FieldWrite;
+    let ports = matches!(key.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP);
+    let v6 = key.dl_type == EtherType::IPV6;
+    if let Some((addr, port)) = r.src {
+        if v6 {
+            buf.write_field(FieldWrite::Ipv6Src(addr.to_be_bytes()));
+        } else {
+            buf.set_nw_src((addr as u32).to_be_bytes());
+        }
+        if ports {
+            buf.set_tp_src(port);
+        }
+    }
+    if let Some((addr, port)) = r.dst {
+        if v6 {
+            buf.write_field(FieldWrite::Ipv6Dst(addr.to_be_bytes()));
+        } else {
+            buf.set_nw_dst((addr as u32).to_be_bytes());
+        }
+        if ports {
+            buf.set_tp_dst(port);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

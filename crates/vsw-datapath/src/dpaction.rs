@@ -154,6 +154,19 @@ pub enum DpAction {
     Ct {
         zone: u16,
         commit: bool,
+        nat: bool,
+    },
+    /// Stages one end of the next `Ct`'s NAT address range (an IPv4 address in the
+    /// low 32 bits), its highest when `max`.
+    CtNatAddr {
+        max: bool,
+        addr: [u8; 16],
+    },
+    /// Stages the next `Ct`'s NAT: which end it rewrites, and its ports (`None`:
+    /// the packet's own); with the addresses `CtNatAddr` staged.
+    CtNatRange {
+        src: bool,
+        ports: Option<(u16, u16)>,
     },
     /// The packet as no `Ct` had seen it (`ct_clear`).
     CtClear,
@@ -249,9 +262,21 @@ impl fmt::Display for DpAction {
                 let half = if *high { "hi" } else { "lo" };
                 write!(f, "ct_label_{half}(0x{value:x}/0x{mask:x})")
             }
-            DpAction::Ct { zone, commit } => {
+            DpAction::Ct { zone, commit, nat } => {
                 let c = if *commit { "commit," } else { "" };
-                write!(f, "ct({c}zone={zone})")
+                let n = if *nat { ",nat" } else { "" };
+                write!(f, "ct({c}zone={zone}{n})")
+            }
+            DpAction::CtNatAddr { max, addr } => {
+                let which = if *max { "max" } else { "min" };
+                write!(f, "ct_nat_{which}({:#x})", u128::from_be_bytes(*addr))
+            }
+            DpAction::CtNatRange { src, ports } => {
+                let end = if *src { "src" } else { "dst" };
+                match ports {
+                    Some((lo, hi)) => write!(f, "ct_nat({end},{lo}-{hi})"),
+                    None => write!(f, "ct_nat({end})"),
+                }
             }
             DpAction::CtClear => f.write_str("ct_clear"),
             DpAction::TunnelPop(p) => {

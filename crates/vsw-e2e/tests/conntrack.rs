@@ -152,3 +152,46 @@ fn ct_flows_go_in_through_ovs_ofctl_in_every_version_and_work() {
     let dump = d.appctl_ok(&["dpctl/dump-conntrack"]);
     assert!(dump.contains(",zone=7,mark=42,labels=0x1"), "{dump}");
 }
+
+/// SNAT: the inside host's connections leave as 198.18.0.100; the outside host
+/// answers that address, and the tracker turns the answers back to the inside host
+/// (`ct(nat)` on the way in, then a second pass of the established connection).
+#[test]
+fn snat_hides_the_inside_host_behind_another_address() {
+    let _g = serial();
+    let d = Vswd::start();
+    let (inside, outside) = (Host::new(1), Host::new(2));
+    d.ctl_ok(&["add-port", &inside.port]);
+    d.ctl_ok(&["add-port", &outside.port]);
+    d.ctl_ok(&["del-flows"]);
+    for flow in [
+        "priority=10,arp,actions=NORMAL",
+        "priority=10,in_port=1,ip,actions=ct(commit,zone=3,nat(src=198.18.0.100)),NORMAL",
+        "priority=10,in_port=2,ip,actions=ct(table=1,zone=3,nat)",
+        "table=1,priority=10,ip,ct_state=+trk+est+snat,actions=NORMAL",
+        "table=1,priority=1,actions=drop",
+    ] {
+        d.ctl_ok(&["add-flow", flow]);
+    }
+    // The outside host reaches the translated address through the switch.
+    outside.exec_ok(&[
+        "ip",
+        "neigh",
+        "replace",
+        "198.18.0.100",
+        "lladdr",
+        &inside.mac,
+        "dev",
+        "eth0",
+    ]);
+    assert!(inside.ping(&outside, 3), "out translated, the replies back");
+    let dump = d.appctl_ok(&["dpctl/dump-conntrack", "zone=3"]);
+    let reply = format!("reply=(src={},dst=198.18.0.100,", outside.addr);
+    assert!(dump.contains(&reply), "{dump}");
+    let bytes = inside
+        .iperf_to(&outside, 1)
+        .unwrap_or_else(|e| panic!("TCP through SNAT: {e}\n{dump}"));
+    assert!(bytes > 1_000_000, "{bytes} bytes");
+    // A connection the outside host opens is none of the inside's: dropped.
+    assert!(!outside.ping(&inside, 2));
+}

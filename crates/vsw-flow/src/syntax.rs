@@ -364,9 +364,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         // Read and printed, refused until the datapath carries them out (a rule
         // taken and then not done would be worse than a refusal).
         if let Action::Ct(ct) = a {
-            let missing = if ct.nat.is_some() {
-                Some("nat")
-            } else if ct.force {
+            let missing = if ct.force {
                 Some("force")
             } else if ct.alg != 0 {
                 Some("alg")

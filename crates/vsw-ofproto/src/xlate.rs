@@ -2454,7 +2454,7 @@ impl Ctx<'_, '_> {
     /// runs after that table's actions, on the next pass).
     fn ct(&mut self, ct: &vsw_flow::ct_action::CtAction, table: u8) {
         use vsw_flow::ct_action::{CtExec, CtZone};
-        if ct.nat.is_some() || ct.force || ct.alg != 0 {
+        if ct.force || ct.alg != 0 {
             // Refused when the rule went in (vsw-flow's check_actions).
             self.step(
                 table,
@@ -2491,9 +2491,31 @@ impl Ctx<'_, '_> {
                 }
             }
         }
+        // A committed NAT range: the new connection's translation chosen from it.
+        if let (true, Some(n)) = (ct.commit, &ct.nat) {
+            if let (Some(end), Some((min, max))) = (n.end, n.addrs) {
+                let bytes = |a: std::net::IpAddr| match a {
+                    std::net::IpAddr::V4(a) => u128::from(u32::from(a)).to_be_bytes(),
+                    std::net::IpAddr::V6(a) => u128::from(a).to_be_bytes(),
+                };
+                self.emit(DpAction::CtNatAddr {
+                    max: false,
+                    addr: bytes(min),
+                });
+                self.emit(DpAction::CtNatAddr {
+                    max: true,
+                    addr: bytes(max),
+                });
+                self.emit(DpAction::CtNatRange {
+                    src: end == vsw_flow::ct_action::NatEnd::Src,
+                    ports: n.ports,
+                });
+            }
+        }
         self.emit(DpAction::Ct {
             zone,
             commit: ct.commit,
+            nat: ct.nat.is_some(),
         });
         self.step(
             table,

@@ -361,6 +361,8 @@ fn expected(frame: &[u8], actions: &[DpAction]) -> Vec<(u32, Vec<u8>)> {
             // none of; the frame stays as it is.)
             | DpAction::CtMark { .. }
             | DpAction::CtLabel { .. }
+                    | DpAction::CtNatAddr { .. }
+                    | DpAction::CtNatRange { .. }
             | DpAction::Ct { .. }
             | DpAction::CtClear => Ok(()),
             // A bridge on no backer decides its select groups in translation; the

@@ -844,6 +844,8 @@ fn process_batch(
                     | DpAction::TunnelPop(_)
                     | DpAction::CtMark { .. }
                     | DpAction::CtLabel { .. }
+                    | DpAction::CtNatAddr { .. }
+                    | DpAction::CtNatRange { .. }
                     | DpAction::Ct { .. }
                     | DpAction::CtClear => {}
                 }

@@ -326,30 +326,37 @@ impl Pass<'_, '_, '_> {
     }
 
     /// The tracker's verdict on the packet as it is now, in `zone` (committing its
-    /// connection with `commit`).
-    /// Also the packet's key as extracted, for the next pass to look up by (the
-    /// frame does not change between).
+    /// connection with `commit`; its NAT applied to the frame when `nat`). Also the
+    /// packet's key as extracted, for the next pass to look up by, when the frame
+    /// did not change since.
     fn track(
         &mut self,
         in_port: u32,
         zone: u16,
         commit: Option<&vsw_conntrack::Commit>,
+        nat: bool,
     ) -> (CtMeta, Option<FlowKey>) {
         let mut k = FlowKey::default();
         let data = self.scratch.data();
         if extract(data, in_port, None, &mut k).is_err() {
             return (CtMeta::invalid(zone), None);
         }
-        let meta = match crate::ct::ct_packet(data, &k) {
-            Some(p) => {
-                // On the clock every PMD and the sweeper share (a PMD's own
-                // microseconds count from its start).
-                let now_ms = self.outputs.tally.now_ms;
-                CtMeta::of(&self.shared.conntrack.execute(&p, zone, commit, now_ms))
-            }
-            None => CtMeta::invalid(zone),
+        let Some(p) = crate::ct::ct_packet(data, &k) else {
+            return (CtMeta::invalid(zone), Some(k));
         };
-        (meta, Some(k))
+        // On the clock every PMD and the sweeper share (a PMD's own microseconds
+        // count from its start).
+        let now_ms = self.outputs.tally.now_ms;
+        let ct = vsw_conntrack::Ct { zone, commit, nat };
+        let out = self.shared.conntrack.track(&p, &ct, now_ms);
+        let meta = CtMeta::of(&out);
+        match out.rewrite {
+            Some(r) => {
+                crate::ct::apply_nat(self.scratch, &k, &r);
+                (meta, None)
+            }
+            None => (meta, Some(k)),
+        }
     }
 
     /// Runs `actions`, `depth` recirculations deep; returns early when the packet
@@ -635,11 +642,37 @@ impl Pass<'_, '_, '_> {
                     });
                     Ok(())
                 }
-                DpAction::Ct { zone, commit } => {
+                DpAction::Ct { zone, commit, nat } => {
                     let key;
-                    (ct, key) = self.track(in_port, zone, commit.then_some(&staged));
+                    (ct, key) = self.track(in_port, zone, commit.then_some(&staged), nat);
                     staged = vsw_conntrack::Commit::default();
                     parsed = key;
+                    Ok(())
+                }
+                DpAction::CtNatAddr { max, addr } => {
+                    let a = u128::from_be_bytes(addr);
+                    let r = staged.nat.get_or_insert(vsw_conntrack::NatRange {
+                        kind: vsw_conntrack::NatKind::Src,
+                        addr_min: a,
+                        addr_max: a,
+                        ports: None,
+                    });
+                    if max {
+                        r.addr_max = a;
+                    } else {
+                        r.addr_min = a;
+                    }
+                    Ok(())
+                }
+                DpAction::CtNatRange { src, ports } => {
+                    if let Some(r) = staged.nat.as_mut() {
+                        r.kind = if src {
+                            vsw_conntrack::NatKind::Src
+                        } else {
+                            vsw_conntrack::NatKind::Dst
+                        };
+                        r.ports = ports;
+                    }
                     Ok(())
                 }
                 DpAction::CtClear => {
