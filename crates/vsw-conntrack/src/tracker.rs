@@ -46,6 +46,9 @@ pub struct Commit {
     pub mark: Option<(u32, u32)>,
     pub label: Option<(u128, u128)>,
     pub nat: Option<NatRange>,
+    /// `force`: a packet of a connection's reply direction ends that connection
+    /// and commits a new one with the packet's direction as the original.
+    pub force: bool,
 }
 
 /// One `ct(…)`: its zone, its commit, and whether it applies the connection's NAT
@@ -146,6 +149,8 @@ pub struct Conntrack {
     conns: papaya::HashMap<Key, Arc<Conn>, Hasher>,
     zones: papaya::HashMap<u16, Arc<Zone>, Hasher>,
     zone_limits: papaya::HashMap<u16, u32, Hasher>,
+    /// The limit of a zone with none of its own (0: none).
+    default_zone_limit: AtomicU32,
     count: AtomicUsize,
     limit: AtomicUsize,
     seq_check: AtomicBool,
@@ -166,6 +171,7 @@ impl Conntrack {
             conns: papaya::HashMap::default(),
             zones: papaya::HashMap::default(),
             zone_limits: papaya::HashMap::default(),
+            default_zone_limit: AtomicU32::new(0),
             count: AtomicUsize::new(0),
             limit: AtomicUsize::new(DEFAULT_LIMIT),
             seq_check: AtomicBool::new(true),
@@ -258,6 +264,11 @@ impl Conntrack {
         };
         if let Some(c) = self.live(&conns, &key, now_ms) {
             let reply = key != c.orig;
+            if reply && commit.is_some_and(|cm| cm.force) {
+                let c = c.clone();
+                self.remove(&conns, &c);
+                return self.fresh(&conns, pkt, zone, commit, now_ms);
+            }
             match self.update(c, pkt, reply, now_ms) {
                 Update::Valid => {
                     if let Some(cm) = commit {
@@ -277,13 +288,30 @@ impl Conntrack {
                 Update::New => self.remove(&conns, c),
             }
         }
+        self.fresh(&conns, pkt, zone, commit, now_ms)
+    }
+
+    /// A packet of no connection (in `zone`): new if it may start one (committed
+    /// when `commit` asks and the limits allow), invalid if not.
+    fn fresh(
+        &self,
+        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        pkt: &CtPacket,
+        zone: u16,
+        commit: Option<&Commit>,
+        now_ms: u64,
+    ) -> CtOutcome {
         let may_start = match pkt.tuple.proto {
             IPPROTO_TCP => pkt.tcp.as_ref().is_some_and(tcp::valid_new),
             _ if pkt.tuple.is_icmp() => pkt.tuple.is_icmp_query(),
             _ => true,
         };
         if !may_start {
-            return invalid;
+            return CtOutcome {
+                state: CtState(CtState::INVALID | CtState::TRACKED),
+                zone,
+                ..CtOutcome::default()
+            };
         }
         let fresh = CtOutcome {
             state: CtState(CtState::NEW | CtState::TRACKED),
@@ -291,9 +319,9 @@ impl Conntrack {
             orig: Some(pkt.tuple),
             ..CtOutcome::default()
         };
-        match commit.and_then(|cm| self.create(&conns, pkt, zone, cm, now_ms)) {
+        match commit.and_then(|cm| self.create(conns, pkt, zone, cm, now_ms)) {
             Some(c) => {
-                let reply = key != c.orig;
+                let reply = pkt.tuple != c.orig.tuple;
                 with_rewrite(&c, seen(&c, CtState::NEW, zone), reply)
             }
             None => fresh,
@@ -375,10 +403,16 @@ impl Conntrack {
         let z = zones
             .get_or_insert_with(zone, || Arc::new(Zone::default()))
             .clone();
-        if let Some(&limit) = self.zone_limits.pin().get(&zone) {
-            if z.count.load(Ordering::Relaxed) >= limit {
-                return None;
-            }
+        let limit = self
+            .zone_limits
+            .pin()
+            .get(&zone)
+            .copied()
+            .unwrap_or_else(|| self.default_zone_limit.load(Ordering::Relaxed));
+        // (A default of 0 is none; a zone's own 0 takes nothing.)
+        let own = self.zone_limits.pin().contains_key(&zone);
+        if (own || limit != 0) && z.count.load(Ordering::Relaxed) >= limit {
+            return None;
         }
         let (proto, kind) = match pkt.tuple.proto {
             IPPROTO_TCP => {
@@ -548,6 +582,23 @@ impl Conntrack {
         self.zone_limits.pin().get(&zone).copied()
     }
 
+    /// The limit of zones without one of their own (`ct-set-limits default=N`; 0:
+    /// none).
+    pub fn set_default_zone_limit(&self, limit: u32) {
+        self.default_zone_limit.store(limit, Ordering::Relaxed);
+    }
+
+    pub fn default_zone_limit(&self) -> u32 {
+        self.default_zone_limit.load(Ordering::Relaxed)
+    }
+
+    /// The zones with a limit of their own, ascending.
+    pub fn limited_zones(&self) -> Vec<u16> {
+        let mut z: Vec<u16> = self.zone_limits.pin().keys().copied().collect();
+        z.sort_unstable();
+        z
+    }
+
     /// Sequence checking of TCP (`ct-enable-tcp-seq-chk`; on by default).
     pub fn set_tcp_seq_check(&self, on: bool) {
         self.seq_check.store(on, Ordering::Relaxed);
@@ -641,6 +692,7 @@ mod tests {
         mark: None,
         label: None,
         nat: None,
+        force: false,
     };
 
     fn bits(o: &CtOutcome) -> String {
@@ -735,12 +787,14 @@ mod tests {
             mark: Some((0x1234, 0xffff)),
             label: Some((1 << 100 | 5, u128::MAX)),
             nat: None,
+            force: false,
         };
         ct.execute(&a, 0, Some(&c), 0);
         let c2 = Commit {
             mark: Some((0xab00_0000, 0xff00_0000)),
             label: Some((0, 0xf)),
             nat: None,
+            force: false,
         };
         let o = ct.execute(&a, 0, Some(&c2), 1);
         assert_eq!((o.mark, o.label), (0xab00_1234, 1 << 100));
@@ -767,11 +821,42 @@ mod tests {
         assert_eq!((ct.len(), ct.zone_len(6)), (3, 2));
         ct.set_zone_limit(5, None);
         assert_eq!(ct.zone_limit(5), None);
+        assert_eq!(ct.limited_zones(), Vec::<u16>::new());
         assert_eq!(ct.flush_zone(6), 2);
         assert_eq!((ct.len(), ct.zone_len(5), ct.zone_len(6)), (1, 1, 0));
         assert_eq!(ct.flush_zone(9), 0);
         assert_eq!(ct.flush(), 1);
         assert!(ct.is_empty());
+        // A default for zones without a limit of their own; a zone's own beats it.
+        ct.set_limit(100);
+        ct.set_default_zone_limit(3);
+        ct.set_zone_limit(10, Some(1));
+        for p in 1..=5 {
+            ct.execute(&udp(1, 2, p, 53), 9, Some(&COMMIT), 0);
+            ct.execute(&udp(1, 2, p, 53), 10, Some(&COMMIT), 0);
+        }
+        assert_eq!((ct.zone_len(9), ct.zone_len(10)), (3, 1));
+        assert_eq!(ct.limited_zones(), vec![10]);
+    }
+
+    /// `force`: a reply-direction packet committed with it ends the connection and
+    /// starts one in its own direction.
+    #[test]
+    fn force_turns_a_connection_around() {
+        let ct = Conntrack::default();
+        let (a, b) = (udp(1, 2, 1000, 53), udp(2, 1, 53, 1000));
+        ct.execute(&a, 0, Some(&COMMIT), 0);
+        let force = Commit {
+            force: true,
+            ..COMMIT
+        };
+        let o = ct.execute(&b, 0, Some(&force), 1);
+        assert_eq!((bits(&o), o.orig), ("new|trk".into(), Some(b.tuple)));
+        assert_eq!(ct.len(), 1);
+        assert_eq!(ct.connections(None, 1)[0].orig, b.tuple);
+        // In its original direction, force changes nothing.
+        assert_eq!(bits(&ct.execute(&b, 0, Some(&force), 2)), "new|trk");
+        assert_eq!(bits(&ct.execute(&a, 0, None, 3)), "est|rpl|trk");
     }
 
     /// A TCP handshake and data as the dump shows it.

@@ -340,6 +340,7 @@ proptest! {
                         mark: Some((mark, u32::MAX)),
                         label: Some((label, u128::MAX)),
                         nat: None,
+                        force: false,
                     });
                     let got = ct.execute(&pkt, zone, c.as_ref(), now);
                     prop_assert_eq!(

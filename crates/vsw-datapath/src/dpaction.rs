@@ -155,6 +155,8 @@ pub enum DpAction {
         zone: u16,
         commit: bool,
         nat: bool,
+        /// `force`: a reply-direction packet's commit turns the connection around.
+        force: bool,
     },
     /// Stages one end of the next `Ct`'s NAT address range (an IPv4 address in the
     /// low 32 bits), its highest when `max`.
@@ -262,8 +264,17 @@ impl fmt::Display for DpAction {
                 let half = if *high { "hi" } else { "lo" };
                 write!(f, "ct_label_{half}(0x{value:x}/0x{mask:x})")
             }
-            DpAction::Ct { zone, commit, nat } => {
-                let c = if *commit { "commit," } else { "" };
+            DpAction::Ct {
+                zone,
+                commit,
+                nat,
+                force,
+            } => {
+                let c = match (*commit, *force) {
+                    (true, true) => "commit,force,",
+                    (true, false) => "commit,",
+                    _ => "",
+                };
                 let n = if *nat { ",nat" } else { "" };
                 write!(f, "ct({c}zone={zone}{n})")
             }

@@ -94,6 +94,18 @@ fn a_stateful_firewall_lets_answers_in_and_new_connections_from_outside_not() {
     );
     d.appctl_ok(&["dpctl/ct-set-maxconns", "3000000"]);
     assert!(inside.ping(&outside, 2));
+    // A zone's own limit: full, its answers do not get in; as Open vSwitch prints it.
+    d.appctl_ok(&["dpctl/ct-set-limits", "default=0", "zone=7,limit=1"]);
+    assert_eq!(
+        d.appctl_ok(&["dpctl/ct-get-limits", "zone=7"]),
+        "default limit=0\nzone=7,limit=1,count=1\n"
+    );
+    assert!(
+        inside.iperf_to(&outside, 1).is_err(),
+        "a second connection in a full zone"
+    );
+    d.appctl_ok(&["dpctl/ct-del-limits", "zone=7"]);
+    assert_eq!(d.appctl_ok(&["dpctl/ct-get-limits"]), "default limit=0\n");
     assert_eq!(
         d.appctl_ok(&["dpctl/ct-get-tcp-seq-chk"]),
         "TCP sequence checking: enabled\n"

@@ -364,13 +364,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         // Read and printed, refused until the datapath carries them out (a rule
         // taken and then not done would be worse than a refusal).
         if let Action::Ct(ct) = a {
-            let missing = if ct.force {
-                Some("force")
-            } else if ct.alg != 0 {
-                Some("alg")
-            } else {
-                None
-            };
+            let missing = if ct.alg != 0 { Some("alg") } else { None };
             if let Some(what) = missing {
                 return Err(values::bad(
                     "ct",

@@ -2454,7 +2454,7 @@ impl Ctx<'_, '_> {
     /// runs after that table's actions, on the next pass).
     fn ct(&mut self, ct: &vsw_flow::ct_action::CtAction, table: u8) {
         use vsw_flow::ct_action::{CtExec, CtZone};
-        if ct.force || ct.alg != 0 {
+        if ct.alg != 0 {
             // Refused when the rule went in (vsw-flow's check_actions).
             self.step(
                 table,
@@ -2516,6 +2516,7 @@ impl Ctx<'_, '_> {
             zone,
             commit: ct.commit,
             nat: ct.nat.is_some(),
+            force: ct.force,
         });
         self.step(
             table,

@@ -38,9 +38,15 @@ pub struct Context {
 const COMMANDS: &[(&str, &str)] = &[
     ("dpctl/ct-disable-tcp-seq-chk", "[dp]"),
     ("dpctl/ct-enable-tcp-seq-chk", "[dp]"),
+    ("dpctl/ct-del-limits", "[dp] zone=N1[,N2]..."),
+    ("dpctl/ct-get-limits", "[dp] [zone=N1[,N2]...]"),
     ("dpctl/ct-get-maxconns", "[dp]"),
     ("dpctl/ct-get-nconns", "[dp]"),
     ("dpctl/ct-get-tcp-seq-chk", "[dp]"),
+    (
+        "dpctl/ct-set-limits",
+        "[dp] [default=L] [zone=N,limit=L]...",
+    ),
     ("dpctl/ct-set-maxconns", "[dp] maxconns"),
     ("dpctl/dump-conntrack", "[dp] [zone=N]"),
     ("dpctl/dump-flows", "[dp]"),
@@ -336,6 +342,61 @@ fn conntrack_command(cx: &Context, command: &str, args: &[String]) -> Result<Str
             let what = if on { "enabling" } else { "disabling" };
             Ok(format!("{what} TCP sequence checking successful"))
         }
+        "dpctl/ct-set-limits" => {
+            // All checked first: a bad argument changes nothing.
+            let mut default = None;
+            let mut zones = Vec::new();
+            for a in &args {
+                if let Some(l) = a.strip_prefix("default=") {
+                    default = Some(
+                        l.parse::<u32>()
+                            .map_err(|_| "invalid default limit".to_string())?,
+                    );
+                    continue;
+                }
+                let (mut zone, mut limit) = (None, None);
+                for kv in a.split(',') {
+                    match kv.split_once('=') {
+                        Some(("zone", z)) => zone = z.parse::<u16>().ok(),
+                        Some(("limit", l)) => limit = l.parse::<u32>().ok(),
+                        _ => return Err(format!("invalid zone limit field: {kv}")),
+                    }
+                }
+                match (zone, limit) {
+                    (Some(z), Some(l)) => zones.push((z, l)),
+                    _ => return Err(format!("failed to parse zone limit: {a}")),
+                }
+            }
+            if let Some(d) = default {
+                ct.set_default_zone_limit(d);
+            }
+            for (z, l) in zones {
+                ct.set_zone_limit(z, Some(l));
+            }
+            Ok(String::new())
+        }
+        "dpctl/ct-del-limits" => {
+            let zones = zone_list(&args)?;
+            if zones.is_empty() {
+                return Err("no zone limit to delete".into());
+            }
+            for z in zones {
+                ct.set_zone_limit(z, None);
+            }
+            Ok(String::new())
+        }
+        "dpctl/ct-get-limits" => {
+            let mut zones = zone_list(&args)?;
+            if zones.is_empty() {
+                zones = ct.limited_zones();
+            }
+            let mut out = format!("default limit={}", ct.default_zone_limit());
+            for z in zones {
+                let limit = ct.zone_limit(z).unwrap_or_else(|| ct.default_zone_limit());
+                out += &format!("\nzone={z},limit={limit},count={}", ct.zone_len(z));
+            }
+            Ok(out + "\n")
+        }
         "dpctl/ct-get-tcp-seq-chk" => Ok(format!(
             "TCP sequence checking: {}\n",
             if ct.tcp_seq_check() {
@@ -345,5 +406,16 @@ fn conntrack_command(cx: &Context, command: &str, args: &[String]) -> Result<Str
             }
         )),
         _ => Err(format!("unknown command '{command}'")),
+    }
+}
+
+/// `zone=N1[,N2]...` among `args`: the zones named.
+fn zone_list(args: &[&str]) -> Result<Vec<u16>, String> {
+    match args.iter().find_map(|a| a.strip_prefix("zone=")) {
+        None => Ok(Vec::new()),
+        Some(list) => list
+            .split(',')
+            .map(|z| z.parse::<u16>().map_err(|_| format!("invalid zone: {z}")))
+            .collect(),
     }
 }

@@ -642,7 +642,13 @@ impl Pass<'_, '_, '_> {
                     });
                     Ok(())
                 }
-                DpAction::Ct { zone, commit, nat } => {
+                DpAction::Ct {
+                    zone,
+                    commit,
+                    nat,
+                    force,
+                } => {
+                    staged.force = force;
                     let key;
                     (ct, key) = self.track(in_port, zone, commit.then_some(&staged), nat);
                     staged = vsw_conntrack::Commit::default();
