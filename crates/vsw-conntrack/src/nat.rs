@@ -70,7 +70,8 @@ pub fn candidates(orig: &Tuple, range: &NatRange, seed: u64) -> impl Iterator<It
         let n_ports = u64::from(hi.saturating_sub(lo)) + 1;
         let port_start = (seed >> 16) % n_ports;
         (0..n_addrs.min(MAX_ADDRESSES_TRIED)).flat_map(move |a| {
-            let addr = addr_min + u128::from((addr_start + a) % n_addrs);
+            // (u128: a start and a step near 2^64 do not overflow.)
+            let addr = addr_min + (u128::from(addr_start) + u128::from(a)) % u128::from(n_addrs);
             (0..n_ports.min(MAX_PORTS_TRIED)).map(move |p| {
                 let port = lo + ((port_start + p) % n_ports) as u16;
                 let mut t = orig;

@@ -52,12 +52,15 @@ pub struct Commit {
 }
 
 /// One `ct(…)`: its zone, its commit, and whether it applies the connection's NAT
-/// (`nat`, with or without a range: a committed range sets it up).
+/// (`nat`, with or without a range: a committed range sets it up). `natted`: the
+/// packet was rewritten by NAT in this zone already (a `ct(nat)` before this one):
+/// its tuple is its connection's as translated, and it is not rewritten again.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ct<'a> {
     pub zone: u16,
     pub commit: Option<&'a Commit>,
     pub nat: bool,
+    pub natted: bool,
 }
 
 /// What the tracker says of a packet: its `ct_state`, `ct_zone`, `ct_mark`,
@@ -108,8 +111,12 @@ impl Conn {
 
     fn commit(&self, c: &Commit) {
         if let Some((v, m)) = c.mark {
-            let old = self.mark.load(Ordering::Relaxed);
-            self.mark.store((old & !m) | (v & m), Ordering::Relaxed);
+            // Two PMDs may commit one connection at once: neither write is lost.
+            let _ = self
+                .mark
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                    Some((old & !m) | (v & m))
+                });
         }
         if let Some((v, m)) = c.label {
             let l = (self.label() & !m) | (v & m);
@@ -126,7 +133,9 @@ impl Conn {
 /// A zone: its connections' original tuples, and how many.
 #[derive(Default)]
 struct Zone {
-    members: papaya::HashSet<Tuple, Hasher>,
+    /// By original tuple (the connection itself, so that a removal takes out
+    /// only the one it removes, never a newer one of the same tuple).
+    members: papaya::HashMap<Tuple, Arc<Conn>, Hasher>,
     count: AtomicU32,
 }
 
@@ -195,6 +204,7 @@ impl Conntrack {
             zone,
             commit,
             nat: false,
+            natted: false,
         };
         self.track(pkt, &ct, now_ms)
     }
@@ -202,29 +212,23 @@ impl Conntrack {
     /// [`Conntrack::execute`] of a whole `ct(…)`: with NAT applied when it asks
     /// (`ct.nat`): the outcome's `rewrite` and `+snat`/`+dnat`.
     pub fn track(&self, pkt: &CtPacket, ct: &Ct<'_>, now_ms: u64) -> CtOutcome {
-        let mut out = self.track_state(pkt, ct.zone, ct.commit, now_ms);
-        if !ct.nat {
-            out.rewrite = None;
-        } else if out.rewrite.is_some() {
-            let bit = self.nat_bit(&out);
-            out.state.0 |= bit;
-        }
-        out
-    }
-
-    fn nat_bit(&self, out: &CtOutcome) -> u8 {
-        match out.rewrite {
-            // The original direction's rewrite of SNAT sets a source; its reply's
-            // a destination; DNAT the reverse.
-            Some(r) => {
-                let reply = out.state.has(CtState::REPLY);
-                match (r.src.is_some(), reply) {
-                    (true, false) | (false, true) => CtState::SNAT,
-                    _ => CtState::DNAT,
+        let mut out = self.track_state(pkt, ct.zone, ct.commit, ct.natted, now_ms);
+        if ct.nat || ct.natted {
+            // The header the rewrite changes, as Open vSwitch marks it: an SNAT
+            // connection's reply has its destination rewritten (`+dnat`).
+            if let Some(r) = out.rewrite {
+                if r.src.is_some() {
+                    out.state.0 |= CtState::SNAT;
+                }
+                if r.dst.is_some() {
+                    out.state.0 |= CtState::DNAT;
                 }
             }
-            None => 0,
         }
+        if !ct.nat || ct.natted {
+            out.rewrite = None;
+        }
+        out
     }
 
     fn track_state(
@@ -232,6 +236,7 @@ impl Conntrack {
         pkt: &CtPacket,
         zone: u16,
         commit: Option<&Commit>,
+        natted: bool,
         now_ms: u64,
     ) -> CtOutcome {
         let invalid = CtOutcome {
@@ -258,12 +263,15 @@ impl Conntrack {
             // ICMP that is neither a query, an answer nor an error.
             return invalid;
         }
-        let key = Key {
-            zone,
-            tuple: pkt.tuple,
+        // A packet NAT rewrote is its connection's translated tuple: looked up by
+        // its reverse, which is the other direction's key.
+        let tuple = match (natted, pkt.tuple.reverse()) {
+            (true, Some(back)) => back,
+            _ => pkt.tuple,
         };
+        let key = Key { zone, tuple };
         if let Some(c) = self.live(&conns, &key, now_ms) {
-            let reply = key != c.orig;
+            let reply = (key != c.orig) != (natted && tuple != pkt.tuple);
             if reply && commit.is_some_and(|cm| cm.force) {
                 let c = c.clone();
                 self.remove(&conns, &c);
@@ -285,7 +293,9 @@ impl Conntrack {
                 }
                 Update::Invalid => return invalid,
                 // A new connection on the closed one's tuple.
-                Update::New => self.remove(&conns, c),
+                Update::New => {
+                    self.remove(&conns, c);
+                }
             }
         }
         self.fresh(&conns, pkt, zone, commit, now_ms)
@@ -466,33 +476,38 @@ impl Conntrack {
         }
         // (A packet to its own address and port is its own reply: one key.)
         if conn.reply != conn.orig && conns.try_insert(conn.reply, conn.clone()).is_err() {
-            conns.remove(&conn.orig);
+            let _ = conns.remove_if(&conn.orig, |_, v| Arc::ptr_eq(v, &conn));
             return None;
         }
         self.count.fetch_add(1, Ordering::Relaxed);
         z.count.fetch_add(1, Ordering::Relaxed);
-        z.members.pin().insert(conn.orig.tuple);
+        z.members.pin().insert(conn.orig.tuple, conn.clone());
         Some(conn)
     }
 
-    /// Takes connection `c` out (once, whoever else tries too).
+    /// Takes connection `c` out (once, whoever else tries too): whether this call
+    /// did.
     fn remove(
         &self,
         conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
         c: &Arc<Conn>,
-    ) {
+    ) -> bool {
         let ours = conns
             .remove_if(&c.orig, |_, v| Arc::ptr_eq(v, c))
             .is_ok_and(|r| r.is_some());
         if !ours {
-            return;
+            return false;
         }
         let _ = conns.remove_if(&c.reply, |_, v| Arc::ptr_eq(v, c));
         self.count.fetch_sub(1, Ordering::Relaxed);
         if let Some(z) = self.zones.pin().get(&c.orig.zone) {
-            z.members.pin().remove(&c.orig.tuple);
+            let _ = z
+                .members
+                .pin()
+                .remove_if(&c.orig.tuple, |_, v| Arc::ptr_eq(v, c));
             z.count.fetch_sub(1, Ordering::Relaxed);
         }
+        true
     }
 
     /// Removes what expired by `now_ms`; how many. (A lookup of an expired
@@ -504,10 +519,7 @@ impl Conntrack {
             .filter(|(k, c)| **k == c.orig && c.expired(now_ms))
             .map(|(_, c)| c.clone())
             .collect();
-        for c in &doomed {
-            self.remove(&conns, c);
-        }
-        doomed.len()
+        doomed.iter().filter(|c| self.remove(&conns, c)).count()
     }
 
     /// Removes every connection of `zone`; how many. The work of that zone's
@@ -517,15 +529,8 @@ impl Conntrack {
             return 0;
         };
         let conns = self.conns.pin();
-        let members: Vec<Tuple> = z.members.pin().iter().copied().collect();
-        let mut n = 0;
-        for t in members {
-            if let Some(c) = conns.get(&Key { zone, tuple: t }).cloned() {
-                self.remove(&conns, &c);
-                n += 1;
-            }
-        }
-        n
+        let members: Vec<Arc<Conn>> = z.members.pin().values().cloned().collect();
+        members.iter().filter(|c| self.remove(&conns, c)).count()
     }
 
     /// Removes every connection; how many.

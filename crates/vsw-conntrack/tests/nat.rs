@@ -60,6 +60,7 @@ fn snat_rewrites_out_and_back_and_sets_its_bits() {
         zone: 3,
         commit: Some(&snat),
         nat: true,
+        natted: false,
     };
     let first = ct.track(&pkt(out), &commit, 0);
     assert_eq!(first.state.to_string(), "new|trk|snat");
@@ -79,9 +80,11 @@ fn snat_rewrites_out_and_back_and_sets_its_bits() {
         zone: 3,
         commit: None,
         nat: true,
+        natted: false,
     };
     let back = ct.track(&pkt(reply), &lookup, 1);
-    assert_eq!(back.state.to_string(), "est|rpl|trk|snat");
+    // Its destination rewritten: `+dnat`, as Open vSwitch marks an SNAT reply.
+    assert_eq!(back.state.to_string(), "est|rpl|trk|dnat");
     assert_eq!(
         rewritten(reply, &back.rewrite.unwrap()),
         out.reverse().unwrap()
@@ -98,6 +101,20 @@ fn snat_rewrites_out_and_back_and_sets_its_bits() {
     assert_eq!(
         (plain.state.to_string().as_str(), plain.rewrite),
         ("est|rpl|trk", None)
+    );
+    // A second ct in the zone after the rewrite (`natted`): the same connection,
+    // not rewritten again.
+    let again = ct.track(
+        &pkt(translated),
+        &Ct {
+            natted: true,
+            ..lookup
+        },
+        2,
+    );
+    assert_eq!(
+        (again.state.to_string().as_str(), again.rewrite),
+        ("est|trk|snat", None)
     );
     // A second client on the same port takes another (ephemeral) port.
     let other = Tuple { src: 11, ..out };
@@ -131,13 +148,14 @@ fn dnat_balances_to_a_backend_and_answers_as_the_service() {
         zone: 0,
         commit: Some(&dnat),
         nat: true,
+        natted: false,
     };
     let o = ct.track(&pkt(vip), &c, 0);
     assert_eq!(o.state.to_string(), "new|trk|dnat");
     let to = rewritten(vip, &o.rewrite.unwrap());
     assert!((30..=32).contains(&to.dst) && to.dst_port == 8080, "{to:?}");
     let answer = ct.track(&pkt(to.reverse().unwrap()), &Ct { commit: None, ..c }, 1);
-    assert_eq!(answer.state.to_string(), "est|rpl|trk|dnat");
+    assert_eq!(answer.state.to_string(), "est|rpl|trk|snat");
     assert_eq!(
         rewritten(to.reverse().unwrap(), &answer.rewrite.unwrap()),
         vip.reverse().unwrap(),
@@ -168,7 +186,7 @@ proptest! {
             }),
             ..Commit::default()
         };
-        let c = Ct { zone: 0, commit: Some(&snat), nat: true };
+        let c = Ct { zone: 0, commit: Some(&snat), nat: true, natted: false };
         let mut translated: HashSet<Tuple> = HashSet::new();
         let (mut committed, mut refused) = (0usize, 0u64);
         let mut seen: HashSet<Tuple> = HashSet::new();

@@ -41,6 +41,12 @@ impl CtMeta {
         }
     }
 
+    /// Whether NAT rewrote the packet in `zone` already (a later `ct` there looks
+    /// it up as translated and does not rewrite it again).
+    pub(crate) fn natted_in(&self, zone: u16) -> bool {
+        self.zone == zone && self.state & (CtState::SNAT | CtState::DNAT) != 0
+    }
+
     #[inline]
     pub(crate) fn write_into(&self, key: &mut FlowKey) {
         key.ct_state = self.state;
@@ -180,8 +186,13 @@ pub(crate) fn ct_packet(frame: &[u8], key: &FlowKey) -> Option<CtPacket> {
     match tuple.proto {
         IPPROTO_TCP => pkt.tcp = Some(tcp_segment(l4b)?),
         IPPROTO_ICMP | IPPROTO_ICMPV6 if is_icmp_error(v6, tuple.icmp_type) => {
-            // The quoted packet: its IP header and the first bytes behind it.
+            // The quoted packet: its IP header and the first bytes behind it. It
+            // was sent by the error's addressee (Open vSwitch checks so too): an
+            // error quoting someone else's connection relates to nothing.
             let (quoted, _, _) = ip_tuple(l4b.get(8..)?, v6, true)?;
+            if quoted.src != tuple.dst {
+                return None;
+            }
             pkt.quoted = Some(quoted);
         }
         _ => {}

@@ -180,7 +180,9 @@ fn snat_hides_the_inside_host_behind_another_address() {
         "priority=10,arp,actions=NORMAL",
         "priority=10,in_port=1,ip,actions=ct(commit,zone=3,nat(src=198.18.0.100)),NORMAL",
         "priority=10,in_port=2,ip,actions=ct(table=1,zone=3,nat)",
-        "table=1,priority=10,ip,ct_state=+trk+est+snat,actions=NORMAL",
+        // The answers' destination is rewritten: `+dnat`, as Open vSwitch marks an
+        // SNAT connection's replies.
+        "table=1,priority=10,ip,ct_state=+trk+est+dnat,actions=NORMAL",
         "table=1,priority=1,actions=drop",
     ] {
         d.ctl_ok(&["add-flow", flow]);

@@ -469,6 +469,18 @@ mod tests {
             crate::syntax::parse_flow("arp,actions=ct(commit)", &no_ports).is_err(),
             "ct needs IP"
         );
+        for (text, needle) in [
+            ("ip,actions=ct(zone=NXM_NX_REG0[0..7])", "16 bits"),
+            ("ip,actions=ct(nat(src=10.0.0.1))", "need commit"),
+            ("ipv6,actions=ct(commit,nat(src=10.0.0.1))", "family"),
+            ("ip,actions=ct(commit,nat(dst=[fd00::1]:80))", "family"),
+        ] {
+            let e = crate::syntax::parse_flow(text, &no_ports)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+        assert!(crate::syntax::parse_flow("ip,actions=ct(nat)", &no_ports).is_ok());
         let build = |name: &str, arg| {
             let def = crate::action::action(name).unwrap();
             def.build(name, arg, &no_ports).unwrap().to_string()

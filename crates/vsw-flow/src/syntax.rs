@@ -372,6 +372,7 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
                     format!("ct's {what} is not in vsw's datapath yet"),
                 ));
             }
+            check_ct(ct, a, matcher)?;
         }
     }
     if let Some(m) = matcher {
@@ -478,6 +479,40 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         .count();
     if gotos > 1 || (gotos == 1 && !matches!(actions.last(), Some(Action::GotoTable(_)))) {
         return Err(FlowSyntaxError::GotoNotLast);
+    }
+    Ok(())
+}
+
+/// What Open vSwitch refuses of a `ct(…)` however it was written (its text, or
+/// NXAST_CT): a zone field not 16 bits wide, `force`, `exec` or a NAT range without
+/// `commit`, and a NAT range of the other IP family than the match's.
+fn check_ct(
+    ct: &crate::ct_action::CtAction,
+    a: &Action,
+    matcher: Option<&Match>,
+) -> Result<(), FlowSyntaxError> {
+    let refuse = |why: &str| Err(values::bad("ct", &a.to_string(), why));
+    if let crate::ct_action::CtZone::Field(sf) = ct.zone {
+        if sf.n_bits != 16 {
+            return refuse("a zone field is 16 bits");
+        }
+    }
+    let ranged = ct.nat.is_some_and(|n| n.addrs.is_some());
+    if !ct.commit && (ct.force || !ct.exec.is_empty() || ranged) {
+        return refuse("force, exec and a NAT range need commit");
+    }
+    if let (Some(m), Some((min, _))) = (matcher, ct.nat.and_then(|n| n.addrs)) {
+        let (v, k) = (m.value(), m.mask());
+        if k.dl_type == u16::MAX {
+            let want = if min.is_ipv4() {
+                vsw_packet::EtherType::IPV4
+            } else {
+                vsw_packet::EtherType::IPV6
+            };
+            if v.dl_type != want {
+                return refuse("the NAT range's family is not the match's");
+            }
+        }
     }
     Ok(())
 }

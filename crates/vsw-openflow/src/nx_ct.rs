@@ -229,4 +229,52 @@ mod tests {
         let again = crate::from_vsw::ct_from_vsw(&vsw);
         assert_eq!(Action::Ct(Box::new(again)), a);
     }
+
+    /// What Open vSwitch refuses is refused, never a panic: a load past its field
+    /// (any offset), both NAT ends, hash with random, a range backwards.
+    #[test]
+    fn hostile_ct_contents_are_refused() {
+        let with = |inner: Action| {
+            let Action::Ct(mut ct) = sample() else {
+                unreachable!()
+            };
+            ct.actions = vec![inner];
+            crate::to_vsw::ct_to_vsw_for_tests(&Action::Ct(ct))
+        };
+        let (class, number) = crate::oxm::wire_id(crate::oxm::CT_MARK);
+        let mark = crate::nx_action::nxm_header(class, number, 4);
+        for ofs in [0u16, 31, 32, 127, 128, 1000] {
+            let load = crate::nx_action::NxAction::RegLoad {
+                ofs_nbits: (ofs << 6) | 3,
+                dst: mark,
+                value: 0xf,
+            };
+            let r = with(Action::Nx(load));
+            assert_eq!(r.is_ok(), ofs + 4 <= 32, "ofs {ofs}: {r:?}");
+        }
+        for n in [
+            NatWire {
+                flags: NX_NAT_F_SRC | NX_NAT_F_DST,
+                ..NatWire::default()
+            },
+            NatWire {
+                flags: NX_NAT_F_SRC | NX_NAT_F_PROTO_HASH | NX_NAT_F_PROTO_RANDOM,
+                ipv4: Some((1, None)),
+                ..NatWire::default()
+            },
+            NatWire {
+                flags: NX_NAT_F_DST,
+                ipv4: Some((5, Some(4))),
+                ..NatWire::default()
+            },
+            NatWire {
+                flags: NX_NAT_F_DST,
+                ipv4: Some((5, None)),
+                ports: Some((80, Some(79))),
+                ..NatWire::default()
+            },
+        ] {
+            assert!(with(Action::Nat(n.clone())).is_err(), "{n:?}");
+        }
+    }
 }

@@ -199,6 +199,8 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             PKT_MARK => (v.pipeline.pkt_mark, k.pipeline.pkt_mark) = (val as u32, mask as u32),
             CONJ_ID => (v.pipeline.conj_id, k.pipeline.conj_id) = (val as u32, u32::MAX),
             // ct_state's 8 bits of the 32 on the wire.
+            // Bits past the 8 states are none (Open vSwitch refuses them too).
+            crate::oxm::CT_STATE if (val | mask) >> 8 != 0 => return Err(BadMatch::BadValue),
             crate::oxm::CT_STATE => (v.ct_state, k.ct_state) = (val as u8, mask as u8),
             crate::oxm::CT_ZONE => (v.ct_zone, k.ct_zone) = (val as u16, u16::MAX),
             crate::oxm::CT_MARK => (v.ct_mark, k.ct_mark) = (val as u32, mask as u32),
@@ -456,6 +458,23 @@ fn ct_to_vsw(w: &crate::nx_ct::CtWire) -> Result<vsw_flow::ct_action::CtAction, 
     for a in &w.actions {
         match a {
             Action::Nat(n) if ct.nat.is_none() => {
+                // As Open vSwitch's parse_NAT and check_NAT refuse them.
+                let both = NX_NAT_F_SRC | NX_NAT_F_DST;
+                let ranged = |min: u128, max: Option<u128>| max.is_some_and(|m| m < min);
+                if n.flags & both == both
+                    || n.flags & (NX_NAT_F_PROTO_HASH | NX_NAT_F_PROTO_RANDOM)
+                        == NX_NAT_F_PROTO_HASH | NX_NAT_F_PROTO_RANDOM
+                    || n.ipv4.is_some_and(|(min, max)| {
+                        min == 0 || ranged(min.into(), max.map(u128::from))
+                    })
+                    || n.ipv6.is_some_and(|(min, max)| ranged(min, max))
+                    || n.ports
+                        .is_some_and(|(min, max)| ranged(min.into(), max.map(u128::from)))
+                    || (n.flags & both == 0
+                        && (n.flags != 0 || n.ipv4.is_some() || n.ipv6.is_some()))
+                {
+                    return Err(BadFlowMod::BadArgument);
+                }
                 let end = if n.flags & NX_NAT_F_SRC != 0 {
                     Some(NatEnd::Src)
                 } else if n.flags & NX_NAT_F_DST != 0 {
@@ -488,19 +507,27 @@ fn ct_to_vsw(w: &crate::nx_ct::CtWire) -> Result<vsw_flow::ct_action::CtAction, 
             }) => {
                 let (class, number, _, _) = crate::nx_action::nxm_header_parts(*dst);
                 let (ofs, n_bits) = (u32::from(ofs_nbits >> 6), u32::from(ofs_nbits & 0x3f) + 1);
+                let field = crate::oxm::field_of_wire(class, number);
+                let width = match field {
+                    Some(crate::oxm::CT_MARK) => 32,
+                    Some(crate::oxm::CT_LABEL) => 128,
+                    _ => return Err(BadFlowMod::BadArgument),
+                };
+                // Within the field before any shift (ofs + n_bits ≤ 128 keeps both
+                // shifts below 128).
+                if ofs + n_bits > width {
+                    return Err(BadFlowMod::BadArgument);
+                }
                 let bits = if n_bits >= 128 {
                     u128::MAX
                 } else {
                     (1u128 << n_bits) - 1
                 };
                 let (v, m) = ((u128::from(*value) & bits) << ofs, bits << ofs);
-                let field = crate::oxm::field_of_wire(class, number);
-                ct.exec.push(match field {
-                    Some(crate::oxm::CT_MARK) if ofs + n_bits <= 32 => {
-                        CtExec::Mark(v as u32, m as u32)
-                    }
-                    Some(crate::oxm::CT_LABEL) if ofs + n_bits <= 128 => CtExec::Label(v, m),
-                    _ => return Err(BadFlowMod::BadArgument),
+                ct.exec.push(if width == 32 {
+                    CtExec::Mark(v as u32, m as u32)
+                } else {
+                    CtExec::Label(v, m)
                 });
             }
             // Open vSwitch takes only these within a ct.

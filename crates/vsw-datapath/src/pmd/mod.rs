@@ -702,6 +702,9 @@ impl Worker {
             saved,
             ..
         } = self.parts((snap, shared, control), now_ms);
+        // The tracker's clock for these packets' `ct`s (a PMD with no queues
+        // never set it).
+        outputs.tally.now_ms = now_ms;
         let mut tally = Tally::new();
         let mut sent = 0;
         let injected = std::iter::once(first)

@@ -38,8 +38,8 @@ pub(super) struct Recirculation<'a, 'b> {
 pub(crate) struct SavedCopies {
     bufs: Vec<PacketBuf>,
     /// The tunnel each copy's packet had (a push clears it for the outer packet;
-    /// the copy's end gives it back).
-    tunnels: Vec<TunnelKey>,
+    /// the copy's end gives it back), and what the tracker had said of it.
+    tunnels: Vec<(TunnelKey, CtMeta)>,
     /// Copies held for the packet being run.
     held: usize,
     /// Where a super-frame too large for a tunnel's outer headers is split: each
@@ -62,7 +62,7 @@ impl SavedCopies {
             bufs: (0..2 * MAX_SAVED)
                 .map(|_| PacketBuf::new(MAX_REWRITE_FRAME))
                 .collect(),
-            tunnels: vec![TunnelKey::default(); 2 * MAX_SAVED],
+            tunnels: vec![(TunnelKey::default(), CtMeta::default()); 2 * MAX_SAVED],
             held: 0,
             split_build: vec![0u8; MAX_REWRITE_FRAME].into_boxed_slice(),
             split_parts: vec![0u8; SPLIT_PARTS * MAX_REWRITE_FRAME].into_boxed_slice(),
@@ -70,16 +70,21 @@ impl SavedCopies {
         }
     }
 
-    fn save(&mut self, scratch: &PacketBuf, tunnel: TunnelKey) -> Result<(), RewriteError> {
+    fn save(
+        &mut self,
+        scratch: &PacketBuf,
+        tunnel: TunnelKey,
+        ct: CtMeta,
+    ) -> Result<(), RewriteError> {
         let buf = self.bufs.get_mut(self.held).ok_or(RewriteError::Unsaved)?;
         buf.copy_from(scratch)?;
-        self.tunnels[self.held] = tunnel;
+        self.tunnels[self.held] = (tunnel, ct);
         self.held += 1;
         Ok(())
     }
 
-    /// Puts the last copy back; the tunnel its packet had.
-    fn restore(&mut self, scratch: &mut PacketBuf) -> Result<TunnelKey, RewriteError> {
+    /// Puts the last copy back; the tunnel its packet had, and its ct state.
+    fn restore(&mut self, scratch: &mut PacketBuf) -> Result<(TunnelKey, CtMeta), RewriteError> {
         self.held = self.held.checked_sub(1).ok_or(RewriteError::Unsaved)?;
         scratch.copy_from(&self.bufs[self.held])?;
         Ok(self.tunnels[self.held])
@@ -334,7 +339,7 @@ impl Pass<'_, '_, '_> {
         in_port: u32,
         zone: u16,
         commit: Option<&vsw_conntrack::Commit>,
-        nat: bool,
+        (nat, natted): (bool, bool),
     ) -> (CtMeta, Option<FlowKey>) {
         let mut k = FlowKey::default();
         let data = self.scratch.data();
@@ -347,7 +352,12 @@ impl Pass<'_, '_, '_> {
         // On the clock every PMD and the sweeper share (a PMD's own microseconds
         // count from its start).
         let now_ms = self.outputs.tally.now_ms;
-        let ct = vsw_conntrack::Ct { zone, commit, nat };
+        let ct = vsw_conntrack::Ct {
+            zone,
+            commit,
+            nat,
+            natted,
+        };
         let out = self.shared.conntrack.track(&p, &ct, now_ms);
         let meta = CtMeta::of(&out);
         match out.rewrite {
@@ -553,8 +563,11 @@ impl Pass<'_, '_, '_> {
                     tunnel.metadata0 = v;
                     Ok(())
                 }
-                DpAction::Save => self.saved.save(self.scratch, tunnel),
-                DpAction::Restore => self.saved.restore(self.scratch).map(|t| tunnel = t),
+                DpAction::Save => self.saved.save(self.scratch, tunnel, ct),
+                DpAction::Restore => self.saved.restore(self.scratch).map(|(t, c)| {
+                    tunnel = t;
+                    ct = c;
+                }),
                 DpAction::Hash => {
                     // Of the packet as the actions before left it (Open vSwitch
                     // extracts it again too); a frame that cannot be parsed hashes as 0.
@@ -625,21 +638,17 @@ impl Pass<'_, '_, '_> {
                         }
                     }
                 }
+                // Several writes of one commit add up, each under its mask.
                 DpAction::CtMark { value, mask } => {
-                    staged.mark = Some((value, mask));
+                    let (v, m) = staged.mark.unwrap_or((0, 0));
+                    staged.mark = Some(((v & !mask) | (value & mask), m | mask));
                     Ok(())
                 }
                 DpAction::CtLabel { high, value, mask } => {
                     let (v, m) = staged.label.unwrap_or((0, 0));
-                    let (value, mask) = (u128::from(value), u128::from(mask));
-                    staged.label = Some(if high {
-                        (
-                            (v & !(u128::from(u64::MAX) << 64)) | value << 64,
-                            m | mask << 64,
-                        )
-                    } else {
-                        ((v & (u128::from(u64::MAX) << 64)) | value, m | mask)
-                    });
+                    let shift = if high { 64 } else { 0 };
+                    let (value, mask) = (u128::from(value) << shift, u128::from(mask) << shift);
+                    staged.label = Some(((v & !mask) | (value & mask), m | mask));
                     Ok(())
                 }
                 DpAction::Ct {
@@ -650,7 +659,8 @@ impl Pass<'_, '_, '_> {
                 } => {
                     staged.force = force;
                     let key;
-                    (ct, key) = self.track(in_port, zone, commit.then_some(&staged), nat);
+                    let natted = ct.natted_in(zone);
+                    (ct, key) = self.track(in_port, zone, commit.then_some(&staged), (nat, natted));
                     staged = vsw_conntrack::Commit::default();
                     parsed = key;
                     Ok(())
