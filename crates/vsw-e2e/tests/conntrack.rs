@@ -7,11 +7,7 @@ use vsw_e2e::{serial, Host, Vswd};
 /// A firewall in zone 7: the inside host (port 1) opens connections, the outside
 /// one (port 2) answers them; ARP passes. A commit marks its connection 0x2a.
 fn stateful_firewall() -> (Vswd, Host, Host) {
-    let d = Vswd::start();
-    let (inside, outside) = (Host::new(1), Host::new(2));
-    d.ctl_ok(&["add-port", &inside.port]);
-    d.ctl_ok(&["add-port", &outside.port]);
-    d.ctl_ok(&["del-flows"]);
+    let (d, inside, outside) = inside_and_outside();
     for flow in [
         "priority=10,arp,actions=NORMAL",
         "priority=10,ip,ct_state=-trk,actions=ct(table=1,zone=7)",
@@ -23,6 +19,16 @@ fn stateful_firewall() -> (Vswd, Host, Host) {
     ] {
         d.ctl_ok(&["add-flow", flow]);
     }
+    (d, inside, outside)
+}
+
+/// A switch with an inside host (port 1) and an outside one (port 2), no rules.
+fn inside_and_outside() -> (Vswd, Host, Host) {
+    let d = Vswd::start();
+    let (inside, outside) = (Host::new(1), Host::new(2));
+    d.ctl_ok(&["add-port", &inside.port]);
+    d.ctl_ok(&["add-port", &outside.port]);
+    d.ctl_ok(&["del-flows"]);
     (d, inside, outside)
 }
 
@@ -171,11 +177,7 @@ fn ct_flows_go_in_through_ovs_ofctl_in_every_version_and_work() {
 #[test]
 fn snat_hides_the_inside_host_behind_another_address() {
     let _g = serial();
-    let d = Vswd::start();
-    let (inside, outside) = (Host::new(1), Host::new(2));
-    d.ctl_ok(&["add-port", &inside.port]);
-    d.ctl_ok(&["add-port", &outside.port]);
-    d.ctl_ok(&["del-flows"]);
+    let (d, inside, outside) = inside_and_outside();
     for flow in [
         "priority=10,arp,actions=NORMAL",
         "priority=10,in_port=1,ip,actions=ct(commit,zone=3,nat(src=198.18.0.100)),NORMAL",

@@ -52,31 +52,18 @@ pub(super) fn write_key(k: &mut FlowKey, f: NshField, v: u32) {
 /// Whether `a` rewrites one of the packet's headers (the actions `rewrite`
 /// turns into datapath rewrites, the tunnel's metadata aside).
 fn rewrites_a_header(a: &Action) -> bool {
-    matches!(
-        a,
-        Action::SetDlSrc(_)
-            | Action::SetDlDst(_)
-            | Action::PushVlan(_)
-            | Action::SetVlanVid(_)
-            | Action::SetVlanPcp(_)
-            | Action::StripVlan
-            | Action::SetNwSrc(_)
-            | Action::SetNwDst(_)
-            | Action::SetNwTos(_)
-            | Action::SetTpSrc(_)
-            | Action::SetTpDst(_)
-            | Action::DecTtl
-            | Action::DecTtlIds(_)
-            | Action::PushMpls(_)
-            | Action::PopMpls(_)
-            | Action::PushPbb(_)
-            | Action::PopPbb
-            | Action::SetMplsLabel(_)
-            | Action::SetMplsTc(_)
-            | Action::SetMplsTtl(_)
-            | Action::DecMplsTtl
-            | Action::SetField(_)
-    )
+    rewrites_link_layer(a)
+        || matches!(
+            a,
+            Action::SetNwSrc(_)
+                | Action::SetNwDst(_)
+                | Action::SetNwTos(_)
+                | Action::SetTpSrc(_)
+                | Action::SetTpDst(_)
+                | Action::DecTtl
+                | Action::DecTtlIds(_)
+                | Action::SetField(_)
+        )
 }
 
 /// Whether `a` sends the packet out of the bridge as it is (which a packet
