@@ -916,7 +916,7 @@ static ENCAP: ActionDef = ActionDef {
                     .strip_suffix(')')
                     .ok_or_else(|| bad(n, a, "an unclosed parenthesis"))?;
                 let (mut md_type, mut tlvs) = (None, Vec::new());
-                for prop in crate::syntax::tokens(props) {
+                for prop in crate::values::tokens(props) {
                     match prop.split_once('=') {
                         Some(("md_type", v)) => {
                             let t = parse_uint(n, v, 0xff)? as u8;

@@ -81,7 +81,7 @@ const TFTP: u16 = 69;
 pub fn parse_ct(args: &str) -> Result<CtAction, FlowSyntaxError> {
     let mut ct = CtAction::default();
     let whole = || format!("ct({args})");
-    for token in crate::syntax::tokens(args) {
+    for token in crate::values::tokens(args) {
         let (key, value) = match token.split_once(['=', '(']) {
             Some((k, _)) if token.as_bytes()[k.len()] == b'(' => {
                 let inner = token[k.len() + 1..]
@@ -108,7 +108,7 @@ pub fn parse_ct(args: &str) -> Result<CtAction, FlowSyntaxError> {
             }
             ("nat", v) => ct.nat = Some(parse_nat(v.unwrap_or(""))?),
             ("exec", Some(v)) => {
-                for a in crate::syntax::tokens(v) {
+                for a in crate::values::tokens(v) {
                     ct.exec.push(parse_exec(a)?);
                 }
             }
@@ -175,7 +175,7 @@ fn parse_nat(args: &str) -> Result<NatAction, FlowSyntaxError> {
         random: false,
     };
     let mut flags = false;
-    for token in crate::syntax::tokens(args) {
+    for token in crate::values::tokens(args) {
         match token.split_once('=') {
             Some((end @ ("src" | "dst"), range)) => {
                 if nat.end.is_some() {

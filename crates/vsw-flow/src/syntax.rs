@@ -8,7 +8,7 @@ use crate::action::{self, Action, Encap};
 use crate::fields::{self, FieldDef, Needs, FIELDS, SHORTHANDS};
 use crate::matching::Match;
 use crate::rule::{FlowSpec, Rule, DEFAULT_PRIORITY, MAX_TABLE};
-use crate::values::{self, parse_uint};
+use crate::values::{self, parse_uint, tokens};
 
 pub use crate::error::{FlowSyntaxError, PortResolver};
 
@@ -75,31 +75,6 @@ impl MatchBuilder {
         }
         Ok(Match::new(self.value, self.mask))
     }
-}
-
-/// A flow's tokens: split at commas and blanks outside parentheses, so that the
-/// action `resubmit(,2)` and the field `packet_type=(1,0x894f)` stay one each
-/// (and `encap(nsh(…))`'s properties, `tlv(…)` among them).
-pub(crate) fn tokens(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            c if depth == 0 && (c == ',' || c.is_whitespace()) => {
-                if i > start {
-                    out.push(&s[start..i]);
-                }
-                start = i + c.len_utf8();
-            }
-            _ => {}
-        }
-    }
-    if s.len() > start {
-        out.push(&s[start..]);
-    }
-    out
 }
 
 /// An action token's name and argument: `name:arg`, `name=arg` or `name(arg)`.

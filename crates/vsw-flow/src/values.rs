@@ -1,11 +1,36 @@
-//! How values are written in flows: numbers (decimal or hex, with masks), addresses
-//! with prefixes or masks, ports by number or name, TCP flags by name.
+//! How flows are written: their tokens, and values (numbers, decimal or hex, with masks),
+//! addresses with prefixes or masks, ports by number or name, TCP flags by name.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vsw_packet::MacAddr;
 
 use crate::error::{FlowSyntaxError, PortResolver};
+
+/// A flow's tokens: split at commas and blanks outside parentheses, so that the
+/// action `resubmit(,2)` and the field `packet_type=(1,0x894f)` stay one each
+/// (and `encap(nsh(…))`'s properties, `tlv(…)` among them).
+pub(crate) fn tokens(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            c if depth == 0 && (c == ',' || c.is_whitespace()) => {
+                if i > start {
+                    out.push(&s[start..i]);
+                }
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    if s.len() > start {
+        out.push(&s[start..]);
+    }
+    out
+}
 
 pub(crate) fn bad(field: &str, value: &str, why: impl Into<String>) -> FlowSyntaxError {
     FlowSyntaxError::BadValue {

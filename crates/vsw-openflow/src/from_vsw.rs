@@ -874,7 +874,7 @@ pub(crate) fn group_fits(entry: &GroupDescEntry) -> bool {
 }
 
 /// vsw's `ct(…)` as NXAST_CT: NAT first within it, then the `exec` set-fields.
-pub(crate) fn ct_from_vsw(ct: &vsw_flow::ct_action::CtAction) -> crate::nx_ct::CtWire {
+pub(crate) fn ct_from_vsw(ct: &vsw_flow::ct_action::CtAction) -> crate::nx_ct::CtWire<Action> {
     use crate::nx_ct::{
         CtWire, NatWire, NX_CT_F_COMMIT, NX_CT_F_FORCE, NX_CT_RECIRC_NONE, NX_NAT_F_DST,
         NX_NAT_F_PERSISTENT, NX_NAT_F_PROTO_HASH, NX_NAT_F_PROTO_RANDOM, NX_NAT_F_SRC,

@@ -434,7 +434,9 @@ fn ct_exec_of(f: &OxmField) -> Result<vsw_flow::ct_action::CtExec, BadFlowMod> {
 
 /// NXAST_CT as vsw's `ct(…)`: its zone (a number, or an NXM subfield), its
 /// table, its NAT and its `exec`'s set-fields of `ct_mark` and `ct_label`.
-fn ct_to_vsw(w: &crate::nx_ct::CtWire) -> Result<vsw_flow::ct_action::CtAction, BadFlowMod> {
+fn ct_to_vsw(
+    w: &crate::nx_ct::CtWire<Action>,
+) -> Result<vsw_flow::ct_action::CtAction, BadFlowMod> {
     use crate::nx_ct::{
         NX_CT_F_COMMIT, NX_CT_F_FORCE, NX_CT_RECIRC_NONE, NX_NAT_F_DST, NX_NAT_F_PERSISTENT,
         NX_NAT_F_PROTO_HASH, NX_NAT_F_PROTO_RANDOM, NX_NAT_F_SRC,
