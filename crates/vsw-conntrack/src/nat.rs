@@ -35,6 +35,19 @@ pub struct NatRewrite {
     pub dst: Option<(u128, u16)>,
 }
 
+impl NatRewrite {
+    /// What becomes of the packet an ICMP error rewritten so quotes: that packet
+    /// went the other way, so its source takes what the error's destination
+    /// takes, and its destination the source's (Open vSwitch's reverse NAT of
+    /// the inner header).
+    pub fn of_quote(&self) -> NatRewrite {
+        NatRewrite {
+            src: self.dst,
+            dst: self.src,
+        }
+    }
+}
+
 /// How many addresses, and ports per address, a search tries at most: a full
 /// range is not walked for every new connection (Open vSwitch bounds its search
 /// too); a range this search finds full refuses the connection.

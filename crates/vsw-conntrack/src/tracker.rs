@@ -246,15 +246,20 @@ impl Conntrack {
         };
         let conns = self.conns.pin();
         if let Some(quoted) = pkt.quoted {
-            // An ICMP error travels against the packet it quotes.
+            // An ICMP error travels against the packet it quotes, so the quote's
+            // reverse is the error's direction's key; once NAT rewrote the quote
+            // back (a `ct(nat)` before this one), the quote is its own direction's.
             let Some(back) = quoted.reverse() else {
                 return invalid;
             };
-            let key = Key { zone, tuple: back };
+            let tuple = if natted { quoted } else { back };
+            let key = Key { zone, tuple };
             return match self.live(&conns, &key, now_ms) {
                 Some(c) => {
-                    let reply = if key != c.orig { CtState::REPLY } else { 0 };
-                    seen(c, CtState::RELATED | reply, zone)
+                    let reply = (key != c.orig) != natted;
+                    let r = if reply { CtState::REPLY } else { 0 };
+                    // Its headers and its quote's are NATed as its direction's.
+                    with_rewrite(c, seen(c, CtState::RELATED | r, zone), reply)
                 }
                 None => invalid,
             };

@@ -124,6 +124,120 @@ fn snat_rewrites_out_and_back_and_sets_its_bits() {
     assert!(port >= 1024 && port != 4000, "{port}");
 }
 
+/// An ICMP error (port unreachable) from `from` to `to`, quoting `quoted`.
+fn error(from: u128, to: u128, quoted: Tuple) -> CtPacket {
+    CtPacket {
+        tuple: Tuple {
+            src: from,
+            dst: to,
+            proto: IPPROTO_ICMP,
+            icmp_type: 3,
+            icmp_code: 3,
+            ..Tuple::default()
+        },
+        tcp: None,
+        quoted: Some(quoted),
+    }
+}
+
+#[test]
+fn icmp_errors_of_a_natted_connection_are_natted_with_their_quote() {
+    let ct = Conntrack::default();
+    let snat = Commit {
+        nat: Some(NatRange {
+            kind: NatKind::Src,
+            addr_min: 500,
+            addr_max: 500,
+            ports: Some((7000, 7000)),
+        }),
+        ..Commit::default()
+    };
+    let out = Tuple {
+        src: 10,
+        dst: 20,
+        src_port: 4000,
+        dst_port: 53,
+        proto: IPPROTO_UDP,
+        ..Tuple::default()
+    };
+    let lookup = Ct {
+        zone: 3,
+        commit: None,
+        nat: true,
+        natted: false,
+    };
+    let r = ct
+        .track(
+            &pkt(out),
+            &Ct {
+                commit: Some(&snat),
+                ..lookup
+            },
+            0,
+        )
+        .rewrite
+        .unwrap();
+    let translated = rewritten(out, &r);
+    assert_eq!((translated.src, translated.src_port), (500, 7000));
+
+    // The server answers the translated packet with an error: to the client, and
+    // its quote is the client's packet as the client sent it.
+    let from_server = ct.track(&error(20, 500, translated), &lookup, 1);
+    assert_eq!(from_server.state.to_string(), "rel|rpl|trk|dnat");
+    let back = from_server.rewrite.unwrap();
+    assert_eq!(back.dst, Some((10, 4000)), "the error goes to the client");
+    assert_eq!(rewritten(translated, &back.of_quote()), out);
+    // A second ct in the zone after that rewrite finds the same connection.
+    let again = ct.track(
+        &error(20, 10, out),
+        &Ct {
+            natted: true,
+            ..lookup
+        },
+        1,
+    );
+    assert_eq!(
+        (again.state.to_string().as_str(), again.rewrite),
+        ("rel|rpl|trk|dnat", None)
+    );
+
+    // The client answers a reply with an error: to the server from the NAT
+    // address, quoting the reply as the server sent it.
+    let reply_as_received = out.reverse().unwrap();
+    let from_client = ct.track(&error(10, 20, reply_as_received), &lookup, 2);
+    assert_eq!(from_client.state.to_string(), "rel|trk|snat");
+    let fwd = from_client.rewrite.unwrap();
+    assert_eq!(fwd.src, Some((500, 7000)));
+    assert_eq!(
+        rewritten(reply_as_received, &fwd.of_quote()),
+        translated.reverse().unwrap()
+    );
+    // Without `nat`, related but not rewritten; an error quoting no connection
+    // is invalid.
+    let plain = ct.track(
+        &error(20, 500, translated),
+        &Ct {
+            nat: false,
+            ..lookup
+        },
+        3,
+    );
+    assert_eq!(
+        (plain.state.to_string().as_str(), plain.rewrite),
+        ("rel|rpl|trk", None)
+    );
+    let stranger = Tuple {
+        src_port: 1,
+        ..translated
+    };
+    assert_eq!(
+        ct.track(&error(20, 500, stranger), &lookup, 3)
+            .state
+            .to_string(),
+        "inv|trk"
+    );
+}
+
 #[test]
 fn dnat_balances_to_a_backend_and_answers_as_the_service() {
     let ct = Conntrack::default();

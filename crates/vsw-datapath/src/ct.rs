@@ -232,6 +232,24 @@ pub(crate) fn apply_nat(
     }
 }
 
+/// Writes `r`, the rewrite of the packet an ICMP error quotes, into that quote
+/// (the error's own headers take NAT's rewrite through [`apply_nat`] first).
+pub(crate) fn apply_nat_to_quote(
+    buf: &mut vsw_packet::rewrite::PacketBuf,
+    key: &FlowKey,
+    r: &vsw_conntrack::NatRewrite,
+) {
+    use vsw_packet::rewrite::QuoteEnd;
+    let v6 = key.dl_type == EtherType::IPV6;
+    for (end, to) in [(QuoteEnd::Src, r.src), (QuoteEnd::Dst, r.dst)] {
+        if let Some((addr, port)) = to {
+            let bytes = addr.to_be_bytes();
+            let addr = if v6 { &bytes[..] } else { &bytes[12..] };
+            buf.set_icmp_quote(end, addr, port);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -185,6 +185,8 @@ fn snat_hides_the_inside_host_behind_another_address() {
         // The answers' destination is rewritten: `+dnat`, as Open vSwitch marks an
         // SNAT connection's replies.
         "table=1,priority=10,ip,ct_state=+trk+est+dnat,actions=NORMAL",
+        // ICMP errors about the inside host's packets, their quotes turned back.
+        "table=1,priority=10,ip,ct_state=+trk+rel+dnat,actions=NORMAL",
         "table=1,priority=1,actions=drop",
     ] {
         d.ctl_ok(&["add-flow", flow]);
@@ -208,6 +210,28 @@ fn snat_hides_the_inside_host_behind_another_address() {
         .iperf_to(&outside, 1)
         .unwrap_or_else(|e| panic!("TCP through SNAT: {e}\n{dump}"));
     assert!(bytes > 1_000_000, "{bytes} bytes");
+    // A datagram to a closed port: the outside host's "port unreachable" goes to
+    // the translated address and quotes the translated datagram. The inside
+    // host's socket hears of it (ECONNREFUSED) only if the error reaches it with
+    // its quote turned back to the datagram it sent.
+    let probe = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.settimeout(3)\n\
+         s.connect(('{}', 9))\n\
+         s.send(b'anyone?')\n\
+         try:\n    s.recv(64)\n    print('answered')\n\
+         except ConnectionRefusedError:\n    print('refused')\n\
+         except socket.timeout:\n    print('nothing')\n",
+        outside.addr
+    );
+    let heard = inside.exec_ok(&["python3", "-c", &probe]);
+    assert_eq!(
+        heard.trim(),
+        "refused",
+        "{}",
+        d.appctl_ok(&["dpctl/dump-conntrack"])
+    );
     // A connection the outside host opens is none of the inside's: dropped.
     assert!(!outside.ping(&inside, 2));
 }

@@ -625,10 +625,12 @@ fn update_l4_csum(l4: &mut [u8], proto: u8, old: &[u16], new: &[u16], seed: bool
 
 mod encap;
 mod field_write;
+mod icmp_quote;
 mod mpls;
 mod nsh;
 mod pbb;
 pub use field_write::{csum_adjust, FieldWrite};
+pub use icmp_quote::QuoteEnd;
 pub use mpls::is_mpls;
 pub use nsh::NshField;
 

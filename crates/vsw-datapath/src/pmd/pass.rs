@@ -363,6 +363,9 @@ impl Pass<'_, '_, '_> {
         match out.rewrite {
             Some(r) => {
                 crate::ct::apply_nat(self.scratch, &k, &r);
+                if p.quoted.is_some() {
+                    crate::ct::apply_nat_to_quote(self.scratch, &k, &r.of_quote());
+                }
                 (meta, None)
             }
             None => (meta, Some(k)),
