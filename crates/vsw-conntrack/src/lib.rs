@@ -6,13 +6,13 @@
 //! (the caller says the time); the datapath calls it per packet.
 //!
 //! NAT (`nat(src|dst=…)`) chooses a new connection's translated tuple once; both
-//! directions are one connection. Not yet here: NAT of the headers an ICMP error
-//! quotes, fragment reassembly, the FTP and TFTP helpers, SCTP's own
+//! directions are one connection. Not yet here: fragment reassembly, the FTP and TFTP helpers, SCTP's own
 //! state, timeout policies per zone (one policy for all, Open vSwitch's defaults).
 
 #![forbid(unsafe_code)]
 
 pub mod dump;
+pub mod flush;
 pub mod nat;
 pub mod state;
 pub mod tcp;
@@ -20,6 +20,7 @@ pub mod timeouts;
 mod tracker;
 pub mod tuple;
 
+pub use flush::{FlushFilter, TupleFilter};
 pub use nat::{NatKind, NatRange, NatRewrite};
 pub use state::{CtState, TcpState};
 pub use tcp::TcpSegment;

@@ -538,6 +538,41 @@ impl Conntrack {
         members.iter().filter(|c| self.remove(&conns, c)).count()
     }
 
+    /// Removes the connections `filter` names, of `zone` (`None`: of every zone,
+    /// but zone 0 for a filter of one original tuple, as Open vSwitch); how
+    /// many. An empty filter flushes the zone, or everything.
+    pub fn flush_matching(&self, zone: Option<u16>, filter: &crate::FlushFilter) -> usize {
+        if filter.is_empty() {
+            return match zone {
+                Some(z) => self.flush_zone(z),
+                None => self.flush(),
+            };
+        }
+        let zones: Vec<u16> = match zone.or_else(|| filter.is_one_tuple().then_some(0)) {
+            Some(z) => vec![z],
+            None => self.zones.pin().keys().copied().collect(),
+        };
+        let conns = self.conns.pin();
+        let mut gone = 0;
+        for z in zones {
+            let Some(members) = self.zones.pin().get(&z).cloned() else {
+                continue;
+            };
+            let doomed: Vec<Arc<Conn>> = members
+                .members
+                .pin()
+                .values()
+                .filter(|c| {
+                    let mark = c.mark.load(Ordering::Relaxed);
+                    filter.matches(&c.orig.tuple, &c.reply.tuple, mark, c.label())
+                })
+                .cloned()
+                .collect();
+            gone += doomed.iter().filter(|c| self.remove(&conns, c)).count();
+        }
+        gone
+    }
+
     /// Removes every connection; how many.
     pub fn flush(&self) -> usize {
         let zones: Vec<u16> = self.zones.pin().keys().copied().collect();

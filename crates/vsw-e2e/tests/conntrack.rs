@@ -169,6 +169,47 @@ fn ct_flows_go_in_through_ovs_ofctl_in_every_version_and_work() {
     assert!(!outside.ping(&inside, 2), "a new connection from outside");
     let dump = d.appctl_ok(&["dpctl/dump-conntrack"]);
     assert!(dump.contains(",zone=7,mark=42,labels=0x1"), "{dump}");
+
+    // Flushes as ovn-controller sends them (NXT_CT_FLUSH, NXT_CT_FLUSH_ZONE),
+    // from Open vSwitch 3.1's own tool: another zone's, or another host's
+    // connections, take none of these.
+    let nconns = || -> usize {
+        d.appctl_ok(&["dpctl/ct-get-nconns"])
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let flush = |args: &[&str]| {
+        let out = ovs_ofctl(&d, &[&["-O", "OpenFlow15"], args].concat());
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let before = nconns();
+    assert!(before >= 1, "{dump}");
+    let from = |h: &Host| format!("ct_nw_src={}", h.addr);
+    flush(&["ct-flush", "zone=8"]);
+    flush(&["ct-flush", "zone=7", &from(&outside)]);
+    assert_eq!(nconns(), before);
+    flush(&["ct-flush", "zone=7", &from(&inside)]);
+    assert_eq!(nconns(), 0, "{}", d.appctl_ok(&["dpctl/dump-conntrack"]));
+    assert!(inside.ping(&outside, 2));
+    assert!(nconns() >= 1);
+    flush(&["ct-flush-zone", "8"]);
+    assert!(nconns() >= 1);
+    flush(&["ct-flush-zone", "7"]);
+    assert_eq!(nconns(), 0);
+    // The same filter through ovs-appctl, and a bad one named.
+    assert!(inside.ping(&outside, 2));
+    d.appctl_ok(&["dpctl/flush-conntrack", "zone=7", &from(&outside)]);
+    assert!(nconns() >= 1);
+    d.appctl_ok(&["dpctl/flush-conntrack", "zone=7", &from(&inside)]);
+    assert_eq!(nconns(), 0);
+    let bad = d.appctl(&["dpctl/flush-conntrack", "ct_tp_src=5"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("port is set without protocol"));
 }
 
 /// SNAT: the inside host's connections leave as 198.18.0.100; the outside host

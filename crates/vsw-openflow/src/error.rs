@@ -6,6 +6,7 @@ const OFPET_HELLO_FAILED: u16 = 0;
 const OFPET_BAD_REQUEST: u16 = 1;
 const OFPET_SWITCH_CONFIG_FAILED: u16 = 10;
 const OFPET_ROLE_REQUEST_FAILED: u16 = 11;
+const OFPET_BAD_PROPERTY: u16 = 14;
 const OFPET_FLOW_MONITOR_FAILED: u16 = 16;
 /// Experimenter errors (OpenFlow 1.2 on): the code is the experimenter's, and the
 /// experimenter ID leads the data.
@@ -63,6 +64,8 @@ pub enum Refusal {
     MonitorBadCommand,
     #[error("an NXT_SET_FLOW_FORMAT naming no format vsw has (BAD_REQUEST/EPERM)")]
     BadFlowFormat,
+    #[error("a property of a bad type, length or value (BAD_PROPERTY/{0})")]
+    BadProperty(u16),
     #[error(transparent)]
     FlowMod(#[from] crate::flow_mod::BadFlowMod),
     #[error(transparent)]
@@ -113,6 +116,7 @@ impl Refusal {
             Refusal::MonitorBadFlags => (OFPET_FLOW_MONITOR_FAILED, 5),
             Refusal::BadRole => (OFPET_ROLE_REQUEST_FAILED, 2),
             Refusal::StaleRole => (OFPET_ROLE_REQUEST_FAILED, 0),
+            Refusal::BadProperty(code) => (OFPET_BAD_PROPERTY, code),
             Refusal::FlowMod(e) => e.type_code(),
             Refusal::GroupMod(e) => e.type_code(),
             Refusal::PortMod(e) => e.type_code(),

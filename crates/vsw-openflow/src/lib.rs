@@ -20,6 +20,7 @@ pub mod async_config;
 pub mod bundle;
 mod codec;
 pub mod connection;
+pub mod ct_flush;
 pub mod error;
 pub mod flow_mod;
 pub mod flow_monitor;

@@ -159,6 +159,8 @@ pub enum Message {
     FlowModTableId(bool),
     /// Nicira's NXT_CT_FLUSH_ZONE: the connection tracker's entries of a zone go.
     CtFlushZone(u16),
+    /// Nicira's NXT_CT_FLUSH: the connection tracker's entries a filter names go.
+    CtFlush(crate::ct_flush::CtFlush),
     /// OFPT_PORT_MOD: a port's configuration bits changed.
     PortMod(crate::port_mod::PortMod),
     /// Nicira's NXST_FLOW_MONITOR request (OpenFlow 1.0): monitors to start.
@@ -204,6 +206,7 @@ impl Message {
             | Message::NxPacketIn(_)
             | Message::NxFlowRemoved(_)
             | Message::CtFlushZone(_)
+            | Message::CtFlush(_)
             | Message::Resume(_)
             | Message::SetFlowFormat(_)
             | Message::FlowModTableId(_)
@@ -314,6 +317,10 @@ impl Message {
                 experimenter(&mut out, NXT_CT_FLUSH_ZONE);
                 out.extend_from_slice(&[0; 6]);
                 out.extend_from_slice(&zone.to_be_bytes());
+            }
+            Message::CtFlush(f) => {
+                experimenter(&mut out, crate::ct_flush::NXT_CT_FLUSH);
+                f.encode_body(&mut out);
             }
             Message::GroupMod(g) => g.encode_body(
                 Version::from_wire(version).unwrap_or(Version::V1_3),
@@ -581,6 +588,9 @@ impl Message {
                 let zone = r.u16().ok_or(Refusal::BadLen)?;
                 exact(r, Message::CtFlushZone(zone))
             }
+            crate::ct_flush::NXT_CT_FLUSH => Ok(Message::CtFlush(
+                crate::ct_flush::CtFlush::decode_body(r.rest())?,
+            )),
             crate::packet::NXT_RESUME => Ok(Message::Resume(crate::packet::Resume::decode_body(
                 r.rest(),
             )?)),

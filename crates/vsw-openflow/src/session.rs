@@ -75,6 +75,9 @@ pub trait Bridge {
     }
     /// Carries out a meter-mod; `Err`: why it was refused (nothing changed).
     fn meter_mod(&mut self, mm: &MeterMod) -> Result<(), BadMeterMod>;
+    /// Flushes the connection tracker's entries `f` names (NXT_CT_FLUSH_ZONE,
+    /// NXT_CT_FLUSH). A switch without a tracker has none to flush: done.
+    fn ct_flush(&mut self, _f: &crate::ct_flush::CtFlush) {}
     /// Meter `id`'s statistics (OFPM_ALL: every meter's).
     fn meter_stats(&mut self, id: u32) -> Vec<MeterStatsEntry>;
     /// Meter `id`'s configuration (OFPM_ALL: every meter's).
@@ -517,6 +520,7 @@ impl Session {
                 | Message::MeterMod(_)
                 | Message::PortMod(_)
                 | Message::CtFlushZone(_)
+                | Message::CtFlush(_)
                 | Message::TlvTableMod(_),
             ) if bridge.role() == Role::Slave => {
                 out.extend(self.refuse(version, m, Refusal::IsSlave));
@@ -871,10 +875,19 @@ impl Session {
                 }
                 None
             }
-            // vsw has no connection tracker yet: a zone has no entries to flush,
-            // and the flush is done (ovn-controller sends one for every zone it
-            // assigns, and starts over on an error).
-            Message::CtFlushZone(_) => None,
+            // ovn-controller sends one for every zone it assigns (and starts over
+            // on an error), and NXT_CT_FLUSH when a load balancer's backend goes.
+            Message::CtFlushZone(zone) => {
+                bridge.ct_flush(&crate::ct_flush::CtFlush {
+                    zone: Some(zone),
+                    ..Default::default()
+                });
+                None
+            }
+            Message::CtFlush(f) => {
+                bridge.ct_flush(&f);
+                None
+            }
             Message::PortMod(pm) => {
                 if let Err(e) = bridge.port_mod(&pm) {
                     out.extend(self.refuse(version, request, Refusal::PortMod(e)));

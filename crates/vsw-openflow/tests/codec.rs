@@ -100,6 +100,39 @@ fn message() -> impl Strategy<Value = Message> {
         Just(Message::TlvTableRequest),
         any::<u16>().prop_map(Message::SetControllerId),
         any::<u16>().prop_map(Message::CtFlushZone),
+        (
+            proptest::option::of(any::<u16>()),
+            proptest::option::of(any::<[u8; 4]>().prop_filter("an address", |a| *a != [0; 4])),
+            any::<(u16, u16)>(),
+            any::<(u32, u32)>(),
+            any::<(u128, u128)>(),
+        )
+            .prop_map(
+                |(zone, dst, (sp, dp), (mark, mark_mask), (labels, labels_mask))| {
+                    let mapped = dst.map(|a| {
+                        let mut m = [0; 16];
+                        m[10..12].copy_from_slice(&[0xff, 0xff]);
+                        m[12..].copy_from_slice(&a);
+                        m
+                    });
+                    Message::CtFlush(vsw_openflow::ct_flush::CtFlush {
+                        zone,
+                        ip_proto: 17,
+                        orig: vsw_openflow::ct_flush::CtTupleFilter {
+                            dst: mapped,
+                            src_port: sp,
+                            dst_port: dp,
+                            ..Default::default()
+                        },
+                        reply: Default::default(),
+                        // A value goes on the wire only under its mask.
+                        mark: if mark_mask == 0 { 0 } else { mark },
+                        mark_mask,
+                        labels: if labels_mask == 0 { 0 } else { labels },
+                        labels_mask,
+                    })
+                }
+            ),
         any::<u32>().prop_map(Message::SetPacketInFormat),
         (
             prop::collection::vec(any::<u8>(), 1..200),

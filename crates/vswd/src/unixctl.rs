@@ -50,7 +50,10 @@ const COMMANDS: &[(&str, &str)] = &[
     ("dpctl/ct-set-maxconns", "[dp] maxconns"),
     ("dpctl/dump-conntrack", "[dp] [zone=N]"),
     ("dpctl/dump-flows", "[dp]"),
-    ("dpctl/flush-conntrack", "[dp] [zone=N]"),
+    (
+        "dpctl/flush-conntrack",
+        "[dp] [zone=N] [mark=X[/M]] [labels=V[/M]] [ct-orig-tuple [ct-reply-tuple]]",
+    ),
     ("dpif-netdev/pmd-rxq-rebalance", "[dp]"),
     ("dpif-netdev/pmd-rxq-show", "[dp]"),
     ("dpif-netdev/pmd-stats-clear", "[dp]"),
@@ -320,10 +323,9 @@ fn conntrack_command(cx: &Context, command: &str, args: &[String]) -> Result<Str
             .map(|c| vsw_conntrack::dump::format_entry(c) + "\n")
             .collect()),
         "dpctl/flush-conntrack" => {
-            match zone()? {
-                Some(z) => ct.flush_zone(z),
-                None => ct.flush(),
-            };
+            let (zone, filter) =
+                vsw_conntrack::FlushFilter::parse(&args).map_err(|e| e.to_string())?;
+            ct.flush_matching(zone, &filter);
             Ok(String::new())
         }
         "dpctl/ct-get-nconns" => Ok(format!("{}\n", ct.len())),

@@ -410,6 +410,15 @@ impl Bridge for SwitchBridge<'_> {
         self.peers.set_monitors(self.peer, monitors, &ofproto);
     }
 
+    /// NXT_CT_FLUSH_ZONE and NXT_CT_FLUSH: the datapath's tracker (which every
+    /// bridge of the datapath shares, as Open vSwitch's does) flushes what the
+    /// filter names.
+    fn ct_flush(&mut self, f: &vsw_openflow::ct_flush::CtFlush) {
+        let (zone, filter) = flush_filter(f);
+        let gone = self.sw().dpif().conntrack().flush_matching(zone, &filter);
+        tracing::debug!(?zone, gone, "OpenFlow conntrack flush");
+    }
+
     /// `ovs-ofctl mod-port PORT up|down`: a port backed by a kernel interface is
     /// set administratively up or down (as Open vSwitch does to a netdev); the
     /// port-status that follows comes from the port watch. The other bits
@@ -663,4 +672,44 @@ impl Bridge for SwitchBridge<'_> {
         let (note, check) = crate::openflow::peers::untoken(&r.continuation);
         self.sw().resume(&metadata, (note, check), &r.packet)
     }
+}
+
+/// NXT_CT_FLUSH's filter as the tracker takes it: IPv4 addresses out of their
+/// mapping into IPv6.
+fn flush_filter(f: &vsw_openflow::ct_flush::CtFlush) -> (Option<u16>, vsw_conntrack::FlushFilter) {
+    use vsw_openflow::ct_flush::{is_v4_mapped, CtTupleFilter};
+    let mut v6 = None;
+    let mut addr = |a: Option<[u8; 16]>| {
+        a.map(|a| {
+            let mapped = is_v4_mapped(&a);
+            v6 = Some(!mapped);
+            let n = u128::from_be_bytes(a);
+            if mapped {
+                n & 0xffff_ffff
+            } else {
+                n
+            }
+        })
+    };
+    let mut tuple = |t: &CtTupleFilter| vsw_conntrack::TupleFilter {
+        src: addr(t.src),
+        dst: addr(t.dst),
+        src_port: t.src_port,
+        dst_port: t.dst_port,
+        icmp_id: t.icmp_id,
+        icmp_type: t.icmp_type,
+        icmp_code: t.icmp_code,
+    };
+    let (orig, reply) = (tuple(&f.orig), tuple(&f.reply));
+    let filter = vsw_conntrack::FlushFilter {
+        proto: f.ip_proto,
+        v6,
+        orig,
+        reply,
+        mark: f.mark,
+        mark_mask: f.mark_mask,
+        labels: f.labels,
+        labels_mask: f.labels_mask,
+    };
+    (f.zone, filter)
 }
