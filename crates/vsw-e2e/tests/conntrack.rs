@@ -276,3 +276,123 @@ fn snat_hides_the_inside_host_behind_another_address() {
     // A connection the outside host opens is none of the inside's: dropped.
     assert!(!outside.ping(&inside, 2));
 }
+
+/// A load balancer as OVN builds one: datagrams to the service 198.18.0.100:80
+/// go to one of three backends (a select group whose buckets commit with
+/// `nat(dst=BACKEND:8080)`), each connection to one backend for its life; the
+/// answers come back from the service's address and port (`ct(nat)` on the
+/// way back), so the client's connected sockets take them.
+#[test]
+fn a_dnat_load_balancer_spreads_connections_over_three_backends() {
+    let _g = serial();
+    let d = Vswd::start();
+    let client = Host::new(1);
+    let backends = [Host::new(2), Host::new(3), Host::new(4)];
+    d.ctl_ok(&["add-port", &client.port]);
+    for b in &backends {
+        d.ctl_ok(&["add-port", &b.port]);
+    }
+    d.ctl_ok(&["del-flows"]);
+    let buckets: Vec<String> = backends
+        .iter()
+        .map(|b| {
+            format!(
+                "bucket=actions=ct(commit,zone=5,nat(dst={}:8080),table=2)",
+                b.addr
+            )
+        })
+        .collect();
+    d.ctl_ok(&[
+        "add-group",
+        &format!("group_id=1,type=select,{}", buckets.join(",")),
+    ]);
+    let mut flows = vec![
+        "priority=10,arp,actions=NORMAL".to_string(),
+        "priority=10,in_port=1,udp,nw_dst=198.18.0.100,tp_dst=80,actions=ct(table=1,zone=5,nat)"
+            .to_string(),
+        "table=1,priority=10,udp,ct_state=+trk+new,actions=group:1".to_string(),
+        "table=1,priority=10,udp,ct_state=+trk+est,actions=resubmit(,2)".to_string(),
+        "priority=10,in_port=2,udp,actions=ct(table=3,zone=5,nat)".to_string(),
+        "priority=10,in_port=3,udp,actions=ct(table=3,zone=5,nat)".to_string(),
+        "priority=10,in_port=4,udp,actions=ct(table=3,zone=5,nat)".to_string(),
+        // Answers of the service, from its address: to the client.
+        "table=3,priority=10,udp,ct_state=+trk+est,nw_src=198.18.0.100,tp_src=80,actions=output:1"
+            .to_string(),
+        "table=3,priority=1,actions=drop".to_string(),
+    ];
+    for (i, b) in backends.iter().enumerate() {
+        flows.push(format!(
+            "table=2,priority=10,ip,nw_dst={},actions=mod_dl_dst:{},output:{}",
+            b.addr,
+            b.mac,
+            i + 2
+        ));
+    }
+    for f in &flows {
+        d.ctl_ok(&["add-flow", f]);
+    }
+    // The client reaches the service's address through the switch.
+    client.exec_ok(&[
+        "ip",
+        "neigh",
+        "replace",
+        "198.18.0.100",
+        "lladdr",
+        "02:00:c6:12:00:64",
+        "dev",
+        "eth0",
+    ]);
+    // Each backend answers with its own address.
+    let server = |addr: &str| {
+        format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('{addr}', 8080))\n\
+             print('ready', flush=True)\n\
+             while True:\n    data, peer = s.recvfrom(64)\n    s.sendto(b'{addr}', peer)\n"
+        )
+    };
+    let mut servers: Vec<_> = backends
+        .iter()
+        .map(|b| b.python_ready(&server(&b.addr)))
+        .collect();
+    // 30 connections (source ports), each asked twice: the second answer comes
+    // from the backend the first did.
+    let client_script = "import socket\n\
+        seen = []\n\
+        for i in range(30):\n    \
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    \
+            s.settimeout(2)\n    \
+            s.connect(('198.18.0.100', 80))\n    \
+            answers = []\n    \
+            for _ in range(2):\n        \
+                s.send(b'who?')\n        \
+                try:\n            answers.append(s.recv(64).decode())\n        \
+                except socket.timeout:\n            answers.append('nothing')\n    \
+            seen.append(answers[0] if answers[0] == answers[1] else 'moved')\n\
+        print(' '.join(seen))\n";
+    let heard = client.exec_ok(&["python3", "-c", client_script]);
+    for s in &mut servers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    let words: Vec<&str> = heard.split_whitespace().collect();
+    let heard = format!(
+        "{heard}\n{}\n{}\n{}",
+        d.ctl_ok(&["dump-flows"]),
+        d.ctl_ok(&["dump-dp-flows"]),
+        d.appctl_ok(&["dpctl/dump-conntrack"])
+    );
+    assert_eq!(words.len(), 30, "{heard}");
+    for b in &backends {
+        let n = words.iter().filter(|w| **w == b.addr).count();
+        assert!(n > 0, "backend {} took none: {heard}", b.addr);
+    }
+    assert!(
+        words.iter().all(|w| backends.iter().any(|b| b.addr == *w)),
+        "every connection answered, by one backend: {heard}"
+    );
+    let dump = d.appctl_ok(&["dpctl/dump-conntrack", "zone=5"]);
+    assert_eq!(dump.lines().count(), 30, "{dump}");
+    assert!(dump.contains("dst=198.18.0.100,sport="), "{dump}");
+}

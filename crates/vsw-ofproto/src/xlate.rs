@@ -334,6 +334,11 @@ struct Ctx<'a, 'b> {
     learned: bool,
     /// Group buckets being run now (a packet sent up from one says so).
     in_group: usize,
+    /// This pass is a select group's bucket, chosen by the datapath's hash
+    /// after the packet was copied: the bucket is the pass's one rest, so a
+    /// `ct(table=…)` or a pause in it may stop it (as in Open vSwitch, whose
+    /// bucket finishes its own freeze).
+    bucket_pass: bool,
     /// Copies of the packet the datapath holds now (`DpAction::Save`).
     saves: usize,
     /// What write-actions left for the end of the pipeline.
@@ -567,6 +572,7 @@ fn run(env: &mut XlateEnv<'_>, key: &MatchKey, walk: impl FnOnce(&mut Ctx<'_, '_
         depth: 0,
         learned: false,
         in_group: 0,
+        bucket_pass: false,
         saves: 0,
         action_set: ActionSet::default(),
         ttl_unknown: false,
@@ -1043,6 +1049,7 @@ impl Ctx<'_, '_> {
             depth: self.depth + 1,
             learned: false,
             in_group: 0,
+            bucket_pass: false,
             // One copy kept for this crossing, should it need one.
             saves: self.saves + 1,
             action_set: ActionSet::default(),
@@ -1549,7 +1556,10 @@ impl Ctx<'_, '_> {
     /// `pop_mpls`) can keep and resume: not in a copy (a clone, a group bucket), a
     /// `check_pkt_larger` way, or the action set.
     fn in_one_rest(&self) -> bool {
-        self.in_group == 0 && self.copies == 0 && self.forks == 0 && !self.in_action_set
+        self.in_group == usize::from(self.bucket_pass)
+            && self.copies == 0
+            && self.forks == 0
+            && !self.in_action_set
     }
 
     /// A paused translation unwinding through an action list: its rest, from
@@ -2358,7 +2368,10 @@ impl Ctx<'_, '_> {
         self.out.groups.push((g.clone(), Some(i)));
         self.depth += 1;
         self.in_group += 1;
-        self.bucket(&g.spec.buckets[i], table, None);
+        // The pass runs on the copy the first pass made (its `Save` before the
+        // `Recirc`): the bucket's actions are this pass's own.
+        self.bucket_pass = true;
+        self.actions(&g.spec.buckets[i].actions, table, None);
         self.in_group -= 1;
         self.depth -= 1;
     }
