@@ -17,7 +17,8 @@ pub(crate) struct CtMeta {
     zone: u16,
     mark: u32,
     label: u128,
-    nw_proto: u8,
+    /// The connection's original direction (none when invalid).
+    orig: Option<Tuple>,
 }
 
 impl CtMeta {
@@ -27,7 +28,7 @@ impl CtMeta {
             zone: out.zone,
             mark: out.mark,
             label: out.label,
-            nw_proto: out.orig.map_or(0, |t| t.proto),
+            orig: out.orig,
         }
     }
 
@@ -53,7 +54,24 @@ impl CtMeta {
         key.ct_zone = self.zone;
         key.ct_mark = self.mark;
         key.ct_label = self.label;
-        key.ct_nw_proto = self.nw_proto;
+        let t = self.orig.unwrap_or_default();
+        key.ct_nw_proto = t.proto;
+        (
+            key.ct_ipv6_src,
+            key.ct_ipv6_dst,
+            key.ct_nw_src,
+            key.ct_nw_dst,
+        ) = if t.v6 {
+            (t.src, t.dst, 0, 0)
+        } else {
+            (0, 0, t.src as u32, t.dst as u32)
+        };
+        // ICMP's are its type and code, as Open vSwitch gives them.
+        (key.ct_tp_src, key.ct_tp_dst) = if t.is_icmp() {
+            (t.icmp_type.into(), t.icmp_code.into())
+        } else {
+            (t.src_port, t.dst_port)
+        };
     }
 }
 

@@ -123,8 +123,11 @@ fn a_stateful_firewall_lets_answers_in_and_new_connections_from_outside_not() {
 }
 
 /// The firewall's rules, written as Open vSwitch's tools write them.
-const FIREWALL: [&str; 6] = [
+const FIREWALL: [&str; 8] = [
     "priority=10,arp,actions=NORMAL",
+    // The original direction's fields (NXM_NX_CT_NW_SRC, …, CT_TP_DST).
+    "table=1,priority=25,ip,ct_state=+est+trk,ct_nw_src=198.18.0.1,ct_nw_proto=1,actions=NORMAL",
+    "table=1,priority=25,tcp,ct_state=+est+trk,ct_nw_dst=198.18.0.0/24,ct_nw_proto=6,ct_tp_dst=5201,actions=NORMAL",
     "priority=10,ip,ct_state=-trk,actions=ct(table=1,zone=NXM_NX_REG6[0..15])",
     "table=1,priority=20,in_port=1,ip,ct_state=+new+trk,actions=ct(commit,zone=7,exec(set_field:0x2a->ct_mark,set_field:0x1/0x1->ct_label)),NORMAL",
     "table=1,priority=20,ip,ct_state=+est+trk,ct_mark=0x2a,actions=NORMAL",
@@ -315,8 +318,11 @@ fn a_dnat_load_balancer_spreads_connections_over_three_backends() {
         "priority=10,in_port=2,udp,actions=ct(table=3,zone=5,nat)".to_string(),
         "priority=10,in_port=3,udp,actions=ct(table=3,zone=5,nat)".to_string(),
         "priority=10,in_port=4,udp,actions=ct(table=3,zone=5,nat)".to_string(),
-        // Answers of the service, from its address: to the client.
-        "table=3,priority=10,udp,ct_state=+trk+est,nw_src=198.18.0.100,tp_src=80,actions=output:1"
+        // Answers of the service, from its address: to the client. They are
+        // known by their connection's original direction, as OVN knows a load
+        // balancer's (`ct_nw_dst`, `ct_tp_dst`: what the client asked for).
+        "table=3,priority=10,udp,ct_state=+trk+est,nw_src=198.18.0.100,tp_src=80,\
+         ct_nw_dst=198.18.0.100,ct_nw_proto=17,ct_tp_dst=80,actions=output:1"
             .to_string(),
         "table=3,priority=1,actions=drop".to_string(),
     ];
@@ -394,5 +400,8 @@ fn a_dnat_load_balancer_spreads_connections_over_three_backends() {
     );
     let dump = d.appctl_ok(&["dpctl/dump-conntrack", "zone=5"]);
     assert_eq!(dump.lines().count(), 30, "{dump}");
+    // The datapath flow of the answers matched the original direction too.
+    let dp = d.ctl_ok(&["dump-dp-flows"]);
+    assert!(dp.contains("ct_nw_dst=198.18.0.100"), "{dp}");
     assert!(dump.contains("dst=198.18.0.100,sport="), "{dump}");
 }

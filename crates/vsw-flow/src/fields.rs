@@ -59,7 +59,20 @@ pub enum Needs {
     Pbb,
     /// NSH (ethertype 0x894f).
     Nsh,
+    /// A connection the tracker knows (Open vSwitch's CT prerequisite):
+    /// `ct_state` with `+new`, `+est`, `+rel`, `+rpl`, `+snat` or `+dnat`, or with
+    /// `+trk-inv`.
+    Ct,
+    /// That, of IPv4 (`ip`).
+    CtIpv4,
+    /// That, of IPv6 (`ipv6`).
+    CtIpv6,
 }
+
+/// `ct_state`'s bits, as Open vSwitch numbers them.
+const CS_VALID: u8 = 0x01 | 0x02 | 0x04 | 0x08 | 0x40 | 0x80;
+const CS_INVALID: u8 = 0x10;
+const CS_TRACKED: u8 = 0x20;
 
 impl Needs {
     /// Whether the match (`v` under `m`) promises it.
@@ -74,8 +87,14 @@ impl Needs {
             && m.tp_src == 0xffff
             && (v.tp_src == u16::from(ND_NEIGHBOR_SOLICIT)
                 || v.tp_src == u16::from(ND_NEIGHBOR_ADVERT));
+        let (state, set) = (v.ct_state, m.ct_state);
+        let ct = state & set & CS_VALID != 0
+            || (state & set & CS_TRACKED != 0 && set & CS_INVALID != 0 && state & CS_INVALID == 0);
         match self {
             Needs::Nothing => true,
+            Needs::Ct => ct,
+            Needs::CtIpv4 => ct && dl == Some(EtherType::IPV4),
+            Needs::CtIpv6 => ct && dl == Some(EtherType::IPV6),
             Needs::Ipv4 => dl == Some(EtherType::IPV4),
             Needs::Ipv6 => dl == Some(EtherType::IPV6),
             Needs::Ip => ip,
@@ -120,6 +139,9 @@ impl Needs {
             Needs::Mpls => "mpls or mplsm (dl_type=0x8847 or 0x8848)",
             Needs::Pbb => "dl_type=0x88e7",
             Needs::Nsh => "dl_type=0x894f",
+            Needs::Ct => "a tracked connection (ct_state=+trk-inv, +new, +est, …)",
+            Needs::CtIpv4 => "a tracked connection (ct_state=+trk-inv, +new, +est, …) and ip",
+            Needs::CtIpv6 => "a tracked connection (ct_state=+trk-inv, +new, +est, …) and ipv6",
         }
     }
 }
@@ -440,9 +462,9 @@ macro_rules! wide_reg_field {
 }
 
 /// How many of [`FIELDS`] are printed before the shorthand (`ip`, `tcp`, …), as
-/// Open vSwitch prints them: `pkt_mark`, `conj_id`, the tracker's five and
+/// Open vSwitch prints them: `pkt_mark`, `conj_id`, the tracker's eleven and
 /// `packet_type`.
-pub const LEADING_FIELDS: usize = 8;
+pub const LEADING_FIELDS: usize = 14;
 
 /// Every match field, in printing order.
 pub static FIELDS: &[FieldDef] = &[
@@ -538,11 +560,62 @@ pub static FIELDS: &[FieldDef] = &[
             }
         },
     },
+    // The connection's original direction, as the tracker said (read-only).
+    FieldDef {
+        name: "ct_nw_src",
+        aliases: &[],
+        slot: "ct_nw_src",
+        needs: Needs::CtIpv4,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_ipv4(n, t)?;
+            (v.ct_nw_src, m.ct_nw_src) = (val as u32, mask as u32);
+            Ok(())
+        },
+        shown: |_, m| m.ct_nw_src != 0,
+        print: |v, m| format_ipv4(v.ct_nw_src.into(), m.ct_nw_src.into()),
+    },
+    FieldDef {
+        name: "ct_ipv6_src",
+        aliases: &[],
+        slot: "ct_ipv6_src",
+        needs: Needs::CtIpv6,
+        parse: |n, t, v, m, _| {
+            (v.ct_ipv6_src, m.ct_ipv6_src) = parse_ipv6(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.ct_ipv6_src != 0,
+        print: |v, m| format_ipv6(v.ct_ipv6_src, m.ct_ipv6_src),
+    },
+    FieldDef {
+        name: "ct_nw_dst",
+        aliases: &[],
+        slot: "ct_nw_dst",
+        needs: Needs::CtIpv4,
+        parse: |n, t, v, m, _| {
+            let (val, mask) = parse_ipv4(n, t)?;
+            (v.ct_nw_dst, m.ct_nw_dst) = (val as u32, mask as u32);
+            Ok(())
+        },
+        shown: |_, m| m.ct_nw_dst != 0,
+        print: |v, m| format_ipv4(v.ct_nw_dst.into(), m.ct_nw_dst.into()),
+    },
+    FieldDef {
+        name: "ct_ipv6_dst",
+        aliases: &[],
+        slot: "ct_ipv6_dst",
+        needs: Needs::CtIpv6,
+        parse: |n, t, v, m, _| {
+            (v.ct_ipv6_dst, m.ct_ipv6_dst) = parse_ipv6(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.ct_ipv6_dst != 0,
+        print: |v, m| format_ipv6(v.ct_ipv6_dst, m.ct_ipv6_dst),
+    },
     FieldDef {
         name: "ct_nw_proto",
         aliases: &[],
         slot: "ct_nw_proto",
-        needs: Needs::Nothing,
+        needs: Needs::Ct,
         parse: |n, t, v, m, _| {
             v.ct_nw_proto = parse_uint(n, t, 0xff)? as u8;
             m.ct_nw_proto = u8::MAX;
@@ -551,6 +624,32 @@ pub static FIELDS: &[FieldDef] = &[
         shown: |_, m| m.ct_nw_proto != 0,
         print: |v, _| v.ct_nw_proto.to_string(),
     },
+    FieldDef {
+        name: "ct_tp_src",
+        aliases: &[],
+        slot: "ct_tp_src",
+        needs: Needs::Ct,
+        parse: |n, t, v, m, _| {
+            (v.ct_tp_src, m.ct_tp_src) = masked16(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.ct_tp_src != 0,
+        print: |v, m| format_u16(v.ct_tp_src, m.ct_tp_src),
+    },
+    FieldDef {
+        name: "ct_tp_dst",
+        aliases: &[],
+        slot: "ct_tp_dst",
+        needs: Needs::Ct,
+        parse: |n, t, v, m, _| {
+            (v.ct_tp_dst, m.ct_tp_dst) = masked16(n, t)?;
+            Ok(())
+        },
+        shown: |_, m| m.ct_tp_dst != 0,
+        print: |v, m| format_u16(v.ct_tp_dst, m.ct_tp_dst),
+    },
+    // A packet's type (OpenFlow 1.5's): `(NS,TYPE)`, exact; (1,T) says the
+    // Ethernet type T too, which is then not printed (as Open vSwitch prints it).
     // A packet's type (OpenFlow 1.5's): `(NS,TYPE)`, exact; (1,T) says the
     // Ethernet type T too, which is then not printed (as Open vSwitch prints it).
     FieldDef {
@@ -1214,6 +1313,12 @@ mod tests {
             "ct_mark" => "0x5/0xff",
             "ct_label" => "0x1/0x1",
             "ct_nw_proto" => "6",
+            "ct_nw_src" => "198.18.0.0/16",
+            "ct_nw_dst" => "198.18.0.1",
+            "ct_ipv6_src" => "2001:db8::/32",
+            "ct_ipv6_dst" => "2001:db8::1",
+            "ct_tp_src" => "0x1000/0xf000",
+            "ct_tp_dst" => "80",
             "mpls_label" => "1000",
             "mpls_tc" => "5",
             "mpls_ttl" => "63",
@@ -1246,6 +1351,9 @@ mod tests {
             Needs::Mpls => "mpls,",
             Needs::Pbb => "dl_type=0x88e7,",
             Needs::Nsh => "dl_type=0x894f,",
+            Needs::Ct => "ct_state=+trk-inv,",
+            Needs::CtIpv4 => "ct_state=+trk-inv,ip,",
+            Needs::CtIpv6 => "ct_state=+trk-inv,ipv6,",
         };
         (value, shorthand)
     }
@@ -1268,7 +1376,18 @@ mod tests {
                 "ct_label=0x80000000000000000000000000000000/0x80000000000000000000000000000000",
                 "ct_label=0x80000000000000000000000000000000/0x80000000000000000000000000000000",
             ),
-            ("ct_nw_proto=17", "ct_nw_proto=17"),
+            (
+                "ct_state=+trk-inv,ct_nw_proto=17",
+                "ct_state=-inv+trk,ct_nw_proto=17",
+            ),
+            (
+                "ct_state=+est+trk,ip,ct_nw_src=198.18.0.0/255.255.0.0,ct_nw_dst=198.18.0.100,ct_nw_proto=6,ct_tp_dst=80",
+                "ct_state=+est+trk,ct_nw_src=198.18.0.0/16,ct_nw_dst=198.18.0.100,ct_nw_proto=6,ct_tp_dst=80,ip",
+            ),
+            (
+                "ct_state=+rpl+trk,ipv6,ct_ipv6_src=2001:db8::1,ct_ipv6_dst=2001:db8::/64,ct_tp_src=0x8000/0x8000",
+                "ct_state=+rpl+trk,ct_ipv6_src=2001:db8::1,ct_ipv6_dst=2001:db8::/64,ct_tp_src=0x8000/0x8000,ipv6",
+            ),
         ] {
             let flow = parse_flow(&format!("{text},actions=drop"), &no_ports).unwrap();
             assert_eq!(

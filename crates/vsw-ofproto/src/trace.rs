@@ -141,6 +141,13 @@ fn exact(key: &FlowKey) -> Match {
         ct_state: ones(k.ct_state, u8::MAX),
         ct_nw_proto: ones(k.ct_nw_proto, u8::MAX),
         ct_label: ones(k.ct_label, u128::MAX),
+        ct_ipv6_src: ones(k.ct_ipv6_src, u128::MAX),
+        ct_ipv6_dst: ones(k.ct_ipv6_dst, u128::MAX),
+        ct_nw_src: ones(k.ct_nw_src, u32::MAX),
+        ct_nw_dst: ones(k.ct_nw_dst, u32::MAX),
+        ct_tp_src: ones(k.ct_tp_src, u16::MAX),
+        ct_tp_dst: ones(k.ct_tp_dst, u16::MAX),
+        ct_pad: 0,
     };
     Match::new(*key, mask)
 }

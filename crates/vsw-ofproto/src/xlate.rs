@@ -2564,6 +2564,8 @@ impl Ctx<'_, '_> {
     fn forget_conntrack(&mut self) {
         let k = &mut self.key;
         (k.ct_state, k.ct_zone, k.ct_mark, k.ct_label, k.ct_nw_proto) = (0, 0, 0, 0, 0);
+        (k.ct_ipv6_src, k.ct_ipv6_dst, k.ct_nw_src, k.ct_nw_dst) = (0, 0, 0, 0);
+        (k.ct_tp_src, k.ct_tp_dst) = (0, 0);
     }
 
     /// A MAC-learning switch: learn the source, send to where the destination was

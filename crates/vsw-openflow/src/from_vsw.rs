@@ -301,7 +301,10 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
     for (n, (rv, rk)) in vp.regs.iter().zip(&kp.regs).enumerate() {
         f.push(field(REG0 + n as u8, (*rv).into(), (*rk).into(), 4, true));
     }
-    use crate::oxm::{CT_LABEL, CT_MARK, CT_NW_PROTO, CT_STATE, CT_ZONE};
+    use crate::oxm::{
+        CT_IPV6_DST, CT_IPV6_SRC, CT_LABEL, CT_MARK, CT_NW_DST, CT_NW_PROTO, CT_NW_SRC, CT_STATE,
+        CT_TP_DST, CT_TP_SRC, CT_ZONE,
+    };
     // ct_state: 8 bits in a 32-bit field, masked unless all 32 would be.
     f.push(field(
         CT_STATE,
@@ -319,6 +322,36 @@ pub fn oxm_from_match(m: &Match) -> OxmMatch {
         k.ct_nw_proto.into(),
         1,
         false,
+    ));
+    f.push(field(
+        CT_NW_SRC,
+        v.ct_nw_src.into(),
+        k.ct_nw_src.into(),
+        4,
+        true,
+    ));
+    f.push(field(
+        CT_NW_DST,
+        v.ct_nw_dst.into(),
+        k.ct_nw_dst.into(),
+        4,
+        true,
+    ));
+    f.push(field(CT_IPV6_SRC, v.ct_ipv6_src, k.ct_ipv6_src, 16, true));
+    f.push(field(CT_IPV6_DST, v.ct_ipv6_dst, k.ct_ipv6_dst, 16, true));
+    f.push(field(
+        CT_TP_SRC,
+        v.ct_tp_src.into(),
+        k.ct_tp_src.into(),
+        2,
+        true,
+    ));
+    f.push(field(
+        CT_TP_DST,
+        v.ct_tp_dst.into(),
+        k.ct_tp_dst.into(),
+        2,
+        true,
     ));
     OxmMatch {
         fields: f.into_iter().flatten().collect(),

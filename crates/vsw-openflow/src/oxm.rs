@@ -50,6 +50,14 @@ pub const CT_ZONE: u8 = NXM1_BASE + 106;
 pub const CT_MARK: u8 = NXM1_BASE + 107;
 pub const CT_LABEL: u8 = NXM1_BASE + 108;
 pub const CT_NW_PROTO: u8 = NXM1_BASE + 119;
+/// The connection's original direction: CT_NW_SRC (120), CT_NW_DST (121),
+/// CT_IPV6_SRC (122), CT_IPV6_DST (123), CT_TP_SRC (124), CT_TP_DST (125).
+pub const CT_NW_SRC: u8 = NXM1_BASE + 120;
+pub const CT_NW_DST: u8 = NXM1_BASE + 121;
+pub const CT_IPV6_SRC: u8 = NXM1_BASE + 122;
+pub const CT_IPV6_DST: u8 = NXM1_BASE + 123;
+pub const CT_TP_SRC: u8 = NXM1_BASE + 124;
+pub const CT_TP_DST: u8 = NXM1_BASE + 125;
 /// NXM_NX_MPLS_TTL (NXM_1 field 30): the outermost MPLS entry's TTL.
 pub const MPLS_TTL: u8 = NXM1_BASE + 30;
 /// OpenFlow 1.5's OXM_OF_PACKET_TYPE (basic class, field 44): namespace and type.
@@ -327,6 +335,12 @@ pub static OXM_FIELDS: &[OxmFieldDef] = &[
     f(CT_MARK, "ct_mark", 4, true, Prereq::None),
     f(CT_LABEL, "ct_label", 16, true, Prereq::None),
     f(CT_NW_PROTO, "ct_nw_proto", 1, false, Prereq::None),
+    f(CT_NW_SRC, "ct_nw_src", 4, true, Prereq::None),
+    f(CT_NW_DST, "ct_nw_dst", 4, true, Prereq::None),
+    f(CT_IPV6_SRC, "ct_ipv6_src", 16, true, Prereq::None),
+    f(CT_IPV6_DST, "ct_ipv6_dst", 16, true, Prereq::None),
+    f(CT_TP_SRC, "ct_tp_src", 2, true, Prereq::None),
+    f(CT_TP_DST, "ct_tp_dst", 2, true, Prereq::None),
     f(REG0, "reg0", 4, true, Prereq::None),
     f(REG0 + 1, "reg1", 4, true, Prereq::None),
     f(REG0 + 2, "reg2", 4, true, Prereq::None),

@@ -206,6 +206,12 @@ pub fn match_to_vsw(m: &OxmMatch) -> Result<Match, BadMatch> {
             crate::oxm::CT_MARK => (v.ct_mark, k.ct_mark) = (val as u32, mask as u32),
             crate::oxm::CT_LABEL => (v.ct_label, k.ct_label) = (val, mask),
             crate::oxm::CT_NW_PROTO => (v.ct_nw_proto, k.ct_nw_proto) = (val as u8, u8::MAX),
+            crate::oxm::CT_NW_SRC => (v.ct_nw_src, k.ct_nw_src) = (val as u32, mask as u32),
+            crate::oxm::CT_NW_DST => (v.ct_nw_dst, k.ct_nw_dst) = (val as u32, mask as u32),
+            crate::oxm::CT_IPV6_SRC => (v.ct_ipv6_src, k.ct_ipv6_src) = (val, mask),
+            crate::oxm::CT_IPV6_DST => (v.ct_ipv6_dst, k.ct_ipv6_dst) = (val, mask),
+            crate::oxm::CT_TP_SRC => (v.ct_tp_src, k.ct_tp_src) = (val as u16, mask as u16),
+            crate::oxm::CT_TP_DST => (v.ct_tp_dst, k.ct_tp_dst) = (val as u16, mask as u16),
             r if (REG0..REG0 + 16).contains(&r) => {
                 let n = usize::from(r - REG0);
                 (v.pipeline.regs[n], k.pipeline.regs[n]) = (val as u32, mask as u32);

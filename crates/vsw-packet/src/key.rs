@@ -37,7 +37,7 @@ const MAX_IPV6_EXTENSIONS: usize = 8;
 
 /// Words of a [`FlowKey`]: the classifier and the exact-match cache mask, hash and
 /// compare keys as this many `u64`s.
-pub const KEY_WORDS: usize = 20;
+pub const KEY_WORDS: usize = 26;
 
 /// The words before the ones few flows match (the label slot and `dp_hash`, and
 /// the connection tracker's fields): what most lookups pack, hash and compare.
@@ -128,6 +128,17 @@ pub struct FlowKey {
     pub ct_state: u8,
     pub ct_nw_proto: u8,
     pub ct_label: u128,
+    /// The connection's original direction (`ct_nw_src`, … `ct_tp_dst`): its
+    /// addresses (IPv4's or IPv6's, the other family's 0) and ports (ICMP's type
+    /// and code, as Open vSwitch has them). Last, past the words most flows
+    /// match, which datapath flows that match none of them do not look at.
+    pub ct_ipv6_src: u128,
+    pub ct_ipv6_dst: u128,
+    pub ct_nw_src: u32,
+    pub ct_nw_dst: u32,
+    pub ct_tp_src: u16,
+    pub ct_tp_dst: u16,
+    pub ct_pad: u32,
 }
 
 // A member added to the key must keep it whole words: checked when compiling rather
@@ -204,7 +215,8 @@ impl FlowKey {
     }
 }
 
-/// Odd multipliers, one per word position (from the digits of pi).
+/// Odd multipliers, one per word position (from the digits of pi, then the
+/// mixing constants of well-known hashes).
 const HASH_K: [u64; KEY_WORDS] = [
     0x243f_6a88_85a3_08d3,
     0x1319_8a2e_0370_7345,
@@ -226,6 +238,12 @@ const HASH_K: [u64; KEY_WORDS] = [
     0x7182_6e2d_ab98_9517,
     0x9e37_79b9_7f4a_7c15,
     0xc2b2_ae3d_27d4_eb4f,
+    0x1656_67b1_9e37_79f9,
+    0x27d4_eb2f_1656_67c5,
+    0x85eb_ca77_c2b2_ae63,
+    0x94d0_49bb_1331_11eb,
+    0xbf58_476d_1ce4_e5b9,
+    0xd6e8_feb8_6659_fd93,
 ];
 
 /// Hash of the first `n` words of a key (the exact-match cache and the classifier's
