@@ -17,6 +17,31 @@ fn pkt(t: Tuple) -> CtPacket {
     }
 }
 
+/// A commit that NATs `kind`'s end into addresses `min..=max` and `ports`.
+fn nat(kind: NatKind, (min, max): (u128, u128), ports: Option<(u16, u16)>) -> Commit {
+    Commit {
+        nat: Some(NatRange {
+            kind,
+            addr_min: min,
+            addr_max: max,
+            ports,
+        }),
+        ..Commit::default()
+    }
+}
+
+/// A UDP tuple.
+fn udp(src: u128, dst: u128, src_port: u16, dst_port: u16) -> Tuple {
+    Tuple {
+        src,
+        dst,
+        src_port,
+        dst_port,
+        proto: IPPROTO_UDP,
+        ..Tuple::default()
+    }
+}
+
 /// The packet `t` as rewritten by `r`.
 fn rewritten(mut t: Tuple, r: &NatRewrite) -> Tuple {
     if let Some((a, p)) = r.src {
@@ -39,23 +64,8 @@ fn rewritten(mut t: Tuple, r: &NatRewrite) -> Tuple {
 #[test]
 fn snat_rewrites_out_and_back_and_sets_its_bits() {
     let ct = Conntrack::default();
-    let snat = Commit {
-        nat: Some(NatRange {
-            kind: NatKind::Src,
-            addr_min: 500,
-            addr_max: 500,
-            ports: None,
-        }),
-        ..Commit::default()
-    };
-    let out = Tuple {
-        src: 10,
-        dst: 20,
-        src_port: 4000,
-        dst_port: 53,
-        proto: IPPROTO_UDP,
-        ..Tuple::default()
-    };
+    let snat = nat(NatKind::Src, (500, 500), None);
+    let out = udp(10, 20, 4000, 53);
     let commit = Ct {
         zone: 3,
         commit: Some(&snat),
@@ -143,23 +153,8 @@ fn error(from: u128, to: u128, quoted: Tuple) -> CtPacket {
 #[test]
 fn icmp_errors_of_a_natted_connection_are_natted_with_their_quote() {
     let ct = Conntrack::default();
-    let snat = Commit {
-        nat: Some(NatRange {
-            kind: NatKind::Src,
-            addr_min: 500,
-            addr_max: 500,
-            ports: Some((7000, 7000)),
-        }),
-        ..Commit::default()
-    };
-    let out = Tuple {
-        src: 10,
-        dst: 20,
-        src_port: 4000,
-        dst_port: 53,
-        proto: IPPROTO_UDP,
-        ..Tuple::default()
-    };
+    let snat = nat(NatKind::Src, (500, 500), Some((7000, 7000)));
+    let out = udp(10, 20, 4000, 53);
     let lookup = Ct {
         zone: 3,
         commit: None,
@@ -241,23 +236,8 @@ fn icmp_errors_of_a_natted_connection_are_natted_with_their_quote() {
 #[test]
 fn dnat_balances_to_a_backend_and_answers_as_the_service() {
     let ct = Conntrack::default();
-    let dnat = Commit {
-        nat: Some(NatRange {
-            kind: NatKind::Dst,
-            addr_min: 30,
-            addr_max: 32,
-            ports: Some((8080, 8080)),
-        }),
-        ..Commit::default()
-    };
-    let vip = Tuple {
-        src: 10,
-        dst: 99,
-        src_port: 4000,
-        dst_port: 80,
-        proto: IPPROTO_UDP,
-        ..Tuple::default()
-    };
+    let dnat = nat(NatKind::Dst, (30, 32), Some((8080, 8080)));
+    let vip = udp(10, 99, 4000, 80);
     let c = Ct {
         zone: 0,
         commit: Some(&dnat),
@@ -291,15 +271,7 @@ proptest! {
         ports in 1u16..4,
     ) {
         let ct = Conntrack::default();
-        let snat = Commit {
-            nat: Some(NatRange {
-                kind: NatKind::Src,
-                addr_min: 1000,
-                addr_max: 1000 + addrs - 1,
-                ports: Some((2000, 2000 + ports - 1)),
-            }),
-            ..Commit::default()
-        };
+        let snat = nat(NatKind::Src, (1000, 1000 + addrs - 1), Some((2000, 2000 + ports - 1)));
         let c = Ct { zone: 0, commit: Some(&snat), nat: true, natted: false };
         let mut translated: HashSet<Tuple> = HashSet::new();
         let (mut committed, mut refused) = (0usize, 0u64);
