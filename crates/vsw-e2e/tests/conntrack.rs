@@ -123,8 +123,10 @@ fn a_stateful_firewall_lets_answers_in_and_new_connections_from_outside_not() {
 }
 
 /// The firewall's rules, written as Open vSwitch's tools write them.
-const FIREWALL: [&str; 8] = [
+const FIREWALL: [&str; 9] = [
     "priority=10,arp,actions=NORMAL",
+    // The tracker's fields read into registers (as OVN reads them).
+    "table=1,priority=5,ip,ct_state=+est+trk,actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG1[],move:NXM_NX_CT_LABEL[96..127]->NXM_NX_REG3[],move:NXM_NX_CT_TP_DST[]->NXM_NX_REG2[0..15],resubmit(,2)",
     // The original direction's fields (NXM_NX_CT_NW_SRC, …, CT_TP_DST).
     "table=1,priority=25,ip,ct_state=+est+trk,ct_nw_src=198.18.0.1,ct_nw_proto=1,actions=NORMAL",
     "table=1,priority=25,tcp,ct_state=+est+trk,ct_nw_dst=198.18.0.0/24,ct_nw_proto=6,ct_tp_dst=5201,actions=NORMAL",
@@ -321,9 +323,13 @@ fn a_dnat_load_balancer_spreads_connections_over_three_backends() {
         // Answers of the service, from its address: to the client. They are
         // known by their connection's original direction, as OVN knows a load
         // balancer's (`ct_nw_dst`, `ct_tp_dst`: what the client asked for).
+        // The service's address is read into a register too (OVN's hairpin
+        // tables read it so), and the answer goes by it.
         "table=3,priority=10,udp,ct_state=+trk+est,nw_src=198.18.0.100,tp_src=80,\
-         ct_nw_dst=198.18.0.100,ct_nw_proto=17,ct_tp_dst=80,actions=output:1"
+         ct_nw_dst=198.18.0.100,ct_nw_proto=17,ct_tp_dst=80,\
+         actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG1[],resubmit(,4)"
             .to_string(),
+        "table=4,priority=10,reg1=0xc6120064,actions=output:1".to_string(),
         "table=3,priority=1,actions=drop".to_string(),
     ];
     for (i, b) in backends.iter().enumerate() {

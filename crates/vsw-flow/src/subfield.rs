@@ -60,6 +60,19 @@ pub enum Field {
     MplsTc,
     MplsBos,
     MplsTtl,
+    /// The connection tracker's verdict and the connection's original direction
+    /// (read-only: a `ct`'s commit writes mark and label).
+    CtState,
+    CtZone,
+    CtMark,
+    CtLabel,
+    CtNwProto,
+    CtNwSrc,
+    CtNwDst,
+    CtIpv6Src,
+    CtIpv6Dst,
+    CtTpSrc,
+    CtTpDst,
 }
 
 /// What a field is, besides how it is read and written.
@@ -336,6 +349,116 @@ static OTHERS: &[(Field, FieldInfo)] = &[
         Field::MplsTtl,
         info("mpls_ttl", "NXM_NX_MPLS_TTL", (NXM1, 30, 1), 8, Needs::Mpls),
     ),
+    (
+        Field::CtState,
+        info(
+            "ct_state",
+            "NXM_NX_CT_STATE",
+            (NXM1, 105, 4),
+            32,
+            Needs::Nothing,
+        ),
+    ),
+    (
+        Field::CtZone,
+        info(
+            "ct_zone",
+            "NXM_NX_CT_ZONE",
+            (NXM1, 106, 2),
+            16,
+            Needs::Nothing,
+        ),
+    ),
+    (
+        Field::CtMark,
+        info(
+            "ct_mark",
+            "NXM_NX_CT_MARK",
+            (NXM1, 107, 4),
+            32,
+            Needs::Nothing,
+        ),
+    ),
+    (
+        Field::CtLabel,
+        info(
+            "ct_label",
+            "NXM_NX_CT_LABEL",
+            (NXM1, 108, 16),
+            128,
+            Needs::Nothing,
+        ),
+    ),
+    (
+        Field::CtNwProto,
+        info(
+            "ct_nw_proto",
+            "NXM_NX_CT_NW_PROTO",
+            (NXM1, 119, 1),
+            8,
+            Needs::Ct,
+        ),
+    ),
+    (
+        Field::CtNwSrc,
+        info(
+            "ct_nw_src",
+            "NXM_NX_CT_NW_SRC",
+            (NXM1, 120, 4),
+            32,
+            Needs::CtIpv4,
+        ),
+    ),
+    (
+        Field::CtNwDst,
+        info(
+            "ct_nw_dst",
+            "NXM_NX_CT_NW_DST",
+            (NXM1, 121, 4),
+            32,
+            Needs::CtIpv4,
+        ),
+    ),
+    (
+        Field::CtIpv6Src,
+        info(
+            "ct_ipv6_src",
+            "NXM_NX_CT_IPV6_SRC",
+            (NXM1, 122, 16),
+            128,
+            Needs::CtIpv6,
+        ),
+    ),
+    (
+        Field::CtIpv6Dst,
+        info(
+            "ct_ipv6_dst",
+            "NXM_NX_CT_IPV6_DST",
+            (NXM1, 123, 16),
+            128,
+            Needs::CtIpv6,
+        ),
+    ),
+    (
+        Field::CtTpSrc,
+        info(
+            "ct_tp_src",
+            "NXM_NX_CT_TP_SRC",
+            (NXM1, 124, 2),
+            16,
+            Needs::Ct,
+        ),
+    ),
+    (
+        Field::CtTpDst,
+        info(
+            "ct_tp_dst",
+            "NXM_NX_CT_TP_DST",
+            (NXM1, 125, 2),
+            16,
+            Needs::Ct,
+        ),
+    ),
 ];
 
 /// The fields OpenFlow's basic class names too (OpenFlow 1.2 on sends these headers
@@ -501,7 +624,21 @@ impl Field {
     pub fn is_writable(self) -> bool {
         !matches!(
             self,
-            Field::EthType | Field::VlanTci | Field::NwProto | Field::MplsBos
+            Field::EthType
+                | Field::VlanTci
+                | Field::NwProto
+                | Field::MplsBos
+                | Field::CtState
+                | Field::CtZone
+                | Field::CtMark
+                | Field::CtLabel
+                | Field::CtNwProto
+                | Field::CtNwSrc
+                | Field::CtNwDst
+                | Field::CtIpv6Src
+                | Field::CtIpv6Dst
+                | Field::CtTpSrc
+                | Field::CtTpDst
         )
     }
 
@@ -536,6 +673,17 @@ impl Field {
             Field::MplsTc => u128::from(mpls::tc(k.label)),
             Field::MplsBos => u128::from(mpls::bos(k.label)),
             Field::MplsTtl => u128::from(mpls::ttl(k.label)),
+            Field::CtState => u128::from(k.ct_state),
+            Field::CtZone => u128::from(k.ct_zone),
+            Field::CtMark => u128::from(k.ct_mark),
+            Field::CtLabel => k.ct_label,
+            Field::CtNwProto => u128::from(k.ct_nw_proto),
+            Field::CtNwSrc => u128::from(k.ct_nw_src),
+            Field::CtNwDst => u128::from(k.ct_nw_dst),
+            Field::CtIpv6Src => k.ct_ipv6_src,
+            Field::CtIpv6Dst => k.ct_ipv6_dst,
+            Field::CtTpSrc => u128::from(k.ct_tp_src),
+            Field::CtTpDst => u128::from(k.ct_tp_dst),
         }
     }
 
@@ -572,6 +720,19 @@ impl Field {
             Field::MplsTc => set_bits(&mut k.label, mpls::TC_MASK, mpls::TC_SHIFT, v),
             Field::MplsBos => set_bits(&mut k.label, mpls::BOS_MASK, mpls::BOS_SHIFT, v),
             Field::MplsTtl => set_bits(&mut k.label, mpls::TTL_MASK, 0, v),
+            // Written in a mask only (what a move from them looked at): no action
+            // writes them (`is_writable`).
+            Field::CtState => k.ct_state = v as u8,
+            Field::CtZone => k.ct_zone = v as u16,
+            Field::CtMark => k.ct_mark = v as u32,
+            Field::CtLabel => k.ct_label = v,
+            Field::CtNwProto => k.ct_nw_proto = v as u8,
+            Field::CtNwSrc => k.ct_nw_src = v as u32,
+            Field::CtNwDst => k.ct_nw_dst = v as u32,
+            Field::CtIpv6Src => k.ct_ipv6_src = v,
+            Field::CtIpv6Dst => k.ct_ipv6_dst = v,
+            Field::CtTpSrc => k.ct_tp_src = v as u16,
+            Field::CtTpDst => k.ct_tp_dst = v as u16,
         }
     }
 
@@ -594,8 +755,17 @@ impl Field {
             | Field::ArpTha
             | Field::NdSll
             | Field::NdTll => format_mac(mac(v), mac(m)),
-            Field::IpSrc | Field::IpDst | Field::ArpSpa | Field::ArpTpa => format_ipv4(v, m),
-            Field::Ipv6Src | Field::Ipv6Dst | Field::NdTarget => format_ipv6(v, m),
+            Field::IpSrc
+            | Field::IpDst
+            | Field::ArpSpa
+            | Field::ArpTpa
+            | Field::CtNwSrc
+            | Field::CtNwDst => format_ipv4(v, m),
+            Field::Ipv6Src
+            | Field::Ipv6Dst
+            | Field::NdTarget
+            | Field::CtIpv6Src
+            | Field::CtIpv6Dst => format_ipv6(v, m),
             Field::InPort
             | Field::NwProto
             | Field::NwTtl
@@ -609,7 +779,10 @@ impl Field {
             | Field::MplsLabel
             | Field::MplsTc
             | Field::MplsBos
-            | Field::MplsTtl => format!("{v}{}", hex_mask()),
+            | Field::MplsTtl
+            | Field::CtNwProto
+            | Field::CtTpSrc
+            | Field::CtTpDst => format!("{v}{}", hex_mask()),
             _ => format!("{}{}", c_hex(v), hex_mask()),
         }
     }
@@ -725,6 +898,32 @@ mod tests {
     }
 
     #[test]
+    fn the_trackers_fields_are_read_not_written() {
+        use crate::syntax::{format_flow, parse_flow};
+        let no_ports = |_: &str| None;
+        let text = "ct_state=+est+trk,ip,actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG1[],\
+                    move:NXM_NX_CT_TP_DST[]->NXM_NX_REG2[0..15],\
+                    move:NXM_NX_CT_LABEL[96..127]->NXM_NX_REG3[]";
+        let flow = parse_flow(text, &no_ports).unwrap();
+        assert!(
+            format_flow(&flow).contains(
+                "actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG1[],\
+                 move:NXM_NX_CT_TP_DST[]->NXM_NX_REG2[0..15],\
+                 move:NXM_NX_CT_LABEL[96..127]->NXM_NX_REG3[]"
+            ),
+            "{}",
+            format_flow(&flow)
+        );
+        for write in [
+            "ip,actions=set_field:1->ct_state",
+            "ip,actions=move:NXM_NX_REG1[]->NXM_NX_CT_MARK[]",
+            "ip,actions=load:1->NXM_NX_CT_ZONE[]",
+        ] {
+            assert!(parse_flow(write, &no_ports).is_err(), "{write}");
+        }
+    }
+
+    #[test]
     fn every_field_writes_what_it_reads() {
         let fields = (0..16u8)
             .map(Field::Reg)
@@ -733,8 +932,13 @@ mod tests {
             .chain(OTHERS.iter().map(|(f, _)| *f));
         for f in fields {
             let mut k = MatchKey::default();
-            // ARP's opcode is kept in 8 bits, as Open vSwitch keeps it.
-            let bits = if f == Field::ArpOp { 8 } else { f.info().bits };
+            // ARP's opcode is kept in 8 bits, as Open vSwitch keeps it; so are
+            // ct_state's 8 states, of its 32 bits on the wire.
+            let bits = if matches!(f, Field::ArpOp | Field::CtState) {
+                8
+            } else {
+                f.info().bits
+            };
             let v = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210 & ones(u32::from(bits));
             f.write(&mut k, v);
             assert_eq!(f.read(&k), v, "{f:?}");
