@@ -59,17 +59,77 @@ pub fn format_entry(c: &ConnView) -> String {
     if c.label != 0 {
         s += &format!(",labels={:#x}", c.label);
     }
-    if let Some((orig, reply)) = c.tcp {
-        // One state for both ends, as Linux's tracker keeps, the way Open vSwitch
-        // coalesces its two for this output.
-        let state = match orig.max(reply) {
-            TcpState::FinWait2 => TcpState::TimeWait,
-            TcpState::SynRecv => TcpState::Established,
-            s => s,
-        };
-        s += &format!(",protoinfo=(state={})", state.name());
+    if let Some(ends) = c.tcp {
+        s += &format!(",protoinfo=(state={})", one_tcp_state(ends).name());
     }
     s
+}
+
+/// One state for both ends, as Linux's tracker keeps, the way Open vSwitch
+/// coalesces its two for its output.
+fn one_tcp_state((orig, reply): (TcpState, TcpState)) -> TcpState {
+    match orig.max(reply) {
+        TcpState::FinWait2 => TcpState::TimeWait,
+        TcpState::SynRecv => TcpState::Established,
+        s => s,
+    }
+}
+
+/// `dpctl/ct-stats-show [-m]`: connections in all, and by protocol (TCP's by
+/// state when `verbose`), as Open vSwitch prints them. (Its ICMPv6 connections
+/// count in the total only: Open vSwitch counts them and prints no line of them.)
+pub fn format_stats(conns: &[ConnView], verbose: bool) -> String {
+    use crate::tuple::{IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_UDP};
+    const IPPROTO_IGMP: u8 = 2;
+    const IPPROTO_DCCP: u8 = 33;
+    const IPPROTO_UDPLITE: u8 = 136;
+    let count = |p: u8| conns.iter().filter(|c| c.orig.proto == p).count();
+    let mut out = format!("Connections Stats:\n    Total: {}\n", conns.len());
+    let tcp = count(IPPROTO_TCP);
+    if tcp != 0 {
+        out += &format!("  TCP: {tcp}\n");
+        if verbose {
+            out += "    Conn per TCP states:\n";
+            let mut by_state = std::collections::BTreeMap::new();
+            for ends in conns.iter().filter_map(|c| c.tcp) {
+                *by_state.entry(one_tcp_state(ends)).or_insert(0) += 1;
+            }
+            for (state, n) in by_state {
+                out += &format!("\t  [{}]={n}\n", state.name());
+            }
+        }
+    }
+    let known = [
+        IPPROTO_TCP,
+        IPPROTO_UDP,
+        IPPROTO_UDPLITE,
+        IPPROTO_SCTP,
+        IPPROTO_ICMP,
+        IPPROTO_DCCP,
+        IPPROTO_IGMP,
+        IPPROTO_ICMPV6,
+    ];
+    for (proto, name) in [
+        (IPPROTO_UDP, "UDP"),
+        (IPPROTO_UDPLITE, "UDPLITE"),
+        (IPPROTO_SCTP, "SCTP"),
+        (IPPROTO_ICMP, "ICMP"),
+        (IPPROTO_DCCP, "DCCP"),
+        (IPPROTO_IGMP, "IGMP"),
+    ] {
+        let n = count(proto);
+        if n != 0 {
+            out += &format!("  {name}: {n}\n");
+        }
+    }
+    let other = conns
+        .iter()
+        .filter(|c| !known.contains(&c.orig.proto))
+        .count();
+    if other != 0 {
+        out += &format!("  Other: {other}\n");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -122,6 +182,29 @@ mod tests {
             "tcp,orig=(src=10.1.1.1,dst=10.1.1.2,sport=40000,dport=80),\
              reply=(src=10.1.1.2,dst=10.1.1.1,sport=80,dport=40000),\
              labels=0x10000000000000000,protoinfo=(state=TIME_WAIT)"
+        );
+        let established = ConnView {
+            tcp: Some((TcpState::Established, TcpState::SynRecv)),
+            ..c.clone()
+        };
+        let icmp6 = ConnView {
+            orig: Tuple {
+                proto: crate::tuple::IPPROTO_ICMPV6,
+                v6: true,
+                ..orig
+            },
+            tcp: None,
+            ..c.clone()
+        };
+        let all = [c.clone(), established.clone(), established, icmp6];
+        assert_eq!(
+            format_stats(&all, false),
+            "Connections Stats:\n    Total: 4\n  TCP: 3\n"
+        );
+        assert_eq!(
+            format_stats(&all, true),
+            "Connections Stats:\n    Total: 4\n  TCP: 3\n    Conn per TCP states:\n\
+             \t  [ESTABLISHED]=2\n\t  [TIME_WAIT]=1\n"
         );
     }
 }

@@ -80,6 +80,19 @@ fn a_stateful_firewall_lets_answers_in_and_new_connections_from_outside_not() {
         "{dump}"
     );
     assert_eq!(d.appctl_ok(&["dpctl/dump-conntrack", "zone=8"]), "");
+    // The same connections counted, as Open vSwitch counts them.
+    let total = dump.lines().count();
+    let stats = d.appctl_ok(&["dpctl/ct-stats-show", "-m"]);
+    assert!(
+        stats.starts_with(&format!("Connections Stats:\n    Total: {total}\n  TCP: ")),
+        "{stats}"
+    );
+    assert!(stats.contains("    Conn per TCP states:\n\t  ["), "{stats}");
+    assert!(stats.contains("\n  ICMP: "), "{stats}");
+    assert_eq!(
+        d.appctl_ok(&["dpctl/ct-stats-show", "zone=8"]),
+        "Connections Stats:\n    Total: 0\n"
+    );
     let n: usize = d
         .appctl_ok(&["dpctl/ct-get-nconns"])
         .trim()

@@ -48,6 +48,7 @@ const COMMANDS: &[(&str, &str)] = &[
         "[dp] [default=L] [zone=N,limit=L]...",
     ),
     ("dpctl/ct-set-maxconns", "[dp] maxconns"),
+    ("dpctl/ct-stats-show", "[dp] [zone=N] [verbose]"),
     ("dpctl/dump-conntrack", "[dp] [zone=N]"),
     ("dpctl/dump-flows", "[dp]"),
     (
@@ -327,6 +328,13 @@ fn conntrack_command(cx: &Context, command: &str, args: &[String]) -> Result<Str
                 vsw_conntrack::FlushFilter::parse(&args).map_err(|e| e.to_string())?;
             ct.flush_matching(zone, &filter);
             Ok(String::new())
+        }
+        "dpctl/ct-stats-show" => {
+            let verbose = args
+                .iter()
+                .any(|a| matches!(*a, "-m" | "--more" | "verbose"));
+            let conns = ct.connections(zone()?, now);
+            Ok(vsw_conntrack::dump::format_stats(&conns, verbose))
         }
         "dpctl/ct-get-nconns" => Ok(format!("{}\n", ct.len())),
         "dpctl/ct-get-maxconns" => Ok(format!("{}\n", ct.limit())),
