@@ -424,3 +424,88 @@ fn a_dnat_load_balancer_spreads_connections_over_three_backends() {
     assert!(dp.contains("ct_nw_dst=198.18.0.100"), "{dp}");
     assert!(dump.contains("dst=198.18.0.100,sport="), "{dump}");
 }
+
+/// A zone flush cuts live connections: the outside host's datagrams of a
+/// connection the inside host opened get in until the firewall's zone is flushed
+/// (NXT_CT_FLUSH_ZONE, as ovn-controller sends it), and then they are new
+/// connections from outside, dropped.
+#[test]
+fn a_zone_flush_cuts_live_connections() {
+    use std::io::{BufRead, Write};
+    let _g = serial();
+    let (d, inside, outside) = stateful_firewall();
+    // The outside host sends a datagram from port 7000 to the inside host's 6000
+    // for each line it is given.
+    let mut sender = outside.python_ready_with_input(
+        &format!(
+            "import socket, sys\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('{}', 7000))\n\
+             print('ready', flush=True)\n\
+             for line in sys.stdin:\n    s.sendto(b'back', ('{}', 6000))\n    print('sent', flush=True)\n",
+            outside.addr, inside.addr
+        ),
+        60,
+    );
+    let mut sent = std::io::BufReader::new(sender.stdout.take().expect("stdout"));
+    // The inside host opens the connection (port 6000 to 7000), then waits for a
+    // datagram back.
+    let listen = |open: bool| {
+        inside.python_ready(&format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('{}', 6000))\n\
+             s.settimeout(2)\n\
+             {}\n\
+             print('ready', flush=True)\n\
+             try:\n    s.recv(64)\n    print('got', flush=True)\n\
+             except socket.timeout:\n    print('nothing', flush=True)\n",
+            inside.addr,
+            if open {
+                format!("s.sendto(b'hello', ('{}', 7000))", outside.addr)
+            } else {
+                String::new()
+            }
+        ))
+    };
+    let mut send_back = |listener: &mut std::process::Child| -> String {
+        writeln!(sender.stdin.as_mut().expect("stdin"), "send").unwrap();
+        let mut line = String::new();
+        sent.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "sent");
+        let mut heard = String::new();
+        std::io::BufReader::new(listener.stdout.take().expect("stdout"))
+            .read_line(&mut heard)
+            .unwrap();
+        let _ = listener.wait();
+        heard.trim().to_string()
+    };
+    // The inside host's datagram went out once the script said ready: the
+    // connection is the tracker's before the answer is sent.
+    let conns = || d.appctl_ok(&["dpctl/dump-conntrack", "zone=7"]);
+    let mut first = listen(true);
+    vsw_e2e::wait_until("the connection", std::time::Duration::from_secs(5), || {
+        conns().contains("sport=6000,dport=7000")
+    });
+    assert_eq!(
+        send_back(&mut first),
+        "got",
+        "an answer of a live connection"
+    );
+    let flush = ovs_ofctl(&d, &["-O", "OpenFlow13", "ct-flush-zone", "7"]);
+    assert!(
+        flush.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flush.stderr)
+    );
+    assert_eq!(conns(), "");
+    let mut second = listen(false);
+    assert_eq!(
+        send_back(&mut second),
+        "nothing",
+        "the flushed connection's datagram got in"
+    );
+    let _ = sender.kill();
+    let _ = sender.wait();
+}
