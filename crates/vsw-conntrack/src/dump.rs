@@ -8,7 +8,8 @@ use crate::state::TcpState;
 use crate::tracker::ConnView;
 use crate::tuple::{Tuple, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 
-fn proto_name(p: u8) -> String {
+/// A protocol as `dpctl/dump-conntrack` names it (its number when it has no name).
+pub fn proto_name(p: u8) -> String {
     match p {
         IPPROTO_ICMP => "icmp".into(),
         IPPROTO_ICMPV6 => "icmpv6".into(),
@@ -67,7 +68,7 @@ pub fn format_entry(c: &ConnView) -> String {
 
 /// One state for both ends, as Linux's tracker keeps, the way Open vSwitch
 /// coalesces its two for its output.
-fn one_tcp_state((orig, reply): (TcpState, TcpState)) -> TcpState {
+pub(crate) fn one_tcp_state((orig, reply): (TcpState, TcpState)) -> TcpState {
     match orig.max(reply) {
         TcpState::FinWait2 => TcpState::TimeWait,
         TcpState::SynRecv => TcpState::Established,

@@ -25,5 +25,5 @@ pub use nat::{NatKind, NatRange, NatRewrite};
 pub use state::{CtState, TcpState};
 pub use tcp::TcpSegment;
 pub use timeouts::{TimeoutKind, Timeouts};
-pub use tracker::{Commit, ConnView, Conntrack, Ct, CtOutcome, CtPacket, DEFAULT_LIMIT};
+pub use tracker::{Census, Commit, ConnView, Conntrack, Ct, CtOutcome, CtPacket, DEFAULT_LIMIT};
 pub use tuple::{Key, Tuple};

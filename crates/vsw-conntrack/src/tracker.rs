@@ -166,6 +166,24 @@ pub struct Conntrack {
     timeouts: Timeouts,
     /// New connections NAT found no free tuple for.
     nat_exhausted: AtomicU64,
+    /// Connections made (committed), ever.
+    committed: AtomicU64,
+    /// Commits the global or a zone's limit refused.
+    over_limit: AtomicU64,
+    /// Packets found invalid (of no connection that may start one, or breaking
+    /// their connection's state).
+    invalid: AtomicU64,
+}
+
+/// How many connections of one zone, protocol and state (`Conntrack::census`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Census {
+    pub zone: u16,
+    pub proto: u8,
+    /// TCP's state as `dpctl/dump-conntrack` prints it (`ESTABLISHED`, …); for
+    /// the others, what was seen: `FIRST` (one way, one packet), `MULTIPLE` (one
+    /// way), `BIDIR` (both ways; ICMP: `REPLY`).
+    pub state: &'static str,
 }
 
 impl Default for Conntrack {
@@ -186,6 +204,9 @@ impl Conntrack {
             seq_check: AtomicBool::new(true),
             timeouts,
             nat_exhausted: AtomicU64::new(0),
+            committed: AtomicU64::new(0),
+            over_limit: AtomicU64::new(0),
+            invalid: AtomicU64::new(0),
         }
     }
 
@@ -213,6 +234,9 @@ impl Conntrack {
     /// (`ct.nat`): the outcome's `rewrite` and `+snat`/`+dnat`.
     pub fn track(&self, pkt: &CtPacket, ct: &Ct<'_>, now_ms: u64) -> CtOutcome {
         let mut out = self.track_state(pkt, ct.zone, ct.commit, ct.natted, now_ms);
+        if out.state.has(CtState::INVALID) {
+            self.invalid.fetch_add(1, Ordering::Relaxed);
+        }
         if ct.nat || ct.natted {
             // The header the rewrite changes, as Open vSwitch marks it: an SNAT
             // connection's reply has its destination rewritten (`+dnat`).
@@ -412,6 +436,7 @@ impl Conntrack {
     ) -> Option<Arc<Conn>> {
         let reply = pkt.tuple.reverse()?;
         if self.count.load(Ordering::Relaxed) >= self.limit.load(Ordering::Relaxed) {
+            self.over_limit.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         let zones = self.zones.pin();
@@ -427,6 +452,7 @@ impl Conntrack {
         // (A default of 0 is none; a zone's own 0 takes nothing.)
         let own = self.zone_limits.pin().contains_key(&zone);
         if (own || limit != 0) && z.count.load(Ordering::Relaxed) >= limit {
+            self.over_limit.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         let (proto, kind) = match pkt.tuple.proto {
@@ -485,6 +511,7 @@ impl Conntrack {
             return None;
         }
         self.count.fetch_add(1, Ordering::Relaxed);
+        self.committed.fetch_add(1, Ordering::Relaxed);
         z.count.fetch_add(1, Ordering::Relaxed);
         z.members.pin().insert(conn.orig.tuple, conn.clone());
         Some(conn)
@@ -582,6 +609,61 @@ impl Conntrack {
     /// New connections NAT found no free tuple for (left uncommitted).
     pub fn nat_exhausted(&self) -> u64 {
         self.nat_exhausted.load(Ordering::Relaxed)
+    }
+
+    /// Connections made (committed) since the tracker started.
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Relaxed)
+    }
+
+    /// Commits a limit (global or a zone's) refused.
+    pub fn over_limit(&self) -> u64 {
+        self.over_limit.load(Ordering::Relaxed)
+    }
+
+    /// Counts a packet its caller could not read as the tracker needs (not IP,
+    /// a fragment, headers cut short): invalid, as the ones it reads itself.
+    pub fn count_unreadable(&self) {
+        self.invalid.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Packets found invalid.
+    pub fn invalid(&self) -> u64 {
+        self.invalid.load(Ordering::Relaxed)
+    }
+
+    /// Live connections counted by zone, protocol and state (for metrics: one
+    /// walk of the table, nothing kept per connection).
+    pub fn census(&self, now_ms: u64) -> std::collections::BTreeMap<Census, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        let conns = self.conns.pin();
+        for (k, c) in conns.iter() {
+            if *k != c.orig || c.expired(now_ms) {
+                continue;
+            }
+            let state = match &c.proto {
+                ProtoState::Tcp(p) => {
+                    let p = p.lock();
+                    crate::dump::one_tcp_state((p[0].state, p[1].state)).name()
+                }
+                ProtoState::Other(s) => match s.load(Ordering::Relaxed) {
+                    OTHER_FIRST => "FIRST",
+                    OTHER_MULTIPLE => "MULTIPLE",
+                    _ => "BIDIR",
+                },
+                ProtoState::Icmp(s) => match s.load(Ordering::Relaxed) {
+                    ICMP_FIRST => "FIRST",
+                    _ => "REPLY",
+                },
+            };
+            let key = Census {
+                zone: k.zone,
+                proto: k.tuple.proto,
+                state,
+            };
+            *out.entry(key).or_insert(0) += 1;
+        }
+        out
     }
 
     /// Connections, all zones.
@@ -882,6 +964,50 @@ mod tests {
         }
         assert_eq!((ct.zone_len(9), ct.zone_len(10)), (3, 1));
         assert_eq!(ct.limited_zones(), vec![10]);
+        // Counted for metrics: made, and refused by the limits (zone 5's, the
+        // global one's, then zones 9's and 10's); none invalid.
+        assert_eq!(ct.committed(), 1 + 2 + 3 + 1);
+        assert_eq!(ct.over_limit(), 1 + 2 + 2 + 4);
+        assert_eq!(ct.invalid(), 0);
+    }
+
+    /// The census counts live connections by zone, protocol and state; invalid
+    /// packets are counted.
+    #[test]
+    fn the_census_counts_connections_by_zone_protocol_and_state() {
+        let ct = Conntrack::default();
+        ct.execute(&udp(1, 2, 1000, 53), 3, Some(&COMMIT), 0);
+        ct.execute(&udp(1, 2, 1001, 53), 3, Some(&COMMIT), 0);
+        ct.execute(&udp(2, 1, 53, 1001), 3, None, 1);
+        ct.execute(&udp(1, 2, 1002, 53), 4, Some(&COMMIT), 0);
+        let census: Vec<(u16, u8, &str, u64)> = ct
+            .census(2)
+            .into_iter()
+            .map(|(c, n)| (c.zone, c.proto, c.state, n))
+            .collect();
+        assert_eq!(
+            census,
+            vec![
+                (3, IPPROTO_UDP, "BIDIR", 1),
+                (3, IPPROTO_UDP, "FIRST", 1),
+                (4, IPPROTO_UDP, "FIRST", 1),
+            ]
+        );
+        // Expired connections are not counted.
+        assert!(ct.census(10 * 60 * 1000).is_empty());
+        // An ICMP message that is no query, answer or error: invalid.
+        let odd = CtPacket {
+            tuple: Tuple {
+                src: 1,
+                dst: 2,
+                proto: IPPROTO_ICMP,
+                icmp_type: 99,
+                ..Tuple::default()
+            },
+            ..CtPacket::default()
+        };
+        ct.execute(&odd, 3, None, 3);
+        assert_eq!(ct.invalid(), 1);
     }
 
     /// `force`: a reply-direction packet committed with it ends the connection and

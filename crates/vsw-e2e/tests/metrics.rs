@@ -114,6 +114,12 @@ fn metrics_are_served_checked_by_promtool_and_scraped_by_prometheus() {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert!(upcalls >= 1.0, "{text}");
+    // The datapath's connection tracker is scraped too (checked by promtool below).
+    assert!(text.contains("vsw_conntrack_limit 3000000"), "{text}");
+    assert!(
+        text.contains("vsw_conntrack_refused_total{reason=\"invalid\"} 0"),
+        "{text}"
+    );
     let mut check = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

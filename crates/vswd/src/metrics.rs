@@ -136,6 +136,74 @@ fn port_drops(p: &PortInfo) -> [(&'static str, &'static str, u64); 8] {
     ]
 }
 
+/// The connection tracker's counters, read at a scrape.
+#[derive(Debug)]
+struct ConntrackCounts {
+    census: std::collections::BTreeMap<vsw_conntrack::Census, u64>,
+    committed: u64,
+    over_limit: u64,
+    invalid: u64,
+    nat_exhausted: u64,
+    limit: u64,
+}
+
+impl ConntrackCounts {
+    fn read(ct: &vsw_conntrack::Conntrack) -> ConntrackCounts {
+        ConntrackCounts {
+            census: ct.census(vsw_datapath::clock::now_ms()),
+            committed: ct.committed(),
+            over_limit: ct.over_limit(),
+            invalid: ct.invalid(),
+            nat_exhausted: ct.nat_exhausted(),
+            limit: ct.limit() as u64,
+        }
+    }
+}
+
+/// The tracker's families: connections by zone, protocol and state; made;
+/// dropped or refused by reason; the global limit.
+fn conntrack_families(ct: &ConntrackCounts) -> Vec<Family<'_>> {
+    let mut conns = Family::gauge(
+        "vsw_conntrack_connections",
+        "Live connections of the connection tracker, by zone, protocol and state.",
+    );
+    for (c, n) in &ct.census {
+        conns.add(
+            vec![
+                ("zone", Cow::Owned(c.zone.to_string())),
+                (
+                    "proto",
+                    Cow::Owned(vsw_conntrack::dump::proto_name(c.proto)),
+                ),
+                ("state", c.state.into()),
+            ],
+            *n,
+        );
+    }
+    let mut committed = Family::counter(
+        "vsw_conntrack_committed",
+        "Connections the tracker made (committed).",
+    );
+    committed.add(Vec::new(), ct.committed);
+    let mut refused = Family::counter(
+        "vsw_conntrack_refused",
+        "Packets the tracker found invalid, and commits it refused, by reason.",
+    );
+    for (reason, n) in [
+        ("invalid", ct.invalid),
+        ("limit", ct.over_limit),
+        ("nat_exhausted", ct.nat_exhausted),
+    ] {
+        refused.add(vec![("reason", reason.into())], n);
+    }
+    let mut limit = Family::gauge(
+        "vsw_conntrack_limit",
+        "The most connections the tracker keeps, all zones together.",
+    );
+    limit.add(Vec::new(), ct.limit);
+    vec![conns, committed, refused, limit]
+}
+
 /// The families of every bridge's counters and the tunnels' drops.
 fn families<'a>(
     bridges: &'a [(String, SwitchMetrics)],
@@ -374,6 +442,13 @@ impl Collector for SwitchCollector {
         for family in families(&bridges, &tunnel_drops) {
             family.encode(&mut encoder)?;
         }
+        // The datapath's tracker, which every bridge shares.
+        if let Some(dpif) = self.bridges.dpif() {
+            let ct = ConntrackCounts::read(dpif.conntrack());
+            for family in conntrack_families(&ct) {
+                family.encode(&mut encoder)?;
+            }
+        }
         Ok(())
     }
 }
@@ -525,6 +600,42 @@ mod tests {
         assert!(text.contains(
             "vsw_offload_adopted_flows{bridge=\"br0\",port=\"eth1\",provider=\"ebpf\"} 5"
         ));
+        // The tracker's, with a connection of each kind it names.
+        let tracker = vsw_conntrack::Conntrack::default();
+        let udp = vsw_conntrack::CtPacket {
+            tuple: vsw_conntrack::Tuple {
+                src: 1,
+                dst: 2,
+                src_port: 1000,
+                dst_port: 53,
+                proto: 17,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        tracker.execute(&udp, 7, Some(&vsw_conntrack::Commit::default()), 0);
+        let counts = ConntrackCounts::read(&tracker);
+        let mut r = Registry::default();
+        #[derive(Debug)]
+        struct Tracker(ConntrackCounts);
+        impl Collector for Tracker {
+            fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
+                for f in conntrack_families(&self.0) {
+                    f.encode(&mut e)?;
+                }
+                Ok(())
+            }
+        }
+        r.register_collector(Box::new(Tracker(counts)));
+        let ct_text = render(&r, Format::PrometheusText);
+        for line in [
+            "vsw_conntrack_connections{zone=\"7\",proto=\"udp\",state=\"FIRST\"} 1",
+            "vsw_conntrack_committed_total 1",
+            "vsw_conntrack_refused_total{reason=\"nat_exhausted\"} 0",
+            "vsw_conntrack_limit 3000000",
+        ] {
+            assert!(ct_text.contains(line), "{line} in\n{ct_text}");
+        }
         // A histogram: cumulative buckets, its sum and count.
         let l = "bridge=\"br0\",request=\"add-flow\"";
         for line in [

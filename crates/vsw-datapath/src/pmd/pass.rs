@@ -344,9 +344,11 @@ impl Pass<'_, '_, '_> {
         let mut k = FlowKey::default();
         let data = self.scratch.data();
         if extract(data, in_port, None, &mut k).is_err() {
+            self.shared.conntrack.count_unreadable();
             return (CtMeta::invalid(zone), None);
         }
         let Some(p) = crate::ct::ct_packet(data, &k) else {
+            self.shared.conntrack.count_unreadable();
             return (CtMeta::invalid(zone), Some(k));
         };
         // On the clock every PMD and the sweeper share (a PMD's own microseconds
