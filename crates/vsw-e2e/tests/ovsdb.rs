@@ -71,6 +71,38 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
     assert!(db
         .vsctl(&["get", "Open_vSwitch", ".", "external_ids:vswd-version"])
         .contains(env!("CARGO_PKG_VERSION")));
+    // A Datapath row, made as ovn-controller makes one for its bridge's type: the
+    // switch says what its datapath can do there, as ovs-vswitchd does (and only
+    // what works: no all-zero SNAT, a tuple flush).
+    db.vsctl(&[
+        "--",
+        "--id=@dp",
+        "create",
+        "Datapath",
+        "external_ids:made-by=test",
+        "--",
+        "set",
+        "Open_vSwitch",
+        ".",
+        "datapaths:netdev=@dp",
+    ]);
+    let dp = db.vsctl(&["get", "Open_vSwitch", ".", "datapaths:netdev"]);
+    let cap = |key: &str| {
+        let out = db.vsctl_raw(&["get", "Datapath", &dp, &format!("capabilities:{key}")]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .trim_matches('"')
+            .to_string()
+    };
+    wait_until(
+        "the datapath's capabilities",
+        Duration::from_secs(10),
+        || cap("ct_flush") == "true",
+    );
+    assert_eq!(
+        (cap("ct_zero_snat"), cap("recirc"), cap("ct_orig_tuple")),
+        ("false".into(), "true".into(), "true".into())
+    );
     // Statistics are written every 5 s.
     wait_until(
         "statistics to count the pings",

@@ -115,7 +115,8 @@ struct Applied {
 fn monitor_requests() -> Value {
     json!({
         "Open_vSwitch": {"columns": ["bridges", "next_cfg", "cur_cfg", "other_config",
-                                      "datapath_types", "iface_types"]},
+                                      "datapath_types", "iface_types", "datapaths"]},
+        "Datapath": {"columns": ["capabilities"]},
         "Bridge": {"columns": ["name", "ports", "datapath_type", "fail_mode", "other_config",
                                "controller", "datapath_id", "protocols",
                                "mcast_snooping_enable"]},

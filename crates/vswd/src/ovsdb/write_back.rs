@@ -224,6 +224,17 @@ impl Sync {
         if !root_cols.is_empty() {
             ops.push(update("Open_vSwitch", root, Value::Object(root_cols)));
         }
+        // Every Datapath row the root names (ovn-controller makes one for its
+        // integration bridge's type and reads what the datapath can do there).
+        let caps = capabilities();
+        for uuid in datapath_rows(root_row) {
+            let current = replica
+                .row("Datapath", &uuid)
+                .and_then(|r| r.get("capabilities"));
+            if current != Some(&caps) {
+                ops.push(update("Datapath", &uuid, json!({ "capabilities": caps })));
+            }
+        }
         if ops.is_empty() {
             return Ok(());
         }
@@ -240,6 +251,73 @@ impl Sync {
             Err(e) => Err(e),
         }
     }
+}
+
+/// What vsw's datapath can do, in the keys and words ovs-vswitchd writes to a
+/// Datapath row's `capabilities` (ofproto-dpif's `get_datapath_cap`): only what
+/// works says `true` (so OVN, reading `ct_zero_snat` false, does not count on an
+/// all-zero SNAT, and reading `ct_flush` true, flushes a load balancer's backend
+/// by its tuple).
+pub(super) fn capabilities() -> Value {
+    let yes_no = |b: bool| if b { "true" } else { "false" }.to_string();
+    make_map(
+        [
+            ("add_mpls", yes_no(true)),
+            ("check_pkt_len", yes_no(true)),
+            ("clone", yes_no(true)),
+            ("ct_clear", yes_no(true)),
+            ("ct_eventmask", yes_no(false)),
+            ("ct_flush", yes_no(true)),
+            ("ct_label", yes_no(true)),
+            ("ct_mark", yes_no(true)),
+            ("ct_orig_tuple", yes_no(true)),
+            ("ct_orig_tuple6", yes_no(true)),
+            ("ct_state", yes_no(true)),
+            ("ct_state_nat", yes_no(true)),
+            ("ct_timeout", yes_no(false)),
+            ("ct_zero_snat", yes_no(false)),
+            ("ct_zone", yes_no(true)),
+            ("explicit_drop_action", yes_no(false)),
+            ("lb_output_action", yes_no(false)),
+            ("masked_set_action", yes_no(true)),
+            // The datapath's hash reads addresses and ports, not symmetrically
+            // (Open vSwitch's OVS_HASH_ALG_SYM_L4 is 1).
+            ("max_hash_alg", "0".to_string()),
+            // The key holds the outermost label stack entry, and two VLAN tags.
+            ("max_mpls_depth", "1".to_string()),
+            ("max_vlan_headers", "2".to_string()),
+            ("nd_ext", yes_no(false)),
+            ("psample", yes_no(false)),
+            ("recirc", yes_no(true)),
+            ("sample_nesting", yes_no(false)),
+            ("tnl_push_pop", yes_no(true)),
+            ("trunc", yes_no(true)),
+            ("ufid", yes_no(true)),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    )
+}
+
+/// The Datapath rows the root's `datapaths` map names.
+fn datapath_rows(root: Option<&vsw_ovsdb::Row>) -> Vec<String> {
+    let Some(Value::Array(map)) = root.and_then(|r| r.get("datapaths")) else {
+        return Vec::new();
+    };
+    // ["map", [[type, ["uuid", U]], …]]
+    let pairs = match map.as_slice() {
+        [tag, Value::Array(pairs)] if tag == "map" => pairs,
+        _ => return Vec::new(),
+    };
+    pairs
+        .iter()
+        .filter_map(|pair| match pair.as_array()?.as_slice() {
+            [_, Value::Array(uuid)] => match uuid.as_slice() {
+                [tag, Value::String(u)] if tag == "uuid" => Some(u.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether a port made with these options is a Linux interface (its link is the
