@@ -1,7 +1,8 @@
 //! What vswd writes back to the database, as ovs-vswitchd does: each interface's
 //! `ofport`, `error`, `admin_state`, `link_state`, `mtu`, `mac_in_use`, link facts
 //! and (every 5 s) `statistics`; each controller's `is_connected` and `status`; the
-//! bridge's `datapath_id`; and `iface_types`, `datapath_types` and `cur_cfg` — only
+//! bridge's `datapath_id`; each Datapath row's `capabilities`; and `iface_types`,
+//! `datapath_types` and `cur_cfg` — only
 //! the columns that differ from what the database holds, in one transaction that
 //! asserts the lock.
 
@@ -328,4 +329,49 @@ fn is_interface(options: &BTreeMap<String, String>) -> bool {
         options.get("type").map(String::as_str),
         None | Some("afpacket" | "tap" | "internal")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_datapath_rows_are_read_from_the_root_whatever_it_holds() {
+        let row = |v: Value| {
+            let mut r = vsw_ovsdb::Row::new();
+            r.insert("datapaths".into(), v);
+            r
+        };
+        let good = row(json!([
+            "map",
+            [["netdev", ["uuid", "u1"]], ["system", ["uuid", "u2"]]]
+        ]));
+        assert_eq!(datapath_rows(Some(&good)), vec!["u1", "u2"]);
+        for hostile in [
+            json!(["map", []]),
+            json!(["set", [["netdev", ["uuid", "u1"]]]]),
+            json!(["map", [["netdev", "u1"], ["x"], 7]]),
+            json!("netdev"),
+            json!(["map", [["netdev", ["named-uuid", "u1"]]]]),
+        ] {
+            assert!(
+                datapath_rows(Some(&row(hostile.clone()))).is_empty(),
+                "{hostile}"
+            );
+        }
+        assert!(datapath_rows(None).is_empty());
+        // Sorted by key, as the database keeps a map: written once, not at every look.
+        let Value::Array(caps) = capabilities() else {
+            panic!()
+        };
+        let keys: Vec<&str> = caps[1]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[0].as_str().unwrap())
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+    }
 }
