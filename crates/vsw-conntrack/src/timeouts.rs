@@ -79,3 +79,45 @@ impl Timeouts {
         u64::from(s) * 1000
     }
 }
+
+impl Timeouts {
+    /// Sets the timeout Open vSwitch's CT_Timeout_Policy names `name` (its
+    /// `timeouts` column's keys) to `secs`; false for a name the userspace tracker
+    /// has no timeout of (Open vSwitch's userspace ignores those too:
+    /// `tcp_close_wait`, `tcp_last_ack`, `tcp_syn_sent2`, `tcp_retransmit`,
+    /// `tcp_unack` are the kernel's).
+    pub fn set(&mut self, name: &str, secs: u32) -> bool {
+        let slot = match name {
+            "tcp_syn_sent" => &mut self.tcp_syn_sent,
+            "tcp_syn_recv" => &mut self.tcp_syn_recv,
+            "tcp_established" => &mut self.tcp_established,
+            "tcp_fin_wait" => &mut self.tcp_fin_wait,
+            "tcp_time_wait" => &mut self.tcp_time_wait,
+            "tcp_close" => &mut self.tcp_close,
+            "udp_first" => &mut self.udp_first,
+            "udp_single" => &mut self.udp_single,
+            "udp_multiple" => &mut self.udp_multiple,
+            "icmp_first" => &mut self.icmp_first,
+            "icmp_reply" => &mut self.icmp_reply,
+            _ => return false,
+        };
+        *slot = secs;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_sets_what_it_names_and_keeps_the_rest() {
+        let mut t = Timeouts::default();
+        assert!(t.set("udp_first", 5));
+        assert!(t.set("tcp_established", 600));
+        assert!(!t.set("tcp_unack", 5), "the kernel's alone");
+        assert_eq!(t.ms(TimeoutKind::OtherFirst), 5000);
+        assert_eq!(t.ms(TimeoutKind::TcpEstablished), 600_000);
+        assert_eq!(t.ms(TimeoutKind::OtherBidir), 30_000);
+    }
+}

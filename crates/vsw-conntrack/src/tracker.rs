@@ -164,6 +164,10 @@ pub struct Conntrack {
     limit: AtomicUsize,
     seq_check: AtomicBool,
     timeouts: Timeouts,
+    /// Zones' own timeout policies (Open vSwitch's CT_Zone:timeout_policy);
+    /// looked at only while there is one.
+    zone_timeouts: papaya::HashMap<u16, Timeouts, Hasher>,
+    any_zone_timeouts: AtomicBool,
     /// New connections NAT found no free tuple for.
     nat_exhausted: AtomicU64,
     /// Connections made (committed), ever.
@@ -203,6 +207,8 @@ impl Conntrack {
             limit: AtomicUsize::new(DEFAULT_LIMIT),
             seq_check: AtomicBool::new(true),
             timeouts,
+            zone_timeouts: papaya::HashMap::default(),
+            any_zone_timeouts: AtomicBool::new(false),
             nat_exhausted: AtomicU64::new(0),
             committed: AtomicU64::new(0),
             over_limit: AtomicU64::new(0),
@@ -418,8 +424,10 @@ impl Conntrack {
             }
         };
         if let Some(kind) = kind {
-            c.expires_ms
-                .store(now_ms + self.timeouts.ms(kind), Ordering::Relaxed);
+            c.expires_ms.store(
+                now_ms + self.timeout_ms(c.orig.zone, kind),
+                Ordering::Relaxed,
+            );
         }
         update
     }
@@ -493,7 +501,7 @@ impl Conntrack {
                 tuple: pkt.tuple,
             },
             reply: Key { zone, tuple: reply },
-            expires_ms: AtomicU64::new(now_ms + self.timeouts.ms(kind)),
+            expires_ms: AtomicU64::new(now_ms + self.timeout_ms(zone, kind)),
             mark: AtomicU32::new(0),
             label_hi: AtomicU64::new(0),
             label_lo: AtomicU64::new(0),
@@ -609,6 +617,43 @@ impl Conntrack {
     /// New connections NAT found no free tuple for (left uncommitted).
     pub fn nat_exhausted(&self) -> u64 {
         self.nat_exhausted.load(Ordering::Relaxed)
+    }
+
+    /// How long a connection of `zone` lives after a packet made it `kind`: the
+    /// zone's policy's, else the tracker's.
+    #[inline]
+    fn timeout_ms(&self, zone: u16, kind: TimeoutKind) -> u64 {
+        if self.any_zone_timeouts.load(Ordering::Relaxed) {
+            if let Some(t) = self.zone_timeouts.pin().get(&zone) {
+                return t.ms(kind);
+            }
+        }
+        self.timeouts.ms(kind)
+    }
+
+    /// Gives `zone` a timeout policy of its own (`None`: the tracker's again).
+    /// Its connections take it at their next packet, as in Open vSwitch.
+    pub fn set_zone_timeouts(&self, zone: u16, timeouts: Option<Timeouts>) {
+        let map = self.zone_timeouts.pin();
+        match timeouts {
+            Some(t) => {
+                map.insert(zone, t);
+            }
+            None => {
+                map.remove(&zone);
+            }
+        }
+        self.any_zone_timeouts
+            .store(!map.is_empty(), Ordering::Relaxed);
+    }
+
+    /// `zone`'s timeout policy (the tracker's when it has none of its own).
+    pub fn zone_timeouts(&self, zone: u16) -> Timeouts {
+        self.zone_timeouts
+            .pin()
+            .get(&zone)
+            .copied()
+            .unwrap_or(self.timeouts)
     }
 
     /// Connections made (committed) since the tracker started.
@@ -969,6 +1014,25 @@ mod tests {
         assert_eq!(ct.committed(), 1 + 2 + 3 + 1);
         assert_eq!(ct.over_limit(), 1 + 2 + 2 + 4);
         assert_eq!(ct.invalid(), 0);
+    }
+
+    /// A zone's own timeout policy holds for its connections alone, from their
+    /// next packet; without it, the tracker's again.
+    #[test]
+    fn a_zones_timeout_policy_holds_for_its_connections() {
+        let ct = Conntrack::default();
+        let mut quick = Timeouts::default();
+        quick.set("udp_first", 2);
+        ct.set_zone_timeouts(3, Some(quick));
+        assert_eq!(ct.zone_timeouts(3).udp_first, 2);
+        assert_eq!(ct.zone_timeouts(4), Timeouts::default());
+        ct.execute(&udp(1, 2, 1000, 53), 3, Some(&COMMIT), 0);
+        ct.execute(&udp(1, 2, 1000, 53), 4, Some(&COMMIT), 0);
+        let live = |at| ct.connections(None, at).len();
+        assert_eq!((live(1_999), live(2_000)), (2, 1), "zone 3's went at 2 s");
+        assert_eq!(live(60_000), 0, "zone 4's at Open vSwitch's 60 s");
+        ct.set_zone_timeouts(3, None);
+        assert_eq!(ct.zone_timeouts(3), Timeouts::default());
     }
 
     /// The census counts live connections by zone, protocol and state; invalid

@@ -61,6 +61,20 @@ pub fn map(v: &Value) -> BTreeMap<String, String> {
     out
 }
 
+/// A map's pairs as they are (keys and values of any atom type).
+pub fn pairs(v: &Value) -> Vec<(&Value, &Value)> {
+    match v.as_array().map(Vec::as_slice) {
+        Some([Value::String(tag), Value::Array(pairs)]) if tag == "map" => pairs
+            .iter()
+            .filter_map(|p| match p.as_array().map(Vec::as_slice) {
+                Some([k, v]) => Some((k, v)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 pub fn make_uuid(u: &str) -> Value {
     json!(["uuid", u])
 }

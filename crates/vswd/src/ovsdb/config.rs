@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use vsw_ovsdb::datum::{integer, map, set_items, string, uuids};
+use vsw_ovsdb::datum::{integer, map, pairs, set_items, string, uuid, uuids};
 use vsw_ovsdb::{Replica, Row};
 
 /// `Open_vSwitch:other_config` keys vsw has, under Open vSwitch's names and meanings
@@ -35,6 +35,10 @@ pub struct Desired {
     pub switch_options: BTreeMap<String, String>,
     /// The bridges, each once (by name).
     pub bridges: Vec<DesiredBridge>,
+    /// Zones' timeout policies: the `timeouts` of the CT_Timeout_Policy each
+    /// zone's CT_Zone names, in every Datapath row the root names (vsw has one
+    /// datapath: a zone's policy is the datapath's, whatever its type).
+    pub ct_timeouts: BTreeMap<u16, BTreeMap<String, i64>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -74,6 +78,7 @@ pub fn desired(r: &Replica, run_dir: &str) -> Desired {
             .filter(|(k, _)| SWITCH_KEYS.contains(&k.as_str()))
             .collect();
     }
+    d.ct_timeouts = ct_timeouts(r, ovs);
     for b in ovs.get("bridges").map(uuids).unwrap_or_default() {
         let Some(row) = r.row("Bridge", &b) else {
             continue;
@@ -97,6 +102,47 @@ pub fn desired(r: &Replica, run_dir: &str) -> Desired {
         });
     }
     d
+}
+
+/// Zones' timeout policies: Datapath:ct_zones → CT_Zone:timeout_policy →
+/// CT_Timeout_Policy:timeouts (a reference that leads nowhere is skipped).
+fn ct_timeouts(r: &Replica, ovs: &Row) -> BTreeMap<u16, BTreeMap<String, i64>> {
+    let mut out = BTreeMap::new();
+    let Some(datapaths) = ovs.get("datapaths") else {
+        return out;
+    };
+    for (_, dp) in pairs(datapaths) {
+        let Some(zones) = uuid(dp)
+            .and_then(|u| r.row("Datapath", u))
+            .and_then(|row| row.get("ct_zones"))
+        else {
+            continue;
+        };
+        for (zone, z) in pairs(zones) {
+            let Some(zone) = zone.as_i64().and_then(|z| u16::try_from(z).ok()) else {
+                continue;
+            };
+            let policy = uuid(z)
+                .and_then(|u| r.row("CT_Zone", u))
+                .and_then(|row| row.get("timeout_policy"))
+                .and_then(|p| uuids(p).into_iter().next())
+                .and_then(|u| r.row("CT_Timeout_Policy", &u));
+            let Some(policy) = policy else {
+                continue;
+            };
+            let timeouts = policy
+                .get("timeouts")
+                .map(|t| {
+                    pairs(t)
+                        .into_iter()
+                        .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_i64()?)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.insert(zone, timeouts);
+        }
+    }
+    out
 }
 
 fn bridge_interfaces<'a>(r: &'a Replica, bridge: &Row) -> Vec<(String, &'a Row)> {
@@ -274,6 +320,43 @@ mod tests {
     }
 
     #[test]
+    fn zones_timeout_policies_are_read_through_their_references() {
+        let mut r = replica();
+        r.apply(&json!({
+            "Open_vSwitch": {"root": {"new": {
+                "next_cfg": 7,
+                "bridges": ["set", []],
+                "datapaths": ["map", [["netdev", ["uuid", "dp"]], ["system", ["uuid", "nowhere"]]]],
+            }}},
+            "Datapath": {"dp": {"new": {"ct_zones": ["map", [
+                [7, ["uuid", "z7"]], [8, ["uuid", "z8"]], [70000, ["uuid", "z7"]],
+            ]]}}},
+            "CT_Zone": {
+                "z7": {"new": {"timeout_policy": ["uuid", "tp"]}},
+                "z8": {"new": {"timeout_policy": ["set", []]}},
+            },
+            "CT_Timeout_Policy": {"tp": {"new": {"timeouts": ["map", [
+                ["udp_first", 5], ["tcp_established", 600],
+            ]]}}},
+        }))
+        .unwrap();
+        let d = desired(&r, "/run/openvswitch");
+        let want: BTreeMap<u16, BTreeMap<String, i64>> = [(
+            7,
+            [
+                ("tcp_established".to_string(), 600),
+                ("udp_first".to_string(), 5),
+            ]
+            .into(),
+        )]
+        .into();
+        assert_eq!(
+            d.ct_timeouts, want,
+            "zone 8 has no policy; 70000 is no zone"
+        );
+    }
+
+    #[test]
     fn the_database_reads_as_vsw_ports_and_options() {
         let d = desired(&replica(), "/run/openvswitch");
         assert_eq!(d.next_cfg, 7);
@@ -399,6 +482,10 @@ mod tests {
             "fail_mode",
             "protocols",
             "mcast_snooping_enable",
+            "datapaths",
+            "ct_zones",
+            "timeout_policy",
+            "timeouts",
         ];
 
         /// Any datum-looking value: atoms, UUID references to the rows there are,
@@ -430,7 +517,16 @@ mod tests {
         /// A table-updates value over the tables vswd reads.
         fn updates() -> impl Strategy<Value = Value> {
             let table = proptest::sample::select(
-                &["Open_vSwitch", "Bridge", "Port", "Interface", "Controller"][..],
+                &[
+                    "Open_vSwitch",
+                    "Bridge",
+                    "Port",
+                    "Interface",
+                    "Controller",
+                    "Datapath",
+                    "CT_Zone",
+                    "CT_Timeout_Policy",
+                ][..],
             );
             let row = proptest::collection::btree_map(
                 proptest::sample::select(COLUMNS).prop_map(str::to_string),

@@ -62,6 +62,7 @@ pub fn start(bridges: Arc<Bridges>, target: Target, run_dir: PathBuf) -> std::io
                 errors: BTreeMap::new(),
                 written_stats: BTreeMap::new(),
                 carrier_base: BTreeMap::new(),
+                ct_timeouts: BTreeMap::new(),
             };
             let mut backoff = BACKOFF_MIN;
             loop {
@@ -98,6 +99,8 @@ struct Sync {
     /// Interface (UUID) → the kernel's carrier change count when vswd first saw
     /// it: `link_resets` counts from there, as ovs-vswitchd counts from its start.
     carrier_base: BTreeMap<String, u64>,
+    /// Zones' timeout policies given to the tracker.
+    ct_timeouts: BTreeMap<u16, vsw_conntrack::Timeouts>,
 }
 
 /// What one bridge was given.
@@ -116,7 +119,9 @@ fn monitor_requests() -> Value {
     json!({
         "Open_vSwitch": {"columns": ["bridges", "next_cfg", "cur_cfg", "other_config",
                                       "datapath_types", "iface_types", "datapaths"]},
-        "Datapath": {"columns": ["capabilities"]},
+        "Datapath": {"columns": ["capabilities", "ct_zones"]},
+        "CT_Zone": {"columns": ["timeout_policy"]},
+        "CT_Timeout_Policy": {"columns": ["timeouts"]},
         "Bridge": {"columns": ["name", "ports", "datapath_type", "fail_mode", "other_config",
                                "controller", "datapath_id", "protocols",
                                "mcast_snooping_enable"]},
@@ -315,6 +320,38 @@ impl Sync {
             apply_options(&mut sw, applied, &d.switch_options, b);
             make_ports(&mut sw, applied, &mut self.errors, b);
         }
+        self.apply_ct_timeouts(&d.ct_timeouts);
+    }
+
+    /// Zones' timeout policies to the datapath's tracker: what changed since the
+    /// last time (none while no bridge runs: taken when one does).
+    fn apply_ct_timeouts(&mut self, wanted: &BTreeMap<u16, BTreeMap<String, i64>>) {
+        let Some(dpif) = self.bridges.dpif() else {
+            return;
+        };
+        let ct = dpif.conntrack();
+        let mut now = BTreeMap::new();
+        for (zone, timeouts) in wanted {
+            let mut t = vsw_conntrack::Timeouts::default();
+            for (name, secs) in timeouts {
+                let secs = u32::try_from(*secs).unwrap_or(u32::MAX);
+                if !t.set(name, secs) {
+                    tracing::debug!(zone, name, "a timeout the userspace tracker has not");
+                }
+            }
+            now.insert(*zone, t);
+        }
+        for zone in self.ct_timeouts.keys() {
+            if !now.contains_key(zone) {
+                ct.set_zone_timeouts(*zone, None);
+            }
+        }
+        for (zone, t) in &now {
+            if self.ct_timeouts.get(zone) != Some(t) {
+                ct.set_zone_timeouts(*zone, Some(*t));
+            }
+        }
+        self.ct_timeouts = now;
     }
 }
 
