@@ -93,6 +93,12 @@ fn a_stateful_firewall_lets_answers_in_and_new_connections_from_outside_not() {
         d.appctl_ok(&["dpctl/ct-stats-show", "zone=8"]),
         "Connections Stats:\n    Total: 0\n"
     );
+    // vswctl answers the same, word for word.
+    assert_eq!(d.ctl_ok(&["conntrack", "dump-conntrack"]), dump);
+    assert_eq!(d.ctl_ok(&["conntrack", "ct-stats-show", "-m"]), stats);
+    let bad = d.ctl(&["conntrack", "flush-conntrack", "ct_tp_src=5"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("port is set without protocol"));
     let n: usize = d
         .appctl_ok(&["dpctl/ct-get-nconns"])
         .trim()

@@ -98,6 +98,13 @@ pub enum Request {
     FdbShow,
     /// Forget every learned host.
     FdbFlush,
+    /// A connection tracker command (`dump-conntrack`, `flush-conntrack`,
+    /// `ct-stats-show`, `ct-set-limits`, …) with its arguments, answered as
+    /// `ovs-appctl dpctl/<command>` answers it.
+    Conntrack {
+        command: String,
+        args: Vec<String>,
+    },
     /// The datapath flows (megaflows) the PMDs cache.
     DumpDpFlows {
         /// `offloaded`, `ovs` (not offloaded) or `all` (the default).
@@ -149,6 +156,7 @@ impl Request {
             Request::OffloadShow => "offload-show",
             Request::FdbShow => "fdb-show",
             Request::FdbFlush => "fdb-flush",
+            Request::Conntrack { .. } => "conntrack",
             Request::DumpDpFlows { .. } => "dump-dp-flows",
             Request::Trace { .. } => "trace",
             Request::DpifShow => "dpif-show",

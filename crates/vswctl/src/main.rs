@@ -147,6 +147,14 @@ enum Command {
     FdbShow,
     /// Forget every learned host.
     FdbFlush,
+    /// The connection tracker, as `ovs-appctl dpctl/COMMAND` answers: e.g.
+    /// `conntrack dump-conntrack zone=7`, `conntrack flush-conntrack zone=7`,
+    /// `conntrack ct-stats-show -m`, `conntrack ct-set-limits zone=7,limit=100`.
+    Conntrack {
+        command: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// `type=X` → `X`.
@@ -359,6 +367,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::DpifShow => Request::DpifShow,
         Command::FdbShow => Request::FdbShow,
         Command::FdbFlush => Request::FdbFlush,
+        Command::Conntrack { command, args } => Request::Conntrack {
+            command: command.clone(),
+            args: args.clone(),
+        },
     };
     if !(cli.timeout > 0.0 && cli.timeout.is_finite()) {
         bail!(
@@ -380,6 +392,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             render::dp_flows(&serde_json::from_value::<Vec<_>>(result)?, more)
         }
         Request::Trace { .. } => serde_json::from_value::<String>(result)?,
+        // ovs-appctl ends an answer with a newline; so does vswctl.
+        Request::Conntrack { .. } => {
+            let text = serde_json::from_value::<String>(result)?;
+            if text.is_empty() || text.ends_with('\n') {
+                text
+            } else {
+                text + "\n"
+            }
+        }
         Request::DpifShow => render::dpif_show(&serde_json::from_value(result)?),
         Request::FdbShow => render::fdb(&serde_json::from_value::<Vec<_>>(result)?),
         Request::DumpMeters => render::meters(&serde_json::from_value::<Vec<_>>(result)?),

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bridges;
+pub mod conntrack_ctl;
 pub mod dpif;
 pub mod http;
 pub mod journal;

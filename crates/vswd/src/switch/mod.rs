@@ -68,6 +68,8 @@ pub enum SwitchError {
     #[error("bad flow: {0}")]
     Flow(#[from] FlowSyntaxError),
     #[error("{0}")]
+    Conntrack(String),
+    #[error("{0}")]
     Group(#[from] vsw_flow::GroupError),
     #[error("the flow hands packets to group {0}, which does not exist")]
     NoSuchGroup(u32),
@@ -474,6 +476,11 @@ impl Switch {
             Request::DpifShow => Ok(json!(self.dpif_show())),
             Request::FdbShow => Ok(json!(self.fdb_show())),
             Request::FdbFlush => self.flush_fdb().map(|()| Value::Null),
+            Request::Conntrack { command, args } => {
+                crate::conntrack_ctl::run(self.dpif.conntrack(), &command, &args)
+                    .map(|text| json!(text))
+                    .map_err(SwitchError::Conntrack)
+            }
             Request::DumpPorts => Ok(json!(self.port_infos())),
             Request::PmdStatsShow => Ok(json!(self.pmd_stats())),
             Request::PmdStatsClear => {
