@@ -61,19 +61,9 @@ pub fn format_entry(c: &ConnView) -> String {
         s += &format!(",labels={:#x}", c.label);
     }
     if let Some(ends) = c.tcp {
-        s += &format!(",protoinfo=(state={})", one_tcp_state(ends).name());
+        s += &format!(",protoinfo=(state={})", TcpState::coalesced(ends).name());
     }
     s
-}
-
-/// One state for both ends, as Linux's tracker keeps, the way Open vSwitch
-/// coalesces its two for its output.
-pub(crate) fn one_tcp_state((orig, reply): (TcpState, TcpState)) -> TcpState {
-    match orig.max(reply) {
-        TcpState::FinWait2 => TcpState::TimeWait,
-        TcpState::SynRecv => TcpState::Established,
-        s => s,
-    }
 }
 
 /// `dpctl/ct-stats-show [-m]`: connections in all, and by protocol (TCP's by
@@ -93,7 +83,7 @@ pub fn format_stats(conns: &[ConnView], verbose: bool) -> String {
             out += "    Conn per TCP states:\n";
             let mut by_state = std::collections::BTreeMap::new();
             for ends in conns.iter().filter_map(|c| c.tcp) {
-                *by_state.entry(one_tcp_state(ends)).or_insert(0) += 1;
+                *by_state.entry(TcpState::coalesced(ends)).or_insert(0) += 1;
             }
             for (state, n) in by_state {
                 out += &format!("\t  [{}]={n}\n", state.name());

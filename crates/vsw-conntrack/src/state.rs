@@ -61,6 +61,16 @@ pub enum TcpState {
 }
 
 impl TcpState {
+    /// One state for both ends, as Linux's tracker keeps one, the way Open
+    /// vSwitch coalesces its two for what it prints.
+    pub fn coalesced((orig, reply): (TcpState, TcpState)) -> TcpState {
+        match orig.max(reply) {
+            TcpState::FinWait2 => TcpState::TimeWait,
+            TcpState::SynRecv => TcpState::Established,
+            s => s,
+        }
+    }
+
     /// Open vSwitch's name (`dpctl/dump-conntrack -m`).
     pub fn name(self) -> &'static str {
         match self {

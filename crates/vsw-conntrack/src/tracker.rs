@@ -689,7 +689,7 @@ impl Conntrack {
             let state = match &c.proto {
                 ProtoState::Tcp(p) => {
                     let p = p.lock();
-                    crate::dump::one_tcp_state((p[0].state, p[1].state)).name()
+                    TcpState::coalesced((p[0].state, p[1].state)).name()
                 }
                 ProtoState::Other(s) => match s.load(Ordering::Relaxed) {
                     OTHER_FIRST => "FIRST",

@@ -10,6 +10,22 @@ fn vswd_on(db: &OvsdbServer) -> Vswd {
     Vswd::start_with_args(&["--ovsdb", &db.target(), "--bridge", "br0"])
 }
 
+/// A Datapath row for the `netdev` type, made as ovn-controller makes one.
+fn netdev_datapath_row(db: &OvsdbServer) {
+    db.vsctl(&[
+        "--",
+        "--id=@dp",
+        "create",
+        "Datapath",
+        "external_ids:made-by=test",
+        "--",
+        "set",
+        "Open_vSwitch",
+        ".",
+        "datapaths:netdev=@dp",
+    ]);
+}
+
 /// A statistic of `iface`, 0 until the first statistics are written (every 5 s).
 fn stat(db: &OvsdbServer, iface: &str, key: &str) -> u64 {
     let out = db.vsctl_raw(&["get", "Interface", iface, &format!("statistics:{key}")]);
@@ -74,18 +90,7 @@ fn ovs_vsctl_builds_a_bridge_that_forwards_and_hears_back() {
     // A Datapath row, made as ovn-controller makes one for its bridge's type: the
     // switch says what its datapath can do there, as ovs-vswitchd does (and only
     // what works: no all-zero SNAT, a tuple flush).
-    db.vsctl(&[
-        "--",
-        "--id=@dp",
-        "create",
-        "Datapath",
-        "external_ids:made-by=test",
-        "--",
-        "set",
-        "Open_vSwitch",
-        ".",
-        "datapaths:netdev=@dp",
-    ]);
+    netdev_datapath_row(&db);
     let dp = db.vsctl(&["get", "Open_vSwitch", ".", "datapaths:netdev"]);
     let cap = |key: &str| {
         let out = db.vsctl_raw(&["get", "Datapath", &dp, &format!("capabilities:{key}")]);
@@ -943,18 +948,7 @@ fn a_zones_timeout_policy_from_the_database_expires_its_connections() {
     ] {
         d.ctl_ok(&["add-flow", flow]);
     }
-    db.vsctl(&[
-        "--",
-        "--id=@dp",
-        "create",
-        "Datapath",
-        "external_ids:made-by=test",
-        "--",
-        "set",
-        "Open_vSwitch",
-        ".",
-        "datapaths:netdev=@dp",
-    ]);
+    netdev_datapath_row(&db);
     db.vsctl(&[
         "add-zone-tp",
         "netdev",
