@@ -92,13 +92,16 @@ impl FlushFilter {
             && self.labels_mask == 0
     }
 
-    /// Whether the connection of these directions, mark and labels matches.
+    /// Whether the connection of these directions, mark and labels matches. A
+    /// filter of one whole tuple names its connection by either direction (Open
+    /// vSwitch looks that tuple up as a key).
     pub fn matches(&self, orig: &Tuple, reply: &Tuple, mark: u32, labels: u128) -> bool {
         let icmp = self.icmp();
+        let directions = self.orig.matches(orig, icmp) && self.reply.matches(reply, icmp)
+            || self.is_one_tuple() && self.orig.matches(reply, icmp);
         self.v6.is_none_or(|v6| v6 == orig.v6)
             && (self.proto == 0 || self.proto == orig.proto)
-            && self.orig.matches(orig, icmp)
-            && self.reply.matches(reply, icmp)
+            && directions
             && (mark ^ self.mark) & self.mark_mask == 0
             && (labels ^ self.labels) & self.labels_mask == 0
     }

@@ -102,6 +102,19 @@ fn a_filter_takes_what_it_names_in_the_zones_it_names() {
     };
     assert_eq!(ct.flush_matching(None, &whole), 1);
     assert!(conns_left(&ct).contains(&(1, udp(1, 9, 1000, DNS))));
+    // The same connection named by its reply direction's tuple.
+    let answer = FlushFilter {
+        orig: TupleFilter {
+            src: Some(9),
+            dst: Some(1),
+            src_port: DNS,
+            dst_port: 1000,
+            ..TupleFilter::default()
+        },
+        ..whole
+    };
+    assert_eq!(ct.flush_matching(Some(1), &answer), 1);
+    assert!(!conns_left(&ct).contains(&(1, udp(1, 9, 1000, DNS))));
 
     // By the reply direction: its source is the original's destination.
     let ct = tracker(&all());

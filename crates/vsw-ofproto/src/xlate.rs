@@ -2202,6 +2202,14 @@ impl Ctx<'_, '_> {
             // on its protocol.
             // (A move: its source's header and its destination's.)
             let needs = a.needs_both();
+            // What the check read: the protocol, and for the tracker's fields the
+            // packet's ct_state.
+            let read_ct = needs
+                .iter()
+                .any(|n| matches!(n, Needs::Ct | Needs::CtIpv4 | Needs::CtIpv6));
+            if read_ct {
+                self.mask.ct_state = u8::MAX;
+            }
             if needs.iter().any(|n| !n.met(&self.key, &FlowKey::exact())) {
                 self.mask.dl_type = u16::MAX;
                 self.mask.nw_proto = u8::MAX;
@@ -2370,8 +2378,9 @@ impl Ctx<'_, '_> {
         self.in_group += 1;
         // The pass runs on the copy the first pass made (its `Save` before the
         // `Recirc`): the bucket's actions are this pass's own.
-        self.bucket_pass = true;
+        let was = std::mem::replace(&mut self.bucket_pass, true);
         self.actions(&g.spec.buckets[i].actions, table, None);
+        self.bucket_pass = was;
         self.in_group -= 1;
         self.depth -= 1;
     }

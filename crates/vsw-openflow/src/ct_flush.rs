@@ -162,17 +162,29 @@ impl CtFlush {
             ..CtFlush::default()
         };
         let mut family = None;
+        // A mark or labels without its mask: all ones, as Open vSwitch reads it
+        // (and writes it: an all-ones mask is left out).
+        let (mut mark_masked, mut labels_masked) = (false, false);
+        let (mut mark_given, mut labels_given) = (false, false);
         for (kind, v) in properties(&b[8..])? {
             match kind {
                 ORIG_TUPLE => f.orig = tuple(nested(v)?, &mut family)?,
                 REPLY_TUPLE => f.reply = tuple(nested(v)?, &mut family)?,
                 ZONE_ID => f.zone = Some(be16(v)?),
-                MARK => f.mark = u32::from_be_bytes(exact(v)?),
-                MARK_MASK => f.mark_mask = u32::from_be_bytes(exact(v)?),
-                LABELS => f.labels = u128::from_be_bytes(exact(v)?),
-                LABELS_MASK => f.labels_mask = u128::from_be_bytes(exact(v)?),
+                MARK => (f.mark, mark_given) = (u32::from_be_bytes(exact(v)?), true),
+                MARK_MASK => (f.mark_mask, mark_masked) = (u32::from_be_bytes(exact(v)?), true),
+                LABELS => (f.labels, labels_given) = (u128::from_be_bytes(exact(v)?), true),
+                LABELS_MASK => {
+                    (f.labels_mask, labels_masked) = (u128::from_be_bytes(exact(v)?), true)
+                }
                 _ => return Err(Refusal::BadProperty(BAD_PROPERTY_TYPE)),
             }
+        }
+        if mark_given && !mark_masked {
+            f.mark_mask = u32::MAX;
+        }
+        if labels_given && !labels_masked {
+            f.labels_mask = u128::MAX;
         }
         Ok(f)
     }
@@ -214,11 +226,15 @@ impl CtFlush {
         }
         if self.mark_mask != 0 {
             put(out, MARK, &self.mark.to_be_bytes());
-            put(out, MARK_MASK, &self.mark_mask.to_be_bytes());
+            if self.mark_mask != u32::MAX {
+                put(out, MARK_MASK, &self.mark_mask.to_be_bytes());
+            }
         }
         if self.labels_mask != 0 {
             put(out, LABELS, &self.labels.to_be_bytes());
-            put(out, LABELS_MASK, &self.labels_mask.to_be_bytes());
+            if self.labels_mask != u128::MAX {
+                put(out, LABELS_MASK, &self.labels_mask.to_be_bytes());
+            }
         }
     }
 }
@@ -269,6 +285,21 @@ mod tests {
         want.encode_body(&mut body);
         assert_eq!(CtFlush::decode_body(&body), Ok(want));
         assert_eq!(body.len() % 8, 0);
+    }
+
+    #[test]
+    fn a_mark_or_labels_without_a_mask_are_matched_whole() {
+        // ip_proto 0, then NXT_CT_MARK (3) = 5 alone, then NXT_CT_LABELS (5) alone.
+        let mut body = vec![0u8; 8];
+        put(&mut body, MARK, &5u32.to_be_bytes());
+        put(&mut body, LABELS, &7u128.to_be_bytes());
+        let f = CtFlush::decode_body(&body).unwrap();
+        assert_eq!((f.mark, f.mark_mask), (5, u32::MAX));
+        assert_eq!((f.labels, f.labels_mask), (7, u128::MAX));
+        // Written back as Open vSwitch writes it: no all-ones mask.
+        let mut again = Vec::new();
+        f.encode_body(&mut again);
+        assert_eq!(again, body);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! host it reaches cannot match it to its socket (Open vSwitch's reverse NAT of
 //! the inner header).
 //!
-//! Errors are rare and short, so the error's own checksum is summed afresh
-//! rather than kept incrementally through a quote that may be cut anywhere.
+//! The error's own checksum is kept incrementally: by the difference of the
+//! quote's sums before and after.
 
 use super::{csum_adjust, PacketBuf};
 use crate::checksum;
@@ -40,28 +40,26 @@ impl PacketBuf {
             IPPROTO_ICMPV6 => true,
             _ => return false,
         };
-        let l3 = match self.l3() {
-            Some((_, off)) => off,
-            None => return false,
-        };
         let d = self.data_mut();
         let stop = stop.min(d.len());
         let Some(quote) = d.get_mut(l4 + QUOTE_AT..stop) else {
             return false;
         };
+        // The error's checksum follows what changed in its quote (RFC 1624 over
+        // the quote's sum): an error that came in with a wrong checksum leaves
+        // with one as wrong, never mended by the switch. (ICMPv6's pseudo-header
+        // follows the error's own addresses when NAT writes them.) The quote
+        // starts at an even offset of the message, so its words are the
+        // message's.
+        let before = checksum::fold(checksum::sum(quote, 0));
         if !rewrite_quote(quote, v6, end, addr, port) {
             return false;
         }
-        let mut acc = 0;
-        if v6 {
-            // The pseudo-header: both addresses, the length and next header.
-            acc = checksum::sum(&d[l3 + 8..l3 + 40], 0)
-                + (stop - l4) as u64
-                + u64::from(IPPROTO_ICMPV6);
-        }
-        d[l4 + ICMP_CSUM..l4 + ICMP_CSUM + 2].fill(0);
-        let c = !checksum::fold(checksum::sum(&d[l4..stop], acc));
-        d[l4 + ICMP_CSUM..l4 + ICMP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+        let after = checksum::fold(checksum::sum(quote, 0));
+        let at = l4 + ICMP_CSUM;
+        let old = u16::from_be_bytes([d[at], d[at + 1]]);
+        let c = !checksum::fold(u64::from(!old) + u64::from(!before) + u64::from(after));
+        d[at..at + 2].copy_from_slice(&c.to_be_bytes());
         true
     }
 }
@@ -254,6 +252,17 @@ mod tests {
         b.write_field(super::super::FieldWrite::Ipv6Dst(a.to_be_bytes()));
         assert!(b.set_icmp_quote(QuoteEnd::Src, &a.to_be_bytes(), 4000));
         assert_eq!(b.data(), &error(a, &original)[..]);
+    }
+
+    #[test]
+    fn an_error_with_a_wrong_checksum_stays_wrong() {
+        let translated = udp4([198, 18, 0, 100], [198, 18, 0, 2], 7000, 53, b"query");
+        let mut bad = icmp4_error([198, 18, 0, 2], [10, 0, 0, 1], 3, 3, &translated[14..]);
+        bad[14 + 20 + 2] ^= 0x40;
+        let mut b = buf(&bad);
+        assert!(b.set_icmp_quote(QuoteEnd::Src, &[10, 0, 0, 1], 4000));
+        let (msg, _) = icmp(b.data(), false);
+        assert_ne!(checksum::checksum(msg), 0, "not mended by the rewrite");
     }
 
     #[test]
