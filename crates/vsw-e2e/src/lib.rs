@@ -235,11 +235,12 @@ impl Host {
     }
 
     fn python_started(&self, script: &str, seconds: u64, stdin: Stdio) -> Child {
-        let limit = seconds.to_string();
+        // The script is the child itself (`ip netns exec` execs it), so that
+        // killing the child ends the script; its own alarm bounds its life when
+        // the test dies first.
+        let script = format!("import signal\nsignal.alarm({seconds})\n{script}");
         let mut child = Command::new("ip")
-            .args([
-                "netns", "exec", &self.ns, "timeout", &limit, "python3", "-c", script,
-            ])
+            .args(["netns", "exec", &self.ns, "python3", "-c", &script])
             .stdin(stdin)
             .stdout(Stdio::piped())
             .spawn()
