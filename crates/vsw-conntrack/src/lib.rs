@@ -6,13 +6,15 @@
 //! (the caller says the time); the datapath calls it per packet.
 //!
 //! NAT (`nat(src|dst=…)`) chooses a new connection's translated tuple once; both
-//! directions are one connection. Not yet here: fragment reassembly, the FTP and TFTP helpers, SCTP's own
-//! state, timeout policies per zone (one policy for all, Open vSwitch's defaults).
+//! directions are one connection. IP fragments are put back together before they are
+//! tracked (`ipf`). Not yet here: the FTP and TFTP helpers, SCTP's own
+//! state.
 
 #![forbid(unsafe_code)]
 
 pub mod dump;
 pub mod flush;
+pub mod ipf;
 pub mod nat;
 pub mod state;
 pub mod tcp;

@@ -177,6 +177,8 @@ pub struct Conntrack {
     /// Packets found invalid (of no connection that may start one, or breaking
     /// their connection's state).
     invalid: AtomicU64,
+    /// Fragments kept until their datagrams are whole.
+    ipf: crate::ipf::Ipf,
 }
 
 /// How many connections of one zone, protocol and state (`Conntrack::census`).
@@ -213,6 +215,7 @@ impl Conntrack {
             committed: AtomicU64::new(0),
             over_limit: AtomicU64::new(0),
             invalid: AtomicU64::new(0),
+            ipf: crate::ipf::Ipf::default(),
         }
     }
 
@@ -553,6 +556,7 @@ impl Conntrack {
     /// Removes what expired by `now_ms`; how many. (A lookup of an expired
     /// connection removes it too: this bounds what nothing looks up.)
     pub fn sweep(&self, now_ms: u64) -> usize {
+        self.ipf.expire(now_ms);
         let conns = self.conns.pin();
         let doomed: Vec<Arc<Conn>> = conns
             .iter()
@@ -560,6 +564,11 @@ impl Conntrack {
             .map(|(_, c)| c.clone())
             .collect();
         doomed.iter().filter(|c| self.remove(&conns, c)).count()
+    }
+
+    /// The fragments kept until their datagrams are whole.
+    pub fn ipf(&self) -> &crate::ipf::Ipf {
+        &self.ipf
     }
 
     /// Removes every connection of `zone`; how many. The work of that zone's

@@ -268,6 +268,26 @@ fn snat_hides_the_inside_host_behind_another_address() {
         "eth0",
     ]);
     assert!(inside.ping(&outside, 3), "out translated, the replies back");
+    // Datagrams of three fragments: tracked whole, the translation written into
+    // each fragment.
+    let big = inside.exec(&[
+        "ping",
+        "-c",
+        "2",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        "-q",
+        "-s",
+        "3000",
+        &outside.addr,
+    ]);
+    assert!(
+        big.status.success(),
+        "fragments through SNAT: {}",
+        d.appctl_ok(&["dpctl/ipf-get-status"])
+    );
     let dump = d.appctl_ok(&["dpctl/dump-conntrack", "zone=3"]);
     let reply = format!("reply=(src={},dst=198.18.0.100,", outside.addr);
     assert!(dump.contains(&reply), "{dump}");
@@ -429,6 +449,75 @@ fn a_dnat_load_balancer_spreads_connections_over_three_backends() {
     let dp = d.ctl_ok(&["dump-dp-flows"]);
     assert!(dp.contains("ct_nw_dst=198.18.0.100"), "{dp}");
     assert!(dump.contains("dst=198.18.0.100,sport="), "{dump}");
+}
+
+/// Pings of 3,000 bytes, three fragments each way: the firewall tracks each
+/// datagram whole (its fragments alone are invalid to it, and dropped) and sends
+/// its fragments on; reassembly off, or a smallest fragment larger than these,
+/// and they are dropped; Open vSwitch's `dpctl/ipf-*` words set and show it.
+#[test]
+fn fragmented_datagrams_are_tracked_whole_and_sent_on_as_fragments() {
+    let _g = serial();
+    let (d, inside, outside) = stateful_firewall();
+    let big_ping = |from: &Host, to: &Host| {
+        from.exec(&[
+            "ping", "-c", "2", "-i", "0.2", "-W", "1", "-q", "-s", "3000", &to.addr,
+        ])
+        .status
+        .success()
+    };
+    let status = |what: &str| -> u64 {
+        d.appctl_ok(&["dpctl/ipf-get-status"])
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(&format!("{what}: "))
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| panic!("no {what}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        big_ping(&inside, &outside),
+        "fragmented pings and their answers: {}",
+        d.appctl_ok(&["dpctl/ipf-get-status", "-m"])
+    );
+    // Two datagrams each way, three fragments each: all taken, all sent on.
+    assert!(
+        status("v4 frags accepted") >= 12,
+        "{}",
+        d.appctl_ok(&["dpctl/ipf-get-status"])
+    );
+    assert_eq!(status("v4 frags accepted"), status("v4 frags completed"));
+    assert_eq!(status("num frag"), 0);
+    assert!(!big_ping(&outside, &inside), "new from outside, fragmented");
+    // Off: fragments are invalid; whole pings still pass.
+    assert_eq!(
+        d.appctl_ok(&["dpctl/ipf-set-disabled", "v4"]),
+        "disabling fragmentation reassembly successful"
+    );
+    assert!(
+        !big_ping(&inside, &outside),
+        "fragments got through untracked"
+    );
+    assert!(inside.ping(&outside, 1));
+    d.appctl_ok(&["dpctl/ipf-set-enabled", "v4"]);
+    // Fragments of 1,500 bytes under a smallest fragment of 2,000: refused, counted.
+    d.appctl_ok(&["dpctl/ipf-set-min-frag", "v4", "2000"]);
+    assert!(!big_ping(&inside, &outside));
+    assert!(status("v4 frags too small") > 0);
+    d.appctl_ok(&["dpctl/ipf-set-min-frag", "v4", "1200"]);
+    assert!(big_ping(&inside, &outside));
+    // A bad setting changes nothing and says why, as Open vSwitch does.
+    let bad = d.appctl(&["dpctl/ipf-set-min-frag", "v4", "100"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("minimum fragment size too small"));
+    assert_eq!(status("min v4 frag size"), 1200);
+    assert_eq!(
+        d.ctl_ok(&["conntrack", "ipf-get-status"]),
+        d.appctl_ok(&["dpctl/ipf-get-status"])
+    );
 }
 
 /// A zone flush cuts live connections: the outside host's datagrams of a

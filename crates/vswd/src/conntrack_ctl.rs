@@ -122,6 +122,38 @@ pub fn run(ct: &Conntrack, command: &str, args: &[String]) -> Result<String, Str
                 "disabled"
             }
         )),
+        "ipf-get-status" => {
+            let verbose = args.iter().any(|a| matches!(*a, "-m" | "--more"));
+            Ok(ct.ipf().format_status(verbose))
+        }
+        "ipf-set-enabled" | "ipf-set-disabled" => {
+            let on = command == "ipf-set-enabled";
+            let v6 = family(args.first().copied())
+                .ok_or("parameter missing: 'v4' for IPv4 or 'v6' for IPv6")?;
+            ct.ipf().set_enabled(v6, on);
+            let what = if on { "enabling" } else { "disabling" };
+            Ok(format!("{what} fragmentation reassembly successful"))
+        }
+        "ipf-set-min-frag" => {
+            let v6 = family(args.first().copied())
+                .ok_or("parameter missing: v4 for IPv4 or v6 for IPv6")?;
+            let bytes = args
+                .get(1)
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or("parameter missing for minimum fragment size")?;
+            ct.ipf()
+                .set_min_frag(v6, bytes)
+                .map_err(|e| e.to_string())?;
+            Ok("setting minimum fragment size successful".into())
+        }
+        "ipf-set-max-nfrags" => {
+            let n = args
+                .first()
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or("parameter missing for maximum fragments")?;
+            ct.ipf().set_max_nfrags(n).map_err(|e| e.to_string())?;
+            Ok("setting maximum fragments successful".into())
+        }
         _ => Err(format!("unknown command '{command}'")),
     }
 }
@@ -134,5 +166,14 @@ fn zone_list(args: &[&str]) -> Result<Vec<u16>, String> {
             .split(',')
             .map(|z| z.parse::<u16>().map_err(|_| format!("invalid zone: {z}")))
             .collect(),
+    }
+}
+
+/// `v4` or `v6`: whether IPv6 is meant.
+fn family(word: Option<&str>) -> Option<bool> {
+    match word? {
+        "v4" => Some(false),
+        "v6" => Some(true),
+        _ => None,
     }
 }

@@ -55,6 +55,11 @@ const COMMANDS: &[(&str, &str)] = &[
         "dpctl/flush-conntrack",
         "[dp] [zone=N] [mark=X[/M]] [labels=V[/M]] [ct-orig-tuple [ct-reply-tuple]]",
     ),
+    ("dpctl/ipf-get-status", "[dp] [-m]"),
+    ("dpctl/ipf-set-disabled", "[dp] v4|v6"),
+    ("dpctl/ipf-set-enabled", "[dp] v4|v6"),
+    ("dpctl/ipf-set-max-nfrags", "[dp] maxfrags"),
+    ("dpctl/ipf-set-min-frag", "[dp] v4|v6 minfragment"),
     ("dpif-netdev/pmd-rxq-rebalance", "[dp]"),
     ("dpif-netdev/pmd-rxq-show", "[dp]"),
     ("dpif-netdev/pmd-stats-clear", "[dp]"),
@@ -231,7 +236,9 @@ fn answer(cx: &Context, method: &str, args: &[String]) -> Result<String, String>
             flows.sort_by_key(|f| f.id);
             Ok(render::dp_flows(&flows, false))
         }
-        c if c.starts_with("dpctl/") && (c.contains("conntrack") || c.contains("/ct-")) => {
+        c if c.starts_with("dpctl/")
+            && (c.contains("conntrack") || c.contains("/ct-") || c.contains("/ipf-")) =>
+        {
             conntrack_command(cx, c, args)
         }
         "ofproto/trace" => {
@@ -294,7 +301,8 @@ pub fn socket_path(run_dir: &Path, program: &str) -> PathBuf {
     run_dir.join(format!("{program}.{}.ctl", std::process::id()))
 }
 
-/// `dpctl/*conntrack*` and `dpctl/ct-*`: the datapath's tracker's (one for vswd).
+/// `dpctl/*conntrack*`, `dpctl/ct-*` and `dpctl/ipf-*`: the datapath's tracker's (one
+/// for vswd).
 fn conntrack_command(cx: &Context, command: &str, args: &[String]) -> Result<String, String> {
     let dpif = cx
         .bridges

@@ -553,19 +553,20 @@ type Tally = ArrayVec<(Arc<DpFlow>, u64, u64), TALLY_SIZE>;
 /// Counts a packet of `len` bytes on `flow` in the batch's tally (added if it is
 /// not there yet: the only reference count taken), and says where it is.
 #[inline]
-fn count(tally: &mut Tally, flow: &Arc<DpFlow>, len: u64) -> usize {
+fn count(tally: &mut Tally, flow: &Arc<DpFlow>, len: u64) -> Option<usize> {
     let at = match tally.iter().position(|(t, _, _)| Arc::ptr_eq(t, flow)) {
         Some(at) => at,
         None => {
-            // At most TALLY_SIZE passes in a batch, so never more flows.
-            tally.push((flow.clone(), 0, 0));
+            // At most TALLY_SIZE passes in a batch but for a datagram's fragments
+            // sent on together: those past it are lost (counted by the caller).
+            tally.try_push((flow.clone(), 0, 0)).ok()?;
             tally.len() - 1
         }
     };
     let (_, packets, bytes) = &mut tally[at];
     *packets += 1;
     *bytes += len;
-    at
+    Some(at)
 }
 
 /// What finding a packet's flow takes: the PMD's caches, the slow path for a miss,
@@ -602,7 +603,7 @@ impl Finder<'_> {
             .filter(|f| !f.is_dead());
         if let Some(f) = cached {
             self.counters.emc_hits += 1;
-            return Some(count(tally, f, len));
+            return count(tally, f, len);
         }
         let found = self.flows.lookup(key);
         let retired = found.flow.is_some_and(|f| f.is_dead());
@@ -610,7 +611,7 @@ impl Finder<'_> {
             self.counters.megaflow_hits += 1;
             self.counters.subtable_lookups += u64::from(found.probes);
             self.emc.insert(hash, key, Some(f));
-            return Some(count(tally, f, len));
+            return count(tally, f, len);
         }
         if retired {
             // Retired by the revalidator and not swept yet: swept now, and the cache
@@ -636,7 +637,7 @@ impl Finder<'_> {
             hash,
             self.now_ms,
         );
-        Some(count(tally, &f, len))
+        count(tally, &f, len)
     }
 }
 

@@ -100,6 +100,18 @@ pub(super) struct Origin {
     pub(super) ct: CtMeta,
 }
 
+/// What a `ct` made of a packet. (`Done`, the large one, is every whole packet's:
+/// boxing it would allocate per packet.)
+#[allow(clippy::large_enum_variant)]
+enum Tracked {
+    /// Its `ct_*` fields, and its key when the frame is as extracted.
+    Done(CtMeta, Option<FlowKey>),
+    /// A fragment kept until its datagram is whole.
+    Held,
+    /// The fragment that made its datagram whole: the datagram and its fragments.
+    Whole(Box<vsw_conntrack::ipf::Reassembled>),
+}
+
 /// Runs actions that change the packet, in order, on the copy in `scratch`: each
 /// output sends the packet as the rewrites before it left it (and so does each
 /// punt, a packet that came in on `from.in_port`). A recirculation runs the next
@@ -123,7 +135,7 @@ pub(super) fn run_rewriting(
         shared,
         again,
     };
-    pass.run(actions, headers, from, 0);
+    pass.run(actions, headers, from, 0, 0);
 }
 
 /// One packet's way through its flows' actions.
@@ -195,7 +207,7 @@ impl Pass<'_, '_, '_> {
         headers: &[Arc<PushHeader>],
         from: Origin,
         cut: Push,
-        depth: usize,
+        (depth, recirc_id): (usize, u32),
     ) {
         let vnet = self.scratch.vnet;
         // Taken out while the parts run (parts within a part have none: lost).
@@ -258,7 +270,7 @@ impl Pass<'_, '_, '_> {
                     continue;
                 }
                 let held = self.saved.held;
-                self.run(rest, headers, from, depth);
+                self.run(rest, headers, from, depth, recirc_id);
                 self.saved.held = held;
             }
         } else {
@@ -330,30 +342,51 @@ impl Pass<'_, '_, '_> {
         })
     }
 
-    /// The tracker's verdict on the packet as it is now, in `zone` (committing its
-    /// connection with `commit`; its NAT applied to the frame when `nat`). Also the
-    /// packet's key as extracted, for the next pass to look up by, when the frame
-    /// did not change since.
+    /// The tracker's verdict on the packet as it is now, in `place`'s zone
+    /// (committing its connection with `commit`; its NAT applied to the frame when
+    /// `nat`). Also the packet's key as extracted, for the next pass to look up by,
+    /// when the frame did not change since. A fragment is kept until its datagram
+    /// is whole ([`Tracked::Held`]), and the one that completes it gives the
+    /// datagram and its fragments back.
     fn track(
         &mut self,
-        in_port: u32,
-        zone: u16,
+        place: vsw_conntrack::ipf::FragPlace,
         commit: Option<&vsw_conntrack::Commit>,
         (nat, natted): (bool, bool),
-    ) -> (CtMeta, Option<FlowKey>) {
+    ) -> Tracked {
+        let zone = place.zone;
         let mut k = FlowKey::default();
         let data = self.scratch.data();
-        if extract(data, in_port, None, &mut k).is_err() {
+        if extract(data, place.in_port, None, &mut k).is_err() {
             self.shared.conntrack.count_unreadable();
-            return (CtMeta::invalid(zone), None);
+            return Tracked::Done(CtMeta::invalid(zone), None);
+        }
+        let now_ms = self.outputs.tally.now_ms;
+        if k.nw_frag & vsw_packet::key::FRAG_ANY != 0 {
+            use vsw_conntrack::ipf::Defrag;
+            let v6 = k.dl_type == vsw_packet::EtherType::IPV6;
+            let l3 = vsw_packet::ethernet::l3(data).map_or(0, |(_, at)| at);
+            match self
+                .shared
+                .conntrack
+                .ipf()
+                .gather(data, l3, v6, place, now_ms)
+            {
+                Defrag::Whole => {}
+                Defrag::Invalid => {
+                    self.shared.conntrack.count_unreadable();
+                    return Tracked::Done(CtMeta::invalid(zone), Some(k));
+                }
+                Defrag::Held => return Tracked::Held,
+                Defrag::Complete(r) => return Tracked::Whole(r),
+            }
         }
         let Some(p) = crate::ct::ct_packet(data, &k) else {
             self.shared.conntrack.count_unreadable();
-            return (CtMeta::invalid(zone), Some(k));
+            return Tracked::Done(CtMeta::invalid(zone), Some(k));
         };
         // On the clock every PMD and the sweeper share (a PMD's own microseconds
         // count from its start).
-        let now_ms = self.outputs.tally.now_ms;
         let ct = vsw_conntrack::Ct {
             zone,
             commit,
@@ -368,9 +401,58 @@ impl Pass<'_, '_, '_> {
                 if p.quoted.is_some() {
                     crate::ct::apply_nat_to_quote(self.scratch, &k, &r.of_quote());
                 }
-                (meta, None)
+                Tracked::Done(meta, None)
             }
-            None => (meta, Some(k)),
+            None => Tracked::Done(meta, Some(k)),
+        }
+    }
+
+    /// Tracks the datagram `r`'s fragments made whole, and sends each fragment on
+    /// through `rest` (what follows the `ct`) with what the tracker said of the
+    /// datagram and what its NAT wrote. Each fragment has the recirculations the
+    /// packet that completed the datagram had left.
+    fn send_fragments(
+        &mut self,
+        mut r: vsw_conntrack::ipf::Reassembled,
+        (rest, headers): (&[DpAction], &[Arc<PushHeader>]),
+        (place, tunnel): (vsw_conntrack::ipf::FragPlace, crate::port::TunnelKey),
+        (commit, nat): (Option<&vsw_conntrack::Commit>, (bool, bool)),
+        depth: usize,
+    ) {
+        let whole = VnetHdr::default();
+        if self.scratch.load(&r.datagram, None, whole).is_err() {
+            self.outputs.tally.lost += r.fragments.len() as u64;
+            return;
+        }
+        let Tracked::Done(ct, key) = self.track(place, commit, nat) else {
+            // Whole: never held or gathered again.
+            self.outputs.tally.lost += r.fragments.len() as u64;
+            return;
+        };
+        let rewritten = key.is_none();
+        if rewritten {
+            r.datagram.clear();
+            r.datagram.extend_from_slice(self.scratch.data());
+        }
+        let fragments = std::mem::take(&mut r.fragments);
+        let budget = self.recirculations;
+        let from = Origin {
+            in_port: place.in_port,
+            tunnel,
+            ct,
+        };
+        for mut f in fragments {
+            if rewritten {
+                r.carry_into(&mut f);
+            }
+            if self.scratch.load(&f.frame, None, whole).is_err() {
+                self.outputs.tally.lost += 1;
+                continue;
+            }
+            self.recirculations = budget;
+            let held = self.saved.held;
+            self.run(rest, headers, from, depth, place.recirc_id);
+            self.saved.held = held;
         }
     }
 
@@ -382,6 +464,7 @@ impl Pass<'_, '_, '_> {
         headers: &[Arc<PushHeader>],
         from: Origin,
         depth: usize,
+        recirc_id: u32,
     ) {
         let Origin {
             in_port,
@@ -620,7 +703,7 @@ impl Pass<'_, '_, '_> {
                                 tunnel,
                                 ct,
                             };
-                            self.push_parts(rest, headers, from, plan, depth);
+                            self.push_parts(rest, headers, from, plan, (depth, recirc_id));
                             at = end;
                             Ok(())
                         }
@@ -663,11 +746,33 @@ impl Pass<'_, '_, '_> {
                     force,
                 } => {
                     staged.force = force;
-                    let key;
                     let natted = ct.natted_in(zone);
-                    (ct, key) = self.track(in_port, zone, commit.then_some(&staged), (nat, natted));
+                    let place = vsw_conntrack::ipf::FragPlace {
+                        zone,
+                        in_port,
+                        recirc_id,
+                    };
+                    let commit = commit.then_some(&staged);
+                    match self.track(place, commit, (nat, natted)) {
+                        Tracked::Done(meta, key) => {
+                            ct = meta;
+                            parsed = key;
+                        }
+                        // Kept: it goes on with its datagram's last fragment.
+                        Tracked::Held => return,
+                        Tracked::Whole(r) => {
+                            let rest = (&actions[at..], headers);
+                            self.send_fragments(
+                                *r,
+                                rest,
+                                (place, tunnel),
+                                (commit, (nat, natted)),
+                                depth,
+                            );
+                            return;
+                        }
+                    }
                     staged = vsw_conntrack::Commit::default();
-                    parsed = key;
                     Ok(())
                 }
                 DpAction::CtNatAddr { max, addr } => {
@@ -706,7 +811,7 @@ impl Pass<'_, '_, '_> {
                     if let Some(popped) = self.pop(p) {
                         if let Some(flow) = self.next_flow(0, popped, 0, depth, None) {
                             let held = self.saved.held;
-                            self.run(&flow.actions, &flow.headers, popped, depth + 1);
+                            self.run(&flow.actions, &flow.headers, popped, depth + 1, 0);
                             self.saved.held = held;
                         }
                     }
@@ -725,7 +830,7 @@ impl Pass<'_, '_, '_> {
                         // leaves the copies it kept: they are let go here, so the
                         // `Restore` after this puts back this pass's copy.
                         let held = self.saved.held;
-                        self.run(&flow.actions, &flow.headers, from, depth + 1);
+                        self.run(&flow.actions, &flow.headers, from, depth + 1, id);
                         self.saved.held = held;
                     }
                     Ok(())
