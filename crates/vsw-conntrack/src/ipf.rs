@@ -308,7 +308,8 @@ fn read_v4(ip: &[u8], min_frag: u32) -> Read {
         return Read::TooSmall;
     }
     let end = offset + (total - ihl) - 1;
-    if end >= IP_MAX {
+    // All but the last end on a multiple of 8 (or no fragment could follow).
+    if end >= IP_MAX || (more && !(end + 1).is_multiple_of(8)) {
         return Read::Bad;
     }
     Read::Frag(Parsed {
@@ -364,7 +365,7 @@ fn read_v6(ip: &[u8], min_frag: u32) -> Read {
                     return Read::TooSmall;
                 }
                 let end = offset + (total - payload_at) - 1;
-                if end >= IP_MAX {
+                if end >= IP_MAX || (more && !(end + 1).is_multiple_of(8)) {
                     return Read::Bad;
                 }
                 let addr = |r: std::ops::Range<usize>| {
@@ -481,6 +482,14 @@ impl Ipf {
             .any(|f| p.start <= f.end && p.end >= f.start)
         {
             fam.count(Counter::Overlap);
+            return Defrag::Invalid;
+        }
+        // Nothing past the last fragment, and one last fragment.
+        if list
+            .frags
+            .iter()
+            .any(|f| (f.last && p.start > f.end) || (p.last && f.end > p.end))
+        {
             return Defrag::Invalid;
         }
         list.frags.push(HeldFragment {

@@ -208,6 +208,36 @@ fn small_fragments_but_the_last_are_refused_and_counted() {
 }
 
 #[test]
+fn fragments_no_datagram_could_hold_are_refused() {
+    let p = payload(3000);
+    let ipf = Ipf::default();
+    // Not the last, and ending off a multiple of 8: nothing could follow it.
+    assert!(matches!(
+        gather(&ipf, &v4_frame(0, true, &p[..1481]), false, 0),
+        Defrag::Invalid
+    ));
+    assert!(held(&gather(
+        &ipf,
+        &v4_frame(1480, false, &p[1480..2000]),
+        false,
+        0
+    )));
+    // Past the last fragment, and a second last one ending elsewhere.
+    assert!(matches!(
+        gather(&ipf, &v4_frame(2000, true, &p[2000..]), false, 0),
+        Defrag::Invalid
+    ));
+    assert!(matches!(
+        gather(&ipf, &v4_frame(2000, false, &p[2000..]), false, 0),
+        Defrag::Invalid
+    ));
+    assert!(matches!(
+        gather(&ipf, &v4_frame(0, true, &p[..1480]), false, 0),
+        Defrag::Complete(_)
+    ));
+}
+
+#[test]
 fn datagrams_not_whole_in_time_are_dropped_and_counted() {
     let p = payload(3000);
     let ipf = Ipf::default();
@@ -343,7 +373,7 @@ fn the_status_reads_as_open_vswitch_s() {
 }
 
 /// The model: a fragment is refused when it overlaps one taken, or is not the
-/// last and under the smallest size; the datagram is whole at the first fragment
+/// last and under the smallest size or ending off a multiple of 8; the datagram is whole at the first fragment
 /// after which those taken cover it from 0 to a last fragment with no gap.
 fn model(
     total: usize,
@@ -354,8 +384,8 @@ fn model(
     let mut verdicts = Vec::new();
     for (i, &(start, len, last)) in frags.iter().enumerate() {
         let end = start + len - 1;
-        let ok =
-            (last || header + len >= min) && !taken.iter().any(|&(s, e, _)| start <= e && end >= s);
+        let fits = last || (header + len >= min && (end + 1).is_multiple_of(8));
+        let ok = fits && !taken.iter().any(|&(s, e, _)| start <= e && end >= s);
         verdicts.push(ok);
         if ok {
             taken.push((start, end, last));

@@ -100,6 +100,25 @@ pub(super) struct Origin {
     pub(super) ct: CtMeta,
 }
 
+/// Where a pass goes on: its next action, the `CheckPktLen` forks open there, the
+/// `dp_hash` a `Hash` computed.
+#[derive(Clone, Copy)]
+struct Resume {
+    at: usize,
+    forks: [(usize, usize); crate::dpaction::MAX_FORKS],
+    open_forks: usize,
+    dp_hash: u32,
+}
+
+impl Resume {
+    const START: Resume = Resume {
+        at: 0,
+        forks: [(0, 0); crate::dpaction::MAX_FORKS],
+        open_forks: 0,
+        dp_hash: 0,
+    };
+}
+
 /// What a `ct` made of a packet. (`Done`, the large one, is every whole packet's:
 /// boxing it would allocate per packet.)
 #[allow(clippy::large_enum_variant)]
@@ -408,13 +427,14 @@ impl Pass<'_, '_, '_> {
     }
 
     /// Tracks the datagram `r`'s fragments made whole, and sends each fragment on
-    /// through `rest` (what follows the `ct`) with what the tracker said of the
-    /// datagram and what its NAT wrote. Each fragment has the recirculations the
-    /// packet that completed the datagram had left.
+    /// through `actions` from where `resume` says (what follows the `ct`, to the
+    /// end of the copy it is in) with what the tracker said of the datagram and
+    /// what its NAT wrote. Each fragment has the recirculations the packet that
+    /// completed the datagram had left.
     fn send_fragments(
         &mut self,
         mut r: vsw_conntrack::ipf::Reassembled,
-        (rest, headers): (&[DpAction], &[Arc<PushHeader>]),
+        (actions, headers, resume): (&[DpAction], &[Arc<PushHeader>], Resume),
         (place, tunnel): (vsw_conntrack::ipf::FragPlace, crate::port::TunnelKey),
         (commit, nat): (Option<&vsw_conntrack::Commit>, (bool, bool)),
         depth: usize,
@@ -451,13 +471,14 @@ impl Pass<'_, '_, '_> {
             }
             self.recirculations = budget;
             let held = self.saved.held;
-            self.run(rest, headers, from, depth, place.recirc_id);
+            self.run_from(actions, headers, from, (depth, place.recirc_id), resume);
             self.saved.held = held;
         }
+        self.recirculations = budget;
     }
 
-    /// Runs `actions`, `depth` recirculations deep; returns early when the packet
-    /// goes no further on this pass.
+    /// Runs `actions`, `depth` recirculations deep (the pass of `recirc_id`);
+    /// returns early when the packet goes no further on this pass.
     fn run(
         &mut self,
         actions: &[DpAction],
@@ -466,6 +487,19 @@ impl Pass<'_, '_, '_> {
         depth: usize,
         recirc_id: u32,
     ) {
+        self.run_from(actions, headers, from, (depth, recirc_id), Resume::START);
+    }
+
+    /// [`Pass::run`] from where `resume` says (a datagram's fragments go on from
+    /// the `ct` that gathered them).
+    fn run_from(
+        &mut self,
+        actions: &[DpAction],
+        headers: &[Arc<PushHeader>],
+        from: Origin,
+        (depth, recirc_id): (usize, u32),
+        resume: Resume,
+    ) {
         let Origin {
             in_port,
             mut tunnel,
@@ -473,16 +507,18 @@ impl Pass<'_, '_, '_> {
         } = from;
         // What `CtMark`/`CtLabel` staged for the next `Ct`'s commit.
         let mut staged = vsw_conntrack::Commit::default();
-        let mut dp_hash = 0u32;
         // The packet's key as a `Hash` extracted it, while nothing changed the
         // packet since: the recirculation after it need not extract it again.
         let mut parsed: Option<FlowKey> = None;
-        // The next action's place (a fallback skips to a copy's end).
-        let mut at = 0;
-        // Where a longer packet's way of each `CheckPktLen` ends, and where the
-        // shorter one's (skipped) ends, innermost last.
-        let mut forks = [(0usize, 0usize); crate::dpaction::MAX_FORKS];
-        let mut open_forks = 0;
+        // The next action's place (a fallback skips to a copy's end), the open
+        // `CheckPktLen` forks (where a longer packet's way of each ends, and where
+        // the shorter one's, skipped, ends; innermost last), the `Hash`'s value.
+        let Resume {
+            mut at,
+            mut forks,
+            mut open_forks,
+            mut dp_hash,
+        } = resume;
         loop {
             // A fork left by a jump past it (a copy's end): gone.
             while open_forks > 0 && forks[open_forks - 1].0 < at {
@@ -758,18 +794,36 @@ impl Pass<'_, '_, '_> {
                             ct = meta;
                             parsed = key;
                         }
-                        // Kept: it goes on with its datagram's last fragment.
-                        Tracked::Held => return,
+                        // Kept: it goes on with its datagram's last fragment. Within
+                        // a copy (a clone, a bucket) only the copy waits.
+                        Tracked::Held => {
+                            let end = end_of_copy(actions, at);
+                            if end == actions.len() {
+                                return;
+                            }
+                            at = end;
+                        }
+                        // Each fragment goes on to the copy's end; then the packet
+                        // as it was before the copy.
                         Tracked::Whole(r) => {
-                            let rest = (&actions[at..], headers);
+                            let end = end_of_copy(actions, at);
+                            let resume = Resume {
+                                at,
+                                forks,
+                                open_forks,
+                                dp_hash,
+                            };
                             self.send_fragments(
                                 *r,
-                                rest,
+                                (&actions[..end], headers, resume),
                                 (place, tunnel),
                                 (commit, (nat, natted)),
                                 depth,
                             );
-                            return;
+                            if end == actions.len() {
+                                return;
+                            }
+                            at = end;
                         }
                     }
                     staged = vsw_conntrack::Commit::default();
