@@ -43,16 +43,36 @@ fn tuple(t: &Tuple) -> String {
     s
 }
 
-/// One line of `dpctl/dump-conntrack`.
-pub fn format_entry(c: &ConnView) -> String {
+/// What `dpctl/dump-conntrack` adds to each line: `-m` (`verbose`: the entry's
+/// id and status, each TCP end's state, window scale and flags) and `-s`
+/// (`stats`: the seconds left before it expires).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DumpStyle {
+    pub verbose: bool,
+    pub stats: bool,
+}
+
+/// One line of `dpctl/dump-conntrack` (without options: `DumpStyle::default()`).
+/// Open vSwitch's userspace tracker keeps no per-connection counters nor start
+/// times, and gives every entry id 0 and status 0: so does vsw.
+pub fn format_entry(c: &ConnView, style: DumpStyle) -> String {
     let mut s = format!(
         "{},orig=({}),reply=({})",
         proto_name(c.orig.proto),
         tuple(&c.orig),
         tuple(&c.reply)
     );
+    if style.verbose {
+        s += ",id=0";
+    }
     if c.zone != 0 {
         s += &format!(",zone={}", c.zone);
+    }
+    if style.verbose {
+        s += ",status=0";
+    }
+    if style.stats {
+        s += &format!(",timeout={}", c.expires_in_ms / 1000);
     }
     if c.mark != 0 {
         s += &format!(",mark={}", c.mark);
@@ -60,10 +80,42 @@ pub fn format_entry(c: &ConnView) -> String {
     if c.label != 0 {
         s += &format!(",labels={:#x}", c.label);
     }
-    if let Some(ends) = c.tcp {
-        s += &format!(",protoinfo=(state={})", TcpState::coalesced(ends).name());
+    if let Some([o, r]) = c.tcp {
+        if style.verbose {
+            s += &format!(
+                ",protoinfo=(state_orig={},state_reply={}",
+                o.state.name(),
+                r.state.name()
+            );
+            if o.wscale != 0 || r.wscale != 0 {
+                s += &format!(",wscale_orig={},wscale_reply={}", o.wscale, r.wscale);
+            }
+            s += &format!(
+                ",flags_orig={},flags_reply={})",
+                tcp_flags(&o),
+                tcp_flags(&r)
+            );
+        } else {
+            s += &format!(
+                ",protoinfo=(state={})",
+                TcpState::coalesced((o.state, r.state)).name()
+            );
+        }
     }
     s
+}
+
+/// A TCP end's flags as Open vSwitch names them, `|` between; `0` for none.
+fn tcp_flags(p: &crate::tcp::PeerView) -> String {
+    let names: Vec<&str> = [(p.window_scale, "WINDOW_SCALE"), (p.liberal, "BE_LIBERAL")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+    if names.is_empty() {
+        "0".into()
+    } else {
+        names.join("|")
+    }
 }
 
 /// `dpctl/ct-stats-show [-m]`: connections in all, and by protocol (TCP's by
@@ -82,8 +134,10 @@ pub fn format_stats(conns: &[ConnView], verbose: bool) -> String {
         if verbose {
             out += "    Conn per TCP states:\n";
             let mut by_state = std::collections::BTreeMap::new();
-            for ends in conns.iter().filter_map(|c| c.tcp) {
-                *by_state.entry(TcpState::coalesced(ends)).or_insert(0) += 1;
+            for [o, r] in conns.iter().filter_map(|c| c.tcp) {
+                *by_state
+                    .entry(TcpState::coalesced((o.state, r.state)))
+                    .or_insert(0) += 1;
             }
             for (state, n) in by_state {
                 out += &format!("\t  [{}]={n}\n", state.name());
@@ -126,6 +180,14 @@ pub fn format_stats(conns: &[ConnView], verbose: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tcp::PeerView;
+
+    fn end(state: TcpState) -> PeerView {
+        PeerView {
+            state,
+            ..PeerView::default()
+        }
+    }
 
     #[test]
     fn entries_print_as_open_vswitch_prints_them() {
@@ -148,9 +210,26 @@ mod tests {
             tcp: None,
         };
         assert_eq!(
-            format_entry(&c),
+            format_entry(&c, DumpStyle::default()),
             "icmp,orig=(src=10.1.1.1,dst=10.1.1.2,id=7,type=8,code=0),\
              reply=(src=10.1.1.2,dst=10.1.1.1,id=7,type=0,code=0),zone=7,mark=42"
+        );
+        // `-m -s`, as Open vSwitch 3.1 printed a ping's 0.4 s after it.
+        let c = ConnView {
+            expires_in_ms: 29_600,
+            ..c
+        };
+        assert_eq!(
+            format_entry(
+                &c,
+                DumpStyle {
+                    verbose: true,
+                    stats: true
+                }
+            ),
+            "icmp,orig=(src=10.1.1.1,dst=10.1.1.2,id=7,type=8,code=0),\
+             reply=(src=10.1.1.2,dst=10.1.1.1,id=7,type=0,code=0),id=0,zone=7,status=0,\
+             timeout=29,mark=42"
         );
         let t = Tuple {
             src_port: 40000,
@@ -165,19 +244,50 @@ mod tests {
             reply: t.reverse().unwrap(),
             mark: 0,
             label: 1 << 64,
-            tcp: Some((TcpState::FinWait2, TcpState::Closing)),
+            tcp: Some([end(TcpState::FinWait2), end(TcpState::Closing)]),
             ..c
         };
         assert_eq!(
-            format_entry(&c),
+            format_entry(&c, DumpStyle::default()),
             "tcp,orig=(src=10.1.1.1,dst=10.1.1.2,sport=40000,dport=80),\
              reply=(src=10.1.1.2,dst=10.1.1.1,sport=80,dport=40000),\
              labels=0x10000000000000000,protoinfo=(state=TIME_WAIT)"
         );
         let established = ConnView {
-            tcp: Some((TcpState::Established, TcpState::SynRecv)),
+            tcp: Some([end(TcpState::Established), end(TcpState::SynRecv)]),
             ..c.clone()
         };
+        // `-m`: each end, as Open vSwitch 3.1 printed a connection whose ends
+        // announced a window scale of 10, and one whose ends announced none.
+        let scaled = PeerView {
+            state: TcpState::Established,
+            wscale: 10,
+            window_scale: true,
+            liberal: false,
+        };
+        let verbose = DumpStyle {
+            verbose: true,
+            stats: false,
+        };
+        let line = |ends| {
+            format_entry(
+                &ConnView {
+                    tcp: Some(ends),
+                    label: 0,
+                    zone: 7,
+                    ..c.clone()
+                },
+                verbose,
+            )
+        };
+        assert!(line([scaled, scaled]).ends_with(
+            ",id=0,zone=7,status=0,protoinfo=(state_orig=ESTABLISHED,state_reply=ESTABLISHED,\
+             wscale_orig=10,wscale_reply=10,flags_orig=WINDOW_SCALE,flags_reply=WINDOW_SCALE)"
+        ));
+        let plain = end(TcpState::Established);
+        assert!(line([plain, plain]).ends_with(
+            ",protoinfo=(state_orig=ESTABLISHED,state_reply=ESTABLISHED,flags_orig=0,flags_reply=0)"
+        ));
         let icmp6 = ConnView {
             orig: Tuple {
                 proto: crate::tuple::IPPROTO_ICMPV6,

@@ -49,6 +49,30 @@ pub struct TcpPeer {
     pub state: TcpState,
 }
 
+/// One end of a TCP connection as `dpctl/dump-conntrack -m` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerView {
+    pub state: TcpState,
+    /// The window scale it announced (0 when none).
+    pub wscale: u8,
+    /// It announced a window scale (Open vSwitch's `WINDOW_SCALE`).
+    pub window_scale: bool,
+    /// Its windows are not checked: the connection was picked up mid-stream
+    /// (`BE_LIBERAL`).
+    pub liberal: bool,
+}
+
+impl TcpPeer {
+    pub fn view(&self) -> PeerView {
+        PeerView {
+            state: self.state,
+            wscale: self.wscale & WSCALE_SHIFT,
+            window_scale: self.wscale & WSCALE_SEEN != 0,
+            liberal: self.wscale & WSCALE_UNKNOWN != 0,
+        }
+    }
+}
+
 /// What a segment did to a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Update {

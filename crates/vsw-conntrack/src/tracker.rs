@@ -149,8 +149,8 @@ pub struct ConnView {
     pub label: u128,
     /// Milliseconds left.
     pub expires_in_ms: u64,
-    /// TCP: the original and reply ends' states.
-    pub tcp: Option<(TcpState, TcpState)>,
+    /// TCP: the original and reply ends.
+    pub tcp: Option<[crate::tcp::PeerView; 2]>,
 }
 
 /// The connection tracker: no I/O; the datapath calls it per packet.
@@ -806,7 +806,7 @@ impl Conntrack {
                 tcp: match &c.proto {
                     ProtoState::Tcp(p) => {
                         let p = p.lock();
-                        Some((p[0].state, p[1].state))
+                        Some([p[0].view(), p[1].view()])
                     }
                     _ => None,
                 },
@@ -1144,7 +1144,7 @@ mod tests {
         let v = ct.connections(Some(0), 0);
         assert_eq!(v.len(), 1);
         assert_eq!(
-            v[0].tcp,
+            v[0].tcp.map(|[o, r]| (o.state, r.state)),
             Some((TcpState::Established, TcpState::Established))
         );
         assert_eq!((v[0].orig, v[0].reply), (t, r));

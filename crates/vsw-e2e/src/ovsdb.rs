@@ -166,6 +166,25 @@ impl OvsVswitchd {
         OvsVswitchd { dir, pid }
     }
 
+    /// `ovs-appctl` against it; its output, once it succeeded.
+    pub fn appctl(&self, args: &[&str]) -> String {
+        let target = self
+            .dir
+            .join(format!("ovs-vswitchd.{}.ctl", self.pid.unwrap_or_default()));
+        let out = std::process::Command::new("ovs-appctl")
+            .arg("-t")
+            .arg(&target)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ovs-appctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// `ovs-ofctl` against it (bridges by name); its output, once it succeeded.
     pub fn ofctl(&self, args: &[&str]) -> String {
         let out = std::process::Command::new("ovs-ofctl")

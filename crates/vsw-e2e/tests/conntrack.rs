@@ -2,21 +2,25 @@
 //! two hosts (namespaces), the connection tracker deciding per packet.
 
 use vsw_e2e::openflow::{assert_dumped_as_ovs_prints, ovs_ofctl};
-use vsw_e2e::{serial, Host, Vswd};
+use vsw_e2e::ovsdb::{OvsVswitchd, OvsdbServer};
+use vsw_e2e::{serial, Host, Namespace, Vswd};
 
 /// A firewall in zone 7: the inside host (port 1) opens connections, the outside
 /// one (port 2) answers them; ARP passes. A commit marks its connection 0x2a.
+const ZONE_7_FIREWALL: [&str; 7] = [
+    "priority=10,arp,actions=NORMAL",
+    "priority=10,ip,ct_state=-trk,actions=ct(table=1,zone=7)",
+    "table=1,priority=20,in_port=1,ip,ct_state=+trk+new,actions=ct(commit,zone=7,exec(set_field:0x2a->ct_mark)),NORMAL",
+    "table=1,priority=30,ip,ct_state=+trk+est,ct_mark=0x2a,actions=NORMAL",
+    "table=1,priority=20,ip,ct_state=+trk+est,actions=NORMAL",
+    "table=1,priority=20,ip,ct_state=+trk+rel,actions=NORMAL",
+    "table=1,priority=1,actions=drop",
+];
+
+/// [`ZONE_7_FIREWALL`] in vswd.
 fn stateful_firewall() -> (Vswd, Host, Host) {
     let (d, inside, outside) = inside_and_outside();
-    for flow in [
-        "priority=10,arp,actions=NORMAL",
-        "priority=10,ip,ct_state=-trk,actions=ct(table=1,zone=7)",
-        "table=1,priority=20,in_port=1,ip,ct_state=+trk+new,actions=ct(commit,zone=7,exec(set_field:0x2a->ct_mark)),NORMAL",
-        "table=1,priority=30,ip,ct_state=+trk+est,ct_mark=0x2a,actions=NORMAL",
-        "table=1,priority=20,ip,ct_state=+trk+est,actions=NORMAL",
-        "table=1,priority=20,ip,ct_state=+trk+rel,actions=NORMAL",
-        "table=1,priority=1,actions=drop",
-    ] {
+    for flow in ZONE_7_FIREWALL {
         d.ctl_ok(&["add-flow", flow]);
     }
     (d, inside, outside)
@@ -518,6 +522,121 @@ fn fragmented_datagrams_are_tracked_whole_and_sent_on_as_fragments() {
         d.ctl_ok(&["conntrack", "ipf-get-status"]),
         d.appctl_ok(&["dpctl/ipf-get-status"])
     );
+}
+
+/// The same traffic through [`ZONE_7_FIREWALL`] in vswd and in Open vSwitch 3.1 (netdev
+/// datapath, its own namespace): `dpctl/dump-conntrack -m` prints the same lines
+/// (a ping's identifier aside, which `ping` picks at random), and so does
+/// `dpctl/ct-stats-show -m`.
+#[test]
+fn the_connections_dump_reads_as_open_vswitch_s_for_the_same_traffic() {
+    let _g = serial();
+    let (d, v_in, v_out) = stateful_firewall();
+    let ns = Namespace::new("vtct");
+    let db = OvsdbServer::start();
+    let ovs = OvsVswitchd::start(&ns, &db);
+    let (o_in, o_out) = (Host::new(1), Host::new(2));
+    db.add_netdev_bridge("br0");
+    for (h, n) in [(&o_in, 1), (&o_out, 2)] {
+        vsw_e2e::must("ip", &["link", "set", &h.port, "netns", &ns.0]);
+        ns.ip(&["link", "set", &h.port, "up"]);
+        db.add_port("br0", &h.port, Some(n));
+    }
+    ovs.ofctl(&["del-flows", "br0"]);
+    for flow in ZONE_7_FIREWALL {
+        ovs.ofctl(&["add-flow", "br0", flow]);
+    }
+    // Open vSwitch checks TCP checksums a veth leaves to be filled in: filled
+    // on both sides, the same traffic.
+    for h in [&v_in, &v_out, &o_in, &o_out] {
+        h.exec_ok(&["ethtool", "-K", "eth0", "tx", "off"]);
+    }
+    let traffic = |inside: &Host, outside: &Host| -> Vec<std::process::Child> {
+        assert!(inside.ping(outside, 1));
+        let udp_server = format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('{}', 5353))\n\
+             print('ready', flush=True)\n\
+             d, peer = s.recvfrom(64)\n\
+             s.sendto(d, peer)\n",
+            outside.addr
+        );
+        let tcp_server = format!(
+            "import socket, time\n\
+             s = socket.socket()\n\
+             s.bind(('{}', 8080))\n\
+             s.listen()\n\
+             print('ready', flush=True)\n\
+             c, _ = s.accept()\n\
+             c.send(c.recv(64))\n\
+             time.sleep(30)\n",
+            outside.addr
+        );
+        let client = format!(
+            "import socket, time\n\
+             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             u.bind(('{a}', 4444))\n\
+             u.settimeout(3)\n\
+             u.sendto(b'hi', ('{b}', 5353))\n\
+             u.recv(64)\n\
+             t = socket.socket()\n\
+             t.bind(('{a}', 40000))\n\
+             t.connect(('{b}', 8080))\n\
+             t.send(b'hi')\n\
+             t.recv(64)\n\
+             print('ready', flush=True)\n\
+             time.sleep(30)\n",
+            a = inside.addr,
+            b = outside.addr
+        );
+        vec![
+            outside.python_ready_for(&udp_server, 30),
+            outside.python_ready_for(&tcp_server, 40),
+            inside.python_ready_for(&client, 40),
+        ]
+    };
+    // The ping's identifier: `id=N` in its tuples, then Open vSwitch's own `id=0`.
+    let lines = |dump: String| -> Vec<String> {
+        let mut v: Vec<String> = dump
+            .lines()
+            .map(|l| {
+                if !l.starts_with("icmp,") {
+                    return l.to_owned();
+                }
+                l.split(',')
+                    .map(|f| match f.strip_prefix("id=") {
+                        Some(n) if n != "0" => "id=N",
+                        _ => f,
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let mut v_kids = traffic(&v_in, &v_out);
+    let mut o_kids = traffic(&o_in, &o_out);
+    let vsw = lines(d.appctl_ok(&["dpctl/dump-conntrack", "-m"]));
+    let theirs = lines(ovs.appctl(&["dpctl/dump-conntrack", "-m"]));
+    let stats = (
+        d.appctl_ok(&["dpctl/ct-stats-show", "-m"]),
+        ovs.appctl(&["dpctl/ct-stats-show", "-m"]),
+    );
+    for k in v_kids.iter_mut().chain(o_kids.iter_mut()) {
+        let _ = k.kill();
+        let _ = k.wait();
+    }
+    assert_eq!(vsw.len(), 3, "{vsw:#?}");
+    assert!(
+        vsw.iter()
+            .any(|l| l
+                .starts_with("tcp,orig=(src=198.18.0.1,dst=198.18.0.2,sport=40000,dport=8080)")),
+        "{vsw:#?}"
+    );
+    assert_eq!(vsw, theirs);
+    assert_eq!(stats.0, stats.1);
 }
 
 /// A zone flush cuts live connections: the outside host's datagrams of a

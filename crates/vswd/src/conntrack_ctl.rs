@@ -25,11 +25,17 @@ pub fn run(ct: &Conntrack, command: &str, args: &[String]) -> Result<String, Str
     };
     let now = vsw_datapath::clock::now_ms();
     match command {
-        "dump-conntrack" => Ok(ct
-            .connections(zone()?, now)
-            .iter()
-            .map(|c| vsw_conntrack::dump::format_entry(c) + "\n")
-            .collect()),
+        "dump-conntrack" => {
+            let style = vsw_conntrack::dump::DumpStyle {
+                verbose: args.iter().any(|a| matches!(*a, "-m" | "--more")),
+                stats: args.iter().any(|a| matches!(*a, "-s" | "--statistics")),
+            };
+            Ok(ct
+                .connections(zone()?, now)
+                .iter()
+                .map(|c| vsw_conntrack::dump::format_entry(c, style) + "\n")
+                .collect())
+        }
         "flush-conntrack" => {
             let (zone, filter) =
                 vsw_conntrack::FlushFilter::parse(&args).map_err(|e| e.to_string())?;

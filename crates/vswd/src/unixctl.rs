@@ -49,7 +49,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ),
     ("dpctl/ct-set-maxconns", "[dp] maxconns"),
     ("dpctl/ct-stats-show", "[dp] [zone=N] [verbose]"),
-    ("dpctl/dump-conntrack", "[dp] [zone=N]"),
+    ("dpctl/dump-conntrack", "[dp] [-m] [-s] [zone=N]"),
     ("dpctl/dump-flows", "[dp]"),
     (
         "dpctl/flush-conntrack",
