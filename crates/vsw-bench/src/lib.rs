@@ -6,6 +6,7 @@
 
 pub mod bundle_commit;
 pub mod conformance;
+pub mod conntrack_scale;
 pub mod flow_mods;
 pub mod frame;
 pub mod inmemory;

@@ -97,6 +97,25 @@ enum Cmd {
     /// paced stream of --rate 64-byte frames into the switch, packet-ins counted by a
     /// controller of this program's own; vsw beside Open vSwitch (netdev).
     PacketIns(PacketInsArgs),
+    /// The connection tracker alone, in memory: --connections committed (new
+    /// connections per second, memory per connection), looked up by one thread and
+    /// by two, a zone of --zone of them flushed and the table swept while another
+    /// thread looks up (how long each takes, the longest lookup meanwhile).
+    ConntrackScale {
+        #[arg(long, default_value_t = 1_000_000)]
+        connections: usize,
+        /// Connections of the zone flushed (part of --connections).
+        #[arg(long, default_value_t = 100_000)]
+        zone: usize,
+        /// Runs, each in a process of its own (so that the memory each measures
+        /// is its own tracker's, none left over from the run before).
+        #[arg(long, default_value_t = 2)]
+        rounds: u32,
+        /// Run one round in this process and print its row only (what each round's
+        /// process is told).
+        #[arg(long, hide = true)]
+        one: bool,
+    },
     /// What framing an initial OVSDB monitor reply costs: --rows Interface rows with
     /// --keys option keys each, in 64 KiB reads, through vsw-ovsdb's framer beside the
     /// build before's (the pending bytes parsed again at every read). In memory.
@@ -1796,6 +1815,46 @@ fn main() -> anyhow::Result<()> {
             rounds,
             linear_only,
         } => return ovsdb_framing(&rows, keys, rounds, linear_only),
+        Cmd::ConntrackScale {
+            connections,
+            zone,
+            rounds,
+            one,
+        } => {
+            anyhow::ensure!(zone < connections, "--zone must be under --connections");
+            if !one {
+                println!(
+                    "connections | commits/s | bytes/conn | lookup ns (1 thread) | lookups/s 1 thread | 2 threads | flush of {zone} ms | worst lookup during flush us (idle) | sweep ms | worst lookup during sweep us"
+                );
+                for _ in 0..rounds {
+                    let status = std::process::Command::new(std::env::current_exe()?)
+                        .args(["conntrack-scale", "--one"])
+                        .arg(format!("--connections={connections}"))
+                        .arg(format!("--zone={zone}"))
+                        .status()?;
+                    anyhow::ensure!(status.success(), "a round failed");
+                }
+                return Ok(());
+            }
+            {
+                let r = vsw_bench::conntrack_scale::run(connections, zone);
+                println!(
+                    "{} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} ({:.0}) | {:.1} | {:.0}",
+                    r.connections,
+                    r.commits_per_sec,
+                    r.bytes_per_connection,
+                    r.lookup_ns_one_thread,
+                    r.lookups_per_sec_one_thread,
+                    r.lookups_per_sec_two_threads,
+                    r.flush_ms,
+                    r.worst_lookup_during_flush_us,
+                    r.worst_lookup_idle_us,
+                    r.sweep_ms,
+                    r.worst_lookup_during_sweep_us
+                );
+            }
+            return Ok(());
+        }
         Cmd::Compare(o) => o,
         Cmd::Throughput(o) => Options {
             latency_loads: Vec::new(),
