@@ -1,6 +1,7 @@
-//! The connection table: every connection under both directions' keys, in zones
-//! whose members are listed (so a zone's flush is the work of its own
-//! connections), with the global and per-zone limits and expiry.
+//! The connection tables: one per zone, every connection under both directions'
+//! tuples (so a zone's flush takes its table out at once: the packets after it
+//! see an empty zone, whatever its size), with the global and per-zone limits and
+//! expiry.
 //!
 //! Concurrency: the table is a lock-free map (papaya), so a lookup takes no lock
 //! and many PMDs read it at once; a connection's expiry, mark and label are atomics;
@@ -101,6 +102,8 @@ struct Conn {
     proto: ProtoState,
     /// Its NAT: which end, and the original direction's tuple as translated.
     nat: Option<(NatKind, Tuple)>,
+    /// Taken out (and counted out) once, by whoever sets this first.
+    dead: AtomicBool,
 }
 
 impl Conn {
@@ -130,14 +133,32 @@ impl Conn {
     }
 }
 
-/// A zone: its connections' original tuples, and how many.
+/// A zone: its connections under both directions' tuples, and how many.
 #[derive(Default)]
 struct Zone {
-    /// By original tuple (the connection itself, so that a removal takes out
-    /// only the one it removes, never a newer one of the same tuple).
-    members: papaya::HashMap<Tuple, Arc<Conn>, Hasher>,
+    table: papaya::HashMap<Tuple, Arc<Conn>, Hasher>,
     count: AtomicU32,
+    /// Flushed: out of the tracker. A connection made in it meanwhile is taken
+    /// back out by its maker.
+    flushed: AtomicBool,
 }
+
+impl Zone {
+    /// Its entries (both directions of each connection), taken out of the table
+    /// for a walk that outlives a guard.
+    fn entries(&self) -> Vec<(Tuple, Arc<Conn>)> {
+        self.table
+            .pin()
+            .iter()
+            .map(|(t, c)| (*t, c.clone()))
+            .collect()
+    }
+}
+
+/// A pinned zone table.
+type Table<'g, G> = papaya::HashMapRef<'g, Tuple, Arc<Conn>, Hasher, G>;
+/// The pinned map of zones.
+type Zones<'g, G> = papaya::HashMapRef<'g, u16, Arc<Zone>, Hasher, G>;
 
 /// One connection as `dpctl/dump-conntrack` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,7 +176,6 @@ pub struct ConnView {
 
 /// The connection tracker: no I/O; the datapath calls it per packet.
 pub struct Conntrack {
-    conns: papaya::HashMap<Key, Arc<Conn>, Hasher>,
     zones: papaya::HashMap<u16, Arc<Zone>, Hasher>,
     zone_limits: papaya::HashMap<u16, u32, Hasher>,
     /// The limit of a zone with none of its own (0: none).
@@ -201,7 +221,6 @@ impl Default for Conntrack {
 impl Conntrack {
     pub fn new(timeouts: Timeouts) -> Conntrack {
         Conntrack {
-            conns: papaya::HashMap::default(),
             zones: papaya::HashMap::default(),
             zone_limits: papaya::HashMap::default(),
             default_zone_limit: AtomicU32::new(0),
@@ -277,7 +296,15 @@ impl Conntrack {
             zone,
             ..CtOutcome::default()
         };
-        let conns = self.conns.pin();
+        let zones = self.zones.pin();
+        let Some(z) = zones.get(&zone) else {
+            // No connection in this zone yet.
+            if pkt.quoted.is_some() || (pkt.tuple.is_icmp() && pkt.tuple.reverse().is_none()) {
+                return invalid;
+            }
+            return self.fresh(&zones, pkt, zone, commit, now_ms);
+        };
+        let conns = z.table.pin();
         if let Some(quoted) = pkt.quoted {
             // An ICMP error travels against the packet it quotes, so the quote's
             // reverse is the error's direction's key; once NAT rewrote the quote
@@ -287,7 +314,7 @@ impl Conntrack {
             };
             let tuple = if natted { quoted } else { back };
             let key = Key { zone, tuple };
-            return match self.live(&conns, &key, now_ms) {
+            return match self.live(z, &conns, &key, now_ms) {
                 Some(c) => {
                     let reply = (key != c.orig) != natted;
                     let r = if reply { CtState::REPLY } else { 0 };
@@ -308,12 +335,12 @@ impl Conntrack {
             _ => pkt.tuple,
         };
         let key = Key { zone, tuple };
-        if let Some(c) = self.live(&conns, &key, now_ms) {
+        if let Some(c) = self.live(z, &conns, &key, now_ms) {
             let reply = (key != c.orig) != (natted && tuple != pkt.tuple);
             if reply && commit.is_some_and(|cm| cm.force) {
                 let c = c.clone();
-                self.remove(&conns, &c);
-                return self.fresh(&conns, pkt, zone, commit, now_ms);
+                self.remove(z, &conns, &c);
+                return self.fresh(&zones, pkt, zone, commit, now_ms);
             }
             match self.update(c, pkt, reply, now_ms) {
                 Update::Valid => {
@@ -332,18 +359,18 @@ impl Conntrack {
                 Update::Invalid => return invalid,
                 // A new connection on the closed one's tuple.
                 Update::New => {
-                    self.remove(&conns, c);
+                    self.remove(z, &conns, c);
                 }
             }
         }
-        self.fresh(&conns, pkt, zone, commit, now_ms)
+        self.fresh(&zones, pkt, zone, commit, now_ms)
     }
 
     /// A packet of no connection (in `zone`): new if it may start one (committed
     /// when `commit` asks and the limits allow), invalid if not.
     fn fresh(
         &self,
-        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        zones: &Zones<'_, impl papaya::Guard>,
         pkt: &CtPacket,
         zone: u16,
         commit: Option<&Commit>,
@@ -367,7 +394,7 @@ impl Conntrack {
             orig: Some(pkt.tuple),
             ..CtOutcome::default()
         };
-        match commit.and_then(|cm| self.create(conns, pkt, zone, cm, now_ms)) {
+        match commit.and_then(|cm| self.create(zones, pkt, zone, cm, now_ms)) {
             Some(c) => {
                 let reply = pkt.tuple != c.orig.tuple;
                 with_rewrite(&c, seen(&c, CtState::NEW, zone), reply)
@@ -381,14 +408,15 @@ impl Conntrack {
     /// moves per packet.)
     fn live<'g>(
         &self,
-        conns: &'g papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        z: &Zone,
+        conns: &'g Table<'_, impl papaya::Guard>,
         key: &Key,
         now_ms: u64,
     ) -> Option<&'g Arc<Conn>> {
-        let c = conns.get(key)?;
+        let c = conns.get(&key.tuple)?;
         if c.expired(now_ms) {
             let c = c.clone();
-            self.remove(conns, &c);
+            self.remove(z, conns, &c);
             return None;
         }
         Some(c)
@@ -439,7 +467,7 @@ impl Conntrack {
     /// another packet made the other direction's at the same time).
     fn create(
         &self,
-        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
+        zones: &Zones<'_, impl papaya::Guard>,
         pkt: &CtPacket,
         zone: u16,
         commit: &Commit,
@@ -450,10 +478,8 @@ impl Conntrack {
             self.over_limit.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        let zones = self.zones.pin();
-        let z = zones
-            .get_or_insert_with(zone, || Arc::new(Zone::default()))
-            .clone();
+        let z = zones.get_or_insert_with(zone, || Arc::new(Zone::default()));
+        let conns = z.table.pin();
         let limit = self
             .zone_limits
             .pin()
@@ -487,7 +513,7 @@ impl Conntrack {
                 let seed = conn_seed(&pkt.tuple);
                 let found = nat::candidates(&pkt.tuple, &range, seed).find_map(|t| {
                     let back = t.reverse()?;
-                    (!conns.contains_key(&Key { zone, tuple: back })).then_some((back, t))
+                    (!conns.contains_key(&back)).then_some((back, t))
                 });
                 match found {
                     Some((back, t)) => (back, Some((range.kind, t))),
@@ -510,60 +536,71 @@ impl Conntrack {
             label_lo: AtomicU64::new(0),
             proto,
             nat,
+            dead: AtomicBool::new(false),
         });
         conn.commit(commit);
-        if let Err(e) = conns.try_insert(conn.orig, conn.clone()) {
+        // Counted before it can be seen, so that whoever takes it out (a flush
+        // of its zone, a sweep) counts it out after.
+        self.count.fetch_add(1, Ordering::SeqCst);
+        z.count.fetch_add(1, Ordering::SeqCst);
+        let uncount = || {
+            self.count.fetch_sub(1, Ordering::SeqCst);
+            z.count.fetch_sub(1, Ordering::SeqCst);
+        };
+        if let Err(e) = conns.try_insert(conn.orig.tuple, conn.clone()) {
             // Another packet of this direction made it first: that one counts.
+            uncount();
             return Some(e.current.clone());
         }
         // (A packet to its own address and port is its own reply: one key.)
-        if conn.reply != conn.orig && conns.try_insert(conn.reply, conn.clone()).is_err() {
-            let _ = conns.remove_if(&conn.orig, |_, v| Arc::ptr_eq(v, &conn));
+        if conn.reply != conn.orig && conns.try_insert(conn.reply.tuple, conn.clone()).is_err() {
+            let _ = conns.remove_if(&conn.orig.tuple, |_, v| Arc::ptr_eq(v, &conn));
+            uncount();
             return None;
         }
-        self.count.fetch_add(1, Ordering::Relaxed);
+        // Its zone flushed meanwhile: not made after all (once, as the flush
+        // decides who counts it out).
+        if z.flushed.load(Ordering::SeqCst) {
+            self.remove(z, &conns, &conn);
+            return None;
+        }
         self.committed.fetch_add(1, Ordering::Relaxed);
-        z.count.fetch_add(1, Ordering::Relaxed);
-        z.members.pin().insert(conn.orig.tuple, conn.clone());
         Some(conn)
     }
 
     /// Takes connection `c` out (once, whoever else tries too): whether this call
     /// did.
-    fn remove(
-        &self,
-        conns: &papaya::HashMapRef<'_, Key, Arc<Conn>, Hasher, impl papaya::Guard>,
-        c: &Arc<Conn>,
-    ) -> bool {
-        let ours = conns
-            .remove_if(&c.orig, |_, v| Arc::ptr_eq(v, c))
-            .is_ok_and(|r| r.is_some());
-        if !ours {
+    fn remove(&self, z: &Zone, conns: &Table<'_, impl papaya::Guard>, c: &Arc<Conn>) -> bool {
+        if c.dead.swap(true, Ordering::SeqCst) {
             return false;
         }
-        let _ = conns.remove_if(&c.reply, |_, v| Arc::ptr_eq(v, c));
-        self.count.fetch_sub(1, Ordering::Relaxed);
-        if let Some(z) = self.zones.pin().get(&c.orig.zone) {
-            let _ = z
-                .members
-                .pin()
-                .remove_if(&c.orig.tuple, |_, v| Arc::ptr_eq(v, c));
-            z.count.fetch_sub(1, Ordering::Relaxed);
-        }
+        let _ = conns.remove_if(&c.orig.tuple, |_, v| Arc::ptr_eq(v, c));
+        let _ = conns.remove_if(&c.reply.tuple, |_, v| Arc::ptr_eq(v, c));
+        self.count.fetch_sub(1, Ordering::SeqCst);
+        z.count.fetch_sub(1, Ordering::SeqCst);
         true
+    }
+
+    /// Every zone, pinned.
+    fn each_zone(&self) -> Vec<Arc<Zone>> {
+        self.zones.pin().values().cloned().collect()
     }
 
     /// Removes what expired by `now_ms`; how many. (A lookup of an expired
     /// connection removes it too: this bounds what nothing looks up.)
     pub fn sweep(&self, now_ms: u64) -> usize {
         self.ipf.expire(now_ms);
-        let conns = self.conns.pin();
-        let doomed: Vec<Arc<Conn>> = conns
-            .iter()
-            .filter(|(k, c)| **k == c.orig && c.expired(now_ms))
-            .map(|(_, c)| c.clone())
-            .collect();
-        doomed.iter().filter(|c| self.remove(&conns, c)).count()
+        let mut gone = 0;
+        for z in self.each_zone() {
+            let conns = z.table.pin();
+            let doomed: Vec<Arc<Conn>> = conns
+                .iter()
+                .filter(|(t, c)| **t == c.orig.tuple && c.expired(now_ms))
+                .map(|(_, c)| c.clone())
+                .collect();
+            gone += doomed.iter().filter(|c| self.remove(&z, &conns, c)).count();
+        }
+        gone
     }
 
     /// The fragments kept until their datagrams are whole.
@@ -571,15 +608,24 @@ impl Conntrack {
         &self.ipf
     }
 
-    /// Removes every connection of `zone`; how many. The work of that zone's
-    /// connections alone.
+    /// Removes every connection of `zone`; how many. The zone's table goes at
+    /// once (a packet after this sees an empty zone); its connections are then
+    /// counted out and its table emptied here, in the caller's thread, never a
+    /// PMD's: the work of that zone's connections alone, no lookup of any.
     pub fn flush_zone(&self, zone: u16) -> usize {
-        let Some(z) = self.zones.pin().get(&zone).cloned() else {
+        let Some(z) = self.zones.pin().remove(&zone).cloned() else {
             return 0;
         };
-        let conns = self.conns.pin();
-        let members: Vec<Arc<Conn>> = z.members.pin().values().cloned().collect();
-        members.iter().filter(|c| self.remove(&conns, c)).count()
+        z.flushed.store(true, Ordering::SeqCst);
+        let conns = z.table.pin();
+        let gone = conns
+            .iter()
+            .filter(|(t, c)| **t == c.orig.tuple && !c.dead.swap(true, Ordering::SeqCst))
+            .count();
+        self.count.fetch_sub(gone, Ordering::SeqCst);
+        z.count.fetch_sub(gone as u32, Ordering::SeqCst);
+        conns.clear();
+        gone
     }
 
     /// Removes the connections `filter` names, of `zone` (`None`: of every zone,
@@ -592,27 +638,23 @@ impl Conntrack {
                 None => self.flush(),
             };
         }
-        let zones: Vec<u16> = match zone.or_else(|| filter.is_one_tuple().then_some(0)) {
-            Some(z) => vec![z],
-            None => self.zones.pin().keys().copied().collect(),
+        let zones: Vec<Arc<Zone>> = match zone.or_else(|| filter.is_one_tuple().then_some(0)) {
+            Some(z) => self.zones.pin().get(&z).cloned().into_iter().collect(),
+            None => self.each_zone(),
         };
-        let conns = self.conns.pin();
         let mut gone = 0;
         for z in zones {
-            let Some(members) = self.zones.pin().get(&z).cloned() else {
-                continue;
-            };
-            let doomed: Vec<Arc<Conn>> = members
-                .members
-                .pin()
-                .values()
-                .filter(|c| {
+            let conns = z.table.pin();
+            let doomed: Vec<Arc<Conn>> = conns
+                .iter()
+                .filter(|(t, c)| {
                     let mark = c.mark.load(Ordering::Relaxed);
-                    filter.matches(&c.orig.tuple, &c.reply.tuple, mark, c.label())
+                    **t == c.orig.tuple
+                        && filter.matches(&c.orig.tuple, &c.reply.tuple, mark, c.label())
                 })
-                .cloned()
+                .map(|(_, c)| c.clone())
                 .collect();
-            gone += doomed.iter().filter(|c| self.remove(&conns, c)).count();
+            gone += doomed.iter().filter(|c| self.remove(&z, &conns, c)).count();
         }
         gone
     }
@@ -690,11 +732,12 @@ impl Conntrack {
     /// walk of the table, nothing kept per connection).
     pub fn census(&self, now_ms: u64) -> std::collections::BTreeMap<Census, u64> {
         let mut out = std::collections::BTreeMap::new();
-        let conns = self.conns.pin();
-        for (k, c) in conns.iter() {
-            if *k != c.orig || c.expired(now_ms) {
+        let zones = self.each_zone();
+        for (k, c) in zones.iter().flat_map(|z| z.entries()) {
+            if k != c.orig.tuple || c.expired(now_ms) {
                 continue;
             }
+            let k = c.orig;
             let state = match &c.proto {
                 ProtoState::Tcp(p) => {
                     let p = p.lock();
@@ -791,11 +834,14 @@ impl Conntrack {
 
     /// Every live connection (of `zone`, when given), ordered by zone and tuple.
     pub fn connections(&self, zone: Option<u16>, now_ms: u64) -> Vec<ConnView> {
-        let conns = self.conns.pin();
-        let mut v: Vec<ConnView> = conns
+        let zones: Vec<Arc<Zone>> = match zone {
+            Some(z) => self.zones.pin().get(&z).cloned().into_iter().collect(),
+            None => self.each_zone(),
+        };
+        let mut v: Vec<ConnView> = zones
             .iter()
-            .filter(|(k, c)| **k == c.orig && !c.expired(now_ms))
-            .filter(|(k, _)| zone.is_none_or(|z| k.zone == z))
+            .flat_map(|z| z.entries())
+            .filter(|(t, c)| *t == c.orig.tuple && !c.expired(now_ms))
             .map(|(_, c)| ConnView {
                 zone: c.orig.zone,
                 orig: c.orig.tuple,

@@ -159,3 +159,36 @@ fn a_filter_takes_what_it_names_in_the_zones_it_names() {
     assert_eq!(ct.flush_matching(None, &FlushFilter::default()), 1);
     assert!(ct.is_empty());
 }
+
+/// A zone flushed again and again while two threads make connections in it and
+/// in another: every count the tracker keeps still says what its tables hold.
+#[test]
+fn counts_stay_true_when_a_zone_is_flushed_while_its_connections_are_made() {
+    let ct = Conntrack::default();
+    std::thread::scope(|s| {
+        for thread in 0..2u128 {
+            let ct = &ct;
+            s.spawn(move || {
+                for i in 0..5_000u16 {
+                    let pkt = CtPacket {
+                        tuple: udp(thread + 1, 9, i, 53),
+                        ..CtPacket::default()
+                    };
+                    let zone = 1 + i % 2;
+                    ct.execute(&pkt, zone, Some(&Commit::default()), 0);
+                }
+            });
+        }
+        s.spawn(|| {
+            for _ in 0..300 {
+                ct.flush_zone(1);
+                std::thread::yield_now();
+            }
+        });
+    });
+    assert_eq!(ct.zone_len(2), 5_000, "the other zone untouched");
+    assert_eq!(ct.zone_len(1), ct.connections(Some(1), 0).len());
+    assert_eq!(ct.len(), ct.connections(None, 0).len());
+    ct.flush_zone(1);
+    assert_eq!(ct.len(), 5_000);
+}
