@@ -102,6 +102,9 @@ pub fn format_entry(c: &ConnView, style: DumpStyle) -> String {
             );
         }
     }
+    if let Some(h) = c.helper {
+        s += &format!(",helper={}", h.name());
+    }
     s
 }
 
@@ -208,6 +211,7 @@ mod tests {
             label: 0,
             expires_in_ms: 1000,
             tcp: None,
+            helper: None,
         };
         assert_eq!(
             format_entry(&c, DumpStyle::default()),

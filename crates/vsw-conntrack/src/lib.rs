@@ -14,6 +14,7 @@
 
 pub mod dump;
 pub mod flush;
+pub mod helper;
 pub mod ipf;
 pub mod nat;
 pub mod state;

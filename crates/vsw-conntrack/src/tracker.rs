@@ -50,6 +50,9 @@ pub struct Commit {
     /// `force`: a packet of a connection's reply direction ends that connection
     /// and commits a new one with the packet's direction as the original.
     pub force: bool,
+    /// `alg=`: the helper that makes the tracker expect the connection this one's
+    /// protocol opens next.
+    pub helper: Option<crate::helper::Helper>,
 }
 
 /// One `ct(…)`: its zone, its commit, and whether it applies the connection's NAT
@@ -104,6 +107,10 @@ struct Conn {
     nat: Option<(NatKind, Tuple)>,
     /// Taken out (and counted out) once, by whoever sets this first.
     dead: AtomicBool,
+    /// Opened as a helper expected (`+rel`, every packet of it).
+    related: bool,
+    /// Committed with a helper.
+    helper: Option<crate::helper::Helper>,
 }
 
 impl Conn {
@@ -172,6 +179,8 @@ pub struct ConnView {
     pub expires_in_ms: u64,
     /// TCP: the original and reply ends.
     pub tcp: Option<[crate::tcp::PeerView; 2]>,
+    /// The helper it was committed with.
+    pub helper: Option<crate::helper::Helper>,
 }
 
 /// The connection tracker: no I/O; the datapath calls it per packet.
@@ -199,6 +208,10 @@ pub struct Conntrack {
     invalid: AtomicU64,
     /// Fragments kept until their datagrams are whole.
     ipf: crate::ipf::Ipf,
+    /// Connections helpers expect, by zone, until when (ms).
+    expected: papaya::HashMap<(u16, crate::helper::Expected), u64, Hasher>,
+    /// Whether any helper ever expected one (until then, no lookup of them).
+    any_expected: AtomicBool,
 }
 
 /// How many connections of one zone, protocol and state (`Conntrack::census`).
@@ -235,6 +248,8 @@ impl Conntrack {
             over_limit: AtomicU64::new(0),
             invalid: AtomicU64::new(0),
             ipf: crate::ipf::Ipf::default(),
+            expected: papaya::HashMap::default(),
+            any_expected: AtomicBool::new(false),
         }
     }
 
@@ -388,14 +403,28 @@ impl Conntrack {
                 ..CtOutcome::default()
             };
         }
+        // A connection a helper expects: related to the one that made it expected.
+        let expected = (zone, crate::helper::Expected::of(&pkt.tuple));
+        let related = self.any_expected.load(Ordering::Relaxed)
+            && self
+                .expected
+                .pin()
+                .get(&expected)
+                .is_some_and(|&until| until > now_ms);
         let fresh = CtOutcome {
-            state: CtState(CtState::NEW | CtState::TRACKED),
+            state: CtState(
+                CtState::NEW | CtState::TRACKED | if related { CtState::RELATED } else { 0 },
+            ),
             zone,
             orig: Some(pkt.tuple),
             ..CtOutcome::default()
         };
-        match commit.and_then(|cm| self.create(zones, pkt, zone, cm, now_ms)) {
+        match commit.and_then(|cm| self.create(zones, pkt, zone, cm, related, now_ms)) {
             Some(c) => {
+                if related {
+                    // Met: expected no longer.
+                    self.expected.pin().remove(&expected);
+                }
                 let reply = pkt.tuple != c.orig.tuple;
                 with_rewrite(&c, seen(&c, CtState::NEW, zone), reply)
             }
@@ -471,6 +500,7 @@ impl Conntrack {
         pkt: &CtPacket,
         zone: u16,
         commit: &Commit,
+        related: bool,
         now_ms: u64,
     ) -> Option<Arc<Conn>> {
         let reply = pkt.tuple.reverse()?;
@@ -537,6 +567,8 @@ impl Conntrack {
             proto,
             nat,
             dead: AtomicBool::new(false),
+            related,
+            helper: commit.helper,
         });
         conn.commit(commit);
         // Counted before it can be seen, so that whoever takes it out (a flush
@@ -565,6 +597,12 @@ impl Conntrack {
             return None;
         }
         self.committed.fetch_add(1, Ordering::Relaxed);
+        if let Some(e) = commit.helper.and_then(|h| h.expects(&conn.reply.tuple)) {
+            // Expected while the connection that expects it would live unanswered.
+            let until = conn.expires_ms.load(Ordering::Relaxed);
+            self.expected.pin().insert((zone, e), until);
+            self.any_expected.store(true, Ordering::Relaxed);
+        }
         Some(conn)
     }
 
@@ -590,6 +628,7 @@ impl Conntrack {
     /// connection removes it too: this bounds what nothing looks up.)
     pub fn sweep(&self, now_ms: u64) -> usize {
         self.ipf.expire(now_ms);
+        self.expected.pin().retain(|_, &until| until > now_ms);
         let mut gone = 0;
         for z in self.each_zone() {
             let conns = z.table.pin();
@@ -617,6 +656,7 @@ impl Conntrack {
             return 0;
         };
         z.flushed.store(true, Ordering::SeqCst);
+        self.expected.pin().retain(|(z, _), _| *z != zone);
         let conns = z.table.pin();
         let gone = conns
             .iter()
@@ -856,6 +896,7 @@ impl Conntrack {
                     }
                     _ => None,
                 },
+                helper: c.helper,
             })
             .collect();
         v.sort_by_key(|c| (c.zone, c.orig));
@@ -866,8 +907,9 @@ impl Conntrack {
 /// The outcome for a packet of connection `c`: `bits`, tracked, its mark, label
 /// and original direction.
 fn seen(c: &Conn, bits: u8, zone: u16) -> CtOutcome {
+    let related = if c.related { CtState::RELATED } else { 0 };
     CtOutcome {
-        state: CtState(bits | CtState::TRACKED),
+        state: CtState(bits | related | CtState::TRACKED),
         zone,
         mark: c.mark.load(Ordering::Relaxed),
         label: c.label(),
@@ -920,10 +962,49 @@ mod tests {
         label: None,
         nat: None,
         force: false,
+        helper: None,
     };
 
     fn bits(o: &CtOutcome) -> String {
         o.state.to_string()
+    }
+
+    /// `alg=tftp`: the server's answer from a port of its own is related, and so
+    /// is every packet of the connection it opens; nobody else's is.
+    #[test]
+    fn a_tftp_request_makes_the_servers_answer_related() {
+        let ct = Conntrack::default();
+        let tftp = Commit {
+            helper: Some(crate::helper::Helper::Tftp),
+            ..COMMIT
+        };
+        assert_eq!(
+            bits(&ct.execute(&udp(1, 2, 40000, 69), 0, Some(&tftp), 0)),
+            "new|trk"
+        );
+        let answer = udp(2, 1, 50123, 40000);
+        assert_eq!(bits(&ct.execute(&answer, 0, None, 1)), "new|rel|trk");
+        assert_eq!(
+            bits(&ct.execute(&udp(3, 1, 50123, 40000), 0, None, 1)),
+            "new|trk"
+        );
+        assert_eq!(
+            bits(&ct.execute(&answer, 0, Some(&COMMIT), 2)),
+            "new|rel|trk"
+        );
+        let ack = udp(1, 2, 40000, 50123);
+        assert_eq!(bits(&ct.execute(&ack, 0, None, 3)), "est|rel|rpl|trk");
+        let dump = ct.connections(Some(0), 3);
+        assert_eq!(dump.len(), 2);
+        assert_eq!(
+            dump.iter().filter(|c| c.helper.is_some()).count(),
+            1,
+            "the request's connection has the helper"
+        );
+        // Without the helper, nothing is expected.
+        let plain = Conntrack::default();
+        plain.execute(&udp(1, 2, 40000, 69), 0, Some(&COMMIT), 0);
+        assert_eq!(bits(&plain.execute(&answer, 0, None, 1)), "new|trk");
     }
 
     /// UDP: new until a reply, then established both ways; an uncommitted packet
@@ -1015,6 +1096,7 @@ mod tests {
             label: Some((1 << 100 | 5, u128::MAX)),
             nat: None,
             force: false,
+            helper: None,
         };
         ct.execute(&a, 0, Some(&c), 0);
         let c2 = Commit {
@@ -1022,6 +1104,7 @@ mod tests {
             label: Some((0, 0xf)),
             nat: None,
             force: false,
+            helper: None,
         };
         let o = ct.execute(&a, 0, Some(&c2), 1);
         assert_eq!((o.mark, o.label), (0xab00_1234, 1 << 100));

@@ -341,6 +341,7 @@ proptest! {
                         label: Some((label, u128::MAX)),
                         nat: None,
                         force: false,
+                        helper: None,
                     });
                     let got = ct.execute(&pkt, zone, c.as_ref(), now);
                     prop_assert_eq!(

@@ -157,6 +157,8 @@ pub enum DpAction {
         nat: bool,
         /// `force`: a reply-direction packet's commit turns the connection around.
         force: bool,
+        /// `alg=`: the helper's port (21 FTP, 69 TFTP; 0 none).
+        helper: u16,
     },
     /// Stages one end of the next `Ct`'s NAT address range (an IPv4 address in the
     /// low 32 bits), its highest when `max`.
@@ -269,6 +271,7 @@ impl fmt::Display for DpAction {
                 commit,
                 nat,
                 force,
+                helper,
             } => {
                 let c = match (*commit, *force) {
                     (true, true) => "commit,force,",
@@ -276,7 +279,11 @@ impl fmt::Display for DpAction {
                     _ => "",
                 };
                 let n = if *nat { ",nat" } else { "" };
-                write!(f, "ct({c}zone={zone}{n})")
+                let h = match vsw_conntrack::helper::Helper::of_port(*helper) {
+                    Some(h) => format!(",helper={}", h.name()),
+                    None => String::new(),
+                };
+                write!(f, "ct({c}zone={zone}{n}{h})")
             }
             DpAction::CtNatAddr { max, addr } => {
                 let which = if *max { "max" } else { "min" };

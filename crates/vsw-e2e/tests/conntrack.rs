@@ -639,6 +639,64 @@ fn the_connections_dump_reads_as_open_vswitch_s_for_the_same_traffic() {
     assert_eq!(stats.0, stats.1);
 }
 
+/// `ct(commit,alg=tftp)`: a TFTP server answers a request from a port of its
+/// own, and the firewall lets the answer in as related. The same exchange with
+/// another port, committed without the helper, stays out.
+#[test]
+fn a_tftp_helper_lets_the_servers_answer_in_as_related() {
+    let _g = serial();
+    let (d, inside, outside) = stateful_firewall();
+    d.ctl_ok(&[
+        "add-flow",
+        "table=1,priority=25,in_port=1,udp,tp_dst=69,ct_state=+trk+new,actions=ct(commit,zone=7,alg=tftp),NORMAL",
+    ]);
+    let server = |port: u16| {
+        format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('{addr}', {port}))\n\
+             print('ready', flush=True)\n\
+             d, peer = s.recvfrom(512)\n\
+             a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             a.bind(('{addr}', 0))\n\
+             a.sendto(b'DATA', peer)\n",
+            addr = outside.addr
+        )
+    };
+    let client = |port: u16| {
+        format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.settimeout(2)\n\
+             s.sendto(b'RRQ', ('{addr}', {port}))\n\
+             try:\n    d, peer = s.recvfrom(512)\n    print('answered from another port' if peer[1] != {port} else 'same port')\n\
+             except socket.timeout:\n    print('nothing')\n",
+            addr = outside.addr
+        )
+    };
+    for (port, expected) in [(69, "answered from another port"), (6969, "nothing")] {
+        let mut srv = outside.python_ready_for(&server(port), 20);
+        let heard = inside.exec_ok(&["python3", "-c", &client(port)]);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        assert_eq!(
+            heard.trim(),
+            expected,
+            "port {port}: {}\n{}\n{}",
+            d.appctl_ok(&["dpctl/dump-conntrack"]),
+            d.ctl_ok(&["dump-flows"]),
+            d.ctl_ok(&["dump-dp-flows"])
+        );
+    }
+    let dump = d.appctl_ok(&["dpctl/dump-conntrack"]);
+    assert!(
+        dump.contains(",dport=69),") && dump.contains(",zone=7,helper=tftp"),
+        "{dump}"
+    );
+    let dp = d.ctl_ok(&["dump-dp-flows"]);
+    assert!(dp.contains("helper=tftp"), "{dp}");
+}
+
 /// A zone flush cuts live connections: the outside host's datagrams of a
 /// connection the inside host opened get in until the firewall's zone is flushed
 /// (NXT_CT_FLUSH_ZONE, as ovn-controller sends it), and then they are new

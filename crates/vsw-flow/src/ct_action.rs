@@ -74,7 +74,9 @@ impl Default for CtAction {
     }
 }
 
-const FTP: u16 = 21;
+/// `alg=ftp` as Open vSwitch encodes it (the protocol's port).
+pub const ALG_FTP: u16 = 21;
+const FTP: u16 = ALG_FTP;
 const TFTP: u16 = 69;
 
 /// Reads the arguments of `ct(…)` (without the parentheses).
@@ -460,6 +462,7 @@ mod tests {
             crate::syntax::parse_flow("ip,actions=ct(commit,nat(src=10.0.0.1))", &no_ports).is_ok()
         );
         assert!(crate::syntax::parse_flow("ip,actions=ct(commit,force)", &no_ports).is_ok());
+        assert!(crate::syntax::parse_flow("udp,actions=ct(commit,alg=tftp)", &no_ports).is_ok());
         let text = "ip,actions=ct(commit,alg=ftp)";
         let e = crate::syntax::parse_flow(text, &no_ports)
             .unwrap_err()

@@ -339,7 +339,8 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         // Read and printed, refused until the datapath carries them out (a rule
         // taken and then not done would be worse than a refusal).
         if let Action::Ct(ct) = a {
-            let missing = if ct.alg != 0 { Some("alg") } else { None };
+            // TFTP's helper is; FTP's (reading PORT and PASV) is not yet.
+            let missing = (ct.alg == crate::ct_action::ALG_FTP).then_some("alg=ftp");
             if let Some(what) = missing {
                 return Err(values::bad(
                     "ct",

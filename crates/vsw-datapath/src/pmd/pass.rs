@@ -780,8 +780,10 @@ impl Pass<'_, '_, '_> {
                     commit,
                     nat,
                     force,
+                    helper,
                 } => {
                     staged.force = force;
+                    staged.helper = vsw_conntrack::helper::Helper::of_port(helper);
                     let natted = ct.natted_in(zone);
                     let place = vsw_conntrack::ipf::FragPlace {
                         zone,
