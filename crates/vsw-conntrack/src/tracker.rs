@@ -65,6 +65,8 @@ pub struct Ct<'a> {
     pub commit: Option<&'a Commit>,
     pub nat: bool,
     pub natted: bool,
+    /// TCP's payload, for a connection's helper to read (FTP's commands).
+    pub payload: &'a [u8],
 }
 
 /// What the tracker says of a packet: its `ct_state`, `ct_zone`, `ct_mark`,
@@ -269,6 +271,7 @@ impl Conntrack {
             commit,
             nat: false,
             natted: false,
+            payload: &[],
         };
         self.track(pkt, &ct, now_ms)
     }
@@ -276,7 +279,7 @@ impl Conntrack {
     /// [`Conntrack::execute`] of a whole `ct(…)`: with NAT applied when it asks
     /// (`ct.nat`): the outcome's `rewrite` and `+snat`/`+dnat`.
     pub fn track(&self, pkt: &CtPacket, ct: &Ct<'_>, now_ms: u64) -> CtOutcome {
-        let mut out = self.track_state(pkt, ct.zone, ct.commit, ct.natted, now_ms);
+        let mut out = self.track_state(pkt, ct, now_ms);
         if out.state.has(CtState::INVALID) {
             self.invalid.fetch_add(1, Ordering::Relaxed);
         }
@@ -298,14 +301,8 @@ impl Conntrack {
         out
     }
 
-    fn track_state(
-        &self,
-        pkt: &CtPacket,
-        zone: u16,
-        commit: Option<&Commit>,
-        natted: bool,
-        now_ms: u64,
-    ) -> CtOutcome {
+    fn track_state(&self, pkt: &CtPacket, ct: &Ct<'_>, now_ms: u64) -> CtOutcome {
+        let (zone, commit, natted) = (ct.zone, ct.commit, ct.natted);
         let invalid = CtOutcome {
             state: CtState(CtState::INVALID | CtState::TRACKED),
             zone,
@@ -361,6 +358,9 @@ impl Conntrack {
                 Update::Valid => {
                     if let Some(cm) = commit {
                         c.commit(cm);
+                    }
+                    if c.helper.is_some() && !ct.payload.is_empty() {
+                        self.read_by_helper(c, ct.payload, reply);
                     }
                     let r = if reply { CtState::REPLY } else { 0 };
                     return with_rewrite(c, seen(c, CtState::ESTABLISHED | r, zone), reply);
@@ -617,6 +617,17 @@ impl Conntrack {
         self.count.fetch_sub(1, Ordering::SeqCst);
         z.count.fetch_sub(1, Ordering::SeqCst);
         true
+    }
+
+    /// What connection `c`'s helper expects from a payload of it (FTP's `PORT`,
+    /// `EPRT`, `227` and `229`), expected while `c` lives.
+    fn read_by_helper(&self, c: &Conn, payload: &[u8], reply: bool) {
+        let Some(e) = c.helper.and_then(|h| h.read(payload, &c.orig.tuple, reply)) else {
+            return;
+        };
+        let until = c.expires_ms.load(Ordering::Relaxed);
+        self.expected.pin().insert((c.orig.zone, e), until);
+        self.any_expected.store(true, Ordering::Relaxed);
     }
 
     /// Every zone, pinned.

@@ -71,6 +71,7 @@ fn snat_rewrites_out_and_back_and_sets_its_bits() {
         commit: Some(&snat),
         nat: true,
         natted: false,
+        payload: &[],
     };
     let first = ct.track(&pkt(out), &commit, 0);
     assert_eq!(first.state.to_string(), "new|trk|snat");
@@ -91,6 +92,7 @@ fn snat_rewrites_out_and_back_and_sets_its_bits() {
         commit: None,
         nat: true,
         natted: false,
+        payload: &[],
     };
     let back = ct.track(&pkt(reply), &lookup, 1);
     // Its destination rewritten: `+dnat`, as Open vSwitch marks an SNAT reply.
@@ -160,6 +162,7 @@ fn icmp_errors_of_a_natted_connection_are_natted_with_their_quote() {
         commit: None,
         nat: true,
         natted: false,
+        payload: &[],
     };
     let r = ct
         .track(
@@ -243,6 +246,7 @@ fn dnat_balances_to_a_backend_and_answers_as_the_service() {
         commit: Some(&dnat),
         nat: true,
         natted: false,
+        payload: &[],
     };
     let o = ct.track(&pkt(vip), &c, 0);
     assert_eq!(o.state.to_string(), "new|trk|dnat");
@@ -272,7 +276,7 @@ proptest! {
     ) {
         let ct = Conntrack::default();
         let snat = nat(NatKind::Src, (1000, 1000 + addrs - 1), Some((2000, 2000 + ports - 1)));
-        let c = Ct { zone: 0, commit: Some(&snat), nat: true, natted: false };
+        let c = Ct { zone: 0, commit: Some(&snat), nat: true, natted: false, payload: &[] };
         let mut translated: HashSet<Tuple> = HashSet::new();
         let (mut committed, mut refused) = (0usize, 0u64);
         let mut seen: HashSet<Tuple> = HashSet::new();

@@ -185,9 +185,10 @@ fn tcp_segment(tcp: &[u8]) -> Option<TcpSegment> {
     })
 }
 
-/// The packet in `frame` (whose key is `key`) as the tracker reads it; `None`
-/// when it cannot (not IP, a fragment, headers cut short): invalid.
-pub(crate) fn ct_packet(frame: &[u8], key: &FlowKey) -> Option<CtPacket> {
+/// The packet in `frame` (whose key is `key`) as the tracker reads it, and TCP's
+/// payload (for a helper; empty for other protocols); `None` when it cannot (not
+/// IP, a fragment, headers cut short): invalid.
+pub(crate) fn ct_packet<'f>(frame: &'f [u8], key: &FlowKey) -> Option<(CtPacket, &'f [u8])> {
     let v6 = match key.dl_type {
         EtherType::IPV4 => false,
         EtherType::IPV6 => true,
@@ -201,8 +202,13 @@ pub(crate) fn ct_packet(frame: &[u8], key: &FlowKey) -> Option<CtPacket> {
         tuple,
         ..CtPacket::default()
     };
+    let mut payload: &[u8] = &[];
     match tuple.proto {
-        IPPROTO_TCP => pkt.tcp = Some(tcp_segment(l4b)?),
+        IPPROTO_TCP => {
+            let seg = tcp_segment(l4b)?;
+            payload = &l4b[l4b.len() - seg.payload_len as usize..];
+            pkt.tcp = Some(seg);
+        }
         IPPROTO_ICMP | IPPROTO_ICMPV6 if is_icmp_error(v6, tuple.icmp_type) => {
             // The quoted packet: its IP header and the first bytes behind it. It
             // was sent by the error's addressee (Open vSwitch checks so too): an
@@ -215,7 +221,7 @@ pub(crate) fn ct_packet(frame: &[u8], key: &FlowKey) -> Option<CtPacket> {
         }
         _ => {}
     }
-    Some(pkt)
+    Some((pkt, payload))
 }
 
 /// Writes NAT's rewrite `r` into the frame in `buf` (whose key is `key`): the
@@ -282,7 +288,7 @@ mod tests {
     #[test]
     fn udp_and_tcp_read_as_the_tracker_wants_them() {
         let f = builder::udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1234, 53, 20);
-        let p = ct_packet(&f, &key_of(&f)).unwrap();
+        let p = ct_packet(&f, &key_of(&f)).unwrap().0;
         assert_eq!(
             (
                 p.tuple.src,
@@ -307,7 +313,7 @@ mod tests {
         let l4 = 14 + 20;
         f[l4 + 4..l4 + 8].copy_from_slice(&1000u32.to_be_bytes());
         f[l4 + 14..l4 + 16].copy_from_slice(&64240u16.to_be_bytes());
-        let p = ct_packet(&f, &key_of(&f)).unwrap();
+        let p = ct_packet(&f, &key_of(&f)).unwrap().0;
         let seg = p.tcp.unwrap();
         assert_eq!(
             (seg.flags, seg.seq, seg.window, seg.payload_len),

@@ -697,6 +697,82 @@ fn a_tftp_helper_lets_the_servers_answer_in_as_related() {
     assert!(dp.contains("helper=tftp"), "{dp}");
 }
 
+/// `ct(commit,alg=ftp)`: the client's `PORT` command lets the server's data
+/// connection in (related, and committed as such). The same exchange with a
+/// control port that has no helper lets nothing in.
+#[test]
+fn an_ftp_helper_lets_the_active_data_connection_in() {
+    let _g = serial();
+    let (d, inside, outside) = stateful_firewall();
+    for flow in [
+        "table=1,priority=25,in_port=1,tcp,tp_dst=21,ct_state=+trk+new,actions=ct(commit,zone=7,alg=ftp),NORMAL",
+        "table=1,priority=26,in_port=2,ip,ct_state=+trk+new+rel,actions=ct(commit,zone=7),NORMAL",
+    ] {
+        d.ctl_ok(&["add-flow", flow]);
+    }
+    let server = |port: u16| {
+        format!(
+            "import socket\n\
+             s = socket.socket()\n\
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('{a}', {port}))\n\
+             s.listen()\n\
+             print('ready', flush=True)\n\
+             c, _ = s.accept()\n\
+             n = [int(x) for x in c.recv(256).decode().split()[1].split(',')]\n\
+             c.send(b'200 PORT command successful\\r\\n')\n\
+             d = socket.socket()\n\
+             d.settimeout(3)\n\
+             d.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             d.bind(('{a}', 20))\n\
+             try:\n    d.connect(('.'.join(map(str, n[:4])), n[4] * 256 + n[5]))\n    d.send(b'DATA')\n\
+             except OSError:\n    pass\n\
+             c.recv(16)\n",
+            a = outside.addr
+        )
+    };
+    let client = |port: u16| {
+        format!(
+            "import socket\n\
+             l = socket.socket()\n\
+             l.bind(('{i}', 0))\n\
+             l.listen()\n\
+             l.settimeout(4)\n\
+             p = l.getsockname()[1]\n\
+             c = socket.create_connection(('{o}', {port}), timeout=3)\n\
+             c.send(('PORT %s,%d,%d\\r\\n' % ('{i}'.replace('.', ','), p >> 8, p & 255)).encode())\n\
+             c.recv(64)\n\
+             try:\n    d, _ = l.accept()\n    print(d.recv(16).decode())\n\
+             except socket.timeout:\n    print('nothing')\n\
+             c.close()\n",
+            i = inside.addr,
+            o = outside.addr
+        )
+    };
+    for (port, expected) in [(21, "DATA"), (2121, "nothing")] {
+        let mut srv = outside.python_ready_for(&server(port), 20);
+        let heard = inside.exec_ok(&["python3", "-c", &client(port)]);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        assert_eq!(
+            heard.trim(),
+            expected,
+            "control port {port}: {}\n{}",
+            d.appctl_ok(&["dpctl/dump-conntrack"]),
+            d.ctl_ok(&["dump-dp-flows"])
+        );
+    }
+    let dump = d.appctl_ok(&["dpctl/dump-conntrack"]);
+    assert!(
+        dump.contains(",dport=21),") && dump.contains("helper=ftp"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains(",sport=20,"),
+        "the data connection, committed: {dump}"
+    );
+}
+
 /// A zone flush cuts live connections: the outside host's datagrams of a
 /// connection the inside host opened get in until the firewall's zone is flushed
 /// (NXT_CT_FLUSH_ZONE, as ovn-controller sends it), and then they are new

@@ -463,7 +463,8 @@ mod tests {
         );
         assert!(crate::syntax::parse_flow("ip,actions=ct(commit,force)", &no_ports).is_ok());
         assert!(crate::syntax::parse_flow("udp,actions=ct(commit,alg=tftp)", &no_ports).is_ok());
-        let text = "ip,actions=ct(commit,alg=ftp)";
+        assert!(crate::syntax::parse_flow("tcp,actions=ct(commit,alg=ftp)", &no_ports).is_ok());
+        let text = "ip,actions=ct(commit,nat(src=10.0.0.1),alg=ftp)";
         let e = crate::syntax::parse_flow(text, &no_ports)
             .unwrap_err()
             .to_string();

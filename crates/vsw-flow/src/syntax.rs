@@ -339,8 +339,10 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         // Read and printed, refused until the datapath carries them out (a rule
         // taken and then not done would be worse than a refusal).
         if let Action::Ct(ct) = a {
-            // TFTP's helper is; FTP's (reading PORT and PASV) is not yet.
-            let missing = (ct.alg == crate::ct_action::ALG_FTP).then_some("alg=ftp");
+            // FTP's helper reads addresses in the payload, which NAT would have
+            // to rewrite: not yet.
+            let missing = (ct.alg == crate::ct_action::ALG_FTP && ct.nat.is_some())
+                .then_some("alg=ftp with nat");
             if let Some(what) = missing {
                 return Err(values::bad(
                     "ct",

@@ -400,7 +400,7 @@ impl Pass<'_, '_, '_> {
                 Defrag::Complete(r) => return Tracked::Whole(r),
             }
         }
-        let Some(p) = crate::ct::ct_packet(data, &k) else {
+        let Some((p, payload)) = crate::ct::ct_packet(data, &k) else {
             self.shared.conntrack.count_unreadable();
             return Tracked::Done(CtMeta::invalid(zone), Some(k));
         };
@@ -411,6 +411,7 @@ impl Pass<'_, '_, '_> {
             commit,
             nat,
             natted,
+            payload,
         };
         let out = self.shared.conntrack.track(&p, &ct, now_ms);
         let meta = CtMeta::of(&out);
