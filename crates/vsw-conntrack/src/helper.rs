@@ -59,40 +59,58 @@ impl Helper {
         if self != Helper::Ftp || orig.proto != IPPROTO_TCP {
             return None;
         }
-        let text = std::str::from_utf8(payload.get(..payload.len().min(256))?).ok()?;
-        let line = text.lines().next()?.trim_end();
-        let upper = line.get(..5).map(str::to_ascii_uppercase);
-        let (client, server) = (orig.src, orig.dst);
-        let expect = |src: u128, dst: u128, dst_port: u16| Expected {
-            src,
-            dst,
-            dst_port,
-            proto: IPPROTO_TCP,
-            v6: orig.v6,
-        };
-        if !reply {
-            match upper.as_deref() {
-                Some("PORT ") => {
-                    let (addr, port) = six_numbers(&line[5..])?;
-                    (!orig.v6 && addr == client).then(|| expect(server, client, port))
-                }
-                Some("EPRT ") => {
-                    let (addr, port) = eprt(&line[5..])?;
-                    (addr == (orig.v6, client)).then(|| expect(server, client, port))
-                }
-                _ => None,
+        // Every line of the segment (a client may send `TYPE I` and `PORT` in
+        // one), each read on its own; the first that names a connection counts.
+        payload
+            .split(|&b| b == b'\n')
+            .take(MAX_LINES)
+            .filter_map(|l| std::str::from_utf8(l).ok())
+            .find_map(|l| ftp_line(l.trim_end(), orig, reply))
+    }
+}
+
+/// Lines of one segment an FTP helper reads at most.
+const MAX_LINES: usize = 16;
+
+/// What one line of an FTP control connection makes expected.
+fn ftp_line(line: &str, orig: &Tuple, reply: bool) -> Option<Expected> {
+    let (client, server) = (orig.src, orig.dst);
+    let expect = |src: u128, dst: u128, dst_port: u16| Expected {
+        src,
+        dst,
+        dst_port,
+        proto: IPPROTO_TCP,
+        v6: orig.v6,
+    };
+    if !reply {
+        let verb = line.get(..5).map(str::to_ascii_uppercase);
+        match verb.as_deref() {
+            Some("PORT ") => {
+                let (addr, port) = six_numbers(&line[5..])?;
+                (!orig.v6 && addr == client).then(|| expect(server, client, port))
             }
-        } else if let Some(rest) = line.strip_prefix("227 ") {
-            let inner = rest.split_once('(')?.1.split_once(')')?.0;
-            let (addr, port) = six_numbers(inner)?;
-            (!orig.v6 && addr == server).then(|| expect(client, server, port))
-        } else if let Some(rest) = line.strip_prefix("229 ") {
-            let inner = rest.split_once('(')?.1.split_once(')')?.0;
-            let port = inner.trim_matches('|').parse().ok()?;
-            Some(expect(client, server, port))
-        } else {
-            None
+            Some("EPRT ") => {
+                let (addr, port) = eprt(&line[5..])?;
+                (addr == (orig.v6, client)).then(|| expect(server, client, port))
+            }
+            _ => None,
         }
+    } else if let Some(rest) = line.strip_prefix("227 ") {
+        let inner = rest.split_once('(')?.1.split_once(')')?.0;
+        let (addr, port) = six_numbers(inner)?;
+        (!orig.v6 && addr == server).then(|| expect(client, server, port))
+    } else if let Some(rest) = line.strip_prefix("229 ") {
+        // `(|||port|)`, any one delimiter.
+        let inner = rest.split_once('(')?.1.split_once(')')?.0;
+        let d = inner.chars().next()?;
+        let parts: Vec<&str> = inner.split(d).collect();
+        let ["", "", "", port, ""] = parts[..] else {
+            return None;
+        };
+        let port: u16 = port.parse().ok().filter(|&p| p != 0)?;
+        Some(expect(client, server, port))
+    } else {
+        None
     }
 }
 
@@ -246,6 +264,23 @@ mod tests {
             Helper::Tftp.read(b"PORT 198,18,0,1,31,144\r\n", &control, false),
             None
         );
+        // Two commands in one segment; a line of bytes no text before it.
+        assert_eq!(
+            ftp.read(b"TYPE I\r\nPORT 198,18,0,1,31,144\r\n", &control, false),
+            active
+        );
+        assert_eq!(
+            ftp.read(b"\xff\xfe\r\nPORT 198,18,0,1,31,144\r\n", &control, false),
+            active
+        );
+        // 229 only in its own form, and never port 0.
+        for bad in [
+            &b"229 Entering Extended Passive Mode (8080)\r\n"[..],
+            b"229 Entering Extended Passive Mode (|||0|)\r\n",
+            b"229 Entering Extended Passive Mode (||1|8080|)\r\n",
+        ] {
+            assert_eq!(ftp.read(bad, &control, true), None);
+        }
     }
 
     #[test]

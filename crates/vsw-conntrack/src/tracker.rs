@@ -164,6 +164,21 @@ impl Zone {
     }
 }
 
+/// A connection a helper expects: until when, and the connection that expects it
+/// (by its original tuple in the zone), which must still be there when it comes.
+#[derive(Clone, Copy, Debug)]
+struct Expectation {
+    until_ms: u64,
+    parent: Tuple,
+}
+
+/// How long a helper's expectation waits at most (the data connection of an FTP
+/// command, a TFTP server's answer, follow within seconds).
+const EXPECTATION_MS: u64 = 30_000;
+/// How many expectations are kept at most, all zones: past it, a command is not
+/// followed (nothing a client sends grows the tracker without bound).
+const MAX_EXPECTATIONS: usize = 4096;
+
 /// A pinned zone table.
 type Table<'g, G> = papaya::HashMapRef<'g, Tuple, Arc<Conn>, Hasher, G>;
 /// The pinned map of zones.
@@ -211,7 +226,7 @@ pub struct Conntrack {
     /// Fragments kept until their datagrams are whole.
     ipf: crate::ipf::Ipf,
     /// Connections helpers expect, by zone, until when (ms).
-    expected: papaya::HashMap<(u16, crate::helper::Expected), u64, Hasher>,
+    expected: papaya::HashMap<(u16, crate::helper::Expected), Expectation, Hasher>,
     /// Whether any helper ever expected one (until then, no lookup of them).
     any_expected: AtomicBool,
 }
@@ -360,7 +375,7 @@ impl Conntrack {
                         c.commit(cm);
                     }
                     if c.helper.is_some() && !ct.payload.is_empty() {
-                        self.read_by_helper(c, ct.payload, reply);
+                        self.read_by_helper(z, c, ct.payload, reply, now_ms);
                     }
                     let r = if reply { CtState::REPLY } else { 0 };
                     return with_rewrite(c, seen(c, CtState::ESTABLISHED | r, zone), reply);
@@ -403,14 +418,25 @@ impl Conntrack {
                 ..CtOutcome::default()
             };
         }
-        // A connection a helper expects: related to the one that made it expected.
+        // A connection a helper expects: related to the one that made it expected,
+        // while that one lives.
         let expected = (zone, crate::helper::Expected::of(&pkt.tuple));
-        let related = self.any_expected.load(Ordering::Relaxed)
-            && self
-                .expected
-                .pin()
-                .get(&expected)
-                .is_some_and(|&until| until > now_ms);
+        let related = self.any_expected.load(Ordering::Relaxed) && {
+            let exps = self.expected.pin();
+            let live = exps.get(&expected).is_some_and(|x| {
+                x.until_ms > now_ms
+                    && zones.get(&zone).is_some_and(|z| {
+                        z.table
+                            .pin()
+                            .get(&x.parent)
+                            .is_some_and(|p| !p.dead.load(Ordering::Relaxed) && !p.expired(now_ms))
+                    })
+            });
+            if !live {
+                exps.remove(&expected);
+            }
+            live
+        };
         let fresh = CtOutcome {
             state: CtState(
                 CtState::NEW | CtState::TRACKED | if related { CtState::RELATED } else { 0 },
@@ -586,24 +612,46 @@ impl Conntrack {
         }
         // (A packet to its own address and port is its own reply: one key.)
         if conn.reply != conn.orig && conns.try_insert(conn.reply.tuple, conn.clone()).is_err() {
-            let _ = conns.remove_if(&conn.orig.tuple, |_, v| Arc::ptr_eq(v, &conn));
-            uncount();
+            // Its original key was seen meanwhile: counted out by whoever takes it.
+            self.remove(z, &conns, &conn);
             return None;
         }
         // Its zone flushed meanwhile: not made after all (once, as the flush
-        // decides who counts it out).
+        // decides who counts it out). The fence pairs with the flush's: either
+        // this sees the flag, or the flush's walk sees the connection.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if z.flushed.load(Ordering::SeqCst) {
             self.remove(z, &conns, &conn);
             return None;
         }
         self.committed.fetch_add(1, Ordering::Relaxed);
         if let Some(e) = commit.helper.and_then(|h| h.expects(&conn.reply.tuple)) {
-            // Expected while the connection that expects it would live unanswered.
-            let until = conn.expires_ms.load(Ordering::Relaxed);
-            self.expected.pin().insert((zone, e), until);
-            self.any_expected.store(true, Ordering::Relaxed);
+            self.expect(z, e, &conn, now_ms);
         }
         Some(conn)
+    }
+
+    /// Makes `e` expected for a while, on behalf of `parent` (of zone `z`).
+    fn expect(&self, z: &Zone, e: crate::helper::Expected, parent: &Conn, now_ms: u64) {
+        let exps = self.expected.pin();
+        if parent.dead.load(Ordering::SeqCst)
+            || z.flushed.load(Ordering::SeqCst)
+            || exps.len() >= MAX_EXPECTATIONS
+        {
+            return;
+        }
+        let until_ms = parent
+            .expires_ms
+            .load(Ordering::Relaxed)
+            .min(now_ms + EXPECTATION_MS);
+        exps.insert(
+            (parent.orig.zone, e),
+            Expectation {
+                until_ms,
+                parent: parent.orig.tuple,
+            },
+        );
+        self.any_expected.store(true, Ordering::Relaxed);
     }
 
     /// Takes connection `c` out (once, whoever else tries too): whether this call
@@ -620,14 +668,11 @@ impl Conntrack {
     }
 
     /// What connection `c`'s helper expects from a payload of it (FTP's `PORT`,
-    /// `EPRT`, `227` and `229`), expected while `c` lives.
-    fn read_by_helper(&self, c: &Conn, payload: &[u8], reply: bool) {
-        let Some(e) = c.helper.and_then(|h| h.read(payload, &c.orig.tuple, reply)) else {
-            return;
-        };
-        let until = c.expires_ms.load(Ordering::Relaxed);
-        self.expected.pin().insert((c.orig.zone, e), until);
-        self.any_expected.store(true, Ordering::Relaxed);
+    /// `EPRT`, `227` and `229`).
+    fn read_by_helper(&self, z: &Zone, c: &Conn, payload: &[u8], reply: bool, now_ms: u64) {
+        if let Some(e) = c.helper.and_then(|h| h.read(payload, &c.orig.tuple, reply)) {
+            self.expect(z, e, c, now_ms);
+        }
     }
 
     /// Every zone, pinned.
@@ -639,7 +684,7 @@ impl Conntrack {
     /// connection removes it too: this bounds what nothing looks up.)
     pub fn sweep(&self, now_ms: u64) -> usize {
         self.ipf.expire(now_ms);
-        self.expected.pin().retain(|_, &until| until > now_ms);
+        self.expected.pin().retain(|_, x| x.until_ms > now_ms);
         let mut gone = 0;
         for z in self.each_zone() {
             let conns = z.table.pin();
@@ -667,6 +712,7 @@ impl Conntrack {
             return 0;
         };
         z.flushed.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.expected.pin().retain(|(z, _), _| *z != zone);
         let conns = z.table.pin();
         let gone = conns

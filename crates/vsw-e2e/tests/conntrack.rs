@@ -639,6 +639,27 @@ fn the_connections_dump_reads_as_open_vswitch_s_for_the_same_traffic() {
     assert_eq!(stats.0, stats.1);
 }
 
+/// Runs the server script (it prints `ready` when it listens) on its host, then
+/// the client script on its own; what the client printed, and with it the
+/// switch's connections and datapath flows (for a failure's message).
+fn exchange(
+    d: &Vswd,
+    (server_host, server): (&Host, &str),
+    (client_host, client): (&Host, &str),
+) -> String {
+    let mut srv = server_host.python_ready_for(server, 20);
+    let heard = client_host.exec_ok(&["python3", "-c", client]);
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let heard = heard.trim().to_owned();
+    eprintln!(
+        "heard {heard:?}\n{}\n{}",
+        d.appctl_ok(&["dpctl/dump-conntrack"]),
+        d.ctl_ok(&["dump-dp-flows"])
+    );
+    heard
+}
+
 /// `ct(commit,alg=tftp)`: a TFTP server answers a request from a port of its
 /// own, and the firewall lets the answer in as related. The same exchange with
 /// another port, committed without the helper, stays out.
@@ -675,18 +696,8 @@ fn a_tftp_helper_lets_the_servers_answer_in_as_related() {
         )
     };
     for (port, expected) in [(69, "answered from another port"), (6969, "nothing")] {
-        let mut srv = outside.python_ready_for(&server(port), 20);
-        let heard = inside.exec_ok(&["python3", "-c", &client(port)]);
-        let _ = srv.kill();
-        let _ = srv.wait();
-        assert_eq!(
-            heard.trim(),
-            expected,
-            "port {port}: {}\n{}\n{}",
-            d.appctl_ok(&["dpctl/dump-conntrack"]),
-            d.ctl_ok(&["dump-flows"]),
-            d.ctl_ok(&["dump-dp-flows"])
-        );
+        let heard = exchange(&d, (&outside, &server(port)), (&inside, &client(port)));
+        assert_eq!(heard, expected, "port {port}");
     }
     let dump = d.appctl_ok(&["dpctl/dump-conntrack"]);
     assert!(
@@ -750,17 +761,8 @@ fn an_ftp_helper_lets_the_active_data_connection_in() {
         )
     };
     for (port, expected) in [(21, "DATA"), (2121, "nothing")] {
-        let mut srv = outside.python_ready_for(&server(port), 20);
-        let heard = inside.exec_ok(&["python3", "-c", &client(port)]);
-        let _ = srv.kill();
-        let _ = srv.wait();
-        assert_eq!(
-            heard.trim(),
-            expected,
-            "control port {port}: {}\n{}",
-            d.appctl_ok(&["dpctl/dump-conntrack"]),
-            d.ctl_ok(&["dump-dp-flows"])
-        );
+        let heard = exchange(&d, (&outside, &server(port)), (&inside, &client(port)));
+        assert_eq!(heard, expected, "control port {port}");
     }
     let dump = d.appctl_ok(&["dpctl/dump-conntrack"]);
     assert!(

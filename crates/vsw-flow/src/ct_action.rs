@@ -74,9 +74,7 @@ impl Default for CtAction {
     }
 }
 
-/// `alg=ftp` as Open vSwitch encodes it (the protocol's port).
-pub const ALG_FTP: u16 = 21;
-const FTP: u16 = ALG_FTP;
+const FTP: u16 = 21;
 const TFTP: u16 = 69;
 
 /// Reads the arguments of `ct(…)` (without the parentheses).
@@ -469,6 +467,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not in vsw's datapath yet"), "{text}: {e}");
+        let text = "udp,actions=ct(commit,nat(src=10.0.0.1),alg=tftp)";
+        assert!(
+            crate::syntax::parse_flow(text, &no_ports).is_err(),
+            "{text}"
+        );
         assert!(
             crate::syntax::parse_flow("arp,actions=ct(commit)", &no_ports).is_err(),
             "ct needs IP"

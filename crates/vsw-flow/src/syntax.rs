@@ -339,10 +339,9 @@ pub fn check_actions(actions: &[Action], matcher: Option<&Match>) -> Result<(), 
         // Read and printed, refused until the datapath carries them out (a rule
         // taken and then not done would be worse than a refusal).
         if let Action::Ct(ct) = a {
-            // FTP's helper reads addresses in the payload, which NAT would have
-            // to rewrite: not yet.
-            let missing = (ct.alg == crate::ct_action::ALG_FTP && ct.nat.is_some())
-                .then_some("alg=ftp with nat");
+            // A helper's expected connection is not NATed as its parent (FTP's payload
+            // would need its addresses rewritten too): not yet.
+            let missing = (ct.alg != 0 && ct.nat.is_some()).then_some("alg with nat");
             if let Some(what) = missing {
                 return Err(values::bad(
                     "ct",

@@ -2476,7 +2476,7 @@ impl Ctx<'_, '_> {
     /// runs after that table's actions, on the next pass).
     fn ct(&mut self, ct: &vsw_flow::ct_action::CtAction, table: u8) {
         use vsw_flow::ct_action::{CtExec, CtZone};
-        if ct.alg == vsw_flow::ct_action::ALG_FTP && ct.nat.is_some() {
+        if ct.alg != 0 && ct.nat.is_some() {
             // Refused when the rule went in (vsw-flow's check_actions).
             self.step(
                 table,
