@@ -562,6 +562,26 @@ impl Ipf {
         dropped
     }
 
+    /// Every counter: (family `v4`/`v6`, what became of the fragments, how many):
+    /// `accepted`, `completed` (sent on with their datagram), `expired`,
+    /// `too_small`, `overlapped`, `purged`.
+    pub fn counts(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut out = Vec::with_capacity(12);
+        for (name, fam) in [("v4", &self.v4), ("v6", &self.v6)] {
+            for (what, c) in [
+                ("accepted", Counter::Accepted),
+                ("completed", Counter::CompletedSent),
+                ("expired", Counter::Expired),
+                ("too_small", Counter::TooSmall),
+                ("overlapped", Counter::Overlap),
+                ("purged", Counter::Purged),
+            ] {
+                out.push((name, what, fam.get(c)));
+            }
+        }
+        out
+    }
+
     /// Fragments kept now.
     pub fn nfrag(&self) -> u32 {
         self.nfrag.load(Ordering::Relaxed)

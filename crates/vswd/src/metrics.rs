@@ -145,6 +145,8 @@ struct ConntrackCounts {
     invalid: u64,
     nat_exhausted: u64,
     limit: u64,
+    fragments_kept: u64,
+    fragments: Vec<(&'static str, &'static str, u64)>,
 }
 
 impl ConntrackCounts {
@@ -156,6 +158,8 @@ impl ConntrackCounts {
             invalid: ct.invalid(),
             nat_exhausted: ct.nat_exhausted(),
             limit: ct.limit() as u64,
+            fragments_kept: u64::from(ct.ipf().nfrag()),
+            fragments: ct.ipf().counts(),
         }
     }
 }
@@ -201,7 +205,22 @@ fn conntrack_families(ct: &ConntrackCounts) -> Vec<Family<'_>> {
         "The most connections the tracker keeps, all zones together.",
     );
     limit.add(Vec::new(), ct.limit);
-    vec![conns, committed, refused, limit]
+    let mut kept = Family::gauge(
+        "vsw_ipf_fragments_kept",
+        "IP fragments kept until their datagrams are whole.",
+    );
+    kept.add(Vec::new(), ct.fragments_kept);
+    let mut fragments = Family::counter(
+        "vsw_ipf_fragments",
+        "IP fragments met by a ct, by family and what became of them.",
+    );
+    for (family, outcome, n) in &ct.fragments {
+        fragments.add(
+            vec![("family", (*family).into()), ("outcome", (*outcome).into())],
+            *n,
+        );
+    }
+    vec![conns, committed, refused, limit, kept, fragments]
 }
 
 /// The families of every bridge's counters and the tunnels' drops.
@@ -633,6 +652,8 @@ mod tests {
             "vsw_conntrack_committed_total 1",
             "vsw_conntrack_refused_total{reason=\"nat_exhausted\"} 0",
             "vsw_conntrack_limit 3000000",
+            "vsw_ipf_fragments_kept 0",
+            "vsw_ipf_fragments_total{family=\"v6\",outcome=\"too_small\"} 0",
         ] {
             assert!(ct_text.contains(line), "{line} in\n{ct_text}");
         }
