@@ -229,6 +229,9 @@ pub struct Conntrack {
     expected: papaya::HashMap<(u16, crate::helper::Expected), Expectation, Hasher>,
     /// Whether any helper ever expected one (until then, no lookup of them).
     any_expected: AtomicBool,
+    /// Zones flushed, and whether their tables were emptied yet (`sweep` empties
+    /// them, and lets a zone go once nothing else holds it).
+    flushed_zones: Mutex<Vec<(Arc<Zone>, bool)>>,
 }
 
 /// How many connections of one zone, protocol and state (`Conntrack::census`).
@@ -267,6 +270,7 @@ impl Conntrack {
             ipf: crate::ipf::Ipf::default(),
             expected: papaya::HashMap::default(),
             any_expected: AtomicBool::new(false),
+            flushed_zones: Mutex::new(Vec::new()),
         }
     }
 
@@ -684,6 +688,17 @@ impl Conntrack {
     /// connection removes it too: this bounds what nothing looks up.)
     pub fn sweep(&self, now_ms: u64) -> usize {
         self.ipf.expire(now_ms);
+        // Flushed zones' tables emptied here, not in the flush (nor a PMD).
+        {
+            let mut flushed = self.flushed_zones.lock();
+            for (z, emptied) in flushed.iter_mut() {
+                if !*emptied {
+                    z.table.pin().clear();
+                    *emptied = true;
+                }
+            }
+            flushed.retain(|(z, _)| Arc::strong_count(z) > 1);
+        }
         self.expected.pin().retain(|_, x| x.until_ms > now_ms);
         let mut gone = 0;
         for z in self.each_zone() {
@@ -705,8 +720,9 @@ impl Conntrack {
 
     /// Removes every connection of `zone`; how many. The zone's table goes at
     /// once (a packet after this sees an empty zone); its connections are then
-    /// counted out and its table emptied here, in the caller's thread, never a
-    /// PMD's: the work of that zone's connections alone, no lookup of any.
+    /// counted out here, in the caller's thread, never a PMD's: the work of that
+    /// zone's connections alone, no lookup of any. The next `sweep` empties the
+    /// table (frees the connections).
     pub fn flush_zone(&self, zone: u16) -> usize {
         let Some(z) = self.zones.pin().remove(&zone).cloned() else {
             return 0;
@@ -721,7 +737,10 @@ impl Conntrack {
             .count();
         self.count.fetch_sub(gone, Ordering::SeqCst);
         z.count.fetch_sub(gone as u32, Ordering::SeqCst);
-        conns.clear();
+        drop(conns);
+        // Its table is emptied at the next sweep, in the sweeper's thread:
+        // freeing its connections takes longer than the flush itself.
+        self.flushed_zones.lock().push((z, false));
         gone
     }
 
