@@ -183,6 +183,16 @@ enum Counter {
     Purged,
 }
 
+/// Each counter under its name (metrics'; `ipf-get-status` prints it with spaces).
+const COUNTERS: [(&str, Counter); 6] = [
+    ("accepted", Counter::Accepted),
+    ("completed", Counter::CompletedSent),
+    ("expired", Counter::Expired),
+    ("too_small", Counter::TooSmall),
+    ("overlapped", Counter::Overlap),
+    ("purged", Counter::Purged),
+];
+
 /// One family's counters and settings.
 #[derive(Default)]
 struct Family {
@@ -568,14 +578,7 @@ impl Ipf {
     pub fn counts(&self) -> Vec<(&'static str, &'static str, u64)> {
         let mut out = Vec::with_capacity(12);
         for (name, fam) in [("v4", &self.v4), ("v6", &self.v6)] {
-            for (what, c) in [
-                ("accepted", Counter::Accepted),
-                ("completed", Counter::CompletedSent),
-                ("expired", Counter::Expired),
-                ("too_small", Counter::TooSmall),
-                ("overlapped", Counter::Overlap),
-                ("purged", Counter::Purged),
-            ] {
+            for (what, c) in COUNTERS {
                 out.push((name, what, fam.get(c)));
             }
         }
@@ -641,14 +644,9 @@ impl Ipf {
                 "min {name} frag size: {}",
                 fam.min_frag.load(Ordering::Relaxed)
             ));
-            for (what, c) in [
-                ("accepted", Counter::Accepted),
-                ("completed", Counter::CompletedSent),
-                ("expired", Counter::Expired),
-                ("too small", Counter::TooSmall),
-                ("overlapped", Counter::Overlap),
-                ("purged", Counter::Purged),
-            ] {
+            for (what, c) in COUNTERS {
+                // Open vSwitch's words: the metric's with spaces.
+                let what = what.replace('_', " ");
                 line(format!("{name} frags {what}: {}", fam.get(c)));
             }
         }

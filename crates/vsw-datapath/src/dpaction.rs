@@ -279,11 +279,11 @@ impl fmt::Display for DpAction {
                     _ => "",
                 };
                 let n = if *nat { ",nat" } else { "" };
-                let h = match vsw_conntrack::helper::Helper::of_port(*helper) {
-                    Some(h) => format!(",helper={}", h.name()),
-                    None => String::new(),
-                };
-                write!(f, "ct({c}zone={zone}{n}{h})")
+                write!(f, "ct({c}zone={zone}{n}")?;
+                if let Some(h) = vsw_conntrack::helper::Helper::of_port(*helper) {
+                    write!(f, ",helper={}", h.name())?;
+                }
+                f.write_str(")")
             }
             DpAction::CtNatAddr { max, addr } => {
                 let which = if *max { "max" } else { "min" };
